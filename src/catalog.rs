@@ -1,0 +1,268 @@
+//! The scales and characters the workbench knows: the bundled ones compiled into the binary, plus user
+//! files in `<data dir>/scales` and `<data dir>/characters` (a user file with a bundled id replaces it,
+//! and says so). Also validates arbitrary files for `incharacter validate`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::domain::character::Character;
+use crate::domain::diagnostic::{Diagnostic, Source};
+use crate::domain::scale::Scale;
+
+mod bundled {
+    include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
+}
+
+/// Where a scale or character came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Origin {
+    Bundled,
+    User { path: PathBuf, overrides_bundled: bool },
+}
+
+impl Origin {
+    pub fn describe(&self) -> String {
+        match self {
+            Origin::Bundled => "bundled".into(),
+            Origin::User {
+                path,
+                overrides_bundled: true,
+            } => format!("user (overrides bundled): {}", path.display()),
+            Origin::User {
+                path,
+                overrides_bundled: false,
+            } => format!("user: {}", path.display()),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Entry<T> {
+    pub value: T,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub scales: Vec<Entry<Scale>>,
+    pub characters: Vec<Entry<Character>>,
+    /// Problems in user files; those files were skipped.
+    pub problems: Vec<Diagnostic>,
+}
+
+impl Catalog {
+    /// Only what is compiled in. Fails (never panics) if a bundled file is invalid.
+    pub fn bundled() -> Result<Catalog, Vec<Diagnostic>> {
+        let mut catalog = Catalog::default();
+        let mut errors = Vec::new();
+        for (name, text) in bundled::SCALES {
+            match Scale::parse(Source::new(name, text)) {
+                Ok(scale) => catalog.scales.push(Entry {
+                    value: scale,
+                    origin: Origin::Bundled,
+                }),
+                Err(e) => errors.extend(e),
+            }
+        }
+        for (name, text) in bundled::CHARACTERS {
+            match Character::parse(Source::new(name, text), |id| catalog.scale(id)) {
+                Ok(c) => catalog.characters.push(Entry {
+                    value: c,
+                    origin: Origin::Bundled,
+                }),
+                Err(e) => errors.extend(e),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        catalog.sort();
+        Ok(catalog)
+    }
+
+    /// Bundled files plus the user's files under `data_dir` (if given). Invalid user files are skipped
+    /// and reported in `problems`.
+    pub fn load(data_dir: Option<&Path>) -> Result<Catalog, Vec<Diagnostic>> {
+        let mut catalog = Catalog::bundled()?;
+        let Some(dir) = data_dir else { return Ok(catalog) };
+        for path in toml_files(&dir.join("scales"), &mut catalog.problems) {
+            match read(&path).and_then(|text| Scale::parse(Source::new(&path.display().to_string(), &text))) {
+                Ok(scale) => catalog.add_scale(scale, path),
+                Err(e) => catalog.problems.extend(e),
+            }
+        }
+        for path in toml_files(&dir.join("characters"), &mut catalog.problems) {
+            let parsed = read(&path).and_then(|text| {
+                Character::parse(Source::new(&path.display().to_string(), &text), |id| catalog.scale(id))
+            });
+            match parsed {
+                Ok(c) => catalog.add_character(c, path),
+                Err(e) => catalog.problems.extend(e),
+            }
+        }
+        catalog.sort();
+        Ok(catalog)
+    }
+
+    fn add_scale(&mut self, scale: Scale, path: PathBuf) {
+        let existing = self.scales.iter().position(|e| e.value.id == scale.id);
+        let overrides_bundled = existing.is_some_and(|i| self.scales[i].origin == Origin::Bundled);
+        let entry = Entry {
+            value: scale,
+            origin: Origin::User {
+                path,
+                overrides_bundled,
+            },
+        };
+        match existing {
+            Some(i) => self.scales[i] = entry,
+            None => self.scales.push(entry),
+        }
+    }
+
+    fn add_character(&mut self, character: Character, path: PathBuf) {
+        let existing = self.characters.iter().position(|e| e.value.id == character.id);
+        let overrides_bundled = existing.is_some_and(|i| self.characters[i].origin == Origin::Bundled);
+        let entry = Entry {
+            value: character,
+            origin: Origin::User {
+                path,
+                overrides_bundled,
+            },
+        };
+        match existing {
+            Some(i) => self.characters[i] = entry,
+            None => self.characters.push(entry),
+        }
+    }
+
+    fn sort(&mut self) {
+        self.scales.sort_by_key(|e| e.value.id.to_lowercase());
+        self.characters.sort_by(|a, b| a.value.id.cmp(&b.value.id));
+    }
+
+    /// A scale by id, case-insensitively.
+    pub fn scale(&self, id: &str) -> Option<&Scale> {
+        self.scale_entry(id).map(|e| &e.value)
+    }
+
+    pub fn scale_entry(&self, id: &str) -> Option<&Entry<Scale>> {
+        self.scales.iter().find(|e| e.value.id.eq_ignore_ascii_case(id.trim()))
+    }
+
+    /// A character by id, reference id, name or alias, case-insensitively.
+    pub fn character(&self, name: &str) -> Option<&Character> {
+        self.character_entry(name).map(|e| &e.value)
+    }
+
+    pub fn character_entry(&self, name: &str) -> Option<&Entry<Character>> {
+        self.characters
+            .iter()
+            .find(|e| e.value.id.eq_ignore_ascii_case(name.trim()))
+            .or_else(|| self.characters.iter().find(|e| e.value.answers_to(name)))
+    }
+
+    /// Validates scale and character files (or directories of them). Scales are checked first so that
+    /// characters may carry labels for scales given in the same call.
+    pub fn validate_files(&self, paths: &[PathBuf]) -> Validation {
+        let mut files = Vec::new();
+        let mut errors = Vec::new();
+        for path in paths {
+            if path.is_dir() {
+                files.extend(toml_files(path, &mut errors));
+            } else {
+                files.push(path.clone());
+            }
+        }
+        let mut scales: Vec<Scale> = Vec::new();
+        let mut characters = Vec::new();
+        let mut checked = 0;
+        for path in &files {
+            let name = path.display().to_string();
+            let text = match read(path) {
+                Ok(t) => t,
+                Err(e) => {
+                    errors.extend(e);
+                    continue;
+                }
+            };
+            let source = Source::new(&name, &text);
+            match toml::from_str::<toml::Table>(&text) {
+                Err(e) => errors.push(source.toml_error(&e)),
+                Ok(table) if table.contains_key("items") => {
+                    checked += 1;
+                    match Scale::parse(source) {
+                        Ok(scale) => scales.push(scale),
+                        Err(e) => errors.extend(e),
+                    }
+                }
+                Ok(table) if table.contains_key("experimenter") => characters.push((name.clone(), text)),
+                Ok(_) => errors
+                    .push(source.whole("neither a scale file (no [[items]]) nor a character file (no `experimenter`)")),
+            }
+        }
+        for (name, text) in &characters {
+            checked += 1;
+            let lookup = |id: &str| scales.iter().find(|s| s.id == id).or_else(|| self.scale(id));
+            if let Err(e) = Character::parse(Source::new(name, text), lookup) {
+                errors.extend(e);
+            }
+        }
+        Validation { checked, errors }
+    }
+}
+
+pub struct Validation {
+    pub checked: usize,
+    pub errors: Vec<Diagnostic>,
+}
+
+fn read(path: &Path) -> Result<String, Vec<Diagnostic>> {
+    let name = path.display().to_string();
+    let bytes = fs::read(path).map_err(|e| vec![Source::new(&name, "").whole(format!("cannot read: {e}"))])?;
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = e.utf8_error().valid_up_to();
+        let text = String::from_utf8_lossy(&e.as_bytes()[..valid]).into_owned();
+        vec![Source::new(&name, &text).at(valid..valid, "the file is not valid UTF-8 here")]
+    })
+}
+
+/// The `.toml` files directly inside `dir`, sorted; a missing dir is simply empty.
+fn toml_files(dir: &Path, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => {
+            problems.push(Source::new(&dir.display().to_string(), "").whole(format!("cannot list directory: {e}")));
+            return Vec::new();
+        }
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundled_assets_load() {
+        let c = Catalog::bundled()
+            .unwrap_or_else(|e| panic!("{}", e.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")));
+        assert_eq!(c.scales.len(), 15);
+        assert_eq!(c.characters.len(), 32);
+        assert!(c.scale("bfi").is_some());
+        assert_eq!(
+            c.character("Hermione Granger").map(|h| h.id.as_str()),
+            Some("hermione-en")
+        );
+        assert_eq!(c.character("钟离").map(|h| h.id.as_str()), Some("zhongli-zh"));
+    }
+}

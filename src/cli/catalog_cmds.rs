@@ -1,0 +1,263 @@
+//! `scales`, `characters` and `validate`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use super::input_error;
+use super::table::{Table, num};
+use crate::catalog::Catalog;
+use crate::domain::character::{Character, LabelSource};
+use crate::domain::scale::{ItemRole, Scale};
+use crate::text::terminal_safe as safe;
+
+pub fn list_scales(catalog: &Catalog, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    if json {
+        let list: Vec<_> = catalog
+            .scales
+            .iter()
+            .map(|e| {
+                let s = &e.value;
+                json!({
+                    "id": s.id,
+                    "name": s.name,
+                    "items": s.items.len(),
+                    "scored_items": s.scored_items().count(),
+                    "dimensions": s.dimensions.iter().map(|d| &d.name).collect::<Vec<_>>(),
+                    "range": [s.range.min, s.range.max],
+                    "origin": e.origin,
+                })
+            })
+            .collect();
+        writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = Table::new(&["id", "name", ">items", ">scored", ">dims", "range", "origin"]);
+    for e in &catalog.scales {
+        let s = &e.value;
+        t.row(vec![
+            safe(&s.id),
+            safe(&s.name),
+            s.items.len().to_string(),
+            s.scored_items().count().to_string(),
+            s.dimensions.len().to_string(),
+            format!("{}–{}", s.range.min, s.range.max),
+            safe(&e.origin.describe()),
+        ]);
+    }
+    write!(out, "{}", t.render())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn find_scale<'a>(catalog: &'a Catalog, id: &str) -> anyhow::Result<&'a Scale> {
+    catalog.scale(id).ok_or_else(|| {
+        let ids: Vec<&str> = catalog.scales.iter().map(|e| e.value.id.as_str()).collect();
+        input_error(format!(
+            "unknown scale \"{}\"; known scales: {}",
+            safe(id),
+            ids.join(", ")
+        ))
+    })
+}
+
+fn find_character<'a>(catalog: &'a Catalog, id: &str) -> anyhow::Result<&'a Character> {
+    catalog.character(id).ok_or_else(|| {
+        input_error(format!(
+            "unknown character \"{}\"; `incharacter characters` lists them",
+            safe(id)
+        ))
+    })
+}
+
+pub fn show_scale(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let scale = find_scale(catalog, id)?;
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(scale)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let origin = catalog.scale_entry(id).map(|e| e.origin.describe()).unwrap_or_default();
+    writeln!(
+        out,
+        "{} — {} ({})",
+        safe(&scale.id),
+        safe(&scale.name),
+        safe(&scale.name_zh)
+    )?;
+    writeln!(out, "citation: {}", safe(&scale.citation))?;
+    writeln!(out, "origin:   {}", safe(&origin))?;
+    let options: Vec<String> = scale
+        .options
+        .en
+        .iter()
+        .enumerate()
+        .map(|(i, o)| format!("{} = {}", scale.range.min + i as i32, safe(o)))
+        .collect();
+    writeln!(
+        out,
+        "range:    {}–{}: {}",
+        scale.range.min,
+        scale.range.max,
+        options.join(", ")
+    )?;
+    if scale.is_pole_percent() {
+        writeln!(out, "scores:   % of each dimension's first pole (0–100)")?;
+    }
+    writeln!(out, "self-report: {}", safe(&scale.self_report_stem.en))?;
+    writeln!(out)?;
+    let mut dims = Table::new(&["dimension", "中文", ">items", ">reverse", "low … high"]);
+    for (index, d) in scale.dimensions.iter().enumerate() {
+        let items: Vec<_> = scale.items_of(index).collect();
+        let reverse = items
+            .iter()
+            .filter(|i| i.keying().is_some_and(|k| !k.is_positive()))
+            .count();
+        dims.row(vec![
+            safe(&d.name),
+            safe(&d.name_zh),
+            items.len().to_string(),
+            reverse.to_string(),
+            format!("{} … {}", safe(&d.low.en), safe(&d.high.en)),
+        ]);
+    }
+    write!(out, "{}", dims.render())?;
+    writeln!(out)?;
+    let mut items = Table::new(&[">id", "dimension", "keying", "statement", "interview question"]);
+    for item in &scale.items {
+        let (dimension, keying) = match &item.role {
+            ItemRole::Scored { dimension, keying } => {
+                (scale.dimensions[*dimension].name.clone(), keying.as_str().to_string())
+            }
+            ItemRole::Filler => ("(filler)".to_string(), String::new()),
+        };
+        items.row(vec![
+            item.id.to_string(),
+            safe(&dimension),
+            keying,
+            safe(&item.statement.en),
+            safe(&item.question.en),
+        ]);
+    }
+    write!(out, "{}", items.render())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `{pdb: {scale: {dim: {score, type}}}, annotation: {…}}`.
+fn labels_json(c: &Character) -> serde_json::Value {
+    json!({ "pdb": c.labels.pdb, "annotation": c.labels.annotation })
+}
+
+pub fn list_characters(catalog: &Catalog, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    if json {
+        let list: Vec<_> = catalog
+            .characters
+            .iter()
+            .map(|e| {
+                let c = &e.value;
+                json!({
+                    "id": c.id,
+                    "name": c.name,
+                    "aliases": c.aliases,
+                    "language": c.language,
+                    "experimenter": c.experimenter,
+                    "work": c.work,
+                    "reference_id": c.reference_id,
+                    "labels": labels_json(c),
+                    "origin": e.origin,
+                })
+            })
+            .collect();
+        writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let bfi = catalog.scale("BFI");
+    let p16 = catalog.scale("16Personalities");
+    let mut t = Table::new(&["id", "name", "lang", "experimenter", "BFI", "16P", "work"]);
+    for e in &catalog.characters {
+        let c = &e.value;
+        let code = |scale: Option<&Scale>| {
+            scale
+                .and_then(|s| c.code(s, c.labels.exclusion_source(&s.id)))
+                .unwrap_or_else(|| "–".into())
+        };
+        t.row(vec![
+            safe(&c.id),
+            safe(&c.name),
+            c.language.code().into(),
+            safe(&c.experimenter),
+            code(bfi),
+            code(p16),
+            safe(&c.work),
+        ]);
+    }
+    write!(out, "{}", t.render())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn show_character(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let c = find_character(catalog, id)?;
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(c)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let origin = catalog
+        .character_entry(id)
+        .map(|e| e.origin.describe())
+        .unwrap_or_default();
+    writeln!(out, "{} ({}) — {}", safe(&c.name), safe(&c.id), safe(&c.work))?;
+    writeln!(out, "aliases:      {}", safe(&c.aliases.join(", ")))?;
+    writeln!(out, "language:     {}", c.language.code())?;
+    writeln!(out, "experimenter: {}", safe(&c.experimenter))?;
+    writeln!(out, "origin:       {}", safe(&origin))?;
+    writeln!(out, "\n{}", safe(c.description.trim()))?;
+    if !c.catchphrases.is_empty() {
+        writeln!(out, "\ncatchphrases:")?;
+        for line in &c.catchphrases {
+            writeln!(out, "  “{}”", safe(line))?;
+        }
+    }
+    for source in [LabelSource::Pdb, LabelSource::Annotation] {
+        let set = c.labels.source(source);
+        if set.is_empty() {
+            continue;
+        }
+        let title = match source {
+            LabelSource::Pdb => "labels from the Personality Database (pdb)",
+            LabelSource::Annotation => "labels from expert annotation",
+        };
+        writeln!(out, "\n{title}:")?;
+        let mut t = Table::new(&["scale", "code", "dimension", ">score", "type"]);
+        for entry in &catalog.scales {
+            let scale = &entry.value;
+            let Some(dims) = set.get(&scale.id) else { continue };
+            let code = c.code(scale, source).unwrap_or_default();
+            for (i, d) in scale.dimensions.iter().enumerate() {
+                let Some(label) = dims.get(&d.name) else { continue };
+                t.row(vec![
+                    if i == 0 { safe(&scale.id) } else { String::new() },
+                    if i == 0 { code.clone() } else { String::new() },
+                    safe(&d.name),
+                    label.score.map_or("X".into(), |s| num(Some(s))),
+                    format!("{:?}", label.kind),
+                ]);
+            }
+        }
+        write!(out, "{}", t.render())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn validate(catalog: &Catalog, paths: &[PathBuf], out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let result = catalog.validate_files(paths);
+    for error in &result.errors {
+        writeln!(out, "{}", safe(&error.to_string()))?;
+    }
+    if result.errors.is_empty() {
+        writeln!(out, "{} file(s) valid", result.checked)?;
+        Ok(ExitCode::SUCCESS)
+    } else {
+        writeln!(out, "{} error(s) in {} path(s)", result.errors.len(), paths.len())?;
+        Ok(ExitCode::from(2))
+    }
+}

@@ -1,0 +1,356 @@
+//! `metrics` (predictions vs labels) and `agreement` (two raters), reading CSV files whose errors are
+//! reported as file:line:column.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use super::input_error;
+use super::table::{Table, num};
+use crate::catalog::Catalog;
+use crate::domain::character::{LabelSource, LabelType};
+use crate::domain::metrics::{AlignmentRow, alignment, std_score};
+use crate::domain::stats;
+use crate::text::terminal_safe as safe;
+
+/// One CSV data row: its fields and where each field starts (line, column).
+struct Row {
+    fields: Vec<String>,
+    line: u64,
+    columns: Vec<usize>,
+}
+
+/// Reads a CSV with a header naming at least `required` (any order, extra columns ignored) and returns
+/// the rows' fields in the order of `required`.
+fn read_csv(path: &Path, required: &[&str]) -> anyhow::Result<Vec<Row>> {
+    let name = path.display().to_string();
+    let mut reader = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .flexible(false)
+        .from_path(path)
+        .map_err(|e| input_error(format!("{}: cannot read: {e}", safe(&name))))?;
+    let header = reader.headers().map_err(|e| csv_error(&name, &e))?.clone();
+    let positions: Vec<usize> = required
+        .iter()
+        .map(|col| {
+            header.iter().position(|h| h.eq_ignore_ascii_case(col)).ok_or_else(|| {
+                input_error(format!(
+                    "{}:1:1: missing column \"{col}\" (the header must name {})",
+                    safe(&name),
+                    required.join(",")
+                ))
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let mut rows = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| csv_error(&name, &e))?;
+        let line = record.position().map_or(0, |p| p.line());
+        let fields = positions
+            .iter()
+            .map(|&i| record.get(i).unwrap_or("").to_string())
+            .collect();
+        // Column of a field = 1 + bytes of the fields before it + their separators (exact when unquoted).
+        let columns = positions
+            .iter()
+            .map(|&i| {
+                1 + (0..i)
+                    .map(|j| record.get(j).map_or(0, |f| f.chars().count()) + 1)
+                    .sum::<usize>()
+            })
+            .collect();
+        rows.push(Row { fields, line, columns });
+    }
+    if rows.is_empty() {
+        return Err(input_error(format!("{}: no data rows after the header", safe(&name))));
+    }
+    Ok(rows)
+}
+
+fn csv_error(name: &str, e: &csv::Error) -> anyhow::Error {
+    let line = e.position().map_or(1, |p| p.line());
+    input_error(format!("{}:{line}:1: {e}", safe(name)))
+}
+
+fn located(path: &Path, row: &Row, field: usize, message: String) -> anyhow::Error {
+    input_error(format!(
+        "{}:{}:{}: {message}",
+        safe(&path.display().to_string()),
+        row.line,
+        row.columns[field]
+    ))
+}
+
+fn parse_number(path: &Path, row: &Row, field: usize, what: &str) -> anyhow::Result<f64> {
+    let text = &row.fields[field];
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(located(
+            path,
+            row,
+            field,
+            format!("{what} \"{}\" is not a number", safe(text)),
+        )),
+    }
+}
+
+pub fn metrics(
+    catalog: &Catalog,
+    scale_id: &str,
+    predictions: &Path,
+    labels: Option<LabelSource>,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let scale = catalog.scale(scale_id).ok_or_else(|| {
+        let ids: Vec<&str> = catalog.scales.iter().map(|e| e.value.id.as_str()).collect();
+        input_error(format!(
+            "unknown scale \"{}\"; known scales: {}",
+            safe(scale_id),
+            ids.join(", ")
+        ))
+    })?;
+    let (min, max) = scale.dimension_range();
+    let mut rows = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut sources = BTreeSet::new();
+    for row in read_csv(predictions, &["character", "dimension", "repeat", "score"])? {
+        let [character, dimension, repeat, _] = &row.fields[..] else {
+            unreachable!("four columns requested")
+        };
+        let c = catalog.character(character).ok_or_else(|| {
+            located(
+                predictions,
+                &row,
+                0,
+                format!("unknown character \"{}\"", safe(character)),
+            )
+        })?;
+        let d = scale
+            .dimensions
+            .iter()
+            .find(|d| d.name.eq_ignore_ascii_case(dimension))
+            .ok_or_else(|| {
+                let names: Vec<&str> = scale.dimensions.iter().map(|d| d.name.as_str()).collect();
+                located(
+                    predictions,
+                    &row,
+                    1,
+                    format!(
+                        "{} has no dimension \"{}\" (it has: {})",
+                        scale.id,
+                        safe(dimension),
+                        names.join(", ")
+                    ),
+                )
+            })?;
+        let repeat: u32 = repeat.parse().map_err(|_| {
+            located(
+                predictions,
+                &row,
+                2,
+                format!("repeat \"{}\" is not a whole number ≥ 0", safe(repeat)),
+            )
+        })?;
+        let score = parse_number(predictions, &row, 3, "score")?;
+        if !(min..=max).contains(&score) {
+            return Err(located(
+                predictions,
+                &row,
+                3,
+                format!("score {score} is outside {}'s range [{min}, {max}]", scale.id),
+            ));
+        }
+        if !seen.insert((c.id.clone(), d.name.clone(), repeat)) {
+            return Err(located(
+                predictions,
+                &row,
+                0,
+                format!("a second prediction for {} / {} in repeat {repeat}", c.id, d.name),
+            ));
+        }
+        let exclusion = c.labels.exclusion_source(&scale.id);
+        let source = labels.unwrap_or(exclusion);
+        sources.insert(source);
+        let label = c.labels.get(source, &scale.id, &d.name).ok_or_else(|| {
+            located(
+                predictions,
+                &row,
+                0,
+                format!(
+                    "{} has no {} label for {} / {}",
+                    c.id,
+                    source_name(source),
+                    scale.id,
+                    d.name
+                ),
+            )
+        })?;
+        let marginal = c
+            .labels
+            .get(exclusion, &scale.id, &d.name)
+            .is_none_or(|l| l.kind == LabelType::X);
+        rows.push(AlignmentRow {
+            character: c.id.clone(),
+            dimension: d.name.clone(),
+            repeat,
+            predicted: score,
+            label: *label,
+            marginal,
+        });
+    }
+    let order: Vec<String> = scale.dimensions.iter().map(|d| d.name.clone()).collect();
+    let Some(result) = alignment((min, max), &order, &rows) else {
+        return Err(input_error(format!(
+            "{}: every prediction is for a marginal (X) label; nothing to score",
+            safe(&predictions.display().to_string())
+        )));
+    };
+    // Std_Score: spread of each (character, dimension) score across repeats.
+    let mut across: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
+    for r in &rows {
+        across
+            .entry((&r.character, &r.dimension))
+            .or_default()
+            .push(r.predicted);
+    }
+    let spread = std_score(across.values().map(Vec::as_slice), max - min);
+    let labels_used: Vec<&str> = sources.iter().map(|&s| source_name(s)).collect();
+
+    if json {
+        let o = result.overall;
+        let dimensions: serde_json::Map<String, serde_json::Value> = result
+            .dimensions
+            .iter()
+            .map(|(name, d)| {
+                (
+                    name.clone(),
+                    json!({"acc": d.acc, "mae": d.mae, "mse": d.mse, "count": d.count}),
+                )
+            })
+            .collect();
+        let report = json!({
+            "scale": scale.id,
+            "labels": labels_used,
+            "overall": {
+                "acc_dim": o.acc_dim, "acc_full": o.acc_full, "mae": o.mae, "mse": o.mse,
+                "count": o.count, "excluded": o.excluded, "repeats": o.repeats, "std_score": spread,
+            },
+            "dimensions": dimensions,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(
+        out,
+        "{} ({}), labels: {}; range [{min}, {max}], a tie at the middle counts as L",
+        scale.id,
+        safe(&scale.name),
+        labels_used.join(" + ")
+    )?;
+    let mut t = Table::new(&["dimension", ">acc", ">mae", ">mse", ">n"]);
+    for (name, d) in &result.dimensions {
+        t.row(vec![
+            safe(name),
+            num(Some(d.acc)),
+            num(Some(d.mae)),
+            num(Some(d.mse)),
+            d.count.to_string(),
+        ]);
+    }
+    write!(out, "{}", t.render())?;
+    let o = result.overall;
+    writeln!(out)?;
+    let mut t = Table::new(&[
+        ">Acc_Dim",
+        ">Acc_Full",
+        ">MAE",
+        ">MSE",
+        ">pairs",
+        ">excluded",
+        ">repeats",
+        ">Std_Score",
+    ]);
+    t.row(vec![
+        num(Some(o.acc_dim)),
+        num(Some(o.acc_full)),
+        num(Some(o.mae)),
+        num(Some(o.mse)),
+        o.count.to_string(),
+        o.excluded.to_string(),
+        o.repeats.to_string(),
+        num(spread),
+    ]);
+    write!(out, "{}", t.render())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn source_name(source: LabelSource) -> &'static str {
+    match source {
+        LabelSource::Pdb => "pdb",
+        LabelSource::Annotation => "annotation",
+    }
+}
+
+pub fn agreement(pairs: &Path, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    for row in read_csv(pairs, &["a", "b"])? {
+        a.push(parse_number(pairs, &row, 0, "a")?);
+        b.push(parse_number(pairs, &row, 1, "b")?);
+    }
+    let integers = |x: &[f64]| x.iter().all(|v| v.fract() == 0.0 && v.abs() < 1e15);
+    let qwk = if integers(&a) && integers(&b) {
+        let to_int = |x: &[f64]| x.iter().map(|&v| v as i64).collect::<Vec<_>>();
+        stats::quadratic_weighted_kappa(&to_int(&a), &to_int(&b))
+    } else {
+        None
+    };
+    let closeness = stats::closeness(&a, &b).expect("read_csv returns at least one row");
+    let report = json!({
+        "n": a.len(),
+        "pearson": stats::pearson(&a, &b),
+        "spearman": stats::spearman(&a, &b),
+        "kendall_tau_b": stats::kendall_tau_b(&a, &b),
+        "qwk": qwk,
+        "right": closeness.right,
+        "close": closeness.close,
+        "wrong": closeness.wrong,
+        "accuracy": closeness.accuracy,
+    });
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = Table::new(&[
+        ">n",
+        ">Pearson",
+        ">Spearman",
+        ">Kendall τ-b",
+        ">QWK",
+        ">right",
+        ">close",
+        ">wrong",
+        ">accuracy",
+    ]);
+    t.row(vec![
+        a.len().to_string(),
+        num(stats::pearson(&a, &b)),
+        num(stats::spearman(&a, &b)),
+        num(stats::kendall_tau_b(&a, &b)),
+        num(qwk),
+        closeness.right.to_string(),
+        closeness.close.to_string(),
+        closeness.wrong.to_string(),
+        num(Some(closeness.accuracy)),
+    ]);
+    write!(out, "{}", t.render())?;
+    writeln!(
+        out,
+        "right: |a − b| < 1, close: = 1, wrong: > 1; accuracy = (right + close/2) / n; QWK needs whole-number ratings"
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,166 @@
+//! Headless subcommands. Each prints an aligned table, or one JSON object / list with `--json`.
+//! Exit codes: 0 success, 1 failure of the machine (I/O), 2 invalid input (bad file, unknown id).
+
+mod catalog_cmds;
+mod metrics_cmds;
+mod table;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::catalog::Catalog;
+use crate::domain::character::LabelSource;
+use crate::paths;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "incharacter",
+    version,
+    about = "Measure whether role-playing agents keep their character's personality",
+    long_about = "Measure whether role-playing agents keep their character's personality: interview a character \
+                  with a psychological scale, assess the answers, and compare with the character's labels.\n\n\
+                  Data dir: $INCHARACTER_DATA_DIR (user scales in <data dir>/scales, characters in <data dir>/characters)."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the scales, or show one with `scales show <ID>`
+    Scales {
+        /// Print JSON instead of a table
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        command: Option<ScalesCommand>,
+    },
+    /// List the characters, or show one with `characters show <ID>`
+    Characters {
+        /// Print JSON instead of a table
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        command: Option<CharactersCommand>,
+    },
+    /// Validate scale and character files (or directories of them); exit 0 if clean, 2 with errors
+    Validate {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Compare predicted dimension scores with the characters' labels (Acc_Dim, Acc_Full, MAE, MSE)
+    Metrics {
+        /// Scale id, e.g. BFI
+        #[arg(long)]
+        scale: String,
+        /// CSV with columns character,dimension,repeat,score
+        #[arg(long)]
+        predictions: PathBuf,
+        /// Labels to compare with [default: pdb where the character has PDb labels (BFI, 16P), else annotation]
+        #[arg(long, value_enum)]
+        labels: Option<LabelsArg>,
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Agreement between two raters (e.g. LLM vs human): correlations, QWK, right/close/wrong
+    Agreement {
+        /// CSV with columns a,b
+        #[arg(long)]
+        pairs: PathBuf,
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScalesCommand {
+    /// Show one scale: citation, options, dimensions and items
+    Show { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CharactersCommand {
+    /// Show one character: profile, and labels with type codes
+    Show { id: String },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LabelsArg {
+    Pdb,
+    Annotation,
+}
+
+impl From<LabelsArg> for LabelSource {
+    fn from(a: LabelsArg) -> Self {
+        match a {
+            LabelsArg::Pdb => LabelSource::Pdb,
+            LabelsArg::Annotation => LabelSource::Annotation,
+        }
+    }
+}
+
+/// A problem with what the user gave us; exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InputError(pub String);
+
+pub fn input_error(message: impl Into<String>) -> anyhow::Error {
+    InputError(message.into()).into()
+}
+
+/// Runs a subcommand, writing its report to `out`.
+pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Validate { paths } => catalog_cmds::validate(&load_catalog(&mut std::io::stderr())?, &paths, out),
+        Command::Scales { json, command } => {
+            let catalog = load_catalog(&mut std::io::stderr())?;
+            match command {
+                None => catalog_cmds::list_scales(&catalog, json, out),
+                Some(ScalesCommand::Show { id }) => catalog_cmds::show_scale(&catalog, &id, json, out),
+            }
+        }
+        Command::Characters { json, command } => {
+            let catalog = load_catalog(&mut std::io::stderr())?;
+            match command {
+                None => catalog_cmds::list_characters(&catalog, json, out),
+                Some(CharactersCommand::Show { id }) => catalog_cmds::show_character(&catalog, &id, json, out),
+            }
+        }
+        Command::Metrics {
+            scale,
+            predictions,
+            labels,
+            json,
+        } => {
+            let catalog = load_catalog(&mut std::io::stderr())?;
+            metrics_cmds::metrics(&catalog, &scale, &predictions, labels.map(Into::into), json, out)
+        }
+        Command::Agreement { pairs, json } => metrics_cmds::agreement(&pairs, json, out),
+    }
+}
+
+/// Bundled plus user files; problems in user files are warned about on `warn` and skipped.
+fn load_catalog(warn: &mut dyn Write) -> anyhow::Result<Catalog> {
+    let data_dir = paths::data_dir();
+    let catalog = Catalog::load(data_dir.as_deref()).map_err(|errors| {
+        let lines: Vec<String> = errors.iter().map(|d| d.to_string()).collect();
+        anyhow::anyhow!(
+            "the bundled assets are invalid (a build problem):\n{}",
+            lines.join("\n")
+        )
+    })?;
+    for problem in &catalog.problems {
+        writeln!(
+            warn,
+            "warning: skipped {}",
+            crate::text::terminal_safe(&problem.to_string())
+        )?;
+    }
+    Ok(catalog)
+}

@@ -1,0 +1,73 @@
+//! Aligned plain-text tables for human output (CJK-aware widths; numbers right-aligned).
+
+use unicode_width::UnicodeWidthStr;
+
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+    right: Vec<bool>,
+}
+
+impl Table {
+    /// Columns whose header starts with '>' are right-aligned (the '>' is not shown).
+    pub fn new(header: &[&str]) -> Self {
+        Table {
+            right: header.iter().map(|h| h.starts_with('>')).collect(),
+            header: header.iter().map(|h| h.trim_start_matches('>').to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    pub fn render(&self) -> String {
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.width()).collect();
+        for row in &self.rows {
+            for (i, cell) in row.iter().enumerate() {
+                if i < widths.len() {
+                    widths[i] = widths[i].max(cell.width());
+                }
+            }
+        }
+        let mut out = String::new();
+        for row in std::iter::once(&self.header).chain(&self.rows) {
+            let mut line = String::new();
+            for (i, cell) in row.iter().enumerate() {
+                let pad = " ".repeat(widths.get(i).copied().unwrap_or(0).saturating_sub(cell.width()));
+                if i > 0 {
+                    line.push_str("  ");
+                }
+                if self.right.get(i).copied().unwrap_or(false) {
+                    line.push_str(&pad);
+                    line.push_str(cell);
+                } else {
+                    line.push_str(cell);
+                    line.push_str(&pad);
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// A number with three decimals, or "–" when undefined.
+pub fn num(x: Option<f64>) -> String {
+    x.map_or("–".to_string(), |v| format!("{v:.3}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligns_wide_characters_and_right_columns() {
+        let mut t = Table::new(&["name", ">n"]);
+        t.row(vec!["钟离".into(), "5".into()]);
+        t.row(vec!["Harry".into(), "12".into()]);
+        assert_eq!(t.render(), "name    n\n钟离    5\nHarry  12\n");
+    }
+}

@@ -1,0 +1,384 @@
+//! Characters to be role-played: names, language, the experimenter who interviews them, their profile
+//! for the role-playing prompt, and their annotated personality labels. Parsing and validation are pure;
+//! labels are checked against the scales they name.
+
+use std::collections::BTreeMap;
+
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
+use toml::Spanned;
+
+use super::diagnostic::{Diagnostic, Source};
+use super::scale::{Language, Scale};
+
+/// Labels within this distance of the 0.4 / 0.6 bounds count as on the bound (ICB has labels exactly there).
+const BOUND_TOLERANCE: f64 = 1e-9;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LabelType {
+    /// High: normalized score ≥ 0.6.
+    H,
+    /// Low: normalized score ≤ 0.4.
+    L,
+    /// Marginal: in between, or unknown; excluded from metrics.
+    X,
+}
+
+impl LabelType {
+    /// The type a normalized score in [0, 1] must have.
+    pub fn of_normalized(norm: f64) -> LabelType {
+        if norm >= 0.6 - BOUND_TOLERANCE {
+            LabelType::H
+        } else if norm <= 0.4 + BOUND_TOLERANCE {
+            LabelType::L
+        } else {
+            LabelType::X
+        }
+    }
+
+    /// H → Some(true), L → Some(false), X → None.
+    pub fn is_high(self) -> Option<bool> {
+        match self {
+            LabelType::H => Some(true),
+            LabelType::L => Some(false),
+            LabelType::X => None,
+        }
+    }
+}
+
+/// One annotated dimension score. `score` is `None` where the source wrote "X" (unknown, marginal).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Label {
+    pub score: Option<f64>,
+    pub kind: LabelType,
+}
+
+impl Serialize for Label {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("Label", 2)?;
+        match self.score {
+            Some(score) => s.serialize_field("score", &score)?,
+            None => s.serialize_field("score", "X")?,
+        }
+        s.serialize_field("type", &self.kind)?;
+        s.end()
+    }
+}
+
+/// Where a label comes from: the Personality Database vote (BFI, 16P) or the paper's expert annotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LabelSource {
+    Pdb,
+    Annotation,
+}
+
+/// scale id → dimension name → label.
+pub type LabelSet = BTreeMap<String, BTreeMap<String, Label>>;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Labels {
+    pub pdb: LabelSet,
+    pub annotation: LabelSet,
+}
+
+impl Labels {
+    pub fn source(&self, source: LabelSource) -> &LabelSet {
+        match source {
+            LabelSource::Pdb => &self.pdb,
+            LabelSource::Annotation => &self.annotation,
+        }
+    }
+
+    pub fn get(&self, source: LabelSource, scale: &str, dimension: &str) -> Option<&Label> {
+        self.source(source).get(scale)?.get(dimension)
+    }
+
+    /// The labels that decide which dimensions are marginal: PDb where the character has PDb labels for
+    /// the scale (BFI and 16P in the paper), the annotation otherwise.
+    pub fn exclusion_source(&self, scale: &str) -> LabelSource {
+        if self.pdb.contains_key(scale) {
+            LabelSource::Pdb
+        } else {
+            LabelSource::Annotation
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Character {
+    pub id: String,
+    /// The id in the InCharacter data, e.g. "Hermione-en".
+    pub reference_id: Option<String>,
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub language: Language,
+    /// The fellow character who asks the interview questions.
+    pub experimenter: String,
+    pub work: String,
+    /// The role-playing system prompt, in the character's language.
+    pub description: String,
+    pub catchphrases: Vec<String>,
+    /// Identifiers of this character in other role-playing projects (ChatHaruhi, RoleLLM, …).
+    pub agents: BTreeMap<String, String>,
+    pub labels: Labels,
+}
+
+impl Character {
+    /// A type code such as "SCOEN" (BFI) or "ESTJ" (16P): one letter per dimension, "X" for marginal.
+    pub fn code(&self, scale: &Scale, source: LabelSource) -> Option<String> {
+        let set = self.labels.source(source).get(&scale.id)?;
+        Some(
+            scale
+                .dimensions
+                .iter()
+                .map(|d| d.letter(set.get(&d.name).and_then(|l| l.kind.is_high())).to_string())
+                .collect(),
+        )
+    }
+
+    /// Whether `name` (an id, the reference id, or a name/alias, case-insensitive) refers to this character.
+    pub fn answers_to(&self, name: &str) -> bool {
+        let n = name.trim();
+        self.id.eq_ignore_ascii_case(n)
+            || self.reference_id.as_deref().is_some_and(|r| r.eq_ignore_ascii_case(n))
+            || self.name.eq_ignore_ascii_case(n)
+            || self.aliases.iter().any(|a| a.eq_ignore_ascii_case(n))
+    }
+
+    /// Parses and validates a character file; `scale` looks up the scales its labels name.
+    pub fn parse<'s>(
+        source: Source<'_>,
+        scale: impl Fn(&str) -> Option<&'s Scale>,
+    ) -> Result<Character, Vec<Diagnostic>> {
+        let raw: RawCharacter = toml::from_str(source.text).map_err(|e| vec![source.toml_error(&e)])?;
+        raw.validate(source, scale)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCharacter {
+    id: Spanned<String>,
+    reference_id: Option<String>,
+    name: Spanned<String>,
+    #[serde(default)]
+    aliases: Vec<String>,
+    language: Spanned<String>,
+    experimenter: Spanned<String>,
+    #[serde(default)]
+    work: String,
+    description: Spanned<String>,
+    #[serde(default)]
+    catchphrases: Vec<String>,
+    #[serde(default)]
+    agents: BTreeMap<String, String>,
+    #[serde(default)]
+    labels: RawLabels,
+}
+
+type RawLabelSet = BTreeMap<Spanned<String>, BTreeMap<Spanned<String>, Spanned<RawLabel>>>;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLabels {
+    #[serde(default)]
+    pdb: RawLabelSet,
+    #[serde(default)]
+    annotation: RawLabelSet,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLabel {
+    score: RawScore,
+    #[serde(rename = "type")]
+    kind: LabelType,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawScore {
+    Number(f64),
+    Text(String),
+}
+
+impl RawCharacter {
+    fn validate<'s>(
+        self,
+        src: Source<'_>,
+        scale: impl Fn(&str) -> Option<&'s Scale>,
+    ) -> Result<Character, Vec<Diagnostic>> {
+        let mut errors = Vec::new();
+        if self.id.get_ref().trim().is_empty() || self.id.get_ref().chars().any(|c| c.is_whitespace() || c == '/') {
+            errors.push(src.at(self.id.span(), "character id must be non-empty, without spaces or '/'"));
+        }
+        for (what, field) in [
+            ("name", &self.name),
+            ("experimenter", &self.experimenter),
+            ("description", &self.description),
+        ] {
+            if field.get_ref().trim().is_empty() {
+                errors.push(src.at(field.span(), format!("{what} is empty")));
+            }
+        }
+        let language = Language::parse(self.language.get_ref()).unwrap_or_else(|| {
+            errors.push(src.at(
+                self.language.span(),
+                format!("language \"{}\" must be \"en\" or \"zh\"", self.language.get_ref()),
+            ));
+            Language::En
+        });
+        let mut labels = Labels::default();
+        for (source, raw_set) in [
+            (LabelSource::Pdb, self.labels.pdb),
+            (LabelSource::Annotation, self.labels.annotation),
+        ] {
+            let set = match source {
+                LabelSource::Pdb => &mut labels.pdb,
+                LabelSource::Annotation => &mut labels.annotation,
+            };
+            for (scale_id, dims) in raw_set {
+                let Some(scale) = scale(scale_id.get_ref()) else {
+                    errors.push(src.at(
+                        scale_id.span(),
+                        format!("labels name unknown scale \"{}\"", scale_id.get_ref()),
+                    ));
+                    continue;
+                };
+                let (min, max) = scale.dimension_range();
+                let mut out = BTreeMap::new();
+                for (dim, raw) in dims {
+                    if scale.dimension_index(dim.get_ref()).is_none() {
+                        errors.push(src.at(
+                            dim.span(),
+                            format!("scale {} has no dimension \"{}\"", scale.id, dim.get_ref()),
+                        ));
+                        continue;
+                    }
+                    let span = raw.span();
+                    let raw = raw.into_inner();
+                    let score = match raw.score {
+                        RawScore::Number(x) if x.is_finite() && (min..=max).contains(&x) => Some(x),
+                        RawScore::Number(x) => {
+                            errors.push(src.at(
+                                span.clone(),
+                                format!("{} {}: label {x} is outside [{min}, {max}]", scale.id, dim.get_ref()),
+                            ));
+                            continue;
+                        }
+                        RawScore::Text(t) if t == "X" => None,
+                        RawScore::Text(t) => {
+                            errors.push(src.at(
+                                span.clone(),
+                                format!(
+                                    "{} {}: score \"{t}\" must be a number or \"X\"",
+                                    scale.id,
+                                    dim.get_ref()
+                                ),
+                            ));
+                            continue;
+                        }
+                    };
+                    let expected = score.map_or(LabelType::X, |s| LabelType::of_normalized((s - min) / (max - min)));
+                    if expected != raw.kind {
+                        errors.push(src.at(
+                            span,
+                            format!(
+                                "{} {}: type {:?} contradicts score {} (H needs ≥ 0.6 of the range, L ≤ 0.4, else X): expected {:?}",
+                                scale.id,
+                                dim.get_ref(),
+                                raw.kind,
+                                score.map_or("X".to_string(), |s| s.to_string()),
+                                expected
+                            ),
+                        ));
+                        continue;
+                    }
+                    out.insert(dim.into_inner(), Label { score, kind: raw.kind });
+                }
+                set.insert(scale_id.into_inner(), out);
+            }
+        }
+        if !errors.is_empty() {
+            errors.sort_by_key(|d| (d.line, d.column));
+            return Err(errors);
+        }
+        Ok(Character {
+            id: self.id.into_inner(),
+            reference_id: self.reference_id,
+            name: self.name.into_inner(),
+            aliases: self.aliases,
+            language,
+            experimenter: self.experimenter.into_inner(),
+            work: self.work,
+            description: self.description.into_inner(),
+            catchphrases: self.catchphrases,
+            agents: self.agents,
+            labels,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::scale::tests::TINY;
+
+    const ANNA: &str = r#"id = "anna-en"
+name = "Anna"
+language = "en"
+experimenter = "Bo"
+description = "You are Anna."
+
+[labels.annotation.TINY]
+Warmth = { score = 4.2, type = "H" }
+"#;
+
+    fn parse(text: &str) -> Result<Character, Vec<Diagnostic>> {
+        let scale = Scale::parse(Source::new("tiny.toml", TINY)).unwrap();
+        Character::parse(Source::new("anna.toml", text), |id| (id == "TINY").then_some(&scale))
+    }
+
+    #[test]
+    fn parses_labels_and_codes() {
+        let c = parse(ANNA).unwrap();
+        assert_eq!(
+            c.labels.get(LabelSource::Annotation, "TINY", "Warmth"),
+            Some(&Label {
+                score: Some(4.2),
+                kind: LabelType::H
+            })
+        );
+        assert_eq!(c.labels.exclusion_source("TINY"), LabelSource::Annotation);
+        let scale = Scale::parse(Source::new("tiny.toml", TINY)).unwrap();
+        assert_eq!(c.code(&scale, LabelSource::Annotation).as_deref(), Some("H"));
+        assert!(c.answers_to("ANNA-EN") && c.answers_to("anna"));
+    }
+
+    #[test]
+    fn the_bounds_are_inclusive() {
+        // [1, 5]: 0.6 of the range is exactly 3.4, 0.4 is 2.6.
+        assert!(parse(&ANNA.replace("4.2, type = \"H\"", "3.4, type = \"H\"")).is_ok());
+        assert!(parse(&ANNA.replace("4.2, type = \"H\"", "2.6, type = \"L\"")).is_ok());
+        assert!(parse(&ANNA.replace("4.2, type = \"H\"", "3.0, type = \"X\"")).is_ok());
+        assert!(parse(&ANNA.replace("4.2, type = \"H\"", "\"X\", type = \"X\"")).is_ok());
+    }
+
+    #[test]
+    fn contradicting_types_and_bad_labels_are_located() {
+        let e = parse(&ANNA.replace("type = \"H\"", "type = \"L\"")).unwrap_err();
+        assert_eq!(e[0].line, 8);
+        assert!(e[0].message.contains("contradicts"), "{}", e[0]);
+        let e = parse(&ANNA.replace("4.2", "6.0")).unwrap_err();
+        assert!(e[0].message.contains("outside [1, 5]"));
+        let e = parse(&ANNA.replace("Warmth =", "Coldness =")).unwrap_err();
+        assert!(e[0].message.contains("no dimension \"Coldness\""));
+        let e = parse(&ANNA.replace("annotation.TINY", "annotation.HUGE")).unwrap_err();
+        assert!(e[0].message.contains("unknown scale \"HUGE\""));
+        let e = parse(&ANNA.replace("\"X\"", "\"Y\"").replace("4.2", "\"Y\"")).unwrap_err();
+        assert!(e[0].message.contains("must be a number or \"X\""));
+        let e = parse(&ANNA.replace("language = \"en\"", "language = \"fr\"")).unwrap_err();
+        assert!(e[0].message.contains("\"en\" or \"zh\""));
+    }
+}

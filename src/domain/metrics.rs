@@ -1,0 +1,275 @@
+//! How well measured personalities match the labels (Acc_Dim, Acc_Full, MAE, MSE with marginal
+//! exclusion) and how consistent a method is across items and repeats (Std_Item, Std_Dim, Std_Score).
+//! The formulas are those of the InCharacter paper's code; see METHOD.md.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::character::{Label, LabelType};
+use super::stats;
+
+/// One measured dimension score with the label it is compared against.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlignmentRow {
+    pub character: String,
+    pub dimension: String,
+    pub repeat: u32,
+    pub predicted: f64,
+    /// The label compared against (from the chosen label source).
+    pub label: Label,
+    /// The exclusion source marks this pair as marginal (X): left out of every metric.
+    pub marginal: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct OverallAlignment {
+    /// Share of correctly typed (character, dimension) pairs, micro-averaged, mean over repeats.
+    pub acc_dim: f64,
+    /// Share of characters whose scored dimensions are all correctly typed, mean over repeats.
+    pub acc_full: f64,
+    /// Mean |predicted − label| / span.
+    pub mae: f64,
+    /// Mean ((predicted − label) / span)².
+    pub mse: f64,
+    /// Distinct (character, dimension) pairs that were scored.
+    pub count: usize,
+    /// Distinct (character, dimension) pairs left out as marginal or with no numeric label.
+    pub excluded: usize,
+    pub repeats: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DimensionAlignment {
+    pub acc: f64,
+    pub mae: f64,
+    pub mse: f64,
+    /// Distinct characters scored on this dimension.
+    pub count: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Alignment {
+    pub overall: OverallAlignment,
+    /// In the order of `dimension_order`; dimensions with nothing scored are left out.
+    pub dimensions: Vec<(String, DimensionAlignment)>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    n: usize,
+    correct: usize,
+    abs: f64,
+    sq: f64,
+}
+
+impl Tally {
+    fn add(&mut self, correct: bool, error: f64) {
+        self.n += 1;
+        self.correct += usize::from(correct);
+        self.abs += error.abs();
+        self.sq += error * error;
+    }
+    fn acc(&self) -> f64 {
+        self.correct as f64 / self.n as f64
+    }
+    fn mae(&self) -> f64 {
+        self.abs / self.n as f64
+    }
+    fn mse(&self) -> f64 {
+        self.sq / self.n as f64
+    }
+}
+
+/// Computes the alignment metrics for one scale whose dimension scores live in `range`
+/// ([min, max] of the scale, or [0, 100] for 16Personalities).
+/// A pair is scored when it is not marginal and its label has a numeric score; its predicted type is
+/// H when predicted > middle (a tie at the middle is L). Returns `None` when nothing could be scored.
+pub fn alignment(range: (f64, f64), dimension_order: &[String], rows: &[AlignmentRow]) -> Option<Alignment> {
+    let (min, max) = range;
+    let middle = (min + max) / 2.0;
+    let span = max - min;
+
+    let mut overall: BTreeMap<u32, Tally> = BTreeMap::new();
+    let mut per_dim: BTreeMap<&str, BTreeMap<u32, Tally>> = BTreeMap::new();
+    // repeat → character → all scored dimensions correct so far
+    let mut full: BTreeMap<u32, BTreeMap<&str, bool>> = BTreeMap::new();
+    let mut scored = BTreeSet::new();
+    let mut excluded = BTreeSet::new();
+    let mut dim_chars: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+
+    for row in rows {
+        let pair = (row.character.as_str(), row.dimension.as_str());
+        let label_score = match row.label.score {
+            Some(s) if !row.marginal => s,
+            _ => {
+                excluded.insert(pair);
+                continue;
+            }
+        };
+        scored.insert(pair);
+        dim_chars.entry(pair.1).or_default().insert(pair.0);
+        let predicted_type = if row.predicted > middle {
+            LabelType::H
+        } else {
+            LabelType::L
+        };
+        let correct = predicted_type == row.label.kind;
+        let error = (row.predicted - label_score) / span;
+        overall.entry(row.repeat).or_default().add(correct, error);
+        per_dim
+            .entry(pair.1)
+            .or_default()
+            .entry(row.repeat)
+            .or_default()
+            .add(correct, error);
+        let all = full.entry(row.repeat).or_default().entry(pair.0).or_insert(true);
+        *all &= correct;
+    }
+    if overall.is_empty() {
+        return None;
+    }
+    let mean_over = |values: Vec<f64>| values.iter().sum::<f64>() / values.len() as f64;
+    let overall_alignment = OverallAlignment {
+        acc_dim: mean_over(overall.values().map(Tally::acc).collect()),
+        acc_full: mean_over(
+            full.values()
+                .map(|chars| chars.values().filter(|&&ok| ok).count() as f64 / chars.len() as f64)
+                .collect(),
+        ),
+        mae: mean_over(overall.values().map(Tally::mae).collect()),
+        mse: mean_over(overall.values().map(Tally::mse).collect()),
+        count: scored.len(),
+        excluded: excluded.difference(&scored).count(),
+        repeats: overall.len(),
+    };
+    let dimensions = dimension_order
+        .iter()
+        .filter_map(|name| {
+            let repeats = per_dim.get(name.as_str())?;
+            Some((
+                name.clone(),
+                DimensionAlignment {
+                    acc: mean_over(repeats.values().map(Tally::acc).collect()),
+                    mae: mean_over(repeats.values().map(Tally::mae).collect()),
+                    mse: mean_over(repeats.values().map(Tally::mse).collect()),
+                    count: dim_chars[name.as_str()].len(),
+                },
+            ))
+        })
+        .collect();
+    Some(Alignment {
+        overall: overall_alignment,
+        dimensions,
+    })
+}
+
+/// Mean over groups of the population standard deviation within each group, divided by `span`.
+/// Groups with fewer than two values carry no spread information and are skipped.
+fn mean_spread<'a>(groups: impl IntoIterator<Item = &'a [f64]>, span: f64) -> Option<f64> {
+    let stds: Vec<f64> = groups
+        .into_iter()
+        .filter(|g| g.len() >= 2)
+        .filter_map(stats::population_std)
+        .collect();
+    (!stds.is_empty()).then(|| stds.iter().sum::<f64>() / stds.len() as f64 / span)
+}
+
+/// Std_Item: for each item, its scores across repeats (one group per item); `span` is the item range.
+pub fn std_item<'a>(per_item_across_repeats: impl IntoIterator<Item = &'a [f64]>, span: f64) -> Option<f64> {
+    mean_spread(per_item_across_repeats, span)
+}
+
+/// Std_Dim: for each (dimension, repeat), the item scores within the dimension (in the dimension's
+/// direction); `span` is the item range. For 16P this equals the spread on the % scale ÷ 100.
+pub fn std_dim<'a>(per_dimension_and_repeat: impl IntoIterator<Item = &'a [f64]>, span: f64) -> Option<f64> {
+    mean_spread(per_dimension_and_repeat, span)
+}
+
+/// Std_Score: for each dimension, its scores across repeats; `span` is the dimension range (100 for 16P).
+pub fn std_score<'a>(per_dimension_across_repeats: impl IntoIterator<Item = &'a [f64]>, span: f64) -> Option<f64> {
+    mean_spread(per_dimension_across_repeats, span)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(c: &str, d: &str, r: u32, p: f64, score: Option<f64>, kind: LabelType, marginal: bool) -> AlignmentRow {
+        AlignmentRow {
+            character: c.into(),
+            dimension: d.into(),
+            repeat: r,
+            predicted: p,
+            label: Label { score, kind },
+            marginal,
+        }
+    }
+
+    fn dims(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn hand_computed_one_repeat_with_marginal_and_midpoint_tie() {
+        use LabelType::*;
+        // Range 1–5: middle 3, span 4.
+        let rows = vec![
+            row("a", "E", 0, 4.0, Some(5.0), H, false), // correct, err -0.25
+            row("a", "N", 0, 3.0, Some(4.0), H, false), // tie at middle → L: wrong, err -0.25
+            row("b", "E", 0, 2.0, Some(1.0), L, false), // correct, err +0.25
+            row("b", "N", 0, 5.0, Some(3.0), X, true),  // marginal: excluded
+            row("c", "E", 0, 1.0, Some(4.5), H, false), // wrong, err -0.875
+        ];
+        let a = alignment((1.0, 5.0), &dims(&["E", "N"]), &rows).unwrap();
+        let o = a.overall;
+        assert_eq!(o.count, 4);
+        assert_eq!(o.excluded, 1);
+        assert!((o.acc_dim - 0.5).abs() < 1e-12);
+        // a: E ok, N wrong → not full; b: E ok → full; c: wrong.
+        assert!((o.acc_full - 1.0 / 3.0).abs() < 1e-12);
+        assert!((o.mae - (0.25 + 0.25 + 0.25 + 0.875) / 4.0).abs() < 1e-12);
+        assert!((o.mse - (3.0 * 0.0625 + 0.765625) / 4.0).abs() < 1e-12);
+        let e = a.dimensions[0].1;
+        assert_eq!(a.dimensions[0].0, "E");
+        assert!((e.acc - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(e.count, 3);
+        let n = a.dimensions[1].1;
+        assert_eq!((n.acc, n.count), (0.0, 1));
+    }
+
+    #[test]
+    fn sixteen_p_on_percent_scale_averaged_over_repeats() {
+        use LabelType::*;
+        // 0–100: middle 50, span 100.
+        let rows = vec![
+            row("a", "E/I", 0, 70.0, Some(80.0), H, false), // ok, err -0.1
+            row("a", "E/I", 1, 50.0, Some(80.0), H, false), // tie → L wrong, err -0.3
+            row("b", "E/I", 0, 20.0, Some(10.0), L, false), // ok, err 0.1
+            row("b", "E/I", 1, 30.0, Some(10.0), L, false), // ok, err 0.2
+        ];
+        let a = alignment((0.0, 100.0), &dims(&["E/I"]), &rows).unwrap();
+        assert!((a.overall.acc_dim - (1.0 + 0.5) / 2.0).abs() < 1e-12);
+        assert!((a.overall.acc_full - (1.0 + 0.5) / 2.0).abs() < 1e-12);
+        assert!((a.overall.mae - (0.1 + 0.25) / 2.0).abs() < 1e-12);
+        assert!((a.overall.mse - ((0.01 + 0.01) / 2.0 + (0.09 + 0.04) / 2.0) / 2.0).abs() < 1e-12);
+        assert_eq!((a.overall.count, a.overall.repeats), (2, 2));
+    }
+
+    #[test]
+    fn x_scores_are_excluded_and_nothing_scored_is_none() {
+        let rows = vec![row("a", "E", 0, 4.0, None, LabelType::X, false)];
+        assert_eq!(alignment((1.0, 5.0), &dims(&["E"]), &rows), None);
+    }
+
+    #[test]
+    fn consistency_is_mean_population_std_over_span() {
+        let items: Vec<&[f64]> = vec![&[1.0, 3.0], &[2.0, 2.0], &[5.0]];
+        // stds 1 and 0 (single-value group skipped) → mean 0.5, / span 4.
+        assert_eq!(std_item(items, 4.0), Some(0.125));
+        let dims: Vec<&[f64]> = vec![&[0.0, 50.0, 100.0]];
+        let expected = (5000.0f64 / 3.0).sqrt() / 100.0;
+        assert!((std_score(dims, 100.0).unwrap() - expected).abs() < 1e-12);
+        assert_eq!(std_dim(Vec::<&[f64]>::new(), 4.0), None);
+    }
+}

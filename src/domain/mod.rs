@@ -1,0 +1,8 @@
+//! The method's vocabulary, free of I/O: scales, characters and labels, scoring, metrics, statistics.
+
+pub mod character;
+pub mod diagnostic;
+pub mod metrics;
+pub mod scale;
+pub mod scoring;
+pub mod stats;

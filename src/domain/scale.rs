@@ -1,0 +1,641 @@
+//! Psychological scales: items, dimensions, keying and score ranges, parsed and validated from the
+//! project's scale TOML files. Parsing is pure (text in, `Scale` or located diagnostics out).
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use super::diagnostic::{Diagnostic, Source};
+
+/// The two languages every scale and prompt is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    En,
+    Zh,
+}
+
+impl Language {
+    pub fn code(self) -> &'static str {
+        match self {
+            Language::En => "en",
+            Language::Zh => "zh",
+        }
+    }
+
+    pub fn parse(code: &str) -> Option<Self> {
+        match code {
+            "en" => Some(Language::En),
+            "zh" => Some(Language::Zh),
+            _ => None,
+        }
+    }
+}
+
+/// A text (or list of texts) in both languages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Localized<T> {
+    pub en: T,
+    pub zh: T,
+}
+
+impl<T> Localized<T> {
+    pub fn get(&self, language: Language) -> &T {
+        match language {
+            Language::En => &self.en,
+            Language::Zh => &self.zh,
+        }
+    }
+}
+
+/// The inclusive range of item options, e.g. 1–5.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ScoreRange {
+    pub min: i32,
+    pub max: i32,
+}
+
+impl ScoreRange {
+    pub fn midpoint(self) -> f64 {
+        f64::from(self.min + self.max) / 2.0
+    }
+
+    pub fn span(self) -> f64 {
+        f64::from(self.max - self.min)
+    }
+
+    pub fn contains(self, option: i32) -> bool {
+        (self.min..=self.max).contains(&option)
+    }
+
+    /// The number of options a respondent chooses from.
+    pub fn len(self) -> usize {
+        (self.max - self.min + 1) as usize
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.max < self.min
+    }
+}
+
+/// How an item's option maps onto its dimension.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Keying {
+    /// Agreeing means more of the dimension.
+    Positive,
+    /// Reverse-keyed: agreeing means less of the dimension (score = min + max − option).
+    Negative,
+    /// 16Personalities: agreeing points to this pole; the first pole of the dimension counts as positive.
+    Pole { letter: String, first: bool },
+}
+
+impl Keying {
+    /// Whether agreement raises the dimension score.
+    pub fn is_positive(&self) -> bool {
+        match self {
+            Keying::Positive => true,
+            Keying::Negative => false,
+            Keying::Pole { first, .. } => *first,
+        }
+    }
+
+    /// The keying as written in the scale file.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Keying::Positive => "positive",
+            Keying::Negative => "negative",
+            Keying::Pole { letter, .. } => letter,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Letters {
+    pub low: String,
+    pub high: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Dimension {
+    pub name: String,
+    pub name_zh: String,
+    /// 16Personalities: the two pole letters, first pole first (the score is the % of the first pole).
+    pub poles: Option<[String; 2]>,
+    /// Letters used in type codes (e.g. BFI "SCOEN"); derived from `poles` when those exist.
+    pub letters: Option<Letters>,
+    /// d-OC anchor words for the two ends.
+    pub low: Localized<String>,
+    pub high: Localized<String>,
+    /// Guidance for the expert rater.
+    pub description: Localized<String>,
+}
+
+impl Dimension {
+    /// The letter for a label type (H/L), or "X" for a marginal one.
+    pub fn letter(&self, high: Option<bool>) -> &str {
+        match (high, &self.letters) {
+            (Some(true), Some(l)) => &l.high,
+            (Some(false), Some(l)) => &l.low,
+            (Some(true), None) => "H",
+            (Some(false), None) => "L",
+            (None, _) => "X",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+pub enum ItemRole {
+    /// `dimension` indexes `Scale::dimensions`.
+    Scored { dimension: usize, keying: Keying },
+    /// Present in the instrument, never scored (BSRI 41–60, LOT-R 2/5/6/8/9).
+    Filler,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Item {
+    pub id: u32,
+    #[serde(flatten)]
+    pub role: ItemRole,
+    /// The published statement (en) and the project's translation (zh).
+    pub statement: Localized<String>,
+    /// The open-ended interview question asked in place of the statement.
+    pub question: Localized<String>,
+}
+
+impl Item {
+    pub fn dimension(&self) -> Option<usize> {
+        match self.role {
+            ItemRole::Scored { dimension, .. } => Some(dimension),
+            ItemRole::Filler => None,
+        }
+    }
+
+    pub fn keying(&self) -> Option<&Keying> {
+        match &self.role {
+            ItemRole::Scored { keying, .. } => Some(keying),
+            ItemRole::Filler => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scale {
+    pub id: String,
+    pub name: String,
+    pub name_zh: String,
+    pub citation: String,
+    pub range: ScoreRange,
+    pub options: Localized<Vec<String>>,
+    pub self_report_stem: Localized<String>,
+    /// In the scale's own order (the order of type codes and charts).
+    pub dimensions: Vec<Dimension>,
+    /// In questionnaire order.
+    pub items: Vec<Item>,
+}
+
+impl Scale {
+    /// 16Personalities-style scales report each dimension as the % of its first pole.
+    pub fn is_pole_percent(&self) -> bool {
+        self.dimensions.iter().any(|d| d.poles.is_some())
+    }
+
+    /// The range of dimension scores and labels: [0, 100] for pole-percent scales, else the item range.
+    pub fn dimension_range(&self) -> (f64, f64) {
+        if self.is_pole_percent() {
+            (0.0, 100.0)
+        } else {
+            (f64::from(self.range.min), f64::from(self.range.max))
+        }
+    }
+
+    pub fn dimension_index(&self, name: &str) -> Option<usize> {
+        self.dimensions.iter().position(|d| d.name == name)
+    }
+
+    pub fn scored_items(&self) -> impl Iterator<Item = &Item> {
+        self.items.iter().filter(|i| i.dimension().is_some())
+    }
+
+    pub fn items_of(&self, dimension: usize) -> impl Iterator<Item = &Item> {
+        self.items.iter().filter(move |i| i.dimension() == Some(dimension))
+    }
+
+    pub fn item(&self, id: u32) -> Option<&Item> {
+        self.items.iter().find(|i| i.id == id)
+    }
+
+    /// Parses and validates a scale file; all problems found are returned, each located.
+    pub fn parse(source: Source<'_>) -> Result<Scale, Vec<Diagnostic>> {
+        let raw: RawScale = toml::from_str(source.text).map_err(|e| vec![source.toml_error(&e)])?;
+        raw.validate(source)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScale {
+    id: Spanned<String>,
+    name: String,
+    name_zh: String,
+    citation: Spanned<String>,
+    range: Spanned<[i32; 2]>,
+    options: Spanned<Localized<Vec<String>>>,
+    self_report_stem: Spanned<Localized<String>>,
+    dimensions: Spanned<Vec<RawDimension>>,
+    items: Spanned<Vec<RawItem>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDimension {
+    name: Spanned<String>,
+    name_zh: String,
+    poles: Option<Spanned<[String; 2]>>,
+    letters: Option<RawLetters>,
+    low: Localized<String>,
+    high: Localized<String>,
+    description: Spanned<Localized<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLetters {
+    low: String,
+    high: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawItem {
+    id: Spanned<u32>,
+    dimension: Option<Spanned<String>>,
+    keying: Option<Spanned<String>>,
+    #[serde(default)]
+    filler: bool,
+    statement: Spanned<Localized<String>>,
+    question: Spanned<Localized<String>>,
+}
+
+fn blank(s: &str) -> bool {
+    s.trim().is_empty()
+}
+
+impl RawScale {
+    fn validate(self, src: Source<'_>) -> Result<Scale, Vec<Diagnostic>> {
+        let mut errors = Vec::new();
+        if blank(self.id.get_ref()) || self.id.get_ref().chars().any(|c| c.is_whitespace() || c == '/') {
+            errors.push(src.at(self.id.span(), "scale id must be non-empty, without spaces or '/'"));
+        }
+        if blank(self.citation.get_ref()) {
+            errors.push(src.at(self.citation.span(), "citation is empty: cite the published instrument"));
+        }
+        let [min, max] = *self.range.get_ref();
+        if min >= max {
+            errors.push(src.at(
+                self.range.span(),
+                format!("range [{min}, {max}]: the minimum must be below the maximum"),
+            ));
+        }
+        let range = ScoreRange { min, max };
+        for language in [Language::En, Language::Zh] {
+            let options = self.options.get_ref().get(language);
+            if min < max && options.len() != range.len() {
+                errors.push(src.at(
+                    self.options.span(),
+                    format!(
+                        "options.{} has {} labels but range [{min}, {max}] has {} points",
+                        language.code(),
+                        options.len(),
+                        range.len()
+                    ),
+                ));
+            }
+            if !self.self_report_stem.get_ref().get(language).contains("{statement}") {
+                errors.push(src.at(
+                    self.self_report_stem.span(),
+                    format!(
+                        "self_report_stem.{} must contain the placeholder {{statement}}",
+                        language.code()
+                    ),
+                ));
+            }
+        }
+
+        let mut dimensions = Vec::new();
+        let mut names = HashSet::new();
+        let dimensions_span = self.dimensions.span();
+        for d in self.dimensions.into_inner() {
+            if blank(d.name.get_ref()) {
+                errors.push(src.at(d.name.span(), "dimension name is empty"));
+            }
+            if !names.insert(d.name.get_ref().clone()) {
+                errors.push(src.at(d.name.span(), format!("duplicate dimension \"{}\"", d.name.get_ref())));
+            }
+            let desc = d.description.get_ref();
+            if blank(&desc.en) || blank(&desc.zh) {
+                errors.push(src.at(
+                    d.description.span(),
+                    format!(
+                        "dimension \"{}\": description.en and description.zh are required",
+                        d.name.get_ref()
+                    ),
+                ));
+            }
+            let mut letters = d.letters.map(|l| Letters {
+                low: l.low,
+                high: l.high,
+            });
+            let poles = match d.poles {
+                Some(p) => {
+                    let [a, b] = p.get_ref();
+                    if blank(a) || blank(b) || a == b {
+                        errors.push(src.at(p.span(), "poles must be two different, non-empty letters"));
+                    }
+                    letters.get_or_insert_with(|| Letters {
+                        low: b.clone(),
+                        high: a.clone(),
+                    });
+                    Some(p.into_inner())
+                }
+                None => None,
+            };
+            dimensions.push(Dimension {
+                name: d.name.into_inner(),
+                name_zh: d.name_zh,
+                poles,
+                letters,
+                low: d.low,
+                high: d.high,
+                description: d.description.into_inner(),
+            });
+        }
+        let poled = dimensions.iter().filter(|d| d.poles.is_some()).count();
+        if poled != 0 && poled != dimensions.len() {
+            errors.push(src.at(
+                dimensions_span.clone(),
+                "either every dimension has poles (16Personalities-style) or none does",
+            ));
+        }
+        if dimensions.is_empty() {
+            errors.push(src.at(dimensions_span, "a scale needs at least one [[dimensions]] entry"));
+        }
+
+        let mut items = Vec::new();
+        let mut ids = BTreeMap::new();
+        for it in self.items.into_inner() {
+            let id = *it.id.get_ref();
+            if ids.insert(id, ()).is_some() {
+                errors.push(src.at(it.id.span(), format!("duplicate item id {id}")));
+            }
+            for (what, text) in [("statement", &it.statement), ("question", &it.question)] {
+                let t = text.get_ref();
+                if blank(&t.en) || blank(&t.zh) {
+                    errors.push(src.at(text.span(), format!("item {id}: {what}.en and {what}.zh are required")));
+                }
+            }
+            let role = match (it.filler, it.dimension, it.keying) {
+                (true, None, _) => Some(ItemRole::Filler),
+                (true, Some(d), _) => {
+                    errors.push(src.at(d.span(), format!("item {id}: a filler item has no dimension")));
+                    None
+                }
+                (false, None, _) => {
+                    errors.push(src.at(
+                        it.id.span(),
+                        format!("item {id}: needs `dimension = \"…\"` or `filler = true`"),
+                    ));
+                    None
+                }
+                (false, Some(d), keying) => match dimensions.iter().position(|x| x.name == *d.get_ref()) {
+                    None => {
+                        let known: Vec<&str> = dimensions.iter().map(|x| x.name.as_str()).collect();
+                        errors.push(src.at(
+                            d.span(),
+                            format!(
+                                "item {id}: unknown dimension \"{}\" (this scale has: {})",
+                                d.get_ref(),
+                                known.join(", ")
+                            ),
+                        ));
+                        None
+                    }
+                    Some(index) => match keying {
+                        None => {
+                            errors.push(src.at(it.id.span(), format!("item {id}: keying is missing")));
+                            None
+                        }
+                        Some(k) => match parse_keying(k.get_ref(), &dimensions[index]) {
+                            Ok(keying) => Some(ItemRole::Scored {
+                                dimension: index,
+                                keying,
+                            }),
+                            Err(message) => {
+                                errors.push(src.at(k.span(), format!("item {id}: {message}")));
+                                None
+                            }
+                        },
+                    },
+                },
+            };
+            if let Some(role) = role {
+                items.push(Item {
+                    id,
+                    role,
+                    statement: it.statement.into_inner(),
+                    question: it.question.into_inner(),
+                });
+            }
+        }
+        for (index, d) in dimensions.iter().enumerate() {
+            if errors.is_empty() && !items.iter().any(|i| i.dimension() == Some(index)) {
+                errors.push(src.whole(format!("dimension \"{}\" has no items", d.name)));
+            }
+        }
+        if !errors.is_empty() {
+            errors.sort_by_key(|d| (d.line, d.column));
+            return Err(errors);
+        }
+        Ok(Scale {
+            id: self.id.into_inner(),
+            name: self.name,
+            name_zh: self.name_zh,
+            citation: self.citation.into_inner(),
+            range,
+            options: self.options.into_inner(),
+            self_report_stem: self.self_report_stem.into_inner(),
+            dimensions,
+            items,
+        })
+    }
+}
+
+fn parse_keying(text: &str, dimension: &Dimension) -> Result<Keying, String> {
+    match (&dimension.poles, text) {
+        (None, "positive") => Ok(Keying::Positive),
+        (None, "negative") => Ok(Keying::Negative),
+        (None, other) => Err(format!("keying \"{other}\" must be \"positive\" or \"negative\"")),
+        (Some([a, b]), letter) if letter == a || letter == b => Ok(Keying::Pole {
+            letter: letter.to_string(),
+            first: letter == a,
+        }),
+        (Some([a, b]), other) => Err(format!(
+            "keying \"{other}\" names no pole of dimension \"{}\" (expected \"{a}\" or \"{b}\")",
+            dimension.name
+        )),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) const TINY: &str = r#"id = "TINY"
+name = "Tiny"
+name_zh = "小"
+citation = "Nobody (2024)."
+range = [1, 5]
+
+[options]
+en = ["1", "2", "3", "4", "5"]
+zh = ["1", "2", "3", "4", "5"]
+
+[self_report_stem]
+en = "Does \"{statement}\" fit you?"
+zh = "“{statement}”符合你吗？"
+
+[[dimensions]]
+name = "Warmth"
+name_zh = "温暖"
+low = { en = "cold", zh = "冷" }
+high = { en = "warm", zh = "暖" }
+
+[dimensions.description]
+en = "How warm."
+zh = "多暖。"
+
+[[items]]
+id = 1
+dimension = "Warmth"
+keying = "positive"
+statement = { en = "Is warm.", zh = "暖。" }
+question = { en = "Warm?", zh = "暖吗？" }
+
+[[items]]
+id = 2
+dimension = "Warmth"
+keying = "negative"
+statement = { en = "Is cold.", zh = "冷。" }
+question = { en = "Cold?", zh = "冷吗？" }
+
+[[items]]
+id = 3
+filler = true
+statement = { en = "Likes tea.", zh = "喜欢茶。" }
+question = { en = "Tea?", zh = "茶吗？" }
+"#;
+
+    fn parse(text: &str) -> Result<Scale, Vec<Diagnostic>> {
+        Scale::parse(Source::new("tiny.toml", text))
+    }
+
+    #[test]
+    fn parses_a_valid_scale() {
+        let s = parse(TINY).unwrap();
+        assert_eq!(s.items.len(), 3);
+        assert_eq!(s.scored_items().count(), 2);
+        assert_eq!(s.items[1].keying(), Some(&Keying::Negative));
+        assert_eq!(s.items[2].role, ItemRole::Filler);
+        assert_eq!(s.range.midpoint(), 3.0);
+        assert!(!s.is_pole_percent());
+    }
+
+    #[test]
+    fn unknown_dimension_is_located_and_named() {
+        let text = TINY.replacen(
+            "dimension = \"Warmth\"\nkeying = \"negative\"",
+            "dimension = \"NoSuchDimension\"\nkeying = \"negative\"",
+            1,
+        );
+        let errs = parse(&text).unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        let line = text.lines().position(|l| l.contains("NoSuchDimension")).unwrap() + 1;
+        assert_eq!((errs[0].line, errs[0].column), (line, 13));
+        assert!(
+            errs[0].message.contains("unknown dimension \"NoSuchDimension\""),
+            "{}",
+            errs[0]
+        );
+    }
+
+    #[test]
+    fn duplicate_ids_bad_keying_and_syntax_are_reported() {
+        let dup = TINY.replace("id = 2\n", "id = 1\n");
+        assert!(parse(&dup).unwrap_err()[0].message.contains("duplicate item id 1"));
+        let keying = TINY.replace("keying = \"negative\"", "keying = \"sideways\"");
+        assert!(
+            parse(&keying).unwrap_err()[0]
+                .message
+                .contains("\"positive\" or \"negative\"")
+        );
+        let syntax = TINY.replace("name = \"Tiny\"", "name = \"Tiny");
+        let e = &parse(&syntax).unwrap_err()[0];
+        assert_eq!(e.line, 2);
+        assert!(e.message.contains("string"), "{e}");
+        let unknown_field = TINY.replace("name_zh = \"小\"", "name_zh = \"小\"\ncolour = 1");
+        assert!(parse(&unknown_field).unwrap_err()[0].message.contains("colour"));
+    }
+
+    #[test]
+    fn options_must_cover_the_range_and_stem_needs_placeholder() {
+        let text = TINY
+            .replace("range = [1, 5]", "range = [1, 7]")
+            .replace("Does \\\"{statement}\\\" fit you?", "Does it fit?");
+        let errs = parse(&text).unwrap_err();
+        assert!(errs.iter().any(|e| {
+            e.message
+                .contains("options.en has 5 labels but range [1, 7] has 7 points")
+        }));
+        assert!(errs.iter().any(|e| e.message.contains("self_report_stem.en")));
+    }
+
+    #[test]
+    fn pole_keying_must_name_a_pole() {
+        let text = TINY
+            .replace("name = \"Warmth\"\n", "name = \"E/I\"\npoles = [\"E\", \"I\"]\n")
+            .replace("dimension = \"Warmth\"", "dimension = \"E/I\"")
+            .replacen("keying = \"positive\"", "keying = \"E\"", 1)
+            .replacen("keying = \"negative\"", "keying = \"Q\"", 1);
+        let errs = parse(&text).unwrap_err();
+        assert!(
+            errs[0].message.contains("names no pole of dimension \"E/I\""),
+            "{errs:?}"
+        );
+        let ok = parse(&text.replace("keying = \"Q\"", "keying = \"I\"")).unwrap();
+        assert!(ok.is_pole_percent());
+        assert_eq!(
+            ok.items[1].keying(),
+            Some(&Keying::Pole {
+                letter: "I".into(),
+                first: false
+            })
+        );
+        assert_eq!(ok.dimensions[0].letter(Some(true)), "E");
+        assert_eq!(ok.dimension_range(), (0.0, 100.0));
+    }
+
+    #[test]
+    fn filler_with_dimension_and_item_without_either_are_errors() {
+        let a = TINY.replace("id = 3\nfiller = true", "id = 3\nfiller = true\ndimension = \"Warmth\"");
+        assert!(
+            parse(&a).unwrap_err()[0]
+                .message
+                .contains("filler item has no dimension")
+        );
+        let b = TINY.replace("id = 3\nfiller = true", "id = 3");
+        assert!(parse(&b).unwrap_err()[0].message.contains("`filler = true`"));
+    }
+}

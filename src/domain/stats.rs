@@ -1,0 +1,286 @@
+//! Statistics used to compare ratings: correlations (Pearson, Spearman, Kendall τ-b), quadratic-weighted
+//! kappa, paired t-test, Cohen's d, and the interviewer-vs-human right/close/wrong accuracy. Each
+//! function matches the scipy / sklearn definition named in its doc and returns `None` where that
+//! library would return NaN (too few values, no variance).
+
+use serde::Serialize;
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+pub fn mean(x: &[f64]) -> Option<f64> {
+    (!x.is_empty()).then(|| x.iter().sum::<f64>() / x.len() as f64)
+}
+
+/// Standard deviation with divisor n (numpy's default `ddof=0`).
+pub fn population_std(x: &[f64]) -> Option<f64> {
+    let m = mean(x)?;
+    Some((x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / x.len() as f64).sqrt())
+}
+
+/// Standard deviation with divisor n − 1.
+pub fn sample_std(x: &[f64]) -> Option<f64> {
+    if x.len() < 2 {
+        return None;
+    }
+    let m = mean(x)?;
+    Some((x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64).sqrt())
+}
+
+/// Pearson's r (scipy.stats.pearsonr).
+pub fn pearson(x: &[f64], y: &[f64]) -> Option<f64> {
+    if x.len() != y.len() || x.len() < 2 {
+        return None;
+    }
+    let (mx, my) = (mean(x)?, mean(y)?);
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (a, b) in x.iter().zip(y) {
+        let (dx, dy) = (a - mx, b - my);
+        sxy += dx * dy;
+        sxx += dx * dx;
+        syy += dy * dy;
+    }
+    if sxx == 0.0 || syy == 0.0 {
+        return None;
+    }
+    Some((sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0))
+}
+
+/// Ranks starting at 1, ties given the average of the ranks they span (scipy.stats.rankdata "average").
+pub fn average_ranks(x: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..x.len()).collect();
+    order.sort_by(|&a, &b| x[a].total_cmp(&x[b]));
+    let mut ranks = vec![0.0; x.len()];
+    let mut i = 0;
+    while i < order.len() {
+        let mut j = i;
+        while j + 1 < order.len() && x[order[j + 1]] == x[order[i]] {
+            j += 1;
+        }
+        let rank = (i + j) as f64 / 2.0 + 1.0;
+        for &k in &order[i..=j] {
+            ranks[k] = rank;
+        }
+        i = j + 1;
+    }
+    ranks
+}
+
+/// Spearman's ρ: Pearson's r of the average ranks (scipy.stats.spearmanr).
+pub fn spearman(x: &[f64], y: &[f64]) -> Option<f64> {
+    if x.len() != y.len() {
+        return None;
+    }
+    pearson(&average_ranks(x), &average_ranks(y))
+}
+
+/// Kendall's τ-b (scipy.stats.kendalltau, variant "b"): (concordant − discordant) /
+/// √((pairs − pairs tied in x) · (pairs − pairs tied in y)).
+pub fn kendall_tau_b(x: &[f64], y: &[f64]) -> Option<f64> {
+    if x.len() != y.len() || x.len() < 2 {
+        return None;
+    }
+    let n = x.len();
+    let (mut concordant, mut discordant, mut tied_x, mut tied_y) = (0i64, 0i64, 0i64, 0i64);
+    for i in 0..n {
+        for j in i + 1..n {
+            let dx = x[i] - x[j];
+            let dy = y[i] - y[j];
+            if dx == 0.0 {
+                tied_x += 1;
+            }
+            if dy == 0.0 {
+                tied_y += 1;
+            }
+            if dx != 0.0 && dy != 0.0 {
+                if (dx > 0.0) == (dy > 0.0) {
+                    concordant += 1;
+                } else {
+                    discordant += 1;
+                }
+            }
+        }
+    }
+    let total = (n * (n - 1) / 2) as i64;
+    let denominator = (((total - tied_x) as f64) * ((total - tied_y) as f64)).sqrt();
+    if denominator == 0.0 {
+        return None;
+    }
+    Some(((concordant - discordant) as f64 / denominator).clamp(-1.0, 1.0))
+}
+
+/// Cohen's kappa with quadratic weights (sklearn.metrics.cohen_kappa_score(weights="quadratic")):
+/// categories are the sorted distinct values of both raters; a disagreement between the i-th and the
+/// j-th category weighs (i − j)².
+pub fn quadratic_weighted_kappa(a: &[i64], b: &[i64]) -> Option<f64> {
+    if a.len() != b.len() || a.is_empty() {
+        return None;
+    }
+    let mut labels: Vec<i64> = a.iter().chain(b).copied().collect();
+    labels.sort_unstable();
+    labels.dedup();
+    let k = labels.len();
+    let index = |v: i64| labels.binary_search(&v).unwrap_or(0);
+    let mut observed = vec![vec![0.0; k]; k];
+    for (&x, &y) in a.iter().zip(b) {
+        observed[index(x)][index(y)] += 1.0;
+    }
+    let n = a.len() as f64;
+    let row: Vec<f64> = observed.iter().map(|r| r.iter().sum()).collect();
+    let col: Vec<f64> = (0..k).map(|j| observed.iter().map(|r| r[j]).sum()).collect();
+    let (mut num, mut den) = (0.0, 0.0);
+    for i in 0..k {
+        for j in 0..k {
+            let w = ((i as f64) - (j as f64)).powi(2);
+            num += w * observed[i][j];
+            den += w * row[i] * col[j] / n;
+        }
+    }
+    if den == 0.0 {
+        return None;
+    }
+    Some(1.0 - num / den)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TTest {
+    pub t: f64,
+    pub df: f64,
+    /// Two-sided p-value.
+    pub p: f64,
+}
+
+/// Paired t-test of a − b (scipy.stats.ttest_rel): t = mean(d) / (sd(d) / √n), df = n − 1.
+pub fn paired_t_test(a: &[f64], b: &[f64]) -> Option<TTest> {
+    if a.len() != b.len() || a.len() < 2 {
+        return None;
+    }
+    let d: Vec<f64> = a.iter().zip(b).map(|(x, y)| x - y).collect();
+    let sd = sample_std(&d)?;
+    if sd == 0.0 {
+        return None;
+    }
+    let n = d.len() as f64;
+    let t = mean(&d)? / (sd / n.sqrt());
+    let df = n - 1.0;
+    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+    let p = (2.0 * dist.sf(t.abs())).min(1.0);
+    Some(TTest { t, df, p })
+}
+
+/// Cohen's d between two sets of ratings of the same subjects: (mean(a) − mean(b)) divided by the
+/// root mean of their sample variances, √((s_a² + s_b²) / 2).
+pub fn cohens_d(a: &[f64], b: &[f64]) -> Option<f64> {
+    let pooled = ((sample_std(a)?.powi(2) + sample_std(b)?.powi(2)) / 2.0).sqrt();
+    if pooled == 0.0 {
+        return None;
+    }
+    Some((mean(a)? - mean(b)?) / pooled)
+}
+
+/// Mean of a − b (e.g. observer − self).
+pub fn mean_deviation(a: &[f64], b: &[f64]) -> Option<f64> {
+    if a.len() != b.len() {
+        return None;
+    }
+    mean(&a.iter().zip(b).map(|(x, y)| x - y).collect::<Vec<_>>())
+}
+
+/// Interviewer-vs-human agreement of the InCharacter paper: right if |a − b| < 1, close if = 1,
+/// wrong if > 1; accuracy = (right + close / 2) / n.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Closeness {
+    pub right: usize,
+    pub close: usize,
+    pub wrong: usize,
+    pub accuracy: f64,
+}
+
+pub fn closeness(a: &[f64], b: &[f64]) -> Option<Closeness> {
+    if a.len() != b.len() || a.is_empty() {
+        return None;
+    }
+    let (mut right, mut close, mut wrong) = (0, 0, 0);
+    for (x, y) in a.iter().zip(b) {
+        let gap = (x - y).abs();
+        if (gap - 1.0).abs() <= 1e-9 {
+            close += 1;
+        } else if gap < 1.0 {
+            right += 1;
+        } else {
+            wrong += 1;
+        }
+    }
+    let accuracy = (right as f64 + 0.5 * close as f64) / a.len() as f64;
+    Some(Closeness {
+        right,
+        close,
+        wrong,
+        accuracy,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-12
+    }
+
+    #[test]
+    fn ranks_average_ties() {
+        assert_eq!(average_ranks(&[10.0, 20.0, 10.0, 30.0]), vec![1.5, 3.0, 1.5, 4.0]);
+    }
+
+    #[test]
+    fn pearson_and_spearman_by_hand() {
+        let x = [1.0, 2.0, 3.0, 4.0];
+        let y = [2.0, 4.0, 6.0, 9.0];
+        // Σdx·dy = 11.5, Σdx² = 5, Σdy² = 26.75
+        assert!(close(
+            pearson(&x, &y).unwrap(),
+            11.5 / (5.0f64.sqrt() * 26.75f64.sqrt())
+        ));
+        assert!(close(spearman(&x, &y).unwrap(), 1.0));
+        assert_eq!(pearson(&[1.0, 1.0], &[1.0, 2.0]), None);
+    }
+
+    #[test]
+    fn kendall_tau_b_with_ties_by_hand() {
+        // pairs: (1,2) x-tie; (1,3) c; (2,3) c; x ties 1, y ties 0, total 3.
+        let t = kendall_tau_b(&[1.0, 1.0, 2.0], &[1.0, 2.0, 3.0]).unwrap();
+        assert!(close(t, 2.0 / (2.0f64 * 3.0).sqrt()));
+        assert_eq!(kendall_tau_b(&[1.0, 1.0], &[1.0, 2.0]), None);
+    }
+
+    #[test]
+    fn qwk_uses_category_indices() {
+        assert!(close(quadratic_weighted_kappa(&[1, 2, 3], &[1, 2, 3]).unwrap(), 1.0));
+        // Categories {1, 5}: index distance 1, not 4. observed off-diagonal 2 of 2 → num 2;
+        // rows [1,1], cols [1,1] → den = (1·1 + 1·1)/2 = 1 → κ = −1.
+        assert!(close(quadratic_weighted_kappa(&[1, 5], &[5, 1]).unwrap(), -1.0));
+        assert_eq!(quadratic_weighted_kappa(&[2, 2], &[2, 2]), None);
+    }
+
+    #[test]
+    fn paired_t_and_effect_size() {
+        let a = [5.0, 6.0, 7.0, 9.0];
+        let b = [4.0, 6.0, 5.0, 6.0];
+        // d = [1, 0, 2, 3]: mean 1.5, sd √(5/3), t = 1.5 / (√(5/3)/2) ≈ 2.3238
+        let t = paired_t_test(&a, &b).unwrap();
+        assert!(close(t.t, 1.5 / ((5.0f64 / 3.0).sqrt() / 2.0)));
+        assert_eq!(t.df, 3.0);
+        // scipy.stats.ttest_rel gives p = 0.10270 for this data.
+        assert!((t.p - 0.102_70).abs() < 1e-4, "{}", t.p);
+        assert!(close(mean_deviation(&a, &b).unwrap(), 1.5));
+        let d = cohens_d(&a, &b).unwrap();
+        let (va, vb) = (sample_std(&a).unwrap().powi(2), sample_std(&b).unwrap().powi(2));
+        assert!(close(d, 1.5 / ((va + vb) / 2.0).sqrt()));
+    }
+
+    #[test]
+    fn right_close_wrong() {
+        let c = closeness(&[1.0, 2.0, 3.0, 4.5], &[1.0, 3.0, 5.0, 4.0]).unwrap();
+        assert_eq!((c.right, c.close, c.wrong), (2, 1, 1));
+        assert!(close(c.accuracy, 2.5 / 4.0));
+    }
+}

@@ -1,0 +1,9 @@
+//! incharacter: a terminal workbench that measures whether role-playing agents keep their character's
+//! personality. `domain` holds the method's pure vocabulary; `catalog` the bundled and user scales and
+//! characters; `cli` the headless subcommands.
+
+pub mod catalog;
+pub mod cli;
+pub mod domain;
+pub mod paths;
+pub mod text;

@@ -1,0 +1,27 @@
+//! Where the workbench keeps its files: the data dir (user scales and characters, later sessions,
+//! cache and models) and the config file, with the `INCHARACTER_DATA_DIR` / `INCHARACTER_CONFIG`
+//! overrides.
+
+use std::path::PathBuf;
+
+use directories::ProjectDirs;
+
+fn project_dirs() -> Option<ProjectDirs> {
+    ProjectDirs::from("", "", "incharacter")
+}
+
+/// The data dir: `$INCHARACTER_DATA_DIR`, else the platform's data dir for "incharacter".
+pub fn data_dir() -> Option<PathBuf> {
+    match std::env::var_os("INCHARACTER_DATA_DIR") {
+        Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
+        _ => project_dirs().map(|d| d.data_dir().to_path_buf()),
+    }
+}
+
+/// The config file: `$INCHARACTER_CONFIG`, else `config.toml` in the platform's config dir.
+pub fn config_file() -> Option<PathBuf> {
+    match std::env::var_os("INCHARACTER_CONFIG") {
+        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
+        _ => project_dirs().map(|d| d.config_dir().join("config.toml")),
+    }
+}

@@ -1,0 +1,62 @@
+//! Terminal-safe text. Anything that came from a model or a user/imported file passes through
+//! `terminal_safe` before it is printed or drawn, so it can never move the cursor, recolour the
+//! screen, set the window title or hide text.
+
+/// Removes escape sequences (CSI, OSC and lone ESC) and control characters other than newline and
+/// tab; tabs become spaces. Bidirectional-override characters are removed too.
+pub fn terminal_safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => match chars.peek() {
+                Some('[') => {
+                    chars.next();
+                    // CSI: parameters and intermediates up to a final byte in '@'..='~'.
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                Some(']') => {
+                    chars.next();
+                    // OSC: up to BEL or ST (ESC \).
+                    while let Some(c) = chars.next() {
+                        if c == '\u{7}' {
+                            break;
+                        }
+                        if c == '\u{1b}' && chars.peek() == Some(&'\\') {
+                            chars.next();
+                            break;
+                        }
+                    }
+                }
+                Some(_) => {
+                    chars.next();
+                }
+                None => {}
+            },
+            '\n' => out.push('\n'),
+            '\t' => out.push(' '),
+            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {}
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_safe;
+
+    #[test]
+    fn strips_escape_sequences_and_controls() {
+        assert_eq!(terminal_safe("a\u{1b}[31mred\u{1b}[0m b"), "ared b");
+        assert_eq!(terminal_safe("x\u{1b}]0;pwned\u{7}y"), "xy");
+        assert_eq!(terminal_safe("x\u{1b}]8;;http://e\u{1b}\\link"), "xlink");
+        assert_eq!(terminal_safe("a\rb\u{8}c\u{9b}d\u{202e}e\tf\n钟离"), "abcde f\n钟离");
+        assert_eq!(terminal_safe("end\u{1b}"), "end");
+    }
+}
