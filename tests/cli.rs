@@ -1,0 +1,324 @@
+//! The `incharacter` binary driven as a user (or other tooling) would: JSON shapes, exit codes, error
+//! locations, and numbers checked against independent oracles (scipy/sklearn, a Python implementation
+//! of the InCharacter formulas) to 1e-9.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const TOLERANCE: f64 = 1e-9;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// Runs the binary with an empty data dir (so a developer's own files never leak into tests).
+fn run_in(data_dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_incharacter"))
+        .args(args)
+        .env("INCHARACTER_DATA_DIR", data_dir)
+        .output()
+        .expect("run incharacter")
+}
+
+fn run(args: &[&str]) -> Output {
+    let empty = tempfile::tempdir().unwrap();
+    run_in(empty.path(), args)
+}
+
+fn json_of(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("stdout is one JSON value")
+}
+
+/// Every number in `expected` equals the one at the same place in `actual` within TOLERANCE.
+fn assert_close(actual: &Value, expected: &Value, path: &str) {
+    match (actual, expected) {
+        (Value::Number(a), Value::Number(e)) => {
+            let (a, e) = (a.as_f64().unwrap(), e.as_f64().unwrap());
+            assert!((a - e).abs() <= TOLERANCE, "{path}: {a} != {e}");
+        }
+        (Value::Object(a), Value::Object(e)) => {
+            for (k, v) in e {
+                assert_close(
+                    a.get(k).unwrap_or_else(|| panic!("{path}.{k} missing")),
+                    v,
+                    &format!("{path}.{k}"),
+                );
+            }
+        }
+        _ => assert_eq!(actual, expected, "{path}"),
+    }
+}
+
+#[test]
+fn scales_json_lists_the_fifteen_scales_of_the_method() {
+    let list = json_of(&run(&["scales", "--json"]));
+    let list = list.as_array().unwrap();
+    // (id, items, scored items, dimensions, min, max) as in METHOD.md.
+    let expected = [
+        ("BFI", 44, 44, 5, 1, 5),
+        ("16Personalities", 60, 60, 4, 1, 7),
+        ("BSRI", 60, 40, 2, 1, 7),
+        ("CABIN", 164, 164, 41, 1, 5),
+        ("DTDD", 12, 12, 3, 1, 9),
+        ("ECR-R", 36, 36, 2, 1, 7),
+        ("EIS", 33, 33, 1, 1, 5),
+        ("Empathy", 10, 10, 1, 1, 7),
+        ("EPQ-R", 100, 100, 4, 0, 1),
+        ("GSE", 10, 10, 1, 1, 4),
+        ("ICB", 8, 8, 1, 1, 6),
+        ("LMS", 9, 9, 3, 1, 5),
+        ("LOT-R", 10, 5, 1, 0, 4),
+        ("WLEIS", 16, 16, 4, 1, 7),
+        ("IPIP-50", 50, 50, 5, 1, 5),
+    ];
+    assert_eq!(list.len(), expected.len());
+    for (id, items, scored, dims, min, max) in expected {
+        let s = list
+            .iter()
+            .find(|s| s["id"] == id)
+            .unwrap_or_else(|| panic!("{id} missing"));
+        assert_eq!(s["items"], items, "{id}");
+        assert_eq!(s["scored_items"], scored, "{id}");
+        assert_eq!(s["dimensions"].as_array().unwrap().len(), dims, "{id}");
+        assert_eq!(s["range"], serde_json::json!([min, max]), "{id}");
+        assert!(s["name"].is_string());
+    }
+}
+
+#[test]
+fn characters_json_carries_experimenters_and_every_reference_label() {
+    let list = json_of(&run(&["characters", "--json"]));
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 32);
+    let facts: Value = serde_json::from_str(include_str!("fixtures/reference_facts.json")).unwrap();
+    for (ref_id, fact) in facts["characters"].as_object().unwrap() {
+        let c = list
+            .iter()
+            .find(|c| c["aliases"] == fact["aliases"])
+            .unwrap_or_else(|| panic!("{ref_id}"));
+        assert_eq!(c["experimenter"], fact["experimenter"], "{ref_id}");
+        for source in ["pdb", "annotation"] {
+            let expected = facts["labels"][source]
+                .get(ref_id.as_str())
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!({}));
+            // Numbers compare by value: the reference writes some scores as integers (1 vs 1.0).
+            assert_close(&c["labels"][source], &expected, &format!("{ref_id} {source}"));
+            assert_eq!(
+                c["labels"][source].as_object().unwrap().len(),
+                expected.as_object().unwrap().len()
+            );
+        }
+        assert!(c["language"] == "en" || c["language"] == "zh");
+    }
+}
+
+#[test]
+fn show_subcommands_print_tables_and_json() {
+    let out = run(&["scales", "show", "bfi"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("Big Five Inventory") && text.contains("Is talkative."),
+        "{text}"
+    );
+    let bfi = json_of(&run(&["scales", "show", "BFI", "--json"]));
+    assert_eq!(bfi["items"].as_array().unwrap().len(), 44);
+    let c = json_of(&run(&["characters", "show", "Hermione Granger", "--json"]));
+    assert_eq!(c["id"], "hermione-en");
+    let out = run(&["characters", "show", "zhongli-zh"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("钟离") && text.contains("旅行者"), "{text}");
+    let out = run(&["scales", "show", "NOPE"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown scale \"NOPE\""));
+}
+
+#[test]
+fn agreement_equals_scipy_and_sklearn() {
+    let dir = fixtures().join("agreement");
+    let expected: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    for (case, want) in expected.as_object().unwrap() {
+        let csv = dir.join(format!("{case}.csv"));
+        let got = json_of(&run(&["agreement", "--pairs", csv.to_str().unwrap(), "--json"]));
+        assert_close(&got, want, case);
+        assert_eq!(got["qwk"].is_null(), want["qwk"].is_null(), "{case}: qwk presence");
+    }
+}
+
+#[test]
+fn metrics_equal_an_independent_implementation_of_the_original_formulas() {
+    let dir = fixtures().join("metrics");
+    let cases: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    for (case, spec) in cases.as_object().unwrap() {
+        let csv = dir.join(format!("{case}.csv"));
+        let mut args = vec![
+            "metrics",
+            "--scale",
+            spec["scale"].as_str().unwrap(),
+            "--predictions",
+            csv.to_str().unwrap(),
+            "--json",
+        ];
+        if let Some(labels) = spec["labels"].as_str() {
+            args.extend(["--labels", labels]);
+        }
+        let got = json_of(&run(&args));
+        assert_close(&got, &spec["expected"], case);
+        let dims = got["dimensions"].as_object().unwrap();
+        assert_eq!(
+            dims.len(),
+            spec["expected"]["dimensions"].as_object().unwrap().len(),
+            "{case}"
+        );
+    }
+}
+
+#[test]
+fn metrics_human_output_is_a_table() {
+    let csv = fixtures().join("metrics/bfi_pdb_2_repeats.csv");
+    let out = run(&["metrics", "--scale", "BFI", "--predictions", csv.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    for word in [
+        "Extraversion",
+        "Acc_Dim",
+        "Acc_Full",
+        "MAE",
+        "MSE",
+        "excluded",
+        "labels: pdb",
+    ] {
+        assert!(text.contains(word), "{word} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn a_broken_scale_file_names_file_line_column_and_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = include_str!("../assets/scales/GSE.toml");
+    let lines: Vec<&str> = text.lines().collect();
+    let target = (39..lines.len())
+        .find(|&i| lines[i].starts_with("dimension = "))
+        .unwrap();
+    let broken: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            if i == target {
+                "dimension = \"NoSuchDimension\"".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    let path = dir.path().join("GSE.toml");
+    std::fs::write(&path, broken.join("\n")).unwrap();
+    let out = run(&["validate", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let errors: Vec<&str> = stdout.lines().filter(|l| l.contains(": item")).collect();
+    assert_eq!(errors.len(), 1, "{stdout}");
+    let want = format!("{}:{}:13: item ", path.display(), target + 1);
+    assert!(errors[0].starts_with(&want), "{} does not start with {want}", errors[0]);
+    assert!(
+        errors[0].contains("unknown dimension \"NoSuchDimension\""),
+        "{}",
+        errors[0]
+    );
+}
+
+#[test]
+fn validate_accepts_the_bundled_assets_and_catches_bad_labels() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = run(&[
+        "validate",
+        root.join("assets/scales").to_str().unwrap(),
+        root.join("assets/characters").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("47 file(s) valid"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let text = include_str!("../assets/characters/hermione-en.toml").replace(
+        "Extraversion = { score = 4.0, type = \"H\" }",
+        "Extraversion = { score = 4.0, type = \"L\" }",
+    );
+    let path = dir.path().join("hermione.toml");
+    std::fs::write(&path, &text).unwrap();
+    let out = run(&["validate", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let line = text
+        .lines()
+        .position(|l| l.contains("type = \"L\" }") && l.starts_with("Extraversion = { score = 4.0"))
+        .unwrap()
+        + 1;
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains(&format!("hermione.toml:{line}:")) && stdout.contains("contradicts"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_user_scale_overrides_the_bundled_one_and_says_so() {
+    let data = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(data.path().join("scales")).unwrap();
+    let gse =
+        include_str!("../assets/scales/GSE.toml").replace("name = \"General Self-Efficacy\"", "name = \"My GSE\"");
+    std::fs::write(data.path().join("scales/GSE.toml"), gse).unwrap();
+    std::fs::write(data.path().join("scales/broken.toml"), "id = ").unwrap();
+    let out = run_in(data.path(), &["scales", "--json"]);
+    let list = json_of(&out);
+    let gse = list.as_array().unwrap().iter().find(|s| s["id"] == "GSE").unwrap();
+    assert_eq!(gse["name"], "My GSE");
+    assert_eq!(gse["origin"]["kind"], "user");
+    assert_eq!(gse["origin"]["overrides_bundled"], true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("broken.toml:1:"), "{stderr}");
+}
+
+#[test]
+fn bad_prediction_rows_are_located() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "character,dimension,repeat,score\nhermione-en,Extraversion,0,4\nnobody,Extraversion,0,4\n",
+            ":3:1: unknown character \"nobody\"",
+        ),
+        (
+            "character,dimension,repeat,score\nhermione-en,Extraversionn,0,4\n",
+            ":2:13: BFI has no dimension",
+        ),
+        (
+            "character,dimension,repeat,score\nhermione-en,Extraversion,0,6\n",
+            ":2:28: score 6 is outside",
+        ),
+        (
+            "character,dimension,repeat,score\nhermione-en,Extraversion,0,four\n",
+            ":2:28: score \"four\" is not a number",
+        ),
+        (
+            "character,dimension,repeat,score\nhermione-en,Extraversion,0,4\nHermione-en,Extraversion,0,3\n",
+            ":3:1: a second prediction",
+        ),
+        (
+            "character,dimension,score\nhermione-en,Extraversion,4\n",
+            ":1:1: missing column \"repeat\"",
+        ),
+    ];
+    for (i, (csv, want)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("p{i}.csv"));
+        std::fs::write(&path, csv).unwrap();
+        let out = run(&["metrics", "--scale", "BFI", "--predictions", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "case {i}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(&format!("p{i}.csv{want}")), "case {i}: {stderr}");
+    }
+}
