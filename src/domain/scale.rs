@@ -280,6 +280,10 @@ struct RawItem {
     question: Spanned<Localized<String>>,
 }
 
+/// Bounds that keep range arithmetic far from overflow; real instruments use 0–9.
+const MAX_OPTION: i32 = 1000;
+const MAX_OPTIONS: i64 = 101;
+
 fn blank(s: &str) -> bool {
     s.trim().is_empty()
 }
@@ -294,16 +298,21 @@ impl RawScale {
             errors.push(src.at(self.citation.span(), "citation is empty: cite the published instrument"));
         }
         let [min, max] = *self.range.get_ref();
-        if min >= max {
+        let sane = |v: i32| (-MAX_OPTION..=MAX_OPTION).contains(&v);
+        let range_ok = sane(min) && sane(max) && min < max && i64::from(max) - i64::from(min) < MAX_OPTIONS;
+        if !range_ok {
             errors.push(src.at(
                 self.range.span(),
-                format!("range [{min}, {max}]: the minimum must be below the maximum"),
+                format!(
+                    "range [{min}, {max}]: the minimum must be below the maximum, both within ±{MAX_OPTION}, \
+                     with at most {MAX_OPTIONS} options"
+                ),
             ));
         }
         let range = ScoreRange { min, max };
         for language in [Language::En, Language::Zh] {
             let options = self.options.get_ref().get(language);
-            if min < max && options.len() != range.len() {
+            if range_ok && options.len() != range.len() {
                 errors.push(src.at(
                     self.options.span(),
                     format!(
@@ -600,6 +609,14 @@ question = { en = "Tea?", zh = "茶吗？" }
                 .contains("options.en has 5 labels but range [1, 7] has 7 points")
         }));
         assert!(errs.iter().any(|e| e.message.contains("self_report_stem.en")));
+    }
+
+    #[test]
+    fn absurd_ranges_are_rejected_without_overflow() {
+        for range in ["[5, 1]", "[3, 3]", "[-2147483648, 2147483647]", "[0, 500]"] {
+            let errs = parse(&TINY.replace("range = [1, 5]", &format!("range = {range}"))).unwrap_err();
+            assert!(errs.iter().any(|e| e.message.starts_with("range [") && e.line == 5), "{range}: {errs:?}");
+        }
     }
 
     #[test]
