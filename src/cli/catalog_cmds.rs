@@ -231,7 +231,11 @@ pub fn show_character(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Wri
         for entry in &catalog.scales {
             let scale = &entry.value;
             let Some(dims) = set.get(&scale.id) else { continue };
-            let code = c.code(scale, source).unwrap_or_default();
+            // A type code reads well for a handful of dimensions; CABIN's 41 letters would not.
+            let code = c
+                .code(scale, source)
+                .filter(|code| code.chars().count() <= 8)
+                .unwrap_or_default();
             for (i, d) in scale.dimensions.iter().enumerate() {
                 let Some(label) = dims.get(&d.name) else { continue };
                 t.row(vec![

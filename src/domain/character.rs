@@ -137,10 +137,16 @@ impl Character {
         )
     }
 
-    /// Whether `name` (an id, the reference id, or a name/alias, case-insensitive) refers to this character.
+    /// Whether `name` (an id with or without its language suffix, the reference id, or a name/alias,
+    /// case-insensitive) refers to this character.
     pub fn answers_to(&self, name: &str) -> bool {
         let n = name.trim();
+        let suffix = format!("-{}", self.language.code());
         self.id.eq_ignore_ascii_case(n)
+            || self
+                .id
+                .strip_suffix(&suffix)
+                .is_some_and(|base| base.eq_ignore_ascii_case(n))
             || self.reference_id.as_deref().is_some_and(|r| r.eq_ignore_ascii_case(n))
             || self.name.eq_ignore_ascii_case(n)
             || self.aliases.iter().any(|a| a.eq_ignore_ascii_case(n))
@@ -353,7 +359,7 @@ Warmth = { score = 4.2, type = "H" }
         assert_eq!(c.labels.exclusion_source("TINY"), LabelSource::Annotation);
         let scale = Scale::parse(Source::new("tiny.toml", TINY)).unwrap();
         assert_eq!(c.code(&scale, LabelSource::Annotation).as_deref(), Some("H"));
-        assert!(c.answers_to("ANNA-EN") && c.answers_to("anna"));
+        assert!(c.answers_to("ANNA-EN") && c.answers_to("anna") && !c.answers_to("anna-zh"));
     }
 
     #[test]

@@ -615,7 +615,10 @@ question = { en = "Tea?", zh = "茶吗？" }
     fn absurd_ranges_are_rejected_without_overflow() {
         for range in ["[5, 1]", "[3, 3]", "[-2147483648, 2147483647]", "[0, 500]"] {
             let errs = parse(&TINY.replace("range = [1, 5]", &format!("range = {range}"))).unwrap_err();
-            assert!(errs.iter().any(|e| e.message.starts_with("range [") && e.line == 5), "{range}: {errs:?}");
+            assert!(
+                errs.iter().any(|e| e.message.starts_with("range [") && e.line == 5),
+                "{range}: {errs:?}"
+            );
         }
     }
 
