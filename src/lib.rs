@@ -5,5 +5,8 @@
 pub mod catalog;
 pub mod cli;
 pub mod domain;
+pub mod fake_openai;
+pub mod llm;
+pub mod logging;
 pub mod paths;
 pub mod text;

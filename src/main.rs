@@ -10,6 +10,9 @@ fn main() -> ExitCode {
         let _ = Cli::command().print_help();
         return ExitCode::SUCCESS;
     };
+    if let Some(dir) = incharacter::paths::data_dir() {
+        incharacter::logging::init(&dir);
+    }
     let mut stdout = std::io::stdout().lock();
     match run(command, &mut stdout) {
         Ok(code) => code,

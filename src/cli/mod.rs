@@ -2,6 +2,7 @@
 //! Exit codes: 0 success, 1 failure of the machine (I/O), 2 invalid input (bad file, unknown id).
 
 mod catalog_cmds;
+mod llm_cmds;
 mod metrics_cmds;
 mod table;
 
@@ -13,6 +14,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::catalog::Catalog;
 use crate::domain::character::LabelSource;
+use crate::llm::config::CacheMode;
 use crate::paths;
 
 #[derive(Debug, Parser)]
@@ -67,6 +69,33 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the model providers (never the keys), or check one with `providers check <NAME>`
+    Providers {
+        /// Print JSON instead of a table
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        command: Option<ProvidersCommand>,
+    },
+    /// Send one message to a provider and stream the reply to stdout
+    Chat {
+        /// Provider name from the config (`incharacter providers` lists them)
+        #[arg(long)]
+        provider: String,
+        /// System prompt
+        #[arg(long)]
+        system: Option<String>,
+        /// JSON Schema file the reply must follow (bare schema, or {"name", "schema", "strict"})
+        #[arg(long)]
+        schema: Option<PathBuf>,
+        #[arg(long)]
+        temperature: Option<f32>,
+        /// Response cache [default: the config's `cache`, else read-write]
+        #[arg(long, value_enum)]
+        cache: Option<CacheArg>,
+        /// The message
+        text: String,
+    },
     /// Agreement between two raters (e.g. LLM vs human): correlations, QWK, right/close/wrong
     Agreement {
         /// CSV with columns a,b
@@ -76,6 +105,29 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProvidersCommand {
+    /// Send one tiny request: latency, and whether structured output works
+    Check { name: String },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CacheArg {
+    ReadWrite,
+    ReadOnly,
+    Off,
+}
+
+impl From<CacheArg> for CacheMode {
+    fn from(a: CacheArg) -> Self {
+        match a {
+            CacheArg::ReadWrite => CacheMode::ReadWrite,
+            CacheArg::ReadOnly => CacheMode::ReadOnly,
+            CacheArg::Off => CacheMode::Off,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -142,6 +194,28 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             metrics_cmds::metrics(&catalog, &scale, &predictions, labels.map(Into::into), json, out)
         }
         Command::Agreement { pairs, json } => metrics_cmds::agreement(&pairs, json, out),
+        Command::Providers { json, command } => match command {
+            None => llm_cmds::list(json, out),
+            Some(ProvidersCommand::Check { name }) => llm_cmds::check(&name, out),
+        },
+        Command::Chat {
+            provider,
+            system,
+            schema,
+            temperature,
+            cache,
+            text,
+        } => llm_cmds::chat(
+            llm_cmds::ChatArgs {
+                provider: &provider,
+                system: system.as_deref(),
+                schema: schema.as_deref(),
+                temperature,
+                cache: cache.map(Into::into),
+                text: &text,
+            },
+            out,
+        ),
     }
 }
 

@@ -1,0 +1,89 @@
+//! `fake-openai` — a TEST INSTRUMENT for incharacter's tests and benchmarks, not a model: it serves the
+//! OpenAI chat-completions API on 127.0.0.1 with deterministic filler replies, a set latency and
+//! streaming rate, and seeded fault injection. See `incharacter::fake_openai`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use incharacter::fake_openai::{FakeConfig, FakeServer, Fault, ScriptRule};
+
+#[derive(Parser)]
+#[command(
+    name = "fake-openai",
+    about = "Test instrument: a scripted, fault-injecting OpenAI-compatible server (not a model)"
+)]
+struct Args {
+    /// Port on 127.0.0.1 (0 picks a free one; the first line printed says which)
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Seed of replies and fault choices
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Milliseconds before the response headers
+    #[arg(long, default_value_t = 0)]
+    latency_ms: u64,
+    /// Streaming rate in tokens per second (0 = as fast as possible)
+    #[arg(long, default_value_t = 0.0)]
+    tokens_per_s: f64,
+    /// Write every SSE event as two separate chunks
+    #[arg(long)]
+    split_events: bool,
+    /// Share of distinct requests that get faults on their first attempts (0–1)
+    #[arg(long, default_value_t = 0.0)]
+    fault_share: f64,
+    /// How many first attempts of a faulty request fail
+    #[arg(long, default_value_t = 1)]
+    faults_per_request: u32,
+    /// Faults to inject, comma-separated: 429,500,503,400,drop,cut,in-stream-error
+    #[arg(long, value_delimiter = ',')]
+    faults: Vec<String>,
+    /// Require this bearer key (else 401)
+    #[arg(long)]
+    require_key: Option<String>,
+    /// JSON list of {"contains": "…", "reply": "…"} scripted replies
+    #[arg(long)]
+    script: Option<PathBuf>,
+    /// Append every request as a JSON line here
+    #[arg(long)]
+    log: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let faults = args
+        .faults
+        .iter()
+        .map(|f| {
+            Fault::parse(f)
+                .ok_or_else(|| anyhow::anyhow!("unknown fault \"{f}\" (429,500,503,400,drop,cut,in-stream-error)"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let script: Vec<ScriptRule> = match &args.script {
+        Some(path) => serde_json::from_str(&std::fs::read_to_string(path)?)?,
+        None => Vec::new(),
+    };
+    let config = FakeConfig {
+        seed: args.seed,
+        first_byte: Duration::from_millis(args.latency_ms),
+        tokens_per_s: args.tokens_per_s,
+        split_events: args.split_events,
+        fault_share: args.fault_share,
+        faults_per_request: args.faults_per_request,
+        faults,
+        require_key: args.require_key,
+        script,
+        log: args.log,
+        ..FakeConfig::default()
+    };
+    let server = FakeServer::start_on(config, args.port).await?;
+    println!("fake-openai (test instrument) listening on {}", server.base_url());
+    tokio::signal::ctrl_c().await?;
+    let stats = server.stats();
+    eprintln!(
+        "requests: {}, faults: {}, max in flight: {}",
+        stats.requests, stats.faults, stats.max_in_flight
+    );
+    Ok(())
+}

@@ -1,0 +1,282 @@
+//! `providers`, `providers check` and `chat`: the model layer from the command line.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use serde_json::json;
+
+use super::input_error;
+use super::table::Table;
+use crate::llm::cache::Cache;
+use crate::llm::client::Shared;
+use crate::llm::config::{CacheMode, Config};
+use crate::llm::{self, ChatEvent, ChatMessage, ChatModel, ChatRequest, ResponseSchema, Role};
+use crate::text::terminal_safe as safe;
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+pub fn load_config() -> anyhow::Result<Config> {
+    let path = crate::paths::config_file()
+        .ok_or_else(|| anyhow::anyhow!("no config location: set INCHARACTER_CONFIG to a config.toml path"))?;
+    Config::load(&path, &env).map_err(|errors| {
+        let lines: Vec<String> = errors.iter().map(|d| safe(&d.to_string())).collect();
+        input_error(lines.join("\n"))
+    })
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+fn shared(config: &Config, cache_mode: CacheMode) -> Shared {
+    let cache = crate::paths::data_dir().map(|d| Cache::new(d.join("cache")));
+    Shared::new(config.max_concurrency, cache, cache_mode, 0)
+}
+
+pub fn list(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let config = load_config()?;
+    if json_output {
+        let providers: Vec<_> = config
+            .providers
+            .iter()
+            .map(|p| {
+                json!({
+                    "name": p.name, "kind": p.kind.name(), "base_url": p.base_url, "model": p.model,
+                    "api_key_env": p.api_key_env, "key_present": p.key_present(&env),
+                    "max_concurrency": p.max_concurrency, "structured_output": p.structured_output,
+                    "roles": Role::ALL.iter().filter(|r| config.roles.get(r) == Some(&p.name)).map(|r| r.name()).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&json!({"providers": providers, "cache": config.cache}))?
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = Table::new(&["name", "kind", "model", "base_url", "key", ">concurrency", "roles"]);
+    for p in &config.providers {
+        let key = match (&p.api_key_env, p.key_present(&env)) {
+            (Some(var), Some(true)) => format!("{var} (set)"),
+            (Some(var), _) => format!("{var} (NOT set)"),
+            (None, Some(true)) => "in config file".into(),
+            (None, _) => "none".into(),
+        };
+        let roles: Vec<&str> = Role::ALL
+            .iter()
+            .filter(|r| config.roles.get(r) == Some(&p.name))
+            .map(|r| r.name())
+            .collect();
+        t.row(vec![
+            safe(&p.name),
+            p.kind.name().into(),
+            safe(&p.model),
+            safe(if p.base_url.is_empty() { "–" } else { &p.base_url }),
+            safe(&key),
+            p.max_concurrency.to_string(),
+            roles.join(", "),
+        ]);
+    }
+    write!(out, "{}", t.render())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One tiny request with a schema: is the provider reachable, how fast, and does structured output work.
+pub fn check(name: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let config = load_config()?;
+    let client =
+        llm::connect(&config, name, shared(&config, CacheMode::Off), &env).map_err(|e| input_error(e.to_string()))?;
+    let schema = json!({
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"],
+        "additionalProperties": false,
+    });
+    let mut request = ChatRequest::new(vec![ChatMessage::user("Reply with the JSON object {\"ok\": true}.")]);
+    request.sampling.temperature = Some(0.0);
+    request.sampling.max_tokens = Some(20);
+    request.schema = Some(ResponseSchema {
+        name: "check".into(),
+        schema,
+        strict: true,
+    });
+    request.meta.purpose = "providers check".into();
+    let started = Instant::now();
+    let (first, result) = runtime()?.block_on(async {
+        let mut events = client.stream(request);
+        let mut first = None;
+        let mut text = String::new();
+        while let Some(event) = events.next().await {
+            match event {
+                ChatEvent::Token(t) => {
+                    first.get_or_insert_with(|| started.elapsed());
+                    text.push_str(&t);
+                }
+                ChatEvent::Retry { .. } => text.clear(),
+                ChatEvent::Done { .. } => return (first, Ok(text)),
+                ChatEvent::Error(e) => return (first, Err(e)),
+                ChatEvent::Usage(_) => {}
+            }
+        }
+        (first, Err(llm::LlmError::Transport("no reply".into())))
+    });
+    let total = started.elapsed();
+    let info = client.info();
+    match result {
+        Err(e) => {
+            writeln!(
+                out,
+                "{}: FAILED after {:.2} s: {}",
+                safe(&info.to_string()),
+                total.as_secs_f64(),
+                safe(&e.to_string())
+            )?;
+            Ok(ExitCode::from(1))
+        }
+        Ok(text) => {
+            let structured = serde_json::from_str::<serde_json::Value>(&text)
+                .is_ok_and(|v| v.get("ok").is_some_and(|b| b.is_boolean()));
+            writeln!(out, "{}: ok", safe(&info.to_string()))?;
+            writeln!(
+                out,
+                "first token: {}",
+                first.map_or("–".into(), |d| format!("{:.0} ms", d.as_secs_f64() * 1000.0))
+            )?;
+            writeln!(out, "total:       {:.0} ms", total.as_secs_f64() * 1000.0)?;
+            let uses = config.provider(name).is_some_and(|p| p.structured_output);
+            let verdict = match (structured, uses) {
+                (true, true) => "works (response_format json_schema)",
+                (true, false) => "works (prompt-only JSON; structured_output = false)",
+                (false, true) => "did NOT produce valid JSON: try structured_output = false",
+                (false, false) => "did NOT produce valid JSON (prompt-only)",
+            };
+            writeln!(out, "structured output: {verdict}")?;
+            writeln!(out, "reply: {}", safe(&text))?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn read_schema(path: &Path) -> anyhow::Result<ResponseSchema> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| input_error(format!("{}: cannot read: {e}", safe(&name))))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| input_error(format!("{}:{}:{}: {e}", safe(&name), e.line(), e.column())))?;
+    // Either {"name", "schema", "strict"?} or a bare JSON Schema.
+    if let (Some(n), Some(schema)) = (value.get("name").and_then(|n| n.as_str()), value.get("schema")) {
+        let strict = value.get("strict").and_then(|s| s.as_bool()).unwrap_or(true);
+        return Ok(ResponseSchema {
+            name: n.to_string(),
+            schema: schema.clone(),
+            strict,
+        });
+    }
+    let stem = path
+        .file_stem()
+        .map_or("reply".to_string(), |s| s.to_string_lossy().into_owned());
+    let name: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    Ok(ResponseSchema {
+        name,
+        schema: value,
+        strict: true,
+    })
+}
+
+pub struct ChatArgs<'a> {
+    pub provider: &'a str,
+    pub system: Option<&'a str>,
+    pub schema: Option<&'a Path>,
+    pub temperature: Option<f32>,
+    pub cache: Option<CacheMode>,
+    pub text: &'a str,
+}
+
+/// Streams one reply. On a terminal, tokens appear as they arrive (a retry is announced on stderr and
+/// its partial text is marked discarded); into a pipe or file, only the final text is written, so a
+/// retried attempt's partial text never reaches a script.
+pub fn chat(args: ChatArgs<'_>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let config = load_config()?;
+    let mode = args.cache.unwrap_or(config.cache);
+    let client =
+        llm::connect(&config, args.provider, shared(&config, mode), &env).map_err(|e| input_error(e.to_string()))?;
+    let mut messages = Vec::new();
+    if let Some(system) = args.system {
+        messages.push(ChatMessage::system(system));
+    }
+    messages.push(ChatMessage::user(args.text));
+    let mut request = ChatRequest::new(messages);
+    request.sampling.temperature = args.temperature;
+    request.schema = args.schema.map(read_schema).transpose()?;
+    request.meta.purpose = "chat".into();
+    let is_json = request.schema.is_some();
+    let live = std::io::stdout().is_terminal();
+    let result = runtime()?.block_on(async {
+        let mut events = client.stream(request);
+        let mut text = String::new();
+        while let Some(event) = events.next().await {
+            match event {
+                ChatEvent::Token(t) => {
+                    if live {
+                        write!(out, "{}", safe(&t))?;
+                        out.flush()?;
+                    }
+                    text.push_str(&t);
+                }
+                ChatEvent::Retry {
+                    attempt,
+                    reason,
+                    delay_ms,
+                    ..
+                } => {
+                    if live && !text.is_empty() {
+                        writeln!(out)?;
+                    }
+                    eprintln!(
+                        "[retry {attempt} in {delay_ms} ms: {}; text so far discarded]",
+                        safe(&reason)
+                    );
+                    text.clear();
+                }
+                ChatEvent::Usage(_) => {}
+                ChatEvent::Done { cached, .. } => {
+                    if cached {
+                        eprintln!("[from the cache]");
+                    }
+                    return Ok::<_, anyhow::Error>(Ok(text));
+                }
+                ChatEvent::Error(e) => return Ok(Err(e)),
+            }
+        }
+        Ok(Err(llm::LlmError::Transport("the reply ended without Done".into())))
+    })?;
+    match result {
+        Err(e) => Err(anyhow::anyhow!("{}", safe(&e.to_string()))),
+        Ok(text) => {
+            if live {
+                writeln!(out)?;
+            } else {
+                write!(out, "{}", safe(&text))?;
+            }
+            if is_json && serde_json::from_str::<serde_json::Value>(&text).is_err() {
+                eprintln!("warning: the reply is not valid JSON");
+                return Ok(ExitCode::from(1));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

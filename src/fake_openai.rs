@@ -1,0 +1,611 @@
+//! `fake-openai`: a TEST INSTRUMENT, not a model. It serves the OpenAI chat-completions API on
+//! 127.0.0.1 with deterministic, scripted replies (role-play filler text; JSON derived from the
+//! request's schema), a configurable latency and streaming rate, and seeded fault injection (429 with
+//! Retry-After, 500, 503, 400, a connection dropped after the headers, a stream cut mid-way, an error
+//! inside the stream). It counts requests and the most ever in flight, and can log every request as
+//! JSONL (never the Authorization header's value). Integration tests and benchmarks run it in-process
+//! (`FakeServer::start`) or as the `fake-openai` binary.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// A fault the server can inject instead of (or in the middle of) a normal reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    /// 429 with `retry-after-ms` and `Retry-After`.
+    RateLimited,
+    /// 500.
+    ServerError,
+    /// 503.
+    Unavailable,
+    /// 400: never worth retrying.
+    BadRequest,
+    /// 200 headers, then the connection closes with no event.
+    Drop,
+    /// Half of the reply, then the connection closes before `[DONE]`.
+    Cut,
+    /// 200 with an error object as the first event.
+    InStreamError,
+}
+
+impl Fault {
+    pub fn parse(name: &str) -> Option<Fault> {
+        Some(match name.trim() {
+            "429" | "rate-limited" => Fault::RateLimited,
+            "500" | "server-error" => Fault::ServerError,
+            "503" | "unavailable" => Fault::Unavailable,
+            "400" | "bad-request" => Fault::BadRequest,
+            "drop" => Fault::Drop,
+            "cut" => Fault::Cut,
+            "in-stream-error" => Fault::InStreamError,
+            _ => return None,
+        })
+    }
+}
+
+/// A scripted reply: when the last user message contains `contains`, answer `reply`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptRule {
+    pub contains: String,
+    pub reply: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct FakeConfig {
+    pub seed: u64,
+    /// Delay before the response headers.
+    pub first_byte: Duration,
+    /// Streaming rate; 0 streams as fast as possible.
+    pub tokens_per_s: f64,
+    /// Write every SSE event in two separate chunks (exercises the client's event reassembly).
+    pub split_events: bool,
+    /// Share of distinct requests (by content) whose first `faults_per_request` attempts fail.
+    pub fault_share: f64,
+    pub faults_per_request: u32,
+    pub faults: Vec<Fault>,
+    /// Require `Authorization: Bearer <key>`; otherwise 401.
+    pub require_key: Option<String>,
+    pub script: Vec<ScriptRule>,
+    pub log: Option<PathBuf>,
+    pub model: String,
+}
+
+impl Default for FakeConfig {
+    fn default() -> Self {
+        FakeConfig {
+            seed: 0,
+            first_byte: Duration::ZERO,
+            tokens_per_s: 0.0,
+            split_events: false,
+            fault_share: 0.0,
+            faults_per_request: 0,
+            faults: Vec::new(),
+            require_key: None,
+            script: Vec::new(),
+            log: None,
+            model: "fake-openai".into(),
+        }
+    }
+}
+
+/// What the server has seen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Stats {
+    pub requests: u64,
+    pub faults: u64,
+    pub in_flight: usize,
+    pub max_in_flight: usize,
+}
+
+struct Shared {
+    config: FakeConfig,
+    attempts: Mutex<HashMap<String, u32>>,
+    requests: AtomicU64,
+    faults: AtomicU64,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+    log: Mutex<Option<std::fs::File>>,
+    seen: Mutex<Vec<Value>>,
+}
+
+/// Keeps the in-flight count right however a response ends (finished, cut, or dropped by the client).
+struct InFlight(Arc<Shared>);
+
+impl InFlight {
+    fn enter(shared: &Arc<Shared>) -> Self {
+        let now = shared.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        shared.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        InFlight(shared.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+pub struct FakeServer {
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FakeServer {
+    /// Binds 127.0.0.1 on a free port and serves until dropped.
+    pub async fn start(config: FakeConfig) -> std::io::Result<FakeServer> {
+        Self::start_on(config, 0).await
+    }
+
+    pub async fn start_on(config: FakeConfig, port: u16) -> std::io::Result<FakeServer> {
+        let log = match &config.log {
+            Some(path) => Some(std::fs::OpenOptions::new().create(true).append(true).open(path)?),
+            None => None,
+        };
+        let shared = Arc::new(Shared {
+            config,
+            attempts: Mutex::default(),
+            requests: AtomicU64::new(0),
+            faults: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
+            log: Mutex::new(log),
+            seen: Mutex::default(),
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/v1/models", get(models))
+            .route("/v1/_stats", get(stats))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(FakeServer { addr, shared, task })
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn stats(&self) -> Stats {
+        snapshot(&self.shared)
+    }
+
+    /// Every request body received, in arrival order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.shared.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn snapshot(shared: &Shared) -> Stats {
+    Stats {
+        requests: shared.requests.load(Ordering::SeqCst),
+        faults: shared.faults.load(Ordering::SeqCst),
+        in_flight: shared.in_flight.load(Ordering::SeqCst),
+        max_in_flight: shared.max_in_flight.load(Ordering::SeqCst),
+    }
+}
+
+async fn stats(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    axum::Json(snapshot(&shared))
+}
+
+async fn models(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    axum::Json(
+        json!({"object": "list", "data": [{"id": shared.config.model, "object": "model", "owned_by": "fake-openai (test instrument)"}]}),
+    )
+}
+
+fn digest(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn unit(hex: &str, salt: u64) -> f64 {
+    let x = u64::from_str_radix(&hex[..16], 16).unwrap_or(0) ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn error_response(status: StatusCode, message: &str, extra: &[(&str, &str)]) -> Response {
+    let mut response = (
+        status,
+        axum::Json(json!({"error": {"message": message, "type": "fake_openai_fault"}})),
+    )
+        .into_response();
+    for (name, value) in extra {
+        if let (Ok(n), Ok(v)) = (name.parse::<axum::http::HeaderName>(), value.parse()) {
+            response.headers_mut().insert(n, v);
+        }
+    }
+    response
+}
+
+async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let guard = InFlight::enter(&shared);
+    shared.requests.fetch_add(1, Ordering::SeqCst);
+    let config = &shared.config;
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return error_response(StatusCode::BAD_REQUEST, "the body is not JSON", &[]);
+    };
+    let content_key = digest(&request.to_string());
+    let attempt = {
+        let mut attempts = shared.attempts.lock().unwrap_or_else(|p| p.into_inner());
+        let n = attempts.entry(content_key.clone()).or_insert(0);
+        *n += 1;
+        *n - 1
+    };
+    let authorized = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let fault = (!config.faults.is_empty()
+        && attempt < config.faults_per_request
+        && unit(&content_key, config.seed) < config.fault_share)
+        .then(|| {
+            config.faults
+                [(attempt as usize + (unit(&content_key, config.seed + 1) * 1000.0) as usize) % config.faults.len()]
+        });
+    log_request(&shared, &request, attempt, fault, authorized.is_some());
+
+    if let Some(key) = &config.require_key
+        && authorized.as_deref() != Some(&format!("Bearer {key}"))
+    {
+        return error_response(StatusCode::UNAUTHORIZED, "Incorrect API key provided.", &[]);
+    }
+    tokio::time::sleep(config.first_byte).await;
+    if fault.is_some() {
+        shared.faults.fetch_add(1, Ordering::SeqCst);
+    }
+    match fault {
+        Some(Fault::RateLimited) => {
+            return error_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Rate limit reached (injected).",
+                &[("retry-after-ms", "20"), ("retry-after", "1")],
+            );
+        }
+        Some(Fault::ServerError) => {
+            return error_response(StatusCode::INTERNAL_SERVER_ERROR, "injected server error", &[]);
+        }
+        Some(Fault::Unavailable) => {
+            return error_response(StatusCode::SERVICE_UNAVAILABLE, "injected: overloaded", &[]);
+        }
+        Some(Fault::BadRequest) => return error_response(StatusCode::BAD_REQUEST, "injected: invalid request", &[]),
+        _ => {}
+    }
+
+    let reply = reply_for(config, &request, &content_key);
+    let tokens = split_tokens(&reply);
+    let include_usage = request
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let prompt_tokens: usize = request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_str())
+        .map(|c| c.split_whitespace().count())
+        .sum();
+    let model = request["model"].as_str().unwrap_or(&config.model).to_string();
+    let id = format!("chatcmpl-fake-{}", &content_key[..12]);
+    let stream_events = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    if !stream_events {
+        return axum::Json(json!({
+            "id": id, "object": "chat.completion", "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": tokens.len(), "total_tokens": prompt_tokens + tokens.len()},
+        }))
+        .into_response();
+    }
+
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": id, "object": "chat.completion.chunk", "model": model,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let mut events: Vec<Result<String, ()>> = Vec::new();
+    match fault {
+        Some(Fault::Drop) => events.push(Err(())),
+        Some(Fault::InStreamError) => events.push(Ok(
+            json!({"error": {"message": "injected: the model is overloaded", "type": "server_error"}}).to_string(),
+        )),
+        _ => {
+            events.push(Ok(
+                chunk(json!({"role": "assistant", "content": ""}), Value::Null).to_string()
+            ));
+            let cut_at = (fault == Some(Fault::Cut)).then_some(tokens.len() / 2);
+            for (i, token) in tokens.iter().enumerate() {
+                if cut_at == Some(i) {
+                    events.push(Err(()));
+                    break;
+                }
+                events.push(Ok(chunk(json!({"content": token}), Value::Null).to_string()));
+            }
+            if cut_at.is_none() {
+                events.push(Ok(chunk(json!({}), json!("stop")).to_string()));
+                if include_usage {
+                    events.push(Ok(json!({"id": id, "object": "chat.completion.chunk", "model": model, "choices": [],
+                        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": tokens.len(), "total_tokens": prompt_tokens + tokens.len()}})
+                    .to_string()));
+                }
+                events.push(Ok("[DONE]".into()));
+            }
+        }
+    }
+    let gap = (config.tokens_per_s > 0.0).then(|| Duration::from_secs_f64(1.0 / config.tokens_per_s));
+    let split = config.split_events;
+    let body = futures_util::stream::unfold(
+        (events.into_iter(), 0usize, Some(guard), Vec::<Bytes>::new()),
+        move |(mut events, n, guard, mut pending)| async move {
+            if let Some(piece) = pending.pop() {
+                return Some((Ok::<Bytes, std::io::Error>(piece), (events, n, guard, pending)));
+            }
+            let event = events.next()?;
+            if let (Some(gap), true) = (gap, n > 0) {
+                tokio::time::sleep(gap).await;
+            }
+            match event {
+                Err(()) => Some((
+                    Err(std::io::Error::other("injected: connection dropped")),
+                    (events, n + 1, None, pending),
+                )),
+                Ok(data) => {
+                    let text = format!("data: {data}\n\n");
+                    if split {
+                        // Two writes per event, cut at a character boundary in the middle.
+                        let mut mid = text.len() / 2;
+                        while !text.is_char_boundary(mid) {
+                            mid -= 1;
+                        }
+                        pending.push(Bytes::copy_from_slice(&text.as_bytes()[mid..]));
+                        Some((
+                            Ok(Bytes::copy_from_slice(&text.as_bytes()[..mid])),
+                            (events, n + 1, guard, pending),
+                        ))
+                    } else {
+                        Some((Ok(Bytes::from(text)), (events, n + 1, guard, pending)))
+                    }
+                }
+            }
+        },
+    );
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| error_response(StatusCode::INTERNAL_SERVER_ERROR, "cannot build the response", &[]))
+}
+
+fn log_request(shared: &Shared, request: &Value, attempt: u32, fault: Option<Fault>, authorized: bool) {
+    let entry = json!({
+        "attempt": attempt,
+        "fault": fault,
+        "authorization_present": authorized,
+        "model": request["model"],
+        "messages": request["messages"],
+        "response_format": request.get("response_format"),
+        "temperature": request.get("temperature"),
+        "seed": request.get("seed"),
+    });
+    shared
+        .seen
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(request.clone());
+    if let Some(file) = shared.log.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        let _ = writeln!(file, "{entry}");
+    }
+}
+
+/// Pieces of about one word (each keeps its trailing space), as a tokenizer would stream them.
+pub fn split_tokens(text: &str) -> Vec<String> {
+    let mut tokens = Vec::new();
+    let mut current = String::new();
+    for c in text.chars() {
+        current.push(c);
+        let cjk = ('\u{4e00}'..='\u{9fff}').contains(&c)
+            || ('\u{3000}'..='\u{303f}').contains(&c)
+            || ('\u{ff00}'..='\u{ffef}').contains(&c);
+        if c == ' ' || c == '\n' || cjk {
+            tokens.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        tokens.push(current);
+    }
+    tokens
+}
+
+const ROLE_PLAY: &[&str] = &[
+    "Well, that depends on the company I keep.",
+    "I suppose I do enjoy a good conversation, though I pick my moments.",
+    "Honestly, I have never thought about it quite like that.",
+    "When I am among friends I can talk for hours; with strangers I listen first.",
+    "I like to plan things properly before I start.",
+    "Some days I surprise even myself.",
+    "I would rather act than talk about acting.",
+    "People tell me I worry too much, and perhaps they are right.",
+];
+const ROLE_PLAY_ZH: &[&str] = &[
+    "这要看和谁在一起。",
+    "说实话，我很少这样想。",
+    "和朋友在一起时我话很多。",
+    "我做事喜欢先想清楚。",
+    "有时候连我自己都觉得意外。",
+];
+
+fn reply_for(config: &FakeConfig, request: &Value, key: &str) -> String {
+    let last_user = request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("");
+    if let Some(rule) = config.script.iter().find(|r| last_user.contains(&r.contains)) {
+        return rule.reply.clone();
+    }
+    let mut rng = Rng(u64::from_str_radix(&key[..16], 16).unwrap_or(0) ^ config.seed);
+    if let Some(schema) = request.pointer("/response_format/json_schema/schema") {
+        return generate(schema, &mut rng, 0).to_string();
+    }
+    // Prompt-only JSON (structured_output = false): the schema is quoted in the system prompt.
+    let system = request
+        .pointer("/messages/0/content")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if let Some(schema) = system
+        .split("JSON Schema:\n")
+        .nth(1)
+        .and_then(|s| serde_json::from_str::<Value>(s.trim()).ok())
+    {
+        return generate(&schema, &mut rng, 0).to_string();
+    }
+    let chinese = last_user.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c));
+    let pool = if chinese { ROLE_PLAY_ZH } else { ROLE_PLAY };
+    let n = 2 + rng.below(3);
+    (0..n)
+        .map(|_| pool[rng.below(pool.len())])
+        .collect::<Vec<_>>()
+        .join(if chinese { "" } else { " " })
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// A value that conforms to `schema` (objects, arrays, numbers with minimum/maximum, enums, anyOf).
+fn generate(schema: &Value, rng: &mut Rng, depth: usize) -> Value {
+    if depth > 8 {
+        return Value::Null;
+    }
+    if let Some(c) = schema.get("const") {
+        return c.clone();
+    }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array).filter(|o| !o.is_empty()) {
+        return options[rng.below(options.len())].clone();
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(options) = schema.get(key).and_then(Value::as_array).filter(|o| !o.is_empty()) {
+            // Mostly the first branch (a real answer); now and then another (e.g. a refusal).
+            let pick = if rng.below(10) < 8 { 0 } else { rng.below(options.len()) };
+            return generate(&options[pick], rng, depth + 1);
+        }
+    }
+    let kind = match schema.get("type") {
+        Some(Value::Array(types)) => types
+            .iter()
+            .find(|t| *t != "null")
+            .and_then(Value::as_str)
+            .unwrap_or("null"),
+        Some(Value::String(t)) => t.as_str(),
+        _ if schema.get("properties").is_some() => "object",
+        _ => "string",
+    };
+    let min = schema.get("minimum").and_then(Value::as_f64);
+    let max = schema.get("maximum").and_then(Value::as_f64);
+    match kind {
+        "object" => {
+            let mut out = serde_json::Map::new();
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                for (name, sub) in props {
+                    out.insert(name.clone(), generate(sub, rng, depth + 1));
+                }
+            }
+            Value::Object(out)
+        }
+        "array" => {
+            let n = schema.get("minItems").and_then(Value::as_u64).unwrap_or(1).max(1) as usize;
+            let item = schema.get("items").cloned().unwrap_or(json!({}));
+            Value::Array((0..n).map(|_| generate(&item, rng, depth + 1)).collect())
+        }
+        "integer" => {
+            let (lo, hi) = (min.unwrap_or(1.0).ceil() as i64, max.unwrap_or(5.0).floor() as i64);
+            json!(lo + rng.below((hi - lo + 1).max(1) as usize) as i64)
+        }
+        "number" => {
+            let (lo, hi) = (min.unwrap_or(0.0), max.unwrap_or(1.0));
+            let steps = 10usize;
+            json!(lo + (hi - lo) * rng.below(steps + 1) as f64 / steps as f64)
+        }
+        "boolean" => json!(rng.below(2) == 1),
+        "null" => Value::Null,
+        _ => json!(ROLE_PLAY[rng.below(ROLE_PLAY.len())]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_json_follows_bounds_enums_and_any_of() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "analysis": {"type": "string"},
+                "result": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 7}, {"enum": ["x"]}]},
+                "ratio": {"type": "number", "minimum": 0, "maximum": 100},
+            },
+            "required": ["analysis", "result", "ratio"],
+        });
+        for seed in 0..200 {
+            let v = generate(&schema, &mut Rng(seed), 0);
+            assert!(v["analysis"].is_string());
+            let r = &v["result"];
+            assert!(r == "x" || (1..=7).contains(&r.as_i64().unwrap()), "{v}");
+            let ratio = v["ratio"].as_f64().unwrap();
+            assert!((0.0..=100.0).contains(&ratio));
+        }
+    }
+
+    #[test]
+    fn tokens_keep_all_text() {
+        let text = "Well, hello there.\n你好，世界";
+        assert_eq!(split_tokens(text).concat(), text);
+        assert!(split_tokens(text).len() > 5);
+    }
+}

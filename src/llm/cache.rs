@@ -1,0 +1,139 @@
+//! Content-addressed response cache: the key is a SHA-256 of the canonical JSON of everything that
+//! changes an answer (base URL, model, messages, sampling, schema, repeat index) — never keys or
+//! headers. One file per successful reply under `<data dir>/cache/`, written to a temporary file and
+//! renamed, so a crash leaves either the whole entry or none. Entries keep the streamed pieces, so a hit
+//! replays the same token events.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::{ChatRequest, Usage};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CacheEntry {
+    /// The reply as it was streamed, piece by piece.
+    pub tokens: Vec<String>,
+    pub usage: Option<Usage>,
+    pub finish_reason: Option<String>,
+    pub model: String,
+    pub created_unix: u64,
+}
+
+impl CacheEntry {
+    pub fn text(&self) -> String {
+        self.tokens.concat()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Cache {
+    dir: PathBuf,
+}
+
+/// The cache key of a request sent to `model` at `base_url`, in hex.
+pub fn key(base_url: &str, model: &str, request: &ChatRequest) -> String {
+    // serde_json's map is ordered by key, so this serialization is canonical.
+    let material = json!({
+        "base_url": base_url,
+        "model": model,
+        "messages": request.messages,
+        "sampling": request.sampling,
+        "schema": request.schema,
+        "repeat": request.meta.repeat,
+    });
+    let digest = Sha256::digest(material.to_string().as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Cache {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Cache { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.dir.join(&key[..2.min(key.len())]).join(format!("{key}.json"))
+    }
+
+    /// The entry for `key`; an unreadable or damaged entry is a miss (it will be overwritten).
+    pub fn get(&self, key: &str) -> Option<CacheEntry> {
+        let text = std::fs::read_to_string(self.path(key)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// Stores an entry atomically (temporary file in the same directory, fsync, rename).
+    pub fn put(&self, key: &str, entry: &CacheEntry) -> std::io::Result<()> {
+        let path = self.path(key);
+        let dir = path.parent().expect("cache paths have a parent");
+        std::fs::create_dir_all(dir)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        tmp.write_all(serde_json::to_string(entry)?.as_bytes())?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(&path).map_err(|e| e.error)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{ChatMessage, ResponseSchema};
+
+    fn request() -> ChatRequest {
+        ChatRequest::new(vec![ChatMessage::user("Are you talkative?")])
+    }
+
+    #[test]
+    fn key_changes_with_everything_that_changes_the_answer() {
+        let base = key("http://a/v1", "m", &request());
+        assert_eq!(base, key("http://a/v1", "m", &request()));
+        assert_ne!(base, key("http://b/v1", "m", &request()));
+        assert_ne!(base, key("http://a/v1", "m2", &request()));
+        let mut r = request();
+        r.sampling.temperature = Some(0.2);
+        assert_ne!(base, key("http://a/v1", "m", &r));
+        let mut r = request();
+        r.meta.repeat = 1;
+        assert_ne!(base, key("http://a/v1", "m", &r));
+        let mut r = request();
+        r.schema = Some(ResponseSchema {
+            name: "s".into(),
+            schema: serde_json::json!({}),
+            strict: true,
+        });
+        assert_ne!(base, key("http://a/v1", "m", &r));
+        // Purpose and role are bookkeeping: the same question is the same answer.
+        let mut r = request();
+        r.meta.purpose = "other".into();
+        assert_eq!(base, key("http://a/v1", "m", &r));
+    }
+
+    #[test]
+    fn round_trip_and_damaged_entries_miss() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path());
+        let entry = CacheEntry {
+            tokens: vec!["Hel".into(), "lo".into()],
+            usage: Some(Usage {
+                prompt_tokens: 3,
+                completion_tokens: 2,
+            }),
+            finish_reason: Some("stop".into()),
+            model: "m".into(),
+            created_unix: 1,
+        };
+        let k = key("u", "m", &request());
+        assert_eq!(cache.get(&k), None);
+        cache.put(&k, &entry).unwrap();
+        assert_eq!(cache.get(&k).unwrap().text(), "Hello");
+        std::fs::write(cache.path(&k), "{ torn").unwrap();
+        assert_eq!(cache.get(&k), None);
+    }
+}

@@ -1,0 +1,282 @@
+//! `Client` turns a single-attempt `Transport` into a `ChatModel`: cache lookup first, then the
+//! concurrency limits, then attempts with the retry policy; every step is accounted and every retry is
+//! announced in the event stream (its partial text discarded).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+use super::accounting::Accounting;
+use super::cache::{self, Cache, CacheEntry};
+use super::config::{CacheMode, ProviderConfig};
+use super::policy::{self, Backoff, Limits};
+use super::{ChatEvent, ChatModel, ChatRequest, EventStream, LlmError, ModelInfo, Usage};
+
+/// How one attempt ended well.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Finished {
+    pub usage: Option<Usage>,
+    pub finish_reason: Option<String>,
+}
+
+/// How one attempt failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttemptError {
+    /// Could not connect or send.
+    Connect(String),
+    /// A non-success status before any token.
+    Status {
+        status: u16,
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    /// The stream ended or broke before `[DONE]`.
+    Cut(String),
+    /// An error object inside a 200 stream.
+    InStream(String),
+    FirstTokenTimeout,
+    IdleTimeout,
+    /// Retrying cannot help (a rejected key, a missing model file).
+    Fatal(LlmError),
+    /// Nobody listens any more.
+    Cancelled,
+}
+
+impl AttemptError {
+    pub fn retryable(&self) -> bool {
+        match self {
+            AttemptError::Connect(_)
+            | AttemptError::Cut(_)
+            | AttemptError::InStream(_)
+            | AttemptError::FirstTokenTimeout
+            | AttemptError::IdleTimeout => true,
+            AttemptError::Status { status, .. } => policy::retryable_status(*status),
+            AttemptError::Fatal(_) | AttemptError::Cancelled => false,
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            AttemptError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    fn describe(&self, base_url: &str) -> String {
+        match self {
+            AttemptError::Connect(e) => format!("cannot reach {base_url}: {e}"),
+            AttemptError::Status { status, message, .. } => format!("HTTP {status} from {base_url}: {message}"),
+            AttemptError::Cut(e) => e.clone(),
+            AttemptError::InStream(e) => format!("error inside the stream: {e}"),
+            AttemptError::FirstTokenTimeout => "no first token in time".into(),
+            AttemptError::IdleTimeout => "the stream stalled".into(),
+            AttemptError::Fatal(e) => e.to_string(),
+            AttemptError::Cancelled => "cancelled".into(),
+        }
+    }
+}
+
+/// One request attempt against a model; no retries, no cache.
+#[async_trait]
+pub trait Transport: Send + Sync {
+    /// Streams the reply's pieces to `on_token` (which returns false when nobody listens any more).
+    async fn attempt(
+        &self,
+        request: &ChatRequest,
+        on_token: &mut (dyn FnMut(String) -> bool + Send),
+    ) -> Result<Finished, AttemptError>;
+
+    fn info(&self) -> ModelInfo;
+
+    /// Where the model lives; part of the cache key.
+    fn base_url(&self) -> &str;
+}
+
+/// Shared by all clients of one run: the global limit, the cache and the accounting.
+#[derive(Clone)]
+pub struct Shared {
+    pub global: Arc<tokio::sync::Semaphore>,
+    pub cache: Option<Cache>,
+    pub cache_mode: CacheMode,
+    pub accounting: Arc<Accounting>,
+    /// Seed of the retry jitter.
+    pub seed: u64,
+}
+
+impl Shared {
+    pub fn new(max_concurrency: usize, cache: Option<Cache>, cache_mode: CacheMode, seed: u64) -> Self {
+        Shared {
+            global: Arc::new(tokio::sync::Semaphore::new(max_concurrency.max(1))),
+            cache,
+            cache_mode,
+            accounting: Arc::new(Accounting::default()),
+            seed,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Client {
+    transport: Arc<dyn Transport>,
+    config: Arc<ProviderConfig>,
+    limits: Limits,
+    shared: Shared,
+}
+
+impl Client {
+    pub fn new(transport: Arc<dyn Transport>, config: ProviderConfig, shared: Shared) -> Self {
+        let limits = Limits::new(shared.global.clone(), config.max_concurrency);
+        Client {
+            transport,
+            config: Arc::new(config),
+            limits,
+            shared,
+        }
+    }
+
+    pub fn accounting(&self) -> &Arc<Accounting> {
+        &self.shared.accounting
+    }
+}
+
+impl ChatModel for Client {
+    fn stream(&self, request: ChatRequest) -> EventStream {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let this = self.clone();
+        tokio::spawn(async move { this.run(request, tx).await });
+        Box::pin(futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|e| (e, rx))
+        }))
+    }
+
+    fn info(&self) -> ModelInfo {
+        self.transport.info()
+    }
+}
+
+fn now_unix() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl Client {
+    async fn run(&self, request: ChatRequest, tx: mpsc::UnboundedSender<ChatEvent>) {
+        let provider = self.config.name.as_str();
+        let role = request.meta.role;
+        let acc = &self.shared.accounting;
+        let key = cache::key(self.transport.base_url(), &self.config.model, &request);
+        let cache = self
+            .shared
+            .cache
+            .as_ref()
+            .filter(|_| self.shared.cache_mode != CacheMode::Off);
+        if let Some(entry) = cache.and_then(|c| c.get(&key)) {
+            acc.cache_hit(provider, role);
+            tracing::debug!(provider, purpose = %request.meta.purpose, "cache hit");
+            for token in entry.tokens {
+                if tx.send(ChatEvent::Token(token)).is_err() {
+                    return;
+                }
+            }
+            if let Some(u) = entry.usage {
+                let _ = tx.send(ChatEvent::Usage(u));
+            }
+            let _ = tx.send(ChatEvent::Done {
+                finish_reason: entry.finish_reason,
+                cached: true,
+            });
+            return;
+        }
+
+        // Hold both permits for the whole request, retries included.
+        let Ok(_global) = self.limits.global.clone().acquire_owned().await else {
+            return;
+        };
+        let Ok(_own) = self.limits.provider.clone().acquire_owned().await else {
+            return;
+        };
+        let backoff = Backoff {
+            base: Duration::from_millis(self.config.retry_base_ms),
+            seed: self.shared.seed,
+        };
+        let key_seed = u64::from_str_radix(&key[..16], 16).unwrap_or(0);
+        let mut attempt = 0u32;
+        loop {
+            acc.request(provider, role);
+            let mut tokens: Vec<String> = Vec::new();
+            let mut on_token = |t: String| {
+                tokens.push(t.clone());
+                tx.send(ChatEvent::Token(t)).is_ok()
+            };
+            let result = self.transport.attempt(&request, &mut on_token).await;
+            match result {
+                Ok(finished) => {
+                    if let Some(u) = finished.usage {
+                        acc.usage(
+                            provider,
+                            role,
+                            u,
+                            self.config.price_in_per_mtok,
+                            self.config.price_out_per_mtok,
+                        );
+                        let _ = tx.send(ChatEvent::Usage(u));
+                    }
+                    if let (Some(cache), CacheMode::ReadWrite) = (cache, self.shared.cache_mode) {
+                        let entry = CacheEntry {
+                            tokens,
+                            usage: finished.usage,
+                            finish_reason: finished.finish_reason.clone(),
+                            model: self.config.model.clone(),
+                            created_unix: now_unix(),
+                        };
+                        if let Err(e) = cache.put(&key, &entry) {
+                            tracing::warn!(provider, error = %e, "could not write the cache entry");
+                        }
+                    }
+                    let _ = tx.send(ChatEvent::Done {
+                        finish_reason: finished.finish_reason,
+                        cached: false,
+                    });
+                    return;
+                }
+                Err(AttemptError::Cancelled) => return,
+                Err(error) => {
+                    let reason = error.describe(self.transport.base_url());
+                    tracing::info!(provider, attempt, purpose = %request.meta.purpose, %reason, "attempt failed");
+                    if !error.retryable() || attempt >= self.config.max_retries {
+                        acc.failure(provider, role);
+                        let final_error = match error {
+                            AttemptError::Fatal(e) => e,
+                            AttemptError::Status { status, message, .. } if !error.retryable() => LlmError::Http {
+                                base_url: self.transport.base_url().to_string(),
+                                status,
+                                message,
+                            },
+                            _ => LlmError::Exhausted {
+                                attempts: attempt + 1,
+                                last: reason,
+                            },
+                        };
+                        let _ = tx.send(ChatEvent::Error(final_error));
+                        return;
+                    }
+                    attempt += 1;
+                    acc.retry(provider, role);
+                    let delay = backoff.delay(key_seed, attempt, error.retry_after());
+                    let discarded_chars = tokens.iter().map(|t| t.chars().count()).sum();
+                    let event = ChatEvent::Retry {
+                        attempt,
+                        reason,
+                        discarded_chars,
+                        delay_ms: delay.as_millis() as u64,
+                    };
+                    if tx.send(event).is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+}

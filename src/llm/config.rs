@@ -1,0 +1,458 @@
+//! Providers and roles from `config.toml`: which servers exist, how to reach them, and which one plays
+//! the role-playing agent, the judge and the observers. Keys are never stored here: only the name of
+//! the environment variable that holds one (or, in a 0600 file, the key itself).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use super::{LlmError, Role};
+use crate::domain::diagnostic::{Diagnostic, Source};
+
+/// The provider every role uses when nothing else is configured: the embedded local model.
+pub const LOCAL_PROVIDER: &str = "local";
+/// The provider added automatically when `OPENAI_API_KEY` is set.
+pub const OPENAI_PROVIDER: &str = "openai";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// Any server speaking the OpenAI `/v1/chat/completions` API.
+    Openai,
+    /// The embedded GGUF model.
+    Local,
+    /// Recorded responses from a session file.
+    Replay,
+}
+
+impl ProviderKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProviderKind::Openai => "openai",
+            ProviderKind::Local => "local",
+            ProviderKind::Replay => "replay",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheMode {
+    #[default]
+    ReadWrite,
+    ReadOnly,
+    Off,
+}
+
+/// An API key. Never printed: `Debug` and `Display` show a placeholder.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: String) -> Self {
+        Secret(value)
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProviderConfig {
+    pub name: String,
+    pub kind: ProviderKind,
+    pub base_url: String,
+    pub model: String,
+    pub api_key_env: Option<String>,
+    #[serde(skip)]
+    pub api_key: Option<Secret>,
+    pub max_concurrency: usize,
+    pub timeout_connect_s: f64,
+    pub timeout_first_token_s: f64,
+    pub timeout_idle_s: f64,
+    pub max_retries: u32,
+    /// First retry waits about this long; each further retry doubles it (with jitter).
+    pub retry_base_ms: u64,
+    pub structured_output: bool,
+    pub price_in_per_mtok: f64,
+    pub price_out_per_mtok: f64,
+    #[serde(skip)]
+    pub headers: BTreeMap<String, String>,
+}
+
+impl ProviderConfig {
+    pub fn new(name: &str, kind: ProviderKind, base_url: &str, model: &str) -> Self {
+        ProviderConfig {
+            name: name.into(),
+            kind,
+            base_url: base_url.trim_end_matches('/').into(),
+            model: model.into(),
+            api_key_env: None,
+            api_key: None,
+            max_concurrency: 8,
+            timeout_connect_s: 10.0,
+            timeout_first_token_s: 120.0,
+            timeout_idle_s: 60.0,
+            max_retries: 4,
+            retry_base_ms: 500,
+            structured_output: true,
+            price_in_per_mtok: 0.0,
+            price_out_per_mtok: 0.0,
+            headers: BTreeMap::new(),
+        }
+    }
+
+    /// The key to send, from the config file or the named environment variable.
+    pub fn resolve_key(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Secret>, LlmError> {
+        if let Some(key) = &self.api_key {
+            return Ok(Some(key.clone()));
+        }
+        match &self.api_key_env {
+            None => Ok(None),
+            Some(var) => match env(var) {
+                Some(value) if !value.trim().is_empty() => Ok(Some(Secret(value.trim().to_string()))),
+                _ => Err(LlmError::Config(format!(
+                    "provider \"{}\" needs an API key: set {var} or change api_key_env in the config",
+                    self.name
+                ))),
+            },
+        }
+    }
+
+    /// Whether the key's environment variable is set (for listings; the key itself is never shown).
+    pub fn key_present(&self, env: &dyn Fn(&str) -> Option<String>) -> Option<bool> {
+        if self.api_key.is_some() {
+            return Some(true);
+        }
+        self.api_key_env
+            .as_ref()
+            .map(|var| env(var).is_some_and(|v| !v.trim().is_empty()))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub providers: Vec<ProviderConfig>,
+    pub roles: BTreeMap<Role, String>,
+    pub cache: CacheMode,
+    /// Requests in flight across all providers.
+    pub max_concurrency: usize,
+}
+
+impl Config {
+    /// The configuration with no file: the local model for every role, plus an `openai` provider when
+    /// `OPENAI_API_KEY` is set.
+    pub fn defaults(env: &dyn Fn(&str) -> Option<String>) -> Config {
+        let mut providers = vec![ProviderConfig::new(
+            LOCAL_PROVIDER,
+            ProviderKind::Local,
+            "",
+            "smollm2-135m-instruct",
+        )];
+        if env("OPENAI_API_KEY").is_some_and(|k| !k.trim().is_empty()) {
+            let mut openai = ProviderConfig::new(
+                OPENAI_PROVIDER,
+                ProviderKind::Openai,
+                "https://api.openai.com/v1",
+                "gpt-4o-mini",
+            );
+            openai.api_key_env = Some("OPENAI_API_KEY".into());
+            openai.price_in_per_mtok = 0.15;
+            openai.price_out_per_mtok = 0.60;
+            providers.push(openai);
+        }
+        let roles = Role::ALL.iter().map(|&r| (r, LOCAL_PROVIDER.to_string())).collect();
+        Config {
+            providers,
+            roles,
+            cache: CacheMode::ReadWrite,
+            max_concurrency: 64,
+        }
+    }
+
+    /// Reads the config file if it exists, else the defaults.
+    pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, Vec<Diagnostic>> {
+        let name = path.display().to_string();
+        match std::fs::read_to_string(path) {
+            Ok(text) => Config::parse(Source::new(&name, &text), private_file(path), env),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::defaults(env)),
+            Err(e) => Err(vec![
+                Source::new(&name, "").whole(format!("cannot read the config file: {e}")),
+            ]),
+        }
+    }
+
+    /// Parses a config file. `private` says whether only its owner can read it (0600), the only case
+    /// in which a literal `api_key` is accepted.
+    pub fn parse(
+        source: Source<'_>,
+        private: bool,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, Vec<Diagnostic>> {
+        let raw: RawConfig = toml::from_str(source.text).map_err(|e| vec![source.toml_error(&e)])?;
+        let mut config = Config::defaults(env);
+        let mut errors = Vec::new();
+        if let Some(cache) = raw.cache {
+            config.cache = cache;
+        }
+        if let Some(n) = raw.max_concurrency {
+            if *n.get_ref() == 0 {
+                errors.push(source.at(n.span(), "max_concurrency must be at least 1"));
+            }
+            config.max_concurrency = (*n.get_ref()).max(1);
+        }
+        let mut seen = BTreeMap::new();
+        for p in raw.providers {
+            let name = p.name.get_ref().trim().to_string();
+            if name.is_empty() {
+                errors.push(source.at(p.name.span(), "provider name is empty"));
+                continue;
+            }
+            if seen.insert(name.clone(), ()).is_some() {
+                errors.push(source.at(p.name.span(), format!("a second provider named \"{name}\"")));
+                continue;
+            }
+            let kind = *p.kind.get_ref();
+            let mut c = ProviderConfig::new(
+                &name,
+                kind,
+                p.base_url.as_ref().map_or("", |u| u.get_ref()),
+                &p.model.unwrap_or_default(),
+            );
+            if kind == ProviderKind::Openai {
+                match &p.base_url {
+                    None => errors.push(source.at(
+                        p.name.span(),
+                        format!("provider \"{name}\": base_url is required (e.g. http://localhost:11434/v1)"),
+                    )),
+                    Some(u) if !(u.get_ref().starts_with("http://") || u.get_ref().starts_with("https://")) => errors
+                        .push(source.at(
+                            u.span(),
+                            format!("base_url \"{}\" must start with http:// or https://", u.get_ref()),
+                        )),
+                    _ => {}
+                }
+                if c.model.is_empty() {
+                    errors.push(source.at(p.name.span(), format!("provider \"{name}\": model is required")));
+                }
+            }
+            c.api_key_env = p.api_key_env;
+            if let Some(key) = p.api_key {
+                if !private {
+                    errors.push(source.at(
+                        key.span(),
+                        "an api_key written in the config file is accepted only if the file is private (chmod 600); \
+                         better: put the key in an environment variable and name it in api_key_env",
+                    ));
+                }
+                c.api_key = Some(Secret(key.into_inner()));
+            }
+            if let Some(n) = p.max_concurrency {
+                if *n.get_ref() == 0 {
+                    errors.push(source.at(n.span(), "max_concurrency must be at least 1"));
+                }
+                c.max_concurrency = (*n.get_ref()).max(1);
+            }
+            for (value, field) in [
+                (p.timeout_connect_s, &mut c.timeout_connect_s),
+                (p.timeout_first_token_s, &mut c.timeout_first_token_s),
+                (p.timeout_idle_s, &mut c.timeout_idle_s),
+            ] {
+                if let Some(v) = value {
+                    if !(*v.get_ref() > 0.0 && v.get_ref().is_finite()) {
+                        errors.push(source.at(v.span(), "timeouts are seconds > 0"));
+                    }
+                    *field = *v.get_ref();
+                }
+            }
+            if let Some(v) = p.max_retries {
+                c.max_retries = v;
+            }
+            if let Some(v) = p.retry_base_ms {
+                c.retry_base_ms = v;
+            }
+            if let Some(v) = p.structured_output {
+                c.structured_output = v;
+            }
+            c.price_in_per_mtok = p.price_in_per_mtok.unwrap_or(0.0);
+            c.price_out_per_mtok = p.price_out_per_mtok.unwrap_or(0.0);
+            c.headers = p.headers;
+            match config.providers.iter().position(|x| x.name == name) {
+                Some(i) => config.providers[i] = c,
+                None => config.providers.push(c),
+            }
+        }
+        for (role, provider) in raw.roles {
+            let Some(role) = Role::ALL.iter().copied().find(|r| r.name() == role.get_ref()) else {
+                errors.push(source.at(
+                    role.span(),
+                    format!("unknown role \"{}\" (roles: rpa, judge, observer)", role.get_ref()),
+                ));
+                continue;
+            };
+            if !config.providers.iter().any(|p| p.name == *provider.get_ref()) {
+                let names: Vec<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
+                errors.push(source.at(
+                    provider.span(),
+                    format!(
+                        "role {} names unknown provider \"{}\" (providers: {})",
+                        role.name(),
+                        provider.get_ref(),
+                        names.join(", ")
+                    ),
+                ));
+                continue;
+            }
+            config.roles.insert(role, provider.into_inner());
+        }
+        if errors.is_empty() { Ok(config) } else { Err(errors) }
+    }
+
+    pub fn provider(&self, name: &str) -> Option<&ProviderConfig> {
+        self.providers.iter().find(|p| p.name == name)
+    }
+
+    pub fn provider_for(&self, role: Role) -> Option<&ProviderConfig> {
+        self.roles.get(&role).and_then(|n| self.provider(n))
+    }
+}
+
+#[cfg(unix)]
+fn private_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 == 0)
+}
+
+#[cfg(not(unix))]
+fn private_file(_: &Path) -> bool {
+    false
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    cache: Option<CacheMode>,
+    max_concurrency: Option<Spanned<usize>>,
+    #[serde(default)]
+    providers: Vec<RawProvider>,
+    #[serde(default)]
+    roles: BTreeMap<Spanned<String>, Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProvider {
+    name: Spanned<String>,
+    kind: Spanned<ProviderKind>,
+    base_url: Option<Spanned<String>>,
+    model: Option<String>,
+    api_key_env: Option<String>,
+    api_key: Option<Spanned<String>>,
+    max_concurrency: Option<Spanned<usize>>,
+    timeout_connect_s: Option<Spanned<f64>>,
+    timeout_first_token_s: Option<Spanned<f64>>,
+    timeout_idle_s: Option<Spanned<f64>>,
+    max_retries: Option<u32>,
+    retry_base_ms: Option<u64>,
+    structured_output: Option<bool>,
+    price_in_per_mtok: Option<f64>,
+    price_out_per_mtok: Option<f64>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    const OLLAMA: &str = r#"
+[[providers]]
+name = "ollama"
+kind = "openai"
+base_url = "http://localhost:11434/v1/"
+model = "qwen2.5:7b"
+max_concurrency = 2
+price_in_per_mtok = 0.5
+
+[roles]
+rpa = "ollama"
+judge = "local"
+"#;
+
+    #[test]
+    fn defaults_use_the_local_model_and_add_openai_with_a_key() {
+        let c = Config::defaults(&no_env);
+        assert_eq!(c.provider_for(Role::Judge).unwrap().kind, ProviderKind::Local);
+        let c = Config::defaults(&|v| (v == "OPENAI_API_KEY").then(|| "sk-test".to_string()));
+        let openai = c.provider("openai").unwrap();
+        assert_eq!(openai.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
+        assert_eq!(c.roles[&Role::Rpa], "local");
+    }
+
+    #[test]
+    fn parses_providers_and_roles() {
+        let c = Config::parse(Source::new("c.toml", OLLAMA), false, &no_env).unwrap();
+        let p = c.provider_for(Role::Rpa).unwrap();
+        assert_eq!(
+            (p.base_url.as_str(), p.max_concurrency, p.price_in_per_mtok),
+            ("http://localhost:11434/v1", 2, 0.5)
+        );
+        assert_eq!(c.provider_for(Role::Observer).unwrap().name, "local");
+    }
+
+    #[test]
+    fn unknown_provider_in_roles_is_located() {
+        let text = OLLAMA.replace("rpa = \"ollama\"", "rpa = \"olama\"");
+        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+        assert_eq!(e[0].line, 11);
+        assert!(e[0].message.contains("unknown provider \"olama\""), "{}", e[0]);
+    }
+
+    #[test]
+    fn literal_keys_need_a_private_file_and_env_keys_must_exist() {
+        let text = OLLAMA.replace("max_concurrency = 2", "api_key = \"sk-secret\"");
+        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+        assert!(e[0].message.contains("chmod 600"));
+        let c = Config::parse(Source::new("c.toml", &text), true, &no_env).unwrap();
+        let p = c.provider("ollama").unwrap();
+        assert_eq!(p.resolve_key(&no_env).unwrap().unwrap().expose(), "sk-secret");
+        assert_eq!(
+            format!("{p:?}").matches("sk-secret").count(),
+            0,
+            "Debug must not show the key"
+        );
+        let mut q = p.clone();
+        q.api_key = None;
+        q.api_key_env = Some("MY_KEY".into());
+        let err = q.resolve_key(&no_env).unwrap_err().to_string();
+        assert!(err.contains("set MY_KEY or change api_key_env"), "{err}");
+    }
+
+    #[test]
+    fn openai_kind_needs_base_url_and_model() {
+        let text = "[[providers]]\nname = \"x\"\nkind = \"openai\"\n";
+        let e = Config::parse(Source::new("c.toml", text), false, &no_env).unwrap_err();
+        assert!(e.iter().any(|d| d.message.contains("base_url is required")));
+        assert!(e.iter().any(|d| d.message.contains("model is required")));
+        let e = Config::parse(
+            Source::new("c.toml", "[[providers]]\nname = \"x\"\nkind = \"gpt\"\n"),
+            false,
+            &no_env,
+        )
+        .unwrap_err();
+        assert_eq!(e[0].line, 3);
+    }
+}

@@ -1,0 +1,290 @@
+//! Everything that talks to a model. One trait, `ChatModel`, streams `ChatEvent`s for a `ChatRequest`;
+//! `Client` implements it for any `Transport` (one HTTP attempt against an OpenAI-compatible server, the
+//! embedded model, a replay) and adds the policy (concurrency, timeouts, retries), the response cache and
+//! the accounting around it.
+
+pub mod accounting;
+pub mod cache;
+pub mod client;
+pub mod config;
+pub mod openai;
+pub mod policy;
+
+use std::fmt;
+use std::pin::Pin;
+
+use futures_util::{Stream, StreamExt};
+use serde::{Deserialize, Serialize};
+
+pub use client::Client;
+
+/// Who is speaking in a conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Speaker {
+    System,
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: Speaker,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn system(content: impl Into<String>) -> Self {
+        Self {
+            role: Speaker::System,
+            content: content.into(),
+        }
+    }
+    pub fn user(content: impl Into<String>) -> Self {
+        Self {
+            role: Speaker::User,
+            content: content.into(),
+        }
+    }
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self {
+            role: Speaker::Assistant,
+            content: content.into(),
+        }
+    }
+}
+
+/// Sampling parameters; `None` leaves the server's default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+/// A JSON Schema the reply must follow (OpenAI structured outputs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponseSchema {
+    pub name: String,
+    pub schema: serde_json::Value,
+    pub strict: bool,
+}
+
+/// The part of the workbench a request serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The role-playing agent being interviewed.
+    Rpa,
+    /// The interviewer LLM that rates and converts answers.
+    Judge,
+    /// Observer agents.
+    Observer,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::Rpa, Role::Judge, Role::Observer];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Rpa => "rpa",
+            Role::Judge => "judge",
+            Role::Observer => "observer",
+        }
+    }
+}
+
+/// Bookkeeping that travels with a request but never goes on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestMeta {
+    pub role: Role,
+    /// Repeat index of the run; part of the cache key so repeats are independent samples.
+    pub repeat: u32,
+    /// What the request is for, e.g. "interview BFI 12".
+    pub purpose: String,
+}
+
+impl Default for RequestMeta {
+    fn default() -> Self {
+        Self {
+            role: Role::Rpa,
+            repeat: 0,
+            purpose: String::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    pub messages: Vec<ChatMessage>,
+    pub sampling: Sampling,
+    pub schema: Option<ResponseSchema>,
+    pub meta: RequestMeta,
+}
+
+impl ChatRequest {
+    pub fn new(messages: Vec<ChatMessage>) -> Self {
+        Self {
+            messages,
+            sampling: Sampling::default(),
+            schema: None,
+            meta: RequestMeta::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// One thing that happened while a reply was produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChatEvent {
+    /// A piece of the reply's text.
+    Token(String),
+    /// The attempt failed and will be retried; the `discarded_chars` already streamed must be dropped.
+    Retry {
+        attempt: u32,
+        reason: String,
+        discarded_chars: usize,
+        delay_ms: u64,
+    },
+    Usage(Usage),
+    /// The reply is complete. `cached` when it was replayed from the response cache.
+    Done {
+        finish_reason: Option<String>,
+        cached: bool,
+    },
+    /// The request failed for good (after the allowed retries, or at once for errors that retrying cannot fix).
+    Error(LlmError),
+}
+
+pub type EventStream = Pin<Box<dyn Stream<Item = ChatEvent> + Send>>;
+
+/// Why a request failed for good.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    #[error("{0}")]
+    Config(String),
+    #[error("the key in {env} was rejected by {base_url} (HTTP {status}): {message}")]
+    Unauthorized {
+        env: String,
+        base_url: String,
+        status: u16,
+        message: String,
+    },
+    #[error("{base_url} answered HTTP {status}: {message}")]
+    Http {
+        base_url: String,
+        status: u16,
+        message: String,
+    },
+    #[error("{0}")]
+    Transport(String),
+    #[error("gave up after {attempts} attempts: {last}")]
+    Exhausted { attempts: u32, last: String },
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// Which model served a request, as recorded in sessions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    pub provider: String,
+    pub kind: String,
+    pub model: String,
+}
+
+impl fmt::Display for ModelInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}: {})", self.provider, self.kind, self.model)
+    }
+}
+
+/// A model the workbench can talk to.
+pub trait ChatModel: Send + Sync {
+    /// Streams the reply to `request`. The stream always ends with `Done` or `Error`.
+    fn stream(&self, request: ChatRequest) -> EventStream;
+
+    fn info(&self) -> ModelInfo;
+}
+
+/// A finished reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub text: String,
+    pub usage: Option<Usage>,
+    pub finish_reason: Option<String>,
+    pub cached: bool,
+    pub retries: u32,
+}
+
+/// Runs `request` to the end and collects the text (dropping text discarded by retries).
+pub async fn complete(model: &dyn ChatModel, request: ChatRequest) -> Result<Completion, LlmError> {
+    let mut events = model.stream(request);
+    let mut text = String::new();
+    let mut usage = None;
+    let mut retries = 0;
+    while let Some(event) = events.next().await {
+        match event {
+            ChatEvent::Token(t) => text.push_str(&t),
+            ChatEvent::Retry { .. } => {
+                text.clear();
+                retries += 1;
+            }
+            ChatEvent::Usage(u) => usage = Some(u),
+            ChatEvent::Done { finish_reason, cached } => {
+                return Ok(Completion {
+                    text,
+                    usage,
+                    finish_reason,
+                    cached,
+                    retries,
+                });
+            }
+            ChatEvent::Error(e) => return Err(e),
+        }
+    }
+    Err(LlmError::Transport("the event stream ended without Done".into()))
+}
+
+/// Builds the client for provider `name`, resolving its key from `env`.
+pub fn connect(
+    config: &config::Config,
+    name: &str,
+    shared: client::Shared,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Client, LlmError> {
+    let provider = config.provider(name).ok_or_else(|| {
+        let names: Vec<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
+        LlmError::Config(format!(
+            "unknown provider \"{name}\" (configured: {})",
+            names.join(", ")
+        ))
+    })?;
+    let transport: std::sync::Arc<dyn client::Transport> = match provider.kind {
+        config::ProviderKind::Openai => {
+            let key = provider.resolve_key(env)?;
+            std::sync::Arc::new(openai::OpenAi::new(provider.clone(), key)?)
+        }
+        config::ProviderKind::Local => {
+            return Err(LlmError::Config(format!(
+                "provider \"{name}\" is the embedded local model, which this build cannot run yet; \
+                 configure an OpenAI-compatible provider (see README, Configuration)"
+            )));
+        }
+        config::ProviderKind::Replay => {
+            return Err(LlmError::Config(format!(
+                "provider \"{name}\" replays recorded sessions, which this build cannot do yet"
+            )));
+        }
+    };
+    Ok(Client::new(transport, provider.clone(), shared))
+}

@@ -1,0 +1,353 @@
+//! One attempt against an OpenAI-compatible `/v1/chat/completions` endpoint (OpenAI, vLLM, Ollama,
+//! llama.cpp server, LM Studio, OpenRouter): builds the request body, checks the status before
+//! streaming, and parses the server-sent events (tokens, usage, `[DONE]`, error objects inside a 200
+//! stream, chunks with no choices). Retrying is the caller's business (`client.rs`).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::time::{Instant, timeout_at};
+
+use super::client::{AttemptError, Finished, Transport};
+use super::config::{ProviderConfig, Secret};
+use super::policy;
+use super::{ChatRequest, LlmError, ModelInfo, Speaker, Usage};
+
+pub struct OpenAi {
+    config: ProviderConfig,
+    key: Option<Secret>,
+    http: reqwest::Client,
+}
+
+impl OpenAi {
+    /// A transport for `config`; `key` comes from `ProviderConfig::resolve_key`.
+    pub fn new(config: ProviderConfig, key: Option<Secret>) -> Result<Self, LlmError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs_f64(config.timeout_connect_s))
+            .build()
+            .map_err(|e| LlmError::Config(format!("cannot build an HTTP client: {e}")))?;
+        Ok(OpenAi { config, key, http })
+    }
+
+    fn endpoint(&self) -> String {
+        format!("{}/chat/completions", self.config.base_url)
+    }
+}
+
+/// The JSON body sent for `request`. With a schema and `structured_output`, the schema goes into
+/// `response_format`; without `structured_output` it is described in the prompt instead.
+pub fn request_body(model: &str, request: &ChatRequest, structured_output: bool) -> Value {
+    let mut messages: Vec<Value> = request
+        .messages
+        .iter()
+        .map(|m| json!({"role": m.role, "content": m.content}))
+        .collect();
+    let mut body = json!({
+        "model": model,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    });
+    let s = &request.sampling;
+    if let Some(t) = s.temperature {
+        body["temperature"] = json!(t);
+    }
+    if let Some(p) = s.top_p {
+        body["top_p"] = json!(p);
+    }
+    if let Some(n) = s.max_tokens {
+        body["max_tokens"] = json!(n);
+    }
+    if let Some(seed) = s.seed {
+        body["seed"] = json!(seed);
+    }
+    if let Some(schema) = &request.schema {
+        if structured_output {
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": {"name": schema.name, "schema": schema.schema, "strict": schema.strict},
+            });
+        } else {
+            let instruction = format!(
+                "Reply with one JSON value only, no prose and no code fence, following this JSON Schema:\n{}",
+                schema.schema
+            );
+            match request.messages.iter().position(|m| m.role == Speaker::System) {
+                Some(i) => {
+                    let content = format!("{}\n\n{instruction}", request.messages[i].content);
+                    messages[i] = json!({"role": "system", "content": content});
+                }
+                None => messages.insert(0, json!({"role": "system", "content": instruction})),
+            }
+        }
+    }
+    body["messages"] = Value::Array(messages);
+    body
+}
+
+/// The message of an OpenAI-style error body (`{"error": {"message": …}}`), else the text itself.
+fn error_message(body: &str) -> String {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let message = parsed.as_ref().and_then(|v| v.get("error")).and_then(|e| {
+        e.get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| e.as_str().map(str::to_string))
+    });
+    let text = message.unwrap_or_else(|| body.trim().to_string());
+    text.chars().take(300).collect()
+}
+
+#[async_trait]
+impl Transport for OpenAi {
+    async fn attempt(
+        &self,
+        request: &ChatRequest,
+        on_token: &mut (dyn FnMut(String) -> bool + Send),
+    ) -> Result<Finished, AttemptError> {
+        let started = Instant::now();
+        let first_token_deadline = started + Duration::from_secs_f64(self.config.timeout_first_token_s);
+        let idle = Duration::from_secs_f64(self.config.timeout_idle_s);
+        let body = request_body(&self.config.model, request, self.config.structured_output);
+        let mut http = self.http.post(self.endpoint()).json(&body);
+        if let Some(key) = &self.key {
+            http = http.bearer_auth(key.expose());
+        }
+        for (name, value) in &self.config.headers {
+            http = http.header(name, value);
+        }
+        let response = match timeout_at(first_token_deadline, http.send()).await {
+            Err(_) => return Err(AttemptError::FirstTokenTimeout),
+            Ok(Err(e)) => return Err(AttemptError::Connect(without_url(&e))),
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status().as_u16();
+        if !response.status().is_success() {
+            let header = |name: &str| {
+                response
+                    .headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            };
+            let wait = policy::retry_after(header("retry-after-ms").as_deref(), header("retry-after").as_deref());
+            let text = match timeout_at(first_token_deadline, response.text()).await {
+                Ok(Ok(t)) => t,
+                _ => String::new(),
+            };
+            let message = error_message(&text);
+            if status == 401 || status == 403 {
+                let env = self
+                    .config
+                    .api_key_env
+                    .clone()
+                    .unwrap_or_else(|| "the config file's api_key".into());
+                return Err(AttemptError::Fatal(LlmError::Unauthorized {
+                    env,
+                    base_url: self.config.base_url.clone(),
+                    status,
+                    message,
+                }));
+            }
+            return Err(AttemptError::Status {
+                status,
+                retry_after: wait,
+                message,
+            });
+        }
+
+        read_events(response.bytes_stream(), first_token_deadline, idle, on_token).await
+    }
+
+    fn info(&self) -> ModelInfo {
+        ModelInfo {
+            provider: self.config.name.clone(),
+            kind: "openai".into(),
+            model: self.config.model.clone(),
+        }
+    }
+
+    fn base_url(&self) -> &str {
+        &self.config.base_url
+    }
+}
+
+/// Reads an SSE body (bytes split anywhere, events split across chunks) up to `[DONE]`, passing each
+/// piece of content to `on_token`.
+pub async fn read_events<S, B, E>(
+    body: S,
+    first_token_deadline: Instant,
+    idle: Duration,
+    on_token: &mut (dyn FnMut(String) -> bool + Send),
+) -> Result<Finished, AttemptError>
+where
+    S: futures_util::Stream<Item = Result<B, E>> + Send,
+    B: AsRef<[u8]>,
+    E: std::fmt::Display,
+{
+    let mut events = std::pin::pin!(body.eventsource());
+    let mut usage = None;
+    let mut finish_reason = None;
+    let mut got_first = false;
+    loop {
+        let deadline = if got_first {
+            Instant::now() + idle
+        } else {
+            first_token_deadline
+        };
+        let event = match timeout_at(deadline, events.next()).await {
+            Err(_) if got_first => return Err(AttemptError::IdleTimeout),
+            Err(_) => return Err(AttemptError::FirstTokenTimeout),
+            Ok(None) => return Err(AttemptError::Cut("the stream ended before [DONE]".into())),
+            Ok(Some(Err(e))) => return Err(AttemptError::Cut(format!("the stream broke: {e}"))),
+            Ok(Some(Ok(event))) => event,
+        };
+        got_first = true;
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            return Ok(Finished { usage, finish_reason });
+        }
+        if data.is_empty() {
+            continue;
+        }
+        let chunk: Value = serde_json::from_str(data).map_err(|e| {
+            AttemptError::Cut(format!(
+                "an unreadable event ({e}): {}",
+                data.chars().take(80).collect::<String>()
+            ))
+        })?;
+        if let Some(error) = chunk.get("error") {
+            return Err(AttemptError::InStream(error_message(
+                &json!({"error": error}).to_string(),
+            )));
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
+            usage = Some(Usage {
+                prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+                completion_tokens: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+            });
+        }
+        for choice in chunk.get("choices").and_then(Value::as_array).into_iter().flatten() {
+            let text = choice
+                .pointer("/delta/content")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty());
+            if let Some(text) = text
+                && !on_token(text.to_string())
+            {
+                return Err(AttemptError::Cancelled);
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                finish_reason = Some(reason.to_string());
+            }
+        }
+    }
+}
+
+/// A reqwest error without its URL's query (which could carry a key on some proxies).
+fn without_url(e: &reqwest::Error) -> String {
+    let e = e.to_string();
+    match e.find(" for url (") {
+        Some(i) => e[..i].to_string(),
+        None => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{ChatMessage, ResponseSchema};
+
+    #[test]
+    fn body_carries_sampling_usage_and_schema() {
+        let mut r = ChatRequest::new(vec![ChatMessage::system("Be Hermione."), ChatMessage::user("Hi")]);
+        r.sampling.temperature = Some(0.0);
+        r.sampling.seed = Some(3);
+        r.meta.purpose = "secret bookkeeping".into();
+        r.schema = Some(ResponseSchema {
+            name: "rating".into(),
+            schema: json!({"type": "object"}),
+            strict: true,
+        });
+        let b = request_body("m", &r, true);
+        assert_eq!(b["stream_options"]["include_usage"], true);
+        assert_eq!(b["response_format"]["type"], "json_schema");
+        assert_eq!(b["response_format"]["json_schema"]["name"], "rating");
+        assert_eq!(b["seed"], 3);
+        assert!(
+            !b.to_string().contains("bookkeeping"),
+            "metadata never goes on the wire"
+        );
+        let b = request_body("m", &r, false);
+        assert!(b.get("response_format").is_none());
+        assert!(b["messages"][0]["content"].as_str().unwrap().contains("JSON Schema"));
+    }
+
+    const BODY: &str = concat!(
+        "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
+        ": a comment line\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"Honestly, \"}}]}\r\n\r\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"我很健谈。\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3}}\n\n",
+        "data: [DONE]\n\n",
+    );
+
+    async fn read(chunks: Vec<Vec<u8>>) -> (Result<Finished, AttemptError>, String) {
+        let body = futures_util::stream::iter(chunks.into_iter().map(Ok::<_, std::convert::Infallible>));
+        let mut text = String::new();
+        let far = Instant::now() + Duration::from_secs(60);
+        let result = read_events(body, far, Duration::from_secs(60), &mut |t| {
+            text.push_str(&t);
+            true
+        })
+        .await;
+        (result, text)
+    }
+
+    #[tokio::test]
+    async fn events_split_at_every_byte_give_the_same_reply() {
+        let bytes = BODY.as_bytes();
+        for cut in 1..bytes.len() {
+            let (result, text) = read(vec![bytes[..cut].to_vec(), bytes[cut..].to_vec()]).await;
+            let finished = result.unwrap_or_else(|e| panic!("cut at {cut}: {e:?}"));
+            assert_eq!(text, "Honestly, 我很健谈。", "cut at {cut}");
+            assert_eq!(finished.finish_reason.as_deref(), Some("stop"));
+            assert_eq!(
+                finished.usage,
+                Some(Usage {
+                    prompt_tokens: 7,
+                    completion_tokens: 3
+                })
+            );
+        }
+        // One byte per chunk.
+        let (result, text) = read(bytes.iter().map(|b| vec![*b]).collect()).await;
+        assert!(result.is_ok());
+        assert_eq!(text, "Honestly, 我很健谈。");
+    }
+
+    #[tokio::test]
+    async fn a_stream_without_done_or_with_an_error_object_fails() {
+        let cut = BODY.replace("data: [DONE]\n\n", "");
+        assert!(matches!(
+            read(vec![cut.into_bytes()]).await.0,
+            Err(AttemptError::Cut(_))
+        ));
+        let err = "data: {\"error\":{\"message\":\"overloaded\"}}\n\n";
+        assert_eq!(
+            read(vec![err.as_bytes().to_vec()]).await.0,
+            Err(AttemptError::InStream("overloaded".into()))
+        );
+    }
+
+    #[test]
+    fn error_bodies_are_summarised() {
+        assert_eq!(
+            error_message(r#"{"error": {"message": "bad key", "type": "x"}}"#),
+            "bad key"
+        );
+        assert_eq!(error_message("Service Unavailable"), "Service Unavailable");
+    }
+}

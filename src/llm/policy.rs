@@ -1,0 +1,126 @@
+//! When to retry and how long to wait: retryable failures (connect errors, 408, 409, 429, 5xx, streams
+//! cut before `[DONE]`, timeouts), exponential backoff with seeded jitter, `Retry-After` honoured; and
+//! the concurrency limits (one semaphore per provider, one across all providers).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+/// A `Retry-After` longer than this is treated as this (a run must not stall for hours on one header).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// HTTP statuses worth another attempt. 400/401/403/404 and other 4xx mean the request itself is wrong.
+pub fn retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 409 | 429) || (500..=599).contains(&status)
+}
+
+/// Parses `retry-after-ms` (OpenAI) or `Retry-After` in seconds. HTTP dates are ignored (backoff applies).
+pub fn retry_after(ms: Option<&str>, seconds: Option<&str>) -> Option<Duration> {
+    if let Some(ms) = ms
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v >= 0.0)
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0).min(MAX_RETRY_AFTER));
+    }
+    seconds
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .map(|s| Duration::from_secs_f64(s).min(MAX_RETRY_AFTER))
+}
+
+/// Exponential backoff with jitter drawn from a seed, so a run's waits are reproducible.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub base: Duration,
+    pub seed: u64,
+}
+
+impl Backoff {
+    /// The wait before retry number `attempt` (1 = first retry) of the request identified by `key`:
+    /// the server's `Retry-After` if it sent one, else base · 2^(attempt−1) scaled by a factor in [0.5, 1).
+    pub fn delay(&self, key: u64, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        if let Some(wait) = retry_after {
+            return wait;
+        }
+        let exp = self
+            .base
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
+            .min(MAX_BACKOFF);
+        let jitter = 0.5 + 0.5 * unit(splitmix(self.seed ^ key ^ u64::from(attempt).wrapping_mul(0x9E37_79B9)));
+        exp.mul_f64(jitter)
+    }
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn unit(x: u64) -> f64 {
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Requests in flight: at most `global` across the workbench and at most the provider's own limit.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub global: Arc<Semaphore>,
+    pub provider: Arc<Semaphore>,
+}
+
+impl Limits {
+    pub fn new(global: Arc<Semaphore>, provider_max: usize) -> Self {
+        Limits {
+            global,
+            provider: Arc::new(Semaphore::new(provider_max.max(1))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_transient_statuses_are_retried() {
+        for s in [408, 409, 429, 500, 502, 503, 504] {
+            assert!(retryable_status(s), "{s}");
+        }
+        for s in [400, 401, 403, 404, 422] {
+            assert!(!retryable_status(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn retry_after_prefers_milliseconds_and_is_capped() {
+        assert_eq!(retry_after(Some("250"), Some("3")), Some(Duration::from_millis(250)));
+        assert_eq!(retry_after(None, Some("2")), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(None, Some("Wed, 21 Oct 2015 07:28:00 GMT")), None);
+        assert_eq!(retry_after(None, Some("99999")), Some(MAX_RETRY_AFTER));
+    }
+
+    #[test]
+    fn backoff_doubles_with_reproducible_jitter() {
+        let b = Backoff {
+            base: Duration::from_millis(100),
+            seed: 7,
+        };
+        let d1 = b.delay(1, 1, None);
+        let d3 = b.delay(1, 3, None);
+        assert!(
+            d1 >= Duration::from_millis(50) && d1 < Duration::from_millis(100),
+            "{d1:?}"
+        );
+        assert!(
+            d3 >= Duration::from_millis(200) && d3 < Duration::from_millis(400),
+            "{d3:?}"
+        );
+        assert_eq!(d1, b.delay(1, 1, None));
+        assert_ne!(b.delay(1, 1, None), b.delay(2, 1, None));
+        assert_eq!(b.delay(1, 1, Some(Duration::from_millis(7))), Duration::from_millis(7));
+        assert!(b.delay(1, 40, None) <= MAX_BACKOFF);
+    }
+}
