@@ -462,6 +462,28 @@ async fn chat_cli_prints_the_served_text_and_never_writes_the_key() {
     .unwrap();
     assert!(server.stats().requests > before);
 
+    // providers: the key's variable and whether it is set, never the key.
+    let out = run(vec!["providers".into(), "--json".into()]).await.unwrap();
+    let listing = String::from_utf8(out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&listing).unwrap();
+    let x = v["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "x")
+        .unwrap();
+    assert_eq!(
+        (x["api_key_env"].as_str(), x["key_present"].as_bool()),
+        (Some("TEST_KEY"), Some(true))
+    );
+    assert!(!listing.contains(key));
+    let out = run(vec!["providers".into(), "check".into(), "x".into()]).await.unwrap();
+    let report = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success() && report.contains("structured output: works"),
+        "{report}"
+    );
+
     assert!(data.join("cache").is_dir() && data.join("logs").is_dir());
     assert_eq!(files_containing(&data, key), Vec::<String>::new());
     assert_eq!(
