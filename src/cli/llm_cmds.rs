@@ -90,8 +90,14 @@ pub fn list(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
 /// One tiny request with a schema: is the provider reachable, how fast, and does structured output work.
 pub fn check(name: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let config = load_config()?;
-    let client =
-        llm::connect(&config, name, shared(&config, CacheMode::Off), &env).map_err(|e| input_error(e.to_string()))?;
+    let client = llm::connect(
+        &config,
+        name,
+        shared(&config, CacheMode::Off),
+        &env,
+        crate::paths::data_dir().as_deref(),
+    )
+    .map_err(|e| input_error(e.to_string()))?;
     let schema = json!({
         "type": "object",
         "properties": {"ok": {"type": "boolean"}},
@@ -202,6 +208,7 @@ pub struct ChatArgs<'a> {
     pub system: Option<&'a str>,
     pub schema: Option<&'a Path>,
     pub temperature: Option<f32>,
+    pub seed: Option<u64>,
     pub cache: Option<CacheMode>,
     pub text: &'a str,
 }
@@ -212,8 +219,14 @@ pub struct ChatArgs<'a> {
 pub fn chat(args: ChatArgs<'_>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let config = load_config()?;
     let mode = args.cache.unwrap_or(config.cache);
-    let client =
-        llm::connect(&config, args.provider, shared(&config, mode), &env).map_err(|e| input_error(e.to_string()))?;
+    let client = llm::connect(
+        &config,
+        args.provider,
+        shared(&config, mode),
+        &env,
+        crate::paths::data_dir().as_deref(),
+    )
+    .map_err(|e| input_error(e.to_string()))?;
     let mut messages = Vec::new();
     if let Some(system) = args.system {
         messages.push(ChatMessage::system(system));
@@ -221,6 +234,7 @@ pub fn chat(args: ChatArgs<'_>, out: &mut dyn Write) -> anyhow::Result<ExitCode>
     messages.push(ChatMessage::user(args.text));
     let mut request = ChatRequest::new(messages);
     request.sampling.temperature = args.temperature;
+    request.sampling.seed = args.seed;
     request.schema = args.schema.map(read_schema).transpose()?;
     request.meta.purpose = "chat".into();
     let is_json = request.schema.is_some();

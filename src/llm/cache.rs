@@ -36,7 +36,6 @@ pub struct Cache {
 
 /// The cache key of a request sent to `model` at `base_url`, in hex.
 pub fn key(base_url: &str, model: &str, request: &ChatRequest) -> String {
-    // serde_json's map is ordered by key, so this serialization is canonical.
     let material = json!({
         "base_url": base_url,
         "model": model,
@@ -45,8 +44,25 @@ pub fn key(base_url: &str, model: &str, request: &ChatRequest) -> String {
         "schema": request.schema,
         "repeat": request.meta.repeat,
     });
-    let digest = Sha256::digest(material.to_string().as_bytes());
+    let digest = Sha256::digest(canonical(&material).as_bytes());
     digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// JSON with every object's keys sorted, so equal content always hashes the same (maps keep
+/// insertion order elsewhere, which matters for schemas: keys are generated in that order).
+fn canonical(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let fields: Vec<String> =
+                keys.iter().map(|k| format!("{}:{}", Value::String((*k).clone()), canonical(&map[*k]))).collect();
+            format!("{{{}}}", fields.join(","))
+        }
+        Value::Array(items) => format!("[{}]", items.iter().map(canonical).collect::<Vec<_>>().join(",")),
+        other => other.to_string(),
+    }
 }
 
 impl Cache {
@@ -109,6 +125,12 @@ mod tests {
             strict: true,
         });
         assert_ne!(base, key("http://a/v1", "m", &r));
+        // Key order inside a schema does not change the key.
+        let mut a = request();
+        a.schema = Some(ResponseSchema { name: "s".into(), schema: serde_json::json!({"a": 1, "b": 2}), strict: true });
+        let mut b = request();
+        b.schema = Some(ResponseSchema { name: "s".into(), schema: serde_json::json!({"b": 2, "a": 1}), strict: true });
+        assert_eq!(key("u", "m", &a), key("u", "m", &b));
         // Purpose and role are bookkeeping: the same question is the same answer.
         let mut r = request();
         r.meta.purpose = "other".into();

@@ -152,12 +152,10 @@ impl Config {
     /// The configuration with no file: the local model for every role, plus an `openai` provider when
     /// `OPENAI_API_KEY` is set.
     pub fn defaults(env: &dyn Fn(&str) -> Option<String>) -> Config {
-        let mut providers = vec![ProviderConfig::new(
-            LOCAL_PROVIDER,
-            ProviderKind::Local,
-            "",
-            "smollm2-135m-instruct",
-        )];
+        let mut local = ProviderConfig::new(LOCAL_PROVIDER, ProviderKind::Local, "", "smollm2-135m");
+        // One model on the CPU: requests take turns.
+        local.max_concurrency = 1;
+        let mut providers = vec![local];
         if env("OPENAI_API_KEY").is_some_and(|k| !k.trim().is_empty()) {
             let mut openai = ProviderConfig::new(
                 OPENAI_PROVIDER,

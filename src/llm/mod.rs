@@ -7,6 +7,9 @@ pub mod accounting;
 pub mod cache;
 pub mod client;
 pub mod config;
+pub mod constrain;
+#[cfg(feature = "local-model")]
+pub mod local;
 pub mod openai;
 pub mod policy;
 
@@ -255,12 +258,14 @@ pub async fn complete(model: &dyn ChatModel, request: ChatRequest) -> Result<Com
     Err(LlmError::Transport("the event stream ended without Done".into()))
 }
 
-/// Builds the client for provider `name`, resolving its key from `env`.
+/// Builds the client for provider `name`, resolving its key from `env`. A local provider loads its
+/// model (once per process) from `<data_dir>/models`.
 pub fn connect(
     config: &config::Config,
     name: &str,
     shared: client::Shared,
     env: &dyn Fn(&str) -> Option<String>,
+    data_dir: Option<&std::path::Path>,
 ) -> Result<Client, LlmError> {
     let provider = config.provider(name).ok_or_else(|| {
         let names: Vec<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
@@ -274,12 +279,7 @@ pub fn connect(
             let key = provider.resolve_key(env)?;
             std::sync::Arc::new(openai::OpenAi::new(provider.clone(), key)?)
         }
-        config::ProviderKind::Local => {
-            return Err(LlmError::Config(format!(
-                "provider \"{name}\" is the embedded local model, which this build cannot run yet; \
-                 configure an OpenAI-compatible provider (see README, Configuration)"
-            )));
-        }
+        config::ProviderKind::Local => local_transport(provider, data_dir)?,
         config::ProviderKind::Replay => {
             return Err(LlmError::Config(format!(
                 "provider \"{name}\" replays recorded sessions, which this build cannot do yet"
@@ -287,4 +287,51 @@ pub fn connect(
         }
     };
     Ok(Client::new(transport, provider.clone(), shared))
+}
+
+#[cfg(feature = "local-model")]
+fn local_transport(
+    provider: &config::ProviderConfig,
+    data_dir: Option<&std::path::Path>,
+) -> Result<std::sync::Arc<dyn client::Transport>, LlmError> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static LOADED: OnceLock<Mutex<HashMap<std::path::PathBuf, Arc<local::LocalModel>>>> = OnceLock::new();
+    let data_dir = data_dir.ok_or_else(|| LlmError::Config("no data dir: set INCHARACTER_DATA_DIR".into()))?;
+    let name = if provider.model.is_empty() {
+        local::DEFAULT_MODEL
+    } else {
+        provider.model.as_str()
+    };
+    let path = local::resolve(&local::models_dir(data_dir), name)?;
+    let mut loaded = LOADED
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let model = match loaded.get(&path) {
+        Some(m) => m.clone(),
+        None => {
+            let m = Arc::new(local::LocalModel::load(name, &path)?);
+            loaded.insert(path, m.clone());
+            m
+        }
+    };
+    Ok(Arc::new(local::LocalTransport::new(model, &provider.name)))
+}
+
+#[cfg(not(feature = "local-model"))]
+fn local_transport(
+    provider: &config::ProviderConfig,
+    _: Option<&std::path::Path>,
+) -> Result<std::sync::Arc<dyn client::Transport>, LlmError> {
+    Err(LlmError::Config(format!(
+        "provider \"{}\" is the embedded local model, but this build has no `local-model` feature",
+        provider.name
+    )))
+}
+
+/// The instruction that describes a reply's JSON Schema in the prompt (servers without structured
+/// outputs, and the local model, which is also constrained token by token).
+pub fn schema_instruction(schema: &serde_json::Value) -> String {
+    format!("Reply with one JSON value only, no prose and no code fence, following this JSON Schema:\n{schema}")
 }

@@ -70,10 +70,7 @@ pub fn request_body(model: &str, request: &ChatRequest, structured_output: bool)
                 "json_schema": {"name": schema.name, "schema": schema.schema, "strict": schema.strict},
             });
         } else {
-            let instruction = format!(
-                "Reply with one JSON value only, no prose and no code fence, following this JSON Schema:\n{}",
-                schema.schema
-            );
+            let instruction = super::schema_instruction(&schema.schema);
             match request.messages.iter().position(|m| m.role == Speaker::System) {
                 Some(i) => {
                     let content = format!("{}\n\n{instruction}", request.messages[i].content);

@@ -1,0 +1,156 @@
+//! `model fetch | list | add`: the embedded model's weights.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use super::input_error;
+use super::table::Table;
+use crate::llm::local;
+use crate::text::terminal_safe as safe;
+
+fn models_dir() -> anyhow::Result<std::path::PathBuf> {
+    let data = crate::paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
+    Ok(local::models_dir(&data))
+}
+
+pub fn fetch(name: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let dir = models_dir()?;
+    let mut failed = None;
+    let path = local::fetch(&dir, name, &mut |line| {
+        if let Err(e) = writeln!(out, "{line}").and_then(|_| out.flush()) {
+            failed = Some(e);
+        }
+    })
+    .map_err(|e| input_error(e.to_string()))?;
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    writeln!(out, "ready: {} ({})", name, path.display())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn list(out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let dir = models_dir()?;
+    let present = local::list(&dir).map_err(|e| input_error(e.to_string()))?;
+    let mut t = Table::new(&["name", "architecture", ">MiB", "path"]);
+    for m in &present {
+        let mib = std::fs::metadata(&m.path).map_or(0, |md| md.len() >> 20);
+        t.row(vec![
+            safe(&m.name),
+            safe(&m.architecture),
+            mib.to_string(),
+            safe(&m.path.display().to_string()),
+        ]);
+    }
+    for known in local::KNOWN {
+        if !present.iter().any(|m| m.name == known.name) {
+            t.row(vec![
+                known.name.into(),
+                "llama".into(),
+                (known.bytes >> 20).to_string(),
+                format!("not downloaded: incharacter model fetch --name {}", known.name),
+            ]);
+        }
+    }
+    write!(out, "{}", t.render())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn add(path: &Path, name: Option<&str>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let dir = models_dir()?;
+    let name = match name {
+        Some(n) => n.to_string(),
+        None => path
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_lowercase())
+            .unwrap_or_else(|| "model".into()),
+    };
+    let entry = local::add(&dir, path, &name).map_err(|e| input_error(e.to_string()))?;
+    writeln!(
+        out,
+        "registered {} ({}): {}\nuse it with a provider: kind = \"local\", model = \"{}\"",
+        safe(&entry.name),
+        entry.architecture,
+        safe(&entry.path.display().to_string()),
+        safe(&entry.name)
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prefill and decode speed of a local model, measured through the same code path as requests.
+pub fn bench(name: &str, tokens: u32, runs: u32, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    use crate::llm::{ChatMessage, ChatRequest};
+    use std::sync::atomic::AtomicBool;
+    use std::time::Instant;
+
+    let dir = models_dir()?;
+    let path = local::resolve(&dir, name).map_err(|e| input_error(e.to_string()))?;
+    let started = Instant::now();
+    let model = local::LocalModel::load(name, &path).map_err(|e| input_error(e.to_string()))?;
+    writeln!(
+        out,
+        "{name}: loaded in {:.2} s ({})",
+        started.elapsed().as_secs_f64(),
+        path.display()
+    )?;
+    let passage = "The Sorting Hat considered the first-year for a long moment before it spoke. ".repeat(12);
+    let mut prefill = Vec::new();
+    let mut decode = Vec::new();
+    for run in 0..runs.max(1) {
+        let mut request = ChatRequest::new(vec![
+            ChatMessage::system("You are Hermione Granger. Answer in character."),
+            ChatMessage::user(format!(
+                "{passage}\nTell me a long story about your first year at Hogwarts."
+            )),
+        ]);
+        request.sampling.temperature = Some(0.8);
+        request.sampling.seed = Some(u64::from(run));
+        request.sampling.max_tokens = Some(tokens);
+        let prompt_tokens = model
+            .encode(&model.prompt(&request))
+            .map_err(|e| input_error(e.to_string()))?
+            .len();
+        let t0 = Instant::now();
+        let mut first = None;
+        let mut pieces = 0usize;
+        let finished = model
+            .generate(&request, &AtomicBool::new(false), &mut |_| {
+                first.get_or_insert_with(|| t0.elapsed());
+                pieces += 1;
+            })
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let total = t0.elapsed();
+        let generated = finished.usage.map_or(0, |u| u.completion_tokens);
+        let first = first.unwrap_or(total);
+        // The first piece appears after the prompt's forward pass and one sampled token.
+        prefill.push(prompt_tokens as f64 / first.as_secs_f64());
+        if generated > 1 {
+            decode.push((generated - 1) as f64 / (total - first).as_secs_f64());
+        }
+        writeln!(
+            out,
+            "run {}: prompt {prompt_tokens} tokens, first piece after {:.0} ms, {generated} tokens in {:.2} s",
+            run + 1,
+            first.as_secs_f64() * 1000.0,
+            total.as_secs_f64()
+        )?;
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    writeln!(
+        out,
+        "prefill: {:.1} tok/s (median of {})",
+        median(&mut prefill),
+        prefill.len()
+    )?;
+    writeln!(
+        out,
+        "decode:  {:.1} tok/s (median of {})",
+        median(&mut decode),
+        decode.len()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

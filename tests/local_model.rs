@@ -1,0 +1,123 @@
+//! The embedded model for real (smollm2-135m): tokenizer ids equal llama.cpp's, role-play replies are
+//! non-empty, and schema-constrained judge replies always parse and stay in range. Structure is asserted,
+//! never exact text. The model must have been fetched (`incharacter model fetch`; `.ci/run` does it and
+//! sets INCHARACTER_REQUIRE_MODEL=1, which turns a missing model into a failure instead of a skip).
+#![cfg(feature = "local-model")]
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use incharacter::llm::client::{Shared, Transport};
+use incharacter::llm::config::{CacheMode, ProviderConfig, ProviderKind};
+use incharacter::llm::local::{self, LocalModel, LocalTransport};
+use incharacter::llm::{ChatMessage, ChatRequest, Client, ResponseSchema, complete};
+use serde_json::{Value, json};
+
+fn model() -> Option<Arc<LocalModel>> {
+    let data = incharacter::paths::data_dir()?;
+    match local::resolve(&local::models_dir(&data), local::DEFAULT_MODEL) {
+        Ok(path) => Some(Arc::new(
+            LocalModel::load(local::DEFAULT_MODEL, &path).expect("the fetched model loads"),
+        )),
+        Err(e) if std::env::var("INCHARACTER_REQUIRE_MODEL").as_deref() == Ok("1") => panic!("{e}"),
+        Err(e) => {
+            eprintln!("SKIPPED (no local model): {e}");
+            None
+        }
+    }
+}
+
+fn client(model: Arc<LocalModel>) -> Client {
+    let transport: Arc<dyn Transport> = Arc::new(LocalTransport::new(model, "local"));
+    let mut p = ProviderConfig::new("local", ProviderKind::Local, "", local::DEFAULT_MODEL);
+    p.max_concurrency = 1;
+    Client::new(transport, p, Shared::new(4, None, CacheMode::Off, 0))
+}
+
+#[test]
+fn tokenizer_ids_equal_llama_cpp() {
+    let Some(model) = model() else { return };
+    let fixture: Value = serde_json::from_str(include_str!("fixtures/smollm2_token_ids.json")).unwrap();
+    for case in fixture["cases"].as_array().unwrap() {
+        let text = case["text"].as_str().unwrap();
+        let want: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
+        assert_eq!(model.encode(text).unwrap(), want, "{text:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn role_play_replies_are_non_empty() {
+    let Some(model) = model() else { return };
+    let c = client(model);
+    let mut r = ChatRequest::new(vec![
+        ChatMessage::system("You are Hermione Granger, a brilliant and studious witch at Hogwarts."),
+        ChatMessage::user("Harry:「Do you value artistic, aesthetic experiences?」"),
+    ]);
+    r.sampling.temperature = Some(0.7);
+    r.sampling.seed = Some(3);
+    r.sampling.max_tokens = Some(48);
+    let reply = complete(&c, r).await.unwrap();
+    assert!(reply.text.split_whitespace().count() >= 3, "{:?}", reply.text);
+    assert!(
+        !reply.text.contains("<|im_"),
+        "no chat-template tokens leak: {:?}",
+        reply.text
+    );
+    assert!(reply.usage.unwrap().completion_tokens > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_constrained_judge_replies_parse_and_are_in_range() {
+    let Some(model) = model() else { return };
+    let c = client(model);
+    let schema = json!({"type": "object", "properties": {
+        "analysis": {"type": "string", "maxLength": 60},
+        "result": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 5}, {"enum": ["x"]}]}},
+        "required": ["analysis", "result"], "additionalProperties": false});
+    let answers = [
+        "I adore books more than parties.",
+        "Parties? I'd rather not.",
+        "I love meeting new people!",
+        "Honestly, it depends.",
+        "我喜欢和朋友聊天。",
+    ];
+    for i in 0..50u64 {
+        let mut r = ChatRequest::new(vec![
+            ChatMessage::system("You are a psychologist rating extraversion from 1 (introverted) to 5 (extraverted)."),
+            ChatMessage::user(format!(
+                "The participant said: \"{}\" Rate them.",
+                answers[i as usize % answers.len()]
+            )),
+        ]);
+        r.schema = Some(ResponseSchema {
+            name: "expert_rating".into(),
+            schema: schema.clone(),
+            strict: true,
+        });
+        r.sampling.temperature = Some(if i % 2 == 0 { 0.0 } else { 1.0 });
+        r.sampling.seed = Some(i);
+        let reply = complete(&c, r).await.unwrap_or_else(|e| panic!("reply {i}: {e}"));
+        let v: Value =
+            serde_json::from_str(&reply.text).unwrap_or_else(|e| panic!("reply {i} is not JSON ({e}): {}", reply.text));
+        assert!(v["analysis"].as_str().is_some_and(|a| a.chars().count() <= 60), "{v}");
+        let ok = v["result"] == "x" || v["result"].as_i64().is_some_and(|r| (1..=5).contains(&r));
+        assert!(ok, "reply {i} out of range: {v}");
+    }
+}
+
+#[test]
+fn cancelled_generation_stops() {
+    let Some(model) = model() else { return };
+    let mut r = ChatRequest::new(vec![ChatMessage::user("Tell me a very long story.")]);
+    r.sampling.max_tokens = Some(400);
+    let cancel = AtomicBool::new(false);
+    let mut pieces = 0;
+    let result = model.generate(&r, &cancel, &mut |_| {
+        pieces += 1;
+        if pieces == 5 {
+            cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    assert!(result.is_err(), "stopped early");
+    assert!(pieces < 20, "{pieces}");
+}
