@@ -8,5 +8,6 @@ pub mod domain;
 pub mod fake_openai;
 pub mod llm;
 pub mod logging;
+pub mod method;
 pub mod paths;
 pub mod text;

@@ -56,8 +56,10 @@ fn canonical(value: &serde_json::Value) -> String {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            let fields: Vec<String> =
-                keys.iter().map(|k| format!("{}:{}", Value::String((*k).clone()), canonical(&map[*k]))).collect();
+            let fields: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{}:{}", Value::String((*k).clone()), canonical(&map[*k])))
+                .collect();
             format!("{{{}}}", fields.join(","))
         }
         Value::Array(items) => format!("[{}]", items.iter().map(canonical).collect::<Vec<_>>().join(",")),
@@ -127,9 +129,17 @@ mod tests {
         assert_ne!(base, key("http://a/v1", "m", &r));
         // Key order inside a schema does not change the key.
         let mut a = request();
-        a.schema = Some(ResponseSchema { name: "s".into(), schema: serde_json::json!({"a": 1, "b": 2}), strict: true });
+        a.schema = Some(ResponseSchema {
+            name: "s".into(),
+            schema: serde_json::json!({"a": 1, "b": 2}),
+            strict: true,
+        });
         let mut b = request();
-        b.schema = Some(ResponseSchema { name: "s".into(), schema: serde_json::json!({"b": 2, "a": 1}), strict: true });
+        b.schema = Some(ResponseSchema {
+            name: "s".into(),
+            schema: serde_json::json!({"b": 2, "a": 1}),
+            strict: true,
+        });
         assert_eq!(key("u", "m", &a), key("u", "m", &b));
         // Purpose and role are bookkeeping: the same question is the same answer.
         let mut r = request();

@@ -1,0 +1,301 @@
+//! Reading a judge's reply. Structured outputs make replies clean, but providers without them (and
+//! models that ignore them) wrap JSON in code fences and prose, add `//` comments and trailing commas,
+//! write percentages as `60%` and numbers as strings. `extract` repairs those; the validators check keys,
+//! types, ranges and 16Personalities sums and say precisely what is wrong, so the caller can re-ask.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::domain::scale::ScoreRange;
+use crate::domain::scoring::ItemOption;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReplyError {
+    #[error("the reply holds no JSON object")]
+    NoJson,
+    #[error("the JSON cannot be read: {0}")]
+    Syntax(String),
+    #[error("the reply is not a JSON object")]
+    NotAnObject,
+    #[error("key \"{0}\" is missing")]
+    MissingKey(String),
+    #[error("\"{key}\" is not a number: {found}")]
+    NotANumber { key: String, found: String },
+    #[error("\"{key}\" = {value} is outside [{min}, {max}]")]
+    OutOfRange {
+        key: String,
+        value: f64,
+        min: f64,
+        max: f64,
+    },
+    #[error("\"{key}\" = {value} is not one of the options")]
+    NotAnOption { key: String, value: f64 },
+    #[error("the poles' percentages sum to {sum}, not 100")]
+    BadSum { sum: f64 },
+}
+
+/// Finds the JSON object in a reply and repairs the usual damage.
+pub fn extract(reply: &str) -> Result<Value, ReplyError> {
+    let start = reply.find('{').ok_or(ReplyError::NoJson)?;
+    let body = balanced(&reply[start..]).ok_or_else(|| ReplyError::Syntax("the object is never closed".into()))?;
+    let cleaned = clean(body);
+    serde_json::from_str(&cleaned).map_err(|e| ReplyError::Syntax(e.to_string()))
+}
+
+/// The text from the first `{` to its matching `}` (strings and escapes respected).
+fn balanced(text: &str) -> Option<&str> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut line_comment = false;
+    let bytes = text.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        if line_comment {
+            line_comment = b != b'\n';
+            continue;
+        }
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'/' if bytes.get(i + 1) == Some(&b'/') => line_comment = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(&text[..=i]);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Removes `//` comments and trailing commas, and turns bare `60%` into `60`, outside strings.
+fn clean(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let mut in_string = false;
+    let mut escaped = false;
+    while i < chars.len() {
+        let c = chars[i];
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '/' if chars.get(i + 1) == Some(&'/') => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            ',' => {
+                let next = chars[i + 1..].iter().find(|c| !c.is_whitespace());
+                if !matches!(next, Some('}') | Some(']')) {
+                    out.push(c);
+                }
+            }
+            '%' if out.chars().last().is_some_and(|p| p.is_ascii_digit()) => {}
+            _ => out.push(c),
+        }
+        i += 1;
+    }
+    out
+}
+
+/// A number, also from a string such as "4", "4.5" or "60%".
+fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s
+            .trim()
+            .trim_end_matches('%')
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite()),
+        _ => None,
+    }
+}
+
+fn field<'a>(v: &'a Value, key: &str) -> Result<&'a Value, ReplyError> {
+    let object = v.as_object().ok_or(ReplyError::NotAnObject)?;
+    object
+        .get(key)
+        .or_else(|| {
+            object
+                .iter()
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case(key))
+                .map(|(_, v)| v)
+        })
+        .ok_or_else(|| ReplyError::MissingKey(key.into()))
+}
+
+/// An expert rating `{"analysis": …, "result": score}` with the score in `[min, max]`.
+pub fn expert_score(v: &Value, min: f64, max: f64) -> Result<(f64, String), ReplyError> {
+    let analysis = field(v, "analysis")
+        .ok()
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let raw = field(v, "result")?;
+    let score = number(raw).ok_or_else(|| ReplyError::NotANumber {
+        key: "result".into(),
+        found: raw.to_string(),
+    })?;
+    if !(min..=max).contains(&score) {
+        return Err(ReplyError::OutOfRange {
+            key: "result".into(),
+            value: score,
+            min,
+            max,
+        });
+    }
+    Ok((score, analysis))
+}
+
+/// A 16Personalities rating: `result` gives both poles' percentages, e.g. `{"E": 60, "I": 40}`; their sum
+/// must be within one point of 100. Returns the first pole's share, normalized to a sum of exactly 100.
+pub fn expert_poles(v: &Value, poles: [&str; 2]) -> Result<(f64, String), ReplyError> {
+    let analysis = field(v, "analysis")
+        .ok()
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let result = field(v, "result")?;
+    let mut shares = [0.0; 2];
+    for (share, pole) in shares.iter_mut().zip(poles) {
+        let raw = field(result, pole)?;
+        *share = number(raw).ok_or_else(|| ReplyError::NotANumber {
+            key: pole.into(),
+            found: raw.to_string(),
+        })?;
+        if !(0.0..=100.0).contains(share) {
+            return Err(ReplyError::OutOfRange {
+                key: pole.into(),
+                value: *share,
+                min: 0.0,
+                max: 100.0,
+            });
+        }
+    }
+    let sum = shares[0] + shares[1];
+    if (sum - 100.0).abs() > 1.0 {
+        return Err(ReplyError::BadSum { sum });
+    }
+    Ok((shares[0] / sum * 100.0, analysis))
+}
+
+/// One option: a whole number in range, or "x" for a refusal.
+pub fn option(key: &str, v: &Value, range: ScoreRange) -> Result<ItemOption, ReplyError> {
+    if v.as_str().is_some_and(|s| s.trim().eq_ignore_ascii_case("x")) {
+        return Ok(ItemOption::Refused);
+    }
+    let x = number(v).ok_or_else(|| ReplyError::NotANumber {
+        key: key.into(),
+        found: v.to_string(),
+    })?;
+    let (min, max) = (f64::from(range.min), f64::from(range.max));
+    if !(min..=max).contains(&x) {
+        return Err(ReplyError::OutOfRange {
+            key: key.into(),
+            value: x,
+            min,
+            max,
+        });
+    }
+    if x.fract() != 0.0 {
+        return Err(ReplyError::NotAnOption {
+            key: key.into(),
+            value: x,
+        });
+    }
+    Ok(ItemOption::Value(x as i32))
+}
+
+/// Options for every key (item ids as sent), e.g. `{"1": 4, "2": "x"}`.
+pub fn options(v: &Value, keys: &[String], range: ScoreRange) -> Result<BTreeMap<String, ItemOption>, ReplyError> {
+    keys.iter()
+        .map(|k| Ok((k.clone(), option(k, field(v, k)?, range)?)))
+        .collect()
+}
+
+/// A self-report answered "with the number only": the reply is just a number in range (or "x").
+pub fn bare_option(reply: &str, range: ScoreRange) -> Option<ItemOption> {
+    let t = reply.trim().trim_end_matches(['.', '。']).trim();
+    option("answer", &Value::String(t.to_string()), range).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn extraction_repairs_common_damage() {
+        let reply = "Sure! Here is my rating:\n```json\n{\n  \"analysis\": \"talks a lot // really\", // a comment\n  \"result\": 4,\n}\n```\nHope it helps.";
+        assert_eq!(
+            extract(reply).unwrap(),
+            json!({"analysis": "talks a lot // really", "result": 4})
+        );
+        assert_eq!(extract("{\"E\": 60%, \"I\": 40%}").unwrap(), json!({"E": 60, "I": 40}));
+        assert_eq!(extract("no json here"), Err(ReplyError::NoJson));
+        assert!(matches!(extract("{\"a\": 1"), Err(ReplyError::Syntax(_))));
+    }
+
+    #[test]
+    fn validators_check_ranges_sums_and_options() {
+        let r = ScoreRange { min: 1, max: 5 };
+        assert_eq!(
+            expert_score(&json!({"analysis": "a", "result": "4.5"}), 1.0, 5.0)
+                .unwrap()
+                .0,
+            4.5
+        );
+        assert!(matches!(
+            expert_score(&json!({"result": 6}), 1.0, 5.0),
+            Err(ReplyError::OutOfRange { .. })
+        ));
+        let (p, _) = expert_poles(&json!({"result": {"e": 60.5, "I": 40}}), ["E", "I"]).unwrap();
+        assert!((p - 60.5 / 100.5 * 100.0).abs() < 1e-12);
+        assert_eq!(
+            expert_poles(&json!({"result": {"E": 70, "I": 40}}), ["E", "I"]),
+            Err(ReplyError::BadSum { sum: 110.0 })
+        );
+        let keys = vec!["1".to_string(), "2".to_string()];
+        let o = options(&json!({"1": 4, "2": "X"}), &keys, r).unwrap();
+        assert_eq!((o["1"], o["2"]), (ItemOption::Value(4), ItemOption::Refused));
+        assert_eq!(
+            options(&json!({"1": 4}), &keys, r),
+            Err(ReplyError::MissingKey("2".into()))
+        );
+        assert!(matches!(
+            options(&json!({"1": 3.5, "2": 1}), &keys, r),
+            Err(ReplyError::NotAnOption { .. })
+        ));
+        assert_eq!(bare_option(" 3.\n", r), Some(ItemOption::Value(3)));
+        assert_eq!(bare_option("I'd say 3", r), None);
+    }
+}

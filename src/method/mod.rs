@@ -1,0 +1,5 @@
+//! The InCharacter procedures, written against `dyn ChatModel`: interviewing a role-playing agent and
+//! assessing its answers (expert rating, option conversion, self-report).
+
+pub mod anonymize;
+pub mod judge_json;
