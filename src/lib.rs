@@ -10,4 +10,5 @@ pub mod llm;
 pub mod logging;
 pub mod method;
 pub mod paths;
+pub mod rpa;
 pub mod text;

@@ -2,4 +2,8 @@
 //! assessing its answers (expert rating, option conversion, self-report).
 
 pub mod anonymize;
+pub mod convert;
+pub mod expert;
+pub mod interview;
+pub mod judge;
 pub mod judge_json;

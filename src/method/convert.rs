@@ -1,0 +1,274 @@
+//! Option conversion: the judge turns open answers into questionnaire options. OC converts against each
+//! item's statement (all items in one call, at most 60 per call; reverse keying applies when scoring);
+//! d-OC converts one dimension at a time against options named by the dimension's poles (the option is
+//! already the item's score in the dimension's direction). Self-report answers that are not a bare
+//! number are converted like OC.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::anonymize::{EXPERIMENTER, Masker, PARTICIPANT};
+use super::expert::Exchange;
+use super::judge::{self, Attempt};
+use super::judge_json;
+use crate::domain::scale::{Scale, ScoreRange};
+use crate::domain::scoring::{ItemOption, ItemScore, Orientation, item_score};
+use crate::llm::{ChatMessage, ChatModel, ChatRequest, ResponseSchema, Role};
+
+const OC_PROMPT: &str = include_str!("../../assets/prompts/option_conversion.txt");
+const DOC_PROMPT: &str = include_str!("../../assets/prompts/dimension_conversion.txt");
+
+/// Items per OC call.
+pub const MAX_ITEMS_PER_CALL: usize = 60;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Conversion {
+    /// OC: agreement with each item's statement.
+    Statement,
+    /// d-OC: position on the dimension.
+    Dimension,
+}
+
+/// One item's converted option and the score it gives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConvertedItem {
+    pub item_id: u32,
+    /// `None` when the judge never gave a usable reply for this item's call.
+    pub option: Option<ItemOption>,
+    pub score: Option<f64>,
+    pub refused: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConversionCall {
+    pub item_ids: Vec<u32>,
+    pub attempts: Vec<Attempt>,
+}
+
+/// The schema: one property per item id, each a whole option in range or "x".
+pub fn schema(ids: &[String], range: ScoreRange) -> Value {
+    let option = json!({"anyOf": [{"type": "integer", "minimum": range.min, "maximum": range.max}, {"enum": ["x"]}]});
+    let properties: serde_json::Map<String, Value> = ids.iter().map(|id| (id.clone(), option.clone())).collect();
+    json!({"type": "object", "properties": properties, "required": ids, "additionalProperties": false})
+}
+
+fn option_list(scale: &Scale) -> String {
+    scale
+        .options
+        .en
+        .iter()
+        .enumerate()
+        .map(|(i, o)| format!("{} = {o}", scale.range.min + i as i32))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn example(ids: &[String], range: ScoreRange) -> String {
+    let sample: serde_json::Map<String, Value> = ids
+        .iter()
+        .take(2)
+        .enumerate()
+        .map(|(i, id)| (id.clone(), if i == 0 { json!(range.max) } else { json!("x") }))
+        .collect();
+    Value::Object(sample).to_string()
+}
+
+/// OC messages for some items: the samples go as a JSON object keyed by item id.
+pub fn oc_messages(scale: &Scale, character: &str, exchanges: &[&Exchange]) -> Vec<ChatMessage> {
+    let ids: Vec<String> = exchanges.iter().map(|e| e.item_id.to_string()).collect();
+    let system = judge::fill(
+        OC_PROMPT,
+        &[
+            ("character", character),
+            ("scale_name", &scale.name),
+            ("scale_id", &scale.id),
+            ("options", &option_list(scale)),
+            ("example", &example(&ids, scale.range)),
+        ],
+    );
+    let samples: serde_json::Map<String, Value> = exchanges
+        .iter()
+        .map(|e| {
+            let statement = scale.item(e.item_id).map_or("", |i| i.statement.en.as_str());
+            (
+                e.item_id.to_string(),
+                json!({"statement": statement, "question": e.question, "response": e.response}),
+            )
+        })
+        .collect();
+    vec![
+        ChatMessage::system(system),
+        ChatMessage::user(serde_json::to_string_pretty(&Value::Object(samples)).unwrap_or_default()),
+    ]
+}
+
+/// d-OC messages for one dimension's items (anonymized).
+pub fn doc_messages(scale: &Scale, dimension: usize, masker: &Masker, exchanges: &[&Exchange]) -> Vec<ChatMessage> {
+    let d = &scale.dimensions[dimension];
+    let ids: Vec<String> = exchanges.iter().map(|e| e.item_id.to_string()).collect();
+    let (min, max) = (scale.range.min, scale.range.max);
+    let options: Vec<String> = (min..=max)
+        .map(|v| {
+            let label = if v == min {
+                format!("strongly {}", d.low.en)
+            } else if v == max {
+                format!("strongly {}", d.high.en)
+            } else if f64::from(v) == scale.range.midpoint() {
+                "neither".to_string()
+            } else if f64::from(v) < scale.range.midpoint() {
+                format!("somewhat {}", d.low.en)
+            } else {
+                format!("somewhat {}", d.high.en)
+            };
+            format!("{v} = {label}")
+        })
+        .collect();
+    let system = judge::fill(
+        DOC_PROMPT,
+        &[
+            ("scale_name", &scale.name),
+            ("scale_id", &scale.id),
+            ("participant", PARTICIPANT),
+            ("experimenter", EXPERIMENTER),
+            ("dimension", &d.name),
+            ("description", d.description.en.trim()),
+            ("options", &options.join("\n")),
+            ("example", &example(&ids, scale.range)),
+        ],
+    );
+    let samples: serde_json::Map<String, Value> = exchanges
+        .iter()
+        .map(|e| {
+            (
+                e.item_id.to_string(),
+                json!({"question": masker.mask(&e.question), "response": masker.mask(&e.response)}),
+            )
+        })
+        .collect();
+    vec![
+        ChatMessage::system(system),
+        ChatMessage::user(serde_json::to_string_pretty(&Value::Object(samples)).unwrap_or_default()),
+    ]
+}
+
+/// Converts exchanges with one judge call per group, scoring each item.
+pub async fn convert(
+    judge: &dyn ChatModel,
+    scale: &Scale,
+    groups: Vec<(Vec<ChatMessage>, Vec<u32>)>,
+    conversion: Conversion,
+    repeat: u32,
+    max_attempts: u32,
+) -> (Vec<ConvertedItem>, Vec<ConversionCall>) {
+    let mut items = Vec::new();
+    let mut calls = Vec::new();
+    for (messages, ids) in groups {
+        let keys: Vec<String> = ids.iter().map(u32::to_string).collect();
+        let mut request = ChatRequest::new(messages);
+        request.schema = Some(ResponseSchema {
+            name: "option_conversion".into(),
+            schema: schema(&keys, scale.range),
+            strict: true,
+        });
+        request.meta.role = Role::Judge;
+        request.meta.repeat = repeat;
+        request.meta.purpose = format!(
+            "{} {} {:?}",
+            if conversion == Conversion::Statement {
+                "OC"
+            } else {
+                "d-OC"
+            },
+            scale.id,
+            ids
+        );
+        let (result, attempts) = judge::ask(judge, &request, max_attempts, |reply| {
+            judge_json::options(&judge_json::extract(reply)?, &keys, scale.range)
+        })
+        .await;
+        let options: BTreeMap<String, ItemOption> = result.unwrap_or_default();
+        for id in &ids {
+            let option = options.get(&id.to_string()).copied();
+            let scored = option.and_then(|o| score(scale, *id, o, conversion));
+            items.push(ConvertedItem {
+                item_id: *id,
+                option,
+                score: scored.map(|s| s.value),
+                refused: scored.is_some_and(|s| s.refused),
+            });
+        }
+        calls.push(ConversionCall {
+            item_ids: ids,
+            attempts,
+        });
+    }
+    (items, calls)
+}
+
+/// The item score of a converted option (statement options follow keying; dimension options do not).
+pub fn score(scale: &Scale, item_id: u32, option: ItemOption, conversion: Conversion) -> Option<ItemScore> {
+    let keying = scale.item(item_id)?.keying()?;
+    let orientation = match conversion {
+        Conversion::Statement => Orientation::Statement,
+        Conversion::Dimension => Orientation::Dimension,
+    };
+    item_score(item_id, scale.range, keying, option, orientation).ok()
+}
+
+/// OC groups: questionnaire order, at most `MAX_ITEMS_PER_CALL` items per call.
+pub fn oc_groups(scale: &Scale, character: &str, exchanges: &[Exchange]) -> Vec<(Vec<ChatMessage>, Vec<u32>)> {
+    exchanges
+        .chunks(MAX_ITEMS_PER_CALL)
+        .map(|chunk| {
+            let refs: Vec<&Exchange> = chunk.iter().collect();
+            (
+                oc_messages(scale, character, &refs),
+                chunk.iter().map(|e| e.item_id).collect(),
+            )
+        })
+        .collect()
+}
+
+/// d-OC groups: one call per dimension.
+pub fn doc_groups(scale: &Scale, masker: &Masker, exchanges: &[Exchange]) -> Vec<(Vec<ChatMessage>, Vec<u32>)> {
+    (0..scale.dimensions.len())
+        .filter_map(|d| {
+            let refs: Vec<&Exchange> = exchanges
+                .iter()
+                .filter(|e| scale.item(e.item_id).and_then(|i| i.dimension()) == Some(d))
+                .collect();
+            (!refs.is_empty()).then(|| {
+                (
+                    doc_messages(scale, d, masker, &refs),
+                    refs.iter().map(|e| e.item_id).collect(),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Dimension scores from converted items (refusals count at the midpoint; items without a usable
+/// conversion leave their dimension unscored rather than guessed).
+pub fn dimension_scores(scale: &Scale, items: &[ConvertedItem]) -> Vec<Option<crate::domain::scoring::DimensionScore>> {
+    (0..scale.dimensions.len())
+        .map(|d| {
+            let mine: Vec<&ConvertedItem> = items
+                .iter()
+                .filter(|i| scale.item(i.item_id).and_then(|it| it.dimension()) == Some(d))
+                .collect();
+            if mine.iter().any(|i| i.score.is_none()) {
+                return None;
+            }
+            let scores: Vec<ItemScore> = mine
+                .iter()
+                .map(|i| ItemScore {
+                    value: i.score.unwrap_or(0.0),
+                    refused: i.refused,
+                })
+                .collect();
+            crate::domain::scoring::aggregate(scale, &scores)
+        })
+        .collect()
+}

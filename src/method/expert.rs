@@ -1,0 +1,256 @@
+//! Expert rating (ER): the judge reads a dimension's (question, answer) pairs and scores the dimension.
+//! ER_batch splits them into batches of 3–4 (one judge call each; the dimension score is the batch mean);
+//! ER_all sends them all in one call. Repeat n > 0 shuffles the pairs with seed n first.
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::anonymize::{EXPERIMENTER, Masker, PARTICIPANT};
+use super::judge::{self, Attempt};
+use super::judge_json;
+use crate::domain::scale::{Language, Scale};
+use crate::llm::{ChatMessage, ChatModel, ChatRequest, ResponseSchema, Role};
+
+const PROMPT: &str = include_str!("../../assets/prompts/expert_rating.txt");
+
+/// One interview exchange.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exchange {
+    pub item_id: u32,
+    pub question: String,
+    pub response: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Grouping {
+    /// Batches of 3–4 exchanges.
+    Batch,
+    /// All of a dimension's exchanges at once.
+    All,
+}
+
+/// How `n` exchanges are split into batches (indices): up to 5 go together; more are cut into fours and
+/// the last batch, if shorter than 3, takes the last exchange of the first batches until it has 3 — the
+/// InCharacter rule (9 → [0,1,2] [4,5,6] [8,3,7]).
+pub fn batches(n: usize) -> Vec<Vec<usize>> {
+    if n <= 5 {
+        return vec![(0..n).collect()];
+    }
+    let mut out: Vec<Vec<usize>> = (0..n).collect::<Vec<_>>().chunks(4).map(<[usize]>::to_vec).collect();
+    let last = out.len() - 1;
+    let missing = 3usize.saturating_sub(out[last].len());
+    for i in 0..missing {
+        let moved = out[i].pop().expect("earlier batches have four");
+        out[last].push(moved);
+    }
+    out
+}
+
+/// The order in which a repeat presents exchanges: as asked for repeat 0, shuffled with seed `repeat`
+/// otherwise (Fisher–Yates, SplitMix64).
+pub fn order(n: usize, repeat: u32) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..n).collect();
+    if repeat == 0 {
+        return idx;
+    }
+    let mut state = u64::from(repeat);
+    let mut next = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    for i in (1..n).rev() {
+        let j = (next() % (i as u64 + 1)) as usize;
+        idx.swap(i, j);
+    }
+    idx
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchRating {
+    pub item_ids: Vec<u32>,
+    /// `None` when the judge never gave a usable reply.
+    pub score: Option<f64>,
+    pub analysis: String,
+    pub attempts: Vec<Attempt>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DimensionRating {
+    /// Mean of the batch scores; `None` if any batch failed (the failure is visible, never filled in).
+    pub score: Option<f64>,
+    pub batches: Vec<BatchRating>,
+}
+
+/// The JSON Schema of an expert rating on `scale`.
+pub fn schema(scale: &Scale, dimension: usize) -> serde_json::Value {
+    let result = match &scale.dimensions[dimension].poles {
+        Some([a, b]) => json!({"type": "object", "properties": {
+            a: {"type": "number", "minimum": 0, "maximum": 100},
+            b: {"type": "number", "minimum": 0, "maximum": 100}},
+            "required": [a, b], "additionalProperties": false}),
+        None => json!({"type": "number", "minimum": scale.range.min, "maximum": scale.range.max}),
+    };
+    json!({"type": "object", "properties": {"analysis": {"type": "string"}, "result": result},
+           "required": ["analysis", "result"], "additionalProperties": false})
+}
+
+/// The judge's messages for one batch.
+pub fn messages(
+    scale: &Scale,
+    dimension: usize,
+    language: Language,
+    masker: &Masker,
+    exchanges: &[&Exchange],
+) -> Vec<ChatMessage> {
+    let d = &scale.dimensions[dimension];
+    let (rule, form) = match &d.poles {
+        Some([a, b]) => (
+            format!(
+                "Give the percentages of the two poles, {a} ({}) and {b} ({}), as two numbers that sum to 100.",
+                d.high.en, d.low.en
+            ),
+            format!("{{\"{a}\": <percent>, \"{b}\": <percent>}}"),
+        ),
+        None => {
+            let mid = scale.range.midpoint();
+            (
+                format!(
+                    "Rate on a scale from {min} to {max}: {min} means strongly {low}, {mid} means neither, {max} means strongly {high}. Decimals are allowed.",
+                    min = scale.range.min,
+                    max = scale.range.max,
+                    low = d.low.en,
+                    high = d.high.en
+                ),
+                format!("<a number from {} to {}>", scale.range.min, scale.range.max),
+            )
+        }
+    };
+    let language_name = match language {
+        Language::En => "English",
+        Language::Zh => "Chinese",
+    };
+    let system = judge::fill(
+        PROMPT,
+        &[
+            ("scale_name", &scale.name),
+            ("scale_id", &scale.id),
+            ("experimenter", EXPERIMENTER),
+            ("participant", PARTICIPANT),
+            ("dimension", &d.name),
+            ("description", d.description.en.trim()),
+            ("rule", &rule),
+            ("language", language_name),
+            ("result_form", &form),
+        ],
+    );
+    let mut conversation = String::new();
+    for (i, e) in exchanges.iter().enumerate() {
+        conversation.push_str(&format!(
+            "{}. {EXPERIMENTER}: 「{}」\n{PARTICIPANT}: 「{}」\n\n",
+            i + 1,
+            masker.mask(&e.question),
+            masker.mask(&e.response)
+        ));
+    }
+    vec![
+        ChatMessage::system(system),
+        ChatMessage::user(format!("The conversation:\n\n{}", conversation.trim_end())),
+    ]
+}
+
+/// Rates one dimension from its exchanges (in questionnaire order).
+#[allow(clippy::too_many_arguments)]
+pub async fn rate(
+    judge: &dyn ChatModel,
+    scale: &Scale,
+    dimension: usize,
+    language: Language,
+    masker: &Masker,
+    exchanges: &[Exchange],
+    grouping: Grouping,
+    repeat: u32,
+    max_attempts: u32,
+) -> DimensionRating {
+    let ordered: Vec<&Exchange> = order(exchanges.len(), repeat)
+        .into_iter()
+        .map(|i| &exchanges[i])
+        .collect();
+    let groups = match grouping {
+        Grouping::All => vec![(0..ordered.len()).collect()],
+        Grouping::Batch => batches(ordered.len()),
+    };
+    let poles = scale.dimensions[dimension].poles.clone();
+    let (min, max) = (f64::from(scale.range.min), f64::from(scale.range.max));
+    let mut out = Vec::new();
+    for group in groups {
+        let members: Vec<&Exchange> = group.iter().map(|&i| ordered[i]).collect();
+        let mut request = ChatRequest::new(messages(scale, dimension, language, masker, &members));
+        request.schema = Some(ResponseSchema {
+            name: "expert_rating".into(),
+            schema: schema(scale, dimension),
+            strict: true,
+        });
+        request.meta.role = Role::Judge;
+        request.meta.repeat = repeat;
+        request.meta.purpose = format!("ER {} {}", scale.id, scale.dimensions[dimension].name);
+        let (result, attempts) = judge::ask(judge, &request, max_attempts, |reply| {
+            let v = judge_json::extract(reply)?;
+            match &poles {
+                Some([a, b]) => judge_json::expert_poles(&v, [a.as_str(), b.as_str()]),
+                None => judge_json::expert_score(&v, min, max),
+            }
+        })
+        .await;
+        let (score, analysis) = match result {
+            Ok((s, a)) => (Some(s), a),
+            Err(_) => (None, String::new()),
+        };
+        out.push(BatchRating {
+            item_ids: members.iter().map(|e| e.item_id).collect(),
+            score,
+            analysis,
+            attempts,
+        });
+    }
+    let scores: Option<Vec<f64>> = out.iter().map(|b| b.score).collect();
+    let score = scores
+        .filter(|s| !s.is_empty())
+        .map(|s| s.iter().sum::<f64>() / s.len() as f64);
+    DimensionRating { score, batches: out }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_rule_matches_the_original() {
+        assert_eq!(batches(3), vec![vec![0, 1, 2]]);
+        assert_eq!(batches(5), vec![vec![0, 1, 2, 3, 4]]);
+        assert_eq!(batches(6), vec![vec![0, 1, 2], vec![4, 5, 3]]);
+        assert_eq!(batches(7), vec![vec![0, 1, 2, 3], vec![4, 5, 6]]);
+        assert_eq!(batches(8), vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
+        assert_eq!(batches(9), vec![vec![0, 1, 2], vec![4, 5, 6], vec![8, 3, 7]]);
+        assert_eq!(batches(10), vec![vec![0, 1, 2], vec![4, 5, 6, 7], vec![8, 9, 3]]);
+        for n in 6..=40 {
+            let b = batches(n);
+            assert!(b.iter().all(|x| (3..=4).contains(&x.len())), "{n}: {b:?}");
+            let mut all: Vec<usize> = b.concat();
+            all.sort();
+            assert_eq!(all, (0..n).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn repeats_shuffle_reproducibly() {
+        assert_eq!(order(5, 0), vec![0, 1, 2, 3, 4]);
+        assert_eq!(order(12, 1), order(12, 1));
+        assert_ne!(order(12, 1), order(12, 2));
+        let mut o = order(12, 3);
+        o.sort();
+        assert_eq!(o, (0..12).collect::<Vec<_>>());
+    }
+}

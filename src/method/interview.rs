@@ -1,0 +1,79 @@
+//! Interviewing a role-playing agent: every scored item is asked in a fresh context (no history), in the
+//! character's language, by the experimenter. `open` asks the item's open-ended question (for ER, OC and
+//! d-OC); `sr` presents the statement with the options and asks for the number only; `sr-cot` asks for
+//! reasons first and the number last.
+
+use serde::{Deserialize, Serialize};
+
+use super::expert::Exchange;
+use crate::domain::character::Character;
+use crate::domain::scale::{Item, Language, Scale};
+use crate::llm::{ChatModel, ChatRequest, LlmError, Role, complete};
+use crate::rpa::prompt::{self, RpaStyle};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueryStyle {
+    Open,
+    Sr,
+    SrCot,
+}
+
+/// What the character is asked for one item.
+pub fn query(character: &Character, scale: &Scale, item: &Item, style: QueryStyle) -> String {
+    let lang = character.language;
+    let statement = item.statement.get(lang);
+    let options: Vec<String> = scale
+        .options
+        .get(lang)
+        .iter()
+        .enumerate()
+        .map(|(i, o)| format!("{} = {o}", scale.range.min + i as i32))
+        .collect();
+    let stem = scale.self_report_stem.get(lang).replace("{statement}", statement);
+    match (style, lang) {
+        (QueryStyle::Open, _) => prompt::experimenter_line(character, item.question.get(lang)),
+        (QueryStyle::Sr, Language::En) => {
+            format!("{stem}\nOptions: {}.\nAnswer with the number only.", options.join("; "))
+        }
+        (QueryStyle::Sr, Language::Zh) => format!("{stem}\n选项：{}。\n请只回答一个数字。", options.join("；")),
+        (QueryStyle::SrCot, Language::En) => format!(
+            "{stem}\nOptions: {}.\nFirst explain your reasons in a few sentences, then give the number alone on the last line.",
+            options.join("; ")
+        ),
+        (QueryStyle::SrCot, Language::Zh) => {
+            format!(
+                "{stem}\n选项：{}。\n请先用几句话说明理由，最后一行只写一个数字。",
+                options.join("；")
+            )
+        }
+    }
+}
+
+/// Asks one item and returns the exchange (the question as the character saw it).
+pub async fn ask(
+    rpa: &dyn ChatModel,
+    character: &Character,
+    scale: &Scale,
+    item: &Item,
+    style: QueryStyle,
+    repeat: u32,
+    seed: u64,
+) -> Result<Exchange, LlmError> {
+    let text = query(character, scale, item, style);
+    let mut request = ChatRequest::new(prompt::messages(character, RpaStyle::Description, &text));
+    request.meta.role = Role::Rpa;
+    request.meta.repeat = repeat;
+    request.meta.purpose = format!("interview {} {} {}", character.id, scale.id, item.id);
+    request.sampling.seed = Some(seed);
+    let reply = complete(rpa, request).await?;
+    let question = match style {
+        QueryStyle::Open => item.question.get(character.language).clone(),
+        _ => text,
+    };
+    Ok(Exchange {
+        item_id: item.id,
+        question,
+        response: reply.text.trim().to_string(),
+    })
+}
