@@ -176,7 +176,7 @@ async fn bad_replies_are_re_asked_and_exhaustion_is_a_visible_failure() {
     assert_eq!(attempts.len(), 2);
     assert_eq!((attempts[0].temperature, attempts[1].temperature), (0.0, 0.2));
     assert!(attempts[0].error.as_deref().unwrap().contains("outside [1, 4]"));
-    let retry = &judge.seen.lock().unwrap()[1];
+    let retry = judge.seen.lock().unwrap()[1].clone();
     assert!(
         retry.messages.last().unwrap().content.contains("outside [1, 4]"),
         "the re-ask says what was wrong"
