@@ -123,6 +123,8 @@ struct Shared {
     max_in_flight: AtomicUsize,
     log: Mutex<Option<std::fs::File>>,
     seen: Mutex<Vec<Value>>,
+    /// The request count, for tests that wait until the server has seen enough.
+    count: tokio::sync::watch::Sender<u64>,
 }
 
 /// Keeps the in-flight count right however a response ends (finished, cut, or dropped by the client).
@@ -168,6 +170,7 @@ impl FakeServer {
             max_in_flight: AtomicUsize::new(0),
             log: Mutex::new(log),
             seen: Mutex::default(),
+            count: tokio::sync::watch::channel(0).0,
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -188,6 +191,12 @@ impl FakeServer {
 
     pub fn stats(&self) -> Stats {
         snapshot(&self.shared)
+    }
+
+    /// Resolves once the server has received at least `n` requests (no polling, no sleeping).
+    pub async fn wait_for_requests(&self, n: u64) {
+        let mut rx = self.shared.count.subscribe();
+        let _ = rx.wait_for(|&c| c >= n).await;
     }
 
     /// Every request body received, in arrival order.
@@ -252,7 +261,8 @@ fn error_response(status: StatusCode, message: &str, extra: &[(&str, &str)]) -> 
 
 async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     let guard = InFlight::enter(&shared);
-    shared.requests.fetch_add(1, Ordering::SeqCst);
+    let total = shared.requests.fetch_add(1, Ordering::SeqCst) + 1;
+    shared.count.send_replace(total);
     let config = &shared.config;
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         return error_response(StatusCode::BAD_REQUEST, "the body is not JSON", &[]);
@@ -550,6 +560,18 @@ fn generate(schema: &Value, rng: &mut Rng, depth: usize) -> Value {
     match kind {
         "object" => {
             let mut out = serde_json::Map::new();
+            // Two percentages (a 16Personalities rating of both poles) are made to sum to 100.
+            if let Some(props) = schema.get("properties").and_then(Value::as_object).filter(|p| {
+                p.len() == 2
+                    && p.values()
+                        .all(|v| v["type"] == "number" && v["minimum"] == 0 && v["maximum"] == 100)
+            }) {
+                let first = (rng.below(21) * 5) as f64;
+                let mut keys = props.keys();
+                out.insert(keys.next().cloned().unwrap_or_default(), json!(first));
+                out.insert(keys.next().cloned().unwrap_or_default(), json!(100.0 - first));
+                return Value::Object(out);
+            }
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
                 for (name, sub) in props {
                     out.insert(name.clone(), generate(sub, rng, depth + 1));

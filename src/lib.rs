@@ -5,10 +5,12 @@
 pub mod catalog;
 pub mod cli;
 pub mod domain;
+pub mod engine;
 pub mod fake_openai;
 pub mod llm;
 pub mod logging;
 pub mod method;
 pub mod paths;
 pub mod rpa;
+pub mod session;
 pub mod text;

@@ -6,6 +6,7 @@ mod llm_cmds;
 mod metrics_cmds;
 #[cfg(feature = "local-model")]
 mod model_cmds;
+mod run_cmds;
 mod table;
 
 use std::io::Write;
@@ -112,6 +113,57 @@ pub enum Command {
     Model {
         #[command(subcommand)]
         command: ModelCommand,
+    },
+    /// Interview characters with scales and assess them (a benchmark run, journaled as a session)
+    Run {
+        /// Character ids (comma-separated) or `all`
+        #[arg(long)]
+        characters: Option<String>,
+        /// Scale ids, comma-separated
+        #[arg(long)]
+        scales: Option<String>,
+        /// Methods, comma-separated: er-batch, er-all, oc, d-oc, sr, sr-cot
+        #[arg(long, default_value = "er-batch")]
+        methods: String,
+        #[arg(long, default_value_t = 1)]
+        repeats: u32,
+        /// Provider of the role-playing agent [default: the config's rpa role]
+        #[arg(long)]
+        rpa: Option<String>,
+        /// Provider of the judge [default: the config's judge role]
+        #[arg(long)]
+        judge: Option<String>,
+        /// Role-play prompt style
+        #[arg(long, default_value = "description")]
+        style: String,
+        /// Requests in flight across providers [default: the config's max_concurrency]
+        #[arg(long)]
+        concurrency: Option<usize>,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// A name for the session
+        #[arg(long)]
+        name: Option<String>,
+        /// Finish an interrupted session instead of starting one
+        #[arg(long)]
+        resume: Option<String>,
+        /// Print one JSON object at the end
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the sessions, oldest first
+    Sessions {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Export a session's interviews and assessments
+    Export {
+        id: String,
+        #[arg(long, default_value = "json")]
+        format: String,
+        /// Write here instead of stdout
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
     },
     /// Agreement between two raters (e.g. LLM vs human): correlations, QWK, right/close/wrong
     Agreement {
@@ -244,6 +296,46 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             metrics_cmds::metrics(&catalog, &scale, &predictions, labels.map(Into::into), json, out)
         }
         Command::Agreement { pairs, json } => metrics_cmds::agreement(&pairs, json, out),
+        Command::Run {
+            characters,
+            scales,
+            methods,
+            repeats,
+            rpa,
+            judge,
+            style,
+            concurrency,
+            seed,
+            name,
+            resume,
+            json,
+        } => {
+            if style != "description" {
+                return Err(input_error(format!(
+                    "style \"{style}\" is not available yet; this build interviews with `description`"
+                )));
+            }
+            let catalog = load_catalog(&mut std::io::stderr())?;
+            let args = run_cmds::RunArgs {
+                characters,
+                scales,
+                methods: Some(methods),
+                repeats,
+                rpa,
+                judge,
+                concurrency,
+                seed,
+                name,
+                resume,
+                json,
+            };
+            run_cmds::run(args, catalog, out)
+        }
+        Command::Sessions { json } => run_cmds::sessions(json, out),
+        Command::Export { id, format, output } => {
+            let catalog = load_catalog(&mut std::io::stderr())?;
+            run_cmds::export(&catalog, &id, &format, output.as_deref(), out)
+        }
         #[cfg(feature = "local-model")]
         Command::Bench {
             command: BenchCommand::Local { name, tokens, runs },

@@ -11,7 +11,7 @@ use crate::domain::scale::{Item, Language, Scale};
 use crate::llm::{ChatModel, ChatRequest, LlmError, Role, complete};
 use crate::rpa::prompt::{self, RpaStyle};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum QueryStyle {
     Open,

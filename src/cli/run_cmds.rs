@@ -1,0 +1,422 @@
+//! `run` (and `run --resume`), `sessions`, `export`: headless benchmark runs and their results.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::input_error;
+use super::table::{Table, num};
+use crate::catalog::Catalog;
+use crate::engine::{Done, Engine, Event, Method, RunPlan, results};
+use crate::llm::cache::Cache;
+use crate::llm::client::Shared;
+use crate::llm::{self, ChatModel, Role};
+use crate::rpa::prompt::RpaStyle;
+use crate::session::{self, Journal};
+use crate::text::terminal_safe as safe;
+
+pub struct RunArgs {
+    pub characters: Option<String>,
+    pub scales: Option<String>,
+    pub methods: Option<String>,
+    pub repeats: u32,
+    pub rpa: Option<String>,
+    pub judge: Option<String>,
+    pub concurrency: Option<usize>,
+    pub seed: u64,
+    pub name: Option<String>,
+    pub resume: Option<String>,
+    pub json: bool,
+}
+
+fn data_dir() -> anyhow::Result<PathBuf> {
+    crate::paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))
+}
+
+fn session_dir(id: &str) -> anyhow::Result<PathBuf> {
+    let dir = session::sessions_dir(&data_dir()?).join(id);
+    if id.contains('/') || id.contains("..") || !dir.join("journal.jsonl").is_file() {
+        return Err(input_error(format!(
+            "no session \"{}\" (`incharacter sessions` lists them)",
+            safe(id)
+        )));
+    }
+    Ok(dir)
+}
+
+fn load_events(dir: &Path) -> anyhow::Result<Vec<Event>> {
+    session::read(&dir.join("journal.jsonl")).map_err(|e| input_error(safe(&e)))
+}
+
+fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> anyhow::Result<RunPlan> {
+    let characters = match a.characters.as_deref() {
+        None => return Err(input_error("--characters is required (ids, or `all`)")),
+        Some("all") => catalog.characters.iter().map(|e| e.value.id.clone()).collect(),
+        Some(list) => list
+            .split(',')
+            .map(|n| {
+                catalog
+                    .character(n)
+                    .map(|c| c.id.clone())
+                    .ok_or_else(|| input_error(format!("unknown character \"{}\"", safe(n))))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?,
+    };
+    let scales = a
+        .scales
+        .as_deref()
+        .ok_or_else(|| input_error("--scales is required, e.g. BFI,16Personalities"))?
+        .split(',')
+        .map(|n| {
+            catalog
+                .scale(n)
+                .map(|s| s.id.clone())
+                .ok_or_else(|| input_error(format!("unknown scale \"{}\"", safe(n))))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let methods = a
+        .methods
+        .as_deref()
+        .unwrap_or("er-batch")
+        .split(',')
+        .map(|m| {
+            Method::parse(m).ok_or_else(|| {
+                input_error(format!(
+                    "unknown method \"{}\" (er-batch, er-all, oc, d-oc, sr, sr-cot)",
+                    safe(m)
+                ))
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let role = |explicit: &Option<String>, role: Role| -> anyhow::Result<String> {
+        match explicit {
+            Some(p) if config.provider(p).is_some() => Ok(p.clone()),
+            Some(p) => Err(input_error(format!(
+                "unknown provider \"{}\" (`incharacter providers` lists them)",
+                safe(p)
+            ))),
+            None => config
+                .roles
+                .get(&role)
+                .cloned()
+                .ok_or_else(|| input_error(format!("no provider for role {}", role.name()))),
+        }
+    };
+    Ok(RunPlan {
+        characters,
+        scales,
+        methods,
+        repeats: a.repeats.max(1),
+        rpa: role(&a.rpa, Role::Rpa)?,
+        judge: role(&a.judge, Role::Judge)?,
+        style: RpaStyle::Description,
+        seed: a.seed,
+        max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
+    })
+}
+
+pub fn run(args: RunArgs, catalog: Catalog, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let config = super::llm_cmds::load_config()?;
+    let data = data_dir()?;
+    let (id, dir, plan, prior) = match &args.resume {
+        Some(id) => {
+            let dir = session_dir(id)?;
+            let events = load_events(&dir)?;
+            let plan = events
+                .iter()
+                .find_map(|e| {
+                    if let Event::RunStarted { plan, .. } = e {
+                        Some(plan.clone())
+                    } else {
+                        None
+                    }
+                })
+                .ok_or_else(|| input_error(format!("session {} has no RunStarted event", safe(id))))?;
+            (id.clone(), dir, plan, events)
+        }
+        None => {
+            let plan = plan_from(&catalog, &config, &args)?;
+            let id = session::new_id(args.name.as_deref());
+            (id.clone(), session::sessions_dir(&data).join(&id), plan, Vec::new())
+        }
+    };
+    let shared = Shared::new(
+        args.concurrency.unwrap_or(config.max_concurrency),
+        Some(Cache::new(data.join("cache"))),
+        config.cache,
+        plan.seed,
+    );
+    let env = |k: &str| std::env::var(k).ok();
+    let connect = |name: &str| -> anyhow::Result<Arc<dyn ChatModel>> {
+        Ok(Arc::new(
+            llm::connect(&config, name, shared.clone(), &env, Some(&data)).map_err(|e| input_error(e.to_string()))?,
+        ))
+    };
+    let rpa = connect(&plan.rpa)?;
+    let judge = connect(&plan.judge)?;
+    let mut journal = Journal::open(&dir.join("journal.jsonl"))?;
+    if prior.is_empty() {
+        let providers = [("rpa".to_string(), rpa.info()), ("judge".to_string(), judge.info())]
+            .into_iter()
+            .collect();
+        journal.append(&Event::RunStarted {
+            session: id.clone(),
+            name: args.name.clone(),
+            created: session::now_rfc3339(),
+            app_version: env!("CARGO_PKG_VERSION").into(),
+            plan: plan.clone(),
+            providers,
+        })?;
+    } else {
+        journal.append(&Event::Resumed {
+            at: session::now_rfc3339(),
+        })?;
+    }
+    let done = Done::from_events(&prior);
+    let catalog = Arc::new(catalog);
+    let engine = Engine {
+        catalog: catalog.clone(),
+        rpa,
+        judge,
+    };
+    let total_items: usize = plan
+        .scales
+        .iter()
+        .filter_map(|s| catalog.scale(s))
+        .map(|s| s.scored_items().count())
+        .sum::<usize>()
+        * plan.characters.len()
+        * plan.repeats as usize
+        * plan
+            .methods
+            .iter()
+            .map(|m| m.query_style())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+    let live = std::io::stderr().is_terminal();
+    eprintln!(
+        "session {id}: {} character(s) × {} scale(s) × {} method(s) × {} repeat(s)",
+        plan.characters.len(),
+        plan.scales.len(),
+        plan.methods.len(),
+        plan.repeats
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let write_error = runtime.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let work = async {
+            engine.run(&plan, &done, &tx).await;
+            drop(tx);
+        };
+        let record = async {
+            let (mut answered, mut assessed, mut failed) = (done.answers.len(), 0usize, 0usize);
+            while let Some(event) = rx.recv().await {
+                journal.append(&event)?;
+                match &event {
+                    Event::ItemAnswered { .. } => answered += 1,
+                    Event::ItemFailed {
+                        character,
+                        scale,
+                        item_id,
+                        error,
+                        ..
+                    } => {
+                        failed += 1;
+                        eprintln!("\nitem failed: {character} {scale} {item_id}: {}", safe(error));
+                    }
+                    Event::DimensionAssessed(a) => {
+                        assessed += 1;
+                        if let Some(f) = &a.failure {
+                            eprintln!(
+                                "\nnot assessed: {} {} {} r{} {}: {}",
+                                a.character,
+                                a.scale,
+                                a.method.name(),
+                                a.repeat,
+                                a.dimension,
+                                safe(f)
+                            );
+                        }
+                    }
+                    _ => {}
+                }
+                let line = format!(
+                    "answered {answered}/{total_items} items, {failed} failed; {assessed} dimension assessments"
+                );
+                if live {
+                    eprint!("\r{line}");
+                } else if !matches!(event, Event::ItemAnswered { .. }) || answered % 20 == 0 {
+                    eprintln!("{line}");
+                }
+            }
+            if live {
+                eprintln!();
+            }
+            Ok::<_, std::io::Error>(())
+        };
+        let (_, recorded) = tokio::join!(work, record);
+        recorded.err()
+    });
+    if let Some(e) = write_error {
+        return Err(anyhow::anyhow!(
+            "cannot write the journal {}: {e}",
+            journal.path.display()
+        ));
+    }
+    journal.append(&Event::RunFinished {
+        status: "complete".into(),
+        at: session::now_rfc3339(),
+    })?;
+    let events = load_events(&dir)?;
+    session::write_atomic(&dir.join("results.json"), &results::export(&events, &catalog))?;
+    let summary = results::summary(&events, &catalog);
+    if args.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&json!({"session": id, "path": dir, "summary": summary}))?
+        )?;
+    } else {
+        write!(out, "{}", summary_table(&summary))?;
+        writeln!(out, "session {id}: {}", dir.display())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn summary_table(rows: &[results::SummaryRow]) -> String {
+    let mut t = Table::new(&[
+        "scale",
+        "method",
+        ">Acc_Dim",
+        ">Acc_Full",
+        ">MAE",
+        ">Std_Item",
+        ">Std_Dim",
+        ">Std_Score",
+        ">pairs",
+        ">excl",
+        ">refusals",
+        ">failed",
+    ]);
+    for r in rows {
+        t.row(vec![
+            r.scale.clone(),
+            r.method.clone(),
+            num(r.acc_dim),
+            num(r.acc_full),
+            num(r.mae),
+            num(r.std_item),
+            num(r.std_dim),
+            num(r.std_score),
+            r.count.to_string(),
+            r.excluded.to_string(),
+            r.refusals.to_string(),
+            r.failed_dimensions.to_string(),
+        ]);
+    }
+    t.render()
+}
+
+pub fn sessions(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let dir = session::sessions_dir(&data_dir()?);
+    let mut list = Vec::new();
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let Ok(events) = session::read::<Event>(&path.join("journal.jsonl")) else {
+            continue;
+        };
+        let Some((id, name, created)) = events.iter().find_map(|e| match e {
+            Event::RunStarted {
+                session, name, created, ..
+            } => Some((session.clone(), name.clone(), created.clone())),
+            _ => None,
+        }) else {
+            continue;
+        };
+        let finished = events.iter().rev().find_map(|e| match e {
+            Event::RunFinished { .. } => Some(true),
+            Event::Resumed { .. } => Some(false),
+            _ => None,
+        });
+        let status = if finished == Some(true) {
+            "complete"
+        } else {
+            "interrupted"
+        };
+        list.push(json!({"id": id, "name": name, "created": created, "status": status, "path": path}));
+    }
+    list.sort_by(|a, b| {
+        a["created"]
+            .as_str()
+            .cmp(&b["created"].as_str())
+            .then(a["id"].as_str().cmp(&b["id"].as_str()))
+    });
+    if json_output {
+        writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = Table::new(&["id", "name", "created", "status"]);
+    for s in &list {
+        t.row(vec![
+            safe(s["id"].as_str().unwrap_or("")),
+            safe(s["name"].as_str().unwrap_or("")),
+            s["created"].as_str().unwrap_or("").into(),
+            s["status"].as_str().unwrap_or("").into(),
+        ]);
+    }
+    write!(out, "{}", t.render())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn export(
+    catalog: &Catalog,
+    id: &str,
+    format: &str,
+    output: Option<&Path>,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let events = load_events(&session_dir(id)?)?;
+    let text = match format {
+        "json" => serde_json::to_string_pretty(&results::export(&events, catalog))?,
+        "csv" => results::csv(&events, catalog),
+        "md" => {
+            let summary = results::summary(&events, catalog);
+            let mut md = format!(
+                "# Session {id}\n\n| scale | method | Acc_Dim | Acc_Full | MAE | Std_Item | Std_Dim | Std_Score | refusals | failed |\n|---|---|---|---|---|---|---|---|---|---|\n"
+            );
+            for r in summary {
+                md.push_str(&format!(
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                    r.scale,
+                    r.method,
+                    num(r.acc_dim),
+                    num(r.acc_full),
+                    num(r.mae),
+                    num(r.std_item),
+                    num(r.std_dim),
+                    num(r.std_score),
+                    r.refusals,
+                    r.failed_dimensions
+                ));
+            }
+            md
+        }
+        other => {
+            return Err(input_error(format!(
+                "unknown format \"{}\" (json, csv, md)",
+                safe(other)
+            )));
+        }
+    };
+    match output {
+        Some(path) => {
+            std::fs::write(path, &text)?;
+            writeln!(out, "wrote {}", path.display())?;
+        }
+        None => write!(out, "{text}")?,
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,478 @@
+//! The engine: turns a `RunPlan` into model calls and emits `Event`s. It is the only place that
+//! schedules calls; all units (character × scale × repeat) run at once and the providers' limits decide
+//! how many requests are in flight. The open interview of a unit is shared by ER_batch, ER_all, OC and
+//! d-OC. Given what a journal already holds (`Done`), it asks and assesses only what is missing.
+
+pub mod results;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::catalog::Catalog;
+use crate::domain::character::Character;
+use crate::domain::scale::Scale;
+use crate::domain::scoring::ItemOption;
+use crate::llm::{ChatModel, ModelInfo};
+use crate::method::anonymize::Masker;
+use crate::method::convert::{self, Conversion, ConvertedItem};
+use crate::method::expert::{self, BatchRating, Exchange, Grouping};
+use crate::method::interview::{self, QueryStyle};
+use crate::method::judge_json;
+use crate::rpa::prompt::RpaStyle;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    ErBatch,
+    ErAll,
+    Oc,
+    DOc,
+    Sr,
+    SrCot,
+}
+
+impl Method {
+    pub const ALL: [Method; 6] = [
+        Method::ErBatch,
+        Method::ErAll,
+        Method::Oc,
+        Method::DOc,
+        Method::Sr,
+        Method::SrCot,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::ErBatch => "er-batch",
+            Method::ErAll => "er-all",
+            Method::Oc => "oc",
+            Method::DOc => "d-oc",
+            Method::Sr => "sr",
+            Method::SrCot => "sr-cot",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.name() == name.trim())
+    }
+
+    /// The interview a method reads.
+    pub fn query_style(self) -> QueryStyle {
+        match self {
+            Method::Sr => QueryStyle::Sr,
+            Method::SrCot => QueryStyle::SrCot,
+            _ => QueryStyle::Open,
+        }
+    }
+
+    /// Whether the method yields item-level options (and so item-level consistency).
+    pub fn item_level(self) -> bool {
+        !matches!(self, Method::ErBatch | Method::ErAll)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunPlan {
+    pub characters: Vec<String>,
+    pub scales: Vec<String>,
+    pub methods: Vec<Method>,
+    pub repeats: u32,
+    pub rpa: String,
+    pub judge: String,
+    pub style: RpaStyle,
+    pub seed: u64,
+    pub max_attempts: u32,
+}
+
+/// One dimension of one method's assessment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Assessment {
+    pub character: String,
+    pub scale: String,
+    pub method: Method,
+    pub repeat: u32,
+    pub dimension: String,
+    /// `None`: the dimension could not be assessed (a failed judge call or interview item); never guessed.
+    pub score: Option<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batches: Vec<BatchRating>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<ConvertedItem>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted {
+        session: String,
+        name: Option<String>,
+        created: String,
+        app_version: String,
+        plan: RunPlan,
+        providers: BTreeMap<String, ModelInfo>,
+    },
+    Resumed {
+        at: String,
+    },
+    ItemAnswered {
+        character: String,
+        scale: String,
+        repeat: u32,
+        style: QueryStyle,
+        item_id: u32,
+        question: String,
+        response: String,
+    },
+    ItemFailed {
+        character: String,
+        scale: String,
+        repeat: u32,
+        style: QueryStyle,
+        item_id: u32,
+        error: String,
+    },
+    DimensionAssessed(Assessment),
+    RunFinished {
+        status: String,
+        at: String,
+    },
+}
+
+type AnswerKey = (String, String, u32, QueryStyle, u32);
+type AssessmentKey = (String, String, Method, u32, String);
+
+/// What a journal already holds.
+#[derive(Debug, Default, Clone)]
+pub struct Done {
+    pub answers: BTreeMap<AnswerKey, Exchange>,
+    pub assessed: BTreeSet<AssessmentKey>,
+}
+
+impl Done {
+    pub fn from_events(events: &[Event]) -> Done {
+        let mut done = Done::default();
+        for e in events {
+            match e {
+                Event::ItemAnswered {
+                    character,
+                    scale,
+                    repeat,
+                    style,
+                    item_id,
+                    question,
+                    response,
+                } => {
+                    done.answers.insert(
+                        (character.clone(), scale.clone(), *repeat, *style, *item_id),
+                        Exchange {
+                            item_id: *item_id,
+                            question: question.clone(),
+                            response: response.clone(),
+                        },
+                    );
+                }
+                Event::DimensionAssessed(a) => {
+                    done.assessed.insert((
+                        a.character.clone(),
+                        a.scale.clone(),
+                        a.method,
+                        a.repeat,
+                        a.dimension.clone(),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        done
+    }
+}
+
+pub struct Engine {
+    pub catalog: Arc<Catalog>,
+    pub rpa: Arc<dyn ChatModel>,
+    pub judge: Arc<dyn ChatModel>,
+}
+
+impl Engine {
+    /// Runs the plan, skipping what `done` holds, and sends every new event to `sink`.
+    pub async fn run(&self, plan: &RunPlan, done: &Done, sink: &UnboundedSender<Event>) {
+        let mut units = Vec::new();
+        for character in &plan.characters {
+            for scale in &plan.scales {
+                for repeat in 0..plan.repeats.max(1) {
+                    units.push(self.unit(plan, done, sink, character, scale, repeat));
+                }
+            }
+        }
+        join_all(units).await;
+    }
+
+    async fn unit(
+        &self,
+        plan: &RunPlan,
+        done: &Done,
+        sink: &UnboundedSender<Event>,
+        character: &str,
+        scale: &str,
+        repeat: u32,
+    ) {
+        let (Some(c), Some(s)) = (self.catalog.character(character), self.catalog.scale(scale)) else {
+            return;
+        };
+        let styles: BTreeSet<QueryStyle> = plan.methods.iter().map(|m| m.query_style()).collect();
+        let mut interviews = BTreeMap::new();
+        for style in styles {
+            interviews.insert(style, self.interview(plan, done, sink, c, s, repeat, style).await);
+        }
+        let masker = Masker::new(&c.aliases, &c.experimenter);
+        let assessments = plan.methods.iter().map(|&method| {
+            let exchanges = &interviews[&method.query_style()];
+            self.assess(plan, done, sink, c, s, repeat, method, exchanges, &masker)
+        });
+        join_all(assessments).await;
+    }
+
+    /// All scored items of a scale in one style; `None` for items that failed.
+    #[allow(clippy::too_many_arguments)]
+    async fn interview(
+        &self,
+        plan: &RunPlan,
+        done: &Done,
+        sink: &UnboundedSender<Event>,
+        c: &Character,
+        s: &Scale,
+        repeat: u32,
+        style: QueryStyle,
+    ) -> Vec<(u32, Option<Exchange>)> {
+        let asks = s.scored_items().map(|item| async move {
+            let key = (c.id.clone(), s.id.clone(), repeat, style, item.id);
+            if let Some(e) = done.answers.get(&key) {
+                return (item.id, Some(e.clone()));
+            }
+            let seed = plan
+                .seed
+                .wrapping_add(u64::from(repeat) * 1_000_003)
+                .wrapping_add(u64::from(item.id));
+            match interview::ask(self.rpa.as_ref(), c, s, item, style, repeat, seed).await {
+                Ok(e) => {
+                    let _ = sink.send(Event::ItemAnswered {
+                        character: c.id.clone(),
+                        scale: s.id.clone(),
+                        repeat,
+                        style,
+                        item_id: item.id,
+                        question: e.question.clone(),
+                        response: e.response.clone(),
+                    });
+                    (item.id, Some(e))
+                }
+                Err(err) => {
+                    let _ = sink.send(Event::ItemFailed {
+                        character: c.id.clone(),
+                        scale: s.id.clone(),
+                        repeat,
+                        style,
+                        item_id: item.id,
+                        error: err.to_string(),
+                    });
+                    (item.id, None)
+                }
+            }
+        });
+        join_all(asks).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn assess(
+        &self,
+        plan: &RunPlan,
+        done: &Done,
+        sink: &UnboundedSender<Event>,
+        c: &Character,
+        s: &Scale,
+        repeat: u32,
+        method: Method,
+        answers: &[(u32, Option<Exchange>)],
+        masker: &Masker,
+    ) {
+        let pending: Vec<usize> = (0..s.dimensions.len())
+            .filter(|&d| {
+                !done
+                    .assessed
+                    .contains(&(c.id.clone(), s.id.clone(), method, repeat, s.dimensions[d].name.clone()))
+            })
+            .collect();
+        if pending.is_empty() {
+            return;
+        }
+        let emit = |dimension: usize,
+                    score: Option<f64>,
+                    batches: Vec<BatchRating>,
+                    items: Vec<ConvertedItem>,
+                    failure: Option<String>| {
+            let _ = sink.send(Event::DimensionAssessed(Assessment {
+                character: c.id.clone(),
+                scale: s.id.clone(),
+                method,
+                repeat,
+                dimension: s.dimensions[dimension].name.clone(),
+                score,
+                batches,
+                items,
+                failure,
+            }));
+        };
+        let of_dim = |d: usize| -> Result<Vec<Exchange>, String> {
+            let mine: Vec<&(u32, Option<Exchange>)> = answers
+                .iter()
+                .filter(|(id, _)| s.item(*id).and_then(|i| i.dimension()) == Some(d))
+                .collect();
+            let failed: Vec<u32> = mine.iter().filter(|(_, e)| e.is_none()).map(|(id, _)| *id).collect();
+            if !failed.is_empty() {
+                return Err(format!("interview items {failed:?} failed"));
+            }
+            Ok(mine.iter().filter_map(|(_, e)| e.clone()).collect())
+        };
+        match method {
+            Method::ErBatch | Method::ErAll => {
+                let grouping = if method == Method::ErBatch {
+                    Grouping::Batch
+                } else {
+                    Grouping::All
+                };
+                let rates = pending.iter().map(|&d| async move {
+                    match of_dim(d) {
+                        Err(why) => (d, None, Some(why)),
+                        Ok(ex) => {
+                            let r = expert::rate(
+                                self.judge.as_ref(),
+                                s,
+                                d,
+                                c.language,
+                                masker,
+                                &ex,
+                                grouping,
+                                repeat,
+                                plan.max_attempts,
+                            )
+                            .await;
+                            let failure = r
+                                .score
+                                .is_none()
+                                .then(|| "the judge gave no usable rating for a batch".to_string());
+                            (d, Some(r), failure)
+                        }
+                    }
+                });
+                for (d, rating, failure) in join_all(rates).await {
+                    match rating {
+                        Some(r) => emit(d, r.score, r.batches, Vec::new(), failure),
+                        None => emit(d, None, Vec::new(), Vec::new(), failure),
+                    }
+                }
+            }
+            Method::Oc | Method::DOc | Method::Sr | Method::SrCot => {
+                let usable: Vec<Exchange> = answers.iter().filter_map(|(_, e)| e.clone()).collect();
+                let items = match method {
+                    Method::Oc => {
+                        convert::convert(
+                            self.judge.as_ref(),
+                            s,
+                            convert::oc_groups(s, &c.name, &usable),
+                            Conversion::Statement,
+                            repeat,
+                            plan.max_attempts,
+                        )
+                        .await
+                        .0
+                    }
+                    Method::DOc => {
+                        convert::convert(
+                            self.judge.as_ref(),
+                            s,
+                            convert::doc_groups(s, masker, &usable),
+                            Conversion::Dimension,
+                            repeat,
+                            plan.max_attempts,
+                        )
+                        .await
+                        .0
+                    }
+                    _ => self.self_report(plan, c, s, repeat, method, &usable).await,
+                };
+                let scores = convert::dimension_scores(s, &items);
+                for &d in &pending {
+                    let mine: Vec<ConvertedItem> = items
+                        .iter()
+                        .filter(|i| s.item(i.item_id).and_then(|it| it.dimension()) == Some(d))
+                        .cloned()
+                        .collect();
+                    let failure = match of_dim(d) {
+                        Err(why) => Some(why),
+                        Ok(_) if scores[d].is_none() => Some("the judge gave no usable conversion".to_string()),
+                        Ok(_) => None,
+                    };
+                    let score = if failure.is_none() {
+                        scores[d].map(|x| x.value)
+                    } else {
+                        None
+                    };
+                    emit(d, score, Vec::new(), mine, failure);
+                }
+            }
+        }
+    }
+
+    /// Self-report options: a bare number is taken as is; anything else is converted by the judge.
+    async fn self_report(
+        &self,
+        plan: &RunPlan,
+        c: &Character,
+        s: &Scale,
+        repeat: u32,
+        method: Method,
+        answers: &[Exchange],
+    ) -> Vec<ConvertedItem> {
+        let mut items = Vec::new();
+        let mut unparsed = Vec::new();
+        for e in answers {
+            let bare = if method == Method::Sr {
+                judge_json::bare_option(&e.response, s.range)
+            } else {
+                None
+            };
+            match bare.and_then(|o| convert::score(s, e.item_id, o, Conversion::Statement).map(|sc| (o, sc))) {
+                Some((option, sc)) => items.push(ConvertedItem {
+                    item_id: e.item_id,
+                    option: Some(option),
+                    score: Some(sc.value),
+                    refused: option == ItemOption::Refused,
+                }),
+                None => unparsed.push(e.clone()),
+            }
+        }
+        if !unparsed.is_empty() {
+            let groups = convert::oc_groups(s, &c.name, &unparsed);
+            items.extend(
+                convert::convert(
+                    self.judge.as_ref(),
+                    s,
+                    groups,
+                    Conversion::Statement,
+                    repeat,
+                    plan.max_attempts,
+                )
+                .await
+                .0,
+            );
+        }
+        items.sort_by_key(|i| i.item_id);
+        items
+    }
+}

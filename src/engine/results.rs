@@ -1,0 +1,276 @@
+//! What a session's events add up to: the export JSON (interviews, assessments), the tidy CSV, and the
+//! Table-2-style summary per scale × method (alignment with the labels, consistency across repeats,
+//! refusals and failed dimensions). Everything is recomputed from the journal's events.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::{Assessment, Event, Method};
+use crate::catalog::Catalog;
+use crate::domain::character::{LabelSource, LabelType};
+use crate::domain::metrics::{self, AlignmentRow};
+use crate::domain::scoring::ItemOption;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryRow {
+    pub scale: String,
+    pub method: String,
+    pub acc_dim: Option<f64>,
+    pub acc_full: Option<f64>,
+    pub mae: Option<f64>,
+    pub std_item: Option<f64>,
+    pub std_dim: Option<f64>,
+    pub std_score: Option<f64>,
+    /// Scored (character, dimension) pairs and those left out as marginal.
+    pub count: usize,
+    pub excluded: usize,
+    pub refusals: usize,
+    pub failed_dimensions: usize,
+}
+
+/// The last assessment of every (character, scale, method, repeat, dimension).
+fn assessments(events: &[Event]) -> Vec<&Assessment> {
+    let mut latest: BTreeMap<(String, String, Method, u32, String), &Assessment> = BTreeMap::new();
+    for e in events {
+        if let Event::DimensionAssessed(a) = e {
+            latest.insert(
+                (
+                    a.character.clone(),
+                    a.scale.clone(),
+                    a.method,
+                    a.repeat,
+                    a.dimension.clone(),
+                ),
+                a,
+            );
+        }
+    }
+    latest.into_values().collect()
+}
+
+fn option_json(o: Option<ItemOption>) -> Value {
+    match o {
+        Some(ItemOption::Value(v)) => json!(v),
+        Some(ItemOption::Refused) => json!("x"),
+        None => Value::Null,
+    }
+}
+
+pub fn export(events: &[Event], catalog: &Catalog) -> Value {
+    let mut session = json!({});
+    let mut status = "incomplete".to_string();
+    for e in events {
+        match e {
+            Event::RunStarted {
+                session: id,
+                name,
+                created,
+                app_version,
+                plan,
+                providers,
+            } => {
+                session = json!({"id": id, "name": name, "created": created, "app_version": app_version,
+                                 "plan": plan, "providers": providers, "seed": plan.seed});
+            }
+            Event::RunFinished { status: s, .. } => status = s.clone(),
+            _ => {}
+        }
+    }
+    session["status"] = json!(status);
+    let mut interviews: BTreeMap<(String, String, u32, String), Vec<Value>> = BTreeMap::new();
+    for e in events {
+        if let Event::ItemAnswered {
+            character,
+            scale,
+            repeat,
+            style,
+            item_id,
+            question,
+            response,
+        } = e
+        {
+            let style = serde_json::to_value(style)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let dimension = catalog.scale(scale).and_then(|s| {
+                s.item(*item_id)
+                    .and_then(|i| i.dimension())
+                    .map(|d| s.dimensions[d].name.clone())
+            });
+            interviews
+                .entry((character.clone(), scale.clone(), *repeat, style))
+                .or_default()
+                .push(json!({"item_id": item_id, "dimension": dimension, "question": question, "response": response}));
+        }
+    }
+    let interviews: Vec<Value> = interviews
+        .into_iter()
+        .map(|((character, scale, repeat, style), mut items)| {
+            items.sort_by_key(|i| i["item_id"].as_u64());
+            json!({"character": character, "scale": scale, "repeat": repeat, "style": style, "items": items})
+        })
+        .collect();
+    let mut grouped: BTreeMap<(String, String, Method, u32), serde_json::Map<String, Value>> = BTreeMap::new();
+    for a in assessments(events) {
+        let mut dim = json!({"score": a.score});
+        if !a.batches.is_empty() {
+            dim["batches"] = json!(a.batches.iter().map(|b| json!({"item_ids": b.item_ids, "score": b.score, "analysis": b.analysis, "attempts": b.attempts})).collect::<Vec<_>>());
+        }
+        if !a.items.is_empty() {
+            dim["items"] = json!(a.items.iter().map(|i| json!({"item_id": i.item_id, "option": option_json(i.option), "score": i.score, "refused": i.refused})).collect::<Vec<_>>());
+        }
+        if let Some(f) = &a.failure {
+            dim["failure"] = json!(f);
+        }
+        grouped
+            .entry((a.character.clone(), a.scale.clone(), a.method, a.repeat))
+            .or_default()
+            .insert(a.dimension.clone(), dim);
+    }
+    let assessments: Vec<Value> = grouped
+        .into_iter()
+        .map(|((character, scale, method, repeat), dims)| {
+            json!({"character": character, "scale": scale, "method": method.name(), "repeat": repeat, "dimensions": dims})
+        })
+        .collect();
+    json!({"session": session, "interviews": interviews, "assessments": assessments})
+}
+
+/// Alignment inputs for one scale × method.
+fn rows(catalog: &Catalog, scale_id: &str, list: &[&Assessment]) -> Vec<AlignmentRow> {
+    list.iter()
+        .filter_map(|a| {
+            let c = catalog.character(&a.character)?;
+            let score = a.score?;
+            let exclusion = c.labels.exclusion_source(scale_id);
+            let label = *c.labels.get(exclusion, scale_id, &a.dimension)?;
+            Some(AlignmentRow {
+                character: a.character.clone(),
+                dimension: a.dimension.clone(),
+                repeat: a.repeat,
+                predicted: score,
+                label,
+                marginal: label.kind == LabelType::X,
+            })
+        })
+        .collect()
+}
+
+pub fn summary(events: &[Event], catalog: &Catalog) -> Vec<SummaryRow> {
+    let all = assessments(events);
+    let mut by: BTreeMap<(String, Method), Vec<&Assessment>> = BTreeMap::new();
+    for a in all {
+        by.entry((a.scale.clone(), a.method)).or_default().push(a);
+    }
+    let mut out = Vec::new();
+    for ((scale_id, method), list) in by {
+        let Some(scale) = catalog.scale(&scale_id) else {
+            continue;
+        };
+        let (min, max) = scale.dimension_range();
+        let order: Vec<String> = scale.dimensions.iter().map(|d| d.name.clone()).collect();
+        let alignment = metrics::alignment((min, max), &order, &rows(catalog, &scale_id, &list));
+        let repeats = list.iter().map(|a| a.repeat).max().map_or(0, |r| r + 1);
+        let item_span = scale.range.span();
+        let (mut per_item, mut per_dim_repeat, mut per_dim) = (
+            BTreeMap::<(String, u32), Vec<f64>>::new(),
+            Vec::<Vec<f64>>::new(),
+            BTreeMap::<(String, String), Vec<f64>>::new(),
+        );
+        for a in &list {
+            if let Some(s) = a.score {
+                per_dim
+                    .entry((a.character.clone(), a.dimension.clone()))
+                    .or_default()
+                    .push(s);
+            }
+            let scores: Vec<f64> = a.items.iter().filter_map(|i| i.score).collect();
+            if !scores.is_empty() {
+                per_dim_repeat.push(scores);
+            }
+            for i in &a.items {
+                if let Some(s) = i.score {
+                    per_item.entry((a.character.clone(), i.item_id)).or_default().push(s);
+                }
+            }
+        }
+        let several = repeats > 1;
+        out.push(SummaryRow {
+            scale: scale_id.clone(),
+            method: method.name().into(),
+            acc_dim: alignment.as_ref().map(|a| a.overall.acc_dim),
+            acc_full: alignment.as_ref().map(|a| a.overall.acc_full),
+            mae: alignment.as_ref().map(|a| a.overall.mae),
+            std_item: (several && method.item_level())
+                .then(|| metrics::std_item(per_item.values().map(Vec::as_slice), item_span))
+                .flatten(),
+            std_dim: method
+                .item_level()
+                .then(|| metrics::std_dim(per_dim_repeat.iter().map(Vec::as_slice), item_span))
+                .flatten(),
+            std_score: several
+                .then(|| metrics::std_score(per_dim.values().map(Vec::as_slice), max - min))
+                .flatten(),
+            count: alignment.as_ref().map_or(0, |a| a.overall.count),
+            excluded: alignment.as_ref().map_or(0, |a| a.overall.excluded),
+            refusals: list.iter().flat_map(|a| &a.items).filter(|i| i.refused).count(),
+            failed_dimensions: list.iter().filter(|a| a.score.is_none()).count(),
+        });
+    }
+    out
+}
+
+/// Tidy rows: `character,scale,method,repeat,dimension,score,label_pdb,label_annotation,pred_type,label_type,correct`.
+pub fn csv(events: &[Event], catalog: &Catalog) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record([
+        "character",
+        "scale",
+        "method",
+        "repeat",
+        "dimension",
+        "score",
+        "label_pdb",
+        "label_annotation",
+        "pred_type",
+        "label_type",
+        "correct",
+    ]);
+    for a in assessments(events) {
+        let (Some(c), Some(scale)) = (catalog.character(&a.character), catalog.scale(&a.scale)) else {
+            continue;
+        };
+        let label = |src| {
+            c.labels
+                .get(src, &a.scale, &a.dimension)
+                .map_or(String::new(), |l| l.score.map_or("X".into(), |s| s.to_string()))
+        };
+        let exclusion = c
+            .labels
+            .get(c.labels.exclusion_source(&a.scale), &a.scale, &a.dimension);
+        let (min, max) = scale.dimension_range();
+        let pred = a.score.map(|s| if s > (min + max) / 2.0 { "H" } else { "L" });
+        let label_type = exclusion.map(|l| format!("{:?}", l.kind)).unwrap_or_default();
+        let correct = match (pred, exclusion.map(|l| l.kind)) {
+            (Some(_), Some(LabelType::X)) | (None, _) | (_, None) => String::new(),
+            (Some(p), Some(k)) => (format!("{k:?}") == p).to_string(),
+        };
+        let _ = w.write_record([
+            a.character.clone(),
+            a.scale.clone(),
+            a.method.name().to_string(),
+            a.repeat.to_string(),
+            a.dimension.clone(),
+            a.score.map_or(String::new(), |s| s.to_string()),
+            label(LabelSource::Pdb),
+            label(LabelSource::Annotation),
+            pred.unwrap_or("").to_string(),
+            label_type,
+            correct,
+        ]);
+    }
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+}

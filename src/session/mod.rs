@@ -1,0 +1,182 @@
+//! Sessions on disk: `<data dir>/sessions/<id>/journal.jsonl`, an append-only log of engine events
+//! (one JSON object per line, flushed per event, so a crash or kill loses at most the line being
+//! written, and a torn last line is ignored on load), and `results.json`, written atomically when a
+//! run ends.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub fn sessions_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("sessions")
+}
+
+/// A new session id: creation time (UTC, sortable) plus a short random suffix.
+pub fn new_id(name: Option<&str>) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    let stamp = format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    );
+    let suffix = format!("{:04x}", (now.subsec_nanos() ^ std::process::id()) & 0xffff);
+    match name.map(slug).filter(|s| !s.is_empty()) {
+        Some(n) => format!("{stamp}-{n}-{suffix}"),
+        None => format!("{stamp}-{suffix}"),
+    }
+}
+
+fn slug(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    s.split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+        .chars()
+        .take(40)
+        .collect()
+}
+
+/// Days since 1970-01-01 → (year, month, day) (Howard Hinnant's algorithm).
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// RFC 3339 UTC timestamp of now.
+pub fn now_rfc3339() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let (y, m, d) = civil_from_days((now / 86_400) as i64);
+    let rem = now % 86_400;
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Appends records to a journal, one flushed line each.
+pub struct Journal {
+    file: File,
+    pub path: PathBuf,
+}
+
+impl Journal {
+    pub fn open(path: &Path) -> std::io::Result<Journal> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(Journal {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn append<T: Serialize>(&mut self, record: &T) -> std::io::Result<()> {
+        let mut line = serde_json::to_string(record)?;
+        line.push('\n');
+        // One write per line: an interrupted write can only tear the last line.
+        self.file.write_all(line.as_bytes())?;
+        self.file.flush()?;
+        Ok(())
+    }
+}
+
+/// Reads a journal. A damaged *last* line (a write cut short) is skipped; a damaged line elsewhere is
+/// an error naming it, since that is not what a crash leaves behind.
+pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, String> {
+    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let lines: Vec<String> = BufReader::new(file)
+        .split(b'\n')
+        .map(|l| l.map(|b| String::from_utf8_lossy(&b).into_owned()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    let last = lines.iter().rposition(|l| !l.trim().is_empty());
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(line) {
+            Ok(r) => out.push(r),
+            Err(_) if Some(i) == last => break,
+            Err(e) => return Err(format!("{}:{}:{}: {e}", path.display(), i + 1, e.column())),
+        }
+    }
+    Ok(out)
+}
+
+/// Writes `value` as pretty JSON to `path` atomically (temporary file + rename).
+pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    serde_json::to_writer_pretty(&mut tmp, value)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torn_last_line_is_ignored_but_damage_elsewhere_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let mut j = Journal::open(&path).unwrap();
+        j.append(&serde_json::json!({"a": 1})).unwrap();
+        j.append(&serde_json::json!({"a": 2})).unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"a\": 3, \"b\"")
+            .unwrap();
+        let records: Vec<serde_json::Value> = read(&path).unwrap();
+        assert_eq!(records.len(), 2);
+        std::fs::write(&path, "{\"a\": 1}\n{oops\n{\"a\": 2}\n").unwrap();
+        let e = read::<serde_json::Value>(&path).unwrap_err();
+        assert!(e.contains("j.jsonl:2:"), "{e}");
+    }
+
+    #[test]
+    fn dates_and_ids() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_786), (2026, 11, 29));
+        let id = new_id(Some("BFI vs 16P!"));
+        assert!(id.contains("-bfi-vs-16p-"), "{id}");
+    }
+}

@@ -1,0 +1,299 @@
+//! Whole runs through the real binary against the `fake-openai` instrument: every dimension score in
+//! the export is recomputed from the exported transcripts, batches, options and the scales' keying;
+//! a run killed with SIGKILL and resumed asks nothing twice and ends with the same results.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use incharacter::catalog::Catalog;
+use incharacter::fake_openai::{FakeConfig, FakeServer};
+use incharacter::method::expert;
+use serde_json::Value;
+
+fn write_config(dir: &Path, server: &FakeServer) -> std::path::PathBuf {
+    let path = dir.join("config.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[providers]]\nname = \"fake\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nretry_base_ms = 1\nmax_concurrency = 4\n\n[roles]\nrpa = \"fake\"\njudge = \"fake\"\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn command(config: &Path, data: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_incharacter"));
+    c.args(args)
+        .env("INCHARACTER_CONFIG", config)
+        .env("INCHARACTER_DATA_DIR", data);
+    c
+}
+
+const PLAN: &[&str] = &[
+    "run",
+    "--characters",
+    "hermione-en,zhongli-zh",
+    "--scales",
+    "BFI,16Personalities",
+    "--methods",
+    "er-batch,er-all,oc,d-oc,sr,sr-cot",
+    "--repeats",
+    "2",
+    "--seed",
+    "7",
+    "--json",
+];
+
+async fn run_plan(config: &Path, data: &Path, extra: &[&str]) -> Value {
+    let (config, data) = (config.to_path_buf(), data.to_path_buf());
+    let args: Vec<String> = PLAN.iter().chain(extra).map(|s| s.to_string()).collect();
+    let out = tokio::task::spawn_blocking(move || {
+        command(&config, &data, &args.iter().map(String::as_str).collect::<Vec<_>>())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn export(config: &Path, data: &Path, id: &str) -> Value {
+    let out = command(config, data, &["export", id, "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Recomputes every dimension score of an export.
+fn check_scores(export: &Value) {
+    let catalog = Catalog::bundled().unwrap();
+    let mut checked = 0;
+    for a in export["assessments"].as_array().unwrap() {
+        let scale = catalog.scale(a["scale"].as_str().unwrap()).unwrap();
+        let method = a["method"].as_str().unwrap();
+        for (dim, d) in a["dimensions"].as_object().unwrap() {
+            let index = scale.dimension_index(dim).unwrap();
+            let score = d["score"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{a}: {dim} has no score: {}", d["failure"]));
+            let expected = if method.starts_with("er-") {
+                let batches = d["batches"].as_array().unwrap();
+                let mut ids: Vec<u64> = batches
+                    .iter()
+                    .flat_map(|b| b["item_ids"].as_array().unwrap().iter().map(|i| i.as_u64().unwrap()))
+                    .collect();
+                ids.sort();
+                let want: Vec<u64> = scale.items_of(index).map(|i| u64::from(i.id)).collect();
+                assert_eq!(ids, want, "{method} {dim}: batches cover the dimension's items once");
+                let mut sizes: Vec<usize> = batches
+                    .iter()
+                    .map(|b| b["item_ids"].as_array().unwrap().len())
+                    .collect();
+                let mut rule: Vec<usize> = if method == "er-batch" {
+                    expert::batches(want.len()).iter().map(Vec::len).collect()
+                } else {
+                    vec![want.len()]
+                };
+                sizes.sort();
+                rule.sort();
+                assert_eq!(sizes, rule, "{method} {dim}: batch rule");
+                batches.iter().map(|b| b["score"].as_f64().unwrap()).sum::<f64>() / batches.len() as f64
+            } else {
+                let items = d["items"].as_array().unwrap();
+                let (min, max) = (f64::from(scale.range.min), f64::from(scale.range.max));
+                let scores: Vec<f64> = items
+                    .iter()
+                    .map(|i| {
+                        let item = scale.item(i["item_id"].as_u64().unwrap() as u32).unwrap();
+                        let value = match &i["option"] {
+                            Value::String(x) if x == "x" => {
+                                assert_eq!(i["refused"], true);
+                                (min + max) / 2.0
+                            }
+                            o => {
+                                let o = o.as_f64().unwrap();
+                                let flip = method != "d-oc" && !item.keying().unwrap().is_positive();
+                                if flip { min + max - o } else { o }
+                            }
+                        };
+                        assert!(
+                            (i["score"].as_f64().unwrap() - value).abs() < 1e-9,
+                            "{method} item {}",
+                            i["item_id"]
+                        );
+                        value
+                    })
+                    .collect();
+                let mean = scores.iter().sum::<f64>() / scores.len() as f64;
+                if scale.is_pole_percent() {
+                    (mean - min) / (max - min) * 100.0
+                } else {
+                    mean
+                }
+            };
+            assert!((score - expected).abs() < 1e-3, "{method} {dim}: {score} vs {expected}");
+            checked += 1;
+        }
+    }
+    // 2 characters × 2 repeats × 6 methods × (5 + 4) dimensions.
+    assert_eq!(checked, 2 * 2 * 6 * 9);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_run_exports_scores_that_recompute_from_its_transcripts() {
+    let server = FakeServer::start(FakeConfig {
+        split_events: true,
+        seed: 3,
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &server);
+    let data = dir.path().join("data");
+    let summary = run_plan(&config, &data, &[]).await;
+    let id = summary["session"].as_str().unwrap().to_string();
+    assert_eq!(summary["summary"].as_array().unwrap().len(), 12, "2 scales × 6 methods");
+    let exported = export(&config, &data, &id);
+    check_scores(&exported);
+    assert_eq!(exported["session"]["status"], "complete");
+    assert_eq!(exported["session"]["providers"]["judge"]["model"], "fake-model");
+    let interviews = exported["interviews"].as_array().unwrap();
+    assert_eq!(
+        interviews.len(),
+        2 * 2 * 2 * 3,
+        "characters × scales × repeats × styles"
+    );
+    let csv = String::from_utf8(
+        command(&config, &data, &["export", &id, "--format", "csv"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(csv.starts_with(
+        "character,scale,method,repeat,dimension,score,label_pdb,label_annotation,pred_type,label_type,correct\n"
+    ));
+    assert_eq!(csv.lines().count(), 1 + 2 * 2 * 6 * 9);
+    let sessions: Value = serde_json::from_slice(
+        &command(&config, &data, &["sessions", "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(sessions[0]["id"], id.as_str());
+    assert_eq!(sessions[0]["status"], "complete");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_run_resumes_without_asking_twice_and_ends_the_same() {
+    // The reference: the same plan, uninterrupted, on its own server and data dir.
+    let reference_server = FakeServer::start(FakeConfig {
+        seed: 9,
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let reference_dir = tempfile::tempdir().unwrap();
+    let reference_config = write_config(reference_dir.path(), &reference_server);
+    let reference_data = reference_dir.path().join("data");
+    let id = run_plan(&reference_config, &reference_data, &[]).await["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let reference = export(&reference_config, &reference_data, &id);
+
+    // The interrupted run: a slower server, killed after a few hundred requests.
+    let server = FakeServer::start(FakeConfig {
+        seed: 9,
+        tokens_per_s: 2000.0,
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &server);
+    let data = dir.path().join("data");
+    let mut child = command(&config, &data, PLAN)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    server.wait_for_requests(300).await;
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let sessions = std::fs::read_dir(data.join("sessions"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect::<Vec<_>>();
+    assert_eq!(sessions.len(), 1);
+    let journal = std::fs::read_to_string(sessions[0].join("journal.jsonl")).unwrap();
+    let answered_before: Vec<Value> = journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "item_answered")
+        .collect();
+    assert!(
+        !answered_before.is_empty() && !journal.contains("run_finished"),
+        "killed mid-run"
+    );
+    let requests_before = server.stats().requests as usize;
+
+    let id = sessions[0].file_name().unwrap().to_string_lossy().to_string();
+    let resumed = run_plan(&config, &data, &["--resume", &id]).await;
+    assert_eq!(resumed["session"], id.as_str());
+    // Nothing answered before the kill reached the server again.
+    let after: Vec<Value> = server.requests()[requests_before..].to_vec();
+    for e in &answered_before {
+        let question = e["question"].as_str().unwrap();
+        let asked_again = after.iter().any(|r| {
+            r["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["role"] == "user" && m["content"].as_str().unwrap().contains(question))
+                && r["messages"][0]["content"].as_str().unwrap().starts_with("You are")
+                && r.get("response_format").is_none()
+        });
+        assert!(!asked_again, "asked twice: {question}");
+    }
+    let mut finished = export(&config, &data, &id);
+    let mut reference = reference;
+    for v in [&mut finished, &mut reference] {
+        v.as_object_mut().unwrap().remove("session");
+        // Attempt records say whether a reply came from the cache, which differs after a resume.
+        strip(v, "attempts");
+    }
+    assert_eq!(finished, reference, "the resumed results equal an uninterrupted run's");
+}
+
+fn strip(v: &mut Value, key: &str) {
+    match v {
+        Value::Object(m) => {
+            m.remove(key);
+            m.values_mut().for_each(|x| strip(x, key));
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| strip(x, key)),
+        _ => {}
+    }
+}
+
+#[test]
+fn unknown_ids_are_input_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = command(
+        &dir.path().join("none.toml"),
+        dir.path(),
+        &["run", "--characters", "nobody", "--scales", "BFI"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown character \"nobody\""));
+}
