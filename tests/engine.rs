@@ -299,3 +299,77 @@ fn unknown_ids_are_input_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown character \"nobody\""));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_imported_chatharuhi_character_is_interviewed_with_its_classic_scenes() {
+    let server = FakeServer::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &server);
+    let data = dir.path().join("data");
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chatharuhi/Wren");
+    let out = command(&config, &data, &["import", "chatharuhi", folder.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.starts_with("wren-en\n") && stdout.contains("(4 chunks)"),
+        "{stdout}"
+    );
+    let shown: Value = serde_json::from_slice(
+        &command(&config, &data, &["characters", "show", "wren", "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(shown["experimenter"], "Mara");
+
+    let (c, d) = (config.clone(), data.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        command(
+            &c,
+            &d,
+            &[
+                "run",
+                "--characters",
+                "wren-en",
+                "--scales",
+                "GSE",
+                "--methods",
+                "er-all",
+                "--style",
+                "chatharuhi",
+                "--json",
+            ],
+        )
+        .output()
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let exported = export(&config, &data, &id);
+    let items = exported["interviews"][0]["items"].as_array().unwrap();
+    assert!(
+        items.iter().any(|i| !i["retrieved"].as_array().unwrap().is_empty()),
+        "some prompts carried memories"
+    );
+    let with_scenes = server
+        .requests()
+        .iter()
+        .filter(|r| {
+            r["messages"].as_array().unwrap().iter().any(|m| {
+                m["content"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("Classic scenes for the role Wren")
+            })
+        })
+        .count();
+    assert!(with_scenes > 0);
+}

@@ -151,6 +151,11 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Import a character from another role-playing project into the data dir
+    Import {
+        #[command(subcommand)]
+        command: ImportCommand,
+    },
     /// List the sessions, oldest first
     Sessions {
         #[arg(long)]
@@ -173,6 +178,26 @@ pub enum Command {
         /// Print JSON instead of a table
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// A ChatHaruhi character folder: system_prompt.txt + texts/*.txt (lines `Name:「…」`)
+    Chatharuhi {
+        folder: PathBuf,
+        /// The character's name as it speaks in the texts [default: the folder name]
+        #[arg(long)]
+        name: Option<String>,
+        /// Who interviews it [default: the character it talks with most]
+        #[arg(long)]
+        experimenter: Option<String>,
+        /// en or zh [default: detected from the texts]
+        #[arg(long)]
+        language: Option<String>,
+        /// Character id [default: name-language]
+        #[arg(long)]
+        id: Option<String>,
     },
 }
 
@@ -310,11 +335,11 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             resume,
             json,
         } => {
-            if style != "description" {
-                return Err(input_error(format!(
-                    "style \"{style}\" is not available yet; this build interviews with `description`"
-                )));
-            }
+            let style = crate::rpa::prompt::RpaStyle::parse(&style).ok_or_else(|| {
+                input_error(format!(
+                    "style \"{style}\" is not available; this build has description and chatharuhi"
+                ))
+            })?;
             let catalog = load_catalog(&mut std::io::stderr())?;
             let args = run_cmds::RunArgs {
                 characters,
@@ -327,11 +352,48 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 seed,
                 name,
                 resume,
+                style,
                 json,
             };
             run_cmds::run(args, catalog, out)
         }
         Command::Sessions { json } => run_cmds::sessions(json, out),
+        Command::Import {
+            command:
+                ImportCommand::Chatharuhi {
+                    folder,
+                    name,
+                    experimenter,
+                    language,
+                    id,
+                },
+        } => {
+            let catalog = load_catalog(&mut std::io::stderr())?;
+            let data = paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
+            let options = crate::rpa::import::Options {
+                id,
+                name,
+                experimenter,
+                language,
+            };
+            let imported = crate::rpa::import::chatharuhi_folder(
+                &folder,
+                &data,
+                &options,
+                |s| catalog.scale(s),
+                |c| catalog.character(c),
+            )
+            .map_err(|e| input_error(crate::text::terminal_safe(&e)))?;
+            writeln!(
+                out,
+                "{}\n  character: {}\n  memories:  {} ({} chunks)",
+                imported.id,
+                imported.character_file.display(),
+                imported.memories_file.display(),
+                imported.memories
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Export { id, format, output } => {
             let catalog = load_catalog(&mut std::io::stderr())?;
             run_cmds::export(&catalog, &id, &format, output.as_deref(), out)

@@ -29,6 +29,7 @@ pub struct RunArgs {
     pub seed: u64,
     pub name: Option<String>,
     pub resume: Option<String>,
+    pub style: RpaStyle,
     pub json: bool,
 }
 
@@ -112,7 +113,7 @@ fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> an
         repeats: a.repeats.max(1),
         rpa: role(&a.rpa, Role::Rpa)?,
         judge: role(&a.judge, Role::Judge)?,
-        style: RpaStyle::Description,
+        style: a.style,
         seed: a.seed,
         max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
     })
@@ -177,10 +178,23 @@ pub fn run(args: RunArgs, catalog: Catalog, out: &mut dyn Write) -> anyhow::Resu
     }
     let done = Done::from_events(&prior);
     let catalog = Arc::new(catalog);
+    let mut memories = std::collections::BTreeMap::new();
+    for id in &plan.characters {
+        match crate::rpa::memories::Memories::load(&data, id).map_err(|e| input_error(safe(&e)))? {
+            Some(m) => {
+                memories.insert(id.clone(), Arc::new(m));
+            }
+            None if plan.style == RpaStyle::Chatharuhi => eprintln!(
+                "note: {id} has no memories (import it with `incharacter import chatharuhi`): no classic scenes in its prompts"
+            ),
+            None => {}
+        }
+    }
     let engine = Engine {
         catalog: catalog.clone(),
         rpa,
         judge,
+        memories,
     };
     let total_items: usize = plan
         .scales

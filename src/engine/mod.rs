@@ -22,6 +22,7 @@ use crate::method::convert::{self, Conversion, ConvertedItem};
 use crate::method::expert::{self, BatchRating, Exchange, Grouping};
 use crate::method::interview::{self, QueryStyle};
 use crate::method::judge_json;
+use crate::rpa::memories::Memories;
 use crate::rpa::prompt::RpaStyle;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -128,6 +129,9 @@ pub enum Event {
         item_id: u32,
         question: String,
         response: String,
+        /// Memories retrieved into the prompt (chatharuhi style), by index.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        retrieved: Vec<usize>,
     },
     ItemFailed {
         character: String,
@@ -167,6 +171,7 @@ impl Done {
                     item_id,
                     question,
                     response,
+                    ..
                 } => {
                     done.answers.insert(
                         (character.clone(), scale.clone(), *repeat, *style, *item_id),
@@ -197,6 +202,8 @@ pub struct Engine {
     pub catalog: Arc<Catalog>,
     pub rpa: Arc<dyn ChatModel>,
     pub judge: Arc<dyn ChatModel>,
+    /// Memories of the characters that have them (for the chatharuhi style).
+    pub memories: BTreeMap<String, Arc<Memories>>,
 }
 
 impl Engine {
@@ -259,8 +266,9 @@ impl Engine {
                 .seed
                 .wrapping_add(u64::from(repeat) * 1_000_003)
                 .wrapping_add(u64::from(item.id));
-            match interview::ask(self.rpa.as_ref(), c, s, item, style, repeat, seed).await {
-                Ok(e) => {
+            let memories = self.memories.get(&c.id).map(Arc::as_ref);
+            match interview::ask(self.rpa.as_ref(), c, s, item, style, plan.style, memories, repeat, seed).await {
+                Ok((e, retrieved)) => {
                     let _ = sink.send(Event::ItemAnswered {
                         character: c.id.clone(),
                         scale: s.id.clone(),
@@ -269,6 +277,7 @@ impl Engine {
                         item_id: item.id,
                         question: e.question.clone(),
                         response: e.response.clone(),
+                        retrieved,
                     });
                     (item.id, Some(e))
                 }

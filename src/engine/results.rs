@@ -89,6 +89,7 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
             item_id,
             question,
             response,
+            retrieved,
         } = e
         {
             let style = serde_json::to_value(style)
@@ -103,7 +104,7 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
             interviews
                 .entry((character.clone(), scale.clone(), *repeat, style))
                 .or_default()
-                .push(json!({"item_id": item_id, "dimension": dimension, "question": question, "response": response}));
+                .push(json!({"item_id": item_id, "dimension": dimension, "question": question, "response": response, "retrieved": retrieved}));
         }
     }
     let interviews: Vec<Value> = interviews

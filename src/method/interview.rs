@@ -9,6 +9,7 @@ use super::expert::Exchange;
 use crate::domain::character::Character;
 use crate::domain::scale::{Item, Language, Scale};
 use crate::llm::{ChatModel, ChatRequest, LlmError, Role, complete};
+use crate::rpa::memories::Memories;
 use crate::rpa::prompt::{self, RpaStyle};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -50,18 +51,29 @@ pub fn query(character: &Character, scale: &Scale, item: &Item, style: QueryStyl
     }
 }
 
-/// Asks one item and returns the exchange (the question as the character saw it).
+/// Asks one item and returns the exchange (the question as the character saw it) and the indices of
+/// the memories retrieved for it.
+#[allow(clippy::too_many_arguments)]
 pub async fn ask(
     rpa: &dyn ChatModel,
     character: &Character,
     scale: &Scale,
     item: &Item,
     style: QueryStyle,
+    rpa_style: RpaStyle,
+    memories: Option<&Memories>,
     repeat: u32,
     seed: u64,
-) -> Result<Exchange, LlmError> {
+) -> Result<(Exchange, Vec<usize>), LlmError> {
     let text = query(character, scale, item, style);
-    let mut request = ChatRequest::new(prompt::messages(character, RpaStyle::Description, &text));
+    let assembled = prompt::assemble(
+        character,
+        rpa_style,
+        memories,
+        item.question.get(character.language),
+        &text,
+    );
+    let mut request = ChatRequest::new(assembled.messages);
     request.meta.role = Role::Rpa;
     request.meta.repeat = repeat;
     request.meta.purpose = format!("interview {} {} {}", character.id, scale.id, item.id);
@@ -71,9 +83,12 @@ pub async fn ask(
         QueryStyle::Open => item.question.get(character.language).clone(),
         _ => text,
     };
-    Ok(Exchange {
-        item_id: item.id,
-        question,
-        response: reply.text.trim().to_string(),
-    })
+    Ok((
+        Exchange {
+            item_id: item.id,
+            question,
+            response: reply.text.trim().to_string(),
+        },
+        assembled.retrieved,
+    ))
 }

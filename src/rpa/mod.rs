@@ -1,3 +1,6 @@
-//! How a character becomes a role-playing agent: the messages sent to the RPA model.
+//! How a character becomes a role-playing agent: prompt assembly, memory retrieval, and importers.
 
+pub mod import;
+pub mod memories;
 pub mod prompt;
+pub mod retrieval;
