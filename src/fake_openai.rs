@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::domain::rng::SplitMix64;
+
 /// A fault the server can inject instead of (or in the middle of) a normal reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -239,10 +241,7 @@ fn digest(text: &str) -> String {
 
 fn unit(hex: &str, salt: u64) -> f64 {
     let x = u64::from_str_radix(&hex[..16], 16).unwrap_or(0) ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    SplitMix64(x).unit()
 }
 
 fn error_response(status: StatusCode, message: &str, extra: &[(&str, &str)]) -> Response {
@@ -487,7 +486,7 @@ fn reply_for(config: &FakeConfig, request: &Value, key: &str) -> String {
     if let Some(rule) = config.script.iter().find(|r| last_user.contains(&r.contains)) {
         return rule.reply.clone();
     }
-    let mut rng = Rng(u64::from_str_radix(&key[..16], 16).unwrap_or(0) ^ config.seed);
+    let mut rng = SplitMix64(u64::from_str_radix(&key[..16], 16).unwrap_or(0) ^ config.seed);
     if let Some(schema) = request.pointer("/response_format/json_schema/schema") {
         return generate(schema, &mut rng, 0).to_string();
     }
@@ -512,23 +511,8 @@ fn reply_for(config: &FakeConfig, request: &Value, key: &str) -> String {
         .join(if chinese { "" } else { " " })
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// A value that conforms to `schema` (objects, arrays, numbers with minimum/maximum, enums, anyOf).
-fn generate(schema: &Value, rng: &mut Rng, depth: usize) -> Value {
+fn generate(schema: &Value, rng: &mut SplitMix64, depth: usize) -> Value {
     if depth > 8 {
         return Value::Null;
     }
@@ -615,7 +599,7 @@ mod tests {
             "required": ["analysis", "result", "ratio"],
         });
         for seed in 0..200 {
-            let v = generate(&schema, &mut Rng(seed), 0);
+            let v = generate(&schema, &mut SplitMix64(seed), 0);
             assert!(v["analysis"].is_string());
             let r = &v["result"];
             assert!(r == "x" || (1..=7).contains(&r.as_i64().unwrap()), "{v}");

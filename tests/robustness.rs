@@ -4,23 +4,8 @@
 use incharacter::catalog::Catalog;
 use incharacter::domain::character::Character;
 use incharacter::domain::diagnostic::Source;
+use incharacter::domain::rng::SplitMix64;
 use incharacter::domain::scale::Scale;
-
-/// A small deterministic generator (SplitMix64) so failures reproduce from the printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 const NASTY: &[&str] = &[
     "\"",
@@ -45,7 +30,7 @@ const NASTY: &[&str] = &[
     "range = [-2147483648, 2147483647]",
 ];
 
-fn damage(text: &str, rng: &mut Rng) -> String {
+fn damage(text: &str, rng: &mut SplitMix64) -> String {
     let mut bytes = text.as_bytes().to_vec();
     for _ in 0..1 + rng.below(4) {
         let at = rng.below(bytes.len() + 1);
@@ -78,7 +63,7 @@ fn damaged_files_never_panic() {
     let characters = ["hermione-en", "zhongli-zh"]
         .map(|id| std::fs::read_to_string(root.join(format!("assets/characters/{id}.toml"))).unwrap());
     for seed in 0..3000u64 {
-        let mut rng = Rng(seed);
+        let mut rng = SplitMix64(seed);
         let (text, is_scale) = if seed % 2 == 0 {
             (damage(&scales[rng.below(scales.len())], &mut rng), true)
         } else {

@@ -3,6 +3,7 @@
 pub mod character;
 pub mod diagnostic;
 pub mod metrics;
+pub mod rng;
 pub mod scale;
 pub mod scoring;
 pub mod stats;

@@ -25,6 +25,7 @@ use tokenizers::pre_tokenizers::sequence::Sequence;
 use super::client::{AttemptError, Finished, Transport};
 use super::constrain::{self, Matcher};
 use super::{ChatRequest, LlmError, ModelInfo, Speaker, Usage};
+use crate::domain::rng::SplitMix64;
 
 /// A model the workbench knows how to fetch.
 pub struct KnownModel {
@@ -513,7 +514,7 @@ impl LocalModel {
                 .iter()
                 .fold(17u64, |h, &t| h.wrapping_mul(31).wrapping_add(u64::from(t)))
         });
-        let mut rng = SplitMix(seed);
+        let mut rng = SplitMix64(seed);
         let mut weights = self.weights.lock().unwrap_or_else(|p| p.into_inner());
         let device = Device::Cpu;
         let run = |w: &mut Weights, ids: &[u32], pos: usize| -> Result<Vec<f32>, AttemptError> {
@@ -595,18 +596,6 @@ impl LocalModel {
     }
 }
 
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn unit(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// Picks the next token among those `allowed`: the most likely one at temperature 0, else a draw from
 /// the softmax restricted to allowed tokens and to the top-p nucleus. Candidates are examined from the
 /// most likely down, so the constraint is asked about few tokens per step.
@@ -614,7 +603,7 @@ fn sample(
     logits: &[f32],
     temperature: f32,
     top_p: f32,
-    rng: &mut SplitMix,
+    rng: &mut SplitMix64,
     allowed: impl Fn(u32) -> bool,
 ) -> Option<u32> {
     let mut order: Vec<u32> = (0..logits.len() as u32).collect();
@@ -746,7 +735,7 @@ mod tests {
     #[test]
     fn greedy_sampling_respects_the_allowed_set() {
         let logits = vec![0.1, 3.0, 2.0, -1.0];
-        let mut rng = SplitMix(1);
+        let mut rng = SplitMix64(1);
         assert_eq!(sample(&logits, 0.0, 1.0, &mut rng, |_| true), Some(1));
         assert_eq!(sample(&logits, 0.0, 1.0, &mut rng, |id| id != 1), Some(2));
         assert_eq!(sample(&logits, 0.0, 1.0, &mut rng, |_| false), None);

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
+use crate::domain::rng::SplitMix64;
+
 /// A `Retry-After` longer than this is treated as this (a run must not stall for hours on one header).
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -48,20 +50,9 @@ impl Backoff {
             .base
             .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
             .min(MAX_BACKOFF);
-        let jitter = 0.5 + 0.5 * unit(splitmix(self.seed ^ key ^ u64::from(attempt).wrapping_mul(0x9E37_79B9)));
+        let jitter = 0.5 + 0.5 * SplitMix64(self.seed ^ key ^ u64::from(attempt).wrapping_mul(0x9E37_79B9)).unit();
         exp.mul_f64(jitter)
     }
-}
-
-fn splitmix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-fn unit(x: u64) -> f64 {
-    (x >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// Requests in flight: at most `global` across the workbench and at most the provider's own limit.

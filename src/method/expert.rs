@@ -8,6 +8,7 @@ use serde_json::json;
 use super::anonymize::{EXPERIMENTER, Masker, PARTICIPANT};
 use super::judge::{self, Attempt};
 use super::judge_json;
+use crate::domain::rng::SplitMix64;
 use crate::domain::scale::{Language, Scale};
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, ResponseSchema, Role};
 
@@ -53,16 +54,9 @@ pub fn order(n: usize, repeat: u32) -> Vec<usize> {
     if repeat == 0 {
         return idx;
     }
-    let mut state = u64::from(repeat);
-    let mut next = || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
+    let mut rng = SplitMix64(u64::from(repeat));
     for i in (1..n).rev() {
-        let j = (next() % (i as u64 + 1)) as usize;
+        let j = rng.below(i + 1);
         idx.swap(i, j);
     }
     idx
