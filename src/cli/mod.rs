@@ -161,6 +161,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Summary tables of sessions, recomputed from their journals, side by side (e.g. two judges)
+    Report {
+        #[arg(required = true)]
+        ids: Vec<String>,
+        #[arg(long, default_value = "md")]
+        format: String,
+    },
     /// Export a session's interviews and assessments
     Export {
         id: String,
@@ -393,6 +400,10 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 imported.memories
             )?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Report { ids, format } => {
+            let catalog = load_catalog(&mut std::io::stderr())?;
+            run_cmds::report(&catalog, &ids, &format, out)
         }
         Command::Export { id, format, output } => {
             let catalog = load_catalog(&mut std::io::stderr())?;

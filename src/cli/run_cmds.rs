@@ -434,3 +434,65 @@ pub fn export(
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// Summary tables of one or more sessions, recomputed from their journals, side by side.
+pub fn report(catalog: &Catalog, ids: &[String], format: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let mut sessions = Vec::new();
+    for id in ids {
+        let events = load_events(&session_dir(id)?)?;
+        let providers = events.iter().find_map(|e| match e {
+            Event::RunStarted { providers, .. } => Some(providers.clone()),
+            _ => None,
+        });
+        let label = |role: &str| {
+            providers
+                .as_ref()
+                .and_then(|p| p.get(role))
+                .map_or("?".to_string(), |m| m.model.clone())
+        };
+        sessions.push((
+            id.clone(),
+            label("rpa"),
+            label("judge"),
+            results::summary(&events, catalog),
+        ));
+    }
+    match format {
+        "json" => {
+            let list: Vec<_> = sessions
+                .iter()
+                .map(|(id, rpa, judge, summary)| json!({"session": id, "rpa": rpa, "judge": judge, "summary": summary}))
+                .collect();
+            writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
+        }
+        "md" => {
+            writeln!(
+                out,
+                "| session | rpa | judge | scale | method | Acc_Dim | Acc_Full | MAE | Std_Item | Std_Dim | Std_Score | refusals | failed |"
+            )?;
+            writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
+            for (id, rpa, judge, summary) in &sessions {
+                for r in summary {
+                    writeln!(
+                        out,
+                        "| {id} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                        safe(rpa),
+                        safe(judge),
+                        r.scale,
+                        r.method,
+                        num(r.acc_dim),
+                        num(r.acc_full),
+                        num(r.mae),
+                        num(r.std_item),
+                        num(r.std_dim),
+                        num(r.std_score),
+                        r.refusals,
+                        r.failed_dimensions
+                    )?;
+                }
+            }
+        }
+        other => return Err(input_error(format!("unknown format \"{}\" (md, json)", safe(other)))),
+    }
+    Ok(ExitCode::SUCCESS)
+}
