@@ -179,6 +179,16 @@ async fn a_full_run_exports_scores_that_recompute_from_its_transcripts() {
         "character,scale,method,repeat,dimension,score,label_pdb,label_annotation,pred_type,label_type,correct\n"
     ));
     assert_eq!(csv.lines().count(), 1 + 2 * 2 * 6 * 9);
+    let report = String::from_utf8(command(&config, &data, &["report", &id, &id]).output().unwrap().stdout).unwrap();
+    assert_eq!(
+        report.lines().count(),
+        2 + 2 * 12,
+        "a header, a rule, 12 rows per session:\n{report}"
+    );
+    assert!(
+        report.contains("| fake-model | fake-model | BFI | er-batch |"),
+        "{report}"
+    );
     let sessions: Value = serde_json::from_slice(
         &command(&config, &data, &["sessions", "--json"])
             .output()
