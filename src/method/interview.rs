@@ -20,6 +20,9 @@ pub enum QueryStyle {
     SrCot,
 }
 
+/// The longest answer a character may give to one question, in tokens.
+pub const MAX_ANSWER_TOKENS: u32 = 300;
+
 /// What the character is asked for one item.
 pub fn query(character: &Character, scale: &Scale, item: &Item, style: QueryStyle) -> String {
     let lang = character.language;
@@ -78,6 +81,8 @@ pub async fn ask(
     request.meta.repeat = repeat;
     request.meta.purpose = format!("interview {} {} {}", character.id, scale.id, item.id);
     request.sampling.seed = Some(seed);
+    // An interview answer is a few sentences; the cap keeps a rambling model from running on.
+    request.sampling.max_tokens = Some(MAX_ANSWER_TOKENS);
     let reply = complete(rpa, request).await?;
     let question = match style {
         QueryStyle::Open => item.question.get(character.language).clone(),
