@@ -397,26 +397,9 @@ pub fn export(
         "json" => serde_json::to_string_pretty(&results::export(&events, catalog))?,
         "csv" => results::csv(&events, catalog),
         "md" => {
-            let summary = results::summary(&events, catalog);
-            let mut md = format!(
-                "# Session {id}\n\n| scale | method | Acc_Dim | Acc_Full | MAE | Std_Item | Std_Dim | Std_Score | refusals | failed |\n|---|---|---|---|---|---|---|---|---|---|\n"
-            );
-            for r in summary {
-                md.push_str(&format!(
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                    r.scale,
-                    r.method,
-                    num(r.acc_dim),
-                    num(r.acc_full),
-                    num(r.mae),
-                    num(r.std_item),
-                    num(r.std_dim),
-                    num(r.std_score),
-                    r.refusals,
-                    r.failed_dimensions
-                ));
-            }
-            md
+            let mut md = Vec::new();
+            report(catalog, &[id.to_string()], "md", &mut md)?;
+            format!("# Session {id}\n\n{}", String::from_utf8_lossy(&md))
         }
         other => {
             return Err(input_error(format!(
