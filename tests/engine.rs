@@ -382,4 +382,37 @@ async fn an_imported_chatharuhi_character_is_interviewed_with_its_classic_scenes
         })
         .count();
     assert!(with_scenes > 0);
+
+    // rolegpt: the role's instruction, then dialogue pairs replayed as earlier turns.
+    let (c, d) = (config.clone(), data.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        command(
+            &c,
+            &d,
+            &[
+                "run",
+                "--characters",
+                "wren-en",
+                "--scales",
+                "GSE",
+                "--methods",
+                "er-all",
+                "--style",
+                "rolegpt",
+                "--json",
+            ],
+        )
+        .output()
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let replayed = server.requests().iter().any(|r| {
+        let m = r["messages"].as_array().unwrap();
+        m[0]["content"].as_str().unwrap().contains("Speak like Wren")
+            && m.iter()
+                .any(|x| x["role"] == "assistant" && x["content"].as_str().unwrap().contains("puffins"))
+    });
+    assert!(replayed, "a rolegpt prompt replays Wren's own lines as assistant turns");
 }

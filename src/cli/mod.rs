@@ -344,7 +344,7 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         } => {
             let style = crate::rpa::prompt::RpaStyle::parse(&style).ok_or_else(|| {
                 input_error(format!(
-                    "style \"{style}\" is not available; this build has description and chatharuhi"
+                    "style \"{style}\" is not available; this build has description, chatharuhi and rolegpt"
                 ))
             })?;
             let catalog = load_catalog(&mut std::io::stderr())?;

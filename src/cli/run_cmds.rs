@@ -180,11 +180,17 @@ pub fn run(args: RunArgs, catalog: Catalog, out: &mut dyn Write) -> anyhow::Resu
     let catalog = Arc::new(catalog);
     let mut memories = std::collections::BTreeMap::new();
     for id in &plan.characters {
-        match crate::rpa::memories::Memories::load(&data, id).map_err(|e| input_error(safe(&e)))? {
+        match crate::rpa::memories::Memories::load(
+            &data,
+            id,
+            &catalog.character(id).map_or(String::new(), |c| c.name.clone()),
+        )
+        .map_err(|e| input_error(safe(&e)))?
+        {
             Some(m) => {
                 memories.insert(id.clone(), Arc::new(m));
             }
-            None if plan.style == RpaStyle::Chatharuhi => eprintln!(
+            None if plan.style != RpaStyle::Description => eprintln!(
                 "note: {id} has no memories (import it with `incharacter import chatharuhi`): no classic scenes in its prompts"
             ),
             None => {}

@@ -1,6 +1,9 @@
 //! Prompt assembly for the role-playing agent, one isolated exchange at a time (no history).
 //! `description`: the character's description as the system prompt, then the experimenter's line.
-//! `chatharuhi`: the same, with one user message of "classic scenes" in between — the memories most
+//! `rolegpt`: a system instruction with the role's name, work, description and catchphrases ("speak
+//! like …"), then the five dialogue pairs from its memories most relevant to the question (BM25),
+//! replayed as earlier user/assistant turns, then the experimenter's line.
+//! `chatharuhi`: the description, with one user message of "classic scenes" in between — the memories most
 //! relevant to the question (BM25), separated by `###`, at most 19 and within a 1,500-token budget
 //! (approximated: one token per CJK character, 1.3 per other word). What was retrieved is returned so
 //! the exact prompt can be inspected.
@@ -21,6 +24,7 @@ pub const SNIPPET_BUDGET: usize = 1500;
 pub enum RpaStyle {
     Description,
     Chatharuhi,
+    Rolegpt,
 }
 
 impl RpaStyle {
@@ -28,6 +32,7 @@ impl RpaStyle {
         match name {
             "description" => Some(RpaStyle::Description),
             "chatharuhi" => Some(RpaStyle::Chatharuhi),
+            "rolegpt" => Some(RpaStyle::Rolegpt),
             _ => None,
         }
     }
@@ -38,7 +43,45 @@ pub fn experimenter_line(character: &Character, text: &str) -> String {
     format!("{}:「{}」", character.experimenter, text)
 }
 
-/// The messages sent, and which memories (by index) were retrieved for them.
+/// Dialogue pairs replayed by the rolegpt style.
+pub const ROLEGPT_PAIRS: usize = 5;
+
+/// The RoleGPT system instruction: name, work, description, catchphrases, and "speak like".
+fn rolegpt_instruction(character: &Character) -> String {
+    let phrases = character
+        .catchphrases
+        .iter()
+        .map(|p| format!("“{p}”"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    match character.language {
+        Language::En => format!(
+            "You are {name}, from {work}.\n{description}\n{catch}Speak like {name}: use {name}'s tone, manner and vocabulary, and stay in character.",
+            name = character.name,
+            work = character.work,
+            description = character.description.trim(),
+            catch = if phrases.is_empty() {
+                String::new()
+            } else {
+                format!("Your catchphrases: {phrases}\n")
+            },
+        ),
+        Language::Zh => format!(
+            "你是{name}，出自{work}。\n{description}\n{catch}请像{name}一样说话：使用{name}的语气、方式和词汇，始终保持角色。",
+            name = character.name,
+            work = character.work,
+            description = character.description.trim(),
+            catch = if phrases.is_empty() {
+                String::new()
+            } else {
+                format!("你的口头禅：{phrases}\n")
+            },
+        ),
+    }
+}
+
+/// The messages sent, and which memories (by index) were retrieved for them: memory chunks for
+/// chatharuhi, dialogue pairs for rolegpt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Assembled {
     pub messages: Vec<ChatMessage>,
@@ -53,8 +96,21 @@ pub fn assemble(
     query: &str,
     user_turn: &str,
 ) -> Assembled {
-    let mut messages = vec![ChatMessage::system(character.description.trim())];
     let mut retrieved = Vec::new();
+    if style == RpaStyle::Rolegpt {
+        let mut messages = vec![ChatMessage::system(rolegpt_instruction(character))];
+        if let Some(m) = memories {
+            for (i, _) in m.pair_index.search(query, ROLEGPT_PAIRS) {
+                let (q, a) = &m.pairs[i];
+                messages.push(ChatMessage::user(q.clone()));
+                messages.push(ChatMessage::assistant(a.clone()));
+                retrieved.push(i);
+            }
+        }
+        messages.push(ChatMessage::user(user_turn));
+        return Assembled { messages, retrieved };
+    }
+    let mut messages = vec![ChatMessage::system(character.description.trim())];
     if let (RpaStyle::Chatharuhi, Some(m)) = (style, memories) {
         let mut used = 0;
         let mut snippets = Vec::new();
