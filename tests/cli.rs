@@ -322,3 +322,118 @@ fn bad_prediction_rows_are_located() {
         assert!(stderr.contains(&format!("p{i}.csv{want}")), "case {i}: {stderr}");
     }
 }
+
+#[test]
+fn imports_write_characters_and_scales_that_the_catalog_loads() {
+    let data = tempfile::tempdir().unwrap();
+    let import = fixtures().join("import");
+    let arg = |name: &str| import.join(name).to_string_lossy().into_owned();
+
+    let out = run_in(
+        data.path(),
+        &[
+            "import",
+            "chatharuhi",
+            &arg("ake.jsonl"),
+            "--name",
+            "阿珂",
+            "--id",
+            "ake",
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ake = json_of(&run_in(data.path(), &["characters", "show", "ake", "--json"]));
+    assert_eq!(
+        (ake["language"].as_str(), ake["experimenter"].as_str()),
+        (Some("zh"), Some("船长"))
+    );
+    assert!(ake["description"].as_str().unwrap().contains("守塔人"));
+
+    let out = run_in(
+        data.path(),
+        &[
+            "import",
+            "rolebench",
+            "--desc",
+            &arg("desc.json"),
+            "--profiles",
+            &arg("profiles-eng-Wren Ashby.jsonl"),
+            "--role",
+            "Wren Ashby",
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(3 chunks)"));
+    let wren = json_of(&run_in(data.path(), &["characters", "show", "wren-ashby-en", "--json"]));
+    assert_eq!(wren["experimenter"], "Captain Hale");
+
+    let out = run_in(data.path(), &["import", "scale", &arg("tide_incharacter.json")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tide = json_of(&run_in(data.path(), &["scales", "show", "Tide", "--json"]));
+    assert_eq!(tide["options"]["zh"], serde_json::json!(["不同意", "中立", "同意"]));
+    assert_eq!(tide["items"][1]["keying"], "negative");
+    assert_eq!(tide["items"][2]["question"]["zh"], "你种东西吗？");
+
+    // The same questionnaire from PsychoBench: same keying, generic questions, marked as filled.
+    let out = run_in(
+        data.path(),
+        &[
+            "import",
+            "scale",
+            "--format",
+            "psychobench",
+            "--name",
+            "Tide",
+            &arg("tide_psychobench.json"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "Tide exists already");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
+    let out = run_in(
+        data.path(),
+        &[
+            "import",
+            "scale",
+            "--format",
+            "psychobench",
+            "--name",
+            "Tide",
+            "--id",
+            "Tide-pb",
+            &arg("tide_psychobench.json"),
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("interview questions (generic)"));
+    let pb = json_of(&run_in(data.path(), &["scales", "show", "Tide-pb", "--json"]));
+    for (a, b) in tide["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(pb["items"].as_array().unwrap())
+    {
+        assert_eq!((&a["dimension"], &a["keying"]), (&b["dimension"], &b["keying"]));
+    }
+    assert_eq!(pb["range"], tide["range"]);
+
+    let out = run_in(
+        data.path(),
+        &[
+            "import",
+            "scale",
+            "--format",
+            "psychobench",
+            "--name",
+            "Broken",
+            &arg("tide_psychobench.json"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no categories"));
+    let mut written: Vec<String> = std::fs::read_dir(data.path().join("scales"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    assert_eq!(written, ["Tide-pb.toml", "Tide.toml"], "failed imports write nothing");
+}

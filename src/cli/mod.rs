@@ -2,6 +2,7 @@
 //! Exit codes: 0 success, 1 failure of the machine (I/O), 2 invalid input (bad file, unknown id).
 
 mod catalog_cmds;
+mod import_cmds;
 mod llm_cmds;
 mod metrics_cmds;
 #[cfg(feature = "local-model")]
@@ -190,22 +191,60 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum ImportCommand {
-    /// A ChatHaruhi character folder: system_prompt.txt + texts/*.txt (lines `Name:「…」`)
+    /// A ChatHaruhi character: a folder (system_prompt.txt + texts/*.txt, lines `Name:「…」`) or a jsonl
+    /// export (rows with `text` or base64 `enc_text`, and a `system_prompt` row)
     Chatharuhi {
-        folder: PathBuf,
-        /// The character's name as it speaks in the texts [default: the folder name]
+        /// The folder or the .jsonl file
+        path: PathBuf,
+        #[command(flatten)]
+        character: CharacterImportArgs,
+    },
+    /// A RoleBench role: its description in desc.json and its dialogues in profiles-*.jsonl
+    Rolebench {
+        /// desc.json (role → description)
+        #[arg(long)]
+        desc: PathBuf,
+        /// profiles-*.jsonl (rows act_id, diag_id, role, content)
+        #[arg(long)]
+        profiles: PathBuf,
+        /// The role's key in desc.json
+        #[arg(long)]
+        role: String,
+        #[command(flatten)]
+        character: CharacterImportArgs,
+    },
+    /// A questionnaire: InCharacter `questionnaires/<NAME>.json` or PsychoBench `questionnaires.json`
+    Scale {
+        file: PathBuf,
+        /// incharacter or psychobench
+        #[arg(long, default_value = "incharacter")]
+        format: String,
+        /// Which questionnaire of a PsychoBench file
         #[arg(long)]
         name: Option<String>,
-        /// Who interviews it [default: the character it talks with most]
-        #[arg(long)]
-        experimenter: Option<String>,
-        /// en or zh [default: detected from the texts]
-        #[arg(long)]
-        language: Option<String>,
-        /// Character id [default: name-language]
+        /// Scale id [default: the questionnaire's name]
         #[arg(long)]
         id: Option<String>,
+        /// Overwrite a scale that already has this id
+        #[arg(long)]
+        replace: bool,
     },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CharacterImportArgs {
+    /// The character's name as it speaks in the dialogues [default: folder/file name or role]
+    #[arg(long)]
+    name: Option<String>,
+    /// Who interviews it [default: the one it talks with most]
+    #[arg(long)]
+    experimenter: Option<String>,
+    /// en or zh [default: detected from the dialogues]
+    #[arg(long)]
+    language: Option<String>,
+    /// Character id [default: name-language]
+    #[arg(long)]
+    id: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -365,41 +404,10 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             run_cmds::run(args, catalog, out)
         }
         Command::Sessions { json } => run_cmds::sessions(json, out),
-        Command::Import {
-            command:
-                ImportCommand::Chatharuhi {
-                    folder,
-                    name,
-                    experimenter,
-                    language,
-                    id,
-                },
-        } => {
+        Command::Import { command } => {
             let catalog = load_catalog(&mut std::io::stderr())?;
             let data = paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
-            let options = crate::rpa::import::Options {
-                id,
-                name,
-                experimenter,
-                language,
-            };
-            let imported = crate::rpa::import::chatharuhi_folder(
-                &folder,
-                &data,
-                &options,
-                |s| catalog.scale(s),
-                |c| catalog.character(c),
-            )
-            .map_err(|e| input_error(crate::text::terminal_safe(&e)))?;
-            writeln!(
-                out,
-                "{}\n  character: {}\n  memories:  {} ({} chunks)",
-                imported.id,
-                imported.character_file.display(),
-                imported.memories_file.display(),
-                imported.memories
-            )?;
-            Ok(ExitCode::SUCCESS)
+            import_cmds::import(command, &catalog, &data, out)
         }
         Command::Report { ids, format } => {
             let catalog = load_catalog(&mut std::io::stderr())?;

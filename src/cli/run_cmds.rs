@@ -216,13 +216,27 @@ pub fn run(args: RunArgs, catalog: Catalog, out: &mut dyn Write) -> anyhow::Resu
             .map(|m| m.query_style())
             .collect::<std::collections::BTreeSet<_>>()
             .len();
-    let live = std::io::stderr().is_terminal();
+    let total_assessments: usize = plan
+        .scales
+        .iter()
+        .filter_map(|s| catalog.scale(s))
+        .map(|s| s.dimensions.len())
+        .sum::<usize>()
+        * plan.characters.len()
+        * plan.repeats as usize
+        * plan.methods.len();
     eprintln!(
         "session {id}: {} character(s) × {} scale(s) × {} method(s) × {} repeat(s)",
         plan.characters.len(),
         plan.scales.len(),
         plan.methods.len(),
         plan.repeats
+    );
+    let progress = Progress::new(
+        std::io::stderr().is_terminal(),
+        total_items,
+        total_assessments,
+        done.answers.len(),
     );
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let write_error = runtime.block_on(async {
@@ -232,49 +246,11 @@ pub fn run(args: RunArgs, catalog: Catalog, out: &mut dyn Write) -> anyhow::Resu
             drop(tx);
         };
         let record = async {
-            let (mut answered, mut assessed, mut failed) = (done.answers.len(), 0usize, 0usize);
             while let Some(event) = rx.recv().await {
                 journal.append(&event)?;
-                match &event {
-                    Event::ItemAnswered { .. } => answered += 1,
-                    Event::ItemFailed {
-                        character,
-                        scale,
-                        item_id,
-                        error,
-                        ..
-                    } => {
-                        failed += 1;
-                        eprintln!("\nitem failed: {character} {scale} {item_id}: {}", safe(error));
-                    }
-                    Event::DimensionAssessed(a) => {
-                        assessed += 1;
-                        if let Some(f) = &a.failure {
-                            eprintln!(
-                                "\nnot assessed: {} {} {} r{} {}: {}",
-                                a.character,
-                                a.scale,
-                                a.method.name(),
-                                a.repeat,
-                                a.dimension,
-                                safe(f)
-                            );
-                        }
-                    }
-                    _ => {}
-                }
-                let line = format!(
-                    "answered {answered}/{total_items} items, {failed} failed; {assessed} dimension assessments"
-                );
-                if live {
-                    eprint!("\r{line}");
-                } else if !matches!(event, Event::ItemAnswered { .. }) || answered % 20 == 0 {
-                    eprintln!("{line}");
-                }
+                progress.record(&event);
             }
-            if live {
-                eprintln!();
-            }
+            progress.finish();
             Ok::<_, std::io::Error>(())
         };
         let (_, recorded) = tokio::join!(work, record);
@@ -484,4 +460,100 @@ pub fn report(catalog: &Catalog, ids: &[String], format: &str, out: &mut dyn Wri
         other => return Err(input_error(format!("unknown format \"{}\" (md, json)", safe(other)))),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Run progress on stderr: indicatif bars on a terminal, a plain line every 20 answers otherwise.
+struct Progress {
+    bars: Option<(indicatif::MultiProgress, indicatif::ProgressBar, indicatif::ProgressBar)>,
+    counts: std::sync::Mutex<(usize, usize, usize)>,
+    total_items: usize,
+}
+
+impl Progress {
+    fn new(live: bool, total_items: usize, total_assessments: usize, answered: usize) -> Progress {
+        let bars = live.then(|| {
+            let multi = indicatif::MultiProgress::new();
+            let style = indicatif::ProgressStyle::with_template(
+                "{prefix:>12} [{bar:32.cyan/blue}] {pos}/{len} {msg} ({elapsed}, eta {eta})",
+            )
+            .expect("a valid template")
+            .progress_chars("=> ");
+            let items = multi.add(indicatif::ProgressBar::new(total_items as u64).with_style(style.clone()));
+            items.set_prefix("interviews");
+            items.set_position(answered as u64);
+            let dims = multi.add(indicatif::ProgressBar::new(total_assessments as u64).with_style(style));
+            dims.set_prefix("assessments");
+            (multi, items, dims)
+        });
+        Progress {
+            bars,
+            counts: std::sync::Mutex::new((answered, 0, 0)),
+            total_items,
+        }
+    }
+
+    fn say(&self, line: String) {
+        match &self.bars {
+            Some((multi, ..)) => {
+                let _ = multi.println(line);
+            }
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn record(&self, event: &Event) {
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let (answered, assessed, failed) = &mut *counts;
+        match event {
+            Event::ItemAnswered { .. } => *answered += 1,
+            Event::ItemFailed {
+                character,
+                scale,
+                item_id,
+                error,
+                ..
+            } => {
+                *failed += 1;
+                self.say(format!("item failed: {character} {scale} {item_id}: {}", safe(error)));
+            }
+            Event::DimensionAssessed(a) => {
+                *assessed += 1;
+                if let Some(f) = &a.failure {
+                    self.say(format!(
+                        "not assessed: {} {} {} r{} {}: {}",
+                        a.character,
+                        a.scale,
+                        a.method.name(),
+                        a.repeat,
+                        a.dimension,
+                        safe(f)
+                    ));
+                }
+            }
+            _ => {}
+        }
+        match &self.bars {
+            Some((_, items, dims)) => {
+                items.set_position((*answered + *failed) as u64);
+                items.set_message(if *failed > 0 {
+                    format!("{failed} failed")
+                } else {
+                    String::new()
+                });
+                dims.set_position(*assessed as u64);
+            }
+            None if !matches!(event, Event::ItemAnswered { .. }) || *answered % 20 == 0 => eprintln!(
+                "answered {answered}/{} items, {failed} failed; {assessed} dimension assessments",
+                self.total_items
+            ),
+            None => {}
+        }
+    }
+
+    fn finish(&self) {
+        if let Some((_, items, dims)) = &self.bars {
+            items.finish();
+            dims.finish();
+        }
+    }
 }

@@ -1,9 +1,17 @@
-//! Importing characters from other role-playing projects. A ChatHaruhi character folder
-//! (`system_prompt.txt` + `texts/*.txt`, lines `Name:「utterance」`) becomes a character file
-//! `<data dir>/characters/<id>.toml` and its memories `<id>.memories.json`. Sizes are bounded, ids are
-//! checked (no path can escape the data dir), and nothing is written unless the whole import is valid.
-//! (The original code silently fell back to Haruhi for a name it did not know; here the name must be
-//! seen speaking in the texts.)
+//! Importing characters and scales from other projects. A character (ChatHaruhi folder or jsonl,
+//! RoleBench profile) becomes `<data dir>/characters/<id>.toml` plus its memories `<id>.memories.json`;
+//! a questionnaire (InCharacter or PsychoBench JSON) becomes `<data dir>/scales/<id>.toml`. Sizes are
+//! bounded, ids are checked (no path can escape the data dir), every file is validated by the same
+//! parser the catalog uses, and nothing is written unless the whole import is valid. (The original code
+//! silently fell back to Haruhi for a name it did not know; here the name must be seen speaking.)
+
+mod chatharuhi;
+mod rolebench;
+mod scale;
+
+pub use chatharuhi::{chatharuhi_folder, chatharuhi_jsonl};
+pub use rolebench::rolebench_profile;
+pub use scale::{ImportedScale, ScaleFormat, ScaleOptions, questionnaire};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +25,9 @@ use crate::domain::scale::Scale;
 const MAX_FILE: u64 = 1 << 20;
 const MAX_FILES: usize = 5000;
 const MAX_TOTAL: u64 = 64 << 20;
+/// jsonl exports carry embeddings next to the text, so they are allowed to be larger.
+const MAX_JSONL: u64 = 512 << 20;
+const MAX_ROWS: usize = 200_000;
 
 #[derive(Debug, Default, Clone)]
 pub struct Options {
@@ -34,20 +45,25 @@ pub struct Imported {
     pub memories: usize,
 }
 
-fn read_bounded(path: &Path, total: &mut u64) -> Result<String, String> {
+/// Size of a regular file (symlinks and devices refused), at most `max` bytes.
+fn checked_size(path: &Path, max: u64) -> Result<u64, String> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if !meta.is_file() {
         return Err(format!("{}: not a regular file", path.display()));
     }
-    if meta.len() > MAX_FILE {
+    if meta.len() > max {
         return Err(format!(
-            "{}: {} bytes is more than the {} allowed per file",
+            "{}: {} bytes is more than the {max} allowed",
             path.display(),
-            meta.len(),
-            MAX_FILE
+            meta.len()
         ));
     }
-    *total += meta.len();
+    Ok(meta.len())
+}
+
+fn read_bounded(path: &Path, total: &mut u64) -> Result<String, String> {
+    let len = checked_size(path, MAX_FILE)?;
+    *total += len;
     if *total > MAX_TOTAL {
         return Err(format!("the folder holds more than {MAX_TOTAL} bytes of text"));
     }
@@ -130,62 +146,88 @@ fn labels_of(c: &Character) -> BTreeMap<&'static str, BTreeMap<String, BTreeMap<
     out
 }
 
-/// Imports a ChatHaruhi character folder into `data_dir`. `scale` looks up scales for validation;
-/// `known` finds a character the catalog already has under the new id, whose labels, reference id,
-/// aliases and experimenter the import keeps (an import adds a profile and memories, it does not
-/// erase what is known about the character).
-pub fn chatharuhi_folder<'s>(
-    dir: &Path,
+type Row = serde_json::Map<String, serde_json::Value>;
+
+/// The JSON objects of a jsonl file, each with its 1-based line number; blank lines skipped.
+/// A malformed row is an error naming file:line:column.
+fn jsonl_rows(path: &Path) -> Result<Vec<(usize, Row)>, String> {
+    use std::io::BufRead;
+    checked_size(path, MAX_JSONL)?;
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut rows = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let n = i + 1;
+        let line = line.map_err(|e| format!("{}:{n}: {e}", path.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if rows.len() == MAX_ROWS {
+            return Err(format!("{}: more than {MAX_ROWS} rows", path.display()));
+        }
+        match serde_json::from_str::<serde_json::Value>(&line) {
+            Ok(serde_json::Value::Object(map)) => rows.push((n, map)),
+            Ok(_) => return Err(format!("{}:{n}:1: a row must be a JSON object", path.display())),
+            Err(e) => return Err(format!("{}:{n}:{}: {e}", path.display(), e.column())),
+        }
+    }
+    Ok(rows)
+}
+
+/// Text without control characters other than newlines, trimmed.
+fn clean(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control() || *c == '\n')
+        .collect::<String>()
+        .trim()
+        .to_string()
+}
+
+/// The ASCII digits at the end of `s` ("text_12" → "12").
+fn trailing_digits(s: &str) -> &str {
+    &s[s.trim_end_matches(|c: char| c.is_ascii_digit()).len()..]
+}
+
+fn slug(name: &str) -> String {
+    let slug: String = name
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    slug.split('-').filter(|s| !s.is_empty()).collect::<Vec<_>>().join("-")
+}
+
+/// What every character source yields before it is written.
+struct Profile {
+    /// The name as it speaks in the chunks.
+    name: String,
+    description: String,
+    chunks: Vec<String>,
+    /// Where it came from, e.g. "ChatHaruhi (Luna)".
+    origin: String,
+    /// Fallback for the id when the name has no ASCII letters (e.g. a Chinese name).
+    fallback_slug: String,
+}
+
+/// Checks a profile against the options and the catalog, then writes the character and its memories.
+fn write_character<'s>(
+    profile: Profile,
     data_dir: &Path,
     options: &Options,
     scale: impl Fn(&str) -> Option<&'s Scale>,
     known: impl Fn(&str) -> Option<&'s Character>,
 ) -> Result<Imported, String> {
-    let mut total = 0;
-    let description = read_bounded(&dir.join("system_prompt.txt"), &mut total)?;
-    let texts_dir = dir.join("texts");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&texts_dir)
-        .map_err(|e| format!("{}: {e}", texts_dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-        .collect();
-    if files.is_empty() {
-        return Err(format!("{}: no .txt memories", texts_dir.display()));
+    let Profile {
+        name,
+        description,
+        chunks,
+        origin,
+        fallback_slug,
+    } = profile;
+    if chunks.is_empty() {
+        return Err(format!("{origin}: no dialogue to use as memories"));
     }
-    if files.len() > MAX_FILES {
-        return Err(format!(
-            "{}: {} files, at most {MAX_FILES}",
-            texts_dir.display(),
-            files.len()
-        ));
-    }
-    // Natural order: text_2 before text_10.
-    files.sort_by_key(|p| {
-        let stem = p
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let digits: String = stem
-            .chars()
-            .rev()
-            .take_while(char::is_ascii_digit)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
-        (
-            stem.trim_end_matches(|c: char| c.is_ascii_digit()).to_string(),
-            digits.parse::<u64>().unwrap_or(0),
-            stem,
-        )
-    });
-    let mut chunks = Vec::new();
-    for f in &files {
-        let text = read_bounded(f, &mut total)?;
-        let clean: String = text.chars().filter(|c| !c.is_control() || *c == '\n').collect();
-        if !clean.trim().is_empty() {
-            chunks.push(clean.trim().to_string());
-        }
+    if description.trim().is_empty() {
+        return Err(format!("{origin}: the profile has no description"));
     }
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for c in &chunks {
@@ -193,18 +235,12 @@ pub fn chatharuhi_folder<'s>(
             *counts.entry(s).or_default() += 1;
         }
     }
-    let folder = dir
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let name = options.name.clone().unwrap_or_else(|| folder.clone());
     if !counts.contains_key(&name) {
         let mut top: Vec<(&String, &usize)> = counts.iter().collect();
         top.sort_by(|a, b| b.1.cmp(a.1));
         let seen: Vec<&str> = top.iter().take(8).map(|(n, _)| n.as_str()).collect();
         return Err(format!(
-            "\"{name}\" never speaks in {} (speakers seen: {}); pass --name with the speaker's name as written",
-            texts_dir.display(),
+            "\"{name}\" never speaks in {origin} (speakers seen: {}); pass --name with the speaker's name as written",
             seen.join(", ")
         ));
     }
@@ -224,16 +260,9 @@ pub fn chatharuhi_folder<'s>(
         .clone()
         .unwrap_or_else(|| if cjk * 3 > letters { "zh".into() } else { "en".into() });
     let id = options.id.clone().unwrap_or_else(|| {
-        let slug: String = name
-            .to_lowercase()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
-        let slug = slug.split('-').filter(|s| !s.is_empty()).collect::<Vec<_>>().join("-");
-        format!(
-            "{}-{language}",
-            if slug.is_empty() { folder.to_lowercase() } else { slug }
-        )
+        let s = slug(&name);
+        let s = if s.is_empty() { slug(&fallback_slug) } else { s };
+        format!("{s}-{language}")
     });
     if !valid_id(&id) {
         return Err(format!(
@@ -249,9 +278,9 @@ pub fn chatharuhi_folder<'s>(
             .filter(|(n, _)| **n != name)
             .max_by_key(|(_, c)| **c)
             .map(|(n, _)| n.clone())
-            .ok_or("nobody else speaks in the texts: pass --experimenter")?,
+            .ok_or("nobody else speaks in the dialogue: pass --experimenter")?,
     };
-    let work = format!("imported from ChatHaruhi ({folder})");
+    let work = format!("imported from {origin}");
     let mut aliases: Vec<&str> = existing
         .map(|c| c.aliases.iter().map(String::as_str).collect())
         .unwrap_or_default();
@@ -277,9 +306,7 @@ pub fn chatharuhi_folder<'s>(
     let memories_file = super::memories::path(data_dir, &id);
     std::fs::create_dir_all(&characters).map_err(|e| format!("{}: {e}", characters.display()))?;
     crate::session::write_atomic(&memories_file, &chunks).map_err(|e| format!("{}: {e}", memories_file.display()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(&characters).map_err(|e| e.to_string())?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(|e| e.to_string())?;
-    tmp.persist(&character_file).map_err(|e| e.to_string())?;
+    write_text_atomic(&character_file, &text)?;
     Ok(Imported {
         id,
         character_file,
@@ -288,66 +315,13 @@ pub fn chatharuhi_folder<'s>(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn folder(texts: &[(&str, &str)]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        let luna = dir.path().join("Luna");
-        std::fs::create_dir_all(luna.join("texts")).unwrap();
-        std::fs::write(luna.join("system_prompt.txt"), "I want you to act like Luna.").unwrap();
-        for (name, text) in texts {
-            std::fs::write(luna.join("texts").join(name), text).unwrap();
-        }
-        dir
-    }
-
-    #[test]
-    fn imports_a_folder_with_inferred_experimenter_and_language() {
-        let src = folder(&[
-            ("text_10.txt", "Harry:「Hello」\nLuna:「Nargles.」"),
-            ("text_2.txt", "Harry:「Luna?」\nLuna:「Yes?」\nGinny:「Hi」"),
-        ]);
-        let data = tempfile::tempdir().unwrap();
-        let got = chatharuhi_folder(
-            &src.path().join("Luna"),
-            data.path(),
-            &Options::default(),
-            |_| None,
-            |_| None,
-        )
-        .unwrap();
-        assert_eq!(got.id, "luna-en");
-        assert_eq!(got.memories, 2);
-        let toml = std::fs::read_to_string(&got.character_file).unwrap();
-        assert!(toml.contains("experimenter = \"Harry\""), "{toml}");
-        let chunks: Vec<String> = serde_json::from_str(&std::fs::read_to_string(&got.memories_file).unwrap()).unwrap();
-        assert!(chunks[0].contains("Luna?"), "natural order: text_2 first");
-    }
-
-    #[test]
-    fn unknown_names_and_bad_ids_write_nothing() {
-        let src = folder(&[("text_0.txt", "Harry:「Hello」\nLuna:「Hi」")]);
-        let data = tempfile::tempdir().unwrap();
-        let opts = Options {
-            name: Some("Haruhi".into()),
-            ..Options::default()
-        };
-        let e = chatharuhi_folder(&src.path().join("Luna"), data.path(), &opts, |_| None, |_| None).unwrap_err();
-        assert!(e.contains("\"Haruhi\" never speaks") && e.contains("Luna"), "{e}");
-        let opts = Options {
-            id: Some("../../etc".into()),
-            ..Options::default()
-        };
-        assert!(
-            chatharuhi_folder(&src.path().join("Luna"), data.path(), &opts, |_| None, |_| None)
-                .unwrap_err()
-                .contains("must be lower-case")
-        );
-        assert!(
-            std::fs::read_dir(data.path()).unwrap().next().is_none(),
-            "nothing written"
-        );
-    }
+fn write_text_atomic(path: &Path, text: &str) -> Result<(), String> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| format!("{}: no parent folder", path.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| e.to_string())?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(|e| e.to_string())?;
+    tmp.persist(path).map_err(|e| e.to_string())?;
+    Ok(())
 }

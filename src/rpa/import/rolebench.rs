@@ -1,0 +1,168 @@
+//! RoleBench role profiles: `desc.json` maps each role to its description, and `profiles-*.jsonl` holds
+//! the role's script lines as rows `{act_id, diag_id, role, content}`. The lines of one (act, dialogue)
+//! become one memory chunk written as `Name:「utterance」`, the form the retrieval styles read.
+
+use std::path::Path;
+
+use super::{Imported, MAX_FILE, Options, Profile, checked_size, clean, jsonl_rows, write_character};
+use crate::domain::character::Character;
+use crate::domain::scale::Scale;
+
+fn id_part(v: Option<&serde_json::Value>) -> Option<String> {
+    match v? {
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// Imports `role` (a key of `desc`) with the dialogues of `profiles`.
+pub fn rolebench_profile<'s>(
+    desc: &Path,
+    profiles: &Path,
+    role: &str,
+    data_dir: &Path,
+    options: &Options,
+    scale: impl Fn(&str) -> Option<&'s Scale>,
+    known: impl Fn(&str) -> Option<&'s Character>,
+) -> Result<Imported, String> {
+    checked_size(desc, MAX_FILE * 16)?;
+    let text = std::fs::read_to_string(desc).map_err(|e| format!("{}: {e}", desc.display()))?;
+    let all: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&text).map_err(|e| format!("{}:{}:{}: {e}", desc.display(), e.line(), e.column()))?;
+    let description = match all.get(role) {
+        Some(serde_json::Value::String(d)) => d.clone(),
+        Some(_) => {
+            return Err(format!(
+                "{}: the description of \"{role}\" is not a string",
+                desc.display()
+            ));
+        }
+        None => {
+            let roles: Vec<&str> = all.keys().take(12).map(String::as_str).collect();
+            return Err(format!(
+                "{}: no role \"{role}\" (roles: {}{})",
+                desc.display(),
+                roles.join(", "),
+                if all.len() > roles.len() { ", …" } else { "" }
+            ));
+        }
+    };
+    let mut chunks: Vec<String> = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for (line, row) in jsonl_rows(profiles)? {
+        let at = || format!("{}:{line}", profiles.display());
+        let (Some(speaker), Some(content)) = (
+            row.get("role").and_then(|v| v.as_str()),
+            row.get("content").and_then(|v| v.as_str()),
+        ) else {
+            return Err(format!("{}: a row needs string fields \"role\" and \"content\"", at()));
+        };
+        let key = (id_part(row.get("act_id")), id_part(row.get("diag_id")));
+        let (Some(act), Some(diag)) = key else {
+            return Err(format!(
+                "{}: a row needs \"act_id\" and \"diag_id\" (numbers or strings)",
+                at()
+            ));
+        };
+        let speaker = clean(speaker).replace('\n', " ");
+        let content = clean(content).replace('\n', " ");
+        if speaker.is_empty() || content.is_empty() {
+            continue;
+        }
+        let utterance = format!("{speaker}:「{content}」");
+        match chunks.last_mut() {
+            Some(chunk) if current.as_ref() == Some(&(act.clone(), diag.clone())) => {
+                chunk.push('\n');
+                chunk.push_str(&utterance);
+            }
+            _ => {
+                chunks.push(utterance);
+                current = Some((act, diag));
+            }
+        }
+    }
+    let profile = Profile {
+        name: options.name.clone().unwrap_or_else(|| role.to_string()),
+        description,
+        chunks,
+        origin: format!("RoleBench ({role})"),
+        fallback_slug: "rolebench".into(),
+    };
+    write_character(profile, data_dir, options, scale, known)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(profile_rows: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("desc.json"),
+            r#"{"Wren Ashby": "Wren Ashby is a lighthouse keeper who talks to the gulls.", "Other": "x"}"#,
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("profiles-eng-Wren Ashby.jsonl"), profile_rows).unwrap();
+        dir
+    }
+
+    const ROWS: &str = r#"{"act_id": 1, "diag_id": 0, "role": "Captain Hale", "content": "Any ships tonight?"}
+{"act_id": 1, "diag_id": 0, "role": "Wren Ashby", "content": "Only the gulls, Captain."}
+{"act_id": 1, "diag_id": 1, "role": "Captain Hale", "content": "The lamp?"}
+{"act_id": 1, "diag_id": 1, "role": "Wren Ashby", "content": "Trimmed and burning."}
+"#;
+
+    #[test]
+    fn each_dialogue_becomes_one_chunk() {
+        let dir = files(ROWS);
+        let data = tempfile::tempdir().unwrap();
+        let got = rolebench_profile(
+            &dir.path().join("desc.json"),
+            &dir.path().join("profiles-eng-Wren Ashby.jsonl"),
+            "Wren Ashby",
+            data.path(),
+            &Options::default(),
+            |_| None,
+            |_| None,
+        )
+        .unwrap();
+        assert_eq!((got.id.as_str(), got.memories), ("wren-ashby-en", 2));
+        let chunks: Vec<String> = serde_json::from_str(&std::fs::read_to_string(&got.memories_file).unwrap()).unwrap();
+        assert_eq!(
+            chunks[0],
+            "Captain Hale:「Any ships tonight?」\nWren Ashby:「Only the gulls, Captain.」"
+        );
+        let toml = std::fs::read_to_string(&got.character_file).unwrap();
+        assert!(toml.contains("experimenter = \"Captain Hale\"") && toml.contains("lighthouse keeper"));
+    }
+
+    #[test]
+    fn unknown_roles_and_bad_rows_are_errors() {
+        let dir = files(ROWS);
+        let data = tempfile::tempdir().unwrap();
+        let run = |role: &str| {
+            rolebench_profile(
+                &dir.path().join("desc.json"),
+                &dir.path().join("profiles-eng-Wren Ashby.jsonl"),
+                role,
+                data.path(),
+                &Options::default(),
+                |_| None,
+                |_| None,
+            )
+        };
+        let e = run("Nobody").unwrap_err();
+        assert!(e.contains("no role \"Nobody\"") && e.contains("Wren Ashby"), "{e}");
+        let e = run("Other").unwrap_err();
+        assert!(e.contains("\"Other\" never speaks"), "{e}");
+        std::fs::write(
+            dir.path().join("profiles-eng-Wren Ashby.jsonl"),
+            "{\"act_id\": 1, \"diag_id\": 0, \"role\": \"Wren Ashby\", \"content\": \"a\"}\n{\"act_id\": 1, \"role\": \"Wren Ashby\", \"content\": \"b\"}\n",
+        )
+        .unwrap();
+        let e = run("Wren Ashby").unwrap_err();
+        assert!(e.contains(".jsonl:2: a row needs \"act_id\""), "{e}");
+        assert!(std::fs::read_dir(data.path()).unwrap().next().is_none());
+    }
+}

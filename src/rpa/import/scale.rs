@@ -1,0 +1,666 @@
+//! Questionnaires from InCharacter (`data/questionnaires/<NAME>.json`: statements and interview questions
+//! in English and Chinese, dimension descriptions, the option wording in the conversion instruction) and
+//! PsychoBench (`questionnaires.json`, a list of English-only questionnaires). What a source lacks is
+//! filled so the scale validates: Chinese text falls back to the English, missing interview questions
+//! and descriptions are generic, and the written file starts with a comment saying which fields were
+//! filled so the user can review them. Items outside every category become fillers.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{MAX_FILE, checked_size, clean, write_text_atomic};
+use crate::domain::diagnostic::Source;
+use crate::domain::scale::Scale;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScaleFormat {
+    Incharacter,
+    Psychobench,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct ScaleOptions {
+    /// Which questionnaire of a PsychoBench list (its `name`); an InCharacter file holds one.
+    pub name: Option<String>,
+    /// The scale id [default: the questionnaire's name].
+    pub id: Option<String>,
+    /// Replace a scale the catalog already has under that id.
+    pub replace: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportedScale {
+    pub id: String,
+    pub file: PathBuf,
+    pub items: usize,
+    pub dimensions: usize,
+    /// Fields the source did not have, filled by the importer.
+    pub filled: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct Localized {
+    en: String,
+    zh: String,
+}
+
+#[derive(Serialize)]
+struct ScaleFile {
+    id: String,
+    name: String,
+    name_zh: String,
+    citation: String,
+    range: [i32; 2],
+    options: LocalizedList,
+    self_report_stem: Localized,
+    dimensions: Vec<DimensionFile>,
+    items: Vec<ItemFile>,
+}
+
+#[derive(Serialize)]
+struct LocalizedList {
+    en: Vec<String>,
+    zh: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct DimensionFile {
+    name: String,
+    name_zh: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    poles: Option<[String; 2]>,
+    low: Localized,
+    high: Localized,
+    description: Localized,
+}
+
+#[derive(Serialize)]
+struct ItemFile {
+    id: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dimension: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keying: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    filler: bool,
+    statement: Localized,
+    question: Localized,
+}
+
+/// `N denotes 'label'` (or `N代表“label”`) pairs in an instruction text.
+fn option_labels(text: &str) -> BTreeMap<i32, String> {
+    let mut out = BTreeMap::new();
+    for marker in [" denotes ", " means ", "代表", "表示"] {
+        for (at, _) in text.match_indices(marker) {
+            let digits = super::trailing_digits(text[..at].trim_end());
+            let after = text[at + marker.len()..].trim_start();
+            let mut chars = after.chars();
+            if !chars.next().is_some_and(|c| "'\"“‘".contains(c)) {
+                continue;
+            }
+            let label: String = chars.take_while(|c| !"'\"”’".contains(*c)).collect();
+            if let (Ok(n), false) = (digits.parse::<i32>(), label.trim().is_empty()) {
+                out.entry(n).or_insert_with(|| label.trim().to_string());
+            }
+        }
+    }
+    out
+}
+
+/// "numbers from A to B" in a prompt.
+fn stated_range(text: &str) -> Option<[i32; 2]> {
+    let rest = &text[text.find("from ")? + 5..];
+    let a: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let rest = rest[a.len()..].strip_prefix(" to ")?;
+    let b: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    Some([a.parse().ok()?, b.parse().ok()?])
+}
+
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    path.iter().try_fold(v, |v, k| v.get(k))?.as_str()
+}
+
+struct Draft {
+    name: String,
+    range: [i32; 2],
+    options_en: BTreeMap<i32, String>,
+    options_zh: BTreeMap<i32, String>,
+    /// (name, description en, description zh)
+    dimensions: Vec<(String, Option<String>, Option<String>)>,
+    /// (id, dimension, keying, statement en, zh, question en, zh)
+    items: Vec<RawItem>,
+    citation: String,
+}
+
+struct RawItem {
+    id: u32,
+    dimension: Option<String>,
+    keying: String,
+    statement_en: String,
+    statement_zh: Option<String>,
+    question_en: Option<String>,
+    question_zh: Option<String>,
+}
+
+fn item_id(key: &str, origin: &str) -> Result<u32, String> {
+    key.trim()
+        .parse()
+        .map_err(|_| format!("{origin}: item key \"{key}\" is not a number"))
+}
+
+fn categories(q: &Value, origin: &str) -> Result<Vec<(String, Vec<u32>)>, String> {
+    let Some(list) = q.get("categories").and_then(Value::as_array) else {
+        return Err(format!("{origin}: \"categories\" must be a list"));
+    };
+    list.iter()
+        .map(|c| {
+            let name = c
+                .get("cat_name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("{origin}: a category has no \"cat_name\""))?;
+            let ids = c
+                .get("cat_questions")
+                .and_then(Value::as_array)
+                .ok_or_else(|| format!("{origin}: category \"{name}\" has no \"cat_questions\" list"))?
+                .iter()
+                .map(|v| {
+                    v.as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| format!("{origin}: category \"{name}\": {v} is not an item number"))
+                })
+                .collect::<Result<Vec<u32>, String>>()?;
+            Ok((clean(name), ids))
+        })
+        .collect()
+}
+
+fn incharacter(q: &Value, origin: &str) -> Result<Draft, String> {
+    let name = q
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("{origin}: no \"name\""))?;
+    let range = match q.get("range").and_then(Value::as_array).map(Vec::as_slice) {
+        Some([a, b]) => match (a.as_i64(), b.as_i64()) {
+            (Some(a), Some(b)) => match (i32::try_from(a), i32::try_from(b)) {
+                (Ok(a), Ok(b)) => [a, b],
+                _ => return Err(format!("{origin}: \"range\" is out of bounds")),
+            },
+            _ => return Err(format!("{origin}: \"range\" must be two integers")),
+        },
+        _ => return Err(format!("{origin}: \"range\" must be [min, max]")),
+    };
+    let cats = categories(q, origin)?;
+    let desc = |dim: &str| str_at(q, &["prompts", "dim_desc", dim]).map(clean);
+    let dimensions = cats.iter().map(|(n, _)| (n.clone(), desc(n), None)).collect();
+    let Some(questions) = q.get("questions").and_then(Value::as_object) else {
+        return Err(format!("{origin}: \"questions\" must be an object"));
+    };
+    let mut items = Vec::new();
+    for (key, it) in questions {
+        let id = item_id(key, origin)?;
+        let statement_en = it
+            .get("origin_en")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("{origin}: item {id} has no \"origin_en\""))?;
+        let dimension = it.get("dimension").and_then(Value::as_str).map(clean);
+        let in_category = dimension
+            .as_ref()
+            .is_some_and(|d| cats.iter().any(|(c, ids)| c == d && ids.contains(&id)));
+        let category = it.get("category").and_then(Value::as_str).unwrap_or("positive");
+        items.push(RawItem {
+            id,
+            dimension: dimension.filter(|_| in_category),
+            keying: clean(category),
+            statement_en: clean(statement_en),
+            statement_zh: it.get("origin_zh").and_then(Value::as_str).map(clean),
+            question_en: it.get("rewritten_en").and_then(Value::as_str).map(clean),
+            question_zh: it.get("rewritten_zh").and_then(Value::as_str).map(clean),
+        });
+    }
+    let instruction = |lang: &str| {
+        str_at(q, &["prompts", "llm_choice_instruction", lang])
+            .map(option_labels)
+            .unwrap_or_default()
+    };
+    let full = q.get("full_name").and_then(Value::as_str).unwrap_or(name);
+    Ok(Draft {
+        name: clean(name),
+        range,
+        options_en: instruction("en"),
+        options_zh: instruction("zh"),
+        dimensions,
+        items,
+        citation: format!(
+            "{} ({}), as distributed with InCharacter (Wang et al., ACL 2024); imported from {origin}. \
+             Add the instrument's own citation.",
+            clean(full),
+            clean(name)
+        ),
+    })
+}
+
+fn psychobench(q: &Value, origin: &str) -> Result<Draft, String> {
+    let name = q
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("{origin}: no \"name\""))?;
+    // PsychoBench reverses an answer as `scale - x`, so the range is [1, scale - 1] or [0, scale]; the
+    // prompt's "from A to B" says which.
+    let top = q
+        .get("scale")
+        .and_then(Value::as_i64)
+        .and_then(|t| i32::try_from(t).ok())
+        .ok_or_else(|| format!("{origin}: \"scale\" must be an integer"))?;
+    let prompt = q.get("prompt").and_then(Value::as_str).unwrap_or_default();
+    let range = match stated_range(prompt) {
+        Some([0, b]) if b == top => [0, top],
+        _ => [1, top - 1],
+    };
+    let cats = categories(q, origin)?;
+    let reverse: Vec<u32> = q
+        .get("reverse")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(|v| v.as_u64()).map(|n| n as u32).collect())
+        .unwrap_or_default();
+    let Some(questions) = q.get("questions").and_then(Value::as_object) else {
+        return Err(format!("{origin}: \"questions\" must be an object"));
+    };
+    let mut items = Vec::new();
+    for (key, text) in questions {
+        let id = item_id(key, origin)?;
+        let statement = text
+            .as_str()
+            .ok_or_else(|| format!("{origin}: item {id} is not a string"))?;
+        let dims: Vec<&String> = cats
+            .iter()
+            .filter(|(_, ids)| ids.contains(&id))
+            .map(|(n, _)| n)
+            .collect();
+        if dims.len() > 1 {
+            return Err(format!(
+                "{origin}: item {id} belongs to several categories ({}); a scale item scores one dimension",
+                dims.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        items.push(RawItem {
+            id,
+            dimension: dims.first().map(|s| s.to_string()),
+            keying: if reverse.contains(&id) { "negative" } else { "positive" }.into(),
+            statement_en: clean(statement),
+            statement_zh: None,
+            question_en: None,
+            question_zh: None,
+        });
+    }
+    Ok(Draft {
+        name: clean(name),
+        range,
+        options_en: option_labels(prompt),
+        options_zh: BTreeMap::new(),
+        dimensions: cats.into_iter().map(|(n, _)| (n, None, None)).collect(),
+        items,
+        citation: format!(
+            "{} as distributed with PsychoBench (Huang et al., ICLR 2024); imported from {origin}. \
+             Add the instrument's own citation.",
+            clean(name)
+        ),
+    })
+}
+
+fn build(d: Draft, id: &str) -> (ScaleFile, Vec<String>) {
+    let mut filled = Vec::new();
+    let mut note = |what: &str| {
+        if !filled.iter().any(|f| f == what) {
+            filled.push(what.to_string());
+        }
+    };
+    let points: Vec<i32> = (d.range[0]..=d.range[1]).collect();
+    let mut labels = |map: &BTreeMap<i32, String>, what: &str| -> Vec<String> {
+        if points.iter().any(|p| !map.contains_key(p)) {
+            note(what);
+        }
+        points
+            .iter()
+            .map(|p| map.get(p).cloned().unwrap_or_else(|| p.to_string()))
+            .collect()
+    };
+    let options = LocalizedList {
+        en: labels(&d.options_en, "options.en (numbers)"),
+        zh: labels(&d.options_zh, "options.zh (numbers)"),
+    };
+    let poled = !d.dimensions.is_empty()
+        && d.dimensions.iter().all(|(n, _, _)| {
+            let parts: Vec<&str> = n.split('/').collect();
+            parts.len() == 2 && parts.iter().all(|p| !p.trim().is_empty()) && parts[0] != parts[1]
+        });
+    let dimensions = d
+        .dimensions
+        .iter()
+        .map(|(name, en, zh)| {
+            let en = en.clone().unwrap_or_else(|| {
+                note("dimension descriptions (generic)");
+                format!(
+                    "{name}, as measured by the {} questionnaire. No description came with the import: \
+                     rate how strongly the character shows {name}, judging from the statements of this \
+                     dimension's items.",
+                    d.name
+                )
+            });
+            let zh = zh.clone().unwrap_or_else(|| {
+                note("dimension descriptions in Chinese (copied from English)");
+                en.clone()
+            });
+            let poles = poled.then(|| {
+                let (a, b) = name.split_once('/').unwrap_or_default();
+                [a.trim().to_string(), b.trim().to_string()]
+            });
+            let (low, high) = match &poles {
+                Some([hi, lo]) => (lo.clone(), hi.clone()),
+                None => (format!("low {name}"), format!("high {name}")),
+            };
+            DimensionFile {
+                name: name.clone(),
+                name_zh: name.clone(),
+                poles,
+                low: Localized {
+                    en: low.clone(),
+                    zh: low,
+                },
+                high: Localized {
+                    en: high.clone(),
+                    zh: high,
+                },
+                description: Localized { en, zh },
+            }
+        })
+        .collect();
+    let mut items: Vec<ItemFile> = d
+        .items
+        .into_iter()
+        .map(|it| {
+            let statement_zh = it.statement_zh.unwrap_or_else(|| {
+                note("statements in Chinese (copied from English)");
+                it.statement_en.clone()
+            });
+            let question_en = it.question_en.unwrap_or_else(|| {
+                note("interview questions (generic)");
+                format!(
+                    "Would you say this describes you: \"{}\"? Tell me about it.",
+                    it.statement_en
+                )
+            });
+            let question_zh = it.question_zh.unwrap_or_else(|| {
+                note("interview questions in Chinese (generic)");
+                format!("你觉得“{statement_zh}”这句话说的是你吗？说说看。")
+            });
+            ItemFile {
+                id: it.id,
+                filler: it.dimension.is_none(),
+                keying: it.dimension.as_ref().map(|_| it.keying.clone()),
+                dimension: it.dimension,
+                statement: Localized {
+                    en: it.statement_en,
+                    zh: statement_zh,
+                },
+                question: Localized {
+                    en: question_en,
+                    zh: question_zh,
+                },
+            }
+        })
+        .collect();
+    items.sort_by_key(|i| i.id);
+    let file = ScaleFile {
+        id: id.to_string(),
+        name: d.name.clone(),
+        name_zh: d.name.clone(),
+        citation: d.citation,
+        range: d.range,
+        options,
+        self_report_stem: Localized {
+            en: "How much do you agree with the following statement about you? \"{statement}\"".into(),
+            zh: "你在多大程度上同意下面这句关于你的描述？“{statement}”".into(),
+        },
+        dimensions,
+        items,
+    };
+    (file, filled)
+}
+
+/// Imports one questionnaire from `file` into `<data_dir>/scales/<id>.toml`. `existing` tells whether
+/// the catalog already has a scale with that id (which only `replace` may overwrite).
+pub fn questionnaire(
+    file: &Path,
+    format: ScaleFormat,
+    data_dir: &Path,
+    options: &ScaleOptions,
+    existing: impl Fn(&str) -> bool,
+) -> Result<ImportedScale, String> {
+    checked_size(file, MAX_FILE * 16)?;
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let value: Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}:{}:{}: {e}", file.display(), e.line(), e.column()))?;
+    let origin = file.display().to_string();
+    let draft = match format {
+        ScaleFormat::Incharacter => incharacter(&value, &origin)?,
+        ScaleFormat::Psychobench => {
+            let Some(list) = value.as_array() else {
+                return Err(format!("{origin}: a PsychoBench file is a list of questionnaires"));
+            };
+            let names: Vec<&str> = list.iter().filter_map(|q| q.get("name")?.as_str()).collect();
+            let Some(wanted) = &options.name else {
+                return Err(format!("{origin}: pass --name with one of: {}", names.join(", ")));
+            };
+            let q = list
+                .iter()
+                .find(|q| q.get("name").and_then(Value::as_str) == Some(wanted))
+                .ok_or_else(|| {
+                    format!(
+                        "{origin}: no questionnaire \"{wanted}\" (there are: {})",
+                        names.join(", ")
+                    )
+                })?;
+            psychobench(q, &format!("{origin} ({wanted})"))?
+        }
+    };
+    if draft.dimensions.is_empty() {
+        return Err(format!(
+            "{origin}: the questionnaire has no categories, so no item would be scored"
+        ));
+    }
+    let id = options.id.clone().unwrap_or_else(|| draft.name.clone());
+    let safe = !id.is_empty()
+        && id.len() <= 64
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && !id.starts_with('-');
+    if !safe {
+        return Err(format!(
+            "scale id \"{id}\" must be ASCII letters, digits, '-' and '_' (pass --id)"
+        ));
+    }
+    if existing(&id) && !options.replace {
+        return Err(format!(
+            "a scale \"{id}\" already exists; pass --id to import under another id, or --replace"
+        ));
+    }
+    let (scale_file, filled) = build(draft, &id);
+    let body = toml::to_string(&scale_file).map_err(|e| e.to_string())?;
+    let header = if filled.is_empty() {
+        format!("# Imported from {origin}.\n\n")
+    } else {
+        format!(
+            "# Imported from {origin}.\n# Filled by the importer (review before use): {}.\n\n",
+            filled.join("; ")
+        )
+    };
+    let text = header + &body;
+    let path = data_dir.join("scales").join(format!("{id}.toml"));
+    let scale = Scale::parse(Source::new(&path.display().to_string(), &text))
+        .map_err(|e| e.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))?;
+    write_text_atomic(&path, &text)?;
+    Ok(ImportedScale {
+        id,
+        file: path,
+        items: scale.items.len(),
+        dimensions: scale.dimensions.len(),
+        filled,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn option_wording_is_read_from_instructions() {
+        let en =
+            "Each choice is a number from 1 to 3: 1 denotes 'disagree', 2 denotes \"neutral\", and 3 denotes 'agree'.";
+        assert_eq!(
+            option_labels(en).into_values().collect::<Vec<_>>(),
+            ["disagree", "neutral", "agree"]
+        );
+        let zh = "0代表“强烈不同意”，1表示“同意”。";
+        assert_eq!(
+            option_labels(zh).into_values().collect::<Vec<_>>(),
+            ["强烈不同意", "同意"]
+        );
+    }
+
+    fn write(dir: &Path, name: &str, v: Value) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+        p
+    }
+
+    #[test]
+    fn an_incharacter_questionnaire_keeps_its_text_and_poles() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = write(
+            dir.path(),
+            "Mini.json",
+            serde_json::json!({
+                "name": "Mini", "full_name": "Mini Type Inventory", "range": [1, 3],
+                "categories": [{"cat_name": "E/I", "cat_questions": [1, 2]}],
+                "questions": {
+                    "2": {"origin_en": "Parties tire you.", "origin_zh": "聚会让你累。", "rewritten_en": "Do parties tire you?",
+                          "rewritten_zh": "聚会会让你累吗？", "dimension": "E/I", "category": "I"},
+                    "1": {"origin_en": "You love crowds.", "origin_zh": "你喜欢人群。", "rewritten_en": "Do you love crowds?",
+                          "rewritten_zh": "你喜欢人群吗？", "dimension": "E/I", "category": "E"},
+                    "3": {"origin_en": "You like tea.", "origin_zh": "你喜欢茶。", "rewritten_en": "Tea?", "rewritten_zh": "茶？",
+                          "dimension": "Other", "category": "positive"}
+                },
+                "prompts": {"dim_desc": {"E/I": "Energy from people or from solitude."},
+                            "llm_choice_instruction": {"en": "1 denotes 'disagree', 2 denotes 'neutral', 3 denotes 'agree'",
+                                                       "zh": "1代表“不同意”，2代表“中立”，3代表“同意”"}}
+            }),
+        );
+        let data = tempfile::tempdir().unwrap();
+        let got = questionnaire(
+            &file,
+            ScaleFormat::Incharacter,
+            data.path(),
+            &ScaleOptions::default(),
+            |_| false,
+        )
+        .unwrap();
+        assert_eq!((got.id.as_str(), got.items, got.dimensions), ("Mini", 3, 1));
+        assert_eq!(got.filled, ["dimension descriptions in Chinese (copied from English)"]);
+        let text = std::fs::read_to_string(&got.file).unwrap();
+        let scale = Scale::parse(Source::new("x", &text)).unwrap();
+        assert_eq!(scale.dimensions[0].poles, Some(["E".to_string(), "I".to_string()]));
+        assert!(text.contains("keying = \"I\"") && text.contains("filler = true") && text.contains("\"同意\""));
+        assert!(text.starts_with("# Imported from"));
+    }
+
+    #[test]
+    fn a_psychobench_questionnaire_is_filled_and_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = write(
+            dir.path(),
+            "questionnaires.json",
+            serde_json::json!([{
+                "name": "Tiny", "scale": 6, "compute_mode": "AVG", "reverse": [2],
+                "prompt": "1 denotes 'strongly disagree' and 5 denotes 'strongly agree'.",
+                "questions": {"1": "I like mornings.", "2": "I hate mornings.", "3": "I own a dog."},
+                "categories": [{"cat_name": "Morningness", "cat_questions": [1, 2]}]
+            }]),
+        );
+        let data = tempfile::tempdir().unwrap();
+        let e = questionnaire(
+            &file,
+            ScaleFormat::Psychobench,
+            data.path(),
+            &ScaleOptions::default(),
+            |_| false,
+        )
+        .unwrap_err();
+        assert!(e.contains("pass --name with one of: Tiny"), "{e}");
+        let opts = ScaleOptions {
+            name: Some("Tiny".into()),
+            ..ScaleOptions::default()
+        };
+        assert_eq!(stated_range("reply numbers from 0 to 4 in"), Some([0, 4]));
+        let e = questionnaire(&file, ScaleFormat::Psychobench, data.path(), &opts, |id| id == "Tiny").unwrap_err();
+        assert!(e.contains("already exists"), "{e}");
+        let got = questionnaire(&file, ScaleFormat::Psychobench, data.path(), &opts, |_| false).unwrap();
+        assert_eq!((got.items, got.dimensions), (3, 1));
+        assert!(got.filled.iter().any(|f| f.contains("options.en")), "{:?}", got.filled);
+        let text = std::fs::read_to_string(&got.file).unwrap();
+        let scale = Scale::parse(Source::new("x", &text)).unwrap();
+        assert_eq!(scale.range.min, 1);
+        assert_eq!(scale.range.max, 5);
+        assert!(
+            text.contains("\"strongly disagree\", \"2\", \"3\", \"4\", \"strongly agree\""),
+            "{text}"
+        );
+        assert!(text.contains("keying = \"negative\""));
+    }
+
+    #[test]
+    fn malformed_questionnaires_name_the_place_and_write_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let cat = serde_json::json!([{"cat_name": "A", "cat_questions": [1]}]);
+        let cases = [
+            (
+                "{\n  \"name\": \"A\",\n  \"range\": [1, 5,\n}".to_string(),
+                "bad.json:4:1",
+            ),
+            (
+                serde_json::json!({"name": "A", "range": [1, 5], "categories": cat, "questions": {"one": {}}})
+                    .to_string(),
+                "item key \"one\"",
+            ),
+            (
+                serde_json::json!({"name": "../../x", "range": [1, 5], "categories": cat, "questions": {}}).to_string(),
+                "must be ASCII",
+            ),
+            (
+                serde_json::json!({"name": "A", "range": [1, 5], "categories": [], "questions": {}}).to_string(),
+                "no categories",
+            ),
+            (
+                serde_json::json!({"name": "A", "range": [1, 99999999999i64], "categories": cat, "questions": {}})
+                    .to_string(),
+                "out of bounds",
+            ),
+        ];
+        for (text, expect) in cases {
+            let p = dir.path().join("bad.json");
+            std::fs::write(&p, &text).unwrap();
+            let e = questionnaire(
+                &p,
+                ScaleFormat::Incharacter,
+                data.path(),
+                &ScaleOptions::default(),
+                |_| false,
+            )
+            .unwrap_err();
+            assert!(e.contains(expect), "{text}: {e}");
+        }
+        assert!(std::fs::read_dir(data.path()).unwrap().next().is_none());
+    }
+}
