@@ -10,12 +10,11 @@ use serde_json::json;
 use super::input_error;
 use super::table::{Table, num};
 use crate::catalog::Catalog;
-use crate::engine::{Done, Engine, Event, Method, RunPlan, results};
-use crate::llm::cache::Cache;
-use crate::llm::client::Shared;
-use crate::llm::{self, ChatModel, Role};
+use crate::engine::runner::{self, Start};
+use crate::engine::{Event, Method, RunPlan, results};
+use crate::llm::{self, Role};
 use crate::rpa::prompt::RpaStyle;
-use crate::session::{self, Journal};
+use crate::session;
 use crate::text::terminal_safe as safe;
 
 pub struct RunArgs {
@@ -38,18 +37,11 @@ fn data_dir() -> anyhow::Result<PathBuf> {
 }
 
 fn session_dir(id: &str) -> anyhow::Result<PathBuf> {
-    let dir = session::sessions_dir(&data_dir()?).join(id);
-    if id.contains('/') || id.contains("..") || !dir.join("journal.jsonl").is_file() {
-        return Err(input_error(format!(
-            "no session \"{}\" (`incharacter sessions` lists them)",
-            safe(id)
-        )));
-    }
-    Ok(dir)
+    runner::session_dir(&data_dir()?, id).map_err(input_error)
 }
 
 fn load_events(dir: &Path) -> anyhow::Result<Vec<Event>> {
-    session::read(&dir.join("journal.jsonl")).map_err(|e| input_error(safe(&e)))
+    runner::load_events(dir).map_err(input_error)
 }
 
 fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> anyhow::Result<RunPlan> {
@@ -122,152 +114,39 @@ fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> an
 pub fn run(args: RunArgs, catalog: Catalog, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let config = super::llm_cmds::load_config()?;
     let data = data_dir()?;
-    let (id, dir, plan, prior) = match &args.resume {
-        Some(id) => {
-            let dir = session_dir(id)?;
-            let events = load_events(&dir)?;
-            let plan = events
-                .iter()
-                .find_map(|e| {
-                    if let Event::RunStarted { plan, .. } = e {
-                        Some(plan.clone())
-                    } else {
-                        None
-                    }
-                })
-                .ok_or_else(|| input_error(format!("session {} has no RunStarted event", safe(id))))?;
-            (id.clone(), dir, plan, events)
-        }
-        None => {
-            let plan = plan_from(&catalog, &config, &args)?;
-            let id = session::new_id(args.name.as_deref());
-            (id.clone(), session::sessions_dir(&data).join(&id), plan, Vec::new())
-        }
-    };
-    let shared = Shared::new(
-        args.concurrency.unwrap_or(config.max_concurrency),
-        Some(Cache::new(data.join("cache"))),
-        config.cache,
-        plan.seed,
-    );
-    let env = |k: &str| std::env::var(k).ok();
-    let connect = |name: &str| -> anyhow::Result<Arc<dyn ChatModel>> {
-        Ok(Arc::new(
-            llm::connect(&config, name, shared.clone(), &env, Some(&data)).map_err(|e| input_error(e.to_string()))?,
-        ))
-    };
-    let rpa = connect(&plan.rpa)?;
-    let judge = connect(&plan.judge)?;
-    let mut journal = Journal::open(&dir.join("journal.jsonl"))?;
-    if prior.is_empty() {
-        let providers = [("rpa".to_string(), rpa.info()), ("judge".to_string(), judge.info())]
-            .into_iter()
-            .collect();
-        journal.append(&Event::RunStarted {
-            session: id.clone(),
+    let start = match &args.resume {
+        Some(id) => Start::Resume { id: id.clone() },
+        None => Start::New {
+            plan: plan_from(&catalog, &config, &args)?,
             name: args.name.clone(),
-            created: session::now_rfc3339(),
-            app_version: env!("CARGO_PKG_VERSION").into(),
-            plan: plan.clone(),
-            providers,
-        })?;
-    } else {
-        journal.append(&Event::Resumed {
-            at: session::now_rfc3339(),
-        })?;
-    }
-    let done = Done::from_events(&prior);
-    let catalog = Arc::new(catalog);
-    let mut memories = std::collections::BTreeMap::new();
-    for id in &plan.characters {
-        match crate::rpa::memories::Memories::load(
-            &data,
-            id,
-            &catalog.character(id).map_or(String::new(), |c| c.name.clone()),
-        )
-        .map_err(|e| input_error(safe(&e)))?
-        {
-            Some(m) => {
-                memories.insert(id.clone(), Arc::new(m));
-            }
-            None if plan.style != RpaStyle::Description => eprintln!(
-                "note: {id} has no memories (import it with `incharacter import chatharuhi`): no classic scenes in its prompts"
-            ),
-            None => {}
-        }
-    }
-    let engine = Engine {
-        catalog: catalog.clone(),
-        rpa,
-        judge,
-        memories,
+        },
     };
-    let total_items: usize = plan
-        .scales
-        .iter()
-        .filter_map(|s| catalog.scale(s))
-        .map(|s| s.scored_items().count())
-        .sum::<usize>()
-        * plan.characters.len()
-        * plan.repeats as usize
-        * plan
-            .methods
-            .iter()
-            .map(|m| m.query_style())
-            .collect::<std::collections::BTreeSet<_>>()
-            .len();
-    let total_assessments: usize = plan
-        .scales
-        .iter()
-        .filter_map(|s| catalog.scale(s))
-        .map(|s| s.dimensions.len())
-        .sum::<usize>()
-        * plan.characters.len()
-        * plan.repeats as usize
-        * plan.methods.len();
+    let catalog = Arc::new(catalog);
+    let prepared = runner::prepare(catalog.clone(), &config, &data, start, args.concurrency).map_err(input_error)?;
+    for note in &prepared.notes {
+        eprintln!("note: {note}");
+    }
+    let plan = &prepared.plan;
     eprintln!(
-        "session {id}: {} character(s) × {} scale(s) × {} method(s) × {} repeat(s)",
+        "session {}: {} character(s) × {} scale(s) × {} method(s) × {} repeat(s)",
+        prepared.id,
         plan.characters.len(),
         plan.scales.len(),
         plan.methods.len(),
         plan.repeats
     );
+    let (id, dir) = (prepared.id.clone(), prepared.dir.clone());
     let progress = Progress::new(
         std::io::stderr().is_terminal(),
-        total_items,
-        total_assessments,
-        done.answers.len(),
+        prepared.total_items(),
+        prepared.total_assessments(),
+        prepared.done.answers.len(),
     );
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let write_error = runtime.block_on(async {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let work = async {
-            engine.run(&plan, &done, &tx).await;
-            drop(tx);
-        };
-        let record = async {
-            while let Some(event) = rx.recv().await {
-                journal.append(&event)?;
-                progress.record(&event);
-            }
-            progress.finish();
-            Ok::<_, std::io::Error>(())
-        };
-        let (_, recorded) = tokio::join!(work, record);
-        recorded.err()
-    });
-    if let Some(e) = write_error {
-        return Err(anyhow::anyhow!(
-            "cannot write the journal {}: {e}",
-            journal.path.display()
-        ));
-    }
-    journal.append(&Event::RunFinished {
-        status: "complete".into(),
-        at: session::now_rfc3339(),
-    })?;
-    let events = load_events(&dir)?;
-    session::write_atomic(&dir.join("results.json"), &results::export(&events, &catalog))?;
+    let events = runtime
+        .block_on(prepared.execute(None, |e| progress.record(e)))
+        .map_err(|e| anyhow::anyhow!(e))?;
+    progress.finish();
     let summary = results::summary(&events, &catalog);
     if args.json {
         writeln!(

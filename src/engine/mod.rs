@@ -3,7 +3,9 @@
 //! how many requests are in flight. The open interview of a unit is shared by ER_batch, ER_all, OC and
 //! d-OC. Given what a journal already holds (`Done`), it asks and assesses only what is missing.
 
+pub mod live;
 pub mod results;
+pub mod runner;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -20,6 +20,38 @@ pub enum QueryStyle {
     SrCot,
 }
 
+impl QueryStyle {
+    pub fn name(self) -> &'static str {
+        match self {
+            QueryStyle::Open => "open",
+            QueryStyle::Sr => "sr",
+            QueryStyle::SrCot => "sr-cot",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<QueryStyle> {
+        [QueryStyle::Open, QueryStyle::Sr, QueryStyle::SrCot]
+            .into_iter()
+            .find(|s| s.name() == name)
+    }
+}
+
+/// The request purpose of one interview item: "interview <character> <scale> <item> <style>" (ids have
+/// no spaces), which live views parse back with [`parse_purpose`].
+pub fn purpose(character: &str, scale: &str, item: u32, style: QueryStyle) -> String {
+    format!("interview {character} {scale} {item} {}", style.name())
+}
+
+/// (character, scale, item, style) of an interview purpose.
+pub fn parse_purpose(purpose: &str) -> Option<(&str, &str, u32, QueryStyle)> {
+    let mut parts = purpose.strip_prefix("interview ")?.split(' ');
+    let (c, s, i, st) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    Some((c, s, i.parse().ok()?, QueryStyle::parse(st)?))
+}
+
 /// The longest answer a character may give to one question, in tokens.
 pub const MAX_ANSWER_TOKENS: u32 = 300;
 
@@ -79,7 +111,7 @@ pub async fn ask(
     let mut request = ChatRequest::new(assembled.messages);
     request.meta.role = Role::Rpa;
     request.meta.repeat = repeat;
-    request.meta.purpose = format!("interview {} {} {}", character.id, scale.id, item.id);
+    request.meta.purpose = purpose(&character.id, &scale.id, item.id, style);
     request.sampling.seed = Some(seed);
     // An interview answer is a few sentences; the cap keeps a rambling model from running on.
     request.sampling.max_tokens = Some(MAX_ANSWER_TOKENS);
@@ -96,4 +128,19 @@ pub async fn ask(
         },
         assembled.retrieved,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn purposes_round_trip() {
+        let p = purpose("hermione-en", "16Personalities", 12, QueryStyle::SrCot);
+        assert_eq!(
+            parse_purpose(&p),
+            Some(("hermione-en", "16Personalities", 12, QueryStyle::SrCot))
+        );
+        assert_eq!(parse_purpose("ER BFI Openness"), None);
+    }
 }

@@ -103,14 +103,40 @@ impl Journal {
         })
     }
 
+    /// Appends `record`; an object record gets `ts_ms` (Unix milliseconds) so a replay can keep the
+    /// original timing.
     pub fn append<T: Serialize>(&mut self, record: &T) -> std::io::Result<()> {
-        let mut line = serde_json::to_string(record)?;
+        let mut value = serde_json::to_value(record)?;
+        if let serde_json::Value::Object(map) = &mut value {
+            map.insert("ts_ms".into(), unix_ms().into());
+        }
+        let mut line = serde_json::to_string(&value)?;
         line.push('\n');
         // One write per line: an interrupted write can only tear the last line.
         self.file.write_all(line.as_bytes())?;
         self.file.flush()?;
         Ok(())
     }
+}
+
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Reads a journal with each record's `ts_ms` (absent in journals written before it existed).
+pub fn read_timed<T: DeserializeOwned>(path: &Path) -> Result<Vec<(Option<u64>, T)>, String> {
+    #[derive(serde::Deserialize)]
+    struct Timed<T> {
+        ts_ms: Option<u64>,
+        #[serde(flatten)]
+        record: T,
+    }
+    Ok(read::<Timed<T>>(path)?
+        .into_iter()
+        .map(|t| (t.ts_ms, t.record))
+        .collect())
 }
 
 /// Reads a journal. A damaged *last* line (a write cut short) is skipped; a damaged line elsewhere is
@@ -167,6 +193,8 @@ mod tests {
             .unwrap();
         let records: Vec<serde_json::Value> = read(&path).unwrap();
         assert_eq!(records.len(), 2);
+        let timed: Vec<(Option<u64>, serde_json::Value)> = read_timed(&path).unwrap();
+        assert!(timed.iter().all(|(t, _)| t.is_some_and(|t| t > 1_700_000_000_000)));
         std::fs::write(&path, "{\"a\": 1}\n{oops\n{\"a\": 2}\n").unwrap();
         let e = read::<serde_json::Value>(&path).unwrap_err();
         assert!(e.contains("j.jsonl:2:"), "{e}");
