@@ -4,6 +4,7 @@
 mod catalog_cmds;
 mod import_cmds;
 mod llm_cmds;
+pub use llm_cmds::load_config;
 mod metrics_cmds;
 #[cfg(feature = "local-model")]
 mod model_cmds;
@@ -156,6 +157,14 @@ pub enum Command {
     Import {
         #[command(subcommand)]
         command: ImportCommand,
+    },
+    /// Open the workbench on the replay of a session, with its original timing
+    Replay {
+        /// Session id, session folder, or journal file (sample sessions by id too)
+        session: String,
+        /// Playback speed: a factor (1, 4, …) or `instant`
+        #[arg(long, default_value = "1")]
+        speed: String,
     },
     /// List the sessions, oldest first
     Sessions {
@@ -404,6 +413,19 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             run_cmds::run(args, catalog, out)
         }
         Command::Sessions { json } => run_cmds::sessions(json, out),
+        Command::Replay { session, speed } => {
+            let speed = match speed.as_str() {
+                "instant" => crate::tui::app::Replay::Instant,
+                s => match s.parse::<f64>() {
+                    Ok(f) if f > 0.0 && f.is_finite() => crate::tui::app::Replay::Speed(f),
+                    _ => return Err(input_error(format!("--speed {s}: a positive number, or `instant`"))),
+                },
+            };
+            crate::tui::main(crate::tui::Options {
+                replay: Some((session, speed)),
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Import { command } => {
             let catalog = load_catalog(&mut std::io::stderr())?;
             let data = paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
@@ -455,7 +477,7 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 }
 
 /// Bundled plus user files; problems in user files are warned about on `warn` and skipped.
-fn load_catalog(warn: &mut dyn Write) -> anyhow::Result<Catalog> {
+pub fn load_catalog(warn: &mut dyn Write) -> anyhow::Result<Catalog> {
     let data_dir = paths::data_dir();
     let catalog = Catalog::load(data_dir.as_deref()).map_err(|errors| {
         let lines: Vec<String> = errors.iter().map(|d| d.to_string()).collect();

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use tokio::sync::{mpsc::UnboundedSender, watch};
+use tokio::sync::watch;
 
-use crate::llm::{ChatEvent, ChatModel, ChatRequest, EventStream, ModelInfo, Role};
+use crate::llm::{ChatEvent, ChatModel, ChatRequest, EventStream, ModelInfo, Role, Usage};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Live {
@@ -31,7 +31,7 @@ pub enum LiveKind {
     },
     Done {
         cached: bool,
-        tokens: Option<u64>,
+        usage: Option<Usage>,
     },
     Failed(String),
 }
@@ -62,9 +62,12 @@ impl Pause {
     }
 }
 
+/// Where live reports go (called on the task making the call, so keep it cheap: e.g. a channel send).
+pub type LiveSink = Arc<dyn Fn(Live) + Send + Sync>;
+
 pub struct Observed {
     pub inner: Arc<dyn ChatModel>,
-    pub sink: UnboundedSender<Live>,
+    pub sink: LiveSink,
     pub pause: Pause,
 }
 
@@ -76,7 +79,7 @@ impl ChatModel for Observed {
         let meta = request.meta.clone();
         let prompt = request.messages.last().map(|m| m.content.clone()).unwrap_or_default();
         let live = move |kind: LiveKind| {
-            let _ = sink.send(Live {
+            sink(Live {
                 role: meta.role,
                 purpose: meta.purpose.clone(),
                 repeat: meta.repeat,
@@ -101,7 +104,7 @@ fn async_stream(
     futures_util::stream::once(async move {
         pause.wait().await;
         live(LiveKind::Started { prompt });
-        let mut tokens = None;
+        let mut usage = None;
         inner.stream(request).map(move |event| {
             match &event {
                 ChatEvent::Token(t) => live(LiveKind::Token(t.clone())),
@@ -109,11 +112,8 @@ fn async_stream(
                     attempt: *attempt,
                     reason: reason.clone(),
                 }),
-                ChatEvent::Usage(u) => tokens = Some(u.completion_tokens),
-                ChatEvent::Done { cached, .. } => live(LiveKind::Done {
-                    cached: *cached,
-                    tokens,
-                }),
+                ChatEvent::Usage(u) => usage = Some(*u),
+                ChatEvent::Done { cached, .. } => live(LiveKind::Done { cached: *cached, usage }),
                 ChatEvent::Error(e) => live(LiveKind::Failed(e.to_string())),
             }
             event
@@ -125,7 +125,7 @@ fn async_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::{ChatMessage, Usage};
+    use crate::llm::ChatMessage;
 
     struct Scripted;
 
@@ -160,7 +160,9 @@ mod tests {
         let pause = Pause::default();
         let model = Observed {
             inner: Arc::new(Scripted),
-            sink: tx,
+            sink: Arc::new(move |l| {
+                let _ = tx.send(l);
+            }),
             pause: pause.clone(),
         };
         let mut request = ChatRequest::new(vec![ChatMessage::user("Harry:「Hi?」")]);
@@ -183,7 +185,10 @@ mod tests {
                 LiveKind::Token("lo".into()),
                 LiveKind::Done {
                     cached: false,
-                    tokens: Some(2)
+                    usage: Some(Usage {
+                        prompt_tokens: 3,
+                        completion_tokens: 2
+                    })
                 }
             ]
         );

@@ -141,7 +141,7 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
 }
 
 /// Alignment inputs for one scale × method.
-fn rows(catalog: &Catalog, scale_id: &str, list: &[&Assessment]) -> Vec<AlignmentRow> {
+pub fn rows(catalog: &Catalog, scale_id: &str, list: &[&Assessment]) -> Vec<AlignmentRow> {
     list.iter()
         .filter_map(|a| {
             let c = catalog.character(&a.character)?;

@@ -7,9 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tokio::sync::mpsc::UnboundedSender;
-
-use super::live::{Live, Observed, Pause};
+use super::live::{LiveSink, Observed, Pause};
 use super::{Done, Engine, Event, RunPlan, results};
 use crate::catalog::Catalog;
 use crate::llm::cache::Cache;
@@ -182,7 +180,7 @@ impl Prepared {
     /// `live`, model calls are also reported (and held while paused). Returns the session's events.
     pub async fn execute(
         mut self,
-        live: Option<(UnboundedSender<Live>, Pause)>,
+        live: Option<(LiveSink, Pause)>,
         mut on_event: impl FnMut(&Event) + Send,
     ) -> Result<Vec<Event>, String> {
         if let Some((sink, pause)) = live {

@@ -139,6 +139,9 @@ impl ProviderConfig {
     }
 }
 
+/// The embedded model the default configuration uses.
+pub const DEFAULT_LOCAL_MODEL: &str = "smollm2-135m";
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub providers: Vec<ProviderConfig>,
@@ -146,13 +149,30 @@ pub struct Config {
     pub cache: CacheMode,
     /// Requests in flight across all providers.
     pub max_concurrency: usize,
+    pub tui: TuiConfig,
+}
+
+/// The `[tui]` section: the theme and key bindings (checked by the TUI, which knows the actions).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TuiConfig {
+    pub theme: Option<String>,
+    pub keys: Vec<KeyBinding>,
+}
+
+/// `[tui.keys.<screen>] "<key>" = "<action>"`, with where it was written for error messages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyBinding {
+    pub screen: String,
+    pub key: String,
+    pub action: String,
+    pub at: Diagnostic,
 }
 
 impl Config {
     /// The configuration with no file: the local model for every role, plus an `openai` provider when
     /// `OPENAI_API_KEY` is set.
     pub fn defaults(env: &dyn Fn(&str) -> Option<String>) -> Config {
-        let mut local = ProviderConfig::new(LOCAL_PROVIDER, ProviderKind::Local, "", "smollm2-135m");
+        let mut local = ProviderConfig::new(LOCAL_PROVIDER, ProviderKind::Local, "", DEFAULT_LOCAL_MODEL);
         // One model on the CPU: requests take turns.
         local.max_concurrency = 1;
         let mut providers = vec![local];
@@ -174,6 +194,7 @@ impl Config {
             roles,
             cache: CacheMode::ReadWrite,
             max_concurrency: 64,
+            tui: TuiConfig::default(),
         }
     }
 
@@ -201,6 +222,19 @@ impl Config {
         let mut errors = Vec::new();
         if let Some(cache) = raw.cache {
             config.cache = cache;
+        }
+        if let Some(tui) = raw.tui {
+            config.tui.theme = tui.theme;
+            for (screen, keys) in tui.keys {
+                for (key, action) in keys {
+                    config.tui.keys.push(KeyBinding {
+                        screen: screen.clone(),
+                        at: source.at(key.span(), ""),
+                        key: key.into_inner(),
+                        action: action.into_inner(),
+                    });
+                }
+            }
         }
         if let Some(n) = raw.max_concurrency {
             if *n.get_ref() == 0 {
@@ -344,6 +378,15 @@ struct RawConfig {
     providers: Vec<RawProvider>,
     #[serde(default)]
     roles: BTreeMap<Spanned<String>, Spanned<String>>,
+    tui: Option<RawTui>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTui {
+    theme: Option<String>,
+    #[serde(default)]
+    keys: BTreeMap<String, BTreeMap<Spanned<String>, Spanned<String>>>,
 }
 
 #[derive(Deserialize)]

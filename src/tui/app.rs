@@ -1,0 +1,1056 @@
+//! The workbench as a state machine: input and engine events come in as [`Action`]s, `update` changes
+//! the state and returns [`Effect`]s (start a run, open a session, …) for the driver to perform.
+//! Rendering (`ui`) is a pure function of this state, so tests drive it without a terminal.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ratatui::crossterm::event::{KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
+use ratatui::layout::{Position, Rect};
+
+use super::keys::{Command, Key, KeyName, Keymap, Mode};
+use super::run_view::RunView;
+use super::theme::Theme;
+use crate::catalog::Catalog;
+use crate::domain::character::{Character, LabelSource};
+use crate::engine::live::Live;
+use crate::engine::results::SummaryRow;
+use crate::engine::{Event, Method, RunPlan};
+use crate::llm::config::Config;
+use crate::llm::{ModelInfo, Role};
+use crate::rpa::prompt::RpaStyle;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Screen {
+    Welcome,
+    Setup,
+    Live,
+    Inspector,
+    Compare,
+    Sessions,
+}
+
+impl Screen {
+    pub fn mode(self) -> Mode {
+        match self {
+            Screen::Welcome => Mode::Welcome,
+            Screen::Setup => Mode::Setup,
+            Screen::Live => Mode::Live,
+            Screen::Inspector => Mode::Inspector,
+            Screen::Compare => Mode::Compare,
+            Screen::Sessions => Mode::Sessions,
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Screen::Welcome => "Welcome",
+            Screen::Setup => "Setup",
+            Screen::Live => "Live run",
+            Screen::Inspector => "Inspector",
+            Screen::Compare => "Compare",
+            Screen::Sessions => "Sessions",
+        }
+    }
+
+    pub const TABS: [Screen; 5] = [
+        Screen::Setup,
+        Screen::Live,
+        Screen::Inspector,
+        Screen::Compare,
+        Screen::Sessions,
+    ];
+}
+
+/// Whether a provider can serve, as the welcome screen says it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderStatus {
+    pub name: String,
+    pub info: ModelInfo,
+    pub roles: Vec<Role>,
+    pub problem: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionEntry {
+    pub id: String,
+    pub name: Option<String>,
+    pub created: String,
+    pub status: String,
+    pub model: String,
+    pub path: PathBuf,
+    pub sample: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetupPane {
+    Characters,
+    Scales,
+    Options,
+}
+
+/// Rows of the options pane.
+pub const OPTION_ROWS: usize = Method::ALL.len() + 4;
+
+#[derive(Debug, Clone)]
+pub struct SetupState {
+    pub filter: String,
+    pub pane: SetupPane,
+    pub char_cursor: usize,
+    pub characters: BTreeSet<String>,
+    pub scale_cursor: usize,
+    pub scales: BTreeSet<String>,
+    pub option_cursor: usize,
+    pub methods: BTreeSet<Method>,
+    pub repeats: u32,
+    pub style: RpaStyle,
+    pub rpa: String,
+    pub judge: String,
+    pub providers: Vec<String>,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Replay {
+    Speed(f64),
+    Instant,
+}
+
+impl Replay {
+    pub fn label(self) -> String {
+        match self {
+            Replay::Speed(s) => format!("{s}×"),
+            Replay::Instant => "instant".into(),
+        }
+    }
+
+    pub fn next(self) -> Replay {
+        match self {
+            Replay::Speed(s) if s < 4.0 => Replay::Speed(4.0),
+            Replay::Speed(_) => Replay::Instant,
+            Replay::Instant => Replay::Speed(1.0),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct LiveState {
+    pub cursor: usize,
+    pub follow: bool,
+    /// Lines scrolled up from the bottom of the transcript.
+    pub scroll: u16,
+    pub running: bool,
+    pub paused: bool,
+    pub replay: Option<Replay>,
+    pub started_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InspectFocus {
+    Dimensions,
+    Items,
+    Drill,
+}
+
+#[derive(Debug, Clone)]
+pub struct InspectState {
+    pub unit: usize,
+    pub method: usize,
+    pub dim: usize,
+    pub item: usize,
+    pub focus: InspectFocus,
+    pub scroll: u16,
+    pub labels: LabelSource,
+}
+
+#[derive(Debug, Clone)]
+pub struct CompareState {
+    pub unit: usize,
+    pub method: usize,
+    pub all_methods: bool,
+    pub page: usize,
+    pub sort: usize,
+    pub cursor: usize,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SessionsState {
+    pub list: Vec<SessionEntry>,
+    pub cursor: usize,
+    pub marked: Vec<usize>,
+    pub speed: Option<Replay>,
+    /// Side-by-side summaries of the marked sessions.
+    pub comparison: Vec<(String, Vec<SummaryRow>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchState {
+    Running,
+    Done(String),
+    Failed(String),
+}
+
+/// Screen areas from the last render, for mouse clicks.
+#[derive(Debug, Clone, Default)]
+pub struct Hitboxes {
+    pub tabs: Vec<(Rect, usize)>,
+    /// (area of a list, first visible row, which list)
+    pub lists: Vec<(Rect, usize, ListId)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListId {
+    Characters,
+    Scales,
+    Options,
+    Items,
+    Dimensions,
+    InspectItems,
+    Sessions,
+    CompareTable,
+}
+
+pub enum Action {
+    Key(KeyEvent),
+    Mouse(MouseEvent),
+    Engine(Event),
+    Live(Live),
+    /// Milliseconds since the app started.
+    Tick(u64),
+    /// A session's events, loaded to browse (not to replay).
+    SessionLoaded(Vec<Event>),
+    /// The run task ended (`Err` says why it stopped early).
+    RunEnded(Result<(), String>),
+    Sessions(Vec<SessionEntry>),
+    Compared(Vec<(String, Vec<SummaryRow>)>),
+    Fetched(Result<String, String>),
+    Flash(String),
+    Memories(std::collections::BTreeMap<String, Arc<crate::rpa::memories::Memories>>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    StartRun { plan: RunPlan, name: Option<String> },
+    Resume { id: String },
+    SetPause(bool),
+    Cancel,
+    Open(PathBuf),
+    Replay { path: PathBuf, speed: Replay },
+    ReplaySpeed(Replay),
+    Export(PathBuf),
+    Compare(Vec<PathBuf>),
+    FetchModel,
+    ListSessions,
+    Quit,
+}
+
+pub struct App {
+    pub catalog: Arc<Catalog>,
+    pub keymap: Keymap,
+    pub themes: Vec<Theme>,
+    pub theme: usize,
+    pub screen: Screen,
+    pub help: bool,
+    pub quit: bool,
+    pub providers: Vec<ProviderStatus>,
+    pub fetch: Option<FetchState>,
+    pub config_path: Option<PathBuf>,
+    pub setup: SetupState,
+    pub run: RunView,
+    pub live: LiveState,
+    pub inspect: InspectState,
+    pub compare: CompareState,
+    pub sessions: SessionsState,
+    pub flash: Option<String>,
+    pub now_ms: u64,
+    pub hit: std::cell::RefCell<Hitboxes>,
+    /// Prices per million tokens (in, out) of the run's providers, for the cost gauge.
+    pub prices: Vec<(String, f64, f64)>,
+    /// Memories of the shown run's characters, to rebuild their prompts in the inspector.
+    pub memories: std::collections::BTreeMap<String, Arc<crate::rpa::memories::Memories>>,
+}
+
+fn provider_problem(config: &Config, name: &str, data_dir: Option<&std::path::Path>) -> Option<String> {
+    let p = config.provider(name)?;
+    match p.kind {
+        crate::llm::config::ProviderKind::Local => {
+            #[cfg(feature = "local-model")]
+            let fetched = data_dir
+                .is_some_and(|d| crate::llm::local::resolve(&crate::llm::local::models_dir(d), &p.model).is_ok());
+            #[cfg(not(feature = "local-model"))]
+            let fetched = {
+                let _ = data_dir;
+                false
+            };
+            (!fetched).then(|| format!("the local model {} is not fetched yet", p.model))
+        }
+        crate::llm::config::ProviderKind::Openai => match &p.api_key_env {
+            Some(var) if std::env::var(var).map_or(true, |v| v.trim().is_empty()) => {
+                Some(format!("the key variable {var} is not set"))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+impl App {
+    pub fn new(catalog: Arc<Catalog>, config: &Config, keymap: Keymap, themes: Vec<Theme>, theme: usize) -> App {
+        let data_dir = crate::paths::data_dir();
+        let providers: Vec<ProviderStatus> = config
+            .providers
+            .iter()
+            .map(|p| ProviderStatus {
+                name: p.name.clone(),
+                info: ModelInfo {
+                    provider: p.name.clone(),
+                    kind: p.kind.name().into(),
+                    model: p.model.clone(),
+                },
+                roles: config
+                    .roles
+                    .iter()
+                    .filter(|(_, n)| **n == p.name)
+                    .map(|(r, _)| *r)
+                    .collect(),
+                problem: provider_problem(config, &p.name, data_dir.as_deref()),
+            })
+            .collect();
+        let role = |r: Role| config.roles.get(&r).cloned().unwrap_or_default();
+        let ready = [Role::Rpa, Role::Judge]
+            .iter()
+            .all(|r| providers.iter().any(|p| p.name == role(*r) && p.problem.is_none()));
+        let prices = config
+            .providers
+            .iter()
+            .map(|p| (p.name.clone(), p.price_in_per_mtok, p.price_out_per_mtok))
+            .collect();
+        App {
+            catalog,
+            keymap,
+            themes,
+            theme,
+            screen: if ready { Screen::Setup } else { Screen::Welcome },
+            help: false,
+            quit: false,
+            fetch: None,
+            config_path: crate::paths::config_file(),
+            setup: SetupState {
+                filter: String::new(),
+                pane: SetupPane::Characters,
+                char_cursor: 0,
+                characters: BTreeSet::new(),
+                scale_cursor: 0,
+                scales: BTreeSet::new(),
+                option_cursor: 0,
+                methods: [Method::ErBatch].into_iter().collect(),
+                repeats: 1,
+                style: RpaStyle::Description,
+                rpa: role(Role::Rpa),
+                judge: role(Role::Judge),
+                providers: providers.iter().map(|p| p.name.clone()).collect(),
+                seed: 0,
+            },
+            providers,
+            run: RunView::default(),
+            live: LiveState {
+                follow: true,
+                ..LiveState::default()
+            },
+            inspect: InspectState {
+                unit: 0,
+                method: 0,
+                dim: 0,
+                item: 0,
+                focus: InspectFocus::Dimensions,
+                scroll: 0,
+                labels: LabelSource::Pdb,
+            },
+            compare: CompareState {
+                unit: 0,
+                method: 0,
+                all_methods: false,
+                page: 0,
+                sort: 0,
+                cursor: 0,
+            },
+            sessions: SessionsState::default(),
+            flash: None,
+            now_ms: 0,
+            hit: Default::default(),
+            prices,
+            memories: Default::default(),
+        }
+    }
+
+    pub fn theme(&self) -> &Theme {
+        &self.themes[self.theme % self.themes.len()]
+    }
+
+    /// Characters matching the setup filter (name, alias, id, work, language).
+    pub fn filtered_characters(&self) -> Vec<&Character> {
+        let f = self.setup.filter.to_lowercase();
+        self.catalog
+            .characters
+            .iter()
+            .map(|e| &e.value)
+            .filter(|c| {
+                f.is_empty()
+                    || c.id.to_lowercase().contains(&f)
+                    || c.name.to_lowercase().contains(&f)
+                    || c.work.to_lowercase().contains(&f)
+                    || c.language.code() == f
+                    || c.aliases.iter().any(|a| a.to_lowercase().contains(&f))
+            })
+            .collect()
+    }
+
+    /// Methods of the shown run (or of the setup, before any run).
+    pub fn methods(&self) -> Vec<Method> {
+        match &self.run.session.plan {
+            Some(p) => p.methods.clone(),
+            None => self.setup.methods.iter().copied().collect(),
+        }
+    }
+
+    /// The setup as a plan, if it can start.
+    pub fn plan(&self) -> Result<RunPlan, String> {
+        if self.setup.characters.is_empty() {
+            return Err("pick at least one character (space)".into());
+        }
+        if self.setup.scales.is_empty() {
+            return Err("pick at least one scale (tab, then space)".into());
+        }
+        if self.setup.methods.is_empty() {
+            return Err("pick at least one method".into());
+        }
+        Ok(RunPlan {
+            characters: self
+                .catalog
+                .characters
+                .iter()
+                .map(|e| e.value.id.clone())
+                .filter(|id| self.setup.characters.contains(id))
+                .collect(),
+            scales: self
+                .catalog
+                .scales
+                .iter()
+                .map(|e| e.value.id.clone())
+                .filter(|id| self.setup.scales.contains(id))
+                .collect(),
+            methods: Method::ALL
+                .into_iter()
+                .filter(|m| self.setup.methods.contains(m))
+                .collect(),
+            repeats: self.setup.repeats,
+            rpa: self.setup.rpa.clone(),
+            judge: self.setup.judge.clone(),
+            style: self.setup.style,
+            seed: self.setup.seed,
+            max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
+        })
+    }
+
+    fn typing(&self) -> bool {
+        self.screen == Screen::Setup && self.setup.pane == SetupPane::Characters && !self.help
+    }
+
+    pub fn update(&mut self, action: Action) -> Vec<Effect> {
+        match action {
+            Action::Key(key) => self.on_key(key),
+            Action::Mouse(m) => {
+                self.on_mouse(m);
+                Vec::new()
+            }
+            Action::Engine(event) => {
+                if let Event::RunStarted { .. } = &event {
+                    self.run = RunView::default();
+                    self.live.cursor = 0;
+                    self.live.started_ms = self.now_ms;
+                }
+                self.run.apply_event(&event, &self.catalog);
+                Vec::new()
+            }
+            Action::Live(live) => {
+                self.run.apply_live(&live, &self.catalog);
+                if self.live.follow
+                    && let Some(i) = self
+                        .run
+                        .items
+                        .iter()
+                        .position(|r| r.status == super::run_view::Status::Streaming)
+                {
+                    self.live.cursor = i;
+                }
+                Vec::new()
+            }
+            Action::Tick(ms) => {
+                self.now_ms = ms;
+                Vec::new()
+            }
+            Action::SessionLoaded(events) => {
+                self.run = RunView::default();
+                for e in &events {
+                    self.run.apply_event(e, &self.catalog);
+                }
+                self.inspect.unit = 0;
+                self.compare.unit = 0;
+                self.flash = Some(format!("opened session {}", self.run.session.id));
+                self.screen = Screen::Compare;
+                Vec::new()
+            }
+            Action::RunEnded(result) => {
+                self.live.running = false;
+                self.live.paused = false;
+                self.flash = Some(match result {
+                    Ok(()) if self.live.replay.is_some() => "replay finished".into(),
+                    Ok(()) => "run finished: results.json written".into(),
+                    Err(e) => e,
+                });
+                vec![Effect::ListSessions]
+            }
+            Action::Sessions(list) => {
+                self.sessions.list = list;
+                self.sessions.cursor = self.sessions.cursor.min(self.sessions.list.len().saturating_sub(1));
+                self.sessions.marked.retain(|&i| i < self.sessions.list.len());
+                Vec::new()
+            }
+            Action::Compared(rows) => {
+                self.sessions.comparison = rows;
+                Vec::new()
+            }
+            Action::Fetched(result) => {
+                self.fetch = Some(match result {
+                    Ok(m) => {
+                        for p in &mut self.providers {
+                            if p.info.kind == "local" {
+                                p.problem = None;
+                            }
+                        }
+                        FetchState::Done(m)
+                    }
+                    Err(e) => FetchState::Failed(e),
+                });
+                Vec::new()
+            }
+            Action::Flash(text) => {
+                self.flash = Some(text);
+                Vec::new()
+            }
+            Action::Memories(m) => {
+                self.memories = m;
+                Vec::new()
+            }
+        }
+    }
+
+    fn on_mouse(&mut self, m: MouseEvent) {
+        let at = Position::new(m.column, m.row);
+        let hit = self.hit.borrow().clone();
+        match m.kind {
+            MouseEventKind::ScrollDown | MouseEventKind::ScrollUp => {
+                let down = m.kind == MouseEventKind::ScrollDown;
+                if let Some((_, _, list)) = hit.lists.iter().find(|(r, _, _)| r.contains(at)) {
+                    self.focus_list(*list);
+                }
+                self.command(if down { Command::Down } else { Command::Up });
+            }
+            MouseEventKind::Down(_) => {
+                if let Some((_, tab)) = hit.tabs.iter().find(|(r, _)| r.contains(at)) {
+                    self.screen = Screen::TABS[*tab];
+                    return;
+                }
+                if let Some((r, first, list)) = hit.lists.iter().find(|(r, _, _)| r.contains(at)) {
+                    let row = first + usize::from(m.row - r.y);
+                    self.focus_list(*list);
+                    self.set_cursor(*list, row);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn focus_list(&mut self, list: ListId) {
+        match list {
+            ListId::Characters => self.setup.pane = SetupPane::Characters,
+            ListId::Scales => self.setup.pane = SetupPane::Scales,
+            ListId::Options => self.setup.pane = SetupPane::Options,
+            ListId::Dimensions => self.inspect.focus = InspectFocus::Dimensions,
+            ListId::InspectItems => self.inspect.focus = InspectFocus::Items,
+            ListId::Items => self.live.follow = false,
+            ListId::Sessions | ListId::CompareTable => {}
+        }
+    }
+
+    fn set_cursor(&mut self, list: ListId, row: usize) {
+        match list {
+            ListId::Characters => self.setup.char_cursor = row.min(self.filtered_characters().len().saturating_sub(1)),
+            ListId::Scales => self.setup.scale_cursor = row.min(self.catalog.scales.len().saturating_sub(1)),
+            ListId::Options => self.setup.option_cursor = row.min(OPTION_ROWS - 1),
+            ListId::Items => self.live.cursor = row.min(self.run.items.len().saturating_sub(1)),
+            ListId::Dimensions => self.inspect.dim = row,
+            ListId::InspectItems => self.inspect.item = row,
+            ListId::Sessions => self.sessions.cursor = row.min(self.sessions.list.len().saturating_sub(1)),
+            ListId::CompareTable => self.compare.cursor = row,
+        }
+    }
+
+    fn on_key(&mut self, event: KeyEvent) -> Vec<Effect> {
+        let Some(key) = Key::from_event(&event) else {
+            return Vec::new();
+        };
+        self.flash = None;
+        if self.typing() && !event.modifiers.contains(KeyModifiers::CONTROL) {
+            match key.code {
+                KeyName::Char(c) => {
+                    self.setup.filter.push(c);
+                    self.setup.char_cursor = 0;
+                    return Vec::new();
+                }
+                KeyName::Backspace => {
+                    self.setup.filter.pop();
+                    self.setup.char_cursor = 0;
+                    return Vec::new();
+                }
+                KeyName::Esc if !self.setup.filter.is_empty() => {
+                    self.setup.filter.clear();
+                    return Vec::new();
+                }
+                _ => {}
+            }
+        }
+        if self.help {
+            // Any key closes help; the help key and esc only close it.
+            let cmd = self.keymap.command(self.screen.mode(), key);
+            self.help = false;
+            if matches!(cmd, Some(Command::Help | Command::Back) | None) {
+                return Vec::new();
+            }
+            return cmd.map(|c| self.command(c)).unwrap_or_default();
+        }
+        match self.keymap.command(self.screen.mode(), key) {
+            Some(cmd) => self.command(cmd),
+            None => Vec::new(),
+        }
+    }
+
+    pub fn command(&mut self, cmd: Command) -> Vec<Effect> {
+        match cmd {
+            Command::Quit => {
+                self.quit = true;
+                return vec![Effect::Quit];
+            }
+            Command::Help => self.help = !self.help,
+            Command::Theme => {
+                self.theme = (self.theme + 1) % self.themes.len();
+                self.flash = Some(format!("theme: {}", self.theme().name));
+            }
+            Command::GoSetup => self.screen = Screen::Setup,
+            Command::GoLive => self.screen = Screen::Live,
+            Command::GoInspector => self.screen = Screen::Inspector,
+            Command::GoCompare => self.screen = Screen::Compare,
+            Command::GoSessions => {
+                self.screen = Screen::Sessions;
+                return vec![Effect::ListSessions];
+            }
+            _ => {
+                return match self.screen {
+                    Screen::Welcome => self.welcome_command(cmd),
+                    Screen::Setup => self.setup_command(cmd),
+                    Screen::Live => self.live_command(cmd),
+                    Screen::Inspector => {
+                        self.inspect_command(cmd);
+                        Vec::new()
+                    }
+                    Screen::Compare => {
+                        self.compare_command(cmd);
+                        Vec::new()
+                    }
+                    Screen::Sessions => self.sessions_command(cmd),
+                };
+            }
+        }
+        Vec::new()
+    }
+
+    fn welcome_command(&mut self, cmd: Command) -> Vec<Effect> {
+        match cmd {
+            Command::FetchModel if self.fetch != Some(FetchState::Running) => {
+                self.fetch = Some(FetchState::Running);
+                vec![Effect::FetchModel]
+            }
+            Command::Select => {
+                self.screen = Screen::Setup;
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn setup_command(&mut self, cmd: Command) -> Vec<Effect> {
+        let filtered = self.filtered_characters().len();
+        let s = &mut self.setup;
+        let step = |cursor: &mut usize, len: usize, delta: isize| {
+            let max = len.saturating_sub(1) as isize;
+            *cursor = (*cursor as isize + delta).clamp(0, max.max(0)) as usize;
+        };
+        let (cursor, len) = match s.pane {
+            SetupPane::Characters => (&mut s.char_cursor, filtered),
+            SetupPane::Scales => (&mut s.scale_cursor, self.catalog.scales.len()),
+            SetupPane::Options => (&mut s.option_cursor, OPTION_ROWS),
+        };
+        match cmd {
+            Command::Up => step(cursor, len, -1),
+            Command::Down => step(cursor, len, 1),
+            Command::PageUp => step(cursor, len, -10),
+            Command::PageDown => step(cursor, len, 10),
+            Command::Top => *cursor = 0,
+            Command::Bottom => *cursor = len.saturating_sub(1),
+            Command::NextPane | Command::PrevPane => {
+                let order = [SetupPane::Characters, SetupPane::Scales, SetupPane::Options];
+                let i = order.iter().position(|p| *p == s.pane).unwrap_or(0);
+                let delta = if cmd == Command::NextPane { 1 } else { 2 };
+                s.pane = order[(i + delta) % 3];
+            }
+            Command::Toggle => self.setup_toggle(1),
+            Command::NextMethod => self.setup_toggle(1),
+            Command::PrevMethod => self.setup_toggle(-1),
+            Command::Select | Command::Start => {
+                return match self.plan() {
+                    Ok(plan) => {
+                        self.screen = Screen::Live;
+                        self.live.running = true;
+                        self.live.paused = false;
+                        self.live.replay = None;
+                        self.live.follow = true;
+                        vec![Effect::StartRun { plan, name: None }]
+                    }
+                    Err(e) => {
+                        self.flash = Some(e);
+                        Vec::new()
+                    }
+                };
+            }
+            Command::Back => self.setup.filter.clear(),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// Space / ← / → on the selected setup row.
+    fn setup_toggle(&mut self, delta: i32) {
+        let s = &mut self.setup;
+        match s.pane {
+            SetupPane::Characters => {
+                let ids: Vec<String> = self.filtered_characters().iter().map(|c| c.id.clone()).collect();
+                let s = &mut self.setup;
+                if let Some(id) = ids.get(s.char_cursor)
+                    && !s.characters.remove(id)
+                {
+                    s.characters.insert(id.clone());
+                }
+            }
+            SetupPane::Scales => {
+                if let Some(e) = self.catalog.scales.get(s.scale_cursor) {
+                    let id = e.value.id.clone();
+                    if !s.scales.remove(&id) {
+                        s.scales.insert(id);
+                    }
+                }
+            }
+            SetupPane::Options => {
+                let row = s.option_cursor;
+                let n = Method::ALL.len();
+                let cycle = |list: &[String], current: &str| -> String {
+                    let i = list.iter().position(|p| p == current).unwrap_or(0) as i32;
+                    let len = list.len().max(1) as i32;
+                    list.get(((i + delta).rem_euclid(len)) as usize)
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                if row < n {
+                    let m = Method::ALL[row];
+                    if !s.methods.remove(&m) {
+                        s.methods.insert(m);
+                    }
+                } else if row == n {
+                    s.repeats = (s.repeats as i32 + delta).clamp(1, 10) as u32;
+                } else if row == n + 1 {
+                    let styles = [RpaStyle::Description, RpaStyle::Chatharuhi, RpaStyle::Rolegpt];
+                    let i = styles.iter().position(|x| *x == s.style).unwrap_or(0) as i32;
+                    s.style = styles[(i + delta).rem_euclid(3) as usize];
+                } else if row == n + 2 {
+                    s.rpa = cycle(&s.providers, &s.rpa);
+                } else {
+                    s.judge = cycle(&s.providers, &s.judge);
+                }
+            }
+        }
+    }
+
+    fn live_command(&mut self, cmd: Command) -> Vec<Effect> {
+        let len = self.run.items.len();
+        let step = |c: usize, d: isize| (c as isize + d).clamp(0, len.saturating_sub(1) as isize) as usize;
+        match cmd {
+            Command::Up | Command::Down | Command::PageUp | Command::PageDown | Command::Top | Command::Bottom => {
+                self.live.follow = false;
+                self.live.scroll = 0;
+                self.live.cursor = match cmd {
+                    Command::Up => step(self.live.cursor, -1),
+                    Command::Down => step(self.live.cursor, 1),
+                    Command::PageUp => step(self.live.cursor, -20),
+                    Command::PageDown => step(self.live.cursor, 20),
+                    Command::Top => 0,
+                    _ => len.saturating_sub(1),
+                };
+            }
+            Command::Follow => {
+                self.live.follow = true;
+                self.live.scroll = 0;
+            }
+            Command::ScrollUp => self.live.scroll = self.live.scroll.saturating_add(5),
+            Command::ScrollDown => self.live.scroll = self.live.scroll.saturating_sub(5),
+            Command::Pause if self.live.running && self.live.replay.is_none() => {
+                self.live.paused = !self.live.paused;
+                self.flash = Some(if self.live.paused {
+                    "paused: calls in flight finish, no new ones start".into()
+                } else {
+                    "resumed".into()
+                });
+                return vec![Effect::SetPause(self.live.paused)];
+            }
+            Command::Cancel if self.live.running => {
+                self.live.running = false;
+                self.flash = Some(format!(
+                    "cancelled: resume from Sessions (u) or `incharacter run --resume {}`",
+                    self.run.session.id
+                ));
+                return vec![Effect::Cancel];
+            }
+            Command::Speed => {
+                if let Some(r) = self.live.replay {
+                    let next = r.next();
+                    self.live.replay = Some(next);
+                    return vec![Effect::ReplaySpeed(next)];
+                }
+            }
+            Command::Select => {
+                if let Some(row) = self.run.items.get(self.live.cursor) {
+                    let key = row.key.clone();
+                    self.screen = Screen::Inspector;
+                    self.inspect_select_item(&key.character, &key.scale, key.repeat, key.item_id);
+                }
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// Opens the inspector on one item of a unit.
+    pub fn inspect_select_item(&mut self, character: &str, scale: &str, repeat: u32, item_id: u32) {
+        let units = self.run.units();
+        if let Some(u) = units
+            .iter()
+            .position(|(c, s, r)| c == character && s == scale && *r == repeat)
+        {
+            self.inspect.unit = u;
+        }
+        if let Some(s) = self.catalog.scale(scale)
+            && let Some(item) = s.items.iter().find(|i| i.id == item_id)
+            && let Some(d) = item.dimension()
+        {
+            self.inspect.dim = d;
+            let ids: Vec<u32> = s
+                .scored_items()
+                .filter(|i| i.dimension() == Some(d))
+                .map(|i| i.id)
+                .collect();
+            self.inspect.item = ids.iter().position(|&i| i == item_id).unwrap_or(0);
+            self.inspect.focus = InspectFocus::Drill;
+            self.inspect.scroll = 0;
+        }
+    }
+
+    fn inspect_command(&mut self, cmd: Command) {
+        let units = self.run.units().len().max(1);
+        let methods = self.methods().len().max(1);
+        let i = &mut self.inspect;
+        match cmd {
+            Command::NextUnit => {
+                i.unit = (i.unit + 1) % units;
+                i.scroll = 0;
+            }
+            Command::PrevUnit => {
+                i.unit = (i.unit + units - 1) % units;
+                i.scroll = 0;
+            }
+            Command::NextMethod => i.method = (i.method + 1) % methods,
+            Command::PrevMethod => i.method = (i.method + methods - 1) % methods,
+            Command::NextPane => {
+                i.focus = match i.focus {
+                    InspectFocus::Dimensions => InspectFocus::Items,
+                    _ => InspectFocus::Dimensions,
+                };
+                i.scroll = 0;
+            }
+            Command::PrevPane => {
+                i.focus = match i.focus {
+                    InspectFocus::Items => InspectFocus::Dimensions,
+                    _ => InspectFocus::Items,
+                };
+            }
+            Command::Select => {
+                i.focus = InspectFocus::Drill;
+                i.scroll = 0;
+            }
+            Command::Back => {
+                i.focus = match i.focus {
+                    InspectFocus::Drill => InspectFocus::Items,
+                    _ => InspectFocus::Dimensions,
+                };
+                i.scroll = 0;
+            }
+            Command::Toggle => {
+                i.labels = match i.labels {
+                    LabelSource::Pdb => LabelSource::Annotation,
+                    LabelSource::Annotation => LabelSource::Pdb,
+                }
+            }
+            Command::ScrollUp => i.scroll = i.scroll.saturating_sub(5),
+            Command::ScrollDown => i.scroll = i.scroll.saturating_add(5),
+            Command::Up | Command::Down | Command::PageUp | Command::PageDown | Command::Top | Command::Bottom => {
+                let delta: isize = match cmd {
+                    Command::Up => -1,
+                    Command::Down => 1,
+                    Command::PageUp => -10,
+                    Command::PageDown => 10,
+                    Command::Top => -10_000,
+                    _ => 10_000,
+                };
+                match i.focus {
+                    InspectFocus::Dimensions => {
+                        i.dim = (i.dim as isize + delta).max(0) as usize;
+                        i.item = 0;
+                        i.scroll = 0;
+                    }
+                    InspectFocus::Items => {
+                        i.item = (i.item as isize + delta).max(0) as usize;
+                        i.scroll = 0;
+                    }
+                    InspectFocus::Drill => {
+                        i.scroll = (i.scroll as isize + delta).clamp(0, u16::MAX as isize) as u16;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn compare_command(&mut self, cmd: Command) {
+        let characters = self
+            .run
+            .session
+            .plan
+            .as_ref()
+            .map_or(1, |p| p.characters.len() * p.scales.len())
+            .max(1);
+        let methods = self.methods().len().max(1);
+        let c = &mut self.compare;
+        match cmd {
+            Command::NextUnit => {
+                c.unit = (c.unit + 1) % characters;
+                c.page = 0;
+            }
+            Command::PrevUnit => {
+                c.unit = (c.unit + characters - 1) % characters;
+                c.page = 0;
+            }
+            Command::NextMethod => c.method = (c.method + 1) % methods,
+            Command::PrevMethod => c.method = (c.method + methods - 1) % methods,
+            Command::AllMethods => c.all_methods = !c.all_methods,
+            Command::NextPage => c.page += 1,
+            Command::PrevPage => c.page = c.page.saturating_sub(1),
+            Command::Sort => c.sort = (c.sort + 1) % 4,
+            Command::Up => c.cursor = c.cursor.saturating_sub(1),
+            Command::Down => c.cursor += 1,
+            Command::Select => {
+                let rows = super::ui::table_rows(self);
+                if let Some(row) = rows.get(self.compare.cursor.min(rows.len().saturating_sub(1))) {
+                    let methods = self.methods();
+                    self.compare.unit = row.4;
+                    self.compare.method = methods.iter().position(|m| *m == row.2).unwrap_or(0);
+                    self.compare.all_methods = false;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn sessions_command(&mut self, cmd: Command) -> Vec<Effect> {
+        let s = &mut self.sessions;
+        let len = s.list.len();
+        match cmd {
+            Command::Up => s.cursor = s.cursor.saturating_sub(1),
+            Command::Down => s.cursor = (s.cursor + 1).min(len.saturating_sub(1)),
+            Command::Top => s.cursor = 0,
+            Command::Bottom => s.cursor = len.saturating_sub(1),
+            Command::Mark => {
+                if let Some(p) = s.marked.iter().position(|&m| m == s.cursor) {
+                    s.marked.remove(p);
+                } else if len > 0 {
+                    s.marked.push(s.cursor);
+                }
+                let paths: Vec<PathBuf> = s.marked.iter().map(|&m| s.list[m].path.clone()).collect();
+                if paths.len() >= 2 {
+                    return vec![Effect::Compare(paths)];
+                }
+                s.comparison.clear();
+            }
+            Command::Speed => {
+                let next = s.speed.unwrap_or(Replay::Speed(1.0)).next();
+                s.speed = Some(next);
+                self.flash = Some(format!("replay speed: {}", next.label()));
+            }
+            Command::Select => {
+                if let Some(e) = s.list.get(s.cursor) {
+                    return vec![Effect::Open(e.path.clone())];
+                }
+            }
+            Command::Replay => {
+                if let Some(e) = s.list.get(s.cursor) {
+                    let speed = s.speed.unwrap_or(Replay::Speed(1.0));
+                    let path = e.path.clone();
+                    self.screen = Screen::Live;
+                    self.live.replay = Some(speed);
+                    self.live.running = true;
+                    self.live.follow = true;
+                    return vec![Effect::Replay { path, speed }];
+                }
+            }
+            Command::Export => {
+                if let Some(e) = s.list.get(s.cursor) {
+                    return vec![Effect::Export(e.path.clone())];
+                }
+            }
+            Command::Resume => {
+                if let Some(e) = s.list.get(s.cursor) {
+                    if e.sample {
+                        self.flash = Some("sample sessions are read-only: replay them instead (r)".into());
+                    } else if e.status == "complete" {
+                        self.flash = Some("this session is complete".into());
+                    } else {
+                        let id = e.id.clone();
+                        self.screen = Screen::Live;
+                        self.live.running = true;
+                        self.live.replay = None;
+                        return vec![Effect::Resume { id }];
+                    }
+                }
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+}

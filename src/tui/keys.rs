@@ -1,0 +1,427 @@
+//! Key bindings: each screen maps keys to [`Command`]s, over a global map; `[tui.keys.<screen>]` in
+//! config.toml rebinds them (`"ctrl-j" = "down"`). The help overlay is generated from the same tables,
+//! so it always lists what the keys really do.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use crate::llm::config::KeyBinding;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mode {
+    Global,
+    Welcome,
+    Setup,
+    Live,
+    Inspector,
+    Compare,
+    Sessions,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 7] = [
+        Mode::Global,
+        Mode::Welcome,
+        Mode::Setup,
+        Mode::Live,
+        Mode::Inspector,
+        Mode::Compare,
+        Mode::Sessions,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Global => "global",
+            Mode::Welcome => "welcome",
+            Mode::Setup => "setup",
+            Mode::Live => "live",
+            Mode::Inspector => "inspector",
+            Mode::Compare => "compare",
+            Mode::Sessions => "sessions",
+        }
+    }
+}
+
+macro_rules! commands {
+    ($($variant:ident => $name:literal, $help:literal;)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Command { $($variant),* }
+
+        impl Command {
+            pub const ALL: &'static [Command] = &[$(Command::$variant),*];
+
+            pub fn name(self) -> &'static str {
+                match self { $(Command::$variant => $name),* }
+            }
+
+            pub fn help(self) -> &'static str {
+                match self { $(Command::$variant => $help),* }
+            }
+
+            pub fn parse(name: &str) -> Option<Command> {
+                Command::ALL.iter().copied().find(|c| c.name() == name)
+            }
+        }
+    };
+}
+
+commands! {
+    Quit => "quit", "quit (the run's journal keeps everything done)";
+    Help => "help", "show or hide this help";
+    Theme => "theme", "next theme";
+    GoSetup => "go-setup", "setup screen";
+    GoLive => "go-live", "live run screen";
+    GoInspector => "go-inspector", "inspector screen";
+    GoCompare => "go-compare", "compare screen";
+    GoSessions => "go-sessions", "sessions screen";
+    Up => "up", "move up";
+    Down => "down", "move down";
+    PageUp => "page-up", "page up";
+    PageDown => "page-down", "page down";
+    Top => "top", "first row";
+    Bottom => "bottom", "last row";
+    NextPane => "next-pane", "next pane";
+    PrevPane => "prev-pane", "previous pane";
+    Select => "select", "open / start / drill in";
+    Back => "back", "back / close";
+    Toggle => "toggle", "toggle the selected entry";
+    Start => "start", "start the run";
+    Pause => "pause", "pause or resume the run";
+    Cancel => "cancel", "cancel the run (resume it later from sessions)";
+    Follow => "follow", "follow the newest answer";
+    NextMethod => "next-method", "next method";
+    PrevMethod => "prev-method", "previous method";
+    AllMethods => "all-methods", "show every method at once";
+    NextUnit => "next-unit", "next character / scale / repeat";
+    PrevUnit => "prev-unit", "previous character / scale / repeat";
+    Sort => "sort", "sort the table by the next column";
+    NextPage => "next-page", "next page of dimensions";
+    PrevPage => "prev-page", "previous page of dimensions";
+    Replay => "replay", "replay the session with its original timing";
+    Speed => "speed", "replay speed 1× → 4× → instant";
+    Export => "export", "export the session (JSON) next to its journal";
+    Mark => "mark", "mark a session for side-by-side comparison";
+    FetchModel => "fetch-model", "fetch the embedded local model";
+    Resume => "resume", "resume an interrupted session";
+    ScrollUp => "scroll-up", "scroll the text up";
+    ScrollDown => "scroll-down", "scroll the text down";
+}
+
+/// A key as written in config and help: "q", "ctrl-c", "enter", "f2", "shift-tab", "space".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    pub code: KeyName,
+    pub ctrl: bool,
+    pub alt: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KeyName {
+    Char(char),
+    F(u8),
+    Enter,
+    Esc,
+    Tab,
+    BackTab,
+    Backspace,
+    Up,
+    Down,
+    Left,
+    Right,
+    PageUp,
+    PageDown,
+    Home,
+    End,
+    Space,
+}
+
+impl Key {
+    pub fn parse(spec: &str) -> Option<Key> {
+        let mut key = Key {
+            code: KeyName::Space,
+            ctrl: false,
+            alt: false,
+        };
+        let mut rest = spec.trim();
+        loop {
+            if let Some(r) = rest.strip_prefix("ctrl-") {
+                key.ctrl = true;
+                rest = r;
+            } else if let Some(r) = rest.strip_prefix("alt-") {
+                key.alt = true;
+                rest = r;
+            } else {
+                break;
+            }
+        }
+        key.code = match rest {
+            "enter" => KeyName::Enter,
+            "esc" => KeyName::Esc,
+            "tab" => KeyName::Tab,
+            "shift-tab" | "backtab" => KeyName::BackTab,
+            "backspace" => KeyName::Backspace,
+            "up" => KeyName::Up,
+            "down" => KeyName::Down,
+            "left" => KeyName::Left,
+            "right" => KeyName::Right,
+            "pageup" => KeyName::PageUp,
+            "pagedown" => KeyName::PageDown,
+            "home" => KeyName::Home,
+            "end" => KeyName::End,
+            "space" => KeyName::Space,
+            f if f.len() >= 2 && f.starts_with('f') && f[1..].chars().all(|c| c.is_ascii_digit()) => {
+                KeyName::F(f[1..].parse().ok().filter(|n| (1..=12).contains(n))?)
+            }
+            c if c.chars().count() == 1 => KeyName::Char(c.chars().next()?),
+            _ => return None,
+        };
+        Some(key)
+    }
+
+    pub fn from_event(e: &KeyEvent) -> Option<Key> {
+        let code = match e.code {
+            KeyCode::Char(' ') => KeyName::Space,
+            KeyCode::Char(c) => KeyName::Char(c),
+            KeyCode::F(n) => KeyName::F(n),
+            KeyCode::Enter => KeyName::Enter,
+            KeyCode::Esc => KeyName::Esc,
+            KeyCode::Tab => KeyName::Tab,
+            KeyCode::BackTab => KeyName::BackTab,
+            KeyCode::Backspace => KeyName::Backspace,
+            KeyCode::Up => KeyName::Up,
+            KeyCode::Down => KeyName::Down,
+            KeyCode::Left => KeyName::Left,
+            KeyCode::Right => KeyName::Right,
+            KeyCode::PageUp => KeyName::PageUp,
+            KeyCode::PageDown => KeyName::PageDown,
+            KeyCode::Home => KeyName::Home,
+            KeyCode::End => KeyName::End,
+            _ => return None,
+        };
+        Some(Key {
+            code,
+            ctrl: e.modifiers.contains(KeyModifiers::CONTROL),
+            alt: e.modifiers.contains(KeyModifiers::ALT),
+        })
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.ctrl {
+            write!(f, "ctrl-")?;
+        }
+        if self.alt {
+            write!(f, "alt-")?;
+        }
+        match self.code {
+            KeyName::Char(c) => write!(f, "{c}"),
+            KeyName::F(n) => write!(f, "f{n}"),
+            KeyName::Enter => write!(f, "enter"),
+            KeyName::Esc => write!(f, "esc"),
+            KeyName::Tab => write!(f, "tab"),
+            KeyName::BackTab => write!(f, "shift-tab"),
+            KeyName::Backspace => write!(f, "backspace"),
+            KeyName::Up => write!(f, "↑"),
+            KeyName::Down => write!(f, "↓"),
+            KeyName::Left => write!(f, "←"),
+            KeyName::Right => write!(f, "→"),
+            KeyName::PageUp => write!(f, "pageup"),
+            KeyName::PageDown => write!(f, "pagedown"),
+            KeyName::Home => write!(f, "home"),
+            KeyName::End => write!(f, "end"),
+            KeyName::Space => write!(f, "space"),
+        }
+    }
+}
+
+const DEFAULTS: &[(Mode, &str, Command)] = &[
+    (Mode::Global, "ctrl-c", Command::Quit),
+    (Mode::Global, "q", Command::Quit),
+    (Mode::Global, "?", Command::Help),
+    (Mode::Global, "f1", Command::Help),
+    (Mode::Global, "ctrl-t", Command::Theme),
+    (Mode::Global, "f2", Command::GoSetup),
+    (Mode::Global, "f3", Command::GoLive),
+    (Mode::Global, "f4", Command::GoInspector),
+    (Mode::Global, "f5", Command::GoCompare),
+    (Mode::Global, "f6", Command::GoSessions),
+    (Mode::Global, "1", Command::GoSetup),
+    (Mode::Global, "2", Command::GoLive),
+    (Mode::Global, "3", Command::GoInspector),
+    (Mode::Global, "4", Command::GoCompare),
+    (Mode::Global, "5", Command::GoSessions),
+    (Mode::Global, "up", Command::Up),
+    (Mode::Global, "down", Command::Down),
+    (Mode::Global, "k", Command::Up),
+    (Mode::Global, "j", Command::Down),
+    (Mode::Global, "pageup", Command::PageUp),
+    (Mode::Global, "pagedown", Command::PageDown),
+    (Mode::Global, "home", Command::Top),
+    (Mode::Global, "end", Command::Bottom),
+    (Mode::Global, "tab", Command::NextPane),
+    (Mode::Global, "shift-tab", Command::PrevPane),
+    (Mode::Global, "enter", Command::Select),
+    (Mode::Global, "esc", Command::Back),
+    (Mode::Welcome, "f", Command::FetchModel),
+    (Mode::Welcome, "s", Command::GoSetup),
+    (Mode::Welcome, "r", Command::GoSessions),
+    (Mode::Setup, "space", Command::Toggle),
+    (Mode::Setup, "ctrl-r", Command::Start),
+    (Mode::Setup, "left", Command::PrevMethod),
+    (Mode::Setup, "right", Command::NextMethod),
+    (Mode::Live, "p", Command::Pause),
+    (Mode::Live, "x", Command::Cancel),
+    (Mode::Live, "f", Command::Follow),
+    (Mode::Live, "ctrl-u", Command::ScrollUp),
+    (Mode::Live, "ctrl-d", Command::ScrollDown),
+    (Mode::Live, "s", Command::Speed),
+    (Mode::Inspector, "m", Command::NextMethod),
+    (Mode::Inspector, "M", Command::PrevMethod),
+    (Mode::Inspector, "right", Command::NextUnit),
+    (Mode::Inspector, "left", Command::PrevUnit),
+    (Mode::Inspector, "ctrl-u", Command::ScrollUp),
+    (Mode::Inspector, "ctrl-d", Command::ScrollDown),
+    (Mode::Compare, "m", Command::NextMethod),
+    (Mode::Compare, "M", Command::PrevMethod),
+    (Mode::Compare, "a", Command::AllMethods),
+    (Mode::Compare, "right", Command::NextUnit),
+    (Mode::Compare, "left", Command::PrevUnit),
+    (Mode::Compare, "o", Command::Sort),
+    (Mode::Compare, "]", Command::NextPage),
+    (Mode::Compare, "[", Command::PrevPage),
+    (Mode::Sessions, "r", Command::Replay),
+    (Mode::Sessions, "s", Command::Speed),
+    (Mode::Sessions, "e", Command::Export),
+    (Mode::Sessions, "space", Command::Mark),
+    (Mode::Sessions, "u", Command::Resume),
+];
+
+#[derive(Debug, Clone)]
+pub struct Keymap {
+    map: BTreeMap<(Mode, Key), Command>,
+}
+
+impl Default for Keymap {
+    fn default() -> Self {
+        let map = DEFAULTS
+            .iter()
+            .map(|(mode, spec, cmd)| ((*mode, Key::parse(spec).expect("default keys parse")), *cmd))
+            .collect();
+        Keymap { map }
+    }
+}
+
+impl Keymap {
+    /// The defaults with the config's bindings applied; bad entries are returned as located errors.
+    pub fn with_config(bindings: &[KeyBinding]) -> (Keymap, Vec<String>) {
+        let mut keymap = Keymap::default();
+        let mut errors = Vec::new();
+        for b in bindings {
+            let at = format!("{}:{}:{}", b.at.file, b.at.line, b.at.column);
+            let Some(mode) = Mode::ALL.iter().copied().find(|m| m.name() == b.screen) else {
+                errors.push(format!("{at}: unknown screen \"{}\" in [tui.keys]", b.screen));
+                continue;
+            };
+            let Some(key) = Key::parse(&b.key) else {
+                errors.push(format!(
+                    "{at}: cannot read the key \"{}\" (e.g. \"ctrl-j\", \"f2\", \"x\")",
+                    b.key
+                ));
+                continue;
+            };
+            let Some(cmd) = Command::parse(&b.action) else {
+                errors.push(format!("{at}: unknown action \"{}\"", b.action));
+                continue;
+            };
+            keymap.map.insert((mode, key), cmd);
+        }
+        (keymap, errors)
+    }
+
+    /// The command of `key` on `mode`'s screen (its own bindings first, then the global ones).
+    pub fn command(&self, mode: Mode, key: Key) -> Option<Command> {
+        self.map
+            .get(&(mode, key))
+            .or_else(|| self.map.get(&(Mode::Global, key)))
+            .copied()
+    }
+
+    /// (keys, command) of a screen for the help overlay: its own bindings, then the global ones it
+    /// does not shadow.
+    pub fn bindings(&self, mode: Mode) -> Vec<(String, Command)> {
+        let mut by_cmd: BTreeMap<Command, Vec<String>> = BTreeMap::new();
+        for ((m, key), cmd) in &self.map {
+            let shadowed = *m == Mode::Global && self.map.contains_key(&(mode, *key));
+            if (*m == mode || *m == Mode::Global) && !shadowed {
+                by_cmd.entry(*cmd).or_default().push(key.to_string());
+            }
+        }
+        by_cmd.into_iter().map(|(cmd, keys)| (keys.join(" "), cmd)).collect()
+    }
+
+    /// The first key bound to `cmd` on `mode`'s screen, for status bars.
+    pub fn key_for(&self, mode: Mode, cmd: Command) -> String {
+        self.bindings(mode)
+            .into_iter()
+            .find(|(_, c)| *c == cmd)
+            .map(|(k, _)| k.split(' ').next().unwrap_or_default().to_string())
+            .unwrap_or_else(|| "–".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::diagnostic::Source;
+
+    #[test]
+    fn keys_parse_and_print() {
+        for spec in ["q", "ctrl-c", "f2", "shift-tab", "space", "enter", "alt-x", "?", "["] {
+            let key = Key::parse(spec).unwrap();
+            assert_eq!(Key::parse(&key.to_string().replace('↑', "up")), Some(key), "{spec}");
+        }
+        assert_eq!(Key::parse("f13"), None);
+        assert_eq!(Key::parse("hyper-q"), None);
+    }
+
+    #[test]
+    fn screen_bindings_shadow_global_ones_and_config_rebinds() {
+        let keymap = Keymap::default();
+        let p = Key::parse("p").unwrap();
+        assert_eq!(keymap.command(Mode::Live, p), Some(Command::Pause));
+        assert_eq!(keymap.command(Mode::Setup, p), None);
+        assert_eq!(
+            keymap.command(Mode::Live, Key::parse("q").unwrap()),
+            Some(Command::Quit)
+        );
+        let at = Source::new("config.toml", "x").whole("");
+        let bind = |screen: &str, key: &str, action: &str| KeyBinding {
+            screen: screen.into(),
+            key: key.into(),
+            action: action.into(),
+            at: at.clone(),
+        };
+        let (keymap, errors) = Keymap::with_config(&[
+            bind("live", "ctrl-p", "pause"),
+            bind("live", "ctrl-q", "fly"),
+            bind("nowhere", "a", "quit"),
+        ]);
+        assert_eq!(
+            keymap.command(Mode::Live, Key::parse("ctrl-p").unwrap()),
+            Some(Command::Pause)
+        );
+        assert_eq!(errors.len(), 2);
+        assert!(
+            errors[0].starts_with("config.toml:1:1: unknown action \"fly\""),
+            "{errors:?}"
+        );
+        let help = keymap.bindings(Mode::Live);
+        assert!(
+            help.iter()
+                .any(|(k, c)| *c == Command::Pause && k.contains("ctrl-p") && k.contains('p'))
+        );
+    }
+}

@@ -1,0 +1,524 @@
+//! The workbench TUI. The driver here owns the terminal and the tasks (runs, replays, loads); the
+//! [`app::App`] state machine decides, [`ui`] draws. Input is handled as soon as it arrives; drawing
+//! happens on a 60 Hz tick and only when something changed, so a fast token stream never queues keys
+//! behind frames. The terminal is restored on quit, on panic and on SIGTERM.
+
+pub mod app;
+pub mod keys;
+pub mod run_view;
+pub mod theme;
+pub mod ui;
+pub mod wrap;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use ratatui::crossterm::event::{self as ct, DisableMouseCapture, EnableMouseCapture, Event as CtEvent};
+use ratatui::crossterm::execute;
+use ratatui::crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+use tokio::sync::watch;
+
+use crate::catalog::Catalog;
+use crate::engine::live::{Live, LiveKind, Pause};
+use crate::engine::runner::{self, Start};
+use crate::engine::{Event, results};
+use crate::llm::Role;
+use crate::llm::config::Config;
+use crate::method::interview;
+use crate::rpa::memories::Memories;
+use crate::session;
+use app::{Action, App, Effect, Replay, SessionEntry};
+
+#[derive(Debug, Default, Clone)]
+pub struct Options {
+    /// Open on the replay of this session (an id in the data dir, a session folder or a journal).
+    pub replay: Option<(String, Replay)>,
+}
+
+/// The bundled sample sessions (recorded runs for demos), if this build has them.
+pub fn samples_dir() -> Option<PathBuf> {
+    std::env::var_os("INCHARACTER_SAMPLES")
+        .map(PathBuf::from)
+        .or_else(|| Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions")))
+        .filter(|p| p.is_dir())
+}
+
+/// A session folder from an id, a folder or a journal path.
+pub fn find_session(data: &Path, what: &str) -> Result<PathBuf, String> {
+    let p = Path::new(what);
+    if p.is_file() {
+        return p
+            .parent()
+            .map(Path::to_path_buf)
+            .ok_or_else(|| format!("{what}: no folder"));
+    }
+    if p.join("journal.jsonl").is_file() {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(samples) = samples_dir()
+        && samples.join(what).join("journal.jsonl").is_file()
+    {
+        return Ok(samples.join(what));
+    }
+    runner::session_dir(data, what)
+}
+
+pub fn list_sessions(data: &Path) -> Vec<SessionEntry> {
+    let mut out = Vec::new();
+    let dirs = [
+        (session::sessions_dir(data), false),
+        (samples_dir().unwrap_or_default(), true),
+    ];
+    for (dir, sample) in dirs {
+        if dir.as_os_str().is_empty() {
+            continue;
+        }
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let Ok(events) = session::read::<Event>(&path.join("journal.jsonl")) else {
+                continue;
+            };
+            let Some((id, name, created, providers)) = events.iter().find_map(|e| match e {
+                Event::RunStarted {
+                    session,
+                    name,
+                    created,
+                    providers,
+                    ..
+                } => Some((session.clone(), name.clone(), created.clone(), providers.clone())),
+                _ => None,
+            }) else {
+                continue;
+            };
+            let status = match events.iter().rev().find_map(|e| match e {
+                Event::RunFinished { status, .. } => Some(status.clone()),
+                _ => None,
+            }) {
+                Some(s) => s,
+                None => "interrupted".into(),
+            };
+            let model = providers
+                .get("rpa")
+                .map(|m| format!("{} ({})", m.model, m.kind))
+                .unwrap_or_default();
+            found.push(SessionEntry {
+                id,
+                name,
+                created,
+                status,
+                model,
+                path,
+                sample,
+            });
+        }
+        found.sort_by(|a, b| a.created.cmp(&b.created).then(a.id.cmp(&b.id)));
+        out.extend(found);
+    }
+    out
+}
+
+fn load_memories(data: &Path, catalog: &Catalog, events: &[Event]) -> BTreeMap<String, Arc<Memories>> {
+    let mut out = BTreeMap::new();
+    if let Some(plan) = runner::plan_of(events) {
+        for id in &plan.characters {
+            let speaker = catalog.character(id).map_or(String::new(), |c| c.name.clone());
+            if let Ok(Some(m)) = Memories::load(data, id, &speaker) {
+                out.insert(id.clone(), Arc::new(m));
+            }
+        }
+    }
+    out
+}
+
+/// Runs the TUI until the user quits.
+pub fn main(options: Options) -> anyhow::Result<()> {
+    let mut skipped = Vec::new();
+    let catalog = crate::cli::load_catalog(&mut skipped)?;
+    let config = crate::cli::load_config()?;
+    let data = crate::paths::data_dir().ok_or_else(|| anyhow::anyhow!("no data dir: set INCHARACTER_DATA_DIR"))?;
+    let (keymap, key_errors) = keys::Keymap::with_config(&config.tui.keys);
+    if !key_errors.is_empty() {
+        anyhow::bail!("{}", key_errors.join("\n"));
+    }
+    let user_themes = crate::paths::config_file().and_then(|p| p.parent().map(|d| d.join("themes")));
+    let (themes, theme_errors) = theme::load_all(user_themes.as_deref());
+    for e in &theme_errors {
+        tracing::warn!("{e}");
+    }
+    let theme = config
+        .tui
+        .theme
+        .as_ref()
+        .and_then(|name| themes.iter().position(|t| &t.name == name))
+        .unwrap_or(0);
+    let mut app = App::new(Arc::new(catalog), &config, keymap, themes, theme);
+    if let Some(name) = &config.tui.theme
+        && themes_missing(&app, name)
+    {
+        app.flash = Some(format!("no theme \"{name}\": using {}", app.theme().name));
+    }
+    if !skipped.is_empty() {
+        let text = String::from_utf8_lossy(&skipped);
+        tracing::warn!("{text}");
+        app.flash = Some(format!(
+            "{} data file(s) skipped: `incharacter validate` says why",
+            text.lines().count()
+        ));
+    }
+    let mut first = vec![Effect::ListSessions];
+    if let Some((what, speed)) = &options.replay {
+        let path = find_session(&data, what).map_err(|e| anyhow::anyhow!(e))?;
+        app.screen = app::Screen::Live;
+        app.live.replay = Some(*speed);
+        app.live.running = true;
+        first.push(Effect::Replay { path, speed: *speed });
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+
+    let mut terminal = ratatui::init();
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = execute!(std::io::stdout(), DisableMouseCapture);
+        hook(info);
+    }));
+    let _ = execute!(std::io::stdout(), EnableMouseCapture);
+    let result = runtime.block_on(event_loop(&mut terminal, app, config, data, first));
+    let _ = execute!(std::io::stdout(), DisableMouseCapture);
+    ratatui::restore();
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    result
+}
+
+fn themes_missing(app: &App, name: &str) -> bool {
+    !app.themes.iter().any(|t| t.name == name)
+}
+
+struct Driver {
+    tx: UnboundedSender<Action>,
+    config: Arc<Config>,
+    data: PathBuf,
+    catalog: Arc<Catalog>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    pause: Pause,
+    speed: watch::Sender<Replay>,
+}
+
+async fn event_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    mut app: App,
+    config: Config,
+    data: PathBuf,
+    first: Vec<Effect>,
+) -> anyhow::Result<()> {
+    let (tx, mut rx) = unbounded_channel::<Action>();
+    let mut driver = Driver {
+        tx: tx.clone(),
+        config: Arc::new(config),
+        data,
+        catalog: app.catalog.clone(),
+        task: None,
+        pause: Pause::default(),
+        speed: watch::channel(Replay::Speed(1.0)).0,
+    };
+    for e in first {
+        driver.perform(e);
+    }
+    let started = Instant::now();
+    let mut input = ct::EventStream::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(16));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut dirty = true;
+    let mut last_second = 0;
+    loop {
+        let mut effects = Vec::new();
+        tokio::select! {
+            biased;
+            event = input.next() => match event {
+                Some(Ok(CtEvent::Key(key))) if key.kind != ct::KeyEventKind::Release => {
+                    effects = app.update(Action::Key(key));
+                    dirty = true;
+                }
+                Some(Ok(CtEvent::Mouse(m))) => {
+                    effects = app.update(Action::Mouse(m));
+                    dirty = true;
+                }
+                Some(Ok(CtEvent::Resize(..))) => dirty = true,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e.into()),
+                None => break,
+            },
+            _ = sigterm.recv() => break,
+            Some(action) = rx.recv() => {
+                effects.extend(app.update(action));
+                // Take everything already waiting, so a burst of tokens costs one frame.
+                while let Ok(action) = rx.try_recv() {
+                    effects.extend(app.update(action));
+                }
+                dirty = true;
+            }
+            _ = tick.tick() => {
+                let ms = started.elapsed().as_millis() as u64;
+                app.update(Action::Tick(ms));
+                if ms / 1000 != last_second && app.live.running {
+                    last_second = ms / 1000;
+                    dirty = true;
+                }
+                if dirty {
+                    let _ = execute!(std::io::stdout(), BeginSynchronizedUpdate);
+                    terminal.draw(|f| ui::render(f, &app))?;
+                    let _ = execute!(std::io::stdout(), EndSynchronizedUpdate);
+                    dirty = false;
+                }
+            }
+        }
+        for e in effects {
+            if e == Effect::Quit {
+                driver.stop();
+                return Ok(());
+            }
+            driver.perform(e);
+        }
+        if app.quit {
+            break;
+        }
+    }
+    driver.stop();
+    Ok(())
+}
+
+impl Driver {
+    fn stop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+
+    fn perform(&mut self, effect: Effect) {
+        let tx = self.tx.clone();
+        match effect {
+            Effect::Quit => {}
+            Effect::StartRun { plan, name } => self.run(Start::New { plan, name }),
+            Effect::Resume { id } => self.run(Start::Resume { id }),
+            Effect::SetPause(p) => self.pause.set(p),
+            Effect::Cancel => {
+                self.stop();
+                self.pause.set(false);
+                let _ = tx.send(Action::RunEnded(Err(
+                    "cancelled: the session keeps what was done".into()
+                )));
+            }
+            Effect::ReplaySpeed(s) => {
+                self.speed.send_replace(s);
+            }
+            Effect::Replay { path, speed } => {
+                self.stop();
+                self.speed.send_replace(speed);
+                let speed = self.speed.subscribe();
+                let (data, catalog) = (self.data.clone(), self.catalog.clone());
+                self.task = Some(tokio::spawn(async move {
+                    let result = replay(&path, &data, &catalog, &tx, speed).await;
+                    let _ = tx.send(Action::RunEnded(result));
+                }));
+            }
+            Effect::Open(path) => {
+                let (data, catalog) = (self.data.clone(), self.catalog.clone());
+                tokio::task::spawn_blocking(move || match session::read::<Event>(&path.join("journal.jsonl")) {
+                    Ok(events) => {
+                        let _ = tx.send(Action::Memories(load_memories(&data, &catalog, &events)));
+                        let _ = tx.send(Action::SessionLoaded(events));
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Action::Flash(crate::text::terminal_safe(&e)));
+                    }
+                });
+            }
+            Effect::Export(path) => {
+                let catalog = self.catalog.clone();
+                tokio::task::spawn_blocking(move || {
+                    let message = match session::read::<Event>(&path.join("journal.jsonl")) {
+                        Ok(events) => {
+                            let target = path.join("export.json");
+                            match session::write_atomic(&target, &results::export(&events, &catalog)) {
+                                Ok(()) => format!("exported to {}", target.display()),
+                                Err(e) => format!("{}: {e}", target.display()),
+                            }
+                        }
+                        Err(e) => e,
+                    };
+                    let _ = tx.send(Action::Flash(crate::text::terminal_safe(&message)));
+                });
+            }
+            Effect::Compare(paths) => {
+                let catalog = self.catalog.clone();
+                tokio::task::spawn_blocking(move || {
+                    let rows = paths
+                        .iter()
+                        .filter_map(|p| {
+                            let events = session::read::<Event>(&p.join("journal.jsonl")).ok()?;
+                            let id = p.file_name()?.to_string_lossy().into_owned();
+                            Some((id, results::summary(&events, &catalog)))
+                        })
+                        .collect();
+                    let _ = tx.send(Action::Compared(rows));
+                });
+            }
+            Effect::ListSessions => {
+                let data = self.data.clone();
+                tokio::task::spawn_blocking(move || {
+                    let _ = tx.send(Action::Sessions(list_sessions(&data)));
+                });
+            }
+            Effect::FetchModel => {
+                let data = self.data.clone();
+                tokio::task::spawn_blocking(move || {
+                    let _ = tx.send(Action::Fetched(fetch_model(&data, &tx)));
+                });
+            }
+        }
+    }
+
+    fn run(&mut self, start: Start) {
+        self.stop();
+        self.pause.set(false);
+        let (tx, config, data, catalog, pause) = (
+            self.tx.clone(),
+            self.config.clone(),
+            self.data.clone(),
+            self.catalog.clone(),
+            self.pause.clone(),
+        );
+        self.task = Some(tokio::spawn(async move {
+            let prepared = {
+                let (config, data, catalog) = (config.clone(), data.clone(), catalog.clone());
+                tokio::task::spawn_blocking(move || runner::prepare(catalog, &config, &data, start, None)).await
+            };
+            let prepared = match prepared {
+                Ok(Ok(p)) => p,
+                Ok(Err(e)) => {
+                    let _ = tx.send(Action::RunEnded(Err(crate::text::terminal_safe(&e))));
+                    return;
+                }
+                Err(e) => {
+                    let _ = tx.send(Action::RunEnded(Err(e.to_string())));
+                    return;
+                }
+            };
+            for note in &prepared.notes {
+                let _ = tx.send(Action::Flash(note.clone()));
+            }
+            let _ = tx.send(Action::Memories(prepared.engine.memories.clone()));
+            // What the journal holds so far (RunStarted, and for a resume everything before).
+            if let Ok(events) = runner::load_events(&prepared.dir) {
+                for e in events {
+                    let _ = tx.send(Action::Engine(e));
+                }
+            }
+            // Live reports share the action channel with the events, so an answer's tokens always
+            // arrive before the event that completes it.
+            let live_tx = tx.clone();
+            let sink: crate::engine::live::LiveSink = Arc::new(move |l| {
+                let _ = live_tx.send(Action::Live(l));
+            });
+            let events_tx = tx.clone();
+            let result = prepared
+                .execute(Some((sink, pause)), move |e| {
+                    let _ = events_tx.send(Action::Engine(e.clone()));
+                })
+                .await;
+            if let Ok(events) = &result
+                && let Some(Event::RunFinished { .. }) = events.last()
+            {
+                let _ = tx.send(Action::Engine(events.last().cloned().expect("checked")));
+            }
+            let _ = tx.send(Action::RunEnded(result.map(|_| ())));
+        }));
+    }
+}
+
+fn fetch_model(data: &Path, tx: &UnboundedSender<Action>) -> Result<String, String> {
+    #[cfg(feature = "local-model")]
+    {
+        let models = crate::llm::local::models_dir(data);
+        crate::llm::local::fetch(&models, crate::llm::config::DEFAULT_LOCAL_MODEL, &mut |line| {
+            let _ = tx.send(Action::Flash(line.to_string()));
+        })
+        .map(|p| p.display().to_string())
+        .map_err(|e| e.to_string())
+    }
+    #[cfg(not(feature = "local-model"))]
+    {
+        let _ = (data, tx);
+        Err("this build has no local model (feature local-model)".into())
+    }
+}
+
+/// Replays a journal with its original timing scaled by the speed; answers stream as tokens spread
+/// over the time they took, so a replay looks like the live run.
+async fn replay(
+    dir: &Path,
+    data: &Path,
+    catalog: &Catalog,
+    tx: &UnboundedSender<Action>,
+    speed: watch::Receiver<Replay>,
+) -> Result<(), String> {
+    let timed: Vec<(Option<u64>, Event)> = session::read_timed(&dir.join("journal.jsonl"))?;
+    let events: Vec<Event> = timed.iter().map(|(_, e)| e.clone()).collect();
+    let _ = tx.send(Action::Memories(load_memories(data, catalog, &events)));
+    let wait = |ms: u64| {
+        let factor = match *speed.borrow() {
+            Replay::Speed(s) => 1.0 / s.max(0.01),
+            Replay::Instant => 0.0,
+        };
+        Duration::from_millis((ms as f64 * factor) as u64)
+    };
+    let mut previous: Option<u64> = None;
+    for (ts, event) in timed {
+        let gap = match (previous, ts) {
+            (Some(a), Some(b)) => b.saturating_sub(a).min(30_000),
+            (_, None) => 50,
+            (None, Some(_)) => 0,
+        };
+        previous = ts.or(previous);
+        if let Event::ItemAnswered {
+            character,
+            scale,
+            repeat,
+            style,
+            item_id,
+            question,
+            response,
+            ..
+        } = &event
+        {
+            let purpose = interview::purpose(character, scale, *item_id, *style);
+            let live = |kind| Live {
+                role: Role::Rpa,
+                purpose: purpose.clone(),
+                repeat: *repeat,
+                kind,
+            };
+            let _ = tx.send(Action::Live(live(LiveKind::Started {
+                prompt: question.clone(),
+            })));
+            let pieces: Vec<&str> = response.split_inclusive(' ').collect();
+            let step = gap / pieces.len().max(1) as u64;
+            for piece in pieces {
+                tokio::time::sleep(wait(step)).await;
+                let _ = tx.send(Action::Live(live(LiveKind::Token(piece.to_string()))));
+            }
+        } else {
+            tokio::time::sleep(wait(gap)).await;
+        }
+        if matches!(*speed.borrow(), Replay::Instant) {
+            tokio::task::yield_now().await;
+        }
+        let _ = tx.send(Action::Engine(event));
+    }
+    Ok(())
+}

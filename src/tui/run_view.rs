@@ -1,0 +1,404 @@
+//! What the screens show of a run, built only from the engine's events (journaled [`Event`]s and
+//! [`Live`] call reports), so a live run, an opened session and a replay look the same.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use crate::catalog::Catalog;
+use crate::engine::live::{Live, LiveKind};
+use crate::engine::{Assessment, Event, RunPlan};
+use crate::llm::{ModelInfo, Role};
+use crate::method::interview::{QueryStyle, parse_purpose};
+use crate::text::terminal_safe;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Pending,
+    Streaming,
+    Retrying,
+    Answered,
+    Cached,
+    Failed,
+}
+
+impl Status {
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Streaming => "streaming",
+            Status::Retrying => "retrying",
+            Status::Answered => "answered",
+            Status::Cached => "cached",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ItemKey {
+    pub character: String,
+    pub scale: String,
+    pub repeat: u32,
+    pub style: QueryStyle,
+    pub item_id: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct ItemRow {
+    pub key: ItemKey,
+    pub status: Status,
+    pub question: String,
+    pub response: String,
+    pub retrieved: Vec<usize>,
+    pub error: Option<String>,
+    /// Index of its answer in the transcript.
+    pub message: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Speaker {
+    Experimenter(String),
+    Character(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub speaker: Speaker,
+    pub text: String,
+    pub streaming: bool,
+    pub item: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SessionInfo {
+    pub id: String,
+    pub name: Option<String>,
+    pub created: String,
+    pub plan: Option<RunPlan>,
+    pub providers: BTreeMap<String, ModelInfo>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RunView {
+    pub session: SessionInfo,
+    pub items: Vec<ItemRow>,
+    index: HashMap<ItemKey, usize>,
+    pub transcript: Vec<Message>,
+    pub assessments: Vec<Assessment>,
+    pub judge_started: usize,
+    pub judge_done: usize,
+    pub judge_active: usize,
+    pub tokens: u64,
+    pub retries: usize,
+    pub log: VecDeque<String>,
+    pub finished: Option<String>,
+    /// (prompt, completion) tokens per role, for the cost estimate.
+    pub usage: BTreeMap<&'static str, (u64, u64)>,
+}
+
+const LOG_LINES: usize = 200;
+
+impl RunView {
+    /// The item rows of a plan, in order: character, scale, repeat, style, item.
+    pub fn plan_items(&mut self, plan: &RunPlan, catalog: &Catalog) {
+        let styles: std::collections::BTreeSet<QueryStyle> = plan.methods.iter().map(|m| m.query_style()).collect();
+        for c in &plan.characters {
+            for s in &plan.scales {
+                let Some(scale) = catalog.scale(s) else { continue };
+                for repeat in 0..plan.repeats.max(1) {
+                    for &style in &styles {
+                        for item in scale.scored_items() {
+                            let key = ItemKey {
+                                character: c.clone(),
+                                scale: s.clone(),
+                                repeat,
+                                style,
+                                item_id: item.id,
+                            };
+                            if self.index.contains_key(&key) {
+                                continue;
+                            }
+                            self.index.insert(key.clone(), self.items.len());
+                            self.items.push(ItemRow {
+                                key,
+                                status: Status::Pending,
+                                question: String::new(),
+                                response: String::new(),
+                                retrieved: Vec::new(),
+                                error: None,
+                                message: None,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn item(&self, key: &ItemKey) -> Option<&ItemRow> {
+        self.index.get(key).map(|&i| &self.items[i])
+    }
+
+    fn log(&mut self, line: String) {
+        if self.log.len() == LOG_LINES {
+            self.log.pop_front();
+        }
+        self.log.push_back(line);
+    }
+
+    fn names(&self, catalog: &Catalog, character: &str) -> (String, String) {
+        catalog.character(character).map_or_else(
+            || ("?".into(), character.to_string()),
+            |c| (c.experimenter.clone(), c.name.clone()),
+        )
+    }
+
+    /// Starts the answer message of item `i` (and the question before it), unless it has one.
+    fn open_message(&mut self, catalog: &Catalog, i: usize, question: &str) -> usize {
+        if let Some(m) = self.items[i].message {
+            return m;
+        }
+        let (experimenter, name) = self.names(catalog, &self.items[i].key.character);
+        self.transcript.push(Message {
+            speaker: Speaker::Experimenter(experimenter),
+            text: question.to_string(),
+            streaming: false,
+            item: Some(i),
+        });
+        self.transcript.push(Message {
+            speaker: Speaker::Character(name),
+            text: String::new(),
+            streaming: true,
+            item: Some(i),
+        });
+        let m = self.transcript.len() - 1;
+        self.items[i].message = Some(m);
+        m
+    }
+
+    pub fn apply_event(&mut self, event: &Event, catalog: &Catalog) {
+        match event {
+            Event::RunStarted {
+                session,
+                name,
+                created,
+                plan,
+                providers,
+                ..
+            } => {
+                self.session = SessionInfo {
+                    id: session.clone(),
+                    name: name.clone(),
+                    created: created.clone(),
+                    plan: Some(plan.clone()),
+                    providers: providers.clone(),
+                };
+                self.plan_items(plan, catalog);
+            }
+            Event::Resumed { at } => self.log(format!("resumed at {at}")),
+            Event::ItemAnswered {
+                character,
+                scale,
+                repeat,
+                style,
+                item_id,
+                question,
+                response,
+                retrieved,
+            } => {
+                let key = ItemKey {
+                    character: character.clone(),
+                    scale: scale.clone(),
+                    repeat: *repeat,
+                    style: *style,
+                    item_id: *item_id,
+                };
+                let Some(&i) = self.index.get(&key) else { return };
+                let question = terminal_safe(question);
+                let response = terminal_safe(response);
+                let m = self.open_message(catalog, i, &question);
+                self.transcript[m].text = response.clone();
+                self.transcript[m].streaming = false;
+                let row = &mut self.items[i];
+                if row.status != Status::Cached {
+                    row.status = Status::Answered;
+                }
+                row.question = question;
+                row.response = response;
+                row.retrieved = retrieved.clone();
+            }
+            Event::ItemFailed {
+                character,
+                scale,
+                repeat,
+                style,
+                item_id,
+                error,
+            } => {
+                let key = ItemKey {
+                    character: character.clone(),
+                    scale: scale.clone(),
+                    repeat: *repeat,
+                    style: *style,
+                    item_id: *item_id,
+                };
+                let error = terminal_safe(error);
+                self.log(format!("item failed: {character} {scale} #{item_id}: {error}"));
+                if let Some(&i) = self.index.get(&key) {
+                    self.items[i].status = Status::Failed;
+                    self.items[i].error = Some(error);
+                    if let Some(m) = self.items[i].message {
+                        self.transcript[m].streaming = false;
+                    }
+                }
+            }
+            Event::DimensionAssessed(a) => {
+                if let Some(f) = &a.failure {
+                    self.log(format!(
+                        "not assessed: {} {} {} {}: {}",
+                        a.character,
+                        a.scale,
+                        a.method.name(),
+                        a.dimension,
+                        terminal_safe(f)
+                    ));
+                }
+                let mut a = a.clone();
+                for b in &mut a.batches {
+                    b.analysis = terminal_safe(&b.analysis);
+                }
+                self.assessments.retain(|x| {
+                    (&x.character, &x.scale, x.method, x.repeat, &x.dimension)
+                        != (&a.character, &a.scale, a.method, a.repeat, &a.dimension)
+                });
+                self.assessments.push(a);
+            }
+            Event::RunFinished { status, .. } => self.finished = Some(status.clone()),
+        }
+    }
+
+    pub fn apply_live(&mut self, live: &Live, catalog: &Catalog) {
+        let item = parse_purpose(&live.purpose).and_then(|(character, scale, item_id, style)| {
+            self.index
+                .get(&ItemKey {
+                    character: character.to_string(),
+                    scale: scale.to_string(),
+                    repeat: live.repeat,
+                    style,
+                    item_id,
+                })
+                .copied()
+        });
+        let role = match live.role {
+            Role::Rpa => "rpa",
+            Role::Judge => "judge",
+            Role::Observer => "observer",
+        };
+        match (&live.kind, item) {
+            (LiveKind::Started { prompt }, Some(i)) => {
+                let question = terminal_safe(prompt);
+                self.items[i].status = Status::Streaming;
+                self.items[i].question = question.clone();
+                self.open_message(catalog, i, &question);
+            }
+            // A token after the answer's event (cannot happen on one channel; kept harmless anyway).
+            (LiveKind::Token(_), Some(i)) if matches!(self.items[i].status, Status::Answered | Status::Failed) => {}
+            (LiveKind::Token(t), Some(i)) => {
+                if let Some(m) = self.items[i].message {
+                    self.transcript[m].text.push_str(&terminal_safe(t));
+                }
+                self.items[i].status = Status::Streaming;
+            }
+            (LiveKind::Retry { attempt, reason }, i) => {
+                self.retries += 1;
+                if let Some(i) = i {
+                    self.items[i].status = Status::Retrying;
+                    if let Some(m) = self.items[i].message {
+                        self.transcript[m].text.clear();
+                    }
+                }
+                self.log(format!(
+                    "retry {attempt}: {}: {}",
+                    terminal_safe(&live.purpose),
+                    terminal_safe(reason)
+                ));
+            }
+            (LiveKind::Done { cached, usage }, i) => {
+                if let Some(u) = usage {
+                    self.tokens += u.prompt_tokens + u.completion_tokens;
+                    let entry = self.usage.entry(role).or_default();
+                    entry.0 += u.prompt_tokens;
+                    entry.1 += u.completion_tokens;
+                }
+                if let Some(i) = i {
+                    if *cached {
+                        self.items[i].status = Status::Cached;
+                    }
+                } else if live.role == Role::Judge {
+                    self.judge_done += 1;
+                    self.judge_active = self.judge_active.saturating_sub(1);
+                }
+            }
+            (LiveKind::Failed(e), i) => {
+                if i.is_none() && live.role == Role::Judge {
+                    self.judge_done += 1;
+                    self.judge_active = self.judge_active.saturating_sub(1);
+                }
+                self.log(format!(
+                    "failed: {}: {}",
+                    terminal_safe(&live.purpose),
+                    terminal_safe(e)
+                ));
+            }
+            (LiveKind::Started { .. }, None) if live.role == Role::Judge => {
+                self.judge_started += 1;
+                self.judge_active += 1;
+            }
+            _ => {}
+        }
+    }
+
+    pub fn answered(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|r| matches!(r.status, Status::Answered | Status::Cached))
+            .count()
+    }
+
+    pub fn failed(&self) -> usize {
+        self.items.iter().filter(|r| r.status == Status::Failed).count()
+    }
+
+    /// Whether the judge is working on the unit of `key` (its answers are in, its dimensions are not).
+    pub fn judging(&self, key: &ItemKey) -> bool {
+        if self.judge_active == 0 || self.finished.is_some() {
+            return false;
+        }
+        let Some(plan) = &self.session.plan else { return false };
+        let done = self
+            .assessments
+            .iter()
+            .filter(|a| a.character == key.character && a.scale == key.scale && a.repeat == key.repeat)
+            .count();
+        let all_answered = self
+            .items
+            .iter()
+            .filter(|r| r.key.character == key.character && r.key.scale == key.scale && r.key.repeat == key.repeat)
+            .all(|r| matches!(r.status, Status::Answered | Status::Cached | Status::Failed));
+        all_answered && done < plan.methods.len()
+    }
+
+    /// Characters, scales and repeats present in the assessments, in plan order.
+    pub fn units(&self) -> Vec<(String, String, u32)> {
+        let mut out: Vec<(String, String, u32)> = Vec::new();
+        if let Some(plan) = &self.session.plan {
+            for c in &plan.characters {
+                for s in &plan.scales {
+                    for r in 0..plan.repeats.max(1) {
+                        out.push((c.clone(), s.clone(), r));
+                    }
+                }
+            }
+        }
+        out
+    }
+}

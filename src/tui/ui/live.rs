@@ -1,0 +1,266 @@
+//! Live run: items with their status, the transcript streaming, gauges, and the log of retries and
+//! errors. Only the visible tail of the transcript is wrapped, so long runs render in constant time.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Gauge, Paragraph};
+
+use super::{block, fit, pad, window};
+use crate::tui::app::{App, ListId};
+use crate::tui::run_view::{Message, Speaker, Status};
+use crate::tui::wrap::wrap;
+
+fn clock(ms: u64) -> String {
+    let s = ms / 1000;
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+pub fn render(frame: &mut Frame, app: &App, area: Rect) {
+    let theme = app.theme();
+    let run = &app.run;
+    if run.items.is_empty() {
+        let b = block(" Live run ", false, theme);
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
+        frame.render_widget(
+            Paragraph::new(vec![
+                Line::raw("No run yet."),
+                Line::styled(
+                    "Start one from Setup (1), or open or replay a session (5).",
+                    theme.dim(),
+                ),
+            ]),
+            inner,
+        );
+        return;
+    }
+    let [left, right] = Layout::horizontal([Constraint::Length(44), Constraint::Min(30)]).areas(area);
+    let [transcript_area, gauges_area, log_area] =
+        Layout::vertical([Constraint::Min(6), Constraint::Length(5), Constraint::Length(4)]).areas(right);
+
+    // Items.
+    let title = format!(" Items {}/{} ", run.answered(), run.items.len());
+    let b = block(title, !app.live.follow, theme);
+    let inner = b.inner(left);
+    frame.render_widget(b, left);
+    let height = inner.height as usize;
+    let first = window(run.items.len(), app.live.cursor, height);
+    app.hit.borrow_mut().lists.push((inner, first, ListId::Items));
+    let lines: Vec<Line> = run
+        .items
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(height)
+        .map(|(i, row)| {
+            let judging = matches!(row.status, Status::Answered | Status::Cached) && run.judging(&row.key);
+            let (label, color) = if judging {
+                ("judging", theme.streaming)
+            } else {
+                let color = match row.status {
+                    Status::Pending => theme.dim,
+                    Status::Streaming => theme.streaming,
+                    Status::Retrying => theme.warning,
+                    Status::Answered => theme.positive,
+                    Status::Cached => theme.label_annotation,
+                    Status::Failed => theme.error,
+                };
+                (row.status.label(), color)
+            };
+            let k = &row.key;
+            let text = format!(
+                "{} {} r{} {:>3} {}",
+                pad(&fit(&k.character, 12), 12),
+                pad(&k.scale, 8),
+                k.repeat,
+                k.item_id,
+                k.style.name()
+            );
+            let style = if i == app.live.cursor {
+                theme.selected()
+            } else {
+                theme.base()
+            };
+            Line::from(vec![
+                Span::styled(pad(&text, (inner.width as usize).saturating_sub(10)), style),
+                Span::styled(format!(" {label}"), theme.fg(color)),
+            ])
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines), inner);
+
+    // Transcript: the tail, or the part ending at the selected item's answer.
+    let end = if app.live.follow {
+        run.transcript.len()
+    } else {
+        run.items
+            .get(app.live.cursor)
+            .and_then(|r| r.message)
+            .map_or(run.transcript.len(), |m| m + 1)
+    };
+    let status = if app.live.paused {
+        " · PAUSED".to_string()
+    } else if let Some(r) = app.live.replay {
+        format!(" · replay {}", r.label())
+    } else if app.live.follow {
+        " · following".to_string()
+    } else {
+        String::new()
+    };
+    render_rest(frame, app, transcript_area, gauges_area, log_area, end, &status);
+}
+
+fn render_rest(
+    frame: &mut Frame,
+    app: &App,
+    transcript_area: Rect,
+    gauges_area: Rect,
+    log_area: Rect,
+    end: usize,
+    status: &str,
+) {
+    let theme = app.theme();
+    let run = &app.run;
+    let b = block(format!(" Transcript{status} "), false, theme);
+    let inner = b.inner(transcript_area);
+    frame.render_widget(b, transcript_area);
+    let lines = transcript_tail(app, &run.transcript[..end], inner.width as usize, inner.height as usize);
+    frame.render_widget(Paragraph::new(lines), inner);
+
+    // Gauges.
+    let b = block(" Progress ", false, theme);
+    let inner = b.inner(gauges_area);
+    frame.render_widget(b, gauges_area);
+    let rows = Layout::vertical([Constraint::Length(1); 3]).split(inner);
+    let total = run.items.len().max(1);
+    let done = run.answered() + run.failed();
+    let interviews = Gauge::default()
+        .gauge_style(theme.fg(theme.measured))
+        .ratio((done as f64 / total as f64).min(1.0))
+        .label(format!(
+            "interviews {done}/{}  ({} failed)",
+            run.items.len(),
+            run.failed()
+        ));
+    frame.render_widget(interviews, rows[0]);
+    let dims_total = run
+        .session
+        .plan
+        .as_ref()
+        .map_or(0, |p| {
+            p.characters.len()
+                * p.repeats.max(1) as usize
+                * p.methods.len()
+                * p.scales
+                    .iter()
+                    .filter_map(|s| app.catalog.scale(s))
+                    .map(|s| s.dimensions.len())
+                    .sum::<usize>()
+        })
+        .max(1);
+    let assessed = run.assessments.len();
+    let judge = Gauge::default()
+        .gauge_style(theme.fg(theme.label_pdb))
+        .ratio((assessed as f64 / dims_total as f64).min(1.0))
+        .label(format!(
+            "assessments {assessed}/{dims_total}  · judge calls {} done, {} running",
+            run.judge_done, run.judge_active
+        ));
+    frame.render_widget(judge, rows[1]);
+    let elapsed = app.now_ms.saturating_sub(app.live.started_ms);
+    let progress = (done + assessed) as f64 / (total + dims_total) as f64;
+    let eta = if app.live.running && progress > 0.0 && progress < 1.0 {
+        clock((elapsed as f64 * (1.0 - progress) / progress) as u64)
+    } else {
+        "–".into()
+    };
+    let cost = cost(app);
+    frame.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled("tokens ", theme.dim()),
+            Span::raw(format!("{}", run.tokens)),
+            Span::styled("  cost ", theme.dim()),
+            Span::raw(cost),
+            Span::styled("  elapsed ", theme.dim()),
+            Span::raw(clock(elapsed)),
+            Span::styled("  eta ", theme.dim()),
+            Span::raw(eta),
+            Span::styled("  retries ", theme.dim()),
+            Span::raw(run.retries.to_string()),
+        ])),
+        rows[2],
+    );
+
+    // Log.
+    let b = block(" Log ", false, theme);
+    let inner = b.inner(log_area);
+    frame.render_widget(b, log_area);
+    let lines: Vec<Line> = run
+        .log
+        .iter()
+        .rev()
+        .take(inner.height as usize)
+        .rev()
+        .map(|l| Line::styled(fit(l, inner.width as usize), theme.fg(theme.warning)))
+        .collect();
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// "$0.0123" from the run's token usage and the providers' prices, "–" without prices.
+fn cost(app: &App) -> String {
+    let Some(plan) = &app.run.session.plan else {
+        return "–".into();
+    };
+    let price = |name: &str| app.prices.iter().find(|(n, _, _)| n == name).map(|(_, i, o)| (*i, *o));
+    let mut total = 0.0;
+    let mut priced = false;
+    for (role, provider) in [("rpa", &plan.rpa), ("judge", &plan.judge)] {
+        if let (Some((pin, pout)), Some((tin, tout))) = (price(provider), app.run.usage.get(role))
+            && (pin > 0.0 || pout > 0.0)
+        {
+            priced = true;
+            total += (*tin as f64 * pin + *tout as f64 * pout) / 1e6;
+        }
+    }
+    if priced { format!("${total:.4}") } else { "–".into() }
+}
+
+/// The last `height` wrapped lines of `messages` (less the scroll offset).
+fn transcript_tail<'a>(app: &App, messages: &[Message], width: usize, height: usize) -> Vec<Line<'a>> {
+    let theme = app.theme();
+    let mut lines: Vec<Line> = Vec::new();
+    let want = height + app.live.scroll as usize;
+    for m in messages.iter().rev() {
+        let (name, color) = match &m.speaker {
+            Speaker::Experimenter(n) => (n.as_str(), theme.experimenter),
+            Speaker::Character(n) => (n.as_str(), theme.character),
+        };
+        let mut text = m.text.clone();
+        if m.streaming {
+            text.push('▌');
+        }
+        let mut block: Vec<Line> = vec![Line::styled(
+            name.to_string(),
+            theme.fg(color).add_modifier(Modifier::BOLD),
+        )];
+        block.extend(
+            wrap(&text, width.saturating_sub(2))
+                .into_iter()
+                .map(|l| Line::raw(format!("  {l}"))),
+        );
+        block.push(Line::raw(""));
+        for l in block.into_iter().rev() {
+            lines.push(l);
+        }
+        if lines.len() >= want {
+            break;
+        }
+    }
+    lines.reverse();
+    let skip_end = (app.live.scroll as usize).min(lines.len());
+    let end = lines.len() - skip_end;
+    let start = end.saturating_sub(height);
+    lines.drain(start..end).collect()
+}
