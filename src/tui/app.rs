@@ -296,8 +296,15 @@ fn provider_problem(config: &Config, name: &str, data_dir: Option<&std::path::Pa
 }
 
 impl App {
-    pub fn new(catalog: Arc<Catalog>, config: &Config, keymap: Keymap, themes: Vec<Theme>, theme: usize) -> App {
-        let data_dir = crate::paths::data_dir();
+    /// `data_dir` is where fetched models are looked for (the welcome screen's readiness check).
+    pub fn new(
+        catalog: Arc<Catalog>,
+        config: &Config,
+        data_dir: Option<&std::path::Path>,
+        keymap: Keymap,
+        themes: Vec<Theme>,
+        theme: usize,
+    ) -> App {
         let providers: Vec<ProviderStatus> = config
             .providers
             .iter()
@@ -314,7 +321,7 @@ impl App {
                     .filter(|(_, n)| **n == p.name)
                     .map(|(r, _)| *r)
                     .collect(),
-                problem: provider_problem(config, &p.name, data_dir.as_deref()),
+                problem: provider_problem(config, &p.name, data_dir),
             })
             .collect();
         let role = |r: Role| config.roles.get(&r).cloned().unwrap_or_default();

@@ -156,7 +156,7 @@ pub fn main(options: Options) -> anyhow::Result<()> {
         .as_ref()
         .and_then(|name| themes.iter().position(|t| &t.name == name))
         .unwrap_or(0);
-    let mut app = App::new(Arc::new(catalog), &config, keymap, themes, theme);
+    let mut app = App::new(Arc::new(catalog), &config, Some(&data), keymap, themes, theme);
     if let Some(name) = &config.tui.theme
         && themes_missing(&app, name)
     {

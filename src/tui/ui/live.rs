@@ -36,7 +36,9 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         );
         return;
     }
-    let [left, right] = Layout::horizontal([Constraint::Length(44), Constraint::Min(30)]).areas(area);
+    let left_width = if area.width >= 110 { 46 } else { 38 };
+    let [left, right] = Layout::horizontal([Constraint::Length(left_width), Constraint::Min(30)]).areas(area);
+    let styles: std::collections::BTreeSet<_> = run.items.iter().map(|r| r.key.style).collect();
     let [transcript_area, gauges_area, log_area] =
         Layout::vertical([Constraint::Min(6), Constraint::Length(5), Constraint::Length(4)]).areas(right);
 
@@ -70,13 +72,18 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
                 (row.status.label(), color)
             };
             let k = &row.key;
+            // The query style only when the run has more than one.
+            let style_col = if styles.len() > 1 {
+                format!(" {}", k.style.name())
+            } else {
+                String::new()
+            };
             let text = format!(
-                "{} {} r{} {:>3} {}",
+                "{} {} r{} {:>3}{style_col}",
                 pad(&fit(&k.character, 12), 12),
-                pad(&k.scale, 8),
+                pad(&fit(&k.scale, 8), 8),
                 k.repeat,
                 k.item_id,
-                k.style.name()
             );
             let style = if i == app.live.cursor {
                 theme.selected()

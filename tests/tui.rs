@@ -1,0 +1,364 @@
+//! The workbench screens rendered into ratatui's TestBackend after driving the app with actions, and
+//! compared with insta snapshots at 120×40 and 80×24. The session shown is synthetic and fixed (two
+//! characters, one of them Chinese, BFI, ER_batch and OC), so the snapshots change only when the
+//! screens do.
+
+use std::sync::Arc;
+
+use incharacter::catalog::Catalog;
+use incharacter::domain::scoring::ItemOption;
+use incharacter::engine::live::{Live, LiveKind};
+use incharacter::engine::{Assessment, Event, Method, RunPlan};
+use incharacter::llm::config::Config;
+use incharacter::llm::{ModelInfo, Role};
+use incharacter::method::convert::ConvertedItem;
+use incharacter::method::expert::BatchRating;
+use incharacter::method::interview::{self, QueryStyle};
+use incharacter::method::judge::Attempt;
+use incharacter::rpa::prompt::RpaStyle;
+use incharacter::tui::app::{Action, App, Effect, Screen, SessionEntry};
+use incharacter::tui::keys::Keymap;
+use incharacter::tui::{theme, ui};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+const SIZES: [(u16, u16); 2] = [(120, 40), (80, 24)];
+
+fn app() -> App {
+    let catalog = Arc::new(Catalog::load(None).unwrap());
+    let config = Config::defaults(&|_| None);
+    let (themes, _) = theme::load_all(None);
+    let empty = tempfile::tempdir().unwrap();
+    let mut app = App::new(catalog, &config, Some(empty.path()), Keymap::default(), themes, 0);
+    app.config_path = Some("/home/user/.config/incharacter/config.toml".into());
+    app
+}
+
+fn key(app: &mut App, code: KeyCode) -> Vec<Effect> {
+    app.update(Action::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+}
+
+fn keys(app: &mut App, text: &str) {
+    for c in text.chars() {
+        key(app, KeyCode::Char(c));
+    }
+}
+
+fn render(app: &App, (w, h): (u16, u16)) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+    terminal.draw(|f| ui::render(f, app)).unwrap();
+    let buffer = terminal.backend().buffer().clone();
+    let mut out = String::new();
+    for y in 0..h {
+        // A wide character (CJK) fills two cells; the second is not printed.
+        let mut skip = 0;
+        for x in 0..w {
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            let symbol = buffer[(x, y)].symbol();
+            out.push_str(symbol);
+            skip = unicode_width::UnicodeWidthStr::width(symbol).saturating_sub(1);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn plan() -> RunPlan {
+    RunPlan {
+        characters: vec!["hermione-en".into(), "zhongli-zh".into()],
+        scales: vec!["BFI".into()],
+        methods: vec![Method::ErBatch, Method::Oc],
+        repeats: 1,
+        rpa: "local".into(),
+        judge: "local".into(),
+        style: RpaStyle::Description,
+        seed: 7,
+        max_attempts: 5,
+    }
+}
+
+/// A finished synthetic session: every item answered, every dimension assessed.
+fn session_events(catalog: &Catalog) -> Vec<Event> {
+    let plan = plan();
+    let model = ModelInfo {
+        provider: "local".into(),
+        kind: "local".into(),
+        model: "smollm2-135m".into(),
+    };
+    let mut events = vec![Event::RunStarted {
+        session: "20261129-120000-demo-0001".into(),
+        name: Some("demo".into()),
+        created: "2026-11-29T12:00:00Z".into(),
+        app_version: "0.1.0".into(),
+        plan: plan.clone(),
+        providers: [("rpa".to_string(), model.clone()), ("judge".to_string(), model)]
+            .into_iter()
+            .collect(),
+    }];
+    let scale = catalog.scale("BFI").unwrap();
+    for c in &plan.characters {
+        let character = catalog.character(c).unwrap();
+        for item in scale.scored_items() {
+            let response = if character.language.code() == "zh" {
+                format!(
+                    "此事不急。第{}题，我想先喝杯茶，再慢慢说。契约既成，便当守之。",
+                    item.id
+                )
+            } else {
+                format!(
+                    "Honestly, item {} is the sort of thing I have read about in Hogwarts: A History. I would say it depends.",
+                    item.id
+                )
+            };
+            events.push(Event::ItemAnswered {
+                character: c.clone(),
+                scale: "BFI".into(),
+                repeat: 0,
+                style: QueryStyle::Open,
+                item_id: item.id,
+                question: item.question.get(character.language).clone(),
+                response,
+                retrieved: vec![],
+            });
+        }
+        for (d, dim) in scale.dimensions.iter().enumerate() {
+            let ids: Vec<u32> = scale.items_of(d).map(|i| i.id).collect();
+            let score = 1.5 + ((d * 7 + c.len()) % 7) as f64 * 0.5;
+            events.push(Event::DimensionAssessed(Assessment {
+                character: c.clone(),
+                scale: "BFI".into(),
+                method: Method::ErBatch,
+                repeat: 0,
+                dimension: dim.name.clone(),
+                score: Some(score),
+                batches: vec![BatchRating {
+                    item_ids: ids.clone(),
+                    score: Some(score),
+                    analysis: format!("The participant talks about {} with measured care.", dim.name),
+                    attempts: vec![Attempt {
+                        temperature: 0.0,
+                        reply: "{}".into(),
+                        error: None,
+                        cached: false,
+                    }],
+                }],
+                items: vec![],
+                failure: None,
+            }));
+            let items: Vec<ConvertedItem> = ids
+                .iter()
+                .map(|&id| ConvertedItem {
+                    item_id: id,
+                    option: Some(if id % 9 == 0 {
+                        ItemOption::Refused
+                    } else {
+                        ItemOption::Value((id % 5 + 1) as i32)
+                    }),
+                    score: Some(f64::from(id % 5 + 1)),
+                    refused: id % 9 == 0,
+                })
+                .collect();
+            events.push(Event::DimensionAssessed(Assessment {
+                character: c.clone(),
+                scale: "BFI".into(),
+                method: Method::Oc,
+                repeat: 0,
+                dimension: dim.name.clone(),
+                score: Some(5.0 - score / 2.0),
+                batches: vec![],
+                items,
+                failure: None,
+            }));
+        }
+    }
+    events.push(Event::RunFinished {
+        status: "complete".into(),
+        at: "2026-11-29T12:03:00Z".into(),
+    });
+    events
+}
+
+fn with_session() -> App {
+    let mut app = app();
+    let events = session_events(&app.catalog);
+    app.update(Action::SessionLoaded(events));
+    app
+}
+
+fn snap(name: &str, app: &App) {
+    for size in SIZES {
+        insta::assert_snapshot!(format!("{name}_{}x{}", size.0, size.1), render(app, size));
+    }
+}
+
+#[test]
+fn welcome_says_what_is_missing() {
+    let app = app();
+    assert_eq!(app.screen, Screen::Welcome, "no fetched model, no key: welcome first");
+    snap("welcome", &app);
+}
+
+#[test]
+fn setup_filters_and_estimates() {
+    let mut app = app();
+    key(&mut app, KeyCode::Char('s'));
+    assert_eq!(app.screen, Screen::Setup);
+    keys(&mut app, "herm");
+    assert_eq!(app.filtered_characters().len(), 1);
+    key(&mut app, KeyCode::Char(' '));
+    key(&mut app, KeyCode::Tab);
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Char(' '));
+    key(&mut app, KeyCode::Tab);
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Char(' '));
+    snap("setup", &app);
+    let effects = key(&mut app, KeyCode::Enter);
+    let Some(Effect::StartRun { plan, .. }) = effects.first() else {
+        panic!("enter starts the run: {effects:?}")
+    };
+    assert_eq!(plan.characters, ["hermione-en"]);
+    assert_eq!(plan.scales, ["BFI"]);
+    assert_eq!(plan.methods, [Method::ErBatch, Method::Oc]);
+    assert_eq!(app.screen, Screen::Live);
+}
+
+#[test]
+fn live_streams_the_transcript_and_escape_sequences_stay_inert() {
+    let mut app = app();
+    let mut events = session_events(&app.catalog);
+    events.truncate(30);
+    for e in events {
+        app.update(Action::Engine(e));
+    }
+    app.screen = Screen::Live;
+    app.live.running = true;
+    let purpose = interview::purpose("hermione-en", "BFI", 30, QueryStyle::Open);
+    let live = |kind| {
+        Action::Live(Live {
+            role: Role::Rpa,
+            purpose: purpose.clone(),
+            repeat: 0,
+            kind,
+        })
+    };
+    app.update(live(LiveKind::Started {
+        prompt: "Harry:「Do you like art?」".into(),
+    }));
+    for t in ["I adore ", "\u{1b}]0;pwned\u{7}", "\u{1b}[2J", "museums, ", "truly."] {
+        app.update(live(LiveKind::Token(t.into())));
+    }
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("I adore museums, truly.▌"), "{screen}");
+    assert!(
+        !screen.contains('\u{1b}') && !screen.contains("pwned"),
+        "no escape sequence reaches the screen"
+    );
+    snap("live", &app);
+}
+
+#[test]
+fn inspector_shows_batches_items_and_the_exact_prompts() {
+    let mut app = with_session();
+    key(&mut app, KeyCode::Char('3'));
+    snap("inspector_er", &app);
+    key(&mut app, KeyCode::Char('m'));
+    key(&mut app, KeyCode::Tab);
+    key(&mut app, KeyCode::Down);
+    snap("inspector_oc", &app);
+    key(&mut app, KeyCode::Enter);
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("prompt sent to the agent"), "{screen}");
+    assert!(
+        screen.contains("[system]") && screen.contains("You are Hermione Granger"),
+        "{screen}"
+    );
+    snap("inspector_drill", &app);
+    key(&mut app, KeyCode::Right);
+    key(&mut app, KeyCode::Esc);
+    key(&mut app, KeyCode::Esc);
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("钟离 · BFI"), "the next unit is Zhongli: {screen}");
+}
+
+#[test]
+fn compare_draws_radar_bars_and_the_session_table() {
+    let mut app = with_session();
+    key(&mut app, KeyCode::Char('4'));
+    snap("compare", &app);
+    key(&mut app, KeyCode::Char('a'));
+    key(&mut app, KeyCode::Right);
+    snap("compare_all_methods_zhongli", &app);
+    key(&mut app, KeyCode::Char('o'));
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("sorted by Acc_Dim"), "{screen}");
+}
+
+#[test]
+fn sessions_list_marks_and_replays() {
+    let mut app = with_session();
+    let entry = |id: &str, status: &str, sample: bool| SessionEntry {
+        id: id.into(),
+        name: None,
+        created: "2026-11-29T12:00:00Z".into(),
+        status: status.into(),
+        model: "smollm2-135m (local)".into(),
+        path: format!("/sessions/{id}").into(),
+        sample,
+    };
+    app.update(Action::Sessions(vec![
+        entry("20261129-120000-demo-0001", "complete", false),
+        entry("20261129-130000-b-0002", "interrupted", false),
+        entry("sample-hermione-bfi", "complete", true),
+    ]));
+    let effects = key(&mut app, KeyCode::Char('5'));
+    assert_eq!(effects, [Effect::ListSessions]);
+    key(&mut app, KeyCode::Char(' '));
+    key(&mut app, KeyCode::Down);
+    let effects = key(&mut app, KeyCode::Char(' '));
+    assert!(
+        matches!(&effects[..], [Effect::Compare(p)] if p.len() == 2),
+        "{effects:?}"
+    );
+    snap("sessions", &app);
+    key(&mut app, KeyCode::Char('s'));
+    let effects = key(&mut app, KeyCode::Char('r'));
+    assert!(
+        matches!(&effects[..], [Effect::Replay { speed, .. }] if speed.label() == "4×"),
+        "{effects:?}"
+    );
+    assert_eq!(app.screen, Screen::Live);
+}
+
+#[test]
+fn help_lists_the_screens_keys_and_small_terminals_get_a_notice() {
+    let mut app = with_session();
+    key(&mut app, KeyCode::Char('2'));
+    key(&mut app, KeyCode::Char('?'));
+    assert!(app.help);
+    let screen = render(&app, (120, 40));
+    for (keys, what) in app.keymap.bindings(incharacter::tui::keys::Mode::Live) {
+        assert!(screen.contains(what.help()), "help lists {keys} → {}", what.help());
+    }
+    snap("help_live", &app);
+    key(&mut app, KeyCode::Esc);
+    assert!(!app.help);
+    insta::assert_snapshot!("too_small", render(&app, (60, 20)));
+}
+
+#[test]
+fn pause_and_cancel_are_effects_for_the_driver() {
+    let mut app = with_session();
+    app.screen = Screen::Live;
+    app.live.running = true;
+    assert_eq!(key(&mut app, KeyCode::Char('p')), [Effect::SetPause(true)]);
+    assert_eq!(key(&mut app, KeyCode::Char('p')), [Effect::SetPause(false)]);
+    assert_eq!(key(&mut app, KeyCode::Char('x')), [Effect::Cancel]);
+    assert!(!app.live.running);
+    assert_eq!(key(&mut app, KeyCode::Char('q')), [Effect::Quit]);
+}
