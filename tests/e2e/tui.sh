@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# End-to-end: the real binary in tmux, as a person would use it, against the fake-openai test
+# instrument. Walks setup → live run → inspector (drill into an item) → compare → help → quit and
+# asserts on what the pane shows. One scripted reply carries terminal escape sequences (set the window
+# title, clear the screen): they must reach the screen inert.
+#
+# Usage: tests/e2e/tui.sh [TARGET_DIR]   (binaries from `cargo build`, default target/debug)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin="${1:-target/debug}"
+for b in incharacter fake-openai; do
+    [[ -x "$bin/$b" ]] || { echo "e2e: $bin/$b is missing: run cargo build first" >&2; exit 1; }
+done
+command -v tmux >/dev/null || { echo "e2e: tmux is not installed (apt-get install -y tmux)" >&2; exit 1; }
+
+work="$(mktemp -d)"
+session="incharacter-e2e-$$"
+server_pid=""
+cleanup() {
+    tmux kill-session -t "$session" 2>/dev/null || true
+    [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The scripted reply: an OSC "set title" and a CSI "clear screen" inside an answer.
+printf '[{"contains": "really difficult", "reply": "I read ahead \\u001b]0;pwned\\u0007 and \\u001b[2J never give up."}]' \
+    >"$work/script.json"
+"$bin/fake-openai" --port 0 --seed 1 --latency-ms 20 --tokens-per-s 400 --script "$work/script.json" \
+    >"$work/server.out" 2>"$work/server.err" &
+server_pid=$!
+for _ in $(seq 100); do
+    grep -q "listening on" "$work/server.out" 2>/dev/null && break
+    sleep 0.05
+done
+url="$(grep -o 'http://[^ ]*' "$work/server.out" | head -1)"
+[[ -n "$url" ]] || { echo "e2e: fake-openai did not start" >&2; cat "$work/server.err" >&2; exit 1; }
+
+cat >"$work/config.toml" <<EOF
+[[providers]]
+name = "fake"
+kind = "openai"
+base_url = "$url"
+model = "scripted"
+
+[roles]
+rpa = "fake"
+judge = "fake"
+EOF
+
+tmux new-session -d -s "$session" -x 120 -y 40 \
+    "INCHARACTER_CONFIG='$work/config.toml' INCHARACTER_DATA_DIR='$work/data' '$PWD/$bin/incharacter'; echo E2E-EXIT=\$?; sleep 600"
+tmux select-pane -t "$session" -T e2e-title
+
+pane() { tmux capture-pane -p -t "$session"; }
+# Polls the pane until it shows $1 (a fixed string), up to $2 seconds.
+wait_for() {
+    local deadline=$((SECONDS + ${2:-20}))
+    until pane | grep -qF -- "$1"; do
+        if ((SECONDS > deadline)); then
+            echo "e2e: timed out waiting for: $1" >&2
+            pane >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+}
+wait_gone() {
+    local deadline=$((SECONDS + ${2:-20}))
+    while pane | grep -qF -- "$1"; do
+        if ((SECONDS > deadline)); then
+            echo "e2e: timed out waiting for this to go: $1" >&2
+            pane >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+}
+keys() { tmux send-keys -t "$session" "$@"; }
+
+# Setup: filter, pick Hermione, GSE, ER_batch + OC, start.
+wait_for "Characters (32)"
+keys h e r m i o n e
+wait_for "Characters (1) · filter: hermione"
+keys Space Tab
+wait_for "[x] Hermione Granger"
+for _ in $(seq 9); do keys Down; done
+keys Space Tab Down Down Space
+wait_for "≈ "
+keys Enter
+
+# Live run: the transcript streams, the run finishes, the escape sequences did nothing.
+wait_for "Transcript"
+wait_for "run finished: results.json written" 60
+keys f
+wait_for "Transcript · following"
+pane | grep -qF "never give up." || true
+title="$(tmux display-message -p -t "$session" '#{pane_title}')"
+[[ "$title" == "e2e-title" ]] || { echo "e2e: the pane title changed to '$title'" >&2; exit 1; }
+pane | grep -qF "1 Setup" || { echo "e2e: the screen was cleared" >&2; pane >&2; exit 1; }
+
+# Inspector: dimensions, then drill into the first item and see the exact prompts.
+keys 3
+wait_for "Dimensions"
+wait_for "Self-efficacy"
+keys Tab
+keys Enter
+wait_for "prompt sent to the agent"
+wait_for "[system]"
+pane | grep -qF "never give up." || { echo "e2e: the scripted answer is not in the drill view" >&2; pane >&2; exit 1; }
+if pane | grep -qF "pwned"; then echo "e2e: escape sequence text reached the screen" >&2; exit 1; fi
+
+# Compare: radar and bars against the labels.
+keys 4
+wait_for "Measured vs labels"
+wait_for "Session table"
+
+# Help lists the keys; any key closes it.
+keys '?'
+wait_for "Keys (any key closes)"
+wait_for "next theme"
+keys Escape
+wait_gone "Keys (any key closes)"
+
+# Quit restores the terminal (the shell line after the program is visible).
+keys q
+wait_for "E2E-EXIT=0"
+pane | grep -qF "Measured vs labels" && { echo "e2e: the alternate screen was not left" >&2; exit 1; }
+echo "e2e: TUI walk passed"
