@@ -6,19 +6,14 @@
 use std::sync::Arc;
 
 use incharacter::catalog::Catalog;
-use incharacter::domain::scoring::ItemOption;
 use incharacter::engine::live::{Live, LiveKind};
-use incharacter::engine::{Assessment, Event, Method, RunPlan};
+use incharacter::engine::{Event, Method, RunPlan};
+use incharacter::llm::Role;
 use incharacter::llm::config::Config;
-use incharacter::llm::{ModelInfo, Role};
-use incharacter::method::convert::ConvertedItem;
-use incharacter::method::expert::BatchRating;
 use incharacter::method::interview::{self, QueryStyle};
-use incharacter::method::judge::Attempt;
-use incharacter::rpa::prompt::RpaStyle;
 use incharacter::tui::app::{Action, App, Effect, Screen, SessionEntry};
 use incharacter::tui::keys::Keymap;
-use incharacter::tui::{theme, ui};
+use incharacter::tui::{fixture, theme, ui};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -68,118 +63,11 @@ fn render(app: &App, (w, h): (u16, u16)) -> String {
 }
 
 fn plan() -> RunPlan {
-    RunPlan {
-        characters: vec!["hermione-en".into(), "zhongli-zh".into()],
-        scales: vec!["BFI".into()],
-        methods: vec![Method::ErBatch, Method::Oc],
-        repeats: 1,
-        rpa: "local".into(),
-        judge: "local".into(),
-        style: RpaStyle::Description,
-        seed: 7,
-        max_attempts: 5,
-    }
+    fixture::plan(&["hermione-en", "zhongli-zh"], &["BFI"], &[Method::ErBatch, Method::Oc])
 }
 
-/// A finished synthetic session: every item answered, every dimension assessed.
 fn session_events(catalog: &Catalog) -> Vec<Event> {
-    let plan = plan();
-    let model = ModelInfo {
-        provider: "local".into(),
-        kind: "local".into(),
-        model: "smollm2-135m".into(),
-    };
-    let mut events = vec![Event::RunStarted {
-        session: "20261129-120000-demo-0001".into(),
-        name: Some("demo".into()),
-        created: "2026-11-29T12:00:00Z".into(),
-        app_version: "0.1.0".into(),
-        plan: plan.clone(),
-        providers: [("rpa".to_string(), model.clone()), ("judge".to_string(), model)]
-            .into_iter()
-            .collect(),
-    }];
-    let scale = catalog.scale("BFI").unwrap();
-    for c in &plan.characters {
-        let character = catalog.character(c).unwrap();
-        for item in scale.scored_items() {
-            let response = if character.language.code() == "zh" {
-                format!(
-                    "此事不急。第{}题，我想先喝杯茶，再慢慢说。契约既成，便当守之。",
-                    item.id
-                )
-            } else {
-                format!(
-                    "Honestly, item {} is the sort of thing I have read about in Hogwarts: A History. I would say it depends.",
-                    item.id
-                )
-            };
-            events.push(Event::ItemAnswered {
-                character: c.clone(),
-                scale: "BFI".into(),
-                repeat: 0,
-                style: QueryStyle::Open,
-                item_id: item.id,
-                question: item.question.get(character.language).clone(),
-                response,
-                retrieved: vec![],
-            });
-        }
-        for (d, dim) in scale.dimensions.iter().enumerate() {
-            let ids: Vec<u32> = scale.items_of(d).map(|i| i.id).collect();
-            let score = 1.5 + ((d * 7 + c.len()) % 7) as f64 * 0.5;
-            events.push(Event::DimensionAssessed(Assessment {
-                character: c.clone(),
-                scale: "BFI".into(),
-                method: Method::ErBatch,
-                repeat: 0,
-                dimension: dim.name.clone(),
-                score: Some(score),
-                batches: vec![BatchRating {
-                    item_ids: ids.clone(),
-                    score: Some(score),
-                    analysis: format!("The participant talks about {} with measured care.", dim.name),
-                    attempts: vec![Attempt {
-                        temperature: 0.0,
-                        reply: "{}".into(),
-                        error: None,
-                        cached: false,
-                    }],
-                }],
-                items: vec![],
-                failure: None,
-            }));
-            let items: Vec<ConvertedItem> = ids
-                .iter()
-                .map(|&id| ConvertedItem {
-                    item_id: id,
-                    option: Some(if id % 9 == 0 {
-                        ItemOption::Refused
-                    } else {
-                        ItemOption::Value((id % 5 + 1) as i32)
-                    }),
-                    score: Some(f64::from(id % 5 + 1)),
-                    refused: id % 9 == 0,
-                })
-                .collect();
-            events.push(Event::DimensionAssessed(Assessment {
-                character: c.clone(),
-                scale: "BFI".into(),
-                method: Method::Oc,
-                repeat: 0,
-                dimension: dim.name.clone(),
-                score: Some(5.0 - score / 2.0),
-                batches: vec![],
-                items,
-                failure: None,
-            }));
-        }
-    }
-    events.push(Event::RunFinished {
-        status: "complete".into(),
-        at: "2026-11-29T12:03:00Z".into(),
-    });
-    events
+    fixture::session(catalog, &plan())
 }
 
 fn with_session() -> App {
