@@ -250,3 +250,52 @@ fn pause_and_cancel_are_effects_for_the_driver() {
     assert!(!app.live.running);
     assert_eq!(key(&mut app, KeyCode::Char('q')), [Effect::Quit]);
 }
+
+#[test]
+fn chat_reasks_an_item_next_to_the_recorded_answer() {
+    let mut app = with_session();
+    key(&mut app, KeyCode::Char('3'));
+    key(&mut app, KeyCode::Tab);
+    key(&mut app, KeyCode::Down);
+    let effects = key(&mut app, KeyCode::Char('c'));
+    let [
+        Effect::Chat {
+            character,
+            history,
+            text,
+            ..
+        },
+    ] = &effects[..]
+    else {
+        panic!("c re-asks the item: {effects:?}")
+    };
+    assert_eq!(character, "hermione-en");
+    assert!(history.is_empty(), "a re-asked item is asked in a fresh context");
+    assert!(text.contains("just met"), "item 6's question: {text}");
+    assert_eq!(app.screen, Screen::Chat);
+    app.update(Action::ChatPrompt(vec![
+        incharacter::llm::ChatMessage::system("You are Hermione Granger."),
+        incharacter::llm::ChatMessage::user(format!("Harry:「{text}」")),
+    ]));
+    for t in ["I open up ", "slowly, \u{1b}[31mof course."] {
+        app.update(Action::ChatToken(t.into()));
+    }
+    app.update(Action::ChatDone(Ok(())));
+    key(&mut app, KeyCode::Char('p'));
+    app.update(Action::Key(KeyEvent::new(KeyCode::Char('p'), KeyModifiers::CONTROL)));
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("I open up slowly, of course."), "{screen}");
+    assert!(
+        screen.contains("(recorded in the session)") && screen.contains("Prompt as sent"),
+        "{screen}"
+    );
+    snap("chat_reask", &app);
+    // Typing goes to the input, not to the screen keys; enter sends with the conversation so far.
+    keys(&mut app, "q2?");
+    assert_eq!(app.screen, Screen::Chat);
+    let effects = key(&mut app, KeyCode::Enter);
+    assert!(
+        matches!(&effects[..], [Effect::Chat { text, .. }] if text == "pq2?"),
+        "{effects:?}"
+    );
+}

@@ -29,6 +29,7 @@ pub enum Screen {
     Inspector,
     Compare,
     Sessions,
+    Chat,
 }
 
 impl Screen {
@@ -40,6 +41,7 @@ impl Screen {
             Screen::Inspector => Mode::Inspector,
             Screen::Compare => Mode::Compare,
             Screen::Sessions => Mode::Sessions,
+            Screen::Chat => Mode::Chat,
         }
     }
 
@@ -47,19 +49,21 @@ impl Screen {
         match self {
             Screen::Welcome => "Welcome",
             Screen::Setup => "Setup",
-            Screen::Live => "Live run",
+            Screen::Live => "Live",
             Screen::Inspector => "Inspector",
             Screen::Compare => "Compare",
             Screen::Sessions => "Sessions",
+            Screen::Chat => "Chat",
         }
     }
 
-    pub const TABS: [Screen; 5] = [
+    pub const TABS: [Screen; 6] = [
         Screen::Setup,
         Screen::Live,
         Screen::Inspector,
         Screen::Compare,
         Screen::Sessions,
+        Screen::Chat,
     ];
 }
 
@@ -184,6 +188,27 @@ pub struct SessionsState {
     pub comparison: Vec<(String, Vec<SummaryRow>)>,
 }
 
+/// One turn of the chat screen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatTurn {
+    pub user: String,
+    pub reply: String,
+    pub done: bool,
+    pub error: Option<String>,
+    /// For a re-asked interview item: the answer recorded in the session.
+    pub recorded: Option<String>,
+}
+
+pub struct ChatState {
+    pub character: String,
+    pub input: tui_textarea::TextArea<'static>,
+    pub turns: Vec<ChatTurn>,
+    /// The messages of the last request, as sent.
+    pub prompt: Vec<crate::llm::ChatMessage>,
+    pub show_prompt: bool,
+    pub scroll: u16,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FetchState {
     Running,
@@ -227,21 +252,45 @@ pub enum Action {
     Fetched(Result<String, String>),
     Flash(String),
     Memories(std::collections::BTreeMap<String, Arc<crate::rpa::memories::Memories>>),
+    /// The chat request as assembled (shown on the chat screen).
+    ChatPrompt(Vec<crate::llm::ChatMessage>),
+    ChatToken(String),
+    /// The chat reply's attempt failed and is retried: what streamed so far is dropped.
+    ChatRetry,
+    /// The chat reply ended (`Err` says why it failed).
+    ChatDone(Result<(), String>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
-    StartRun { plan: RunPlan, name: Option<String> },
-    Resume { id: String },
+    StartRun {
+        plan: RunPlan,
+        name: Option<String>,
+    },
+    Resume {
+        id: String,
+    },
     SetPause(bool),
     Cancel,
     Open(PathBuf),
-    Replay { path: PathBuf, speed: Replay },
+    Replay {
+        path: PathBuf,
+        speed: Replay,
+    },
     ReplaySpeed(Replay),
     Export(PathBuf),
     Compare(Vec<PathBuf>),
     FetchModel,
     ListSessions,
+    /// One chat turn: the character answers `text` (with `history` as earlier turns) in the setup's
+    /// style, on the setup's role-play provider.
+    Chat {
+        character: String,
+        style: RpaStyle,
+        provider: String,
+        history: Vec<(String, String)>,
+        text: String,
+    },
     Quit,
 }
 
@@ -269,6 +318,13 @@ pub struct App {
     pub prices: Vec<(String, f64, f64)>,
     /// Memories of the shown run's characters, to rebuild their prompts in the inspector.
     pub memories: std::collections::BTreeMap<String, Arc<crate::rpa::memories::Memories>>,
+    pub chat: ChatState,
+}
+
+fn chat_input() -> tui_textarea::TextArea<'static> {
+    let mut input = tui_textarea::TextArea::default();
+    input.set_placeholder_text("Ask the character something, in the experimenter's voice (enter sends)");
+    input
 }
 
 fn provider_problem(config: &Config, name: &str, data_dir: Option<&std::path::Path>) -> Option<String> {
@@ -388,6 +444,14 @@ impl App {
             hit: Default::default(),
             prices,
             memories: Default::default(),
+            chat: ChatState {
+                character: String::new(),
+                input: chat_input(),
+                turns: Vec::new(),
+                prompt: Vec::new(),
+                show_prompt: false,
+                scroll: 0,
+            },
         }
     }
 
@@ -462,6 +526,65 @@ impl App {
 
     fn typing(&self) -> bool {
         self.screen == Screen::Setup && self.setup.pane == SetupPane::Characters && !self.help
+    }
+
+    /// The character the chat talks to: the chosen one, else the inspector's, else the first picked.
+    pub fn chat_character(&self) -> Option<&Character> {
+        let id = if !self.chat.character.is_empty() {
+            Some(self.chat.character.clone())
+        } else {
+            self.run
+                .units()
+                .get(self.inspect.unit)
+                .map(|u| u.0.clone())
+                .or_else(|| self.setup.characters.iter().next().cloned())
+        };
+        id.and_then(|id| self.catalog.character(&id))
+    }
+
+    /// Re-asks an interview item on the chat screen, next to the answer the session recorded.
+    pub fn reask(&mut self, character: &str, question: &str, recorded: &str) -> Vec<Effect> {
+        self.chat.character = character.to_string();
+        self.screen = Screen::Chat;
+        self.chat_send(question.to_string(), Some(recorded.to_string()), false)
+    }
+
+    fn chat_send(&mut self, text: String, recorded: Option<String>, with_history: bool) -> Vec<Effect> {
+        let Some(c) = self.chat_character() else {
+            self.flash = Some("pick a character in Setup first".into());
+            return Vec::new();
+        };
+        if self.chat.turns.last().is_some_and(|t| !t.done) {
+            self.flash = Some("wait for the answer first".into());
+            return Vec::new();
+        }
+        let character = c.id.clone();
+        let history = if with_history {
+            self.chat
+                .turns
+                .iter()
+                .filter(|t| t.done && t.error.is_none() && t.recorded.is_none())
+                .map(|t| (t.user.clone(), t.reply.clone()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        self.chat.character = character.clone();
+        self.chat.turns.push(ChatTurn {
+            user: text.clone(),
+            reply: String::new(),
+            done: false,
+            error: None,
+            recorded,
+        });
+        self.chat.scroll = 0;
+        vec![Effect::Chat {
+            character,
+            style: self.setup.style,
+            provider: self.setup.rpa.clone(),
+            history,
+            text,
+        }]
     }
 
     pub fn update(&mut self, action: Action) -> Vec<Effect> {
@@ -550,6 +673,35 @@ impl App {
                 self.memories = m;
                 Vec::new()
             }
+            Action::ChatPrompt(messages) => {
+                self.chat.prompt = messages
+                    .into_iter()
+                    .map(|mut m| {
+                        m.content = crate::text::terminal_safe(&m.content);
+                        m
+                    })
+                    .collect();
+                Vec::new()
+            }
+            Action::ChatToken(t) => {
+                if let Some(turn) = self.chat.turns.last_mut() {
+                    turn.reply.push_str(&crate::text::terminal_safe(&t));
+                }
+                Vec::new()
+            }
+            Action::ChatRetry => {
+                if let Some(turn) = self.chat.turns.last_mut() {
+                    turn.reply.clear();
+                }
+                Vec::new()
+            }
+            Action::ChatDone(result) => {
+                if let Some(turn) = self.chat.turns.last_mut() {
+                    turn.done = true;
+                    turn.error = result.err().map(|e| crate::text::terminal_safe(&e));
+                }
+                Vec::new()
+            }
         }
     }
 
@@ -609,9 +761,27 @@ impl App {
             return Vec::new();
         };
         self.flash = None;
+        if self.screen == Screen::Chat && !self.help {
+            let command = self.keymap.command(Mode::Chat, key);
+            let plain = !event.modifiers.contains(KeyModifiers::CONTROL)
+                && !matches!(key.code, KeyName::F(_) | KeyName::Esc | KeyName::Tab | KeyName::BackTab);
+            if key.code == KeyName::Enter && !event.modifiers.contains(KeyModifiers::ALT) {
+                let text = self.chat.input.lines().join("\n");
+                if text.trim().is_empty() {
+                    return Vec::new();
+                }
+                self.chat.input = chat_input();
+                return self.chat_send(text, None, true);
+            }
+            if plain || command.is_none() {
+                self.chat.input.input(event);
+                return Vec::new();
+            }
+        }
         if self.typing() && !event.modifiers.contains(KeyModifiers::CONTROL) {
             match key.code {
-                KeyName::Char(c) => {
+                // Digits switch screens as everywhere else; letters and signs filter.
+                KeyName::Char(c) if !c.is_ascii_digit() => {
                     self.setup.filter.push(c);
                     self.setup.char_cursor = 0;
                     return Vec::new();
@@ -662,20 +832,22 @@ impl App {
                 self.screen = Screen::Sessions;
                 return vec![Effect::ListSessions];
             }
+            Command::GoChat => self.screen = Screen::Chat,
             _ => {
                 return match self.screen {
                     Screen::Welcome => self.welcome_command(cmd),
                     Screen::Setup => self.setup_command(cmd),
                     Screen::Live => self.live_command(cmd),
-                    Screen::Inspector => {
-                        self.inspect_command(cmd);
-                        Vec::new()
-                    }
+                    Screen::Inspector => self.inspect_command(cmd),
                     Screen::Compare => {
                         self.compare_command(cmd);
                         Vec::new()
                     }
                     Screen::Sessions => self.sessions_command(cmd),
+                    Screen::Chat => {
+                        self.chat_command(cmd);
+                        Vec::new()
+                    }
                 };
             }
         }
@@ -880,7 +1052,39 @@ impl App {
         }
     }
 
-    fn inspect_command(&mut self, cmd: Command) {
+    /// The item under the cursor, re-asked on the chat screen.
+    fn inspect_reask(&mut self) -> Vec<Effect> {
+        let units = self.run.units();
+        let Some((c, s, r)) = units.get(self.inspect.unit).cloned() else {
+            return Vec::new();
+        };
+        let Some(scale) = self.catalog.scale(&s) else {
+            return Vec::new();
+        };
+        let dim = self.inspect.dim.min(scale.dimensions.len().saturating_sub(1));
+        let ids: Vec<u32> = scale.items_of(dim).map(|i| i.id).collect();
+        let Some(&item_id) = ids.get(self.inspect.item.min(ids.len().saturating_sub(1))) else {
+            return Vec::new();
+        };
+        let key = super::run_view::ItemKey {
+            character: c.clone(),
+            scale: s,
+            repeat: r,
+            style: crate::method::interview::QueryStyle::Open,
+            item_id,
+        };
+        let Some(row) = self.run.item(&key).filter(|r| !r.response.is_empty()) else {
+            self.flash = Some("this item has no recorded answer to compare with".into());
+            return Vec::new();
+        };
+        let (question, response) = (row.question.clone(), row.response.clone());
+        self.reask(&c, &question, &response)
+    }
+
+    fn inspect_command(&mut self, cmd: Command) -> Vec<Effect> {
+        if cmd == Command::Reask {
+            return self.inspect_reask();
+        }
         let units = self.run.units().len().max(1);
         let methods = self.methods().len().max(1);
         let i = &mut self.inspect;
@@ -953,6 +1157,7 @@ impl App {
             }
             _ => {}
         }
+        Vec::new()
     }
 
     fn compare_command(&mut self, cmd: Command) {
@@ -990,6 +1195,34 @@ impl App {
                     self.compare.method = methods.iter().position(|m| *m == row.2).unwrap_or(0);
                     self.compare.all_methods = false;
                 }
+            }
+            _ => {}
+        }
+    }
+
+    fn chat_command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Prompt => self.chat.show_prompt = !self.chat.show_prompt,
+            Command::ScrollUp => self.chat.scroll = self.chat.scroll.saturating_add(5),
+            Command::ScrollDown => self.chat.scroll = self.chat.scroll.saturating_sub(5),
+            Command::NextUnit | Command::PrevUnit => {
+                let ids: Vec<String> = self.catalog.characters.iter().map(|e| e.value.id.clone()).collect();
+                let current = self.chat_character().map(|c| c.id.clone()).unwrap_or_default();
+                let i = ids.iter().position(|id| *id == current).unwrap_or(0);
+                let n = ids.len().max(1);
+                let next = if cmd == Command::NextUnit {
+                    (i + 1) % n
+                } else {
+                    (i + n - 1) % n
+                };
+                self.chat.character = ids.get(next).cloned().unwrap_or_default();
+                self.chat.turns.clear();
+                self.chat.prompt.clear();
+            }
+            Command::Clear => {
+                self.chat.turns.clear();
+                self.chat.prompt.clear();
+                self.flash = Some("conversation cleared".into());
             }
             _ => {}
         }

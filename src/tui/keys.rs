@@ -18,10 +18,11 @@ pub enum Mode {
     Inspector,
     Compare,
     Sessions,
+    Chat,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 7] = [
+    pub const ALL: [Mode; 8] = [
         Mode::Global,
         Mode::Welcome,
         Mode::Setup,
@@ -29,6 +30,7 @@ impl Mode {
         Mode::Inspector,
         Mode::Compare,
         Mode::Sessions,
+        Mode::Chat,
     ];
 
     pub fn name(self) -> &'static str {
@@ -40,6 +42,7 @@ impl Mode {
             Mode::Inspector => "inspector",
             Mode::Compare => "compare",
             Mode::Sessions => "sessions",
+            Mode::Chat => "chat",
         }
     }
 }
@@ -76,6 +79,10 @@ commands! {
     GoInspector => "go-inspector", "inspector screen";
     GoCompare => "go-compare", "compare screen";
     GoSessions => "go-sessions", "sessions screen";
+    GoChat => "go-chat", "chat screen";
+    Prompt => "prompt", "show or hide the prompt as sent";
+    Clear => "clear", "clear the conversation";
+    Reask => "reask", "re-ask this item on the chat screen and compare the answers";
     Up => "up", "move up";
     Down => "down", "move down";
     PageUp => "page-up", "page up";
@@ -248,11 +255,13 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Global, "f4", Command::GoInspector),
     (Mode::Global, "f5", Command::GoCompare),
     (Mode::Global, "f6", Command::GoSessions),
+    (Mode::Global, "f7", Command::GoChat),
     (Mode::Global, "1", Command::GoSetup),
     (Mode::Global, "2", Command::GoLive),
     (Mode::Global, "3", Command::GoInspector),
     (Mode::Global, "4", Command::GoCompare),
     (Mode::Global, "5", Command::GoSessions),
+    (Mode::Global, "6", Command::GoChat),
     (Mode::Global, "up", Command::Up),
     (Mode::Global, "down", Command::Down),
     (Mode::Global, "k", Command::Up),
@@ -282,6 +291,7 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Inspector, "M", Command::PrevMethod),
     (Mode::Inspector, "right", Command::NextUnit),
     (Mode::Inspector, "left", Command::PrevUnit),
+    (Mode::Inspector, "c", Command::Reask),
     (Mode::Inspector, "ctrl-u", Command::ScrollUp),
     (Mode::Inspector, "ctrl-d", Command::ScrollDown),
     (Mode::Compare, "m", Command::NextMethod),
@@ -292,6 +302,12 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Compare, "o", Command::Sort),
     (Mode::Compare, "]", Command::NextPage),
     (Mode::Compare, "[", Command::PrevPage),
+    (Mode::Chat, "ctrl-p", Command::Prompt),
+    (Mode::Chat, "ctrl-n", Command::NextUnit),
+    (Mode::Chat, "ctrl-b", Command::PrevUnit),
+    (Mode::Chat, "ctrl-u", Command::ScrollUp),
+    (Mode::Chat, "ctrl-d", Command::ScrollDown),
+    (Mode::Chat, "ctrl-l", Command::Clear),
     (Mode::Sessions, "r", Command::Replay),
     (Mode::Sessions, "s", Command::Speed),
     (Mode::Sessions, "e", Command::Export),

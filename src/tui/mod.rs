@@ -201,6 +201,8 @@ fn themes_missing(app: &App, name: &str) -> bool {
 
 struct Driver {
     tx: UnboundedSender<Action>,
+    /// Models connected for the chat screen, by provider name.
+    models: BTreeMap<String, Arc<dyn crate::llm::ChatModel>>,
     config: Arc<Config>,
     data: PathBuf,
     catalog: Arc<Catalog>,
@@ -219,6 +221,7 @@ async fn event_loop(
     let (tx, mut rx) = unbounded_channel::<Action>();
     let mut driver = Driver {
         tx: tx.clone(),
+        models: BTreeMap::new(),
         config: Arc::new(config),
         data,
         catalog: app.catalog.clone(),
@@ -294,6 +297,21 @@ async fn event_loop(
 }
 
 impl Driver {
+    /// A provider for the chat screen (no cache: asking again should give a fresh answer).
+    fn model(&mut self, provider: &str) -> Result<Arc<dyn crate::llm::ChatModel>, String> {
+        if let Some(m) = self.models.get(provider) {
+            return Ok(m.clone());
+        }
+        let shared =
+            crate::llm::client::Shared::new(self.config.max_concurrency, None, crate::llm::config::CacheMode::Off, 0);
+        let env = |k: &str| std::env::var(k).ok();
+        let model: Arc<dyn crate::llm::ChatModel> = Arc::new(
+            crate::llm::connect(&self.config, provider, shared, &env, Some(&self.data)).map_err(|e| e.to_string())?,
+        );
+        self.models.insert(provider.to_string(), model.clone());
+        Ok(model)
+    }
+
     fn stop(&mut self) {
         if let Some(t) = self.task.take() {
             t.abort();
@@ -375,6 +393,26 @@ impl Driver {
                     let _ = tx.send(Action::Sessions(list_sessions(&data)));
                 });
             }
+            Effect::Chat {
+                character,
+                style,
+                provider,
+                history,
+                text,
+            } => {
+                let model = match self.model(&provider) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        let _ = tx.send(Action::ChatDone(Err(e)));
+                        return;
+                    }
+                };
+                let (data, catalog) = (self.data.clone(), self.catalog.clone());
+                tokio::spawn(async move {
+                    let result = chat(model, &catalog, &data, &character, style, &history, &text, &tx).await;
+                    let _ = tx.send(Action::ChatDone(result));
+                });
+            }
             Effect::FetchModel => {
                 let data = self.data.clone();
                 tokio::task::spawn_blocking(move || {
@@ -440,6 +478,56 @@ impl Driver {
             let _ = tx.send(Action::RunEnded(result.map(|_| ())));
         }));
     }
+}
+
+/// One chat turn: the prompt as the engine would build it for an interview, with the earlier turns
+/// replayed before the new line, streamed back as actions.
+#[allow(clippy::too_many_arguments)]
+async fn chat(
+    model: Arc<dyn crate::llm::ChatModel>,
+    catalog: &Catalog,
+    data: &Path,
+    character: &str,
+    style: crate::rpa::prompt::RpaStyle,
+    history: &[(String, String)],
+    text: &str,
+    tx: &UnboundedSender<Action>,
+) -> Result<(), String> {
+    use crate::llm::{ChatEvent, ChatMessage, ChatRequest};
+    use crate::rpa::prompt;
+    let c = catalog
+        .character(character)
+        .ok_or_else(|| format!("unknown character {character}"))?;
+    let memories = Memories::load(data, &c.id, &c.name).ok().flatten();
+    let mut assembled = prompt::assemble(c, style, memories.as_ref(), text, &prompt::experimenter_line(c, text));
+    let last = assembled.messages.pop();
+    for (user, reply) in history {
+        assembled
+            .messages
+            .push(ChatMessage::user(prompt::experimenter_line(c, user)));
+        assembled.messages.push(ChatMessage::assistant(reply.clone()));
+    }
+    assembled.messages.extend(last);
+    let _ = tx.send(Action::ChatPrompt(assembled.messages.clone()));
+    let mut request = ChatRequest::new(assembled.messages);
+    request.meta.role = Role::Rpa;
+    request.meta.purpose = format!("chat {}", c.id);
+    request.sampling.max_tokens = Some(interview::MAX_ANSWER_TOKENS);
+    let mut events = model.stream(request);
+    while let Some(event) = events.next().await {
+        match event {
+            ChatEvent::Token(t) => {
+                let _ = tx.send(Action::ChatToken(t));
+            }
+            ChatEvent::Retry { .. } => {
+                let _ = tx.send(Action::ChatRetry);
+            }
+            ChatEvent::Usage(_) => {}
+            ChatEvent::Done { .. } => return Ok(()),
+            ChatEvent::Error(e) => return Err(e.to_string()),
+        }
+    }
+    Err("the reply ended without finishing".into())
 }
 
 fn fetch_model(data: &Path, tx: &UnboundedSender<Action>) -> Result<String, String> {

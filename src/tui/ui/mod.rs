@@ -1,6 +1,7 @@
 //! Rendering: a pure function of the [`App`] state. Each screen has its module; this one draws the
 //! frame (tabs, status bar, help overlay, the too-small notice) and holds shared helpers.
 
+mod chat;
 mod compare;
 mod help;
 mod inspect;
@@ -53,6 +54,7 @@ pub fn render(frame: &mut Frame, app: &App) {
         Screen::Inspector => inspect::render(frame, app, main),
         Screen::Compare => compare::render(frame, app, main),
         Screen::Sessions => sessions::render(frame, app, main),
+        Screen::Chat => chat::render(frame, app, main),
     }
     render_status(frame, app, status);
     if app.help {
@@ -126,6 +128,12 @@ fn render_status(frame: &mut Frame, app: &App, area: Rect) {
             (key(Command::NextUnit), "character"),
             (key(Command::NextPage), "page"),
         ],
+        Screen::Chat => vec![
+            ("enter".into(), "send"),
+            (key(Command::Prompt), "prompt"),
+            (key(Command::NextUnit), "character"),
+            (key(Command::Clear), "clear"),
+        ],
         Screen::Sessions => vec![
             (key(Command::Select), "open"),
             (key(Command::Replay), "replay"),
@@ -135,9 +143,12 @@ fn render_status(frame: &mut Frame, app: &App, area: Rect) {
     };
     let mut spans = Vec::new();
     for (k, what) in essentials.iter().map(|(k, w)| (k.as_str(), *w)).chain(
-        [(key(Command::Help).as_str(), "help"), ("ctrl-c", "quit")]
-            .iter()
-            .copied(),
+        [
+            (if app.screen == Screen::Chat { "f1" } else { "?" }, "help"),
+            ("ctrl-c", "quit"),
+        ]
+        .iter()
+        .copied(),
     ) {
         spans.push(Span::styled(format!(" {k} "), theme.selected()));
         spans.push(Span::styled(format!(" {what}  "), theme.dim()));
