@@ -294,18 +294,17 @@ impl RunView {
             Role::Observer => "observer",
         };
         match (&live.kind, item) {
+            // A call may wait for a free slot of its provider after it starts: the item shows as
+            // streaming, and enters the transcript, with its first token.
             (LiveKind::Started { prompt }, Some(i)) => {
-                let question = terminal_safe(prompt);
-                self.items[i].status = Status::Streaming;
-                self.items[i].question = question.clone();
-                self.open_message(catalog, i, &question);
+                self.items[i].question = terminal_safe(prompt);
             }
             // A token after the answer's event (cannot happen on one channel; kept harmless anyway).
             (LiveKind::Token(_), Some(i)) if matches!(self.items[i].status, Status::Answered | Status::Failed) => {}
             (LiveKind::Token(t), Some(i)) => {
-                if let Some(m) = self.items[i].message {
-                    self.transcript[m].text.push_str(&terminal_safe(t));
-                }
+                let question = self.items[i].question.clone();
+                let m = self.open_message(catalog, i, &question);
+                self.transcript[m].text.push_str(&terminal_safe(t));
                 self.items[i].status = Status::Streaming;
             }
             (LiveKind::Retry { attempt, reason }, i) => {

@@ -40,7 +40,7 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     let [left, right] = Layout::horizontal([Constraint::Length(left_width), Constraint::Min(30)]).areas(area);
     let styles: std::collections::BTreeSet<_> = run.items.iter().map(|r| r.key.style).collect();
     let [transcript_area, gauges_area, log_area] =
-        Layout::vertical([Constraint::Min(6), Constraint::Length(5), Constraint::Length(4)]).areas(right);
+        Layout::vertical([Constraint::Min(6), Constraint::Length(6), Constraint::Length(4)]).areas(right);
 
     // Items.
     let title = format!(" Items {}/{} ", run.answered(), run.items.len());
@@ -140,7 +140,7 @@ fn render_rest(
     let b = block(" Progress ", false, theme);
     let inner = b.inner(gauges_area);
     frame.render_widget(b, gauges_area);
-    let rows = Layout::vertical([Constraint::Length(1); 3]).split(inner);
+    let rows = Layout::vertical([Constraint::Length(1); 4]).split(inner);
     let total = run.items.len().max(1);
     let done = run.answered() + run.failed();
     let interviews = Gauge::default()
@@ -178,7 +178,7 @@ fn render_rest(
     frame.render_widget(judge, rows[1]);
     let elapsed = app.now_ms.saturating_sub(app.live.started_ms);
     let progress = (done + assessed) as f64 / (total + dims_total) as f64;
-    let eta = if app.live.running && progress > 0.0 && progress < 1.0 {
+    let eta = if app.live.running && elapsed > 0 && progress > 0.0 && progress < 1.0 {
         clock((elapsed as f64 * (1.0 - progress) / progress) as u64)
     } else {
         "–".into()
@@ -199,6 +199,7 @@ fn render_rest(
         ])),
         rows[2],
     );
+    frame.render_widget(Paragraph::new(latest(app)), rows[3]);
 
     // Log.
     let b = block(" Log ", false, theme);
@@ -213,6 +214,57 @@ fn render_rest(
         .map(|l| Line::styled(fit(l, inner.width as usize), theme.fg(theme.warning)))
         .collect();
     frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// The newest dimension result against its label, e.g. "latest: Hermione Granger GSE er-batch
+/// Self-efficacy 3.40 · pdb 4.10 H ✓".
+fn latest<'a>(app: &App) -> Line<'a> {
+    let theme = app.theme();
+    let Some(a) = app.run.assessments.last() else {
+        return Line::styled("latest: no dimension assessed yet", theme.dim());
+    };
+    let (Some(c), Some(s)) = (app.catalog.character(&a.character), app.catalog.scale(&a.scale)) else {
+        return Line::raw("");
+    };
+    let mut spans = vec![
+        Span::styled("latest: ", theme.dim()),
+        Span::raw(format!("{} {} {} {} ", c.name, a.scale, a.method.name(), a.dimension)),
+        Span::styled(
+            super::score_text(a.score),
+            theme.fg(theme.measured).add_modifier(Modifier::BOLD),
+        ),
+    ];
+    if let Some(d) = s.dimension_index(&a.dimension) {
+        let source = c.labels.exclusion_source(&s.id);
+        let unit = super::inspect::Unit {
+            character: c,
+            scale: s,
+            repeat: a.repeat,
+        };
+        let (label, kind, correct) = super::inspect::verdict(&unit, d, a.score, source);
+        let kind = kind.map_or("", |k| match k {
+            crate::domain::character::LabelType::H => " H",
+            crate::domain::character::LabelType::L => " L",
+            crate::domain::character::LabelType::X => " X",
+        });
+        let source = match source {
+            crate::domain::character::LabelSource::Pdb => "pdb",
+            crate::domain::character::LabelSource::Annotation => "annotation",
+        };
+        spans.push(Span::styled(
+            format!(" · {source} {label}{kind}"),
+            theme.fg(theme.label_pdb),
+        ));
+        spans.push(match correct {
+            Some(true) => Span::styled(" ✓", theme.fg(theme.positive)),
+            Some(false) => Span::styled(" ✗", theme.fg(theme.negative)),
+            None => Span::raw(""),
+        });
+    }
+    if let Some(f) = &a.failure {
+        spans.push(Span::styled(format!(" failed: {}", fit(f, 60)), theme.fg(theme.error)));
+    }
+    Line::from(spans)
 }
 
 /// "$0.0123" from the run's token usage and the providers' prices, "–" without prices.
