@@ -165,7 +165,8 @@ pub struct InspectState {
     pub item: usize,
     pub focus: InspectFocus,
     pub scroll: u16,
-    pub labels: LabelSource,
+    /// Labels shown; `None`: those the metrics use for the scale (pdb for BFI and 16P, else annotation).
+    pub labels: Option<LabelSource>,
 }
 
 #[derive(Debug, Clone)]
@@ -428,7 +429,7 @@ impl App {
                 item: 0,
                 focus: InspectFocus::Dimensions,
                 scroll: 0,
-                labels: LabelSource::Pdb,
+                labels: None,
             },
             compare: CompareState {
                 unit: 0,
@@ -1052,6 +1053,17 @@ impl App {
         }
     }
 
+    /// The labels the inspector shows for its current unit.
+    pub fn inspect_labels(&self) -> LabelSource {
+        self.inspect.labels.unwrap_or_else(|| {
+            let units = self.run.units();
+            units
+                .get(self.inspect.unit % units.len().max(1))
+                .and_then(|(c, s, _)| self.catalog.character(c).map(|c| c.labels.exclusion_source(s)))
+                .unwrap_or(LabelSource::Pdb)
+        })
+    }
+
     /// The item under the cursor, re-asked on the chat screen.
     fn inspect_reask(&mut self) -> Vec<Effect> {
         let units = self.run.units();
@@ -1124,10 +1136,11 @@ impl App {
                 i.scroll = 0;
             }
             Command::Toggle => {
-                i.labels = match i.labels {
+                let shown = self.inspect_labels();
+                self.inspect.labels = Some(match shown {
                     LabelSource::Pdb => LabelSource::Annotation,
                     LabelSource::Annotation => LabelSource::Pdb,
-                }
+                });
             }
             Command::ScrollUp => i.scroll = i.scroll.saturating_sub(5),
             Command::ScrollDown => i.scroll = i.scroll.saturating_add(5),

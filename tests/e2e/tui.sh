@@ -126,4 +126,14 @@ wait_gone "Keys (any key closes)"
 keys q
 wait_for "E2E-EXIT=0"
 pane | grep -qF "Measured vs labels" && { echo "e2e: the alternate screen was not left" >&2; exit 1; }
+
+# SIGTERM also restores the terminal.
+tmux respawn-pane -k -t "$session" \
+    "INCHARACTER_CONFIG='$work/config.toml' INCHARACTER_DATA_DIR='$work/data' '$PWD/$bin/incharacter'; echo E2E-TERM=\$?; sleep 600"
+wait_for "Characters (32)"
+shell_pid="$(tmux display-message -p -t "$session" '#{pane_pid}')"
+app_pid="$(pgrep -P "$shell_pid" incharacter)"
+kill -TERM "$app_pid"
+wait_for "E2E-TERM=0"
+pane | grep -qF "Characters (32)" && { echo "e2e: SIGTERM left the alternate screen up" >&2; exit 1; }
 echo "e2e: TUI walk passed"

@@ -121,7 +121,7 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     let methods = app.methods();
     let method = methods[app.inspect.method % methods.len().max(1)];
     let [header, body] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
-    let labels = match app.inspect.labels {
+    let labels = match app.inspect_labels() {
         LabelSource::Pdb => "pdb",
         LabelSource::Annotation => "annotation",
     };
@@ -163,7 +163,7 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     for (i, d) in u.scale.dimensions.iter().enumerate().skip(first).take(height) {
         let a = assessment(app, &u, method, &d.name);
         let score = a.and_then(|a| a.score);
-        let (label, kind, correct) = verdict(&u, i, score, app.inspect.labels);
+        let (label, kind, correct) = verdict(&u, i, score, app.inspect_labels());
         let mark = match (a.map(|a| a.failure.is_some()), correct) {
             (Some(true), _) => Span::styled(" failed", theme.fg(theme.error)),
             (_, Some(true)) => Span::styled(" ✓", theme.fg(theme.positive)),
