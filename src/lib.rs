@@ -10,6 +10,7 @@ pub mod fake_openai;
 pub mod llm;
 pub mod logging;
 pub mod method;
+pub mod observer;
 pub mod paths;
 pub mod rpa;
 pub mod session;

@@ -18,6 +18,7 @@ fn error_name(e: &ReplyError) -> &'static str {
         ReplyError::OutOfRange { .. } => "OutOfRange",
         ReplyError::NotAnOption { .. } => "NotAnOption",
         ReplyError::BadSum { .. } => "BadSum",
+        ReplyError::Invalid(_) => "Invalid",
     }
 }
 

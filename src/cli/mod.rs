@@ -8,6 +8,7 @@ pub use llm_cmds::load_config;
 mod metrics_cmds;
 #[cfg(feature = "local-model")]
 mod model_cmds;
+mod observe_cmds;
 mod run_cmds;
 mod table;
 
@@ -115,6 +116,53 @@ pub enum Command {
     Model {
         #[command(subcommand)]
         command: ModelCommand,
+    },
+    /// Observer agents: scenario dialogues with a subject, then IPIP-50 reports (journaled as a session)
+    Observe {
+        /// A character id (or several, comma-separated), or `synthetic`
+        #[arg(long)]
+        subject: Option<String>,
+        /// Latent levels 1–6 of a synthetic subject as O,C,E,A,N [default: drawn from the seed]
+        #[arg(long)]
+        latent: Option<String>,
+        /// How many synthetic subjects
+        #[arg(long, default_value_t = 1)]
+        subjects: usize,
+        /// Observers per subject, spread over the contexts
+        #[arg(long, default_value_t = 6)]
+        observers: usize,
+        #[arg(long, default_value = "family,friend,workplace")]
+        contexts: String,
+        /// Scenarios (dialogues) per observer
+        #[arg(long, default_value_t = 3)]
+        scenarios: usize,
+        /// Turn cap per dialogue
+        #[arg(long, default_value_t = 10)]
+        turns: usize,
+        /// Provider for every role of the run (else the [roles] of config.toml)
+        #[arg(long)]
+        provider: Option<String>,
+        #[arg(long)]
+        subject_provider: Option<String>,
+        #[arg(long)]
+        observer_provider: Option<String>,
+        /// Sampling temperature of the simulation (reports use 0)
+        #[arg(long, default_value_t = 1.0)]
+        temperature: f32,
+        /// The subject's self-report: batched (one request) or items (one per statement)
+        #[arg(long, default_value = "batched")]
+        self_report: String,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long)]
+        name: Option<String>,
+        /// Finish an interrupted observer session
+        #[arg(long, conflicts_with_all = ["subject", "latent"])]
+        resume: Option<String>,
+        #[arg(long)]
+        concurrency: Option<usize>,
+        #[arg(long)]
+        json: bool,
     },
     /// Interview characters with scales and assess them (a benchmark run, journaled as a session)
     Run {
@@ -376,6 +424,47 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             metrics_cmds::metrics(&catalog, &scale, &predictions, labels.map(Into::into), json, out)
         }
         Command::Agreement { pairs, json } => metrics_cmds::agreement(&pairs, json, out),
+        Command::Observe {
+            subject,
+            latent,
+            subjects,
+            observers,
+            contexts,
+            scenarios,
+            turns,
+            provider,
+            subject_provider,
+            observer_provider,
+            temperature,
+            self_report,
+            seed,
+            name,
+            resume,
+            concurrency,
+            json,
+        } => {
+            let catalog = load_catalog(&mut std::io::stderr())?;
+            let args = observe_cmds::ObserveArgs {
+                subject,
+                latent,
+                subjects,
+                observers,
+                contexts,
+                scenarios,
+                turns,
+                provider,
+                subject_provider,
+                observer_provider,
+                temperature,
+                self_report,
+                seed,
+                name,
+                resume,
+                concurrency,
+                json,
+            };
+            observe_cmds::observe(args, catalog, out)
+        }
         Command::Run {
             characters,
             scales,

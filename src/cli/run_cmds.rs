@@ -203,12 +203,11 @@ pub fn sessions(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCo
         let Ok(events) = session::read::<Event>(&path.join("journal.jsonl")) else {
             continue;
         };
-        let Some((id, name, created)) = events.iter().find_map(|e| match e {
-            Event::RunStarted {
-                session, name, created, ..
-            } => Some((session.clone(), name.clone(), created.clone())),
-            _ => None,
-        }) else {
+        let Some((id, name, created)) = events
+            .iter()
+            .find_map(|e| e.start())
+            .map(|s| (s.session.to_string(), s.name.clone(), s.created.to_string()))
+        else {
             continue;
         };
         let finished = events.iter().rev().find_map(|e| match e {
@@ -254,9 +253,61 @@ pub fn export(
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     let events = load_events(&session_dir(id)?)?;
+    let observers = crate::engine::observe::subjects(&events, catalog);
+    let text = match (format, observers) {
+        ("json", Some(_)) => serde_json::to_string_pretty(&crate::engine::observe::export(&events, catalog))?,
+        ("csv", Some((_, subjects))) => {
+            let mut w = csv::Writer::from_writer(Vec::new());
+            w.write_record(["subject", "observer", "context", "trait", "score", "source"])?;
+            for row in crate::observer::report::csv_rows(&subjects) {
+                w.write_record(&row)?;
+            }
+            String::from_utf8(w.into_inner()?)?
+        }
+        ("md", Some((plan, subjects))) => {
+            let scale = catalog
+                .scale(crate::observer::SCALE)
+                .ok_or_else(|| input_error("the IPIP-50 scale is missing"))?;
+            let stats = crate::observer::report::statistics(&subjects, scale, plan.seed);
+            format!(
+                "# Session {id}\n\n```text\n{}```\n",
+                crate::observer::report::tables(&subjects, &stats)
+            )
+        }
+        (_, observers) => return export_interviews(catalog, id, format, &events, observers.is_some(), output, out),
+    };
+    write_export(&text, output, out)
+}
+
+fn write_export(text: &str, output: Option<&Path>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    match output {
+        Some(path) => {
+            std::fs::write(path, text)?;
+            writeln!(out, "wrote {}", path.display())?;
+        }
+        None => write!(out, "{text}")?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn export_interviews(
+    catalog: &Catalog,
+    id: &str,
+    format: &str,
+    events: &[Event],
+    observers: bool,
+    output: Option<&Path>,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    if observers {
+        return Err(input_error(format!(
+            "unknown format \"{}\" (json, csv, md)",
+            safe(format)
+        )));
+    }
     let text = match format {
-        "json" => serde_json::to_string_pretty(&results::export(&events, catalog))?,
-        "csv" => results::csv(&events, catalog),
+        "json" => serde_json::to_string_pretty(&results::export(events, catalog))?,
+        "csv" => results::csv(events, catalog),
         "md" => {
             let mut md = Vec::new();
             report(catalog, &[id.to_string()], "md", &mut md)?;
@@ -269,14 +320,7 @@ pub fn export(
             )));
         }
     };
-    match output {
-        Some(path) => {
-            std::fs::write(path, &text)?;
-            writeln!(out, "wrote {}", path.display())?;
-        }
-        None => write!(out, "{text}")?,
-    }
-    Ok(ExitCode::SUCCESS)
+    write_export(&text, output, out)
 }
 
 /// Summary tables of one or more sessions, recomputed from their journals, side by side.
@@ -284,6 +328,15 @@ pub fn report(catalog: &Catalog, ids: &[String], format: &str, out: &mut dyn Wri
     let mut sessions = Vec::new();
     for id in ids {
         let events = load_events(&session_dir(id)?)?;
+        if let Some((plan, subjects)) = crate::engine::observe::subjects(&events, catalog) {
+            let scale = catalog
+                .scale(crate::observer::SCALE)
+                .ok_or_else(|| input_error("the IPIP-50 scale is missing"))?;
+            let stats = crate::observer::report::statistics(&subjects, scale, plan.seed);
+            writeln!(out, "## {id} (observers)\n")?;
+            write!(out, "{}", crate::observer::report::tables(&subjects, &stats))?;
+            continue;
+        }
         let providers = events.iter().find_map(|e| match e {
             Event::RunStarted { providers, .. } => Some(providers.clone()),
             _ => None,

@@ -4,6 +4,7 @@
 //! d-OC. Given what a journal already holds (`Done`), it asks and assesses only what is missing.
 
 pub mod live;
+pub mod observe;
 pub mod results;
 pub mod runner;
 
@@ -144,10 +145,64 @@ pub enum Event {
         error: String,
     },
     DimensionAssessed(Assessment),
+    /// The start of an observer run (instead of `RunStarted`).
+    ObserveStarted {
+        session: String,
+        name: Option<String>,
+        created: String,
+        app_version: String,
+        plan: crate::observer::ObservePlan,
+        providers: BTreeMap<String, ModelInfo>,
+    },
+    /// One step of an observer run.
+    Observed(crate::observer::Step),
     RunFinished {
         status: String,
         at: String,
     },
+}
+
+/// The first event of a session, whichever kind of run it is.
+pub struct SessionStart<'a> {
+    pub session: &'a str,
+    pub name: &'a Option<String>,
+    pub created: &'a str,
+    pub providers: &'a BTreeMap<String, ModelInfo>,
+    pub observers: bool,
+}
+
+impl Event {
+    pub fn start(&self) -> Option<SessionStart<'_>> {
+        match self {
+            Event::RunStarted {
+                session,
+                name,
+                created,
+                providers,
+                ..
+            } => Some(SessionStart {
+                session,
+                name,
+                created,
+                providers,
+                observers: false,
+            }),
+            Event::ObserveStarted {
+                session,
+                name,
+                created,
+                providers,
+                ..
+            } => Some(SessionStart {
+                session,
+                name,
+                created,
+                providers,
+                observers: true,
+            }),
+            _ => None,
+        }
+    }
 }
 
 type AnswerKey = (String, String, u32, QueryStyle, u32);

@@ -60,6 +60,90 @@ pub fn plan_of(events: &[Event]) -> Option<&RunPlan> {
     })
 }
 
+/// A session folder to write: a new one named after `name`, or an existing one with its events.
+pub(crate) fn open_dir(
+    data: &Path,
+    resume: Option<&str>,
+    name: Option<&str>,
+) -> Result<(String, PathBuf, Vec<Event>), String> {
+    match resume {
+        Some(id) => {
+            let dir = session_dir(data, id)?;
+            let events = load_events(&dir)?;
+            Ok((id.to_string(), dir, events))
+        }
+        None => {
+            let id = session::new_id(name);
+            let dir = session::sessions_dir(data).join(&id);
+            Ok((id, dir, Vec::new()))
+        }
+    }
+}
+
+/// Connects providers by name, sharing one cache, limit and seed.
+pub(crate) fn connector<'a>(
+    config: &'a Config,
+    data: &'a Path,
+    seed: u64,
+    concurrency: Option<usize>,
+) -> impl Fn(&str) -> Result<Arc<dyn ChatModel>, String> + 'a {
+    let shared = Shared::new(
+        concurrency.unwrap_or(config.max_concurrency),
+        Some(Cache::new(data.join("cache"))),
+        config.cache,
+        seed,
+    );
+    move |name: &str| {
+        let env = |k: &str| std::env::var(k).ok();
+        Ok(
+            Arc::new(llm::connect(config, name, shared.clone(), &env, Some(data)).map_err(|e| e.to_string())?)
+                as Arc<dyn ChatModel>,
+        )
+    }
+}
+
+/// Opens the journal and writes `first` for a new session, or `Resumed` for an existing one.
+pub(crate) fn open_journal(dir: &Path, resumed: bool, first: impl FnOnce() -> Event) -> Result<Journal, String> {
+    let path = dir.join("journal.jsonl");
+    let mut journal = Journal::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let event = if resumed {
+        Event::Resumed {
+            at: session::now_rfc3339(),
+        }
+    } else {
+        first()
+    };
+    journal.append(&event).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(journal)
+}
+
+/// A model whose calls are reported live and held while paused.
+pub(crate) fn observed(inner: Arc<dyn ChatModel>, sink: &LiveSink, pause: &Pause) -> Arc<dyn ChatModel> {
+    Arc::new(Observed {
+        inner,
+        sink: sink.clone(),
+        pause: pause.clone(),
+    })
+}
+
+/// Ends a complete run: `RunFinished` in the journal, then `results.json` from the whole journal.
+pub(crate) fn finish(
+    journal: &mut Journal,
+    dir: &Path,
+    export: impl FnOnce(&[Event]) -> serde_json::Value,
+) -> Result<Vec<Event>, String> {
+    journal
+        .append(&Event::RunFinished {
+            status: "complete".into(),
+            at: session::now_rfc3339(),
+        })
+        .map_err(|e| format!("cannot write the journal {}: {e}", journal.path.display()))?;
+    let events = load_events(dir)?;
+    let path = dir.join("results.json");
+    session::write_atomic(&path, &export(&events)).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(events)
+}
+
 /// Opens the session (new or resumed) and everything its run needs. Errors are the user's to fix.
 pub fn prepare(
     catalog: Arc<Catalog>,
@@ -68,33 +152,18 @@ pub fn prepare(
     start: Start,
     concurrency: Option<usize>,
 ) -> Result<Prepared, String> {
-    let (id, dir, plan, name, prior) = match start {
-        Start::Resume { id } => {
-            let dir = session_dir(data, &id)?;
-            let events = load_events(&dir)?;
-            let plan = plan_of(&events)
-                .cloned()
-                .ok_or_else(|| format!("session {} has no RunStarted event", safe(&id)))?;
-            (id, dir, plan, None, events)
-        }
-        Start::New { plan, name } => {
-            let id = session::new_id(name.as_deref());
-            let dir = session::sessions_dir(data).join(&id);
-            (id, dir, plan, name, Vec::new())
-        }
+    let (resume, name, new_plan) = match start {
+        Start::Resume { id } => (Some(id), None, None),
+        Start::New { plan, name } => (None, name, Some(plan)),
     };
-    let shared = Shared::new(
-        concurrency.unwrap_or(config.max_concurrency),
-        Some(Cache::new(data.join("cache"))),
-        config.cache,
-        plan.seed,
-    );
-    let env = |k: &str| std::env::var(k).ok();
-    let connect = |name: &str| -> Result<Arc<dyn ChatModel>, String> {
-        Ok(Arc::new(
-            llm::connect(config, name, shared.clone(), &env, Some(data)).map_err(|e| e.to_string())?,
-        ))
+    let (id, dir, prior) = open_dir(data, resume.as_deref(), name.as_deref())?;
+    let plan = match new_plan {
+        Some(plan) => plan,
+        None => plan_of(&prior)
+            .cloned()
+            .ok_or_else(|| format!("session {} has no RunStarted event", safe(&id)))?,
     };
+    let connect = connector(config, data, plan.seed, concurrency);
     let rpa = connect(&plan.rpa)?;
     let judge = connect(&plan.judge)?;
     let mut notes = Vec::new();
@@ -111,26 +180,16 @@ pub fn prepare(
             None => {}
         }
     }
-    let journal_path = dir.join("journal.jsonl");
-    let mut journal = Journal::open(&journal_path).map_err(|e| format!("{}: {e}", journal_path.display()))?;
-    let written = if prior.is_empty() {
-        let providers = [("rpa".to_string(), rpa.info()), ("judge".to_string(), judge.info())]
+    let journal = open_journal(&dir, !prior.is_empty(), || Event::RunStarted {
+        session: id.clone(),
+        name,
+        created: session::now_rfc3339(),
+        app_version: env!("CARGO_PKG_VERSION").into(),
+        plan: plan.clone(),
+        providers: [("rpa".to_string(), rpa.info()), ("judge".to_string(), judge.info())]
             .into_iter()
-            .collect();
-        journal.append(&Event::RunStarted {
-            session: id.clone(),
-            name,
-            created: session::now_rfc3339(),
-            app_version: env!("CARGO_PKG_VERSION").into(),
-            plan: plan.clone(),
-            providers,
-        })
-    } else {
-        journal.append(&Event::Resumed {
-            at: session::now_rfc3339(),
-        })
-    };
-    written.map_err(|e| format!("{}: {e}", journal_path.display()))?;
+            .collect(),
+    })?;
     Ok(Prepared {
         done: Done::from_events(&prior),
         engine: Engine {
@@ -184,15 +243,8 @@ impl Prepared {
         mut on_event: impl FnMut(&Event) + Send,
     ) -> Result<Vec<Event>, String> {
         if let Some((sink, pause)) = live {
-            let observe = |inner: Arc<dyn ChatModel>| -> Arc<dyn ChatModel> {
-                Arc::new(Observed {
-                    inner,
-                    sink: sink.clone(),
-                    pause: pause.clone(),
-                })
-            };
-            self.engine.rpa = observe(self.engine.rpa.clone());
-            self.engine.judge = observe(self.engine.judge.clone());
+            self.engine.rpa = observed(self.engine.rpa.clone(), &sink, &pause);
+            self.engine.judge = observed(self.engine.judge.clone(), &sink, &pause);
         }
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let journal_path = self.journal.path.clone();
@@ -217,15 +269,7 @@ impl Prepared {
         };
         let (_, recorded) = tokio::join!(work, record);
         recorded.map_err(fail)?;
-        self.journal
-            .append(&Event::RunFinished {
-                status: "complete".into(),
-                at: session::now_rfc3339(),
-            })
-            .map_err(fail)?;
-        let events = load_events(&self.dir)?;
-        session::write_atomic(&self.dir.join("results.json"), &results::export(&events, &self.catalog))
-            .map_err(|e| format!("{}: {e}", self.dir.join("results.json").display()))?;
-        Ok(events)
+        let catalog = self.catalog.clone();
+        finish(&mut self.journal, &self.dir, |events| results::export(events, &catalog))
     }
 }

@@ -34,11 +34,23 @@ pub async fn ask<T>(
     max_attempts: u32,
     parse: impl Fn(&str) -> Result<T, ReplyError>,
 ) -> (Result<T, JudgeFailure>, Vec<Attempt>) {
+    ask_at(judge, request, max_attempts, 0.0, parse).await
+}
+
+/// [`ask`] for a request sampled at `temperature` (simulations at 1.0): the first attempt uses it, and
+/// re-asks use it too, or 0.2 when it is 0.
+pub async fn ask_at<T>(
+    judge: &dyn ChatModel,
+    request: &ChatRequest,
+    max_attempts: u32,
+    temperature: f32,
+    parse: impl Fn(&str) -> Result<T, ReplyError>,
+) -> (Result<T, JudgeFailure>, Vec<Attempt>) {
     let mut attempts = Vec::new();
     let mut messages = request.messages.clone();
     let base_seed = request.sampling.seed.unwrap_or(0);
     for n in 0..max_attempts.max(1) {
-        let temperature = if n == 0 { 0.0 } else { 0.2 };
+        let temperature = if n == 0 || temperature > 0.0 { temperature } else { 0.2 };
         let mut r = request.clone();
         r.messages = messages.clone();
         r.sampling.temperature = Some(temperature);

@@ -18,6 +18,9 @@ pub enum ReplyError {
     Syntax(String),
     #[error("the reply is not a JSON object")]
     NotAnObject,
+    /// A problem specific to what the reply should hold (e.g. an empty utterance).
+    #[error("{0}")]
+    Invalid(String),
     #[error("key \"{0}\" is missing")]
     MissingKey(String),
     #[error("\"{key}\" is not a number: {found}")]

@@ -84,15 +84,13 @@ pub fn list_sessions(data: &Path) -> Vec<SessionEntry> {
             let Ok(events) = session::read::<Event>(&path.join("journal.jsonl")) else {
                 continue;
             };
-            let Some((id, name, created, providers)) = events.iter().find_map(|e| match e {
-                Event::RunStarted {
-                    session,
-                    name,
-                    created,
-                    providers,
-                    ..
-                } => Some((session.clone(), name.clone(), created.clone(), providers.clone())),
-                _ => None,
+            let Some((id, name, created, providers)) = events.iter().find_map(|e| e.start()).map(|s| {
+                (
+                    s.session.to_string(),
+                    s.name.clone(),
+                    s.created.to_string(),
+                    s.providers.clone(),
+                )
             }) else {
                 continue;
             };
@@ -105,6 +103,7 @@ pub fn list_sessions(data: &Path) -> Vec<SessionEntry> {
             };
             let model = providers
                 .get("rpa")
+                .or_else(|| providers.get("subject"))
                 .map(|m| format!("{} ({})", m.model, m.kind))
                 .unwrap_or_default();
             found.push(SessionEntry {

@@ -91,6 +91,11 @@ pub struct RunView {
     pub retries: usize,
     pub log: VecDeque<String>,
     pub finished: Option<String>,
+    /// The plan of an observer run, and its steps so far.
+    pub observe: Option<crate::observer::ObservePlan>,
+    pub steps: Vec<crate::observer::Step>,
+    /// The dialogue turn being generated: (request purpose, text so far).
+    pub streaming_turn: Option<(String, String)>,
     /// (prompt, completion) tokens per role, for the cost estimate.
     pub usage: BTreeMap<&'static str, (u64, u64)>,
 }
@@ -272,6 +277,42 @@ impl RunView {
                 });
                 self.assessments.push(a);
             }
+            Event::ObserveStarted {
+                session,
+                name,
+                created,
+                plan,
+                providers,
+                ..
+            } => {
+                self.session = SessionInfo {
+                    id: session.clone(),
+                    name: name.clone(),
+                    created: created.clone(),
+                    plan: None,
+                    providers: providers.clone(),
+                };
+                self.observe = Some(plan.clone());
+            }
+            Event::Observed(step) => {
+                if let crate::observer::Step::Failed {
+                    subject,
+                    observer,
+                    what,
+                    error,
+                } = step
+                {
+                    self.log(format!(
+                        "failed: {subject} {} {what}: {}",
+                        observer.as_deref().unwrap_or(""),
+                        terminal_safe(error)
+                    ));
+                }
+                if matches!(step, crate::observer::Step::Turn { .. }) {
+                    self.streaming_turn = None;
+                }
+                self.steps.push(step.clone());
+            }
             Event::RunFinished { status, .. } => self.finished = Some(status.clone()),
         }
     }
@@ -293,6 +334,21 @@ impl RunView {
             Role::Judge => "judge",
             Role::Observer => "observer",
         };
+        if live.purpose.starts_with("dialogue ") {
+            match &live.kind {
+                LiveKind::Token(t) => {
+                    let entry = self
+                        .streaming_turn
+                        .get_or_insert_with(|| (live.purpose.clone(), String::new()));
+                    if entry.0 != live.purpose {
+                        *entry = (live.purpose.clone(), String::new());
+                    }
+                    entry.1.push_str(&terminal_safe(t));
+                }
+                LiveKind::Retry { .. } => self.streaming_turn = None,
+                _ => {}
+            }
+        }
         match (&live.kind, item) {
             // A call may wait for a free slot of its provider after it starts: the item shows as
             // streaming, and enters the transcript, with its first token.

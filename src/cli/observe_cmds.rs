@@ -1,0 +1,233 @@
+//! `incharacter observe`: observer runs, headless.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::input_error;
+use crate::catalog::Catalog;
+use crate::engine::Event;
+use crate::engine::observe::{self, Start};
+use crate::llm::Role;
+use crate::observer::{Context, Draw, ObservePlan, SCALE, SelfReportMode, Step, draw, report};
+use crate::text::terminal_safe as safe;
+
+pub struct ObserveArgs {
+    pub subject: Option<String>,
+    pub latent: Option<String>,
+    pub subjects: usize,
+    pub observers: usize,
+    pub contexts: String,
+    pub scenarios: usize,
+    pub turns: usize,
+    pub provider: Option<String>,
+    pub subject_provider: Option<String>,
+    pub observer_provider: Option<String>,
+    pub temperature: f32,
+    pub self_report: String,
+    pub seed: u64,
+    pub name: Option<String>,
+    pub resume: Option<String>,
+    pub concurrency: Option<usize>,
+    pub json: bool,
+}
+
+/// `n` observers spread over the contexts as evenly as possible, earlier contexts first.
+pub fn spread(n: usize, contexts: &[Context]) -> Vec<(Context, usize)> {
+    let k = contexts.len().max(1);
+    contexts
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (*c, n / k + usize::from(i < n % k)))
+        .filter(|(_, m)| *m > 0)
+        .collect()
+}
+
+fn plan(catalog: &Catalog, config: &crate::llm::config::Config, a: &ObserveArgs) -> anyhow::Result<ObservePlan> {
+    let subject = a
+        .subject
+        .as_deref()
+        .ok_or_else(|| input_error("--subject is required: a character id, or `synthetic`"))?;
+    let latent = match &a.latent {
+        None => None,
+        Some(text) => {
+            let levels: Vec<u8> = text
+                .split(',')
+                .map(|p| p.trim().parse::<u8>().ok().filter(|l| (1..=6).contains(l)))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| input_error(format!("--latent {}: five levels 1–6 as O,C,E,A,N", safe(text))))?;
+            Some(
+                <[u8; 5]>::try_from(levels)
+                    .map_err(|_| input_error(format!("--latent {}: five levels 1–6 as O,C,E,A,N", safe(text))))?,
+            )
+        }
+    };
+    let (characters, synthetic) = if subject == "synthetic" {
+        (Vec::new(), a.subjects.max(1))
+    } else {
+        if latent.is_some() {
+            return Err(input_error("--latent is for synthetic subjects"));
+        }
+        let ids = subject
+            .split(',')
+            .map(|n| {
+                catalog
+                    .character(n)
+                    .map(|c| c.id.clone())
+                    .ok_or_else(|| input_error(format!("unknown character \"{}\"", safe(n))))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        (ids, 0)
+    };
+    let contexts = a
+        .contexts
+        .split(',')
+        .map(|c| {
+            Context::parse(c)
+                .ok_or_else(|| input_error(format!("unknown context \"{}\" (family, friend, workplace)", safe(c))))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if a.observers == 0 || a.scenarios == 0 || a.turns < 2 {
+        return Err(input_error(
+            "--observers and --scenarios must be at least 1, --turns at least 2",
+        ));
+    }
+    let self_report = match a.self_report.as_str() {
+        "batched" => SelfReportMode::Batched,
+        "items" => SelfReportMode::Items,
+        other => return Err(input_error(format!("--self-report {}: batched or items", safe(other)))),
+    };
+    let provider = |explicit: &Option<String>, role: Role| -> anyhow::Result<String> {
+        match explicit.as_ref().or(a.provider.as_ref()) {
+            Some(p) if config.provider(p).is_some() => Ok(p.clone()),
+            Some(p) => Err(input_error(format!("unknown provider \"{}\"", safe(p)))),
+            None => config
+                .roles
+                .get(&role)
+                .cloned()
+                .ok_or_else(|| input_error(format!("no provider for role {}", role.name()))),
+        }
+    };
+    Ok(ObservePlan {
+        subjects: draw(&Draw {
+            characters: &characters,
+            synthetic,
+            latent,
+            observers: &spread(a.observers, &contexts),
+            seed: a.seed,
+        }),
+        scenarios: a.scenarios,
+        turn_cap: a.turns,
+        temperature: a.temperature,
+        subject_provider: provider(&a.subject_provider, Role::Rpa)?,
+        observer_provider: provider(&a.observer_provider, Role::Observer)?,
+        self_report,
+        seed: a.seed,
+        max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
+    })
+}
+
+pub fn observe(args: ObserveArgs, catalog: Catalog, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let config = super::llm_cmds::load_config()?;
+    let data = crate::paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
+    if catalog.scale(SCALE).is_none() {
+        return Err(input_error("the IPIP-50 scale is missing from the catalog"));
+    }
+    let start = match &args.resume {
+        Some(id) => Start::Resume { id: id.clone() },
+        None => Start::New {
+            plan: plan(&catalog, &config, &args)?,
+            name: args.name.clone(),
+        },
+    };
+    let catalog = Arc::new(catalog);
+    let prepared = observe::prepare(catalog.clone(), &config, &data, start, args.concurrency).map_err(input_error)?;
+    let (id, dir) = (prepared.id.clone(), prepared.dir.clone());
+    let observers: usize = prepared.plan.subjects.iter().map(|s| s.observers.len()).sum();
+    eprintln!(
+        "session {id}: {} subject(s), {observers} observer(s), {} scenario(s) each",
+        prepared.plan.subjects.len(),
+        prepared.plan.scenarios
+    );
+    let live = std::io::stderr().is_terminal();
+    let mut counts = (0usize, 0usize, 0usize);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let events = runtime
+        .block_on(prepared.execute(None, |e| {
+            if let Event::Observed(step) = e {
+                match step {
+                    Step::Turn { .. } => counts.0 += 1,
+                    Step::Report { .. } | Step::SelfReport { .. } => counts.1 += 1,
+                    Step::Failed {
+                        subject,
+                        observer,
+                        what,
+                        error,
+                    } => {
+                        counts.2 += 1;
+                        eprintln!(
+                            "\nfailed: {subject} {} {what}: {}",
+                            observer.as_deref().unwrap_or(""),
+                            safe(error)
+                        );
+                    }
+                    _ => {}
+                }
+                let line = format!("{} turns, {} reports, {} failures", counts.0, counts.1, counts.2);
+                if live {
+                    eprint!("\r{line}");
+                } else if !matches!(step, Step::Turn { .. }) {
+                    eprintln!("{line}");
+                }
+            }
+        }))
+        .map_err(|e| anyhow::anyhow!(e))?;
+    if live {
+        eprintln!();
+    }
+    let (plan, subjects) =
+        observe::subjects(&events, &catalog).ok_or_else(|| anyhow::anyhow!("no plan in the journal"))?;
+    let scale = catalog.scale(SCALE).expect("checked above");
+    let stats = report::statistics(&subjects, scale, plan.seed);
+    if args.json {
+        let summary: Vec<_> = subjects
+            .iter()
+            .map(|s| {
+                json!({"id": s.id, "kind": s.kind, "latent": s.latent, "self": s.self_report.as_ref().map(|r| &r.1),
+                       "aggregate": s.aggregate, "observers": s.observers.iter().filter(|o| o.report.is_some()).count()})
+            })
+            .collect();
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({"session": id, "path": dir, "subjects": summary, "statistics": stats})
+            )?
+        )?;
+    } else {
+        write!(out, "{}", report::tables(&subjects, &stats))?;
+        writeln!(out, "session {id}: {}", dir.display())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observers_spread_evenly_over_contexts() {
+        let all = Context::ALL;
+        assert_eq!(
+            spread(6, &all),
+            [(Context::Family, 2), (Context::Friend, 2), (Context::Workplace, 2)]
+        );
+        assert_eq!(
+            spread(4, &all),
+            [(Context::Family, 2), (Context::Friend, 1), (Context::Workplace, 1)]
+        );
+        assert_eq!(spread(1, &all), [(Context::Family, 1)]);
+    }
+}

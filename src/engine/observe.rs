@@ -1,0 +1,170 @@
+//! An observer run as a session: the same journal as interviews (`ObserveStarted`, then one `Observed`
+//! event per step), resumable without asking anything twice, `results.json` written when complete.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::Event;
+use super::live::{LiveSink, Pause};
+use super::runner::{connector, finish, observed, open_dir, open_journal};
+use crate::catalog::Catalog;
+use crate::llm::config::Config;
+use crate::observer::run::ObserveEngine;
+use crate::observer::{Done, ObservePlan, SCALE, Step, report};
+use crate::session::{self, Journal};
+use crate::text::terminal_safe as safe;
+
+pub enum Start {
+    New { plan: ObservePlan, name: Option<String> },
+    Resume { id: String },
+}
+
+pub struct Prepared {
+    pub id: String,
+    pub dir: PathBuf,
+    pub plan: ObservePlan,
+    pub engine: ObserveEngine,
+    pub done: Done,
+    pub journal: Journal,
+    catalog: Arc<Catalog>,
+}
+
+pub fn plan_of(events: &[Event]) -> Option<&ObservePlan> {
+    events.iter().find_map(|e| match e {
+        Event::ObserveStarted { plan, .. } => Some(plan),
+        _ => None,
+    })
+}
+
+pub fn steps(events: &[Event]) -> impl Iterator<Item = &Step> {
+    events.iter().filter_map(|e| match e {
+        Event::Observed(s) => Some(s),
+        _ => None,
+    })
+}
+
+pub fn prepare(
+    catalog: Arc<Catalog>,
+    config: &Config,
+    data: &Path,
+    start: Start,
+    concurrency: Option<usize>,
+) -> Result<Prepared, String> {
+    let (resume, name, new_plan) = match start {
+        Start::Resume { id } => (Some(id), None, None),
+        Start::New { plan, name } => (None, name, Some(plan)),
+    };
+    let (id, dir, prior) = open_dir(data, resume.as_deref(), name.as_deref())?;
+    let plan = match new_plan {
+        Some(plan) => plan,
+        None => plan_of(&prior)
+            .cloned()
+            .ok_or_else(|| format!("session {} is not an observer run", safe(&id)))?,
+    };
+    let connect = connector(config, data, plan.seed, concurrency);
+    let subject_model = connect(&plan.subject_provider)?;
+    let observer_model = connect(&plan.observer_provider)?;
+    let journal = open_journal(&dir, !prior.is_empty(), || Event::ObserveStarted {
+        session: id.clone(),
+        name,
+        created: session::now_rfc3339(),
+        app_version: env!("CARGO_PKG_VERSION").into(),
+        plan: plan.clone(),
+        providers: [
+            ("subject".to_string(), subject_model.info()),
+            ("observer".to_string(), observer_model.info()),
+        ]
+        .into_iter()
+        .collect(),
+    })?;
+    Ok(Prepared {
+        done: Done::from_steps(steps(&prior)),
+        engine: ObserveEngine {
+            catalog: catalog.clone(),
+            subject_model,
+            observer_model,
+        },
+        id,
+        dir,
+        plan,
+        journal,
+        catalog,
+    })
+}
+
+impl Prepared {
+    /// Runs what the session lacks, journaling each step before handing it to `on_event`.
+    pub async fn execute(
+        mut self,
+        live: Option<(LiveSink, Pause)>,
+        mut on_event: impl FnMut(&Event) + Send,
+    ) -> Result<Vec<Event>, String> {
+        if let Some((sink, pause)) = live {
+            self.engine.subject_model = observed(self.engine.subject_model.clone(), &sink, &pause);
+            self.engine.observer_model = observed(self.engine.observer_model.clone(), &sink, &pause);
+        }
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Step>();
+        let journal_path = self.journal.path.clone();
+        let fail = |e: std::io::Error| format!("cannot write the journal {}: {e}", journal_path.display());
+        let Prepared {
+            engine,
+            plan,
+            done,
+            journal,
+            ..
+        } = &mut self;
+        let work = async {
+            engine.run(plan, done, &tx).await;
+            drop(tx);
+        };
+        let record = async {
+            while let Some(step) = rx.recv().await {
+                let event = Event::Observed(step);
+                journal.append(&event)?;
+                on_event(&event);
+            }
+            Ok::<_, std::io::Error>(())
+        };
+        let (_, recorded) = tokio::join!(work, record);
+        recorded.map_err(fail)?;
+        let catalog = self.catalog.clone();
+        finish(&mut self.journal, &self.dir, |events| export(events, &catalog))
+    }
+}
+
+/// Subjects' results of an observer session.
+pub fn subjects(events: &[Event], catalog: &Catalog) -> Option<(ObservePlan, Vec<report::SubjectResult>)> {
+    let plan = plan_of(events)?.clone();
+    let scale = catalog.scale(SCALE)?;
+    let done = Done::from_steps(steps(events));
+    let name_of = |id: &str| catalog.character(id).map_or(id.to_string(), |c| c.name.clone());
+    let subjects = report::results(&plan, &done, scale, name_of);
+    Some((plan, subjects))
+}
+
+/// `export --format json` (and results.json) of an observer session.
+pub fn export(events: &[Event], catalog: &Catalog) -> serde_json::Value {
+    let Some((plan, subjects)) = subjects(events, catalog) else {
+        return serde_json::Value::Null;
+    };
+    let scale = catalog.scale(SCALE).expect("checked by subjects");
+    let stats = report::statistics(&subjects, scale, plan.seed);
+    let session = events
+        .iter()
+        .find_map(|e| match e {
+            Event::ObserveStarted {
+                session,
+                created,
+                app_version,
+                plan,
+                providers,
+                name,
+            } => Some(serde_json::json!({
+                "id": session, "name": name, "created": created, "app_version": app_version,
+                "plan": plan, "providers": providers, "seed": plan.seed, "kind": "observers",
+            })),
+            _ => None,
+        })
+        .unwrap_or_default();
+    report::export(session, &subjects, &stats)
+}

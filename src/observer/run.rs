@@ -1,0 +1,611 @@
+//! The model calls of an observer run, all with JSON schemas and the judge's bounded re-ask policy:
+//! per observer a relationship, then K scenarios, then one dialogue per scenario (the observer opens,
+//! turns alternate as `{"utterance", "end"}`), then its IPIP-50 report on the subject at temperature 0;
+//! per subject its own IPIP-50 self-report. Every step is sent to the sink as it completes; what `done`
+//! holds (from the journal) is never asked again, and a dialogue cut short continues from its last turn.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::{Done, ObservePlan, ObserverSpec, SCALE, SelfReportMode, Side, Step, SubjectSpec, Turn, dialogue_over};
+use crate::catalog::Catalog;
+use crate::domain::rng::mix;
+use crate::domain::scale::Scale;
+use crate::domain::scoring::ItemOption;
+use crate::llm::{ChatMessage, ChatModel, ChatRequest, ResponseSchema, Role};
+use crate::method::judge::{self, JudgeFailure};
+use crate::method::judge_json::{self, ReplyError};
+use crate::rpa::prompt::{self, RpaStyle};
+
+pub struct ObserveEngine {
+    pub catalog: Arc<Catalog>,
+    pub subject_model: Arc<dyn ChatModel>,
+    pub observer_model: Arc<dyn ChatModel>,
+}
+
+/// The subject as the other side sees it: name, who it is, and the system prompt of its agent.
+struct Who {
+    name: String,
+    profile: String,
+    system: String,
+}
+
+fn hash(parts: &[&str]) -> u64 {
+    parts.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, p| {
+        p.bytes()
+            .fold(mix(h ^ 0x9e37), |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    })
+}
+
+fn schema(name: &str, value: Value) -> ResponseSchema {
+    ResponseSchema {
+        name: name.into(),
+        schema: value,
+        strict: true,
+    }
+}
+
+fn object(v: &Value) -> Result<&serde_json::Map<String, Value>, ReplyError> {
+    v.as_object().ok_or(ReplyError::NotAnObject)
+}
+
+fn text_field(v: &Value, key: &str) -> Result<String, ReplyError> {
+    let s = object(v)?
+        .get(key)
+        .ok_or_else(|| ReplyError::MissingKey(key.into()))?
+        .as_str()
+        .ok_or_else(|| ReplyError::Invalid(format!("\"{key}\" must be a string")))?
+        .trim()
+        .to_string();
+    if s.is_empty() {
+        return Err(ReplyError::Invalid(format!("\"{key}\" is empty")));
+    }
+    Ok(s)
+}
+
+fn parse_turn(reply: &str) -> Result<(String, bool), ReplyError> {
+    let v = judge_json::extract(reply)?;
+    let utterance = text_field(&v, "utterance")?;
+    let end = match object(&v)?.get("end") {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => true,
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => false,
+        Some(other) => {
+            return Err(ReplyError::Invalid(format!(
+                "\"end\" must be true or false, not {other}"
+            )));
+        }
+        None => return Err(ReplyError::MissingKey("end".into())),
+    };
+    Ok((utterance, end))
+}
+
+fn parse_scenarios(reply: &str, k: usize) -> Result<Vec<String>, ReplyError> {
+    let v = judge_json::extract(reply)?;
+    let list = object(&v)?
+        .get("scenarios")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ReplyError::MissingKey("scenarios".into()))?;
+    let scenarios: Vec<String> = list
+        .iter()
+        .filter_map(|s| s.as_str().map(|s| s.trim().to_string()))
+        .filter(|s| !s.is_empty())
+        .collect();
+    if scenarios.len() < k {
+        return Err(ReplyError::Invalid(format!(
+            "{} usable scenarios, {k} were asked for",
+            scenarios.len()
+        )));
+    }
+    Ok(scenarios.into_iter().take(k).collect())
+}
+
+impl ObserveEngine {
+    fn scale(&self) -> &Scale {
+        self.catalog.scale(SCALE).expect("IPIP-50 is bundled")
+    }
+
+    fn who(&self, subject: &SubjectSpec) -> Who {
+        if let Some(p) = &subject.persona {
+            return Who {
+                name: p.name.clone(),
+                profile: p.profile(),
+                system: p.system_prompt(),
+            };
+        }
+        let c = subject
+            .character
+            .as_deref()
+            .and_then(|id| self.catalog.character(id))
+            .expect("character subjects are checked when the plan is made");
+        let assembled = prompt::assemble(c, RpaStyle::Description, None, "", "");
+        let system = assembled
+            .messages
+            .first()
+            .map(|m| m.content.clone())
+            .unwrap_or_else(|| c.description.clone());
+        Who {
+            name: c.name.clone(),
+            profile: format!("{} (from {}). {}", c.name, c.work, c.description),
+            system,
+        }
+    }
+
+    /// Runs what `done` lacks, sending each step to `sink`.
+    pub async fn run(&self, plan: &ObservePlan, done: &Done, sink: &UnboundedSender<Step>) {
+        join_all(plan.subjects.iter().map(|s| self.subject(plan, done, sink, s))).await;
+    }
+
+    async fn subject(&self, plan: &ObservePlan, done: &Done, sink: &UnboundedSender<Step>, s: &SubjectSpec) {
+        let who = self.who(s);
+        let self_report = async {
+            if done.self_reports.contains_key(&s.id) {
+                return;
+            }
+            match self.self_report(plan, s, &who).await {
+                Ok(items) => {
+                    let _ = sink.send(Step::SelfReport {
+                        subject: s.id.clone(),
+                        mode: plan.self_report,
+                        items,
+                    });
+                }
+                Err(e) => {
+                    let _ = sink.send(Step::Failed {
+                        subject: s.id.clone(),
+                        observer: None,
+                        what: "self-report".into(),
+                        error: e.to_string(),
+                    });
+                }
+            }
+        };
+        let observers = join_all(s.observers.iter().map(|o| self.observer(plan, done, sink, s, &who, o)));
+        tokio::join!(self_report, observers);
+    }
+
+    async fn json<T>(
+        &self,
+        model: &dyn ChatModel,
+        mut request: ChatRequest,
+        temperature: f32,
+        attempts: u32,
+        parse: impl Fn(&str) -> Result<T, ReplyError>,
+    ) -> Result<T, JudgeFailure> {
+        request.sampling.temperature = Some(temperature);
+        judge::ask_at(model, &request, attempts, temperature, parse).await.0
+    }
+
+    fn request(
+        system: String,
+        user: String,
+        role: Role,
+        purpose: String,
+        seed: u64,
+        schema: ResponseSchema,
+    ) -> ChatRequest {
+        let mut r = ChatRequest::new(vec![ChatMessage::system(system), ChatMessage::user(user)]);
+        r.meta.role = role;
+        r.meta.purpose = purpose;
+        r.sampling.seed = Some(seed);
+        r.sampling.max_tokens = Some(400);
+        r.schema = Some(schema);
+        r
+    }
+
+    async fn observer(
+        &self,
+        plan: &ObservePlan,
+        done: &Done,
+        sink: &UnboundedSender<Step>,
+        s: &SubjectSpec,
+        who: &Who,
+        o: &ObserverSpec,
+    ) {
+        let key = (s.id.clone(), o.id.clone());
+        let fail = |what: &str, e: JudgeFailure| {
+            let _ = sink.send(Step::Failed {
+                subject: s.id.clone(),
+                observer: Some(o.id.clone()),
+                what: what.into(),
+                error: e.to_string(),
+            });
+        };
+        let seed = |what: &str| plan.seed ^ hash(&[&s.id, &o.id, what]);
+        let me = o.persona.name.clone();
+
+        let relationship = match done.relationships.get(&key) {
+            Some(r) => r.clone(),
+            None => {
+                let user = format!(
+                    "Person A: {}\n\nPerson B: {}\n\nDescribe, in two or three sentences, a plausible {} relationship \
+                     between B and A that fits both of them: how B knows A, how long, and how close they are. \
+                     Write it from B's point of view (\"I am A's …\"). Reply as JSON: {{\"relationship\": \"…\"}}",
+                    who.profile,
+                    o.persona.profile(),
+                    o.context.name()
+                );
+                let request = Self::request(
+                    "You design realistic social situations for a study of personality perception.".into(),
+                    user,
+                    Role::Observer,
+                    format!("relationship {} {}", s.id, o.id),
+                    seed("relationship"),
+                    schema(
+                        "relationship",
+                        json!({"type": "object", "properties": {"relationship": {"type": "string"}},
+                               "required": ["relationship"], "additionalProperties": false}),
+                    ),
+                );
+                let parse = |r: &str| text_field(&judge_json::extract(r)?, "relationship");
+                match self
+                    .json(
+                        self.observer_model.as_ref(),
+                        request,
+                        plan.temperature,
+                        plan.max_attempts,
+                        parse,
+                    )
+                    .await
+                {
+                    Ok(r) => {
+                        let _ = sink.send(Step::Relationship {
+                            subject: s.id.clone(),
+                            observer: o.id.clone(),
+                            relationship: r.clone(),
+                        });
+                        r
+                    }
+                    Err(e) => return fail("relationship", e),
+                }
+            }
+        };
+
+        let scenarios = match done.scenarios.get(&key) {
+            Some(list) => list.clone(),
+            None => {
+                let k = plan.scenarios;
+                let user = format!(
+                    "{me} and {subject} know each other: {relationship}\n\nWrite {k} short, concrete everyday \
+                     scenarios (one or two sentences each) in which {me} and {subject} talk, each chosen to bring out \
+                     a different side of {subject}'s personality (how they handle people, plans, stress, new ideas). \
+                     Reply as JSON: {{\"scenarios\": [\"…\", …]}} with exactly {k} entries.",
+                    subject = who.name
+                );
+                let request = Self::request(
+                    "You design realistic social situations for a study of personality perception.".into(),
+                    user,
+                    Role::Observer,
+                    format!("scenarios {} {}", s.id, o.id),
+                    seed("scenarios"),
+                    schema(
+                        "scenarios",
+                        json!({"type": "object", "properties": {"scenarios": {"type": "array", "items": {"type": "string"},
+                               "minItems": k, "maxItems": k}}, "required": ["scenarios"], "additionalProperties": false}),
+                    ),
+                );
+                match self
+                    .json(
+                        self.observer_model.as_ref(),
+                        request,
+                        plan.temperature,
+                        plan.max_attempts,
+                        |r| parse_scenarios(r, k),
+                    )
+                    .await
+                {
+                    Ok(list) => {
+                        let _ = sink.send(Step::Scenarios {
+                            subject: s.id.clone(),
+                            observer: o.id.clone(),
+                            scenarios: list.clone(),
+                        });
+                        list
+                    }
+                    Err(e) => return fail("scenarios", e),
+                }
+            }
+        };
+
+        let mut dialogues = Vec::new();
+        for (i, scenario) in scenarios.iter().enumerate() {
+            let mut turns = done
+                .turns
+                .get(&(s.id.clone(), o.id.clone(), i))
+                .cloned()
+                .unwrap_or_default();
+            while !dialogue_over(&turns, plan.turn_cap) {
+                let speaker = if turns.len() % 2 == 0 {
+                    Side::Observer
+                } else {
+                    Side::Subject
+                };
+                let (model, system, name, other) = match speaker {
+                    Side::Observer => (
+                        self.observer_model.as_ref(),
+                        format!(
+                            "{}\nYou are talking with {}. {}",
+                            o.persona.system_prompt(),
+                            who.name,
+                            relationship
+                        ),
+                        me.clone(),
+                        who.name.clone(),
+                    ),
+                    Side::Subject => (
+                        self.subject_model.as_ref(),
+                        format!(
+                            "{}\nYou are talking with {me}, who describes your relationship so: {relationship}",
+                            who.system
+                        ),
+                        who.name.clone(),
+                        me.clone(),
+                    ),
+                };
+                let so_far: Vec<String> = turns
+                    .iter()
+                    .map(|t| {
+                        let n = if t.speaker == Side::Observer { &me } else { &who.name };
+                        format!("{n}: {}", t.utterance)
+                    })
+                    .collect();
+                let user = format!(
+                    "Situation: {scenario}\n\nConversation so far:\n{}\n\nIt is your turn, {name}: say your next line to \
+                     {other}{}. Reply as JSON: {{\"utterance\": \"what you say\", \"end\": true or false}} — end is true \
+                     when you are ready to let the conversation close.",
+                    if so_far.is_empty() {
+                        "(nothing yet)".to_string()
+                    } else {
+                        so_far.join("\n")
+                    },
+                    if turns.is_empty() {
+                        ", opening the conversation"
+                    } else {
+                        ""
+                    }
+                );
+                let request = Self::request(
+                    system,
+                    user,
+                    if speaker == Side::Observer {
+                        Role::Observer
+                    } else {
+                        Role::Rpa
+                    },
+                    format!("dialogue {} {} {} turn {}", s.id, o.id, i + 1, turns.len() + 1),
+                    seed(&format!("turn {i} {}", turns.len())),
+                    schema(
+                        "turn",
+                        json!({"type": "object", "properties": {"utterance": {"type": "string"}, "end": {"type": "boolean"}},
+                               "required": ["utterance", "end"], "additionalProperties": false}),
+                    ),
+                );
+                match self
+                    .json(model, request, plan.temperature, plan.max_attempts, parse_turn)
+                    .await
+                {
+                    Ok((utterance, end)) => {
+                        let turn = Turn {
+                            speaker,
+                            utterance,
+                            end,
+                        };
+                        let _ = sink.send(Step::Turn {
+                            subject: s.id.clone(),
+                            observer: o.id.clone(),
+                            scenario: i,
+                            turn: turn.clone(),
+                        });
+                        turns.push(turn);
+                    }
+                    Err(e) => return fail(&format!("dialogue {}", i + 1), e),
+                }
+            }
+            dialogues.push((scenario.clone(), turns));
+        }
+
+        if done.reports.contains_key(&key) {
+            return;
+        }
+        let scale = self.scale();
+        let transcript: Vec<String> = dialogues
+            .iter()
+            .enumerate()
+            .map(|(i, (scenario, turns))| {
+                let lines: Vec<String> = turns
+                    .iter()
+                    .map(|t| {
+                        let n = if t.speaker == Side::Observer { &me } else { &who.name };
+                        format!("{n}: {}", t.utterance)
+                    })
+                    .collect();
+                format!("Conversation {} — {scenario}\n{}", i + 1, lines.join("\n"))
+            })
+            .collect();
+        let intro = format!(
+            "{relationship}\n\nThese are your recent conversations with {}:\n\n{}\n\nFrom what you know of {} and what \
+             you saw, rate how accurately each statement describes {}.",
+            who.name,
+            transcript.join("\n\n"),
+            who.name,
+            who.name
+        );
+        let system = format!(
+            "{}\nYou are filling in a questionnaire about someone you know. Answer honestly, as yourself.",
+            o.persona.system_prompt()
+        );
+        match self
+            .questionnaire(
+                scale,
+                system,
+                intro,
+                format!("report {} {}", s.id, o.id),
+                seed("report"),
+                plan,
+            )
+            .await
+        {
+            Ok(items) => {
+                let _ = sink.send(Step::Report {
+                    subject: s.id.clone(),
+                    observer: o.id.clone(),
+                    items,
+                });
+            }
+            Err(e) => fail("report", e),
+        }
+    }
+
+    async fn self_report(
+        &self,
+        plan: &ObservePlan,
+        s: &SubjectSpec,
+        who: &Who,
+    ) -> Result<BTreeMap<u32, ItemOption>, JudgeFailure> {
+        let scale = self.scale();
+        let seed = plan.seed ^ hash(&[&s.id, "self"]);
+        let intro = "Rate how accurately each statement describes you, as you really are.".to_string();
+        match plan.self_report {
+            SelfReportMode::Batched => {
+                self.questionnaire_with(
+                    self.subject_model.as_ref(),
+                    scale,
+                    who.system.clone(),
+                    intro,
+                    format!("self-report {}", s.id),
+                    seed,
+                    plan,
+                    scale.scored_items().map(|i| i.id).collect(),
+                )
+                .await
+            }
+            SelfReportMode::Items => {
+                let asks = scale.scored_items().map(|item| {
+                    self.questionnaire_with(
+                        self.subject_model.as_ref(),
+                        scale,
+                        who.system.clone(),
+                        intro.clone(),
+                        format!("self-report {} item {}", s.id, item.id),
+                        seed ^ u64::from(item.id),
+                        plan,
+                        vec![item.id],
+                    )
+                });
+                let mut items = BTreeMap::new();
+                for r in join_all(asks).await {
+                    items.extend(r?);
+                }
+                Ok(items)
+            }
+        }
+    }
+
+    async fn questionnaire(
+        &self,
+        scale: &Scale,
+        system: String,
+        intro: String,
+        purpose: String,
+        seed: u64,
+        plan: &ObservePlan,
+    ) -> Result<BTreeMap<u32, ItemOption>, JudgeFailure> {
+        let ids = scale.scored_items().map(|i| i.id).collect();
+        self.questionnaire_with(
+            self.observer_model.as_ref(),
+            scale,
+            system,
+            intro,
+            purpose,
+            seed,
+            plan,
+            ids,
+        )
+        .await
+    }
+
+    /// IPIP statements as a JSON object keyed by item id; the reply maps each id to an option 1–5.
+    #[allow(clippy::too_many_arguments)]
+    async fn questionnaire_with(
+        &self,
+        model: &dyn ChatModel,
+        scale: &Scale,
+        system: String,
+        intro: String,
+        purpose: String,
+        seed: u64,
+        plan: &ObservePlan,
+        ids: Vec<u32>,
+    ) -> Result<BTreeMap<u32, ItemOption>, JudgeFailure> {
+        let keys: Vec<String> = ids.iter().map(u32::to_string).collect();
+        let statements: serde_json::Map<String, Value> = ids
+            .iter()
+            .filter_map(|id| scale.item(*id))
+            .map(|i| (i.id.to_string(), Value::String(i.statement.en.clone())))
+            .collect();
+        let options: Vec<String> = scale
+            .options
+            .en
+            .iter()
+            .enumerate()
+            .map(|(i, o)| format!("{} = {o}", scale.range.min + i as i32))
+            .collect();
+        let user = format!(
+            "{intro}\nOptions: {}.\nStatements: {}\nReply as JSON with the same keys, each mapped to a number from {} to {}.",
+            options.join(", "),
+            Value::Object(statements),
+            scale.range.min,
+            scale.range.max
+        );
+        let mut schema_value = crate::method::convert::schema(&keys, scale.range);
+        // A questionnaire about a person has no refusal option.
+        for k in &keys {
+            schema_value["properties"][k] =
+                json!({"type": "integer", "minimum": scale.range.min, "maximum": scale.range.max});
+        }
+        let request = Self::request(
+            system,
+            user,
+            Role::Observer,
+            purpose,
+            seed,
+            schema("ipip", schema_value),
+        );
+        let range = scale.range;
+        let parse = |r: &str| -> Result<BTreeMap<u32, ItemOption>, ReplyError> {
+            let v = judge_json::extract(r)?;
+            let got = judge_json::options(&v, &keys, range)?;
+            got.into_iter()
+                .map(|(k, o)| match o {
+                    ItemOption::Refused => Err(ReplyError::Invalid(format!("\"{k}\" needs a number, not x"))),
+                    o => Ok((k.parse::<u32>().unwrap_or_default(), o)),
+                })
+                .collect()
+        };
+        self.json(model, request, 0.0, plan.max_attempts, parse).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turns_and_scenarios_parse_with_repairs_and_refuse_what_cannot_be_used() {
+        assert_eq!(
+            parse_turn("```json\n{\"utterance\": \"Hi!\", \"end\": \"false\",}\n```").unwrap(),
+            ("Hi!".to_string(), false)
+        );
+        assert!(parse_turn("{\"utterance\": \"  \", \"end\": true}").is_err());
+        assert!(parse_turn("{\"utterance\": \"Hi\"}").is_err());
+        assert_eq!(
+            parse_scenarios("{\"scenarios\": [\"a\", \"b\", \"c\"]}", 2).unwrap(),
+            ["a", "b"]
+        );
+        assert!(parse_scenarios("{\"scenarios\": [\"a\"]}", 2).is_err());
+    }
+}

@@ -1,0 +1,288 @@
+//! Observer runs through the real binary against the `fake-openai` instrument: the export holds the
+//! relationships, dialogues and reports the plan asks for, the aggregate equals the mean of the
+//! observers' trait scores recomputed here from their items and the IPIP-50 keying, and a run killed
+//! with SIGKILL resumes without generating any step twice and ends like an uninterrupted run.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use incharacter::fake_openai::{FakeConfig, FakeServer};
+use serde_json::Value;
+
+fn write_config(dir: &Path, server: &FakeServer) -> std::path::PathBuf {
+    let path = dir.join("config.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[providers]]\nname = \"fake\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nretry_base_ms = 1\nmax_concurrency = 4\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn command(config: &Path, data: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_incharacter"));
+    c.args(args)
+        .env("INCHARACTER_CONFIG", config)
+        .env("INCHARACTER_DATA_DIR", data);
+    c
+}
+
+async fn run(config: &Path, data: &Path, args: &[&str]) -> Value {
+    let (config, data) = (config.to_path_buf(), data.to_path_buf());
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let out = tokio::task::spawn_blocking(move || {
+        command(&config, &data, &args.iter().map(String::as_str).collect::<Vec<_>>())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn export(config: &Path, data: &Path, id: &str) -> Value {
+    let out = command(config, data, &["export", id, "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// item id → (dimension, reversed) from the scale as the binary shows it.
+fn ipip_keying(config: &Path, data: &Path) -> (Vec<String>, BTreeMap<String, (usize, bool)>) {
+    let out = command(config, data, &["scales", "show", "IPIP-50", "--json"])
+        .output()
+        .unwrap();
+    let scale: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let dims = scale["dimensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_string())
+        .collect();
+    let keying = scale["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["role"] == "scored")
+        .map(|i| {
+            (
+                i["id"].to_string(),
+                (i["dimension"].as_u64().unwrap() as usize, i["keying"] == "negative"),
+            )
+        })
+        .collect();
+    (dims, keying)
+}
+
+/// Trait means of one report's items, recomputed independently (1–5, reverse = 6 − option).
+fn recompute(items: &Value, dims: &[String], keying: &BTreeMap<String, (usize, bool)>) -> BTreeMap<String, f64> {
+    let mut sums = vec![(0.0, 0usize); dims.len()];
+    for (id, option) in items.as_object().unwrap() {
+        let (d, reversed) = keying[id];
+        let v = option.as_f64().unwrap();
+        sums[d].0 += if reversed { 6.0 - v } else { v };
+        sums[d].1 += 1;
+    }
+    dims.iter()
+        .zip(sums)
+        .map(|(name, (s, n))| (name.clone(), s / n as f64))
+        .collect()
+}
+
+const SYNTHETIC: &[&str] = &[
+    "observe",
+    "--subject",
+    "synthetic",
+    "--latent",
+    "1,4,2,1,2",
+    "--observers",
+    "3",
+    "--scenarios",
+    "2",
+    "--provider",
+    "fake",
+    "--seed",
+    "5",
+    "--json",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_synthetic_subject_gets_relationships_dialogues_and_reports_whose_aggregate_recomputes() {
+    let server = FakeServer::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &server);
+    let data = dir.path().join("data");
+    let out = run(&config, &data, SYNTHETIC).await;
+    let id = out["session"].as_str().unwrap();
+    assert!(Path::new(out["path"].as_str().unwrap()).join("results.json").is_file());
+    let e = export(&config, &data, id);
+    let (dims, keying) = ipip_keying(&config, &data);
+    let subject = &e["subjects"][0];
+    assert_eq!(subject["kind"], "synthetic");
+    assert_eq!(subject["latent"]["Intellect/Imagination"], 1);
+    assert_eq!(
+        subject["latent"]["Emotional Stability"], 5,
+        "N = 2 on the stability direction"
+    );
+    assert_eq!(subject["self_report"]["items"].as_object().unwrap().len(), 50);
+    let observers = subject["observers"].as_array().unwrap();
+    assert_eq!(observers.len(), 3);
+    let contexts: BTreeSet<&str> = observers.iter().map(|o| o["context"].as_str().unwrap()).collect();
+    assert_eq!(contexts, ["family", "friend", "workplace"].into_iter().collect());
+    let mut dialogues = 0;
+    let mut reports = Vec::new();
+    for o in observers {
+        assert!(!o["relationship"].as_str().unwrap().is_empty());
+        for s in o["scenarios"].as_array().unwrap() {
+            let turns = s["dialogue"].as_array().unwrap();
+            assert!(turns.len() >= 2, "{s}");
+            assert_eq!(turns[0]["speaker"], "observer", "the observer opens");
+            assert!(turns.len() <= 10, "turn cap");
+            dialogues += 1;
+        }
+        let items = &o["report"]["items"];
+        assert_eq!(items.as_object().unwrap().len(), 50);
+        let traits = recompute(items, &dims, &keying);
+        for (t, v) in &traits {
+            assert!((o["report"]["traits"][t].as_f64().unwrap() - v).abs() < 1e-9, "{t}");
+        }
+        reports.push(traits);
+    }
+    assert_eq!(dialogues, 6);
+    for d in &dims {
+        let mean = reports.iter().map(|r| r[d]).sum::<f64>() / reports.len() as f64;
+        assert!((subject["aggregate"][d].as_f64().unwrap() - mean).abs() < 1e-9, "{d}");
+    }
+    let stats = &e["statistics"];
+    assert_eq!(stats["traits"].as_object().unwrap().len(), 5);
+    assert_eq!(stats["traits"]["Extraversion"]["n"], 1);
+    assert_eq!(stats["observers_curve"].as_array().unwrap().len(), 3);
+    assert_eq!(stats["by_context"].as_object().unwrap().len(), 3);
+
+    let csv = command(&config, &data, &["export", id, "--format", "csv"])
+        .output()
+        .unwrap();
+    let csv = String::from_utf8(csv.stdout).unwrap();
+    assert!(csv.starts_with("subject,observer,context,trait,score,source\n"));
+    for source in ["self", "observer", "aggregate", "latent"] {
+        assert!(csv.lines().any(|l| l.ends_with(&format!(",{source}"))), "{source}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_character_subject_is_played_by_its_agent() {
+    let server = FakeServer::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &server);
+    let data = dir.path().join("data");
+    let out = run(
+        &config,
+        &data,
+        &[
+            "observe",
+            "--subject",
+            "hermione-en",
+            "--observers",
+            "2",
+            "--scenarios",
+            "1",
+            "--provider",
+            "fake",
+            "--json",
+        ],
+    )
+    .await;
+    let e = export(&config, &data, out["session"].as_str().unwrap());
+    let subject = &e["subjects"][0];
+    assert_eq!(
+        (subject["kind"].as_str(), subject["id"].as_str()),
+        (Some("character"), Some("hermione-en"))
+    );
+    assert!(subject["latent"].is_null());
+    assert_eq!(subject["observers"].as_array().unwrap().len(), 2);
+    // Her agent's system prompt is her description.
+    let requests = server.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.to_string().contains("You are Hermione Granger") && r.to_string().contains("utterance")),
+        "the subject's turns go to her agent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_observer_run_resumes_without_generating_anything_twice() {
+    let reference_server = FakeServer::start(FakeConfig::default()).await.unwrap();
+    let reference_dir = tempfile::tempdir().unwrap();
+    let reference_config = write_config(reference_dir.path(), &reference_server);
+    let reference_data = reference_dir.path().join("data");
+    let id = run(&reference_config, &reference_data, SYNTHETIC).await["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let reference = export(&reference_config, &reference_data, &id);
+
+    let server = FakeServer::start(FakeConfig {
+        tokens_per_s: 3000.0,
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &server);
+    let data = dir.path().join("data");
+    let mut child = command(&config, &data, SYNTHETIC)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    server.wait_for_requests(12).await;
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let session = std::fs::read_dir(data.join("sessions"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let journal = std::fs::read_to_string(session.join("journal.jsonl")).unwrap();
+    assert!(!journal.contains("run_finished"), "killed mid-run");
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    run(&config, &data, &["observe", "--resume", &id, "--json"]).await;
+
+    let journal = std::fs::read_to_string(session.join("journal.jsonl")).unwrap();
+    let steps: Vec<Value> = journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "observed")
+        .collect();
+    let mut seen = BTreeSet::new();
+    let mut turn_index: BTreeMap<(String, String, u64), usize> = BTreeMap::new();
+    for s in &steps {
+        let key = match s["step"].as_str().unwrap() {
+            "turn" => {
+                let k = (
+                    s["subject"].to_string(),
+                    s["observer"].to_string(),
+                    s["scenario"].as_u64().unwrap(),
+                );
+                let n = turn_index.entry(k.clone()).or_default();
+                *n += 1;
+                format!("turn {k:?} {n}")
+            }
+            other => format!("{other} {} {}", s["subject"], s["observer"]),
+        };
+        assert!(seen.insert(key.clone()), "generated twice: {key}");
+    }
+    let resumed = export(&config, &data, &id);
+    assert_eq!(
+        resumed["subjects"], reference["subjects"],
+        "same results as the uninterrupted run"
+    );
+}
