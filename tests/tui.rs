@@ -299,3 +299,102 @@ fn chat_reasks_an_item_next_to_the_recorded_answer() {
         "{effects:?}"
     );
 }
+
+#[test]
+fn observers_show_cards_dialogues_and_traits() {
+    use incharacter::domain::scoring::ItemOption;
+    use incharacter::observer::{self, Context, Draw, ObservePlan, SelfReportMode, Side, Step, Turn};
+    let mut app = app();
+    let subjects = observer::draw(&Draw {
+        characters: &[],
+        synthetic: 1,
+        latent: Some([5, 2, 6, 3, 1]),
+        observers: &[(Context::Family, 1), (Context::Workplace, 1)],
+        seed: 11,
+    });
+    let plan = ObservePlan {
+        subjects,
+        scenarios: 1,
+        turn_cap: 6,
+        temperature: 1.0,
+        subject_provider: "fixture".into(),
+        observer_provider: "fixture".into(),
+        self_report: SelfReportMode::Batched,
+        seed: 11,
+        max_attempts: 5,
+    };
+    app.update(Action::Engine(Event::ObserveStarted {
+        session: "20261129-120000-observe-0001".into(),
+        name: None,
+        created: "2026-11-29T12:00:00Z".into(),
+        app_version: "0.1.0".into(),
+        plan,
+        providers: Default::default(),
+    }));
+    let ipip = app.catalog.scale("IPIP-50").unwrap();
+    let items = |v: i32| -> std::collections::BTreeMap<u32, ItemOption> {
+        ipip.scored_items()
+            .map(|i| (i.id, ItemOption::Value(1 + (i.id as i32 + v) % 5)))
+            .collect()
+    };
+    let steps = vec![
+        Step::Relationship {
+            subject: "s1".into(),
+            observer: "o1".into(),
+            relationship: "We grew up in the same house and still talk every Sunday.".into(),
+        },
+        Step::Scenarios {
+            subject: "s1".into(),
+            observer: "o1".into(),
+            scenarios: vec!["The family dinner is running late and the oven has just broken.".into()],
+        },
+        Step::Turn {
+            subject: "s1".into(),
+            observer: "o1".into(),
+            scenario: 0,
+            turn: Turn {
+                speaker: Side::Observer,
+                utterance: "The oven is dead. Any ideas?".into(),
+                end: false,
+            },
+        },
+        Step::Turn {
+            subject: "s1".into(),
+            observer: "o1".into(),
+            scenario: 0,
+            turn: Turn {
+                speaker: Side::Subject,
+                utterance: "Let's order noodles and make it a party!".into(),
+                end: true,
+            },
+        },
+        Step::SelfReport {
+            subject: "s1".into(),
+            mode: SelfReportMode::Batched,
+            items: items(1),
+        },
+        Step::Report {
+            subject: "s1".into(),
+            observer: "o1".into(),
+            items: items(2),
+        },
+    ];
+    for s in steps {
+        app.update(Action::Engine(Event::Observed(s)));
+    }
+    app.update(Action::Live(Live {
+        role: Role::Observer,
+        purpose: "dialogue s1 o1 1 turn 3".into(),
+        repeat: 0,
+        kind: LiveKind::Token("{\"utterance\": \"Noodles again?".into()),
+    }));
+    key(&mut app, KeyCode::Char('7'));
+    assert_eq!(app.screen, Screen::Observers);
+    let screen = render(&app, (120, 40));
+    assert!(
+        screen.contains("Let's order noodles") && screen.contains("Noodles again?▌"),
+        "{screen}"
+    );
+    assert!(screen.contains("Intellect/Imagination"), "{screen}");
+    snap("observers", &app);
+}

@@ -30,6 +30,7 @@ pub enum Screen {
     Compare,
     Sessions,
     Chat,
+    Observers,
 }
 
 impl Screen {
@@ -42,6 +43,7 @@ impl Screen {
             Screen::Compare => Mode::Compare,
             Screen::Sessions => Mode::Sessions,
             Screen::Chat => Mode::Chat,
+            Screen::Observers => Mode::Observers,
         }
     }
 
@@ -54,16 +56,27 @@ impl Screen {
             Screen::Compare => "Compare",
             Screen::Sessions => "Sessions",
             Screen::Chat => "Chat",
+            Screen::Observers => "Observers",
         }
     }
 
-    pub const TABS: [Screen; 6] = [
+    /// The tab label on narrow terminals.
+    pub fn short_title(self) -> &'static str {
+        match self {
+            Screen::Inspector => "Inspect",
+            Screen::Observers => "Observe",
+            other => other.title(),
+        }
+    }
+
+    pub const TABS: [Screen; 7] = [
         Screen::Setup,
         Screen::Live,
         Screen::Inspector,
         Screen::Compare,
         Screen::Sessions,
         Screen::Chat,
+        Screen::Observers,
     ];
 }
 
@@ -189,6 +202,13 @@ pub struct SessionsState {
     pub comparison: Vec<(String, Vec<SummaryRow>)>,
 }
 
+#[derive(Debug, Clone, Default)]
+pub struct ObserversState {
+    pub subject: usize,
+    pub observer: usize,
+    pub scroll: u16,
+}
+
 /// One turn of the chat screen.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatTurn {
@@ -283,6 +303,9 @@ pub enum Effect {
     Compare(Vec<PathBuf>),
     FetchModel,
     ListSessions,
+    StartObserve {
+        plan: crate::observer::ObservePlan,
+    },
     /// One chat turn: the character answers `text` (with `history` as earlier turns) in the setup's
     /// style, on the setup's role-play provider.
     Chat {
@@ -320,6 +343,7 @@ pub struct App {
     /// Memories of the shown run's characters, to rebuild their prompts in the inspector.
     pub memories: std::collections::BTreeMap<String, Arc<crate::rpa::memories::Memories>>,
     pub chat: ChatState,
+    pub observers: ObserversState,
 }
 
 fn chat_input() -> tui_textarea::TextArea<'static> {
@@ -445,6 +469,7 @@ impl App {
             hit: Default::default(),
             prices,
             memories: Default::default(),
+            observers: ObserversState::default(),
             chat: ChatState {
                 character: String::new(),
                 input: chat_input(),
@@ -596,7 +621,7 @@ impl App {
                 Vec::new()
             }
             Action::Engine(event) => {
-                if let Event::RunStarted { .. } = &event {
+                if let Event::RunStarted { .. } | Event::ObserveStarted { .. } = &event {
                     self.run = RunView::default();
                     self.live.cursor = 0;
                     self.live.started_ms = self.now_ms;
@@ -629,7 +654,11 @@ impl App {
                 self.inspect.unit = 0;
                 self.compare.unit = 0;
                 self.flash = Some(format!("opened session {}", self.run.session.id));
-                self.screen = Screen::Compare;
+                self.screen = if self.run.observe.is_some() {
+                    Screen::Observers
+                } else {
+                    Screen::Compare
+                };
                 Vec::new()
             }
             Action::RunEnded(result) => {
@@ -637,7 +666,7 @@ impl App {
                 self.live.paused = false;
                 self.flash = Some(match result {
                     Ok(()) if self.live.replay.is_some() => "replay finished".into(),
-                    Ok(()) => "run finished: results.json written".into(),
+                    Ok(()) => "run finished".into(),
                     Err(e) => e,
                 });
                 vec![Effect::ListSessions]
@@ -834,6 +863,7 @@ impl App {
                 return vec![Effect::ListSessions];
             }
             Command::GoChat => self.screen = Screen::Chat,
+            Command::GoObservers => self.screen = Screen::Observers,
             _ => {
                 return match self.screen {
                     Screen::Welcome => self.welcome_command(cmd),
@@ -849,6 +879,7 @@ impl App {
                         self.chat_command(cmd);
                         Vec::new()
                     }
+                    Screen::Observers => self.observers_command(cmd),
                 };
             }
         }
@@ -1211,6 +1242,74 @@ impl App {
             }
             _ => {}
         }
+    }
+
+    fn observers_command(&mut self, cmd: Command) -> Vec<Effect> {
+        let o = &mut self.observers;
+        match cmd {
+            Command::NextUnit => {
+                o.subject += 1;
+                o.observer = 0;
+                o.scroll = 0;
+            }
+            Command::PrevUnit => {
+                o.subject = o.subject.saturating_sub(1);
+                o.observer = 0;
+                o.scroll = 0;
+            }
+            Command::Down => {
+                o.observer += 1;
+                o.scroll = 0;
+            }
+            Command::Up => {
+                o.observer = o.observer.saturating_sub(1);
+                o.scroll = 0;
+            }
+            Command::ScrollUp => o.scroll = o.scroll.saturating_add(5),
+            Command::ScrollDown => o.scroll = o.scroll.saturating_sub(5),
+            Command::StartSynthetic | Command::StartCharacter => {
+                let characters: Vec<String> = if cmd == Command::StartCharacter {
+                    match self.setup.characters.iter().next() {
+                        Some(c) => vec![c.clone()],
+                        None => {
+                            self.flash = Some("pick a character in Setup first (1, then space)".into());
+                            return Vec::new();
+                        }
+                    }
+                } else {
+                    Vec::new()
+                };
+                let subjects = crate::observer::draw(&crate::observer::Draw {
+                    characters: &characters,
+                    synthetic: usize::from(characters.is_empty()),
+                    latent: None,
+                    observers: &[
+                        (crate::observer::Context::Family, 1),
+                        (crate::observer::Context::Friend, 1),
+                        (crate::observer::Context::Workplace, 1),
+                    ],
+                    seed: self.setup.seed,
+                });
+                let plan = crate::observer::ObservePlan {
+                    subjects,
+                    scenarios: 2,
+                    turn_cap: 6,
+                    temperature: 1.0,
+                    subject_provider: self.setup.rpa.clone(),
+                    observer_provider: self.setup.rpa.clone(),
+                    self_report: crate::observer::SelfReportMode::Batched,
+                    seed: self.setup.seed,
+                    max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
+                };
+                self.observers = ObserversState::default();
+                self.live.running = true;
+                self.live.replay = None;
+                self.flash = Some("observer run started: 3 observers, 2 scenarios each".into());
+                return vec![Effect::StartObserve { plan }];
+            }
+            _ => {}
+        }
+        Vec::new()
     }
 
     fn chat_command(&mut self, cmd: Command) {

@@ -19,10 +19,11 @@ pub enum Mode {
     Compare,
     Sessions,
     Chat,
+    Observers,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 8] = [
+    pub const ALL: [Mode; 9] = [
         Mode::Global,
         Mode::Welcome,
         Mode::Setup,
@@ -31,6 +32,7 @@ impl Mode {
         Mode::Compare,
         Mode::Sessions,
         Mode::Chat,
+        Mode::Observers,
     ];
 
     pub fn name(self) -> &'static str {
@@ -43,6 +45,7 @@ impl Mode {
             Mode::Compare => "compare",
             Mode::Sessions => "sessions",
             Mode::Chat => "chat",
+            Mode::Observers => "observers",
         }
     }
 }
@@ -80,6 +83,9 @@ commands! {
     GoCompare => "go-compare", "compare screen";
     GoSessions => "go-sessions", "sessions screen";
     GoChat => "go-chat", "chat screen";
+    GoObservers => "go-observers", "observers screen";
+    StartSynthetic => "start-synthetic", "start an observer run on a synthetic subject (3 observers, 2 scenarios)";
+    StartCharacter => "start-character", "start an observer run on the character picked in Setup";
     Prompt => "prompt", "show or hide the prompt as sent";
     Clear => "clear", "clear the conversation";
     Reask => "reask", "re-ask this item on the chat screen and compare the answers";
@@ -256,12 +262,14 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Global, "f5", Command::GoCompare),
     (Mode::Global, "f6", Command::GoSessions),
     (Mode::Global, "f7", Command::GoChat),
+    (Mode::Global, "f8", Command::GoObservers),
     (Mode::Global, "1", Command::GoSetup),
     (Mode::Global, "2", Command::GoLive),
     (Mode::Global, "3", Command::GoInspector),
     (Mode::Global, "4", Command::GoCompare),
     (Mode::Global, "5", Command::GoSessions),
     (Mode::Global, "6", Command::GoChat),
+    (Mode::Global, "7", Command::GoObservers),
     (Mode::Global, "up", Command::Up),
     (Mode::Global, "down", Command::Down),
     (Mode::Global, "k", Command::Up),
@@ -308,6 +316,12 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Chat, "ctrl-u", Command::ScrollUp),
     (Mode::Chat, "ctrl-d", Command::ScrollDown),
     (Mode::Chat, "ctrl-l", Command::Clear),
+    (Mode::Observers, "right", Command::NextUnit),
+    (Mode::Observers, "left", Command::PrevUnit),
+    (Mode::Observers, "s", Command::StartSynthetic),
+    (Mode::Observers, "c", Command::StartCharacter),
+    (Mode::Observers, "ctrl-u", Command::ScrollUp),
+    (Mode::Observers, "ctrl-d", Command::ScrollDown),
     (Mode::Sessions, "r", Command::Replay),
     (Mode::Sessions, "s", Command::Speed),
     (Mode::Sessions, "e", Command::Export),

@@ -323,6 +323,7 @@ impl Driver {
             Effect::Quit => {}
             Effect::StartRun { plan, name } => self.run(Start::New { plan, name }),
             Effect::Resume { id } => self.run(Start::Resume { id }),
+            Effect::StartObserve { plan } => self.observe(plan),
             Effect::SetPause(p) => self.pause.set(p),
             Effect::Cancel => {
                 self.stop();
@@ -421,22 +422,32 @@ impl Driver {
         }
     }
 
+    fn observe(&mut self, plan: crate::observer::ObservePlan) {
+        let (config, data, catalog) = (self.config.clone(), self.data.clone(), self.catalog.clone());
+        self.spawn(move || {
+            crate::engine::observe::prepare(
+                catalog,
+                &config,
+                &data,
+                crate::engine::observe::Start::New { plan, name: None },
+                None,
+            )
+        });
+    }
+
     fn run(&mut self, start: Start) {
+        let (config, data, catalog) = (self.config.clone(), self.data.clone(), self.catalog.clone());
+        self.spawn(move || runner::prepare(catalog, &config, &data, start, None));
+    }
+
+    /// Prepares a session off the async threads (connecting may load a model), shows what its journal
+    /// holds, then runs it with live reports on the action channel, journaling as it goes.
+    fn spawn<P: Session>(&mut self, prepare: impl FnOnce() -> Result<P, String> + Send + 'static) {
         self.stop();
         self.pause.set(false);
-        let (tx, config, data, catalog, pause) = (
-            self.tx.clone(),
-            self.config.clone(),
-            self.data.clone(),
-            self.catalog.clone(),
-            self.pause.clone(),
-        );
+        let (tx, pause) = (self.tx.clone(), self.pause.clone());
         self.task = Some(tokio::spawn(async move {
-            let prepared = {
-                let (config, data, catalog) = (config.clone(), data.clone(), catalog.clone());
-                tokio::task::spawn_blocking(move || runner::prepare(catalog, &config, &data, start, None)).await
-            };
-            let prepared = match prepared {
+            let prepared = match tokio::task::spawn_blocking(prepare).await {
                 Ok(Ok(p)) => p,
                 Ok(Err(e)) => {
                     let _ = tx.send(Action::RunEnded(Err(crate::text::terminal_safe(&e))));
@@ -447,12 +458,9 @@ impl Driver {
                     return;
                 }
             };
-            for note in &prepared.notes {
-                let _ = tx.send(Action::Flash(note.clone()));
-            }
-            let _ = tx.send(Action::Memories(prepared.engine.memories.clone()));
-            // What the journal holds so far (RunStarted, and for a resume everything before).
-            if let Ok(events) = runner::load_events(&prepared.dir) {
+            prepared.before(&tx);
+            // What the journal holds so far (the start event, and for a resume everything before).
+            if let Ok(events) = runner::load_events(prepared.dir()) {
                 for e in events {
                     let _ = tx.send(Action::Engine(e));
                 }
@@ -470,12 +478,59 @@ impl Driver {
                 })
                 .await;
             if let Ok(events) = &result
-                && let Some(Event::RunFinished { .. }) = events.last()
+                && let Some(last @ Event::RunFinished { .. }) = events.last()
             {
-                let _ = tx.send(Action::Engine(events.last().cloned().expect("checked")));
+                let _ = tx.send(Action::Engine(last.clone()));
             }
             let _ = tx.send(Action::RunEnded(result.map(|_| ())));
         }));
+    }
+}
+
+/// A prepared run the TUI can start: interviews or observers.
+trait Session: Send + 'static {
+    fn dir(&self) -> &Path;
+    /// Tells the app what it needs before the run (memories, notes).
+    fn before(&self, _tx: &UnboundedSender<Action>) {}
+    fn execute(
+        self,
+        live: Option<(crate::engine::live::LiveSink, Pause)>,
+        on_event: impl FnMut(&Event) + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<Vec<Event>, String>> + Send;
+}
+
+impl Session for runner::Prepared {
+    fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn before(&self, tx: &UnboundedSender<Action>) {
+        for note in &self.notes {
+            let _ = tx.send(Action::Flash(note.clone()));
+        }
+        let _ = tx.send(Action::Memories(self.engine.memories.clone()));
+    }
+
+    fn execute(
+        self,
+        live: Option<(crate::engine::live::LiveSink, Pause)>,
+        on_event: impl FnMut(&Event) + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<Vec<Event>, String>> + Send {
+        runner::Prepared::execute(self, live, on_event)
+    }
+}
+
+impl Session for crate::engine::observe::Prepared {
+    fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn execute(
+        self,
+        live: Option<(crate::engine::live::LiveSink, Pause)>,
+        on_event: impl FnMut(&Event) + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<Vec<Event>, String>> + Send {
+        crate::engine::observe::Prepared::execute(self, live, on_event)
     }
 }
 

@@ -91,7 +91,7 @@ keys Enter
 
 # Live run: the transcript streams, the run finishes, the escape sequences did nothing.
 wait_for "Transcript"
-wait_for "run finished: results.json written" 60
+wait_for "run finished" 60
 keys f
 wait_for "Transcript · following"
 pane | grep -qF "never give up." || true
@@ -121,6 +121,15 @@ wait_for "Keys (any key closes)"
 wait_for "next theme"
 keys Escape
 wait_gone "Keys (any key closes)"
+
+# Observers: a synthetic subject's run streams its dialogues and ends with the trait comparison.
+keys 7
+wait_for "No observer run open."
+keys s
+wait_for "Scenario 1"
+wait_for "run finished" 60
+wait_for "aggregate"
+wait_for "reported"
 
 # Quit restores the terminal (the shell line after the program is visible).
 keys q

@@ -6,6 +6,7 @@ mod compare;
 mod help;
 mod inspect;
 mod live;
+mod observers;
 mod sessions;
 mod setup;
 mod welcome;
@@ -55,6 +56,7 @@ pub fn render(frame: &mut Frame, app: &App) {
         Screen::Compare => compare::render(frame, app, main),
         Screen::Sessions => sessions::render(frame, app, main),
         Screen::Chat => chat::render(frame, app, main),
+        Screen::Observers => observers::render(frame, app, main),
     }
     render_status(frame, app, status);
     if app.help {
@@ -64,10 +66,20 @@ pub fn render(frame: &mut Frame, app: &App) {
 
 fn render_tabs(frame: &mut Frame, app: &App, area: Rect) {
     let theme = app.theme();
-    let mut spans = vec![Span::styled(" incharacter ", theme.title())];
-    let mut x = area.x + 13;
+    // Below 100 columns the product name gives way to the tabs.
+    let narrow = area.width < 100;
+    let mut spans = Vec::new();
+    let mut x = area.x;
+    if !narrow {
+        spans.push(Span::styled(" incharacter ", theme.title()));
+        x += 13;
+    }
     for (i, s) in Screen::TABS.iter().enumerate() {
-        let label = format!(" {} {} ", i + 1, s.title());
+        let label = if narrow {
+            format!(" {} {} ", i + 1, s.short_title())
+        } else {
+            format!(" {} {} ", i + 1, s.title())
+        };
         let width = label.chars().count() as u16;
         let style = if *s == app.screen {
             theme.selected().add_modifier(Modifier::BOLD)
@@ -87,7 +99,8 @@ fn render_tabs(frame: &mut Frame, app: &App, area: Rect) {
         let model = session
             .providers
             .get("rpa")
-            .map(|m| format!(" · rpa {}", m.model))
+            .or_else(|| session.providers.get("subject"))
+            .map(|m| format!(" · {}", m.model))
             .unwrap_or_default();
         spans.push(Span::styled(format!(" session {}{model}", session.id), theme.dim()));
     }
@@ -127,6 +140,12 @@ fn render_status(frame: &mut Frame, app: &App, area: Rect) {
             (key(Command::AllMethods), "all methods"),
             (key(Command::NextUnit), "character"),
             (key(Command::NextPage), "page"),
+        ],
+        Screen::Observers => vec![
+            (key(Command::StartSynthetic), "synthetic run"),
+            (key(Command::StartCharacter), "character run"),
+            (key(Command::NextUnit), "subject"),
+            (key(Command::Down), "observer"),
         ],
         Screen::Chat => vec![
             ("enter".into(), "send"),

@@ -1,0 +1,250 @@
+//! Observers: for an observer run, the subject, its observers as cards (context, relationship, report
+//! status), the selected observer's dialogues with the scenario above each (the turn being generated
+//! streams in), and per trait the latent level, the self-report, each observer and their aggregate.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{block, fit, pad};
+use crate::observer::report::{self, SubjectResult};
+use crate::observer::{Done, SCALE, Side};
+use crate::tui::app::App;
+use crate::tui::wrap::wrap;
+
+/// The utterance of a turn's JSON while it streams (`{"utterance": "Hel` → `Hel`); the raw text
+/// when it does not look like that JSON.
+fn partial_utterance(text: &str) -> String {
+    let Some(at) = text.find("\"utterance\"") else {
+        return text.to_string();
+    };
+    let rest = &text[at + 11..];
+    let Some(open) = rest.find('"') else {
+        return String::new();
+    };
+    let mut out = String::new();
+    let mut escaped = false;
+    for c in rest[open + 1..].chars() {
+        match (escaped, c) {
+            (false, '\\') => escaped = true,
+            (false, '"') => break,
+            (true, 'n') => {
+                out.push(' ');
+                escaped = false;
+            }
+            (_, c) => {
+                out.push(c);
+                escaped = false;
+            }
+        }
+    }
+    out
+}
+
+pub fn subjects(app: &App) -> Vec<SubjectResult> {
+    let (Some(plan), Some(scale)) = (&app.run.observe, app.catalog.scale(SCALE)) else {
+        return Vec::new();
+    };
+    let done = Done::from_steps(&app.run.steps);
+    let name_of = |id: &str| app.catalog.character(id).map_or(id.to_string(), |c| c.name.clone());
+    report::results(plan, &done, scale, name_of)
+}
+
+pub fn render(frame: &mut Frame, app: &App, area: Rect) {
+    let theme = app.theme();
+    let subjects = subjects(app);
+    let Some(s) = subjects.get(app.observers.subject % subjects.len().max(1)) else {
+        let b = block(" Observers ", false, theme);
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
+        frame.render_widget(
+            Paragraph::new(vec![
+                Line::raw("No observer run open."),
+                Line::styled(
+                    "s starts one with a synthetic subject, c with the character picked in Setup; \
+                     sessions of `incharacter observe` open from Sessions (5).",
+                    theme.dim(),
+                ),
+            ]),
+            inner,
+        );
+        return;
+    };
+    let [header, body, bars_area] =
+        Layout::vertical([Constraint::Length(1), Constraint::Min(8), Constraint::Length(9)]).areas(area);
+    frame.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(
+                format!(" {} ", s.name),
+                theme.fg(theme.character).add_modifier(Modifier::BOLD),
+            ),
+            Span::raw(format!(
+                "({}, {})",
+                s.id,
+                if s.latent.is_some() { "synthetic" } else { "character" }
+            )),
+            Span::styled(
+                format!(
+                    "   subject {}/{} ←/→ · observer ↑/↓",
+                    app.observers.subject % subjects.len() + 1,
+                    subjects.len()
+                ),
+                theme.dim(),
+            ),
+        ])),
+        header,
+    );
+
+    let [cards_area, dialogue_area] = Layout::horizontal([Constraint::Length(40), Constraint::Min(30)]).areas(body);
+    let selected = app.observers.observer % s.observers.len().max(1);
+    let b = block(format!(" Observers ({}) ", s.observers.len()), false, theme);
+    let inner = b.inner(cards_area);
+    frame.render_widget(b, cards_area);
+    let width = inner.width as usize;
+    let mut lines = Vec::new();
+    for (i, o) in s.observers.iter().enumerate() {
+        let status = if o.report.is_some() {
+            Span::styled(" reported", theme.fg(theme.positive))
+        } else {
+            let turns: usize = o.scenarios.iter().map(|sc| sc.dialogue.len()).sum();
+            Span::styled(format!(" {turns} turns"), theme.fg(theme.streaming))
+        };
+        let style = if i == selected { theme.selected() } else { theme.base() };
+        lines.push(Line::from(vec![
+            Span::styled(
+                pad(
+                    &format!("{} {} · {}", o.id, o.profile.name, o.context.name()),
+                    width.saturating_sub(10),
+                ),
+                style,
+            ),
+            status,
+        ]));
+        if let Some(r) = &o.relationship {
+            for l in wrap(r, width.saturating_sub(2)).into_iter().take(2) {
+                lines.push(Line::styled(format!("  {l}"), theme.dim()));
+            }
+        }
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+
+    // The selected observer's dialogues, newest at the bottom.
+    let b = block(" Dialogues ", false, theme);
+    let inner = b.inner(dialogue_area);
+    frame.render_widget(b, dialogue_area);
+    let width = inner.width as usize;
+    let mut lines: Vec<Line> = Vec::new();
+    if let Some(o) = s.observers.get(selected) {
+        for (i, sc) in o.scenarios.iter().enumerate() {
+            lines.push(Line::styled(format!("Scenario {}", i + 1), theme.title()));
+            for l in wrap(&sc.text, width.saturating_sub(2)) {
+                lines.push(Line::styled(format!("  {l}"), theme.dim()));
+            }
+            for t in &sc.dialogue {
+                let (name, color) = match t.speaker {
+                    Side::Observer => (o.profile.name.as_str(), theme.experimenter),
+                    Side::Subject => (s.name.as_str(), theme.character),
+                };
+                let end = if t.end { " ⏎" } else { "" };
+                lines.push(Line::styled(
+                    format!("{name}{end}"),
+                    theme.fg(color).add_modifier(Modifier::BOLD),
+                ));
+                for l in wrap(&t.utterance, width.saturating_sub(2)) {
+                    lines.push(Line::raw(format!("  {l}")));
+                }
+            }
+            lines.push(Line::raw(""));
+        }
+        if let Some((purpose, text)) = &app.run.streaming_turn
+            && purpose.starts_with(&format!("dialogue {} {} ", s.id, o.id))
+        {
+            lines.push(Line::styled(
+                format!("… {}", fit(purpose, width)),
+                theme.fg(theme.streaming),
+            ));
+            for l in wrap(&format!("{}▌", partial_utterance(text)), width.saturating_sub(2)) {
+                lines.push(Line::raw(format!("  {l}")));
+            }
+        }
+    }
+    let height = inner.height as usize;
+    let end = lines.len().saturating_sub(app.observers.scroll as usize);
+    let start = end.saturating_sub(height);
+    frame.render_widget(Paragraph::new(lines[start..end].to_vec()), inner);
+
+    // Traits: latent, self, observers, aggregate on 0–1.
+    let b = block(
+        " Traits (0–1): latent · self · each observer · aggregate ",
+        false,
+        theme,
+    );
+    let inner = b.inner(bars_area);
+    frame.render_widget(b, bars_area);
+    let scale = app.catalog.scale(SCALE).expect("IPIP-50 is bundled");
+    let norm = |v: f64| ((v - 1.0) / 4.0).clamp(0.0, 1.0);
+    let cell = |v: Option<f64>| v.map_or("   –".to_string(), |v| format!("{:>4.2}", v));
+    let mut lines = vec![Line::styled(
+        format!(
+            "{} {:>6} {:>6} {} {:>9}",
+            pad("trait", 22),
+            "latent",
+            "self",
+            pad(
+                &s.observers
+                    .iter()
+                    .map(|o| format!("{:>4}", o.id))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                s.observers.len() * 5
+            ),
+            "aggregate"
+        ),
+        theme.dim(),
+    )];
+    for d in &scale.dimensions {
+        let latent = s
+            .latent
+            .as_ref()
+            .and_then(|l| l.get(&d.name))
+            .map(|v| (f64::from(*v) - 1.0) / 5.0);
+        let own = s.self_report.as_ref().and_then(|r| r.1.get(&d.name)).map(|v| norm(*v));
+        let each: Vec<String> = s
+            .observers
+            .iter()
+            .map(|o| cell(o.report.as_ref().and_then(|r| r.1.get(&d.name)).map(|v| norm(*v))))
+            .collect();
+        let agg = s.aggregate.get(&d.name).map(|v| norm(*v));
+        let bar = agg.map_or(String::new(), |v| "█".repeat((v * 12.0).round() as usize));
+        lines.push(Line::from(vec![
+            Span::raw(format!("{} ", pad(&d.name, 22))),
+            Span::styled(format!("{:>6} ", cell(latent)), theme.fg(theme.label_annotation)),
+            Span::styled(format!("{:>6} ", cell(own)), theme.fg(theme.label_pdb)),
+            Span::raw(format!("{} ", pad(&each.join(" "), s.observers.len() * 5))),
+            Span::styled(
+                format!("{:>9} ", cell(agg)),
+                theme.fg(theme.measured).add_modifier(Modifier::BOLD),
+            ),
+            Span::styled(bar, theme.fg(theme.measured)),
+        ]));
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partial_utterance;
+
+    #[test]
+    fn the_streaming_utterance_is_read_out_of_its_json() {
+        assert_eq!(partial_utterance("{\"utterance\": \"Noodles ag"), "Noodles ag");
+        assert_eq!(
+            partial_utterance("{\"utterance\": \"Say \\\"hi\\\"\", \"end\": tr"),
+            "Say \"hi\""
+        );
+        assert_eq!(partial_utterance("{\"utter"), "{\"utter");
+        assert_eq!(partial_utterance("{\"utterance\":"), "");
+    }
+}
