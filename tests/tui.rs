@@ -398,3 +398,57 @@ fn observers_show_cards_dialogues_and_traits() {
     assert!(screen.contains("Intellect/Imagination"), "{screen}");
     snap("observers", &app);
 }
+
+#[test]
+fn a_character_subject_shows_its_interview_beside_its_observers() {
+    use incharacter::observer::{self, Context, Draw, ObservePlan, SelfReportMode};
+    let mut app = app();
+    let plan = ObservePlan {
+        subjects: observer::draw(&Draw {
+            characters: &["hermione-en".to_string()],
+            synthetic: 0,
+            latent: None,
+            observers: &[(Context::Friend, 1)],
+            seed: 2,
+        }),
+        scenarios: 1,
+        turn_cap: 4,
+        temperature: 1.0,
+        subject_provider: "fixture".into(),
+        observer_provider: "fixture".into(),
+        self_report: SelfReportMode::Batched,
+        seed: 2,
+        max_attempts: 5,
+    };
+    app.update(Action::Engine(Event::ObserveStarted {
+        session: "20261129-120000-observe-0002".into(),
+        name: None,
+        created: "2026-11-29T12:00:00Z".into(),
+        app_version: "0.1.0".into(),
+        plan,
+        providers: Default::default(),
+    }));
+    app.screen = Screen::Observers;
+    let screen = render(&app, (120, 40));
+    assert!(
+        screen.contains("no IPIP-50 interview of this character yet"),
+        "{screen}"
+    );
+    let scores = [("Extraversion".to_string(), 4.0)].into_iter().collect();
+    app.update(Action::InterviewScores(
+        [(
+            "hermione-en".to_string(),
+            ("20261129-110000-ipip-0003".to_string(), scores),
+        )]
+        .into_iter()
+        .collect(),
+    ));
+    let screen = render(&app, (120, 40));
+    assert!(
+        screen.contains("interview ER_batch (20261129-110000-ipip-0003)"),
+        "{screen}"
+    );
+    assert!(screen.contains("Hermione Granger (hermione-en, character)"), "{screen}");
+    let row = screen.lines().find(|l| l.contains("│Extraversion")).unwrap();
+    assert!(row.contains("0.75"), "(4 − 1) / 4: {row}");
+}

@@ -2,7 +2,7 @@
 //! the state and returns [`Effect`]s (start a run, open a session, …) for the driver to perform.
 //! Rendering (`ui`) is a pure function of this state, so tests drive it without a terminal.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -207,6 +207,9 @@ pub struct ObserversState {
     pub subject: usize,
     pub observer: usize,
     pub scroll: u16,
+    /// Character id → (session id, IPIP-50 trait → ER_batch score) from the newest interview session
+    /// that rated the character on IPIP-50, to show beside its observers.
+    pub interviews: BTreeMap<String, (String, BTreeMap<String, f64>)>,
 }
 
 /// One turn of the chat screen.
@@ -273,6 +276,8 @@ pub enum Action {
     Fetched(Result<String, String>),
     Flash(String),
     Memories(std::collections::BTreeMap<String, Arc<crate::rpa::memories::Memories>>),
+    /// Interview (ER_batch, IPIP-50) results of characters, for the observers screen.
+    InterviewScores(BTreeMap<String, (String, BTreeMap<String, f64>)>),
     /// The chat request as assembled (shown on the chat screen).
     ChatPrompt(Vec<crate::llm::ChatMessage>),
     ChatToken(String),
@@ -703,6 +708,10 @@ impl App {
                 self.memories = m;
                 Vec::new()
             }
+            Action::InterviewScores(scores) => {
+                self.observers.interviews = scores;
+                Vec::new()
+            }
             Action::ChatPrompt(messages) => {
                 self.chat.prompt = messages
                     .into_iter()
@@ -863,7 +872,10 @@ impl App {
                 return vec![Effect::ListSessions];
             }
             Command::GoChat => self.screen = Screen::Chat,
-            Command::GoObservers => self.screen = Screen::Observers,
+            Command::GoObservers => {
+                self.screen = Screen::Observers;
+                return vec![Effect::ListSessions];
+            }
             _ => {
                 return match self.screen {
                     Screen::Welcome => self.welcome_command(cmd),
@@ -1301,7 +1313,8 @@ impl App {
                     seed: self.setup.seed,
                     max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
                 };
-                self.observers = ObserversState::default();
+                self.observers.subject = 0;
+                self.observers.observer = 0;
                 self.live.running = true;
                 self.live.replay = None;
                 self.flash = Some("observer run started: 3 observers, 2 scenarios each".into());

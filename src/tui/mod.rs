@@ -122,6 +122,32 @@ pub fn list_sessions(data: &Path) -> Vec<SessionEntry> {
     out
 }
 
+/// For each character, ER_batch scores on IPIP-50 from the newest session that has them.
+fn interview_scores(list: &[SessionEntry], catalog: &Catalog) -> BTreeMap<String, (String, BTreeMap<String, f64>)> {
+    let mut out = BTreeMap::new();
+    for e in list.iter().rev() {
+        let Ok(events) = session::read::<Event>(&e.path.join("journal.jsonl")) else {
+            continue;
+        };
+        for event in &events {
+            if let Event::DimensionAssessed(a) = event
+                && a.scale == crate::observer::SCALE
+                && a.method == crate::engine::Method::ErBatch
+                && let Some(score) = a.score
+                && catalog.character(&a.character).is_some()
+            {
+                let entry = out
+                    .entry(a.character.clone())
+                    .or_insert_with(|| (e.id.clone(), BTreeMap::new()));
+                if entry.0 == e.id {
+                    entry.1.insert(a.dimension.clone(), score);
+                }
+            }
+        }
+    }
+    out
+}
+
 fn load_memories(data: &Path, catalog: &Catalog, events: &[Event]) -> BTreeMap<String, Arc<Memories>> {
     let mut out = BTreeMap::new();
     if let Some(plan) = runner::plan_of(events) {
@@ -388,9 +414,11 @@ impl Driver {
                 });
             }
             Effect::ListSessions => {
-                let data = self.data.clone();
+                let (data, catalog) = (self.data.clone(), self.catalog.clone());
                 tokio::task::spawn_blocking(move || {
-                    let _ = tx.send(Action::Sessions(list_sessions(&data)));
+                    let list = list_sessions(&data);
+                    let _ = tx.send(Action::InterviewScores(interview_scores(&list, &catalog)));
+                    let _ = tx.send(Action::Sessions(list));
                 });
             }
             Effect::Chat {

@@ -176,11 +176,22 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(Paragraph::new(lines[start..end].to_vec()), inner);
 
     // Traits: latent, self, observers, aggregate on 0–1.
-    let b = block(
-        " Traits (0–1): latent · self · each observer · aggregate ",
-        false,
-        theme,
-    );
+    // A character subject's InCharacter interview on the same questionnaire, when a session has one.
+    let interview = s
+        .latent
+        .is_none()
+        .then(|| app.observers.interviews.get(&s.id))
+        .flatten();
+    let title = match interview {
+        Some((session, _)) => {
+            format!(" Traits (0–1): interview ER_batch ({session}) · self · each observer · aggregate ")
+        }
+        None if s.latent.is_some() => " Traits (0–1): latent · self · each observer · aggregate ".to_string(),
+        None => {
+            " Traits (0–1): self · each observer · aggregate (no IPIP-50 interview of this character yet) ".to_string()
+        }
+    };
+    let b = block(title, false, theme);
     let inner = b.inner(bars_area);
     frame.render_widget(b, bars_area);
     let scale = app.catalog.scale(SCALE).expect("IPIP-50 is bundled");
@@ -190,7 +201,7 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         format!(
             "{} {:>6} {:>6} {} {:>9}",
             pad("trait", 22),
-            "latent",
+            if s.latent.is_some() { "latent" } else { "ER" },
             "self",
             pad(
                 &s.observers
@@ -205,11 +216,11 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         theme.dim(),
     )];
     for d in &scale.dimensions {
-        let latent = s
-            .latent
-            .as_ref()
-            .and_then(|l| l.get(&d.name))
-            .map(|v| (f64::from(*v) - 1.0) / 5.0);
+        let latent = match (&s.latent, interview) {
+            (Some(l), _) => l.get(&d.name).map(|v| (f64::from(*v) - 1.0) / 5.0),
+            (None, Some((_, scores))) => scores.get(&d.name).map(|v| norm(*v)),
+            (None, None) => None,
+        };
         let own = s.self_report.as_ref().and_then(|r| r.1.get(&d.name)).map(|v| norm(*v));
         let each: Vec<String> = s
             .observers
