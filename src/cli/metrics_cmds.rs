@@ -17,15 +17,15 @@ use crate::domain::stats;
 use crate::text::terminal_safe as safe;
 
 /// One CSV data row: its fields and where each field starts (line, column).
-struct Row {
-    fields: Vec<String>,
+pub(super) struct Row {
+    pub(super) fields: Vec<String>,
     line: u64,
     columns: Vec<usize>,
 }
 
 /// Reads a CSV with a header naming at least `required` (any order, extra columns ignored) and returns
 /// the rows' fields in the order of `required`.
-fn read_csv(path: &Path, required: &[&str]) -> anyhow::Result<Vec<Row>> {
+pub(super) fn read_csv(path: &Path, required: &[&str]) -> anyhow::Result<Vec<Row>> {
     let name = path.display().to_string();
     let mut reader = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
@@ -75,7 +75,7 @@ fn csv_error(name: &str, e: &csv::Error) -> anyhow::Error {
     input_error(format!("{}:{line}:1: {e}", safe(name)))
 }
 
-fn located(path: &Path, row: &Row, field: usize, message: String) -> anyhow::Error {
+pub(super) fn located(path: &Path, row: &Row, field: usize, message: String) -> anyhow::Error {
     input_error(format!(
         "{}:{}:{}: {message}",
         safe(&path.display().to_string()),

@@ -1,6 +1,7 @@
 //! Headless subcommands. Each prints an aligned table, or one JSON object / list with `--json`.
 //! Exit codes: 0 success, 1 failure of the machine (I/O), 2 invalid input (bad file, unknown id).
 
+mod annotation_cmds;
 mod catalog_cmds;
 mod import_cmds;
 mod llm_cmds;
@@ -238,12 +239,35 @@ pub enum Command {
     /// Agreement between two raters (e.g. LLM vs human): correlations, QWK, right/close/wrong
     Agreement {
         /// CSV with columns a,b
+        #[arg(long, required_unless_present = "session", conflicts_with = "session")]
+        pairs: Option<PathBuf>,
+        /// A session's human annotations against its interviewer
         #[arg(long)]
-        pairs: PathBuf,
+        session: Option<String>,
+        /// With --session: oc, d-oc (item task) or er-batch, er-all (dimension task)
+        #[arg(long, default_value = "oc")]
+        method: String,
         /// Print JSON instead of a table
         #[arg(long)]
         json: bool,
     },
+    /// Human annotations of a session: export, or import a CSV of them
+    Annotations {
+        #[command(subcommand)]
+        command: AnnotationsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AnnotationsCommand {
+    /// Every annotator's latest answers
+    Export {
+        id: String,
+        #[arg(long, default_value = "csv")]
+        format: String,
+    },
+    /// A CSV with columns annotator,task,character,scale,dimension,item_id,value (value: a number or x)
+    Import { id: String, csv: PathBuf },
 }
 
 #[derive(Debug, Subcommand)]
@@ -423,7 +447,23 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             let catalog = load_catalog(&mut std::io::stderr())?;
             metrics_cmds::metrics(&catalog, &scale, &predictions, labels.map(Into::into), json, out)
         }
-        Command::Agreement { pairs, json } => metrics_cmds::agreement(&pairs, json, out),
+        Command::Agreement {
+            pairs,
+            session,
+            method,
+            json,
+        } => match (pairs, session) {
+            (Some(pairs), _) => metrics_cmds::agreement(&pairs, json, out),
+            (None, Some(id)) => annotation_cmds::agreement(&id, &method, json, out),
+            (None, None) => Err(input_error("--pairs <CSV> or --session <ID>")),
+        },
+        Command::Annotations { command } => match command {
+            AnnotationsCommand::Export { id, format } => annotation_cmds::export(&id, &format, out),
+            AnnotationsCommand::Import { id, csv } => {
+                let catalog = load_catalog(&mut std::io::stderr())?;
+                annotation_cmds::import(&id, &csv, &catalog, out)
+            }
+        },
         Command::Observe {
             subject,
             latent,

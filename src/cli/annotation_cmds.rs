@@ -1,0 +1,208 @@
+//! `incharacter annotations export|import` and `incharacter agreement --session`.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use super::input_error;
+use super::metrics_cmds::{located, read_csv};
+use crate::catalog::Catalog;
+use crate::engine::runner::{load_events, session_dir};
+use crate::engine::{Assessment, Event, Method};
+use crate::method::annotation::{self, Annotation, Answer, Case, Task};
+use crate::text::terminal_safe as safe;
+
+fn session(id: &str) -> anyhow::Result<(std::path::PathBuf, Vec<Event>)> {
+    let data = crate::paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
+    let dir = session_dir(&data, id).map_err(input_error)?;
+    let events = load_events(&dir).map_err(input_error)?;
+    Ok((dir, events))
+}
+
+pub fn export(id: &str, format: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let (dir, _) = session(id)?;
+    let all = annotation::load(&dir).map_err(input_error)?;
+    let list: Vec<&Annotation> = all.values().flat_map(|m| m.values()).collect();
+    match format {
+        "json" => writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?,
+        "csv" => {
+            let mut w = csv::Writer::from_writer(Vec::new());
+            w.write_record([
+                "annotator",
+                "task",
+                "character",
+                "scale",
+                "repeat",
+                "dimension",
+                "item_id",
+                "value",
+                "note",
+            ])?;
+            for a in list {
+                w.write_record([
+                    a.annotator.clone(),
+                    if a.case.task == Task::Item { "item" } else { "dimension" }.to_string(),
+                    a.case.character.clone(),
+                    a.case.scale.clone(),
+                    a.case.repeat.to_string(),
+                    a.case.dimension.clone(),
+                    a.case.item_id.map_or(String::new(), |i| i.to_string()),
+                    a.value.value().map_or("x".to_string(), |v| v.to_string()),
+                    a.note.clone().unwrap_or_default(),
+                ])?;
+            }
+            out.write_all(&w.into_inner()?)?;
+        }
+        other => return Err(input_error(format!("unknown format \"{}\" (csv, json)", safe(other)))),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Checks every row against the session first; appends only when all rows are valid.
+pub fn import(id: &str, csv_path: &Path, catalog: &Catalog, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let (dir, events) = session(id)?;
+    let cases = annotation::cases(&events, catalog);
+    let rows = read_csv(
+        csv_path,
+        &[
+            "annotator",
+            "task",
+            "character",
+            "scale",
+            "dimension",
+            "item_id",
+            "value",
+        ],
+    )?;
+    let mut found = Vec::new();
+    for row in &rows {
+        let f = &row.fields;
+        let err = |i: usize, m: String| located(csv_path, row, i, m);
+        if !annotation::valid_annotator(&f[0]) {
+            return Err(err(
+                0,
+                format!("annotator \"{}\": letters, digits, '-', '_' and '.' only", safe(&f[0])),
+            ));
+        }
+        let task = Task::parse(&f[1]).ok_or_else(|| err(1, format!("task \"{}\": item or dimension", safe(&f[1]))))?;
+        let item_id = match (task, f[5].trim()) {
+            (Task::Item, t) => Some(
+                t.parse::<u32>()
+                    .map_err(|_| err(5, format!("item_id \"{}\" is not an item number", safe(t))))?,
+            ),
+            (Task::Dimension, "") => None,
+            (Task::Dimension, t) => return Err(err(5, format!("a dimension case has no item_id (\"{}\")", safe(t)))),
+        };
+        let character = catalog.character(&f[2]).map_or(f[2].clone(), |c| c.id.clone());
+        let case = Case {
+            task,
+            character,
+            scale: f[3].clone(),
+            repeat: 0,
+            dimension: f[4].clone(),
+            item_id,
+        };
+        if !cases.contains(&case) {
+            return Err(err(
+                2,
+                format!(
+                    "no such {} case in session {id}: {} {} {}{}",
+                    f[1],
+                    safe(&f[2]),
+                    safe(&f[3]),
+                    safe(&f[4]),
+                    item_id.map_or(String::new(), |i| format!(" item {i}"))
+                ),
+            ));
+        }
+        let value =
+            Answer::parse(&f[6]).ok_or_else(|| err(6, format!("value \"{}\" is not a number or x", safe(&f[6]))))?;
+        if let (Some(v), Some(scale)) = (value.value(), catalog.scale(&case.scale)) {
+            let (min, max) = if task == Task::Item {
+                (f64::from(scale.range.min), f64::from(scale.range.max))
+            } else {
+                scale.dimension_range()
+            };
+            if !(min..=max).contains(&v) {
+                return Err(err(6, format!("value {v} is outside [{min}, {max}]")));
+            }
+        }
+        found.push(Annotation {
+            annotator: f[0].clone(),
+            case,
+            value,
+            note: None,
+            at: crate::session::now_rfc3339(),
+        });
+    }
+    for a in &found {
+        annotation::append(&dir, a).map_err(input_error)?;
+    }
+    let annotators: std::collections::BTreeSet<&str> = found.iter().map(|a| a.annotator.as_str()).collect();
+    writeln!(
+        out,
+        "imported {} annotation(s) by {} into {}",
+        found.len(),
+        annotators.into_iter().collect::<Vec<_>>().join(", "),
+        annotation::dir(&dir).display()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn agreement(id: &str, method: &str, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let method = Method::parse(method)
+        .filter(|m| annotation::task_of(*m).is_some())
+        .ok_or_else(|| input_error(format!("--method {}: oc, d-oc, er-batch or er-all", safe(method))))?;
+    let (dir, events) = session(id)?;
+    let all = annotation::load(&dir).map_err(input_error)?;
+    if all.is_empty() {
+        return Err(input_error(format!(
+            "session {id} has no annotations yet (annotate it in the workbench, or `incharacter annotations import`)"
+        )));
+    }
+    let assessments: Vec<&Assessment> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::DimensionAssessed(a) => Some(a),
+            _ => None,
+        })
+        .collect();
+    let report = annotation::report(&all, &assessments, method);
+    if json_output {
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let f = |v: &serde_json::Value| v.as_f64().map_or("–".to_string(), |x| format!("{x:.3}"));
+    writeln!(
+        out,
+        "{} vs human annotators ({} task)",
+        method.name(),
+        report["task"].as_str().unwrap_or("")
+    )?;
+    writeln!(
+        out,
+        "{:<16} {:>5} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9}",
+        "annotator", "n", "pearson", "spearman", "kendall", "right", "close", "wrong", "accuracy"
+    )?;
+    for (name, a) in report["annotators"].as_object().into_iter().flatten() {
+        writeln!(
+            out,
+            "{:<16} {:>5} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9}",
+            name,
+            a["n"],
+            f(&a["pearson"]),
+            f(&a["spearman"]),
+            f(&a["kendall_tau_b"]),
+            a["right"],
+            a["close"],
+            a["wrong"],
+            f(&a["accuracy"])
+        )?;
+    }
+    writeln!(
+        out,
+        "inter-annotator QWK (mean over scales and pairs): {}",
+        f(&report["inter_annotator"]["qwk"])
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

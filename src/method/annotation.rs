@@ -1,0 +1,376 @@
+//! Human annotation of the interviewer (the InCharacter paper's Tables 1, 5 and 7). Two tasks built from
+//! a session: per interview item, the option a human reads in the answer (compared with OC and d-OC);
+//! per dimension, the score a human gives from all its exchanges (compared with ER_batch and ER_all).
+//! Annotations are stored per annotator in `<session>/annotations/<name>.jsonl`, appended and flushed
+//! per answer; the latest record of a case wins. Agreement: Pearson, Spearman, Kendall τ-b and the
+//! paper's right / close / wrong (|Δ| < 1, = 1, > 1) with accuracy = (right + close / 2) / n, overall
+//! and per dimension; between annotators, quadratic-weighted kappa per scale and on average.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::domain::scoring::ItemOption;
+use crate::domain::stats;
+use crate::engine::{Assessment, Event, Method};
+use crate::method::interview::QueryStyle;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Task {
+    Item,
+    Dimension,
+}
+
+impl Task {
+    pub fn parse(s: &str) -> Option<Task> {
+        match s.trim() {
+            "item" => Some(Task::Item),
+            "dimension" => Some(Task::Dimension),
+            _ => None,
+        }
+    }
+}
+
+/// One case: an item of an interview, or a dimension of a (character, scale, repeat).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Case {
+    pub task: Task,
+    pub character: String,
+    pub scale: String,
+    #[serde(default)]
+    pub repeat: u32,
+    pub dimension: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<u32>,
+}
+
+/// A human's answer: a number, or "x" (refuses / unrelated).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Answer {
+    Value(f64),
+    Refused(Refusal),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Refusal {
+    #[serde(rename = "x")]
+    X,
+}
+
+impl Answer {
+    pub fn parse(s: &str) -> Option<Answer> {
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("x") {
+            return Some(Answer::Refused(Refusal::X));
+        }
+        t.parse::<f64>().ok().filter(|v| v.is_finite()).map(Answer::Value)
+    }
+
+    pub fn value(self) -> Option<f64> {
+        match self {
+            Answer::Value(v) => Some(v),
+            Answer::Refused(_) => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Annotation {
+    pub annotator: String,
+    #[serde(flatten)]
+    pub case: Case,
+    pub value: Answer,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub at: String,
+}
+
+pub fn valid_annotator(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
+        && !name.starts_with('.')
+}
+
+pub fn dir(session: &Path) -> PathBuf {
+    session.join("annotations")
+}
+
+/// Appends one annotation to its annotator's file (flushed before returning).
+pub fn append(session: &Path, a: &Annotation) -> Result<(), String> {
+    if !valid_annotator(&a.annotator) {
+        return Err(format!(
+            "annotator \"{}\": letters, digits, '-', '_' and '.' only",
+            a.annotator
+        ));
+    }
+    let path = dir(session).join(format!("{}.jsonl", a.annotator));
+    let mut journal = crate::session::Journal::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    journal.append(a).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Every annotator's latest answer per case.
+pub fn load(session: &Path) -> Result<BTreeMap<String, BTreeMap<Case, Annotation>>, String> {
+    let mut out: BTreeMap<String, BTreeMap<Case, Annotation>> = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(dir(session)) else {
+        return Ok(out);
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    for f in files {
+        for a in crate::session::read::<Annotation>(&f)? {
+            out.entry(a.annotator.clone()).or_default().insert(a.case.clone(), a);
+        }
+    }
+    Ok(out)
+}
+
+/// The cases of a session: an item case per answered open-interview item, a dimension case per
+/// assessed (character, scale, repeat, dimension).
+pub fn cases(events: &[Event], catalog: &crate::catalog::Catalog) -> Vec<Case> {
+    let mut out = std::collections::BTreeSet::new();
+    for e in events {
+        match e {
+            Event::ItemAnswered {
+                character,
+                scale,
+                repeat,
+                style: QueryStyle::Open,
+                item_id,
+                ..
+            } => {
+                let Some(dim) = catalog
+                    .scale(scale)
+                    .and_then(|s| Some(s.dimensions[s.item(*item_id)?.dimension()?].name.clone()))
+                else {
+                    continue;
+                };
+                out.insert(Case {
+                    task: Task::Item,
+                    character: character.clone(),
+                    scale: scale.clone(),
+                    repeat: *repeat,
+                    dimension: dim,
+                    item_id: Some(*item_id),
+                });
+            }
+            Event::DimensionAssessed(a) if matches!(a.method, Method::ErBatch | Method::ErAll) => {
+                out.insert(Case {
+                    task: Task::Dimension,
+                    character: a.character.clone(),
+                    scale: a.scale.clone(),
+                    repeat: a.repeat,
+                    dimension: a.dimension.clone(),
+                    item_id: None,
+                });
+            }
+            _ => {}
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// A seeded sample of `n` cases of `task`, stratified by dimension (round robin over dimensions in a
+/// seeded order), or all of them.
+pub fn sample(cases: &[Case], task: Task, n: Option<usize>, seed: u64) -> Vec<Case> {
+    let mut by_dim: BTreeMap<(String, String), Vec<&Case>> = BTreeMap::new();
+    for c in cases.iter().filter(|c| c.task == task) {
+        by_dim
+            .entry((c.scale.clone(), c.dimension.clone()))
+            .or_default()
+            .push(c);
+    }
+    let total: usize = by_dim.values().map(Vec::len).sum();
+    let Some(n) = n.filter(|&n| n < total) else {
+        return cases.iter().filter(|c| c.task == task).cloned().collect();
+    };
+    let mut rng = crate::domain::rng::SplitMix64(seed);
+    let mut groups: Vec<Vec<&Case>> = by_dim.into_values().collect();
+    for g in &mut groups {
+        for i in (1..g.len()).rev() {
+            g.swap(i, rng.below(i + 1));
+        }
+    }
+    let mut out = Vec::new();
+    let mut round = 0;
+    while out.len() < n {
+        for g in &groups {
+            if let Some(c) = g.get(round)
+                && out.len() < n
+            {
+                out.push((*c).clone());
+            }
+        }
+        round += 1;
+    }
+    out.sort();
+    out
+}
+
+/// What the interviewer said for a case under `method`: an item's option (OC, d-OC) or a dimension's
+/// score (ER). `None` when the method did not judge it; refusals are `Answer::Refused`.
+pub fn machine(assessments: &[&Assessment], case: &Case, method: Method) -> Option<Answer> {
+    let a = assessments.iter().find(|a| {
+        a.method == method
+            && a.character == case.character
+            && a.scale == case.scale
+            && a.repeat == case.repeat
+            && a.dimension == case.dimension
+    })?;
+    match (case.task, case.item_id) {
+        (Task::Item, Some(id)) => match a.items.iter().find(|i| i.item_id == id)?.option? {
+            ItemOption::Value(v) => Some(Answer::Value(f64::from(v))),
+            ItemOption::Refused => Some(Answer::Refused(Refusal::X)),
+        },
+        (Task::Dimension, _) => a.score.map(Answer::Value),
+        _ => None,
+    }
+}
+
+/// The task a method is compared on.
+pub fn task_of(method: Method) -> Option<Task> {
+    match method {
+        Method::Oc | Method::DOc => Some(Task::Item),
+        Method::ErBatch | Method::ErAll => Some(Task::Dimension),
+        Method::Sr | Method::SrCot => None,
+    }
+}
+
+/// Agreement of (human, machine) numeric pairs.
+pub fn agreement(pairs: &[(f64, f64)]) -> Value {
+    let (h, m): (Vec<f64>, Vec<f64>) = pairs.iter().copied().unzip();
+    let c = stats::closeness(&h, &m);
+    json!({
+        "n": pairs.len(),
+        "pearson": stats::pearson(&h, &m),
+        "spearman": stats::spearman(&h, &m),
+        "kendall_tau_b": stats::kendall_tau_b(&h, &m),
+        "right": c.map_or(0, |c| c.right),
+        "close": c.map_or(0, |c| c.close),
+        "wrong": c.map_or(0, |c| c.wrong),
+        "accuracy": c.map(|c| c.accuracy),
+    })
+}
+
+/// The `agreement --session` report for one method: per annotator overall and per dimension, and the
+/// inter-annotator QWK on the method's task.
+pub fn report(
+    annotations: &BTreeMap<String, BTreeMap<Case, Annotation>>,
+    assessments: &[&Assessment],
+    method: Method,
+) -> Value {
+    let Some(task) = task_of(method) else {
+        return json!({"method": method.name(), "error": "self-reports have no human annotation task"});
+    };
+    let mut annotators = serde_json::Map::new();
+    for (name, cases) in annotations {
+        let mut all = Vec::new();
+        let mut by_dim: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+        for (case, a) in cases.iter().filter(|(c, _)| c.task == task) {
+            let (Some(h), Some(m)) = (
+                a.value.value(),
+                machine(assessments, case, method).and_then(Answer::value),
+            ) else {
+                continue;
+            };
+            all.push((h, m));
+            by_dim.entry(case.dimension.clone()).or_default().push((h, m));
+        }
+        let mut entry = agreement(&all);
+        entry["dimensions"] = Value::Object(by_dim.iter().map(|(d, p)| (d.clone(), agreement(p))).collect());
+        annotators.insert(name.clone(), entry);
+    }
+    json!({"method": method.name(), "task": task, "annotators": annotators, "inter_annotator": inter_annotator(annotations, task)})
+}
+
+/// Quadratic-weighted kappa for each pair of annotators on each scale (cases both answered with a
+/// whole number), and the mean over those.
+pub fn inter_annotator(annotations: &BTreeMap<String, BTreeMap<Case, Annotation>>, task: Task) -> Value {
+    let names: Vec<&String> = annotations.keys().collect();
+    let mut pairs = Vec::new();
+    let mut values = Vec::new();
+    for i in 0..names.len() {
+        for j in i + 1..names.len() {
+            let (a, b) = (&annotations[names[i]], &annotations[names[j]]);
+            let mut by_scale: BTreeMap<String, (Vec<i64>, Vec<i64>)> = BTreeMap::new();
+            for (case, x) in a.iter().filter(|(c, _)| c.task == task) {
+                let Some(y) = b.get(case) else { continue };
+                let (Some(x), Some(y)) = (x.value.value(), y.value.value()) else {
+                    continue;
+                };
+                if x.fract() != 0.0 || y.fract() != 0.0 {
+                    continue;
+                }
+                let e = by_scale.entry(case.scale.clone()).or_default();
+                e.0.push(x as i64);
+                e.1.push(y as i64);
+            }
+            for (scale, (x, y)) in by_scale {
+                let qwk = stats::quadratic_weighted_kappa(&x, &y);
+                values.extend(qwk);
+                pairs.push(json!({"a": names[i], "b": names[j], "scale": scale, "n": x.len(), "qwk": qwk}));
+            }
+        }
+    }
+    let mean = (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
+    json!({"qwk": mean, "pairs": pairs})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(item: u32, dim: &str) -> Case {
+        Case {
+            task: Task::Item,
+            character: "c".into(),
+            scale: "BFI".into(),
+            repeat: 0,
+            dimension: dim.into(),
+            item_id: Some(item),
+        }
+    }
+
+    #[test]
+    fn annotations_append_and_the_latest_answer_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = |v: &str| Annotation {
+            annotator: "ann".into(),
+            case: case(1, "Openness"),
+            value: Answer::parse(v).unwrap(),
+            note: None,
+            at: String::new(),
+        };
+        append(dir.path(), &a("2")).unwrap();
+        append(dir.path(), &a("x")).unwrap();
+        let loaded = load(dir.path()).unwrap();
+        assert_eq!(loaded["ann"][&case(1, "Openness")].value, Answer::Refused(Refusal::X));
+        let text = std::fs::read_to_string(dir.path().join("annotations/ann.jsonl")).unwrap();
+        assert!(text.contains("\"value\":\"x\"") && text.lines().count() == 2, "{text}");
+        let mut bad = a("1");
+        bad.annotator = "../x".into();
+        assert!(append(dir.path(), &bad).is_err());
+    }
+
+    #[test]
+    fn samples_are_seeded_and_stratified() {
+        let cases: Vec<Case> = (0..30)
+            .map(|i| case(i, if i < 20 { "Openness" } else { "Neuroticism" }))
+            .collect();
+        let s = sample(&cases, Task::Item, Some(10), 4);
+        assert_eq!(s, sample(&cases, Task::Item, Some(10), 4));
+        assert_eq!(s.iter().filter(|c| c.dimension == "Neuroticism").count(), 5);
+        assert_eq!(sample(&cases, Task::Item, None, 4).len(), 30);
+    }
+}

@@ -1,0 +1,257 @@
+//! Human annotations imported into a finished session: `agreement --session` equals statistics computed
+//! here from the exported OC options by formulas written out in this file (Pearson, Spearman with
+//! average ranks, Kendall τ-b, right/close/wrong, sklearn's quadratic-weighted kappa), and bad rows
+//! are located and write nothing.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use incharacter::fake_openai::{FakeConfig, FakeServer};
+use serde_json::Value;
+
+fn command(config: &Path, data: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_incharacter"));
+    c.args(args)
+        .env("INCHARACTER_CONFIG", config)
+        .env("INCHARACTER_DATA_DIR", data);
+    c
+}
+
+fn ok(mut c: Command) -> Vec<u8> {
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+fn mean(x: &[f64]) -> f64 {
+    x.iter().sum::<f64>() / x.len() as f64
+}
+
+fn pearson(x: &[f64], y: &[f64]) -> f64 {
+    let (mx, my) = (mean(x), mean(y));
+    let cov: f64 = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum();
+    let vx: f64 = x.iter().map(|a| (a - mx).powi(2)).sum();
+    let vy: f64 = y.iter().map(|b| (b - my).powi(2)).sum();
+    cov / (vx * vy).sqrt()
+}
+
+fn ranks(x: &[f64]) -> Vec<f64> {
+    x.iter()
+        .map(|v| {
+            let below = x.iter().filter(|w| *w < v).count() as f64;
+            let equal = x.iter().filter(|w| *w == v).count() as f64;
+            below + (equal + 1.0) / 2.0
+        })
+        .collect()
+}
+
+fn kendall_b(x: &[f64], y: &[f64]) -> f64 {
+    let (mut c, mut d, mut tx, mut ty) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    for i in 0..x.len() {
+        for j in i + 1..x.len() {
+            // (f64::signum of 0.0 is 1.0, so compare instead.)
+            let sign = |v: f64| {
+                if v > 0.0 {
+                    1.0
+                } else if v < 0.0 {
+                    -1.0
+                } else {
+                    0.0
+                }
+            };
+            let (a, b) = (sign(x[i] - x[j]), sign(y[i] - y[j]));
+            if a == 0.0 && b == 0.0 {
+            } else if a == 0.0 {
+                tx += 1.0;
+            } else if b == 0.0 {
+                ty += 1.0;
+            } else if a == b {
+                c += 1.0;
+            } else {
+                d += 1.0;
+            }
+        }
+    }
+    (c - d) / ((c + d + tx) * (c + d + ty)).sqrt()
+}
+
+/// sklearn.metrics.cohen_kappa_score(a, b, weights="quadratic"): labels = sorted union, weights by
+/// label index.
+fn qwk(a: &[i64], b: &[i64]) -> f64 {
+    let mut labels: Vec<i64> = a.iter().chain(b).copied().collect();
+    labels.sort();
+    labels.dedup();
+    let k = labels.len();
+    let idx = |v: i64| labels.iter().position(|l| *l == v).unwrap();
+    let mut m = vec![vec![0.0; k]; k];
+    for (x, y) in a.iter().zip(b) {
+        m[idx(*x)][idx(*y)] += 1.0;
+    }
+    let n = a.len() as f64;
+    let rows: Vec<f64> = m.iter().map(|r| r.iter().sum()).collect();
+    let cols: Vec<f64> = (0..k).map(|j| m.iter().map(|r| r[j]).sum()).collect();
+    let (mut observed, mut expected) = (0.0, 0.0);
+    for i in 0..k {
+        for j in 0..k {
+            let w = ((i as f64 - j as f64) / (k as f64 - 1.0)).powi(2);
+            observed += w * m[i][j];
+            expected += w * rows[i] * cols[j] / n;
+        }
+    }
+    1.0 - observed / expected
+}
+
+fn close(a: f64, b: &Value, what: &str) {
+    assert!((a - b.as_f64().unwrap()).abs() < 1e-9, "{what}: {a} vs {b}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imported_ratings_agree_with_an_independent_computation() {
+    let server = FakeServer::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[providers]]\nname = \"fake\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nmax_concurrency = 4\n\n[roles]\nrpa = \"fake\"\njudge = \"fake\"\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let (c, d) = (config.clone(), data.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        ok(command(
+            &c,
+            &d,
+            &[
+                "run",
+                "--characters",
+                "hermione-en",
+                "--scales",
+                "BFI",
+                "--methods",
+                "oc,er-batch",
+                "--json",
+            ],
+        ))
+    })
+    .await
+    .unwrap();
+    let id = serde_json::from_slice::<Value>(&out).unwrap()["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let export: Value =
+        serde_json::from_slice(&ok(command(&config, &data, &["export", &id, "--format", "json"]))).unwrap();
+    let oc = export["assessments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["method"] == "oc")
+        .unwrap();
+    // item id → (dimension, OC option)
+    let mut options: BTreeMap<u64, (String, Value)> = BTreeMap::new();
+    for (dim, v) in oc["dimensions"].as_object().unwrap() {
+        for item in v["items"].as_array().unwrap() {
+            options.insert(item["item_id"].as_u64().unwrap(), (dim.clone(), item["option"].clone()));
+        }
+    }
+    // Two annotators: ann rates every item, bob the first 30; a few x.
+    let mut csv = String::from("annotator,task,character,scale,dimension,item_id,value\n");
+    let mut expected: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    let (mut ann_q, mut bob_q) = (Vec::new(), Vec::new());
+    for (&id, (dim, option)) in &options {
+        let a = if id % 11 == 0 {
+            None
+        } else {
+            Some(1 + (id * 7 % 5) as i64)
+        };
+        let b = 1 + (id * 3 % 5) as i64;
+        let value = |v: Option<i64>| v.map_or("x".to_string(), |v| v.to_string());
+        csv.push_str(&format!("ann,item,Hermione Granger,BFI,{dim},{id},{}\n", value(a)));
+        if id <= 30 {
+            csv.push_str(&format!("bob,item,hermione-en,BFI,{dim},{id},{b}\n"));
+            if let Some(a) = a {
+                ann_q.push(a);
+                bob_q.push(b);
+            }
+        }
+        if let (Some(a), Some(m)) = (a, option.as_f64()) {
+            expected.entry("ann").or_default().push((a as f64, m));
+        }
+        if let (true, Some(m)) = (id <= 30, option.as_f64()) {
+            expected.entry("bob").or_default().push((b as f64, m));
+        }
+    }
+    let csv_path = dir.path().join("ratings.csv");
+    std::fs::write(&csv_path, &csv).unwrap();
+    let said = ok(command(
+        &config,
+        &data,
+        &["annotations", "import", &id, csv_path.to_str().unwrap()],
+    ));
+    assert!(String::from_utf8_lossy(&said).contains("by ann, bob"));
+
+    let report: Value = serde_json::from_slice(&ok(command(
+        &config,
+        &data,
+        &["agreement", "--session", &id, "--method", "oc", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(report["method"], "oc");
+    for (name, pairs) in &expected {
+        let got = &report["annotators"][name];
+        let (h, m): (Vec<f64>, Vec<f64>) = pairs.iter().copied().unzip();
+        assert_eq!(got["n"], pairs.len());
+        close(pearson(&h, &m), &got["pearson"], "pearson");
+        close(pearson(&ranks(&h), &ranks(&m)), &got["spearman"], "spearman");
+        close(kendall_b(&h, &m), &got["kendall_tau_b"], "kendall");
+        let right = pairs.iter().filter(|(a, b)| (a - b).abs() < 1.0).count();
+        let closes = pairs.iter().filter(|(a, b)| (a - b).abs() == 1.0).count();
+        assert_eq!(got["right"], right);
+        assert_eq!(got["close"], closes);
+        assert_eq!(got["wrong"], pairs.len() - right - closes);
+        close(
+            (right as f64 + closes as f64 / 2.0) / pairs.len() as f64,
+            &got["accuracy"],
+            "accuracy",
+        );
+    }
+    close(qwk(&ann_q, &bob_q), &report["inter_annotator"]["qwk"], "qwk");
+    assert_eq!(report["inter_annotator"]["pairs"][0]["n"], ann_q.len());
+
+    // A bad row is located and nothing of the file is written.
+    let before = ok(command(
+        &config,
+        &data,
+        &["annotations", "export", &id, "--format", "csv"],
+    ));
+    std::fs::write(
+        &csv_path,
+        "annotator,task,character,scale,dimension,item_id,value\nann,item,hermione-en,BFI,Openness,5,2\nann,item,hermione-en,BFI,Openness,5,9\n",
+    )
+    .unwrap();
+    let out = command(
+        &config,
+        &data,
+        &["annotations", "import", &id, csv_path.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ratings.csv:3:") && err.contains("outside [1, 5]"),
+        "{err}"
+    );
+    assert_eq!(
+        ok(command(
+            &config,
+            &data,
+            &["annotations", "export", &id, "--format", "csv"]
+        )),
+        before
+    );
+}
