@@ -27,6 +27,7 @@ fn app() -> App {
     let empty = tempfile::tempdir().unwrap();
     let mut app = App::new(catalog, &config, Some(empty.path()), Keymap::default(), themes, 0);
     app.config_path = Some("/home/user/.config/incharacter/config.toml".into());
+    app.annotate.annotator = "tester".into();
     app
 }
 
@@ -451,4 +452,47 @@ fn a_character_subject_shows_its_interview_beside_its_observers() {
     assert!(screen.contains("Hermione Granger (hermione-en, character)"), "{screen}");
     let row = screen.lines().find(|l| l.contains("│Extraversion")).unwrap();
     assert!(row.contains("0.75"), "(4 − 1) / 4: {row}");
+}
+
+#[test]
+fn annotate_answers_with_number_keys_blind_until_answered() {
+    use incharacter::method::annotation::{self, Answer};
+    let mut app = with_session();
+    let dir = tempfile::tempdir().unwrap();
+    let effects = app.update(Action::SessionDir(dir.path().to_path_buf()));
+    assert!(matches!(&effects[..], [Effect::LoadAnnotations(_)]));
+    key(&mut app, KeyCode::Char('8'));
+    assert_eq!(app.screen, Screen::Annotate);
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("hidden (v reveals)"), "blind by default: {screen}");
+    let mut written = Vec::new();
+    for c in ['4', '2', 'x'] {
+        for e in key(&mut app, KeyCode::Char(c)) {
+            let Effect::Annotate { dir, annotation } = e else {
+                panic!("{e:?}")
+            };
+            annotation::append(&dir, &annotation).unwrap();
+            written.push(annotation);
+        }
+    }
+    assert_eq!(written.len(), 3, "each key answers one case and moves on");
+    assert_eq!(written[0].value, Answer::Value(4.0));
+    assert_eq!(written[2].value.value(), None);
+    assert_eq!(written[0].case.item_id, Some(1));
+    key(&mut app, KeyCode::Left);
+    let screen = render(&app, (120, 40));
+    assert!(
+        screen.contains("yours: x") && !screen.contains("hidden (v reveals)"),
+        "{screen}"
+    );
+    snap("annotate", &app);
+
+    // Reopened: the answers come back from the journal, and the agreement counts them.
+    let mut app = with_session();
+    app.update(Action::SessionDir(dir.path().to_path_buf()));
+    app.update(Action::Annotations(annotation::load(dir.path()).unwrap()));
+    key(&mut app, KeyCode::Char('8'));
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("3/88 answered"), "{screen}");
+    assert!(screen.contains("n=2 "), "x is left out of the statistics: {screen}");
 }

@@ -31,6 +31,7 @@ pub enum Screen {
     Sessions,
     Chat,
     Observers,
+    Annotate,
 }
 
 impl Screen {
@@ -44,6 +45,7 @@ impl Screen {
             Screen::Sessions => Mode::Sessions,
             Screen::Chat => Mode::Chat,
             Screen::Observers => Mode::Observers,
+            Screen::Annotate => Mode::Annotate,
         }
     }
 
@@ -57,19 +59,23 @@ impl Screen {
             Screen::Sessions => "Sessions",
             Screen::Chat => "Chat",
             Screen::Observers => "Observers",
+            Screen::Annotate => "Annotate",
         }
     }
 
     /// The tab label on narrow terminals.
     pub fn short_title(self) -> &'static str {
         match self {
-            Screen::Inspector => "Inspect",
-            Screen::Observers => "Observe",
+            Screen::Inspector => "Insp.",
+            Screen::Compare => "Comp.",
+            Screen::Sessions => "Sess.",
+            Screen::Observers => "Obs.",
+            Screen::Annotate => "Ann.",
             other => other.title(),
         }
     }
 
-    pub const TABS: [Screen; 7] = [
+    pub const TABS: [Screen; 8] = [
         Screen::Setup,
         Screen::Live,
         Screen::Inspector,
@@ -77,6 +83,7 @@ impl Screen {
         Screen::Sessions,
         Screen::Chat,
         Screen::Observers,
+        Screen::Annotate,
     ];
 }
 
@@ -212,6 +219,24 @@ pub struct ObserversState {
     pub interviews: BTreeMap<String, (String, BTreeMap<String, f64>)>,
 }
 
+/// Sample sizes the annotate screen cycles through (`None`: every case).
+pub const SAMPLES: [Option<usize>; 4] = [None, Some(100), Some(50), Some(20)];
+
+pub struct AnnotateState {
+    pub annotator: String,
+    pub task: crate::method::annotation::Task,
+    pub sample: usize,
+    pub cursor: usize,
+    /// The interviewer's judgement is shown before answering.
+    pub reveal: bool,
+    /// Digits typed for a multi-digit answer (0–100 scales).
+    pub typed: String,
+    /// Every annotator's latest answers in the open session.
+    pub answers: BTreeMap<String, BTreeMap<crate::method::annotation::Case, crate::method::annotation::Annotation>>,
+    pub note: tui_textarea::TextArea<'static>,
+    pub editing_note: bool,
+}
+
 /// One turn of the chat screen.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatTurn {
@@ -276,6 +301,9 @@ pub enum Action {
     Fetched(Result<String, String>),
     Flash(String),
     Memories(std::collections::BTreeMap<String, Arc<crate::rpa::memories::Memories>>),
+    /// The folder of the session being shown.
+    SessionDir(PathBuf),
+    Annotations(BTreeMap<String, BTreeMap<crate::method::annotation::Case, crate::method::annotation::Annotation>>),
     /// Interview (ER_batch, IPIP-50) results of characters, for the observers screen.
     InterviewScores(BTreeMap<String, (String, BTreeMap<String, f64>)>),
     /// The chat request as assembled (shown on the chat screen).
@@ -311,6 +339,12 @@ pub enum Effect {
     StartObserve {
         plan: crate::observer::ObservePlan,
     },
+    /// Append an annotation to the journal of its annotator in the session folder.
+    Annotate {
+        dir: PathBuf,
+        annotation: crate::method::annotation::Annotation,
+    },
+    LoadAnnotations(PathBuf),
     /// One chat turn: the character answers `text` (with `history` as earlier turns) in the setup's
     /// style, on the setup's role-play provider.
     Chat {
@@ -349,6 +383,9 @@ pub struct App {
     pub memories: std::collections::BTreeMap<String, Arc<crate::rpa::memories::Memories>>,
     pub chat: ChatState,
     pub observers: ObserversState,
+    pub annotate: AnnotateState,
+    /// Folder of the session shown (for its annotations).
+    pub session_dir: Option<PathBuf>,
 }
 
 fn chat_input() -> tui_textarea::TextArea<'static> {
@@ -475,6 +512,22 @@ impl App {
             prices,
             memories: Default::default(),
             observers: ObserversState::default(),
+            annotate: AnnotateState {
+                annotator: std::env::var("INCHARACTER_ANNOTATOR")
+                    .or_else(|_| std::env::var("USER"))
+                    .ok()
+                    .filter(|n| crate::method::annotation::valid_annotator(n))
+                    .unwrap_or_else(|| "annotator".into()),
+                task: crate::method::annotation::Task::Item,
+                sample: 0,
+                cursor: 0,
+                reveal: false,
+                typed: String::new(),
+                answers: BTreeMap::new(),
+                note: tui_textarea::TextArea::default(),
+                editing_note: false,
+            },
+            session_dir: None,
             chat: ChatState {
                 character: String::new(),
                 input: chat_input(),
@@ -708,6 +761,18 @@ impl App {
                 self.memories = m;
                 Vec::new()
             }
+            Action::SessionDir(dir) => {
+                self.session_dir = Some(dir.clone());
+                self.annotate.answers.clear();
+                self.annotate.cursor = 0;
+                vec![Effect::LoadAnnotations(dir)]
+            }
+            Action::Annotations(all) => {
+                self.annotate.answers = all;
+                // Carry on where this annotator stopped.
+                self.annotate_command(Command::Skip);
+                Vec::new()
+            }
             Action::InterviewScores(scores) => {
                 self.observers.interviews = scores;
                 Vec::new()
@@ -800,6 +865,41 @@ impl App {
             return Vec::new();
         };
         self.flash = None;
+        if self.screen == Screen::Annotate && !self.help {
+            if self.annotate.editing_note {
+                if key.code == KeyName::Enter || key.code == KeyName::Esc {
+                    self.annotate.editing_note = false;
+                    if key.code == KeyName::Enter {
+                        return self.save_note();
+                    }
+                    return Vec::new();
+                }
+                self.annotate.note.input(event);
+                return Vec::new();
+            }
+            if !event.modifiers.contains(KeyModifiers::CONTROL) {
+                match key.code {
+                    KeyName::Char(c) if c.is_ascii_digit() => return self.annotate_digit(c),
+                    KeyName::Char('x') | KeyName::Char('X') => {
+                        return self.answer(crate::method::annotation::Answer::Refused(
+                            crate::method::annotation::Refusal::X,
+                        ));
+                    }
+                    KeyName::Backspace => {
+                        self.annotate.typed.pop();
+                        return Vec::new();
+                    }
+                    KeyName::Enter if !self.annotate.typed.is_empty() => {
+                        let typed = std::mem::take(&mut self.annotate.typed);
+                        return match typed.parse::<f64>() {
+                            Ok(v) => self.answer(crate::method::annotation::Answer::Value(v)),
+                            Err(_) => Vec::new(),
+                        };
+                    }
+                    _ => {}
+                }
+            }
+        }
         if self.screen == Screen::Chat && !self.help {
             let command = self.keymap.command(Mode::Chat, key);
             let plain = !event.modifiers.contains(KeyModifiers::CONTROL)
@@ -872,6 +972,7 @@ impl App {
                 return vec![Effect::ListSessions];
             }
             Command::GoChat => self.screen = Screen::Chat,
+            Command::GoAnnotate => self.screen = Screen::Annotate,
             Command::GoObservers => {
                 self.screen = Screen::Observers;
                 return vec![Effect::ListSessions];
@@ -892,6 +993,7 @@ impl App {
                         Vec::new()
                     }
                     Screen::Observers => self.observers_command(cmd),
+                    Screen::Annotate => self.annotate_command(cmd),
                 };
             }
         }
@@ -1254,6 +1356,178 @@ impl App {
             }
             _ => {}
         }
+    }
+
+    /// The annotation cases of the shown session for the current task and sample.
+    pub fn annotation_cases(&self) -> Vec<crate::method::annotation::Case> {
+        use crate::method::annotation::{Case, Task, sample};
+        let mut all: Vec<Case> = Vec::new();
+        for row in &self.run.items {
+            if row.key.style != crate::method::interview::QueryStyle::Open || row.response.is_empty() {
+                continue;
+            }
+            let Some(scale) = self.catalog.scale(&row.key.scale) else {
+                continue;
+            };
+            let Some(d) = scale.item(row.key.item_id).and_then(|i| i.dimension()) else {
+                continue;
+            };
+            all.push(Case {
+                task: Task::Item,
+                character: row.key.character.clone(),
+                scale: row.key.scale.clone(),
+                repeat: row.key.repeat,
+                dimension: scale.dimensions[d].name.clone(),
+                item_id: Some(row.key.item_id),
+            });
+        }
+        for a in &self.run.assessments {
+            if matches!(a.method, Method::ErBatch | Method::ErAll) {
+                let case = Case {
+                    task: Task::Dimension,
+                    character: a.character.clone(),
+                    scale: a.scale.clone(),
+                    repeat: a.repeat,
+                    dimension: a.dimension.clone(),
+                    item_id: None,
+                };
+                if !all.contains(&case) {
+                    all.push(case);
+                }
+            }
+        }
+        let seed = self.run.session.plan.as_ref().map_or(0, |p| p.seed);
+        sample(
+            &all,
+            self.annotate.task,
+            SAMPLES[self.annotate.sample % SAMPLES.len()],
+            seed,
+        )
+    }
+
+    /// The range an answer of the current task must fall in.
+    fn answer_range(&self, case: &crate::method::annotation::Case) -> (f64, f64) {
+        let Some(scale) = self.catalog.scale(&case.scale) else {
+            return (0.0, 0.0);
+        };
+        match case.task {
+            crate::method::annotation::Task::Item => (f64::from(scale.range.min), f64::from(scale.range.max)),
+            crate::method::annotation::Task::Dimension => scale.dimension_range(),
+        }
+    }
+
+    fn annotate_digit(&mut self, c: char) -> Vec<Effect> {
+        let cases = self.annotation_cases();
+        let Some(case) = cases.get(self.annotate.cursor) else {
+            return Vec::new();
+        };
+        let (min, max) = self.answer_range(case);
+        self.annotate.typed.push(c);
+        let Ok(v) = self.annotate.typed.parse::<f64>() else {
+            return Vec::new();
+        };
+        // Answer at once when no further digit could make a valid answer (1–5, 1–7 …).
+        if v * 10.0 > max {
+            let typed = std::mem::take(&mut self.annotate.typed);
+            if (min..=max).contains(&v) {
+                return self.answer(crate::method::annotation::Answer::Value(v));
+            }
+            self.flash = Some(format!("{typed} is outside {min}–{max}"));
+        }
+        Vec::new()
+    }
+
+    fn answer(&mut self, value: crate::method::annotation::Answer) -> Vec<Effect> {
+        let cases = self.annotation_cases();
+        let (Some(case), Some(dir)) = (cases.get(self.annotate.cursor).cloned(), self.session_dir.clone()) else {
+            self.flash = Some("open a session to annotate (5, then enter)".into());
+            return Vec::new();
+        };
+        let note = self.annotate.note.lines().join("\n");
+        let annotation = crate::method::annotation::Annotation {
+            annotator: self.annotate.annotator.clone(),
+            case: case.clone(),
+            value,
+            note: (!note.trim().is_empty()).then_some(note),
+            at: crate::session::now_rfc3339(),
+        };
+        self.annotate
+            .answers
+            .entry(annotation.annotator.clone())
+            .or_default()
+            .insert(case, annotation.clone());
+        self.annotate.note = tui_textarea::TextArea::default();
+        if self.annotate.cursor + 1 < cases.len() {
+            self.annotate.cursor += 1;
+        }
+        vec![Effect::Annotate { dir, annotation }]
+    }
+
+    fn save_note(&mut self) -> Vec<Effect> {
+        let cases = self.annotation_cases();
+        let Some(case) = cases.get(self.annotate.cursor) else {
+            return Vec::new();
+        };
+        let answered = self
+            .annotate
+            .answers
+            .get(&self.annotate.annotator)
+            .and_then(|m| m.get(case))
+            .map(|a| a.value);
+        match answered {
+            // Re-record the answer with its note; the note of an unanswered case waits for the answer.
+            Some(value) => {
+                let cursor = self.annotate.cursor;
+                let effects = self.answer(value);
+                self.annotate.cursor = cursor;
+                effects
+            }
+            None => {
+                self.flash = Some("note kept: it is saved with the answer".into());
+                Vec::new()
+            }
+        }
+    }
+
+    fn annotate_command(&mut self, cmd: Command) -> Vec<Effect> {
+        let len = self.annotation_cases().len();
+        let a = &mut self.annotate;
+        a.typed.clear();
+        match cmd {
+            Command::NextUnit | Command::Down => a.cursor = (a.cursor + 1).min(len.saturating_sub(1)),
+            Command::PrevUnit | Command::Up => a.cursor = a.cursor.saturating_sub(1),
+            Command::PageDown => a.cursor = (a.cursor + 10).min(len.saturating_sub(1)),
+            Command::PageUp => a.cursor = a.cursor.saturating_sub(10),
+            Command::Top => a.cursor = 0,
+            Command::Bottom => a.cursor = len.saturating_sub(1),
+            Command::Reveal => a.reveal = !a.reveal,
+            Command::NextPane => {
+                a.task = match a.task {
+                    crate::method::annotation::Task::Item => crate::method::annotation::Task::Dimension,
+                    crate::method::annotation::Task::Dimension => crate::method::annotation::Task::Item,
+                };
+                a.cursor = 0;
+            }
+            Command::Sample => {
+                a.sample = (a.sample + 1) % SAMPLES.len();
+                a.cursor = 0;
+                self.flash = Some(match SAMPLES[a.sample] {
+                    None => "every case".into(),
+                    Some(n) => format!("a seeded sample of {n} cases, stratified by dimension"),
+                });
+            }
+            Command::Note => a.editing_note = true,
+            Command::Skip => {
+                // The first case this annotator has not answered.
+                let cases = self.annotation_cases();
+                let done = self.annotate.answers.get(&self.annotate.annotator);
+                if let Some(i) = cases.iter().position(|c| done.is_none_or(|d| !d.contains_key(c))) {
+                    self.annotate.cursor = i;
+                }
+            }
+            _ => {}
+        }
+        Vec::new()
     }
 
     fn observers_command(&mut self, cmd: Command) -> Vec<Effect> {

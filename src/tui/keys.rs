@@ -20,10 +20,11 @@ pub enum Mode {
     Sessions,
     Chat,
     Observers,
+    Annotate,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 9] = [
+    pub const ALL: [Mode; 10] = [
         Mode::Global,
         Mode::Welcome,
         Mode::Setup,
@@ -33,6 +34,7 @@ impl Mode {
         Mode::Sessions,
         Mode::Chat,
         Mode::Observers,
+        Mode::Annotate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -46,6 +48,7 @@ impl Mode {
             Mode::Sessions => "sessions",
             Mode::Chat => "chat",
             Mode::Observers => "observers",
+            Mode::Annotate => "annotate",
         }
     }
 }
@@ -84,6 +87,11 @@ commands! {
     GoSessions => "go-sessions", "sessions screen";
     GoChat => "go-chat", "chat screen";
     GoObservers => "go-observers", "observers screen";
+    GoAnnotate => "go-annotate", "annotate screen";
+    Reveal => "reveal", "show or hide the interviewer's judgement before answering";
+    Sample => "sample", "every case, or a seeded sample of 100 / 50 / 20";
+    Note => "note", "write a note for this case (enter keeps it)";
+    Skip => "skip", "jump to the first case not answered yet";
     StartSynthetic => "start-synthetic", "start an observer run on a synthetic subject (3 observers, 2 scenarios)";
     StartCharacter => "start-character", "start an observer run on the character picked in Setup";
     Prompt => "prompt", "show or hide the prompt as sent";
@@ -263,6 +271,7 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Global, "f6", Command::GoSessions),
     (Mode::Global, "f7", Command::GoChat),
     (Mode::Global, "f8", Command::GoObservers),
+    (Mode::Global, "f9", Command::GoAnnotate),
     (Mode::Global, "1", Command::GoSetup),
     (Mode::Global, "2", Command::GoLive),
     (Mode::Global, "3", Command::GoInspector),
@@ -270,6 +279,7 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Global, "5", Command::GoSessions),
     (Mode::Global, "6", Command::GoChat),
     (Mode::Global, "7", Command::GoObservers),
+    (Mode::Global, "8", Command::GoAnnotate),
     (Mode::Global, "up", Command::Up),
     (Mode::Global, "down", Command::Down),
     (Mode::Global, "k", Command::Up),
@@ -316,6 +326,12 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Chat, "ctrl-u", Command::ScrollUp),
     (Mode::Chat, "ctrl-d", Command::ScrollDown),
     (Mode::Chat, "ctrl-l", Command::Clear),
+    (Mode::Annotate, "right", Command::NextUnit),
+    (Mode::Annotate, "left", Command::PrevUnit),
+    (Mode::Annotate, "v", Command::Reveal),
+    (Mode::Annotate, "s", Command::Sample),
+    (Mode::Annotate, "n", Command::Note),
+    (Mode::Annotate, "u", Command::Skip),
     (Mode::Observers, "right", Command::NextUnit),
     (Mode::Observers, "left", Command::PrevUnit),
     (Mode::Observers, "s", Command::StartSynthetic),

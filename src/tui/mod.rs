@@ -350,6 +350,22 @@ impl Driver {
             Effect::StartRun { plan, name } => self.run(Start::New { plan, name }),
             Effect::Resume { id } => self.run(Start::Resume { id }),
             Effect::StartObserve { plan } => self.observe(plan),
+            Effect::Annotate { dir, annotation } => {
+                // One small flushed append; done here so the answer is on disk before the next key.
+                if let Err(e) = crate::method::annotation::append(&dir, &annotation) {
+                    let _ = tx.send(Action::Flash(crate::text::terminal_safe(&e)));
+                }
+            }
+            Effect::LoadAnnotations(dir) => {
+                tokio::task::spawn_blocking(move || match crate::method::annotation::load(&dir) {
+                    Ok(all) => {
+                        let _ = tx.send(Action::Annotations(all));
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Action::Flash(crate::text::terminal_safe(&e)));
+                    }
+                });
+            }
             Effect::SetPause(p) => self.pause.set(p),
             Effect::Cancel => {
                 self.stop();
@@ -377,6 +393,7 @@ impl Driver {
                     Ok(events) => {
                         let _ = tx.send(Action::Memories(load_memories(&data, &catalog, &events)));
                         let _ = tx.send(Action::SessionLoaded(events));
+                        let _ = tx.send(Action::SessionDir(path.clone()));
                     }
                     Err(e) => {
                         let _ = tx.send(Action::Flash(crate::text::terminal_safe(&e)));
@@ -487,6 +504,7 @@ impl Driver {
                 }
             };
             prepared.before(&tx);
+            let _ = tx.send(Action::SessionDir(prepared.dir().to_path_buf()));
             // What the journal holds so far (the start event, and for a resume everything before).
             if let Ok(events) = runner::load_events(prepared.dir()) {
                 for e in events {

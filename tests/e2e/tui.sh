@@ -11,6 +11,7 @@ bin="${1:-target/debug}"
 for b in incharacter fake-openai; do
     [[ -x "$bin/$b" ]] || { echo "e2e: $bin/$b is missing: run cargo build first" >&2; exit 1; }
 done
+bin="$(cd "$bin" && pwd)"
 command -v tmux >/dev/null || { echo "e2e: tmux is not installed (apt-get install -y tmux)" >&2; exit 1; }
 
 work="$(mktemp -d)"
@@ -49,7 +50,7 @@ judge = "fake"
 EOF
 
 tmux new-session -d -s "$session" -x 120 -y 40 \
-    "INCHARACTER_CONFIG='$work/config.toml' INCHARACTER_DATA_DIR='$work/data' '$PWD/$bin/incharacter'; echo E2E-EXIT=\$?; sleep 600"
+    "INCHARACTER_CONFIG='$work/config.toml' INCHARACTER_DATA_DIR='$work/data' '$bin/incharacter'; echo E2E-EXIT=\$?; sleep 600"
 tmux select-pane -t "$session" -T e2e-title
 
 pane() { tmux capture-pane -p -t "$session"; }
@@ -131,6 +132,18 @@ wait_for "run finished" 60
 wait_for "aggregate"
 wait_for "reported"
 
+# Annotate: open the interview session, answer 5 items with number keys (GSE: 1–4).
+keys 5
+wait_for "Sessions (2)"
+keys Enter
+wait_for "opened session"
+keys 8
+wait_for "0/10 answered"
+keys 1
+wait_for "1/10 answered"
+keys 2 3 4 1
+wait_for "5/10 answered"
+
 # Quit restores the terminal (the shell line after the program is visible).
 keys q
 wait_for "E2E-EXIT=0"
@@ -138,8 +151,16 @@ pane | grep -qF "Measured vs labels" && { echo "e2e: the alternate screen was no
 
 # SIGTERM also restores the terminal.
 tmux respawn-pane -k -t "$session" \
-    "INCHARACTER_CONFIG='$work/config.toml' INCHARACTER_DATA_DIR='$work/data' '$PWD/$bin/incharacter'; echo E2E-TERM=\$?; sleep 600"
+    "INCHARACTER_CONFIG='$work/config.toml' INCHARACTER_DATA_DIR='$work/data' '$bin/incharacter'; echo E2E-TERM=\$?; sleep 600"
 wait_for "Characters (32)"
+# The answers survived the restart.
+keys 5
+wait_for "Sessions (2)"
+keys Enter
+wait_for "opened session"
+keys 8
+wait_for "5/10 answered"
+wait_for "n=5 "
 shell_pid="$(tmux display-message -p -t "$session" '#{pane_pid}')"
 app_pid="$(pgrep -P "$shell_pid" incharacter)"
 kill -TERM "$app_pid"

@@ -1,6 +1,7 @@
 //! Rendering: a pure function of the [`App`] state. Each screen has its module; this one draws the
 //! frame (tabs, status bar, help overlay, the too-small notice) and holds shared helpers.
 
+mod annotate;
 mod chat;
 mod compare;
 mod help;
@@ -57,6 +58,7 @@ pub fn render(frame: &mut Frame, app: &App) {
         Screen::Sessions => sessions::render(frame, app, main),
         Screen::Chat => chat::render(frame, app, main),
         Screen::Observers => observers::render(frame, app, main),
+        Screen::Annotate => annotate::render(frame, app, main),
     }
     render_status(frame, app, status);
     if app.help {
@@ -140,6 +142,13 @@ fn render_status(frame: &mut Frame, app: &App, area: Rect) {
             (key(Command::AllMethods), "all methods"),
             (key(Command::NextUnit), "character"),
             (key(Command::NextPage), "page"),
+        ],
+        Screen::Annotate => vec![
+            ("digits".into(), "answer"),
+            ("x".into(), "refuses"),
+            (key(Command::NextUnit), "next"),
+            (key(Command::Reveal), "reveal"),
+            (key(Command::NextPane), "task"),
         ],
         Screen::Observers => vec![
             (key(Command::StartSynthetic), "synthetic run"),
