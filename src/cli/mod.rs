@@ -132,6 +132,8 @@ pub enum Command {
         /// Observers per subject, spread over the contexts
         #[arg(long, default_value_t = 6)]
         observers: usize,
+        /// Relationship contexts: `family,friend,workplace` (--observers spread over them) or counts
+        /// per context, `family:3,workplace:1`
         #[arg(long, default_value = "family,friend,workplace")]
         contexts: String,
         /// Scenarios (dialogues) per observer

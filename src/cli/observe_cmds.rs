@@ -81,15 +81,38 @@ fn plan(catalog: &Catalog, config: &crate::llm::config::Config, a: &ObserveArgs)
             .collect::<anyhow::Result<Vec<_>>>()?;
         (ids, 0)
     };
-    let contexts = a
-        .contexts
-        .split(',')
-        .map(|c| {
-            Context::parse(c)
-                .ok_or_else(|| input_error(format!("unknown context \"{}\" (family, friend, workplace)", safe(c))))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    if a.observers == 0 || a.scenarios == 0 || a.turns < 2 {
+    // "family,friend" spreads --observers over them; "family:3,workplace:1" fixes the counts.
+    let mut contexts = Vec::new();
+    let mut counts = Vec::new();
+    for part in a.contexts.split(',') {
+        let (name, count) = match part.split_once(':') {
+            Some((n, c)) => (
+                n,
+                Some(c.trim().parse::<usize>().map_err(|_| {
+                    input_error(format!("--contexts {}: a count after ':' must be a number", safe(part)))
+                })?),
+            ),
+            None => (part, None),
+        };
+        let context = Context::parse(name).ok_or_else(|| {
+            input_error(format!(
+                "unknown context \"{}\" (family, friend, workplace)",
+                safe(name)
+            ))
+        })?;
+        contexts.push(context);
+        counts.push((context, count));
+    }
+    let observers: Vec<(Context, usize)> = if counts.iter().any(|(_, c)| c.is_some()) {
+        counts
+            .into_iter()
+            .map(|(c, n)| (c, n.unwrap_or(0)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    } else {
+        spread(a.observers, &contexts)
+    };
+    if observers.is_empty() || a.scenarios == 0 || a.turns < 2 {
         return Err(input_error(
             "--observers and --scenarios must be at least 1, --turns at least 2",
         ));
@@ -115,7 +138,7 @@ fn plan(catalog: &Catalog, config: &crate::llm::config::Config, a: &ObserveArgs)
             characters: &characters,
             synthetic,
             latent,
-            observers: &spread(a.observers, &contexts),
+            observers: &observers,
             seed: a.seed,
         }),
         scenarios: a.scenarios,
