@@ -325,7 +325,11 @@ fn export_interviews(
 
 /// Summary tables of one or more sessions, recomputed from their journals, side by side.
 pub fn report(catalog: &Catalog, ids: &[String], format: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    if !matches!(format, "md" | "json") {
+        return Err(input_error(format!("unknown format \"{}\" (md, json)", safe(format))));
+    }
     let mut sessions = Vec::new();
+    let mut observer_sessions = Vec::new();
     for id in ids {
         let events = load_events(&session_dir(id)?)?;
         if let Some((plan, subjects)) = crate::engine::observe::subjects(&events, catalog) {
@@ -333,8 +337,7 @@ pub fn report(catalog: &Catalog, ids: &[String], format: &str, out: &mut dyn Wri
                 .scale(crate::observer::SCALE)
                 .ok_or_else(|| input_error("the IPIP-50 scale is missing"))?;
             let stats = crate::observer::report::statistics(&subjects, scale, plan.seed);
-            writeln!(out, "## {id} (observers)\n")?;
-            write!(out, "{}", crate::observer::report::tables(&subjects, &stats))?;
+            observer_sessions.push((id.clone(), subjects, stats));
             continue;
         }
         let providers = events.iter().find_map(|e| match e {
@@ -359,10 +362,23 @@ pub fn report(catalog: &Catalog, ids: &[String], format: &str, out: &mut dyn Wri
             let list: Vec<_> = sessions
                 .iter()
                 .map(|(id, rpa, judge, summary)| json!({"session": id, "rpa": rpa, "judge": judge, "summary": summary}))
+                .chain(
+                    observer_sessions
+                        .iter()
+                        .map(|(id, _, stats)| json!({"session": id, "kind": "observers", "statistics": stats})),
+                )
                 .collect();
             writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
         }
-        "md" => {
+        _ => {
+            for (id, subjects, stats) in &observer_sessions {
+                writeln!(out, "## {id} (observers)\n\n```text")?;
+                write!(out, "{}", crate::observer::report::tables(subjects, stats))?;
+                writeln!(out, "```\n")?;
+            }
+            if sessions.is_empty() {
+                return Ok(ExitCode::SUCCESS);
+            }
             writeln!(
                 out,
                 "| session | rpa | judge | scale | method | Acc_Dim | Acc_Full | MAE | Std_Item | Std_Dim | Std_Score | refusals | failed |"
@@ -389,7 +405,6 @@ pub fn report(catalog: &Catalog, ids: &[String], format: &str, out: &mut dyn Wri
                 }
             }
         }
-        other => return Err(input_error(format!("unknown format \"{}\" (md, json)", safe(other)))),
     }
     Ok(ExitCode::SUCCESS)
 }
