@@ -162,7 +162,14 @@ keys 8
 wait_for "5/10 answered"
 wait_for "n=5 "
 shell_pid="$(tmux display-message -p -t "$session" '#{pane_pid}')"
-app_pid="$(pgrep -P "$shell_pid" incharacter)"
+app_pid=""
+for status in /proc/[0-9]*/status; do
+    # The child of the pane's shell (read from /proc, so no procps is needed).
+    if grep -q "^PPid:[[:space:]]*$shell_pid\$" "$status" 2>/dev/null; then
+        app_pid="$(basename "$(dirname "$status")")"
+    fi
+done
+[[ -n "$app_pid" ]] || { echo "e2e: cannot find the running binary" >&2; exit 1; }
 kill -TERM "$app_pid"
 wait_for "E2E-TERM=0"
 pane | grep -qF "Characters (32)" && { echo "e2e: SIGTERM left the alternate screen up" >&2; exit 1; }
