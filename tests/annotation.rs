@@ -4,19 +4,14 @@
 //! are located and write nothing.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::Command;
+
+mod common;
 
 use incharacter::fake_openai::{FakeConfig, FakeServer};
 use serde_json::Value;
 
-fn command(config: &Path, data: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_incharacter"));
-    c.args(args)
-        .env("INCHARACTER_CONFIG", config)
-        .env("INCHARACTER_DATA_DIR", data);
-    c
-}
+use common::command;
 
 fn ok(mut c: Command) -> Vec<u8> {
     let out = c.output().unwrap();
@@ -110,15 +105,7 @@ fn close(a: f64, b: &Value, what: &str) {
 async fn imported_ratings_agree_with_an_independent_computation() {
     let server = FakeServer::start(FakeConfig::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[providers]]\nname = \"fake\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nmax_concurrency = 4\n\n[roles]\nrpa = \"fake\"\njudge = \"fake\"\n",
-            server.base_url()
-        ),
-    )
-    .unwrap();
+    let config = common::fake_config(dir.path(), &server, "max_concurrency = 4");
     let data = dir.path().join("data");
     let (c, d) = (config.clone(), data.clone());
     let out = tokio::task::spawn_blocking(move || {

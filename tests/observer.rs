@@ -5,31 +5,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
+
+mod common;
 
 use incharacter::fake_openai::{FakeConfig, FakeServer};
 use serde_json::Value;
 
 fn write_config(dir: &Path, server: &FakeServer) -> std::path::PathBuf {
-    let path = dir.join("config.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[[providers]]\nname = \"fake\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nretry_base_ms = 1\nmax_concurrency = 4\n",
-            server.base_url()
-        ),
-    )
-    .unwrap();
-    path
+    common::fake_config(dir, server, "retry_base_ms = 1\nmax_concurrency = 4")
 }
 
-fn command(config: &Path, data: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_incharacter"));
-    c.args(args)
-        .env("INCHARACTER_CONFIG", config)
-        .env("INCHARACTER_DATA_DIR", data);
-    c
-}
+use common::command;
 
 async fn run(config: &Path, data: &Path, args: &[&str]) -> Value {
     let (config, data) = (config.to_path_buf(), data.to_path_buf());

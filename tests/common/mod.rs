@@ -1,0 +1,31 @@
+//! Helpers shared by the tests that drive the binary against `fake-openai`.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use incharacter::fake_openai::FakeServer;
+
+/// A config with one provider, `fake`, on `server` for the rpa and judge roles; `extra` lines are
+/// added to the provider (e.g. `max_concurrency = 8`).
+pub fn fake_config(dir: &Path, server: &FakeServer, extra: &str) -> PathBuf {
+    let path = dir.join("config.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[providers]]\nname = \"fake\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\n{extra}\n\n[roles]\nrpa = \"fake\"\njudge = \"fake\"\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The binary with this config and data dir.
+pub fn command(config: &Path, data: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_incharacter"));
+    c.args(args)
+        .env("INCHARACTER_CONFIG", config)
+        .env("INCHARACTER_DATA_DIR", data);
+    c
+}
