@@ -3,7 +3,8 @@
 //! a run killed with SIGKILL and resumed asks nothing twice and ends with the same results.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+
+mod common;
 
 use incharacter::catalog::Catalog;
 use incharacter::fake_openai::{FakeConfig, FakeServer};
@@ -11,25 +12,10 @@ use incharacter::method::expert;
 use serde_json::Value;
 
 fn write_config(dir: &Path, server: &FakeServer) -> std::path::PathBuf {
-    let path = dir.join("config.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[[providers]]\nname = \"fake\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nretry_base_ms = 1\nmax_concurrency = 4\n\n[roles]\nrpa = \"fake\"\njudge = \"fake\"\n",
-            server.base_url()
-        ),
-    )
-    .unwrap();
-    path
+    common::fake_config(dir, server, "retry_base_ms = 1\nmax_concurrency = 4")
 }
 
-fn command(config: &Path, data: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_incharacter"));
-    c.args(args)
-        .env("INCHARACTER_CONFIG", config)
-        .env("INCHARACTER_DATA_DIR", data);
-    c
-}
+use common::command;
 
 const PLAN: &[&str] = &[
     "run",
@@ -229,20 +215,7 @@ async fn a_killed_run_resumes_without_asking_twice_and_ends_the_same() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &server);
     let data = dir.path().join("data");
-    let mut child = command(&config, &data, PLAN)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    server.wait_for_requests(300).await;
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    let sessions = std::fs::read_dir(data.join("sessions"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect::<Vec<_>>();
-    assert_eq!(sessions.len(), 1);
+    let sessions = [common::kill_after_requests(&config, &data, PLAN, &server, 300).await];
     let journal = std::fs::read_to_string(sessions[0].join("journal.jsonl")).unwrap();
     let answered_before: Vec<Value> = journal
         .lines()

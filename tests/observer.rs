@@ -5,8 +5,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Stdio;
-
 mod common;
 
 use incharacter::fake_openai::{FakeConfig, FakeServer};
@@ -224,20 +222,7 @@ async fn a_killed_observer_run_resumes_without_generating_anything_twice() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &server);
     let data = dir.path().join("data");
-    let mut child = command(&config, &data, SYNTHETIC)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    server.wait_for_requests(12).await;
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    let session = std::fs::read_dir(data.join("sessions"))
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path();
+    let session = common::kill_after_requests(&config, &data, SYNTHETIC, &server, 12).await;
     let journal = std::fs::read_to_string(session.join("journal.jsonl")).unwrap();
     assert!(!journal.contains("run_finished"), "killed mid-run");
     let id = session.file_name().unwrap().to_string_lossy().to_string();

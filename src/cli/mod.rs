@@ -119,54 +119,7 @@ pub enum Command {
         command: ModelCommand,
     },
     /// Observer agents: scenario dialogues with a subject, then IPIP-50 reports (journaled as a session)
-    Observe {
-        /// A character id (or several, comma-separated), or `synthetic`
-        #[arg(long)]
-        subject: Option<String>,
-        /// Latent levels 1–6 of a synthetic subject as O,C,E,A,N [default: drawn from the seed]
-        #[arg(long)]
-        latent: Option<String>,
-        /// How many synthetic subjects
-        #[arg(long, default_value_t = 1)]
-        subjects: usize,
-        /// Observers per subject, spread over the contexts
-        #[arg(long, default_value_t = 6)]
-        observers: usize,
-        /// Relationship contexts: `family,friend,workplace` (--observers spread over them) or counts
-        /// per context, `family:3,workplace:1`
-        #[arg(long, default_value = "family,friend,workplace")]
-        contexts: String,
-        /// Scenarios (dialogues) per observer
-        #[arg(long, default_value_t = 3)]
-        scenarios: usize,
-        /// Turn cap per dialogue
-        #[arg(long, default_value_t = 10)]
-        turns: usize,
-        /// Provider for every role of the run (else the [roles] of config.toml)
-        #[arg(long)]
-        provider: Option<String>,
-        #[arg(long)]
-        subject_provider: Option<String>,
-        #[arg(long)]
-        observer_provider: Option<String>,
-        /// Sampling temperature of the simulation (reports use 0)
-        #[arg(long, default_value_t = 1.0)]
-        temperature: f32,
-        /// The subject's self-report: batched (one request) or items (one per statement)
-        #[arg(long, default_value = "batched")]
-        self_report: String,
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        #[arg(long)]
-        name: Option<String>,
-        /// Finish an interrupted observer session
-        #[arg(long, conflicts_with_all = ["subject", "latent"])]
-        resume: Option<String>,
-        #[arg(long)]
-        concurrency: Option<usize>,
-        #[arg(long)]
-        json: bool,
-    },
+    Observe(observe_cmds::ObserveArgs),
     /// Interview characters with scales and assess them (a benchmark run, journaled as a session)
     Run {
         /// Character ids (comma-separated) or `all`
@@ -466,45 +419,8 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 annotation_cmds::import(&id, &csv, &catalog, out)
             }
         },
-        Command::Observe {
-            subject,
-            latent,
-            subjects,
-            observers,
-            contexts,
-            scenarios,
-            turns,
-            provider,
-            subject_provider,
-            observer_provider,
-            temperature,
-            self_report,
-            seed,
-            name,
-            resume,
-            concurrency,
-            json,
-        } => {
+        Command::Observe(args) => {
             let catalog = load_catalog(&mut std::io::stderr())?;
-            let args = observe_cmds::ObserveArgs {
-                subject,
-                latent,
-                subjects,
-                observers,
-                contexts,
-                scenarios,
-                turns,
-                provider,
-                subject_provider,
-                observer_provider,
-                temperature,
-                self_report,
-                seed,
-                name,
-                resume,
-                concurrency,
-                json,
-            };
             observe_cmds::observe(args, catalog, out)
         }
         Command::Run {

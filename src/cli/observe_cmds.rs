@@ -14,23 +14,53 @@ use crate::llm::Role;
 use crate::observer::{Context, Draw, ObservePlan, SCALE, SelfReportMode, Step, draw, report};
 use crate::text::terminal_safe as safe;
 
+#[derive(Debug, clap::Args)]
 pub struct ObserveArgs {
+    /// A character id (or several, comma-separated), or `synthetic`
+    #[arg(long)]
     pub subject: Option<String>,
+    /// Latent levels 1–6 of a synthetic subject as O,C,E,A,N [default: drawn from the seed]
+    #[arg(long)]
     pub latent: Option<String>,
+    /// How many synthetic subjects
+    #[arg(long, default_value_t = 1)]
     pub subjects: usize,
+    /// Observers per subject, spread over the contexts
+    #[arg(long, default_value_t = 6)]
     pub observers: usize,
+    /// Relationship contexts: `family,friend,workplace` (--observers spread over them) or counts
+    /// per context, `family:3,workplace:1`
+    #[arg(long, default_value = "family,friend,workplace")]
     pub contexts: String,
+    /// Scenarios (dialogues) per observer
+    #[arg(long, default_value_t = 3)]
     pub scenarios: usize,
+    /// Turn cap per dialogue
+    #[arg(long, default_value_t = 10)]
     pub turns: usize,
+    /// Provider for every role of the run (else the [roles] of config.toml)
+    #[arg(long)]
     pub provider: Option<String>,
+    #[arg(long)]
     pub subject_provider: Option<String>,
+    #[arg(long)]
     pub observer_provider: Option<String>,
+    /// Sampling temperature of the simulation (reports use 0)
+    #[arg(long, default_value_t = 1.0)]
     pub temperature: f32,
+    /// The subject's self-report: batched (one request) or items (one per statement)
+    #[arg(long, default_value = "batched")]
     pub self_report: String,
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    #[arg(long)]
     pub name: Option<String>,
+    /// Finish an interrupted observer session
+    #[arg(long, conflicts_with_all = ["subject", "latent"])]
     pub resume: Option<String>,
+    #[arg(long)]
     pub concurrency: Option<usize>,
+    #[arg(long)]
     pub json: bool,
 }
 

@@ -6,18 +6,14 @@ use std::sync::Arc;
 
 use super::Event;
 use super::live::{LiveSink, Pause};
-use super::runner::{connector, finish, observed, open_dir, open_journal};
+use super::runner::{Opened, connector, finish, observed, open_journal, open_session};
 use crate::catalog::Catalog;
 use crate::llm::config::Config;
 use crate::observer::run::ObserveEngine;
 use crate::observer::{Done, ObservePlan, SCALE, Step, report};
 use crate::session::{self, Journal};
-use crate::text::terminal_safe as safe;
 
-pub enum Start {
-    New { plan: ObservePlan, name: Option<String> },
-    Resume { id: String },
-}
+pub type Start = super::runner::Start<ObservePlan>;
 
 pub struct Prepared {
     pub id: String,
@@ -50,17 +46,13 @@ pub fn prepare(
     start: Start,
     concurrency: Option<usize>,
 ) -> Result<Prepared, String> {
-    let (resume, name, new_plan) = match start {
-        Start::Resume { id } => (Some(id), None, None),
-        Start::New { plan, name } => (None, name, Some(plan)),
-    };
-    let (id, dir, prior) = open_dir(data, resume.as_deref(), name.as_deref())?;
-    let plan = match new_plan {
-        Some(plan) => plan,
-        None => plan_of(&prior)
-            .cloned()
-            .ok_or_else(|| format!("session {} is not an observer run", safe(&id)))?,
-    };
+    let Opened {
+        id,
+        dir,
+        plan,
+        name,
+        prior,
+    } = open_session(data, start, plan_of, "an observer run")?;
     let connect = connector(config, data, plan.seed, concurrency);
     let subject_model = connect(&plan.subject_provider)?;
     let observer_model = connect(&plan.observer_provider)?;

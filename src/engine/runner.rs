@@ -19,8 +19,9 @@ use crate::rpa::prompt::RpaStyle;
 use crate::session::{self, Journal};
 use crate::text::terminal_safe as safe;
 
-pub enum Start {
-    New { plan: RunPlan, name: Option<String> },
+/// A new session of `plan`, or one to resume. `P` is the plan of the kind of run.
+pub enum Start<P = RunPlan> {
+    New { plan: P, name: Option<String> },
     Resume { id: String },
 }
 
@@ -61,21 +62,47 @@ pub fn plan_of(events: &[Event]) -> Option<&RunPlan> {
 }
 
 /// A session folder to write: a new one named after `name`, or an existing one with its events.
-pub(crate) fn open_dir(
+/// The session folder to write, its plan and the events it already holds: a new folder named after
+/// `name`, or an existing one whose plan `plan_of` finds in its journal.
+pub(crate) struct Opened<P> {
+    pub id: String,
+    pub dir: PathBuf,
+    pub plan: P,
+    pub name: Option<String>,
+    pub prior: Vec<Event>,
+}
+
+pub(crate) fn open_session<P: Clone>(
     data: &Path,
-    resume: Option<&str>,
-    name: Option<&str>,
-) -> Result<(String, PathBuf, Vec<Event>), String> {
-    match resume {
-        Some(id) => {
-            let dir = session_dir(data, id)?;
-            let events = load_events(&dir)?;
-            Ok((id.to_string(), dir, events))
+    start: Start<P>,
+    plan_of: impl Fn(&[Event]) -> Option<&P>,
+    kind: &str,
+) -> Result<Opened<P>, String> {
+    match start {
+        Start::Resume { id } => {
+            let dir = session_dir(data, &id)?;
+            let prior = load_events(&dir)?;
+            let plan = plan_of(&prior)
+                .cloned()
+                .ok_or_else(|| format!("session {} is not {kind}", safe(&id)))?;
+            Ok(Opened {
+                id,
+                dir,
+                plan,
+                name: None,
+                prior,
+            })
         }
-        None => {
-            let id = session::new_id(name);
+        Start::New { plan, name } => {
+            let id = session::new_id(name.as_deref());
             let dir = session::sessions_dir(data).join(&id);
-            Ok((id, dir, Vec::new()))
+            Ok(Opened {
+                id,
+                dir,
+                plan,
+                name,
+                prior: Vec::new(),
+            })
         }
     }
 }
@@ -152,17 +179,13 @@ pub fn prepare(
     start: Start,
     concurrency: Option<usize>,
 ) -> Result<Prepared, String> {
-    let (resume, name, new_plan) = match start {
-        Start::Resume { id } => (Some(id), None, None),
-        Start::New { plan, name } => (None, name, Some(plan)),
-    };
-    let (id, dir, prior) = open_dir(data, resume.as_deref(), name.as_deref())?;
-    let plan = match new_plan {
-        Some(plan) => plan,
-        None => plan_of(&prior)
-            .cloned()
-            .ok_or_else(|| format!("session {} has no RunStarted event", safe(&id)))?,
-    };
+    let Opened {
+        id,
+        dir,
+        plan,
+        name,
+        prior,
+    } = open_session(data, start, plan_of, "an interview run (it has no RunStarted event)")?;
     let connect = connector(config, data, plan.seed, concurrency);
     let rpa = connect(&plan.rpa)?;
     let judge = connect(&plan.judge)?;

@@ -136,12 +136,44 @@ pub fn load(session: &Path) -> Result<BTreeMap<String, BTreeMap<Case, Annotation
     Ok(out)
 }
 
+/// The item case of an answered open-interview item (`None` for a filler or an unknown item).
+pub fn item_case(
+    catalog: &crate::catalog::Catalog,
+    character: &str,
+    scale: &str,
+    repeat: u32,
+    item_id: u32,
+) -> Option<Case> {
+    let s = catalog.scale(scale)?;
+    let dimension = s.dimensions[s.item(item_id)?.dimension()?].name.clone();
+    Some(Case {
+        task: Task::Item,
+        character: character.to_string(),
+        scale: scale.to_string(),
+        repeat,
+        dimension,
+        item_id: Some(item_id),
+    })
+}
+
+/// The dimension case an expert rating (ER_batch, ER_all) belongs to.
+pub fn dimension_case(a: &Assessment) -> Option<Case> {
+    matches!(a.method, Method::ErBatch | Method::ErAll).then(|| Case {
+        task: Task::Dimension,
+        character: a.character.clone(),
+        scale: a.scale.clone(),
+        repeat: a.repeat,
+        dimension: a.dimension.clone(),
+        item_id: None,
+    })
+}
+
 /// The cases of a session: an item case per answered open-interview item, a dimension case per
 /// assessed (character, scale, repeat, dimension).
 pub fn cases(events: &[Event], catalog: &crate::catalog::Catalog) -> Vec<Case> {
     let mut out = std::collections::BTreeSet::new();
     for e in events {
-        match e {
+        let case = match e {
             Event::ItemAnswered {
                 character,
                 scale,
@@ -149,34 +181,11 @@ pub fn cases(events: &[Event], catalog: &crate::catalog::Catalog) -> Vec<Case> {
                 style: QueryStyle::Open,
                 item_id,
                 ..
-            } => {
-                let Some(dim) = catalog
-                    .scale(scale)
-                    .and_then(|s| Some(s.dimensions[s.item(*item_id)?.dimension()?].name.clone()))
-                else {
-                    continue;
-                };
-                out.insert(Case {
-                    task: Task::Item,
-                    character: character.clone(),
-                    scale: scale.clone(),
-                    repeat: *repeat,
-                    dimension: dim,
-                    item_id: Some(*item_id),
-                });
-            }
-            Event::DimensionAssessed(a) if matches!(a.method, Method::ErBatch | Method::ErAll) => {
-                out.insert(Case {
-                    task: Task::Dimension,
-                    character: a.character.clone(),
-                    scale: a.scale.clone(),
-                    repeat: a.repeat,
-                    dimension: a.dimension.clone(),
-                    item_id: None,
-                });
-            }
-            _ => {}
-        }
+            } => item_case(catalog, character, scale, *repeat, *item_id),
+            Event::DimensionAssessed(a) => dimension_case(a),
+            _ => None,
+        };
+        out.extend(case);
     }
     out.into_iter().collect()
 }

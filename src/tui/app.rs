@@ -1360,40 +1360,20 @@ impl App {
 
     /// The annotation cases of the shown session for the current task and sample.
     pub fn annotation_cases(&self) -> Vec<crate::method::annotation::Case> {
-        use crate::method::annotation::{Case, Task, sample};
-        let mut all: Vec<Case> = Vec::new();
-        for row in &self.run.items {
-            if row.key.style != crate::method::interview::QueryStyle::Open || row.response.is_empty() {
-                continue;
-            }
-            let Some(scale) = self.catalog.scale(&row.key.scale) else {
-                continue;
-            };
-            let Some(d) = scale.item(row.key.item_id).and_then(|i| i.dimension()) else {
-                continue;
-            };
-            all.push(Case {
-                task: Task::Item,
-                character: row.key.character.clone(),
-                scale: row.key.scale.clone(),
-                repeat: row.key.repeat,
-                dimension: scale.dimensions[d].name.clone(),
-                item_id: Some(row.key.item_id),
-            });
-        }
-        for a in &self.run.assessments {
-            if matches!(a.method, Method::ErBatch | Method::ErAll) {
-                let case = Case {
-                    task: Task::Dimension,
-                    character: a.character.clone(),
-                    scale: a.scale.clone(),
-                    repeat: a.repeat,
-                    dimension: a.dimension.clone(),
-                    item_id: None,
-                };
-                if !all.contains(&case) {
-                    all.push(case);
-                }
+        use crate::method::annotation::{dimension_case, item_case, sample};
+        let mut all: Vec<crate::method::annotation::Case> = self
+            .run
+            .items
+            .iter()
+            .filter(|row| row.key.style == crate::method::interview::QueryStyle::Open && !row.response.is_empty())
+            .filter_map(|row| {
+                let k = &row.key;
+                item_case(&self.catalog, &k.character, &k.scale, k.repeat, k.item_id)
+            })
+            .collect();
+        for case in self.run.assessments.iter().filter_map(dimension_case) {
+            if !all.contains(&case) {
+                all.push(case);
             }
         }
         let seed = self.run.session.plan.as_ref().map_or(0, |p| p.seed);

@@ -181,22 +181,18 @@ impl RunView {
     }
 
     pub fn apply_event(&mut self, event: &Event, catalog: &Catalog) {
+        if let Some(start) = event.start() {
+            self.session = SessionInfo {
+                id: start.session.to_string(),
+                name: start.name.clone(),
+                created: start.created.to_string(),
+                plan: None,
+                providers: start.providers.clone(),
+            };
+        }
         match event {
-            Event::RunStarted {
-                session,
-                name,
-                created,
-                plan,
-                providers,
-                ..
-            } => {
-                self.session = SessionInfo {
-                    id: session.clone(),
-                    name: name.clone(),
-                    created: created.clone(),
-                    plan: Some(plan.clone()),
-                    providers: providers.clone(),
-                };
+            Event::RunStarted { plan, .. } => {
+                self.session.plan = Some(plan.clone());
                 self.plan_items(plan, catalog);
             }
             Event::Resumed { at } => self.log(format!("resumed at {at}")),
@@ -277,21 +273,7 @@ impl RunView {
                 });
                 self.assessments.push(a);
             }
-            Event::ObserveStarted {
-                session,
-                name,
-                created,
-                plan,
-                providers,
-                ..
-            } => {
-                self.session = SessionInfo {
-                    id: session.clone(),
-                    name: name.clone(),
-                    created: created.clone(),
-                    plan: None,
-                    providers: providers.clone(),
-                };
+            Event::ObserveStarted { plan, .. } => {
                 self.observe = Some(plan.clone());
             }
             Event::Observed(step) => {

@@ -29,3 +29,29 @@ pub fn command(config: &Path, data: &Path, args: &[&str]) -> Command {
         .env("INCHARACTER_DATA_DIR", data);
     c
 }
+
+/// Starts the binary with `args`, kills it with SIGKILL once `server` has seen `requests` requests,
+/// and returns the folder of the one session it left.
+pub async fn kill_after_requests(
+    config: &Path,
+    data: &Path,
+    args: &[&str],
+    server: &FakeServer,
+    requests: u64,
+) -> PathBuf {
+    let mut child = command(config, data, args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    server.wait_for_requests(requests).await;
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let sessions: Vec<PathBuf> = std::fs::read_dir(data.join("sessions"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(sessions.len(), 1);
+    sessions.into_iter().next().unwrap()
+}
