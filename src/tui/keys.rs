@@ -24,6 +24,53 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Whether a global command does something on this screen (screen switches, quit, help and theme
+    /// work everywhere; navigation only where the screen has something to navigate).
+    pub fn uses(self, cmd: Command) -> bool {
+        use Command::*;
+        let navigation: &[Command] = match self {
+            Mode::Global => return true,
+            Mode::Welcome => &[Select],
+            Mode::Setup => &[
+                Up, Down, PageUp, PageDown, Top, Bottom, NextPane, PrevPane, Select, Back,
+            ],
+            Mode::Live => &[Up, Down, PageUp, PageDown, Top, Bottom, Select],
+            Mode::Inspector => &[
+                Up, Down, PageUp, PageDown, Top, Bottom, NextPane, PrevPane, Select, Back,
+            ],
+            Mode::Compare => &[Up, Down, Select],
+            Mode::Sessions => &[Up, Down, Top, Bottom, Select],
+            Mode::Chat => &[],
+            Mode::Observers => &[Up, Down],
+            Mode::Annotate => &[Up, Down, PageUp, PageDown, Top, Bottom, NextPane],
+        };
+        matches!(
+            cmd,
+            Quit | Help
+                | Theme
+                | GoSetup
+                | GoLive
+                | GoInspector
+                | GoCompare
+                | GoSessions
+                | GoChat
+                | GoObservers
+                | GoAnnotate
+        ) || navigation.contains(&cmd)
+    }
+
+    /// Whether the screen takes `key` as text (chat input, annotation answers) before any binding.
+    pub fn types(self, key: Key) -> bool {
+        match (self, key.code) {
+            (_, _) if key.ctrl || key.alt => false,
+            (Mode::Chat, KeyName::Char(_) | KeyName::Space | KeyName::Enter | KeyName::Backspace) => true,
+            (Mode::Chat, KeyName::Up | KeyName::Down | KeyName::Left | KeyName::Right) => true,
+            (Mode::Chat, KeyName::Home | KeyName::End | KeyName::PageUp | KeyName::PageDown) => true,
+            (Mode::Annotate, KeyName::Char(c)) => c.is_ascii_digit() || c.eq_ignore_ascii_case(&'x'),
+            _ => false,
+        }
+    }
+
     pub const ALL: [Mode; 10] = [
         Mode::Global,
         Mode::Welcome,
@@ -305,6 +352,7 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Live, "ctrl-u", Command::ScrollUp),
     (Mode::Live, "ctrl-d", Command::ScrollDown),
     (Mode::Live, "s", Command::Speed),
+    (Mode::Inspector, "space", Command::Toggle),
     (Mode::Inspector, "m", Command::NextMethod),
     (Mode::Inspector, "M", Command::PrevMethod),
     (Mode::Inspector, "right", Command::NextUnit),
@@ -401,7 +449,8 @@ impl Keymap {
         let mut by_cmd: BTreeMap<Command, Vec<String>> = BTreeMap::new();
         for ((m, key), cmd) in &self.map {
             let shadowed = *m == Mode::Global && self.map.contains_key(&(mode, *key));
-            if (*m == mode || *m == Mode::Global) && !shadowed {
+            let global_here = *m == Mode::Global && mode.uses(*cmd) && !mode.types(*key);
+            if (*m == mode || global_here) && !shadowed {
                 by_cmd.entry(*cmd).or_default().push(key.to_string());
             }
         }
