@@ -45,6 +45,8 @@ pub enum Fault {
     Cut,
     /// 200 with an error object as the first event.
     InStreamError,
+    /// 200 headers, then nothing for `FakeConfig::stall` (the client's first-token timeout should fire).
+    Stall,
 }
 
 impl Fault {
@@ -57,6 +59,7 @@ impl Fault {
             "drop" => Fault::Drop,
             "cut" => Fault::Cut,
             "in-stream-error" => Fault::InStreamError,
+            "stall" => Fault::Stall,
             _ => return None,
         })
     }
@@ -82,6 +85,8 @@ pub struct FakeConfig {
     pub fault_share: f64,
     pub faults_per_request: u32,
     pub faults: Vec<Fault>,
+    /// How long a `Fault::Stall` reply stays silent before the connection closes.
+    pub stall: Duration,
     /// Require `Authorization: Bearer <key>`; otherwise 401.
     pub require_key: Option<String>,
     pub script: Vec<ScriptRule>,
@@ -99,6 +104,7 @@ impl Default for FakeConfig {
             fault_share: 0.0,
             faults_per_request: 0,
             faults: Vec::new(),
+            stall: Duration::from_secs(60),
             require_key: None,
             script: Vec::new(),
             log: None,
@@ -116,8 +122,27 @@ pub struct Stats {
     pub max_in_flight: usize,
 }
 
+/// One request as the latency model sees it (for benchmarks that compare with the ideal bound).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TraceEntry {
+    /// Milliseconds from the server's start to the request's arrival.
+    pub arrival_ms: f64,
+    /// `judge` when the request asks for JSON (a `response_format`, or a schema quoted in the prompt),
+    /// else `chat`.
+    pub kind: &'static str,
+    /// Content pieces streamed.
+    pub tokens: usize,
+    /// SSE events written (the role chunk, the pieces, the stop chunk, usage, `[DONE]`).
+    pub events: usize,
+    /// `first_byte + (events − 1) / tokens_per_s`: what an ideal client waits for this reply.
+    pub model_ms: f64,
+    pub fault: Option<Fault>,
+}
+
 struct Shared {
     config: FakeConfig,
+    started: tokio::time::Instant,
+    trace: Mutex<Vec<TraceEntry>>,
     attempts: Mutex<HashMap<String, u32>>,
     requests: AtomicU64,
     faults: AtomicU64,
@@ -165,6 +190,8 @@ impl FakeServer {
         };
         let shared = Arc::new(Shared {
             config,
+            started: tokio::time::Instant::now(),
+            trace: Mutex::default(),
             attempts: Mutex::default(),
             requests: AtomicU64::new(0),
             faults: AtomicU64::new(0),
@@ -199,6 +226,11 @@ impl FakeServer {
     pub async fn wait_for_requests(&self, n: u64) {
         let mut rx = self.shared.count.subscribe();
         let _ = rx.wait_for(|&c| c >= n).await;
+    }
+
+    /// Every request with its model latency, in arrival order.
+    pub fn trace(&self) -> Vec<TraceEntry> {
+        self.shared.trace.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Every request body received, in arrival order.
@@ -260,6 +292,7 @@ fn error_response(status: StatusCode, message: &str, extra: &[(&str, &str)]) -> 
 
 async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     let guard = InFlight::enter(&shared);
+    let arrival_ms = shared.started.elapsed().as_secs_f64() * 1000.0;
     let total = shared.requests.fetch_add(1, Ordering::SeqCst) + 1;
     shared.count.send_replace(total);
     let config = &shared.config;
@@ -295,22 +328,32 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     if fault.is_some() {
         shared.faults.fetch_add(1, Ordering::SeqCst);
     }
-    match fault {
-        Some(Fault::RateLimited) => {
-            return error_response(
-                StatusCode::TOO_MANY_REQUESTS,
-                "Rate limit reached (injected).",
-                &[("retry-after-ms", "20"), ("retry-after", "1")],
-            );
-        }
-        Some(Fault::ServerError) => {
-            return error_response(StatusCode::INTERNAL_SERVER_ERROR, "injected server error", &[]);
-        }
-        Some(Fault::Unavailable) => {
-            return error_response(StatusCode::SERVICE_UNAVAILABLE, "injected: overloaded", &[]);
-        }
-        Some(Fault::BadRequest) => return error_response(StatusCode::BAD_REQUEST, "injected: invalid request", &[]),
-        _ => {}
+    let error = match fault {
+        Some(Fault::RateLimited) => Some(error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Rate limit reached (injected).",
+            &[("retry-after-ms", "20"), ("retry-after", "1")],
+        )),
+        Some(Fault::ServerError) => Some(error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "injected server error",
+            &[],
+        )),
+        Some(Fault::Unavailable) => Some(error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "injected: overloaded",
+            &[],
+        )),
+        Some(Fault::BadRequest) => Some(error_response(
+            StatusCode::BAD_REQUEST,
+            "injected: invalid request",
+            &[],
+        )),
+        _ => None,
+    };
+    if let Some(response) = error {
+        record(&shared, arrival_ms, &request, 0, 0, fault);
+        return response;
     }
 
     let reply = reply_for(config, &request, &content_key);
@@ -330,6 +373,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     let id = format!("chatcmpl-fake-{}", &content_key[..12]);
     let stream_events = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
     if !stream_events {
+        record(&shared, arrival_ms, &request, tokens.len(), 1, fault);
         return axum::Json(json!({
             "id": id, "object": "chat.completion", "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
@@ -342,53 +386,65 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         json!({"id": id, "object": "chat.completion.chunk", "model": model,
                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
     };
-    let mut events: Vec<Result<String, ()>> = Vec::new();
+    let mut events: Vec<Piece> = Vec::new();
     match fault {
-        Some(Fault::Drop) => events.push(Err(())),
-        Some(Fault::InStreamError) => events.push(Ok(
+        Some(Fault::Drop) => events.push(Piece::Drop),
+        Some(Fault::Stall) => events.push(Piece::Stall),
+        Some(Fault::InStreamError) => events.push(Piece::Data(
             json!({"error": {"message": "injected: the model is overloaded", "type": "server_error"}}).to_string(),
         )),
         _ => {
-            events.push(Ok(
-                chunk(json!({"role": "assistant", "content": ""}), Value::Null).to_string()
+            events.push(Piece::Data(
+                chunk(json!({"role": "assistant", "content": ""}), Value::Null).to_string(),
             ));
             let cut_at = (fault == Some(Fault::Cut)).then_some(tokens.len() / 2);
             for (i, token) in tokens.iter().enumerate() {
                 if cut_at == Some(i) {
-                    events.push(Err(()));
+                    events.push(Piece::Drop);
                     break;
                 }
-                events.push(Ok(chunk(json!({"content": token}), Value::Null).to_string()));
+                events.push(Piece::Data(chunk(json!({"content": token}), Value::Null).to_string()));
             }
             if cut_at.is_none() {
-                events.push(Ok(chunk(json!({}), json!("stop")).to_string()));
+                events.push(Piece::Data(chunk(json!({}), json!("stop")).to_string()));
                 if include_usage {
-                    events.push(Ok(json!({"id": id, "object": "chat.completion.chunk", "model": model, "choices": [],
+                    events.push(Piece::Data(json!({"id": id, "object": "chat.completion.chunk", "model": model, "choices": [],
                         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": tokens.len(), "total_tokens": prompt_tokens + tokens.len()}})
                     .to_string()));
                 }
-                events.push(Ok("[DONE]".into()));
+                events.push(Piece::Data("[DONE]".into()));
             }
         }
     }
+    record(&shared, arrival_ms, &request, tokens.len(), events.len(), fault);
     let gap = (config.tokens_per_s > 0.0).then(|| Duration::from_secs_f64(1.0 / config.tokens_per_s));
     let split = config.split_events;
+    let stall = config.stall;
+    // Event n leaves at start + n·gap: deadlines, not sleeps, so timer slack does not accumulate.
+    let start = tokio::time::Instant::now();
     let body = futures_util::stream::unfold(
-        (events.into_iter(), 0usize, Some(guard), Vec::<Bytes>::new()),
+        (events.into_iter(), 0u32, Some(guard), Vec::<Bytes>::new()),
         move |(mut events, n, guard, mut pending)| async move {
             if let Some(piece) = pending.pop() {
                 return Some((Ok::<Bytes, std::io::Error>(piece), (events, n, guard, pending)));
             }
             let event = events.next()?;
             if let (Some(gap), true) = (gap, n > 0) {
-                tokio::time::sleep(gap).await;
+                tokio::time::sleep_until(start + gap * n).await;
             }
             match event {
-                Err(()) => Some((
+                Piece::Drop => Some((
                     Err(std::io::Error::other("injected: connection dropped")),
                     (events, n + 1, None, pending),
                 )),
-                Ok(data) => {
+                Piece::Stall => {
+                    tokio::time::sleep(stall).await;
+                    Some((
+                        Err(std::io::Error::other("injected: stalled, then dropped")),
+                        (events, n + 1, None, pending),
+                    ))
+                }
+                Piece::Data(data) => {
                     let text = format!("data: {data}\n\n");
                     if split {
                         // Two writes per event, cut at a character boundary in the middle.
@@ -414,6 +470,38 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         .header("cache-control", "no-cache")
         .body(Body::from_stream(body))
         .unwrap_or_else(|_| error_response(StatusCode::INTERNAL_SERVER_ERROR, "cannot build the response", &[]))
+}
+
+/// What the streamed body carries, event by event.
+enum Piece {
+    Data(String),
+    /// The connection closes.
+    Drop,
+    /// Nothing for `FakeConfig::stall`, then the connection closes.
+    Stall,
+}
+
+fn record(shared: &Shared, arrival_ms: f64, request: &Value, tokens: usize, events: usize, fault: Option<Fault>) {
+    let config = &shared.config;
+    let json = request.get("response_format").is_some_and(|f| !f.is_null())
+        || request
+            .pointer("/messages/0/content")
+            .and_then(Value::as_str)
+            .is_some_and(|s| s.contains("JSON Schema:"));
+    let streaming = if config.tokens_per_s > 0.0 {
+        events.saturating_sub(1) as f64 / config.tokens_per_s
+    } else {
+        0.0
+    };
+    let entry = TraceEntry {
+        arrival_ms,
+        kind: if json { "judge" } else { "chat" },
+        tokens,
+        events,
+        model_ms: (config.first_byte.as_secs_f64() + streaming) * 1000.0,
+        fault,
+    };
+    shared.trace.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
 }
 
 fn log_request(shared: &Shared, request: &Value, attempt: u32, fault: Option<Fault>, authorized: bool) {

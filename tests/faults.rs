@@ -1,6 +1,7 @@
 //! A 4-character BFI + 16Personalities matrix with every method, run once against a clean
 //! `fake-openai` and once with 30 % of distinct requests failing on their first attempts (429 with
-//! Retry-After, 500, 503, dropped connections, streams cut mid-way, errors inside the stream): the
+//! Retry-After, 500, 503, dropped connections, streams cut mid-way, errors inside the stream, replies
+//! that stall until the client's first-token timeout): the
 //! results must be identical and the journal must hold every item and dimension exactly once.
 
 use std::collections::BTreeMap;
@@ -25,7 +26,11 @@ const PLAN: &[&str] = &[
 ];
 
 async fn run(server: &FakeServer, dir: &Path) -> (Value, Vec<Value>) {
-    let cfg = common::fake_config(dir, server, "retry_base_ms = 1\nmax_retries = 4\nmax_concurrency = 8");
+    let cfg = common::fake_config(
+        dir,
+        server,
+        "retry_base_ms = 1\nmax_retries = 4\nmax_concurrency = 16\ntimeout_first_token_s = 0.5",
+    );
     let data = dir.join("data");
     tokio::task::spawn_blocking(move || {
         let out = common::command(&cfg, &data, PLAN).output().unwrap();
@@ -72,7 +77,9 @@ async fn thirty_percent_faults_change_nothing_and_lose_nothing() {
             Fault::Drop,
             Fault::Cut,
             Fault::InStreamError,
+            Fault::Stall,
         ],
+        stall: std::time::Duration::from_secs(30),
         ..FakeConfig::default()
     })
     .await
@@ -84,6 +91,11 @@ async fn thirty_percent_faults_change_nothing_and_lose_nothing() {
         stats.requests > clean_server.stats().requests + 100,
         "faults were injected and retried: {stats:?}"
     );
+
+    let trace = faulty_server.trace();
+    for fault in [Fault::Stall, Fault::Cut, Fault::Drop, Fault::RateLimited] {
+        assert!(trace.iter().any(|t| t.fault == Some(fault)), "{fault:?} was injected");
+    }
 
     assert_eq!(faulty["interviews"], clean["interviews"]);
     assert_eq!(faulty["assessments"], clean["assessments"]);

@@ -35,9 +35,12 @@ struct Args {
     /// How many first attempts of a faulty request fail
     #[arg(long, default_value_t = 1)]
     faults_per_request: u32,
-    /// Faults to inject, comma-separated: 429,500,503,400,drop,cut,in-stream-error
+    /// Faults to inject, comma-separated: 429,500,503,400,drop,cut,in-stream-error,stall
     #[arg(long, value_delimiter = ',')]
     faults: Vec<String>,
+    /// How long a `stall` fault stays silent before closing, in milliseconds
+    #[arg(long, default_value_t = 60_000)]
+    stall_ms: u64,
     /// Require this bearer key (else 401)
     #[arg(long)]
     require_key: Option<String>,
@@ -56,8 +59,9 @@ async fn main() -> anyhow::Result<()> {
         .faults
         .iter()
         .map(|f| {
-            Fault::parse(f)
-                .ok_or_else(|| anyhow::anyhow!("unknown fault \"{f}\" (429,500,503,400,drop,cut,in-stream-error)"))
+            Fault::parse(f).ok_or_else(|| {
+                anyhow::anyhow!("unknown fault \"{f}\" (429,500,503,400,drop,cut,in-stream-error,stall)")
+            })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let script: Vec<ScriptRule> = match &args.script {
@@ -72,6 +76,7 @@ async fn main() -> anyhow::Result<()> {
         fault_share: args.fault_share,
         faults_per_request: args.faults_per_request,
         faults,
+        stall: Duration::from_millis(args.stall_ms),
         require_key: args.require_key,
         script,
         log: args.log,
