@@ -290,10 +290,11 @@ impl Engine {
             return;
         };
         let styles: BTreeSet<QueryStyle> = plan.methods.iter().map(|m| m.query_style()).collect();
-        let mut interviews = BTreeMap::new();
-        for style in styles {
-            interviews.insert(style, self.interview(plan, done, sink, c, s, repeat, style).await);
-        }
+        // The query styles' interviews are independent; they share the client's limits.
+        let asks = styles
+            .into_iter()
+            .map(|style| async move { (style, self.interview(plan, done, sink, c, s, repeat, style).await) });
+        let interviews: BTreeMap<QueryStyle, _> = join_all(asks).await.into_iter().collect();
         let masker = Masker::new(&c.aliases, &c.experimenter);
         let assessments = plan.methods.iter().map(|&method| {
             let exchanges = &interviews[&method.query_style()];

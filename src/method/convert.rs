@@ -162,9 +162,8 @@ pub async fn convert(
     repeat: u32,
     max_attempts: u32,
 ) -> (Vec<ConvertedItem>, Vec<ConversionCall>) {
-    let mut items = Vec::new();
-    let mut calls = Vec::new();
-    for (messages, ids) in groups {
+    // Groups are independent: asked together (the client's limits pace them), kept in group order.
+    let asks = groups.into_iter().map(|(messages, ids)| {
         let keys: Vec<String> = ids.iter().map(u32::to_string).collect();
         let mut request = ChatRequest::new(messages);
         request.schema = Some(ResponseSchema {
@@ -184,11 +183,18 @@ pub async fn convert(
             scale.id,
             ids
         );
-        let (result, attempts) = judge::ask(judge, &request, max_attempts, |reply| {
-            judge_json::options(&judge_json::extract(reply)?, &keys, scale.range)
-        })
-        .await;
-        let options: BTreeMap<String, ItemOption> = result.unwrap_or_default();
+        async move {
+            let (result, attempts) = judge::ask(judge, &request, max_attempts, |reply| {
+                judge_json::options(&judge_json::extract(reply)?, &keys, scale.range)
+            })
+            .await;
+            (ids, result.unwrap_or_default(), attempts)
+        }
+    });
+    let mut items = Vec::new();
+    let mut calls = Vec::new();
+    for (ids, options, attempts) in futures_util::future::join_all(asks).await {
+        let options: BTreeMap<String, ItemOption> = options;
         for id in &ids {
             let option = options.get(&id.to_string()).copied();
             let scored = option.and_then(|o| score(scale, *id, o, conversion));

@@ -178,8 +178,8 @@ pub async fn rate(
     };
     let poles = scale.dimensions[dimension].poles.clone();
     let (min, max) = (f64::from(scale.range.min), f64::from(scale.range.max));
-    let mut out = Vec::new();
-    for group in groups {
+    // Batches are independent: asked together (the client's limits pace them), kept in batch order.
+    let asks = groups.into_iter().map(|group| {
         let members: Vec<&Exchange> = group.iter().map(|&i| ordered[i]).collect();
         let mut request = ChatRequest::new(messages(scale, dimension, language, masker, &members));
         request.schema = Some(ResponseSchema {
@@ -190,25 +190,29 @@ pub async fn rate(
         request.meta.role = Role::Judge;
         request.meta.repeat = repeat;
         request.meta.purpose = format!("ER {} {}", scale.id, scale.dimensions[dimension].name);
-        let (result, attempts) = judge::ask(judge, &request, max_attempts, |reply| {
-            let v = judge_json::extract(reply)?;
-            match &poles {
-                Some([a, b]) => judge_json::expert_poles(&v, [a.as_str(), b.as_str()]),
-                None => judge_json::expert_score(&v, min, max),
+        let poles = &poles;
+        async move {
+            let (result, attempts) = judge::ask(judge, &request, max_attempts, |reply| {
+                let v = judge_json::extract(reply)?;
+                match poles {
+                    Some([a, b]) => judge_json::expert_poles(&v, [a.as_str(), b.as_str()]),
+                    None => judge_json::expert_score(&v, min, max),
+                }
+            })
+            .await;
+            let (score, analysis) = match result {
+                Ok((s, a)) => (Some(s), a),
+                Err(_) => (None, String::new()),
+            };
+            BatchRating {
+                item_ids: members.iter().map(|e| e.item_id).collect(),
+                score,
+                analysis,
+                attempts,
             }
-        })
-        .await;
-        let (score, analysis) = match result {
-            Ok((s, a)) => (Some(s), a),
-            Err(_) => (None, String::new()),
-        };
-        out.push(BatchRating {
-            item_ids: members.iter().map(|e| e.item_id).collect(),
-            score,
-            analysis,
-            attempts,
-        });
-    }
+        }
+    });
+    let out: Vec<BatchRating> = futures_util::future::join_all(asks).await;
     let scores: Option<Vec<f64>> = out.iter().map(|b| b.score).collect();
     let score = scores
         .filter(|s| !s.is_empty())
