@@ -2,6 +2,7 @@
 //! Exit codes: 0 success, 1 failure of the machine (I/O), 2 invalid input (bad file, unknown id).
 
 mod annotation_cmds;
+mod bench_cmds;
 mod catalog_cmds;
 mod import_cmds;
 mod llm_cmds;
@@ -106,8 +107,7 @@ pub enum Command {
         /// The message
         text: String,
     },
-    /// Measure the embedded model's prefill and decode speed
-    #[cfg(feature = "local-model")]
+    /// Benchmarks: the runner against the ideal bound (`bench run`), the embedded model (`bench local`)
     Bench {
         #[command(subcommand)]
         command: BenchCommand,
@@ -285,7 +285,11 @@ pub struct CharacterImportArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
+    /// The 32 characters × BFI + 16P × ER_batch matrix against fake-openai with a fixed latency, at
+    /// several concurrency levels, against the ideal bound (use a release build)
+    Run(bench_cmds::BenchRunArgs),
     /// Prefill and decode tokens per second of a local model (use a release build)
+    #[cfg(feature = "local-model")]
     Local {
         #[arg(long, default_value = "smollm2-135m")]
         name: String,
@@ -486,10 +490,14 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             let catalog = load_catalog(&mut std::io::stderr())?;
             run_cmds::export(&catalog, &id, &format, output.as_deref(), out)
         }
-        #[cfg(feature = "local-model")]
-        Command::Bench {
-            command: BenchCommand::Local { name, tokens, runs },
-        } => model_cmds::bench(&name, tokens, runs, out),
+        Command::Bench { command } => match command {
+            BenchCommand::Run(args) => {
+                let catalog = load_catalog(&mut std::io::stderr())?;
+                bench_cmds::run(args, &catalog, out)
+            }
+            #[cfg(feature = "local-model")]
+            BenchCommand::Local { name, tokens, runs } => model_cmds::bench(&name, tokens, runs, out),
+        },
         #[cfg(feature = "local-model")]
         Command::Model { command } => match command {
             ModelCommand::Fetch { name } => model_cmds::fetch(&name, out),
