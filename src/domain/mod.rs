@@ -4,6 +4,7 @@ pub mod character;
 pub mod diagnostic;
 pub mod metrics;
 pub mod rng;
+pub mod rouge;
 pub mod scale;
 pub mod scoring;
 pub mod stats;

@@ -8,3 +8,4 @@ pub mod expert;
 pub mod interview;
 pub mod judge;
 pub mod judge_json;
+pub mod rolebench;
