@@ -25,8 +25,23 @@ pub fn init(data_dir: &Path) {
         _ => tracing::Level::INFO,
     };
     let _ = tracing_subscriber::fmt()
-        .with_writer(Mutex::new(file))
+        .with_writer(Mutex::new(Lossy(file)))
         .with_ansi(false)
         .with_max_level(level)
         .try_init();
+}
+
+/// The log file, dropping lines it cannot write (a full disk must not spill log complaints onto
+/// the terminal; the journal's own error says what happened).
+struct Lossy(std::fs::File);
+
+impl std::io::Write for Lossy {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Ok(self.0.write(buf).unwrap_or(buf.len()))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = self.0.flush();
+        Ok(())
+    }
 }

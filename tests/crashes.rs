@@ -40,20 +40,8 @@ fn export(config: &Path, data: &Path, id: &str) -> Value {
         .unwrap();
     let mut v: Value = serde_json::from_slice(&out.stdout).unwrap();
     v.as_object_mut().unwrap().remove("session");
-    strip(&mut v, "attempts");
+    common::strip(&mut v, "attempts");
     v
-}
-
-/// Attempt records say whether a reply came from the cache, which differs after a resume.
-fn strip(v: &mut Value, key: &str) {
-    match v {
-        Value::Object(m) => {
-            m.remove(key);
-            m.values_mut().for_each(|x| strip(x, key));
-        }
-        Value::Array(a) => a.iter_mut().for_each(|x| strip(x, key)),
-        _ => {}
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

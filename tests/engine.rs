@@ -253,20 +253,9 @@ async fn a_killed_run_resumes_without_asking_twice_and_ends_the_same() {
     for v in [&mut finished, &mut reference] {
         v.as_object_mut().unwrap().remove("session");
         // Attempt records say whether a reply came from the cache, which differs after a resume.
-        strip(v, "attempts");
+        common::strip(v, "attempts");
     }
     assert_eq!(finished, reference, "the resumed results equal an uninterrupted run's");
-}
-
-fn strip(v: &mut Value, key: &str) {
-    match v {
-        Value::Object(m) => {
-            m.remove(key);
-            m.values_mut().for_each(|x| strip(x, key));
-        }
-        Value::Array(a) => a.iter_mut().for_each(|x| strip(x, key)),
-        _ => {}
-    }
 }
 
 #[test]

@@ -171,6 +171,13 @@ pub struct SessionStart<'a> {
     pub observers: bool,
 }
 
+/// An observer step, as its journal records it.
+impl From<crate::observer::Step> for Event {
+    fn from(step: crate::observer::Step) -> Event {
+        Event::Observed(step)
+    }
+}
+
 impl Event {
     pub fn start(&self) -> Option<SessionStart<'_>> {
         match self {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::Event;
 use super::live::{LiveSink, Pause};
-use super::runner::{Opened, connector, finish, observed, open_journal, open_session};
+use super::runner::{Opened, connector, finish, journal_while, observed, open_journal, open_session};
 use crate::catalog::Catalog;
 use crate::llm::config::Config;
 use crate::observer::run::ObserveEngine;
@@ -95,10 +95,9 @@ impl Prepared {
             self.engine.subject_model = observed(self.engine.subject_model.clone(), &sink, &pause);
             self.engine.observer_model = observed(self.engine.observer_model.clone(), &sink, &pause);
         }
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Step>();
-        let journal_path = self.journal.path.clone();
-        let fail = |e: std::io::Error| format!("cannot write the journal {}: {e}", journal_path.display());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Step>();
         let Prepared {
+            id,
             engine,
             plan,
             done,
@@ -109,16 +108,7 @@ impl Prepared {
             engine.run(plan, done, &tx).await;
             drop(tx);
         };
-        let record = async {
-            while let Some(step) = rx.recv().await {
-                let event = Event::Observed(step);
-                journal.append(&event)?;
-                on_event(&event);
-            }
-            Ok::<_, std::io::Error>(())
-        };
-        let (_, recorded) = tokio::join!(work, record);
-        recorded.map_err(fail)?;
+        journal_while(work, rx, journal, "observe", id, &mut on_event).await?;
         let catalog = self.catalog.clone();
         finish(&mut self.journal, &self.dir, |events| export(events, &catalog))
     }

@@ -129,10 +129,51 @@ pub(crate) fn connector<'a>(
     }
 }
 
+/// Journals each event `work` sends on `rx`, then hands it to `on_event`, until `work` is done. A
+/// journal that cannot be written (disk full, read-only) stops the work at once, so nothing more is
+/// asked that could not be kept; the error says how to resume with `incharacter <command> --resume`.
+pub(crate) async fn journal_while<T: Into<Event>>(
+    work: impl std::future::Future<Output = ()>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
+    journal: &mut Journal,
+    command: &str,
+    id: &str,
+    on_event: &mut (impl FnMut(&Event) + Send),
+) -> Result<(), String> {
+    let path = journal.path.clone();
+    let record = async {
+        while let Some(event) = rx.recv().await {
+            let event = event.into();
+            journal.append(&event)?;
+            on_event(&event);
+        }
+        Ok::<_, std::io::Error>(())
+    };
+    tokio::pin!(work, record);
+    let recorded = tokio::select! {
+        r = &mut record => r,
+        () = &mut work => record.await,
+    };
+    recorded.map_err(|e| {
+        format!(
+            "cannot write the journal {}: {e}\nthe run stopped; everything journaled before is kept. \
+             Once the data dir is writable again: incharacter {command} --resume {id}",
+            path.display()
+        )
+    })
+}
+
 /// Opens the journal and writes `first` for a new session, or `Resumed` for an existing one.
 pub(crate) fn open_journal(dir: &Path, resumed: bool, first: impl FnOnce() -> Event) -> Result<Journal, String> {
     let path = dir.join("journal.jsonl");
-    let mut journal = Journal::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let unwritable = |e: std::io::Error| {
+        format!(
+            "cannot write the journal {}: {e}\nthe data dir must be writable (INCHARACTER_DATA_DIR moves it); \
+             nothing was changed",
+            path.display()
+        )
+    };
+    let mut journal = Journal::open(&path).map_err(unwritable)?;
     let event = if resumed {
         Event::Resumed {
             at: session::now_rfc3339(),
@@ -140,7 +181,7 @@ pub(crate) fn open_journal(dir: &Path, resumed: bool, first: impl FnOnce() -> Ev
     } else {
         first()
     };
-    journal.append(&event).map_err(|e| format!("{}: {e}", path.display()))?;
+    journal.append(&event).map_err(unwritable)?;
     Ok(journal)
 }
 
@@ -269,10 +310,9 @@ impl Prepared {
             self.engine.rpa = observed(self.engine.rpa.clone(), &sink, &pause);
             self.engine.judge = observed(self.engine.judge.clone(), &sink, &pause);
         }
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let journal_path = self.journal.path.clone();
-        let fail = |e: std::io::Error| format!("cannot write the journal {}: {e}", journal_path.display());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let Prepared {
+            id,
             engine,
             plan,
             done,
@@ -283,15 +323,7 @@ impl Prepared {
             engine.run(plan, done, &tx).await;
             drop(tx);
         };
-        let record = async {
-            while let Some(event) = rx.recv().await {
-                journal.append(&event)?;
-                on_event(&event);
-            }
-            Ok::<_, std::io::Error>(())
-        };
-        let (_, recorded) = tokio::join!(work, record);
-        recorded.map_err(fail)?;
+        journal_while(work, rx, journal, "run", id, &mut on_event).await?;
         let catalog = self.catalog.clone();
         finish(&mut self.journal, &self.dir, |events| results::export(events, &catalog))
     }

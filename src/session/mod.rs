@@ -92,11 +92,20 @@ pub struct Journal {
 }
 
 impl Journal {
+    /// Opens (or creates) a journal for appending. A last line torn by a crash is cut off first, so
+    /// the next record starts on a line of its own.
     pub fn open(path: &Path) -> std::io::Result<Journal> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let mut file = OpenOptions::new().create(true).read(true).append(true).open(path)?;
+        let len = file.metadata()?.len();
+        if len > 0 {
+            let whole = whole_lines(&mut file, len)?;
+            if whole < len {
+                file.set_len(whole)?;
+            }
+        }
         Ok(Journal {
             file,
             path: path.to_path_buf(),
@@ -112,11 +121,33 @@ impl Journal {
         }
         let mut line = serde_json::to_string(&value)?;
         line.push('\n');
-        // One write per line: an interrupted write can only tear the last line.
-        self.file.write_all(line.as_bytes())?;
-        self.file.flush()?;
+        // One write per line: an interrupted write can only tear the last line, and a failed one
+        // (disk full, read-only) is taken back so the journal ends on a whole line.
+        let before = self.file.metadata()?.len();
+        if let Err(e) = self.file.write_all(line.as_bytes()).and_then(|_| self.file.flush()) {
+            let _ = self.file.set_len(before);
+            return Err(e);
+        }
         Ok(())
     }
+}
+
+/// The length of `file` up to and including its last newline.
+fn whole_lines(file: &mut File, len: u64) -> std::io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut end = len;
+    let mut buf = [0u8; 4096];
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
+            return Ok(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
 }
 
 pub fn unix_ms() -> u64 {
@@ -193,6 +224,14 @@ mod tests {
             .unwrap();
         let records: Vec<serde_json::Value> = read(&path).unwrap();
         assert_eq!(records.len(), 2);
+        // Reopening cuts the torn line off, so the next record is not glued to it.
+        let mut j = Journal::open(&path).unwrap();
+        j.append(&serde_json::json!({"a": 4})).unwrap();
+        let records: Vec<serde_json::Value> = read(&path).unwrap();
+        assert_eq!(
+            records.iter().map(|r| r["a"].as_i64().unwrap()).collect::<Vec<_>>(),
+            [1, 2, 4]
+        );
         let timed: Vec<(Option<u64>, serde_json::Value)> = read_timed(&path).unwrap();
         assert!(timed.iter().all(|(t, _)| t.is_some_and(|t| t > 1_700_000_000_000)));
         std::fs::write(&path, "{\"a\": 1}\n{oops\n{\"a\": 2}\n").unwrap();

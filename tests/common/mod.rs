@@ -55,3 +55,17 @@ pub async fn kill_after_requests(
     assert_eq!(sessions.len(), 1);
     sessions.into_iter().next().unwrap()
 }
+
+/// Removes `key` at every depth (attempt records say whether a reply came from the cache, which
+/// differs after a resume).
+pub fn strip(v: &mut serde_json::Value, key: &str) {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            m.remove(key);
+            m.values_mut().for_each(|x| strip(x, key));
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| strip(x, key)),
+        _ => {}
+    }
+}
