@@ -213,7 +213,13 @@ pub fn main(options: Options) -> anyhow::Result<()> {
         hook(info);
     }));
     let _ = execute!(std::io::stdout(), EnableMouseCapture);
-    let result = runtime.block_on(event_loop(&mut terminal, app, config, data, first));
+    let mut draw = |app: &App| -> anyhow::Result<()> {
+        let _ = execute!(std::io::stdout(), BeginSynchronizedUpdate);
+        terminal.draw(|f| ui::render(f, app))?;
+        let _ = execute!(std::io::stdout(), EndSynchronizedUpdate);
+        Ok(())
+    };
+    let result = runtime.block_on(event_loop(ct::EventStream::new(), app, config, data, first, &mut draw));
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
     ratatui::restore();
     runtime.shutdown_timeout(Duration::from_millis(200));
@@ -236,13 +242,21 @@ struct Driver {
     speed: watch::Sender<Replay>,
 }
 
-async fn event_loop(
-    terminal: &mut ratatui::DefaultTerminal,
+/// The workbench's event loop: `input` (the terminal's events, or synthetic ones in a benchmark),
+/// engine reports on the action channel, and a 60 Hz tick. Input is handled on arrival and its frame
+/// drawn at once; everything else marks the screen dirty and is drawn on the next tick, so a burst of
+/// tokens costs one frame. `draw` renders a frame (into the terminal, or a TestBackend).
+pub async fn event_loop<S>(
+    mut input: S,
     mut app: App,
     config: Config,
     data: PathBuf,
     first: Vec<Effect>,
-) -> anyhow::Result<()> {
+    draw: &mut dyn FnMut(&App) -> anyhow::Result<()>,
+) -> anyhow::Result<()>
+where
+    S: futures_util::Stream<Item = std::io::Result<CtEvent>> + Unpin,
+{
     let (tx, mut rx) = unbounded_channel::<Action>();
     let mut driver = Driver {
         tx: tx.clone(),
@@ -258,7 +272,6 @@ async fn event_loop(
         driver.perform(e);
     }
     let started = Instant::now();
-    let mut input = ct::EventStream::new();
     let mut tick = tokio::time::interval(Duration::from_millis(16));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -266,18 +279,19 @@ async fn event_loop(
     let mut last_second = 0;
     loop {
         let mut effects = Vec::new();
+        let mut now = false;
         tokio::select! {
             biased;
             event = input.next() => match event {
                 Some(Ok(CtEvent::Key(key))) if key.kind != ct::KeyEventKind::Release => {
                     effects = app.update(Action::Key(key));
-                    dirty = true;
+                    now = true;
                 }
                 Some(Ok(CtEvent::Mouse(m))) => {
                     effects = app.update(Action::Mouse(m));
-                    dirty = true;
+                    now = true;
                 }
-                Some(Ok(CtEvent::Resize(..))) => dirty = true,
+                Some(Ok(CtEvent::Resize(..))) => now = true,
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(e.into()),
                 None => break,
@@ -298,12 +312,7 @@ async fn event_loop(
                     last_second = ms / 1000;
                     dirty = true;
                 }
-                if dirty {
-                    let _ = execute!(std::io::stdout(), BeginSynchronizedUpdate);
-                    terminal.draw(|f| ui::render(f, &app))?;
-                    let _ = execute!(std::io::stdout(), EndSynchronizedUpdate);
-                    dirty = false;
-                }
+                now = dirty;
             }
         }
         for e in effects {
@@ -315,6 +324,10 @@ async fn event_loop(
         }
         if app.quit {
             break;
+        }
+        if now {
+            draw(&app)?;
+            dirty = false;
         }
     }
     driver.stop();
