@@ -11,6 +11,7 @@ mod metrics_cmds;
 #[cfg(feature = "local-model")]
 mod model_cmds;
 mod observe_cmds;
+mod rolebench_cmds;
 mod run_cmds;
 mod table;
 
@@ -120,6 +121,9 @@ pub enum Command {
     },
     /// Observer agents: scenario dialogues with a subject, then IPIP-50 reports (journaled as a session)
     Observe(observe_cmds::ObserveArgs),
+    /// RoleBench: the agent answers a RoleBench file's questions, scored by Rouge-L against the
+    /// references and optionally by a pairwise judge against a baseline (journaled as a session)
+    Rolebench(rolebench_cmds::RolebenchArgs),
     /// Interview characters with scales and assess them (a benchmark run, journaled as a session)
     Run {
         /// Character ids (comma-separated) or `all`
@@ -426,6 +430,10 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         Command::Observe(args) => {
             let catalog = load_catalog(&mut std::io::stderr())?;
             observe_cmds::observe(args, catalog, out)
+        }
+        Command::Rolebench(args) => {
+            let catalog = load_catalog(&mut std::io::stderr())?;
+            rolebench_cmds::run(args, catalog, out)
         }
         Command::Run {
             characters,

@@ -84,31 +84,37 @@ fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> an
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let role = |explicit: &Option<String>, role: Role| -> anyhow::Result<String> {
-        match explicit {
-            Some(p) if config.provider(p).is_some() => Ok(p.clone()),
-            Some(p) => Err(input_error(format!(
-                "unknown provider \"{}\" (`incharacter providers` lists them)",
-                safe(p)
-            ))),
-            None => config
-                .roles
-                .get(&role)
-                .cloned()
-                .ok_or_else(|| input_error(format!("no provider for role {}", role.name()))),
-        }
-    };
     Ok(RunPlan {
         characters,
         scales,
         methods,
         repeats: a.repeats.max(1),
-        rpa: role(&a.rpa, Role::Rpa)?,
-        judge: role(&a.judge, Role::Judge)?,
+        rpa: provider_for(config, &a.rpa, Role::Rpa)?,
+        judge: provider_for(config, &a.judge, Role::Judge)?,
         style: a.style,
         seed: a.seed,
         max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
     })
+}
+
+/// The provider named on the command line (which must exist), or the config's provider for `role`.
+pub(super) fn provider_for(
+    config: &crate::llm::config::Config,
+    explicit: &Option<String>,
+    role: Role,
+) -> anyhow::Result<String> {
+    match explicit {
+        Some(p) if config.provider(p).is_some() => Ok(p.clone()),
+        Some(p) => Err(input_error(format!(
+            "unknown provider \"{}\" (`incharacter providers` lists them)",
+            safe(p)
+        ))),
+        None => config
+            .roles
+            .get(&role)
+            .cloned()
+            .ok_or_else(|| input_error(format!("no provider for role {}", role.name()))),
+    }
 }
 
 pub fn run(args: RunArgs, catalog: Catalog, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -253,6 +259,9 @@ pub fn export(
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     let events = load_events(&session_dir(id)?)?;
+    if crate::engine::rolebench::plan_of(&events).is_some() {
+        return export_rolebench(id, format, &events, output, out);
+    }
     let observers = crate::engine::observe::subjects(&events, catalog);
     let text = match (format, observers) {
         ("json", Some(_)) => serde_json::to_string_pretty(&crate::engine::observe::export(&events, catalog))?,
@@ -275,6 +284,62 @@ pub fn export(
             )
         }
         (_, observers) => return export_interviews(catalog, id, format, &events, observers.is_some(), output, out),
+    };
+    write_export(&text, output, out)
+}
+
+fn export_rolebench(
+    id: &str,
+    format: &str,
+    events: &[Event],
+    output: Option<&Path>,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    use crate::engine::rolebench;
+    let (_, items) = rolebench::items(events).ok_or_else(|| input_error("no plan in the journal"))?;
+    let text = match format {
+        "json" => serde_json::to_string_pretty(&rolebench::export(events))?,
+        "csv" => {
+            let mut w = csv::Writer::from_writer(Vec::new());
+            w.write_record([
+                "line",
+                "role",
+                "type",
+                "rouge_l_p",
+                "rouge_l_r",
+                "rouge_l_f",
+                "judge_score",
+            ])?;
+            for i in &items {
+                let score = match &i.judge {
+                    Some(rolebench::Step::Judged { score: Some(s), .. }) => s.to_string(),
+                    _ => String::new(),
+                };
+                let rouge = |f: fn(&crate::domain::rouge::RougeL) -> f64| {
+                    i.best.map_or(String::new(), |(_, r)| f(&r).to_string())
+                };
+                w.write_record([
+                    i.line.to_string(),
+                    i.role.clone(),
+                    i.types.join(","),
+                    rouge(|r| r.p),
+                    rouge(|r| r.r),
+                    rouge(|r| r.f),
+                    score,
+                ])?;
+            }
+            String::from_utf8(w.into_inner()?)?
+        }
+        "md" => format!(
+            "# Session {id} (RoleBench)\n\n```text\n{}```\n",
+            super::rolebench_cmds::tables(&rolebench::totals(&items))
+        ),
+        other => {
+            return Err(input_error(format!(
+                "unknown format \"{}\" (json, csv, md)",
+                safe(other)
+            )));
+        }
     };
     write_export(&text, output, out)
 }
@@ -330,8 +395,13 @@ pub fn report(catalog: &Catalog, ids: &[String], format: &str, out: &mut dyn Wri
     }
     let mut sessions = Vec::new();
     let mut observer_sessions = Vec::new();
+    let mut rolebench_sessions = Vec::new();
     for id in ids {
         let events = load_events(&session_dir(id)?)?;
+        if let Some((_, items)) = crate::engine::rolebench::items(&events) {
+            rolebench_sessions.push((id.clone(), crate::engine::rolebench::totals(&items)));
+            continue;
+        }
         if let Some((plan, subjects)) = crate::engine::observe::subjects(&events, catalog) {
             let scale = catalog
                 .scale(crate::observer::SCALE)
@@ -367,10 +437,20 @@ pub fn report(catalog: &Catalog, ids: &[String], format: &str, out: &mut dyn Wri
                         .iter()
                         .map(|(id, _, stats)| json!({"session": id, "kind": "observers", "statistics": stats})),
                 )
+                .chain(
+                    rolebench_sessions
+                        .iter()
+                        .map(|(id, totals)| json!({"session": id, "kind": "rolebench", "summary": totals})),
+                )
                 .collect();
             writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
         }
         _ => {
+            for (id, totals) in &rolebench_sessions {
+                writeln!(out, "## {id} (RoleBench)\n\n```text")?;
+                write!(out, "{}", super::rolebench_cmds::tables(totals))?;
+                writeln!(out, "```\n")?;
+            }
             for (id, subjects, stats) in &observer_sessions {
                 writeln!(out, "## {id} (observers)\n\n```text")?;
                 write!(out, "{}", crate::observer::report::tables(subjects, stats))?;

@@ -6,6 +6,7 @@
 pub mod live;
 pub mod observe;
 pub mod results;
+pub mod rolebench;
 pub mod runner;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -156,6 +157,18 @@ pub enum Event {
     },
     /// One step of an observer run.
     Observed(crate::observer::Step),
+    /// The start of a RoleBench run (instead of `RunStarted`).
+    RolebenchStarted {
+        session: String,
+        name: Option<String>,
+        created: String,
+        app_version: String,
+        /// Boxed: it holds the questions, and would make every event as large.
+        plan: Box<rolebench::RolebenchPlan>,
+        providers: BTreeMap<String, ModelInfo>,
+    },
+    /// One step of a RoleBench run.
+    Rolebench(rolebench::Step),
     RunFinished {
         status: String,
         at: String,
@@ -168,7 +181,8 @@ pub struct SessionStart<'a> {
     pub name: &'a Option<String>,
     pub created: &'a str,
     pub providers: &'a BTreeMap<String, ModelInfo>,
-    pub observers: bool,
+    /// `interviews`, `observers` or `rolebench`.
+    pub kind: &'static str,
 }
 
 /// An observer step, as its journal records it.
@@ -192,7 +206,7 @@ impl Event {
                 name,
                 created,
                 providers,
-                observers: false,
+                kind: "interviews",
             }),
             Event::ObserveStarted {
                 session,
@@ -205,7 +219,20 @@ impl Event {
                 name,
                 created,
                 providers,
-                observers: true,
+                kind: "observers",
+            }),
+            Event::RolebenchStarted {
+                session,
+                name,
+                created,
+                providers,
+                ..
+            } => Some(SessionStart {
+                session,
+                name,
+                created,
+                providers,
+                kind: "rolebench",
             }),
             _ => None,
         }

@@ -94,6 +94,9 @@ pub struct RunView {
     /// The plan of an observer run, and its steps so far.
     pub observe: Option<crate::observer::ObservePlan>,
     pub steps: Vec<crate::observer::Step>,
+    /// The plan of a RoleBench run, and its steps so far.
+    pub rolebench: Option<crate::engine::rolebench::RolebenchPlan>,
+    pub rolebench_steps: Vec<crate::engine::rolebench::Step>,
     /// The dialogue turn being generated: (request purpose, text so far).
     pub streaming_turn: Option<(String, String)>,
     /// (prompt, completion) tokens per role, for the cost estimate.
@@ -294,6 +297,15 @@ impl RunView {
                     self.streaming_turn = None;
                 }
                 self.steps.push(step.clone());
+            }
+            Event::RolebenchStarted { plan, .. } => {
+                self.rolebench = Some(plan.as_ref().clone());
+            }
+            Event::Rolebench(step) => {
+                if let crate::engine::rolebench::Step::AnswerFailed { line, error } = step {
+                    self.log(format!("failed: RoleBench line {line}: {}", terminal_safe(error)));
+                }
+                self.rolebench_steps.push(step.clone());
             }
             Event::RunFinished { status, .. } => self.finished = Some(status.clone()),
         }

@@ -1,0 +1,273 @@
+//! `rolebench`: the agent answers RoleBench questions; Rouge-L against the references, and an optional
+//! pairwise judge against a baseline's answers.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::input_error;
+use super::run_cmds::provider_for;
+use super::table::Table;
+use crate::catalog::Catalog;
+use crate::engine::Event;
+use crate::engine::rolebench::{self, RolebenchPlan, Start, Step, Totals};
+use crate::llm::Role;
+use crate::llm::config::Config;
+use crate::method::rolebench::{Filter, load_baseline, load_questions, sample};
+use crate::rpa::prompt::RpaStyle;
+use crate::text::terminal_safe as safe;
+
+#[derive(Debug, clap::Args)]
+pub struct RolebenchArgs {
+    /// RoleBench instruction file (jsonl rows: role, question, generated references, type)
+    #[arg(long, required_unless_present = "resume")]
+    pub data: Option<PathBuf>,
+    /// Roles to ask, comma-separated (exact names) [default: every role in the file]
+    #[arg(long)]
+    pub roles: Option<String>,
+    /// Only questions of these types, comma-separated (e.g. script_based, script_agnostic)
+    #[arg(long = "type")]
+    pub types: Option<String>,
+    /// A seeded sample of at most N questions (file order kept)
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Provider of the role-playing agent [default: the config's rpa role]
+    #[arg(long)]
+    pub rpa: Option<String>,
+    /// Prompt style for roles with an imported character: description, chatharuhi or rolegpt
+    #[arg(long, default_value = "description")]
+    pub style: String,
+    /// Provider of the pairwise judge (needs --baseline)
+    #[arg(long, requires = "baseline")]
+    pub judge: Option<String>,
+    /// Baseline answers to compare with (same jsonl shape; the first reference is the answer)
+    #[arg(long, requires = "judge")]
+    pub baseline: Option<PathBuf>,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Most requests in flight [default: the config's max_concurrency]
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// A name for the session (part of its id)
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Resume an interrupted RoleBench session by id
+    #[arg(long, conflicts_with_all = ["data", "roles", "types", "limit", "rpa", "judge", "baseline"])]
+    pub resume: Option<String>,
+    /// Print {"session", "path", "summary"} as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn list(s: &Option<String>) -> Vec<String> {
+    s.iter()
+        .flat_map(|s| s.split(','))
+        .map(|x| x.trim().to_string())
+        .filter(|x| !x.is_empty())
+        .collect()
+}
+
+/// Reads, filters and samples the questions, and finds the roles' characters and baseline answers.
+pub fn plan(catalog: &Catalog, config: &Config, a: &RolebenchArgs) -> anyhow::Result<(RolebenchPlan, Vec<String>)> {
+    let data = a.data.as_ref().ok_or_else(|| input_error("--data is required"))?;
+    let style = RpaStyle::parse(&a.style).ok_or_else(|| {
+        input_error(format!(
+            "style \"{}\" is not available (description, chatharuhi, rolegpt)",
+            safe(&a.style)
+        ))
+    })?;
+    let questions = load_questions(data).map_err(|e| input_error(e.to_string()))?;
+    let filter = Filter {
+        roles: list(&a.roles),
+        types: list(&a.types),
+    };
+    let mut questions = filter.apply(questions).map_err(|e| input_error(e.to_string()))?;
+    if let Some(n) = a.limit {
+        questions = sample(questions, n, a.seed);
+    }
+    if questions.is_empty() {
+        return Err(input_error("no question matches the filters"));
+    }
+    let mut notes = Vec::new();
+    let mut characters = BTreeMap::new();
+    let mut roles: Vec<&str> = questions.iter().map(|q| q.role.as_str()).collect();
+    roles.sort_unstable();
+    roles.dedup();
+    for role in roles {
+        match catalog.character(role) {
+            Some(c) => {
+                characters.insert(role.to_string(), c.id.clone());
+            }
+            None => notes.push(format!(
+                "{role}: no imported character (`incharacter import rolebench` adds one); played from a \
+                 minimal role-play prompt built from the name"
+            )),
+        }
+    }
+    let mut baseline_answers = Vec::new();
+    if let Some(path) = &a.baseline {
+        let baseline = load_baseline(path).map_err(|e| input_error(e.to_string()))?;
+        let mut missing = 0;
+        for q in &questions {
+            match baseline.get(&q.role, &q.question) {
+                Some(answer) => {
+                    baseline_answers.push((q.line, answer.to_string()));
+                }
+                None => missing += 1,
+            }
+        }
+        if missing > 0 {
+            notes.push(format!(
+                "{missing} question(s) have no baseline answer in {} and are not judged",
+                path.display()
+            ));
+        }
+    }
+    let plan = RolebenchPlan {
+        data: data.display().to_string(),
+        roles: filter.roles,
+        types: filter.types,
+        limit: a.limit,
+        seed: a.seed,
+        rpa: provider_for(config, &a.rpa, Role::Rpa)?,
+        style,
+        judge: a
+            .judge
+            .as_ref()
+            .map(|j| provider_for(config, &Some(j.clone()), Role::Judge))
+            .transpose()?,
+        baseline: a.baseline.as_ref().map(|p| p.display().to_string()),
+        max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
+        questions,
+        baseline_answers,
+        characters,
+    };
+    Ok((plan, notes))
+}
+
+pub fn run(args: RolebenchArgs, catalog: Catalog, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let config = super::llm_cmds::load_config()?;
+    let data = crate::paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
+    let start = match &args.resume {
+        Some(id) => Start::Resume { id: id.clone() },
+        None => {
+            let (plan, notes) = plan(&catalog, &config, &args)?;
+            for note in notes {
+                eprintln!("note: {}", safe(&note));
+            }
+            Start::New {
+                plan,
+                name: args.name.clone(),
+            }
+        }
+    };
+    let catalog = Arc::new(catalog);
+    let prepared = rolebench::prepare(catalog, &config, &data, start, args.concurrency).map_err(input_error)?;
+    let (id, dir) = (prepared.id.clone(), prepared.dir.clone());
+    let total = prepared.plan.questions.len();
+    let judged = prepared.plan.judge.is_some();
+    eprintln!(
+        "session {id}: {total} question(s), {} role(s){}",
+        prepared
+            .plan
+            .questions
+            .iter()
+            .map(|q| &q.role)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        if judged { ", judged against the baseline" } else { "" }
+    );
+    let live = std::io::stderr().is_terminal();
+    let mut counts = (prepared.done.answers.len(), 0usize, 0usize);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let events = runtime
+        .block_on(prepared.execute(None, |e| {
+            if let Event::Rolebench(step) = e {
+                match step {
+                    Step::Answered { .. } => counts.0 += 1,
+                    Step::Judged { .. } => counts.1 += 1,
+                    Step::AnswerFailed { line, error } => {
+                        counts.2 += 1;
+                        eprintln!("\nfailed: line {line}: {}", safe(error));
+                    }
+                }
+                let line = format!(
+                    "{}/{total} answered, {} judged, {} failed",
+                    counts.0, counts.1, counts.2
+                );
+                if live {
+                    eprint!("\r{line}");
+                } else if counts.0 % 20 == 0 || !matches!(step, Step::Answered { .. }) {
+                    eprintln!("{line}");
+                }
+            }
+        }))
+        .map_err(|e| anyhow::anyhow!(e))?;
+    if live {
+        eprintln!();
+    }
+    let (_, items) = rolebench::items(&events).ok_or_else(|| anyhow::anyhow!("no plan in the journal"))?;
+    let totals = rolebench::totals(&items);
+    if args.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&json!({"session": id, "path": dir, "summary": totals}))?
+        )?;
+    } else {
+        write!(out, "{}", tables(&totals))?;
+        writeln!(out, "session {id}: {}", dir.display())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Rouge-L per role and per type, with the win rate where a judge ran.
+pub fn tables(t: &Totals) -> String {
+    let mut roles = Table::new(&["role", "questions", "Rouge-L P", "R", "F", "win rate"]);
+    for (role, m) in &t.rouge_l.by_role {
+        roles.row(vec![
+            safe(role),
+            m.count.to_string(),
+            format!("{:.4}", m.p),
+            format!("{:.4}", m.r),
+            format!("{:.4}", m.f),
+            t.win_rate_by_role
+                .get(role)
+                .map_or("—".into(), |w| format!("{:.1} %", w * 100.0)),
+        ]);
+    }
+    let o = &t.rouge_l.overall;
+    roles.row(vec![
+        "all".into(),
+        o.count.to_string(),
+        format!("{:.4}", o.p),
+        format!("{:.4}", o.r),
+        format!("{:.4}", o.f),
+        t.win_rate.map_or("—".into(), |w| format!("{:.1} %", w * 100.0)),
+    ]);
+    let mut text = roles.render();
+    if !t.rouge_l.by_type.is_empty() {
+        let mut types = Table::new(&["type", "questions", "Rouge-L F"]);
+        for (kind, m) in &t.rouge_l.by_type {
+            types.row(vec![safe(kind), m.count.to_string(), format!("{:.4}", m.f)]);
+        }
+        text.push('\n');
+        text.push_str(&types.render());
+    }
+    text.push_str(&format!(
+        "{} of {} answered, {} failed{}\n",
+        t.answered,
+        t.questions,
+        t.failed,
+        if t.judged > 0 {
+            format!("; {} judged in both orders (ties count half)", t.judged)
+        } else {
+            String::new()
+        }
+    ));
+    text
+}

@@ -1,0 +1,495 @@
+//! RoleBench sessions: the agent answers RoleBench questions (each in its own context), journaled,
+//! resumable and cached like interviews; Rouge-L against the references is computed from the journal,
+//! and an optional judge compares each answer with a baseline answer in both orders.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::Event;
+use super::live::{LiveSink, Pause};
+use super::runner::{Opened, connector, finish, journal_while, observed, open_journal, open_session};
+use crate::catalog::Catalog;
+use crate::domain::rouge::{self, RougeL};
+use crate::domain::scale::Language;
+use crate::llm::config::Config;
+use crate::llm::{ChatMessage, ChatModel, ChatRequest, Role, complete};
+use crate::method::rolebench::{self, Question, Scored, Summary, Verdict};
+use crate::method::{interview, judge};
+use crate::rpa::memories::Memories;
+use crate::rpa::prompt::{self, RpaStyle};
+use crate::session::{self, Journal};
+
+pub type Start = super::runner::Start<RolebenchPlan>;
+
+/// What a RoleBench session asks, frozen at its start: a resume never reads the files again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RolebenchPlan {
+    /// The question file, as given.
+    pub data: String,
+    pub roles: Vec<String>,
+    pub types: Vec<String>,
+    pub limit: Option<usize>,
+    pub seed: u64,
+    pub rpa: String,
+    pub style: RpaStyle,
+    pub judge: Option<String>,
+    /// The baseline file, as given.
+    pub baseline: Option<String>,
+    pub max_attempts: u32,
+    pub questions: Vec<Question>,
+    /// Baseline answers as (question line, answer), for the questions that have one. A list, not a
+    /// map: the journal's tagged events cannot read numbers back from map keys.
+    #[serde(default)]
+    pub baseline_answers: Vec<(usize, String)>,
+    /// Roles played from an imported character: role → character id. The others get a minimal
+    /// role-play prompt built from the role's name.
+    #[serde(default)]
+    pub characters: BTreeMap<String, String>,
+}
+
+impl RolebenchPlan {
+    pub fn baseline_for(&self, line: usize) -> Option<&str> {
+        self.baseline_answers
+            .iter()
+            .find(|(l, _)| *l == line)
+            .map(|(_, a)| a.as_str())
+    }
+
+    /// Roles with no imported character, which are played from their name alone.
+    pub fn unprofiled(&self) -> Vec<&str> {
+        let mut roles: Vec<&str> = self
+            .questions
+            .iter()
+            .map(|q| q.role.as_str())
+            .filter(|r| !self.characters.contains_key(*r))
+            .collect();
+        roles.dedup();
+        roles.sort_unstable();
+        roles.dedup();
+        roles
+    }
+}
+
+/// One journaled step of a RoleBench session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum Step {
+    Answered {
+        line: usize,
+        response: String,
+    },
+    AnswerFailed {
+        line: usize,
+        error: String,
+    },
+    /// The judge's verdicts with the agent's answer as A, then as B; `score` is
+    /// [`rolebench::pair_score`] when both were read.
+    Judged {
+        line: usize,
+        agent_as_a: Option<Verdict>,
+        agent_as_b: Option<Verdict>,
+        score: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<String>,
+    },
+}
+
+impl From<Step> for Event {
+    fn from(step: Step) -> Event {
+        Event::Rolebench(step)
+    }
+}
+
+/// What a session's journal already holds, by question line.
+#[derive(Debug, Clone, Default)]
+pub struct Done {
+    pub answers: BTreeMap<usize, String>,
+    pub judged: BTreeMap<usize, Step>,
+}
+
+impl Done {
+    pub fn from_events(events: &[Event]) -> Done {
+        let mut done = Done::default();
+        for e in events {
+            match e {
+                Event::Rolebench(Step::Answered { line, response }) => {
+                    done.answers.insert(*line, response.clone());
+                }
+                Event::Rolebench(step @ Step::Judged { line, .. }) => {
+                    done.judged.insert(*line, step.clone());
+                }
+                _ => {}
+            }
+        }
+        done
+    }
+}
+
+pub fn plan_of(events: &[Event]) -> Option<&RolebenchPlan> {
+    events.iter().find_map(|e| match e {
+        Event::RolebenchStarted { plan, .. } => Some(plan.as_ref()),
+        _ => None,
+    })
+}
+
+/// The prompt for one question: the imported character's prompt in the plan's style, or a minimal
+/// role-play instruction built from the role's name.
+pub fn messages(
+    plan: &RolebenchPlan,
+    catalog: &Catalog,
+    memories: Option<&Memories>,
+    q: &Question,
+) -> Vec<ChatMessage> {
+    if let Some(c) = plan.characters.get(&q.role).and_then(|id| catalog.character(id)) {
+        return prompt::assemble(c, plan.style, memories, &q.question, &q.question).messages;
+    }
+    let system = match q.language() {
+        Language::Zh => format!(
+            "你是{role}。请以{role}的身份、语气和说话方式回答，始终保持角色，不要提到自己是AI。",
+            role = q.role
+        ),
+        Language::En => format!(
+            "You are {role}. Answer as {role} would, in {role}'s own voice, manner and vocabulary. Stay in \
+             character and never mention being an AI.",
+            role = q.role
+        ),
+    };
+    vec![ChatMessage::system(system), ChatMessage::user(q.question.clone())]
+}
+
+pub struct RolebenchEngine {
+    pub catalog: Arc<Catalog>,
+    pub rpa: Arc<dyn ChatModel>,
+    pub judge: Option<Arc<dyn ChatModel>>,
+    pub memories: BTreeMap<String, Arc<Memories>>,
+}
+
+impl RolebenchEngine {
+    pub async fn run(&self, plan: &RolebenchPlan, done: &Done, sink: &UnboundedSender<Step>) {
+        let asks = plan.questions.iter().map(|q| self.question(plan, done, sink, q));
+        join_all(asks).await;
+    }
+
+    async fn question(&self, plan: &RolebenchPlan, done: &Done, sink: &UnboundedSender<Step>, q: &Question) {
+        let answer = match done.answers.get(&q.line) {
+            Some(a) => a.clone(),
+            None => {
+                let memories = plan
+                    .characters
+                    .get(&q.role)
+                    .and_then(|id| self.memories.get(id))
+                    .map(Arc::as_ref);
+                let mut request = ChatRequest::new(messages(plan, &self.catalog, memories, q));
+                request.meta.role = Role::Rpa;
+                request.meta.purpose = purpose(q);
+                request.sampling.seed = Some(plan.seed.wrapping_add(q.line as u64));
+                request.sampling.max_tokens = Some(interview::MAX_ANSWER_TOKENS);
+                match complete(self.rpa.as_ref(), request).await {
+                    Ok(reply) => {
+                        let response = reply.text.trim().to_string();
+                        let _ = sink.send(Step::Answered {
+                            line: q.line,
+                            response: response.clone(),
+                        });
+                        response
+                    }
+                    Err(e) => {
+                        let _ = sink.send(Step::AnswerFailed {
+                            line: q.line,
+                            error: e.to_string(),
+                        });
+                        return;
+                    }
+                }
+            }
+        };
+        let (Some(judge), Some(baseline)) = (&self.judge, plan.baseline_for(q.line)) else {
+            return;
+        };
+        if done.judged.contains_key(&q.line) {
+            return;
+        }
+        let ask = |a: &str, b: &str| {
+            let request = rolebench::pairwise_request(q, a, b);
+            async move {
+                judge::ask(judge.as_ref(), &request, plan.max_attempts, rolebench::parse_verdict)
+                    .await
+                    .0
+            }
+        };
+        let (first, second) = tokio::join!(ask(&answer, baseline), ask(baseline, &answer));
+        let failure = [&first, &second]
+            .iter()
+            .find_map(|r| r.as_ref().err().map(|e| e.to_string()));
+        let (agent_as_a, agent_as_b) = (first.ok(), second.ok());
+        let score = match (&agent_as_a, &agent_as_b) {
+            (Some(a), Some(b)) => Some(rolebench::pair_score(a.winner, b.winner)),
+            _ => None,
+        };
+        let _ = sink.send(Step::Judged {
+            line: q.line,
+            agent_as_a,
+            agent_as_b,
+            score,
+            failure,
+        });
+    }
+}
+
+/// The purpose string of a question's request (the live view keys its transcript on it).
+pub fn purpose(q: &Question) -> String {
+    format!("rolebench {} line {}", q.role, q.line)
+}
+
+pub struct Prepared {
+    pub id: String,
+    pub dir: PathBuf,
+    pub plan: RolebenchPlan,
+    pub engine: RolebenchEngine,
+    pub done: Done,
+    pub journal: Journal,
+}
+
+pub fn prepare(
+    catalog: Arc<Catalog>,
+    config: &Config,
+    data: &Path,
+    start: Start,
+    concurrency: Option<usize>,
+) -> Result<Prepared, String> {
+    let Opened {
+        id,
+        dir,
+        plan,
+        name,
+        prior,
+    } = open_session(data, start, plan_of, "a RoleBench run")?;
+    let connect = connector(config, data, plan.seed, concurrency);
+    let rpa = connect(&plan.rpa)?;
+    let judge = plan.judge.as_deref().map(&connect).transpose()?;
+    let mut providers = BTreeMap::from([("rpa".to_string(), rpa.info())]);
+    if let Some(j) = &judge {
+        providers.insert("judge".into(), j.info());
+    }
+    let journal = open_journal(&dir, !prior.is_empty(), || Event::RolebenchStarted {
+        session: id.clone(),
+        name,
+        created: session::now_rfc3339(),
+        app_version: env!("CARGO_PKG_VERSION").into(),
+        plan: Box::new(plan.clone()),
+        providers,
+    })?;
+    let mut memories = BTreeMap::new();
+    for cid in plan.characters.values() {
+        if let Some(c) = catalog.character(cid)
+            && let Ok(Some(m)) = Memories::load(data, &c.id, &c.name)
+        {
+            memories.insert(c.id.clone(), Arc::new(m));
+        }
+    }
+    Ok(Prepared {
+        done: Done::from_events(&prior),
+        engine: RolebenchEngine {
+            catalog,
+            rpa,
+            judge,
+            memories,
+        },
+        id,
+        dir,
+        plan,
+        journal,
+    })
+}
+
+impl Prepared {
+    /// Runs what the session lacks, journaling each step before handing it to `on_event`.
+    pub async fn execute(
+        mut self,
+        live: Option<(LiveSink, Pause)>,
+        mut on_event: impl FnMut(&Event) + Send,
+    ) -> Result<Vec<Event>, String> {
+        if let Some((sink, pause)) = live {
+            self.engine.rpa = observed(self.engine.rpa.clone(), &sink, &pause);
+            self.engine.judge = self.engine.judge.clone().map(|j| observed(j, &sink, &pause));
+        }
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Step>();
+        let Prepared {
+            id,
+            engine,
+            plan,
+            done,
+            journal,
+            ..
+        } = &mut self;
+        let work = async {
+            engine.run(plan, done, &tx).await;
+            drop(tx);
+        };
+        journal_while(work, rx, journal, "rolebench", id, &mut on_event).await?;
+        finish(&mut self.journal, &self.dir, export)
+    }
+}
+
+/// One question's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Item {
+    pub line: usize,
+    pub role: String,
+    pub question: String,
+    pub types: Vec<String>,
+    pub references: Vec<String>,
+    pub response: Option<String>,
+    pub error: Option<String>,
+    /// The best reference (by F) and its Rouge-L.
+    pub best: Option<(usize, RougeL)>,
+    pub judge: Option<Step>,
+}
+
+/// Every question of the plan with its answer, Rouge-L and verdicts, in plan order.
+pub fn items(events: &[Event]) -> Option<(RolebenchPlan, Vec<Item>)> {
+    let plan = plan_of(events)?.clone();
+    let done = Done::from_events(events);
+    let errors: BTreeMap<usize, String> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Rolebench(Step::AnswerFailed { line, error }) => Some((*line, error.clone())),
+            _ => None,
+        })
+        .collect();
+    let items = plan
+        .questions
+        .iter()
+        .map(|q| {
+            let response = done.answers.get(&q.line).cloned();
+            let best = response
+                .as_deref()
+                .and_then(|r| rouge::best(&q.references, r, q.language()));
+            Item {
+                line: q.line,
+                role: q.role.clone(),
+                question: q.question.clone(),
+                types: q.types.clone(),
+                references: q.references.clone(),
+                error: (response.is_none()).then(|| errors.get(&q.line).cloned()).flatten(),
+                response,
+                best,
+                judge: done.judged.get(&q.line).cloned(),
+            }
+        })
+        .collect();
+    Some((plan, items))
+}
+
+/// The Rouge-L means of the answered questions, and the judge's win rate where it ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Totals {
+    pub questions: usize,
+    pub answered: usize,
+    pub failed: usize,
+    #[serde(flatten)]
+    pub rouge_l: Summary,
+    /// Mean pair score (ties count half), over the questions both orders were read for.
+    pub win_rate: Option<f64>,
+    pub judged: usize,
+    /// Win rate per role.
+    pub win_rate_by_role: BTreeMap<String, f64>,
+}
+
+pub fn totals(items: &[Item]) -> Totals {
+    let scored = items.iter().filter_map(|i| {
+        i.best.map(|(_, r)| Scored {
+            role: &i.role,
+            types: &i.types,
+            rouge: r,
+        })
+    });
+    let rouge_l = rolebench::summarize(scored);
+    let score_of = |i: &Item| match &i.judge {
+        Some(Step::Judged { score, .. }) => *score,
+        _ => None,
+    };
+    let scores: Vec<f64> = items.iter().filter_map(score_of).collect();
+    let mut by_role: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for i in items {
+        if let Some(s) = score_of(i) {
+            by_role.entry(i.role.clone()).or_default().push(s);
+        }
+    }
+    Totals {
+        questions: items.len(),
+        answered: items.iter().filter(|i| i.response.is_some()).count(),
+        failed: items.iter().filter(|i| i.error.is_some()).count(),
+        rouge_l,
+        win_rate: rolebench::win_rate(&scores),
+        judged: scores.len(),
+        win_rate_by_role: by_role
+            .into_iter()
+            .filter_map(|(r, s)| rolebench::win_rate(&s).map(|w| (r, w)))
+            .collect(),
+    }
+}
+
+/// `export --format json` (and results.json) of a RoleBench session.
+pub fn export(events: &[Event]) -> Value {
+    let Some((plan, items)) = items(events) else {
+        return Value::Null;
+    };
+    let session = events
+        .iter()
+        .find_map(|e| match e {
+            Event::RolebenchStarted {
+                session,
+                created,
+                app_version,
+                providers,
+                name,
+                ..
+            } => Some(json!({
+                "id": session, "name": name, "created": created, "app_version": app_version,
+                "providers": providers, "seed": plan.seed, "kind": "rolebench", "data": plan.data,
+                "style": plan.style, "unprofiled_roles": plan.unprofiled(),
+            })),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let rows: Vec<Value> = items
+        .iter()
+        .map(|i| {
+            let judge = match &i.judge {
+                Some(Step::Judged {
+                    agent_as_a,
+                    agent_as_b,
+                    score,
+                    failure,
+                    ..
+                }) => json!({
+                    "baseline": plan.baseline_for(i.line),
+                    "agent_as_a": agent_as_a, "agent_as_b": agent_as_b, "score": score, "failure": failure,
+                }),
+                _ => Value::Null,
+            };
+            json!({
+                "line": i.line,
+                "role": i.role,
+                "question": i.question,
+                "type": match i.types.as_slice() {
+                    [one] => json!(one),
+                    many => json!(many),
+                },
+                "references": i.references,
+                "response": i.response,
+                "error": i.error,
+                "rouge_l": i.best.map(|(best, r)| json!({"p": r.p, "r": r.r, "f": r.f, "best_reference": best})),
+                "judge": judge,
+            })
+        })
+        .collect();
+    json!({"session": session, "rolebench": rows, "summary": totals(&items)})
+}
