@@ -496,3 +496,105 @@ fn annotate_answers_with_number_keys_blind_until_answered() {
     assert!(screen.contains("3/88 answered"), "{screen}");
     assert!(screen.contains("n=2 "), "x is left out of the statistics: {screen}");
 }
+
+#[test]
+fn rolebench_picks_roles_starts_and_highlights_the_common_subsequence() {
+    use incharacter::engine::rolebench::Step;
+    use incharacter::method::rolebench::{Question, Verdict, Winner};
+    let mut app = app();
+    let question = |line: usize, role: &str, q: &str, r: &str| Question {
+        line,
+        role: role.into(),
+        question: q.into(),
+        references: vec![r.into()],
+        types: vec!["script_agnostic".into()],
+    };
+    let questions = vec![
+        question(
+            1,
+            "Jack Sparrow",
+            "Jack, where is the treasure?",
+            "The treasure sat on the ship, mate.",
+        ),
+        question(
+            2,
+            "Jack Sparrow",
+            "Jack, do you trust Will?",
+            "Trust is a fickle thing.",
+        ),
+        question(3, "李白", "李白，你喜欢喝酒吗？", "酒是我的知己。"),
+    ];
+    let file = std::path::PathBuf::from("/data/rolebench/test.jsonl");
+    app.update(Action::RolebenchFiles(vec![file.clone()]));
+    key(&mut app, KeyCode::Char('9'));
+    assert_eq!(app.screen, Screen::Rolebench);
+    // Enter on the file asks the driver to read it; its questions come back as an action.
+    assert_eq!(key(&mut app, KeyCode::Enter), vec![Effect::LoadRolebench(file.clone())]);
+    app.update(Action::RolebenchLoaded(file, Ok(questions)));
+    key(&mut app, KeyCode::Char(' ')); // Jack Sparrow (roles are sorted)
+    let effects = app.update(Action::Key(KeyEvent::new(KeyCode::Char('r'), KeyModifiers::CONTROL)));
+    let [Effect::StartRolebench { plan }] = effects.as_slice() else {
+        panic!("ctrl-r starts a run: {effects:?}");
+    };
+    assert_eq!(plan.questions.len(), 2, "the picked role's questions only");
+    let plan = plan.clone();
+
+    app.update(Action::Engine(Event::RolebenchStarted {
+        session: "20261129-120000-rolebench-0001".into(),
+        name: None,
+        created: "2026-11-29T12:00:00Z".into(),
+        app_version: "0.1.0".into(),
+        plan,
+        providers: Default::default(),
+    }));
+    for step in [
+        Step::Answered {
+            line: 1,
+            response: "Savvy? The treasure is on my ship.".into(),
+        },
+        Step::Judged {
+            line: 1,
+            agent_as_a: Some(Verdict {
+                winner: Winner::A,
+                analysis: String::new(),
+            }),
+            agent_as_b: Some(Verdict {
+                winner: Winner::Tie,
+                analysis: String::new(),
+            }),
+            score: Some(0.75),
+            failure: None,
+        },
+    ] {
+        app.update(Action::Engine(Event::Rolebench(step)));
+    }
+    snap("rolebench", &app);
+
+    // The answer's tokens in the common subsequence ("the treasure … on … ship") are underlined, and
+    // nothing else is.
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    terminal.draw(|f| ui::render(f, &app)).unwrap();
+    let buffer = terminal.backend().buffer().clone();
+    let row = (0..40)
+        .find(|&y| {
+            (0..120)
+                .map(|x| buffer[(x, y)].symbol())
+                .collect::<String>()
+                .contains("Savvy? The treasure")
+        })
+        .expect("the answer is shown");
+    let underlined: String = (0..120)
+        .map(|x| &buffer[(x, row)])
+        .map(|c| {
+            if c.modifier.contains(ratatui::style::Modifier::UNDERLINED) {
+                c.symbol().to_string()
+            } else {
+                " ".to_string()
+            }
+        })
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert_eq!(underlined, "The treasure on ship");
+}

@@ -1,7 +1,6 @@
 //! `rolebench`: the agent answers RoleBench questions; Rouge-L against the references, and an optional
 //! pairwise judge against a baseline's answers.
 
-use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,7 +16,7 @@ use crate::engine::Event;
 use crate::engine::rolebench::{self, RolebenchPlan, Start, Step, Totals};
 use crate::llm::Role;
 use crate::llm::config::Config;
-use crate::method::rolebench::{Filter, load_baseline, load_questions, sample};
+use crate::method::rolebench::{load_baseline, load_questions};
 use crate::rpa::prompt::RpaStyle;
 use crate::text::terminal_safe as safe;
 
@@ -71,7 +70,7 @@ fn list(s: &Option<String>) -> Vec<String> {
         .collect()
 }
 
-/// Reads, filters and samples the questions, and finds the roles' characters and baseline answers.
+/// Reads the files and resolves the providers, then lets the engine choose the questions.
 pub fn plan(catalog: &Catalog, config: &Config, a: &RolebenchArgs) -> anyhow::Result<(RolebenchPlan, Vec<String>)> {
     let data = a.data.as_ref().ok_or_else(|| input_error("--data is required"))?;
     let style = RpaStyle::parse(&a.style).ok_or_else(|| {
@@ -81,72 +80,30 @@ pub fn plan(catalog: &Catalog, config: &Config, a: &RolebenchArgs) -> anyhow::Re
         ))
     })?;
     let questions = load_questions(data).map_err(|e| input_error(e.to_string()))?;
-    let filter = Filter {
+    let baseline = match &a.baseline {
+        Some(path) => Some((
+            path.display().to_string(),
+            load_baseline(path).map_err(|e| input_error(e.to_string()))?,
+        )),
+        None => None,
+    };
+    let judge = a
+        .judge
+        .as_ref()
+        .map(|j| provider_for(config, &Some(j.clone()), Role::Judge))
+        .transpose()?;
+    let data_name = data.display().to_string();
+    let choice = rolebench::Choice {
+        data: &data_name,
         roles: list(&a.roles),
         types: list(&a.types),
-    };
-    let mut questions = filter.apply(questions).map_err(|e| input_error(e.to_string()))?;
-    if let Some(n) = a.limit {
-        questions = sample(questions, n, a.seed);
-    }
-    if questions.is_empty() {
-        return Err(input_error("no question matches the filters"));
-    }
-    let mut notes = Vec::new();
-    let mut characters = BTreeMap::new();
-    let mut roles: Vec<&str> = questions.iter().map(|q| q.role.as_str()).collect();
-    roles.sort_unstable();
-    roles.dedup();
-    for role in roles {
-        match catalog.character(role) {
-            Some(c) => {
-                characters.insert(role.to_string(), c.id.clone());
-            }
-            None => notes.push(format!(
-                "{role}: no imported character (`incharacter import rolebench` adds one); played from a \
-                 minimal role-play prompt built from the name"
-            )),
-        }
-    }
-    let mut baseline_answers = Vec::new();
-    if let Some(path) = &a.baseline {
-        let baseline = load_baseline(path).map_err(|e| input_error(e.to_string()))?;
-        let mut missing = 0;
-        for q in &questions {
-            match baseline.get(&q.role, &q.question) {
-                Some(answer) => {
-                    baseline_answers.push((q.line, answer.to_string()));
-                }
-                None => missing += 1,
-            }
-        }
-        if missing > 0 {
-            notes.push(format!(
-                "{missing} question(s) have no baseline answer in {} and are not judged",
-                path.display()
-            ));
-        }
-    }
-    let plan = RolebenchPlan {
-        data: data.display().to_string(),
-        roles: filter.roles,
-        types: filter.types,
         limit: a.limit,
         seed: a.seed,
         rpa: provider_for(config, &a.rpa, Role::Rpa)?,
         style,
-        judge: a
-            .judge
-            .as_ref()
-            .map(|j| provider_for(config, &Some(j.clone()), Role::Judge))
-            .transpose()?,
-        baseline: a.baseline.as_ref().map(|p| p.display().to_string()),
-        max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
-        questions,
-        baseline_answers,
-        characters,
+        judge: judge.zip(baseline.as_ref()).map(|(j, (file, b))| (j, file.as_str(), b)),
     };
-    Ok((plan, notes))
+    rolebench::plan(catalog, questions, choice).map_err(input_error)
 }
 
 pub fn run(args: RolebenchArgs, catalog: Catalog, out: &mut dyn Write) -> anyhow::Result<ExitCode> {

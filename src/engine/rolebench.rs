@@ -76,6 +76,87 @@ impl RolebenchPlan {
     }
 }
 
+/// What to ask, before the questions are chosen.
+pub struct Choice<'a> {
+    /// The question file, as the user named it.
+    pub data: &'a str,
+    pub roles: Vec<String>,
+    pub types: Vec<String>,
+    pub limit: Option<usize>,
+    pub seed: u64,
+    pub rpa: String,
+    pub style: RpaStyle,
+    /// The judge's provider and the baseline file's name and contents.
+    pub judge: Option<(String, &'a str, &'a rolebench::Baseline)>,
+}
+
+/// Filters and samples `questions`, finds each role's character and baseline answer, and returns the
+/// plan with notes for the user (roles played from their name, questions without a baseline).
+pub fn plan(
+    catalog: &Catalog,
+    questions: Vec<Question>,
+    c: Choice<'_>,
+) -> Result<(RolebenchPlan, Vec<String>), String> {
+    let filter = rolebench::Filter {
+        roles: c.roles,
+        types: c.types,
+    };
+    let mut questions = filter.apply(questions).map_err(|e| e.to_string())?;
+    if let Some(n) = c.limit {
+        questions = rolebench::sample(questions, n, c.seed);
+    }
+    if questions.is_empty() {
+        return Err("no question matches the filters".into());
+    }
+    let mut notes = Vec::new();
+    let mut characters = BTreeMap::new();
+    let mut roles: Vec<&str> = questions.iter().map(|q| q.role.as_str()).collect();
+    roles.sort_unstable();
+    roles.dedup();
+    for role in roles {
+        match catalog.character(role) {
+            Some(ch) => {
+                characters.insert(role.to_string(), ch.id.clone());
+            }
+            None => notes.push(format!(
+                "{role}: no imported character (`incharacter import rolebench` adds one); played from a \
+                 minimal role-play prompt built from the name"
+            )),
+        }
+    }
+    let mut baseline_answers = Vec::new();
+    if let Some((_, file, baseline)) = &c.judge {
+        let mut missing = 0;
+        for q in &questions {
+            match baseline.get(&q.role, &q.question) {
+                Some(answer) => baseline_answers.push((q.line, answer.to_string())),
+                None => missing += 1,
+            }
+        }
+        if missing > 0 {
+            notes.push(format!(
+                "{missing} question(s) have no baseline answer in {file} and are not judged"
+            ));
+        }
+    }
+    let plan = RolebenchPlan {
+        data: c.data.to_string(),
+        roles: filter.roles,
+        types: filter.types,
+        limit: c.limit,
+        seed: c.seed,
+        rpa: c.rpa,
+        style: c.style,
+        judge: c.judge.as_ref().map(|(j, ..)| j.clone()),
+        baseline: c.judge.as_ref().map(|(_, f, _)| f.to_string()),
+        max_attempts: judge::DEFAULT_ATTEMPTS,
+        questions,
+        baseline_answers,
+        characters,
+    };
+    Ok((plan, notes))
+}
+
 /// One journaled step of a RoleBench session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "step", rename_all = "snake_case")]
@@ -115,20 +196,31 @@ pub struct Done {
 
 impl Done {
     pub fn from_events(events: &[Event]) -> Done {
+        Done::from_steps(steps(events))
+    }
+
+    pub fn from_steps<'a>(steps: impl IntoIterator<Item = &'a Step>) -> Done {
         let mut done = Done::default();
-        for e in events {
-            match e {
-                Event::Rolebench(Step::Answered { line, response }) => {
+        for step in steps {
+            match step {
+                Step::Answered { line, response } => {
                     done.answers.insert(*line, response.clone());
                 }
-                Event::Rolebench(step @ Step::Judged { line, .. }) => {
+                Step::Judged { line, .. } => {
                     done.judged.insert(*line, step.clone());
                 }
-                _ => {}
+                Step::AnswerFailed { .. } => {}
             }
         }
         done
     }
+}
+
+pub fn steps(events: &[Event]) -> impl Iterator<Item = &Step> {
+    events.iter().filter_map(|e| match e {
+        Event::Rolebench(s) => Some(s),
+        _ => None,
+    })
 }
 
 pub fn plan_of(events: &[Event]) -> Option<&RolebenchPlan> {
@@ -355,16 +447,22 @@ pub struct Item {
 /// Every question of the plan with its answer, Rouge-L and verdicts, in plan order.
 pub fn items(events: &[Event]) -> Option<(RolebenchPlan, Vec<Item>)> {
     let plan = plan_of(events)?.clone();
-    let done = Done::from_events(events);
-    let errors: BTreeMap<usize, String> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Rolebench(Step::AnswerFailed { line, error }) => Some((*line, error.clone())),
+    let steps: Vec<&Step> = steps(events).collect();
+    let items = items_of(&plan, steps);
+    Some((plan, items))
+}
+
+/// [`items`] from a plan and its steps so far.
+pub fn items_of(plan: &RolebenchPlan, steps: Vec<&Step>) -> Vec<Item> {
+    let done = Done::from_steps(steps.iter().copied());
+    let errors: BTreeMap<usize, String> = steps
+        .into_iter()
+        .filter_map(|s| match s {
+            Step::AnswerFailed { line, error } => Some((*line, error.clone())),
             _ => None,
         })
         .collect();
-    let items = plan
-        .questions
+    plan.questions
         .iter()
         .map(|q| {
             let response = done.answers.get(&q.line).cloned();
@@ -383,8 +481,7 @@ pub fn items(events: &[Event]) -> Option<(RolebenchPlan, Vec<Item>)> {
                 judge: done.judged.get(&q.line).cloned(),
             }
         })
-        .collect();
-    Some((plan, items))
+        .collect()
 }
 
 /// The Rouge-L means of the answered questions, and the judge's win rate where it ran.

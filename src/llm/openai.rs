@@ -184,6 +184,27 @@ where
     B: AsRef<[u8]>,
     E: std::fmt::Display,
 {
+    // A body may start with a UTF-8 byte order mark, which the SSE format allows; eventsource-stream
+    // 0.2.3 then slices the 3-byte U+FEFF at byte 1 and panics. Drop the mark first, even when its bytes
+    // arrive in separate chunks.
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    let mut head = Some(Vec::new());
+    let body = body.map(move |chunk| {
+        chunk.map(|bytes| {
+            let Some(mut held) = head.take() else {
+                return bytes.as_ref().to_vec();
+            };
+            held.extend_from_slice(bytes.as_ref());
+            if held.len() < BOM.len() && BOM.starts_with(&held) {
+                head = Some(held);
+                return Vec::new();
+            }
+            if held.starts_with(BOM) {
+                held.drain(..BOM.len());
+            }
+            held
+        })
+    });
     let mut events = std::pin::pin!(body.eventsource());
     let mut usage = None;
     let mut finish_reason = None;
@@ -337,6 +358,21 @@ mod tests {
             read(vec![err.as_bytes().to_vec()]).await.0,
             Err(AttemptError::InStream("overloaded".into()))
         );
+    }
+
+    #[tokio::test]
+    async fn a_leading_byte_order_mark_is_skipped_wherever_the_chunks_split_it() {
+        let body = [b"\xEF\xBB\xBF".as_slice(), BODY.as_bytes()].concat();
+        for cut in 0..=4 {
+            let (result, text) = read(vec![body[..cut].to_vec(), body[cut..].to_vec()]).await;
+            assert!(result.is_ok(), "cut at {cut}: {result:?}");
+            assert_eq!(text, "Honestly, 我很健谈。", "cut at {cut}");
+        }
+        let (result, text) = read(body.iter().map(|b| vec![*b]).collect()).await;
+        assert!(result.is_ok());
+        assert_eq!(text, "Honestly, 我很健谈。");
+        // Bytes that only begin like a mark are kept (here invalid UTF-8, so the reply fails).
+        assert!(read(vec![b"\xEF".to_vec(), BODY.as_bytes().to_vec()]).await.0.is_err());
     }
 
     #[test]

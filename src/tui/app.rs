@@ -32,6 +32,7 @@ pub enum Screen {
     Chat,
     Observers,
     Annotate,
+    Rolebench,
 }
 
 impl Screen {
@@ -46,6 +47,7 @@ impl Screen {
             Screen::Chat => Mode::Chat,
             Screen::Observers => Mode::Observers,
             Screen::Annotate => Mode::Annotate,
+            Screen::Rolebench => Mode::Rolebench,
         }
     }
 
@@ -60,6 +62,7 @@ impl Screen {
             Screen::Chat => "Chat",
             Screen::Observers => "Observers",
             Screen::Annotate => "Annotate",
+            Screen::Rolebench => "RoleBench",
         }
     }
 
@@ -71,11 +74,12 @@ impl Screen {
             Screen::Sessions => "Sess.",
             Screen::Observers => "Obs.",
             Screen::Annotate => "Ann.",
+            Screen::Rolebench => "RB",
             other => other.title(),
         }
     }
 
-    pub const TABS: [Screen; 8] = [
+    pub const TABS: [Screen; 9] = [
         Screen::Setup,
         Screen::Live,
         Screen::Inspector,
@@ -84,6 +88,7 @@ impl Screen {
         Screen::Chat,
         Screen::Observers,
         Screen::Annotate,
+        Screen::Rolebench,
     ];
 }
 
@@ -219,6 +224,45 @@ pub struct ObserversState {
     pub interviews: BTreeMap<String, (String, BTreeMap<String, f64>)>,
 }
 
+/// Moves a list cursor for the up/down/page/top/bottom commands; false for any other command.
+fn move_cursor(cmd: Command, cursor: &mut usize, len: usize) -> bool {
+    let last = len.saturating_sub(1);
+    let step = |delta: isize| (*cursor as isize + delta).clamp(0, last as isize) as usize;
+    *cursor = match cmd {
+        Command::Up => step(-1),
+        Command::Down => step(1),
+        Command::PageUp => step(-10),
+        Command::PageDown => step(10),
+        Command::Top => 0,
+        Command::Bottom => last,
+        _ => return false,
+    };
+    true
+}
+
+/// Question counts the RoleBench screen cycles through (`None`: every question).
+pub const RB_LIMITS: [Option<usize>; 4] = [Some(10), Some(20), Some(50), None];
+
+/// The RoleBench screen: a question file and roles to pick before a run; a session's questions after.
+#[derive(Debug, Clone, Default)]
+pub struct RolebenchState {
+    /// Question files found in `<data dir>/rolebench/`.
+    pub files: Vec<PathBuf>,
+    /// The file whose questions are loaded, and its questions.
+    pub loaded: Option<(PathBuf, Vec<crate::method::rolebench::Question>)>,
+    /// Roles of the loaded file with their question counts.
+    pub roles: Vec<(String, usize)>,
+    pub picked: BTreeSet<String>,
+    /// Index into [`RB_LIMITS`].
+    pub limit: usize,
+    /// 0: files, 1: roles, 2: questions.
+    pub pane: usize,
+    pub file_cursor: usize,
+    pub role_cursor: usize,
+    pub item: usize,
+    pub scroll: u16,
+}
+
 /// Sample sizes the annotate screen cycles through (`None`: every case).
 pub const SAMPLES: [Option<usize>; 4] = [None, Some(100), Some(50), Some(20)];
 
@@ -306,6 +350,10 @@ pub enum Action {
     Annotations(BTreeMap<String, BTreeMap<crate::method::annotation::Case, crate::method::annotation::Annotation>>),
     /// Interview (ER_batch, IPIP-50) results of characters, for the observers screen.
     InterviewScores(BTreeMap<String, (String, BTreeMap<String, f64>)>),
+    /// Question files found for the RoleBench screen.
+    RolebenchFiles(Vec<PathBuf>),
+    /// A question file read (or why it could not be).
+    RolebenchLoaded(PathBuf, Result<Vec<crate::method::rolebench::Question>, String>),
     /// The chat request as assembled (shown on the chat screen).
     ChatPrompt(Vec<crate::llm::ChatMessage>),
     ChatToken(String),
@@ -345,6 +393,12 @@ pub enum Effect {
         annotation: crate::method::annotation::Annotation,
     },
     LoadAnnotations(PathBuf),
+    /// List the question files in `<data dir>/rolebench/`.
+    ListRolebenchFiles,
+    LoadRolebench(PathBuf),
+    StartRolebench {
+        plan: Box<crate::engine::rolebench::RolebenchPlan>,
+    },
     /// One chat turn: the character answers `text` (with `history` as earlier turns) in the setup's
     /// style, on the setup's role-play provider.
     Chat {
@@ -384,6 +438,7 @@ pub struct App {
     pub chat: ChatState,
     pub observers: ObserversState,
     pub annotate: AnnotateState,
+    pub rolebench: RolebenchState,
     /// Folder of the session shown (for its annotations).
     pub session_dir: Option<PathBuf>,
 }
@@ -512,6 +567,7 @@ impl App {
             prices,
             memories: Default::default(),
             observers: ObserversState::default(),
+            rolebench: RolebenchState::default(),
             annotate: AnnotateState {
                 annotator: std::env::var("INCHARACTER_ANNOTATOR")
                     .or_else(|_| std::env::var("USER"))
@@ -714,6 +770,8 @@ impl App {
                 self.flash = Some(format!("opened session {}", self.run.session.id));
                 self.screen = if self.run.observe.is_some() {
                     Screen::Observers
+                } else if self.run.rolebench.is_some() {
+                    Screen::Rolebench
                 } else {
                     Screen::Compare
                 };
@@ -755,6 +813,37 @@ impl App {
             }
             Action::Flash(text) => {
                 self.flash = Some(text);
+                Vec::new()
+            }
+            Action::RolebenchFiles(files) => {
+                self.rolebench.files = files;
+                self.rolebench.file_cursor = self
+                    .rolebench
+                    .file_cursor
+                    .min(self.rolebench.files.len().saturating_sub(1));
+                Vec::new()
+            }
+            Action::RolebenchLoaded(path, result) => {
+                match result {
+                    Ok(questions) => {
+                        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+                        for q in &questions {
+                            *counts.entry(q.role.clone()).or_default() += 1;
+                        }
+                        let rb = &mut self.rolebench;
+                        rb.roles = counts.into_iter().collect();
+                        rb.picked.clear();
+                        rb.role_cursor = 0;
+                        rb.pane = 1;
+                        self.flash = Some(format!(
+                            "{} questions, {} roles: space picks roles, ctrl-r starts",
+                            questions.len(),
+                            rb.roles.len()
+                        ));
+                        rb.loaded = Some((path, questions));
+                    }
+                    Err(e) => self.flash = Some(crate::text::terminal_safe(&e)),
+                }
                 Vec::new()
             }
             Action::Memories(m) => {
@@ -973,6 +1062,10 @@ impl App {
             }
             Command::GoChat => self.screen = Screen::Chat,
             Command::GoAnnotate => self.screen = Screen::Annotate,
+            Command::GoRolebench => {
+                self.screen = Screen::Rolebench;
+                return vec![Effect::ListRolebenchFiles];
+            }
             Command::GoObservers => {
                 self.screen = Screen::Observers;
                 return vec![Effect::ListSessions];
@@ -994,6 +1087,7 @@ impl App {
                     }
                     Screen::Observers => self.observers_command(cmd),
                     Screen::Annotate => self.annotate_command(cmd),
+                    Screen::Rolebench => self.rolebench_command(cmd),
                 };
             }
         }
@@ -1508,6 +1602,88 @@ impl App {
             _ => {}
         }
         Vec::new()
+    }
+
+    fn rolebench_command(&mut self, cmd: Command) -> Vec<Effect> {
+        let session = self.run.rolebench.as_ref().map_or(0, |p| p.questions.len());
+        let rb = &mut self.rolebench;
+        let (cursor, len) = match rb.pane {
+            0 => (&mut rb.file_cursor, rb.files.len()),
+            1 => (&mut rb.role_cursor, rb.roles.len()),
+            _ => (&mut rb.item, session),
+        };
+        if move_cursor(cmd, cursor, len) {
+            rb.scroll = 0;
+            return Vec::new();
+        }
+        match cmd {
+            Command::ScrollUp => rb.scroll = rb.scroll.saturating_add(5),
+            Command::ScrollDown => rb.scroll = rb.scroll.saturating_sub(5),
+            Command::NextPane => rb.pane = (rb.pane + 1) % 3,
+            Command::PrevPane => rb.pane = (rb.pane + 2) % 3,
+            Command::Limit => {
+                rb.limit = (rb.limit + 1) % RB_LIMITS.len();
+                self.flash = Some(match RB_LIMITS[rb.limit] {
+                    Some(n) => format!("a seeded sample of {n} questions"),
+                    None => "every question of the picked roles".into(),
+                });
+            }
+            Command::Select if rb.pane == 0 => {
+                if let Some(path) = rb.files.get(rb.file_cursor) {
+                    return vec![Effect::LoadRolebench(path.clone())];
+                }
+            }
+            Command::Toggle | Command::Select if rb.pane == 1 => {
+                if let Some((role, _)) = rb.roles.get(rb.role_cursor)
+                    && !rb.picked.remove(role)
+                {
+                    rb.picked.insert(role.clone());
+                }
+            }
+            Command::Select => rb.scroll = 0,
+            Command::Start => return self.rolebench_start(),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    fn rolebench_start(&mut self) -> Vec<Effect> {
+        let rb = &self.rolebench;
+        let Some((path, questions)) = &rb.loaded else {
+            self.flash = Some("pick a question file first (enter on a file)".into());
+            return Vec::new();
+        };
+        if rb.picked.is_empty() {
+            self.flash = Some("pick at least one role (space)".into());
+            return Vec::new();
+        }
+        let choice = crate::engine::rolebench::Choice {
+            data: &path.display().to_string(),
+            roles: rb.picked.iter().cloned().collect(),
+            types: Vec::new(),
+            limit: RB_LIMITS[rb.limit],
+            seed: 0,
+            rpa: self.setup.rpa.clone(),
+            style: self.setup.style,
+            judge: None,
+        };
+        match crate::engine::rolebench::plan(&self.catalog, questions.clone(), choice) {
+            Ok((plan, notes)) => {
+                self.run = RunView::default();
+                self.rolebench.item = 0;
+                self.rolebench.pane = 2;
+                self.rolebench.loaded = None;
+                self.live.running = true;
+                self.live.paused = false;
+                self.live.replay = None;
+                self.flash = notes.into_iter().next();
+                vec![Effect::StartRolebench { plan: Box::new(plan) }]
+            }
+            Err(e) => {
+                self.flash = Some(e);
+                Vec::new()
+            }
+        }
     }
 
     fn observers_command(&mut self, cmd: Command) -> Vec<Effect> {

@@ -21,6 +21,7 @@ pub enum Mode {
     Chat,
     Observers,
     Annotate,
+    Rolebench,
 }
 
 impl Mode {
@@ -43,6 +44,7 @@ impl Mode {
             Mode::Chat => &[],
             Mode::Observers => &[Up, Down],
             Mode::Annotate => &[Up, Down, PageUp, PageDown, Top, Bottom, NextPane],
+            Mode::Rolebench => &[Up, Down, PageUp, PageDown, Top, Bottom, NextPane, PrevPane, Select],
         };
         matches!(
             cmd,
@@ -56,6 +58,7 @@ impl Mode {
                 | GoChat
                 | GoObservers
                 | GoAnnotate
+                | GoRolebench
         ) || navigation.contains(&cmd)
     }
 
@@ -71,7 +74,7 @@ impl Mode {
         }
     }
 
-    pub const ALL: [Mode; 10] = [
+    pub const ALL: [Mode; 11] = [
         Mode::Global,
         Mode::Welcome,
         Mode::Setup,
@@ -82,6 +85,7 @@ impl Mode {
         Mode::Chat,
         Mode::Observers,
         Mode::Annotate,
+        Mode::Rolebench,
     ];
 
     pub fn name(self) -> &'static str {
@@ -96,6 +100,7 @@ impl Mode {
             Mode::Chat => "chat",
             Mode::Observers => "observers",
             Mode::Annotate => "annotate",
+            Mode::Rolebench => "rolebench",
         }
     }
 }
@@ -135,6 +140,8 @@ commands! {
     GoChat => "go-chat", "chat screen";
     GoObservers => "go-observers", "observers screen";
     GoAnnotate => "go-annotate", "annotate screen";
+    GoRolebench => "go-rolebench", "RoleBench screen";
+    Limit => "limit", "how many questions: 10, 20, 50 or all (a seeded sample)";
     Reveal => "reveal", "show or hide the interviewer's judgement before answering";
     Sample => "sample", "every case, or a seeded sample of 100 / 50 / 20";
     Note => "note", "write a note for this case (enter keeps it)";
@@ -327,6 +334,8 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Global, "6", Command::GoChat),
     (Mode::Global, "7", Command::GoObservers),
     (Mode::Global, "8", Command::GoAnnotate),
+    (Mode::Global, "9", Command::GoRolebench),
+    (Mode::Global, "f10", Command::GoRolebench),
     (Mode::Global, "up", Command::Up),
     (Mode::Global, "down", Command::Down),
     (Mode::Global, "k", Command::Up),
@@ -386,6 +395,11 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Observers, "c", Command::StartCharacter),
     (Mode::Observers, "ctrl-u", Command::ScrollUp),
     (Mode::Observers, "ctrl-d", Command::ScrollDown),
+    (Mode::Rolebench, "space", Command::Toggle),
+    (Mode::Rolebench, "l", Command::Limit),
+    (Mode::Rolebench, "ctrl-r", Command::Start),
+    (Mode::Rolebench, "ctrl-u", Command::ScrollUp),
+    (Mode::Rolebench, "ctrl-d", Command::ScrollDown),
     (Mode::Sessions, "r", Command::Replay),
     (Mode::Sessions, "s", Command::Speed),
     (Mode::Sessions, "e", Command::Export),

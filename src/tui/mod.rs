@@ -363,6 +363,26 @@ impl Driver {
             Effect::StartRun { plan, name } => self.run(Start::New { plan, name }),
             Effect::Resume { id } => self.run(Start::Resume { id }),
             Effect::StartObserve { plan } => self.observe(plan),
+            Effect::StartRolebench { plan } => {
+                let (config, data, catalog) = (self.config.clone(), self.data.clone(), self.catalog.clone());
+                let start = crate::engine::rolebench::Start::New {
+                    plan: *plan,
+                    name: None,
+                };
+                self.spawn(move || crate::engine::rolebench::prepare(catalog, &config, &data, start, None));
+            }
+            Effect::ListRolebenchFiles => {
+                let dir = self.data.join("rolebench");
+                tokio::task::spawn_blocking(move || {
+                    let _ = tx.send(Action::RolebenchFiles(rolebench_files(&dir)));
+                });
+            }
+            Effect::LoadRolebench(path) => {
+                tokio::task::spawn_blocking(move || {
+                    let result = crate::method::rolebench::load_questions(&path).map_err(|e| e.to_string());
+                    let _ = tx.send(Action::RolebenchLoaded(path, result));
+                });
+            }
             Effect::Annotate { dir, annotation } => {
                 // One small flushed append; done here so the answer is on disk before the next key.
                 if let Err(e) = crate::method::annotation::append(&dir, &annotation) {
@@ -546,7 +566,25 @@ impl Driver {
     }
 }
 
-/// A prepared run the TUI can start: interviews or observers.
+/// The `.jsonl` files under `dir` (two levels deep), sorted.
+fn rolebench_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), 0)];
+    while let Some((d, depth)) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() && depth < 2 {
+                stack.push((path, depth + 1));
+            } else if path.extension().is_some_and(|e| e == "jsonl") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A prepared run the TUI can start: interviews, observers or RoleBench.
 trait Session: Send + 'static {
     fn dir(&self) -> &Path;
     /// Tells the app what it needs before the run (memories, notes).
@@ -579,19 +617,27 @@ impl Session for runner::Prepared {
     }
 }
 
-impl Session for crate::engine::observe::Prepared {
-    fn dir(&self) -> &Path {
-        &self.dir
-    }
+/// Observer and RoleBench sessions run as they are (no memories to send first).
+macro_rules! session {
+    ($prepared:path) => {
+        impl Session for $prepared {
+            fn dir(&self) -> &Path {
+                &self.dir
+            }
 
-    fn execute(
-        self,
-        live: Option<(crate::engine::live::LiveSink, Pause)>,
-        on_event: impl FnMut(&Event) + Send + 'static,
-    ) -> impl std::future::Future<Output = Result<Vec<Event>, String>> + Send {
-        crate::engine::observe::Prepared::execute(self, live, on_event)
-    }
+            fn execute(
+                self,
+                live: Option<(crate::engine::live::LiveSink, Pause)>,
+                on_event: impl FnMut(&Event) + Send + 'static,
+            ) -> impl std::future::Future<Output = Result<Vec<Event>, String>> + Send {
+                <$prepared>::execute(self, live, on_event)
+            }
+        }
+    };
 }
+
+session!(crate::engine::observe::Prepared);
+session!(crate::engine::rolebench::Prepared);
 
 /// One chat turn: the prompt as the engine would build it for an interview, with the earlier turns
 /// replayed before the new line, streamed back as actions.

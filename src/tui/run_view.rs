@@ -97,7 +97,7 @@ pub struct RunView {
     /// The plan of a RoleBench run, and its steps so far.
     pub rolebench: Option<crate::engine::rolebench::RolebenchPlan>,
     pub rolebench_steps: Vec<crate::engine::rolebench::Step>,
-    /// The dialogue turn being generated: (request purpose, text so far).
+    /// The dialogue turn (observers) or RoleBench answer being generated: (request purpose, text so far).
     pub streaming_turn: Option<(String, String)>,
     /// (prompt, completion) tokens per role, for the cost estimate.
     pub usage: BTreeMap<&'static str, (u64, u64)>,
@@ -305,6 +305,9 @@ impl RunView {
                 if let crate::engine::rolebench::Step::AnswerFailed { line, error } = step {
                     self.log(format!("failed: RoleBench line {line}: {}", terminal_safe(error)));
                 }
+                if matches!(step, crate::engine::rolebench::Step::Answered { .. }) {
+                    self.streaming_turn = None;
+                }
                 self.rolebench_steps.push(step.clone());
             }
             Event::RunFinished { status, .. } => self.finished = Some(status.clone()),
@@ -328,7 +331,7 @@ impl RunView {
             Role::Judge => "judge",
             Role::Observer => "observer",
         };
-        if live.purpose.starts_with("dialogue ") {
+        if live.purpose.starts_with("dialogue ") || live.purpose.starts_with("rolebench ") {
             match &live.kind {
                 LiveKind::Token(t) => {
                     let entry = self

@@ -49,6 +49,11 @@ rpa = "fake"
 judge = "fake"
 EOF
 
+mkdir -p "$work/data/rolebench"
+for q in "where is your ship" "what do you fear" "who do you trust"; do
+    printf '{"role": "Captain Test", "question": "Captain, %s?", "generated": ["Well, I suppose I do enjoy a good conversation about %s."], "type": "script_agnostic"}\n' "$q" "$q"
+done >"$work/data/rolebench/roles.jsonl"
+
 tmux new-session -d -s "$session" -x 120 -y 40 \
     "INCHARACTER_CONFIG='$work/config.toml' INCHARACTER_DATA_DIR='$work/data' '$bin/incharacter'; echo E2E-EXIT=\$?; sleep 600"
 tmux select-pane -t "$session" -T e2e-title
@@ -161,6 +166,20 @@ wait_for "opened session"
 keys 8
 wait_for "5/10 answered"
 wait_for "n=5 "
+# RoleBench: a question file in <data dir>/rolebench, one role picked, its answers scored with the
+# common subsequence of answer and reference highlighted.
+keys F10 # digits answer on the annotate screen; f10 switches from anywhere
+wait_for "rolebench/roles.jsonl"
+keys Enter
+wait_for "[ ] Captain Test (3)"
+keys Space
+wait_for "[x] Captain Test (3)"
+keys C-r
+wait_for "Questions 3/3" 60
+wait_for "common subsequence highlighted"
+wait_for "Rouge-L P"
+tmux capture-pane -p -e -t "$session" | grep -q $'\e\[1;4m' \
+    || { echo "e2e: no highlighted (bold underlined) common subsequence" >&2; exit 1; }
 shell_pid="$(tmux display-message -p -t "$session" '#{pane_pid}')"
 app_pid=""
 for status in /proc/[0-9]*/status; do

@@ -8,6 +8,7 @@ mod help;
 mod inspect;
 mod live;
 mod observers;
+mod rolebench;
 mod sessions;
 mod setup;
 mod welcome;
@@ -59,6 +60,7 @@ pub fn render(frame: &mut Frame, app: &App) {
         Screen::Chat => chat::render(frame, app, main),
         Screen::Observers => observers::render(frame, app, main),
         Screen::Annotate => annotate::render(frame, app, main),
+        Screen::Rolebench => rolebench::render(frame, app, main),
     }
     render_status(frame, app, status);
     if app.help {
@@ -149,6 +151,12 @@ fn render_status(frame: &mut Frame, app: &App, area: Rect) {
             (key(Command::NextUnit), "next"),
             (key(Command::Reveal), "reveal"),
             (key(Command::NextPane), "task"),
+        ],
+        Screen::Rolebench => vec![
+            (key(Command::Toggle), "role"),
+            (key(Command::Limit), "limit"),
+            (key(Command::Start), "start"),
+            (key(Command::NextPane), "pane"),
         ],
         Screen::Observers => vec![
             (key(Command::StartSynthetic), "synthetic run"),
