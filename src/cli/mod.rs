@@ -174,6 +174,13 @@ pub enum Command {
         #[arg(long, default_value = "1")]
         speed: String,
     },
+    /// A guided tour on the bundled sample sessions (recorded with the embedded model): an interview
+    /// replays in the workbench, then its inspector, compare radar and the observer sample; no network
+    Demo {
+        /// Playback speed: a factor (1, 4, …) or `instant`
+        #[arg(long, default_value = "1")]
+        speed: String,
+    },
     /// List the sessions, oldest first
     Sessions {
         #[arg(long)]
@@ -379,6 +386,17 @@ impl From<LabelsArg> for LabelSource {
 #[error("{0}")]
 pub struct InputError(pub String);
 
+/// `--speed`: a positive factor, or `instant`.
+fn replay_speed(speed: &str) -> anyhow::Result<crate::tui::app::Replay> {
+    Ok(match speed {
+        "instant" => crate::tui::app::Replay::Instant,
+        s => match s.parse::<f64>() {
+            Ok(f) if f > 0.0 && f.is_finite() => crate::tui::app::Replay::Speed(f),
+            _ => return Err(input_error(format!("--speed {s}: a positive number, or `instant`"))),
+        },
+    })
+}
+
 pub fn input_error(message: impl Into<String>) -> anyhow::Error {
     InputError(message.into()).into()
 }
@@ -473,15 +491,22 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
         Command::Sessions { json } => run_cmds::sessions(json, out),
         Command::Replay { session, speed } => {
-            let speed = match speed.as_str() {
-                "instant" => crate::tui::app::Replay::Instant,
-                s => match s.parse::<f64>() {
-                    Ok(f) if f > 0.0 && f.is_finite() => crate::tui::app::Replay::Speed(f),
-                    _ => return Err(input_error(format!("--speed {s}: a positive number, or `instant`"))),
-                },
-            };
             crate::tui::main(crate::tui::Options {
-                replay: Some((session, speed)),
+                replay: Some((session, replay_speed(&speed)?)),
+                demo: false,
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo { speed } => {
+            let speed = replay_speed(&speed)?;
+            let samples = crate::tui::samples_dir().ok_or_else(|| {
+                input_error("this build has no sample-sessions folder (INCHARACTER_SAMPLES sets one)")
+            })?;
+            let first = crate::tui::demo_session(&samples)
+                .ok_or_else(|| input_error(format!("{}: no interview session to replay", samples.display())))?;
+            crate::tui::main(crate::tui::Options {
+                replay: Some((first.display().to_string(), speed)),
+                demo: true,
             })?;
             Ok(ExitCode::SUCCESS)
         }

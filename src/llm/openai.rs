@@ -185,8 +185,8 @@ where
     E: std::fmt::Display,
 {
     // A body may start with a UTF-8 byte order mark, which the SSE format allows; eventsource-stream
-    // 0.2.3 then slices the 3-byte U+FEFF at byte 1 and panics. Drop the mark first, even when its bytes
-    // arrive in separate chunks.
+    // 0.2.3 then slices the 3-byte U+FEFF at byte 1 and panics. Drop leading marks first (all of them:
+    // a second one would reach the same slice), even when their bytes arrive in separate chunks.
     const BOM: &[u8] = b"\xEF\xBB\xBF";
     let mut head = Some(Vec::new());
     let body = body.map(move |chunk| {
@@ -195,12 +195,12 @@ where
                 return bytes.as_ref().to_vec();
             };
             held.extend_from_slice(bytes.as_ref());
-            if held.len() < BOM.len() && BOM.starts_with(&held) {
+            let marks = held.chunks_exact(BOM.len()).take_while(|c| *c == BOM).count();
+            held.drain(..marks * BOM.len());
+            if BOM.starts_with(&held) {
+                // Nothing yet, or a mark cut short: wait for more.
                 head = Some(held);
                 return Vec::new();
-            }
-            if held.starts_with(BOM) {
-                held.drain(..BOM.len());
             }
             held
         })
@@ -370,6 +370,10 @@ mod tests {
         }
         let (result, text) = read(body.iter().map(|b| vec![*b]).collect()).await;
         assert!(result.is_ok());
+        assert_eq!(text, "Honestly, 我很健谈。");
+        let twice = [b"\xEF\xBB\xBF".as_slice(), &body].concat();
+        let (result, text) = read(vec![twice[..4].to_vec(), twice[4..].to_vec()]).await;
+        assert!(result.is_ok(), "{result:?}");
         assert_eq!(text, "Honestly, 我很健谈。");
         // Bytes that only begin like a mark are kept (here invalid UTF-8, so the reply fails).
         assert!(read(vec![b"\xEF".to_vec(), BODY.as_bytes().to_vec()]).await.0.is_err());

@@ -439,6 +439,8 @@ pub struct App {
     pub observers: ObserversState,
     pub annotate: AnnotateState,
     pub rolebench: RolebenchState,
+    /// A guided demo (`incharacter demo`): the flash says what to look at next.
+    pub demo: bool,
     /// Folder of the session shown (for its annotations).
     pub session_dir: Option<PathBuf>,
 }
@@ -568,6 +570,7 @@ impl App {
             memories: Default::default(),
             observers: ObserversState::default(),
             rolebench: RolebenchState::default(),
+            demo: false,
             annotate: AnnotateState {
                 annotator: std::env::var("INCHARACTER_ANNOTATOR")
                     .or_else(|_| std::env::var("USER"))
@@ -781,6 +784,11 @@ impl App {
                 self.live.running = false;
                 self.live.paused = false;
                 self.flash = Some(match result {
+                    Ok(()) if self.demo => {
+                        "demo: replay finished · 3 inspector (enter drills into an item) · 4 compare \
+                                            radar · 5 sessions: open the observer sample for 7 observers"
+                            .into()
+                    }
                     Ok(()) if self.live.replay.is_some() => "replay finished".into(),
                     Ok(()) => "run finished".into(),
                     Err(e) => e,

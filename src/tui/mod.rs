@@ -38,6 +38,23 @@ use app::{Action, App, Effect, Replay, SessionEntry};
 pub struct Options {
     /// Open on the replay of this session (an id in the data dir, a session folder or a journal).
     pub replay: Option<(String, Replay)>,
+    /// A guided tour: the app says what to look at next as the replay goes.
+    pub demo: bool,
+}
+
+/// The interview session a demo replays first: the first sample (by id) whose journal starts a run.
+pub fn demo_session(samples: &Path) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(samples)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("journal.jsonl").is_file())
+        .collect();
+    dirs.sort();
+    dirs.into_iter().find(|d| {
+        session::read::<Event>(&d.join("journal.jsonl"))
+            .is_ok_and(|events| matches!(events.first(), Some(Event::RunStarted { .. })))
+    })
 }
 
 /// The bundled sample sessions (recorded runs for demos), if this build has them.
@@ -202,6 +219,11 @@ pub fn main(options: Options) -> anyhow::Result<()> {
         app.screen = app::Screen::Live;
         app.live.replay = Some(*speed);
         app.live.running = true;
+        if options.demo {
+            app.demo = true;
+            app.flash =
+                Some("demo: a recorded interview replays as it streamed · s: faster · 3 inspector · 4 compare".into());
+        }
         first.push(Effect::Replay { path, speed: *speed });
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

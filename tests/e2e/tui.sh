@@ -54,8 +54,9 @@ for q in "where is your ship" "what do you fear" "who do you trust"; do
     printf '{"role": "Captain Test", "question": "Captain, %s?", "generated": ["Well, I suppose I do enjoy a good conversation about %s."], "type": "script_agnostic"}\n' "$q" "$q"
 done >"$work/data/rolebench/roles.jsonl"
 
+# No bundled sample sessions in this walk: the session counts below are the walk's own.
 tmux new-session -d -s "$session" -x 120 -y 40 \
-    "INCHARACTER_CONFIG='$work/config.toml' INCHARACTER_DATA_DIR='$work/data' '$bin/incharacter'; echo E2E-EXIT=\$?; sleep 600"
+    "INCHARACTER_SAMPLES='$work/no-samples' INCHARACTER_CONFIG='$work/config.toml' INCHARACTER_DATA_DIR='$work/data' '$bin/incharacter'; echo E2E-EXIT=\$?; sleep 600"
 tmux select-pane -t "$session" -T e2e-title
 
 pane() { tmux capture-pane -p -t "$session"; }
@@ -156,7 +157,7 @@ pane | grep -qF "Measured vs labels" && { echo "e2e: the alternate screen was no
 
 # SIGTERM also restores the terminal.
 tmux respawn-pane -k -t "$session" \
-    "INCHARACTER_CONFIG='$work/config.toml' INCHARACTER_DATA_DIR='$work/data' '$bin/incharacter'; echo E2E-TERM=\$?; sleep 600"
+    "INCHARACTER_SAMPLES='$work/no-samples' INCHARACTER_CONFIG='$work/config.toml' INCHARACTER_DATA_DIR='$work/data' '$bin/incharacter'; echo E2E-TERM=\$?; sleep 600"
 wait_for "Characters (32)"
 # The answers survived the restart.
 keys 5
