@@ -598,3 +598,30 @@ fn rolebench_picks_roles_starts_and_highlights_the_common_subsequence() {
         .join(" ");
     assert_eq!(underlined, "The treasure on ship");
 }
+
+#[test]
+fn compare_shows_a_characters_rolebench_result_beside_its_personality() {
+    use incharacter::tui::app::RolebenchScore;
+    let mut app = with_session();
+    app.screen = Screen::Compare;
+    let text = render(&app, (160, 40));
+    assert!(
+        !text.contains("RoleBench Rouge-L"),
+        "nothing without a RoleBench session"
+    );
+    app.update(Action::RolebenchScores(
+        [(
+            "hermione-en".to_string(),
+            RolebenchScore {
+                session: "20261129-120000-rb".into(),
+                questions: 20,
+                rouge_l_f: 0.2345,
+                win_rate: Some(0.625),
+            },
+        )]
+        .into_iter()
+        .collect(),
+    ));
+    let text = render(&app, (160, 40));
+    assert!(text.contains("RoleBench Rouge-L F 0.234 · win 62 % (20 q.)"), "{text}");
+}

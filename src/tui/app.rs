@@ -196,12 +196,23 @@ pub struct InspectState {
 
 #[derive(Debug, Clone)]
 pub struct CompareState {
+    /// Character id → its newest RoleBench result, shown beside its personality.
+    pub rolebench: BTreeMap<String, RolebenchScore>,
     pub unit: usize,
     pub method: usize,
     pub all_methods: bool,
     pub page: usize,
     pub sort: usize,
     pub cursor: usize,
+}
+
+/// A character's RoleBench result from one session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolebenchScore {
+    pub session: String,
+    pub questions: usize,
+    pub rouge_l_f: f64,
+    pub win_rate: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -350,6 +361,8 @@ pub enum Action {
     Annotations(BTreeMap<String, BTreeMap<crate::method::annotation::Case, crate::method::annotation::Annotation>>),
     /// Interview (ER_batch, IPIP-50) results of characters, for the observers screen.
     InterviewScores(BTreeMap<String, (String, BTreeMap<String, f64>)>),
+    /// Characters' newest RoleBench results, for the compare screen.
+    RolebenchScores(BTreeMap<String, RolebenchScore>),
     /// Question files found for the RoleBench screen.
     RolebenchFiles(Vec<PathBuf>),
     /// A question file read (or why it could not be).
@@ -555,6 +568,7 @@ impl App {
                 labels: None,
             },
             compare: CompareState {
+                rolebench: BTreeMap::new(),
                 unit: 0,
                 method: 0,
                 all_methods: false,
@@ -872,6 +886,10 @@ impl App {
             }
             Action::InterviewScores(scores) => {
                 self.observers.interviews = scores;
+                Vec::new()
+            }
+            Action::RolebenchScores(scores) => {
+                self.compare.rolebench = scores;
                 Vec::new()
             }
             Action::ChatPrompt(messages) => {

@@ -165,6 +165,37 @@ fn interview_scores(list: &[SessionEntry], catalog: &Catalog) -> BTreeMap<String
     out
 }
 
+/// For each character played in a RoleBench session (an imported character, or one whose name is the
+/// role), its Rouge-L F and win rate from the newest such session.
+fn rolebench_scores(list: &[SessionEntry], catalog: &Catalog) -> BTreeMap<String, app::RolebenchScore> {
+    let mut out = BTreeMap::new();
+    for e in list.iter().rev() {
+        let Ok(events) = session::read::<Event>(&e.path.join("journal.jsonl")) else {
+            continue;
+        };
+        let Some((plan, items)) = crate::engine::rolebench::items(&events) else {
+            continue;
+        };
+        let totals = crate::engine::rolebench::totals(&items);
+        for (role, mean) in &totals.rouge_l.by_role {
+            let id = plan
+                .characters
+                .get(role)
+                .cloned()
+                .or_else(|| catalog.character(role).map(|c| c.id.clone()));
+            if let Some(id) = id {
+                out.entry(id).or_insert_with(|| app::RolebenchScore {
+                    session: e.id.clone(),
+                    questions: mean.count,
+                    rouge_l_f: mean.f,
+                    win_rate: totals.win_rate_by_role.get(role).copied(),
+                });
+            }
+        }
+    }
+    out
+}
+
 fn load_memories(data: &Path, catalog: &Catalog, events: &[Event]) -> BTreeMap<String, Arc<Memories>> {
     let mut out = BTreeMap::new();
     if let Some(plan) = runner::plan_of(events) {
@@ -490,6 +521,7 @@ impl Driver {
                 tokio::task::spawn_blocking(move || {
                     let list = list_sessions(&data);
                     let _ = tx.send(Action::InterviewScores(interview_scores(&list, &catalog)));
+                    let _ = tx.send(Action::RolebenchScores(rolebench_scores(&list, &catalog)));
                     let _ = tx.send(Action::Sessions(list));
                 });
             }

@@ -141,6 +141,18 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
             None => " –  ".into(),
         }));
     }
+    if let Some(rb) = app.compare.rolebench.get(&character.id) {
+        spans.push(Span::styled(
+            format!(
+                "RoleBench Rouge-L F {:.3}{} ({} q.)  ",
+                rb.rouge_l_f,
+                rb.win_rate
+                    .map_or(String::new(), |w| format!(" · win {:.0} %", w * 100.0)),
+                rb.questions
+            ),
+            theme.fg(theme.accent),
+        ));
+    }
     spans.push(Span::styled("m method · a all · ←/→ character", theme.dim()));
     frame.render_widget(Paragraph::new(Line::from(spans)), header);
 
