@@ -36,8 +36,9 @@ fn data_dir() -> anyhow::Result<PathBuf> {
     crate::paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))
 }
 
+/// A session by id (in the data dir or among the bundled samples), folder, or journal path.
 fn session_dir(id: &str) -> anyhow::Result<PathBuf> {
-    runner::session_dir(&data_dir()?, id).map_err(input_error)
+    crate::tui::find_session(&data_dir()?, id).map_err(input_error)
 }
 
 fn load_events(dir: &Path) -> anyhow::Result<Vec<Event>> {
