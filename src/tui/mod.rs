@@ -42,19 +42,23 @@ pub struct Options {
     pub demo: bool,
 }
 
-/// The interview session a demo replays first: the first sample (by id) whose journal starts a run.
+/// The interview session a demo replays: the sample whose journal holds the most (a run with its
+/// assessments beats a partial one), ties broken by id.
 pub fn demo_session(samples: &Path) -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(samples)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("journal.jsonl").is_file())
-        .collect();
+    let mut best: Option<(usize, PathBuf)> = None;
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(samples).ok()?.flatten().map(|e| e.path()).collect();
     dirs.sort();
-    dirs.into_iter().find(|d| {
-        session::read::<Event>(&d.join("journal.jsonl"))
-            .is_ok_and(|events| matches!(events.first(), Some(Event::RunStarted { .. })))
-    })
+    for dir in dirs {
+        let Ok(events) = session::read::<Event>(&dir.join("journal.jsonl")) else {
+            continue;
+        };
+        if matches!(events.first(), Some(Event::RunStarted { .. }))
+            && best.as_ref().is_none_or(|(n, _)| events.len() > *n)
+        {
+            best = Some((events.len(), dir));
+        }
+    }
+    best.map(|(_, dir)| dir)
 }
 
 /// The bundled sample sessions (recorded runs for demos), if this build has them.
