@@ -175,7 +175,7 @@ pub enum Command {
         speed: String,
     },
     /// A guided tour on the bundled sample sessions (recorded with the embedded model): an interview
-    /// replays in the workbench, then its inspector, compare radar and the observer sample; no network
+    /// replays in the workbench, then its inspector, compare radar and the other samples; no network
     Demo {
         /// Playback speed: a factor (1, 4, …) or `instant`
         #[arg(long, default_value = "1")]

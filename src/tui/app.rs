@@ -800,7 +800,7 @@ impl App {
                 self.flash = Some(match result {
                     Ok(()) if self.demo => {
                         "demo: replay finished · 3 inspector (enter drills into an item) · 4 compare \
-                                            radar · 5 sessions: open the observer sample for 7 observers"
+                                            radar · 5 sessions: the other samples"
                             .into()
                     }
                     Ok(()) if self.live.replay.is_some() => "replay finished".into(),
