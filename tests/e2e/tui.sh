@@ -141,6 +141,8 @@ wait_for "reported"
 # Annotate: open the interview session, answer 5 items with number keys (GSE: 1–4).
 keys 5
 wait_for "Sessions (2)"
+# The interview session is the older one, first in the list: go there before opening.
+keys Home
 keys Enter
 wait_for "opened session"
 keys 8
