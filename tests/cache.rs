@@ -24,10 +24,7 @@ fn run(config: &std::path::Path, data: &std::path::Path) -> Value {
     .output()
     .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["session"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = common::session_id(&out);
     let export = common::command(config, data, &["export", &id, "--format", "json"])
         .output()
         .unwrap();

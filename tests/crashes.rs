@@ -51,10 +51,7 @@ async fn twenty_kills_and_resumes_end_like_an_uninterrupted_run() {
     let reference_config = config(reference_dir.path(), &reference_server);
     let reference_data = reference_dir.path().join("data");
     let out = command(&reference_config, &reference_data, PLAN).output().unwrap();
-    let id: String = serde_json::from_slice::<Value>(&out.stdout).unwrap()["session"]
-        .as_str()
-        .unwrap()
-        .into();
+    let id = common::session_id(&out);
     let reference = export(&reference_config, &reference_data, &id);
 
     let server = FakeServer::start(FakeConfig {

@@ -321,10 +321,7 @@ async fn an_imported_chatharuhi_character_is_interviewed_with_its_classic_scenes
     .await
     .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["session"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = common::session_id(&out);
     let exported = export(&config, &data, &id);
     let items = exported["interviews"][0]["items"].as_array().unwrap();
     assert!(

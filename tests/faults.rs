@@ -35,10 +35,7 @@ async fn run(server: &FakeServer, dir: &Path) -> (Value, Vec<Value>) {
     tokio::task::spawn_blocking(move || {
         let out = common::command(&cfg, &data, PLAN).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["session"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let id = common::session_id(&out);
         let export = common::command(&cfg, &data, &["export", &id, "--format", "json"])
             .output()
             .unwrap();

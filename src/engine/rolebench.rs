@@ -69,7 +69,6 @@ impl RolebenchPlan {
             .map(|q| q.role.as_str())
             .filter(|r| !self.characters.contains_key(*r))
             .collect();
-        roles.dedup();
         roles.sort_unstable();
         roles.dedup();
         roles

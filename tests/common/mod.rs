@@ -69,3 +69,11 @@ pub fn strip(v: &mut serde_json::Value, key: &str) {
         _ => {}
     }
 }
+
+/// The session id a `--json` run printed on stdout.
+pub fn session_id(out: &std::process::Output) -> String {
+    serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["session"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
