@@ -45,7 +45,7 @@ fn render_files(frame: &mut Frame, app: &App, area: Rect) {
     let width = area.width.saturating_sub(4) as usize;
     let lines: Vec<Line> = if rb.files.is_empty() {
         vec![Line::styled(
-            fit("no .jsonl here yet: copy or link RoleBench files in", width),
+            "no .jsonl here yet: copy or link RoleBench files in",
             theme.dim(),
         )]
     } else {
@@ -72,7 +72,8 @@ fn render_files(frame: &mut Frame, app: &App, area: Rect) {
             })
             .collect()
     };
-    frame.render_widget(Paragraph::new(lines).block(b), area);
+    // File rows are fitted already; only the hint needs wrapping.
+    frame.render_widget(Paragraph::new(lines).block(b).wrap(Wrap { trim: false }), area);
 }
 
 fn render_roles(frame: &mut Frame, app: &App, area: Rect) {
@@ -179,9 +180,11 @@ fn render_detail(frame: &mut Frame, app: &App, items: &[Item], area: Rect) {
     let Some(item) = items.get(app.rolebench.item) else {
         let b = block(" Answer and references ", false, theme);
         let text = vec![
-            Line::raw("RoleBench (RoleLLM): the agent answers role-specific and general questions; Rouge-L"),
-            Line::raw("compares each answer with the reference answers (the best F is kept), and a judge can"),
-            Line::raw("compare it with a baseline in both orders (`incharacter rolebench --judge`)."),
+            Line::raw(
+                "RoleBench (RoleLLM): the agent answers role-specific and general questions; Rouge-L compares \
+                 each answer with the reference answers (the best F is kept), and a judge can compare it with a \
+                 baseline in both orders (`incharacter rolebench --judge`).",
+            ),
             Line::raw(""),
             Line::styled(
                 "Common words of answer and reference are highlighted once a question is answered.",
