@@ -4,7 +4,7 @@
 //!
 //! Why our own: the crates that do this (llguidance, outlines-core) bring large dependency trees and
 //! their own tokenizer abstractions; the subset needed here — objects with fixed keys, strings, integers
-//! and numbers within bounds, enums, booleans, anyOf — fits in a few hundred lines, and a byte-level
+//! and numbers within bounds, enums, booleans, anyOf, arrays of bounded length — fits in a few hundred lines, and a byte-level
 //! matcher works with any byte-level BPE vocabulary. Output is compact JSON (no insignificant
 //! whitespace) with keys in the schema's order; strings are capped so a reply always ends.
 
@@ -12,6 +12,9 @@ use serde_json::Value;
 
 /// Strings without `maxLength` are capped at this many characters.
 pub const DEFAULT_MAX_STRING: usize = 400;
+
+/// Arrays without `maxItems` are capped at this many items (the grammar unrolls them).
+pub const DEFAULT_MAX_ITEMS: usize = 16;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Node {
@@ -47,7 +50,7 @@ fn integers(lo: i64, hi: i64) -> Node {
 
 /// Compiles `schema` into a grammar. Supported: `type` object (all `properties`, in order), string
 /// (`maxLength`), integer and number (`minimum`/`maximum`, at most 1,001 whole values), boolean, null,
-/// `enum`, `const`, `anyOf`/`oneOf`.
+/// array (`items`, `minItems`/`maxItems`, at most 64 items), `enum`, `const`, `anyOf`/`oneOf`.
 pub fn compile(schema: &Value) -> Result<Node, SchemaError> {
     compile_at(schema, "#")
 }
@@ -158,6 +161,40 @@ fn compile_at(schema: &Value, path: &str) -> Result<Node, SchemaError> {
                 return Err(fail("no value lies within the bounds"));
             }
             Ok(Node::Choice(options))
+        }
+        "array" => {
+            let items = schema.get("items").ok_or_else(|| fail("an array needs items"))?;
+            let item = compile_at(items, &format!("{path}/items"))?;
+            let count = |key: &str| schema.get(key).and_then(Value::as_u64).map(|n| n as usize);
+            let min = count("minItems").unwrap_or(0);
+            let max = count("maxItems").unwrap_or(DEFAULT_MAX_ITEMS.max(min));
+            if min > max {
+                return Err(fail("minItems is above maxItems"));
+            }
+            if max > 64 {
+                return Err(fail("at most 64 items are supported"));
+            }
+            // Unrolled: `[`, the required items, then each optional one either ends the array or
+            // continues it. A list of n items costs n grammar nodes, not n².
+            let mut tail = lit("]");
+            for _ in min.max(1)..max {
+                tail = Node::Choice(vec![lit("]"), Node::Seq(vec![lit(","), item.clone(), tail])]);
+            }
+            if max == 0 {
+                return Ok(lit("[]"));
+            }
+            let mut parts = vec![lit("[")];
+            if min == 0 {
+                parts.push(Node::Choice(vec![lit("]"), Node::Seq(vec![item.clone(), tail])]));
+            } else {
+                parts.push(item.clone());
+                for _ in 1..min {
+                    parts.push(lit(","));
+                    parts.push(item.clone());
+                }
+                parts.push(tail);
+            }
+            Ok(Node::Seq(parts))
         }
         "boolean" => Ok(Node::Choice(vec![lit("true"), lit("false")])),
         "null" => Ok(lit("null")),
@@ -556,6 +593,32 @@ mod tests {
     fn unsupported_schemas_say_where() {
         let e = compile(&json!({"type": "object", "properties": {"a": {"type": "number"}}})).unwrap_err();
         assert_eq!(e.path, "#/properties/a");
-        assert!(compile(&json!({"type": "array"})).is_err());
+        let e = compile(&json!({"type": "array"})).unwrap_err();
+        assert_eq!(e.message, "an array needs items");
+        let e =
+            compile(&json!({"type": "array", "items": {"type": "boolean"}, "minItems": 3, "maxItems": 2})).unwrap_err();
+        assert_eq!(e.message, "minItems is above maxItems");
+    }
+
+    #[test]
+    fn arrays_hold_between_min_and_max_items() {
+        let s = json!({"type": "object", "properties": {"scenarios": {"type": "array",
+            "items": {"type": "string"}, "minItems": 2, "maxItems": 3}}});
+        assert!(!full(&s, r#"{"scenarios":["a"]}"#), "too few");
+        assert!(!prefix(&s, r#"{"scenarios":["a"]"#), "cannot close before the minimum");
+        assert!(full(&s, r#"{"scenarios":["a","b"]}"#));
+        assert!(full(&s, r#"{"scenarios":["a","b","c, d"]}"#));
+        assert!(!full(&s, r#"{"scenarios":["a","b","c","d"]}"#), "too many");
+        assert!(!prefix(&s, r#"{"scenarios":["a","b","c","#));
+        let any = json!({"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 5}});
+        assert!(full(&any, "[]"));
+        assert!(full(&any, "[1,5,3]"));
+        assert!(!full(&any, "[1,]"));
+        assert!(!full(&any, "[6]"));
+        let sixteen = format!("[{}]", vec!["1"; DEFAULT_MAX_ITEMS].join(","));
+        assert!(full(&any, &sixteen));
+        assert!(!full(&any, &format!("[1,{}", &sixteen[1..])), "capped at the default");
+        let none = json!({"type": "array", "items": {"type": "null"}, "maxItems": 0});
+        assert!(full(&none, "[]") && !prefix(&none, "[n"));
     }
 }

@@ -529,13 +529,17 @@ impl LocalModel {
         let mut logits = run(&mut weights, &prompt, 0)?;
         let mut pending: Vec<u8> = Vec::new();
         let mut generated = 0usize;
+        let mut recent: Vec<u32> = Vec::with_capacity(REPEAT_WINDOW);
         let mut finish = "length";
         while generated < max_new {
             if cancel.load(Ordering::Relaxed) {
                 return Err(AttemptError::Cancelled);
             }
             let next = match &matcher {
-                None => sample(&logits, temperature, top_p, &mut rng, |_| true),
+                None => {
+                    penalize_repeats(&mut logits, &recent);
+                    sample(&logits, temperature, top_p, &mut rng, |_| true)
+                }
                 Some(m) => {
                     let m = m.clone();
                     sample(&logits, temperature, top_p, &mut rng, |id| {
@@ -550,6 +554,10 @@ impl LocalModel {
                 return Err(fatal("no token can continue the constrained reply".into()));
             };
             generated += 1;
+            if recent.len() == REPEAT_WINDOW {
+                recent.remove(0);
+            }
+            recent.push(next);
             if self.stop.contains(&next) {
                 finish = "stop";
                 break;
@@ -593,6 +601,30 @@ impl LocalModel {
             }),
             finish_reason: Some(finish.into()),
         })
+    }
+}
+
+/// Free text is sampled with a repetition penalty over this many most recent tokens: without it the
+/// 135M model falls into loops ("Aw, shucks, Harry, …" until the token cap).
+const REPEAT_WINDOW: usize = 64;
+const REPEAT_PENALTY: f32 = 1.1;
+
+/// The CTRL-style penalty (as in llama.cpp and transformers): a recent token's logit is divided by
+/// the penalty when positive and multiplied by it when negative, once per distinct token.
+fn penalize_repeats(logits: &mut [f32], recent: &[u32]) {
+    let mut seen: Vec<u32> = Vec::with_capacity(recent.len());
+    for &id in recent {
+        if seen.contains(&id) {
+            continue;
+        }
+        seen.push(id);
+        if let Some(l) = logits.get_mut(id as usize) {
+            *l = if *l > 0.0 {
+                *l / REPEAT_PENALTY
+            } else {
+                *l * REPEAT_PENALTY
+            };
+        }
     }
 }
 
@@ -743,5 +775,16 @@ mod tests {
             let id = sample(&logits, 1.0, 0.9, &mut rng, |id| id % 2 == 0).unwrap();
             assert!(id == 0 || id == 2);
         }
+    }
+
+    #[test]
+    fn recent_tokens_are_penalized_once_each() {
+        let mut logits = vec![2.2, -1.0, 3.0, 0.5];
+        penalize_repeats(&mut logits, &[0, 1, 0, 0]);
+        assert_eq!(logits, vec![2.0, -1.1, 3.0, 0.5]);
+        // The penalty can change the greedy pick: token 0 led 2.2 to 2.1 before it was repeated.
+        let mut close = vec![2.2, 2.1];
+        penalize_repeats(&mut close, &[0]);
+        assert_eq!(sample(&close, 0.0, 1.0, &mut SplitMix64(1), |_| true), Some(1));
     }
 }
