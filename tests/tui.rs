@@ -11,7 +11,7 @@ use incharacter::engine::{Event, Method, RunPlan};
 use incharacter::llm::Role;
 use incharacter::llm::config::Config;
 use incharacter::method::interview::{self, QueryStyle};
-use incharacter::tui::app::{Action, App, Effect, Screen, SessionEntry};
+use incharacter::tui::app::{Action, App, DEMO_STEPS, Demo, Effect, Screen, SessionEntry};
 use incharacter::tui::keys::Keymap;
 use incharacter::tui::{fixture, theme, ui};
 use ratatui::Terminal;
@@ -624,4 +624,59 @@ fn compare_shows_a_characters_rolebench_result_beside_its_personality() {
     ));
     let text = render(&app, (160, 40));
     assert!(text.contains("RoleBench Rouge-L F 0.234 · win 62 % (20 q.)"), "{text}");
+}
+
+#[test]
+fn the_demo_tour_steps_through_the_screens_and_ends_on_the_observers() {
+    let mut app = app();
+    app.demo = Some(Demo {
+        step: 0,
+        observers: Some("/samples/observers".into()),
+    });
+    app.screen = Screen::Live;
+    app.live.running = true;
+    app.flash = Some(DEMO_STEPS[0].1.into());
+    // The replayed run's plan becomes the setup's selection.
+    let events = session_events(&app.catalog);
+    for e in &events {
+        app.update(Action::Engine(e.clone()));
+    }
+    assert_eq!(
+        app.setup.characters.iter().collect::<Vec<_>>(),
+        ["hermione-en", "zhongli-zh"]
+    );
+    assert_eq!(app.setup.methods, [Method::ErBatch, Method::Oc].into_iter().collect());
+    let status = |app: &App| render(app, (120, 40)).lines().last().unwrap().to_string();
+    assert!(
+        status(&app).contains(" n ") && status(&app).contains("tour 2/5"),
+        "{}",
+        status(&app)
+    );
+    // A key other than n (here: faster) hides the hint, but the status line still offers the next step.
+    key(&mut app, KeyCode::Char('s'));
+    assert!(status(&app).contains("tour 2/5"));
+    for (step, screen) in [(1, Screen::Setup), (2, Screen::Inspector), (3, Screen::Compare)] {
+        assert!(key(&mut app, KeyCode::Char('n')).is_empty());
+        assert_eq!(app.screen, screen);
+        assert_eq!(app.flash.as_deref(), Some(DEMO_STEPS[step].1));
+    }
+    // The last step stops the replay still going and opens the observer sample.
+    let effects = key(&mut app, KeyCode::Char('n'));
+    assert_eq!(effects, [Effect::Cancel, Effect::Open("/samples/observers".into())]);
+    app.update(Action::RunEnded(Err(
+        "cancelled: the session keeps what was done".into()
+    )));
+    app.update(Action::SessionLoaded(events));
+    assert_eq!(
+        app.flash.as_deref(),
+        Some(DEMO_STEPS[4].1),
+        "the step's hint outlives the load"
+    );
+    assert!(!status(&app).contains("tour"), "no next step is offered after the last");
+    assert!(key(&mut app, KeyCode::Char('n')).is_empty());
+    assert!(app.flash.as_deref().is_some_and(|f| f.starts_with("the tour is over")));
+    // Outside a demo, n only says what it is for.
+    let mut plain = with_session();
+    assert!(key(&mut plain, KeyCode::Char('n')).is_empty());
+    assert!(plain.flash.as_deref().is_some_and(|f| f.contains("incharacter demo")));
 }

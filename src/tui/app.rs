@@ -140,6 +140,55 @@ pub struct SetupState {
     pub seed: u64,
 }
 
+impl SetupState {
+    /// Shows a recorded run's plan as the selection (the demo's setup step).
+    pub fn show_plan(&mut self, plan: &RunPlan) {
+        self.characters = plan.characters.iter().cloned().collect();
+        self.scales = plan.scales.iter().cloned().collect();
+        self.methods = plan.methods.iter().copied().collect();
+        self.repeats = plan.repeats;
+        self.style = plan.style;
+        self.seed = plan.seed;
+        for (role, name) in [(&mut self.rpa, &plan.rpa), (&mut self.judge, &plan.judge)] {
+            if self.providers.contains(name) {
+                role.clone_from(name);
+            }
+        }
+    }
+}
+
+/// The guided tour of `incharacter demo`: the step shown, and the observer sample its last step opens.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Demo {
+    pub step: usize,
+    pub observers: Option<PathBuf>,
+}
+
+/// The tour's steps: the screen each shows and what the status line says about it.
+pub const DEMO_STEPS: [(Screen, &str); 5] = [
+    (
+        Screen::Live,
+        "demo 1/5: an interview recorded on the embedded model replays as it streamed (s: faster)",
+    ),
+    (
+        Screen::Setup,
+        "demo 2/5: the setup the recorded run was started from: characters, scales, methods",
+    ),
+    (
+        Screen::Inspector,
+        "demo 3/5: the inspector: every rating with its evidence (enter shows the exact prompts)",
+    ),
+    (
+        Screen::Compare,
+        "demo 4/5: the measured profile against the character's labels (m: method, →: next character)",
+    ),
+    (
+        Screen::Observers,
+        "demo 5/5: observer agents talk with a synthetic subject and report on it. The tour is over: \
+         1–9 go anywhere, 5 lists every sample",
+    ),
+];
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Replay {
     Speed(f64),
@@ -452,8 +501,8 @@ pub struct App {
     pub observers: ObserversState,
     pub annotate: AnnotateState,
     pub rolebench: RolebenchState,
-    /// A guided demo (`incharacter demo`): the flash says what to look at next.
-    pub demo: bool,
+    /// The guided tour of `incharacter demo`, if this is one.
+    pub demo: Option<Demo>,
     /// Folder of the session shown (for its annotations).
     pub session_dir: Option<PathBuf>,
 }
@@ -584,7 +633,7 @@ impl App {
             memories: Default::default(),
             observers: ObserversState::default(),
             rolebench: RolebenchState::default(),
-            demo: false,
+            demo: None,
             annotate: AnnotateState {
                 annotator: std::env::var("INCHARACTER_ANNOTATOR")
                     .or_else(|_| std::env::var("USER"))
@@ -757,6 +806,11 @@ impl App {
                     self.live.cursor = 0;
                     self.live.started_ms = self.now_ms;
                 }
+                if let Event::RunStarted { plan, .. } = &event
+                    && self.demo.is_some()
+                {
+                    self.setup.show_plan(plan);
+                }
                 self.run.apply_event(&event, &self.catalog);
                 Vec::new()
             }
@@ -784,7 +838,10 @@ impl App {
                 }
                 self.inspect.unit = 0;
                 self.compare.unit = 0;
-                self.flash = Some(format!("opened session {}", self.run.session.id));
+                self.flash = Some(match &self.demo {
+                    Some(d) if d.step == DEMO_STEPS.len() - 1 => DEMO_STEPS[d.step].1.to_string(),
+                    _ => format!("opened session {}", self.run.session.id),
+                });
                 self.screen = if self.run.observe.is_some() {
                     Screen::Observers
                 } else if self.run.rolebench.is_some() {
@@ -798,10 +855,8 @@ impl App {
                 self.live.running = false;
                 self.live.paused = false;
                 self.flash = Some(match result {
-                    Ok(()) if self.demo => {
-                        "demo: replay finished · 3 inspector (enter drills into an item) · 4 compare \
-                                            radar · 5 sessions: the other samples"
-                            .into()
+                    Ok(()) if self.demo.as_ref().is_some_and(|d| d.step < DEMO_STEPS.len() - 1) => {
+                        "demo: the replay has finished · n: the next step of the tour".into()
                     }
                     Ok(()) if self.live.replay.is_some() => "replay finished".into(),
                     Ok(()) => "run finished".into(),
@@ -1067,6 +1122,40 @@ impl App {
         }
     }
 
+    /// The tour's next step: its screen and its hint; the last one stops the replay (if still going)
+    /// and opens the observer sample.
+    fn demo_next(&mut self) -> Vec<Effect> {
+        let Some(demo) = self.demo.as_mut() else {
+            self.flash = Some("n steps through the tour of `incharacter demo`".into());
+            return Vec::new();
+        };
+        if demo.step + 1 >= DEMO_STEPS.len() {
+            self.flash = Some("the tour is over: 1–9 go anywhere, 5 lists every sample".into());
+            return Vec::new();
+        }
+        demo.step += 1;
+        let (screen, hint) = DEMO_STEPS[demo.step];
+        self.screen = screen;
+        if screen == Screen::Setup {
+            // Letters filter the character list; the options pane leaves n to the tour.
+            self.setup.pane = SetupPane::Options;
+        }
+        self.flash = Some(hint.into());
+        if screen != Screen::Observers {
+            return Vec::new();
+        }
+        let Some(path) = demo.observers.clone() else {
+            self.flash = Some("demo 5/5: this build has no observer sample; s starts a synthetic run".into());
+            return vec![Effect::ListSessions];
+        };
+        let mut effects = Vec::new();
+        if self.live.running {
+            effects.push(Effect::Cancel);
+        }
+        effects.push(Effect::Open(path));
+        effects
+    }
+
     pub fn command(&mut self, cmd: Command) -> Vec<Effect> {
         match cmd {
             Command::Quit => {
@@ -1096,6 +1185,7 @@ impl App {
                 self.screen = Screen::Observers;
                 return vec![Effect::ListSessions];
             }
+            Command::DemoNext => return self.demo_next(),
             _ => {
                 return match self.screen {
                     Screen::Welcome => self.welcome_command(cmd),

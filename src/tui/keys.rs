@@ -59,6 +59,7 @@ impl Mode {
                 | GoObservers
                 | GoAnnotate
                 | GoRolebench
+                | DemoNext
         ) || navigation.contains(&cmd)
     }
 
@@ -182,6 +183,7 @@ commands! {
     Resume => "resume", "resume an interrupted session";
     ScrollUp => "scroll-up", "scroll the text up";
     ScrollDown => "scroll-down", "scroll the text down";
+    DemoNext => "demo-next", "next step of the tour (`incharacter demo`)";
 }
 
 /// A key as written in config and help: "q", "ctrl-c", "enter", "f2", "shift-tab", "space".
@@ -348,6 +350,7 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Global, "shift-tab", Command::PrevPane),
     (Mode::Global, "enter", Command::Select),
     (Mode::Global, "esc", Command::Back),
+    (Mode::Global, "n", Command::DemoNext),
     (Mode::Welcome, "f", Command::FetchModel),
     (Mode::Welcome, "s", Command::GoSetup),
     (Mode::Welcome, "r", Command::GoSessions),

@@ -61,6 +61,16 @@ pub fn demo_session(samples: &Path) -> Option<PathBuf> {
     best.map(|(_, dir)| dir)
 }
 
+/// The observer session the demo's last step opens: the first observer sample by id.
+pub fn observer_sample(samples: &Path) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(samples).ok()?.flatten().map(|e| e.path()).collect();
+    dirs.sort();
+    dirs.into_iter().find(|dir| {
+        session::read::<Event>(&dir.join("journal.jsonl"))
+            .is_ok_and(|events| matches!(events.first(), Some(Event::ObserveStarted { .. })))
+    })
+}
+
 /// The bundled sample sessions (recorded runs for demos), if this build has them.
 pub fn samples_dir() -> Option<PathBuf> {
     std::env::var_os("INCHARACTER_SAMPLES")
@@ -255,9 +265,11 @@ pub fn main(options: Options) -> anyhow::Result<()> {
         app.live.replay = Some(*speed);
         app.live.running = true;
         if options.demo {
-            app.demo = true;
-            app.flash =
-                Some("demo: a recorded interview replays as it streamed · s: faster · 3 inspector · 4 compare".into());
+            app.demo = Some(app::Demo {
+                step: 0,
+                observers: samples_dir().and_then(|s| observer_sample(&s)),
+            });
+            app.flash = Some(app::DEMO_STEPS[0].1.into());
         }
         first.push(Effect::Replay { path, speed: *speed });
     }

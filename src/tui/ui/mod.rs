@@ -178,6 +178,15 @@ fn render_status(frame: &mut Frame, app: &App, area: Rect) {
         ],
     };
     let mut spans = Vec::new();
+    if let Some(d) = &app.demo
+        && d.step + 1 < crate::tui::app::DEMO_STEPS.len()
+    {
+        spans.push(Span::styled(format!(" {} ", key(Command::DemoNext)), theme.selected()));
+        spans.push(Span::styled(
+            format!(" tour {}/5  ", d.step + 2),
+            Style::default().fg(theme.accent),
+        ));
+    }
     for (k, what) in essentials.iter().map(|(k, w)| (k.as_str(), *w)).chain(
         [
             (if app.screen == Screen::Chat { "f1" } else { "?" }, "help"),
