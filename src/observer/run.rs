@@ -221,10 +221,13 @@ impl ObserveEngine {
         let relationship = match done.relationships.get(&key) {
             Some(r) => r.clone(),
             None => {
+                // The format hints name the fields but give no placeholder values: small models copy
+                // those verbatim ("…", "what you say").
                 let user = format!(
                     "Person A: {}\n\nPerson B: {}\n\nDescribe, in two or three sentences, a plausible {} relationship \
                      between B and A that fits both of them: how B knows A, how long, and how close they are. \
-                     Write it from B's point of view (\"I am A's …\"). Reply as JSON: {{\"relationship\": \"…\"}}",
+                     Write it from B's point of view, starting with \"I am\". Reply as a JSON object whose one field, \
+                     \"relationship\", holds those sentences.",
                     who.profile,
                     o.persona.profile(),
                     o.context.name()
@@ -273,7 +276,8 @@ impl ObserveEngine {
                     "{me} and {subject} know each other: {relationship}\n\nWrite {k} short, concrete everyday \
                      scenarios (one or two sentences each) in which {me} and {subject} talk, each chosen to bring out \
                      a different side of {subject}'s personality (how they handle people, plans, stress, new ideas). \
-                     Reply as JSON: {{\"scenarios\": [\"…\", …]}} with exactly {k} entries.",
+                     Reply as a JSON object whose one field, \"scenarios\", is a list of exactly {k} strings, one \
+                     scenario each.",
                     subject = who.name
                 );
                 let request = Self::request(
@@ -355,8 +359,8 @@ impl ObserveEngine {
                     .collect();
                 let user = format!(
                     "Situation: {scenario}\n\nConversation so far:\n{}\n\nIt is your turn, {name}: say your next line to \
-                     {other}{}. Reply as JSON: {{\"utterance\": \"what you say\", \"end\": true or false}} — end is true \
-                     when you are ready to let the conversation close.",
+                     {other}{}. Reply as a JSON object with two fields: \"utterance\", your line in your own words, and \
+                     \"end\", true when you are ready to let the conversation close, else false.",
                     if so_far.is_empty() {
                         "(nothing yet)".to_string()
                     } else {
