@@ -184,8 +184,7 @@ pub const DEMO_STEPS: [(Screen, &str); 5] = [
     ),
     (
         Screen::Observers,
-        "demo 5/5: observer agents talk with a synthetic subject and report on it. The tour is over: \
-         1–9 go anywhere, 5 lists every sample",
+        "demo 5/5: observers talk with a synthetic subject, then report on it. Tour over: 1–9 switch screens",
     ),
 ];
 
@@ -1130,7 +1129,7 @@ impl App {
             return Vec::new();
         };
         if demo.step + 1 >= DEMO_STEPS.len() {
-            self.flash = Some("the tour is over: 1–9 go anywhere, 5 lists every sample".into());
+            self.flash = Some("the tour is over: 1–9 switch screens, 5 lists every sample".into());
             return Vec::new();
         }
         demo.step += 1;

@@ -59,31 +59,8 @@ tmux new-session -d -s "$session" -x 120 -y 40 \
     "INCHARACTER_SAMPLES='$work/no-samples' INCHARACTER_CONFIG='$work/config.toml' INCHARACTER_DATA_DIR='$work/data' '$bin/incharacter'; echo E2E-EXIT=\$?; sleep 600"
 tmux select-pane -t "$session" -T e2e-title
 
-pane() { tmux capture-pane -p -t "$session"; }
-# Polls the pane until it shows $1 (a fixed string), up to $2 seconds.
-wait_for() {
-    local deadline=$((SECONDS + ${2:-20}))
-    until pane | grep -qF -- "$1"; do
-        if ((SECONDS > deadline)); then
-            echo "e2e: timed out waiting for: $1" >&2
-            pane >&2
-            exit 1
-        fi
-        sleep 0.1
-    done
-}
-wait_gone() {
-    local deadline=$((SECONDS + ${2:-20}))
-    while pane | grep -qF -- "$1"; do
-        if ((SECONDS > deadline)); then
-            echo "e2e: timed out waiting for this to go: $1" >&2
-            pane >&2
-            exit 1
-        fi
-        sleep 0.1
-    done
-}
-keys() { tmux send-keys -t "$session" "$@"; }
+label=e2e
+. tests/e2e/lib.sh
 
 # Setup: filter, pick Hermione, GSE, ER_batch + OC, start.
 wait_for "Characters (32)"

@@ -177,16 +177,14 @@ fn render_status(frame: &mut Frame, app: &App, area: Rect) {
             (key(Command::Mark), "mark"),
         ],
     };
-    let mut spans = Vec::new();
+    let mut lead = Vec::new();
     if let Some(d) = &app.demo
         && d.step + 1 < crate::tui::app::DEMO_STEPS.len()
     {
-        spans.push(Span::styled(format!(" {} ", key(Command::DemoNext)), theme.selected()));
-        spans.push(Span::styled(
-            format!(" tour {}/5  ", d.step + 2),
-            Style::default().fg(theme.accent),
-        ));
+        lead.push(Span::styled(format!(" {} ", key(Command::DemoNext)), theme.selected()));
+        lead.push(Span::styled(" next step  ", Style::default().fg(theme.accent)));
     }
+    let mut spans = Vec::new();
     for (k, what) in essentials.iter().map(|(k, w)| (k.as_str(), *w)).chain(
         [
             (if app.screen == Screen::Chat { "f1" } else { "?" }, "help"),
@@ -199,9 +197,15 @@ fn render_status(frame: &mut Frame, app: &App, area: Rect) {
         spans.push(Span::styled(format!(" {what}  "), theme.dim()));
     }
     if let Some(f) = &app.flash {
+        // A message that would be cut off takes the place of the key chips (? still lists them).
+        let width = |spans: &[Span]| spans.iter().map(Span::width).sum::<usize>();
+        if width(&lead) + width(&spans) + unicode_width::UnicodeWidthStr::width(f.as_str()) > usize::from(area.width) {
+            spans.clear();
+        }
         spans.push(Span::styled(f.clone(), Style::default().fg(theme.accent)));
     }
-    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    lead.extend(spans);
+    frame.render_widget(Paragraph::new(Line::from(lead)), area);
 }
 
 pub fn block<'a>(title: impl Into<Line<'a>>, focused: bool, theme: &Theme) -> Block<'a> {
