@@ -208,6 +208,18 @@ async fn imported_ratings_agree_with_an_independent_computation() {
     }
     close(qwk(&ann_q, &bob_q), &report["inter_annotator"]["qwk"], "qwk");
     assert_eq!(report["inter_annotator"]["pairs"][0]["n"], ann_q.len());
+    // The table's columns line up under its header.
+    let table = String::from_utf8(ok(command(
+        &config,
+        &data,
+        &["agreement", "--session", &id, "--method", "oc"],
+    )))
+    .unwrap();
+    let lines: Vec<&str> = table.lines().collect();
+    let header = lines.iter().position(|l| l.starts_with("annotator")).unwrap();
+    for row in &lines[header + 1..header + 1 + expected.len()] {
+        assert_eq!(row.chars().count(), lines[header].chars().count(), "{table}");
+    }
 
     // A bad row is located and nothing of the file is written.
     let before = ok(command(

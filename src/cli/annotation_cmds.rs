@@ -189,13 +189,14 @@ pub fn agreement(id: &str, method: &str, json_output: bool, out: &mut dyn Write)
             out,
             "{:<16} {:>5} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9}",
             name,
-            a["n"],
+            // A JSON value's Display ignores width and alignment: pad its text.
+            a["n"].to_string(),
             f(&a["pearson"]),
             f(&a["spearman"]),
             f(&a["kendall_tau_b"]),
-            a["right"],
-            a["close"],
-            a["wrong"],
+            a["right"].to_string(),
+            a["close"].to_string(),
+            a["wrong"].to_string(),
             f(&a["accuracy"])
         )?;
     }
