@@ -112,9 +112,12 @@ pub fn list_sessions(data: &Path) -> Vec<SessionEntry> {
         let mut found = Vec::new();
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let path = entry.path();
-            let Ok(events) = session::read::<Event>(&path.join("journal.jsonl")) else {
+            let Ok(timed) = session::read_timed::<Event>(&path.join("journal.jsonl")) else {
                 continue;
             };
+            // Two sessions can start within the same second: the first line's milliseconds order them.
+            let started_ms = timed.first().and_then(|(ts, _)| *ts);
+            let events: Vec<Event> = timed.into_iter().map(|(_, e)| e).collect();
             let Some((id, name, created, providers)) = events.iter().find_map(|e| e.start()).map(|s| {
                 (
                     s.session.to_string(),
@@ -137,18 +140,21 @@ pub fn list_sessions(data: &Path) -> Vec<SessionEntry> {
                 .or_else(|| providers.get("subject"))
                 .map(|m| format!("{} ({})", m.model, m.kind))
                 .unwrap_or_default();
-            found.push(SessionEntry {
-                id,
-                name,
-                created,
-                status,
-                model,
-                path,
-                sample,
-            });
+            found.push((
+                started_ms,
+                SessionEntry {
+                    id,
+                    name,
+                    created,
+                    status,
+                    model,
+                    path,
+                    sample,
+                },
+            ));
         }
-        found.sort_by(|a, b| a.created.cmp(&b.created).then(a.id.cmp(&b.id)));
-        out.extend(found);
+        found.sort_by(|(ms_a, a), (ms_b, b)| a.created.cmp(&b.created).then(ms_a.cmp(ms_b)).then(a.id.cmp(&b.id)));
+        out.extend(found.into_iter().map(|(_, e)| e));
     }
     out
 }
@@ -839,4 +845,29 @@ async fn replay(
         let _ = tx.send(Action::Engine(event));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_started_in_the_same_second_are_listed_in_start_order() {
+        let data = tempfile::tempdir().unwrap();
+        // The later session has the id that sorts first.
+        for (id, ms) in [("20261130-000000-zzzz", 1_000), ("20261130-000000-aaaa", 1_400)] {
+            let dir = session::sessions_dir(data.path()).join(id);
+            std::fs::create_dir_all(&dir).unwrap();
+            let line = format!(
+                r#"{{"event":"run_started","session":"{id}","name":null,"created":"2026-11-30T00:00:00Z","app_version":"0.1.0","plan":{{"characters":["hermione-en"],"scales":["GSE"],"methods":["er-batch"],"repeats":1,"rpa":"p","judge":"p","style":"description","seed":1,"max_attempts":5}},"providers":{{}},"ts_ms":{ms}}}"#
+            );
+            std::fs::write(dir.join("journal.jsonl"), line + "\n").unwrap();
+        }
+        let ids: Vec<String> = list_sessions(data.path())
+            .into_iter()
+            .filter(|e| !e.sample)
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(ids, ["20261130-000000-zzzz", "20261130-000000-aaaa"]);
+    }
 }
