@@ -42,33 +42,37 @@ pub struct Options {
     pub demo: bool,
 }
 
+/// The sample folders in id order, with the events of each readable journal.
+fn samples(samples: &Path) -> Vec<(PathBuf, Vec<Event>)> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(samples)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    dirs.into_iter()
+        .filter_map(|dir| Some((dir.clone(), session::read::<Event>(&dir.join("journal.jsonl")).ok()?)))
+        .collect()
+}
+
 /// The interview session a demo replays: the sample whose journal holds the most (a run with its
 /// assessments beats a partial one), ties broken by id.
-pub fn demo_session(samples: &Path) -> Option<PathBuf> {
-    let mut best: Option<(usize, PathBuf)> = None;
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(samples).ok()?.flatten().map(|e| e.path()).collect();
-    dirs.sort();
-    for dir in dirs {
-        let Ok(events) = session::read::<Event>(&dir.join("journal.jsonl")) else {
-            continue;
-        };
-        if matches!(events.first(), Some(Event::RunStarted { .. }))
-            && best.as_ref().is_none_or(|(n, _)| events.len() > *n)
-        {
-            best = Some((events.len(), dir));
-        }
-    }
-    best.map(|(_, dir)| dir)
+pub fn demo_session(dir: &Path) -> Option<PathBuf> {
+    samples(dir)
+        .into_iter()
+        .filter(|(_, events)| matches!(events.first(), Some(Event::RunStarted { .. })))
+        .rev()
+        .max_by_key(|(_, events)| events.len())
+        .map(|(dir, _)| dir)
 }
 
 /// The observer session the demo's last step opens: the first observer sample by id.
-pub fn observer_sample(samples: &Path) -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(samples).ok()?.flatten().map(|e| e.path()).collect();
-    dirs.sort();
-    dirs.into_iter().find(|dir| {
-        session::read::<Event>(&dir.join("journal.jsonl"))
-            .is_ok_and(|events| matches!(events.first(), Some(Event::ObserveStarted { .. })))
-    })
+pub fn observer_sample(dir: &Path) -> Option<PathBuf> {
+    samples(dir)
+        .into_iter()
+        .find(|(_, events)| matches!(events.first(), Some(Event::ObserveStarted { .. })))
+        .map(|(dir, _)| dir)
 }
 
 /// The bundled sample sessions (recorded runs for demos), if this build has them.
