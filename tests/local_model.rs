@@ -14,11 +14,13 @@ use incharacter::llm::{ChatMessage, ChatRequest, Client, ResponseSchema, complet
 use serde_json::{Value, json};
 
 fn model() -> Option<Arc<LocalModel>> {
+    load().map(Arc::new)
+}
+
+fn load() -> Option<LocalModel> {
     let data = incharacter::paths::data_dir()?;
     match local::resolve(&local::models_dir(&data), local::DEFAULT_MODEL) {
-        Ok(path) => Some(Arc::new(
-            LocalModel::load(local::DEFAULT_MODEL, &path).expect("the fetched model loads"),
-        )),
+        Ok(path) => Some(LocalModel::load(local::DEFAULT_MODEL, &path).expect("the fetched model loads")),
         Err(e) if std::env::var("INCHARACTER_REQUIRE_MODEL").as_deref() == Ok("1") => panic!("{e}"),
         Err(e) => {
             eprintln!("SKIPPED (no local model): {e}");
@@ -120,4 +122,56 @@ fn cancelled_generation_stops() {
     });
     assert!(result.is_err(), "stopped early");
     assert!(pieces < 20, "{pieces}");
+}
+
+/// Greedy text of `request` straight from the model (no client, no response cache).
+fn greedy(model: &LocalModel, request: &ChatRequest) -> String {
+    let mut text = String::new();
+    model
+        .generate(request, &AtomicBool::new(false), &mut |t| text.push_str(&t))
+        .expect("generation succeeds");
+    text
+}
+
+#[test]
+fn interview_items_compute_the_character_prompt_once_and_answer_the_same() {
+    let (Some(cached), Some(whole)) = (load(), load()) else {
+        return;
+    };
+    let whole = whole.without_prefix_cache();
+    let system = "You are Hermione Granger, a brilliant and studious witch at Hogwarts who loves books, \
+                  follows the rules, and stands by Harry and Ron. Answer as Hermione, in the first person.";
+    let ask = |question: &str| {
+        let mut r = ChatRequest::new(vec![
+            ChatMessage::system(system),
+            ChatMessage::user(format!("Harry:「{question}」")),
+        ]);
+        r.sampling.temperature = Some(0.0);
+        r.sampling.max_tokens = Some(24);
+        r
+    };
+    let questions = [
+        "Do you enjoy parties?",
+        "How do you handle stress before exams?",
+        "Would you break a rule to help a friend?",
+    ];
+    let first: Vec<String> = questions.iter().map(|q| greedy(&cached, &ask(q))).collect();
+    assert_eq!(
+        cached.prefix_hits(),
+        2,
+        "the 2nd and 3rd questions reuse the first one's system prompt"
+    );
+    for (q, got) in questions.iter().zip(&first) {
+        assert_eq!(
+            got,
+            &greedy(&whole, &ask(q)),
+            "{q}: the same reply with the prompt computed whole"
+        );
+    }
+    assert_eq!(whole.prefix_hits(), 0);
+    // Another system prompt is computed for itself, not continued from the cached one.
+    let mut other = ask(questions[0]);
+    other.messages[0] = ChatMessage::system("You are Sherlock Holmes, a consulting detective in London.");
+    assert_eq!(greedy(&cached, &other), greedy(&whole, &other));
+    assert_eq!(cached.prefix_hits(), 2);
 }

@@ -87,7 +87,10 @@ pub fn bench(name: &str, tokens: u32, runs: u32, out: &mut dyn Write) -> anyhow:
     let dir = models_dir()?;
     let path = local::resolve(&dir, name).map_err(|e| input_error(e.to_string()))?;
     let started = Instant::now();
-    let model = local::LocalModel::load(name, &path).map_err(|e| input_error(e.to_string()))?;
+    // Throughput is measured on whole prompts: a cached system prompt would skip part of the prefill.
+    let model = local::LocalModel::load(name, &path)
+        .map_err(|e| input_error(e.to_string()))?
+        .without_prefix_cache();
     writeln!(
         out,
         "{name}: loaded in {:.2} s ({})",
@@ -152,5 +155,78 @@ pub fn bench(name: &str, tokens: u32, runs: u32, out: &mut dyn Write) -> anyhow:
         median(&mut decode),
         decode.len()
     )?;
+    let cached = local::LocalModel::load(name, &path).map_err(|e| input_error(e.to_string()))?;
+    interview_latency(&model, &cached, runs.max(2) as usize, out)
+}
+
+/// Time to an interview answer's first token for the first BFI questions of an English and a Chinese
+/// character, each prompt computed whole and then with the character's system prompt cached (the
+/// first question fills the cache and is left out of the cached median).
+fn interview_latency(
+    whole: &local::LocalModel,
+    cached: &local::LocalModel,
+    questions: usize,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    use crate::llm::ChatRequest;
+    use crate::method::interview::{self, QueryStyle};
+    use crate::rpa::prompt::{self, RpaStyle};
+    use std::sync::atomic::AtomicBool;
+    use std::time::Instant;
+
+    let catalog = crate::catalog::Catalog::bundled().map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let scale = catalog.scale("BFI").ok_or_else(|| anyhow::anyhow!("BFI is bundled"))?;
+    let median_ms = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0) * 1000.0
+    };
+    writeln!(
+        out,
+        "interview questions, time to the first token (median of {questions}):"
+    )?;
+    for id in ["hermione-en", "zhongli-zh"] {
+        let c = catalog
+            .character(id)
+            .ok_or_else(|| anyhow::anyhow!("{id} is bundled"))?;
+        let requests: Vec<ChatRequest> = scale
+            .scored_items()
+            .take(questions)
+            .map(|item| {
+                let text = interview::query(c, scale, item, QueryStyle::Open);
+                let assembled = prompt::assemble(c, RpaStyle::Description, None, item.question.get(c.language), &text);
+                let mut r = ChatRequest::new(assembled.messages);
+                r.sampling.temperature = Some(0.0);
+                r.sampling.max_tokens = Some(1);
+                r
+            })
+            .collect();
+        let time = |model: &local::LocalModel, r: &ChatRequest| -> anyhow::Result<f64> {
+            let t0 = Instant::now();
+            model
+                .generate(r, &AtomicBool::new(false), &mut |_| {})
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            Ok(t0.elapsed().as_secs_f64())
+        };
+        let tokens = whole
+            .encode(&whole.prompt(&requests[0]))
+            .map_err(|e| input_error(e.to_string()))?
+            .len();
+        let hits = cached.prefix_hits();
+        let whole_s = requests
+            .iter()
+            .map(|r| time(whole, r))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let cached_s = requests
+            .iter()
+            .map(|r| time(cached, r))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let (w, k) = (median_ms(whole_s), median_ms(cached_s[1..].to_vec()));
+        writeln!(
+            out,
+            "  {id}: prompt {tokens} tokens; whole {w:.0} ms, system prompt cached {k:.0} ms ({} hits), {:.1}× faster",
+            cached.prefix_hits() - hits,
+            w / k.max(f64::EPSILON)
+        )?;
+    }
     Ok(ExitCode::SUCCESS)
 }

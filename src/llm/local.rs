@@ -328,6 +328,58 @@ impl Weights {
             Weights::Qwen2(m) => m.forward(input, position),
         }
     }
+
+    /// A copy that shares the weights and holds the attention cache as it is now (tensors are
+    /// reference-counted and never written in place, so later steps on either copy leave the other
+    /// alone). candle's qwen2 model cannot be copied: its prompts are always computed whole.
+    fn snapshot(&self) -> Option<Weights> {
+        match self {
+            Weights::Llama(m) => Some(Weights::Llama(m.clone())),
+            Weights::Qwen2(_) => None,
+        }
+    }
+}
+
+/// Attention caches of recent system prompts, kept so that the items of one interview (the same
+/// character description, a different question each) compute their shared prompt prefix once.
+/// Bounded by tokens: SmolLM2-135M keeps 46 KiB per token (30 layers × keys and values × 3 heads ×
+/// 64 floats), so the budget below holds at most ~370 MiB.
+const PREFIX_CACHE_TOKENS: usize = 8192;
+
+/// Prompt tokens per forward pass.
+const PREFILL_CHUNK: usize = 512;
+
+#[derive(Default)]
+struct Prefixes {
+    /// Least recently used first.
+    entries: Vec<(Vec<u32>, Weights)>,
+    hits: u64,
+}
+
+impl Prefixes {
+    fn take(&mut self, ids: &[u32]) -> Option<Weights> {
+        let i = self.entries.iter().position(|(k, _)| k == ids)?;
+        let entry = self.entries.remove(i);
+        let copy = entry.1.snapshot();
+        self.entries.push(entry);
+        self.hits += u64::from(copy.is_some());
+        copy
+    }
+
+    fn keep(&mut self, ids: Vec<u32>, weights: Weights) {
+        if ids.len() > PREFIX_CACHE_TOKENS {
+            return;
+        }
+        while self.entries.iter().map(|(k, _)| k.len()).sum::<usize>() + ids.len() > PREFIX_CACHE_TOKENS {
+            self.entries.remove(0);
+        }
+        self.entries.push((ids, weights));
+    }
+}
+
+struct State {
+    weights: Weights,
+    prefixes: Prefixes,
 }
 
 /// GPT-2's byte ↔ printable-character table, used by byte-level BPE vocabularies.
@@ -355,7 +407,9 @@ fn unicode_to_byte() -> HashMap<char, u8> {
 
 pub struct LocalModel {
     pub name: String,
-    weights: Mutex<Weights>,
+    state: Mutex<State>,
+    /// Whether shared system prompts are computed once (`without_prefix_cache` turns it off).
+    prefix_cache: bool,
     tokenizer: Tokenizer,
     template: String,
     bos: String,
@@ -380,7 +434,12 @@ impl LocalModel {
         let meta_str = |k: &str| content.metadata.get(k).and_then(|v| v.to_string().ok()).cloned();
         let meta_u32 = |k: &str| content.metadata.get(k).and_then(|v| v.to_u32().ok());
         let template = meta_str("tokenizer.chat_template").unwrap_or_else(|| CHATML.to_string());
-        let context = meta_u32(&format!("{arch}.context_length")).unwrap_or(4096) as usize;
+        let mut context = meta_u32(&format!("{arch}.context_length")).unwrap_or(4096) as usize;
+        if arch != "qwen2" {
+            // candle's llama computes rotary embeddings for this many positions only, whatever the
+            // GGUF says (SmolLM2 says 8,192): a longer prompt would fail inside the model.
+            context = context.min(quantized_llama::MAX_SEQ_LEN);
+        }
         let mut tokenizer =
             <Tokenizer as candle_core::quantized::tokenizer::TokenizerFromGguf>::from_gguf(&content).map_err(fail)?;
         if meta_str("tokenizer.ggml.pre").as_deref() == Some("smollm") {
@@ -434,7 +493,11 @@ impl LocalModel {
         };
         Ok(LocalModel {
             name: name.into(),
-            weights: Mutex::new(weights),
+            state: Mutex::new(State {
+                weights,
+                prefixes: Prefixes::default(),
+            }),
+            prefix_cache: true,
             tokenizer,
             template,
             bos,
@@ -445,8 +508,24 @@ impl LocalModel {
         })
     }
 
+    /// The same model computing every prompt whole (to check that the prefix cache changes nothing).
+    pub fn without_prefix_cache(mut self) -> Self {
+        self.prefix_cache = false;
+        self
+    }
+
+    /// How many prompts started from a cached system prompt so far.
+    pub fn prefix_hits(&self) -> u64 {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).prefixes.hits
+    }
+
     /// The prompt text for a conversation, from the model's own chat template.
     pub fn prompt(&self, request: &ChatRequest) -> String {
+        self.render(&self.messages(request), true)
+    }
+
+    /// The conversation as the template sees it: the schema, if any, is described in the system message.
+    fn messages(&self, request: &ChatRequest) -> Vec<serde_json::Value> {
         let mut messages: Vec<serde_json::Value> = request
             .messages
             .iter()
@@ -460,13 +539,29 @@ impl LocalModel {
                 None => messages.insert(0, serde_json::json!({"role": "system", "content": instruction})),
             }
         }
+        messages
+    }
+
+    fn render(&self, messages: &[serde_json::Value], add_generation_prompt: bool) -> String {
         let mut env = minijinja::Environment::new();
         env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
             Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
         });
-        let ctx = minijinja::context! { messages => messages, add_generation_prompt => true, bos_token => self.bos, eos_token => self.eos };
+        let ctx = minijinja::context! { messages => messages, add_generation_prompt => add_generation_prompt, bos_token => self.bos, eos_token => self.eos };
         let render = |template: &str| env.render_str(template, &ctx);
         render(&self.template).or_else(|_| render(CHATML)).unwrap_or_default()
+    }
+
+    /// How many leading tokens of `prompt` are the system messages alone, when the conversation goes
+    /// on after them and the system part tokenizes the same on its own (checked, not assumed).
+    fn system_prefix(&self, request: &ChatRequest, prompt: &[u32]) -> Option<usize> {
+        let messages = self.messages(request);
+        let system = messages.iter().take_while(|m| m["role"] == "system").count();
+        if system == 0 || system == messages.len() {
+            return None;
+        }
+        let ids = self.encode(&self.render(&messages[..system], false)).ok()?;
+        (!ids.is_empty() && ids.len() < prompt.len() && prompt.starts_with(&ids)).then_some(ids.len())
     }
 
     /// Token ids of `text` (special tokens such as `<|im_start|>` recognised).
@@ -515,7 +610,13 @@ impl LocalModel {
                 .fold(17u64, |h, &t| h.wrapping_mul(31).wrapping_add(u64::from(t)))
         });
         let mut rng = SplitMix64(seed);
-        let mut weights = self.weights.lock().unwrap_or_else(|p| p.into_inner());
+        let split = if self.prefix_cache {
+            self.system_prefix(request, &prompt)
+        } else {
+            None
+        };
+        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let State { weights, prefixes } = &mut *guard;
         let device = Device::Cpu;
         let run = |w: &mut Weights, ids: &[u32], pos: usize| -> Result<Vec<f32>, AttemptError> {
             let input = Tensor::new(ids, &device)
@@ -526,7 +627,33 @@ impl LocalModel {
                 .and_then(|l| l.to_vec1::<f32>())
                 .map_err(|e| fatal(e.to_string()))
         };
-        let mut logits = run(&mut weights, &prompt, 0)?;
+        // Long prompts go through in chunks: attention over a whole 4,000-token prompt at once builds
+        // score matrices of hundreds of MiB per layer, which is slower than chunks on the CPU.
+        let prefill = |w: &mut Weights, ids: &[u32], start: usize| -> Result<Vec<f32>, AttemptError> {
+            let mut logits = Vec::new();
+            for (k, chunk) in ids.chunks(PREFILL_CHUNK).enumerate() {
+                logits = run(w, chunk, start + k * PREFILL_CHUNK)?;
+            }
+            Ok(logits)
+        };
+        // A cached system prompt is continued on a copy; otherwise the shared weights compute the
+        // prompt, stopping after the system part to keep a copy for the next request.
+        let mut copy = split.and_then(|p| prefixes.take(&prompt[..p]));
+        let mut logits = match (split, copy.as_mut()) {
+            (Some(p), Some(w)) => prefill(w, &prompt[p..], p)?,
+            (Some(p), None) => {
+                prefill(weights, &prompt[..p], 0)?;
+                if let Some(snapshot) = weights.snapshot() {
+                    prefixes.keep(prompt[..p].to_vec(), snapshot);
+                }
+                prefill(weights, &prompt[p..], p)?
+            }
+            (None, _) => prefill(weights, &prompt, 0)?,
+        };
+        let weights: &mut Weights = match copy.as_mut() {
+            Some(w) => w,
+            None => weights,
+        };
         let mut pending: Vec<u8> = Vec::new();
         let mut generated = 0usize;
         let mut recent: Vec<u32> = Vec::with_capacity(REPEAT_WINDOW);
@@ -582,7 +709,7 @@ impl LocalModel {
                 finish = "stop";
                 break;
             }
-            logits = run(&mut weights, &[next], prompt.len() + generated - 1)?;
+            logits = run(weights, &[next], prompt.len() + generated - 1)?;
         }
         if !pending.is_empty() {
             on_token(String::from_utf8_lossy(&pending).into_owned());
@@ -744,6 +871,10 @@ impl Transport for LocalTransport {
             kind: "local".into(),
             model: self.model.name.clone(),
         }
+    }
+
+    fn context_tokens(&self) -> Option<usize> {
+        Some(self.model.context)
     }
 
     fn base_url(&self) -> &str {
