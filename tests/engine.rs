@@ -54,8 +54,8 @@ fn export(config: &Path, data: &Path, id: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// Recomputes every dimension score of an export.
-fn check_scores(export: &Value) {
+/// Recomputes every dimension score of an export; returns how many it checked.
+fn check_scores(export: &Value) -> usize {
     let catalog = Catalog::bundled().unwrap();
     let mut checked = 0;
     for a in export["assessments"].as_array().unwrap() {
@@ -125,8 +125,7 @@ fn check_scores(export: &Value) {
             checked += 1;
         }
     }
-    // 2 characters × 2 repeats × 6 methods × (5 + 4) dimensions.
-    assert_eq!(checked, 2 * 2 * 6 * 9);
+    checked
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,7 +144,8 @@ async fn a_full_run_exports_scores_that_recompute_from_its_transcripts() {
     let id = summary["session"].as_str().unwrap().to_string();
     assert_eq!(summary["summary"].as_array().unwrap().len(), 12, "2 scales × 6 methods");
     let exported = export(&config, &data, &id);
-    check_scores(&exported);
+    // 2 characters × 2 repeats × 6 methods × (5 + 4) dimensions.
+    assert_eq!(check_scores(&exported), 2 * 2 * 6 * 9);
     assert_eq!(exported["session"]["status"], "complete");
     assert_eq!(exported["session"]["providers"]["judge"]["model"], "fake-model");
     let interviews = exported["interviews"].as_array().unwrap();
@@ -374,4 +374,108 @@ async fn an_imported_chatharuhi_character_is_interviewed_with_its_classic_scenes
                 .any(|x| x["role"] == "assistant" && x["content"].as_str().unwrap().contains("puffins"))
     });
     assert!(replayed, "a rolegpt prompt replays Wren's own lines as assistant turns");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_judge_with_a_small_context_gets_fewer_items_per_conversion_call() {
+    let server = FakeServer::start(FakeConfig {
+        seed: 5,
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // (4096 − 1000) / (300 + 200) = 6 items per call.
+    let config = common::fake_config(dir.path(), &server, "retry_base_ms = 1\ncontext_tokens = 4096");
+    let data = dir.path().join("data");
+    let args = [
+        "run",
+        "--characters",
+        "hermione-en",
+        "--scales",
+        "BFI",
+        "--methods",
+        "oc,d-oc",
+        "--json",
+    ];
+    let out = command(&config, &data, &args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let path = Path::new(summary["path"].as_str().unwrap()).join("journal.jsonl");
+    let journal = std::fs::read_to_string(&path).unwrap();
+    let header: Value = serde_json::from_str(journal.lines().next().unwrap()).unwrap();
+    assert_eq!(header["plan"]["items_per_call"], 6, "the plan records the grouping");
+    let sizes: Vec<(String, usize)> = server
+        .requests()
+        .iter()
+        .filter_map(|r| {
+            let schema = &r["response_format"]["json_schema"];
+            let name = schema["name"].as_str()?;
+            Some((name.to_string(), schema["schema"]["properties"].as_object()?.len()))
+        })
+        .filter(|(name, _)| name == "option_conversion")
+        .collect();
+    // OC: 44 items in 8 calls of 5 or 6; d-OC: per dimension (8, 9, 9, 8, 10 items), split in 2.
+    assert_eq!(sizes.len(), 8 + 10, "{sizes:?}");
+    assert!(sizes.iter().all(|(_, n)| (4..=6).contains(n)), "{sizes:?}");
+    assert_eq!(sizes.iter().map(|(_, n)| n).sum::<usize>(), 2 * 44);
+    let exported = export(&config, &data, summary["session"].as_str().unwrap());
+    assert_eq!(check_scores(&exported), 2 * 5, "OC and d-OC × the 5 BFI dimensions");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_on_a_judge_with_less_context_regroups_and_journals_it() {
+    let server = FakeServer::start(FakeConfig {
+        seed: 6,
+        tokens_per_s: 2000.0,
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let args = [
+        "run",
+        "--characters",
+        "hermione-en",
+        "--scales",
+        "BFI",
+        "--methods",
+        "oc,d-oc",
+    ];
+    // Started on a judge of unknown context (60 items a call), killed during the interview…
+    let roomy = common::fake_config(dir.path(), &server, "retry_base_ms = 1");
+    let session = common::kill_after_requests(&roomy, &data, &args, &server, 10).await;
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    // …and resumed on one that holds 4,096 tokens: 6 items a call from here on.
+    let small = common::fake_config(dir.path(), &server, "retry_base_ms = 1\ncontext_tokens = 4096");
+    let out = command(&small, &data, &["run", "--resume", &id]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let events: Vec<Value> = std::fs::read_to_string(session.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["plan"]["items_per_call"], 60, "the start is kept as it was");
+    let resumed: Vec<&Value> = events.iter().filter(|e| e["event"] == "resumed").collect();
+    assert_eq!(resumed.len(), 1);
+    assert_eq!(resumed[0]["items_per_call"], 6);
+    let assessed: Vec<&Value> = events.iter().filter(|e| e["event"] == "dimension_assessed").collect();
+    assert_eq!(assessed.len(), 2 * 5);
+    for a in assessed {
+        let calls = a["calls"].as_array().unwrap();
+        assert!(!calls.is_empty(), "{a}");
+        for call in calls {
+            assert!((1..=6).contains(&call.as_array().unwrap().len()), "{a}");
+        }
+        for item in a["items"].as_array().unwrap() {
+            let in_a_call = calls.iter().any(|c| c.as_array().unwrap().contains(&item["item_id"]));
+            assert!(
+                in_a_call,
+                "item {} is in one of the recorded calls: {a}",
+                item["item_id"]
+            );
+        }
+    }
+    assert_eq!(check_scores(&export(&small, &data, &id)), 2 * 5);
 }

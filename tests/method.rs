@@ -227,7 +227,7 @@ async fn oc_and_doc_scores_follow_keying_and_refusals() {
         let (oc, calls) = convert::convert(
             &judge,
             scale,
-            convert::oc_groups(scale, "James Bond", &exchanges),
+            convert::oc_groups(scale, "James Bond", &exchanges, convert::MAX_ITEMS_PER_CALL),
             Conversion::Statement,
             0,
             5,
@@ -241,7 +241,7 @@ async fn oc_and_doc_scores_follow_keying_and_refusals() {
         let (doc, calls) = convert::convert(
             &judge,
             scale,
-            convert::doc_groups(scale, &masker, &exchanges),
+            convert::doc_groups(scale, &masker, &exchanges, convert::MAX_ITEMS_PER_CALL),
             Conversion::Dimension,
             0,
             5,

@@ -95,6 +95,7 @@ fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> an
         style: a.style,
         seed: a.seed,
         max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
+        items_per_call: crate::method::convert::MAX_ITEMS_PER_CALL as u32,
     })
 }
 

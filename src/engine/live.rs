@@ -92,6 +92,10 @@ impl ChatModel for Observed {
     fn info(&self) -> ModelInfo {
         self.inner.info()
     }
+
+    fn context_tokens(&self) -> Option<usize> {
+        self.inner.context_tokens()
+    }
 }
 
 fn async_stream(

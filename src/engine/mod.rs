@@ -22,7 +22,7 @@ use crate::domain::scale::Scale;
 use crate::domain::scoring::ItemOption;
 use crate::llm::{ChatModel, ModelInfo};
 use crate::method::anonymize::Masker;
-use crate::method::convert::{self, Conversion, ConvertedItem};
+use crate::method::convert::{self, Conversion, ConversionCall, ConvertedItem};
 use crate::method::expert::{self, BatchRating, Exchange, Grouping};
 use crate::method::interview::{self, QueryStyle};
 use crate::method::judge_json;
@@ -91,6 +91,15 @@ pub struct RunPlan {
     pub style: RpaStyle,
     pub seed: u64,
     pub max_attempts: u32,
+    /// Items per option-conversion call (OC, d-OC, self-report): fewer than METHOD's 60 when the
+    /// judge's context cannot hold them. Fixed when the session starts; sessions older than the field
+    /// used 60.
+    #[serde(default = "default_items_per_call")]
+    pub items_per_call: u32,
+}
+
+fn default_items_per_call() -> u32 {
+    convert::MAX_ITEMS_PER_CALL as u32
 }
 
 /// One dimension of one method's assessment.
@@ -105,6 +114,10 @@ pub struct Assessment {
     pub score: Option<f64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub batches: Vec<BatchRating>,
+    /// OC, d-OC, SR: the item ids of each judge call that converted items of this dimension (absent in
+    /// sessions older than the field, whose calls follow the plan's `items_per_call`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<Vec<u32>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<ConvertedItem>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -124,6 +137,9 @@ pub enum Event {
     },
     Resumed {
         at: String,
+        /// Items per conversion call from here on, when the judge cannot hold the plan's number.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        items_per_call: Option<u32>,
     },
     ItemAnswered {
         character: String,
@@ -416,6 +432,7 @@ impl Engine {
                     score: Option<f64>,
                     batches: Vec<BatchRating>,
                     items: Vec<ConvertedItem>,
+                    calls: Vec<Vec<u32>>,
                     failure: Option<String>| {
             let _ = sink.send(Event::DimensionAssessed(Assessment {
                 character: c.id.clone(),
@@ -425,6 +442,7 @@ impl Engine {
                 dimension: s.dimensions[dimension].name.clone(),
                 score,
                 batches,
+                calls,
                 items,
                 failure,
             }));
@@ -473,37 +491,35 @@ impl Engine {
                 });
                 for (d, rating, failure) in join_all(rates).await {
                     match rating {
-                        Some(r) => emit(d, r.score, r.batches, Vec::new(), failure),
-                        None => emit(d, None, Vec::new(), Vec::new(), failure),
+                        Some(r) => emit(d, r.score, r.batches, Vec::new(), Vec::new(), failure),
+                        None => emit(d, None, Vec::new(), Vec::new(), Vec::new(), failure),
                     }
                 }
             }
             Method::Oc | Method::DOc | Method::Sr | Method::SrCot => {
                 let usable: Vec<Exchange> = answers.iter().filter_map(|(_, e)| e.clone()).collect();
-                let items = match method {
+                let (items, calls) = match method {
                     Method::Oc => {
                         convert::convert(
                             self.judge.as_ref(),
                             s,
-                            convert::oc_groups(s, &c.name, &usable),
+                            convert::oc_groups(s, &c.name, &usable, plan.items_per_call as usize),
                             Conversion::Statement,
                             repeat,
                             plan.max_attempts,
                         )
                         .await
-                        .0
                     }
                     Method::DOc => {
                         convert::convert(
                             self.judge.as_ref(),
                             s,
-                            convert::doc_groups(s, masker, &usable),
+                            convert::doc_groups(s, masker, &usable, plan.items_per_call as usize),
                             Conversion::Dimension,
                             repeat,
                             plan.max_attempts,
                         )
                         .await
-                        .0
                     }
                     _ => self.self_report(plan, c, s, repeat, method, &usable).await,
                 };
@@ -524,7 +540,12 @@ impl Engine {
                     } else {
                         None
                     };
-                    emit(d, score, Vec::new(), mine, failure);
+                    let of_this: Vec<Vec<u32>> = calls
+                        .iter()
+                        .filter(|call| call.item_ids.iter().any(|id| mine.iter().any(|i| i.item_id == *id)))
+                        .map(|call| call.item_ids.clone())
+                        .collect();
+                    emit(d, score, Vec::new(), mine, of_this, failure);
                 }
             }
         }
@@ -539,8 +560,9 @@ impl Engine {
         repeat: u32,
         method: Method,
         answers: &[Exchange],
-    ) -> Vec<ConvertedItem> {
+    ) -> (Vec<ConvertedItem>, Vec<ConversionCall>) {
         let mut items = Vec::new();
+        let mut calls = Vec::new();
         let mut unparsed = Vec::new();
         for e in answers {
             let bare = if method == Method::Sr {
@@ -559,21 +581,20 @@ impl Engine {
             }
         }
         if !unparsed.is_empty() {
-            let groups = convert::oc_groups(s, &c.name, &unparsed);
-            items.extend(
-                convert::convert(
-                    self.judge.as_ref(),
-                    s,
-                    groups,
-                    Conversion::Statement,
-                    repeat,
-                    plan.max_attempts,
-                )
-                .await
-                .0,
-            );
+            let groups = convert::oc_groups(s, &c.name, &unparsed, plan.items_per_call as usize);
+            let (converted, asked) = convert::convert(
+                self.judge.as_ref(),
+                s,
+                groups,
+                Conversion::Statement,
+                repeat,
+                plan.max_attempts,
+            )
+            .await;
+            items.extend(converted);
+            calls = asked;
         }
         items.sort_by_key(|i| i.item_id);
-        items
+        (items, calls)
     }
 }

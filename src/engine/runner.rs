@@ -165,6 +165,16 @@ pub(crate) async fn journal_while<T: Into<Event>>(
 
 /// Opens the journal and writes `first` for a new session, or `Resumed` for an existing one.
 pub(crate) fn open_journal(dir: &Path, resumed: bool, first: impl FnOnce() -> Event) -> Result<Journal, String> {
+    open_journal_with(dir, resumed, first, None)
+}
+
+/// `open_journal`, with the conversion grouping a resumed run changes to.
+fn open_journal_with(
+    dir: &Path,
+    resumed: bool,
+    first: impl FnOnce() -> Event,
+    items_per_call: Option<u32>,
+) -> Result<Journal, String> {
     let path = dir.join("journal.jsonl");
     let unwritable = |e: std::io::Error| {
         format!(
@@ -177,6 +187,7 @@ pub(crate) fn open_journal(dir: &Path, resumed: bool, first: impl FnOnce() -> Ev
     let event = if resumed {
         Event::Resumed {
             at: session::now_rfc3339(),
+            items_per_call,
         }
     } else {
         first()
@@ -223,13 +234,30 @@ pub fn prepare(
     let Opened {
         id,
         dir,
-        plan,
+        mut plan,
         name,
         prior,
     } = open_session(data, start, plan_of, "an interview run (it has no RunStarted event)")?;
     let connect = connector(config, data, plan.seed, concurrency);
     let rpa = connect(&plan.rpa)?;
     let judge = connect(&plan.judge)?;
+    // Conversion calls are fitted to the judge. A resumed session keeps its grouping unless this judge
+    // cannot hold it; the change is journaled, and every assessment records its calls' items.
+    let fits = crate::method::convert::items_per_call(judge.context_tokens()) as u32;
+    let mut refit = None;
+    for e in &prior {
+        if let Event::Resumed {
+            items_per_call: Some(n),
+            ..
+        } = e
+        {
+            plan.items_per_call = *n;
+        }
+    }
+    if fits < plan.items_per_call {
+        plan.items_per_call = fits;
+        refit = (!prior.is_empty()).then_some(fits);
+    }
     let mut notes = Vec::new();
     let mut memories = BTreeMap::new();
     for id in &plan.characters {
@@ -244,16 +272,21 @@ pub fn prepare(
             None => {}
         }
     }
-    let journal = open_journal(&dir, !prior.is_empty(), || Event::RunStarted {
-        session: id.clone(),
-        name,
-        created: session::now_rfc3339(),
-        app_version: env!("CARGO_PKG_VERSION").into(),
-        plan: plan.clone(),
-        providers: [("rpa".to_string(), rpa.info()), ("judge".to_string(), judge.info())]
-            .into_iter()
-            .collect(),
-    })?;
+    let journal = open_journal_with(
+        &dir,
+        !prior.is_empty(),
+        || Event::RunStarted {
+            session: id.clone(),
+            name,
+            created: session::now_rfc3339(),
+            app_version: env!("CARGO_PKG_VERSION").into(),
+            plan: plan.clone(),
+            providers: [("rpa".to_string(), rpa.info()), ("judge".to_string(), judge.info())]
+                .into_iter()
+                .collect(),
+        },
+        refit,
+    )?;
     Ok(Prepared {
         done: Done::from_events(&prior),
         engine: Engine {

@@ -90,6 +90,11 @@ pub trait Transport: Send + Sync {
 
     fn info(&self) -> ModelInfo;
 
+    /// The model's context in tokens, when the transport knows it.
+    fn context_tokens(&self) -> Option<usize> {
+        None
+    }
+
     /// Where the model lives; part of the cache key.
     fn base_url(&self) -> &str;
 }
@@ -153,6 +158,10 @@ impl ChatModel for Client {
 
     fn info(&self) -> ModelInfo {
         self.transport.info()
+    }
+
+    fn context_tokens(&self) -> Option<usize> {
+        self.config.context_tokens.or_else(|| self.transport.context_tokens())
     }
 }
 

@@ -85,6 +85,9 @@ pub struct ProviderConfig {
     pub structured_output: bool,
     pub price_in_per_mtok: f64,
     pub price_out_per_mtok: f64,
+    /// The model's context in tokens, if smaller than the work asks for (e.g. Ollama's `num_ctx`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<usize>,
     #[serde(skip)]
     pub headers: BTreeMap<String, String>,
 }
@@ -107,6 +110,7 @@ impl ProviderConfig {
             structured_output: true,
             price_in_per_mtok: 0.0,
             price_out_per_mtok: 0.0,
+            context_tokens: None,
             headers: BTreeMap::new(),
         }
     }
@@ -317,6 +321,12 @@ impl Config {
             }
             c.price_in_per_mtok = p.price_in_per_mtok.unwrap_or(0.0);
             c.price_out_per_mtok = p.price_out_per_mtok.unwrap_or(0.0);
+            if let Some(n) = p.context_tokens {
+                if *n.get_ref() < 1024 {
+                    errors.push(source.at(n.span(), "context_tokens must be at least 1024"));
+                }
+                c.context_tokens = Some(*n.get_ref());
+            }
             c.headers = p.headers;
             match config.providers.iter().position(|x| x.name == name) {
                 Some(i) => config.providers[i] = c,
@@ -407,6 +417,7 @@ struct RawProvider {
     structured_output: Option<bool>,
     price_in_per_mtok: Option<f64>,
     price_out_per_mtok: Option<f64>,
+    context_tokens: Option<Spanned<usize>>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
 }
@@ -452,6 +463,22 @@ judge = "local"
             ("http://localhost:11434/v1", 2, 0.5)
         );
         assert_eq!(c.provider_for(Role::Observer).unwrap().name, "local");
+    }
+
+    #[test]
+    fn a_context_size_is_read_and_a_tiny_one_is_located() {
+        let text = OLLAMA.replace("max_concurrency = 2", "context_tokens = 4096");
+        let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+        assert_eq!(c.provider("ollama").unwrap().context_tokens, Some(4096));
+        assert_eq!(
+            c.provider("local").unwrap().context_tokens,
+            None,
+            "the local model knows its own"
+        );
+        let text = OLLAMA.replace("max_concurrency = 2", "context_tokens = 512");
+        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), (7, 18));
+        assert!(e[0].message.contains("at least 1024"), "{}", e[0]);
     }
 
     #[test]

@@ -217,6 +217,12 @@ pub trait ChatModel: Send + Sync {
     fn stream(&self, request: ChatRequest) -> EventStream;
 
     fn info(&self) -> ModelInfo;
+
+    /// How many tokens a prompt and its reply may hold together, when known (the local model's own
+    /// context, or `context_tokens` in the provider's config). Work is split to fit it.
+    fn context_tokens(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A finished reply.

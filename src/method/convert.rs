@@ -2,7 +2,8 @@
 //! item's statement (all items in one call, at most 60 per call; reverse keying applies when scoring);
 //! d-OC converts one dimension at a time against options named by the dimension's poles (the option is
 //! already the item's score in the dimension's direction). Self-report answers that are not a bare
-//! number are converted like OC.
+//! number are converted like OC. A judge with a small context gets fewer items per call
+//! ([`items_per_call`]); the run's plan records the number, so a session always regroups the same way.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +23,38 @@ const DOC_PROMPT: &str = include_str!("../../assets/prompts/dimension_conversion
 
 /// Items per OC call.
 pub const MAX_ITEMS_PER_CALL: usize = 60;
+
+/// Context an item can take in a conversion call besides its answer: the statement, the question (a
+/// Chinese question costs a byte-level tokenizer 100+ tokens), the JSON around them and the item's
+/// entry in the reply.
+const ITEM_TOKENS: usize = 200;
+/// Context the conversion prompt takes besides the items (instructions, options, schema).
+const PROMPT_TOKENS: usize = 1000;
+
+/// Items per conversion call for a judge whose context holds `context` tokens: [`MAX_ITEMS_PER_CALL`],
+/// or fewer when that many answers at the interview's token cap would not fit.
+pub fn items_per_call(context: Option<usize>) -> usize {
+    let Some(context) = context else {
+        return MAX_ITEMS_PER_CALL;
+    };
+    let per_item = super::interview::MAX_ANSWER_TOKENS as usize + ITEM_TOKENS;
+    (context.saturating_sub(PROMPT_TOKENS) / per_item).clamp(1, MAX_ITEMS_PER_CALL)
+}
+
+/// `items` in order, in as few groups of at most `max` as possible, their sizes differing by at most
+/// one (44 items at most 14 a call: 11, 11, 11, 11, not 14, 14, 14, 2).
+fn balanced<T>(items: &[T], max: usize) -> Vec<&[T]> {
+    let groups = items.len().div_ceil(max.max(1));
+    let mut out = Vec::with_capacity(groups);
+    let mut rest = items;
+    for g in 0..groups {
+        let size = rest.len().div_ceil(groups - g);
+        let (head, tail) = rest.split_at(size);
+        out.push(head);
+        rest = tail;
+    }
+    out
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Conversion {
@@ -223,10 +256,15 @@ pub fn score(scale: &Scale, item_id: u32, option: ItemOption, conversion: Conver
     item_score(item_id, scale.range, keying, option, orientation).ok()
 }
 
-/// OC groups: questionnaire order, at most `MAX_ITEMS_PER_CALL` items per call.
-pub fn oc_groups(scale: &Scale, character: &str, exchanges: &[Exchange]) -> Vec<(Vec<ChatMessage>, Vec<u32>)> {
-    exchanges
-        .chunks(MAX_ITEMS_PER_CALL)
+/// OC groups: questionnaire order, at most `per_call` items per call.
+pub fn oc_groups(
+    scale: &Scale,
+    character: &str,
+    exchanges: &[Exchange],
+    per_call: usize,
+) -> Vec<(Vec<ChatMessage>, Vec<u32>)> {
+    balanced(exchanges, per_call)
+        .into_iter()
         .map(|chunk| {
             let refs: Vec<&Exchange> = chunk.iter().collect();
             (
@@ -237,20 +275,28 @@ pub fn oc_groups(scale: &Scale, character: &str, exchanges: &[Exchange]) -> Vec<
         .collect()
 }
 
-/// d-OC groups: one call per dimension.
-pub fn doc_groups(scale: &Scale, masker: &Masker, exchanges: &[Exchange]) -> Vec<(Vec<ChatMessage>, Vec<u32>)> {
+/// d-OC groups: one call per dimension (split like OC when the dimension has more than `per_call` items).
+pub fn doc_groups(
+    scale: &Scale,
+    masker: &Masker,
+    exchanges: &[Exchange],
+    per_call: usize,
+) -> Vec<(Vec<ChatMessage>, Vec<u32>)> {
     (0..scale.dimensions.len())
-        .filter_map(|d| {
+        .flat_map(|d| {
             let refs: Vec<&Exchange> = exchanges
                 .iter()
                 .filter(|e| scale.item(e.item_id).and_then(|i| i.dimension()) == Some(d))
                 .collect();
-            (!refs.is_empty()).then(|| {
-                (
-                    doc_messages(scale, d, masker, &refs),
-                    refs.iter().map(|e| e.item_id).collect(),
-                )
-            })
+            balanced(&refs, per_call)
+                .into_iter()
+                .map(|chunk| {
+                    (
+                        doc_messages(scale, d, masker, chunk),
+                        chunk.iter().map(|e| e.item_id).collect(),
+                    )
+                })
+                .collect::<Vec<_>>()
         })
         .collect()
 }
@@ -277,4 +323,36 @@ pub fn dimension_scores(scale: &Scale, items: &[ConvertedItem]) -> Vec<Option<cr
             crate::domain::scoring::aggregate(scale, &scores)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_are_as_few_and_as_even_as_the_cap_allows() {
+        let sizes = |n: usize, max: usize| -> Vec<usize> {
+            let items: Vec<usize> = (0..n).collect();
+            let groups = balanced(&items, max);
+            assert_eq!(groups.concat(), items, "order kept, nothing lost");
+            groups.iter().map(|g| g.len()).collect()
+        };
+        assert_eq!(sizes(44, 60), vec![44]);
+        assert_eq!(sizes(60, 60), vec![60]);
+        assert_eq!(sizes(61, 60), vec![31, 30]);
+        assert_eq!(sizes(44, 14), vec![11, 11, 11, 11]);
+        assert_eq!(sizes(15, 14), vec![8, 7]);
+        assert_eq!(sizes(3, 1), vec![1, 1, 1]);
+        assert_eq!(sizes(0, 14), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn the_cap_follows_the_judges_context() {
+        assert_eq!(items_per_call(None), MAX_ITEMS_PER_CALL);
+        assert_eq!(items_per_call(Some(128_000)), MAX_ITEMS_PER_CALL);
+        assert_eq!(items_per_call(Some(8192)), 14);
+        // The embedded model's 4,096 usable tokens: 6 answers of up to 300 tokens, with room for the rest.
+        assert_eq!(items_per_call(Some(4096)), 6);
+        assert_eq!(items_per_call(Some(500)), 1, "never zero");
+    }
 }

@@ -726,6 +726,7 @@ impl App {
             style: self.setup.style,
             seed: self.setup.seed,
             max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
+            items_per_call: crate::method::convert::MAX_ITEMS_PER_CALL as u32,
         })
     }
 

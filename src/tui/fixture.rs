@@ -24,6 +24,7 @@ pub fn plan(characters: &[&str], scales: &[&str], methods: &[Method]) -> RunPlan
         style: RpaStyle::Description,
         seed: 7,
         max_attempts: 5,
+        items_per_call: crate::method::convert::MAX_ITEMS_PER_CALL as u32,
     }
 }
 
@@ -135,6 +136,7 @@ pub fn session(catalog: &Catalog, plan: &RunPlan) -> Vec<Event> {
                         dimension: dim.name.clone(),
                         score: Some((score + shift).min(max)),
                         batches,
+                        calls: Vec::new(),
                         items,
                         failure: None,
                     }));

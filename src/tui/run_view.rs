@@ -198,7 +198,10 @@ impl RunView {
                 self.session.plan = Some(plan.clone());
                 self.plan_items(plan, catalog);
             }
-            Event::Resumed { at } => self.log(format!("resumed at {at}")),
+            Event::Resumed { at, items_per_call } => self.log(match items_per_call {
+                Some(n) => format!("resumed at {at}; {n} items per conversion call from here on"),
+                None => format!("resumed at {at}"),
+            }),
             Event::ItemAnswered {
                 character,
                 scale,

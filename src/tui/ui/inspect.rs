@@ -407,14 +407,29 @@ fn drill(frame: &mut Frame, app: &App, u: &Unit, area: Rect) {
                     score_text(c.score)
                 )));
             }
-            let groups = match method {
-                Method::DOc => convert::doc_groups(u.scale, &masker, &ex),
-                _ => convert::oc_groups(u.scale, &u.character.name, &ex),
-            };
+            // The call that converted this item: as journaled, or (older sessions) regrouped by the plan.
+            let recorded = a.calls.iter().find(|ids| ids.contains(&item.id)).map(|ids| {
+                let refs: Vec<&Exchange> = ex.iter().filter(|e| ids.contains(&e.item_id)).collect();
+                match method {
+                    Method::DOc => convert::doc_messages(u.scale, dim, &masker, &refs),
+                    _ => convert::oc_messages(u.scale, &u.character.name, &refs),
+                }
+            });
+            let messages = recorded.or_else(|| {
+                let per_call = plan.map_or(convert::MAX_ITEMS_PER_CALL, |p| p.items_per_call as usize);
+                let groups = match method {
+                    Method::DOc => convert::doc_groups(u.scale, &masker, &ex, per_call),
+                    _ => convert::oc_groups(u.scale, &u.character.name, &ex, per_call),
+                };
+                groups
+                    .into_iter()
+                    .find(|(_, ids)| ids.contains(&item.id))
+                    .map(|(m, _)| m)
+            });
             if method != Method::Sr
-                && let Some((messages, _)) = groups.iter().find(|(_, ids)| ids.contains(&item.id))
+                && let Some(messages) = messages
             {
-                lines.extend(messages_lines("judge prompt".into(), messages, app, width));
+                lines.extend(messages_lines("judge prompt".into(), &messages, app, width));
             }
         } else if let Some((bi, batch)) = a
             .batches
