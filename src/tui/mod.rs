@@ -786,6 +786,22 @@ fn fetch_model(data: &Path, tx: &UnboundedSender<Action>) -> Result<String, Stri
     }
 }
 
+/// A recorded answer cut into the pieces a replay streams: words, and runs of a few characters in
+/// text without spaces (Chinese), so that every answer streams rather than appearing at once.
+fn replay_pieces(response: &str) -> Vec<String> {
+    const RUN: usize = 3;
+    let mut pieces = Vec::new();
+    for word in response.split_inclusive(' ') {
+        let chars: Vec<char> = word.chars().collect();
+        if chars.len() <= 4 * RUN {
+            pieces.push(word.to_string());
+        } else {
+            pieces.extend(chars.chunks(RUN).map(|c| c.iter().collect::<String>()));
+        }
+    }
+    pieces
+}
+
 /// Replays a journal with its original timing scaled by the speed; answers stream as tokens spread
 /// over the time they took, so a replay looks like the live run.
 async fn replay(
@@ -834,11 +850,11 @@ async fn replay(
             let _ = tx.send(Action::Live(live(LiveKind::Started {
                 prompt: question.clone(),
             })));
-            let pieces: Vec<&str> = response.split_inclusive(' ').collect();
+            let pieces = replay_pieces(response);
             let step = gap / pieces.len().max(1) as u64;
             for piece in pieces {
                 tokio::time::sleep(wait(step)).await;
-                let _ = tx.send(Action::Live(live(LiveKind::Token(piece.to_string()))));
+                let _ = tx.send(Action::Live(live(LiveKind::Token(piece))));
             }
         } else {
             tokio::time::sleep(wait(gap)).await;
@@ -854,6 +870,19 @@ async fn replay(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replayed_answers_stream_in_words_or_short_runs_of_characters() {
+        assert_eq!(replay_pieces("I like books. "), vec!["I ", "like ", "books. "]);
+        let zh = "日行者：「见到一个人时，你多快能看出他此刻的心情？」";
+        let pieces = replay_pieces(zh);
+        assert_eq!(pieces.concat(), zh, "nothing lost or reordered");
+        assert!(
+            pieces.len() >= 8 && pieces.iter().all(|p| p.chars().count() <= 3),
+            "{pieces:?}"
+        );
+        assert!(replay_pieces("").is_empty());
+    }
 
     #[test]
     fn sessions_started_in_the_same_second_are_listed_in_start_order() {
