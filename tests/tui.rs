@@ -114,6 +114,10 @@ fn setup_filters_and_estimates() {
     assert_eq!(plan.characters, ["hermione-en"]);
     assert_eq!(plan.scales, ["BFI"]);
     assert_eq!(plan.methods, [Method::ErBatch, Method::Oc]);
+    assert_eq!(
+        plan.items_per_call, 6,
+        "the judge is the embedded model: OC calls are fitted to its 4,096 tokens, as the estimate counts them"
+    );
     assert_eq!(app.screen, Screen::Live);
 }
 

@@ -93,6 +93,13 @@ pub struct ProviderConfig {
 }
 
 impl ProviderConfig {
+    /// The context known before the model is reached: `context_tokens` if set, else the embedded
+    /// model's for a `local` provider (a run asks the loaded model itself, and that number wins).
+    pub fn known_context(&self) -> Option<usize> {
+        self.context_tokens
+            .or_else(|| (self.kind == ProviderKind::Local).then_some(super::local::LLAMA_CONTEXT))
+    }
+
     pub fn new(name: &str, kind: ProviderKind, base_url: &str, model: &str) -> Self {
         ProviderConfig {
             name: name.into(),

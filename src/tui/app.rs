@@ -99,6 +99,8 @@ pub struct ProviderStatus {
     pub info: ModelInfo,
     pub roles: Vec<Role>,
     pub problem: Option<String>,
+    /// The model's context as known before a run (config or the embedded model), for the estimate.
+    pub context: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -563,6 +565,7 @@ impl App {
                     .map(|(r, _)| *r)
                     .collect(),
                 problem: provider_problem(config, &p.name, data_dir),
+                context: p.known_context(),
             })
             .collect();
         let role = |r: Role| config.roles.get(&r).cloned().unwrap_or_default();
@@ -726,7 +729,13 @@ impl App {
             style: self.setup.style,
             seed: self.setup.seed,
             max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
-            items_per_call: crate::method::convert::MAX_ITEMS_PER_CALL as u32,
+            // As the run will fit it (the loaded model may say less; the run then fits again).
+            items_per_call: crate::method::convert::items_per_call(
+                self.providers
+                    .iter()
+                    .find(|p| p.name == self.setup.judge)
+                    .and_then(|p| p.context),
+            ) as u32,
         })
     }
 

@@ -11,15 +11,16 @@ use super::{block, fit, pad, window};
 use crate::catalog::{Catalog, Origin};
 use crate::domain::character::LabelSource;
 use crate::engine::{Method, RunPlan};
-use crate::method::convert::MAX_ITEMS_PER_CALL;
 use crate::method::expert::batches;
 use crate::rpa::retrieval::approx_tokens;
 use crate::tui::app::{App, ListId, OPTION_ROWS, SetupPane};
 
 /// Requests and tokens a plan will take (tokens approximate: prompts from the descriptions and items,
-/// answers at about 120 tokens, judge replies at about 150).
+/// answers at about 120 tokens, judge replies at about 150); conversion calls hold the plan's
+/// `items_per_call`.
 pub fn estimate(plan: &RunPlan, catalog: &Catalog) -> (usize, usize) {
     let (mut requests, mut tokens) = (0usize, 0usize);
+    let per_call = (plan.items_per_call as usize).max(1);
     let styles: std::collections::BTreeSet<_> = plan.methods.iter().map(|m| m.query_style()).collect();
     for c in plan.characters.iter().filter_map(|c| catalog.character(c)) {
         let profile = approx_tokens(&c.description);
@@ -32,8 +33,9 @@ pub fn estimate(plan: &RunPlan, catalog: &Catalog) -> (usize, usize) {
             for m in &plan.methods {
                 let calls = match m {
                     Method::ErBatch => per_dim.iter().map(|&n| batches(n).len()).sum(),
-                    Method::ErAll | Method::DOc => s.dimensions.len(),
-                    Method::Oc | Method::Sr | Method::SrCot => items.div_ceil(MAX_ITEMS_PER_CALL),
+                    Method::ErAll => s.dimensions.len(),
+                    Method::DOc => per_dim.iter().map(|&n| n.div_ceil(per_call)).sum(),
+                    Method::Oc | Method::Sr | Method::SrCot => items.div_ceil(per_call),
                 };
                 requests += calls;
                 tokens += calls * 150 + items * 200 + calls * 250;
