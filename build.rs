@@ -1,5 +1,5 @@
 //! Compiles every bundled scale and character file into the binary, so a new file in `assets/` needs
-//! no code change.
+//! no code change, and the sample sessions, so an installed binary's demo needs no checkout.
 
 use std::{env, fs, path::Path};
 
@@ -25,6 +25,35 @@ fn main() {
         }
         out.push_str("];\n");
     }
+    let samples = Path::new(&root).join("sample-sessions");
+    println!("cargo:rerun-if-changed={}", samples.display());
+    let mut files = Vec::new();
+    walk(&samples, &mut files);
+    files.sort();
+    out.push_str("pub static SAMPLES: &[(&str, &[u8])] = &[\n");
+    for path in files {
+        let name = path
+            .strip_prefix(&samples)
+            .expect("under sample-sessions")
+            .to_string_lossy()
+            .to_string();
+        out.push_str(&format!(
+            "    ({name:?}, include_bytes!({:?})),\n",
+            path.display().to_string()
+        ));
+    }
+    out.push_str("];\n");
     let dest = Path::new(&env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("bundled.rs");
     fs::write(dest, out).expect("write bundled.rs");
+}
+
+fn walk(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display())) {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            walk(&path, files);
+        } else {
+            files.push(path);
+        }
+    }
 }

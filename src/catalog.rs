@@ -11,7 +11,7 @@ use crate::domain::character::Character;
 use crate::domain::diagnostic::{Diagnostic, Source};
 use crate::domain::scale::Scale;
 
-mod bundled {
+pub(crate) mod bundled {
     include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
 }
 

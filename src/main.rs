@@ -21,6 +21,15 @@ fn main() -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     match run(command, &mut stdout) {
         Ok(code) => code,
+        // The reader went away (`… | head`): what it wanted was written; nothing to report.
+        Err(error)
+            if error
+                .chain()
+                .filter_map(|e| e.downcast_ref::<std::io::Error>())
+                .any(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(error) => {
             eprintln!("error: {error:#}");
             if error.downcast_ref::<InputError>().is_some() {

@@ -437,3 +437,20 @@ fn imports_write_characters_and_scales_that_the_catalog_loads() {
     written.sort();
     assert_eq!(written, ["Tide-pb.toml", "Tide.toml"], "failed imports write nothing");
 }
+
+#[test]
+fn a_reader_that_goes_away_is_not_an_error() {
+    // `incharacter scales show BFI | head -1`: the pipe closes before (or while) the binary writes.
+    let empty = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_incharacter"))
+        .args(["scales", "show", "BFI"])
+        .env("INCHARACTER_DATA_DIR", empty.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !stderr.contains("Broken pipe"), "{stderr}");
+}

@@ -483,6 +483,17 @@ async fn chat_cli_prints_the_served_text_and_never_writes_the_key() {
         out.status.success() && report.contains("structured output: works"),
         "{report}"
     );
+    let out = run(vec!["providers".into(), "check".into(), "x".into(), "--json".into()])
+        .await
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["ok"].as_bool(), v["valid_json"].as_bool()),
+        (Some(true), Some(true)),
+        "{v}"
+    );
+    assert!(v["total_ms"].as_f64().unwrap() >= v["first_token_ms"].as_f64().unwrap());
+    assert!(!v.to_string().contains(key));
 
     assert!(data.join("cache").is_dir() && data.join("logs").is_dir());
     assert_eq!(files_containing(&data, key), Vec::<String>::new());

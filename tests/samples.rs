@@ -85,3 +85,65 @@ fn report_prints_the_tables_of_every_sample() {
         assert!(rows >= 1, "{id}: a table with rows:\n{stdout}");
     }
 }
+
+/// The binary on an empty data dir (no config), so only the bundled samples are found.
+fn incharacter(data: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_incharacter"))
+        .args(args)
+        .env("INCHARACTER_DATA_DIR", data)
+        .env("INCHARACTER_CONFIG", data.join("none.toml"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_annotated_sample_is_read_by_id_and_its_export_imports_back_with_repeat_and_note() {
+    const GSE: &str = "20261129-201520-gse-on-the-local-model-e700";
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path();
+    let agreement = incharacter(data, &["agreement", "--session", GSE, "--method", "oc"]);
+    assert!(
+        agreement.status.success(),
+        "{}",
+        String::from_utf8_lossy(&agreement.stderr)
+    );
+    assert!(String::from_utf8_lossy(&agreement.stdout).contains("maintainer"));
+    let listed: serde_json::Value = serde_json::from_slice(&incharacter(data, &["sessions", "--json"]).stdout).unwrap();
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["id"] == GSE && s["sample"] == true),
+        "{listed}"
+    );
+
+    let exported = incharacter(data, &["annotations", "export", GSE, "--format", "csv"]);
+    assert!(exported.status.success());
+    let csv = String::from_utf8(exported.stdout).unwrap();
+    assert!(csv.starts_with("annotator,task,character,scale,repeat,dimension,item_id,value,note\n"));
+    // A note on the first row, as a colleague might add in a spreadsheet.
+    let mut lines: Vec<String> = csv.lines().map(String::from).collect();
+    lines[1].push_str("too short to judge");
+    let edited = lines.join("\n") + "\n";
+    let sheet = data.join("ratings.csv");
+    std::fs::write(&sheet, &edited).unwrap();
+
+    let refused = incharacter(data, &["annotations", "import", GSE, sheet.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("read-only"));
+
+    // Into a copy of its journal without annotations, the sheet imports whole and exports the same.
+    let copy = data.join("sessions").join(GSE);
+    std::fs::create_dir_all(&copy).unwrap();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions").join(GSE);
+    std::fs::copy(sample.join("journal.jsonl"), copy.join("journal.jsonl")).unwrap();
+    let imported = incharacter(data, &["annotations", "import", GSE, sheet.to_str().unwrap()]);
+    assert!(
+        imported.status.success(),
+        "{}",
+        String::from_utf8_lossy(&imported.stderr)
+    );
+    let again = incharacter(data, &["annotations", "export", GSE, "--format", "csv"]);
+    assert_eq!(String::from_utf8(again.stdout).unwrap(), edited);
+}

@@ -122,6 +122,19 @@ fn setup_filters_and_estimates() {
 }
 
 #[test]
+fn the_character_filter_takes_letters_but_question_mark_opens_the_help() {
+    let mut app = app();
+    key(&mut app, KeyCode::Char('s'));
+    keys(&mut app, "sq");
+    assert_eq!(app.setup.filter, "sq", "q filters in the character list");
+    assert!(!app.quit);
+    key(&mut app, KeyCode::Char('?'));
+    assert!(app.help, "? is in no name: it opens the help");
+    assert_eq!(app.setup.filter, "sq");
+    assert!(render(&app, (120, 40)).contains("letters filter (q, j, k too)"));
+}
+
+#[test]
 fn live_streams_the_transcript_and_escape_sequences_stay_inert() {
     let mut app = app();
     let mut events = session_events(&app.catalog);
@@ -499,6 +512,17 @@ fn annotate_answers_with_number_keys_blind_until_answered() {
     let screen = render(&app, (120, 40));
     assert!(screen.contains("3/88 answered"), "{screen}");
     assert!(screen.contains("n=2 "), "x is left out of the statistics: {screen}");
+    // u: the next unanswered case after the cursor, wrapping to the first one left.
+    for _ in 0..5 {
+        key(&mut app, KeyCode::Down);
+    }
+    let at = app.annotate.cursor;
+    assert!(at > 3);
+    key(&mut app, KeyCode::Char('u'));
+    assert_eq!(app.annotate.cursor, at + 1);
+    key(&mut app, KeyCode::End);
+    key(&mut app, KeyCode::Char('u'));
+    assert_eq!(app.annotate.cursor, 3, "cases 0–2 are answered");
 }
 
 #[test]

@@ -5,16 +5,36 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use super::input_error;
-use super::metrics_cmds::{located, read_csv};
+use super::metrics_cmds::{located, read_csv_with};
 use crate::catalog::Catalog;
 use crate::engine::runner::{load_events, session_dir};
 use crate::engine::{Assessment, Event, Method};
 use crate::method::annotation::{self, Annotation, Answer, Case, Task};
 use crate::text::terminal_safe as safe;
 
+/// A session to read: in the data dir or a bundled sample (an id, a folder or a journal path).
 fn session(id: &str) -> anyhow::Result<(std::path::PathBuf, Vec<Event>)> {
     let data = crate::paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
-    let dir = session_dir(&data, id).map_err(input_error)?;
+    let dir = crate::tui::find_session(&data, id).map_err(input_error)?;
+    let events = load_events(&dir).map_err(input_error)?;
+    Ok((dir, events))
+}
+
+/// A session to write annotations into: only the data dir's (samples are read-only).
+fn writable_session(id: &str) -> anyhow::Result<(std::path::PathBuf, Vec<Event>)> {
+    let data = crate::paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
+    let dir = session_dir(&data, id).map_err(|e| {
+        let sample = crate::tui::samples_dir().is_some_and(|s| s.join(id).join("journal.jsonl").is_file());
+        input_error(if sample {
+            format!(
+                "{} is a sample session, which is read-only: copy its folder into {} to annotate it",
+                safe(id),
+                crate::session::sessions_dir(&data).display()
+            )
+        } else {
+            e
+        })
+    })?;
     let events = load_events(&dir).map_err(input_error)?;
     Ok((dir, events))
 }
@@ -60,9 +80,10 @@ pub fn export(id: &str, format: &str, out: &mut dyn Write) -> anyhow::Result<Exi
 
 /// Checks every row against the session first; appends only when all rows are valid.
 pub fn import(id: &str, csv_path: &Path, catalog: &Catalog, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let (dir, events) = session(id)?;
+    let (dir, events) = writable_session(id)?;
     let cases = annotation::cases(&events, catalog);
-    let rows = read_csv(
+    // `repeat` and `note` are optional (an export has them; a hand-made sheet may not).
+    let rows = read_csv_with(
         csv_path,
         &[
             "annotator",
@@ -73,6 +94,7 @@ pub fn import(id: &str, csv_path: &Path, catalog: &Catalog, out: &mut dyn Write)
             "item_id",
             "value",
         ],
+        &["repeat", "note"],
     )?;
     let mut found = Vec::new();
     for row in &rows {
@@ -94,11 +116,17 @@ pub fn import(id: &str, csv_path: &Path, catalog: &Catalog, out: &mut dyn Write)
             (Task::Dimension, t) => return Err(err(5, format!("a dimension case has no item_id (\"{}\")", safe(t)))),
         };
         let character = catalog.character(&f[2]).map_or(f[2].clone(), |c| c.id.clone());
+        let repeat = match f[7].trim() {
+            "" => 0,
+            t => t
+                .parse::<u32>()
+                .map_err(|_| err(7, format!("repeat \"{}\" is not a number", safe(t))))?,
+        };
         let case = Case {
             task,
             character,
             scale: f[3].clone(),
-            repeat: 0,
+            repeat,
             dimension: f[4].clone(),
             item_id,
         };
@@ -131,7 +159,7 @@ pub fn import(id: &str, csv_path: &Path, catalog: &Catalog, out: &mut dyn Write)
             annotator: f[0].clone(),
             case,
             value,
-            note: None,
+            note: Some(f[8].trim().to_string()).filter(|n| !n.is_empty()),
             at: crate::session::now_rfc3339(),
         });
     }

@@ -88,7 +88,7 @@ pub fn list(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
 }
 
 /// One tiny request with a schema: is the provider reachable, how fast, and does structured output work.
-pub fn check(name: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+pub fn check(name: &str, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let config = load_config()?;
     let client = llm::connect(
         &config,
@@ -134,6 +134,27 @@ pub fn check(name: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     });
     let total = started.elapsed();
     let info = client.info();
+    let ms = |d: std::time::Duration| (d.as_secs_f64() * 1000.0).round();
+    let uses = config.provider(name).is_some_and(|p| p.structured_output);
+    if json_output {
+        let structured = result.as_ref().ok().map(|text| {
+            serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v.get("ok").is_some_and(|b| b.is_boolean()))
+        });
+        let report = json!({
+            "provider": info.provider, "kind": info.kind, "model": info.model,
+            "ok": result.is_ok(),
+            "error": result.as_ref().err().map(|e| e.to_string()),
+            "first_token_ms": first.map(ms), "total_ms": ms(total),
+            "structured_output_requested": uses, "valid_json": structured,
+            "reply": result.as_ref().ok(),
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        return Ok(if result.is_ok() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
     match result {
         Err(e) => {
             writeln!(
@@ -152,10 +173,9 @@ pub fn check(name: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             writeln!(
                 out,
                 "first token: {}",
-                first.map_or("–".into(), |d| format!("{:.0} ms", d.as_secs_f64() * 1000.0))
+                first.map_or("–".into(), |d| format!("{:.0} ms", ms(d)))
             )?;
-            writeln!(out, "total:       {:.0} ms", total.as_secs_f64() * 1000.0)?;
-            let uses = config.provider(name).is_some_and(|p| p.structured_output);
+            writeln!(out, "total:       {:.0} ms", ms(total))?;
             let verdict = match (structured, uses) {
                 (true, true) => "works (response_format json_schema)",
                 (true, false) => "works (prompt-only JSON; structured_output = false)",

@@ -26,6 +26,11 @@ pub(super) struct Row {
 /// Reads a CSV with a header naming at least `required` (any order, extra columns ignored) and returns
 /// the rows' fields in the order of `required`.
 pub(super) fn read_csv(path: &Path, required: &[&str]) -> anyhow::Result<Vec<Row>> {
+    read_csv_with(path, required, &[])
+}
+
+/// [`read_csv`], then the fields of the `optional` columns the header names ("" where it does not).
+pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -> anyhow::Result<Vec<Row>> {
     let name = path.display().to_string();
     let mut reader = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
@@ -45,19 +50,28 @@ pub(super) fn read_csv(path: &Path, required: &[&str]) -> anyhow::Result<Vec<Row
             })
         })
         .collect::<anyhow::Result<_>>()?;
+    let positions: Vec<Option<usize>> = positions
+        .into_iter()
+        .map(Some)
+        .chain(
+            optional
+                .iter()
+                .map(|col| header.iter().position(|h| h.eq_ignore_ascii_case(col))),
+        )
+        .collect();
     let mut rows = Vec::new();
     for record in reader.records() {
         let record = record.map_err(|e| csv_error(&name, &e))?;
         let line = record.position().map_or(0, |p| p.line());
         let fields = positions
             .iter()
-            .map(|&i| record.get(i).unwrap_or("").to_string())
+            .map(|i| i.and_then(|i| record.get(i)).unwrap_or("").to_string())
             .collect();
         // Column of a field = 1 + bytes of the fields before it + their separators (exact when unquoted).
         let columns = positions
             .iter()
-            .map(|&i| {
-                1 + (0..i)
+            .map(|i| {
+                1 + (0..i.unwrap_or(0))
                     .map(|j| record.get(j).map_or(0, |f| f.chars().count()) + 1)
                     .sum::<usize>()
             })

@@ -135,7 +135,8 @@ pub enum Command {
         /// Methods, comma-separated: er-batch, er-all, oc, d-oc, sr, sr-cot
         #[arg(long, default_value = "er-batch")]
         methods: String,
-        #[arg(long, default_value_t = 1)]
+        /// Interviews per character × scale (repeats > 1 give the consistency measures)
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         repeats: u32,
         /// Provider of the role-playing agent [default: the config's rpa role]
         #[arg(long)]
@@ -161,7 +162,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Import a character from another role-playing project into the data dir
+    /// Import a character or a scale from another project (ChatHaruhi, RoleBench, InCharacter, PsychoBench) into the data dir
     Import {
         #[command(subcommand)]
         command: ImportCommand,
@@ -539,7 +540,7 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         },
         Command::Providers { json, command } => match command {
             None => llm_cmds::list(json, out),
-            Some(ProvidersCommand::Check { name }) => llm_cmds::check(&name, out),
+            Some(ProvidersCommand::Check { name }) => llm_cmds::check(&name, json, out),
         },
         Command::Chat {
             provider,

@@ -14,7 +14,6 @@ use crate::engine::runner::{self, Start};
 use crate::engine::{Event, Method, RunPlan, results};
 use crate::llm::{self, Role};
 use crate::rpa::prompt::RpaStyle;
-use crate::session;
 use crate::text::terminal_safe as safe;
 
 pub struct RunArgs {
@@ -89,7 +88,7 @@ fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> an
         characters,
         scales,
         methods,
-        repeats: a.repeats.max(1),
+        repeats: a.repeats,
         rpa: provider_for(config, &a.rpa, Role::Rpa)?,
         judge: provider_for(config, &a.judge, Role::Judge)?,
         style: a.style,
@@ -204,49 +203,27 @@ fn summary_table(rows: &[results::SummaryRow]) -> String {
 }
 
 pub fn sessions(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let dir = session::sessions_dir(&data_dir()?);
-    let mut list = Vec::new();
-    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        let Ok(events) = session::read::<Event>(&path.join("journal.jsonl")) else {
-            continue;
-        };
-        let Some((id, name, created)) = events
-            .iter()
-            .find_map(|e| e.start())
-            .map(|s| (s.session.to_string(), s.name.clone(), s.created.to_string()))
-        else {
-            continue;
-        };
-        let finished = events.iter().rev().find_map(|e| match e {
-            Event::RunFinished { .. } => Some(true),
-            Event::Resumed { .. } => Some(false),
-            _ => None,
-        });
-        let status = if finished == Some(true) {
-            "complete"
-        } else {
-            "interrupted"
-        };
-        list.push(json!({"id": id, "name": name, "created": created, "status": status, "path": path}));
-    }
-    list.sort_by(|a, b| {
-        a["created"]
-            .as_str()
-            .cmp(&b["created"].as_str())
-            .then(a["id"].as_str().cmp(&b["id"].as_str()))
-    });
+    let list = crate::tui::list_sessions(&data_dir()?);
     if json_output {
-        writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
+        let rows: Vec<serde_json::Value> = list
+            .iter()
+            .map(|s| {
+                json!({"id": s.id, "name": s.name, "created": s.created, "status": s.status,
+                       "model": s.model, "sample": s.sample, "path": s.path})
+            })
+            .collect();
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut t = Table::new(&["id", "name", "created", "status"]);
+    let mut t = Table::new(&["id", "name", "created", "status", "model", "where"]);
     for s in &list {
         t.row(vec![
-            safe(s["id"].as_str().unwrap_or("")),
-            safe(s["name"].as_str().unwrap_or("")),
-            s["created"].as_str().unwrap_or("").into(),
-            s["status"].as_str().unwrap_or("").into(),
+            safe(&s.id),
+            safe(s.name.as_deref().unwrap_or("")),
+            s.created.clone(),
+            safe(&s.status),
+            safe(&s.model),
+            if s.sample { "sample" } else { "data dir" }.into(),
         ]);
     }
     write!(out, "{}", t.render())?;
@@ -261,12 +238,18 @@ pub fn export(
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     let events = load_events(&session_dir(id)?)?;
+    if format == "json" {
+        return write_export(
+            &serde_json::to_string_pretty(&results::export_any(&events, catalog))?,
+            output,
+            out,
+        );
+    }
     if crate::engine::rolebench::plan_of(&events).is_some() {
         return export_rolebench(id, format, &events, output, out);
     }
     let observers = crate::engine::observe::subjects(&events, catalog);
     let text = match (format, observers) {
-        ("json", Some(_)) => serde_json::to_string_pretty(&crate::engine::observe::export(&events, catalog))?,
         ("csv", Some((_, subjects))) => {
             let mut w = csv::Writer::from_writer(Vec::new());
             w.write_record(["subject", "observer", "context", "trait", "score", "source"])?;
@@ -300,7 +283,6 @@ fn export_rolebench(
     use crate::engine::rolebench;
     let (_, items) = rolebench::items(events).ok_or_else(|| input_error("no plan in the journal"))?;
     let text = match format {
-        "json" => serde_json::to_string_pretty(&rolebench::export(events))?,
         "csv" => {
             let mut w = csv::Writer::from_writer(Vec::new());
             w.write_record([
@@ -373,7 +355,6 @@ fn export_interviews(
         )));
     }
     let text = match format {
-        "json" => serde_json::to_string_pretty(&results::export(events, catalog))?,
         "csv" => results::csv(events, catalog),
         "md" => {
             let mut md = Vec::new();

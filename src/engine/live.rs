@@ -51,10 +51,6 @@ impl Pause {
         self.0.send_replace(paused);
     }
 
-    pub fn is_paused(&self) -> bool {
-        *self.0.borrow()
-    }
-
     /// Returns once the run is not paused.
     pub async fn wait(&self) {
         let mut rx = self.0.subscribe();

@@ -58,6 +58,18 @@ fn option_json(o: Option<ItemOption>) -> Value {
     }
 }
 
+/// The JSON export of any session: a RoleBench run, an observer run or interviews, by what its
+/// journal holds (`export --format json`, and `e` on the sessions screen).
+pub fn export_any(events: &[Event], catalog: &Catalog) -> Value {
+    if super::rolebench::plan_of(events).is_some() {
+        super::rolebench::export(events)
+    } else if super::observe::subjects(events, catalog).is_some() {
+        super::observe::export(events, catalog)
+    } else {
+        export(events, catalog)
+    }
+}
+
 pub fn export(events: &[Event], catalog: &Catalog) -> Value {
     let mut session = json!({});
     let mut status = "incomplete".to_string();

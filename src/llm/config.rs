@@ -17,6 +17,10 @@ pub const LOCAL_PROVIDER: &str = "local";
 /// The provider added automatically when `OPENAI_API_KEY` is set.
 pub const OPENAI_PROVIDER: &str = "openai";
 
+/// Context of the embedded llama-family models: the positions candle's quantized llama computes
+/// rotary embeddings for, whatever the GGUF says (SmolLM2's says 8,192).
+pub const LLAMA_CONTEXT: usize = 4096;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
@@ -24,8 +28,6 @@ pub enum ProviderKind {
     Openai,
     /// The embedded GGUF model.
     Local,
-    /// Recorded responses from a session file.
-    Replay,
 }
 
 impl ProviderKind {
@@ -33,7 +35,6 @@ impl ProviderKind {
         match self {
             ProviderKind::Openai => "openai",
             ProviderKind::Local => "local",
-            ProviderKind::Replay => "replay",
         }
     }
 }
@@ -97,7 +98,7 @@ impl ProviderConfig {
     /// model's for a `local` provider (a run asks the loaded model itself, and that number wins).
     pub fn known_context(&self) -> Option<usize> {
         self.context_tokens
-            .or_else(|| (self.kind == ProviderKind::Local).then_some(super::local::LLAMA_CONTEXT))
+            .or_else(|| (self.kind == ProviderKind::Local).then_some(LLAMA_CONTEXT))
     }
 
     pub fn new(name: &str, kind: ProviderKind, base_url: &str, model: &str) -> Self {

@@ -420,9 +420,7 @@ pub struct LocalModel {
     context: usize,
 }
 
-/// Positions candle's quantized llama computes rotary embeddings for: the context of every llama-family
-/// GGUF here, whatever its metadata says (SmolLM2's says 8,192).
-pub const LLAMA_CONTEXT: usize = quantized_llama::MAX_SEQ_LEN;
+const _: () = assert!(super::config::LLAMA_CONTEXT == quantized_llama::MAX_SEQ_LEN);
 
 /// The chat template SmolLM2 and Qwen use, for GGUFs that carry none.
 const CHATML: &str = "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
@@ -442,7 +440,7 @@ impl LocalModel {
         if arch != "qwen2" {
             // candle's llama computes rotary embeddings for this many positions only, whatever the
             // GGUF says (SmolLM2 says 8,192): a longer prompt would fail inside the model.
-            context = context.min(LLAMA_CONTEXT);
+            context = context.min(super::config::LLAMA_CONTEXT);
         }
         let mut tokenizer =
             <Tokenizer as candle_core::quantized::tokenizer::TokenizerFromGguf>::from_gguf(&content).map_err(fail)?;

@@ -286,11 +286,6 @@ pub fn connect(
             std::sync::Arc::new(openai::OpenAi::new(provider.clone(), key)?)
         }
         config::ProviderKind::Local => local_transport(provider, data_dir)?,
-        config::ProviderKind::Replay => {
-            return Err(LlmError::Config(format!(
-                "provider \"{name}\" replays recorded sessions, which this build cannot do yet"
-            )));
-        }
     };
     Ok(Client::new(transport, provider.clone(), shared))
 }

@@ -534,7 +534,6 @@ fn provider_problem(config: &Config, name: &str, data_dir: Option<&std::path::Pa
             }
             _ => None,
         },
-        _ => None,
     }
 }
 
@@ -1098,8 +1097,9 @@ impl App {
         }
         if self.typing() && !event.modifiers.contains(KeyModifiers::CONTROL) {
             match key.code {
-                // Digits switch screens as everywhere else; letters and signs filter.
-                KeyName::Char(c) if !c.is_ascii_digit() => {
+                // Digits switch screens as everywhere else, `?` (in no name) opens the help; letters
+                // and other signs filter.
+                KeyName::Char(c) if !c.is_ascii_digit() && c != '?' => {
                     self.setup.filter.push(c);
                     self.setup.char_cursor = 0;
                     return Vec::new();
@@ -1717,10 +1717,14 @@ impl App {
             }
             Command::Note => a.editing_note = true,
             Command::Skip => {
-                // The first case this annotator has not answered.
+                // The next case after the cursor this annotator has not answered, wrapping around.
                 let cases = self.annotation_cases();
                 let done = self.annotate.answers.get(&self.annotate.annotator);
-                if let Some(i) = cases.iter().position(|c| done.is_none_or(|d| !d.contains_key(c))) {
+                let from = self.annotate.cursor + 1;
+                if let Some(i) = (0..cases.len())
+                    .map(|k| (from + k) % cases.len())
+                    .find(|&i| done.is_none_or(|d| !d.contains_key(&cases[i])))
+                {
                     self.annotate.cursor = i;
                 }
             }

@@ -146,7 +146,7 @@ commands! {
     Reveal => "reveal", "show or hide the interviewer's judgement before answering";
     Sample => "sample", "every case, or a seeded sample of 100 / 50 / 20";
     Note => "note", "write a note for this case (enter keeps it)";
-    Skip => "skip", "jump to the first case not answered yet";
+    Skip => "skip", "jump to the next case not answered yet (wraps around)";
     StartSynthetic => "start-synthetic", "start an observer run on a synthetic subject (3 observers, 2 scenarios)";
     StartCharacter => "start-character", "start an observer run on the character picked in Setup";
     Prompt => "prompt", "show or hide the prompt as sent";

@@ -75,15 +75,72 @@ pub fn observer_sample(dir: &Path) -> Option<PathBuf> {
         .map(|(dir, _)| dir)
 }
 
-/// The bundled sample sessions (recorded runs for demos), if this build has them.
+/// The sample sessions (recorded runs for demos): `$INCHARACTER_SAMPLES`, else the checkout's
+/// `sample-sessions/`, else (an installed binary) the copy built into the binary, unpacked once into
+/// `<data dir>/samples/`.
 pub fn samples_dir() -> Option<PathBuf> {
-    std::env::var_os("INCHARACTER_SAMPLES")
-        .map(PathBuf::from)
-        .or_else(|| Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions")))
-        .filter(|p| p.is_dir())
+    if let Some(dir) = std::env::var_os("INCHARACTER_SAMPLES") {
+        return Some(PathBuf::from(dir)).filter(|p| p.is_dir());
+    }
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
+    if checkout.is_dir() {
+        return Some(checkout);
+    }
+    static UNPACKED: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    UNPACKED
+        .get_or_init(|| {
+            let root = crate::paths::data_dir()?.join("samples");
+            unpack_samples(&root)
+                .inspect_err(|e| tracing::warn!("cannot unpack the sample sessions into {}: {e}", root.display()))
+                .ok()
+        })
+        .clone()
 }
 
-/// A session folder from an id, a folder or a journal path.
+/// Writes the built-in samples under `root`, in a folder named by their content hash (an upgrade gets
+/// a new folder, never a mix), completed by a rename so a reader never sees half of it.
+fn unpack_samples(root: &Path) -> std::io::Result<PathBuf> {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for (name, bytes) in crate::catalog::bundled::SAMPLES {
+        hasher.update(name.as_bytes());
+        hasher.update(bytes);
+    }
+    let hash: String = hasher.finalize()[..6].iter().map(|b| format!("{b:02x}")).collect();
+    let dir = root.join(&hash);
+    if dir.is_dir() {
+        return Ok(dir);
+    }
+    std::fs::create_dir_all(root)?;
+    let staging = tempfile::tempdir_in(root)?;
+    for (name, bytes) in crate::catalog::bundled::SAMPLES {
+        let path = staging.path().join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, bytes)?;
+    }
+    match std::fs::rename(staging.keep(), &dir) {
+        Ok(()) => Ok(dir),
+        // Another process unpacked the same samples first.
+        Err(_) if dir.is_dir() => Ok(dir),
+        Err(e) => Err(e),
+    }
+}
+
+/// Where `e` writes a session's export: `export.json` in its folder, or for a (read-only) sample
+/// `<data dir>/exports/<id>.json`.
+fn export_target(session: &Path, data: &Path) -> PathBuf {
+    let id = session
+        .file_name()
+        .map_or_else(|| "session".into(), |n| n.to_string_lossy().into_owned());
+    match samples_dir() {
+        Some(samples) if session.starts_with(&samples) => data.join("exports").join(format!("{id}.json")),
+        _ => session.join("export.json"),
+    }
+}
+
+/// A session folder from an id (the data dir's, else a sample's), a folder or a journal path.
 pub fn find_session(data: &Path, what: &str) -> Result<PathBuf, String> {
     let p = Path::new(what);
     if p.is_file() {
@@ -95,72 +152,71 @@ pub fn find_session(data: &Path, what: &str) -> Result<PathBuf, String> {
     if p.join("journal.jsonl").is_file() {
         return Ok(p.to_path_buf());
     }
-    if let Some(samples) = samples_dir()
-        && samples.join(what).join("journal.jsonl").is_file()
-    {
-        return Ok(samples.join(what));
-    }
-    runner::session_dir(data, what)
+    // The data dir's own session first (a copied sample may be annotated there), then the samples.
+    runner::session_dir(data, what).or_else(|e| match samples_dir() {
+        Some(samples) if !what.contains("..") && samples.join(what).join("journal.jsonl").is_file() => {
+            Ok(samples.join(what))
+        }
+        _ => Err(e),
+    })
 }
 
+/// The data dir's sessions, then the samples, each oldest first.
 pub fn list_sessions(data: &Path) -> Vec<SessionEntry> {
-    let mut out = Vec::new();
-    let dirs = [
-        (session::sessions_dir(data), false),
-        (samples_dir().unwrap_or_default(), true),
-    ];
-    for (dir, sample) in dirs {
-        if dir.as_os_str().is_empty() {
-            continue;
-        }
-        let mut found = Vec::new();
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            let Ok(timed) = session::read_timed::<Event>(&path.join("journal.jsonl")) else {
-                continue;
-            };
-            // Two sessions can start within the same second: the first line's milliseconds order them.
-            let started_ms = timed.first().and_then(|(ts, _)| *ts);
-            let events: Vec<Event> = timed.into_iter().map(|(_, e)| e).collect();
-            let Some((id, name, created, providers)) = events.iter().find_map(|e| e.start()).map(|s| {
-                (
-                    s.session.to_string(),
-                    s.name.clone(),
-                    s.created.to_string(),
-                    s.providers.clone(),
-                )
-            }) else {
-                continue;
-            };
-            let status = match events.iter().rev().find_map(|e| match e {
-                Event::RunFinished { status, .. } => Some(status.clone()),
-                _ => None,
-            }) {
-                Some(s) => s,
-                None => "interrupted".into(),
-            };
-            let model = providers
-                .get("rpa")
-                .or_else(|| providers.get("subject"))
-                .map(|m| format!("{} ({})", m.model, m.kind))
-                .unwrap_or_default();
-            found.push((
-                started_ms,
-                SessionEntry {
-                    id,
-                    name,
-                    created,
-                    status,
-                    model,
-                    path,
-                    sample,
-                },
-            ));
-        }
-        found.sort_by(|(ms_a, a), (ms_b, b)| a.created.cmp(&b.created).then(ms_a.cmp(ms_b)).then(a.id.cmp(&b.id)));
-        out.extend(found.into_iter().map(|(_, e)| e));
+    let mut out = list_sessions_in(&session::sessions_dir(data), false);
+    if let Some(samples) = samples_dir() {
+        out.extend(list_sessions_in(&samples, true));
     }
     out
+}
+
+fn list_sessions_in(dir: &Path, sample: bool) -> Vec<SessionEntry> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let Ok(timed) = session::read_timed::<Event>(&path.join("journal.jsonl")) else {
+            continue;
+        };
+        // Two sessions can start within the same second: the first line's milliseconds order them.
+        let started_ms = timed.first().and_then(|(ts, _)| *ts);
+        let events: Vec<Event> = timed.into_iter().map(|(_, e)| e).collect();
+        let Some((id, name, created, providers)) = events.iter().find_map(|e| e.start()).map(|s| {
+            (
+                s.session.to_string(),
+                s.name.clone(),
+                s.created.to_string(),
+                s.providers.clone(),
+            )
+        }) else {
+            continue;
+        };
+        let status = match events.iter().rev().find_map(|e| match e {
+            Event::RunFinished { status, .. } => Some(status.clone()),
+            _ => None,
+        }) {
+            Some(s) => s,
+            None => "interrupted".into(),
+        };
+        let model = providers
+            .get("rpa")
+            .or_else(|| providers.get("subject"))
+            .map(|m| format!("{} ({})", m.model, m.kind))
+            .unwrap_or_default();
+        found.push((
+            started_ms,
+            SessionEntry {
+                id,
+                name,
+                created,
+                status,
+                model,
+                path,
+                sample,
+            },
+        ));
+    }
+    found.sort_by(|(ms_a, a), (ms_b, b)| a.created.cmp(&b.created).then(ms_a.cmp(ms_b)).then(a.id.cmp(&b.id)));
+    found.into_iter().map(|(_, e)| e).collect()
 }
 
 /// For each character, ER_batch scores on IPIP-50 from the newest session that has them.
@@ -514,15 +570,13 @@ impl Driver {
             }
             Effect::Export(path) => {
                 let catalog = self.catalog.clone();
+                let target = export_target(&path, &self.data);
                 tokio::task::spawn_blocking(move || {
                     let message = match session::read::<Event>(&path.join("journal.jsonl")) {
-                        Ok(events) => {
-                            let target = path.join("export.json");
-                            match session::write_atomic(&target, &results::export(&events, &catalog)) {
-                                Ok(()) => format!("exported to {}", target.display()),
-                                Err(e) => format!("{}: {e}", target.display()),
-                            }
-                        }
+                        Ok(events) => match session::write_atomic(&target, &results::export_any(&events, &catalog)) {
+                            Ok(()) => format!("exported to {}", target.display()),
+                            Err(e) => format!("{}: {e}", target.display()),
+                        },
                         Err(e) => e,
                     };
                     let _ = tx.send(Action::Flash(crate::text::terminal_safe(&message)));
@@ -870,6 +924,41 @@ async fn replay(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_installed_binary_unpacks_the_samples_it_was_built_with() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = unpack_samples(root.path()).unwrap();
+        assert_eq!(unpack_samples(root.path()).unwrap(), dir, "once per build");
+        let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
+        let ids: Vec<String> = list_sessions_in(&dir, true).into_iter().map(|e| e.id).collect();
+        assert_eq!(
+            ids,
+            list_sessions_in(&checkout, true)
+                .into_iter()
+                .map(|e| e.id)
+                .collect::<Vec<_>>()
+        );
+        assert!(ids.len() >= 4, "{ids:?}");
+        for id in &ids {
+            assert_eq!(
+                std::fs::read(dir.join(id).join("journal.jsonl")).unwrap(),
+                std::fs::read(checkout.join(id).join("journal.jsonl")).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn exports_of_samples_go_to_the_data_dir_and_others_next_to_their_journal() {
+        let data = Path::new("/data");
+        let samples = samples_dir().expect("the checkout has sample-sessions/");
+        assert_eq!(
+            export_target(&samples.join("20261129-201520-gse-on-the-local-model-e700"), data),
+            data.join("exports/20261129-201520-gse-on-the-local-model-e700.json")
+        );
+        let own = data.join("sessions/20261201-000000-x");
+        assert_eq!(export_target(&own, data), own.join("export.json"));
+    }
 
     #[test]
     fn replayed_answers_stream_in_words_or_short_runs_of_characters() {

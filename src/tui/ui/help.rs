@@ -24,7 +24,7 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         .collect();
     if app.screen == Screen::Setup {
         lines.push(Line::styled(
-            "In the character list, letters filter; esc clears the filter.",
+            "In the character list letters filter (q, j, k too): tab moves on, ctrl-c quits, esc clears.",
             theme.dim(),
         ));
     }

