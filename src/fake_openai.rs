@@ -89,6 +89,8 @@ pub struct FakeConfig {
     pub stall: Duration,
     /// Require `Authorization: Bearer <key>`; otherwise 401.
     pub require_key: Option<String>,
+    /// Answer a `json_schema` response_format with 400, as llama-cpp-python's server does.
+    pub reject_json_schema: bool,
     pub script: Vec<ScriptRule>,
     pub log: Option<PathBuf>,
     pub model: String,
@@ -106,6 +108,7 @@ impl Default for FakeConfig {
             faults: Vec::new(),
             stall: Duration::from_secs(60),
             require_key: None,
+            reject_json_schema: false,
             script: Vec::new(),
             log: None,
             model: "fake-openai".into(),
@@ -323,6 +326,13 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         && authorized.as_deref() != Some(&format!("Bearer {key}"))
     {
         return error_response(StatusCode::UNAUTHORIZED, "Incorrect API key provided.", &[]);
+    }
+    if config.reject_json_schema && request.pointer("/response_format/type") == Some(&json!("json_schema")) {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            "response_format.type: Input should be 'text' or 'json_object'",
+            &[],
+        );
     }
     tokio::time::sleep(config.first_byte).await;
     if fault.is_some() {

@@ -173,6 +173,34 @@ async fn injected_faults_are_retried_until_the_right_text_arrives() {
 }
 
 #[tokio::test]
+async fn a_server_refusing_json_schema_is_told_apart_and_prompt_only_json_works() {
+    let server = FakeServer::start(FakeConfig {
+        reject_json_schema: true,
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let mut r = ask("Rate the conversation.");
+    r.schema = Some(ResponseSchema {
+        name: "check".into(),
+        schema: json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}),
+        strict: true,
+    });
+    let err = complete(&client(provider(&server), None, CacheMode::Off), r.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("set structured_output = false for provider \"fake\""),
+        "{err}"
+    );
+    let mut p = provider(&server);
+    p.structured_output = false;
+    let reply = complete(&client(p, None, CacheMode::Off), r).await.unwrap();
+    assert!(serde_json::from_str::<serde_json::Value>(&reply.text).is_ok());
+}
+
+#[tokio::test]
 async fn client_errors_are_never_retried_and_retries_are_bounded() {
     let server = FakeServer::start(FakeConfig {
         fault_share: 1.0,

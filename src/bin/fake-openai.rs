@@ -44,6 +44,9 @@ struct Args {
     /// Require this bearer key (else 401)
     #[arg(long)]
     require_key: Option<String>,
+    /// Answer a `json_schema` response_format with 400 (as llama-cpp-python's server does)
+    #[arg(long)]
+    reject_json_schema: bool,
     /// JSON list of {"contains": "…", "reply": "…"} scripted replies
     #[arg(long)]
     script: Option<PathBuf>,
@@ -78,6 +81,7 @@ async fn main() -> anyhow::Result<()> {
         faults,
         stall: Duration::from_millis(args.stall_ms),
         require_key: args.require_key,
+        reject_json_schema: args.reject_json_schema,
         script,
         log: args.log,
         ..FakeConfig::default()

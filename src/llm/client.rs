@@ -255,16 +255,30 @@ impl Client {
                     tracing::info!(provider, attempt, purpose = %request.meta.purpose, %reason, "attempt failed");
                     if !error.retryable() || attempt >= self.config.max_retries {
                         acc.failure(provider, role);
+                        // Servers built on llama.cpp (and older vLLM) refuse `json_schema`: say what fixes it.
+                        let hint = match &error {
+                            AttemptError::Status { message, .. }
+                                if request.schema.is_some()
+                                    && self.config.structured_output
+                                    && message.contains("response_format") =>
+                            {
+                                format!(
+                                    " (this server does not take response_format: set structured_output = false \
+                                     for provider \"{provider}\")"
+                                )
+                            }
+                            _ => String::new(),
+                        };
                         let final_error = match error {
                             AttemptError::Fatal(e) => e,
                             AttemptError::Status { status, message, .. } if !error.retryable() => LlmError::Http {
                                 base_url: self.transport.base_url().to_string(),
                                 status,
-                                message,
+                                message: message + &hint,
                             },
                             _ => LlmError::Exhausted {
                                 attempts: attempt + 1,
-                                last: reason,
+                                last: reason + &hint,
                             },
                         };
                         let _ = tx.send(ChatEvent::Error(final_error));
