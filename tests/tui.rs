@@ -478,6 +478,8 @@ fn annotate_answers_with_number_keys_blind_until_answered() {
     let dir = tempfile::tempdir().unwrap();
     let effects = app.update(Action::SessionDir(dir.path().to_path_buf()));
     assert!(matches!(&effects[..], [Effect::LoadAnnotations(_)]));
+    app.update(Action::Annotations(Default::default()));
+    assert_eq!(app.annotate.cursor, 0, "nothing answered yet: the first case");
     key(&mut app, KeyCode::Char('8'));
     assert_eq!(app.screen, Screen::Annotate);
     let screen = render(&app, (120, 40));

@@ -943,8 +943,10 @@ impl App {
             }
             Action::Annotations(all) => {
                 self.annotate.answers = all;
-                // Carry on where this annotator stopped.
-                self.annotate_command(Command::Skip);
+                // Carry on where this annotator stopped: the first case not answered yet.
+                if let Some(i) = self.unanswered_from(0) {
+                    self.annotate.cursor = i;
+                }
                 Vec::new()
             }
             Action::InterviewScores(scores) => {
@@ -1717,20 +1719,22 @@ impl App {
             }
             Command::Note => a.editing_note = true,
             Command::Skip => {
-                // The next case after the cursor this annotator has not answered, wrapping around.
-                let cases = self.annotation_cases();
-                let done = self.annotate.answers.get(&self.annotate.annotator);
-                let from = self.annotate.cursor + 1;
-                if let Some(i) = (0..cases.len())
-                    .map(|k| (from + k) % cases.len())
-                    .find(|&i| done.is_none_or(|d| !d.contains_key(&cases[i])))
-                {
+                if let Some(i) = self.unanswered_from(self.annotate.cursor + 1) {
                     self.annotate.cursor = i;
                 }
             }
             _ => {}
         }
         Vec::new()
+    }
+
+    /// The first case from `from` on (wrapping around) this annotator has not answered.
+    fn unanswered_from(&self, from: usize) -> Option<usize> {
+        let cases = self.annotation_cases();
+        let done = self.annotate.answers.get(&self.annotate.annotator);
+        (0..cases.len())
+            .map(|k| (from + k) % cases.len())
+            .find(|&i| done.is_none_or(|d| !d.contains_key(&cases[i])))
     }
 
     fn rolebench_command(&mut self, cmd: Command) -> Vec<Effect> {
