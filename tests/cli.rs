@@ -139,6 +139,10 @@ fn show_subcommands_print_tables_and_json() {
     let out = run(&["scales", "show", "NOPE"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown scale \"NOPE\""));
+    // An unknown session is bad input too, said before the terminal is taken over.
+    let out = run(&["replay", "no-such-session"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-session"));
 }
 
 #[test]

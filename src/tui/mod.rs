@@ -326,7 +326,7 @@ pub fn main(options: Options) -> anyhow::Result<()> {
     }
     let mut first = vec![Effect::ListSessions];
     if let Some((what, speed)) = &options.replay {
-        let path = find_session(&data, what).map_err(|e| anyhow::anyhow!(e))?;
+        let path = find_session(&data, what).map_err(crate::cli::input_error)?;
         app.screen = app::Screen::Live;
         app.live.replay = Some(*speed);
         app.live.running = true;
