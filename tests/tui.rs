@@ -248,8 +248,13 @@ fn help_lists_the_screens_keys_and_small_terminals_get_a_notice() {
     key(&mut app, KeyCode::Char('?'));
     assert!(app.help);
     let screen = render(&app, (120, 40));
-    for (keys, what) in app.keymap.bindings(incharacter::tui::keys::Mode::Live) {
-        assert!(screen.contains(what.help()), "help lists {keys} → {}", what.help());
+    let mode = incharacter::tui::keys::Mode::Live;
+    for (keys, what) in app.keymap.bindings(mode) {
+        assert!(
+            screen.contains(what.help_on(mode)),
+            "help lists {keys} → {}",
+            what.help_on(mode)
+        );
     }
     snap("help_live", &app);
     key(&mut app, KeyCode::Esc);
@@ -267,6 +272,34 @@ fn pause_and_cancel_are_effects_for_the_driver() {
     assert_eq!(key(&mut app, KeyCode::Char('x')), [Effect::Cancel]);
     assert!(!app.live.running);
     assert_eq!(key(&mut app, KeyCode::Char('q')), [Effect::Quit]);
+}
+
+#[test]
+fn a_replay_pauses_and_skips_to_its_end_instead_of_cancelling() {
+    use incharacter::tui::app::Replay;
+    let mut app = with_session();
+    app.screen = Screen::Live;
+    app.live.running = true;
+    app.live.replay = Some(Replay::Speed(1.0));
+    app.flash = None;
+    let status = |app: &App| render(app, (120, 40)).lines().last().unwrap().to_string();
+    assert!(status(&app).contains("skip to end"), "{}", status(&app));
+    assert_eq!(key(&mut app, KeyCode::Char('p')), [Effect::SetPause(true)]);
+    assert!(render(&app, (120, 40)).contains("PAUSED"));
+    assert_eq!(
+        key(&mut app, KeyCode::Char('x')),
+        [Effect::SetPause(false), Effect::ReplaySpeed(Replay::Instant)]
+    );
+    assert!(app.live.running && !app.live.paused, "the replay plays out, at once");
+    // An observer session replayed from Sessions plays on the Observers screen.
+    let journal = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("sample-sessions/20261129-231052-three-observers-on-the-local-model-038d/journal.jsonl");
+    let first = incharacter::session::read::<incharacter::engine::Event>(&journal)
+        .unwrap()
+        .remove(0);
+    assert!(matches!(first, incharacter::engine::Event::ObserveStarted { .. }));
+    app.update(Action::Engine(first));
+    assert_eq!(app.screen, Screen::Observers);
 }
 
 #[test]
@@ -528,6 +561,28 @@ fn annotate_answers_with_number_keys_blind_until_answered() {
 }
 
 #[test]
+fn a_sample_session_is_never_annotated_in_place() {
+    let mut app = with_session();
+    let dir = std::path::PathBuf::from("/samples/20261129-201520-gse-on-the-local-model-e700");
+    app.update(Action::Sessions(vec![SessionEntry {
+        id: "20261129-201520-gse-on-the-local-model-e700".into(),
+        name: None,
+        created: "2026-11-29T20:15:21Z".into(),
+        status: "complete".into(),
+        model: "smollm2-135m (local)".into(),
+        path: dir.clone(),
+        sample: true,
+    }]));
+    app.update(Action::SessionDir(dir));
+    app.update(Action::Annotations(Default::default()));
+    key(&mut app, KeyCode::Char('8'));
+    assert!(key(&mut app, KeyCode::Char('4')).is_empty(), "nothing is written");
+    assert_eq!(app.flash.as_deref(), Some(incharacter::tui::app::SAMPLE_READ_ONLY));
+    assert_eq!(app.annotate.cursor, 0);
+    assert!(render(&app, (120, 40)).contains("read-only sample"));
+}
+
+#[test]
 fn rolebench_picks_roles_starts_and_highlights_the_common_subsequence() {
     use incharacter::engine::rolebench::Step;
     use incharacter::method::rolebench::{Question, Verdict, Winner};
@@ -704,6 +759,13 @@ fn the_demo_tour_steps_through_the_screens_and_ends_on_the_observers() {
     );
     assert!(key(&mut app, KeyCode::Char('n')).is_empty());
     assert!(app.flash.as_deref().is_some_and(|f| f.starts_with("the tour is over")));
+    // A session opened after the tour says so, not the last step's hint again.
+    app.update(Action::SessionLoaded(session_events(&app.catalog)));
+    assert!(
+        app.flash.as_deref().is_some_and(|f| f.starts_with("opened session")),
+        "{:?}",
+        app.flash
+    );
     // Outside a demo, n only says what it is for.
     let mut plain = with_session();
     assert!(key(&mut plain, KeyCode::Char('n')).is_empty());

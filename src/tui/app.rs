@@ -213,12 +213,58 @@ impl Replay {
     }
 }
 
+/// How far a bottom-anchored text (a transcript, a dialogue) is scrolled up, and how far it can go: the
+/// limit is learnt when the text is drawn, so scrolling stops at the first line instead of running on
+/// into blank space.
+#[derive(Debug, Clone)]
+pub struct TailScroll {
+    pub up: u16,
+    limit: std::cell::Cell<u16>,
+}
+
+impl Default for TailScroll {
+    fn default() -> Self {
+        TailScroll {
+            up: 0,
+            limit: std::cell::Cell::new(u16::MAX),
+        }
+    }
+}
+
+impl TailScroll {
+    pub fn scroll_up(&mut self, lines: u16) {
+        self.up = self.up.saturating_add(lines).min(self.limit.get());
+    }
+
+    pub fn scroll_down(&mut self, lines: u16) {
+        self.up = self.up.saturating_sub(lines);
+    }
+
+    pub fn reset(&mut self) {
+        self.up = 0;
+    }
+
+    /// The lines `[start, end)` of `len` to draw in `height` rows. `complete`: `len` is the whole text
+    /// (not just enough of its tail), so the top is known and recorded as the limit.
+    pub fn window(&self, len: usize, height: usize, complete: bool) -> (usize, usize) {
+        let top = len.saturating_sub(height);
+        // Only the tail was laid out: the top is not known, so nothing limits the next scroll yet.
+        self.limit.set(if complete {
+            u16::try_from(top).unwrap_or(u16::MAX)
+        } else {
+            u16::MAX
+        });
+        let end = len - (self.up as usize).min(top);
+        (end.saturating_sub(height), end)
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct LiveState {
     pub cursor: usize,
     pub follow: bool,
     /// Lines scrolled up from the bottom of the transcript.
-    pub scroll: u16,
+    pub scroll: TailScroll,
     pub running: bool,
     pub paused: bool,
     pub replay: Option<Replay>,
@@ -279,7 +325,7 @@ pub struct SessionsState {
 pub struct ObserversState {
     pub subject: usize,
     pub observer: usize,
-    pub scroll: u16,
+    pub scroll: TailScroll,
     /// Character id → (session id, IPIP-50 trait → ER_batch score) from the newest interview session
     /// that rated the character on IPIP-50, to show beside its observers.
     pub interviews: BTreeMap<String, (String, BTreeMap<String, f64>)>,
@@ -324,6 +370,10 @@ pub struct RolebenchState {
     pub scroll: u16,
 }
 
+/// Why a sample cannot be annotated, and what to do instead.
+pub const SAMPLE_READ_ONLY: &str =
+    "samples are read-only: copy its folder into <data dir>/sessions/ and open the copy to annotate it";
+
 /// Sample sizes the annotate screen cycles through (`None`: every case).
 pub const SAMPLES: [Option<usize>; 4] = [None, Some(100), Some(50), Some(20)];
 
@@ -360,7 +410,7 @@ pub struct ChatState {
     /// The messages of the last request, as sent.
     pub prompt: Vec<crate::llm::ChatMessage>,
     pub show_prompt: bool,
-    pub scroll: u16,
+    pub scroll: TailScroll,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -657,7 +707,7 @@ impl App {
                 turns: Vec::new(),
                 prompt: Vec::new(),
                 show_prompt: false,
-                scroll: 0,
+                scroll: TailScroll::default(),
             },
         }
     }
@@ -791,7 +841,7 @@ impl App {
             error: None,
             recorded,
         });
-        self.chat.scroll = 0;
+        self.chat.scroll.reset();
         vec![Effect::Chat {
             character,
             style: self.setup.style,
@@ -818,6 +868,14 @@ impl App {
                     && self.demo.is_some()
                 {
                     self.setup.show_plan(plan);
+                }
+                // A replay opens on Live; an observer or RoleBench session plays on its own screen.
+                if self.live.replay.is_some() && self.screen == Screen::Live {
+                    match &event {
+                        Event::ObserveStarted { .. } => self.screen = Screen::Observers,
+                        Event::RolebenchStarted { .. } => self.screen = Screen::Rolebench,
+                        _ => {}
+                    }
                 }
                 self.run.apply_event(&event, &self.catalog);
                 Vec::new()
@@ -846,8 +904,12 @@ impl App {
                 }
                 self.inspect.unit = 0;
                 self.compare.unit = 0;
-                self.flash = Some(match &self.demo {
-                    Some(d) if d.step == DEMO_STEPS.len() - 1 => DEMO_STEPS[d.step].1.to_string(),
+                self.flash = Some(match self.demo.as_mut() {
+                    // The last step's session: its hint once, then the tour is over.
+                    Some(d) if d.step == DEMO_STEPS.len() - 1 => {
+                        d.step = DEMO_STEPS.len();
+                        DEMO_STEPS[DEMO_STEPS.len() - 1].1.to_string()
+                    }
                     _ => format!("opened session {}", self.run.session.id),
                 });
                 self.screen = if self.run.observe.is_some() {
@@ -1342,7 +1404,7 @@ impl App {
         match cmd {
             Command::Up | Command::Down | Command::PageUp | Command::PageDown | Command::Top | Command::Bottom => {
                 self.live.follow = false;
-                self.live.scroll = 0;
+                self.live.scroll.reset();
                 self.live.cursor = match cmd {
                     Command::Up => step(self.live.cursor, -1),
                     Command::Down => step(self.live.cursor, 1),
@@ -1354,18 +1416,25 @@ impl App {
             }
             Command::Follow => {
                 self.live.follow = true;
-                self.live.scroll = 0;
+                self.live.scroll.reset();
             }
-            Command::ScrollUp => self.live.scroll = self.live.scroll.saturating_add(5),
-            Command::ScrollDown => self.live.scroll = self.live.scroll.saturating_sub(5),
-            Command::Pause if self.live.running && self.live.replay.is_none() => {
+            Command::ScrollUp => self.live.scroll.scroll_up(5),
+            Command::ScrollDown => self.live.scroll.scroll_down(5),
+            Command::Pause if self.live.running => {
                 self.live.paused = !self.live.paused;
-                self.flash = Some(if self.live.paused {
-                    "paused: calls in flight finish, no new ones start".into()
-                } else {
-                    "resumed".into()
+                self.flash = Some(match (self.live.paused, self.live.replay.is_some()) {
+                    (true, true) => "replay paused (p goes on)".into(),
+                    (true, false) => "paused: calls in flight finish, no new ones start".into(),
+                    (false, _) => "resumed".into(),
                 });
                 return vec![Effect::SetPause(self.live.paused)];
+            }
+            // A replay has nothing to cancel: x plays the rest at once, so every screen shows the whole session.
+            Command::Cancel if self.live.running && self.live.replay.is_some() => {
+                self.live.paused = false;
+                self.live.replay = Some(Replay::Instant);
+                self.flash = Some("replay: skipped to the end".into());
+                return vec![Effect::SetPause(false), Effect::ReplaySpeed(Replay::Instant)];
             }
             Command::Cancel if self.live.running => {
                 self.live.running = false;
@@ -1644,6 +1713,10 @@ impl App {
             self.flash = Some("open a session to annotate (5, then enter)".into());
             return Vec::new();
         };
+        if self.shown_session_is_sample() {
+            self.flash = Some(SAMPLE_READ_ONLY.into());
+            return Vec::new();
+        }
         let note = self.annotate.note.lines().join("\n");
         let annotation = crate::method::annotation::Annotation {
             annotator: self.annotate.annotator.clone(),
@@ -1662,6 +1735,13 @@ impl App {
             self.annotate.cursor += 1;
         }
         vec![Effect::Annotate { dir, annotation }]
+    }
+
+    /// Whether the session shown is a bundled sample, which is never written to.
+    pub fn shown_session_is_sample(&self) -> bool {
+        self.session_dir
+            .as_ref()
+            .is_some_and(|dir| self.sessions.list.iter().any(|e| e.sample && &e.path == dir))
     }
 
     fn save_note(&mut self) -> Vec<Effect> {
@@ -1825,23 +1905,23 @@ impl App {
             Command::NextUnit => {
                 o.subject += 1;
                 o.observer = 0;
-                o.scroll = 0;
+                o.scroll.reset();
             }
             Command::PrevUnit => {
                 o.subject = o.subject.saturating_sub(1);
                 o.observer = 0;
-                o.scroll = 0;
+                o.scroll.reset();
             }
             Command::Down => {
                 o.observer += 1;
-                o.scroll = 0;
+                o.scroll.reset();
             }
             Command::Up => {
                 o.observer = o.observer.saturating_sub(1);
-                o.scroll = 0;
+                o.scroll.reset();
             }
-            Command::ScrollUp => o.scroll = o.scroll.saturating_add(5),
-            Command::ScrollDown => o.scroll = o.scroll.saturating_sub(5),
+            Command::ScrollUp => o.scroll.scroll_up(5),
+            Command::ScrollDown => o.scroll.scroll_down(5),
             Command::StartSynthetic | Command::StartCharacter => {
                 let characters: Vec<String> = if cmd == Command::StartCharacter {
                     match self.setup.characters.iter().next() {
@@ -1891,8 +1971,8 @@ impl App {
     fn chat_command(&mut self, cmd: Command) {
         match cmd {
             Command::Prompt => self.chat.show_prompt = !self.chat.show_prompt,
-            Command::ScrollUp => self.chat.scroll = self.chat.scroll.saturating_add(5),
-            Command::ScrollDown => self.chat.scroll = self.chat.scroll.saturating_sub(5),
+            Command::ScrollUp => self.chat.scroll.scroll_up(5),
+            Command::ScrollDown => self.chat.scroll.scroll_down(5),
             Command::NextUnit | Command::PrevUnit => {
                 let ids: Vec<String> = self.catalog.characters.iter().map(|e| e.value.id.clone()).collect();
                 let current = self.chat_character().map(|c| c.id.clone()).unwrap_or_default();
@@ -1954,6 +2034,7 @@ impl App {
                     self.live.replay = Some(speed);
                     self.live.running = true;
                     self.live.follow = true;
+                    self.live.paused = false;
                     return vec![Effect::Replay { path, speed }];
                 }
             }
@@ -1980,5 +2061,35 @@ impl App {
             _ => {}
         }
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TailScroll;
+
+    #[test]
+    fn a_tail_scroll_stops_at_the_first_line_and_comes_straight_back() {
+        let mut s = TailScroll::default();
+        // 30 lines in 10 rows: the bottom ten first.
+        assert_eq!(s.window(30, 10, true), (20, 30));
+        for _ in 0..10 {
+            s.scroll_up(5);
+        }
+        assert_eq!(s.up, 20, "never past the top");
+        assert_eq!(s.window(30, 10, true), (0, 10), "a full page at the top");
+        s.scroll_down(5);
+        assert_eq!(s.window(30, 10, true), (5, 15), "one key brings it back down");
+        // Text shorter than the pane does not scroll.
+        let mut short = TailScroll::default();
+        assert_eq!(short.window(4, 10, true), (0, 4));
+        short.scroll_up(5);
+        assert_eq!(short.up, 0);
+        // Only a tail laid out: the limit is unknown, scrolling goes on.
+        let mut tail = TailScroll::default();
+        tail.window(15, 10, false);
+        tail.scroll_up(5);
+        tail.scroll_up(5);
+        assert_eq!(tail.up, 10);
     }
 }

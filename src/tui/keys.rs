@@ -186,6 +186,32 @@ commands! {
     DemoNext => "demo-next", "next step of the tour (`incharacter demo`)";
 }
 
+impl Command {
+    /// The help text on `mode`'s screen: where a command means something narrower there, that.
+    pub fn help_on(self, mode: Mode) -> &'static str {
+        match (mode, self) {
+            (Mode::Live, Command::Pause) => "pause or go on (a run: calls in flight finish; a replay: it stops)",
+            (Mode::Live, Command::Cancel) => {
+                "cancel the run (resume it later from sessions); a replay: skip to its end"
+            }
+            (Mode::Compare, Command::NextUnit) => "next character × scale",
+            (Mode::Compare, Command::PrevUnit) => "previous character × scale",
+            (Mode::Chat, Command::NextUnit) => "next character",
+            (Mode::Chat, Command::PrevUnit) => "previous character",
+            (Mode::Observers, Command::NextUnit) => "next subject",
+            (Mode::Observers, Command::PrevUnit) => "previous subject",
+            (Mode::Observers, Command::Down) => "next observer",
+            (Mode::Observers, Command::Up) => "previous observer",
+            (Mode::Annotate, Command::NextUnit | Command::Down) => "next case",
+            (Mode::Annotate, Command::PrevUnit | Command::Up) => "previous case",
+            (Mode::Annotate, Command::NextPane | Command::PrevPane) => {
+                "switch between the item task and the dimension task"
+            }
+            _ => self.help(),
+        }
+    }
+}
+
 /// A key as written in config and help: "q", "ctrl-c", "enter", "f2", "shift-tab", "space".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key {

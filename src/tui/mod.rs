@@ -547,11 +547,12 @@ impl Driver {
             }
             Effect::Replay { path, speed } => {
                 self.stop();
+                self.pause.set(false);
                 self.speed.send_replace(speed);
                 let speed = self.speed.subscribe();
-                let (data, catalog) = (self.data.clone(), self.catalog.clone());
+                let (data, catalog, pause) = (self.data.clone(), self.catalog.clone(), self.pause.clone());
                 self.task = Some(tokio::spawn(async move {
-                    let result = replay(&path, &data, &catalog, &tx, speed).await;
+                    let result = replay(&path, &data, &catalog, &tx, speed, &pause).await;
                     let _ = tx.send(Action::RunEnded(result));
                 }));
             }
@@ -864,6 +865,7 @@ async fn replay(
     catalog: &Catalog,
     tx: &UnboundedSender<Action>,
     speed: watch::Receiver<Replay>,
+    pause: &Pause,
 ) -> Result<(), String> {
     let timed: Vec<(Option<u64>, Event)> = session::read_timed(&dir.join("journal.jsonl"))?;
     let events: Vec<Event> = timed.iter().map(|(_, e)| e.clone()).collect();
@@ -907,10 +909,12 @@ async fn replay(
             let pieces = replay_pieces(response);
             let step = gap / pieces.len().max(1) as u64;
             for piece in pieces {
+                pause.wait().await;
                 tokio::time::sleep(wait(step)).await;
                 let _ = tx.send(Action::Live(live(LiveKind::Token(piece))));
             }
         } else {
+            pause.wait().await;
             tokio::time::sleep(wait(gap)).await;
         }
         if matches!(*speed.borrow(), Replay::Instant) {

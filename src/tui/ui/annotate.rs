@@ -60,13 +60,17 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     let sample = SAMPLES[a.sample % SAMPLES.len()].map_or("all cases".to_string(), |n| format!("sample of {n}"));
     frame.render_widget(
         Paragraph::new(Line::from(vec![
-            Span::styled(format!(" {} ", a.annotator), theme.selected()),
+            if app.shown_session_is_sample() {
+                Span::styled(" read-only sample ", theme.selected())
+            } else {
+                Span::styled(format!(" {} ", a.annotator), theme.selected())
+            },
             Span::raw(format!(
                 " {task} · {sample} · case {}/{} ",
                 a.cursor.min(cases.len() - 1) + 1,
                 cases.len()
             )),
-            Span::styled("tab task · s sample · n note · u next unanswered", theme.dim()),
+            Span::styled("tab task · s sample · n note · u unanswered", theme.dim()),
         ])),
         header,
     );
@@ -125,7 +129,9 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     match case.item_id {
         Some(id) => {
             if let Some(item) = scale.and_then(|s| s.item(id)) {
-                lines.push(Line::styled(format!("Statement: {}", item.statement.en), theme.title()));
+                for l in wrap(&format!("Statement: {}", item.statement.en), width) {
+                    lines.push(Line::styled(l, theme.title()));
+                }
                 lines.push(Line::raw(""));
             }
             exchange(&mut lines, id);

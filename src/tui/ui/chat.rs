@@ -87,8 +87,7 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         lines.push(Line::raw(""));
     }
     let height = inner.height as usize;
-    let end = lines.len().saturating_sub(app.chat.scroll as usize);
-    let start = end.saturating_sub(height);
+    let (start, end) = app.chat.scroll.window(lines.len(), height, true);
     frame.render_widget(Paragraph::new(lines[start..end].to_vec()), inner);
 
     if let Some(prompt_area) = prompt_area {

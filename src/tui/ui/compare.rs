@@ -68,10 +68,16 @@ pub fn table_rows(app: &App) -> Vec<TableRow> {
             rows.push((pc.clone(), ps.clone(), *m, accuracy(app, pc, ps, *m), pi));
         }
     }
-    let key = |r: &TableRow, i: usize| r.3.map_or(f64::NAN, |x| if i == 0 { x.0 } else { x.1 });
+    let key = |r: &TableRow, i: usize| r.3.map(|x| if i == 0 { x.0 } else { x.1 }).filter(|v| !v.is_nan());
+    // Rows without a value (not assessed yet, or failed) go last in either direction.
+    let by = |a: Option<f64>, b: Option<f64>, descending: bool| match (a, b) {
+        (Some(a), Some(b)) if descending => b.total_cmp(&a),
+        (Some(a), Some(b)) => a.total_cmp(&b),
+        (a, b) => b.is_some().cmp(&a.is_some()),
+    };
     match app.compare.sort % 4 {
-        1 => rows.sort_by(|a, b| key(b, 0).total_cmp(&key(a, 0))),
-        2 => rows.sort_by(|a, b| key(a, 1).total_cmp(&key(b, 1))),
+        1 => rows.sort_by(|a, b| by(key(a, 0), key(b, 0), true)),
+        2 => rows.sort_by(|a, b| by(key(a, 1), key(b, 1), false)),
         3 => rows.sort_by_key(|r| r.2),
         _ => {}
     }
@@ -156,22 +162,31 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     spans.push(Span::styled("m method · a all · ←/→ character", theme.dim()));
     frame.render_widget(Paragraph::new(Line::from(spans)), header);
 
-    // Dimensions of this page.
-    let dims = scale.dimensions.len();
-    let pages = dims.div_ceil(PAGE).max(1);
-    let page = app.compare.page.min(pages - 1);
-    let range: Vec<usize> = (page * PAGE..((page + 1) * PAGE).min(dims)).collect();
-    let (min, max) = scale.dimension_range();
-    let norm = |v: f64| ((v - min) / (max - min)).clamp(0.0, 1.0);
-
     let [radar_area, bars_area] =
         Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(top);
-    let page_note = if pages > 1 {
-        format!(" · page {}/{} ([ ])", page + 1, pages)
+
+    // A page is as many dimensions as the bars pane shows whole (a title, a bar per method shown and
+    // up to two labels each, under the legend); the radar draws the PAGE axes around them.
+    let per_dimension = 1 + shown.len() + 2;
+    let fit = (usize::from(bars_area.height.saturating_sub(3)) / per_dimension).clamp(1, PAGE);
+    let dims = scale.dimensions.len();
+    let pages = dims.div_ceil(fit).max(1);
+    let page = app.compare.page.min(pages - 1);
+    let bars_range: Vec<usize> = (page * fit..((page + 1) * fit).min(dims)).collect();
+    let first_axis = page * fit / PAGE * PAGE;
+    let range: Vec<usize> = (first_axis..(first_axis + PAGE).min(dims)).collect();
+    let (min, max) = scale.dimension_range();
+    let norm = |v: f64| ((v - min) / (max - min)).clamp(0.0, 1.0);
+    let axes_note = if dims > PAGE {
+        format!(
+            " · dimensions {}–{} of {dims}",
+            first_axis + 1,
+            first_axis + range.len()
+        )
     } else {
         String::new()
     };
-    let b = block(format!(" Profile{page_note} "), false, theme);
+    let b = block(format!(" Profile{axes_note} "), false, theme);
     let inner = b.inner(radar_area);
     frame.render_widget(b, radar_area);
 
@@ -204,13 +219,15 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
             .collect(),
     ));
     let grid = theme.border;
+    // Axis names as wide as the radar leaves room for beside it.
+    let label_width = (usize::from(inner.width) / 4).clamp(6, 14);
     let names: Vec<String> = range
         .iter()
         .map(|&d| {
             let dim = &scale.dimensions[d];
             match &dim.poles {
                 Some([a, b]) => format!("{a}/{b}"),
-                None => dim.name.chars().take(10).collect(),
+                None => super::fit(&dim.name, label_width),
             }
         })
         .collect();
@@ -254,7 +271,16 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(canvas, inner);
 
     // Bars.
-    let b = block(" Measured vs labels (0–1; marginal labels dimmed) ", false, theme);
+    let page_note = if pages > 1 {
+        format!(" · page {}/{} ([ ])", page + 1, pages)
+    } else {
+        String::new()
+    };
+    let b = block(
+        format!(" Measured vs labels{page_note} (0–1; marginal labels dimmed) "),
+        false,
+        theme,
+    );
     let inner = b.inner(bars_area);
     frame.render_widget(b, bars_area);
     let bar_width = (inner.width as usize).saturating_sub(30) / 2;
@@ -282,7 +308,7 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     legend.push(Span::styled("■ pdb ", theme.fg(theme.label_pdb)));
     legend.push(Span::styled("■ annotation", theme.fg(theme.label_annotation)));
     lines.push(Line::from(legend));
-    for d in page * PAGE..((page + 1) * PAGE).min(dims) {
+    for &d in &bars_range {
         let dim = &scale.dimensions[d];
         lines.push(Line::styled(
             format!(" {}", pad(&dim.name, (inner.width as usize).saturating_sub(2))),

@@ -7,30 +7,52 @@ use ratatui::widgets::Paragraph;
 
 use super::{centered, pad, popup};
 use crate::tui::app::{App, Screen};
+use crate::tui::wrap::wrap;
+
+const KEYS: usize = 22;
 
 pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     let theme = app.theme();
-    let bindings = app.keymap.bindings(app.screen.mode());
-    let height = (bindings.len() as u16 + 4).min(area.height);
-    let inner = popup(frame, centered(area, 76, height), " Keys (any key closes) ", theme);
-    let mut lines: Vec<Line> = bindings
-        .iter()
-        .map(|(keys, cmd)| {
-            Line::from(vec![
-                Span::styled(pad(keys, 22), theme.fg(theme.accent)),
-                Span::raw(cmd.help()),
-            ])
-        })
-        .collect();
-    if app.screen == Screen::Setup {
-        lines.push(Line::styled(
-            "In the character list letters filter (q, j, k too): tab moves on, ctrl-c quits, esc clears.",
-            theme.dim(),
-        ));
+    let mode = app.screen.mode();
+    let width = area.width.saturating_sub(4).min(100);
+    let text = usize::from(width.saturating_sub(2)).saturating_sub(KEYS).max(10);
+    let mut lines: Vec<Line> = Vec::new();
+    // A long description wraps under itself, so nothing is cut at any width.
+    let row = |keys: &str, what: &str, lines: &mut Vec<Line>| {
+        for (i, part) in wrap(what, text).into_iter().enumerate() {
+            let keys = if i == 0 { keys } else { "" };
+            lines.push(Line::from(vec![
+                Span::styled(pad(keys, KEYS), theme.fg(theme.accent)),
+                Span::raw(part),
+            ]));
+        }
+    };
+    if app.screen == Screen::Annotate {
+        row(
+            "0–9",
+            "answer: a value in the scale's range, taken at once when no further digit fits (else enter)",
+            &mut lines,
+        );
+        row("x", "refuses: the answer is unrelated or gives no option", &mut lines);
     }
-    lines.push(Line::styled(
-        "Rebind in config.toml: [tui.keys.<screen>] \"ctrl-j\" = \"down\"",
-        theme.dim(),
-    ));
+    for (keys, cmd) in app.keymap.bindings(mode) {
+        row(&keys, cmd.help_on(mode), &mut lines);
+    }
+    let notes = match app.screen {
+        Screen::Setup => {
+            vec!["In the character list letters filter (q, j, k too): tab moves on, ctrl-c quits, esc clears."]
+        }
+        _ => vec![],
+    };
+    for note in notes
+        .into_iter()
+        .chain(["Rebind in config.toml: [tui.keys.<screen>] \"ctrl-j\" = \"down\""])
+    {
+        for part in wrap(note, usize::from(width.saturating_sub(2))) {
+            lines.push(Line::styled(part, theme.dim()));
+        }
+    }
+    let height = (lines.len() as u16 + 2).min(area.height);
+    let inner = popup(frame, centered(area, width, height), " Keys (any key closes) ", theme);
     frame.render_widget(Paragraph::new(lines), inner);
 }

@@ -290,7 +290,8 @@ fn cost(app: &App) -> String {
 fn transcript_tail<'a>(app: &App, messages: &[Message], width: usize, height: usize) -> Vec<Line<'a>> {
     let theme = app.theme();
     let mut lines: Vec<Line> = Vec::new();
-    let want = height + app.live.scroll as usize;
+    let want = height + app.live.scroll.up as usize;
+    let mut complete = true;
     for m in messages.iter().rev() {
         let (name, color) = match &m.speaker {
             Speaker::Experimenter(n) => (n.as_str(), theme.experimenter),
@@ -314,12 +315,11 @@ fn transcript_tail<'a>(app: &App, messages: &[Message], width: usize, height: us
             lines.push(l);
         }
         if lines.len() >= want {
+            complete = false;
             break;
         }
     }
     lines.reverse();
-    let skip_end = (app.live.scroll as usize).min(lines.len());
-    let end = lines.len() - skip_end;
-    let start = end.saturating_sub(height);
+    let (start, end) = app.live.scroll.window(lines.len(), height, complete);
     lines.drain(start..end).collect()
 }

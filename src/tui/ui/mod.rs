@@ -121,11 +121,23 @@ fn render_status(frame: &mut Frame, app: &App, area: Rect) {
             (key(Command::FetchModel), "fetch model"),
             (key(Command::GoSessions), "sessions"),
         ],
-        Screen::Setup => vec![
-            ("type".into(), "filter"),
-            (key(Command::Toggle), "pick"),
-            (key(Command::NextPane), "pane"),
-            (key(Command::Select), "start"),
+        Screen::Setup => {
+            let mut keys = vec![
+                (key(Command::Toggle), "pick"),
+                (key(Command::NextPane), "pane"),
+                (key(Command::Select), "start"),
+            ];
+            // Letters filter only the character list.
+            if app.setup.pane == crate::tui::app::SetupPane::Characters {
+                keys.insert(0, ("type".into(), "filter"));
+            }
+            keys
+        }
+        Screen::Live if app.live.running && app.live.replay.is_some() => vec![
+            (key(Command::Speed), "faster"),
+            (key(Command::Pause), if app.live.paused { "go on" } else { "pause" }),
+            (key(Command::Cancel), "skip to end"),
+            (key(Command::Select), "inspect"),
         ],
         Screen::Live => vec![
             (key(Command::Pause), "pause"),

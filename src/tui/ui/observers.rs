@@ -6,7 +6,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
+use ratatui::widgets::{Paragraph, Wrap};
 
 use super::{block, fit, pad};
 use crate::observer::report::{self, SubjectResult};
@@ -67,7 +67,8 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
                      sessions of `incharacter observe` open from Sessions (5).",
                     theme.dim(),
                 ),
-            ]),
+            ])
+            .wrap(Wrap { trim: false }),
             inner,
         );
         return;
@@ -171,8 +172,7 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         }
     }
     let height = inner.height as usize;
-    let end = lines.len().saturating_sub(app.observers.scroll as usize);
-    let start = end.saturating_sub(height);
+    let (start, end) = app.observers.scroll.window(lines.len(), height, true);
     frame.render_widget(Paragraph::new(lines[start..end].to_vec()), inner);
 
     // Traits: latent, self, observers, aggregate on 0–1.

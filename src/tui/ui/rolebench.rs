@@ -45,7 +45,7 @@ fn render_files(frame: &mut Frame, app: &App, area: Rect) {
     let width = area.width.saturating_sub(4) as usize;
     let lines: Vec<Line> = if rb.files.is_empty() {
         vec![Line::styled(
-            "no .jsonl here yet: copy or link RoleBench files in",
+            "no .jsonl yet: copy or link RoleBench question files into <data dir>/rolebench/",
             theme.dim(),
         )]
     } else {

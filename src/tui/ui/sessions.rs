@@ -49,10 +49,13 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     };
     app.hit.borrow_mut().lists.push((rows_area, first, ListId::Sessions));
     let width = inner.width as usize;
+    // Ids are what `report`, `export` and `replay` take: as wide as the longest, leaving the model 20.
+    let longest = s.list.iter().map(|e| e.id.chars().count()).max().unwrap_or(2);
+    let id_width = longest.min(width.saturating_sub(3 + 13 + 22 + 1 + 20)).max(20);
     let mut lines = vec![Line::styled(
         format!(
             "   {} {} {} model",
-            pad("id", 38),
+            pad("id", id_width),
             pad("status", 12),
             pad("created", 21)
         ),
@@ -69,13 +72,13 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         let tag = if e.sample { " sample" } else { "" };
         lines.push(Line::from(vec![
             Span::styled(if marked { " ● " } else { "   " }, theme.fg(theme.accent)),
-            Span::styled(pad(&e.id, 38), style),
+            Span::styled(pad(&e.id, id_width), style),
             Span::raw(" "),
             Span::styled(pad(&e.status, 12), status_style),
             Span::raw(" "),
             Span::raw(pad(&e.created, 21)),
             Span::raw(" "),
-            Span::raw(fit(&format!("{}{tag}", e.model), width.saturating_sub(77))),
+            Span::raw(fit(&format!("{}{tag}", e.model), width.saturating_sub(id_width + 39))),
         ]));
     }
     frame.render_widget(Paragraph::new(lines), inner);

@@ -229,10 +229,13 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
             .rev()
             .take(inner.height as usize)
             .map(|e| {
+                let width = inner.width as usize;
+                let id_width = e.id.chars().count().min(width.saturating_sub(13 + 16)).max(20);
                 Line::from(vec![
-                    Span::raw(pad(&e.id, 36)),
+                    Span::raw(pad(&e.id, id_width)),
+                    Span::raw(" "),
                     Span::styled(pad(&e.status, 12), theme.dim()),
-                    Span::raw(fit(&e.model, (inner.width as usize).saturating_sub(50))),
+                    Span::raw(fit(&e.model, width.saturating_sub(id_width + 13))),
                 ])
             })
             .collect()
