@@ -78,9 +78,13 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
             } else {
                 String::new()
             };
+            // The character column gives way first, so the item number and status always show.
+            let cw = (inner.width as usize)
+                .saturating_sub(26 + style_col.chars().count())
+                .clamp(6, 12);
             let text = format!(
                 "{} {} r{} {:>3}{style_col}",
-                pad(&fit(&k.character, 12), 12),
+                pad(&fit(&k.character, cw), cw),
                 pad(&fit(&k.scale, 8), 8),
                 k.repeat,
                 k.item_id,
@@ -110,7 +114,11 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     let status = if app.live.paused {
         " · PAUSED".to_string()
     } else if let Some(r) = app.live.replay {
-        format!(" · replay {}", r.label())
+        if app.live.running {
+            format!(" · replay {}", r.label())
+        } else {
+            " · replay finished".to_string()
+        }
     } else if app.live.follow {
         " · following".to_string()
     } else {

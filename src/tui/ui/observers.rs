@@ -61,7 +61,18 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         frame.render_widget(b, area);
         frame.render_widget(
             Paragraph::new(vec![
-                Line::raw("No observer run open."),
+                // The tour's last step has asked for the observer sample; it is on its way.
+                Line::raw(
+                    if app
+                        .demo
+                        .as_ref()
+                        .is_some_and(|d| d.step + 1 == crate::tui::app::DEMO_STEPS.len())
+                    {
+                        "Opening the observer sample…"
+                    } else {
+                        "No observer run open."
+                    },
+                ),
                 Line::styled(
                     "s starts one with a synthetic subject, c with the character picked in Setup; \
                      sessions of `incharacter observe` open from Sessions (5).",
