@@ -38,13 +38,9 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     for (keys, cmd) in app.keymap.bindings(mode) {
         row(&keys, cmd.help_on(mode), &mut lines);
     }
-    let notes = match app.screen {
-        Screen::Setup => {
-            vec!["In the character list letters filter (q, j, k too): tab moves on, ctrl-c quits, esc clears."]
-        }
-        _ => vec![],
-    };
-    for note in notes
+    let setup_note = (app.screen == Screen::Setup)
+        .then_some("In the character list letters filter (q, j, k too): tab moves on, ctrl-c quits, esc clears.");
+    for note in setup_note
         .into_iter()
         .chain(["Rebind in config.toml: [tui.keys.<screen>] \"ctrl-j\" = \"down\""])
     {
