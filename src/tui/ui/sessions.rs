@@ -49,15 +49,15 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     };
     app.hit.borrow_mut().lists.push((rows_area, first, ListId::Sessions));
     let width = inner.width as usize;
-    // Ids are what `report`, `export` and `replay` take: as wide as the longest, leaving the model 20.
+    // Ids are what `report`, `export` and `replay` take: as wide as the longest, leaving the model 27.
     let longest = s.list.iter().map(|e| e.id.chars().count()).max().unwrap_or(2);
-    let id_width = longest.min(width.saturating_sub(3 + 13 + 22 + 1 + 20)).max(20);
+    let id_width = longest.min(width.saturating_sub(3 + 13 + 17 + 1 + 27)).max(20);
     let mut lines = vec![Line::styled(
         format!(
             "   {} {} {} model",
             pad("id", id_width),
             pad("status", 12),
-            pad("created", 21)
+            pad("created", 16)
         ),
         theme.dim(),
     )];
@@ -76,9 +76,13 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
             Span::raw(" "),
             Span::styled(pad(&e.status, 12), status_style),
             Span::raw(" "),
-            Span::raw(pad(&e.created, 21)),
+            // To the minute, in the journal's UTC: "2026-11-29 20:15".
+            Span::raw(pad(
+                &e.created.replace('T', " ").chars().take(16).collect::<String>(),
+                16,
+            )),
             Span::raw(" "),
-            Span::raw(fit(&format!("{}{tag}", e.model), width.saturating_sub(id_width + 39))),
+            Span::raw(fit(&format!("{}{tag}", e.model), width.saturating_sub(id_width + 34))),
         ]));
     }
     frame.render_widget(Paragraph::new(lines), inner);
