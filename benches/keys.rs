@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use incharacter::catalog::Catalog;
-use incharacter::engine::Method;
 use incharacter::fake_openai::{FakeConfig, FakeServer};
 use incharacter::llm::config::Config;
+use incharacter::method::Method;
 use incharacter::tui::app::{App, Effect, Screen};
 use incharacter::tui::keys::Keymap;
 use incharacter::tui::{event_loop, fixture, theme, ui};
@@ -119,7 +119,7 @@ async fn measure(rate: f64) {
         input,
         app,
         config,
-        data,
+        incharacter::session::Store::new(&data),
         vec![Effect::StartRun { plan, name: None }],
         &mut draw,
     )

@@ -8,15 +8,15 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use incharacter::catalog::Catalog;
-use incharacter::engine::Method;
 use incharacter::llm::config::Config;
+use incharacter::method::Method;
 use incharacter::tui::app::{Action, App, Screen};
 use incharacter::tui::keys::Keymap;
 use incharacter::tui::{fixture, theme, ui};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
-fn app_with(plan: &incharacter::engine::RunPlan, screen: Screen) -> App {
+fn app_with(plan: &incharacter::study::RunPlan, screen: Screen) -> App {
     let catalog = Arc::new(Catalog::load(None).unwrap());
     let (themes, _) = theme::load_all(None);
     let mut app = App::new(

@@ -83,6 +83,12 @@ impl Catalog {
         Ok(catalog)
     }
 
+    /// Bundled files plus the files in the user's data dir (`$INCHARACTER_DATA_DIR`, else the
+    /// platform's). Invalid user files are skipped and reported in `problems`.
+    pub fn load_user() -> Result<Catalog, BundledInvalid> {
+        Catalog::load(crate::paths::data_dir().as_deref()).map_err(BundledInvalid)
+    }
+
     /// Bundled files plus the user's files under `data_dir` (if given). Invalid user files are skipped
     /// and reported in `problems`.
     pub fn load(data_dir: Option<&Path>) -> Result<Catalog, Vec<Diagnostic>> {
@@ -247,6 +253,11 @@ fn toml_files(dir: &Path, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
     files.sort();
     files
 }
+
+/// The scales and characters built into the binary do not parse: a build problem, never the user's.
+#[derive(Debug, thiserror::Error)]
+#[error("the bundled assets are invalid (a build problem):\n{}", .0.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))]
+pub struct BundledInvalid(pub Vec<Diagnostic>);
 
 #[cfg(test)]
 mod tests {

@@ -1,25 +1,42 @@
+//! The binary: parse the command line, build the process's one async runtime, and hand the command
+//! to the workbench (no subcommand, `demo`, `replay`) or to the headless subcommands. Errors are
+//! printed here, with the exit code they call for (2 the user's input, 1 anything else).
+
 use std::process::ExitCode;
 
 use clap::Parser;
-use incharacter::cli::{Cli, InputError, run};
+use incharacter::cli::{self, Cli, Command, Ctx};
+use incharacter::tui;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(dir) = incharacter::paths::data_dir() {
         incharacter::logging::init(&dir);
     }
-    let Some(command) = cli.command else {
-        // No subcommand: the workbench.
-        return match incharacter::tui::main(incharacter::tui::Options::default()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("error: {error:#}");
-                ExitCode::FAILURE
-            }
-        };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
     };
-    let mut stdout = std::io::stdout().lock();
-    match run(command, &mut stdout) {
+    let handle = runtime.handle().clone();
+    let result = match cli.command {
+        None => tui::main(tui::Options::default(), &handle).map(|()| ExitCode::SUCCESS),
+        Some(Command::Demo { speed }) => tui::Options::demo(&speed)
+            .and_then(|o| tui::main(o, &handle))
+            .map(|()| ExitCode::SUCCESS),
+        Some(Command::Replay { session, speed }) => tui::Options::replay(session, &speed)
+            .and_then(|o| tui::main(o, &handle))
+            .map(|()| ExitCode::SUCCESS),
+        Some(command) => {
+            let mut stdout = std::io::stdout().lock();
+            cli::run(command, &Ctx::new(handle), &mut stdout)
+        }
+    };
+    // Calls still in flight (a cancelled run) are not waited for.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    match result {
         Ok(code) => code,
         // The reader went away (`… | head`): what it wanted was written; nothing to report.
         Err(error)
@@ -32,11 +49,8 @@ fn main() -> ExitCode {
         }
         Err(error) => {
             eprintln!("error: {error:#}");
-            if error.downcast_ref::<InputError>().is_some() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
+            let input = error.downcast_ref::<tui::OptionsError>().is_some();
+            ExitCode::from(if input { 2 } else { cli::exit_code(&error) })
         }
     }
 }

@@ -7,8 +7,8 @@ use std::process::Stdio;
 mod common;
 
 use incharacter::domain::rng::SplitMix64;
-use incharacter::engine::Event;
 use incharacter::fake_openai::{FakeConfig, FakeServer};
+use incharacter::study::Event;
 use serde_json::Value;
 
 const PLAN: &[&str] = &[
@@ -107,7 +107,7 @@ async fn twenty_kills_and_resumes_end_like_an_uninterrupted_run() {
             .file_name();
         let id = id.to_string_lossy().to_string();
         // The journal always loads.
-        let events: Vec<Event> = incharacter::session::read(&journal_path(&id)).unwrap();
+        let events: Vec<Event> = incharacter::journal::read(&journal_path(&id)).unwrap();
         // Nothing journaled before this start was asked again.
         for r in &server.requests()[requests_before as usize..] {
             if r.get("response_format").is_some() {

@@ -9,8 +9,8 @@ use std::process::{Command, Output};
 
 mod common;
 
-use incharacter::engine::Event;
 use incharacter::fake_openai::{FakeConfig, FakeServer};
+use incharacter::study::Event;
 use serde_json::Value;
 
 const PLAN: &[&str] = &[
@@ -89,7 +89,7 @@ fn export(config: &Path, data: &Path, id: &str) -> Value {
 fn answered(dir: &Path) -> BTreeMap<String, usize> {
     let bytes = std::fs::read(dir.join("journal.jsonl")).unwrap();
     assert_eq!(bytes.last(), Some(&b'\n'), "the journal ends on a whole line");
-    let events: Vec<Event> = incharacter::session::read(&dir.join("journal.jsonl")).unwrap();
+    let events: Vec<Event> = incharacter::journal::read(&dir.join("journal.jsonl")).unwrap();
     let mut seen = BTreeMap::new();
     for e in events {
         if let Event::ItemAnswered { character, item_id, .. } = e {

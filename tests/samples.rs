@@ -5,8 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use incharacter::engine::Event;
-use incharacter::session;
+use incharacter::study::Event;
 
 fn samples() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
@@ -33,11 +32,18 @@ fn every_sample_names_its_model_and_replays_with_its_timing() {
     assert!(dirs.len() >= 3, "interview, self-report and observer samples: {dirs:?}");
     for dir in &dirs {
         let journal = dir.join("journal.jsonl");
-        let events: Vec<Event> = session::read(&journal).unwrap_or_else(|e| panic!("{}: {e}", journal.display()));
+        let events: Vec<Event> =
+            incharacter::journal::read(&journal).unwrap_or_else(|e| panic!("{}: {e}", journal.display()));
         let providers = match events.first() {
-            Some(Event::RunStarted { providers, created, .. } | Event::ObserveStarted { providers, created, .. }) => {
-                assert!(created.starts_with("20"), "{}: created {created}", dir.display());
-                providers.clone()
+            Some(first @ (Event::RunStarted { .. } | Event::ObserveStarted { .. })) => {
+                let (header, _) = first.header().unwrap();
+                assert!(
+                    header.created.starts_with("20"),
+                    "{}: created {}",
+                    dir.display(),
+                    header.created
+                );
+                header.providers.clone()
             }
             other => panic!("{}: starts with {other:?}", dir.display()),
         };

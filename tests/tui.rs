@@ -6,11 +6,12 @@
 use std::sync::Arc;
 
 use incharacter::catalog::Catalog;
-use incharacter::engine::live::{Live, LiveKind};
-use incharacter::engine::{Event, Method, RunPlan};
 use incharacter::llm::Role;
 use incharacter::llm::config::Config;
+use incharacter::method::Method;
 use incharacter::method::interview::{self, QueryStyle};
+use incharacter::study::live::{Live, LiveKind};
+use incharacter::study::{Event, RunPlan};
 use incharacter::tui::app::{Action, App, DEMO_STEPS, Demo, Effect, Screen, SessionEntry};
 use incharacter::tui::keys::Keymap;
 use incharacter::tui::{fixture, theme, ui};
@@ -294,10 +295,10 @@ fn a_replay_pauses_and_skips_to_its_end_instead_of_cancelling() {
     // An observer session replayed from Sessions plays on the Observers screen.
     let journal = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("sample-sessions/20261129-231052-three-observers-on-the-local-model-038d/journal.jsonl");
-    let first = incharacter::session::read::<incharacter::engine::Event>(&journal)
+    let first = incharacter::journal::read::<incharacter::study::Event>(&journal)
         .unwrap()
         .remove(0);
-    assert!(matches!(first, incharacter::engine::Event::ObserveStarted { .. }));
+    assert!(matches!(first, incharacter::study::Event::ObserveStarted { .. }));
     app.update(Action::Engine(first));
     assert_eq!(app.screen, Screen::Observers);
 }
@@ -375,12 +376,14 @@ fn observers_show_cards_dialogues_and_traits() {
         max_attempts: 5,
     };
     app.update(Action::Engine(Event::ObserveStarted {
-        session: "20261129-120000-observe-0001".into(),
-        name: None,
-        created: "2026-11-29T12:00:00Z".into(),
-        app_version: "0.1.0".into(),
+        header: incharacter::study::SessionHeader {
+            session: "20261129-120000-observe-0001".into(),
+            name: None,
+            created: "2026-11-29T12:00:00Z".into(),
+            app_version: "0.1.0".into(),
+            providers: Default::default(),
+        },
         plan,
-        providers: Default::default(),
     }));
     let ipip = app.catalog.scale("IPIP-50").unwrap();
     let items = |v: i32| -> std::collections::BTreeMap<u32, ItemOption> {
@@ -472,12 +475,14 @@ fn a_character_subject_shows_its_interview_beside_its_observers() {
         max_attempts: 5,
     };
     app.update(Action::Engine(Event::ObserveStarted {
-        session: "20261129-120000-observe-0002".into(),
-        name: None,
-        created: "2026-11-29T12:00:00Z".into(),
-        app_version: "0.1.0".into(),
+        header: incharacter::study::SessionHeader {
+            session: "20261129-120000-observe-0002".into(),
+            name: None,
+            created: "2026-11-29T12:00:00Z".into(),
+            app_version: "0.1.0".into(),
+            providers: Default::default(),
+        },
         plan,
-        providers: Default::default(),
     }));
     app.screen = Screen::Observers;
     let screen = render(&app, (120, 40));
@@ -506,7 +511,7 @@ fn a_character_subject_shows_its_interview_beside_its_observers() {
 
 #[test]
 fn annotate_answers_with_number_keys_blind_until_answered() {
-    use incharacter::method::annotation::{self, Answer};
+    use incharacter::study::annotation::{self, Answer};
     let mut app = with_session();
     let dir = tempfile::tempdir().unwrap();
     let effects = app.update(Action::SessionDir(dir.path().to_path_buf()));
@@ -584,8 +589,8 @@ fn a_sample_session_is_never_annotated_in_place() {
 
 #[test]
 fn rolebench_picks_roles_starts_and_highlights_the_common_subsequence() {
-    use incharacter::engine::rolebench::Step;
     use incharacter::method::rolebench::{Question, Verdict, Winner};
+    use incharacter::study::rolebench::Step;
     let mut app = app();
     let question = |line: usize, role: &str, q: &str, r: &str| Question {
         line,
@@ -625,12 +630,14 @@ fn rolebench_picks_roles_starts_and_highlights_the_common_subsequence() {
     let plan = plan.clone();
 
     app.update(Action::Engine(Event::RolebenchStarted {
-        session: "20261129-120000-rolebench-0001".into(),
-        name: None,
-        created: "2026-11-29T12:00:00Z".into(),
-        app_version: "0.1.0".into(),
+        header: incharacter::study::SessionHeader {
+            session: "20261129-120000-rolebench-0001".into(),
+            name: None,
+            created: "2026-11-29T12:00:00Z".into(),
+            app_version: "0.1.0".into(),
+            providers: Default::default(),
+        },
         plan,
-        providers: Default::default(),
     }));
     for step in [
         Step::Answered {

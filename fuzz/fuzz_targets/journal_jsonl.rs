@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use incharacter::engine::Event;
-use incharacter::method::annotation;
+use incharacter::study::Event;
+use incharacter::study::annotation;
 use incharacter::session;
 use libfuzzer_sys::fuzz_target;
 

@@ -4,44 +4,39 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use super::input_error;
 use super::metrics_cmds::{located, read_csv_with};
-use crate::catalog::Catalog;
-use crate::engine::runner::{load_events, session_dir};
-use crate::engine::{Assessment, Event, Method};
-use crate::method::annotation::{self, Annotation, Answer, Case, Task};
+use super::{Ctx, input_error};
+use crate::method::{Assessment, Method};
+use crate::study::Event;
+use crate::study::annotation::{self, Annotation, Answer, Case, Task};
 use crate::text::terminal_safe as safe;
 
-/// A session to read: in the data dir or a bundled sample (an id, a folder or a journal path).
-fn session(id: &str) -> anyhow::Result<(std::path::PathBuf, Vec<Event>)> {
-    let data = crate::paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
-    let dir = crate::tui::find_session(&data, id).map_err(input_error)?;
-    let events = load_events(&dir).map_err(input_error)?;
-    Ok((dir, events))
-}
-
 /// A session to write annotations into: only the data dir's (samples are read-only).
-fn writable_session(id: &str) -> anyhow::Result<(std::path::PathBuf, Vec<Event>)> {
-    let data = crate::paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
-    let dir = session_dir(&data, id).map_err(|e| {
-        let sample = crate::tui::samples_dir().is_some_and(|s| s.join(id).join("journal.jsonl").is_file());
-        input_error(if sample {
-            format!(
+fn writable_session(ctx: &Ctx, id: &str) -> anyhow::Result<(std::path::PathBuf, Vec<Event>)> {
+    let store = ctx.store()?;
+    let dir = match store.own(id) {
+        Ok(dir) => dir,
+        Err(e) => {
+            let sample = store
+                .samples()
+                .is_some_and(|s| s.join(id).join("journal.jsonl").is_file());
+            if !sample {
+                return Err(e.into());
+            }
+            return Err(input_error(format!(
                 "{} is a sample session, which is read-only: copy its folder into {} to annotate it",
                 safe(id),
-                crate::session::sessions_dir(&data).display()
-            )
-        } else {
-            e
-        })
-    })?;
-    let events = load_events(&dir).map_err(input_error)?;
+                crate::session::sessions_dir(store.data()).display()
+            )));
+        }
+    };
+    let events = store.load(&dir)?;
     Ok((dir, events))
 }
 
-pub fn export(id: &str, format: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let (dir, _) = session(id)?;
-    let all = annotation::load(&dir).map_err(input_error)?;
+pub fn export(ctx: &Ctx, id: &str, format: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let (dir, _) = super::run_cmds::load_session(ctx, id)?;
+    let all = annotation::load(&dir)?;
     let list: Vec<&Annotation> = all.values().flat_map(|m| m.values()).collect();
     match format {
         "json" => writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?,
@@ -79,8 +74,9 @@ pub fn export(id: &str, format: &str, out: &mut dyn Write) -> anyhow::Result<Exi
 }
 
 /// Checks every row against the session first; appends only when all rows are valid.
-pub fn import(id: &str, csv_path: &Path, catalog: &Catalog, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let (dir, events) = writable_session(id)?;
+pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let catalog = &*ctx.catalog()?;
+    let (dir, events) = writable_session(ctx, id)?;
     let cases = annotation::cases(&events, catalog);
     // `repeat` and `note` are optional (an export has them; a hand-made sheet may not).
     let rows = read_csv_with(
@@ -160,11 +156,11 @@ pub fn import(id: &str, csv_path: &Path, catalog: &Catalog, out: &mut dyn Write)
             case,
             value,
             note: Some(f[8].trim().to_string()).filter(|n| !n.is_empty()),
-            at: crate::session::now_rfc3339(),
+            at: crate::journal::now_rfc3339(),
         });
     }
     for a in &found {
-        annotation::append(&dir, a).map_err(input_error)?;
+        annotation::append(&dir, a)?;
     }
     let annotators: std::collections::BTreeSet<&str> = found.iter().map(|a| a.annotator.as_str()).collect();
     writeln!(
@@ -177,12 +173,18 @@ pub fn import(id: &str, csv_path: &Path, catalog: &Catalog, out: &mut dyn Write)
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn agreement(id: &str, method: &str, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+pub fn agreement(
+    ctx: &Ctx,
+    id: &str,
+    method: &str,
+    json_output: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
     let method = Method::parse(method)
         .filter(|m| annotation::task_of(*m).is_some())
         .ok_or_else(|| input_error(format!("--method {}: oc, d-oc, er-batch or er-all", safe(method))))?;
-    let (dir, events) = session(id)?;
-    let all = annotation::load(&dir).map_err(input_error)?;
+    let (dir, events) = super::run_cmds::load_session(ctx, id)?;
+    let all = annotation::load(&dir)?;
     if all.is_empty() {
         return Err(input_error(format!(
             "session {id} has no annotations yet (annotate it in the workbench, or `incharacter annotations import`)"

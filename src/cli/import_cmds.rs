@@ -31,7 +31,10 @@ fn print_character(imported: Imported, out: &mut dyn Write) -> anyhow::Result<Ex
 }
 
 pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let failed = |e: String| input_error(terminal_safe(&e));
+    let failed = |e: import::ImportError| match e {
+        import::ImportError::Invalid(message) => input_error(terminal_safe(&message)),
+        write @ import::ImportError::Write { .. } => anyhow::Error::new(write),
+    };
     match command {
         ImportCommand::Chatharuhi { path, character } => {
             let options = options(character);

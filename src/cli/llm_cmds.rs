@@ -8,8 +8,8 @@ use std::time::Instant;
 use futures_util::StreamExt;
 use serde_json::json;
 
-use super::input_error;
 use super::table::Table;
+use super::{Ctx, input_error};
 use crate::llm::cache::Cache;
 use crate::llm::client::Shared;
 use crate::llm::config::{CacheMode, Config};
@@ -20,26 +20,13 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-pub fn load_config() -> anyhow::Result<Config> {
-    let path = crate::paths::config_file()
-        .ok_or_else(|| anyhow::anyhow!("no config location: set INCHARACTER_CONFIG to a config.toml path"))?;
-    Config::load(&path, &env).map_err(|errors| {
-        let lines: Vec<String> = errors.iter().map(|d| safe(&d.to_string())).collect();
-        input_error(lines.join("\n"))
-    })
-}
-
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
-}
-
 fn shared(config: &Config, cache_mode: CacheMode) -> Shared {
     let cache = crate::paths::data_dir().map(|d| Cache::new(d.join("cache")));
     Shared::new(config.max_concurrency, cache, cache_mode, 0)
 }
 
-pub fn list(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let config = load_config()?;
+pub fn list(ctx: &Ctx, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let config = ctx.config()?;
     if json_output {
         let providers: Vec<_> = config
             .providers
@@ -88,12 +75,12 @@ pub fn list(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
 }
 
 /// One tiny request with a schema: is the provider reachable, how fast, and does structured output work.
-pub fn check(name: &str, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let config = load_config()?;
+pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let config = ctx.config()?;
     let client = llm::connect(
-        &config,
+        config,
         name,
-        shared(&config, CacheMode::Off),
+        shared(config, CacheMode::Off),
         &env,
         crate::paths::data_dir().as_deref(),
     )
@@ -114,7 +101,7 @@ pub fn check(name: &str, json_output: bool, out: &mut dyn Write) -> anyhow::Resu
     });
     request.meta.purpose = "providers check".into();
     let started = Instant::now();
-    let (first, result) = runtime()?.block_on(async {
+    let (first, result) = ctx.block_on(async {
         let mut events = client.stream(request);
         let mut first = None;
         let mut text = String::new();
@@ -236,13 +223,13 @@ pub struct ChatArgs<'a> {
 /// Streams one reply. On a terminal, tokens appear as they arrive (a retry is announced on stderr and
 /// its partial text is marked discarded); into a pipe or file, only the final text is written, so a
 /// retried attempt's partial text never reaches a script.
-pub fn chat(args: ChatArgs<'_>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let config = load_config()?;
+pub fn chat(ctx: &Ctx, args: ChatArgs<'_>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let config = ctx.config()?;
     let mode = args.cache.unwrap_or(config.cache);
     let client = llm::connect(
-        &config,
+        config,
         args.provider,
-        shared(&config, mode),
+        shared(config, mode),
         &env,
         crate::paths::data_dir().as_deref(),
     )
@@ -259,7 +246,7 @@ pub fn chat(args: ChatArgs<'_>, out: &mut dyn Write) -> anyhow::Result<ExitCode>
     request.meta.purpose = "chat".into();
     let is_json = request.schema.is_some();
     let live = std::io::stdout().is_terminal();
-    let result = runtime()?.block_on(async {
+    let result = ctx.block_on(async {
         let mut events = client.stream(request);
         let mut text = String::new();
         while let Some(event) = events.next().await {

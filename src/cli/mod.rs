@@ -1,12 +1,13 @@
 //! Headless subcommands. Each prints an aligned table, or one JSON object / list with `--json`.
-//! Exit codes: 0 success, 1 failure of the machine (I/O), 2 invalid input (bad file, unknown id).
+//! Exit codes ([`exit_code`]): 0 success; 1 the machine, the network or a provider failed, or a run
+//! ended with failed items or assessments; 2 the user's input is invalid (a bad file, an unknown id).
 
 mod annotation_cmds;
 mod bench_cmds;
 mod catalog_cmds;
+mod drive;
 mod import_cmds;
 mod llm_cmds;
-pub use llm_cmds::load_config;
 mod metrics_cmds;
 #[cfg(feature = "local-model")]
 mod model_cmds;
@@ -18,13 +19,15 @@ mod table;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::catalog::Catalog;
 use crate::domain::character::LabelSource;
-use crate::llm::config::CacheMode;
+use crate::llm::config::{CacheMode, Config};
 use crate::paths;
+use crate::session::Store;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -387,34 +390,104 @@ impl From<LabelsArg> for LabelSource {
 #[error("{0}")]
 pub struct InputError(pub String);
 
-/// `--speed`: a positive factor, or `instant`.
-fn replay_speed(speed: &str) -> anyhow::Result<crate::tui::app::Replay> {
-    Ok(match speed {
-        "instant" => crate::tui::app::Replay::Instant,
-        s => match s.parse::<f64>() {
-            Ok(f) if f > 0.0 && f.is_finite() => crate::tui::app::Replay::Speed(f),
-            _ => return Err(input_error(format!("--speed {s}: a positive number, or `instant`"))),
-        },
-    })
-}
-
 pub fn input_error(message: impl Into<String>) -> anyhow::Error {
     InputError(message.into()).into()
 }
 
-/// Runs a subcommand, writing its report to `out`.
-pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+/// What the subcommands share: the process's one async runtime, and the catalog and config, each
+/// loaded once and only by the commands that need them.
+pub struct Ctx {
+    runtime: tokio::runtime::Handle,
+    catalog: OnceLock<Arc<Catalog>>,
+    config: OnceLock<Config>,
+}
+
+impl Ctx {
+    pub fn new(runtime: tokio::runtime::Handle) -> Ctx {
+        Ctx {
+            runtime,
+            catalog: OnceLock::new(),
+            config: OnceLock::new(),
+        }
+    }
+
+    /// Bundled plus user scales and characters; problems in user files are warned about and skipped.
+    pub fn catalog(&self) -> anyhow::Result<Arc<Catalog>> {
+        if let Some(c) = self.catalog.get() {
+            return Ok(c.clone());
+        }
+        let catalog = Arc::new(load_catalog(&mut std::io::stderr())?);
+        Ok(self.catalog.get_or_init(|| catalog).clone())
+    }
+
+    pub fn config(&self) -> anyhow::Result<&Config> {
+        if let Some(c) = self.config.get() {
+            return Ok(c);
+        }
+        let config = load_config()?;
+        Ok(self.config.get_or_init(|| config))
+    }
+
+    pub fn data_dir(&self) -> anyhow::Result<PathBuf> {
+        paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))
+    }
+
+    pub fn store(&self) -> anyhow::Result<Store> {
+        Ok(Store::new(&self.data_dir()?))
+    }
+
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+}
+
+/// The config file's providers, roles and settings (`$INCHARACTER_CONFIG`, else the platform's).
+pub fn load_config() -> anyhow::Result<Config> {
+    Ok(Config::load_user()?)
+}
+
+/// A session error with what to do about it on the next line (not a `source`: printing the chain
+/// would say the error twice).
+#[derive(Debug, thiserror::Error)]
+#[error("{error}\n{advice}")]
+pub(crate) struct Advised {
+    pub error: crate::session::SessionError,
+    pub advice: String,
+}
+
+/// The exit code of an error: 2 when the user's input is at fault, else 1.
+pub fn exit_code(error: &anyhow::Error) -> u8 {
+    use crate::journal::JournalError;
+    let input = error.chain().any(|e| {
+        e.downcast_ref::<InputError>().is_some()
+            || e.downcast_ref::<crate::session::SessionError>()
+                .is_some_and(|e| e.is_input())
+            || e.downcast_ref::<Advised>().is_some_and(|a| a.error.is_input())
+            || e.downcast_ref::<crate::llm::LlmError>().is_some_and(|e| e.is_input())
+            || e.downcast_ref::<crate::study::StudyError>()
+                .is_some_and(|e| e.is_input())
+            || e.downcast_ref::<crate::study::annotation::AnnotationError>()
+                .is_some_and(|e| e.is_input())
+            || e.downcast_ref::<crate::llm::config::ConfigError>().is_some()
+            || matches!(e.downcast_ref::<JournalError>(), Some(JournalError::Damaged { .. }))
+    });
+    if input { 2 } else { 1 }
+}
+
+/// Runs a subcommand, writing its report to `out`. `demo` and `replay` open the workbench, so the
+/// binary hands them to the TUI instead.
+pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Validate { paths } => catalog_cmds::validate(&load_catalog(&mut std::io::stderr())?, &paths, out),
+        Command::Validate { paths } => catalog_cmds::validate(&*ctx.catalog()?, &paths, out),
         Command::Scales { json, command } => {
-            let catalog = load_catalog(&mut std::io::stderr())?;
+            let catalog = ctx.catalog()?;
             match command {
                 None => catalog_cmds::list_scales(&catalog, json, out),
                 Some(ScalesCommand::Show { id }) => catalog_cmds::show_scale(&catalog, &id, json, out),
             }
         }
         Command::Characters { json, command } => {
-            let catalog = load_catalog(&mut std::io::stderr())?;
+            let catalog = ctx.catalog()?;
             match command {
                 None => catalog_cmds::list_characters(&catalog, json, out),
                 Some(CharactersCommand::Show { id }) => catalog_cmds::show_character(&catalog, &id, json, out),
@@ -426,7 +499,7 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             labels,
             json,
         } => {
-            let catalog = load_catalog(&mut std::io::stderr())?;
+            let catalog = ctx.catalog()?;
             metrics_cmds::metrics(&catalog, &scale, &predictions, labels.map(Into::into), json, out)
         }
         Command::Agreement {
@@ -436,24 +509,15 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             json,
         } => match (pairs, session) {
             (Some(pairs), _) => metrics_cmds::agreement(&pairs, json, out),
-            (None, Some(id)) => annotation_cmds::agreement(&id, &method, json, out),
+            (None, Some(id)) => annotation_cmds::agreement(ctx, &id, &method, json, out),
             (None, None) => Err(input_error("--pairs <CSV> or --session <ID>")),
         },
         Command::Annotations { command } => match command {
-            AnnotationsCommand::Export { id, format } => annotation_cmds::export(&id, &format, out),
-            AnnotationsCommand::Import { id, csv } => {
-                let catalog = load_catalog(&mut std::io::stderr())?;
-                annotation_cmds::import(&id, &csv, &catalog, out)
-            }
+            AnnotationsCommand::Export { id, format } => annotation_cmds::export(ctx, &id, &format, out),
+            AnnotationsCommand::Import { id, csv } => annotation_cmds::import(ctx, &id, &csv, out),
         },
-        Command::Observe(args) => {
-            let catalog = load_catalog(&mut std::io::stderr())?;
-            observe_cmds::observe(args, catalog, out)
-        }
-        Command::Rolebench(args) => {
-            let catalog = load_catalog(&mut std::io::stderr())?;
-            rolebench_cmds::run(args, catalog, out)
-        }
+        Command::Observe(args) => observe_cmds::observe(ctx, args, out),
+        Command::Rolebench(args) => rolebench_cmds::run(ctx, args, out),
         Command::Run {
             characters,
             scales,
@@ -473,7 +537,6 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                     "style \"{style}\" is not available; this build has description, chatharuhi and rolegpt"
                 ))
             })?;
-            let catalog = load_catalog(&mut std::io::stderr())?;
             let args = run_cmds::RunArgs {
                 characters,
                 scales,
@@ -488,47 +551,15 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 style,
                 json,
             };
-            run_cmds::run(args, catalog, out)
+            run_cmds::run(ctx, args, out)
         }
-        Command::Sessions { json } => run_cmds::sessions(json, out),
-        Command::Replay { session, speed } => {
-            crate::tui::main(crate::tui::Options {
-                replay: Some((session, replay_speed(&speed)?)),
-                demo: false,
-            })?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Demo { speed } => {
-            let speed = replay_speed(&speed)?;
-            let samples = crate::tui::samples_dir().ok_or_else(|| {
-                input_error("this build has no sample-sessions folder (INCHARACTER_SAMPLES sets one)")
-            })?;
-            let first = crate::tui::demo_session(&samples)
-                .ok_or_else(|| input_error(format!("{}: no interview session to replay", samples.display())))?;
-            crate::tui::main(crate::tui::Options {
-                replay: Some((first.display().to_string(), speed)),
-                demo: true,
-            })?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Import { command } => {
-            let catalog = load_catalog(&mut std::io::stderr())?;
-            let data = paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
-            import_cmds::import(command, &catalog, &data, out)
-        }
-        Command::Report { ids, format } => {
-            let catalog = load_catalog(&mut std::io::stderr())?;
-            run_cmds::report(&catalog, &ids, &format, out)
-        }
-        Command::Export { id, format, output } => {
-            let catalog = load_catalog(&mut std::io::stderr())?;
-            run_cmds::export(&catalog, &id, &format, output.as_deref(), out)
-        }
+        Command::Sessions { json } => run_cmds::sessions(ctx, json, out),
+        Command::Replay { .. } | Command::Demo { .. } => Err(input_error("`replay` and `demo` open the workbench")),
+        Command::Import { command } => import_cmds::import(command, &*ctx.catalog()?, &ctx.data_dir()?, out),
+        Command::Report { ids, format } => run_cmds::report(ctx, &ids, &format, out),
+        Command::Export { id, format, output } => run_cmds::export(ctx, &id, &format, output.as_deref(), out),
         Command::Bench { command } => match command {
-            BenchCommand::Run(args) => {
-                let catalog = load_catalog(&mut std::io::stderr())?;
-                bench_cmds::run(args, &catalog, out)
-            }
+            BenchCommand::Run(args) => bench_cmds::run(args, &*ctx.catalog()?, out),
             #[cfg(feature = "local-model")]
             BenchCommand::Local { name, tokens, runs } => model_cmds::bench(&name, tokens, runs, out),
         },
@@ -539,8 +570,8 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             ModelCommand::Add { path, name } => model_cmds::add(&path, name.as_deref(), out),
         },
         Command::Providers { json, command } => match command {
-            None => llm_cmds::list(json, out),
-            Some(ProvidersCommand::Check { name }) => llm_cmds::check(&name, json, out),
+            None => llm_cmds::list(ctx, json, out),
+            Some(ProvidersCommand::Check { name }) => llm_cmds::check(ctx, &name, json, out),
         },
         Command::Chat {
             provider,
@@ -551,6 +582,7 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             cache,
             text,
         } => llm_cmds::chat(
+            ctx,
             llm_cmds::ChatArgs {
                 provider: &provider,
                 system: system.as_deref(),
@@ -567,14 +599,7 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 
 /// Bundled plus user files; problems in user files are warned about on `warn` and skipped.
 pub fn load_catalog(warn: &mut dyn Write) -> anyhow::Result<Catalog> {
-    let data_dir = paths::data_dir();
-    let catalog = Catalog::load(data_dir.as_deref()).map_err(|errors| {
-        let lines: Vec<String> = errors.iter().map(|d| d.to_string()).collect();
-        anyhow::anyhow!(
-            "the bundled assets are invalid (a build problem):\n{}",
-            lines.join("\n")
-        )
-    })?;
+    let catalog = Catalog::load_user()?;
     for problem in &catalog.problems {
         writeln!(
             warn,

@@ -1,17 +1,18 @@
 //! `incharacter observe`: observer runs, headless.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
-use super::input_error;
+use super::drive::{self, Headless, Progress};
+use super::{Ctx, input_error};
 use crate::catalog::Catalog;
-use crate::engine::Event;
-use crate::engine::observe::{self, Start};
 use crate::llm::Role;
 use crate::observer::{Context, Draw, ObservePlan, SCALE, SelfReportMode, Step, draw, report};
+use crate::session::{Run, Start};
+use crate::study::observe;
+use crate::study::{Event, Observers};
 use crate::text::terminal_safe as safe;
 
 #[derive(Debug, clap::Args)]
@@ -182,69 +183,96 @@ fn plan(catalog: &Catalog, config: &crate::llm::config::Config, a: &ObserveArgs)
     })
 }
 
-pub fn observe(args: ObserveArgs, catalog: Catalog, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let config = super::llm_cmds::load_config()?;
-    let data = crate::paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
+pub fn observe(ctx: &Ctx, args: ObserveArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let catalog = ctx.catalog()?;
     if catalog.scale(SCALE).is_none() {
         return Err(input_error("the IPIP-50 scale is missing from the catalog"));
     }
     let start = match &args.resume {
         Some(id) => Start::Resume { id: id.clone() },
         None => Start::New {
-            plan: plan(&catalog, &config, &args)?,
+            plan: plan(&catalog, ctx.config()?, &args)?,
             name: args.name.clone(),
         },
     };
-    let catalog = Arc::new(catalog);
-    let prepared = observe::prepare(catalog.clone(), &config, &data, start, args.concurrency).map_err(input_error)?;
-    let (id, dir) = (prepared.id.clone(), prepared.dir.clone());
-    let observers: usize = prepared.plan.subjects.iter().map(|s| s.observers.len()).sum();
-    eprintln!(
-        "session {id}: {} subject(s), {observers} observer(s), {} scenario(s) each",
-        prepared.plan.subjects.len(),
-        prepared.plan.scenarios
-    );
-    let live = std::io::stderr().is_terminal();
-    let mut counts = (0usize, 0usize, 0usize);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let events = runtime
-        .block_on(prepared.execute(None, |e| {
-            if let Event::Observed(step) = e {
-                match step {
-                    Step::Turn { .. } => counts.0 += 1,
-                    Step::Report { .. } | Step::SelfReport { .. } => counts.1 += 1,
-                    Step::Failed {
-                        subject,
-                        observer,
-                        what,
-                        error,
-                    } => {
-                        counts.2 += 1;
-                        eprintln!(
-                            "\nfailed: {subject} {} {what}: {}",
-                            observer.as_deref().unwrap_or(""),
-                            safe(error)
-                        );
-                    }
-                    _ => {}
-                }
-                let line = format!("{} turns, {} reports, {} failures", counts.0, counts.1, counts.2);
-                if live {
-                    eprint!("\r{line}");
-                } else if !matches!(step, Step::Turn { .. }) {
-                    eprintln!("{line}");
-                }
+    drive::drive::<Observers>(ctx, start, args.concurrency, args.json, out)
+}
+
+/// Turns, reports and failures so far.
+struct Counts {
+    live: bool,
+    turns: usize,
+    reports: usize,
+    failures: usize,
+}
+
+impl Progress for Counts {
+    fn record(&mut self, e: &Event) {
+        let Event::Observed(step) = e else {
+            return;
+        };
+        match step {
+            Step::Turn { .. } => self.turns += 1,
+            Step::Report { .. } | Step::SelfReport { .. } => self.reports += 1,
+            Step::Failed {
+                subject,
+                observer,
+                what,
+                error,
+            } => {
+                self.failures += 1;
+                eprintln!(
+                    "\nfailed: {subject} {} {what}: {}",
+                    observer.as_deref().unwrap_or(""),
+                    safe(error)
+                );
             }
-        }))
-        .map_err(|e| anyhow::anyhow!(e))?;
-    if live {
-        eprintln!();
+            _ => {}
+        }
+        let line = format!(
+            "{} turns, {} reports, {} failures",
+            self.turns, self.reports, self.failures
+        );
+        if self.live {
+            eprint!("\r{line}");
+        } else if !matches!(step, Step::Turn { .. }) {
+            eprintln!("{line}");
+        }
     }
-    let (plan, subjects) =
-        observe::subjects(&events, &catalog).ok_or_else(|| anyhow::anyhow!("no plan in the journal"))?;
-    let scale = catalog.scale(SCALE).expect("checked above");
-    let stats = report::statistics(&subjects, scale, plan.seed);
-    if args.json {
+
+    fn finish(&mut self) {
+        if self.live {
+            eprintln!();
+        }
+    }
+}
+
+impl Headless for Observers {
+    fn intro(run: &Run<Self>, _: &Catalog) -> String {
+        let observers: usize = run.plan.subjects.iter().map(|s| s.observers.len()).sum();
+        format!(
+            "{} subject(s), {observers} observer(s), {} scenario(s) each",
+            run.plan.subjects.len(),
+            run.plan.scenarios
+        )
+    }
+
+    fn progress(_: &Run<Self>, _: &Catalog, live: bool) -> Box<dyn Progress> {
+        Box::new(Counts {
+            live,
+            turns: 0,
+            reports: 0,
+            failures: 0,
+        })
+    }
+
+    fn summary(events: &[Event], catalog: &Catalog) -> anyhow::Result<(String, Map<String, Value>)> {
+        let (plan, subjects) =
+            observe::subjects(events, catalog).ok_or_else(|| anyhow::anyhow!("no plan in the journal"))?;
+        let scale = catalog
+            .scale(SCALE)
+            .ok_or_else(|| input_error("the IPIP-50 scale is missing from the catalog"))?;
+        let stats = report::statistics(&subjects, scale, plan.seed);
         let summary: Vec<_> = subjects
             .iter()
             .map(|s| {
@@ -252,18 +280,12 @@ pub fn observe(args: ObserveArgs, catalog: Catalog, out: &mut dyn Write) -> anyh
                        "aggregate": s.aggregate, "observers": s.observers.iter().filter(|o| o.report.is_some()).count()})
             })
             .collect();
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(
-                &json!({"session": id, "path": dir, "subjects": summary, "statistics": stats})
-            )?
-        )?;
-    } else {
-        write!(out, "{}", report::tables(&subjects, &stats))?;
-        writeln!(out, "session {id}: {}", dir.display())?;
+        let fields = [
+            ("subjects".to_string(), json!(summary)),
+            ("statistics".to_string(), json!(stats)),
+        ];
+        Ok((report::tables(&subjects, &stats), fields.into_iter().collect()))
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -1,23 +1,24 @@
 //! `rolebench`: the agent answers RoleBench questions; Rouge-L against the references, and an optional
 //! pairwise judge against a baseline's answers.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
-use super::input_error;
+use super::drive::{self, Headless, Progress};
 use super::run_cmds::provider_for;
 use super::table::Table;
+use super::{Ctx, input_error};
 use crate::catalog::Catalog;
-use crate::engine::Event;
-use crate::engine::rolebench::{self, RolebenchPlan, Start, Step, Totals};
 use crate::llm::Role;
 use crate::llm::config::Config;
 use crate::method::rolebench::{load_baseline, load_questions};
 use crate::rpa::prompt::RpaStyle;
+use crate::session::{Run, Start};
+use crate::study::Event;
+use crate::study::rolebench::{self, Rolebench, RolebenchPlan, Step, Totals};
 use crate::text::terminal_safe as safe;
 
 #[derive(Debug, clap::Args)]
@@ -106,13 +107,11 @@ pub fn plan(catalog: &Catalog, config: &Config, a: &RolebenchArgs) -> anyhow::Re
     rolebench::plan(catalog, questions, choice).map_err(input_error)
 }
 
-pub fn run(args: RolebenchArgs, catalog: Catalog, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let config = super::llm_cmds::load_config()?;
-    let data = crate::paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
+pub fn run(ctx: &Ctx, args: RolebenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let start = match &args.resume {
         Some(id) => Start::Resume { id: id.clone() },
         None => {
-            let (plan, notes) = plan(&catalog, &config, &args)?;
+            let (plan, notes) = plan(&*ctx.catalog()?, ctx.config()?, &args)?;
             for note in notes {
                 eprintln!("note: {}", safe(&note));
             }
@@ -122,64 +121,83 @@ pub fn run(args: RolebenchArgs, catalog: Catalog, out: &mut dyn Write) -> anyhow
             }
         }
     };
-    let catalog = Arc::new(catalog);
-    let prepared = rolebench::prepare(catalog, &config, &data, start, args.concurrency).map_err(input_error)?;
-    let (id, dir) = (prepared.id.clone(), prepared.dir.clone());
-    let total = prepared.plan.questions.len();
-    let judged = prepared.plan.judge.is_some();
-    eprintln!(
-        "session {id}: {total} question(s), {} role(s){}",
-        prepared
-            .plan
-            .questions
-            .iter()
-            .map(|q| &q.role)
-            .collect::<std::collections::BTreeSet<_>>()
-            .len(),
-        if judged { ", judged against the baseline" } else { "" }
-    );
-    let live = std::io::stderr().is_terminal();
-    let mut counts = (prepared.done.answers.len(), 0usize, 0usize);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let events = runtime
-        .block_on(prepared.execute(None, |e| {
-            if let Event::Rolebench(step) = e {
-                match step {
-                    Step::Answered { .. } => counts.0 += 1,
-                    Step::Judged { .. } => counts.1 += 1,
-                    Step::AnswerFailed { line, error } => {
-                        counts.2 += 1;
-                        eprintln!("\nfailed: line {line}: {}", safe(error));
-                    }
-                }
-                let line = format!(
-                    "{}/{total} answered, {} judged, {} failed",
-                    counts.0, counts.1, counts.2
-                );
-                if live {
-                    eprint!("\r{line}");
-                } else if counts.0 % 20 == 0 || !matches!(step, Step::Answered { .. }) {
-                    eprintln!("{line}");
-                }
+    drive::drive::<Rolebench>(ctx, start, args.concurrency, args.json, out)
+}
+
+/// Answered, judged and failed questions so far.
+struct Counts {
+    live: bool,
+    total: usize,
+    answered: usize,
+    judged: usize,
+    failed: usize,
+}
+
+impl Progress for Counts {
+    fn record(&mut self, e: &Event) {
+        let Event::Rolebench(step) = e else {
+            return;
+        };
+        match step {
+            Step::Answered { .. } => self.answered += 1,
+            Step::Judged { .. } => self.judged += 1,
+            Step::AnswerFailed { line, error } => {
+                self.failed += 1;
+                eprintln!("\nfailed: line {line}: {}", safe(error));
             }
-        }))
-        .map_err(|e| anyhow::anyhow!(e))?;
-    if live {
-        eprintln!();
+        }
+        let line = format!(
+            "{}/{} answered, {} judged, {} failed",
+            self.answered, self.total, self.judged, self.failed
+        );
+        if self.live {
+            eprint!("\r{line}");
+        } else if self.answered.is_multiple_of(20) || !matches!(step, Step::Answered { .. }) {
+            eprintln!("{line}");
+        }
     }
-    let (_, items) = rolebench::items(&events).ok_or_else(|| anyhow::anyhow!("no plan in the journal"))?;
-    let totals = rolebench::totals(&items);
-    if args.json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&json!({"session": id, "path": dir, "summary": totals}))?
-        )?;
-    } else {
-        write!(out, "{}", tables(&totals))?;
-        writeln!(out, "session {id}: {}", dir.display())?;
+
+    fn finish(&mut self) {
+        if self.live {
+            eprintln!();
+        }
     }
-    Ok(ExitCode::SUCCESS)
+}
+
+impl Headless for Rolebench {
+    fn intro(run: &Run<Self>, _: &Catalog) -> String {
+        let plan = &run.plan;
+        let roles: std::collections::BTreeSet<_> = plan.questions.iter().map(|q| &q.role).collect();
+        format!(
+            "{} question(s), {} role(s){}",
+            plan.questions.len(),
+            roles.len(),
+            if plan.judge.is_some() {
+                ", judged against the baseline"
+            } else {
+                ""
+            }
+        )
+    }
+
+    fn progress(run: &Run<Self>, _: &Catalog, live: bool) -> Box<dyn Progress> {
+        Box::new(Counts {
+            live,
+            total: run.plan.questions.len(),
+            answered: run.study.done.answers.len(),
+            judged: 0,
+            failed: 0,
+        })
+    }
+
+    fn summary(events: &[Event], _: &Catalog) -> anyhow::Result<(String, Map<String, Value>)> {
+        let (_, items) = rolebench::items(events).ok_or_else(|| anyhow::anyhow!("no plan in the journal"))?;
+        let totals = rolebench::totals(&items);
+        Ok((
+            tables(&totals),
+            [("summary".to_string(), json!(totals))].into_iter().collect(),
+        ))
+    }
 }
 
 /// Rouge-L per role and per type, with the win rate where a judge ran.

@@ -1,19 +1,21 @@
 //! `run` (and `run --resume`), `sessions`, `export`: headless benchmark runs and their results.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
-use super::input_error;
+use super::drive::{self, Headless, Progress};
 use super::table::{Table, num};
+use super::{Ctx, input_error};
 use crate::catalog::Catalog;
-use crate::engine::runner::{self, Start};
-use crate::engine::{Event, Method, RunPlan, results};
 use crate::llm::{self, Role};
+use crate::method::Method;
 use crate::rpa::prompt::RpaStyle;
+use crate::session::{Run, Start};
+use crate::study::interview::results;
+use crate::study::{Event, Interviews, Kind, RunPlan};
 use crate::text::terminal_safe as safe;
 
 pub struct RunArgs {
@@ -31,17 +33,12 @@ pub struct RunArgs {
     pub json: bool,
 }
 
-fn data_dir() -> anyhow::Result<PathBuf> {
-    crate::paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))
-}
-
-/// A session by id (in the data dir or among the bundled samples), folder, or journal path.
-fn session_dir(id: &str) -> anyhow::Result<PathBuf> {
-    crate::tui::find_session(&data_dir()?, id).map_err(input_error)
-}
-
-fn load_events(dir: &Path) -> anyhow::Result<Vec<Event>> {
-    runner::load_events(dir).map_err(input_error)
+/// A session's records, by id (in the data dir or among the bundled samples), folder, or journal path.
+pub(super) fn load_session(ctx: &Ctx, what: &str) -> anyhow::Result<(PathBuf, Vec<Event>)> {
+    let store = ctx.store()?;
+    let dir = store.find(what)?;
+    let events = store.load(&dir)?;
+    Ok((dir, events))
 }
 
 fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> anyhow::Result<RunPlan> {
@@ -118,54 +115,43 @@ pub(super) fn provider_for(
     }
 }
 
-pub fn run(args: RunArgs, catalog: Catalog, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let config = super::llm_cmds::load_config()?;
-    let data = data_dir()?;
+pub fn run(ctx: &Ctx, args: RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let start = match &args.resume {
         Some(id) => Start::Resume { id: id.clone() },
         None => Start::New {
-            plan: plan_from(&catalog, &config, &args)?,
+            plan: plan_from(&*ctx.catalog()?, ctx.config()?, &args)?,
             name: args.name.clone(),
         },
     };
-    let catalog = Arc::new(catalog);
-    let prepared = runner::prepare(catalog.clone(), &config, &data, start, args.concurrency).map_err(input_error)?;
-    for note in &prepared.notes {
-        eprintln!("note: {note}");
+    drive::drive::<Interviews>(ctx, start, args.concurrency, args.json, out)
+}
+
+impl Headless for Interviews {
+    fn intro(run: &Run<Self>, _: &Catalog) -> String {
+        let plan = &run.plan;
+        format!(
+            "{} character(s) × {} scale(s) × {} method(s) × {} repeat(s)",
+            plan.characters.len(),
+            plan.scales.len(),
+            plan.methods.len(),
+            plan.repeats
+        )
     }
-    let plan = &prepared.plan;
-    eprintln!(
-        "session {}: {} character(s) × {} scale(s) × {} method(s) × {} repeat(s)",
-        prepared.id,
-        plan.characters.len(),
-        plan.scales.len(),
-        plan.methods.len(),
-        plan.repeats
-    );
-    let (id, dir) = (prepared.id.clone(), prepared.dir.clone());
-    let progress = Progress::new(
-        std::io::stderr().is_terminal(),
-        prepared.total_items(),
-        prepared.total_assessments(),
-        prepared.done.answers.len(),
-    );
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let events = runtime
-        .block_on(prepared.execute(None, |e| progress.record(e)))
-        .map_err(|e| anyhow::anyhow!(e))?;
-    progress.finish();
-    let summary = results::summary(&events, &catalog);
-    if args.json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&json!({"session": id, "path": dir, "summary": summary}))?
-        )?;
-    } else {
-        write!(out, "{}", summary_table(&summary))?;
-        writeln!(out, "session {id}: {}", dir.display())?;
+
+    fn progress(run: &Run<Self>, catalog: &Catalog, live: bool) -> Box<dyn Progress> {
+        Box::new(Bars::new(
+            live,
+            run.plan.total_items(catalog),
+            run.plan.total_assessments(catalog),
+            run.study.done.answers.len(),
+        ))
     }
-    Ok(ExitCode::SUCCESS)
+
+    fn summary(events: &[Event], catalog: &Catalog) -> anyhow::Result<(String, Map<String, Value>)> {
+        let summary = results::summary(events, catalog);
+        let table = summary_table(&summary);
+        Ok((table, [("summary".to_string(), json!(summary))].into_iter().collect()))
+    }
 }
 
 fn summary_table(rows: &[results::SummaryRow]) -> String {
@@ -202,8 +188,8 @@ fn summary_table(rows: &[results::SummaryRow]) -> String {
     t.render()
 }
 
-pub fn sessions(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let list = crate::tui::list_sessions(&data_dir()?);
+pub fn sessions(ctx: &Ctx, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let list = ctx.store()?.list();
     if json_output {
         let rows: Vec<serde_json::Value> = list
             .iter()
@@ -231,24 +217,25 @@ pub fn sessions(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCo
 }
 
 pub fn export(
-    catalog: &Catalog,
+    ctx: &Ctx,
     id: &str,
     format: &str,
     output: Option<&Path>,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
-    let events = load_events(&session_dir(id)?)?;
+    let catalog = &*ctx.catalog()?;
+    let (_, events) = load_session(ctx, id)?;
     if format == "json" {
         return write_export(
-            &serde_json::to_string_pretty(&results::export_any(&events, catalog))?,
+            &serde_json::to_string_pretty(&crate::study::export_any(&events, catalog))?,
             output,
             out,
         );
     }
-    if crate::engine::rolebench::plan_of(&events).is_some() {
+    if crate::study::kind_of(&events) == Some(Kind::Rolebench) {
         return export_rolebench(id, format, &events, output, out);
     }
-    let observers = crate::engine::observe::subjects(&events, catalog);
+    let observers = crate::study::observe::subjects(&events, catalog);
     let text = match (format, observers) {
         ("csv", Some((_, subjects))) => {
             let mut w = csv::Writer::from_writer(Vec::new());
@@ -268,7 +255,7 @@ pub fn export(
                 crate::observer::report::tables(&subjects, &stats)
             )
         }
-        (_, observers) => return export_interviews(catalog, id, format, &events, observers.is_some(), output, out),
+        (_, observers) => return export_interviews(ctx, id, format, &events, observers.is_some(), output, out),
     };
     write_export(&text, output, out)
 }
@@ -280,7 +267,7 @@ fn export_rolebench(
     output: Option<&Path>,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
-    use crate::engine::rolebench;
+    use crate::study::rolebench;
     let (_, items) = rolebench::items(events).ok_or_else(|| input_error("no plan in the journal"))?;
     let text = match format {
         "csv" => {
@@ -340,7 +327,7 @@ fn write_export(text: &str, output: Option<&Path>, out: &mut dyn Write) -> anyho
 }
 
 fn export_interviews(
-    catalog: &Catalog,
+    ctx: &Ctx,
     id: &str,
     format: &str,
     events: &[Event],
@@ -355,10 +342,10 @@ fn export_interviews(
         )));
     }
     let text = match format {
-        "csv" => results::csv(events, catalog),
+        "csv" => results::csv(events, &*ctx.catalog()?),
         "md" => {
             let mut md = Vec::new();
-            report(catalog, &[id.to_string()], "md", &mut md)?;
+            report(ctx, &[id.to_string()], "md", &mut md)?;
             format!("# Session {id}\n\n{}", String::from_utf8_lossy(&md))
         }
         other => {
@@ -372,7 +359,8 @@ fn export_interviews(
 }
 
 /// Summary tables of one or more sessions, recomputed from their journals, side by side.
-pub fn report(catalog: &Catalog, ids: &[String], format: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let catalog = &*ctx.catalog()?;
     if !matches!(format, "md" | "json") {
         return Err(input_error(format!("unknown format \"{}\" (md, json)", safe(format))));
     }
@@ -380,12 +368,12 @@ pub fn report(catalog: &Catalog, ids: &[String], format: &str, out: &mut dyn Wri
     let mut observer_sessions = Vec::new();
     let mut rolebench_sessions = Vec::new();
     for id in ids {
-        let events = load_events(&session_dir(id)?)?;
-        if let Some((_, items)) = crate::engine::rolebench::items(&events) {
-            rolebench_sessions.push((id.clone(), crate::engine::rolebench::totals(&items)));
+        let (_, events) = load_session(ctx, id)?;
+        if let Some((_, items)) = crate::study::rolebench::items(&events) {
+            rolebench_sessions.push((id.clone(), crate::study::rolebench::totals(&items)));
             continue;
         }
-        if let Some((plan, subjects)) = crate::engine::observe::subjects(&events, catalog) {
+        if let Some((plan, subjects)) = crate::study::observe::subjects(&events, catalog) {
             let scale = catalog
                 .scale(crate::observer::SCALE)
                 .ok_or_else(|| input_error("the IPIP-50 scale is missing"))?;
@@ -394,7 +382,7 @@ pub fn report(catalog: &Catalog, ids: &[String], format: &str, out: &mut dyn Wri
             continue;
         }
         let providers = events.iter().find_map(|e| match e {
-            Event::RunStarted { providers, .. } => Some(providers.clone()),
+            Event::RunStarted { header, .. } => Some(header.providers.clone()),
             _ => None,
         });
         let label = |role: &str| {
@@ -472,15 +460,27 @@ pub fn report(catalog: &Catalog, ids: &[String], format: &str, out: &mut dyn Wri
     Ok(ExitCode::SUCCESS)
 }
 
+type BarSet = (indicatif::MultiProgress, indicatif::ProgressBar, indicatif::ProgressBar);
+
+/// A line above the bars, or on its own without them.
+fn say(bars: &Option<BarSet>, line: String) {
+    match bars {
+        Some((multi, ..)) => {
+            let _ = multi.println(line);
+        }
+        None => eprintln!("{line}"),
+    }
+}
+
 /// Run progress on stderr: indicatif bars on a terminal, a plain line every 20 answers otherwise.
-struct Progress {
-    bars: Option<(indicatif::MultiProgress, indicatif::ProgressBar, indicatif::ProgressBar)>,
-    counts: std::sync::Mutex<(usize, usize, usize)>,
+struct Bars {
+    bars: Option<BarSet>,
+    counts: (usize, usize, usize),
     total_items: usize,
 }
 
-impl Progress {
-    fn new(live: bool, total_items: usize, total_assessments: usize, answered: usize) -> Progress {
+impl Bars {
+    fn new(live: bool, total_items: usize, total_assessments: usize, answered: usize) -> Bars {
         let bars = live.then(|| {
             let multi = indicatif::MultiProgress::new();
             let style = indicatif::ProgressStyle::with_template(
@@ -495,25 +495,18 @@ impl Progress {
             dims.set_prefix("assessments");
             (multi, items, dims)
         });
-        Progress {
+        Bars {
             bars,
-            counts: std::sync::Mutex::new((answered, 0, 0)),
+            counts: (answered, 0, 0),
             total_items,
         }
     }
+}
 
-    fn say(&self, line: String) {
-        match &self.bars {
-            Some((multi, ..)) => {
-                let _ = multi.println(line);
-            }
-            None => eprintln!("{line}"),
-        }
-    }
-
-    fn record(&self, event: &Event) {
-        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        let (answered, assessed, failed) = &mut *counts;
+impl Progress for Bars {
+    fn record(&mut self, event: &Event) {
+        let bars = &self.bars;
+        let (answered, assessed, failed) = &mut self.counts;
         match event {
             Event::ItemAnswered { .. } => *answered += 1,
             Event::ItemFailed {
@@ -524,25 +517,31 @@ impl Progress {
                 ..
             } => {
                 *failed += 1;
-                self.say(format!("item failed: {character} {scale} {item_id}: {}", safe(error)));
+                say(
+                    bars,
+                    format!("item failed: {character} {scale} {item_id}: {}", safe(error)),
+                );
             }
             Event::DimensionAssessed(a) => {
                 *assessed += 1;
                 if let Some(f) = &a.failure {
-                    self.say(format!(
-                        "not assessed: {} {} {} r{} {}: {}",
-                        a.character,
-                        a.scale,
-                        a.method.name(),
-                        a.repeat,
-                        a.dimension,
-                        safe(f)
-                    ));
+                    say(
+                        bars,
+                        format!(
+                            "not assessed: {} {} {} r{} {}: {}",
+                            a.character,
+                            a.scale,
+                            a.method.name(),
+                            a.repeat,
+                            a.dimension,
+                            safe(f)
+                        ),
+                    );
                 }
             }
             _ => {}
         }
-        match &self.bars {
+        match bars {
             Some((_, items, dims)) => {
                 items.set_position((*answered + *failed) as u64);
                 items.set_message(if *failed > 0 {
@@ -560,7 +559,7 @@ impl Progress {
         }
     }
 
-    fn finish(&self) {
+    fn finish(&mut self) {
         if let Some((_, items, dims)) = &self.bars {
             items.finish();
             dims.finish();

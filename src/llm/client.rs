@@ -11,7 +11,8 @@ use tokio::sync::mpsc;
 use super::accounting::Accounting;
 use super::cache::{self, Cache, CacheEntry};
 use super::config::{CacheMode, ProviderConfig};
-use super::policy::{self, Backoff, Limits};
+pub use super::policy::Unreachable;
+use super::policy::{self, Backoff, Limits, Reachability};
 use super::{ChatEvent, ChatModel, ChatRequest, EventStream, LlmError, ModelInfo, Usage};
 
 /// How one attempt ended well.
@@ -24,8 +25,10 @@ pub struct Finished {
 /// How one attempt failed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttemptError {
-    /// Could not connect or send.
+    /// Could not send the request (a connection that broke, a pooled one the server had closed).
     Connect(String),
+    /// Could not open a connection at all (refused, no route, no such host).
+    NoConnection(String),
     /// A non-success status before any token.
     Status {
         status: u16,
@@ -48,6 +51,7 @@ impl AttemptError {
     pub fn retryable(&self) -> bool {
         match self {
             AttemptError::Connect(_)
+            | AttemptError::NoConnection(_)
             | AttemptError::Cut(_)
             | AttemptError::InStream(_)
             | AttemptError::FirstTokenTimeout
@@ -66,7 +70,7 @@ impl AttemptError {
 
     fn describe(&self, base_url: &str) -> String {
         match self {
-            AttemptError::Connect(e) => format!("cannot reach {base_url}: {e}"),
+            AttemptError::Connect(e) | AttemptError::NoConnection(e) => format!("cannot reach {base_url}: {e}"),
             AttemptError::Status { status, message, .. } => format!("HTTP {status} from {base_url}: {message}"),
             AttemptError::Cut(e) => e.clone(),
             AttemptError::InStream(e) => format!("error inside the stream: {e}"),
@@ -99,10 +103,12 @@ pub trait Transport: Send + Sync {
     fn base_url(&self) -> &str;
 }
 
-/// Shared by all clients of one run: the global limit, the cache and the accounting.
+/// Shared by all clients of one run: the limits, the cache, the accounting and whether a provider
+/// still answers.
 #[derive(Clone)]
 pub struct Shared {
-    pub global: Arc<tokio::sync::Semaphore>,
+    pub limits: Arc<Limits>,
+    pub reach: Arc<Reachability>,
     pub cache: Option<Cache>,
     pub cache_mode: CacheMode,
     pub accounting: Arc<Accounting>,
@@ -113,12 +119,24 @@ pub struct Shared {
 impl Shared {
     pub fn new(max_concurrency: usize, cache: Option<Cache>, cache_mode: CacheMode, seed: u64) -> Self {
         Shared {
-            global: Arc::new(tokio::sync::Semaphore::new(max_concurrency.max(1))),
+            limits: Arc::new(Limits::new(max_concurrency)),
+            reach: Arc::default(),
             cache,
             cache_mode,
             accounting: Arc::new(Accounting::default()),
             seed,
         }
+    }
+
+    /// Waits until a provider of the run is found unreachable.
+    pub fn unreachable(&self) -> impl std::future::Future<Output = Unreachable> + Send + 'static {
+        let reach = self.reach.clone();
+        async move { reach.wait().await }
+    }
+
+    /// The provider found unreachable, if any.
+    pub fn unreachable_now(&self) -> Option<Unreachable> {
+        self.reach.now()
     }
 }
 
@@ -126,17 +144,18 @@ impl Shared {
 pub struct Client {
     transport: Arc<dyn Transport>,
     config: Arc<ProviderConfig>,
-    limits: Limits,
+    /// The provider's own limit, shared with every other client of the same provider.
+    own: Arc<tokio::sync::Semaphore>,
     shared: Shared,
 }
 
 impl Client {
     pub fn new(transport: Arc<dyn Transport>, config: ProviderConfig, shared: Shared) -> Self {
-        let limits = Limits::new(shared.global.clone(), config.max_concurrency);
+        let own = shared.limits.provider(&config.name, config.max_concurrency);
         Client {
             transport,
             config: Arc::new(config),
-            limits,
+            own,
             shared,
         }
     }
@@ -199,10 +218,10 @@ impl Client {
         }
 
         // Hold both permits for the whole request, retries included.
-        let Ok(_global) = self.limits.global.clone().acquire_owned().await else {
+        let Ok(_global) = self.shared.limits.global.clone().acquire_owned().await else {
             return;
         };
-        let Ok(_own) = self.limits.provider.clone().acquire_owned().await else {
+        let Ok(_own) = self.own.clone().acquire_owned().await else {
             return;
         };
         let backoff = Backoff {
@@ -211,7 +230,15 @@ impl Client {
         };
         let key_seed = u64::from_str_radix(&key[..16], 16).unwrap_or(0);
         let mut attempt = 0u32;
+        let reach = &self.shared.reach;
         loop {
+            if reach.is_unreachable(provider) {
+                acc.failure(provider, role);
+                let _ = tx.send(ChatEvent::Error(LlmError::Unreachable {
+                    base_url: self.transport.base_url().to_string(),
+                }));
+                return;
+            }
             acc.request(provider, role);
             let mut tokens: Vec<String> = Vec::new();
             let mut on_token = |t: String| {
@@ -219,6 +246,13 @@ impl Client {
                 tx.send(ChatEvent::Token(t)).is_ok()
             };
             let result = self.transport.attempt(&request, &mut on_token).await;
+            match &result {
+                Err(AttemptError::NoConnection(e)) => {
+                    reach.connect_failed(provider, self.transport.base_url(), e);
+                }
+                Err(AttemptError::Cancelled | AttemptError::Connect(_)) => {}
+                _ => reach.connected(provider),
+            }
             match result {
                 Ok(finished) => {
                     if let Some(u) = finished.usage {

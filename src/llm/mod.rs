@@ -193,8 +193,22 @@ pub enum LlmError {
     Transport(String),
     #[error("gave up after {attempts} attempts: {last}")]
     Exhausted { attempts: u32, last: String },
+    /// The provider refused connections again and again; nothing more is sent to it in this run.
+    #[error("{base_url} cannot be reached")]
+    Unreachable { base_url: String },
+    /// A local model that cannot be fetched, read or loaded.
+    #[error("{0}")]
+    Model(String),
     #[error("cancelled")]
     Cancelled,
+}
+
+impl LlmError {
+    /// Whether the user's configuration is at fault (exit 2) rather than the machine, the network or
+    /// the provider (exit 1).
+    pub fn is_input(&self) -> bool {
+        matches!(self, LlmError::Config(_) | LlmError::Unauthorized { .. })
+    }
 }
 
 /// Which model served a request, as recorded in sessions.

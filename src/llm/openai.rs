@@ -117,6 +117,7 @@ impl Transport for OpenAi {
         }
         let response = match timeout_at(first_token_deadline, http.send()).await {
             Err(_) => return Err(AttemptError::FirstTokenTimeout),
+            Ok(Err(e)) if e.is_connect() => return Err(AttemptError::NoConnection(without_url(&e))),
             Ok(Err(e)) => return Err(AttemptError::Connect(without_url(&e))),
             Ok(Ok(r)) => r,
         };
@@ -265,12 +266,22 @@ where
 }
 
 /// A reqwest error without its URL's query (which could carry a key on some proxies).
+/// The error without the URL (the caller names the base URL), with its root cause: reqwest's own
+/// message ("error sending request") does not say that the connection was refused.
 fn without_url(e: &reqwest::Error) -> String {
-    let e = e.to_string();
-    match e.find(" for url (") {
-        Some(i) => e[..i].to_string(),
-        None => e,
+    let text = e.to_string();
+    let mut message = match text.find(" for url (") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    };
+    let mut root: &dyn std::error::Error = e;
+    while let Some(next) = root.source() {
+        root = next;
     }
+    if !std::ptr::addr_eq(root, e as &dyn std::error::Error) {
+        message.push_str(&format!(": {root}"));
+    }
+    message
 }
 
 #[cfg(test)]

@@ -55,18 +55,105 @@ impl Backoff {
     }
 }
 
-/// Requests in flight: at most `global` across the workbench and at most the provider's own limit.
-#[derive(Debug, Clone)]
+/// Requests in flight: at most `global` across the workbench and at most each provider's own limit,
+/// however many roles (clients) the provider serves.
+#[derive(Debug)]
 pub struct Limits {
     pub global: Arc<Semaphore>,
-    pub provider: Arc<Semaphore>,
+    providers: std::sync::Mutex<std::collections::HashMap<String, Arc<Semaphore>>>,
 }
 
 impl Limits {
-    pub fn new(global: Arc<Semaphore>, provider_max: usize) -> Self {
+    pub fn new(global_max: usize) -> Self {
         Limits {
-            global,
-            provider: Arc::new(Semaphore::new(provider_max.max(1))),
+            global: Arc::new(Semaphore::new(global_max.max(1))),
+            providers: Default::default(),
+        }
+    }
+
+    /// The provider's semaphore, made on first use with its limit.
+    pub fn provider(&self, name: &str, max: usize) -> Arc<Semaphore> {
+        let mut providers = self.providers.lock().unwrap_or_else(|p| p.into_inner());
+        providers
+            .entry(name.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(max.max(1))))
+            .clone()
+    }
+}
+
+/// Consecutive attempts that could not open a connection to a provider (refused, no route) before it
+/// counts as unreachable: a server that is down is not worth retrying item after item for minutes.
+/// A server that answers, even with errors or broken streams, is never counted.
+pub const UNREACHABLE_AFTER: u32 = 4;
+
+/// A provider that stopped answering at all.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unreachable {
+    pub provider: String,
+    pub base_url: String,
+    /// The last connection error.
+    pub reason: String,
+}
+
+/// Counts consecutive connection failures per provider; any answer resets the count.
+#[derive(Debug)]
+pub struct Reachability {
+    failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    unreachable: tokio::sync::watch::Sender<Option<Unreachable>>,
+}
+
+impl Default for Reachability {
+    fn default() -> Self {
+        Reachability {
+            failures: Default::default(),
+            unreachable: tokio::sync::watch::channel(None).0,
+        }
+    }
+}
+
+impl Reachability {
+    pub fn connected(&self, provider: &str) {
+        self.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(provider);
+    }
+
+    pub fn connect_failed(&self, provider: &str, base_url: &str, reason: &str) {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let n = failures.entry(provider.to_string()).or_default();
+        *n += 1;
+        if *n >= UNREACHABLE_AFTER && self.unreachable.borrow().is_none() {
+            self.unreachable.send_replace(Some(Unreachable {
+                provider: provider.into(),
+                base_url: base_url.into(),
+                reason: reason.into(),
+            }));
+        }
+    }
+
+    /// The provider that was found unreachable, if any.
+    pub fn now(&self) -> Option<Unreachable> {
+        self.unreachable.borrow().clone()
+    }
+
+    /// Whether `provider` is the one found unreachable.
+    pub fn is_unreachable(&self, provider: &str) -> bool {
+        self.unreachable
+            .borrow()
+            .as_ref()
+            .is_some_and(|u| u.provider == provider)
+    }
+
+    /// Waits until a provider is found unreachable.
+    pub async fn wait(&self) -> Unreachable {
+        let mut rx = self.unreachable.subscribe();
+        loop {
+            let now = rx.borrow_and_update().clone();
+            if let Some(u) = now {
+                return u;
+            }
+            if rx.changed().await.is_err() {
+                // The sender lives as long as `self`: nothing will ever be found unreachable.
+                std::future::pending::<()>().await;
+            }
         }
     }
 }
@@ -74,6 +161,32 @@ impl Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_provider_is_unreachable_only_after_consecutive_connection_failures() {
+        let r = Reachability::default();
+        for _ in 0..UNREACHABLE_AFTER - 1 {
+            r.connect_failed("p", "http://x", "refused");
+        }
+        r.connected("p");
+        for _ in 0..UNREACHABLE_AFTER - 1 {
+            r.connect_failed("p", "http://x", "refused");
+        }
+        assert_eq!(r.now(), None, "an answer in between resets the count");
+        r.connect_failed("q", "http://y", "refused");
+        r.connect_failed("p", "http://x", "refused");
+        assert!(r.is_unreachable("p") && !r.is_unreachable("q"));
+        assert_eq!(r.now().unwrap().base_url, "http://x");
+    }
+
+    #[test]
+    fn roles_on_one_provider_share_its_limit() {
+        let limits = Limits::new(16);
+        let a = limits.provider("local", 4);
+        let b = limits.provider("local", 4);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &limits.provider("openai", 4)));
+    }
 
     #[test]
     fn only_transient_statuses_are_retried() {

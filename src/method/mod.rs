@@ -1,7 +1,7 @@
 //! The InCharacter procedures, written against `dyn ChatModel`: interviewing a role-playing agent and
-//! assessing its answers (expert rating, option conversion, self-report).
+//! assessing its answers (expert rating, option conversion, self-report). [`Method`] names the
+//! assessments; [`Assessment`] is what one of them concludes about one dimension.
 
-pub mod annotation;
 pub mod anonymize;
 pub mod convert;
 pub mod expert;
@@ -9,3 +9,82 @@ pub mod interview;
 pub mod judge;
 pub mod judge_json;
 pub mod rolebench;
+
+use serde::{Deserialize, Serialize};
+
+use convert::ConvertedItem;
+use expert::BatchRating;
+use interview::QueryStyle;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    ErBatch,
+    ErAll,
+    Oc,
+    DOc,
+    Sr,
+    SrCot,
+}
+
+impl Method {
+    pub const ALL: [Method; 6] = [
+        Method::ErBatch,
+        Method::ErAll,
+        Method::Oc,
+        Method::DOc,
+        Method::Sr,
+        Method::SrCot,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::ErBatch => "er-batch",
+            Method::ErAll => "er-all",
+            Method::Oc => "oc",
+            Method::DOc => "d-oc",
+            Method::Sr => "sr",
+            Method::SrCot => "sr-cot",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.name() == name.trim())
+    }
+
+    /// The interview a method reads.
+    pub fn query_style(self) -> QueryStyle {
+        match self {
+            Method::Sr => QueryStyle::Sr,
+            Method::SrCot => QueryStyle::SrCot,
+            _ => QueryStyle::Open,
+        }
+    }
+
+    /// Whether the method yields item-level options (and so item-level consistency).
+    pub fn item_level(self) -> bool {
+        !matches!(self, Method::ErBatch | Method::ErAll)
+    }
+}
+
+/// One dimension of one method's assessment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Assessment {
+    pub character: String,
+    pub scale: String,
+    pub method: Method,
+    pub repeat: u32,
+    pub dimension: String,
+    /// `None`: the dimension could not be assessed (a failed judge call or interview item); never guessed.
+    pub score: Option<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batches: Vec<BatchRating>,
+    /// OC, d-OC, SR: the item ids of each judge call that converted items of this dimension (absent in
+    /// sessions older than the field, whose calls follow the plan's `items_per_call`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<Vec<u32>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<ConvertedItem>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}

@@ -369,9 +369,8 @@ mod tests {
                 .into_iter()
                 .collect(),
         };
-        let event = crate::engine::Event::Observed(report.clone());
-        let json = serde_json::to_string(&event).unwrap();
+        let json = serde_json::to_string(&report).unwrap();
         assert!(json.contains("\"items\":{\"1\":4,\"2\":\"x\"}"), "{json}");
-        assert_eq!(serde_json::from_str::<crate::engine::Event>(&json).unwrap(), event);
+        assert_eq!(serde_json::from_str::<Step>(&json).unwrap(), report);
     }
 }

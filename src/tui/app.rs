@@ -14,12 +14,13 @@ use super::run_view::RunView;
 use super::theme::Theme;
 use crate::catalog::Catalog;
 use crate::domain::character::{Character, LabelSource};
-use crate::engine::live::Live;
-use crate::engine::results::SummaryRow;
-use crate::engine::{Event, Method, RunPlan};
 use crate::llm::config::Config;
 use crate::llm::{ModelInfo, Role};
+use crate::method::Method;
 use crate::rpa::prompt::RpaStyle;
+use crate::study::interview::results::SummaryRow;
+use crate::study::live::Live;
+use crate::study::{Event, RunPlan};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Screen {
@@ -103,16 +104,7 @@ pub struct ProviderStatus {
     pub context: Option<usize>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct SessionEntry {
-    pub id: String,
-    pub name: Option<String>,
-    pub created: String,
-    pub status: String,
-    pub model: String,
-    pub path: PathBuf,
-    pub sample: bool,
-}
+pub use crate::session::SessionEntry;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SetupPane {
@@ -379,7 +371,7 @@ pub const SAMPLES: [Option<usize>; 4] = [None, Some(100), Some(50), Some(20)];
 
 pub struct AnnotateState {
     pub annotator: String,
-    pub task: crate::method::annotation::Task,
+    pub task: crate::study::annotation::Task,
     pub sample: usize,
     pub cursor: usize,
     /// The interviewer's judgement is shown before answering.
@@ -387,7 +379,7 @@ pub struct AnnotateState {
     /// Digits typed for a multi-digit answer (0–100 scales).
     pub typed: String,
     /// Every annotator's latest answers in the open session.
-    pub answers: BTreeMap<String, BTreeMap<crate::method::annotation::Case, crate::method::annotation::Annotation>>,
+    pub answers: BTreeMap<String, BTreeMap<crate::study::annotation::Case, crate::study::annotation::Annotation>>,
     pub note: tui_textarea::TextArea<'static>,
     pub editing_note: bool,
 }
@@ -458,7 +450,7 @@ pub enum Action {
     Memories(std::collections::BTreeMap<String, Arc<crate::rpa::memories::Memories>>),
     /// The folder of the session being shown.
     SessionDir(PathBuf),
-    Annotations(BTreeMap<String, BTreeMap<crate::method::annotation::Case, crate::method::annotation::Annotation>>),
+    Annotations(BTreeMap<String, BTreeMap<crate::study::annotation::Case, crate::study::annotation::Annotation>>),
     /// Interview (ER_batch, IPIP-50) results of characters, for the observers screen.
     InterviewScores(BTreeMap<String, (String, BTreeMap<String, f64>)>),
     /// Characters' newest RoleBench results, for the compare screen.
@@ -503,14 +495,14 @@ pub enum Effect {
     /// Append an annotation to the journal of its annotator in the session folder.
     Annotate {
         dir: PathBuf,
-        annotation: crate::method::annotation::Annotation,
+        annotation: crate::study::annotation::Annotation,
     },
     LoadAnnotations(PathBuf),
     /// List the question files in `<data dir>/rolebench/`.
     ListRolebenchFiles,
     LoadRolebench(PathBuf),
     StartRolebench {
-        plan: Box<crate::engine::rolebench::RolebenchPlan>,
+        plan: Box<crate::study::rolebench::RolebenchPlan>,
     },
     /// One chat turn: the character answers `text` (with `history` as earlier turns) in the setup's
     /// style, on the setup's role-play provider.
@@ -689,9 +681,9 @@ impl App {
                 annotator: std::env::var("INCHARACTER_ANNOTATOR")
                     .or_else(|_| std::env::var("USER"))
                     .ok()
-                    .filter(|n| crate::method::annotation::valid_annotator(n))
+                    .filter(|n| crate::study::annotation::valid_annotator(n))
                     .unwrap_or_else(|| "annotator".into()),
-                task: crate::method::annotation::Task::Item,
+                task: crate::study::annotation::Task::Item,
                 sample: 0,
                 cursor: 0,
                 reveal: false,
@@ -1123,8 +1115,8 @@ impl App {
                 match key.code {
                     KeyName::Char(c) if c.is_ascii_digit() => return self.annotate_digit(c),
                     KeyName::Char('x') | KeyName::Char('X') => {
-                        return self.answer(crate::method::annotation::Answer::Refused(
-                            crate::method::annotation::Refusal::X,
+                        return self.answer(crate::study::annotation::Answer::Refused(
+                            crate::study::annotation::Refusal::X,
                         ));
                     }
                     KeyName::Backspace => {
@@ -1134,7 +1126,7 @@ impl App {
                     KeyName::Enter if !self.annotate.typed.is_empty() => {
                         let typed = std::mem::take(&mut self.annotate.typed);
                         return match typed.parse::<f64>() {
-                            Ok(v) => self.answer(crate::method::annotation::Answer::Value(v)),
+                            Ok(v) => self.answer(crate::study::annotation::Answer::Value(v)),
                             Err(_) => Vec::new(),
                         };
                     }
@@ -1649,9 +1641,9 @@ impl App {
     }
 
     /// The annotation cases of the shown session for the current task and sample.
-    pub fn annotation_cases(&self) -> Vec<crate::method::annotation::Case> {
-        use crate::method::annotation::{dimension_case, item_case, sample};
-        let mut all: Vec<crate::method::annotation::Case> = self
+    pub fn annotation_cases(&self) -> Vec<crate::study::annotation::Case> {
+        use crate::study::annotation::{dimension_case, item_case, sample};
+        let mut all: Vec<crate::study::annotation::Case> = self
             .run
             .items
             .iter()
@@ -1676,13 +1668,13 @@ impl App {
     }
 
     /// The range an answer of the current task must fall in.
-    fn answer_range(&self, case: &crate::method::annotation::Case) -> (f64, f64) {
+    fn answer_range(&self, case: &crate::study::annotation::Case) -> (f64, f64) {
         let Some(scale) = self.catalog.scale(&case.scale) else {
             return (0.0, 0.0);
         };
         match case.task {
-            crate::method::annotation::Task::Item => (f64::from(scale.range.min), f64::from(scale.range.max)),
-            crate::method::annotation::Task::Dimension => scale.dimension_range(),
+            crate::study::annotation::Task::Item => (f64::from(scale.range.min), f64::from(scale.range.max)),
+            crate::study::annotation::Task::Dimension => scale.dimension_range(),
         }
     }
 
@@ -1700,14 +1692,14 @@ impl App {
         if v * 10.0 > max {
             let typed = std::mem::take(&mut self.annotate.typed);
             if (min..=max).contains(&v) {
-                return self.answer(crate::method::annotation::Answer::Value(v));
+                return self.answer(crate::study::annotation::Answer::Value(v));
             }
             self.flash = Some(format!("{typed} is outside {min}–{max}"));
         }
         Vec::new()
     }
 
-    fn answer(&mut self, value: crate::method::annotation::Answer) -> Vec<Effect> {
+    fn answer(&mut self, value: crate::study::annotation::Answer) -> Vec<Effect> {
         let cases = self.annotation_cases();
         let (Some(case), Some(dir)) = (cases.get(self.annotate.cursor).cloned(), self.session_dir.clone()) else {
             self.flash = Some("open a session to annotate (5, then enter)".into());
@@ -1718,12 +1710,12 @@ impl App {
             return Vec::new();
         }
         let note = self.annotate.note.lines().join("\n");
-        let annotation = crate::method::annotation::Annotation {
+        let annotation = crate::study::annotation::Annotation {
             annotator: self.annotate.annotator.clone(),
             case: case.clone(),
             value,
             note: (!note.trim().is_empty()).then_some(note),
-            at: crate::session::now_rfc3339(),
+            at: crate::journal::now_rfc3339(),
         };
         self.annotate
             .answers
@@ -1784,8 +1776,8 @@ impl App {
             Command::Reveal => a.reveal = !a.reveal,
             Command::NextPane => {
                 a.task = match a.task {
-                    crate::method::annotation::Task::Item => crate::method::annotation::Task::Dimension,
-                    crate::method::annotation::Task::Dimension => crate::method::annotation::Task::Item,
+                    crate::study::annotation::Task::Item => crate::study::annotation::Task::Dimension,
+                    crate::study::annotation::Task::Dimension => crate::study::annotation::Task::Item,
                 };
                 a.cursor = 0;
             }
@@ -1870,7 +1862,7 @@ impl App {
             self.flash = Some("pick at least one role (space)".into());
             return Vec::new();
         }
-        let choice = crate::engine::rolebench::Choice {
+        let choice = crate::study::rolebench::Choice {
             data: &path.display().to_string(),
             roles: rb.picked.iter().cloned().collect(),
             types: Vec::new(),
@@ -1880,7 +1872,7 @@ impl App {
             style: self.setup.style,
             judge: None,
         };
-        match crate::engine::rolebench::plan(&self.catalog, questions.clone(), choice) {
+        match crate::study::rolebench::plan(&self.catalog, questions.clone(), choice) {
             Ok((plan, notes)) => {
                 self.run = RunView::default();
                 self.rolebench.item = 0;

@@ -5,13 +5,14 @@
 use crate::catalog::Catalog;
 use crate::domain::scale::Keying;
 use crate::domain::scoring::ItemOption;
-use crate::engine::{Assessment, Event, Method, RunPlan};
 use crate::llm::ModelInfo;
 use crate::method::convert::ConvertedItem;
 use crate::method::expert::BatchRating;
 use crate::method::interview::QueryStyle;
 use crate::method::judge::Attempt;
+use crate::method::{Assessment, Method};
 use crate::rpa::prompt::RpaStyle;
+use crate::study::{Event, RunPlan};
 
 pub fn plan(characters: &[&str], scales: &[&str], methods: &[Method]) -> RunPlan {
     RunPlan {
@@ -37,14 +38,16 @@ pub fn session(catalog: &Catalog, plan: &RunPlan) -> Vec<Event> {
         model: "none (made-up answers)".into(),
     };
     let mut events = vec![Event::RunStarted {
-        session: "20261129-120000-fixture-0001".into(),
-        name: Some("fixture".into()),
-        created: "2026-11-29T12:00:00Z".into(),
-        app_version: "0.1.0".into(),
+        header: crate::study::SessionHeader {
+            session: "20261129-120000-fixture-0001".into(),
+            name: Some("fixture".into()),
+            created: "2026-11-29T12:00:00Z".into(),
+            app_version: "0.1.0".into(),
+            providers: [("rpa".to_string(), model.clone()), ("judge".to_string(), model)]
+                .into_iter()
+                .collect(),
+        },
         plan: plan.clone(),
-        providers: [("rpa".to_string(), model.clone()), ("judge".to_string(), model)]
-            .into_iter()
-            .collect(),
     }];
     for c in &plan.characters {
         let Some(character) = catalog.character(c) else {

@@ -24,15 +24,16 @@ use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio::sync::watch;
 
 use crate::catalog::Catalog;
-use crate::engine::live::{Live, LiveKind, Pause};
-use crate::engine::runner::{self, Start};
-use crate::engine::{Event, results};
+use crate::journal;
 use crate::llm::Role;
 use crate::llm::config::Config;
 use crate::method::interview;
 use crate::rpa::memories::Memories;
-use crate::session;
-use app::{Action, App, Effect, Replay, SessionEntry};
+use crate::session::{Run, SessionEntry, Start, Store};
+use crate::study::interview::results;
+use crate::study::live::{Live, LiveKind, LiveSink, Pause};
+use crate::study::{Event, Interviews, Observers, Rolebench, Study};
+use app::{Action, App, Effect, Replay};
 
 #[derive(Debug, Default, Clone)]
 pub struct Options {
@@ -42,194 +43,61 @@ pub struct Options {
     pub demo: bool,
 }
 
-/// The sample folders in id order, with the events of each readable journal.
-fn samples(samples: &Path) -> Vec<(PathBuf, Vec<Event>)> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(samples)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    dirs.sort();
-    dirs.into_iter()
-        .filter_map(|dir| Some((dir.clone(), session::read::<Event>(&dir.join("journal.jsonl")).ok()?)))
-        .collect()
+/// Bad input to the workbench's options (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum OptionsError {
+    #[error("--speed {0}: a positive number, or `instant`")]
+    Speed(String),
+    #[error("this build has no sample sessions (INCHARACTER_SAMPLES sets a folder of them)")]
+    NoSamples,
+    #[error("{}: no interview session to replay", .0.display())]
+    NoDemoSession(PathBuf),
 }
 
-/// The interview session a demo replays: the sample whose journal holds the most (a run with its
-/// assessments beats a partial one), ties broken by id.
-pub fn demo_session(dir: &Path) -> Option<PathBuf> {
-    samples(dir)
-        .into_iter()
-        .filter(|(_, events)| matches!(events.first(), Some(Event::RunStarted { .. })))
-        .rev()
-        .max_by_key(|(_, events)| events.len())
-        .map(|(dir, _)| dir)
-}
-
-/// The observer session the demo's last step opens: the first observer sample by id.
-pub fn observer_sample(dir: &Path) -> Option<PathBuf> {
-    samples(dir)
-        .into_iter()
-        .find(|(_, events)| matches!(events.first(), Some(Event::ObserveStarted { .. })))
-        .map(|(dir, _)| dir)
-}
-
-/// The sample sessions (recorded runs for demos): `$INCHARACTER_SAMPLES`, else the checkout's
-/// `sample-sessions/`, else (an installed binary) the copy built into the binary, unpacked once into
-/// `<data dir>/samples/`.
-pub fn samples_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("INCHARACTER_SAMPLES") {
-        return Some(PathBuf::from(dir)).filter(|p| p.is_dir());
-    }
-    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
-    if checkout.is_dir() {
-        return Some(checkout);
-    }
-    static UNPACKED: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    UNPACKED
-        .get_or_init(|| {
-            let root = crate::paths::data_dir()?.join("samples");
-            unpack_samples(&root)
-                .inspect_err(|e| tracing::warn!("cannot unpack the sample sessions into {}: {e}", root.display()))
-                .ok()
+impl Options {
+    /// `replay <SESSION> --speed S`.
+    pub fn replay(session: String, speed: &str) -> anyhow::Result<Options> {
+        Ok(Options {
+            replay: Some((session, replay_speed(speed)?)),
+            demo: false,
         })
-        .clone()
-}
+    }
 
-/// Writes the built-in samples under `root`, in a folder named by their content hash (an upgrade gets
-/// a new folder, never a mix), completed by a rename so a reader never sees half of it.
-fn unpack_samples(root: &Path) -> std::io::Result<PathBuf> {
-    use sha2::{Digest, Sha256};
-    let mut hasher = Sha256::new();
-    for (name, bytes) in crate::catalog::bundled::SAMPLES {
-        hasher.update(name.as_bytes());
-        hasher.update(bytes);
-    }
-    let hash: String = hasher.finalize()[..6].iter().map(|b| format!("{b:02x}")).collect();
-    let dir = root.join(&hash);
-    if dir.is_dir() {
-        return Ok(dir);
-    }
-    std::fs::create_dir_all(root)?;
-    let staging = tempfile::tempdir_in(root)?;
-    for (name, bytes) in crate::catalog::bundled::SAMPLES {
-        let path = staging.path().join(name);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(path, bytes)?;
-    }
-    match std::fs::rename(staging.keep(), &dir) {
-        Ok(()) => Ok(dir),
-        // Another process unpacked the same samples first.
-        Err(_) if dir.is_dir() => Ok(dir),
-        Err(e) => Err(e),
+    /// `demo --speed S`: the guided tour on the fullest interview sample.
+    pub fn demo(speed: &str) -> anyhow::Result<Options> {
+        let speed = replay_speed(speed)?;
+        let samples = crate::session::store::samples_dir().ok_or(OptionsError::NoSamples)?;
+        let store = Store::with_samples(Path::new(""), Some(samples.clone()));
+        let first = store.demo_session().ok_or(OptionsError::NoDemoSession(samples))?;
+        Ok(Options {
+            replay: Some((first.display().to_string(), speed)),
+            demo: true,
+        })
     }
 }
 
-/// Where `e` writes a session's export: `export.json` in its folder, or for a (read-only) sample
-/// `<data dir>/exports/<id>.json`.
-fn export_target(session: &Path, data: &Path) -> PathBuf {
-    let id = session
-        .file_name()
-        .map_or_else(|| "session".into(), |n| n.to_string_lossy().into_owned());
-    match samples_dir() {
-        Some(samples) if session.starts_with(&samples) => data.join("exports").join(format!("{id}.json")),
-        _ => session.join("export.json"),
-    }
-}
-
-/// A session folder from an id (the data dir's, else a sample's), a folder or a journal path.
-pub fn find_session(data: &Path, what: &str) -> Result<PathBuf, String> {
-    let p = Path::new(what);
-    if p.is_file() {
-        return p
-            .parent()
-            .map(Path::to_path_buf)
-            .ok_or_else(|| format!("{what}: no folder"));
-    }
-    if p.join("journal.jsonl").is_file() {
-        return Ok(p.to_path_buf());
-    }
-    // The data dir's own session first (a copied sample may be annotated there), then the samples.
-    runner::session_dir(data, what).or_else(|e| match samples_dir() {
-        Some(samples) if !what.contains("..") && samples.join(what).join("journal.jsonl").is_file() => {
-            Ok(samples.join(what))
-        }
-        _ => Err(e),
+/// `--speed`: a positive factor, or `instant`.
+fn replay_speed(speed: &str) -> Result<Replay, OptionsError> {
+    Ok(match speed {
+        "instant" => Replay::Instant,
+        s => match s.parse::<f64>() {
+            Ok(f) if f > 0.0 && f.is_finite() => Replay::Speed(f),
+            _ => return Err(OptionsError::Speed(crate::text::terminal_safe(s))),
+        },
     })
-}
-
-/// The data dir's sessions, then the samples, each oldest first.
-pub fn list_sessions(data: &Path) -> Vec<SessionEntry> {
-    let mut out = list_sessions_in(&session::sessions_dir(data), false);
-    if let Some(samples) = samples_dir() {
-        out.extend(list_sessions_in(&samples, true));
-    }
-    out
-}
-
-fn list_sessions_in(dir: &Path, sample: bool) -> Vec<SessionEntry> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        let Ok(timed) = session::read_timed::<Event>(&path.join("journal.jsonl")) else {
-            continue;
-        };
-        // Two sessions can start within the same second: the first line's milliseconds order them.
-        let started_ms = timed.first().and_then(|(ts, _)| *ts);
-        let events: Vec<Event> = timed.into_iter().map(|(_, e)| e).collect();
-        let Some((id, name, created, providers)) = events.iter().find_map(|e| e.start()).map(|s| {
-            (
-                s.session.to_string(),
-                s.name.clone(),
-                s.created.to_string(),
-                s.providers.clone(),
-            )
-        }) else {
-            continue;
-        };
-        let status = match events.iter().rev().find_map(|e| match e {
-            Event::RunFinished { status, .. } => Some(status.clone()),
-            _ => None,
-        }) {
-            Some(s) => s,
-            None => "interrupted".into(),
-        };
-        let model = providers
-            .get("rpa")
-            .or_else(|| providers.get("subject"))
-            .map(|m| format!("{} ({})", m.model, m.kind))
-            .unwrap_or_default();
-        found.push((
-            started_ms,
-            SessionEntry {
-                id,
-                name,
-                created,
-                status,
-                model,
-                path,
-                sample,
-            },
-        ));
-    }
-    found.sort_by(|(ms_a, a), (ms_b, b)| a.created.cmp(&b.created).then(ms_a.cmp(ms_b)).then(a.id.cmp(&b.id)));
-    found.into_iter().map(|(_, e)| e).collect()
 }
 
 /// For each character, ER_batch scores on IPIP-50 from the newest session that has them.
 fn interview_scores(list: &[SessionEntry], catalog: &Catalog) -> BTreeMap<String, (String, BTreeMap<String, f64>)> {
     let mut out = BTreeMap::new();
     for e in list.iter().rev() {
-        let Ok(events) = session::read::<Event>(&e.path.join("journal.jsonl")) else {
+        let Ok(events) = journal::read::<Event>(&e.path.join("journal.jsonl")) else {
             continue;
         };
         for event in &events {
             if let Event::DimensionAssessed(a) = event
                 && a.scale == crate::observer::SCALE
-                && a.method == crate::engine::Method::ErBatch
+                && a.method == crate::method::Method::ErBatch
                 && let Some(score) = a.score
                 && catalog.character(&a.character).is_some()
             {
@@ -250,13 +118,13 @@ fn interview_scores(list: &[SessionEntry], catalog: &Catalog) -> BTreeMap<String
 fn rolebench_scores(list: &[SessionEntry], catalog: &Catalog) -> BTreeMap<String, app::RolebenchScore> {
     let mut out = BTreeMap::new();
     for e in list.iter().rev() {
-        let Ok(events) = session::read::<Event>(&e.path.join("journal.jsonl")) else {
+        let Ok(events) = journal::read::<Event>(&e.path.join("journal.jsonl")) else {
             continue;
         };
-        let Some((plan, items)) = crate::engine::rolebench::items(&events) else {
+        let Some((plan, items)) = crate::study::rolebench::items(&events) else {
             continue;
         };
-        let totals = crate::engine::rolebench::totals(&items);
+        let totals = crate::study::rolebench::totals(&items);
         for (role, mean) in &totals.rouge_l.by_role {
             let id = plan
                 .characters
@@ -278,7 +146,7 @@ fn rolebench_scores(list: &[SessionEntry], catalog: &Catalog) -> BTreeMap<String
 
 fn load_memories(data: &Path, catalog: &Catalog, events: &[Event]) -> BTreeMap<String, Arc<Memories>> {
     let mut out = BTreeMap::new();
-    if let Some(plan) = runner::plan_of(events) {
+    if let Some(plan) = Interviews::plan_of(events) {
         for id in &plan.characters {
             let speaker = catalog.character(id).map_or(String::new(), |c| c.name.clone());
             if let Ok(Some(m)) = Memories::load(data, id, &speaker) {
@@ -289,12 +157,17 @@ fn load_memories(data: &Path, catalog: &Catalog, events: &[Event]) -> BTreeMap<S
     out
 }
 
-/// Runs the TUI until the user quits.
-pub fn main(options: Options) -> anyhow::Result<()> {
-    let mut skipped = Vec::new();
-    let catalog = crate::cli::load_catalog(&mut skipped)?;
-    let config = crate::cli::load_config()?;
+/// Runs the TUI until the user quits, on the process's runtime.
+pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Result<()> {
+    let catalog = Catalog::load_user()?;
+    let skipped: Vec<String> = catalog
+        .problems
+        .iter()
+        .map(|p| crate::text::terminal_safe(&p.to_string()))
+        .collect();
+    let config = Config::load_user()?;
     let data = crate::paths::data_dir().ok_or_else(|| anyhow::anyhow!("no data dir: set INCHARACTER_DATA_DIR"))?;
+    let store = Store::new(&data);
     let (keymap, key_errors) = keys::Keymap::with_config(&config.tui.keys);
     if !key_errors.is_empty() {
         anyhow::bail!("{}", key_errors.join("\n"));
@@ -317,30 +190,27 @@ pub fn main(options: Options) -> anyhow::Result<()> {
         app.flash = Some(format!("no theme \"{name}\": using {}", app.theme().name));
     }
     if !skipped.is_empty() {
-        let text = String::from_utf8_lossy(&skipped);
-        tracing::warn!("{text}");
+        tracing::warn!("skipped: {}", skipped.join("; "));
         app.flash = Some(format!(
             "{} data file(s) skipped: `incharacter validate` says why",
-            text.lines().count()
+            skipped.len()
         ));
     }
     let mut first = vec![Effect::ListSessions];
     if let Some((what, speed)) = &options.replay {
-        let path = find_session(&data, what).map_err(crate::cli::input_error)?;
+        let path = store.find(what)?;
         app.screen = app::Screen::Live;
         app.live.replay = Some(*speed);
         app.live.running = true;
         if options.demo {
             app.demo = Some(app::Demo {
                 step: 0,
-                observers: samples_dir().and_then(|s| observer_sample(&s)),
+                observers: store.observer_sample(),
             });
             app.flash = Some(app::DEMO_STEPS[0].1.into());
         }
         first.push(Effect::Replay { path, speed: *speed });
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-
     let mut terminal = ratatui::init();
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -354,10 +224,9 @@ pub fn main(options: Options) -> anyhow::Result<()> {
         let _ = execute!(std::io::stdout(), EndSynchronizedUpdate);
         Ok(())
     };
-    let result = runtime.block_on(event_loop(ct::EventStream::new(), app, config, data, first, &mut draw));
+    let result = runtime.block_on(event_loop(ct::EventStream::new(), app, config, store, first, &mut draw));
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
     ratatui::restore();
-    runtime.shutdown_timeout(Duration::from_millis(200));
     result
 }
 
@@ -371,6 +240,7 @@ struct Driver {
     models: BTreeMap<String, Arc<dyn crate::llm::ChatModel>>,
     config: Arc<Config>,
     data: PathBuf,
+    store: Store,
     catalog: Arc<Catalog>,
     task: Option<tokio::task::JoinHandle<()>>,
     pause: Pause,
@@ -385,7 +255,7 @@ pub async fn event_loop<S>(
     mut input: S,
     mut app: App,
     config: Config,
-    data: PathBuf,
+    store: Store,
     first: Vec<Effect>,
     draw: &mut dyn FnMut(&App) -> anyhow::Result<()>,
 ) -> anyhow::Result<()>
@@ -397,7 +267,8 @@ where
         tx: tx.clone(),
         models: BTreeMap::new(),
         config: Arc::new(config),
-        data,
+        data: store.data().to_path_buf(),
+        store,
         catalog: app.catalog.clone(),
         task: None,
         pause: Pause::default(),
@@ -471,16 +342,20 @@ where
 
 impl Driver {
     /// A provider for the chat screen (no cache: asking again should give a fresh answer).
-    fn model(&mut self, provider: &str) -> Result<Arc<dyn crate::llm::ChatModel>, String> {
+    fn model(&mut self, provider: &str) -> Result<Arc<dyn crate::llm::ChatModel>, crate::llm::LlmError> {
         if let Some(m) = self.models.get(provider) {
             return Ok(m.clone());
         }
         let shared =
             crate::llm::client::Shared::new(self.config.max_concurrency, None, crate::llm::config::CacheMode::Off, 0);
         let env = |k: &str| std::env::var(k).ok();
-        let model: Arc<dyn crate::llm::ChatModel> = Arc::new(
-            crate::llm::connect(&self.config, provider, shared, &env, Some(&self.data)).map_err(|e| e.to_string())?,
-        );
+        let model: Arc<dyn crate::llm::ChatModel> = Arc::new(crate::llm::connect(
+            &self.config,
+            provider,
+            shared,
+            &env,
+            Some(&self.data),
+        )?);
         self.models.insert(provider.to_string(), model.clone());
         Ok(model)
     }
@@ -495,17 +370,13 @@ impl Driver {
         let tx = self.tx.clone();
         match effect {
             Effect::Quit => {}
-            Effect::StartRun { plan, name } => self.run(Start::New { plan, name }),
-            Effect::Resume { id } => self.run(Start::Resume { id }),
-            Effect::StartObserve { plan } => self.observe(plan),
-            Effect::StartRolebench { plan } => {
-                let (config, data, catalog) = (self.config.clone(), self.data.clone(), self.catalog.clone());
-                let start = crate::engine::rolebench::Start::New {
-                    plan: *plan,
-                    name: None,
-                };
-                self.spawn(move || crate::engine::rolebench::prepare(catalog, &config, &data, start, None));
-            }
+            Effect::StartRun { plan, name } => self.spawn::<Interviews>(Start::New { plan, name }),
+            Effect::Resume { id } => self.spawn::<Interviews>(Start::Resume { id }),
+            Effect::StartObserve { plan } => self.spawn::<Observers>(Start::New { plan, name: None }),
+            Effect::StartRolebench { plan } => self.spawn::<Rolebench>(Start::New {
+                plan: *plan,
+                name: None,
+            }),
             Effect::ListRolebenchFiles => {
                 let dir = self.data.join("rolebench");
                 tokio::task::spawn_blocking(move || {
@@ -520,17 +391,17 @@ impl Driver {
             }
             Effect::Annotate { dir, annotation } => {
                 // One small flushed append; done here so the answer is on disk before the next key.
-                if let Err(e) = crate::method::annotation::append(&dir, &annotation) {
-                    let _ = tx.send(Action::Flash(crate::text::terminal_safe(&e)));
+                if let Err(e) = crate::study::annotation::append(&dir, &annotation) {
+                    let _ = tx.send(Action::Flash(crate::text::terminal_safe(&e.to_string())));
                 }
             }
             Effect::LoadAnnotations(dir) => {
-                tokio::task::spawn_blocking(move || match crate::method::annotation::load(&dir) {
+                tokio::task::spawn_blocking(move || match crate::study::annotation::load(&dir) {
                     Ok(all) => {
                         let _ = tx.send(Action::Annotations(all));
                     }
                     Err(e) => {
-                        let _ = tx.send(Action::Flash(crate::text::terminal_safe(&e)));
+                        let _ = tx.send(Action::Flash(crate::text::terminal_safe(&e.to_string())));
                     }
                 });
             }
@@ -558,27 +429,29 @@ impl Driver {
             }
             Effect::Open(path) => {
                 let (data, catalog) = (self.data.clone(), self.catalog.clone());
-                tokio::task::spawn_blocking(move || match session::read::<Event>(&path.join("journal.jsonl")) {
+                tokio::task::spawn_blocking(move || match journal::read::<Event>(&path.join("journal.jsonl")) {
                     Ok(events) => {
                         let _ = tx.send(Action::Memories(load_memories(&data, &catalog, &events)));
                         let _ = tx.send(Action::SessionLoaded(events));
                         let _ = tx.send(Action::SessionDir(path.clone()));
                     }
                     Err(e) => {
-                        let _ = tx.send(Action::Flash(crate::text::terminal_safe(&e)));
+                        let _ = tx.send(Action::Flash(crate::text::terminal_safe(&e.to_string())));
                     }
                 });
             }
             Effect::Export(path) => {
                 let catalog = self.catalog.clone();
-                let target = export_target(&path, &self.data);
+                let target = self.store.export_target(&path);
                 tokio::task::spawn_blocking(move || {
-                    let message = match session::read::<Event>(&path.join("journal.jsonl")) {
-                        Ok(events) => match session::write_atomic(&target, &results::export_any(&events, &catalog)) {
-                            Ok(()) => format!("exported to {}", target.display()),
-                            Err(e) => format!("{}: {e}", target.display()),
-                        },
-                        Err(e) => e,
+                    let message = match journal::read::<Event>(&path.join("journal.jsonl")) {
+                        Ok(events) => {
+                            match journal::write_atomic(&target, &crate::study::export_any(&events, &catalog)) {
+                                Ok(()) => format!("exported to {}", target.display()),
+                                Err(e) => format!("{}: {e}", target.display()),
+                            }
+                        }
+                        Err(e) => e.to_string(),
                     };
                     let _ = tx.send(Action::Flash(crate::text::terminal_safe(&message)));
                 });
@@ -589,7 +462,7 @@ impl Driver {
                     let rows = paths
                         .iter()
                         .filter_map(|p| {
-                            let events = session::read::<Event>(&p.join("journal.jsonl")).ok()?;
+                            let events = journal::read::<Event>(&p.join("journal.jsonl")).ok()?;
                             let id = p.file_name()?.to_string_lossy().into_owned();
                             Some((id, results::summary(&events, &catalog)))
                         })
@@ -598,9 +471,9 @@ impl Driver {
                 });
             }
             Effect::ListSessions => {
-                let (data, catalog) = (self.data.clone(), self.catalog.clone());
+                let (store, catalog) = (self.store.clone(), self.catalog.clone());
                 tokio::task::spawn_blocking(move || {
-                    let list = list_sessions(&data);
+                    let list = store.list();
                     let _ = tx.send(Action::InterviewScores(interview_scores(&list, &catalog)));
                     let _ = tx.send(Action::RolebenchScores(rolebench_scores(&list, &catalog)));
                     let _ = tx.send(Action::Sessions(list));
@@ -616,7 +489,7 @@ impl Driver {
                 let model = match self.model(&provider) {
                     Ok(m) => m,
                     Err(e) => {
-                        let _ = tx.send(Action::ChatDone(Err(e)));
+                        let _ = tx.send(Action::ChatDone(Err(e.to_string())));
                         return;
                     }
                 };
@@ -635,35 +508,23 @@ impl Driver {
         }
     }
 
-    fn observe(&mut self, plan: crate::observer::ObservePlan) {
-        let (config, data, catalog) = (self.config.clone(), self.data.clone(), self.catalog.clone());
-        self.spawn(move || {
-            crate::engine::observe::prepare(
-                catalog,
-                &config,
-                &data,
-                crate::engine::observe::Start::New { plan, name: None },
-                None,
-            )
-        });
-    }
-
-    fn run(&mut self, start: Start) {
-        let (config, data, catalog) = (self.config.clone(), self.data.clone(), self.catalog.clone());
-        self.spawn(move || runner::prepare(catalog, &config, &data, start, None));
-    }
-
-    /// Prepares a session off the async threads (connecting may load a model), shows what its journal
+    /// Opens a session off the async threads (connecting may load a model), shows what its journal
     /// holds, then runs it with live reports on the action channel, journaling as it goes.
-    fn spawn<P: Session>(&mut self, prepare: impl FnOnce() -> Result<P, String> + Send + 'static) {
+    fn spawn<S: Study>(&mut self, start: Start<S::Plan>) {
         self.stop();
         self.pause.set(false);
         let (tx, pause) = (self.tx.clone(), self.pause.clone());
+        let (config, store, catalog) = (self.config.clone(), self.store.clone(), self.catalog.clone());
         self.task = Some(tokio::spawn(async move {
-            let prepared = match tokio::task::spawn_blocking(prepare).await {
-                Ok(Ok(p)) => p,
+            let open = {
+                let catalog = catalog.clone();
+                let store = store.clone();
+                move || Run::<S>::open(catalog, &config, &store, start, None)
+            };
+            let run = match tokio::task::spawn_blocking(open).await {
+                Ok(Ok(run)) => run,
                 Ok(Err(e)) => {
-                    let _ = tx.send(Action::RunEnded(Err(crate::text::terminal_safe(&e))));
+                    let _ = tx.send(Action::RunEnded(Err(crate::text::terminal_safe(&e.to_string()))));
                     return;
                 }
                 Err(e) => {
@@ -671,22 +532,27 @@ impl Driver {
                     return;
                 }
             };
-            prepared.before(&tx);
-            let _ = tx.send(Action::SessionDir(prepared.dir().to_path_buf()));
-            // What the journal holds so far (the start event, and for a resume everything before).
-            if let Ok(events) = runner::load_events(prepared.dir()) {
+            for note in &run.notes {
+                let _ = tx.send(Action::Flash(note.clone()));
+            }
+            let _ = tx.send(Action::SessionDir(run.dir.clone()));
+            // What the journal holds so far (the start record, and for a resume everything before).
+            if let Ok(events) = store.load(&run.dir) {
+                if S::KIND == crate::study::Kind::Interviews {
+                    let _ = tx.send(Action::Memories(load_memories(store.data(), &catalog, &events)));
+                }
                 for e in events {
                     let _ = tx.send(Action::Engine(e));
                 }
             }
-            // Live reports share the action channel with the events, so an answer's tokens always
-            // arrive before the event that completes it.
+            // Live reports share the action channel with the records, so an answer's tokens always
+            // arrive before the record that completes it.
             let live_tx = tx.clone();
-            let sink: crate::engine::live::LiveSink = Arc::new(move |l| {
+            let sink: LiveSink = Arc::new(move |l| {
                 let _ = live_tx.send(Action::Live(l));
             });
             let events_tx = tx.clone();
-            let result = prepared
+            let result = run
                 .execute(Some((sink, pause)), move |e| {
                     let _ = events_tx.send(Action::Engine(e.clone()));
                 })
@@ -696,7 +562,11 @@ impl Driver {
             {
                 let _ = tx.send(Action::Engine(last.clone()));
             }
-            let _ = tx.send(Action::RunEnded(result.map(|_| ())));
+            let _ = tx.send(Action::RunEnded(
+                result
+                    .map(|_| ())
+                    .map_err(|e| crate::text::terminal_safe(&e.to_string())),
+            ));
         }));
     }
 }
@@ -718,61 +588,6 @@ fn rolebench_files(dir: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
-
-/// A prepared run the TUI can start: interviews, observers or RoleBench.
-trait Session: Send + 'static {
-    fn dir(&self) -> &Path;
-    /// Tells the app what it needs before the run (memories, notes).
-    fn before(&self, _tx: &UnboundedSender<Action>) {}
-    fn execute(
-        self,
-        live: Option<(crate::engine::live::LiveSink, Pause)>,
-        on_event: impl FnMut(&Event) + Send + 'static,
-    ) -> impl std::future::Future<Output = Result<Vec<Event>, String>> + Send;
-}
-
-impl Session for runner::Prepared {
-    fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    fn before(&self, tx: &UnboundedSender<Action>) {
-        for note in &self.notes {
-            let _ = tx.send(Action::Flash(note.clone()));
-        }
-        let _ = tx.send(Action::Memories(self.engine.memories.clone()));
-    }
-
-    fn execute(
-        self,
-        live: Option<(crate::engine::live::LiveSink, Pause)>,
-        on_event: impl FnMut(&Event) + Send + 'static,
-    ) -> impl std::future::Future<Output = Result<Vec<Event>, String>> + Send {
-        runner::Prepared::execute(self, live, on_event)
-    }
-}
-
-/// Observer and RoleBench sessions run as they are (no memories to send first).
-macro_rules! session {
-    ($prepared:path) => {
-        impl Session for $prepared {
-            fn dir(&self) -> &Path {
-                &self.dir
-            }
-
-            fn execute(
-                self,
-                live: Option<(crate::engine::live::LiveSink, Pause)>,
-                on_event: impl FnMut(&Event) + Send + 'static,
-            ) -> impl std::future::Future<Output = Result<Vec<Event>, String>> + Send {
-                <$prepared>::execute(self, live, on_event)
-            }
-        }
-    };
-}
-
-session!(crate::engine::observe::Prepared);
-session!(crate::engine::rolebench::Prepared);
 
 /// One chat turn: the prompt as the engine would build it for an interview, with the earlier turns
 /// replayed before the new line, streamed back as actions.
@@ -867,7 +682,8 @@ async fn replay(
     speed: watch::Receiver<Replay>,
     pause: &Pause,
 ) -> Result<(), String> {
-    let timed: Vec<(Option<u64>, Event)> = session::read_timed(&dir.join("journal.jsonl"))?;
+    let timed: Vec<(Option<u64>, Event)> =
+        journal::read_timed(&dir.join("journal.jsonl")).map_err(|e| e.to_string())?;
     let events: Vec<Event> = timed.iter().map(|(_, e)| e.clone()).collect();
     let _ = tx.send(Action::Memories(load_memories(data, catalog, &events)));
     let wait = |ms: u64| {
@@ -930,41 +746,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_installed_binary_unpacks_the_samples_it_was_built_with() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = unpack_samples(root.path()).unwrap();
-        assert_eq!(unpack_samples(root.path()).unwrap(), dir, "once per build");
-        let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
-        let ids: Vec<String> = list_sessions_in(&dir, true).into_iter().map(|e| e.id).collect();
-        assert_eq!(
-            ids,
-            list_sessions_in(&checkout, true)
-                .into_iter()
-                .map(|e| e.id)
-                .collect::<Vec<_>>()
-        );
-        assert!(ids.len() >= 4, "{ids:?}");
-        for id in &ids {
-            assert_eq!(
-                std::fs::read(dir.join(id).join("journal.jsonl")).unwrap(),
-                std::fs::read(checkout.join(id).join("journal.jsonl")).unwrap()
-            );
-        }
-    }
-
-    #[test]
-    fn exports_of_samples_go_to_the_data_dir_and_others_next_to_their_journal() {
-        let data = Path::new("/data");
-        let samples = samples_dir().expect("the checkout has sample-sessions/");
-        assert_eq!(
-            export_target(&samples.join("20261129-201520-gse-on-the-local-model-e700"), data),
-            data.join("exports/20261129-201520-gse-on-the-local-model-e700.json")
-        );
-        let own = data.join("sessions/20261201-000000-x");
-        assert_eq!(export_target(&own, data), own.join("export.json"));
-    }
-
-    #[test]
     fn replayed_answers_stream_in_words_or_short_runs_of_characters() {
         assert_eq!(replay_pieces("I like books. "), vec!["I ", "like ", "books. "]);
         let zh = "日行者：「见到一个人时，你多快能看出他此刻的心情？」";
@@ -975,25 +756,5 @@ mod tests {
             "{pieces:?}"
         );
         assert!(replay_pieces("").is_empty());
-    }
-
-    #[test]
-    fn sessions_started_in_the_same_second_are_listed_in_start_order() {
-        let data = tempfile::tempdir().unwrap();
-        // The later session has the id that sorts first.
-        for (id, ms) in [("20261130-000000-zzzz", 1_000), ("20261130-000000-aaaa", 1_400)] {
-            let dir = session::sessions_dir(data.path()).join(id);
-            std::fs::create_dir_all(&dir).unwrap();
-            let line = format!(
-                r#"{{"event":"run_started","session":"{id}","name":null,"created":"2026-11-30T00:00:00Z","app_version":"0.1.0","plan":{{"characters":["hermione-en"],"scales":["GSE"],"methods":["er-batch"],"repeats":1,"rpa":"p","judge":"p","style":"description","seed":1,"max_attempts":5}},"providers":{{}},"ts_ms":{ms}}}"#
-            );
-            std::fs::write(dir.join("journal.jsonl"), line + "\n").unwrap();
-        }
-        let ids: Vec<String> = list_sessions(data.path())
-            .into_iter()
-            .filter(|e| !e.sample)
-            .map(|e| e.id)
-            .collect();
-        assert_eq!(ids, ["20261130-000000-zzzz", "20261130-000000-aaaa"]);
     }
 }

@@ -4,10 +4,11 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::catalog::Catalog;
-use crate::engine::live::{Live, LiveKind};
-use crate::engine::{Assessment, Event, RunPlan};
 use crate::llm::{ModelInfo, Role};
+use crate::method::Assessment;
 use crate::method::interview::{QueryStyle, parse_purpose};
+use crate::study::live::{Live, LiveKind};
+use crate::study::{Event, RunPlan};
 use crate::text::terminal_safe;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,8 +96,8 @@ pub struct RunView {
     pub observe: Option<crate::observer::ObservePlan>,
     pub steps: Vec<crate::observer::Step>,
     /// The plan of a RoleBench run, and its steps so far.
-    pub rolebench: Option<crate::engine::rolebench::RolebenchPlan>,
-    pub rolebench_steps: Vec<crate::engine::rolebench::Step>,
+    pub rolebench: Option<crate::study::rolebench::RolebenchPlan>,
+    pub rolebench_steps: Vec<crate::study::rolebench::Step>,
     /// The dialogue turn (observers) or RoleBench answer being generated: (request purpose, text so far).
     pub streaming_turn: Option<(String, String)>,
     /// (prompt, completion) tokens per role, for the cost estimate.
@@ -305,10 +306,10 @@ impl RunView {
                 self.rolebench = Some(plan.as_ref().clone());
             }
             Event::Rolebench(step) => {
-                if let crate::engine::rolebench::Step::AnswerFailed { line, error } = step {
+                if let crate::study::rolebench::Step::AnswerFailed { line, error } = step {
                     self.log(format!("failed: RoleBench line {line}: {}", terminal_safe(error)));
                 }
-                if matches!(step, crate::engine::rolebench::Step::Answered { .. }) {
+                if matches!(step, crate::study::rolebench::Step::Answered { .. }) {
                     self.streaming_turn = None;
                 }
                 self.rolebench_steps.push(step.clone());

@@ -34,7 +34,7 @@ pub fn chatharuhi_folder<'s>(
     options: &Options,
     scale: impl Fn(&str) -> Option<&'s Scale>,
     known: impl Fn(&str) -> Option<&'s Character>,
-) -> Result<Imported, String> {
+) -> Result<Imported, super::ImportError> {
     let mut total = 0;
     let description = read_bounded(&dir.join("system_prompt.txt"), &mut total)?;
     let texts_dir = dir.join("texts");
@@ -44,14 +44,10 @@ pub fn chatharuhi_folder<'s>(
         .filter(|p| p.extension().is_some_and(|x| x == "txt"))
         .collect();
     if files.is_empty() {
-        return Err(format!("{}: no .txt memories", texts_dir.display()));
+        return Err(format!("{}: no .txt memories", texts_dir.display()).into());
     }
     if files.len() > MAX_FILES {
-        return Err(format!(
-            "{}: {} files, at most {MAX_FILES}",
-            texts_dir.display(),
-            files.len()
-        ));
+        return Err(format!("{}: {} files, at most {MAX_FILES}", texts_dir.display(), files.len()).into());
     }
     files.sort_by_key(|p| natural_key(p));
     let mut chunks = Vec::new();
@@ -82,7 +78,7 @@ pub fn chatharuhi_jsonl<'s>(
     options: &Options,
     scale: impl Fn(&str) -> Option<&'s Scale>,
     known: impl Fn(&str) -> Option<&'s Character>,
-) -> Result<Imported, String> {
+) -> Result<Imported, super::ImportError> {
     let rows = jsonl_rows(file)?;
     let mut description: Option<String> = None;
     let mut chunks = Vec::new();
@@ -96,8 +92,8 @@ pub fn chatharuhi_jsonl<'s>(
                     .map_err(|e| format!("{}: enc_text is not base64: {e}", at()))?;
                 String::from_utf8(bytes).map_err(|_| format!("{}: enc_text does not decode to UTF-8", at()))?
             }
-            (Some(_), _) | (None, Some(_)) => return Err(format!("{}: text must be a string", at())),
-            (None, None) => return Err(format!("{}: a row needs \"text\" or \"enc_text\"", at())),
+            (Some(_), _) | (None, Some(_)) => return Err(format!("{}: text must be a string", at()).into()),
+            (None, None) => return Err(format!("{}: a row needs \"text\" or \"enc_text\"", at()).into()),
         };
         // The embedding column of the special rows holds a marker instead of a vector.
         let marker = row
@@ -107,7 +103,7 @@ pub fn chatharuhi_jsonl<'s>(
         match marker {
             Some("system_prompt") => {
                 if description.is_some() {
-                    return Err(format!("{}: a second system_prompt row", at()));
+                    return Err(format!("{}: a second system_prompt row", at()).into());
                 }
                 description = Some(text);
             }
@@ -182,7 +178,9 @@ mod tests {
             name: Some("Haruhi".into()),
             ..Options::default()
         };
-        let e = chatharuhi_folder(&src.path().join("Luna"), data.path(), &opts, |_| None, |_| None).unwrap_err();
+        let e = chatharuhi_folder(&src.path().join("Luna"), data.path(), &opts, |_| None, |_| None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("\"Haruhi\" never speaks") && e.contains("Luna"), "{e}");
         let opts = Options {
             id: Some("../../etc".into()),
@@ -191,6 +189,7 @@ mod tests {
         assert!(
             chatharuhi_folder(&src.path().join("Luna"), data.path(), &opts, |_| None, |_| None)
                 .unwrap_err()
+                .to_string()
                 .contains("must be lower-case")
         );
         assert!(
@@ -250,7 +249,9 @@ mod tests {
         ] {
             let file = dir.path().join("Luna.jsonl");
             std::fs::write(&file, rows).unwrap();
-            let e = chatharuhi_jsonl(&file, data.path(), &Options::default(), |_| None, |_| None).unwrap_err();
+            let e = chatharuhi_jsonl(&file, data.path(), &Options::default(), |_| None, |_| None)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(expect), "{rows}: {e}");
         }
         assert!(std::fs::read_dir(data.path()).unwrap().next().is_none());

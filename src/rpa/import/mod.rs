@@ -29,6 +29,29 @@ const MAX_TOTAL: u64 = 64 << 20;
 const MAX_JSONL: u64 = 512 << 20;
 const MAX_ROWS: usize = 200_000;
 
+/// Why an import wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// What was given cannot be imported: the user's to fix (exit 2).
+    #[error("{0}")]
+    Invalid(String),
+    /// The data dir cannot be written (exit 1).
+    #[error("cannot write {}: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+impl From<String> for ImportError {
+    fn from(message: String) -> Self {
+        ImportError::Invalid(message)
+    }
+}
+
+impl From<&str> for ImportError {
+    fn from(message: &str) -> Self {
+        ImportError::Invalid(message.into())
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct Options {
     pub id: Option<String>,
@@ -215,7 +238,7 @@ fn write_character<'s>(
     options: &Options,
     scale: impl Fn(&str) -> Option<&'s Scale>,
     known: impl Fn(&str) -> Option<&'s Character>,
-) -> Result<Imported, String> {
+) -> Result<Imported, ImportError> {
     let Profile {
         name,
         description,
@@ -224,10 +247,10 @@ fn write_character<'s>(
         fallback_slug,
     } = profile;
     if chunks.is_empty() {
-        return Err(format!("{origin}: no dialogue to use as memories"));
+        return Err(format!("{origin}: no dialogue to use as memories").into());
     }
     if description.trim().is_empty() {
-        return Err(format!("{origin}: the profile has no description"));
+        return Err(format!("{origin}: the profile has no description").into());
     }
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for c in &chunks {
@@ -242,7 +265,8 @@ fn write_character<'s>(
         return Err(format!(
             "\"{name}\" never speaks in {origin} (speakers seen: {}); pass --name with the speaker's name as written",
             seen.join(", ")
-        ));
+        )
+        .into());
     }
     let cjk = chunks
         .iter()
@@ -265,9 +289,7 @@ fn write_character<'s>(
         format!("{s}-{language}")
     });
     if !valid_id(&id) {
-        return Err(format!(
-            "id \"{id}\" must be lower-case letters, digits and '-' (pass --id)"
-        ));
+        return Err(format!("id \"{id}\" must be lower-case letters, digits and '-' (pass --id)").into());
     }
     let existing = known(&id).filter(|c| c.id == id);
     let experimenter = match (&options.experimenter, existing) {
@@ -304,8 +326,14 @@ fn write_character<'s>(
     Character::parse(Source::new(&character_file.display().to_string(), &text), scale)
         .map_err(|e| e.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))?;
     let memories_file = super::memories::path(data_dir, &id);
-    std::fs::create_dir_all(&characters).map_err(|e| format!("{}: {e}", characters.display()))?;
-    crate::session::write_atomic(&memories_file, &chunks).map_err(|e| format!("{}: {e}", memories_file.display()))?;
+    std::fs::create_dir_all(&characters).map_err(|source| ImportError::Write {
+        path: characters.clone(),
+        source,
+    })?;
+    crate::journal::write_atomic(&memories_file, &chunks).map_err(|source| ImportError::Write {
+        path: memories_file.clone(),
+        source,
+    })?;
     write_text_atomic(&character_file, &text)?;
     Ok(Imported {
         id,
@@ -315,13 +343,15 @@ fn write_character<'s>(
     })
 }
 
-fn write_text_atomic(path: &Path, text: &str) -> Result<(), String> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| format!("{}: no parent folder", path.display()))?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| e.to_string())?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(|e| e.to_string())?;
-    tmp.persist(path).map_err(|e| e.to_string())?;
+fn write_text_atomic(path: &Path, text: &str) -> Result<(), ImportError> {
+    let write = |source| ImportError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(write)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(write)?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(write)?;
+    tmp.persist(path).map_err(|e| write(e.error))?;
     Ok(())
 }

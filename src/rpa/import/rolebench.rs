@@ -25,7 +25,7 @@ pub fn rolebench_profile<'s>(
     options: &Options,
     scale: impl Fn(&str) -> Option<&'s Scale>,
     known: impl Fn(&str) -> Option<&'s Character>,
-) -> Result<Imported, String> {
+) -> Result<Imported, super::ImportError> {
     checked_size(desc, MAX_FILE * 16)?;
     let text = std::fs::read_to_string(desc).map_err(|e| format!("{}: {e}", desc.display()))?;
     let all: serde_json::Map<String, serde_json::Value> =
@@ -33,10 +33,7 @@ pub fn rolebench_profile<'s>(
     let description = match all.get(role) {
         Some(serde_json::Value::String(d)) => d.clone(),
         Some(_) => {
-            return Err(format!(
-                "{}: the description of \"{role}\" is not a string",
-                desc.display()
-            ));
+            return Err(format!("{}: the description of \"{role}\" is not a string", desc.display()).into());
         }
         None => {
             let roles: Vec<&str> = all.keys().take(12).map(String::as_str).collect();
@@ -45,7 +42,8 @@ pub fn rolebench_profile<'s>(
                 desc.display(),
                 roles.join(", "),
                 if all.len() > roles.len() { ", …" } else { "" }
-            ));
+            )
+            .into());
         }
     };
     let mut chunks: Vec<String> = Vec::new();
@@ -56,14 +54,11 @@ pub fn rolebench_profile<'s>(
             row.get("role").and_then(|v| v.as_str()),
             row.get("content").and_then(|v| v.as_str()),
         ) else {
-            return Err(format!("{}: a row needs string fields \"role\" and \"content\"", at()));
+            return Err(format!("{}: a row needs string fields \"role\" and \"content\"", at()).into());
         };
         let key = (id_part(row.get("act_id")), id_part(row.get("diag_id")));
         let (Some(act), Some(diag)) = key else {
-            return Err(format!(
-                "{}: a row needs \"act_id\" and \"diag_id\" (numbers or strings)",
-                at()
-            ));
+            return Err(format!("{}: a row needs \"act_id\" and \"diag_id\" (numbers or strings)", at()).into());
         };
         let speaker = clean(speaker).replace('\n', " ");
         let content = clean(content).replace('\n', " ");
@@ -152,16 +147,16 @@ mod tests {
                 |_| None,
             )
         };
-        let e = run("Nobody").unwrap_err();
+        let e = run("Nobody").unwrap_err().to_string();
         assert!(e.contains("no role \"Nobody\"") && e.contains("Wren Ashby"), "{e}");
-        let e = run("Other").unwrap_err();
+        let e = run("Other").unwrap_err().to_string();
         assert!(e.contains("\"Other\" never speaks"), "{e}");
         std::fs::write(
             dir.path().join("profiles-eng-Wren Ashby.jsonl"),
             "{\"act_id\": 1, \"diag_id\": 0, \"role\": \"Wren Ashby\", \"content\": \"a\"}\n{\"act_id\": 1, \"role\": \"Wren Ashby\", \"content\": \"b\"}\n",
         )
         .unwrap();
-        let e = run("Wren Ashby").unwrap_err();
+        let e = run("Wren Ashby").unwrap_err().to_string();
         assert!(e.contains(".jsonl:2: a row needs \"act_id\""), "{e}");
         assert!(std::fs::read_dir(data.path()).unwrap().next().is_none());
     }

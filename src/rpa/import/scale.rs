@@ -438,7 +438,7 @@ pub fn questionnaire(
     data_dir: &Path,
     options: &ScaleOptions,
     existing: impl Fn(&str) -> bool,
-) -> Result<ImportedScale, String> {
+) -> Result<ImportedScale, super::ImportError> {
     checked_size(file, MAX_FILE * 16)?;
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let value: Value =
@@ -448,11 +448,11 @@ pub fn questionnaire(
         ScaleFormat::Incharacter => incharacter(&value, &origin)?,
         ScaleFormat::Psychobench => {
             let Some(list) = value.as_array() else {
-                return Err(format!("{origin}: a PsychoBench file is a list of questionnaires"));
+                return Err(format!("{origin}: a PsychoBench file is a list of questionnaires").into());
             };
             let names: Vec<&str> = list.iter().filter_map(|q| q.get("name")?.as_str()).collect();
             let Some(wanted) = &options.name else {
-                return Err(format!("{origin}: pass --name with one of: {}", names.join(", ")));
+                return Err(format!("{origin}: pass --name with one of: {}", names.join(", ")).into());
             };
             let q = list
                 .iter()
@@ -467,9 +467,7 @@ pub fn questionnaire(
         }
     };
     if draft.dimensions.is_empty() {
-        return Err(format!(
-            "{origin}: the questionnaire has no categories, so no item would be scored"
-        ));
+        return Err(format!("{origin}: the questionnaire has no categories, so no item would be scored").into());
     }
     let id = options.id.clone().unwrap_or_else(|| draft.name.clone());
     let safe = !id.is_empty()
@@ -477,14 +475,12 @@ pub fn questionnaire(
         && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         && !id.starts_with('-');
     if !safe {
-        return Err(format!(
-            "scale id \"{id}\" must be ASCII letters, digits, '-' and '_' (pass --id)"
-        ));
+        return Err(format!("scale id \"{id}\" must be ASCII letters, digits, '-' and '_' (pass --id)").into());
     }
     if existing(&id) && !options.replace {
-        return Err(format!(
-            "a scale \"{id}\" already exists; pass --id to import under another id, or --replace"
-        ));
+        return Err(
+            format!("a scale \"{id}\" already exists; pass --id to import under another id, or --replace").into(),
+        );
     }
     let (scale_file, filled) = build(draft, &id);
     let body = toml::to_string(&scale_file).map_err(|e| e.to_string())?;
@@ -596,14 +592,17 @@ mod tests {
             &ScaleOptions::default(),
             |_| false,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("pass --name with one of: Tiny"), "{e}");
         let opts = ScaleOptions {
             name: Some("Tiny".into()),
             ..ScaleOptions::default()
         };
         assert_eq!(stated_range("reply numbers from 0 to 4 in"), Some([0, 4]));
-        let e = questionnaire(&file, ScaleFormat::Psychobench, data.path(), &opts, |id| id == "Tiny").unwrap_err();
+        let e = questionnaire(&file, ScaleFormat::Psychobench, data.path(), &opts, |id| id == "Tiny")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("already exists"), "{e}");
         let got = questionnaire(&file, ScaleFormat::Psychobench, data.path(), &opts, |_| false).unwrap();
         assert_eq!((got.items, got.dimensions), (3, 1));
@@ -658,7 +657,8 @@ mod tests {
                 &ScaleOptions::default(),
                 |_| false,
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
             assert!(e.contains(expect), "{text}: {e}");
         }
         assert!(std::fs::read_dir(data.path()).unwrap().next().is_none());

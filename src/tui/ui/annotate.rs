@@ -10,9 +10,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Gauge, Paragraph};
 
 use super::{block, fit, pad};
-use crate::engine::{Assessment, Method};
-use crate::method::annotation::{self, Answer, Task};
 use crate::method::interview::QueryStyle;
+use crate::method::{Assessment, Method};
+use crate::study::annotation::{self, Answer, Task};
 use crate::tui::app::{App, SAMPLES};
 use crate::tui::run_view::ItemKey;
 use crate::tui::wrap::wrap;

@@ -14,8 +14,8 @@ use super::inspect::Unit;
 use super::{block, pad, score_text};
 use crate::domain::character::{LabelSource, LabelType};
 use crate::domain::metrics::alignment;
-use crate::engine::results::rows;
-use crate::engine::{Assessment, Method};
+use crate::method::{Assessment, Method};
+use crate::study::interview::results::rows;
 use crate::tui::app::{App, ListId};
 
 /// Radar axes per page; more dimensions (CABIN's 41) are paged.

@@ -12,7 +12,7 @@ use ratatui::widgets::{Paragraph, Wrap};
 
 use super::{block, fit, pad};
 use crate::domain::rouge;
-use crate::engine::rolebench::{self, Item, Step};
+use crate::study::rolebench::{self, Item, Step};
 use crate::text::terminal_safe as safe;
 use crate::tui::app::{App, RB_LIMITS};
 use crate::tui::theme::Theme;

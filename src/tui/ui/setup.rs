@@ -10,9 +10,10 @@ use ratatui::widgets::Paragraph;
 use super::{block, fit, pad, window};
 use crate::catalog::{Catalog, Origin};
 use crate::domain::character::LabelSource;
-use crate::engine::{Method, RunPlan};
+use crate::method::Method;
 use crate::method::expert::batches;
 use crate::rpa::retrieval::approx_tokens;
+use crate::study::RunPlan;
 use crate::tui::app::{App, ListId, OPTION_ROWS, SetupPane};
 
 /// Requests and tokens a plan will take (tokens approximate: prompts from the descriptions and items,

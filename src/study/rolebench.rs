@@ -3,7 +3,6 @@
 //! and an optional judge compares each answer with a baseline answer in both orders.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::future::join_all;
@@ -11,21 +10,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::Event;
-use super::live::{LiveSink, Pause};
-use super::runner::{Opened, connector, finish, journal_while, observed, open_journal, open_session};
+use super::{Env, Event, Failures, Kind, Prepared, SessionHeader, Study, StudyError};
 use crate::catalog::Catalog;
 use crate::domain::rouge::{self, RougeL};
 use crate::domain::scale::Language;
-use crate::llm::config::Config;
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, Role, complete};
 use crate::method::rolebench::{self, Question, Scored, Summary, Verdict};
 use crate::method::{interview, judge};
 use crate::rpa::memories::Memories;
 use crate::rpa::prompt::{self, RpaStyle};
-use crate::session::{self, Journal};
-
-pub type Start = super::runner::Start<RolebenchPlan>;
 
 /// What a RoleBench session asks, frozen at its start: a resume never reads the files again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -223,10 +216,7 @@ pub fn steps(events: &[Event]) -> impl Iterator<Item = &Step> {
 }
 
 pub fn plan_of(events: &[Event]) -> Option<&RolebenchPlan> {
-    events.iter().find_map(|e| match e {
-        Event::RolebenchStarted { plan, .. } => Some(plan.as_ref()),
-        _ => None,
-    })
+    Rolebench::plan_of(events)
 }
 
 /// The prompt for one question: the imported character's prompt in the plan's style, or a minimal
@@ -254,16 +244,18 @@ pub fn messages(
     vec![ChatMessage::system(system), ChatMessage::user(q.question.clone())]
 }
 
-pub struct RolebenchEngine {
+/// The RoleBench study: its models, the imported characters' memories and what the journal holds.
+pub struct Rolebench {
     pub catalog: Arc<Catalog>,
     pub rpa: Arc<dyn ChatModel>,
     pub judge: Option<Arc<dyn ChatModel>>,
     pub memories: BTreeMap<String, Arc<Memories>>,
+    pub done: Done,
 }
 
-impl RolebenchEngine {
-    pub async fn run(&self, plan: &RolebenchPlan, done: &Done, sink: &UnboundedSender<Step>) {
-        let asks = plan.questions.iter().map(|q| self.question(plan, done, sink, q));
+impl Rolebench {
+    async fn run_plan(&self, plan: &RolebenchPlan, sink: &UnboundedSender<Step>) {
+        let asks = plan.questions.iter().map(|q| self.question(plan, &self.done, sink, q));
         join_all(asks).await;
     }
 
@@ -338,93 +330,83 @@ pub fn purpose(q: &Question) -> String {
     format!("rolebench {} line {}", q.role, q.line)
 }
 
-pub struct Prepared {
-    pub id: String,
-    pub dir: PathBuf,
-    pub plan: RolebenchPlan,
-    pub engine: RolebenchEngine,
-    pub done: Done,
-    pub journal: Journal,
-}
+impl Study for Rolebench {
+    type Plan = RolebenchPlan;
+    type Step = Step;
+    const KIND: Kind = Kind::Rolebench;
 
-pub fn prepare(
-    catalog: Arc<Catalog>,
-    config: &Config,
-    data: &Path,
-    start: Start,
-    concurrency: Option<usize>,
-) -> Result<Prepared, String> {
-    let Opened {
-        id,
-        dir,
-        plan,
-        name,
-        prior,
-    } = open_session(data, start, plan_of, "a RoleBench run")?;
-    let connect = connector(config, data, plan.seed, concurrency);
-    let rpa = connect(&plan.rpa)?;
-    let judge = plan.judge.as_deref().map(&connect).transpose()?;
-    let mut providers = BTreeMap::from([("rpa".to_string(), rpa.info())]);
-    if let Some(j) = &judge {
-        providers.insert("judge".into(), j.info());
+    fn plan_of(events: &[Event]) -> Option<&RolebenchPlan> {
+        events.iter().find_map(|e| match e {
+            Event::RolebenchStarted { plan, .. } => Some(plan.as_ref()),
+            _ => None,
+        })
     }
-    let journal = open_journal(&dir, !prior.is_empty(), || Event::RolebenchStarted {
-        session: id.clone(),
-        name,
-        created: session::now_rfc3339(),
-        app_version: env!("CARGO_PKG_VERSION").into(),
-        plan: Box::new(plan.clone()),
-        providers,
-    })?;
-    let mut memories = BTreeMap::new();
-    for cid in plan.characters.values() {
-        if let Some(c) = catalog.character(cid)
-            && let Ok(Some(m)) = Memories::load(data, &c.id, &c.name)
-        {
-            memories.insert(c.id.clone(), Arc::new(m));
+
+    fn seed(plan: &RolebenchPlan) -> u64 {
+        plan.seed
+    }
+
+    fn started(header: SessionHeader, plan: RolebenchPlan) -> Event {
+        Event::RolebenchStarted {
+            header,
+            plan: Box::new(plan),
         }
     }
-    Ok(Prepared {
-        done: Done::from_events(&prior),
-        engine: RolebenchEngine {
-            catalog,
-            rpa,
-            judge,
-            memories,
-        },
-        id,
-        dir,
-        plan,
-        journal,
-    })
-}
 
-impl Prepared {
-    /// Runs what the session lacks, journaling each step before handing it to `on_event`.
-    pub async fn execute(
-        mut self,
-        live: Option<(LiveSink, Pause)>,
-        mut on_event: impl FnMut(&Event) + Send,
-    ) -> Result<Vec<Event>, String> {
-        if let Some((sink, pause)) = live {
-            self.engine.rpa = observed(self.engine.rpa.clone(), &sink, &pause);
-            self.engine.judge = self.engine.judge.clone().map(|j| observed(j, &sink, &pause));
+    fn prepare(plan: &mut RolebenchPlan, prior: &[Event], env: &Env<'_>) -> Result<Prepared<Self>, StudyError> {
+        let rpa = (env.connect)(&plan.rpa)?;
+        let judge = plan.judge.as_deref().map(env.connect).transpose()?;
+        let mut providers = BTreeMap::from([("rpa".to_string(), rpa.info())]);
+        if let Some(j) = &judge {
+            providers.insert("judge".into(), j.info());
         }
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Step>();
-        let Prepared {
-            id,
-            engine,
-            plan,
-            done,
-            journal,
-            ..
-        } = &mut self;
-        let work = async {
-            engine.run(plan, done, &tx).await;
-            drop(tx);
+        let mut memories = BTreeMap::new();
+        for cid in plan.characters.values() {
+            if let Some(c) = env.catalog.character(cid)
+                && let Ok(Some(m)) = Memories::load(env.data, &c.id, &c.name)
+            {
+                memories.insert(c.id.clone(), Arc::new(m));
+            }
+        }
+        Ok(Prepared {
+            study: Rolebench {
+                catalog: env.catalog.clone(),
+                rpa,
+                judge,
+                memories,
+                done: Done::from_events(prior),
+            },
+            providers,
+            notes: Vec::new(),
+            items_per_call: None,
+        })
+    }
+
+    fn wrap_models(&mut self, wrap: &dyn Fn(Arc<dyn ChatModel>) -> Arc<dyn ChatModel>) {
+        self.rpa = wrap(self.rpa.clone());
+        self.judge = self.judge.clone().map(wrap);
+    }
+
+    async fn run(&self, plan: &RolebenchPlan, sink: &UnboundedSender<Step>) {
+        self.run_plan(plan, sink).await;
+    }
+
+    fn export(events: &[Event], _: &Catalog) -> Value {
+        export(events)
+    }
+
+    /// Questions left unanswered, and verdicts the judge could not give.
+    fn failures(events: &[Event]) -> Failures {
+        let Some((_, items)) = items(events) else {
+            return Failures::default();
         };
-        journal_while(work, rx, journal, "rolebench", id, &mut on_event).await?;
-        finish(&mut self.journal, &self.dir, export)
+        Failures {
+            items: items.iter().filter(|i| i.response.is_none()).count(),
+            assessments: items
+                .iter()
+                .filter(|i| matches!(&i.judge, Some(Step::Judged { score: None, .. })))
+                .count(),
+        }
     }
 }
 
@@ -533,23 +515,16 @@ pub fn totals(items: &[Item]) -> Totals {
 }
 
 /// `export --format json` (and results.json) of a RoleBench session.
-pub fn export(events: &[Event]) -> Value {
+fn export(events: &[Event]) -> Value {
     let Some((plan, items)) = items(events) else {
         return Value::Null;
     };
     let session = events
         .iter()
         .find_map(|e| match e {
-            Event::RolebenchStarted {
-                session,
-                created,
-                app_version,
-                providers,
-                name,
-                ..
-            } => Some(json!({
-                "id": session, "name": name, "created": created, "app_version": app_version,
-                "providers": providers, "seed": plan.seed, "kind": "rolebench", "data": plan.data,
+            Event::RolebenchStarted { header: h, .. } => Some(json!({
+                "id": h.session, "name": h.name, "created": h.created, "app_version": h.app_version,
+                "providers": h.providers, "seed": plan.seed, "kind": "rolebench", "data": plan.data,
                 "style": plan.style, "unprofiled_roles": plan.unprofiled(),
             })),
             _ => None,

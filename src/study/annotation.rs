@@ -14,8 +14,31 @@ use serde_json::{Value, json};
 
 use crate::domain::scoring::ItemOption;
 use crate::domain::stats;
-use crate::engine::{Assessment, Event, Method};
+use crate::journal::{self, Journal, JournalError};
 use crate::method::interview::QueryStyle;
+use crate::method::{Assessment, Method};
+use crate::study::Event;
+
+/// Why an annotation could not be kept or read.
+#[derive(Debug, thiserror::Error)]
+pub enum AnnotationError {
+    #[error("annotator \"{0}\": letters, digits, '-', '_' and '.' only")]
+    Annotator(String),
+    #[error("cannot write {}: {source}", path.display())]
+    Unwritable { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+impl AnnotationError {
+    /// Whether the user's input is at fault (a bad name, a file damaged by hand) rather than the machine.
+    pub fn is_input(&self) -> bool {
+        matches!(
+            self,
+            AnnotationError::Annotator(_) | AnnotationError::Journal(JournalError::Damaged { .. })
+        )
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -104,20 +127,21 @@ pub fn dir(session: &Path) -> PathBuf {
 }
 
 /// Appends one annotation to its annotator's file (flushed before returning).
-pub fn append(session: &Path, a: &Annotation) -> Result<(), String> {
+pub fn append(session: &Path, a: &Annotation) -> Result<(), AnnotationError> {
     if !valid_annotator(&a.annotator) {
-        return Err(format!(
-            "annotator \"{}\": letters, digits, '-', '_' and '.' only",
-            a.annotator
-        ));
+        return Err(AnnotationError::Annotator(a.annotator.clone()));
     }
     let path = dir(session).join(format!("{}.jsonl", a.annotator));
-    let mut journal = crate::session::Journal::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    journal.append(a).map_err(|e| format!("{}: {e}", path.display()))
+    let unwritable = |source| AnnotationError::Unwritable {
+        path: path.clone(),
+        source,
+    };
+    let mut journal = Journal::open(&path).map_err(unwritable)?;
+    journal.append(a).map_err(unwritable)
 }
 
 /// Every annotator's latest answer per case.
-pub fn load(session: &Path) -> Result<BTreeMap<String, BTreeMap<Case, Annotation>>, String> {
+pub fn load(session: &Path) -> Result<BTreeMap<String, BTreeMap<Case, Annotation>>, AnnotationError> {
     let mut out: BTreeMap<String, BTreeMap<Case, Annotation>> = BTreeMap::new();
     let Ok(entries) = std::fs::read_dir(dir(session)) else {
         return Ok(out);
@@ -129,7 +153,7 @@ pub fn load(session: &Path) -> Result<BTreeMap<String, BTreeMap<Case, Annotation
         .collect();
     files.sort();
     for f in files {
-        for a in crate::session::read::<Annotation>(&f)? {
+        for a in journal::read::<Annotation>(&f)? {
             out.entry(a.annotator.clone()).or_default().insert(a.case.clone(), a);
         }
     }

@@ -1,13 +1,9 @@
-//! The engine: turns a `RunPlan` into model calls and emits `Event`s. It is the only place that
-//! schedules calls; all units (character × scale × repeat) run at once and the providers' limits decide
-//! how many requests are in flight. The open interview of a unit is shared by ER_batch, ER_all, OC and
-//! d-OC. Given what a journal already holds (`Done`), it asks and assesses only what is missing.
+//! Interviews, the InCharacter study: every scored item of each scale asked in its own context, for
+//! each character × scale × repeat at once (the providers' limits decide how many requests are in
+//! flight), then assessed by each method. The open interview of a unit is shared by ER_batch, ER_all,
+//! OC and d-OC. Given what a journal already holds, it asks and assesses only what is missing.
 
-pub mod live;
-pub mod observe;
 pub mod results;
-pub mod rolebench;
-pub mod runner;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -16,69 +12,19 @@ use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::{Env, Event, Failures, Kind, Prepared, SessionHeader, Study, StudyError};
 use crate::catalog::Catalog;
 use crate::domain::character::Character;
 use crate::domain::scale::Scale;
 use crate::domain::scoring::ItemOption;
-use crate::llm::{ChatModel, ModelInfo};
+use crate::llm::ChatModel;
 use crate::method::anonymize::Masker;
 use crate::method::convert::{self, Conversion, ConversionCall, ConvertedItem};
 use crate::method::expert::{self, BatchRating, Exchange, Grouping};
 use crate::method::interview::{self, QueryStyle};
-use crate::method::judge_json;
+use crate::method::{Assessment, Method, judge_json};
 use crate::rpa::memories::Memories;
 use crate::rpa::prompt::RpaStyle;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Method {
-    ErBatch,
-    ErAll,
-    Oc,
-    DOc,
-    Sr,
-    SrCot,
-}
-
-impl Method {
-    pub const ALL: [Method; 6] = [
-        Method::ErBatch,
-        Method::ErAll,
-        Method::Oc,
-        Method::DOc,
-        Method::Sr,
-        Method::SrCot,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Method::ErBatch => "er-batch",
-            Method::ErAll => "er-all",
-            Method::Oc => "oc",
-            Method::DOc => "d-oc",
-            Method::Sr => "sr",
-            Method::SrCot => "sr-cot",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Method> {
-        Method::ALL.into_iter().find(|m| m.name() == name.trim())
-    }
-
-    /// The interview a method reads.
-    pub fn query_style(self) -> QueryStyle {
-        match self {
-            Method::Sr => QueryStyle::Sr,
-            Method::SrCot => QueryStyle::SrCot,
-            _ => QueryStyle::Open,
-        }
-    }
-
-    /// Whether the method yields item-level options (and so item-level consistency).
-    pub fn item_level(self) -> bool {
-        !matches!(self, Method::ErBatch | Method::ErAll)
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunPlan {
@@ -100,159 +46,6 @@ pub struct RunPlan {
 
 fn default_items_per_call() -> u32 {
     convert::MAX_ITEMS_PER_CALL as u32
-}
-
-/// One dimension of one method's assessment.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Assessment {
-    pub character: String,
-    pub scale: String,
-    pub method: Method,
-    pub repeat: u32,
-    pub dimension: String,
-    /// `None`: the dimension could not be assessed (a failed judge call or interview item); never guessed.
-    pub score: Option<f64>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub batches: Vec<BatchRating>,
-    /// OC, d-OC, SR: the item ids of each judge call that converted items of this dimension (absent in
-    /// sessions older than the field, whose calls follow the plan's `items_per_call`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub calls: Vec<Vec<u32>>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub items: Vec<ConvertedItem>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event {
-    RunStarted {
-        session: String,
-        name: Option<String>,
-        created: String,
-        app_version: String,
-        plan: RunPlan,
-        providers: BTreeMap<String, ModelInfo>,
-    },
-    Resumed {
-        at: String,
-        /// Items per conversion call from here on, when the judge cannot hold the plan's number.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        items_per_call: Option<u32>,
-    },
-    ItemAnswered {
-        character: String,
-        scale: String,
-        repeat: u32,
-        style: QueryStyle,
-        item_id: u32,
-        question: String,
-        response: String,
-        /// Memories retrieved into the prompt (chatharuhi style), by index.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        retrieved: Vec<usize>,
-    },
-    ItemFailed {
-        character: String,
-        scale: String,
-        repeat: u32,
-        style: QueryStyle,
-        item_id: u32,
-        error: String,
-    },
-    DimensionAssessed(Assessment),
-    /// The start of an observer run (instead of `RunStarted`).
-    ObserveStarted {
-        session: String,
-        name: Option<String>,
-        created: String,
-        app_version: String,
-        plan: crate::observer::ObservePlan,
-        providers: BTreeMap<String, ModelInfo>,
-    },
-    /// One step of an observer run.
-    Observed(crate::observer::Step),
-    /// The start of a RoleBench run (instead of `RunStarted`).
-    RolebenchStarted {
-        session: String,
-        name: Option<String>,
-        created: String,
-        app_version: String,
-        /// Boxed: it holds the questions, and would make every event as large.
-        plan: Box<rolebench::RolebenchPlan>,
-        providers: BTreeMap<String, ModelInfo>,
-    },
-    /// One step of a RoleBench run.
-    Rolebench(rolebench::Step),
-    RunFinished {
-        status: String,
-        at: String,
-    },
-}
-
-/// The first event of a session, whichever kind of run it is.
-pub struct SessionStart<'a> {
-    pub session: &'a str,
-    pub name: &'a Option<String>,
-    pub created: &'a str,
-    pub providers: &'a BTreeMap<String, ModelInfo>,
-    /// `interviews`, `observers` or `rolebench`.
-    pub kind: &'static str,
-}
-
-/// An observer step, as its journal records it.
-impl From<crate::observer::Step> for Event {
-    fn from(step: crate::observer::Step) -> Event {
-        Event::Observed(step)
-    }
-}
-
-impl Event {
-    pub fn start(&self) -> Option<SessionStart<'_>> {
-        match self {
-            Event::RunStarted {
-                session,
-                name,
-                created,
-                providers,
-                ..
-            } => Some(SessionStart {
-                session,
-                name,
-                created,
-                providers,
-                kind: "interviews",
-            }),
-            Event::ObserveStarted {
-                session,
-                name,
-                created,
-                providers,
-                ..
-            } => Some(SessionStart {
-                session,
-                name,
-                created,
-                providers,
-                kind: "observers",
-            }),
-            Event::RolebenchStarted {
-                session,
-                name,
-                created,
-                providers,
-                ..
-            } => Some(SessionStart {
-                session,
-                name,
-                created,
-                providers,
-                kind: "rolebench",
-            }),
-            _ => None,
-        }
-    }
 }
 
 type AnswerKey = (String, String, u32, QueryStyle, u32);
@@ -305,17 +98,20 @@ impl Done {
     }
 }
 
-pub struct Engine {
+/// The interview study: its models, the characters' memories and what the journal holds.
+pub struct Interviews {
     pub catalog: Arc<Catalog>,
     pub rpa: Arc<dyn ChatModel>,
     pub judge: Arc<dyn ChatModel>,
     /// Memories of the characters that have them (for the chatharuhi style).
     pub memories: BTreeMap<String, Arc<Memories>>,
+    pub done: Done,
 }
 
-impl Engine {
+impl Interviews {
     /// Runs the plan, skipping what `done` holds, and sends every new event to `sink`.
-    pub async fn run(&self, plan: &RunPlan, done: &Done, sink: &UnboundedSender<Event>) {
+    pub async fn run_plan(&self, plan: &RunPlan, sink: &UnboundedSender<Event>) {
+        let done = &self.done;
         let mut units = Vec::new();
         for character in &plan.characters {
             for scale in &plan.scales {
@@ -596,5 +392,155 @@ impl Engine {
         }
         items.sort_by_key(|i| i.item_id);
         (items, calls)
+    }
+}
+
+impl RunPlan {
+    /// The query styles the plan's methods read (one interview each).
+    fn styles(&self) -> BTreeSet<QueryStyle> {
+        self.methods.iter().map(|m| m.query_style()).collect()
+    }
+
+    /// Interview items the plan asks in all (answered or not).
+    pub fn total_items(&self, catalog: &Catalog) -> usize {
+        self.scales
+            .iter()
+            .filter_map(|s| catalog.scale(s))
+            .map(|s| s.scored_items().count())
+            .sum::<usize>()
+            * self.characters.len()
+            * self.repeats as usize
+            * self.styles().len()
+    }
+
+    /// Dimension assessments the plan makes in all.
+    pub fn total_assessments(&self, catalog: &Catalog) -> usize {
+        self.scales
+            .iter()
+            .filter_map(|s| catalog.scale(s))
+            .map(|s| s.dimensions.len())
+            .sum::<usize>()
+            * self.characters.len()
+            * self.repeats as usize
+            * self.methods.len()
+    }
+}
+
+impl Study for Interviews {
+    type Plan = RunPlan;
+    type Step = Event;
+    const KIND: Kind = Kind::Interviews;
+
+    fn plan_of(events: &[Event]) -> Option<&RunPlan> {
+        events.iter().find_map(|e| match e {
+            Event::RunStarted { plan, .. } => Some(plan),
+            _ => None,
+        })
+    }
+
+    fn seed(plan: &RunPlan) -> u64 {
+        plan.seed
+    }
+
+    fn started(header: SessionHeader, plan: RunPlan) -> Event {
+        Event::RunStarted { header, plan }
+    }
+
+    fn prepare(plan: &mut RunPlan, prior: &[Event], env: &Env<'_>) -> Result<Prepared<Self>, StudyError> {
+        let rpa = (env.connect)(&plan.rpa)?;
+        let judge = (env.connect)(&plan.judge)?;
+        // Conversion calls are fitted to the judge. A resumed session keeps its grouping unless this
+        // judge cannot hold it; the change is journaled, and every assessment records its calls' items.
+        let fits = convert::items_per_call(judge.context_tokens()) as u32;
+        let mut items_per_call = None;
+        for e in prior {
+            if let Event::Resumed {
+                items_per_call: Some(n),
+                ..
+            } = e
+            {
+                plan.items_per_call = *n;
+            }
+        }
+        if fits < plan.items_per_call {
+            plan.items_per_call = fits;
+            items_per_call = (!prior.is_empty()).then_some(fits);
+        }
+        let mut notes = Vec::new();
+        let mut memories = BTreeMap::new();
+        for id in &plan.characters {
+            let speaker = env.catalog.character(id).map_or(String::new(), |c| c.name.clone());
+            match Memories::load(env.data, id, &speaker).map_err(StudyError::Memories)? {
+                Some(m) => {
+                    memories.insert(id.clone(), Arc::new(m));
+                }
+                None if plan.style != RpaStyle::Description => notes.push(format!(
+                    "{id} has no memories (import it with `incharacter import chatharuhi`): no classic scenes in its prompts"
+                )),
+                None => {}
+            }
+        }
+        let providers = [("rpa".to_string(), rpa.info()), ("judge".to_string(), judge.info())].into();
+        Ok(Prepared {
+            study: Interviews {
+                catalog: env.catalog.clone(),
+                rpa,
+                judge,
+                memories,
+                done: Done::from_events(prior),
+            },
+            providers,
+            notes,
+            items_per_call,
+        })
+    }
+
+    fn wrap_models(&mut self, wrap: &dyn Fn(Arc<dyn ChatModel>) -> Arc<dyn ChatModel>) {
+        self.rpa = wrap(self.rpa.clone());
+        self.judge = wrap(self.judge.clone());
+    }
+
+    async fn run(&self, plan: &RunPlan, sink: &UnboundedSender<Event>) {
+        self.run_plan(plan, sink).await;
+    }
+
+    fn export(events: &[Event], catalog: &Catalog) -> serde_json::Value {
+        results::export(events, catalog)
+    }
+
+    fn failures(events: &[Event]) -> Failures {
+        // An item counts as failed while no later answer took its place.
+        let items = |answered: bool| -> BTreeSet<_> {
+            events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::ItemAnswered {
+                        character,
+                        scale,
+                        repeat,
+                        style,
+                        item_id,
+                        ..
+                    } if answered => Some((character, scale, repeat, style, item_id)),
+                    Event::ItemFailed {
+                        character,
+                        scale,
+                        repeat,
+                        style,
+                        item_id,
+                        ..
+                    } if !answered => Some((character, scale, repeat, style, item_id)),
+                    _ => None,
+                })
+                .collect()
+        };
+        let failed_items = items(false).difference(&items(true)).count();
+        Failures {
+            items: failed_items,
+            assessments: results::latest_assessments(events)
+                .iter()
+                .filter(|a| a.score.is_none())
+                .count(),
+        }
     }
 }

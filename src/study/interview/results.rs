@@ -7,11 +7,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{Assessment, Event, Method};
 use crate::catalog::Catalog;
 use crate::domain::character::{LabelSource, LabelType};
 use crate::domain::metrics::{self, AlignmentRow};
 use crate::domain::scoring::ItemOption;
+use crate::method::{Assessment, Method};
+use crate::study::Event;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SummaryRow {
@@ -31,7 +32,7 @@ pub struct SummaryRow {
 }
 
 /// The last assessment of every (character, scale, method, repeat, dimension).
-fn assessments(events: &[Event]) -> Vec<&Assessment> {
+pub fn latest_assessments(events: &[Event]) -> Vec<&Assessment> {
     let mut latest: BTreeMap<(String, String, Method, u32, String), &Assessment> = BTreeMap::new();
     for e in events {
         if let Event::DimensionAssessed(a) = e {
@@ -58,33 +59,14 @@ fn option_json(o: Option<ItemOption>) -> Value {
     }
 }
 
-/// The JSON export of any session: a RoleBench run, an observer run or interviews, by what its
-/// journal holds (`export --format json`, and `e` on the sessions screen).
-pub fn export_any(events: &[Event], catalog: &Catalog) -> Value {
-    if super::rolebench::plan_of(events).is_some() {
-        super::rolebench::export(events)
-    } else if super::observe::subjects(events, catalog).is_some() {
-        super::observe::export(events, catalog)
-    } else {
-        export(events, catalog)
-    }
-}
-
 pub fn export(events: &[Event], catalog: &Catalog) -> Value {
     let mut session = json!({});
     let mut status = "incomplete".to_string();
     for e in events {
         match e {
-            Event::RunStarted {
-                session: id,
-                name,
-                created,
-                app_version,
-                plan,
-                providers,
-            } => {
-                session = json!({"id": id, "name": name, "created": created, "app_version": app_version,
-                                 "plan": plan, "providers": providers, "seed": plan.seed});
+            Event::RunStarted { header: h, plan } => {
+                session = json!({"id": h.session, "name": h.name, "created": h.created, "app_version": h.app_version,
+                                 "plan": plan, "providers": h.providers, "seed": plan.seed});
             }
             Event::RunFinished { status: s, .. } => status = s.clone(),
             _ => {}
@@ -127,7 +109,7 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
         })
         .collect();
     let mut grouped: BTreeMap<(String, String, Method, u32), serde_json::Map<String, Value>> = BTreeMap::new();
-    for a in assessments(events) {
+    for a in latest_assessments(events) {
         let mut dim = json!({"score": a.score});
         if !a.batches.is_empty() {
             dim["batches"] = json!(a.batches.iter().map(|b| json!({"item_ids": b.item_ids, "score": b.score, "analysis": b.analysis, "attempts": b.attempts})).collect::<Vec<_>>());
@@ -173,7 +155,7 @@ pub fn rows(catalog: &Catalog, scale_id: &str, list: &[&Assessment]) -> Vec<Alig
 }
 
 pub fn summary(events: &[Event], catalog: &Catalog) -> Vec<SummaryRow> {
-    let all = assessments(events);
+    let all = latest_assessments(events);
     let mut by: BTreeMap<(String, Method), Vec<&Assessment>> = BTreeMap::new();
     for a in all {
         by.entry((a.scale.clone(), a.method)).or_default().push(a);
@@ -252,7 +234,7 @@ pub fn csv(events: &[Event], catalog: &Catalog) -> String {
         "label_type",
         "correct",
     ]);
-    for a in assessments(events) {
+    for a in latest_assessments(events) {
         let (Some(c), Some(scale)) = (catalog.character(&a.character), catalog.scale(&a.scale)) else {
             continue;
         };

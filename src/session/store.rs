@@ -1,0 +1,316 @@
+//! The one place that finds sessions: the data dir's `sessions/`, then the bundled samples (recorded
+//! runs for demos: `$INCHARACTER_SAMPLES`, else the checkout's `sample-sessions/`, else the copy built
+//! into the binary, unpacked once into `<data dir>/samples/<hash>`). Samples are read-only: what would
+//! be written next to one (an export) goes to the data dir instead.
+
+use std::path::{Path, PathBuf};
+
+use super::{SessionError, sessions_dir};
+use crate::journal;
+use crate::study::{Event, Kind, kind_of};
+
+/// One row of the sessions list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionEntry {
+    pub id: String,
+    pub name: Option<String>,
+    pub created: String,
+    pub status: String,
+    pub model: String,
+    pub path: PathBuf,
+    pub sample: bool,
+}
+
+/// Sessions in a data dir and among the samples.
+#[derive(Debug, Clone)]
+pub struct Store {
+    data: PathBuf,
+    samples: Option<PathBuf>,
+}
+
+impl Store {
+    /// The sessions of `data`, with the samples this build knows.
+    pub fn new(data: &Path) -> Store {
+        Store {
+            data: data.to_path_buf(),
+            samples: samples_dir(),
+        }
+    }
+
+    /// The sessions of `data`, with the samples in `samples` (tests).
+    pub fn with_samples(data: &Path, samples: Option<PathBuf>) -> Store {
+        Store {
+            data: data.to_path_buf(),
+            samples,
+        }
+    }
+
+    pub fn data(&self) -> &Path {
+        &self.data
+    }
+
+    pub fn samples(&self) -> Option<&Path> {
+        self.samples.as_deref()
+    }
+
+    /// The folder of the data dir's session `id`, which a run may write to.
+    pub fn own(&self, id: &str) -> Result<PathBuf, SessionError> {
+        let dir = sessions_dir(&self.data).join(id);
+        if id.contains('/') || id.contains("..") || !dir.join("journal.jsonl").is_file() {
+            return Err(SessionError::NotFound(id.to_string()));
+        }
+        Ok(dir)
+    }
+
+    /// A session folder from an id (the data dir's first, since a copied sample may be annotated
+    /// there, then a sample's), a folder or a journal path.
+    pub fn find(&self, what: &str) -> Result<PathBuf, SessionError> {
+        let p = Path::new(what);
+        if p.is_file() {
+            return p
+                .parent()
+                .map(Path::to_path_buf)
+                .ok_or_else(|| SessionError::NotFound(what.to_string()));
+        }
+        if p.join("journal.jsonl").is_file() {
+            return Ok(p.to_path_buf());
+        }
+        self.own(what).or_else(|e| match &self.samples {
+            Some(samples) if !what.contains("..") && samples.join(what).join("journal.jsonl").is_file() => {
+                Ok(samples.join(what))
+            }
+            _ => Err(e),
+        })
+    }
+
+    /// Whether `session` is one of the (read-only) samples.
+    pub fn is_sample(&self, session: &Path) -> bool {
+        self.samples.as_deref().is_some_and(|s| session.starts_with(s))
+    }
+
+    /// A session's records.
+    pub fn load(&self, dir: &Path) -> Result<Vec<Event>, SessionError> {
+        Ok(journal::read(&dir.join("journal.jsonl"))?)
+    }
+
+    /// The data dir's sessions, then the samples, each oldest first.
+    pub fn list(&self) -> Vec<SessionEntry> {
+        let mut out = list_in(&sessions_dir(&self.data), false);
+        if let Some(samples) = &self.samples {
+            out.extend(list_in(samples, true));
+        }
+        out
+    }
+
+    /// Where a session's export is written: `export.json` in its folder, or for a sample
+    /// `<data dir>/exports/<id>.json`.
+    pub fn export_target(&self, session: &Path) -> PathBuf {
+        let id = session
+            .file_name()
+            .map_or_else(|| "session".into(), |n| n.to_string_lossy().into_owned());
+        if self.is_sample(session) {
+            self.data.join("exports").join(format!("{id}.json"))
+        } else {
+            session.join("export.json")
+        }
+    }
+
+    /// The interview sample a demo replays: the one whose journal holds the most (a run with its
+    /// assessments beats a partial one), ties broken by id.
+    pub fn demo_session(&self) -> Option<PathBuf> {
+        samples_of(self.samples.as_deref()?)
+            .into_iter()
+            .filter(|(_, events)| kind_of(events) == Some(Kind::Interviews))
+            .rev()
+            .max_by_key(|(_, events)| events.len())
+            .map(|(dir, _)| dir)
+    }
+
+    /// The observer session the demo's last step opens: the first observer sample by id.
+    pub fn observer_sample(&self) -> Option<PathBuf> {
+        samples_of(self.samples.as_deref()?)
+            .into_iter()
+            .find(|(_, events)| kind_of(events) == Some(Kind::Observers))
+            .map(|(dir, _)| dir)
+    }
+}
+
+/// The sample folders in id order, with the events of each readable journal.
+fn samples_of(samples: &Path) -> Vec<(PathBuf, Vec<Event>)> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(samples)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    dirs.into_iter()
+        .filter_map(|dir| Some((dir.clone(), journal::read::<Event>(&dir.join("journal.jsonl")).ok()?)))
+        .collect()
+}
+
+fn list_in(dir: &Path, sample: bool) -> Vec<SessionEntry> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let Ok(timed) = journal::read_timed::<Event>(&path.join("journal.jsonl")) else {
+            continue;
+        };
+        // Two sessions can start within the same second: the first line's milliseconds order them.
+        let started_ms = timed.first().and_then(|(ts, _)| *ts);
+        let events: Vec<Event> = timed.into_iter().map(|(_, e)| e).collect();
+        let Some((header, _)) = events.iter().find_map(Event::header) else {
+            continue;
+        };
+        let status = events
+            .iter()
+            .rev()
+            .find_map(|e| match e {
+                Event::RunFinished { status, .. } => Some(status.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| "interrupted".into());
+        let model = header
+            .providers
+            .get("rpa")
+            .or_else(|| header.providers.get("subject"))
+            .map(|m| format!("{} ({})", m.model, m.kind))
+            .unwrap_or_default();
+        found.push((
+            started_ms,
+            SessionEntry {
+                id: header.session.clone(),
+                name: header.name.clone(),
+                created: header.created.clone(),
+                status,
+                model,
+                path,
+                sample,
+            },
+        ));
+    }
+    found.sort_by(|(ms_a, a), (ms_b, b)| a.created.cmp(&b.created).then(ms_a.cmp(ms_b)).then(a.id.cmp(&b.id)));
+    found.into_iter().map(|(_, e)| e).collect()
+}
+
+/// The sample sessions this build knows (see the module's paragraph).
+pub fn samples_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("INCHARACTER_SAMPLES") {
+        return Some(PathBuf::from(dir)).filter(|p| p.is_dir());
+    }
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
+    if checkout.is_dir() {
+        return Some(checkout);
+    }
+    static UNPACKED: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    UNPACKED
+        .get_or_init(|| {
+            let root = crate::paths::data_dir()?.join("samples");
+            unpack_samples(&root)
+                .inspect_err(|e| tracing::warn!("cannot unpack the sample sessions into {}: {e}", root.display()))
+                .ok()
+        })
+        .clone()
+}
+
+/// Writes the built-in samples under `root`, in a folder named by their content hash (an upgrade gets
+/// a new folder, never a mix), completed by a rename so a reader never sees half of it.
+fn unpack_samples(root: &Path) -> std::io::Result<PathBuf> {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for (name, bytes) in crate::catalog::bundled::SAMPLES {
+        hasher.update(name.as_bytes());
+        hasher.update(bytes);
+    }
+    let hash: String = hasher.finalize()[..6].iter().map(|b| format!("{b:02x}")).collect();
+    let dir = root.join(&hash);
+    if dir.is_dir() {
+        return Ok(dir);
+    }
+    std::fs::create_dir_all(root)?;
+    let staging = tempfile::tempdir_in(root)?;
+    for (name, bytes) in crate::catalog::bundled::SAMPLES {
+        let path = staging.path().join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, bytes)?;
+    }
+    match std::fs::rename(staging.keep(), &dir) {
+        Ok(()) => Ok(dir),
+        // Another process unpacked the same samples first.
+        Err(_) if dir.is_dir() => Ok(dir),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checkout() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions")
+    }
+
+    #[test]
+    fn an_installed_binary_unpacks_the_samples_it_was_built_with() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = unpack_samples(root.path()).unwrap();
+        assert_eq!(unpack_samples(root.path()).unwrap(), dir, "once per build");
+        let ids: Vec<String> = list_in(&dir, true).into_iter().map(|e| e.id).collect();
+        assert_eq!(
+            ids,
+            list_in(&checkout(), true).into_iter().map(|e| e.id).collect::<Vec<_>>()
+        );
+        assert!(ids.len() >= 4, "{ids:?}");
+        for id in &ids {
+            assert_eq!(
+                std::fs::read(dir.join(id).join("journal.jsonl")).unwrap(),
+                std::fs::read(checkout().join(id).join("journal.jsonl")).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn exports_of_samples_go_to_the_data_dir_and_others_next_to_their_journal() {
+        let data = Path::new("/data");
+        let store = Store::with_samples(data, Some(checkout()));
+        assert_eq!(
+            store.export_target(&checkout().join("20261129-201520-gse-on-the-local-model-e700")),
+            data.join("exports/20261129-201520-gse-on-the-local-model-e700.json")
+        );
+        let own = data.join("sessions/20261201-000000-x");
+        assert_eq!(store.export_target(&own), own.join("export.json"));
+    }
+
+    #[test]
+    fn sessions_started_in_the_same_second_are_listed_in_start_order() {
+        let data = tempfile::tempdir().unwrap();
+        // The later session has the id that sorts first.
+        for (id, ms) in [("20261130-000000-zzzz", 1_000), ("20261130-000000-aaaa", 1_400)] {
+            let dir = sessions_dir(data.path()).join(id);
+            std::fs::create_dir_all(&dir).unwrap();
+            let line = format!(
+                r#"{{"event":"run_started","session":"{id}","name":null,"created":"2026-11-30T00:00:00Z","app_version":"0.1.0","plan":{{"characters":["hermione-en"],"scales":["GSE"],"methods":["er-batch"],"repeats":1,"rpa":"p","judge":"p","style":"description","seed":1,"max_attempts":5}},"providers":{{}},"ts_ms":{ms}}}"#
+            );
+            std::fs::write(dir.join("journal.jsonl"), line + "\n").unwrap();
+        }
+        let ids: Vec<String> = Store::with_samples(data.path(), None)
+            .list()
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(ids, ["20261130-000000-zzzz", "20261130-000000-aaaa"]);
+    }
+
+    #[test]
+    fn the_demo_replays_the_fullest_interview_sample_and_ends_on_the_observer_sample() {
+        let store = Store::with_samples(Path::new("/nonexistent"), Some(checkout()));
+        let demo = store.demo_session().unwrap();
+        let events = store.load(&demo).unwrap();
+        assert_eq!(kind_of(&events), Some(Kind::Interviews));
+        let observers = store.observer_sample().unwrap();
+        assert_eq!(kind_of(&store.load(&observers).unwrap()), Some(Kind::Observers));
+        assert!(matches!(store.find("../etc"), Err(SessionError::NotFound(_))));
+    }
+}

@@ -1,0 +1,316 @@
+//! Studies: the kinds of run the workbench makes (interviews, observers, RoleBench). Each implements
+//! [`Study`]: its plan, what its journal already holds, the engine that makes the missing model calls,
+//! and the export of its results. A study never touches the disk or the terminal: `session` gives it
+//! connected models and journals what it sends; the TUI and the CLI render what it concludes.
+//!
+//! [`Event`] is the journal's record, one JSON object per line. Its JSON is a contract: every recorded
+//! session, the bundled samples included, must keep loading and exporting exactly as before.
+
+pub mod annotation;
+pub mod interview;
+pub mod live;
+pub mod observe;
+pub mod rolebench;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::catalog::Catalog;
+use crate::llm::{ChatModel, LlmError, ModelInfo};
+use crate::method::Assessment;
+use crate::method::interview::QueryStyle;
+
+pub use interview::{Interviews, RunPlan};
+pub use observe::Observers;
+pub use rolebench::Rolebench;
+
+/// What every session's first record says, whatever its kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionHeader {
+    pub session: String,
+    pub name: Option<String>,
+    pub created: String,
+    pub app_version: String,
+    pub providers: BTreeMap<String, ModelInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted {
+        #[serde(flatten)]
+        header: SessionHeader,
+        plan: RunPlan,
+    },
+    Resumed {
+        at: String,
+        /// Items per conversion call from here on, when the judge cannot hold the plan's number.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        items_per_call: Option<u32>,
+    },
+    ItemAnswered {
+        character: String,
+        scale: String,
+        repeat: u32,
+        style: QueryStyle,
+        item_id: u32,
+        question: String,
+        response: String,
+        /// Memories retrieved into the prompt (chatharuhi style), by index.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        retrieved: Vec<usize>,
+    },
+    ItemFailed {
+        character: String,
+        scale: String,
+        repeat: u32,
+        style: QueryStyle,
+        item_id: u32,
+        error: String,
+    },
+    DimensionAssessed(Assessment),
+    /// The start of an observer run (instead of `RunStarted`).
+    ObserveStarted {
+        #[serde(flatten)]
+        header: SessionHeader,
+        plan: crate::observer::ObservePlan,
+    },
+    /// One step of an observer run.
+    Observed(crate::observer::Step),
+    /// The start of a RoleBench run (instead of `RunStarted`).
+    RolebenchStarted {
+        #[serde(flatten)]
+        header: SessionHeader,
+        /// Boxed: it holds the questions, and would make every event as large.
+        plan: Box<rolebench::RolebenchPlan>,
+    },
+    /// One step of a RoleBench run.
+    Rolebench(rolebench::Step),
+    RunFinished {
+        status: String,
+        at: String,
+    },
+}
+
+/// The kinds of study, as sessions lists and exports name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Interviews,
+    Observers,
+    Rolebench,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Interviews => "interviews",
+            Kind::Observers => "observers",
+            Kind::Rolebench => "rolebench",
+        }
+    }
+
+    /// The subcommand that starts (and resumes) this kind of study.
+    pub fn command(self) -> &'static str {
+        match self {
+            Kind::Interviews => "run",
+            Kind::Observers => "observe",
+            Kind::Rolebench => "rolebench",
+        }
+    }
+}
+
+/// The first event of a session, whichever kind of run it is.
+pub struct SessionStart<'a> {
+    pub session: &'a str,
+    pub name: &'a Option<String>,
+    pub created: &'a str,
+    pub providers: &'a BTreeMap<String, ModelInfo>,
+    pub kind: Kind,
+}
+
+/// An observer step, as its journal records it.
+impl From<crate::observer::Step> for Event {
+    fn from(step: crate::observer::Step) -> Event {
+        Event::Observed(step)
+    }
+}
+
+impl Event {
+    pub fn header(&self) -> Option<(&SessionHeader, Kind)> {
+        match self {
+            Event::RunStarted { header, .. } => Some((header, Kind::Interviews)),
+            Event::ObserveStarted { header, .. } => Some((header, Kind::Observers)),
+            Event::RolebenchStarted { header, .. } => Some((header, Kind::Rolebench)),
+            _ => None,
+        }
+    }
+
+    pub fn start(&self) -> Option<SessionStart<'_>> {
+        self.header().map(|(h, kind)| SessionStart {
+            session: &h.session,
+            name: &h.name,
+            created: &h.created,
+            providers: &h.providers,
+            kind,
+        })
+    }
+}
+
+/// The kind of a session, from its first record.
+pub fn kind_of(events: &[Event]) -> Option<Kind> {
+    events.iter().find_map(|e| e.header().map(|(_, k)| k))
+}
+
+/// Connects a provider by name.
+pub type Connect<'a> = dyn Fn(&str) -> Result<Arc<dyn ChatModel>, LlmError> + 'a;
+
+/// What a study needs from the session that runs it.
+pub struct Env<'a> {
+    pub catalog: &'a Arc<Catalog>,
+    /// The data dir (imported memories live there).
+    pub data: &'a Path,
+    /// Connects a provider by name, sharing the run's cache and limits.
+    pub connect: &'a Connect<'a>,
+}
+
+/// A study ready to run, and what its session records about it.
+pub struct Prepared<S> {
+    pub study: S,
+    /// The model behind each role, recorded in a new session's header.
+    pub providers: BTreeMap<String, ModelInfo>,
+    /// Things the user should know before the run (e.g. a character without memories).
+    pub notes: Vec<String>,
+    /// Interviews: the items per conversion call a resume changes to (journaled in `Resumed`).
+    pub items_per_call: Option<u32>,
+}
+
+/// Why a study could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum StudyError {
+    #[error(transparent)]
+    Provider(#[from] LlmError),
+    /// A character's imported memories cannot be read.
+    #[error("{0}")]
+    Memories(String),
+}
+
+impl StudyError {
+    /// Whether the user's input (config, files) is at fault rather than the machine.
+    pub fn is_input(&self) -> bool {
+        match self {
+            StudyError::Provider(e) => e.is_input(),
+            StudyError::Memories(_) => true,
+        }
+    }
+}
+
+/// What failed in a finished run: interview items (or answers, dialogues) and assessments (or reports,
+/// verdicts). A run with failures exits non-zero.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Failures {
+    pub items: usize,
+    pub assessments: usize,
+}
+
+impl Failures {
+    pub fn any(self) -> bool {
+        self.items + self.assessments > 0
+    }
+}
+
+/// One kind of run. The session lifecycle (open → journal → execute → finish → resume) is generic over
+/// it; so are the CLI driver and the TUI's run task.
+pub trait Study: Sized + Send + Sync + 'static {
+    type Plan: Clone + Send + Sync + 'static;
+    /// What the engine reports as it goes; each becomes one journal record.
+    type Step: Into<Event> + Send + 'static;
+    const KIND: Kind;
+
+    /// The plan a journal started with (`None`: the journal is of another kind).
+    fn plan_of(events: &[Event]) -> Option<&Self::Plan>;
+
+    /// The seed every random choice of the run derives from (retry jitter included).
+    fn seed(plan: &Self::Plan) -> u64;
+
+    /// The first record of a new session.
+    fn started(header: SessionHeader, plan: Self::Plan) -> Event;
+
+    /// Connects the plan's providers and reads what `prior` (the journal so far) already holds. May
+    /// adapt the plan to the models (a judge with a small context).
+    fn prepare(plan: &mut Self::Plan, prior: &[Event], env: &Env<'_>) -> Result<Prepared<Self>, StudyError>;
+
+    /// Wraps every model the study calls (live reporting and pausing).
+    fn wrap_models(&mut self, wrap: &dyn Fn(Arc<dyn ChatModel>) -> Arc<dyn ChatModel>);
+
+    /// Makes every call the journal lacks, sending each step to `sink` as it completes.
+    fn run(
+        &self,
+        plan: &Self::Plan,
+        sink: &UnboundedSender<Self::Step>,
+    ) -> impl std::future::Future<Output = ()> + Send;
+
+    /// `export --format json` and `results.json`.
+    fn export(events: &[Event], catalog: &Catalog) -> serde_json::Value;
+
+    /// What failed, as the journal ends.
+    fn failures(events: &[Event]) -> Failures;
+}
+
+/// The JSON export of any session, by the kind its journal is of.
+pub fn export_any(events: &[Event], catalog: &Catalog) -> serde_json::Value {
+    match kind_of(events) {
+        Some(Kind::Rolebench) => Rolebench::export(events, catalog),
+        Some(Kind::Observers) => Observers::export(events, catalog),
+        _ => Interviews::export(events, catalog),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The header is flattened into the first record: the same keys as before it was shared.
+    #[test]
+    fn a_start_record_keeps_its_keys_and_reads_back() {
+        let line = r#"{"event":"observe_started","session":"s","name":null,"created":"2026-01-01T00:00:00Z","app_version":"0.1.0","plan":{"subjects":[],"scenarios":1,"turn_cap":2,"temperature":1.0,"subject_provider":"local","observer_provider":"local","self_report":"batched","seed":3,"max_attempts":5},"providers":{"subject":{"provider":"local","kind":"local","model":"m"}},"ts_ms":1}"#;
+        let event: Event = serde_json::from_str(line).unwrap();
+        let (header, kind) = event.header().unwrap();
+        assert_eq!((header.session.as_str(), kind), ("s", Kind::Observers));
+        let back = serde_json::to_value(&event).unwrap();
+        let mut keys: Vec<&str> = back.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "app_version",
+                "created",
+                "event",
+                "name",
+                "plan",
+                "providers",
+                "session"
+            ]
+        );
+        assert_eq!(serde_json::from_value::<Event>(back).unwrap(), event);
+    }
+
+    /// Observer steps sit inside the tagged record; their item maps keep numeric keys through it.
+    #[test]
+    fn an_observer_report_reads_back_from_its_record() {
+        use crate::domain::scoring::ItemOption;
+        let event = Event::Observed(crate::observer::Step::Report {
+            subject: "s1".into(),
+            observer: "o1".into(),
+            items: [(1, ItemOption::Value(4)), (2, ItemOption::Refused)]
+                .into_iter()
+                .collect(),
+        });
+        let json = serde_json::to_string(&event).unwrap();
+        assert!(json.contains("\"items\":{\"1\":4,\"2\":\"x\"}"), "{json}");
+        assert_eq!(serde_json::from_str::<Event>(&json).unwrap(), event);
+    }
+}

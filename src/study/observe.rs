@@ -1,0 +1,137 @@
+//! Observers as a study: the journal holds `ObserveStarted`, then one `Observed` record per step; a
+//! resume asks nothing twice; the export scores the reports on IPIP-50 and compares them.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::{Env, Event, Failures, Kind, Prepared, SessionHeader, Study, StudyError};
+use crate::catalog::Catalog;
+use crate::llm::ChatModel;
+use crate::observer::run::ObserveEngine;
+use crate::observer::{Done, ObservePlan, SCALE, Step, report};
+
+/// The observer study: the engine and what the journal holds.
+pub struct Observers {
+    pub engine: ObserveEngine,
+    pub done: Done,
+}
+
+pub fn steps(events: &[Event]) -> impl Iterator<Item = &Step> {
+    events.iter().filter_map(|e| match e {
+        Event::Observed(s) => Some(s),
+        _ => None,
+    })
+}
+
+impl Study for Observers {
+    type Plan = ObservePlan;
+    type Step = Step;
+    const KIND: Kind = Kind::Observers;
+
+    fn plan_of(events: &[Event]) -> Option<&ObservePlan> {
+        events.iter().find_map(|e| match e {
+            Event::ObserveStarted { plan, .. } => Some(plan),
+            _ => None,
+        })
+    }
+
+    fn seed(plan: &ObservePlan) -> u64 {
+        plan.seed
+    }
+
+    fn started(header: SessionHeader, plan: ObservePlan) -> Event {
+        Event::ObserveStarted { header, plan }
+    }
+
+    fn prepare(plan: &mut ObservePlan, prior: &[Event], env: &Env<'_>) -> Result<Prepared<Self>, StudyError> {
+        let subject_model = (env.connect)(&plan.subject_provider)?;
+        let observer_model = (env.connect)(&plan.observer_provider)?;
+        let providers = [
+            ("subject".to_string(), subject_model.info()),
+            ("observer".to_string(), observer_model.info()),
+        ]
+        .into();
+        Ok(Prepared {
+            study: Observers {
+                engine: ObserveEngine {
+                    catalog: env.catalog.clone(),
+                    subject_model,
+                    observer_model,
+                },
+                done: Done::from_steps(steps(prior)),
+            },
+            providers,
+            notes: Vec::new(),
+            items_per_call: None,
+        })
+    }
+
+    fn wrap_models(&mut self, wrap: &dyn Fn(Arc<dyn ChatModel>) -> Arc<dyn ChatModel>) {
+        self.engine.subject_model = wrap(self.engine.subject_model.clone());
+        self.engine.observer_model = wrap(self.engine.observer_model.clone());
+    }
+
+    async fn run(&self, plan: &ObservePlan, sink: &UnboundedSender<Step>) {
+        self.engine.run(plan, &self.done, sink).await;
+    }
+
+    fn export(events: &[Event], catalog: &Catalog) -> serde_json::Value {
+        export(events, catalog)
+    }
+
+    /// Reports the plan asks for and the journal lacks (self-reports and observer reports).
+    fn failures(events: &[Event]) -> Failures {
+        let Some(plan) = Self::plan_of(events) else {
+            return Failures::default();
+        };
+        let done = Done::from_steps(steps(events));
+        let missing = plan
+            .subjects
+            .iter()
+            .map(|s| {
+                usize::from(!done.self_reports.contains_key(&s.id))
+                    + s.observers
+                        .iter()
+                        .filter(|o| !done.reports.contains_key(&(s.id.clone(), o.id.clone())))
+                        .count()
+            })
+            .sum();
+        Failures {
+            items: 0,
+            assessments: missing,
+        }
+    }
+}
+
+/// Subjects' results of an observer session.
+pub fn subjects(events: &[Event], catalog: &Catalog) -> Option<(ObservePlan, Vec<report::SubjectResult>)> {
+    let plan = Observers::plan_of(events)?.clone();
+    let scale = catalog.scale(SCALE)?;
+    let done = Done::from_steps(steps(events));
+    let name_of = |id: &str| catalog.character(id).map_or(id.to_string(), |c| c.name.clone());
+    let subjects = report::results(&plan, &done, scale, name_of);
+    Some((plan, subjects))
+}
+
+/// `export --format json` (and results.json) of an observer session.
+fn export(events: &[Event], catalog: &Catalog) -> serde_json::Value {
+    let Some((plan, subjects)) = subjects(events, catalog) else {
+        return serde_json::Value::Null;
+    };
+    let Some(scale) = catalog.scale(SCALE) else {
+        return serde_json::Value::Null;
+    };
+    let stats = report::statistics(&subjects, scale, plan.seed);
+    let session = events
+        .iter()
+        .find_map(|e| match e {
+            Event::ObserveStarted { header: h, plan } => Some(serde_json::json!({
+                "id": h.session, "name": h.name, "created": h.created, "app_version": h.app_version,
+                "plan": plan, "providers": h.providers, "seed": plan.seed, "kind": "observers",
+            })),
+            _ => None,
+        })
+        .unwrap_or_default();
+    report::export(session, &subjects, &stats)
+}
