@@ -1,5 +1,5 @@
 //! The workbench TUI. The driver here owns the terminal and the tasks (runs, replays, loads); the
-//! [`app::App`] state machine decides, [`ui`] draws. Input is handled as soon as it arrives; drawing
+//! [`app::App`] state machine routes to the [`screens`], [`ui`] draws. Input is handled as soon as it arrives; drawing
 //! happens on a 60 Hz tick and only when something changed, so a fast token stream never queues keys
 //! behind frames. The terminal is restored on quit, on panic and on SIGTERM.
 
@@ -7,6 +7,7 @@ pub mod app;
 pub mod fixture;
 pub mod keys;
 pub mod run_view;
+pub mod screens;
 pub mod theme;
 pub mod ui;
 pub mod wrap;
@@ -33,6 +34,7 @@ use crate::method::interview;
 use crate::rpa::memories::Memories;
 use crate::session;
 use app::{Action, App, Effect, Replay, SessionEntry};
+use screens::Hits;
 
 #[derive(Debug, Default, Clone)]
 pub struct Options {
@@ -348,11 +350,12 @@ pub fn main(options: Options) -> anyhow::Result<()> {
         hook(info);
     }));
     let _ = execute!(std::io::stdout(), EnableMouseCapture);
-    let mut draw = |app: &App| -> anyhow::Result<()> {
+    let mut draw = |app: &App| -> anyhow::Result<Hits> {
         let _ = execute!(std::io::stdout(), BeginSynchronizedUpdate);
-        terminal.draw(|f| ui::render(f, app))?;
+        let mut hits = Hits::default();
+        terminal.draw(|f| hits = ui::draw(f, app))?;
         let _ = execute!(std::io::stdout(), EndSynchronizedUpdate);
-        Ok(())
+        Ok(hits)
     };
     let result = runtime.block_on(event_loop(ct::EventStream::new(), app, config, data, first, &mut draw));
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
@@ -380,17 +383,19 @@ struct Driver {
 /// The workbench's event loop: `input` (the terminal's events, or synthetic ones in a benchmark),
 /// engine reports on the action channel, and a 60 Hz tick. Input is handled on arrival and its frame
 /// drawn at once; everything else marks the screen dirty and is drawn on the next tick, so a burst of
-/// tokens costs one frame. `draw` renders a frame (into the terminal, or a TestBackend).
-pub async fn event_loop<S>(
+/// tokens costs one frame. `draw` renders a frame (into the terminal, or a TestBackend) and returns
+/// what it drew where; the mouse is tested against the last frame's.
+pub async fn event_loop<S, D>(
     mut input: S,
     mut app: App,
     config: Config,
     data: PathBuf,
     first: Vec<Effect>,
-    draw: &mut dyn FnMut(&App) -> anyhow::Result<()>,
+    draw: &mut dyn FnMut(&App) -> anyhow::Result<D>,
 ) -> anyhow::Result<()>
 where
     S: futures_util::Stream<Item = std::io::Result<CtEvent>> + Unpin,
+    D: Into<Hits>,
 {
     let (tx, mut rx) = unbounded_channel::<Action>();
     let mut driver = Driver {
@@ -412,6 +417,7 @@ where
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut dirty = true;
     let mut last_second = 0;
+    let mut hits = Hits::default();
     loop {
         let mut effects = Vec::new();
         let mut now = false;
@@ -423,7 +429,7 @@ where
                     now = true;
                 }
                 Some(Ok(CtEvent::Mouse(m))) => {
-                    effects = app.update(Action::Mouse(m));
+                    effects = app.mouse(m, &hits);
                     now = true;
                 }
                 Some(Ok(CtEvent::Resize(..))) => now = true,
@@ -461,7 +467,8 @@ where
             break;
         }
         if now {
-            draw(&app)?;
+            hits = draw(&app)?.into();
+            app.laid_out(&hits);
             dirty = false;
         }
     }
