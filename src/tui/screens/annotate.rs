@@ -293,9 +293,8 @@ impl Component for Annotate {
 
     fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
         let theme = ctx.theme;
-        let a = self;
         let cases = self.cases(ctx.run, ctx.catalog);
-        let Some(case) = cases.get(a.cursor.min(cases.len().saturating_sub(1))) else {
+        let Some(case) = cases.get(self.cursor.min(cases.len().saturating_sub(1))) else {
             let b = block(" Annotate ", false, theme);
             let inner = b.inner(area);
             frame.render_widget(b, area);
@@ -311,28 +310,28 @@ impl Component for Annotate {
         );
             return Hits::default();
         };
-        let mine = a.answers.get(&a.annotator);
+        let mine = self.answers.get(&self.annotator);
         let done = cases
             .iter()
             .filter(|c| mine.is_some_and(|m| m.contains_key(*c)))
             .count();
         let [header, body, progress] =
             Layout::vertical([Constraint::Length(1), Constraint::Min(8), Constraint::Length(1)]).areas(area);
-        let task = match a.task {
+        let task = match self.task {
             Task::Item => "item task: the option the answer gives",
             Task::Dimension => "dimension task: a score from all the exchanges",
         };
-        let sample = SAMPLES[a.sample % SAMPLES.len()].map_or("all cases".to_string(), |n| format!("sample of {n}"));
+        let sample = SAMPLES[self.sample % SAMPLES.len()].map_or("all cases".to_string(), |n| format!("sample of {n}"));
         frame.render_widget(
             Paragraph::new(Line::from(vec![
                 if ctx.shown_session_is_sample() {
                     Span::styled(" read-only sample ", theme.selected())
                 } else {
-                    Span::styled(format!(" {} ", a.annotator), theme.selected())
+                    Span::styled(format!(" {} ", self.annotator), theme.selected())
                 },
                 Span::raw(format!(
                     " {task} · {sample} · case {}/{} ",
-                    a.cursor.min(cases.len() - 1) + 1,
+                    self.cursor.min(cases.len() - 1) + 1,
                     cases.len()
                 )),
                 Span::styled("tab task · s sample · n note · u unanswered", theme.dim()),
@@ -428,7 +427,7 @@ impl Component for Annotate {
         let b = block(" Your answer · agreement ", false, theme);
         let inner = b.inner(panel_area);
         frame.render_widget(b, panel_area);
-        let methods: [Method; 2] = match a.task {
+        let methods: [Method; 2] = match self.task {
             Task::Item => [Method::Oc, Method::DOc],
             Task::Dimension => [Method::ErBatch, Method::ErAll],
         };
@@ -437,16 +436,16 @@ impl Component for Annotate {
         let mut lines = vec![Line::from(vec![
             Span::raw("yours: "),
             Span::styled(
-                if a.typed.is_empty() {
+                if self.typed.is_empty() {
                     answer_text(given.map(|g| g.value))
                 } else {
-                    format!("{}▏", a.typed)
+                    format!("{}▏", self.typed)
                 },
                 theme.fg(theme.accent).add_modifier(Modifier::BOLD),
             ),
         ])];
         for m in methods {
-            let shown = a.reveal || given.is_some();
+            let shown = self.reveal || given.is_some();
             let value = annotation::machine(&assessments, case, m);
             lines.push(Line::from(vec![
                 Span::raw(format!("{:<9}", m.name())),
@@ -468,10 +467,10 @@ impl Component for Annotate {
         }
         lines.push(Line::raw(""));
         let only_me: std::collections::BTreeMap<_, _> =
-            mine.map(|m| (a.annotator.clone(), m.clone())).into_iter().collect();
+            mine.map(|m| (self.annotator.clone(), m.clone())).into_iter().collect();
         for m in methods {
             let r = annotation::report(&only_me, &assessments, m);
-            let me = &r["annotators"][&a.annotator];
+            let me = &r["annotators"][&self.annotator];
             let f = |v: &serde_json::Value| v.as_f64().map_or("–".to_string(), |x| format!("{x:.2}"));
             lines.push(Line::styled(m.name().to_string(), theme.title()));
             lines.push(Line::raw(format!(
@@ -495,18 +494,18 @@ impl Component for Annotate {
                 ));
             }
         }
-        let others = a.answers.len().saturating_sub(usize::from(mine.is_some()));
+        let others = self.answers.len().saturating_sub(usize::from(mine.is_some()));
         if others > 0 {
-            let qwk = annotation::inter_annotator(&a.answers, a.task);
+            let qwk = annotation::inter_annotator(&self.answers, self.task);
             lines.push(Line::raw(format!(
                 "QWK with {others} other annotator(s): {}",
                 qwk["qwk"].as_f64().map_or("–".to_string(), |v| format!("{v:.3}"))
             )));
         }
-        if a.editing_note {
+        if self.editing_note {
             let [rest, note_area] = Layout::vertical([Constraint::Min(4), Constraint::Length(4)]).areas(inner);
             frame.render_widget(Paragraph::new(lines), rest);
-            let mut note = a.note.clone();
+            let mut note = self.note.clone();
             note.set_block(block(" note (enter keeps, esc closes) ", true, theme));
             frame.render_widget(&note, note_area);
         } else {
@@ -516,7 +515,7 @@ impl Component for Annotate {
             Gauge::default()
                 .gauge_style(theme.fg(theme.positive))
                 .ratio(done as f64 / cases.len().max(1) as f64)
-                .label(format!("{done}/{} answered by {}", cases.len(), a.annotator)),
+                .label(format!("{done}/{} answered by {}", cases.len(), self.annotator)),
             progress,
         );
         Hits::default()

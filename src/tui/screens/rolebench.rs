@@ -192,20 +192,19 @@ impl Component for Rolebench {
 impl Rolebench {
     fn render_files(&self, frame: &mut Frame, ctx: &Ctx, area: Rect) {
         let theme = ctx.theme;
-        let rb = self;
-        let b = block(" Question files (<data dir>/rolebench) ", rb.pane == 0, theme);
+        let b = block(" Question files (<data dir>/rolebench) ", self.pane == 0, theme);
         let width = area.width.saturating_sub(4) as usize;
-        let lines: Vec<Line> = if rb.files.is_empty() {
+        let lines: Vec<Line> = if self.files.is_empty() {
             vec![Line::styled(
                 "no .jsonl yet: copy or link RoleBench question files into <data dir>/rolebench/",
                 theme.dim(),
             )]
         } else {
-            let loaded = rb.loaded.as_ref().map(|(p, _)| p);
-            rb.files
+            let loaded = self.loaded.as_ref().map(|(p, _)| p);
+            self.files
                 .iter()
                 .enumerate()
-                .skip(rb.file_cursor.saturating_sub(2))
+                .skip(self.file_cursor.saturating_sub(2))
                 .map(|(i, p)| {
                     let name = p
                         .file_name()
@@ -216,7 +215,7 @@ impl Rolebench {
                         .map_or(String::new(), |n| n.to_string_lossy().into_owned());
                     let mark = if Some(p) == loaded { "● " } else { "  " };
                     let text = fit(&safe(&format!("{mark}{parent}/{name}")), width);
-                    if i == rb.file_cursor && rb.pane == 0 {
+                    if i == self.file_cursor && self.pane == 0 {
                         Line::styled(text, theme.selected())
                     } else {
                         Line::raw(text)
@@ -230,25 +229,24 @@ impl Rolebench {
 
     fn render_roles(&self, frame: &mut Frame, ctx: &Ctx, area: Rect) {
         let theme = ctx.theme;
-        let rb = self;
-        let limit = match RB_LIMITS[rb.limit] {
+        let limit = match RB_LIMITS[self.limit] {
             Some(n) => format!("{n} questions"),
             None => "all questions".into(),
         };
-        let b = block(format!(" Roles · {limit} (l) "), rb.pane == 1, theme);
+        let b = block(format!(" Roles · {limit} (l) "), self.pane == 1, theme);
         let width = area.width.saturating_sub(4) as usize;
-        let lines: Vec<Line> = if rb.roles.is_empty() {
+        let lines: Vec<Line> = if self.roles.is_empty() {
             vec![Line::styled(fit("enter on a file lists its roles", width), theme.dim())]
         } else {
             let rows = area.height.saturating_sub(2) as usize;
-            rb.roles
+            self.roles
                 .iter()
                 .enumerate()
-                .skip(rb.role_cursor.saturating_sub(rows.saturating_sub(1)))
+                .skip(self.role_cursor.saturating_sub(rows.saturating_sub(1)))
                 .map(|(i, (role, n))| {
-                    let mark = if rb.picked.contains(role) { "[x]" } else { "[ ]" };
+                    let mark = if self.picked.contains(role) { "[x]" } else { "[ ]" };
                     let text = fit(&format!("{mark} {} ({n})", safe(role)), width);
-                    if i == rb.role_cursor && rb.pane == 1 {
+                    if i == self.role_cursor && self.pane == 1 {
                         Line::styled(text, theme.selected())
                     } else {
                         Line::raw(text)
@@ -261,9 +259,8 @@ impl Rolebench {
 
     fn render_questions(&self, frame: &mut Frame, ctx: &Ctx, items: &[Item], area: Rect) {
         let theme = ctx.theme;
-        let rb = self;
         let answered = items.iter().filter(|i| i.response.is_some()).count();
-        let b = block(format!(" Questions {answered}/{} ", items.len()), rb.pane == 2, theme);
+        let b = block(format!(" Questions {answered}/{} ", items.len()), self.pane == 2, theme);
         let width = area.width.saturating_sub(4) as usize;
         let rows = area.height.saturating_sub(2) as usize;
         let streaming = ctx.run.streaming_turn.as_ref().map(|(p, _)| p.as_str());
@@ -276,7 +273,7 @@ impl Rolebench {
             items
                 .iter()
                 .enumerate()
-                .skip(rb.item.saturating_sub(rows.saturating_sub(1)))
+                .skip(self.item.saturating_sub(rows.saturating_sub(1)))
                 .take(rows)
                 .map(|(i, item)| {
                     let (mark, style) = match (&item.best, &item.error) {
@@ -296,7 +293,7 @@ impl Rolebench {
                         Span::raw(" "),
                         Span::raw(text),
                     ]);
-                    if i == rb.item && rb.pane == 2 {
+                    if i == self.item && self.pane == 2 {
                         line.style(theme.selected())
                     } else {
                         line

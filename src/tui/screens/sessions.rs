@@ -139,23 +139,22 @@ impl Component for Sessions {
 
     fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
         let theme = ctx.theme;
-        let s = self;
-        let compare_height = if s.comparison.is_empty() {
+        let compare_height = if self.comparison.is_empty() {
             0
         } else {
             (area.height / 2).max(8)
         };
         let [list_area, compare_area] =
             Layout::vertical([Constraint::Min(6), Constraint::Length(compare_height)]).areas(area);
-        let speed = s.speed.unwrap_or(Replay::Speed(1.0)).label();
+        let speed = self.speed.unwrap_or(Replay::Speed(1.0)).label();
         let b = block(
-            format!(" Sessions ({}) · replay speed {speed} ", s.list.len()),
+            format!(" Sessions ({}) · replay speed {speed} ", self.list.len()),
             true,
             theme,
         );
         let inner = b.inner(list_area);
         frame.render_widget(b, list_area);
-        if s.list.is_empty() {
+        if self.list.is_empty() {
             frame.render_widget(
                 Paragraph::new(vec![
                     Line::raw("No sessions yet."),
@@ -169,7 +168,7 @@ impl Component for Sessions {
             return Hits::default();
         }
         let height = inner.height.saturating_sub(1) as usize;
-        let first = window(s.list.len(), s.cursor, height);
+        let first = window(self.list.len(), self.cursor, height);
         let rows_area = Rect {
             y: inner.y + 1,
             height: inner.height.saturating_sub(1),
@@ -178,7 +177,7 @@ impl Component for Sessions {
         let hits = Hits::list(rows_area, first, ListId::Sessions);
         let width = inner.width as usize;
         // Ids are what `report`, `export` and `replay` take: as wide as the longest, leaving the model 27.
-        let longest = s.list.iter().map(|e| e.id.chars().count()).max().unwrap_or(2);
+        let longest = self.list.iter().map(|e| e.id.chars().count()).max().unwrap_or(2);
         let id_width = longest.min(width.saturating_sub(3 + 13 + 17 + 1 + 27)).max(20);
         let mut lines = vec![Line::styled(
             format!(
@@ -189,9 +188,13 @@ impl Component for Sessions {
             ),
             theme.dim(),
         )];
-        for (i, e) in s.list.iter().enumerate().skip(first).take(height) {
-            let marked = s.marked.contains(&i);
-            let style = if i == s.cursor { theme.selected() } else { theme.base() };
+        for (i, e) in self.list.iter().enumerate().skip(first).take(height) {
+            let marked = self.marked.contains(&i);
+            let style = if i == self.cursor {
+                theme.selected()
+            } else {
+                theme.base()
+            };
             let status_style = match e.status.as_str() {
                 "complete" => theme.fg(theme.positive),
                 "interrupted" => theme.fg(theme.warning),
@@ -215,12 +218,12 @@ impl Component for Sessions {
         }
         frame.render_widget(Paragraph::new(lines), inner);
 
-        if !s.comparison.is_empty() {
+        if !self.comparison.is_empty() {
             let b = block(" Side by side (Acc_Dim / MAE per scale × method) ", false, theme);
             let inner = b.inner(compare_area);
             frame.render_widget(b, compare_area);
             let mut keys: Vec<(String, String)> = Vec::new();
-            for (_, rows) in &s.comparison {
+            for (_, rows) in &self.comparison {
                 for r in rows {
                     let k = (r.scale.clone(), r.method.clone());
                     if !keys.contains(&k) {
@@ -230,13 +233,13 @@ impl Component for Sessions {
             }
             let col = 24;
             let mut header = format!("{} ", pad("scale × method", 28));
-            for (id, _) in &s.comparison {
+            for (id, _) in &self.comparison {
                 header.push_str(&pad(&fit(id, col - 1), col));
             }
             let mut lines = vec![Line::styled(header, theme.dim())];
             for (scale, method) in keys {
                 let mut line = format!("{} ", pad(&format!("{scale} {method}"), 28));
-                for (_, rows) in &s.comparison {
+                for (_, rows) in &self.comparison {
                     let cell =
                         rows.iter()
                             .find(|r| r.scale == scale && r.method == method)

@@ -328,21 +328,20 @@ impl Component for Setup {
             Constraint::Percentage(30),
         ])
         .areas(top);
-        let s = self;
 
         // Characters.
         let list = self.filtered_characters(ctx.catalog);
-        let focused = s.pane == SetupPane::Characters;
-        let title = if s.filter.is_empty() {
+        let focused = self.pane == SetupPane::Characters;
+        let title = if self.filter.is_empty() {
             format!(" Characters ({}) · type to filter ", list.len())
         } else {
-            format!(" Characters ({}) · filter: {}▏", list.len(), s.filter)
+            format!(" Characters ({}) · filter: {}▏", list.len(), self.filter)
         };
         let b = block(title, focused, theme);
         let inner = b.inner(chars);
         frame.render_widget(b, chars);
         let height = inner.height as usize;
-        let first = window(list.len(), s.char_cursor, height);
+        let first = window(list.len(), self.char_cursor, height);
         hits.lists.push((inner, first, ListId::Characters));
         let (bfi, p16) = (ctx.catalog.scale("BFI"), ctx.catalog.scale("16Personalities"));
         let width = inner.width as usize;
@@ -352,7 +351,7 @@ impl Component for Setup {
             .skip(first)
             .take(height)
             .map(|(i, c)| {
-                let picked = s.characters.contains(&c.id);
+                let picked = self.characters.contains(&c.id);
                 let code = |scale: Option<&crate::domain::scale::Scale>| {
                     scale
                         .and_then(|sc| c.code(sc, LabelSource::Pdb))
@@ -374,7 +373,7 @@ impl Component for Setup {
                     fit(&c.work, width.saturating_sub(40)),
                     origin
                 );
-                let style = if i == s.char_cursor && focused {
+                let style = if i == self.char_cursor && focused {
                     theme.selected()
                 } else if picked {
                     theme.fg(theme.accent)
@@ -387,12 +386,12 @@ impl Component for Setup {
         frame.render_widget(Paragraph::new(lines), inner);
 
         // Scales.
-        let focused = s.pane == SetupPane::Scales;
+        let focused = self.pane == SetupPane::Scales;
         let b = block(" Scales ", focused, theme);
         let inner = b.inner(scales);
         frame.render_widget(b, scales);
         let height = inner.height as usize;
-        let first = window(ctx.catalog.scales.len(), s.scale_cursor, height);
+        let first = window(ctx.catalog.scales.len(), self.scale_cursor, height);
         hits.lists.push((inner, first, ListId::Scales));
         let lines: Vec<Line> = ctx
             .catalog
@@ -403,7 +402,7 @@ impl Component for Setup {
             .take(height)
             .map(|(i, e)| {
                 let sc = &e.value;
-                let picked = s.scales.contains(&sc.id);
+                let picked = self.scales.contains(&sc.id);
                 let mark = if picked { "[x]" } else { "[ ]" };
                 let width = inner.width as usize;
                 // Counts when there is room for them next to the full id.
@@ -417,7 +416,7 @@ impl Component for Setup {
                 } else {
                     format!("{mark} {}", fit(&sc.id, width.saturating_sub(4)))
                 };
-                let style = if i == s.scale_cursor && focused {
+                let style = if i == self.scale_cursor && focused {
                     theme.selected()
                 } else if picked {
                     theme.fg(theme.accent)
@@ -430,7 +429,7 @@ impl Component for Setup {
         frame.render_widget(Paragraph::new(lines), inner);
 
         // Options and estimate.
-        let focused = s.pane == SetupPane::Options;
+        let focused = self.pane == SetupPane::Options;
         let b = block(" Run ", focused, theme);
         let inner = b.inner(options);
         frame.render_widget(b, options);
@@ -448,17 +447,17 @@ impl Component for Setup {
         for row in 0..OPTION_ROWS {
             let text = if row < n {
                 let m = Method::ALL[row];
-                format!("{} {}", if s.methods.contains(&m) { "[x]" } else { "[ ]" }, label(m))
+                format!("{} {}", if self.methods.contains(&m) { "[x]" } else { "[ ]" }, label(m))
             } else if row == n {
-                format!("repeats ‹ {} ›", s.repeats)
+                format!("repeats ‹ {} ›", self.repeats)
             } else if row == n + 1 {
-                format!("style ‹ {} ›", style_name(s.style))
+                format!("style ‹ {} ›", style_name(self.style))
             } else if row == n + 2 {
-                format!("rpa ‹ {} ›", s.rpa)
+                format!("rpa ‹ {} ›", self.rpa)
             } else {
-                format!("judge ‹ {} ›", s.judge)
+                format!("judge ‹ {} ›", self.judge)
             };
-            let style = if row == s.option_cursor && focused {
+            let style = if row == self.option_cursor && focused {
                 theme.selected()
             } else {
                 theme.base()
