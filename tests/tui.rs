@@ -27,7 +27,7 @@ fn app() -> App {
     let (themes, _) = theme::load_all(None);
     let empty = tempfile::tempdir().unwrap();
     let mut app = App::new(catalog, &config, Some(empty.path()), Keymap::default(), themes, 0);
-    app.config_path = Some("/home/user/.config/incharacter/config.toml".into());
+    app.welcome.config_path = Some("/home/user/.config/incharacter/config.toml".into());
     app.annotate.annotator = "tester".into();
     app
 }
@@ -98,7 +98,7 @@ fn setup_filters_and_estimates() {
     key(&mut app, KeyCode::Char('s'));
     assert_eq!(app.screen, Screen::Setup);
     keys(&mut app, "herm");
-    assert_eq!(app.filtered_characters().len(), 1);
+    assert_eq!(app.setup.filtered_characters(&app.catalog).len(), 1);
     key(&mut app, KeyCode::Char(' '));
     key(&mut app, KeyCode::Tab);
     key(&mut app, KeyCode::Down);

@@ -1,12 +1,14 @@
 //! The workbench TUI. The driver here owns the terminal and the tasks (runs, replays, loads); the
-//! [`app::App`] state machine decides, [`ui`] draws. Input is handled as soon as it arrives; drawing
+//! [`app::App`] state machine routes to the [`screens`], [`ui`] draws. Input is handled as soon as it arrives; drawing
 //! happens on a 60 Hz tick and only when something changed, so a fast token stream never queues keys
 //! behind frames. The terminal is restored on quit, on panic and on SIGTERM.
 
 pub mod app;
+mod event_loop;
 pub mod fixture;
 pub mod keys;
 pub mod run_view;
+pub mod screens;
 pub mod theme;
 pub mod ui;
 pub mod wrap;
@@ -14,13 +16,13 @@ pub mod wrap;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt;
-use ratatui::crossterm::event::{self as ct, DisableMouseCapture, EnableMouseCapture, Event as CtEvent};
+use ratatui::crossterm::event::{self as ct, DisableMouseCapture, EnableMouseCapture};
 use ratatui::crossterm::execute;
 use ratatui::crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
-use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
 
 use crate::catalog::Catalog;
@@ -34,6 +36,8 @@ use crate::study::interview::results;
 use crate::study::live::{Live, LiveKind, LiveSink, Pause};
 use crate::study::{Event, Interviews, Observers, Rolebench, Study};
 use app::{Action, App, Effect, Replay};
+pub use event_loop::event_loop;
+use screens::Hits;
 
 #[derive(Debug, Default, Clone)]
 pub struct Options {
@@ -185,7 +189,7 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
         .unwrap_or(0);
     let mut app = App::new(Arc::new(catalog), &config, Some(&data), keymap, themes, theme);
     if let Some(name) = &config.tui.theme
-        && themes_missing(&app, name)
+        && !app.themes.iter().any(|t| &t.name == name)
     {
         app.flash = Some(format!("no theme \"{name}\": using {}", app.theme().name));
     }
@@ -200,8 +204,7 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
     if let Some((what, speed)) = &options.replay {
         let path = store.find(what)?;
         app.screen = app::Screen::Live;
-        app.live.replay = Some(*speed);
-        app.live.running = true;
+        app.live.start(Some(*speed), false);
         if options.demo {
             app.demo = Some(app::Demo {
                 step: 0,
@@ -218,20 +221,17 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
         hook(info);
     }));
     let _ = execute!(std::io::stdout(), EnableMouseCapture);
-    let mut draw = |app: &App| -> anyhow::Result<()> {
+    let mut draw = |app: &App| -> anyhow::Result<Hits> {
         let _ = execute!(std::io::stdout(), BeginSynchronizedUpdate);
-        terminal.draw(|f| ui::render(f, app))?;
+        let mut hits = Hits::default();
+        terminal.draw(|f| hits = ui::draw(f, app))?;
         let _ = execute!(std::io::stdout(), EndSynchronizedUpdate);
-        Ok(())
+        Ok(hits)
     };
     let result = runtime.block_on(event_loop(ct::EventStream::new(), app, config, store, first, &mut draw));
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
     ratatui::restore();
     result
-}
-
-fn themes_missing(app: &App, name: &str) -> bool {
-    !app.themes.iter().any(|t| t.name == name)
 }
 
 struct Driver {
@@ -245,99 +245,6 @@ struct Driver {
     task: Option<tokio::task::JoinHandle<()>>,
     pause: Pause,
     speed: watch::Sender<Replay>,
-}
-
-/// The workbench's event loop: `input` (the terminal's events, or synthetic ones in a benchmark),
-/// engine reports on the action channel, and a 60 Hz tick. Input is handled on arrival and its frame
-/// drawn at once; everything else marks the screen dirty and is drawn on the next tick, so a burst of
-/// tokens costs one frame. `draw` renders a frame (into the terminal, or a TestBackend).
-pub async fn event_loop<S>(
-    mut input: S,
-    mut app: App,
-    config: Config,
-    store: Store,
-    first: Vec<Effect>,
-    draw: &mut dyn FnMut(&App) -> anyhow::Result<()>,
-) -> anyhow::Result<()>
-where
-    S: futures_util::Stream<Item = std::io::Result<CtEvent>> + Unpin,
-{
-    let (tx, mut rx) = unbounded_channel::<Action>();
-    let mut driver = Driver {
-        tx: tx.clone(),
-        models: BTreeMap::new(),
-        config: Arc::new(config),
-        data: store.data().to_path_buf(),
-        store,
-        catalog: app.catalog.clone(),
-        task: None,
-        pause: Pause::default(),
-        speed: watch::channel(Replay::Speed(1.0)).0,
-    };
-    for e in first {
-        driver.perform(e);
-    }
-    let started = Instant::now();
-    let mut tick = tokio::time::interval(Duration::from_millis(16));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut dirty = true;
-    let mut last_second = 0;
-    loop {
-        let mut effects = Vec::new();
-        let mut now = false;
-        tokio::select! {
-            biased;
-            event = input.next() => match event {
-                Some(Ok(CtEvent::Key(key))) if key.kind != ct::KeyEventKind::Release => {
-                    effects = app.update(Action::Key(key));
-                    now = true;
-                }
-                Some(Ok(CtEvent::Mouse(m))) => {
-                    effects = app.update(Action::Mouse(m));
-                    now = true;
-                }
-                Some(Ok(CtEvent::Resize(..))) => now = true,
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(e.into()),
-                None => break,
-            },
-            _ = sigterm.recv() => break,
-            Some(action) = rx.recv() => {
-                effects.extend(app.update(action));
-                // Take everything already waiting, so a burst of tokens costs one frame.
-                while let Ok(action) = rx.try_recv() {
-                    effects.extend(app.update(action));
-                }
-                dirty = true;
-            }
-            _ = tick.tick() => {
-                let ms = started.elapsed().as_millis() as u64;
-                app.update(Action::Tick(ms));
-                if ms / 1000 != last_second && app.live.running {
-                    last_second = ms / 1000;
-                    dirty = true;
-                }
-                now = dirty;
-            }
-        }
-        for e in effects {
-            if e == Effect::Quit {
-                driver.stop();
-                return Ok(());
-            }
-            driver.perform(e);
-        }
-        if app.quit {
-            break;
-        }
-        if now {
-            draw(&app)?;
-            dirty = false;
-        }
-    }
-    driver.stop();
-    Ok(())
 }
 
 impl Driver {

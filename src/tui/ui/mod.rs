@@ -1,19 +1,7 @@
-//! Rendering: a pure function of the [`App`] state. Each screen has its module; this one draws the
-//! frame (tabs, status bar, help overlay, the too-small notice) and holds shared helpers.
+//! The frame around the screens (tabs, key bar, help overlay, the too-small notice) and the widgets
+//! the screens share. Drawing is a pure function of the [`App`]; it returns what it drew where.
 
-mod annotate;
-mod chat;
-mod compare;
 mod help;
-mod inspect;
-mod live;
-mod observers;
-mod rolebench;
-mod sessions;
-mod setup;
-mod welcome;
-
-pub use compare::table_rows;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -21,19 +9,19 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
 
-use super::app::{App, Screen};
+use super::app::{App, DEMO_STEPS, Screen};
 use super::keys::Command;
+use super::screens::Hits;
 use super::theme::Theme;
 
 pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;
 
-pub fn render(frame: &mut Frame, app: &App) {
+/// Draws the app; returns what it drew where, for the mouse and the scrolling of tail-anchored text.
+pub fn draw(frame: &mut Frame, app: &App) -> Hits {
     let area = frame.area();
     let theme = app.theme();
     frame.render_widget(Block::default().style(theme.base()), area);
-    app.hit.borrow_mut().lists.clear();
-    app.hit.borrow_mut().tabs.clear();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let text = vec![
             Line::styled("incharacter", theme.title()),
@@ -45,34 +33,32 @@ pub fn render(frame: &mut Frame, app: &App) {
             Line::styled("ctrl-c quits", theme.dim()),
         ];
         frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);
-        return;
+        return Hits::default();
     }
     let [tabs, main, status] =
         Layout::vertical([Constraint::Length(1), Constraint::Min(0), Constraint::Length(1)]).areas(area);
-    render_tabs(frame, app, tabs);
-    match app.screen {
-        Screen::Welcome => welcome::render(frame, app, main),
-        Screen::Setup => setup::render(frame, app, main),
-        Screen::Live => live::render(frame, app, main),
-        Screen::Inspector => inspect::render(frame, app, main),
-        Screen::Compare => compare::render(frame, app, main),
-        Screen::Sessions => sessions::render(frame, app, main),
-        Screen::Chat => chat::render(frame, app, main),
-        Screen::Observers => observers::render(frame, app, main),
-        Screen::Annotate => annotate::render(frame, app, main),
-        Screen::Rolebench => rolebench::render(frame, app, main),
-    }
-    render_status(frame, app, status);
+    let ctx = app.ctx();
+    let screen = app.component();
+    let mut hits = screen.render(frame, main, &ctx);
+    hits.tabs = render_tabs(frame, app, tabs);
+    render_status(frame, app, screen.hints(&ctx), status);
     if app.help {
         help::render(frame, app, main);
     }
+    hits
 }
 
-fn render_tabs(frame: &mut Frame, app: &App, area: Rect) {
+/// Draws the app where what it drew does not matter (snapshots, benchmarks).
+pub fn render(frame: &mut Frame, app: &App) {
+    draw(frame, app);
+}
+
+fn render_tabs(frame: &mut Frame, app: &App, area: Rect) -> Vec<(Rect, Screen)> {
     let theme = app.theme();
     // Below 100 columns the product name gives way to the tabs.
     let narrow = area.width < 100;
     let mut spans = Vec::new();
+    let mut hits = Vec::new();
     let mut x = area.x;
     if !narrow {
         spans.push(Span::styled(" incharacter ", theme.title()));
@@ -90,10 +76,7 @@ fn render_tabs(frame: &mut Frame, app: &App, area: Rect) {
         } else {
             theme.dim()
         };
-        app.hit
-            .borrow_mut()
-            .tabs
-            .push((Rect::new(x, area.y, width.min(area.right().saturating_sub(x)), 1), i));
+        hits.push((Rect::new(x, area.y, width.min(area.right().saturating_sub(x)), 1), *s));
         x += width + 1;
         spans.push(Span::styled(label, style));
         spans.push(Span::raw(" "));
@@ -109,89 +92,16 @@ fn render_tabs(frame: &mut Frame, app: &App, area: Rect) {
         spans.push(Span::styled(format!(" session {}{model}", session.id), theme.dim()));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    hits
 }
 
 /// The keys that matter on this screen, then the flash message.
-fn render_status(frame: &mut Frame, app: &App, area: Rect) {
+fn render_status(frame: &mut Frame, app: &App, essentials: Vec<(String, &str)>, area: Rect) {
     let theme = app.theme();
-    let mode = app.screen.mode();
-    let key = |c: Command| app.keymap.key_for(mode, c);
-    let essentials: Vec<(String, &str)> = match app.screen {
-        Screen::Welcome => vec![
-            (key(Command::FetchModel), "fetch model"),
-            (key(Command::GoSessions), "sessions"),
-        ],
-        Screen::Setup => {
-            let mut keys = vec![
-                (key(Command::Toggle), "pick"),
-                (key(Command::NextPane), "pane"),
-                (key(Command::Select), "start"),
-            ];
-            // Letters filter only the character list.
-            if app.setup.pane == crate::tui::app::SetupPane::Characters {
-                keys.insert(0, ("type".into(), "filter"));
-            }
-            keys
-        }
-        Screen::Live if app.live.running && app.live.replay.is_some() => vec![
-            (key(Command::Speed), "faster"),
-            (key(Command::Pause), if app.live.paused { "go on" } else { "pause" }),
-            (key(Command::Cancel), "skip to end"),
-            (key(Command::Select), "inspect"),
-        ],
-        Screen::Live => vec![
-            (key(Command::Pause), "pause"),
-            (key(Command::Cancel), "cancel"),
-            (key(Command::Follow), "follow"),
-            (key(Command::Select), "inspect"),
-        ],
-        Screen::Inspector => vec![
-            (key(Command::NextUnit), "unit"),
-            (key(Command::NextMethod), "method"),
-            (key(Command::NextPane), "pane"),
-            (key(Command::Select), "drill in"),
-        ],
-        Screen::Compare => vec![
-            (key(Command::NextMethod), "method"),
-            (key(Command::AllMethods), "all methods"),
-            (key(Command::NextUnit), "character"),
-            (key(Command::NextPage), "page"),
-        ],
-        Screen::Annotate => vec![
-            ("digits".into(), "answer"),
-            ("x".into(), "refuses"),
-            (key(Command::NextUnit), "next"),
-            (key(Command::Reveal), "reveal"),
-            (key(Command::NextPane), "task"),
-        ],
-        Screen::Rolebench => vec![
-            (key(Command::Toggle), "role"),
-            (key(Command::Limit), "limit"),
-            (key(Command::Start), "start"),
-            (key(Command::NextPane), "pane"),
-        ],
-        Screen::Observers => vec![
-            (key(Command::StartSynthetic), "synthetic run"),
-            (key(Command::StartCharacter), "character run"),
-            (key(Command::NextUnit), "subject"),
-            (key(Command::Down), "observer"),
-        ],
-        Screen::Chat => vec![
-            ("enter".into(), "send"),
-            (key(Command::Prompt), "prompt"),
-            (key(Command::NextUnit), "character"),
-            (key(Command::Clear), "clear"),
-        ],
-        Screen::Sessions => vec![
-            (key(Command::Select), "open"),
-            (key(Command::Replay), "replay"),
-            (key(Command::Speed), "speed"),
-            (key(Command::Mark), "mark"),
-        ],
-    };
+    let key = |c: Command| app.keymap.key_for(app.screen.mode(), c);
     let mut lead = Vec::new();
     if let Some(d) = &app.demo
-        && d.step + 1 < crate::tui::app::DEMO_STEPS.len()
+        && d.step + 1 < DEMO_STEPS.len()
     {
         lead.push(Span::styled(format!(" {} ", key(Command::DemoNext)), theme.selected()));
         lead.push(Span::styled(" next step  ", Style::default().fg(theme.accent)));

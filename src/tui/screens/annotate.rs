@@ -1,0 +1,523 @@
+//! The annotate screen: one case at a time in large readable text (an item's question and answer, or a dimension's
+//! description and all its exchanges), number keys to answer, x for "refuses / unrelated", the
+//! interviewer's judgement hidden until answered (v reveals), a note, progress, and the live agreement
+//! of this annotator with both methods of the task, overall and per dimension.
+//! It owns the annotator's answers, the case shown and the note being written.
+
+use std::collections::BTreeMap;
+
+use ratatui::Frame;
+use ratatui::crossterm::event::{KeyEvent, KeyModifiers};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Gauge, Paragraph};
+
+use super::{Component, Ctx, Hits, Request};
+use crate::catalog::Catalog;
+use crate::method::interview::QueryStyle;
+use crate::method::{Assessment, Method};
+use crate::study::annotation::{self, Annotation, Answer, Case, Refusal, Task};
+use crate::tui::app::Effect;
+use crate::tui::keys::{Command, Key, KeyName};
+use crate::tui::run_view::{ItemKey, RunView};
+use crate::tui::ui::{block, fit, pad};
+use crate::tui::wrap::wrap;
+
+/// Why a sample cannot be annotated, and what to do instead.
+pub const SAMPLE_READ_ONLY: &str =
+    "samples are read-only: copy its folder into <data dir>/sessions/ and open the copy to annotate it";
+
+/// Sample sizes the screen cycles through (`None`: every case).
+pub const SAMPLES: [Option<usize>; 4] = [None, Some(100), Some(50), Some(20)];
+
+pub struct Annotate {
+    pub annotator: String,
+    pub task: Task,
+    pub sample: usize,
+    pub cursor: usize,
+    /// The interviewer's judgement is shown before answering.
+    pub reveal: bool,
+    /// Digits typed for a multi-digit answer (0–100 scales).
+    pub typed: String,
+    /// Every annotator's latest answers in the open session.
+    pub answers: BTreeMap<String, BTreeMap<Case, Annotation>>,
+    pub note: tui_textarea::TextArea<'static>,
+    pub editing_note: bool,
+}
+
+impl Default for Annotate {
+    /// The annotator is named by `INCHARACTER_ANNOTATOR`, else the user.
+    fn default() -> Self {
+        Annotate {
+            annotator: std::env::var("INCHARACTER_ANNOTATOR")
+                .or_else(|_| std::env::var("USER"))
+                .ok()
+                .filter(|n| annotation::valid_annotator(n))
+                .unwrap_or_else(|| "annotator".into()),
+            task: Task::Item,
+            sample: 0,
+            cursor: 0,
+            reveal: false,
+            typed: String::new(),
+            answers: BTreeMap::new(),
+            note: tui_textarea::TextArea::default(),
+            editing_note: false,
+        }
+    }
+}
+
+impl Annotate {
+    /// Another session is shown: its annotations are on their way.
+    pub fn reset(&mut self) {
+        self.answers.clear();
+        self.cursor = 0;
+    }
+
+    /// The session's annotations, read: carry on where this annotator stopped.
+    pub fn set_answers(&mut self, all: BTreeMap<String, BTreeMap<Case, Annotation>>, ctx: &Ctx) {
+        self.answers = all;
+        if let Some(i) = self.unanswered_from(0, ctx) {
+            self.cursor = i;
+        }
+    }
+
+    /// The annotation cases of the shown session for the current task and sample.
+    pub fn cases(&self, run: &RunView, catalog: &Catalog) -> Vec<Case> {
+        let mut all: Vec<Case> = run
+            .items
+            .iter()
+            .filter(|row| row.key.style == QueryStyle::Open && !row.response.is_empty())
+            .filter_map(|row| {
+                let k = &row.key;
+                annotation::item_case(catalog, &k.character, &k.scale, k.repeat, k.item_id)
+            })
+            .collect();
+        for case in run.assessments.iter().filter_map(annotation::dimension_case) {
+            if !all.contains(&case) {
+                all.push(case);
+            }
+        }
+        let seed = run.session.plan.as_ref().map_or(0, |p| p.seed);
+        annotation::sample(&all, self.task, SAMPLES[self.sample % SAMPLES.len()], seed)
+    }
+
+    /// Digits, x, backspace and enter answer; while a note is written every key goes to it. `None` if
+    /// the key is left to its command.
+    pub fn key(&mut self, event: KeyEvent, key: Key, ctx: &Ctx) -> Option<Vec<Request>> {
+        if self.editing_note {
+            if key.code == KeyName::Enter || key.code == KeyName::Esc {
+                self.editing_note = false;
+                if key.code == KeyName::Enter {
+                    return Some(self.save_note(ctx));
+                }
+                return Some(Vec::new());
+            }
+            self.note.input(event);
+            return Some(Vec::new());
+        }
+        if event.modifiers.contains(KeyModifiers::CONTROL) {
+            return None;
+        }
+        match key.code {
+            KeyName::Char(c) if c.is_ascii_digit() => Some(self.digit(c, ctx)),
+            KeyName::Char('x') | KeyName::Char('X') => Some(self.answer(Answer::Refused(Refusal::X), ctx)),
+            KeyName::Backspace => {
+                self.typed.pop();
+                Some(Vec::new())
+            }
+            KeyName::Enter if !self.typed.is_empty() => {
+                let typed = std::mem::take(&mut self.typed);
+                Some(match typed.parse::<f64>() {
+                    Ok(v) => self.answer(Answer::Value(v), ctx),
+                    Err(_) => Vec::new(),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The range an answer of the current task must fall in.
+    fn answer_range(case: &Case, catalog: &Catalog) -> (f64, f64) {
+        let Some(scale) = catalog.scale(&case.scale) else {
+            return (0.0, 0.0);
+        };
+        match case.task {
+            Task::Item => (f64::from(scale.range.min), f64::from(scale.range.max)),
+            Task::Dimension => scale.dimension_range(),
+        }
+    }
+
+    fn digit(&mut self, c: char, ctx: &Ctx) -> Vec<Request> {
+        let cases = self.cases(ctx.run, ctx.catalog);
+        let Some(case) = cases.get(self.cursor) else {
+            return Vec::new();
+        };
+        let (min, max) = Self::answer_range(case, ctx.catalog);
+        self.typed.push(c);
+        let Ok(v) = self.typed.parse::<f64>() else {
+            return Vec::new();
+        };
+        // Answer at once when no further digit could make a valid answer (1–5, 1–7 …).
+        if v * 10.0 > max {
+            let typed = std::mem::take(&mut self.typed);
+            if (min..=max).contains(&v) {
+                return self.answer(Answer::Value(v), ctx);
+            }
+            return vec![Request::Flash(format!("{typed} is outside {min}–{max}"))];
+        }
+        Vec::new()
+    }
+
+    fn answer(&mut self, value: Answer, ctx: &Ctx) -> Vec<Request> {
+        let cases = self.cases(ctx.run, ctx.catalog);
+        let (Some(case), Some(dir)) = (cases.get(self.cursor).cloned(), ctx.session_dir) else {
+            return vec![Request::Flash("open a session to annotate (5, then enter)".into())];
+        };
+        if ctx.shown_session_is_sample() {
+            return vec![Request::Flash(SAMPLE_READ_ONLY.into())];
+        }
+        let note = self.note.lines().join("\n");
+        let annotation = Annotation {
+            annotator: self.annotator.clone(),
+            case: case.clone(),
+            value,
+            note: (!note.trim().is_empty()).then_some(note),
+            at: crate::journal::now_rfc3339(),
+        };
+        self.answers
+            .entry(annotation.annotator.clone())
+            .or_default()
+            .insert(case, annotation.clone());
+        self.note = tui_textarea::TextArea::default();
+        if self.cursor + 1 < cases.len() {
+            self.cursor += 1;
+        }
+        vec![
+            Effect::Annotate {
+                dir: dir.to_path_buf(),
+                annotation,
+            }
+            .into(),
+        ]
+    }
+
+    fn save_note(&mut self, ctx: &Ctx) -> Vec<Request> {
+        let cases = self.cases(ctx.run, ctx.catalog);
+        let Some(case) = cases.get(self.cursor) else {
+            return Vec::new();
+        };
+        let answered = self
+            .answers
+            .get(&self.annotator)
+            .and_then(|m| m.get(case))
+            .map(|a| a.value);
+        match answered {
+            // Re-record the answer with its note; the note of an unanswered case waits for the answer.
+            Some(value) => {
+                let cursor = self.cursor;
+                let requests = self.answer(value, ctx);
+                self.cursor = cursor;
+                requests
+            }
+            None => vec![Request::Flash("note kept: it is saved with the answer".into())],
+        }
+    }
+
+    pub fn command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
+        let len = self.cases(ctx.run, ctx.catalog).len();
+        self.typed.clear();
+        match cmd {
+            Command::NextUnit | Command::Down => self.cursor = (self.cursor + 1).min(len.saturating_sub(1)),
+            Command::PrevUnit | Command::Up => self.cursor = self.cursor.saturating_sub(1),
+            Command::PageDown => self.cursor = (self.cursor + 10).min(len.saturating_sub(1)),
+            Command::PageUp => self.cursor = self.cursor.saturating_sub(10),
+            Command::Top => self.cursor = 0,
+            Command::Bottom => self.cursor = len.saturating_sub(1),
+            Command::Reveal => self.reveal = !self.reveal,
+            Command::NextPane => {
+                self.task = match self.task {
+                    Task::Item => Task::Dimension,
+                    Task::Dimension => Task::Item,
+                };
+                self.cursor = 0;
+            }
+            Command::Sample => {
+                self.sample = (self.sample + 1) % SAMPLES.len();
+                self.cursor = 0;
+                return vec![Request::Flash(match SAMPLES[self.sample] {
+                    None => "every case".into(),
+                    Some(n) => format!("a seeded sample of {n} cases, stratified by dimension"),
+                })];
+            }
+            Command::Note => self.editing_note = true,
+            Command::Skip => {
+                if let Some(i) = self.unanswered_from(self.cursor + 1, ctx) {
+                    self.cursor = i;
+                }
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// The first case from `from` on (wrapping around) this annotator has not answered.
+    fn unanswered_from(&self, from: usize, ctx: &Ctx) -> Option<usize> {
+        let cases = self.cases(ctx.run, ctx.catalog);
+        let done = self.answers.get(&self.annotator);
+        (0..cases.len())
+            .map(|k| (from + k) % cases.len())
+            .find(|&i| done.is_none_or(|d| !d.contains_key(&cases[i])))
+    }
+}
+
+fn answer_text(a: Option<Answer>) -> String {
+    match a {
+        Some(Answer::Value(v)) if v.fract() == 0.0 => format!("{v:.0}"),
+        Some(Answer::Value(v)) => format!("{v:.2}"),
+        Some(Answer::Refused(_)) => "x".into(),
+        None => "–".into(),
+    }
+}
+
+impl Component for Annotate {
+    fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
+        vec![
+            ("digits".into(), "answer"),
+            ("x".into(), "refuses"),
+            (ctx.key(Command::NextUnit), "next"),
+            (ctx.key(Command::Reveal), "reveal"),
+            (ctx.key(Command::NextPane), "task"),
+        ]
+    }
+
+    fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
+        let theme = ctx.theme;
+        let cases = self.cases(ctx.run, ctx.catalog);
+        let Some(case) = cases.get(self.cursor.min(cases.len().saturating_sub(1))) else {
+            let b = block(" Annotate ", false, theme);
+            let inner = b.inner(area);
+            frame.render_widget(b, area);
+            frame.render_widget(
+            Paragraph::new(vec![
+                Line::raw("Nothing to annotate."),
+                Line::styled(
+                    "Open a session with interviews (5, then enter); tab switches between the item and the dimension task.",
+                    theme.dim(),
+                ),
+            ]),
+            inner,
+        );
+            return Hits::default();
+        };
+        let mine = self.answers.get(&self.annotator);
+        let done = cases
+            .iter()
+            .filter(|c| mine.is_some_and(|m| m.contains_key(*c)))
+            .count();
+        let [header, body, progress] =
+            Layout::vertical([Constraint::Length(1), Constraint::Min(8), Constraint::Length(1)]).areas(area);
+        let task = match self.task {
+            Task::Item => "item task: the option the answer gives",
+            Task::Dimension => "dimension task: a score from all the exchanges",
+        };
+        let sample = SAMPLES[self.sample % SAMPLES.len()].map_or("all cases".to_string(), |n| format!("sample of {n}"));
+        frame.render_widget(
+            Paragraph::new(Line::from(vec![
+                if ctx.shown_session_is_sample() {
+                    Span::styled(" read-only sample ", theme.selected())
+                } else {
+                    Span::styled(format!(" {} ", self.annotator), theme.selected())
+                },
+                Span::raw(format!(
+                    " {task} · {sample} · case {}/{} ",
+                    self.cursor.min(cases.len() - 1) + 1,
+                    cases.len()
+                )),
+                Span::styled("tab task · s sample · n note · u unanswered", theme.dim()),
+            ])),
+            header,
+        );
+        let [case_area, panel_area] = Layout::horizontal([Constraint::Min(40), Constraint::Length(46)]).areas(body);
+
+        // The case.
+        let character = ctx.catalog.character(&case.character);
+        let scale = ctx.catalog.scale(&case.scale);
+        let name = character.map_or(case.character.clone(), |c| c.name.clone());
+        let title = match case.item_id {
+            Some(id) => format!(" {name} · {} · {} · item {id} ", case.scale, case.dimension),
+            None => format!(" {name} · {} · {} ", case.scale, case.dimension),
+        };
+        let b = block(title, true, theme);
+        let inner = b.inner(case_area);
+        frame.render_widget(b, case_area);
+        let width = inner.width as usize;
+        let mut lines: Vec<Line> = Vec::new();
+        let experimenter = character.map_or("?".to_string(), |c| c.experimenter.clone());
+        let exchange = |lines: &mut Vec<Line>, item_id: u32| {
+            let key = ItemKey {
+                character: case.character.clone(),
+                scale: case.scale.clone(),
+                repeat: case.repeat,
+                style: QueryStyle::Open,
+                item_id,
+            };
+            if let Some(row) = ctx.run.item(&key) {
+                lines.push(Line::styled(
+                    experimenter.clone(),
+                    theme.fg(theme.experimenter).add_modifier(Modifier::BOLD),
+                ));
+                for l in wrap(&row.question, width.saturating_sub(2)) {
+                    lines.push(Line::raw(format!("  {l}")));
+                }
+                lines.push(Line::styled(
+                    name.clone(),
+                    theme.fg(theme.character).add_modifier(Modifier::BOLD),
+                ));
+                for l in wrap(&row.response, width.saturating_sub(2)) {
+                    lines.push(Line::raw(format!("  {l}")));
+                }
+                lines.push(Line::raw(""));
+            }
+        };
+        let options = scale.map_or(String::new(), |s| {
+            let lang = character.map_or(crate::domain::scale::Language::En, |c| c.language);
+            s.options
+                .get(lang)
+                .iter()
+                .enumerate()
+                .map(|(i, o)| format!("{} {o}", s.range.min + i as i32))
+                .collect::<Vec<_>>()
+                .join(" · ")
+        });
+        match case.item_id {
+            Some(id) => {
+                if let Some(item) = scale.and_then(|s| s.item(id)) {
+                    for l in wrap(&format!("Statement: {}", item.statement.en), width) {
+                        lines.push(Line::styled(l, theme.title()));
+                    }
+                    lines.push(Line::raw(""));
+                }
+                exchange(&mut lines, id);
+                for l in wrap(&format!("Options: {options} · x refuses / unrelated"), width) {
+                    lines.push(Line::styled(l, theme.dim()));
+                }
+            }
+            None => {
+                if let Some((s, d)) = scale.and_then(|s| Some((s, s.dimension_index(&case.dimension)?))) {
+                    for l in wrap(&s.dimensions[d].description.en, width) {
+                        lines.push(Line::styled(l, theme.dim()));
+                    }
+                    lines.push(Line::raw(""));
+                    let ids: Vec<u32> = s.items_of(d).map(|i| i.id).collect();
+                    for id in ids {
+                        exchange(&mut lines, id);
+                    }
+                    let (min, max) = s.dimension_range();
+                    lines.push(Line::styled(
+                        format!("Score {min}–{max}: type it, then enter"),
+                        theme.dim(),
+                    ));
+                }
+            }
+        }
+        frame.render_widget(Paragraph::new(lines), inner);
+
+        // Panel: this case, then agreement.
+        let b = block(" Your answer · agreement ", false, theme);
+        let inner = b.inner(panel_area);
+        frame.render_widget(b, panel_area);
+        let methods: [Method; 2] = match self.task {
+            Task::Item => [Method::Oc, Method::DOc],
+            Task::Dimension => [Method::ErBatch, Method::ErAll],
+        };
+        let assessments: Vec<&Assessment> = ctx.run.assessments.iter().collect();
+        let given = mine.and_then(|m| m.get(case));
+        let mut lines = vec![Line::from(vec![
+            Span::raw("yours: "),
+            Span::styled(
+                if self.typed.is_empty() {
+                    answer_text(given.map(|g| g.value))
+                } else {
+                    format!("{}▏", self.typed)
+                },
+                theme.fg(theme.accent).add_modifier(Modifier::BOLD),
+            ),
+        ])];
+        for m in methods {
+            let shown = self.reveal || given.is_some();
+            let value = annotation::machine(&assessments, case, m);
+            lines.push(Line::from(vec![
+                Span::raw(format!("{:<9}", m.name())),
+                Span::styled(
+                    if shown {
+                        answer_text(value)
+                    } else {
+                        "hidden (v reveals)".into()
+                    },
+                    theme.fg(theme.measured),
+                ),
+            ]));
+        }
+        if let Some(note) = given.and_then(|g| g.note.as_ref()) {
+            lines.push(Line::styled(
+                format!("note: {}", fit(note, inner.width as usize - 6)),
+                theme.dim(),
+            ));
+        }
+        lines.push(Line::raw(""));
+        let only_me: std::collections::BTreeMap<_, _> =
+            mine.map(|m| (self.annotator.clone(), m.clone())).into_iter().collect();
+        for m in methods {
+            let r = annotation::report(&only_me, &assessments, m);
+            let me = &r["annotators"][&self.annotator];
+            let f = |v: &serde_json::Value| v.as_f64().map_or("–".to_string(), |x| format!("{x:.2}"));
+            lines.push(Line::styled(m.name().to_string(), theme.title()));
+            lines.push(Line::raw(format!(
+                "n={} right {} close {} wrong {} acc {}",
+                me["n"].as_u64().unwrap_or(0),
+                me["right"].as_u64().unwrap_or(0),
+                me["close"].as_u64().unwrap_or(0),
+                me["wrong"].as_u64().unwrap_or(0),
+                f(&me["accuracy"])
+            )));
+            lines.push(Line::raw(format!(
+                "r {} ρ {} τ {}",
+                f(&me["pearson"]),
+                f(&me["spearman"]),
+                f(&me["kendall_tau_b"])
+            )));
+            for (d, v) in me["dimensions"].as_object().into_iter().flatten().take(6) {
+                lines.push(Line::styled(
+                    format!("  {} n={} acc {}", pad(d, 20), v["n"], f(&v["accuracy"])),
+                    theme.dim(),
+                ));
+            }
+        }
+        let others = self.answers.len().saturating_sub(usize::from(mine.is_some()));
+        if others > 0 {
+            let qwk = annotation::inter_annotator(&self.answers, self.task);
+            lines.push(Line::raw(format!(
+                "QWK with {others} other annotator(s): {}",
+                qwk["qwk"].as_f64().map_or("–".to_string(), |v| format!("{v:.3}"))
+            )));
+        }
+        if self.editing_note {
+            let [rest, note_area] = Layout::vertical([Constraint::Min(4), Constraint::Length(4)]).areas(inner);
+            frame.render_widget(Paragraph::new(lines), rest);
+            let mut note = self.note.clone();
+            note.set_block(block(" note (enter keeps, esc closes) ", true, theme));
+            frame.render_widget(&note, note_area);
+        } else {
+            frame.render_widget(Paragraph::new(lines), inner);
+        }
+        frame.render_widget(
+            Gauge::default()
+                .gauge_style(theme.fg(theme.positive))
+                .ratio(done as f64 / cases.len().max(1) as f64)
+                .label(format!("{done}/{} answered by {}", cases.len(), self.annotator)),
+            progress,
+        );
+        Hits::default()
+    }
+}

@@ -1,0 +1,325 @@
+//! The chat screen: a free conversation with a character's agent in the setup's style and provider,
+//! the prompt as sent (ctrl-p), and re-asked interview items shown next to the answer the session
+//! recorded. It owns the conversation and the line being typed.
+
+use ratatui::Frame;
+use ratatui::crossterm::event::{KeyEvent, KeyModifiers};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{Component, Ctx, Hits, Request, TailScroll};
+use crate::domain::character::Character;
+use crate::llm::{ChatMessage, Speaker};
+use crate::tui::app::Effect;
+use crate::tui::keys::{Command, Key, KeyName, Mode};
+use crate::tui::ui::block;
+use crate::tui::wrap::wrap;
+
+/// One turn of the chat screen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatTurn {
+    pub user: String,
+    pub reply: String,
+    pub done: bool,
+    pub error: Option<String>,
+    /// For a re-asked interview item: the answer recorded in the session.
+    pub recorded: Option<String>,
+}
+
+pub struct Chat {
+    /// The character chosen here; empty: the inspector's, else the first picked in setup.
+    pub character: String,
+    pub input: tui_textarea::TextArea<'static>,
+    pub turns: Vec<ChatTurn>,
+    /// The messages of the last request, as sent.
+    pub prompt: Vec<ChatMessage>,
+    pub show_prompt: bool,
+    pub scroll: TailScroll,
+}
+
+fn empty_input() -> tui_textarea::TextArea<'static> {
+    let mut input = tui_textarea::TextArea::default();
+    input.set_placeholder_text("Ask the character something, in the experimenter's voice (enter sends)");
+    input
+}
+
+impl Default for Chat {
+    fn default() -> Self {
+        Chat {
+            character: String::new(),
+            input: empty_input(),
+            turns: Vec::new(),
+            prompt: Vec::new(),
+            show_prompt: false,
+            scroll: TailScroll::default(),
+        }
+    }
+}
+
+impl Chat {
+    /// The character the chat talks to: the chosen one, else the inspector's, else the first picked.
+    pub fn character<'a>(&self, ctx: &Ctx<'a>) -> Option<&'a Character> {
+        let id = if !self.character.is_empty() {
+            Some(self.character.clone())
+        } else {
+            ctx.run
+                .units()
+                .get(ctx.inspected)
+                .map(|u| u.0.clone())
+                .or_else(|| ctx.setup.characters.iter().next().cloned())
+        };
+        id.and_then(|id| ctx.catalog.character(&id))
+    }
+
+    /// Sends `text` (`recorded`: a re-asked item's answer in the session; `with_history`: the earlier
+    /// turns go with it).
+    pub fn send(&mut self, text: String, recorded: Option<String>, with_history: bool, ctx: &Ctx) -> Vec<Request> {
+        let Some(c) = self.character(ctx) else {
+            return vec![Request::Flash("pick a character in Setup first".into())];
+        };
+        if self.turns.last().is_some_and(|t| !t.done) {
+            return vec![Request::Flash("wait for the answer first".into())];
+        }
+        let character = c.id.clone();
+        let history = if with_history {
+            self.turns
+                .iter()
+                .filter(|t| t.done && t.error.is_none() && t.recorded.is_none())
+                .map(|t| (t.user.clone(), t.reply.clone()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        self.character = character.clone();
+        self.turns.push(ChatTurn {
+            user: text.clone(),
+            reply: String::new(),
+            done: false,
+            error: None,
+            recorded,
+        });
+        self.scroll.reset();
+        vec![
+            Effect::Chat {
+                character,
+                style: ctx.setup.style,
+                provider: ctx.setup.rpa.clone(),
+                history,
+                text,
+            }
+            .into(),
+        ]
+    }
+
+    /// Keys go to the line being typed, except the bound ones that are not plain typing; `None` if the
+    /// key is left to its command.
+    pub fn key(&mut self, event: KeyEvent, key: Key, ctx: &Ctx) -> Option<Vec<Request>> {
+        let command = ctx.keymap.command(Mode::Chat, key);
+        let plain = !event.modifiers.contains(KeyModifiers::CONTROL)
+            && !matches!(key.code, KeyName::F(_) | KeyName::Esc | KeyName::Tab | KeyName::BackTab);
+        if key.code == KeyName::Enter && !event.modifiers.contains(KeyModifiers::ALT) {
+            let text = self.input.lines().join("\n");
+            if text.trim().is_empty() {
+                return Some(Vec::new());
+            }
+            self.input = empty_input();
+            return Some(self.send(text, None, true, ctx));
+        }
+        if plain || command.is_none() {
+            self.input.input(event);
+            return Some(Vec::new());
+        }
+        None
+    }
+
+    pub fn command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
+        match cmd {
+            Command::Prompt => self.show_prompt = !self.show_prompt,
+            Command::ScrollUp => self.scroll.scroll_up(5),
+            Command::ScrollDown => self.scroll.scroll_down(5),
+            Command::NextUnit | Command::PrevUnit => {
+                let ids: Vec<String> = ctx.catalog.characters.iter().map(|e| e.value.id.clone()).collect();
+                let current = self.character(ctx).map(|c| c.id.clone()).unwrap_or_default();
+                let i = ids.iter().position(|id| *id == current).unwrap_or(0);
+                let n = ids.len().max(1);
+                let next = if cmd == Command::NextUnit {
+                    (i + 1) % n
+                } else {
+                    (i + n - 1) % n
+                };
+                self.character = ids.get(next).cloned().unwrap_or_default();
+                self.turns.clear();
+                self.prompt.clear();
+            }
+            Command::Clear => {
+                self.turns.clear();
+                self.prompt.clear();
+                return vec![Request::Flash("conversation cleared".into())];
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// The request as assembled, shown beside the conversation.
+    pub fn set_prompt(&mut self, messages: Vec<ChatMessage>) {
+        self.prompt = messages
+            .into_iter()
+            .map(|mut m| {
+                m.content = crate::text::terminal_safe(&m.content);
+                m
+            })
+            .collect();
+    }
+
+    pub fn token(&mut self, text: &str) {
+        if let Some(turn) = self.turns.last_mut() {
+            turn.reply.push_str(&crate::text::terminal_safe(text));
+        }
+    }
+
+    /// The reply's attempt failed and is retried: what streamed so far is dropped.
+    pub fn retry(&mut self) {
+        if let Some(turn) = self.turns.last_mut() {
+            turn.reply.clear();
+        }
+    }
+
+    pub fn done(&mut self, result: Result<(), String>) {
+        if let Some(turn) = self.turns.last_mut() {
+            turn.done = true;
+            turn.error = result.err().map(|e| crate::text::terminal_safe(&e));
+        }
+    }
+}
+
+impl Component for Chat {
+    fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
+        vec![
+            ("enter".into(), "send"),
+            (ctx.key(Command::Prompt), "prompt"),
+            (ctx.key(Command::NextUnit), "character"),
+            (ctx.key(Command::Clear), "clear"),
+        ]
+    }
+
+    fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
+        let theme = ctx.theme;
+        let Some(c) = self.character(ctx) else {
+            let b = block(" Chat ", false, theme);
+            let inner = b.inner(area);
+            frame.render_widget(b, area);
+            frame.render_widget(
+                Paragraph::new(vec![
+                    Line::raw("No character yet."),
+                    Line::styled(
+                        "Pick one in Setup (1), or press ctrl-n here to go through them.",
+                        theme.dim(),
+                    ),
+                ]),
+                inner,
+            );
+            return Hits::default();
+        };
+        let [main, input_area] = Layout::vertical([Constraint::Min(6), Constraint::Length(5)]).areas(area);
+        let (talk_area, prompt_area) = if self.show_prompt {
+            let [a, b] = Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(main);
+            (a, Some(b))
+        } else {
+            (main, None)
+        };
+        let title = format!(
+            " Chat with {} · style {} · provider {} (ctrl-n/b character, ctrl-p prompt, ctrl-l clear) ",
+            c.name,
+            super::setup::style_name(ctx.setup.style),
+            ctx.setup.rpa
+        );
+        let b = block(title, false, theme);
+        let inner = b.inner(talk_area);
+        frame.render_widget(b, talk_area);
+        let width = inner.width as usize;
+        let mut lines: Vec<Line> = Vec::new();
+        for turn in &self.turns {
+            lines.push(Line::styled(
+                c.experimenter.clone(),
+                theme.fg(theme.experimenter).add_modifier(Modifier::BOLD),
+            ));
+            for l in wrap(&turn.user, width.saturating_sub(2)) {
+                lines.push(Line::raw(format!("  {l}")));
+            }
+            let heading = if turn.recorded.is_some() {
+                format!("{} (now)", c.name)
+            } else {
+                c.name.clone()
+            };
+            lines.push(Line::styled(
+                heading,
+                theme.fg(theme.character).add_modifier(Modifier::BOLD),
+            ));
+            let mut reply = turn.reply.clone();
+            if !turn.done {
+                reply.push('▌');
+            }
+            for l in wrap(&reply, width.saturating_sub(2)) {
+                lines.push(Line::raw(format!("  {l}")));
+            }
+            if let Some(e) = &turn.error {
+                lines.push(Line::styled(format!("  failed: {e}"), theme.fg(theme.error)));
+            }
+            if let Some(recorded) = &turn.recorded {
+                lines.push(Line::styled(
+                    format!("{} (recorded in the session)", c.name),
+                    theme.fg(theme.label_pdb).add_modifier(Modifier::BOLD),
+                ));
+                for l in wrap(recorded, width.saturating_sub(2)) {
+                    lines.push(Line::raw(format!("  {l}")));
+                }
+            }
+            lines.push(Line::raw(""));
+        }
+        let height = inner.height as usize;
+        let (start, end, top) = self.scroll.window(lines.len(), height, true);
+        frame.render_widget(Paragraph::new(lines[start..end].to_vec()), inner);
+
+        if let Some(prompt_area) = prompt_area {
+            let b = block(" Prompt as sent ", false, theme);
+            let inner = b.inner(prompt_area);
+            frame.render_widget(b, prompt_area);
+            let width = inner.width as usize;
+            let mut lines = Vec::new();
+            for m in &self.prompt {
+                let role = match m.role {
+                    Speaker::System => "system",
+                    Speaker::User => "user",
+                    Speaker::Assistant => "assistant",
+                };
+                lines.push(Line::styled(format!("[{role}]"), theme.fg(theme.accent)));
+                for l in wrap(&m.content, width.saturating_sub(2)) {
+                    lines.push(Line::raw(format!("  {l}")));
+                }
+            }
+            if lines.is_empty() {
+                lines.push(Line::styled("nothing sent yet", theme.dim()));
+            }
+            frame.render_widget(Paragraph::new(lines), inner);
+        }
+
+        let mut input = self.input.clone();
+        input.set_block(block(
+            Line::from(vec![Span::raw(format!(
+                " {} says (enter sends, alt-enter new line) ",
+                c.experimenter
+            ))]),
+            true,
+            theme,
+        ));
+        input.set_cursor_line_style(theme.base());
+        frame.render_widget(&input, input_area);
+        Hits {
+            tail_top: Some(top),
+            ..Hits::default()
+        }
+    }
+}

@@ -1,0 +1,497 @@
+//! The compare screen: a radar chart (Braille canvas) of the measured profile against the pdb and annotation
+//! labels, bars per dimension, Acc_Dim / MAE for the character, and a Table-2-style table of every
+//! character × scale × method of the session, sortable. Scales with many dimensions are paged.
+//! It owns the character, method, page and sort shown, and the characters' RoleBench results.
+
+use std::collections::BTreeMap;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier};
+use ratatui::symbols::Marker;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::widgets::canvas::{Canvas, Line as CLine};
+
+use super::inspect::Unit;
+use super::{Component, Ctx, Hits, ListId, Request};
+use crate::domain::character::{LabelSource, LabelType};
+use crate::domain::metrics::alignment;
+use crate::method::{Assessment, Method};
+use crate::study::interview::results::rows;
+use crate::tui::keys::Command;
+use crate::tui::run_view::RunView;
+use crate::tui::theme::Theme;
+use crate::tui::ui::{block, pad, score_text, window};
+
+#[derive(Debug, Clone, Default)]
+pub struct Compare {
+    /// Character id → its newest RoleBench result, shown beside its personality.
+    pub rolebench: BTreeMap<String, RolebenchScore>,
+    pub unit: usize,
+    pub method: usize,
+    pub all_methods: bool,
+    pub page: usize,
+    pub sort: usize,
+    pub cursor: usize,
+}
+
+/// A character's RoleBench result from one session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolebenchScore {
+    pub session: String,
+    pub questions: usize,
+    pub rouge_l_f: f64,
+    pub win_rate: Option<f64>,
+}
+
+impl Compare {
+    pub fn command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
+        let characters = ctx
+            .run
+            .session
+            .plan
+            .as_ref()
+            .map_or(1, |p| p.characters.len() * p.scales.len())
+            .max(1);
+        let methods = ctx.methods();
+        let count = methods.len().max(1);
+        match cmd {
+            Command::NextUnit => {
+                self.unit = (self.unit + 1) % characters;
+                self.page = 0;
+            }
+            Command::PrevUnit => {
+                self.unit = (self.unit + characters - 1) % characters;
+                self.page = 0;
+            }
+            Command::NextMethod => self.method = (self.method + 1) % count,
+            Command::PrevMethod => self.method = (self.method + count - 1) % count,
+            Command::AllMethods => self.all_methods = !self.all_methods,
+            Command::NextPage => self.page += 1,
+            Command::PrevPage => self.page = self.page.saturating_sub(1),
+            Command::Sort => self.sort = (self.sort + 1) % 4,
+            Command::Up => self.cursor = self.cursor.saturating_sub(1),
+            Command::Down => self.cursor += 1,
+            Command::Select => {
+                let rows = self.table_rows(ctx);
+                if let Some(row) = rows.get(self.cursor.min(rows.len().saturating_sub(1))) {
+                    self.unit = row.4;
+                    self.method = methods.iter().position(|m| *m == row.2).unwrap_or(0);
+                    self.all_methods = false;
+                }
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// A click on the session table puts its cursor on the row.
+    pub fn click(&mut self, row: Option<usize>) {
+        if let Some(row) = row {
+            self.cursor = row;
+        }
+    }
+}
+
+/// Radar axes per page; more dimensions (CABIN's 41) are paged.
+pub const PAGE: usize = 12;
+
+/// (character, scale) pairs of the shown session, in plan order.
+fn pairs(run: &RunView) -> Vec<(String, String)> {
+    run.session.plan.as_ref().map_or_else(Vec::new, |p| {
+        p.characters
+            .iter()
+            .flat_map(|c| p.scales.iter().map(move |s| (c.clone(), s.clone())))
+            .collect()
+    })
+}
+
+/// Mean score over repeats of one dimension.
+fn measured(run: &RunView, character: &str, scale: &str, method: Method, dim: &str) -> Option<f64> {
+    let scores: Vec<f64> = run
+        .assessments
+        .iter()
+        .filter(|a| a.character == character && a.scale == scale && a.method == method && a.dimension == dim)
+        .filter_map(|a| a.score)
+        .collect();
+    (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64)
+}
+
+/// (Acc_Dim, MAE) of one character × scale × method against the labels the metrics use.
+pub fn accuracy(ctx: &Ctx, character: &str, scale: &str, method: Method) -> Option<(f64, f64)> {
+    let s = ctx.catalog.scale(scale)?;
+    let list: Vec<&Assessment> = ctx
+        .run
+        .assessments
+        .iter()
+        .filter(|a| a.character == character && a.scale == scale && a.method == method)
+        .collect();
+    let order: Vec<String> = s.dimensions.iter().map(|d| d.name.clone()).collect();
+    let a = alignment(s.dimension_range(), &order, &rows(ctx.catalog, scale, &list))?;
+    Some((a.overall.acc_dim, a.overall.mae))
+}
+
+/// Rows of the session table in the chosen order: (character, scale, method, (Acc_Dim, MAE), pair index).
+pub type TableRow = (String, String, Method, Option<(f64, f64)>, usize);
+
+impl Compare {
+    /// The session table's rows in the chosen order.
+    pub fn table_rows(&self, ctx: &Ctx) -> Vec<TableRow> {
+        let methods = ctx.methods();
+        let mut rows: Vec<TableRow> = Vec::new();
+        for (pi, (pc, ps)) in pairs(ctx.run).iter().enumerate() {
+            for m in &methods {
+                rows.push((pc.clone(), ps.clone(), *m, accuracy(ctx, pc, ps, *m), pi));
+            }
+        }
+        let key = |r: &TableRow, i: usize| r.3.map(|x| if i == 0 { x.0 } else { x.1 }).filter(|v| !v.is_nan());
+        // Rows without a value (not assessed yet, or failed) go last in either direction.
+        let by = |a: Option<f64>, b: Option<f64>, descending: bool| match (a, b) {
+            (Some(a), Some(b)) if descending => b.total_cmp(&a),
+            (Some(a), Some(b)) => a.total_cmp(&b),
+            (a, b) => b.is_some().cmp(&a.is_some()),
+        };
+        match self.sort % 4 {
+            1 => rows.sort_by(|a, b| by(key(a, 0), key(b, 0), true)),
+            2 => rows.sort_by(|a, b| by(key(a, 1), key(b, 1), false)),
+            3 => rows.sort_by_key(|r| r.2),
+            _ => {}
+        }
+        rows
+    }
+}
+
+fn method_color(t: &Theme, i: usize) -> Color {
+    [t.measured, t.streaming, t.warning, t.positive, t.accent, t.negative][i % 6]
+}
+
+impl Component for Compare {
+    fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
+        vec![
+            (ctx.key(Command::NextMethod), "method"),
+            (ctx.key(Command::AllMethods), "all methods"),
+            (ctx.key(Command::NextUnit), "character"),
+            (ctx.key(Command::NextPage), "page"),
+        ]
+    }
+
+    fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
+        let theme = ctx.theme;
+        let pairs = pairs(ctx.run);
+        let methods = ctx.methods();
+        let (Some((c, s)), false) = (pairs.get(self.unit % pairs.len().max(1)), methods.is_empty()) else {
+            let b = block(" Compare ", false, theme);
+            let inner = b.inner(area);
+            frame.render_widget(b, area);
+            frame.render_widget(
+                Paragraph::new(vec![
+                    Line::raw("No results to compare yet."),
+                    Line::styled("Finish a run, or open a session (5).", theme.dim()),
+                ]),
+                inner,
+            );
+            return Hits::default();
+        };
+        let (Some(character), Some(scale)) = (ctx.catalog.character(c), ctx.catalog.scale(s)) else {
+            return Hits::default();
+        };
+        let u = Unit {
+            character,
+            scale,
+            repeat: 0,
+        };
+        let shown: Vec<(usize, Method)> = if self.all_methods {
+            methods.iter().copied().enumerate().collect()
+        } else {
+            let i = self.method % methods.len();
+            vec![(i, methods[i])]
+        };
+        let table_height = (pairs.len() * methods.len()).min(8) as u16 + 3;
+        let [header, top, table_area] = Layout::vertical([
+            Constraint::Length(1),
+            Constraint::Min(10),
+            Constraint::Length(table_height),
+        ])
+        .areas(area);
+
+        // Header: who, what, how well.
+        let mut spans = vec![
+            Span::styled(
+                format!(" {} ", character.name),
+                theme.fg(theme.character).add_modifier(Modifier::BOLD),
+            ),
+            Span::raw(format!("· {} · ", scale.id)),
+        ];
+        for (i, m) in &shown {
+            let acc = accuracy(ctx, c, s, *m);
+            spans.push(Span::styled(
+                m.name().to_string(),
+                theme.fg(method_color(theme, *i)).add_modifier(Modifier::BOLD),
+            ));
+            spans.push(Span::raw(match acc {
+                Some((a, e)) => format!(" Acc_Dim {a:.2} MAE {e:.3}  "),
+                None => " –  ".into(),
+            }));
+        }
+        if let Some(rb) = self.rolebench.get(&character.id) {
+            spans.push(Span::styled(
+                format!(
+                    "RoleBench Rouge-L F {:.3}{} ({} q.)  ",
+                    rb.rouge_l_f,
+                    rb.win_rate
+                        .map_or(String::new(), |w| format!(" · win {:.0} %", w * 100.0)),
+                    rb.questions
+                ),
+                theme.fg(theme.accent),
+            ));
+        }
+        spans.push(Span::styled("m method · a all · ←/→ character", theme.dim()));
+        frame.render_widget(Paragraph::new(Line::from(spans)), header);
+
+        let [radar_area, bars_area] =
+            Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(top);
+
+        // A page is as many dimensions as the bars pane shows whole (a title, a bar per method shown and
+        // up to two labels each, under the legend); the radar draws the PAGE axes around them.
+        let per_dimension = 1 + shown.len() + 2;
+        let fit = (usize::from(bars_area.height.saturating_sub(3)) / per_dimension).clamp(1, PAGE);
+        let dims = scale.dimensions.len();
+        let pages = dims.div_ceil(fit).max(1);
+        let page = self.page.min(pages - 1);
+        let bars_range: Vec<usize> = (page * fit..((page + 1) * fit).min(dims)).collect();
+        let first_axis = page * fit / PAGE * PAGE;
+        let range: Vec<usize> = (first_axis..(first_axis + PAGE).min(dims)).collect();
+        let (min, max) = scale.dimension_range();
+        let norm = |v: f64| ((v - min) / (max - min)).clamp(0.0, 1.0);
+        let axes_note = if dims > PAGE {
+            format!(
+                " · dimensions {}–{} of {dims}",
+                first_axis + 1,
+                first_axis + range.len()
+            )
+        } else {
+            String::new()
+        };
+        let b = block(format!(" Profile{axes_note} "), false, theme);
+        let inner = b.inner(radar_area);
+        frame.render_widget(b, radar_area);
+
+        let n = range.len().max(3);
+        let angle = |k: usize| std::f64::consts::FRAC_PI_2 - 2.0 * std::f64::consts::PI * k as f64 / n as f64;
+        let point = |k: usize, r: f64| (r * angle(k).cos(), r * angle(k).sin());
+        let label = |source: LabelSource, d: usize| {
+            character
+                .labels
+                .get(source, &scale.id, &scale.dimensions[d].name)
+                .and_then(|l| l.score)
+        };
+        let mut series: Vec<(Color, Vec<Option<f64>>)> = Vec::new();
+        for (i, m) in &shown {
+            let v = range
+                .iter()
+                .map(|&d| measured(ctx.run, c, s, *m, &scale.dimensions[d].name).map(norm))
+                .collect();
+            series.push((method_color(theme, *i), v));
+        }
+        series.push((
+            theme.label_pdb,
+            range.iter().map(|&d| label(LabelSource::Pdb, d).map(norm)).collect(),
+        ));
+        series.push((
+            theme.label_annotation,
+            range
+                .iter()
+                .map(|&d| label(LabelSource::Annotation, d).map(norm))
+                .collect(),
+        ));
+        let grid = theme.border;
+        // Axis names as wide as the radar leaves room for beside it.
+        let label_width = (usize::from(inner.width) / 4).clamp(6, 14);
+        let names: Vec<String> = range
+            .iter()
+            .map(|&d| {
+                let dim = &scale.dimensions[d];
+                match &dim.poles {
+                    Some([a, b]) => format!("{a}/{b}"),
+                    None => crate::tui::ui::fit(&dim.name, label_width),
+                }
+            })
+            .collect();
+        let aspect = f64::from(inner.width) / (2.0 * f64::from(inner.height.max(1)));
+        let axes = range.len();
+        let canvas = Canvas::default()
+            .marker(Marker::Braille)
+            .x_bounds([-1.45 * aspect.max(1.0), 1.45 * aspect.max(1.0)])
+            .y_bounds([-1.25, 1.25])
+            .paint(move |ctx| {
+                for ring in [0.5, 1.0] {
+                    for k in 0..n {
+                        let (x1, y1) = point(k, ring);
+                        let (x2, y2) = point((k + 1) % n, ring);
+                        ctx.draw(&CLine::new(x1, y1, x2, y2, grid));
+                    }
+                }
+                for k in 0..axes {
+                    let (x, y) = point(k, 1.0);
+                    ctx.draw(&CLine::new(0.0, 0.0, x, y, grid));
+                }
+                ctx.layer();
+                for (color, values) in &series {
+                    let pts: Vec<(f64, f64)> = values
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(k, v)| v.map(|v| point(k, v)))
+                        .collect();
+                    if pts.len() >= 2 {
+                        for w in 0..pts.len() {
+                            let (a, b) = (pts[w], pts[(w + 1) % pts.len()]);
+                            ctx.draw(&CLine::new(a.0, a.1, b.0, b.1, *color));
+                        }
+                    }
+                }
+                for (k, name) in names.iter().enumerate() {
+                    let (x, y) = point(k, 1.12);
+                    ctx.print(x - 0.05 * name.chars().count() as f64 / 2.0, y, name.clone());
+                }
+            });
+        frame.render_widget(canvas, inner);
+
+        // Bars.
+        let page_note = if pages > 1 {
+            format!(" · page {}/{} ([ ])", page + 1, pages)
+        } else {
+            String::new()
+        };
+        let b = block(
+            format!(" Measured vs labels{page_note} (0–1; marginal labels dimmed) "),
+            false,
+            theme,
+        );
+        let inner = b.inner(bars_area);
+        frame.render_widget(b, bars_area);
+        let bar_width = (inner.width as usize).saturating_sub(30) / 2;
+        let bar = |v: Option<f64>| -> String {
+            match v {
+                Some(v) => {
+                    let filled = (v * bar_width as f64).round() as usize;
+                    format!(
+                        "{}{}",
+                        "█".repeat(filled),
+                        "░".repeat(bar_width - filled.min(bar_width))
+                    )
+                }
+                None => " ".repeat(bar_width),
+            }
+        };
+        let mut lines = Vec::new();
+        let mut legend = vec![Span::raw(" ")];
+        for (i, m) in &shown {
+            legend.push(Span::styled(
+                format!("■ {} ", m.name()),
+                theme.fg(method_color(theme, *i)),
+            ));
+        }
+        legend.push(Span::styled("■ pdb ", theme.fg(theme.label_pdb)));
+        legend.push(Span::styled("■ annotation", theme.fg(theme.label_annotation)));
+        lines.push(Line::from(legend));
+        for &d in &bars_range {
+            let dim = &scale.dimensions[d];
+            lines.push(Line::styled(
+                format!(" {}", pad(&dim.name, (inner.width as usize).saturating_sub(2))),
+                theme.title(),
+            ));
+            for (i, m) in &shown {
+                let v = measured(ctx.run, c, s, *m, &dim.name);
+                lines.push(Line::from(vec![
+                    Span::styled(format!("  {:<9}", m.name()), theme.dim()),
+                    Span::styled(bar(v.map(norm)), theme.fg(method_color(theme, *i))),
+                    Span::raw(format!(" {}", score_text(v))),
+                ]));
+            }
+            for (source, color, name) in [
+                (LabelSource::Pdb, theme.label_pdb, "pdb"),
+                (LabelSource::Annotation, theme.label_annotation, "annot."),
+            ] {
+                let l = character.labels.get(source, &scale.id, &dim.name);
+                let Some(l) = l else { continue };
+                let marginal = l.kind == LabelType::X;
+                let style = if marginal {
+                    theme.fg(theme.marginal).add_modifier(Modifier::DIM)
+                } else {
+                    theme.fg(color)
+                };
+                let kind = match l.kind {
+                    LabelType::H => "H",
+                    LabelType::L => "L",
+                    LabelType::X => "X marginal",
+                };
+                let (_, _, correct) = super::inspect::verdict(
+                    &u,
+                    d,
+                    shown.first().and_then(|(_, m)| measured(ctx.run, c, s, *m, &dim.name)),
+                    source,
+                );
+                let mark = match correct {
+                    Some(true) => Span::styled(" ✓", theme.fg(theme.positive)),
+                    Some(false) => Span::styled(" ✗", theme.fg(theme.negative)),
+                    None => Span::raw(""),
+                };
+                lines.push(Line::from(vec![
+                    Span::styled(format!("  {name:<9}"), theme.dim()),
+                    Span::styled(
+                        if marginal {
+                            bar(l.score.map(norm)).replace('█', "▒")
+                        } else {
+                            bar(l.score.map(norm))
+                        },
+                        style,
+                    ),
+                    Span::raw(format!(" {} {kind}", score_text(l.score))),
+                    mark,
+                ]));
+            }
+        }
+        frame.render_widget(Paragraph::new(lines), inner);
+
+        // Table 2: every character × scale × method.
+        let b = block(" Session table (o sorts · enter shows the row) ", false, theme);
+        let inner = b.inner(table_area);
+        frame.render_widget(b, table_area);
+        let rows = self.table_rows(ctx);
+        let sort = ["plan order", "Acc_Dim ↓", "MAE ↑", "method"][self.sort % 4];
+        let mut lines = vec![Line::styled(
+            format!(
+                "{} {} {:<9} {:>7} {:>7}   sorted by {sort}",
+                pad("character", 22),
+                pad("scale", 16),
+                "method",
+                "Acc_Dim",
+                "MAE"
+            ),
+            theme.dim(),
+        )];
+        let height = inner.height.saturating_sub(1) as usize;
+        let cursor = self.cursor.min(rows.len().saturating_sub(1));
+        let first = window(rows.len(), cursor, height);
+        let list_area = Rect {
+            y: inner.y + 1,
+            height: inner.height.saturating_sub(1),
+            ..inner
+        };
+        let hits = Hits::list(list_area, first, ListId::CompareTable);
+        for (i, (rc, rs, m, acc, _)) in rows.iter().enumerate().skip(first).take(height) {
+            let name = ctx.catalog.character(rc).map_or(rc.clone(), |x| x.name.clone());
+            let (a, e) = acc.map_or(("–".to_string(), "–".to_string()), |(a, e)| {
+                (format!("{a:.3}"), format!("{e:.3}"))
+            });
+            let style = if i == cursor { theme.selected() } else { theme.base() };
+            lines.push(Line::styled(
+                format!("{} {} {:<9} {a:>7} {e:>7}", pad(&name, 22), pad(rs, 16), m.name()),
+                style,
+            ));
+        }
+        frame.render_widget(Paragraph::new(lines), inner);
+        hits
+    }
+}

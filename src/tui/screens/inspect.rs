@@ -1,0 +1,683 @@
+//! The inspector, the persona debugger: per dimension the score of the chosen method against the label
+//! (H/L/X, ✓/✗); the judge's batches with their analyses (ER) or the items' options with keying and
+//! score (OC, d-OC, SR); and for one item everything: question, answer, each method's reading of it,
+//! and the exact prompts (the agent's, with retrieved memories, and the judge's after anonymization),
+//! rebuilt with the same functions the engine used.
+//! It owns which unit, method, dimension and item it shows.
+
+use std::sync::Arc;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+
+use super::{Component, Ctx, Hits, ListId, Request};
+use crate::catalog::Catalog;
+use crate::domain::character::{Character, LabelSource, LabelType};
+use crate::domain::scale::{Keying, Scale};
+use crate::domain::scoring::ItemOption;
+use crate::llm::{ChatMessage, Speaker};
+use crate::method::anonymize::Masker;
+use crate::method::convert;
+use crate::method::expert::{self, Exchange};
+use crate::method::interview::{self, QueryStyle};
+use crate::method::{Assessment, Method};
+use crate::rpa::prompt;
+use crate::tui::keys::Command;
+use crate::tui::run_view::{ItemKey, RunView};
+use crate::tui::theme::Theme;
+use crate::tui::ui::{block, fit, pad, score_text, window};
+use crate::tui::wrap::wrap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InspectFocus {
+    Dimensions,
+    Items,
+    Drill,
+}
+
+#[derive(Debug, Clone)]
+pub struct Inspect {
+    pub unit: usize,
+    pub method: usize,
+    pub dim: usize,
+    pub item: usize,
+    pub focus: InspectFocus,
+    pub scroll: u16,
+    /// Labels shown; `None`: those the metrics use for the scale (pdb for BFI and 16P, else annotation).
+    pub labels: Option<LabelSource>,
+}
+
+impl Default for Inspect {
+    fn default() -> Self {
+        Inspect {
+            unit: 0,
+            method: 0,
+            dim: 0,
+            item: 0,
+            focus: InspectFocus::Dimensions,
+            scroll: 0,
+            labels: None,
+        }
+    }
+}
+
+impl Inspect {
+    /// Opens on one item of a unit.
+    pub fn select_item(&mut self, run: &RunView, catalog: &Catalog, key: &ItemKey) {
+        if let Some(u) = run
+            .units()
+            .iter()
+            .position(|(c, s, r)| *c == key.character && *s == key.scale && *r == key.repeat)
+        {
+            self.unit = u;
+        }
+        if let Some(s) = catalog.scale(&key.scale)
+            && let Some(item) = s.items.iter().find(|i| i.id == key.item_id)
+            && let Some(d) = item.dimension()
+        {
+            self.dim = d;
+            let ids: Vec<u32> = s
+                .scored_items()
+                .filter(|i| i.dimension() == Some(d))
+                .map(|i| i.id)
+                .collect();
+            self.item = ids.iter().position(|&i| i == key.item_id).unwrap_or(0);
+            self.focus = InspectFocus::Drill;
+            self.scroll = 0;
+        }
+    }
+
+    /// The labels shown for the current unit.
+    pub fn labels(&self, ctx: &Ctx) -> LabelSource {
+        self.labels.unwrap_or_else(|| {
+            let units = ctx.run.units();
+            units
+                .get(self.unit % units.len().max(1))
+                .and_then(|(c, s, _)| ctx.catalog.character(c).map(|c| c.labels.exclusion_source(s)))
+                .unwrap_or(LabelSource::Pdb)
+        })
+    }
+
+    /// The item under the cursor, asked again on the chat screen.
+    fn reask(&self, ctx: &Ctx) -> Vec<Request> {
+        let units = ctx.run.units();
+        let Some((c, s, r)) = units.get(self.unit).cloned() else {
+            return Vec::new();
+        };
+        let Some(scale) = ctx.catalog.scale(&s) else {
+            return Vec::new();
+        };
+        let dim = self.dim.min(scale.dimensions.len().saturating_sub(1));
+        let ids: Vec<u32> = scale.items_of(dim).map(|i| i.id).collect();
+        let Some(&item_id) = ids.get(self.item.min(ids.len().saturating_sub(1))) else {
+            return Vec::new();
+        };
+        let key = ItemKey {
+            character: c.clone(),
+            scale: s,
+            repeat: r,
+            style: QueryStyle::Open,
+            item_id,
+        };
+        let Some(row) = ctx.run.item(&key).filter(|r| !r.response.is_empty()) else {
+            return vec![Request::Flash(
+                "this item has no recorded answer to compare with".into(),
+            )];
+        };
+        vec![Request::Reask {
+            character: c,
+            question: row.question.clone(),
+            recorded: row.response.clone(),
+        }]
+    }
+
+    pub fn command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
+        if cmd == Command::Reask {
+            return self.reask(ctx);
+        }
+        let units = ctx.run.units().len().max(1);
+        let methods = ctx.methods().len().max(1);
+        match cmd {
+            Command::NextUnit => {
+                self.unit = (self.unit + 1) % units;
+                self.scroll = 0;
+            }
+            Command::PrevUnit => {
+                self.unit = (self.unit + units - 1) % units;
+                self.scroll = 0;
+            }
+            Command::NextMethod => self.method = (self.method + 1) % methods,
+            Command::PrevMethod => self.method = (self.method + methods - 1) % methods,
+            Command::NextPane => {
+                self.focus = match self.focus {
+                    InspectFocus::Dimensions => InspectFocus::Items,
+                    _ => InspectFocus::Dimensions,
+                };
+                self.scroll = 0;
+            }
+            Command::PrevPane => {
+                self.focus = match self.focus {
+                    InspectFocus::Items => InspectFocus::Dimensions,
+                    _ => InspectFocus::Items,
+                };
+            }
+            Command::Select => {
+                self.focus = InspectFocus::Drill;
+                self.scroll = 0;
+            }
+            Command::Back => {
+                self.focus = match self.focus {
+                    InspectFocus::Drill => InspectFocus::Items,
+                    _ => InspectFocus::Dimensions,
+                };
+                self.scroll = 0;
+            }
+            Command::Toggle => {
+                self.labels = Some(match self.labels(ctx) {
+                    LabelSource::Pdb => LabelSource::Annotation,
+                    LabelSource::Annotation => LabelSource::Pdb,
+                });
+            }
+            Command::ScrollUp => self.scroll = self.scroll.saturating_sub(5),
+            Command::ScrollDown => self.scroll = self.scroll.saturating_add(5),
+            Command::Up | Command::Down | Command::PageUp | Command::PageDown | Command::Top | Command::Bottom => {
+                let delta: isize = match cmd {
+                    Command::Up => -1,
+                    Command::Down => 1,
+                    Command::PageUp => -10,
+                    Command::PageDown => 10,
+                    Command::Top => -10_000,
+                    _ => 10_000,
+                };
+                match self.focus {
+                    InspectFocus::Dimensions => {
+                        self.dim = (self.dim as isize + delta).max(0) as usize;
+                        self.item = 0;
+                        self.scroll = 0;
+                    }
+                    InspectFocus::Items => {
+                        self.item = (self.item as isize + delta).max(0) as usize;
+                        self.scroll = 0;
+                    }
+                    InspectFocus::Drill => {
+                        self.scroll = (self.scroll as isize + delta).clamp(0, u16::MAX as isize) as u16;
+                    }
+                }
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// A click (or wheel) on the dimensions or the items: it takes the focus, and a click its cursor.
+    pub fn click(&mut self, list: ListId, row: Option<usize>) {
+        if list == ListId::Dimensions {
+            self.focus = InspectFocus::Dimensions;
+            if let Some(row) = row {
+                self.dim = row;
+            }
+        } else {
+            self.focus = InspectFocus::Items;
+            if let Some(row) = row {
+                self.item = row;
+            }
+        }
+    }
+}
+
+pub struct Unit<'a> {
+    pub character: &'a Character,
+    pub scale: &'a Scale,
+    pub repeat: u32,
+}
+
+pub fn unit<'a>(ctx: &Ctx<'a>, index: usize) -> Option<Unit<'a>> {
+    let units = ctx.run.units();
+    let (c, s, r) = units.get(index % units.len().max(1))?;
+    Some(Unit {
+        character: ctx.catalog.character(c)?,
+        scale: ctx.catalog.scale(s)?,
+        repeat: *r,
+    })
+}
+
+pub fn assessment<'a>(run: &'a RunView, u: &Unit, method: Method, dim: &str) -> Option<&'a Assessment> {
+    run.assessments.iter().find(|a| {
+        a.character == u.character.id
+            && a.scale == u.scale.id
+            && a.repeat == u.repeat
+            && a.method == method
+            && a.dimension == dim
+    })
+}
+
+/// Label score, its type, and whether the measured score falls on the same side.
+pub fn verdict(
+    u: &Unit,
+    dim: usize,
+    score: Option<f64>,
+    source: LabelSource,
+) -> (String, Option<LabelType>, Option<bool>) {
+    let d = &u.scale.dimensions[dim];
+    let label = u
+        .character
+        .labels
+        .source(source)
+        .get(&u.scale.id)
+        .and_then(|set| set.get(&d.name));
+    let Some(label) = label else {
+        return ("–".into(), None, None);
+    };
+    let (min, max) = u.scale.dimension_range();
+    let mid = (min + max) / 2.0;
+    let correct = match (label.kind.is_high(), score) {
+        (Some(high), Some(s)) => Some((s > mid) == high || (s == mid && !high)),
+        _ => None,
+    };
+    (
+        label.score.map_or("X".into(), |s| format!("{s:.2}")),
+        Some(label.kind),
+        correct,
+    )
+}
+
+fn exchanges(run: &RunView, u: &Unit, style: QueryStyle) -> Vec<Exchange> {
+    u.scale
+        .scored_items()
+        .filter_map(|item| {
+            let row = run.item(&ItemKey {
+                character: u.character.id.clone(),
+                scale: u.scale.id.clone(),
+                repeat: u.repeat,
+                style,
+                item_id: item.id,
+            })?;
+            (!row.response.is_empty()).then(|| Exchange {
+                item_id: item.id,
+                question: row.question.clone(),
+                response: row.response.clone(),
+            })
+        })
+        .collect()
+}
+
+impl Component for Inspect {
+    fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
+        vec![
+            (ctx.key(Command::NextUnit), "unit"),
+            (ctx.key(Command::NextMethod), "method"),
+            (ctx.key(Command::NextPane), "pane"),
+            (ctx.key(Command::Select), "drill in"),
+        ]
+    }
+
+    fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
+        let theme = ctx.theme;
+        let mut hits = Hits::default();
+        let Some(u) = unit(ctx, self.unit) else {
+            let b = block(" Inspector ", false, theme);
+            let inner = b.inner(area);
+            frame.render_widget(b, area);
+            frame.render_widget(
+                Paragraph::new(vec![
+                    Line::raw("Nothing to inspect yet."),
+                    Line::styled("Run an interview (1) or open a session (5).", theme.dim()),
+                ]),
+                inner,
+            );
+            return hits;
+        };
+        let methods = ctx.methods();
+        let method = methods[self.method % methods.len().max(1)];
+        let [header, body] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
+        let labels = match self.labels(ctx) {
+            LabelSource::Pdb => "pdb",
+            LabelSource::Annotation => "annotation",
+        };
+        frame.render_widget(
+            Paragraph::new(Line::from(vec![
+                Span::styled(
+                    format!(" {} ", u.character.name),
+                    theme.fg(theme.character).add_modifier(Modifier::BOLD),
+                ),
+                Span::raw(format!("· {} · repeat {} · ", u.scale.id, u.repeat)),
+                Span::styled(method.name(), theme.fg(theme.measured).add_modifier(Modifier::BOLD)),
+                Span::styled(format!(" · labels: {labels}"), theme.fg(theme.label_pdb)),
+                Span::styled("   ←/→ unit · m method · space labels", theme.dim()),
+            ])),
+            header,
+        );
+        if self.focus == InspectFocus::Drill {
+            self.drill(frame, ctx, &u, body);
+            return hits;
+        }
+        let [dims_area, detail_area] = Layout::horizontal([Constraint::Length(52), Constraint::Min(20)]).areas(body);
+        let dim = self.dim.min(u.scale.dimensions.len().saturating_sub(1));
+
+        // Dimensions.
+        let b = block(" Dimensions ", self.focus == InspectFocus::Dimensions, theme);
+        let inner = b.inner(dims_area);
+        frame.render_widget(b, dims_area);
+        let height = inner.height.saturating_sub(1) as usize;
+        let first = window(u.scale.dimensions.len(), dim, height);
+        let list_area = Rect {
+            y: inner.y + 1,
+            height: inner.height.saturating_sub(1),
+            ..inner
+        };
+        hits.lists.push((list_area, first, ListId::Dimensions));
+        let mut lines = vec![Line::styled(
+            format!("{} {:>6} {:>6}  type", pad("dimension", 26), "score", "label"),
+            theme.dim(),
+        )];
+        for (i, d) in u.scale.dimensions.iter().enumerate().skip(first).take(height) {
+            let a = assessment(ctx.run, &u, method, &d.name);
+            let score = a.and_then(|a| a.score);
+            let (label, kind, correct) = verdict(&u, i, score, self.labels(ctx));
+            let mark = match (a.map(|a| a.failure.is_some()), correct) {
+                (Some(true), _) => Span::styled(" failed", theme.fg(theme.error)),
+                (_, Some(true)) => Span::styled(" ✓", theme.fg(theme.positive)),
+                (_, Some(false)) => Span::styled(" ✗", theme.fg(theme.negative)),
+                _ => Span::raw(""),
+            };
+            let kind = match kind {
+                Some(LabelType::H) => "H",
+                Some(LabelType::L) => "L",
+                Some(LabelType::X) => "X",
+                None => "–",
+            };
+            let row_style = if i == dim && self.focus == InspectFocus::Dimensions {
+                theme.selected()
+            } else {
+                theme.base()
+            };
+            lines.push(Line::from(vec![
+                Span::styled(
+                    format!("{} {:>6} {:>6}  {kind}", pad(&d.name, 26), score_text(score), label),
+                    row_style,
+                ),
+                mark,
+            ]));
+        }
+        frame.render_widget(Paragraph::new(lines), inner);
+
+        // Detail of the selected dimension.
+        let d = &u.scale.dimensions[dim];
+        let a = assessment(ctx.run, &u, method, &d.name);
+        let b = block(
+            format!(" {} · {} ", d.name, method.name()),
+            self.focus == InspectFocus::Items,
+            theme,
+        );
+        let inner = b.inner(detail_area);
+        frame.render_widget(b, detail_area);
+        let width = inner.width as usize;
+        let mut lines: Vec<Line> = Vec::new();
+        match a {
+            None => lines.push(Line::styled("not assessed yet", theme.dim())),
+            Some(a) if !method.item_level() => {
+                if let Some(f) = &a.failure {
+                    lines.push(Line::styled(format!("failed: {f}"), theme.fg(theme.error)));
+                }
+                for (bi, batch) in a.batches.iter().enumerate() {
+                    lines.push(Line::from(vec![
+                        Span::styled(format!("batch {} ", bi + 1), theme.title()),
+                        Span::raw(format!(
+                            "items {:?} → {} ({} attempt{})",
+                            batch.item_ids,
+                            score_text(batch.score),
+                            batch.attempts.len(),
+                            if batch.attempts.len() == 1 { "" } else { "s" }
+                        )),
+                    ]));
+                    for l in wrap(&batch.analysis, width.saturating_sub(2)) {
+                        lines.push(Line::raw(format!("  {l}")));
+                    }
+                    lines.push(Line::raw(""));
+                }
+            }
+            Some(a) => {
+                let items: Vec<_> = u.scale.items_of(dim).collect();
+                let cursor = self.item.min(items.len().saturating_sub(1));
+                lines.push(Line::styled(
+                    format!("{:>4} {:>4} {:>7} {:>6}  statement", "item", "key", "option", "score"),
+                    theme.dim(),
+                ));
+                let list_area = Rect {
+                    y: inner.y + 1,
+                    height: inner.height.saturating_sub(1),
+                    ..inner
+                };
+                hits.lists.push((list_area, 0, ListId::InspectItems));
+                for (i, item) in items.iter().enumerate() {
+                    let c = a.items.iter().find(|c| c.item_id == item.id);
+                    let keying = match item.keying() {
+                        Some(Keying::Positive) => "+".to_string(),
+                        Some(Keying::Negative) => "−".to_string(),
+                        Some(Keying::Pole { letter, .. }) => letter.clone(),
+                        None => "".into(),
+                    };
+                    let option = match c {
+                        Some(c) if c.refused => "x".to_string(),
+                        Some(c) => option_text(c.option),
+                        None => "–".into(),
+                    };
+                    let style = if i == cursor && self.focus == InspectFocus::Items {
+                        theme.selected()
+                    } else if c.is_some_and(|c| c.refused) {
+                        theme.fg(theme.marginal)
+                    } else {
+                        theme.base()
+                    };
+                    let statement = item.statement.get(u.character.language);
+                    lines.push(Line::styled(
+                        format!(
+                            "{:>4} {:>4} {:>7} {:>6}  {}",
+                            item.id,
+                            keying,
+                            option,
+                            score_text(c.and_then(|c| c.score)),
+                            fit(statement, width.saturating_sub(27))
+                        ),
+                        style,
+                    ));
+                }
+                lines.push(Line::raw(""));
+                lines.push(Line::styled(
+                    format!(
+                        "dimension score {} · x = refused (counts at the midpoint)",
+                        score_text(a.score)
+                    ),
+                    theme.dim(),
+                ));
+            }
+        }
+        frame.render_widget(Paragraph::new(lines).scroll((self.scroll, 0)), inner);
+        hits
+    }
+}
+
+fn option_text(option: Option<ItemOption>) -> String {
+    match option {
+        Some(ItemOption::Value(v)) => v.to_string(),
+        Some(ItemOption::Refused) => "x".into(),
+        None => "–".into(),
+    }
+}
+
+fn messages_lines<'a>(title: String, messages: &[ChatMessage], theme: &Theme, width: usize) -> Vec<Line<'a>> {
+    let mut lines = vec![Line::styled(title, theme.title())];
+    for m in messages {
+        let role = match m.role {
+            Speaker::System => "system",
+            Speaker::User => "user",
+            Speaker::Assistant => "assistant",
+        };
+        lines.push(Line::styled(format!("[{role}]"), theme.fg(theme.accent)));
+        for l in wrap(&crate::text::terminal_safe(&m.content), width.saturating_sub(2)) {
+            lines.push(Line::raw(format!("  {l}")));
+        }
+    }
+    lines.push(Line::raw(""));
+    lines
+}
+
+impl Inspect {
+    /// One item, everything about it.
+    fn drill(&self, frame: &mut Frame, ctx: &Ctx, u: &Unit, area: Rect) {
+        let theme = ctx.theme;
+        let dim = self.dim.min(u.scale.dimensions.len().saturating_sub(1));
+        let items: Vec<_> = u.scale.items_of(dim).collect();
+        let Some(item) = items.get(self.item.min(items.len().saturating_sub(1))) else {
+            return;
+        };
+        let b = block(
+            format!(" Item {} · {} (esc back) ", item.id, u.scale.dimensions[dim].name),
+            true,
+            theme,
+        );
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
+        let width = inner.width as usize;
+        let lang = u.character.language;
+        let mut lines: Vec<Line> = Vec::new();
+        lines.push(Line::from(vec![
+            Span::styled("statement ", theme.dim()),
+            Span::raw(item.statement.get(lang).clone()),
+        ]));
+        let plan = ctx.run.session.plan.as_ref();
+        let styles: std::collections::BTreeSet<QueryStyle> = ctx.methods().iter().map(|m| m.query_style()).collect();
+        let masker = Masker::new(&u.character.aliases, &u.character.experimenter);
+        for style in &styles {
+            let key = ItemKey {
+                character: u.character.id.clone(),
+                scale: u.scale.id.clone(),
+                repeat: u.repeat,
+                style: *style,
+                item_id: item.id,
+            };
+            let Some(row) = ctx.run.item(&key) else { continue };
+            lines.push(Line::raw(""));
+            lines.push(Line::styled(
+                format!("── {} interview ({}) ──", style.name(), row.status.label()),
+                theme.title(),
+            ));
+            lines.push(Line::styled(
+                u.character.experimenter.clone(),
+                theme.fg(theme.experimenter),
+            ));
+            for l in wrap(&row.question, width.saturating_sub(2)) {
+                lines.push(Line::raw(format!("  {l}")));
+            }
+            lines.push(Line::styled(u.character.name.clone(), theme.fg(theme.character)));
+            for l in wrap(&row.response, width.saturating_sub(2)) {
+                lines.push(Line::raw(format!("  {l}")));
+            }
+            if let Some(e) = &row.error {
+                lines.push(Line::styled(format!("  failed: {e}"), theme.fg(theme.error)));
+            }
+            // The agent's prompt, rebuilt exactly.
+            if let Some(plan) = plan {
+                let memories = ctx.memories.get(&u.character.id).map(Arc::as_ref);
+                let query = interview::query(u.character, u.scale, item, *style);
+                let assembled = prompt::assemble(u.character, plan.style, memories, item.question.get(lang), &query);
+                let note = if assembled.retrieved == row.retrieved
+                    || row.retrieved.is_empty() && assembled.retrieved.is_empty()
+                {
+                    String::new()
+                } else {
+                    " (memories differ from the journal's: they changed since the run)".into()
+                };
+                lines.push(Line::raw(""));
+                lines.extend(messages_lines(
+                    format!(
+                        "prompt sent to the agent · style {} · retrieved {:?}{note}",
+                        super::setup::style_name(plan.style),
+                        row.retrieved
+                    ),
+                    &assembled.messages,
+                    theme,
+                    width,
+                ));
+            }
+        }
+        // Each method's reading of the item, and its judge prompt.
+        for method in ctx.methods() {
+            let Some(a) = assessment(ctx.run, u, method, &u.scale.dimensions[dim].name) else {
+                continue;
+            };
+            let ex = exchanges(ctx.run, u, method.query_style());
+            lines.push(Line::styled(format!("── {} ──", method.name()), theme.title()));
+            if method.item_level() {
+                if let Some(c) = a.items.iter().find(|c| c.item_id == item.id) {
+                    let option = if c.refused {
+                        "x (refused)".into()
+                    } else {
+                        option_text(c.option)
+                    };
+                    lines.push(Line::raw(format!(
+                        "option {option} → item score {}",
+                        score_text(c.score)
+                    )));
+                }
+                // The call that converted this item: as journaled, or (older sessions) regrouped by the plan.
+                let recorded = a.calls.iter().find(|ids| ids.contains(&item.id)).map(|ids| {
+                    let refs: Vec<&Exchange> = ex.iter().filter(|e| ids.contains(&e.item_id)).collect();
+                    match method {
+                        Method::DOc => convert::doc_messages(u.scale, dim, &masker, &refs),
+                        _ => convert::oc_messages(u.scale, &u.character.name, &refs),
+                    }
+                });
+                let messages = recorded.or_else(|| {
+                    let per_call = plan.map_or(convert::MAX_ITEMS_PER_CALL, |p| p.items_per_call as usize);
+                    let groups = match method {
+                        Method::DOc => convert::doc_groups(u.scale, &masker, &ex, per_call),
+                        _ => convert::oc_groups(u.scale, &u.character.name, &ex, per_call),
+                    };
+                    groups
+                        .into_iter()
+                        .find(|(_, ids)| ids.contains(&item.id))
+                        .map(|(m, _)| m)
+                });
+                if method != Method::Sr
+                    && let Some(messages) = messages
+                {
+                    lines.extend(messages_lines("judge prompt".into(), &messages, theme, width));
+                }
+            } else if let Some((bi, batch)) = a
+                .batches
+                .iter()
+                .enumerate()
+                .find(|(_, b)| b.item_ids.contains(&item.id))
+            {
+                lines.push(Line::raw(format!(
+                    "in batch {} of {} → {}",
+                    bi + 1,
+                    a.batches.len(),
+                    score_text(batch.score)
+                )));
+                let refs: Vec<&Exchange> = batch
+                    .item_ids
+                    .iter()
+                    .filter_map(|id| ex.iter().find(|e| e.item_id == *id))
+                    .collect();
+                let messages = expert::messages(u.scale, dim, lang, &masker, &refs);
+                lines.extend(messages_lines(
+                    "judge prompt (anonymized)".into(),
+                    &messages,
+                    theme,
+                    width,
+                ));
+            }
+        }
+        frame.render_widget(
+            Paragraph::new(lines)
+                .wrap(Wrap { trim: false })
+                .scroll((self.scroll, 0)),
+            inner,
+        );
+    }
+}

@@ -1,0 +1,500 @@
+//! The live screen: a run's items with their status, the transcript streaming, gauges, and the log of
+//! retries and errors. It owns whether a run, a replay or a resumed run is going and how it is
+//! followed. Only the visible tail of the transcript is wrapped, so long runs render in constant time.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Gauge, Paragraph};
+
+use super::{Component, Ctx, Hits, ListId, Request, TailScroll};
+use crate::tui::app::{Effect, Screen};
+use crate::tui::keys::Command;
+use crate::tui::run_view::{Message, RunView, Speaker, Status};
+use crate::tui::theme::Theme;
+use crate::tui::ui::{block, fit, pad, score_text, window};
+use crate::tui::wrap::wrap;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Replay {
+    Speed(f64),
+    Instant,
+}
+
+impl Replay {
+    pub fn label(self) -> String {
+        match self {
+            Replay::Speed(s) => format!("{s}×"),
+            Replay::Instant => "instant".into(),
+        }
+    }
+
+    pub fn next(self) -> Replay {
+        match self {
+            Replay::Speed(s) if s < 4.0 => Replay::Speed(4.0),
+            Replay::Speed(_) => Replay::Instant,
+            Replay::Instant => Replay::Speed(1.0),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    pub cursor: usize,
+    pub follow: bool,
+    /// Lines scrolled up from the bottom of the transcript.
+    pub scroll: TailScroll,
+    pub running: bool,
+    pub paused: bool,
+    pub replay: Option<Replay>,
+    pub started_ms: u64,
+}
+
+impl Live {
+    /// A run (`replay`: a replay) starts; `follow`: the transcript follows its newest item.
+    pub fn start(&mut self, replay: Option<Replay>, follow: bool) {
+        self.running = true;
+        self.paused = false;
+        self.replay = replay;
+        if follow {
+            self.follow = true;
+        }
+    }
+
+    /// Following the run: the cursor is on the item streaming.
+    pub fn follow_streaming(&mut self, run: &RunView) {
+        if self.follow
+            && let Some(i) = run.items.iter().position(|r| r.status == Status::Streaming)
+        {
+            self.cursor = i;
+        }
+    }
+
+    /// A click (or wheel) on the items: the cursor stops following.
+    pub fn click(&mut self, row: Option<usize>, len: usize) {
+        self.follow = false;
+        if let Some(row) = row {
+            self.cursor = row.min(len.saturating_sub(1));
+        }
+    }
+
+    pub fn command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
+        let run = ctx.run;
+        let len = run.items.len();
+        let step = |c: usize, d: isize| (c as isize + d).clamp(0, len.saturating_sub(1) as isize) as usize;
+        match cmd {
+            Command::Up | Command::Down | Command::PageUp | Command::PageDown | Command::Top | Command::Bottom => {
+                self.follow = false;
+                self.scroll.reset();
+                self.cursor = match cmd {
+                    Command::Up => step(self.cursor, -1),
+                    Command::Down => step(self.cursor, 1),
+                    Command::PageUp => step(self.cursor, -20),
+                    Command::PageDown => step(self.cursor, 20),
+                    Command::Top => 0,
+                    _ => len.saturating_sub(1),
+                };
+            }
+            Command::Follow => {
+                self.follow = true;
+                self.scroll.reset();
+            }
+            Command::ScrollUp => self.scroll.scroll_up(5),
+            Command::ScrollDown => self.scroll.scroll_down(5),
+            Command::Pause if self.running => {
+                self.paused = !self.paused;
+                let note = match (self.paused, self.replay.is_some()) {
+                    (true, true) => "replay paused (p goes on)",
+                    (true, false) => "paused: calls in flight finish, no new ones start",
+                    (false, _) => "resumed",
+                };
+                return vec![Request::Flash(note.into()), Effect::SetPause(self.paused).into()];
+            }
+            // A replay has nothing to cancel: x plays the rest at once, so every screen shows the whole session.
+            Command::Cancel if self.running && self.replay.is_some() => {
+                self.paused = false;
+                self.replay = Some(Replay::Instant);
+                return vec![
+                    Request::Flash("replay: skipped to the end".into()),
+                    Effect::SetPause(false).into(),
+                    Effect::ReplaySpeed(Replay::Instant).into(),
+                ];
+            }
+            Command::Cancel if self.running => {
+                self.running = false;
+                return vec![
+                    Request::Flash(format!(
+                        "cancelled: resume from Sessions (u) or `incharacter run --resume {}`",
+                        run.session.id
+                    )),
+                    Effect::Cancel.into(),
+                ];
+            }
+            Command::Speed => {
+                if let Some(r) = self.replay {
+                    let next = r.next();
+                    self.replay = Some(next);
+                    return vec![Effect::ReplaySpeed(next).into()];
+                }
+            }
+            Command::Select => {
+                if let Some(row) = run.items.get(self.cursor) {
+                    return vec![Request::Show(Screen::Inspector), Request::Inspect(row.key.clone())];
+                }
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+}
+
+fn clock(ms: u64) -> String {
+    let s = ms / 1000;
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+impl Component for Live {
+    fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
+        if self.running && self.replay.is_some() {
+            vec![
+                (ctx.key(Command::Speed), "faster"),
+                (ctx.key(Command::Pause), if self.paused { "go on" } else { "pause" }),
+                (ctx.key(Command::Cancel), "skip to end"),
+                (ctx.key(Command::Select), "inspect"),
+            ]
+        } else {
+            vec![
+                (ctx.key(Command::Pause), "pause"),
+                (ctx.key(Command::Cancel), "cancel"),
+                (ctx.key(Command::Follow), "follow"),
+                (ctx.key(Command::Select), "inspect"),
+            ]
+        }
+    }
+
+    fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
+        let theme = ctx.theme;
+        let run = ctx.run;
+        if run.items.is_empty() {
+            let b = block(" Live run ", false, theme);
+            let inner = b.inner(area);
+            frame.render_widget(b, area);
+            frame.render_widget(
+                Paragraph::new(vec![
+                    Line::raw("No run yet."),
+                    Line::styled(
+                        "Start one from Setup (1), or open or replay a session (5).",
+                        theme.dim(),
+                    ),
+                ]),
+                inner,
+            );
+            return Hits::default();
+        }
+        let left_width = if area.width >= 110 { 46 } else { 38 };
+        let [left, right] = Layout::horizontal([Constraint::Length(left_width), Constraint::Min(30)]).areas(area);
+        let styles: std::collections::BTreeSet<_> = run.items.iter().map(|r| r.key.style).collect();
+        let [transcript_area, gauges_area, log_area] =
+            Layout::vertical([Constraint::Min(6), Constraint::Length(6), Constraint::Length(4)]).areas(right);
+
+        // Items.
+        let title = format!(" Items {}/{} ", run.answered(), run.items.len());
+        let b = block(title, !self.follow, theme);
+        let inner = b.inner(left);
+        frame.render_widget(b, left);
+        let height = inner.height as usize;
+        let first = window(run.items.len(), self.cursor, height);
+        let mut hits = Hits::list(inner, first, ListId::Items);
+        let lines: Vec<Line> = run
+            .items
+            .iter()
+            .enumerate()
+            .skip(first)
+            .take(height)
+            .map(|(i, row)| {
+                let judging = matches!(row.status, Status::Answered | Status::Cached) && run.judging(&row.key);
+                let (label, color) = if judging {
+                    ("judging", theme.streaming)
+                } else {
+                    let color = match row.status {
+                        Status::Pending => theme.dim,
+                        Status::Streaming => theme.streaming,
+                        Status::Retrying => theme.warning,
+                        Status::Answered => theme.positive,
+                        Status::Cached => theme.label_annotation,
+                        Status::Failed => theme.error,
+                    };
+                    (row.status.label(), color)
+                };
+                let k = &row.key;
+                // The query style only when the run has more than one.
+                let style_col = if styles.len() > 1 {
+                    format!(" {}", k.style.name())
+                } else {
+                    String::new()
+                };
+                // The character column gives way first, so the item number and status always show.
+                let cw = (inner.width as usize)
+                    .saturating_sub(26 + style_col.chars().count())
+                    .clamp(6, 12);
+                let text = format!(
+                    "{} {} r{} {:>3}{style_col}",
+                    pad(&fit(&k.character, cw), cw),
+                    pad(&fit(&k.scale, 8), 8),
+                    k.repeat,
+                    k.item_id,
+                );
+                let style = if i == self.cursor {
+                    theme.selected()
+                } else {
+                    theme.base()
+                };
+                Line::from(vec![
+                    Span::styled(pad(&text, (inner.width as usize).saturating_sub(10)), style),
+                    Span::styled(format!(" {label}"), theme.fg(color)),
+                ])
+            })
+            .collect();
+        frame.render_widget(Paragraph::new(lines), inner);
+
+        // Transcript: the tail, or the part ending at the selected item's answer.
+        let end = if self.follow {
+            run.transcript.len()
+        } else {
+            run.items
+                .get(self.cursor)
+                .and_then(|r| r.message)
+                .map_or(run.transcript.len(), |m| m + 1)
+        };
+        let status = if self.paused {
+            " · PAUSED".to_string()
+        } else if let Some(r) = self.replay {
+            if self.running {
+                format!(" · replay {}", r.label())
+            } else {
+                " · replay finished".to_string()
+            }
+        } else if self.follow {
+            " · following".to_string()
+        } else {
+            String::new()
+        };
+        hits.tail_top = Some(self.render_rest(frame, ctx, [transcript_area, gauges_area, log_area], end, &status));
+        hits
+    }
+}
+
+impl Live {
+    /// The transcript, gauges and log; returns how far the transcript can scroll up.
+    fn render_rest(&self, frame: &mut Frame, ctx: &Ctx, areas: [Rect; 3], end: usize, status: &str) -> u16 {
+        let [transcript_area, gauges_area, log_area] = areas;
+        let theme = ctx.theme;
+        let run = ctx.run;
+        let b = block(format!(" Transcript{status} "), false, theme);
+        let inner = b.inner(transcript_area);
+        frame.render_widget(b, transcript_area);
+        let (lines, top) = self.transcript_tail(
+            theme,
+            &run.transcript[..end],
+            inner.width as usize,
+            inner.height as usize,
+        );
+        frame.render_widget(Paragraph::new(lines), inner);
+
+        // Gauges.
+        let b = block(" Progress ", false, theme);
+        let inner = b.inner(gauges_area);
+        frame.render_widget(b, gauges_area);
+        let rows = Layout::vertical([Constraint::Length(1); 4]).split(inner);
+        let total = run.items.len().max(1);
+        let done = run.answered() + run.failed();
+        let interviews = Gauge::default()
+            .gauge_style(theme.fg(theme.measured))
+            .ratio((done as f64 / total as f64).min(1.0))
+            .label(format!(
+                "interviews {done}/{}  ({} failed)",
+                run.items.len(),
+                run.failed()
+            ));
+        frame.render_widget(interviews, rows[0]);
+        let dims_total = run
+            .session
+            .plan
+            .as_ref()
+            .map_or(0, |p| {
+                p.characters.len()
+                    * p.repeats.max(1) as usize
+                    * p.methods.len()
+                    * p.scales
+                        .iter()
+                        .filter_map(|s| ctx.catalog.scale(s))
+                        .map(|s| s.dimensions.len())
+                        .sum::<usize>()
+            })
+            .max(1);
+        let assessed = run.assessments.len();
+        let judge = Gauge::default()
+            .gauge_style(theme.fg(theme.label_pdb))
+            .ratio((assessed as f64 / dims_total as f64).min(1.0))
+            .label(format!(
+                "assessments {assessed}/{dims_total}  · judge calls {} done, {} running",
+                run.judge_done, run.judge_active
+            ));
+        frame.render_widget(judge, rows[1]);
+        let elapsed = ctx.now_ms.saturating_sub(self.started_ms);
+        let progress = (done + assessed) as f64 / (total + dims_total) as f64;
+        let eta = if self.running && elapsed > 0 && progress > 0.0 && progress < 1.0 {
+            clock((elapsed as f64 * (1.0 - progress) / progress) as u64)
+        } else {
+            "–".into()
+        };
+        let cost = cost(ctx);
+        frame.render_widget(
+            Paragraph::new(Line::from(vec![
+                Span::styled("tokens ", theme.dim()),
+                Span::raw(format!("{}", run.tokens)),
+                Span::styled("  cost ", theme.dim()),
+                Span::raw(cost),
+                Span::styled("  elapsed ", theme.dim()),
+                Span::raw(clock(elapsed)),
+                Span::styled("  eta ", theme.dim()),
+                Span::raw(eta),
+                Span::styled("  retries ", theme.dim()),
+                Span::raw(run.retries.to_string()),
+            ])),
+            rows[2],
+        );
+        frame.render_widget(Paragraph::new(latest(ctx)), rows[3]);
+
+        // Log.
+        let b = block(" Log ", false, theme);
+        let inner = b.inner(log_area);
+        frame.render_widget(b, log_area);
+        let lines: Vec<Line> = run
+            .log
+            .iter()
+            .rev()
+            .take(inner.height as usize)
+            .rev()
+            .map(|l| Line::styled(fit(l, inner.width as usize), theme.fg(theme.warning)))
+            .collect();
+        frame.render_widget(Paragraph::new(lines), inner);
+        top
+    }
+}
+
+/// The newest dimension result against its label, e.g. "latest: Hermione Granger GSE er-batch
+/// Self-efficacy 3.40 · pdb 4.10 H ✓".
+fn latest<'a>(ctx: &Ctx) -> Line<'a> {
+    let theme = ctx.theme;
+    let Some(a) = ctx.run.assessments.last() else {
+        return Line::styled("latest: no dimension assessed yet", theme.dim());
+    };
+    let (Some(c), Some(s)) = (ctx.catalog.character(&a.character), ctx.catalog.scale(&a.scale)) else {
+        return Line::raw("");
+    };
+    let mut spans = vec![
+        Span::styled("latest: ", theme.dim()),
+        Span::raw(format!("{} {} {} {} ", c.name, a.scale, a.method.name(), a.dimension)),
+        Span::styled(
+            score_text(a.score),
+            theme.fg(theme.measured).add_modifier(Modifier::BOLD),
+        ),
+    ];
+    if let Some(d) = s.dimension_index(&a.dimension) {
+        let source = c.labels.exclusion_source(&s.id);
+        let unit = super::inspect::Unit {
+            character: c,
+            scale: s,
+            repeat: a.repeat,
+        };
+        let (label, kind, correct) = super::inspect::verdict(&unit, d, a.score, source);
+        let kind = kind.map_or("", |k| match k {
+            crate::domain::character::LabelType::H => " H",
+            crate::domain::character::LabelType::L => " L",
+            crate::domain::character::LabelType::X => " X",
+        });
+        let source = match source {
+            crate::domain::character::LabelSource::Pdb => "pdb",
+            crate::domain::character::LabelSource::Annotation => "annotation",
+        };
+        spans.push(Span::styled(
+            format!(" · {source} {label}{kind}"),
+            theme.fg(theme.label_pdb),
+        ));
+        spans.push(match correct {
+            Some(true) => Span::styled(" ✓", theme.fg(theme.positive)),
+            Some(false) => Span::styled(" ✗", theme.fg(theme.negative)),
+            None => Span::raw(""),
+        });
+    }
+    if let Some(f) = &a.failure {
+        spans.push(Span::styled(format!(" failed: {}", fit(f, 60)), theme.fg(theme.error)));
+    }
+    Line::from(spans)
+}
+
+/// "$0.0123" from the run's token usage and the providers' prices, "–" without prices.
+fn cost(ctx: &Ctx) -> String {
+    let Some(plan) = &ctx.run.session.plan else {
+        return "–".into();
+    };
+    let price = |name: &str| ctx.prices.iter().find(|(n, _, _)| n == name).map(|(_, i, o)| (*i, *o));
+    let mut total = 0.0;
+    let mut priced = false;
+    for (role, provider) in [("rpa", &plan.rpa), ("judge", &plan.judge)] {
+        if let (Some((pin, pout)), Some((tin, tout))) = (price(provider), ctx.run.usage.get(role))
+            && (pin > 0.0 || pout > 0.0)
+        {
+            priced = true;
+            total += (*tin as f64 * pin + *tout as f64 * pout) / 1e6;
+        }
+    }
+    if priced { format!("${total:.4}") } else { "–".into() }
+}
+
+impl Live {
+    /// The last `height` wrapped lines of `messages` (less the scroll offset).
+    fn transcript_tail<'a>(
+        &self,
+        theme: &Theme,
+        messages: &[Message],
+        width: usize,
+        height: usize,
+    ) -> (Vec<Line<'a>>, u16) {
+        let mut lines: Vec<Line> = Vec::new();
+        let want = height + self.scroll.up as usize;
+        let mut complete = true;
+        for m in messages.iter().rev() {
+            let (name, color) = match &m.speaker {
+                Speaker::Experimenter(n) => (n.as_str(), theme.experimenter),
+                Speaker::Character(n) => (n.as_str(), theme.character),
+            };
+            let mut text = m.text.clone();
+            if m.streaming {
+                text.push('▌');
+            }
+            let mut block: Vec<Line> = vec![Line::styled(
+                name.to_string(),
+                theme.fg(color).add_modifier(Modifier::BOLD),
+            )];
+            block.extend(
+                wrap(&text, width.saturating_sub(2))
+                    .into_iter()
+                    .map(|l| Line::raw(format!("  {l}"))),
+            );
+            block.push(Line::raw(""));
+            for l in block.into_iter().rev() {
+                lines.push(l);
+            }
+            if lines.len() >= want {
+                complete = false;
+                break;
+            }
+        }
+        lines.reverse();
+        let (start, end, top) = self.scroll.window(lines.len(), height, complete);
+        (lines.drain(start..end).collect(), top)
+    }
+}

@@ -1,0 +1,367 @@
+//! The observers screen: for an observer run, the subject, its observers as cards (context, relationship, report
+//! status), the selected observer's dialogues with the scenario above each (the turn being generated
+//! streams in), and per trait the latent level, the self-report, each observer and their aggregate.
+//! It owns the subject and observer shown, and the interview results shown beside them.
+
+use std::collections::BTreeMap;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+
+use super::{Component, Ctx, Hits, Request, TailScroll};
+use crate::observer::report::{self, SubjectResult};
+use crate::observer::{Done, SCALE, Side};
+use crate::tui::app::{DEMO_STEPS, Effect};
+use crate::tui::keys::Command;
+use crate::tui::ui::{block, fit, pad};
+use crate::tui::wrap::wrap;
+
+#[derive(Debug, Clone, Default)]
+pub struct Observers {
+    pub subject: usize,
+    pub observer: usize,
+    pub scroll: TailScroll,
+    /// Character id → (session id, IPIP-50 trait → ER_batch score) from the newest interview session
+    /// that rated the character on IPIP-50, to show beside its observers.
+    pub interviews: BTreeMap<String, (String, BTreeMap<String, f64>)>,
+}
+
+impl Observers {
+    pub fn command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
+        match cmd {
+            Command::NextUnit => {
+                self.subject += 1;
+                self.observer = 0;
+                self.scroll.reset();
+            }
+            Command::PrevUnit => {
+                self.subject = self.subject.saturating_sub(1);
+                self.observer = 0;
+                self.scroll.reset();
+            }
+            Command::Down => {
+                self.observer += 1;
+                self.scroll.reset();
+            }
+            Command::Up => {
+                self.observer = self.observer.saturating_sub(1);
+                self.scroll.reset();
+            }
+            Command::ScrollUp => self.scroll.scroll_up(5),
+            Command::ScrollDown => self.scroll.scroll_down(5),
+            Command::StartSynthetic | Command::StartCharacter => return self.start(cmd, ctx),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// An observer run of three observers, two scenarios each, on a synthetic subject or the character
+    /// picked in setup.
+    fn start(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
+        let setup = ctx.setup;
+        let characters: Vec<String> = if cmd == Command::StartCharacter {
+            match setup.characters.iter().next() {
+                Some(c) => vec![c.clone()],
+                None => return vec![Request::Flash("pick a character in Setup first (1, then space)".into())],
+            }
+        } else {
+            Vec::new()
+        };
+        let subjects = crate::observer::draw(&crate::observer::Draw {
+            characters: &characters,
+            synthetic: usize::from(characters.is_empty()),
+            latent: None,
+            observers: &[
+                (crate::observer::Context::Family, 1),
+                (crate::observer::Context::Friend, 1),
+                (crate::observer::Context::Workplace, 1),
+            ],
+            seed: setup.seed,
+        });
+        let plan = crate::observer::ObservePlan {
+            subjects,
+            scenarios: 2,
+            turn_cap: 6,
+            temperature: 1.0,
+            subject_provider: setup.rpa.clone(),
+            observer_provider: setup.rpa.clone(),
+            self_report: crate::observer::SelfReportMode::Batched,
+            seed: setup.seed,
+            max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
+        };
+        self.subject = 0;
+        self.observer = 0;
+        vec![
+            Request::Start {
+                replay: None,
+                follow: false,
+            },
+            Request::Flash("observer run started: 3 observers, 2 scenarios each".into()),
+            Effect::StartObserve { plan }.into(),
+        ]
+    }
+}
+
+/// The utterance of a turn's JSON while it streams (`{"utterance": "Hel` → `Hel`); the raw text
+/// when it does not look like that JSON.
+fn partial_utterance(text: &str) -> String {
+    let Some(at) = text.find("\"utterance\"") else {
+        return text.to_string();
+    };
+    let rest = &text[at + 11..];
+    let Some(open) = rest.find('"') else {
+        return String::new();
+    };
+    let mut out = String::new();
+    let mut escaped = false;
+    for c in rest[open + 1..].chars() {
+        match (escaped, c) {
+            (false, '\\') => escaped = true,
+            (false, '"') => break,
+            (true, 'n') => {
+                out.push(' ');
+                escaped = false;
+            }
+            (_, c) => {
+                out.push(c);
+                escaped = false;
+            }
+        }
+    }
+    out
+}
+
+fn subjects(ctx: &Ctx) -> Vec<SubjectResult> {
+    let (Some(plan), Some(scale)) = (&ctx.run.observe, ctx.catalog.scale(SCALE)) else {
+        return Vec::new();
+    };
+    let done = Done::from_steps(&ctx.run.steps);
+    let name_of = |id: &str| ctx.catalog.character(id).map_or(id.to_string(), |c| c.name.clone());
+    report::results(plan, &done, scale, name_of)
+}
+
+impl Component for Observers {
+    fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
+        vec![
+            (ctx.key(Command::StartSynthetic), "synthetic run"),
+            (ctx.key(Command::StartCharacter), "character run"),
+            (ctx.key(Command::NextUnit), "subject"),
+            (ctx.key(Command::Down), "observer"),
+        ]
+    }
+
+    fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
+        let theme = ctx.theme;
+        let subjects = subjects(ctx);
+        let Some(s) = subjects.get(self.subject % subjects.len().max(1)) else {
+            let b = block(" Observers ", false, theme);
+            let inner = b.inner(area);
+            frame.render_widget(b, area);
+            frame.render_widget(
+                Paragraph::new(vec![
+                    // The tour's last step has asked for the observer sample; it is on its way.
+                    Line::raw(if ctx.demo.is_some_and(|d| d.step + 1 == DEMO_STEPS.len()) {
+                        "Opening the observer sample…"
+                    } else {
+                        "No observer run open."
+                    }),
+                    Line::styled(
+                        "s starts one with a synthetic subject, c with the character picked in Setup; \
+                     sessions of `incharacter observe` open from Sessions (5).",
+                        theme.dim(),
+                    ),
+                ])
+                .wrap(Wrap { trim: false }),
+                inner,
+            );
+            return Hits::default();
+        };
+        let [header, body, bars_area] =
+            Layout::vertical([Constraint::Length(1), Constraint::Min(8), Constraint::Length(9)]).areas(area);
+        frame.render_widget(
+            Paragraph::new(Line::from(vec![
+                Span::styled(
+                    format!(" {} ", s.name),
+                    theme.fg(theme.character).add_modifier(Modifier::BOLD),
+                ),
+                Span::raw(format!(
+                    "({}, {})",
+                    s.id,
+                    if s.latent.is_some() { "synthetic" } else { "character" }
+                )),
+                Span::styled(
+                    format!(
+                        "   subject {}/{} ←/→ · observer ↑/↓",
+                        self.subject % subjects.len() + 1,
+                        subjects.len()
+                    ),
+                    theme.dim(),
+                ),
+            ])),
+            header,
+        );
+
+        let [cards_area, dialogue_area] = Layout::horizontal([Constraint::Length(40), Constraint::Min(30)]).areas(body);
+        let selected = self.observer % s.observers.len().max(1);
+        let b = block(format!(" Observers ({}) ", s.observers.len()), false, theme);
+        let inner = b.inner(cards_area);
+        frame.render_widget(b, cards_area);
+        let width = inner.width as usize;
+        let mut lines = Vec::new();
+        for (i, o) in s.observers.iter().enumerate() {
+            let status = if o.report.is_some() {
+                Span::styled(" reported", theme.fg(theme.positive))
+            } else {
+                let turns: usize = o.scenarios.iter().map(|sc| sc.dialogue.len()).sum();
+                Span::styled(format!(" {turns} turns"), theme.fg(theme.streaming))
+            };
+            let style = if i == selected { theme.selected() } else { theme.base() };
+            lines.push(Line::from(vec![
+                Span::styled(
+                    pad(
+                        &format!("{} {} · {}", o.id, o.profile.name, o.context.name()),
+                        width.saturating_sub(10),
+                    ),
+                    style,
+                ),
+                status,
+            ]));
+            if let Some(r) = &o.relationship {
+                for l in wrap(r, width.saturating_sub(2)).into_iter().take(2) {
+                    lines.push(Line::styled(format!("  {l}"), theme.dim()));
+                }
+            }
+        }
+        frame.render_widget(Paragraph::new(lines), inner);
+
+        // The selected observer's dialogues, newest at the bottom.
+        let b = block(" Dialogues ", false, theme);
+        let inner = b.inner(dialogue_area);
+        frame.render_widget(b, dialogue_area);
+        let width = inner.width as usize;
+        let mut lines: Vec<Line> = Vec::new();
+        if let Some(o) = s.observers.get(selected) {
+            for (i, sc) in o.scenarios.iter().enumerate() {
+                lines.push(Line::styled(format!("Scenario {}", i + 1), theme.title()));
+                for l in wrap(&sc.text, width.saturating_sub(2)) {
+                    lines.push(Line::styled(format!("  {l}"), theme.dim()));
+                }
+                for t in &sc.dialogue {
+                    let (name, color) = match t.speaker {
+                        Side::Observer => (o.profile.name.as_str(), theme.experimenter),
+                        Side::Subject => (s.name.as_str(), theme.character),
+                    };
+                    let end = if t.end { " ⏎" } else { "" };
+                    lines.push(Line::styled(
+                        format!("{name}{end}"),
+                        theme.fg(color).add_modifier(Modifier::BOLD),
+                    ));
+                    for l in wrap(&t.utterance, width.saturating_sub(2)) {
+                        lines.push(Line::raw(format!("  {l}")));
+                    }
+                }
+                lines.push(Line::raw(""));
+            }
+            if let Some((purpose, text)) = &ctx.run.streaming_turn
+                && purpose.starts_with(&format!("dialogue {} {} ", s.id, o.id))
+            {
+                lines.push(Line::styled(
+                    format!("… {}", fit(purpose, width)),
+                    theme.fg(theme.streaming),
+                ));
+                for l in wrap(&format!("{}▌", partial_utterance(text)), width.saturating_sub(2)) {
+                    lines.push(Line::raw(format!("  {l}")));
+                }
+            }
+        }
+        let height = inner.height as usize;
+        let (start, end, top) = self.scroll.window(lines.len(), height, true);
+        frame.render_widget(Paragraph::new(lines[start..end].to_vec()), inner);
+
+        // Traits: latent, self, observers, aggregate on 0–1.
+        // A character subject's InCharacter interview on the same questionnaire, when a session has one.
+        let interview = s.latent.is_none().then(|| self.interviews.get(&s.id)).flatten();
+        let title = match interview {
+            Some((session, _)) => {
+                format!(" Traits (0–1): interview ER_batch ({session}) · self · each observer · aggregate ")
+            }
+            None if s.latent.is_some() => " Traits (0–1): latent · self · each observer · aggregate ".to_string(),
+            None => " Traits (0–1): self · each observer · aggregate (no IPIP-50 interview of this character yet) "
+                .to_string(),
+        };
+        let b = block(title, false, theme);
+        let inner = b.inner(bars_area);
+        frame.render_widget(b, bars_area);
+        let scale = ctx.catalog.scale(SCALE).expect("IPIP-50 is bundled");
+        let norm = |v: f64| ((v - 1.0) / 4.0).clamp(0.0, 1.0);
+        let cell = |v: Option<f64>| v.map_or("   –".to_string(), |v| format!("{:>4.2}", v));
+        let mut lines = vec![Line::styled(
+            format!(
+                "{} {:>6} {:>6} {} {:>9}",
+                pad("trait", 22),
+                if s.latent.is_some() { "latent" } else { "ER" },
+                "self",
+                pad(
+                    &s.observers
+                        .iter()
+                        .map(|o| format!("{:>4}", o.id))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    s.observers.len() * 5
+                ),
+                "aggregate"
+            ),
+            theme.dim(),
+        )];
+        for d in &scale.dimensions {
+            let latent = match (&s.latent, interview) {
+                (Some(l), _) => l.get(&d.name).map(|v| (f64::from(*v) - 1.0) / 5.0),
+                (None, Some((_, scores))) => scores.get(&d.name).map(|v| norm(*v)),
+                (None, None) => None,
+            };
+            let own = s.self_report.as_ref().and_then(|r| r.1.get(&d.name)).map(|v| norm(*v));
+            let each: Vec<String> = s
+                .observers
+                .iter()
+                .map(|o| cell(o.report.as_ref().and_then(|r| r.1.get(&d.name)).map(|v| norm(*v))))
+                .collect();
+            let agg = s.aggregate.get(&d.name).map(|v| norm(*v));
+            let bar = agg.map_or(String::new(), |v| "█".repeat((v * 12.0).round() as usize));
+            lines.push(Line::from(vec![
+                Span::raw(format!("{} ", pad(&d.name, 22))),
+                Span::styled(format!("{:>6} ", cell(latent)), theme.fg(theme.label_annotation)),
+                Span::styled(format!("{:>6} ", cell(own)), theme.fg(theme.label_pdb)),
+                Span::raw(format!("{} ", pad(&each.join(" "), s.observers.len() * 5))),
+                Span::styled(
+                    format!("{:>9} ", cell(agg)),
+                    theme.fg(theme.measured).add_modifier(Modifier::BOLD),
+                ),
+                Span::styled(bar, theme.fg(theme.measured)),
+            ]));
+        }
+        frame.render_widget(Paragraph::new(lines), inner);
+        Hits {
+            tail_top: Some(top),
+            ..Hits::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partial_utterance;
+
+    #[test]
+    fn the_streaming_utterance_is_read_out_of_its_json() {
+        assert_eq!(partial_utterance("{\"utterance\": \"Noodles ag"), "Noodles ag");
+        assert_eq!(
+            partial_utterance("{\"utterance\": \"Say \\\"hi\\\"\", \"end\": tr"),
+            "Say \"hi\""
+        );
+        assert_eq!(partial_utterance("{\"utter"), "{\"utter");
+        assert_eq!(partial_utterance("{\"utterance\":"), "");
+    }
+}

@@ -1,0 +1,252 @@
+//! The sessions screen: those in the data dir and the bundled samples; open, replay (1× / 4× /
+//! instant), export, resume, and two or more marked side by side. It owns the list as last read.
+
+use std::path::PathBuf;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::live::Replay;
+use super::{Component, Ctx, Hits, ListId, Request};
+use crate::study::interview::results::SummaryRow;
+use crate::tui::app::{Effect, Screen};
+use crate::tui::keys::Command;
+use crate::tui::ui::{block, fit, pad, window};
+
+pub use crate::session::SessionEntry;
+
+#[derive(Debug, Clone, Default)]
+pub struct Sessions {
+    pub list: Vec<SessionEntry>,
+    pub cursor: usize,
+    pub marked: Vec<usize>,
+    pub speed: Option<Replay>,
+    /// Side-by-side summaries of the marked sessions.
+    pub comparison: Vec<(String, Vec<SummaryRow>)>,
+}
+
+impl Sessions {
+    /// The list as read again: the cursor and the marks stay on it.
+    pub fn set_list(&mut self, list: Vec<SessionEntry>) {
+        self.list = list;
+        self.cursor = self.cursor.min(self.list.len().saturating_sub(1));
+        self.marked.retain(|&i| i < self.list.len());
+    }
+
+    /// A click on the list puts the cursor on the row.
+    pub fn click(&mut self, row: Option<usize>) {
+        if let Some(row) = row {
+            self.cursor = row.min(self.list.len().saturating_sub(1));
+        }
+    }
+
+    pub fn command(&mut self, cmd: Command) -> Vec<Request> {
+        let len = self.list.len();
+        match cmd {
+            Command::Up => self.cursor = self.cursor.saturating_sub(1),
+            Command::Down => self.cursor = (self.cursor + 1).min(len.saturating_sub(1)),
+            Command::Top => self.cursor = 0,
+            Command::Bottom => self.cursor = len.saturating_sub(1),
+            Command::Mark => {
+                if let Some(p) = self.marked.iter().position(|&m| m == self.cursor) {
+                    self.marked.remove(p);
+                } else if len > 0 {
+                    self.marked.push(self.cursor);
+                }
+                let paths: Vec<PathBuf> = self.marked.iter().map(|&m| self.list[m].path.clone()).collect();
+                if paths.len() >= 2 {
+                    return vec![Effect::Compare(paths).into()];
+                }
+                self.comparison.clear();
+            }
+            Command::Speed => {
+                let next = self.speed.unwrap_or(Replay::Speed(1.0)).next();
+                self.speed = Some(next);
+                return vec![Request::Flash(format!("replay speed: {}", next.label()))];
+            }
+            Command::Select => {
+                if let Some(e) = self.list.get(self.cursor) {
+                    return vec![Effect::Open(e.path.clone()).into()];
+                }
+            }
+            Command::Replay => {
+                if let Some(e) = self.list.get(self.cursor) {
+                    let speed = self.speed.unwrap_or(Replay::Speed(1.0));
+                    return vec![
+                        Request::Show(Screen::Live),
+                        Request::Start {
+                            replay: Some(speed),
+                            follow: true,
+                        },
+                        Effect::Replay {
+                            path: e.path.clone(),
+                            speed,
+                        }
+                        .into(),
+                    ];
+                }
+            }
+            Command::Export => {
+                if let Some(e) = self.list.get(self.cursor) {
+                    return vec![Effect::Export(e.path.clone()).into()];
+                }
+            }
+            Command::Resume => {
+                if let Some(e) = self.list.get(self.cursor) {
+                    let refusal = if e.sample {
+                        "sample sessions are read-only: replay them instead (r)"
+                    } else if e.status == "complete" {
+                        "this session is complete"
+                    } else {
+                        return vec![
+                            Request::Show(Screen::Live),
+                            Request::Start {
+                                replay: None,
+                                follow: false,
+                            },
+                            Effect::Resume { id: e.id.clone() }.into(),
+                        ];
+                    };
+                    return vec![Request::Flash(refusal.into())];
+                }
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+}
+
+impl Component for Sessions {
+    fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
+        vec![
+            (ctx.key(Command::Select), "open"),
+            (ctx.key(Command::Replay), "replay"),
+            (ctx.key(Command::Speed), "speed"),
+            (ctx.key(Command::Mark), "mark"),
+        ]
+    }
+
+    fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
+        let theme = ctx.theme;
+        let compare_height = if self.comparison.is_empty() {
+            0
+        } else {
+            (area.height / 2).max(8)
+        };
+        let [list_area, compare_area] =
+            Layout::vertical([Constraint::Min(6), Constraint::Length(compare_height)]).areas(area);
+        let speed = self.speed.unwrap_or(Replay::Speed(1.0)).label();
+        let b = block(
+            format!(" Sessions ({}) · replay speed {speed} ", self.list.len()),
+            true,
+            theme,
+        );
+        let inner = b.inner(list_area);
+        frame.render_widget(b, list_area);
+        if self.list.is_empty() {
+            frame.render_widget(
+                Paragraph::new(vec![
+                    Line::raw("No sessions yet."),
+                    Line::styled(
+                        "Start a run from Setup (1), or `incharacter run …` headless.",
+                        theme.dim(),
+                    ),
+                ]),
+                inner,
+            );
+            return Hits::default();
+        }
+        let height = inner.height.saturating_sub(1) as usize;
+        let first = window(self.list.len(), self.cursor, height);
+        let rows_area = Rect {
+            y: inner.y + 1,
+            height: inner.height.saturating_sub(1),
+            ..inner
+        };
+        let hits = Hits::list(rows_area, first, ListId::Sessions);
+        let width = inner.width as usize;
+        // Ids are what `report`, `export` and `replay` take: as wide as the longest, leaving the model 27.
+        let longest = self.list.iter().map(|e| e.id.chars().count()).max().unwrap_or(2);
+        let id_width = longest.min(width.saturating_sub(3 + 13 + 17 + 1 + 27)).max(20);
+        let mut lines = vec![Line::styled(
+            format!(
+                "   {} {} {} model",
+                pad("id", id_width),
+                pad("status", 12),
+                pad("created", 16)
+            ),
+            theme.dim(),
+        )];
+        for (i, e) in self.list.iter().enumerate().skip(first).take(height) {
+            let marked = self.marked.contains(&i);
+            let style = if i == self.cursor {
+                theme.selected()
+            } else {
+                theme.base()
+            };
+            let status_style = match e.status.as_str() {
+                "complete" => theme.fg(theme.positive),
+                "interrupted" => theme.fg(theme.warning),
+                _ => theme.dim(),
+            };
+            let tag = if e.sample { " sample" } else { "" };
+            lines.push(Line::from(vec![
+                Span::styled(if marked { " ● " } else { "   " }, theme.fg(theme.accent)),
+                Span::styled(pad(&e.id, id_width), style),
+                Span::raw(" "),
+                Span::styled(pad(&e.status, 12), status_style),
+                Span::raw(" "),
+                // To the minute, in the journal's UTC: "2026-11-29 20:15".
+                Span::raw(pad(
+                    &e.created.replace('T', " ").chars().take(16).collect::<String>(),
+                    16,
+                )),
+                Span::raw(" "),
+                Span::raw(fit(&format!("{}{tag}", e.model), width.saturating_sub(id_width + 34))),
+            ]));
+        }
+        frame.render_widget(Paragraph::new(lines), inner);
+
+        if !self.comparison.is_empty() {
+            let b = block(" Side by side (Acc_Dim / MAE per scale × method) ", false, theme);
+            let inner = b.inner(compare_area);
+            frame.render_widget(b, compare_area);
+            let mut keys: Vec<(String, String)> = Vec::new();
+            for (_, rows) in &self.comparison {
+                for r in rows {
+                    let k = (r.scale.clone(), r.method.clone());
+                    if !keys.contains(&k) {
+                        keys.push(k);
+                    }
+                }
+            }
+            let col = 24;
+            let mut header = format!("{} ", pad("scale × method", 28));
+            for (id, _) in &self.comparison {
+                header.push_str(&pad(&fit(id, col - 1), col));
+            }
+            let mut lines = vec![Line::styled(header, theme.dim())];
+            for (scale, method) in keys {
+                let mut line = format!("{} ", pad(&format!("{scale} {method}"), 28));
+                for (_, rows) in &self.comparison {
+                    let cell =
+                        rows.iter()
+                            .find(|r| r.scale == scale && r.method == method)
+                            .map_or("–".to_string(), |r| {
+                                format!(
+                                    "{} / {}",
+                                    r.acc_dim.map_or("–".into(), |v| format!("{v:.3}")),
+                                    r.mae.map_or("–".into(), |v| format!("{v:.3}"))
+                                )
+                            });
+                    line.push_str(&pad(&cell, col));
+                }
+                lines.push(Line::raw(line));
+            }
+            frame.render_widget(Paragraph::new(lines), inner);
+        }
+        hits
+    }
+}

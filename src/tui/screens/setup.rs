@@ -1,0 +1,525 @@
+//! The setup screen: characters (filter as you type), scales, methods and run options, the request and
+//! token estimate, and the most recent sessions. It owns the choices every run starts from.
+
+use std::collections::BTreeSet;
+
+use ratatui::Frame;
+use ratatui::crossterm::event::{KeyEvent, KeyModifiers};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{Component, Ctx, Hits, ListId, Request};
+use crate::catalog::{Catalog, Origin};
+use crate::domain::character::{Character, LabelSource};
+use crate::method::Method;
+use crate::method::expert::batches;
+use crate::rpa::prompt::RpaStyle;
+use crate::rpa::retrieval::approx_tokens;
+use crate::study::RunPlan;
+use crate::tui::app::{Effect, ProviderStatus, Screen};
+use crate::tui::keys::{Command, Key, KeyName};
+use crate::tui::ui::{block, fit, pad, window};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetupPane {
+    Characters,
+    Scales,
+    Options,
+}
+
+/// Rows of the options pane.
+pub const OPTION_ROWS: usize = Method::ALL.len() + 4;
+
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub filter: String,
+    pub pane: SetupPane,
+    pub char_cursor: usize,
+    pub characters: BTreeSet<String>,
+    pub scale_cursor: usize,
+    pub scales: BTreeSet<String>,
+    pub option_cursor: usize,
+    pub methods: BTreeSet<Method>,
+    pub repeats: u32,
+    pub style: RpaStyle,
+    pub rpa: String,
+    pub judge: String,
+    pub providers: Vec<String>,
+    pub seed: u64,
+}
+
+impl Setup {
+    /// A setup with the configured role-play and judge providers, ER_batch and no pick yet.
+    pub fn new(providers: Vec<String>, rpa: String, judge: String) -> Setup {
+        Setup {
+            filter: String::new(),
+            pane: SetupPane::Characters,
+            char_cursor: 0,
+            characters: BTreeSet::new(),
+            scale_cursor: 0,
+            scales: BTreeSet::new(),
+            option_cursor: 0,
+            methods: [Method::ErBatch].into_iter().collect(),
+            repeats: 1,
+            style: RpaStyle::Description,
+            rpa,
+            judge,
+            providers,
+            seed: 0,
+        }
+    }
+
+    /// Shows a recorded run's plan as the selection (the demo's setup step).
+    pub fn show_plan(&mut self, plan: &RunPlan) {
+        self.characters = plan.characters.iter().cloned().collect();
+        self.scales = plan.scales.iter().cloned().collect();
+        self.methods = plan.methods.iter().copied().collect();
+        self.repeats = plan.repeats;
+        self.style = plan.style;
+        self.seed = plan.seed;
+        for (role, name) in [(&mut self.rpa, &plan.rpa), (&mut self.judge, &plan.judge)] {
+            if self.providers.contains(name) {
+                role.clone_from(name);
+            }
+        }
+    }
+
+    /// Characters matching the filter (name, alias, id, work, language).
+    pub fn filtered_characters<'a>(&self, catalog: &'a Catalog) -> Vec<&'a Character> {
+        let f = self.filter.to_lowercase();
+        catalog
+            .characters
+            .iter()
+            .map(|e| &e.value)
+            .filter(|c| {
+                f.is_empty()
+                    || c.id.to_lowercase().contains(&f)
+                    || c.name.to_lowercase().contains(&f)
+                    || c.work.to_lowercase().contains(&f)
+                    || c.language.code() == f
+                    || c.aliases.iter().any(|a| a.to_lowercase().contains(&f))
+            })
+            .collect()
+    }
+
+    /// The setup as a plan, if it can start.
+    pub fn plan(&self, catalog: &Catalog, providers: &[ProviderStatus]) -> Result<RunPlan, String> {
+        if self.characters.is_empty() {
+            return Err("pick at least one character (space)".into());
+        }
+        if self.scales.is_empty() {
+            return Err("pick at least one scale (tab, then space)".into());
+        }
+        if self.methods.is_empty() {
+            return Err("pick at least one method".into());
+        }
+        Ok(RunPlan {
+            characters: catalog
+                .characters
+                .iter()
+                .map(|e| e.value.id.clone())
+                .filter(|id| self.characters.contains(id))
+                .collect(),
+            scales: catalog
+                .scales
+                .iter()
+                .map(|e| e.value.id.clone())
+                .filter(|id| self.scales.contains(id))
+                .collect(),
+            methods: Method::ALL.into_iter().filter(|m| self.methods.contains(m)).collect(),
+            repeats: self.repeats,
+            rpa: self.rpa.clone(),
+            judge: self.judge.clone(),
+            style: self.style,
+            seed: self.seed,
+            max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
+            // As the run will fit it (the loaded model may say less; the run then fits again).
+            items_per_call: crate::method::convert::items_per_call(
+                providers.iter().find(|p| p.name == self.judge).and_then(|p| p.context),
+            ) as u32,
+        })
+    }
+
+    /// Letters typed into the character list filter it; true if the key was taken so.
+    pub fn type_key(&mut self, key: Key, event: &KeyEvent) -> bool {
+        if self.pane != SetupPane::Characters || event.modifiers.contains(KeyModifiers::CONTROL) {
+            return false;
+        }
+        match key.code {
+            // Digits switch screens as everywhere else, `?` (in no name) opens the help; letters
+            // and other signs filter.
+            KeyName::Char(c) if !c.is_ascii_digit() && c != '?' => {
+                self.filter.push(c);
+                self.char_cursor = 0;
+            }
+            KeyName::Backspace => {
+                self.filter.pop();
+                self.char_cursor = 0;
+            }
+            KeyName::Esc if !self.filter.is_empty() => self.filter.clear(),
+            _ => return false,
+        }
+        true
+    }
+
+    pub fn command(&mut self, cmd: Command, catalog: &Catalog, providers: &[ProviderStatus]) -> Vec<Request> {
+        let filtered = self.filtered_characters(catalog).len();
+        let step = |cursor: &mut usize, len: usize, delta: isize| {
+            let max = len.saturating_sub(1) as isize;
+            *cursor = (*cursor as isize + delta).clamp(0, max.max(0)) as usize;
+        };
+        let (cursor, len) = match self.pane {
+            SetupPane::Characters => (&mut self.char_cursor, filtered),
+            SetupPane::Scales => (&mut self.scale_cursor, catalog.scales.len()),
+            SetupPane::Options => (&mut self.option_cursor, OPTION_ROWS),
+        };
+        match cmd {
+            Command::Up => step(cursor, len, -1),
+            Command::Down => step(cursor, len, 1),
+            Command::PageUp => step(cursor, len, -10),
+            Command::PageDown => step(cursor, len, 10),
+            Command::Top => *cursor = 0,
+            Command::Bottom => *cursor = len.saturating_sub(1),
+            Command::NextPane | Command::PrevPane => {
+                let order = [SetupPane::Characters, SetupPane::Scales, SetupPane::Options];
+                let i = order.iter().position(|p| *p == self.pane).unwrap_or(0);
+                let delta = if cmd == Command::NextPane { 1 } else { 2 };
+                self.pane = order[(i + delta) % 3];
+            }
+            Command::Toggle | Command::NextMethod => self.toggle(1, catalog),
+            Command::PrevMethod => self.toggle(-1, catalog),
+            Command::Select | Command::Start => {
+                return match self.plan(catalog, providers) {
+                    Ok(plan) => vec![
+                        Request::Show(Screen::Live),
+                        Request::Start {
+                            replay: None,
+                            follow: true,
+                        },
+                        Effect::StartRun { plan, name: None }.into(),
+                    ],
+                    Err(e) => vec![Request::Flash(e)],
+                };
+            }
+            Command::Back => self.filter.clear(),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// Space / ← / → on the selected row.
+    fn toggle(&mut self, delta: i32, catalog: &Catalog) {
+        match self.pane {
+            SetupPane::Characters => {
+                let ids: Vec<String> = self.filtered_characters(catalog).iter().map(|c| c.id.clone()).collect();
+                if let Some(id) = ids.get(self.char_cursor)
+                    && !self.characters.remove(id)
+                {
+                    self.characters.insert(id.clone());
+                }
+            }
+            SetupPane::Scales => {
+                if let Some(e) = catalog.scales.get(self.scale_cursor) {
+                    let id = e.value.id.clone();
+                    if !self.scales.remove(&id) {
+                        self.scales.insert(id);
+                    }
+                }
+            }
+            SetupPane::Options => {
+                let row = self.option_cursor;
+                let n = Method::ALL.len();
+                let cycle = |list: &[String], current: &str| -> String {
+                    let i = list.iter().position(|p| p == current).unwrap_or(0) as i32;
+                    let len = list.len().max(1) as i32;
+                    list.get(((i + delta).rem_euclid(len)) as usize)
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                if row < n {
+                    let m = Method::ALL[row];
+                    if !self.methods.remove(&m) {
+                        self.methods.insert(m);
+                    }
+                } else if row == n {
+                    self.repeats = (self.repeats as i32 + delta).clamp(1, 10) as u32;
+                } else if row == n + 1 {
+                    let styles = [RpaStyle::Description, RpaStyle::Chatharuhi, RpaStyle::Rolegpt];
+                    let i = styles.iter().position(|x| *x == self.style).unwrap_or(0) as i32;
+                    self.style = styles[(i + delta).rem_euclid(3) as usize];
+                } else if row == n + 2 {
+                    self.rpa = cycle(&self.providers, &self.rpa);
+                } else {
+                    self.judge = cycle(&self.providers, &self.judge);
+                }
+            }
+        }
+    }
+
+    /// A click (or wheel) on one of the lists: it takes the focus, and a click its cursor.
+    pub fn click(&mut self, list: ListId, row: Option<usize>, catalog: &Catalog) {
+        let filtered = self.filtered_characters(catalog).len();
+        let (pane, cursor, len) = match list {
+            ListId::Characters => (SetupPane::Characters, &mut self.char_cursor, filtered),
+            ListId::Scales => (SetupPane::Scales, &mut self.scale_cursor, catalog.scales.len()),
+            _ => (SetupPane::Options, &mut self.option_cursor, OPTION_ROWS),
+        };
+        if let Some(row) = row {
+            *cursor = row.min(len.saturating_sub(1));
+        }
+        self.pane = pane;
+    }
+}
+
+/// Requests and tokens a plan will take (tokens approximate: prompts from the descriptions and items,
+/// answers at about 120 tokens, judge replies at about 150); conversion calls hold the plan's
+/// `items_per_call`.
+pub fn estimate(plan: &RunPlan, catalog: &Catalog) -> (usize, usize) {
+    let (mut requests, mut tokens) = (0usize, 0usize);
+    let per_call = (plan.items_per_call as usize).max(1);
+    let styles: std::collections::BTreeSet<_> = plan.methods.iter().map(|m| m.query_style()).collect();
+    for c in plan.characters.iter().filter_map(|c| catalog.character(c)) {
+        let profile = approx_tokens(&c.description);
+        for s in plan.scales.iter().filter_map(|s| catalog.scale(s)) {
+            let items = s.scored_items().count();
+            let asked = items * styles.len();
+            requests += asked;
+            tokens += asked * (profile + 60 + 120);
+            let per_dim: Vec<usize> = (0..s.dimensions.len()).map(|d| s.items_of(d).count()).collect();
+            for m in &plan.methods {
+                let calls = match m {
+                    Method::ErBatch => per_dim.iter().map(|&n| batches(n).len()).sum(),
+                    Method::ErAll => s.dimensions.len(),
+                    Method::DOc => per_dim.iter().map(|&n| n.div_ceil(per_call)).sum(),
+                    Method::Oc | Method::Sr | Method::SrCot => items.div_ceil(per_call),
+                };
+                requests += calls;
+                tokens += calls * 150 + items * 200 + calls * 250;
+            }
+        }
+    }
+    let repeats = plan.repeats.max(1) as usize;
+    (requests * repeats, tokens * repeats)
+}
+
+impl Component for Setup {
+    fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
+        let mut keys = vec![
+            (ctx.key(Command::Toggle), "pick"),
+            (ctx.key(Command::NextPane), "pane"),
+            (ctx.key(Command::Select), "start"),
+        ];
+        // Letters filter only the character list.
+        if self.pane == SetupPane::Characters {
+            keys.insert(0, ("type".into(), "filter"));
+        }
+        keys
+    }
+
+    fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
+        let theme = ctx.theme;
+        let mut hits = Hits::default();
+        let recent_rows = if area.height >= 34 { 7 } else { 4 };
+        let [top, recent] = Layout::vertical([Constraint::Min(10), Constraint::Length(recent_rows)]).areas(area);
+        let [chars, scales, options] = Layout::horizontal([
+            Constraint::Percentage(46),
+            Constraint::Percentage(24),
+            Constraint::Percentage(30),
+        ])
+        .areas(top);
+
+        // Characters.
+        let list = self.filtered_characters(ctx.catalog);
+        let focused = self.pane == SetupPane::Characters;
+        let title = if self.filter.is_empty() {
+            format!(" Characters ({}) · type to filter ", list.len())
+        } else {
+            format!(" Characters ({}) · filter: {}▏", list.len(), self.filter)
+        };
+        let b = block(title, focused, theme);
+        let inner = b.inner(chars);
+        frame.render_widget(b, chars);
+        let height = inner.height as usize;
+        let first = window(list.len(), self.char_cursor, height);
+        hits.lists.push((inner, first, ListId::Characters));
+        let (bfi, p16) = (ctx.catalog.scale("BFI"), ctx.catalog.scale("16Personalities"));
+        let width = inner.width as usize;
+        let lines: Vec<Line> = list
+            .iter()
+            .enumerate()
+            .skip(first)
+            .take(height)
+            .map(|(i, c)| {
+                let picked = self.characters.contains(&c.id);
+                let code = |scale: Option<&crate::domain::scale::Scale>| {
+                    scale
+                        .and_then(|sc| c.code(sc, LabelSource::Pdb))
+                        .unwrap_or_else(|| "–".into())
+                };
+                let origin = ctx
+                    .catalog
+                    .characters
+                    .iter()
+                    .find(|e| e.value.id == c.id)
+                    .map_or("", |e| if e.origin == Origin::Bundled { "" } else { " user" });
+                let text = format!(
+                    "{} {} {} {} {} {}{}",
+                    if picked { "[x]" } else { "[ ]" },
+                    pad(&c.name, 18),
+                    c.language.code(),
+                    pad(&code(bfi), 5),
+                    pad(&code(p16), 4),
+                    fit(&c.work, width.saturating_sub(40)),
+                    origin
+                );
+                let style = if i == self.char_cursor && focused {
+                    theme.selected()
+                } else if picked {
+                    theme.fg(theme.accent)
+                } else {
+                    theme.base()
+                };
+                Line::styled(pad(&text, width), style)
+            })
+            .collect();
+        frame.render_widget(Paragraph::new(lines), inner);
+
+        // Scales.
+        let focused = self.pane == SetupPane::Scales;
+        let b = block(" Scales ", focused, theme);
+        let inner = b.inner(scales);
+        frame.render_widget(b, scales);
+        let height = inner.height as usize;
+        let first = window(ctx.catalog.scales.len(), self.scale_cursor, height);
+        hits.lists.push((inner, first, ListId::Scales));
+        let lines: Vec<Line> = ctx
+            .catalog
+            .scales
+            .iter()
+            .enumerate()
+            .skip(first)
+            .take(height)
+            .map(|(i, e)| {
+                let sc = &e.value;
+                let picked = self.scales.contains(&sc.id);
+                let mark = if picked { "[x]" } else { "[ ]" };
+                let width = inner.width as usize;
+                // Counts when there is room for them next to the full id.
+                let text = if width >= 30 {
+                    format!(
+                        "{mark} {} {:>3}i {:>2}d",
+                        pad(&sc.id, width - 13),
+                        sc.scored_items().count(),
+                        sc.dimensions.len()
+                    )
+                } else {
+                    format!("{mark} {}", fit(&sc.id, width.saturating_sub(4)))
+                };
+                let style = if i == self.scale_cursor && focused {
+                    theme.selected()
+                } else if picked {
+                    theme.fg(theme.accent)
+                } else {
+                    theme.base()
+                };
+                Line::styled(text, style)
+            })
+            .collect();
+        frame.render_widget(Paragraph::new(lines), inner);
+
+        // Options and estimate.
+        let focused = self.pane == SetupPane::Options;
+        let b = block(" Run ", focused, theme);
+        let inner = b.inner(options);
+        frame.render_widget(b, options);
+        hits.lists.push((inner, 0, ListId::Options));
+        let mut lines = Vec::new();
+        let label = |m: Method| match m {
+            Method::ErBatch => "ER_batch",
+            Method::ErAll => "ER_all",
+            Method::Oc => "OC",
+            Method::DOc => "d-OC",
+            Method::Sr => "SR",
+            Method::SrCot => "SR-CoT",
+        };
+        let n = Method::ALL.len();
+        for row in 0..OPTION_ROWS {
+            let text = if row < n {
+                let m = Method::ALL[row];
+                format!("{} {}", if self.methods.contains(&m) { "[x]" } else { "[ ]" }, label(m))
+            } else if row == n {
+                format!("repeats ‹ {} ›", self.repeats)
+            } else if row == n + 1 {
+                format!("style ‹ {} ›", style_name(self.style))
+            } else if row == n + 2 {
+                format!("rpa ‹ {} ›", self.rpa)
+            } else {
+                format!("judge ‹ {} ›", self.judge)
+            };
+            let style = if row == self.option_cursor && focused {
+                theme.selected()
+            } else {
+                theme.base()
+            };
+            lines.push(Line::styled(pad(&text, inner.width as usize), style));
+        }
+        lines.push(Line::raw(""));
+        match self.plan(ctx.catalog, ctx.providers) {
+            Ok(plan) => {
+                let (requests, tokens) = estimate(&plan, ctx.catalog);
+                lines.push(Line::styled("Estimate", theme.title()));
+                lines.push(Line::raw(format!(
+                    "{}×{}×{}×{} runs",
+                    plan.characters.len(),
+                    plan.scales.len(),
+                    plan.methods.len(),
+                    plan.repeats
+                )));
+                lines.push(Line::raw(format!("≈ {requests} requests")));
+                lines.push(Line::raw(format!("≈ {}k tokens", tokens.div_ceil(1000))));
+                lines.push(Line::styled(
+                    "enter starts",
+                    theme.fg(theme.positive).add_modifier(Modifier::BOLD),
+                ));
+            }
+            Err(e) => lines.push(Line::styled(e, theme.dim())),
+        }
+        frame.render_widget(Paragraph::new(lines), inner);
+
+        // Recent sessions.
+        let b = block(" Recent sessions (5 opens the list) ", false, theme);
+        let inner = b.inner(recent);
+        frame.render_widget(b, recent);
+        let lines: Vec<Line> = if ctx.sessions.is_empty() {
+            vec![Line::styled("no sessions yet", theme.dim())]
+        } else {
+            ctx.sessions
+                .iter()
+                .rev()
+                .take(inner.height as usize)
+                .map(|e| {
+                    let width = inner.width as usize;
+                    let id_width = e.id.chars().count().min(width.saturating_sub(13 + 16)).max(20);
+                    Line::from(vec![
+                        Span::raw(pad(&e.id, id_width)),
+                        Span::raw(" "),
+                        Span::styled(pad(&e.status, 12), theme.dim()),
+                        Span::raw(fit(&e.model, width.saturating_sub(id_width + 13))),
+                    ])
+                })
+                .collect()
+        };
+        frame.render_widget(Paragraph::new(lines), inner);
+        hits
+    }
+}
+
+pub fn style_name(style: crate::rpa::prompt::RpaStyle) -> &'static str {
+    match style {
+        crate::rpa::prompt::RpaStyle::Description => "description",
+        crate::rpa::prompt::RpaStyle::Chatharuhi => "chatharuhi",
+        crate::rpa::prompt::RpaStyle::Rolegpt => "rolegpt",
+    }
+}
