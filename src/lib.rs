@@ -6,7 +6,6 @@ pub mod catalog;
 pub mod cli;
 pub mod domain;
 pub mod engine;
-pub mod fake_openai;
 pub mod llm;
 pub mod logging;
 pub mod method;

@@ -2,7 +2,6 @@
 //! Exit codes: 0 success, 1 failure of the machine (I/O), 2 invalid input (bad file, unknown id).
 
 mod annotation_cmds;
-mod bench_cmds;
 mod catalog_cmds;
 mod import_cmds;
 mod llm_cmds;
@@ -108,7 +107,8 @@ pub enum Command {
         /// The message
         text: String,
     },
-    /// Benchmarks: the runner against the ideal bound (`bench run`), the embedded model (`bench local`)
+    /// Benchmarks: the embedded model (`bench local`)
+    #[cfg(feature = "local-model")]
     Bench {
         #[command(subcommand)]
         command: BenchCommand,
@@ -295,13 +295,10 @@ pub struct CharacterImportArgs {
     id: Option<String>,
 }
 
+#[cfg(feature = "local-model")]
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
-    /// The 32 characters × BFI + 16P × ER_batch matrix against fake-openai with a fixed latency, at
-    /// several concurrency levels, against the ideal bound (use a release build)
-    Run(bench_cmds::BenchRunArgs),
     /// Prefill and decode tokens per second of a local model (use a release build)
-    #[cfg(feature = "local-model")]
     Local {
         #[arg(long, default_value = "smollm2-135m")]
         name: String,
@@ -524,12 +521,8 @@ pub fn run(command: Command, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             let catalog = load_catalog(&mut std::io::stderr())?;
             run_cmds::export(&catalog, &id, &format, output.as_deref(), out)
         }
+        #[cfg(feature = "local-model")]
         Command::Bench { command } => match command {
-            BenchCommand::Run(args) => {
-                let catalog = load_catalog(&mut std::io::stderr())?;
-                bench_cmds::run(args, &catalog, out)
-            }
-            #[cfg(feature = "local-model")]
             BenchCommand::Local { name, tokens, runs } => model_cmds::bench(&name, tokens, runs, out),
         },
         #[cfg(feature = "local-model")]

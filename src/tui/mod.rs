@@ -4,6 +4,7 @@
 //! behind frames. The terminal is restored on quit, on panic and on SIGTERM.
 
 pub mod app;
+#[cfg(any(test, feature = "testing"))]
 pub mod fixture;
 pub mod keys;
 pub mod run_view;
