@@ -8,12 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use incharacter::catalog::Catalog;
-use incharacter::fake_openai::{FakeConfig, FakeServer};
+use incharacter::method::Method;
 use incharacter::llm::config::Config;
 use incharacter::method::Method;
 use incharacter::tui::app::{App, Effect, Screen};
 use incharacter::tui::keys::Keymap;
 use incharacter::tui::{event_loop, fixture, theme, ui};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{Event as CtEvent, KeyCode, KeyEvent, KeyModifiers};

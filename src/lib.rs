@@ -8,7 +8,6 @@
 pub mod catalog;
 pub mod cli;
 pub mod domain;
-pub mod fake_openai;
 pub mod journal;
 pub mod llm;
 pub mod logging;

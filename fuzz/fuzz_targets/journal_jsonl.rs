@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use incharacter::study::Event;
 use incharacter::study::annotation;
-use incharacter::session;
+use incharacter::journal;
 use libfuzzer_sys::fuzz_target;
 
 /// `<tmp>/incharacter-fuzz-<pid>/`, a session folder whose one annotator file holds the input.
@@ -29,10 +29,10 @@ fuzz_target!(|data: &[u8]| {
         .split(|&b| b == b'\n')
         .filter(|l| !l.trim_ascii().is_empty())
         .count();
-    if let Ok(events) = session::read::<Event>(&path) {
+    if let Ok(events) = journal::read::<Event>(&path) {
         assert!(events.len() <= lines);
     }
-    if let Ok(timed) = session::read_timed::<Event>(&path) {
+    if let Ok(timed) = journal::read_timed::<Event>(&path) {
         assert!(timed.len() <= lines);
     }
     if let Ok(annotators) = annotation::load(session) {

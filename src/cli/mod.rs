@@ -3,7 +3,6 @@
 //! ended with failed items or assessments; 2 the user's input is invalid (a bad file, an unknown id).
 
 mod annotation_cmds;
-mod bench_cmds;
 mod catalog_cmds;
 mod drive;
 mod import_cmds;
@@ -111,7 +110,8 @@ pub enum Command {
         /// The message
         text: String,
     },
-    /// Benchmarks: the runner against the ideal bound (`bench run`), the embedded model (`bench local`)
+    /// Benchmarks: the embedded model (`bench local`)
+    #[cfg(feature = "local-model")]
     Bench {
         #[command(subcommand)]
         command: BenchCommand,
@@ -298,13 +298,10 @@ pub struct CharacterImportArgs {
     id: Option<String>,
 }
 
+#[cfg(feature = "local-model")]
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
-    /// The 32 characters × BFI + 16P × ER_batch matrix against fake-openai with a fixed latency, at
-    /// several concurrency levels, against the ideal bound (use a release build)
-    Run(bench_cmds::BenchRunArgs),
     /// Prefill and decode tokens per second of a local model (use a release build)
-    #[cfg(feature = "local-model")]
     Local {
         #[arg(long, default_value = "smollm2-135m")]
         name: String,
@@ -558,9 +555,8 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         Command::Import { command } => import_cmds::import(command, &*ctx.catalog()?, &ctx.data_dir()?, out),
         Command::Report { ids, format } => run_cmds::report(ctx, &ids, &format, out),
         Command::Export { id, format, output } => run_cmds::export(ctx, &id, &format, output.as_deref(), out),
+        #[cfg(feature = "local-model")]
         Command::Bench { command } => match command {
-            BenchCommand::Run(args) => bench_cmds::run(args, &*ctx.catalog()?, out),
-            #[cfg(feature = "local-model")]
             BenchCommand::Local { name, tokens, runs } => model_cmds::bench(&name, tokens, runs, out),
         },
         #[cfg(feature = "local-model")]

@@ -25,6 +25,7 @@ pub struct OpenAi {
 impl OpenAi {
     /// A transport for `config`; `key` comes from `ProviderConfig::resolve_key`.
     pub fn new(config: ProviderConfig, key: Option<Secret>) -> Result<Self, LlmError> {
+        install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs_f64(config.timeout_connect_s))
             .build()
@@ -35,6 +36,16 @@ impl OpenAi {
     fn endpoint(&self) -> String {
         format!("{}/chat/completions", self.config.base_url)
     }
+}
+
+/// Makes `ring` the process's TLS crypto provider, once, before the first client is built: reqwest is
+/// built without a provider of its own (its default, aws-lc-rs, needs a C toolchain and cmake).
+fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // An Err means another provider was installed first, which serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 /// The JSON body sent for `request`. With a schema and `structured_output`, the schema goes into
@@ -287,7 +298,22 @@ fn without_url(e: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::config::ProviderKind;
     use crate::llm::{ChatMessage, ResponseSchema};
+
+    #[test]
+    fn an_https_client_builds_on_the_ring_provider() {
+        let config = ProviderConfig::new(
+            "openai",
+            ProviderKind::Openai,
+            "https://api.openai.com/v1",
+            "gpt-4o-mini",
+        );
+        assert!(OpenAi::new(config.clone(), None).is_ok());
+        // Twice: the provider is installed once per process.
+        assert!(OpenAi::new(config, None).is_ok());
+        assert!(rustls::crypto::CryptoProvider::get_default().is_some());
+    }
 
     #[test]
     fn body_carries_sampling_usage_and_schema() {

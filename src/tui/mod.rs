@@ -5,6 +5,7 @@
 
 pub mod app;
 mod event_loop;
+#[cfg(any(test, feature = "testing"))]
 pub mod fixture;
 pub mod keys;
 pub mod run_view;

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use incharacter::fake_openai::FakeServer;
+use incharacter_testkit::fake_openai::FakeServer;
 
 /// A config with one provider, `fake`, on `server` for the rpa and judge roles; `extra` lines are
 /// added to the provider (e.g. `max_concurrency = 8`).

@@ -4,12 +4,12 @@
 # asserts on what the pane shows. One scripted reply carries terminal escape sequences (set the window
 # title, clear the screen): they must reach the screen inert.
 #
-# Usage: tests/e2e/tui.sh [TARGET_DIR]   (binaries from `cargo build`, default target/debug)
+# Usage: tests/e2e/tui.sh [TARGET_DIR]   (binaries from `cargo build --workspace --bins`, default target/debug)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin="${1:-target/debug}"
 for b in incharacter fake-openai; do
-    [[ -x "$bin/$b" ]] || { echo "e2e: $bin/$b is missing: run cargo build first" >&2; exit 1; }
+    [[ -x "$bin/$b" ]] || { echo "e2e: $bin/$b is missing: run cargo build --workspace --bins first" >&2; exit 1; }
 done
 bin="$(cd "$bin" && pwd)"
 command -v tmux >/dev/null || { echo "e2e: tmux is not installed (apt-get install -y tmux)" >&2; exit 1; }

@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-mod common;
+use crate::common;
 
-use incharacter::fake_openai::{FakeConfig, FakeServer, Fault};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer, Fault};
 use serde_json::Value;
 
 const PLAN: &[&str] = &[

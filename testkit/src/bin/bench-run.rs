@@ -1,98 +1,127 @@
-//! `bench run`: the headless runner against `fake-openai` with a fixed latency model, compared with the
-//! ideal bound that latency model allows. The server runs in this process; every run is the real binary
-//! in a child process with a fresh data dir, so its CPU time and peak RSS are the client's alone.
+//! `bench-run`: the headless runner against `fake-openai` with a fixed latency model, compared with the
+//! ideal bound that latency model allows. The server runs in this process; every run is the real
+//! `incharacter` binary in a child process with a fresh data dir, so its CPU time and peak RSS are the
+//! client's alone. Build that binary first (`cargo build --release`); it is looked for next to this one.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use clap::Parser;
+use incharacter::catalog::Catalog;
+use incharacter_testkit::bound::ideal_bound_ms;
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
 use serde::Serialize;
 use serde_json::json;
 
-use super::input_error;
-use super::table::Table;
-use crate::catalog::Catalog;
-use crate::fake_openai::{FakeConfig, FakeServer, TraceEntry};
+/// An error in the arguments (exit status 2, like the product's own input errors).
+#[derive(Debug)]
+struct InputError(String);
 
-#[derive(Debug, clap::Args)]
-pub struct BenchRunArgs {
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+fn input_error(message: impl Into<String>) -> anyhow::Error {
+    InputError(message.into()).into()
+}
+
+fn main() -> ExitCode {
+    let args = BenchRunArgs::parse();
+    let mut out = std::io::stdout();
+    match run(args, &mut out) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.downcast_ref::<InputError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// The 32 characters × BFI + 16P × ER_batch matrix against fake-openai with a fixed latency, at several
+/// concurrency levels, against the ideal bound (use a release build)
+#[derive(Debug, Parser)]
+#[command(name = "bench-run")]
+struct BenchRunArgs {
     /// Concurrency levels, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "1,8,32,64")]
-    pub concurrency: Vec<usize>,
+    concurrency: Vec<usize>,
     /// Character ids (comma-separated) or `all`
     #[arg(long, default_value = "all")]
-    pub characters: String,
+    characters: String,
     /// Scale ids, comma-separated
     #[arg(long, default_value = "BFI,16Personalities")]
-    pub scales: String,
+    scales: String,
     /// Latency model: milliseconds before the response headers
     #[arg(long, default_value_t = 200)]
-    pub first_byte_ms: u64,
+    first_byte_ms: u64,
     /// Latency model: streaming rate after the first byte
     #[arg(long, default_value_t = 200.0)]
-    pub tokens_per_s: f64,
+    tokens_per_s: f64,
     /// Instead of the concurrency levels: how wall time and memory grow with the number of characters
     /// (1→32, BFI + 16P) and of scales (1→14, 4 characters), at the first concurrency level given
     #[arg(long)]
-    pub growth: bool,
+    growth: bool,
     /// Write each run's per-request trace here as CSV (`benches/bound.py` recomputes the bound from it)
     #[arg(long)]
-    pub traces: Option<PathBuf>,
+    traces: Option<PathBuf>,
     #[arg(long)]
-    pub json: bool,
+    json: bool,
+    /// The `incharacter` binary to measure [default: the one next to this binary]
+    #[arg(long)]
+    incharacter: Option<PathBuf>,
 }
 
 /// One run of the matrix and what it cost.
 #[derive(Debug, Clone, Serialize)]
-pub struct Measured {
-    pub label: String,
-    pub concurrency: usize,
-    pub characters: usize,
-    pub scales: usize,
-    pub interviews: usize,
-    pub judge_calls: usize,
-    pub requests: usize,
-    pub wall_s: f64,
+struct Measured {
+    label: String,
+    concurrency: usize,
+    characters: usize,
+    scales: usize,
+    interviews: usize,
+    judge_calls: usize,
+    requests: usize,
+    wall_s: f64,
     /// `None` for a warm-cache run (no request reached the server).
-    pub bound_s: Option<f64>,
-    pub ratio: Option<f64>,
-    pub cpu_s: f64,
-    pub cpu_ms_per_request: Option<f64>,
-    pub peak_rss_mib: f64,
+    bound_s: Option<f64>,
+    ratio: Option<f64>,
+    cpu_s: f64,
+    cpu_ms_per_request: Option<f64>,
+    peak_rss_mib: f64,
 }
 
-/// The ideal bound of a run with `concurrency` slots: no schedule beats the total latency spread over
-/// the slots, the longest single reply, or the longest judge call after the shortest interview (every
-/// judge call waits for at least one interview).
-pub fn ideal_bound_ms(trace: &[TraceEntry], concurrency: usize) -> f64 {
-    let total: f64 = trace.iter().map(|t| t.model_ms).sum();
-    let longest = trace.iter().map(|t| t.model_ms).fold(0.0, f64::max);
-    let shortest_chat = trace
-        .iter()
-        .filter(|t| t.kind == "chat")
-        .map(|t| t.model_ms)
-        .fold(f64::INFINITY, f64::min);
-    let longest_judge = trace
-        .iter()
-        .filter(|t| t.kind == "judge")
-        .map(|t| t.model_ms)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let chain = if shortest_chat.is_finite() && longest_judge.is_finite() {
-        shortest_chat + longest_judge
-    } else {
-        0.0
-    };
-    (total / concurrency.max(1) as f64).max(longest).max(chain)
-}
-
-pub fn run(args: BenchRunArgs, catalog: &Catalog, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+fn run(args: BenchRunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if args.concurrency.is_empty() || args.concurrency.contains(&0) {
         return Err(input_error("--concurrency: one or more levels, each at least 1"));
     }
     if !(args.tokens_per_s > 0.0 && args.tokens_per_s.is_finite()) {
         return Err(input_error("--tokens-per-s must be a positive number"));
     }
+    let incharacter = match &args.incharacter {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("incharacter"),
+    };
+    if !incharacter.is_file() {
+        return Err(input_error(format!(
+            "{}: no incharacter binary there (build it first: cargo build --release, or pass --incharacter)",
+            incharacter.display()
+        )));
+    }
+    // The bundled catalog only: each run gets a fresh data dir, so it sees nothing else either.
+    let catalog = &Catalog::load(None).map_err(|errors| {
+        let lines: Vec<String> = errors.iter().map(|d| d.to_string()).collect();
+        anyhow::anyhow!("the bundled assets are invalid:\n{}", lines.join("\n"))
+    })?;
     let characters = resolve_characters(catalog, &args.characters)?;
     let scales: Vec<String> = args.scales.split(',').map(|s| s.trim().to_string()).collect();
     for s in &scales {
@@ -103,6 +132,10 @@ pub fn run(args: BenchRunArgs, catalog: &Catalog, out: &mut dyn Write) -> anyhow
     if let Some(dir) = &args.traces {
         std::fs::create_dir_all(dir).map_err(|e| input_error(format!("{}: {e}", dir.display())))?;
     }
+    let setup = Setup {
+        incharacter,
+        traces: args.traces.clone(),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -128,40 +161,24 @@ pub fn run(args: BenchRunArgs, catalog: &Catalog, out: &mut dyn Write) -> anyhow
             .collect();
         for n in [1, 4, 8, 16, 32].into_iter().filter(|&n| n <= characters.len()) {
             let label = format!("{n} characters × {}", scales.join("+"));
-            rows.push(runtime.block_on(measure(
-                &label,
-                &latency,
-                c,
-                &characters[..n],
-                &scales,
-                args.traces.as_deref(),
-                out,
-            ))?);
+            rows.push(runtime.block_on(measure(&setup, &label, &latency, c, &characters[..n], &scales, out))?);
         }
         let four = &characters[..characters.len().min(4)];
         for n in [1, 2, 4, 8, 14].into_iter().filter(|&n| n <= all_scales.len()) {
             let label = format!("{} characters × {n} scales", four.len());
-            rows.push(runtime.block_on(measure(
-                &label,
-                &latency,
-                c,
-                four,
-                &all_scales[..n],
-                args.traces.as_deref(),
-                out,
-            ))?);
+            rows.push(runtime.block_on(measure(&setup, &label, &latency, c, four, &all_scales[..n], out))?);
         }
     } else {
         let mut last = None;
         for &c in &args.concurrency {
             let server = runtime.block_on(latency.serve())?;
             let (row, data) = runtime.block_on(measure_in(
+                &setup,
                 &format!("C={c}"),
                 &server,
                 c,
                 &characters,
                 &scales,
-                args.traces.as_deref(),
                 None,
                 out,
             ))?;
@@ -171,12 +188,12 @@ pub fn run(args: BenchRunArgs, catalog: &Catalog, out: &mut dyn Write) -> anyhow
         // The last level again into the same data dir and server: every reply from the cache.
         if let Some((c, server, data)) = last {
             let (row, _) = runtime.block_on(measure_in(
+                &setup,
                 &format!("C={c}, warm cache"),
                 &server,
                 c,
                 &characters,
                 &scales,
-                None,
                 Some(data),
                 out,
             ))?;
@@ -194,7 +211,7 @@ pub fn run(args: BenchRunArgs, catalog: &Catalog, out: &mut dyn Write) -> anyhow
             }))?
         )?;
     } else {
-        let mut t = Table::new(&[
+        let mut t = Table::new([
             "run",
             "interviews",
             "judge calls",
@@ -224,6 +241,12 @@ pub fn run(args: BenchRunArgs, catalog: &Catalog, out: &mut dyn Write) -> anyhow
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What every measured run shares: the binary measured and where traces go.
+struct Setup {
+    incharacter: PathBuf,
+    traces: Option<PathBuf>,
 }
 
 struct Latency {
@@ -260,17 +283,17 @@ fn resolve_characters(catalog: &Catalog, list: &str) -> anyhow::Result<Vec<Strin
 }
 
 async fn measure(
+    setup: &Setup,
     label: &str,
     latency: &Latency,
     concurrency: usize,
     characters: &[String],
     scales: &[String],
-    traces: Option<&Path>,
     out: &mut dyn Write,
 ) -> anyhow::Result<Measured> {
     let server = latency.serve().await?;
     Ok(
-        measure_in(label, &server, concurrency, characters, scales, traces, None, out)
+        measure_in(setup, label, &server, concurrency, characters, scales, None, out)
             .await?
             .0,
     )
@@ -280,16 +303,17 @@ async fn measure(
 /// run against the same server. Returns the measurement and the data dir.
 #[allow(clippy::too_many_arguments)]
 async fn measure_in(
+    setup: &Setup,
     label: &str,
     server: &FakeServer,
     concurrency: usize,
     characters: &[String],
     scales: &[String],
-    traces: Option<&Path>,
     warm: Option<tempfile::TempDir>,
     out: &mut dyn Write,
 ) -> anyhow::Result<(Measured, tempfile::TempDir)> {
     let seen = server.trace().len();
+    let warm_run = warm.is_some();
     let data = match warm {
         Some(d) => d,
         None => tempfile::tempdir()?,
@@ -306,9 +330,8 @@ async fn measure_in(
     )?;
     write!(out, "{label} … ")?;
     out.flush()?;
-    let exe = std::env::current_exe()?;
     let log = data.path().join("run.stderr");
-    let mut child = Command::new(exe);
+    let mut child = Command::new(&setup.incharacter);
     child
         .args([
             "run",
@@ -337,7 +360,8 @@ async fn measure_in(
         anyhow::bail!("the run for {label} failed:\n{stderr}");
     }
     let trace = server.trace().split_off(seen);
-    if let Some(dir) = traces {
+    // A warm run sends no request: no trace to write.
+    if let Some(dir) = setup.traces.as_deref().filter(|_| !warm_run) {
         let name = label
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
@@ -400,30 +424,51 @@ fn wait_with_usage(pid: u32) -> anyhow::Result<Usage> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Aligned columns: the first left-aligned, the numbers right-aligned.
+struct Table {
+    rows: Vec<Vec<String>>,
+}
 
-    fn entry(kind: &'static str, model_ms: f64) -> TraceEntry {
-        TraceEntry {
-            arrival_ms: 0.0,
-            kind,
-            tokens: 0,
-            events: 0,
-            model_ms,
-            fault: None,
+impl Table {
+    fn new<const N: usize>(header: [&str; N]) -> Self {
+        Table {
+            rows: vec![header.iter().map(|h| h.to_string()).collect()],
         }
     }
 
-    #[test]
-    fn the_bound_is_the_largest_of_spread_work_longest_reply_and_chain() {
-        let trace = vec![entry("chat", 300.0), entry("chat", 500.0), entry("judge", 400.0)];
-        // One slot: everything in a row.
-        assert_eq!(ideal_bound_ms(&trace, 1), 1200.0);
-        // Many slots: the judge call still waits for the shortest interview.
-        assert_eq!(ideal_bound_ms(&trace, 64), 700.0);
-        // Two slots: 600 ms of spread work < the 700 ms chain.
-        assert_eq!(ideal_bound_ms(&trace, 2), 700.0);
-        assert_eq!(ideal_bound_ms(&[entry("chat", 900.0)], 8), 900.0);
+    fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    fn render(&self) -> String {
+        let columns = self.rows.iter().map(Vec::len).max().unwrap_or(0);
+        let widths: Vec<usize> = (0..columns)
+            .map(|i| {
+                self.rows
+                    .iter()
+                    .filter_map(|r| r.get(i))
+                    .map(|c| c.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut out = String::new();
+        for row in &self.rows {
+            let cells: Vec<String> = row
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let pad = " ".repeat(widths[i] - c.chars().count());
+                    if i == 0 {
+                        format!("{c}{pad}")
+                    } else {
+                        format!("{pad}{c}")
+                    }
+                })
+                .collect();
+            out.push_str(cells.join("  ").trim_end());
+            out.push('\n');
+        }
+        out
     }
 }

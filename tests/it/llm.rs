@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use incharacter::fake_openai::{FakeConfig, FakeServer, Fault, ScriptRule};
 use incharacter::llm::cache::Cache;
 use incharacter::llm::client::{Shared, Transport};
 use incharacter::llm::config::{CacheMode, ProviderConfig, ProviderKind};
 use incharacter::llm::openai::OpenAi;
 use incharacter::llm::{ChatEvent, ChatMessage, ChatModel, ChatRequest, Client, LlmError, ResponseSchema, complete};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer, Fault, ScriptRule};
 use serde_json::json;
 
 fn provider(server: &FakeServer) -> ProviderConfig {

@@ -4,18 +4,18 @@
 
 use std::path::Path;
 
-mod common;
+use crate::common;
 
 use incharacter::catalog::Catalog;
-use incharacter::fake_openai::{FakeConfig, FakeServer};
 use incharacter::method::expert;
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
 use serde_json::Value;
 
 fn write_config(dir: &Path, server: &FakeServer) -> std::path::PathBuf {
     common::fake_config(dir, server, "retry_base_ms = 1\nmax_concurrency = 4")
 }
 
-use common::command;
+use crate::common::command;
 
 const PLAN: &[&str] = &[
     "run",

@@ -6,9 +6,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-mod common;
+use crate::common;
 
-use incharacter::fake_openai::{FakeConfig, FakeServer};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
 
 fn all_bytes(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-mod common;
+use crate::common;
 
-use incharacter::fake_openai::{FakeConfig, FakeServer};
 use incharacter::study::Event;
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
 use serde_json::Value;
 
 const PLAN: &[&str] = &[

@@ -13,7 +13,7 @@ use serde_json::Value;
 /// Facts in the fixture's shape: {scales: {id: {range, items: {id: {statement, dimension, keying}}}},
 /// characters: {id: {aliases, experimenter}}, labels: {pdb|annotation: {char: {scale: {dim: {score, type}}}}}}.
 fn fixture() -> Value {
-    let text = include_str!("fixtures/reference_facts.json");
+    let text = include_str!("../fixtures/reference_facts.json");
     serde_json::from_str(text).expect("fixture is JSON")
 }
 

@@ -1,12 +1,12 @@
 //! `fake-openai` — a TEST INSTRUMENT for incharacter's tests and benchmarks, not a model: it serves the
 //! OpenAI chat-completions API on 127.0.0.1 with deterministic filler replies, a set latency and
-//! streaming rate, and seeded fault injection. See `incharacter::fake_openai`.
+//! streaming rate, and seeded fault injection. See `incharacter_testkit::fake_openai`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use incharacter::fake_openai::{FakeConfig, FakeServer, Fault, ScriptRule};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer, Fault, ScriptRule};
 
 #[derive(Parser)]
 #[command(

@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-mod common;
+use crate::common;
 
-use incharacter::fake_openai::{FakeConfig, FakeServer};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
 use serde_json::Value;
 
-use common::command;
+use crate::common::command;
 
 fn ok(mut c: Command) -> Vec<u8> {
     let out = c.output().unwrap();

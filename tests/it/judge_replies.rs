@@ -31,7 +31,7 @@ fn option_json(o: ItemOption) -> Value {
 
 #[test]
 fn every_reply_in_the_corpus_has_its_documented_outcome() {
-    let corpus = include_str!("fixtures/judge_replies.jsonl");
+    let corpus = include_str!("../fixtures/judge_replies.jsonl");
     let mut n = 0;
     for (line_no, line) in corpus.lines().enumerate() {
         let case: Value = serde_json::from_str(line).unwrap();

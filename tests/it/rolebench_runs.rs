@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 use incharacter::domain::rouge;
-use incharacter::fake_openai::{FakeConfig, FakeServer};
 use incharacter::method::rolebench::{Winner, pair_score};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
 use serde_json::Value;
 
 fn reference() -> Option<PathBuf> {

@@ -5,10 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::command;
-use incharacter::fake_openai::{FakeConfig, FakeServer, ScriptRule};
+use crate::common::{self, command};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer, ScriptRule};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_provider_serving_both_roles_keeps_its_own_limit() {

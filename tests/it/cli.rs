@@ -97,7 +97,7 @@ fn characters_json_carries_experimenters_and_every_reference_label() {
     let list = json_of(&run(&["characters", "--json"]));
     let list = list.as_array().unwrap();
     assert_eq!(list.len(), 32);
-    let facts: Value = serde_json::from_str(include_str!("fixtures/reference_facts.json")).unwrap();
+    let facts: Value = serde_json::from_str(include_str!("../fixtures/reference_facts.json")).unwrap();
     for (ref_id, fact) in facts["characters"].as_object().unwrap() {
         let c = list
             .iter()
@@ -206,7 +206,7 @@ fn metrics_human_output_is_a_table() {
 #[test]
 fn a_broken_scale_file_names_file_line_column_and_exits_2() {
     let dir = tempfile::tempdir().unwrap();
-    let text = include_str!("../assets/scales/GSE.toml");
+    let text = include_str!("../../assets/scales/GSE.toml");
     let lines: Vec<&str> = text.lines().collect();
     let target = (39..lines.len())
         .find(|&i| lines[i].starts_with("dimension = "))
@@ -250,7 +250,7 @@ fn validate_accepts_the_bundled_assets_and_catches_bad_labels() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("47 file(s) valid"));
 
     let dir = tempfile::tempdir().unwrap();
-    let text = include_str!("../assets/characters/hermione-en.toml").replace(
+    let text = include_str!("../../assets/characters/hermione-en.toml").replace(
         "Extraversion = { score = 4.0, type = \"H\" }",
         "Extraversion = { score = 4.0, type = \"L\" }",
     );
@@ -275,7 +275,7 @@ fn a_user_scale_overrides_the_bundled_one_and_says_so() {
     let data = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(data.path().join("scales")).unwrap();
     let gse =
-        include_str!("../assets/scales/GSE.toml").replace("name = \"General Self-Efficacy\"", "name = \"My GSE\"");
+        include_str!("../../assets/scales/GSE.toml").replace("name = \"General Self-Efficacy\"", "name = \"My GSE\"");
     std::fs::write(data.path().join("scales/GSE.toml"), gse).unwrap();
     std::fs::write(data.path().join("scales/broken.toml"), "id = ").unwrap();
     let out = run_in(data.path(), &["scales", "--json"]);

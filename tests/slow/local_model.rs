@@ -39,7 +39,7 @@ fn client(model: Arc<LocalModel>) -> Client {
 #[test]
 fn tokenizer_ids_equal_llama_cpp() {
     let Some(model) = model() else { return };
-    let fixture: Value = serde_json::from_str(include_str!("fixtures/smollm2_token_ids.json")).unwrap();
+    let fixture: Value = serde_json::from_str(include_str!("../fixtures/smollm2_token_ids.json")).unwrap();
     for case in fixture["cases"].as_array().unwrap() {
         let text = case["text"].as_str().unwrap();
         let want: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();

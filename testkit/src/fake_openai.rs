@@ -4,7 +4,7 @@
 //! Retry-After, 500, 503, 400, a connection dropped after the headers, a stream cut mid-way, an error
 //! inside the stream). It counts requests and the most ever in flight, and can log every request as
 //! JSONL (never the Authorization header's value). Integration tests and benchmarks run it in-process
-//! (`FakeServer::start`) or as the `fake-openai` binary.
+//! (`FakeServer::start`) or as the `fake-openai` binary of this crate.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::domain::rng::SplitMix64;
+use incharacter::domain::rng::SplitMix64;
 
 /// A fault the server can inject instead of (or in the middle of) a normal reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -609,8 +609,9 @@ fn reply_for(config: &FakeConfig, request: &Value, key: &str) -> String {
         .join(if chinese { "" } else { " " })
 }
 
-/// A value that conforms to `schema` (objects, arrays, numbers with minimum/maximum, enums, anyOf).
-fn generate(schema: &Value, rng: &mut SplitMix64, depth: usize) -> Value {
+/// A value that conforms to `schema` (objects, arrays, numbers with minimum/maximum, enums, anyOf);
+/// `depth` is how deep in the schema this value sits (0 at the top; nesting stops at 8).
+pub fn generate(schema: &Value, rng: &mut SplitMix64, depth: usize) -> Value {
     if depth > 8 {
         return Value::Null;
     }
@@ -678,38 +679,5 @@ fn generate(schema: &Value, rng: &mut SplitMix64, depth: usize) -> Value {
         "boolean" => json!(rng.below(2) == 1),
         "null" => Value::Null,
         _ => json!(ROLE_PLAY[rng.below(ROLE_PLAY.len())]),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn generated_json_follows_bounds_enums_and_any_of() {
-        let schema = json!({
-            "type": "object",
-            "properties": {
-                "analysis": {"type": "string"},
-                "result": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 7}, {"enum": ["x"]}]},
-                "ratio": {"type": "number", "minimum": 0, "maximum": 100},
-            },
-            "required": ["analysis", "result", "ratio"],
-        });
-        for seed in 0..200 {
-            let v = generate(&schema, &mut SplitMix64(seed), 0);
-            assert!(v["analysis"].is_string());
-            let r = &v["result"];
-            assert!(r == "x" || (1..=7).contains(&r.as_i64().unwrap()), "{v}");
-            let ratio = v["ratio"].as_f64().unwrap();
-            assert!((0.0..=100.0).contains(&ratio));
-        }
-    }
-
-    #[test]
-    fn tokens_keep_all_text() {
-        let text = "Well, hello there.\n你好，世界";
-        assert_eq!(split_tokens(text).concat(), text);
-        assert!(split_tokens(text).len() > 5);
     }
 }

@@ -1,9 +1,9 @@
 //! A matrix run twice into the same data dir: the second run is served entirely from the response
 //! cache (no request reaches the server) and gives the same results.
 
-mod common;
+use crate::common;
 
-use incharacter::fake_openai::{FakeConfig, FakeServer};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
 use serde_json::Value;
 
 fn run(config: &std::path::Path, data: &std::path::Path) -> Value {

@@ -3,18 +3,18 @@
 //! observers' trait scores recomputed here from their items and the IPIP-50 keying, and a run killed
 //! with SIGKILL resumes without generating any step twice and ends like an uninterrupted run.
 
+use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-mod common;
 
-use incharacter::fake_openai::{FakeConfig, FakeServer};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
 use serde_json::Value;
 
 fn write_config(dir: &Path, server: &FakeServer) -> std::path::PathBuf {
     common::fake_config(dir, server, "retry_base_ms = 1\nmax_concurrency = 4")
 }
 
-use common::command;
+use crate::common::command;
 
 async fn run(config: &Path, data: &Path, args: &[&str]) -> Value {
     let (config, data) = (config.to_path_buf(), data.to_path_buf());

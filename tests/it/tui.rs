@@ -79,9 +79,14 @@ fn with_session() -> App {
     app
 }
 
+/// Snapshots are kept in `tests/snapshots/` (README's snapshot blocks point there), not next to this file.
+const SNAPSHOTS: &str = "../snapshots";
+
 fn snap(name: &str, app: &App) {
     for size in SIZES {
-        insta::assert_snapshot!(format!("{name}_{}x{}", size.0, size.1), render(app, size));
+        insta::with_settings!({ snapshot_path => SNAPSHOTS }, {
+            insta::assert_snapshot!(format!("{name}_{}x{}", size.0, size.1), render(app, size));
+        });
     }
 }
 
@@ -260,7 +265,9 @@ fn help_lists_the_screens_keys_and_small_terminals_get_a_notice() {
     snap("help_live", &app);
     key(&mut app, KeyCode::Esc);
     assert!(!app.help);
-    insta::assert_snapshot!("too_small", render(&app, (60, 20)));
+    insta::with_settings!({ snapshot_path => SNAPSHOTS }, {
+        insta::assert_snapshot!("too_small", render(&app, (60, 20)));
+    });
 }
 
 #[test]

@@ -4,11 +4,11 @@
 use std::path::Path;
 use std::process::Stdio;
 
-mod common;
+use crate::common;
 
 use incharacter::domain::rng::SplitMix64;
-use incharacter::fake_openai::{FakeConfig, FakeServer};
 use incharacter::study::Event;
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
 use serde_json::Value;
 
 const PLAN: &[&str] = &[

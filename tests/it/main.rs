@@ -1,0 +1,26 @@
+//! The integration tests that run in seconds: one binary, one module per area. The suites that take
+//! minutes (whole matrices, SIGKILL at many moments, injected faults, a full disk, the embedded model for
+//! real) are the `slow` binary beside this one; `cargo test` runs both, `cargo test --lib --test it`
+//! only the fast.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod annotation;
+mod cache;
+mod cli;
+mod instruments;
+mod judge_replies;
+mod llm;
+mod malformed;
+mod method;
+mod observer;
+mod readme;
+mod reference;
+mod robustness;
+mod rolebench;
+mod rolebench_runs;
+mod samples;
+mod scoring;
+mod security;
+mod tui;
