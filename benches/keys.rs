@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use incharacter::catalog::Catalog;
-use incharacter::method::Method;
 use incharacter::llm::config::Config;
 use incharacter::method::Method;
 use incharacter::tui::app::{App, Effect, Screen};

@@ -4,18 +4,26 @@
 //! `rpa`, `method`, `observer` (the procedures) → `study` (the kinds of run) → `session` (runs on disk:
 //! lifecycle and store) → `cli` and `tui` (the two faces, which never import each other).
 //! `journal`, `paths` and `text` are leaves any layer may use.
+//!
+//! The library's API is what the binary needs: [`cli`], [`tui`], [`paths`] and [`logging`]. The
+//! layers under them are private, and public only with the `testing` feature, which the integration
+//! tests, benches and fuzz targets turn on to reach them.
 
-pub mod catalog;
 pub mod cli;
-pub mod domain;
-pub mod journal;
-pub mod llm;
 pub mod logging;
-pub mod method;
-pub mod observer;
 pub mod paths;
-pub mod rpa;
-pub mod session;
-pub mod study;
-pub mod text;
 pub mod tui;
+
+/// Declares the inner layers: `pub` for tests, benches and fuzz targets, crate-private otherwise.
+macro_rules! layers {
+    ($($name:ident),* $(,)?) => {$(
+        #[cfg(feature = "testing")]
+        pub mod $name;
+        #[cfg(not(feature = "testing"))]
+        pub(crate) mod $name;
+    )*};
+}
+
+layers!(
+    catalog, domain, journal, llm, method, observer, rpa, session, study, text
+);

@@ -46,11 +46,13 @@ pub fn tokenize(text: &str, language: Language) -> Vec<String> {
     tokens(text, language).into_iter().map(|t| t.text).collect()
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// rouge-score's default tokenizer: lower-case, split on anything outside `[a-z0-9]`.
 pub fn tokenize_en(text: &str) -> Vec<String> {
     tokenize(text, Language::En)
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// One token per non-whitespace character, punctuation included.
 pub fn tokenize_zh(text: &str) -> Vec<String> {
     tokenize(text, Language::Zh)
@@ -229,6 +231,7 @@ impl RougeL {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// ROUGE-L of `candidate` against `reference`, both tokenized by `language`'s rule.
 pub fn score(reference: &str, candidate: &str, language: Language) -> RougeL {
     RougeL::of_tokens(&tokenize(reference, language), &tokenize(candidate, language))

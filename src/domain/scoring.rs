@@ -121,11 +121,6 @@ pub fn score_scale(
     Ok(per_dimension.iter().map(|scores| aggregate(scale, scores)).collect())
 }
 
-/// The measured type of a dimension score: high if strictly above the middle of the dimension range.
-pub fn is_high(scale: &Scale, dimension_score: f64) -> bool {
-    let (min, max) = scale.dimension_range();
-    dimension_score > (min + max) / 2.0
-}
 
 #[cfg(test)]
 mod tests {
@@ -221,6 +216,5 @@ mod tests {
             score_scale(&scale, &BTreeMap::new(), Orientation::Statement).unwrap(),
             vec![None]
         );
-        assert!(is_high(&scale, 3.01) && !is_high(&scale, 3.0));
     }
 }

@@ -21,6 +21,7 @@ pub struct Counters {
 }
 
 impl Counters {
+    #[cfg(any(test, feature = "testing"))]
     fn add(&mut self, o: &Counters) {
         self.requests += o.requests;
         self.retries += o.retries;
@@ -39,6 +40,7 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    #[cfg(any(test, feature = "testing"))]
     pub fn total(&self) -> Counters {
         let mut t = Counters::default();
         for c in self.by_provider_role.values() {
@@ -82,6 +84,7 @@ impl Accounting {
         });
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn snapshot(&self) -> Snapshot {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }

@@ -5,7 +5,7 @@
 //! replays the same token events.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -24,6 +24,7 @@ pub struct CacheEntry {
 }
 
 impl CacheEntry {
+    #[cfg(any(test, feature = "testing"))]
     pub fn text(&self) -> String {
         self.tokens.concat()
     }
@@ -72,7 +73,8 @@ impl Cache {
         Cache { dir: dir.into() }
     }
 
-    pub fn dir(&self) -> &Path {
+    #[cfg(any(test, feature = "testing"))]
+    pub fn dir(&self) -> &std::path::Path {
         &self.dir
     }
 

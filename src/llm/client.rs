@@ -160,6 +160,7 @@ impl Client {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn accounting(&self) -> &Arc<Accounting> {
         &self.shared.accounting
     }

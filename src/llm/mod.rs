@@ -7,6 +7,7 @@ pub mod accounting;
 pub mod cache;
 pub mod client;
 pub mod config;
+#[cfg(feature = "local-model")]
 pub mod constrain;
 #[cfg(feature = "local-model")]
 pub mod local;

@@ -327,10 +327,12 @@ impl Baseline {
             .map(String::as_str)
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn len(&self) -> usize {
         self.answers.len()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.answers.is_empty()
     }

@@ -25,16 +25,6 @@ pub enum Trait {
 }
 
 impl Trait {
-    pub fn letter(self) -> char {
-        match self {
-            Trait::Openness => 'O',
-            Trait::Conscientiousness => 'C',
-            Trait::Extraversion => 'E',
-            Trait::Agreeableness => 'A',
-            Trait::Neuroticism => 'N',
-        }
-    }
-
     /// The IPIP-50 dimension that measures the trait, and whether it runs the other way (Emotional
     /// Stability is low Neuroticism).
     pub fn ipip(self) -> (&'static str, bool) {

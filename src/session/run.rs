@@ -32,8 +32,6 @@ pub struct Run<S: Study> {
     pub study: S,
     /// Things the user should know before the run (e.g. a character without memories).
     pub notes: Vec<String>,
-    /// What the journal held before this run (empty for a new session).
-    pub prior: Vec<Event>,
     journal: Journal,
     catalog: Arc<Catalog>,
     shared: Shared,
@@ -121,7 +119,6 @@ impl<S: Study> Run<S> {
             plan,
             study: prepared.study,
             notes: prepared.notes,
-            prior,
             journal,
             catalog,
             shared,

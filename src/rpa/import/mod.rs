@@ -11,7 +11,7 @@ mod scale;
 
 pub use chatharuhi::{chatharuhi_folder, chatharuhi_jsonl};
 pub use rolebench::rolebench_profile;
-pub use scale::{ImportedScale, ScaleFormat, ScaleOptions, questionnaire};
+pub use scale::{ScaleFormat, ScaleOptions, questionnaire};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
