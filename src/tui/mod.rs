@@ -71,9 +71,11 @@ impl Options {
     /// `demo --speed S`: the guided tour on the fullest interview sample.
     pub fn demo(speed: &str) -> anyhow::Result<Options> {
         let speed = replay_speed(speed)?;
-        let samples = crate::session::store::samples_dir().ok_or(OptionsError::NoSamples)?;
-        let store = Store::with_samples(Path::new(""), Some(samples.clone()));
-        let first = store.demo_session().ok_or(OptionsError::NoDemoSession(samples))?;
+        let store = Store::new(&crate::paths::data_dir().unwrap_or_default());
+        let samples = store.samples().ok_or(OptionsError::NoSamples)?;
+        let first = store
+            .demo_session()
+            .ok_or_else(|| OptionsError::NoDemoSession(samples.to_path_buf()))?;
         Ok(Options {
             replay: Some((first.display().to_string(), speed)),
             demo: true,
