@@ -93,7 +93,7 @@ pub(super) fn drive<S: Headless>(
 fn failed(f: Failures, kind: Kind, id: &str) -> String {
     let (items, assessments) = match kind {
         Kind::Interviews => ("interview item(s)", "dimension assessment(s)"),
-        Kind::Observers => ("", "report(s)"),
+        Kind::Observers => ("dialogue step(s)", "report(s)"),
         Kind::Rolebench => ("question(s) unanswered", "verdict(s)"),
     };
     let mut parts = Vec::new();

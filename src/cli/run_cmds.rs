@@ -224,14 +224,16 @@ pub fn export(
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     let catalog = &*ctx.catalog()?;
-    let (_, events) = load_session(ctx, id)?;
+    let store = ctx.store()?;
+    let dir = store.find(id)?;
     if format == "json" {
         return write_export(
-            &serde_json::to_string_pretty(&crate::study::export_any(&events, catalog))?,
+            &serde_json::to_string_pretty(&store.export(&dir, catalog)?)?,
             output,
             out,
         );
     }
+    let events = store.load(&dir)?;
     if crate::study::kind_of(&events) == Some(Kind::Rolebench) {
         return export_rolebench(id, format, &events, output, out);
     }
@@ -382,7 +384,7 @@ pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> a
             continue;
         }
         let providers = events.iter().find_map(|e| match e {
-            Event::RunStarted { header, .. } => Some(header.providers.clone()),
+            Event::RunStarted { providers, .. } => Some(providers.clone()),
             _ => None,
         });
         let label = |role: &str| {

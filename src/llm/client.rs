@@ -218,11 +218,12 @@ impl Client {
             return;
         }
 
-        // Hold both permits for the whole request, retries included.
-        let Ok(_global) = self.shared.limits.global.clone().acquire_owned().await else {
+        // Hold both permits for the whole request, retries included; the provider's first, so a
+        // request waiting for a busy provider holds no global permit another provider could use.
+        let Ok(_own) = self.own.clone().acquire_owned().await else {
             return;
         };
-        let Ok(_own) = self.own.clone().acquire_owned().await else {
+        let Ok(_global) = self.shared.limits.global.clone().acquire_owned().await else {
             return;
         };
         let backoff = Backoff {

@@ -81,10 +81,12 @@ impl Limits {
     }
 }
 
-/// Consecutive attempts that could not open a connection to a provider (refused, no route) before it
-/// counts as unreachable: a server that is down is not worth retrying item after item for minutes.
-/// A server that answers, even with errors or broken streams, is never counted.
+/// A provider counts as unreachable when this many attempts in a row could not open a connection to
+/// it (refused, no route, no such host) over at least [`UNREACHABLE_FOR`]: a server that is down is not
+/// worth retrying item after item for minutes, while a restart shorter than that is ridden through.
+/// A server that answers, even with errors or broken streams, resets the count.
 pub const UNREACHABLE_AFTER: u32 = 4;
+pub const UNREACHABLE_FOR: Duration = Duration::from_secs(3);
 
 /// A provider that stopped answering at all.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,11 +97,14 @@ pub struct Unreachable {
     pub reason: String,
 }
 
-/// Counts consecutive connection failures per provider; any answer resets the count.
+/// Counts consecutive connection failures per provider, and when the streak began; any answer resets
+/// it.
 #[derive(Debug)]
 pub struct Reachability {
-    failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    failures: std::sync::Mutex<std::collections::HashMap<String, (u32, std::time::Instant)>>,
     unreachable: tokio::sync::watch::Sender<Option<Unreachable>>,
+    /// How long a streak must last (shorter in tests).
+    window: Duration,
 }
 
 impl Default for Reachability {
@@ -107,6 +112,7 @@ impl Default for Reachability {
         Reachability {
             failures: Default::default(),
             unreachable: tokio::sync::watch::channel(None).0,
+            window: UNREACHABLE_FOR,
         }
     }
 }
@@ -118,9 +124,11 @@ impl Reachability {
 
     pub fn connect_failed(&self, provider: &str, base_url: &str, reason: &str) {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let n = failures.entry(provider.to_string()).or_default();
+        let (n, since) = failures
+            .entry(provider.to_string())
+            .or_insert((0, std::time::Instant::now()));
         *n += 1;
-        if *n >= UNREACHABLE_AFTER && self.unreachable.borrow().is_none() {
+        if *n >= UNREACHABLE_AFTER && since.elapsed() >= self.window && self.unreachable.borrow().is_none() {
             self.unreachable.send_replace(Some(Unreachable {
                 provider: provider.into(),
                 base_url: base_url.into(),
@@ -164,7 +172,10 @@ mod tests {
 
     #[test]
     fn a_provider_is_unreachable_only_after_consecutive_connection_failures() {
-        let r = Reachability::default();
+        let r = Reachability {
+            window: Duration::ZERO,
+            ..Reachability::default()
+        };
         for _ in 0..UNREACHABLE_AFTER - 1 {
             r.connect_failed("p", "http://x", "refused");
         }
@@ -177,6 +188,15 @@ mod tests {
         r.connect_failed("p", "http://x", "refused");
         assert!(r.is_unreachable("p") && !r.is_unreachable("q"));
         assert_eq!(r.now().unwrap().base_url, "http://x");
+    }
+
+    #[test]
+    fn a_burst_of_refusals_shorter_than_the_window_is_ridden_through() {
+        let r = Reachability::default();
+        for _ in 0..10 * UNREACHABLE_AFTER {
+            r.connect_failed("p", "http://x", "refused");
+        }
+        assert_eq!(r.now(), None, "a restart is not an outage");
     }
 
     #[test]

@@ -102,9 +102,9 @@ impl<S: Study> Run<S> {
                     name,
                     created: journal::now_rfc3339(),
                     app_version: env!("CARGO_PKG_VERSION").into(),
-                    providers: prepared.providers,
                 },
                 plan.clone(),
+                prepared.providers,
             )
         } else {
             Event::Resumed {
@@ -144,7 +144,11 @@ impl<S: Study> Run<S> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<S::Step>();
         let shared = self.shared.clone();
         let path = self.journal.path.clone();
-        {
+        let unwritable = |source| SessionError::Unwritable {
+            path: path.clone(),
+            source,
+        };
+        let stopped = {
             let Run {
                 study, plan, journal, ..
             } = &mut self;
@@ -164,14 +168,26 @@ impl<S: Study> Run<S> {
             tokio::pin!(work, record, unreachable);
             // A journal that cannot be written stops the work at once, so nothing more is asked that
             // could not be kept; so does a provider that no longer answers at all.
-            let recorded = tokio::select! {
-                r = &mut record => r,
-                () = &mut work => record.await,
-                u = &mut unreachable => return Err(unreachable_error(u)),
-            };
-            recorded.map_err(|source| SessionError::Unwritable { path, source })?;
-        }
-        if let Some(u) = shared.unreachable_now() {
+            tokio::select! {
+                biased;
+                r = &mut record => {
+                    r.map_err(unwritable)?;
+                    None
+                }
+                () = &mut work => {
+                    record.await.map_err(unwritable)?;
+                    None
+                }
+                u = &mut unreachable => Some(u),
+            }
+        };
+        if let Some(u) = stopped.or_else(|| shared.unreachable_now()) {
+            // The work is dropped; what it finished before that is kept, not asked again.
+            while let Ok(step) = rx.try_recv() {
+                let event: Event = step.into();
+                self.journal.append(&event).map_err(unwritable)?;
+                on_event(&event);
+            }
             return Err(unreachable_error(u));
         }
         self.finish()

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{SessionError, sessions_dir};
+use crate::catalog::Catalog;
 use crate::journal;
 use crate::study::{Event, Kind, kind_of};
 
@@ -93,6 +94,12 @@ impl Store {
         Ok(journal::read(&dir.join("journal.jsonl"))?)
     }
 
+    /// A session's JSON export (what `export --format json` prints and `results.json` holds), by the
+    /// kind of study its journal is of.
+    pub fn export(&self, dir: &Path, catalog: &Catalog) -> Result<serde_json::Value, SessionError> {
+        Ok(crate::study::export_any(&self.load(dir)?, catalog))
+    }
+
     /// The data dir's sessions, then the samples, each oldest first.
     pub fn list(&self) -> Vec<SessionEntry> {
         let mut out = list_in(&sessions_dir(&self.data), false);
@@ -159,7 +166,7 @@ fn list_in(dir: &Path, sample: bool) -> Vec<SessionEntry> {
         // Two sessions can start within the same second: the first line's milliseconds order them.
         let started_ms = timed.first().and_then(|(ts, _)| *ts);
         let events: Vec<Event> = timed.into_iter().map(|(_, e)| e).collect();
-        let Some((header, _)) = events.iter().find_map(Event::header) else {
+        let Some(start) = events.iter().find_map(Event::start) else {
             continue;
         };
         let status = events
@@ -170,18 +177,18 @@ fn list_in(dir: &Path, sample: bool) -> Vec<SessionEntry> {
                 _ => None,
             })
             .unwrap_or_else(|| "interrupted".into());
-        let model = header
+        let model = start
             .providers
             .get("rpa")
-            .or_else(|| header.providers.get("subject"))
+            .or_else(|| start.providers.get("subject"))
             .map(|m| format!("{} ({})", m.model, m.kind))
             .unwrap_or_default();
         found.push((
             started_ms,
             SessionEntry {
-                id: header.session.clone(),
-                name: header.name.clone(),
-                created: header.created.clone(),
+                id: start.session.to_string(),
+                name: start.name.clone(),
+                created: start.created.to_string(),
                 status,
                 model,
                 path,

@@ -1,7 +1,8 @@
 //! Studies: the kinds of run the workbench makes (interviews, observers, RoleBench). Each implements
 //! [`Study`]: its plan, what its journal already holds, the engine that makes the missing model calls,
-//! and the export of its results. A study never touches the disk or the terminal: `session` gives it
-//! connected models and journals what it sends; the TUI and the CLI render what it concludes.
+//! and the export of its results. A study never touches the terminal or a session's files: `session`
+//! gives it connected models and journals what it sends (a study reads only the characters' imported
+//! memories); the TUI and the CLI render what it concludes.
 //!
 //! [`Event`] is the journal's record, one JSON object per line. Its JSON is a contract: every recorded
 //! session, the bundled samples included, must keep loading and exporting exactly as before.
@@ -28,14 +29,17 @@ pub use interview::{Interviews, RunPlan};
 pub use observe::Observers;
 pub use rolebench::Rolebench;
 
-/// What every session's first record says, whatever its kind.
+/// The model behind each role of a session (`rpa`, `judge`, `subject`, `observer`).
+pub type Providers = BTreeMap<String, ModelInfo>;
+
+/// What every session's first record says before its plan, whatever its kind. (Each start record
+/// then has its `plan` and its `providers`, in that order, as journals always had.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionHeader {
     pub session: String,
     pub name: Option<String>,
     pub created: String,
     pub app_version: String,
-    pub providers: BTreeMap<String, ModelInfo>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,6 +49,7 @@ pub enum Event {
         #[serde(flatten)]
         header: SessionHeader,
         plan: RunPlan,
+        providers: Providers,
     },
     Resumed {
         at: String,
@@ -78,6 +83,7 @@ pub enum Event {
         #[serde(flatten)]
         header: SessionHeader,
         plan: crate::observer::ObservePlan,
+        providers: Providers,
     },
     /// One step of an observer run.
     Observed(crate::observer::Step),
@@ -87,6 +93,7 @@ pub enum Event {
         header: SessionHeader,
         /// Boxed: it holds the questions, and would make every event as large.
         plan: Box<rolebench::RolebenchPlan>,
+        providers: Providers,
     },
     /// One step of a RoleBench run.
     Rolebench(rolebench::Step),
@@ -140,21 +147,19 @@ impl From<crate::observer::Step> for Event {
 }
 
 impl Event {
-    pub fn header(&self) -> Option<(&SessionHeader, Kind)> {
-        match self {
-            Event::RunStarted { header, .. } => Some((header, Kind::Interviews)),
-            Event::ObserveStarted { header, .. } => Some((header, Kind::Observers)),
-            Event::RolebenchStarted { header, .. } => Some((header, Kind::Rolebench)),
-            _ => None,
-        }
-    }
-
+    /// The start of a session, if this is its first record.
     pub fn start(&self) -> Option<SessionStart<'_>> {
-        self.header().map(|(h, kind)| SessionStart {
-            session: &h.session,
-            name: &h.name,
-            created: &h.created,
-            providers: &h.providers,
+        let (header, providers, kind) = match self {
+            Event::RunStarted { header, providers, .. } => (header, providers, Kind::Interviews),
+            Event::ObserveStarted { header, providers, .. } => (header, providers, Kind::Observers),
+            Event::RolebenchStarted { header, providers, .. } => (header, providers, Kind::Rolebench),
+            _ => return None,
+        };
+        Some(SessionStart {
+            session: &header.session,
+            name: &header.name,
+            created: &header.created,
+            providers,
             kind,
         })
     }
@@ -162,7 +167,7 @@ impl Event {
 
 /// The kind of a session, from its first record.
 pub fn kind_of(events: &[Event]) -> Option<Kind> {
-    events.iter().find_map(|e| e.header().map(|(_, k)| k))
+    events.iter().find_map(|e| e.start().map(|s| s.kind))
 }
 
 /// Connects a provider by name.
@@ -180,8 +185,8 @@ pub struct Env<'a> {
 /// A study ready to run, and what its session records about it.
 pub struct Prepared<S> {
     pub study: S,
-    /// The model behind each role, recorded in a new session's header.
-    pub providers: BTreeMap<String, ModelInfo>,
+    /// The model behind each role, recorded in a new session's first record.
+    pub providers: Providers,
     /// Things the user should know before the run (e.g. a character without memories).
     pub notes: Vec<String>,
     /// Interviews: the items per conversion call a resume changes to (journaled in `Resumed`).
@@ -237,11 +242,16 @@ pub trait Study: Sized + Send + Sync + 'static {
     fn seed(plan: &Self::Plan) -> u64;
 
     /// The first record of a new session.
-    fn started(header: SessionHeader, plan: Self::Plan) -> Event;
+    fn started(header: SessionHeader, plan: Self::Plan, providers: Providers) -> Event;
 
     /// Connects the plan's providers and reads what `prior` (the journal so far) already holds. May
     /// adapt the plan to the models (a judge with a small context).
     fn prepare(plan: &mut Self::Plan, prior: &[Event], env: &Env<'_>) -> Result<Prepared<Self>, StudyError>;
+
+    /// The characters' imported memories the study's prompts draw on (the inspector shows them).
+    fn memories(&self) -> BTreeMap<String, Arc<crate::rpa::memories::Memories>> {
+        BTreeMap::new()
+    }
 
     /// Wraps every model the study calls (live reporting and pausing).
     fn wrap_models(&mut self, wrap: &dyn Fn(Arc<dyn ChatModel>) -> Arc<dyn ChatModel>);
@@ -273,27 +283,19 @@ pub fn export_any(events: &[Event], catalog: &Catalog) -> serde_json::Value {
 mod tests {
     use super::*;
 
-    /// The header is flattened into the first record: the same keys as before it was shared.
+    /// The header is flattened into the first record: the same keys in the same order as before it
+    /// was shared, so a new journal's first line reads like an old one's.
     #[test]
-    fn a_start_record_keeps_its_keys_and_reads_back() {
+    fn a_start_record_keeps_its_keys_in_order_and_reads_back() {
         let line = r#"{"event":"observe_started","session":"s","name":null,"created":"2026-01-01T00:00:00Z","app_version":"0.1.0","plan":{"subjects":[],"scenarios":1,"turn_cap":2,"temperature":1.0,"subject_provider":"local","observer_provider":"local","self_report":"batched","seed":3,"max_attempts":5},"providers":{"subject":{"provider":"local","kind":"local","model":"m"}},"ts_ms":1}"#;
         let event: Event = serde_json::from_str(line).unwrap();
-        let (header, kind) = event.header().unwrap();
-        assert_eq!((header.session.as_str(), kind), ("s", Kind::Observers));
+        let start = event.start().unwrap();
+        assert_eq!((start.session, start.kind), ("s", Kind::Observers));
         let back = serde_json::to_value(&event).unwrap();
-        let mut keys: Vec<&str> = back.as_object().unwrap().keys().map(String::as_str).collect();
-        keys.sort_unstable();
+        let keys: Vec<&str> = back.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(
             keys,
-            [
-                "app_version",
-                "created",
-                "event",
-                "name",
-                "plan",
-                "providers",
-                "session"
-            ]
+            ["event", "session", "name", "created", "app_version", "plan", "providers"]
         );
         assert_eq!(serde_json::from_value::<Event>(back).unwrap(), event);
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{Env, Event, Failures, Kind, Prepared, SessionHeader, Study, StudyError};
+use super::{Env, Event, Failures, Kind, Prepared, Providers, SessionHeader, Study, StudyError};
 use crate::catalog::Catalog;
 use crate::llm::ChatModel;
 use crate::observer::run::ObserveEngine;
@@ -40,8 +40,12 @@ impl Study for Observers {
         plan.seed
     }
 
-    fn started(header: SessionHeader, plan: ObservePlan) -> Event {
-        Event::ObserveStarted { header, plan }
+    fn started(header: SessionHeader, plan: ObservePlan, providers: Providers) -> Event {
+        Event::ObserveStarted {
+            header,
+            plan,
+            providers,
+        }
     }
 
     fn prepare(plan: &mut ObservePlan, prior: &[Event], env: &Env<'_>) -> Result<Prepared<Self>, StudyError> {
@@ -126,9 +130,13 @@ fn export(events: &[Event], catalog: &Catalog) -> serde_json::Value {
     let session = events
         .iter()
         .find_map(|e| match e {
-            Event::ObserveStarted { header: h, plan } => Some(serde_json::json!({
+            Event::ObserveStarted {
+                header: h,
+                plan,
+                providers,
+            } => Some(serde_json::json!({
                 "id": h.session, "name": h.name, "created": h.created, "app_version": h.app_version,
-                "plan": plan, "providers": h.providers, "seed": plan.seed, "kind": "observers",
+                "plan": plan, "providers": providers, "seed": plan.seed, "kind": "observers",
             })),
             _ => None,
         })

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{Env, Event, Failures, Kind, Prepared, SessionHeader, Study, StudyError};
+use super::{Env, Event, Failures, Kind, Prepared, Providers, SessionHeader, Study, StudyError};
 use crate::catalog::Catalog;
 use crate::domain::rouge::{self, RougeL};
 use crate::domain::scale::Language;
@@ -215,9 +215,6 @@ pub fn steps(events: &[Event]) -> impl Iterator<Item = &Step> {
     })
 }
 
-pub fn plan_of(events: &[Event]) -> Option<&RolebenchPlan> {
-    Rolebench::plan_of(events)
-}
 
 /// The prompt for one question: the imported character's prompt in the plan's style, or a minimal
 /// role-play instruction built from the role's name.
@@ -295,7 +292,8 @@ impl Rolebench {
         let (Some(judge), Some(baseline)) = (&self.judge, plan.baseline_for(q.line)) else {
             return;
         };
-        if done.judged.contains_key(&q.line) {
+        // A verdict the judge could not give is asked again.
+        if matches!(done.judged.get(&q.line), Some(Step::Judged { score: Some(_), .. })) {
             return;
         }
         let ask = |a: &str, b: &str| {
@@ -346,10 +344,11 @@ impl Study for Rolebench {
         plan.seed
     }
 
-    fn started(header: SessionHeader, plan: RolebenchPlan) -> Event {
+    fn started(header: SessionHeader, plan: RolebenchPlan, providers: Providers) -> Event {
         Event::RolebenchStarted {
             header,
             plan: Box::new(plan),
+            providers,
         }
     }
 
@@ -427,7 +426,7 @@ pub struct Item {
 
 /// Every question of the plan with its answer, Rouge-L and verdicts, in plan order.
 pub fn items(events: &[Event]) -> Option<(RolebenchPlan, Vec<Item>)> {
-    let plan = plan_of(events)?.clone();
+    let plan = Rolebench::plan_of(events)?.clone();
     let steps: Vec<&Step> = steps(events).collect();
     let items = items_of(&plan, steps);
     Some((plan, items))
@@ -522,9 +521,11 @@ fn export(events: &[Event]) -> Value {
     let session = events
         .iter()
         .find_map(|e| match e {
-            Event::RolebenchStarted { header: h, .. } => Some(json!({
+            Event::RolebenchStarted {
+                header: h, providers, ..
+            } => Some(json!({
                 "id": h.session, "name": h.name, "created": h.created, "app_version": h.app_version,
-                "providers": h.providers, "seed": plan.seed, "kind": "rolebench", "data": plan.data,
+                "providers": providers, "seed": plan.seed, "kind": "rolebench", "data": plan.data,
                 "style": plan.style, "unprofiled_roles": plan.unprofiled(),
             })),
             _ => None,

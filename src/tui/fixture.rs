@@ -43,11 +43,11 @@ pub fn session(catalog: &Catalog, plan: &RunPlan) -> Vec<Event> {
             name: Some("fixture".into()),
             created: "2026-11-29T12:00:00Z".into(),
             app_version: "0.1.0".into(),
-            providers: [("rpa".to_string(), model.clone()), ("judge".to_string(), model)]
-                .into_iter()
-                .collect(),
         },
         plan: plan.clone(),
+        providers: [("rpa".to_string(), model.clone()), ("judge".to_string(), model)]
+            .into_iter()
+            .collect(),
     }];
     for c in &plan.characters {
         let Some(character) = catalog.character(c) else {

@@ -351,16 +351,14 @@ impl Driver {
                 });
             }
             Effect::Export(path) => {
-                let catalog = self.catalog.clone();
+                let (store, catalog) = (self.store.clone(), self.catalog.clone());
                 let target = self.store.export_target(&path);
                 tokio::task::spawn_blocking(move || {
-                    let message = match journal::read::<Event>(&path.join("journal.jsonl")) {
-                        Ok(events) => {
-                            match journal::write_atomic(&target, &crate::study::export_any(&events, &catalog)) {
-                                Ok(()) => format!("exported to {}", target.display()),
-                                Err(e) => format!("{}: {e}", target.display()),
-                            }
-                        }
+                    let message = match store.export(&path, &catalog) {
+                        Ok(export) => match journal::write_atomic(&target, &export) {
+                            Ok(()) => format!("exported to {}", target.display()),
+                            Err(e) => format!("{}: {e}", target.display()),
+                        },
                         Err(e) => e.to_string(),
                     };
                     let _ = tx.send(Action::Flash(crate::text::terminal_safe(&message)));
@@ -445,12 +443,10 @@ impl Driver {
             for note in &run.notes {
                 let _ = tx.send(Action::Flash(note.clone()));
             }
+            let _ = tx.send(Action::Memories(run.study.memories()));
             let _ = tx.send(Action::SessionDir(run.dir.clone()));
             // What the journal holds so far (the start record, and for a resume everything before).
             if let Ok(events) = store.load(&run.dir) {
-                if S::KIND == crate::study::Kind::Interviews {
-                    let _ = tx.send(Action::Memories(load_memories(store.data(), &catalog, &events)));
-                }
                 for e in events {
                     let _ = tx.send(Action::Engine(e));
                 }
@@ -472,11 +468,14 @@ impl Driver {
             {
                 let _ = tx.send(Action::Engine(last.clone()));
             }
-            let _ = tx.send(Action::RunEnded(
-                result
-                    .map(|_| ())
-                    .map_err(|e| crate::text::terminal_safe(&e.to_string())),
-            ));
+            let _ = tx.send(Action::RunEnded(result.map(|_| ()).map_err(|e| {
+                let advice = if e.resumable() {
+                    "; the session is kept: resume it from Sessions (u) once that is fixed"
+                } else {
+                    ""
+                };
+                crate::text::terminal_safe(&format!("{e}{advice}"))
+            })));
         }));
     }
 }

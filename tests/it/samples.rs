@@ -36,7 +36,7 @@ fn every_sample_names_its_model_and_replays_with_its_timing() {
             incharacter::journal::read(&journal).unwrap_or_else(|e| panic!("{}: {e}", journal.display()));
         let providers = match events.first() {
             Some(first @ (Event::RunStarted { .. } | Event::ObserveStarted { .. })) => {
-                let (header, _) = first.header().unwrap();
+                let header = first.start().unwrap();
                 assert!(
                     header.created.starts_with("20"),
                     "{}: created {}",

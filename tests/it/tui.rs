@@ -388,9 +388,9 @@ fn observers_show_cards_dialogues_and_traits() {
             name: None,
             created: "2026-11-29T12:00:00Z".into(),
             app_version: "0.1.0".into(),
-            providers: Default::default(),
         },
         plan,
+        providers: Default::default(),
     }));
     let ipip = app.catalog.scale("IPIP-50").unwrap();
     let items = |v: i32| -> std::collections::BTreeMap<u32, ItemOption> {
@@ -487,9 +487,9 @@ fn a_character_subject_shows_its_interview_beside_its_observers() {
             name: None,
             created: "2026-11-29T12:00:00Z".into(),
             app_version: "0.1.0".into(),
-            providers: Default::default(),
         },
         plan,
+        providers: Default::default(),
     }));
     app.screen = Screen::Observers;
     let screen = render(&app, (120, 40));
@@ -642,9 +642,9 @@ fn rolebench_picks_roles_starts_and_highlights_the_common_subsequence() {
             name: None,
             created: "2026-11-29T12:00:00Z".into(),
             app_version: "0.1.0".into(),
-            providers: Default::default(),
         },
         plan,
+        providers: Default::default(),
     }));
     for step in [
         Step::Answered {

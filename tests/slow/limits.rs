@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::{self, command};
-use incharacter_testkit::fake_openai::{FakeConfig, FakeServer, ScriptRule};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer, Fault, ScriptRule};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_provider_serving_both_roles_keeps_its_own_limit() {
@@ -155,4 +155,53 @@ async fn a_run_that_ends_with_failed_assessments_exits_1_and_says_what_failed() 
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("failed: 1 dimension assessment(s)"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_asks_failed_items_again_and_then_makes_their_assessments() {
+    // A third of the requests are refused once with a 400 (never retried within a run); the second
+    // time the same request comes, it is answered.
+    let server = FakeServer::start(FakeConfig {
+        seed: 5,
+        fault_share: 0.34,
+        faults_per_request: 1,
+        faults: vec![Fault::BadRequest],
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::fake_config(dir.path(), &server, "retry_base_ms = 1");
+    let data = dir.path().to_path_buf();
+    let run = move |args: Vec<String>| {
+        let (config, data) = (config.clone(), data.clone());
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            command(&config, &data, &args).output().unwrap()
+        })
+    };
+    let args = |list: &[&str]| list.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    let first = run(args(&[
+        "run",
+        "--characters",
+        "hermione-en",
+        "--scales",
+        "GSE",
+        "--methods",
+        "er-batch,oc",
+        "--json",
+    ]))
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert_eq!(first.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("interview item(s)"), "{stderr}");
+    let id = common::session_id(&first);
+    let second = run(args(&["run", "--resume", &id, "--json"])).await.unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(0), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+    for row in summary["summary"].as_array().unwrap() {
+        assert_eq!(row["failed_dimensions"], 0, "{row}");
+    }
 }

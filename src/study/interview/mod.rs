@@ -12,7 +12,7 @@ use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{Env, Event, Failures, Kind, Prepared, SessionHeader, Study, StudyError};
+use super::{Env, Event, Failures, Kind, Prepared, Providers, SessionHeader, Study, StudyError};
 use crate::catalog::Catalog;
 use crate::domain::character::Character;
 use crate::domain::scale::Scale;
@@ -82,7 +82,8 @@ impl Done {
                         },
                     );
                 }
-                Event::DimensionAssessed(a) => {
+                // A failed assessment is made again by a resume (its interview may be whole by then).
+                Event::DimensionAssessed(a) if a.failure.is_none() => {
                     done.assessed.insert((
                         a.character.clone(),
                         a.scale.clone(),
@@ -442,8 +443,12 @@ impl Study for Interviews {
         plan.seed
     }
 
-    fn started(header: SessionHeader, plan: RunPlan) -> Event {
-        Event::RunStarted { header, plan }
+    fn started(header: SessionHeader, plan: RunPlan, providers: Providers) -> Event {
+        Event::RunStarted {
+            header,
+            plan,
+            providers,
+        }
     }
 
     fn prepare(plan: &mut RunPlan, prior: &[Event], env: &Env<'_>) -> Result<Prepared<Self>, StudyError> {
@@ -493,6 +498,10 @@ impl Study for Interviews {
             notes,
             items_per_call,
         })
+    }
+
+    fn memories(&self) -> BTreeMap<String, Arc<Memories>> {
+        self.memories.clone()
     }
 
     fn wrap_models(&mut self, wrap: &dyn Fn(Arc<dyn ChatModel>) -> Arc<dyn ChatModel>) {

@@ -64,9 +64,13 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
     let mut status = "incomplete".to_string();
     for e in events {
         match e {
-            Event::RunStarted { header: h, plan } => {
+            Event::RunStarted {
+                header: h,
+                plan,
+                providers,
+            } => {
                 session = json!({"id": h.session, "name": h.name, "created": h.created, "app_version": h.app_version,
-                                 "plan": plan, "providers": h.providers, "seed": plan.seed});
+                                 "plan": plan, "providers": providers, "seed": plan.seed});
             }
             Event::RunFinished { status: s, .. } => status = s.clone(),
             _ => {}
