@@ -18,7 +18,7 @@ fn check_option(o: ItemOption, range: ScoreRange) {
 fuzz_target!(|data: &[u8]| {
     let Ok(reply) = std::str::from_utf8(data) else { return };
     for range in RANGES {
-        if let Some(o) = bare_option(reply, range) {
+        if let Some(o) = bare_option(reply, range, &["Hermione"]) {
             check_option(o, range);
         }
     }

@@ -245,10 +245,30 @@ pub fn options(v: &Value, keys: &[String], range: ScoreRange) -> Result<BTreeMap
         .collect()
 }
 
-/// A self-report answered "with the number only": the reply is just a number in range (or "x").
-pub fn bare_option(reply: &str, range: ScoreRange) -> Option<ItemOption> {
-    let t = reply.trim().trim_end_matches(['.', '。']).trim();
-    option("answer", &Value::String(t.to_string()), range).ok()
+/// A self-report answered "with the number only": the reply is just a number in range (or "x"), also
+/// when wrapped the way role-play agents answer: after one of the `speakers`' names and a colon
+/// (`Hermione: 4`, `赫敏：4`), in quotes or corner brackets (`"4"`, `「4」`), with a closing full stop.
+/// Any other words (`I'd say 4`) make it an answer for the judge to read.
+pub fn bare_option(reply: &str, range: ScoreRange, speakers: &[&str]) -> Option<ItemOption> {
+    let mut t = reply.trim();
+    for name in speakers.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        if let Some(rest) = t.strip_prefix(name) {
+            let rest = rest.trim_start();
+            if let Some(rest) = rest.strip_prefix(':').or_else(|| rest.strip_prefix('：')) {
+                t = rest.trim();
+                break;
+            }
+        }
+    }
+    let stop = |s: &str| s.trim().trim_end_matches(['.', '。']).trim().to_string();
+    let mut t = stop(t);
+    for (open, close) in [('"', '"'), ('\'', '\''), ('“', '”'), ('「', '」'), ('『', '』')] {
+        if let Some(inner) = t.strip_prefix(open).and_then(|r| r.strip_suffix(close)) {
+            t = stop(inner);
+            break;
+        }
+    }
+    option("answer", &Value::String(t), range).ok()
 }
 
 #[cfg(test)]
@@ -298,7 +318,7 @@ mod tests {
             options(&json!({"1": 3.5, "2": 1}), &keys, r),
             Err(ReplyError::NotAnOption { .. })
         ));
-        assert_eq!(bare_option(" 3.\n", r), Some(ItemOption::Value(3)));
-        assert_eq!(bare_option("I'd say 3", r), None);
+        assert_eq!(bare_option(" 3.\n", r, &[]), Some(ItemOption::Value(3)));
+        assert_eq!(bare_option("I'd say 3", r, &[]), None);
     }
 }

@@ -78,7 +78,11 @@ fn every_reply_in_the_corpus_has_its_documented_outcome() {
                 }
             }
             "sr" => {
-                let got = judge_json::bare_option(reply, range.unwrap()).map(option_json);
+                let speakers: Vec<&str> = case["speakers"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let got = judge_json::bare_option(reply, range.unwrap(), &speakers).map(option_json);
                 assert_eq!(got.unwrap_or(Value::Null), expect["option"], "{at}");
             }
             other => panic!("unknown kind {other}"),

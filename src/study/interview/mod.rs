@@ -363,7 +363,10 @@ impl Interviews {
         let mut unparsed = Vec::new();
         for e in answers {
             let bare = if method == Method::Sr {
-                judge_json::bare_option(&e.response, s.range)
+                let speakers: Vec<&str> = std::iter::once(c.name.as_str())
+                    .chain(c.aliases.iter().map(String::as_str))
+                    .collect();
+                judge_json::bare_option(&e.response, s.range, &speakers)
             } else {
                 None
             };
