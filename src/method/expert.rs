@@ -145,14 +145,34 @@ pub fn messages(
         conversation.push_str(&format!(
             "{}. {EXPERIMENTER}: 「{}」\n{PARTICIPANT}: 「{}」\n\n",
             i + 1,
-            masker.mask(&e.question),
-            masker.mask(&e.response)
+            unwrap_line(&masker.mask(&e.question), EXPERIMENTER),
+            unwrap_line(&masker.mask(&e.response), PARTICIPANT)
         ));
     }
     vec![
         ChatMessage::system(system),
         ChatMessage::user(format!("The conversation:\n\n{}", conversation.trim_end())),
     ]
+}
+
+/// A line without the speaker's mask and colon it may already carry (a role-play agent often answers
+/// `Hermione: …`, which the mask turns into `<the participant>: …`), and without the corner brackets
+/// around it, so the prompt wraps it once.
+fn unwrap_line(line: &str, speaker: &str) -> String {
+    let text = line.trim();
+    let Some(rest) = text.strip_prefix(speaker) else {
+        return text.to_string();
+    };
+    let rest = rest.trim_start();
+    let Some(rest) = rest.strip_prefix(':').or_else(|| rest.strip_prefix('：')) else {
+        return text.to_string();
+    };
+    let rest = rest.trim();
+    rest.strip_prefix('「')
+        .and_then(|r| r.strip_suffix('」'))
+        .unwrap_or(rest)
+        .trim()
+        .to_string()
 }
 
 /// Rates one dimension from its exchanges (in questionnaire order).
@@ -250,5 +270,18 @@ mod tests {
         let mut o = order(12, 3);
         o.sort();
         assert_eq!(o, (0..12).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_line_that_already_names_its_speaker_is_wrapped_once() {
+        assert_eq!(unwrap_line("<the participant>: I keep lists.", PARTICIPANT), "I keep lists.");
+        assert_eq!(unwrap_line("<the participant>：「我记得。」", PARTICIPANT), "我记得。");
+        assert_eq!(unwrap_line(" I keep lists. ", PARTICIPANT), "I keep lists.");
+        assert_eq!(
+            unwrap_line("<the experimenter>: asked me", PARTICIPANT),
+            "<the experimenter>: asked me",
+            "only the speaker's own mask is taken off"
+        );
+        assert_eq!(unwrap_line("<the participant> says hi", PARTICIPANT), "<the participant> says hi");
     }
 }
