@@ -421,7 +421,7 @@ impl Ctx {
         if let Some(c) = self.config.get() {
             return Ok(c);
         }
-        let config = load_config()?;
+        let config = Config::load_user()?;
         Ok(self.config.get_or_init(|| config))
     }
 
@@ -436,11 +436,6 @@ impl Ctx {
     pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
         self.runtime.block_on(future)
     }
-}
-
-/// The config file's providers, roles and settings (`$INCHARACTER_CONFIG`, else the platform's).
-pub fn load_config() -> anyhow::Result<Config> {
-    Ok(Config::load_user()?)
 }
 
 /// A session error with what to do about it on the next line (not a `source`: printing the chain

@@ -95,13 +95,13 @@ fn replay_speed(speed: &str) -> Result<Replay, OptionsError> {
 }
 
 /// For each character, ER_batch scores on IPIP-50 from the newest session that has them.
-fn interview_scores(list: &[SessionEntry], catalog: &Catalog) -> BTreeMap<String, (String, BTreeMap<String, f64>)> {
+fn interview_scores(
+    sessions: &[(&SessionEntry, Vec<Event>)],
+    catalog: &Catalog,
+) -> BTreeMap<String, (String, BTreeMap<String, f64>)> {
     let mut out = BTreeMap::new();
-    for e in list.iter().rev() {
-        let Ok(events) = journal::read::<Event>(&e.path.join("journal.jsonl")) else {
-            continue;
-        };
-        for event in &events {
+    for (e, events) in sessions.iter().rev() {
+        for event in events {
             if let Event::DimensionAssessed(a) = event
                 && a.scale == crate::observer::SCALE
                 && a.method == crate::method::Method::ErBatch
@@ -122,13 +122,13 @@ fn interview_scores(list: &[SessionEntry], catalog: &Catalog) -> BTreeMap<String
 
 /// For each character played in a RoleBench session (an imported character, or one whose name is the
 /// role), its Rouge-L F and win rate from the newest such session.
-fn rolebench_scores(list: &[SessionEntry], catalog: &Catalog) -> BTreeMap<String, app::RolebenchScore> {
+fn rolebench_scores(
+    sessions: &[(&SessionEntry, Vec<Event>)],
+    catalog: &Catalog,
+) -> BTreeMap<String, app::RolebenchScore> {
     let mut out = BTreeMap::new();
-    for e in list.iter().rev() {
-        let Ok(events) = journal::read::<Event>(&e.path.join("journal.jsonl")) else {
-            continue;
-        };
-        let Some((plan, items)) = crate::study::rolebench::items(&events) else {
+    for (e, events) in sessions.iter().rev() {
+        let Some((plan, items)) = crate::study::rolebench::items(events) else {
             continue;
         };
         let totals = crate::study::rolebench::totals(&items);
@@ -338,10 +338,10 @@ impl Driver {
                 }));
             }
             Effect::Open(path) => {
-                let (data, catalog) = (self.data.clone(), self.catalog.clone());
-                tokio::task::spawn_blocking(move || match journal::read::<Event>(&path.join("journal.jsonl")) {
+                let (store, catalog) = (self.store.clone(), self.catalog.clone());
+                tokio::task::spawn_blocking(move || match store.load(&path) {
                     Ok(events) => {
-                        let _ = tx.send(Action::Memories(load_memories(&data, &catalog, &events)));
+                        let _ = tx.send(Action::Memories(load_memories(store.data(), &catalog, &events)));
                         let _ = tx.send(Action::SessionLoaded(events));
                         let _ = tx.send(Action::SessionDir(path.clone()));
                     }
@@ -365,12 +365,12 @@ impl Driver {
                 });
             }
             Effect::Compare(paths) => {
-                let catalog = self.catalog.clone();
+                let (store, catalog) = (self.store.clone(), self.catalog.clone());
                 tokio::task::spawn_blocking(move || {
                     let rows = paths
                         .iter()
                         .filter_map(|p| {
-                            let events = journal::read::<Event>(&p.join("journal.jsonl")).ok()?;
+                            let events = store.load(p).ok()?;
                             let id = p.file_name()?.to_string_lossy().into_owned();
                             Some((id, results::summary(&events, &catalog)))
                         })
@@ -382,8 +382,14 @@ impl Driver {
                 let (store, catalog) = (self.store.clone(), self.catalog.clone());
                 tokio::task::spawn_blocking(move || {
                     let list = store.list();
-                    let _ = tx.send(Action::InterviewScores(interview_scores(&list, &catalog)));
-                    let _ = tx.send(Action::RolebenchScores(rolebench_scores(&list, &catalog)));
+                    // Each journal read once for both score tables.
+                    let sessions: Vec<(&SessionEntry, Vec<Event>)> = list
+                        .iter()
+                        .filter_map(|e| Some((e, store.load(&e.path).ok()?)))
+                        .collect();
+                    let _ = tx.send(Action::InterviewScores(interview_scores(&sessions, &catalog)));
+                    let _ = tx.send(Action::RolebenchScores(rolebench_scores(&sessions, &catalog)));
+                    drop(sessions);
                     let _ = tx.send(Action::Sessions(list));
                 });
             }
