@@ -28,6 +28,14 @@ use crate::llm::config::{CacheMode, Config};
 use crate::paths;
 use crate::session::Store;
 
+/// A sampling temperature, 0–2.
+fn temperature(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(t) if (0.0..=2.0).contains(&t) => Ok(t),
+        _ => Err(format!("\"{text}\" is not a temperature between 0 and 2")),
+    }
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "incharacter",
@@ -150,6 +158,15 @@ pub enum Command {
         /// Role-play prompt style
         #[arg(long, default_value = "description")]
         style: String,
+        /// Temperature of interview requests [default: the config's [sampling.rpa], else 0.7]
+        #[arg(long, value_parser = temperature)]
+        rpa_temperature: Option<f32>,
+        /// Longest interview answer, in tokens [default: the config's [sampling.rpa], else 300]
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        max_answer_tokens: Option<u32>,
+        /// Temperature of the judge's first attempt [default: the config's [sampling.judge], else 0]
+        #[arg(long, value_parser = temperature)]
+        judge_temperature: Option<f32>,
         /// Requests in flight across providers [default: the config's max_concurrency]
         #[arg(long)]
         concurrency: Option<usize>,
@@ -518,6 +535,9 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             rpa,
             judge,
             style,
+            rpa_temperature,
+            max_answer_tokens,
+            judge_temperature,
             concurrency,
             seed,
             name,
@@ -541,6 +561,9 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
                 name,
                 resume,
                 style,
+                rpa_temperature,
+                max_answer_tokens,
+                judge_temperature,
                 json,
             };
             run_cmds::run(ctx, args, out)

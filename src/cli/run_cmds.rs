@@ -14,7 +14,7 @@ use crate::llm::{self, Role};
 use crate::method::Method;
 use crate::rpa::prompt::RpaStyle;
 use crate::session::{Run, Start};
-use crate::study::interview::results;
+use crate::study::interview::{self, results};
 use crate::study::{Event, Interviews, Kind, RunPlan};
 use crate::text::terminal_safe as safe;
 
@@ -30,6 +30,9 @@ pub struct RunArgs {
     pub name: Option<String>,
     pub resume: Option<String>,
     pub style: RpaStyle,
+    pub rpa_temperature: Option<f32>,
+    pub max_answer_tokens: Option<u32>,
+    pub judge_temperature: Option<f32>,
     pub json: bool,
 }
 
@@ -81,18 +84,19 @@ fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> an
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(RunPlan {
+    let mut plan = RunPlan::new(
         characters,
         scales,
         methods,
-        repeats: a.repeats,
-        rpa: provider_for(config, &a.rpa, Role::Rpa)?,
-        judge: provider_for(config, &a.judge, Role::Judge)?,
-        style: a.style,
-        seed: a.seed,
-        max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
-        items_per_call: crate::method::convert::MAX_ITEMS_PER_CALL as u32,
-    })
+        &provider_for(config, &a.rpa, Role::Rpa)?,
+        &provider_for(config, &a.judge, Role::Judge)?,
+    );
+    plan.repeats = a.repeats;
+    plan.style = a.style;
+    plan.seed = a.seed;
+    plan.answer_sampling = interview::answer_sampling(config, a.rpa_temperature, a.max_answer_tokens);
+    plan.judge_temperature = interview::judge_temperature(config, a.judge_temperature);
+    Ok(plan)
 }
 
 /// The provider named on the command line (which must exist), or the config's provider for `role`.

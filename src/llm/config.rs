@@ -161,7 +161,17 @@ pub struct Config {
     pub cache: CacheMode,
     /// Requests in flight across all providers.
     pub max_concurrency: usize,
+    /// `[sampling.<role>]`: sampling a role's requests use unless the command line says otherwise.
+    pub sampling: BTreeMap<Role, RoleSampling>,
     pub tui: TuiConfig,
+}
+
+/// `[sampling.rpa]` / `[sampling.judge]`: `temperature` (0–2) and, for the role-playing agent,
+/// `max_tokens` (the answer cap).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RoleSampling {
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<u32>,
 }
 
 /// The `[tui]` section: the theme and key bindings (checked by the TUI, which knows the actions).
@@ -206,6 +216,7 @@ impl Config {
             roles,
             cache: CacheMode::ReadWrite,
             max_concurrency: 64,
+            sampling: BTreeMap::new(),
             tui: TuiConfig::default(),
         }
     }
@@ -349,6 +360,31 @@ impl Config {
                 None => config.providers.push(c),
             }
         }
+        for (role, sampling) in raw.sampling {
+            let Some(r) = Role::ALL.iter().copied().find(|r| r.name() == role.get_ref()) else {
+                errors.push(source.at(
+                    role.span(),
+                    format!("unknown role \"{}\" (roles: rpa, judge, observer)", role.get_ref()),
+                ));
+                continue;
+            };
+            let mut out = RoleSampling::default();
+            if let Some(t) = sampling.temperature {
+                if !(0.0..=2.0).contains(t.get_ref()) {
+                    errors.push(source.at(t.span(), "temperature must be between 0 and 2"));
+                }
+                out.temperature = Some(*t.get_ref());
+            }
+            if let Some(n) = sampling.max_tokens {
+                if r != Role::Rpa {
+                    errors.push(source.at(n.span(), "max_tokens is set for the rpa role only (its answer cap)"));
+                } else if *n.get_ref() == 0 {
+                    errors.push(source.at(n.span(), "max_tokens must be at least 1"));
+                }
+                out.max_tokens = Some(*n.get_ref());
+            }
+            config.sampling.insert(r, out);
+        }
         for (role, provider) in raw.roles {
             let Some(role) = Role::ALL.iter().copied().find(|r| r.name() == role.get_ref()) else {
                 errors.push(source.at(
@@ -404,7 +440,16 @@ struct RawConfig {
     providers: Vec<RawProvider>,
     #[serde(default)]
     roles: BTreeMap<Spanned<String>, Spanned<String>>,
+    #[serde(default)]
+    sampling: BTreeMap<Spanned<String>, RawSampling>,
     tui: Option<RawTui>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSampling {
+    temperature: Option<Spanned<f32>>,
+    max_tokens: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -504,6 +549,28 @@ judge = "local"
         let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
         assert_eq!((e[0].line, e[0].column), (7, 18));
         assert!(e[0].message.contains("at least 1024"), "{}", e[0]);
+    }
+
+    #[test]
+    fn sampling_per_role_is_read_and_bad_values_are_located() {
+        let text = format!("{OLLAMA}\n[sampling.rpa]\ntemperature = 0.3\nmax_tokens = 500\n[sampling.judge]\ntemperature = 0.1\n");
+        let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+        assert_eq!(
+            c.sampling[&Role::Rpa],
+            RoleSampling {
+                temperature: Some(0.3),
+                max_tokens: Some(500)
+            }
+        );
+        assert_eq!(c.sampling[&Role::Judge].temperature, Some(0.1));
+        let text = format!("{OLLAMA}\n[sampling.rpa]\ntemperature = 3.0\n[sampling.judge]\nmax_tokens = 9\n");
+        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+        let at = |needle: &str| {
+            let d = e.iter().find(|d| d.message.contains(needle)).expect(needle);
+            (d.line, d.column)
+        };
+        assert_eq!(at("between 0 and 2"), (15, 15));
+        assert_eq!(at("rpa role only"), (17, 14));
     }
 
     #[test]

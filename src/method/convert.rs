@@ -12,11 +12,11 @@ use serde_json::{Value, json};
 
 use super::anonymize::{EXPERIMENTER, Masker, PARTICIPANT};
 use super::expert::Exchange;
-use super::judge::{self, Attempt};
+use super::judge::{self, Attempt, Judge};
 use super::judge_json;
 use crate::domain::scale::{Scale, ScoreRange};
 use crate::domain::scoring::{ItemOption, ItemScore, Orientation, item_score};
-use crate::llm::{ChatMessage, ChatModel, ChatRequest, ResponseSchema, Role};
+use crate::llm::{ChatMessage, ChatRequest, ResponseSchema, Role};
 
 const OC_PROMPT: &str = include_str!("../../assets/prompts/option_conversion.txt");
 const DOC_PROMPT: &str = include_str!("../../assets/prompts/dimension_conversion.txt");
@@ -33,11 +33,11 @@ const PROMPT_TOKENS: usize = 1000;
 
 /// Items per conversion call for a judge whose context holds `context` tokens: [`MAX_ITEMS_PER_CALL`],
 /// or fewer when that many answers at the interview's token cap would not fit.
-pub fn items_per_call(context: Option<usize>) -> usize {
+pub fn items_per_call(context: Option<usize>, answer_tokens: u32) -> usize {
     let Some(context) = context else {
         return MAX_ITEMS_PER_CALL;
     };
-    let per_item = super::interview::MAX_ANSWER_TOKENS as usize + ITEM_TOKENS;
+    let per_item = answer_tokens as usize + ITEM_TOKENS;
     (context.saturating_sub(PROMPT_TOKENS) / per_item).clamp(1, MAX_ITEMS_PER_CALL)
 }
 
@@ -188,12 +188,11 @@ pub fn doc_messages(scale: &Scale, dimension: usize, masker: &Masker, exchanges:
 
 /// Converts exchanges with one judge call per group, scoring each item.
 pub async fn convert(
-    judge: &dyn ChatModel,
+    judge: Judge<'_>,
     scale: &Scale,
     groups: Vec<(Vec<ChatMessage>, Vec<u32>)>,
     conversion: Conversion,
     repeat: u32,
-    max_attempts: u32,
 ) -> (Vec<ConvertedItem>, Vec<ConversionCall>) {
     // Groups are independent: asked together (the client's limits pace them), kept in group order.
     let asks = groups.into_iter().map(|(messages, ids)| {
@@ -217,7 +216,7 @@ pub async fn convert(
             ids
         );
         async move {
-            let (result, attempts) = judge::ask(judge, &request, max_attempts, |reply| {
+            let (result, attempts) = judge.ask(&request, |reply| {
                 judge_json::options(&judge_json::extract(reply)?, &keys, scale.range)
             })
             .await;
@@ -348,11 +347,11 @@ mod tests {
 
     #[test]
     fn the_cap_follows_the_judges_context() {
-        assert_eq!(items_per_call(None), MAX_ITEMS_PER_CALL);
-        assert_eq!(items_per_call(Some(128_000)), MAX_ITEMS_PER_CALL);
-        assert_eq!(items_per_call(Some(8192)), 14);
+        assert_eq!(items_per_call(None, 300), MAX_ITEMS_PER_CALL);
+        assert_eq!(items_per_call(Some(128_000), 300), MAX_ITEMS_PER_CALL);
+        assert_eq!(items_per_call(Some(8192), 300), 14);
         // The embedded model's 4,096 usable tokens: 6 answers of up to 300 tokens, with room for the rest.
-        assert_eq!(items_per_call(Some(4096)), 6);
-        assert_eq!(items_per_call(Some(500)), 1, "never zero");
+        assert_eq!(items_per_call(Some(4096), 300), 6);
+        assert_eq!(items_per_call(Some(500), 300), 1, "never zero");
     }
 }

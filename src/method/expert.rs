@@ -6,11 +6,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::anonymize::{EXPERIMENTER, Masker, PARTICIPANT};
-use super::judge::{self, Attempt};
+use super::judge::{self, Attempt, Judge};
 use super::judge_json;
 use crate::domain::rng::SplitMix64;
 use crate::domain::scale::{Language, Scale};
-use crate::llm::{ChatMessage, ChatModel, ChatRequest, ResponseSchema, Role};
+use crate::llm::{ChatMessage, ChatRequest, ResponseSchema, Role};
 
 const PROMPT: &str = include_str!("../../assets/prompts/expert_rating.txt");
 
@@ -178,7 +178,7 @@ fn unwrap_line(line: &str, speaker: &str) -> String {
 /// Rates one dimension from its exchanges (in questionnaire order).
 #[allow(clippy::too_many_arguments)]
 pub async fn rate(
-    judge: &dyn ChatModel,
+    judge: Judge<'_>,
     scale: &Scale,
     dimension: usize,
     language: Language,
@@ -186,7 +186,6 @@ pub async fn rate(
     exchanges: &[Exchange],
     grouping: Grouping,
     repeat: u32,
-    max_attempts: u32,
 ) -> DimensionRating {
     let ordered: Vec<&Exchange> = order(exchanges.len(), repeat)
         .into_iter()
@@ -212,7 +211,7 @@ pub async fn rate(
         request.meta.purpose = format!("ER {} {}", scale.id, scale.dimensions[dimension].name);
         let poles = &poles;
         async move {
-            let (result, attempts) = judge::ask(judge, &request, max_attempts, |reply| {
+            let (result, attempts) = judge.ask(&request, |reply| {
                 let v = judge_json::extract(reply)?;
                 match poles {
                     Some([a, b]) => judge_json::expert_poles(&v, [a.as_str(), b.as_str()]),

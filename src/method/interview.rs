@@ -52,8 +52,39 @@ pub fn parse_purpose(purpose: &str) -> Option<(&str, &str, u32, QueryStyle)> {
     Some((c, s, i.parse().ok()?, QueryStyle::parse(st)?))
 }
 
-/// The longest answer a character may give to one question, in tokens.
+/// The longest answer a character may give to one question, in tokens, unless configured otherwise.
 pub const MAX_ANSWER_TOKENS: u32 = 300;
+
+/// The role-play temperature of the original procedure.
+pub const ANSWER_TEMPERATURE: f32 = 0.7;
+
+/// How interview answers are sampled; a session records it in its plan.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AnswerSampling {
+    /// `None`: none is sent (the provider's default applies).
+    pub temperature: Option<f32>,
+    /// The longest answer, in tokens (a rambling model is cut there).
+    pub max_tokens: u32,
+}
+
+impl Default for AnswerSampling {
+    fn default() -> AnswerSampling {
+        AnswerSampling {
+            temperature: Some(ANSWER_TEMPERATURE),
+            max_tokens: MAX_ANSWER_TOKENS,
+        }
+    }
+}
+
+impl AnswerSampling {
+    /// What sessions sent before the sampling was recorded.
+    pub fn before_recorded() -> AnswerSampling {
+        AnswerSampling {
+            temperature: None,
+            max_tokens: MAX_ANSWER_TOKENS,
+        }
+    }
+}
 
 /// What the character is asked for one item.
 pub fn query(character: &Character, scale: &Scale, item: &Item, style: QueryStyle) -> String {
@@ -99,6 +130,7 @@ pub async fn ask(
     memories: Option<&Memories>,
     repeat: u32,
     seed: u64,
+    sampling: AnswerSampling,
 ) -> Result<(Exchange, Vec<usize>), LlmError> {
     let text = query(character, scale, item, style);
     let assembled = prompt::assemble(
@@ -114,7 +146,8 @@ pub async fn ask(
     request.meta.purpose = purpose(&character.id, &scale.id, item.id, style);
     request.sampling.seed = Some(seed);
     // An interview answer is a few sentences; the cap keeps a rambling model from running on.
-    request.sampling.max_tokens = Some(MAX_ANSWER_TOKENS);
+    request.sampling.max_tokens = Some(sampling.max_tokens);
+    request.sampling.temperature = sampling.temperature;
     let reply = complete(rpa, request).await?;
     let question = match style {
         QueryStyle::Open => item.question.get(character.language).clone(),

@@ -26,6 +26,26 @@ pub struct JudgeFailure {
     pub last: String,
 }
 
+/// The judge as the methods use it: the model, the bounded number of attempts, and the temperature of
+/// the first one (the run's plan records both).
+#[derive(Clone, Copy)]
+pub struct Judge<'a> {
+    pub model: &'a dyn ChatModel,
+    pub attempts: u32,
+    pub temperature: f32,
+}
+
+impl Judge<'_> {
+    /// [`ask_at`] with this judge's policy.
+    pub async fn ask<T>(
+        &self,
+        request: &ChatRequest,
+        parse: impl Fn(&str) -> Result<T, ReplyError>,
+    ) -> (Result<T, JudgeFailure>, Vec<Attempt>) {
+        ask_at(self.model, request, self.attempts, self.temperature, parse).await
+    }
+}
+
 /// Sends `request` (temperature and seed are set here) and parses the reply with `parse`, re-asking
 /// with the rejection reason up to `max_attempts` times.
 pub async fn ask<T>(

@@ -368,6 +368,10 @@ impl App {
                 providers.iter().map(|p| p.name.clone()).collect(),
                 role(Role::Rpa),
                 role(Role::Judge),
+            )
+            .sampled(
+                crate::study::interview::answer_sampling(config, None, None),
+                crate::study::interview::judge_temperature(config, None),
             ),
             providers,
             prices,

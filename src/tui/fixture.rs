@@ -11,22 +11,18 @@ use crate::method::expert::BatchRating;
 use crate::method::interview::QueryStyle;
 use crate::method::judge::Attempt;
 use crate::method::{Assessment, Method};
-use crate::rpa::prompt::RpaStyle;
 use crate::study::{Event, RunPlan};
 
 pub fn plan(characters: &[&str], scales: &[&str], methods: &[Method]) -> RunPlan {
-    RunPlan {
-        characters: characters.iter().map(|c| c.to_string()).collect(),
-        scales: scales.iter().map(|s| s.to_string()).collect(),
-        methods: methods.to_vec(),
-        repeats: 1,
-        rpa: "fixture".into(),
-        judge: "fixture".into(),
-        style: RpaStyle::Description,
-        seed: 7,
-        max_attempts: 5,
-        items_per_call: crate::method::convert::MAX_ITEMS_PER_CALL as u32,
-    }
+    let mut plan = RunPlan::new(
+        characters.iter().map(|c| c.to_string()).collect(),
+        scales.iter().map(|s| s.to_string()).collect(),
+        methods.to_vec(),
+        "fixture",
+        "fixture",
+    );
+    plan.seed = 7;
+    plan
 }
 
 /// A finished session of `plan` (one repeat, open interviews): every item answered, every dimension

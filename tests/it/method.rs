@@ -82,7 +82,7 @@ async fn er_batch_and_all_scores_are_batch_means() {
             .collect();
         for repeat in 0..2 {
             let r = expert::rate(
-                &judge,
+                at5(&judge),
                 bfi,
                 d,
                 hermione.language,
@@ -90,7 +90,6 @@ async fn er_batch_and_all_scores_are_batch_means() {
                 &exchanges,
                 Grouping::Batch,
                 repeat,
-                5,
             )
             .await;
             let expected_batches = expert::batches(exchanges.len());
@@ -106,7 +105,7 @@ async fn er_batch_and_all_scores_are_batch_means() {
                 / r.batches.len() as f64;
             assert!((r.score.unwrap() - mean).abs() < 1e-12, "{}", dim.name);
             let all = expert::rate(
-                &judge,
+                at5(&judge),
                 bfi,
                 d,
                 hermione.language,
@@ -114,7 +113,6 @@ async fn er_batch_and_all_scores_are_batch_means() {
                 &exchanges,
                 Grouping::All,
                 repeat,
-                5,
             )
             .await;
             assert_eq!(all.score.unwrap(), 1.0 + (exchanges.len() % 5) as f64);
@@ -142,7 +140,7 @@ async fn sixteen_p_er_reports_the_first_pole_share() {
             response: "嗯。".into(),
         })
         .collect();
-    let r = expert::rate(&judge, p16, 0, c.language, &masker, &exchanges, Grouping::Batch, 0, 5).await;
+    let r = expert::rate(at5(&judge), p16, 0, c.language, &masker, &exchanges, Grouping::Batch, 0).await;
     let expected: f64 = r.batches.iter().map(|b| 10.0 * b.item_ids.len() as f64).sum::<f64>() / r.batches.len() as f64;
     assert!((r.score.unwrap() - expected).abs() < 1e-9);
 }
@@ -170,7 +168,7 @@ async fn bad_replies_are_re_asked_and_exhaustion_is_a_visible_failure() {
             r#"{"analysis": "b", "result": 3}"#.into()
         }
     });
-    let r = expert::rate(&judge, gse, 0, c.language, &masker, &exchanges, Grouping::Batch, 0, 5).await;
+    let r = expert::rate(at5(&judge), gse, 0, c.language, &masker, &exchanges, Grouping::Batch, 0).await;
     assert_eq!(r.score, Some(3.0));
     let attempts = &r.batches[0].attempts;
     assert_eq!(attempts.len(), 2);
@@ -183,7 +181,7 @@ async fn bad_replies_are_re_asked_and_exhaustion_is_a_visible_failure() {
     );
     // Never usable: no score, five recorded attempts.
     let judge = scripted(|_: &ChatRequest| "I cannot rate this.".into());
-    let r = expert::rate(&judge, gse, 0, c.language, &masker, &exchanges, Grouping::Batch, 0, 5).await;
+    let r = expert::rate(at5(&judge), gse, 0, c.language, &masker, &exchanges, Grouping::Batch, 0).await;
     assert_eq!(r.score, None);
     assert_eq!(r.batches[0].attempts.len(), 5);
 }
@@ -225,12 +223,11 @@ async fn oc_and_doc_scores_follow_keying_and_refusals() {
             })
             .collect();
         let (oc, calls) = convert::convert(
-            &judge,
+            at5(&judge),
             scale,
             convert::oc_groups(scale, "James Bond", &exchanges, convert::MAX_ITEMS_PER_CALL),
             Conversion::Statement,
             0,
-            5,
         )
         .await;
         assert_eq!(
@@ -239,12 +236,11 @@ async fn oc_and_doc_scores_follow_keying_and_refusals() {
             "{scale_id}: at most 60 items per call"
         );
         let (doc, calls) = convert::convert(
-            &judge,
+            at5(&judge),
             scale,
             convert::doc_groups(scale, &masker, &exchanges, convert::MAX_ITEMS_PER_CALL),
             Conversion::Dimension,
             0,
-            5,
         )
         .await;
         assert_eq!(calls.len(), scale.dimensions.len());
@@ -309,4 +305,13 @@ fn interview_queries_speak_the_characters_language() {
     let hermione = catalog.character("hermione").unwrap();
     let cot = interview::query(hermione, bfi, item, QueryStyle::SrCot);
     assert!(cot.contains("Is talkative.") && cot.contains("last line"), "{cot}");
+}
+
+/// The judge policy the original procedure uses: 5 attempts, the first at temperature 0.
+fn at5(model: &dyn incharacter::llm::ChatModel) -> incharacter::method::judge::Judge<'_> {
+    incharacter::method::judge::Judge {
+        model,
+        attempts: 5,
+        temperature: 0.0,
+    }
 }

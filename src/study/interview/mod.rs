@@ -17,11 +17,13 @@ use crate::catalog::Catalog;
 use crate::domain::character::Character;
 use crate::domain::scale::Scale;
 use crate::domain::scoring::ItemOption;
-use crate::llm::ChatModel;
+use crate::llm::config::Config;
+use crate::llm::{ChatModel, Role};
 use crate::method::anonymize::Masker;
 use crate::method::convert::{self, Conversion, ConversionCall, ConvertedItem};
 use crate::method::expert::{self, BatchRating, Exchange, Grouping};
-use crate::method::interview::{self, QueryStyle};
+use crate::method::interview::{self, AnswerSampling, QueryStyle};
+use crate::method::judge::Judge;
 use crate::method::{Assessment, Method, judge_json};
 use crate::rpa::memories::Memories;
 use crate::rpa::prompt::RpaStyle;
@@ -42,10 +44,61 @@ pub struct RunPlan {
     /// used 60.
     #[serde(default = "default_items_per_call")]
     pub items_per_call: u32,
+    /// How interview answers are sampled. Sessions older than the field sent no temperature (the
+    /// provider's default) and capped answers at 300 tokens.
+    #[serde(default = "AnswerSampling::before_recorded")]
+    pub answer_sampling: AnswerSampling,
+    /// The temperature of a judge's first attempt (re-asks use it too, or 0.2 when it is 0).
+    #[serde(default)]
+    pub judge_temperature: f32,
+    /// A re-assessment: the session whose interviews this one assesses. Its answers are copied into
+    /// this journal as they are, and no role-play request is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 fn default_items_per_call() -> u32 {
     convert::MAX_ITEMS_PER_CALL as u32
+}
+
+/// Interview sampling: the command line, else `[sampling.rpa]`, else the original procedure's 0.7 and
+/// 300 tokens.
+pub fn answer_sampling(config: &Config, temperature: Option<f32>, max_tokens: Option<u32>) -> AnswerSampling {
+    let configured = config.sampling.get(&Role::Rpa).copied().unwrap_or_default();
+    let default = AnswerSampling::default();
+    AnswerSampling {
+        temperature: temperature.or(configured.temperature).or(default.temperature),
+        max_tokens: max_tokens.or(configured.max_tokens).unwrap_or(default.max_tokens),
+    }
+}
+
+/// The judge's first-attempt temperature: the command line, else `[sampling.judge]`, else 0.
+pub fn judge_temperature(config: &Config, explicit: Option<f32>) -> f32 {
+    explicit
+        .or(config.sampling.get(&Role::Judge).and_then(|s| s.temperature))
+        .unwrap_or(0.0)
+}
+
+impl RunPlan {
+    /// A plan with the defaults: one repeat, the description style, seed 0, the bounded judge policy,
+    /// the original procedure's sampling.
+    pub fn new(characters: Vec<String>, scales: Vec<String>, methods: Vec<Method>, rpa: &str, judge: &str) -> RunPlan {
+        RunPlan {
+            characters,
+            scales,
+            methods,
+            repeats: 1,
+            rpa: rpa.to_string(),
+            judge: judge.to_string(),
+            style: RpaStyle::Description,
+            seed: 0,
+            max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
+            items_per_call: convert::MAX_ITEMS_PER_CALL as u32,
+            answer_sampling: AnswerSampling::default(),
+            judge_temperature: 0.0,
+            parent: None,
+        }
+    }
 }
 
 type AnswerKey = (String, String, u32, QueryStyle, u32);
@@ -110,6 +163,15 @@ pub struct Interviews {
 }
 
 impl Interviews {
+    /// The judge with the plan's policy.
+    fn judge<'a>(&'a self, plan: &RunPlan) -> Judge<'a> {
+        Judge {
+            model: self.judge.as_ref(),
+            attempts: plan.max_attempts,
+            temperature: plan.judge_temperature,
+        }
+    }
+
     /// Runs the plan, skipping what `done` holds, and sends every new event to `sink`.
     pub async fn run_plan(&self, plan: &RunPlan, sink: &UnboundedSender<Event>) {
         let done = &self.done;
@@ -172,7 +234,8 @@ impl Interviews {
                 .wrapping_add(u64::from(repeat) * 1_000_003)
                 .wrapping_add(u64::from(item.id));
             let memories = self.memories.get(&c.id).map(Arc::as_ref);
-            match interview::ask(self.rpa.as_ref(), c, s, item, style, plan.style, memories, repeat, seed).await {
+            let sampling = plan.answer_sampling;
+            match interview::ask(self.rpa.as_ref(), c, s, item, style, plan.style, memories, repeat, seed, sampling).await {
                 Ok((e, retrieved)) => {
                     let _ = sink.send(Event::ItemAnswered {
                         character: c.id.clone(),
@@ -267,7 +330,7 @@ impl Interviews {
                         Err(why) => (d, None, Some(why)),
                         Ok(ex) => {
                             let r = expert::rate(
-                                self.judge.as_ref(),
+                                self.judge(plan),
                                 s,
                                 d,
                                 c.language,
@@ -275,7 +338,6 @@ impl Interviews {
                                 &ex,
                                 grouping,
                                 repeat,
-                                plan.max_attempts,
                             )
                             .await;
                             let failure = r
@@ -298,23 +360,21 @@ impl Interviews {
                 let (items, calls) = match method {
                     Method::Oc => {
                         convert::convert(
-                            self.judge.as_ref(),
+                            self.judge(plan),
                             s,
                             convert::oc_groups(s, &c.name, &usable, plan.items_per_call as usize),
                             Conversion::Statement,
                             repeat,
-                            plan.max_attempts,
                         )
                         .await
                     }
                     Method::DOc => {
                         convert::convert(
-                            self.judge.as_ref(),
+                            self.judge(plan),
                             s,
                             convert::doc_groups(s, masker, &usable, plan.items_per_call as usize),
                             Conversion::Dimension,
                             repeat,
-                            plan.max_attempts,
                         )
                         .await
                     }
@@ -382,14 +442,7 @@ impl Interviews {
         }
         if !unparsed.is_empty() {
             let groups = convert::oc_groups(s, &c.name, &unparsed, plan.items_per_call as usize);
-            let (converted, asked) = convert::convert(
-                self.judge.as_ref(),
-                s,
-                groups,
-                Conversion::Statement,
-                repeat,
-                plan.max_attempts,
-            )
+            let (converted, asked) = convert::convert(self.judge(plan), s, groups, Conversion::Statement, repeat)
             .await;
             items.extend(converted);
             calls = asked;
@@ -459,7 +512,7 @@ impl Study for Interviews {
         let judge = (env.connect)(&plan.judge)?;
         // Conversion calls are fitted to the judge. A resumed session keeps its grouping unless this
         // judge cannot hold it; the change is journaled, and every assessment records its calls' items.
-        let fits = convert::items_per_call(judge.context_tokens()) as u32;
+        let fits = convert::items_per_call(judge.context_tokens(), plan.answer_sampling.max_tokens) as u32;
         let mut items_per_call = None;
         for e in prior {
             if let Event::Resumed {

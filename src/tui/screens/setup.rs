@@ -48,6 +48,9 @@ pub struct Setup {
     pub judge: String,
     pub providers: Vec<String>,
     pub seed: u64,
+    /// From the config's `[sampling]` (the setup does not edit them; the plan records them).
+    pub answer_sampling: crate::method::interview::AnswerSampling,
+    pub judge_temperature: f32,
 }
 
 impl Setup {
@@ -68,7 +71,16 @@ impl Setup {
             judge,
             providers,
             seed: 0,
+            answer_sampling: Default::default(),
+            judge_temperature: 0.0,
         }
+    }
+
+    /// The sampling the config asks for.
+    pub fn sampled(mut self, answers: crate::method::interview::AnswerSampling, judge_temperature: f32) -> Setup {
+        self.answer_sampling = answers;
+        self.judge_temperature = judge_temperature;
+        self
     }
 
     /// Shows a recorded run's plan as the selection (the demo's setup step).
@@ -79,6 +91,8 @@ impl Setup {
         self.repeats = plan.repeats;
         self.style = plan.style;
         self.seed = plan.seed;
+        self.answer_sampling = plan.answer_sampling;
+        self.judge_temperature = plan.judge_temperature;
         for (role, name) in [(&mut self.rpa, &plan.rpa), (&mut self.judge, &plan.judge)] {
             if self.providers.contains(name) {
                 role.clone_from(name);
@@ -115,31 +129,34 @@ impl Setup {
         if self.methods.is_empty() {
             return Err("pick at least one method".into());
         }
-        Ok(RunPlan {
-            characters: catalog
+        let mut plan = RunPlan::new(
+            catalog
                 .characters
                 .iter()
                 .map(|e| e.value.id.clone())
                 .filter(|id| self.characters.contains(id))
                 .collect(),
-            scales: catalog
+            catalog
                 .scales
                 .iter()
                 .map(|e| e.value.id.clone())
                 .filter(|id| self.scales.contains(id))
                 .collect(),
-            methods: Method::ALL.into_iter().filter(|m| self.methods.contains(m)).collect(),
-            repeats: self.repeats,
-            rpa: self.rpa.clone(),
-            judge: self.judge.clone(),
-            style: self.style,
-            seed: self.seed,
-            max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
-            // As the run will fit it (the loaded model may say less; the run then fits again).
-            items_per_call: crate::method::convert::items_per_call(
-                providers.iter().find(|p| p.name == self.judge).and_then(|p| p.context),
-            ) as u32,
-        })
+            Method::ALL.into_iter().filter(|m| self.methods.contains(m)).collect(),
+            &self.rpa,
+            &self.judge,
+        );
+        plan.repeats = self.repeats;
+        plan.style = self.style;
+        plan.seed = self.seed;
+        plan.answer_sampling = self.answer_sampling;
+        plan.judge_temperature = self.judge_temperature;
+        // As the run will fit it (the loaded model may say less; the run then fits again).
+        plan.items_per_call = crate::method::convert::items_per_call(
+            providers.iter().find(|p| p.name == self.judge).and_then(|p| p.context),
+            plan.answer_sampling.max_tokens,
+        ) as u32;
+        Ok(plan)
     }
 
     /// Letters typed into the character list filter it; true if the key was taken so.
