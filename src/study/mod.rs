@@ -48,7 +48,8 @@ pub enum Event {
     RunStarted {
         #[serde(flatten)]
         header: SessionHeader,
-        plan: RunPlan,
+        /// Boxed: it is the largest record, and would make every event as large.
+        plan: Box<RunPlan>,
         providers: Providers,
     },
     Resumed {

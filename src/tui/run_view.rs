@@ -196,7 +196,7 @@ impl RunView {
         }
         match event {
             Event::RunStarted { plan, .. } => {
-                self.session.plan = Some(plan.clone());
+                self.session.plan = Some(plan.as_ref().clone());
                 self.plan_items(plan, catalog);
             }
             Event::Resumed { at, items_per_call } => self.log(match items_per_call {

@@ -490,7 +490,7 @@ impl Study for Interviews {
 
     fn plan_of(events: &[Event]) -> Option<&RunPlan> {
         events.iter().find_map(|e| match e {
-            Event::RunStarted { plan, .. } => Some(plan),
+            Event::RunStarted { plan, .. } => Some(plan.as_ref()),
             _ => None,
         })
     }
@@ -502,7 +502,7 @@ impl Study for Interviews {
     fn started(header: SessionHeader, plan: RunPlan, providers: Providers) -> Event {
         Event::RunStarted {
             header,
-            plan,
+            plan: Box::new(plan),
             providers,
         }
     }
