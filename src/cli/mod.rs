@@ -29,7 +29,7 @@ use crate::paths;
 use crate::session::Store;
 
 /// A sampling temperature, 0–2.
-fn temperature(text: &str) -> Result<f32, String> {
+pub(crate) fn temperature(text: &str) -> Result<f32, String> {
     match text.parse::<f32>() {
         Ok(t) if (0.0..=2.0).contains(&t) => Ok(t),
         _ => Err(format!("\"{text}\" is not a temperature between 0 and 2")),
@@ -182,6 +182,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Assess a recorded session's interviews again (another judge, prompt set, temperature or
+    /// methods) as a new session that sends only judge requests
+    Assess(run_cmds::AssessArgs),
     /// Import a character or a scale from another project (ChatHaruhi, RoleBench, InCharacter, PsychoBench) into the data dir
     Import {
         #[command(subcommand)]
@@ -568,6 +571,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             };
             run_cmds::run(ctx, args, out)
         }
+        Command::Assess(args) => run_cmds::assess(ctx, args, out),
         Command::Sessions { json } => run_cmds::sessions(ctx, json, out),
         Command::Replay { .. } | Command::Demo { .. } => Err(input_error("`replay` and `demo` open the workbench")),
         Command::Import { command } => import_cmds::import(command, &*ctx.catalog()?, &ctx.data_dir()?, out),

@@ -14,7 +14,7 @@ use crate::llm::{self, Role};
 use crate::method::Method;
 use crate::rpa::prompt::RpaStyle;
 use crate::session::{Run, Start};
-use crate::study::interview::{self, results};
+use crate::study::interview::{self, reassess, results};
 use crate::study::{Event, Interviews, Kind, RunPlan};
 use crate::text::terminal_safe as safe;
 
@@ -70,20 +70,7 @@ fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> an
                 .ok_or_else(|| input_error(format!("unknown scale \"{}\"", safe(n))))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let methods = a
-        .methods
-        .as_deref()
-        .unwrap_or("er-batch")
-        .split(',')
-        .map(|m| {
-            Method::parse(m).ok_or_else(|| {
-                input_error(format!(
-                    "unknown method \"{}\" (er-batch, er-all, oc, d-oc, sr, sr-cot)",
-                    safe(m)
-                ))
-            })
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let methods = parse_methods(a.methods.as_deref().unwrap_or("er-batch"))?;
     let mut plan = RunPlan::new(
         characters,
         scales,
@@ -119,6 +106,80 @@ pub(super) fn provider_for(
     }
 }
 
+#[derive(Debug, clap::Args)]
+pub struct AssessArgs {
+    /// The session whose interviews to assess (id, folder or journal; samples by id too)
+    #[arg(required_unless_present = "resume")]
+    pub session: Option<String>,
+    /// Methods, comma-separated [default: the parent's]; a method needs the parent to have asked its
+    /// interviews (open questions for er-batch, er-all, oc, d-oc; sr; sr-cot)
+    #[arg(long)]
+    pub methods: Option<String>,
+    /// Provider of the judge [default: the config's judge role]
+    #[arg(long)]
+    pub judge: Option<String>,
+    /// Temperature of the judge's first attempt [default: the config's [sampling.judge], else 0]
+    #[arg(long, value_parser = super::temperature)]
+    pub judge_temperature: Option<f32>,
+    /// Requests in flight across providers [default: the config's max_concurrency]
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// A name for the session
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Finish an interrupted re-assessment instead of starting one
+    #[arg(long, conflicts_with_all = ["session", "methods", "judge", "judge_temperature", "name"])]
+    pub resume: Option<String>,
+    /// Print one JSON object at the end (the shape of `run --json`)
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `incharacter assess`: a new session that assesses a recorded session's interviews again, sending
+/// only judge requests.
+pub fn assess(ctx: &Ctx, args: AssessArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let start = match (&args.resume, &args.session) {
+        (Some(id), _) => Start::Resume { id: id.clone() },
+        (None, Some(parent)) => {
+            let (dir, events) = load_session(ctx, parent)?;
+            let id = events
+                .iter()
+                .find_map(|e| e.start().map(|s| s.session.to_string()))
+                .unwrap_or_else(|| {
+                    dir.file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                });
+            let config = ctx.config()?;
+            let change = reassess::Reassess {
+                methods: args.methods.as_deref().map(parse_methods).transpose()?,
+                judge: provider_for(config, &args.judge, Role::Judge)?,
+                judge_temperature: interview::judge_temperature(config, args.judge_temperature),
+            };
+            let plan = reassess::plan(&id, &events, &change).map_err(|e| input_error(e.to_string()))?;
+            Start::New {
+                plan,
+                name: args.name.clone(),
+            }
+        }
+        (None, None) => return Err(input_error("name the session to re-assess, or --resume <ID>")),
+    };
+    drive::drive::<Interviews>(ctx, start, args.concurrency, args.json, out)
+}
+
+fn parse_methods(list: &str) -> anyhow::Result<Vec<Method>> {
+    list.split(',')
+        .map(|m| {
+            Method::parse(m).ok_or_else(|| {
+                input_error(format!(
+                    "unknown method \"{}\" (er-batch, er-all, oc, d-oc, sr, sr-cot)",
+                    safe(m)
+                ))
+            })
+        })
+        .collect()
+}
+
 pub fn run(ctx: &Ctx, args: RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let start = match &args.resume {
         Some(id) => Start::Resume { id: id.clone() },
@@ -133,6 +194,13 @@ pub fn run(ctx: &Ctx, args: RunArgs, out: &mut dyn Write) -> anyhow::Result<Exit
 impl Headless for Interviews {
     fn intro(run: &Run<Self>, _: &Catalog) -> String {
         let plan = &run.plan;
+        if let Some(parent) = &plan.parent {
+            return format!(
+                "re-assessing the interviews of {parent} with {} ({} method(s); no role-play request)",
+                plan.judge,
+                plan.methods.len()
+            );
+        }
         format!(
             "{} character(s) × {} scale(s) × {} method(s) × {} repeat(s)",
             plan.characters.len(),

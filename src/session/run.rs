@@ -80,12 +80,22 @@ impl<S: Study> Run<S> {
             config.cache,
             S::seed(&plan),
         );
+        // A new re-assessment needs its parent; a resumed one has copied what it could read of it.
+        let parent = match S::parent(&plan) {
+            None => None,
+            Some(parent) => match store.find(parent).and_then(|dir| store.load(&dir)) {
+                Ok(events) => Some(events),
+                Err(e) if prior.is_empty() => return Err(e),
+                Err(_) => None,
+            },
+        };
         let prepared = {
             let connect = connector(config, store, &shared);
             let env = Env {
                 catalog: &catalog,
                 data: store.data(),
                 connect: &connect,
+                parent: parent.as_deref(),
             };
             S::prepare(&mut plan, &prior, &env)?
         };

@@ -181,6 +181,8 @@ pub struct Env<'a> {
     pub data: &'a Path,
     /// Connects a provider by name, sharing the run's cache and limits.
     pub connect: &'a Connect<'a>,
+    /// The records of the session the plan names as its parent ([`Study::parent`]), when it can be read.
+    pub parent: Option<&'a [Event]>,
 }
 
 /// A study ready to run, and what its session records about it.
@@ -202,6 +204,9 @@ pub enum StudyError {
     /// A character's imported memories cannot be read.
     #[error("{0}")]
     Memories(String),
+    /// A re-assessment whose parent session cannot be used.
+    #[error("{0}")]
+    Parent(String),
 }
 
 impl StudyError {
@@ -209,7 +214,7 @@ impl StudyError {
     pub fn is_input(&self) -> bool {
         match self {
             StudyError::Provider(e) => e.is_input(),
-            StudyError::Memories(_) => true,
+            StudyError::Memories(_) | StudyError::Parent(_) => true,
         }
     }
 }
@@ -238,6 +243,12 @@ pub trait Study: Sized + Send + Sync + 'static {
 
     /// The plan a journal started with (`None`: the journal is of another kind).
     fn plan_of(events: &[Event]) -> Option<&Self::Plan>;
+
+    /// The session whose records the plan builds on (a re-assessment's parent): the session reads it
+    /// and gives it to [`Study::prepare`].
+    fn parent(_plan: &Self::Plan) -> Option<&str> {
+        None
+    }
 
     /// The seed every random choice of the run derives from (retry jitter included).
     fn seed(plan: &Self::Plan) -> u64;

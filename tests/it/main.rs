@@ -16,6 +16,7 @@ mod malformed;
 mod method;
 mod observer;
 mod readme;
+mod reassess;
 mod reference;
 mod robustness;
 mod rolebench;

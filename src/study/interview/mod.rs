@@ -3,6 +3,7 @@
 //! flight), then assessed by each method. The open interview of a unit is shared by ER_batch, ER_all,
 //! OC and d-OC. Given what a journal already holds, it asks and assesses only what is missing.
 
+pub mod reassess;
 pub mod results;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -101,8 +102,23 @@ impl RunPlan {
     }
 }
 
-type AnswerKey = (String, String, u32, QueryStyle, u32);
+pub type AnswerKey = (String, String, u32, QueryStyle, u32);
 type AssessmentKey = (String, String, Method, u32, String);
+
+/// The item an answer record answers.
+pub fn answer_key(e: &Event) -> Option<AnswerKey> {
+    match e {
+        Event::ItemAnswered {
+            character,
+            scale,
+            repeat,
+            style,
+            item_id,
+            ..
+        } => Some((character.clone(), scale.clone(), *repeat, *style, *item_id)),
+        _ => None,
+    }
+}
 
 /// What a journal already holds.
 #[derive(Debug, Default, Clone)]
@@ -155,8 +171,11 @@ impl Done {
 /// The interview study: its models, the characters' memories and what the journal holds.
 pub struct Interviews {
     pub catalog: Arc<Catalog>,
-    pub rpa: Arc<dyn ChatModel>,
+    /// `None` in a re-assessment, which never asks the role-playing agent.
+    pub rpa: Option<Arc<dyn ChatModel>>,
     pub judge: Arc<dyn ChatModel>,
+    /// A re-assessment: the parent's answers this journal has not copied yet.
+    pub inherited: BTreeMap<AnswerKey, Event>,
     /// Memories of the characters that have them (for the chatharuhi style).
     pub memories: BTreeMap<String, Arc<Memories>>,
     pub done: Done,
@@ -229,13 +248,16 @@ impl Interviews {
             if let Some(e) = done.answers.get(&key) {
                 return (item.id, Some(e.clone()));
             }
+            let Some(rpa) = &self.rpa else {
+                return (item.id, self.copy(plan, sink, key));
+            };
             let seed = plan
                 .seed
                 .wrapping_add(u64::from(repeat) * 1_000_003)
                 .wrapping_add(u64::from(item.id));
             let memories = self.memories.get(&c.id).map(Arc::as_ref);
             let sampling = plan.answer_sampling;
-            match interview::ask(self.rpa.as_ref(), c, s, item, style, plan.style, memories, repeat, seed, sampling).await {
+            match interview::ask(rpa.as_ref(), c, s, item, style, plan.style, memories, repeat, seed, sampling).await {
                 Ok((e, retrieved)) => {
                     let _ = sink.send(Event::ItemAnswered {
                         character: c.id.clone(),
@@ -263,6 +285,36 @@ impl Interviews {
             }
         });
         join_all(asks).await
+    }
+
+    /// A re-assessment's answer: the parent's, copied into this journal as it was recorded (or a failed
+    /// item, saying the parent has none).
+    fn copy(&self, plan: &RunPlan, sink: &UnboundedSender<Event>, key: AnswerKey) -> Option<Exchange> {
+        match self.inherited.get(&key) {
+            Some(answered @ Event::ItemAnswered { item_id, question, response, .. }) => {
+                let _ = sink.send(answered.clone());
+                Some(Exchange {
+                    item_id: *item_id,
+                    question: question.clone(),
+                    response: response.clone(),
+                })
+            }
+            _ => {
+                let (character, scale, repeat, style, item_id) = key;
+                let _ = sink.send(Event::ItemFailed {
+                    character,
+                    scale,
+                    repeat,
+                    style,
+                    item_id,
+                    error: format!(
+                        "the parent session {} has no answer to this item",
+                        plan.parent.as_deref().unwrap_or("?")
+                    ),
+                });
+                None
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -507,8 +559,35 @@ impl Study for Interviews {
         }
     }
 
+    fn parent(plan: &RunPlan) -> Option<&str> {
+        plan.parent.as_deref()
+    }
+
     fn prepare(plan: &mut RunPlan, prior: &[Event], env: &Env<'_>) -> Result<Prepared<Self>, StudyError> {
-        let rpa = (env.connect)(&plan.rpa)?;
+        let done = Done::from_events(prior);
+        // A re-assessment reads its answers from the parent and connects only the judge.
+        let (rpa, rpa_info, inherited) = match &plan.parent {
+            None => {
+                let rpa = (env.connect)(&plan.rpa)?;
+                let info = rpa.info();
+                (Some(rpa), info, BTreeMap::new())
+            }
+            Some(parent) => {
+                let inherited = match env.parent {
+                    Some(events) => reassess::answers(events, &done),
+                    None if prior.is_empty() => {
+                        return Err(StudyError::Parent(format!("the parent session {parent} cannot be read")));
+                    }
+                    None => BTreeMap::new(),
+                };
+                let info = env
+                    .parent
+                    .and_then(|events| events.iter().find_map(|e| e.start()?.providers.get("rpa").cloned()))
+                    .or_else(|| prior.iter().find_map(|e| e.start()?.providers.get("rpa").cloned()))
+                    .ok_or_else(|| StudyError::Parent(format!("the parent session {parent} names no rpa model")))?;
+                (None, info, inherited)
+            }
+        };
         let judge = (env.connect)(&plan.judge)?;
         // Conversion calls are fitted to the judge. A resumed session keeps its grouping unless this
         // judge cannot hold it; the change is journaled, and every assessment records its calls' items.
@@ -535,20 +614,21 @@ impl Study for Interviews {
                 Some(m) => {
                     memories.insert(id.clone(), Arc::new(m));
                 }
-                None if plan.style != RpaStyle::Description => notes.push(format!(
+                None if plan.style != RpaStyle::Description && plan.parent.is_none() => notes.push(format!(
                     "{id} has no memories (import it with `incharacter import chatharuhi`): no classic scenes in its prompts"
                 )),
                 None => {}
             }
         }
-        let providers = [("rpa".to_string(), rpa.info()), ("judge".to_string(), judge.info())].into();
+        let providers = [("rpa".to_string(), rpa_info), ("judge".to_string(), judge.info())].into();
         Ok(Prepared {
             study: Interviews {
                 catalog: env.catalog.clone(),
                 rpa,
                 judge,
+                inherited,
                 memories,
-                done: Done::from_events(prior),
+                done,
             },
             providers,
             notes,
@@ -561,7 +641,7 @@ impl Study for Interviews {
     }
 
     fn wrap_models(&mut self, wrap: &dyn Fn(Arc<dyn ChatModel>) -> Arc<dyn ChatModel>) {
-        self.rpa = wrap(self.rpa.clone());
+        self.rpa = self.rpa.take().map(wrap);
         self.judge = wrap(self.judge.clone());
     }
 
