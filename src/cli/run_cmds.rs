@@ -254,7 +254,7 @@ fn summary_table(rows: &[results::SummaryRow]) -> String {
             r.count.to_string(),
             r.excluded.to_string(),
             r.refusals.to_string(),
-            r.failed_dimensions.to_string(),
+            r.failed_cell(),
         ]);
     }
     t.render()
@@ -525,7 +525,7 @@ pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> a
                         num(r.std_dim),
                         num(r.std_score),
                         r.refusals,
-                        r.failed_dimensions
+                        r.failed_cell()
                     )?;
                 }
             }

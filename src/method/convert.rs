@@ -186,16 +186,22 @@ pub fn doc_messages(scale: &Scale, dimension: usize, masker: &Masker, exchanges:
     ]
 }
 
-/// Converts exchanges with one judge call per group, scoring each item.
+/// Converts exchanges with one judge call per group, scoring each item. The usable options of a reply
+/// are kept; an item whose option is not usable is asked again alone (`single` builds its messages),
+/// in the same bounded policy, and is left without an option if that fails too.
 pub async fn convert(
     judge: Judge<'_>,
     scale: &Scale,
     groups: Vec<(Vec<ChatMessage>, Vec<u32>)>,
+    single: &(dyn Fn(u32) -> Vec<ChatMessage> + Sync),
     conversion: Conversion,
     repeat: u32,
 ) -> (Vec<ConvertedItem>, Vec<ConversionCall>) {
-    // Groups are independent: asked together (the client's limits pace them), kept in group order.
-    let asks = groups.into_iter().map(|(messages, ids)| {
+    let label = match conversion {
+        Conversion::Statement => "OC",
+        Conversion::Dimension => "d-OC",
+    };
+    let ask = |messages: Vec<ChatMessage>, ids: Vec<u32>, alone: bool| {
         let keys: Vec<String> = ids.iter().map(u32::to_string).collect();
         let mut request = ChatRequest::new(messages);
         request.schema = Some(ResponseSchema {
@@ -206,29 +212,51 @@ pub async fn convert(
         request.meta.role = Role::Judge;
         request.meta.repeat = repeat;
         request.meta.purpose = format!(
-            "{} {} {:?}",
-            if conversion == Conversion::Statement {
-                "OC"
-            } else {
-                "d-OC"
-            },
+            "{label} {} {ids:?}{}",
             scale.id,
-            ids
+            if alone { " (asked again alone)" } else { "" }
         );
         async move {
-            let (result, attempts) = judge.ask(&request, |reply| {
-                judge_json::options(&judge_json::extract(reply)?, &keys, scale.range)
-            })
-            .await;
-            (ids, result.unwrap_or_default(), attempts)
+            let (result, attempts) = judge
+                .ask(&request, |reply| {
+                    judge_json::some_options(&judge_json::extract(reply)?, &keys, scale.range)
+                })
+                .await;
+            // Items the judge gave no usable option for are asked again alone; a reply that never
+            // parsed has had its attempts, and leaves every item without an option.
+            let (options, retry): (BTreeMap<u32, ItemOption>, Vec<u32>) = match result {
+                Ok((good, bad)) => (
+                    good.into_iter().filter_map(|(k, o)| Some((k.parse().ok()?, o))).collect(),
+                    bad.iter().filter_map(|(k, _)| k.parse().ok()).collect(),
+                ),
+                Err(_) => (BTreeMap::new(), Vec::new()),
+            };
+            (
+                options,
+                retry,
+                ConversionCall {
+                    item_ids: ids,
+                    attempts,
+                },
+            )
         }
+    };
+    // Groups are independent: asked together (the client's limits pace them), kept in group order.
+    let asks = groups.into_iter().map(|(messages, ids)| async {
+        let (mut options, retry, call) = ask(messages, ids, false).await;
+        let mut calls = vec![call];
+        let again = retry.iter().map(|&id| ask(single(id), vec![id], true));
+        for (alone, _, call) in futures_util::future::join_all(again).await {
+            options.extend(alone);
+            calls.push(call);
+        }
+        (calls, options)
     });
     let mut items = Vec::new();
-    let mut calls = Vec::new();
-    for (ids, options, attempts) in futures_util::future::join_all(asks).await {
-        let options: BTreeMap<String, ItemOption> = options;
-        for id in &ids {
-            let option = options.get(&id.to_string()).copied();
+    let mut all_calls = Vec::new();
+    for (calls, options) in futures_util::future::join_all(asks).await {
+        for id in &calls[0].item_ids {
+            let option = options.get(id).copied();
             let scored = option.and_then(|o| score(scale, *id, o, conversion));
             items.push(ConvertedItem {
                 item_id: *id,
@@ -237,12 +265,9 @@ pub async fn convert(
                 refused: scored.is_some_and(|s| s.refused),
             });
         }
-        calls.push(ConversionCall {
-            item_ids: ids,
-            attempts,
-        });
+        all_calls.extend(calls);
     }
-    (items, calls)
+    (items, all_calls)
 }
 
 /// The item score of a converted option (statement options follow keying; dimension options do not).
@@ -300,8 +325,9 @@ pub fn doc_groups(
         .collect()
 }
 
-/// Dimension scores from converted items (refusals count at the midpoint; items without a usable
-/// conversion leave their dimension unscored rather than guessed).
+/// Dimension scores from converted items: refusals count at the midpoint; items without a usable
+/// conversion are left out, and a dimension with fewer than half of its items usable is left unscored
+/// rather than guessed.
 pub fn dimension_scores(scale: &Scale, items: &[ConvertedItem]) -> Vec<Option<crate::domain::scoring::DimensionScore>> {
     (0..scale.dimensions.len())
         .map(|d| {
@@ -309,16 +335,18 @@ pub fn dimension_scores(scale: &Scale, items: &[ConvertedItem]) -> Vec<Option<cr
                 .iter()
                 .filter(|i| scale.item(i.item_id).and_then(|it| it.dimension()) == Some(d))
                 .collect();
-            if mine.iter().any(|i| i.score.is_none()) {
-                return None;
-            }
             let scores: Vec<ItemScore> = mine
                 .iter()
-                .map(|i| ItemScore {
-                    value: i.score.unwrap_or(0.0),
-                    refused: i.refused,
+                .filter_map(|i| {
+                    Some(ItemScore {
+                        value: i.score?,
+                        refused: i.refused,
+                    })
                 })
                 .collect();
+            if scores.len() * 2 < mine.len() {
+                return None;
+            }
             crate::domain::scoring::aggregate(scale, &scores)
         })
         .collect()
@@ -343,6 +371,40 @@ mod tests {
         assert_eq!(sizes(15, 14), vec![8, 7]);
         assert_eq!(sizes(3, 1), vec![1, 1, 1]);
         assert_eq!(sizes(0, 14), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn a_dimension_is_scored_from_its_usable_items_while_at_least_half_remain() {
+        let catalog = crate::catalog::Catalog::bundled().unwrap();
+        let bfi = catalog.scale("BFI").unwrap();
+        let dim = |d: usize| -> Vec<u32> {
+            bfi.scored_items()
+                .filter(|i| i.dimension() == Some(d))
+                .map(|i| i.id)
+                .collect()
+        };
+        let ids = dim(0);
+        let item = |id: u32, usable: bool| ConvertedItem {
+            item_id: id,
+            option: usable.then_some(ItemOption::Value(4)),
+            score: usable.then(|| score(bfi, id, ItemOption::Value(4), Conversion::Statement).unwrap().value),
+            refused: false,
+        };
+        let all: Vec<ConvertedItem> = ids.iter().map(|&id| item(id, true)).collect();
+        let whole = dimension_scores(bfi, &all)[0].unwrap().value;
+        // Leaving out one item changes the mean to that of the others.
+        let mut one_out = all.clone();
+        one_out[0] = item(ids[0], false);
+        let expected = all[1..].iter().map(|i| i.score.unwrap()).sum::<f64>() / (ids.len() - 1) as f64;
+        assert!((dimension_scores(bfi, &one_out)[0].unwrap().value - expected).abs() < 1e-12);
+        assert_ne!(whole, 0.0);
+        // Exactly half usable still scores; fewer than half does not.
+        let half = ids.len() / 2;
+        let with = |usable: usize| -> Vec<ConvertedItem> {
+            ids.iter().enumerate().map(|(n, &id)| item(id, n < usable)).collect()
+        };
+        assert!(dimension_scores(bfi, &with(ids.len() - half))[0].is_some());
+        assert!(dimension_scores(bfi, &with(ids.len().div_ceil(2) - 1))[0].is_none());
     }
 
     #[test]

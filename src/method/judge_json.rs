@@ -245,6 +245,28 @@ pub fn options(v: &Value, keys: &[String], range: ScoreRange) -> Result<BTreeMap
         .collect()
 }
 
+/// Usable options by key, and each unusable item's key with its problem.
+pub type SomeOptions = (BTreeMap<String, ItemOption>, Vec<(String, ReplyError)>);
+
+/// The usable options of a conversion reply and the problem of each item that is not usable. An
+/// error only when no item is usable (the whole reply is then asked again).
+pub fn some_options(v: &Value, keys: &[String], range: ScoreRange) -> Result<SomeOptions, ReplyError> {
+    let mut good = BTreeMap::new();
+    let mut bad = Vec::new();
+    for k in keys {
+        match field(v, k).and_then(|x| option(k, x, range)) {
+            Ok(o) => {
+                good.insert(k.clone(), o);
+            }
+            Err(e) => bad.push((k.clone(), e)),
+        }
+    }
+    match bad.first() {
+        Some((_, e)) if good.is_empty() => Err(e.clone()),
+        _ => Ok((good, bad)),
+    }
+}
+
 /// A self-report answered "with the number only": the reply is just a number in range (or "x"), also
 /// when wrapped the way role-play agents answer: after one of the `speakers`' names and a colon
 /// (`Hermione: 4`, `赫敏：4`), in quotes or corner brackets (`"4"`, `「4」`), with a closing full stop.
@@ -275,6 +297,20 @@ pub fn bare_option(reply: &str, range: ScoreRange, speakers: &[&str]) -> Option<
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_conversion_reply_keeps_its_usable_options() {
+        let keys: Vec<String> = ["1", "2", "3"].iter().map(|k| k.to_string()).collect();
+        let range = ScoreRange { min: 1, max: 5 };
+        let (good, bad) = some_options(&json!({"1": 4, "2": 9, "3": "x"}), &keys, range).unwrap();
+        assert_eq!(good.len(), 2);
+        assert_eq!(good["3"], ItemOption::Refused);
+        assert_eq!(bad.len(), 1);
+        assert_eq!(bad[0].0, "2");
+        assert!(matches!(bad[0].1, ReplyError::OutOfRange { .. }));
+        let none = some_options(&json!({"1": 0, "3": "many"}), &keys, range).unwrap_err();
+        assert!(matches!(none, ReplyError::OutOfRange { .. }), "{none}");
+    }
 
     #[test]
     fn extraction_repairs_common_damage() {

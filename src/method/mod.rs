@@ -88,3 +88,16 @@ pub struct Assessment {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
 }
+
+impl Assessment {
+    /// Items the judge gave no usable option for (their dimension is scored from the rest when at
+    /// least half remain).
+    pub fn failed_items(&self) -> Vec<u32> {
+        self.items.iter().filter(|i| i.option.is_none()).map(|i| i.item_id).collect()
+    }
+
+    /// Whether anything in it failed: the dimension, or one of its items.
+    pub fn has_failures(&self) -> bool {
+        self.score.is_none() || self.items.iter().any(|i| i.option.is_none())
+    }
+}

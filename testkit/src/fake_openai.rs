@@ -92,6 +92,9 @@ pub struct FakeConfig {
     /// Answer a `json_schema` response_format with 400, as llama-cpp-python's server does.
     pub reject_json_schema: bool,
     pub script: Vec<ScriptRule>,
+    /// In every structured reply that has this property, give it 99 (out of any questionnaire's range):
+    /// a judge that always gets one item wrong.
+    pub out_of_range_key: Option<String>,
     pub log: Option<PathBuf>,
     pub model: String,
 }
@@ -110,6 +113,7 @@ impl Default for FakeConfig {
             require_key: None,
             reject_json_schema: false,
             script: Vec::new(),
+            out_of_range_key: None,
             log: None,
             model: "fake-openai".into(),
         }
@@ -586,7 +590,13 @@ fn reply_for(config: &FakeConfig, request: &Value, key: &str) -> String {
     }
     let mut rng = SplitMix64(u64::from_str_radix(&key[..16], 16).unwrap_or(0) ^ config.seed);
     if let Some(schema) = request.pointer("/response_format/json_schema/schema") {
-        return generate(schema, &mut rng, 0).to_string();
+        let mut reply = generate(schema, &mut rng, 0);
+        if let Some(key) = &config.out_of_range_key
+            && let Some(value) = reply.get_mut(key)
+        {
+            *value = json!(99);
+        }
+        return reply.to_string();
     }
     // Prompt-only JSON (structured_output = false): the schema is quoted in the system prompt.
     let system = request

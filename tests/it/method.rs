@@ -226,6 +226,7 @@ async fn oc_and_doc_scores_follow_keying_and_refusals() {
             at5(&judge),
             scale,
             convert::oc_groups(scale, "James Bond", &exchanges, convert::MAX_ITEMS_PER_CALL),
+            &|id| panic!("item {id} asked again though every option was usable"),
             Conversion::Statement,
             0,
         )
@@ -239,6 +240,7 @@ async fn oc_and_doc_scores_follow_keying_and_refusals() {
             at5(&judge),
             scale,
             convert::doc_groups(scale, &masker, &exchanges, convert::MAX_ITEMS_PER_CALL),
+            &|id| panic!("item {id} asked again though every option was usable"),
             Conversion::Dimension,
             0,
         )

@@ -198,6 +198,32 @@ fn inspector_shows_batches_items_and_the_exact_prompts() {
     assert!(screen.contains("钟离 · BFI"), "the next unit is Zhongli: {screen}");
 }
 
+/// An item the judge never converted is shown as failed, and its dimension as scored from the rest.
+#[test]
+fn the_inspector_shows_an_item_left_out_of_its_dimension() {
+    let mut app = app();
+    let mut events = session_events(&app.catalog);
+    let first = app.catalog.scale("BFI").unwrap().dimensions[0].name.clone();
+    let a = events
+        .iter_mut()
+        .find_map(|e| match e {
+            Event::DimensionAssessed(a) if a.method == Method::Oc && a.dimension == first => Some(a),
+            _ => None,
+        })
+        .unwrap();
+    a.items[1].option = None;
+    a.items[1].score = None;
+    a.items[1].refused = false;
+    app.update(Action::SessionLoaded(events));
+    key(&mut app, KeyCode::Char('3'));
+    key(&mut app, KeyCode::Char('m'));
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("failed, left out"), "{screen}");
+    insta::with_settings!({ snapshot_path => SNAPSHOTS }, {
+        insta::assert_snapshot!("inspector_oc_failed_item_120x40", screen);
+    });
+}
+
 #[test]
 fn compare_draws_radar_bars_and_the_session_table() {
     let mut app = with_session();

@@ -151,8 +151,9 @@ impl Done {
                         },
                     );
                 }
-                // A failed assessment is made again by a resume (its interview may be whole by then).
-                Event::DimensionAssessed(a) if a.failure.is_none() => {
+                // A failed assessment, or one with failed items, is made again by a resume (its
+                // interview may be whole by then, and the judge may answer).
+                Event::DimensionAssessed(a) if a.failure.is_none() && !a.has_failures() => {
                     done.assessed.insert((
                         a.character.clone(),
                         a.scale.clone(),
@@ -409,12 +410,14 @@ impl Interviews {
             }
             Method::Oc | Method::DOc | Method::Sr | Method::SrCot => {
                 let usable: Vec<Exchange> = answers.iter().filter_map(|(_, e)| e.clone()).collect();
+                let alone = |id: u32| usable.iter().filter(move |e| e.item_id == id).collect::<Vec<_>>();
                 let (items, calls) = match method {
                     Method::Oc => {
                         convert::convert(
                             self.judge(plan),
                             s,
                             convert::oc_groups(s, &c.name, &usable, plan.items_per_call as usize),
+                            &|id| convert::oc_messages(s, &c.name, &alone(id)),
                             Conversion::Statement,
                             repeat,
                         )
@@ -425,6 +428,10 @@ impl Interviews {
                             self.judge(plan),
                             s,
                             convert::doc_groups(s, masker, &usable, plan.items_per_call as usize),
+                            &|id| {
+                                let d = s.item(id).and_then(|i| i.dimension()).unwrap_or(0);
+                                convert::doc_messages(s, d, masker, &alone(id))
+                            },
                             Conversion::Dimension,
                             repeat,
                         )
@@ -439,9 +446,13 @@ impl Interviews {
                         .filter(|i| s.item(i.item_id).and_then(|it| it.dimension()) == Some(d))
                         .cloned()
                         .collect();
+                    let unconverted = mine.iter().filter(|i| i.option.is_none()).count();
                     let failure = match of_dim(d) {
                         Err(why) => Some(why),
-                        Ok(_) if scores[d].is_none() => Some("the judge gave no usable conversion".to_string()),
+                        Ok(_) if scores[d].is_none() => Some(format!(
+                            "the judge gave no usable conversion for {unconverted} of {} items (fewer than half remain)",
+                            mine.len()
+                        )),
                         Ok(_) => None,
                     };
                     let score = if failure.is_none() {
@@ -494,7 +505,8 @@ impl Interviews {
         }
         if !unparsed.is_empty() {
             let groups = convert::oc_groups(s, &c.name, &unparsed, plan.items_per_call as usize);
-            let (converted, asked) = convert::convert(self.judge(plan), s, groups, Conversion::Statement, repeat)
+            let alone = |id: u32| convert::oc_messages(s, &c.name, &unparsed.iter().filter(|e| e.item_id == id).collect::<Vec<_>>());
+            let (converted, asked) = convert::convert(self.judge(plan), s, groups, &alone, Conversion::Statement, repeat)
             .await;
             items.extend(converted);
             calls = asked;
@@ -684,7 +696,7 @@ impl Study for Interviews {
             items: failed_items,
             assessments: results::latest_assessments(events)
                 .iter()
-                .filter(|a| a.score.is_none())
+                .filter(|a| a.has_failures())
                 .count(),
         }
     }

@@ -29,6 +29,8 @@ pub struct SummaryRow {
     pub excluded: usize,
     pub refusals: usize,
     pub failed_dimensions: usize,
+    /// Items without a usable conversion in dimensions scored from their other items.
+    pub failed_items: usize,
 }
 
 /// The last assessment of every (character, scale, method, repeat, dimension).
@@ -158,6 +160,16 @@ pub fn rows(catalog: &Catalog, scale_id: &str, list: &[&Assessment]) -> Vec<Alig
         .collect()
 }
 
+impl SummaryRow {
+    /// The `failed` column: failed dimensions, and items left out of scored ones (`1 +2 items`).
+    pub fn failed_cell(&self) -> String {
+        match self.failed_items {
+            0 => self.failed_dimensions.to_string(),
+            n => format!("{} +{n} item{}", self.failed_dimensions, if n == 1 { "" } else { "s" }),
+        }
+    }
+}
+
 pub fn summary(events: &[Event], catalog: &Catalog) -> Vec<SummaryRow> {
     let all = latest_assessments(events);
     let mut by: BTreeMap<(String, Method), Vec<&Assessment>> = BTreeMap::new();
@@ -217,6 +229,11 @@ pub fn summary(events: &[Event], catalog: &Catalog) -> Vec<SummaryRow> {
             excluded: alignment.as_ref().map_or(0, |a| a.overall.excluded),
             refusals: list.iter().flat_map(|a| &a.items).filter(|i| i.refused).count(),
             failed_dimensions: list.iter().filter(|a| a.score.is_none()).count(),
+            failed_items: list
+                .iter()
+                .filter(|a| a.score.is_some())
+                .map(|a| a.failed_items().len())
+                .sum(),
         });
     }
     out

@@ -400,6 +400,10 @@ impl Component for Inspect {
                     row_style,
                 ),
                 mark,
+                match a.map(|a| a.score.is_some() && !a.failed_items().is_empty()) {
+                    Some(true) => Span::styled(" !", theme.fg(theme.error)),
+                    _ => Span::raw(""),
+                },
             ]));
         }
         frame.render_widget(Paragraph::new(lines), inner);
@@ -462,11 +466,14 @@ impl Component for Inspect {
                     };
                     let option = match c {
                         Some(c) if c.refused => "x".to_string(),
+                        Some(c) if c.option.is_none() => "failed".to_string(),
                         Some(c) => option_text(c.option),
                         None => "–".into(),
                     };
                     let style = if i == cursor && self.focus == InspectFocus::Items {
                         theme.selected()
+                    } else if c.is_some_and(|c| c.option.is_none()) {
+                        theme.fg(theme.error)
                     } else if c.is_some_and(|c| c.refused) {
                         theme.fg(theme.marginal)
                     } else {
@@ -486,6 +493,9 @@ impl Component for Inspect {
                     ));
                 }
                 lines.push(Line::raw(""));
+                if let Some(f) = &a.failure {
+                    lines.push(Line::styled(format!("failed: {f}"), theme.fg(theme.error)));
+                }
                 lines.push(Line::styled(
                     format!(
                         "dimension score {} · x = refused (counts at the midpoint)",
@@ -493,6 +503,13 @@ impl Component for Inspect {
                     ),
                     theme.dim(),
                 ));
+                let failed = a.failed_items().len();
+                if failed > 0 {
+                    lines.push(Line::styled(
+                        format!("{failed} failed, left out (scored while at least half remain)"),
+                        theme.fg(theme.error),
+                    ));
+                }
             }
         }
         frame.render_widget(Paragraph::new(lines).scroll((self.scroll, 0)), inner);

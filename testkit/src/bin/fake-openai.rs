@@ -50,6 +50,9 @@ struct Args {
     /// JSON list of {"contains": "…", "reply": "…"} scripted replies
     #[arg(long)]
     script: Option<PathBuf>,
+    /// In every structured reply with this property (e.g. an item id of an option conversion), give it 99
+    #[arg(long)]
+    out_of_range_key: Option<String>,
     /// Append every request as a JSON line here
     #[arg(long)]
     log: Option<PathBuf>,
@@ -83,6 +86,7 @@ async fn main() -> anyhow::Result<()> {
         require_key: args.require_key,
         reject_json_schema: args.reject_json_schema,
         script,
+        out_of_range_key: args.out_of_range_key,
         log: args.log,
         ..FakeConfig::default()
     };

@@ -1,7 +1,8 @@
-//! Re-assessment through the binary against `fake-openai`: `assess` sends only judge requests, copies
-//! the parent's answers into its own journal and, with the same judge, measures what the parent
-//! measured; methods whose interviews the parent lacks are refused before anything is sent; a killed
-//! re-assessment resumes without asking twice. Interview requests carry the recorded temperature.
+//! The judge's side of a run, through the binary against `fake-openai`. `assess` sends only judge
+//! requests, copies the parent's answers into its own journal and, with the same judge, measures what
+//! the parent measured; methods whose interviews the parent lacks are refused before anything is
+//! sent; a killed re-assessment resumes without asking twice. Interview requests carry the recorded
+//! temperature. One item the judge always gets wrong does not void its option-conversion call.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -80,23 +81,26 @@ async fn setup_with(fake: FakeConfig) -> Setup {
     }
 }
 
+/// `run --json` of Hermione × BFI with `methods`.
+async fn run(s: &Setup, methods: &str) -> Output {
+    let args = [
+        "run",
+        "--characters",
+        "hermione-en",
+        "--scales",
+        "BFI",
+        "--methods",
+        methods,
+        "--json",
+    ];
+    binary(&s.config, &s.data, &args).await
+}
+
 async fn parent(s: &Setup) -> String {
-    let out = binary(
-        &s.config,
-        &s.data,
-        &[
-            "run",
-            "--characters",
-            "hermione-en",
-            "--scales",
-            "BFI",
-            "--methods",
-            "er-batch,oc",
-            "--json",
-        ],
-    )
-    .await;
-    json_of(out)["session"].as_str().unwrap().to_string()
+    json_of(run(s, "er-batch,oc").await)["session"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -208,4 +212,65 @@ async fn a_killed_reassessment_resumes_without_asking_twice() {
         "copied once"
     );
     assert!(journal.contains("\"event\":\"resumed\""));
+}
+
+/// OC over BFI with one item that the judge always gets wrong: the other items of the call keep their
+/// options, only that item is asked again (alone, 5 attempts), every other dimension scores as on a
+/// clean server, the item's own dimension is scored from its other items with the item shown as
+/// failed, and the run exits 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_bad_item_never_voids_an_option_conversion() {
+    let clean = setup().await;
+    let clean_out = json_of(run(&clean, "oc").await);
+    let bad = setup_with(FakeConfig {
+        out_of_range_key: Some("12".into()),
+        ..FakeConfig::default()
+    })
+    .await;
+    let bad_out = run(&bad, "oc").await;
+    assert_eq!(bad_out.status.code(), Some(1), "a run with a failed item exits 1");
+    let stderr = String::from_utf8_lossy(&bad_out.stderr);
+    assert!(stderr.contains("failed: 1 dimension assessment(s)"), "{stderr}");
+    let bad_json: Value = serde_json::from_slice(&bad_out.stdout).unwrap();
+    assert_eq!(bad_json["summary"][0]["failed_items"], 1);
+
+    let judge_requests: Vec<Value> = bad.server.requests().into_iter().filter(|r| !is_role_play(r)).collect();
+    let keys = |r: &Value| {
+        r.pointer("/response_format/json_schema/schema/properties")
+            .and_then(Value::as_object)
+            .map_or(0, |p| p.len())
+    };
+    assert_eq!(keys(&judge_requests[0]), 44, "one call for the 44 items");
+    assert_eq!(judge_requests.len(), 1 + 5, "the call, then item 12 alone, 5 attempts");
+    assert!(judge_requests[1..].iter().all(|r| keys(r) == 1));
+
+    let export = |s: &Setup, out: &Value| {
+        let id = out["session"].as_str().unwrap().to_string();
+        json_of(
+            common::command(&s.config, &s.data, &["export", &id, "--format", "json"])
+                .output()
+                .unwrap(),
+        )
+    };
+    let (clean_export, bad_export) = (export(&clean, &clean_out), export(&bad, &bad_json));
+    let dims = |e: &Value| e["assessments"][0]["dimensions"].as_object().unwrap().clone();
+    let (clean_dims, bad_dims) = (dims(&clean_export), dims(&bad_export));
+    let holds_12 = |d: &Value| d["items"].as_array().unwrap().iter().any(|i| i["item_id"] == 12);
+    let mut compared = 0;
+    for (name, d) in &bad_dims {
+        assert!(d["score"].is_number(), "{name} is scored");
+        if holds_12(d) {
+            let item = d["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|i| i["item_id"] == 12)
+                .unwrap();
+            assert!(item["option"].is_null(), "{item}");
+        } else {
+            assert_eq!(d["score"], clean_dims[name]["score"], "{name}");
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 4);
 }
