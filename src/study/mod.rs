@@ -202,6 +202,9 @@ pub enum StudyError {
     /// A character's imported memories cannot be read.
     #[error("{0}")]
     Memories(String),
+    /// The plan's prompt templates cannot be used.
+    #[error(transparent)]
+    Prompts(#[from] crate::templates::TemplateError),
 }
 
 impl StudyError {
@@ -209,7 +212,7 @@ impl StudyError {
     pub fn is_input(&self) -> bool {
         match self {
             StudyError::Provider(e) => e.is_input(),
-            StudyError::Memories(_) => true,
+            StudyError::Memories(_) | StudyError::Prompts(_) => true,
         }
     }
 }

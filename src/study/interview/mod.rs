@@ -27,6 +27,7 @@ use crate::method::judge::Judge;
 use crate::method::{Assessment, Method, judge_json};
 use crate::rpa::memories::Memories;
 use crate::rpa::prompt::RpaStyle;
+use crate::templates::{PromptSet, Templates};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunPlan {
@@ -55,6 +56,10 @@ pub struct RunPlan {
     /// this journal as they are, and no role-play request is sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// The prompt templates not taken from the bundle, with their text (sessions older than the field,
+    /// and runs without `--prompts`, used the bundled ones).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prompts: PromptSet,
 }
 
 fn default_items_per_call() -> u32 {
@@ -97,6 +102,7 @@ impl RunPlan {
             answer_sampling: AnswerSampling::default(),
             judge_temperature: 0.0,
             parent: None,
+            prompts: PromptSet::new(),
         }
     }
 }
@@ -160,6 +166,8 @@ pub struct Interviews {
     /// Memories of the characters that have them (for the chatharuhi style).
     pub memories: BTreeMap<String, Arc<Memories>>,
     pub done: Done,
+    /// The plan's prompt templates.
+    pub templates: Templates,
 }
 
 impl Interviews {
@@ -169,6 +177,7 @@ impl Interviews {
             model: self.judge.as_ref(),
             attempts: plan.max_attempts,
             temperature: plan.judge_temperature,
+            templates: &self.templates,
         }
     }
 
@@ -235,7 +244,7 @@ impl Interviews {
                 .wrapping_add(u64::from(item.id));
             let memories = self.memories.get(&c.id).map(Arc::as_ref);
             let sampling = plan.answer_sampling;
-            match interview::ask(self.rpa.as_ref(), c, s, item, style, plan.style, memories, repeat, seed, sampling).await {
+            match interview::ask(self.rpa.as_ref(), &self.templates, c, s, item, style, plan.style, memories, repeat, seed, sampling).await {
                 Ok((e, retrieved)) => {
                     let _ = sink.send(Event::ItemAnswered {
                         character: c.id.clone(),
@@ -362,7 +371,7 @@ impl Interviews {
                         convert::convert(
                             self.judge(plan),
                             s,
-                            convert::oc_groups(s, &c.name, &usable, plan.items_per_call as usize),
+                            convert::oc_groups(&self.templates, s, &c.name, &usable, plan.items_per_call as usize),
                             Conversion::Statement,
                             repeat,
                         )
@@ -372,7 +381,7 @@ impl Interviews {
                         convert::convert(
                             self.judge(plan),
                             s,
-                            convert::doc_groups(s, masker, &usable, plan.items_per_call as usize),
+                            convert::doc_groups(&self.templates, s, masker, &usable, plan.items_per_call as usize),
                             Conversion::Dimension,
                             repeat,
                         )
@@ -441,7 +450,7 @@ impl Interviews {
             }
         }
         if !unparsed.is_empty() {
-            let groups = convert::oc_groups(s, &c.name, &unparsed, plan.items_per_call as usize);
+            let groups = convert::oc_groups(&self.templates, s, &c.name, &unparsed, plan.items_per_call as usize);
             let (converted, asked) = convert::convert(self.judge(plan), s, groups, Conversion::Statement, repeat)
             .await;
             items.extend(converted);
@@ -508,6 +517,7 @@ impl Study for Interviews {
     }
 
     fn prepare(plan: &mut RunPlan, prior: &[Event], env: &Env<'_>) -> Result<Prepared<Self>, StudyError> {
+        let templates = Templates::from_record(&plan.prompts)?;
         let rpa = (env.connect)(&plan.rpa)?;
         let judge = (env.connect)(&plan.judge)?;
         // Conversion calls are fitted to the judge. A resumed session keeps its grouping unless this
@@ -549,6 +559,7 @@ impl Study for Interviews {
                 judge,
                 memories,
                 done: Done::from_events(prior),
+                templates,
             },
             providers,
             notes,
