@@ -33,6 +33,8 @@ pub struct RunArgs {
     pub rpa_temperature: Option<f32>,
     pub max_answer_tokens: Option<u32>,
     pub judge_temperature: Option<f32>,
+    /// `--prompts DIR`.
+    pub prompts: Option<PathBuf>,
     pub json: bool,
 }
 
@@ -96,6 +98,7 @@ fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> an
     plan.seed = a.seed;
     plan.answer_sampling = interview::answer_sampling(config, a.rpa_temperature, a.max_answer_tokens);
     plan.judge_temperature = interview::judge_temperature(config, a.judge_temperature);
+    plan.prompts = super::prompts_cmds::load_prompts(a.prompts.as_deref())?;
     Ok(plan)
 }
 

@@ -15,6 +15,7 @@ mod llm;
 mod malformed;
 mod method;
 mod observer;
+mod prompts;
 mod readme;
 mod reference;
 mod robustness;
