@@ -3,7 +3,8 @@
 //! `domain` (the method's pure vocabulary) and `catalog` (scales, characters) → `llm` (models) →
 //! `rpa`, `method`, `observer` (the procedures) → `study` (the kinds of run) → `session` (runs on disk:
 //! lifecycle and store) → `cli` and `tui` (the two faces, which never import each other).
-//! `journal`, `paths` and `text` are leaves any layer may use.
+//! `journal`, `paths` and `text` are leaves any layer may use; so is `templates` (the method's prompt
+//! templates as data), which reads only `domain` and `text`.
 //!
 //! The library's API is what the binary needs: [`cli`], [`tui`], [`paths`] and [`logging`]. The
 //! layers under them are private, and public only with the `testing` feature, which the integration
@@ -25,5 +26,5 @@ macro_rules! layers {
 }
 
 layers!(
-    catalog, domain, journal, llm, method, observer, rpa, session, study, text
+    catalog, domain, journal, llm, method, observer, rpa, session, study, templates, text
 );

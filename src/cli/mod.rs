@@ -11,6 +11,7 @@ mod metrics_cmds;
 #[cfg(feature = "local-model")]
 mod model_cmds;
 mod observe_cmds;
+mod prompts_cmds;
 mod rolebench_cmds;
 mod run_cmds;
 mod table;
@@ -135,6 +136,14 @@ pub enum Command {
     /// RoleBench: the agent answers a RoleBench file's questions, scored by Rouge-L against the
     /// references and optionally by a pairwise judge against a baseline (journaled as a session)
     Rolebench(rolebench_cmds::RolebenchArgs),
+    /// The method's prompt templates: names, placeholders, checksums; `prompts export <DIR>` writes them
+    Prompts {
+        /// Print JSON instead of a table
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        command: Option<PromptsCommand>,
+    },
     /// Interview characters with scales and assess them (a benchmark run, journaled as a session)
     Run {
         /// Character ids (comma-separated) or `all`
@@ -167,6 +176,10 @@ pub enum Command {
         /// Temperature of the judge's first attempt [default: the config's [sampling.judge], else 0]
         #[arg(long, value_parser = temperature)]
         judge_temperature: Option<f32>,
+        /// A folder of prompt templates (any of `incharacter prompts export`'s files) used instead of
+        /// the bundled ones; recorded in the session with their text
+        #[arg(long, value_name = "DIR", conflicts_with = "resume")]
+        prompts: Option<PathBuf>,
         /// Requests in flight across providers [default: the config's max_concurrency]
         #[arg(long)]
         concurrency: Option<usize>,
@@ -245,6 +258,17 @@ pub enum Command {
     Annotations {
         #[command(subcommand)]
         command: AnnotationsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PromptsCommand {
+    /// Write the bundled templates into DIR (created if needed), to edit and pass with `--prompts DIR`
+    Export {
+        dir: PathBuf,
+        /// Overwrite files DIR already holds
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -481,6 +505,7 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             || e.downcast_ref::<crate::study::annotation::AnnotationError>()
                 .is_some_and(|e| e.is_input())
             || e.downcast_ref::<crate::llm::config::ConfigError>().is_some()
+            || e.downcast_ref::<crate::templates::TemplateError>().is_some()
             || matches!(e.downcast_ref::<JournalError>(), Some(JournalError::Damaged { .. }))
     });
     if input { 2 } else { 1 }
@@ -530,6 +555,10 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         },
         Command::Observe(args) => observe_cmds::observe(ctx, args, out),
         Command::Rolebench(args) => rolebench_cmds::run(ctx, args, out),
+        Command::Prompts { json, command } => match command {
+            None => prompts_cmds::list(json, out),
+            Some(PromptsCommand::Export { dir, force }) => prompts_cmds::export(&dir, force, json, out),
+        },
         Command::Run {
             characters,
             scales,
@@ -541,6 +570,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             rpa_temperature,
             max_answer_tokens,
             judge_temperature,
+            prompts,
             concurrency,
             seed,
             name,
@@ -567,6 +597,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
                 rpa_temperature,
                 max_answer_tokens,
                 judge_temperature,
+                prompts,
                 json,
             };
             run_cmds::run(ctx, args, out)

@@ -192,7 +192,7 @@ fn interview_latency(
             .scored_items()
             .take(questions)
             .map(|item| {
-                let text = interview::query(c, scale, item, QueryStyle::Open);
+                let text = interview::query(crate::templates::Templates::bundled(), c, scale, item, QueryStyle::Open);
                 let assembled = prompt::assemble(c, RpaStyle::Description, None, item.question.get(c.language), &text);
                 let mut r = ChatRequest::new(assembled.messages);
                 r.sampling.temperature = Some(0.0);

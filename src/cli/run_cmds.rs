@@ -16,6 +16,7 @@ use crate::rpa::prompt::RpaStyle;
 use crate::session::{Run, Start};
 use crate::study::interview::{self, reassess, results};
 use crate::study::{Event, Interviews, Kind, RunPlan};
+use crate::templates::Template;
 use crate::text::terminal_safe as safe;
 
 pub struct RunArgs {
@@ -33,6 +34,8 @@ pub struct RunArgs {
     pub rpa_temperature: Option<f32>,
     pub max_answer_tokens: Option<u32>,
     pub judge_temperature: Option<f32>,
+    /// `--prompts DIR`.
+    pub prompts: Option<PathBuf>,
     pub json: bool,
 }
 
@@ -83,6 +86,7 @@ fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> an
     plan.seed = a.seed;
     plan.answer_sampling = interview::answer_sampling(config, a.rpa_temperature, a.max_answer_tokens);
     plan.judge_temperature = interview::judge_temperature(config, a.judge_temperature);
+    plan.prompts = super::prompts_cmds::load_prompts(a.prompts.as_deref())?;
     Ok(plan)
 }
 
@@ -121,6 +125,10 @@ pub struct AssessArgs {
     /// Temperature of the judge's first attempt [default: the config's [sampling.judge], else 0]
     #[arg(long, value_parser = super::temperature)]
     pub judge_temperature: Option<f32>,
+    /// A folder of prompt templates (any of `incharacter prompts export`'s files) used instead of the
+    /// bundled ones [default: the bundled set]
+    #[arg(long)]
+    pub prompts: Option<PathBuf>,
     /// Requests in flight across providers [default: the config's max_concurrency]
     #[arg(long)]
     pub concurrency: Option<usize>,
@@ -128,7 +136,7 @@ pub struct AssessArgs {
     #[arg(long)]
     pub name: Option<String>,
     /// Finish an interrupted re-assessment instead of starting one
-    #[arg(long, conflicts_with_all = ["session", "methods", "judge", "judge_temperature", "name"])]
+    #[arg(long, conflicts_with_all = ["session", "methods", "judge", "judge_temperature", "prompts", "name"])]
     pub resume: Option<String>,
     /// Print one JSON object at the end (the shape of `run --json`)
     #[arg(long)]
@@ -156,7 +164,18 @@ pub fn assess(ctx: &Ctx, args: AssessArgs, out: &mut dyn Write) -> anyhow::Resul
                 judge: provider_for(config, &args.judge, Role::Judge)?,
                 judge_temperature: interview::judge_temperature(config, args.judge_temperature),
             };
-            let plan = reassess::plan(&id, &events, &change).map_err(|e| input_error(e.to_string()))?;
+            let mut plan = reassess::plan(&id, &events, &change).map_err(|e| input_error(e.to_string()))?;
+            // The judge's templates come from the folder (the rest bundled); the interviews were asked
+            // with the parent's.
+            plan.prompts
+                .retain(|name, _| Template::from_name(name).is_some_and(Template::is_interview));
+            for (name, file) in super::prompts_cmds::load_prompts(args.prompts.as_deref())? {
+                if Template::from_name(&name).is_some_and(Template::is_interview) {
+                    eprintln!("note: {name} is the interview's wording; a re-assessment keeps the parent's");
+                } else {
+                    plan.prompts.insert(name, file);
+                }
+            }
             Start::New {
                 plan,
                 name: args.name.clone(),

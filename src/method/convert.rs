@@ -12,14 +12,12 @@ use serde_json::{Value, json};
 
 use super::anonymize::{EXPERIMENTER, Masker, PARTICIPANT};
 use super::expert::Exchange;
-use super::judge::{self, Attempt, Judge};
+use super::judge::{Attempt, Judge};
 use super::judge_json;
 use crate::domain::scale::{Scale, ScoreRange};
 use crate::domain::scoring::{ItemOption, ItemScore, Orientation, item_score};
 use crate::llm::{ChatMessage, ChatRequest, ResponseSchema, Role};
-
-const OC_PROMPT: &str = include_str!("../../assets/prompts/option_conversion.txt");
-const DOC_PROMPT: &str = include_str!("../../assets/prompts/dimension_conversion.txt");
+use crate::templates::{Template, Templates};
 
 /// Items per OC call.
 pub const MAX_ITEMS_PER_CALL: usize = 60;
@@ -108,11 +106,12 @@ fn example(ids: &[String], range: ScoreRange) -> String {
     Value::Object(sample).to_string()
 }
 
-/// OC messages for some items: the samples go as a JSON object keyed by item id.
-pub fn oc_messages(scale: &Scale, character: &str, exchanges: &[&Exchange]) -> Vec<ChatMessage> {
+/// OC messages for some items (the `option_conversion` template): the samples go as a JSON object
+/// keyed by item id.
+pub fn oc_messages(templates: &Templates, scale: &Scale, character: &str, exchanges: &[&Exchange]) -> Vec<ChatMessage> {
     let ids: Vec<String> = exchanges.iter().map(|e| e.item_id.to_string()).collect();
-    let system = judge::fill(
-        OC_PROMPT,
+    let system = templates.render(
+        Template::OptionConversion,
         &[
             ("character", character),
             ("scale_name", &scale.name),
@@ -137,8 +136,14 @@ pub fn oc_messages(scale: &Scale, character: &str, exchanges: &[&Exchange]) -> V
     ]
 }
 
-/// d-OC messages for one dimension's items (anonymized).
-pub fn doc_messages(scale: &Scale, dimension: usize, masker: &Masker, exchanges: &[&Exchange]) -> Vec<ChatMessage> {
+/// d-OC messages for one dimension's items (the `dimension_conversion` template; anonymized).
+pub fn doc_messages(
+    templates: &Templates,
+    scale: &Scale,
+    dimension: usize,
+    masker: &Masker,
+    exchanges: &[&Exchange],
+) -> Vec<ChatMessage> {
     let d = &scale.dimensions[dimension];
     let ids: Vec<String> = exchanges.iter().map(|e| e.item_id.to_string()).collect();
     let (min, max) = (scale.range.min, scale.range.max);
@@ -158,8 +163,8 @@ pub fn doc_messages(scale: &Scale, dimension: usize, masker: &Masker, exchanges:
             format!("{v} = {label}")
         })
         .collect();
-    let system = judge::fill(
-        DOC_PROMPT,
+    let system = templates.render(
+        Template::DimensionConversion,
         &[
             ("scale_name", &scale.name),
             ("scale_id", &scale.id),
@@ -282,6 +287,7 @@ pub fn score(scale: &Scale, item_id: u32, option: ItemOption, conversion: Conver
 
 /// OC groups: questionnaire order, at most `per_call` items per call.
 pub fn oc_groups(
+    templates: &Templates,
     scale: &Scale,
     character: &str,
     exchanges: &[Exchange],
@@ -292,7 +298,7 @@ pub fn oc_groups(
         .map(|chunk| {
             let refs: Vec<&Exchange> = chunk.iter().collect();
             (
-                oc_messages(scale, character, &refs),
+                oc_messages(templates, scale, character, &refs),
                 chunk.iter().map(|e| e.item_id).collect(),
             )
         })
@@ -301,6 +307,7 @@ pub fn oc_groups(
 
 /// d-OC groups: one call per dimension (split like OC when the dimension has more than `per_call` items).
 pub fn doc_groups(
+    templates: &Templates,
     scale: &Scale,
     masker: &Masker,
     exchanges: &[Exchange],
@@ -316,7 +323,7 @@ pub fn doc_groups(
                 .into_iter()
                 .map(|chunk| {
                     (
-                        doc_messages(scale, d, masker, chunk),
+                        doc_messages(templates, scale, d, masker, chunk),
                         chunk.iter().map(|e| e.item_id).collect(),
                     )
                 })

@@ -6,13 +6,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::anonymize::{EXPERIMENTER, Masker, PARTICIPANT};
-use super::judge::{self, Attempt, Judge};
+use super::judge::{Attempt, Judge};
 use super::judge_json;
 use crate::domain::rng::SplitMix64;
 use crate::domain::scale::{Language, Scale};
 use crate::llm::{ChatMessage, ChatRequest, ResponseSchema, Role};
-
-const PROMPT: &str = include_str!("../../assets/prompts/expert_rating.txt");
+use crate::templates::{Template, Templates};
 
 /// One interview exchange.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,8 +90,9 @@ pub fn schema(scale: &Scale, dimension: usize) -> serde_json::Value {
            "required": ["analysis", "result"], "additionalProperties": false})
 }
 
-/// The judge's messages for one batch.
+/// The judge's messages for one batch: the `expert_rating` template, then the `expert_conversation`.
 pub fn messages(
+    templates: &Templates,
     scale: &Scale,
     dimension: usize,
     language: Language,
@@ -126,8 +126,8 @@ pub fn messages(
         Language::En => "English",
         Language::Zh => "Chinese",
     };
-    let system = judge::fill(
-        PROMPT,
+    let system = templates.render(
+        Template::ExpertRating,
         &[
             ("scale_name", &scale.name),
             ("scale_id", &scale.id),
@@ -151,7 +151,10 @@ pub fn messages(
     }
     vec![
         ChatMessage::system(system),
-        ChatMessage::user(format!("The conversation:\n\n{}", conversation.trim_end())),
+        ChatMessage::user(templates.render(
+            Template::ExpertConversation,
+            &[("conversation", conversation.trim_end())],
+        )),
     ]
 }
 
@@ -200,7 +203,7 @@ pub async fn rate(
     // Batches are independent: asked together (the client's limits pace them), kept in batch order.
     let asks = groups.into_iter().map(|group| {
         let members: Vec<&Exchange> = group.iter().map(|&i| ordered[i]).collect();
-        let mut request = ChatRequest::new(messages(scale, dimension, language, masker, &members));
+        let mut request = ChatRequest::new(messages(judge.templates, scale, dimension, language, masker, &members));
         request.schema = Some(ResponseSchema {
             name: "expert_rating".into(),
             schema: schema(scale, dimension),

@@ -11,6 +11,7 @@ use crate::domain::scale::{Item, Language, Scale};
 use crate::llm::{ChatModel, ChatRequest, LlmError, Role, complete};
 use crate::rpa::memories::Memories;
 use crate::rpa::prompt::{self, RpaStyle};
+use crate::templates::{Template, Templates};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -86,9 +87,24 @@ impl AnswerSampling {
     }
 }
 
+/// The template of what the character is asked in `style`: the interviewer's line for an open
+/// question, the self-report question of the character's language otherwise.
+pub fn query_template(style: QueryStyle, language: Language) -> Template {
+    match (style, language) {
+        (QueryStyle::Open, _) => Template::Interviewer,
+        (QueryStyle::Sr, Language::En) => Template::SelfReportEn,
+        (QueryStyle::Sr, Language::Zh) => Template::SelfReportZh,
+        (QueryStyle::SrCot, Language::En) => Template::SelfReportCotEn,
+        (QueryStyle::SrCot, Language::Zh) => Template::SelfReportCotZh,
+    }
+}
+
 /// What the character is asked for one item.
-pub fn query(character: &Character, scale: &Scale, item: &Item, style: QueryStyle) -> String {
+pub fn query(templates: &Templates, character: &Character, scale: &Scale, item: &Item, style: QueryStyle) -> String {
     let lang = character.language;
+    if style == QueryStyle::Open {
+        return prompt::experimenter_line(templates, character, item.question.get(lang));
+    }
     let statement = item.statement.get(lang);
     let options: Vec<String> = scale
         .options
@@ -97,24 +113,19 @@ pub fn query(character: &Character, scale: &Scale, item: &Item, style: QueryStyl
         .enumerate()
         .map(|(i, o)| format!("{} = {o}", scale.range.min + i as i32))
         .collect();
+    let separator = match lang {
+        Language::En => "; ",
+        Language::Zh => "；",
+    };
     let stem = scale.self_report_stem.get(lang).replace("{statement}", statement);
-    match (style, lang) {
-        (QueryStyle::Open, _) => prompt::experimenter_line(character, item.question.get(lang)),
-        (QueryStyle::Sr, Language::En) => {
-            format!("{stem}\nOptions: {}.\nAnswer with the number only.", options.join("; "))
-        }
-        (QueryStyle::Sr, Language::Zh) => format!("{stem}\n选项：{}。\n请只回答一个数字。", options.join("；")),
-        (QueryStyle::SrCot, Language::En) => format!(
-            "{stem}\nOptions: {}.\nFirst explain your reasons in a few sentences, then give the number alone on the last line.",
-            options.join("; ")
-        ),
-        (QueryStyle::SrCot, Language::Zh) => {
-            format!(
-                "{stem}\n选项：{}。\n请先用几句话说明理由，最后一行只写一个数字。",
-                options.join("；")
-            )
-        }
-    }
+    templates.render(
+        query_template(style, lang),
+        &[
+            ("stem", &stem),
+            ("statement", statement),
+            ("options", &options.join(separator)),
+        ],
+    )
 }
 
 /// Asks one item and returns the exchange (the question as the character saw it) and the indices of
@@ -122,6 +133,7 @@ pub fn query(character: &Character, scale: &Scale, item: &Item, style: QueryStyl
 #[allow(clippy::too_many_arguments)]
 pub async fn ask(
     rpa: &dyn ChatModel,
+    templates: &Templates,
     character: &Character,
     scale: &Scale,
     item: &Item,
@@ -132,7 +144,7 @@ pub async fn ask(
     seed: u64,
     sampling: AnswerSampling,
 ) -> Result<(Exchange, Vec<usize>), LlmError> {
-    let text = query(character, scale, item, style);
+    let text = query(templates, character, scale, item, style);
     let assembled = prompt::assemble(
         character,
         rpa_style,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::judge_json::ReplyError;
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, complete};
+use crate::templates::{Template, Templates};
 
 pub const DEFAULT_ATTEMPTS: u32 = 5;
 
@@ -26,23 +27,78 @@ pub struct JudgeFailure {
     pub last: String,
 }
 
-/// The judge as the methods use it: the model, the bounded number of attempts, and the temperature of
-/// the first one (the run's plan records both).
+/// The judge as the methods use it: the model, the bounded number of attempts, the temperature of
+/// the first one, and the run's prompt templates (the run's plan records all of them).
 #[derive(Clone, Copy)]
 pub struct Judge<'a> {
     pub model: &'a dyn ChatModel,
     pub attempts: u32,
     pub temperature: f32,
+    pub templates: &'a Templates,
 }
 
 impl Judge<'_> {
-    /// [`ask_at`] with this judge's policy.
+    /// Sends `request` (temperature and seed are set here) and parses the reply with `parse`, re-asking
+    /// with the rejection reason (the `reask` template) up to `attempts` times. The first attempt is
+    /// sampled at `temperature`, and re-asks too, or at 0.2 when it is 0.
     pub async fn ask<T>(
         &self,
         request: &ChatRequest,
         parse: impl Fn(&str) -> Result<T, ReplyError>,
     ) -> (Result<T, JudgeFailure>, Vec<Attempt>) {
-        ask_at(self.model, request, self.attempts, self.temperature, parse).await
+        let (judge, max_attempts, temperature) = (self.model, self.attempts, self.temperature);
+        let mut attempts = Vec::new();
+        let mut messages = request.messages.clone();
+        let base_seed = request.sampling.seed.unwrap_or(0);
+        for n in 0..max_attempts.max(1) {
+            let temperature = if n == 0 || temperature > 0.0 { temperature } else { 0.2 };
+            let mut r = request.clone();
+            r.messages = messages.clone();
+            r.sampling.temperature = Some(temperature);
+            r.sampling.seed = Some(base_seed.wrapping_add(u64::from(n)));
+            r.meta.purpose = format!("{} (attempt {})", request.meta.purpose, n + 1);
+            match complete(judge, r).await {
+                Err(e) => attempts.push(Attempt {
+                    temperature,
+                    reply: String::new(),
+                    error: Some(e.to_string()),
+                    cached: false,
+                }),
+                Ok(reply) => match parse(&reply.text) {
+                    Ok(value) => {
+                        attempts.push(Attempt {
+                            temperature,
+                            reply: reply.text,
+                            error: None,
+                            cached: reply.cached,
+                        });
+                        return (Ok(value), attempts);
+                    }
+                    Err(problem) => {
+                        let problem = problem.to_string();
+                        messages = request.messages.clone();
+                        messages.push(ChatMessage::assistant(reply.text.clone()));
+                        messages.push(ChatMessage::user(
+                            self.templates.render(Template::Reask, &[("problem", &problem)]),
+                        ));
+                        attempts.push(Attempt {
+                            temperature,
+                            reply: reply.text,
+                            error: Some(problem),
+                            cached: reply.cached,
+                        });
+                    }
+                },
+            }
+        }
+        let last = attempts.last().and_then(|a| a.error.clone()).unwrap_or_default();
+        (
+            Err(JudgeFailure {
+                attempts: attempts.len() as u32,
+                last,
+            }),
+            attempts,
+        )
     }
 }
 
@@ -58,7 +114,7 @@ pub async fn ask<T>(
 }
 
 /// [`ask`] for a request sampled at `temperature` (simulations at 1.0): the first attempt uses it, and
-/// re-asks use it too, or 0.2 when it is 0.
+/// re-asks use it too, or 0.2 when it is 0. Re-asks read the bundled `reask` template.
 pub async fn ask_at<T>(
     judge: &dyn ChatModel,
     request: &ChatRequest,
@@ -66,64 +122,11 @@ pub async fn ask_at<T>(
     temperature: f32,
     parse: impl Fn(&str) -> Result<T, ReplyError>,
 ) -> (Result<T, JudgeFailure>, Vec<Attempt>) {
-    let mut attempts = Vec::new();
-    let mut messages = request.messages.clone();
-    let base_seed = request.sampling.seed.unwrap_or(0);
-    for n in 0..max_attempts.max(1) {
-        let temperature = if n == 0 || temperature > 0.0 { temperature } else { 0.2 };
-        let mut r = request.clone();
-        r.messages = messages.clone();
-        r.sampling.temperature = Some(temperature);
-        r.sampling.seed = Some(base_seed.wrapping_add(u64::from(n)));
-        r.meta.purpose = format!("{} (attempt {})", request.meta.purpose, n + 1);
-        match complete(judge, r).await {
-            Err(e) => attempts.push(Attempt {
-                temperature,
-                reply: String::new(),
-                error: Some(e.to_string()),
-                cached: false,
-            }),
-            Ok(reply) => match parse(&reply.text) {
-                Ok(value) => {
-                    attempts.push(Attempt {
-                        temperature,
-                        reply: reply.text,
-                        error: None,
-                        cached: reply.cached,
-                    });
-                    return (Ok(value), attempts);
-                }
-                Err(problem) => {
-                    messages = request.messages.clone();
-                    messages.push(ChatMessage::assistant(reply.text.clone()));
-                    messages.push(ChatMessage::user(format!(
-                        "That reply cannot be used: {problem}. Reply again with the JSON only, exactly in the requested form."
-                    )));
-                    attempts.push(Attempt {
-                        temperature,
-                        reply: reply.text,
-                        error: Some(problem.to_string()),
-                        cached: reply.cached,
-                    });
-                }
-            },
-        }
-    }
-    let last = attempts.last().and_then(|a| a.error.clone()).unwrap_or_default();
-    (
-        Err(JudgeFailure {
-            attempts: attempts.len() as u32,
-            last,
-        }),
-        attempts,
-    )
-}
-
-/// Fills `{name}` placeholders of a prompt template.
-pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
-    let mut out = template.to_string();
-    for (name, value) in values {
-        out = out.replace(&format!("{{{name}}}"), value);
-    }
-    out
+    let judge = Judge {
+        model: judge,
+        attempts: max_attempts,
+        temperature,
+        templates: Templates::bundled(),
+    };
+    judge.ask(request, parse).await
 }

@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::judge;
 use super::judge_json::{self, ReplyError};
 use crate::domain::rng::SplitMix64;
 use crate::domain::rouge::{self, RougeL};
@@ -451,7 +450,7 @@ Reply with JSON only, in this form:
 /// The judge's messages for comparing two answers to `question` (the caller decides which answer is
 /// A: ask both orders, see [`pair_score`]).
 pub fn pairwise_messages(question: &Question, answer_a: &str, answer_b: &str) -> Vec<ChatMessage> {
-    let system = judge::fill(PAIRWISE_PROMPT, &[("role", &question.role)]);
+    let system = crate::templates::fill(PAIRWISE_PROMPT, &[("role", &question.role)]);
     let mut user = format!(
         "Role: {}\n\nQuestion: {}\n\nReference answers (guidance):\n",
         question.role, question.question
@@ -476,7 +475,7 @@ pub fn pairwise_schema() -> Value {
 }
 
 /// A judge request for one order: messages, reply schema, and the judge's bookkeeping. Parse the reply
-/// with [`parse_verdict`] (e.g. through [`judge::ask`]).
+/// with [`parse_verdict`] (e.g. through [`super::judge::ask`]).
 pub fn pairwise_request(question: &Question, answer_a: &str, answer_b: &str) -> ChatRequest {
     let mut request = ChatRequest::new(pairwise_messages(question, answer_a, answer_b));
     request.schema = Some(ResponseSchema {

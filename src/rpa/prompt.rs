@@ -15,6 +15,7 @@ use super::retrieval::approx_tokens;
 use crate::domain::character::Character;
 use crate::domain::scale::Language;
 use crate::llm::ChatMessage;
+use crate::templates::{Template, Templates};
 
 pub const MAX_SNIPPETS: usize = 19;
 pub const SNIPPET_BUDGET: usize = 1500;
@@ -38,9 +39,17 @@ impl RpaStyle {
     }
 }
 
-/// The experimenter addressing the character, in the ChatHaruhi convention.
-pub fn experimenter_line(character: &Character, text: &str) -> String {
-    format!("{}:「{}」", character.experimenter, text)
+/// The experimenter addressing the character: the `interviewer` template (bundled: the ChatHaruhi
+/// convention, `Harry:「question」`).
+pub fn experimenter_line(templates: &Templates, character: &Character, text: &str) -> String {
+    templates.render(
+        Template::Interviewer,
+        &[
+            ("experimenter", &character.experimenter),
+            ("character", &character.name),
+            ("question", text),
+        ],
+    )
 }
 
 /// Dialogue pairs replayed by the rolegpt style.

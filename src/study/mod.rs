@@ -207,6 +207,9 @@ pub enum StudyError {
     /// A re-assessment whose parent session cannot be used.
     #[error("{0}")]
     Parent(String),
+    /// The plan's prompt templates cannot be used.
+    #[error(transparent)]
+    Prompts(#[from] crate::templates::TemplateError),
 }
 
 impl StudyError {
@@ -214,7 +217,7 @@ impl StudyError {
     pub fn is_input(&self) -> bool {
         match self {
             StudyError::Provider(e) => e.is_input(),
-            StudyError::Memories(_) | StudyError::Parent(_) => true,
+            StudyError::Memories(_) | StudyError::Parent(_) | StudyError::Prompts(_) => true,
         }
     }
 }

@@ -523,12 +523,14 @@ async fn chat(
         .character(character)
         .ok_or_else(|| format!("unknown character {character}"))?;
     let memories = Memories::load(data, &c.id, &c.name).ok().flatten();
-    let mut assembled = prompt::assemble(c, style, memories.as_ref(), text, &prompt::experimenter_line(c, text));
+    let templates = crate::templates::Templates::bundled();
+    let line = prompt::experimenter_line(templates, c, text);
+    let mut assembled = prompt::assemble(c, style, memories.as_ref(), text, &line);
     let last = assembled.messages.pop();
     for (user, reply) in history {
         assembled
             .messages
-            .push(ChatMessage::user(prompt::experimenter_line(c, user)));
+            .push(ChatMessage::user(prompt::experimenter_line(templates, c, user)));
         assembled.messages.push(ChatMessage::assistant(reply.clone()));
     }
     assembled.messages.extend(last);

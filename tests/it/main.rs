@@ -16,6 +16,7 @@ mod llm;
 mod malformed;
 mod method;
 mod observer;
+mod prompts;
 mod readme;
 mod reference;
 mod robustness;

@@ -12,6 +12,7 @@ use incharacter::method::anonymize::Masker;
 use incharacter::method::convert::{self, Conversion};
 use incharacter::method::expert::{self, Exchange, Grouping};
 use incharacter::method::interview::{self, QueryStyle};
+use incharacter::templates::Templates;
 use serde_json::{Value, json};
 
 /// Replies with `reply(request)`; records every request.
@@ -175,9 +176,18 @@ async fn bad_replies_are_re_asked_and_exhaustion_is_a_visible_failure() {
     assert_eq!((attempts[0].temperature, attempts[1].temperature), (0.0, 0.2));
     assert!(attempts[0].error.as_deref().unwrap().contains("outside [1, 4]"));
     let retry = judge.seen.lock().unwrap()[1].clone();
+    assert_eq!(
+        retry.messages.last().unwrap().content,
+        format!(
+            "That reply cannot be used: {}. Reply again with the JSON only, exactly in the requested form.",
+            attempts[0].error.as_deref().unwrap()
+        ),
+        "the re-ask says what was wrong, in the wording sessions were recorded with"
+    );
+    let asked = judge.seen.lock().unwrap()[0].messages[1].content.clone();
     assert!(
-        retry.messages.last().unwrap().content.contains("outside [1, 4]"),
-        "the re-ask says what was wrong"
+        asked.starts_with("The conversation:\n\n1. <the experimenter>: 「") && asked.ends_with("」"),
+        "{asked}"
     );
     // Never usable: no score, five recorded attempts.
     let judge = scripted(|_: &ChatRequest| "I cannot rate this.".into());
@@ -225,7 +235,13 @@ async fn oc_and_doc_scores_follow_keying_and_refusals() {
         let (oc, calls) = convert::convert(
             at5(&judge),
             scale,
-            convert::oc_groups(scale, "James Bond", &exchanges, convert::MAX_ITEMS_PER_CALL),
+            convert::oc_groups(
+                Templates::bundled(),
+                scale,
+                "James Bond",
+                &exchanges,
+                convert::MAX_ITEMS_PER_CALL,
+            ),
             &|id| panic!("item {id} asked again though every option was usable"),
             Conversion::Statement,
             0,
@@ -239,7 +255,13 @@ async fn oc_and_doc_scores_follow_keying_and_refusals() {
         let (doc, calls) = convert::convert(
             at5(&judge),
             scale,
-            convert::doc_groups(scale, &masker, &exchanges, convert::MAX_ITEMS_PER_CALL),
+            convert::doc_groups(
+                Templates::bundled(),
+                scale,
+                &masker,
+                &exchanges,
+                convert::MAX_ITEMS_PER_CALL,
+            ),
             &|id| panic!("item {id} asked again though every option was usable"),
             Conversion::Dimension,
             0,
@@ -297,16 +319,54 @@ fn interview_queries_speak_the_characters_language() {
     let bfi = catalog.scale("BFI").unwrap();
     let zhongli = catalog.character("zhongli").unwrap();
     let item = bfi.item(1).unwrap();
-    let open = interview::query(zhongli, bfi, item, QueryStyle::Open);
+    let open = interview::query(Templates::bundled(), zhongli, bfi, item, QueryStyle::Open);
     assert_eq!(open, format!("旅行者:「{}」", item.question.zh));
-    let sr = interview::query(zhongli, bfi, item, QueryStyle::Sr);
+    let sr = interview::query(Templates::bundled(), zhongli, bfi, item, QueryStyle::Sr);
     assert!(
         sr.contains(&item.statement.zh) && sr.contains("请只回答一个数字"),
         "{sr}"
     );
     let hermione = catalog.character("hermione").unwrap();
-    let cot = interview::query(hermione, bfi, item, QueryStyle::SrCot);
+    let cot = interview::query(Templates::bundled(), hermione, bfi, item, QueryStyle::SrCot);
     assert!(cot.contains("Is talkative.") && cot.contains("last line"), "{cot}");
+}
+
+#[test]
+fn the_bundled_templates_keep_the_wording_sessions_were_recorded_with() {
+    let catalog = Catalog::bundled().unwrap();
+    let t = Templates::bundled();
+    let bfi = catalog.scale("BFI").unwrap();
+    let item = bfi.item(1).unwrap();
+    let cases = [
+        (
+            "hermione-en",
+            "Do you see yourself as someone who fits this description: \"Is talkative.\" How much do you agree or disagree that it describes you?\n\
+             Options: 1 = Disagree strongly; 2 = Disagree a little; 3 = Neither agree nor disagree; 4 = Agree a little; 5 = Agree strongly.\n",
+            "Answer with the number only.",
+            "First explain your reasons in a few sentences, then give the number alone on the last line.",
+            "Harry:「When you're among friends or colleagues, how much of the conversation tends to come from you?」",
+        ),
+        (
+            "zhongli-zh",
+            "你是否认为自己是这样的人：“话多，爱说话。”你在多大程度上同意这句话描述的是你？\n\
+             选项：1 = 非常不同意；2 = 有点不同意；3 = 说不上同意或不同意；4 = 有点同意；5 = 非常同意。\n",
+            "请只回答一个数字。",
+            "请先用几句话说明理由，最后一行只写一个数字。",
+            "旅行者:「跟一群人聊天时，你一般会说多少话？通常是你说得多还是听得多？」",
+        ),
+    ];
+    for (id, question, sr, cot, open) in cases {
+        let c = catalog.character(id).unwrap();
+        assert_eq!(
+            interview::query(t, c, bfi, item, QueryStyle::Sr),
+            format!("{question}{sr}")
+        );
+        assert_eq!(
+            interview::query(t, c, bfi, item, QueryStyle::SrCot),
+            format!("{question}{cot}")
+        );
+        assert_eq!(interview::query(t, c, bfi, item, QueryStyle::Open), open);
+    }
 }
 
 /// The judge policy the original procedure uses: 5 attempts, the first at temperature 0.
@@ -315,5 +375,6 @@ fn at5(model: &dyn incharacter::llm::ChatModel) -> incharacter::method::judge::J
         model,
         attempts: 5,
         temperature: 0.0,
+        templates: Templates::bundled(),
     }
 }

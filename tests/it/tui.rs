@@ -12,6 +12,7 @@ use incharacter::method::Method;
 use incharacter::method::interview::{self, QueryStyle};
 use incharacter::study::live::{Live, LiveKind};
 use incharacter::study::{Event, RunPlan};
+use incharacter::templates::Templates;
 use incharacter::tui::app::{Action, App, DEMO_STEPS, Demo, Effect, Screen, SessionEntry};
 use incharacter::tui::keys::Keymap;
 use incharacter::tui::{fixture, theme, ui};
@@ -172,6 +173,35 @@ fn live_streams_the_transcript_and_escape_sequences_stay_inert() {
         "no escape sequence reaches the screen"
     );
     snap("live", &app);
+}
+
+#[test]
+fn the_inspector_rebuilds_prompts_from_the_sessions_templates_and_names_their_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("interviewer.txt");
+    std::fs::write(&file, "{experimenter} asks: {question}").unwrap();
+    let mut plan = plan();
+    plan.prompts = Templates::load_dir(dir.path()).unwrap().record();
+    let mut app = app();
+    let events = fixture::session(&app.catalog, &plan);
+    app.update(Action::SessionLoaded(events));
+    for k in [
+        KeyCode::Char('3'),
+        KeyCode::Char('m'),
+        KeyCode::Tab,
+        KeyCode::Down,
+        KeyCode::Enter,
+    ] {
+        key(&mut app, k);
+    }
+    let screen = render(&app, (120, 40));
+    let origin = std::path::absolute(&file).unwrap();
+    assert!(
+        screen.contains(&format!("template: interviewer ({})", origin.display())),
+        "{screen}"
+    );
+    assert!(screen.contains("Harry asks: How much of yourself"), "{screen}");
+    assert!(screen.contains("expert_rating (bundled)"), "{screen}");
 }
 
 #[test]

@@ -28,6 +28,7 @@ use crate::method::judge::Judge;
 use crate::method::{Assessment, Method, judge_json};
 use crate::rpa::memories::Memories;
 use crate::rpa::prompt::RpaStyle;
+use crate::templates::{PromptSet, Templates};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunPlan {
@@ -56,6 +57,10 @@ pub struct RunPlan {
     /// this journal as they are, and no role-play request is sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// The prompt templates not taken from the bundle, with their text (sessions older than the field,
+    /// and runs without `--prompts`, used the bundled ones).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prompts: PromptSet,
 }
 
 fn default_items_per_call() -> u32 {
@@ -98,6 +103,7 @@ impl RunPlan {
             answer_sampling: AnswerSampling::default(),
             judge_temperature: 0.0,
             parent: None,
+            prompts: PromptSet::new(),
         }
     }
 }
@@ -180,6 +186,8 @@ pub struct Interviews {
     /// Memories of the characters that have them (for the chatharuhi style).
     pub memories: BTreeMap<String, Arc<Memories>>,
     pub done: Done,
+    /// The plan's prompt templates.
+    pub templates: Templates,
 }
 
 impl Interviews {
@@ -189,6 +197,7 @@ impl Interviews {
             model: self.judge.as_ref(),
             attempts: plan.max_attempts,
             temperature: plan.judge_temperature,
+            templates: &self.templates,
         }
     }
 
@@ -258,7 +267,7 @@ impl Interviews {
                 .wrapping_add(u64::from(item.id));
             let memories = self.memories.get(&c.id).map(Arc::as_ref);
             let sampling = plan.answer_sampling;
-            match interview::ask(rpa.as_ref(), c, s, item, style, plan.style, memories, repeat, seed, sampling).await {
+            match interview::ask(rpa.as_ref(), &self.templates, c, s, item, style, plan.style, memories, repeat, seed, sampling).await {
                 Ok((e, retrieved)) => {
                     let _ = sink.send(Event::ItemAnswered {
                         character: c.id.clone(),
@@ -416,8 +425,8 @@ impl Interviews {
                         convert::convert(
                             self.judge(plan),
                             s,
-                            convert::oc_groups(s, &c.name, &usable, plan.items_per_call as usize),
-                            &|id| convert::oc_messages(s, &c.name, &alone(id)),
+                            convert::oc_groups(&self.templates, s, &c.name, &usable, plan.items_per_call as usize),
+                            &|id| convert::oc_messages(&self.templates, s, &c.name, &alone(id)),
                             Conversion::Statement,
                             repeat,
                         )
@@ -427,10 +436,10 @@ impl Interviews {
                         convert::convert(
                             self.judge(plan),
                             s,
-                            convert::doc_groups(s, masker, &usable, plan.items_per_call as usize),
+                            convert::doc_groups(&self.templates, s, masker, &usable, plan.items_per_call as usize),
                             &|id| {
                                 let d = s.item(id).and_then(|i| i.dimension()).unwrap_or(0);
-                                convert::doc_messages(s, d, masker, &alone(id))
+                                convert::doc_messages(&self.templates, s, d, masker, &alone(id))
                             },
                             Conversion::Dimension,
                             repeat,
@@ -504,8 +513,8 @@ impl Interviews {
             }
         }
         if !unparsed.is_empty() {
-            let groups = convert::oc_groups(s, &c.name, &unparsed, plan.items_per_call as usize);
-            let alone = |id: u32| convert::oc_messages(s, &c.name, &unparsed.iter().filter(|e| e.item_id == id).collect::<Vec<_>>());
+            let groups = convert::oc_groups(&self.templates, s, &c.name, &unparsed, plan.items_per_call as usize);
+            let alone = |id: u32| convert::oc_messages(&self.templates, s, &c.name, &unparsed.iter().filter(|e| e.item_id == id).collect::<Vec<_>>());
             let (converted, asked) = convert::convert(self.judge(plan), s, groups, &alone, Conversion::Statement, repeat)
             .await;
             items.extend(converted);
@@ -576,6 +585,7 @@ impl Study for Interviews {
     }
 
     fn prepare(plan: &mut RunPlan, prior: &[Event], env: &Env<'_>) -> Result<Prepared<Self>, StudyError> {
+        let templates = Templates::from_record(&plan.prompts)?;
         let done = Done::from_events(prior);
         // A re-assessment reads its answers from the parent and connects only the judge.
         let (rpa, rpa_info, inherited) = match &plan.parent {
@@ -641,6 +651,7 @@ impl Study for Interviews {
                 inherited,
                 memories,
                 done,
+                templates,
             },
             providers,
             notes,

@@ -13,6 +13,7 @@ use crate::domain::metrics::{self, AlignmentRow};
 use crate::domain::scoring::ItemOption;
 use crate::method::{Assessment, Method};
 use crate::study::Event;
+use crate::templates;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SummaryRow {
@@ -72,7 +73,8 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
                 providers,
             } => {
                 session = json!({"id": h.session, "name": h.name, "created": h.created, "app_version": h.app_version,
-                                 "plan": plan, "providers": providers, "seed": plan.seed});
+                                 "plan": plan, "providers": providers, "seed": plan.seed,
+                                 "prompts": templates::manifest(&plan.prompts)});
             }
             Event::RunFinished { status: s, .. } => status = s.clone(),
             _ => {}

@@ -2,7 +2,8 @@
 //! (H/L/X, ✓/✗); the judge's batches with their analyses (ER) or the items' options with keying and
 //! score (OC, d-OC, SR); and for one item everything: question, answer, each method's reading of it,
 //! and the exact prompts (the agent's, with retrieved memories, and the judge's after anonymization),
-//! rebuilt with the same functions the engine used.
+//! rebuilt with the same functions and the session's prompt templates, each under the names and
+//! origins of the templates it came from.
 //! It owns which unit, method, dimension and item it shows.
 
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use crate::method::expert::{self, Exchange};
 use crate::method::interview::{self, QueryStyle};
 use crate::method::{Assessment, Method};
 use crate::rpa::prompt;
+use crate::templates::{Template, Templates};
 use crate::tui::keys::Command;
 use crate::tui::run_view::{ItemKey, RunView};
 use crate::tui::theme::Theme;
@@ -525,8 +527,23 @@ fn option_text(option: Option<ItemOption>) -> String {
     }
 }
 
-fn messages_lines<'a>(title: String, messages: &[ChatMessage], theme: &Theme, width: usize) -> Vec<Line<'a>> {
-    let mut lines = vec![Line::styled(title, theme.title())];
+/// A prompt as sent, under its title and the templates it was built from (`used`, with their origins).
+fn messages_lines<'a>(
+    title: String,
+    (templates, used): (&Templates, &[Template]),
+    messages: &[ChatMessage],
+    theme: &Theme,
+    width: usize,
+) -> Vec<Line<'a>> {
+    let each: Vec<String> = used
+        .iter()
+        .map(|t| format!("{} ({})", t.name(), crate::text::terminal_safe(templates.origin(*t))))
+        .collect();
+    let label = if used.len() == 1 { "template" } else { "templates" };
+    let mut lines = vec![
+        Line::styled(title, theme.title()),
+        Line::styled(format!("{label}: {}", each.join(" · ")), theme.dim()),
+    ];
     for m in messages {
         let role = match m.role {
             Speaker::System => "system",
@@ -566,6 +583,17 @@ impl Inspect {
             Span::raw(item.statement.get(lang).clone()),
         ]));
         let plan = ctx.run.session.plan.as_ref();
+        let templates = match plan.map(|p| Templates::from_record(&p.prompts)) {
+            Some(Err(e)) => {
+                lines.push(Line::styled(
+                    crate::text::terminal_safe(&format!("{e}; the prompts below use the bundled templates")),
+                    theme.fg(theme.error),
+                ));
+                Templates::default()
+            }
+            Some(Ok(t)) => t,
+            None => Templates::default(),
+        };
         let styles: std::collections::BTreeSet<QueryStyle> = ctx.methods().iter().map(|m| m.query_style()).collect();
         let masker = Masker::new(&u.character.aliases, &u.character.experimenter);
         for style in &styles {
@@ -599,7 +627,7 @@ impl Inspect {
             // The agent's prompt, rebuilt exactly.
             if let Some(plan) = plan {
                 let memories = ctx.memories.get(&u.character.id).map(Arc::as_ref);
-                let query = interview::query(u.character, u.scale, item, *style);
+                let query = interview::query(&templates, u.character, u.scale, item, *style);
                 let assembled = prompt::assemble(u.character, plan.style, memories, item.question.get(lang), &query);
                 let note = if assembled.retrieved == row.retrieved
                     || row.retrieved.is_empty() && assembled.retrieved.is_empty()
@@ -615,6 +643,7 @@ impl Inspect {
                         super::setup::style_name(plan.style),
                         row.retrieved
                     ),
+                    (&templates, &[interview::query_template(*style, lang)]),
                     &assembled.messages,
                     theme,
                     width,
@@ -644,15 +673,15 @@ impl Inspect {
                 let recorded = a.calls.iter().find(|ids| ids.contains(&item.id)).map(|ids| {
                     let refs: Vec<&Exchange> = ex.iter().filter(|e| ids.contains(&e.item_id)).collect();
                     match method {
-                        Method::DOc => convert::doc_messages(u.scale, dim, &masker, &refs),
-                        _ => convert::oc_messages(u.scale, &u.character.name, &refs),
+                        Method::DOc => convert::doc_messages(&templates, u.scale, dim, &masker, &refs),
+                        _ => convert::oc_messages(&templates, u.scale, &u.character.name, &refs),
                     }
                 });
                 let messages = recorded.or_else(|| {
                     let per_call = plan.map_or(convert::MAX_ITEMS_PER_CALL, |p| p.items_per_call as usize);
                     let groups = match method {
-                        Method::DOc => convert::doc_groups(u.scale, &masker, &ex, per_call),
-                        _ => convert::oc_groups(u.scale, &u.character.name, &ex, per_call),
+                        Method::DOc => convert::doc_groups(&templates, u.scale, &masker, &ex, per_call),
+                        _ => convert::oc_groups(&templates, u.scale, &u.character.name, &ex, per_call),
                     };
                     groups
                         .into_iter()
@@ -662,7 +691,17 @@ impl Inspect {
                 if method != Method::Sr
                     && let Some(messages) = messages
                 {
-                    lines.extend(messages_lines("judge prompt".into(), &messages, theme, width));
+                    let template = match method {
+                        Method::DOc => Template::DimensionConversion,
+                        _ => Template::OptionConversion,
+                    };
+                    lines.extend(messages_lines(
+                        "judge prompt".into(),
+                        (&templates, &[template]),
+                        &messages,
+                        theme,
+                        width,
+                    ));
                 }
             } else if let Some((bi, batch)) = a
                 .batches
@@ -681,9 +720,10 @@ impl Inspect {
                     .iter()
                     .filter_map(|id| ex.iter().find(|e| e.item_id == *id))
                     .collect();
-                let messages = expert::messages(u.scale, dim, lang, &masker, &refs);
+                let messages = expert::messages(&templates, u.scale, dim, lang, &masker, &refs);
                 lines.extend(messages_lines(
                     "judge prompt (anonymized)".into(),
+                    (&templates, &[Template::ExpertRating, Template::ExpertConversation]),
                     &messages,
                     theme,
                     width,

@@ -1,0 +1,164 @@
+//! `prompts` and `prompts export`: the method's prompt templates, their placeholders and checksums, and
+//! a folder of them to edit; and reading such a folder for `--prompts DIR`.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use super::input_error;
+use super::table::Table;
+use crate::templates::{BUNDLED, PromptSet, Template, Templates, sha256};
+use crate::text::terminal_safe as safe;
+
+/// The templates of a `--prompts DIR` folder as a session records them (none without a folder).
+/// Every problem is the user's (exit 2) and is found before anything is sent.
+pub(super) fn load_prompts(dir: Option<&Path>) -> anyhow::Result<PromptSet> {
+    match dir {
+        None => Ok(PromptSet::new()),
+        Some(dir) => Ok(Templates::load_dir(dir)?.record()),
+    }
+}
+
+/// `stem|statement, options`: the groups a template must use one of each of.
+fn required_text(t: Template) -> String {
+    t.required().iter().map(|g| g.join("|")).collect::<Vec<_>>().join(", ")
+}
+
+pub fn list(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    if json_output {
+        let list: Vec<_> = Template::ALL
+            .iter()
+            .map(|&t| {
+                json!({
+                    "name": t.name(),
+                    "file": t.file_name(),
+                    "placeholders": t.placeholders().iter().map(|p| json!({
+                        "name": p.name,
+                        "meaning": p.meaning,
+                        "required": t.is_required(p.name),
+                    })).collect::<Vec<_>>(),
+                    "required": t.required(),
+                    "origin": BUNDLED,
+                    "sha256": sha256(t.bundled_text()),
+                })
+            })
+            .collect();
+        writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut table = Table::new(&["name", "file", "required", "optional", "origin", "sha256"]);
+    for t in Template::ALL {
+        let optional: Vec<&str> = t
+            .placeholders()
+            .iter()
+            .map(|p| p.name)
+            .filter(|n| !t.is_required(n))
+            .collect();
+        table.row(vec![
+            t.name().to_string(),
+            t.file_name(),
+            required_text(t),
+            optional.join(", "),
+            BUNDLED.to_string(),
+            sha256(t.bundled_text())[..12].to_string(),
+        ]);
+    }
+    write!(out, "{}", table.render())?;
+    writeln!(
+        out,
+        "placeholders are {{name}}; `a|b`: one of them; `incharacter prompts export DIR` writes the files to edit"
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes every bundled template into `dir` (created if needed). Existing files are left alone, and
+/// nothing is written, unless `force`.
+pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let targets: Vec<_> = Template::ALL.iter().map(|t| (t, dir.join(t.file_name()))).collect();
+    let existing: Vec<String> = targets
+        .iter()
+        .filter(|(_, p)| p.exists())
+        .map(|(_, p)| safe(&p.display().to_string()))
+        .collect();
+    if !existing.is_empty() && !force {
+        return Err(input_error(format!(
+            "{} already exist{}; nothing written (--force overwrites)",
+            existing.join(", "),
+            if existing.len() == 1 { "s" } else { "" }
+        )));
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", safe(&dir.display().to_string())))?;
+    let mut written = Vec::new();
+    for (t, path) in &targets {
+        std::fs::write(path, t.bundled_text())
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", safe(&path.display().to_string())))?;
+        written.push(safe(&path.display().to_string()));
+    }
+    if json_output {
+        writeln!(out, "{}", serde_json::to_string_pretty(&json!({ "written": written }))?)?;
+    } else {
+        for path in &written {
+            writeln!(out, "wrote {path}")?;
+        }
+        writeln!(
+            out,
+            "edit any of them, delete the others, and pass the folder with `--prompts {}`",
+            safe(&dir.display().to_string())
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_export_reads_back_as_the_bundled_set_and_is_not_overwritten_without_force() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("prompts");
+        let mut out = Vec::new();
+        export(&folder, false, false, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches("wrote ").count(), Template::ALL.len(), "{text}");
+        let loaded = Templates::load_dir(&folder).unwrap();
+        for t in Template::ALL {
+            assert_eq!(loaded.text(t), t.bundled_text());
+        }
+        std::fs::write(folder.join("reask.txt"), "mine: {problem}").unwrap();
+        let e = export(&folder, false, false, &mut Vec::new()).unwrap_err();
+        assert_eq!(super::super::exit_code(&e), 2);
+        assert!(e.to_string().contains("reask.txt"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(folder.join("reask.txt")).unwrap(),
+            "mine: {problem}"
+        );
+        export(&folder, true, true, &mut Vec::new()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(folder.join("reask.txt")).unwrap(),
+            Template::Reask.bundled_text()
+        );
+    }
+
+    #[test]
+    fn the_list_names_every_template_with_what_it_requires() {
+        let mut out = Vec::new();
+        list(false, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let line = text.lines().find(|l| l.starts_with("self_report_cot.zh ")).unwrap();
+        assert!(
+            line.contains("stem|statement, options") && line.contains("bundled"),
+            "{line}"
+        );
+        let mut out = Vec::new();
+        list(true, &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v.as_array().unwrap().len(), Template::ALL.len());
+        assert_eq!(v[0]["name"], "expert_rating");
+        assert_eq!(v[0]["sha256"], sha256(Template::ExpertRating.bundled_text()));
+        assert_eq!(v[0]["required"], json!([["dimension"]]));
+    }
+}
