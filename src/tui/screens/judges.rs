@@ -17,7 +17,7 @@ use crate::method::Method;
 use crate::study::judges::Judges;
 use crate::text::terminal_safe as safe;
 use crate::tui::keys::Command;
-use crate::tui::ui::{block, fit, pad, score_text, window};
+use crate::tui::ui::{block, pad, score_text, window};
 
 /// One marker per session, in session order (colours repeat every six, markers do not until eight).
 const MARKERS: [char; 8] = ['●', '■', '▲', '◆', '★', '✚', '▼', '✖'];
@@ -300,7 +300,7 @@ fn render_dots(view: &JudgesView, frame: &mut Frame, area: Rect, ctx: &Ctx, (c, 
             taken[x] = true;
         }
         let mut spans = vec![Span::styled(
-            format!(" {} ", pad(&fit(dimension, name_width), name_width)),
+            format!(" {} ", pad(&safe(dimension), name_width)),
             theme.title(),
         )];
         spans.extend(
