@@ -6,6 +6,7 @@ mod annotation_cmds;
 mod catalog_cmds;
 mod drive;
 mod import_cmds;
+mod judges_cmds;
 mod llm_cmds;
 mod metrics_cmds;
 #[cfg(feature = "local-model")]
@@ -229,6 +230,17 @@ pub enum Command {
         ids: Vec<String>,
         #[arg(long, default_value = "md")]
         format: String,
+    },
+    /// Compare assessments of the same interviews (a session and its re-assessments): per pair of
+    /// sessions Pearson, Spearman and mean |Δ| on 0–1, per scale the sensitivity to the judge, and each
+    /// session's Acc_Dim and MAE
+    Judges {
+        /// Session ids (or folders, journal paths): all of one session's interviews
+        #[arg(required = true, num_args = 2..)]
+        ids: Vec<String>,
+        /// Print JSON instead of tables
+        #[arg(long)]
+        json: bool,
     },
     /// Export a session's interviews and assessments
     Export {
@@ -607,6 +619,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         Command::Replay { .. } | Command::Demo { .. } => Err(input_error("`replay` and `demo` open the workbench")),
         Command::Import { command } => import_cmds::import(command, &*ctx.catalog()?, &ctx.data_dir()?, out),
         Command::Report { ids, format } => run_cmds::report(ctx, &ids, &format, out),
+        Command::Judges { ids, json } => judges_cmds::judges(ctx, &ids, json, out),
         Command::Export { id, format, output } => run_cmds::export(ctx, &id, &format, output.as_deref(), out),
         #[cfg(feature = "local-model")]
         Command::Bench { command } => match command {

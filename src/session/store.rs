@@ -109,6 +109,23 @@ impl Store {
         out
     }
 
+    /// The interview sessions that hold the interviews of session `interviews`: it and every
+    /// re-assessment of it, in list order with their records (a session in both the data dir and the
+    /// samples once, the data dir's).
+    pub fn sharing_interviews(&self, interviews: &str) -> Vec<(SessionEntry, Vec<Event>)> {
+        let mut out: Vec<(SessionEntry, Vec<Event>)> = Vec::new();
+        for entry in self.list() {
+            if out.iter().any(|(e, _)| e.id == entry.id) {
+                continue;
+            }
+            let Ok(events) = self.load(&entry.path) else { continue };
+            if crate::study::judges::interview_source(&events) == Some(interviews) {
+                out.push((entry, events));
+            }
+        }
+        out
+    }
+
     /// Where a session's export is written: `export.json` in its folder, or for a sample
     /// `<data dir>/exports/<id>.json`.
     pub fn export_target(&self, session: &Path) -> PathBuf {
@@ -308,6 +325,37 @@ mod tests {
             .map(|e| e.id)
             .collect();
         assert_eq!(ids, ["20261130-000000-zzzz", "20261130-000000-aaaa"]);
+    }
+
+    /// A session started with `plan_extra` in its plan (e.g. its parent), with nothing after.
+    fn started(data: &Path, id: &str, plan_extra: &str) {
+        let dir = sessions_dir(data).join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let line = format!(
+            r#"{{"event":"run_started","session":"{id}","name":null,"created":"2026-11-30T00:00:00Z","app_version":"0.1.0","plan":{{"characters":["hermione-en"],"scales":["GSE"],"methods":["er-batch"],"repeats":1,"rpa":"p","judge":"p","style":"description","seed":1,"max_attempts":5{plan_extra}}},"providers":{{}}}}"#
+        );
+        std::fs::write(dir.join("journal.jsonl"), line + "\n").unwrap();
+    }
+
+    #[test]
+    fn the_sessions_sharing_interviews_are_a_session_and_its_re_assessments() {
+        let data = tempfile::tempdir().unwrap();
+        started(data.path(), "a-parent", "");
+        started(data.path(), "b-again", r#","parent":"a-parent""#);
+        started(data.path(), "c-again", r#","parent":"a-parent""#);
+        started(data.path(), "d-other", r#","parent":"z-elsewhere""#);
+        started(data.path(), "e-unrelated", "");
+        let store = Store::with_samples(data.path(), None);
+        let ids = |source: &str| -> Vec<String> {
+            store
+                .sharing_interviews(source)
+                .into_iter()
+                .map(|(e, _)| e.id)
+                .collect()
+        };
+        assert_eq!(ids("a-parent"), ["a-parent", "b-again", "c-again"]);
+        assert_eq!(ids("z-elsewhere"), ["d-other"], "a parent need not be in the store");
+        assert_eq!(ids("e-unrelated"), ["e-unrelated"]);
     }
 
     #[test]

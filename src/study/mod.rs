@@ -9,6 +9,7 @@
 
 pub mod annotation;
 pub mod interview;
+pub mod judges;
 pub mod live;
 pub mod observe;
 pub mod rolebench;

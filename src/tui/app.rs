@@ -166,6 +166,8 @@ pub enum Action {
     RunEnded(Result<(), String>),
     Sessions(Vec<SessionEntry>),
     Compared(Vec<(String, Vec<SummaryRow>)>),
+    /// The sessions that assess the shown interviews, compared (or why they cannot be).
+    Judged(Result<crate::study::judges::Judges, String>),
     Fetched(Result<String, String>),
     Flash(String),
     Memories(BTreeMap<String, Arc<Memories>>),
@@ -208,6 +210,11 @@ pub enum Effect {
     ReplaySpeed(Replay),
     Export(PathBuf),
     Compare(Vec<PathBuf>),
+    /// Compare the sessions that assess the interviews of session `interviews` (it and its
+    /// re-assessments).
+    Judges {
+        interviews: String,
+    },
     FetchModel,
     ListSessions,
     StartObserve {
@@ -467,6 +474,7 @@ impl App {
             }
             Action::Sessions(list) => self.sessions.set_list(list),
             Action::Compared(rows) => self.sessions.comparison = rows,
+            Action::Judged(result) => self.flash = Some(self.compare.judged(result)),
             Action::Fetched(result) => {
                 self.welcome.fetch = Some(match result {
                     Ok(m) => {

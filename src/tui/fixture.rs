@@ -149,3 +149,57 @@ pub fn session(catalog: &Catalog, plan: &RunPlan) -> Vec<Event> {
     });
     events
 }
+
+/// A made-up re-assessment of `parent` (a session from [`session`]): the parent's answers copied as
+/// they are, every dimension scored again by other arithmetic (`variant` 1, 2, … moves the scores
+/// differently), the plan naming the parent, and a made-up judge of its own.
+pub fn reassessment(catalog: &Catalog, parent: &[Event], id: &str, variant: u32) -> Vec<Event> {
+    let judge = ModelInfo {
+        provider: "fixture".into(),
+        kind: "fixture".into(),
+        model: format!("judge {variant} (made-up scores)"),
+    };
+    let mut events = Vec::new();
+    for e in parent {
+        match e {
+            Event::RunStarted {
+                header,
+                plan,
+                providers,
+            } => {
+                let mut plan = plan.clone();
+                plan.parent = Some(header.session.clone());
+                plan.judge_temperature = 0.2 * variant as f32;
+                let mut providers = providers.clone();
+                providers.insert("judge".into(), judge.clone());
+                events.push(Event::RunStarted {
+                    header: crate::study::SessionHeader {
+                        session: id.into(),
+                        name: Some(format!("fixture re-assessment {variant}")),
+                        ..header.clone()
+                    },
+                    plan,
+                    providers,
+                });
+            }
+            Event::DimensionAssessed(a) => {
+                let Some(scale) = catalog.scale(&a.scale) else { continue };
+                let (min, max) = scale.dimension_range();
+                let d = scale.dimension_index(&a.dimension).unwrap_or(0) as u32;
+                // A step of a tenth of the range up or down, by dimension and variant.
+                let step = f64::from((d + variant) % 3) - 1.0;
+                let score = a
+                    .score
+                    .map(|s| (s + step * (max - min) * 0.1 * f64::from(variant)).clamp(min, max));
+                let mut a = a.clone();
+                a.score = score;
+                for b in &mut a.batches {
+                    b.score = score;
+                }
+                events.push(Event::DimensionAssessed(a));
+            }
+            other => events.push(other.clone()),
+        }
+    }
+    events
+}

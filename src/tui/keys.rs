@@ -39,7 +39,7 @@ impl Mode {
             Mode::Inspector => &[
                 Up, Down, PageUp, PageDown, Top, Bottom, NextPane, PrevPane, Select, Back,
             ],
-            Mode::Compare => &[Up, Down, Select],
+            Mode::Compare => &[Up, Down, Select, Back],
             Mode::Sessions => &[Up, Down, Top, Bottom, Select],
             Mode::Chat => &[],
             Mode::Observers => &[Up, Down],
@@ -179,6 +179,7 @@ commands! {
     Speed => "speed", "replay speed 1× → 4× → instant";
     Export => "export", "export the session (JSON) next to its journal";
     Mark => "mark", "mark a session for side-by-side comparison";
+    Judges => "judges", "every assessment of these interviews (the session, its parent, their re-assessments) side by side: profiles, agreement, sensitivity";
     FetchModel => "fetch-model", "fetch the embedded local model";
     Resume => "resume", "resume an interrupted session";
     ScrollUp => "scroll-up", "scroll the text up";
@@ -196,6 +197,10 @@ impl Command {
             }
             (Mode::Compare, Command::NextUnit) => "next character × scale",
             (Mode::Compare, Command::PrevUnit) => "previous character × scale",
+            (Mode::Compare, Command::Back) => "leave the assessments view",
+            (Mode::Compare, Command::Up | Command::Down) => {
+                "move in the session table (the pair table in the assessments view)"
+            }
             (Mode::Chat, Command::NextUnit) => "next character",
             (Mode::Chat, Command::PrevUnit) => "previous character",
             (Mode::Observers, Command::NextUnit) => "next subject",
@@ -406,6 +411,7 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Compare, "o", Command::Sort),
     (Mode::Compare, "]", Command::NextPage),
     (Mode::Compare, "[", Command::PrevPage),
+    (Mode::Compare, "J", Command::Judges),
     (Mode::Chat, "ctrl-p", Command::Prompt),
     (Mode::Chat, "ctrl-n", Command::NextUnit),
     (Mode::Chat, "ctrl-b", Command::PrevUnit),

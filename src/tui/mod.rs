@@ -151,6 +151,20 @@ fn rolebench_scores(
     out
 }
 
+/// The sessions of the store that assess the interviews of session `interviews`, compared; fewer than
+/// two is said as a message.
+fn judged(store: &Store, catalog: &Catalog, interviews: &str) -> Result<crate::study::judges::Judges, String> {
+    let found = store.sharing_interviews(interviews);
+    if found.len() < 2 {
+        return Err(format!(
+            "no other assessment of these interviews: `incharacter assess {}` makes one",
+            crate::text::terminal_safe(interviews)
+        ));
+    }
+    let sessions: Vec<&[Event]> = found.iter().map(|(_, events)| events.as_slice()).collect();
+    crate::study::judges::compare(&sessions, catalog).map_err(|e| e.to_string())
+}
+
 fn load_memories(data: &Path, catalog: &Catalog, events: &[Event]) -> BTreeMap<String, Arc<Memories>> {
     let mut out = BTreeMap::new();
     if let Some(plan) = Interviews::plan_of(events) {
@@ -376,6 +390,12 @@ impl Driver {
                         })
                         .collect();
                     let _ = tx.send(Action::Compared(rows));
+                });
+            }
+            Effect::Judges { interviews } => {
+                let (store, catalog) = (self.store.clone(), self.catalog.clone());
+                tokio::task::spawn_blocking(move || {
+                    let _ = tx.send(Action::Judged(judged(&store, &catalog, &interviews)));
                 });
             }
             Effect::ListSessions => {

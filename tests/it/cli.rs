@@ -458,3 +458,95 @@ fn a_reader_that_goes_away_is_not_an_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && !stderr.contains("Broken pipe"), "{stderr}");
 }
+
+/// Writes `events` as the journal of a session in `data`'s sessions folder.
+fn write_session(data: &Path, events: &[incharacter::study::Event]) {
+    let id = events[0].start().unwrap().session.to_string();
+    let mut journal =
+        incharacter::journal::Journal::open(&data.join("sessions").join(id).join("journal.jsonl")).unwrap();
+    for e in events {
+        journal.append(e).unwrap();
+    }
+}
+
+#[test]
+fn judges_compares_assessments_of_the_same_interviews_and_refuses_others() {
+    use incharacter::method::Method;
+    use incharacter::study::Event;
+    use incharacter::tui::fixture;
+    let catalog = incharacter::catalog::Catalog::load(None).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    // Made-up sessions: a parent and two re-assessments of it, and one of other interviews.
+    let plan = fixture::plan(&["hermione-en", "zhongli-zh"], &["BFI"], &[Method::ErBatch, Method::Oc]);
+    let parent = fixture::session(&catalog, &plan);
+    let a = fixture::reassessment(&catalog, &parent, "20261129-130000-fixture-0002", 1);
+    let b = fixture::reassessment(&catalog, &parent, "20261129-140000-fixture-0003", 2);
+    let mut elsewhere = fixture::reassessment(&catalog, &parent, "20261129-150000-fixture-0004", 1);
+    if let Event::RunStarted { plan, .. } = &mut elsewhere[0] {
+        plan.parent = Some("20261128-000000-other-0000".into());
+    }
+    for events in [&parent, &a, &b, &elsewhere] {
+        write_session(data.path(), events);
+    }
+    let ids = [
+        "20261129-120000-fixture-0001",
+        "20261129-130000-fixture-0002",
+        "20261129-140000-fixture-0003",
+    ];
+
+    let out = run_in(data.path(), &[&["judges"][..], &ids, &["--json"]].concat());
+    let json = json_of(&out);
+    let sessions: Vec<&str> = json["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(sessions, ids);
+    assert_eq!(json["sessions"][1]["judge"], "fixture/judge 1 (made-up scores)");
+    let pairs = json["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 3 * 2, "3 pairs × 2 methods");
+    for p in pairs {
+        for key in ["a", "b", "method", "n", "pearson", "spearman", "mean_abs_diff"] {
+            assert!(p.get(key).is_some(), "{key} in {p}");
+        }
+        assert_eq!(p["n"], 10, "2 characters × 5 dimensions: {p}");
+    }
+    // The same numbers as the library computes from the journals.
+    let events: Vec<&[Event]> = vec![&parent, &a, &b];
+    let expected = incharacter::study::judges::compare(&events, &catalog)
+        .unwrap()
+        .to_json();
+    assert_close(&json["pairs"], &expected["pairs"], "pairs");
+    assert_close(&json["scales"], &expected["scales"], "scales");
+    assert!(json["scales"]["BFI"]["sensitivity"].as_f64().unwrap() > 0.0);
+    assert_eq!(json["scores"].as_array().unwrap().len(), 2 * 2 * 5);
+    assert!(
+        json["summary"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["acc_dim"].is_number())
+    );
+
+    let out = run_in(data.path(), &["judges", ids[0], ids[1]]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for part in [
+        "agreement per pair of sessions",
+        "sensitivity per scale",
+        "accuracy against the labels",
+    ] {
+        assert!(text.contains(part), "{text}");
+    }
+
+    let out = run_in(data.path(), &["judges", ids[0], "20261129-150000-fixture-0004"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("do not share interviews"), "{stderr}");
+    assert!(stderr.contains("20261128-000000-other-0000"), "{stderr}");
+    let out = run_in(data.path(), &["judges", ids[0], "no-such-session"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run_in(data.path(), &["judges", ids[0]]);
+    assert_eq!(out.status.code(), Some(2), "one session is too few");
+}

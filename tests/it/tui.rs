@@ -754,6 +754,68 @@ fn rolebench_picks_roles_starts_and_highlights_the_common_subsequence() {
     assert_eq!(underlined, "The treasure on ship");
 }
 
+/// Three made-up assessments of the same interviews: the fixture session and two re-assessments of it
+/// with other (made-up) judges and scores.
+fn assessments(catalog: &Catalog) -> Vec<Vec<Event>> {
+    let parent = session_events(catalog);
+    let b = fixture::reassessment(catalog, &parent, "20261129-130000-fixture-0002", 1);
+    let c = fixture::reassessment(catalog, &parent, "20261129-140000-fixture-0003", 2);
+    vec![parent, b, c]
+}
+
+#[test]
+fn compare_shows_every_assessment_of_the_same_interviews() {
+    let mut app = with_session();
+    key(&mut app, KeyCode::Char('4'));
+    let parent = "20261129-120000-fixture-0001";
+    let effects = key(&mut app, KeyCode::Char('J'));
+    assert_eq!(
+        effects,
+        [Effect::Judges {
+            interviews: parent.into()
+        }]
+    );
+    let sessions = assessments(&app.catalog);
+    let events: Vec<&[Event]> = sessions.iter().map(Vec::as_slice).collect();
+    let judges = incharacter::study::judges::compare(&events, &app.catalog).unwrap();
+    app.update(Action::Judged(Ok(judges)));
+    assert_eq!(
+        app.flash.as_deref(),
+        Some("3 assessments of these interviews (esc: back to the profile)")
+    );
+    snap("compare_assessments", &app);
+    key(&mut app, KeyCode::Char('m'));
+    key(&mut app, KeyCode::Right);
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("钟离 · BFI · oc"), "{screen}");
+    assert!(screen.contains("Agreement on oc"), "{screen}");
+    // Another session opened: the view is not of its interviews, so Compare shows its profile.
+    let mut other = sessions[0].clone();
+    if let Event::RunStarted { header, .. } = &mut other[0] {
+        header.session = "20261130-090000-other-0004".into();
+    }
+    app.update(Action::SessionLoaded(other));
+    app.screen = Screen::Compare;
+    assert!(render(&app, (120, 40)).contains("Session table"));
+    // A re-assessment of the fixture opened: the view of its interviews is back; esc leaves it.
+    app.update(Action::SessionLoaded(sessions[1].clone()));
+    app.screen = Screen::Compare;
+    assert!(render(&app, (120, 40)).contains("Agreement on oc"));
+    key(&mut app, KeyCode::Esc);
+    assert!(render(&app, (120, 40)).contains("Session table"));
+    // J on the re-assessment asks for the assessments of its parent's interviews.
+    let effects = key(&mut app, KeyCode::Char('J'));
+    assert_eq!(
+        effects,
+        [Effect::Judges {
+            interviews: parent.into()
+        }]
+    );
+    app.update(Action::Judged(Err("no other assessment of these interviews".into())));
+    assert_eq!(app.flash.as_deref(), Some("no other assessment of these interviews"));
+    assert!(render(&app, (120, 40)).contains("Session table"));
+}
+
 #[test]
 fn compare_shows_a_characters_rolebench_result_beside_its_personality() {
     use incharacter::tui::app::RolebenchScore;

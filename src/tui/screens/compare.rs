@@ -1,7 +1,9 @@
 //! The compare screen: a radar chart (Braille canvas) of the measured profile against the pdb and annotation
 //! labels, bars per dimension, Acc_Dim / MAE for the character, and a Table-2-style table of every
 //! character × scale × method of the session, sortable. Scales with many dimensions are paged.
-//! It owns the character, method, page and sort shown, and the characters' RoleBench results.
+//! It owns the character, method, page and sort shown, and the characters' RoleBench results. With the
+//! assessments view open (`J`: the sessions that assess the same interviews, see [`JudgesView`]) it
+//! shows that instead.
 
 use std::collections::BTreeMap;
 
@@ -14,11 +16,14 @@ use ratatui::widgets::Paragraph;
 use ratatui::widgets::canvas::{Canvas, Line as CLine};
 
 use super::inspect::Unit;
+use super::judges::JudgesView;
 use super::{Component, Ctx, Hits, ListId, Request};
 use crate::domain::character::{LabelSource, LabelType};
 use crate::domain::metrics::alignment;
 use crate::method::{Assessment, Method};
 use crate::study::interview::results::rows;
+use crate::study::judges::Judges;
+use crate::tui::app::Effect;
 use crate::tui::keys::Command;
 use crate::tui::run_view::RunView;
 use crate::tui::theme::Theme;
@@ -34,6 +39,8 @@ pub struct Compare {
     pub page: usize,
     pub sort: usize,
     pub cursor: usize,
+    /// The assessments view, while it is open.
+    pub judges: Option<JudgesView>,
 }
 
 /// A character's RoleBench result from one session.
@@ -45,8 +52,58 @@ pub struct RolebenchScore {
     pub win_rate: Option<f64>,
 }
 
+/// The session whose interviews the shown run holds: its parent for a re-assessment, else itself.
+fn interviews_of(run: &RunView) -> Option<String> {
+    let plan = run.session.plan.as_ref()?;
+    Some(plan.parent.clone().unwrap_or_else(|| run.session.id.clone()))
+}
+
 impl Compare {
+    /// The assessments view, if it shows the interviews of the run shown (another run may have been
+    /// opened since).
+    fn judges_view(&self, ctx: &Ctx) -> Option<&JudgesView> {
+        self.judges
+            .as_ref()
+            .filter(|v| Some(&v.judges.interviews) == interviews_of(ctx.run).as_ref())
+    }
+
+    /// The sessions that assess the shown interviews, compared (or why they could not be): the
+    /// assessments view opens on them. Returns the flash message.
+    pub fn judged(&mut self, result: Result<Judges, String>) -> String {
+        match result {
+            Ok(judges) => {
+                let message = format!(
+                    "{} assessments of these interviews (esc: back to the profile)",
+                    judges.sessions.len()
+                );
+                self.judges = Some(JudgesView::new(judges));
+                message
+            }
+            Err(e) => e,
+        }
+    }
+
     pub fn command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
+        if self.judges_view(ctx).is_some() {
+            match cmd {
+                Command::Back | Command::Judges => self.judges = None,
+                other => {
+                    if let Some(view) = self.judges.as_mut() {
+                        view.command(other);
+                    }
+                }
+            }
+            return Vec::new();
+        }
+        if cmd == Command::Judges {
+            return match interviews_of(ctx.run) {
+                Some(interviews) => vec![
+                    Request::Effect(Effect::Judges { interviews }),
+                    Request::Flash("looking for other assessments of these interviews…".into()),
+                ],
+                None => vec![Request::Flash("open an interview session first (5)".into())],
+            };
+        }
         let characters = ctx
             .run
             .session
@@ -56,20 +113,16 @@ impl Compare {
             .max(1);
         let methods = ctx.methods();
         let count = methods.len().max(1);
+        if browse(
+            cmd,
+            (&mut self.unit, &mut self.method, &mut self.page),
+            characters,
+            count,
+        ) {
+            return Vec::new();
+        }
         match cmd {
-            Command::NextUnit => {
-                self.unit = (self.unit + 1) % characters;
-                self.page = 0;
-            }
-            Command::PrevUnit => {
-                self.unit = (self.unit + characters - 1) % characters;
-                self.page = 0;
-            }
-            Command::NextMethod => self.method = (self.method + 1) % count,
-            Command::PrevMethod => self.method = (self.method + count - 1) % count,
             Command::AllMethods => self.all_methods = !self.all_methods,
-            Command::NextPage => self.page += 1,
-            Command::PrevPage => self.page = self.page.saturating_sub(1),
             Command::Sort => self.sort = (self.sort + 1) % 4,
             Command::Up => self.cursor = self.cursor.saturating_sub(1),
             Command::Down => self.cursor += 1,
@@ -162,12 +215,48 @@ impl Compare {
     }
 }
 
-fn method_color(t: &Theme, i: usize) -> Color {
+/// The moves of a profile view among `units` character × scale pairs, `methods` methods and the pages
+/// of a scale's dimensions (a new unit starts on its first page); false for any other command.
+pub(super) fn browse(
+    cmd: Command,
+    (unit, method, page): (&mut usize, &mut usize, &mut usize),
+    units: usize,
+    methods: usize,
+) -> bool {
+    match cmd {
+        Command::NextUnit | Command::PrevUnit => {
+            let step = if cmd == Command::NextUnit { 1 } else { units - 1 };
+            *unit = (*unit + step) % units;
+            *page = 0;
+        }
+        Command::NextMethod => *method = (*method + 1) % methods,
+        Command::PrevMethod => *method = (*method + methods - 1) % methods,
+        Command::NextPage => *page += 1,
+        Command::PrevPage => *page = page.saturating_sub(1),
+        _ => return false,
+    }
+    true
+}
+
+/// " · page 2/3 ([ ])" in a pane's title when it has pages.
+pub(super) fn page_note(page: usize, pages: usize) -> String {
+    if pages > 1 {
+        format!(" · page {}/{} ([ ])", page + 1, pages)
+    } else {
+        String::new()
+    }
+}
+
+/// The colour of the i-th series (a method, a session).
+pub(super) fn series_color(t: &Theme, i: usize) -> Color {
     [t.measured, t.streaming, t.warning, t.positive, t.accent, t.negative][i % 6]
 }
 
 impl Component for Compare {
     fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
+        if let Some(view) = self.judges_view(ctx) {
+            return view.hints(ctx);
+        }
         vec![
             (ctx.key(Command::NextMethod), "method"),
             (ctx.key(Command::AllMethods), "all methods"),
@@ -177,6 +266,9 @@ impl Component for Compare {
     }
 
     fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
+        if let Some(view) = self.judges_view(ctx) {
+            return view.render(frame, area, ctx);
+        }
         let theme = ctx.theme;
         let pairs = pairs(ctx.run);
         let methods = ctx.methods();
@@ -227,7 +319,7 @@ impl Component for Compare {
             let acc = accuracy(ctx, c, s, *m);
             spans.push(Span::styled(
                 m.name().to_string(),
-                theme.fg(method_color(theme, *i)).add_modifier(Modifier::BOLD),
+                theme.fg(series_color(theme, *i)).add_modifier(Modifier::BOLD),
             ));
             spans.push(Span::raw(match acc {
                 Some((a, e)) => format!(" Acc_Dim {a:.2} MAE {e:.3}  "),
@@ -292,7 +384,7 @@ impl Component for Compare {
                 .iter()
                 .map(|&d| measured(ctx.run, c, s, *m, &scale.dimensions[d].name).map(norm))
                 .collect();
-            series.push((method_color(theme, *i), v));
+            series.push((series_color(theme, *i), v));
         }
         series.push((
             theme.label_pdb,
@@ -358,11 +450,7 @@ impl Component for Compare {
         frame.render_widget(canvas, inner);
 
         // Bars.
-        let page_note = if pages > 1 {
-            format!(" · page {}/{} ([ ])", page + 1, pages)
-        } else {
-            String::new()
-        };
+        let page_note = page_note(page, pages);
         let b = block(
             format!(" Measured vs labels{page_note} (0–1; marginal labels dimmed) "),
             false,
@@ -389,7 +477,7 @@ impl Component for Compare {
         for (i, m) in &shown {
             legend.push(Span::styled(
                 format!("■ {} ", m.name()),
-                theme.fg(method_color(theme, *i)),
+                theme.fg(series_color(theme, *i)),
             ));
         }
         legend.push(Span::styled("■ pdb ", theme.fg(theme.label_pdb)));
@@ -405,7 +493,7 @@ impl Component for Compare {
                 let v = measured(ctx.run, c, s, *m, &dim.name);
                 lines.push(Line::from(vec![
                     Span::styled(format!("  {:<9}", m.name()), theme.dim()),
-                    Span::styled(bar(v.map(norm)), theme.fg(method_color(theme, *i))),
+                    Span::styled(bar(v.map(norm)), theme.fg(series_color(theme, *i))),
                     Span::raw(format!(" {}", score_text(v))),
                 ]));
             }

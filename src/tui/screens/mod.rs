@@ -7,6 +7,7 @@ pub mod annotate;
 pub mod chat;
 pub mod compare;
 pub mod inspect;
+pub mod judges;
 pub mod live;
 pub mod observers;
 pub mod rolebench;

@@ -1,0 +1,101 @@
+//! `judges`: several assessments of the same interviews compared (agreement per pair of sessions,
+//! sensitivity per scale, accuracy of each against the labels).
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use super::run_cmds::load_session;
+use super::table::{Table, num};
+use super::{Ctx, input_error};
+use crate::study::Event;
+use crate::study::judges::{self, Judges};
+use crate::text::terminal_safe as safe;
+
+pub fn judges(ctx: &Ctx, ids: &[String], json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let catalog = ctx.catalog()?;
+    let loaded = ids
+        .iter()
+        .map(|id| load_session(ctx, id).map(|(_, events)| events))
+        .collect::<anyhow::Result<Vec<Vec<Event>>>>()?;
+    let sessions: Vec<&[Event]> = loaded.iter().map(Vec::as_slice).collect();
+    let report = judges::compare(&sessions, &catalog).map_err(|e| input_error(e.to_string()))?;
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&report.to_json())?)?;
+    } else {
+        write!(out, "{}", tables(&report))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The letter a session goes by in the tables: A, B, … Z, then 27, 28, ….
+fn letter(i: usize) -> String {
+    u8::try_from(i)
+        .ok()
+        .filter(|&i| i < 26)
+        .map_or_else(|| (i + 1).to_string(), |i| char::from(b'A' + i).to_string())
+}
+
+/// The sessions (by letter), the pairs, the scales' sensitivity and each session's accuracy.
+pub fn tables(j: &Judges) -> String {
+    let by_id = |id: &str| {
+        j.sessions
+            .iter()
+            .position(|s| s.id == id)
+            .map_or_else(|| safe(id), letter)
+    };
+    let mut s = Table::new(&["", "session", "name", "judge", ">judge T", "interviews of"]);
+    for (i, x) in j.sessions.iter().enumerate() {
+        s.row(vec![
+            letter(i),
+            safe(&x.id),
+            safe(x.name.as_deref().unwrap_or("")),
+            safe(x.judge.as_deref().unwrap_or("?")),
+            x.judge_temperature.to_string(),
+            safe(x.parent.as_deref().unwrap_or("(its own)")),
+        ]);
+    }
+    let mut p = Table::new(&["a", "b", "method", ">n", ">Pearson", ">Spearman", ">mean |Δ|"]);
+    for x in &j.pairs {
+        p.row(vec![
+            by_id(&x.a),
+            by_id(&x.b),
+            x.method.name().into(),
+            x.n.to_string(),
+            num(x.pearson),
+            num(x.spearman),
+            num(x.mean_abs_diff),
+        ]);
+    }
+    let mut sens = Table::new(&["scale", ">sensitivity", ">n"]);
+    for (scale, x) in &j.scales {
+        sens.row(vec![safe(scale), num(x.sensitivity), x.n.to_string()]);
+    }
+    let mut acc = Table::new(&["session", "scale", "method", ">Acc_Dim", ">MAE", ">pairs"]);
+    for x in &j.summary {
+        acc.row(vec![
+            by_id(&x.session),
+            safe(&x.scale),
+            safe(&x.method),
+            num(x.acc_dim),
+            num(x.mae),
+            x.count.to_string(),
+        ]);
+    }
+    format!(
+        "{}\nagreement per pair of sessions (scores on 0–1)\n{}\nsensitivity per scale (mean sd across sessions, 0–1)\n{}\naccuracy against the labels\n{}",
+        s.render(),
+        p.render(),
+        sens.render(),
+        acc.render()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::letter;
+
+    #[test]
+    fn sessions_go_by_letters_then_numbers() {
+        assert_eq!([letter(0), letter(25), letter(26)], ["A", "Z", "27"]);
+    }
+}
