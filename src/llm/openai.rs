@@ -48,6 +48,11 @@ fn install_crypto_provider() {
     });
 }
 
+/// A sampling value as the user wrote it: `0.7`, not the `0.699999988079071` an `f32` widens to.
+fn decimal(x: f32) -> f64 {
+    x.to_string().parse().unwrap_or(f64::from(x))
+}
+
 /// The JSON body sent for `request`. With a schema and `structured_output`, the schema goes into
 /// `response_format`; without `structured_output` it is described in the prompt instead.
 pub fn request_body(model: &str, request: &ChatRequest, structured_output: bool) -> Value {
@@ -63,10 +68,10 @@ pub fn request_body(model: &str, request: &ChatRequest, structured_output: bool)
     });
     let s = &request.sampling;
     if let Some(t) = s.temperature {
-        body["temperature"] = json!(t);
+        body["temperature"] = json!(decimal(t));
     }
     if let Some(p) = s.top_p {
-        body["top_p"] = json!(p);
+        body["top_p"] = json!(decimal(p));
     }
     if let Some(n) = s.max_tokens {
         body["max_tokens"] = json!(n);
@@ -313,6 +318,16 @@ mod tests {
         // Twice: the provider is installed once per process.
         assert!(OpenAi::new(config, None).is_ok());
         assert!(rustls::crypto::CryptoProvider::get_default().is_some());
+    }
+
+    #[test]
+    fn sampling_values_go_out_as_written() {
+        let mut r = ChatRequest::new(vec![ChatMessage::user("Hi")]);
+        r.sampling.temperature = Some(0.7);
+        r.sampling.top_p = Some(0.9);
+        let b = request_body("m", &r, true);
+        assert_eq!(b["temperature"].to_string(), "0.7");
+        assert_eq!(b["top_p"].to_string(), "0.9");
     }
 
     #[test]
