@@ -160,9 +160,12 @@ async fn a_run_that_ends_with_failed_assessments_exits_1_and_says_what_failed() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_asks_failed_items_again_and_then_makes_their_assessments() {
     // A third of the requests are refused once with a 400 (never retried within a run); the second
-    // time the same request comes, it is answered.
+    // time the same request comes, it is answered. Each attempt of a judge call is a new request (its
+    // seed moves), so with some fault layouts all five attempts of one call are refused (0.34^5): the
+    // bounded policy working, not what this test is about. Seed 7 makes items fail in the first run
+    // and gives every call of the resume an attempt that is answered.
     let server = FakeServer::start(FakeConfig {
-        seed: 5,
+        seed: 7,
         fault_share: 0.34,
         faults_per_request: 1,
         faults: vec![Fault::BadRequest],
