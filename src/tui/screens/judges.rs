@@ -139,13 +139,20 @@ impl Component for JudgesView {
         );
         let inner = b.inner(list_area);
         frame.render_widget(b, list_area);
-        let judge_width = usize::from(inner.width)
-            .saturating_sub(2 + 29 + 6 + 16 + 4)
-            .clamp(8, 40);
+        // Each session id whole when it fits (it names the session), the judge in what is left.
+        let longest_id = sessions.iter().map(|x| x.id.chars().count()).max().unwrap_or(0);
+        let longest_judge = sessions
+            .iter()
+            .map(|x| safe(x.judge.as_deref().unwrap_or("?")).chars().count())
+            .max()
+            .unwrap_or(0);
+        let room = usize::from(inner.width).saturating_sub(2 + 6 + 16 + 4);
+        let id_width = longest_id.clamp(12, room.saturating_sub(8).max(12));
+        let judge_width = room.saturating_sub(id_width).clamp(8, longest_judge.clamp(8, 40));
         let mut lines = vec![Line::styled(
             format!(
                 "  {} {} {:>5} {:>7} {:>6}",
-                pad("session", 29),
+                pad("session", id_width),
                 pad("judge", judge_width),
                 "T",
                 "Acc_Dim",
@@ -164,7 +171,7 @@ impl Component for JudgesView {
                 Span::styled(format!("{} ", marker(i)), theme.fg(series_color(theme, i))),
                 Span::raw(format!(
                     "{} {} {:>5} {:>7} {:>6}",
-                    pad(&safe(&x.id), 29),
+                    pad(&safe(&x.id), id_width),
                     pad(&safe(x.judge.as_deref().unwrap_or("?")), judge_width),
                     x.judge_temperature,
                     cell(acc.and_then(|a| a.acc_dim)),
