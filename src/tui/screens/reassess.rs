@@ -12,8 +12,8 @@ use ratatui::widgets::Paragraph;
 
 use super::{Component, Ctx, Hits, Request, start_run};
 use crate::method::Method;
-use crate::study::interview::reassess::{self, Reassess};
-use crate::study::{Event, RunPlan};
+use crate::study::interview::reassess::{self, Reassess, ReassessError};
+use crate::study::{Event, RunPlan, Study};
 use crate::templates::PromptSet;
 use crate::text::terminal_safe;
 use crate::tui::app::ProviderStatus;
@@ -62,6 +62,8 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReassessDialog {
     pub parent: String,
+    /// The session whose interviews these are (the parent's own parent, for a re-assessment).
+    interviews: String,
     events: Vec<Event>,
     /// Provider names, each with the problem that keeps it from serving.
     pub judges: Vec<(String, Option<String>)>,
@@ -86,8 +88,16 @@ impl ReassessDialog {
         judge: &str,
         temperature: f32,
     ) -> Result<ReassessDialog, String> {
-        let (own, available) =
-            reassess::methods(&offer.parent, &offer.events).map_err(|e| terminal_safe(&e.to_string()))?;
+        let (own, available) = reassess::methods(&offer.parent, &offer.events).map_err(|e| match e {
+            // Said short: the flash line has no room for the session's id.
+            ReassessError::NotInterviews { kind, .. } => {
+                format!("only interview sessions can be re-assessed (this one: {kind})")
+            }
+            e => terminal_safe(&e.to_string()),
+        })?;
+        let interviews = crate::study::Interviews::plan_of(&offer.events)
+            .and_then(|p| p.parent.clone())
+            .unwrap_or_else(|| offer.parent.clone());
         if providers.is_empty() {
             return Err("no provider is configured to judge with (config.toml [[providers]])".into());
         }
@@ -112,6 +122,7 @@ impl ReassessDialog {
         let mut sets = vec![(crate::templates::BUNDLED.to_string(), Ok(PromptSet::new()))];
         sets.extend(offer.sets);
         Ok(ReassessDialog {
+            interviews,
             parent: offer.parent,
             events: offer.events,
             judges: providers.iter().map(|p| (p.name.clone(), p.problem.clone())).collect(),
@@ -227,7 +238,7 @@ impl Component for ReassessDialog {
         let value_width = text_width.saturating_sub(18);
         let mut lines = vec![
             Line::raw(fit(
-                &format!(" the interviews of {}", terminal_safe(&self.parent)),
+                &format!(" the interviews of {}", terminal_safe(&self.interviews)),
                 text_width,
             )),
             Line::styled(
