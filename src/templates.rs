@@ -507,6 +507,27 @@ impl Templates {
     }
 }
 
+/// The prompt sets kept as sub-folders of `dir` (`<data dir>/prompts/`), by folder name, each read as
+/// [`Templates::load_dir`] reads it (as a session records it) or why it cannot be used. No folder, no
+/// sets.
+pub fn sets_in(dir: &Path) -> Vec<(String, Result<PromptSet, TemplateError>)> {
+    let mut folders: Vec<_> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+        .collect();
+    folders.sort();
+    folders
+        .into_iter()
+        .map(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            (name, Templates::load_dir(&p).map(|t| t.record()))
+        })
+        .collect()
+}
+
 /// Every template's origin and SHA-256, without text: `record`'s entries, the bundled ones for the rest.
 pub fn manifest(record: &PromptSet) -> PromptSet {
     Template::ALL
@@ -639,6 +660,28 @@ mod tests {
         assert!(e.contains("interviewer.txt:2:3: unknown placeholder {speaker}"), "{e}");
         let e = Templates::load_dir(&dir.path().join("absent")).unwrap_err();
         assert!(matches!(e, TemplateError::Read { .. }), "{e}");
+    }
+
+    #[test]
+    fn each_sub_folder_is_a_prompt_set_read_or_refused_with_its_location() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(sets_in(&dir.path().join("absent")).is_empty());
+        for (set, file, text) in [
+            ("strict", "reask.txt", "Again: {problem}"),
+            ("broken", "reask.txt", "Again: {problme}"),
+            (".hidden", "reask.txt", "{problem}"),
+        ] {
+            std::fs::create_dir(dir.path().join(set)).unwrap();
+            std::fs::write(dir.path().join(set).join(file), text).unwrap();
+        }
+        std::fs::write(dir.path().join("loose.txt"), "not a set").unwrap();
+        let sets = sets_in(dir.path());
+        let names: Vec<&str> = sets.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["broken", "strict"]);
+        let e = sets[0].1.as_ref().unwrap_err().to_string();
+        assert!(e.contains("reask.txt:1:8: unknown placeholder {problme}"), "{e}");
+        let strict = sets[1].1.as_ref().unwrap();
+        assert_eq!(strict["reask"].text.as_deref(), Some("Again: {problem}"));
     }
 
     #[test]

@@ -16,7 +16,6 @@ use crate::rpa::prompt::RpaStyle;
 use crate::session::{Run, Start};
 use crate::study::interview::{self, reassess, results};
 use crate::study::{Event, Interviews, Kind, RunPlan};
-use crate::templates::Template;
 use crate::text::terminal_safe as safe;
 
 pub struct RunArgs {
@@ -150,14 +149,7 @@ pub fn assess(ctx: &Ctx, args: AssessArgs, out: &mut dyn Write) -> anyhow::Resul
         (Some(id), _) => Start::Resume { id: id.clone() },
         (None, Some(parent)) => {
             let (dir, events) = load_session(ctx, parent)?;
-            let id = events
-                .iter()
-                .find_map(|e| e.start().map(|s| s.session.to_string()))
-                .unwrap_or_else(|| {
-                    dir.file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default()
-                });
+            let id = reassess::parent_id(&dir, &events);
             let config = ctx.config()?;
             let change = reassess::Reassess {
                 methods: args.methods.as_deref().map(parse_methods).transpose()?,
@@ -165,16 +157,9 @@ pub fn assess(ctx: &Ctx, args: AssessArgs, out: &mut dyn Write) -> anyhow::Resul
                 judge_temperature: interview::judge_temperature(config, args.judge_temperature),
             };
             let mut plan = reassess::plan(&id, &events, &change).map_err(|e| input_error(e.to_string()))?;
-            // The judge's templates come from the folder (the rest bundled); the interviews were asked
-            // with the parent's.
-            plan.prompts
-                .retain(|name, _| Template::from_name(name).is_some_and(Template::is_interview));
-            for (name, file) in super::prompts_cmds::load_prompts(args.prompts.as_deref())? {
-                if Template::from_name(&name).is_some_and(Template::is_interview) {
-                    eprintln!("note: {name} is the interview's wording; a re-assessment keeps the parent's");
-                } else {
-                    plan.prompts.insert(name, file);
-                }
+            let folder = super::prompts_cmds::load_prompts(args.prompts.as_deref())?;
+            for note in reassess::with_prompts(&mut plan, folder) {
+                eprintln!("note: {note}");
             }
             Start::New {
                 plan,

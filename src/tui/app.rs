@@ -20,6 +20,7 @@ use super::screens::compare::Compare;
 use super::screens::inspect::Inspect;
 use super::screens::live::Live;
 use super::screens::observers::Observers;
+use super::screens::reassess::{Offer, Outcome, ReassessDialog};
 use super::screens::rolebench::Rolebench;
 use super::screens::sessions::Sessions;
 use super::screens::setup::{Setup, SetupPane};
@@ -166,6 +167,8 @@ pub enum Action {
     RunEnded(Result<(), String>),
     Sessions(Vec<SessionEntry>),
     Compared(Vec<(String, Vec<SummaryRow>)>),
+    /// A session read for the "re-assess with…" dialog.
+    Reassess(Box<Offer>),
     /// The sessions that assess the shown interviews, compared (or why they cannot be).
     Judged(Result<crate::study::judges::Judges, String>),
     Fetched(Result<String, String>),
@@ -210,6 +213,9 @@ pub enum Effect {
     ReplaySpeed(Replay),
     Export(PathBuf),
     Compare(Vec<PathBuf>),
+    /// Read the session in this folder and the prompt sets in `<data dir>/prompts/` for the
+    /// "re-assess with…" dialog.
+    OfferReassess(PathBuf),
     /// Compare the sessions that assess the interviews of session `interviews` (it and its
     /// re-assessments).
     Judges {
@@ -275,6 +281,8 @@ pub struct App {
     pub observers: Observers,
     pub annotate: Annotate,
     pub rolebench: Rolebench,
+    /// The "re-assess with…" dialog, when open: it takes the keys until it closes.
+    pub reassess: Option<ReassessDialog>,
 }
 
 /// The shared context, borrowed field by field, so that a screen can change itself while it reads it.
@@ -285,7 +293,11 @@ macro_rules! ctx {
             run: &$app.run,
             theme: &$app.themes[$app.theme % $app.themes.len()],
             keymap: &$app.keymap,
-            mode: $app.screen.mode(),
+            mode: if $app.reassess.is_some() {
+                Mode::Reassess
+            } else {
+                $app.screen.mode()
+            },
             now_ms: $app.now_ms,
             providers: &$app.providers,
             prices: &$app.prices,
@@ -401,6 +413,7 @@ impl App {
             observers: Observers::default(),
             annotate: Annotate::default(),
             rolebench: Rolebench::default(),
+            reassess: None,
         }
     }
 
@@ -474,6 +487,13 @@ impl App {
             }
             Action::Sessions(list) => self.sessions.set_list(list),
             Action::Compared(rows) => self.sessions.comparison = rows,
+            Action::Reassess(offer) => {
+                let (judge, temperature) = (&self.setup.judge, self.setup.judge_temperature);
+                match ReassessDialog::open(*offer, &self.providers, judge, temperature) {
+                    Ok(dialog) => self.reassess = Some(dialog),
+                    Err(e) => self.flash = Some(e),
+                }
+            }
             Action::Judged(result) => self.flash = Some(self.compare.judged(result)),
             Action::Fetched(result) => {
                 self.welcome.fetch = Some(match result {
@@ -535,6 +555,9 @@ impl App {
 
     /// A mouse event, tested against what the last frame drew (`hits`).
     pub fn mouse(&mut self, m: MouseEvent, hits: &Hits) -> Vec<Effect> {
+        if self.reassess.is_some() {
+            return Vec::new();
+        }
         let at = Position::new(m.column, m.row);
         let list = hits.lists.iter().find(|(r, _, _)| r.contains(at));
         match m.kind {
@@ -596,7 +619,7 @@ impl App {
                 return self.apply(requests);
             }
         }
-        let cmd = self.keymap.command(self.screen.mode(), key);
+        let cmd = self.keymap.command(self.ctx().mode, key);
         if self.help {
             // Any key closes help; the help key and esc only close it.
             self.help = false;
@@ -642,6 +665,17 @@ impl App {
     }
 
     pub fn command(&mut self, cmd: Command) -> Vec<Effect> {
+        if let Some(dialog) = self.reassess.as_mut()
+            && !matches!(cmd, Command::Quit | Command::Help)
+        {
+            return match dialog.command(cmd) {
+                Outcome::Open => Vec::new(),
+                Outcome::Closed(requests) => {
+                    self.reassess = None;
+                    self.apply(requests)
+                }
+            };
+        }
         match cmd {
             Command::Quit => {
                 self.quit = true;

@@ -22,6 +22,8 @@ pub enum Mode {
     Observers,
     Annotate,
     Rolebench,
+    /// The "re-assess with…" dialog, over Sessions or the Inspector.
+    Reassess,
 }
 
 impl Mode {
@@ -31,6 +33,8 @@ impl Mode {
         use Command::*;
         let navigation: &[Command] = match self {
             Mode::Global => return true,
+            // A dialog: its own keys, and quitting; the screens wait until it closes.
+            Mode::Reassess => return matches!(cmd, Quit | Help | Up | Down | Select | Back),
             Mode::Welcome => &[Select],
             Mode::Setup => &[
                 Up, Down, PageUp, PageDown, Top, Bottom, NextPane, PrevPane, Select, Back,
@@ -75,7 +79,7 @@ impl Mode {
         }
     }
 
-    pub const ALL: [Mode; 11] = [
+    pub const ALL: [Mode; 12] = [
         Mode::Global,
         Mode::Welcome,
         Mode::Setup,
@@ -87,6 +91,7 @@ impl Mode {
         Mode::Observers,
         Mode::Annotate,
         Mode::Rolebench,
+        Mode::Reassess,
     ];
 
     pub fn name(self) -> &'static str {
@@ -102,6 +107,7 @@ impl Mode {
             Mode::Observers => "observers",
             Mode::Annotate => "annotate",
             Mode::Rolebench => "rolebench",
+            Mode::Reassess => "reassess",
         }
     }
 }
@@ -179,6 +185,7 @@ commands! {
     Speed => "speed", "replay speed 1× → 4× → instant";
     Export => "export", "export the session (JSON) next to its journal";
     Mark => "mark", "mark a session for side-by-side comparison";
+    Reassess => "reassess", "re-assess the session's interviews: pick the judge, prompt set, methods and temperature (only judge requests; a new session)";
     Judges => "judges", "every assessment of these interviews (the session, its parent, their re-assessments) side by side: profiles, agreement, sensitivity";
     FetchModel => "fetch-model", "fetch the embedded local model";
     Resume => "resume", "resume an interrupted session";
@@ -207,6 +214,13 @@ impl Command {
             (Mode::Observers, Command::PrevUnit) => "previous subject",
             (Mode::Observers, Command::Down) => "next observer",
             (Mode::Observers, Command::Up) => "previous observer",
+            (Mode::Reassess, Command::Up | Command::Down) => "move between the rows",
+            (Mode::Reassess, Command::Toggle | Command::NextUnit) => {
+                "the row's next choice (judge, prompt set, temperature); a method on / off"
+            }
+            (Mode::Reassess, Command::PrevUnit) => "the row's previous choice",
+            (Mode::Reassess, Command::Select) => "start the re-assessment (a new session, shown on Live)",
+            (Mode::Reassess, Command::Back) => "cancel",
             (Mode::Annotate, Command::NextUnit | Command::Down) => "next case",
             (Mode::Annotate, Command::PrevUnit | Command::Up) => "previous case",
             (Mode::Annotate, Command::NextPane | Command::PrevPane) => {
@@ -440,6 +454,11 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Sessions, "e", Command::Export),
     (Mode::Sessions, "space", Command::Mark),
     (Mode::Sessions, "u", Command::Resume),
+    (Mode::Sessions, "a", Command::Reassess),
+    (Mode::Inspector, "a", Command::Reassess),
+    (Mode::Reassess, "space", Command::Toggle),
+    (Mode::Reassess, "right", Command::NextUnit),
+    (Mode::Reassess, "left", Command::PrevUnit),
 ];
 
 #[derive(Debug, Clone)]

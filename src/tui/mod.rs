@@ -165,6 +165,28 @@ fn judged(store: &Store, catalog: &Catalog, interviews: &str) -> Result<crate::s
     crate::study::judges::compare(&sessions, catalog).map_err(|e| e.to_string())
 }
 
+/// What the "re-assess with…" dialog opens on: the session in `dir` and the prompt sets kept in
+/// `prompts` (`<data dir>/prompts/`).
+fn offer_reassess(
+    store: &Store,
+    dir: &Path,
+    prompts: &Path,
+) -> Result<screens::reassess::Offer, crate::session::SessionError> {
+    let events = store.load(dir)?;
+    let sets = crate::templates::sets_in(prompts)
+        .into_iter()
+        .map(|(name, set)| {
+            let set = set.map_err(|e| crate::text::terminal_safe(&e.to_string()));
+            (crate::text::terminal_safe(&name), set)
+        })
+        .collect();
+    Ok(screens::reassess::Offer {
+        parent: crate::study::interview::reassess::parent_id(dir, &events),
+        events,
+        sets,
+    })
+}
+
 fn load_memories(data: &Path, catalog: &Catalog, events: &[Event]) -> BTreeMap<String, Arc<Memories>> {
     let mut out = BTreeMap::new();
     if let Some(plan) = Interviews::plan_of(events) {
@@ -390,6 +412,15 @@ impl Driver {
                         })
                         .collect();
                     let _ = tx.send(Action::Compared(rows));
+                });
+            }
+            Effect::OfferReassess(path) => {
+                let (store, prompts) = (self.store.clone(), self.data.join("prompts"));
+                tokio::task::spawn_blocking(move || {
+                    let _ = tx.send(match offer_reassess(&store, &path, &prompts) {
+                        Ok(offer) => Action::Reassess(Box::new(offer)),
+                        Err(e) => Action::Flash(crate::text::terminal_safe(&e.to_string())),
+                    });
                 });
             }
             Effect::Judges { interviews } => {

@@ -3,6 +3,7 @@
 //! characters, one of them Chinese, BFI, ER_batch and OC), so the snapshots change only when the
 //! screens do.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use incharacter::catalog::Catalog;
@@ -15,6 +16,7 @@ use incharacter::study::{Event, RunPlan};
 use incharacter::templates::Templates;
 use incharacter::tui::app::{Action, App, DEMO_STEPS, Demo, Effect, Screen, SessionEntry};
 use incharacter::tui::keys::Keymap;
+use incharacter::tui::screens::reassess::Offer;
 use incharacter::tui::{fixture, theme, ui};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -301,6 +303,158 @@ fn sessions_list_marks_and_replays() {
         "{effects:?}"
     );
     assert_eq!(app.screen, Screen::Live);
+}
+
+/// A prompt set as `<data dir>/prompts/strict/` reads: an edited re-ask template.
+fn strict_set() -> incharacter::templates::PromptSet {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("reask.txt"), "Strictly JSON, please: {problem}").unwrap();
+    std::fs::write(dir.path().join("interviewer.txt"), "{experimenter}: {question}").unwrap();
+    Templates::load_dir(dir.path()).unwrap().record()
+}
+
+#[test]
+fn sessions_and_the_inspector_reassess_a_session_with_another_judge_prompt_set_and_methods() {
+    let mut app = with_session();
+    let sample = "/samples/20261129-233202-bfi-on-the-local-model-e80e";
+    app.update(Action::Sessions(vec![SessionEntry {
+        id: "20261129-233202-bfi-on-the-local-model-e80e".into(),
+        name: None,
+        created: "2026-11-29T23:32:02Z".into(),
+        status: "complete".into(),
+        model: "smollm2-135m (local)".into(),
+        path: sample.into(),
+        sample: true,
+    }]));
+    key(&mut app, KeyCode::Char('5'));
+    assert_eq!(
+        key(&mut app, KeyCode::Char('a')),
+        [Effect::OfferReassess(sample.into())]
+    );
+    key(&mut app, KeyCode::Char('3'));
+    assert_eq!(
+        key(&mut app, KeyCode::Char('a')),
+        [],
+        "the inspector re-assesses the session it shows, and none is opened from a folder here"
+    );
+    assert!(app.flash.as_deref().is_some_and(|f| f.contains("no session is shown")));
+    app.update(Action::SessionDir("/sessions/parent".into()));
+    key(&mut app, KeyCode::Char('3'));
+    assert_eq!(
+        key(&mut app, KeyCode::Char('a')),
+        [Effect::OfferReassess("/sessions/parent".into())]
+    );
+
+    let events = session_events(&app.catalog);
+    let offer = |sets| Offer {
+        parent: "parent".into(),
+        events: events.clone(),
+        sets,
+    };
+    app.update(Action::Reassess(Box::new(offer(vec![
+        (
+            "broken".into(),
+            Err("broken/reask.txt:1:8: unknown placeholder {problme}".into()),
+        ),
+        ("strict".into(), Ok(strict_set())),
+    ]))));
+    let dialog = app.reassess.as_ref().expect("the dialog opens on an interview session");
+    assert_eq!(
+        dialog.judges[dialog.judge].0, app.setup.judge,
+        "the config's judge first"
+    );
+    assert_eq!(dialog.temperatures[dialog.temperature], 0.0);
+    let offered: Vec<(&str, bool, bool)> = dialog
+        .methods
+        .iter()
+        .map(|m| (m.method.name(), m.refused.is_none(), m.chosen))
+        .collect();
+    assert_eq!(
+        offered,
+        [
+            ("er-batch", true, true),
+            ("er-all", true, false),
+            ("oc", true, true),
+            ("d-oc", true, false),
+            ("sr", false, false),
+            ("sr-cot", false, false),
+        ],
+        "the parent's methods chosen; those whose interviews it did not ask refused"
+    );
+    // Keys go to the dialog, not to the screen under it.
+    assert_eq!(key(&mut app, KeyCode::Char('5')), []);
+    assert_eq!(app.screen, Screen::Inspector);
+    snap("reassess", &app);
+
+    // The broken prompt set is shown with its location and never started.
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Right);
+    assert_eq!(key(&mut app, KeyCode::Enter), []);
+    let dialog = app.reassess.as_ref().expect("still open");
+    assert!(
+        dialog.error.as_deref().is_some_and(|e| e.contains("reask.txt:1:8")),
+        "{:?}",
+        dialog.error
+    );
+    // The strict set, temperature 0.7, OC off and d-OC on; SR cannot be chosen.
+    key(&mut app, KeyCode::Right);
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Right);
+    key(&mut app, KeyCode::Right);
+    for _ in 0..3 {
+        key(&mut app, KeyCode::Down);
+    }
+    key(&mut app, KeyCode::Char(' '));
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Char(' '));
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Char(' '));
+    assert!(
+        app.reassess
+            .as_ref()
+            .unwrap()
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("sr: not asked"))
+    );
+    let effects = key(&mut app, KeyCode::Enter);
+    let [Effect::StartRun { plan, name: None }] = &effects[..] else {
+        panic!("enter starts the re-assessment: {effects:?}")
+    };
+    assert_eq!(plan.parent.as_deref(), Some("parent"));
+    assert_eq!(plan.methods, [Method::ErBatch, Method::DOc]);
+    assert_eq!(
+        (plan.judge.as_str(), plan.judge_temperature),
+        (app.setup.judge.as_str(), 0.7)
+    );
+    assert_eq!(
+        plan.prompts.keys().collect::<Vec<_>>(),
+        ["reask"],
+        "the set's judge template; the interviews keep the parent's wording"
+    );
+    assert_eq!(plan.characters, self::plan().characters, "the parent's interviews");
+    assert!(app.reassess.is_none());
+    assert_eq!(app.screen, Screen::Live);
+    assert!(
+        app.flash
+            .as_deref()
+            .is_some_and(|f| f.contains("interviewer is the interview's wording"))
+    );
+
+    // Esc cancels; a session of another kind is refused with a flash.
+    app.update(Action::Reassess(Box::new(offer(vec![]))));
+    assert_eq!(key(&mut app, KeyCode::Esc), []);
+    assert!(app.reassess.is_none());
+    let observers = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("sample-sessions/20261129-231052-three-observers-on-the-local-model-038d/journal.jsonl");
+    app.update(Action::Reassess(Box::new(Offer {
+        parent: "observers".into(),
+        events: incharacter::journal::read(&observers).unwrap(),
+        sets: vec![],
+    })));
+    assert!(app.reassess.is_none());
+    let flash = app.flash.clone().unwrap_or_default();
+    assert!(flash.contains("only interview sessions can be re-assessed"), "{flash}");
 }
 
 #[test]

@@ -3,11 +3,14 @@
 //! requests. Its plan names the parent; its journal copies the parent's answers, so it stands alone.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use super::{AnswerKey, Done, RunPlan};
 use crate::method::Method;
 use crate::method::interview::QueryStyle;
 use crate::study::{Event, Interviews, Kind, Study, kind_of};
+use crate::templates::{PromptSet, Template};
+use crate::text::terminal_safe;
 
 /// What changes in a re-assessment; everything else is the parent's.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,7 +54,7 @@ pub fn plan(parent: &str, events: &[Event], change: &Reassess) -> Result<RunPlan
         None => return Err(ReassessError::NoPlan { id: parent.to_string() }),
     }
     let source = Interviews::plan_of(events).ok_or_else(|| ReassessError::NoPlan { id: parent.to_string() })?;
-    let asked: Vec<QueryStyle> = source.methods.iter().map(|m| m.query_style()).collect();
+    let asked = asked(source);
     let methods = change.methods.clone().unwrap_or_else(|| source.methods.clone());
     let missing: Vec<(Method, QueryStyle)> = methods
         .iter()
@@ -62,10 +65,7 @@ pub fn plan(parent: &str, events: &[Event], change: &Reassess) -> Result<RunPlan
         return Err(ReassessError::MissingInterviews {
             id: parent.to_string(),
             missing,
-            available: Method::ALL
-                .into_iter()
-                .filter(|m| asked.contains(&m.query_style()))
-                .collect(),
+            available: available(&asked),
         });
     }
     let mut plan = source.clone();
@@ -75,6 +75,71 @@ pub fn plan(parent: &str, events: &[Event], change: &Reassess) -> Result<RunPlan
     plan.max_attempts = crate::method::judge::DEFAULT_ATTEMPTS;
     plan.parent = Some(source.parent.clone().unwrap_or_else(|| parent.to_string()));
     Ok(plan)
+}
+
+/// The interviews a plan asked (one query style per method).
+fn asked(plan: &RunPlan) -> Vec<QueryStyle> {
+    plan.methods.iter().map(|m| m.query_style()).collect()
+}
+
+/// The methods that can assess interviews asked in `asked` styles.
+fn available(asked: &[QueryStyle]) -> Vec<Method> {
+    Method::ALL
+        .into_iter()
+        .filter(|m| asked.contains(&m.query_style()))
+        .collect()
+}
+
+/// What a re-assessment of `parent` can choose from: the parent's methods (the default) and every
+/// method its interviews can be assessed with. Errors as [`plan`] does for a session that is not an
+/// interview session.
+pub fn methods(parent: &str, events: &[Event]) -> Result<(Vec<Method>, Vec<Method>), ReassessError> {
+    let plan = plan(
+        parent,
+        events,
+        &Reassess {
+            methods: None,
+            judge: String::new(),
+            judge_temperature: 0.0,
+        },
+    )?;
+    let available = available(&asked(&plan));
+    Ok((plan.methods, available))
+}
+
+/// The id a re-assessment records for the session in `dir` with records `events`: the one its
+/// start record names, else the folder's name.
+pub fn parent_id(dir: &Path, events: &[Event]) -> String {
+    events
+        .iter()
+        .find_map(|e| e.start().map(|s| s.session.to_string()))
+        .unwrap_or_else(|| {
+            dir.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+}
+
+/// Gives `plan` the judge's templates of a prompt folder (`folder`, as [`Templates::record`] gives
+/// it; the rest bundled) while the interviews keep the parent's wording, since they were asked with
+/// it. Returns a note for each interview template the folder holds, which a re-assessment ignores.
+///
+/// [`Templates::record`]: crate::templates::Templates::record
+pub fn with_prompts(plan: &mut RunPlan, folder: PromptSet) -> Vec<String> {
+    let interview = |name: &str| Template::from_name(name).is_some_and(Template::is_interview);
+    plan.prompts.retain(|name, _| interview(name));
+    let mut notes = Vec::new();
+    for (name, file) in folder {
+        if interview(&name) {
+            notes.push(format!(
+                "{} is the interview's wording; a re-assessment keeps the parent's",
+                terminal_safe(&name)
+            ));
+        } else {
+            plan.prompts.insert(name, file);
+        }
+    }
+    notes
 }
 
 /// The parent's answers a journal (`done`) has not copied yet, each as the parent recorded it (the
@@ -164,6 +229,41 @@ mod tests {
         assert!(text.contains("sr needs (sr questions)"), "{text}");
         assert!(!text.contains("oc needs"), "{text}");
         assert!(text.contains("re-assessed with er-batch, er-all, oc, d-oc"), "{text}");
+    }
+
+    #[test]
+    fn the_choices_are_the_parents_methods_and_those_its_interviews_allow() {
+        let events = parent(&[Method::Oc], None);
+        let (own, available) = methods("p", &events).unwrap();
+        assert_eq!(own, [Method::Oc]);
+        assert_eq!(available, [Method::ErBatch, Method::ErAll, Method::Oc, Method::DOc]);
+        let mut observe = events.clone();
+        observe.remove(0);
+        assert_eq!(methods("p", &observe).unwrap_err(), ReassessError::NoPlan { id: "p".into() });
+    }
+
+    #[test]
+    fn a_prompt_folder_changes_the_judges_wording_and_never_the_interviews() {
+        let file = |origin: &str| crate::templates::PromptFile {
+            origin: origin.into(),
+            sha256: "x".into(),
+            text: Some(origin.into()),
+        };
+        let mut plan = plan("p", &parent(&[Method::ErBatch], None), &change(None)).unwrap();
+        plan.prompts = PromptSet::from([
+            ("interviewer".to_string(), file("parent's interviewer")),
+            ("expert_rating".to_string(), file("parent's rating")),
+        ]);
+        let notes = with_prompts(
+            &mut plan,
+            PromptSet::from([
+                ("interviewer".to_string(), file("folder's interviewer")),
+                ("reask".to_string(), file("folder's reask")),
+            ]),
+        );
+        let origins: Vec<(&str, &str)> = plan.prompts.iter().map(|(n, f)| (n.as_str(), f.origin.as_str())).collect();
+        assert_eq!(origins, [("interviewer", "parent's interviewer"), ("reask", "folder's reask")]);
+        assert_eq!(notes, ["interviewer is the interview's wording; a re-assessment keeps the parent's"]);
     }
 
     #[test]

@@ -27,6 +27,7 @@ use crate::method::interview::{self, QueryStyle};
 use crate::method::{Assessment, Method};
 use crate::rpa::prompt;
 use crate::templates::{Template, Templates};
+use crate::tui::app::Effect;
 use crate::tui::keys::Command;
 use crate::tui::run_view::{ItemKey, RunView};
 use crate::tui::theme::Theme;
@@ -139,6 +140,12 @@ impl Inspect {
     pub fn command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
         if cmd == Command::Reask {
             return self.reask(ctx);
+        }
+        if cmd == Command::Reassess {
+            return vec![match ctx.session_dir {
+                Some(dir) => Effect::OfferReassess(dir.to_path_buf()).into(),
+                None => Request::Flash("no session is shown here: open one from Sessions (5) first".into()),
+            }];
         }
         let units = ctx.run.units().len().max(1);
         let methods = ctx.methods().len().max(1);

@@ -10,6 +10,7 @@ pub mod inspect;
 pub mod judges;
 pub mod live;
 pub mod observers;
+pub mod reassess;
 pub mod rolebench;
 pub mod sessions;
 pub mod setup;
@@ -109,6 +110,18 @@ pub enum Request {
         question: String,
         recorded: String,
     },
+}
+
+/// What starting an interview run asks of the app: Live shows it from its first item.
+pub fn start_run(plan: crate::study::RunPlan) -> Vec<Request> {
+    vec![
+        Request::Show(Screen::Live),
+        Request::Start {
+            replay: None,
+            follow: true,
+        },
+        Effect::StartRun { plan, name: None }.into(),
+    ]
 }
 
 impl From<Effect> for Request {

@@ -88,6 +88,11 @@ impl Sessions {
                     ];
                 }
             }
+            Command::Reassess => {
+                if let Some(e) = self.list.get(self.cursor) {
+                    return vec![Effect::OfferReassess(e.path.clone()).into()];
+                }
+            }
             Command::Export => {
                 if let Some(e) = self.list.get(self.cursor) {
                     return vec![Effect::Export(e.path.clone()).into()];

@@ -18,7 +18,7 @@ use crate::method::expert::batches;
 use crate::rpa::prompt::RpaStyle;
 use crate::rpa::retrieval::approx_tokens;
 use crate::study::RunPlan;
-use crate::tui::app::{Effect, ProviderStatus, Screen};
+use crate::tui::app::ProviderStatus;
 use crate::tui::keys::{Command, Key, KeyName};
 use crate::tui::ui::{block, fit, pad, window};
 
@@ -209,14 +209,7 @@ impl Setup {
             Command::PrevMethod => self.toggle(-1, catalog),
             Command::Select | Command::Start => {
                 return match self.plan(catalog, providers) {
-                    Ok(plan) => vec![
-                        Request::Show(Screen::Live),
-                        Request::Start {
-                            replay: None,
-                            follow: true,
-                        },
-                        Effect::StartRun { plan, name: None }.into(),
-                    ],
+                    Ok(plan) => super::start_run(plan),
                     Err(e) => vec![Request::Flash(e)],
                 };
             }

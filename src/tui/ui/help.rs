@@ -13,7 +13,7 @@ const KEYS: usize = 22;
 
 pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     let theme = app.theme();
-    let mode = app.screen.mode();
+    let mode = app.ctx().mode;
     let width = area.width.saturating_sub(4).min(100);
     let text = usize::from(width.saturating_sub(2)).saturating_sub(KEYS).max(10);
     let mut lines: Vec<Line> = Vec::new();

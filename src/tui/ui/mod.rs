@@ -11,7 +11,7 @@ use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
 
 use super::app::{App, DEMO_STEPS, Screen};
 use super::keys::Command;
-use super::screens::Hits;
+use super::screens::{Component, Hits};
 use super::theme::Theme;
 
 pub const MIN_WIDTH: u16 = 80;
@@ -41,7 +41,14 @@ pub fn draw(frame: &mut Frame, app: &App) -> Hits {
     let screen = app.component();
     let mut hits = screen.render(frame, main, &ctx);
     hits.tabs = render_tabs(frame, app, tabs);
-    render_status(frame, app, screen.hints(&ctx), status);
+    let hints = match &app.reassess {
+        Some(dialog) => {
+            dialog.render(frame, main, &ctx);
+            dialog.hints(&ctx)
+        }
+        None => screen.hints(&ctx),
+    };
+    render_status(frame, app, hints, status);
     if app.help {
         help::render(frame, app, main);
     }
