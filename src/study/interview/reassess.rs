@@ -73,6 +73,8 @@ pub fn plan(parent: &str, events: &[Event], change: &Reassess) -> Result<RunPlan
     plan.judge = change.judge.clone();
     plan.judge_temperature = change.judge_temperature;
     plan.max_attempts = crate::method::judge::DEFAULT_ATTEMPTS;
+    // Conversion calls are fitted to this judge when the session opens, not kept at the parent's.
+    plan.items_per_call = crate::method::convert::MAX_ITEMS_PER_CALL as u32;
     plan.parent = Some(source.parent.clone().unwrap_or_else(|| parent.to_string()));
     Ok(plan)
 }
@@ -171,6 +173,7 @@ mod tests {
         );
         plan.parent = parent.map(str::to_string);
         plan.seed = 9;
+        plan.items_per_call = 6;
         vec![
             Event::RunStarted {
                 header: SessionHeader {
@@ -217,6 +220,7 @@ mod tests {
         assert_eq!((plan.judge.as_str(), plan.judge_temperature), ("other", 0.3));
         assert_eq!((plan.rpa.as_str(), plan.seed), ("rpa-model", 9));
         assert_eq!(plan.parent.as_deref(), Some("p"));
+        assert_eq!(plan.items_per_call, 60, "fitted to the new judge when the session opens");
         let same = super::plan("p", &events, &change(None)).unwrap();
         assert_eq!(same.methods, vec![Method::ErBatch, Method::Oc]);
     }
