@@ -81,6 +81,9 @@ pub(super) fn drive<S: Headless>(
         write!(out, "{table}")?;
         writeln!(out, "session {id}: {}", dir.display())?;
     }
+    for line in super::run_cmds::adaptation_lines(&events) {
+        eprintln!("adapted: {}", safe(&line));
+    }
     let failures = S::failures(&events);
     if failures.any() {
         eprintln!("{}", failed(failures, S::KIND, &id));

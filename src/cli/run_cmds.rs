@@ -445,6 +445,7 @@ pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> a
     let mut sessions = Vec::new();
     let mut observer_sessions = Vec::new();
     let mut rolebench_sessions = Vec::new();
+    let mut adapted: Vec<(String, Vec<String>)> = Vec::new();
     for id in ids {
         let (_, events) = load_session(ctx, id)?;
         if let Some((_, items)) = crate::study::rolebench::items(&events) {
@@ -475,12 +476,16 @@ pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> a
             label("judge"),
             results::summary(&events, catalog),
         ));
+        adapted.push((id.clone(), adaptation_lines(&events)));
     }
     match format {
         "json" => {
             let list: Vec<_> = sessions
                 .iter()
-                .map(|(id, rpa, judge, summary)| json!({"session": id, "rpa": rpa, "judge": judge, "summary": summary}))
+                .zip(&adapted)
+                .map(|((id, rpa, judge, summary), (_, adapted))| {
+                    json!({"session": id, "rpa": rpa, "judge": judge, "summary": summary, "adapted": adapted})
+                })
                 .chain(
                     observer_sessions
                         .iter()
@@ -533,9 +538,46 @@ pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> a
                     )?;
                 }
             }
+            for (id, lines) in adapted.iter().filter(|(_, l)| !l.is_empty()) {
+                writeln!(
+                    out,
+                    "\n{id} was adapted to its providers (it changes what the method did):"
+                )?;
+                for line in lines {
+                    writeln!(out, "- {}", safe(line))?;
+                }
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a session adapted to its providers, by role: `judge temperature: fixed by provider (…)`.
+pub(super) fn adaptation_lines(events: &[Event]) -> Vec<String> {
+    let providers = events.iter().find_map(|e| e.start().map(|s| s.providers.clone()));
+    crate::study::adaptations(events)
+        .iter()
+        .map(|a| {
+            let roles: Vec<&str> = providers
+                .iter()
+                .flatten()
+                .filter(|(_, m)| m.provider == a.provider && m.model == a.model)
+                .map(|(role, _)| role.as_str())
+                .collect();
+            format!(
+                "{} {} ({} {}): {}",
+                if roles.is_empty() {
+                    "provider".to_string()
+                } else {
+                    roles.join(" and ")
+                },
+                a.kind.describe(),
+                a.provider,
+                a.model,
+                a.detail
+            )
+        })
+        .collect()
 }
 
 type BarSet = (indicatif::MultiProgress, indicatif::ProgressBar, indicatif::ProgressBar);

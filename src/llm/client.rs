@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 
 use super::accounting::Accounting;
+use super::adapt::{self, Adapter};
 use super::cache::{self, Cache, CacheEntry};
 use super::config::{CacheMode, ProviderConfig};
 pub use super::policy::Unreachable;
@@ -34,6 +35,9 @@ pub enum AttemptError {
         status: u16,
         retry_after: Option<Duration>,
         message: String,
+        /// The error body's `param` and `code` (OpenAI-style), which name what was refused.
+        param: Option<String>,
+        code: Option<String>,
     },
     /// The stream ended or broke before `[DONE]`.
     Cut(String),
@@ -114,6 +118,8 @@ pub struct Shared {
     pub accounting: Arc<Accounting>,
     /// Seed of the retry jitter.
     pub seed: u64,
+    /// What providers refused, and how their requests are adapted for it.
+    pub adapter: Arc<Adapter>,
 }
 
 impl Shared {
@@ -125,6 +131,7 @@ impl Shared {
             cache_mode,
             accounting: Arc::new(Accounting::default()),
             seed,
+            adapter: Arc::default(),
         }
     }
 
@@ -189,42 +196,93 @@ fn now_unix() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// How a request's attempts ended.
+enum Outcome {
+    /// Replied, failed for good, or nobody listens: nothing more to do.
+    Over,
+    /// The provider refused something it is now adapted to: send the request again, adapted.
+    Adapted,
+}
+
 impl Client {
     async fn run(&self, request: ChatRequest, tx: mpsc::UnboundedSender<ChatEvent>) {
         let provider = self.config.name.as_str();
-        let role = request.meta.role;
-        let acc = &self.shared.accounting;
-        let key = cache::key(self.transport.base_url(), &self.config.model, &request);
+        let model = self.config.model.as_str();
+        let adapter = &self.shared.adapter;
+        let shape = adapt::shape(&request);
         let cache = self
             .shared
             .cache
             .as_ref()
             .filter(|_| self.shared.cache_mode != CacheMode::Off);
-        if let Some(entry) = cache.and_then(|c| c.get(&key)) {
-            acc.cache_hit(provider, role);
-            tracing::debug!(provider, purpose = %request.meta.purpose, "cache hit");
-            for token in entry.tokens {
-                if tx.send(ChatEvent::Token(token)).is_err() {
+        loop {
+            let adapted = adapter.quirks(provider, model).apply(&request);
+            let key = cache::key(self.transport.base_url(), model, &adapted);
+            if let Some(entry) = cache.and_then(|c| c.get(&key)) {
+                self.replay(&adapted, entry, &tx);
+                return;
+            }
+            // Until a request of this shape to this provider and model has come back, one at a time:
+            // a refusal then costs one request, and the rest go out adapted.
+            let gate = adapter.gate(provider, model, &shape);
+            let mut _first = match &gate {
+                Some(g) => Some(g.clone().lock_owned().await),
+                None => None,
+            };
+            if gate.is_some() && adapter.gate(provider, model, &shape).is_none() {
+                // The first came back while this one waited: go in parallel.
+                _first = None;
+            }
+            if gate.is_some() && adapter.quirks(provider, model).apply(&request) != adapted {
+                continue;
+            }
+            match self.attempts(&adapted, &key, &tx).await {
+                Outcome::Over => {
+                    adapter.open(provider, model, &shape);
                     return;
                 }
+                Outcome::Adapted => {}
             }
-            if let Some(u) = entry.usage {
-                let _ = tx.send(ChatEvent::Usage(u));
-            }
-            let _ = tx.send(ChatEvent::Done {
-                finish_reason: entry.finish_reason,
-                cached: true,
-            });
-            return;
         }
+    }
 
+    /// A cached reply, replayed as if it streamed.
+    fn replay(&self, request: &ChatRequest, entry: CacheEntry, tx: &mpsc::UnboundedSender<ChatEvent>) {
+        self.shared
+            .accounting
+            .cache_hit(&self.config.name, request.meta.role);
+        tracing::debug!(provider = %self.config.name, purpose = %request.meta.purpose, "cache hit");
+        for token in entry.tokens {
+            if tx.send(ChatEvent::Token(token)).is_err() {
+                return;
+            }
+        }
+        if let Some(u) = entry.usage {
+            let _ = tx.send(ChatEvent::Usage(u));
+        }
+        let _ = tx.send(ChatEvent::Done {
+            finish_reason: entry.finish_reason,
+            cached: true,
+        });
+    }
+
+    /// The attempts of one request under the retry policy.
+    async fn attempts(&self, request: &ChatRequest, key: &str, tx: &mpsc::UnboundedSender<ChatEvent>) -> Outcome {
+        let provider = self.config.name.as_str();
+        let role = request.meta.role;
+        let acc = &self.shared.accounting;
+        let cache = self
+            .shared
+            .cache
+            .as_ref()
+            .filter(|_| self.shared.cache_mode != CacheMode::Off);
         // Hold both permits for the whole request, retries included; the provider's first, so a
         // request waiting for a busy provider holds no global permit another provider could use.
         let Ok(_own) = self.own.clone().acquire_owned().await else {
-            return;
+            return Outcome::Over;
         };
         let Ok(_global) = self.shared.limits.global.clone().acquire_owned().await else {
-            return;
+            return Outcome::Over;
         };
         let backoff = Backoff {
             base: Duration::from_millis(self.config.retry_base_ms),
@@ -239,7 +297,7 @@ impl Client {
                 let _ = tx.send(ChatEvent::Error(LlmError::Unreachable {
                     base_url: self.transport.base_url().to_string(),
                 }));
-                return;
+                return Outcome::Over;
             }
             acc.request(provider, role);
             let mut tokens: Vec<String> = Vec::new();
@@ -247,7 +305,7 @@ impl Client {
                 tokens.push(t.clone());
                 tx.send(ChatEvent::Token(t)).is_ok()
             };
-            let result = self.transport.attempt(&request, &mut on_token).await;
+            let result = self.transport.attempt(request, &mut on_token).await;
             match &result {
                 Err(AttemptError::NoConnection(e)) => {
                     reach.connect_failed(provider, self.transport.base_url(), e);
@@ -275,7 +333,7 @@ impl Client {
                             model: self.config.model.clone(),
                             created_unix: now_unix(),
                         };
-                        if let Err(e) = cache.put(&key, &entry) {
+                        if let Err(e) = cache.put(key, &entry) {
                             tracing::warn!(provider, error = %e, "could not write the cache entry");
                         }
                     }
@@ -283,12 +341,29 @@ impl Client {
                         finish_reason: finished.finish_reason,
                         cached: false,
                     });
-                    return;
+                    return Outcome::Over;
                 }
-                Err(AttemptError::Cancelled) => return,
+                Err(AttemptError::Cancelled) => return Outcome::Over,
                 Err(error) => {
                     let reason = error.describe(self.transport.base_url());
                     tracing::info!(provider, attempt, purpose = %request.meta.purpose, %reason, "attempt failed");
+                    if let AttemptError::Status {
+                        status: 400,
+                        message,
+                        param,
+                        code,
+                        ..
+                    } = &error
+                        && let Some(kind) = adapt::recognise(request, param.as_deref(), code.as_deref(), message)
+                    {
+                        // Adapted once for the provider and model (or another request just did); a
+                        // request already sent that way fails as any 400 does.
+                        let adapter = &self.shared.adapter;
+                        adapter.adapt(provider, &self.config.model, kind, message);
+                        if adapter.quirks(provider, &self.config.model).apply(request) != *request {
+                            return Outcome::Adapted;
+                        }
+                    }
                     if !error.retryable() || attempt >= self.config.max_retries {
                         acc.failure(provider, role);
                         // Servers built on llama.cpp (and older vLLM) refuse `json_schema`: say what fixes it.
@@ -318,7 +393,7 @@ impl Client {
                             },
                         };
                         let _ = tx.send(ChatEvent::Error(final_error));
-                        return;
+                        return Outcome::Over;
                     }
                     attempt += 1;
                     acc.retry(provider, role);
@@ -331,7 +406,7 @@ impl Client {
                         delay_ms: delay.as_millis() as u64,
                     };
                     if tx.send(event).is_err() {
-                        return;
+                        return Outcome::Over;
                     }
                     tokio::time::sleep(delay).await;
                 }

@@ -4,6 +4,7 @@
 //! the accounting around it.
 
 pub mod accounting;
+pub mod adapt;
 pub mod cache;
 pub mod client;
 pub mod config;
@@ -69,6 +70,10 @@ pub struct Sampling {
     pub max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// The cap goes out as `max_completion_tokens` (reasoning models refuse `max_tokens`); absent from
+    /// the cache key when false, so keys made before it existed stay valid.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub max_completion_tokens: bool,
 }
 
 /// A JSON Schema the reply must follow (OpenAI structured outputs).

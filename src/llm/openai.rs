@@ -74,7 +74,12 @@ pub fn request_body(model: &str, request: &ChatRequest, structured_output: bool)
         body["top_p"] = json!(decimal(p));
     }
     if let Some(n) = s.max_tokens {
-        body["max_tokens"] = json!(n);
+        let name = if s.max_completion_tokens {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body[name] = json!(n);
     }
     if let Some(seed) = s.seed {
         body["seed"] = json!(seed);
@@ -98,6 +103,14 @@ pub fn request_body(model: &str, request: &ChatRequest, structured_output: bool)
     }
     body["messages"] = Value::Array(messages);
     body
+}
+
+/// The `param` and `code` of an OpenAI-style error body, when it has them.
+fn error_fields(body: &str) -> (Option<String>, Option<String>) {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let error = parsed.as_ref().and_then(|v| v.get("error"));
+    let field = |name: &str| error.and_then(|e| e.get(name)).and_then(Value::as_str).map(str::to_string);
+    (field("param"), field("code"))
 }
 
 /// The message of an OpenAI-style error body (`{"error": {"message": …}}`), else the text itself.
@@ -165,10 +178,13 @@ impl Transport for OpenAi {
                     message,
                 }));
             }
+            let (param, code) = error_fields(&text);
             return Err(AttemptError::Status {
                 status,
                 retry_after: wait,
                 message,
+                param,
+                code,
             });
         }
 

@@ -89,6 +89,8 @@ impl<S: Study> Run<S> {
                 Err(_) => None,
             },
         };
+        // A resume starts with what the providers already refused.
+        shared.adapter.known(&crate::study::adaptations(&prior));
         let prepared = {
             let connect = connector(config, store, &shared);
             let env = Env {
@@ -166,9 +168,16 @@ impl<S: Study> Run<S> {
                 study.run(plan, &tx).await;
                 drop(tx);
             };
+            let adapter = shared.adapter.clone();
             let record = async {
                 while let Some(step) = rx.recv().await {
-                    let event: Event = step.into();
+                    // What a provider refused is journaled before the step its adapted request made.
+                    for event in adapter.take_fresh().into_iter().map(Event::Adapted).chain([step.into()]) {
+                        journal.append(&event)?;
+                        on_event(&event);
+                    }
+                }
+                for event in adapter.take_fresh().into_iter().map(Event::Adapted) {
                     journal.append(&event)?;
                     on_event(&event);
                 }

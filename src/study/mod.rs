@@ -103,6 +103,28 @@ pub enum Event {
         status: String,
         at: String,
     },
+    /// A provider refused part of a request in a documented way; its requests go adapted from here.
+    Adapted(crate::llm::adapt::Adaptation),
+}
+
+/// An export with `session.adaptations`: what providers refused and how the run adapted (it changes
+/// what the method did, e.g. a judge at the provider's fixed temperature).
+pub fn with_adaptations(mut export: serde_json::Value, events: &[Event]) -> serde_json::Value {
+    if let Some(session) = export.get_mut("session").and_then(serde_json::Value::as_object_mut) {
+        session.insert("adaptations".into(), serde_json::json!(adaptations(events)));
+    }
+    export
+}
+
+/// The adaptations a session's journal records.
+pub fn adaptations(events: &[Event]) -> Vec<crate::llm::adapt::Adaptation> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Adapted(a) => Some(a.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The kinds of study, as sessions lists and exports name them.

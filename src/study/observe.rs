@@ -81,7 +81,7 @@ impl Study for Observers {
     }
 
     fn export(events: &[Event], catalog: &Catalog) -> serde_json::Value {
-        export(events, catalog)
+        super::with_adaptations(export(events, catalog), events)
     }
 
     /// Reports the plan asks for and the journal lacks (self-reports and observer reports).

@@ -391,7 +391,7 @@ impl Study for Rolebench {
     }
 
     fn export(events: &[Event], _: &Catalog) -> Value {
-        export(events)
+        super::with_adaptations(export(events), events)
     }
 
     /// Questions left unanswered, and verdicts the judge could not give.

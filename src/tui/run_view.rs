@@ -315,6 +315,12 @@ impl RunView {
                 self.rolebench_steps.push(step.clone());
             }
             Event::RunFinished { status, .. } => self.finished = Some(status.clone()),
+            Event::Adapted(a) => self.log(format!(
+                "adapted to {} ({}): {}",
+                terminal_safe(&a.provider),
+                terminal_safe(&a.model),
+                a.kind.describe()
+            )),
         }
     }
 

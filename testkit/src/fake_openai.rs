@@ -92,6 +92,11 @@ pub struct FakeConfig {
     /// Answer a `json_schema` response_format with 400, as llama-cpp-python's server does.
     pub reject_json_schema: bool,
     pub script: Vec<ScriptRule>,
+    /// Refuse as OpenAI's reasoning models document: `max_tokens` (use `max_completion_tokens`) and any
+    /// temperature but 1, with an OpenAI-style error naming the `param`.
+    pub reasoning: bool,
+    /// Refuse a `json_schema` holding numeric or length bounds, as strict schema subsets do.
+    pub no_numeric_bounds: bool,
     /// In every structured reply that has this property, give it 99 (out of any questionnaire's range):
     /// a judge that always gets one item wrong.
     pub out_of_range_key: Option<String>,
@@ -114,6 +119,8 @@ impl Default for FakeConfig {
             reject_json_schema: false,
             script: Vec::new(),
             out_of_range_key: None,
+            reasoning: false,
+            no_numeric_bounds: false,
             log: None,
             model: "fake-openai".into(),
         }
@@ -283,6 +290,77 @@ fn unit(hex: &str, salt: u64) -> f64 {
     SplitMix64(x).unit()
 }
 
+/// A 400 as OpenAI words a refused parameter.
+fn refusal(message: &str, param: &str, code: &str) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(
+            json!({"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}),
+        ),
+    )
+        .into_response()
+}
+
+/// The first numeric or length bound keyword in a schema (property names are not keywords).
+fn bound_in(schema: &Value) -> Option<&'static str> {
+    const BOUNDS: [&str; 6] = [
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+    ];
+    match schema {
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            if let Some(b) = BOUNDS.iter().find(|b| **b == k.as_str()) {
+                return Some(*b);
+            }
+            match (k.as_str(), v) {
+                ("properties", Value::Object(props)) => props.values().find_map(bound_in),
+                _ => bound_in(v),
+            }
+        }),
+        Value::Array(items) => items.iter().find_map(bound_in),
+        _ => None,
+    }
+}
+
+/// What a server that behaves as documented refuses in `request`, if anything.
+fn documented_refusal(config: &FakeConfig, request: &Value) -> Option<Response> {
+    if config.reasoning {
+        if request.get("max_tokens").is_some() {
+            return Some(refusal(
+                "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+                "max_tokens",
+                "unsupported_parameter",
+            ));
+        }
+        if let Some(t) = request.get("temperature").and_then(Value::as_f64)
+            && t != 1.0
+        {
+            return Some(refusal(
+                &format!(
+                    "Unsupported value: 'temperature' does not support {t} with this model. Only the default (1) value is supported."
+                ),
+                "temperature",
+                "unsupported_value",
+            ));
+        }
+    }
+    if config.no_numeric_bounds
+        && let Some(schema) = request.pointer("/response_format/json_schema/schema")
+        && let Some(bound) = bound_in(schema)
+    {
+        return Some(refusal(
+            &format!("Invalid schema for response_format: '{bound}' is not permitted."),
+            "response_format",
+            "invalid_json_schema",
+        ));
+    }
+    None
+}
+
 fn error_response(status: StatusCode, message: &str, extra: &[(&str, &str)]) -> Response {
     let mut response = (
         status,
@@ -337,6 +415,9 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             "response_format.type: Input should be 'text' or 'json_object'",
             &[],
         );
+    }
+    if let Some(refused) = documented_refusal(config, &request) {
+        return refused;
     }
     tokio::time::sleep(config.first_byte).await;
     if fault.is_some() {
@@ -619,6 +700,20 @@ fn reply_for(config: &FakeConfig, request: &Value, key: &str) -> String {
         .join(if chinese { "" } else { " " })
 }
 
+/// A numeric bound of a schema node: the keyword, or as a schema without bounds says it in its
+/// description (`minimum 1, maximum 5`), which a model reads as well.
+fn bound(schema: &Value, name: &str) -> Option<f64> {
+    schema.get(name).and_then(Value::as_f64).or_else(|| {
+        let description = schema.get("description")?.as_str()?;
+        let at = description.find(&format!("{name} "))? + name.len() + 1;
+        let number: String = description[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | '-'))
+            .collect();
+        number.parse().ok()
+    })
+}
+
 /// A value that conforms to `schema` (objects, arrays, numbers with minimum/maximum, enums, anyOf);
 /// `depth` is how deep in the schema this value sits (0 at the top; nesting stops at 8).
 pub fn generate(schema: &Value, rng: &mut SplitMix64, depth: usize) -> Value {
@@ -648,16 +743,16 @@ pub fn generate(schema: &Value, rng: &mut SplitMix64, depth: usize) -> Value {
         _ if schema.get("properties").is_some() => "object",
         _ => "string",
     };
-    let min = schema.get("minimum").and_then(Value::as_f64);
-    let max = schema.get("maximum").and_then(Value::as_f64);
+    let (min, max) = (bound(schema, "minimum"), bound(schema, "maximum"));
     match kind {
         "object" => {
             let mut out = serde_json::Map::new();
             // Two percentages (a 16Personalities rating of both poles) are made to sum to 100.
             if let Some(props) = schema.get("properties").and_then(Value::as_object).filter(|p| {
                 p.len() == 2
-                    && p.values()
-                        .all(|v| v["type"] == "number" && v["minimum"] == 0 && v["maximum"] == 100)
+                    && p.values().all(|v| {
+                        v["type"] == "number" && bound(v, "minimum") == Some(0.0) && bound(v, "maximum") == Some(100.0)
+                    })
             }) {
                 let first = (rng.below(21) * 5) as f64;
                 let mut keys = props.keys();

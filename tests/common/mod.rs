@@ -77,3 +77,14 @@ pub fn session_id(out: &std::process::Output) -> String {
         .unwrap()
         .to_string()
 }
+
+/// The JSON a successful command printed (the command's output in the panic if it failed).
+pub fn json_of(out: std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

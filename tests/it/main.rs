@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod adapt;
 mod annotation;
 mod cache;
 mod cli;

@@ -673,7 +673,7 @@ impl Study for Interviews {
     }
 
     fn export(events: &[Event], catalog: &Catalog) -> serde_json::Value {
-        results::export(events, catalog)
+        super::with_adaptations(results::export(events, catalog), events)
     }
 
     fn failures(events: &[Event]) -> Failures {

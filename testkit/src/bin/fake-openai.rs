@@ -53,6 +53,12 @@ struct Args {
     /// In every structured reply with this property (e.g. an item id of an option conversion), give it 99
     #[arg(long)]
     out_of_range_key: Option<String>,
+    /// Refuse `max_tokens` and temperatures other than 1 as reasoning models do
+    #[arg(long)]
+    reasoning: bool,
+    /// Refuse schemas with numeric or length bounds as strict schema subsets do
+    #[arg(long)]
+    no_numeric_bounds: bool,
     /// Append every request as a JSON line here
     #[arg(long)]
     log: Option<PathBuf>,
@@ -87,6 +93,8 @@ async fn main() -> anyhow::Result<()> {
         reject_json_schema: args.reject_json_schema,
         script,
         out_of_range_key: args.out_of_range_key,
+        reasoning: args.reasoning,
+        no_numeric_bounds: args.no_numeric_bounds,
         log: args.log,
         ..FakeConfig::default()
     };

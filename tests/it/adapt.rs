@@ -1,0 +1,124 @@
+//! Providers as they are, through the binary against `fake-openai` behaving as documented: a reasoning
+//! model (no `max_tokens`, temperature fixed at 1) and a strict schema subset (no numeric or length
+//! bounds). The run adapts once per kind of refusal, completes with every dimension scored inside the
+//! scale's range, and records what it adapted in `session.adaptations`.
+
+use std::path::Path;
+
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
+use serde_json::Value;
+
+use crate::common;
+
+/// Runs Hermione × BFI × ER_batch, OC against `fake` and returns the server and the export.
+async fn run_against(fake: FakeConfig) -> (FakeServer, Value) {
+    let server = FakeServer::start(fake).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::fake_config(dir.path(), &server, "max_concurrency = 8");
+    let data = dir.path().join("data");
+    let (c, d) = (config.clone(), data.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        common::command(
+            &c,
+            &d,
+            &[
+                "run",
+                "--characters",
+                "hermione-en",
+                "--scales",
+                "BFI",
+                "--methods",
+                "er-batch,oc",
+                "--json",
+            ],
+        )
+        .output()
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    let id = common::json_of(out)["session"].as_str().unwrap().to_string();
+    let export = export(&config, &data, &id);
+    drop(dir);
+    (server, export)
+}
+
+fn export(config: &Path, data: &Path, id: &str) -> Value {
+    common::json_of(
+        common::command(config, data, &["export", id, "--format", "json"])
+            .output()
+            .unwrap(),
+    )
+}
+
+fn all_scored_in_range(export: &Value) {
+    for a in export["assessments"].as_array().unwrap() {
+        for (dimension, d) in a["dimensions"].as_object().unwrap() {
+            let score = d["score"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{dimension} unscored: {d}"));
+            assert!((1.0..=5.0).contains(&score), "{dimension}: {score}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reasoning_model_is_adapted_to_once_per_refusal_and_every_dimension_is_scored() {
+    let (server, export) = run_against(FakeConfig {
+        reasoning: true,
+        ..FakeConfig::default()
+    })
+    .await;
+    all_scored_in_range(&export);
+    let requests = server.requests();
+    let refused = requests
+        .iter()
+        .filter(|r| {
+            r.get("max_tokens").is_some() || r.get("temperature").and_then(Value::as_f64).is_some_and(|t| t != 1.0)
+        })
+        .count();
+    assert!(refused <= 2, "{refused} refusals over {} requests", requests.len());
+    assert!(requests.len() > 50);
+    let kinds: Vec<&str> = export["session"]["adaptations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.len(), 2, "{kinds:?}");
+    assert!(kinds.contains(&"max_completion_tokens") && kinds.contains(&"fixed_temperature"));
+    let adapted = &export["session"]["adaptations"][0];
+    assert_eq!(
+        (adapted["provider"].as_str(), adapted["model"].as_str()),
+        (Some("fake"), Some("fake-model"))
+    );
+    assert!(adapted["detail"].as_str().unwrap().contains("Unsupported"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strict_schema_subset_gets_schemas_without_bounds_and_replies_are_checked_locally() {
+    let (server, export) = run_against(FakeConfig {
+        no_numeric_bounds: true,
+        ..FakeConfig::default()
+    })
+    .await;
+    all_scored_in_range(&export);
+    let requests = server.requests();
+    let bounded = requests
+        .iter()
+        .filter(|r| {
+            r.pointer("/response_format/json_schema/schema")
+                .is_some_and(|s| s.to_string().contains("\"maximum\""))
+        })
+        .count();
+    assert_eq!(bounded, 1, "one refusal, then every schema goes without bounds");
+    let adaptations = export["session"]["adaptations"].as_array().unwrap();
+    assert_eq!(adaptations.len(), 1);
+    assert_eq!(adaptations[0]["kind"], "no_numeric_bounds");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_takes_everything_is_never_adapted_to() {
+    let (_, export) = run_against(FakeConfig::default()).await;
+    assert_eq!(export["session"]["adaptations"], serde_json::json!([]));
+}
