@@ -121,6 +121,18 @@ pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> a
     });
     let total = started.elapsed();
     let info = client.info();
+    // The method's own requests, each on a fresh client, when the provider answers at all.
+    let fresh = || -> anyhow::Result<(std::sync::Arc<dyn ChatModel>, Shared)> {
+        let sh = shared(config, CacheMode::Off);
+        let c = llm::connect(config, name, sh.clone(), &env, crate::paths::data_dir().as_deref())
+            .map_err(|e| input_error(e.to_string()))?;
+        Ok((std::sync::Arc::new(c), sh))
+    };
+    let shapes = match &result {
+        Ok(_) => ctx.block_on(super::shapes::check(&fresh, &*ctx.catalog()?))?,
+        Err(_) => Vec::new(),
+    };
+    let shapes_fail = shapes.iter().any(|v| v.status == "fails");
     let ms = |d: std::time::Duration| (d.as_secs_f64() * 1000.0).round();
     let uses = config.provider(name).is_some_and(|p| p.structured_output);
     if json_output {
@@ -134,9 +146,10 @@ pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> a
             "first_token_ms": first.map(ms), "total_ms": ms(total),
             "structured_output_requested": uses, "valid_json": structured,
             "reply": result.as_ref().ok(),
+            "shapes": shapes,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
-        return Ok(if result.is_ok() {
+        return Ok(if result.is_ok() && !shapes_fail {
             ExitCode::SUCCESS
         } else {
             ExitCode::from(1)
@@ -171,7 +184,21 @@ pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> a
             };
             writeln!(out, "structured output: {verdict}")?;
             writeln!(out, "reply: {}", safe(&text))?;
-            Ok(ExitCode::SUCCESS)
+            writeln!(out, "the method's requests:")?;
+            for v in &shapes {
+                writeln!(
+                    out,
+                    "  {:<18} {}{}",
+                    v.shape,
+                    v.status,
+                    v.detail.as_ref().map_or(String::new(), |d| format!(": {}", safe(d)))
+                )?;
+            }
+            Ok(if shapes_fail {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
     }
 }

@@ -122,3 +122,56 @@ async fn a_server_that_takes_everything_is_never_adapted_to() {
     let (_, export) = run_against(FakeConfig::default()).await;
     assert_eq!(export["session"]["adaptations"], serde_json::json!([]));
 }
+
+/// `providers check` sends the method's own requests: against a server that refuses bounds, the judge
+/// shapes say they needed adapting, never a plain `works`; against a reasoning model, every shape does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_check_tells_which_of_the_methods_requests_needed_adapting() {
+    for (fake, expected) in [
+        (
+            FakeConfig {
+                no_numeric_bounds: true,
+                ..FakeConfig::default()
+            },
+            [
+                ("interview", "works"),
+                ("expert_rating", "adapted"),
+                ("16p_rating", "adapted"),
+                ("option_conversion", "adapted"),
+            ],
+        ),
+        (
+            FakeConfig {
+                reasoning: true,
+                ..FakeConfig::default()
+            },
+            [
+                ("interview", "adapted"),
+                ("expert_rating", "adapted"),
+                ("16p_rating", "adapted"),
+                ("option_conversion", "adapted"),
+            ],
+        ),
+    ] {
+        let server = FakeServer::start(fake).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let config = common::fake_config(dir.path(), &server, "");
+        let data = dir.path().join("data");
+        let out = tokio::task::spawn_blocking(move || {
+            common::command(&config, &data, &["providers", "check", "fake", "--json"])
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let v = common::json_of(out);
+        let shapes: Vec<(&str, &str)> = v["shapes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["shape"].as_str().unwrap(), s["status"].as_str().unwrap()))
+            .collect();
+        assert_eq!(shapes, expected, "{v}");
+        assert_eq!(v["provider"], "fake");
+    }
+}

@@ -1,0 +1,155 @@
+//! `providers check`'s verdict on the method's real requests: an interview question as the role-playing
+//! agent is asked it, and an expert rating, an option conversion and a 16Personalities rating as the
+//! judge is asked them (the real prompts and schemas, tiny inputs). Each shape runs on its own fresh
+//! adaptation state, so it says whether *it* needed adapting.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::catalog::Catalog;
+use crate::domain::scale::Scale;
+use crate::llm::adapt::Adaptation;
+use crate::llm::client::Shared;
+use crate::llm::{ChatModel, LlmError};
+use crate::method::anonymize::Masker;
+use crate::method::convert::{self, Conversion};
+use crate::method::expert::{self, Exchange, Grouping};
+use crate::method::interview::{self, AnswerSampling, QueryStyle};
+use crate::method::judge::Judge;
+use crate::rpa::prompt::RpaStyle;
+use crate::templates::Templates;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub shape: &'static str,
+    /// `works`, `adapted` (it works once adapted; `detail` says how) or `fails` (the provider's words).
+    pub status: &'static str,
+    pub detail: Option<String>,
+}
+
+/// Connects a fresh client of the provider (its own adaptation state) for one shape.
+pub type Fresh<'a> = dyn Fn() -> anyhow::Result<(Arc<dyn ChatModel>, Shared)> + 'a;
+
+fn verdict(shape: &'static str, adapted: Vec<Adaptation>, failure: Option<String>) -> Verdict {
+    let how = adapted.iter().map(|a| a.kind.describe()).collect::<Vec<_>>().join("; ");
+    match failure {
+        Some(why) => Verdict {
+            shape,
+            status: "fails",
+            detail: Some(if how.is_empty() {
+                why
+            } else {
+                format!("{why} (after adapting: {how})")
+            }),
+        },
+        None if !adapted.is_empty() => Verdict {
+            shape,
+            status: "adapted",
+            detail: Some(how),
+        },
+        None => Verdict {
+            shape,
+            status: "works",
+            detail: None,
+        },
+    }
+}
+
+/// Three answers to the first items of a scale's first dimension.
+fn exchanges(scale: &Scale) -> Vec<Exchange> {
+    scale
+        .scored_items()
+        .filter(|i| i.dimension() == Some(0))
+        .take(3)
+        .map(|i| Exchange {
+            item_id: i.id,
+            question: i.question.en.clone(),
+            response: "I suppose I do, when the subject interests me.".into(),
+        })
+        .collect()
+}
+
+/// The last problem of a judge call's attempts.
+fn last_problem(attempts: &[crate::method::judge::Attempt]) -> String {
+    attempts
+        .iter()
+        .rev()
+        .find_map(|a| a.error.clone())
+        .unwrap_or_else(|| "no usable reply".into())
+}
+
+pub async fn check(fresh: &Fresh<'_>, catalog: &Catalog) -> anyhow::Result<Vec<Verdict>> {
+    let templates = Templates::bundled();
+    let (Some(c), Some(bfi), Some(p16)) = (
+        catalog.character("hermione-en"),
+        catalog.scale("BFI"),
+        catalog.scale("16Personalities"),
+    ) else {
+        anyhow::bail!("the bundled catalog lacks hermione-en, BFI or 16Personalities");
+    };
+    let masker = Masker::new(&c.aliases, &c.experimenter);
+    let mut out = Vec::new();
+
+    let (model, shared) = fresh()?;
+    let item = bfi
+        .scored_items()
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("BFI has no items"))?;
+    let asked = interview::ask(
+        model.as_ref(),
+        templates,
+        c,
+        bfi,
+        item,
+        QueryStyle::Open,
+        RpaStyle::Description,
+        None,
+        0,
+        0,
+        AnswerSampling::default(),
+    )
+    .await;
+    let failure = asked.err().map(|e: LlmError| e.to_string());
+    out.push(verdict("interview", shared.adapter.all(), failure));
+
+    for (shape, scale) in [("expert_rating", bfi), ("16p_rating", p16)] {
+        let (model, shared) = fresh()?;
+        let judge = Judge {
+            model: model.as_ref(),
+            attempts: 2,
+            temperature: 0.0,
+            templates,
+        };
+        let ex = exchanges(scale);
+        let r = expert::rate(judge, scale, 0, c.language, &masker, &ex, Grouping::All, 0).await;
+        let failure = r.score.is_none().then(|| {
+            r.batches
+                .first()
+                .map_or("no reply".into(), |b| last_problem(&b.attempts))
+        });
+        out.push(verdict(shape, shared.adapter.all(), failure));
+    }
+
+    let (model, shared) = fresh()?;
+    let judge = Judge {
+        model: model.as_ref(),
+        attempts: 2,
+        temperature: 0.0,
+        templates,
+    };
+    let ex = exchanges(bfi);
+    let groups = convert::oc_groups(templates, bfi, &c.name, &ex, convert::MAX_ITEMS_PER_CALL);
+    let alone = |id: u32| {
+        let one: Vec<&Exchange> = ex.iter().filter(|e| e.item_id == id).collect();
+        convert::oc_messages(templates, bfi, &c.name, &one)
+    };
+    let (items, calls) = convert::convert(judge, bfi, groups, &alone, Conversion::Statement, 0).await;
+    let failure = items.iter().any(|i| i.option.is_none()).then(|| {
+        calls
+            .first()
+            .map_or("no reply".into(), |call| last_problem(&call.attempts))
+    });
+    out.push(verdict("option_conversion", shared.adapter.all(), failure));
+    Ok(out)
+}
