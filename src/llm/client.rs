@@ -315,6 +315,7 @@ impl Client {
             }
             match result {
                 Ok(finished) => {
+                    reach.answered(provider);
                     if let Some(u) = finished.usage {
                         acc.usage(
                             provider,
@@ -366,6 +367,14 @@ impl Client {
                     }
                     if !error.retryable() || attempt >= self.config.max_retries {
                         acc.failure(provider, role);
+                        // The same refusal, request after request, stops the run (see `REFUSED_AFTER`).
+                        if let AttemptError::Status { status, message, .. } = &error
+                            && !error.retryable()
+                        {
+                            reach.refused(provider, self.transport.base_url(), &format!("HTTP {status}: {message}"));
+                        } else if let AttemptError::Fatal(e @ LlmError::Unauthorized { .. }) = &error {
+                            reach.refused(provider, self.transport.base_url(), &e.to_string());
+                        }
                         // Servers built on llama.cpp (and older vLLM) refuse `json_schema`: say what fixes it.
                         let hint = match &error {
                             AttemptError::Status { message, .. }

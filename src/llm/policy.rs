@@ -88,13 +88,20 @@ impl Limits {
 pub const UNREACHABLE_AFTER: u32 = 4;
 pub const UNREACHABLE_FOR: Duration = Duration::from_secs(3);
 
-/// A provider that stopped answering at all.
+/// A provider answers, but every request of a run is refused the same way this many times in a row
+/// (the same status and message, nothing answered in between): the run stops, as for an unreachable
+/// one. Refusals the client adapted to, and retryable statuses (429, 5xx), never count.
+pub const REFUSED_AFTER: u32 = 8;
+
+/// A provider that stopped answering at all, or that refuses every request the same way.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unreachable {
     pub provider: String,
     pub base_url: String,
-    /// The last connection error.
+    /// The last connection error, or the provider's words for the refusal.
     pub reason: String,
+    /// It answers, refusing every request (fix the config, then resume).
+    pub refused: bool,
 }
 
 /// Counts consecutive connection failures per provider, and when the streak began; any answer resets
@@ -102,6 +109,8 @@ pub struct Unreachable {
 #[derive(Debug)]
 pub struct Reachability {
     failures: std::sync::Mutex<std::collections::HashMap<String, (u32, std::time::Instant)>>,
+    /// Per provider: the same refusal, how many times in a row.
+    refusals: std::sync::Mutex<std::collections::HashMap<String, (u32, String)>>,
     unreachable: tokio::sync::watch::Sender<Option<Unreachable>>,
     /// How long a streak must last (shorter in tests).
     window: Duration,
@@ -111,6 +120,7 @@ impl Default for Reachability {
     fn default() -> Self {
         Reachability {
             failures: Default::default(),
+            refusals: Default::default(),
             unreachable: tokio::sync::watch::channel(None).0,
             window: UNREACHABLE_FOR,
         }
@@ -120,6 +130,31 @@ impl Default for Reachability {
 impl Reachability {
     pub fn connected(&self, provider: &str) {
         self.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(provider);
+    }
+
+    /// A request was answered (a reply, or an error the client retries or adapts to).
+    pub fn answered(&self, provider: &str) {
+        self.refusals.lock().unwrap_or_else(|p| p.into_inner()).remove(provider);
+    }
+
+    /// A request failed for good with a refusal (`what`: the status and the provider's words).
+    pub fn refused(&self, provider: &str, base_url: &str, what: &str) {
+        let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = refusals
+            .entry(provider.to_string())
+            .or_insert_with(|| (0, what.to_string()));
+        if entry.1 != what {
+            *entry = (0, what.to_string());
+        }
+        entry.0 += 1;
+        if entry.0 >= REFUSED_AFTER && self.unreachable.borrow().is_none() {
+            self.unreachable.send_replace(Some(Unreachable {
+                provider: provider.into(),
+                base_url: base_url.into(),
+                reason: what.into(),
+                refused: true,
+            }));
+        }
     }
 
     pub fn connect_failed(&self, provider: &str, base_url: &str, reason: &str) {
@@ -133,6 +168,7 @@ impl Reachability {
                 provider: provider.into(),
                 base_url: base_url.into(),
                 reason: reason.into(),
+                refused: false,
             }));
         }
     }
@@ -169,6 +205,25 @@ impl Reachability {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_provider_refusing_every_request_the_same_way_stops_the_run() {
+        let r = Reachability::default();
+        for _ in 0..REFUSED_AFTER - 1 {
+            r.refused("p", "http://x", "HTTP 400: no such model");
+        }
+        r.answered("p");
+        for _ in 0..REFUSED_AFTER - 1 {
+            r.refused("p", "http://x", "HTTP 400: no such model");
+        }
+        r.refused("p", "http://x", "HTTP 400: another problem");
+        assert_eq!(r.now(), None, "an answer, or another refusal, starts the count again");
+        for _ in 0..REFUSED_AFTER - 1 {
+            r.refused("p", "http://x", "HTTP 400: another problem");
+        }
+        let stopped = r.now().unwrap();
+        assert!(stopped.refused && stopped.reason.contains("another problem"));
+    }
 
     #[test]
     fn a_provider_is_unreachable_only_after_consecutive_connection_failures() {

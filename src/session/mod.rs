@@ -39,6 +39,14 @@ pub enum SessionError {
         base_url: String,
         reason: String,
     },
+    /// A provider refused every request the same way: the run stopped early.
+    #[error("{provider} at {base_url} refused {n} requests in a row the same way ({reason}); the run stopped")]
+    Refused {
+        provider: String,
+        base_url: String,
+        reason: String,
+        n: u32,
+    },
 }
 
 impl SessionError {
@@ -48,7 +56,10 @@ impl SessionError {
             SessionError::NotFound(_) | SessionError::WrongKind { .. } => true,
             SessionError::Journal(JournalError::Damaged { .. }) => true,
             SessionError::Journal(JournalError::Io { .. }) => false,
-            SessionError::Unwritable { .. } | SessionError::Results { .. } | SessionError::Unreachable { .. } => false,
+            SessionError::Unwritable { .. }
+            | SessionError::Results { .. }
+            | SessionError::Unreachable { .. }
+            | SessionError::Refused { .. } => false,
             SessionError::Study(e) => e.is_input(),
         }
     }
@@ -57,7 +68,10 @@ impl SessionError {
     pub fn resumable(&self) -> bool {
         matches!(
             self,
-            SessionError::Unwritable { .. } | SessionError::Results { .. } | SessionError::Unreachable { .. }
+            SessionError::Unwritable { .. }
+                | SessionError::Results { .. }
+                | SessionError::Unreachable { .. }
+                | SessionError::Refused { .. }
         )
     }
 }

@@ -232,6 +232,14 @@ impl<S: Study> Run<S> {
 }
 
 fn unreachable_error(u: Unreachable) -> SessionError {
+    if u.refused {
+        return SessionError::Refused {
+            provider: u.provider,
+            base_url: u.base_url,
+            reason: u.reason,
+            n: crate::llm::policy::REFUSED_AFTER,
+        };
+    }
     SessionError::Unreachable {
         provider: u.provider,
         base_url: u.base_url,

@@ -175,3 +175,48 @@ async fn the_check_tells_which_of_the_methods_requests_needed_adapting() {
         assert_eq!(v["provider"], "fake");
     }
 }
+
+/// A provider that refuses every request the same way (a 400 no adaptation helps) stops the run early,
+/// with the provider's words and how to resume; it does not fail 44 items one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_refusing_every_request_the_same_way_stops_the_run_early() {
+    let server = FakeServer::start(FakeConfig {
+        fault_share: 1.0,
+        faults_per_request: 1000,
+        faults: vec![incharacter_testkit::fake_openai::Fault::BadRequest],
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::fake_config(dir.path(), &server, "max_concurrency = 2");
+    let data = dir.path().join("data");
+    let out = tokio::task::spawn_blocking(move || {
+        common::command(
+            &config,
+            &data,
+            &[
+                "run",
+                "--characters",
+                "hermione-en",
+                "--scales",
+                "BFI",
+                "--methods",
+                "oc",
+            ],
+        )
+        .output()
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("refused 8 requests in a row the same way"), "{stderr}");
+    assert!(
+        stderr.contains("injected: invalid request"),
+        "the provider's words: {stderr}"
+    );
+    assert!(stderr.contains("incharacter run --resume"), "{stderr}");
+    assert!(server.stats().requests < 20, "stopped early: {:?}", server.stats());
+}
