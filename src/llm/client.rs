@@ -159,6 +159,12 @@ pub struct Client {
 impl Client {
     pub fn new(transport: Arc<dyn Transport>, config: ProviderConfig, shared: Shared) -> Self {
         let own = shared.limits.provider(&config.name, config.max_concurrency);
+        // What the config states is adapted to from the first request, and journaled like the rest.
+        for &kind in &config.stated {
+            shared
+                .adapter
+                .adapt(&config.name, &config.model, kind, "stated in the provider's config");
+        }
         Client {
             transport,
             config: Arc::new(config),

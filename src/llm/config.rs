@@ -91,6 +91,14 @@ pub struct ProviderConfig {
     pub context_tokens: Option<usize>,
     #[serde(skip)]
     pub headers: BTreeMap<String, String>,
+    /// Refusals the config states up front (`max_tokens_param`, `temperature = "fixed"`,
+    /// `schema_dialect = "no-numeric-bounds"`): adapted to from the first request, and journaled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stated: Vec<crate::llm::adapt::Kind>,
+    /// `schema_dialect = "json-object"`: `response_format` is `{"type": "json_object"}` and the schema
+    /// is described in the prompt.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub json_object: bool,
 }
 
 impl ProviderConfig {
@@ -120,6 +128,8 @@ impl ProviderConfig {
             price_out_per_mtok: 0.0,
             context_tokens: None,
             headers: BTreeMap::new(),
+            stated: Vec::new(),
+            json_object: false,
         }
     }
 
@@ -355,6 +365,38 @@ impl Config {
                 c.context_tokens = Some(*n.get_ref());
             }
             c.headers = p.headers;
+            use crate::llm::adapt::Kind;
+            if let Some(v) = &p.max_tokens_param {
+                match v.get_ref().as_str() {
+                    "max_tokens" => {}
+                    "max_completion_tokens" => c.stated.push(Kind::MaxCompletionTokens),
+                    other => errors.push(source.at(
+                        v.span(),
+                        format!("max_tokens_param \"{other}\": max_tokens or max_completion_tokens"),
+                    )),
+                }
+            }
+            if let Some(v) = &p.temperature {
+                match v.get_ref().as_str() {
+                    "free" => {}
+                    "fixed" => c.stated.push(Kind::FixedTemperature),
+                    other => errors.push(source.at(v.span(), format!("temperature \"{other}\": fixed or free"))),
+                }
+            }
+            if let Some(v) = &p.schema_dialect {
+                match v.get_ref().as_str() {
+                    "openai-strict" => {}
+                    "no-numeric-bounds" => c.stated.push(Kind::NoNumericBounds),
+                    "json-object" => c.json_object = true,
+                    "prompt-only" => c.structured_output = false,
+                    other => errors.push(source.at(
+                        v.span(),
+                        format!(
+                            "schema_dialect \"{other}\": openai-strict, no-numeric-bounds, json-object or prompt-only"
+                        ),
+                    )),
+                }
+            }
             match config.providers.iter().position(|x| x.name == name) {
                 Some(i) => config.providers[i] = c,
                 None => config.providers.push(c),
@@ -481,6 +523,9 @@ struct RawProvider {
     context_tokens: Option<Spanned<usize>>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    max_tokens_param: Option<Spanned<String>>,
+    temperature: Option<Spanned<String>>,
+    schema_dialect: Option<Spanned<String>>,
 }
 
 /// A config file that cannot be used: always the user's to fix (exit 2).
@@ -571,6 +616,23 @@ judge = "local"
         };
         assert_eq!(at("between 0 and 2"), (15, 15));
         assert_eq!(at("rpa role only"), (17, 14));
+    }
+
+    #[test]
+    fn known_quirks_are_stated_per_provider_and_bad_ones_located() {
+        let text = OLLAMA.replace(
+            "max_concurrency = 2",
+            "max_tokens_param = \"max_completion_tokens\"\ntemperature = \"fixed\"\nschema_dialect = \"json-object\"",
+        );
+        let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+        let p = c.provider("ollama").unwrap();
+        use crate::llm::adapt::Kind;
+        assert_eq!(p.stated, vec![Kind::MaxCompletionTokens, Kind::FixedTemperature]);
+        assert!(p.json_object && p.structured_output);
+        let text = OLLAMA.replace("max_concurrency = 2", "schema_dialect = \"lenient\"");
+        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), (7, 18), "{}", e[0]);
+        assert!(e[0].message.contains("openai-strict, no-numeric-bounds"), "{}", e[0]);
     }
 
     #[test]

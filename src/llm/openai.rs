@@ -56,6 +56,12 @@ fn decimal(x: f32) -> f64 {
 /// The JSON body sent for `request`. With a schema and `structured_output`, the schema goes into
 /// `response_format`; without `structured_output` it is described in the prompt instead.
 pub fn request_body(model: &str, request: &ChatRequest, structured_output: bool) -> Value {
+    request_body_as(model, request, structured_output, false)
+}
+
+/// [`request_body`] for a server that takes `response_format: {"type": "json_object"}` only
+/// (`json_object`): the schema is then described in the prompt as well.
+pub fn request_body_as(model: &str, request: &ChatRequest, structured_output: bool, json_object: bool) -> Value {
     let mut messages: Vec<Value> = request
         .messages
         .iter()
@@ -85,7 +91,10 @@ pub fn request_body(model: &str, request: &ChatRequest, structured_output: bool)
         body["seed"] = json!(seed);
     }
     if let Some(schema) = &request.schema {
-        if structured_output {
+        if json_object {
+            body["response_format"] = json!({"type": "json_object"});
+        }
+        if structured_output && !json_object {
             body["response_format"] = json!({
                 "type": "json_schema",
                 "json_schema": {"name": schema.name, "schema": schema.schema, "strict": schema.strict},
@@ -136,7 +145,12 @@ impl Transport for OpenAi {
         let started = Instant::now();
         let first_token_deadline = started + Duration::from_secs_f64(self.config.timeout_first_token_s);
         let idle = Duration::from_secs_f64(self.config.timeout_idle_s);
-        let body = request_body(&self.config.model, request, self.config.structured_output);
+        let body = request_body_as(
+            &self.config.model,
+            request,
+            self.config.structured_output,
+            self.config.json_object,
+        );
         let mut http = self.http.post(self.endpoint()).json(&body);
         if let Some(key) = &self.key {
             http = http.bearer_auth(key.expose());
@@ -334,6 +348,19 @@ mod tests {
         // Twice: the provider is installed once per process.
         assert!(OpenAi::new(config, None).is_ok());
         assert!(rustls::crypto::CryptoProvider::get_default().is_some());
+    }
+
+    #[test]
+    fn a_json_object_server_gets_json_object_and_the_schema_in_the_prompt() {
+        let mut r = ChatRequest::new(vec![ChatMessage::system("Rate."), ChatMessage::user("Hi")]);
+        r.schema = Some(ResponseSchema {
+            name: "rating".into(),
+            schema: json!({"type": "object"}),
+            strict: true,
+        });
+        let b = request_body_as("m", &r, true, true);
+        assert_eq!(b["response_format"], json!({"type": "json_object"}));
+        assert!(b["messages"][0]["content"].as_str().unwrap().contains("JSON Schema"));
     }
 
     #[test]

@@ -12,9 +12,14 @@ use crate::common;
 
 /// Runs Hermione × BFI × ER_batch, OC against `fake` and returns the server and the export.
 async fn run_against(fake: FakeConfig) -> (FakeServer, Value) {
+    run_with(fake, "").await
+}
+
+/// [`run_against`] with `extra` lines in the provider's config.
+async fn run_with(fake: FakeConfig, extra: &str) -> (FakeServer, Value) {
     let server = FakeServer::start(fake).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config = common::fake_config(dir.path(), &server, "max_concurrency = 8");
+    let config = common::fake_config(dir.path(), &server, &format!("max_concurrency = 8\n{extra}"));
     let data = dir.path().join("data");
     let (c, d) = (config.clone(), data.clone());
     let out = tokio::task::spawn_blocking(move || {
@@ -219,4 +224,32 @@ async fn a_provider_refusing_every_request_the_same_way_stops_the_run_early() {
     );
     assert!(stderr.contains("incharacter run --resume"), "{stderr}");
     assert!(server.stats().requests < 20, "stopped early: {:?}", server.stats());
+}
+
+/// Quirks stated in the config are adapted to from the first request (nothing is refused) and are
+/// journaled all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stated_quirks_cost_no_refusal_and_are_still_recorded() {
+    let (server, export) = run_with(
+        FakeConfig {
+            reasoning: true,
+            ..FakeConfig::default()
+        },
+        "max_tokens_param = \"max_completion_tokens\"\ntemperature = \"fixed\"",
+    )
+    .await;
+    all_scored_in_range(&export);
+    let refused = server
+        .requests()
+        .iter()
+        .filter(|r| r.get("max_tokens").is_some() || r.get("temperature").is_some())
+        .count();
+    assert_eq!(refused, 0);
+    let adaptations = export["session"]["adaptations"].as_array().unwrap();
+    assert_eq!(adaptations.len(), 2, "{adaptations:?}");
+    assert!(
+        adaptations
+            .iter()
+            .all(|a| a["detail"] == "stated in the provider's config")
+    );
 }
