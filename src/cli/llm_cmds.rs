@@ -129,7 +129,7 @@ pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> a
         Ok((std::sync::Arc::new(c), sh))
     };
     let shapes = match &result {
-        Ok(_) => ctx.block_on(super::shapes::check(&fresh, &*ctx.catalog()?))?,
+        Ok(_) => ctx.block_on(crate::study::check::check(&fresh, &*ctx.catalog()?))?,
         Err(_) => Vec::new(),
     };
     let shapes_fail = shapes.iter().any(|v| v.status == "fails");

@@ -15,7 +15,6 @@ mod observe_cmds;
 mod prompts_cmds;
 mod rolebench_cmds;
 mod run_cmds;
-mod shapes;
 mod table;
 
 use std::io::Write;

@@ -8,6 +8,7 @@
 //! session, the bundled samples included, must keep loading and exporting exactly as before.
 
 pub mod annotation;
+pub mod check;
 pub mod interview;
 pub mod judges;
 pub mod live;

@@ -171,6 +171,8 @@ pub enum Action {
     Reassess(Box<Offer>),
     /// The sessions that assess the shown interviews, compared (or why they cannot be).
     Judged(Result<crate::study::judges::Judges, String>),
+    /// A provider's verdict on the method's requests (or why it could not be checked).
+    Checked(String, Result<Vec<crate::study::check::Verdict>, String>),
     Fetched(Result<String, String>),
     Flash(String),
     Memories(BTreeMap<String, Arc<Memories>>),
@@ -204,6 +206,8 @@ pub enum Effect {
         id: String,
     },
     SetPause(bool),
+    /// Check these providers with the method's own requests.
+    CheckProviders(Vec<String>),
     Cancel,
     Open(PathBuf),
     Replay {
@@ -495,6 +499,9 @@ impl App {
                 }
             }
             Action::Judged(result) => self.flash = Some(self.compare.judged(result)),
+            Action::Checked(name, verdict) => {
+                self.setup.checks.insert(name, Some(verdict));
+            }
             Action::Fetched(result) => {
                 self.welcome.fetch = Some(match result {
                     Ok(m) => {

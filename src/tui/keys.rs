@@ -188,6 +188,7 @@ commands! {
     Reassess => "reassess", "re-assess the session's interviews: pick the judge, prompt set, methods and temperature (only judge requests; a new session)";
     Judges => "judges", "every assessment of these interviews (the session, its parent, their re-assessments) side by side: profiles, agreement, sensitivity";
     FetchModel => "fetch-model", "fetch the embedded local model";
+    CheckProviders => "check-providers", "send the method's own requests to the rpa and judge providers: works, adapted or fails, per request";
     Resume => "resume", "resume an interrupted session";
     ScrollUp => "scroll-up", "scroll the text up";
     ScrollDown => "scroll-down", "scroll the text down";
@@ -401,6 +402,7 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Welcome, "r", Command::GoSessions),
     (Mode::Setup, "space", Command::Toggle),
     (Mode::Setup, "ctrl-r", Command::Start),
+    (Mode::Setup, "ctrl-k", Command::CheckProviders),
     (Mode::Setup, "left", Command::PrevMethod),
     (Mode::Setup, "right", Command::NextMethod),
     (Mode::Live, "p", Command::Pause),

@@ -423,6 +423,30 @@ impl Driver {
                     });
                 });
             }
+            Effect::CheckProviders(names) => {
+                for name in names {
+                    let (config, catalog, data, tx) =
+                        (self.config.clone(), self.catalog.clone(), self.data.clone(), tx.clone());
+                    tokio::spawn(async move {
+                        let fresh =
+                            || -> anyhow::Result<(Arc<dyn crate::llm::ChatModel>, crate::llm::client::Shared)> {
+                                let shared = crate::llm::client::Shared::new(
+                                    config.max_concurrency,
+                                    None,
+                                    crate::llm::config::CacheMode::Off,
+                                    0,
+                                );
+                                let env = |k: &str| std::env::var(k).ok();
+                                let model = crate::llm::connect(&config, &name, shared.clone(), &env, Some(&data))?;
+                                Ok((Arc::new(model), shared))
+                            };
+                        let verdict = crate::study::check::check(&fresh, &catalog)
+                            .await
+                            .map_err(|e| e.to_string());
+                        let _ = tx.send(Action::Checked(name, verdict));
+                    });
+                }
+            }
             Effect::Judges { interviews } => {
                 let (store, catalog) = (self.store.clone(), self.catalog.clone());
                 tokio::task::spawn_blocking(move || {

@@ -130,6 +130,43 @@ fn setup_filters_and_estimates() {
     assert_eq!(app.screen, Screen::Live);
 }
 
+/// ctrl-k on Setup asks the driver to check the rpa and judge providers with the method's requests, and
+/// the verdicts appear under the estimate as they come back.
+#[test]
+fn setup_checks_the_providers_with_the_methods_requests() {
+    use incharacter::study::check::Verdict;
+    let mut app = app();
+    key(&mut app, KeyCode::Char('s'));
+    let effects = app.update(Action::Key(KeyEvent::new(KeyCode::Char('k'), KeyModifiers::CONTROL)));
+    assert!(
+        matches!(effects.first(), Some(Effect::CheckProviders(names)) if names == &["local".to_string()]),
+        "{effects:?}"
+    );
+    assert!(render(&app, (120, 40)).contains("local: checking…"));
+    let made_up = |shape, status| Verdict {
+        shape,
+        status,
+        detail: None,
+    };
+    app.update(Action::Checked(
+        "local".into(),
+        Ok(vec![
+            made_up("interview", "works"),
+            made_up("expert_rating", "adapted"),
+            made_up("16p_rating", "adapted"),
+            made_up("option_conversion", "fails"),
+        ]),
+    ));
+    let screen = render(&app, (120, 40));
+    assert!(
+        screen.contains("The method's requests") && screen.contains("option_conversion fails"),
+        "{screen}"
+    );
+    insta::with_settings!({ snapshot_path => SNAPSHOTS }, {
+        insta::assert_snapshot!("setup_checks_120x40", screen);
+    });
+}
+
 #[test]
 fn the_character_filter_takes_letters_but_question_mark_opens_the_help() {
     let mut app = app();

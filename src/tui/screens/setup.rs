@@ -1,7 +1,7 @@
 //! The setup screen: characters (filter as you type), scales, methods and run options, the request and
 //! token estimate, and the most recent sessions. It owns the choices every run starts from.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyEvent, KeyModifiers};
@@ -51,6 +51,8 @@ pub struct Setup {
     /// From the config's `[sampling]` (the setup does not edit them; the plan records them).
     pub answer_sampling: crate::method::interview::AnswerSampling,
     pub judge_temperature: f32,
+    /// Each checked provider's verdict on the method's requests (`ctrl-k`); `None`: being checked.
+    pub checks: BTreeMap<String, Option<Result<Vec<crate::study::check::Verdict>, String>>>,
 }
 
 impl Setup {
@@ -73,6 +75,7 @@ impl Setup {
             seed: 0,
             answer_sampling: Default::default(),
             judge_temperature: 0.0,
+            checks: BTreeMap::new(),
         }
     }
 
@@ -214,6 +217,16 @@ impl Setup {
                 };
             }
             Command::Back => self.filter.clear(),
+            Command::CheckProviders => {
+                let mut names = vec![self.rpa.clone()];
+                if self.judge != self.rpa {
+                    names.push(self.judge.clone());
+                }
+                for n in &names {
+                    self.checks.insert(n.clone(), None);
+                }
+                return vec![Request::Effect(crate::tui::Effect::CheckProviders(names))];
+            }
             _ => {}
         }
         Vec::new()
@@ -495,6 +508,30 @@ impl Component for Setup {
                 ));
             }
             Err(e) => lines.push(Line::styled(e, theme.dim())),
+        }
+        if !self.checks.is_empty() {
+            lines.push(Line::raw(""));
+            lines.push(Line::styled("The method's requests", theme.title()));
+        }
+        for (name, verdict) in &self.checks {
+            match verdict {
+                None => lines.push(Line::styled(format!("{name}: checking…"), theme.dim())),
+                Some(Err(e)) => lines.push(Line::styled(
+                    format!("{name}: {}", crate::text::terminal_safe(e)),
+                    theme.fg(theme.error),
+                )),
+                Some(Ok(shapes)) => {
+                    lines.push(Line::raw(name.clone()));
+                    for v in shapes {
+                        let color = match v.status {
+                            "works" => theme.positive,
+                            "adapted" => theme.marginal,
+                            _ => theme.error,
+                        };
+                        lines.push(Line::styled(format!("  {:<17} {}", v.shape, v.status), theme.fg(color)));
+                    }
+                }
+            }
         }
         frame.render_widget(Paragraph::new(lines), inner);
 

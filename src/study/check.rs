@@ -1,4 +1,4 @@
-//! `providers check`'s verdict on the method's real requests: an interview question as the role-playing
+//! A provider's verdict (`providers check`, the setup screen) on the method's real requests: an interview question as the role-playing
 //! agent is asked it, and an expert rating, an option conversion and a 16Personalities rating as the
 //! judge is asked them (the real prompts and schemas, tiny inputs). Each shape runs on its own fresh
 //! adaptation state, so it says whether *it* needed adapting.
@@ -29,7 +29,7 @@ pub struct Verdict {
 }
 
 /// Connects a fresh client of the provider (its own adaptation state) for one shape.
-pub type Fresh<'a> = dyn Fn() -> anyhow::Result<(Arc<dyn ChatModel>, Shared)> + 'a;
+pub type Fresh<'a> = dyn Fn() -> anyhow::Result<(Arc<dyn ChatModel>, Shared)> + Send + Sync + 'a;
 
 fn verdict(shape: &'static str, adapted: Vec<Adaptation>, failure: Option<String>) -> Verdict {
     let how = adapted.iter().map(|a| a.kind.describe()).collect::<Vec<_>>().join("; ");
@@ -68,6 +68,16 @@ fn exchanges(scale: &Scale) -> Vec<Exchange> {
             response: "I suppose I do, when the subject interests me.".into(),
         })
         .collect()
+}
+
+/// The judge as a check asks it: two attempts (a re-ask shows the reply can be repaired), at 0.
+fn checking<'a>(model: &'a dyn ChatModel, templates: &'a Templates) -> Judge<'a> {
+    Judge {
+        model,
+        attempts: 2,
+        temperature: 0.0,
+        templates,
+    }
 }
 
 /// The last problem of a judge call's attempts.
@@ -115,12 +125,7 @@ pub async fn check(fresh: &Fresh<'_>, catalog: &Catalog) -> anyhow::Result<Vec<V
 
     for (shape, scale) in [("expert_rating", bfi), ("16p_rating", p16)] {
         let (model, shared) = fresh()?;
-        let judge = Judge {
-            model: model.as_ref(),
-            attempts: 2,
-            temperature: 0.0,
-            templates,
-        };
+        let judge = checking(model.as_ref(), templates);
         let ex = exchanges(scale);
         let r = expert::rate(judge, scale, 0, c.language, &masker, &ex, Grouping::All, 0).await;
         let failure = r.score.is_none().then(|| {
@@ -132,12 +137,7 @@ pub async fn check(fresh: &Fresh<'_>, catalog: &Catalog) -> anyhow::Result<Vec<V
     }
 
     let (model, shared) = fresh()?;
-    let judge = Judge {
-        model: model.as_ref(),
-        attempts: 2,
-        temperature: 0.0,
-        templates,
-    };
+    let judge = checking(model.as_ref(), templates);
     let ex = exchanges(bfi);
     let groups = convert::oc_groups(templates, bfi, &c.name, &ex, convert::MAX_ITEMS_PER_CALL);
     let alone = |id: u32| {
