@@ -161,6 +161,45 @@ impl ProviderConfig {
     }
 }
 
+/// `preset = "<name>"` in a `[[providers]]` entry: a base URL and the refusals a provider is known to
+/// make, from `assets/providers.toml`. The entry's own keys win over the preset's.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Preset {
+    pub name: String,
+    pub base_url: Option<String>,
+    pub max_tokens_param: Option<String>,
+    pub temperature: Option<String>,
+    pub schema_dialect: Option<String>,
+}
+
+/// The bundled presets, with a comment giving the source of each fact.
+pub const PRESETS_TOML: &str = include_str!("../../assets/providers.toml");
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PresetFile {
+    presets: Vec<Preset>,
+}
+
+/// The bundled presets (the file is checked by the tests, so a parse failure cannot ship).
+pub fn presets() -> &'static [Preset] {
+    static PRESETS: std::sync::OnceLock<Vec<Preset>> = std::sync::OnceLock::new();
+    PRESETS.get_or_init(|| toml::from_str::<PresetFile>(PRESETS_TOML).map(|f| f.presets).unwrap_or_default())
+}
+
+/// A quirk key's value and where it was stated: the entry's own key, else the preset's value
+/// (located at the `preset` key).
+fn stated_or_preset(
+    own: &Option<Spanned<String>>,
+    preset: Option<(&Option<String>, std::ops::Range<usize>)>,
+) -> Option<(String, std::ops::Range<usize>)> {
+    match own {
+        Some(v) => Some((v.get_ref().clone(), v.span())),
+        None => preset.and_then(|(value, span)| value.clone().map(|v| (v, span))),
+    }
+}
+
 /// The embedded model the default configuration uses.
 pub const DEFAULT_LOCAL_MODEL: &str = "smollm2-135m";
 
@@ -295,14 +334,30 @@ impl Config {
                 continue;
             }
             let kind = *p.kind.get_ref();
+            let preset = match &p.preset {
+                None => None,
+                Some(n) => match presets().iter().find(|x| x.name == *n.get_ref()) {
+                    Some(found) => Some((found, n.span())),
+                    None => {
+                        let names: Vec<&str> = presets().iter().map(|x| x.name.as_str()).collect();
+                        errors.push(source.at(
+                            n.span(),
+                            format!("unknown preset \"{}\" (presets: {})", n.get_ref(), names.join(", ")),
+                        ));
+                        None
+                    }
+                },
+            };
+            let preset_url = preset.as_ref().and_then(|(x, _)| x.base_url.as_deref());
             let mut c = ProviderConfig::new(
                 &name,
                 kind,
-                p.base_url.as_ref().map_or("", |u| u.get_ref()),
+                p.base_url.as_ref().map_or(preset_url.unwrap_or(""), |u| u.get_ref()),
                 &p.model.unwrap_or_default(),
             );
             if kind == ProviderKind::Openai {
                 match &p.base_url {
+                    None if preset_url.is_some() => {}
                     None => errors.push(source.at(
                         p.name.span(),
                         format!("provider \"{name}\": base_url is required (e.g. http://localhost:11434/v1)"),
@@ -366,31 +421,32 @@ impl Config {
             }
             c.headers = p.headers;
             use crate::llm::adapt::Kind;
-            if let Some(v) = &p.max_tokens_param {
-                match v.get_ref().as_str() {
+            let from_preset = |field: fn(&Preset) -> &Option<String>| preset.as_ref().map(|(x, span)| (field(x), span.clone()));
+            if let Some((v, span)) = stated_or_preset(&p.max_tokens_param, from_preset(|x| &x.max_tokens_param)) {
+                match v.as_str() {
                     "max_tokens" => {}
                     "max_completion_tokens" => c.stated.push(Kind::MaxCompletionTokens),
                     other => errors.push(source.at(
-                        v.span(),
+                        span,
                         format!("max_tokens_param \"{other}\": max_tokens or max_completion_tokens"),
                     )),
                 }
             }
-            if let Some(v) = &p.temperature {
-                match v.get_ref().as_str() {
+            if let Some((v, span)) = stated_or_preset(&p.temperature, from_preset(|x| &x.temperature)) {
+                match v.as_str() {
                     "free" => {}
                     "fixed" => c.stated.push(Kind::FixedTemperature),
-                    other => errors.push(source.at(v.span(), format!("temperature \"{other}\": fixed or free"))),
+                    other => errors.push(source.at(span, format!("temperature \"{other}\": fixed or free"))),
                 }
             }
-            if let Some(v) = &p.schema_dialect {
-                match v.get_ref().as_str() {
+            if let Some((v, span)) = stated_or_preset(&p.schema_dialect, from_preset(|x| &x.schema_dialect)) {
+                match v.as_str() {
                     "openai-strict" => {}
                     "no-numeric-bounds" => c.stated.push(Kind::NoNumericBounds),
                     "json-object" => c.json_object = true,
                     "prompt-only" => c.structured_output = false,
                     other => errors.push(source.at(
-                        v.span(),
+                        span,
                         format!(
                             "schema_dialect \"{other}\": openai-strict, no-numeric-bounds, json-object or prompt-only"
                         ),
@@ -507,6 +563,7 @@ struct RawTui {
 struct RawProvider {
     name: Spanned<String>,
     kind: Spanned<ProviderKind>,
+    preset: Option<Spanned<String>>,
     base_url: Option<Spanned<String>>,
     model: Option<String>,
     api_key_env: Option<String>,
@@ -633,6 +690,79 @@ judge = "local"
         let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
         assert_eq!((e[0].line, e[0].column), (7, 18), "{}", e[0]);
         assert!(e[0].message.contains("openai-strict, no-numeric-bounds"), "{}", e[0]);
+    }
+
+    const PRESET: &str = "[[providers]]\nname = \"r\"\nkind = \"openai\"\npreset = \"openai-reasoning\"\nmodel = \"o3\"\n";
+
+    #[test]
+    fn a_preset_fills_base_url_and_quirks() {
+        let c = Config::parse(Source::new("c.toml", PRESET), false, &no_env).unwrap();
+        let p = c.provider("r").unwrap();
+        use crate::llm::adapt::Kind;
+        assert_eq!(p.base_url, "https://api.openai.com/v1");
+        assert_eq!(p.stated, vec![Kind::MaxCompletionTokens, Kind::FixedTemperature]);
+        let text = PRESET.replace("openai-reasoning", "anthropic");
+        let p = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+        let p = p.provider("r").unwrap();
+        assert_eq!(p.base_url, "https://api.anthropic.com/v1");
+        assert!(!p.structured_output && p.stated.is_empty());
+    }
+
+    #[test]
+    fn the_entrys_own_keys_win_over_its_preset() {
+        let text = format!(
+            "{PRESET}base_url = \"https://proxy.example/v1\"\ntemperature = \"free\"\nmax_tokens_param = \"max_tokens\"\nschema_dialect = \"json-object\"\n"
+        );
+        let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+        let p = c.provider("r").unwrap();
+        assert_eq!(p.base_url, "https://proxy.example/v1");
+        assert!(p.stated.is_empty() && p.json_object, "{p:?}");
+        let text = PRESET.replace("openai-reasoning", "azure-openai");
+        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+        assert!(e[0].message.contains("base_url is required"), "a preset without a base URL: {}", e[0]);
+    }
+
+    #[test]
+    fn an_unknown_preset_is_located_and_the_known_ones_listed() {
+        let text = PRESET.replace("openai-reasoning", "openia");
+        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), (4, 10), "{}", e[0]);
+        assert!(e[0].message.contains("unknown preset \"openia\""), "{}", e[0]);
+        assert!(e[0].message.contains("openai, openai-reasoning, azure-openai"), "{}", e[0]);
+    }
+
+    #[test]
+    fn every_bundled_preset_parses_and_gives_its_source() {
+        let file: PresetFile = toml::from_str(PRESETS_TOML).unwrap();
+        assert_eq!(presets(), file.presets.as_slice());
+        assert!(presets().len() >= 14);
+        for preset in presets() {
+            let text = format!(
+                "[[providers]]\nname = \"p\"\nkind = \"openai\"\npreset = \"{}\"\nbase_url = \"http://h/v1\"\nmodel = \"m\"\n",
+                preset.name
+            );
+            let parsed = Config::parse(Source::new("c.toml", &text), false, &no_env);
+            assert!(parsed.is_ok(), "preset {}: {:?}", preset.name, parsed.err());
+            if let Some(url) = &preset.base_url {
+                assert!(url.starts_with("http://") || url.starts_with("https://"), "{url}");
+            }
+        }
+        // The comment block right above each [[presets]] names a source page.
+        let lines: Vec<&str> = PRESETS_TOML.lines().collect();
+        let mut headers = 0;
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim() != "[[presets]]" {
+                continue;
+            }
+            headers += 1;
+            let comments: Vec<&str> = lines[..i].iter().rev().take_while(|l| l.starts_with('#')).copied().collect();
+            let name = lines[i + 1];
+            assert!(
+                comments.iter().any(|c| c.starts_with("# source: https://") || c.starts_with("# source: none")),
+                "{name} has no source comment"
+            );
+        }
+        assert_eq!(headers, presets().len());
     }
 
     #[test]
