@@ -111,8 +111,8 @@ impl RunPlan {
 pub type AnswerKey = (String, String, u32, QueryStyle, u32);
 type AssessmentKey = (String, String, Method, u32, String);
 
-/// The item an answer record answers.
-pub fn answer_key(e: &Event) -> Option<AnswerKey> {
+/// The item an answer record answers, and the exchange it records.
+pub fn answer(e: &Event) -> Option<(AnswerKey, Exchange)> {
     match e {
         Event::ItemAnswered {
             character,
@@ -120,8 +120,17 @@ pub fn answer_key(e: &Event) -> Option<AnswerKey> {
             repeat,
             style,
             item_id,
+            question,
+            response,
             ..
-        } => Some((character.clone(), scale.clone(), *repeat, *style, *item_id)),
+        } => Some((
+            (character.clone(), scale.clone(), *repeat, *style, *item_id),
+            Exchange {
+                item_id: *item_id,
+                question: question.clone(),
+                response: response.clone(),
+            },
+        )),
         _ => None,
     }
 }
@@ -137,29 +146,13 @@ impl Done {
     pub fn from_events(events: &[Event]) -> Done {
         let mut done = Done::default();
         for e in events {
+            if let Some((key, exchange)) = answer(e) {
+                done.answers.insert(key, exchange);
+            }
             match e {
-                Event::ItemAnswered {
-                    character,
-                    scale,
-                    repeat,
-                    style,
-                    item_id,
-                    question,
-                    response,
-                    ..
-                } => {
-                    done.answers.insert(
-                        (character.clone(), scale.clone(), *repeat, *style, *item_id),
-                        Exchange {
-                            item_id: *item_id,
-                            question: question.clone(),
-                            response: response.clone(),
-                        },
-                    );
-                }
                 // A failed assessment, or one with failed items, is made again by a resume (its
                 // interview may be whole by then, and the judge may answer).
-                Event::DimensionAssessed(a) if a.failure.is_none() && !a.has_failures() => {
+                Event::DimensionAssessed(a) if !a.has_failures() => {
                     done.assessed.insert((
                         a.character.clone(),
                         a.scale.clone(),
@@ -300,16 +293,12 @@ impl Interviews {
     /// A re-assessment's answer: the parent's, copied into this journal as it was recorded (or a failed
     /// item, saying the parent has none).
     fn copy(&self, plan: &RunPlan, sink: &UnboundedSender<Event>, key: AnswerKey) -> Option<Exchange> {
-        match self.inherited.get(&key) {
-            Some(answered @ Event::ItemAnswered { item_id, question, response, .. }) => {
+        match self.inherited.get(&key).and_then(|e| Some((e, answer(e)?.1))) {
+            Some((answered, exchange)) => {
                 let _ = sink.send(answered.clone());
-                Some(Exchange {
-                    item_id: *item_id,
-                    question: question.clone(),
-                    response: response.clone(),
-                })
+                Some(exchange)
             }
-            _ => {
+            None => {
                 let (character, scale, repeat, style, item_id) = key;
                 let _ = sink.send(Event::ItemFailed {
                     character,

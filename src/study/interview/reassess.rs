@@ -149,7 +149,7 @@ pub fn with_prompts(plan: &mut RunPlan, folder: PromptSet) -> Vec<String> {
 pub fn answers(parent: &[Event], done: &Done) -> BTreeMap<AnswerKey, Event> {
     let mut out = BTreeMap::new();
     for e in parent {
-        if let Some(key) = super::answer_key(e)
+        if let Some((key, _)) = super::answer(e)
             && !done.answers.contains_key(&key)
         {
             out.insert(key, e.clone());
