@@ -216,11 +216,7 @@ impl Client {
         let model = self.config.model.as_str();
         let adapter = &self.shared.adapter;
         let shape = adapt::shape(&request);
-        let cache = self
-            .shared
-            .cache
-            .as_ref()
-            .filter(|_| self.shared.cache_mode != CacheMode::Off);
+        let cache = self.cache();
         loop {
             let adapted = adapter.quirks(provider, model).apply(&request);
             let key = cache::key(self.transport.base_url(), model, &adapted);
@@ -252,6 +248,14 @@ impl Client {
         }
     }
 
+    /// The cache, unless it is off.
+    fn cache(&self) -> Option<&Cache> {
+        self.shared
+            .cache
+            .as_ref()
+            .filter(|_| self.shared.cache_mode != CacheMode::Off)
+    }
+
     /// A cached reply, replayed as if it streamed.
     fn replay(&self, request: &ChatRequest, entry: CacheEntry, tx: &mpsc::UnboundedSender<ChatEvent>) {
         self.shared
@@ -277,11 +281,7 @@ impl Client {
         let provider = self.config.name.as_str();
         let role = request.meta.role;
         let acc = &self.shared.accounting;
-        let cache = self
-            .shared
-            .cache
-            .as_ref()
-            .filter(|_| self.shared.cache_mode != CacheMode::Off);
+        let cache = self.cache();
         // Hold both permits for the whole request, retries included; the provider's first, so a
         // request waiting for a busy provider holds no global permit another provider could use.
         let Ok(_own) = self.own.clone().acquire_owned().await else {
