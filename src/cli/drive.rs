@@ -81,11 +81,14 @@ pub(super) fn drive<S: Headless>(
         write!(out, "{table}")?;
         writeln!(out, "session {id}: {}", dir.display())?;
     }
-    for line in super::run_cmds::adaptation_lines(&events) {
+    for line in crate::study::adaptation_lines(&events) {
         eprintln!("adapted: {}", safe(&line));
     }
     let failures = S::failures(&events);
     if failures.any() {
+        if let Some((error, n)) = crate::study::commonest_error(&events) {
+            eprintln!("most often ({n}×): {}", safe(&error));
+        }
         eprintln!("{}", failed(failures, S::KIND, &id));
         return Ok(ExitCode::FAILURE);
     }

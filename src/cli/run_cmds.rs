@@ -476,7 +476,7 @@ pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> a
             label("judge"),
             results::summary(&events, catalog),
         ));
-        adapted.push((id.clone(), adaptation_lines(&events)));
+        adapted.push((id.clone(), crate::study::adaptation_lines(&events)));
     }
     match format {
         "json" => {
@@ -550,34 +550,6 @@ pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> a
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// What a session adapted to its providers, by role: `judge temperature: fixed by provider (…)`.
-pub(super) fn adaptation_lines(events: &[Event]) -> Vec<String> {
-    let providers = events.iter().find_map(|e| e.start().map(|s| s.providers.clone()));
-    crate::study::adaptations(events)
-        .iter()
-        .map(|a| {
-            let roles: Vec<&str> = providers
-                .iter()
-                .flatten()
-                .filter(|(_, m)| m.provider == a.provider && m.model == a.model)
-                .map(|(role, _)| role.as_str())
-                .collect();
-            format!(
-                "{} {} ({} {}): {}",
-                if roles.is_empty() {
-                    "provider".to_string()
-                } else {
-                    roles.join(" and ")
-                },
-                a.kind.describe(),
-                a.provider,
-                a.model,
-                a.detail
-            )
-        })
-        .collect()
 }
 
 type BarSet = (indicatif::MultiProgress, indicatif::ProgressBar, indicatif::ProgressBar);

@@ -39,7 +39,8 @@ pub struct Judge<'a> {
 
 impl Judge<'_> {
     /// Sends `request` (temperature and seed are set here) and parses the reply with `parse`, re-asking
-    /// with the rejection reason (the `reask` template) up to `attempts` times. The first attempt is
+    /// with the rejection reason (the `reask` template) up to `attempts` times. A request that fails
+    /// is not re-asked: the client already retried what can be retried. The first attempt is
     /// sampled at `temperature`, and re-asks too, or at 0.2 when it is 0.
     pub async fn ask<T>(
         &self,
@@ -58,12 +59,17 @@ impl Judge<'_> {
             r.sampling.seed = Some(base_seed.wrapping_add(u64::from(n)));
             r.meta.purpose = format!("{} (attempt {})", request.meta.purpose, n + 1);
             match complete(judge, r).await {
-                Err(e) => attempts.push(Attempt {
-                    temperature,
-                    reply: String::new(),
-                    error: Some(e.to_string()),
-                    cached: false,
-                }),
+                // The client has its own bounded retries for what a retry can mend (429, 5xx, broken
+                // streams); what it gives up on, or a refusal, is not mended by asking again.
+                Err(e) => {
+                    attempts.push(Attempt {
+                        temperature,
+                        reply: String::new(),
+                        error: Some(e.to_string()),
+                        cached: false,
+                    });
+                    break;
+                }
                 Ok(reply) => match parse(&reply.text) {
                     Ok(value) => {
                         attempts.push(Attempt {

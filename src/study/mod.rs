@@ -128,6 +128,68 @@ pub fn adaptations(events: &[Event]) -> Vec<crate::llm::adapt::Adaptation> {
         .collect()
 }
 
+/// The roles (`rpa`, `judge`, …) a session gave to a provider and model, joined: `judge and rpa`
+/// (`provider` when none did).
+pub fn roles_of(providers: &Providers, provider: &str, model: &str) -> String {
+    let roles: Vec<&str> = providers
+        .iter()
+        .filter(|(_, m)| m.provider == provider && m.model == model)
+        .map(|(role, _)| role.as_str())
+        .collect();
+    if roles.is_empty() {
+        "provider".into()
+    } else {
+        roles.join(" and ")
+    }
+}
+
+/// What a session adapted to its providers, by role: `judge temperature: fixed by provider (…): why`.
+pub fn adaptation_lines(events: &[Event]) -> Vec<String> {
+    let providers = events
+        .iter()
+        .find_map(|e| e.start().map(|s| s.providers.clone()))
+        .unwrap_or_default();
+    adaptations(events)
+        .iter()
+        .map(|a| {
+            format!(
+                "{} {} ({} {}): {}",
+                roles_of(&providers, &a.provider, &a.model),
+                a.kind.describe(),
+                a.provider,
+                a.model,
+                a.detail
+            )
+        })
+        .collect()
+}
+
+/// The most frequent error of the run's last sitting (since it started or last resumed), and how many
+/// times it occurred: the closing line of a failed run quotes the provider's words, not just counts.
+pub fn commonest_error(events: &[Event]) -> Option<(String, usize)> {
+    let since = events
+        .iter()
+        .rposition(|e| matches!(e, Event::Resumed { .. }))
+        .unwrap_or(0);
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in &events[since..] {
+        let error = match e {
+            Event::ItemFailed { error, .. } => Some(error.as_str()),
+            Event::DimensionAssessed(a) => a.failure.as_deref(),
+            Event::Observed(crate::observer::Step::Failed { error, .. }) => Some(error.as_str()),
+            Event::Rolebench(rolebench::Step::AnswerFailed { error, .. }) => Some(error.as_str()),
+            Event::Rolebench(rolebench::Step::Judged { failure, .. }) => failure.as_deref(),
+            _ => None,
+        };
+        if let Some(error) = error {
+            *counts.entry(error).or_default() += 1;
+        }
+    }
+    // The most frequent; among equals, the first in text order (deterministic).
+    let (error, n) = counts.into_iter().rev().max_by_key(|(_, n)| *n)?;
+    Some((error.to_string(), n))
+}
+
 /// The kinds of study, as sessions lists and exports name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

@@ -76,6 +76,8 @@ pub struct SessionInfo {
     pub created: String,
     pub plan: Option<RunPlan>,
     pub providers: BTreeMap<String, ModelInfo>,
+    /// What the run adapted to its providers (it changes what the method did).
+    pub adaptations: Vec<crate::llm::adapt::Adaptation>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -107,6 +109,18 @@ pub struct RunView {
 const LOG_LINES: usize = 200;
 
 impl RunView {
+    /// The run's adaptations in short, by role: `judge and rpa temperature: fixed by provider`.
+    pub fn adapted(&self) -> Vec<String> {
+        self.session
+            .adaptations
+            .iter()
+            .map(|a| {
+                let roles = crate::study::roles_of(&self.session.providers, &a.provider, &a.model);
+                terminal_safe(&format!("{roles} {}", a.kind.describe()))
+            })
+            .collect()
+    }
+
     /// The item rows of a plan, in order: character, scale, repeat, style, item.
     pub fn plan_items(&mut self, plan: &RunPlan, catalog: &Catalog) {
         let styles: std::collections::BTreeSet<QueryStyle> = plan.methods.iter().map(|m| m.query_style()).collect();
@@ -192,6 +206,7 @@ impl RunView {
                 created: start.created.to_string(),
                 plan: None,
                 providers: start.providers.clone(),
+                adaptations: Vec::new(),
             };
         }
         match event {
@@ -315,12 +330,15 @@ impl RunView {
                 self.rolebench_steps.push(step.clone());
             }
             Event::RunFinished { status, .. } => self.finished = Some(status.clone()),
-            Event::Adapted(a) => self.log(format!(
-                "adapted to {} ({}): {}",
-                terminal_safe(&a.provider),
-                terminal_safe(&a.model),
-                a.kind.describe()
-            )),
+            Event::Adapted(a) => {
+                self.log(format!(
+                    "adapted to {} ({}): {}",
+                    terminal_safe(&a.provider),
+                    terminal_safe(&a.model),
+                    a.kind.describe()
+                ));
+                self.session.adaptations.push(a.clone());
+            }
         }
     }
 

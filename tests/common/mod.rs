@@ -30,6 +30,12 @@ pub fn command(config: &Path, data: &Path, args: &[&str]) -> Command {
     c
 }
 
+/// Runs the binary to its end off the async runtime (a test's fake server keeps serving meanwhile).
+pub async fn output(config: &Path, data: &Path, args: &[&str]) -> std::process::Output {
+    let mut c = command(config, data, args);
+    tokio::task::spawn_blocking(move || c.output().unwrap()).await.unwrap()
+}
+
 /// Starts the binary with `args`, kills it with SIGKILL once `server` has seen `requests` requests,
 /// and returns the folder of the one session it left.
 pub async fn kill_after_requests(

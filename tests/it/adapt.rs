@@ -21,27 +21,21 @@ async fn run_with(fake: FakeConfig, extra: &str) -> (FakeServer, Value) {
     let dir = tempfile::tempdir().unwrap();
     let config = common::fake_config(dir.path(), &server, &format!("max_concurrency = 8\n{extra}"));
     let data = dir.path().join("data");
-    let (c, d) = (config.clone(), data.clone());
-    let out = tokio::task::spawn_blocking(move || {
-        common::command(
-            &c,
-            &d,
-            &[
-                "run",
-                "--characters",
-                "hermione-en",
-                "--scales",
-                "BFI",
-                "--methods",
-                "er-batch,oc",
-                "--json",
-            ],
-        )
-        .output()
-        .unwrap()
-    })
-    .await
-    .unwrap();
+    let out = common::output(
+        &config,
+        &data,
+        &[
+            "run",
+            "--characters",
+            "hermione-en",
+            "--scales",
+            "BFI",
+            "--methods",
+            "er-batch,oc",
+            "--json",
+        ],
+    )
+    .await;
     let id = common::json_of(out)["session"].as_str().unwrap().to_string();
     let export = export(&config, &data, &id);
     drop(dir);
@@ -162,13 +156,7 @@ async fn the_check_tells_which_of_the_methods_requests_needed_adapting() {
         let dir = tempfile::tempdir().unwrap();
         let config = common::fake_config(dir.path(), &server, "");
         let data = dir.path().join("data");
-        let out = tokio::task::spawn_blocking(move || {
-            common::command(&config, &data, &["providers", "check", "fake", "--json"])
-                .output()
-                .unwrap()
-        })
-        .await
-        .unwrap();
+        let out = common::output(&config, &data, &["providers", "check", "fake", "--json"]).await;
         let v = common::json_of(out);
         let shapes: Vec<(&str, &str)> = v["shapes"]
             .as_array()
@@ -196,25 +184,20 @@ async fn a_provider_refusing_every_request_the_same_way_stops_the_run_early() {
     let dir = tempfile::tempdir().unwrap();
     let config = common::fake_config(dir.path(), &server, "max_concurrency = 2");
     let data = dir.path().join("data");
-    let out = tokio::task::spawn_blocking(move || {
-        common::command(
-            &config,
-            &data,
-            &[
-                "run",
-                "--characters",
-                "hermione-en",
-                "--scales",
-                "BFI",
-                "--methods",
-                "oc",
-            ],
-        )
-        .output()
-        .unwrap()
-    })
-    .await
-    .unwrap();
+    let out = common::output(
+        &config,
+        &data,
+        &[
+            "run",
+            "--characters",
+            "hermione-en",
+            "--scales",
+            "BFI",
+            "--methods",
+            "oc",
+        ],
+    )
+    .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("refused 8 requests in a row the same way"), "{stderr}");
@@ -224,6 +207,55 @@ async fn a_provider_refusing_every_request_the_same_way_stops_the_run_early() {
     );
     assert!(stderr.contains("incharacter run --resume"), "{stderr}");
     assert!(server.stats().requests < 20, "stopped early: {:?}", server.stats());
+}
+
+/// A phase shorter than the early stop's streak (GSE's one ER_all judge call), refused: the run ends
+/// with exit 1, the provider's words and how to resume, not with counts alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phase_refused_whole_ends_with_the_providers_words_and_how_to_resume() {
+    let rpa = FakeServer::start(FakeConfig::default()).await.unwrap();
+    let judge = FakeServer::start(FakeConfig {
+        fault_share: 1.0,
+        faults_per_request: 1000,
+        faults: vec![incharacter_testkit::fake_openai::Fault::BadRequest],
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "cache = \"off\"\n[[providers]]\nname = \"agent\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\n\n[[providers]]\nname = \"strict\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-judge\"\n\n[roles]\nrpa = \"agent\"\njudge = \"strict\"\n",
+            rpa.base_url(),
+            judge.base_url()
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let out = common::output(
+        &config,
+        &data,
+        &[
+            "run",
+            "--characters",
+            "hermione-en",
+            "--scales",
+            "GSE",
+            "--methods",
+            "er-all",
+        ],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(judge.stats().requests, 1, "a 400 is not retried: {stderr}");
+    assert!(
+        stderr.contains("most often (1×)") && stderr.contains("injected: invalid request"),
+        "the provider's words: {stderr}"
+    );
+    assert!(stderr.contains("incharacter run --resume"), "{stderr}");
 }
 
 /// Quirks stated in the config are adapted to from the first request (nothing is refused) and are

@@ -293,6 +293,33 @@ fn the_inspector_shows_an_item_left_out_of_its_dimension() {
     });
 }
 
+/// What a run adapted to its providers changes what the method did: the inspector says so.
+#[test]
+fn the_inspector_names_what_the_run_adapted_to_its_providers() {
+    let mut app = app();
+    let mut events = session_events(&app.catalog);
+    let judge = events
+        .iter()
+        .find_map(|e| e.start().map(|s| s.providers["judge"].clone()))
+        .unwrap();
+    events.insert(
+        1,
+        Event::Adapted(incharacter::llm::adapt::Adaptation {
+            provider: judge.provider.clone(),
+            model: judge.model.clone(),
+            kind: incharacter::llm::adapt::Kind::FixedTemperature,
+            detail: "Unsupported value: 'temperature' does not support 0.2".into(),
+        }),
+    );
+    app.update(Action::SessionLoaded(events));
+    key(&mut app, KeyCode::Char('3'));
+    let screen = render(&app, (120, 40));
+    assert!(
+        screen.contains("adapted: judge and rpa temperature: fixed by provider"),
+        "the fixture's rpa and judge are one model: {screen}"
+    );
+}
+
 #[test]
 fn compare_draws_radar_bars_and_the_session_table() {
     let mut app = with_session();

@@ -391,10 +391,17 @@ impl Interviews {
                                 repeat,
                             )
                             .await;
-                            let failure = r
-                                .score
-                                .is_none()
-                                .then(|| "the judge gave no usable rating for a batch".to_string());
+                            // The last problem of a failed batch: the provider's words, or why its
+                            // replies were rejected.
+                            let failure = r.score.is_none().then(|| {
+                                let last = r.batches.iter().filter(|b| b.score.is_none()).find_map(|b| {
+                                    b.attempts.iter().rev().find_map(|a| a.error.clone())
+                                });
+                                match last {
+                                    Some(why) => format!("the judge gave no usable rating for a batch: {why}"),
+                                    None => "the judge gave no usable rating for a batch".to_string(),
+                                }
+                            });
                             (d, Some(r), failure)
                         }
                     }
@@ -447,10 +454,20 @@ impl Interviews {
                     let unconverted = mine.iter().filter(|i| i.option.is_none()).count();
                     let failure = match of_dim(d) {
                         Err(why) => Some(why),
-                        Ok(_) if scores[d].is_none() => Some(format!(
-                            "the judge gave no usable conversion for {unconverted} of {} items (fewer than half remain)",
-                            mine.len()
-                        )),
+                        Ok(_) if scores[d].is_none() => {
+                            // The last problem of a call on this dimension's items: the provider's
+                            // words, or why its replies were rejected.
+                            let why = calls
+                                .iter()
+                                .filter(|call| call.item_ids.iter().any(|id| mine.iter().any(|i| i.item_id == *id)))
+                                .flat_map(|call| call.attempts.iter().rev())
+                                .find_map(|a| a.error.clone())
+                                .map_or(String::new(), |why| format!(": {why}"));
+                            Some(format!(
+                                "the judge gave no usable conversion for {unconverted} of {} items (fewer than half remain){why}",
+                                mine.len()
+                            ))
+                        }
                         Ok(_) => None,
                     };
                     let score = if failure.is_none() {

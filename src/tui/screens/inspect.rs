@@ -355,6 +355,14 @@ impl Component for Inspect {
                 Span::raw(format!("· {} · repeat {} · ", u.scale.id, u.repeat)),
                 Span::styled(method.name(), theme.fg(theme.measured).add_modifier(Modifier::BOLD)),
                 Span::styled(format!(" · labels: {labels}"), theme.fg(theme.label_pdb)),
+                // What the run adapted to its providers changes what the method did: say so here too.
+                Span::styled(
+                    match ctx.run.adapted().as_slice() {
+                        [] => String::new(),
+                        all => format!("   adapted: {}", all.join("; ")),
+                    },
+                    theme.fg(theme.marginal),
+                ),
                 Span::styled("   ←/→ unit · m method · space labels", theme.dim()),
             ])),
             header,
