@@ -56,7 +56,7 @@ pub fn export(ctx: &Ctx, id: &str, format: &str, out: &mut dyn Write) -> anyhow:
             for a in list {
                 w.write_record([
                     a.annotator.clone(),
-                    if a.case.task == Task::Item { "item" } else { "dimension" }.to_string(),
+                    a.case.task.name().to_string(),
                     a.case.character.clone(),
                     a.case.scale.clone(),
                     a.case.repeat.to_string(),
@@ -110,6 +110,12 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
             ),
             (Task::Dimension, "") => None,
             (Task::Dimension, t) => return Err(err(5, format!("a dimension case has no item_id (\"{}\")", safe(t)))),
+            (Task::Subject, _) => {
+                return Err(err(
+                    1,
+                    format!("session {id} is an interview session: its tasks are item and dimension"),
+                ));
+            }
         };
         let character = catalog.character(&f[2]).map_or(f[2].clone(), |c| c.id.clone());
         let repeat = match f[7].trim() {
@@ -125,6 +131,7 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
             repeat,
             dimension: f[4].clone(),
             item_id,
+            observer: None,
         };
         if !cases.contains(&case) {
             return Err(err(

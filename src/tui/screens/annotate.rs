@@ -145,6 +145,7 @@ impl Annotate {
         match case.task {
             Task::Item => (f64::from(scale.range.min), f64::from(scale.range.max)),
             Task::Dimension => scale.dimension_range(),
+            Task::Subject => annotation::subjects::RANGE,
         }
     }
 
@@ -238,7 +239,8 @@ impl Annotate {
             Command::NextPane => {
                 self.task = match self.task {
                     Task::Item => Task::Dimension,
-                    Task::Dimension => Task::Item,
+                    // (The subject task is an observer session's, which another component shows.)
+                    Task::Dimension | Task::Subject => Task::Item,
                 };
                 self.cursor = 0;
             }
@@ -320,6 +322,7 @@ impl Component for Annotate {
         let task = match self.task {
             Task::Item => "item task: the option the answer gives",
             Task::Dimension => "dimension task: a score from all the exchanges",
+            Task::Subject => "subject task: a rating per trait from all the dialogues",
         };
         let sample = SAMPLES[self.sample % SAMPLES.len()].map_or("all cases".to_string(), |n| format!("sample of {n}"));
         frame.render_widget(
@@ -429,7 +432,7 @@ impl Component for Annotate {
         frame.render_widget(b, panel_area);
         let methods: [Method; 2] = match self.task {
             Task::Item => [Method::Oc, Method::DOc],
-            Task::Dimension => [Method::ErBatch, Method::ErAll],
+            Task::Dimension | Task::Subject => [Method::ErBatch, Method::ErAll],
         };
         let assessments: Vec<&Assessment> = ctx.run.assessments.iter().collect();
         let given = mine.and_then(|m| m.get(case));

@@ -5,6 +5,9 @@
 //! per answer; the latest record of a case wins. Agreement: Pearson, Spearman, Kendall τ-b and the
 //! paper's right / close / wrong (|Δ| < 1, = 1, > 1) with accuracy = (right + close / 2) / n, overall
 //! and per dimension; between annotators, quadratic-weighted kappa per scale and on average.
+//! Observer sessions have a third task, the multi-observer paper's validation: [`subjects`].
+
+pub mod subjects;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -45,6 +48,8 @@ impl AnnotationError {
 pub enum Task {
     Item,
     Dimension,
+    /// An observer session's subject, rated per Big Five trait from its dialogues.
+    Subject,
 }
 
 impl Task {
@@ -52,12 +57,22 @@ impl Task {
         match s.trim() {
             "item" => Some(Task::Item),
             "dimension" => Some(Task::Dimension),
+            "subject" => Some(Task::Subject),
             _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Task::Item => "item",
+            Task::Dimension => "dimension",
+            Task::Subject => "subject",
         }
     }
 }
 
-/// One case: an item of an interview, or a dimension of a (character, scale, repeat).
+/// One case: an item of an interview, a dimension of a (character, scale, repeat), or a trait of an
+/// observer session's subject (`character` is the subject's id, `scale` IPIP-50, `dimension` the trait).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Case {
     pub task: Task,
@@ -68,6 +83,9 @@ pub struct Case {
     pub dimension: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item_id: Option<u32>,
+    /// A subject rated as one observer saw it (the per-observer toggle), not from all its dialogues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observer: Option<String>,
 }
 
 /// A human's answer: a number, or "x" (refuses / unrelated).
@@ -177,6 +195,7 @@ pub fn item_case(
         repeat,
         dimension,
         item_id: Some(item_id),
+        observer: None,
     })
 }
 
@@ -189,6 +208,7 @@ pub fn dimension_case(a: &Assessment) -> Option<Case> {
         repeat: a.repeat,
         dimension: a.dimension.clone(),
         item_id: None,
+        observer: None,
     })
 }
 
@@ -372,6 +392,7 @@ mod tests {
             repeat: 0,
             dimension: dim.into(),
             item_id: Some(item),
+            observer: None,
         }
     }
 
