@@ -74,7 +74,7 @@ impl Mode {
             (Mode::Chat, KeyName::Char(_) | KeyName::Space | KeyName::Enter | KeyName::Backspace) => true,
             (Mode::Chat, KeyName::Up | KeyName::Down | KeyName::Left | KeyName::Right) => true,
             (Mode::Chat, KeyName::Home | KeyName::End | KeyName::PageUp | KeyName::PageDown) => true,
-            (Mode::Annotate, KeyName::Char(c)) => c.is_ascii_digit() || c.eq_ignore_ascii_case(&'x'),
+            (Mode::Annotate, KeyName::Char(c)) => c.is_ascii_digit() || c == '.' || c.eq_ignore_ascii_case(&'x'),
             _ => false,
         }
     }
@@ -225,7 +225,7 @@ impl Command {
             (Mode::Annotate, Command::NextUnit | Command::Down) => "next case",
             (Mode::Annotate, Command::PrevUnit | Command::Up) => "previous case",
             (Mode::Annotate, Command::NextPane | Command::PrevPane) => {
-                "switch between the item task and the dimension task"
+                "switch between the item task and the dimension task (an observer session: rate per subject or per observer)"
             }
             _ => self.help(),
         }
@@ -440,6 +440,8 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Annotate, "s", Command::Sample),
     (Mode::Annotate, "n", Command::Note),
     (Mode::Annotate, "u", Command::Skip),
+    (Mode::Annotate, "ctrl-u", Command::ScrollUp),
+    (Mode::Annotate, "ctrl-d", Command::ScrollDown),
     (Mode::Observers, "right", Command::NextUnit),
     (Mode::Observers, "left", Command::PrevUnit),
     (Mode::Observers, "s", Command::StartSynthetic),

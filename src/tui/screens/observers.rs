@@ -134,7 +134,8 @@ fn partial_utterance(text: &str) -> String {
     out
 }
 
-fn subjects(ctx: &Ctx) -> Vec<SubjectResult> {
+/// The shown observer session's subjects with their dialogues and reports, as far as they go.
+pub(crate) fn subject_results(ctx: &Ctx) -> Vec<SubjectResult> {
     let (Some(plan), Some(scale)) = (&ctx.run.observe, ctx.catalog.scale(SCALE)) else {
         return Vec::new();
     };
@@ -155,7 +156,7 @@ impl Component for Observers {
 
     fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
         let theme = ctx.theme;
-        let subjects = subjects(ctx);
+        let subjects = subject_results(ctx);
         let Some(s) = subjects.get(self.subject % subjects.len().max(1)) else {
             let b = block(" Observers ", false, theme);
             let inner = b.inner(area);

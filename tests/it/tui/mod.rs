@@ -3,6 +3,8 @@
 //! characters, one of them Chinese, BFI, ER_batch and OC), so the snapshots change only when the
 //! screens do.
 
+mod subjects;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -83,7 +85,7 @@ fn with_session() -> App {
 }
 
 /// Snapshots are kept in `tests/snapshots/` (README's snapshot blocks point there), not next to this file.
-const SNAPSHOTS: &str = "../snapshots";
+const SNAPSHOTS: &str = "../../snapshots";
 
 fn snap(name: &str, app: &App) {
     for size in SIZES {

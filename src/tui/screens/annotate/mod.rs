@@ -4,6 +4,8 @@
 //! of this annotator with both methods of the task, overall and per dimension.
 //! It owns the annotator's answers, the case shown and the note being written.
 
+mod subjects;
+
 use std::collections::BTreeMap;
 
 use ratatui::Frame;
@@ -44,6 +46,8 @@ pub struct Annotate {
     pub answers: BTreeMap<String, BTreeMap<Case, Annotation>>,
     pub note: tui_textarea::TextArea<'static>,
     pub editing_note: bool,
+    /// An observer session's task: rating its subjects.
+    pub subjects: subjects::SubjectTask,
 }
 
 impl Default for Annotate {
@@ -63,6 +67,7 @@ impl Default for Annotate {
             answers: BTreeMap::new(),
             note: tui_textarea::TextArea::default(),
             editing_note: false,
+            subjects: subjects::SubjectTask::default(),
         }
     }
 }
@@ -72,11 +77,16 @@ impl Annotate {
     pub fn reset(&mut self) {
         self.answers.clear();
         self.cursor = 0;
+        self.subjects = subjects::SubjectTask::default();
     }
 
     /// The session's annotations, read: carry on where this annotator stopped.
     pub fn set_answers(&mut self, all: BTreeMap<String, BTreeMap<Case, Annotation>>, ctx: &Ctx) {
         self.answers = all;
+        if ctx.run.observe.is_some() {
+            self.subject_unrated_from(0, ctx);
+            return;
+        }
         if let Some(i) = self.unanswered_from(0, ctx) {
             self.cursor = i;
         }
@@ -118,6 +128,9 @@ impl Annotate {
         }
         if event.modifiers.contains(KeyModifiers::CONTROL) {
             return None;
+        }
+        if ctx.run.observe.is_some() {
+            return self.subject_key(key, ctx);
         }
         match key.code {
             KeyName::Char(c) if c.is_ascii_digit() => Some(self.digit(c, ctx)),
@@ -226,6 +239,9 @@ impl Annotate {
     }
 
     pub fn command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
+        if ctx.run.observe.is_some() {
+            return self.subject_command(cmd, ctx);
+        }
         let len = self.cases(ctx.run, ctx.catalog).len();
         self.typed.clear();
         match cmd {
@@ -273,6 +289,17 @@ impl Annotate {
     }
 }
 
+impl Annotate {
+    /// Who answers, or that nobody can (a sample).
+    fn badge(&self, ctx: &Ctx) -> Span<'static> {
+        if ctx.shown_session_is_sample() {
+            Span::styled(" read-only sample ", ctx.theme.selected())
+        } else {
+            Span::styled(format!(" {} ", self.annotator), ctx.theme.selected())
+        }
+    }
+}
+
 fn answer_text(a: Option<Answer>) -> String {
     match a {
         Some(Answer::Value(v)) if v.fract() == 0.0 => format!("{v:.0}"),
@@ -284,6 +311,9 @@ fn answer_text(a: Option<Answer>) -> String {
 
 impl Component for Annotate {
     fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
+        if ctx.run.observe.is_some() {
+            return self.subject_hints(ctx);
+        }
         vec![
             ("digits".into(), "answer"),
             ("x".into(), "refuses"),
@@ -294,6 +324,9 @@ impl Component for Annotate {
     }
 
     fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
+        if ctx.run.observe.is_some() {
+            return self.render_subjects(frame, area, ctx);
+        }
         let theme = ctx.theme;
         let cases = self.cases(ctx.run, ctx.catalog);
         let Some(case) = cases.get(self.cursor.min(cases.len().saturating_sub(1))) else {
@@ -327,11 +360,7 @@ impl Component for Annotate {
         let sample = SAMPLES[self.sample % SAMPLES.len()].map_or("all cases".to_string(), |n| format!("sample of {n}"));
         frame.render_widget(
             Paragraph::new(Line::from(vec![
-                if ctx.shown_session_is_sample() {
-                    Span::styled(" read-only sample ", theme.selected())
-                } else {
-                    Span::styled(format!(" {} ", self.annotator), theme.selected())
-                },
+                self.badge(ctx),
                 Span::raw(format!(
                     " {task} · {sample} · case {}/{} ",
                     self.cursor.min(cases.len() - 1) + 1,
