@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end: the real binary in tmux, as a person would use it, against the fake-openai test
-# instrument. Walks setup → live run → inspector (drill into an item) → compare → help → quit and
-# asserts on what the pane shows. One scripted reply carries terminal escape sequences (set the window
+# instrument. Walks setup → live run → inspector (drill into an item) → compare → help → observers →
+# annotate (interview items, then an observer subject's traits) → quit → restart (the answers and
+# ratings are still there) → RoleBench, and asserts on what the pane shows. One scripted reply carries terminal escape sequences (set the window
 # title, clear the screen): they must reach the screen inert.
 #
 # Usage: tests/e2e/tui.sh [TARGET_DIR]   (binaries from `cargo build --workspace --bins`, default target/debug)
@@ -129,6 +130,19 @@ wait_for "1/10 answered"
 keys 2 3 4 1
 wait_for "5/10 answered"
 
+# Annotate the observer session (the newer one): its subject rated on every trait, blind until then
+# (digits answer here, so F6 and F9 switch screens).
+keys F6
+wait_for "Sessions (2)"
+keys Home Down Enter
+wait_for "opened session"
+keys F9
+wait_for "subject task · per subject · subject 1/1"
+wait_for "stay hidden until you"
+keys 3 Enter 4 Enter 2 . 5 Enter x 5 Enter
+wait_for "5/5 ratings by"
+wait_gone "stay hidden until you"
+
 # Quit restores the terminal (the shell line after the program is visible).
 keys q
 wait_for "E2E-EXIT=0"
@@ -146,6 +160,14 @@ wait_for "opened session"
 keys 8
 wait_for "5/10 answered"
 wait_for "n=5 "
+# So did the subject's ratings, and the agreement panel counts them.
+keys F6
+wait_for "Sessions (2)"
+keys Home Down Enter
+wait_for "opened session"
+keys F9
+wait_for "5/5 ratings by"
+wait_for "Extraversion   1"
 # RoleBench: a question file in <data dir>/rolebench, one role picked, its answers scored with the
 # common subsequence of answer and reference highlighted.
 keys F10 # digits answer on the annotate screen; f10 switches from anywhere
