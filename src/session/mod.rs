@@ -24,6 +24,12 @@ pub enum SessionError {
     NotFound(String),
     #[error("session {} is not {}", safe(id), expected)]
     WrongKind { id: String, expected: &'static str },
+    /// A file given where a session was expected that is not a session's journal.
+    #[error(
+        "{}: not a session journal (give a session's id, its folder, or its journal.jsonl)",
+        safe(&.0.display().to_string())
+    )]
+    NotAJournal(PathBuf),
     #[error(transparent)]
     Journal(#[from] JournalError),
     #[error("cannot write the journal {}: {source}", path.display())]
@@ -53,7 +59,7 @@ impl SessionError {
     /// Whether the user's input (an id, a file, the config) is at fault rather than the machine.
     pub fn is_input(&self) -> bool {
         match self {
-            SessionError::NotFound(_) | SessionError::WrongKind { .. } => true,
+            SessionError::NotFound(_) | SessionError::WrongKind { .. } | SessionError::NotAJournal(_) => true,
             SessionError::Journal(JournalError::Damaged { .. }) => true,
             SessionError::Journal(JournalError::Io { .. }) => false,
             SessionError::Unwritable { .. }

@@ -68,6 +68,11 @@ impl Store {
     pub fn find(&self, what: &str) -> Result<PathBuf, SessionError> {
         let p = Path::new(what);
         if p.is_file() {
+            // A session's journal names its folder; any other file is a mistake, said as such (its
+            // folder may hold no session, or another one).
+            if p.file_name().is_none_or(|n| n != "journal.jsonl") {
+                return Err(SessionError::NotAJournal(p.to_path_buf()));
+            }
             return p
                 .parent()
                 .map(Path::to_path_buf)

@@ -15,6 +15,7 @@ pub mod ui;
 pub mod wrap;
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,6 +58,11 @@ pub enum OptionsError {
     NoSamples,
     #[error("{}: no interview session to replay", .0.display())]
     NoDemoSession(PathBuf),
+    #[error(
+        "the workbench needs a terminal, and standard input or output is not one here; without one, the \
+         headless subcommands work (run, assess, observe, rolebench, report, export, sessions, …: `incharacter --help`)"
+    )]
+    NoTerminal,
 }
 
 impl Options {
@@ -242,6 +248,11 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
     let mut first = vec![Effect::ListSessions];
     if let Some((what, speed)) = &options.replay {
         let path = store.find(what)?;
+        // What is replayed is read before the terminal is taken: a file that is not a session's
+        // journal is the user's mistake, said on the command line.
+        if !store.load(&path)?.iter().any(|e| e.start().is_some()) {
+            return Err(crate::session::SessionError::NotAJournal(path.join("journal.jsonl")).into());
+        }
         app.screen = app::Screen::Live;
         app.live.start(Some(*speed), false);
         if options.demo {
@@ -252,6 +263,10 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
             app.flash = Some(app::DEMO_STEPS[0].1.into());
         }
         first.push(Effect::Replay { path, speed: *speed });
+    }
+    // Without a terminal (a pipe, a CI job, `ssh host incharacter`) there is nothing to draw on.
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        return Err(OptionsError::NoTerminal.into());
     }
     let mut terminal = ratatui::init();
     let hook = std::panic::take_hook();

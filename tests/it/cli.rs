@@ -550,3 +550,43 @@ fn judges_compares_assessments_of_the_same_interviews_and_refuses_others() {
     let out = run_in(data.path(), &["judges", ids[0]]);
     assert_eq!(out.status.code(), Some(2), "one session is too few");
 }
+
+/// Without a terminal (a pipe, a CI job, `ssh host incharacter`) the workbench says so in one line and
+/// exits 2, naming what works without one; it never panics inside the terminal setup.
+#[test]
+fn the_workbench_without_a_terminal_says_so_in_one_line() {
+    let data = tempfile::tempdir().unwrap();
+    for args in [
+        &[][..],
+        &["demo"][..],
+        &["replay", "20261129-201520-gse-on-the-local-model-e700"][..],
+    ] {
+        let out = run_in(data.path(), args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("needs a terminal") && stderr.contains("run, assess"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+/// `replay` of a file that is not a session's journal is refused before the terminal is touched.
+#[test]
+fn replaying_a_file_that_is_not_a_journal_names_it_and_exits_2() {
+    let data = tempfile::tempdir().unwrap();
+    let file = data.path().join("notes.txt");
+    std::fs::write(&file, "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+    let out = run_in(data.path(), &["replay", file.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("notes.txt: not a session journal"), "{stderr}");
+    // A journal.jsonl that holds no session is refused the same way.
+    let dir = data.path().join("empty");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("journal.jsonl"), "").unwrap();
+    let out = run_in(data.path(), &["replay", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
