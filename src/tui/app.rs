@@ -125,33 +125,43 @@ pub struct ProviderStatus {
 }
 
 /// The guided tour of `incharacter demo`: the step shown, and the observer sample its last step opens.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct Demo {
     pub step: usize,
     pub observers: Option<PathBuf>,
+    /// The replayed session as it ends, read before the replay starts: the inspector and compare
+    /// steps show it while the replay still goes on in Live, so a step shows what it announces.
+    pub finished: Option<Box<RunView>>,
 }
 
-/// The tour's steps: the screen each shows and what the status line says about it.
+impl Demo {
+    /// The finished session, while `run` is its replay and has not reached its end.
+    pub fn ahead_of<'a>(&'a self, run: &RunView) -> Option<&'a RunView> {
+        self.finished
+            .as_deref()
+            .filter(|f| run.finished.is_none() && f.session.id == run.session.id)
+    }
+}
+
+/// The tour's steps: the screen each shows and what the status line says about it (short enough for
+/// an 80-column status line after " n  next step ").
 pub const DEMO_STEPS: [(Screen, &str); 5] = [
     (
         Screen::Live,
-        "demo 1/5: an interview recorded on the embedded model replays as it streamed (s: faster)",
+        "demo 1/5: a recorded interview replays as it streamed (s: faster)",
     ),
-    (
-        Screen::Setup,
-        "demo 2/5: the setup the recorded run was started from: characters, scales, methods",
-    ),
+    (Screen::Setup, "demo 2/5: the setup the recorded run was started from"),
     (
         Screen::Inspector,
-        "demo 3/5: the inspector: every rating with its evidence (enter shows the exact prompts)",
+        "demo 3/5: each rating with its evidence (enter: the prompts)",
     ),
     (
         Screen::Compare,
-        "demo 4/5: the measured profile against the character's labels (m: method, →: next character)",
+        "demo 4/5: the measured profile against the labels (m: method)",
     ),
     (
         Screen::Observers,
-        "demo 5/5: observers talk with a synthetic subject, then report on it. Tour over: 1–9 switch screens",
+        "demo 5/5: observers talk with a subject, then rate it · 1–9: screens",
     ),
 ];
 
@@ -294,7 +304,12 @@ macro_rules! ctx {
     ($app:expr) => {
         Ctx {
             catalog: &$app.catalog,
-            run: &$app.run,
+            // The tour's inspector and compare steps show the demo session whole while its replay
+            // goes on (Live keeps the replay).
+            run: match (&$app.demo, $app.screen) {
+                (Some(d), Screen::Inspector | Screen::Compare) => d.ahead_of(&$app.run).unwrap_or(&$app.run),
+                _ => &$app.run,
+            },
             theme: &$app.themes[$app.theme % $app.themes.len()],
             keymap: &$app.keymap,
             mode: if $app.reassess.is_some() {
@@ -655,7 +670,15 @@ impl App {
             // Letters filter the character list; the options pane leaves n to the tour.
             self.setup.pane = SetupPane::Options;
         }
-        self.flash = Some(hint.into());
+        self.flash = Some(match screen {
+            Screen::Inspector if demo.ahead_of(&self.run).is_some() => {
+                "demo 3/5: the whole session's ratings; its replay goes on in 2".into()
+            }
+            Screen::Compare if demo.ahead_of(&self.run).is_some() => {
+                "demo 4/5: the whole session vs the labels; replay goes on in 2".into()
+            }
+            _ => hint.into(),
+        });
         if screen != Screen::Observers {
             return Vec::new();
         }

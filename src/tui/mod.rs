@@ -250,15 +250,21 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
         let path = store.find(what)?;
         // What is replayed is read before the terminal is taken: a file that is not a session's
         // journal is the user's mistake, said on the command line.
-        if !store.load(&path)?.iter().any(|e| e.start().is_some()) {
+        let events = store.load(&path)?;
+        if !events.iter().any(|e| e.start().is_some()) {
             return Err(crate::session::SessionError::NotAJournal(path.join("journal.jsonl")).into());
         }
         app.screen = app::Screen::Live;
         app.live.start(Some(*speed), false);
         if options.demo {
+            let mut finished = run_view::RunView::default();
+            for e in &events {
+                finished.apply_event(e, &app.catalog);
+            }
             app.demo = Some(app::Demo {
                 step: 0,
                 observers: store.observer_sample(),
+                finished: Some(Box::new(finished)),
             });
             app.flash = Some(app::DEMO_STEPS[0].1.into());
         }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end: `incharacter demo` in tmux on the bundled sample sessions, with a fresh data dir, no
 # config and no network. Asserts that an interview streams within seconds at 1×, then walks the tour
-# (n): setup, inspector, compare, observers. INCHARACTER_SAMPLES, if set, replaces the bundled
+# (n): setup, inspector, compare, observers; then, at 80×24, steps ahead of the replay at once.
+# INCHARACTER_SAMPLES, if set, replaces the bundled
 # samples. With --captures DIR it also writes what each step shows
 # (the text captures README shows, kept in assets/screens/).
 #
@@ -73,6 +74,27 @@ wait_for "Dialogues"
 capture observers
 keys n
 wait_for "the tour is over"
+keys q
+wait_for "DEMO-EXIT=0"
+
+# At 80×24, n n at once: the replay has barely begun, yet the inspector shows the session's scores
+# and compare draws its radar (the whole session, while Live goes on replaying it).
+tmux kill-session -t "$session"
+tmux new-session -d -s "$session" -x 80 -y 24 \
+    "${INCHARACTER_SAMPLES:+INCHARACTER_SAMPLES='$INCHARACTER_SAMPLES'} INCHARACTER_CONFIG='$work/none.toml' \
+     INCHARACTER_DATA_DIR='$work/data' '$bin/incharacter' demo; echo DEMO-EXIT=\$?; sleep 600"
+wait_for "demo 1/5" 10
+keys n n
+wait_for "demo 3/5"
+wait_for "replay goes on in 2"
+pane | grep -qE "Extraversion +[0-9]\.[0-9]{2} " \
+    || { echo "demo e2e: no score in the inspector at 80×24" >&2; pane >&2; exit 1; }
+if pane | grep -qF "not assessed yet"; then echo "demo e2e: the inspector is empty" >&2; pane >&2; exit 1; fi
+keys n
+wait_for "demo 4/5"
+wait_for "Measured vs labels"
+# Braille cells (U+2800–U+28FF, UTF-8 E2 A0–A3 …) draw the radar.
+pane | LC_ALL=C grep -qP '\xE2[\xA0-\xA3]' || { echo "demo e2e: no radar at 80×24" >&2; pane >&2; exit 1; }
 keys q
 wait_for "DEMO-EXIT=0"
 echo "demo e2e: tour passed${captures:+ (captures in $captures)}"

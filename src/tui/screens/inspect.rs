@@ -371,7 +371,22 @@ impl Component for Inspect {
             self.drill(frame, ctx, &u, body);
             return hits;
         }
-        let [dims_area, detail_area] = Layout::horizontal([Constraint::Length(52), Constraint::Min(20)]).areas(body);
+        // The dimensions pane is as wide as its rows (the longest name, score, label, type and mark),
+        // never more than half the screen: the judge's analysis beside it gets the rest.
+        let name_width = u
+            .scale
+            .dimensions
+            .iter()
+            .map(|d| d.name.chars().count())
+            .max()
+            .unwrap_or(9)
+            .max(9);
+        // A row: name, " score label  T" (17), then " ✓ !" or " fail" (at most 5), and the borders (2).
+        let wanted = name_width as u16 + 24;
+        let dims_width = wanted.min(body.width * 11 / 20).max(30.min(body.width));
+        let name_width = (dims_width as usize).saturating_sub(24).max(6);
+        let [dims_area, detail_area] =
+            Layout::horizontal([Constraint::Length(dims_width), Constraint::Min(20)]).areas(body);
         let dim = self.dim.min(u.scale.dimensions.len().saturating_sub(1));
 
         // Dimensions.
@@ -387,7 +402,7 @@ impl Component for Inspect {
         };
         hits.lists.push((list_area, first, ListId::Dimensions));
         let mut lines = vec![Line::styled(
-            format!("{} {:>6} {:>6}  type", pad("dimension", 26), "score", "label"),
+            format!("{} {:>6} {:>6}  type", pad("dimension", name_width), "score", "label"),
             theme.dim(),
         )];
         for (i, d) in u.scale.dimensions.iter().enumerate().skip(first).take(height) {
@@ -395,7 +410,7 @@ impl Component for Inspect {
             let score = a.and_then(|a| a.score);
             let (label, kind, correct) = verdict(&u, i, score, self.labels(ctx));
             let mark = match (a.map(|a| a.failure.is_some()), correct) {
-                (Some(true), _) => Span::styled(" failed", theme.fg(theme.error)),
+                (Some(true), _) => Span::styled(" fail", theme.fg(theme.error)),
                 (_, Some(true)) => Span::styled(" ✓", theme.fg(theme.positive)),
                 (_, Some(false)) => Span::styled(" ✗", theme.fg(theme.negative)),
                 _ => Span::raw(""),
@@ -413,7 +428,12 @@ impl Component for Inspect {
             };
             lines.push(Line::from(vec![
                 Span::styled(
-                    format!("{} {:>6} {:>6}  {kind}", pad(&d.name, 26), score_text(score), label),
+                    format!(
+                        "{} {:>6} {:>6}  {kind}",
+                        pad(&fit(&d.name, name_width), name_width),
+                        score_text(score),
+                        label
+                    ),
                     row_style,
                 ),
                 mark,

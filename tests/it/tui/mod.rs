@@ -1063,12 +1063,66 @@ fn compare_shows_a_characters_rolebench_result_beside_its_personality() {
     assert!(text.contains("RoleBench Rouge-L F 0.234 · win 62 % (20 q.)"), "{text}");
 }
 
+/// Stepping through the tour faster than the replay: the inspector and compare steps show the whole
+/// session (scores, radar) while Live goes on replaying it.
+#[test]
+fn the_tours_inspector_and_compare_show_the_whole_session_while_the_replay_goes_on() {
+    let mut app = app();
+    let events = session_events(&app.catalog);
+    let mut finished = incharacter::tui::run_view::RunView::default();
+    for e in &events {
+        finished.apply_event(e, &app.catalog);
+    }
+    app.demo = Some(Demo {
+        step: 0,
+        observers: None,
+        finished: Some(Box::new(finished)),
+    });
+    app.screen = Screen::Live;
+    app.live.running = true;
+    // The replay has only begun: the plan and the first answer.
+    for e in events.iter().take(2) {
+        app.update(Action::Engine(e.clone()));
+    }
+    key(&mut app, KeyCode::Char('n'));
+    key(&mut app, KeyCode::Char('n'));
+    assert_eq!(app.screen, Screen::Inspector);
+    let screen = render(&app, (80, 24));
+    assert!(!screen.contains("not assessed yet"), "{screen}");
+    assert!(
+        app.flash.as_deref().is_some_and(|f| f.contains("replay goes on in 2")),
+        "{:?}",
+        app.flash
+    );
+    snap("demo_inspector_ahead_of_the_replay", &app);
+    key(&mut app, KeyCode::Char('n'));
+    assert_eq!(app.screen, Screen::Compare);
+    assert!(app.flash.as_deref().is_some_and(|f| f.contains("replay goes on in 2")));
+    snap("demo_compare_ahead_of_the_replay", &app);
+    // Every hint of the tour fits an 80-column status line whole.
+    let status = render(&app, (80, 24)).lines().last().unwrap().to_string();
+    assert!(status.trim_end().ends_with("replay goes on in 2"), "{status}");
+    // (The last step offers no next one.)
+    for (i, (_, hint)) in DEMO_STEPS.iter().enumerate() {
+        let prefix = if i + 1 < DEMO_STEPS.len() {
+            " n  next step  "
+        } else {
+            " "
+        };
+        assert!(prefix.chars().count() + hint.chars().count() <= 80, "{hint}");
+    }
+    // Live still shows the replay where it is.
+    key(&mut app, KeyCode::Char('2'));
+    assert!(app.run.assessments.is_empty(), "the replay itself is not advanced");
+}
+
 #[test]
 fn the_demo_tour_steps_through_the_screens_and_ends_on_the_observers() {
     let mut app = app();
     app.demo = Some(Demo {
         step: 0,
         observers: Some("/samples/observers".into()),
+        finished: None,
     });
     app.screen = Screen::Live;
     app.live.running = true;
