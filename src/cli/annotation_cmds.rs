@@ -1,6 +1,8 @@
 //! `incharacter annotations export|import` and `incharacter agreement --session`: the item and dimension
-//! tasks of interview sessions, and the subject task of observer sessions.
+//! tasks of interview sessions, the subject task of observer sessions, and the human-ratings rows
+//! (Tables 3 and 4) that `report` adds for the latter.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -13,8 +15,9 @@ use super::{Ctx, input_error};
 use crate::domain::scale::Scale;
 use crate::method::{Assessment, Method};
 use crate::observer::ObservePlan;
+use crate::observer::report::SubjectResult;
 use crate::study::Event;
-use crate::study::annotation::subjects::{self, Part};
+use crate::study::annotation::subjects::{self, Part, TableRow};
 use crate::study::annotation::{self, Annotation, Answer, Case, Task};
 use crate::text::terminal_safe as safe;
 
@@ -475,4 +478,66 @@ fn subject_tables(report: &Value) -> String {
         out.push_str(&table.render());
     }
     out
+}
+
+/// An observer session's human ratings as the multi-observer paper's Tables 3 and 4 give them: the
+/// model that played the subjects, and per trait the ratings (pooled over annotators) against the
+/// self-reports and the aggregated observer reports.
+pub(super) struct HumanRatings {
+    pub subject_model: String,
+    pub traits: BTreeMap<String, TableRow>,
+}
+
+/// The human ratings of an observer session, if it has any.
+pub(super) fn human_ratings(
+    dir: &Path,
+    events: &[Event],
+    plan: &ObservePlan,
+    subjects: &[SubjectResult],
+    scale: &Scale,
+) -> anyhow::Result<Option<HumanRatings>> {
+    let traits = subjects::table(&annotation::load(dir)?, subjects, scale);
+    if traits.is_empty() {
+        return Ok(None);
+    }
+    let subject_model = events
+        .iter()
+        .find_map(|e| e.start()?.providers.get("subject").map(|m| m.model.clone()))
+        .unwrap_or_else(|| plan.subject_provider.clone());
+    Ok(Some(HumanRatings { subject_model, traits }))
+}
+
+impl HumanRatings {
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({"subject_model": self.subject_model, "traits": self.traits})
+    }
+}
+
+/// Tables 3 and 4: a row per session and trait with n, |H−S|, |H−O|, ρ(H,S) and ρ(H,O).
+pub(super) fn human_ratings_table(sessions: &[(&str, &HumanRatings)]) -> String {
+    let mut table = Table::new(&[
+        "session",
+        "subject model",
+        "trait",
+        ">n",
+        ">|H−S|",
+        ">|H−O|",
+        ">ρ(H,S)",
+        ">ρ(H,O)",
+    ]);
+    for (id, h) in sessions {
+        for (t, r) in &h.traits {
+            table.row(vec![
+                safe(id),
+                safe(&h.subject_model),
+                safe(t),
+                r.n.to_string(),
+                num(r.mean_abs_diff_self),
+                num(r.mean_abs_diff_observers),
+                num(r.spearman_self),
+                num(r.spearman_observers),
+            ]);
+        }
+    }
+    table.render()
 }

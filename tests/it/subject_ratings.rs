@@ -3,7 +3,8 @@
 //! ratings imported from a CSV, and `agreement --session --json` equal to statistics computed here from
 //! the export's self-reports, aggregates, context reports and latent levels (Spearman as
 //! scipy.stats.spearmanr: Pearson of average ranks; mean absolute differences). A row naming an unknown
-//! subject is located and writes nothing, and an export imports back to itself.
+//! subject is located and writes nothing; an export imports back to itself; `report` of two sessions
+//! (the same subjects played by two models) gives the Table 3/4 rows.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -375,4 +376,94 @@ async fn imported_subject_ratings_agree_with_an_independent_computation() {
         json(&config, &data, &["agreement", "--session", &id, "--json"]).await,
         report
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_gives_a_table_3_row_per_session_and_trait_of_rated_sessions() {
+    let server = FakeServer::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::fake_config(dir.path(), &server, "max_concurrency = 8");
+    // A second provider on the same server, another model name: the subjects' other player.
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "\n[[providers]]\nname = \"other\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"other-model\"\n",
+        server.base_url()
+    ));
+    std::fs::write(&config, text).unwrap();
+    let data = dir.path().join("data");
+    let first = observe(&config, &data, "fake").await;
+    let second = observe(&config, &data, "other").await;
+
+    // Without human ratings a session reports as before.
+    let plain = String::from_utf8(ok(&config, &data, &["report", &first, &second]).await).unwrap();
+    assert!(!plain.contains("Human ratings"), "{plain}");
+    let plain_json = json(&config, &data, &["report", &first, &second, "--format", "json"]).await;
+    assert!(
+        plain_json
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s.get("human_ratings").is_none())
+    );
+
+    let export = json(&config, &data, &["export", &first, "--format", "json"]).await;
+    let subjects = export["subjects"].as_array().unwrap();
+    let ids: Vec<String> = subjects.iter().map(|s| s["id"].as_str().unwrap().to_string()).collect();
+    let traits: Vec<String> = subjects[0]["aggregate"].as_object().unwrap().keys().cloned().collect();
+    let (csv, ratings) = ratings_csv(&ids, &traits);
+    let csv_path = dir.path().join("ratings.csv");
+    std::fs::write(&csv_path, &csv).unwrap();
+    for id in [&first, &second] {
+        ok(
+            &config,
+            &data,
+            &["annotations", "import", id, csv_path.to_str().unwrap()],
+        )
+        .await;
+    }
+
+    let report = json(&config, &data, &["report", &first, &second, "--format", "json"]).await;
+    let entries = report.as_array().unwrap();
+    for (entry, id, model) in [
+        (&entries[0], &first, "fake-model"),
+        (&entries[1], &second, "other-model"),
+    ] {
+        assert_eq!(entry["session"], id.as_str());
+        let human = &entry["human_ratings"];
+        assert_eq!(human["subject_model"], model);
+        assert_eq!(human["traits"].as_object().unwrap().len(), traits.len());
+    }
+    // Pooled over annotators: the mean rating per subject and trait.
+    for t in &traits {
+        let mut pooled: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        for by_trait in ratings.values() {
+            for (s, v) in &by_trait[t] {
+                pooled.entry(s.as_str()).or_default().push(*v);
+            }
+        }
+        let of = |s: &str| subjects.iter().find(|x| x["id"] == s).unwrap();
+        let h: Vec<f64> = pooled.values().map(|v| mean(v)).collect();
+        let self_: Vec<f64> = pooled
+            .keys()
+            .map(|s| of(s)["self_report"]["traits"][t].as_f64().unwrap())
+            .collect();
+        let obs: Vec<f64> = pooled.keys().map(|s| of(s)["aggregate"][t].as_f64().unwrap()).collect();
+        let row = &entries[0]["human_ratings"]["traits"][t];
+        assert_eq!(row["n"], pooled.len(), "{t}");
+        same(mean_abs_diff(&h, &self_), &row["mean_abs_diff_self"], t);
+        same(mean_abs_diff(&h, &obs), &row["mean_abs_diff_observers"], t);
+        same(spearman(&h, &self_), &row["spearman_self"], t);
+        same(spearman(&h, &obs), &row["spearman_observers"], t);
+    }
+
+    let md = String::from_utf8(ok(&config, &data, &["report", &first, &second]).await).unwrap();
+    let block = &md[md.find("## Human ratings").expect("the Table 3/4 block")..];
+    let lines: Vec<&str> = block.lines().skip_while(|l| !l.starts_with("session")).collect();
+    assert!(lines[0].ends_with("ρ(H,S)  ρ(H,O)"), "{block}");
+    for (id, model) in [(&first, "fake-model"), (&second, "other-model")] {
+        let rows: Vec<&&str> = lines.iter().filter(|l| l.starts_with(id.as_str())).collect();
+        assert_eq!(rows.len(), traits.len(), "{block}");
+        assert!(rows.iter().all(|l| l.contains(model)), "{block}");
+    }
+    assert!(md.find("## Human ratings") > md.find(&format!("## {second} (observers)")));
 }
