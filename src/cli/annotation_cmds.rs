@@ -1,13 +1,23 @@
-//! `incharacter annotations export|import` and `incharacter agreement --session`.
+//! `incharacter annotations export|import` and `incharacter agreement --session`: the item and dimension
+//! tasks of interview sessions, the subject task of observer sessions, and the human-ratings rows
+//! (Tables 3 and 4) that `report` adds for the latter.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
+use serde_json::Value;
+
 use super::metrics_cmds::{located, read_csv_with};
+use super::table::{Table, num};
 use super::{Ctx, input_error};
+use crate::domain::scale::Scale;
 use crate::method::{Assessment, Method};
+use crate::observer::ObservePlan;
+use crate::observer::report::SubjectResult;
 use crate::study::Event;
+use crate::study::annotation::subjects::{self, Part, TableRow};
 use crate::study::annotation::{self, Annotation, Answer, Case, Task};
 use crate::text::terminal_safe as safe;
 
@@ -52,6 +62,7 @@ pub fn export(ctx: &Ctx, id: &str, format: &str, out: &mut dyn Write) -> anyhow:
                 "item_id",
                 "value",
                 "note",
+                "observer",
             ])?;
             for a in list {
                 w.write_record([
@@ -64,6 +75,7 @@ pub fn export(ctx: &Ctx, id: &str, format: &str, out: &mut dyn Write) -> anyhow:
                     a.case.item_id.map_or(String::new(), |i| i.to_string()),
                     a.value.value().map_or("x".to_string(), |v| v.to_string()),
                     a.note.clone().unwrap_or_default(),
+                    a.case.observer.clone().unwrap_or_default(),
                 ])?;
             }
             out.write_all(&w.into_inner()?)?;
@@ -73,96 +85,126 @@ pub fn export(ctx: &Ctx, id: &str, format: &str, out: &mut dyn Write) -> anyhow:
     Ok(ExitCode::SUCCESS)
 }
 
+/// The columns of an annotations CSV, in the order of its fields: the required, then the optional
+/// (`repeat` and `note` an export has and a hand-made sheet may not; `observer` for a subject rated as
+/// one observer saw it).
+const REQUIRED: [&str; 7] = [
+    "annotator",
+    "task",
+    "character",
+    "scale",
+    "dimension",
+    "item_id",
+    "value",
+];
+const OPTIONAL: [&str; 3] = ["repeat", "note", "observer"];
+/// Where each column's field is in a row.
+mod col {
+    pub const ANNOTATOR: usize = 0;
+    pub const TASK: usize = 1;
+    pub const CHARACTER: usize = 2;
+    pub const SCALE: usize = 3;
+    pub const DIMENSION: usize = 4;
+    pub const ITEM_ID: usize = 5;
+    pub const VALUE: usize = 6;
+    pub const REPEAT: usize = 7;
+    pub const NOTE: usize = 8;
+    pub const OBSERVER: usize = 9;
+}
+
 /// Checks every row against the session first; appends only when all rows are valid.
 pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let catalog = &*ctx.catalog()?;
     let (dir, events) = writable_session(ctx, id)?;
-    let cases = annotation::cases(&events, catalog);
-    // `repeat` and `note` are optional (an export has them; a hand-made sheet may not).
-    let rows = read_csv_with(
-        csv_path,
-        &[
-            "annotator",
-            "task",
-            "character",
-            "scale",
-            "dimension",
-            "item_id",
-            "value",
-        ],
-        &["repeat", "note"],
-    )?;
+    let session = match crate::study::observe::subjects(&events, catalog) {
+        Some((plan, _)) => Session::Observers(plan, observer_scale(catalog)?),
+        None => Session::Interviews(annotation::cases(&events, catalog)),
+    };
+    let observers = matches!(session, Session::Observers(..));
+    let rows = read_csv_with(csv_path, &REQUIRED, &OPTIONAL)?;
     let mut found = Vec::new();
     for row in &rows {
         let f = &row.fields;
         let err = |i: usize, m: String| located(csv_path, row, i, m);
-        if !annotation::valid_annotator(&f[0]) {
+        if !annotation::valid_annotator(&f[col::ANNOTATOR]) {
             return Err(err(
-                0,
-                format!("annotator \"{}\": letters, digits, '-', '_' and '.' only", safe(&f[0])),
-            ));
-        }
-        let task = Task::parse(&f[1]).ok_or_else(|| err(1, format!("task \"{}\": item or dimension", safe(&f[1]))))?;
-        let item_id = match (task, f[5].trim()) {
-            (Task::Item, t) => Some(
-                t.parse::<u32>()
-                    .map_err(|_| err(5, format!("item_id \"{}\" is not an item number", safe(t))))?,
-            ),
-            (Task::Dimension, "") => None,
-            (Task::Dimension, t) => return Err(err(5, format!("a dimension case has no item_id (\"{}\")", safe(t)))),
-            (Task::Subject, _) => {
-                return Err(err(
-                    1,
-                    format!("session {id} is an interview session: its tasks are item and dimension"),
-                ));
-            }
-        };
-        let character = catalog.character(&f[2]).map_or(f[2].clone(), |c| c.id.clone());
-        let repeat = match f[7].trim() {
-            "" => 0,
-            t => t
-                .parse::<u32>()
-                .map_err(|_| err(7, format!("repeat \"{}\" is not a number", safe(t))))?,
-        };
-        let case = Case {
-            task,
-            character,
-            scale: f[3].clone(),
-            repeat,
-            dimension: f[4].clone(),
-            item_id,
-            observer: None,
-        };
-        if !cases.contains(&case) {
-            return Err(err(
-                2,
+                col::ANNOTATOR,
                 format!(
-                    "no such {} case in session {id}: {} {} {}{}",
-                    f[1],
-                    safe(&f[2]),
-                    safe(&f[3]),
-                    safe(&f[4]),
-                    item_id.map_or(String::new(), |i| format!(" item {i}"))
+                    "annotator \"{}\": letters, digits, '-', '_' and '.' only",
+                    safe(&f[col::ANNOTATOR])
                 ),
             ));
         }
-        let value =
-            Answer::parse(&f[6]).ok_or_else(|| err(6, format!("value \"{}\" is not a number or x", safe(&f[6]))))?;
-        if let (Some(v), Some(scale)) = (value.value(), catalog.scale(&case.scale)) {
-            let (min, max) = if task == Task::Item {
-                (f64::from(scale.range.min), f64::from(scale.range.max))
+        let task = Task::parse(&f[col::TASK]).ok_or_else(|| {
+            err(
+                col::TASK,
+                format!("task \"{}\": item, dimension or subject", safe(&f[col::TASK])),
+            )
+        })?;
+        let repeat = match f[col::REPEAT].trim() {
+            "" => 0,
+            t => t
+                .parse::<u32>()
+                .map_err(|_| err(col::REPEAT, format!("repeat \"{}\" is not a number", safe(t))))?,
+        };
+        if (task == Task::Subject) != observers {
+            let why = if observers {
+                "an observer session: its task is subject (item and dimension are an interview session's)"
             } else {
-                scale.dimension_range()
+                "an interview session: its tasks are item and dimension (subject is an observer session's)"
             };
-            if !(min..=max).contains(&v) {
-                return Err(err(6, format!("value {v} is outside [{min}, {max}]")));
+            return Err(err(col::TASK, format!("session {} is {why}", safe(id))));
+        }
+        let item_id = match (task, f[col::ITEM_ID].trim()) {
+            (Task::Item, t) => Some(
+                t.parse::<u32>()
+                    .map_err(|_| err(col::ITEM_ID, format!("item_id \"{}\" is not an item number", safe(t))))?,
+            ),
+            (_, "") => None,
+            (_, t) => {
+                return Err(err(
+                    col::ITEM_ID,
+                    format!("a {} case has no item_id (\"{}\")", task.name(), safe(t)),
+                ));
             }
+        };
+        let case = Case {
+            task,
+            character: f[col::CHARACTER].trim().to_string(),
+            scale: f[col::SCALE].clone(),
+            repeat,
+            dimension: f[col::DIMENSION].clone(),
+            item_id,
+            observer: Some(f[col::OBSERVER].trim().to_string()).filter(|o| !o.is_empty()),
+        };
+        let case = match &session {
+            Session::Interviews(cases) => interview_case(catalog, cases, id, case),
+            Session::Observers(plan, scale) => subject_case(catalog, plan, scale, case),
+        }
+        .map_err(|(column, why)| err(column, why))?;
+        let value = Answer::parse(&f[col::VALUE]).ok_or_else(|| {
+            err(
+                col::VALUE,
+                format!("value \"{}\" is not a number or x", safe(&f[col::VALUE])),
+            )
+        })?;
+        let range = match task {
+            Task::Item => catalog
+                .scale(&case.scale)
+                .map(|s| (f64::from(s.range.min), f64::from(s.range.max))),
+            Task::Dimension => catalog.scale(&case.scale).map(|s| s.dimension_range()),
+            Task::Subject => Some(subjects::RANGE),
+        };
+        if let (Some(v), Some((min, max))) = (value.value(), range)
+            && !(min..=max).contains(&v)
+        {
+            return Err(err(col::VALUE, format!("value {v} is outside [{min}, {max}]")));
         }
         found.push(Annotation {
-            annotator: f[0].clone(),
+            annotator: f[col::ANNOTATOR].clone(),
             case,
             value,
-            note: Some(f[8].trim().to_string()).filter(|n| !n.is_empty()),
+            note: Some(f[col::NOTE].trim().to_string()).filter(|n| !n.is_empty()),
             at: crate::journal::now_rfc3339(),
         });
     }
@@ -180,6 +222,95 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
     Ok(ExitCode::SUCCESS)
 }
 
+/// What the rows of an import are checked against: an interview session's item and dimension cases,
+/// or an observer session's subjects and the traits of their scale.
+enum Session<'a> {
+    Interviews(Vec<Case>),
+    Observers(ObservePlan, &'a Scale),
+}
+
+/// The scale observer reports (and subject ratings) are on.
+fn observer_scale(catalog: &crate::catalog::Catalog) -> anyhow::Result<&Scale> {
+    catalog
+        .scale(crate::observer::SCALE)
+        .ok_or_else(|| input_error(format!("the {} scale is missing", crate::observer::SCALE)))
+}
+
+/// The interview case a row names (its character also by name or alias), or the column that is wrong
+/// and why.
+fn interview_case(
+    catalog: &crate::catalog::Catalog,
+    cases: &[Case],
+    id: &str,
+    case: Case,
+) -> Result<Case, (usize, String)> {
+    if let Some(o) = &case.observer {
+        return Err((
+            col::OBSERVER,
+            format!(
+                "an interview case has no observer (\"{}\"): observers are an observer session's",
+                safe(o)
+            ),
+        ));
+    }
+    let named = case.character.clone();
+    let case = Case {
+        character: catalog.character(&named).map_or(named.clone(), |c| c.id.clone()),
+        ..case
+    };
+    if !cases.contains(&case) {
+        return Err((
+            col::CHARACTER,
+            format!(
+                "no such {} case in session {}: {} {} {}{}",
+                case.task.name(),
+                safe(id),
+                safe(&named),
+                safe(&case.scale),
+                safe(&case.dimension),
+                case.item_id.map_or(String::new(), |i| format!(" item {i}"))
+            ),
+        ));
+    }
+    Ok(case)
+}
+
+/// The subject case a row names (a character subject also by the character's name or alias), or the
+/// column that is wrong and why.
+fn subject_case(
+    catalog: &crate::catalog::Catalog,
+    plan: &ObservePlan,
+    scale: &Scale,
+    case: Case,
+) -> Result<Case, (usize, String)> {
+    let is_subject = |s: &str| plan.subjects.iter().any(|x| x.id == s);
+    let case = if is_subject(&case.character) {
+        case
+    } else {
+        Case {
+            character: catalog
+                .character(&case.character)
+                .map(|c| c.id.clone())
+                .filter(|c| is_subject(c))
+                .unwrap_or(case.character.clone()),
+            ..case
+        }
+    };
+    subjects::mismatch(plan, scale, &case).map_err(|(part, why)| {
+        let column = match part {
+            Part::Task => col::TASK,
+            Part::Subject => col::CHARACTER,
+            Part::Scale => col::SCALE,
+            Part::Trait => col::DIMENSION,
+            Part::Item => col::ITEM_ID,
+            Part::Repeat => col::REPEAT,
+            Part::Observer => col::OBSERVER,
+        };
+        (column, safe(&why))
+    })?;
+    Ok(case)
+}
+
 pub fn agreement(
     ctx: &Ctx,
     id: &str,
@@ -187,16 +318,38 @@ pub fn agreement(
     json_output: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
-    let method = Method::parse(method)
-        .filter(|m| annotation::task_of(*m).is_some())
-        .ok_or_else(|| input_error(format!("--method {}: oc, d-oc, er-batch or er-all", safe(method))))?;
     let (dir, events) = super::run_cmds::load_session(ctx, id)?;
+    let observers = crate::study::kind_of(&events) == Some(crate::study::Kind::Observers);
+    // An observer session has one task, the subject task: --method does not apply.
+    let method = if observers {
+        None
+    } else {
+        Some(
+            Method::parse(method)
+                .filter(|m| annotation::task_of(*m).is_some())
+                .ok_or_else(|| input_error(format!("--method {}: oc, d-oc, er-batch or er-all", safe(method))))?,
+        )
+    };
     let all = annotation::load(&dir)?;
     if all.is_empty() {
         return Err(input_error(format!(
-            "session {id} has no annotations yet (annotate it in the workbench, or `incharacter annotations import`)"
+            "session {} has no annotations yet (annotate it in the workbench, or `incharacter annotations import`)",
+            safe(id)
         )));
     }
+    let Some(method) = method else {
+        let catalog = ctx.catalog()?;
+        let scale = observer_scale(&catalog)?;
+        let (_, subjects) = crate::study::observe::subjects(&events, &catalog)
+            .ok_or_else(|| input_error(format!("session {} has no observer plan", safe(id))))?;
+        let report = subjects::report(&all, &subjects, scale);
+        if json_output {
+            writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        } else {
+            write!(out, "{}", subject_tables(&report))?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
     let assessments: Vec<&Assessment> = events
         .iter()
         .filter_map(|e| match e {
@@ -243,4 +396,148 @@ pub fn agreement(
         f(&report["inter_annotator"]["qwk"])
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The subject task's agreement report as tables: per annotator a row per trait and a row per context
+/// and trait (and per trait when they rated per observer), then the pairs of annotators.
+fn subject_tables(report: &Value) -> String {
+    let f = |v: &Value| num(v.as_f64());
+    let count = |v: &Value| v.as_u64().map_or("–".to_string(), |n| n.to_string());
+    let mut out = format!(
+        "human ratings of the subjects ({} task, {}) against their self-reports and aggregated observer reports\n",
+        report["task"].as_str().unwrap_or(""),
+        report["scale"].as_str().unwrap_or("")
+    );
+    for (name, a) in report["annotators"].as_object().into_iter().flatten() {
+        out.push_str(&format!(
+            "\n{}: {} subject(s) rated\n",
+            safe(name),
+            count(&a["subjects"])
+        ));
+        let traits = a["traits"].as_object();
+        let latent = traits
+            .into_iter()
+            .flatten()
+            .any(|(_, t)| t.get("spearman_latent").is_some());
+        let mut header = vec!["trait", ">n", ">ρ self", ">ρ observers", ">|Δ| self", ">|Δ| observers"];
+        if latent {
+            header.push(">ρ latent");
+        }
+        let mut table = Table::new(&header);
+        for (t, e) in traits.into_iter().flatten() {
+            let mut row = vec![
+                safe(t),
+                count(&e["n"]),
+                f(&e["spearman_self"]),
+                f(&e["spearman_observers"]),
+                f(&e["mean_abs_diff_self"]),
+                f(&e["mean_abs_diff_observers"]),
+            ];
+            if latent {
+                row.push(f(&e["spearman_latent"]));
+            }
+            table.row(row);
+        }
+        out.push_str(&table.render());
+        let mut contexts = Table::new(&["context", "trait", ">n", ">ρ observers", ">|Δ| observers"]);
+        for (context, per_trait) in a["contexts"].as_object().into_iter().flatten() {
+            for (t, e) in per_trait.as_object().into_iter().flatten() {
+                contexts.row(vec![
+                    safe(context),
+                    safe(t),
+                    count(&e["n"]),
+                    f(&e["spearman_observers"]),
+                    f(&e["mean_abs_diff_observers"]),
+                ]);
+            }
+        }
+        out.push('\n');
+        out.push_str(&contexts.render());
+        if let Some(per_observer) = a.get("per_observer").and_then(Value::as_object) {
+            let mut table = Table::new(&["as one observer saw it", ">n", ">ρ observer", ">|Δ| observer"]);
+            for (t, e) in per_observer {
+                table.row(vec![safe(t), count(&e["n"]), f(&e["spearman"]), f(&e["mean_abs_diff"])]);
+            }
+            out.push('\n');
+            out.push_str(&table.render());
+        }
+    }
+    let pairs = report["inter_annotator"]["pairs"].as_array();
+    if pairs.is_some_and(|p| !p.is_empty()) {
+        out.push_str("\ninter-annotator (whole subjects; QWK on ratings rounded to whole points)\n");
+        let mut table = Table::new(&["a", "b", ">n", ">spearman", ">qwk"]);
+        for p in pairs.into_iter().flatten() {
+            table.row(vec![
+                safe(p["a"].as_str().unwrap_or("")),
+                safe(p["b"].as_str().unwrap_or("")),
+                count(&p["n"]),
+                f(&p["spearman"]),
+                f(&p["qwk"]),
+            ]);
+        }
+        out.push_str(&table.render());
+    }
+    out
+}
+
+/// An observer session's human ratings as the multi-observer paper's Tables 3 and 4 give them: the
+/// model that played the subjects, and per trait the ratings (pooled over annotators) against the
+/// self-reports and the aggregated observer reports.
+pub(super) struct HumanRatings {
+    pub subject_model: String,
+    pub traits: BTreeMap<String, TableRow>,
+}
+
+/// The human ratings of an observer session, if it has any.
+pub(super) fn human_ratings(
+    dir: &Path,
+    events: &[Event],
+    plan: &ObservePlan,
+    subjects: &[SubjectResult],
+    scale: &Scale,
+) -> anyhow::Result<Option<HumanRatings>> {
+    let traits = subjects::table(&annotation::load(dir)?, subjects, scale);
+    if traits.is_empty() {
+        return Ok(None);
+    }
+    let subject_model = events
+        .iter()
+        .find_map(|e| e.start()?.providers.get("subject").map(|m| m.model.clone()))
+        .unwrap_or_else(|| plan.subject_provider.clone());
+    Ok(Some(HumanRatings { subject_model, traits }))
+}
+
+impl HumanRatings {
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({"subject_model": self.subject_model, "traits": self.traits})
+    }
+}
+
+/// Tables 3 and 4: a row per session and trait with n, |H−S|, |H−O|, ρ(H,S) and ρ(H,O).
+pub(super) fn human_ratings_table(sessions: &[(&str, &HumanRatings)]) -> String {
+    let mut table = Table::new(&[
+        "session",
+        "subject model",
+        "trait",
+        ">n",
+        ">|H−S|",
+        ">|H−O|",
+        ">ρ(H,S)",
+        ">ρ(H,O)",
+    ]);
+    for (id, h) in sessions {
+        for (t, r) in &h.traits {
+            table.row(vec![
+                safe(id),
+                safe(&h.subject_model),
+                safe(t),
+                r.n.to_string(),
+                num(r.mean_abs_diff_self),
+                num(r.mean_abs_diff_observers),
+                num(r.spearman_self),
+                num(r.spearman_observers),
+            ]);
+        }
+    }
+    table.render()
 }

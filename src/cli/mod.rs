@@ -256,10 +256,11 @@ pub enum Command {
         /// CSV with columns a,b
         #[arg(long, required_unless_present = "session", conflicts_with = "session")]
         pairs: Option<PathBuf>,
-        /// A session's human annotations against its interviewer
+        /// A session's human annotations against its interviewer (an observer session's: the subject
+        /// ratings against the self- and observer reports)
         #[arg(long)]
         session: Option<String>,
-        /// With --session: oc, d-oc (item task) or er-batch, er-all (dimension task)
+        /// With --session of an interview session: oc, d-oc (item task) or er-batch, er-all (dimension task)
         #[arg(long, default_value = "oc")]
         method: String,
         /// Print JSON instead of a table
@@ -292,7 +293,8 @@ pub enum AnnotationsCommand {
         #[arg(long, default_value = "csv")]
         format: String,
     },
-    /// A CSV with columns annotator,task,character,scale,dimension,item_id,value (value: a number or x)
+    /// A CSV with columns annotator,task,character,scale,dimension,item_id,value (value: a number or x),
+    /// optionally repeat, note and observer (task subject: an observer session's subject per trait)
     Import { id: String, csv: PathBuf },
 }
 

@@ -447,7 +447,7 @@ pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> a
     let mut rolebench_sessions = Vec::new();
     let mut adapted: Vec<(String, Vec<String>)> = Vec::new();
     for id in ids {
-        let (_, events) = load_session(ctx, id)?;
+        let (dir, events) = load_session(ctx, id)?;
         if let Some((_, items)) = crate::study::rolebench::items(&events) {
             rolebench_sessions.push((id.clone(), crate::study::rolebench::totals(&items)));
             continue;
@@ -457,7 +457,8 @@ pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> a
                 .scale(crate::observer::SCALE)
                 .ok_or_else(|| input_error("the IPIP-50 scale is missing"))?;
             let stats = crate::observer::report::statistics(&subjects, scale, plan.seed);
-            observer_sessions.push((id.clone(), subjects, stats));
+            let human = super::annotation_cmds::human_ratings(&dir, &events, &plan, &subjects, scale)?;
+            observer_sessions.push((id.clone(), subjects, stats, human));
             continue;
         }
         let providers = events.iter().find_map(|e| match e {
@@ -489,7 +490,13 @@ pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> a
                 .chain(
                     observer_sessions
                         .iter()
-                        .map(|(id, _, stats)| json!({"session": id, "kind": "observers", "statistics": stats})),
+                        .map(|(id, _, stats, human)| {
+                            let mut entry = json!({"session": id, "kind": "observers", "statistics": stats});
+                            if let Some(h) = human {
+                                entry["human_ratings"] = h.to_json();
+                            }
+                            entry
+                        }),
                 )
                 .chain(
                     rolebench_sessions
@@ -505,9 +512,18 @@ pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> a
                 write!(out, "{}", super::rolebench_cmds::tables(totals))?;
                 writeln!(out, "```\n")?;
             }
-            for (id, subjects, stats) in &observer_sessions {
+            for (id, subjects, stats, _) in &observer_sessions {
                 writeln!(out, "## {id} (observers)\n\n```text")?;
                 write!(out, "{}", crate::observer::report::tables(subjects, stats))?;
+                writeln!(out, "```\n")?;
+            }
+            let rated: Vec<(&str, &_)> = observer_sessions
+                .iter()
+                .filter_map(|(id, _, _, human)| Some((id.as_str(), human.as_ref()?)))
+                .collect();
+            if !rated.is_empty() {
+                writeln!(out, "## Human ratings of the subjects (Tables 3 and 4)\n\n```text")?;
+                write!(out, "{}", super::annotation_cmds::human_ratings_table(&rated))?;
                 writeln!(out, "```\n")?;
             }
             if sessions.is_empty() {

@@ -19,11 +19,11 @@ fn ok(mut c: Command) -> Vec<u8> {
     out.stdout
 }
 
-fn mean(x: &[f64]) -> f64 {
+pub(crate) fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len() as f64
 }
 
-fn pearson(x: &[f64], y: &[f64]) -> f64 {
+pub(crate) fn pearson(x: &[f64], y: &[f64]) -> f64 {
     let (mx, my) = (mean(x), mean(y));
     let cov: f64 = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum();
     let vx: f64 = x.iter().map(|a| (a - mx).powi(2)).sum();
@@ -31,7 +31,7 @@ fn pearson(x: &[f64], y: &[f64]) -> f64 {
     cov / (vx * vy).sqrt()
 }
 
-fn ranks(x: &[f64]) -> Vec<f64> {
+pub(crate) fn ranks(x: &[f64]) -> Vec<f64> {
     x.iter()
         .map(|v| {
             let below = x.iter().filter(|w| *w < v).count() as f64;
@@ -73,7 +73,7 @@ fn kendall_b(x: &[f64], y: &[f64]) -> f64 {
 
 /// sklearn.metrics.cohen_kappa_score(a, b, weights="quadratic"): labels = sorted union, weights by
 /// label index.
-fn qwk(a: &[i64], b: &[i64]) -> f64 {
+pub(crate) fn qwk(a: &[i64], b: &[i64]) -> f64 {
     let mut labels: Vec<i64> = a.iter().chain(b).copied().collect();
     labels.sort();
     labels.dedup();
@@ -97,7 +97,7 @@ fn qwk(a: &[i64], b: &[i64]) -> f64 {
     1.0 - observed / expected
 }
 
-fn close(a: f64, b: &Value, what: &str) {
+pub(crate) fn close(a: f64, b: &Value, what: &str) {
     assert!((a - b.as_f64().unwrap()).abs() < 1e-9, "{what}: {a} vs {b}");
 }
 
@@ -221,30 +221,39 @@ async fn imported_ratings_agree_with_an_independent_computation() {
         assert_eq!(row.chars().count(), lines[header].chars().count(), "{table}");
     }
 
-    // A bad row is located and nothing of the file is written.
     let before = ok(command(
         &config,
         &data,
         &["annotations", "export", &id, "--format", "csv"],
     ));
-    std::fs::write(
-        &csv_path,
-        "annotator,task,character,scale,dimension,item_id,value\nann,item,hermione-en,BFI,Openness,5,2\nann,item,hermione-en,BFI,Openness,5,9\n",
-    )
-    .unwrap();
-    let out = command(
-        &config,
-        &data,
-        &["annotations", "import", &id, csv_path.to_str().unwrap()],
-    )
-    .output()
-    .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("ratings.csv:3:") && err.contains("outside [1, 5]"),
-        "{err}"
-    );
+    // Bad rows are located and nothing of the file is written: a value out of range, and subject rows
+    // and observers, which belong to observer sessions.
+    for (sheet, says) in [
+        (
+            "annotator,task,character,scale,dimension,item_id,value\nann,item,hermione-en,BFI,Openness,5,2\nann,item,hermione-en,BFI,Openness,5,9\n",
+            ":3:37: value 9 is outside [1, 5]",
+        ),
+        (
+            "annotator,task,character,scale,dimension,item_id,value,observer\nann,subject,hermione-en,IPIP-50,Extraversion,,3,\n",
+            ":2:5: session",
+        ),
+        (
+            "annotator,task,character,scale,dimension,item_id,value,observer\nann,item,hermione-en,BFI,Openness,5,2,o1\n",
+            ":2:39: an interview case has no observer",
+        ),
+    ] {
+        std::fs::write(&csv_path, sheet).unwrap();
+        let out = command(
+            &config,
+            &data,
+            &["annotations", "import", &id, csv_path.to_str().unwrap()],
+        )
+        .output()
+        .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("ratings.csv{says}")), "{err}");
+    }
     assert_eq!(
         ok(command(
             &config,

@@ -26,4 +26,5 @@ mod rolebench_runs;
 mod samples;
 mod scoring;
 mod security;
+mod subject_ratings;
 mod tui;

@@ -127,10 +127,12 @@ fn the_annotated_sample_is_read_by_id_and_its_export_imports_back_with_repeat_an
     let exported = incharacter(data, &["annotations", "export", GSE, "--format", "csv"]);
     assert!(exported.status.success());
     let csv = String::from_utf8(exported.stdout).unwrap();
-    assert!(csv.starts_with("annotator,task,character,scale,repeat,dimension,item_id,value,note\n"));
-    // A note on the first row, as a colleague might add in a spreadsheet.
+    assert!(csv.starts_with("annotator,task,character,scale,repeat,dimension,item_id,value,note,observer\n"));
+    // A note on the first row, as a colleague might add in a spreadsheet (before the empty observer).
     let mut lines: Vec<String> = csv.lines().map(String::from).collect();
-    lines[1].push_str("too short to judge");
+    assert!(lines[1].ends_with(",,"), "{}", lines[1]);
+    let at = lines[1].len() - 1;
+    lines[1].insert_str(at, "too short to judge");
     let edited = lines.join("\n") + "\n";
     let sheet = data.join("ratings.csv");
     std::fs::write(&sheet, &edited).unwrap();

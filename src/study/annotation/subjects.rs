@@ -74,34 +74,70 @@ pub fn cases(plan: &ObservePlan, scale: &Scale, per_observer: bool) -> Vec<Case>
     out
 }
 
+/// The part of a case that [`mismatch`] found wrong, so that an importer can point at its column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Task,
+    Subject,
+    Scale,
+    Trait,
+    Item,
+    Repeat,
+    Observer,
+}
+
 /// Why `case` is not one of the session's subject cases (the subject, observer, scale or trait it names
 /// is unknown, or it has an item), in words.
 pub fn check(plan: &ObservePlan, scale: &Scale, case: &Case) -> Result<(), String> {
+    mismatch(plan, scale, case).map_err(|(_, why)| why)
+}
+
+/// [`check`], with the part of the case that is wrong (the first, in the order of an export's columns).
+pub fn mismatch(plan: &ObservePlan, scale: &Scale, case: &Case) -> Result<(), (Part, String)> {
+    if case.task != Task::Subject {
+        return Err((
+            Part::Task,
+            format!("an observer session's task is subject, not {}", case.task.name()),
+        ));
+    }
     let Some(s) = plan.subjects.iter().find(|s| s.id == case.character) else {
         let known: Vec<&str> = plan.subjects.iter().map(|s| s.id.as_str()).collect();
-        return Err(format!(
-            "no subject \"{}\" in this session (its subjects: {})",
-            case.character,
-            known.join(", ")
+        return Err((
+            Part::Subject,
+            format!(
+                "no subject \"{}\" in this session (its subjects: {})",
+                case.character,
+                known.join(", ")
+            ),
         ));
     };
     if case.scale != SCALE {
-        return Err(format!("subjects are rated on {SCALE}, not \"{}\"", case.scale));
+        return Err((Part::Scale, format!("subjects are rated on {SCALE}, not \"{}\"", case.scale)));
     }
     if !traits(scale).contains(&case.dimension) {
-        return Err(format!(
-            "no trait \"{}\" (the traits: {})",
-            case.dimension,
-            traits(scale).join(", ")
+        return Err((
+            Part::Trait,
+            format!(
+                "no trait \"{}\" (the traits: {})",
+                case.dimension,
+                traits(scale).join(", ")
+            ),
         ));
     }
     if case.item_id.is_some() {
-        return Err("a subject case has no item_id".into());
+        return Err((Part::Item, "a subject case has no item_id".into()));
+    }
+    if case.repeat != 0 {
+        return Err((Part::Repeat, "a subject case has no repeat (0 or empty)".into()));
     }
     if let Some(o) = &case.observer
         && !s.observers.iter().any(|x| &x.id == o)
     {
-        return Err(format!("subject {} has no observer \"{o}\"", s.id));
+        let known: Vec<&str> = s.observers.iter().map(|o| o.id.as_str()).collect();
+        return Err((
+            Part::Observer,
+            format!("subject {} has no observer \"{o}\" (its observers: {})", s.id, known.join(", ")),
+        ));
     }
     Ok(())
 }
@@ -454,6 +490,17 @@ mod tests {
         assert!(check(&p, scale, &case("s9", None, "Extraversion")).unwrap_err().contains("no subject \"s9\""));
         assert!(check(&p, scale, &case("s2", None, "Openness")).unwrap_err().contains("no trait"));
         assert!(check(&p, scale, &case("s2", Some("o7"), "Extraversion")).is_err());
+        let part = |c: &Case| mismatch(&p, scale, c).unwrap_err().0;
+        assert_eq!(part(&case("s9", Some("o7"), "Openness")), Part::Subject, "the first wrong part");
+        assert_eq!(part(&case("s2", Some("o7"), "Extraversion")), Part::Observer);
+        let mut repeated = case("s2", None, "Extraversion");
+        repeated.repeat = 1;
+        assert_eq!(part(&repeated), Part::Repeat);
+        let item = Case {
+            task: Task::Item,
+            ..case("s2", None, "Extraversion")
+        };
+        assert_eq!(part(&item), Part::Task);
     }
 
     #[test]
