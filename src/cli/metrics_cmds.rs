@@ -32,12 +32,12 @@ pub(super) fn read_csv(path: &Path, required: &[&str]) -> anyhow::Result<Vec<Row
 /// [`read_csv`], then the fields of the `optional` columns the header names ("" where it does not).
 pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -> anyhow::Result<Vec<Row>> {
     let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| input_error(format!("{}: cannot read: {e}", safe(&name))))?;
     let mut reader = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
         .flexible(false)
-        .from_path(path)
-        .map_err(|e| input_error(format!("{}: cannot read: {e}", safe(&name))))?;
-    let header = reader.headers().map_err(|e| csv_error(&name, &e))?.clone();
+        .from_reader(bytes.as_slice());
+    let header = reader.headers().map_err(|e| csv_error(&name, &bytes, &e))?.clone();
     let positions: Vec<usize> = required
         .iter()
         .map(|col| {
@@ -61,8 +61,10 @@ pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -
         .collect();
     let mut rows = Vec::new();
     for record in reader.records() {
-        let record = record.map_err(|e| csv_error(&name, &e))?;
-        let line = record.position().map_or(0, |p| p.line());
+        let record = record.map_err(|e| csv_error(&name, &bytes, &e))?;
+        // The line from the record's byte offset: the reader's own count is short after CRLF line ends
+        // (files saved by Excel or Python's csv module) and blank lines.
+        let line = record.position().map_or(0, |p| line_at(&bytes, p.byte()));
         let fields = positions
             .iter()
             .map(|i| i.and_then(|i| record.get(i)).unwrap_or("").to_string())
@@ -84,8 +86,18 @@ pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -
     Ok(rows)
 }
 
-fn csv_error(name: &str, e: &csv::Error) -> anyhow::Error {
-    let line = e.position().map_or(1, |p| p.line());
+/// The 1-based line of the record that starts at `offset`: the reader's offset may point at the line
+/// ends (blank lines, the `\n` of a CRLF) before the record, so they are skipped first.
+fn line_at(bytes: &[u8], offset: u64) -> u64 {
+    let mut end = usize::try_from(offset).map_or(bytes.len(), |o| o.min(bytes.len()));
+    while matches!(bytes.get(end), Some(b'\r' | b'\n')) {
+        end += 1;
+    }
+    1 + bytes[..end].iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+fn csv_error(name: &str, bytes: &[u8], e: &csv::Error) -> anyhow::Error {
+    let line = e.position().map_or(1, |p| line_at(bytes, p.byte()));
     input_error(format!("{}:{line}:1: {e}", safe(name)))
 }
 
@@ -367,4 +379,34 @@ pub fn agreement(pairs: &Path, json: bool, out: &mut dyn Write) -> anyhow::Resul
         "right: |a − b| < 1, close: = 1, wrong: > 1; accuracy = (right + close/2) / n; QWK needs whole-number ratings"
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(text: &str) -> Vec<Row> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv");
+        std::fs::write(&path, text).unwrap();
+        read_csv(&path, &["a", "b"]).unwrap()
+    }
+
+    #[test]
+    fn rows_know_their_line_with_lf_and_crlf_line_ends() {
+        for end in ["\n", "\r\n"] {
+            let text = ["a,b", "1,2", "", "3,4", "5,6"].join(end) + end;
+            let lines: Vec<u64> = rows(&text).iter().map(|r| r.line).collect();
+            assert_eq!(lines, [2, 4, 5], "line end {end:?}");
+        }
+    }
+
+    #[test]
+    fn a_ragged_row_is_located_at_its_line_with_crlf_line_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv");
+        std::fs::write(&path, "a,b\r\n1,2\r\n3,4\r\n5\r\n").unwrap();
+        let err = read_csv(&path, &["a", "b"]).err().unwrap().to_string();
+        assert!(err.contains("t.csv:4:1:"), "{err}");
+    }
 }
