@@ -262,6 +262,8 @@ pub struct BundledInvalid(pub Vec<Diagnostic>);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::character::{Label, LabelSource, LabelType};
+    use crate::domain::diagnostic::Source;
 
     #[test]
     fn bundled_assets_load() {
@@ -275,5 +277,98 @@ mod tests {
             Some("hermione-en")
         );
         assert_eq!(c.character("钟离").map(|h| h.id.as_str()), Some("zhongli-zh"));
+    }
+
+    fn parse(c: &Catalog, text: &str) -> Result<Character, Vec<Diagnostic>> {
+        Character::parse(Source::new("c.toml", text), |id| c.scale(id))
+    }
+
+    #[test]
+    fn every_bundled_character_writes_back_to_itself() {
+        let c = Catalog::bundled().unwrap();
+        for e in &c.characters {
+            let text = e.value.to_toml();
+            assert_eq!(parse(&c, &text).as_ref(), Ok(&e.value), "{}:\n{text}", e.value.id);
+        }
+    }
+
+    const AUTHORED: &str = r#"id = "wren-en"
+name = "Wren"
+language = "en"
+experimenter = "User"
+description = "You are Wren, a lighthouse keeper."
+
+[card]
+tags = ["sea", "quiet"]
+creator = "someone"
+version = "1.2"
+
+[targets]
+16Personalities = "INFP"
+
+[targets.BFI]
+Extraversion = "L"
+Agreeableness = 4.5
+Neuroticism = "h"
+"#;
+
+    #[test]
+    fn targets_are_codes_letters_or_numbers_and_write_back() {
+        let c = Catalog::bundled().unwrap();
+        let wren = parse(&c, AUTHORED).unwrap();
+        let t = &wren.labels.target;
+        assert_eq!(t["BFI"]["Extraversion"], Label { score: None, kind: LabelType::L });
+        assert_eq!(t["BFI"]["Agreeableness"], Label { score: Some(4.5), kind: LabelType::H });
+        assert_eq!(t["BFI"]["Neuroticism"].kind, LabelType::H);
+        assert_eq!(t["BFI"].len(), 3, "dimensions without a target have none");
+        let p16 = c.scale("16Personalities").unwrap();
+        assert_eq!(wren.code(p16, LabelSource::Target).as_deref(), Some("INFP"));
+        assert_eq!(wren.labels.exclusion_source("BFI"), LabelSource::Target);
+        assert_eq!(wren.card.as_ref().unwrap().tags, ["sea", "quiet"]);
+        assert_eq!(parse(&c, &wren.to_toml()), Ok(wren));
+    }
+
+    #[test]
+    fn bad_targets_are_located() {
+        let c = Catalog::bundled().unwrap();
+        let err = |from: &str, to: &str| {
+            let e = parse(&c, &AUTHORED.replace(from, to)).unwrap_err();
+            (e[0].line, e[0].message.clone())
+        };
+        let (line, m) = err("\"INFP\"", "\"INF\"");
+        assert_eq!(line, 13);
+        assert!(m.contains("one letter per dimension (E/I S/N T/F J/P)") || m.contains("one letter per dimension"), "{m}");
+        let (_, m) = err("\"INFP\"", "\"IQFP\"");
+        assert!(m.contains("\"Q\""), "{m}");
+        let (line, m) = err("4.5", "7");
+        assert_eq!(line, 17);
+        assert!(m.contains("outside [1, 5]"), "{m}");
+        let (_, m) = err("Neuroticism = \"h\"", "Neuroticism = \"maybe\"");
+        assert!(m.contains("\"H\", \"L\" or a number"), "{m}");
+        let (line, m) = err("Agreeableness", "Kindness");
+        assert_eq!(line, 17);
+        assert!(m.contains("no dimension \"Kindness\""), "{m}");
+        let (_, m) = err("[targets.BFI]", "[targets.NOPE]");
+        assert!(m.contains("unknown scale \"NOPE\""), "{m}");
+    }
+
+    #[test]
+    fn the_version_follows_what_the_agent_is_given() {
+        let c = Catalog::bundled().unwrap();
+        let h = c.character("hermione-en").unwrap().clone();
+        let v = h.version(&[]);
+        assert_eq!(v.len(), 64);
+        assert!(v.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        let mut renamed = h.clone();
+        renamed.name = "H. Granger".into();
+        renamed.labels.target.clear();
+        assert_eq!(renamed.version(&[]), v, "names and labels do not change it");
+        let mut edited = h.clone();
+        edited.description.push('!');
+        assert_ne!(edited.version(&[]), v);
+        assert_ne!(h.version(&["Harry:「Hi」".into()]), v);
+        let mut asked_by_ron = h.clone();
+        asked_by_ron.experimenter = "Ron".into();
+        assert_ne!(asked_by_ron.version(&[]), v);
     }
 }

@@ -217,7 +217,7 @@ pub fn show_character(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Wri
             writeln!(out, "  “{}”", safe(line))?;
         }
     }
-    for source in [LabelSource::Pdb, LabelSource::Annotation] {
+    for source in LabelSource::ALL {
         let set = c.labels.source(source);
         if set.is_empty() {
             continue;
@@ -225,6 +225,7 @@ pub fn show_character(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Wri
         let title = match source {
             LabelSource::Pdb => "labels from the Personality Database (pdb)",
             LabelSource::Annotation => "labels from expert annotation",
+            LabelSource::Target => "targets: the personality the author meant",
         };
         writeln!(out, "\n{title}:")?;
         let mut t = Table::new(&["scale", "code", "dimension", ">score", "type"]);

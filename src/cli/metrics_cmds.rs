@@ -198,21 +198,15 @@ pub fn metrics(
                 format!("a second prediction for {} / {} in repeat {repeat}", c.id, d.name),
             ));
         }
-        let exclusion = c.labels.exclusion_source(&scale.id);
-        let source = labels.unwrap_or(exclusion);
+        let source = labels.unwrap_or_else(|| c.labels.exclusion_source(&scale.id));
+        let exclusion = c.labels.exclusion_for(&scale.id, source);
         sources.insert(source);
         let label = c.labels.get(source, &scale.id, &d.name).ok_or_else(|| {
             located(
                 predictions,
                 &row,
                 0,
-                format!(
-                    "{} has no {} label for {} / {}",
-                    c.id,
-                    source_name(source),
-                    scale.id,
-                    d.name
-                ),
+                format!("{} has no {} label for {} / {}", c.id, source.name(), scale.id, d.name),
             )
         })?;
         let marginal = c
@@ -244,7 +238,7 @@ pub fn metrics(
             .push(r.predicted);
     }
     let spread = std_score(across.values().map(Vec::as_slice), max - min);
-    let labels_used: Vec<&str> = sources.iter().map(|&s| source_name(s)).collect();
+    let labels_used: Vec<&str> = sources.iter().map(|&s| s.name()).collect();
 
     if json {
         let o = result.overall;
@@ -312,13 +306,6 @@ pub fn metrics(
     ]);
     write!(out, "{}", t.render())?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn source_name(source: LabelSource) -> &'static str {
-    match source {
-        LabelSource::Pdb => "pdb",
-        LabelSource::Annotation => "annotation",
-    }
 }
 
 pub fn agreement(pairs: &Path, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {

@@ -230,6 +230,9 @@ pub enum Command {
         ids: Vec<String>,
         #[arg(long, default_value = "md")]
         format: String,
+        /// Labels to compare with [default: pdb where the character has PDb labels (BFI, 16P), else annotation]
+        #[arg(long, value_enum)]
+        labels: Option<LabelsArg>,
     },
     /// Compare assessments of the same interviews (a session and its re-assessments): per pair of
     /// sessions Pearson, Spearman and mean |Δ| on 0–1, per scale the sensitivity to the judge, and each
@@ -429,6 +432,8 @@ pub enum CharactersCommand {
 pub enum LabelsArg {
     Pdb,
     Annotation,
+    /// The character's targets: the personality its author meant
+    Target,
 }
 
 impl From<LabelsArg> for LabelSource {
@@ -436,6 +441,7 @@ impl From<LabelsArg> for LabelSource {
         match a {
             LabelsArg::Pdb => LabelSource::Pdb,
             LabelsArg::Annotation => LabelSource::Annotation,
+            LabelsArg::Target => LabelSource::Target,
         }
     }
 }
@@ -620,7 +626,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         Command::Sessions { json } => run_cmds::sessions(ctx, json, out),
         Command::Replay { .. } | Command::Demo { .. } => Err(input_error("`replay` and `demo` open the workbench")),
         Command::Import { command } => import_cmds::import(command, &*ctx.catalog()?, &ctx.data_dir()?, out),
-        Command::Report { ids, format } => run_cmds::report(ctx, &ids, &format, out),
+        Command::Report { ids, format, labels } => run_cmds::report(ctx, &ids, &format, labels.map(Into::into), out),
         Command::Judges { ids, json } => judges_cmds::judges(ctx, &ids, json, out),
         Command::Export { id, format, output } => run_cmds::export(ctx, &id, &format, output.as_deref(), out),
         #[cfg(feature = "local-model")]

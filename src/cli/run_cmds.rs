@@ -423,7 +423,7 @@ fn export_interviews(
         "csv" => results::csv(events, &*ctx.catalog()?),
         "md" => {
             let mut md = Vec::new();
-            report(ctx, &[id.to_string()], "md", &mut md)?;
+            report(ctx, &[id.to_string()], "md", None, &mut md)?;
             format!("# Session {id}\n\n{}", String::from_utf8_lossy(&md))
         }
         other => {
@@ -437,7 +437,13 @@ fn export_interviews(
 }
 
 /// Summary tables of one or more sessions, recomputed from their journals, side by side.
-pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+pub fn report(
+    ctx: &Ctx,
+    ids: &[String],
+    format: &str,
+    labels: Option<crate::domain::character::LabelSource>,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
     let catalog = &*ctx.catalog()?;
     if !matches!(format, "md" | "json") {
         return Err(input_error(format!("unknown format \"{}\" (md, json)", safe(format))));
@@ -475,7 +481,7 @@ pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> a
             id.clone(),
             label("rpa"),
             label("judge"),
-            results::summary(&events, catalog),
+            results::summary_against(&events, catalog, labels),
         ));
         adapted.push((id.clone(), crate::study::adaptation_lines(&events)));
     }
@@ -485,19 +491,20 @@ pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> a
                 .iter()
                 .zip(&adapted)
                 .map(|((id, rpa, judge, summary), (_, adapted))| {
-                    json!({"session": id, "rpa": rpa, "judge": judge, "summary": summary, "adapted": adapted})
+                    let mut entry =
+                        json!({"session": id, "rpa": rpa, "judge": judge, "summary": summary, "adapted": adapted});
+                    if let Some(source) = labels {
+                        entry["labels"] = json!(source.name());
+                    }
+                    entry
                 })
-                .chain(
-                    observer_sessions
-                        .iter()
-                        .map(|(id, _, stats, human)| {
-                            let mut entry = json!({"session": id, "kind": "observers", "statistics": stats});
-                            if let Some(h) = human {
-                                entry["human_ratings"] = h.to_json();
-                            }
-                            entry
-                        }),
-                )
+                .chain(observer_sessions.iter().map(|(id, _, stats, human)| {
+                    let mut entry = json!({"session": id, "kind": "observers", "statistics": stats});
+                    if let Some(h) = human {
+                        entry["human_ratings"] = h.to_json();
+                    }
+                    entry
+                }))
                 .chain(
                     rolebench_sessions
                         .iter()
@@ -528,6 +535,9 @@ pub fn report(ctx: &Ctx, ids: &[String], format: &str, out: &mut dyn Write) -> a
             }
             if sessions.is_empty() {
                 return Ok(ExitCode::SUCCESS);
+            }
+            if let Some(source) = labels {
+                writeln!(out, "Against the {} labels.\n", source.name())?;
             }
             writeln!(
                 out,

@@ -65,12 +65,26 @@ impl Serialize for Label {
     }
 }
 
-/// Where a label comes from: the Personality Database vote (BFI, 16P) or the paper's expert annotation.
+/// Where a label comes from: the Personality Database vote (BFI, 16P), the paper's expert annotation,
+/// or the character's author (`[targets]`: the personality the author meant).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LabelSource {
     Pdb,
     Annotation,
+    Target,
+}
+
+impl LabelSource {
+    pub const ALL: [LabelSource; 3] = [LabelSource::Pdb, LabelSource::Annotation, LabelSource::Target];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LabelSource::Pdb => "pdb",
+            LabelSource::Annotation => "annotation",
+            LabelSource::Target => "target",
+        }
+    }
 }
 
 /// scale id → dimension name → label.
@@ -80,6 +94,10 @@ pub type LabelSet = BTreeMap<String, BTreeMap<String, Label>>;
 pub struct Labels {
     pub pdb: LabelSet,
     pub annotation: LabelSet,
+    /// What the author meant: a letter target (H/L) has no score and counts as its band (see
+    /// `metrics::alignment`); a numeric one is a label like the others.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub target: LabelSet,
 }
 
 impl Labels {
@@ -87,6 +105,15 @@ impl Labels {
         match source {
             LabelSource::Pdb => &self.pdb,
             LabelSource::Annotation => &self.annotation,
+            LabelSource::Target => &self.target,
+        }
+    }
+
+    pub fn source_mut(&mut self, source: LabelSource) -> &mut LabelSet {
+        match source {
+            LabelSource::Pdb => &mut self.pdb,
+            LabelSource::Annotation => &mut self.annotation,
+            LabelSource::Target => &mut self.target,
         }
     }
 
@@ -95,12 +122,24 @@ impl Labels {
     }
 
     /// The labels that decide which dimensions are marginal: PDb where the character has PDb labels for
-    /// the scale (BFI and 16P in the paper), the annotation otherwise.
+    /// the scale (BFI and 16P in the paper), the annotation where it has that, else the targets (a
+    /// character of one's own has only those).
     pub fn exclusion_source(&self, scale: &str) -> LabelSource {
         if self.pdb.contains_key(scale) {
             LabelSource::Pdb
-        } else {
+        } else if self.annotation.contains_key(scale) || !self.target.contains_key(scale) {
             LabelSource::Annotation
+        } else {
+            LabelSource::Target
+        }
+    }
+
+    /// The labels that decide marginality when comparing with `source`: the targets decide for
+    /// themselves (a dimension without a target is left out); the paper's sources as above.
+    pub fn exclusion_for(&self, scale: &str, source: LabelSource) -> LabelSource {
+        match source {
+            LabelSource::Target => LabelSource::Target,
+            _ => self.exclusion_source(scale),
         }
     }
 }
@@ -122,6 +161,24 @@ pub struct Character {
     /// Identifiers of this character in other role-playing projects (ChatHaruhi, RoleLLM, …).
     pub agents: BTreeMap<String, String>,
     pub labels: Labels,
+    /// Kept from a character card it was imported from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub card: Option<CardInfo>,
+}
+
+/// What a character card says about itself beyond the role-play: its tags, creator and version.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CardInfo {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub creator: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    /// The card's own notes (`creator_notes`), not part of the role-play.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub notes: String,
 }
 
 impl Character {
@@ -150,6 +207,93 @@ impl Character {
             || self.reference_id.as_deref().is_some_and(|r| r.eq_ignore_ascii_case(n))
             || self.name.eq_ignore_ascii_case(n)
             || self.aliases.iter().any(|a| a.eq_ignore_ascii_case(n))
+    }
+
+    /// The version of what the role-playing agent is given: the lowercase hex SHA-256 of the prompt,
+    /// the memories (dialogue chunks), the experimenter and the language. Names, labels, targets and
+    /// card metadata do not change it; any edit that can change an answer does.
+    pub fn version(&self, memories: &[String]) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        // Length-prefixed fields, so no two different inputs hash the same bytes.
+        let mut field = |bytes: &[u8]| {
+            h.update((bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        };
+        field(self.description.as_bytes());
+        field(self.experimenter.as_bytes());
+        field(self.language.code().as_bytes());
+        field(&(memories.len() as u64).to_le_bytes());
+        for m in memories {
+            field(m.as_bytes());
+        }
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The character file that parses back to `self` (`Character::parse(to_toml(c)) == c`).
+    pub fn to_toml(&self) -> String {
+        let mut root = toml::Table::new();
+        let s = |v: &str| toml::Value::String(v.to_string());
+        let list = |v: &[String]| toml::Value::Array(v.iter().map(|x| s(x)).collect());
+        root.insert("id".into(), s(&self.id));
+        if let Some(r) = &self.reference_id {
+            root.insert("reference_id".into(), s(r));
+        }
+        root.insert("name".into(), s(&self.name));
+        root.insert("aliases".into(), list(&self.aliases));
+        root.insert("language".into(), s(self.language.code()));
+        root.insert("experimenter".into(), s(&self.experimenter));
+        root.insert("work".into(), s(&self.work));
+        root.insert("catchphrases".into(), list(&self.catchphrases));
+        root.insert("description".into(), s(&self.description));
+        if !self.agents.is_empty() {
+            let agents = self.agents.iter().map(|(k, v)| (k.clone(), s(v))).collect();
+            root.insert("agents".into(), toml::Value::Table(agents));
+        }
+        if let Some(card) = &self.card
+            && let Ok(toml::Value::Table(t)) = toml::Value::try_from(card)
+        {
+            root.insert("card".into(), toml::Value::Table(t));
+        }
+        let set_table = |set: &LabelSet, full: bool| -> toml::Table {
+            set.iter()
+                .map(|(scale, dims)| {
+                    let dims = dims
+                        .iter()
+                        .map(|(d, l)| {
+                            let score = l.score.map_or_else(|| s(&format!("{:?}", l.kind)), toml::Value::Float);
+                            let value = if full {
+                                let mut t = toml::Table::new();
+                                t.insert(
+                                    "score".into(),
+                                    l.score.map_or_else(|| s("X"), toml::Value::Float),
+                                );
+                                t.insert("type".into(), s(&format!("{:?}", l.kind)));
+                                toml::Value::Table(t)
+                            } else {
+                                score
+                            };
+                            (d.clone(), value)
+                        })
+                        .collect();
+                    (scale.clone(), toml::Value::Table(dims))
+                })
+                .collect()
+        };
+        let mut labels = toml::Table::new();
+        for source in [LabelSource::Pdb, LabelSource::Annotation] {
+            let set = self.labels.source(source);
+            if !set.is_empty() {
+                labels.insert(source.name().into(), toml::Value::Table(set_table(set, true)));
+            }
+        }
+        if !labels.is_empty() {
+            root.insert("labels".into(), toml::Value::Table(labels));
+        }
+        if !self.labels.target.is_empty() {
+            root.insert("targets".into(), toml::Value::Table(set_table(&self.labels.target, false)));
+        }
+        toml::to_string(&root).unwrap_or_default()
     }
 
     /// Parses and validates a character file; `scale` looks up the scales its labels name.
@@ -181,6 +325,38 @@ struct RawCharacter {
     agents: BTreeMap<String, String>,
     #[serde(default)]
     labels: RawLabels,
+    #[serde(default)]
+    targets: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+    card: Option<CardInfo>,
+}
+
+/// A scale's targets: a type code for the whole scale ("ENFP"), or a table of dimension → "H" | "L" |
+/// number.
+enum RawTargets {
+    Code(String),
+    Dimensions(Vec<(String, RawScore)>),
+}
+
+impl RawTargets {
+    fn of(value: toml::Value) -> Result<RawTargets, String> {
+        match value {
+            toml::Value::String(code) => Ok(RawTargets::Code(code)),
+            toml::Value::Table(t) => t
+                .into_iter()
+                .map(|(d, v)| match v {
+                    toml::Value::String(s) => Ok((d, RawScore::Text(s))),
+                    toml::Value::Float(x) => Ok((d, RawScore::Number(x))),
+                    toml::Value::Integer(i) => Ok((d, RawScore::Number(i as f64))),
+                    other => Err(format!("target of {d}: {} is not \"H\", \"L\" or a number", other.type_str())),
+                })
+                .collect::<Result<_, _>>()
+                .map(RawTargets::Dimensions),
+            other => Err(format!(
+                "targets: a {} is not a type code (\"ENFP\") or a table of dimensions",
+                other.type_str()
+            )),
+        }
+    }
 }
 
 type RawLabelSet = BTreeMap<Spanned<String>, BTreeMap<Spanned<String>, Spanned<RawLabel>>>;
@@ -240,10 +416,7 @@ impl RawCharacter {
             (LabelSource::Pdb, self.labels.pdb),
             (LabelSource::Annotation, self.labels.annotation),
         ] {
-            let set = match source {
-                LabelSource::Pdb => &mut labels.pdb,
-                LabelSource::Annotation => &mut labels.annotation,
-            };
+            let set = labels.source_mut(source);
             for (scale_id, dims) in raw_set {
                 let Some(scale) = scale(scale_id.get_ref()) else {
                     errors.push(src.at(
@@ -306,6 +479,33 @@ impl RawCharacter {
                 set.insert(scale_id.into_inner(), out);
             }
         }
+        for (scale_id, raw) in self.targets {
+            let Some(scale) = scale(scale_id.get_ref()) else {
+                errors.push(src.at(
+                    scale_id.span(),
+                    format!("targets name unknown scale \"{}\"", scale_id.get_ref()),
+                ));
+                continue;
+            };
+            let span = raw.span();
+            // A dimension's error points at its line within the scale's entry.
+            let at = |dimension: Option<&str>| {
+                // (A table's span may cover only its header: look on from its start.)
+                let text = src.text.get(span.start..).unwrap_or("");
+                let offset = dimension.and_then(|d| text.find(d)).unwrap_or(0);
+                span.start + offset..span.end
+            };
+            match RawTargets::of(raw.into_inner()).and_then(|raw| targets(scale, raw)) {
+                Ok(set) => {
+                    labels.target.insert(scale_id.into_inner(), set);
+                }
+                Err(message) => {
+                    let dimension = scale.dimensions.iter().map(|d| d.name.as_str()).find(|d| message.contains(&format!(" {d}:")) || message.contains(&format!("\"{d}\"")));
+                    let unknown = message.split('"').nth(1).filter(|_| message.contains("no dimension"));
+                    errors.push(src.at(at(dimension.or(unknown)), message));
+                }
+            }
+        }
         if !errors.is_empty() {
             errors.sort_by_key(|d| (d.line, d.column));
             return Err(errors);
@@ -322,8 +522,89 @@ impl RawCharacter {
             catchphrases: self.catchphrases,
             agents: self.agents,
             labels,
+            card: self.card,
         })
     }
+}
+
+/// The target of one dimension: "H" / "L", or a score in the scale's dimension range.
+pub fn target(scale: &Scale, dimension: &str, value: &str) -> Result<Label, String> {
+    let raw = match value.trim().parse::<f64>() {
+        Ok(x) => RawScore::Number(x),
+        Err(_) => RawScore::Text(value.trim().to_string()),
+    };
+    dimension_target(scale, dimension, raw)
+}
+
+fn dimension_target(scale: &Scale, dimension: &str, raw: RawScore) -> Result<Label, String> {
+    let (min, max) = scale.dimension_range();
+    match raw {
+        RawScore::Number(x) if x.is_finite() && (min..=max).contains(&x) => Ok(Label {
+            score: Some(x),
+            kind: LabelType::of_normalized((x - min) / (max - min)),
+        }),
+        RawScore::Number(x) => Err(format!(
+            "{} {dimension}: target {x} is outside [{min}, {max}]",
+            scale.id
+        )),
+        RawScore::Text(t) if t.eq_ignore_ascii_case("H") => Ok(Label {
+            score: None,
+            kind: LabelType::H,
+        }),
+        RawScore::Text(t) if t.eq_ignore_ascii_case("L") => Ok(Label {
+            score: None,
+            kind: LabelType::L,
+        }),
+        RawScore::Text(t) => Err(format!(
+            "{} {dimension}: target \"{t}\" must be \"H\", \"L\" or a number in [{min}, {max}]",
+            scale.id
+        )),
+    }
+}
+
+/// A scale's targets, from a type code (one letter per dimension, as `Character::code` writes them;
+/// "X" leaves a dimension without a target) or per dimension.
+fn targets(scale: &Scale, raw: RawTargets) -> Result<BTreeMap<String, Label>, String> {
+    let mut out = BTreeMap::new();
+    match raw {
+        RawTargets::Code(code) => {
+            let letters: Vec<char> = code.trim().chars().collect();
+            let expected: String = scale.dimensions.iter().map(|d| d.letter(Some(true)).to_string() + "/" + d.letter(Some(false))).collect::<Vec<_>>().join(" ");
+            if letters.len() != scale.dimensions.len() {
+                return Err(
+                    format!(
+                        "{}: the code \"{code}\" needs one letter per dimension ({expected})",
+                        scale.id
+                    ),
+                );
+            }
+            for (d, c) in scale.dimensions.iter().zip(letters) {
+                let is = |high: bool| d.letter(Some(high)).eq_ignore_ascii_case(&c.to_string());
+                let kind = if is(true) {
+                    LabelType::H
+                } else if is(false) {
+                    LabelType::L
+                } else if c.eq_ignore_ascii_case(&'x') {
+                    continue;
+                } else {
+                    return Err(
+                        format!("{}: \"{c}\" in \"{code}\" is not a letter of {} ({})", scale.id, d.name, expected),
+                    );
+                };
+                out.insert(d.name.clone(), Label { score: None, kind });
+            }
+        }
+        RawTargets::Dimensions(dims) => {
+            for (dim, raw) in dims {
+                if scale.dimension_index(&dim).is_none() {
+                    return Err(format!("scale {} has no dimension \"{dim}\"", scale.id));
+                }
+                let label = dimension_target(scale, &dim, raw)?;
+                out.insert(dim, label);
+            }
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

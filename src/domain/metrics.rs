@@ -83,8 +83,9 @@ impl Tally {
 
 /// Computes the alignment metrics for one scale whose dimension scores live in `range`
 /// ([min, max] of the scale, or [0, 100] for 16Personalities).
-/// A pair is scored when it is not marginal and its label has a numeric score; its predicted type is
-/// H when predicted > middle (a tie at the middle is L). Returns `None` when nothing could be scored.
+/// A pair is scored when it is not marginal and its label has a numeric score (or is a letter target:
+/// then the error is the distance to the label's band); its predicted type is H when predicted >
+/// middle (a tie at the middle is L). Returns `None` when nothing could be scored.
 pub fn alignment(range: (f64, f64), dimension_order: &[String], rows: &[AlignmentRow]) -> Option<Alignment> {
     let (min, max) = range;
     let middle = (min + max) / 2.0;
@@ -100,8 +101,12 @@ pub fn alignment(range: (f64, f64), dimension_order: &[String], rows: &[Alignmen
 
     for row in rows {
         let pair = (row.character.as_str(), row.dimension.as_str());
-        let label_score = match row.label.score {
-            Some(s) if !row.marginal => s,
+        // A letter target (H or L without a score) is its band: ≥ 0.6 or ≤ 0.4 of the range; the error
+        // is the distance to the band, 0 inside it. Labels of the paper always have a score or are X.
+        let error = match (row.marginal, row.label.score, row.label.kind) {
+            (false, Some(s), _) => (row.predicted - s) / span,
+            (false, None, LabelType::H) => (row.predicted - (min + 0.6 * span)).min(0.0) / span,
+            (false, None, LabelType::L) => (row.predicted - (min + 0.4 * span)).max(0.0) / span,
             _ => {
                 excluded.insert(pair);
                 continue;
@@ -115,7 +120,6 @@ pub fn alignment(range: (f64, f64), dimension_order: &[String], rows: &[Alignmen
             LabelType::L
         };
         let correct = predicted_type == row.label.kind;
-        let error = (row.predicted - label_score) / span;
         overall.entry(row.repeat).or_default().add(correct, error);
         per_dim
             .entry(pair.1)
@@ -194,6 +198,39 @@ pub fn std_score<'a>(per_dimension_across_repeats: impl IntoIterator<Item = &'a 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_letter_target_is_scored_by_its_band() {
+        let order = vec!["A".to_string()];
+        let target = |kind| Label { score: None, kind };
+        let at = |p: f64, kind| {
+            let r = AlignmentRow {
+                character: "c".into(),
+                dimension: "A".into(),
+                repeat: 0,
+                predicted: p,
+                label: target(kind),
+                marginal: false,
+            };
+            alignment((1.0, 5.0), &order, &[r]).unwrap().overall
+        };
+        // [1, 5]: the H band starts at 3.4, the L band ends at 2.6.
+        assert_eq!((at(4.0, LabelType::H).acc_dim, at(4.0, LabelType::H).mae), (1.0, 0.0));
+        assert!((at(2.6, LabelType::H).mae - 0.2).abs() < 1e-12);
+        assert_eq!(at(2.6, LabelType::H).acc_dim, 0.0);
+        assert!((at(4.6, LabelType::L).mae - 0.5).abs() < 1e-12);
+        assert_eq!(at(2.0, LabelType::L).mae, 0.0);
+        // A dimension without a target (X, no score) is left out, as a marginal label is.
+        let none = AlignmentRow {
+            character: "c".into(),
+            dimension: "A".into(),
+            repeat: 0,
+            predicted: 3.0,
+            label: target(LabelType::X),
+            marginal: false,
+        };
+        assert!(alignment((1.0, 5.0), &order, &[none]).is_none());
+    }
 
     fn row(c: &str, d: &str, r: u32, p: f64, score: Option<f64>, kind: LabelType, marginal: bool) -> AlignmentRow {
         AlignmentRow {

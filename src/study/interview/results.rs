@@ -142,21 +142,27 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
     json!({"session": session, "interviews": interviews, "assessments": assessments})
 }
 
-/// Alignment inputs for one scale × method.
-pub fn rows(catalog: &Catalog, scale_id: &str, list: &[&Assessment]) -> Vec<AlignmentRow> {
+/// Alignment inputs for one scale × method, against `labels` (`None`: the paper's choice, PDb where
+/// the character has it, else the annotation).
+pub fn rows(catalog: &Catalog, scale_id: &str, list: &[&Assessment], labels: Option<LabelSource>) -> Vec<AlignmentRow> {
     list.iter()
         .filter_map(|a| {
             let c = catalog.character(&a.character)?;
             let score = a.score?;
-            let exclusion = c.labels.exclusion_source(scale_id);
-            let label = *c.labels.get(exclusion, scale_id, &a.dimension)?;
+            let source = labels.unwrap_or_else(|| c.labels.exclusion_source(scale_id));
+            let label = *c.labels.get(source, scale_id, &a.dimension)?;
+            let exclusion = c.labels.exclusion_for(scale_id, source);
+            let marginal = c
+                .labels
+                .get(exclusion, scale_id, &a.dimension)
+                .is_none_or(|l| l.kind == LabelType::X);
             Some(AlignmentRow {
                 character: a.character.clone(),
                 dimension: a.dimension.clone(),
                 repeat: a.repeat,
                 predicted: score,
                 label,
-                marginal: label.kind == LabelType::X,
+                marginal,
             })
         })
         .collect()
@@ -173,6 +179,11 @@ impl SummaryRow {
 }
 
 pub fn summary(events: &[Event], catalog: &Catalog) -> Vec<SummaryRow> {
+    summary_against(events, catalog, None)
+}
+
+/// [`summary`] against the chosen labels (`None`: the paper's choice).
+pub fn summary_against(events: &[Event], catalog: &Catalog, labels: Option<LabelSource>) -> Vec<SummaryRow> {
     let all = latest_assessments(events);
     let mut by: BTreeMap<(String, Method), Vec<&Assessment>> = BTreeMap::new();
     for a in all {
@@ -185,7 +196,7 @@ pub fn summary(events: &[Event], catalog: &Catalog) -> Vec<SummaryRow> {
         };
         let (min, max) = scale.dimension_range();
         let order: Vec<String> = scale.dimensions.iter().map(|d| d.name.clone()).collect();
-        let alignment = metrics::alignment((min, max), &order, &rows(catalog, &scale_id, &list));
+        let alignment = metrics::alignment((min, max), &order, &rows(catalog, &scale_id, &list, labels));
         let repeats = list.iter().map(|a| a.repeat).max().map_or(0, |r| r + 1);
         let item_span = scale.range.span();
         let (mut per_item, mut per_dim_repeat, mut per_dim) = (

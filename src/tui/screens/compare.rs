@@ -181,7 +181,7 @@ pub fn accuracy(ctx: &Ctx, character: &str, scale: &str, method: Method) -> Opti
         .filter(|a| a.character == character && a.scale == scale && a.method == method)
         .collect();
     let order: Vec<String> = s.dimensions.iter().map(|d| d.name.clone()).collect();
-    let a = alignment(s.dimension_range(), &order, &rows(ctx.catalog, scale, &list))?;
+    let a = alignment(s.dimension_range(), &order, &rows(ctx.catalog, scale, &list, None))?;
     Some((a.overall.acc_dim, a.overall.mae))
 }
 

@@ -187,7 +187,8 @@ impl Inspect {
             Command::Toggle => {
                 self.labels = Some(match self.labels(ctx) {
                     LabelSource::Pdb => LabelSource::Annotation,
-                    LabelSource::Annotation => LabelSource::Pdb,
+                    LabelSource::Annotation => LabelSource::Target,
+                    LabelSource::Target => LabelSource::Pdb,
                 });
             }
             Command::ScrollUp => self.scroll = self.scroll.saturating_sub(5),
@@ -342,10 +343,7 @@ impl Component for Inspect {
         let methods = ctx.methods();
         let method = methods[self.method % methods.len().max(1)];
         let [header, body] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
-        let labels = match self.labels(ctx) {
-            LabelSource::Pdb => "pdb",
-            LabelSource::Annotation => "annotation",
-        };
+        let labels = self.labels(ctx).name();
         frame.render_widget(
             Paragraph::new(Line::from(vec![
                 Span::styled(

@@ -289,6 +289,7 @@ fn render_dots(view: &JudgesView, frame: &mut Frame, area: Rect, ctx: &Ctx, (c, 
             let color = match source {
                 LabelSource::Pdb => theme.label_pdb,
                 LabelSource::Annotation => theme.label_annotation,
+                LabelSource::Target => theme.label_target,
             };
             Some(((score - min) / (max - min), color))
         });

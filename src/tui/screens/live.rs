@@ -415,10 +415,7 @@ fn latest<'a>(ctx: &Ctx) -> Line<'a> {
             crate::domain::character::LabelType::L => " L",
             crate::domain::character::LabelType::X => " X",
         });
-        let source = match source {
-            crate::domain::character::LabelSource::Pdb => "pdb",
-            crate::domain::character::LabelSource::Annotation => "annotation",
-        };
+        let source = source.name();
         spans.push(Span::styled(
             format!(" · {source} {label}{kind}"),
             theme.fg(theme.label_pdb),
