@@ -151,6 +151,33 @@ impl Catalog {
     }
 
     /// A scale by id, case-insensitively.
+    /// Writes `character` as `<data dir>/characters/<id>.toml` (atomically: a crash leaves the old file
+    /// or the new one), after checking that the file parses back to it. A bundled id is refused: a
+    /// bundled character is edited as a copy under another id.
+    pub fn save_character(&self, data_dir: &Path, character: &Character) -> Result<PathBuf, SaveError> {
+        if self
+            .character_entry(&character.id)
+            .is_some_and(|e| e.origin == Origin::Bundled && e.value.id == character.id)
+        {
+            return Err(SaveError::Bundled(character.id.clone()));
+        }
+        let dir = data_dir.join("characters");
+        let path = dir.join(format!("{}.toml", character.id));
+        let text = character.to_toml();
+        let parsed = Character::parse(Source::new(&path.display().to_string(), &text), |id| self.scale(id))
+            .map_err(|e| SaveError::Invalid(e.iter().map(|d| d.message.clone()).collect::<Vec<_>>().join("; ")))?;
+        if parsed != *character {
+            return Err(SaveError::Invalid("the file would not read back as written".into()));
+        }
+        let write = |e: std::io::Error| SaveError::Write(format!("{}: {e}", path.display()));
+        std::fs::create_dir_all(&dir).map_err(write)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(write)?;
+        std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(write)?;
+        tmp.as_file().sync_all().map_err(write)?;
+        tmp.persist(&path).map_err(|e| write(e.error))?;
+        Ok(path)
+    }
+
     pub fn scale(&self, id: &str) -> Option<&Scale> {
         self.scale_entry(id).map(|e| &e.value)
     }
@@ -252,6 +279,17 @@ fn toml_files(dir: &Path, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
+}
+
+/// Why a character was not saved.
+#[derive(Debug, thiserror::Error)]
+pub enum SaveError {
+    #[error("{0} is bundled and read-only: duplicate it to edit a copy")]
+    Bundled(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("cannot write {0}")]
+    Write(String),
 }
 
 /// The scales and characters built into the binary do not parse: a build problem, never the user's.

@@ -237,15 +237,22 @@ pub fn show_character(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Wri
                 .code(scale, source)
                 .filter(|code| code.chars().count() <= 8)
                 .unwrap_or_default();
-            for (i, d) in scale.dimensions.iter().enumerate() {
+            let mut first = true;
+            for d in &scale.dimensions {
                 let Some(label) = dims.get(&d.name) else { continue };
                 t.row(vec![
-                    if i == 0 { safe(&scale.id) } else { String::new() },
-                    if i == 0 { code.clone() } else { String::new() },
+                    if first { safe(&scale.id) } else { String::new() },
+                    if first { code.clone() } else { String::new() },
                     safe(&d.name),
-                    label.score.map_or("X".into(), |s| num(Some(s))),
+                    // A letter target has no score; an unknown label is X.
+                    match (label.score, label.kind) {
+                        (Some(s), _) => num(Some(s)),
+                        (None, crate::domain::character::LabelType::X) => "X".into(),
+                        (None, _) => "–".into(),
+                    },
                     format!("{:?}", label.kind),
                 ]);
+                first = false;
             }
         }
         write!(out, "{}", t.render())?;

@@ -54,6 +54,7 @@ pub enum Screen {
     Observers,
     Annotate,
     Rolebench,
+    Persona,
 }
 
 impl Screen {
@@ -69,6 +70,7 @@ impl Screen {
             Screen::Observers => Mode::Observers,
             Screen::Annotate => Mode::Annotate,
             Screen::Rolebench => Mode::Rolebench,
+            Screen::Persona => Mode::Persona,
         }
     }
 
@@ -84,6 +86,7 @@ impl Screen {
             Screen::Observers => "Observers",
             Screen::Annotate => "Annotate",
             Screen::Rolebench => "RoleBench",
+            Screen::Persona => "Persona",
         }
     }
 
@@ -96,11 +99,12 @@ impl Screen {
             Screen::Observers => "Obs.",
             Screen::Annotate => "Ann.",
             Screen::Rolebench => "RB",
+            Screen::Persona => "Pers.",
             other => other.title(),
         }
     }
 
-    pub const TABS: [Screen; 9] = [
+    pub const TABS: [Screen; 10] = [
         Screen::Setup,
         Screen::Live,
         Screen::Inspector,
@@ -110,6 +114,7 @@ impl Screen {
         Screen::Observers,
         Screen::Annotate,
         Screen::Rolebench,
+        Screen::Persona,
     ];
 }
 
@@ -204,6 +209,8 @@ pub enum Action {
     ChatRetry,
     /// The chat reply ended (`Err` says why it failed).
     ChatDone(Result<(), String>),
+    /// The catalog as loaded again after a character was saved (`Err`: why it was not saved).
+    Saved(Result<(String, Arc<Catalog>), String>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -261,6 +268,8 @@ pub enum Effect {
         history: Vec<(String, String)>,
         text: String,
     },
+    /// Write a character to the data dir and load the catalog again.
+    SaveCharacter(Box<crate::domain::character::Character>),
     Quit,
 }
 
@@ -295,6 +304,7 @@ pub struct App {
     pub observers: Observers,
     pub annotate: Annotate,
     pub rolebench: Rolebench,
+    pub persona: crate::tui::screens::persona::Persona,
     /// The "re-assess with…" dialog, when open: it takes the keys until it closes.
     pub reassess: Option<ReassessDialog>,
 }
@@ -432,6 +442,7 @@ impl App {
             observers: Observers::default(),
             annotate: Annotate::default(),
             rolebench: Rolebench::default(),
+            persona: Default::default(),
             reassess: None,
         }
     }
@@ -458,6 +469,7 @@ impl App {
             Screen::Observers => &self.observers,
             Screen::Annotate => &self.annotate,
             Screen::Rolebench => &self.rolebench,
+            Screen::Persona => &self.persona,
         }
     }
 
@@ -546,6 +558,18 @@ impl App {
             Action::ChatToken(t) => self.chat.token(&t),
             Action::ChatRetry => self.chat.retry(),
             Action::ChatDone(result) => self.chat.done(result),
+            Action::Saved(Ok((id, catalog))) => {
+                self.catalog = catalog;
+                self.persona.draft = None;
+                if let Some(i) = crate::tui::screens::persona::listed(&self.catalog)
+                    .iter()
+                    .position(|e| e.value.id == id)
+                {
+                    self.persona.cursor = i;
+                }
+                self.flash = Some(format!("saved {id}"));
+            }
+            Action::Saved(Err(e)) => self.flash = Some(format!("not saved: {e}")),
         }
         Vec::new()
     }
@@ -610,6 +634,11 @@ impl App {
             ListId::Dimensions | ListId::InspectItems => self.inspect.click(list, row),
             ListId::Sessions => self.sessions.click(row),
             ListId::CompareTable => self.compare.click(row),
+            ListId::PersonaCharacters => {
+                if let Some(row) = row {
+                    self.persona.cursor = row.min(self.catalog.characters.len().saturating_sub(1));
+                }
+            }
         }
     }
 
@@ -635,6 +664,7 @@ impl App {
                 Screen::Annotate => self.annotate.key(event, key, &ctx!(self)),
                 Screen::Chat => self.chat.key(event, key, &ctx!(self)),
                 Screen::Setup => self.setup.type_key(key, &event).then(Vec::new),
+                Screen::Persona => self.persona.key(event, key, &ctx!(self)),
                 _ => None,
             };
             if let Some(requests) = typed {
@@ -734,6 +764,7 @@ impl App {
                 self.screen = Screen::Observers;
                 return vec![Effect::ListSessions];
             }
+            Command::GoPersona => self.screen = Screen::Persona,
             Command::DemoNext => return self.demo_next(),
             _ => {
                 let requests = match self.screen {
@@ -747,6 +778,7 @@ impl App {
                     Screen::Observers => self.observers.command(cmd, &ctx!(self)),
                     Screen::Annotate => self.annotate.command(cmd, &ctx!(self)),
                     Screen::Rolebench => self.rolebench.command(cmd, &ctx!(self)),
+                    Screen::Persona => self.persona.command(cmd, &ctx!(self)),
                 };
                 return self.apply(requests);
             }

@@ -22,6 +22,7 @@ pub enum Mode {
     Observers,
     Annotate,
     Rolebench,
+    Persona,
     /// The "re-assess with…" dialog, over Sessions or the Inspector.
     Reassess,
 }
@@ -49,6 +50,7 @@ impl Mode {
             Mode::Observers => &[Up, Down],
             Mode::Annotate => &[Up, Down, PageUp, PageDown, Top, Bottom, NextPane],
             Mode::Rolebench => &[Up, Down, PageUp, PageDown, Top, Bottom, NextPane, PrevPane, Select],
+            Mode::Persona => &[Up, Down, PageUp, PageDown, Top, Bottom, Select],
         };
         matches!(
             cmd,
@@ -63,6 +65,7 @@ impl Mode {
                 | GoObservers
                 | GoAnnotate
                 | GoRolebench
+                | GoPersona
                 | DemoNext
         ) || navigation.contains(&cmd)
     }
@@ -79,7 +82,7 @@ impl Mode {
         }
     }
 
-    pub const ALL: [Mode; 12] = [
+    pub const ALL: [Mode; 13] = [
         Mode::Global,
         Mode::Welcome,
         Mode::Setup,
@@ -91,6 +94,7 @@ impl Mode {
         Mode::Observers,
         Mode::Annotate,
         Mode::Rolebench,
+        Mode::Persona,
         Mode::Reassess,
     ];
 
@@ -107,6 +111,7 @@ impl Mode {
             Mode::Observers => "observers",
             Mode::Annotate => "annotate",
             Mode::Rolebench => "rolebench",
+            Mode::Persona => "persona",
             Mode::Reassess => "reassess",
         }
     }
@@ -148,6 +153,9 @@ commands! {
     GoObservers => "go-observers", "observers screen";
     GoAnnotate => "go-annotate", "annotate screen";
     GoRolebench => "go-rolebench", "RoleBench screen";
+    GoPersona => "go-persona", "persona screen: write and edit characters, their targets, probes";
+    Duplicate => "duplicate", "duplicate the character into a copy you can edit";
+    NewCharacter => "new-character", "write a new character";
     Limit => "limit", "how many questions: 10, 20, 50 or all (a seeded sample)";
     Reveal => "reveal", "show or hide the interviewer's judgement before answering";
     Sample => "sample", "every case, or a seeded sample of 100 / 50 / 20";
@@ -209,6 +217,12 @@ impl Command {
             (Mode::Compare, Command::Up | Command::Down) => {
                 "move in the session table (the pair table in the assessments view)"
             }
+            (Mode::Persona, Command::Select) => "edit the character (yours; a bundled one: d duplicates it)",
+            (Mode::Persona, Command::Start) => {
+                "probe: interview the character on the setup's scales and methods (the targets' scale if none)"
+            }
+            (Mode::Persona, Command::NextMethod) => "next scale for the targets",
+            (Mode::Persona, Command::PrevMethod) => "previous scale for the targets",
             (Mode::Chat, Command::NextUnit) => "next character",
             (Mode::Chat, Command::PrevUnit) => "previous character",
             (Mode::Observers, Command::NextUnit) => "next subject",
@@ -384,6 +398,8 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Global, "8", Command::GoAnnotate),
     (Mode::Global, "9", Command::GoRolebench),
     (Mode::Global, "f10", Command::GoRolebench),
+    (Mode::Global, "0", Command::GoPersona),
+    (Mode::Global, "f11", Command::GoPersona),
     (Mode::Global, "up", Command::Up),
     (Mode::Global, "down", Command::Down),
     (Mode::Global, "k", Command::Up),
@@ -448,6 +464,11 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Observers, "c", Command::StartCharacter),
     (Mode::Observers, "ctrl-u", Command::ScrollUp),
     (Mode::Observers, "ctrl-d", Command::ScrollDown),
+    (Mode::Persona, "d", Command::Duplicate),
+    (Mode::Persona, "a", Command::NewCharacter),
+    (Mode::Persona, "ctrl-r", Command::Start),
+    (Mode::Persona, "right", Command::NextMethod),
+    (Mode::Persona, "left", Command::PrevMethod),
     (Mode::Rolebench, "space", Command::Toggle),
     (Mode::Rolebench, "l", Command::Limit),
     (Mode::Rolebench, "ctrl-r", Command::Start),

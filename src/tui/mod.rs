@@ -489,6 +489,19 @@ impl Driver {
                     let _ = tx.send(Action::Sessions(list));
                 });
             }
+            Effect::SaveCharacter(character) => {
+                let saved = self
+                    .catalog
+                    .save_character(&self.data, &character)
+                    .map_err(|e| e.to_string())
+                    .and_then(|_| {
+                        Catalog::load(Some(&self.data)).map_err(|_| "the bundled assets are invalid".to_string())
+                    });
+                let _ = tx.send(Action::Saved(saved.map(|catalog| {
+                    self.catalog = Arc::new(catalog);
+                    (character.id.clone(), self.catalog.clone())
+                })));
+            }
             Effect::Chat {
                 character,
                 style,

@@ -372,12 +372,16 @@ impl Component for Compare {
         let n = range.len().max(3);
         let angle = |k: usize| std::f64::consts::FRAC_PI_2 - 2.0 * std::f64::consts::PI * k as f64 / n as f64;
         let point = |k: usize, r: f64| (r * angle(k).cos(), r * angle(k).sin());
+        // A letter target has no score: it is drawn where its band begins (0.6 / 0.4 of the range).
         let label = |source: LabelSource, d: usize| {
-            character
-                .labels
-                .get(source, &scale.id, &scale.dimensions[d].name)
-                .and_then(|l| l.score)
+            let l = character.labels.get(source, &scale.id, &scale.dimensions[d].name)?;
+            l.score.or(match l.kind {
+                LabelType::H => Some(min + 0.6 * (max - min)),
+                LabelType::L => Some(min + 0.4 * (max - min)),
+                LabelType::X => None,
+            })
         };
+        let targets = character.labels.target.contains_key(&scale.id);
         let mut series: Vec<(Color, Vec<Option<f64>>)> = Vec::new();
         for (i, m) in &shown {
             let v = range
@@ -397,6 +401,12 @@ impl Component for Compare {
                 .map(|&d| label(LabelSource::Annotation, d).map(norm))
                 .collect(),
         ));
+        if targets {
+            series.push((
+                theme.label_target,
+                range.iter().map(|&d| label(LabelSource::Target, d).map(norm)).collect(),
+            ));
+        }
         let grid = theme.border;
         // Axis names as wide as the radar leaves room for beside it.
         let label_width = (usize::from(inner.width) / 4).clamp(6, 14);
@@ -482,6 +492,9 @@ impl Component for Compare {
         }
         legend.push(Span::styled("■ pdb ", theme.fg(theme.label_pdb)));
         legend.push(Span::styled("■ annotation", theme.fg(theme.label_annotation)));
+        if targets {
+            legend.push(Span::styled(" ■ target", theme.fg(theme.label_target)));
+        }
         lines.push(Line::from(legend));
         for &d in &bars_range {
             let dim = &scale.dimensions[d];
@@ -500,6 +513,7 @@ impl Component for Compare {
             for (source, color, name) in [
                 (LabelSource::Pdb, theme.label_pdb, "pdb"),
                 (LabelSource::Annotation, theme.label_annotation, "annot."),
+                (LabelSource::Target, theme.label_target, "target"),
             ] {
                 let l = character.labels.get(source, &scale.id, &dim.name);
                 let Some(l) = l else { continue };
@@ -531,7 +545,7 @@ impl Component for Compare {
                         if marginal {
                             bar(l.score.map(norm)).replace('█', "▒")
                         } else {
-                            bar(l.score.map(norm))
+                            bar(label(source, d).map(norm))
                         },
                         style,
                     ),

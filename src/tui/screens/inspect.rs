@@ -288,7 +288,12 @@ pub fn verdict(
         _ => None,
     };
     (
-        label.score.map_or("X".into(), |s| format!("{s:.2}")),
+        // A letter target has no score: its letter says it all.
+        match (label.score, label.kind) {
+            (Some(s), _) => format!("{s:.2}"),
+            (None, LabelType::X) => "X".into(),
+            (None, _) => "–".into(),
+        },
         Some(label.kind),
         correct,
     )

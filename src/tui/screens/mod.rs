@@ -10,6 +10,7 @@ pub mod inspect;
 pub mod judges;
 pub mod live;
 pub mod observers;
+pub mod persona;
 pub mod reassess;
 pub mod rolebench;
 pub mod sessions;
@@ -167,6 +168,7 @@ pub enum ListId {
     InspectItems,
     Sessions,
     CompareTable,
+    PersonaCharacters,
 }
 
 /// Moves a list cursor for the up/down/page/top/bottom commands; false for any other command.

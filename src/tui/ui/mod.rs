@@ -62,21 +62,35 @@ pub fn render(frame: &mut Frame, app: &App) {
 
 fn render_tabs(frame: &mut Frame, app: &App, area: Rect) -> Vec<(Rect, Screen)> {
     let theme = app.theme();
-    // Below 100 columns the product name gives way to the tabs.
-    let narrow = area.width < 100;
+    // The tabs take what they need: the product name goes first, then the long titles.
+    // Titles: whole, short ("Insp."), or their first three letters on the narrowest terminals.
+    let label = |i: usize, s: &Screen, size: u8| {
+        // The tenth tab's key is 0.
+        let key = (i + 1) % 10;
+        match size {
+            0 => format!(" {key} {} ", s.title()),
+            1 => format!(" {key} {} ", s.short_title()),
+            _ => format!(" {key} {} ", s.title().chars().take(3).collect::<String>()),
+        }
+    };
+    let width = |size: u8| -> u16 {
+        Screen::TABS
+            .iter()
+            .enumerate()
+            .map(|(i, s)| label(i, s, size).chars().count() as u16 + 1)
+            .sum()
+    };
+    let short = (0..2).find(|&size| width(size) <= area.width).unwrap_or(2);
+    let named = width(short) + 13 <= area.width;
     let mut spans = Vec::new();
     let mut hits = Vec::new();
     let mut x = area.x;
-    if !narrow {
+    if named {
         spans.push(Span::styled(" incharacter ", theme.title()));
         x += 13;
     }
     for (i, s) in Screen::TABS.iter().enumerate() {
-        let label = if narrow {
-            format!(" {} {} ", i + 1, s.short_title())
-        } else {
-            format!(" {} {} ", i + 1, s.title())
-        };
+        let label = label(i, s, short);
         let width = label.chars().count() as u16;
         let style = if *s == app.screen {
             theme.selected().add_modifier(Modifier::BOLD)

@@ -3,6 +3,7 @@
 //! characters, one of them Chinese, BFI, ER_batch and OC), so the snapshots change only when the
 //! screens do.
 
+mod persona;
 mod subjects;
 
 use std::path::Path;

@@ -1,0 +1,680 @@
+//! The persona screen: write a character of one's own or edit an imported one — name, language,
+//! experimenter, the role-play prompt (a multi-line editor), catchphrases — and state the personality
+//! meant (targets per dimension: H, L, a number or none), then probe it (ctrl-r: a small run on the
+//! setup's scales, methods and providers) and see what the probe measured against the one before.
+//! Bundled characters are read-only: `d` makes an editable copy. It owns the draft being edited.
+
+use std::collections::BTreeMap;
+
+use ratatui::Frame;
+use ratatui::crossterm::event::{KeyEvent, KeyModifiers};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+
+use super::{Component, Ctx, Hits, ListId, Request, move_cursor};
+use crate::catalog::{Catalog, Origin};
+use crate::domain::character::{self, Character, Label, LabelType, Labels};
+use crate::domain::scale::{Language, Scale};
+use crate::text::terminal_safe as safe;
+use crate::tui::app::Effect;
+use crate::tui::keys::{Command, Key, KeyName};
+use crate::tui::ui::{block, fit, pad, window};
+
+/// The parts of the draft, in the order tab visits them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Id,
+    Name,
+    Language,
+    Experimenter,
+    Catchphrases,
+    Prompt,
+    Targets,
+}
+
+const FIELDS: [Field; 7] = [
+    Field::Id,
+    Field::Name,
+    Field::Language,
+    Field::Experimenter,
+    Field::Catchphrases,
+    Field::Prompt,
+    Field::Targets,
+];
+
+/// A character being written: the one-line fields as text, the prompt in its editor, the targets.
+pub struct Draft {
+    /// The character as it was when editing began (its labels, agents and card are kept as they are).
+    pub base: Character,
+    /// Whether the draft is a new file (a new character or a copy), not yet saved.
+    pub new: bool,
+    pub id: String,
+    pub name: String,
+    pub language: Language,
+    pub experimenter: String,
+    /// Catchphrases separated by " | ".
+    pub catchphrases: String,
+    pub prompt: tui_textarea::TextArea<'static>,
+    pub targets: character::LabelSet,
+    pub field: Field,
+    /// The target dimension the cursor is on.
+    pub target_cursor: usize,
+    /// A number being typed for a target.
+    pub typed: String,
+}
+
+impl Draft {
+    fn of(base: Character, new: bool) -> Draft {
+        let mut prompt = tui_textarea::TextArea::new(base.description.lines().map(String::from).collect());
+        prompt.set_placeholder_text("The role-play prompt: who the character is, how they speak");
+        Draft {
+            new,
+            id: base.id.clone(),
+            name: base.name.clone(),
+            language: base.language,
+            experimenter: base.experimenter.clone(),
+            catchphrases: base.catchphrases.join(" | "),
+            prompt,
+            targets: base.labels.target.clone(),
+            field: Field::Name,
+            target_cursor: 0,
+            typed: String::new(),
+            base,
+        }
+    }
+
+    /// The character the draft describes.
+    pub fn character(&self) -> Character {
+        let mut c = self.base.clone();
+        c.id = self.id.trim().to_string();
+        c.name = self.name.trim().to_string();
+        c.language = self.language;
+        c.experimenter = self.experimenter.trim().to_string();
+        c.catchphrases = self
+            .catchphrases
+            .split('|')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+        c.description = self.prompt.lines().join("\n").trim().to_string();
+        c.labels.target = self.targets.clone();
+        c
+    }
+
+    fn line_mut(&mut self) -> Option<&mut String> {
+        match self.field {
+            Field::Id if self.new => Some(&mut self.id),
+            Field::Name => Some(&mut self.name),
+            Field::Experimenter => Some(&mut self.experimenter),
+            Field::Catchphrases => Some(&mut self.catchphrases),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Persona {
+    pub cursor: usize,
+    pub draft: Option<Draft>,
+    /// The scale whose targets are shown and edited (index into the catalog's scales; BFI at first).
+    pub scale: Option<usize>,
+    /// The character a probe started from this screen measures.
+    pub probe: Option<String>,
+}
+
+/// Characters as the list shows them: the user's own first (they are the ones edited), then the
+/// bundled ones.
+pub fn listed(catalog: &Catalog) -> Vec<&crate::catalog::Entry<Character>> {
+    let mut out: Vec<_> = catalog.characters.iter().collect();
+    out.sort_by_key(|e| (e.origin == Origin::Bundled, e.value.id.clone()));
+    out
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && !id.starts_with('-')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+impl Persona {
+    fn scale<'a>(&self, catalog: &'a Catalog) -> Option<&'a Scale> {
+        let i = self
+            .scale
+            .or_else(|| catalog.scales.iter().position(|e| e.value.id == "BFI"))
+            .unwrap_or(0);
+        catalog.scales.get(i).map(|e| &e.value)
+    }
+
+    fn step_scale(&mut self, catalog: &Catalog, forward: bool) {
+        let n = catalog.scales.len().max(1);
+        let now = self
+            .scale
+            .or_else(|| catalog.scales.iter().position(|e| e.value.id == "BFI"))
+            .unwrap_or(0);
+        self.scale = Some(if forward { (now + 1) % n } else { (now + n - 1) % n });
+        if let Some(d) = self.draft.as_mut() {
+            d.target_cursor = 0;
+            d.typed.clear();
+        }
+    }
+
+    /// The character under the cursor.
+    pub fn selected<'a>(&self, catalog: &'a Catalog) -> Option<&'a crate::catalog::Entry<Character>> {
+        listed(catalog).get(self.cursor).copied()
+    }
+
+    /// Starts editing the selected character (a user one), a copy of it (`copy`), or a new one.
+    fn edit(&mut self, catalog: &Catalog, how: Edit) -> Vec<Request> {
+        let selected = self.selected(catalog);
+        let draft = match (how, selected) {
+            (Edit::New, _) => {
+                let mut base = blank();
+                base.id = free_id(catalog, "my-character-en");
+                Draft::of(base, true)
+            }
+            (Edit::Copy, Some(e)) => {
+                let mut base = e.value.clone();
+                base.id = free_id(catalog, &format!("{}-copy", e.value.id));
+                base.name = format!("{} (copy)", e.value.name);
+                base.aliases.clear();
+                // A copy is a character of its own (it keeps the labels to compare an edit with).
+                base.reference_id = None;
+                Draft::of(base, true)
+            }
+            (Edit::Selected, Some(e)) if e.origin == Origin::Bundled => {
+                return vec![Request::Flash(format!(
+                    "{} is bundled and read-only: d duplicates it into a copy you can edit",
+                    e.value.id
+                ))];
+            }
+            (Edit::Selected, Some(e)) => Draft::of(e.value.clone(), false),
+            (_, None) => return Vec::new(),
+        };
+        self.draft = Some(draft);
+        vec![Request::Flash(
+            "editing: tab moves between fields, ctrl-s saves, esc leaves without saving".into(),
+        )]
+    }
+
+    /// Keys while a draft is open: typing goes to the field in focus; tab/shift-tab move between
+    /// fields, ctrl-s saves, esc leaves. `None`: not taken (no draft, or a key left to the keymap).
+    pub fn key(&mut self, event: KeyEvent, key: Key, ctx: &Ctx) -> Option<Vec<Request>> {
+        let catalog = ctx.catalog;
+        let scale = self.scale(catalog).cloned();
+        let draft = self.draft.as_mut()?;
+        let ctrl = event.modifiers.contains(KeyModifiers::CONTROL);
+        match key.code {
+            KeyName::F(_) => return None,
+            KeyName::Esc => {
+                self.draft = None;
+                return Some(vec![Request::Flash("left without saving".into())]);
+            }
+            KeyName::Tab | KeyName::BackTab => {
+                let i = FIELDS.iter().position(|f| *f == draft.field).unwrap_or(0);
+                let n = FIELDS.len();
+                let next = if key.code == KeyName::Tab {
+                    (i + 1) % n
+                } else {
+                    (i + n - 1) % n
+                };
+                draft.field = FIELDS[next];
+                if draft.field == Field::Id && !draft.new {
+                    // An existing file keeps its id.
+                    draft.field = if key.code == KeyName::Tab {
+                        Field::Name
+                    } else {
+                        Field::Targets
+                    };
+                }
+                return Some(Vec::new());
+            }
+            KeyName::Char('s') if ctrl => return Some(save(draft, catalog)),
+            KeyName::Char('r') if ctrl => return Some(vec![Request::Flash("save first (ctrl-s), then probe".into())]),
+            _ if ctrl && draft.field != Field::Prompt => return None,
+            _ => {}
+        }
+        match draft.field {
+            Field::Prompt => {
+                draft.prompt.input(event);
+            }
+            Field::Language => {
+                if matches!(key.code, KeyName::Left | KeyName::Right | KeyName::Space) {
+                    draft.language = match draft.language {
+                        Language::En => Language::Zh,
+                        Language::Zh => Language::En,
+                    };
+                }
+            }
+            Field::Targets => {
+                let Some(scale) = scale else { return Some(Vec::new()) };
+                if let Some(forward) = target_key(draft, &scale, key, self_step(key)) {
+                    self.step_scale(catalog, forward);
+                }
+            }
+            _ => {
+                if let Some(line) = draft.line_mut() {
+                    match key.code {
+                        KeyName::Char(c) => line.push(c),
+                        KeyName::Space => line.push(' '),
+                        KeyName::Backspace => {
+                            line.pop();
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Some(Vec::new())
+    }
+
+    pub fn command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
+        let catalog = ctx.catalog;
+        let len = catalog.characters.len();
+        if move_cursor(cmd, &mut self.cursor, len) {
+            return Vec::new();
+        }
+        match cmd {
+            Command::Select => self.edit(catalog, Edit::Selected),
+            Command::Duplicate => self.edit(catalog, Edit::Copy),
+            Command::NewCharacter => self.edit(catalog, Edit::New),
+            Command::NextMethod => {
+                self.step_scale(catalog, true);
+                Vec::new()
+            }
+            Command::PrevMethod => {
+                self.step_scale(catalog, false);
+                Vec::new()
+            }
+            Command::Start => self.probe(ctx),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A probe: the setup's plan narrowed to this character (on the targets' scale when the setup
+    /// has no scale picked).
+    fn probe(&mut self, ctx: &Ctx) -> Vec<Request> {
+        let Some(entry) = self.selected(ctx.catalog) else {
+            return Vec::new();
+        };
+        let id = entry.value.id.clone();
+        let mut setup = ctx.setup.clone();
+        setup.characters = [id.clone()].into();
+        if setup.scales.is_empty()
+            && let Some(scale) = self.scale(ctx.catalog)
+        {
+            setup.scales = [scale.id.clone()].into();
+        }
+        let plan = match setup.plan(ctx.catalog, ctx.providers) {
+            Ok(plan) => plan,
+            Err(e) => return vec![Request::Flash(format!("cannot probe: {e}"))],
+        };
+        self.probe = Some(id);
+        super::start_run(plan)
+    }
+}
+
+/// Which parts of a key move between scales (←/→) on the targets field.
+fn self_step(key: Key) -> Option<bool> {
+    match key.code {
+        KeyName::Right => Some(true),
+        KeyName::Left => Some(false),
+        _ => None,
+    }
+}
+
+/// A key on the targets field: ↑/↓ choose the dimension, h/l set H or L, a number typed then enter
+/// sets a score, backspace/delete/x clear. Returns the scale step asked for (←/→), if any.
+fn target_key(draft: &mut Draft, scale: &Scale, key: Key, step: Option<bool>) -> Option<bool> {
+    if step.is_some() {
+        return step;
+    }
+    let n = scale.dimensions.len();
+    let dim = scale
+        .dimensions
+        .get(draft.target_cursor.min(n.saturating_sub(1)))?
+        .name
+        .clone();
+    let set = |draft: &mut Draft, label: Option<Label>| {
+        let entry = draft.targets.entry(scale.id.clone()).or_default();
+        match label {
+            Some(l) => {
+                entry.insert(dim.clone(), l);
+            }
+            None => {
+                entry.remove(&dim);
+            }
+        }
+        if draft.targets.get(&scale.id).is_some_and(BTreeMap::is_empty) {
+            draft.targets.remove(&scale.id);
+        }
+        draft.typed.clear();
+    };
+    match key.code {
+        KeyName::Up => {
+            draft.target_cursor = draft.target_cursor.saturating_sub(1);
+            draft.typed.clear();
+        }
+        KeyName::Down => {
+            draft.target_cursor = (draft.target_cursor + 1).min(n.saturating_sub(1));
+            draft.typed.clear();
+        }
+        KeyName::Char(c) if c.eq_ignore_ascii_case(&'h') => set(
+            draft,
+            Some(Label {
+                score: None,
+                kind: LabelType::H,
+            }),
+        ),
+        KeyName::Char(c) if c.eq_ignore_ascii_case(&'l') => set(
+            draft,
+            Some(Label {
+                score: None,
+                kind: LabelType::L,
+            }),
+        ),
+        KeyName::Char(c) if c.is_ascii_digit() || c == '.' => draft.typed.push(c),
+        KeyName::Enter if !draft.typed.is_empty() => {
+            if let Ok(label) = character::target(scale, &dim, &draft.typed) {
+                set(draft, Some(label));
+            } else {
+                draft.typed.clear();
+            }
+        }
+        KeyName::Backspace if !draft.typed.is_empty() => {
+            draft.typed.pop();
+        }
+        KeyName::Backspace => set(draft, None),
+        KeyName::Char(c) if c.eq_ignore_ascii_case(&'x') => set(draft, None),
+        _ => {}
+    }
+    None
+}
+
+fn save(draft: &mut Draft, catalog: &Catalog) -> Vec<Request> {
+    let c = draft.character();
+    if !valid_id(&c.id) {
+        return vec![Request::Flash(
+            "id: lower-case letters, digits and '-' (e.g. wren-en)".into(),
+        )];
+    }
+    if draft.new && catalog.character_entry(&c.id).is_some_and(|e| e.value.id == c.id) {
+        return vec![Request::Flash(format!("{} exists already: choose another id", c.id))];
+    }
+    if c.name.is_empty() || c.experimenter.is_empty() || c.description.is_empty() {
+        return vec![Request::Flash("name, experimenter and prompt must not be empty".into())];
+    }
+    draft.new = false;
+    vec![Effect::SaveCharacter(Box::new(c)).into()]
+}
+
+#[derive(Clone, Copy)]
+enum Edit {
+    Selected,
+    Copy,
+    New,
+}
+
+fn blank() -> Character {
+    Character {
+        id: String::new(),
+        reference_id: None,
+        name: "My character".into(),
+        aliases: Vec::new(),
+        language: Language::En,
+        experimenter: "User".into(),
+        work: String::new(),
+        description: String::new(),
+        catchphrases: Vec::new(),
+        agents: BTreeMap::new(),
+        labels: Labels::default(),
+        card: None,
+    }
+}
+
+/// `base`, or `base-2`, `base-3`, … whichever no character has.
+fn free_id(catalog: &Catalog, base: &str) -> String {
+    let taken = |id: &str| catalog.characters.iter().any(|e| e.value.id == id);
+    if !taken(base) {
+        return base.to_string();
+    }
+    (2..)
+        .map(|n| format!("{base}-{n}"))
+        .find(|id| !taken(id))
+        .unwrap_or_default()
+}
+
+/// A target as the table shows it: "H", "L", a score, or "–".
+fn target_text(label: Option<&Label>) -> String {
+    match label {
+        None => "–".into(),
+        Some(Label { score: Some(s), kind }) => format!("{s:.2} ({kind:?})"),
+        Some(Label { score: None, kind }) => format!("{kind:?}"),
+    }
+}
+
+impl Component for Persona {
+    fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
+        if self.draft.is_some() {
+            return vec![
+                ("tab".into(), "next field"),
+                ("ctrl-s".into(), "save"),
+                ("esc".into(), "leave"),
+            ];
+        }
+        vec![
+            (ctx.key(Command::Select), "edit"),
+            (ctx.key(Command::Duplicate), "duplicate"),
+            (ctx.key(Command::NewCharacter), "new"),
+            (ctx.key(Command::Start), "probe"),
+            ("←/→".into(), "scale"),
+        ]
+    }
+
+    fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
+        let theme = ctx.theme;
+        let list_width = (area.width / 3).clamp(24, 40);
+        let [list_area, right] = Layout::horizontal([Constraint::Length(list_width), Constraint::Min(20)]).areas(area);
+        let entries = listed(ctx.catalog);
+        let b = block(format!(" Characters ({}) ", entries.len()), self.draft.is_none(), theme);
+        let inner = b.inner(list_area);
+        frame.render_widget(b, list_area);
+        let height = usize::from(inner.height);
+        let first = window(entries.len(), self.cursor, height);
+        let w = usize::from(inner.width);
+        let lines: Vec<Line> = entries
+            .iter()
+            .enumerate()
+            .skip(first)
+            .take(height)
+            .map(|(i, e)| {
+                let mark = if e.origin == Origin::Bundled { "  " } else { "✎ " };
+                let text = pad(&format!("{mark}{}", safe(&e.value.id)), w);
+                if i == self.cursor {
+                    Line::styled(text, theme.selected())
+                } else if e.origin == Origin::Bundled {
+                    Line::styled(text, theme.dim())
+                } else {
+                    Line::raw(text)
+                }
+            })
+            .collect();
+        frame.render_widget(Paragraph::new(lines), inner);
+
+        let scale = self.scale(ctx.catalog);
+        match &self.draft {
+            Some(draft) => render_draft(frame, right, draft, scale, ctx),
+            None => {
+                if let Some(e) = self.selected(ctx.catalog) {
+                    render_character(frame, right, e, scale, ctx);
+                }
+            }
+        }
+        Hits::list(inner, first, ListId::PersonaCharacters)
+    }
+}
+
+fn targets_lines<'a>(
+    targets: &character::LabelSet,
+    scale: Option<&Scale>,
+    cursor: Option<(usize, &str)>,
+    ctx: &Ctx,
+) -> Vec<Line<'a>> {
+    let theme = ctx.theme;
+    let Some(scale) = scale else { return Vec::new() };
+    let set = targets.get(&scale.id);
+    let (min, max) = scale.dimension_range();
+    let mut lines = vec![Line::styled(
+        format!("targets on {} ({min}–{max}; ←/→ another scale)", scale.id),
+        theme.title(),
+    )];
+    for (i, d) in scale.dimensions.iter().enumerate() {
+        let label = set.and_then(|s| s.get(&d.name));
+        let mut text = target_text(label);
+        let selected = cursor.is_some_and(|(c, _)| c == i);
+        if let Some((_, typed)) = cursor.filter(|_| selected).filter(|(_, t)| !t.is_empty()) {
+            text = format!("{typed}▏");
+        }
+        let style = if selected {
+            theme.selected()
+        } else if label.is_some() {
+            theme.fg(theme.label_target)
+        } else {
+            theme.dim()
+        };
+        lines.push(Line::from(vec![
+            Span::raw("  "),
+            Span::styled(format!("{} {}", pad(&fit(&d.name, 24), 24), text), style),
+        ]));
+    }
+    lines
+}
+
+fn render_character(
+    frame: &mut Frame,
+    area: Rect,
+    e: &crate::catalog::Entry<Character>,
+    scale: Option<&Scale>,
+    ctx: &Ctx,
+) {
+    let theme = ctx.theme;
+    let c = &e.value;
+    let b = block(format!(" {} ", safe(&c.name)), false, theme);
+    let inner = b.inner(area);
+    frame.render_widget(b, area);
+    let origin = match &e.origin {
+        Origin::Bundled => "bundled, read-only (d duplicates it)".to_string(),
+        Origin::User { path, .. } => format!("yours: {}", safe(&path.display().to_string())),
+    };
+    let room = usize::from(inner.width).saturating_sub(13);
+    let field = |name: &str, value: String| {
+        Line::from(vec![
+            Span::styled(format!("{name:<13}"), theme.dim()),
+            Span::raw(fit(&value, room)),
+        ])
+    };
+    let mut lines = vec![
+        field("id", safe(&c.id)),
+        field("file", origin),
+        field("language", c.language.code().into()),
+        field("experimenter", safe(&c.experimenter)),
+        field("version", c.version(&[])[..12].to_string() + " (without memories)"),
+    ];
+    if !c.catchphrases.is_empty() {
+        lines.push(field("catchphrases", safe(&c.catchphrases.join(" | "))));
+    }
+    lines.push(Line::raw(""));
+    lines.extend(targets_lines(&c.labels.target, scale, None, ctx));
+    lines.push(Line::raw(""));
+    lines.push(Line::styled("prompt", theme.title()));
+    lines.push(Line::raw(safe(&c.description)));
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
+}
+
+fn render_draft(frame: &mut Frame, area: Rect, draft: &Draft, scale: Option<&Scale>, ctx: &Ctx) {
+    let theme = ctx.theme;
+    let title = if draft.new {
+        " New character (unsaved) "
+    } else {
+        " Editing "
+    };
+    let b = block(title, true, theme);
+    let inner = b.inner(area);
+    frame.render_widget(b, area);
+    let targets_height = scale.map_or(0, |s| s.dimensions.len().min(12) as u16 + 1);
+    let [fields_area, prompt_area, targets_area] = Layout::vertical([
+        Constraint::Length(5),
+        Constraint::Min(4),
+        Constraint::Length(targets_height),
+    ])
+    .areas(inner);
+    let focus = |f: Field| draft.field == f;
+    let room = usize::from(inner.width).saturating_sub(14);
+    let field = |f: Field, name: &str, value: String| {
+        let style = if focus(f) { theme.selected() } else { theme.base() };
+        // The end of a long line is where one types: show that end.
+        let value = safe(&value);
+        let shown = if focus(f) && value.chars().count() > room {
+            let skip = value.chars().count() - room;
+            format!("…{}▏", value.chars().skip(skip + 1).collect::<String>())
+        } else if focus(f) {
+            format!("{value}▏")
+        } else {
+            fit(&value, room + 1)
+        };
+        Line::from(vec![
+            Span::styled(format!("{name:<13}"), theme.dim()),
+            Span::styled(shown, style),
+        ])
+    };
+    let id = if draft.new {
+        draft.id.clone()
+    } else {
+        format!("{} (its file's name)", draft.id)
+    };
+    let lines = vec![
+        field(Field::Id, "id", id),
+        field(Field::Name, "name", draft.name.clone()),
+        field(Field::Language, "language", format!("‹ {} ›", draft.language.code())),
+        field(Field::Experimenter, "experimenter", draft.experimenter.clone()),
+        field(Field::Catchphrases, "catchphrases", draft.catchphrases.clone()),
+    ];
+    frame.render_widget(Paragraph::new(lines), fields_area);
+    if focus(Field::Prompt) {
+        // The editor does not wrap: long lines scroll sideways while it has the focus.
+        let mut prompt = draft.prompt.clone();
+        prompt.set_block(
+            ratatui::widgets::Block::bordered()
+                .title(" prompt (enter: new line; long lines scroll sideways) ")
+                .border_style(theme.fg(theme.border_focus)),
+        );
+        prompt.set_cursor_line_style(theme.base());
+        frame.render_widget(&prompt, prompt_area);
+    } else {
+        let text = safe(&draft.prompt.lines().join("\n"));
+        frame.render_widget(
+            Paragraph::new(text).wrap(Wrap { trim: false }).block(
+                ratatui::widgets::Block::bordered()
+                    .title(" prompt ")
+                    .border_style(theme.fg(theme.border)),
+            ),
+            prompt_area,
+        );
+    }
+    let cursor = focus(Field::Targets).then_some((draft.target_cursor, draft.typed.as_str()));
+    let mut lines = targets_lines(&draft.targets, scale, cursor, ctx);
+    if focus(Field::Targets)
+        && let Some(first) = lines.first_mut()
+    {
+        first.spans.push(Span::styled(
+            "  h/l: H/L · a number, enter · x: none",
+            theme.dim().add_modifier(Modifier::ITALIC),
+        ));
+    }
+    frame.render_widget(Paragraph::new(lines), targets_area);
+}
