@@ -2,7 +2,7 @@
 # End-to-end: the real binary in tmux, as a person would use it, against the fake-openai test
 # instrument. Walks setup → live run → inspector (drill into an item) → compare → help → observers →
 # annotate (interview items, then an observer subject's traits) → quit → restart (the answers and
-# ratings are still there) → RoleBench, and asserts on what the pane shows. One scripted reply carries terminal escape sequences (set the window
+# ratings are still there) → RoleBench → Persona (write a character with a target, save, probe), and asserts on what the pane shows. One scripted reply carries terminal escape sequences (set the window
 # title, clear the screen): they must reach the screen inert.
 #
 # Usage: tests/e2e/tui.sh [TARGET_DIR]   (binaries from `cargo build --workspace --bins`, default target/debug)
@@ -182,6 +182,29 @@ wait_for "common subsequence highlighted"
 wait_for "Rouge-L P"
 tmux capture-pane -p -e -t "$session" | grep -q $'\e\[1;4m' \
     || { echo "e2e: no highlighted (bold underlined) common subsequence" >&2; exit 1; }
+# Persona: a character written from scratch with a target, saved, then probed on the fake server.
+keys F11
+wait_for "Characters (32)"
+keys a
+wait_for "New character (unsaved)"
+keys BTab
+for _ in $(seq 20); do keys BSpace; done
+keys -l "wren-en"
+keys Tab
+for _ in $(seq 15); do keys BSpace; done
+keys -l "Wren"
+keys Tab Tab Tab Tab
+keys -l "You are Wren, a quiet lighthouse keeper who plans everything."
+keys Tab
+wait_for "h/l: H/L"
+keys h
+wait_for "Extraversion             H"
+keys C-s
+wait_for "saved wren-en"
+wait_for "Characters (33)"
+wait_for "✎ wren-en"
+keys C-r
+wait_for "run finished" 60
 shell_pid="$(tmux display-message -p -t "$session" '#{pane_pid}')"
 app_pid=""
 for status in /proc/[0-9]*/status; do
@@ -193,5 +216,5 @@ done
 [[ -n "$app_pid" ]] || { echo "e2e: cannot find the running binary" >&2; exit 1; }
 kill -TERM "$app_pid"
 wait_for "E2E-TERM=0"
-pane | grep -qF "Characters (32)" && { echo "e2e: SIGTERM left the alternate screen up" >&2; exit 1; }
+pane | grep -qF "Characters (33)" && { echo "e2e: SIGTERM left the alternate screen up" >&2; exit 1; }
 echo "e2e: TUI walk passed"
