@@ -230,48 +230,45 @@ impl Character {
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    /// The character file that parses back to `self` (`Character::parse(to_toml(c)) == c`).
+    /// The character file that parses back to `self` (`Character::parse(to_toml(c)) == c`), its
+    /// fields in the order people read them.
     pub fn to_toml(&self) -> String {
-        let mut root = toml::Table::new();
+        #[derive(Serialize)]
+        struct File<'a> {
+            id: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            reference_id: Option<&'a str>,
+            name: &'a str,
+            aliases: &'a [String],
+            language: &'a str,
+            experimenter: &'a str,
+            work: &'a str,
+            catchphrases: &'a [String],
+            description: &'a str,
+            #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+            agents: &'a BTreeMap<String, String>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            card: Option<&'a CardInfo>,
+            #[serde(skip_serializing_if = "toml::Table::is_empty")]
+            labels: toml::Table,
+            #[serde(skip_serializing_if = "toml::Table::is_empty")]
+            targets: toml::Table,
+        }
         let s = |v: &str| toml::Value::String(v.to_string());
-        let list = |v: &[String]| toml::Value::Array(v.iter().map(|x| s(x)).collect());
-        root.insert("id".into(), s(&self.id));
-        if let Some(r) = &self.reference_id {
-            root.insert("reference_id".into(), s(r));
-        }
-        root.insert("name".into(), s(&self.name));
-        root.insert("aliases".into(), list(&self.aliases));
-        root.insert("language".into(), s(self.language.code()));
-        root.insert("experimenter".into(), s(&self.experimenter));
-        root.insert("work".into(), s(&self.work));
-        root.insert("catchphrases".into(), list(&self.catchphrases));
-        root.insert("description".into(), s(&self.description));
-        if !self.agents.is_empty() {
-            let agents = self.agents.iter().map(|(k, v)| (k.clone(), s(v))).collect();
-            root.insert("agents".into(), toml::Value::Table(agents));
-        }
-        if let Some(card) = &self.card
-            && let Ok(toml::Value::Table(t)) = toml::Value::try_from(card)
-        {
-            root.insert("card".into(), toml::Value::Table(t));
-        }
         let set_table = |set: &LabelSet, full: bool| -> toml::Table {
             set.iter()
                 .map(|(scale, dims)| {
                     let dims = dims
                         .iter()
                         .map(|(d, l)| {
-                            let score = l.score.map_or_else(|| s(&format!("{:?}", l.kind)), toml::Value::Float);
+                            let kind = s(&format!("{:?}", l.kind));
                             let value = if full {
                                 let mut t = toml::Table::new();
-                                t.insert(
-                                    "score".into(),
-                                    l.score.map_or_else(|| s("X"), toml::Value::Float),
-                                );
-                                t.insert("type".into(), s(&format!("{:?}", l.kind)));
+                                t.insert("score".into(), l.score.map_or_else(|| s("X"), toml::Value::Float));
+                                t.insert("type".into(), kind);
                                 toml::Value::Table(t)
                             } else {
-                                score
+                                l.score.map_or(kind, toml::Value::Float)
                             };
                             (d.clone(), value)
                         })
@@ -287,13 +284,22 @@ impl Character {
                 labels.insert(source.name().into(), toml::Value::Table(set_table(set, true)));
             }
         }
-        if !labels.is_empty() {
-            root.insert("labels".into(), toml::Value::Table(labels));
-        }
-        if !self.labels.target.is_empty() {
-            root.insert("targets".into(), toml::Value::Table(set_table(&self.labels.target, false)));
-        }
-        toml::to_string(&root).unwrap_or_default()
+        let file = File {
+            id: &self.id,
+            reference_id: self.reference_id.as_deref(),
+            name: &self.name,
+            aliases: &self.aliases,
+            language: self.language.code(),
+            experimenter: &self.experimenter,
+            work: &self.work,
+            catchphrases: &self.catchphrases,
+            description: &self.description,
+            agents: &self.agents,
+            card: self.card.as_ref(),
+            labels,
+            targets: set_table(&self.labels.target, false),
+        };
+        toml::to_string(&file).unwrap_or_default()
     }
 
     /// Parses and validates a character file; `scale` looks up the scales its labels name.
