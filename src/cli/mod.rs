@@ -4,6 +4,7 @@
 
 mod annotation_cmds;
 mod catalog_cmds;
+mod doctor_cmds;
 mod drive;
 mod import_cmds;
 mod judges_cmds;
@@ -271,6 +272,13 @@ pub enum Command {
     Annotations {
         #[command(subcommand)]
         command: AnnotationsCommand,
+    },
+    /// Whether this machine can run interviews, and what to do if not: the config, the data dir, the
+    /// embedded model, each provider, pip, the terminal; exit 0 if it can, 1 if not
+    Doctor {
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -567,6 +575,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             AnnotationsCommand::Export { id, format } => annotation_cmds::export(ctx, &id, &format, out),
             AnnotationsCommand::Import { id, csv } => annotation_cmds::import(ctx, &id, &csv, out),
         },
+        Command::Doctor { json } => doctor_cmds::doctor(ctx, json, out),
         Command::Observe(args) => observe_cmds::observe(ctx, args, out),
         Command::Rolebench(args) => rolebench_cmds::run(ctx, args, out),
         Command::Prompts { json, command } => match command {
