@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::catalog::Catalog;
 use crate::domain::character::LabelSource;
@@ -280,6 +280,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a completion script for a shell to stdout (the README says where to put it)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout
+    Man,
 }
 
 #[derive(Debug, Subcommand)]
@@ -576,6 +583,14 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             AnnotationsCommand::Import { id, csv } => annotation_cmds::import(ctx, &id, &csv, out),
         },
         Command::Doctor { json } => doctor_cmds::doctor(ctx, json, out),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "incharacter", out);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            clap_mangen::Man::new(Cli::command()).render(out)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Observe(args) => observe_cmds::observe(ctx, args, out),
         Command::Rolebench(args) => rolebench_cmds::run(ctx, args, out),
         Command::Prompts { json, command } => match command {
