@@ -318,6 +318,11 @@ impl Facts {
         }
     }
 
+    /// What stops the provider `name` before any request (see [`Provider::problem`]).
+    pub fn problem(&self, name: &str) -> Option<String> {
+        self.providers.iter().find(|p| p.config.name == name)?.problem()
+    }
+
     /// The embedded model has just been fetched to `path` (the welcome screen's `f`).
     pub fn fetched(&mut self, path: PathBuf) {
         self.model.path = Some(path);
