@@ -238,7 +238,9 @@ impl Terminal {
         if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
             return None;
         }
-        Some(Terminal::from_env(ratatui::crossterm::terminal::size().ok(), env))
+        // A pseudo-terminal nobody sized (`script`, some CI runners) says 0×0: that is not known.
+        let size = ratatui::crossterm::terminal::size().ok().filter(|&(w, h)| w > 0 && h > 0);
+        Some(Terminal::from_env(size, env))
     }
 
     pub fn from_env(size: Option<(u16, u16)>, env: &dyn Fn(&str) -> Option<String>) -> Terminal {
