@@ -2,7 +2,8 @@
 //! personality. Data flows one way, and no module imports one above it:
 //! `domain` (the method's pure vocabulary) and `catalog` (scales, characters) → `llm` (models) →
 //! `rpa`, `method`, `observer` (the procedures) → `study` (the kinds of run) → `session` (runs on disk:
-//! lifecycle and store) → `cli` and `tui` (the two faces, which never import each other).
+//! lifecycle and store) → `cli` and `tui` (the two faces, which never import each other). `doctor`
+//! (whether this machine can do the main job) reads `llm` and `study` and serves both faces.
 //! `journal`, `paths` and `text` are leaves any layer may use; so is `templates` (the method's prompt
 //! templates as data), which reads only `domain` and `text`.
 //!
@@ -26,5 +27,5 @@ macro_rules! layers {
 }
 
 layers!(
-    catalog, domain, journal, llm, method, observer, rpa, session, study, templates, text
+    catalog, doctor, domain, journal, llm, method, observer, rpa, session, study, templates, text
 );

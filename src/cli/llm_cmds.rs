@@ -3,7 +3,6 @@
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Instant;
 
 use futures_util::StreamExt;
 use serde_json::json;
@@ -85,41 +84,8 @@ pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> a
         crate::paths::data_dir().as_deref(),
     )
     .map_err(|e| input_error(e.to_string()))?;
-    let schema = json!({
-        "type": "object",
-        "properties": {"ok": {"type": "boolean"}},
-        "required": ["ok"],
-        "additionalProperties": false,
-    });
-    let mut request = ChatRequest::new(vec![ChatMessage::user("Reply with the JSON object {\"ok\": true}.")]);
-    request.sampling.temperature = Some(0.0);
-    request.sampling.max_tokens = Some(20);
-    request.schema = Some(ResponseSchema {
-        name: "check".into(),
-        schema,
-        strict: true,
-    });
-    request.meta.purpose = "providers check".into();
-    let started = Instant::now();
-    let (first, result) = ctx.block_on(async {
-        let mut events = client.stream(request);
-        let mut first = None;
-        let mut text = String::new();
-        while let Some(event) = events.next().await {
-            match event {
-                ChatEvent::Token(t) => {
-                    first.get_or_insert_with(|| started.elapsed());
-                    text.push_str(&t);
-                }
-                ChatEvent::Retry { .. } => text.clear(),
-                ChatEvent::Done { .. } => return (first, Ok(text)),
-                ChatEvent::Error(e) => return (first, Err(e)),
-                ChatEvent::Usage(_) => {}
-            }
-        }
-        (first, Err(llm::LlmError::Transport("no reply".into())))
-    });
-    let total = started.elapsed();
+    let probe = ctx.block_on(crate::study::check::probe(&client));
+    let (first, total, result) = (probe.first, probe.total, &probe.reply);
     let info = client.info();
     // The method's own requests, each on a fresh client, when the provider answers at all.
     let fresh = || -> anyhow::Result<(std::sync::Arc<dyn ChatModel>, Shared)> {
@@ -128,7 +94,7 @@ pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> a
             .map_err(|e| input_error(e.to_string()))?;
         Ok((std::sync::Arc::new(c), sh))
     };
-    let shapes = match &result {
+    let shapes = match result {
         Ok(_) => ctx.block_on(crate::study::check::check(&fresh, &*ctx.catalog()?))?,
         Err(_) => Vec::new(),
     };
@@ -136,9 +102,7 @@ pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> a
     let ms = |d: std::time::Duration| (d.as_secs_f64() * 1000.0).round();
     let uses = config.provider(name).is_some_and(|p| p.structured_output);
     if json_output {
-        let structured = result.as_ref().ok().map(|text| {
-            serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v.get("ok").is_some_and(|b| b.is_boolean()))
-        });
+        let structured = probe.valid_json();
         let report = json!({
             "provider": info.provider, "kind": info.kind, "model": info.model,
             "ok": result.is_ok(),
@@ -167,8 +131,7 @@ pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> a
             Ok(ExitCode::from(1))
         }
         Ok(text) => {
-            let structured = serde_json::from_str::<serde_json::Value>(&text)
-                .is_ok_and(|v| v.get("ok").is_some_and(|b| b.is_boolean()));
+            let structured = probe.valid_json() == Some(true);
             writeln!(out, "{}: ok", safe(&info.to_string()))?;
             writeln!(
                 out,
@@ -183,7 +146,7 @@ pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> a
                 (false, false) => "did NOT produce valid JSON (prompt-only)",
             };
             writeln!(out, "structured output: {verdict}")?;
-            writeln!(out, "reply: {}", safe(&text))?;
+            writeln!(out, "reply: {}", safe(text))?;
             writeln!(out, "the method's requests:")?;
             for v in &shapes {
                 writeln!(

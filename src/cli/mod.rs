@@ -4,6 +4,7 @@
 
 mod annotation_cmds;
 mod catalog_cmds;
+mod doctor_cmds;
 mod drive;
 mod import_cmds;
 mod judges_cmds;
@@ -22,7 +23,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::catalog::Catalog;
 use crate::domain::character::LabelSource;
@@ -275,6 +276,20 @@ pub enum Command {
         #[command(subcommand)]
         command: AnnotationsCommand,
     },
+    /// Whether this machine can run interviews, and what to do if not: the config, the data dir, the
+    /// embedded model, each provider, pip, the terminal; exit 0 if it can, 1 if not
+    Doctor {
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a completion script for a shell to stdout (the README says where to put it)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout
+    Man,
 }
 
 #[derive(Debug, Subcommand)]
@@ -573,6 +588,15 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             AnnotationsCommand::Export { id, format } => annotation_cmds::export(ctx, &id, &format, out),
             AnnotationsCommand::Import { id, csv } => annotation_cmds::import(ctx, &id, &csv, out),
         },
+        Command::Doctor { json } => doctor_cmds::doctor(ctx, json, out),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "incharacter", out);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            clap_mangen::Man::new(Cli::command()).render(out)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Observe(args) => observe_cmds::observe(ctx, args, out),
         Command::Rolebench(args) => rolebench_cmds::run(ctx, args, out),
         Command::Prompts { json, command } => match command {

@@ -270,6 +270,13 @@ pub fn fetch(models: &Path, name: &str, progress: &mut dyn FnMut(&str)) -> Resul
     Ok(target)
 }
 
+/// Whether a known model's file is the one recorded (`None`: no checksum is recorded for `name`, as
+/// for a GGUF the user added).
+pub fn verify(name: &str, path: &Path) -> Option<std::io::Result<bool>> {
+    let known = KNOWN.iter().find(|k| k.name == name)?;
+    Some(sha256_file(path).map(|digest| digest == known.sha256))
+}
+
 fn sha256_file(path: &Path) -> std::io::Result<String> {
     let mut file = BufReader::new(File::open(path)?);
     let mut hasher = Sha256::new();

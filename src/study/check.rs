@@ -1,17 +1,21 @@
 //! A provider's verdict (`providers check`, the setup screen) on the method's real requests: an interview question as the role-playing
 //! agent is asked it, and an expert rating, an option conversion and a 16Personalities rating as the
 //! judge is asked them (the real prompts and schemas, tiny inputs). Each shape runs on its own fresh
-//! adaptation state, so it says whether *it* needed adapting.
+//! adaptation state, so it says whether *it* needed adapting. Before them, [`probe`]: one tiny request
+//! that says whether the provider answers at all, how fast, and whether its structured output is JSON.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use serde::Serialize;
+use serde_json::json;
 
 use crate::catalog::Catalog;
 use crate::domain::scale::Scale;
 use crate::llm::adapt::Adaptation;
 use crate::llm::client::Shared;
-use crate::llm::{ChatModel, LlmError};
+use crate::llm::{ChatEvent, ChatMessage, ChatModel, ChatRequest, LlmError, ResponseSchema};
 use crate::method::anonymize::Masker;
 use crate::method::convert::{self, Conversion};
 use crate::method::expert::{self, Exchange, Grouping};
@@ -26,6 +30,65 @@ pub struct Verdict {
     /// `works`, `adapted` (it works once adapted; `detail` says how) or `fails` (the provider's words).
     pub status: &'static str,
     pub detail: Option<String>,
+}
+
+/// How a provider answered one tiny request asking for `{"ok": true}` under a strict schema.
+#[derive(Debug)]
+pub struct Probe {
+    /// Time to the first token, when one came.
+    pub first: Option<Duration>,
+    pub total: Duration,
+    pub reply: Result<String, LlmError>,
+}
+
+impl Probe {
+    /// Whether the reply is the JSON object asked for (`None`: no reply).
+    pub fn valid_json(&self) -> Option<bool> {
+        self.reply.as_ref().ok().map(|text| {
+            serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v.get("ok").is_some_and(|b| b.is_boolean()))
+        })
+    }
+}
+
+/// Sends the tiny request: reachable at all, how fast, and whether structured output works.
+pub async fn probe(model: &dyn ChatModel) -> Probe {
+    let schema = json!({
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"],
+        "additionalProperties": false,
+    });
+    let mut request = ChatRequest::new(vec![ChatMessage::user("Reply with the JSON object {\"ok\": true}.")]);
+    request.sampling.temperature = Some(0.0);
+    request.sampling.max_tokens = Some(20);
+    request.schema = Some(ResponseSchema {
+        name: "check".into(),
+        schema,
+        strict: true,
+    });
+    request.meta.purpose = "providers check".into();
+    let started = Instant::now();
+    let mut events = model.stream(request);
+    let mut first = None;
+    let mut text = String::new();
+    let reply = loop {
+        match events.next().await {
+            Some(ChatEvent::Token(t)) => {
+                first.get_or_insert_with(|| started.elapsed());
+                text.push_str(&t);
+            }
+            Some(ChatEvent::Retry { .. }) => text.clear(),
+            Some(ChatEvent::Done { .. }) => break Ok(text),
+            Some(ChatEvent::Error(e)) => break Err(e),
+            Some(ChatEvent::Usage(_)) => {}
+            None => break Err(LlmError::Transport("no reply".into())),
+        }
+    };
+    Probe {
+        first,
+        total: started.elapsed(),
+        reply,
+    }
 }
 
 /// Connects a fresh client of the provider (its own adaptation state) for one shape.

@@ -28,6 +28,7 @@ use super::screens::welcome::{FetchState, Welcome};
 use super::screens::{Component, Ctx, Hits, ListId, Request};
 use super::theme::Theme;
 use crate::catalog::Catalog;
+use crate::doctor::Facts;
 use crate::llm::config::Config;
 use crate::llm::{ChatMessage, ModelInfo, Role};
 use crate::method::rolebench::Question;
@@ -340,31 +341,8 @@ macro_rules! ctx {
     };
 }
 
-fn provider_problem(config: &Config, name: &str, data_dir: Option<&std::path::Path>) -> Option<String> {
-    let p = config.provider(name)?;
-    match p.kind {
-        crate::llm::config::ProviderKind::Local => {
-            #[cfg(feature = "local-model")]
-            let fetched = data_dir
-                .is_some_and(|d| crate::llm::local::resolve(&crate::llm::local::models_dir(d), &p.model).is_ok());
-            #[cfg(not(feature = "local-model"))]
-            let fetched = {
-                let _ = data_dir;
-                false
-            };
-            (!fetched).then(|| format!("the local model {} is not fetched yet", p.model))
-        }
-        crate::llm::config::ProviderKind::Openai => match &p.api_key_env {
-            Some(var) if std::env::var(var).map_or(true, |v| v.trim().is_empty()) => {
-                Some(format!("the key variable {var} is not set"))
-            }
-            _ => None,
-        },
-    }
-}
-
 impl App {
-    /// `data_dir` is where fetched models are looked for (the welcome screen's readiness check).
+    /// `data_dir` is where fetched models are looked for (the welcome screen's checks).
     pub fn new(
         catalog: Arc<Catalog>,
         config: &Config,
@@ -373,6 +351,14 @@ impl App {
         themes: Vec<Theme>,
         theme: usize,
     ) -> App {
+        // What the doctor sees at once (no request, no model load): the welcome screen shows it.
+        let facts = Facts::quick(
+            crate::paths::config_file(),
+            Ok(config.clone()),
+            data_dir.map(std::path::Path::to_path_buf),
+            &|k| std::env::var(k).ok(),
+            None,
+        );
         let providers: Vec<ProviderStatus> = config
             .providers
             .iter()
@@ -389,7 +375,7 @@ impl App {
                     .filter(|(_, n)| **n == p.name)
                     .map(|(r, _)| *r)
                     .collect(),
-                problem: provider_problem(config, &p.name, data_dir),
+                problem: facts.problem(&p.name),
                 context: p.known_context(),
             })
             .collect();
@@ -427,10 +413,7 @@ impl App {
             memories: BTreeMap::new(),
             session_dir: None,
             demo: None,
-            welcome: Welcome {
-                fetch: None,
-                config_path: crate::paths::config_file(),
-            },
+            welcome: Welcome { fetch: None, facts },
             live: Live {
                 follow: true,
                 ..Live::default()
@@ -532,10 +515,9 @@ impl App {
             Action::Fetched(result) => {
                 self.welcome.fetch = Some(match result {
                     Ok(m) => {
+                        self.welcome.facts.fetched(PathBuf::from(&m));
                         for p in &mut self.providers {
-                            if p.info.kind == "local" {
-                                p.problem = None;
-                            }
+                            p.problem = self.welcome.facts.problem(&p.name);
                         }
                         FetchState::Done(m)
                     }

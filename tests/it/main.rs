@@ -10,6 +10,8 @@ mod adapt;
 mod annotation;
 mod cache;
 mod cli;
+mod completions;
+mod doctor;
 mod instruments;
 mod judge_replies;
 mod judging;

@@ -10,21 +10,6 @@ use crate::common;
 
 use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
 
-fn all_bytes(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            all_bytes(&path, out);
-        } else if let Ok(bytes) = std::fs::read(&path) {
-            out.push((path.display().to_string(), bytes));
-        }
-    }
-}
-
-fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
-}
-
 async fn exercise(config: &Path, data: &Path, key_env: Option<(&'static str, &'static str)>) -> Vec<u8> {
     let (config, data) = (config.to_path_buf(), data.to_path_buf());
     tokio::task::spawn_blocking(move || {
@@ -116,16 +101,19 @@ async fn keys_never_reach_journals_exports_caches_logs_or_output() {
     let printed2 = exercise(&config2, &data2, None).await;
 
     assert!(server.stats().requests > 20, "the runs reached the server with the key");
-    assert!(!contains(&printed, KEY) && !contains(&printed2, KEY), "printed");
+    assert!(
+        !common::contains(&printed, KEY) && !common::contains(&printed2, KEY),
+        "printed"
+    );
     let mut files = Vec::new();
-    all_bytes(&data, &mut files);
-    all_bytes(&data2, &mut files);
+    common::all_bytes(&data, &mut files);
+    common::all_bytes(&data2, &mut files);
     let kinds = ["journal.jsonl", "results.json", "cache", "logs"];
     for kind in kinds {
         assert!(files.iter().any(|(p, _)| p.contains(kind)), "the runs wrote {kind}");
     }
     for (path, bytes) in &files {
-        assert!(!contains(bytes, KEY), "the key is in {path}");
+        assert!(!common::contains(bytes, KEY), "the key is in {path}");
     }
 
     // A literal key in a file others can read is refused, and says why.

@@ -1,7 +1,6 @@
-//! The first-run screen: which providers cannot serve and why, and the ways forward (fetch the embedded
-//! model, configure a server, replay a sample). It owns the model download's progress.
-
-use std::path::PathBuf;
+//! The first-run screen: the doctor's quick checks (config, data dir, embedded model, providers; no
+//! request is sent and no model loaded to draw it) and the ways forward (fetch the embedded model,
+//! configure a server, replay a sample). It owns the model download's progress.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -10,6 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
 use super::{Component, Ctx, Hits, Request};
+use crate::doctor::{self, Facts, Status};
 use crate::tui::app::{Effect, Screen};
 use crate::tui::keys::Command;
 use crate::tui::ui::{block, centered};
@@ -21,11 +21,11 @@ pub enum FetchState {
     Failed(String),
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Welcome {
     pub fetch: Option<FetchState>,
-    /// Where the config the welcome screen points to lives.
-    pub config_path: Option<PathBuf>,
+    /// What the doctor knows without the network; the checks are judged from it when drawn.
+    pub facts: Facts,
 }
 
 impl Welcome {
@@ -59,30 +59,26 @@ impl Component for Welcome {
         let mut lines = vec![
             Line::raw(
                 "A workbench that interviews role-playing agents and measures whether they keep their \
-                 character's personality (InCharacter), with the original scales and labels.",
+                 character's personality (InCharacter).",
             ),
             Line::raw(""),
-            Line::styled("Providers", theme.title()),
+            Line::styled("This machine", theme.title()),
         ];
-        for p in ctx.providers {
-            let roles: Vec<&str> = p.roles.iter().map(|r| r.name()).collect();
-            let (mark, note, color) = match &p.problem {
-                None => ("✓", "ready".to_string(), theme.positive),
-                Some(why) => ("✗", why.clone(), theme.error),
+        // The terminal is the one the screen is drawn in; the doctor's other checks are here.
+        let report = doctor::judge(&self.facts);
+        let checks: Vec<_> = report.checks.iter().filter(|c| c.name != "terminal").collect();
+        let width = checks.iter().map(|c| c.name.chars().count()).max().unwrap_or(0);
+        for check in checks {
+            let (mark, color) = match check.status {
+                Status::Ok => ("✓", theme.positive),
+                Status::Warn => ("!", theme.warning),
+                Status::Fail => ("✗", theme.error),
             };
             lines.push(Line::from(vec![
                 Span::styled(format!("  {mark} "), theme.fg(color)),
-                Span::raw(format!("{} ({} {})", p.name, p.info.kind, p.info.model)),
-                Span::styled(
-                    if roles.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" · {}", roles.join(", "))
-                    },
-                    theme.dim(),
-                ),
+                Span::raw(format!("{:<width$}  ", check.name)),
+                Span::styled(check.detail.clone(), theme.fg(color)),
             ]));
-            lines.push(Line::styled(format!("      {note}"), theme.fg(color)));
         }
         lines.push(Line::raw(""));
         lines.push(Line::styled("What next", theme.title()));
@@ -96,18 +92,17 @@ impl Component for Welcome {
             (key(Command::FetchModel), fetch),
             (
                 "config".into(),
-                format!(
-                    "add an OpenAI-compatible server or key in {}",
-                    self.config_path
-                        .as_ref()
-                        .map_or("(no config location)".into(), |p| p.display().to_string())
-                ),
+                "add an OpenAI-compatible server or key in the config file above".into(),
             ),
             (
                 key(Command::GoSessions),
                 "replay a recorded sample session (no model needed)".into(),
             ),
             (key(Command::GoSetup), "go to setup anyway".into()),
+            (
+                "doctor".into(),
+                "`incharacter doctor` also tries each provider, loads the model and checks pip".into(),
+            ),
         ] {
             lines.push(Line::from(vec![
                 Span::styled(format!("  {k:^7}"), theme.selected().add_modifier(Modifier::BOLD)),

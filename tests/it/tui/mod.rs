@@ -33,7 +33,11 @@ fn app() -> App {
     let (themes, _) = theme::load_all(None);
     let empty = tempfile::tempdir().unwrap();
     let mut app = App::new(catalog, &config, Some(empty.path()), Keymap::default(), themes, 0);
-    app.welcome.config_path = Some("/home/user/.config/incharacter/config.toml".into());
+    // The doctor's paths as on a user's machine, not the test's temp dir.
+    let facts = &mut app.welcome.facts;
+    facts.config_file = Some("/home/user/.config/incharacter/config.toml".into());
+    facts.config_found = false;
+    facts.data_dir.as_mut().unwrap().path = "/home/user/.local/share/incharacter".into();
     app.annotate.annotator = "tester".into();
     app
 }
@@ -98,9 +102,17 @@ fn snap(name: &str, app: &App) {
 
 #[test]
 fn welcome_says_what_is_missing() {
-    let app = app();
+    let mut app = app();
     assert_eq!(app.screen, Screen::Welcome, "no fetched model, no key: welcome first");
     snap("welcome", &app);
+    // Once `f` has fetched the model, the doctor's checks and the providers say so.
+    app.update(Action::Fetched(Ok(
+        "/home/user/.local/share/incharacter/models/smollm2-135m/model.gguf".into(),
+    )));
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("✓ embedded model  smollm2-135m: fetched"), "{screen}");
+    assert!(!screen.contains('✗'), "{screen}");
+    assert!(app.providers.iter().all(|p| p.problem.is_none()));
 }
 
 #[test]
