@@ -344,14 +344,8 @@ fn write_character<'s>(
 }
 
 fn write_text_atomic(path: &Path, text: &str) -> Result<(), ImportError> {
-    let write = |source| ImportError::Write {
+    crate::journal::write_bytes_atomic(path, text.as_bytes()).map_err(|source| ImportError::Write {
         path: path.to_path_buf(),
         source,
-    };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(write)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(write)?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(write)?;
-    tmp.persist(path).map_err(|e| write(e.error))?;
-    Ok(())
+    })
 }
