@@ -14,7 +14,7 @@ pub struct Memories {
 }
 
 /// `Name:「text」` → (name, text).
-fn utterance(line: &str) -> Option<(&str, &str)> {
+pub(crate) fn utterance(line: &str) -> Option<(&str, &str)> {
     let (name, rest) = line.split_once(':').or_else(|| line.split_once('：'))?;
     let text = rest.trim().strip_prefix('「')?.trim_end().strip_suffix('」')?;
     Some((name.trim(), text.trim()))
