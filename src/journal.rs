@@ -177,10 +177,16 @@ pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, JournalError> {
 
 /// Writes `value` as pretty JSON to `path` atomically (temporary file + rename).
 pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+    write_bytes_atomic(path, &serde_json::to_vec_pretty(value)?)
+}
+
+/// Writes `bytes` to `path` atomically (temporary file + rename): a reader sees the old file or the
+/// whole new one.
+pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    serde_json::to_writer_pretty(&mut tmp, value)?;
+    tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())

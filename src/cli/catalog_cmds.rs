@@ -62,7 +62,7 @@ fn find_scale<'a>(catalog: &'a Catalog, id: &str) -> anyhow::Result<&'a Scale> {
     })
 }
 
-fn find_character<'a>(catalog: &'a Catalog, id: &str) -> anyhow::Result<&'a Character> {
+pub(super) fn find_character<'a>(catalog: &'a Catalog, id: &str) -> anyhow::Result<&'a Character> {
     catalog.character(id).ok_or_else(|| {
         input_error(format!(
             "unknown character \"{}\"; `incharacter characters` lists them",

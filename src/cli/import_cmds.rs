@@ -1,4 +1,5 @@
-//! `incharacter import …`: characters from ChatHaruhi and RoleBench, scales from InCharacter and PsychoBench.
+//! `incharacter import …`: characters from ChatHaruhi, RoleBench and character cards, scales from
+//! InCharacter and PsychoBench.
 
 use std::io::Write;
 use std::path::Path;
@@ -63,6 +64,26 @@ pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut 
             )
             .map_err(failed)?;
             print_character(imported, out)
+        }
+        ImportCommand::Card { file, character, json } => {
+            let options = options(character);
+            let imported =
+                import::character_card(&file, data, &options, |s| catalog.scale(s), |c| catalog.character(c))
+                    .map_err(failed)?;
+            if json {
+                let path = imported.character_file.display().to_string();
+                writeln!(out, "{}", serde_json::json!({"id": imported.id, "path": path}))?;
+            } else {
+                writeln!(
+                    out,
+                    "imported card \"{}\" as {} ({} memories)\n  {}",
+                    terminal_safe(&imported.name),
+                    imported.id,
+                    imported.memories,
+                    imported.character_file.display()
+                )?;
+            }
+            Ok(ExitCode::SUCCESS)
         }
         ImportCommand::Scale {
             file,

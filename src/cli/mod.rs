@@ -3,6 +3,7 @@
 //! ended with failed items or assessments; 2 the user's input is invalid (a bad file, an unknown id).
 
 mod annotation_cmds;
+mod card_cmds;
 mod catalog_cmds;
 mod doctor_cmds;
 mod drive;
@@ -200,10 +201,20 @@ pub enum Command {
     /// Assess a recorded session's interviews again (another judge, prompt set, temperature or
     /// methods) as a new session that sends only judge requests
     Assess(run_cmds::AssessArgs),
-    /// Import a character or a scale from another project (ChatHaruhi, RoleBench, InCharacter, PsychoBench) into the data dir
+    /// Import a character or a scale from another project (ChatHaruhi, RoleBench, a character card,
+    /// InCharacter, PsychoBench) into the data dir
     Import {
         #[command(subcommand)]
         command: ImportCommand,
+    },
+    /// Write a character as a Character Card V2 (its prompt as the description, its memories as greetings
+    /// and example dialogues): JSON on stdout, or a .json or .png file
+    ExportCard {
+        /// Character id or name
+        character: String,
+        /// Write here instead of stdout: FILE.json, or FILE.png (a placeholder image carrying the card)
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
     },
     /// Open the workbench on the replay of a session, with its original timing
     Replay {
@@ -340,6 +351,16 @@ pub enum ImportCommand {
         #[command(flatten)]
         character: CharacterImportArgs,
     },
+    /// A character card (V1, V2 or V3): JSON, or a PNG carrying it in a `chara` or `ccv3` chunk
+    Card {
+        /// The .json or .png file
+        file: PathBuf,
+        #[command(flatten)]
+        character: CharacterImportArgs,
+        /// Print {"id", "path"} (the character file) as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// A questionnaire: InCharacter `questionnaires/<NAME>.json` or PsychoBench `questionnaires.json`
     Scale {
         file: PathBuf,
@@ -360,13 +381,15 @@ pub enum ImportCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct CharacterImportArgs {
-    /// The character's name as it speaks in the dialogues [default: folder/file name or role]
+    /// The character's name as it speaks in the dialogues [default: the folder or file name, the role,
+    /// the card's name]
     #[arg(long)]
     name: Option<String>,
-    /// Who interviews it [default: the one it talks with most]
+    /// Who interviews it, `{{user}}` in a card [default: the one it talks with most; for a card, the
+    /// one it was exported with, else User]
     #[arg(long)]
     experimenter: Option<String>,
-    /// en or zh [default: detected from the dialogues]
+    /// en or zh [default: detected from the dialogues or the card; an exported card's own]
     #[arg(long)]
     language: Option<String>,
     /// Character id [default: name-language]
@@ -650,6 +673,10 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         Command::Sessions { json } => run_cmds::sessions(ctx, json, out),
         Command::Replay { .. } | Command::Demo { .. } => Err(input_error("`replay` and `demo` open the workbench")),
         Command::Import { command } => import_cmds::import(command, &*ctx.catalog()?, &ctx.data_dir()?, out),
+        Command::ExportCard { character, output } => {
+            let data = ctx.data_dir().ok();
+            card_cmds::export_card(&*ctx.catalog()?, data.as_deref(), &character, output.as_deref(), out)
+        }
         Command::Report { ids, format, labels } => run_cmds::report(ctx, &ids, &format, labels.map(Into::into), out),
         Command::Judges { ids, json } => judges_cmds::judges(ctx, &ids, json, out),
         Command::Export { id, format, output } => run_cmds::export(ctx, &id, &format, output.as_deref(), out),

@@ -14,7 +14,7 @@ pub struct Memories {
 }
 
 /// `Name:「text」` → (name, text).
-fn utterance(line: &str) -> Option<(&str, &str)> {
+pub(crate) fn utterance(line: &str) -> Option<(&str, &str)> {
     let (name, rest) = line.split_once(':').or_else(|| line.split_once('：'))?;
     let text = rest.trim().strip_prefix('「')?.trim_end().strip_suffix('」')?;
     Some((name.trim(), text.trim()))
@@ -55,16 +55,19 @@ impl Memories {
 
     /// The memories of `character` (speaking as `speaker`), if it has any.
     pub fn load(data_dir: &Path, character: &str, speaker: &str) -> Result<Option<Memories>, String> {
-        let p = path(data_dir, character);
-        match std::fs::read_to_string(&p) {
-            Ok(text) => {
-                let chunks: Vec<String> = serde_json::from_str(&text)
-                    .map_err(|e| format!("{}:{}:{}: {e}", p.display(), e.line(), e.column()))?;
-                Ok(Some(Memories::new(chunks, speaker)))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("{}: {e}", p.display())),
-        }
+        Ok(chunks(data_dir, character)?.map(|chunks| Memories::new(chunks, speaker)))
+    }
+}
+
+/// The memory chunks of `character` as stored, if it has any.
+pub fn chunks(data_dir: &Path, character: &str) -> Result<Option<Vec<String>>, String> {
+    let p = path(data_dir, character);
+    match std::fs::read_to_string(&p) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| format!("{}:{}:{}: {e}", p.display(), e.line(), e.column())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", p.display())),
     }
 }
 

@@ -62,6 +62,21 @@ pub async fn kill_after_requests(
     sessions.into_iter().next().unwrap()
 }
 
+/// Every file directly under `dir` with its bytes (empty when it does not exist).
+pub fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().to_string(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// Removes `key` at every depth (attempt records say whether a reply came from the cache, which
 /// differs after a resume).
 pub fn strip(v: &mut serde_json::Value, key: &str) {

@@ -9,6 +9,7 @@ mod common;
 mod adapt;
 mod annotation;
 mod cache;
+mod cards;
 mod cli;
 mod completions;
 mod doctor;

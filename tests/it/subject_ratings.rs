@@ -142,21 +142,6 @@ fn ratings_csv(subjects: &[String], traits: &[String]) -> (String, Ratings) {
     (csv, ratings)
 }
 
-/// Every file under `dir` with its bytes (empty when it does not exist).
-fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| {
-            (
-                e.file_name().to_string_lossy().to_string(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn imported_subject_ratings_agree_with_an_independent_computation() {
     let server = FakeServer::start(FakeConfig::default()).await.unwrap();
@@ -304,7 +289,7 @@ async fn imported_subject_ratings_agree_with_an_independent_computation() {
 
     // A row naming an unknown subject: located, exit 2, nothing written.
     let annotations = data.join("sessions").join(&id).join("annotations");
-    let before = snapshot(&annotations);
+    let before = common::snapshot(&annotations);
     let bad = dir.path().join("bad.csv");
     std::fs::write(
         &bad,
@@ -318,7 +303,7 @@ async fn imported_subject_ratings_agree_with_an_independent_computation() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.csv:3:13: no subject \"s7\""), "{err}");
-    assert_eq!(snapshot(&annotations), before, "nothing written");
+    assert_eq!(common::snapshot(&annotations), before, "nothing written");
     // An item row, an unknown observer and a value off the 1–5 scale are located too.
     for (row, at) in [
         (format!("cid,item,s2,IPIP-50,{},1,3,", traits[0]), ":2:5: session "),
@@ -342,7 +327,7 @@ async fn imported_subject_ratings_agree_with_an_independent_computation() {
         assert_eq!(out.status.code(), Some(2), "{row}: {err}");
         assert!(err.contains(at), "{row}: {err}");
     }
-    assert_eq!(snapshot(&annotations), before, "nothing written");
+    assert_eq!(common::snapshot(&annotations), before, "nothing written");
 
     // An export imports back to the same annotations.
     let exported = ok(&config, &data, &["annotations", "export", &id, "--format", "csv"]).await;

@@ -1,14 +1,17 @@
 //! Importing characters and scales from other projects. A character (ChatHaruhi folder or jsonl,
-//! RoleBench profile) becomes `<data dir>/characters/<id>.toml` plus its memories `<id>.memories.json`;
-//! a questionnaire (InCharacter or PsychoBench JSON) becomes `<data dir>/scales/<id>.toml`. Sizes are
-//! bounded, ids are checked (no path can escape the data dir), every file is validated by the same
-//! parser the catalog uses, and nothing is written unless the whole import is valid. (The original code
-//! silently fell back to Haruhi for a name it did not know; here the name must be seen speaking.)
+//! RoleBench profile, character card) becomes `<data dir>/characters/<id>.toml` plus its memories
+//! `<id>.memories.json`; a questionnaire (InCharacter or PsychoBench JSON) becomes
+//! `<data dir>/scales/<id>.toml`. Sizes are bounded, ids are checked (no path can escape the data dir),
+//! every file is validated by the same parser the catalog uses, and nothing is written unless the whole
+//! import is valid. (The original code silently fell back to Haruhi for a name it did not know; here the
+//! name must be seen speaking.)
 
+mod card;
 mod chatharuhi;
 mod rolebench;
 mod scale;
 
+pub use card::character_card;
 pub use chatharuhi::{chatharuhi_folder, chatharuhi_jsonl};
 pub use rolebench::rolebench_profile;
 pub use scale::{ScaleFormat, ScaleOptions, questionnaire};
@@ -20,7 +23,7 @@ use serde::Serialize;
 
 use crate::domain::character::Character;
 use crate::domain::diagnostic::Source;
-use crate::domain::scale::Scale;
+use crate::domain::scale::{Language, Scale};
 
 const MAX_FILE: u64 = 1 << 20;
 const MAX_FILES: usize = 5000;
@@ -63,6 +66,8 @@ pub struct Options {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Imported {
     pub id: String,
+    /// The character's name.
+    pub name: String,
     pub character_file: PathBuf,
     pub memories_file: PathBuf,
     pub memories: usize,
@@ -219,6 +224,20 @@ fn slug(name: &str) -> String {
     slug.split('-').filter(|s| !s.is_empty()).collect::<Vec<_>>().join("-")
 }
 
+/// `--id`, else the slug of the name (of `fallback` when the name has no ASCII letters or digits) and
+/// the language: `luna-en`.
+fn character_id(options: &Options, name: &str, fallback: &str, language: &str) -> Result<String, ImportError> {
+    let id = options.id.clone().unwrap_or_else(|| {
+        let s = slug(name);
+        let s = if s.is_empty() { slug(fallback) } else { s };
+        format!("{s}-{language}")
+    });
+    if !valid_id(&id) {
+        return Err(format!("id \"{id}\" must be lower-case letters, digits and '-' (pass --id)").into());
+    }
+    Ok(id)
+}
+
 /// What every character source yields before it is written.
 struct Profile {
     /// The name as it speaks in the chunks.
@@ -268,29 +287,11 @@ fn write_character<'s>(
         )
         .into());
     }
-    let cjk = chunks
-        .iter()
-        .flat_map(|c| c.chars())
-        .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
-        .count();
-    let letters = chunks
-        .iter()
-        .flat_map(|c| c.chars())
-        .filter(|c| c.is_alphabetic())
-        .count()
-        .max(1);
     let language = options
         .language
         .clone()
-        .unwrap_or_else(|| if cjk * 3 > letters { "zh".into() } else { "en".into() });
-    let id = options.id.clone().unwrap_or_else(|| {
-        let s = slug(&name);
-        let s = if s.is_empty() { slug(&fallback_slug) } else { s };
-        format!("{s}-{language}")
-    });
-    if !valid_id(&id) {
-        return Err(format!("id \"{id}\" must be lower-case letters, digits and '-' (pass --id)").into());
-    }
+        .unwrap_or_else(|| detect_language(chunks.iter().map(String::as_str)).code().into());
+    let id = character_id(options, &name, &fallback_slug, &language)?;
     let existing = known(&id).filter(|c| c.id == id);
     let experimenter = match (&options.experimenter, existing) {
         (Some(e), _) => e.clone(),
@@ -321,37 +322,56 @@ fn write_character<'s>(
         labels: existing.map(labels_of).unwrap_or_default(),
     };
     let text = toml::to_string(&file).map_err(|e| e.to_string())?;
-    let characters = data_dir.join("characters");
-    let character_file = characters.join(format!("{id}.toml"));
+    let character_file = character_path(data_dir, &id);
     Character::parse(Source::new(&character_file.display().to_string(), &text), scale)
         .map_err(|e| e.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))?;
+    write_files(data_dir, id, name, &chunks, &character_file, &text)
+}
+
+fn character_path(data_dir: &Path, id: &str) -> PathBuf {
+    data_dir.join("characters").join(format!("{id}.toml"))
+}
+
+/// Writes a validated character file and its memories (the memories first, so the character never
+/// appears without them).
+fn write_files(
+    data_dir: &Path,
+    id: String,
+    name: String,
+    chunks: &[String],
+    character_file: &Path,
+    text: &str,
+) -> Result<Imported, ImportError> {
     let memories_file = super::memories::path(data_dir, &id);
-    std::fs::create_dir_all(&characters).map_err(|source| ImportError::Write {
-        path: characters.clone(),
-        source,
-    })?;
     crate::journal::write_atomic(&memories_file, &chunks).map_err(|source| ImportError::Write {
         path: memories_file.clone(),
         source,
     })?;
-    write_text_atomic(&character_file, &text)?;
+    write_text_atomic(character_file, text)?;
     Ok(Imported {
         id,
-        character_file,
+        name,
+        character_file: character_file.to_path_buf(),
         memories_file,
         memories: chunks.len(),
     })
 }
 
 fn write_text_atomic(path: &Path, text: &str) -> Result<(), ImportError> {
-    let write = |source| ImportError::Write {
+    crate::journal::write_bytes_atomic(path, text.as_bytes()).map_err(|source| ImportError::Write {
         path: path.to_path_buf(),
         source,
-    };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(write)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(write)?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(write)?;
-    tmp.persist(path).map_err(|e| write(e.error))?;
-    Ok(())
+    })
+}
+
+/// The language of a character's text: Chinese when CJK ideographs are more than a third of its
+/// letters.
+fn detect_language<'a>(texts: impl Iterator<Item = &'a str> + Clone) -> Language {
+    let cjk = texts
+        .clone()
+        .flat_map(str::chars)
+        .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
+        .count();
+    let letters = texts.flat_map(str::chars).filter(|c| c.is_alphabetic()).count().max(1);
+    if cjk * 3 > letters { Language::Zh } else { Language::En }
 }
