@@ -126,18 +126,41 @@ pub fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// A record with the `ts_ms` [`Journal::append`] gave it.
+#[derive(serde::Deserialize)]
+struct Timed<T> {
+    ts_ms: Option<u64>,
+    #[serde(flatten)]
+    record: T,
+}
+
 /// Reads a journal with each record's `ts_ms` (absent in journals written before it existed).
 pub fn read_timed<T: DeserializeOwned>(path: &Path) -> Result<Vec<(Option<u64>, T)>, JournalError> {
-    #[derive(serde::Deserialize)]
-    struct Timed<T> {
-        ts_ms: Option<u64>,
-        #[serde(flatten)]
-        record: T,
-    }
     Ok(read::<Timed<T>>(path)?
         .into_iter()
         .map(|t| (t.ts_ms, t.record))
         .collect())
+}
+
+/// A journal's first record with its `ts_ms`, reading nothing after its first line (`None`: an
+/// empty journal, or a first line torn or damaged).
+pub fn read_first<T: DeserializeOwned>(path: &Path) -> Result<Option<(Option<u64>, T)>, JournalError> {
+    let io = |source| JournalError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut reader = BufReader::new(File::open(path).map_err(io)?);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).map_err(io)? == 0 {
+            return Ok(None);
+        }
+        let text = String::from_utf8_lossy(&line);
+        if !text.trim().is_empty() {
+            return Ok(serde_json::from_str::<Timed<T>>(&text).ok().map(|t| (t.ts_ms, t.record)));
+        }
+    }
 }
 
 /// Reads a journal. A damaged *last* line (a write cut short) is skipped; a damaged line elsewhere is

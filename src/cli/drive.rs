@@ -64,6 +64,9 @@ pub(super) fn drive<S: Headless>(
     for note in &run.notes {
         eprintln!("note: {}", safe(note));
     }
+    for change in &run.changed {
+        eprintln!("warning: {change}");
+    }
     eprintln!("session {}: {}", run.id, S::intro(&run, &catalog));
     let (id, dir) = (run.id.clone(), run.dir.clone());
     let mut progress = S::progress(&run, &catalog, std::io::stderr().is_terminal());

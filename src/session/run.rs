@@ -16,7 +16,7 @@ use crate::llm::client::{Shared, Unreachable};
 use crate::llm::config::Config;
 use crate::llm::{self, ChatModel};
 use crate::study::live::{LiveSink, Observed, Pause};
-use crate::study::{Env, Event, SessionHeader, Study};
+use crate::study::{Env, Event, SessionHeader, Study, VersionChange, version_changes};
 
 /// A new session of `plan`, or one to resume.
 pub enum Start<P> {
@@ -32,6 +32,9 @@ pub struct Run<S: Study> {
     pub study: S,
     /// Things the user should know before the run (e.g. a character without memories).
     pub notes: Vec<String>,
+    /// A resume: the characters edited since the session recorded them (the run goes on with the
+    /// new versions, which `Resumed` records).
+    pub changed: Vec<VersionChange>,
     journal: Journal,
     catalog: Arc<Catalog>,
     shared: Shared,
@@ -107,6 +110,7 @@ impl<S: Study> Run<S> {
             source,
         };
         let mut journal = Journal::open(&path).map_err(unwritable)?;
+        let changed = version_changes(&prior, &prepared.character_versions);
         let first = if prior.is_empty() {
             S::started(
                 SessionHeader {
@@ -114,6 +118,7 @@ impl<S: Study> Run<S> {
                     name,
                     created: journal::now_rfc3339(),
                     app_version: env!("CARGO_PKG_VERSION").into(),
+                    character_versions: prepared.character_versions,
                 },
                 plan.clone(),
                 prepared.providers,
@@ -122,6 +127,7 @@ impl<S: Study> Run<S> {
             Event::Resumed {
                 at: journal::now_rfc3339(),
                 items_per_call: prepared.items_per_call,
+                character_versions: prepared.character_versions,
             }
         };
         journal.append(&first).map_err(unwritable)?;
@@ -131,6 +137,7 @@ impl<S: Study> Run<S> {
             plan,
             study: prepared.study,
             notes: prepared.notes,
+            changed,
             journal,
             catalog,
             shared,

@@ -3,6 +3,7 @@
 //! into the binary, unpacked once into `<data dir>/samples/<hash>`). Samples are read-only: what would
 //! be written next to one (an export) goes to the data dir instead.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{SessionError, sessions_dir};
@@ -222,6 +223,41 @@ fn list_in(dir: &Path, sample: bool) -> Vec<SessionEntry> {
     found.into_iter().map(|(_, e)| e).collect()
 }
 
+/// Each character's versions, by id: every version the data dir's sessions recorded (oldest first, by
+/// the first session that recorded it) with the sessions that recorded it, in creation order.
+pub type CharacterVersions = BTreeMap<String, Vec<(String, Vec<String>)>>;
+
+/// The versions index of the data dir's sessions ([`CharacterVersions`]). Cheap: it reads only each
+/// journal's first record (a resume that met an edited character is not counted).
+pub fn character_versions(data_dir: &Path) -> CharacterVersions {
+    let mut starts = Vec::new();
+    for entry in std::fs::read_dir(sessions_dir(data_dir)).into_iter().flatten().flatten() {
+        let Ok(Some((ms, first))) = journal::read_first::<Event>(&entry.path().join("journal.jsonl")) else {
+            continue;
+        };
+        if let Some(start) = first.start() {
+            starts.push((
+                start.created.to_string(),
+                ms,
+                start.session.to_string(),
+                start.character_versions.clone(),
+            ));
+        }
+    }
+    starts.sort();
+    let mut index = CharacterVersions::new();
+    for (_, _, session, versions) in starts {
+        for (character, version) in versions {
+            let list = index.entry(character).or_default();
+            match list.iter_mut().find(|(v, _)| *v == version) {
+                Some((_, sessions)) => sessions.push(session.clone()),
+                None => list.push((version, vec![session.clone()])),
+            }
+        }
+    }
+    index
+}
+
 /// The sample sessions this build knows (see the module's paragraph).
 pub fn samples_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("INCHARACTER_SAMPLES") {
@@ -361,6 +397,35 @@ mod tests {
         assert_eq!(ids("a-parent"), ["a-parent", "b-again", "c-again"]);
         assert_eq!(ids("z-elsewhere"), ["d-other"], "a parent need not be in the store");
         assert_eq!(ids("e-unrelated"), ["e-unrelated"]);
+    }
+
+    #[test]
+    fn the_versions_index_groups_sessions_by_version_in_creation_order() {
+        let data = tempfile::tempdir().unwrap();
+        // (id, created, versions): ids sort otherwise than creation.
+        let sessions = [
+            ("s-3", "2026-11-30T00:00:03Z", r#"{"anna":"v2","bo":"w1"}"#),
+            ("s-1", "2026-11-30T00:00:01Z", r#"{"anna":"v1"}"#),
+            ("s-2", "2026-11-30T00:00:02Z", r#"{"anna":"v2"}"#),
+            ("s-4", "2026-11-30T00:00:04Z", r#"{"anna":"v1"}"#),
+            ("s-0", "2026-11-30T00:00:00Z", "{}"),
+        ];
+        for (id, created, versions) in sessions {
+            let dir = sessions_dir(data.path()).join(id);
+            std::fs::create_dir_all(&dir).unwrap();
+            let first = format!(
+                r#"{{"event":"run_started","session":"{id}","name":null,"created":"{created}","app_version":"0.1.0","character_versions":{versions},"plan":{{"characters":["anna"],"scales":["GSE"],"methods":["er-batch"],"repeats":1,"rpa":"p","judge":"p","style":"description","seed":1,"max_attempts":5}},"providers":{{}}}}"#
+            );
+            // Only the first record is read: a damaged line after it does not matter.
+            std::fs::write(dir.join("journal.jsonl"), first + "\n{damaged\n{}\n").unwrap();
+        }
+        let index = character_versions(data.path());
+        let of = |c: &str| -> Vec<(String, Vec<String>)> { index[c].clone() };
+        let owned = |v: &str, s: &[&str]| (v.to_string(), s.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(of("anna"), [owned("v1", &["s-1", "s-4"]), owned("v2", &["s-2", "s-3"])]);
+        assert_eq!(of("bo"), [owned("w1", &["s-3"])]);
+        assert_eq!(index.len(), 2);
+        assert!(character_versions(&data.path().join("nowhere")).is_empty());
     }
 
     #[test]

@@ -42,6 +42,11 @@ pub struct SessionHeader {
     pub name: Option<String>,
     pub created: String,
     pub app_version: String,
+    /// The version ([`crate::domain::character::Character::version`]) of each character the run
+    /// gives a role-playing agent, by id. Sessions older than the field, and kinds that record none,
+    /// have none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub character_versions: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +64,10 @@ pub enum Event {
         /// Items per conversion call from here on, when the judge cannot hold the plan's number.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         items_per_call: Option<u32>,
+        /// The characters' versions from here on, when the run records them (they may have been
+        /// edited since the session started).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        character_versions: BTreeMap<String, String>,
     },
     ItemAnswered {
         character: String,
@@ -224,6 +233,7 @@ pub struct SessionStart<'a> {
     pub created: &'a str,
     pub providers: &'a BTreeMap<String, ModelInfo>,
     pub kind: Kind,
+    pub character_versions: &'a BTreeMap<String, String>,
 }
 
 /// An observer step, as its journal records it.
@@ -248,6 +258,7 @@ impl Event {
             created: &header.created,
             providers,
             kind,
+            character_versions: &header.character_versions,
         })
     }
 }
@@ -255,6 +266,78 @@ impl Event {
 /// The kind of a session, from its first record.
 pub fn kind_of(events: &[Event]) -> Option<Kind> {
     events.iter().find_map(|e| e.start().map(|s| s.kind))
+}
+
+/// The characters' versions a session's first record gives (none for sessions older than them).
+pub fn character_versions(events: &[Event]) -> BTreeMap<String, String> {
+    events
+        .iter()
+        .find_map(|e| e.start().map(|s| s.character_versions.clone()))
+        .unwrap_or_default()
+}
+
+/// The versions of `character` a resume recorded after the first record's, in journal order (a
+/// character edited while its session was interrupted); each one once.
+pub fn later_versions(events: &[Event], character: &str) -> Vec<String> {
+    let mut seen: Vec<String> = character_versions(events).get(character).cloned().into_iter().collect();
+    let mut later = Vec::new();
+    for e in events {
+        if let Event::Resumed { character_versions, .. } = e
+            && let Some(v) = character_versions.get(character)
+            && !seen.contains(v)
+        {
+            seen.push(v.clone());
+            later.push(v.clone());
+        }
+    }
+    later
+}
+
+/// A character whose version changed between a session's start (or last resume) and its resume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionChange {
+    pub character: String,
+    pub recorded: String,
+    pub current: String,
+}
+
+/// The first 12 hex digits of a version: enough to tell versions apart on a line.
+pub fn short_version(version: &str) -> &str {
+    version.get(..12).unwrap_or(version)
+}
+
+impl std::fmt::Display for VersionChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "character {} changed since the session recorded it (version {}, now {}): its remaining answers come from the new version",
+            crate::text::terminal_safe(&self.character),
+            short_version(&self.recorded),
+            short_version(&self.current)
+        )
+    }
+}
+
+/// The characters whose `current` version differs from the last one `prior` (a journal) records:
+/// the first record's, updated by every resume's.
+pub fn version_changes(prior: &[Event], current: &BTreeMap<String, String>) -> Vec<VersionChange> {
+    let mut recorded = character_versions(prior);
+    for e in prior {
+        if let Event::Resumed { character_versions, .. } = e {
+            recorded.extend(character_versions.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    current
+        .iter()
+        .filter_map(|(character, now)| {
+            let then = recorded.get(character)?;
+            (then != now).then(|| VersionChange {
+                character: character.clone(),
+                recorded: then.clone(),
+                current: now.clone(),
+            })
+        })
+        .collect()
 }
 
 /// Connects a provider by name.
@@ -280,6 +363,9 @@ pub struct Prepared<S> {
     pub notes: Vec<String>,
     /// Interviews: the items per conversion call a resume changes to (journaled in `Resumed`).
     pub items_per_call: Option<u32>,
+    /// The versions of the characters the study role-plays, by id (recorded in the first record, and
+    /// in `Resumed`).
+    pub character_versions: BTreeMap<String, String>,
 }
 
 /// Why a study could not be prepared.
@@ -399,6 +485,42 @@ mod tests {
             ["event", "session", "name", "created", "app_version", "plan", "providers"]
         );
         assert_eq!(serde_json::from_value::<Event>(back).unwrap(), event);
+    }
+
+    /// A resume compares with the last versions the journal records, and a journal older than
+    /// versions compares with nothing.
+    #[test]
+    fn a_resume_finds_the_characters_edited_since_the_last_record() {
+        let versions = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(c, v)| (c.to_string(), v.to_string())).collect()
+        };
+        let line = r#"{"event":"run_started","session":"s","name":null,"created":"2026-01-01T00:00:00Z","app_version":"0.1.0","character_versions":{"anna":"a1","bo":"b1"},"plan":{"characters":["anna","bo"],"scales":["GSE"],"methods":["er-batch"],"repeats":1,"rpa":"p","judge":"p","style":"description","seed":1,"max_attempts":5},"providers":{}}"#;
+        let mut journal: Vec<Event> = vec![serde_json::from_str(line).unwrap()];
+        assert_eq!(character_versions(&journal), versions(&[("anna", "a1"), ("bo", "b1")]));
+        let now = versions(&[("anna", "a2"), ("bo", "b1"), ("cy", "c1")]);
+        let changes = version_changes(&journal, &now);
+        let [change] = &changes[..] else { panic!("{changes:?}") };
+        assert_eq!((change.character.as_str(), change.recorded.as_str(), change.current.as_str()), ("anna", "a1", "a2"));
+        journal.push(Event::Resumed {
+            at: "later".into(),
+            items_per_call: None,
+            character_versions: now.clone(),
+        });
+        assert!(version_changes(&journal, &now).is_empty(), "the resume recorded them");
+        assert_eq!(later_versions(&journal, "anna"), ["a2"]);
+        assert!(later_versions(&journal, "bo").is_empty());
+        let old: Event = serde_json::from_str(&line.replace(r#""character_versions":{"anna":"a1","bo":"b1"},"#, "")).unwrap();
+        assert!(version_changes(std::slice::from_ref(&old), &now).is_empty());
+        assert!(!serde_json::to_string(&old).unwrap().contains("character_versions"), "an old record writes back as it was");
+        let change = VersionChange {
+            character: "anna".into(),
+            recorded: "0123456789abcdef".into(),
+            current: "fedcba9876543210".into(),
+        };
+        assert_eq!(
+            change.to_string(),
+            "character anna changed since the session recorded it (version 0123456789ab, now fedcba987654): its remaining answers come from the new version"
+        );
     }
 
     /// Observer steps sit inside the tagged record; their item maps keep numeric keys through it.

@@ -68,6 +68,7 @@ impl Study for Observers {
             providers,
             notes: Vec::new(),
             items_per_call: None,
+            character_versions: Default::default(),
         })
     }
 

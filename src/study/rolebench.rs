@@ -378,6 +378,7 @@ impl Study for Rolebench {
             providers,
             notes: Vec::new(),
             items_per_call: None,
+            character_versions: BTreeMap::new(),
         })
     }
 

@@ -558,6 +558,9 @@ impl Driver {
             for note in &run.notes {
                 let _ = tx.send(Action::Flash(note.clone()));
             }
+            for change in &run.changed {
+                let _ = tx.send(Action::Flash(change.to_string()));
+            }
             let _ = tx.send(Action::Memories(run.study.memories()));
             let _ = tx.send(Action::SessionDir(run.dir.clone()));
             // What the journal holds so far (the start record, and for a resume everything before).

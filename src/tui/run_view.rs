@@ -214,7 +214,7 @@ impl RunView {
                 self.session.plan = Some(plan.as_ref().clone());
                 self.plan_items(plan, catalog);
             }
-            Event::Resumed { at, items_per_call } => self.log(match items_per_call {
+            Event::Resumed { at, items_per_call, .. } => self.log(match items_per_call {
                 Some(n) => format!("resumed at {at}; {n} items per conversion call from here on"),
                 None => format!("resumed at {at}"),
             }),

@@ -648,6 +648,20 @@ impl Study for Interviews {
                 None => {}
             }
         }
+        // A re-assessment asks no one: its answers are the parent's, given by the parent's versions.
+        let character_versions = match (&plan.parent, env.parent) {
+            (None, _) => plan
+                .characters
+                .iter()
+                .filter_map(|id| {
+                    let c = env.catalog.character(id)?;
+                    let chunks = memories.get(id).map_or(&[][..], |m: &Arc<Memories>| &m.chunks[..]);
+                    Some((id.clone(), c.version(chunks)))
+                })
+                .collect(),
+            (Some(_), Some(parent)) => super::character_versions(parent),
+            (Some(_), None) => BTreeMap::new(),
+        };
         let providers = [("rpa".to_string(), rpa_info), ("judge".to_string(), judge.info())].into();
         Ok(Prepared {
             study: Interviews {
@@ -662,6 +676,7 @@ impl Study for Interviews {
             providers,
             notes,
             items_per_call,
+            character_versions,
         })
     }
 

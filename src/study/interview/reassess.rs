@@ -181,6 +181,7 @@ mod tests {
                     name: None,
                     created: "2026-01-01T00:00:00Z".into(),
                     app_version: "0".into(),
+                    character_versions: Default::default(),
                 },
                 plan: Box::new(plan),
                 providers: BTreeMap::new(),

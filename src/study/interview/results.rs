@@ -74,7 +74,8 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
             } => {
                 session = json!({"id": h.session, "name": h.name, "created": h.created, "app_version": h.app_version,
                                  "plan": plan, "providers": providers, "seed": plan.seed,
-                                 "prompts": templates::manifest(&plan.prompts)});
+                                 "prompts": templates::manifest(&plan.prompts),
+                                 "character_versions": h.character_versions});
             }
             Event::RunFinished { status: s, .. } => status = s.clone(),
             _ => {}

@@ -35,6 +35,7 @@ fn observer_session() -> Vec<Event> {
             name: None,
             created: "2026-12-01T12:00:00Z".into(),
             app_version: "0.1.0".into(),
+            character_versions: Default::default(),
         },
         plan: ObservePlan {
             subjects: subjects.clone(),
