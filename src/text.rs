@@ -1,6 +1,7 @@
 //! Terminal-safe text. Anything that came from a model or a user/imported file passes through
 //! `terminal_safe` before it is printed or drawn, so it can never move the cursor, recolour the
-//! screen, set the window title or hide text.
+//! screen, set the window title or hide text. And text fitted to a width in display columns, which
+//! the CLI and the TUI both cut to.
 
 /// Removes escape sequences (CSI, OSC and lone ESC) and control characters other than newline and
 /// tab; tabs become spaces. Bidirectional-override characters are removed too.
@@ -47,9 +48,37 @@ pub fn terminal_safe(text: &str) -> String {
     out
 }
 
+/// Text cut to `width` display columns (CJK counts two), with an ellipsis when cut.
+pub fn fit(text: &str, width: usize) -> String {
+    use unicode_width::UnicodeWidthChar;
+    let mut out = String::new();
+    let mut used = 0;
+    let total: usize = text.chars().map(|c| c.width().unwrap_or(0)).sum();
+    if total <= width {
+        return text.to_string();
+    }
+    for c in text.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w + 1 > width {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out.push('…');
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::terminal_safe;
+    use super::{fit, terminal_safe};
+
+    #[test]
+    fn fitting_counts_cjk_as_two_columns() {
+        assert_eq!(fit("赫敏·格兰杰", 6), "赫敏·…");
+        assert_eq!(fit("赫敏格兰杰", 6), "赫敏…");
+        assert_eq!(fit("abcde", 5), "abcde");
+    }
 
     #[test]
     fn strips_escape_sequences_and_controls() {

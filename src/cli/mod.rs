@@ -5,6 +5,7 @@
 mod annotation_cmds;
 mod card_cmds;
 mod catalog_cmds;
+mod diff_cmds;
 mod doctor_cmds;
 mod drive;
 mod import_cmds;
@@ -253,6 +254,21 @@ pub enum Command {
         /// Session ids (or folders, journal paths): all of one session's interviews
         #[arg(required = true, num_args = 2..)]
         ids: Vec<String>,
+        /// Print JSON instead of tables
+        #[arg(long)]
+        json: bool,
+    },
+    /// One character in two interview sessions (e.g. before and after an edit of its description):
+    /// each dimension's score in A and B, the change, whether B moved toward the character's target
+    /// (else its PDb or annotation label), and the items that moved most
+    Diff {
+        /// Session A (id, folder or journal path; samples by id too)
+        a: String,
+        /// Session B
+        b: String,
+        /// The character (id, name or alias) [default: the one both sessions measured]
+        #[arg(long)]
+        character: Option<String>,
         /// Print JSON instead of tables
         #[arg(long)]
         json: bool,
@@ -679,6 +695,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         }
         Command::Report { ids, format, labels } => run_cmds::report(ctx, &ids, &format, labels.map(Into::into), out),
         Command::Judges { ids, json } => judges_cmds::judges(ctx, &ids, json, out),
+        Command::Diff { a, b, character, json } => diff_cmds::diff(ctx, (&a, &b), character.as_deref(), json, out),
         Command::Export { id, format, output } => run_cmds::export(ctx, &id, &format, output.as_deref(), out),
         #[cfg(feature = "local-model")]
         Command::Bench { command } => match command {

@@ -12,6 +12,7 @@ mod cache;
 mod cards;
 mod cli;
 mod completions;
+mod diff;
 mod doctor;
 mod instruments;
 mod judge_replies;

@@ -14,6 +14,8 @@ use super::keys::Command;
 use super::screens::{Component, Hits};
 use super::theme::Theme;
 
+pub use crate::text::fit;
+
 pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;
 
@@ -188,27 +190,6 @@ pub fn popup(frame: &mut Frame, area: Rect, title: &str, theme: &Theme) -> Rect 
     inner
 }
 
-/// Text cut to `width` display columns (CJK counts two), with an ellipsis when cut.
-pub fn fit(text: &str, width: usize) -> String {
-    use unicode_width::UnicodeWidthChar;
-    let mut out = String::new();
-    let mut used = 0;
-    let total: usize = text.chars().map(|c| c.width().unwrap_or(0)).sum();
-    if total <= width {
-        return text.to_string();
-    }
-    for c in text.chars() {
-        let w = c.width().unwrap_or(0);
-        if used + w + 1 > width {
-            break;
-        }
-        out.push(c);
-        used += w;
-    }
-    out.push('…');
-    out
-}
-
 /// `text` padded with spaces to `width` display columns (cut if longer).
 pub fn pad(text: &str, width: usize) -> String {
     use unicode_width::UnicodeWidthStr;
@@ -226,9 +207,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fitting_counts_cjk_as_two_columns() {
-        assert_eq!(fit("赫敏·格兰杰", 6), "赫敏·…");
-        assert_eq!(fit("赫敏格兰杰", 6), "赫敏…");
+    fn padding_counts_cjk_as_two_columns() {
         assert_eq!(pad("abc", 5), "abc  ");
         assert_eq!(pad("钟离", 5), "钟离 ");
         assert_eq!(window(100, 50, 10), 45);

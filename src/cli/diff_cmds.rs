@@ -1,0 +1,166 @@
+//! `diff`: one character in two interview sessions (e.g. before and after an edit of its
+//! description): the dimension scores side by side, whether B moved toward the target, and the items
+//! that moved most.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use super::run_cmds::load_session;
+use super::table::{Table, num};
+use super::{Ctx, input_error};
+use crate::domain::character::LabelSource;
+use crate::study::diff::{self, Diff, DimensionDiff, ItemDiff, Reference};
+use crate::study::short_version;
+use crate::text::terminal_safe as safe;
+
+/// Items shown in the text output (`--json` has them all).
+const MOST_MOVED: usize = 5;
+/// Columns an answer takes on its line.
+const ANSWER_WIDTH: usize = 100;
+
+pub fn diff(
+    ctx: &Ctx,
+    (a, b): (&str, &str),
+    character: Option<&str>,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let catalog = ctx.catalog()?;
+    let (_, a) = load_session(ctx, a)?;
+    let (_, b) = load_session(ctx, b)?;
+    let d = diff::diff(&a, &b, &catalog, character).map_err(|e| input_error(e.to_string()))?;
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&d)?)?;
+    } else {
+        write!(out, "{}", text(&d))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `text` on one line, at most `width` columns (an ellipsis says it was cut).
+fn one_line(text: &str, width: usize) -> String {
+    crate::text::fit(&safe(text).split_whitespace().collect::<Vec<_>>().join(" "), width)
+}
+
+fn signed(x: Option<f64>) -> String {
+    x.map_or("–".into(), |v| format!("{v:+.3}"))
+}
+
+fn version_line(letter: &str, side: &diff::Side) -> String {
+    let version = side.version.as_deref().map_or("version not recorded".to_string(), |v| {
+        format!("version {}", short_version(v))
+    });
+    let later = if side.later_versions.is_empty() {
+        String::new()
+    } else {
+        let list: Vec<&str> = side.later_versions.iter().map(|v| short_version(v)).collect();
+        format!(" (then {} after a resume)", list.join(", "))
+    };
+    format!("{letter}  {}  {version}{later}\n", safe(&side.session))
+}
+
+fn reference_cell(d: &DimensionDiff) -> String {
+    let Some((reference, source)) = d.reference.zip(d.label_source) else {
+        return "–".into();
+    };
+    let value = match reference {
+        Reference::Score(x) => num(Some(x)),
+        letter => letter.to_string(),
+    };
+    match source {
+        LabelSource::Target => value,
+        other => format!("{value} ({})", other.name()),
+    }
+}
+
+/// `toward` the reference, `away` from it, or as far as before (`same`, which JSON counts as not
+/// toward).
+fn direction(d: &DimensionDiff) -> &'static str {
+    match d.closer_by {
+        Some(c) if c > diff::EQUAL => "toward",
+        Some(c) if c < -diff::EQUAL => "away",
+        Some(_) => "same",
+        None => "–",
+    }
+}
+
+fn item_lines(i: &ItemDiff) -> String {
+    let score = |s: Option<f64>| s.map_or(String::new(), |s| format!(" ({s})"));
+    let answer = |a: &Option<String>| a.as_deref().map_or("(no answer)".into(), |a| one_line(a, ANSWER_WIDTH));
+    let change = i.change.map_or(String::new(), |c| format!(" (Δ {c:+.3})"));
+    format!(
+        "{} {} {} #{}{change}: {}\n  A{}: {}\n  B{}: {}\n",
+        safe(&i.scale),
+        i.method.name(),
+        safe(&i.dimension),
+        i.item_id,
+        one_line(&i.question, ANSWER_WIDTH),
+        score(i.a_score),
+        answer(&i.a_answer),
+        score(i.b_score),
+        answer(&i.b_answer)
+    )
+}
+
+/// The diff as tables: one per scale × method, then the items that moved most.
+fn text(d: &Diff) -> String {
+    let mut s = format!("character {}\n", safe(&d.character));
+    s += &version_line("A", &d.a);
+    s += &version_line("B", &d.b);
+    let mut groups: Vec<((&str, crate::method::Method), Vec<&DimensionDiff>)> = Vec::new();
+    for row in &d.dimensions {
+        match groups.last_mut() {
+            Some((key, rows)) if *key == (row.scale.as_str(), row.method) => rows.push(row),
+            _ => groups.push(((row.scale.as_str(), row.method), vec![row])),
+        }
+    }
+    for ((scale, method), rows) in groups {
+        let mut t = Table::new(&["dimension", ">A", ">B", ">Δ", "target", ""]);
+        for r in rows {
+            t.row(vec![
+                safe(&r.dimension),
+                num(r.a),
+                num(r.b),
+                signed(r.delta),
+                reference_cell(r),
+                direction(r).into(),
+            ]);
+        }
+        s += &format!("\n{} {}\n{}", safe(scale), method.name(), t.render());
+    }
+    let moved: Vec<&ItemDiff> = d.items.iter().filter(|i| i.change.is_some()).take(MOST_MOVED).collect();
+    if !moved.is_empty() {
+        s += "\nitems that moved most\n";
+        for i in moved {
+            s += &item_lines(i);
+        }
+    } else {
+        // Expert ratings score whole dimensions: show the first answers that differ instead.
+        let differ: Vec<&ItemDiff> = d
+            .items
+            .iter()
+            .filter(|i| i.a_answer != i.b_answer)
+            .take(MOST_MOVED)
+            .collect();
+        if !differ.is_empty() {
+            s += "\nanswers that differ (no item scores: the methods rate whole dimensions; --json lists every item)\n";
+            for i in differ {
+                s += &item_lines(i);
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn answers_are_cut_to_one_safe_line() {
+        assert_eq!(one_line("a\n b\u{1b}[31m  c", 20), "a b c");
+        assert_eq!(one_line("abcdefgh", 5), "abcd…");
+        assert_eq!(one_line("abcde", 5), "abcde");
+        assert_eq!(one_line("钟离钟离", 5), "钟离…");
+    }
+}
