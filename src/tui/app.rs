@@ -212,6 +212,10 @@ pub enum Action {
     ChatDone(Result<(), String>),
     /// The catalog as loaded again after a character was saved (`Err`: why it was not saved).
     Saved(Result<(String, Arc<Catalog>), String>),
+    /// A probe measured against the session before it (`Err`: why there is no before/after).
+    Probed(Box<Result<crate::tui::screens::persona::Probed, String>>),
+    /// The characters' versions: recorded by sessions, and as they are now.
+    Versions(Box<crate::tui::screens::persona::Versions>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -271,6 +275,11 @@ pub enum Effect {
     },
     /// Write a character to the data dir and load the catalog again.
     SaveCharacter(Box<crate::domain::character::Character>),
+    /// Diff the probe `session` of `character` with the newest earlier session that measured it.
+    ProbeDiff {
+        character: String,
+        session: String,
+    },
     Quit,
 }
 
@@ -489,6 +498,24 @@ impl App {
             Action::RunEnded(result) => {
                 self.live.running = false;
                 self.live.paused = false;
+                // A probe that finished is measured against the session before it.
+                let probe = self.persona.probe.take().filter(|c| {
+                    result.is_ok()
+                        && self.live.replay.is_none()
+                        && self
+                            .run
+                            .session
+                            .plan
+                            .as_ref()
+                            .is_some_and(|p| p.characters == [c.clone()])
+                });
+                if let Some(character) = probe {
+                    self.flash = Some(format!(
+                        "probe finished: measuring {character} against the session before…"
+                    ));
+                    let session = self.run.session.id.clone();
+                    return vec![Effect::ListSessions, Effect::ProbeDiff { character, session }];
+                }
                 self.flash = Some(match result {
                     Ok(()) if self.demo.as_ref().is_some_and(|d| d.step < DEMO_STEPS.len() - 1) => {
                         "demo: the replay has finished · n: the next step of the tour".into()
@@ -552,6 +579,18 @@ impl App {
                 self.flash = Some(format!("saved {id}"));
             }
             Action::Saved(Err(e)) => self.flash = Some(format!("not saved: {e}")),
+            Action::Probed(result) => match *result {
+                Ok(probed) => {
+                    self.flash = Some(probed.summary());
+                    self.persona.show(probed);
+                    // Watching the probe stream: its result is the next thing to see.
+                    if self.screen == Screen::Live {
+                        self.screen = Screen::Persona;
+                    }
+                }
+                Err(e) => self.flash = Some(format!("no before/after: {e}")),
+            },
+            Action::Versions(versions) => self.persona.versions = *versions,
         }
         Vec::new()
     }

@@ -50,7 +50,7 @@ impl Mode {
             Mode::Observers => &[Up, Down],
             Mode::Annotate => &[Up, Down, PageUp, PageDown, Top, Bottom, NextPane],
             Mode::Rolebench => &[Up, Down, PageUp, PageDown, Top, Bottom, NextPane, PrevPane, Select],
-            Mode::Persona => &[Up, Down, PageUp, PageDown, Top, Bottom, Select],
+            Mode::Persona => &[Up, Down, PageUp, PageDown, Top, Bottom, Select, Back],
         };
         matches!(
             cmd,
@@ -156,6 +156,7 @@ commands! {
     GoPersona => "go-persona", "persona screen: write and edit characters, their targets, probes";
     Duplicate => "duplicate", "duplicate the character into a copy you can edit";
     NewCharacter => "new-character", "write a new character";
+    BeforeAfter => "before-after", "show or hide the last probe against the session before it: a bar per dimension, the answers that moved it";
     Limit => "limit", "how many questions: 10, 20, 50 or all (a seeded sample)";
     Reveal => "reveal", "show or hide the interviewer's judgement before answering";
     Sample => "sample", "every case, or a seeded sample of 100 / 50 / 20";
@@ -217,11 +218,14 @@ impl Command {
             (Mode::Compare, Command::Up | Command::Down) => {
                 "move in the session table (the pair table in the assessments view)"
             }
-            (Mode::Persona, Command::Select) => "edit the character (yours; a bundled one: d duplicates it)",
+            (Mode::Persona, Command::Select) => {
+                "edit the character (yours; a bundled one: d duplicates it); in the before/after view: the answers that moved the dimension"
+            }
             (Mode::Persona, Command::Start) => {
                 "probe: interview the character on the setup's scales and methods (the targets' scale if none)"
             }
             (Mode::Persona, Command::NextMethod) => "next scale for the targets",
+            (Mode::Persona, Command::Back) => "close the before/after view (its answers first)",
             (Mode::Persona, Command::PrevMethod) => "previous scale for the targets",
             (Mode::Chat, Command::NextUnit) => "next character",
             (Mode::Chat, Command::PrevUnit) => "previous character",
@@ -469,6 +473,7 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Persona, "ctrl-r", Command::Start),
     (Mode::Persona, "right", Command::NextMethod),
     (Mode::Persona, "left", Command::PrevMethod),
+    (Mode::Persona, "b", Command::BeforeAfter),
     (Mode::Rolebench, "space", Command::Toggle),
     (Mode::Rolebench, "l", Command::Limit),
     (Mode::Rolebench, "ctrl-r", Command::Start),

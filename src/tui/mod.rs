@@ -171,6 +171,56 @@ fn judged(store: &Store, catalog: &Catalog, interviews: &str) -> Result<crate::s
     crate::study::judges::compare(&sessions, catalog).map_err(|e| e.to_string())
 }
 
+/// The probe `session` of `character` against the newest earlier session of the data dir that
+/// measured the character on a scale and method the probe used too; with none, the probe alone.
+fn probed(
+    store: &Store,
+    catalog: &Catalog,
+    session: &str,
+    character: &str,
+) -> Result<screens::persona::Probed, String> {
+    use crate::study::diff::diff;
+    let own: Vec<SessionEntry> = store.list().into_iter().filter(|e| !e.sample).collect();
+    let at = own
+        .iter()
+        .position(|e| e.id == session)
+        .ok_or_else(|| format!("session {} is not in the data dir", crate::text::terminal_safe(session)))?;
+    let after = store.load(&own[at].path).map_err(|e| e.to_string())?;
+    for earlier in own[..at].iter().rev() {
+        let Ok(before) = store.load(&earlier.path) else {
+            continue;
+        };
+        if let Ok(d) = diff(&before, &after, catalog, Some(character))
+            && !d.dimensions.is_empty()
+        {
+            return Ok(screens::persona::Probed::new(d, false));
+        }
+    }
+    let alone = diff(&after, &after, catalog, Some(character)).map_err(|e| e.to_string())?;
+    Ok(screens::persona::Probed::new(alone, true))
+}
+
+/// The versions the data dir's sessions recorded, and each character's version now (with the
+/// memories a run would give it).
+fn versions(store: &Store, catalog: &Catalog) -> screens::persona::Versions {
+    let current = catalog
+        .characters
+        .iter()
+        .map(|e| {
+            let c = &e.value;
+            let memories = crate::rpa::memories::chunks(store.data(), &c.id)
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            (c.id.clone(), c.version(&memories))
+        })
+        .collect();
+    screens::persona::Versions {
+        index: crate::session::store::character_versions(store.data()),
+        current,
+    }
+}
+
 /// What the "re-assess with…" dialog opens on: the session in `dir` and the prompt sets kept in
 /// `prompts` (`<data dir>/prompts/`).
 fn offer_reassess(
@@ -483,6 +533,7 @@ impl Driver {
                         .iter()
                         .filter_map(|e| Some((e, store.load(&e.path).ok()?)))
                         .collect();
+                    let _ = tx.send(Action::Versions(Box::new(versions(&store, &catalog))));
                     let _ = tx.send(Action::InterviewScores(interview_scores(&sessions, &catalog)));
                     let _ = tx.send(Action::RolebenchScores(rolebench_scores(&sessions, &catalog)));
                     drop(sessions);
@@ -501,6 +552,17 @@ impl Driver {
                     self.catalog = Arc::new(catalog);
                     (character.id.clone(), self.catalog.clone())
                 })));
+                let (store, catalog) = (self.store.clone(), self.catalog.clone());
+                tokio::task::spawn_blocking(move || {
+                    let _ = tx.send(Action::Versions(Box::new(versions(&store, &catalog))));
+                });
+            }
+            Effect::ProbeDiff { character, session } => {
+                let (store, catalog) = (self.store.clone(), self.catalog.clone());
+                tokio::task::spawn_blocking(move || {
+                    let result = probed(&store, &catalog, &session, &character);
+                    let _ = tx.send(Action::Probed(Box::new(result)));
+                });
             }
             Effect::Chat {
                 character,
@@ -785,5 +847,79 @@ mod tests {
             "{pieces:?}"
         );
         assert!(replay_pieces("").is_empty());
+    }
+
+    /// A data dir holding copies of these sample sessions (and no samples beside them).
+    fn store_with(samples: &[&str]) -> (tempfile::TempDir, Store) {
+        let data = tempfile::tempdir().unwrap();
+        for id in samples {
+            let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions").join(id);
+            let to = crate::session::sessions_dir(data.path()).join(id);
+            std::fs::create_dir_all(&to).unwrap();
+            std::fs::copy(from.join("journal.jsonl"), to.join("journal.jsonl")).unwrap();
+        }
+        let store = Store::with_samples(data.path(), None);
+        (data, store)
+    }
+
+    const BFI_1: &str = "20261129-233202-bfi-on-the-local-model-e80e";
+    const BFI_2: &str = "20261130-231918-bfi-and-16p-on-the-local-model-248f";
+    const GSE: &str = "20261129-201520-gse-on-the-local-model-e700";
+
+    #[test]
+    fn a_probe_is_measured_against_the_newest_earlier_session_of_its_character() {
+        let catalog = Catalog::load(None).unwrap();
+        // The GSE session is older than the second BFI one but shares no scale with it: skipped.
+        let (_data, store) = store_with(&[BFI_1, GSE, BFI_2]);
+        let p = probed(&store, &catalog, BFI_2, "hermione-en").unwrap();
+        assert!(!p.first);
+        assert_eq!(p.diff.a.session, BFI_1);
+        assert_eq!(p.diff.b.session, BFI_2);
+        assert!(
+            p.diff.dimensions.iter().all(|d| d.scale == "BFI"),
+            "{:?}",
+            p.diff.dimensions
+        );
+        assert_eq!(p.diff.dimensions.len(), 10, "5 BFI dimensions × ER_batch and d-OC");
+
+        // The oldest session has nothing before it: the probe is shown alone.
+        let p = probed(&store, &catalog, BFI_1, "hermione-en").unwrap();
+        assert!(p.first);
+        assert_eq!(p.diff.a.session, BFI_1);
+        // A character the probe did not measure, and a session that is not there, are said.
+        let e = probed(&store, &catalog, BFI_1, "zhongli-zh").unwrap_err();
+        assert!(e.contains("did not measure zhongli-zh"), "{e}");
+        assert!(
+            probed(&store, &catalog, "nowhere", "hermione-en")
+                .unwrap_err()
+                .contains("not in the data dir")
+        );
+    }
+
+    #[test]
+    fn versions_give_each_character_its_version_now_and_the_recorded_ones() {
+        let catalog = Catalog::load(None).unwrap();
+        let (data, store) = store_with(&[BFI_1]);
+        // The sample is older than versions: give its first record one, as runs now write it.
+        let journal = crate::session::sessions_dir(data.path())
+            .join(BFI_1)
+            .join("journal.jsonl");
+        let text = std::fs::read_to_string(&journal).unwrap();
+        let (first, rest) = text.split_once('\n').unwrap();
+        let mut record: serde_json::Value = serde_json::from_str(first).unwrap();
+        record["character_versions"] = serde_json::json!({"hermione-en": "0123456789abcdef"});
+        std::fs::write(&journal, format!("{record}\n{rest}")).unwrap();
+        let v = versions(&store, &catalog);
+        assert_eq!(v.current.len(), catalog.characters.len());
+        let hermione = catalog.character("hermione-en").unwrap();
+        assert_eq!(
+            v.current["hermione-en"],
+            hermione.version(&[]),
+            "no memories in this data dir"
+        );
+        assert_eq!(
+            v.index["hermione-en"],
+            [("0123456789abcdef".to_string(), vec![BFI_1.to_string()])]
+        );
     }
 }

@@ -2,7 +2,7 @@
 # End-to-end: the real binary in tmux, as a person would use it, against the fake-openai test
 # instrument. Walks setup → live run → inspector (drill into an item) → compare → help → observers →
 # annotate (interview items, then an observer subject's traits) → quit → restart (the answers and
-# ratings are still there) → RoleBench → Persona (write a character with a target, save, probe), and asserts on what the pane shows. One scripted reply carries terminal escape sequences (set the window
+# ratings are still there) → RoleBench → Persona (write a character with a target, save, probe, edit it, probe again: the before/after view and the answers that moved a dimension), and asserts on what the pane shows. One scripted reply carries terminal escape sequences (set the window
 # title, clear the screen): they must reach the screen inert.
 #
 # Usage: tests/e2e/tui.sh [TARGET_DIR]   (binaries from `cargo build --workspace --bins`, default target/debug)
@@ -204,7 +204,31 @@ wait_for "saved wren-en"
 wait_for "Characters (33)"
 wait_for "✎ wren-en"
 keys C-r
-wait_for "run finished" 60
+# The first probe of a character has nothing before it: it is shown alone.
+wait_for "Before / after the probe" 60
+wait_for "the first measurement of this character"
+keys Escape
+wait_for "✎ wren-en"
+# Edit the prompt, save, probe again: the before/after of the two versions.
+keys Enter
+wait_for "Editing"
+keys Tab Tab Tab Tab
+keys -l "She counts ships at night. "
+keys C-s
+wait_for "saved wren-en"
+keys C-r
+wait_for "Before / after the probe" 60
+wait_for "edited since"
+wait_for "dimensions closer to what was meant"
+wait_for "▸ Extraversion"
+wait_for "target H"
+keys Enter
+wait_for "Answers that moved it"
+wait_for "Extraversion · BFI · er-batch: before"
+keys Escape
+wait_for "Before / after the probe"
+keys Escape
+wait_for "version      "
 shell_pid="$(tmux display-message -p -t "$session" '#{pane_pid}')"
 app_pid=""
 for status in /proc/[0-9]*/status; do

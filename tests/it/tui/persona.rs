@@ -141,3 +141,167 @@ fn a_probe_is_the_setups_run_narrowed_to_the_character() {
     assert_eq!(app.screen, Screen::Live);
     assert_eq!(app.persona.probe.as_deref(), Some("hermione-en"));
 }
+
+const BFI_1: &str = "20261129-233202-bfi-on-the-local-model-e80e";
+const BFI_2: &str = "20261130-231918-bfi-and-16p-on-the-local-model-248f";
+
+fn sample(id: &str) -> Vec<incharacter::study::Event> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("sample-sessions")
+        .join(id);
+    incharacter::session::store::Store::with_samples(&dir, None)
+        .load(&dir)
+        .unwrap()
+}
+
+/// A catalog where Hermione carries BFI targets (a user file over the bundled one).
+fn with_targets(data: &std::path::Path) -> Arc<Catalog> {
+    let mut hermione = Catalog::load(None).unwrap().character("hermione-en").unwrap().clone();
+    let bfi = hermione.labels.target.entry("BFI".into()).or_default();
+    bfi.insert(
+        "Extraversion".into(),
+        Label {
+            score: None,
+            kind: LabelType::L,
+        },
+    );
+    bfi.insert(
+        "Openness".into(),
+        Label {
+            score: Some(4.5),
+            kind: LabelType::H,
+        },
+    );
+    std::fs::create_dir_all(data.join("characters")).unwrap();
+    std::fs::write(data.join("characters/hermione-en.toml"), hermione.to_toml()).unwrap();
+    Arc::new(Catalog::load(Some(data)).unwrap())
+}
+
+#[test]
+fn a_finished_probe_shows_before_and_after_and_the_answers_that_moved_a_dimension() {
+    let data = tempfile::tempdir().unwrap();
+    let mut app = app();
+    app.catalog = with_targets(data.path());
+    key(&mut app, KeyCode::Char('0'));
+    on(&mut app, "hermione-en");
+    let effects = ctrl(&mut app, 'r');
+    let Some(Effect::StartRun { plan, .. }) = effects.first() else {
+        panic!("{effects:?}")
+    };
+    // The run streams (the driver's part); when it ends, the app asks for the before/after.
+    app.run.session.id = BFI_2.into();
+    app.run.session.plan = Some(plan.clone());
+    let effects = app.update(Action::RunEnded(Ok(())));
+    assert_eq!(
+        effects,
+        [
+            Effect::ListSessions,
+            Effect::ProbeDiff {
+                character: "hermione-en".into(),
+                session: BFI_2.into()
+            }
+        ]
+    );
+    assert_eq!(app.persona.probe, None, "asked once");
+
+    // What the driver finds: the sample before it measured Hermione on BFI too.
+    let diff =
+        incharacter::study::diff::diff(&sample(BFI_1), &sample(BFI_2), &app.catalog, Some("hermione-en")).unwrap();
+    let probed = incharacter::tui::screens::persona::Probed::new(diff, false);
+    app.update(Action::Probed(Box::new(Ok(probed))));
+    assert_eq!(app.screen, Screen::Persona, "from Live, where the probe streamed");
+    assert!(
+        app.flash
+            .as_deref()
+            .unwrap()
+            .starts_with("hermione-en: 3 of 10 dimensions closer to what was meant, 2 further"),
+        "{:?}",
+        app.flash
+    );
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains(BFI_1) && screen.contains(BFI_2), "{screen}");
+    assert!(
+        screen.contains("target L") && screen.contains("target 4.50"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("label "),
+        "dimensions without a target are compared with the label"
+    );
+    snap("persona_before_after", &app);
+
+    // Enter on Openness (the fifth dimension): its answers, old beside new.
+    for _ in 0..4 {
+        key(&mut app, KeyCode::Down);
+    }
+    key(&mut app, KeyCode::Enter);
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("Openness · BFI · er-batch: before"), "{screen}");
+    assert!(screen.contains("before") && screen.contains(" │ "), "{screen}");
+    snap("persona_before_after_answers", &app);
+
+    // esc: back to the bars, then closed (the character's details); b shows it again.
+    key(&mut app, KeyCode::Esc);
+    assert!(render(&app, (120, 40)).contains("Before / after the probe"));
+    key(&mut app, KeyCode::Esc);
+    let screen = render(&app, (120, 40));
+    assert!(
+        !screen.contains("Before / after the probe") && screen.contains("experimenter"),
+        "{screen}"
+    );
+    keys(&mut app, "b");
+    assert!(render(&app, (120, 40)).contains("Before / after the probe"));
+}
+
+#[test]
+fn a_probe_that_did_not_finish_asks_for_no_before_after() {
+    let mut app = app();
+    key(&mut app, KeyCode::Char('0'));
+    on(&mut app, "hermione-en");
+    let effects = ctrl(&mut app, 'r');
+    let Some(Effect::StartRun { plan, .. }) = effects.first() else {
+        panic!("{effects:?}")
+    };
+    app.run.session.plan = Some(plan.clone());
+    let effects = app.update(Action::RunEnded(Err("cancelled".into())));
+    assert!(
+        !effects.iter().any(|e| matches!(e, Effect::ProbeDiff { .. })),
+        "{effects:?}"
+    );
+    assert_eq!(app.persona.probe, None);
+    keys(&mut app, "0b");
+    assert_eq!(app.flash.as_deref(), Some("no probe yet: ctrl-r probes the character"));
+}
+
+#[test]
+fn the_details_list_a_characters_versions_with_the_sessions_that_measured_them() {
+    let mut app = app();
+    key(&mut app, KeyCode::Char('0'));
+    on(&mut app, "hermione-en");
+    assert!(
+        render(&app, (120, 40)).contains("(reading…)"),
+        "until the driver has read them"
+    );
+    let owned = |v: &str, s: &[&str]| (v.to_string(), s.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    let now = "9b1e0d2a77c1ffffffffffffffff".to_string();
+    let versions = incharacter::tui::screens::persona::Versions {
+        index: [(
+            "hermione-en".to_string(),
+            vec![
+                owned("3fa2c1e9b0d1eeee", &["20261201-100000-a"]),
+                owned(&now, &["20261202-090000-b", "20261202-093000-c"]),
+            ],
+        )]
+        .into(),
+        current: [("hermione-en".to_string(), now.clone())].into(),
+    };
+    app.update(Action::Versions(Box::new(versions)));
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("9b1e0d2a77c1 (measured)"), "{screen}");
+    assert!(
+        screen.contains("9b1e0d2a77c1 ◀ now  20261202-093000-c, 20261202-090000-b"),
+        "{screen}"
+    );
+    assert!(screen.contains("3fa2c1e9b0d1        20261201-100000-a"), "{screen}");
+    snap("persona_versions", &app);
+}

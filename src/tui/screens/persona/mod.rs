@@ -4,6 +4,8 @@
 //! setup's scales, methods and providers) and see what the probe measured against the one before.
 //! Bundled characters are read-only: `d` makes an editable copy. It owns the draft being edited.
 
+mod before_after;
+
 use std::collections::BTreeMap;
 
 use ratatui::Frame;
@@ -21,6 +23,8 @@ use crate::text::terminal_safe as safe;
 use crate::tui::app::Effect;
 use crate::tui::keys::{Command, Key, KeyName};
 use crate::tui::ui::{block, fit, pad, window};
+
+pub use before_after::Probed;
 
 /// The parts of the draft, in the order tab visits them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +127,21 @@ pub struct Persona {
     pub scale: Option<usize>,
     /// The character a probe started from this screen measures.
     pub probe: Option<String>,
+    /// The last probe's result, and whether it is shown (it opens when it arrives; esc hides it,
+    /// `b` shows it again).
+    pub probed: Option<Probed>,
+    pub showing: bool,
+    /// The characters' versions: which sessions measured which, and what each is now.
+    pub versions: Versions,
+}
+
+/// Each character's versions the data dir's sessions recorded, with those sessions
+/// ([`crate::session::store::CharacterVersions`]), and the version each character has now (its
+/// prompt, memories, experimenter and language as a run would hash them).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Versions {
+    pub index: crate::session::store::CharacterVersions,
+    pub current: BTreeMap<String, String>,
 }
 
 /// Characters as the list shows them: the user's own first (they are the ones edited), then the
@@ -273,9 +292,48 @@ impl Persona {
         Some(Vec::new())
     }
 
+    /// A probe's result arrived: it is shown at once.
+    pub fn show(&mut self, probed: Probed) {
+        self.probed = Some(probed);
+        self.showing = true;
+    }
+
+    /// Whether the before/after view is what the right side shows.
+    fn viewing(&self) -> bool {
+        self.showing && self.draft.is_none() && self.probed.is_some()
+    }
+
     pub fn command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
         let catalog = ctx.catalog;
         let len = catalog.characters.len();
+        if cmd == Command::BeforeAfter {
+            if self.probed.is_none() {
+                return vec![Request::Flash("no probe yet: ctrl-r probes the character".into())];
+            }
+            self.showing = !self.showing;
+            return Vec::new();
+        }
+        if self.viewing()
+            && let Some(probed) = self.probed.as_mut()
+            && matches!(
+                cmd,
+                Command::Up
+                    | Command::Down
+                    | Command::PageUp
+                    | Command::PageDown
+                    | Command::Top
+                    | Command::Bottom
+                    | Command::Select
+                    | Command::Back
+                    | Command::ScrollUp
+                    | Command::ScrollDown
+            )
+        {
+            if !probed.command(cmd) {
+                self.showing = false;
+            }
+            return Vec::new();
+        }
         if move_cursor(cmd, &mut self.cursor, len) {
             return Vec::new();
         }
@@ -460,6 +518,19 @@ fn target_text(label: Option<&Label>) -> String {
 
 impl Component for Persona {
     fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
+        if self.viewing() {
+            let open = self.probed.as_ref().is_some_and(|p| p.open);
+            return if open {
+                vec![("↑/↓".into(), "scroll"), (ctx.key(Command::Back), "dimensions")]
+            } else {
+                vec![
+                    ("↑/↓".into(), "dimension"),
+                    (ctx.key(Command::Select), "answers"),
+                    (ctx.key(Command::Back), "close"),
+                    (ctx.key(Command::Start), "probe again"),
+                ]
+            };
+        }
         if self.draft.is_some() {
             return vec![
                 ("tab".into(), "next field"),
@@ -477,6 +548,13 @@ impl Component for Persona {
     }
 
     fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
+        // The before/after view has the focus and needs the width: it takes the whole screen.
+        if self.viewing()
+            && let Some(probed) = &self.probed
+        {
+            probed.render(frame, area, ctx);
+            return Hits::default();
+        }
         let theme = ctx.theme;
         let list_width = (area.width / 3).clamp(24, 40);
         let [list_area, right] = Layout::horizontal([Constraint::Length(list_width), Constraint::Min(20)]).areas(area);
@@ -511,7 +589,7 @@ impl Component for Persona {
             Some(draft) => render_draft(frame, right, draft, scale, ctx),
             None => {
                 if let Some(e) = self.selected(ctx.catalog) {
-                    render_character(frame, right, e, scale, ctx);
+                    render_character(frame, right, e, scale, &self.versions, ctx);
                 }
             }
         }
@@ -560,6 +638,7 @@ fn render_character(
     area: Rect,
     e: &crate::catalog::Entry<Character>,
     scale: Option<&Scale>,
+    versions: &Versions,
     ctx: &Ctx,
 ) {
     let theme = ctx.theme;
@@ -583,17 +662,63 @@ fn render_character(
         field("file", origin),
         field("language", c.language.code().into()),
         field("experimenter", safe(&c.experimenter)),
-        field("version", c.version(&[])[..12].to_string() + " (without memories)"),
     ];
     if !c.catchphrases.is_empty() {
         lines.push(field("catchphrases", safe(&c.catchphrases.join(" | "))));
     }
+    lines.extend(version_lines(c, versions, room, ctx));
     lines.push(Line::raw(""));
     lines.extend(targets_lines(&c.labels.target, scale, None, ctx));
     lines.push(Line::raw(""));
     lines.push(Line::styled("prompt", theme.title()));
     lines.push(Line::raw(safe(&c.description)));
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
+}
+
+/// How many of a character's versions the details list (the newest).
+const VERSIONS_SHOWN: usize = 4;
+
+/// The character's version now, then the versions sessions measured, newest first, with those
+/// sessions.
+fn version_lines<'a>(c: &Character, versions: &Versions, room: usize, ctx: &Ctx) -> Vec<Line<'a>> {
+    let theme = ctx.theme;
+    let now = versions.current.get(&c.id);
+    let recorded = versions.index.get(&c.id).map_or(&[][..], Vec::as_slice);
+    let measured_now = now.is_some_and(|v| recorded.iter().any(|(r, _)| r == v));
+    let head = match now {
+        Some(v) if measured_now => format!("{} (measured)", &v[..12.min(v.len())]),
+        Some(v) => format!("{} (not measured yet: ctrl-r probes it)", &v[..12.min(v.len())]),
+        None => "(reading…)".into(),
+    };
+    let mut lines = vec![Line::from(vec![
+        Span::styled(format!("{:<13}", "version"), theme.dim()),
+        Span::raw(fit(&head, room)),
+    ])];
+    for (version, sessions) in recorded.iter().rev().take(VERSIONS_SHOWN) {
+        let style = if Some(version) == now {
+            theme.fg(theme.measured)
+        } else {
+            theme.dim()
+        };
+        let mark = if Some(version) == now { "◀ now" } else { "     " };
+        let list = sessions.iter().rev().map(|s| safe(s)).collect::<Vec<_>>().join(", ");
+        let text = format!("{} {mark}  {list}", &version[..12.min(version.len())]);
+        lines.push(Line::from(vec![
+            Span::raw(" ".repeat(13)),
+            Span::styled(fit(&text, room), style),
+        ]));
+    }
+    if recorded.len() > VERSIONS_SHOWN {
+        lines.push(Line::styled(
+            format!(
+                "{}… and {} older version(s)",
+                " ".repeat(13),
+                recorded.len() - VERSIONS_SHOWN
+            ),
+            theme.dim(),
+        ));
+    }
+    lines
 }
 
 fn render_draft(frame: &mut Frame, area: Rect, draft: &Draft, scale: Option<&Scale>, ctx: &Ctx) {
