@@ -5,6 +5,7 @@
 
 pub mod reassess;
 pub mod results;
+pub mod spread;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
