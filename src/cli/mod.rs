@@ -16,6 +16,7 @@ mod metrics_cmds;
 mod model_cmds;
 mod observe_cmds;
 mod prompts_cmds;
+mod report_cmds;
 mod rolebench_cmds;
 mod run_cmds;
 mod table;
@@ -241,11 +242,18 @@ pub enum Command {
     Report {
         #[arg(required = true)]
         ids: Vec<String>,
+        /// md (tables), json, or latex (a booktabs table in the paper's Table-2 layout)
         #[arg(long, default_value = "md")]
         format: String,
         /// Labels to compare with [default: pdb where the character has PDb labels (BFI, 16P), else annotation]
         #[arg(long, value_enum)]
         labels: Option<LabelsArg>,
+        /// Bootstrap resamples over characters for the 95% intervals
+        #[arg(long, default_value_t = 2000)]
+        bootstrap: usize,
+        /// Seed of the bootstrap (the same seed gives the same intervals)
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
     },
     /// Compare assessments of the same interviews (a session and its re-assessments): per pair of
     /// sessions Pearson, Spearman and mean |Δ| on 0–1, per scale the sensitivity to the judge, and each
@@ -693,7 +701,19 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             let data = ctx.data_dir().ok();
             card_cmds::export_card(&*ctx.catalog()?, data.as_deref(), &character, output.as_deref(), out)
         }
-        Command::Report { ids, format, labels } => run_cmds::report(ctx, &ids, &format, labels.map(Into::into), out),
+        Command::Report {
+            ids,
+            format,
+            labels,
+            bootstrap,
+            seed,
+        } => {
+            let bootstrap = crate::domain::resample::Bootstrap {
+                resamples: bootstrap,
+                seed,
+            };
+            report_cmds::report(ctx, &ids, &format, labels.map(Into::into), bootstrap, out)
+        }
         Command::Judges { ids, json } => judges_cmds::judges(ctx, &ids, json, out),
         Command::Diff { a, b, character, json } => diff_cmds::diff(ctx, (&a, &b), character.as_deref(), json, out),
         Command::Export { id, format, output } => run_cmds::export(ctx, &id, &format, output.as_deref(), out),

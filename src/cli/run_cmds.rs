@@ -423,7 +423,8 @@ fn export_interviews(
         "csv" => results::csv(events, &*ctx.catalog()?),
         "md" => {
             let mut md = Vec::new();
-            report(ctx, &[id.to_string()], "md", None, &mut md)?;
+            let bootstrap = crate::domain::resample::Bootstrap::default();
+            super::report_cmds::report(ctx, &[id.to_string()], "md", None, bootstrap, &mut md)?;
             format!("# Session {id}\n\n{}", String::from_utf8_lossy(&md))
         }
         other => {
@@ -434,148 +435,6 @@ fn export_interviews(
         }
     };
     write_export(&text, output, out)
-}
-
-/// Summary tables of one or more sessions, recomputed from their journals, side by side.
-pub fn report(
-    ctx: &Ctx,
-    ids: &[String],
-    format: &str,
-    labels: Option<crate::domain::character::LabelSource>,
-    out: &mut dyn Write,
-) -> anyhow::Result<ExitCode> {
-    let catalog = &*ctx.catalog()?;
-    if !matches!(format, "md" | "json") {
-        return Err(input_error(format!("unknown format \"{}\" (md, json)", safe(format))));
-    }
-    let mut sessions = Vec::new();
-    let mut observer_sessions = Vec::new();
-    let mut rolebench_sessions = Vec::new();
-    let mut adapted: Vec<(String, Vec<String>)> = Vec::new();
-    for id in ids {
-        let (dir, events) = load_session(ctx, id)?;
-        if let Some((_, items)) = crate::study::rolebench::items(&events) {
-            rolebench_sessions.push((id.clone(), crate::study::rolebench::totals(&items)));
-            continue;
-        }
-        if let Some((plan, subjects)) = crate::study::observe::subjects(&events, catalog) {
-            let scale = catalog
-                .scale(crate::observer::SCALE)
-                .ok_or_else(|| input_error("the IPIP-50 scale is missing"))?;
-            let stats = crate::observer::report::statistics(&subjects, scale, plan.seed);
-            let human = super::annotation_cmds::human_ratings(&dir, &events, &plan, &subjects, scale)?;
-            observer_sessions.push((id.clone(), subjects, stats, human));
-            continue;
-        }
-        let providers = events.iter().find_map(|e| match e {
-            Event::RunStarted { providers, .. } => Some(providers.clone()),
-            _ => None,
-        });
-        let label = |role: &str| {
-            providers
-                .as_ref()
-                .and_then(|p| p.get(role))
-                .map_or("?".to_string(), |m| m.model.clone())
-        };
-        sessions.push((
-            id.clone(),
-            label("rpa"),
-            label("judge"),
-            results::summary_against(&events, catalog, labels),
-        ));
-        adapted.push((id.clone(), crate::study::adaptation_lines(&events)));
-    }
-    match format {
-        "json" => {
-            let list: Vec<_> = sessions
-                .iter()
-                .zip(&adapted)
-                .map(|((id, rpa, judge, summary), (_, adapted))| {
-                    let mut entry =
-                        json!({"session": id, "rpa": rpa, "judge": judge, "summary": summary, "adapted": adapted});
-                    if let Some(source) = labels {
-                        entry["labels"] = json!(source.name());
-                    }
-                    entry
-                })
-                .chain(observer_sessions.iter().map(|(id, _, stats, human)| {
-                    let mut entry = json!({"session": id, "kind": "observers", "statistics": stats});
-                    if let Some(h) = human {
-                        entry["human_ratings"] = h.to_json();
-                    }
-                    entry
-                }))
-                .chain(
-                    rolebench_sessions
-                        .iter()
-                        .map(|(id, totals)| json!({"session": id, "kind": "rolebench", "summary": totals})),
-                )
-                .collect();
-            writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
-        }
-        _ => {
-            for (id, totals) in &rolebench_sessions {
-                writeln!(out, "## {id} (RoleBench)\n\n```text")?;
-                write!(out, "{}", super::rolebench_cmds::tables(totals))?;
-                writeln!(out, "```\n")?;
-            }
-            for (id, subjects, stats, _) in &observer_sessions {
-                writeln!(out, "## {id} (observers)\n\n```text")?;
-                write!(out, "{}", crate::observer::report::tables(subjects, stats))?;
-                writeln!(out, "```\n")?;
-            }
-            let rated: Vec<(&str, &_)> = observer_sessions
-                .iter()
-                .filter_map(|(id, _, _, human)| Some((id.as_str(), human.as_ref()?)))
-                .collect();
-            if !rated.is_empty() {
-                writeln!(out, "## Human ratings of the subjects (Tables 3 and 4)\n\n```text")?;
-                write!(out, "{}", super::annotation_cmds::human_ratings_table(&rated))?;
-                writeln!(out, "```\n")?;
-            }
-            if sessions.is_empty() {
-                return Ok(ExitCode::SUCCESS);
-            }
-            if let Some(source) = labels {
-                writeln!(out, "Against the {} labels.\n", source.name())?;
-            }
-            writeln!(
-                out,
-                "| session | rpa | judge | scale | method | Acc_Dim | Acc_Full | MAE | Std_Item | Std_Dim | Std_Score | refusals | failed |"
-            )?;
-            writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
-            for (id, rpa, judge, summary) in &sessions {
-                for r in summary {
-                    writeln!(
-                        out,
-                        "| {id} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                        safe(rpa),
-                        safe(judge),
-                        r.scale,
-                        r.method,
-                        num(r.acc_dim),
-                        num(r.acc_full),
-                        num(r.mae),
-                        num(r.std_item),
-                        num(r.std_dim),
-                        num(r.std_score),
-                        r.refusals,
-                        r.failed_cell()
-                    )?;
-                }
-            }
-            for (id, lines) in adapted.iter().filter(|(_, l)| !l.is_empty()) {
-                writeln!(
-                    out,
-                    "\n{id} was adapted to its providers (it changes what the method did):"
-                )?;
-                for line in lines {
-                    writeln!(out, "- {}", safe(line))?;
-                }
-            }
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 type BarSet = (indicatif::MultiProgress, indicatif::ProgressBar, indicatif::ProgressBar);

@@ -3,6 +3,7 @@
 pub mod character;
 pub mod diagnostic;
 pub mod metrics;
+pub mod resample;
 pub mod rng;
 pub mod rouge;
 pub mod scale;

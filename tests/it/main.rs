@@ -32,3 +32,4 @@ mod scoring;
 mod security;
 mod subject_ratings;
 mod tui;
+mod uncertainty;

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::catalog::Catalog;
 use crate::domain::character::{LabelSource, LabelType};
 use crate::domain::metrics::{self, AlignmentRow};
+use crate::domain::resample::{self, Bootstrap};
 use crate::domain::scoring::ItemOption;
 use crate::method::{Assessment, Method};
 use crate::study::Event;
@@ -32,6 +33,44 @@ pub struct SummaryRow {
     pub failed_dimensions: usize,
     /// Items without a usable conversion in dimensions scored from their other items.
     pub failed_items: usize,
+    /// 95% bootstrap intervals over characters, when asked for ([`summary_with`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<Intervals>,
+}
+
+/// A figure with its 95% interval; `ci` is `None` where there is none (one character: nothing to
+/// resample; or no value).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Interval {
+    pub value: Option<f64>,
+    pub ci: Option<[f64; 2]>,
+}
+
+impl Interval {
+    /// `0.812 [0.700, 0.900]`, `0.812 [–]` without an interval, `–` without a value.
+    pub fn cell(&self) -> String {
+        match (self.value, self.ci) {
+            (None, _) => "–".into(),
+            (Some(v), Some([lo, hi])) => format!("{v:.3} [{lo:.3}, {hi:.3}]"),
+            (Some(v), None) => format!("{v:.3} [–]"),
+        }
+    }
+}
+
+/// A summary row's figures with their intervals: a seeded percentile bootstrap over the characters
+/// (each draw keeps all of a character's dimensions and repeats). The consistency figures have one
+/// only where the row has them (repeats, item-level methods).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Intervals {
+    pub acc_dim: Interval,
+    pub acc_full: Interval,
+    pub mae: Interval,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub std_item: Option<Interval>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub std_dim: Option<Interval>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub std_score: Option<Interval>,
 }
 
 /// The last assessment of every (character, scale, method, repeat, dimension).
@@ -185,6 +224,58 @@ pub fn summary(events: &[Event], catalog: &Catalog) -> Vec<SummaryRow> {
 
 /// [`summary`] against the chosen labels (`None`: the paper's choice).
 pub fn summary_against(events: &[Event], catalog: &Catalog, labels: Option<LabelSource>) -> Vec<SummaryRow> {
+    summary_with(events, catalog, labels, None)
+}
+
+/// One character's share of a row's inputs: its alignment rows and its consistency groups.
+#[derive(Default)]
+struct Share {
+    rows: Vec<AlignmentRow>,
+    per_item: Vec<Vec<f64>>,
+    per_dim_repeat: Vec<Vec<f64>>,
+    per_dim: Vec<Vec<f64>>,
+}
+
+/// Each character's [`Share`] of one scale × method's assessments `list` and alignment `rows`, in
+/// character order (so the groups keep the order of the whole: by character, then item or dimension).
+fn shares(list: &[&Assessment], rows: Vec<AlignmentRow>) -> BTreeMap<String, Share> {
+    let mut out: BTreeMap<String, Share> = BTreeMap::new();
+    let mut per_item: BTreeMap<(String, u32), Vec<f64>> = BTreeMap::new();
+    let mut per_dim: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    for a in list {
+        let share = out.entry(a.character.clone()).or_default();
+        if let Some(s) = a.score {
+            per_dim.entry((a.character.clone(), a.dimension.clone())).or_default().push(s);
+        }
+        let scores: Vec<f64> = a.items.iter().filter_map(|i| i.score).collect();
+        if !scores.is_empty() {
+            share.per_dim_repeat.push(scores);
+        }
+        for i in &a.items {
+            if let Some(s) = i.score {
+                per_item.entry((a.character.clone(), i.item_id)).or_default().push(s);
+            }
+        }
+    }
+    for ((c, _), scores) in per_item {
+        out.entry(c).or_default().per_item.push(scores);
+    }
+    for ((c, _), scores) in per_dim {
+        out.entry(c).or_default().per_dim.push(scores);
+    }
+    for r in rows {
+        out.entry(r.character.clone()).or_default().rows.push(r);
+    }
+    out
+}
+
+/// [`summary_against`] with 95% intervals from `bootstrap` (row `i` on stream `i` of its seed).
+pub fn summary_with(
+    events: &[Event],
+    catalog: &Catalog,
+    labels: Option<LabelSource>,
+    bootstrap: Option<Bootstrap>,
+) -> Vec<SummaryRow> {
     let all = latest_assessments(events);
     let mut by: BTreeMap<(String, Method), Vec<&Assessment>> = BTreeMap::new();
     for a in all {
@@ -200,45 +291,75 @@ pub fn summary_against(events: &[Event], catalog: &Catalog, labels: Option<Label
         let alignment = metrics::alignment((min, max), &order, &rows(catalog, &scale_id, &list, labels));
         let repeats = list.iter().map(|a| a.repeat).max().map_or(0, |r| r + 1);
         let item_span = scale.range.span();
-        let (mut per_item, mut per_dim_repeat, mut per_dim) = (
-            BTreeMap::<(String, u32), Vec<f64>>::new(),
-            Vec::<Vec<f64>>::new(),
-            BTreeMap::<(String, String), Vec<f64>>::new(),
-        );
-        for a in &list {
-            if let Some(s) = a.score {
-                per_dim
-                    .entry((a.character.clone(), a.dimension.clone()))
-                    .or_default()
-                    .push(s);
-            }
-            let scores: Vec<f64> = a.items.iter().filter_map(|i| i.score).collect();
-            if !scores.is_empty() {
-                per_dim_repeat.push(scores);
-            }
-            for i in &a.items {
-                if let Some(s) = i.score {
-                    per_item.entry((a.character.clone(), i.item_id)).or_default().push(s);
-                }
-            }
-        }
         let several = repeats > 1;
+        let consistency = |shares: &[&Share]| {
+            let groups = |f: fn(&Share) -> &Vec<Vec<f64>>| -> Vec<&[f64]> {
+                shares.iter().flat_map(|s| f(s).iter().map(Vec::as_slice)).collect()
+            };
+            [
+                (several && method.item_level())
+                    .then(|| metrics::std_item(groups(|s| &s.per_item), item_span))
+                    .flatten(),
+                method
+                    .item_level()
+                    .then(|| metrics::std_dim(groups(|s| &s.per_dim_repeat), item_span))
+                    .flatten(),
+                several
+                    .then(|| metrics::std_score(groups(|s| &s.per_dim), max - min))
+                    .flatten(),
+            ]
+        };
+        let shares = shares(&list, rows(catalog, &scale_id, &list, labels));
+        let all_shares: Vec<&Share> = shares.values().collect();
+        let [std_item, std_dim, std_score] = consistency(&all_shares);
+        let intervals = bootstrap.map(|b| {
+            let units: Vec<&Share> = shares.values().collect();
+            let cis = resample::intervals(units.len(), b.stream(out.len() as u64), |drawn| {
+                // Each draw is a character of its own (Acc_Full counts it once per draw).
+                let rows: Vec<AlignmentRow> = drawn
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(k, &u)| {
+                        units[u].rows.iter().map(move |r| AlignmentRow {
+                            character: k.to_string(),
+                            ..r.clone()
+                        })
+                    })
+                    .collect();
+                let a = metrics::alignment((min, max), &order, &rows);
+                let drawn_shares: Vec<&Share> = drawn.iter().map(|&u| units[u]).collect();
+                let [i, d, s] = consistency(&drawn_shares);
+                [
+                    a.as_ref().map(|a| a.overall.acc_dim),
+                    a.as_ref().map(|a| a.overall.acc_full),
+                    a.as_ref().map(|a| a.overall.mae),
+                    i,
+                    d,
+                    s,
+                ]
+            });
+            let at = |value: Option<f64>, ci: Option<[f64; 2]>| Interval {
+                value,
+                ci: value.and(ci),
+            };
+            Intervals {
+                acc_dim: at(alignment.as_ref().map(|a| a.overall.acc_dim), cis[0]),
+                acc_full: at(alignment.as_ref().map(|a| a.overall.acc_full), cis[1]),
+                mae: at(alignment.as_ref().map(|a| a.overall.mae), cis[2]),
+                std_item: std_item.map(|v| at(Some(v), cis[3])),
+                std_dim: std_dim.map(|v| at(Some(v), cis[4])),
+                std_score: std_score.map(|v| at(Some(v), cis[5])),
+            }
+        });
         out.push(SummaryRow {
             scale: scale_id.clone(),
             method: method.name().into(),
             acc_dim: alignment.as_ref().map(|a| a.overall.acc_dim),
             acc_full: alignment.as_ref().map(|a| a.overall.acc_full),
             mae: alignment.as_ref().map(|a| a.overall.mae),
-            std_item: (several && method.item_level())
-                .then(|| metrics::std_item(per_item.values().map(Vec::as_slice), item_span))
-                .flatten(),
-            std_dim: method
-                .item_level()
-                .then(|| metrics::std_dim(per_dim_repeat.iter().map(Vec::as_slice), item_span))
-                .flatten(),
-            std_score: several
-                .then(|| metrics::std_score(per_dim.values().map(Vec::as_slice), max - min))
-                .flatten(),
+            std_item,
+            std_dim,
+            std_score,
             count: alignment.as_ref().map_or(0, |a| a.overall.count),
             excluded: alignment.as_ref().map_or(0, |a| a.overall.excluded),
             refusals: list.iter().flat_map(|a| &a.items).filter(|i| i.refused).count(),
@@ -248,6 +369,7 @@ pub fn summary_against(events: &[Event], catalog: &Catalog, labels: Option<Label
                 .filter(|a| a.score.is_some())
                 .map(|a| a.failed_items().len())
                 .sum(),
+            intervals,
         });
     }
     out

@@ -1,0 +1,293 @@
+//! `report`: the summary tables of sessions side by side (md, JSON, LaTeX), every headline figure with
+//! its 95% bootstrap interval over characters.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use super::run_cmds::load_session;
+use super::table::num;
+use super::{Ctx, input_error};
+use crate::domain::resample::Bootstrap;
+use crate::study::Event;
+use crate::study::interview::results;
+use crate::text::terminal_safe as safe;
+
+/// Summary tables of one or more sessions, recomputed from their journals, side by side.
+pub fn report(
+    ctx: &Ctx,
+    ids: &[String],
+    format: &str,
+    labels: Option<crate::domain::character::LabelSource>,
+    bootstrap: Bootstrap,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let catalog = &*ctx.catalog()?;
+    if !matches!(format, "md" | "json" | "latex") {
+        return Err(input_error(format!(
+            "unknown format \"{}\" (md, json, latex)",
+            safe(format)
+        )));
+    }
+    let mut sessions = Vec::new();
+    let mut observer_sessions = Vec::new();
+    let mut rolebench_sessions = Vec::new();
+    let mut adapted: Vec<(String, Vec<String>)> = Vec::new();
+    for id in ids {
+        let (dir, events) = load_session(ctx, id)?;
+        if let Some((_, items)) = crate::study::rolebench::items(&events) {
+            rolebench_sessions.push((id.clone(), crate::study::rolebench::totals(&items)));
+            continue;
+        }
+        if let Some((plan, subjects)) = crate::study::observe::subjects(&events, catalog) {
+            let scale = catalog
+                .scale(crate::observer::SCALE)
+                .ok_or_else(|| input_error("the IPIP-50 scale is missing"))?;
+            let stats = crate::observer::report::statistics(&subjects, scale, plan.seed);
+            let human = super::annotation_cmds::human_ratings(&dir, &events, &plan, &subjects, scale)?;
+            observer_sessions.push((id.clone(), subjects, stats, human));
+            continue;
+        }
+        let providers = events.iter().find_map(|e| match e {
+            Event::RunStarted { providers, .. } => Some(providers.clone()),
+            _ => None,
+        });
+        let label = |role: &str| {
+            providers
+                .as_ref()
+                .and_then(|p| p.get(role))
+                .map_or("?".to_string(), |m| m.model.clone())
+        };
+        sessions.push((
+            id.clone(),
+            label("rpa"),
+            label("judge"),
+            results::summary_with(&events, catalog, labels, Some(bootstrap)),
+        ));
+        adapted.push((id.clone(), crate::study::adaptation_lines(&events)));
+    }
+    match format {
+        "json" => {
+            let list: Vec<_> = sessions
+                .iter()
+                .zip(&adapted)
+                .map(|((id, rpa, judge, summary), (_, adapted))| {
+                    let mut entry = json!({"session": id, "rpa": rpa, "judge": judge, "summary": summary,
+                                           "adapted": adapted, "bootstrap": bootstrap});
+                    if let Some(source) = labels {
+                        entry["labels"] = json!(source.name());
+                    }
+                    entry
+                })
+                .chain(observer_sessions.iter().map(|(id, _, stats, human)| {
+                    let mut entry = json!({"session": id, "kind": "observers", "statistics": stats});
+                    if let Some(h) = human {
+                        entry["human_ratings"] = h.to_json();
+                    }
+                    entry
+                }))
+                .chain(
+                    rolebench_sessions
+                        .iter()
+                        .map(|(id, totals)| json!({"session": id, "kind": "rolebench", "summary": totals})),
+                )
+                .collect();
+            writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
+        }
+        "latex" => write!(out, "{}", latex(&sessions, labels, bootstrap))?,
+        _ => {
+            for (id, totals) in &rolebench_sessions {
+                writeln!(out, "## {id} (RoleBench)\n\n```text")?;
+                write!(out, "{}", super::rolebench_cmds::tables(totals))?;
+                writeln!(out, "```\n")?;
+            }
+            for (id, subjects, stats, _) in &observer_sessions {
+                writeln!(out, "## {id} (observers)\n\n```text")?;
+                write!(out, "{}", crate::observer::report::tables(subjects, stats))?;
+                writeln!(out, "```\n")?;
+            }
+            let rated: Vec<(&str, &_)> = observer_sessions
+                .iter()
+                .filter_map(|(id, _, _, human)| Some((id.as_str(), human.as_ref()?)))
+                .collect();
+            if !rated.is_empty() {
+                writeln!(out, "## Human ratings of the subjects (Tables 3 and 4)\n\n```text")?;
+                write!(out, "{}", super::annotation_cmds::human_ratings_table(&rated))?;
+                writeln!(out, "```\n")?;
+            }
+            if sessions.is_empty() {
+                return Ok(ExitCode::SUCCESS);
+            }
+            if let Some(source) = labels {
+                writeln!(out, "Against the {} labels.\n", source.name())?;
+            }
+            writeln!(out, "{}\n", interval_note(bootstrap))?;
+            writeln!(
+                out,
+                "| session | rpa | judge | scale | method | Acc_Dim | Acc_Full | MAE | Std_Item | Std_Dim | Std_Score | refusals | failed |"
+            )?;
+            writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
+            for (id, rpa, judge, summary) in &sessions {
+                for r in summary {
+                    writeln!(
+                        out,
+                        "| {id} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                        safe(rpa),
+                        safe(judge),
+                        r.scale,
+                        r.method,
+                        cell(r, r.acc_dim, |i| Some(i.acc_dim)),
+                        cell(r, r.acc_full, |i| Some(i.acc_full)),
+                        cell(r, r.mae, |i| Some(i.mae)),
+                        cell(r, r.std_item, |i| i.std_item),
+                        cell(r, r.std_dim, |i| i.std_dim),
+                        cell(r, r.std_score, |i| i.std_score),
+                        r.refusals,
+                        r.failed_cell()
+                    )?;
+                }
+            }
+            for (id, lines) in adapted.iter().filter(|(_, l)| !l.is_empty()) {
+                writeln!(
+                    out,
+                    "\n{id} was adapted to its providers (it changes what the method did):"
+                )?;
+                for line in lines {
+                    writeln!(out, "- {}", safe(line))?;
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the intervals are, said once above a table.
+fn interval_note(b: Bootstrap) -> String {
+    format!(
+        "[lo, hi]: 95% percentile bootstrap interval over characters ({} resamples, seed {}); [–]: one character, no interval.",
+        b.resamples, b.seed
+    )
+}
+
+/// A figure with its interval where the row has one.
+fn cell(
+    row: &results::SummaryRow,
+    value: Option<f64>,
+    of: impl Fn(&results::Intervals) -> Option<results::Interval>,
+) -> String {
+    match row.intervals.as_ref().and_then(of) {
+        Some(i) => i.cell(),
+        None => num(value),
+    }
+}
+
+/// `text` with LaTeX's special characters escaped.
+fn tex(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\textbackslash{}"),
+            '&' | '%' | '$' | '#' | '_' | '{' | '}' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '~' => out.push_str("\\textasciitilde{}"),
+            '^' => out.push_str("\\textasciicircum{}"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A LaTeX cell: the value, then its interval in small type.
+fn tex_cell(i: Option<results::Interval>, value: Option<f64>) -> String {
+    match (i.and_then(|i| i.value.zip(i.ci)), value) {
+        (Some((v, [lo, hi])), _) => format!("{v:.3} {{\\scriptsize[{lo:.3}, {hi:.3}]}}"),
+        (None, Some(v)) => format!("{v:.3}"),
+        (None, None) => "--".into(),
+    }
+}
+
+type Row = (String, String, String, Vec<results::SummaryRow>);
+
+/// The paper's Table-2 layout as a booktabs table: a row per session × method, for each scale the
+/// columns Acc_Dim, Acc_Full and MAE, each with its 95% interval.
+fn latex(sessions: &[Row], labels: Option<crate::domain::character::LabelSource>, b: Bootstrap) -> String {
+    let mut scales: Vec<&str> = Vec::new();
+    for (_, _, _, rows) in sessions {
+        for r in rows {
+            if !scales.contains(&r.scale.as_str()) {
+                scales.push(&r.scale);
+            }
+        }
+    }
+    let several = sessions.len() > 1;
+    let lead = if several { "ll" } else { "l" };
+    let mut t = String::new();
+    t.push_str("% Generated by incharacter report --format latex. Needs \\usepackage{booktabs}.\n");
+    t.push_str("\\begin{table}[t]\n\\centering\n\\small\n");
+    t.push_str(&format!(
+        "\\begin{{tabular}}{{{lead}{}}}\n\\toprule\n",
+        "ccc".repeat(scales.len())
+    ));
+    let blank = if several { " & " } else { "" };
+    t.push_str(blank);
+    for s in &scales {
+        t.push_str(&format!(" & \\multicolumn{{3}}{{c}}{{{}}}", tex(s)));
+    }
+    t.push_str(" \\\\\n");
+    let first = if several { 3 } else { 2 };
+    for k in 0..scales.len() {
+        let from = first + 3 * k;
+        t.push_str(&format!("\\cmidrule(lr){{{from}-{}}}", from + 2));
+    }
+    t.push('\n');
+    t.push_str(if several { "Session & Method" } else { "Method" });
+    for _ in &scales {
+        t.push_str(" & Acc\\textsubscript{Dim} $\\uparrow$ & Acc\\textsubscript{Full} $\\uparrow$ & MAE $\\downarrow$");
+    }
+    t.push_str(" \\\\\n\\midrule\n");
+    for (id, rpa, judge, rows) in sessions {
+        let mut methods: Vec<&str> = Vec::new();
+        for r in rows {
+            if !methods.contains(&r.method.as_str()) {
+                methods.push(&r.method);
+            }
+        }
+        for m in methods {
+            if several {
+                t.push_str(&format!("{} ({}, {}) & ", tex(id), tex(rpa), tex(judge)));
+            }
+            t.push_str(&tex(m));
+            for s in &scales {
+                match rows.iter().find(|r| r.method == m && r.scale == *s) {
+                    Some(r) => {
+                        let i = r.intervals.as_ref();
+                        t.push_str(&format!(
+                            " & {} & {} & {}",
+                            tex_cell(i.map(|i| i.acc_dim), r.acc_dim),
+                            tex_cell(i.map(|i| i.acc_full), r.acc_full),
+                            tex_cell(i.map(|i| i.mae), r.mae)
+                        ));
+                    }
+                    None => t.push_str(" & -- & -- & --"),
+                }
+            }
+            t.push_str(" \\\\\n");
+        }
+    }
+    t.push_str("\\bottomrule\n\\end{tabular}\n");
+    let against = labels.map_or("the PDb labels (else the annotations)".to_string(), |l| {
+        format!("the {} labels", l.name())
+    });
+    t.push_str(&format!(
+        "\\caption{{Personality fidelity against {}. Beside each figure its 95\\% percentile bootstrap interval over characters ({} resamples, seed {}).}}\n",
+        tex(&against),
+        b.resamples,
+        b.seed
+    ));
+    t.push_str("\\end{table}\n");
+    t
+}

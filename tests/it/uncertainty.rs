@@ -1,0 +1,144 @@
+//! Numbers a paper can use: `report`'s 95% bootstrap intervals (reproducible from their seed, none
+//! with one character), its LaTeX table, and `compare`'s paired comparison of two sessions.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+const BFI: &str = "20261130-231918-bfi-and-16p-on-the-local-model-248f";
+const GSE: &str = "20261129-201520-gse-on-the-local-model-e700";
+
+fn incharacter(data: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_incharacter"))
+        .args(args)
+        .env("INCHARACTER_DATA_DIR", data)
+        .env("INCHARACTER_CONFIG", data.join("none.toml"))
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &std::process::Output) -> String {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn json(data: &Path, args: &[&str]) -> Value {
+    serde_json::from_str(&stdout(&incharacter(data, args))).unwrap()
+}
+
+/// A copy of sample `id` in `data` keeping only the records of `character` (and the run's own).
+fn one_character(data: &Path, id: &str, drop: &str) -> String {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions").join(id);
+    let text = std::fs::read_to_string(from.join("journal.jsonl")).unwrap();
+    let kept: String = text
+        .lines()
+        .filter(|l| !l.contains(&format!("\"character\":\"{drop}\"")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let to = data.join("sessions").join(id);
+    std::fs::create_dir_all(&to).unwrap();
+    std::fs::write(to.join("journal.jsonl"), kept).unwrap();
+    id.to_string()
+}
+
+#[test]
+fn every_interval_contains_its_value_and_a_seed_gives_the_same_json() {
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path();
+    let report = json(data, &["report", BFI, "--format", "json"]);
+    assert_eq!(
+        report[0]["bootstrap"],
+        serde_json::json!({"resamples": 2000, "seed": 1})
+    );
+    let mut checked = 0;
+    for row in report[0]["summary"].as_array().unwrap() {
+        let intervals = row["intervals"].as_object().unwrap();
+        for key in ["acc_dim", "acc_full", "mae"] {
+            assert!(intervals.contains_key(key), "{row}");
+        }
+        // The scalar fields stay as they were.
+        assert_eq!(row["acc_dim"], intervals["acc_dim"]["value"]);
+        for (name, i) in intervals {
+            let (Some(v), Some(ci)) = (i["value"].as_f64(), i["ci"].as_array()) else {
+                assert!(i["ci"].is_null(), "{name}: an interval without a value: {i}");
+                continue;
+            };
+            let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+            assert!(lo <= v && v <= hi, "{name}: {v} outside [{lo}, {hi}]");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "{checked}");
+    let again = json(data, &["report", BFI, "--format", "json"]);
+    assert_eq!(report, again, "the same seed prints the same JSON");
+    let other = json(
+        data,
+        &["report", BFI, "--format", "json", "--seed", "9", "--bootstrap", "500"],
+    );
+    assert_eq!(other[0]["bootstrap"], serde_json::json!({"resamples": 500, "seed": 9}));
+    assert_ne!(report[0]["summary"], other[0]["summary"], "another seed, other draws");
+}
+
+#[test]
+fn one_character_has_no_interval_never_a_fake_one() {
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path();
+    let id = one_character(data, GSE, "zhongli-zh");
+    let report = json(data, &["report", &id, "--format", "json"]);
+    let rows = report[0]["summary"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    for row in rows {
+        for i in row["intervals"].as_object().unwrap().values() {
+            assert!(i["ci"].is_null(), "{row}");
+        }
+    }
+    let md = stdout(&incharacter(data, &["report", &id]));
+    assert!(md.contains(" [–] |"), "{md}");
+}
+
+#[test]
+fn the_latex_table_is_booktabs_with_a_column_per_figure() {
+    let data = tempfile::tempdir().unwrap();
+    let tex = stdout(&incharacter(data.path(), &["report", BFI, GSE, "--format", "latex"]));
+    for part in [
+        "\\begin{table}",
+        "\\toprule",
+        "\\midrule",
+        "\\bottomrule",
+        "\\end{tabular}",
+        "\\end{table}",
+    ] {
+        assert!(tex.contains(part), "{part}: {tex}");
+    }
+    // Two sessions: session and method, then 3 figures for each of the 3 scales (16P, BFI, GSE).
+    assert!(tex.contains("\\begin{tabular}{llccccccccc}"), "{tex}");
+    let body: Vec<&str> = tex
+        .lines()
+        .skip_while(|l| *l != "\\midrule")
+        .skip(1)
+        .take_while(|l| *l != "\\bottomrule")
+        .collect();
+    assert_eq!(body.len(), 3 + 4, "BFI's session: 3 methods; GSE's: 4");
+    for row in &body {
+        // Cells are separated by & outside braces.
+        let mut depth = 0i32;
+        let cells = 1 + row
+            .chars()
+            .filter(|c| {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+                *c == '&' && depth == 0
+            })
+            .count()
+            - row.matches("\\&").count();
+        assert_eq!(cells, 11, "{row}");
+        assert!(row.ends_with("\\\\"), "{row}");
+    }
+    // Special characters of ids and model names are escaped.
+    assert!(!body.iter().any(|r| r.contains("local_model")), "underscores escaped");
+    assert!(tex.contains("95\\% percentile bootstrap"), "{tex}");
+}
