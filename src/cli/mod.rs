@@ -5,6 +5,7 @@
 mod annotation_cmds;
 mod card_cmds;
 mod catalog_cmds;
+mod compare_cmds;
 mod diff_cmds;
 mod doctor_cmds;
 mod drive;
@@ -248,12 +249,8 @@ pub enum Command {
         /// Labels to compare with [default: pdb where the character has PDb labels (BFI, 16P), else annotation]
         #[arg(long, value_enum)]
         labels: Option<LabelsArg>,
-        /// Bootstrap resamples over characters for the 95% intervals
-        #[arg(long, default_value_t = 2000)]
-        bootstrap: usize,
-        /// Seed of the bootstrap (the same seed gives the same intervals)
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
+        #[command(flatten)]
+        bootstrap: BootstrapArgs,
     },
     /// Compare assessments of the same interviews (a session and its re-assessments): per pair of
     /// sessions Pearson, Spearman and mean |Δ| on 0–1, per scale the sensitivity to the judge, and each
@@ -278,6 +275,29 @@ pub enum Command {
         #[arg(long)]
         character: Option<String>,
         /// Print JSON instead of tables
+        #[arg(long)]
+        json: bool,
+    },
+    /// Two interview sessions, paired: over the characters × dimensions both scored, the difference
+    /// B − A in absolute error to the labels and in Acc_Dim, with a 95% bootstrap interval over
+    /// characters and a sign-flip permutation p-value
+    Compare {
+        /// Session A (id, folder or journal path; samples by id too)
+        a: String,
+        /// Session B
+        b: String,
+        /// Only this scale
+        #[arg(long)]
+        scale: Option<String>,
+        /// Only this method (er-batch, er-all, oc, d-oc, sr, sr-cot)
+        #[arg(long)]
+        method: Option<String>,
+        /// Labels to compare with [default: pdb where the character has PDb labels (BFI, 16P), else annotation]
+        #[arg(long, value_enum)]
+        labels: Option<LabelsArg>,
+        #[command(flatten)]
+        bootstrap: BootstrapArgs,
+        /// Print JSON instead of a table
         #[arg(long)]
         json: bool,
     },
@@ -488,6 +508,26 @@ pub enum ScalesCommand {
 pub enum CharactersCommand {
     /// Show one character: profile, and labels with type codes
     Show { id: String },
+}
+
+/// The seeded bootstrap of `report`'s intervals and `compare`'s (and its Monte Carlo sign flips).
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct BootstrapArgs {
+    /// Bootstrap resamples over characters for the 95% intervals
+    #[arg(long, default_value_t = 2000)]
+    bootstrap: usize,
+    /// Seed of the resampling (the same seed gives the same figures)
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+impl From<BootstrapArgs> for crate::domain::resample::Bootstrap {
+    fn from(a: BootstrapArgs) -> Self {
+        crate::domain::resample::Bootstrap {
+            resamples: a.bootstrap,
+            seed: a.seed,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -706,16 +746,27 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             format,
             labels,
             bootstrap,
-            seed,
-        } => {
-            let bootstrap = crate::domain::resample::Bootstrap {
-                resamples: bootstrap,
-                seed,
-            };
-            report_cmds::report(ctx, &ids, &format, labels.map(Into::into), bootstrap, out)
-        }
+        } => report_cmds::report(ctx, &ids, &format, labels.map(Into::into), bootstrap.into(), out),
         Command::Judges { ids, json } => judges_cmds::judges(ctx, &ids, json, out),
         Command::Diff { a, b, character, json } => diff_cmds::diff(ctx, (&a, &b), character.as_deref(), json, out),
+        Command::Compare {
+            a,
+            b,
+            scale,
+            method,
+            labels,
+            bootstrap,
+            json,
+        } => {
+            let args = compare_cmds::Args {
+                scale,
+                method,
+                labels: labels.map(Into::into),
+                bootstrap: bootstrap.into(),
+                json,
+            };
+            compare_cmds::compare(ctx, (&a, &b), args, out)
+        }
         Command::Export { id, format, output } => run_cmds::export(ctx, &id, &format, output.as_deref(), out),
         #[cfg(feature = "local-model")]
         Command::Bench { command } => match command {

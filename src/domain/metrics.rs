@@ -81,15 +81,33 @@ impl Tally {
     }
 }
 
+/// One row as the metrics score it: whether its predicted type (H when predicted > the middle of
+/// `range`, a tie is L) is the label's, and its signed error on 0–1 (divided by the range's span).
+/// A letter target (H or L without a score) is its band, ≥ 0.6 or ≤ 0.4 of the range: the error is
+/// the distance to the band, 0 inside it (labels of the paper always have a score or are X).
+/// `None`: the row is not scored (marginal, or an X label without a score).
+pub fn judge(row: &AlignmentRow, (min, max): (f64, f64)) -> Option<(bool, f64)> {
+    let span = max - min;
+    let error = match (row.marginal, row.label.score, row.label.kind) {
+        (false, Some(s), _) => (row.predicted - s) / span,
+        (false, None, LabelType::H) => (row.predicted - (min + 0.6 * span)).min(0.0) / span,
+        (false, None, LabelType::L) => (row.predicted - (min + 0.4 * span)).max(0.0) / span,
+        _ => return None,
+    };
+    let predicted_type = if row.predicted > (min + max) / 2.0 {
+        LabelType::H
+    } else {
+        LabelType::L
+    };
+    Some((predicted_type == row.label.kind, error))
+}
+
 /// Computes the alignment metrics for one scale whose dimension scores live in `range`
 /// ([min, max] of the scale, or [0, 100] for 16Personalities).
 /// A pair is scored when it is not marginal and its label has a numeric score (or is a letter target:
 /// then the error is the distance to the label's band); its predicted type is H when predicted >
 /// middle (a tie at the middle is L). Returns `None` when nothing could be scored.
 pub fn alignment(range: (f64, f64), dimension_order: &[String], rows: &[AlignmentRow]) -> Option<Alignment> {
-    let (min, max) = range;
-    let middle = (min + max) / 2.0;
-    let span = max - min;
 
     let mut overall: BTreeMap<u32, Tally> = BTreeMap::new();
     let mut per_dim: BTreeMap<&str, BTreeMap<u32, Tally>> = BTreeMap::new();
@@ -101,25 +119,12 @@ pub fn alignment(range: (f64, f64), dimension_order: &[String], rows: &[Alignmen
 
     for row in rows {
         let pair = (row.character.as_str(), row.dimension.as_str());
-        // A letter target (H or L without a score) is its band: ≥ 0.6 or ≤ 0.4 of the range; the error
-        // is the distance to the band, 0 inside it. Labels of the paper always have a score or are X.
-        let error = match (row.marginal, row.label.score, row.label.kind) {
-            (false, Some(s), _) => (row.predicted - s) / span,
-            (false, None, LabelType::H) => (row.predicted - (min + 0.6 * span)).min(0.0) / span,
-            (false, None, LabelType::L) => (row.predicted - (min + 0.4 * span)).max(0.0) / span,
-            _ => {
-                excluded.insert(pair);
-                continue;
-            }
+        let Some((correct, error)) = judge(row, range) else {
+            excluded.insert(pair);
+            continue;
         };
         scored.insert(pair);
         dim_chars.entry(pair.1).or_default().insert(pair.0);
-        let predicted_type = if row.predicted > middle {
-            LabelType::H
-        } else {
-            LabelType::L
-        };
-        let correct = predicted_type == row.label.kind;
         overall.entry(row.repeat).or_default().add(correct, error);
         per_dim
             .entry(pair.1)

@@ -9,6 +9,7 @@
 
 pub mod annotation;
 pub mod check;
+pub mod compare;
 pub mod diff;
 pub mod interview;
 pub mod judges;

@@ -142,3 +142,72 @@ fn the_latex_table_is_booktabs_with_a_column_per_figure() {
     assert!(!body.iter().any(|r| r.contains("local_model")), "underscores escaped");
     assert!(tex.contains("95\\% percentile bootstrap"), "{tex}");
 }
+
+#[test]
+fn a_session_compared_with_itself_differs_by_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    let c = json(data.path(), &["compare", BFI, BFI, "--json"]);
+    for figure in ["mean_abs_error", "acc_dim"] {
+        assert_eq!(c[figure]["diff"], 0.0, "{c}");
+        assert_eq!(c[figure]["p"], 1.0, "{c}");
+        assert_eq!(c[figure]["a"], c[figure]["b"]);
+        assert_eq!(c[figure]["ci"], serde_json::json!([0.0, 0.0]));
+    }
+    assert_eq!(c["n"], 67, "3 characters × (BFI × 3 methods + 16P × 2 scored)");
+    assert_eq!(c["characters"], 3);
+    assert_eq!(c["permutation"], serde_json::json!({"exact": true, "resamples": 8}));
+    // Filters narrow it; a filter leaving nothing in common says what each measured.
+    let er = json(
+        data.path(),
+        &["compare", BFI, BFI, "--method", "er-batch", "--scale", "bfi", "--json"],
+    );
+    assert_eq!(er["n"], 15);
+    let none = incharacter(data.path(), &["compare", BFI, BFI, "--scale", "GSE"]);
+    assert_eq!(none.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&none.stderr);
+    assert!(
+        err.contains("no scored character × dimension on GSE") && err.contains("BFI × er-batch"),
+        "{err}"
+    );
+}
+
+/// Two judges that differ only in their noise (the scripted server's seed), on the same interviews.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn judges_differing_only_in_noise_give_an_interval_that_covers_zero() {
+    use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
+    let first = FakeServer::start(FakeConfig::default()).await.unwrap();
+    let second = FakeServer::start(FakeConfig {
+        seed: 2,
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let config_a = crate::common::fake_config(one.path(), &first, "max_concurrency = 8");
+    let config_b = crate::common::fake_config(two.path(), &second, "max_concurrency = 8");
+    let data = one.path().join("data");
+    let characters = "hermione,harry,ron,luna,snape,malfoy,sheldon,raj";
+    let run = [
+        "run",
+        "--characters",
+        characters,
+        "--scales",
+        "BFI",
+        "--methods",
+        "er-batch",
+        "--json",
+    ];
+    let a = crate::common::session_id(&crate::common::output(&config_a, &data, &run).await);
+    let assess = ["assess", &a, "--json"];
+    let b = crate::common::session_id(&crate::common::output(&config_b, &data, &assess).await);
+    let out = crate::common::output(&config_a, &data, &["compare", &a, &b, "--json"]).await;
+    let c: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(c["characters"], 8);
+    assert_eq!(c["n"], 40);
+    let mae = &c["mean_abs_error"];
+    assert_ne!(mae["diff"], 0.0, "the two judges did differ: {c}");
+    let (lo, hi) = (mae["ci"][0].as_f64().unwrap(), mae["ci"][1].as_f64().unwrap());
+    assert!(lo <= 0.0 && 0.0 <= hi, "{c}");
+    assert!(mae["p"].as_f64().unwrap() > 0.05, "{c}");
+    assert_eq!(c["permutation"], serde_json::json!({"exact": true, "resamples": 256}));
+}
