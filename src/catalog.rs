@@ -150,7 +150,6 @@ impl Catalog {
         self.characters.sort_by(|a, b| a.value.id.cmp(&b.value.id));
     }
 
-    /// A scale by id, case-insensitively.
     /// Writes `character` as `<data dir>/characters/<id>.toml` (atomically: a crash leaves the old file
     /// or the new one), after checking that the file parses back to it. A bundled id is refused: a
     /// bundled character is edited as a copy under another id.
@@ -161,23 +160,19 @@ impl Catalog {
         {
             return Err(SaveError::Bundled(character.id.clone()));
         }
-        let dir = data_dir.join("characters");
-        let path = dir.join(format!("{}.toml", character.id));
+        let path = data_dir.join("characters").join(format!("{}.toml", character.id));
         let text = character.to_toml();
         let parsed = Character::parse(Source::new(&path.display().to_string(), &text), |id| self.scale(id))
             .map_err(|e| SaveError::Invalid(e.iter().map(|d| d.message.clone()).collect::<Vec<_>>().join("; ")))?;
         if parsed != *character {
             return Err(SaveError::Invalid("the file would not read back as written".into()));
         }
-        let write = |e: std::io::Error| SaveError::Write(format!("{}: {e}", path.display()));
-        std::fs::create_dir_all(&dir).map_err(write)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(write)?;
-        std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(write)?;
-        tmp.as_file().sync_all().map_err(write)?;
-        tmp.persist(&path).map_err(|e| write(e.error))?;
+        crate::journal::write_bytes_atomic(&path, text.as_bytes())
+            .map_err(|e| SaveError::Write(format!("{}: {e}", path.display())))?;
         Ok(path)
     }
 
+    /// A scale by id, case-insensitively.
     pub fn scale(&self, id: &str) -> Option<&Scale> {
         self.scale_entry(id).map(|e| &e.value)
     }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use incharacter_testkit::fake_openai::FakeServer;
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
 
 /// A config with one provider, `fake`, on `server` for the rpa and judge roles; `extra` lines are
 /// added to the provider (e.g. `max_concurrency = 8`).
@@ -19,6 +19,44 @@ pub fn fake_config(dir: &Path, server: &FakeServer, extra: &str) -> PathBuf {
     )
     .unwrap();
     path
+}
+
+/// A fake server, and in a temporary folder a config on it (see [`fake_config`]) and a data dir.
+pub struct Setup {
+    pub server: FakeServer,
+    pub config: PathBuf,
+    pub data: PathBuf,
+    /// The folder, removed when this is dropped.
+    pub dir: tempfile::TempDir,
+}
+
+/// Starts a server behaving as `fake` and writes a config on it with `extra` lines in its provider.
+pub async fn setup(fake: FakeConfig, extra: &str) -> Setup {
+    let server = FakeServer::start(fake).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = fake_config(dir.path(), &server, extra);
+    let data = dir.path().join("data");
+    Setup {
+        server,
+        config,
+        data,
+        dir,
+    }
+}
+
+/// The arguments of `run` for Hermione on `scales` with `methods`, then `more`.
+pub fn run_hermione<'a>(scales: &'a str, methods: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "run",
+        "--characters",
+        "hermione-en",
+        "--scales",
+        scales,
+        "--methods",
+        methods,
+    ];
+    args.extend(more);
+    args
 }
 
 /// The binary with this config and data dir.

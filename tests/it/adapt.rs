@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer, Fault};
 use serde_json::Value;
 
 use crate::common;
@@ -17,29 +17,26 @@ async fn run_against(fake: FakeConfig) -> (FakeServer, Value) {
 
 /// [`run_against`] with `extra` lines in the provider's config.
 async fn run_with(fake: FakeConfig, extra: &str) -> (FakeServer, Value) {
-    let server = FakeServer::start(fake).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let config = common::fake_config(dir.path(), &server, &format!("max_concurrency = 8\n{extra}"));
-    let data = dir.path().join("data");
+    let s = common::setup(fake, &format!("max_concurrency = 8\n{extra}")).await;
     let out = common::output(
-        &config,
-        &data,
-        &[
-            "run",
-            "--characters",
-            "hermione-en",
-            "--scales",
-            "BFI",
-            "--methods",
-            "er-batch,oc",
-            "--json",
-        ],
+        &s.config,
+        &s.data,
+        &common::run_hermione("BFI", "er-batch,oc", &["--json"]),
     )
     .await;
     let id = common::json_of(out)["session"].as_str().unwrap().to_string();
-    let export = export(&config, &data, &id);
-    drop(dir);
-    (server, export)
+    let export = export(&s.config, &s.data, &id);
+    (s.server, export)
+}
+
+/// A provider that answers every request with the same 400, which no adaptation helps.
+fn refusing_everything() -> FakeConfig {
+    FakeConfig {
+        fault_share: 1.0,
+        faults_per_request: 1000,
+        faults: vec![Fault::BadRequest],
+        ..FakeConfig::default()
+    }
 }
 
 fn export(config: &Path, data: &Path, id: &str) -> Value {
@@ -152,11 +149,8 @@ async fn the_check_tells_which_of_the_methods_requests_needed_adapting() {
             ],
         ),
     ] {
-        let server = FakeServer::start(fake).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let config = common::fake_config(dir.path(), &server, "");
-        let data = dir.path().join("data");
-        let out = common::output(&config, &data, &["providers", "check", "fake", "--json"]).await;
+        let s = common::setup(fake, "").await;
+        let out = common::output(&s.config, &s.data, &["providers", "check", "fake", "--json"]).await;
         let v = common::json_of(out);
         let shapes: Vec<(&str, &str)> = v["shapes"]
             .as_array()
@@ -173,31 +167,8 @@ async fn the_check_tells_which_of_the_methods_requests_needed_adapting() {
 /// with the provider's words and how to resume; it does not fail 44 items one by one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_refusing_every_request_the_same_way_stops_the_run_early() {
-    let server = FakeServer::start(FakeConfig {
-        fault_share: 1.0,
-        faults_per_request: 1000,
-        faults: vec![incharacter_testkit::fake_openai::Fault::BadRequest],
-        ..FakeConfig::default()
-    })
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let config = common::fake_config(dir.path(), &server, "max_concurrency = 2");
-    let data = dir.path().join("data");
-    let out = common::output(
-        &config,
-        &data,
-        &[
-            "run",
-            "--characters",
-            "hermione-en",
-            "--scales",
-            "BFI",
-            "--methods",
-            "oc",
-        ],
-    )
-    .await;
+    let s = common::setup(refusing_everything(), "max_concurrency = 2").await;
+    let out = common::output(&s.config, &s.data, &common::run_hermione("BFI", "oc", &[])).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("refused 8 requests in a row the same way"), "{stderr}");
@@ -206,7 +177,7 @@ async fn a_provider_refusing_every_request_the_same_way_stops_the_run_early() {
         "the provider's words: {stderr}"
     );
     assert!(stderr.contains("incharacter run --resume"), "{stderr}");
-    assert!(server.stats().requests < 20, "stopped early: {:?}", server.stats());
+    assert!(s.server.stats().requests < 20, "stopped early: {:?}", s.server.stats());
 }
 
 /// A phase shorter than the early stop's streak (GSE's one ER_all judge call), refused: the run ends
@@ -214,14 +185,7 @@ async fn a_provider_refusing_every_request_the_same_way_stops_the_run_early() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_phase_refused_whole_ends_with_the_providers_words_and_how_to_resume() {
     let rpa = FakeServer::start(FakeConfig::default()).await.unwrap();
-    let judge = FakeServer::start(FakeConfig {
-        fault_share: 1.0,
-        faults_per_request: 1000,
-        faults: vec![incharacter_testkit::fake_openai::Fault::BadRequest],
-        ..FakeConfig::default()
-    })
-    .await
-    .unwrap();
+    let judge = FakeServer::start(refusing_everything()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
     std::fs::write(
@@ -234,20 +198,7 @@ async fn a_phase_refused_whole_ends_with_the_providers_words_and_how_to_resume()
     )
     .unwrap();
     let data = dir.path().join("data");
-    let out = common::output(
-        &config,
-        &data,
-        &[
-            "run",
-            "--characters",
-            "hermione-en",
-            "--scales",
-            "GSE",
-            "--methods",
-            "er-all",
-        ],
-    )
-    .await;
+    let out = common::output(&config, &data, &common::run_hermione("GSE", "er-all", &[])).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(judge.stats().requests, 1, "a 400 is not retried: {stderr}");

@@ -442,6 +442,44 @@ fn imports_write_characters_and_scales_that_the_catalog_loads() {
     assert_eq!(written, ["Tide-pb.toml", "Tide.toml"], "failed imports write nothing");
 }
 
+/// Importing the dialogues again (a newer export, say) brings a new profile and memories; the targets
+/// and card info the user wrote into the character file stay.
+#[test]
+fn reimporting_a_character_keeps_its_targets_and_card() {
+    let data = tempfile::tempdir().unwrap();
+    let ake = fixtures().join("import/ake.jsonl");
+    let import = || {
+        let out = run_in(
+            data.path(),
+            &[
+                "import",
+                "chatharuhi",
+                &ake.to_string_lossy(),
+                "--name",
+                "阿珂",
+                "--id",
+                "ake",
+            ],
+        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    import();
+    let file = data.path().join("characters/ake.toml");
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str("\n[card]\ntags = [\"sea\"]\ncreator = \"someone\"\n\n[targets]\n16Personalities = \"INFP\"\n");
+    std::fs::write(&file, text).unwrap();
+    let authored = json_of(&run_in(data.path(), &["characters", "show", "ake", "--json"]));
+    let targets = authored["labels"]["target"]["16Personalities"].as_object();
+    assert_eq!(targets.map(|t| t.len()), Some(4), "{authored}");
+    assert_eq!(authored["card"]["creator"], "someone");
+
+    import();
+    let again = json_of(&run_in(data.path(), &["characters", "show", "ake", "--json"]));
+    assert_eq!(again["labels"]["target"], authored["labels"]["target"]);
+    assert_eq!(again["card"], authored["card"]);
+    assert_eq!(again, authored, "the same dialogues import to the same character");
+}
+
 #[test]
 fn a_reader_that_goes_away_is_not_an_error() {
     // `incharacter scales show BFI | head -1`: the pipe closes before (or while) the binary writes.

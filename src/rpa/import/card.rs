@@ -23,11 +23,8 @@ use std::path::Path;
 
 use base64::Engine as _;
 
-use super::{
-    ImportError, Imported, Options, character_id, character_path, checked_size, clean, detect_language, write_files,
-};
+use super::{ImportError, Imported, Options, character_id, checked_size, clean, detect_language, imported_character, write_files};
 use crate::domain::character::{CardInfo, Character};
-use crate::domain::diagnostic::Source;
 use crate::domain::scale::{Language, Scale};
 use crate::rpa::card::{self, Card, CardError, MAX_JSON, png};
 
@@ -112,32 +109,13 @@ pub fn character_card<'s>(
     } else {
         format!(" by {}", info.creator)
     };
-    let mut aliases = existing.map(|c| c.aliases.clone()).unwrap_or_default();
-    if !aliases.contains(&name) {
-        aliases.push(name.clone());
-    }
+    let work = format!("imported from a character card{by}");
+    // A card brings its own info, in place of the card an earlier import kept.
     let character = Character {
-        id: id.clone(),
-        reference_id: existing.and_then(|c| c.reference_id.clone()),
-        name: name.clone(),
-        aliases,
-        language,
-        experimenter,
-        work: format!("imported from a character card{by}"),
-        description,
-        catchphrases: Vec::new(),
-        agents: Default::default(),
-        labels: existing.map(|c| c.labels.clone()).unwrap_or_default(),
         card: (info != CardInfo::default()).then_some(info),
+        ..imported_character(existing, id, name, language, experimenter, work, description)
     };
-    let text = character.to_toml();
-    let character_file = character_path(data_dir, &id);
-    let parsed = Character::parse(Source::new(&character_file.display().to_string(), &text), scale)
-        .map_err(|e| e.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))?;
-    if parsed != character {
-        return Err(format!("{shown}: the character file would not read back as the card says").into());
-    }
-    write_files(data_dir, id, name, &chunks, &character_file, &text)
+    write_files(data_dir, character, &chunks, scale, &shown.to_string())
 }
 
 /// The card a file holds: a PNG's (by its signature or its name) or JSON.
@@ -224,6 +202,7 @@ fn prompt(card: &Card, name: &str, user: &str, language: Language) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::diagnostic::Source;
     use crate::rpa::card::png::tests::{png, text};
 
     fn b64(s: &str) -> String {

@@ -25,9 +25,9 @@ fn natural_key(p: &Path) -> (String, u64, String) {
 }
 
 /// Imports a ChatHaruhi character folder into `data_dir`. `scale` looks up scales for validation;
-/// `known` finds a character the catalog already has under the new id, whose labels, reference id,
-/// aliases and experimenter the import keeps (an import adds a profile and memories, it does not
-/// erase what is known about the character).
+/// `known` finds a character the catalog already has under the new id, whose labels and targets,
+/// reference id, aliases, experimenter and card info the import keeps (an import adds a profile and
+/// memories, it does not erase what is known about the character).
 pub fn chatharuhi_folder<'s>(
     dir: &Path,
     data_dir: &Path,

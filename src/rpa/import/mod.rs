@@ -19,8 +19,6 @@ pub use scale::{ScaleFormat, ScaleOptions, questionnaire};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 use crate::domain::character::Character;
 use crate::domain::diagnostic::Source;
 use crate::domain::scale::{Language, Scale};
@@ -119,59 +117,6 @@ fn valid_id(id: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !id.starts_with('-')
-}
-
-#[derive(Serialize)]
-struct CharacterFile<'a> {
-    id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reference_id: Option<&'a str>,
-    name: &'a str,
-    aliases: Vec<&'a str>,
-    language: &'a str,
-    experimenter: &'a str,
-    work: &'a str,
-    description: &'a str,
-    labels: BTreeMap<&'static str, BTreeMap<String, BTreeMap<String, LabelOut>>>,
-}
-
-#[derive(Serialize)]
-struct LabelOut {
-    score: toml::Value,
-    #[serde(rename = "type")]
-    kind: String,
-}
-
-fn labels_of(c: &Character) -> BTreeMap<&'static str, BTreeMap<String, BTreeMap<String, LabelOut>>> {
-    use crate::domain::character::LabelSource;
-    let mut out = BTreeMap::new();
-    for (key, source) in [("pdb", LabelSource::Pdb), ("annotation", LabelSource::Annotation)] {
-        let set: BTreeMap<String, BTreeMap<String, LabelOut>> = c
-            .labels
-            .source(source)
-            .iter()
-            .map(|(scale, dims)| {
-                let dims = dims
-                    .iter()
-                    .map(|(d, l)| {
-                        let score = l.score.map_or(toml::Value::String("X".into()), toml::Value::Float);
-                        (
-                            d.clone(),
-                            LabelOut {
-                                score,
-                                kind: format!("{:?}", l.kind),
-                            },
-                        )
-                    })
-                    .collect();
-                (scale.clone(), dims)
-            })
-            .collect();
-        if !set.is_empty() {
-            out.insert(key, set);
-        }
-    }
-    out
 }
 
 type Row = serde_json::Map<String, serde_json::Value>;
@@ -303,55 +248,75 @@ fn write_character<'s>(
             .map(|(n, _)| n.clone())
             .ok_or("nobody else speaks in the dialogue: pass --experimenter")?,
     };
+    let language = Language::parse(&language).ok_or_else(|| format!("--language {language}: use en or zh"))?;
     let work = format!("imported from {origin}");
-    let mut aliases: Vec<&str> = existing
-        .map(|c| c.aliases.iter().map(String::as_str).collect())
-        .unwrap_or_default();
-    if !aliases.contains(&name.as_str()) {
-        aliases.push(&name);
+    let character = imported_character(existing, id, name, language, experimenter, work, description.trim().to_string());
+    write_files(data_dir, character, &chunks, scale, &origin)
+}
+
+/// The character an import makes: the profile it brings, and what the catalog already knows of the
+/// character under the same id (`existing`), which stays: its reference id, its aliases (the name
+/// joins them), its labels with the author's targets, the card it came from. (An import adds a profile
+/// and memories; it does not erase what is known about the character.)
+fn imported_character(
+    existing: Option<&Character>,
+    id: String,
+    name: String,
+    language: Language,
+    experimenter: String,
+    work: String,
+    description: String,
+) -> Character {
+    let mut aliases = existing.map(|c| c.aliases.clone()).unwrap_or_default();
+    if !aliases.contains(&name) {
+        aliases.push(name.clone());
     }
-    let file = CharacterFile {
-        id: &id,
-        reference_id: existing.and_then(|c| c.reference_id.as_deref()),
-        name: &name,
+    Character {
+        id,
+        reference_id: existing.and_then(|c| c.reference_id.clone()),
+        name,
         aliases,
-        language: &language,
-        experimenter: &experimenter,
-        work: &work,
-        description: description.trim(),
-        labels: existing.map(labels_of).unwrap_or_default(),
-    };
-    let text = toml::to_string(&file).map_err(|e| e.to_string())?;
-    let character_file = character_path(data_dir, &id);
-    Character::parse(Source::new(&character_file.display().to_string(), &text), scale)
-        .map_err(|e| e.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))?;
-    write_files(data_dir, id, name, &chunks, &character_file, &text)
+        language,
+        experimenter,
+        work,
+        description,
+        catchphrases: Vec::new(),
+        agents: BTreeMap::new(),
+        labels: existing.map(|c| c.labels.clone()).unwrap_or_default(),
+        card: existing.and_then(|c| c.card.clone()),
+    }
 }
 
 fn character_path(data_dir: &Path, id: &str) -> PathBuf {
     data_dir.join("characters").join(format!("{id}.toml"))
 }
 
-/// Writes a validated character file and its memories (the memories first, so the character never
-/// appears without them).
-fn write_files(
+/// Writes `character` and its memories, once its file is known to read back as it: the memories first,
+/// so the character never appears without them. `origin` names what was imported.
+fn write_files<'s>(
     data_dir: &Path,
-    id: String,
-    name: String,
+    character: Character,
     chunks: &[String],
-    character_file: &Path,
-    text: &str,
+    scale: impl Fn(&str) -> Option<&'s Scale>,
+    origin: &str,
 ) -> Result<Imported, ImportError> {
-    let memories_file = super::memories::path(data_dir, &id);
+    let text = character.to_toml();
+    let character_file = character_path(data_dir, &character.id);
+    let parsed = Character::parse(Source::new(&character_file.display().to_string(), &text), scale)
+        .map_err(|e| e.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))?;
+    if parsed != character {
+        return Err(format!("{origin}: the character file would not read back as imported").into());
+    }
+    let memories_file = super::memories::path(data_dir, &character.id);
     crate::journal::write_atomic(&memories_file, &chunks).map_err(|source| ImportError::Write {
         path: memories_file.clone(),
         source,
     })?;
-    write_text_atomic(character_file, text)?;
+    write_text_atomic(&character_file, &text)?;
     Ok(Imported {
-        id,
-        name,
-        character_file: character_file.to_path_buf(),
+        id: character.id,
+        name: character.name,
+        character_file,
         memories_file,
         memories: chunks.len(),
     })

@@ -6,7 +6,7 @@
 mod persona;
 mod subjects;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use incharacter::catalog::Catalog;
@@ -14,8 +14,9 @@ use incharacter::llm::Role;
 use incharacter::llm::config::Config;
 use incharacter::method::Method;
 use incharacter::method::interview::{self, QueryStyle};
+use incharacter::observer::{ObservePlan, SelfReportMode, SubjectSpec};
 use incharacter::study::live::{Live, LiveKind};
-use incharacter::study::{Event, RunPlan};
+use incharacter::study::{Event, RunPlan, SessionHeader};
 use incharacter::templates::Templates;
 use incharacter::tui::app::{Action, App, DEMO_STEPS, Demo, Effect, Screen, SessionEntry};
 use incharacter::tui::keys::Keymap;
@@ -87,6 +88,52 @@ fn with_session() -> App {
     let events = session_events(&app.catalog);
     app.update(Action::SessionLoaded(events));
     app
+}
+
+/// The header of session `id`, created at `created`, as the engine writes it.
+fn header(id: &str, created: &str) -> SessionHeader {
+    SessionHeader {
+        session: id.into(),
+        name: None,
+        created: created.into(),
+        app_version: "0.1.0".into(),
+        character_versions: Default::default(),
+    }
+}
+
+/// An observer study of `subjects` on the fixture providers: one scenario each, self-reports batched.
+fn observe_plan(subjects: Vec<SubjectSpec>, turn_cap: usize, seed: u64) -> ObservePlan {
+    ObservePlan {
+        subjects,
+        scenarios: 1,
+        turn_cap,
+        temperature: 1.0,
+        subject_provider: "fixture".into(),
+        observer_provider: "fixture".into(),
+        self_report: SelfReportMode::Batched,
+        seed,
+        max_attempts: 5,
+    }
+}
+
+/// A sample session at `path` as the Sessions screen lists it: complete, on the embedded model.
+fn sample_entry(id: &str, created: &str, path: PathBuf) -> SessionEntry {
+    SessionEntry {
+        id: id.into(),
+        name: None,
+        created: created.into(),
+        status: "complete".into(),
+        model: "smollm2-135m (local)".into(),
+        path,
+        sample: true,
+    }
+}
+
+/// The sample session at `path` opened from the Sessions screen, without annotations yet.
+fn open_sample(app: &mut App, id: &str, created: &str, path: PathBuf) {
+    app.update(Action::Sessions(vec![sample_entry(id, created, path.clone())]));
+    app.update(Action::SessionDir(path));
+    app.update(Action::Annotations(Default::default()));
 }
 
 /// Snapshots are kept in `tests/snapshots/` (README's snapshot blocks point there), not next to this file.
@@ -396,15 +443,11 @@ fn strict_set() -> incharacter::templates::PromptSet {
 fn sessions_and_the_inspector_reassess_a_session_with_another_judge_prompt_set_and_methods() {
     let mut app = with_session();
     let sample = "/samples/20261129-233202-bfi-on-the-local-model-e80e";
-    app.update(Action::Sessions(vec![SessionEntry {
-        id: "20261129-233202-bfi-on-the-local-model-e80e".into(),
-        name: None,
-        created: "2026-11-29T23:32:02Z".into(),
-        status: "complete".into(),
-        model: "smollm2-135m (local)".into(),
-        path: sample.into(),
-        sample: true,
-    }]));
+    app.update(Action::Sessions(vec![sample_entry(
+        "20261129-233202-bfi-on-the-local-model-e80e",
+        "2026-11-29T23:32:02Z",
+        sample.into(),
+    )]));
     key(&mut app, KeyCode::Char('5'));
     assert_eq!(
         key(&mut app, KeyCode::Char('a')),
@@ -651,7 +694,7 @@ fn chat_reasks_an_item_next_to_the_recorded_answer() {
 #[test]
 fn observers_show_cards_dialogues_and_traits() {
     use incharacter::domain::scoring::ItemOption;
-    use incharacter::observer::{self, Context, Draw, ObservePlan, SelfReportMode, Side, Step, Turn};
+    use incharacter::observer::{self, Context, Draw, SelfReportMode, Side, Step, Turn};
     let mut app = app();
     let subjects = observer::draw(&Draw {
         characters: &[],
@@ -660,26 +703,9 @@ fn observers_show_cards_dialogues_and_traits() {
         observers: &[(Context::Family, 1), (Context::Workplace, 1)],
         seed: 11,
     });
-    let plan = ObservePlan {
-        subjects,
-        scenarios: 1,
-        turn_cap: 6,
-        temperature: 1.0,
-        subject_provider: "fixture".into(),
-        observer_provider: "fixture".into(),
-        self_report: SelfReportMode::Batched,
-        seed: 11,
-        max_attempts: 5,
-    };
     app.update(Action::Engine(Event::ObserveStarted {
-        header: incharacter::study::SessionHeader {
-            session: "20261129-120000-observe-0001".into(),
-            name: None,
-            created: "2026-11-29T12:00:00Z".into(),
-            app_version: "0.1.0".into(),
-            character_versions: Default::default(),
-        },
-        plan,
+        header: header("20261129-120000-observe-0001", "2026-11-29T12:00:00Z"),
+        plan: observe_plan(subjects, 6, 11),
         providers: Default::default(),
     }));
     let ipip = app.catalog.scale("IPIP-50").unwrap();
@@ -752,34 +778,18 @@ fn observers_show_cards_dialogues_and_traits() {
 
 #[test]
 fn a_character_subject_shows_its_interview_beside_its_observers() {
-    use incharacter::observer::{self, Context, Draw, ObservePlan, SelfReportMode};
+    use incharacter::observer::{self, Context, Draw};
     let mut app = app();
-    let plan = ObservePlan {
-        subjects: observer::draw(&Draw {
-            characters: &["hermione-en".to_string()],
-            synthetic: 0,
-            latent: None,
-            observers: &[(Context::Friend, 1)],
-            seed: 2,
-        }),
-        scenarios: 1,
-        turn_cap: 4,
-        temperature: 1.0,
-        subject_provider: "fixture".into(),
-        observer_provider: "fixture".into(),
-        self_report: SelfReportMode::Batched,
+    let subjects = observer::draw(&Draw {
+        characters: &["hermione-en".to_string()],
+        synthetic: 0,
+        latent: None,
+        observers: &[(Context::Friend, 1)],
         seed: 2,
-        max_attempts: 5,
-    };
+    });
     app.update(Action::Engine(Event::ObserveStarted {
-        header: incharacter::study::SessionHeader {
-            session: "20261129-120000-observe-0002".into(),
-            name: None,
-            created: "2026-11-29T12:00:00Z".into(),
-            app_version: "0.1.0".into(),
-            character_versions: Default::default(),
-        },
-        plan,
+        header: header("20261129-120000-observe-0002", "2026-11-29T12:00:00Z"),
+        plan: observe_plan(subjects, 4, 2),
         providers: Default::default(),
     }));
     app.screen = Screen::Observers;
@@ -866,18 +876,12 @@ fn annotate_answers_with_number_keys_blind_until_answered() {
 #[test]
 fn a_sample_session_is_never_annotated_in_place() {
     let mut app = with_session();
-    let dir = std::path::PathBuf::from("/samples/20261129-201520-gse-on-the-local-model-e700");
-    app.update(Action::Sessions(vec![SessionEntry {
-        id: "20261129-201520-gse-on-the-local-model-e700".into(),
-        name: None,
-        created: "2026-11-29T20:15:21Z".into(),
-        status: "complete".into(),
-        model: "smollm2-135m (local)".into(),
-        path: dir.clone(),
-        sample: true,
-    }]));
-    app.update(Action::SessionDir(dir));
-    app.update(Action::Annotations(Default::default()));
+    open_sample(
+        &mut app,
+        "20261129-201520-gse-on-the-local-model-e700",
+        "2026-11-29T20:15:21Z",
+        "/samples/20261129-201520-gse-on-the-local-model-e700".into(),
+    );
     key(&mut app, KeyCode::Char('8'));
     assert!(key(&mut app, KeyCode::Char('4')).is_empty(), "nothing is written");
     assert_eq!(app.flash.as_deref(), Some(incharacter::tui::app::SAMPLE_READ_ONLY));
@@ -928,13 +932,7 @@ fn rolebench_picks_roles_starts_and_highlights_the_common_subsequence() {
     let plan = plan.clone();
 
     app.update(Action::Engine(Event::RolebenchStarted {
-        header: incharacter::study::SessionHeader {
-            session: "20261129-120000-rolebench-0001".into(),
-            name: None,
-            created: "2026-11-29T12:00:00Z".into(),
-            app_version: "0.1.0".into(),
-            character_versions: Default::default(),
-        },
+        header: header("20261129-120000-rolebench-0001", "2026-11-29T12:00:00Z"),
         plan,
         providers: Default::default(),
     }));

@@ -10,7 +10,7 @@ use incharacter::study::annotation::{self, Answer, Task};
 use incharacter::tui::app::{Action, App, Effect, Screen};
 use ratatui::crossterm::event::KeyCode;
 
-use super::{app, key, keys, render, snap};
+use super::{app, header, key, keys, observe_plan, open_sample, render, snap};
 
 /// An observer session of three synthetic subjects with two observers each (family, workplace):
 /// relationships, one scenario of two turns, self-reports and reports.
@@ -30,23 +30,10 @@ fn observer_session() -> Vec<Event> {
             .collect()
     };
     let mut events = vec![Event::ObserveStarted {
-        header: incharacter::study::SessionHeader {
-            session: "20261201-120000-observe-0002".into(),
-            name: None,
-            created: "2026-12-01T12:00:00Z".into(),
-            app_version: "0.1.0".into(),
-            character_versions: Default::default(),
-        },
+        header: header("20261201-120000-observe-0002", "2026-12-01T12:00:00Z"),
         plan: ObservePlan {
-            subjects: subjects.clone(),
-            scenarios: 1,
-            turn_cap: 4,
-            temperature: 1.0,
-            subject_provider: "fixture".into(),
-            observer_provider: "fixture".into(),
-            self_report: SelfReportMode::Batched,
-            seed: 5,
             max_attempts: 3,
+            ..observe_plan(subjects.clone(), 4, 5)
         },
         providers: Default::default(),
     }];
@@ -213,17 +200,12 @@ fn a_sample_observer_session_is_never_rated_in_place() {
     app.update(Action::SessionLoaded(
         incharacter::journal::read(&path.join("journal.jsonl")).unwrap(),
     ));
-    app.update(Action::Sessions(vec![incharacter::tui::app::SessionEntry {
-        id: "20261129-231052-three-observers-on-the-local-model-038d".into(),
-        name: None,
-        created: "2026-11-29T23:10:52Z".into(),
-        status: "complete".into(),
-        model: "smollm2-135m (local)".into(),
-        path: path.clone(),
-        sample: true,
-    }]));
-    app.update(Action::SessionDir(path));
-    app.update(Action::Annotations(Default::default()));
+    open_sample(
+        &mut app,
+        "20261129-231052-three-observers-on-the-local-model-038d",
+        "2026-11-29T23:10:52Z",
+        path,
+    );
     key(&mut app, KeyCode::Char('8'));
     keys(&mut app, "4");
     assert!(key(&mut app, KeyCode::Enter).is_empty(), "nothing is written");
