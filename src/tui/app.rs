@@ -183,6 +183,8 @@ pub enum Action {
     RunEnded(Result<(), String>),
     Sessions(Vec<SessionEntry>),
     Compared(Vec<(String, Vec<SummaryRow>)>),
+    /// Two marked sessions compared, paired (`Err`: why they cannot be).
+    Paired(Box<Result<crate::study::compare::Comparison, String>>),
     /// A session read for the "re-assess with…" dialog.
     Reassess(Box<Offer>),
     /// The sessions that assess the shown interviews, compared (or why they cannot be).
@@ -528,6 +530,7 @@ impl App {
             }
             Action::Sessions(list) => self.sessions.set_list(list),
             Action::Compared(rows) => self.sessions.comparison = rows,
+            Action::Paired(result) => self.sessions.paired = Some(*result),
             Action::Reassess(offer) => {
                 let (judge, temperature) = (&self.setup.judge, self.setup.judge_temperature);
                 match ReassessDialog::open(*offer, &self.providers, judge, temperature) {

@@ -474,15 +474,22 @@ impl Driver {
             Effect::Compare(paths) => {
                 let (store, catalog) = (self.store.clone(), self.catalog.clone());
                 tokio::task::spawn_blocking(move || {
-                    let rows = paths
+                    let bootstrap = Some(crate::domain::resample::Bootstrap::default());
+                    let loaded: Vec<(String, Vec<Event>)> = paths
                         .iter()
-                        .filter_map(|p| {
-                            let events = store.load(p).ok()?;
-                            let id = p.file_name()?.to_string_lossy().into_owned();
-                            Some((id, results::summary(&events, &catalog)))
-                        })
+                        .filter_map(|p| Some((p.file_name()?.to_string_lossy().into_owned(), store.load(p).ok()?)))
+                        .collect();
+                    let rows = loaded
+                        .iter()
+                        .map(|(id, events)| (id.clone(), results::summary_with(events, &catalog, None, bootstrap)))
                         .collect();
                     let _ = tx.send(Action::Compared(rows));
+                    if let [(_, a), (_, b)] = loaded.as_slice() {
+                        let options = crate::study::compare::Options::default();
+                        let paired = crate::study::compare::compare(a, b, &catalog, &options)
+                            .map_err(|e| crate::text::terminal_safe(&e.to_string()));
+                        let _ = tx.send(Action::Paired(Box::new(paired)));
+                    }
                 });
             }
             Effect::OfferReassess(path) => {

@@ -34,6 +34,40 @@ pub struct Spread {
 /// (character, scale, method, dimension).
 pub type Key = (String, String, Method, String);
 
+/// The [`Spread`] of one dimension's assessments (its repeats); `None` when none has a score.
+pub fn spread(list: &[&crate::method::Assessment]) -> Option<Spread> {
+    let scores: Vec<f64> = list.iter().filter_map(|a| a.score).collect();
+    let value = stats::mean(&scores)?;
+    if scores.len() >= 2 {
+        return Some(Spread {
+            value,
+            sd: stats::population_std(&scores),
+            n: scores.len(),
+            over: Some(Over::Repeats),
+        });
+    }
+    let batches: Vec<f64> = list
+        .iter()
+        .find(|a| a.score.is_some())
+        .map(|a| a.batches.iter().filter_map(|b| b.score).collect())
+        .unwrap_or_default();
+    Some(if batches.len() >= 2 {
+        Spread {
+            value,
+            sd: stats::population_std(&batches),
+            n: batches.len(),
+            over: Some(Over::Batches),
+        }
+    } else {
+        Spread {
+            value,
+            sd: None,
+            n: 1,
+            over: None,
+        }
+    })
+}
+
 /// Every assessed dimension's [`Spread`] in a session (dimensions without a score are left out).
 pub fn spreads(events: &[Event]) -> BTreeMap<Key, Spread> {
     let mut by: BTreeMap<Key, Vec<&crate::method::Assessment>> = BTreeMap::new();
@@ -43,40 +77,7 @@ pub fn spreads(events: &[Event]) -> BTreeMap<Key, Spread> {
             .push(a);
     }
     by.into_iter()
-        .filter_map(|(key, list)| {
-            let scores: Vec<f64> = list.iter().filter_map(|a| a.score).collect();
-            let value = stats::mean(&scores)?;
-            let spread = if scores.len() >= 2 {
-                Spread {
-                    value,
-                    sd: stats::population_std(&scores),
-                    n: scores.len(),
-                    over: Some(Over::Repeats),
-                }
-            } else {
-                let batches: Vec<f64> = list
-                    .iter()
-                    .find(|a| a.score.is_some())
-                    .map(|a| a.batches.iter().filter_map(|b| b.score).collect())
-                    .unwrap_or_default();
-                if batches.len() >= 2 {
-                    Spread {
-                        value,
-                        sd: stats::population_std(&batches),
-                        n: batches.len(),
-                        over: Some(Over::Batches),
-                    }
-                } else {
-                    Spread {
-                        value,
-                        sd: None,
-                        n: 1,
-                        over: None,
-                    }
-                }
-            };
-            Some((key, spread))
-        })
+        .filter_map(|(key, list)| Some((key, spread(&list)?)))
         .collect()
 }
 

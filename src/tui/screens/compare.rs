@@ -22,6 +22,7 @@ use crate::domain::character::{LabelSource, LabelType};
 use crate::domain::metrics::alignment;
 use crate::method::{Assessment, Method};
 use crate::study::interview::results::rows;
+use crate::study::interview::spread::Spread;
 use crate::study::judges::Judges;
 use crate::tui::app::Effect;
 use crate::tui::keys::Command;
@@ -169,6 +170,34 @@ fn measured(run: &RunView, character: &str, scale: &str, method: Method, dim: &s
         .filter_map(|a| a.score)
         .collect();
     (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64)
+}
+
+/// The spread of a dimension's score across its repeats (else its batches), for the error bars.
+fn spread(run: &RunView, character: &str, scale: &str, method: Method, dim: &str) -> Option<Spread> {
+    let list: Vec<&Assessment> = run
+        .assessments
+        .iter()
+        .filter(|a| a.character == character && a.scale == scale && a.method == method && a.dimension == dim)
+        .collect();
+    crate::study::interview::spread::spread(&list)
+}
+
+/// `bar` with an error bar over it: `├` and `┤` at `value ∓ sd` (0–1), `┼` where they meet.
+fn whiskers(bar: &str, value: f64, sd: f64) -> String {
+    let mut cells: Vec<char> = bar.chars().collect();
+    let width = cells.len();
+    if width == 0 {
+        return String::new();
+    }
+    let at = |x: f64| ((x.clamp(0.0, 1.0) * width as f64).round() as usize).min(width - 1);
+    let (lo, hi) = (at(value - sd), at(value + sd));
+    if lo == hi {
+        cells[lo] = '┼';
+    } else {
+        cells[lo] = '├';
+        cells[hi] = '┤';
+    }
+    cells.into_iter().collect()
 }
 
 /// (Acc_Dim, MAE) of one character × scale × method against the labels the metrics use.
@@ -356,6 +385,7 @@ impl Component for Compare {
         let range: Vec<usize> = (first_axis..(first_axis + PAGE).min(dims)).collect();
         let (min, max) = scale.dimension_range();
         let norm = |v: f64| ((v - min) / (max - min)).clamp(0.0, 1.0);
+        let span = max - min;
         let axes_note = if dims > PAGE {
             format!(
                 " · dimensions {}–{} of {dims}",
@@ -504,10 +534,16 @@ impl Component for Compare {
             ));
             for (i, m) in &shown {
                 let v = measured(ctx.run, c, s, *m, &dim.name);
+                let spread = spread(ctx.run, c, s, *m, &dim.name);
+                let (drawn, sd_text) = match (v, spread.as_ref().and_then(|x| x.sd)) {
+                    (Some(v), Some(sd)) => (whiskers(&bar(Some(norm(v))), norm(v), sd / span), format!(" ±{sd:.2}")),
+                    _ => (bar(v.map(norm)), String::new()),
+                };
                 lines.push(Line::from(vec![
                     Span::styled(format!("  {:<9}", m.name()), theme.dim()),
-                    Span::styled(bar(v.map(norm)), theme.fg(series_color(theme, *i))),
+                    Span::styled(drawn, theme.fg(series_color(theme, *i))),
                     Span::raw(format!(" {}", score_text(v))),
+                    Span::styled(sd_text, theme.dim()),
                 ]));
             }
             for (source, color, name) in [

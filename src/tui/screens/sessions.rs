@@ -10,7 +10,8 @@ use ratatui::widgets::Paragraph;
 
 use super::live::Replay;
 use super::{Component, Ctx, Hits, ListId, Request};
-use crate::study::interview::results::SummaryRow;
+use crate::study::compare::{Comparison, Paired};
+use crate::study::interview::results::{Interval, SummaryRow};
 use crate::tui::app::{Effect, Screen};
 use crate::tui::keys::Command;
 use crate::tui::ui::{block, fit, pad, window};
@@ -23,8 +24,10 @@ pub struct Sessions {
     pub cursor: usize,
     pub marked: Vec<usize>,
     pub speed: Option<Replay>,
-    /// Side-by-side summaries of the marked sessions.
+    /// Side-by-side summaries of the marked sessions (with their 95% intervals).
     pub comparison: Vec<(String, Vec<SummaryRow>)>,
+    /// Exactly two marked: the first against the second, paired (or why they cannot be).
+    pub paired: Option<Result<Comparison, String>>,
 }
 
 impl Sessions {
@@ -56,6 +59,7 @@ impl Sessions {
                     self.marked.push(self.cursor);
                 }
                 let paths: Vec<PathBuf> = self.marked.iter().map(|&m| self.list[m].path.clone()).collect();
+                self.paired = None;
                 if paths.len() >= 2 {
                     return vec![Effect::Compare(paths).into()];
                 }
@@ -215,43 +219,90 @@ impl Component for Sessions {
         frame.render_widget(Paragraph::new(lines), inner);
 
         if !self.comparison.is_empty() {
-            let b = block(" Side by side (Acc_Dim / MAE per scale × method) ", false, theme);
-            let inner = b.inner(compare_area);
-            frame.render_widget(b, compare_area);
-            let mut keys: Vec<(String, String)> = Vec::new();
-            for (_, rows) in &self.comparison {
-                for r in rows {
-                    let k = (r.scale.clone(), r.method.clone());
-                    if !keys.contains(&k) {
-                        keys.push(k);
-                    }
-                }
-            }
-            let col = 24;
-            let mut header = format!("{} ", pad("scale × method", 28));
-            for (id, _) in &self.comparison {
-                header.push_str(&pad(&fit(id, col - 1), col));
-            }
-            let mut lines = vec![Line::styled(header, theme.dim())];
-            for (scale, method) in keys {
-                let mut line = format!("{} ", pad(&format!("{scale} {method}"), 28));
-                for (_, rows) in &self.comparison {
-                    let cell =
-                        rows.iter()
-                            .find(|r| r.scale == scale && r.method == method)
-                            .map_or("–".to_string(), |r| {
-                                format!(
-                                    "{} / {}",
-                                    r.acc_dim.map_or("–".into(), |v| format!("{v:.3}")),
-                                    r.mae.map_or("–".into(), |v| format!("{v:.3}"))
-                                )
-                            });
-                    line.push_str(&pad(&cell, col));
-                }
-                lines.push(Line::raw(line));
-            }
-            frame.render_widget(Paragraph::new(lines), inner);
+            render_comparison(frame, compare_area, &self.comparison, self.paired.as_ref(), ctx);
         }
         hits
     }
+}
+
+/// The marked sessions side by side: Acc_Dim and MAE per scale × method with their 95% intervals over
+/// characters; with exactly two, their paired comparison below.
+fn render_comparison(
+    frame: &mut Frame,
+    area: Rect,
+    comparison: &[(String, Vec<SummaryRow>)],
+    paired: Option<&Result<Comparison, String>>,
+    ctx: &Ctx,
+) {
+    let theme = ctx.theme;
+    let b = block(" Side by side (95% bootstrap interval over characters) ", false, theme);
+    let inner = b.inner(area);
+    frame.render_widget(b, area);
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for (_, rows) in comparison {
+        for r in rows {
+            let k = (r.scale.clone(), r.method.clone());
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+    }
+    let col = 24;
+    let mut header = format!("{} ", pad("scale × method", 30));
+    for (id, _) in comparison {
+        header.push_str(&pad(&fit(id, col - 1), col));
+    }
+    let mut lines = vec![Line::styled(header, theme.dim())];
+    let cell = |i: Option<&Interval>, v: Option<f64>| match i {
+        Some(i) => i.cell(),
+        None => v.map_or("–".into(), |v| format!("{v:.3}")),
+    };
+    for (scale, method) in keys {
+        for figure in ["Acc_Dim", "MAE"] {
+            let name = if figure == "Acc_Dim" {
+                format!("{scale} {method}")
+            } else {
+                String::new()
+            };
+            let mut line = format!("{} {:<8}", pad(&name, 21), figure);
+            for (_, rows) in comparison {
+                let text =
+                    rows.iter()
+                        .find(|r| r.scale == scale && r.method == method)
+                        .map_or("–".to_string(), |r| {
+                            let i = r.intervals.as_ref();
+                            if figure == "Acc_Dim" {
+                                cell(i.map(|i| &i.acc_dim), r.acc_dim)
+                            } else {
+                                cell(i.map(|i| &i.mae), r.mae)
+                            }
+                        });
+                line.push_str(&pad(&text, col));
+            }
+            lines.push(Line::raw(line));
+        }
+    }
+    match paired {
+        Some(Ok(c)) => {
+            let figure = |name: &str, p: &Paired| {
+                let ci = p.ci.map_or("–".into(), |[lo, hi]| format!("[{lo:+.3}, {hi:+.3}]"));
+                format!("{name} B − A {:+.3} {ci} p {:.3}", p.diff, p.p)
+            };
+            lines.push(Line::styled(
+                format!(
+                    "paired, B − A over {} character × dimension pairs of {} character(s) (A: the first marked):",
+                    c.n, c.characters
+                ),
+                theme.title(),
+            ));
+            lines.push(Line::raw(format!(
+                "  {}  ·  {}",
+                figure("MAE", &c.mean_abs_error),
+                figure("Acc_Dim", &c.acc_dim)
+            )));
+        }
+        Some(Err(e)) => lines.push(Line::styled(format!("paired: {e}"), theme.dim())),
+        None => {}
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
 }

@@ -129,6 +129,32 @@ fn sample_entry(id: &str, created: &str, path: PathBuf) -> SessionEntry {
     }
 }
 
+/// The folder of bundled sample session `id`.
+fn sample_dir(id: &str) -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("sample-sessions")
+        .join(id)
+}
+
+/// The records of bundled sample session `id`.
+fn sample(id: &str) -> Vec<Event> {
+    let dir = sample_dir(id);
+    incharacter::session::store::Store::with_samples(&dir, None)
+        .load(&dir)
+        .unwrap()
+}
+
+/// On Sessions, marks the first two sessions of the list: the app asks the driver to compare them.
+fn mark_first_two(app: &mut App) {
+    key(app, KeyCode::Char(' '));
+    key(app, KeyCode::Down);
+    let effects = key(app, KeyCode::Char(' '));
+    assert!(
+        matches!(&effects[..], [Effect::Compare(p)] if p.len() == 2),
+        "{effects:?}"
+    );
+}
+
 /// The sample session at `path` opened from the Sessions screen, without annotations yet.
 fn open_sample(app: &mut App, id: &str, created: &str, path: PathBuf) {
     app.update(Action::Sessions(vec![sample_entry(id, created, path.clone())]));
@@ -396,6 +422,33 @@ fn compare_draws_radar_bars_and_the_session_table() {
 }
 
 #[test]
+fn compare_draws_the_spread_of_repeats_as_error_bars() {
+    let mut app = app();
+    let mut events = session_events(&app.catalog);
+    // A second repeat of every dimension, half a point higher: a spread of ±0.25 each.
+    let again: Vec<Event> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::DimensionAssessed(a) => {
+                let mut a = a.clone();
+                a.repeat = 1;
+                a.score = a.score.map(|s| s + 0.5);
+                Some(Event::DimensionAssessed(a))
+            }
+            _ => None,
+        })
+        .collect();
+    let at = events.len() - 1;
+    events.splice(at..at, again);
+    app.update(Action::SessionLoaded(events));
+    key(&mut app, KeyCode::Char('4'));
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("±0.25"), "{screen}");
+    assert!(screen.contains('├') && screen.contains('┤'), "{screen}");
+    snap("compare_error_bars", &app);
+}
+
+#[test]
 fn sessions_list_marks_and_replays() {
     let mut app = with_session();
     let entry = |id: &str, status: &str, sample: bool| SessionEntry {
@@ -414,13 +467,7 @@ fn sessions_list_marks_and_replays() {
     ]));
     let effects = key(&mut app, KeyCode::Char('5'));
     assert_eq!(effects, [Effect::ListSessions]);
-    key(&mut app, KeyCode::Char(' '));
-    key(&mut app, KeyCode::Down);
-    let effects = key(&mut app, KeyCode::Char(' '));
-    assert!(
-        matches!(&effects[..], [Effect::Compare(p)] if p.len() == 2),
-        "{effects:?}"
-    );
+    mark_first_two(&mut app);
     snap("sessions", &app);
     key(&mut app, KeyCode::Char('s'));
     let effects = key(&mut app, KeyCode::Char('r'));
@@ -429,6 +476,52 @@ fn sessions_list_marks_and_replays() {
         "{effects:?}"
     );
     assert_eq!(app.screen, Screen::Live);
+}
+
+#[test]
+fn two_marked_sessions_show_intervals_and_their_paired_comparison() {
+    let mut app = app();
+    let (a_id, b_id) = (
+        "20261129-233202-bfi-on-the-local-model-e80e",
+        "20261130-231918-bfi-and-16p-on-the-local-model-248f",
+    );
+    let (a, b) = (sample(a_id), sample(b_id));
+    let bootstrap = Some(incharacter::domain::resample::Bootstrap::default());
+    let summary =
+        |events: &[Event]| incharacter::study::interview::results::summary_with(events, &app.catalog, None, bootstrap);
+    let rows = vec![(a_id.to_string(), summary(&a)), (b_id.to_string(), summary(&b))];
+    let options = incharacter::study::compare::Options::default();
+    let paired = incharacter::study::compare::compare(&a, &b, &app.catalog, &options).map_err(|e| e.to_string());
+    let dir = |id: &str| {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("sample-sessions")
+            .join(id)
+    };
+    app.update(Action::Sessions(vec![
+        sample_entry(a_id, "2026-11-29T23:32:02Z", dir(a_id)),
+        sample_entry(b_id, "2026-11-30T23:19:18Z", dir(b_id)),
+    ]));
+    key(&mut app, KeyCode::Char('5'));
+    key(&mut app, KeyCode::Char(' '));
+    key(&mut app, KeyCode::Down);
+    let effects = key(&mut app, KeyCode::Char(' '));
+    assert!(
+        matches!(&effects[..], [Effect::Compare(p)] if p.len() == 2),
+        "{effects:?}"
+    );
+    app.update(Action::Compared(rows));
+    app.update(Action::Paired(Box::new(paired)));
+    let screen = render(&app, (120, 40));
+    assert!(
+        screen.contains("BFI er-batch          Acc_Dim 0.500 [0.400, 0.600]"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("paired, B − A over 20 character × dimension pairs of 2 character(s)"),
+        "{screen}"
+    );
+    assert!(screen.contains("MAE B − A +0.022 [+0.007, +0.036] p 0.500"), "{screen}");
+    snap("sessions_paired", &app);
 }
 
 /// A prompt set as `<data dir>/prompts/strict/` reads: an edited re-ask template.

@@ -9,7 +9,7 @@ use incharacter::domain::character::{Label, LabelType};
 use incharacter::tui::app::{Action, App, Effect, Screen};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::{app, key, keys, render, snap};
+use super::{app, key, keys, render, sample, snap};
 
 fn ctrl(app: &mut App, c: char) -> Vec<Effect> {
     app.update(Action::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)))
@@ -144,15 +144,6 @@ fn a_probe_is_the_setups_run_narrowed_to_the_character() {
 
 const BFI_1: &str = "20261129-233202-bfi-on-the-local-model-e80e";
 const BFI_2: &str = "20261130-231918-bfi-and-16p-on-the-local-model-248f";
-
-fn sample(id: &str) -> Vec<incharacter::study::Event> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("sample-sessions")
-        .join(id);
-    incharacter::session::store::Store::with_samples(&dir, None)
-        .load(&dir)
-        .unwrap()
-}
 
 /// A catalog where Hermione carries BFI targets (a user file over the bundled one).
 fn with_targets(data: &std::path::Path) -> Arc<Catalog> {
