@@ -141,6 +141,24 @@ fn the_latex_table_is_booktabs_with_a_column_per_figure() {
     // Special characters of ids and model names are escaped.
     assert!(!body.iter().any(|r| r.contains("local_model")), "underscores escaped");
     assert!(tex.contains("95\\% percentile bootstrap"), "{tex}");
+    // Where a TeX engine is installed, the table compiles in a minimal document.
+    let engine = Command::new("pdflatex").arg("--version").output();
+    if engine.is_ok_and(|o| o.status.success()) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("t.tex"), &tex).unwrap();
+        std::fs::write(
+            dir.path().join("doc.tex"),
+            "\\documentclass{article}\\usepackage{booktabs}\\begin{document}\\input{t.tex}\\end{document}\n",
+        )
+        .unwrap();
+        let out = Command::new("pdflatex")
+            .args(["-interaction=nonstopmode", "-halt-on-error", "doc.tex"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+        assert!(dir.path().join("doc.pdf").is_file());
+    }
 }
 
 #[test]
