@@ -229,3 +229,26 @@ async fn judges_differing_only_in_noise_give_an_interval_that_covers_zero() {
     assert!(mae["p"].as_f64().unwrap() > 0.05, "{c}");
     assert_eq!(c["permutation"], serde_json::json!({"exact": true, "resamples": 256}));
 }
+
+#[test]
+fn the_export_gives_each_dimension_its_spread() {
+    let data = tempfile::tempdir().unwrap();
+    // The BFI sample has one repeat: ER_batch's spread is its batches'; OC has a single measurement.
+    let export = json(data.path(), &["export", BFI, "--format", "json"]);
+    let spreads = export["spreads"].as_array().unwrap();
+    let er: Vec<&Value> = spreads
+        .iter()
+        .filter(|s| s["method"] == "er-batch" && s["scale"] == "BFI")
+        .collect();
+    assert_eq!(er.len(), 15, "3 characters × 5 dimensions");
+    for s in &er {
+        assert_eq!(s["over"], "batches", "{s}");
+        assert!(
+            s["score"]["sd"].as_f64().unwrap() >= 0.0 && s["n"].as_u64().unwrap() >= 2,
+            "{s}"
+        );
+        assert!(s["score"]["value"].is_f64());
+    }
+    let oc = spreads.iter().find(|s| s["method"] == "oc").unwrap();
+    assert!(oc["score"]["sd"].is_null() && oc["over"].is_null(), "{oc}");
+}

@@ -179,7 +179,15 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
             json!({"character": character, "scale": scale, "method": method.name(), "repeat": repeat, "dimensions": dims})
         })
         .collect();
-    json!({"session": session, "interviews": interviews, "assessments": assessments})
+    // Each dimension's score with its spread across repeats (else batches): {"value", "sd"}.
+    let spreads: Vec<Value> = super::spread::spreads(events)
+        .into_iter()
+        .map(|((character, scale, method, dimension), s)| {
+            json!({"character": character, "scale": scale, "method": method.name(), "dimension": dimension,
+                   "score": {"value": s.value, "sd": s.sd}, "n": s.n, "over": s.over})
+        })
+        .collect();
+    json!({"session": session, "interviews": interviews, "assessments": assessments, "spreads": spreads})
 }
 
 /// Alignment inputs for one scale × method, against `labels` (`None`: the paper's choice, PDb where
