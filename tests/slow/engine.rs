@@ -166,8 +166,12 @@ async fn a_full_run_exports_scores_that_recompute_from_its_transcripts() {
     ));
     assert_eq!(csv.lines().count(), 1 + 2 * 2 * 6 * 9);
     let report = String::from_utf8(command(&config, &data, &["report", &id, &id]).output().unwrap().stdout).unwrap();
+    assert!(
+        report.starts_with("[lo, hi]: 95% percentile bootstrap interval over characters"),
+        "{report}"
+    );
     assert_eq!(
-        report.lines().count(),
+        report.lines().filter(|l| l.starts_with('|')).count(),
         2 + 2 * 12,
         "a header, a rule, 12 rows per session:\n{report}"
     );
