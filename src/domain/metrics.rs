@@ -102,6 +102,58 @@ pub fn judge(row: &AlignmentRow, (min, max): (f64, f64)) -> Option<(bool, f64)> 
     Some((predicted_type == row.label.kind, error))
 }
 
+/// One character's part of a scale's overall alignment, per repeat: scored pairs, correct ones, the
+/// sum of |error|, and whether all were correct. Resampling characters adds these up instead of
+/// scoring the rows again ([`overall_of`] equals [`alignment`]'s overall figures on the same rows).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CharacterTally {
+    per_repeat: BTreeMap<u32, (usize, usize, f64, bool)>,
+}
+
+impl CharacterTally {
+    /// The tally of one character's `rows` on a scale whose scores live in `range`.
+    pub fn of(rows: &[AlignmentRow], range: (f64, f64)) -> CharacterTally {
+        let mut per_repeat: BTreeMap<u32, (usize, usize, f64, bool)> = BTreeMap::new();
+        for row in rows {
+            if let Some((correct, error)) = judge(row, range) {
+                let t = per_repeat.entry(row.repeat).or_insert((0, 0, 0.0, true));
+                t.0 += 1;
+                t.1 += usize::from(correct);
+                t.2 += error.abs();
+                t.3 &= correct;
+            }
+        }
+        CharacterTally { per_repeat }
+    }
+}
+
+/// (Acc_Dim, Acc_Full, MAE) of these characters, each counted once per appearance (a character drawn
+/// twice counts twice); `None` when nothing was scored.
+pub fn overall_of<'a>(characters: impl IntoIterator<Item = &'a CharacterTally>) -> Option<(f64, f64, f64)> {
+    // repeat → (pairs, correct, |error|, characters, characters all correct)
+    let mut by: BTreeMap<u32, (usize, usize, f64, usize, usize)> = BTreeMap::new();
+    for c in characters {
+        for (repeat, (n, correct, abs, all)) in &c.per_repeat {
+            let t = by.entry(*repeat).or_default();
+            t.0 += n;
+            t.1 += correct;
+            t.2 += abs;
+            t.3 += 1;
+            t.4 += usize::from(*all);
+        }
+    }
+    if by.is_empty() {
+        return None;
+    }
+    let k = by.len() as f64;
+    let mean = |f: &dyn Fn(&(usize, usize, f64, usize, usize)) -> f64| by.values().map(f).sum::<f64>() / k;
+    Some((
+        mean(&|t| t.1 as f64 / t.0 as f64),
+        mean(&|t| t.4 as f64 / t.3 as f64),
+        mean(&|t| t.2 / t.0 as f64),
+    ))
+}
+
 /// Computes the alignment metrics for one scale whose dimension scores live in `range`
 /// ([min, max] of the scale, or [0, 100] for 16Personalities).
 /// A pair is scored when it is not marginal and its label has a numeric score (or is a letter target:
@@ -203,6 +255,53 @@ pub fn std_score<'a>(per_dimension_across_repeats: impl IntoIterator<Item = &'a 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tallies_per_character_add_up_to_the_alignment_of_their_rows() {
+        let order: Vec<String> = ["A", "B", "C"].iter().map(|s| s.to_string()).collect();
+        let label = |score: f64| Label {
+            score: Some(score),
+            kind: if score > 3.0 { LabelType::H } else { LabelType::L },
+        };
+        let mut rng = crate::domain::rng::SplitMix64(3);
+        // Five characters, two repeats, a marginal pair now and then.
+        let rows_of = |c: usize, rng: &mut crate::domain::rng::SplitMix64| -> Vec<AlignmentRow> {
+            let mut rows = Vec::new();
+            for repeat in 0..2 {
+                for d in &order {
+                    rows.push(AlignmentRow {
+                        character: format!("c{c}"),
+                        dimension: d.clone(),
+                        repeat,
+                        predicted: 1.0 + 4.0 * rng.unit(),
+                        label: label(1.0 + 4.0 * rng.unit()),
+                        marginal: rng.below(7) == 0,
+                    });
+                }
+            }
+            rows
+        };
+        let characters: Vec<Vec<AlignmentRow>> = (0..5).map(|c| rows_of(c, &mut rng)).collect();
+        let tallies: Vec<CharacterTally> = characters.iter().map(|r| CharacterTally::of(r, (1.0, 5.0))).collect();
+        // A draw with repeats: each drawn character renamed, as the bootstrap counts it.
+        let drawn = [0usize, 3, 3, 1, 4];
+        let rows: Vec<AlignmentRow> = drawn
+            .iter()
+            .enumerate()
+            .flat_map(|(k, &c)| {
+                characters[c].iter().map(move |r| AlignmentRow {
+                    character: format!("draw{k}"),
+                    ..r.clone()
+                })
+            })
+            .collect();
+        let whole = alignment((1.0, 5.0), &order, &rows).unwrap().overall;
+        let (acc_dim, acc_full, mae) = overall_of(drawn.iter().map(|&c| &tallies[c])).unwrap();
+        assert!((whole.acc_dim - acc_dim).abs() < 1e-12);
+        assert!((whole.acc_full - acc_full).abs() < 1e-12);
+        assert!((whole.mae - mae).abs() < 1e-12);
+        assert_eq!(overall_of(std::iter::empty()), None);
+    }
 
     #[test]
     fn a_letter_target_is_scored_by_its_band() {

@@ -322,29 +322,16 @@ pub fn summary_with(
         let [std_item, std_dim, std_score] = consistency(&all_shares);
         let intervals = bootstrap.map(|b| {
             let units: Vec<&Share> = shares.values().collect();
+            let tallies: Vec<metrics::CharacterTally> = units
+                .iter()
+                .map(|u| metrics::CharacterTally::of(&u.rows, (min, max)))
+                .collect();
             let cis = resample::intervals(units.len(), b.stream(out.len() as u64), |drawn| {
                 // Each draw is a character of its own (Acc_Full counts it once per draw).
-                let rows: Vec<AlignmentRow> = drawn
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(k, &u)| {
-                        units[u].rows.iter().map(move |r| AlignmentRow {
-                            character: k.to_string(),
-                            ..r.clone()
-                        })
-                    })
-                    .collect();
-                let a = metrics::alignment((min, max), &order, &rows);
+                let a = metrics::overall_of(drawn.iter().map(|&u| &tallies[u]));
                 let drawn_shares: Vec<&Share> = drawn.iter().map(|&u| units[u]).collect();
                 let [i, d, s] = consistency(&drawn_shares);
-                [
-                    a.as_ref().map(|a| a.overall.acc_dim),
-                    a.as_ref().map(|a| a.overall.acc_full),
-                    a.as_ref().map(|a| a.overall.mae),
-                    i,
-                    d,
-                    s,
-                ]
+                [a.map(|a| a.0), a.map(|a| a.1), a.map(|a| a.2), i, d, s]
             });
             let at = |value: Option<f64>, ci: Option<[f64; 2]>| Interval {
                 value,
