@@ -15,6 +15,7 @@ mod metrics_cmds;
 #[cfg(feature = "local-model")]
 mod model_cmds;
 mod observe_cmds;
+mod plot_cmds;
 mod prompts_cmds;
 mod rolebench_cmds;
 mod run_cmds;
@@ -282,6 +283,8 @@ pub enum Command {
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
     },
+    /// A session's figure for a paper, as an SVG or PNG file: radar, bars, heatmap or agreement
+    Plot(plot_cmds::PlotArgs),
     /// Agreement between two raters (e.g. LLM vs human): correlations, QWK, right/close/wrong
     Agreement {
         /// CSV with columns a,b
@@ -697,6 +700,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         Command::Judges { ids, json } => judges_cmds::judges(ctx, &ids, json, out),
         Command::Diff { a, b, character, json } => diff_cmds::diff(ctx, (&a, &b), character.as_deref(), json, out),
         Command::Export { id, format, output } => run_cmds::export(ctx, &id, &format, output.as_deref(), out),
+        Command::Plot(args) => plot_cmds::plot(ctx, args, out),
         #[cfg(feature = "local-model")]
         Command::Bench { command } => match command {
             BenchCommand::Local { name, tokens, runs } => model_cmds::bench(&name, tokens, runs, out),
