@@ -1,9 +1,9 @@
 //! `incharacter plot` on the bundled sample sessions: SVGs are well-formed XML naming every dimension,
 //! PNGs have the size asked for, a Chinese character's radar draws its Chinese labels with real
-//! glyphs, the agreement scatter states what `agreement --session` computes, and what a session cannot
-//! give exits 2 naming what it has.
+//! glyphs, the agreement scatter states what `agreement --session` computes, what a session cannot
+//! give exits 2 naming what it has, and README's figures are what their commands make today.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use incharacter::catalog::Catalog;
@@ -344,4 +344,51 @@ fn the_agreement_scatter_states_what_agreement_computes() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("sr has no human annotation task"));
+}
+
+/// README's figures: each `<!-- figure:NAME -->` block shows the command that made its PNG.
+fn readme_figures() -> Vec<(String, Vec<String>, PathBuf)> {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let mut out = Vec::new();
+    let mut rest = readme.as_str();
+    while let Some(i) = rest.find("<!-- figure:") {
+        let after = &rest[i + "<!-- figure:".len()..];
+        let name = after[..after.find(" -->").unwrap()].to_string();
+        let end = after.find("<!-- /figure -->").expect("a closing marker");
+        let block = &after[..end];
+        let command = block
+            .lines()
+            .find_map(|l| l.strip_prefix("$ incharacter "))
+            .unwrap_or_else(|| panic!("figure {name}: a `$ incharacter plot …` line"));
+        let args: Vec<String> = command.split_whitespace().map(String::from).collect();
+        let o = args.iter().position(|a| a == "-o").expect("-o FILE");
+        let file = root().join(&args[o + 1]);
+        assert!(
+            block.contains(&format!("]({})", args[o + 1])),
+            "figure {name} shows {}",
+            args[o + 1]
+        );
+        out.push((name, args, file));
+        rest = &after[end..];
+    }
+    out
+}
+
+#[test]
+fn readme_figures_are_what_their_commands_make() {
+    let figures = readme_figures();
+    assert!(figures.len() >= 2);
+    let dir = tempfile::tempdir().unwrap();
+    for (name, mut args, committed) in figures {
+        let o = args.iter().position(|a| a == "-o").unwrap();
+        let fresh = dir.path().join(format!("{name}.png"));
+        args[o + 1] = fresh.to_str().unwrap().to_string();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(run(&args));
+        assert!(
+            std::fs::read(&fresh).unwrap() == std::fs::read(&committed).unwrap(),
+            "{} is not what README's command makes today: run it from the checkout's root to update it",
+            committed.display()
+        );
+    }
 }
