@@ -3,8 +3,9 @@
 //! `domain` (the method's pure vocabulary) and `catalog` (scales, characters) → `llm` (models) →
 //! `rpa`, `method`, `observer` (the procedures) → `study` (the kinds of run) → `session` (runs on disk:
 //! lifecycle and store) → `cli` and `tui` (the two faces, which never import each other). `doctor`
-//! (whether this machine can do the main job) reads `llm` and `study` and serves both faces.
-//! `journal`, `paths` and `text` are leaves any layer may use; so is `templates` (the method's prompt
+//! (whether this machine can do the main job) reads `llm` and `study` and serves both faces; so does
+//! `figures` (a session's pictures as SVG and PNG files), which reads `study`.
+//! `journal`, `paths`, `png` and `text` are leaves any layer may use; so is `templates` (the method's prompt
 //! templates as data), which reads only `domain` and `text`.
 //!
 //! The library's API is what the binary needs: [`cli`], [`tui`], [`paths`] and [`logging`]. The
@@ -27,5 +28,5 @@ macro_rules! layers {
 }
 
 layers!(
-    catalog, doctor, domain, journal, llm, method, observer, rpa, session, study, templates, text
+    catalog, doctor, domain, figures, journal, llm, method, observer, png, rpa, session, study, templates, text
 );

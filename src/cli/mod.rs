@@ -16,6 +16,7 @@ mod metrics_cmds;
 #[cfg(feature = "local-model")]
 mod model_cmds;
 mod observe_cmds;
+mod plot_cmds;
 mod prompts_cmds;
 mod report_cmds;
 mod rolebench_cmds;
@@ -310,6 +311,8 @@ pub enum Command {
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
     },
+    /// A session's figure for a paper, as an SVG or PNG file: radar, bars, heatmap or agreement
+    Plot(plot_cmds::PlotArgs),
     /// Agreement between two raters (e.g. LLM vs human): correlations, QWK, right/close/wrong
     Agreement {
         /// CSV with columns a,b
@@ -768,6 +771,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             compare_cmds::compare(ctx, (&a, &b), args, out)
         }
         Command::Export { id, format, output } => run_cmds::export(ctx, &id, &format, output.as_deref(), out),
+        Command::Plot(args) => plot_cmds::plot(ctx, args, out),
         #[cfg(feature = "local-model")]
         Command::Bench { command } => match command {
             BenchCommand::Local { name, tokens, runs } => model_cmds::bench(&name, tokens, runs, out),

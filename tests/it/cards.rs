@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Output;
 
 use base64::Engine as _;
-use incharacter::rpa::card::png::write_chunk as chunk;
+use incharacter::png::write_chunk as chunk;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 

@@ -21,6 +21,7 @@ mod llm;
 mod malformed;
 mod method;
 mod observer;
+mod plot;
 mod prompts;
 mod readme;
 mod reference;

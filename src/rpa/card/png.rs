@@ -2,9 +2,9 @@
 //! named `chara` (V2) or `ccv3` (V3). Reading checks the signature and every chunk's CRC and caps the
 //! text a chunk may hold (after decompression); writing makes a small solid-colour image to carry a card.
 
-use std::io::{Read, Write};
+use std::io::Read;
 
-const SIGNATURE: [u8; 8] = [137, 80, 78, 71, 13, 10, 26, 10];
+use crate::png::SIGNATURE;
 
 /// The most text a card chunk may hold (zTXt: after decompression): the base64 of a card of
 /// [`super::MAX_JSON`] bytes, with room for line breaks.
@@ -115,44 +115,21 @@ pub fn card_text(bytes: &[u8]) -> Result<(&'static str, String), String> {
     Err("no character card in it (no tEXt or zTXt chunk named chara or ccv3)".into())
 }
 
-/// Appends a chunk (length, type, data, CRC of type and data) to a PNG being written.
-pub fn write_chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
-    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    out.extend_from_slice(kind);
-    out.extend_from_slice(data);
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(kind);
-    crc.update(data);
-    out.extend_from_slice(&crc.finalize().to_be_bytes());
-}
-
 /// A 64×64 PNG of one colour carrying `text` (ASCII, e.g. base64) in a tEXt chunk named `keyword`.
 pub fn with_text(keyword: &str, text: &str) -> std::io::Result<Vec<u8>> {
     const SIDE: u32 = 64;
     const COLOUR: [u8; 3] = [0x4a, 0x5d, 0x7e];
-    let mut header = Vec::with_capacity(13);
-    header.extend_from_slice(&SIDE.to_be_bytes());
-    header.extend_from_slice(&SIDE.to_be_bytes());
-    // 8-bit RGB, deflate, adaptive filtering, no interlace.
-    header.extend_from_slice(&[8, 2, 0, 0, 0]);
-    // Each scanline: filter type 0 (none), then its pixels.
-    let row: Vec<u8> = std::iter::once(0).chain(COLOUR.repeat(SIDE as usize)).collect();
-    let mut pixels = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-    for _ in 0..SIDE {
-        pixels.write_all(&row)?;
-    }
-    let pixels = pixels.finish()?;
-    let mut out = SIGNATURE.to_vec();
-    write_chunk(&mut out, b"IHDR", &header);
-    write_chunk(&mut out, b"tEXt", &[keyword.as_bytes(), &[0], text.as_bytes()].concat());
-    write_chunk(&mut out, b"IDAT", &pixels);
-    write_chunk(&mut out, b"IEND", &[]);
-    Ok(out)
+    let pixels = COLOUR.repeat((SIDE * SIDE) as usize);
+    let chunk = [keyword.as_bytes(), &[0], text.as_bytes()].concat();
+    crate::png::rgb(SIDE, SIDE, &pixels, &[(b"tEXt", &chunk)])
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use std::io::Write;
+
     use super::*;
+    use crate::png::write_chunk;
 
     /// A PNG of the given chunks (kind, data), with right CRCs.
     pub(crate) fn png(chunks: &[(&[u8; 4], Vec<u8>)]) -> Vec<u8> {

@@ -316,6 +316,27 @@ pub fn agreement(pairs: &[(f64, f64)]) -> Value {
     })
 }
 
+/// One annotator's cases of `method`'s task that both the annotator and the interviewer rated with a
+/// number: (case, human, machine). Refusals on either side are left out.
+pub fn rated<'a>(
+    cases: &'a BTreeMap<Case, Annotation>,
+    assessments: &[&Assessment],
+    method: Method,
+) -> Vec<(&'a Case, f64, f64)> {
+    let Some(task) = task_of(method) else {
+        return Vec::new();
+    };
+    cases
+        .iter()
+        .filter(|(c, _)| c.task == task)
+        .filter_map(|(case, a)| {
+            let h = a.value.value()?;
+            let m = machine(assessments, case, method).and_then(Answer::value)?;
+            Some((case, h, m))
+        })
+        .collect()
+}
+
 /// The `agreement --session` report for one method: per annotator overall and per dimension, and the
 /// inter-annotator QWK on the method's task.
 pub fn report(
@@ -330,13 +351,7 @@ pub fn report(
     for (name, cases) in annotations {
         let mut all = Vec::new();
         let mut by_dim: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-        for (case, a) in cases.iter().filter(|(c, _)| c.task == task) {
-            let (Some(h), Some(m)) = (
-                a.value.value(),
-                machine(assessments, case, method).and_then(Answer::value),
-            ) else {
-                continue;
-            };
+        for (case, h, m) in rated(cases, assessments, method) {
             all.push((h, m));
             by_dim.entry(case.dimension.clone()).or_default().push((h, m));
         }
