@@ -127,11 +127,13 @@ impl CharacterTally {
     }
 }
 
+/// A repeat's totals over characters: pairs, correct ones, |error|, characters, characters all correct.
+type RepeatTotals = (usize, usize, f64, usize, usize);
+
 /// (Acc_Dim, Acc_Full, MAE) of these characters, each counted once per appearance (a character drawn
 /// twice counts twice); `None` when nothing was scored.
 pub fn overall_of<'a>(characters: impl IntoIterator<Item = &'a CharacterTally>) -> Option<(f64, f64, f64)> {
-    // repeat → (pairs, correct, |error|, characters, characters all correct)
-    let mut by: BTreeMap<u32, (usize, usize, f64, usize, usize)> = BTreeMap::new();
+    let mut by: BTreeMap<u32, RepeatTotals> = BTreeMap::new();
     for c in characters {
         for (repeat, (n, correct, abs, all)) in &c.per_repeat {
             let t = by.entry(*repeat).or_default();
@@ -146,7 +148,7 @@ pub fn overall_of<'a>(characters: impl IntoIterator<Item = &'a CharacterTally>) 
         return None;
     }
     let k = by.len() as f64;
-    let mean = |f: &dyn Fn(&(usize, usize, f64, usize, usize)) -> f64| by.values().map(f).sum::<f64>() / k;
+    let mean = |f: &dyn Fn(&RepeatTotals) -> f64| by.values().map(f).sum::<f64>() / k;
     Some((
         mean(&|t| t.1 as f64 / t.0 as f64),
         mean(&|t| t.4 as f64 / t.3 as f64),
