@@ -16,6 +16,10 @@ pub use super::policy::Unreachable;
 use super::policy::{self, Backoff, Limits, Reachability};
 use super::{ChatEvent, ChatModel, ChatRequest, EventStream, LlmError, ModelInfo, Usage};
 
+/// Rate-limit refusals one request rides out (with `Retry-After` or backoff up to 30 s each) before
+/// it fails; they do not count against `max_retries`.
+pub const RATE_LIMIT_RETRIES: u32 = 50;
+
 /// How one attempt ended well.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Finished {
@@ -63,6 +67,12 @@ impl AttemptError {
             AttemptError::Status { status, .. } => policy::retryable_status(*status),
             AttemptError::Fatal(_) | AttemptError::Cancelled => false,
         }
+    }
+
+    /// The server refused for its rate (429, or 503 with a `Retry-After`): not the request's fault.
+    fn rate_limited(&self) -> bool {
+        matches!(self, AttemptError::Status { status: 429, .. })
+            || matches!(self, AttemptError::Status { status: 503, retry_after: Some(_), .. })
     }
 
     fn retry_after(&self) -> Option<Duration> {
@@ -151,8 +161,8 @@ impl Shared {
 pub struct Client {
     transport: Arc<dyn Transport>,
     config: Arc<ProviderConfig>,
-    /// The provider's own limit, shared with every other client of the same provider.
-    own: Arc<tokio::sync::Semaphore>,
+    /// The provider's own (adaptive) limit, shared with every other client of the same provider.
+    own: Arc<policy::AdaptiveLimit>,
     shared: Shared,
 }
 
@@ -284,7 +294,7 @@ impl Client {
         let cache = self.cache();
         // Hold both permits for the whole request, retries included; the provider's first, so a
         // request waiting for a busy provider holds no global permit another provider could use.
-        let Ok(_own) = self.own.clone().acquire_owned().await else {
+        let Some(mut own) = self.own.acquire().await else {
             return Outcome::Over;
         };
         let Ok(_global) = self.shared.limits.global.clone().acquire_owned().await else {
@@ -296,6 +306,8 @@ impl Client {
         };
         let key_seed = u64::from_str_radix(&key[..16], 16).unwrap_or(0);
         let mut attempt = 0u32;
+        // Rate-limit refusals have their own, larger budget: they say "later", not "wrong".
+        let mut throttles = 0u32;
         let reach = &self.shared.reach;
         loop {
             if reach.is_unreachable(provider) {
@@ -322,6 +334,7 @@ impl Client {
             match result {
                 Ok(finished) => {
                     reach.answered(provider);
+                    own.succeeded();
                     if let Some(u) = finished.usage {
                         acc.usage(
                             provider,
@@ -370,6 +383,23 @@ impl Client {
                         if adapter.quirks(provider, &self.config.model).apply(request) != *request {
                             return Outcome::Adapted;
                         }
+                    }
+                    if error.rate_limited() && throttles < RATE_LIMIT_RETRIES {
+                        throttles += 1;
+                        let now = own.throttled();
+                        acc.retry(provider, role);
+                        let delay = backoff.delay(key_seed, throttles.min(6), error.retry_after());
+                        let event = ChatEvent::Retry {
+                            attempt: attempt + throttles,
+                            reason: format!("{reason} (rate limited: {now} in flight from now)"),
+                            discarded_chars: tokens.iter().map(|t| t.chars().count()).sum(),
+                            delay_ms: delay.as_millis() as u64,
+                        };
+                        if tx.send(event).is_err() {
+                            return Outcome::Over;
+                        }
+                        tokio::time::sleep(delay).await;
+                        continue;
                     }
                     if !error.retryable() || attempt >= self.config.max_retries {
                         acc.failure(provider, role);

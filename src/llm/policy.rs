@@ -55,12 +55,131 @@ impl Backoff {
     }
 }
 
-/// Requests in flight: at most `global` across the workbench and at most each provider's own limit,
-/// however many roles (clients) the provider serves.
+/// A provider's limit on requests in flight that follows what the server accepts (AIMD): a rate-limit
+/// refusal (429, or 503 with `Retry-After`) halves it, at most once per round of requests in flight
+/// (a refusal of a request sent before the last cut does not cut again), down to 1; every `limit`
+/// successes in a row add 1 back, up to the configured maximum.
+#[derive(Debug)]
+pub struct AdaptiveLimit {
+    sem: Arc<Semaphore>,
+    max: usize,
+    state: std::sync::Mutex<Aimd>,
+}
+
+#[derive(Debug)]
+struct Aimd {
+    limit: usize,
+    /// Permits still to take out of circulation after a cut (held by requests in flight).
+    debt: usize,
+    successes: usize,
+    /// Bumped at every cut: a request remembers the round it was sent in.
+    round: u64,
+}
+
+/// A request's place under an [`AdaptiveLimit`]; dropping it gives the place back (or retires it,
+/// when a cut is still owed).
+#[derive(Debug)]
+pub struct Place {
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    limit: Arc<AdaptiveLimit>,
+    round: u64,
+}
+
+impl AdaptiveLimit {
+    pub fn new(max: usize) -> Arc<AdaptiveLimit> {
+        let max = max.max(1);
+        Arc::new(AdaptiveLimit {
+            sem: Arc::new(Semaphore::new(max)),
+            max,
+            state: std::sync::Mutex::new(Aimd {
+                limit: max,
+                debt: 0,
+                successes: 0,
+                round: 0,
+            }),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, Aimd> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The limit now (what the progress line shows as the effective concurrency).
+    pub fn limit(&self) -> usize {
+        self.state().limit
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Waits for a place; `None` if the limit was closed.
+    pub async fn acquire(self: &Arc<Self>) -> Option<Place> {
+        let permit = self.sem.clone().acquire_owned().await.ok()?;
+        let round = self.state().round;
+        Some(Place {
+            permit: Some(permit),
+            limit: self.clone(),
+            round,
+        })
+    }
+}
+
+impl Place {
+    /// The server refused for its rate: halve the limit, unless a refusal of this round already did.
+    /// Returns the limit now.
+    pub fn throttled(&mut self) -> usize {
+        let limit = &self.limit;
+        let mut s = limit.state();
+        if self.round == s.round {
+            let cut = (s.limit / 2).max(1);
+            let less = s.limit - cut;
+            let retired = limit.sem.forget_permits(less);
+            s.debt += less - retired;
+            s.limit = cut;
+            s.successes = 0;
+            s.round += 1;
+        }
+        // The request's next attempt is part of the new round.
+        self.round = s.round;
+        s.limit
+    }
+
+    /// A reply came back: after `limit` of them in a row, one more place.
+    pub fn succeeded(&self) {
+        let limit = &self.limit;
+        let mut s = limit.state();
+        s.successes += 1;
+        if s.successes >= s.limit && s.limit < limit.max {
+            s.successes = 0;
+            s.limit += 1;
+            if s.debt > 0 {
+                s.debt -= 1;
+            } else {
+                limit.sem.add_permits(1);
+            }
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if let Some(permit) = self.permit.take() {
+            let mut s = self.limit.state();
+            if s.debt > 0 {
+                s.debt -= 1;
+                permit.forget();
+            }
+        }
+    }
+}
+
+/// Requests in flight: at most `global` across the workbench and at most each provider's own
+/// (adaptive) limit, however many roles (clients) the provider serves.
 #[derive(Debug)]
 pub struct Limits {
     pub global: Arc<Semaphore>,
-    providers: std::sync::Mutex<std::collections::HashMap<String, Arc<Semaphore>>>,
+    providers: std::sync::Mutex<std::collections::HashMap<String, Arc<AdaptiveLimit>>>,
 }
 
 impl Limits {
@@ -71,13 +190,19 @@ impl Limits {
         }
     }
 
-    /// The provider's semaphore, made on first use with its limit.
-    pub fn provider(&self, name: &str, max: usize) -> Arc<Semaphore> {
+    /// The provider's limit, made on first use with its maximum.
+    pub fn provider(&self, name: &str, max: usize) -> Arc<AdaptiveLimit> {
         let mut providers = self.providers.lock().unwrap_or_else(|p| p.into_inner());
         providers
             .entry(name.to_string())
-            .or_insert_with(|| Arc::new(Semaphore::new(max.max(1))))
+            .or_insert_with(|| AdaptiveLimit::new(max))
             .clone()
+    }
+
+    /// Each provider's limit now and its maximum, by name.
+    pub fn effective(&self) -> std::collections::BTreeMap<String, (usize, usize)> {
+        let providers = self.providers.lock().unwrap_or_else(|p| p.into_inner());
+        providers.iter().map(|(n, l)| (n.clone(), (l.limit(), l.max()))).collect()
     }
 }
 
@@ -204,6 +329,40 @@ impl Reachability {
 
 #[cfg(test)]
 mod tests {
+
+    #[tokio::test]
+    async fn a_rate_limit_halves_the_limit_once_per_round_and_successes_grow_it_back() {
+        let limit = AdaptiveLimit::new(8);
+        let mut places = Vec::new();
+        for _ in 0..8 {
+            places.push(limit.acquire().await.unwrap());
+        }
+        // Eight in flight; the first refusal halves, the others of the same round do not.
+        assert_eq!(places[0].throttled(), 4);
+        assert_eq!(places[1].throttled(), 4);
+        assert_eq!(places[2].throttled(), 4);
+        // The first's next attempt belongs to the new round: refused again, it halves again.
+        assert_eq!(places[0].throttled(), 2);
+        // The cut is paid as places come back: six of the eight are retired, two return.
+        places.clear();
+        assert_eq!(limit.sem.available_permits(), 2);
+        assert_eq!(limit.limit(), 2);
+        // Never below 1.
+        let mut p = limit.acquire().await.unwrap();
+        assert_eq!(p.throttled(), 1);
+        assert_eq!(p.throttled(), 1);
+        drop(p);
+        assert_eq!(limit.sem.available_permits(), 1);
+        // `limit` successes in a row add one place, up to the maximum.
+        for expected in [2, 3, 4, 5, 6, 7, 8, 8] {
+            for _ in 0..limit.limit() {
+                limit.acquire().await.unwrap().succeeded();
+            }
+            assert_eq!(limit.limit(), expected);
+            assert_eq!(limit.sem.available_permits(), expected);
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -97,6 +97,9 @@ pub struct FakeConfig {
     pub reasoning: bool,
     /// Refuse a `json_schema` holding numeric or length bounds, as strict schema subsets do.
     pub no_numeric_bounds: bool,
+    /// Answer 429 (with `retry-after-ms: 20`) to a request that would make more than this many in
+    /// flight, as a rate-limited API does.
+    pub concurrency_limit: Option<usize>,
     /// In every structured reply that has this property, give it 99 (out of any questionnaire's range):
     /// a judge that always gets one item wrong.
     pub out_of_range_key: Option<String>,
@@ -121,6 +124,7 @@ impl Default for FakeConfig {
             out_of_range_key: None,
             reasoning: false,
             no_numeric_bounds: false,
+            concurrency_limit: None,
             log: None,
             model: "fake-openai".into(),
         }
@@ -134,6 +138,8 @@ pub struct Stats {
     pub faults: u64,
     pub in_flight: usize,
     pub max_in_flight: usize,
+    /// Requests refused by `concurrency_limit`.
+    pub throttled: u64,
 }
 
 /// One request as the latency model sees it (for benchmarks that compare with the ideal bound).
@@ -162,6 +168,7 @@ struct Shared {
     faults: AtomicU64,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    throttled: AtomicU64,
     log: Mutex<Option<std::fs::File>>,
     seen: Mutex<Vec<Value>>,
     /// The request count, for tests that wait until the server has seen enough.
@@ -211,6 +218,7 @@ impl FakeServer {
             faults: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
+            throttled: AtomicU64::new(0),
             log: Mutex::new(log),
             seen: Mutex::default(),
             count: tokio::sync::watch::channel(0).0,
@@ -265,6 +273,7 @@ fn snapshot(shared: &Shared) -> Stats {
         faults: shared.faults.load(Ordering::SeqCst),
         in_flight: shared.in_flight.load(Ordering::SeqCst),
         max_in_flight: shared.max_in_flight.load(Ordering::SeqCst),
+        throttled: shared.throttled.load(Ordering::SeqCst),
     }
 }
 
@@ -418,6 +427,17 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     }
     if let Some(refused) = documented_refusal(config, &request) {
         return refused;
+    }
+    if config
+        .concurrency_limit
+        .is_some_and(|limit| shared.in_flight.load(Ordering::SeqCst) > limit)
+    {
+        shared.throttled.fetch_add(1, Ordering::SeqCst);
+        return error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Rate limit reached: too many requests in flight.",
+            &[("retry-after-ms", "20")],
+        );
     }
     tokio::time::sleep(config.first_byte).await;
     if fault.is_some() {

@@ -23,6 +23,7 @@ mod method;
 mod observer;
 mod plot;
 mod prompts;
+mod rate_limits;
 mod readme;
 mod reference;
 mod robustness;

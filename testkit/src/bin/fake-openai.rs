@@ -59,6 +59,9 @@ struct Args {
     /// Refuse schemas with numeric or length bounds as strict schema subsets do
     #[arg(long)]
     no_numeric_bounds: bool,
+    /// Answer 429 to a request that would make more than this many in flight
+    #[arg(long)]
+    concurrency_limit: Option<usize>,
     /// Append every request as a JSON line here
     #[arg(long)]
     log: Option<PathBuf>,
@@ -95,6 +98,7 @@ async fn main() -> anyhow::Result<()> {
         out_of_range_key: args.out_of_range_key,
         reasoning: args.reasoning,
         no_numeric_bounds: args.no_numeric_bounds,
+        concurrency_limit: args.concurrency_limit,
         log: args.log,
         ..FakeConfig::default()
     };
