@@ -59,6 +59,12 @@ pub fn run_hermione<'a>(scales: &'a str, methods: &'a str, more: &[&'a str]) -> 
     args
 }
 
+/// The binary on `data` with no config file, so only the bundled samples and `data`'s sessions are
+/// found; run to its end.
+pub fn offline(data: &Path, args: &[&str]) -> std::process::Output {
+    command(&data.join("none.toml"), data, args).output().unwrap()
+}
+
 /// The binary with this config and data dir.
 pub fn command(config: &Path, data: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_incharacter"));

@@ -94,12 +94,7 @@ fn report_prints_the_tables_of_every_sample() {
 
 /// The binary on an empty data dir (no config), so only the bundled samples are found.
 fn incharacter(data: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_incharacter"))
-        .args(args)
-        .env("INCHARACTER_DATA_DIR", data)
-        .env("INCHARACTER_CONFIG", data.join("none.toml"))
-        .output()
-        .unwrap()
+    crate::common::offline(data, args)
 }
 
 #[test]

@@ -9,13 +9,9 @@ use serde_json::Value;
 const BFI: &str = "20261130-231918-bfi-and-16p-on-the-local-model-248f";
 const GSE: &str = "20261129-201520-gse-on-the-local-model-e700";
 
+/// The binary on an empty data dir (no config), so only the bundled samples are found.
 fn incharacter(data: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_incharacter"))
-        .args(args)
-        .env("INCHARACTER_DATA_DIR", data)
-        .env("INCHARACTER_CONFIG", data.join("none.toml"))
-        .output()
-        .unwrap()
+    crate::common::offline(data, args)
 }
 
 fn stdout(out: &std::process::Output) -> String {
