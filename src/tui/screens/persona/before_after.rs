@@ -102,7 +102,11 @@ impl Probed {
     pub fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) {
         let theme = ctx.theme;
         let title = if self.open {
-            " Answers that moved it (esc: back) "
+            if self.first {
+                " Answers (esc: back) "
+            } else {
+                " Answers that moved it (esc: back) "
+            }
         } else {
             " Before / after the probe (esc: close) "
         };
@@ -155,12 +159,19 @@ impl Probed {
     fn bar_lines(&self, width: usize, height: usize, ctx: &Ctx) -> Vec<Line<'static>> {
         let theme = ctx.theme;
         let mut head = self.sides(theme);
-        head.push(Line::from(vec![
-            Span::styled("█ before  ", theme.dim()),
-            Span::styled("█ after  ", theme.fg(theme.measured)),
+        let mut legend = if self.first {
+            vec![Span::styled("█ now  ", theme.fg(theme.measured))]
+        } else {
+            vec![
+                Span::styled("█ before  ", theme.dim()),
+                Span::styled("█ after  ", theme.fg(theme.measured)),
+            ]
+        };
+        legend.extend([
             Span::styled("┃ target", theme.fg(theme.label_target)),
             Span::styled("  (┃ label when there is none)", theme.dim()),
-        ]));
+        ]);
+        head.push(Line::from(legend));
         if self.diff.dimensions.is_empty() {
             head.push(Line::styled(
                 "no dimension was assessed in both sessions",
@@ -256,14 +267,17 @@ impl Probed {
         let theme = ctx.theme;
         let Some(d) = self.dimension() else { return Vec::new() };
         let score = |x: Option<f64>| x.map_or("–".into(), |v| format!("{v:.2}"));
+        let scores = if self.first {
+            format!("now {}", score(d.b))
+        } else {
+            format!("before {} → after {}", score(d.a), score(d.b))
+        };
         let mut lines = vec![Line::styled(
             format!(
-                "{} · {} · {}: before {} → after {}  {}",
+                "{} · {} · {}: {scores}  {}",
                 safe(&d.dimension),
                 safe(&d.scale),
                 d.method.name(),
-                score(d.a),
-                score(d.b),
                 reference_text(d)
             ),
             theme.title(),
@@ -294,19 +308,19 @@ impl Probed {
             for l in wrap(&safe(&item.question), width) {
                 body.push(Line::styled(l, theme.dim()));
             }
-            let before_head = if self.first { "now" } else { "before" };
+            let text = |t: &Option<String>| t.as_deref().map_or("(no answer)".into(), safe);
+            if self.first {
+                // One measurement: its answer across the whole width.
+                body.extend(wrap(&text(&item.b_answer), width).into_iter().map(Line::raw));
+                continue;
+            }
             body.push(Line::from(vec![
-                Span::styled(pad(before_head, col), theme.dim()),
+                Span::styled(pad("before", col), theme.dim()),
                 Span::styled(" │ ", theme.dim()),
                 Span::styled(pad("after", col), theme.fg(theme.measured)),
             ]));
-            let text = |t: &Option<String>| t.as_deref().map_or("(no answer)".into(), safe);
             let left = wrap(&text(&item.a_answer), col);
-            let right = if self.first {
-                Vec::new()
-            } else {
-                wrap(&text(&item.b_answer), col)
-            };
+            let right = wrap(&text(&item.b_answer), col);
             for k in 0..left.len().max(right.len()) {
                 let l = left.get(k).map_or("", String::as_str);
                 let r = right.get(k).map_or("", String::as_str);
