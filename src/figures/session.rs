@@ -98,12 +98,8 @@ fn dimension_name(d: &Dimension, language: Language) -> DimensionName {
 
 /// Where `label` puts a dimension: its score, or where a letter target's band begins (as the TUI's
 /// Compare screen draws it); a marginal label without a score puts it nowhere.
-fn mark(label: &Label, marginal: bool, (min, max): (f64, f64)) -> Option<LabelMark> {
-    let value = match Reference::of(label)? {
-        Reference::Score(x) => x,
-        Reference::High => min + 0.6 * (max - min),
-        Reference::Low => min + 0.4 * (max - min),
-    };
+fn mark(label: &Label, marginal: bool, range: (f64, f64)) -> Option<LabelMark> {
+    let value = Reference::of(label)?.position(range);
     Some(LabelMark { value, marginal })
 }
 

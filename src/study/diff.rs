@@ -66,12 +66,22 @@ impl Reference {
 
     /// How far `score` is from the reference, on a dimension whose scores lie in `range`: to a
     /// letter's band, 0 inside it.
-    pub fn distance(self, score: f64, (min, max): (f64, f64)) -> f64 {
-        let span = max - min;
+    pub fn distance(self, score: f64, range: (f64, f64)) -> f64 {
+        let at = self.position(range);
         match self {
-            Reference::Score(x) => (score - x).abs(),
-            Reference::High => (min + 0.6 * span - score).max(0.0),
-            Reference::Low => (score - (min + 0.4 * span)).max(0.0),
+            Reference::Score(_) => (score - at).abs(),
+            Reference::High => (at - score).max(0.0),
+            Reference::Low => (score - at).max(0.0),
+        }
+    }
+
+    /// Where the reference sits on a dimension whose scores lie in `range`: its score, or where a
+    /// letter's band begins (H: 0.6 of the range, L: 0.4). Bars, radars and figures mark it there.
+    pub fn position(self, (min, max): (f64, f64)) -> f64 {
+        match self {
+            Reference::Score(x) => x,
+            Reference::High => min + 0.6 * (max - min),
+            Reference::Low => min + 0.4 * (max - min),
         }
     }
 }

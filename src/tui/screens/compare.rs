@@ -405,11 +405,7 @@ impl Component for Compare {
         // A letter target has no score: it is drawn where its band begins (0.6 / 0.4 of the range).
         let label = |source: LabelSource, d: usize| {
             let l = character.labels.get(source, &scale.id, &scale.dimensions[d].name)?;
-            l.score.or(match l.kind {
-                LabelType::H => Some(min + 0.6 * (max - min)),
-                LabelType::L => Some(min + 0.4 * (max - min)),
-                LabelType::X => None,
-            })
+            Some(crate::study::diff::Reference::of(l)?.position((min, max)))
         };
         let targets = character.labels.target.contains_key(&scale.id);
         let mut series: Vec<(Color, Vec<Option<f64>>)> = Vec::new();

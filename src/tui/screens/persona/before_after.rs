@@ -364,11 +364,7 @@ fn verdict(d: &DimensionDiff, theme: &Theme) -> (&'static str, Style) {
 /// The column of the reference's mark in a bar of `width` cells: a score's place, or where a letter's
 /// band begins (H: 0.6 of the range, L: 0.4).
 fn mark_at(r: Reference, (min, max): (f64, f64), width: usize) -> usize {
-    let fraction = match r {
-        Reference::Score(x) => (x - min) / (max - min),
-        Reference::High => 0.6,
-        Reference::Low => 0.4,
-    };
+    let fraction = (r.position((min, max)) - min) / (max - min);
     ((fraction.clamp(0.0, 1.0) * width as f64).round() as usize).min(width.saturating_sub(1))
 }
 
