@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
 """The speed anchor for `incharacter bench local`: llama.cpp (llama-cpp-python) on the same GGUF,
 the same prompt length and the same number of decoded tokens, 2 threads, CPU only.
-Usage: python3 benches/llama_cpp_reference.py PATH.gguf [PROMPT_TOKENS=245] [DECODE=128] [RUNS=3]"""
-import statistics, sys, time
+Usage: python3 benches/llama_cpp_reference.py PATH.gguf [PROMPT_TOKENS=245] [DECODE=128] [RUNS=3] [--json]
+With --json the report is one JSON object on stdout (the shape of `incharacter bench local --json`, for
+`incharacter bench ratio`) and the lines along the way go to stderr."""
+import json, statistics, sys, time
 from llama_cpp import Llama
 
-path = sys.argv[1]
-n_prompt = int(sys.argv[2]) if len(sys.argv) > 2 else 245
-n_decode = int(sys.argv[3]) if len(sys.argv) > 3 else 128
-runs = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+as_json = "--json" in sys.argv
+args = [a for a in sys.argv[1:] if a != "--json"]
+log = sys.stderr if as_json else sys.stdout
+path = args[0]
+n_prompt = int(args[1]) if len(args) > 1 else 245
+n_decode = int(args[2]) if len(args) > 2 else 128
+runs = int(args[3]) if len(args) > 3 else 3
 t = time.perf_counter()
 llm = Llama(model_path=path, n_ctx=2048, n_threads=2, n_batch=512, verbose=False)
-print(f"loaded in {time.perf_counter() - t:.2f} s")
+print(f"loaded in {time.perf_counter() - t:.2f} s", file=log)
 passage = "The Sorting Hat considered the first-year for a long moment before it spoke. " * 40
 tokens = llm.tokenize(passage.encode(), add_bos=False)[:n_prompt]
 prefill, decode = [], []
@@ -28,6 +33,13 @@ for run in range(runs):
     t2 = time.perf_counter()
     prefill.append(len(tokens) / (first - t0))
     decode.append((n - 1) / (t2 - first))
-    print(f"run {run + 1}: prompt {len(tokens)} tokens, {n} decoded; prefill {prefill[-1]:.1f} tok/s, decode {decode[-1]:.1f} tok/s")
-print(f"prefill: {statistics.median(prefill):.1f} tok/s (median of {runs})")
-print(f"decode:  {statistics.median(decode):.1f} tok/s (median of {runs})")
+    print(f"run {run + 1}: prompt {len(tokens)} tokens, {n} decoded; prefill {prefill[-1]:.1f} tok/s, decode {decode[-1]:.1f} tok/s", file=log)
+print(f"prefill: {statistics.median(prefill):.1f} tok/s (median of {runs})", file=log)
+print(f"decode:  {statistics.median(decode):.1f} tok/s (median of {runs})", file=log)
+if as_json:
+    print(json.dumps({
+        "engine": "llama.cpp", "model": path.rsplit("/", 1)[-1], "path": path,
+        "prompt_tokens": len(tokens), "decode_tokens": n_decode, "runs": runs,
+        "prefill_tok_s": statistics.median(prefill), "decode_tok_s": statistics.median(decode),
+        "prefill_runs": prefill, "decode_runs": decode,
+    }, indent=2))

@@ -1,7 +1,8 @@
 //! Terminal-safe text. Anything that came from a model or a user/imported file passes through
 //! `terminal_safe` before it is printed or drawn, so it can never move the cursor, recolour the
 //! screen, set the window title or hide text. And text fitted to a width in display columns, which
-//! the CLI and the TUI both cut to.
+//! the CLI and the TUI both cut to; and text counted in approximate model tokens, which prompt
+//! assembly, the run estimate and the pacing of requests share.
 
 /// Removes escape sequences (CSI, OSC and lone ESC) and control characters other than newline and
 /// tab; tabs become spaces. Bidirectional-override characters are removed too.
@@ -69,9 +70,30 @@ pub fn fit(text: &str, width: usize) -> String {
     out
 }
 
+/// Chinese, Japanese and Korean characters: text written without spaces between words.
+pub fn is_cjk(c: char) -> bool {
+    matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{4dbf}' | '\u{4e00}'..='\u{9fff}' | '\u{f900}'..='\u{faff}' | '\u{ac00}'..='\u{d7af}')
+}
+
+/// A documented approximation of model tokens: one per CJK character, 1.3 per other word.
+pub fn approx_tokens(text: &str) -> usize {
+    let cjk = text.chars().filter(|c| is_cjk(*c)).count();
+    let words = text
+        .split(|c: char| c.is_whitespace() || is_cjk(c))
+        .filter(|w| !w.is_empty())
+        .count();
+    cjk + (words as f64 * 1.3).ceil() as usize
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{fit, terminal_safe};
+    use super::{approx_tokens, fit, terminal_safe};
+
+    #[test]
+    fn token_approximation() {
+        assert_eq!(approx_tokens("你好 world"), 2 + 2);
+        assert_eq!(approx_tokens("a b c d e f g h i j"), 13);
+    }
 
     #[test]
     fn fitting_counts_cjk_as_two_columns() {

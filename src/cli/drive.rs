@@ -5,11 +5,15 @@
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
 use super::{Advised, Ctx};
 use crate::catalog::Catalog;
+use crate::llm::config::Config;
+use crate::session::batch::{BatchMode, History, Import};
+use crate::session::run::Ended;
 use crate::session::{Run, SessionError, Start};
 use crate::study::{Event, Failures, Kind, Study};
 use crate::text::terminal_safe as safe;
@@ -17,7 +21,14 @@ use crate::text::terminal_safe as safe;
 /// Progress on stderr, fed every journaled record.
 pub(super) trait Progress: Send {
     fn record(&mut self, event: &Event);
+    /// The providers a rate limit now holds below their maximum, e.g. `fake 4/32 (rate limited)`
+    /// (empty when none); given when it changes.
+    fn held(&mut self, _providers: &str) {}
     fn finish(&mut self) {}
+    /// Says a line (how a batch is doing) without breaking the progress display.
+    fn sayer(&self) -> Arc<dyn Fn(String) + Send + Sync> {
+        Arc::new(|line| eprintln!("{}", safe(&line)))
+    }
 }
 
 /// How a study shows itself headless.
@@ -28,12 +39,41 @@ pub(super) trait Headless: Study {
     fn progress(run: &Run<Self>, catalog: &Catalog, live: bool) -> Box<dyn Progress>;
     /// The summary: a table, and the fields `--json` prints beside `session` and `path`.
     fn summary(events: &[Event], catalog: &Catalog) -> anyhow::Result<(String, Map<String, Value>)>;
+    /// What a new run of `plan` is estimated to cost (USD at the providers' prices), and what that
+    /// is made of, when the kind of study estimates it.
+    fn cost(_plan: &Self::Plan, _catalog: &Catalog, _config: &Config) -> Option<(f64, String)> {
+        None
+    }
+}
+
+/// `--max-cost USD` and `--yes`: the most a run may spend, and whether to start one estimated above it.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CostArgs {
+    /// Refuse to start a run estimated above USD (at the providers' prices; see `max_cost` in the
+    /// config), and stop one cleanly, resumable, when what it spent reaches USD
+    #[arg(long, value_name = "USD", value_parser = usd)]
+    pub max_cost: Option<f64>,
+    /// Start even when the estimate is above --max-cost (the run still stops at the cap)
+    #[arg(long)]
+    pub yes: bool,
+}
+
+fn usd(text: &str) -> Result<f64, String> {
+    match text.trim_start_matches('$').parse::<f64>() {
+        Ok(x) if x > 0.0 && x.is_finite() => Ok(x),
+        _ => Err(format!("{text} is not an amount in USD > 0")),
+    }
 }
 
 /// What the user can do about a session error, written here at the edge: `running` is the id of a
 /// session whose run had begun (its journal keeps what was done), `None` while opening it.
 pub(super) fn advise(error: SessionError, kind: Kind, running: Option<&str>) -> anyhow::Error {
     let advice = match (&error, running) {
+        (SessionError::CostCap { .. }, Some(id)) => Some(format!(
+            "the session is kept; to go on (the cap counts what each sitting spends): incharacter {} --resume {id} \
+             --max-cost USD",
+            kind.command()
+        )),
         (e, Some(id)) if e.resumable() => Some(format!(
             "the session is kept; once that is fixed: incharacter {} --resume {id}",
             kind.command()
@@ -49,18 +89,68 @@ pub(super) fn advise(error: SessionError, kind: Kind, running: Option<&str>) -> 
     }
 }
 
+/// Batch mode for a driven run: where its phases go, and results to import first.
+pub(super) struct Batch {
+    pub mode: BatchMode,
+    pub import: Option<Import>,
+}
+
+/// How a driven run goes: its concurrency, batch mode and cost cap (from the command line; the config
+/// fills in the rest), and whether it prints one JSON object at the end.
+#[derive(Default)]
+pub(super) struct Options {
+    pub concurrency: Option<usize>,
+    pub batch: Option<Batch>,
+    pub cost: CostArgs,
+    pub json: bool,
+}
+
 pub(super) fn drive<S: Headless>(
     ctx: &Ctx,
     start: Start<S::Plan>,
-    concurrency: Option<usize>,
-    json_output: bool,
+    options: Options,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
+    let Options {
+        concurrency,
+        batch,
+        cost,
+        json: json_output,
+    } = options;
     let catalog = ctx.catalog()?;
     let config = ctx.config()?;
     let store = ctx.store()?;
-    let run =
-        Run::<S>::open(catalog.clone(), config, &store, start, concurrency).map_err(|e| advise(e, S::KIND, None))?;
+    let max_cost = cost.max_cost.or(config.max_cost);
+    if let (Some(cap), Start::New { plan, .. }) = (max_cost, &start)
+        && let Some((estimate, what)) = S::cost(plan, &catalog, config)
+    {
+        if estimate > cap && !cost.yes {
+            return Err(super::input_error(format!(
+                "the run is estimated at ${estimate:.2} ({what}), above the cap of ${cap:.2}; nothing was \
+                 started (raise --max-cost, or pass --yes to start anyway: it still stops at the cap)"
+            )));
+        }
+        eprintln!("estimate: ${estimate:.2} ({what}); the run stops if it spends ${cap:.2}");
+    }
+    // A resumed session goes on in the batch mode it last ran in (an open batch is polled, not
+    // submitted again).
+    let batch = match (&start, batch) {
+        (_, Some(batch)) => Some(batch),
+        (Start::Resume { id }, None) => {
+            let events = store.load(&store.own(id)?)?;
+            History::of(&events).mode().map(|mode| Batch { mode, import: None })
+        }
+        (Start::New { .. }, None) => None,
+    };
+    let run = match batch {
+        Some(Batch { mode, import }) => Run::<S>::open_batch(catalog.clone(), config, &store, start, mode, import),
+        None => Run::<S>::open(catalog.clone(), config, &store, start, concurrency),
+    }
+    .map_err(|e| advise(e, S::KIND, None))?;
+    let mut run = run;
+    if let Some(cap) = max_cost {
+        run.cap_cost(cap);
+    }
     for note in &run.notes {
         eprintln!("note: {}", safe(note));
     }
@@ -70,9 +160,47 @@ pub(super) fn drive<S: Headless>(
     eprintln!("session {}: {}", run.id, S::intro(&run, &catalog));
     let (id, dir) = (run.id.clone(), run.dir.clone());
     let mut progress = S::progress(&run, &catalog, std::io::stderr().is_terminal());
-    let result = ctx.block_on(run.execute(None, |e| progress.record(e)));
+    let say = progress.sayer();
+    let limits = run.limits();
+    let mut held = String::new();
+    let result = ctx.block_on(run.execute_batch(
+        |e| {
+            progress.record(e);
+            let now = limits
+                .throttled()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            if now != held {
+                progress.held(&now);
+                held = now;
+            }
+        },
+        &*say,
+    ));
     progress.finish();
-    let events = result.map_err(|e| advise(e, S::KIND, Some(&id)))?;
+    let events = match result.map_err(|e| advise(e, S::KIND, Some(&id)))? {
+        Ended::Complete(events) => events,
+        Ended::Waiting(requests) => {
+            if json_output {
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(&json!({"session": id, "requests": requests}))?
+                )?;
+            } else {
+                writeln!(out, "session {id}: the next requests are in {}", requests.display())?;
+                writeln!(
+                    out,
+                    "run them with an offline engine (e.g. vllm run-batch -i {} -o results.jsonl), then: \
+                     incharacter batch import {id} results.jsonl",
+                    requests.display()
+                )?;
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
     let (table, fields) = S::summary(&events, &catalog)?;
     if json_output {
         let mut object = Map::new();

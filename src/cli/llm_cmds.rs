@@ -202,6 +202,7 @@ fn read_schema(path: &Path) -> anyhow::Result<ResponseSchema> {
 
 pub struct ChatArgs<'a> {
     pub provider: &'a str,
+    pub model: Option<&'a str>,
     pub system: Option<&'a str>,
     pub schema: Option<&'a Path>,
     pub temperature: Option<f32>,
@@ -214,7 +215,13 @@ pub struct ChatArgs<'a> {
 /// its partial text is marked discarded); into a pipe or file, only the final text is written, so a
 /// retried attempt's partial text never reaches a script.
 pub fn chat(ctx: &Ctx, args: ChatArgs<'_>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let config = ctx.config()?;
+    let mut config = ctx.config()?.clone();
+    if let Some(model) = args.model
+        && let Some(p) = config.providers.iter_mut().find(|p| p.name == args.provider)
+    {
+        p.model = model.to_string();
+    }
+    let config = &config;
     let mode = args.cache.unwrap_or(config.cache);
     let client = llm::connect(
         config,

@@ -3,6 +3,7 @@
 //! ended with failed items or assessments; 2 the user's input is invalid (a bad file, an unknown id).
 
 mod annotation_cmds;
+mod batch_cmds;
 mod card_cmds;
 mod catalog_cmds;
 mod compare_cmds;
@@ -109,6 +110,9 @@ pub enum Command {
         /// Provider name from the config (`incharacter providers` lists them)
         #[arg(long)]
         provider: String,
+        /// Another model of that provider (e.g. a GGUF registered by `model add` for a local provider)
+        #[arg(long)]
+        model: Option<String>,
         /// System prompt
         #[arg(long)]
         system: Option<String>,
@@ -198,6 +202,10 @@ pub enum Command {
         /// Finish an interrupted session instead of starting one
         #[arg(long)]
         resume: Option<String>,
+        #[command(flatten)]
+        batch: batch_cmds::BatchArgs,
+        #[command(flatten)]
+        cost: drive::CostArgs,
         /// Print one JSON object at the end
         #[arg(long)]
         json: bool,
@@ -205,6 +213,11 @@ pub enum Command {
     /// Assess a recorded session's interviews again (another judge, prompt set, temperature or
     /// methods) as a new session that sends only judge requests
     Assess(run_cmds::AssessArgs),
+    /// Batch files mode: import a phase's results and go on, or export what a session still needs
+    Batch {
+        #[command(subcommand)]
+        command: batch_cmds::BatchCommand,
+    },
     /// Import a character or a scale from another project (ChatHaruhi, RoleBench, a character card,
     /// InCharacter, PsychoBench) into the data dir
     Import {
@@ -457,6 +470,19 @@ pub enum BenchCommand {
         /// Runs (the median is reported)
         #[arg(long, default_value_t = 3)]
         runs: u32,
+        /// Print one JSON report on stdout (`prefill_tok_s`, `decode_tok_s`, …), the lines on stderr
+        #[arg(long)]
+        json: bool,
+    },
+    /// The engine's speed as a share of a reference's: two `--json` reports of one sitting on the same
+    /// GGUF (`bench local --json`, `benches/llama_cpp_reference.py --json`)
+    Ratio {
+        /// This engine's report
+        ours: PathBuf,
+        /// The reference's report (llama.cpp)
+        reference: PathBuf,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -709,6 +735,8 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             seed,
             name,
             resume,
+            batch,
+            cost,
             json,
         } => {
             let style = crate::rpa::prompt::RpaStyle::parse(&style).ok_or_else(|| {
@@ -732,11 +760,14 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
                 max_answer_tokens,
                 judge_temperature,
                 prompts,
+                batch,
+                cost,
                 json,
             };
             run_cmds::run(ctx, args, out)
         }
         Command::Assess(args) => run_cmds::assess(ctx, args, out),
+        Command::Batch { command } => batch_cmds::batch(ctx, command, out),
         Command::Sessions { json } => run_cmds::sessions(ctx, json, out),
         Command::Replay { .. } | Command::Demo { .. } => Err(input_error("`replay` and `demo` open the workbench")),
         Command::Import { command } => import_cmds::import(command, &*ctx.catalog()?, &ctx.data_dir()?, out),
@@ -774,7 +805,13 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         Command::Plot(args) => plot_cmds::plot(ctx, args, out),
         #[cfg(feature = "local-model")]
         Command::Bench { command } => match command {
-            BenchCommand::Local { name, tokens, runs } => model_cmds::bench(&name, tokens, runs, out),
+            BenchCommand::Local {
+                name,
+                tokens,
+                runs,
+                json,
+            } => model_cmds::bench(&name, tokens, runs, json, out),
+            BenchCommand::Ratio { ours, reference, json } => model_cmds::ratio(&ours, &reference, json, out),
         },
         #[cfg(feature = "local-model")]
         Command::Model { command } => match command {
@@ -788,6 +825,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         },
         Command::Chat {
             provider,
+            model,
             system,
             schema,
             temperature,
@@ -798,6 +836,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             ctx,
             llm_cmds::ChatArgs {
                 provider: &provider,
+                model: model.as_deref(),
                 system: system.as_deref(),
                 schema: schema.as_deref(),
                 temperature,

@@ -66,20 +66,46 @@ pub fn add(path: &Path, name: Option<&str>, out: &mut dyn Write) -> anyhow::Resu
             .map(|s| s.to_string_lossy().to_lowercase())
             .unwrap_or_else(|| "model".into()),
     };
-    let entry = local::add(&dir, path, &name).map_err(|e| input_error(e.to_string()))?;
+    let (entry, facts) = local::add(&dir, path, &name).map_err(|e| input_error(e.to_string()))?;
     writeln!(
         out,
-        "registered {} ({}): {}\nuse it with a provider: kind = \"local\", model = \"{}\"",
+        "registered {} ({}): {}",
         safe(&entry.name),
-        entry.architecture,
+        safe(&entry.architecture),
         safe(&entry.path.display().to_string()),
+    )?;
+    writeln!(
+        out,
+        "architecture {}, quantization {}, tokenizer {}, context {}, chat template: {}",
+        safe(&facts.architecture),
+        safe(&facts.quantization),
+        safe(&facts.tokenizer),
+        facts
+            .context
+            .map_or("not stated (4096 assumed)".into(), |c| format!("{c} tokens")),
+        if facts.chat_template {
+            "the file's own"
+        } else {
+            "none in the file (ChatML assumed)"
+        }
+    )?;
+    writeln!(
+        out,
+        "use it with a provider: kind = \"local\", model = \"{}\"",
         safe(&entry.name)
     )?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Prefill and decode speed of a local model, measured through the same code path as requests.
-pub fn bench(name: &str, tokens: u32, runs: u32, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+pub fn bench(name: &str, tokens: u32, runs: u32, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    // With --json the report is one object on stdout, and the lines along the way go to stderr.
+    let mut stderr = std::io::stderr();
+    let (log, out): (&mut dyn Write, &mut dyn Write) = if json {
+        (&mut stderr, out)
+    } else {
+        (out, &mut std::io::sink())
+    };
     use crate::llm::{ChatMessage, ChatRequest};
     use std::sync::atomic::AtomicBool;
     use std::time::Instant;
@@ -92,7 +118,7 @@ pub fn bench(name: &str, tokens: u32, runs: u32, out: &mut dyn Write) -> anyhow:
         .map_err(|e| input_error(e.to_string()))?
         .without_prefix_cache();
     writeln!(
-        out,
+        log,
         "{name}: loaded in {:.2} s ({})",
         started.elapsed().as_secs_f64(),
         path.display()
@@ -100,6 +126,7 @@ pub fn bench(name: &str, tokens: u32, runs: u32, out: &mut dyn Write) -> anyhow:
     let passage = "The Sorting Hat considered the first-year for a long moment before it spoke. ".repeat(12);
     let mut prefill = Vec::new();
     let mut decode = Vec::new();
+    let mut prompt_len = 0;
     for run in 0..runs.max(1) {
         let mut request = ChatRequest::new(vec![
             ChatMessage::system("You are Hermione Granger. Answer in character."),
@@ -114,6 +141,7 @@ pub fn bench(name: &str, tokens: u32, runs: u32, out: &mut dyn Write) -> anyhow:
             .encode(&model.prompt(&request))
             .map_err(|e| input_error(e.to_string()))?
             .len();
+        prompt_len = prompt_tokens;
         let t0 = Instant::now();
         let mut first = None;
         let mut pieces = 0usize;
@@ -132,7 +160,7 @@ pub fn bench(name: &str, tokens: u32, runs: u32, out: &mut dyn Write) -> anyhow:
             decode.push((generated - 1) as f64 / (total - first).as_secs_f64());
         }
         writeln!(
-            out,
+            log,
             "run {}: prompt {prompt_tokens} tokens, first piece after {:.0} ms, {generated} tokens in {:.2} s",
             run + 1,
             first.as_secs_f64() * 1000.0,
@@ -144,19 +172,97 @@ pub fn bench(name: &str, tokens: u32, runs: u32, out: &mut dyn Write) -> anyhow:
         v.get(v.len() / 2).copied().unwrap_or(0.0)
     };
     writeln!(
-        out,
+        log,
         "prefill: {:.1} tok/s (median of {})",
         median(&mut prefill),
         prefill.len()
     )?;
     writeln!(
-        out,
+        log,
         "decode:  {:.1} tok/s (median of {})",
         median(&mut decode),
         decode.len()
     )?;
+    let report = BenchReport {
+        engine: "incharacter".into(),
+        model: name.to_string(),
+        path: path.display().to_string(),
+        prompt_tokens: prompt_len,
+        decode_tokens: tokens,
+        runs: runs.max(1),
+        prefill_tok_s: median(&mut prefill.clone()),
+        decode_tok_s: median(&mut decode.clone()),
+        prefill_runs: prefill,
+        decode_runs: decode,
+    };
     let cached = local::LocalModel::load(name, &path).map_err(|e| input_error(e.to_string()))?;
-    interview_latency(&model, &cached, runs.max(2) as usize, out)
+    let code = interview_latency(&model, &cached, runs.max(2) as usize, log)?;
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+    }
+    Ok(code)
+}
+
+/// What `bench local --json` and `benches/llama_cpp_reference.py --json` print: one engine's speed on
+/// one GGUF (medians over the runs, in tokens per second).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BenchReport {
+    pub engine: String,
+    #[serde(default)]
+    pub model: String,
+    pub path: String,
+    pub prompt_tokens: usize,
+    pub decode_tokens: u32,
+    pub runs: u32,
+    pub prefill_tok_s: f64,
+    pub decode_tok_s: f64,
+    #[serde(default)]
+    pub prefill_runs: Vec<f64>,
+    #[serde(default)]
+    pub decode_runs: Vec<f64>,
+}
+
+/// `bench ratio OURS REFERENCE`: the engine's prefill and decode speed as a share of the reference's
+/// (two `--json` reports of one sitting on the same GGUF).
+pub fn ratio(ours: &Path, reference: &Path, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let read = |path: &Path| -> anyhow::Result<BenchReport> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| input_error(format!("cannot read {}: {e}", safe(&path.display().to_string()))))?;
+        serde_json::from_str(&text).map_err(|e| {
+            input_error(format!(
+                "{}:{}:{}: not a bench report ({e})",
+                safe(&path.display().to_string()),
+                e.line(),
+                e.column()
+            ))
+        })
+    };
+    let (a, b) = (read(ours)?, read(reference)?);
+    if a.prompt_tokens != b.prompt_tokens || a.decode_tokens != b.decode_tokens {
+        eprintln!(
+            "warning: the reports measured different work (prompt {} vs {} tokens, decode {} vs {})",
+            a.prompt_tokens, b.prompt_tokens, a.decode_tokens, b.decode_tokens
+        );
+    }
+    let prefill = a.prefill_tok_s / b.prefill_tok_s;
+    let decode = a.decode_tok_s / b.decode_tok_s;
+    if json {
+        let value = serde_json::json!({
+            "prefill_ratio": prefill, "decode_ratio": decode,
+            "ours": a, "reference": b,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+    } else {
+        let rows = [
+            ("prefill:", prefill, a.prefill_tok_s, b.prefill_tok_s),
+            ("decode: ", decode, a.decode_tok_s, b.decode_tok_s),
+        ];
+        for (label, ratio, ours, theirs) in rows {
+            let (x, y) = (safe(&a.engine), safe(&b.engine));
+            writeln!(out, "{label} {ratio:.2}× ({x} {ours:.1} tok/s, {y} {theirs:.1} tok/s)")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Time to an interview answer's first token for the first BFI questions of an English and a Chinese

@@ -195,7 +195,12 @@ pub fn observe(ctx: &Ctx, args: ObserveArgs, out: &mut dyn Write) -> anyhow::Res
             name: args.name.clone(),
         },
     };
-    drive::drive::<Observers>(ctx, start, args.concurrency, args.json, out)
+    let options = drive::Options {
+        concurrency: args.concurrency,
+        json: args.json,
+        ..Default::default()
+    };
+    drive::drive::<Observers>(ctx, start, options, out)
 }
 
 /// Turns, reports and failures so far.

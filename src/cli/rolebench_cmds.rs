@@ -121,7 +121,12 @@ pub fn run(ctx: &Ctx, args: RolebenchArgs, out: &mut dyn Write) -> anyhow::Resul
             }
         }
     };
-    drive::drive::<Rolebench>(ctx, start, args.concurrency, args.json, out)
+    let options = drive::Options {
+        concurrency: args.concurrency,
+        json: args.json,
+        ..Default::default()
+    };
+    drive::drive::<Rolebench>(ctx, start, options, out)
 }
 
 /// Answered, judged and failed questions so far.

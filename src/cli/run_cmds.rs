@@ -35,6 +35,8 @@ pub struct RunArgs {
     pub judge_temperature: Option<f32>,
     /// `--prompts DIR`.
     pub prompts: Option<PathBuf>,
+    pub batch: super::batch_cmds::BatchArgs,
+    pub cost: drive::CostArgs,
     pub json: bool,
 }
 
@@ -137,6 +139,10 @@ pub struct AssessArgs {
     /// Finish an interrupted re-assessment instead of starting one
     #[arg(long, conflicts_with_all = ["session", "methods", "judge", "judge_temperature", "prompts", "name"])]
     pub resume: Option<String>,
+    #[command(flatten)]
+    pub batch: super::batch_cmds::BatchArgs,
+    #[command(flatten)]
+    pub cost: drive::CostArgs,
     /// Print one JSON object at the end (the shape of `run --json`)
     #[arg(long)]
     pub json: bool,
@@ -168,7 +174,26 @@ pub fn assess(ctx: &Ctx, args: AssessArgs, out: &mut dyn Write) -> anyhow::Resul
         }
         (None, None) => return Err(input_error("name the session to re-assess, or --resume <ID>")),
     };
-    drive::drive::<Interviews>(ctx, start, args.concurrency, args.json, out)
+    drive::drive::<Interviews>(
+        ctx,
+        start,
+        options(args.concurrency, &args.batch, &args.cost, args.json)?,
+        out,
+    )
+}
+
+fn options(
+    concurrency: Option<usize>,
+    batch: &super::batch_cmds::BatchArgs,
+    cost: &drive::CostArgs,
+    json: bool,
+) -> anyhow::Result<drive::Options> {
+    Ok(drive::Options {
+        concurrency,
+        batch: batch.batch()?,
+        cost: cost.clone(),
+        json,
+    })
 }
 
 fn parse_methods(list: &str) -> anyhow::Result<Vec<Method>> {
@@ -192,7 +217,12 @@ pub fn run(ctx: &Ctx, args: RunArgs, out: &mut dyn Write) -> anyhow::Result<Exit
             name: args.name.clone(),
         },
     };
-    drive::drive::<Interviews>(ctx, start, args.concurrency, args.json, out)
+    drive::drive::<Interviews>(
+        ctx,
+        start,
+        options(args.concurrency, &args.batch, &args.cost, args.json)?,
+        out,
+    )
 }
 
 impl Headless for Interviews {
@@ -221,6 +251,31 @@ impl Headless for Interviews {
             run.plan.total_assessments(catalog),
             run.study.done.answers.len(),
         ))
+    }
+
+    fn cost(plan: &RunPlan, catalog: &Catalog, config: &llm::config::Config) -> Option<(f64, String)> {
+        let e = interview::estimate::estimate(plan, catalog);
+        let unpriced: Vec<&str> = [plan.rpa.as_str(), plan.judge.as_str()]
+            .into_iter()
+            .filter(|name| {
+                config
+                    .provider(name)
+                    .is_some_and(|p| p.price_in_per_mtok == 0.0 && p.price_out_per_mtok == 0.0)
+            })
+            .collect();
+        let mut what = format!(
+            "{} requests, ≈ {}k tokens: role-play {}k in, {}k out; judge {}k in, {}k out",
+            e.requests,
+            e.tokens().div_ceil(1000),
+            e.rpa.prompt.div_ceil(1000),
+            e.rpa.completion.div_ceil(1000),
+            e.judge.prompt.div_ceil(1000),
+            e.judge.completion.div_ceil(1000)
+        );
+        if !unpriced.is_empty() {
+            what.push_str(&format!("; no prices configured for {}", unpriced.join(", ")));
+        }
+        Some((e.cost(plan, config), what))
     }
 
     fn summary(events: &[Event], catalog: &Catalog) -> anyhow::Result<(String, Map<String, Value>)> {
@@ -454,6 +509,8 @@ struct Bars {
     bars: Option<BarSet>,
     counts: (usize, usize, usize),
     total_items: usize,
+    /// The providers a rate limit holds back (see [`Progress::held`]).
+    held: String,
 }
 
 impl Bars {
@@ -476,6 +533,17 @@ impl Bars {
             bars,
             counts: (answered, 0, 0),
             total_items,
+            held: String::new(),
+        }
+    }
+
+    /// The interviews bar's message: failures, and the providers a rate limit holds back.
+    fn message(&self) -> String {
+        let failed = self.counts.2;
+        match (failed, self.held.as_str()) {
+            (0, held) => held.to_string(),
+            (_, "") => format!("{failed} failed"),
+            (_, held) => format!("{failed} failed; {held}"),
         }
     }
 }
@@ -518,21 +586,31 @@ impl Progress for Bars {
             }
             _ => {}
         }
-        match bars {
+        let (answered, assessed, failed) = self.counts;
+        match &self.bars {
             Some((_, items, dims)) => {
-                items.set_position((*answered + *failed) as u64);
-                items.set_message(if *failed > 0 {
-                    format!("{failed} failed")
-                } else {
-                    String::new()
-                });
-                dims.set_position(*assessed as u64);
+                items.set_position((answered + failed) as u64);
+                items.set_message(self.message());
+                dims.set_position(assessed as u64);
             }
-            None if !matches!(event, Event::ItemAnswered { .. }) || *answered % 20 == 0 => eprintln!(
-                "answered {answered}/{} items, {failed} failed; {assessed} dimension assessments",
-                self.total_items
-            ),
+            None if !matches!(event, Event::ItemAnswered { .. }) || answered % 20 == 0 => {
+                let held = match self.held.as_str() {
+                    "" => String::new(),
+                    held => format!("; {held}"),
+                };
+                eprintln!(
+                    "answered {answered}/{} items, {failed} failed; {assessed} dimension assessments{held}",
+                    self.total_items
+                );
+            }
             None => {}
+        }
+    }
+
+    fn held(&mut self, providers: &str) {
+        self.held = providers.to_string();
+        if let Some((_, items, _)) = &self.bars {
+            items.set_message(self.message());
         }
     }
 

@@ -53,6 +53,8 @@ impl Snapshot {
 #[derive(Debug, Default)]
 pub struct Accounting {
     inner: Mutex<Snapshot>,
+    /// Told whenever a reply's cost is counted.
+    spent: tokio::sync::Notify,
 }
 
 impl Accounting {
@@ -82,6 +84,26 @@ impl Accounting {
                 + usage.completion_tokens as f64 * price_out_per_mtok)
                 / 1_000_000.0;
         });
+        self.spent.notify_waiters();
+    }
+
+    /// What the replies so far cost, in USD at the providers' prices.
+    pub fn cost(&self) -> f64 {
+        let snap = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        snap.by_provider_role.values().map(|c| c.cost).sum()
+    }
+
+    /// Waits until the replies' cost reaches `cap` USD; the cost then.
+    pub async fn reaching(&self, cap: f64) -> f64 {
+        loop {
+            // Registered before the check, so no count between the check and the wait is missed.
+            let counted = self.spent.notified();
+            let cost = self.cost();
+            if cost >= cap {
+                return cost;
+            }
+            counted.await;
+        }
     }
 
     #[cfg(any(test, feature = "testing"))]
@@ -116,5 +138,24 @@ mod tests {
         assert_eq!((c.requests, c.retries, c.prompt_tokens), (2, 1, 1_000_000));
         assert!((c.cost - 1.5).abs() < 1e-12);
         assert_eq!(s.total().cache_hits, 1);
+    }
+
+    #[tokio::test]
+    async fn a_cap_is_reached_when_the_cost_counted_reaches_it() {
+        let a = std::sync::Arc::new(Accounting::default());
+        let waiting = tokio::spawn({
+            let a = a.clone();
+            async move { a.reaching(1.0).await }
+        });
+        let usage = Usage {
+            prompt_tokens: 600_000,
+            completion_tokens: 0,
+        };
+        a.usage("p", Role::Rpa, usage, 1.0, 0.0);
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "0.60 USD is below the cap");
+        a.usage("p", Role::Judge, usage, 1.0, 0.0);
+        let reached = waiting.await.unwrap();
+        assert!((reached - 1.2).abs() < 1e-12, "{reached}");
     }
 }

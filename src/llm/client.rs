@@ -1,6 +1,7 @@
 //! `Client` turns a single-attempt `Transport` into a `ChatModel`: cache lookup first, then the
-//! concurrency limits, then attempts with the retry policy; every step is accounted and every retry is
-//! announced in the event stream (its partial text discarded).
+//! concurrency limits, then attempts with the retry policy, each sent when the provider's pace allows;
+//! every step is accounted and every retry is announced in the event stream (its partial text
+//! discarded).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -13,8 +14,9 @@ use super::adapt::{self, Adapter};
 use super::cache::{self, Cache, CacheEntry};
 use super::config::{CacheMode, ProviderConfig};
 pub use super::policy::Unreachable;
-use super::policy::{self, Backoff, Limits, Reachability};
+use super::policy::{self, Backoff, Limits, RateHeaders, Reachability};
 use super::{ChatEvent, ChatModel, ChatRequest, EventStream, LlmError, ModelInfo, Usage};
+use crate::text::approx_tokens;
 
 /// Rate-limit refusals one request rides out (with `Retry-After` or backoff up to 30 s each) before
 /// it fails; they do not count against `max_retries`.
@@ -25,6 +27,8 @@ pub const RATE_LIMIT_RETRIES: u32 = 50;
 pub struct Finished {
     pub usage: Option<Usage>,
     pub finish_reason: Option<String>,
+    /// What the reply's headers said of the provider's rate-limit budgets.
+    pub rate: RateHeaders,
 }
 
 /// How one attempt failed.
@@ -37,7 +41,9 @@ pub enum AttemptError {
     /// A non-success status before any token.
     Status {
         status: u16,
-        retry_after: Option<Duration>,
+        /// `Retry-After` and the rate-limit budgets, as the refusal's headers said (boxed: they are
+        /// most of the error's size, and rare).
+        rate: Box<RateHeaders>,
         message: String,
         /// The error body's `param` and `code` (OpenAI-style), which name what was refused.
         param: Option<String>,
@@ -71,13 +77,17 @@ impl AttemptError {
 
     /// The server refused for its rate (429, or 503 with a `Retry-After`): not the request's fault.
     fn rate_limited(&self) -> bool {
-        matches!(self, AttemptError::Status { status: 429, .. })
-            || matches!(self, AttemptError::Status { status: 503, retry_after: Some(_), .. })
+        match self {
+            AttemptError::Status { status: 429, .. } => true,
+            AttemptError::Status { status: 503, rate, .. } => rate.retry_after.is_some(),
+            _ => false,
+        }
     }
 
-    fn retry_after(&self) -> Option<Duration> {
+    /// The wait the server asked for before a request of about `tokens` tokens is sent again.
+    fn retry_after(&self, tokens: u64) -> Option<Duration> {
         match self {
-            AttemptError::Status { retry_after, .. } => *retry_after,
+            AttemptError::Status { rate, .. } => rate.wait(tokens),
             _ => None,
         }
     }
@@ -115,6 +125,12 @@ pub trait Transport: Send + Sync {
 
     /// Where the model lives; part of the cache key.
     fn base_url(&self) -> &str;
+
+    /// Whether attempts wait for a batch ([`super::batch`]) instead of going out one by one; then the
+    /// first request of a shape is not sent alone (its batch holds every request of its phase).
+    fn batched(&self) -> bool {
+        false
+    }
 }
 
 /// Shared by all clients of one run: the limits, the cache, the accounting and whether a provider
@@ -163,12 +179,21 @@ pub struct Client {
     config: Arc<ProviderConfig>,
     /// The provider's own (adaptive) limit, shared with every other client of the same provider.
     own: Arc<policy::AdaptiveLimit>,
+    /// The provider's pace, shared the same way.
+    pace: Arc<policy::Pace>,
     shared: Shared,
 }
 
 impl Client {
     pub fn new(transport: Arc<dyn Transport>, config: ProviderConfig, shared: Shared) -> Self {
-        let own = shared.limits.provider(&config.name, config.max_concurrency);
+        let own = if transport.batched() {
+            shared.limits.open_provider(&config.name, config.max_concurrency)
+        } else {
+            shared.limits.provider(&config.name, config.max_concurrency)
+        };
+        let pace = shared
+            .limits
+            .pace(&config.name, config.requests_per_minute, config.tokens_per_minute);
         // What the config states is adapted to from the first request, and journaled like the rest.
         for &kind in &config.stated {
             shared
@@ -179,6 +204,7 @@ impl Client {
             transport,
             config: Arc::new(config),
             own,
+            pace,
             shared,
         }
     }
@@ -206,6 +232,13 @@ impl ChatModel for Client {
     fn context_tokens(&self) -> Option<usize> {
         self.config.context_tokens.or_else(|| self.transport.context_tokens())
     }
+}
+
+/// About how many tokens a request asks for, as rate limits count them: its prompt (see
+/// [`approx_tokens`]) and its answer cap.
+fn tokens_asked(request: &ChatRequest) -> u64 {
+    let prompt: usize = request.messages.iter().map(|m| approx_tokens(&m.content)).sum();
+    prompt as u64 + u64::from(request.sampling.max_tokens.unwrap_or(0))
 }
 
 fn now_unix() -> u64 {
@@ -236,7 +269,9 @@ impl Client {
             }
             // Until a request of this shape to this provider and model has come back, one at a time:
             // a refusal then costs one request, and the rest go out adapted.
-            let gate = adapter.gate(provider, model, &shape);
+            let gate = (!self.transport.batched())
+                .then(|| adapter.gate(provider, model, &shape))
+                .flatten();
             let mut _first = match &gate {
                 Some(g) => Some(g.clone().lock_owned().await),
                 None => None,
@@ -292,24 +327,38 @@ impl Client {
         let role = request.meta.role;
         let acc = &self.shared.accounting;
         let cache = self.cache();
-        // Hold both permits for the whole request, retries included; the provider's first, so a
-        // request waiting for a busy provider holds no global permit another provider could use.
-        let Some(mut own) = self.own.acquire().await else {
-            return Outcome::Over;
-        };
-        let Ok(_global) = self.shared.limits.global.clone().acquire_owned().await else {
-            return Outcome::Over;
-        };
+        // Both places are held for the whole request, retries included, but for the wait after a
+        // rate-limit refusal: the request then gives them back and queues again under the cut
+        // limit, so refused requests do not go on hammering the server as wide as before.
+        let mut places = None;
         let backoff = Backoff {
             base: Duration::from_millis(self.config.retry_base_ms),
             seed: self.shared.seed,
         };
         let key_seed = u64::from_str_radix(&key[..16], 16).unwrap_or(0);
+        let tokens_asked = tokens_asked(request);
         let mut attempt = 0u32;
         // Rate-limit refusals have their own, larger budget: they say "later", not "wrong".
         let mut throttles = 0u32;
         let reach = &self.shared.reach;
         loop {
+            let (own, _global) = match &mut places {
+                Some(held) => held,
+                // The provider's first, so a request waiting for a busy provider holds no global
+                // permit another provider could use.
+                None => {
+                    let Some(own) = self.own.acquire().await else {
+                        return Outcome::Over;
+                    };
+                    let Ok(global) = self.shared.limits.global.clone().acquire_owned().await else {
+                        return Outcome::Over;
+                    };
+                    places.insert((own, global))
+                }
+            };
+            // What the provider's headers said is spent, and its configured pace, it waits out before
+            // the request goes.
+            let ticket = self.pace.admit(tokens_asked).await;
             if reach.is_unreachable(provider) {
                 acc.failure(provider, role);
                 let _ = tx.send(ChatEvent::Error(LlmError::Unreachable {
@@ -331,11 +380,17 @@ impl Client {
                 Err(AttemptError::Cancelled | AttemptError::Connect(_)) => {}
                 _ => reach.connected(provider),
             }
+            match &result {
+                Ok(Finished { rate, .. }) => self.pace.observe(rate, ticket),
+                Err(AttemptError::Status { rate, .. }) => self.pace.observe(rate, ticket),
+                Err(_) => {}
+            }
             match result {
                 Ok(finished) => {
                     reach.answered(provider);
                     own.succeeded();
                     if let Some(u) = finished.usage {
+                        self.pace.used(tokens_asked, u.prompt_tokens + u.completion_tokens);
                         acc.usage(
                             provider,
                             role,
@@ -386,9 +441,9 @@ impl Client {
                     }
                     if error.rate_limited() && throttles < RATE_LIMIT_RETRIES {
                         throttles += 1;
-                        let now = own.throttled();
+                        let now = places.take().map_or_else(|| self.own.limit(), |(own, _)| own.throttled());
                         acc.retry(provider, role);
-                        let delay = backoff.delay(key_seed, throttles.min(6), error.retry_after());
+                        let delay = backoff.delay(key_seed, throttles.min(6), error.retry_after(tokens_asked));
                         let event = ChatEvent::Retry {
                             attempt: attempt + throttles,
                             reason: format!("{reason} (rate limited: {now} in flight from now)"),
@@ -442,7 +497,7 @@ impl Client {
                     }
                     attempt += 1;
                     acc.retry(provider, role);
-                    let delay = backoff.delay(key_seed, attempt, error.retry_after());
+                    let delay = backoff.delay(key_seed, attempt, error.retry_after(tokens_asked));
                     let discarded_chars = tokens.iter().map(|t| t.chars().count()).sum();
                     let event = ChatEvent::Retry {
                         attempt,

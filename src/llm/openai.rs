@@ -40,7 +40,7 @@ impl OpenAi {
 
 /// Makes `ring` the process's TLS crypto provider, once, before the first client is built: reqwest is
 /// built without a provider of its own (its default, aws-lc-rs, needs a C toolchain and cmake).
-fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // An Err means another provider was installed first, which serves as well.
@@ -123,7 +123,7 @@ fn error_fields(body: &str) -> (Option<String>, Option<String>) {
 }
 
 /// The message of an OpenAI-style error body (`{"error": {"message": …}}`), else the text itself.
-fn error_message(body: &str) -> String {
+pub(crate) fn error_message(body: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let message = parsed.as_ref().and_then(|v| v.get("error")).and_then(|e| {
         e.get("message")
@@ -165,15 +165,12 @@ impl Transport for OpenAi {
             Ok(Ok(r)) => r,
         };
         let status = response.status().as_u16();
+        let headers = response.headers();
+        let rate = policy::RateHeaders::read(
+            |name| headers.get(name).and_then(|v| v.to_str().ok()),
+            std::time::SystemTime::now(),
+        );
         if !response.status().is_success() {
-            let header = |name: &str| {
-                response
-                    .headers()
-                    .get(name)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_string)
-            };
-            let wait = policy::retry_after(header("retry-after-ms").as_deref(), header("retry-after").as_deref());
             let text = match timeout_at(first_token_deadline, response.text()).await {
                 Ok(Ok(t)) => t,
                 _ => String::new(),
@@ -195,26 +192,32 @@ impl Transport for OpenAi {
             let (param, code) = error_fields(&text);
             return Err(AttemptError::Status {
                 status,
-                retry_after: wait,
+                rate: Box::new(rate),
                 message,
                 param,
                 code,
             });
         }
 
-        read_events(response.bytes_stream(), first_token_deadline, idle, on_token).await
+        let finished = read_events(response.bytes_stream(), first_token_deadline, idle, on_token).await?;
+        Ok(Finished { rate, ..finished })
     }
 
     fn info(&self) -> ModelInfo {
-        ModelInfo {
-            provider: self.config.name.clone(),
-            kind: "openai".into(),
-            model: self.config.model.clone(),
-        }
+        info(&self.config)
     }
 
     fn base_url(&self) -> &str {
         &self.config.base_url
+    }
+}
+
+/// What sessions record of an OpenAI-compatible provider's model.
+pub(crate) fn info(config: &ProviderConfig) -> ModelInfo {
+    ModelInfo {
+        provider: config.name.clone(),
+        kind: "openai".into(),
+        model: config.model.clone(),
     }
 }
 
@@ -272,7 +275,11 @@ where
         got_first = true;
         let data = event.data.trim();
         if data == "[DONE]" {
-            return Ok(Finished { usage, finish_reason });
+            return Ok(Finished {
+                usage,
+                finish_reason,
+                ..Finished::default()
+            });
         }
         if data.is_empty() {
             continue;
@@ -314,7 +321,7 @@ where
 /// A reqwest error without its URL's query (which could carry a key on some proxies).
 /// The error without the URL (the caller names the base URL), with its root cause: reqwest's own
 /// message ("error sending request") does not say that the connection was refused.
-fn without_url(e: &reqwest::Error) -> String {
+pub(crate) fn without_url(e: &reqwest::Error) -> String {
     let text = e.to_string();
     let mut message = match text.find(" for url (") {
         Some(i) => text[..i].to_string(),

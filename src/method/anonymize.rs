@@ -2,6 +2,9 @@
 //! `<the participant>` and the experimenter becomes `<the experimenter>`, longest name first, on word
 //! boundaries. (The original code replaced every capital "M" when James Bond's experimenter was M,
 //! mangling "Mission" and "Moneypenny"; a name is only replaced where it stands as a word.)
+//! CJK text has no spaces: a Chinese name is masked wherever it appears.
+
+use crate::text::is_cjk;
 
 pub const PARTICIPANT: &str = "<the participant>";
 pub const EXPERIMENTER: &str = "<the experimenter>";
@@ -14,11 +17,6 @@ pub struct Masker {
 
 fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
-}
-
-/// CJK text has no spaces: a Chinese name is masked wherever it appears.
-fn is_cjk(c: char) -> bool {
-    matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{4dbf}' | '\u{4e00}'..='\u{9fff}' | '\u{f900}'..='\u{faff}' | '\u{ac00}'..='\u{d7af}')
 }
 
 impl Masker {

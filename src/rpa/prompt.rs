@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::memories::Memories;
-use super::retrieval::approx_tokens;
+use crate::text::approx_tokens;
 use crate::domain::character::Character;
 use crate::domain::scale::Language;
 use crate::llm::ChatMessage;

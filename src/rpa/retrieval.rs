@@ -3,12 +3,10 @@
 
 use std::collections::HashMap;
 
+use crate::text::is_cjk;
+
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
-
-fn is_cjk(c: char) -> bool {
-    matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{4dbf}' | '\u{4e00}'..='\u{9fff}' | '\u{f900}'..='\u{faff}' | '\u{ac00}'..='\u{d7af}')
-}
 
 /// Terms of a text: lower-case alphanumeric words; CJK characters and bigrams of adjacent CJK characters.
 pub fn terms(text: &str) -> Vec<String> {
@@ -107,16 +105,6 @@ impl Bm25 {
     }
 }
 
-/// A documented approximation of model tokens: one per CJK character, 1.3 per other word.
-pub fn approx_tokens(text: &str) -> usize {
-    let cjk = text.chars().filter(|c| is_cjk(*c)).count();
-    let words = text
-        .split(|c: char| c.is_whitespace() || is_cjk(c))
-        .filter(|w| !w.is_empty())
-        .count();
-    cjk + (words as f64 * 1.3).ceil() as usize
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,11 +127,5 @@ mod tests {
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), vec![2, 0]);
         assert!(index.search("dragons", 5).is_empty());
         assert_eq!(Bm25::new(&["旅行者来到璃月", "钟离喜欢喝茶"]).search("钟离", 1)[0].0, 1);
-    }
-
-    #[test]
-    fn token_approximation() {
-        assert_eq!(approx_tokens("你好 world"), 2 + 2);
-        assert_eq!(approx_tokens("a b c d e f g h i j"), 13);
     }
 }

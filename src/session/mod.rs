@@ -3,6 +3,7 @@
 //! exports them, the bundled samples included; [`run::Run`] is the one lifecycle every kind of study
 //! goes through (open → journal → execute → finish, and resume). The CLI and the TUI both stand on it.
 
+pub mod batch;
 pub mod run;
 pub mod store;
 
@@ -45,6 +46,13 @@ pub enum SessionError {
         base_url: String,
         reason: String,
     },
+    /// What the run spent reached its cap (`--max-cost`): it stopped cleanly.
+    #[error("the run spent ${spent:.2} at the providers' prices, reaching its cap of ${cap:.2}; it stopped")]
+    CostCap { spent: f64, cap: f64 },
+    /// Batch mode could not go on (a results file refused, a batch that failed, a Batch API that
+    /// answers no more); `input` when the user's file or config is at fault.
+    #[error("{}", safe(reason))]
+    Batch { reason: String, input: bool },
     /// A provider refused every request the same way: the run stopped early.
     #[error("{provider} at {base_url} refused {n} requests in a row the same way ({reason}); the run stopped")]
     Refused {
@@ -67,6 +75,8 @@ impl SessionError {
             | SessionError::Unreachable { .. }
             | SessionError::Refused { .. } => false,
             SessionError::Study(e) => e.is_input(),
+            SessionError::Batch { input, .. } => *input,
+            SessionError::CostCap { .. } => false,
         }
     }
 
@@ -78,6 +88,8 @@ impl SessionError {
                 | SessionError::Results { .. }
                 | SessionError::Unreachable { .. }
                 | SessionError::Refused { .. }
+                | SessionError::Batch { input: false, .. }
+                | SessionError::CostCap { .. }
         )
     }
 }

@@ -8,13 +8,16 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::batch::{BatchMode, Batching, Import};
 use super::{SessionError, Store, new_id, sessions_dir};
 use crate::catalog::Catalog;
 use crate::journal::{self, Journal};
 use crate::llm::cache::Cache;
 use crate::llm::client::{Shared, Unreachable};
 use crate::llm::config::Config;
+use crate::llm::batch::{Counted, Watched};
 use crate::llm::{self, ChatModel};
+use tokio::sync::oneshot;
 use crate::study::live::{LiveSink, Observed, Pause};
 use crate::study::{Env, Event, SessionHeader, Study, VersionChange, version_changes};
 
@@ -38,6 +41,18 @@ pub struct Run<S: Study> {
     journal: Journal,
     catalog: Arc<Catalog>,
     shared: Shared,
+    /// Batch mode, when the run sends its phases as batches.
+    batching: Option<Batching>,
+    /// The most the run may spend (USD at the providers' prices) before it stops.
+    max_cost: Option<f64>,
+}
+
+/// How an execution ended.
+pub enum Ended {
+    /// The run is complete: the session's records.
+    Complete(Vec<Event>),
+    /// Batch files mode: a phase's requests are written here, and the run waits for their results.
+    Waiting(PathBuf),
 }
 
 /// Connects providers by name, sharing one cache, one set of limits and one seed.
@@ -52,6 +67,45 @@ pub fn connector<'a>(
     }
 }
 
+/// Connects providers for batch mode: clients whose attempts park in the hub, with no limit on how
+/// many may wait; with the Batch API, each provider's API is kept for the coordinator.
+fn batch_connector<'a>(
+    config: &'a Config,
+    shared: &'a Shared,
+    batching: &'a Batching,
+) -> impl Fn(&str) -> Result<Arc<dyn ChatModel>, llm::LlmError> + 'a {
+    use crate::llm::batch::{BatchApi, BatchTransport, UNLIMITED};
+    use crate::llm::client::Client;
+    use crate::llm::config::ProviderKind;
+    move |name: &str| {
+        let provider = config
+            .provider(name)
+            .ok_or_else(|| llm::LlmError::Config(format!("unknown provider \"{name}\"")))?;
+        if provider.kind != ProviderKind::Openai {
+            return Err(llm::LlmError::Config(format!(
+                "provider \"{name}\" is the embedded model: batch mode needs an OpenAI-compatible provider \
+                 (the Batch API, or a model name for an offline engine's batch file)"
+            )));
+        }
+        // A batch holds a whole phase; the provider's pace is for requests sent one by one.
+        let mut provider = provider.clone();
+        provider.max_concurrency = UNLIMITED;
+        provider.requests_per_minute = None;
+        provider.tokens_per_minute = None;
+        if batching.mode == BatchMode::Api {
+            let key = provider.resolve_key(&|k: &str| std::env::var(k).ok())?;
+            let api = Arc::new(BatchApi::new(provider.clone(), key)?);
+            batching
+                .apis
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(provider.name.clone(), api);
+        }
+        let transport = Arc::new(BatchTransport::new(batching.hub.clone(), provider.clone()));
+        Ok(Arc::new(Client::new(transport, provider, shared.clone())) as Arc<dyn ChatModel>)
+    }
+}
+
 impl<S: Study> Run<S> {
     /// Opens the session (new or resumed) and everything its run needs.
     pub fn open(
@@ -60,6 +114,30 @@ impl<S: Study> Run<S> {
         store: &Store,
         start: Start<S::Plan>,
         concurrency: Option<usize>,
+    ) -> Result<Run<S>, SessionError> {
+        Self::open_with(catalog, config, store, start, concurrency, None)
+    }
+
+    /// Opens the session to run in batch mode; `import` holds results checked against the phase the
+    /// session waits for ([`super::batch::check_import`]).
+    pub fn open_batch(
+        catalog: Arc<Catalog>,
+        config: &Config,
+        store: &Store,
+        start: Start<S::Plan>,
+        mode: BatchMode,
+        import: Option<Import>,
+    ) -> Result<Run<S>, SessionError> {
+        Self::open_with(catalog, config, store, start, None, Some((mode, import)))
+    }
+
+    fn open_with(
+        catalog: Arc<Catalog>,
+        config: &Config,
+        store: &Store,
+        start: Start<S::Plan>,
+        concurrency: Option<usize>,
+        batch: Option<(BatchMode, Option<Import>)>,
     ) -> Result<Run<S>, SessionError> {
         let (id, dir, mut plan, name, prior) = match start {
             Start::Resume { id } => {
@@ -76,6 +154,11 @@ impl<S: Study> Run<S> {
                 let dir = sessions_dir(store.data()).join(&id);
                 (id, dir, plan, name, Vec::new())
             }
+        };
+        let batching = batch.map(|(mode, import)| Batching::new(mode, &prior, import, dir.clone(), id.clone()));
+        let concurrency = match &batching {
+            Some(_) => Some(crate::llm::batch::UNLIMITED),
+            None => concurrency,
         };
         let shared = Shared::new(
             concurrency.unwrap_or(config.max_concurrency),
@@ -95,7 +178,12 @@ impl<S: Study> Run<S> {
         // A resume starts with what the providers already refused.
         shared.adapter.known(&crate::study::adaptations(&prior));
         let prepared = {
-            let connect = connector(config, store, &shared);
+            let streaming = connector(config, store, &shared);
+            let batched = batching.as_ref().map(|b| batch_connector(config, &shared, b));
+            let connect = |name: &str| match &batched {
+                Some(connect) => connect(name),
+                None => streaming(name),
+            };
             let env = Env {
                 catalog: &catalog,
                 data: store.data(),
@@ -141,16 +229,48 @@ impl<S: Study> Run<S> {
             journal,
             catalog,
             shared,
+            batching,
+            max_cost: None,
         })
+    }
+
+    /// Stops the run cleanly (resumable) once what it spent reaches `usd`.
+    pub fn cap_cost(&mut self, usd: f64) {
+        self.max_cost = Some(usd);
     }
 
     /// Runs what the session still lacks. Every record is journaled, then given to `on_event`; with
     /// `live`, model calls are also reported (and held while paused). Returns the session's records.
     pub async fn execute(
+        self,
+        live: Option<(LiveSink, Pause)>,
+        on_event: impl FnMut(&Event) + Send,
+    ) -> Result<Vec<Event>, SessionError> {
+        match self.drive(live, on_event, &|_| {}).await? {
+            Ended::Complete(events) => Ok(events),
+            Ended::Waiting(path) => Err(SessionError::Batch {
+                reason: format!("the run waits for the results of {}", path.display()),
+                input: false,
+            }),
+        }
+    }
+
+    /// [`Run::execute`] in batch mode (a run opened by [`Run::open_batch`]): `note` hears how its
+    /// batches are doing. Ends `Waiting` when a phase was written for an offline engine.
+    pub async fn execute_batch(
+        self,
+        on_event: impl FnMut(&Event) + Send,
+        note: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<Ended, SessionError> {
+        self.drive(None, on_event, note).await
+    }
+
+    async fn drive(
         mut self,
         live: Option<(LiveSink, Pause)>,
         mut on_event: impl FnMut(&Event) + Send,
-    ) -> Result<Vec<Event>, SessionError> {
+        note: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<Ended, SessionError> {
         if let Some((sink, pause)) = live {
             self.study.wrap_models(&|inner| {
                 Arc::new(Observed {
@@ -160,8 +280,14 @@ impl<S: Study> Run<S> {
                 }) as Arc<dyn ChatModel>
             });
         }
+        let hub = self.batching.as_ref().map(|b| b.hub.clone());
+        if let Some(hub) = &hub {
+            self.study.wrap_models(&|inner| Arc::new(Counted { inner, hub: hub.clone() }) as Arc<dyn ChatModel>);
+        }
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<S::Step>();
+        let (batch_tx, mut batch_rx) = tokio::sync::mpsc::unbounded_channel::<(Event, oneshot::Sender<bool>)>();
         let shared = self.shared.clone();
+        let max_cost = self.max_cost;
         let path = self.journal.path.clone();
         let unwritable = |source| SessionError::Unwritable {
             path: path.clone(),
@@ -169,19 +295,39 @@ impl<S: Study> Run<S> {
         };
         let stopped = {
             let Run {
-                study, plan, journal, ..
+                study,
+                plan,
+                journal,
+                batching,
+                ..
             } = &mut self;
             let work = async {
                 study.run(plan, &tx).await;
                 drop(tx);
             };
+            let work: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> = match &hub {
+                Some(hub) => Box::pin(Watched::new(hub.clone(), work)),
+                None => Box::pin(work),
+            };
             let adapter = shared.adapter.clone();
             let record = async {
-                while let Some(step) = rx.recv().await {
-                    // What a provider refused is journaled before the step its adapted request made.
-                    for event in adapter.take_fresh().into_iter().map(Event::Adapted).chain([step.into()]) {
-                        journal.append(&event)?;
-                        on_event(&event);
+                loop {
+                    tokio::select! {
+                        biased;
+                        Some((event, ack)) = batch_rx.recv() => {
+                            let written = journal.append(&event);
+                            let _ = ack.send(written.is_ok());
+                            written?;
+                            on_event(&event);
+                        }
+                        step = rx.recv() => {
+                            let Some(step) = step else { break };
+                            // What a provider refused is journaled before the step its adapted request made.
+                            for event in adapter.take_fresh().into_iter().map(Event::Adapted).chain([step.into()]) {
+                                journal.append(&event)?;
+                                on_event(&event);
+                            }
+                        }
                     }
                 }
                 for event in adapter.take_fresh().into_iter().map(Event::Adapted) {
@@ -190,10 +336,24 @@ impl<S: Study> Run<S> {
                 }
                 Ok::<_, std::io::Error>(())
             };
+            let coordinate = async {
+                match batching {
+                    Some(b) => b.coordinate(&batch_tx, note).await,
+                    None => std::future::pending().await,
+                }
+            };
             let unreachable = shared.unreachable();
-            tokio::pin!(work, record, unreachable);
+            let accounting = shared.accounting.clone();
+            let capped = async {
+                match max_cost {
+                    Some(cap) => (accounting.reaching(cap).await, cap),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(work, record, unreachable, coordinate, capped);
             // A journal that cannot be written stops the work at once, so nothing more is asked that
-            // could not be kept; so does a provider that no longer answers at all.
+            // could not be kept; so does a provider that no longer answers at all, and a batch
+            // phase written for an offline engine.
             tokio::select! {
                 biased;
                 r = &mut record => {
@@ -204,19 +364,29 @@ impl<S: Study> Run<S> {
                     record.await.map_err(unwritable)?;
                     None
                 }
-                u = &mut unreachable => Some(u),
+                u = &mut unreachable => Some(Stop::Unreachable(u)),
+                c = &mut coordinate => Some(Stop::Batch(c)),
+                (spent, cap) = &mut capped => Some(Stop::Capped { spent, cap }),
             }
         };
-        if let Some(u) = stopped.or_else(|| shared.unreachable_now()) {
+        let stopped = match stopped {
+            None => shared.unreachable_now().map(Stop::Unreachable),
+            stopped => stopped,
+        };
+        if let Some(stop) = stopped {
             // The work is dropped; what it finished before that is kept, not asked again.
             while let Ok(step) = rx.try_recv() {
                 let event: Event = step.into();
                 self.journal.append(&event).map_err(unwritable)?;
                 on_event(&event);
             }
-            return Err(unreachable_error(u));
+            return match stop {
+                Stop::Unreachable(u) => Err(unreachable_error(u)),
+                Stop::Batch(written) => written.map(Ended::Waiting),
+                Stop::Capped { spent, cap } => Err(SessionError::CostCap { spent, cap }),
+            };
         }
-        self.finish()
+        self.finish().map(Ended::Complete)
     }
 
     /// Ends a complete run: `RunFinished` in the journal, then `results.json` from the whole journal.
@@ -236,6 +406,19 @@ impl<S: Study> Run<S> {
             .map_err(|source| SessionError::Results { path, source })?;
         Ok(events)
     }
+
+    /// The run's limits on requests in flight, to show which providers a rate limit holds back.
+    pub fn limits(&self) -> Arc<crate::llm::policy::Limits> {
+        self.shared.limits.clone()
+    }
+}
+
+/// Why a run stopped before its work was done.
+enum Stop {
+    Unreachable(Unreachable),
+    /// Batch files mode wrote a phase (or could not go on).
+    Batch(Result<PathBuf, SessionError>),
+    Capped { spent: f64, cap: f64 },
 }
 
 fn unreachable_error(u: Unreachable) -> SessionError {

@@ -117,6 +117,8 @@ pub enum Event {
     },
     /// A provider refused part of a request in a documented way; its requests go adapted from here.
     Adapted(crate::llm::adapt::Adaptation),
+    /// A step of batch mode: a phase's requests written or submitted, a batch ended, results imported.
+    Batch(crate::llm::batch::Step),
 }
 
 /// An export with `session.adaptations`: what providers refused and how the run adapted (it changes

@@ -181,6 +181,8 @@ pub enum Action {
     SessionLoaded(Vec<Event>),
     /// The run task ended (`Err` says why it stopped early).
     RunEnded(Result<(), String>),
+    /// The providers a rate limit now holds below their maximum (sent when it changes).
+    Held(Vec<crate::llm::policy::Throttled>),
     Sessions(Vec<SessionEntry>),
     Compared(Vec<(String, Vec<SummaryRow>)>),
     /// Two marked sessions compared, paired (`Err`: why they cannot be).
@@ -497,9 +499,11 @@ impl App {
             }
             Action::Tick(ms) => self.now_ms = ms,
             Action::SessionLoaded(events) => self.session_loaded(&events),
+            Action::Held(held) => self.live.held = held,
             Action::RunEnded(result) => {
                 self.live.running = false;
                 self.live.paused = false;
+                self.live.held.clear();
                 // A probe that finished is measured against the session before it.
                 let probe = self.persona.probe.take().filter(|c| {
                     result.is_ok()

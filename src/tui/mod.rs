@@ -644,12 +644,31 @@ impl Driver {
             let sink: LiveSink = Arc::new(move |l| {
                 let _ = live_tx.send(Action::Live(l));
             });
+            // The providers a rate limit holds back change with every few replies: a look four times
+            // a second is enough for a person, and sends nothing while nothing changes.
+            let limits = run.limits();
+            let held_tx = tx.clone();
+            let watch = tokio::spawn(async move {
+                let mut shown = Vec::new();
+                let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
+                loop {
+                    tick.tick().await;
+                    let held = limits.throttled();
+                    if held != shown {
+                        shown = held.clone();
+                        if held_tx.send(Action::Held(held)).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
             let events_tx = tx.clone();
             let result = run
                 .execute(Some((sink, pause)), move |e| {
                     let _ = events_tx.send(Action::Engine(e.clone()));
                 })
                 .await;
+            watch.abort();
             if let Ok(events) = &result
                 && let Some(last @ Event::RunFinished { .. }) = events.last()
             {

@@ -320,6 +320,7 @@ impl RunView {
             Event::RolebenchStarted { plan, .. } => {
                 self.rolebench = Some(plan.as_ref().clone());
             }
+            Event::Batch(step) => self.log(terminal_safe(&step.describe())),
             Event::Rolebench(step) => {
                 if let crate::study::rolebench::Step::AnswerFailed { line, error } = step {
                     self.log(format!("failed: RoleBench line {line}: {}", terminal_safe(error)));

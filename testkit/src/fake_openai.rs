@@ -6,6 +6,8 @@
 //! JSONL (never the Authorization header's value). Integration tests and benchmarks run it in-process
 //! (`FakeServer::start`) or as the `fake-openai` binary of this crate.
 
+pub mod batch;
+
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -26,6 +28,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use incharacter::domain::rng::SplitMix64;
+
+use self::batch::BatchOrder;
 
 /// A fault the server can inject instead of (or in the middle of) a normal reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,11 +104,18 @@ pub struct FakeConfig {
     /// Answer 429 (with `retry-after-ms: 20`) to a request that would make more than this many in
     /// flight, as a rate-limited API does.
     pub concurrency_limit: Option<usize>,
+    /// At most this many requests per window (windows of this length from the server's start), as
+    /// OpenAI counts them: every reply says what is left (`x-ratelimit-remaining-requests`) and when
+    /// the window ends (`x-ratelimit-reset-requests`), and a request over the budget gets a 429
+    /// saying so (with no `Retry-After`: the reset is the only hint).
+    pub requests_per_window: Option<(u32, Duration)>,
     /// In every structured reply that has this property, give it 99 (out of any questionnaire's range):
     /// a judge that always gets one item wrong.
     pub out_of_range_key: Option<String>,
     pub log: Option<PathBuf>,
     pub model: String,
+    /// The order of a batch's output lines (see [`batch`]).
+    pub batch_order: BatchOrder,
 }
 
 impl Default for FakeConfig {
@@ -125,8 +136,10 @@ impl Default for FakeConfig {
             reasoning: false,
             no_numeric_bounds: false,
             concurrency_limit: None,
+            requests_per_window: None,
             log: None,
             model: "fake-openai".into(),
+            batch_order: BatchOrder::default(),
         }
     }
 }
@@ -138,8 +151,14 @@ pub struct Stats {
     pub faults: u64,
     pub in_flight: usize,
     pub max_in_flight: usize,
-    /// Requests refused by `concurrency_limit`.
+    /// Requests refused by `concurrency_limit` or `requests_per_window`.
     pub throttled: u64,
+    /// Batches created (`POST /v1/batches`); `requests` counts `/v1/chat/completions` calls only.
+    pub batches: u64,
+    /// Batch lines answered.
+    pub batch_lines: u64,
+    /// Files uploaded (`POST /v1/files`; not the output and error files the server writes).
+    pub files: u64,
 }
 
 /// One request as the latency model sees it (for benchmarks that compare with the ideal bound).
@@ -159,20 +178,24 @@ pub struct TraceEntry {
     pub fault: Option<Fault>,
 }
 
-struct Shared {
-    config: FakeConfig,
+pub(crate) struct Shared {
+    pub(crate) config: FakeConfig,
     started: tokio::time::Instant,
     trace: Mutex<Vec<TraceEntry>>,
-    attempts: Mutex<HashMap<String, u32>>,
+    pub(crate) attempts: Mutex<HashMap<String, u32>>,
     requests: AtomicU64,
-    faults: AtomicU64,
+    pub(crate) faults: AtomicU64,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     throttled: AtomicU64,
+    /// The current `requests_per_window` window's index and the requests it has seen.
+    window: Mutex<(u128, u32)>,
     log: Mutex<Option<std::fs::File>>,
     seen: Mutex<Vec<Value>>,
     /// The request count, for tests that wait until the server has seen enough.
     count: tokio::sync::watch::Sender<u64>,
+    /// The Batch API's files and batches.
+    pub(crate) batch: batch::Store,
 }
 
 /// Keeps the in-flight count right however a response ends (finished, cut, or dropped by the client).
@@ -219,14 +242,17 @@ impl FakeServer {
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             throttled: AtomicU64::new(0),
+            window: Mutex::default(),
             log: Mutex::new(log),
             seen: Mutex::default(),
             count: tokio::sync::watch::channel(0).0,
+            batch: batch::Store::default(),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
             .route("/v1/models", get(models))
             .route("/v1/_stats", get(stats))
+            .merge(batch::routes())
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
         let addr = listener.local_addr()?;
@@ -268,12 +294,16 @@ impl Drop for FakeServer {
 }
 
 fn snapshot(shared: &Shared) -> Stats {
+    let batch = shared.batch.counts();
     Stats {
         requests: shared.requests.load(Ordering::SeqCst),
         faults: shared.faults.load(Ordering::SeqCst),
         in_flight: shared.in_flight.load(Ordering::SeqCst),
         max_in_flight: shared.max_in_flight.load(Ordering::SeqCst),
         throttled: shared.throttled.load(Ordering::SeqCst),
+        batches: batch.batches,
+        batch_lines: batch.batch_lines,
+        files: batch.files,
     }
 }
 
@@ -287,27 +317,24 @@ async fn models(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     )
 }
 
-fn digest(text: &str) -> String {
+pub(crate) fn digest(text: &str) -> String {
     Sha256::digest(text.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
 }
 
-fn unit(hex: &str, salt: u64) -> f64 {
+pub(crate) fn unit(hex: &str, salt: u64) -> f64 {
     let x = u64::from_str_radix(&hex[..16], 16).unwrap_or(0) ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     SplitMix64(x).unit()
 }
 
-/// A 400 as OpenAI words a refused parameter.
-fn refusal(message: &str, param: &str, code: &str) -> Response {
+/// A 400 as OpenAI words a refused parameter: the status and the error body.
+fn refusal(message: &str, param: &str, code: &str) -> (StatusCode, Value) {
     (
         StatusCode::BAD_REQUEST,
-        axum::Json(
-            json!({"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}),
-        ),
+        json!({"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}),
     )
-        .into_response()
 }
 
 /// The first numeric or length bound keyword in a schema (property names are not keywords).
@@ -337,6 +364,11 @@ fn bound_in(schema: &Value) -> Option<&'static str> {
 
 /// What a server that behaves as documented refuses in `request`, if anything.
 fn documented_refusal(config: &FakeConfig, request: &Value) -> Option<Response> {
+    refused(config, request).map(|(status, body)| (status, axum::Json(body)).into_response())
+}
+
+/// [`documented_refusal`] as a status and an error body (a batch line's result carries them).
+pub(crate) fn refused(config: &FakeConfig, request: &Value) -> Option<(StatusCode, Value)> {
     if config.reasoning {
         if request.get("max_tokens").is_some() {
             return Some(refusal(
@@ -370,12 +402,13 @@ fn documented_refusal(config: &FakeConfig, request: &Value) -> Option<Response> 
     None
 }
 
+/// The body of an error this server makes up (an injected fault, a refusal of its own).
+pub(crate) fn error_body(message: &str) -> Value {
+    json!({"error": {"message": message, "type": "fake_openai_fault"}})
+}
+
 fn error_response(status: StatusCode, message: &str, extra: &[(&str, &str)]) -> Response {
-    let mut response = (
-        status,
-        axum::Json(json!({"error": {"message": message, "type": "fake_openai_fault"}})),
-    )
-        .into_response();
+    let mut response = (status, axum::Json(error_body(message))).into_response();
     for (name, value) in extra {
         if let (Ok(n), Ok(v)) = (name.parse::<axum::http::HeaderName>(), value.parse()) {
             response.headers_mut().insert(n, v);
@@ -439,6 +472,17 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             &[("retry-after-ms", "20")],
         );
     }
+    let window = count_in_window(&shared);
+    if let Some((headers, true)) = &window {
+        shared.throttled.fetch_add(1, Ordering::SeqCst);
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        return error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Rate limit reached for requests in this window.",
+            &headers,
+        );
+    }
+    let window = window.map(|(headers, _)| headers).unwrap_or_default();
     tokio::time::sleep(config.first_byte).await;
     if fault.is_some() {
         shared.faults.fetch_add(1, Ordering::SeqCst);
@@ -468,7 +512,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     };
     if let Some(response) = error {
         record(&shared, arrival_ms, &request, 0, 0, fault);
-        return response;
+        return with_headers(response, &window);
     }
 
     let reply = reply_for(config, &request, &content_key);
@@ -489,12 +533,13 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     let stream_events = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
     if !stream_events {
         record(&shared, arrival_ms, &request, tokens.len(), 1, fault);
-        return axum::Json(json!({
+        let response = axum::Json(json!({
             "id": id, "object": "chat.completion", "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": tokens.len(), "total_tokens": prompt_tokens + tokens.len()},
         }))
         .into_response();
+        return with_headers(response, &window);
     }
 
     let chunk = |delta: Value, finish: Value| {
@@ -579,12 +624,61 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             }
         },
     );
-    Response::builder()
+    let response = Response::builder()
         .status(StatusCode::OK)
         .header("content-type", "text/event-stream")
         .header("cache-control", "no-cache")
         .body(Body::from_stream(body))
-        .unwrap_or_else(|_| error_response(StatusCode::INTERNAL_SERVER_ERROR, "cannot build the response", &[]))
+        .unwrap_or_else(|_| error_response(StatusCode::INTERNAL_SERVER_ERROR, "cannot build the response", &[]));
+    with_headers(response, &window)
+}
+
+/// Counts a request in its `requests_per_window` window: the headers every reply in it carries, and
+/// whether the window's budget was spent before it.
+fn count_in_window(shared: &Shared) -> Option<(Vec<(&'static str, String)>, bool)> {
+    let (budget, length) = shared.config.requests_per_window?;
+    let length = length.as_nanos().max(1);
+    let elapsed = shared.started.elapsed().as_nanos();
+    let index = elapsed / length;
+    let used = {
+        let mut window = shared.window.lock().unwrap_or_else(|p| p.into_inner());
+        if window.0 != index {
+            *window = (index, 0);
+        }
+        window.1 += 1;
+        window.1
+    };
+    let reset = Duration::from_nanos(u64::try_from((index + 1) * length - elapsed).unwrap_or(u64::MAX));
+    let headers = vec![
+        ("x-ratelimit-limit-requests", budget.to_string()),
+        (
+            "x-ratelimit-remaining-requests",
+            budget.saturating_sub(used).to_string(),
+        ),
+        ("x-ratelimit-reset-requests", go_duration(reset)),
+    ];
+    Some((headers, used > budget))
+}
+
+/// A duration as OpenAI's headers write it (Go's notation), in whole milliseconds rounded up:
+/// `20ms`, `1.5s`, `6m0s`.
+fn go_duration(d: Duration) -> String {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    let (minutes, seconds) = (ms / 60_000, (ms % 60_000) as f64 / 1000.0);
+    match (minutes, ms) {
+        (0, ..1000) => format!("{ms}ms"),
+        (0, _) => format!("{seconds}s"),
+        _ => format!("{minutes}m{seconds}s"),
+    }
+}
+
+fn with_headers(mut response: Response, headers: &[(&'static str, String)]) -> Response {
+    for (name, value) in headers {
+        if let Ok(value) = value.parse() {
+            response.headers_mut().insert(*name, value);
+        }
+    }
+    response
 }
 
 /// What the streamed body carries, event by event.
@@ -677,7 +771,7 @@ const ROLE_PLAY_ZH: &[&str] = &[
     "有时候连我自己都觉得意外。",
 ];
 
-fn reply_for(config: &FakeConfig, request: &Value, key: &str) -> String {
+pub(crate) fn reply_for(config: &FakeConfig, request: &Value, key: &str) -> String {
     let last_user = request["messages"]
         .as_array()
         .into_iter()

@@ -8,12 +8,16 @@ mod common;
 
 mod adapt;
 mod annotation;
+mod batch;
+mod bench;
 mod cache;
 mod cards;
 mod cli;
 mod completions;
+mod cost;
 mod diff;
 mod doctor;
+mod gguf_logits;
 mod instruments;
 mod judge_replies;
 mod judging;

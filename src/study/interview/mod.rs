@@ -3,6 +3,7 @@
 //! flight), then assessed by each method. The open interview of a unit is shared by ER_batch, ER_all,
 //! OC and d-OC. Given what a journal already holds, it asks and assesses only what is missing.
 
+pub mod estimate;
 pub mod reassess;
 pub mod results;
 pub mod spread;

@@ -49,6 +49,8 @@ pub struct Live {
     pub paused: bool,
     pub replay: Option<Replay>,
     pub started_ms: u64,
+    /// The providers a rate limit holds below their maximum, while a run goes.
+    pub held: Vec<crate::llm::policy::Throttled>,
 }
 
 impl Live {
@@ -302,8 +304,13 @@ impl Live {
         );
         frame.render_widget(Paragraph::new(lines), inner);
 
-        // Gauges.
-        let b = block(" Progress ", false, theme);
+        // Gauges, and in their title the providers a rate limit holds back.
+        let held: Vec<String> = self.held.iter().map(ToString::to_string).collect();
+        let title = match held.as_slice() {
+            [] => " Progress ".to_string(),
+            _ => format!(" Progress · {} ", held.join(", ")),
+        };
+        let b = block(title, false, theme);
         let inner = b.inner(gauges_area);
         frame.render_widget(b, gauges_area);
         let rows = Layout::vertical([Constraint::Length(1); 4]).split(inner);

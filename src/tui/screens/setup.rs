@@ -14,10 +14,9 @@ use super::{Component, Ctx, Hits, ListId, Request};
 use crate::catalog::{Catalog, Origin};
 use crate::domain::character::{Character, LabelSource};
 use crate::method::Method;
-use crate::method::expert::batches;
 use crate::rpa::prompt::RpaStyle;
-use crate::rpa::retrieval::approx_tokens;
 use crate::study::RunPlan;
+use crate::study::interview::estimate::estimate;
 use crate::tui::app::ProviderStatus;
 use crate::tui::keys::{Command, Key, KeyName};
 use crate::tui::ui::{block, fit, pad, window};
@@ -296,37 +295,6 @@ impl Setup {
     }
 }
 
-/// Requests and tokens a plan will take (tokens approximate: prompts from the descriptions and items,
-/// answers at about 120 tokens, judge replies at about 150); conversion calls hold the plan's
-/// `items_per_call`.
-pub fn estimate(plan: &RunPlan, catalog: &Catalog) -> (usize, usize) {
-    let (mut requests, mut tokens) = (0usize, 0usize);
-    let per_call = (plan.items_per_call as usize).max(1);
-    let styles: std::collections::BTreeSet<_> = plan.methods.iter().map(|m| m.query_style()).collect();
-    for c in plan.characters.iter().filter_map(|c| catalog.character(c)) {
-        let profile = approx_tokens(&c.description);
-        for s in plan.scales.iter().filter_map(|s| catalog.scale(s)) {
-            let items = s.scored_items().count();
-            let asked = items * styles.len();
-            requests += asked;
-            tokens += asked * (profile + 60 + 120);
-            let per_dim: Vec<usize> = (0..s.dimensions.len()).map(|d| s.items_of(d).count()).collect();
-            for m in &plan.methods {
-                let calls = match m {
-                    Method::ErBatch => per_dim.iter().map(|&n| batches(n).len()).sum(),
-                    Method::ErAll => s.dimensions.len(),
-                    Method::DOc => per_dim.iter().map(|&n| n.div_ceil(per_call)).sum(),
-                    Method::Oc | Method::Sr | Method::SrCot => items.div_ceil(per_call),
-                };
-                requests += calls;
-                tokens += calls * 150 + items * 200 + calls * 250;
-            }
-        }
-    }
-    let repeats = plan.repeats.max(1) as usize;
-    (requests * repeats, tokens * repeats)
-}
-
 impl Component for Setup {
     fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
         let mut keys = vec![
@@ -491,7 +459,8 @@ impl Component for Setup {
         lines.push(Line::raw(""));
         match self.plan(ctx.catalog, ctx.providers) {
             Ok(plan) => {
-                let (requests, tokens) = estimate(&plan, ctx.catalog);
+                let e = estimate(&plan, ctx.catalog);
+                let (requests, tokens) = (e.requests, e.tokens());
                 lines.push(Line::styled("Estimate", theme.title()));
                 lines.push(Line::raw(format!(
                     "{}×{}×{}×{} runs",

@@ -1,11 +1,14 @@
 //! `fake-openai` — a TEST INSTRUMENT for incharacter's tests and benchmarks, not a model: it serves the
-//! OpenAI chat-completions API on 127.0.0.1 with deterministic filler replies, a set latency and
-//! streaming rate, and seeded fault injection. See `incharacter_testkit::fake_openai`.
+//! OpenAI chat-completions API (and the Batch API over it) on 127.0.0.1 with deterministic filler
+//! replies, a set latency and streaming rate, and seeded fault injection; or, with `--answer-batch`, it
+//! answers a batch input file offline as `vllm run-batch` does, and exits. See
+//! `incharacter_testkit::fake_openai` and `incharacter_testkit::fake_openai::batch`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use incharacter_testkit::fake_openai::batch::{BatchOrder, batch_output_for};
 use incharacter_testkit::fake_openai::{FakeConfig, FakeServer, Fault, ScriptRule};
 
 #[derive(Parser)]
@@ -62,9 +65,25 @@ struct Args {
     /// Answer 429 to a request that would make more than this many in flight
     #[arg(long)]
     concurrency_limit: Option<usize>,
+    /// At most this many requests per window (see --window-ms), announced in x-ratelimit-* headers
+    #[arg(long, requires = "window_ms")]
+    requests_per_window: Option<u32>,
+    /// The length of a --requests-per-window window, in milliseconds
+    #[arg(long, requires = "requests_per_window")]
+    window_ms: Option<u64>,
     /// Append every request as a JSON line here
     #[arg(long)]
     log: Option<PathBuf>,
+    /// The order of a batch's result lines (OpenAI promises none)
+    #[arg(long, value_enum, default_value_t = BatchOrder::Reverse)]
+    batch_order: BatchOrder,
+    /// Serve nothing: answer this batch input file (JSONL) into `--output` and exit, as
+    /// `vllm run-batch -i IN -o OUT` does (failed requests included)
+    #[arg(long, value_name = "IN.jsonl", requires = "output")]
+    answer_batch: Option<PathBuf>,
+    /// Where `--answer-batch` writes its results
+    #[arg(short, long, value_name = "OUT.jsonl", requires = "answer_batch")]
+    output: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -99,16 +118,26 @@ async fn main() -> anyhow::Result<()> {
         reasoning: args.reasoning,
         no_numeric_bounds: args.no_numeric_bounds,
         concurrency_limit: args.concurrency_limit,
+        requests_per_window: args.requests_per_window.zip(args.window_ms.map(Duration::from_millis)),
         log: args.log,
+        batch_order: args.batch_order,
         ..FakeConfig::default()
     };
+    if let (Some(input), Some(output)) = (&args.answer_batch, &args.output) {
+        let text =
+            std::fs::read_to_string(input).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", input.display()))?;
+        let results = batch_output_for(&config, &text)
+            .map_err(|e| anyhow::anyhow!("{} is not a valid batch file: {e}", input.display()))?;
+        std::fs::write(output, results).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", output.display()))?;
+        return Ok(());
+    }
     let server = FakeServer::start_on(config, args.port).await?;
     println!("fake-openai (test instrument) listening on {}", server.base_url());
     tokio::signal::ctrl_c().await?;
     let stats = server.stats();
     eprintln!(
-        "requests: {}, faults: {}, max in flight: {}",
-        stats.requests, stats.faults, stats.max_in_flight
+        "requests: {}, faults: {}, max in flight: {}, batches: {} ({} lines)",
+        stats.requests, stats.faults, stats.max_in_flight, stats.batches, stats.batch_lines
     );
     Ok(())
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use incharacter::catalog::Catalog;
 use incharacter::llm::Role;
 use incharacter::llm::config::Config;
+use incharacter::llm::policy::Throttled;
 use incharacter::method::Method;
 use incharacter::method::interview::{self, QueryStyle};
 use incharacter::observer::{ObservePlan, SelfReportMode, SubjectSpec};
@@ -300,6 +301,39 @@ fn live_streams_the_transcript_and_escape_sequences_stay_inert() {
         "no escape sequence reaches the screen"
     );
     snap("live", &app);
+}
+
+#[test]
+fn live_names_the_providers_a_rate_limit_holds_back_while_the_run_goes() {
+    let mut app = app();
+    let mut events = session_events(&app.catalog);
+    events.truncate(30);
+    for e in events {
+        app.update(Action::Engine(e));
+    }
+    app.screen = Screen::Live;
+    app.live.running = true;
+    app.update(Action::Live(Live {
+        role: Role::Rpa,
+        purpose: interview::purpose("hermione-en", "BFI", 30, QueryStyle::Open),
+        repeat: 0,
+        kind: LiveKind::Retry {
+            attempt: 1,
+            reason: "HTTP 429 from http://127.0.0.1:8099/v1: Rate limit reached: too many requests in flight. \
+                     (rate limited: 4 in flight from now)"
+                .into(),
+        },
+    }));
+    app.update(Action::Held(vec![Throttled {
+        provider: "fake".into(),
+        limit: 4,
+        max: 32,
+    }]));
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("Progress · fake 4/32 (rate limited)"), "{screen}");
+    snap("live_rate_limited", &app);
+    app.update(Action::RunEnded(Ok(())));
+    assert!(!render(&app, (120, 40)).contains("rate limited"));
 }
 
 #[test]
@@ -1283,4 +1317,40 @@ fn the_demo_tour_steps_through_the_screens_and_ends_on_the_observers() {
     let mut plain = with_session();
     assert!(key(&mut plain, KeyCode::Char('n')).is_empty());
     assert!(plain.flash.as_deref().is_some_and(|f| f.contains("incharacter demo")));
+}
+
+#[test]
+fn live_logs_a_batch_runs_steps() {
+    use incharacter::llm::batch::{Counts, Step};
+    let mut app = app();
+    let mut events = session_events(&app.catalog);
+    events.truncate(5);
+    events.push(Event::Batch(Step::Submitted {
+        phase: 1,
+        provider: "openai".into(),
+        batch: "batch_abc".into(),
+        file: "file-1".into(),
+    }));
+    events.push(Event::Batch(Step::Ended {
+        phase: 1,
+        provider: "openai".into(),
+        batch: "batch_abc".into(),
+        status: "completed".into(),
+        counts: Counts {
+            total: 88,
+            completed: 87,
+            failed: 1,
+        },
+        results: "batches/phase-1-openai.out.jsonl".into(),
+    }));
+    for e in events {
+        app.update(Action::Engine(e));
+    }
+    app.screen = Screen::Live;
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("batch phase 1: openai batch_abc submitted"), "{screen}");
+    assert!(
+        screen.contains("batch phase 1: openai batch_abc completed: 87/88 done, 1 failed"),
+        "{screen}"
+    );
 }

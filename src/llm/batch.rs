@@ -1,0 +1,924 @@
+//! Batch mode: the requests a run would stream, sent instead as the lines of a batch file, through
+//! the OpenAI Batch API (`run --batch`) or an offline engine such as `vllm run-batch`
+//! (`run --batch-files`).
+//!
+//! Nothing in a study knows about batches. Its models are [`Client`](super::Client)s over a
+//! [`BatchTransport`], whose attempts park in a [`Hub`] instead of going on the wire. The hub also
+//! counts the requests the study has started ([`Counted`]) and watches the study's future
+//! ([`Watched`]): when the study cannot move (every request it started is parked, and nothing woke
+//! it), the parked requests are a phase — the interviews, then the judge's calls, then the re-asks
+//! of its bounded policy — and go out as one file. Their answers come back by `custom_id` in any
+//! order, and each parked attempt returns as if it had streamed, so the client's cache, accounting
+//! and retries, and the study's journal, work as they always do.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::{Notify, oneshot};
+
+use super::cache;
+use super::client::{AttemptError, Finished, Transport};
+use super::config::{ProviderConfig, Secret};
+use super::{ChatEvent, ChatModel, ChatRequest, EventStream, LlmError, ModelInfo, Usage, openai};
+
+/// The endpoint every line of a batch file names.
+pub const ENDPOINT: &str = "/v1/chat/completions";
+
+/// The permits a provider gets in batch mode: parked requests cost the server nothing, and a phase
+/// must hold all of them at once.
+pub const UNLIMITED: usize = 1 << 24;
+
+/// A request's id in batch files: its cache key, shortened. The same request has the same id in
+/// every run, so results match requests whatever order they come back in.
+pub fn custom_id(base_url: &str, model: &str, request: &ChatRequest) -> String {
+    format!("ic-{}", &cache::key(base_url, model, request)[..32])
+}
+
+/// A batch line's body: exactly the body the streaming path sends (schema included), without
+/// `stream` and `stream_options`.
+pub fn body(config: &ProviderConfig, request: &ChatRequest) -> Value {
+    let mut body = openai::request_body_as(&config.model, request, config.structured_output, config.json_object);
+    if let Some(map) = body.as_object_mut() {
+        map.shift_remove("stream");
+        map.shift_remove("stream_options");
+    }
+    body
+}
+
+/// One line of a batch file.
+pub fn line(custom_id: &str, body: &Value) -> String {
+    json!({"custom_id": custom_id, "method": "POST", "url": ENDPOINT, "body": body}).to_string()
+}
+
+/// A reply a batch returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub text: String,
+    pub usage: Option<Usage>,
+    pub finish_reason: Option<String>,
+}
+
+/// A line the server answered with an error (or did not answer).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub status: u16,
+    pub message: String,
+    pub param: Option<String>,
+    pub code: Option<String>,
+}
+
+pub type Answer = Result<Reply, Refusal>;
+
+/// A line of a results file that cannot be taken; the whole file is then refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}:{line}:{column}: {message}", crate::text::terminal_safe(file))]
+pub struct BadLine {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+/// The answers of a results file (an output file of the Batch API or of `vllm run-batch`, its error
+/// file, or both concatenated), by `custom_id`. Every line must be JSON, carry a `custom_id` that
+/// `known` accepts (once) and a response or an error; the first line that does not is located.
+pub fn parse_results(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Result<BTreeMap<String, Answer>, BadLine> {
+    let mut answers = BTreeMap::new();
+    for (i, raw) in text.lines().enumerate() {
+        let bad = |column: usize, message: String| BadLine {
+            file: file.to_string(),
+            line: i + 1,
+            column,
+            message,
+        };
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let value: Value = serde_json::from_str(raw).map_err(|e| bad(e.column(), format!("not JSON: {e}")))?;
+        // Where a field's value starts on the line, for the column of what is wrong with it.
+        let at = |field: &str| raw.find(&format!("\"{field}\"")).map_or(1, |p| p + 1);
+        let Some(id) = value.get("custom_id").and_then(Value::as_str) else {
+            return Err(bad(1, "no custom_id".into()));
+        };
+        if !known(id) {
+            return Err(bad(
+                at("custom_id"),
+                format!("custom_id {} is not a request of this batch", crate::text::terminal_safe(id)),
+            ));
+        }
+        let answer = answer_of(&value).map_err(|why| bad(at("response"), why))?;
+        if answers.insert(id.to_string(), answer).is_some() {
+            return Err(bad(
+                at("custom_id"),
+                format!("custom_id {} answered twice", crate::text::terminal_safe(id)),
+            ));
+        }
+    }
+    Ok(answers)
+}
+
+/// The answer a results line holds: a 200 response's completion, or the error it reports.
+fn answer_of(line: &Value) -> Result<Answer, String> {
+    let response = line.get("response").filter(|r| !r.is_null());
+    let status = response
+        .and_then(|r| r.get("status_code"))
+        .and_then(Value::as_u64)
+        .map(|s| s as u16);
+    let error = line.get("error").filter(|e| !e.is_null());
+    let body = response.and_then(|r| r.get("body"));
+    let field = |v: Option<&Value>, name: &str| v.and_then(|e| e.get(name)).and_then(Value::as_str).map(str::to_string);
+    match (status, error) {
+        (Some(200), None) => {
+            let body = body.ok_or("a 200 response without a body")?;
+            let choice = body.pointer("/choices/0").ok_or("a 200 response without choices")?;
+            let text = match choice.pointer("/message/content") {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => String::new(),
+                Some(_) => return Err("message.content is not text".into()),
+            };
+            let usage = body.get("usage").and_then(|u| {
+                Some(Usage {
+                    prompt_tokens: u.get("prompt_tokens")?.as_u64()?,
+                    completion_tokens: u.get("completion_tokens")?.as_u64()?,
+                })
+            });
+            Ok(Ok(Reply {
+                text,
+                usage,
+                finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_string),
+            }))
+        }
+        (status, error) => {
+            let inner = body.and_then(|b| b.get("error")).or(error);
+            if inner.is_none() && status.is_none() {
+                return Err("neither a response nor an error".into());
+            }
+            Ok(Err(Refusal {
+                // A line that never ran (expired, cancelled) is worth asking again.
+                status: status.filter(|s| *s != 200).unwrap_or(503),
+                message: field(inner, "message").unwrap_or_else(|| "the batch reported an error".into()),
+                param: field(inner, "param"),
+                code: field(inner, "code"),
+            }))
+        }
+    }
+}
+
+/// A request waiting for its phase to come back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    pub custom_id: String,
+    pub provider: String,
+    pub body: Value,
+}
+
+struct Waiting {
+    provider: String,
+    body: Value,
+    waiters: Vec<oneshot::Sender<Answer>>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Requests the study started and has not seen end.
+    outstanding: usize,
+    /// Attempts parked in `waiting`.
+    parked: usize,
+    /// By id: a batch file's lines come out in id order, the same from run to run.
+    waiting: BTreeMap<String, Waiting>,
+    /// Replies already returned (by a phase, or by results kept from earlier sittings).
+    answers: HashMap<String, Reply>,
+    /// The study's future is being polled, or was woken since.
+    polling: bool,
+    woken: bool,
+}
+
+impl State {
+    /// Whether the parked requests are a complete phase: the study started some, all are parked, and
+    /// it is neither being polled nor woken since its last poll.
+    fn complete(&self) -> bool {
+        !self.polling && !self.woken && self.outstanding > 0 && self.parked >= self.outstanding
+    }
+}
+
+/// Where batch-mode attempts park, and what tells a phase is complete. See the module's docs.
+#[derive(Default)]
+pub struct Hub {
+    state: Mutex<State>,
+    changed: Notify,
+}
+
+impl Hub {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The answer to request `id`: at once if a phase already returned it, else once its phase has
+    /// come back. `None` when the hub is gone (the run stopped).
+    pub async fn ask(&self, provider: &str, id: String, body: Value) -> Option<Answer> {
+        let rx = {
+            let mut state = self.state();
+            if let Some(reply) = state.answers.get(&id) {
+                return Some(Ok(reply.clone()));
+            }
+            let (tx, rx) = oneshot::channel();
+            state
+                .waiting
+                .entry(id.clone())
+                .or_insert_with(|| Waiting {
+                    provider: provider.to_string(),
+                    body,
+                    waiters: Vec::new(),
+                })
+                .waiters
+                .push(tx);
+            state.parked += 1;
+            if state.complete() {
+                self.changed.notify_one();
+            }
+            rx
+        };
+        let mut parked = Parked {
+            hub: self,
+            id,
+            rx,
+            answered: false,
+        };
+        let answer = (&mut parked.rx).await.ok();
+        parked.answered = true;
+        answer
+    }
+
+    /// The requests of a complete phase: `Some` when every request the study started is parked and
+    /// the study was not woken since it last stopped.
+    pub fn phase(&self) -> Option<Vec<Pending>> {
+        let state = self.state();
+        if !state.complete() {
+            return None;
+        }
+        Some(
+            state
+                .waiting
+                .iter()
+                .map(|(id, w)| Pending {
+                    custom_id: id.clone(),
+                    provider: w.provider.clone(),
+                    body: w.body.clone(),
+                })
+                .collect(),
+        )
+    }
+
+    /// Waits until something changed that may complete a phase.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
+    /// Answers the requests `asked` (a phase's) with `answers`; one the batch did not answer fails
+    /// with a status worth retrying (its retry parks in the next phase). Replies are kept for
+    /// requests that ask again; refusals are not, so a retry goes out again.
+    pub fn resolve(&self, asked: &[String], answers: &BTreeMap<String, Answer>) {
+        self.answer(Some(asked), answers);
+    }
+
+    /// Replies kept from earlier sittings: the requests waiting for them are answered, and later
+    /// ones at once when they ask.
+    pub fn load(&self, answers: &BTreeMap<String, Answer>) {
+        self.answer(None, answers);
+    }
+
+    /// Keeps the replies and answers the waiting requests in one hold of the lock, so no request can
+    /// park between the two unanswered.
+    fn answer(&self, asked: Option<&[String]>, answers: &BTreeMap<String, Answer>) {
+        let mut state = self.state();
+        for (id, answer) in answers {
+            if let Ok(reply) = answer {
+                state.answers.insert(id.clone(), reply.clone());
+            }
+        }
+        let ids: Vec<String> = match asked {
+            Some(asked) => asked.to_vec(),
+            None => state
+                .waiting
+                .keys()
+                .filter(|id| answers.get(*id).is_some_and(Result::is_ok))
+                .cloned()
+                .collect(),
+        };
+        for id in ids {
+            let Some(waiting) = state.waiting.remove(&id) else {
+                continue;
+            };
+            let answer = answers.get(&id).cloned().unwrap_or_else(|| {
+                Err(Refusal {
+                    status: 503,
+                    message: "the batch returned no result for this request".into(),
+                    param: None,
+                    code: None,
+                })
+            });
+            state.parked -= waiting.waiters.len();
+            for tx in waiting.waiters {
+                let _ = tx.send(answer.clone());
+            }
+        }
+        let ready = state.complete();
+        drop(state);
+        if ready {
+            self.changed.notify_one();
+        }
+    }
+
+    /// Changes the state; the coordinator hears of it only when a phase may be complete (a wake for
+    /// anything else would only poll the study, which would change the state again, and so on).
+    fn update(&self, f: impl FnOnce(&mut State)) {
+        let ready = {
+            let mut state = self.state();
+            f(&mut state);
+            state.complete()
+        };
+        if ready {
+            self.changed.notify_one();
+        }
+    }
+}
+
+/// A parked attempt; dropped before its answer (the run stopped), it leaves the hub's count right.
+struct Parked<'a> {
+    hub: &'a Hub,
+    id: String,
+    rx: oneshot::Receiver<Answer>,
+    answered: bool,
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        self.rx.close();
+        self.hub.update(|state| {
+            if let Some(waiting) = state.waiting.get_mut(&self.id) {
+                let before = waiting.waiters.len();
+                waiting.waiters.retain(|tx| !tx.is_closed());
+                state.parked -= before - waiting.waiters.len();
+                if waiting.waiters.is_empty() {
+                    state.waiting.remove(&self.id);
+                }
+            }
+        });
+    }
+}
+
+/// The transport of batch mode: an attempt parks in the hub until its phase returns.
+pub struct BatchTransport {
+    hub: Arc<Hub>,
+    config: ProviderConfig,
+}
+
+impl BatchTransport {
+    pub fn new(hub: Arc<Hub>, config: ProviderConfig) -> Self {
+        BatchTransport { hub, config }
+    }
+}
+
+#[async_trait]
+impl Transport for BatchTransport {
+    async fn attempt(
+        &self,
+        request: &ChatRequest,
+        on_token: &mut (dyn FnMut(String) -> bool + Send),
+    ) -> Result<Finished, AttemptError> {
+        let id = custom_id(&self.config.base_url, &self.config.model, request);
+        match self.hub.ask(&self.config.name, id, body(&self.config, request)).await {
+            None => Err(AttemptError::Cancelled),
+            Some(Ok(reply)) => {
+                if !reply.text.is_empty() && !on_token(reply.text) {
+                    return Err(AttemptError::Cancelled);
+                }
+                Ok(Finished {
+                    usage: reply.usage,
+                    finish_reason: reply.finish_reason,
+                    rate: Default::default(),
+                })
+            }
+            Some(Err(refusal)) => Err(AttemptError::Status {
+                status: refusal.status,
+                rate: Box::default(),
+                message: refusal.message,
+                param: refusal.param,
+                code: refusal.code,
+            }),
+        }
+    }
+
+    fn info(&self) -> ModelInfo {
+        openai::info(&self.config)
+    }
+
+    fn base_url(&self) -> &str {
+        &self.config.base_url
+    }
+
+    fn batched(&self) -> bool {
+        true
+    }
+}
+
+/// A study's model that tells the hub when a request starts and ends.
+pub struct Counted {
+    pub inner: Arc<dyn ChatModel>,
+    pub hub: Arc<Hub>,
+}
+
+/// One started request; its end (a last event, or the stream dropped) is counted once.
+struct Started(Arc<Hub>);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        self.0.update(|state| state.outstanding -= 1);
+    }
+}
+
+impl ChatModel for Counted {
+    fn stream(&self, request: ChatRequest) -> EventStream {
+        self.hub.update(|state| state.outstanding += 1);
+        let started = Started(self.hub.clone());
+        let inner = self.inner.stream(request);
+        Box::pin(futures_util::stream::unfold(
+            (inner, Some(started)),
+            |(mut inner, mut started)| async move {
+                let event = inner.next().await?;
+                if matches!(event, ChatEvent::Done { .. } | ChatEvent::Error(_)) {
+                    started.take();
+                }
+                Some((event, (inner, started)))
+            },
+        ))
+    }
+
+    fn info(&self) -> ModelInfo {
+        self.inner.info()
+    }
+
+    fn context_tokens(&self) -> Option<usize> {
+        self.inner.context_tokens()
+    }
+}
+
+/// The study's future, watched: the hub knows when it is being polled and when it was woken.
+pub struct Watched<F> {
+    inner: Pin<Box<F>>,
+    hub: Arc<Hub>,
+}
+
+impl<F: Future> Watched<F> {
+    pub fn new(hub: Arc<Hub>, inner: F) -> Self {
+        Watched {
+            inner: Box::pin(inner),
+            hub,
+        }
+    }
+}
+
+struct WatchWaker {
+    hub: Arc<Hub>,
+    inner: Waker,
+}
+
+impl Wake for WatchWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.hub.update(|state| state.woken = true);
+        self.inner.wake_by_ref();
+    }
+}
+
+impl<F: Future> Future for Watched<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.hub.update(|state| {
+            state.polling = true;
+            state.woken = false;
+        });
+        let waker = Waker::from(Arc::new(WatchWaker {
+            hub: self.hub.clone(),
+            inner: cx.waker().clone(),
+        }));
+        let result = self.inner.as_mut().poll(&mut Context::from_waker(&waker));
+        self.hub.update(|state| state.polling = false);
+        result
+    }
+}
+
+/// A batch as the Batch API reports it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Batch {
+    pub id: String,
+    pub status: String,
+    #[serde(default)]
+    pub input_file_id: String,
+    #[serde(default)]
+    pub output_file_id: Option<String>,
+    #[serde(default)]
+    pub error_file_id: Option<String>,
+    #[serde(default)]
+    pub request_counts: Counts,
+    #[serde(default)]
+    pub errors: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize)]
+pub struct Counts {
+    #[serde(default)]
+    pub total: u64,
+    #[serde(default)]
+    pub completed: u64,
+    #[serde(default)]
+    pub failed: u64,
+}
+
+impl Counts {
+    /// `87/88 done, 1 failed`.
+    pub fn describe(&self) -> String {
+        format!("{}/{} done, {} failed", self.completed, self.total, self.failed)
+    }
+}
+
+impl Batch {
+    /// Whether the batch will change no more.
+    pub fn ended(&self) -> bool {
+        matches!(self.status.as_str(), "completed" | "failed" | "expired" | "cancelled")
+    }
+
+    /// Why a batch that failed as a whole failed (its validation errors).
+    pub fn failure(&self) -> String {
+        let errors = self
+            .errors
+            .as_ref()
+            .and_then(|e| e.get("data"))
+            .and_then(Value::as_array)
+            .map(|data| {
+                data.iter()
+                    .map(|e| {
+                        let line = e.get("line").and_then(Value::as_u64).map_or(String::new(), |l| format!("line {l}: "));
+                        format!("{line}{}", e.get("message").and_then(Value::as_str).unwrap_or("?"))
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })
+            .unwrap_or_default();
+        if errors.is_empty() {
+            format!("batch {} {}", self.id, self.status)
+        } else {
+            format!("batch {} {}: {errors}", self.id, self.status)
+        }
+    }
+}
+
+/// The OpenAI Batch API of a provider: files up, a batch created, its status, its results down.
+pub struct BatchApi {
+    http: reqwest::Client,
+    config: ProviderConfig,
+    key: Option<Secret>,
+}
+
+impl BatchApi {
+    pub fn new(config: ProviderConfig, key: Option<Secret>) -> Result<Self, LlmError> {
+        openai::install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs_f64(config.timeout_connect_s))
+            .timeout(Duration::from_secs(300))
+            .build()
+            .map_err(|e| LlmError::Config(format!("cannot build an HTTP client: {e}")))?;
+        Ok(BatchApi { http, config, key })
+    }
+
+    pub fn poll_interval(&self) -> Duration {
+        Duration::from_millis(self.config.batch_poll_ms)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.config.base_url)
+    }
+
+    /// One call, with the provider's retries for what retrying can fix.
+    async fn call(&self, what: &str, build: &(dyn Fn() -> reqwest::RequestBuilder + Send + Sync)) -> Result<String, LlmError> {
+        let base_url = &self.config.base_url;
+        let mut attempt = 0;
+        loop {
+            let mut request = build();
+            if let Some(key) = &self.key {
+                request = request.bearer_auth(key.expose());
+            }
+            for (name, value) in &self.config.headers {
+                request = request.header(name, value);
+            }
+            let failure = match request.send().await {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let text = response.text().await.unwrap_or_default();
+                    if (200..300).contains(&status) {
+                        return Ok(text);
+                    }
+                    let message = openai::error_message(&text);
+                    if status == 401 || status == 403 {
+                        return Err(LlmError::Unauthorized {
+                            env: self
+                                .config
+                                .api_key_env
+                                .clone()
+                                .unwrap_or_else(|| "the config file's api_key".into()),
+                            base_url: base_url.clone(),
+                            status,
+                            message,
+                        });
+                    }
+                    if status == 404 && what == "upload the batch file" {
+                        return Err(LlmError::Config(format!(
+                            "{base_url} has no Batch API (POST /files answered 404): run without --batch, or write the \
+                             requests with --batch-files DIR for an offline engine"
+                        )));
+                    }
+                    let error = LlmError::Http {
+                        base_url: base_url.clone(),
+                        status,
+                        message: format!("{what}: {message}"),
+                    };
+                    if !super::policy::retryable_status(status) {
+                        return Err(error);
+                    }
+                    error
+                }
+                Err(e) => LlmError::Transport(format!("{what}: cannot reach {base_url}: {}", openai::without_url(&e))),
+            };
+            if attempt >= self.config.max_retries {
+                return Err(failure);
+            }
+            attempt += 1;
+            tokio::time::sleep(Duration::from_millis(self.config.retry_base_ms << attempt.min(6))).await;
+        }
+    }
+
+    async fn json<T: serde::de::DeserializeOwned>(&self, what: &str, build: &(dyn Fn() -> reqwest::RequestBuilder + Send + Sync)) -> Result<T, LlmError> {
+        let text = self.call(what, build).await?;
+        serde_json::from_str(&text).map_err(|e| LlmError::Transport(format!("{what}: an answer that is not the API's: {e}")))
+    }
+
+    /// Uploads a batch file; its file id.
+    pub async fn upload(&self, name: &str, jsonl: &str) -> Result<String, LlmError> {
+        // multipart/form-data by hand: two fields do not justify reqwest's multipart feature. The
+        // delimiter starts with CR LF, which a JSONL file never holds (JSON escapes it in strings).
+        let boundary = "incharacter-batch-file";
+        let mut form = String::new();
+        form.push_str(&format!("--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n"));
+        form.push_str(&format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\
+             Content-Type: application/jsonl\r\n\r\n"
+        ));
+        form.push_str(jsonl);
+        form.push_str(&format!("\r\n--{boundary}--\r\n"));
+        let url = self.url("/files");
+        let file: Value = self
+            .json("upload the batch file", &|| {
+                self.http
+                    .post(&url)
+                    .header("content-type", format!("multipart/form-data; boundary={boundary}"))
+                    .body(form.clone())
+            })
+            .await?;
+        file.get("id")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| LlmError::Transport("upload the batch file: no file id in the answer".into()))
+    }
+
+    /// Creates the batch of an uploaded file.
+    pub async fn create(&self, input_file: &str) -> Result<Batch, LlmError> {
+        let url = self.url("/batches");
+        let body = json!({"input_file_id": input_file, "endpoint": ENDPOINT, "completion_window": "24h"});
+        self.json("create the batch", &|| self.http.post(&url).json(&body)).await
+    }
+
+    pub async fn get(&self, id: &str) -> Result<Batch, LlmError> {
+        let url = self.url(&format!("/batches/{id}"));
+        self.json("ask how the batch is doing", &|| self.http.get(&url)).await
+    }
+
+    /// The batch made of `input_file`, if one was (a run killed between creating a batch and
+    /// journaling it).
+    pub async fn find(&self, input_file: &str) -> Result<Option<Batch>, LlmError> {
+        #[derive(Deserialize)]
+        struct List {
+            data: Vec<Batch>,
+        }
+        let url = self.url("/batches?limit=100");
+        let list: List = self.json("list the batches", &|| self.http.get(&url)).await?;
+        Ok(list.data.into_iter().find(|b| b.input_file_id == input_file))
+    }
+
+    pub async fn content(&self, file: &str) -> Result<String, LlmError> {
+        let url = self.url(&format!("/files/{file}/content"));
+        self.call("download the batch's results", &|| self.http.get(&url)).await
+    }
+}
+
+/// What a session's journal records of its batches, in the order it happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum Step {
+    /// A phase's requests written to a file for an offline engine (`--batch-files`, `batch export`).
+    Written { phase: u32, path: String, requests: Vec<String> },
+    /// A phase's batch file uploaded to a provider.
+    Uploaded { phase: u32, provider: String, file: String, requests: usize },
+    /// The batch of an uploaded file created: a resumed run polls it instead of submitting again.
+    Submitted { phase: u32, provider: String, batch: String, file: String },
+    /// A batch ended; its results are kept in the session's folder (`results`, relative to it).
+    Ended {
+        phase: u32,
+        provider: String,
+        batch: String,
+        status: String,
+        counts: Counts,
+        results: String,
+    },
+    /// A results file imported (`batch import`), kept in the session's folder.
+    Imported { phase: u32, from: String, results: String, lines: usize },
+}
+
+impl Step {
+    /// The step on a line, as the progress and the Live screen's log say it.
+    pub fn describe(&self) -> String {
+        match self {
+            Step::Written { phase, path, requests } => {
+                format!("batch phase {phase}: {} requests written to {path}", requests.len())
+            }
+            Step::Uploaded {
+                phase,
+                provider,
+                file,
+                requests,
+            } => format!("batch phase {phase}: {requests} requests uploaded to {provider} as {file}"),
+            Step::Submitted { phase, provider, batch, .. } => {
+                format!("batch phase {phase}: {provider} {batch} submitted")
+            }
+            Step::Ended {
+                phase,
+                provider,
+                batch,
+                status,
+                counts,
+                ..
+            } => format!("batch phase {phase}: {provider} {batch} {status}: {}", counts.describe()),
+            Step::Imported { phase, from, lines, .. } => {
+                format!("batch phase {phase}: {lines} results imported from {from}")
+            }
+        }
+    }
+
+    pub fn phase(&self) -> u32 {
+        match self {
+            Step::Written { phase, .. }
+            | Step::Uploaded { phase, .. }
+            | Step::Submitted { phase, .. }
+            | Step::Ended { phase, .. }
+            | Step::Imported { phase, .. } => *phase,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ChatMessage;
+    use crate::llm::config::ProviderKind;
+
+    fn request(text: &str) -> ChatRequest {
+        ChatRequest::new(vec![ChatMessage::system("You are Hermione."), ChatMessage::user(text)])
+    }
+
+    #[test]
+    fn a_line_is_the_streaming_body_without_stream() {
+        let config = ProviderConfig::new("p", ProviderKind::Openai, "http://x/v1", "m");
+        let r = request("Do you talk a lot?");
+        let streaming = openai::request_body(&config.model, &r, true);
+        let batch = body(&config, &r);
+        let keys: Vec<&String> = batch.as_object().unwrap().keys().collect();
+        let mut expected: Vec<&String> = streaming.as_object().unwrap().keys().collect();
+        expected.retain(|k| *k != "stream" && *k != "stream_options");
+        assert_eq!(keys, expected, "the same keys in the same order");
+        let line: Value = serde_json::from_str(&line("ic-1", &batch)).unwrap();
+        assert_eq!(line["url"], ENDPOINT);
+        assert_eq!(line["body"]["messages"], streaming["messages"]);
+        assert_eq!(custom_id("http://x/v1", "m", &r), custom_id("http://x/v1", "m", &r));
+        assert_ne!(custom_id("http://x/v1", "m", &r), custom_id("http://x/v1", "m", &request("Other?")));
+    }
+
+    const OK: &str = r#"{"id":"r1","custom_id":"a","response":{"status_code":200,"body":{"choices":[{"index":0,"message":{"role":"assistant","content":"Yes."},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2}}},"error":null}"#;
+    const REFUSED: &str = r#"{"id":"r2","custom_id":"b","response":{"status_code":400,"body":{"error":{"message":"bad temperature","param":"temperature"}}},"error":null}"#;
+    const EXPIRED: &str = r#"{"id":"r3","custom_id":"c","response":null,"error":{"code":"batch_expired","message":"This request could not be executed before the completion window expired."}}"#;
+
+    #[test]
+    fn results_lines_give_replies_and_refusals_in_any_order() {
+        let text = format!("{EXPIRED}\n\n{REFUSED}\n{OK}\n");
+        let answers = parse_results("out.jsonl", &text, &|_| true).unwrap();
+        assert_eq!(
+            answers["a"],
+            Ok(Reply {
+                text: "Yes.".into(),
+                usage: Some(Usage {
+                    prompt_tokens: 9,
+                    completion_tokens: 2
+                }),
+                finish_reason: Some("stop".into()),
+            })
+        );
+        let b = answers["b"].clone().unwrap_err();
+        assert_eq!((b.status, b.param.as_deref()), (400, Some("temperature")));
+        let c = answers["c"].clone().unwrap_err();
+        assert_eq!((c.status, c.code.as_deref()), (503, Some("batch_expired")));
+    }
+
+    #[test]
+    fn a_bad_line_is_located_and_refuses_the_file() {
+        let text = format!("{OK}\n{{\"custom_id\": \"b\", oops}}\n");
+        let e = parse_results("out.jsonl", &text, &|_| true).unwrap_err();
+        assert_eq!((e.line, e.column), (2, 20), "{e}");
+        assert!(e.to_string().starts_with("out.jsonl:2:20: not JSON"), "{e}");
+        let e = parse_results("out.jsonl", &format!("{REFUSED}\n{OK}"), &|id| id == "b").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.message.contains("custom_id a is not a request of this batch"), "{e}");
+        assert_eq!(e.column, OK.find("\"custom_id\"").unwrap() + 1);
+        let e = parse_results("out.jsonl", &format!("{OK}\n{OK}"), &|_| true).unwrap_err();
+        assert!(e.message.contains("answered twice"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_phase_is_complete_when_every_started_request_is_parked() {
+        let hub = Arc::new(Hub::default());
+        assert_eq!(hub.phase(), None, "nothing started");
+        hub.update(|s| s.outstanding = 2);
+        let first = tokio::spawn({
+            let hub = hub.clone();
+            async move { hub.ask("p", "x".into(), json!({"n": 1})).await }
+        });
+        while hub.state().parked < 1 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(hub.phase(), None, "one of two started requests is not parked yet");
+        let second = tokio::spawn({
+            let hub = hub.clone();
+            async move { hub.ask("p", "y".into(), json!({"n": 2})).await }
+        });
+        let phase = loop {
+            if let Some(p) = hub.phase() {
+                break p;
+            }
+            hub.changed().await;
+        };
+        let ids: Vec<&str> = phase.iter().map(|p| p.custom_id.as_str()).collect();
+        assert_eq!(ids, ["x", "y"]);
+        hub.update(|s| s.woken = true);
+        assert_eq!(hub.phase(), None, "a woken study may still start requests");
+        let reply = Reply {
+            text: "hi".into(),
+            usage: None,
+            finish_reason: None,
+        };
+        let answers = BTreeMap::from([("y".to_string(), Ok(reply.clone()))]);
+        hub.resolve(&["x".into(), "y".into()], &answers);
+        assert_eq!(second.await.unwrap(), Some(Ok(reply.clone())));
+        let missing = first.await.unwrap().unwrap().unwrap_err();
+        assert_eq!(missing.status, 503, "no result: asked again in the next phase");
+        assert_eq!(hub.state().parked, 0);
+        assert_eq!(hub.ask("p", "y".into(), json!({})).await, Some(Ok(reply)), "kept for a second asking");
+    }
+
+    #[tokio::test]
+    async fn a_parked_attempt_dropped_leaves_the_count_right() {
+        let hub = Arc::new(Hub::default());
+        let task = tokio::spawn({
+            let hub = hub.clone();
+            async move { hub.ask("p", "x".into(), json!({})).await }
+        });
+        while hub.state().parked < 1 {
+            tokio::task::yield_now().await;
+        }
+        task.abort();
+        let _ = task.await;
+        assert_eq!(hub.state().parked, 0);
+        assert!(hub.state().waiting.is_empty());
+    }
+}

@@ -1,0 +1,166 @@
+//! What a GGUF file says of itself (architecture, quantization, context, chat template), read before
+//! the embedded runner loads it: `model add` reports it, and an architecture the runner cannot run is
+//! refused by name.
+
+use std::fs::File;
+use std::path::Path;
+
+use candle_core::quantized::gguf_file;
+
+use super::LlmError;
+
+/// What a GGUF holds that decides whether, and how, the embedded runner can use it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Facts {
+    pub architecture: String,
+    /// The file type llama.cpp wrote (`Q4_K_M`, …), else the commonest weight format.
+    pub quantization: String,
+    /// `<architecture>.context_length`, when the file says.
+    pub context: Option<u32>,
+    /// Whether the file has its own chat template (else ChatML is assumed).
+    pub chat_template: bool,
+    /// `gpt2` (byte-level BPE) or `llama` (SentencePiece).
+    pub tokenizer: String,
+}
+
+/// The architectures the embedded runner runs (`local::Weights`).
+pub const ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "phi3"];
+
+/// The vocabulary kinds it tokenizes (`vocab::Vocab`): byte-level BPE and SentencePiece.
+const TOKENIZERS: &[&str] = &["gpt2", "llama"];
+
+/// llama.cpp's `general.file_type` numbers, as its quantizer names them.
+const FILE_TYPES: &[(u32, &str)] = &[
+    (0, "F32"),
+    (1, "F16"),
+    (2, "Q4_0"),
+    (3, "Q4_1"),
+    (7, "Q8_0"),
+    (8, "Q5_0"),
+    (9, "Q5_1"),
+    (10, "Q2_K"),
+    (11, "Q3_K_S"),
+    (12, "Q3_K_M"),
+    (13, "Q3_K_L"),
+    (14, "Q4_K_S"),
+    (15, "Q4_K_M"),
+    (16, "Q5_K_S"),
+    (17, "Q5_K_M"),
+    (18, "Q6_K"),
+    (32, "BF16"),
+];
+
+/// The facts of the GGUF at `path`; an architecture the runner cannot run is refused, named.
+pub fn facts(path: &Path) -> Result<Facts, LlmError> {
+    let mut file = File::open(path).map_err(|e| LlmError::Config(format!("cannot open {}: {e}", path.display())))?;
+    let content = gguf_file::Content::read(&mut file)
+        .map_err(|e| LlmError::Config(format!("{} is not a readable GGUF file: {e}", path.display())))?;
+    let meta = |key: &str| content.metadata.get(key);
+    let architecture = meta("general.architecture")
+        .and_then(|v| v.to_string().ok())
+        .cloned()
+        .unwrap_or_else(|| "unknown".into());
+    if !ARCHITECTURES.contains(&architecture.as_str()) {
+        return Err(LlmError::Config(format!(
+            "{}: architecture \"{architecture}\" is not supported by the embedded runner (supported: {})",
+            path.display(),
+            ARCHITECTURES.join(", ")
+        )));
+    }
+    let tokenizer = meta("tokenizer.ggml.model")
+        .and_then(|v| v.to_string().ok())
+        .cloned()
+        .unwrap_or_else(|| "none".into());
+    if !TOKENIZERS.contains(&tokenizer.as_str()) {
+        return Err(LlmError::Config(format!(
+            "{}: tokenizer model \"{tokenizer}\" is not supported by the embedded runner (supported: gpt2, llama)",
+            path.display()
+        )));
+    }
+    let named = meta("general.file_type")
+        .and_then(|v| v.to_u32().ok())
+        .and_then(|t| FILE_TYPES.iter().find(|(n, _)| *n == t))
+        .map(|(_, name)| name.to_string());
+    let quantization = named.unwrap_or_else(|| {
+        let mut counts: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+        for info in content.tensor_infos.values() {
+            *counts.entry(format!("{:?}", info.ggml_dtype)).or_default() += 1;
+        }
+        counts
+            .into_iter()
+            .max_by_key(|(_, n)| *n)
+            .map_or_else(|| "no tensors".into(), |(dtype, _)| dtype)
+    });
+    Ok(Facts {
+        context: meta(&format!("{architecture}.context_length")).and_then(|v| v.to_u32().ok()),
+        chat_template: meta("tokenizer.chat_template").is_some(),
+        tokenizer,
+        architecture,
+        quantization,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use candle_core::Device;
+    use candle_core::quantized::{GgmlDType, QTensor};
+
+    use super::*;
+
+    /// A GGUF of one tiny tensor with `metadata`.
+    fn tiny_gguf(dir: &Path, metadata: &[(&str, gguf_file::Value)], dtype: GgmlDType) -> PathBuf {
+        let path = dir.join("tiny.gguf");
+        let t = candle_core::Tensor::zeros((2, 32), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let q = QTensor::quantize(&t, dtype).unwrap();
+        let meta: Vec<(&str, &gguf_file::Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
+        let mut file = File::create(&path).unwrap();
+        gguf_file::write(&mut file, &meta, &[("token_embd.weight", &q)]).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_ggufs_facts_are_read_and_an_unsupported_architecture_is_named() {
+        use gguf_file::Value;
+        let dir = tempfile::tempdir().unwrap();
+        let path = tiny_gguf(
+            dir.path(),
+            &[
+                ("general.architecture", Value::String("qwen2".into())),
+                ("tokenizer.ggml.model", Value::String("gpt2".into())),
+                ("general.file_type", Value::U32(15)),
+                ("qwen2.context_length", Value::U32(32768)),
+                ("tokenizer.chat_template", Value::String("{{ messages }}".into())),
+            ],
+            GgmlDType::Q8_0,
+        );
+        let f = facts(&path).unwrap();
+        assert_eq!(
+            (f.architecture.as_str(), f.quantization.as_str(), f.context, f.chat_template),
+            ("qwen2", "Q4_K_M", Some(32768), true)
+        );
+        // Without a file type, the weights' format; without a template, none.
+        let llama = |arch: &str, tokenizer: &str| {
+            vec![
+                ("general.architecture", Value::String(arch.into())),
+                ("tokenizer.ggml.model", Value::String(tokenizer.into())),
+            ]
+        };
+        let path = tiny_gguf(dir.path(), &llama("gemma3", "llama"), GgmlDType::Q8_0);
+        let f = facts(&path).unwrap();
+        assert_eq!(
+            (f.quantization.as_str(), f.context, f.chat_template, f.tokenizer.as_str()),
+            ("Q8_0", None, false, "llama")
+        );
+        let path = tiny_gguf(dir.path(), &llama("mamba", "gpt2"), GgmlDType::Q8_0);
+        let e = facts(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("architecture \"mamba\" is not supported") && e.contains("llama, qwen2, qwen3, gemma3, phi3"),
+            "{e}"
+        );
+        let path = tiny_gguf(dir.path(), &llama("phi3", "bert"), GgmlDType::Q8_0);
+        let e = facts(&path).unwrap_err().to_string();
+        assert!(e.contains("tokenizer model \"bert\" is not supported"), "{e}");
+    }
+}

@@ -1,0 +1,422 @@
+//! A session in batch mode (see [`crate::llm::batch`]): what its journal says of its batches, and
+//! the coordinator that sends each complete phase out — to a provider's Batch API, polled until it
+//! ends, or to a file for an offline engine, after which the run stops until `batch import` brings
+//! the results. Every batch id and file id is journaled as soon as it exists (a resumed run polls
+//! the same batch), and every result is kept in the session's folder (`batches/`) before anything
+//! reads it, so a kill at any moment loses nothing already paid for.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::SessionError;
+use crate::journal;
+use crate::llm::LlmError;
+use crate::llm::batch::{self, Answer, Batch, BatchApi, Hub, Pending, Step};
+use crate::study::Event;
+
+/// Where a run in batch mode sends its phases.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BatchMode {
+    /// The providers' OpenAI Batch API (`run --batch`).
+    Api,
+    /// Files for an offline engine (`run --batch-files DIR`): a phase goes to `output` when given
+    /// (`batch export -o`), else to `DIR/<session>-phase<N>.jsonl`.
+    Files { dir: PathBuf, output: Option<PathBuf> },
+}
+
+/// A results file checked against the phase that waits for it, to import when the run resumes.
+#[derive(Debug, Clone)]
+pub struct Import {
+    pub from: PathBuf,
+    pub phase: u32,
+    pub text: String,
+    pub answers: BTreeMap<String, Answer>,
+}
+
+/// What a session's journal records of its batches.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    pub steps: Vec<Step>,
+}
+
+impl History {
+    pub fn of(events: &[Event]) -> History {
+        History {
+            steps: events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Batch(step) => Some(step.clone()),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
+    pub fn last_phase(&self) -> u32 {
+        self.steps.iter().map(Step::phase).max().unwrap_or(0)
+    }
+
+    /// The mode the session last ran in, if it ran in batch mode.
+    pub fn mode(&self) -> Option<BatchMode> {
+        self.steps.iter().rev().find_map(|s| match s {
+            Step::Written { path, .. } => Some(BatchMode::Files {
+                dir: Path::new(path).parent().map(Path::to_path_buf).unwrap_or_default(),
+                output: None,
+            }),
+            Step::Uploaded { .. } | Step::Submitted { .. } => Some(BatchMode::Api),
+            _ => None,
+        })
+    }
+
+    /// The requests file whose results the session waits for: the last one written, unless results
+    /// were imported since.
+    pub fn waiting(&self) -> Option<(u32, &str, &[String])> {
+        match self.steps.iter().rev().find(|s| matches!(s, Step::Written { .. } | Step::Imported { .. })) {
+            Some(Step::Written { phase, path, requests }) => Some((*phase, path.as_str(), requests.as_slice())),
+            _ => None,
+        }
+    }
+
+    /// The results kept in the session's folder, relative to it.
+    fn kept(&self) -> Vec<&str> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Ended { results, .. } | Step::Imported { results, .. } => Some(results.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Batches uploaded or submitted that have not ended: (phase, provider, file, batch).
+    fn open(&self) -> Vec<(u32, String, String, Option<String>)> {
+        let mut open: BTreeMap<(u32, String), (String, Option<String>)> = BTreeMap::new();
+        for step in &self.steps {
+            match step {
+                Step::Uploaded {
+                    phase, provider, file, ..
+                } => {
+                    open.insert((*phase, provider.clone()), (file.clone(), None));
+                }
+                Step::Submitted {
+                    phase,
+                    provider,
+                    batch,
+                    file,
+                } => {
+                    open.insert((*phase, provider.clone()), (file.clone(), Some(batch.clone())));
+                }
+                Step::Ended { phase, provider, .. } => {
+                    open.remove(&(*phase, provider.clone()));
+                }
+                _ => {}
+            }
+        }
+        open.into_iter()
+            .map(|((phase, provider), (file, batch))| (phase, provider, file, batch))
+            .collect()
+    }
+}
+
+/// Checks a results file against the phase the session waits for; the first line that is not JSON,
+/// names a request the phase did not write, or answers one twice is located, and nothing is changed.
+pub fn check_import(events: &[Event], from: &Path) -> Result<Import, SessionError> {
+    let history = History::of(events);
+    let Some((phase, _, requests)) = history.waiting() else {
+        return Err(SessionError::Batch {
+            reason: "the session waits for no batch results (`run --batch-files DIR` writes a phase's requests; \
+                     `batch export` writes them again)"
+                .into(),
+            input: true,
+        });
+    };
+    let name = from.display().to_string();
+    let text = std::fs::read_to_string(from).map_err(|e| SessionError::Batch {
+        reason: format!("cannot read {}: {e}", crate::text::terminal_safe(&name)),
+        input: true,
+    })?;
+    let known: BTreeSet<&str> = requests.iter().map(String::as_str).collect();
+    let answers = batch::parse_results(&name, &text, &|id| known.contains(id)).map_err(|bad| SessionError::Batch {
+        reason: format!("{bad} (phase {phase}'s results; nothing was imported)"),
+        input: true,
+    })?;
+    Ok(Import {
+        from: from.to_path_buf(),
+        phase,
+        text,
+        answers,
+    })
+}
+
+/// Batch steps on their way to the journal; each is acknowledged once written.
+pub(super) type Journaler = mpsc::UnboundedSender<(Event, oneshot::Sender<bool>)>;
+
+/// A session's batch mode, for the run that opens it.
+pub struct Batching {
+    pub hub: Arc<Hub>,
+    pub mode: BatchMode,
+    /// The Batch API of each provider the run connected (`BatchMode::Api`).
+    pub(super) apis: Mutex<BTreeMap<String, Arc<BatchApi>>>,
+    pub(super) history: History,
+    pub(super) import: Option<Import>,
+    /// The session's folder and id.
+    pub(super) dir: PathBuf,
+    pub(super) session: String,
+}
+
+fn api_error(provider: &str, e: LlmError) -> SessionError {
+    SessionError::Batch {
+        input: e.is_input(),
+        reason: format!("{provider}: {e}"),
+    }
+}
+
+impl Batching {
+    pub fn new(mode: BatchMode, events: &[Event], import: Option<Import>, dir: PathBuf, session: String) -> Batching {
+        Batching {
+            hub: Arc::default(),
+            mode,
+            apis: Mutex::default(),
+            history: History::of(events),
+            import,
+            dir,
+            session,
+        }
+    }
+
+    fn api(&self, provider: &str) -> Result<Arc<BatchApi>, SessionError> {
+        self.apis
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(provider)
+            .cloned()
+            .ok_or_else(|| SessionError::Batch {
+                reason: format!("provider {provider} is not connected for batches"),
+                input: true,
+            })
+    }
+
+    async fn journal(&self, journal: &Journaler, step: Step) -> Result<(), SessionError> {
+        let (tx, rx) = oneshot::channel();
+        let written = journal.send((Event::Batch(step), tx)).is_ok() && rx.await.unwrap_or(false);
+        if written {
+            Ok(())
+        } else {
+            Err(SessionError::Unwritable {
+                path: self.dir.join("journal.jsonl"),
+                source: std::io::Error::other("the journal stopped taking records"),
+            })
+        }
+    }
+
+    /// Keeps results in the session's folder; the path relative to it.
+    fn keep(&self, name: String, text: &str) -> Result<String, SessionError> {
+        let relative = format!("batches/{name}");
+        let path = self.dir.join(&relative);
+        journal::write_bytes_atomic(&path, text.as_bytes()).map_err(|source| SessionError::Results { path, source })?;
+        Ok(relative)
+    }
+
+    /// Sends every complete phase out until the study is done (the caller drops this then). In files
+    /// mode it returns after writing the first phase it finds: the path of the requests file.
+    pub(super) async fn coordinate(
+        &self,
+        journal: &Journaler,
+        note: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<PathBuf, SessionError> {
+        for relative in self.history.kept() {
+            let path = self.dir.join(relative);
+            let text = std::fs::read_to_string(&path).map_err(|e| SessionError::Batch {
+                reason: format!("cannot read the kept results {}: {e}", path.display()),
+                input: false,
+            })?;
+            let answers = batch::parse_results(&path.display().to_string(), &text, &|_| true).map_err(|bad| {
+                SessionError::Batch {
+                    reason: format!("the kept results are damaged: {bad}"),
+                    input: false,
+                }
+            })?;
+            self.hub.load(&answers);
+        }
+        if let Some(import) = &self.import {
+            let results = self.keep(format!("phase-{}.out.jsonl", import.phase), &import.text)?;
+            let step = Step::Imported {
+                phase: import.phase,
+                from: import.from.display().to_string(),
+                results,
+                lines: import.answers.len(),
+            };
+            note(step.describe());
+            self.journal(journal, step).await?;
+            self.hub.load(&import.answers);
+        }
+        for (phase, provider, file, batch) in self.history.open() {
+            let api = self.api(&provider)?;
+            let batch = match batch {
+                Some(id) => api.get(&id).await,
+                // Uploaded, then killed before the batch was journaled: find it, or create it now.
+                None => match api.find(&file).await {
+                    Ok(Some(found)) => Ok(found),
+                    Ok(None) => api.create(&file).await,
+                    Err(e) => Err(e),
+                },
+            }
+            .map_err(|e| api_error(&provider, e))?;
+            note(format!("batch phase {phase}: following {provider} batch {} from the last sitting", batch.id));
+            let answers = self.follow(journal, note, phase, &provider, &api, batch).await?;
+            self.hub.load(&answers);
+        }
+        let mut phase = self.history.last_phase();
+        loop {
+            let Some(pending) = self.hub.phase() else {
+                self.hub.changed().await;
+                continue;
+            };
+            phase += 1;
+            match &self.mode {
+                BatchMode::Files { dir, output } => {
+                    let path = output
+                        .clone()
+                        .unwrap_or_else(|| dir.join(format!("{}-phase{phase}.jsonl", self.session)));
+                    let text = lines(pending.iter());
+                    journal::write_bytes_atomic(&path, text.as_bytes()).map_err(|e| SessionError::Batch {
+                        reason: format!("cannot write {}: {e}", path.display()),
+                        input: true,
+                    })?;
+                    let step = Step::Written {
+                        phase,
+                        path: path.display().to_string(),
+                        requests: pending.iter().map(|p| p.custom_id.clone()).collect(),
+                    };
+                    self.journal(journal, step).await?;
+                    return Ok(path);
+                }
+                BatchMode::Api => {
+                    let mut by_provider: BTreeMap<&str, Vec<&Pending>> = BTreeMap::new();
+                    for p in &pending {
+                        by_provider.entry(p.provider.as_str()).or_default().push(p);
+                    }
+                    let sent = by_provider
+                        .into_iter()
+                        .map(|(provider, pending)| self.submit(journal, note, phase, provider, pending));
+                    for result in futures_util::future::join_all(sent).await {
+                        let (asked, answers) = result?;
+                        self.hub.resolve(&asked, &answers);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One provider's share of a phase: uploaded, submitted, followed to its end.
+    async fn submit(
+        &self,
+        journal: &Journaler,
+        note: &(dyn Fn(String) + Send + Sync),
+        phase: u32,
+        provider: &str,
+        pending: Vec<&Pending>,
+    ) -> Result<(Vec<String>, BTreeMap<String, Answer>), SessionError> {
+        let api = self.api(provider)?;
+        let asked: Vec<String> = pending.iter().map(|p| p.custom_id.clone()).collect();
+        let name = format!("{}-phase{phase}-{provider}.jsonl", self.session);
+        let file = api
+            .upload(&name, &lines(pending.into_iter()))
+            .await
+            .map_err(|e| api_error(provider, e))?;
+        let uploaded = Step::Uploaded {
+            phase,
+            provider: provider.to_string(),
+            file: file.clone(),
+            requests: asked.len(),
+        };
+        note(uploaded.describe());
+        self.journal(journal, uploaded).await?;
+        let batch = api.create(&file).await.map_err(|e| api_error(provider, e))?;
+        self.journal(
+            journal,
+            Step::Submitted {
+                phase,
+                provider: provider.to_string(),
+                batch: batch.id.clone(),
+                file,
+            },
+        )
+        .await?;
+        let answers = self.follow(journal, note, phase, provider, &api, batch).await?;
+        Ok((asked, answers))
+    }
+
+    /// Polls a batch until it ends, then keeps its results (output and error files) and journals it.
+    async fn follow(
+        &self,
+        journal: &Journaler,
+        note: &(dyn Fn(String) + Send + Sync),
+        phase: u32,
+        provider: &str,
+        api: &BatchApi,
+        mut batch: Batch,
+    ) -> Result<BTreeMap<String, Answer>, SessionError> {
+        let mut said = String::new();
+        loop {
+            let line = format!(
+                "batch phase {phase}: {provider} {} {}: {}",
+                batch.id,
+                batch.status,
+                batch.request_counts.describe()
+            );
+            if line != said {
+                note(line.clone());
+                said = line;
+            }
+            if batch.ended() {
+                break;
+            }
+            tokio::time::sleep(api.poll_interval()).await;
+            batch = api.get(&batch.id).await.map_err(|e| api_error(provider, e))?;
+        }
+        if batch.status == "failed" && batch.output_file_id.is_none() {
+            return Err(SessionError::Batch {
+                reason: format!("{provider}: {}", batch.failure()),
+                input: false,
+            });
+        }
+        let mut text = String::new();
+        for file in [&batch.output_file_id, &batch.error_file_id].into_iter().flatten() {
+            let part = api.content(file).await.map_err(|e| api_error(provider, e))?;
+            text.push_str(part.trim_end());
+            text.push('\n');
+        }
+        let results = self.keep(format!("phase-{phase}-{provider}.out.jsonl"), &text)?;
+        let answers =
+            batch::parse_results(&format!("{provider} batch {}", batch.id), &text, &|_| true).map_err(|bad| {
+                SessionError::Batch {
+                    reason: format!("{provider} returned results that cannot be read: {bad}"),
+                    input: false,
+                }
+            })?;
+        self.journal(
+            journal,
+            Step::Ended {
+                phase,
+                provider: provider.to_string(),
+                batch: batch.id.clone(),
+                status: batch.status.clone(),
+                counts: batch.request_counts,
+                results,
+            },
+        )
+        .await?;
+        Ok(answers)
+    }
+}
+
+/// A batch file's text: a line per request.
+fn lines<'a>(pending: impl Iterator<Item = &'a Pending>) -> String {
+    pending
+        .map(|p| batch::line(&p.custom_id, &p.body) + "\n")
+        .collect()
+}

@@ -1,0 +1,266 @@
+//! Batch mode: a run through the OpenAI Batch API, and one carried phase by phase through batch files
+//! (as `vllm run-batch` would answer them), give the results the same run gives streaming; a results
+//! file that cannot be read is refused whole and changes nothing.
+
+use std::path::Path;
+
+use incharacter_testkit::fake_openai::FakeConfig;
+use incharacter_testkit::fake_openai::batch::{BatchOrder, batch_output_for};
+use serde_json::Value;
+
+use crate::common;
+
+const RUN: [&str; 7] = [
+    "run",
+    "--characters",
+    "hermione-en,snape-en",
+    "--scales",
+    "BFI",
+    "--methods",
+    "er-batch,oc",
+];
+
+/// What a session concluded, without what differs from sitting to sitting: every answer and every
+/// assessment (scores, ratings, converted items), in a stable order.
+fn conclusions(session: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(session.join("journal.jsonl")).unwrap();
+    let mut out: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| {
+            matches!(
+                e["event"].as_str(),
+                Some("item_answered" | "dimension_assessed" | "item_failed")
+            )
+        })
+        .map(|mut e| {
+            common::strip(&mut e, "cached");
+            common::strip(&mut e, "ts_ms");
+            e
+        })
+        .collect();
+    out.sort_by_key(|e| e.to_string());
+    out
+}
+
+fn session_dir(data: &Path, id: &str) -> std::path::PathBuf {
+    data.join("sessions").join(id)
+}
+
+/// The streaming run's conclusions, on a server of its own with the same seed.
+async fn streamed() -> Vec<Value> {
+    let s = common::setup(FakeConfig::default(), "max_concurrency = 8").await;
+    let mut args = RUN.to_vec();
+    args.push("--json");
+    let summary = common::json_of(common::output(&s.config, &s.data, &args).await);
+    conclusions(&session_dir(&s.data, summary["session"].as_str().unwrap()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_through_the_batch_api_equals_the_streamed_run() {
+    let expected = streamed().await;
+    // Output lines come back in reverse order (the fake's default).
+    let s = common::setup(FakeConfig::default(), "batch_poll_ms = 5").await;
+    let mut args = RUN.to_vec();
+    args.extend(["--batch", "--json"]);
+    let out = common::output(&s.config, &s.data, &args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let summary = common::json_of(out);
+    let rows = summary["summary"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["failed_dimensions"] == 0), "{summary}");
+    let stats = s.server.stats();
+    assert_eq!(stats.requests, 0, "no request streamed: {stats:?}");
+    // The interviews, then the judge's calls (and its re-asks, if any reply was rejected).
+    assert_eq!(stats.batches, 2, "{stats:?}");
+    assert!(stats.batch_lines >= 2 * 44 + 2 * 5, "{stats:?}");
+    assert!(
+        stderr.contains("batch phase 1: fake batch_fake_1 in_progress: 0/88 done, 0 failed"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("completed: 88/88 done, 0 failed"), "{stderr}");
+    let dir = session_dir(&s.data, summary["session"].as_str().unwrap());
+    assert_eq!(
+        conclusions(&dir),
+        expected,
+        "the same answers and assessments as streaming"
+    );
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    assert!(journal.contains(r#""step":"submitted""#), "batch ids journaled");
+    assert!(dir.join("batches/phase-1-fake.out.jsonl").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_files_phase_by_phase_equal_the_streamed_run_and_a_bad_file_changes_nothing() {
+    let expected = streamed().await;
+    let s = common::setup(FakeConfig::default(), "").await;
+    let files = s.dir.path().join("batches");
+    let engine = FakeConfig {
+        batch_order: BatchOrder::Reverse,
+        ..FakeConfig::default()
+    };
+    let mut args = RUN.to_vec();
+    let dir_arg = files.display().to_string();
+    args.extend(["--batch-files", &dir_arg, "--json"]);
+    let first = common::json_of(common::output(&s.config, &s.data, &args).await);
+    let id = first["session"].as_str().unwrap().to_string();
+    let mut requests = first["requests"].as_str().unwrap().to_string();
+    assert!(requests.starts_with(&dir_arg), "{first}");
+    let journal = session_dir(&s.data, &id).join("journal.jsonl");
+
+    // A results file with one malformed line: refused whole, located, and the journal is unchanged.
+    let input = std::fs::read_to_string(&requests).unwrap();
+    assert_eq!(input.lines().count(), 2 * 44, "one line per interview item");
+    let good = batch_output_for(&engine, &input).unwrap();
+    let mut lines: Vec<&str> = good.lines().collect();
+    lines[6] = r#"{"custom_id": "ic-x", "response": {"status_code": 200,"#;
+    let bad = files.join("bad.jsonl");
+    std::fs::write(&bad, lines.join("\n")).unwrap();
+    let before = std::fs::read(&journal).unwrap();
+    let bad_arg = bad.display().to_string();
+    let out = common::output(&s.config, &s.data, &["batch", "import", &id, &bad_arg, "--json"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("{bad_arg}:7:")), "located: {stderr}");
+    assert_eq!(
+        std::fs::read(&journal).unwrap(),
+        before,
+        "the journal's bytes are unchanged"
+    );
+    // So is a line for a request the phase did not write.
+    let mut unknown: Value = serde_json::from_str(good.lines().next().unwrap()).unwrap();
+    unknown["custom_id"] = "ic-not-asked".into();
+    std::fs::write(&bad, format!("{good}{unknown}\n")).unwrap();
+    let out = common::output(&s.config, &s.data, &["batch", "import", &id, &bad_arg]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("ic-not-asked is not a request of this batch"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("{bad_arg}:{}:", 2 * 44 + 1)), "{stderr}");
+    assert_eq!(std::fs::read(&journal).unwrap(), before);
+
+    // Phase after phase, answered by "the engine" in reverse order.
+    let mut phases = 0;
+    let summary = loop {
+        phases += 1;
+        assert!(phases < 6, "a run of two judged phases does not take {phases}");
+        let input = std::fs::read_to_string(&requests).unwrap();
+        let results = files.join(format!("results-{phases}.jsonl"));
+        std::fs::write(&results, batch_output_for(&engine, &input).unwrap()).unwrap();
+        let results_arg = results.display().to_string();
+        let out = common::json_of(
+            common::output(&s.config, &s.data, &["batch", "import", &id, &results_arg, "--json"]).await,
+        );
+        match out["requests"].as_str() {
+            Some(next) => requests = next.to_string(),
+            None => break out,
+        }
+    };
+    // Interviews, then the judge (whose replies here are all usable: no re-asks), each phase whole.
+    assert_eq!(phases, 2, "interviews, then the judge");
+    assert_eq!(s.server.stats().requests, 0, "batch files send nothing");
+    assert_eq!(summary["session"], id.as_str());
+    assert!(
+        summary["summary"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["failed_dimensions"] == 0),
+        "{summary}"
+    );
+    assert_eq!(conclusions(&session_dir(&s.data, &id)), expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_export_writes_again_what_the_session_still_needs() {
+    let s = common::setup(FakeConfig::default(), "").await;
+    let files = s.dir.path().join("out");
+    let dir_arg = files.display().to_string();
+    let mut args = RUN.to_vec();
+    args.extend(["--batch-files", &dir_arg, "--json"]);
+    let first = common::json_of(common::output(&s.config, &s.data, &args).await);
+    let id = first["session"].as_str().unwrap();
+    let again = files.join("again.jsonl");
+    let again_arg = again.display().to_string();
+    let out =
+        common::json_of(common::output(&s.config, &s.data, &["batch", "export", id, "-o", &again_arg, "--json"]).await);
+    assert_eq!(out["requests"], again_arg.as_str());
+    let written = std::fs::read_to_string(first["requests"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&again).unwrap(),
+        written,
+        "the same requests, in the same order"
+    );
+    for line in written.lines() {
+        let line: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(line["method"], "POST");
+        assert_eq!(line["url"], "/v1/chat/completions");
+        assert!(line["body"].get("stream").is_none(), "{line}");
+        assert_eq!(line["body"]["model"], "fake-model");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_batch_run_polls_the_same_batch_when_resumed() {
+    let expected = streamed().await;
+    // Polls far apart: the run is killed while it waits for its first batch.
+    let s = common::setup(FakeConfig::default(), "batch_poll_ms = 60000").await;
+    let mut args = RUN.to_vec();
+    args.extend(["--batch", "--json"]);
+    let mut child = common::command(&s.config, &s.data, &args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for the batch to be created and journaled.
+    let session = loop {
+        let journaled = std::fs::read_dir(s.data.join("sessions"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                std::fs::read_to_string(p.join("journal.jsonl")).is_ok_and(|j| j.contains(r#""step":"submitted""#))
+            });
+        if let Some(dir) = journaled {
+            break dir;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert_eq!(s.server.stats().batches, 1);
+    std::fs::write(
+        &s.config,
+        std::fs::read_to_string(&s.config).unwrap().replace("60000", "5"),
+    )
+    .unwrap();
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id, "--json"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let summary = common::json_of(out);
+    assert!(stderr.contains("from the last sitting"), "{stderr}");
+    let stats = s.server.stats();
+    assert_eq!(stats.requests, 0, "{stats:?}");
+    let journal = std::fs::read_to_string(session.join("journal.jsonl")).unwrap();
+    assert_eq!(
+        journal.matches(r#""step":"uploaded","phase":1,"#).count(),
+        1,
+        "phase 1 was submitted once: {journal}"
+    );
+    let uploaded = journal.matches(r#""step":"uploaded""#).count();
+    assert_eq!(
+        stats.batches as usize, uploaded,
+        "one batch per phase, none again: {stats:?}"
+    );
+    assert!(
+        summary["summary"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["failed_dimensions"] == 0),
+        "{summary}"
+    );
+    assert_eq!(conclusions(&session), expected);
+}

@@ -1,0 +1,65 @@
+//! A cost cap: a run estimated above `--max-cost` does not start (exit 2, the estimate printed, no
+//! session made); a run that reaches its cap while running stops cleanly, and `--resume` finishes it.
+
+use incharacter_testkit::fake_openai::FakeConfig;
+
+use crate::common;
+
+/// One cent per prompt token: any interview costs dollars.
+const PRICED: &str = "price_in_per_mtok = 10000\nprice_out_per_mtok = 10000\nmax_concurrency = 2";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_estimated_above_the_cap_does_not_start() {
+    let s = common::setup(FakeConfig::default(), PRICED).await;
+    let args = common::run_hermione("BFI", "er-batch", &["--max-cost", "5"]);
+    let out = common::output(&s.config, &s.data, &args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the run is estimated at $"), "{stderr}");
+    assert!(
+        stderr.contains("above the cap of $5.00; nothing was started"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("requests, ≈ "),
+        "the estimate says what it is made of: {stderr}"
+    );
+    assert_eq!(s.server.stats().requests, 0);
+    assert!(!s.data.join("sessions").exists(), "no session made");
+    // The config's max_cost does the same.
+    std::fs::write(
+        &s.config,
+        format!("max_cost = 5\n{}", std::fs::read_to_string(&s.config).unwrap()),
+    )
+    .unwrap();
+    let out = common::output(&s.config, &s.data, &common::run_hermione("BFI", "er-batch", &[])).await;
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_reaches_its_cap_stops_cleanly_and_resumes() {
+    let s = common::setup(FakeConfig::default(), PRICED).await;
+    let args = common::run_hermione("BFI", "er-batch", &["--max-cost", "20", "--yes", "--json"]);
+    let out = common::output(&s.config, &s.data, &args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("reaching its cap of $20.00; it stopped"), "{stderr}");
+    assert!(stderr.contains("--resume"), "{stderr}");
+    let sessions: Vec<_> = std::fs::read_dir(s.data.join("sessions")).unwrap().flatten().collect();
+    assert_eq!(sessions.len(), 1);
+    let dir = sessions[0].path();
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    let answered = journal.matches(r#""event":"item_answered""#).count();
+    assert!(answered > 0 && answered < 44, "stopped part way: {answered} answers");
+    assert!(!dir.join("results.json").exists(), "not finished");
+    let id = dir.file_name().unwrap().to_string_lossy().to_string();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id, "--json"]).await;
+    let summary = common::json_of(out);
+    assert_eq!(summary["summary"][0]["failed_dimensions"], 0, "{summary}");
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    assert_eq!(
+        journal.matches(r#""event":"item_answered""#).count(),
+        44,
+        "nothing asked twice"
+    );
+}

@@ -1,0 +1,130 @@
+//! The embedded runner against llama.cpp on tiny random-weight GGUFs of every supported architecture
+//! and the quantization formats people download (`tests/fixtures/gguf/make_tiny.py` made the files and
+//! recorded llama.cpp's logits; nothing here needs llama.cpp).
+#![cfg(feature = "local-model")]
+
+use std::path::{Path, PathBuf};
+
+use incharacter::llm::local::{LocalModel, facts};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf")
+}
+
+/// The largest difference from llama.cpp's logits allowed per format, as a share of the standard
+/// deviation of llama.cpp's logits (random weights give logits of very different scales per
+/// architecture). On F32 weights the two engines agree to 1e-4 of it (llama.cpp keeps its attention
+/// cache in f16); on quantized weights both quantize the activations before each product, and the
+/// roundings differ: llama.cpp's Q8_0 logits are themselves up to 0.035 σ from its logits on the same
+/// weights dequantized. Q4_1 is re-quantized to Q4_0 when loaded (candle has no fast Q4_1 kernel), which
+/// moves its logits as far as a second quantization does.
+fn tolerance(quantization: &str) -> f32 {
+    match quantization {
+        "Q4_1" => 0.8,
+        _ => 0.08,
+    }
+}
+
+fn reference() -> Value {
+    let text = std::fs::read_to_string(fixtures().join("reference_logits.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The model at `name`, loaded from a copy (loading may write a converted copy next to the file).
+fn load(dir: &Path, name: &str) -> LocalModel {
+    let copy = dir.join(name);
+    std::fs::copy(fixtures().join(name), &copy).unwrap();
+    LocalModel::load(name, &copy).unwrap()
+}
+
+#[test]
+fn tiny_models_of_five_architectures_give_llama_cpps_logits() {
+    let reference = reference();
+    let prefill = reference["prefill"].as_u64().unwrap() as usize;
+    let files = reference["files"].as_object().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut report = Vec::new();
+    let mut failed = false;
+    let mut architectures: Vec<&str> = Vec::new();
+    for (name, entry) in files {
+        let bytes = std::fs::read(fixtures().join(name)).unwrap();
+        let sha: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            sha, entry["sha256"],
+            "{name} is not the file the reference logits were computed on"
+        );
+        let quantization = entry["quantization"].as_str().unwrap();
+        let architecture = entry["architecture"].as_str().unwrap();
+        architectures.push(architecture);
+        let found = facts(&fixtures().join(name)).unwrap();
+        assert_eq!(
+            (found.architecture.as_str(), found.quantization.as_str()),
+            (architecture, quantization)
+        );
+        let ids: Vec<u32> = entry["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        let ours = load(dir.path(), name).logits(&ids, prefill).unwrap();
+        let theirs: Vec<Vec<f32>> = entry["logits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| {
+                row.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_f64().unwrap() as f32)
+                    .collect()
+            })
+            .collect();
+        assert_eq!(ours.len(), theirs.len(), "{name}: positions");
+        let all: Vec<f32> = theirs.iter().flatten().copied().collect();
+        let mean = all.iter().sum::<f32>() / all.len() as f32;
+        let sigma = (all.iter().map(|x| (x - mean).powi(2)).sum::<f32>() / all.len() as f32).sqrt();
+        let allowed = tolerance(quantization) * sigma;
+        let mut worst = 0f32;
+        let (mut differs, mut clear_differs) = (0, 0);
+        for (a, b) in ours.iter().zip(&theirs) {
+            assert_eq!(a.len(), b.len(), "{name}: vocabulary size");
+            worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(worst, f32::max);
+            if argmax(a) != argmax(b) {
+                differs += 1;
+                // A greedy choice may flip only where llama.cpp's top two are within the tolerance.
+                clear_differs += usize::from(margin(b) > 2.0 * allowed);
+            }
+        }
+        let ok = worst <= allowed && clear_differs == 0;
+        failed |= !ok;
+        report.push(format!(
+            "{name}: max |Δlogit| {worst:.4} = {:.4} σ (tolerance {} σ), greedy choice differs at {differs} of {} positions (near ties) {}",
+            worst / sigma,
+            tolerance(quantization),
+            ours.len(),
+            if ok { "ok" } else { "FAILED" }
+        ));
+    }
+    architectures.sort_unstable();
+    architectures.dedup();
+    assert_eq!(architectures, ["gemma3", "llama", "phi3", "qwen2", "qwen3"]);
+    assert!(!failed, "{}", report.join("\n"));
+    eprintln!("{}", report.join("\n"));
+}
+
+/// How far llama.cpp's best logit is ahead of the second.
+fn margin(row: &[f32]) -> f32 {
+    let mut sorted = row.to_vec();
+    sorted.sort_by(|a, b| b.total_cmp(a));
+    sorted[0] - sorted[1]
+}
+
+fn argmax(row: &[f32]) -> usize {
+    row.iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map_or(0, |(i, _)| i)
+}
