@@ -136,8 +136,8 @@ async fn main() -> anyhow::Result<()> {
     tokio::signal::ctrl_c().await?;
     let stats = server.stats();
     eprintln!(
-        "requests: {}, faults: {}, max in flight: {}, batches: {} ({} lines)",
-        stats.requests, stats.faults, stats.max_in_flight, stats.batches, stats.batch_lines
+        "requests: {}, faults: {}, refused (429): {}, max in flight: {}, batches: {} ({} lines)",
+        stats.requests, stats.faults, stats.throttled, stats.max_in_flight, stats.batches, stats.batch_lines
     );
     Ok(())
 }
