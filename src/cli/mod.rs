@@ -495,12 +495,29 @@ pub enum ModelCommand {
     },
     /// The local models: fetched, registered, and fetchable
     List,
-    /// Register your own GGUF file (llama or qwen2 architecture)
+    /// Register your own GGUF file (llama, qwen2, qwen3, gemma3 or phi3 architecture)
     Add {
         path: PathBuf,
         /// Name to use in the config's `model = "…"` [default: the file name]
         #[arg(long)]
         name: Option<String>,
+    },
+    /// Greedy continuation of a raw text or token ids (no chat template, no penalties): the ids, to
+    /// compare with another engine's on the same file
+    Continue {
+        /// A registered name or a GGUF path
+        model: String,
+        /// The text to continue (tokenized by the file's own tokenizer)
+        #[arg(required_unless_present = "ids", conflicts_with = "ids")]
+        text: Option<String>,
+        /// Token ids instead of a text, comma-separated
+        #[arg(long, value_delimiter = ',')]
+        ids: Option<Vec<u32>>,
+        /// Tokens to generate
+        #[arg(long, default_value_t = 16)]
+        tokens: usize,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -818,6 +835,13 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             ModelCommand::Fetch { name } => model_cmds::fetch(&name, out),
             ModelCommand::List => model_cmds::list(out),
             ModelCommand::Add { path, name } => model_cmds::add(&path, name.as_deref(), out),
+            ModelCommand::Continue {
+                model,
+                text,
+                ids,
+                tokens,
+                json,
+            } => model_cmds::continue_greedy(&model, text.as_deref(), ids, tokens, json, out),
         },
         Command::Providers { json, command } => match command {
             None => llm_cmds::list(ctx, json, out),

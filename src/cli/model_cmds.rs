@@ -97,6 +97,43 @@ pub fn add(path: &Path, name: Option<&str>, out: &mut dyn Write) -> anyhow::Resu
     Ok(ExitCode::SUCCESS)
 }
 
+/// `model continue`: the greedy continuation of a text or of token ids, as ids (and text).
+pub fn continue_greedy(
+    model: &str,
+    text: Option<&str>,
+    ids: Option<Vec<u32>>,
+    tokens: usize,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let path = if Path::new(model).is_file() {
+        Path::new(model).to_path_buf()
+    } else {
+        local::resolve(&models_dir()?, model).map_err(|e| input_error(e.to_string()))?
+    };
+    let engine = local::LocalModel::load(model, &path).map_err(|e| input_error(e.to_string()))?;
+    let prompt = match (ids, text) {
+        (Some(ids), _) => ids,
+        (None, Some(text)) => engine.encode(text).map_err(|e| input_error(e.to_string()))?,
+        (None, None) => return Err(input_error("give a text or --ids")),
+    };
+    if prompt.is_empty() {
+        return Err(input_error("the prompt has no tokens"));
+    }
+    let generated = engine.greedy(&prompt, tokens).map_err(|e| input_error(e.to_string()))?;
+    let text = engine.text_of(&generated);
+    if json {
+        let value = serde_json::json!({"prompt": prompt, "generated": generated, "text": text});
+        writeln!(out, "{value}")?;
+    } else {
+        let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        writeln!(out, "prompt ids:    {}", list(&prompt))?;
+        writeln!(out, "generated ids: {}", list(&generated))?;
+        writeln!(out, "text: {}", safe(&text))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Prefill and decode speed of a local model, measured through the same code path as requests.
 pub fn bench(name: &str, tokens: u32, runs: u32, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     // With --json the report is one object on stdout, and the lines along the way go to stderr.

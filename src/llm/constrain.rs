@@ -214,8 +214,14 @@ enum Frame {
         chars: usize,
         escape: Escape,
         utf8_pending: u8,
+        /// The bytes the next continuation byte may be (narrower after some lead bytes, so that no
+        /// overlong form, surrogate or code point above U+10FFFF gets through).
+        utf8_next: (u8, u8),
     },
 }
+
+/// Any continuation byte.
+const CONTINUATION: (u8, u8) = (0x80, 0xBF);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Escape {
@@ -328,6 +334,7 @@ fn push_node(arena: &Arena, mut stack: Vec<Frame>, node: usize, out: &mut Vec<Ve
                 chars: 0,
                 escape: Escape::Opening,
                 utf8_pending: 0,
+                utf8_next: CONTINUATION,
             });
             out.push(stack);
         }
@@ -387,6 +394,7 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
             chars,
             escape,
             utf8_pending,
+            utf8_next,
         } => {
             let mut push = |s: Frame| {
                 let mut st = stack.clone();
@@ -401,6 +409,7 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
                             chars,
                             escape: Escape::None,
                             utf8_pending: 0,
+                            utf8_next: CONTINUATION,
                         });
                     }
                 }
@@ -411,6 +420,7 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
                             chars: chars + 1,
                             escape: Escape::None,
                             utf8_pending: 0,
+                            utf8_next: CONTINUATION,
                         });
                     } else if b == b'u' {
                         push(Frame::Str {
@@ -418,6 +428,7 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
                             chars,
                             escape: Escape::Unicode(4),
                             utf8_pending: 0,
+                            utf8_next: CONTINUATION,
                         });
                     }
                 }
@@ -433,16 +444,18 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
                             chars,
                             escape,
                             utf8_pending: 0,
+                            utf8_next: CONTINUATION,
                         });
                     }
                 }
                 Escape::None if utf8_pending > 0 => {
-                    if (0x80..=0xBF).contains(&b) {
+                    if (utf8_next.0..=utf8_next.1).contains(&b) {
                         push(Frame::Str {
                             max,
                             chars,
                             escape,
                             utf8_pending: utf8_pending - 1,
+                            utf8_next: CONTINUATION,
                         });
                     }
                 }
@@ -457,6 +470,7 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
                             chars,
                             escape: Escape::Backslash,
                             utf8_pending: 0,
+                            utf8_next: CONTINUATION,
                         });
                     } else if b < 0x80 {
                         push(Frame::Str {
@@ -464,12 +478,17 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
                             chars: chars + 1,
                             escape,
                             utf8_pending: 0,
+                            utf8_next: CONTINUATION,
                         });
                     } else {
-                        let pending = match b {
-                            0xC2..=0xDF => 1,
-                            0xE0..=0xEF => 2,
-                            0xF0..=0xF4 => 3,
+                        let (pending, next) = match b {
+                            0xC2..=0xDF => (1, CONTINUATION),
+                            0xE0 => (2, (0xA0, 0xBF)),
+                            0xED => (2, (0x80, 0x9F)),
+                            0xE1..=0xEF => (2, CONTINUATION),
+                            0xF0 => (3, (0x90, 0xBF)),
+                            0xF4 => (3, (0x80, 0x8F)),
+                            0xF1..=0xF3 => (3, CONTINUATION),
                             _ => return,
                         };
                         push(Frame::Str {
@@ -477,6 +496,7 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
                             chars: chars + 1,
                             escape,
                             utf8_pending: pending,
+                            utf8_next: next,
                         });
                     }
                 }
@@ -554,6 +574,15 @@ mod tests {
         let bytes = "\"钟".as_bytes();
         assert!(m.feed(&bytes[..2]) && !m.accepts(b"\"") && m.feed(&bytes[2..]) && m.feed(b"\""));
         assert!(m.is_complete());
+        // Only valid UTF-8: no overlong forms, surrogates or code points above U+10FFFF, whichever
+        // bytes a random model offers (every accepted string must decode).
+        let m = matcher(s);
+        for bad in [&b"\"\xC0\x80"[..], b"\"\xE0\x80\x80", b"\"\xED\xA0\x80", b"\"\xF0\x80\x80\x80", b"\"\xF4\x90\x80\x80"] {
+            assert!(!m.accepts(bad), "{bad:?}");
+        }
+        for good in ["\"\u{7FF}", "\"\u{800}", "\"\u{D7FF}", "\"\u{E000}", "\"\u{10000}", "\"\u{10FFFF}"] {
+            assert!(m.accepts(good.as_bytes()), "{good:?}");
+        }
     }
 
     #[test]

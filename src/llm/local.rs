@@ -457,8 +457,35 @@ impl LocalModel {
     /// The logits after each of `ids[prefill - 1..]`: the first `prefill` ids in one forward pass,
     /// the rest one at a time through the attention cache, as a prompt and its reply go (the fixtures
     /// of `tests/it/gguf_logits.rs` compare them with llama.cpp's).
-    #[cfg(feature = "testing")]
     pub fn logits(&self, ids: &[u32], prefill: usize) -> Result<Vec<Vec<f32>>, LlmError> {
+        self.decode(ids, prefill, ids.len() - prefill, |_| None)
+    }
+
+    /// The `n` tokens greedy decoding puts after `prompt` (the highest logit each step; no penalty,
+    /// no stop): what `model continue` compares with another engine.
+    pub fn greedy(&self, prompt: &[u32], n: usize) -> Result<Vec<u32>, LlmError> {
+        let mut out = Vec::with_capacity(n);
+        self.decode(prompt, prompt.len(), n, |row| {
+            let next = row
+                .iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map_or(0, |(i, _)| i as u32);
+            out.push(next);
+            Some(next)
+        })?;
+        Ok(out)
+    }
+
+    /// Runs `ids[..prefill]` in one pass, then `steps` more tokens one at a time: `ids[prefill..]`
+    /// while they last, else what `choose` picks from the last logits. Returns every step's logits.
+    fn decode(
+        &self,
+        ids: &[u32],
+        prefill: usize,
+        steps: usize,
+        mut choose: impl FnMut(&[f32]) -> Option<u32>,
+    ) -> Result<Vec<Vec<f32>>, LlmError> {
         let fail = |e: candle_core::Error| LlmError::Model(e.to_string());
         let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let weights = &mut guard.weights;
@@ -471,10 +498,28 @@ impl LocalModel {
                 .map_err(fail)
         };
         let mut rows = vec![step(&ids[..prefill], 0)?];
-        for (position, &id) in ids.iter().enumerate().skip(prefill) {
-            rows.push(step(&[id], position)?);
+        for position in prefill..prefill + steps {
+            let last = rows.last().map_or(&[][..], Vec::as_slice);
+            let chosen = choose(last);
+            let Some(next) = ids.get(position).copied().or(chosen) else {
+                break;
+            };
+            if position + 1 == prefill + steps && ids.get(position).is_none() {
+                break; // the last choice needs no logits after it
+            }
+            rows.push(step(&[next], position)?);
         }
         Ok(rows)
+    }
+
+    /// The text `ids` stand for (control tokens left out).
+    pub fn text_of(&self, ids: &[u32]) -> String {
+        let bytes: Vec<u8> = ids
+            .iter()
+            .filter_map(|&id| self.vocab.token_bytes.get(id as usize).cloned().flatten())
+            .flatten()
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 
     /// The prompt text for a conversation, from the model's own chat template.

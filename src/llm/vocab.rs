@@ -51,6 +51,22 @@ pub struct Vocab {
     pub eos: String,
 }
 
+/// A whole number of any of GGUF's integer types (token types are written as i32 by some writers, u32
+/// by others).
+fn integer(v: &Value) -> Option<u32> {
+    match v {
+        Value::U8(x) => Some(u32::from(*x)),
+        Value::I8(x) => u32::try_from(*x).ok(),
+        Value::U16(x) => Some(u32::from(*x)),
+        Value::I16(x) => u32::try_from(*x).ok(),
+        Value::U32(x) => Some(*x),
+        Value::I32(x) => u32::try_from(*x).ok(),
+        Value::U64(x) => u32::try_from(*x).ok(),
+        Value::I64(x) => u32::try_from(*x).ok(),
+        _ => None,
+    }
+}
+
 fn strings(content: &Content, key: &str) -> Option<Vec<String>> {
     match content.metadata.get(key) {
         Some(Value::Array(a)) => Some(a.iter().map(|v| v.to_string().cloned().unwrap_or_default()).collect()),
@@ -62,10 +78,10 @@ impl Vocab {
     /// The vocabulary of a GGUF; `Err` names what is missing or unsupported.
     pub fn from_gguf(content: &Content) -> Result<Vocab, String> {
         let meta_str = |k: &str| content.metadata.get(k).and_then(|v| v.to_string().ok()).cloned();
-        let meta_u32 = |k: &str| content.metadata.get(k).and_then(|v| v.to_u32().ok());
+        let meta_u32 = |k: &str| content.metadata.get(k).and_then(integer);
         let tokens = strings(content, "tokenizer.ggml.tokens").ok_or("no tokenizer.ggml.tokens")?;
         let types: Vec<u32> = match content.metadata.get("tokenizer.ggml.token_type") {
-            Some(Value::Array(a)) => a.iter().map(|v| v.to_u32().unwrap_or(NORMAL)).collect(),
+            Some(Value::Array(a)) => a.iter().map(|v| integer(v).unwrap_or(NORMAL)).collect(),
             _ => vec![NORMAL; tokens.len()],
         };
         let kind = meta_str("tokenizer.ggml.model").unwrap_or_else(|| "gpt2".into());
@@ -132,6 +148,13 @@ fn byte_level(content: &Content, pre: Option<&str>) -> Result<Tokenizer, String>
             .map_err(|e| e.to_string())?;
             let pre = Sequence::new(vec![split.into(), ByteLevel::new(false, true, false).into()]);
             tokenizer.with_pre_tokenizer(Some(pre));
+            // and, as llama.cpp for this pre-tokenizer, a word found whole in the vocabulary is that
+            // token, whatever the merges would make of it.
+            if let tokenizers::ModelWrapper::BPE(bpe) = tokenizer.get_model() {
+                let mut bpe = bpe.clone();
+                bpe.ignore_merges = true;
+                tokenizer.with_model(bpe);
+            }
         }
         // GPT-2's own split, as llama.cpp's default: no prefix space.
         _ => {
@@ -298,6 +321,31 @@ mod tests {
         let t = spm(&pieces, true);
         assert_eq!(ids(&t, "ac"), vec![space_a, c]);
         assert_eq!(ids(&t, " "), vec![space, space]);
+    }
+
+    #[test]
+    fn token_types_are_read_whatever_their_integer_type() {
+        let mut content = Content {
+            magic: candle_core::quantized::gguf_file::VersionedMagic::GgufV3,
+            metadata: Default::default(),
+            tensor_infos: Default::default(),
+            tensor_data_offset: 0,
+        };
+        let tokens = ["<s>", "<0x41>", "\u{2581}a", "a"].map(|t| Value::String(t.into())).to_vec();
+        let scores = [0f32, 0., -1., -2.].map(Value::F32).to_vec();
+        let types = [3, BYTE as i32, 1, 1].map(Value::I32).to_vec();
+        for (k, v) in [
+            ("tokenizer.ggml.model", Value::String("llama".into())),
+            ("tokenizer.ggml.tokens", Value::Array(tokens)),
+            ("tokenizer.ggml.scores", Value::Array(scores)),
+            ("tokenizer.ggml.token_type", Value::Array(types)),
+            ("tokenizer.ggml.eos_token_id", Value::I32(0)),
+        ] {
+            content.metadata.insert(k.into(), v);
+        }
+        let vocab = Vocab::from_gguf(&content).unwrap();
+        assert_eq!(vocab.token_bytes[..2], [None, Some(b"A".to_vec())]);
+        assert_eq!((vocab.stop.as_slice(), vocab.eos.as_str()), (&[0][..], "<s>"));
     }
 
     #[test]

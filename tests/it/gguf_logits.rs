@@ -69,7 +69,20 @@ fn tiny_models_of_five_architectures_give_llama_cpps_logits() {
             .iter()
             .map(|v| v.as_u64().unwrap() as u32)
             .collect();
-        let ours = load(dir.path(), name).logits(&ids, prefill).unwrap();
+        let model = load(dir.path(), name);
+        // The file's own tokenizer splits a text as llama.cpp does (specials, merges, byte fallback).
+        let text_ids: Vec<u32> = entry["text_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        assert_eq!(
+            model.encode(reference["text"].as_str().unwrap()).unwrap(),
+            text_ids,
+            "{name}: tokenization"
+        );
+        let ours = model.logits(&ids, prefill).unwrap();
         let theirs: Vec<Vec<f32>> = entry["logits"]
             .as_array()
             .unwrap()
@@ -127,4 +140,67 @@ fn argmax(row: &[f32]) -> usize {
         .enumerate()
         .max_by(|a, b| a.1.total_cmp(b.1))
         .map_or(0, |(i, _)| i)
+}
+
+/// `model add` reports what a file is, and the registered model answers `chat --schema` with JSON
+/// that follows the schema (random weights: validity is all there is to check).
+#[test]
+fn tiny_gemma3_qwen3_and_phi3_files_register_and_answer_schema_valid_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let schema = dir.path().join("er.json");
+    std::fs::write(
+        &schema,
+        r#"{"name": "rating", "schema": {"type": "object", "properties": {
+            "analysis": {"type": "string", "maxLength": 120},
+            "result": {"type": "integer", "minimum": 1, "maximum": 5}},
+            "required": ["analysis", "result"], "additionalProperties": false}}"#,
+    )
+    .unwrap();
+    let schema_arg = schema.display().to_string();
+    for (arch, tokenizer) in [("gemma3", "llama"), ("qwen3", "gpt2"), ("phi3", "llama")] {
+        let copy = dir.path().join(format!("tiny-{arch}.gguf"));
+        std::fs::copy(fixtures().join(format!("tiny-{arch}-q4_k_m.gguf")), &copy).unwrap();
+        let name = format!("tiny-{arch}");
+        let out = crate::common::offline(&data, &["model", "add", &copy.display().to_string(), "--name", &name]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            stdout.contains(&format!(
+                "architecture {arch}, quantization Q4_K_M, tokenizer {tokenizer}, context 4096 tokens, chat template: the file's own"
+            )),
+            "{stdout}"
+        );
+        for seed in ["1", "2"] {
+            let args = [
+                "chat",
+                "--provider",
+                "local",
+                "--model",
+                &name,
+                "--schema",
+                &schema_arg,
+                "--seed",
+                seed,
+                "--cache",
+                "off",
+                "Rate Hermione's openness.",
+            ];
+            let out = crate::common::offline(&data, &args);
+            let text = String::from_utf8(out.stdout).expect("valid UTF-8");
+            assert!(
+                out.status.success(),
+                "{arch}: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let reply: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{arch}: {e}: {text}"));
+            let keys: Vec<&String> = reply.as_object().unwrap().keys().collect();
+            assert_eq!(keys, ["analysis", "result"], "{arch}: {text}");
+            assert!(
+                reply["analysis"].as_str().unwrap().chars().count() <= 120,
+                "{arch}: {text}"
+            );
+            assert!((1..=5).contains(&reply["result"].as_i64().unwrap()), "{arch}: {text}");
+        }
+    }
 }
