@@ -163,8 +163,12 @@ pub fn bench(name: &str, tokens: u32, runs: u32, json: bool, out: &mut dyn Write
     let passage = "The Sorting Hat considered the first-year for a long moment before it spoke. ".repeat(12);
     let mut prefill = Vec::new();
     let mut decode = Vec::new();
+    let mut constrained = Vec::new();
+    let mut choosing = [(0u64, 0u64); 2];
     let mut prompt_len = 0;
-    for run in 0..runs.max(1) {
+    // Free runs, then as many constrained by a schema: one string about as long as the free replies.
+    for run in 0..2 * runs.max(1) {
+        let schema_run = run >= runs.max(1);
         let mut request = ChatRequest::new(vec![
             ChatMessage::system("You are Hermione Granger. Answer in character."),
             ChatMessage::user(format!(
@@ -174,6 +178,15 @@ pub fn bench(name: &str, tokens: u32, runs: u32, json: bool, out: &mut dyn Write
         request.sampling.temperature = Some(0.8);
         request.sampling.seed = Some(u64::from(run));
         request.sampling.max_tokens = Some(tokens);
+        if schema_run {
+            request.schema = Some(crate::llm::ResponseSchema {
+                name: "story".into(),
+                schema: serde_json::json!({"type": "object", "properties": {
+                    "story": {"type": "string", "maxLength": 3 * tokens}}, "required": ["story"]}),
+                strict: true,
+            });
+        }
+        let before = model.choosing();
         let prompt_tokens = model
             .encode(&model.prompt(&request))
             .map_err(|e| input_error(e.to_string()))?
@@ -191,15 +204,22 @@ pub fn bench(name: &str, tokens: u32, runs: u32, json: bool, out: &mut dyn Write
         let total = t0.elapsed();
         let generated = finished.usage.map_or(0, |u| u.completion_tokens);
         let first = first.unwrap_or(total);
+        let after = model.choosing();
+        let slot = &mut choosing[usize::from(schema_run)];
+        *slot = (slot.0 + after.0 - before.0, slot.1 + after.1 - before.1);
         // The first piece appears after the prompt's forward pass and one sampled token.
-        prefill.push(prompt_tokens as f64 / first.as_secs_f64());
-        if generated > 1 {
-            decode.push((generated - 1) as f64 / (total - first).as_secs_f64());
+        let speed = (generated > 1).then(|| (generated - 1) as f64 / (total - first).as_secs_f64());
+        if schema_run {
+            constrained.extend(speed);
+        } else {
+            prefill.push(prompt_tokens as f64 / first.as_secs_f64());
+            decode.extend(speed);
         }
         writeln!(
             log,
-            "run {}: prompt {prompt_tokens} tokens, first piece after {:.0} ms, {generated} tokens in {:.2} s",
+            "run {}{}: prompt {prompt_tokens} tokens, first piece after {:.0} ms, {generated} tokens in {:.2} s",
             run + 1,
+            if schema_run { " (schema)" } else { "" },
             first.as_secs_f64() * 1000.0,
             total.as_secs_f64()
         )?;
@@ -220,6 +240,21 @@ pub fn bench(name: &str, tokens: u32, runs: u32, json: bool, out: &mut dyn Write
         median(&mut decode),
         decode.len()
     )?;
+    // The constraint's cost per token, as a share of a free decoding step: what choosing a token
+    // under the schema takes beyond choosing it freely.
+    let per_token = |(nanos, n): (u64, u64)| nanos as f64 / n.max(1) as f64;
+    let step = 1e9 / median(&mut decode.clone()).max(f64::MIN_POSITIVE);
+    let overhead = (per_token(choosing[1]) - per_token(choosing[0])) / step;
+    writeln!(
+        log,
+        "schema-constrained decode: {:.1} tok/s (median of {}); choosing a token takes {:.0} µs free, \
+         {:.0} µs under the schema: +{:.1}% of a decoding step",
+        median(&mut constrained),
+        constrained.len(),
+        per_token(choosing[0]) / 1e3,
+        per_token(choosing[1]) / 1e3,
+        overhead * 100.0
+    )?;
     let report = BenchReport {
         engine: "incharacter".into(),
         model: name.to_string(),
@@ -229,6 +264,8 @@ pub fn bench(name: &str, tokens: u32, runs: u32, json: bool, out: &mut dyn Write
         runs: runs.max(1),
         prefill_tok_s: median(&mut prefill.clone()),
         decode_tok_s: median(&mut decode.clone()),
+        constrained_decode_tok_s: Some(median(&mut constrained.clone())),
+        constraint_overhead: Some(overhead),
         prefill_runs: prefill,
         decode_runs: decode,
     };
@@ -253,6 +290,12 @@ pub struct BenchReport {
     pub runs: u32,
     pub prefill_tok_s: f64,
     pub decode_tok_s: f64,
+    /// Decoding under a JSON schema (this engine only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constrained_decode_tok_s: Option<f64>,
+    /// What the schema adds to a decoding step, as a share of it (0.05 = 5%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraint_overhead: Option<f64>,
     #[serde(default)]
     pub prefill_runs: Vec<f64>,
     #[serde(default)]

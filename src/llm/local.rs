@@ -401,8 +401,19 @@ pub struct LocalModel {
     /// Whether shared system prompts are computed once (`without_prefix_cache` turns it off).
     prefix_cache: bool,
     vocab: Vocab,
+    /// The vocabulary's bytes as a trie, for constrained decoding's every-allowed-token fallback.
+    trie: constrain::TokenTrie,
     template: String,
     context: usize,
+    /// Time spent choosing tokens (sampling, and matching the schema when there is one), and how many
+    /// were chosen: `bench local` compares constrained with free decoding by it.
+    choosing: Choosing,
+}
+
+#[derive(Default)]
+struct Choosing {
+    nanos: std::sync::atomic::AtomicU64,
+    tokens: std::sync::atomic::AtomicU64,
 }
 
 const _: () = assert!(super::config::LLAMA_CONTEXT == quantized_llama::MAX_SEQ_LEN);
@@ -437,9 +448,11 @@ impl LocalModel {
                 prefixes: Prefixes::default(),
             }),
             prefix_cache: true,
+            trie: constrain::TokenTrie::new(&vocab.token_bytes),
             vocab,
             template,
             context,
+            choosing: Choosing::default(),
         })
     }
 
@@ -447,6 +460,14 @@ impl LocalModel {
     pub fn without_prefix_cache(mut self) -> Self {
         self.prefix_cache = false;
         self
+    }
+
+    /// Nanoseconds spent choosing tokens so far (sampling and schema matching), and tokens chosen.
+    pub fn choosing(&self) -> (u64, u64) {
+        (
+            self.choosing.nanos.load(Ordering::Relaxed),
+            self.choosing.tokens.load(Ordering::Relaxed),
+        )
     }
 
     /// How many prompts started from a cached system prompt so far.
@@ -666,24 +687,38 @@ impl LocalModel {
             if cancel.load(Ordering::Relaxed) {
                 return Err(AttemptError::Cancelled);
             }
+            let choosing = std::time::Instant::now();
             let next = match &matcher {
                 None => {
                     penalize_repeats(&mut logits, &recent);
-                    sample(&logits, temperature, top_p, &mut rng, |_| true)
+                    sample(&logits, temperature, top_p, &mut rng, |_| true, Vec::new)
                 }
                 Some(m) => {
-                    let m = m.clone();
-                    sample(&logits, temperature, top_p, &mut rng, |id| {
-                        match self.vocab.token_bytes.get(id as usize) {
-                            Some(Some(bytes)) => !bytes.is_empty() && m.accepts(bytes),
-                            _ => self.vocab.stop.contains(&id) && m.is_complete(),
+                    let allowed = |id: u32| match self.vocab.token_bytes.get(id as usize) {
+                        Some(Some(bytes)) => !bytes.is_empty() && m.accepts(bytes),
+                        _ => self.vocab.stop.contains(&id) && m.is_complete(),
+                    };
+                    let every_allowed = || {
+                        let mut ids = self.trie.accepted(m);
+                        if m.is_complete() {
+                            ids.extend_from_slice(&self.vocab.stop);
                         }
-                    })
+                        ids
+                    };
+                    sample(&logits, temperature, top_p, &mut rng, allowed, every_allowed)
                 }
             };
             let Some(next) = next else {
                 return Err(fatal("no token can continue the constrained reply".into()));
             };
+            if let Some(Some(bytes)) = self.vocab.token_bytes.get(next as usize)
+                && let Some(m) = matcher.as_mut()
+            {
+                m.feed(bytes);
+            }
+            let nanos = u64::try_from(choosing.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.choosing.nanos.fetch_add(nanos, Ordering::Relaxed);
+            self.choosing.tokens.fetch_add(1, Ordering::Relaxed);
             generated += 1;
             if recent.len() == REPEAT_WINDOW {
                 recent.remove(0);
@@ -694,9 +729,6 @@ impl LocalModel {
                 break;
             }
             if let Some(Some(bytes)) = self.vocab.token_bytes.get(next as usize) {
-                if let Some(m) = matcher.as_mut() {
-                    m.feed(bytes);
-                }
                 pending.extend_from_slice(bytes);
                 let valid = match std::str::from_utf8(&pending) {
                     Ok(s) => s.len(),
@@ -763,12 +795,15 @@ fn penalize_repeats(logits: &mut [f32], recent: &[u32]) {
 /// Picks the next token among those `allowed`: the most likely one at temperature 0, else a draw from
 /// the softmax restricted to allowed tokens and to the top-p nucleus. Candidates are examined from the
 /// most likely down, so the constraint is asked about few tokens per step.
+/// Samples among the allowed tokens of the 256 most likely (at most 64 of them); when none of those
+/// may come next, takes the most likely of the tokens `fallback` says may.
 fn sample(
     logits: &[f32],
     temperature: f32,
     top_p: f32,
     rng: &mut SplitMix64,
     allowed: impl Fn(u32) -> bool,
+    fallback: impl FnOnce() -> Vec<u32>,
 ) -> Option<u32> {
     let mut order: Vec<u32> = (0..logits.len() as u32).collect();
     let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
@@ -778,18 +813,10 @@ fn sample(
         order.select_nth_unstable_by(head - 1, by_logit);
     }
     order[..head].sort_unstable_by(by_logit);
-    let mut sorted_tail = false;
     let mut candidates: Vec<u32> = Vec::new();
     let top = logits[order[0] as usize];
     let mut mass = 0.0f64;
-    let mut i = 0;
-    while i < order.len() {
-        if i == head && !sorted_tail {
-            order[head..].sort_unstable_by(by_logit);
-            sorted_tail = true;
-        }
-        let id = order[i];
-        i += 1;
+    for &id in &order[..head] {
         if !allowed(id) {
             continue;
         }
@@ -799,12 +826,14 @@ fn sample(
         candidates.push(id);
         mass += f64::from(((logits[id as usize] - top) / temperature).exp());
         // Enough candidates once the next ones cannot matter much.
-        if candidates.len() >= 64 || (i >= head && !candidates.is_empty()) {
+        if candidates.len() >= 64 {
             break;
         }
     }
     if candidates.is_empty() {
-        return None;
+        return fallback()
+            .into_iter()
+            .max_by(|a, b| logits[*a as usize].total_cmp(&logits[*b as usize]));
     }
     let weights: Vec<f64> = candidates
         .iter()
@@ -895,11 +924,11 @@ mod tests {
     fn greedy_sampling_respects_the_allowed_set() {
         let logits = vec![0.1, 3.0, 2.0, -1.0];
         let mut rng = SplitMix64(1);
-        assert_eq!(sample(&logits, 0.0, 1.0, &mut rng, |_| true), Some(1));
-        assert_eq!(sample(&logits, 0.0, 1.0, &mut rng, |id| id != 1), Some(2));
-        assert_eq!(sample(&logits, 0.0, 1.0, &mut rng, |_| false), None);
+        assert_eq!(sample(&logits, 0.0, 1.0, &mut rng, |_| true, Vec::new), Some(1));
+        assert_eq!(sample(&logits, 0.0, 1.0, &mut rng, |id| id != 1, Vec::new), Some(2));
+        assert_eq!(sample(&logits, 0.0, 1.0, &mut rng, |_| false, Vec::new), None);
         for _ in 0..50 {
-            let id = sample(&logits, 1.0, 0.9, &mut rng, |id| id % 2 == 0).unwrap();
+            let id = sample(&logits, 1.0, 0.9, &mut rng, |id| id % 2 == 0, Vec::new).unwrap();
             assert!(id == 0 || id == 2);
         }
     }
@@ -912,6 +941,6 @@ mod tests {
         // The penalty can change the greedy pick: token 0 led 2.2 to 2.1 before it was repeated.
         let mut close = vec![2.2, 2.1];
         penalize_repeats(&mut close, &[0]);
-        assert_eq!(sample(&close, 0.0, 1.0, &mut SplitMix64(1), |_| true), Some(1));
+        assert_eq!(sample(&close, 0.0, 1.0, &mut SplitMix64(1), |_| true, Vec::new), Some(1));
     }
 }
