@@ -14,7 +14,8 @@ use super::adapt::{self, Adapter};
 use super::cache::{self, Cache, CacheEntry};
 use super::config::{CacheMode, ProviderConfig};
 pub use super::policy::Unreachable;
-use super::policy::{self, Backoff, Limits, RateHeaders, Reachability};
+use super::pace::RateHeaders;
+use super::policy::{self, Backoff, Limits, Reachability};
 use super::{ChatEvent, ChatModel, ChatRequest, EventStream, LlmError, ModelInfo, Usage};
 use crate::text::approx_tokens;
 
@@ -180,7 +181,7 @@ pub struct Client {
     /// The provider's own (adaptive) limit, shared with every other client of the same provider.
     own: Arc<policy::AdaptiveLimit>,
     /// The provider's pace, shared the same way.
-    pace: Arc<policy::Pace>,
+    pace: Arc<super::pace::Pace>,
     shared: Shared,
 }
 

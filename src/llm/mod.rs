@@ -18,6 +18,7 @@ pub mod gguf;
 #[cfg(feature = "local-model")]
 pub mod local;
 pub mod openai;
+pub mod pace;
 pub mod policy;
 #[cfg(feature = "local-model")]
 pub mod vocab;

@@ -13,7 +13,6 @@ use tokio::time::{Instant, timeout_at};
 
 use super::client::{AttemptError, Finished, Transport};
 use super::config::{ProviderConfig, Secret};
-use super::policy;
 use super::{ChatRequest, LlmError, ModelInfo, Speaker, Usage};
 
 pub struct OpenAi {
@@ -166,7 +165,7 @@ impl Transport for OpenAi {
         };
         let status = response.status().as_u16();
         let headers = response.headers();
-        let rate = policy::RateHeaders::read(
+        let rate = super::pace::RateHeaders::read(
             |name| headers.get(name).and_then(|v| v.to_str().ok()),
             std::time::SystemTime::now(),
         );
