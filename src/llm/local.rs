@@ -262,19 +262,28 @@ fn sha256_file(path: &Path) -> std::io::Result<String> {
     Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// candle has no fast CPU kernel for these formats; they are re-quantized when a model is loaded.
-fn slow_on_cpu(dtype: GgmlDType) -> bool {
-    matches!(dtype, GgmlDType::Q4_1 | GgmlDType::Q5_1 | GgmlDType::Q5_0)
+/// The format a tensor is re-quantized to when candle has no fast CPU kernel for its own: Q4_1 to
+/// Q4_0 (the embedded model ships in Q4_1; Q4_0 keeps its speed), Q5_0 and Q5_1 to Q8_0 (a 5-bit
+/// tensor, as llama.cpp's K-quant files use for rows that are not multiples of 256, would lose a bit
+/// in Q4_0; Q8_0 keeps it).
+fn fast_format(dtype: GgmlDType) -> Option<GgmlDType> {
+    match dtype {
+        GgmlDType::Q4_1 => Some(GgmlDType::Q4_0),
+        GgmlDType::Q5_0 | GgmlDType::Q5_1 => Some(GgmlDType::Q8_0),
+        _ => None,
+    }
 }
 
-/// The converted copy of `path` (Q4_0 instead of slow formats), made once and kept next to it.
+/// The converted copy of `path` (fast formats instead of slow ones, see [`fast_format`]), made once
+/// and kept next to it.
 fn fast_copy(path: &Path) -> candle_core::Result<PathBuf> {
     let mut file = File::open(path)?;
     let content = gguf_file::Content::read(&mut file)?;
-    if !content.tensor_infos.values().any(|t| slow_on_cpu(t.ggml_dtype)) {
+    if !content.tensor_infos.values().any(|t| fast_format(t.ggml_dtype).is_some()) {
         return Ok(path.to_path_buf());
     }
-    let converted = path.with_extension("q4_0.gguf");
+    // Named by what it holds: a copy made by an older policy is not taken for this one.
+    let converted = path.with_extension("fast.gguf");
     if converted.is_file() {
         return Ok(converted);
     }
@@ -284,10 +293,11 @@ fn fast_copy(path: &Path) -> candle_core::Result<PathBuf> {
     names.sort();
     for name in names {
         let t = content.tensor(&mut file, name, &device)?;
-        let t = if slow_on_cpu(t.dtype()) && t.shape().dims().last().is_some_and(|d| d % 32 == 0) {
-            QTensor::quantize(&t.dequantize(&device)?, GgmlDType::Q4_0)?
-        } else {
-            t
+        let t = match fast_format(t.dtype()) {
+            Some(format) if t.shape().dims().last().is_some_and(|d| d % 32 == 0) => {
+                QTensor::quantize(&t.dequantize(&device)?, format)?
+            }
+            _ => t,
         };
         tensors.push((name.as_str(), t));
     }
