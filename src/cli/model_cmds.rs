@@ -191,7 +191,10 @@ pub fn bench(name: &str, tokens: u32, runs: u32, json: bool, out: &mut dyn Write
             .encode(&model.prompt(&request))
             .map_err(|e| input_error(e.to_string()))?
             .len();
-        prompt_len = prompt_tokens;
+        if !schema_run {
+            // The report's prompt is the free runs' (a schema is described in the system message).
+            prompt_len = prompt_tokens;
+        }
         let t0 = Instant::now();
         let mut first = None;
         let mut pieces = 0usize;
