@@ -521,13 +521,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let prompt_tokens: usize = request["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m["content"].as_str())
-        .map(|c| c.split_whitespace().count())
-        .sum();
+    let prompt_tokens = prompt_tokens(&request);
     let model = request["model"].as_str().unwrap_or(&config.model).to_string();
     let id = format!("chatcmpl-fake-{}", &content_key[..12]);
     let stream_events = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
@@ -732,6 +726,17 @@ fn log_request(shared: &Shared, request: &Value, attempt: u32, fault: Option<Fau
     if let Some(file) = shared.log.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
         let _ = writeln!(file, "{entry}");
     }
+}
+
+/// The prompt's tokens as the fake counts them: whitespace-separated words of every message.
+pub(crate) fn prompt_tokens(request: &Value) -> usize {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_str())
+        .map(|c| c.split_whitespace().count())
+        .sum()
 }
 
 /// Pieces of about one word (each keeps its trailing space), as a tokenizer would stream them.

@@ -7,6 +7,18 @@ use incharacter_testkit::fake_openai::FakeConfig;
 
 use crate::common;
 
+/// Hermione on `scale` × ER_batch against a server behaving as `fake`, with `extra` provider lines: the
+/// run must end well with every dimension scored. The server, to read its counts.
+async fn run_scored(fake: FakeConfig, extra: &str, scale: &str) -> common::Setup {
+    let s = common::setup(fake, extra).await;
+    let args = common::run_hermione(scale, "er-batch", &["--json"]);
+    let out = common::output(&s.config, &s.data, &args).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary = common::json_of(out);
+    assert_eq!(summary["summary"][0]["failed_dimensions"], 0, "{summary}");
+    s
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limited_run_adapts_its_concurrency_and_gives_nothing_up() {
     // The client may have 16 in flight (it starts at 8); the server takes 2 and refuses the rest
@@ -16,13 +28,7 @@ async fn a_rate_limited_run_adapts_its_concurrency_and_gives_nothing_up() {
         first_byte: std::time::Duration::from_millis(5),
         ..FakeConfig::default()
     };
-    let s = common::setup(fake, "max_concurrency = 16\nmax_retries = 1").await;
-    let args = common::run_hermione("BFI", "er-batch", &["--json"]);
-    let out = common::output(&s.config, &s.data, &args).await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let summary = common::json_of(out);
-    let rows = summary["summary"].as_array().unwrap();
-    assert_eq!(rows[0]["failed_dimensions"], 0, "{summary}");
+    let s = run_scored(fake, "max_concurrency = 16\nmax_retries = 1", "BFI").await;
     let stats = s.server.stats();
     assert!(stats.throttled > 0, "the server did refuse: {stats:?}");
 }
@@ -37,12 +43,7 @@ async fn rate_limit_refusals_do_not_use_up_a_requests_retries() {
         faults_per_request: 3,
         ..FakeConfig::default()
     };
-    let s = common::setup(fake, "max_concurrency = 8\nmax_retries = 1").await;
-    let args = common::run_hermione("GSE", "er-batch", &["--json"]);
-    let out = common::output(&s.config, &s.data, &args).await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let summary = common::json_of(out);
-    assert_eq!(summary["summary"][0]["failed_dimensions"], 0, "{summary}");
+    let s = run_scored(fake, "max_concurrency = 8\nmax_retries = 1", "GSE").await;
     let stats = s.server.stats();
     // Each distinct request (10 interview items, then the judge's batches) refused 3 times, then answered.
     assert_eq!(stats.faults * 4, stats.requests * 3, "{stats:?}");
@@ -58,12 +59,7 @@ async fn a_run_waits_for_the_reset_its_headers_announce_instead_of_hammering() {
         first_byte: std::time::Duration::from_millis(5),
         ..FakeConfig::default()
     };
-    let s = common::setup(fake, "max_concurrency = 16\nmax_retries = 1").await;
-    let args = common::run_hermione("BFI", "er-batch", &["--json"]);
-    let out = common::output(&s.config, &s.data, &args).await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let summary = common::json_of(out);
-    assert_eq!(summary["summary"][0]["failed_dimensions"], 0, "{summary}");
+    let s = run_scored(fake, "max_concurrency = 16\nmax_retries = 1", "BFI").await;
     // Once, as the limit grows to 16, a window opens on 16 requests sent blind (the budget after a
     // reset is unknown until a reply says it): 8 are refused and the limit halves. Otherwise the
     // client holds its requests until the reset the headers announce (without reading them: over 70

@@ -255,13 +255,7 @@ fn fault_reply(fault: Fault) -> (StatusCode, Value) {
 fn completion(config: &FakeConfig, request: &Value, content_key: &str) -> Value {
     let reply = reply_for(config, request, content_key);
     let completion_tokens = split_tokens(&reply).len();
-    let prompt_tokens: usize = request["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m["content"].as_str())
-        .map(|c| c.split_whitespace().count())
-        .sum();
+    let prompt_tokens = super::prompt_tokens(request);
     json!({
         "id": format!("chatcmpl-fake-{}", &content_key[..12]),
         "object": "chat.completion",

@@ -269,8 +269,8 @@ fn the_character_filter_takes_letters_but_question_mark_opens_the_help() {
     assert!(render(&app, (120, 40)).contains("letters filter (q, j, k too)"));
 }
 
-#[test]
-fn live_streams_the_transcript_and_escape_sequences_stay_inert() {
+/// The workbench on the Live screen of a running session, 30 events in.
+fn live_app() -> App {
     let mut app = app();
     let mut events = session_events(&app.catalog);
     events.truncate(30);
@@ -279,6 +279,12 @@ fn live_streams_the_transcript_and_escape_sequences_stay_inert() {
     }
     app.screen = Screen::Live;
     app.live.running = true;
+    app
+}
+
+#[test]
+fn live_streams_the_transcript_and_escape_sequences_stay_inert() {
+    let mut app = live_app();
     let purpose = interview::purpose("hermione-en", "BFI", 30, QueryStyle::Open);
     let live = |kind| {
         Action::Live(Live {
@@ -305,14 +311,7 @@ fn live_streams_the_transcript_and_escape_sequences_stay_inert() {
 
 #[test]
 fn live_names_the_providers_a_rate_limit_holds_back_while_the_run_goes() {
-    let mut app = app();
-    let mut events = session_events(&app.catalog);
-    events.truncate(30);
-    for e in events {
-        app.update(Action::Engine(e));
-    }
-    app.screen = Screen::Live;
-    app.live.running = true;
+    let mut app = live_app();
     app.update(Action::Live(Live {
         role: Role::Rpa,
         purpose: interview::purpose("hermione-en", "BFI", 30, QueryStyle::Open),
