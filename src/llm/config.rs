@@ -17,8 +17,8 @@ pub const LOCAL_PROVIDER: &str = "local";
 /// The provider added automatically when `OPENAI_API_KEY` is set.
 pub const OPENAI_PROVIDER: &str = "openai";
 
-/// Context of the embedded llama-family models: the positions candle's quantized llama computes
-/// rotary embeddings for, whatever the GGUF says (SmolLM2's says 8,192).
+/// Context of the embedded llama-family models: the positions a local llama's prompts are budgeted
+/// to, whatever the GGUF says (SmolLM2's says 8,192).
 pub const LLAMA_CONTEXT: usize = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -23,7 +23,7 @@ pub struct Facts {
     pub tokenizer: String,
 }
 
-/// The architectures the embedded runner runs (`local::Weights`).
+/// The architectures the embedded runner runs (`decoder`).
 pub const ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "phi3"];
 
 /// The vocabulary kinds it tokenizes (`vocab::Vocab`): byte-level BPE and SentencePiece.

@@ -1,5 +1,5 @@
-//! The embedded local model: a GGUF (llama, qwen2, qwen3, gemma3 or phi3 architecture) run with candle
-//! on the CPU, its own tokenizer (`vocab`) and chat template, seeded sampling, and schema-constrained decoding for judge replies.
+//! The embedded local model: a GGUF (llama, qwen2, qwen3, gemma3 or phi3 architecture) run on the CPU
+//! by the project's engine (`incharacter_engine`, through `decoder`), its own tokenizer (`vocab`) and chat template, seeded sampling, and schema-constrained decoding for judge replies.
 //! Inference runs on tokio's blocking pool; one loaded model is shared and requests take turns.
 //!
 //! Its ratings carry no meaning (a 135M-parameter model); it exists so the whole pipeline runs offline.
@@ -11,9 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
-use candle_core::{Device, Tensor};
-use candle_transformers::models::{quantized_llama, quantized_phi3, quantized_qwen2, quantized_qwen3};
+use candle_core::quantized::gguf_file;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -262,106 +260,9 @@ fn sha256_file(path: &Path) -> std::io::Result<String> {
     Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// The format a tensor is re-quantized to when candle has no fast CPU kernel for its own: Q4_1 to
-/// Q4_0 (the embedded model ships in Q4_1; Q4_0 keeps its speed), Q5_0 and Q5_1 to Q8_0 (a 5-bit
-/// tensor, as llama.cpp's K-quant files use for rows that are not multiples of 256, would lose a bit
-/// in Q4_0; Q8_0 keeps it).
-fn fast_format(dtype: GgmlDType) -> Option<GgmlDType> {
-    match dtype {
-        GgmlDType::Q4_1 => Some(GgmlDType::Q4_0),
-        GgmlDType::Q5_0 | GgmlDType::Q5_1 => Some(GgmlDType::Q8_0),
-        _ => None,
-    }
-}
-
-/// The converted copy of `path` (fast formats instead of slow ones, see [`fast_format`]), made once
-/// and kept next to it.
-fn fast_copy(path: &Path) -> candle_core::Result<PathBuf> {
-    let mut file = File::open(path)?;
-    let content = gguf_file::Content::read(&mut file)?;
-    if !content.tensor_infos.values().any(|t| fast_format(t.ggml_dtype).is_some()) {
-        return Ok(path.to_path_buf());
-    }
-    // Named by what it holds: a copy made by an older policy is not taken for this one.
-    let converted = path.with_extension("fast.gguf");
-    if converted.is_file() {
-        return Ok(converted);
-    }
-    let device = Device::Cpu;
-    let mut tensors = Vec::new();
-    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
-    names.sort();
-    for name in names {
-        let t = content.tensor(&mut file, name, &device)?;
-        let t = match fast_format(t.dtype()) {
-            Some(format) if t.shape().dims().last().is_some_and(|d| d % 32 == 0) => {
-                QTensor::quantize(&t.dequantize(&device)?, format)?
-            }
-            _ => t,
-        };
-        tensors.push((name.as_str(), t));
-    }
-    let metadata: Vec<(&str, &gguf_file::Value)> = content.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (*n, t)).collect();
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    gguf_file::write(tmp.as_file_mut(), &metadata, &refs)?;
-    tmp.persist(&converted)
-        .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
-    Ok(converted)
-}
-
-/// The architectures the runner can run (`gguf::facts` refuses the others by name).
-enum Weights {
-    Llama(quantized_llama::ModelWeights),
-    Qwen2(quantized_qwen2::ModelWeights),
-    Qwen3(quantized_qwen3::ModelWeights),
-    Gemma3(super::gemma3::ModelWeights),
-    Phi3(quantized_phi3::ModelWeights),
-}
-
-impl Weights {
-    fn load(arch: &str, content: gguf_file::Content, file: &mut File) -> candle_core::Result<Weights> {
-        let device = Device::Cpu;
-        Ok(match arch {
-            "qwen2" => Weights::Qwen2(quantized_qwen2::ModelWeights::from_gguf(content, file, &device)?),
-            "qwen3" => Weights::Qwen3(quantized_qwen3::ModelWeights::from_gguf(content, file, &device)?),
-            "gemma3" => Weights::Gemma3(super::gemma3::ModelWeights::from_gguf(content, file, &device)?),
-            "phi3" => Weights::Phi3(quantized_phi3::ModelWeights::from_gguf(false, content, file, &device)?),
-            _ => Weights::Llama(quantized_llama::ModelWeights::from_gguf(content, file, &device)?),
-        })
-    }
-
-    /// The logits after `input` (one row of ids) continuing from `position`; position 0 starts over.
-    fn forward(&mut self, input: &Tensor, position: usize) -> candle_core::Result<Tensor> {
-        match self {
-            Weights::Llama(m) => m.forward(input, position),
-            Weights::Qwen2(m) => m.forward(input, position),
-            Weights::Qwen3(m) => {
-                // candle's qwen3 appends to its cache whatever the position: starting over is explicit.
-                if position == 0 {
-                    m.clear_kv_cache();
-                }
-                m.forward(input, position)
-            }
-            Weights::Gemma3(m) => m.forward(input, position),
-            Weights::Phi3(m) => m.forward(input, position),
-        }
-    }
-
-    /// A copy that shares the weights and holds the attention cache as it is now (tensors are
-    /// reference-counted and never written in place, so later steps on either copy leave the other
-    /// alone). candle's qwen2 cannot be copied and its phi3 writes its cache in place: their prompts
-    /// are always computed whole.
-    fn snapshot(&self) -> Option<Weights> {
-        match self {
-            Weights::Llama(m) => Some(Weights::Llama(m.clone())),
-            Weights::Qwen3(m) => Some(Weights::Qwen3(m.clone())),
-            Weights::Gemma3(m) => Some(Weights::Gemma3(m.clone())),
-            Weights::Qwen2(_) | Weights::Phi3(_) => None,
-        }
-    }
-}
+/// A model's weights and one conversation's attention cache (`decoder`); a clone shares the weights
+/// and copies the cache, so later steps on either copy leave the other alone.
+type Weights = super::decoder::Decoder;
 
 /// Attention caches of recent system prompts, kept so that the items of one interview (the same
 /// character description, a different question each) compute their shared prompt prefix once.
@@ -383,10 +284,10 @@ impl Prefixes {
     fn take(&mut self, ids: &[u32]) -> Option<Weights> {
         let i = self.entries.iter().position(|(k, _)| k == ids)?;
         let entry = self.entries.remove(i);
-        let copy = entry.1.snapshot();
+        let copy = entry.1.clone();
         self.entries.push(entry);
-        self.hits += u64::from(copy.is_some());
-        copy
+        self.hits += 1;
+        Some(copy)
     }
 
     fn keep(&mut self, ids: Vec<u32>, weights: Weights) {
@@ -426,31 +327,29 @@ struct Choosing {
     tokens: std::sync::atomic::AtomicU64,
 }
 
-const _: () = assert!(super::config::LLAMA_CONTEXT == quantized_llama::MAX_SEQ_LEN);
-
 /// The chat template SmolLM2 and Qwen use, for GGUFs that carry none.
 const CHATML: &str = "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
 impl LocalModel {
-    /// Loads a GGUF, re-quantizing formats that are slow on the CPU (kept as a converted copy).
+    /// Loads a GGUF onto the project's engine (`decoder`).
     pub fn load(name: &str, path: &Path) -> Result<LocalModel, LlmError> {
         let fail = |e: candle_core::Error| LlmError::Model(format!("cannot load {}: {e}", path.display()));
         let arch = facts(path)?.architecture;
-        let fast = fast_copy(path).map_err(fail)?;
-        let mut file = File::open(&fast).map_err(|e| LlmError::Model(format!("{}: {e}", fast.display())))?;
+        let open = |p: &Path| File::open(p).map_err(|e| LlmError::Model(format!("{}: {e}", p.display())));
+        let mut file = open(path)?;
         let content = gguf_file::Content::read(&mut file).map_err(fail)?;
         let meta_str = |k: &str| content.metadata.get(k).and_then(|v| v.to_string().ok()).cloned();
         let meta_u32 = |k: &str| content.metadata.get(k).and_then(|v| v.to_u32().ok());
         let template = meta_str("tokenizer.chat_template").unwrap_or_else(|| CHATML.to_string());
         let mut context = meta_u32(&format!("{arch}.context_length")).unwrap_or(4096) as usize;
         context = match arch.as_str() {
-            // candle's llama computes rotary embeddings for this many positions only, whatever the
-            // GGUF says (SmolLM2 says 8,192): a longer prompt would fail inside the model.
+            // The workbench budgets a local llama's prompts to this many positions (`config`), whatever
+            // the GGUF says (SmolLM2 says 8,192); the engine's rotary tables cover as many.
             "llama" => context.min(super::config::LLAMA_CONTEXT),
             _ => context,
         };
         let vocab = Vocab::from_gguf(&content).map_err(|e| LlmError::Config(format!("{}: {e}", path.display())))?;
-        let weights = Weights::load(&arch, content, &mut file).map_err(fail)?;
+        let weights = Weights::load(&arch, &content, &mut file, context).map_err(fail)?;
         Ok(LocalModel {
             name: name.into(),
             state: Mutex::new(State {
@@ -517,17 +416,9 @@ impl LocalModel {
         steps: usize,
         mut choose: impl FnMut(&[f32]) -> Option<u32>,
     ) -> Result<Vec<Vec<f32>>, LlmError> {
-        let fail = |e: candle_core::Error| LlmError::Model(e.to_string());
         let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let weights = &mut guard.weights;
-        let mut step = |chunk: &[u32], position: usize| -> Result<Vec<f32>, LlmError> {
-            let input = Tensor::new(chunk, &Device::Cpu).and_then(|t| t.unsqueeze(0)).map_err(fail)?;
-            weights
-                .forward(&input, position)
-                .and_then(|l| l.squeeze(0))
-                .and_then(|l| l.to_vec1::<f32>())
-                .map_err(fail)
-        };
+        let mut step = |chunk: &[u32], position: usize| weights.forward(chunk, position);
         let mut rows = vec![step(&ids[..prefill], 0)?];
         for position in prefill..prefill + steps {
             let last = rows.last().map_or(&[][..], Vec::as_slice);
@@ -652,15 +543,8 @@ impl LocalModel {
         };
         let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let State { weights, prefixes } = &mut *guard;
-        let device = Device::Cpu;
         let run = |w: &mut Weights, ids: &[u32], pos: usize| -> Result<Vec<f32>, AttemptError> {
-            let input = Tensor::new(ids, &device)
-                .and_then(|t| t.unsqueeze(0))
-                .map_err(|e| fatal(e.to_string()))?;
-            w.forward(&input, pos)
-                .and_then(|l| l.squeeze(0))
-                .and_then(|l| l.to_vec1::<f32>())
-                .map_err(|e| fatal(e.to_string()))
+            w.forward(ids, pos).map_err(|e| fatal(e.to_string()))
         };
         // Long prompts go through in chunks: attention over a whole 4,000-token prompt at once builds
         // score matrices of hundreds of MiB per layer, which is slower than chunks on the CPU.
@@ -678,9 +562,7 @@ impl LocalModel {
             (Some(p), Some(w)) => prefill(w, &prompt[p..], p)?,
             (Some(p), None) => {
                 prefill(weights, &prompt[..p], 0)?;
-                if let Some(snapshot) = weights.snapshot() {
-                    prefixes.keep(prompt[..p].to_vec(), snapshot);
-                }
+                prefixes.keep(prompt[..p].to_vec(), weights.clone());
                 prefill(weights, &prompt[p..], p)?
             }
             (None, _) => prefill(weights, &prompt, 0)?,

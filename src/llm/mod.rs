@@ -12,7 +12,7 @@ pub mod config;
 #[cfg(feature = "local-model")]
 pub mod constrain;
 #[cfg(feature = "local-model")]
-mod gemma3;
+mod decoder;
 #[cfg(feature = "local-model")]
 pub mod gguf;
 #[cfg(feature = "local-model")]

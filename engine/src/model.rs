@@ -1,0 +1,705 @@
+//! The decoder: llama, qwen2, qwen3, phi3 and gemma3 as llama.cpp computes them.
+//!
+//! One forward pass takes a run of tokens continuing the attention cache and returns the logits after
+//! the last one. Its threads go through the layers together ([`crate::team`]); every step below ends
+//! at a barrier, and each thread takes its share of the step: rows of a weight matrix, tokens, or
+//! (token, head) pairs.
+
+use crate::kernels::{self, ActRow, BLOCK, QMatrix};
+use crate::team::{self, Member, Shared};
+
+/// How rotary embeddings pair a head's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rope {
+    /// Values 2i and 2i + 1 (llama: GGUF permutes its q and k rows so).
+    Interleaved,
+    /// Values i and i + d/2 (qwen2, qwen3; llama.cpp's "neox").
+    Halves,
+}
+
+/// The feed-forward's gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    Silu,
+    /// GELU, tanh approximation (gemma3).
+    Gelu,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub width: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    /// The feed-forward's inner width.
+    pub ffn: usize,
+    pub eps: f32,
+    pub rope_base: f32,
+    /// The base of the layers with a sliding window, when it differs (gemma3).
+    pub rope_base_local: Option<f32>,
+    pub rope: Rope,
+    pub activation: Activation,
+    /// Embeddings are multiplied by this (gemma3: √width).
+    pub embedding_scale: f32,
+    /// Positions the rotary tables cover; a longer run is refused.
+    pub context: usize,
+}
+
+/// One transformer block's weights.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    pub attn_norm: Vec<f32>,
+    pub q: QMatrix,
+    pub k: QMatrix,
+    pub v: QMatrix,
+    pub o: QMatrix,
+    /// qwen2's biases of q, k and v.
+    pub qkv_bias: Option<[Vec<f32>; 3]>,
+    /// qwen3's per-head norms of q and k (before the rotation).
+    pub qk_norm: Option<[Vec<f32>; 2]>,
+    /// gemma3's norms of the attention's and the feed-forward's outputs, before the residual sum.
+    pub post_norms: Option<[Vec<f32>; 2]>,
+    pub ffn_norm: Vec<f32>,
+    pub gate: QMatrix,
+    pub up: QMatrix,
+    pub down: QMatrix,
+    /// `Some(n)`: a query sees the last n positions only (gemma3's sliding layers, which also take
+    /// the local rotary base).
+    pub window: Option<usize>,
+}
+
+/// A model's weights; shared by every conversation (`Cache` holds one's state).
+#[derive(Debug)]
+pub struct Model {
+    config: Config,
+    embeddings: QMatrix,
+    layers: Vec<Layer>,
+    norm: Vec<f32>,
+    /// `None`: the embeddings, tied.
+    output: Option<QMatrix>,
+    /// `[position][pair]`, for the global base and the local one.
+    rotary: [(Vec<f32>, Vec<f32>); 2],
+    threads: usize,
+}
+
+/// The keys and values of the positions so far, per layer (`[position][kv head][value]`). A clone is
+/// a snapshot: the prefix cache keeps one per shared system prompt.
+#[derive(Debug, Clone, Default)]
+pub struct Cache {
+    layers: Vec<(Vec<f32>, Vec<f32>)>,
+    len: usize,
+}
+
+impl Cache {
+    /// Positions held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Rows of activations that threads write (each its own rows) and then read.
+struct Acts {
+    cols: usize,
+    f: Shared<f32>,
+    d: Shared<f32>,
+    s: Shared<f32>,
+    q: Shared<i8>,
+}
+
+impl Acts {
+    fn new(rows: usize, cols: usize) -> Acts {
+        Acts {
+            cols,
+            f: Shared::new(vec![0.; rows * cols]),
+            d: Shared::new(vec![0.; rows * cols / BLOCK]),
+            s: Shared::new(vec![0.; rows * cols / BLOCK]),
+            q: Shared::new(vec![0; rows * cols]),
+        }
+    }
+
+    /// Row `t`, to read.
+    ///
+    /// # Safety
+    /// No one writes row `t` in this step.
+    unsafe fn row(&self, t: usize) -> ActRow<'_> {
+        let (n, nb) = (self.cols, self.cols / BLOCK);
+        // SAFETY: the caller's.
+        unsafe {
+            ActRow {
+                f: self.f.get(t * n..(t + 1) * n),
+                d: self.d.get(t * nb..(t + 1) * nb),
+                s: self.s.get(t * nb..(t + 1) * nb),
+                q: self.q.get(t * n..(t + 1) * n),
+            }
+        }
+    }
+
+    /// Row `t`'s floats, to write.
+    ///
+    /// # Safety
+    /// No one else touches row `t` in this step.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn floats(&self, t: usize) -> &mut [f32] {
+        // SAFETY: the caller's.
+        unsafe { self.f.part(t * self.cols..(t + 1) * self.cols) }
+    }
+
+    /// Quantizes row `t` from its floats.
+    ///
+    /// # Safety
+    /// No one else touches row `t` in this step.
+    unsafe fn quantize(&self, t: usize) {
+        let (n, nb) = (self.cols, self.cols / BLOCK);
+        // SAFETY: the caller's.
+        unsafe {
+            kernels::quantize_row(
+                self.f.get(t * n..(t + 1) * n),
+                self.d.part(t * nb..(t + 1) * nb),
+                self.s.part(t * nb..(t + 1) * nb),
+                self.q.part(t * n..(t + 1) * n),
+            );
+        }
+    }
+}
+
+/// `out = x / rms(x) · weight`, the mean of squares summed in f64 as llama.cpp does.
+fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    let sum: f64 = x.iter().map(|v| f64::from(v * v)).sum();
+    let scale = 1. / ((sum / x.len() as f64) as f32 + eps).sqrt();
+    for ((o, v), w) in out.iter_mut().zip(x).zip(weight) {
+        *o = v * scale * w;
+    }
+}
+
+fn silu(x: f32) -> f32 {
+    x / (1. + (-x).exp())
+}
+
+/// GELU, tanh approximation (as llama.cpp's `ggml_gelu`).
+fn gelu(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    0.5 * x * (1. + (SQRT_2_OVER_PI * x * (1. + 0.044_715 * x * x)).tanh())
+}
+
+/// Weight rows per share: whole cache lines of output, and enough rows to keep a thread busy.
+const GRAIN: usize = 16;
+
+/// Every member's share of `w`'s rows against the `tokens` activation rows of `a`, four tokens at a
+/// time; `put(t, r, value)` takes each product.
+///
+/// # Safety
+/// No one writes `a`'s rows in this step; `put` writes only what this member owns.
+unsafe fn matmul(m: &Member, w: &QMatrix, a: &Acts, tokens: usize, mut put: impl FnMut(usize, usize, f32)) {
+    for r in m.share(w.rows, GRAIN) {
+        let mut t = 0;
+        // SAFETY (rows): the caller's.
+        while t + 4 <= tokens {
+            let v = w.dot(r, unsafe { [a.row(t), a.row(t + 1), a.row(t + 2), a.row(t + 3)] });
+            for (i, v) in v.into_iter().enumerate() {
+                put(t + i, r, v);
+            }
+            t += 4;
+        }
+        while t < tokens {
+            let [v] = w.dot(r, unsafe { [a.row(t)] });
+            put(t, r, v);
+            t += 1;
+        }
+    }
+}
+
+impl Model {
+    pub fn new(
+        config: Config,
+        embeddings: QMatrix,
+        layers: Vec<Layer>,
+        norm: Vec<f32>,
+        output: Option<QMatrix>,
+    ) -> Result<Model, String> {
+        let c = &config;
+        let (w, q, kv) = (c.width, c.heads * c.head_dim, c.kv_heads * c.head_dim);
+        let shape = |name: &str, m: &QMatrix, rows: usize, cols: usize| {
+            if (m.rows, m.cols) == (rows, cols) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{name} is {}×{}, the model needs {rows}×{cols}",
+                    m.rows, m.cols
+                ))
+            }
+        };
+        if c.heads == 0 || c.kv_heads == 0 || !c.heads.is_multiple_of(c.kv_heads) || !c.head_dim.is_multiple_of(2) {
+            return Err(format!(
+                "{} heads over {} key/value heads of {} values cannot be computed",
+                c.heads, c.kv_heads, c.head_dim
+            ));
+        }
+        for (name, n) in [("width", w), ("attention width", q), ("feed-forward width", c.ffn)] {
+            if !n.is_multiple_of(BLOCK) {
+                return Err(format!("a {name} of {n} is not a multiple of {BLOCK}"));
+            }
+        }
+        shape("token_embd", &embeddings, embeddings.rows, w)?;
+        if let Some(o) = &output {
+            shape("output", o, o.rows, w)?;
+        }
+        for (i, l) in layers.iter().enumerate() {
+            let name = |n: &str| format!("blk.{i}.{n}");
+            shape(&name("attn_q"), &l.q, q, w)?;
+            shape(&name("attn_k"), &l.k, kv, w)?;
+            shape(&name("attn_v"), &l.v, kv, w)?;
+            shape(&name("attn_output"), &l.o, w, q)?;
+            shape(&name("ffn_gate"), &l.gate, c.ffn, w)?;
+            shape(&name("ffn_up"), &l.up, c.ffn, w)?;
+            shape(&name("ffn_down"), &l.down, w, c.ffn)?;
+            let post = l.post_norms.as_ref().map_or([w; 2], |[a, b]| [a.len(), b.len()]);
+            let norms = [l.attn_norm.len(), l.ffn_norm.len(), post[0], post[1]];
+            let heads = l.qk_norm.as_ref().map_or([c.head_dim; 2], |[a, b]| [a.len(), b.len()]);
+            let biases = l
+                .qkv_bias
+                .as_ref()
+                .map_or([q, kv, kv], |[a, b, c]| [a.len(), b.len(), c.len()]);
+            if norms != [w; 4] || heads != [c.head_dim; 2] || biases != [q, kv, kv] {
+                return Err(format!("{}: a norm or bias has the wrong length", name("*")));
+            }
+        }
+        if norm.len() != w {
+            return Err("output_norm has the wrong length".into());
+        }
+        let pairs = c.head_dim / 2;
+        let table = |base: f32| {
+            let theta: Vec<f32> = (0..pairs)
+                .map(|i| 1. / base.powf((2 * i) as f32 / c.head_dim as f32))
+                .collect();
+            let mut cos = Vec::with_capacity(c.context * pairs);
+            let mut sin = Vec::with_capacity(c.context * pairs);
+            for p in 0..c.context {
+                for t in &theta {
+                    let angle = p as f32 * t;
+                    cos.push(angle.cos());
+                    sin.push(angle.sin());
+                }
+            }
+            (cos, sin)
+        };
+        let global = table(c.rope_base);
+        let local = c.rope_base_local.map_or_else(|| global.clone(), table);
+        Ok(Model {
+            config,
+            embeddings,
+            layers,
+            norm,
+            output,
+            rotary: [global, local],
+            threads: team::threads(),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Rows of the output matrix: the vocabulary's size.
+    pub fn vocab(&self) -> usize {
+        self.output.as_ref().unwrap_or(&self.embeddings).rows
+    }
+
+    /// The same model on `n` threads (at least one).
+    pub fn with_threads(mut self, n: usize) -> Model {
+        self.threads = n.max(1);
+        self
+    }
+
+    /// Bytes of weights a decoding step reads.
+    pub fn size(&self) -> usize {
+        let layers: usize = self
+            .layers
+            .iter()
+            .map(|l| {
+                [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down]
+                    .iter()
+                    .map(|m| m.size())
+                    .sum::<usize>()
+            })
+            .sum();
+        layers + self.output.as_ref().unwrap_or(&self.embeddings).size()
+    }
+
+    /// `x += w·a` row by row, or `x += norm(w·a)` with a post-norm; ends at a barrier.
+    ///
+    /// # Safety
+    /// As [`matmul`]: no one writes `a`, `x` or `post` but through this call, in this step.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn residual(
+        &self,
+        m: &Member,
+        w: &QMatrix,
+        a: &Acts,
+        n: usize,
+        norm: Option<&Vec<f32>>,
+        x: &Shared<f32>,
+        post: &Shared<f32>,
+    ) {
+        let width = self.config.width;
+        // SAFETY: each member writes its own rows of `w`'s output, then its own tokens' rows.
+        unsafe {
+            match norm {
+                None => matmul(m, w, a, n, |t, r, v| x.add(t * width + r, v)),
+                Some(norm) => {
+                    matmul(m, w, a, n, |t, r, v| post.set(t * width + r, v));
+                    m.sync();
+                    for t in m.share(n, 1) {
+                        let row = t * width..(t + 1) * width;
+                        let mut normed = vec![0f32; width];
+                        rms_norm(post.get(row.clone()), norm, self.config.eps, &mut normed);
+                        for (o, v) in x.part(row).iter_mut().zip(normed) {
+                            *o += v;
+                        }
+                    }
+                }
+            }
+        }
+        m.sync();
+    }
+
+    /// The logits after `tokens`, which continue `cache` from `position` (earlier positions are kept,
+    /// later ones dropped: position 0 starts over).
+    pub fn forward(&self, cache: &mut Cache, tokens: &[u32], position: usize) -> Result<Vec<f32>, String> {
+        let c = &self.config;
+        let n = tokens.len();
+        if n == 0 {
+            return Err("no tokens to compute".into());
+        }
+        if position > cache.len {
+            return Err(format!("position {position} is past the {} cached", cache.len));
+        }
+        if position + n > c.context {
+            return Err(format!(
+                "{} positions exceed the context of {}",
+                position + n,
+                c.context
+            ));
+        }
+        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= self.embeddings.rows) {
+            return Err(format!(
+                "token {id} is outside the vocabulary of {}",
+                self.embeddings.rows
+            ));
+        }
+        let (w, hd, ffn) = (c.width, c.head_dim, c.ffn);
+        let (qw, kvw) = (c.heads * hd, c.kv_heads * hd);
+        let total = position + n;
+        cache.layers.resize_with(self.layers.len(), Default::default);
+        let kv: Vec<(Shared<f32>, Shared<f32>)> = cache
+            .layers
+            .iter_mut()
+            .map(|(k, v)| {
+                k.resize(total * kvw, 0.);
+                v.resize(total * kvw, 0.);
+                (Shared::new(std::mem::take(k)), Shared::new(std::mem::take(v)))
+            })
+            .collect();
+        let x = Shared::new(vec![0f32; n * w]);
+        // gemma3's outputs before their norm.
+        let post = Shared::new(vec![
+            0f32;
+            if self.layers.iter().any(|l| l.post_norms.is_some()) {
+                n * w
+            } else {
+                0
+            }
+        ]);
+        let normed = Acts::new(n, w);
+        let q = Shared::new(vec![0f32; n * qw]);
+        let attended = Acts::new(n, qw);
+        let inner = Acts::new(n, ffn);
+        let vocab = self.vocab();
+        let logits = Shared::new(vec![0f32; vocab]);
+        let output = self.output.as_ref().unwrap_or(&self.embeddings);
+        let scale = 1. / (hd as f32).sqrt();
+        let group = c.heads / c.kv_heads;
+        let pairs = hd / 2;
+
+        // SAFETY (every `unsafe` below): within a step each member writes only the rows, elements or
+        // (token, head) slices of its own share, and reads only what the steps before the last
+        // `sync` wrote.
+        team::run(self.threads, |m| unsafe {
+            for t in m.share(n, 1) {
+                let row = x.part(t * w..(t + 1) * w);
+                self.embeddings.dequantize_row(tokens[t] as usize, row);
+                if c.embedding_scale != 1. {
+                    row.iter_mut().for_each(|v| *v *= c.embedding_scale);
+                }
+            }
+            m.sync();
+            let mut scores = vec![0f32; total];
+            for (layer, (keys, values)) in self.layers.iter().zip(&kv) {
+                for t in m.share(n, 1) {
+                    rms_norm(x.get(t * w..(t + 1) * w), &layer.attn_norm, c.eps, normed.floats(t));
+                    normed.quantize(t);
+                }
+                m.sync();
+                let bias = |i: usize, r: usize| layer.qkv_bias.as_ref().map_or(0., |b| b[i][r]);
+                matmul(m, &layer.q, &normed, n, |t, r, v| q.set(t * qw + r, v + bias(0, r)));
+                matmul(m, &layer.k, &normed, n, |t, r, v| {
+                    keys.set((position + t) * kvw + r, v + bias(1, r))
+                });
+                matmul(m, &layer.v, &normed, n, |t, r, v| {
+                    values.set((position + t) * kvw + r, v + bias(2, r))
+                });
+                m.sync();
+                // Per-head norms (qwen3) and the rotation, of queries and the new keys.
+                for unit in m.share(n * (c.heads + c.kv_heads), 1) {
+                    let (t, head) = (unit / (c.heads + c.kv_heads), unit % (c.heads + c.kv_heads));
+                    let (v, norm) = if head < c.heads {
+                        (
+                            q.part(t * qw + head * hd..t * qw + (head + 1) * hd),
+                            layer.qk_norm.as_ref().map(|n| &n[0]),
+                        )
+                    } else {
+                        let at = (position + t) * kvw + (head - c.heads) * hd;
+                        (keys.part(at..at + hd), layer.qk_norm.as_ref().map(|n| &n[1]))
+                    };
+                    if let Some(weight) = norm {
+                        let copy = v.to_vec();
+                        rms_norm(&copy, weight, c.eps, v);
+                    }
+                    let at = (position + t) * pairs;
+                    let (cos, sin) = &self.rotary[usize::from(layer.window.is_some())];
+                    let (cos, sin) = (&cos[at..at + pairs], &sin[at..at + pairs]);
+                    for i in 0..pairs {
+                        let (a, b) = match c.rope {
+                            Rope::Interleaved => (2 * i, 2 * i + 1),
+                            Rope::Halves => (i, i + pairs),
+                        };
+                        let (x0, x1) = (v[a], v[b]);
+                        v[a] = x0 * cos[i] - x1 * sin[i];
+                        v[b] = x0 * sin[i] + x1 * cos[i];
+                    }
+                }
+                m.sync();
+                for unit in m.share(n * c.heads, 1) {
+                    let (t, head) = (unit / c.heads, unit % c.heads);
+                    let seen = position + t + 1;
+                    let first = layer.window.map_or(0, |window| seen.saturating_sub(window));
+                    let at = (head / group) * hd;
+                    let query = q.get(t * qw + head * hd..t * qw + (head + 1) * hd);
+                    let keys = keys.get(0..seen * kvw);
+                    let mut max = f32::NEG_INFINITY;
+                    for (j, s) in scores[first..seen].iter_mut().enumerate().map(|(j, s)| (j + first, s)) {
+                        *s = kernels::dot_f32(query, &keys[j * kvw + at..j * kvw + at + hd]) * scale;
+                        max = max.max(*s);
+                    }
+                    let mut sum = 0f64;
+                    for s in &mut scores[first..seen] {
+                        *s = (*s - max).exp();
+                        sum += f64::from(*s);
+                    }
+                    let inv = (1. / sum) as f32;
+                    let out = attended.f.part(t * qw + head * hd..t * qw + (head + 1) * hd);
+                    out.fill(0.);
+                    let values = values.get(0..seen * kvw);
+                    for (j, s) in scores[first..seen].iter().enumerate().map(|(j, s)| (j + first, s)) {
+                        kernels::axpy(out, s * inv, &values[j * kvw + at..j * kvw + at + hd]);
+                    }
+                }
+                m.sync();
+                for t in m.share(n, 1) {
+                    attended.quantize(t);
+                }
+                m.sync();
+                self.residual(
+                    m,
+                    &layer.o,
+                    &attended,
+                    n,
+                    layer.post_norms.as_ref().map(|p| &p[0]),
+                    &x,
+                    &post,
+                );
+                for t in m.share(n, 1) {
+                    rms_norm(x.get(t * w..(t + 1) * w), &layer.ffn_norm, c.eps, normed.floats(t));
+                    normed.quantize(t);
+                }
+                m.sync();
+                for r in m.share(ffn, GRAIN) {
+                    let mut t = 0;
+                    while t < n {
+                        let take = if n - t >= 4 { 4 } else { 1 };
+                        let (g, u) = if take == 4 {
+                            let rows = [normed.row(t), normed.row(t + 1), normed.row(t + 2), normed.row(t + 3)];
+                            (layer.gate.dot(r, rows), layer.up.dot(r, rows))
+                        } else {
+                            let rows = [normed.row(t)];
+                            let ([g], [u]) = (layer.gate.dot(r, rows), layer.up.dot(r, rows));
+                            ([g, 0., 0., 0.], [u, 0., 0., 0.])
+                        };
+                        for i in 0..take {
+                            let gate = match c.activation {
+                                Activation::Silu => silu(g[i]),
+                                Activation::Gelu => gelu(g[i]),
+                            };
+                            inner.f.set((t + i) * ffn + r, gate * u[i]);
+                        }
+                        t += take;
+                    }
+                }
+                m.sync();
+                for t in m.share(n, 1) {
+                    inner.quantize(t);
+                }
+                m.sync();
+                self.residual(
+                    m,
+                    &layer.down,
+                    &inner,
+                    n,
+                    layer.post_norms.as_ref().map(|p| &p[1]),
+                    &x,
+                    &post,
+                );
+            }
+            if m.first() {
+                rms_norm(x.get((n - 1) * w..n * w), &self.norm, c.eps, normed.floats(0));
+                normed.quantize(0);
+            }
+            m.sync();
+            matmul(m, output, &normed, 1, |_, r, v| logits.set(r, v));
+        });
+
+        for ((k, v), (sk, sv)) in cache.layers.iter_mut().zip(kv) {
+            *k = sk.into_inner();
+            *v = sv.into_inner();
+        }
+        cache.len = total;
+        Ok(logits.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::Format;
+
+    fn matrix(rows: usize, cols: usize, seed: u32) -> QMatrix {
+        let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+        let values: Vec<u8> = (0..rows * cols)
+            .flat_map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                ((x >> 8) as f32 / (1u32 << 24) as f32 - 0.5).to_le_bytes()
+            })
+            .collect();
+        QMatrix::from_gguf(Format::F32, rows, cols, &values).unwrap()
+    }
+
+    /// A one-layer model of random F32 weights, gemma3-shaped when `window` is set.
+    fn model(window: Option<usize>, threads: usize) -> Model {
+        let (w, hd, ffn) = (64, 16, 64);
+        let config = Config {
+            width: w,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: hd,
+            ffn,
+            eps: 1e-6,
+            rope_base: 10_000.,
+            rope_base_local: window.map(|_| 1_000.),
+            rope: if window.is_some() {
+                Rope::Halves
+            } else {
+                Rope::Interleaved
+            },
+            activation: if window.is_some() {
+                Activation::Gelu
+            } else {
+                Activation::Silu
+            },
+            embedding_scale: if window.is_some() { 8. } else { 1. },
+            context: 64,
+        };
+        let layer = Layer {
+            attn_norm: vec![1.; w],
+            q: matrix(64, w, 1),
+            k: matrix(32, w, 2),
+            v: matrix(32, w, 3),
+            o: matrix(w, 64, 4),
+            qkv_bias: None,
+            qk_norm: window.map(|_| [vec![1.; hd], vec![0.5; hd]]),
+            post_norms: window.map(|_| [vec![1.; w], vec![1.; w]]),
+            ffn_norm: vec![1.; w],
+            gate: matrix(ffn, w, 5),
+            up: matrix(ffn, w, 6),
+            down: matrix(w, ffn, 7),
+            window,
+        };
+        Model::new(config, matrix(40, w, 8), vec![layer], vec![1.; w], None)
+            .unwrap()
+            .with_threads(threads)
+    }
+
+    fn close(a: &[f32], b: &[f32]) -> bool {
+        a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-4 * (1. + y.abs()))
+    }
+
+    #[test]
+    fn a_prompt_at_once_equals_it_token_by_token_on_any_number_of_threads() {
+        let ids = [3, 17, 5, 9, 30, 1, 22];
+        for window in [None, Some(3)] {
+            let whole = model(window, 1).forward(&mut Cache::default(), &ids, 0).unwrap();
+            for threads in [1, 2, 3] {
+                let m = model(window, threads);
+                let mut cache = Cache::default();
+                let mut last = Vec::new();
+                for (p, id) in ids.iter().enumerate() {
+                    last = m.forward(&mut cache, &[*id], p).unwrap();
+                }
+                assert!(close(&last, &whole), "window {window:?}, {threads} threads");
+                assert_eq!(cache.len(), ids.len());
+            }
+        }
+    }
+
+    #[test]
+    fn a_snapshot_of_the_cache_continues_like_the_original() {
+        let m = model(None, 2);
+        let mut cache = Cache::default();
+        m.forward(&mut cache, &[1, 2, 3], 0).unwrap();
+        let mut copy = cache.clone();
+        let a = m.forward(&mut cache, &[4], 3).unwrap();
+        let b = m.forward(&mut copy, &[4], 3).unwrap();
+        assert_eq!(a, b);
+        // Position 0 starts over; a position past the cache is refused.
+        assert_eq!(
+            m.forward(&mut cache, &[4], 0).unwrap(),
+            m.forward(&mut Cache::default(), &[4], 0).unwrap()
+        );
+        assert!(
+            m.forward(&mut cache, &[4], 5)
+                .unwrap_err()
+                .contains("past the 1 cached")
+        );
+        assert!(
+            m.forward(&mut cache, &[99], 1)
+                .unwrap_err()
+                .contains("outside the vocabulary")
+        );
+    }
+
+    #[test]
+    fn a_sliding_layer_sees_fewer_than_window_positions_back() {
+        // Window 2: the query at position 3 sees positions 2 and 3 only, so what came before does not
+        // matter; without a window it does.
+        for (window, same) in [(Some(2), true), (None, false)] {
+            let m = model(window, 2);
+            let a = m.forward(&mut Cache::default(), &[1, 2, 3, 4], 0).unwrap();
+            let b = m.forward(&mut Cache::default(), &[7, 8, 3, 4], 0).unwrap();
+            assert_eq!(close(&a, &b), same, "window {window:?}");
+        }
+    }
+}
