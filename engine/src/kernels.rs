@@ -6,13 +6,16 @@
 //!
 //! - Q4_0 holds `w = d·(u − 8)` and Q4_1 `w = d·u + m` with `u` in 0..16, both `w = d·u + c`: the
 //!   block's product is `d_w·d_a·Σ u·q + c·s`, the same kernel for both;
-//! - Q8_0 holds `w = d·q`: `d_w·d_a·Σ q·q`;
+//! - Q4_K is held as eight such Q4 blocks per super-block (its 6-bit scales and minimums widened);
+//! - Q8_0 holds `w = d·q`: `d_w·d_a·Σ q·q`; Q5_0, Q5_1 and Q5_K are held so too (5 bits fit in 8),
+//!   with Q5_1's and Q5_K's minimums as a constant term `c·s`; Q6_K likewise, with a scale per 16;
 //! - F32 (and F16, widened at load) rows multiply the activations as floats.
 //!
 //! Scales are widened to f32 once, at load, so no kernel converts halves. Each kernel multiplies one
 //! weight row with `N` activation rows at once (N = 1 when decoding, 4 when a prompt is computed: the
-//! weights are unpacked once for four tokens). AVX2/FMA versions are chosen at run time; the scalar
-//! versions give the same sums up to float rounding (tested below).
+//! weights are unpacked once for four tokens). AVX2/FMA versions are chosen at run time ([`level`]);
+//! the portable versions give the same sums up to float rounding (tested below). (An AVX-512 VNNI
+//! variant, one instruction for `maddubs` + `madd`, measured no faster on a Zen 4: not kept.)
 
 use half::f16;
 
@@ -27,9 +30,18 @@ pub enum Format {
     Q4_0,
     Q4_1,
     Q8_0,
+    /// Held as Q8_0 blocks (the same values: 5 bits fit in 8).
+    Q5_0,
+    /// Held as 8-bit blocks with Q5_1's minimum as the constant term.
+    Q5_1,
+    /// Q4_K's scales and minimums over 5-bit values: held as 8-bit blocks with a constant term.
+    Q5K,
     /// 256-value super-blocks of eight 32-value blocks, each with a 6-bit scale and minimum: held as
     /// eight Q4_1-like blocks (the same values), so the Q4 kernel multiplies them.
     Q4K,
+    /// 256-value super-blocks of sixteen 16-value groups, 6-bit values and an 8-bit scale per group:
+    /// held as 32-value blocks of signed bytes with a scale per half.
+    Q6K,
 }
 
 impl Format {
@@ -41,7 +53,11 @@ impl Format {
             Format::Q4_0 => values / BLOCK * 18,
             Format::Q4_1 => values / BLOCK * 20,
             Format::Q8_0 => values / BLOCK * 34,
+            Format::Q5_0 => values / BLOCK * 22,
+            Format::Q5_1 => values / BLOCK * 24,
+            Format::Q5K => values / 256 * 176,
             Format::Q4K => values / 256 * 144,
+            Format::Q6K => values / 256 * 210,
         }
     }
 }
@@ -52,8 +68,10 @@ enum Held {
     F32,
     /// Q4_0 or Q4_1: 16 bytes of nibbles per block (low nibble value j, high nibble value j + 16).
     Q4,
-    /// 32 signed bytes per block.
+    /// 32 signed bytes per block, and a constant term per block when `c` is not empty (Q5_1, Q5_K).
     Q8,
+    /// 32 signed bytes per block and a scale for each 16 (Q6_K).
+    Q8Halves,
 }
 
 /// A `rows × cols` weight matrix, row-major.
@@ -80,7 +98,7 @@ impl QMatrix {
     pub fn from_gguf(format: Format, rows: usize, cols: usize, bytes: &[u8]) -> Result<QMatrix, String> {
         let block = match format {
             Format::F32 | Format::F16 => 1,
-            Format::Q4K => 256,
+            Format::Q4K | Format::Q5K | Format::Q6K => 256,
             _ => BLOCK,
         };
         if !cols.is_multiple_of(block) {
@@ -150,6 +168,64 @@ impl QMatrix {
                     }
                 }
             }
+            Format::Q5_0 | Format::Q5_1 => {
+                m.held = Held::Q8;
+                let (size, offset) = if format == Format::Q5_0 { (22, 16) } else { (24, 0) };
+                for block in bytes.chunks_exact(size) {
+                    m.d.push(half_at(block, 0));
+                    if format == Format::Q5_1 {
+                        m.c.push(half_at(block, 2));
+                    }
+                    let high = u32::from_le_bytes(block[size - 20..size - 16].try_into().expect("4 bytes"));
+                    let qs = &block[size - 16..];
+                    let five = |low: u8, bit: usize| (i32::from(low) | (((high >> bit) & 1) as i32) << 4) - offset;
+                    let mut values = [0u8; 32];
+                    for j in 0..16 {
+                        values[j] = five(qs[j] & 0xF, j) as i8 as u8;
+                        values[j + 16] = five(qs[j] >> 4, j + 16) as i8 as u8;
+                    }
+                    m.qs.extend_from_slice(&values);
+                }
+            }
+            Format::Q5K => {
+                m.held = Held::Q8;
+                for block in bytes.chunks_exact(176) {
+                    let (d, dmin) = (half_at(block, 0), half_at(block, 2));
+                    let (scales, qh, ql) = (&block[4..16], &block[16..48], &block[48..]);
+                    for j in 0..4 {
+                        let group = &ql[32 * j..32 * j + 32];
+                        for (half, shift) in [(0, 0), (1, 4)] {
+                            let (scale, min) = q4k_scale_min(2 * j + half, scales);
+                            m.d.push(d * f32::from(scale));
+                            m.c.push(-dmin * f32::from(min));
+                            let bit = 2 * j + half;
+                            m.qs.extend((0..32).map(|l| ((group[l] >> shift) & 0xF) | (((qh[l] >> bit) & 1) << 4)));
+                        }
+                    }
+                }
+            }
+            Format::Q6K => {
+                m.held = Held::Q8Halves;
+                m.d.reserve(blocks * 2);
+                m.qs.reserve(blocks * 32);
+                for block in bytes.chunks_exact(210) {
+                    let (ql, qh, scales) = (&block[..128], &block[128..192], &block[192..208]);
+                    let d = half_at(block, 208);
+                    let mut q = [0u8; 256];
+                    for half in 0..2 {
+                        let (ql, qh, y) = (&ql[64 * half..], &qh[32 * half..], &mut q[128 * half..]);
+                        for l in 0..32 {
+                            let six = |low: u8, high: u8| ((low | (high & 3) << 4) as i8 - 32) as u8;
+                            y[l] = six(ql[l] & 0xF, qh[l]);
+                            y[l + 32] = six(ql[l + 32] & 0xF, qh[l] >> 2);
+                            y[l + 64] = six(ql[l] >> 4, qh[l] >> 4);
+                            y[l + 96] = six(ql[l + 32] >> 4, qh[l] >> 6);
+                        }
+                    }
+                    m.d.extend(scales.iter().map(|&sc| d * f32::from(sc as i8)));
+                    m.qs.extend_from_slice(&q);
+                }
+            }
             Format::Q8_0 => {
                 m.held = Held::Q8;
                 m.d.reserve(blocks);
@@ -205,9 +281,16 @@ impl QMatrix {
             Held::Q8 => {
                 for (b, block) in out.chunks_exact_mut(BLOCK).enumerate() {
                     let i = r * n / BLOCK + b;
+                    let c = self.c.get(i).copied().unwrap_or(0.);
                     for (o, &q) in block.iter_mut().zip(&self.qs[i * 32..i * 32 + 32]) {
-                        *o = self.d[i] * f32::from(q as i8);
+                        *o = self.d[i] * f32::from(q as i8) + c;
                     }
+                }
+            }
+            Held::Q8Halves => {
+                for (v, o) in out.iter_mut().enumerate() {
+                    let i = r * n + v;
+                    *o = self.d[i / 16] * f32::from(self.qs[i] as i8);
                 }
             }
         }
@@ -228,26 +311,47 @@ impl QMatrix {
                 let w = &self.f[r * n..(r + 1) * n];
                 a.map(|a| dot_f32(w, a.f))
             }
+            Held::Q8Halves => {
+                let (d, qs) = (&self.d[2 * r * nb..2 * (r + 1) * nb], &self.qs[r * n..(r + 1) * n]);
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the level says the CPU has the kernel's instructions; as below.
+                match level() {
+                    Level::Avx2 => return unsafe { x86::q8_halves(d, qs, a) },
+                    Level::Scalar => {}
+                }
+                scalar_q8_halves(d, qs, a)
+            }
             Held::Q4 | Held::Q8 => {
                 let blocks = r * nb..(r + 1) * nb;
                 let d = &self.d[blocks.clone()];
-                #[cfg(target_arch = "x86_64")]
-                if avx2() {
-                    // SAFETY: the CPU has AVX2 and FMA; every slice holds `nb` blocks (checked by the
-                    // kernels' debug assertions, guaranteed by the shapes above).
-                    return unsafe {
-                        if self.held == Held::Q4 {
-                            x86::q4(d, &self.c[blocks.clone()], &self.qs[r * nb * 16..(r + 1) * nb * 16], a)
-                        } else {
-                            x86::q8(d, &self.qs[r * n..(r + 1) * n], a)
-                        }
-                    };
-                }
                 if self.held == Held::Q4 {
-                    scalar_q4(d, &self.c[blocks], &self.qs[r * nb * 16..(r + 1) * nb * 16], a)
-                } else {
-                    scalar_q8(d, &self.qs[r * n..(r + 1) * n], a)
+                    let (c, qs) = (&self.c[blocks], &self.qs[r * nb * 16..(r + 1) * nb * 16]);
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: the level says the CPU has the kernel's instructions; every slice holds
+                    // `nb` blocks (checked by the kernels' debug assertions, guaranteed by the shapes
+                    // above).
+                    match level() {
+                        Level::Avx2 => return unsafe { x86::q4(d, c, qs, a) },
+                        Level::Scalar => {}
+                    }
+                    return scalar_q4(d, c, qs, a);
                 }
+                let qs = &self.qs[r * n..(r + 1) * n];
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: as above.
+                let mut out = match level() {
+                    Level::Avx2 => unsafe { x86::q8(d, qs, a) },
+                    Level::Scalar => scalar_q8(d, qs, a),
+                };
+                #[cfg(not(target_arch = "x86_64"))]
+                let mut out = scalar_q8(d, qs, a);
+                if !self.c.is_empty() {
+                    // The constant terms: Σ c·s over the row's blocks.
+                    for (o, a) in out.iter_mut().zip(a) {
+                        *o += dot_f32(&self.c[blocks.clone()], a.s);
+                    }
+                }
+                out
             }
         }
     }
@@ -310,6 +414,28 @@ impl Acts {
     }
 }
 
+/// `x` rounded to the nearest integer, ties to even (as `_mm256_round_ps` does in llama.cpp's AVX2
+/// quantizer), for |x| < 2²²: adding and taking away 1.5·2²³ leaves no fraction bits. Unlike
+/// `f32::round` it is not a library call on baseline x86-64.
+#[inline]
+fn round(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.;
+    (x + MAGIC) - MAGIC
+}
+
+/// `e^x` to within 2 ulp (Cephes' polynomial), inlined where libm's `expf` would be a call: the
+/// feed-forward's gates and attention's softmax take one per value. Inputs are clamped to ±88.
+#[inline]
+pub fn exp(x: f32) -> f32 {
+    let x = x.clamp(-87.3, 88.3);
+    let n = round(x * std::f32::consts::LOG2_E);
+    let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
+    let p =
+        ((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 0.166_666_65) * r + 0.5;
+    let y = p * r * r + r + 1.;
+    y * f32::from_bits(((n as i32 + 127) << 23) as u32)
+}
+
 /// Quantizes `x` to 8-bit blocks as llama.cpp's `quantize_row_q8_1` does: the scale is `max|x|/127`
 /// stored as a half, values rounded from `x / scale` before the scale is rounded; `s = d·Σq`.
 pub fn quantize_row(x: &[f32], d: &mut [f32], s: &mut [f32], q: &mut [i8]) {
@@ -319,7 +445,7 @@ pub fn quantize_row(x: &[f32], d: &mut [f32], s: &mut [f32], q: &mut [i8]) {
         let inv = if scale == 0. { 0. } else { 1. / scale };
         let mut sum = 0i32;
         for (o, &v) in qb.iter_mut().zip(block) {
-            let r = (v * inv).round() as i32;
+            let r = round(v * inv) as i32;
             *o = r as i8;
             sum += r;
         }
@@ -362,24 +488,61 @@ fn scalar_q8<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
     out
 }
 
-/// Whether the AVX2/FMA kernels run (the CPU has them, and `INCHARACTER_SCALAR` is not set: the
-/// benchmark and the tests compare both paths).
-#[cfg(target_arch = "x86_64")]
+fn scalar_q8_halves<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
+    let mut out = [0f32; N];
+    for (n, a) in a.iter().enumerate() {
+        let mut acc = 0f32;
+        for (h, half) in qs.chunks_exact(16).enumerate() {
+            let sum: i32 = half
+                .iter()
+                .zip(&a.q[h * 16..h * 16 + 16])
+                .map(|(&w, &q)| i32::from(w as i8) * i32::from(q))
+                .sum();
+            acc += d[h] * a.d[h / 2] * sum as f32;
+        }
+        out[n] = acc;
+    }
+    out
+}
+
+/// The instruction sets the kernels use, best first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Portable Rust: any CPU.
+    Scalar,
+    /// AVX2 and FMA.
+    Avx2,
+}
+
+/// The kernels this process runs: the best the CPU has, or the portable ones with
+/// `INCHARACTER_KERNELS=scalar` (to compare the paths).
 #[inline]
-pub fn avx2() -> bool {
+pub fn level() -> Level {
     use std::sync::OnceLock;
-    static FAST: OnceLock<bool> = OnceLock::new();
-    *FAST.get_or_init(|| {
-        std::env::var_os("INCHARACTER_SCALAR").is_none()
-            && std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
+    static LEVEL: OnceLock<Level> = OnceLock::new();
+    *LEVEL.get_or_init(|| match std::env::var("INCHARACTER_KERNELS").as_deref() {
+        Ok("scalar") => Level::Scalar,
+        _ => detected(),
     })
 }
 
+#[cfg(target_arch = "x86_64")]
+fn detected() -> Level {
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        Level::Avx2
+    } else {
+        Level::Scalar
+    }
+}
+
 #[cfg(not(target_arch = "x86_64"))]
+fn detected() -> Level {
+    Level::Scalar
+}
+
 #[inline]
-pub fn avx2() -> bool {
-    false
+fn avx2() -> bool {
+    level() >= Level::Avx2
 }
 
 /// `Σ a·b`.
@@ -420,13 +583,19 @@ mod x86 {
         _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
     }
 
-    /// Q4 rows (see the module docs): nibbles unpacked once per block for all `N` activation rows.
+    /// The sums of four adjacent byte products (`u` unsigned, `q` signed), as eight i32 lanes.
+    #[target_feature(enable = "avx2,fma")]
+    fn pairs(u: __m256i, q: __m256i) -> __m256i {
+        _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), _mm256_set1_epi16(1))
+    }
+
+    /// Q4 rows (see the module docs): nibbles unpacked once per block for all `N` activation
+    /// rows.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn q4<const N: usize>(d: &[f32], c: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
         debug_assert!(c.len() == d.len() && qs.len() == d.len() * 16);
         debug_assert!(a.iter().all(|a| a.d.len() == d.len() && a.q.len() == d.len() * BLOCK));
         let low = _mm256_set1_epi8(0x0F);
-        let ones = _mm256_set1_epi16(1);
         let mut acc = [_mm256_setzero_ps(); N];
         let mut constant = [0f32; N];
         for b in 0..d.len() {
@@ -437,7 +606,7 @@ mod x86 {
             let (db, cb) = unsafe { (*d.get_unchecked(b), *c.get_unchecked(b)) };
             for n in 0..N {
                 let q = unsafe { _mm256_loadu_si256(a[n].q.as_ptr().add(b * BLOCK).cast()) };
-                let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u, q), ones));
+                let p = _mm256_cvtepi32_ps(pairs(u, q));
                 let (ad, as_) = unsafe { (*a[n].d.get_unchecked(b), *a[n].s.get_unchecked(b)) };
                 acc[n] = _mm256_fmadd_ps(_mm256_set1_ps(db * ad), p, acc[n]);
                 constant[n] += cb * as_;
@@ -450,12 +619,11 @@ mod x86 {
         out
     }
 
-    /// Q8_0 rows: `|w|·(q·sign w)` keeps `maddubs`'s first operand unsigned.
+    /// 8-bit rows: `|w|·(q·sign w)` keeps the first operand unsigned.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn q8<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
         debug_assert!(qs.len() == d.len() * BLOCK);
         debug_assert!(a.iter().all(|a| a.d.len() == d.len() && a.q.len() == d.len() * BLOCK));
-        let ones = _mm256_set1_epi16(1);
         let mut acc = [_mm256_setzero_ps(); N];
         for b in 0..d.len() {
             // SAFETY (all loads): block b is in bounds of every slice (debug-asserted above).
@@ -464,12 +632,36 @@ mod x86 {
             let db = unsafe { *d.get_unchecked(b) };
             for n in 0..N {
                 let q = unsafe { _mm256_loadu_si256(a[n].q.as_ptr().add(b * BLOCK).cast()) };
-                let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(
-                    _mm256_maddubs_epi16(abs, _mm256_sign_epi8(q, w)),
-                    ones,
-                ));
+                let p = _mm256_cvtepi32_ps(pairs(abs, _mm256_sign_epi8(q, w)));
                 let ad = unsafe { *a[n].d.get_unchecked(b) };
                 acc[n] = _mm256_fmadd_ps(_mm256_set1_ps(db * ad), p, acc[n]);
+            }
+        }
+        acc.map(|v| sum(v))
+    }
+
+    /// Q6_K rows: as 8-bit rows, with the block's two scales side by side (the first four
+    /// lanes of the integer sums are its first 16 values).
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn q8_halves<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
+        debug_assert!(qs.len() == d.len() * 16);
+        debug_assert!(a.iter().all(|a| a.d.len() * 2 == d.len() && a.q.len() == qs.len()));
+        let mut acc = [_mm256_setzero_ps(); N];
+        for b in 0..d.len() / 2 {
+            // SAFETY (all loads): block b is in bounds of every slice (debug-asserted above).
+            let w = unsafe { _mm256_loadu_si256(qs.as_ptr().add(b * BLOCK).cast()) };
+            let abs = _mm256_sign_epi8(w, w);
+            let scales = unsafe {
+                _mm256_set_m128(
+                    _mm_set1_ps(*d.get_unchecked(2 * b + 1)),
+                    _mm_set1_ps(*d.get_unchecked(2 * b)),
+                )
+            };
+            for n in 0..N {
+                let q = unsafe { _mm256_loadu_si256(a[n].q.as_ptr().add(b * BLOCK).cast()) };
+                let p = _mm256_cvtepi32_ps(pairs(abs, _mm256_sign_epi8(q, w)));
+                let ad = unsafe { *a[n].d.get_unchecked(b) };
+                acc[n] = _mm256_fmadd_ps(_mm256_mul_ps(scales, _mm256_set1_ps(ad)), p, acc[n]);
             }
         }
         acc.map(|v| sum(v))
@@ -574,7 +766,33 @@ mod tests {
                     out.extend(f16::from_f32(d).to_le_bytes());
                     out.extend(block.iter().map(|x| (x * id).round() as i8 as u8));
                 }
-                Format::Q4K => unreachable!("the tests build Q4_K blocks from bytes"),
+                Format::Q4K | Format::Q5K | Format::Q6K => unreachable!("the tests build K-quant blocks from bytes"),
+                Format::Q5_0 | Format::Q5_1 => {
+                    let (lo, step) = if format == Format::Q5_0 {
+                        let max = block.iter().fold(0f32, |m, &x| if x.abs() > m.abs() { x } else { m });
+                        (0., max / -16.)
+                    } else {
+                        (lo, (hi - lo) / 31.)
+                    };
+                    let id = if step == 0. { 0. } else { 1. / step };
+                    out.extend(f16::from_f32(step).to_le_bytes());
+                    if format == Format::Q5_1 {
+                        out.extend(f16::from_f32(lo).to_le_bytes());
+                    }
+                    let q: Vec<u32> = block
+                        .iter()
+                        .map(|&x| {
+                            if format == Format::Q5_0 {
+                                ((x * id + 16.5) as u32).min(31)
+                            } else {
+                                (((x - lo) * id + 0.5) as u32).min(31)
+                            }
+                        })
+                        .collect();
+                    let high = (0..32).fold(0u32, |h, j| h | ((q[j] >> 4) << j));
+                    out.extend(high.to_le_bytes());
+                    out.extend((0..16).map(|j| (q[j] & 0xF) as u8 | (((q[j + 16] & 0xF) as u8) << 4)));
+                }
                 Format::F32 => out.extend(block.iter().flat_map(|x| x.to_le_bytes())),
                 Format::F16 => out.extend(block.iter().flat_map(|x| f16::from_f32(*x).to_le_bytes())),
             }
@@ -614,7 +832,15 @@ mod tests {
     fn every_kernel_equals_the_float_product_of_what_the_blocks_hold() {
         let (rows, cols) = (6, 8 * BLOCK);
         let a = acts(5, cols, 7);
-        for format in [Format::F32, Format::F16, Format::Q4_0, Format::Q4_1, Format::Q8_0] {
+        for format in [
+            Format::F32,
+            Format::F16,
+            Format::Q4_0,
+            Format::Q4_1,
+            Format::Q8_0,
+            Format::Q5_0,
+            Format::Q5_1,
+        ] {
             let w = values(rows * cols, 3);
             let m = QMatrix::from_gguf(format, rows, cols, &gguf_bytes(format, &w)).unwrap();
             for r in 0..rows {
@@ -636,11 +862,14 @@ mod tests {
                                 [a.row(t)],
                             )[0]
                         }
-                        Held::Q8 => scalar_q8(
-                            &m.d[r * cols / BLOCK..(r + 1) * cols / BLOCK],
-                            &m.qs[r * cols..(r + 1) * cols],
-                            [a.row(t)],
-                        )[0],
+                        Held::Q8 => {
+                            let blocks = r * cols / BLOCK..(r + 1) * cols / BLOCK;
+                            let constant: f32 =
+                                m.c.get(blocks.clone())
+                                    .map_or(0., |c| c.iter().zip(a.row(t).s).map(|(c, s)| c * s).sum());
+                            scalar_q8(&m.d[blocks], &m.qs[r * cols..(r + 1) * cols], [a.row(t)])[0] + constant
+                        }
+                        Held::Q8Halves => unreachable!("no Q6_K among these formats"),
                         Held::F32 => a.f[t * cols..(t + 1) * cols]
                             .iter()
                             .zip(&m.f[r * cols..])
@@ -659,7 +888,13 @@ mod tests {
     #[test]
     fn quantized_rows_dequantize_close_to_what_was_quantized() {
         let v = values(4 * BLOCK, 11);
-        for (format, tolerance) in [(Format::Q8_0, 0.02), (Format::Q4_0, 0.3), (Format::Q4_1, 0.15)] {
+        for (format, tolerance) in [
+            (Format::Q8_0, 0.02),
+            (Format::Q4_0, 0.3),
+            (Format::Q4_1, 0.15),
+            (Format::Q5_0, 0.15),
+            (Format::Q5_1, 0.07),
+        ] {
             let m = QMatrix::from_gguf(format, 1, v.len(), &gguf_bytes(format, &v)).unwrap();
             let mut out = vec![0.; v.len()];
             m.dequantize_row(0, &mut out);
@@ -704,44 +939,146 @@ mod tests {
         y
     }
 
+    /// Every kernel this CPU can run, called directly (whatever `level` chose), against the scalar one.
+    #[cfg(target_arch = "x86_64")]
     #[test]
-    fn q4_k_blocks_hold_llama_cpps_values_and_multiply_like_them() {
-        let rows = 3;
-        let mut bytes = Vec::new();
-        let noise = values(rows * 2 * 144, 13);
-        for r in 0..rows * 2 {
-            bytes.extend(f16::from_f32(0.01 + r as f32 * 0.003).to_le_bytes());
-            bytes.extend(f16::from_f32(0.02).to_le_bytes());
-            bytes.extend(
-                noise[r * 144 + 4..(r + 1) * 144]
-                    .iter()
-                    .map(|v| (v.to_bits() >> 7) as u8),
-            );
+    fn every_instruction_set_gives_the_scalar_sums() {
+        use std::arch::is_x86_feature_detected as has;
+        let avx2 = has!("avx2") && has!("fma");
+        let cols = 8 * BLOCK;
+        let a = acts(2, cols, 41);
+        let rows = [a.row(0), a.row(1)];
+        let close = |x: [f32; 2], y: [f32; 2]| x.iter().zip(&y).all(|(x, y)| (x - y).abs() <= 1e-4 * (1. + y.abs()));
+        for format in [Format::Q4_1, Format::Q8_0] {
+            let m = QMatrix::from_gguf(format, 1, cols, &gguf_bytes(format, &values(cols, 43))).unwrap();
+            let (d, c, qs) = (&m.d[..], &m.c[..], &m.qs[..]);
+            let scalar = if format == Format::Q4_1 {
+                scalar_q4(d, c, qs, rows)
+            } else {
+                scalar_q8(d, qs, rows)
+            };
+            // SAFETY: each kernel runs only where the CPU has its instructions.
+            if avx2 {
+                let fast = unsafe {
+                    if format == Format::Q4_1 {
+                        x86::q4(d, c, qs, rows)
+                    } else {
+                        x86::q8(d, qs, rows)
+                    }
+                };
+                assert!(close(fast, scalar), "{format:?} avx2: {fast:?} vs {scalar:?}");
+            }
         }
-        let m = QMatrix::from_gguf(Format::Q4K, rows, 512, &bytes).unwrap();
-        let a = acts(2, 512, 17);
+        let halves: Vec<f32> = (0..cols / 16).map(|i| 0.01 + i as f32 * 1e-3).collect();
+        let qs: Vec<u8> = values(cols, 47).iter().map(|v| (v * 20.) as i8 as u8).collect();
+        let scalar = scalar_q8_halves(&halves, &qs, rows);
+        if avx2 {
+            assert!(close(unsafe { x86::q8_halves(&halves, &qs, rows) }, scalar));
+        }
+    }
+
+    /// `count` random super-blocks of `size` bytes, their half-float scale(s) set to sane values:
+    /// `d` and `dmin` first (Q4_K, Q5_K) or `d` last (Q6_K).
+    fn super_blocks(count: usize, size: usize, seed: u64, scales_first: bool) -> Vec<u8> {
+        let noise = values(count * size, seed);
+        let mut bytes = Vec::new();
+        for (i, block) in noise.chunks_exact(size).enumerate() {
+            let d = f16::from_f32(0.002 + i as f32 * 0.001).to_le_bytes();
+            if scales_first {
+                bytes.extend(d);
+                bytes.extend(f16::from_f32(0.03).to_le_bytes());
+            }
+            let body = if scales_first { &block[4..] } else { &block[..size - 2] };
+            bytes.extend(body.iter().map(|v| (v.to_bits() >> 7) as u8));
+            if !scales_first {
+                bytes.extend(d);
+            }
+        }
+        bytes
+    }
+
+    /// A K-quant matrix of two super-blocks per row holds the values of llama.cpp's dequantizer
+    /// (`dequantize`, transcribed) and multiplies four tokens as the float product of those values.
+    fn holds_llama_cpps_values(format: Format, size: usize, scales_first: bool, dequantize: fn(&[u8]) -> Vec<f32>) {
+        let rows = 3;
+        let bytes = super_blocks(rows * 2, size, size as u64, scales_first);
+        let m = QMatrix::from_gguf(format, rows, 512, &bytes).unwrap();
+        let a = acts(4, 512, 17);
         for r in 0..rows {
             let mut got = vec![0.; 512];
             m.dequantize_row(r, &mut got);
-            let want: Vec<f32> = bytes[r * 288..(r + 1) * 288]
-                .chunks_exact(144)
-                .flat_map(q4k_reference)
+            let want: Vec<f32> = bytes[r * 2 * size..(r + 1) * 2 * size]
+                .chunks_exact(size)
+                .flat_map(dequantize)
                 .collect();
-            assert_eq!(got, want, "row {r}");
-            let [x, y] = m.dot(r, [a.row(0), a.row(1)]);
-            for (t, got) in [x, y].into_iter().enumerate() {
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(g, w)| (g - w).abs() <= 1e-6 * (1. + w.abs())),
+                "{format:?} row {r}"
+            );
+            let four = m.dot(r, [a.row(0), a.row(1), a.row(2), a.row(3)]);
+            for (t, got) in four.into_iter().enumerate() {
                 let want = reference(&m, r, &a, t);
                 assert!(
                     (got - want).abs() <= 1e-4 * (1. + want.abs()),
-                    "row {r} token {t}: {got} vs {want}"
+                    "{format:?} row {r} token {t}: {got} vs {want}"
                 );
             }
         }
+        let short = format.bytes(256) - 1;
         assert!(
-            QMatrix::from_gguf(Format::Q4K, 1, 288, &[0; 162])
+            QMatrix::from_gguf(format, 1, 288, &vec![0; short])
                 .unwrap_err()
                 .contains("not whole blocks")
         );
+    }
+
+    #[test]
+    fn k_quant_blocks_hold_llama_cpps_values_and_multiply_like_them() {
+        holds_llama_cpps_values(Format::Q4K, 144, true, q4k_reference);
+        holds_llama_cpps_values(Format::Q5K, 176, true, q5k_reference);
+        holds_llama_cpps_values(Format::Q6K, 210, false, q6k_reference);
+    }
+
+    /// llama.cpp's `dequantize_row_q6_K`, transcribed.
+    fn q6k_reference(block: &[u8]) -> Vec<f32> {
+        let d = half_at(block, 208);
+        let mut y = vec![0f32; 256];
+        for n in 0..2 {
+            let (ql, qh, sc) = (&block[64 * n..], &block[128 + 32 * n..], &block[192 + 8 * n..]);
+            for l in 0..32 {
+                let is = l / 16;
+                let q = |low: u8, high: u8| i32::from(low | ((high & 3) << 4)) - 32;
+                let s = |k: usize| d * f32::from(sc[k] as i8);
+                y[128 * n + l] = s(is) * q(ql[l] & 0xF, qh[l]) as f32;
+                y[128 * n + l + 32] = s(is + 2) * q(ql[l + 32] & 0xF, qh[l] >> 2) as f32;
+                y[128 * n + l + 64] = s(is + 4) * q(ql[l] >> 4, qh[l] >> 4) as f32;
+                y[128 * n + l + 96] = s(is + 6) * q(ql[l + 32] >> 4, qh[l] >> 6) as f32;
+            }
+        }
+        y
+    }
+
+    /// llama.cpp's `dequantize_row_q5_K`, transcribed.
+    fn q5k_reference(block: &[u8]) -> Vec<f32> {
+        let (d, min) = (half_at(block, 0), half_at(block, 2));
+        let (scales, qh, mut ql) = (&block[4..16], &block[16..48], &block[48..]);
+        let (mut u1, mut u2) = (1u8, 2u8);
+        let mut y = Vec::new();
+        for j in (0..256).step_by(64) {
+            let is = j / 32;
+            let (sc, m) = q4k_scale_min(is, scales);
+            let (d1, m1) = (d * f32::from(sc), min * f32::from(m));
+            let (sc, m) = q4k_scale_min(is + 1, scales);
+            let (d2, m2) = (d * f32::from(sc), min * f32::from(m));
+            y.extend((0..32).map(|l| d1 * f32::from((ql[l] & 0xF) + if qh[l] & u1 != 0 { 16 } else { 0 }) - m1));
+            y.extend((0..32).map(|l| d2 * f32::from((ql[l] >> 4) + if qh[l] & u2 != 0 { 16 } else { 0 }) - m2));
+            ql = &ql[32..];
+            u1 <<= 2;
+            u2 <<= 2;
+        }
+        y
     }
 
     #[test]
@@ -750,6 +1087,20 @@ mod tests {
         assert!(e.contains("Q4_0 2×64 needs 72 bytes, found 10"), "{e}");
         let e = QMatrix::from_gguf(Format::Q8_0, 1, 48, &[0; 51]).unwrap_err();
         assert!(e.contains("not whole blocks"), "{e}");
+    }
+
+    #[test]
+    fn the_inlined_exp_is_within_two_ulp_of_libms() {
+        let mut worst = 0f32;
+        for i in -87_000..88_000 {
+            let x = i as f32 / 1000. + 0.000_37;
+            let (got, want) = (exp(x), x.exp());
+            worst = worst.max((got - want).abs() / want);
+        }
+        assert!(worst < 2.5e-7, "{worst}");
+        assert_eq!(exp(0.), 1.);
+        assert!(exp(-1e30) < 1e-37 && exp(f32::NEG_INFINITY) < 1e-37);
+        assert_eq!((round(2.5), round(3.5), round(-2.5), round(-0.4)), (2., 4., -2., -0.));
     }
 
     #[test]

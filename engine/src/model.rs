@@ -176,13 +176,14 @@ fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
 }
 
 fn silu(x: f32) -> f32 {
-    x / (1. + (-x).exp())
+    x / (1. + kernels::exp(-x))
 }
 
 /// GELU, tanh approximation (as llama.cpp's `ggml_gelu`).
+/// `½x(1 + tanh z) = x·σ(2z)`, with `z = √(2/π)(x + 0.044715x³)`.
 fn gelu(x: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    0.5 * x * (1. + (SQRT_2_OVER_PI * x * (1. + 0.044_715 * x * x)).tanh())
+    x / (1. + kernels::exp(-2. * SQRT_2_OVER_PI * x * (1. + 0.044_715 * x * x)))
 }
 
 /// Weight rows per share: whole cache lines of output, and enough rows to keep a thread busy.
@@ -482,7 +483,9 @@ impl Model {
                     }
                 }
                 m.sync();
-                for unit in m.share(n * c.heads, 1) {
+                // Taken in turn, not in runs: a later token sees more keys, so runs would leave the
+                // last member most of a prompt's attention.
+                for unit in m.turns(n * c.heads) {
                     let (t, head) = (unit / c.heads, unit % c.heads);
                     let seen = position + t + 1;
                     let first = layer.window.map_or(0, |window| seen.saturating_sub(window));
@@ -496,7 +499,7 @@ impl Model {
                     }
                     let mut sum = 0f64;
                     for s in &mut scores[first..seen] {
-                        *s = (*s - max).exp();
+                        *s = kernels::exp(*s - max);
                         sum += f64::from(*s);
                     }
                     let inv = (1. / sum) as f32;
@@ -689,6 +692,17 @@ mod tests {
                 .unwrap_err()
                 .contains("outside the vocabulary")
         );
+    }
+
+    #[test]
+    fn the_gates_equal_their_textbook_forms() {
+        for i in -2000..2000 {
+            let x = i as f32 / 100.;
+            let tanh = 0.5 * x * (1. + (0.797_884_6 * x * (1. + 0.044_715 * x * x)).tanh());
+            assert!((gelu(x) - tanh).abs() <= 1e-6 * (1. + tanh.abs()), "gelu({x})");
+            let silu_ = x / (1. + (-x).exp());
+            assert!((silu(x) - silu_).abs() <= 1e-6 * (1. + silu_.abs()), "silu({x})");
+        }
     }
 
     #[test]

@@ -53,6 +53,11 @@ impl Member<'_> {
         start.min(len)..end.min(len)
     }
 
+    /// Every `count`-th of `0..len`, starting at this member's index.
+    pub fn turns(&self, len: usize) -> std::iter::StepBy<Range<usize>> {
+        (self.index..len).step_by(self.count)
+    }
+
     /// Whether this member does the work that only one does.
     pub fn first(&self) -> bool {
         self.index == 0
@@ -194,6 +199,18 @@ mod tests {
                     covered.extend(r);
                 }
                 assert_eq!(covered, (0..len).collect::<Vec<_>>());
+                let mut turns: Vec<usize> = (0..count)
+                    .flat_map(|index| {
+                        Member {
+                            index,
+                            count,
+                            barrier: &barrier,
+                        }
+                        .turns(len)
+                    })
+                    .collect();
+                turns.sort_unstable();
+                assert_eq!(turns, (0..len).collect::<Vec<_>>());
             }
         }
     }

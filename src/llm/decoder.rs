@@ -2,9 +2,9 @@
 //! (`incharacter_engine`): their tensors handed over as the file stores them, the hyper-parameters
 //! read from the file's metadata.
 //!
-//! The engine multiplies Q4_0, Q4_1, Q4_K, Q8_0, F16 and F32 blocks with the values stored; tensors
-//! of the other formats (Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, Q6_K) are re-quantized to Q8_0 at load, which
-//! keeps their values to within a fraction of their own rounding step.
+//! The engine multiplies F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K blocks with the
+//! values stored; tensors of the other formats (Q2_K, Q3_K, BF16) are re-quantized to Q8_0 at load,
+//! which keeps their values to within a fraction of their own rounding step.
 
 use std::io::{Read, Seek};
 use std::sync::Arc;
@@ -34,7 +34,11 @@ fn format(dtype: GgmlDType) -> Option<Format> {
         GgmlDType::Q4_0 => Some(Format::Q4_0),
         GgmlDType::Q4_1 => Some(Format::Q4_1),
         GgmlDType::Q8_0 => Some(Format::Q8_0),
+        GgmlDType::Q5_0 => Some(Format::Q5_0),
+        GgmlDType::Q5_1 => Some(Format::Q5_1),
         GgmlDType::Q4K => Some(Format::Q4K),
+        GgmlDType::Q5K => Some(Format::Q5K),
+        GgmlDType::Q6K => Some(Format::Q6K),
         _ => None,
     }
 }
