@@ -395,6 +395,9 @@ impl Model {
         let (qw, kvw) = (c.heads * hd, c.kv_heads * hd);
         let total = position + n;
         cache.layers.resize_with(self.layers.len(), Default::default);
+        // Until the pass has finished the cache holds nothing it can vouch for: should a thread panic,
+        // a later step from a position past 0 is refused instead of reading keys that are not there.
+        cache.len = 0;
         let kv: Vec<(Shared<f32>, Shared<f32>)> = cache
             .layers
             .iter_mut()
@@ -703,6 +706,36 @@ mod tests {
             let silu_ = x / (1. + (-x).exp());
             assert!((silu(x) - silu_).abs() <= 1e-6 * (1. + silu_.abs()), "silu({x})");
         }
+    }
+
+    #[test]
+    fn a_pass_that_panics_leaves_a_cache_that_refuses_to_be_continued() {
+        let m = model(None, 2);
+        let mut cache = Cache::default();
+        m.forward(&mut cache, &[1, 2, 3], 0).unwrap();
+        // Past the rotary tables: refused before anything is touched, the cache intact.
+        assert!(
+            m.forward(&mut cache, &[1; 70], 3)
+                .unwrap_err()
+                .contains("exceed the context")
+        );
+        assert_eq!(cache.len(), 3);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut broken = model(None, 2);
+            // A bug inside the pass: the rotation indexes past its tables.
+            broken.rotary[0] = (Vec::new(), Vec::new());
+            broken.forward(&mut cache, &[4], 3)
+        }));
+        assert!(caught.is_err());
+        assert!(
+            m.forward(&mut cache, &[4], 3)
+                .unwrap_err()
+                .contains("past the 0 cached")
+        );
+        assert_eq!(
+            m.forward(&mut cache, &[1], 0).unwrap(),
+            m.forward(&mut Cache::default(), &[1], 0).unwrap()
+        );
     }
 
     #[test]
