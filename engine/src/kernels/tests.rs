@@ -1,0 +1,404 @@
+use super::*;
+
+/// A deterministic spread of values (xorshift), some large, some zero blocks.
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if (i / BLOCK) % 7 == 3 {
+                0.
+            } else {
+                ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.
+            }
+        })
+        .collect()
+}
+
+fn gguf_bytes(format: Format, v: &[f32]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for block in v.chunks_exact(BLOCK) {
+        let (lo, hi) = block
+            .iter()
+            .fold((f32::MAX, f32::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+        match format {
+            Format::Q4_0 => {
+                let max = block.iter().fold(0f32, |m, &x| if x.abs() > m.abs() { x } else { m });
+                let d = max / -8.;
+                let id = if d == 0. { 0. } else { 1. / d };
+                out.extend(f16::from_f32(d).to_le_bytes());
+                for j in 0..16 {
+                    let q = |x: f32| ((x * id + 8.5) as u8).min(15);
+                    out.push(q(block[j]) | (q(block[j + 16]) << 4));
+                }
+            }
+            Format::Q4_1 => {
+                let d = (hi - lo) / 15.;
+                let id = if d == 0. { 0. } else { 1. / d };
+                out.extend(f16::from_f32(d).to_le_bytes());
+                out.extend(f16::from_f32(lo).to_le_bytes());
+                for j in 0..16 {
+                    let q = |x: f32| (((x - lo) * id + 0.5) as u8).min(15);
+                    out.push(q(block[j]) | (q(block[j + 16]) << 4));
+                }
+            }
+            Format::Q8_0 => {
+                let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+                let d = amax / 127.;
+                let id = if d == 0. { 0. } else { 1. / d };
+                out.extend(f16::from_f32(d).to_le_bytes());
+                out.extend(block.iter().map(|x| (x * id).round() as i8 as u8));
+            }
+            Format::Q4K | Format::Q5K | Format::Q6K => unreachable!("the tests build K-quant blocks from bytes"),
+            Format::Q5_0 | Format::Q5_1 => {
+                let (lo, step) = if format == Format::Q5_0 {
+                    let max = block.iter().fold(0f32, |m, &x| if x.abs() > m.abs() { x } else { m });
+                    (0., max / -16.)
+                } else {
+                    (lo, (hi - lo) / 31.)
+                };
+                let id = if step == 0. { 0. } else { 1. / step };
+                out.extend(f16::from_f32(step).to_le_bytes());
+                if format == Format::Q5_1 {
+                    out.extend(f16::from_f32(lo).to_le_bytes());
+                }
+                let q: Vec<u32> = block
+                    .iter()
+                    .map(|&x| {
+                        if format == Format::Q5_0 {
+                            ((x * id + 16.5) as u32).min(31)
+                        } else {
+                            (((x - lo) * id + 0.5) as u32).min(31)
+                        }
+                    })
+                    .collect();
+                let high = (0..32).fold(0u32, |h, j| h | ((q[j] >> 4) << j));
+                out.extend(high.to_le_bytes());
+                out.extend((0..16).map(|j| (q[j] & 0xF) as u8 | (((q[j + 16] & 0xF) as u8) << 4)));
+            }
+            Format::F32 => out.extend(block.iter().flat_map(|x| x.to_le_bytes())),
+            Format::F16 => out.extend(block.iter().flat_map(|x| f16::from_f32(*x).to_le_bytes())),
+        }
+    }
+    out
+}
+
+fn acts(rows: usize, cols: usize, seed: u64) -> Acts {
+    let mut a = Acts::new(rows, cols);
+    a.f = values(rows * cols, seed);
+    quantize_row(&a.f, &mut a.d, &mut a.s, &mut a.q);
+    a
+}
+
+/// The float product of the dequantized row with the dequantized activations: what the integer
+/// kernels must compute, up to the order of float additions.
+fn reference(m: &QMatrix, r: usize, a: &Acts, t: usize) -> f32 {
+    let mut w = vec![0.; m.cols];
+    m.dequantize_row(r, &mut w);
+    let mut x = vec![0.; m.cols];
+    let row = a.row(t);
+    for (b, block) in x.chunks_exact_mut(BLOCK).enumerate() {
+        for (o, &q) in block.iter_mut().zip(&row.q[b * BLOCK..]) {
+            *o = row.d[b] * f32::from(q);
+        }
+    }
+    if m.held == Held::F32 {
+        x.copy_from_slice(&a.f[t * m.cols..(t + 1) * m.cols]);
+    }
+    w.iter()
+        .zip(&x)
+        .map(|(a, b)| f64::from(*a) * f64::from(*b))
+        .sum::<f64>() as f32
+}
+
+#[test]
+fn every_kernel_equals_the_float_product_of_what_the_blocks_hold() {
+    let (rows, cols) = (6, 8 * BLOCK);
+    let a = acts(5, cols, 7);
+    for format in [
+        Format::F32,
+        Format::F16,
+        Format::Q4_0,
+        Format::Q4_1,
+        Format::Q8_0,
+        Format::Q5_0,
+        Format::Q5_1,
+    ] {
+        let w = values(rows * cols, 3);
+        let m = QMatrix::from_gguf(format, rows, cols, &gguf_bytes(format, &w)).unwrap();
+        for r in 0..rows {
+            let four = m.dot(r, [a.row(0), a.row(1), a.row(2), a.row(3)]);
+            let one = m.dot(r, [a.row(4)]);
+            for (t, got) in four.iter().chain(&one).enumerate() {
+                let want = reference(&m, r, &a, t);
+                assert!(
+                    (got - want).abs() <= 1e-4 * (1. + want.abs()),
+                    "{format:?} row {r} token {t}: {got} vs {want}"
+                );
+                let scalar = match m.held {
+                    Held::Q4 => {
+                        let nb = cols / BLOCK;
+                        scalar_q4(
+                            &m.d[r * nb..(r + 1) * nb],
+                            &m.c[r * nb..(r + 1) * nb],
+                            &m.qs[r * nb * 16..(r + 1) * nb * 16],
+                            [a.row(t)],
+                        )[0]
+                    }
+                    Held::Q8 => {
+                        let blocks = r * cols / BLOCK..(r + 1) * cols / BLOCK;
+                        let constant: f32 =
+                            m.c.get(blocks.clone())
+                                .map_or(0., |c| c.iter().zip(a.row(t).s).map(|(c, s)| c * s).sum());
+                        scalar_q8(&m.d[blocks], &m.qs[r * cols..(r + 1) * cols], [a.row(t)])[0] + constant
+                    }
+                    Held::Q8Halves => unreachable!("no Q6_K among these formats"),
+                    Held::F32 => a.f[t * cols..(t + 1) * cols]
+                        .iter()
+                        .zip(&m.f[r * cols..])
+                        .map(|(x, y)| x * y)
+                        .sum(),
+                };
+                assert!(
+                    (got - scalar).abs() <= 1e-4 * (1. + scalar.abs()),
+                    "{format:?}: fast {got} vs scalar {scalar}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn quantized_rows_dequantize_close_to_what_was_quantized() {
+    let v = values(4 * BLOCK, 11);
+    for (format, tolerance) in [
+        (Format::Q8_0, 0.02),
+        (Format::Q4_0, 0.3),
+        (Format::Q4_1, 0.15),
+        (Format::Q5_0, 0.15),
+        (Format::Q5_1, 0.07),
+    ] {
+        let m = QMatrix::from_gguf(format, 1, v.len(), &gguf_bytes(format, &v)).unwrap();
+        let mut out = vec![0.; v.len()];
+        m.dequantize_row(0, &mut out);
+        let worst = out.iter().zip(&v).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(worst <= tolerance, "{format:?}: {worst}");
+    }
+    let m = QMatrix::q8_0(2, 2 * BLOCK, &v[..4 * BLOCK]).unwrap();
+    let mut out = vec![0.; 2 * BLOCK];
+    m.dequantize_row(1, &mut out);
+    assert!(out.iter().zip(&v[2 * BLOCK..]).all(|(a, b)| (a - b).abs() <= 0.02));
+}
+
+#[test]
+fn activations_round_as_llama_cpp_does() {
+    let x: Vec<f32> = (0..BLOCK).map(|i| i as f32 - 15.5).collect();
+    let (mut d, mut s, mut q) = ([0.; 1], [0.; 1], [0i8; BLOCK]);
+    quantize_row(&x, &mut d, &mut s, &mut q);
+    assert_eq!(q[0], -127);
+    assert_eq!(q[31], 127);
+    assert_eq!(d[0], f16::from_f32(15.5 / 127.).to_f32());
+    assert_eq!(s[0], d[0] * q.iter().map(|&v| i32::from(v)).sum::<i32>() as f32);
+    let zero = [0f32; BLOCK];
+    quantize_row(&zero, &mut d, &mut s, &mut q);
+    assert_eq!((d[0], s[0], q), (0., 0., [0; BLOCK]));
+}
+
+/// llama.cpp's `dequantize_row_q4_K`, transcribed.
+fn q4k_reference(block: &[u8]) -> Vec<f32> {
+    let (d, min) = (half_at(block, 0), half_at(block, 2));
+    let (scales, mut q) = (&block[4..16], &block[16..]);
+    let mut y = Vec::new();
+    for j in (0..256).step_by(64) {
+        let is = j / 32;
+        let (sc, m) = q4k_scale_min(is, scales);
+        let (d1, m1) = (d * f32::from(sc), min * f32::from(m));
+        let (sc, m) = q4k_scale_min(is + 1, scales);
+        let (d2, m2) = (d * f32::from(sc), min * f32::from(m));
+        y.extend(q[..32].iter().map(|&b| d1 * f32::from(b & 0xF) - m1));
+        y.extend(q[..32].iter().map(|&b| d2 * f32::from(b >> 4) - m2));
+        q = &q[32..];
+    }
+    y
+}
+
+/// Every kernel this CPU can run, called directly (whatever `level` chose), against the scalar one.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn every_instruction_set_gives_the_scalar_sums() {
+    use std::arch::is_x86_feature_detected as has;
+    let avx2 = has!("avx2") && has!("fma");
+    let cols = 8 * BLOCK;
+    let a = acts(2, cols, 41);
+    let rows = [a.row(0), a.row(1)];
+    let close = |x: [f32; 2], y: [f32; 2]| x.iter().zip(&y).all(|(x, y)| (x - y).abs() <= 1e-4 * (1. + y.abs()));
+    for format in [Format::Q4_1, Format::Q8_0] {
+        let m = QMatrix::from_gguf(format, 1, cols, &gguf_bytes(format, &values(cols, 43))).unwrap();
+        let (d, c, qs) = (&m.d[..], &m.c[..], &m.qs[..]);
+        let scalar = if format == Format::Q4_1 {
+            scalar_q4(d, c, qs, rows)
+        } else {
+            scalar_q8(d, qs, rows)
+        };
+        // SAFETY: each kernel runs only where the CPU has its instructions.
+        if avx2 {
+            let fast = unsafe {
+                if format == Format::Q4_1 {
+                    x86::q4(d, c, qs, rows)
+                } else {
+                    x86::q8(d, qs, rows)
+                }
+            };
+            assert!(close(fast, scalar), "{format:?} avx2: {fast:?} vs {scalar:?}");
+        }
+    }
+    let halves: Vec<f32> = (0..cols / 16).map(|i| 0.01 + i as f32 * 1e-3).collect();
+    let qs: Vec<u8> = values(cols, 47).iter().map(|v| (v * 20.) as i8 as u8).collect();
+    let scalar = scalar_q8_halves(&halves, &qs, rows);
+    if avx2 {
+        assert!(close(unsafe { x86::q8_halves(&halves, &qs, rows) }, scalar));
+    }
+}
+
+/// `count` random super-blocks of `size` bytes, their half-float scale(s) set to sane values:
+/// `d` and `dmin` first (Q4_K, Q5_K) or `d` last (Q6_K).
+fn super_blocks(count: usize, size: usize, seed: u64, scales_first: bool) -> Vec<u8> {
+    let noise = values(count * size, seed);
+    let mut bytes = Vec::new();
+    for (i, block) in noise.chunks_exact(size).enumerate() {
+        let d = f16::from_f32(0.002 + i as f32 * 0.001).to_le_bytes();
+        if scales_first {
+            bytes.extend(d);
+            bytes.extend(f16::from_f32(0.03).to_le_bytes());
+        }
+        let body = if scales_first { &block[4..] } else { &block[..size - 2] };
+        bytes.extend(body.iter().map(|v| (v.to_bits() >> 7) as u8));
+        if !scales_first {
+            bytes.extend(d);
+        }
+    }
+    bytes
+}
+
+/// A K-quant matrix of two super-blocks per row holds the values of llama.cpp's dequantizer
+/// (`dequantize`, transcribed) and multiplies four tokens as the float product of those values.
+fn holds_llama_cpps_values(format: Format, size: usize, scales_first: bool, dequantize: fn(&[u8]) -> Vec<f32>) {
+    let rows = 3;
+    let bytes = super_blocks(rows * 2, size, size as u64, scales_first);
+    let m = QMatrix::from_gguf(format, rows, 512, &bytes).unwrap();
+    let a = acts(4, 512, 17);
+    for r in 0..rows {
+        let mut got = vec![0.; 512];
+        m.dequantize_row(r, &mut got);
+        let want: Vec<f32> = bytes[r * 2 * size..(r + 1) * 2 * size]
+            .chunks_exact(size)
+            .flat_map(dequantize)
+            .collect();
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(g, w)| (g - w).abs() <= 1e-6 * (1. + w.abs())),
+            "{format:?} row {r}"
+        );
+        let four = m.dot(r, [a.row(0), a.row(1), a.row(2), a.row(3)]);
+        for (t, got) in four.into_iter().enumerate() {
+            let want = reference(&m, r, &a, t);
+            assert!(
+                (got - want).abs() <= 1e-4 * (1. + want.abs()),
+                "{format:?} row {r} token {t}: {got} vs {want}"
+            );
+        }
+    }
+    let short = format.bytes(256) - 1;
+    assert!(
+        QMatrix::from_gguf(format, 1, 288, &vec![0; short])
+            .unwrap_err()
+            .contains("not whole blocks")
+    );
+}
+
+#[test]
+fn k_quant_blocks_hold_llama_cpps_values_and_multiply_like_them() {
+    holds_llama_cpps_values(Format::Q4K, 144, true, q4k_reference);
+    holds_llama_cpps_values(Format::Q5K, 176, true, q5k_reference);
+    holds_llama_cpps_values(Format::Q6K, 210, false, q6k_reference);
+}
+
+/// llama.cpp's `dequantize_row_q6_K`, transcribed.
+fn q6k_reference(block: &[u8]) -> Vec<f32> {
+    let d = half_at(block, 208);
+    let mut y = vec![0f32; 256];
+    for n in 0..2 {
+        let (ql, qh, sc) = (&block[64 * n..], &block[128 + 32 * n..], &block[192 + 8 * n..]);
+        for l in 0..32 {
+            let is = l / 16;
+            let q = |low: u8, high: u8| i32::from(low | ((high & 3) << 4)) - 32;
+            let s = |k: usize| d * f32::from(sc[k] as i8);
+            y[128 * n + l] = s(is) * q(ql[l] & 0xF, qh[l]) as f32;
+            y[128 * n + l + 32] = s(is + 2) * q(ql[l + 32] & 0xF, qh[l] >> 2) as f32;
+            y[128 * n + l + 64] = s(is + 4) * q(ql[l] >> 4, qh[l] >> 4) as f32;
+            y[128 * n + l + 96] = s(is + 6) * q(ql[l + 32] >> 4, qh[l] >> 6) as f32;
+        }
+    }
+    y
+}
+
+/// llama.cpp's `dequantize_row_q5_K`, transcribed.
+fn q5k_reference(block: &[u8]) -> Vec<f32> {
+    let (d, min) = (half_at(block, 0), half_at(block, 2));
+    let (scales, qh, mut ql) = (&block[4..16], &block[16..48], &block[48..]);
+    let (mut u1, mut u2) = (1u8, 2u8);
+    let mut y = Vec::new();
+    for j in (0..256).step_by(64) {
+        let is = j / 32;
+        let (sc, m) = q4k_scale_min(is, scales);
+        let (d1, m1) = (d * f32::from(sc), min * f32::from(m));
+        let (sc, m) = q4k_scale_min(is + 1, scales);
+        let (d2, m2) = (d * f32::from(sc), min * f32::from(m));
+        y.extend((0..32).map(|l| d1 * f32::from((ql[l] & 0xF) + if qh[l] & u1 != 0 { 16 } else { 0 }) - m1));
+        y.extend((0..32).map(|l| d2 * f32::from((ql[l] >> 4) + if qh[l] & u2 != 0 { 16 } else { 0 }) - m2));
+        ql = &ql[32..];
+        u1 <<= 2;
+        u2 <<= 2;
+    }
+    y
+}
+
+#[test]
+fn a_matrix_of_the_wrong_size_is_refused_with_its_shape() {
+    let e = QMatrix::from_gguf(Format::Q4_0, 2, 64, &[0; 10]).unwrap_err();
+    assert!(e.contains("Q4_0 2×64 needs 72 bytes, found 10"), "{e}");
+    let e = QMatrix::from_gguf(Format::Q8_0, 1, 48, &[0; 51]).unwrap_err();
+    assert!(e.contains("not whole blocks"), "{e}");
+}
+
+#[test]
+fn the_inlined_exp_is_within_two_ulp_of_libms() {
+    let mut worst = 0f32;
+    for i in -87_000..88_000 {
+        let x = i as f32 / 1000. + 0.000_37;
+        let (got, want) = (exp(x), x.exp());
+        worst = worst.max((got - want).abs() / want);
+    }
+    assert!(worst < 2.5e-7, "{worst}");
+    assert_eq!(exp(0.), 1.);
+    assert!(exp(-1e30) < 1e-37 && exp(f32::NEG_INFINITY) < 1e-37);
+    assert_eq!((round(2.5), round(3.5), round(-2.5), round(-0.4)), (2., 4., -2., -0.));
+}
+
+#[test]
+fn float_helpers_agree_with_plain_loops() {
+    let a = values(77, 5);
+    let b = values(77, 6);
+    let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+    assert!((dot_f32(&a, &b) - plain).abs() < 1e-4 * (1. + plain.abs()));
+    let mut out = a.clone();
+    axpy(&mut out, 0.5, &b);
+    assert!(
+        out.iter()
+            .zip(a.iter().zip(&b))
+            .all(|(o, (x, y))| (o - (x + 0.5 * y)).abs() < 1e-6)
+    );
+}

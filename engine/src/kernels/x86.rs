@@ -1,0 +1,138 @@
+//! The AVX2/FMA kernels (see the parent module): chosen at run time, only where the CPU has them.
+
+use super::{ActRow, BLOCK};
+use std::arch::x86_64::*;
+
+#[target_feature(enable = "avx2,fma")]
+fn sum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+}
+
+/// The sums of four adjacent byte products (`u` unsigned, `q` signed), as eight i32 lanes.
+#[target_feature(enable = "avx2,fma")]
+fn pairs(u: __m256i, q: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), _mm256_set1_epi16(1))
+}
+
+/// Q4 rows (see the module docs): nibbles unpacked once per block for all `N` activation
+/// rows.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn q4<const N: usize>(d: &[f32], c: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
+    debug_assert!(c.len() == d.len() && qs.len() == d.len() * 16);
+    debug_assert!(a.iter().all(|a| a.d.len() == d.len() && a.q.len() == d.len() * BLOCK));
+    let low = _mm256_set1_epi8(0x0F);
+    let mut acc = [_mm256_setzero_ps(); N];
+    let mut constant = [0f32; N];
+    for b in 0..d.len() {
+        // SAFETY (all loads): block b is in bounds of every slice (debug-asserted above).
+        let raw = unsafe { _mm_loadu_si128(qs.as_ptr().add(b * 16).cast()) };
+        let both = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(raw), _mm_srli_epi16::<4>(raw));
+        let u = _mm256_and_si256(both, low);
+        let (db, cb) = unsafe { (*d.get_unchecked(b), *c.get_unchecked(b)) };
+        for n in 0..N {
+            let q = unsafe { _mm256_loadu_si256(a[n].q.as_ptr().add(b * BLOCK).cast()) };
+            let p = _mm256_cvtepi32_ps(pairs(u, q));
+            let (ad, as_) = unsafe { (*a[n].d.get_unchecked(b), *a[n].s.get_unchecked(b)) };
+            acc[n] = _mm256_fmadd_ps(_mm256_set1_ps(db * ad), p, acc[n]);
+            constant[n] += cb * as_;
+        }
+    }
+    let mut out = [0f32; N];
+    for n in 0..N {
+        out[n] = sum(acc[n]) + constant[n];
+    }
+    out
+}
+
+/// 8-bit rows: `|w|·(q·sign w)` keeps the first operand unsigned.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn q8<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
+    debug_assert!(qs.len() == d.len() * BLOCK);
+    debug_assert!(a.iter().all(|a| a.d.len() == d.len() && a.q.len() == d.len() * BLOCK));
+    let mut acc = [_mm256_setzero_ps(); N];
+    for b in 0..d.len() {
+        // SAFETY (all loads): block b is in bounds of every slice (debug-asserted above).
+        let w = unsafe { _mm256_loadu_si256(qs.as_ptr().add(b * BLOCK).cast()) };
+        let abs = _mm256_sign_epi8(w, w);
+        let db = unsafe { *d.get_unchecked(b) };
+        for n in 0..N {
+            let q = unsafe { _mm256_loadu_si256(a[n].q.as_ptr().add(b * BLOCK).cast()) };
+            let p = _mm256_cvtepi32_ps(pairs(abs, _mm256_sign_epi8(q, w)));
+            let ad = unsafe { *a[n].d.get_unchecked(b) };
+            acc[n] = _mm256_fmadd_ps(_mm256_set1_ps(db * ad), p, acc[n]);
+        }
+    }
+    acc.map(|v| sum(v))
+}
+
+/// Q6_K rows: as 8-bit rows, with the block's two scales side by side (the first four
+/// lanes of the integer sums are its first 16 values).
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn q8_halves<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
+    debug_assert!(qs.len() == d.len() * 16);
+    debug_assert!(a.iter().all(|a| a.d.len() * 2 == d.len() && a.q.len() == qs.len()));
+    let mut acc = [_mm256_setzero_ps(); N];
+    for b in 0..d.len() / 2 {
+        // SAFETY (all loads): block b is in bounds of every slice (debug-asserted above).
+        let w = unsafe { _mm256_loadu_si256(qs.as_ptr().add(b * BLOCK).cast()) };
+        let abs = _mm256_sign_epi8(w, w);
+        let scales = unsafe {
+            _mm256_set_m128(
+                _mm_set1_ps(*d.get_unchecked(2 * b + 1)),
+                _mm_set1_ps(*d.get_unchecked(2 * b)),
+            )
+        };
+        for n in 0..N {
+            let q = unsafe { _mm256_loadu_si256(a[n].q.as_ptr().add(b * BLOCK).cast()) };
+            let p = _mm256_cvtepi32_ps(pairs(abs, _mm256_sign_epi8(q, w)));
+            let ad = unsafe { *a[n].d.get_unchecked(b) };
+            acc[n] = _mm256_fmadd_ps(_mm256_mul_ps(scales, _mm256_set1_ps(ad)), p, acc[n]);
+        }
+    }
+    acc.map(|v| sum(v))
+}
+
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    // SAFETY (all loads): i + 32 ≤ n, then i + 8 ≤ n.
+    while i + 32 <= n {
+        for (k, acc) in acc.iter_mut().enumerate() {
+            let x = unsafe { _mm256_loadu_ps(a.as_ptr().add(i + 8 * k)) };
+            let y = unsafe { _mm256_loadu_ps(b.as_ptr().add(i + 8 * k)) };
+            *acc = _mm256_fmadd_ps(x, y, *acc);
+        }
+        i += 32;
+    }
+    while i + 8 <= n {
+        let x = unsafe { _mm256_loadu_ps(a.as_ptr().add(i)) };
+        let y = unsafe { _mm256_loadu_ps(b.as_ptr().add(i)) };
+        acc[0] = _mm256_fmadd_ps(x, y, acc[0]);
+        i += 8;
+    }
+    let total = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    sum(total) + a[i..n].iter().zip(&b[i..n]).map(|(x, y)| x * y).sum::<f32>()
+}
+
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn axpy(out: &mut [f32], w: f32, v: &[f32]) {
+    let n = out.len().min(v.len());
+    let wv = _mm256_set1_ps(w);
+    let mut i = 0;
+    // SAFETY: i + 8 ≤ n for every load and store.
+    while i + 8 <= n {
+        unsafe {
+            let o = _mm256_loadu_ps(out.as_ptr().add(i));
+            let x = _mm256_loadu_ps(v.as_ptr().add(i));
+            _mm256_storeu_ps(out.as_mut_ptr().add(i), _mm256_fmadd_ps(wv, x, o));
+        }
+        i += 8;
+    }
+    for (o, x) in out[i..n].iter_mut().zip(&v[i..n]) {
+        *o += w * x;
+    }
+}
