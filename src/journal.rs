@@ -4,7 +4,7 @@
 //! Knows nothing of what the records mean.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -55,20 +55,113 @@ pub fn now_rfc3339() -> String {
     )
 }
 
-/// Appends records to a journal, one flushed line each.
+/// Appends records to a journal, one flushed line each. It holds an OS advisory lock on the file
+/// while it lives (released by the OS when the process dies, however it dies), so two processes
+/// never append to one journal; readers never take the lock, so they can never make a writer fail.
 pub struct Journal {
     file: File,
     pub path: PathBuf,
+    /// The file beside the journal that names its writer ([`Journal::open_exclusive`]).
+    writer: Option<PathBuf>,
+}
+
+/// Another process holds a journal's lock: `pid` is that process, when it said who it is.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{} is being written by another process", .path.display())]
+    Busy { path: PathBuf, pid: Option<u32> },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Who writes a journal: a process, told apart from a later one with the same pid by its start.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Writer {
+    pub pid: u32,
+    /// When it took the journal (RFC 3339).
+    pub since: String,
+    /// The process's start in clock ticks since boot, where the system says (Linux).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_start: Option<u64>,
+}
+
+impl Writer {
+    fn me() -> Writer {
+        let pid = std::process::id();
+        Writer {
+            pid,
+            since: now_rfc3339(),
+            process_start: process_start(pid),
+        }
+    }
+
+    /// Whether the process is still the one that took the journal. Where the system cannot say
+    /// (no `/proc`), no: a stale record must never make a session look busy forever, and the lock,
+    /// not this record, is what keeps a second writer out.
+    pub fn alive(&self) -> bool {
+        match (self.process_start, process_start(self.pid)) {
+            (Some(then), Some(now)) => then == now,
+            _ => false,
+        }
+    }
+}
+
+/// A process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after its end.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Where the writer of the journal at `path` says who it is.
+pub fn writer_path(path: &Path) -> PathBuf {
+    path.with_extension("writer")
+}
+
+/// The live process writing the journal at `path`, if any (read without the lock).
+pub fn writer(path: &Path) -> Option<Writer> {
+    let text = std::fs::read_to_string(writer_path(path)).ok()?;
+    serde_json::from_str::<Writer>(&text).ok().filter(Writer::alive)
 }
 
 impl Journal {
-    /// Opens (or creates) a journal for appending. A last line torn by a crash is cut off first, so
-    /// the next record starts on a line of its own.
+    /// Opens (or creates) a journal for appending, waiting for another writer to finish first (an
+    /// annotator's answers: each append is brief). A last line torn by a crash is cut off, so the
+    /// next record starts on a line of its own.
     pub fn open(path: &Path) -> std::io::Result<Journal> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+        let file = create(path)?;
+        file.lock()?;
+        Self::locked(file, path, None)
+    }
+
+    /// Opens (or creates) a journal as its one writer: [`OpenError::Busy`] at once, touching
+    /// nothing, when another process writes it. The writer's pid and start are written beside the
+    /// journal ([`writer`]) until this is dropped.
+    pub fn open_exclusive(path: &Path) -> Result<Journal, OpenError> {
+        let file = create(path)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(OpenError::Busy {
+                    path: path.to_path_buf(),
+                    pid: writer(path).map(|w| w.pid),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
         }
-        let mut file = OpenOptions::new().create(true).read(true).append(true).open(path)?;
+        let record = writer_path(path);
+        write_bytes_atomic(
+            &record,
+            &serde_json::to_vec(&Writer::me()).map_err(std::io::Error::other)?,
+        )?;
+        Self::locked(file, path, Some(record.clone())).map_err(|e| {
+            let _ = std::fs::remove_file(&record);
+            e.into()
+        })
+    }
+
+    fn locked(mut file: File, path: &Path, writer: Option<PathBuf>) -> std::io::Result<Journal> {
         let len = file.metadata()?.len();
         if len > 0 {
             let whole = whole_lines(&mut file, len)?;
@@ -79,6 +172,7 @@ impl Journal {
         Ok(Journal {
             file,
             path: path.to_path_buf(),
+            writer,
         })
     }
 
@@ -100,6 +194,23 @@ impl Journal {
         }
         Ok(())
     }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        // The lock goes with the file; the record of who held it goes now (a kill leaves it, and
+        // readers then find its process gone).
+        if let Some(record) = &self.writer {
+            let _ = std::fs::remove_file(record);
+        }
+    }
+}
+
+fn create(path: &Path) -> std::io::Result<File> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    OpenOptions::new().create(true).read(true).append(true).open(path)
 }
 
 /// The length of `file` up to and including its last newline.
@@ -145,50 +256,70 @@ pub fn read_timed<T: DeserializeOwned>(path: &Path) -> Result<Vec<(Option<u64>, 
 /// A journal's first record with its `ts_ms`, reading nothing after its first line (`None`: an
 /// empty journal, or a first line torn or damaged).
 pub fn read_first<T: DeserializeOwned>(path: &Path) -> Result<Option<(Option<u64>, T)>, JournalError> {
-    let io = |source| JournalError::Io {
+    let file = File::open(path).map_err(|source| JournalError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let mut reader = BufReader::new(File::open(path).map_err(io)?);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).map_err(io)? == 0 {
-            return Ok(None);
-        }
-        let text = String::from_utf8_lossy(&line);
+    })?;
+    for line in crate::files::lines_limited(file, path, MAX_LINE, "a journal line") {
+        let Ok((_, bytes, _)) = line else { return Ok(None) };
+        let text = String::from_utf8_lossy(&bytes);
         if !text.trim().is_empty() {
-            return Ok(serde_json::from_str::<Timed<T>>(&text).ok().map(|t| (t.ts_ms, t.record)));
+            return Ok(serde_json::from_str::<Timed<T>>(&text)
+                .ok()
+                .map(|t| (t.ts_ms, t.record)));
         }
     }
+    Ok(None)
 }
 
-/// Reads a journal. A damaged *last* line (a write cut short) is skipped; a damaged line elsewhere is
-/// an error naming it, since that is not what a crash leaves behind.
+/// The longest line a journal may hold: far above any record a run writes (prompt templates are
+/// bounded well below it), so a longer one is damage, refused without reading it whole.
+pub const MAX_LINE: u64 = 32 * 1024 * 1024;
+
+/// Reads a journal. A *last* line that a write cut short (no newline after it) is skipped; any other
+/// line that does not parse as a record is an error naming it, since that is not what a crash
+/// leaves behind.
 pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, JournalError> {
-    let io = |source| JournalError::Io {
+    Ok(read_numbered(path)?.into_iter().map(|(_, r)| r).collect())
+}
+
+/// [`read`], each record with its line number (for errors that point at a record).
+pub fn read_numbered<T: DeserializeOwned>(path: &Path) -> Result<Vec<(usize, T)>, JournalError> {
+    let file = File::open(path).map_err(|source| JournalError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let file = File::open(path).map_err(io)?;
-    let lines: Vec<String> = BufReader::new(file)
-        .split(b'\n')
-        .map(|l| l.map(|b| String::from_utf8_lossy(&b).into_owned()))
-        .collect::<Result<_, _>>()
-        .map_err(io)?;
+    })?;
     let mut out = Vec::new();
-    let last = lines.iter().rposition(|l| !l.trim().is_empty());
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
+    for line in crate::files::lines_limited(file, path, MAX_LINE, "a journal line") {
+        let (number, bytes, ended) = line.map_err(|e| match e {
+            crate::files::FileError::Read { error: source, .. } => JournalError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+            other => JournalError::Damaged {
+                path: path.to_path_buf(),
+                line: match &other {
+                    crate::files::FileError::LineTooLong { line, .. } => *line,
+                    _ => 0,
+                },
+                column: 1,
+                message: format!(
+                    "a line longer than the {} a journal line may hold",
+                    crate::files::size(MAX_LINE)
+                ),
+            },
+        })?;
+        let text = String::from_utf8_lossy(&bytes);
+        if text.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str(line) {
-            Ok(r) => out.push(r),
-            Err(_) if Some(i) == last => break,
+        match serde_json::from_str(&text) {
+            Ok(r) => out.push((number, r)),
+            Err(_) if !ended => break,
             Err(e) => {
                 return Err(JournalError::Damaged {
                     path: path.to_path_buf(),
-                    line: i + 1,
+                    line: number,
                     column: e.column(),
                     message: e.to_string(),
                 });
@@ -206,7 +337,10 @@ pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()>
 /// Writes `bytes` to `path` atomically (temporary file + rename): a reader sees the old file or the
 /// whole new one.
 pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     tmp.write_all(bytes)?;
@@ -234,7 +368,9 @@ mod tests {
             .unwrap();
         let records: Vec<serde_json::Value> = read(&path).unwrap();
         assert_eq!(records.len(), 2);
-        // Reopening cuts the torn line off, so the next record is not glued to it.
+        // Reopening cuts the torn line off, so the next record is not glued to it (once the first
+        // writer is gone: `open` waits for it).
+        drop(j);
         let mut j = Journal::open(&path).unwrap();
         j.append(&serde_json::json!({"a": 4})).unwrap();
         let records: Vec<serde_json::Value> = read(&path).unwrap();
@@ -247,6 +383,59 @@ mod tests {
         std::fs::write(&path, "{\"a\": 1}\n{oops\n{\"a\": 2}\n").unwrap();
         let e = read::<serde_json::Value>(&path).unwrap_err().to_string();
         assert!(e.contains("j.jsonl:2:"), "{e}");
+    }
+
+    #[test]
+    fn a_whole_last_line_that_does_not_parse_is_damage_not_a_torn_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        std::fs::write(&path, "{\"a\": 1}\n{\"a\": 2, \"b\"\n").unwrap();
+        let e = read::<serde_json::Value>(&path).unwrap_err().to_string();
+        assert!(e.contains("journal.jsonl:2:"), "{e}");
+        std::fs::write(&path, "{\"a\": 1}\n{\"a\": 2, \"b\"").unwrap();
+        assert_eq!(read::<serde_json::Value>(&path).unwrap().len(), 1);
+        let numbered: Vec<(usize, serde_json::Value)> = read_numbered(&path).unwrap();
+        assert_eq!(numbered[0].0, 1);
+    }
+
+    #[test]
+    fn a_second_writer_is_refused_at_once_and_told_who_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let mut first = Journal::open_exclusive(&path).unwrap();
+        first.append(&serde_json::json!({"a": 1})).unwrap();
+        let me = writer(&path).expect("the writer is recorded and alive");
+        assert_eq!(me.pid, std::process::id());
+        // flock is per open file description: a second open in this process is refused like
+        // another process would be.
+        match Journal::open_exclusive(&path) {
+            Err(OpenError::Busy { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+            other => panic!("{:?}", other.map(|j| j.path.clone())),
+        }
+        assert_eq!(
+            read::<serde_json::Value>(&path).unwrap().len(),
+            1,
+            "the refused writer touched nothing"
+        );
+        drop(first);
+        assert!(writer(&path).is_none(), "the record goes with the writer");
+        assert!(!writer_path(&path).exists());
+        let mut again = Journal::open_exclusive(&path).unwrap();
+        again.append(&serde_json::json!({"a": 2})).unwrap();
+    }
+
+    #[test]
+    fn a_writer_record_of_a_dead_process_is_not_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let stale = Writer {
+            pid: std::process::id(),
+            since: "2026-01-01T00:00:00Z".into(),
+            // Not this process's start: the pid was reused.
+            process_start: process_start(std::process::id()).map(|t| t + 1),
+        };
+        std::fs::write(writer_path(&path), serde_json::to_vec(&stale).unwrap()).unwrap();
+        assert!(writer(&path).is_none());
     }
 
     #[test]

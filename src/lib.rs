@@ -5,7 +5,7 @@
 //! lifecycle and store) → `cli` and `tui` (the two faces, which never import each other). `doctor`
 //! (whether this machine can do the main job) reads `llm` and `study` and serves both faces; so does
 //! `figures` (a session's pictures as SVG and PNG files), which reads `study`.
-//! `journal`, `paths`, `png` and `text` are leaves any layer may use; so is `templates` (the method's prompt
+//! `files`, `journal`, `paths`, `png` and `text` are leaves any layer may use; so is `templates` (the method's prompt
 //! templates as data), which reads only `domain` and `text`.
 //!
 //! The library's API is what the binary needs: [`cli`], [`tui`], [`paths`] and [`logging`]. The
@@ -28,5 +28,5 @@ macro_rules! layers {
 }
 
 layers!(
-    catalog, doctor, domain, figures, journal, llm, method, observer, png, rpa, session, study, templates, text
+    catalog, doctor, domain, figures, files, journal, llm, method, observer, png, rpa, session, study, templates, text
 );

@@ -48,7 +48,9 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(error) => {
-            eprintln!("error: {error:#}");
+            // Errors quote files, servers and processes (pip's stderr, a provider's message): never
+            // an escape sequence to the terminal, whatever layer forgot.
+            eprintln!("error: {}", incharacter::cli::terminal_safe(&format!("{error:#}")));
             let input = error.downcast_ref::<tui::OptionsError>().is_some();
             ExitCode::from(if input { 2 } else { cli::exit_code(&error) })
         }

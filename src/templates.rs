@@ -54,7 +54,10 @@ const PARTICIPANT_MASK: Placeholder = slot("participant", "the character's mask,
 const DIMENSION: Placeholder = slot("dimension", "the dimension's name");
 const DESCRIPTION: Placeholder = slot("description", "the dimension's description (English)");
 const EXAMPLE: Placeholder = slot("example", "an example reply, a JSON object keyed by item id");
-const STEM: Placeholder = slot("stem", "the scale's self-report question with the item's statement in it");
+const STEM: Placeholder = slot(
+    "stem",
+    "the scale's self-report question with the item's statement in it",
+);
 const STATEMENT: Placeholder = slot("statement", "the item's statement alone");
 const CHOICES: Placeholder = slot(
     "options",
@@ -97,7 +100,10 @@ const SPECS: [Spec; 10] = [
                 "how to rate: the scale's range and what its ends mean, or the two poles' percentages",
             ),
             slot("language", "the conversation's language, English or Chinese"),
-            slot("result_form", "the form of \"result\" in the reply: a number, or the poles' percentages"),
+            slot(
+                "result_form",
+                "the form of \"result\" in the reply: a number, or the poles' percentages",
+            ),
         ],
         required: &[&["dimension"]],
     },
@@ -139,8 +145,14 @@ const SPECS: [Spec; 10] = [
     },
     self_report("self_report.en", include_str!("../assets/prompts/self_report.en.txt")),
     self_report("self_report.zh", include_str!("../assets/prompts/self_report.zh.txt")),
-    self_report("self_report_cot.en", include_str!("../assets/prompts/self_report_cot.en.txt")),
-    self_report("self_report_cot.zh", include_str!("../assets/prompts/self_report_cot.zh.txt")),
+    self_report(
+        "self_report_cot.en",
+        include_str!("../assets/prompts/self_report_cot.en.txt"),
+    ),
+    self_report(
+        "self_report_cot.zh",
+        include_str!("../assets/prompts/self_report_cot.zh.txt"),
+    ),
     Spec {
         name: "interviewer",
         bundled: include_str!("../assets/prompts/interviewer.txt"),
@@ -221,6 +233,10 @@ impl Template {
     }
 }
 
+/// The largest prompt template a folder may hold: a session records the text of every template it
+/// uses, and a prompt many times a model's context is a mistake, not a protocol.
+pub const MAX_TEMPLATE: u64 = 256 * 1024;
+
 /// What a template file is refused for. All of it is the user's input.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
@@ -231,6 +247,9 @@ pub enum TemplateError {
     /// A placeholder the template does not allow, a required one it lacks, text that is not UTF-8.
     #[error(transparent)]
     Invalid(#[from] Diagnostic),
+    /// A template file that is not a regular file, or larger than a template may be.
+    #[error(transparent)]
+    File(#[from] crate::files::FileError),
     /// A session's record of its prompt set that cannot be used as it is.
     #[error("the session's prompt set: {0}")]
     Record(String),
@@ -251,7 +270,10 @@ pub type PromptSet = BTreeMap<String, PromptFile>;
 
 /// The SHA-256 of `text`'s bytes, in hex.
 pub fn sha256(text: &str) -> String {
-    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A template's text cut into literal text and placeholders.
@@ -397,7 +419,8 @@ impl Templates {
                 continue;
             }
             match file_name.strip_suffix(".txt").and_then(Template::from_name) {
-                Some(t) if path.is_file() => files.push((t, path)),
+                // A folder, device or FIFO under a template's name is refused when it is read.
+                Some(t) => files.push((t, path)),
                 _ => {
                     let known: Vec<String> = Template::ALL.iter().map(|t| t.file_name()).collect();
                     return Err(TemplateError::UnknownFile {
@@ -410,7 +433,7 @@ impl Templates {
         files.sort();
         let mut overrides = BTreeMap::new();
         for (template, path) in files {
-            let bytes = std::fs::read(&path).map_err(read_error(&path))?;
+            let bytes = crate::files::read_limited(&path, MAX_TEMPLATE, "a prompt template")?;
             let text = String::from_utf8(bytes).map_err(|e| {
                 let valid = e.utf8_error().valid_up_to();
                 let prefix = String::from_utf8_lossy(&e.as_bytes()[..valid]).into_owned();
@@ -522,7 +545,10 @@ pub fn sets_in(dir: &Path) -> Vec<(String, Result<PromptSet, TemplateError>)> {
     folders
         .into_iter()
         .map(|p| {
-            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             (name, Templates::load_dir(&p).map(|t| t.record()))
         })
         .collect()
@@ -636,7 +662,10 @@ mod tests {
         let dir = folder(&[("reask.txt", text.as_bytes()), (".DS_Store", b"\0")]);
         let t = Templates::load_dir(dir.path()).unwrap();
         assert_eq!(t.text(Template::Reask), text);
-        assert_eq!(t.render(Template::Reask, &[("problem", "no JSON")]), "Ask again: no JSON\n");
+        assert_eq!(
+            t.render(Template::Reask, &[("problem", "no JSON")]),
+            "Ask again: no JSON\n"
+        );
         assert_eq!(t.origin(Template::ExpertRating), BUNDLED);
         assert_eq!(t.text(Template::ExpertRating), Template::ExpertRating.bundled_text());
         let origin = Path::new(t.origin(Template::Reask));
@@ -646,7 +675,10 @@ mod tests {
 
     #[test]
     fn a_folder_with_an_unknown_or_bad_file_is_refused() {
-        let dir = folder(&[("expert_rating.txt", b"{dimension}"), ("expert-rating.txt", b"{dimension}")]);
+        let dir = folder(&[
+            ("expert_rating.txt", b"{dimension}"),
+            ("expert-rating.txt", b"{dimension}"),
+        ]);
         let e = Templates::load_dir(dir.path()).unwrap_err();
         assert!(
             matches!(&e, TemplateError::UnknownFile { path, known } if path.ends_with("expert-rating.txt") && known.contains("self_report_cot.zh.txt")),
@@ -692,15 +724,17 @@ mod tests {
         assert_eq!(record.len(), 1);
         let file = &record["option_conversion"];
         assert_eq!(
-            file.sha256,
-            "bb2a1466754e5ccf3307760a259f71212f4e5b96ad4948e2a4bc55eeca996ac2",
+            file.sha256, "bb2a1466754e5ccf3307760a259f71212f4e5b96ad4948e2a4bc55eeca996ac2",
             "sha256 of the file's bytes"
         );
         assert_eq!(file.text.as_deref(), Some("Options: {options}\n"));
         // The file may change or go: the record is what the session reads.
         std::fs::remove_file(dir.path().join("option_conversion.txt")).unwrap();
         assert_eq!(Templates::from_record(&record).unwrap(), t);
-        assert_eq!(Templates::from_record(&PromptSet::new()).unwrap(), *Templates::bundled());
+        assert_eq!(
+            Templates::from_record(&PromptSet::new()).unwrap(),
+            *Templates::bundled()
+        );
 
         let all = manifest(&record);
         assert_eq!(all.len(), Template::ALL.len());
@@ -715,7 +749,10 @@ mod tests {
                 file.origin
             )
         );
-        assert_eq!(Templates::from_record(&manifest(&PromptSet::new())).unwrap(), *Templates::bundled());
+        assert_eq!(
+            Templates::from_record(&manifest(&PromptSet::new())).unwrap(),
+            *Templates::bundled()
+        );
     }
 
     #[test]
@@ -731,6 +768,9 @@ mod tests {
         let e = Templates::from_record(&one("rehash", file("{problem}", &sha256("{problem}")))).unwrap_err();
         assert!(e.to_string().contains("unknown template \"rehash\""), "{e}");
         let e = Templates::from_record(&one("reask", file("{why}", &sha256("{why}")))).unwrap_err();
-        assert!(e.to_string().starts_with("/p/reask.txt:1:1: unknown placeholder {why}"), "{e}");
+        assert!(
+            e.to_string().starts_with("/p/reask.txt:1:1: unknown placeholder {why}"),
+            "{e}"
+        );
     }
 }

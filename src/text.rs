@@ -49,6 +49,18 @@ pub fn terminal_safe(text: &str) -> String {
     out
 }
 
+/// A CSV cell a spreadsheet will not run: text that begins with `=`, `+`, `-`, `@`, a tab or a
+/// carriage return gets a leading `'` (OWASP's advice against CSV injection), unless it is a number,
+/// which stays a number.
+pub fn csv_cell(text: &str) -> std::borrow::Cow<'_, str> {
+    let risky = text.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    if risky && text.trim().parse::<f64>().map_or(true, |x| !x.is_finite()) {
+        std::borrow::Cow::Owned(format!("'{text}"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
 /// Text cut to `width` display columns (CJK counts two), with an ellipsis when cut.
 pub fn fit(text: &str, width: usize) -> String {
     use unicode_width::UnicodeWidthChar;
@@ -87,7 +99,27 @@ pub fn approx_tokens(text: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{approx_tokens, fit, terminal_safe};
+    use super::{approx_tokens, csv_cell, fit, terminal_safe};
+
+    #[test]
+    fn csv_cells_that_a_spreadsheet_would_run_are_neutralised_and_numbers_kept() {
+        for risky in [
+            "=HYPERLINK(\"http://evil\",\"x\")",
+            "=cmd|' /C calc'!A0",
+            "@SUM(1+1)",
+            "+1+1",
+            "-2+3+cmd|' /C calc'!A0",
+            "\t=1",
+            "\r=1",
+            "-inf",
+            "-NaN",
+        ] {
+            assert_eq!(csv_cell(risky), format!("'{risky}"), "{risky}");
+        }
+        for kept in ["-1.5", "+3", "-0", "1e-3", "4.39", "hermione-en", "", "a=b", "'=x"] {
+            assert_eq!(csv_cell(kept), kept, "{kept}");
+        }
+    }
 
     #[test]
     fn token_approximation() {

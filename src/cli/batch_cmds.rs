@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::drive::{self, Batch};
-use super::{Ctx, input_error};
-use crate::session::Start;
-use crate::session::batch::{self, BatchMode, History};
-use crate::study::{Interviews, Kind, Observers, Rolebench};
+use super::{Ctx, input_error, machine_error};
+use crate::session::batch::{self, BatchMode};
+use crate::session::resume::Resume;
+use crate::text::terminal_safe as safe;
 
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct BatchArgs {
@@ -26,8 +26,7 @@ pub struct BatchArgs {
 impl BatchArgs {
     pub(super) fn batch(&self) -> anyhow::Result<Option<Batch>> {
         if let Some(dir) = &self.batch_files {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| input_error(format!("cannot make the folder {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(|e| mkdir_error(dir, &e))?;
             let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
             return Ok(Some(Batch {
                 mode: BatchMode::Files { dir, output: None },
@@ -38,6 +37,25 @@ impl BatchArgs {
             mode: BatchMode::Api,
             import: None,
         }))
+    }
+}
+
+/// Why `--batch-files DIR` could not be made, and whose fault that is: a path that cannot be a folder
+/// (a file is there, or one of its parents is a file; a name the filesystem refuses) is the user's
+/// input (exit 2); anything else (permissions, a read-only or full filesystem, an I/O error) is the
+/// machine's (exit 1).
+fn mkdir_error(dir: &Path, e: &std::io::Error) -> anyhow::Error {
+    use std::io::ErrorKind;
+    let dir = safe(&dir.display().to_string());
+    match e.kind() {
+        ErrorKind::AlreadyExists | ErrorKind::NotADirectory | ErrorKind::InvalidFilename | ErrorKind::InvalidInput => {
+            input_error(format!(
+                "--batch-files {dir}: cannot make the folder ({e}); give a folder, or a path where one can be made"
+            ))
+        }
+        _ => machine_error(format!(
+            "--batch-files {dir}: cannot make the folder ({e}); nothing was sent or written"
+        )),
     }
 }
 
@@ -72,9 +90,10 @@ pub fn batch(ctx: &Ctx, command: BatchCommand, out: &mut dyn Write) -> anyhow::R
     let store = ctx.store()?;
     let (session, json, batch) = match command {
         BatchCommand::Import { session, results, json } => {
-            let events = store.load(&store.own(&session)?)?;
-            let import = batch::check_import(&events, &results)?;
-            let dir = match History::of(&events).mode() {
+            let own = store.own(&session)?;
+            let events = store.load(&own)?;
+            let import = batch::check_import(&events, &own, &results)?;
+            let dir = match Resume::from_events(&session, &events).and_then(|how| how.batch) {
                 Some(BatchMode::Files { dir, .. }) => dir,
                 _ => results.parent().map(Path::to_path_buf).unwrap_or_default(),
             };
@@ -97,17 +116,81 @@ pub fn batch(ctx: &Ctx, command: BatchCommand, out: &mut dyn Write) -> anyhow::R
             (session, json, batch)
         }
     };
-    let events = store.load(&store.own(&session)?)?;
-    let id = session.clone();
     let options = drive::Options {
         batch: Some(batch),
         json,
         ..Default::default()
     };
-    match crate::study::kind_of(&events) {
-        Some(Kind::Interviews) => drive::drive::<Interviews>(ctx, Start::Resume { id }, options, out),
-        Some(Kind::Observers) => drive::drive::<Observers>(ctx, Start::Resume { id }, options, out),
-        Some(Kind::Rolebench) => drive::drive::<Rolebench>(ctx, Start::Resume { id }, options, out),
-        None => Err(input_error(format!("session {session} has no first record"))),
+    // The session goes on as its kind, as every resume does, in the files mode given here.
+    drive::resume(ctx, Resume::of(&store, &session)?, options, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Error, ErrorKind};
+
+    use super::*;
+    use crate::cli::exit_code;
+
+    fn files(path: &Path) -> anyhow::Result<Option<Batch>> {
+        BatchArgs {
+            batch: false,
+            batch_files: Some(path.to_path_buf()),
+        }
+        .batch()
+    }
+
+    /// A path that cannot be a folder is the user's (exit 2); a filesystem that refuses to make one
+    /// is the machine's (exit 1). Either way the error names the path.
+    #[test]
+    fn a_batch_files_folder_that_cannot_be_made_is_the_users_path_or_the_machines_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("notes.txt");
+        std::fs::write(&file, "").unwrap();
+        // A file where the folder would be (AlreadyExists), and a folder under a file (ENOTDIR).
+        for path in [file.clone(), file.join("batches")] {
+            let e = files(&path).err().expect("no folder can be made there");
+            assert_eq!(exit_code(&e), 2, "{e}");
+            assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+            assert!(e.to_string().contains("give a folder"), "{e}");
+        }
+        // sysfs makes no folder, even for root (EPERM): not the path's fault but the filesystem's.
+        let sys = Path::new("/sys/incharacter-batches");
+        if Path::new("/sys/kernel").is_dir() {
+            let e = files(sys).err().expect("sysfs makes no folder");
+            assert_eq!(exit_code(&e), 1, "{e}");
+            assert!(e.to_string().contains("/sys/incharacter-batches"), "{e}");
+        }
+        // By the error's kind, whatever this machine can reproduce.
+        for kind in [
+            ErrorKind::StorageFull,
+            ErrorKind::ReadOnlyFilesystem,
+            ErrorKind::PermissionDenied,
+            ErrorKind::QuotaExceeded,
+            ErrorKind::Other,
+        ] {
+            assert_eq!(exit_code(&mkdir_error(sys, &Error::from(kind))), 1, "{kind:?}");
+        }
+        for kind in [
+            ErrorKind::NotADirectory,
+            ErrorKind::AlreadyExists,
+            ErrorKind::InvalidFilename,
+        ] {
+            assert_eq!(exit_code(&mkdir_error(sys, &Error::from(kind))), 2, "{kind:?}");
+        }
+        // A folder that can be made is, and given as an absolute path.
+        let made = dir.path().join("a/b");
+        let Some(Batch {
+            mode: BatchMode::Files {
+                dir: given,
+                output: None,
+            },
+            import: None,
+        }) = files(&made).unwrap()
+        else {
+            panic!("files mode")
+        };
+        assert!(made.is_dir());
+        assert_eq!(given, made);
     }
 }

@@ -12,10 +12,11 @@ use serde_json::{Map, Value, json};
 use super::{Advised, Ctx};
 use crate::catalog::Catalog;
 use crate::llm::config::Config;
-use crate::session::batch::{BatchMode, History, Import};
+use crate::session::batch::{BatchMode, Import};
+use crate::session::resume::{self, Resume};
 use crate::session::run::Ended;
 use crate::session::{Run, SessionError, Start};
-use crate::study::{Event, Failures, Kind, Study};
+use crate::study::{Event, Failures, Interviews, Kind, Observers, Rolebench, Study};
 use crate::text::terminal_safe as safe;
 
 /// Progress on stderr, fed every journaled record.
@@ -105,7 +106,49 @@ pub(super) struct Options {
     pub json: bool,
 }
 
+/// Runs a new study of kind `S`, or resumes a session. A session resumes as the kind of study it is,
+/// whichever subcommand names it (as the workbench resumes it): `run --resume` of an observer session
+/// goes on as `observe --resume` would, and says so.
 pub(super) fn drive<S: Headless>(
+    ctx: &Ctx,
+    start: Start<S::Plan>,
+    options: Options,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    match start {
+        Start::Resume { id } => {
+            let how = Resume::of(&ctx.store()?, &id)?;
+            if how.kind != S::KIND {
+                eprintln!(
+                    "note: session {} is {}: it goes on as `{}` does",
+                    safe(&id),
+                    how.what(),
+                    how.command()
+                );
+            }
+            resume(ctx, how, options, out)
+        }
+        start @ Start::New { .. } => go::<S>(ctx, start, options, out),
+    }
+}
+
+/// Resumes a session as [`Resume`] says: as its kind of study, in the batch mode it last ran in
+/// unless `options` names one (an open batch is polled, not submitted again; a batch files session
+/// writes its next phase).
+pub(super) fn resume(ctx: &Ctx, how: Resume, options: Options, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let options = Options {
+        batch: options.batch.or(how.batch.map(|mode| Batch { mode, import: None })),
+        ..options
+    };
+    let id = how.id;
+    match how.kind {
+        Kind::Interviews => go::<Interviews>(ctx, Start::Resume { id }, options, out),
+        Kind::Observers => go::<Observers>(ctx, Start::Resume { id }, options, out),
+        Kind::Rolebench => go::<Rolebench>(ctx, Start::Resume { id }, options, out),
+    }
+}
+
+fn go<S: Headless>(
     ctx: &Ctx,
     start: Start<S::Plan>,
     options: Options,
@@ -132,16 +175,6 @@ pub(super) fn drive<S: Headless>(
         }
         eprintln!("estimate: ${estimate:.2} ({what}); the run stops if it spends ${cap:.2}");
     }
-    // A resumed session goes on in the batch mode it last ran in (an open batch is polled, not
-    // submitted again).
-    let batch = match (&start, batch) {
-        (_, Some(batch)) => Some(batch),
-        (Start::Resume { id }, None) => {
-            let events = store.load(&store.own(id)?)?;
-            History::of(&events).mode().map(|mode| Batch { mode, import: None })
-        }
-        (Start::New { .. }, None) => None,
-    };
     let run = match batch {
         Some(Batch { mode, import }) => Run::<S>::open_batch(catalog.clone(), config, &store, start, mode, import),
         None => Run::<S>::open(catalog.clone(), config, &store, start, concurrency),
@@ -191,12 +224,7 @@ pub(super) fn drive<S: Headless>(
                 )?;
             } else {
                 writeln!(out, "session {id}: the next requests are in {}", requests.display())?;
-                writeln!(
-                    out,
-                    "run them with an offline engine (e.g. vllm run-batch -i {} -o results.jsonl), then: \
-                     incharacter batch import {id} results.jsonl",
-                    requests.display()
-                )?;
+                writeln!(out, "{}", resume::next_step(&id, &requests))?;
             }
             return Ok(ExitCode::SUCCESS);
         }

@@ -83,7 +83,7 @@ pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> a
         &env,
         crate::paths::data_dir().as_deref(),
     )
-    .map_err(|e| input_error(e.to_string()))?;
+    .map_err(anyhow::Error::new)?;
     let probe = ctx.block_on(crate::study::check::probe(&client));
     let (first, total, result) = (probe.first, probe.total, &probe.reply);
     let info = client.info();
@@ -91,7 +91,7 @@ pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> a
     let fresh = || -> anyhow::Result<(std::sync::Arc<dyn ChatModel>, Shared)> {
         let sh = shared(config, CacheMode::Off);
         let c = llm::connect(config, name, sh.clone(), &env, crate::paths::data_dir().as_deref())
-            .map_err(|e| input_error(e.to_string()))?;
+            .map_err(anyhow::Error::new)?;
         Ok((std::sync::Arc::new(c), sh))
     };
     let shapes = match result {
@@ -166,9 +166,12 @@ pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> a
     }
 }
 
+/// The largest schema file `chat --schema` reads: a schema is a page of JSON, not a data set.
+const MAX_SCHEMA: u64 = 4 * 1024 * 1024;
+
 fn read_schema(path: &Path) -> anyhow::Result<ResponseSchema> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| input_error(format!("{}: cannot read: {e}", safe(&name))))?;
+    let text = crate::files::read_text_limited(path, MAX_SCHEMA, "a JSON Schema file")?;
     let value: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| input_error(format!("{}:{}:{}: {e}", safe(&name), e.line(), e.column())))?;
     // Either {"name", "schema", "strict"?} or a bare JSON Schema.
@@ -230,7 +233,7 @@ pub fn chat(ctx: &Ctx, args: ChatArgs<'_>, out: &mut dyn Write) -> anyhow::Resul
         &env,
         crate::paths::data_dir().as_deref(),
     )
-    .map_err(|e| input_error(e.to_string()))?;
+    .map_err(anyhow::Error::new)?;
     let mut messages = Vec::new();
     if let Some(system) = args.system {
         messages.push(ChatMessage::system(system));

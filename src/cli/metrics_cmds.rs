@@ -25,6 +25,10 @@ pub(super) struct Row {
 
 /// Reads a CSV with a header naming at least `required` (any order, extra columns ignored) and returns
 /// the rows' fields in the order of `required`.
+/// The largest table `metrics` and `agreement` read (millions of rows; a file larger than that is
+/// not a table of predictions or ratings).
+pub(super) const MAX_CSV: u64 = 256 * 1024 * 1024;
+
 pub(super) fn read_csv(path: &Path, required: &[&str]) -> anyhow::Result<Vec<Row>> {
     read_csv_with(path, required, &[])
 }
@@ -32,7 +36,7 @@ pub(super) fn read_csv(path: &Path, required: &[&str]) -> anyhow::Result<Vec<Row
 /// [`read_csv`], then the fields of the `optional` columns the header names ("" where it does not).
 pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -> anyhow::Result<Vec<Row>> {
     let name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| input_error(format!("{}: cannot read: {e}", safe(&name))))?;
+    let bytes = crate::files::read_limited(path, MAX_CSV, "a CSV table")?;
     let mut reader = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
         .flexible(false)

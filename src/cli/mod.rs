@@ -37,6 +37,14 @@ use crate::llm::config::{CacheMode, Config};
 use crate::paths;
 use crate::session::Store;
 
+/// Requests in flight: at least one (zero would wait forever, or mean nothing).
+pub(crate) fn concurrency(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("\"{text}\" is not a number of requests in flight (1 or more)")),
+    }
+}
+
 /// A sampling temperature, 0–2.
 pub(crate) fn temperature(text: &str) -> Result<f32, String> {
     match text.parse::<f32>() {
@@ -191,8 +199,8 @@ pub enum Command {
         /// the bundled ones; recorded in the session with their text
         #[arg(long, value_name = "DIR", conflicts_with = "resume")]
         prompts: Option<PathBuf>,
-        /// Requests in flight across providers [default: the config's max_concurrency]
-        #[arg(long)]
+        /// Requests in flight across providers, 1 or more [default: the config's max_concurrency]
+        #[arg(long, value_parser = concurrency)]
         concurrency: Option<usize>,
         #[arg(long, default_value_t = 0)]
         seed: u64,
@@ -229,7 +237,8 @@ pub enum Command {
     ExportCard {
         /// Character id or name
         character: String,
-        /// Write here instead of stdout: FILE.json, or FILE.png (a placeholder image carrying the card)
+        /// Write here instead of stdout: FILE.json, or FILE.png (a placeholder image carrying the card);
+        /// replaced whole or not at all, a symbolic link is refused
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
     },
@@ -315,12 +324,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Export a session's interviews and assessments
+    /// Export a session's interviews and assessments: json, csv or md. CSV cells a spreadsheet would
+    /// run as a formula (beginning with =, +, -, @, a tab or a carriage return) get a leading '; numbers
+    /// stay numbers. On stdout, escape sequences and control characters are removed (in JSON, escaped)
     Export {
         id: String,
         #[arg(long, default_value = "json")]
         format: String,
-        /// Write here instead of stdout
+        /// Write here instead of stdout, text as it is (replaced whole or not at all; a symbolic link is
+        /// refused)
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
     },
@@ -365,7 +377,8 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum PromptsCommand {
-    /// Write the bundled templates into DIR (created if needed), to edit and pass with `--prompts DIR`
+    /// Write the bundled templates into DIR (created if needed), to edit and pass with `--prompts DIR`;
+    /// each file whole or not at all, and nothing where DIR holds a symbolic link in a template's place
     Export {
         dir: PathBuf,
         /// Overwrite files DIR already holds
@@ -376,14 +389,21 @@ pub enum PromptsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum AnnotationsCommand {
-    /// Every annotator's latest answers
+    /// Every annotator's latest answers, as csv or json. CSV cells a spreadsheet would run as a formula
+    /// (beginning with =, +, -, @, a tab or a carriage return) get a leading '; numbers stay numbers. On
+    /// stdout, escape sequences and control characters in names and notes are removed (newlines inside
+    /// quoted cells kept; in JSON, escaped); with -o the file holds the text as imported
     Export {
         id: String,
         #[arg(long, default_value = "csv")]
         format: String,
+        /// Write here instead of stdout (replaced whole or not at all; a symbolic link is refused)
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
     },
     /// A CSV with columns annotator,task,character,scale,dimension,item_id,value (value: a number or x),
-    /// optionally repeat, note and observer (task subject: an observer session's subject per trait)
+    /// optionally repeat, note and observer (task subject: an observer session's subject per trait). A
+    /// regular file of at most 64 MiB; a device or a FIFO is refused before it is read
     Import { id: String, csv: PathBuf },
 }
 
@@ -455,6 +475,10 @@ pub struct CharacterImportArgs {
     /// Character id [default: name-language]
     #[arg(long)]
     id: Option<String>,
+    /// Replace what already has this id: the user's character file, or a bundled character (a user
+    /// file then overrides it)
+    #[arg(long)]
+    replace: bool,
 }
 
 #[cfg(feature = "local-model")]
@@ -594,6 +618,11 @@ impl From<LabelsArg> for LabelSource {
     }
 }
 
+/// Text made safe for the terminal (for the binary's last word, an error).
+pub fn terminal_safe(text: &str) -> String {
+    crate::text::terminal_safe(text)
+}
+
 /// A problem with what the user gave us; exit code 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -601,6 +630,16 @@ pub struct InputError(pub String);
 
 pub fn input_error(message: impl Into<String>) -> anyhow::Error {
     InputError(message.into()).into()
+}
+
+/// A failure of the machine, the network or another process (a folder that cannot be made, a
+/// server that does not answer); exit code 1 whatever wrapped it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct MachineError(pub String);
+
+pub fn machine_error(message: impl Into<String>) -> anyhow::Error {
+    MachineError(message.into()).into()
 }
 
 /// What the subcommands share: the process's one async runtime, and the catalog and config, each
@@ -641,8 +680,9 @@ impl Ctx {
         paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))
     }
 
+    /// The sessions, checked against the catalog's scales as they are loaded.
     pub fn store(&self) -> anyhow::Result<Store> {
-        Ok(Store::new(&self.data_dir()?))
+        Ok(Store::new(&self.data_dir()?).checked(self.catalog()?))
     }
 
     pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
@@ -662,6 +702,16 @@ pub(crate) struct Advised {
 /// The exit code of an error: 2 when the user's input is at fault, else 1.
 pub fn exit_code(error: &anyhow::Error) -> u8 {
     use crate::journal::JournalError;
+    // The innermost error that says whose fault it is decides: a file error or a machine error
+    // wrapped in an input error's words is still the machine's.
+    for e in error.chain().collect::<Vec<_>>().into_iter().rev() {
+        if e.downcast_ref::<MachineError>().is_some() {
+            return 1;
+        }
+        if let Some(e) = e.downcast_ref::<crate::files::FileError>() {
+            return if e.is_input() { 2 } else { 1 };
+        }
+    }
     let input = error.chain().any(|e| {
         e.downcast_ref::<InputError>().is_some()
             || e.downcast_ref::<crate::session::SessionError>()
@@ -718,7 +768,9 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             (None, None) => Err(input_error("--pairs <CSV> or --session <ID>")),
         },
         Command::Annotations { command } => match command {
-            AnnotationsCommand::Export { id, format } => annotation_cmds::export(ctx, &id, &format, out),
+            AnnotationsCommand::Export { id, format, output } => {
+                annotation_cmds::export(ctx, &id, &format, output.as_deref(), out)
+            }
             AnnotationsCommand::Import { id, csv } => annotation_cmds::import(ctx, &id, &csv, out),
         },
         Command::Doctor { json } => doctor_cmds::doctor(ctx, json, out),

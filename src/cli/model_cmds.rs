@@ -22,7 +22,9 @@ pub fn fetch(name: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             failed = Some(e);
         }
     })
-    .map_err(|e| input_error(e.to_string()))?;
+    // The error says whose fault it is: an unknown name is the user's, a download that fails the
+    // machine's or the network's.
+    .map_err(anyhow::Error::new)?;
     if let Some(e) = failed {
         return Err(e.into());
     }
@@ -32,7 +34,7 @@ pub fn fetch(name: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 
 pub fn list(out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let dir = models_dir()?;
-    let present = local::list(&dir).map_err(|e| input_error(e.to_string()))?;
+    let present = local::list(&dir).map_err(anyhow::Error::new)?;
     let mut t = Table::new(&["name", "architecture", ">MiB", "path"]);
     for m in &present {
         let mib = std::fs::metadata(&m.path).map_or(0, |md| md.len() >> 20);
@@ -309,8 +311,7 @@ pub struct BenchReport {
 /// (two `--json` reports of one sitting on the same GGUF).
 pub fn ratio(ours: &Path, reference: &Path, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let read = |path: &Path| -> anyhow::Result<BenchReport> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| input_error(format!("cannot read {}: {e}", safe(&path.display().to_string()))))?;
+        let text = crate::files::read_text_limited(path, 16 * 1024 * 1024, "a bench report")?;
         serde_json::from_str(&text).map_err(|e| {
             input_error(format!(
                 "{}:{}:{}: not a bench report ({e})",

@@ -59,7 +59,7 @@ pub struct ObserveArgs {
     /// Finish an interrupted observer session
     #[arg(long, conflicts_with_all = ["subject", "latent"])]
     pub resume: Option<String>,
-    #[arg(long)]
+    #[arg(long, value_parser = super::concurrency)]
     pub concurrency: Option<usize>,
     #[arg(long)]
     pub json: bool,

@@ -50,7 +50,7 @@ pub struct RolebenchArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Most requests in flight [default: the config's max_concurrency]
-    #[arg(long)]
+    #[arg(long, value_parser = super::concurrency)]
     pub concurrency: Option<usize>,
     /// A name for the session (part of its id)
     #[arg(long)]

@@ -12,6 +12,8 @@ use toml::Spanned;
 use super::{LlmError, Role};
 use crate::domain::diagnostic::{Diagnostic, Source};
 
+/// The largest config file read: a few providers and key bindings fit in a page.
+pub const MAX_CONFIG: u64 = 1024 * 1024;
 /// The provider every role uses when nothing else is configured: the embedded local model.
 pub const LOCAL_PROVIDER: &str = "local";
 /// The provider added automatically when `OPENAI_API_KEY` is set.
@@ -195,7 +197,11 @@ struct PresetFile {
 /// The bundled presets (the file is checked by the tests, so a parse failure cannot ship).
 pub fn presets() -> &'static [Preset] {
     static PRESETS: std::sync::OnceLock<Vec<Preset>> = std::sync::OnceLock::new();
-    PRESETS.get_or_init(|| toml::from_str::<PresetFile>(PRESETS_TOML).map(|f| f.presets).unwrap_or_default())
+    PRESETS.get_or_init(|| {
+        toml::from_str::<PresetFile>(PRESETS_TOML)
+            .map(|f| f.presets)
+            .unwrap_or_default()
+    })
 }
 
 /// A quirk key's value and where it was stated: the entry's own key, else the preset's value
@@ -291,12 +297,16 @@ impl Config {
         Config::load(&path, &env).map_err(ConfigError::Invalid)
     }
 
-    /// Reads the config file if it exists, else the defaults.
+    /// Reads the config file if it exists (a regular file of at most [`MAX_CONFIG`] bytes), else the
+    /// defaults.
     pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, Vec<Diagnostic>> {
+        use crate::files::FileError;
         let name = path.display().to_string();
-        match std::fs::read_to_string(path) {
+        match crate::files::read_text_limited(path, MAX_CONFIG, "a config file") {
             Ok(text) => Config::parse(Source::new(&name, &text), private_file(path), env),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::defaults(env)),
+            Err(FileError::Read { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
+                Ok(Config::defaults(env))
+            }
             Err(e) => Err(vec![
                 Source::new(&name, "").whole(format!("cannot read the config file: {e}")),
             ]),
@@ -458,7 +468,8 @@ impl Config {
             }
             c.headers = p.headers;
             use crate::llm::adapt::Kind;
-            let from_preset = |field: fn(&Preset) -> &Option<String>| preset.as_ref().map(|(x, span)| (field(x), span.clone()));
+            let from_preset =
+                |field: fn(&Preset) -> &Option<String>| preset.as_ref().map(|(x, span)| (field(x), span.clone()));
             if let Some((v, span)) = stated_or_preset(&p.max_tokens_param, from_preset(|x| &x.max_tokens_param)) {
                 match v.as_str() {
                     "max_tokens" => {}
@@ -707,9 +718,17 @@ judge = "local"
         let text = OLLAMA.replace("max_concurrency = 2", "requests_per_minute = 0\ntokens_per_minute = 0");
         let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
         assert_eq!((e[0].line, e[0].column), (7, 23), "{}", e[0]);
-        assert!(e[0].message.contains("requests_per_minute must be at least 1"), "{}", e[0]);
+        assert!(
+            e[0].message.contains("requests_per_minute must be at least 1"),
+            "{}",
+            e[0]
+        );
         assert_eq!((e[1].line, e[1].column), (8, 21), "{}", e[1]);
-        assert!(e[1].message.contains("tokens_per_minute must be at least 1"), "{}", e[1]);
+        assert!(
+            e[1].message.contains("tokens_per_minute must be at least 1"),
+            "{}",
+            e[1]
+        );
         // Not a positive whole number: located by the TOML reader.
         for bad in ["-5", "1.5", "\"fast\""] {
             let text = OLLAMA.replace("max_concurrency = 2", &format!("requests_per_minute = {bad}"));
@@ -720,7 +739,9 @@ judge = "local"
 
     #[test]
     fn sampling_per_role_is_read_and_bad_values_are_located() {
-        let text = format!("{OLLAMA}\n[sampling.rpa]\ntemperature = 0.3\nmax_tokens = 500\n[sampling.judge]\ntemperature = 0.1\n");
+        let text = format!(
+            "{OLLAMA}\n[sampling.rpa]\ntemperature = 0.3\nmax_tokens = 500\n[sampling.judge]\ntemperature = 0.1\n"
+        );
         let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
         assert_eq!(
             c.sampling[&Role::Rpa],
@@ -757,7 +778,8 @@ judge = "local"
         assert!(e[0].message.contains("openai-strict, no-numeric-bounds"), "{}", e[0]);
     }
 
-    const PRESET: &str = "[[providers]]\nname = \"r\"\nkind = \"openai\"\npreset = \"openai-reasoning\"\nmodel = \"o3\"\n";
+    const PRESET: &str =
+        "[[providers]]\nname = \"r\"\nkind = \"openai\"\npreset = \"openai-reasoning\"\nmodel = \"o3\"\n";
 
     #[test]
     fn a_preset_fills_base_url_and_quirks() {
@@ -784,7 +806,11 @@ judge = "local"
         assert!(p.stated.is_empty() && p.json_object, "{p:?}");
         let text = PRESET.replace("openai-reasoning", "azure-openai");
         let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
-        assert!(e[0].message.contains("base_url is required"), "a preset without a base URL: {}", e[0]);
+        assert!(
+            e[0].message.contains("base_url is required"),
+            "a preset without a base URL: {}",
+            e[0]
+        );
     }
 
     #[test]
@@ -793,7 +819,11 @@ judge = "local"
         let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
         assert_eq!((e[0].line, e[0].column), (4, 10), "{}", e[0]);
         assert!(e[0].message.contains("unknown preset \"openia\""), "{}", e[0]);
-        assert!(e[0].message.contains("openai, openai-reasoning, azure-openai"), "{}", e[0]);
+        assert!(
+            e[0].message.contains("openai, openai-reasoning, azure-openai"),
+            "{}",
+            e[0]
+        );
     }
 
     #[test]
@@ -820,10 +850,17 @@ judge = "local"
                 continue;
             }
             headers += 1;
-            let comments: Vec<&str> = lines[..i].iter().rev().take_while(|l| l.starts_with('#')).copied().collect();
+            let comments: Vec<&str> = lines[..i]
+                .iter()
+                .rev()
+                .take_while(|l| l.starts_with('#'))
+                .copied()
+                .collect();
             let name = lines[i + 1];
             assert!(
-                comments.iter().any(|c| c.starts_with("# source: https://") || c.starts_with("# source: none")),
+                comments
+                    .iter()
+                    .any(|c| c.starts_with("# source: https://") || c.starts_with("# source: none")),
                 "{name} has no source comment"
             );
         }

@@ -34,6 +34,8 @@ pub struct Import {
     pub phase: u32,
     pub text: String,
     pub answers: BTreeMap<String, Answer>,
+    /// The results the session last imported, given again: the run goes on from the kept copy.
+    pub already: bool,
 }
 
 /// What a session's journal records of its batches.
@@ -74,7 +76,12 @@ impl History {
     /// The requests file whose results the session waits for: the last one written, unless results
     /// were imported since.
     pub fn waiting(&self) -> Option<(u32, &str, &[String])> {
-        match self.steps.iter().rev().find(|s| matches!(s, Step::Written { .. } | Step::Imported { .. })) {
+        match self
+            .steps
+            .iter()
+            .rev()
+            .find(|s| matches!(s, Step::Written { .. } | Step::Imported { .. }))
+        {
             Some(Step::Written { phase, path, requests }) => Some((*phase, path.as_str(), requests.as_slice())),
             _ => None,
         }
@@ -121,11 +128,71 @@ impl History {
     }
 }
 
+/// The largest results file `batch import` reads, and the longest line in it: a line holds one
+/// completion, and a completion of megabytes is not a reply to any request a run writes.
+pub const MAX_RESULTS: u64 = 1024 * 1024 * 1024;
+pub const MAX_RESULT_LINE: u64 = 8 * 1024 * 1024;
+
 /// Checks a results file against the phase the session waits for; the first line that is not JSON,
 /// names a request the phase did not write, or answers one twice is located, and nothing is changed.
-pub fn check_import(events: &[Event], from: &Path) -> Result<Import, SessionError> {
+/// `dir` is the session's folder: results imported before (a kill stopped the import's run after it
+/// kept them) are recognised there, and the import goes on from them.
+pub fn check_import(events: &[Event], dir: &Path, from: &Path) -> Result<Import, SessionError> {
     let history = History::of(events);
+    let name = from.display().to_string();
+    let refused = |reason: String| SessionError::Batch { reason, input: true };
+    let text = crate::files::read_text_limited(from, MAX_RESULTS, "a batch results file").map_err(|e| {
+        SessionError::Batch {
+            input: e.is_input(),
+            reason: e.to_string(),
+        }
+    })?;
+    for (i, line) in text.lines().enumerate() {
+        if line.len() as u64 > MAX_RESULT_LINE {
+            return Err(refused(format!(
+                "{}:{}: a line longer than the {} a batch result may hold; nothing was imported",
+                crate::text::terminal_safe(&name),
+                i + 1,
+                crate::files::size(MAX_RESULT_LINE)
+            )));
+        }
+    }
     let Some((phase, _, requests)) = history.waiting() else {
+        return already_imported(&history, events, dir, from, text);
+    };
+    if text.trim().is_empty() {
+        return Err(refused(format!(
+            "{}: no results (an empty file); phase {phase} waits for the results of its {} requests; nothing was imported",
+            crate::text::terminal_safe(&name),
+            requests.len()
+        )));
+    }
+    let known: BTreeSet<&str> = requests.iter().map(String::as_str).collect();
+    let answers = batch::parse_results(&name, &text, &|id| known.contains(id))
+        .map_err(|bad| refused(format!("{bad} (phase {phase}'s results; nothing was imported)")))?;
+    Ok(Import {
+        from: from.to_path_buf(),
+        phase,
+        text,
+        answers,
+        already: false,
+    })
+}
+
+/// A results file given when the session waits for none: the very results it last imported (a kill
+/// stopped the run that followed) go on from where they are kept; anything else says what does.
+fn already_imported(
+    history: &History,
+    events: &[Event],
+    dir: &Path,
+    from: &Path,
+    text: String,
+) -> Result<Import, SessionError> {
+    let last = history.steps.iter().rev().find_map(|s| match s {
+        Step::Imported { phase, results, .. } => Some((*phase, results.as_str())),
+        _ => None,
+    });
+    let Some((phase, results)) = last else {
         return Err(SessionError::Batch {
             reason: "the session waits for no batch results (`run --batch-files DIR` writes a phase's requests; \
                      `batch export` writes them again)"
@@ -133,21 +200,27 @@ pub fn check_import(events: &[Event], from: &Path) -> Result<Import, SessionErro
             input: true,
         });
     };
-    let name = from.display().to_string();
-    let text = std::fs::read_to_string(from).map_err(|e| SessionError::Batch {
-        reason: format!("cannot read {}: {e}", crate::text::terminal_safe(&name)),
+    if std::fs::read_to_string(dir.join(results)).is_ok_and(|kept| kept == text) {
+        return Ok(Import {
+            from: from.to_path_buf(),
+            phase,
+            text,
+            answers: BTreeMap::new(),
+            already: true,
+        });
+    }
+    let session = events.iter().find_map(Event::start);
+    let (id, command) = session.map_or(("<ID>".to_string(), "run"), |s| {
+        (s.session.to_string(), s.kind.command())
+    });
+    Err(SessionError::Batch {
+        reason: format!(
+            "phase {phase}'s results were imported already (kept in {}), and the session waits for no others; \
+             to go on from them: incharacter {command} --resume {}",
+            dir.join(results).display(),
+            crate::text::terminal_safe(&id)
+        ),
         input: true,
-    })?;
-    let known: BTreeSet<&str> = requests.iter().map(String::as_str).collect();
-    let answers = batch::parse_results(&name, &text, &|id| known.contains(id)).map_err(|bad| SessionError::Batch {
-        reason: format!("{bad} (phase {phase}'s results; nothing was imported)"),
-        input: true,
-    })?;
-    Ok(Import {
-        from: from.to_path_buf(),
-        phase,
-        text,
-        answers,
     })
 }
 
@@ -241,7 +314,7 @@ impl Batching {
             })?;
             self.hub.load(&answers);
         }
-        if let Some(import) = &self.import {
+        if let Some(import) = self.import.as_ref().filter(|i| !i.already) {
             let results = self.keep(format!("phase-{}.out.jsonl", import.phase), &import.text)?;
             let step = Step::Imported {
                 phase: import.phase,
@@ -265,7 +338,10 @@ impl Batching {
                 },
             }
             .map_err(|e| api_error(&provider, e))?;
-            note(format!("batch phase {phase}: following {provider} batch {} from the last sitting", batch.id));
+            note(format!(
+                "batch phase {phase}: following {provider} batch {} from the last sitting",
+                batch.id
+            ));
             let answers = self.follow(journal, note, phase, &provider, &api, batch).await?;
             self.hub.load(&answers);
         }
@@ -282,9 +358,11 @@ impl Batching {
                         .clone()
                         .unwrap_or_else(|| dir.join(format!("{}-phase{phase}.jsonl", self.session)));
                     let text = lines(pending.iter());
-                    journal::write_bytes_atomic(&path, text.as_bytes()).map_err(|e| SessionError::Batch {
-                        reason: format!("cannot write {}: {e}", path.display()),
-                        input: true,
+                    // The user's file: whole or not at all, never through a link; a full disk is
+                    // the machine's failure, a link or a folder in the way the user's.
+                    crate::files::write_atomic(&path, text.as_bytes()).map_err(|e| SessionError::Batch {
+                        input: e.is_input(),
+                        reason: e.to_string(),
                     })?;
                     let step = Step::Written {
                         phase,
@@ -416,7 +494,5 @@ impl Batching {
 
 /// A batch file's text: a line per request.
 fn lines<'a>(pending: impl Iterator<Item = &'a Pending>) -> String {
-    pending
-        .map(|p| batch::line(&p.custom_id, &p.body) + "\n")
-        .collect()
+    pending.map(|p| batch::line(&p.custom_id, &p.body) + "\n").collect()
 }

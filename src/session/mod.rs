@@ -4,6 +4,7 @@
 //! goes through (open → journal → execute → finish, and resume). The CLI and the TUI both stand on it.
 
 pub mod batch;
+pub mod resume;
 pub mod run;
 pub mod store;
 
@@ -33,6 +34,23 @@ pub enum SessionError {
     NotAJournal(PathBuf),
     #[error(transparent)]
     Journal(#[from] JournalError),
+    /// Another process appends to the session's journal (a run, a resume, a batch import, the TUI).
+    #[error(
+        "session {} is being written by another incharacter ({}); wait for it to end, or stop it",
+        safe(id),
+        pid.map_or_else(|| "pid unknown".to_string(), |p| format!("pid {p}"))
+    )]
+    Busy { id: String, pid: Option<u32> },
+    /// A journal that holds no record: not a session (yet), whatever its folder says.
+    #[error("{}: an empty journal is not a session", safe(&.0.display().to_string()))]
+    Empty(PathBuf),
+    /// A record that no run writes: out of its scale's range, or of a kind this build does not know.
+    #[error("{}:{line}: {}", safe(&path.display().to_string()), safe(message))]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
     #[error("cannot write the journal {}: {source}", path.display())]
     Unwritable { path: PathBuf, source: std::io::Error },
     #[error("cannot write {}: {source}", path.display())]
@@ -70,6 +88,8 @@ impl SessionError {
             SessionError::NotFound(_) | SessionError::WrongKind { .. } | SessionError::NotAJournal(_) => true,
             SessionError::Journal(JournalError::Damaged { .. }) => true,
             SessionError::Journal(JournalError::Io { .. }) => false,
+            SessionError::Busy { .. } => false,
+            SessionError::Empty(_) | SessionError::Invalid { .. } => true,
             SessionError::Unwritable { .. }
             | SessionError::Results { .. }
             | SessionError::Unreachable { .. }

@@ -12,14 +12,14 @@ use super::batch::{BatchMode, Batching, Import};
 use super::{SessionError, Store, new_id, sessions_dir};
 use crate::catalog::Catalog;
 use crate::journal::{self, Journal};
+use crate::llm::batch::{Counted, Watched};
 use crate::llm::cache::Cache;
 use crate::llm::client::{Shared, Unreachable};
 use crate::llm::config::Config;
-use crate::llm::batch::{Counted, Watched};
 use crate::llm::{self, ChatModel};
-use tokio::sync::oneshot;
 use crate::study::live::{LiveSink, Observed, Pause};
 use crate::study::{Env, Event, SessionHeader, Study, VersionChange, version_changes};
+use tokio::sync::oneshot;
 
 /// A new session of `plan`, or one to resume.
 pub enum Start<P> {
@@ -139,9 +139,13 @@ impl<S: Study> Run<S> {
         concurrency: Option<usize>,
         batch: Option<(BatchMode, Option<Import>)>,
     ) -> Result<Run<S>, SessionError> {
+        // A resume takes the journal before it reads it: what it reads is then what no one else
+        // appends to, and a second writer is refused before it asks anything.
+        let mut locked = None;
         let (id, dir, mut plan, name, prior) = match start {
             Start::Resume { id } => {
                 let dir = store.own(&id)?;
+                locked = Some(open_journal(&id, &dir)?);
                 let prior = store.load(&dir)?;
                 let plan = S::plan_of(&prior).cloned().ok_or_else(|| SessionError::WrongKind {
                     id: id.clone(),
@@ -155,6 +159,19 @@ impl<S: Study> Run<S> {
                 (id, dir, plan, name, Vec::new())
             }
         };
+        // Results checked before the journal was taken must still be what the session waits for.
+        if let Some((_, Some(import))) = &batch
+            && !import.already
+            && super::batch::History::of(&prior).waiting().map(|(phase, ..)| phase) != Some(import.phase)
+        {
+            return Err(SessionError::Batch {
+                reason: format!(
+                    "phase {}'s results were imported by another incharacter meanwhile; nothing was imported",
+                    import.phase
+                ),
+                input: true,
+            });
+        }
         let batching = batch.map(|(mode, import)| Batching::new(mode, &prior, import, dir.clone(), id.clone()));
         let concurrency = match &batching {
             Some(_) => Some(crate::llm::batch::UNLIMITED),
@@ -197,7 +214,10 @@ impl<S: Study> Run<S> {
             path: path.clone(),
             source,
         };
-        let mut journal = Journal::open(&path).map_err(unwritable)?;
+        let mut journal = match locked {
+            Some(journal) => journal,
+            None => open_journal(&id, &dir)?,
+        };
         let changed = version_changes(&prior, &prepared.character_versions);
         let first = if prior.is_empty() {
             S::started(
@@ -282,7 +302,12 @@ impl<S: Study> Run<S> {
         }
         let hub = self.batching.as_ref().map(|b| b.hub.clone());
         if let Some(hub) = &hub {
-            self.study.wrap_models(&|inner| Arc::new(Counted { inner, hub: hub.clone() }) as Arc<dyn ChatModel>);
+            self.study.wrap_models(&|inner| {
+                Arc::new(Counted {
+                    inner,
+                    hub: hub.clone(),
+                }) as Arc<dyn ChatModel>
+            });
         }
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<S::Step>();
         let (batch_tx, mut batch_rx) = tokio::sync::mpsc::unbounded_channel::<(Event, oneshot::Sender<bool>)>();
@@ -413,12 +438,27 @@ impl<S: Study> Run<S> {
     }
 }
 
+/// Takes the session's journal as its one writer.
+fn open_journal(id: &str, dir: &std::path::Path) -> Result<Journal, SessionError> {
+    let path = dir.join("journal.jsonl");
+    Journal::open_exclusive(&path).map_err(|e| match e {
+        journal::OpenError::Busy { pid, .. } => SessionError::Busy {
+            id: id.to_string(),
+            pid,
+        },
+        journal::OpenError::Io(source) => SessionError::Unwritable { path, source },
+    })
+}
+
 /// Why a run stopped before its work was done.
 enum Stop {
     Unreachable(Unreachable),
     /// Batch files mode wrote a phase (or could not go on).
     Batch(Result<PathBuf, SessionError>),
-    Capped { spent: f64, cap: f64 },
+    Capped {
+        spent: f64,
+        cap: f64,
+    },
 }
 
 fn unreachable_error(u: Unreachable) -> SessionError {

@@ -23,11 +23,22 @@ pub struct SessionEntry {
     pub sample: bool,
 }
 
-/// Sessions in a data dir and among the samples.
-#[derive(Debug, Clone)]
+/// Sessions in a data dir and among the samples; with a catalog, what is loaded is checked against
+/// its scales ([`crate::study::check_records`]).
+#[derive(Clone)]
 pub struct Store {
     data: PathBuf,
     samples: Option<PathBuf>,
+    catalog: Option<std::sync::Arc<Catalog>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("data", &self.data)
+            .field("samples", &self.samples)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Store {
@@ -36,7 +47,14 @@ impl Store {
         Store {
             data: data.to_path_buf(),
             samples: samples_dir(),
+            catalog: None,
         }
+    }
+
+    /// This store, checking what it loads against `catalog`'s scales.
+    pub fn checked(mut self, catalog: std::sync::Arc<Catalog>) -> Store {
+        self.catalog = Some(catalog);
+        self
     }
 
     /// The sessions of `data`, with the samples in `samples` (tests).
@@ -44,6 +62,7 @@ impl Store {
         Store {
             data: data.to_path_buf(),
             samples,
+            catalog: None,
         }
     }
 
@@ -95,9 +114,22 @@ impl Store {
         self.samples.as_deref().is_some_and(|s| session.starts_with(s))
     }
 
-    /// A session's records.
+    /// A session's records: an empty journal is not a session, and a record out of its scale's
+    /// range is an error naming its line (when the store has a catalog).
     pub fn load(&self, dir: &Path) -> Result<Vec<Event>, SessionError> {
-        Ok(journal::read(&dir.join("journal.jsonl"))?)
+        let path = dir.join("journal.jsonl");
+        let records = journal::read_numbered::<Event>(&path)?;
+        if records.is_empty() {
+            return Err(SessionError::Empty(path));
+        }
+        if let Some(catalog) = &self.catalog {
+            crate::study::check_records(&records, catalog).map_err(|(line, message)| SessionError::Invalid {
+                path,
+                line,
+                message,
+            })?;
+        }
+        Ok(records.into_iter().map(|(_, e)| e).collect())
     }
 
     /// A session's JSON export (what `export --format json` prints and `results.json` holds), by the
@@ -192,6 +224,7 @@ fn list_in(dir: &Path, sample: bool) -> Vec<SessionEntry> {
         let Some(start) = events.iter().find_map(Event::start) else {
             continue;
         };
+        // A session no one finished is running while its writer lives, else interrupted.
         let status = events
             .iter()
             .rev()
@@ -199,7 +232,10 @@ fn list_in(dir: &Path, sample: bool) -> Vec<SessionEntry> {
                 Event::RunFinished { status, .. } => Some(status.clone()),
                 _ => None,
             })
-            .unwrap_or_else(|| "interrupted".into());
+            .unwrap_or_else(|| match journal::writer(&path.join("journal.jsonl")) {
+                Some(_) => "running".into(),
+                None => "interrupted".into(),
+            });
         let model = start
             .providers
             .get("rpa")
@@ -231,7 +267,11 @@ pub type CharacterVersions = BTreeMap<String, Vec<(String, Vec<String>)>>;
 /// journal's first record (a resume that met an edited character is not counted).
 pub fn character_versions(data_dir: &Path) -> CharacterVersions {
     let mut starts = Vec::new();
-    for entry in std::fs::read_dir(sessions_dir(data_dir)).into_iter().flatten().flatten() {
+    for entry in std::fs::read_dir(sessions_dir(data_dir))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         let Ok(Some((ms, first))) = journal::read_first::<Event>(&entry.path().join("journal.jsonl")) else {
             continue;
         };

@@ -272,6 +272,50 @@ pub fn kind_of(events: &[Event]) -> Option<Kind> {
     events.iter().find_map(|e| e.start().map(|s| s.kind))
 }
 
+/// Checks what a journal's records claim against the catalog's scales, so that no figure is ever
+/// computed from a record no run writes: a dimension the scale lacks, a score outside its range.
+/// Records of scales this catalog does not know (a user scale since removed) are taken as written.
+/// The error is (line, what is wrong).
+pub fn check_records(records: &[(usize, Event)], catalog: &Catalog) -> Result<(), (usize, String)> {
+    const SLACK: f64 = 1e-9;
+    let within = |x: f64, (lo, hi): (f64, f64)| x.is_finite() && x >= lo - SLACK && x <= hi + SLACK;
+    for (line, event) in records {
+        let Event::DimensionAssessed(a) = event else { continue };
+        let Some(scale) = catalog.scale(&a.scale) else { continue };
+        let at = |what: String| (*line, format!("{} {}: {what}", a.scale, a.dimension));
+        if scale.dimension_index(&a.dimension).is_none() {
+            return Err(at(format!("no dimension of that name in scale {}", scale.id)));
+        }
+        let dimension = scale.dimension_range();
+        let shown = |(lo, hi): (f64, f64)| format!("{lo}–{hi}");
+        if let Some(score) = a.score.filter(|x| !within(*x, dimension)) {
+            return Err(at(format!(
+                "score {score} is outside the scale's range {}",
+                shown(dimension)
+            )));
+        }
+        for rating in &a.batches {
+            if let Some(score) = rating.score.filter(|x| !within(*x, dimension)) {
+                return Err(at(format!(
+                    "a rating of {score} is outside the scale's range {}",
+                    shown(dimension)
+                )));
+            }
+        }
+        let items = (f64::from(scale.range.min), f64::from(scale.range.max));
+        for item in &a.items {
+            if let Some(score) = item.score.filter(|x| !within(*x, items)) {
+                return Err(at(format!(
+                    "item {} scored {score}, outside the scale's options {}",
+                    item.item_id,
+                    shown(items)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The characters' versions a session's first record gives (none for sessions older than them).
 pub fn character_versions(events: &[Event]) -> BTreeMap<String, String> {
     events
@@ -486,7 +530,15 @@ mod tests {
         let keys: Vec<&str> = back.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(
             keys,
-            ["event", "session", "name", "created", "app_version", "plan", "providers"]
+            [
+                "event",
+                "session",
+                "name",
+                "created",
+                "app_version",
+                "plan",
+                "providers"
+            ]
         );
         assert_eq!(serde_json::from_value::<Event>(back).unwrap(), event);
     }
@@ -504,7 +556,14 @@ mod tests {
         let now = versions(&[("anna", "a2"), ("bo", "b1"), ("cy", "c1")]);
         let changes = version_changes(&journal, &now);
         let [change] = &changes[..] else { panic!("{changes:?}") };
-        assert_eq!((change.character.as_str(), change.recorded.as_str(), change.current.as_str()), ("anna", "a1", "a2"));
+        assert_eq!(
+            (
+                change.character.as_str(),
+                change.recorded.as_str(),
+                change.current.as_str()
+            ),
+            ("anna", "a1", "a2")
+        );
         journal.push(Event::Resumed {
             at: "later".into(),
             items_per_call: None,
@@ -513,9 +572,13 @@ mod tests {
         assert!(version_changes(&journal, &now).is_empty(), "the resume recorded them");
         assert_eq!(later_versions(&journal, "anna"), ["a2"]);
         assert!(later_versions(&journal, "bo").is_empty());
-        let old: Event = serde_json::from_str(&line.replace(r#""character_versions":{"anna":"a1","bo":"b1"},"#, "")).unwrap();
+        let old: Event =
+            serde_json::from_str(&line.replace(r#""character_versions":{"anna":"a1","bo":"b1"},"#, "")).unwrap();
         assert!(version_changes(std::slice::from_ref(&old), &now).is_empty());
-        assert!(!serde_json::to_string(&old).unwrap().contains("character_versions"), "an old record writes back as it was");
+        assert!(
+            !serde_json::to_string(&old).unwrap().contains("character_versions"),
+            "an old record writes back as it was"
+        );
         let change = VersionChange {
             character: "anna".into(),
             recorded: "0123456789abcdef".into(),

@@ -18,7 +18,7 @@ use super::screens::annotate::Annotate;
 use super::screens::chat::Chat;
 use super::screens::compare::Compare;
 use super::screens::inspect::Inspect;
-use super::screens::live::Live;
+use super::screens::live::{BatchWritten, Live};
 use super::screens::observers::Observers;
 use super::screens::reassess::{Offer, Outcome, ReassessDialog};
 use super::screens::rolebench::Rolebench;
@@ -181,6 +181,15 @@ pub enum Action {
     SessionLoaded(Vec<Event>),
     /// The run task ended (`Err` says why it stopped early).
     RunEnded(Result<(), String>),
+    /// How a run in batch mode is doing (a batch polled, results imported), as the command line
+    /// says it.
+    BatchNote(String),
+    /// A run in batch files mode wrote its next phase's requests file and stopped: the session
+    /// waits for their results (`incharacter batch import`).
+    BatchWritten {
+        session: String,
+        requests: PathBuf,
+    },
     /// The providers a rate limit now holds below their maximum (sent when it changes).
     Held(Vec<crate::llm::policy::Throttled>),
     Sessions(Vec<SessionEntry>),
@@ -473,7 +482,8 @@ impl App {
         match action {
             Action::Key(key) => return self.on_key(key),
             Action::Engine(event) => {
-                if let Event::RunStarted { .. } | Event::ObserveStarted { .. } = &event {
+                if let Event::RunStarted { .. } | Event::ObserveStarted { .. } | Event::RolebenchStarted { .. } = &event
+                {
                     self.run = RunView::default();
                     self.live.cursor = 0;
                     self.live.started_ms = self.now_ms;
@@ -483,8 +493,9 @@ impl App {
                 {
                     self.setup.show_plan(plan);
                 }
-                // A replay opens on Live; an observer or RoleBench session plays on its own screen.
-                if self.live.replay.is_some() && self.screen == Screen::Live {
+                // A replay or a resume opens on Live; an observer or RoleBench session plays on its
+                // own screen.
+                if self.live.running && self.screen == Screen::Live {
                     match &event {
                         Event::ObserveStarted { .. } => self.screen = Screen::Observers,
                         Event::RolebenchStarted { .. } => self.screen = Screen::Rolebench,
@@ -530,6 +541,20 @@ impl App {
                     Ok(()) => "run finished".into(),
                     Err(e) => e,
                 });
+                return vec![Effect::ListSessions];
+            }
+            Action::BatchNote(line) => {
+                let line = crate::text::terminal_safe(&line);
+                self.run.note(line.clone());
+                self.flash = Some(line);
+            }
+            Action::BatchWritten { session, requests } => {
+                self.live.running = false;
+                self.live.paused = false;
+                self.live.held.clear();
+                let written = BatchWritten::new(&session, &requests);
+                self.flash = Some(written.flash());
+                self.live.batch = Some(written);
                 return vec![Effect::ListSessions];
             }
             Action::Sessions(list) => self.sessions.set_list(list),

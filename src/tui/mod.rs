@@ -33,10 +33,13 @@ use crate::llm::Role;
 use crate::llm::config::Config;
 use crate::method::interview;
 use crate::rpa::memories::Memories;
+use crate::session::batch::BatchMode;
+use crate::session::resume::Resume;
+use crate::session::run::Ended;
 use crate::session::{Run, SessionEntry, Start, Store};
 use crate::study::interview::results;
 use crate::study::live::{Live, LiveKind, LiveSink, Pause};
-use crate::study::{Event, Interviews, Observers, Rolebench, Study};
+use crate::study::{Event, Interviews, Kind, Observers, Rolebench, Study};
 use app::{Action, App, Effect, Replay};
 pub use event_loop::event_loop;
 use screens::Hits;
@@ -266,7 +269,9 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
         .collect();
     let config = Config::load_user()?;
     let data = crate::paths::data_dir().ok_or_else(|| anyhow::anyhow!("no data dir: set INCHARACTER_DATA_DIR"))?;
-    let store = Store::new(&data);
+    let catalog = Arc::new(catalog);
+    // What the workbench opens is checked against the scales, as the CLI's loads are.
+    let store = Store::new(&data).checked(catalog.clone());
     let (keymap, key_errors) = keys::Keymap::with_config(&config.tui.keys);
     if !key_errors.is_empty() {
         anyhow::bail!("{}", key_errors.join("\n"));
@@ -282,7 +287,7 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
         .as_ref()
         .and_then(|name| themes.iter().position(|t| &t.name == name))
         .unwrap_or(0);
-    let mut app = App::new(Arc::new(catalog), &config, Some(&data), keymap, themes, theme);
+    let mut app = App::new(catalog, &config, Some(&data), keymap, themes, theme);
     if let Some(name) = &config.tui.theme
         && !app.themes.iter().any(|t| &t.name == name)
     {
@@ -388,7 +393,7 @@ impl Driver {
         match effect {
             Effect::Quit => {}
             Effect::StartRun { plan, name } => self.spawn::<Interviews>(Start::New { plan, name }),
-            Effect::Resume { id } => self.spawn::<Interviews>(Start::Resume { id }),
+            Effect::Resume { id } => self.resume(id),
             Effect::StartObserve { plan } => self.spawn::<Observers>(Start::New { plan, name: None }),
             Effect::StartRolebench { plan } => self.spawn::<Rolebench>(Start::New {
                 plan: *plan,
@@ -462,9 +467,12 @@ impl Driver {
                 let target = self.store.export_target(&path);
                 tokio::task::spawn_blocking(move || {
                     let message = match store.export(&path, &catalog) {
-                        Ok(export) => match journal::write_atomic(&target, &export) {
+                        Ok(export) => match serde_json::to_vec_pretty(&export)
+                            .map_err(|e| e.to_string())
+                            .and_then(|bytes| crate::files::write_atomic(&target, &bytes).map_err(|e| e.to_string()))
+                        {
                             Ok(()) => format!("exported to {}", target.display()),
-                            Err(e) => format!("{}: {e}", target.display()),
+                            Err(e) => e,
                         },
                         Err(e) => e.to_string(),
                     };
@@ -600,89 +608,168 @@ impl Driver {
         }
     }
 
-    /// Opens a session off the async threads (connecting may load a model), shows what its journal
-    /// holds, then runs it with live reports on the action channel, journaling as it goes.
-    fn spawn<S: Study>(&mut self, start: Start<S::Plan>) {
+    /// What a run task takes from the driver; the task shown before it stops.
+    fn task(&mut self) -> Task {
         self.stop();
         self.pause.set(false);
-        let (tx, pause) = (self.tx.clone(), self.pause.clone());
-        let (config, store, catalog) = (self.config.clone(), self.store.clone(), self.catalog.clone());
+        Task {
+            tx: self.tx.clone(),
+            pause: self.pause.clone(),
+            config: self.config.clone(),
+            store: self.store.clone(),
+            catalog: self.catalog.clone(),
+        }
+    }
+
+    /// Starts a new session of kind `S`.
+    fn spawn<S: Study>(&mut self, start: Start<S::Plan>) {
+        let task = self.task();
+        self.task = Some(tokio::spawn(task.run::<S>(start, None)));
+    }
+
+    /// Resumes session `id` as the command line does ([`Resume`]): as the kind of study it is, in
+    /// the batch mode it last ran in.
+    fn resume(&mut self, id: String) {
+        let task = self.task();
         self.task = Some(tokio::spawn(async move {
-            let open = {
-                let catalog = catalog.clone();
-                let store = store.clone();
-                move || Run::<S>::open(catalog, &config, &store, start, None)
+            let store = task.store.clone();
+            let how = match tokio::task::spawn_blocking(move || Resume::of(&store, &id)).await {
+                Ok(Ok(how)) => how,
+                Ok(Err(e)) => return task.ended(Err(crate::text::terminal_safe(&e.to_string()))),
+                Err(e) => return task.ended(Err(e.to_string())),
             };
-            let run = match tokio::task::spawn_blocking(open).await {
-                Ok(Ok(run)) => run,
-                Ok(Err(e)) => {
-                    let _ = tx.send(Action::RunEnded(Err(crate::text::terminal_safe(&e.to_string()))));
-                    return;
-                }
-                Err(e) => {
-                    let _ = tx.send(Action::RunEnded(Err(e.to_string())));
-                    return;
-                }
-            };
-            for note in &run.notes {
-                let _ = tx.send(Action::Flash(note.clone()));
+            let (id, batch) = (how.id, how.batch);
+            match how.kind {
+                Kind::Interviews => task.run::<Interviews>(Start::Resume { id }, batch).await,
+                Kind::Observers => task.run::<Observers>(Start::Resume { id }, batch).await,
+                Kind::Rolebench => task.run::<Rolebench>(Start::Resume { id }, batch).await,
             }
-            for change in &run.changed {
-                let _ = tx.send(Action::Flash(change.to_string()));
+        }));
+    }
+}
+
+/// A run task's share of the driver.
+struct Task {
+    tx: UnboundedSender<Action>,
+    pause: Pause,
+    config: Arc<Config>,
+    store: Store,
+    catalog: Arc<Catalog>,
+}
+
+impl Task {
+    fn ended(&self, result: Result<(), String>) {
+        let _ = self.tx.send(Action::RunEnded(result));
+    }
+
+    /// Opens a session off the async threads (connecting may load a model), shows what its journal
+    /// holds, then runs it, journaling as it goes: streaming, with live reports on the action
+    /// channel; or in `batch` mode, as the command line does (a Batch API batch polled, a batch
+    /// files phase written for an offline engine).
+    async fn run<S: Study>(self, start: Start<S::Plan>, batch: Option<BatchMode>) {
+        let Task {
+            tx,
+            pause,
+            config,
+            store,
+            catalog,
+        } = self;
+        let open = {
+            let (catalog, store, batch) = (catalog.clone(), store.clone(), batch.clone());
+            move || match batch {
+                Some(mode) => Run::<S>::open_batch(catalog, &config, &store, start, mode, None),
+                None => Run::<S>::open(catalog, &config, &store, start, None),
             }
-            let _ = tx.send(Action::Memories(run.study.memories()));
-            let _ = tx.send(Action::SessionDir(run.dir.clone()));
-            // What the journal holds so far (the start record, and for a resume everything before).
-            if let Ok(events) = store.load(&run.dir) {
-                for e in events {
-                    let _ = tx.send(Action::Engine(e));
-                }
+        };
+        let run = match tokio::task::spawn_blocking(open).await {
+            Ok(Ok(run)) => run,
+            Ok(Err(e)) => {
+                let _ = tx.send(Action::RunEnded(Err(crate::text::terminal_safe(&e.to_string()))));
+                return;
             }
-            // Live reports share the action channel with the records, so an answer's tokens always
-            // arrive before the record that completes it.
-            let live_tx = tx.clone();
-            let sink: LiveSink = Arc::new(move |l| {
-                let _ = live_tx.send(Action::Live(l));
-            });
-            // The providers a rate limit holds back change with every few replies: a look four times
-            // a second is enough for a person, and sends nothing while nothing changes.
-            let limits = run.limits();
-            let held_tx = tx.clone();
-            let watch = tokio::spawn(async move {
-                let mut shown = Vec::new();
-                let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
-                loop {
-                    tick.tick().await;
-                    let held = limits.throttled();
-                    if held != shown {
-                        shown = held.clone();
-                        if held_tx.send(Action::Held(held)).is_err() {
-                            return;
-                        }
+            Err(e) => {
+                let _ = tx.send(Action::RunEnded(Err(e.to_string())));
+                return;
+            }
+        };
+        for note in &run.notes {
+            let _ = tx.send(Action::Flash(note.clone()));
+        }
+        for change in &run.changed {
+            let _ = tx.send(Action::Flash(change.to_string()));
+        }
+        let _ = tx.send(Action::Memories(run.study.memories()));
+        let _ = tx.send(Action::SessionDir(run.dir.clone()));
+        // What the journal holds so far (the start record, and for a resume everything before).
+        if let Ok(events) = store.load(&run.dir) {
+            for e in events {
+                let _ = tx.send(Action::Engine(e));
+            }
+        }
+        // The providers a rate limit holds back change with every few replies: a look four times
+        // a second is enough for a person, and sends nothing while nothing changes.
+        let limits = run.limits();
+        let held_tx = tx.clone();
+        let watch = tokio::spawn(async move {
+            let mut shown = Vec::new();
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
+            loop {
+                tick.tick().await;
+                let held = limits.throttled();
+                if held != shown {
+                    shown = held.clone();
+                    if held_tx.send(Action::Held(held)).is_err() {
+                        return;
                     }
                 }
-            });
-            let events_tx = tx.clone();
-            let result = run
-                .execute(Some((sink, pause)), move |e| {
-                    let _ = events_tx.send(Action::Engine(e.clone()));
-                })
-                .await;
-            watch.abort();
-            if let Ok(events) = &result
-                && let Some(last @ Event::RunFinished { .. }) = events.last()
-            {
-                let _ = tx.send(Action::Engine(last.clone()));
             }
-            let _ = tx.send(Action::RunEnded(result.map(|_| ()).map_err(|e| {
+        });
+        let id = run.id.clone();
+        let events_tx = tx.clone();
+        let on_event = move |e: &Event| {
+            let _ = events_tx.send(Action::Engine(e.clone()));
+        };
+        let result = match batch {
+            None => {
+                // Live reports share the action channel with the records, so an answer's tokens
+                // always arrive before the record that completes it.
+                let live_tx = tx.clone();
+                let sink: LiveSink = Arc::new(move |l| {
+                    let _ = live_tx.send(Action::Live(l));
+                });
+                run.execute(Some((sink, pause)), on_event).await.map(Ended::Complete)
+            }
+            // Nothing streams in batch mode: a phase goes out whole, and how it does is said.
+            Some(_) => {
+                let note_tx = tx.clone();
+                let note = move |line: String| {
+                    let _ = note_tx.send(Action::BatchNote(line));
+                };
+                run.execute_batch(on_event, &note).await
+            }
+        };
+        watch.abort();
+        let result = match result {
+            Ok(Ended::Waiting(requests)) => {
+                let _ = tx.send(Action::BatchWritten { session: id, requests });
+                return;
+            }
+            Ok(Ended::Complete(events)) => {
+                if let Some(last @ Event::RunFinished { .. }) = events.last() {
+                    let _ = tx.send(Action::Engine(last.clone()));
+                }
+                Ok(())
+            }
+            Err(e) => {
                 let advice = if e.resumable() {
                     "; the session is kept: resume it from Sessions (u) once that is fixed"
                 } else {
                     ""
                 };
-                crate::text::terminal_safe(&format!("{e}{advice}"))
-            })));
-        }));
+                Err(crate::text::terminal_safe(&format!("{e}{advice}")))
+            }
+        };
+        let _ = tx.send(Action::RunEnded(result));
     }
 }
 

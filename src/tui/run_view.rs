@@ -161,6 +161,11 @@ impl RunView {
         self.index.get(key).map(|&i| &self.items[i])
     }
 
+    /// A line for the log that no journal record makes (how a batch is doing).
+    pub fn note(&mut self, line: String) {
+        self.log(line);
+    }
+
     fn log(&mut self, line: String) {
         if self.log.len() == LOG_LINES {
             self.log.pop_front();

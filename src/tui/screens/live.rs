@@ -51,6 +51,52 @@ pub struct Live {
     pub started_ms: u64,
     /// The providers a rate limit holds below their maximum, while a run goes.
     pub held: Vec<crate::llm::policy::Throttled>,
+    /// The requests file a run in batch files mode last wrote, while its session waits for the
+    /// results.
+    pub batch: Option<BatchWritten>,
+}
+
+/// A phase's requests written for an offline engine: where they are, and the exact command that
+/// imports their results (what the command line prints).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchWritten {
+    pub session: String,
+    pub requests: std::path::PathBuf,
+}
+
+impl BatchWritten {
+    pub fn new(session: &str, requests: &std::path::Path) -> BatchWritten {
+        BatchWritten {
+            session: session.to_string(),
+            requests: requests.to_path_buf(),
+        }
+    }
+
+    fn path(&self) -> String {
+        crate::text::terminal_safe(&self.requests.display().to_string())
+    }
+
+    /// The status line's message.
+    pub fn flash(&self) -> String {
+        // The command first: a narrow status line cuts the long path, which Live shows whole.
+        format!(
+            "next: `incharacter batch import {} results.jsonl` with the results of {}",
+            crate::text::terminal_safe(&self.session),
+            self.path()
+        )
+    }
+
+    /// What the live screen says, as the command line does.
+    pub fn lines(&self) -> [String; 2] {
+        [
+            format!(
+                "session {}: the next requests are in {}",
+                crate::text::terminal_safe(&self.session),
+                self.path()
+            ),
+            crate::session::resume::next_step(&self.session, &self.requests),
+        ]
+    }
 }
 
 impl Live {
@@ -59,6 +105,7 @@ impl Live {
         self.running = true;
         self.paused = false;
         self.replay = replay;
+        self.batch = None;
         if follow {
             self.follow = true;
         }
@@ -178,6 +225,10 @@ impl Component for Live {
     fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
         let theme = ctx.theme;
         let run = ctx.run;
+        let area = match &self.batch {
+            Some(written) => self.render_batch(frame, area, written, theme),
+            None => area,
+        };
         if run.items.is_empty() {
             let b = block(" Live run ", false, theme);
             let inner = b.inner(area);
@@ -288,6 +339,25 @@ impl Component for Live {
 }
 
 impl Live {
+    /// Above the run, where a batch files phase went and how to go on; returns the area left.
+    fn render_batch(&self, frame: &mut Frame, area: Rect, written: &BatchWritten, theme: &Theme) -> Rect {
+        let width = area.width.saturating_sub(2) as usize;
+        let lines: Vec<Line> = written
+            .lines()
+            .iter()
+            .flat_map(|l| wrap(l, width))
+            .map(|l| Line::styled(l, theme.fg(theme.accent)))
+            .collect();
+        // The rest keeps room for the run; the box shows what fits.
+        let height = (lines.len() as u16 + 2).min(area.height / 2);
+        let [top, rest] = Layout::vertical([Constraint::Length(height), Constraint::Min(0)]).areas(area);
+        let b = block(" Batch files: waiting for the results ", false, theme);
+        let inner = b.inner(top);
+        frame.render_widget(b, top);
+        frame.render_widget(Paragraph::new(lines), inner);
+        rest
+    }
+
     /// The transcript, gauges and log; returns how far the transcript can scroll up.
     fn render_rest(&self, frame: &mut Frame, ctx: &Ctx, areas: [Rect; 3], end: usize, status: &str) -> u16 {
         let [transcript_area, gauges_area, log_area] = areas;

@@ -1,0 +1,358 @@
+//! Files the tool reads from the user and writes for the user, with the two promises every such file
+//! gets: what is read is a regular file of a stated size at most (a device, a FIFO or a runaway file is
+//! refused before it is read), and what is written replaces its target whole or not at all (a
+//! temporary file in the target's folder, fsync, rename; on failure the old file is untouched, no
+//! temporary is left, and the error names the path).
+//!
+//! Symbolic links: a target that is a symbolic link is refused, not followed and not replaced. Writing
+//! through a link would let a planted link aim an export at any file the user can write; replacing the
+//! link would silently turn it into a file. The error says so and names the path to give instead.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// A file that could not be read or written. [`FileError::is_input`] tells what the user gave (a
+/// device, a file too large, a link) from what the machine did (a full disk, a permission).
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{}: not a regular file (a device, a FIFO or a folder cannot be read here)", shown(.0))]
+    NotRegular(PathBuf),
+    #[error("{}: larger than the {} allowed for {what}", shown(path), size(*limit))]
+    TooLarge {
+        path: PathBuf,
+        limit: u64,
+        what: &'static str,
+    },
+    #[error("{}:{line}: a line longer than the {} allowed for {what}", shown(path), size(*limit))]
+    LineTooLong {
+        path: PathBuf,
+        line: usize,
+        limit: u64,
+        what: &'static str,
+    },
+    #[error("{}:{line}:{column}: not UTF-8 text", shown(path))]
+    NotUtf8 { path: PathBuf, line: usize, column: usize },
+    #[error(
+        "{}: is a symbolic link; not written (links are never followed or replaced: give the path of the file it points to)",
+        shown(.0)
+    )]
+    Symlink(PathBuf),
+    // `error`, not `source`: the message says it already, and a `source` would print it twice.
+    #[error("cannot read {}: {error}", shown(path))]
+    Read { path: PathBuf, error: std::io::Error },
+    #[error("cannot write {}: {error}", shown(path))]
+    Write { path: PathBuf, error: std::io::Error },
+}
+
+impl FileError {
+    /// Whether the user's input is at fault (exit 2) rather than the machine (exit 1). A file that is
+    /// not there was named by the user.
+    pub fn is_input(&self) -> bool {
+        match self {
+            FileError::Read { error, .. } => error.kind() == std::io::ErrorKind::NotFound,
+            FileError::Write { .. } => false,
+            FileError::NotRegular(_)
+            | FileError::TooLarge { .. }
+            | FileError::LineTooLong { .. }
+            | FileError::NotUtf8 { .. }
+            | FileError::Symlink(_) => true,
+        }
+    }
+}
+
+fn shown(path: &Path) -> String {
+    crate::text::terminal_safe(&path.display().to_string())
+}
+
+/// A size for people: `64 MiB`, `512 KiB`, `100 bytes`.
+pub fn size(bytes: u64) -> String {
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * KIB;
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else if bytes >= KIB && bytes.is_multiple_of(KIB) {
+        format!("{} KiB", bytes / KIB)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// Checks that `path` is a regular file (a link to one is read as it) of at most `limit` bytes,
+/// before anything is read from it.
+pub fn check_readable(path: &Path, limit: u64, what: &'static str) -> Result<u64, FileError> {
+    let meta = std::fs::metadata(path).map_err(|error| FileError::Read {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    if !meta.is_file() {
+        return Err(FileError::NotRegular(path.to_path_buf()));
+    }
+    if meta.len() > limit {
+        return Err(FileError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+            what,
+        });
+    }
+    Ok(meta.len())
+}
+
+/// The bytes of the regular file `path`, at most `limit` of them (checked before reading, and again
+/// while reading, for a file that grows meanwhile).
+pub fn read_limited(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, FileError> {
+    let len = check_readable(path, limit, what)?;
+    let read_error = |error| FileError::Read {
+        path: path.to_path_buf(),
+        error,
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(read_error)?;
+    if bytes.len() as u64 > limit {
+        return Err(FileError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+            what,
+        });
+    }
+    Ok(bytes)
+}
+
+/// The text of the regular file `path` (UTF-8, at most `limit` bytes); bad UTF-8 is located.
+pub fn read_text_limited(path: &Path, limit: u64, what: &'static str) -> Result<String, FileError> {
+    let bytes = read_limited(path, limit, what)?;
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+        let start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let column = String::from_utf8_lossy(&valid[start..]).chars().count() + 1;
+        FileError::NotUtf8 {
+            path: path.to_path_buf(),
+            line,
+            column,
+        }
+    })
+}
+
+/// The lines of `reader` (without their newline, a `\r` before it kept), each at most `max_line`
+/// bytes; a longer line is an error naming `path:line`, found without holding more than `max_line`
+/// bytes of it. The last line's flag says whether it ended in a newline (a torn write does not).
+pub fn lines_limited(
+    reader: impl Read,
+    path: &Path,
+    max_line: u64,
+    what: &'static str,
+) -> impl Iterator<Item = Result<(usize, Vec<u8>, bool), FileError>> {
+    let mut reader = std::io::BufReader::new(reader);
+    let path = path.to_path_buf();
+    let mut number = 0;
+    let mut done = false;
+    std::iter::from_fn(move || {
+        use std::io::BufRead;
+        if done {
+            return None;
+        }
+        number += 1;
+        let mut line = Vec::new();
+        let read = (&mut reader).take(max_line + 1).read_until(b'\n', &mut line);
+        match read {
+            Err(error) => {
+                done = true;
+                Some(Err(FileError::Read {
+                    path: path.clone(),
+                    error,
+                }))
+            }
+            Ok(0) => {
+                done = true;
+                None
+            }
+            Ok(_) => {
+                let ended = line.last() == Some(&b'\n');
+                if ended {
+                    line.pop();
+                }
+                if line.len() as u64 > max_line {
+                    done = true;
+                    return Some(Err(FileError::LineTooLong {
+                        path: path.clone(),
+                        line: number,
+                        limit: max_line,
+                        what,
+                    }));
+                }
+                Some(Ok((number, line, ended)))
+            }
+        }
+    })
+}
+
+/// Writes `bytes` to `path` whole or not at all: a temporary file in the target's folder, fsync,
+/// rename (see the module's paragraph for links). A new file gets mode 0644, a replaced one keeps
+/// its mode.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    let write_error = |error| FileError::Write {
+        path: path.to_path_buf(),
+        error,
+    };
+    let existing = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => return Err(FileError::Symlink(path.to_path_buf())),
+        Ok(meta) if !meta.is_file() => return Err(FileError::NotRegular(path.to_path_buf())),
+        Ok(meta) => Some(meta.permissions()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(write_error(e)),
+    };
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(write_error)?;
+    // Dropped on any error below, which removes the temporary.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".incharacter-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(write_error)?;
+    tmp.as_file_mut().write_all(bytes).map_err(write_error)?;
+    tmp.as_file().sync_all().map_err(write_error)?;
+    if let Some(permissions) = existing.or_else(new_file_permissions) {
+        tmp.as_file().set_permissions(permissions).map_err(write_error)?;
+    }
+    tmp.persist(path).map_err(|e| write_error(e.error))?;
+    // The rename itself is durable once the folder is synced (not possible on every system).
+    if let Ok(folder) = std::fs::File::open(dir) {
+        let _ = folder.sync_all();
+    }
+    Ok(())
+}
+
+/// The mode of a new file: 0644, as the user's other files, not the temporary's 0600.
+#[cfg(unix)]
+fn new_file_permissions() -> Option<std::fs::Permissions> {
+    use std::os::unix::fs::PermissionsExt;
+    Some(std::fs::Permissions::from_mode(0o644))
+}
+
+#[cfg(not(unix))]
+fn new_file_permissions() -> Option<std::fs::Permissions> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_replaces_the_file_whole_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.json");
+        write_atomic(&path, b"old").unwrap();
+        write_atomic(&path, b"new").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names, ["x.json"]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_is_neither_followed_nor_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("precious");
+        std::fs::write(&target, "keep").unwrap();
+        let link = dir.path().join("x.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let e = write_atomic(&link, b"new").unwrap_err();
+        assert!(matches!(e, FileError::Symlink(_)), "{e}");
+        assert!(e.is_input());
+        assert!(e.to_string().contains("x.json: is a symbolic link"), "{e}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_write_that_fails_names_the_path_and_keeps_the_old_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.json");
+        std::fs::write(&path, "old").unwrap();
+        // A folder where no temporary can be made (root may write anywhere: then nothing to test).
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o500)).unwrap();
+        let result = write_atomic(&path, b"new");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        if let Err(e) = result {
+            assert!(matches!(e, FileError::Write { .. }) && !e.is_input(), "{e}");
+            assert!(
+                e.to_string().starts_with(&format!("cannot write {}: ", path.display())),
+                "{e}"
+            );
+            assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn devices_and_fifos_are_refused_before_reading() {
+        let e = read_limited(Path::new("/dev/zero"), 1 << 20, "a test file").unwrap_err();
+        assert!(matches!(e, FileError::NotRegular(_)) && e.is_input(), "{e}");
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let e = read_limited(dir.path(), 1 << 20, "a test file").unwrap_err();
+        assert!(matches!(e, FileError::NotRegular(_)), "{e}");
+    }
+
+    #[test]
+    fn a_file_over_its_limit_is_refused_naming_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.txt");
+        std::fs::write(&path, vec![b'a'; 2048]).unwrap();
+        let e = read_limited(&path, 1024, "a template").unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("big.txt: larger than the 1 KiB allowed for a template"),
+            "{e}"
+        );
+        assert_eq!(read_limited(&path, 2048, "a template").unwrap().len(), 2048);
+    }
+
+    #[test]
+    fn bad_utf8_is_located() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.txt");
+        std::fs::write(&path, b"ok\nab\xffc").unwrap();
+        let e = read_text_limited(&path, 100, "a test file").unwrap_err();
+        assert!(e.to_string().ends_with("t.txt:2:3: not UTF-8 text"), "{e}");
+    }
+
+    #[test]
+    fn lines_are_bounded_and_torn_last_lines_told() {
+        let text = b"one\ntwo\nthree";
+        let lines: Vec<_> = lines_limited(&text[..], Path::new("f"), 10, "a line")
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            lines,
+            [
+                (1, b"one".to_vec(), true),
+                (2, b"two".to_vec(), true),
+                (3, b"three".to_vec(), false)
+            ]
+        );
+        let long = b"short\nthis line is far too long\nnever read\n";
+        let mut it = lines_limited(&long[..], Path::new("f.jsonl"), 10, "a results line");
+        assert!(it.next().unwrap().is_ok());
+        let e = it.next().unwrap().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f.jsonl:2: a line longer than the 10 bytes allowed for a results line"
+        );
+        assert!(it.next().is_none());
+        let exact = b"0123456789\n";
+        let lines: Vec<_> = lines_limited(&exact[..], Path::new("f"), 10, "a line").collect();
+        assert!(lines[0].is_ok());
+    }
+}

@@ -1,0 +1,416 @@
+//! A session has one writer, and what is loaded is what a run could have written: a second writer is
+//! refused at once (and a reader tells a running session from an interrupted one); an empty journal,
+//! a record out of its scale's range or of an unknown kind is a located error; a batch results file
+//! that is empty, endless or no file at all is refused, and one imported before a kill goes on; the
+//! exit code says whose fault a failure is.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use incharacter_testkit::fake_openai::FakeConfig;
+use incharacter_testkit::fake_openai::batch::batch_output_for;
+use serde_json::Value;
+
+use crate::common;
+
+const RUN: &[&str] = &[
+    "run",
+    "--characters",
+    "hermione-en,snape-en",
+    "--scales",
+    "BFI",
+    "--methods",
+    "er-batch,oc",
+    "--seed",
+    "3",
+];
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn events(session: &Path) -> Vec<Value> {
+    std::fs::read_to_string(session.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn count(events: &[Value], kind: &str) -> usize {
+    events.iter().filter(|e| e["event"] == kind).count()
+}
+
+/// Each (character, item) of the journal's answers, to see that none is there twice.
+fn answered(events: &[Value]) -> Vec<(String, u64)> {
+    let mut keys: Vec<(String, u64)> = events
+        .iter()
+        .filter(|e| e["event"] == "item_answered")
+        .map(|e| {
+            (
+                e["character"].as_str().unwrap().to_string(),
+                e["item_id"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    keys.sort();
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_resumes_at_once_one_proceeds_and_the_journal_holds_each_item_once() {
+    // Slow replies: the run that proceeds is still going when the other starts.
+    let fake = FakeConfig {
+        tokens_per_s: 400.0,
+        ..FakeConfig::default()
+    };
+    let s = common::setup(fake, "max_concurrency = 2").await;
+    let session = common::kill_after_requests(&s.config, &s.data, RUN, &s.server, 6).await;
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    let listed = |data: &Path| {
+        let out = common::offline(data, &["sessions", "--json"]);
+        let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == id.as_str())
+            .map(|e| e["status"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert_eq!(
+        listed(&s.data),
+        "interrupted",
+        "a killed writer leaves an interrupted session"
+    );
+
+    let start = || {
+        common::command(&s.config, &s.data, &["run", "--resume", &id])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (start(), start());
+    let (a, b) = tokio::task::spawn_blocking(move || (a.wait_with_output().unwrap(), b.wait_with_output().unwrap()))
+        .await
+        .unwrap();
+    let codes = [a.status.code(), b.status.code()];
+    assert!(
+        codes.contains(&Some(0)) && codes.contains(&Some(1)),
+        "exactly one proceeds: {codes:?}\n{}\n{}",
+        text(&a),
+        text(&b)
+    );
+    let refused = if a.status.success() { &b } else { &a };
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains(&format!(
+            "error: session {id} is being written by another incharacter (pid "
+        )),
+        "{said}"
+    );
+    assert!(!said.contains("run_finished"), "{said}");
+
+    let events = events(&session);
+    let keys = answered(&events);
+    let mut unique = keys.clone();
+    unique.dedup();
+    assert_eq!(keys, unique, "no item answered twice");
+    assert_eq!(keys.len(), 2 * 44);
+    assert_eq!(
+        count(&events, "dimension_assessed"),
+        2 * 2 * 5,
+        "two methods × two characters × five"
+    );
+    assert_eq!(count(&events, "run_finished"), 1);
+    assert_eq!(listed(&s.data), "complete");
+    assert!(
+        !session.join("journal.writer").exists(),
+        "the writer's record goes with it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_session_is_listed_as_running_and_its_writer_named() {
+    let fake = FakeConfig {
+        tokens_per_s: 200.0,
+        ..FakeConfig::default()
+    };
+    let s = common::setup(fake, "max_concurrency = 1").await;
+    let mut child = common::command(&s.config, &s.data, RUN)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    s.server.wait_for_requests(2).await;
+    let out = common::offline(&s.data, &["sessions", "--json"]);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mine: Vec<&Value> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["sample"] == false)
+        .collect();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(mine.len(), 1, "{list}");
+    assert_eq!(mine[0]["status"], "running", "{list}");
+    let dir = PathBuf::from(mine[0]["path"].as_str().unwrap());
+    let writer: Value = serde_json::from_slice(&std::fs::read(dir.join("journal.writer")).unwrap()).unwrap();
+    assert_eq!(writer["pid"].as_u64(), Some(u64::from(child.id())));
+    // Killed: the record stays, but names a process that is gone.
+    let out = common::offline(&s.data, &["sessions", "--json"]);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = list.as_array().unwrap().iter().find(|e| e["sample"] == false).unwrap()["status"].clone();
+    assert_eq!(status, "interrupted");
+}
+
+/// A copy of the recorded GSE sample in `data`'s sessions, for a test to damage.
+fn copied_sample(data: &Path) -> (String, PathBuf) {
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
+    let id = "20261129-201520-gse-on-the-local-model-e700";
+    let dir = data.join("sessions").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(samples.join(id).join("journal.jsonl"), dir.join("journal.jsonl")).unwrap();
+    (id.to_string(), dir)
+}
+
+/// The journal with the first record of `kind` changed by `edit`; its line number.
+fn damage(dir: &Path, kind: &str, edit: impl Fn(&mut Value)) -> usize {
+    let path = dir.join("journal.jsonl");
+    let mut lines: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains(&format!("\"event\":\"{kind}\"")))
+        .unwrap();
+    let mut record: Value = serde_json::from_str(&lines[at]).unwrap();
+    edit(&mut record);
+    lines[at] = record.to_string();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    at + 1
+}
+
+#[test]
+fn a_journal_that_no_run_could_have_written_is_a_located_error() {
+    let data = tempfile::tempdir().unwrap();
+    let (id, dir) = copied_sample(data.path());
+    let ok = common::offline(data.path(), &["export", &id, "--format", "json"]);
+    assert!(ok.status.success(), "{}", text(&ok));
+
+    let line = damage(&dir, "dimension_assessed", |r| r["score"] = (-50.0).into());
+    for args in [
+        vec!["export", id.as_str(), "--format", "json"],
+        vec!["report", id.as_str()],
+    ] {
+        let out = common::offline(data.path(), &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains(&format!("journal.jsonl:{line}: GSE ")), "{said}");
+        assert!(said.contains("score -50 is outside the scale's range 1–4"), "{said}");
+        assert!(
+            out.stdout.is_empty(),
+            "no figure: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+
+    let (_, dir) = copied_sample(data.path());
+    let line = damage(&dir, "dimension_assessed", |r| r["event"] = "dimension_guessed".into());
+    let out = common::offline(data.path(), &["export", &id]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!("journal.jsonl:{line}:")),
+        "{}",
+        text(&out)
+    );
+
+    std::fs::write(dir.join("journal.jsonl"), "").unwrap();
+    let out = common::offline(data.path(), &["export", &id]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("an empty journal is not a session"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn concurrency_zero_is_refused_as_bad_input() {
+    let data = tempfile::tempdir().unwrap();
+    let out = common::offline(
+        data.path(),
+        &[
+            "run",
+            "--characters",
+            "hermione-en",
+            "--scales",
+            "GSE",
+            "--concurrency",
+            "0",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("1 or more"),
+        "{}",
+        text(&out)
+    );
+    assert!(!data.path().join("sessions").exists(), "nothing started");
+}
+
+#[test]
+fn a_model_fetch_with_the_package_index_unreachable_is_the_machines_failure() {
+    let data = tempfile::tempdir().unwrap();
+    let out = common::command(&data.path().join("none.toml"), data.path(), &["model", "fetch"])
+        // Nothing listens on the discard port: pip cannot reach its index, at once.
+        .env("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+        .env("PIP_RETRIES", "0")
+        .env("PIP_TIMEOUT", "2")
+        .env("PIP_NO_CACHE_DIR", "1")
+        .env("PIP_CONFIG_FILE", "/dev/null")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("error: PyPI is unreachable"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn prompt_templates_are_bounded_and_must_be_files() {
+    let data = tempfile::tempdir().unwrap();
+    let prompts = data.path().join("prompts");
+    std::fs::create_dir_all(&prompts).unwrap();
+    let big = format!("{{problem}} {}", "x".repeat(300 * 1024));
+    std::fs::write(prompts.join("reask.txt"), big).unwrap();
+    let folder = prompts.display().to_string();
+    let args = [
+        "run",
+        "--characters",
+        "hermione-en",
+        "--scales",
+        "GSE",
+        "--prompts",
+        &folder,
+    ];
+    let out = common::offline(data.path(), &args);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("reask.txt: larger than the 256 KiB allowed for a prompt template"),
+        "{said}"
+    );
+
+    std::fs::remove_file(prompts.join("reask.txt")).unwrap();
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(prompts.join("reask.txt"))
+        .status();
+    if !fifo.is_ok_and(|s| s.success()) {
+        eprintln!("skipped the FIFO half: mkfifo is not available here");
+        return;
+    }
+    let out = common::offline(data.path(), &args);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("reask.txt: not a regular file"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_results_that_are_empty_endless_or_not_a_file_are_refused_and_a_killed_import_goes_on() {
+    let s = common::setup(FakeConfig::default(), "").await;
+    let files = s.dir.path().join("batches");
+    let dir_arg = files.display().to_string();
+    let mut args = RUN.to_vec();
+    args.extend(["--batch-files", &dir_arg, "--json"]);
+    let first = common::json_of(common::output(&s.config, &s.data, &args).await);
+    let id = first["session"].as_str().unwrap().to_string();
+    let requests = first["requests"].as_str().unwrap().to_string();
+    let session = s.data.join("sessions").join(&id);
+    let before = std::fs::read(session.join("journal.jsonl")).unwrap();
+    let import = |file: &Path| {
+        let file = file.display().to_string();
+        let mut c = common::command(&s.config, &s.data, &["batch", "import", &id, &file, "--json"]);
+        async move { tokio::task::spawn_blocking(move || c.output().unwrap()).await.unwrap() }
+    };
+
+    let empty = files.join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let out = import(&empty).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("empty.jsonl: no results (an empty file)"),
+        "{}",
+        text(&out)
+    );
+
+    let out = import(Path::new("/dev/zero")).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("/dev/zero: not a regular file"),
+        "{}",
+        text(&out)
+    );
+
+    let endless = files.join("endless.jsonl");
+    std::fs::write(
+        &endless,
+        format!("{{\"custom_id\": \"{}\"}}\n", "x".repeat(9 * 1024 * 1024)),
+    )
+    .unwrap();
+    let out = import(&endless).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("endless.jsonl:1: a line longer than the 8 MiB a batch result may hold"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read(session.join("journal.jsonl")).unwrap(),
+        before,
+        "nothing imported"
+    );
+
+    // The real results, imported; then the journal as a kill right after the import was journaled
+    // leaves it: the same file again goes on, another says the command that does.
+    let results = files.join("results.jsonl");
+    let replies = batch_output_for(&FakeConfig::default(), &std::fs::read_to_string(&requests).unwrap()).unwrap();
+    std::fs::write(&results, &replies).unwrap();
+    let next = common::json_of(import(&results).await);
+    assert!(next["requests"].as_str().is_some(), "{next}");
+    let journal = std::fs::read_to_string(session.join("journal.jsonl")).unwrap();
+    let cut = journal.find("\"step\":\"imported\"").unwrap();
+    let end = cut + journal[cut..].find('\n').unwrap() + 1;
+    std::fs::write(session.join("journal.jsonl"), &journal[..end]).unwrap();
+
+    let other = files.join("other.jsonl");
+    std::fs::write(&other, replies.lines().rev().collect::<Vec<_>>().join("\n")).unwrap();
+    let out = import(&other).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("phase 1's results were imported already"), "{said}");
+    assert!(
+        said.contains(&format!("to go on from them: incharacter run --resume {id}")),
+        "{said}"
+    );
+
+    let again = common::json_of(import(&results).await);
+    assert_eq!(again["session"], id.as_str());
+    let phase2 = again["requests"].as_str().unwrap();
+    assert!(phase2.contains("phase2"), "the next phase is written: {again}");
+    let events = events(&session);
+    assert_eq!(count(&events, "batch") - 2, 1, "one more step: the next phase written");
+    assert_eq!(answered(&events).len(), 2 * 44);
+}
