@@ -1,7 +1,10 @@
 //! The scales and characters the workbench knows: the bundled ones compiled into the binary, plus user
 //! files in `<data dir>/scales` and `<data dir>/characters` (a user file with a bundled id replaces it,
-//! and says so). Also validates arbitrary files for `incharacter validate`.
+//! and says so). Two user files with one id (ids compare case-insensitively, as lookups do) are never
+//! chosen between: neither is used, and a problem names both. Every file read is a regular file of at
+//! most [`MAX_FILE`] bytes. Also validates arbitrary files for `incharacter validate`.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -45,12 +48,51 @@ pub struct Entry<T> {
     pub origin: Origin,
 }
 
+/// The most a scale or character file may hold.
+pub const MAX_FILE: u64 = 4 << 20;
+const WHAT: &str = "a scale or character file";
+
+/// Which of the catalog's two namespaces an id is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Scale,
+    Character,
+}
+
+impl Kind {
+    pub fn noun(self) -> &'static str {
+        match self {
+            Kind::Scale => "scale",
+            Kind::Character => "character",
+        }
+    }
+}
+
+/// User files that share one id; the catalog uses none of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Duplicate {
+    pub kind: Kind,
+    pub id: String,
+    /// Sorted; at least two.
+    pub files: Vec<PathBuf>,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     pub scales: Vec<Entry<Scale>>,
     pub characters: Vec<Entry<Character>>,
     /// Problems in user files; those files were skipped.
     pub problems: Vec<Diagnostic>,
+    /// Ids held by several user files (each also reported in `problems`).
+    pub duplicates: Vec<Duplicate>,
+}
+
+/// A user file parsed, before the catalog knows whether its id is its own.
+struct Parsed<T> {
+    value: T,
+    id: String,
+    path: PathBuf,
+    text: String,
 }
 
 impl Catalog {
@@ -89,32 +131,85 @@ impl Catalog {
         Catalog::load(crate::paths::data_dir().as_deref()).map_err(BundledInvalid)
     }
 
-    /// Bundled files plus the user's files under `data_dir` (if given). Invalid user files are skipped
-    /// and reported in `problems`.
+    /// Bundled files plus the user's files under `data_dir` (if given). Invalid user files, and user
+    /// files sharing an id, are skipped and reported in `problems`.
     pub fn load(data_dir: Option<&Path>) -> Result<Catalog, Vec<Diagnostic>> {
         let mut catalog = Catalog::bundled()?;
         let Some(dir) = data_dir else { return Ok(catalog) };
+        let mut scales = Vec::new();
         for path in toml_files(&dir.join("scales"), &mut catalog.problems) {
-            match read(&path).and_then(|text| Scale::parse(Source::new(&path.display().to_string(), &text))) {
-                Ok(scale) => catalog.add_scale(scale, path),
+            let parsed = read(&path).and_then(|text| {
+                let scale = Scale::parse(Source::new(&path.display().to_string(), &text))?;
+                Ok(Parsed {
+                    id: scale.id.clone(),
+                    value: scale,
+                    path: path.clone(),
+                    text,
+                })
+            });
+            match parsed {
+                Ok(p) => scales.push(p),
                 Err(e) => catalog.problems.extend(e),
             }
         }
+        for group in by_id(scales) {
+            match <[_; 1]>::try_from(group) {
+                Ok([one]) => catalog.add_scale(one.value, one.path),
+                Err(several) => catalog.refuse(Kind::Scale, several),
+            }
+        }
+        // Characters after every scale: their labels name scales.
+        let mut characters = Vec::new();
         for path in toml_files(&dir.join("characters"), &mut catalog.problems) {
             let parsed = read(&path).and_then(|text| {
-                Character::parse(Source::new(&path.display().to_string(), &text), |id| catalog.scale(id))
+                let c = Character::parse(Source::new(&path.display().to_string(), &text), |id| catalog.scale(id))?;
+                Ok(Parsed {
+                    id: c.id.clone(),
+                    value: c,
+                    path: path.clone(),
+                    text,
+                })
             });
             match parsed {
-                Ok(c) => catalog.add_character(c, path),
+                Ok(p) => characters.push(p),
                 Err(e) => catalog.problems.extend(e),
+            }
+        }
+        for group in by_id(characters) {
+            match <[_; 1]>::try_from(group) {
+                Ok([one]) => catalog.add_character(one.value, one.path),
+                Err(several) => catalog.refuse(Kind::Character, several),
             }
         }
         catalog.sort();
         Ok(catalog)
     }
 
+    /// Uses none of `files` (which share an id) and says so at each of them, naming the others.
+    fn refuse<T>(&mut self, kind: Kind, files: Vec<Parsed<T>>) {
+        let id = files[0].id.clone();
+        let bundled = match kind {
+            Kind::Scale => self.scale_entry(&id).is_some(),
+            Kind::Character => self.character_by_id(&id).is_some(),
+        };
+        let meanwhile = if bundled {
+            format!("; meanwhile the bundled {} {id} is used", kind.noun())
+        } else {
+            String::new()
+        };
+        let paths: Vec<PathBuf> = files.iter().map(|f| f.path.clone()).collect();
+        for f in &files {
+            let message = format!("{}{meanwhile}", duplicate_message(kind, &f.id, &f.path, &paths));
+            self.problems.push(id_diagnostic(&f.path, &f.text, message));
+        }
+        self.duplicates.push(Duplicate { kind, id, files: paths });
+    }
+
     fn add_scale(&mut self, scale: Scale, path: PathBuf) {
-        let existing = self.scales.iter().position(|e| e.value.id == scale.id);
+        let existing = self
+            .scales
+            .iter()
+            .position(|e| e.value.id.eq_ignore_ascii_case(&scale.id));
         let overrides_bundled = existing.is_some_and(|i| self.scales[i].origin == Origin::Bundled);
         let entry = Entry {
             value: scale,
@@ -130,7 +225,10 @@ impl Catalog {
     }
 
     fn add_character(&mut self, character: Character, path: PathBuf) {
-        let existing = self.characters.iter().position(|e| e.value.id == character.id);
+        let existing = self
+            .characters
+            .iter()
+            .position(|e| e.value.id.eq_ignore_ascii_case(&character.id));
         let overrides_bundled = existing.is_some_and(|i| self.characters[i].origin == Origin::Bundled);
         let entry = Entry {
             value: character,
@@ -150,25 +248,49 @@ impl Catalog {
         self.characters.sort_by(|a, b| a.value.id.cmp(&b.value.id));
     }
 
-    /// Writes `character` as `<data dir>/characters/<id>.toml` (atomically: a crash leaves the old file
-    /// or the new one), after checking that the file parses back to it. A bundled id is refused: a
-    /// bundled character is edited as a copy under another id.
+    /// Writes `character` to its user file: the one the catalog read it from, else
+    /// `<data dir>/characters/<id>.toml` (atomically: a crash leaves the old file or the new one), after
+    /// checking that the file parses back to it. A bundled id is refused: a bundled character is
+    /// edited as a copy under another id. So is an id several user files hold (which one to write is
+    /// the user's choice), and a new character whose `<id>.toml` is already there holding something
+    /// else (a file the catalog skipped, or another id): nothing is replaced unasked.
     pub fn save_character(&self, data_dir: &Path, character: &Character) -> Result<PathBuf, SaveError> {
-        if self
-            .character_entry(&character.id)
-            .is_some_and(|e| e.origin == Origin::Bundled && e.value.id == character.id)
-        {
+        let entry = self.character_by_id(&character.id);
+        if entry.is_some_and(|e| e.origin == Origin::Bundled && e.value.id == character.id) {
             return Err(SaveError::Bundled(character.id.clone()));
         }
-        let path = data_dir.join("characters").join(format!("{}.toml", character.id));
+        let held = self.user_files(Kind::Character, &character.id);
+        let default = data_dir.join("characters").join(format!("{}.toml", character.id));
+        let path = match held.as_slice() {
+            [] if fs::symlink_metadata(&default).is_ok() => {
+                return Err(SaveError::Invalid(format!(
+                    "{} is there already and is not this character's file (it holds another id, or it is \
+                     invalid): move it away or choose another id",
+                    default.display()
+                )));
+            }
+            [] => default,
+            [one] => one.clone(),
+            several => {
+                return Err(SaveError::Invalid(format!(
+                    "{} files hold the id \"{}\": {}; give all but one of them another id first",
+                    several.len(),
+                    character.id,
+                    several
+                        .iter()
+                        .map(|f| f.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        };
         let text = character.to_toml();
         let parsed = Character::parse(Source::new(&path.display().to_string(), &text), |id| self.scale(id))
             .map_err(|e| SaveError::Invalid(e.iter().map(|d| d.message.clone()).collect::<Vec<_>>().join("; ")))?;
         if parsed != *character {
             return Err(SaveError::Invalid("the file would not read back as written".into()));
         }
-        crate::journal::write_bytes_atomic(&path, text.as_bytes())
-            .map_err(|e| SaveError::Write(format!("{}: {e}", path.display())))?;
+        crate::files::write_atomic(&path, text.as_bytes()).map_err(|e| SaveError::Write(e.to_string()))?;
         Ok(path)
     }
 
@@ -187,14 +309,56 @@ impl Catalog {
     }
 
     pub fn character_entry(&self, name: &str) -> Option<&Entry<Character>> {
-        self.characters
-            .iter()
-            .find(|e| e.value.id.eq_ignore_ascii_case(name.trim()))
+        self.character_by_id(name)
             .or_else(|| self.characters.iter().find(|e| e.value.answers_to(name)))
     }
 
+    /// A character by its id only, case-insensitively.
+    pub fn character_by_id(&self, id: &str) -> Option<&Entry<Character>> {
+        self.characters
+            .iter()
+            .find(|e| e.value.id.eq_ignore_ascii_case(id.trim()))
+    }
+
+    /// The user files that hold the `kind` id `id`: the one the catalog uses, or all of those it
+    /// refused to pick between. (A file the catalog could not read or parse holds no known id.)
+    pub fn user_files(&self, kind: Kind, id: &str) -> Vec<PathBuf> {
+        let origin = match kind {
+            Kind::Scale => self.scale_entry(id).map(|e| &e.origin),
+            Kind::Character => self.character_by_id(id).map(|e| &e.origin),
+        };
+        let mut files: Vec<PathBuf> = match origin {
+            Some(Origin::User { path, .. }) => vec![path.clone()],
+            _ => Vec::new(),
+        };
+        for d in &self.duplicates {
+            if d.kind == kind && d.id.eq_ignore_ascii_case(id.trim()) {
+                files.extend(d.files.iter().cloned());
+            }
+        }
+        files
+    }
+
+    /// The id of the bundled scale or character that has the id `id` (compared case-insensitively),
+    /// overridden by a user file or not (then as the user's file spells it).
+    pub fn bundled_id(&self, kind: Kind, id: &str) -> Option<String> {
+        let (origin, id) = match kind {
+            Kind::Scale => self.scale_entry(id).map(|e| (&e.origin, &e.value.id))?,
+            Kind::Character => self.character_by_id(id).map(|e| (&e.origin, &e.value.id))?,
+        };
+        match origin {
+            Origin::Bundled
+            | Origin::User {
+                overrides_bundled: true,
+                ..
+            } => Some(id.clone()),
+            Origin::User { .. } => None,
+        }
+    }
+
     /// Validates scale and character files (or directories of them). Scales are checked first so that
-    /// characters may carry labels for scales given in the same call.
+    /// characters may carry labels for scales given in the same call. Files given that share an id are
+    /// errors, and so is a file given that shares an id with another of the user's files.
     pub fn validate_files(&self, paths: &[PathBuf]) -> Validation {
         let mut files = Vec::new();
         let mut errors = Vec::new();
@@ -205,7 +369,10 @@ impl Catalog {
                 files.push(path.clone());
             }
         }
-        let mut scales: Vec<Scale> = Vec::new();
+        // A file named twice (by itself and by its folder, say) is one file, not a duplicate.
+        let mut seen = std::collections::HashSet::new();
+        files.retain(|p| seen.insert(canonical(p)));
+        let mut scales: Vec<Parsed<Scale>> = Vec::new();
         let mut characters = Vec::new();
         let mut checked = 0;
         for path in &files {
@@ -223,20 +390,69 @@ impl Catalog {
                 Ok(table) if table.contains_key("items") => {
                     checked += 1;
                     match Scale::parse(source) {
-                        Ok(scale) => scales.push(scale),
+                        Ok(scale) => scales.push(Parsed {
+                            id: scale.id.clone(),
+                            value: scale,
+                            path: path.clone(),
+                            text,
+                        }),
                         Err(e) => errors.extend(e),
                     }
                 }
-                Ok(table) if table.contains_key("experimenter") => characters.push((name.clone(), text)),
+                Ok(table) if table.contains_key("experimenter") => characters.push((path.clone(), text)),
                 Ok(_) => errors
                     .push(source.whole("neither a scale file (no [[items]]) nor a character file (no `experimenter`)")),
             }
         }
-        for (name, text) in &characters {
+        let mut parsed_characters = Vec::new();
+        for (path, text) in characters {
             checked += 1;
-            let lookup = |id: &str| scales.iter().find(|s| s.id == id).or_else(|| self.scale(id));
-            if let Err(e) = Character::parse(Source::new(name, text), lookup) {
-                errors.extend(e);
+            let lookup = |id: &str| {
+                scales
+                    .iter()
+                    .find(|s| s.value.id == id)
+                    .map(|s| &s.value)
+                    .or_else(|| self.scale(id))
+            };
+            match Character::parse(Source::new(&path.display().to_string(), &text), lookup) {
+                Ok(c) => parsed_characters.push(Parsed {
+                    id: c.id.clone(),
+                    value: (),
+                    path,
+                    text,
+                }),
+                Err(e) => errors.extend(e),
+            }
+        }
+        let scales = scales.into_iter().map(|s| Parsed {
+            value: (),
+            id: s.id,
+            path: s.path,
+            text: s.text,
+        });
+        let mut flagged = std::collections::HashSet::new();
+        let mut valid = BTreeMap::new();
+        for (kind, parsed) in [(Kind::Scale, scales.collect()), (Kind::Character, parsed_characters)] {
+            for group in by_id(parsed) {
+                let paths: Vec<PathBuf> = group.iter().map(|f| f.path.clone()).collect();
+                for f in group {
+                    if paths.len() > 1 {
+                        let message = duplicate_message(kind, &f.id, &f.path, &paths);
+                        errors.push(id_diagnostic(&f.path, &f.text, message));
+                        flagged.insert(canonical(&f.path));
+                    }
+                    valid.insert(canonical(&f.path), f);
+                }
+            }
+        }
+        // The user's files the catalog refused to pick between, where only some were given here.
+        for d in &self.duplicates {
+            for file in &d.files {
+                let at = canonical(file);
+                if let (Some(f), false) = (valid.get(&at), flagged.contains(&at)) {
+                    let message = duplicate_message(d.kind, &f.id, &f.path, &d.files);
+                    errors.push(id_diagnostic(&f.path, &f.text, message));
+                }
             }
         }
         Validation { checked, errors }
@@ -248,17 +464,94 @@ pub struct Validation {
     pub errors: Vec<Diagnostic>,
 }
 
-fn read(path: &Path) -> Result<String, Vec<Diagnostic>> {
+/// A path as the file system resolves it, to tell one file named twice from two files.
+fn canonical(path: &Path) -> PathBuf {
+    fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Parsed files grouped by id, compared case-insensitively as lookups compare them; the groups in
+/// the order of their ids, the files of a group in the order given.
+fn by_id<T>(files: Vec<Parsed<T>>) -> Vec<Vec<Parsed<T>>> {
+    let mut groups: BTreeMap<String, Vec<Parsed<T>>> = BTreeMap::new();
+    for f in files {
+        groups.entry(f.id.to_lowercase()).or_default().push(f);
+    }
+    groups.into_values().collect()
+}
+
+/// Why `path`, one of the `files` that share the `kind` id `id`, is not used.
+fn duplicate_message(kind: Kind, id: &str, path: &Path, files: &[PathBuf]) -> String {
+    let others: Vec<String> = files
+        .iter()
+        .filter(|f| canonical(f) != canonical(path))
+        .map(|f| f.display().to_string())
+        .collect();
+    let noun = kind.noun();
+    if files.len() == 2 {
+        format!(
+            "{noun} id \"{id}\" is also the id of {}: neither file is used until one of them has another id",
+            others.join(", ")
+        )
+    } else {
+        format!(
+            "{noun} id \"{id}\" is also the id of {}: none of these {} files is used until each has an id of its own",
+            others.join(", "),
+            files.len()
+        )
+    }
+}
+
+/// A diagnostic at the top-level `id = …` line of a file's `text` (else at its start).
+fn id_diagnostic(path: &Path, text: &str, message: String) -> Diagnostic {
     let name = path.display().to_string();
-    let bytes = fs::read(path).map_err(|e| vec![Source::new(&name, "").whole(format!("cannot read: {e}"))])?;
-    String::from_utf8(bytes).map_err(|e| {
-        let valid = e.utf8_error().valid_up_to();
-        let text = String::from_utf8_lossy(&e.as_bytes()[..valid]).into_owned();
-        vec![Source::new(&name, &text).at(valid..valid, "the file is not valid UTF-8 here")]
+    let source = Source::new(&name, text);
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let key = line.trim_start();
+        if key.starts_with('[') {
+            break;
+        }
+        if key
+            .strip_prefix("id")
+            .is_some_and(|rest| rest.trim_start().starts_with('='))
+        {
+            let at = offset + line.len() - key.len();
+            return source.at(at..at, message);
+        }
+        offset += line.len();
+    }
+    source.whole(message)
+}
+
+/// The text of a scale or character file: a regular file (a device or a FIFO is refused before it
+/// is read) of at most [`MAX_FILE`] bytes, in UTF-8.
+fn read(path: &Path) -> Result<String, Vec<Diagnostic>> {
+    use crate::files::FileError;
+    let name = path.display().to_string();
+    crate::files::read_text_limited(path, MAX_FILE, WHAT).map_err(|e| {
+        let whole = |message: String| vec![Source::new(&name, "").whole(message)];
+        match e {
+            FileError::NotUtf8 { line, column, .. } => vec![Diagnostic {
+                file: name.clone(),
+                line,
+                column,
+                message: "the file is not valid UTF-8 here".into(),
+            }],
+            FileError::NotRegular(_) => {
+                whole("not a regular file (a device, a FIFO or a folder cannot be read here)".into())
+            }
+            FileError::TooLarge { limit, what, .. } => whole(format!(
+                "larger than the {} allowed for {what}",
+                crate::files::size(limit)
+            )),
+            FileError::Read { error, .. } => whole(format!("cannot read: {error}")),
+            other => whole(other.to_string()),
+        }
     })
 }
 
-/// The `.toml` files directly inside `dir`, sorted; a missing dir is simply empty.
+/// The `.toml` entries directly inside `dir` other than folders, sorted; a missing dir is simply
+/// empty. (A device or a FIFO named `.toml` is listed, so that reading it is refused aloud.)
 fn toml_files(dir: &Path, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -270,7 +563,7 @@ fn toml_files(dir: &Path, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
     };
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "toml"))
+        .filter(|p| !p.is_dir() && p.extension().is_some_and(|x| x == "toml"))
         .collect();
     files.sort();
     files
@@ -283,7 +576,7 @@ pub enum SaveError {
     Bundled(String),
     #[error("{0}")]
     Invalid(String),
-    #[error("cannot write {0}")]
+    #[error("{0}")]
     Write(String),
 }
 
@@ -350,8 +643,20 @@ Neuroticism = "h"
         let c = Catalog::bundled().unwrap();
         let wren = parse(&c, AUTHORED).unwrap();
         let t = &wren.labels.target;
-        assert_eq!(t["BFI"]["Extraversion"], Label { score: None, kind: LabelType::L });
-        assert_eq!(t["BFI"]["Agreeableness"], Label { score: Some(4.5), kind: LabelType::H });
+        assert_eq!(
+            t["BFI"]["Extraversion"],
+            Label {
+                score: None,
+                kind: LabelType::L
+            }
+        );
+        assert_eq!(
+            t["BFI"]["Agreeableness"],
+            Label {
+                score: Some(4.5),
+                kind: LabelType::H
+            }
+        );
         assert_eq!(t["BFI"]["Neuroticism"].kind, LabelType::H);
         assert_eq!(t["BFI"].len(), 3, "dimensions without a target have none");
         let p16 = c.scale("16Personalities").unwrap();
@@ -370,7 +675,10 @@ Neuroticism = "h"
         };
         let (line, m) = err("\"INFP\"", "\"INF\"");
         assert_eq!(line, 13);
-        assert!(m.contains("one letter per dimension (E/I S/N T/F J/P)") || m.contains("one letter per dimension"), "{m}");
+        assert!(
+            m.contains("one letter per dimension (E/I S/N T/F J/P)") || m.contains("one letter per dimension"),
+            "{m}"
+        );
         let (_, m) = err("\"INFP\"", "\"IQFP\"");
         assert!(m.contains("\"Q\""), "{m}");
         let (line, m) = err("4.5", "7");
@@ -383,6 +691,216 @@ Neuroticism = "h"
         assert!(m.contains("no dimension \"Kindness\""), "{m}");
         let (_, m) = err("[targets.BFI]", "[targets.NOPE]");
         assert!(m.contains("unknown scale \"NOPE\""), "{m}");
+    }
+
+    /// A data dir whose characters folder holds `files` (name, text).
+    fn data_with(folder: &str, files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(folder)).unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.path().join(folder).join(name), text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn two_user_characters_with_one_id_are_both_refused_naming_each_other() {
+        let wren = AUTHORED;
+        let other = wren
+            .replace("name = \"Wren\"", "name = \"Wren the Second\"")
+            .replace("id = \"wren-en\"", "id = \"Wren-EN\"");
+        let data = data_with(
+            "characters",
+            &[
+                ("a.toml", wren),
+                ("b.toml", &other),
+                ("c.toml", &AUTHORED.replace("wren-en", "solo-en")),
+            ],
+        );
+        let c = Catalog::load(Some(data.path())).unwrap();
+        assert!(c.character("wren-en").is_none(), "neither file is used");
+        assert!(c.character("Wren the Second").is_none());
+        assert!(c.character("solo-en").is_some());
+        let (a, b) = (
+            data.path().join("characters/a.toml"),
+            data.path().join("characters/b.toml"),
+        );
+        assert_eq!(
+            c.duplicates,
+            [Duplicate {
+                kind: Kind::Character,
+                id: "wren-en".into(),
+                files: vec![a.clone(), b.clone()]
+            }]
+        );
+        let problems: Vec<String> = c.problems.iter().map(|d| d.to_string()).collect();
+        assert_eq!(
+            problems,
+            [
+                format!(
+                    "{}:1:1: character id \"wren-en\" is also the id of {}: neither file is used until one of them has another id",
+                    a.display(),
+                    b.display()
+                ),
+                format!(
+                    "{}:1:1: character id \"Wren-EN\" is also the id of {}: neither file is used until one of them has another id",
+                    b.display(),
+                    a.display()
+                ),
+            ]
+        );
+        assert_eq!(c.user_files(Kind::Character, "WREN-en"), [a, b]);
+        assert_eq!(c.bundled_id(Kind::Character, "wren-en"), None);
+    }
+
+    #[test]
+    fn duplicates_of_a_bundled_id_leave_the_bundled_one_in_use_and_say_so() {
+        let bundled = Catalog::bundled().unwrap();
+        let text = bundled.character("hermione-en").unwrap().to_toml();
+        let data = data_with(
+            "characters",
+            &[("h1.toml", &text), ("h2.toml", &format!("# a copy\n{text}"))],
+        );
+        let c = Catalog::load(Some(data.path())).unwrap();
+        assert_eq!(c.character_entry("hermione-en").unwrap().origin, Origin::Bundled);
+        assert_eq!(
+            c.bundled_id(Kind::Character, "Hermione-EN").as_deref(),
+            Some("hermione-en")
+        );
+        assert_eq!(c.problems.len(), 2);
+        assert!(
+            c.problems[1].to_string().contains("h2.toml:2:1: character id"),
+            "{}",
+            c.problems[1]
+        );
+        assert!(
+            c.problems[0]
+                .message
+                .ends_with("; meanwhile the bundled character hermione-en is used"),
+            "{}",
+            c.problems[0]
+        );
+    }
+
+    #[test]
+    fn two_user_scales_with_one_id_are_both_refused() {
+        let text = include_str!("../assets/scales/GSE.toml").replace("id = \"GSE\"", "id = \"MyGSE\"");
+        assert!(text.contains("id = \"MyGSE\""), "the test renames the scale");
+        let data = data_with(
+            "scales",
+            &[("one.toml", &text), ("two.toml", &text.replace("MyGSE", "mygse"))],
+        );
+        let c = Catalog::load(Some(data.path())).unwrap();
+        assert!(c.scale("MyGSE").is_none());
+        assert_eq!(c.duplicates.len(), 1);
+        assert_eq!(c.duplicates[0].kind, Kind::Scale);
+        assert!(
+            c.problems[0].message.contains("scale id \"MyGSE\" is also the id of"),
+            "{}",
+            c.problems[0]
+        );
+        assert!(c.problems[0].message.contains("two.toml"), "{}", c.problems[0]);
+    }
+
+    #[test]
+    fn validate_names_both_files_of_one_id_but_not_one_file_named_twice() {
+        let c = Catalog::bundled().unwrap();
+        let data = data_with("characters", &[("a.toml", AUTHORED), ("b.toml", AUTHORED)]);
+        let folder = data.path().join("characters");
+        let v = c.validate_files(std::slice::from_ref(&folder));
+        assert_eq!(v.checked, 2);
+        let errors: Vec<String> = v.errors.iter().map(|d| d.to_string()).collect();
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(
+            errors[0].contains("a.toml:1:1: character id \"wren-en\" is also the id of")
+                && errors[0].contains("b.toml")
+        );
+        assert!(errors[1].contains("b.toml:1:1:") && errors[1].contains("a.toml"));
+        let once = c.validate_files(&[folder.join("a.toml"), folder.clone().join(".").join("a.toml")]);
+        assert!(once.errors.is_empty(), "{:?}", once.errors);
+    }
+
+    #[test]
+    fn validate_names_a_twin_the_catalog_refused_even_when_only_one_file_is_given() {
+        let data = data_with("characters", &[("a.toml", AUTHORED), ("b.toml", AUTHORED)]);
+        let c = Catalog::load(Some(data.path())).unwrap();
+        let a = data.path().join("characters/a.toml");
+        let v = c.validate_files(std::slice::from_ref(&a));
+        assert_eq!(v.errors.len(), 1, "{:?}", v.errors);
+        assert!(
+            v.errors[0].to_string().contains("b.toml: neither file is used"),
+            "{}",
+            v.errors[0]
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn devices_fifos_and_oversized_files_are_refused_before_reading() {
+        let c = Catalog::bundled().unwrap();
+        let v = c.validate_files(&[PathBuf::from("/dev/zero")]);
+        assert_eq!(v.errors.len(), 1);
+        assert!(
+            v.errors[0].to_string().starts_with("/dev/zero:1:1: not a regular file"),
+            "{}",
+            v.errors[0]
+        );
+        let data = data_with("characters", &[("ok.toml", AUTHORED)]);
+        let folder = data.path().join("characters");
+        let made = std::process::Command::new("mkfifo")
+            .arg(folder.join("pipe.toml"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        std::fs::write(folder.join("big.toml"), vec![b'#'; MAX_FILE as usize + 1]).unwrap();
+        // Reading the FIFO would block forever (no writer): it is refused before it is opened.
+        let loaded = Catalog::load(Some(data.path())).unwrap();
+        assert!(loaded.character("wren-en").is_some());
+        let problems: Vec<String> = loaded.problems.iter().map(|d| d.to_string()).collect();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].ends_with("big.toml:1:1: larger than the 4 MiB allowed for a scale or character file"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].contains("pipe.toml:1:1: not a regular file"),
+            "{problems:?}"
+        );
+        let v = c.validate_files(std::slice::from_ref(&folder));
+        assert_eq!(v.errors.len(), 2);
+    }
+
+    #[test]
+    fn saving_writes_where_the_character_came_from_and_never_over_another_file() {
+        let data = data_with("characters", &[("my-wren.toml", AUTHORED), ("other-en.toml", "id = ")]);
+        let c = Catalog::load(Some(data.path())).unwrap();
+        let mut wren = c.character("wren-en").unwrap().clone();
+        wren.description.push_str(" Edited.");
+        let path = c.save_character(data.path(), &wren).unwrap();
+        assert_eq!(
+            path,
+            data.path().join("characters/my-wren.toml"),
+            "no second file for one id"
+        );
+        assert!(!data.path().join("characters/wren-en.toml").exists());
+        let before = std::fs::read(data.path().join("characters/other-en.toml")).unwrap();
+        let other = Character {
+            id: "other-en".into(),
+            ..wren.clone()
+        };
+        let e = c.save_character(data.path(), &other).unwrap_err().to_string();
+        assert!(
+            e.contains("other-en.toml is there already and is not this character's file"),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read(data.path().join("characters/other-en.toml")).unwrap(),
+            before
+        );
+        let twins = data_with("characters", &[("a.toml", AUTHORED), ("b.toml", AUTHORED)]);
+        let c = Catalog::load(Some(twins.path())).unwrap();
+        let e = c.save_character(twins.path(), &wren).unwrap_err().to_string();
+        assert!(e.starts_with("2 files hold the id \"wren-en\""), "{e}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::input_error;
 use super::table::{Table, num};
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Kind};
 use crate::domain::character::{Character, LabelSource};
 use crate::domain::scale::{ItemRole, Scale};
 use crate::text::terminal_safe as safe;
@@ -51,7 +51,26 @@ pub fn list_scales(catalog: &Catalog, json: bool, out: &mut dyn Write) -> anyhow
     Ok(ExitCode::SUCCESS)
 }
 
+/// Why an id the user's files hold is not in the catalog: several of them hold it.
+fn refused(catalog: &Catalog, kind: Kind, id: &str) -> Option<anyhow::Error> {
+    let d = catalog
+        .duplicates
+        .iter()
+        .find(|d| d.kind == kind && d.id.eq_ignore_ascii_case(id.trim()))?;
+    let files: Vec<String> = d.files.iter().map(|f| f.display().to_string()).collect();
+    Some(input_error(safe(&format!(
+        "{} \"{}\" is not used: {} files hold its id ({}); give all but one of them another id",
+        kind.noun(),
+        d.id,
+        files.len(),
+        files.join(", ")
+    ))))
+}
+
 fn find_scale<'a>(catalog: &'a Catalog, id: &str) -> anyhow::Result<&'a Scale> {
+    if let (None, Some(e)) = (catalog.scale(id), refused(catalog, Kind::Scale, id)) {
+        return Err(e);
+    }
     catalog.scale(id).ok_or_else(|| {
         let ids: Vec<&str> = catalog.scales.iter().map(|e| e.value.id.as_str()).collect();
         input_error(format!(
@@ -63,6 +82,9 @@ fn find_scale<'a>(catalog: &'a Catalog, id: &str) -> anyhow::Result<&'a Scale> {
 }
 
 pub(super) fn find_character<'a>(catalog: &'a Catalog, id: &str) -> anyhow::Result<&'a Character> {
+    if let (None, Some(e)) = (catalog.character(id), refused(catalog, Kind::Character, id)) {
+        return Err(e);
+    }
     catalog.character(id).ok_or_else(|| {
         input_error(format!(
             "unknown character \"{}\"; `incharacter characters` lists them",

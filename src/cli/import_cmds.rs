@@ -1,13 +1,16 @@
 //! `incharacter import …`: characters from ChatHaruhi, RoleBench and character cards, scales from
-//! InCharacter and PsychoBench.
+//! InCharacter and PsychoBench. An import whose id is taken (by the user's file or by a bundled
+//! character or scale) is refused unless `--replace` is given, and one that replaces says what.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
 use super::{CharacterImportArgs, ImportCommand, input_error};
-use crate::catalog::Catalog;
-use crate::rpa::import::{self, Imported, Options, ScaleFormat, ScaleOptions};
+use crate::catalog::{Catalog, Kind};
+use crate::domain::character::Character;
+use crate::domain::scale::Scale;
+use crate::rpa::import::{self, Existing, Imported, Options, Replaced, ScaleFormat, ScaleOptions};
 use crate::text::terminal_safe;
 
 fn options(args: CharacterImportArgs) -> Options {
@@ -16,6 +19,33 @@ fn options(args: CharacterImportArgs) -> Options {
         name: args.name,
         experimenter: args.experimenter,
         language: args.language,
+        replace: args.replace,
+    }
+}
+
+/// What holds a character id in the catalog.
+fn character_holders<'c>(catalog: &'c Catalog, id: &str) -> Existing<'c, Character> {
+    Existing {
+        entry: catalog.character_by_id(id).map(|e| &e.value),
+        files: catalog.user_files(Kind::Character, id),
+        bundled: catalog.bundled_id(Kind::Character, id),
+    }
+}
+
+/// What holds a scale id in the catalog.
+fn scale_holders<'c>(catalog: &'c Catalog, id: &str) -> Existing<'c, Scale> {
+    Existing {
+        entry: catalog.scale(id),
+        files: catalog.user_files(Kind::Scale, id),
+        bundled: catalog.bundled_id(Kind::Scale, id),
+    }
+}
+
+/// The line that says what an import replaced.
+fn replaced_line(kind: Kind, replaced: &Replaced) -> String {
+    match replaced {
+        Replaced::User { path } => format!("replaced the {} file {}", kind.noun(), path.display()),
+        Replaced::Bundled { id } => format!("replaced the bundled {} {id}: this user file overrides it", kind.noun()),
     }
 }
 
@@ -28,21 +58,26 @@ fn print_character(imported: Imported, out: &mut dyn Write) -> anyhow::Result<Ex
         imported.memories_file.display(),
         imported.memories
     )?;
+    if let Some(replaced) = &imported.replaced {
+        writeln!(out, "  {}", terminal_safe(&replaced_line(Kind::Character, replaced)))?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let failed = |e: import::ImportError| match e {
         import::ImportError::Invalid(message) => input_error(terminal_safe(&message)),
-        write @ import::ImportError::Write { .. } => anyhow::Error::new(write),
+        // The file error itself, so that its kind decides the exit code.
+        import::ImportError::Write(e) => anyhow::Error::new(e),
     };
+    let characters = |id: &str| character_holders(catalog, id);
     match command {
         ImportCommand::Chatharuhi { path, character } => {
             let options = options(character);
             let imported = if path.is_dir() {
-                import::chatharuhi_folder(&path, data, &options, |s| catalog.scale(s), |c| catalog.character(c))
+                import::chatharuhi_folder(&path, data, &options, |s| catalog.scale(s), characters)
             } else {
-                import::chatharuhi_jsonl(&path, data, &options, |s| catalog.scale(s), |c| catalog.character(c))
+                import::chatharuhi_jsonl(&path, data, &options, |s| catalog.scale(s), characters)
             }
             .map_err(failed)?;
             print_character(imported, out)
@@ -60,7 +95,7 @@ pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut 
                 data,
                 &options(character),
                 |s| catalog.scale(s),
-                |c| catalog.character(c),
+                characters,
             )
             .map_err(failed)?;
             print_character(imported, out)
@@ -68,11 +103,15 @@ pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut 
         ImportCommand::Card { file, character, json } => {
             let options = options(character);
             let imported =
-                import::character_card(&file, data, &options, |s| catalog.scale(s), |c| catalog.character(c))
-                    .map_err(failed)?;
+                import::character_card(&file, data, &options, |s| catalog.scale(s), characters).map_err(failed)?;
             if json {
                 let path = imported.character_file.display().to_string();
-                writeln!(out, "{}", serde_json::json!({"id": imported.id, "path": path}))?;
+                let replaced = &imported.replaced;
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::json!({"id": imported.id, "path": path, "replaced": replaced})
+                )?;
             } else {
                 writeln!(
                     out,
@@ -80,8 +119,11 @@ pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut 
                     terminal_safe(&imported.name),
                     imported.id,
                     imported.memories,
-                    imported.character_file.display()
+                    terminal_safe(&imported.character_file.display().to_string())
                 )?;
+                if let Some(replaced) = &imported.replaced {
+                    writeln!(out, "  {}", terminal_safe(&replaced_line(Kind::Character, replaced)))?;
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -98,7 +140,7 @@ pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut 
                 other => return Err(input_error(format!("--format {other}: use incharacter or psychobench"))),
             };
             let options = ScaleOptions { name, id, replace };
-            let imported = import::questionnaire(&file, format, data, &options, |id| catalog.scale(id).is_some())
+            let imported = import::questionnaire(&file, format, data, &options, |id| scale_holders(catalog, id))
                 .map_err(failed)?;
             writeln!(
                 out,
@@ -110,6 +152,9 @@ pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut 
             )?;
             if !imported.filled.is_empty() {
                 writeln!(out, "  filled by the importer, review: {}", imported.filled.join("; "))?;
+            }
+            if let Some(replaced) = &imported.replaced {
+                writeln!(out, "  {}", terminal_safe(&replaced_line(Kind::Scale, replaced)))?;
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -34,6 +34,10 @@ pub fn dialogue_pairs(chunks: &[String], speaker: &str) -> Vec<(String, String)>
     pairs
 }
 
+/// The most a memories file may hold (what an import may write, and what is read back): a ChatHaruhi
+/// folder brings at most 64 MiB of text, which JSON escaping may grow.
+pub const MAX_FILE: u64 = 128 << 20;
+
 pub fn path(data_dir: &Path, character: &str) -> PathBuf {
     data_dir.join("characters").join(format!("{character}.memories.json"))
 }
@@ -59,21 +63,34 @@ impl Memories {
     }
 }
 
-/// The memory chunks of `character` as stored, if it has any.
+/// The memory chunks of `character` as stored, if it has any. The file must be a regular file of at
+/// most [`MAX_FILE`] bytes (a device or a FIFO is refused before it is read).
 pub fn chunks(data_dir: &Path, character: &str) -> Result<Option<Vec<String>>, String> {
     let p = path(data_dir, character);
-    match std::fs::read_to_string(&p) {
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| format!("{}:{}:{}: {e}", p.display(), e.line(), e.column())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: {e}", p.display())),
+    match std::fs::symlink_metadata(&p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        _ => {}
     }
+    let text = crate::files::read_text_limited(&p, MAX_FILE, "a memories file").map_err(|e| e.to_string())?;
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| format!("{}:{}:{}: {e}", p.display(), e.line(), e.column()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_memories_file_that_is_not_a_regular_file_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(chunks(dir.path(), "luna-en"), Ok(None), "no file: no memories");
+        std::fs::create_dir_all(dir.path().join("characters")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", path(dir.path(), "luna-en")).unwrap();
+        let e = chunks(dir.path(), "luna-en").unwrap_err();
+        assert!(e.contains("luna-en.memories.json: not a regular file"), "{e}");
+    }
 
     #[test]
     fn pairs_are_someone_elses_line_then_the_characters() {

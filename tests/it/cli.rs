@@ -448,22 +448,13 @@ fn imports_write_characters_and_scales_that_the_catalog_loads() {
 fn reimporting_a_character_keeps_its_targets_and_card() {
     let data = tempfile::tempdir().unwrap();
     let ake = fixtures().join("import/ake.jsonl");
-    let import = || {
-        let out = run_in(
-            data.path(),
-            &[
-                "import",
-                "chatharuhi",
-                &ake.to_string_lossy(),
-                "--name",
-                "阿珂",
-                "--id",
-                "ake",
-            ],
-        );
+    let import = |more: &[&str]| {
+        let ake = ake.to_string_lossy();
+        let args = [&["import", "chatharuhi", &*ake, "--name", "阿珂", "--id", "ake"], more].concat();
+        let out = run_in(data.path(), &args);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     };
-    import();
+    import(&[]);
     let file = data.path().join("characters/ake.toml");
     let mut text = std::fs::read_to_string(&file).unwrap();
     text.push_str("\n[card]\ntags = [\"sea\"]\ncreator = \"someone\"\n\n[targets]\n16Personalities = \"INFP\"\n");
@@ -473,7 +464,8 @@ fn reimporting_a_character_keeps_its_targets_and_card() {
     assert_eq!(targets.map(|t| t.len()), Some(4), "{authored}");
     assert_eq!(authored["card"]["creator"], "someone");
 
-    import();
+    // A second import of the same id replaces only when asked.
+    import(&["--replace"]);
     let again = json_of(&run_in(data.path(), &["characters", "show", "ake", "--json"]));
     assert_eq!(again["labels"]["target"], authored["labels"]["target"]);
     assert_eq!(again["card"], authored["card"]);

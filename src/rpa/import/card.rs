@@ -23,7 +23,10 @@ use std::path::Path;
 
 use base64::Engine as _;
 
-use super::{ImportError, Imported, Options, character_id, checked_size, clean, detect_language, imported_character, write_files};
+use super::{
+    Existing, ImportError, Imported, Options, character_id, character_path, claim, clean, detect_language,
+    imported_character, read_bytes, write_files,
+};
 use crate::domain::character::{CardInfo, Character};
 use crate::domain::scale::{Language, Scale};
 use crate::rpa::card::{self, Card, CardError, MAX_JSON, png};
@@ -31,13 +34,13 @@ use crate::rpa::card::{self, Card, CardError, MAX_JSON, png};
 const MAX_PNG: u64 = 16 << 20;
 
 /// Imports a character card (JSON, or a PNG carrying one) into `data_dir`. `scale` looks up scales for
-/// validation; `known` finds a character the catalog already has under the new id.
+/// validation; `existing` tells what already holds the new id (refused unless `options.replace`).
 pub fn character_card<'s>(
     file: &Path,
     data_dir: &Path,
     options: &Options,
     scale: impl Fn(&str) -> Option<&'s Scale>,
-    known: impl Fn(&str) -> Option<&'s Character>,
+    existing: impl Fn(&str) -> Existing<'s, Character>,
 ) -> Result<Imported, ImportError> {
     let shown = file.display();
     let card = read(file)?;
@@ -49,9 +52,8 @@ pub fn character_card<'s>(
     let language = match options.language.as_deref() {
         Some(code) => Language::parse(code).ok_or_else(|| format!("--language {code}: use en or zh"))?,
         None => match ours.as_ref().and_then(|o| o.language.as_deref()) {
-            Some(code) => Language::parse(code).ok_or_else(|| {
-                format!("{shown}: extensions.incharacter.language \"{code}\" is not en or zh")
-            })?,
+            Some(code) => Language::parse(code)
+                .ok_or_else(|| format!("{shown}: extensions.incharacter.language \"{code}\" is not en or zh"))?,
             None => detect_language(
                 [
                     &card.system_prompt,
@@ -72,7 +74,15 @@ pub fn character_card<'s>(
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let id = character_id(options, &name, &stem, language.code())?;
-    let existing = known(&id).filter(|c| c.id == id);
+    let holders = existing(&id);
+    let (path, replaced) = claim(
+        "character",
+        &id,
+        character_path(data_dir, &id),
+        &holders,
+        options.replace,
+    )?;
+    let existing = holders.entry;
     let experimenter = options
         .experimenter
         .as_deref()
@@ -99,7 +109,12 @@ pub fn character_card<'s>(
         .filter(|chunk| !chunk.is_empty())
         .collect();
     let info = CardInfo {
-        tags: card.tags.iter().map(|t| one_line(t)).filter(|t| !t.is_empty()).collect(),
+        tags: card
+            .tags
+            .iter()
+            .map(|t| one_line(t))
+            .filter(|t| !t.is_empty())
+            .collect(),
         creator: one_line(&card.creator),
         version: one_line(&card.character_version),
         notes: clean(&card.creator_notes),
@@ -115,14 +130,13 @@ pub fn character_card<'s>(
         card: (info != CardInfo::default()).then_some(info),
         ..imported_character(existing, id, name, language, experimenter, work, description)
     };
-    write_files(data_dir, character, &chunks, scale, &shown.to_string())
+    write_files(data_dir, character, &chunks, scale, &shown.to_string(), path, replaced)
 }
 
 /// The card a file holds: a PNG's (by its signature or its name) or JSON.
 fn read(file: &Path) -> Result<Card, String> {
     let shown = file.display();
-    checked_size(file, MAX_PNG)?;
-    let bytes = std::fs::read(file).map_err(|e| format!("{shown}: {e}"))?;
+    let bytes = read_bytes(file, MAX_PNG, "a character card")?;
     let named_png = file.extension().is_some_and(|x| x.eq_ignore_ascii_case("png"));
     if !png::is_png(&bytes) && !named_png {
         if bytes.len() > MAX_JSON {
@@ -141,7 +155,8 @@ fn read(file: &Path) -> Result<Card, String> {
     let (keyword, text) = png::card_text(&bytes).map_err(|e| format!("{shown}: {e}"))?;
     let base64 = base64::engine::GeneralPurpose::new(
         &base64::alphabet::STANDARD,
-        base64::engine::GeneralPurposeConfig::new().with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+        base64::engine::GeneralPurposeConfig::new()
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
     );
     let compact: String = text.split_ascii_whitespace().collect();
     let json = base64
@@ -214,7 +229,7 @@ mod tests {
         let file = dir.path().join(name);
         std::fs::write(&file, bytes).unwrap();
         let data = dir.path().join("data");
-        let got = character_card(&file, &data, options, |_| None, |_| None);
+        let got = character_card(&file, &data, options, |_| None, |_| Existing::none());
         (dir, got)
     }
 
@@ -234,7 +249,10 @@ mod tests {
         };
         let (dir, got) = import("s.json", SERAPHINA.as_bytes(), &options);
         let got = got.unwrap();
-        assert_eq!((got.id.as_str(), got.name.as_str(), got.memories), ("seraphina-en", "Seraphina", 3));
+        assert_eq!(
+            (got.id.as_str(), got.name.as_str(), got.memories),
+            ("seraphina-en", "Seraphina", 3)
+        );
         let c = Character::parse(
             Source::new("s", &std::fs::read_to_string(&got.character_file).unwrap()),
             |_| None,
@@ -247,7 +265,10 @@ mod tests {
              Stay in character and answer every question as Seraphina would."
         );
         let card = c.card.unwrap();
-        assert_eq!((card.tags, card.creator.as_str(), card.version.as_str()), (vec!["fantasy".to_string()], "Ann[31m", "1.2"));
+        assert_eq!(
+            (card.tags, card.creator.as_str(), card.version.as_str()),
+            (vec!["fantasy".to_string()], "Ann[31m", "1.2")
+        );
         let chunks: Vec<String> = serde_json::from_str(&std::fs::read_to_string(&got.memories_file).unwrap()).unwrap();
         assert_eq!(
             chunks,
@@ -273,12 +294,28 @@ mod tests {
     #[test]
     fn malformed_cards_name_the_file_and_write_nothing() {
         let cases: [(&str, Vec<u8>, &str); 6] = [
-            ("a.json", b"{\"name\": \"x\",\n oops}".to_vec(), "a.json:2:2: broken JSON: key must be a string"),
+            (
+                "a.json",
+                b"{\"name\": \"x\",\n oops}".to_vec(),
+                "a.json:2:2: broken JSON: key must be a string",
+            ),
             ("b.json", b"[]".to_vec(), "b.json: not a character card"),
-            ("c.png", png(&[text("chara", "not base64!")]), "c.png: the chara chunk is not base64"),
-            ("d.png", png(&[text("chara", &b64("{\n\"name\" 1}"))]), "d.png: the card in its chara chunk: broken JSON at 2:8"),
+            (
+                "c.png",
+                png(&[text("chara", "not base64!")]),
+                "c.png: the chara chunk is not base64",
+            ),
+            (
+                "d.png",
+                png(&[text("chara", &b64("{\n\"name\" 1}"))]),
+                "d.png: the card in its chara chunk: broken JSON at 2:8",
+            ),
             ("e.png", b"{\"name\": \"x\"}".to_vec(), "e.png: not a PNG file"),
-            ("f.png", png(&[text("ccv3", &b64("{\"spec\": \"chara_card_v3\", \"data\": {}}"))]), "f.png: the card in its ccv3 chunk: not a character card"),
+            (
+                "f.png",
+                png(&[text("ccv3", &b64("{\"spec\": \"chara_card_v3\", \"data\": {}}"))]),
+                "f.png: the card in its ccv3 chunk: not a character card",
+            ),
         ];
         for (name, bytes, expect) in cases {
             let (dir, got) = import(name, &bytes, &Options::default());
@@ -311,7 +348,10 @@ mod tests {
             |_| None,
         )
         .unwrap();
-        assert_eq!((d.description, d.experimenter, d.card), (c.description, c.experimenter, c.card));
+        assert_eq!(
+            (d.description, d.experimenter, d.card),
+            (c.description, c.experimenter, c.card)
+        );
         let again: Vec<String> = serde_json::from_str(&std::fs::read_to_string(&again.memories_file).unwrap()).unwrap();
         assert_eq!(again, chunks);
     }

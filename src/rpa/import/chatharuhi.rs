@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 
-use super::{Imported, MAX_FILES, Options, Profile, clean, jsonl_rows, read_bounded, write_character};
+use super::{Existing, Imported, MAX_FILES, Options, Profile, clean, jsonl_rows, read_bounded, write_character};
 use crate::domain::character::Character;
 use crate::domain::scale::Scale;
 
@@ -25,29 +25,34 @@ fn natural_key(p: &Path) -> (String, u64, String) {
 }
 
 /// Imports a ChatHaruhi character folder into `data_dir`. `scale` looks up scales for validation;
-/// `known` finds a character the catalog already has under the new id, whose labels and targets,
-/// reference id, aliases, experimenter and card info the import keeps (an import adds a profile and
-/// memories, it does not erase what is known about the character).
+/// `existing` tells what already holds the new id: refused unless `options.replace`, and then the
+/// labels and targets, reference id, aliases, experimenter and card info of the character it
+/// replaces stay (an import adds a profile and memories, it does not erase what is known about the
+/// character).
 pub fn chatharuhi_folder<'s>(
     dir: &Path,
     data_dir: &Path,
     options: &Options,
     scale: impl Fn(&str) -> Option<&'s Scale>,
-    known: impl Fn(&str) -> Option<&'s Character>,
+    existing: impl Fn(&str) -> Existing<'s, Character>,
 ) -> Result<Imported, super::ImportError> {
     let mut total = 0;
     let description = read_bounded(&dir.join("system_prompt.txt"), &mut total)?;
     let texts_dir = dir.join("texts");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&texts_dir)
-        .map_err(|e| format!("{}: {e}", texts_dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-        .collect();
+    let mut files: Vec<PathBuf> = Vec::new();
+    for entry in std::fs::read_dir(&texts_dir).map_err(|e| format!("{}: {e}", texts_dir.display()))? {
+        let Ok(entry) = entry else { continue };
+        let path = entry.path();
+        if path.extension().is_some_and(|x| x == "txt") {
+            // Counted while listing: a folder of millions of files is refused without holding them all.
+            if files.len() == MAX_FILES {
+                return Err(format!("{}: more than {MAX_FILES} .txt files", texts_dir.display()).into());
+            }
+            files.push(path);
+        }
+    }
     if files.is_empty() {
         return Err(format!("{}: no .txt memories", texts_dir.display()).into());
-    }
-    if files.len() > MAX_FILES {
-        return Err(format!("{}: {} files, at most {MAX_FILES}", texts_dir.display(), files.len()).into());
     }
     files.sort_by_key(|p| natural_key(p));
     let mut chunks = Vec::new();
@@ -68,7 +73,7 @@ pub fn chatharuhi_folder<'s>(
         origin: format!("ChatHaruhi ({folder})"),
         fallback_slug: folder,
     };
-    write_character(profile, data_dir, options, scale, known)
+    write_character(profile, data_dir, options, scale, existing)
 }
 
 /// Imports a ChatHaruhi jsonl export. The character's name defaults to the file stem.
@@ -77,7 +82,7 @@ pub fn chatharuhi_jsonl<'s>(
     data_dir: &Path,
     options: &Options,
     scale: impl Fn(&str) -> Option<&'s Scale>,
-    known: impl Fn(&str) -> Option<&'s Character>,
+    existing: impl Fn(&str) -> Existing<'s, Character>,
 ) -> Result<Imported, super::ImportError> {
     let rows = jsonl_rows(file)?;
     let mut description: Option<String> = None;
@@ -129,7 +134,7 @@ pub fn chatharuhi_jsonl<'s>(
         origin: format!("ChatHaruhi jsonl ({stem})"),
         fallback_slug: stem,
     };
-    write_character(profile, data_dir, options, scale, known)
+    write_character(profile, data_dir, options, scale, existing)
 }
 
 #[cfg(test)]
@@ -159,7 +164,7 @@ mod tests {
             data.path(),
             &Options::default(),
             |_| None,
-            |_| None,
+            |_| Existing::none(),
         )
         .unwrap();
         assert_eq!(got.id, "luna-en");
@@ -178,24 +183,75 @@ mod tests {
             name: Some("Haruhi".into()),
             ..Options::default()
         };
-        let e = chatharuhi_folder(&src.path().join("Luna"), data.path(), &opts, |_| None, |_| None)
-            .unwrap_err()
-            .to_string();
+        let e = chatharuhi_folder(
+            &src.path().join("Luna"),
+            data.path(),
+            &opts,
+            |_| None,
+            |_| Existing::none(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("\"Haruhi\" never speaks") && e.contains("Luna"), "{e}");
         let opts = Options {
             id: Some("../../etc".into()),
             ..Options::default()
         };
         assert!(
-            chatharuhi_folder(&src.path().join("Luna"), data.path(), &opts, |_| None, |_| None)
-                .unwrap_err()
-                .to_string()
-                .contains("must be lower-case")
+            chatharuhi_folder(
+                &src.path().join("Luna"),
+                data.path(),
+                &opts,
+                |_| None,
+                |_| Existing::none()
+            )
+            .unwrap_err()
+            .to_string()
+            .contains("must be lower-case")
         );
         assert!(
             std::fs::read_dir(data.path()).unwrap().next().is_none(),
             "nothing written"
         );
+    }
+
+    #[test]
+    fn an_id_in_use_is_refused_unless_replace_and_replace_keeps_what_is_known() {
+        let src = folder(&[("text_0.txt", "Harry:「Hello」\nLuna:「Hi」")]);
+        let data = tempfile::tempdir().unwrap();
+        let luna = src.path().join("Luna");
+        let first = chatharuhi_folder(&luna, data.path(), &Options::default(), |_| None, |_| Existing::none()).unwrap();
+        assert_eq!(first.replaced, None);
+        let mut known = Character::parse(
+            crate::domain::diagnostic::Source::new("x", &std::fs::read_to_string(&first.character_file).unwrap()),
+            |_| None,
+        )
+        .unwrap();
+        known.aliases.push("Loony".into());
+        let before = std::fs::read(&first.character_file).unwrap();
+        let held = |_: &str| Existing {
+            entry: Some(&known),
+            files: vec![first.character_file.clone()],
+            bundled: None,
+        };
+        let e = chatharuhi_folder(&luna, data.path(), &Options::default(), |_| None, held)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("already exists") && e.contains("--replace"), "{e}");
+        assert_eq!(std::fs::read(&first.character_file).unwrap(), before, "nothing written");
+        let replace = Options {
+            replace: true,
+            ..Options::default()
+        };
+        let again = chatharuhi_folder(&luna, data.path(), &replace, |_| None, held).unwrap();
+        assert_eq!(
+            again.replaced,
+            Some(crate::rpa::import::Replaced::User {
+                path: first.character_file.clone()
+            })
+        );
+        let toml = std::fs::read_to_string(&again.character_file).unwrap();
+        assert!(toml.contains("Loony"), "the replaced character's aliases stay: {toml}");
     }
 
     fn b64(s: &str) -> String {
@@ -219,7 +275,7 @@ mod tests {
             id: Some("linghuchong".into()),
             ..Options::default()
         };
-        let got = chatharuhi_jsonl(&file, data.path(), &opts, |_| None, |_| None).unwrap();
+        let got = chatharuhi_jsonl(&file, data.path(), &opts, |_| None, |_| Existing::none()).unwrap();
         assert_eq!(got.memories, 2);
         let toml = std::fs::read_to_string(&got.character_file).unwrap();
         assert!(
@@ -249,7 +305,7 @@ mod tests {
         ] {
             let file = dir.path().join("Luna.jsonl");
             std::fs::write(&file, rows).unwrap();
-            let e = chatharuhi_jsonl(&file, data.path(), &Options::default(), |_| None, |_| None)
+            let e = chatharuhi_jsonl(&file, data.path(), &Options::default(), |_| None, |_| Existing::none())
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(expect), "{rows}: {e}");

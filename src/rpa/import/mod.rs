@@ -5,6 +5,11 @@
 //! every file is validated by the same parser the catalog uses, and nothing is written unless the whole
 //! import is valid. (The original code silently fell back to Haruhi for a name it did not know; here the
 //! name must be seen speaking.)
+//!
+//! An import never replaces anything unasked: when its id is already held (by a user file, by a file at
+//! the path it would write, or by a bundled character or scale), it is refused before anything is
+//! written unless `replace` is given; then it replaces the user's file in place, or writes a user file
+//! that overrides the bundled one, and says which in [`Replaced`].
 
 mod card;
 mod chatharuhi;
@@ -17,17 +22,23 @@ pub use rolebench::rolebench_profile;
 pub use scale::{ScaleFormat, ScaleOptions, questionnaire};
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+
+use serde::Serialize;
 
 use crate::domain::character::Character;
 use crate::domain::diagnostic::Source;
 use crate::domain::scale::{Language, Scale};
+use crate::files::FileError;
 
 const MAX_FILE: u64 = 1 << 20;
 const MAX_FILES: usize = 5000;
 const MAX_TOTAL: u64 = 64 << 20;
 /// jsonl exports carry embeddings next to the text, so they are allowed to be larger.
 const MAX_JSONL: u64 = 512 << 20;
+/// One row of a jsonl export: a text and its embedding, with room to spare.
+const MAX_JSONL_LINE: u64 = 16 << 20;
 const MAX_ROWS: usize = 200_000;
 
 /// Why an import wrote nothing.
@@ -36,9 +47,10 @@ pub enum ImportError {
     /// What was given cannot be imported: the user's to fix (exit 2).
     #[error("{0}")]
     Invalid(String),
-    /// The data dir cannot be written (exit 1).
-    #[error("cannot write {}: {source}", path.display())]
-    Write { path: PathBuf, source: std::io::Error },
+    /// The data dir cannot be written (exit 1), or the target is not a file that may be replaced (a
+    /// link: exit 2); [`FileError::is_input`] tells which.
+    #[error(transparent)]
+    Write(#[from] FileError),
 }
 
 impl From<String> for ImportError {
@@ -59,6 +71,42 @@ pub struct Options {
     pub name: Option<String>,
     pub experimenter: Option<String>,
     pub language: Option<String>,
+    /// Replace what already holds the id (a user file, or a bundled character then overridden).
+    pub replace: bool,
+}
+
+/// What already holds an id an import would write, as the catalog knows it.
+#[derive(Debug, Clone)]
+pub struct Existing<'s, T> {
+    /// What the catalog uses under the id; a replacing import keeps what is known of it (a
+    /// character's labels, aliases, reference id and card).
+    pub entry: Option<&'s T>,
+    /// The user's files that hold the id: the one the catalog uses, or all those it refused to pick
+    /// between.
+    pub files: Vec<PathBuf>,
+    /// The id of the bundled character or scale that has this id (overridden or not), as it is spelled.
+    pub bundled: Option<String>,
+}
+
+impl<T> Existing<'_, T> {
+    /// Nothing holds the id.
+    pub fn none() -> Self {
+        Existing {
+            entry: None,
+            files: Vec::new(),
+            bundled: None,
+        }
+    }
+}
+
+/// What a replacing import replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Replaced {
+    /// The user's file, rewritten in place.
+    User { path: PathBuf },
+    /// The bundled character or scale of this id: the new user file overrides it.
+    Bundled { id: String },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -69,33 +117,87 @@ pub struct Imported {
     pub character_file: PathBuf,
     pub memories_file: PathBuf,
     pub memories: usize,
+    /// What held the id before, when `replace` was given and something did.
+    pub replaced: Option<Replaced>,
 }
 
-/// Size of a regular file (symlinks and devices refused), at most `max` bytes.
-fn checked_size(path: &Path, max: u64) -> Result<u64, String> {
+/// Where an import of the `kind` ("character" or "scale") `id` writes its file, and what it
+/// replaces there. `default` is `<id>.toml` in the data dir; a file already there counts as holding
+/// the id whatever it says (it may be invalid, and the catalog then skipped it). Without `replace`
+/// anything holding the id refuses the import; with it, the one user file holding the id is replaced
+/// in place, or a user file overrides the bundled entry. Several user files holding the id are
+/// refused even so: which one to replace is the user's choice.
+fn claim<T>(
+    kind: &str,
+    id: &str,
+    default: PathBuf,
+    existing: &Existing<'_, T>,
+    replace: bool,
+) -> Result<(PathBuf, Option<Replaced>), ImportError> {
+    let mut files = existing.files.clone();
+    if std::fs::symlink_metadata(&default).is_ok() && !files.contains(&default) {
+        files.push(default.clone());
+    }
+    let shown = |files: &[PathBuf]| {
+        files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (files.as_slice(), &existing.bundled) {
+        ([], None) => Ok((default, None)),
+        ([], Some(bundled)) if replace => Ok((default, Some(Replaced::Bundled { id: bundled.clone() }))),
+        ([], Some(bundled)) => Err(format!(
+            "a {kind} \"{id}\" already exists: the bundled {kind} {bundled}; pass --id to import under another id, \
+             or --replace to write a user file that overrides the bundled one"
+        )
+        .into()),
+        ([file], _) if replace => Ok((file.clone(), Some(Replaced::User { path: file.clone() }))),
+        ([file], _) => Err(format!(
+            "a {kind} \"{id}\" already exists: {}; pass --id to import under another id, or --replace to replace it",
+            file.display()
+        )
+        .into()),
+        (several, _) => Err(format!(
+            "{} files already hold the {kind} id \"{id}\": {}; --replace cannot choose between them: \
+             give all but one of them another id (or remove them), or pass --id to import under another id",
+            several.len(),
+            shown(several)
+        )
+        .into()),
+    }
+}
+
+/// The bytes of the regular file `path` (a link is refused, not followed), at most `max` of them:
+/// checked before reading and bounded while reading (a file that grows meanwhile is refused too).
+fn read_bytes(path: &Path, max: u64, what: &'static str) -> Result<Vec<u8>, String> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if !meta.is_file() {
-        return Err(format!("{}: not a regular file", path.display()));
+        return Err(FileError::NotRegular(path.to_path_buf()).to_string());
     }
-    if meta.len() > max {
-        return Err(format!(
-            "{}: {} bytes is more than the {max} allowed",
-            path.display(),
-            meta.len()
-        ));
+    crate::files::read_limited(path, max, what).map_err(|e| e.to_string())
+}
+
+/// The UTF-8 text of the regular file `path`, as [`read_bytes`]; bad UTF-8 is located.
+fn read_text(path: &Path, max: u64, what: &'static str) -> Result<String, String> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(FileError::NotRegular(path.to_path_buf()).to_string());
     }
-    Ok(meta.len())
+    crate::files::read_text_limited(path, max, what).map_err(|e| e.to_string())
 }
 
 fn read_bounded(path: &Path, total: &mut u64) -> Result<String, String> {
-    let len = checked_size(path, MAX_FILE)?;
-    *total += len;
+    let text = read_text(path, MAX_FILE, "a ChatHaruhi text file")?;
+    *total += text.len() as u64;
     if *total > MAX_TOTAL {
-        return Err(format!("the folder holds more than {MAX_TOTAL} bytes of text"));
+        return Err(format!(
+            "the folder holds more than the {} of text allowed for a ChatHaruhi character",
+            crate::files::size(MAX_TOTAL)
+        ));
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    String::from_utf8(bytes)
-        .map_err(|e| format!("{}: not UTF-8 at byte {}", path.display(), e.utf8_error().valid_up_to()))
+    Ok(text)
 }
 
 /// Speakers of `Name:「…」` lines (ASCII or full-width colon).
@@ -122,15 +224,33 @@ fn valid_id(id: &str) -> bool {
 type Row = serde_json::Map<String, serde_json::Value>;
 
 /// The JSON objects of a jsonl file, each with its 1-based line number; blank lines skipped.
-/// A malformed row is an error naming file:line:column.
+/// A malformed row is an error naming file:line:column; the file and each of its lines are bounded.
 fn jsonl_rows(path: &Path) -> Result<Vec<(usize, Row)>, String> {
-    use std::io::BufRead;
-    checked_size(path, MAX_JSONL)?;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(FileError::NotRegular(path.to_path_buf()).to_string());
+    }
+    crate::files::check_readable(path, MAX_JSONL, "a jsonl export").map_err(|e| e.to_string())?;
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut rows = Vec::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let n = i + 1;
-        let line = line.map_err(|e| format!("{}:{n}: {e}", path.display()))?;
+    let mut read = 0u64;
+    // Bounded again while reading: a file that grows after the check is cut off and refused.
+    for line in crate::files::lines_limited(file.take(MAX_JSONL + 1), path, MAX_JSONL_LINE, "a jsonl row") {
+        let (n, line, _) = line.map_err(|e| e.to_string())?;
+        read += line.len() as u64 + 1;
+        if read > MAX_JSONL {
+            return Err(FileError::TooLarge {
+                path: path.to_path_buf(),
+                limit: MAX_JSONL,
+                what: "a jsonl export",
+            }
+            .to_string());
+        }
+        let line = String::from_utf8(line).map_err(|e| {
+            let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+            let column = String::from_utf8_lossy(valid).chars().count() + 1;
+            format!("{}:{n}:{column}: not UTF-8 text", path.display())
+        })?;
         if line.trim().is_empty() {
             continue;
         }
@@ -201,7 +321,7 @@ fn write_character<'s>(
     data_dir: &Path,
     options: &Options,
     scale: impl Fn(&str) -> Option<&'s Scale>,
-    known: impl Fn(&str) -> Option<&'s Character>,
+    existing: impl Fn(&str) -> Existing<'s, Character>,
 ) -> Result<Imported, ImportError> {
     let Profile {
         name,
@@ -237,7 +357,15 @@ fn write_character<'s>(
         .clone()
         .unwrap_or_else(|| detect_language(chunks.iter().map(String::as_str)).code().into());
     let id = character_id(options, &name, &fallback_slug, &language)?;
-    let existing = known(&id).filter(|c| c.id == id);
+    let holders = existing(&id);
+    let (path, replaced) = claim(
+        "character",
+        &id,
+        character_path(data_dir, &id),
+        &holders,
+        options.replace,
+    )?;
+    let existing = holders.entry;
     let experimenter = match (&options.experimenter, existing) {
         (Some(e), _) => e.clone(),
         (None, Some(c)) => c.experimenter.clone(),
@@ -250,8 +378,16 @@ fn write_character<'s>(
     };
     let language = Language::parse(&language).ok_or_else(|| format!("--language {language}: use en or zh"))?;
     let work = format!("imported from {origin}");
-    let character = imported_character(existing, id, name, language, experimenter, work, description.trim().to_string());
-    write_files(data_dir, character, &chunks, scale, &origin)
+    let character = imported_character(
+        existing,
+        id,
+        name,
+        language,
+        experimenter,
+        work,
+        description.trim().to_string(),
+    );
+    write_files(data_dir, character, &chunks, scale, &origin, path, replaced)
 }
 
 /// The character an import makes: the profile it brings, and what the catalog already knows of the
@@ -291,41 +427,46 @@ fn character_path(data_dir: &Path, id: &str) -> PathBuf {
     data_dir.join("characters").join(format!("{id}.toml"))
 }
 
-/// Writes `character` and its memories, once its file is known to read back as it: the memories first,
-/// so the character never appears without them. `origin` names what was imported.
+/// The most a memories file may hold: what the catalog and the agents will read back.
+pub(crate) const MAX_MEMORIES: u64 = super::memories::MAX_FILE;
+
+/// Writes `character` to `character_file` (claimed by [`claim`]) and its memories, once the file is
+/// known to read back as it: the memories first, so the character never appears without them.
+/// `origin` names what was imported.
 fn write_files<'s>(
     data_dir: &Path,
     character: Character,
     chunks: &[String],
     scale: impl Fn(&str) -> Option<&'s Scale>,
     origin: &str,
+    character_file: PathBuf,
+    replaced: Option<Replaced>,
 ) -> Result<Imported, ImportError> {
     let text = character.to_toml();
-    let character_file = character_path(data_dir, &character.id);
     let parsed = Character::parse(Source::new(&character_file.display().to_string(), &text), scale)
         .map_err(|e| e.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))?;
     if parsed != character {
         return Err(format!("{origin}: the character file would not read back as imported").into());
     }
     let memories_file = super::memories::path(data_dir, &character.id);
-    crate::journal::write_atomic(&memories_file, &chunks).map_err(|source| ImportError::Write {
-        path: memories_file.clone(),
-        source,
-    })?;
-    write_text_atomic(&character_file, &text)?;
+    let memories = serde_json::to_vec_pretty(&chunks).map_err(|e| e.to_string())?;
+    if memories.len() as u64 > MAX_MEMORIES {
+        return Err(format!(
+            "{origin}: the memories would take {} bytes, more than the {} a memories file may hold",
+            memories.len(),
+            crate::files::size(MAX_MEMORIES)
+        )
+        .into());
+    }
+    crate::files::write_atomic(&memories_file, &memories)?;
+    crate::files::write_atomic(&character_file, text.as_bytes())?;
     Ok(Imported {
         id: character.id,
         name: character.name,
         character_file,
         memories_file,
         memories: chunks.len(),
-    })
-}
-
-fn write_text_atomic(path: &Path, text: &str) -> Result<(), ImportError> {
-    crate::journal::write_bytes_atomic(path, text.as_bytes()).map_err(|source| ImportError::Write {
-        path: path.to_path_buf(),
-        source,
+        replaced,
     })
 }
 
@@ -339,4 +480,139 @@ fn detect_language<'a>(texts: impl Iterator<Item = &'a str> + Clone) -> Language
         .count();
     let letters = texts.flat_map(str::chars).filter(|c| c.is_alphabetic()).count().max(1);
     if cjk * 3 > letters { Language::Zh } else { Language::En }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(files: &[&Path], bundled: bool) -> Existing<'static, Character> {
+        Existing {
+            entry: None,
+            files: files.iter().map(|f| f.to_path_buf()).collect(),
+            bundled: bundled.then(|| "Hermione-EN".to_string()),
+        }
+    }
+
+    #[test]
+    fn a_free_id_is_written_at_its_own_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let default = dir.path().join("luna-en.toml");
+        let got = claim("character", "luna-en", default.clone(), &held(&[], false), false).unwrap();
+        assert_eq!(got, (default, None));
+    }
+
+    #[test]
+    fn a_user_file_holding_the_id_is_replaced_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let default = dir.path().join("luna-en.toml");
+        // The catalog found the id in a file of another name.
+        let other = dir.path().join("my-luna.toml");
+        let e = claim("character", "luna-en", default.clone(), &held(&[&other], false), false)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            format!(
+                "a character \"luna-en\" already exists: {}; pass --id to import under another id, or --replace to replace it",
+                other.display()
+            )
+        );
+        let got = claim("character", "luna-en", default, &held(&[&other], true), true).unwrap();
+        assert_eq!(got, (other.clone(), Some(Replaced::User { path: other })));
+    }
+
+    #[test]
+    fn a_file_at_the_path_counts_even_when_the_catalog_skipped_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let default = dir.path().join("Tide.toml");
+        std::fs::write(&default, "not a scale").unwrap();
+        let e = claim("scale", "Tide", default.clone(), &held(&[], false), false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("already exists: {};", default.display())), "{e}");
+        let got = claim("scale", "Tide", default.clone(), &held(&[], false), true).unwrap();
+        assert_eq!(got.1, Some(Replaced::User { path: default }));
+    }
+
+    #[test]
+    fn a_bundled_id_is_overridden_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let default = dir.path().join("hermione-en.toml");
+        let e = claim("character", "hermione-en", default.clone(), &held(&[], true), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("a character \"hermione-en\" already exists: the bundled character Hermione-EN;"),
+            "{e}"
+        );
+        assert!(
+            e.contains("--replace to write a user file that overrides the bundled one"),
+            "{e}"
+        );
+        let got = claim("character", "hermione-en", default.clone(), &held(&[], true), true).unwrap();
+        assert_eq!(
+            got,
+            (
+                default,
+                Some(Replaced::Bundled {
+                    id: "Hermione-EN".into()
+                })
+            )
+        );
+    }
+
+    #[test]
+    fn several_files_holding_the_id_are_never_chosen_between() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.toml"), dir.path().join("b.toml"));
+        for replace in [false, true] {
+            let e = claim(
+                "character",
+                "x",
+                dir.path().join("x.toml"),
+                &held(&[&a, &b], false),
+                replace,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(&format!("{}, {}", a.display(), b.display())), "{e}");
+            assert!(e.contains("--replace cannot choose"), "{e}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn readers_refuse_fifos_and_links_before_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe.jsonl");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        // Opening a FIFO with no writer would block: these return at once.
+        let e = jsonl_rows(&fifo).unwrap_err();
+        assert!(
+            e.ends_with("pipe.jsonl: not a regular file (a device, a FIFO or a folder cannot be read here)"),
+            "{e}"
+        );
+        let e = read_text(&fifo, MAX_FILE, "a test file").unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        let link = dir.path().join("zero.json");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let e = read_bytes(&link, MAX_FILE, "a test file").unwrap_err();
+        assert!(e.contains("zero.json: not a regular file"), "{e}");
+    }
+
+    #[test]
+    fn a_jsonl_row_longer_than_its_limit_is_refused_at_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("big.jsonl");
+        let mut text = b"{\"text\": \"a\"}\n".to_vec();
+        text.extend(std::iter::repeat_n(b'x', MAX_JSONL_LINE as usize + 1));
+        std::fs::write(&file, text).unwrap();
+        let e = jsonl_rows(&file).unwrap_err();
+        assert!(
+            e.ends_with("big.jsonl:2: a line longer than the 16 MiB allowed for a jsonl row"),
+            "{e}"
+        );
+    }
 }

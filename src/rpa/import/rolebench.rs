@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{Imported, MAX_FILE, Options, Profile, checked_size, clean, jsonl_rows, write_character};
+use super::{Existing, Imported, MAX_FILE, Options, Profile, clean, jsonl_rows, read_text, write_character};
 use crate::domain::character::Character;
 use crate::domain::scale::Scale;
 
@@ -24,10 +24,9 @@ pub fn rolebench_profile<'s>(
     data_dir: &Path,
     options: &Options,
     scale: impl Fn(&str) -> Option<&'s Scale>,
-    known: impl Fn(&str) -> Option<&'s Character>,
+    existing: impl Fn(&str) -> Existing<'s, Character>,
 ) -> Result<Imported, super::ImportError> {
-    checked_size(desc, MAX_FILE * 16)?;
-    let text = std::fs::read_to_string(desc).map_err(|e| format!("{}: {e}", desc.display()))?;
+    let text = read_text(desc, MAX_FILE * 16, "a RoleBench desc.json")?;
     let all: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(&text).map_err(|e| format!("{}:{}:{}: {e}", desc.display(), e.line(), e.column()))?;
     let description = match all.get(role) {
@@ -84,7 +83,7 @@ pub fn rolebench_profile<'s>(
         origin: format!("RoleBench ({role})"),
         fallback_slug: "rolebench".into(),
     };
-    write_character(profile, data_dir, options, scale, known)
+    write_character(profile, data_dir, options, scale, existing)
 }
 
 #[cfg(test)]
@@ -119,7 +118,7 @@ mod tests {
             data.path(),
             &Options::default(),
             |_| None,
-            |_| None,
+            |_| Existing::none(),
         )
         .unwrap();
         assert_eq!((got.id.as_str(), got.memories), ("wren-ashby-en", 2));
@@ -144,7 +143,7 @@ mod tests {
                 data.path(),
                 &Options::default(),
                 |_| None,
-                |_| None,
+                |_| Existing::none(),
             )
         };
         let e = run("Nobody").unwrap_err().to_string();

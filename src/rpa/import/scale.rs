@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{MAX_FILE, checked_size, clean, write_text_atomic};
+use super::{Existing, MAX_FILE, Replaced, claim, clean, read_text};
 use crate::domain::diagnostic::Source;
 use crate::domain::scale::Scale;
 
@@ -27,7 +27,7 @@ pub struct ScaleOptions {
     pub name: Option<String>,
     /// The scale id [default: the questionnaire's name].
     pub id: Option<String>,
-    /// Replace a scale the catalog already has under that id.
+    /// Replace what already holds that id (a user file, or a bundled scale then overridden).
     pub replace: bool,
 }
 
@@ -39,6 +39,8 @@ pub struct ImportedScale {
     pub dimensions: usize,
     /// Fields the source did not have, filled by the importer.
     pub filled: Vec<String>,
+    /// What held the id before, when `replace` was given and something did.
+    pub replaced: Option<Replaced>,
 }
 
 #[derive(Serialize)]
@@ -430,17 +432,16 @@ fn build(d: Draft, id: &str) -> (ScaleFile, Vec<String>) {
     (file, filled)
 }
 
-/// Imports one questionnaire from `file` into `<data_dir>/scales/<id>.toml`. `existing` tells whether
-/// the catalog already has a scale with that id (which only `replace` may overwrite).
-pub fn questionnaire(
+/// Imports one questionnaire from `file` into `<data_dir>/scales/<id>.toml`. `existing` tells what
+/// already holds the id (which only `replace` may replace).
+pub fn questionnaire<'s>(
     file: &Path,
     format: ScaleFormat,
     data_dir: &Path,
     options: &ScaleOptions,
-    existing: impl Fn(&str) -> bool,
+    existing: impl Fn(&str) -> Existing<'s, Scale>,
 ) -> Result<ImportedScale, super::ImportError> {
-    checked_size(file, MAX_FILE * 16)?;
-    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let text = read_text(file, MAX_FILE * 16, "a questionnaire file")?;
     let value: Value =
         serde_json::from_str(&text).map_err(|e| format!("{}:{}:{}: {e}", file.display(), e.line(), e.column()))?;
     let origin = file.display().to_string();
@@ -477,11 +478,8 @@ pub fn questionnaire(
     if !safe {
         return Err(format!("scale id \"{id}\" must be ASCII letters, digits, '-' and '_' (pass --id)").into());
     }
-    if existing(&id) && !options.replace {
-        return Err(
-            format!("a scale \"{id}\" already exists; pass --id to import under another id, or --replace").into(),
-        );
-    }
+    let default = data_dir.join("scales").join(format!("{id}.toml"));
+    let (path, replaced) = claim("scale", &id, default, &existing(&id), options.replace)?;
     let (scale_file, filled) = build(draft, &id);
     let body = toml::to_string(&scale_file).map_err(|e| e.to_string())?;
     let header = if filled.is_empty() {
@@ -493,16 +491,16 @@ pub fn questionnaire(
         )
     };
     let text = header + &body;
-    let path = data_dir.join("scales").join(format!("{id}.toml"));
     let scale = Scale::parse(Source::new(&path.display().to_string(), &text))
         .map_err(|e| e.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))?;
-    write_text_atomic(&path, &text)?;
+    crate::files::write_atomic(&path, text.as_bytes())?;
     Ok(ImportedScale {
         id,
         file: path,
         items: scale.items.len(),
         dimensions: scale.dimensions.len(),
         filled,
+        replaced,
     })
 }
 
@@ -559,7 +557,7 @@ mod tests {
             ScaleFormat::Incharacter,
             data.path(),
             &ScaleOptions::default(),
-            |_| false,
+            |_| Existing::none(),
         )
         .unwrap();
         assert_eq!((got.id.as_str(), got.items, got.dimensions), ("Mini", 3, 1));
@@ -590,7 +588,7 @@ mod tests {
             ScaleFormat::Psychobench,
             data.path(),
             &ScaleOptions::default(),
-            |_| false,
+            |_| Existing::none(),
         )
         .unwrap_err()
         .to_string();
@@ -600,11 +598,24 @@ mod tests {
             ..ScaleOptions::default()
         };
         assert_eq!(stated_range("reply numbers from 0 to 4 in"), Some([0, 4]));
-        let e = questionnaire(&file, ScaleFormat::Psychobench, data.path(), &opts, |id| id == "Tiny")
+        let bundled = |_: &str| Existing {
+            entry: None,
+            files: Vec::new(),
+            bundled: Some("Tiny".into()),
+        };
+        let e = questionnaire(&file, ScaleFormat::Psychobench, data.path(), &opts, bundled)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("already exists"), "{e}");
-        let got = questionnaire(&file, ScaleFormat::Psychobench, data.path(), &opts, |_| false).unwrap();
+        assert!(
+            e.contains("a scale \"Tiny\" already exists: the bundled scale Tiny;"),
+            "{e}"
+        );
+        assert!(e.contains("--replace"), "{e}");
+        let got = questionnaire(&file, ScaleFormat::Psychobench, data.path(), &opts, |_| {
+            Existing::none()
+        })
+        .unwrap();
+        assert_eq!(got.replaced, None);
         assert_eq!((got.items, got.dimensions), (3, 1));
         assert!(got.filled.iter().any(|f| f.contains("options.en")), "{:?}", got.filled);
         let text = std::fs::read_to_string(&got.file).unwrap();
@@ -655,7 +666,7 @@ mod tests {
                 ScaleFormat::Incharacter,
                 data.path(),
                 &ScaleOptions::default(),
-                |_| false,
+                |_| Existing::none(),
             )
             .unwrap_err()
             .to_string();
