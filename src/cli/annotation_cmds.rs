@@ -19,6 +19,7 @@ use crate::observer::report::SubjectResult;
 use crate::study::Event;
 use crate::study::annotation::subjects::{self, Part, TableRow};
 use crate::study::annotation::{self, Annotation, Answer, Case, Task};
+use crate::study::interview::results::{self, CsvTo, SafeCsv};
 use crate::text::terminal_safe as safe;
 
 /// A session to write annotations into: only the data dir's (samples are read-only).
@@ -44,15 +45,36 @@ fn writable_session(ctx: &Ctx, id: &str) -> anyhow::Result<(std::path::PathBuf, 
     Ok((dir, events))
 }
 
-pub fn export(ctx: &Ctx, id: &str, format: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+/// The largest annotations CSV `annotations import` reads: far above any sheet of human ratings (a
+/// row is some 100 bytes), far below what would exhaust memory.
+pub const MAX_IMPORT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Every annotator's latest answers as CSV or JSON. Notes and names come from imported sheets, so on
+/// stdout they are made safe for a terminal (CSV cells without escape sequences or control
+/// characters, newlines in quoted cells kept; JSON with such characters escaped); into `output` the
+/// text is written as it is, replacing the file whole or not at all. CSV cells are neutralised for
+/// spreadsheets either way.
+pub fn export(
+    ctx: &Ctx,
+    id: &str,
+    format: &str,
+    output: Option<&Path>,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
     let (dir, _) = super::run_cmds::load_session(ctx, id)?;
     let all = annotation::load(&dir)?;
     let list: Vec<&Annotation> = all.values().flat_map(|m| m.values()).collect();
-    match format {
-        "json" => writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?,
+    let text = match format {
+        "json" => {
+            let json = format!("{}\n", serde_json::to_string_pretty(&list)?);
+            match output {
+                Some(_) => json,
+                None => results::json_for_terminal(&json),
+            }
+        }
         "csv" => {
-            let mut w = csv::Writer::from_writer(Vec::new());
-            w.write_record([
+            let mut w = SafeCsv::new(CsvTo::of(output));
+            w.record([
                 "annotator",
                 "task",
                 "character",
@@ -65,7 +87,7 @@ pub fn export(ctx: &Ctx, id: &str, format: &str, out: &mut dyn Write) -> anyhow:
                 "observer",
             ])?;
             for a in list {
-                w.write_record([
+                w.record([
                     a.annotator.clone(),
                     a.case.task.name().to_string(),
                     a.case.character.clone(),
@@ -78,9 +100,16 @@ pub fn export(ctx: &Ctx, id: &str, format: &str, out: &mut dyn Write) -> anyhow:
                     a.case.observer.clone().unwrap_or_default(),
                 ])?;
             }
-            out.write_all(&w.into_inner()?)?;
+            w.finish()?
         }
         other => return Err(input_error(format!("unknown format \"{}\" (csv, json)", safe(other)))),
+    };
+    match output {
+        Some(path) => {
+            crate::files::write_atomic(path, text.as_bytes())?;
+            writeln!(out, "wrote {}", safe(&path.display().to_string()))?;
+        }
+        None => out.write_all(text.as_bytes())?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -114,6 +143,8 @@ mod col {
 
 /// Checks every row against the session first; appends only when all rows are valid.
 pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    // Before anything is read: a device or a FIFO would never end, a runaway file would fill memory.
+    crate::files::check_readable(csv_path, MAX_IMPORT_BYTES, "an annotations CSV")?;
     let catalog = &*ctx.catalog()?;
     let (dir, events) = writable_session(ctx, id)?;
     let session = match crate::study::observe::subjects(&events, catalog) {

@@ -43,8 +43,7 @@ pub fn export_card(
     } else {
         format!("{}\n", serde_json::to_string_pretty(&card)?).into_bytes()
     };
-    crate::journal::write_bytes_atomic(path, &bytes)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-    writeln!(out, "wrote {}", path.display())?;
+    crate::files::write_atomic(path, &bytes)?;
+    writeln!(out, "wrote {}", crate::text::terminal_safe(&path.display().to_string()))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -33,7 +33,7 @@ pub struct PlotArgs {
     /// Labels to compare with [default: pdb where the character has PDb labels (BFI, 16P), else annotation]
     #[arg(long, value_enum)]
     labels: Option<LabelsArg>,
-    /// The file to write: FILE.svg or FILE.png
+    /// The file to write: FILE.svg or FILE.png (replaced whole or not at all; a symbolic link is refused)
     #[arg(short = 'o', long)]
     output: PathBuf,
     /// Width in pixels
@@ -119,7 +119,15 @@ pub fn plot(ctx: &Ctx, args: PlotArgs, out: &mut dyn Write) -> anyhow::Result<Ex
         Format::Svg => figures::svg(&figure, size)?.into_bytes(),
         Format::Png => figures::png(&figure, size)?,
     };
-    std::fs::write(&args.output, bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", args.output.display()))?;
-    writeln!(out, "wrote {} ({}×{})", args.output.display(), size.width, size.height)?;
+    // Drawn whole before anything is written: a figure that fails leaves no file, a write that fails
+    // leaves the old one.
+    crate::files::write_atomic(&args.output, &bytes)?;
+    writeln!(
+        out,
+        "wrote {} ({}×{})",
+        crate::text::terminal_safe(&args.output.display().to_string()),
+        size.width,
+        size.height
+    )?;
     Ok(ExitCode::SUCCESS)
 }

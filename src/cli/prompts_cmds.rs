@@ -9,6 +9,7 @@ use serde_json::json;
 
 use super::input_error;
 use super::table::Table;
+use crate::files::FileError;
 use crate::templates::{BUNDLED, PromptSet, Template, Templates, sha256};
 use crate::text::terminal_safe as safe;
 
@@ -73,15 +74,20 @@ pub fn list(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes every bundled template into `dir` (created if needed). Existing files are left alone, and
-/// nothing is written, unless `force`.
+/// Writes every bundled template into `dir` (created if needed), each file whole or not at all.
+/// Existing files are left alone, and nothing is written, unless `force`; a link or a special file
+/// where a template goes is refused before anything is written, `force` or not.
 pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let targets: Vec<_> = Template::ALL.iter().map(|t| (t, dir.join(t.file_name()))).collect();
-    let existing: Vec<String> = targets
-        .iter()
-        .filter(|(_, p)| p.exists())
-        .map(|(_, p)| safe(&p.display().to_string()))
-        .collect();
+    let mut existing = Vec::new();
+    for (_, path) in &targets {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => return Err(FileError::Symlink(path.clone()).into()),
+            Ok(meta) if !meta.is_file() => return Err(FileError::NotRegular(path.clone()).into()),
+            Ok(_) => existing.push(safe(&path.display().to_string())),
+            Err(_) => {}
+        }
+    }
     if !existing.is_empty() && !force {
         return Err(input_error(format!(
             "{} already exist{}; nothing written (--force overwrites)",
@@ -89,12 +95,18 @@ pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -
             if existing.len() == 1 { "s" } else { "" }
         )));
     }
+    let created = std::fs::symlink_metadata(dir).is_err();
     std::fs::create_dir_all(dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", safe(&dir.display().to_string())))?;
     let mut written = Vec::new();
     for (t, path) in &targets {
-        std::fs::write(path, t.bundled_text())
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", safe(&path.display().to_string())))?;
+        if let Err(e) = crate::files::write_atomic(path, t.bundled_text().as_bytes()) {
+            // A folder made for nothing is not left behind (the files written before stay, whole).
+            if created && written.is_empty() {
+                let _ = std::fs::remove_dir(dir);
+            }
+            return Err(e.into());
+        }
         written.push(safe(&path.display().to_string()));
     }
     if json_output {

@@ -130,8 +130,8 @@ pub struct AssessArgs {
     /// bundled ones [default: the bundled set]
     #[arg(long)]
     pub prompts: Option<PathBuf>,
-    /// Requests in flight across providers [default: the config's max_concurrency]
-    #[arg(long)]
+    /// Requests in flight across providers, 1 or more [default: the config's max_concurrency]
+    #[arg(long, value_parser = super::concurrency)]
     pub concurrency: Option<usize>,
     /// A name for the session
     #[arg(long)]
@@ -347,6 +347,8 @@ pub fn sessions(ctx: &Ctx, json_output: bool, out: &mut dyn Write) -> anyhow::Re
     Ok(ExitCode::SUCCESS)
 }
 
+/// `export`: to `output` whole or not at all (see [`crate::files::write_atomic`]), or to stdout made
+/// safe for a terminal. Every CSV cell is neutralised for spreadsheets ([`results::SafeCsv`]).
 pub fn export(
     ctx: &Ctx,
     id: &str,
@@ -360,6 +362,7 @@ pub fn export(
     if format == "json" {
         return write_export(
             &serde_json::to_string_pretty(&store.export(&dir, catalog)?)?,
+            format,
             output,
             out,
         );
@@ -371,12 +374,12 @@ pub fn export(
     let observers = crate::study::observe::subjects(&events, catalog);
     let text = match (format, observers) {
         ("csv", Some((_, subjects))) => {
-            let mut w = csv::Writer::from_writer(Vec::new());
-            w.write_record(["subject", "observer", "context", "trait", "score", "source"])?;
+            let mut w = results::SafeCsv::new(results::CsvTo::of(output));
+            w.record(["subject", "observer", "context", "trait", "score", "source"])?;
             for row in crate::observer::report::csv_rows(&subjects) {
-                w.write_record(&row)?;
+                w.record(&row)?;
             }
-            String::from_utf8(w.into_inner()?)?
+            w.finish()?
         }
         ("md", Some((plan, subjects))) => {
             let scale = catalog
@@ -390,7 +393,7 @@ pub fn export(
         }
         (_, observers) => return export_interviews(ctx, id, format, &events, observers.is_some(), output, out),
     };
-    write_export(&text, output, out)
+    write_export(&text, format, output, out)
 }
 
 fn export_rolebench(
@@ -404,8 +407,8 @@ fn export_rolebench(
     let (_, items) = rolebench::items(events).ok_or_else(|| input_error("no plan in the journal"))?;
     let text = match format {
         "csv" => {
-            let mut w = csv::Writer::from_writer(Vec::new());
-            w.write_record([
+            let mut w = results::SafeCsv::new(results::CsvTo::of(output));
+            w.record([
                 "line",
                 "role",
                 "type",
@@ -422,7 +425,7 @@ fn export_rolebench(
                 let rouge = |f: fn(&crate::domain::rouge::RougeL) -> f64| {
                     i.best.map_or(String::new(), |(_, r)| f(&r).to_string())
                 };
-                w.write_record([
+                w.record([
                     i.line.to_string(),
                     i.role.clone(),
                     i.types.join(","),
@@ -432,7 +435,7 @@ fn export_rolebench(
                     score,
                 ])?;
             }
-            String::from_utf8(w.into_inner()?)?
+            w.finish()?
         }
         "md" => format!(
             "# Session {id} (RoleBench)\n\n```text\n{}```\n",
@@ -445,16 +448,24 @@ fn export_rolebench(
             )));
         }
     };
-    write_export(&text, output, out)
+    write_export(&text, format, output, out)
 }
 
-fn write_export(text: &str, output: Option<&Path>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+/// Writes an export to `output` as it is, replacing the file whole or not at all (a link is refused,
+/// exit 2; a full disk leaves the old file and exits 1, naming the path), or prints it made safe for
+/// a terminal: JSON with escapes for what could steer the terminal, Markdown without escape
+/// sequences (a CSV's cells were made safe as it was written).
+fn write_export(text: &str, format: &str, output: Option<&Path>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match output {
         Some(path) => {
-            std::fs::write(path, text)?;
-            writeln!(out, "wrote {}", path.display())?;
+            crate::files::write_atomic(path, text.as_bytes())?;
+            writeln!(out, "wrote {}", safe(&path.display().to_string()))?;
         }
-        None => write!(out, "{text}")?,
+        None => match format {
+            "json" => write!(out, "{}", results::json_for_terminal(text))?,
+            "csv" => write!(out, "{text}")?,
+            _ => write!(out, "{}", safe(text))?,
+        },
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -475,7 +486,7 @@ fn export_interviews(
         )));
     }
     let text = match format {
-        "csv" => results::csv(events, &*ctx.catalog()?),
+        "csv" => results::csv(events, &*ctx.catalog()?, results::CsvTo::of(output))?,
         "md" => {
             let mut md = Vec::new();
             let bootstrap = crate::domain::resample::Bootstrap::default();
@@ -489,7 +500,7 @@ fn export_interviews(
             )));
         }
     };
-    write_export(&text, output, out)
+    write_export(&text, format, output, out)
 }
 
 type BarSet = (indicatif::MultiProgress, indicatif::ProgressBar, indicatif::ProgressBar);

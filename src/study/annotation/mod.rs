@@ -31,15 +31,20 @@ pub enum AnnotationError {
     Unwritable { path: PathBuf, source: std::io::Error },
     #[error(transparent)]
     Journal(#[from] JournalError),
+    #[error(transparent)]
+    File(#[from] crate::files::FileError),
 }
 
 impl AnnotationError {
     /// Whether the user's input is at fault (a bad name, a file damaged by hand) rather than the machine.
     pub fn is_input(&self) -> bool {
-        matches!(
-            self,
-            AnnotationError::Annotator(_) | AnnotationError::Journal(JournalError::Damaged { .. })
-        )
+        match self {
+            AnnotationError::File(e) => e.is_input(),
+            e => matches!(
+                e,
+                AnnotationError::Annotator(_) | AnnotationError::Journal(JournalError::Damaged { .. })
+            ),
+        }
     }
 }
 
@@ -140,6 +145,10 @@ pub fn valid_annotator(name: &str) -> bool {
         && !name.starts_with('.')
 }
 
+/// The largest annotator's file read: some 300,000 answers, far more than a person gives, far less
+/// than would exhaust memory.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
 pub fn dir(session: &Path) -> PathBuf {
     session.join("annotations")
 }
@@ -154,6 +163,12 @@ pub fn append(session: &Path, a: &Annotation) -> Result<(), AnnotationError> {
         path: path.clone(),
         source,
     };
+    // A FIFO or a device in its place would block or swallow the answers.
+    if let Ok(meta) = std::fs::metadata(&path)
+        && !meta.is_file()
+    {
+        return Err(crate::files::FileError::NotRegular(path.clone()).into());
+    }
     let mut journal = Journal::open(&path).map_err(unwritable)?;
     journal.append(a).map_err(unwritable)
 }
@@ -171,6 +186,7 @@ pub fn load(session: &Path) -> Result<BTreeMap<String, BTreeMap<Case, Annotation
         .collect();
     files.sort();
     for f in files {
+        crate::files::check_readable(&f, MAX_FILE_BYTES, "an annotator's answers")?;
         for a in journal::read::<Annotation>(&f)? {
             out.entry(a.annotator.clone()).or_default().insert(a.case.clone(), a);
         }
@@ -430,6 +446,30 @@ mod tests {
         let mut bad = a("1");
         bad.annotator = "../x".into();
         assert!(append(dir.path(), &bad).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_among_the_annotations_is_refused_not_read_or_written() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(super::dir(dir.path())).unwrap();
+        let fifo = super::dir(dir.path()).join("ann.jsonl");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let e = load(dir.path()).unwrap_err();
+        assert!(
+            e.is_input() && e.to_string().contains("ann.jsonl: not a regular file"),
+            "{e}"
+        );
+        let a = Annotation {
+            annotator: "ann".into(),
+            case: case(1, "Openness"),
+            value: Answer::Value(2.0),
+            note: None,
+            at: String::new(),
+        };
+        let e = append(dir.path(), &a).unwrap_err();
+        assert!(e.is_input() && e.to_string().contains("not a regular file"), "{e}");
     }
 
     #[test]

@@ -253,7 +253,10 @@ fn shares(list: &[&Assessment], rows: Vec<AlignmentRow>) -> BTreeMap<String, Sha
     for a in list {
         let share = out.entry(a.character.clone()).or_default();
         if let Some(s) = a.score {
-            per_dim.entry((a.character.clone(), a.dimension.clone())).or_default().push(s);
+            per_dim
+                .entry((a.character.clone(), a.dimension.clone()))
+                .or_default()
+                .push(s);
         }
         let scores: Vec<f64> = a.items.iter().filter_map(|i| i.score).collect();
         if !scores.is_empty() {
@@ -370,10 +373,83 @@ pub fn summary_with(
     out
 }
 
+/// Where a CSV goes. A file keeps every cell's text (neutralised for spreadsheets only); a terminal
+/// gets it without escape sequences and control characters as well (newlines inside quoted cells
+/// stay), so that an imported note cannot clear the screen or set the clipboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CsvTo {
+    File,
+    Terminal,
+}
+
+impl CsvTo {
+    /// A file when the output has a path, else the terminal (stdout).
+    pub fn of(output: Option<&std::path::Path>) -> CsvTo {
+        if output.is_some() { CsvTo::File } else { CsvTo::Terminal }
+    }
+}
+
+/// The one way the tool writes CSV: every cell passes [`crate::text::csv_cell`], so a cell that a
+/// spreadsheet would run as a formula (`=HYPERLINK(…)`, `@SUM(…)`, from an imported note or a user
+/// scale's names) arrives as text, while numbers stay numbers.
+pub struct SafeCsv {
+    writer: csv::Writer<Vec<u8>>,
+    to: CsvTo,
+}
+
+impl SafeCsv {
+    pub fn new(to: CsvTo) -> SafeCsv {
+        SafeCsv {
+            writer: csv::Writer::from_writer(Vec::new()),
+            to,
+        }
+    }
+
+    pub fn record<I, S>(&mut self, fields: I) -> csv::Result<()>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let to = self.to;
+        self.writer.write_record(fields.into_iter().map(|f| {
+            let f = f.as_ref();
+            // Stripped before neutralised: an escape sequence in front of `=` must not hide it.
+            let shown = match to {
+                CsvTo::File => std::borrow::Cow::Borrowed(f),
+                CsvTo::Terminal => std::borrow::Cow::Owned(crate::text::terminal_safe(f)),
+            };
+            crate::text::csv_cell(&shown).into_owned()
+        }))
+    }
+
+    pub fn finish(self) -> csv::Result<String> {
+        let bytes = self.writer.into_inner().map_err(|e| csv::Error::from(e.into_error()))?;
+        // Every byte came from a `str`.
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
+/// JSON for a terminal: the characters that [`crate::text::terminal_safe`] would remove and that
+/// serde_json leaves raw inside strings (C1 controls such as U+009B, which some terminals read as
+/// ESC [, and bidirectional overrides) written as `\uXXXX` escapes. The JSON means the same; the
+/// terminal shows it as text.
+pub fn json_for_terminal(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        let hidden = (c.is_control() && c != '\n') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if hidden {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Tidy rows: `character,scale,method,repeat,dimension,score,label_pdb,label_annotation,pred_type,label_type,correct`.
-pub fn csv(events: &[Event], catalog: &Catalog) -> String {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let _ = w.write_record([
+pub fn csv(events: &[Event], catalog: &Catalog, to: CsvTo) -> csv::Result<String> {
+    let mut w = SafeCsv::new(to);
+    w.record([
         "character",
         "scale",
         "method",
@@ -385,7 +461,7 @@ pub fn csv(events: &[Event], catalog: &Catalog) -> String {
         "pred_type",
         "label_type",
         "correct",
-    ]);
+    ])?;
     for a in latest_assessments(events) {
         let (Some(c), Some(scale)) = (catalog.character(&a.character), catalog.scale(&a.scale)) else {
             continue;
@@ -405,7 +481,7 @@ pub fn csv(events: &[Event], catalog: &Catalog) -> String {
             (Some(_), Some(LabelType::X)) | (None, _) | (_, None) => String::new(),
             (Some(p), Some(k)) => (format!("{k:?}") == p).to_string(),
         };
-        let _ = w.write_record([
+        w.record([
             a.character.clone(),
             a.scale.clone(),
             a.method.name().to_string(),
@@ -417,7 +493,64 @@ pub fn csv(events: &[Event], catalog: &Catalog) -> String {
             pred.unwrap_or("").to_string(),
             label_type,
             correct,
-        ]);
+        ])?;
     }
-    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+    w.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_cell_is_neutralised_and_numbers_stay_numbers() {
+        let mut w = SafeCsv::new(CsvTo::File);
+        w.record([
+            "=HYPERLINK(\"http://evil\",\"x\")",
+            "=cmd|' /C calc'!A0",
+            "@SUM(1+1)",
+            "-1.5",
+            "4",
+            "a\u{1b}[2Jb",
+        ])
+        .unwrap();
+        let text = w.finish().unwrap();
+        assert_eq!(
+            text,
+            "\"'=HYPERLINK(\"\"http://evil\"\",\"\"x\"\")\",'=cmd|' /C calc'!A0,'@SUM(1+1),-1.5,4,a\u{1b}[2Jb\n"
+        );
+    }
+
+    #[test]
+    fn a_terminal_gets_no_escape_sequences_and_keeps_newlines_in_cells() {
+        let mut w = SafeCsv::new(CsvTo::Terminal);
+        w.record([
+            "a\u{1b}[2Jb",
+            "\u{1b}]52;c;ZXZpbA==\u{7}ok",
+            "\u{1b}[0m=cmd|' /C calc'!A0",
+            "two\nlines",
+            "3",
+        ])
+        .unwrap();
+        let text = w.finish().unwrap();
+        assert_eq!(text, "ab,ok,'=cmd|' /C calc'!A0,\"two\nlines\",3\n");
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(text.as_bytes());
+        let row = reader.records().next().unwrap().unwrap();
+        assert_eq!(&row[3], "two\nlines");
+    }
+
+    #[test]
+    fn json_for_a_terminal_escapes_what_would_steer_it_and_means_the_same() {
+        let value = json!({"note": "a\u{9b}2Jb\u{202e}c\u{7f}", "plain": "x\ny"});
+        let text = serde_json::to_string_pretty(&value).unwrap();
+        let shown = json_for_terminal(&text);
+        assert!(
+            !shown.contains('\u{9b}') && !shown.contains('\u{202e}') && !shown.contains('\u{7f}'),
+            "{shown}"
+        );
+        assert!(shown.contains("a\\u009b2Jb\\u202ec\\u007f"), "{shown}");
+        assert_eq!(serde_json::from_str::<Value>(&shown).unwrap(), value);
+    }
 }

@@ -1,0 +1,471 @@
+//! Files written for the user and text shown from imports, as a hostile world would test them. A
+//! write that fails (a full disk: simulated with RLIMIT_FSIZE, which runs everywhere, and for real on
+//! a tmpfs where one can be mounted) leaves the old file, no temporary and no empty file, names the
+//! path and exits 1; a symbolic link where a file goes is refused with exit 2 and left as it was.
+//! CSV cells a spreadsheet would run arrive as text; escape sequences from an imported note never
+//! reach the terminal. `annotations import` refuses devices, FIFOs and oversized files before
+//! reading them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use incharacter_testkit::fake_openai::FakeConfig;
+
+use crate::common;
+
+const GSE: &str = "20261129-201520-gse-on-the-local-model-e700";
+const FORMULAS: [&str; 3] = ["=HYPERLINK(\"http://evil\",\"x\")", "=cmd|' /C calc'!A0", "@SUM(1+1)"];
+
+/// The binary on `data` (no config) from `cwd`, with files limited to `blocks` × 512 bytes and
+/// SIGXFSZ ignored, so a write past the limit fails with EFBIG as a full disk fails with ENOSPC.
+fn on_full_disk(data: &Path, cwd: &Path, blocks: u32, args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("trap '' XFSZ; ulimit -f {blocks}; exec \"$@\""))
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_incharacter"))
+        .args(args)
+        .current_dir(cwd)
+        .env("INCHARACTER_DATA_DIR", data)
+        .env("INCHARACTER_CONFIG", data.join("none.toml"))
+        .output()
+        .unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn ok(out: Output) -> Output {
+    assert!(out.status.success(), "{}", stderr(&out));
+    out
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A failed write: exit 1, the path named, the old bytes (or no file) left, no temporary.
+fn assert_failed_cleanly(out: &Output, dir: &Path, name: &str, old: Option<&[u8]>) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+    assert!(err.contains(&format!("cannot write {name}: ")), "{name}: {err}");
+    match old {
+        Some(old) => assert_eq!(std::fs::read(dir.join(name)).unwrap(), old, "{name} was replaced"),
+        None => assert!(!dir.join(name).exists(), "{name} was left behind"),
+    }
+    let left: Vec<String> = names(dir).into_iter().filter(|n| n.contains(".incharacter-")).collect();
+    assert!(left.is_empty(), "temporaries left: {left:?}");
+}
+
+#[test]
+fn an_export_on_a_full_disk_leaves_the_old_file_and_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let old = b"{\"an\": \"earlier export\"}\n";
+    for format in ["json", "csv", "md"] {
+        std::fs::write(dir.path().join("x.out"), old).unwrap();
+        let out = on_full_disk(
+            &data,
+            dir.path(),
+            0,
+            &["export", GSE, "--format", format, "-o", "x.out"],
+        );
+        assert_failed_cleanly(&out, dir.path(), "x.out", Some(old));
+        let out = on_full_disk(
+            &data,
+            dir.path(),
+            0,
+            &["export", GSE, "--format", format, "-o", "new.out"],
+        );
+        assert_failed_cleanly(&out, dir.path(), "new.out", None);
+    }
+    // With room, the same command replaces the file whole.
+    let out = ok(common::offline(
+        &data,
+        &[
+            "export",
+            GSE,
+            "--format",
+            "json",
+            "-o",
+            dir.path().join("x.out").to_str().unwrap(),
+        ],
+    ));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("wrote "));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("x.out")).unwrap()).unwrap();
+    assert_eq!(v["session"]["id"], GSE, "{}", &v.to_string()[..200]);
+}
+
+#[test]
+fn a_plot_or_a_card_on_a_full_disk_leaves_the_old_file_and_no_empty_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let old = b"an earlier figure";
+    std::fs::write(dir.path().join("w.png"), old).unwrap();
+    std::fs::write(dir.path().join("card.json"), old).unwrap();
+    let old = Some(&old[..]);
+    let cases = [
+        (vec!["plot", GSE, "--kind", "bars", "-o", "w.png"], "w.png", old),
+        (vec!["plot", GSE, "--kind", "radar", "-o", "new.svg"], "new.svg", None),
+        (vec!["plot", GSE, "--kind", "radar", "-o", "new.png"], "new.png", None),
+        (vec!["export-card", "hermione-en", "-o", "card.json"], "card.json", old),
+        (vec!["export-card", "hermione-en", "-o", "card.png"], "card.png", None),
+    ];
+    for (args, name, old) in cases {
+        let out = on_full_disk(&data, dir.path(), 0, &args);
+        assert_failed_cleanly(&out, dir.path(), name, old);
+    }
+}
+
+#[test]
+fn prompts_export_on_a_full_disk_leaves_no_empty_template_and_keeps_the_old_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = on_full_disk(&data, dir.path(), 0, &["prompts", "export", "prompts"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot write prompts/expert_rating.txt: "), "{err}");
+    assert!(
+        !dir.path().join("prompts").exists(),
+        "a folder made for nothing is removed"
+    );
+
+    // Over an edited folder with --force: every file stays as it was.
+    let folder = dir.path().join("prompts");
+    ok(common::offline(&data, &["prompts", "export", folder.to_str().unwrap()]));
+    std::fs::write(folder.join("reask.txt"), "mine: {problem}").unwrap();
+    let before = common::snapshot(&folder);
+    let out = on_full_disk(&data, dir.path(), 0, &["prompts", "export", "--force", "prompts"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(common::snapshot(&folder), before);
+}
+
+/// A tmpfs mounted on `at`, unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(at).unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Tmpfs(at.to_path_buf())),
+            Ok(o) => {
+                eprintln!(
+                    "skipped: cannot mount a tmpfs here ({}); the RLIMIT_FSIZE tests above simulate the full disk",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipped: cannot run mount ({e}); the RLIMIT_FSIZE tests above simulate the full disk");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).output();
+    }
+}
+
+/// The reproduction on a real full filesystem: `export -o x.json` over an existing x.json.
+#[test]
+fn an_export_over_a_file_on_a_really_full_filesystem_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(disk) = Tmpfs::mount(&dir.path().join("disk"), "64k") else {
+        return;
+    };
+    let data = disk.0.join("data");
+    let old = b"{\"an\": \"earlier export\"}\n";
+    std::fs::write(disk.0.join("x.json"), old).unwrap();
+    // Fill the disk to the last byte.
+    let mut filler = std::fs::File::create(disk.0.join("filler")).unwrap();
+    let block = vec![b'f'; 1024];
+    while std::io::Write::write_all(&mut filler, &block).is_ok() {}
+    while std::io::Write::write_all(&mut filler, b"f").is_ok() {}
+    drop(filler);
+    let out = Command::new(env!("CARGO_BIN_EXE_incharacter"))
+        .args(["export", GSE, "--format", "json", "-o", "x.json"])
+        .current_dir(&disk.0)
+        .env("INCHARACTER_DATA_DIR", &data)
+        .env("INCHARACTER_CONFIG", data.join("none.toml"))
+        .output()
+        .unwrap();
+    assert_failed_cleanly(&out, &disk.0, "x.json", Some(old));
+    assert!(stderr(&out).contains("No space left on device"), "{}", stderr(&out));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_link_where_a_file_goes_is_refused_and_left_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let precious = dir.path().join("precious");
+    std::fs::write(&precious, "keep").unwrap();
+    let link = |name: &str| {
+        let path = dir.path().join(name);
+        std::os::unix::fs::symlink(&precious, &path).unwrap();
+        path
+    };
+    let prompts = dir.path().join("prompts");
+    std::fs::create_dir(&prompts).unwrap();
+    std::os::unix::fs::symlink(&precious, prompts.join("reask.txt")).unwrap();
+    let (json, png, card) = (link("x.json"), link("w.png"), link("card.json"));
+    let runs: [Vec<&str>; 5] = [
+        vec!["export", GSE, "--format", "json", "-o", json.to_str().unwrap()],
+        vec!["export", GSE, "--format", "csv", "-o", json.to_str().unwrap()],
+        vec!["plot", GSE, "--kind", "bars", "-o", png.to_str().unwrap()],
+        vec!["export-card", "hermione-en", "-o", card.to_str().unwrap()],
+        vec!["prompts", "export", "--force", prompts.to_str().unwrap()],
+    ];
+    for args in runs {
+        let out = common::offline(&data, &args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("is a symbolic link"), "{args:?}: {err}");
+    }
+    for path in [json, png, card, prompts.join("reask.txt")] {
+        assert_eq!(std::fs::read_link(&path).unwrap(), precious, "{}", path.display());
+    }
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep");
+    // Nothing of the prompts was written: the link was found before the first file.
+    assert_eq!(names(&prompts), ["reask.txt"]);
+}
+
+/// A copy of the GSE sample's journal in `data` (without its annotations), and an annotations CSV
+/// of the sample's first rows with `notes` in their note column.
+fn hostile_sheet(data: &Path, notes: &[&str]) -> PathBuf {
+    let copy = data.join("sessions").join(GSE);
+    std::fs::create_dir_all(&copy).unwrap();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions").join(GSE);
+    std::fs::copy(sample.join("journal.jsonl"), copy.join("journal.jsonl")).unwrap();
+    let rows = {
+        // The sample's own annotations, read from the bundled sample (not the copy).
+        let empty = tempfile::tempdir().unwrap();
+        ok(common::offline(
+            empty.path(),
+            &["annotations", "export", GSE, "--format", "csv"],
+        ))
+        .stdout
+    };
+    let mut reader = csv::Reader::from_reader(rows.as_slice());
+    let header = reader.headers().unwrap().clone();
+    let note = header.iter().position(|h| h == "note").unwrap();
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(&header).unwrap();
+    for (record, text) in reader.records().zip(notes) {
+        let mut fields: Vec<String> = record.unwrap().iter().map(String::from).collect();
+        fields[note] = text.to_string();
+        w.write_record(&fields).unwrap();
+    }
+    let sheet = data.join("sheet.csv");
+    std::fs::write(&sheet, w.into_inner().unwrap()).unwrap();
+    sheet
+}
+
+#[test]
+fn annotations_export_neutralises_formulas_and_prints_no_escape_sequences() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let clear = "before\u{1b}[2Jafter";
+    let clipboard = "copy\u{1b}]52;c;ZXZpbA==\u{7}done";
+    let hidden = "\u{1b}[8m=cmd|' /C calc'!A0";
+    let notes = [
+        FORMULAS[0],
+        FORMULAS[1],
+        FORMULAS[2],
+        clear,
+        clipboard,
+        hidden,
+        "two\nlines",
+    ];
+    let sheet = hostile_sheet(&data, &notes);
+    ok(common::offline(
+        &data,
+        &["annotations", "import", GSE, sheet.to_str().unwrap()],
+    ));
+
+    let csv = ok(common::offline(
+        &data,
+        &["annotations", "export", GSE, "--format", "csv"],
+    ))
+    .stdout;
+    assert!(
+        !csv.iter().any(|&b| b == 0x1b || b == 0x07),
+        "{}",
+        String::from_utf8_lossy(&csv)
+    );
+    let mut reader = csv::Reader::from_reader(csv.as_slice());
+    let header = reader.headers().unwrap().clone();
+    let (note, value) = (
+        header.iter().position(|h| h == "note").unwrap(),
+        header.iter().position(|h| h == "value").unwrap(),
+    );
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let shown: Vec<&str> = rows.iter().map(|r| &r[note]).collect();
+    for formula in FORMULAS {
+        assert!(
+            shown.contains(&format!("'{formula}").as_str()),
+            "{formula} in {shown:?}"
+        );
+    }
+    for expected in ["beforeafter", "copydone", "'=cmd|' /C calc'!A0", "two\nlines"] {
+        assert!(shown.contains(&expected), "{expected:?} in {shown:?}");
+    }
+    for r in &rows {
+        assert!(
+            r[value] == *"x" || r[value].parse::<f64>().is_ok(),
+            "a number stays a number: {r:?}"
+        );
+    }
+
+    // JSON keeps every note as imported, escaped.
+    let json = ok(common::offline(
+        &data,
+        &["annotations", "export", GSE, "--format", "json"],
+    ))
+    .stdout;
+    assert!(!json.iter().any(|&b| b == 0x1b || b == 0x07));
+    let list: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let kept: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["note"].as_str())
+        .collect();
+    for note in notes {
+        assert!(kept.contains(&note), "{note:?} in {kept:?}");
+    }
+}
+
+#[test]
+fn annotations_import_refuses_devices_fifos_and_oversized_files_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    hostile_sheet(&data, &[]);
+    let journal = data.join("sessions").join(GSE).join("journal.jsonl");
+    let before = std::fs::read(&journal).unwrap();
+
+    let fifo = dir.path().join("ratings.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let big = dir.path().join("big.csv");
+    // Sparse: a size, not bytes.
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(64 * 1024 * 1024 + 1)
+        .unwrap();
+    let cases = [
+        (Path::new("/dev/zero"), "/dev/zero: not a regular file"),
+        (fifo.as_path(), "ratings.fifo: not a regular file"),
+        (dir.path(), "not a regular file"),
+        (
+            big.as_path(),
+            "big.csv: larger than the 64 MiB allowed for an annotations CSV",
+        ),
+    ];
+    for (path, message) in cases {
+        let out = common::offline(&data, &["annotations", "import", GSE, path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{}: {}", path.display(), stderr(&out));
+        assert!(stderr(&out).contains(message), "{}", stderr(&out));
+    }
+    assert_eq!(std::fs::read(&journal).unwrap(), before);
+    assert!(!data.join("sessions").join(GSE).join("annotations").exists());
+}
+
+/// A user scale whose one dimension is named as a formula, answered by the fake server: its export
+/// CSV (to stdout and to a file) carries the name as text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_csv_neutralises_a_user_scales_dimension_names() {
+    let s = common::setup(FakeConfig::default(), "").await;
+    std::fs::create_dir_all(s.data.join("scales")).unwrap();
+    let toml = include_str!("../../assets/scales/GSE.toml")
+        .replacen("id = \"GSE\"", "id = \"Evil\"", 1)
+        .replace("\"Self-efficacy\"", "\"=HYPERLINK(\\\"http://evil\\\",\\\"x\\\")\"");
+    std::fs::write(s.data.join("scales/Evil.toml"), toml).unwrap();
+    let run = common::output(
+        &s.config,
+        &s.data,
+        &common::run_hermione("Evil", "er-batch", &["--json"]),
+    )
+    .await;
+    let id = common::session_id(&ok(run));
+    let file = s.dir.path().join("evil.csv");
+    let printed = ok(common::output(&s.config, &s.data, &["export", &id, "--format", "csv"]).await).stdout;
+    ok(common::output(
+        &s.config,
+        &s.data,
+        &["export", &id, "--format", "csv", "-o", file.to_str().unwrap()],
+    )
+    .await);
+    for csv in [printed, std::fs::read(&file).unwrap()] {
+        let mut reader = csv::Reader::from_reader(csv.as_slice());
+        let header = reader.headers().unwrap().clone();
+        let (dimension, score) = (
+            header.iter().position(|h| h == "dimension").unwrap(),
+            header.iter().position(|h| h == "score").unwrap(),
+        );
+        let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        assert!(!rows.is_empty());
+        for r in rows {
+            assert_eq!(&r[dimension], format!("'{}", FORMULAS[0]));
+            assert!(r[score].parse::<f64>().is_ok(), "the score stays a number: {r:?}");
+        }
+    }
+}
+
+#[test]
+fn annotations_export_writes_its_file_whole_and_the_help_states_the_policies() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let sheet = hostile_sheet(&data, &["\u{1b}[2J=cmd|' /C calc'!A0"]);
+    ok(common::offline(
+        &data,
+        &["annotations", "import", GSE, sheet.to_str().unwrap()],
+    ));
+    let old = b"earlier ratings";
+    std::fs::write(dir.path().join("r.csv"), old).unwrap();
+    let args = ["annotations", "export", GSE, "--format", "csv", "-o", "r.csv"];
+    let out = on_full_disk(&data, dir.path(), 0, &args);
+    assert_failed_cleanly(&out, dir.path(), "r.csv", Some(old));
+    let file = dir.path().join("r.csv");
+    let out = ok(common::offline(
+        &data,
+        &[
+            "annotations",
+            "export",
+            GSE,
+            "--format",
+            "csv",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+    ));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("wrote "));
+    // The file holds the note as imported, neutralised for spreadsheets.
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains(",\u{1b}[2J=cmd|' /C calc'!A0,"), "{text}");
+
+    let help = |args: &[&str]| String::from_utf8(ok(common::offline(&data, args)).stdout).unwrap();
+    let import = help(&["annotations", "import", "--help"]);
+    assert!(import.contains("64 MiB") && import.contains("FIFO"), "{import}");
+    let export = help(&["annotations", "export", "--help"]);
+    assert!(
+        export.contains("leading '") && export.contains("escape sequences"),
+        "{export}"
+    );
+    assert!(help(&["export", "--help"]).contains("symbolic link"));
+}
