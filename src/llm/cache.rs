@@ -2,7 +2,8 @@
 //! changes an answer (base URL, model, messages, sampling, schema, repeat index) — never keys or
 //! headers. One file per successful reply under `<data dir>/cache/`, written to a temporary file and
 //! renamed, so a crash leaves either the whole entry or none. Entries keep the streamed pieces, so a hit
-//! replays the same token events.
+//! replays the same token events. An empty reply is never stored, and one that an older build stored is
+//! never served: it is a miss, asked again and overwritten.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -27,6 +28,11 @@ impl CacheEntry {
     #[cfg(any(test, feature = "testing"))]
     pub fn text(&self) -> String {
         self.tokens.concat()
+    }
+
+    /// Whether the stored reply holds no text ([`super::is_empty_reply`]): not an answer.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.iter().all(|t| super::is_empty_reply(t))
     }
 }
 
@@ -82,14 +88,27 @@ impl Cache {
         self.dir.join(&key[..2.min(key.len())]).join(format!("{key}.json"))
     }
 
-    /// The entry for `key`; an unreadable or damaged entry is a miss (it will be overwritten).
+    /// The entry for `key`; an unreadable or damaged entry, or an empty reply (stored by a build that
+    /// took one for an answer), is a miss (it will be overwritten).
     pub fn get(&self, key: &str) -> Option<CacheEntry> {
         let text = std::fs::read_to_string(self.path(key)).ok()?;
-        serde_json::from_str(&text).ok()
+        let entry: CacheEntry = serde_json::from_str(&text).ok()?;
+        if entry.is_empty() {
+            tracing::info!(key, "an empty reply in the cache is not served");
+            return None;
+        }
+        Some(entry)
     }
 
-    /// Stores an entry atomically (temporary file in the same directory, fsync, rename).
+    /// Stores an entry atomically (temporary file in the same directory, fsync, rename). An empty
+    /// reply is refused: it is not an answer, and a rerun must ask again.
     pub fn put(&self, key: &str, entry: &CacheEntry) -> std::io::Result<()> {
+        if entry.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "an empty reply is never cached",
+            ));
+        }
         let path = self.path(key);
         let dir = path.parent().expect("cache paths have a parent");
         std::fs::create_dir_all(dir)?;
@@ -169,5 +188,34 @@ mod tests {
         assert_eq!(cache.get(&k).unwrap().text(), "Hello");
         std::fs::write(cache.path(&k), "{ torn").unwrap();
         assert_eq!(cache.get(&k), None);
+    }
+
+    #[test]
+    fn empty_replies_are_never_stored_nor_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path());
+        let k = key("u", "m", &request());
+        for tokens in [
+            vec![],
+            vec![String::new()],
+            vec![" ".into(), "\n\t".into()],
+            vec!["\u{200B}".into()],
+        ] {
+            let entry = CacheEntry {
+                tokens,
+                usage: None,
+                finish_reason: Some("stop".into()),
+                model: "m".into(),
+                created_unix: 1,
+            };
+            let refused = cache.put(&k, &entry).unwrap_err();
+            assert!(refused.to_string().contains("never cached"), "{refused}");
+            assert!(!cache.path(&k).exists(), "nothing written for {:?}", entry.tokens);
+            // As an older build stored it: a miss, not an answer.
+            std::fs::create_dir_all(cache.path(&k).parent().unwrap()).unwrap();
+            std::fs::write(cache.path(&k), serde_json::to_string(&entry).unwrap()).unwrap();
+            assert_eq!(cache.get(&k), None, "{:?} is served", entry.tokens);
+            std::fs::remove_file(cache.path(&k)).unwrap();
+        }
     }
 }

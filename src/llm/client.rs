@@ -1,7 +1,8 @@
 //! `Client` turns a single-attempt `Transport` into a `ChatModel`: cache lookup first, then the
 //! concurrency limits, then attempts with the retry policy, each sent when the provider's pace allows;
 //! every step is accounted and every retry is announced in the event stream (its partial text
-//! discarded).
+//! discarded). A reply with no text is a failed attempt here, for every caller: retried, never cached,
+//! and a failure when every retry is empty too.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -13,8 +14,8 @@ use super::accounting::Accounting;
 use super::adapt::{self, Adapter};
 use super::cache::{self, Cache, CacheEntry};
 use super::config::{CacheMode, ProviderConfig};
-pub use super::policy::Unreachable;
 use super::pace::RateHeaders;
+pub use super::policy::Unreachable;
 use super::policy::{self, Backoff, Limits, Reachability};
 use super::{ChatEvent, ChatModel, ChatRequest, EventStream, LlmError, ModelInfo, Usage};
 use crate::text::approx_tokens;
@@ -56,6 +57,11 @@ pub enum AttemptError {
     InStream(String),
     FirstTokenTimeout,
     IdleTimeout,
+    /// The reply was complete but held no text, or only whitespace ([`super::is_empty_reply`]): a
+    /// server that dropped the request under load, an embedded model's immediate end of sequence.
+    Empty {
+        finish_reason: Option<String>,
+    },
     /// Retrying cannot help (a rejected key, a missing model file).
     Fatal(LlmError),
     /// Nobody listens any more.
@@ -70,7 +76,8 @@ impl AttemptError {
             | AttemptError::Cut(_)
             | AttemptError::InStream(_)
             | AttemptError::FirstTokenTimeout
-            | AttemptError::IdleTimeout => true,
+            | AttemptError::IdleTimeout
+            | AttemptError::Empty { .. } => true,
             AttemptError::Status { status, .. } => policy::retryable_status(*status),
             AttemptError::Fatal(_) | AttemptError::Cancelled => false,
         }
@@ -101,6 +108,13 @@ impl AttemptError {
             AttemptError::InStream(e) => format!("error inside the stream: {e}"),
             AttemptError::FirstTokenTimeout => "no first token in time".into(),
             AttemptError::IdleTimeout => "the stream stalled".into(),
+            AttemptError::Empty { finish_reason: None } => "the reply was empty".into(),
+            AttemptError::Empty {
+                finish_reason: Some(reason),
+            } => format!(
+                "the reply was empty (finish_reason \"{}\")",
+                crate::text::terminal_safe(reason)
+            ),
             AttemptError::Fatal(e) => e.to_string(),
             AttemptError::Cancelled => "cancelled".into(),
         }
@@ -304,9 +318,7 @@ impl Client {
 
     /// A cached reply, replayed as if it streamed.
     fn replay(&self, request: &ChatRequest, entry: CacheEntry, tx: &mpsc::UnboundedSender<ChatEvent>) {
-        self.shared
-            .accounting
-            .cache_hit(&self.config.name, request.meta.role);
+        self.shared.accounting.cache_hit(&self.config.name, request.meta.role);
         tracing::debug!(provider = %self.config.name, purpose = %request.meta.purpose, "cache hit");
         for token in entry.tokens {
             if tx.send(ChatEvent::Token(token)).is_err() {
@@ -341,6 +353,8 @@ impl Client {
         let mut attempt = 0u32;
         // Rate-limit refusals have their own, larger budget: they say "later", not "wrong".
         let mut throttles = 0u32;
+        // Attempts that came back empty, for the final error's words.
+        let mut empties = 0u32;
         let reach = &self.shared.reach;
         loop {
             let (own, _global) = match &mut places {
@@ -386,6 +400,27 @@ impl Client {
                 Err(AttemptError::Status { rate, .. }) => self.pace.observe(rate, ticket),
                 Err(_) => {}
             }
+            // A complete reply with nothing in it is a failed attempt, never an answer: it is neither
+            // cached nor passed on, but what it cost is counted, as the provider bills it.
+            let result = match result {
+                Ok(finished) if tokens.iter().all(|t| super::is_empty_reply(t)) => {
+                    if let Some(u) = finished.usage {
+                        self.pace.used(tokens_asked, u.prompt_tokens + u.completion_tokens);
+                        acc.usage(
+                            provider,
+                            role,
+                            u,
+                            self.config.price_in_per_mtok,
+                            self.config.price_out_per_mtok,
+                        );
+                    }
+                    empties += 1;
+                    Err(AttemptError::Empty {
+                        finish_reason: finished.finish_reason,
+                    })
+                }
+                other => other,
+            };
             match result {
                 Ok(finished) => {
                     reach.answered(provider);
@@ -442,7 +477,9 @@ impl Client {
                     }
                     if error.rate_limited() && throttles < RATE_LIMIT_RETRIES {
                         throttles += 1;
-                        let now = places.take().map_or_else(|| self.own.limit(), |(own, _)| own.throttled());
+                        let now = places
+                            .take()
+                            .map_or_else(|| self.own.limit(), |(own, _)| own.throttled());
                         acc.retry(provider, role);
                         let delay = backoff.delay(key_seed, throttles.min(6), error.retry_after(tokens_asked));
                         let event = ChatEvent::Retry {
@@ -457,13 +494,19 @@ impl Client {
                         tokio::time::sleep(delay).await;
                         continue;
                     }
-                    if !error.retryable() || attempt >= self.config.max_retries {
+                    // A batch's reply is stored: asking again would read the same empty one.
+                    let settled = matches!(error, AttemptError::Empty { .. }) && self.transport.batched();
+                    if !error.retryable() || attempt >= self.config.max_retries || settled {
                         acc.failure(provider, role);
                         // The same refusal, request after request, stops the run (see `REFUSED_AFTER`).
                         if let AttemptError::Status { status, message, .. } = &error
                             && !error.retryable()
                         {
-                            reach.refused(provider, self.transport.base_url(), &format!("HTTP {status}: {message}"));
+                            reach.refused(
+                                provider,
+                                self.transport.base_url(),
+                                &format!("HTTP {status}: {message}"),
+                            );
                         } else if let AttemptError::Fatal(e @ LlmError::Unauthorized { .. }) = &error {
                             reach.refused(provider, self.transport.base_url(), &e.to_string());
                         }
@@ -483,6 +526,11 @@ impl Client {
                         };
                         let final_error = match error {
                             AttemptError::Fatal(e) => e,
+                            AttemptError::Empty { finish_reason } => LlmError::EmptyReplies {
+                                attempts: attempt + 1,
+                                empty: empties,
+                                finish_reason,
+                            },
                             AttemptError::Status { status, message, .. } if !error.retryable() => LlmError::Http {
                                 base_url: self.transport.base_url().to_string(),
                                 status,
@@ -512,6 +560,267 @@ impl Client {
                     tokio::time::sleep(delay).await;
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use futures_util::StreamExt;
+
+    use super::*;
+    use crate::llm::config::ProviderKind;
+    use crate::llm::{ChatMessage, Completion, ResponseSchema, Role, complete};
+
+    /// A transport that replies from a script, one reply per attempt (the last one again once the
+    /// script is spent), each split into word pieces as a server streams them.
+    struct Scripted {
+        replies: Mutex<Vec<&'static str>>,
+        attempts: Mutex<u32>,
+        finish_reason: &'static str,
+        batched: bool,
+    }
+
+    impl Scripted {
+        fn new(replies: &[&'static str]) -> Scripted {
+            Scripted {
+                replies: Mutex::new(replies.iter().rev().copied().collect()),
+                attempts: Mutex::new(0),
+                finish_reason: "stop",
+                batched: false,
+            }
+        }
+
+        fn attempts(&self) -> u32 {
+            *self.attempts.lock().unwrap()
+        }
+    }
+
+    #[async_trait]
+    impl Transport for Scripted {
+        async fn attempt(
+            &self,
+            _: &ChatRequest,
+            on_token: &mut (dyn FnMut(String) -> bool + Send),
+        ) -> Result<Finished, AttemptError> {
+            *self.attempts.lock().unwrap() += 1;
+            let reply = {
+                let mut replies = self.replies.lock().unwrap();
+                if replies.len() > 1 {
+                    replies.pop().unwrap()
+                } else {
+                    replies[0]
+                }
+            };
+            for piece in reply.split_inclusive(' ') {
+                if !on_token(piece.to_string()) {
+                    return Err(AttemptError::Cancelled);
+                }
+            }
+            Ok(Finished {
+                usage: Some(Usage {
+                    prompt_tokens: 5,
+                    completion_tokens: reply.split_inclusive(' ').count() as u64,
+                }),
+                finish_reason: Some(self.finish_reason.into()),
+                rate: RateHeaders::default(),
+            })
+        }
+
+        fn info(&self) -> ModelInfo {
+            ModelInfo {
+                provider: "scripted".into(),
+                kind: "test".into(),
+                model: "m".into(),
+            }
+        }
+
+        fn base_url(&self) -> &str {
+            "http://scripted"
+        }
+
+        fn batched(&self) -> bool {
+            self.batched
+        }
+    }
+
+    fn client(transport: Arc<Scripted>, cache: &std::path::Path) -> Client {
+        let mut config = ProviderConfig::new("scripted", ProviderKind::Openai, "http://scripted", "m");
+        config.retry_base_ms = 1;
+        config.max_retries = 3;
+        let shared = Shared::new(4, Some(Cache::new(cache)), CacheMode::ReadWrite, 1);
+        Client::new(transport, config, shared)
+    }
+
+    fn request(role: Role) -> ChatRequest {
+        let mut r = ChatRequest::new(vec![ChatMessage::user("Are you talkative?")]);
+        r.meta.role = role;
+        r
+    }
+
+    fn cached(dir: &std::path::Path, request: &ChatRequest) -> Option<CacheEntry> {
+        Cache::new(dir).get(&cache::key("http://scripted", "m", request))
+    }
+
+    /// Every file under `dir` (the cache's entries).
+    fn files(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| if e.path().is_dir() { files(&e.path()) } else { 1 })
+            .sum()
+    }
+
+    #[tokio::test]
+    async fn empty_and_blank_replies_are_retried_until_a_real_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let transport = Arc::new(Scripted::new(&["", " \n\t ", "\u{200B}", "Only when it matters."]));
+        let c = client(transport.clone(), dir.path());
+        let mut events = c.stream(request(Role::Rpa));
+        let (mut text, mut retries, mut usages) = (String::new(), Vec::new(), 0);
+        while let Some(e) = events.next().await {
+            match e {
+                ChatEvent::Token(t) => text.push_str(&t),
+                ChatEvent::Retry {
+                    reason,
+                    discarded_chars,
+                    ..
+                } => {
+                    assert_eq!(discarded_chars, text.chars().count());
+                    text.clear();
+                    retries.push(reason);
+                }
+                ChatEvent::Usage(_) => usages += 1,
+                ChatEvent::Done { cached, .. } => assert!(!cached),
+                ChatEvent::Error(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(text, "Only when it matters.");
+        assert_eq!(transport.attempts(), 4);
+        assert_eq!(retries.len(), 3);
+        assert!(retries.iter().all(|r| r.contains("the reply was empty")), "{retries:?}");
+        assert_eq!(usages, 1, "only the answer's usage goes to the caller");
+        let counted = c.accounting().snapshot().total();
+        assert_eq!((counted.requests, counted.retries, counted.failures), (4, 3, 0));
+        assert_eq!(counted.prompt_tokens, 20, "every attempt's cost is counted");
+        // Only the answer is cached, and a second ask is served from it.
+        assert_eq!(files(dir.path()), 1);
+        assert_eq!(
+            cached(dir.path(), &request(Role::Rpa)).unwrap().text(),
+            "Only when it matters."
+        );
+        let again = complete(&c, request(Role::Rpa)).await.unwrap();
+        assert!(again.cached && again.text == "Only when it matters.");
+        assert_eq!(transport.attempts(), 4);
+    }
+
+    #[tokio::test]
+    async fn a_model_that_only_replies_empty_fails_for_every_role_and_caches_nothing() {
+        for role in Role::ALL {
+            for reply in ["", "  \n  "] {
+                let dir = tempfile::tempdir().unwrap();
+                let transport = Arc::new(Scripted::new(&[reply]));
+                let c = client(transport.clone(), dir.path());
+                let error = complete(&c, request(role)).await.unwrap_err();
+                assert_eq!(
+                    error,
+                    LlmError::EmptyReplies {
+                        attempts: 4,
+                        empty: 4,
+                        finish_reason: Some("stop".into())
+                    }
+                );
+                assert_eq!(
+                    error.to_string(),
+                    "the replies were empty: 4 of 4 attempt(s) came back with no text \
+                     (the last ended with finish_reason \"stop\")"
+                );
+                assert!(!error.is_input(), "the model's fault, not the user's: exit 1");
+                assert_eq!(transport.attempts(), 4, "bounded by max_retries");
+                assert_eq!(files(dir.path()), 0, "nothing cached for {role:?} {reply:?}");
+                let counted = c.accounting().snapshot().total();
+                assert_eq!((counted.requests, counted.failures), (4, 1));
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn an_empty_reply_to_a_json_request_is_a_failure_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let transport = Arc::new(Scripted {
+            finish_reason: "length",
+            ..Scripted::new(&[""])
+        });
+        let c = client(transport.clone(), dir.path());
+        let mut r = request(Role::Judge);
+        r.schema = Some(ResponseSchema {
+            name: "rating".into(),
+            schema: serde_json::json!({"type": "object"}),
+            strict: true,
+        });
+        let error = complete(&c, r).await.unwrap_err().to_string();
+        assert!(error.starts_with("the replies were empty: 4 of 4"), "{error}");
+        assert!(error.contains("token cap ran out before any text"), "{error}");
+        assert_eq!(files(dir.path()), 0);
+    }
+
+    #[tokio::test]
+    async fn an_empty_reply_an_older_build_cached_is_asked_again_and_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = request(Role::Rpa);
+        let path = {
+            let key = cache::key("http://scripted", "m", &r);
+            dir.path().join(&key[..2]).join(format!("{key}.json"))
+        };
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let stale =
+            serde_json::json!({"tokens": [], "usage": null, "finish_reason": "stop", "model": "m", "created_unix": 1});
+        std::fs::write(&path, stale.to_string()).unwrap();
+        let transport = Arc::new(Scripted::new(&["I do like a good talk."]));
+        let c = client(transport.clone(), dir.path());
+        let reply: Completion = complete(&c, r.clone()).await.unwrap();
+        assert!(!reply.cached, "the empty entry is not served");
+        assert_eq!(transport.attempts(), 1);
+        assert_eq!(cached(dir.path(), &r).unwrap().text(), "I do like a good talk.");
+    }
+
+    #[tokio::test]
+    async fn an_empty_reply_from_a_batch_fails_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let transport = Arc::new(Scripted {
+            batched: true,
+            ..Scripted::new(&[""])
+        });
+        let c = client(transport.clone(), dir.path());
+        let error = complete(&c, request(Role::Rpa)).await.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                LlmError::EmptyReplies {
+                    attempts: 1,
+                    empty: 1,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert_eq!(
+            transport.attempts(),
+            1,
+            "the batch's stored reply would come back the same"
+        );
+    }
+
+    #[test]
+    fn whitespace_and_invisible_marks_are_empty_but_any_text_is_not() {
+        for empty in ["", " ", "\n\r\t", "\u{3000}", "\u{200B}\u{FEFF}", " \u{2060} "] {
+            assert!(crate::llm::is_empty_reply(empty), "{empty:?}");
+        }
+        for text in [".", " 1 ", "{}", "嗯"] {
+            assert!(!crate::llm::is_empty_reply(text), "{text:?}");
         }
     }
 }

@@ -17,10 +17,10 @@ use sha2::{Digest, Sha256};
 
 use super::client::{AttemptError, Finished, Transport};
 use super::constrain::{self, Matcher};
+pub use super::gguf::{Facts, facts};
 use super::vocab::Vocab;
 use super::{ChatRequest, LlmError, ModelInfo, Speaker, Usage};
 use crate::domain::rng::SplitMix64;
-pub use super::gguf::{Facts, facts};
 
 /// A model the workbench knows how to fetch.
 pub struct KnownModel {
@@ -833,6 +833,9 @@ mod tests {
         // The penalty can change the greedy pick: token 0 led 2.2 to 2.1 before it was repeated.
         let mut close = vec![2.2, 2.1];
         penalize_repeats(&mut close, &[0]);
-        assert_eq!(sample(&close, 0.0, 1.0, &mut SplitMix64(1), |_| true, Vec::new), Some(1));
+        assert_eq!(
+            sample(&close, 0.0, 1.0, &mut SplitMix64(1), |_| true, Vec::new),
+            Some(1)
+        );
     }
 }

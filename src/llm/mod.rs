@@ -210,6 +210,19 @@ pub enum LlmError {
     /// The provider refused connections again and again; nothing more is sent to it in this run.
     #[error("{base_url} cannot be reached")]
     Unreachable { base_url: String },
+    /// The model replied with no text (or only whitespace) on the last attempt, after the allowed
+    /// retries: an empty reply is never an answer.
+    #[error(
+        "the replies were empty: {empty} of {attempts} attempt(s) came back with no text{}",
+        empty_hint(.finish_reason.as_deref())
+    )]
+    EmptyReplies {
+        attempts: u32,
+        /// How many of the attempts were empty (the others failed otherwise).
+        empty: u32,
+        /// How the last empty reply ended, as the model said.
+        finish_reason: Option<String>,
+    },
     /// A local model that cannot be fetched, read or loaded.
     #[error("{0}")]
     Model(String),
@@ -223,6 +236,29 @@ impl LlmError {
     pub fn is_input(&self) -> bool {
         matches!(self, LlmError::Config(_) | LlmError::Unauthorized { .. })
     }
+}
+
+/// What the last empty reply's `finish_reason` tells the user.
+fn empty_hint(finish_reason: Option<&str>) -> String {
+    match finish_reason {
+        Some("length") => " (finish_reason \"length\": the token cap ran out before any text, as when a \
+                            reasoning model spends it all on thinking; raise the cap)"
+            .into(),
+        Some(reason) => format!(
+            " (the last ended with finish_reason \"{}\")",
+            crate::text::terminal_safe(reason)
+        ),
+        None => String::new(),
+    }
+}
+
+/// Whether a reply holds nothing to read: no text, or only whitespace and invisible marks (zero-width
+/// spaces and joiners, a byte order mark). Such a reply is a failed attempt, never an answer, for
+/// every role and every transport (a server dropping requests under load, an embedded model's
+/// immediate end of sequence).
+pub fn is_empty_reply(text: &str) -> bool {
+    text.chars()
+        .all(|c| c.is_whitespace() || matches!(c, '\u{200B}' | '\u{200C}' | '\u{200D}' | '\u{2060}' | '\u{FEFF}'))
 }
 
 /// Which model served a request, as recorded in sessions.

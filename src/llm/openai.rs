@@ -117,7 +117,12 @@ pub fn request_body_as(model: &str, request: &ChatRequest, structured_output: bo
 fn error_fields(body: &str) -> (Option<String>, Option<String>) {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let error = parsed.as_ref().and_then(|v| v.get("error"));
-    let field = |name: &str| error.and_then(|e| e.get(name)).and_then(Value::as_str).map(str::to_string);
+    let field = |name: &str| {
+        error
+            .and_then(|e| e.get(name))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
     (field("param"), field("code"))
 }
 

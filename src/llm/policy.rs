@@ -1,7 +1,7 @@
 //! When to retry and how long to wait: retryable failures (connect errors, 408, 409, 429, 5xx, streams
-//! cut before `[DONE]`, timeouts), exponential backoff with seeded jitter; the concurrency limits (an
-//! adaptive one per provider, one across all providers), and the [`Pace`] of each provider (`pace`: its
-//! rate-limit headers and configured rates); whether a provider is reachable at all.
+//! cut before `[DONE]`, timeouts, replies with no text), exponential backoff with seeded jitter; the
+//! concurrency limits (an adaptive one per provider, one across all providers), and the [`Pace`] of each
+//! provider (`pace`: its rate-limit headers and configured rates); whether a provider is reachable at all.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +17,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 pub fn retryable_status(status: u16) -> bool {
     matches!(status, 408 | 409 | 429) || (500..=599).contains(&status)
 }
-
 
 /// Exponential backoff with jitter drawn from a seed, so a run's waits are reproducible.
 #[derive(Debug, Clone, Copy)]
@@ -451,7 +450,12 @@ mod tests {
         assert_eq!(held.len(), 1);
         assert_eq!(held[0].to_string(), "fake 4/32 (rate limited)");
         // A provider's name is shown terminal-safe.
-        limits.provider("x\u{1b}]0;pwned\u{7}y", 2).acquire().await.unwrap().throttled();
+        limits
+            .provider("x\u{1b}]0;pwned\u{7}y", 2)
+            .acquire()
+            .await
+            .unwrap()
+            .throttled();
         assert_eq!(limits.throttled()[1].to_string(), "xy 1/2 (rate limited)");
         // After a refusal, growth is additive: `limit` answers for one place.
         for _ in 0..3 {

@@ -60,7 +60,9 @@ impl Judge<'_> {
             r.meta.purpose = format!("{} (attempt {})", request.meta.purpose, n + 1);
             match complete(judge, r).await {
                 // The client has its own bounded retries for what a retry can mend (429, 5xx, broken
-                // streams); what it gives up on, or a refusal, is not mended by asking again.
+                // streams, empty replies); what it gives up on, or a refusal, is not mended by asking
+                // again. So a judge that only ever replies with nothing is one failed attempt here,
+                // never re-asked with an empty reply quoted back to it.
                 Err(e) => {
                     attempts.push(Attempt {
                         temperature,
@@ -135,4 +137,71 @@ pub async fn ask_at<T>(
         templates: Templates::bundled(),
     };
     judge.ask(request, parse).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::llm::client::{AttemptError, Finished, Shared, Transport};
+    use crate::llm::config::{CacheMode, ProviderConfig, ProviderKind};
+    use crate::llm::{Client, ModelInfo, Role};
+
+    /// A judge that replies with nothing, counting the attempts that reach it.
+    struct Silent(AtomicU32);
+
+    #[async_trait]
+    impl Transport for Silent {
+        async fn attempt(
+            &self,
+            _: &ChatRequest,
+            on_token: &mut (dyn FnMut(String) -> bool + Send),
+        ) -> Result<Finished, AttemptError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            on_token(" ".into());
+            Ok(Finished::default())
+        }
+
+        fn info(&self) -> ModelInfo {
+            ModelInfo {
+                provider: "silent".into(),
+                kind: "test".into(),
+                model: "m".into(),
+            }
+        }
+
+        fn base_url(&self) -> &str {
+            "http://silent"
+        }
+    }
+
+    #[tokio::test]
+    async fn a_judge_that_only_replies_empty_fails_once_without_re_asks() {
+        let transport = Arc::new(Silent(AtomicU32::new(0)));
+        let mut config = ProviderConfig::new("silent", ProviderKind::Openai, "http://silent", "m");
+        config.retry_base_ms = 1;
+        config.max_retries = 2;
+        let client = Client::new(transport.clone(), config, Shared::new(2, None, CacheMode::Off, 0));
+        let mut request = ChatRequest::new(vec![ChatMessage::user("Rate the answers.")]);
+        request.meta.role = Role::Judge;
+        let (result, attempts) = ask(&client, &request, DEFAULT_ATTEMPTS, |reply| Ok(reply.to_string())).await;
+        let failure = result.unwrap_err();
+        assert_eq!(
+            failure.attempts, 1,
+            "one failed request, not {DEFAULT_ATTEMPTS} re-asks"
+        );
+        assert!(
+            failure.last.starts_with("the replies were empty: 3 of 3"),
+            "{}",
+            failure.last
+        );
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(transport.0.load(Ordering::SeqCst), 3, "the client's retries only");
+        let counted = client.accounting().snapshot().total();
+        assert_eq!((counted.requests, counted.retries, counted.failures), (3, 2, 1));
+    }
 }

@@ -2,9 +2,10 @@
 //! 127.0.0.1 with deterministic, scripted replies (role-play filler text; JSON derived from the
 //! request's schema), a configurable latency and streaming rate, and seeded fault injection (429 with
 //! Retry-After, 500, 503, 400, a connection dropped after the headers, a stream cut mid-way, an error
-//! inside the stream). It counts requests and the most ever in flight, and can log every request as
-//! JSONL (never the Authorization header's value). Integration tests and benchmarks run it in-process
-//! (`FakeServer::start`) or as the `fake-openai` binary of this crate.
+//! inside the stream, a complete reply with no text or only whitespace). It counts requests and the
+//! most ever in flight, and can log every request as JSONL (never the Authorization header's value).
+//! Integration tests and benchmarks run it in-process (`FakeServer::start`) or as the `fake-openai`
+//! binary of this crate.
 
 pub mod batch;
 
@@ -51,6 +52,11 @@ pub enum Fault {
     InStreamError,
     /// 200 headers, then nothing for `FakeConfig::stall` (the client's first-token timeout should fire).
     Stall,
+    /// A complete, well-formed reply (stop, usage, `[DONE]`) with no text, as a llama.cpp server
+    /// dropping requests under load sends.
+    Empty,
+    /// A complete reply whose text is only whitespace.
+    Blank,
 }
 
 impl Fault {
@@ -64,8 +70,19 @@ impl Fault {
             "cut" => Fault::Cut,
             "in-stream-error" => Fault::InStreamError,
             "stall" => Fault::Stall,
+            "empty" => Fault::Empty,
+            "blank" => Fault::Blank,
             _ => return None,
         })
+    }
+
+    /// The text of a reply this fault empties, if it is one of those.
+    pub fn empty_reply(self) -> Option<&'static str> {
+        match self {
+            Fault::Empty => Some(""),
+            Fault::Blank => Some("\n \n"),
+            _ => None,
+        }
     }
 }
 
@@ -515,7 +532,10 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         return with_headers(response, &window);
     }
 
-    let reply = reply_for(config, &request, &content_key);
+    let reply = match fault.and_then(Fault::empty_reply) {
+        Some(text) => text.to_string(),
+        None => reply_for(config, &request, &content_key),
+    };
     let tokens = split_tokens(&reply);
     let include_usage = request
         .pointer("/stream_options/include_usage")

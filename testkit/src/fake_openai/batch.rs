@@ -207,7 +207,13 @@ fn answer(config: &FakeConfig, line: &BatchLine, attempts: &mut HashMap<String, 
             refusal
         } else if let Some(injected) = injected_fault(config, &content_key, attempt) {
             fault = true;
-            fault_reply(injected)
+            match injected.empty_reply() {
+                Some(text) => (
+                    StatusCode::OK,
+                    completion_of(config, &request, &content_key, text.into()),
+                ),
+                None => fault_reply(injected),
+            }
         } else {
             (StatusCode::OK, completion(config, &request, &content_key))
         };
@@ -243,9 +249,14 @@ fn fault_reply(fault: Fault) -> (StatusCode, Value) {
         Fault::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "injected: overloaded"),
         Fault::BadRequest => (StatusCode::BAD_REQUEST, "injected: invalid request"),
         // A batch line has no stream to drop, cut or stall: those faults fail it as a server error.
-        Fault::ServerError | Fault::Drop | Fault::Cut | Fault::InStreamError | Fault::Stall => {
-            (StatusCode::INTERNAL_SERVER_ERROR, "injected server error")
-        }
+        // Empty replies are answered as completions (`answer`); these are the faults that fail a line.
+        Fault::ServerError
+        | Fault::Drop
+        | Fault::Cut
+        | Fault::InStreamError
+        | Fault::Stall
+        | Fault::Empty
+        | Fault::Blank => (StatusCode::INTERNAL_SERVER_ERROR, "injected server error"),
     };
     (status, error_body(message))
 }
@@ -253,7 +264,11 @@ fn fault_reply(fault: Fault) -> (StatusCode, Value) {
 /// The `chat.completion` object `chat` answers a non-streaming request with, usage counted as the
 /// streaming path counts it.
 fn completion(config: &FakeConfig, request: &Value, content_key: &str) -> Value {
-    let reply = reply_for(config, request, content_key);
+    completion_of(config, request, content_key, reply_for(config, request, content_key))
+}
+
+/// [`completion`] with the reply's text given.
+fn completion_of(config: &FakeConfig, request: &Value, content_key: &str, reply: String) -> Value {
     let completion_tokens = split_tokens(&reply).len();
     let prompt_tokens = super::prompt_tokens(request);
     json!({
