@@ -279,6 +279,14 @@ where
         got_first = true;
         let data = event.data.trim();
         if data == "[DONE]" {
+            // Every server that finishes a reply says why; `[DONE]` without a reason is a request
+            // the server ended early (llama-cpp-python ends the running request so when another
+            // arrives): a cut reply, asked again, never an answer.
+            if finish_reason.is_none() {
+                return Err(AttemptError::Cut(
+                    "the stream ended with [DONE] but no finish_reason: the server interrupted the request".into(),
+                ));
+            }
             return Ok(Finished {
                 usage,
                 finish_reason,
@@ -464,6 +472,19 @@ mod tests {
             read(vec![err.as_bytes().to_vec()]).await.0,
             Err(AttemptError::InStream("overloaded".into()))
         );
+    }
+
+    #[tokio::test]
+    async fn done_without_a_finish_reason_is_an_interrupted_request_not_an_answer() {
+        let interrupted = BODY.replace(",\"finish_reason\":\"stop\"", "");
+        assert!(!interrupted.contains("finish_reason\":\""), "{interrupted}");
+        let (result, text) = read(vec![interrupted.into_bytes()]).await;
+        match result {
+            Err(AttemptError::Cut(why)) => assert!(why.contains("no finish_reason"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(AttemptError::Cut(String::new()).retryable(), "asked again");
+        assert!(!text.is_empty(), "the partial text streamed, and is discarded by the retry");
     }
 
     #[tokio::test]
