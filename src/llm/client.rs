@@ -53,6 +53,10 @@ pub enum AttemptError {
     },
     /// The stream ended or broke before `[DONE]`.
     Cut(String),
+    /// `[DONE]` came without a `finish_reason`: the server ended the request early to serve another
+    /// (llama-cpp-python serves one at a time). Asked again, and taken as a sign of too many in
+    /// flight, as a 429 is.
+    Interrupted,
     /// An error object inside a 200 stream.
     InStream(String),
     FirstTokenTimeout,
@@ -74,6 +78,7 @@ impl AttemptError {
             AttemptError::Connect(_)
             | AttemptError::NoConnection(_)
             | AttemptError::Cut(_)
+            | AttemptError::Interrupted
             | AttemptError::InStream(_)
             | AttemptError::FirstTokenTimeout
             | AttemptError::IdleTimeout
@@ -86,7 +91,7 @@ impl AttemptError {
     /// The server refused for its rate (429, or 503 with a `Retry-After`): not the request's fault.
     fn rate_limited(&self) -> bool {
         match self {
-            AttemptError::Status { status: 429, .. } => true,
+            AttemptError::Status { status: 429, .. } | AttemptError::Interrupted => true,
             AttemptError::Status { status: 503, rate, .. } => rate.retry_after.is_some(),
             _ => false,
         }
@@ -105,6 +110,9 @@ impl AttemptError {
             AttemptError::Connect(e) | AttemptError::NoConnection(e) => format!("cannot reach {base_url}: {e}"),
             AttemptError::Status { status, message, .. } => format!("HTTP {status} from {base_url}: {message}"),
             AttemptError::Cut(e) => e.clone(),
+            AttemptError::Interrupted => {
+                "the stream ended with [DONE] but no finish_reason: the server interrupted the request".into()
+            }
             AttemptError::InStream(e) => format!("error inside the stream: {e}"),
             AttemptError::FirstTokenTimeout => "no first token in time".into(),
             AttemptError::IdleTimeout => "the stream stalled".into(),
@@ -484,7 +492,14 @@ impl Client {
                         let delay = backoff.delay(key_seed, throttles.min(6), error.retry_after(tokens_asked));
                         let event = ChatEvent::Retry {
                             attempt: attempt + throttles,
-                            reason: format!("{reason} (rate limited: {now} in flight from now)"),
+                            reason: format!(
+                                "{reason} ({}: {now} in flight from now)",
+                                if matches!(error, AttemptError::Interrupted) {
+                                    "interrupted"
+                                } else {
+                                    "rate limited"
+                                }
+                            ),
                             discarded_chars: tokens.iter().map(|t| t.chars().count()).sum(),
                             delay_ms: delay.as_millis() as u64,
                         };
@@ -581,6 +596,8 @@ mod tests {
         attempts: Mutex<u32>,
         finish_reason: &'static str,
         batched: bool,
+        /// The first this many attempts end as a server ends a request it interrupted.
+        interrupted: Mutex<u32>,
     }
 
     impl Scripted {
@@ -590,6 +607,7 @@ mod tests {
                 attempts: Mutex::new(0),
                 finish_reason: "stop",
                 batched: false,
+                interrupted: Mutex::new(0),
             }
         }
 
@@ -606,6 +624,14 @@ mod tests {
             on_token: &mut (dyn FnMut(String) -> bool + Send),
         ) -> Result<Finished, AttemptError> {
             *self.attempts.lock().unwrap() += 1;
+            {
+                let mut interrupted = self.interrupted.lock().unwrap();
+                if *interrupted > 0 {
+                    *interrupted -= 1;
+                    on_token("Half an ans".into());
+                    return Err(AttemptError::Interrupted);
+                }
+            }
             let reply = {
                 let mut replies = self.replies.lock().unwrap();
                 if replies.len() > 1 {
@@ -672,6 +698,34 @@ mod tests {
             .flatten()
             .map(|e| if e.path().is_dir() { files(&e.path()) } else { 1 })
             .sum()
+    }
+
+    #[tokio::test]
+    async fn interrupted_requests_are_asked_again_with_fewer_in_flight() {
+        let dir = tempfile::tempdir().unwrap();
+        let transport = Arc::new(Scripted::new(&["A whole answer."]));
+        *transport.interrupted.lock().unwrap() = 2;
+        let c = client(transport.clone(), dir.path());
+        let before = c.own.limit();
+        let mut events = c.stream(request(Role::Rpa));
+        let (mut text, mut retries) = (String::new(), Vec::new());
+        while let Some(e) = events.next().await {
+            match e {
+                ChatEvent::Token(t) => text.push_str(&t),
+                ChatEvent::Retry { reason, .. } => {
+                    text.clear();
+                    retries.push(reason);
+                }
+                ChatEvent::Error(e) => panic!("{e}"),
+                _ => {}
+            }
+        }
+        assert_eq!(text, "A whole answer.", "the cut reply is discarded, never an answer");
+        assert_eq!(transport.attempts(), 3);
+        assert_eq!(retries.len(), 2);
+        assert!(retries[0].contains("no finish_reason") && retries[0].contains("(interrupted: "), "{retries:?}");
+        assert!(c.own.limit() < before, "{} of {before} in flight", c.own.limit());
+        assert_eq!(files(dir.path()), 1, "only the whole answer is cached");
     }
 
     #[tokio::test]
