@@ -533,6 +533,11 @@ impl App {
                     let session = self.run.session.id.clone();
                     return vec![Effect::ListSessions, Effect::ProbeDiff { character, session }];
                 }
+                if let Err(why) = &result
+                    && self.run.items.is_empty()
+                {
+                    self.live.refused = Some(why.clone());
+                }
                 self.flash = Some(match result {
                     Ok(()) if self.demo.as_ref().is_some_and(|d| d.step < DEMO_STEPS.len() - 1) => {
                         "demo: the replay has finished · n: the next step of the tour".into()

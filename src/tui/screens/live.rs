@@ -54,6 +54,9 @@ pub struct Live {
     /// The requests file a run in batch files mode last wrote, while its session waits for the
     /// results.
     pub batch: Option<BatchWritten>,
+    /// Why the last run stopped before it showed anything (a session another process writes, a
+    /// journal that does not load): said where the run would have been, not only in the status line.
+    pub refused: Option<String>,
 }
 
 /// A phase's requests written for an offline engine: where they are, and the exact command that
@@ -106,6 +109,7 @@ impl Live {
         self.paused = false;
         self.replay = replay;
         self.batch = None;
+        self.refused = None;
         if follow {
             self.follow = true;
         }
@@ -233,14 +237,20 @@ impl Component for Live {
             let b = block(" Live run ", false, theme);
             let inner = b.inner(area);
             frame.render_widget(b, area);
+            let mut lines = match &self.refused {
+                Some(why) => vec![
+                    Line::styled("The run did not start:", theme.fg(theme.error)),
+                    Line::raw(why.clone()),
+                    Line::raw(""),
+                ],
+                None => vec![Line::raw("No run yet.")],
+            };
+            lines.push(Line::styled(
+                "Start one from Setup (1), or open or replay a session (5).",
+                theme.dim(),
+            ));
             frame.render_widget(
-                Paragraph::new(vec![
-                    Line::raw("No run yet."),
-                    Line::styled(
-                        "Start one from Setup (1), or open or replay a session (5).",
-                        theme.dim(),
-                    ),
-                ]),
+                Paragraph::new(lines).wrap(ratatui::widgets::Wrap { trim: false }),
                 inner,
             );
             return Hits::default();

@@ -1353,3 +1353,22 @@ fn live_logs_a_batch_runs_steps() {
         "{screen}"
     );
 }
+
+#[test]
+fn a_resume_refused_before_it_starts_says_why_on_the_live_screen() {
+    let mut app = app();
+    app.screen = Screen::Live;
+    app.live.start(None, true);
+    let why = "session 20261202-180106-2061 is being written by another incharacter (pid 4242); wait for it to end, \
+               or stop it";
+    app.update(Action::RunEnded(Err(why.into())));
+    for size in SIZES {
+        let screen = render(&app, size);
+        assert!(screen.contains("The run did not start:"), "{screen}");
+        assert!(screen.contains("(pid 4242)"), "{screen}");
+        assert!(!screen.contains("No run yet."), "{screen}");
+    }
+    // The next run clears it.
+    app.live.start(None, true);
+    assert!(render(&app, (120, 40)).contains("No run yet."));
+}
