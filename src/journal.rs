@@ -334,19 +334,14 @@ pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()>
     write_bytes_atomic(path, &serde_json::to_vec_pretty(value)?)
 }
 
-/// Writes `bytes` to `path` atomically (temporary file + rename): a reader sees the old file or the
-/// whole new one.
+/// Writes `bytes` to `path` whole or not at all ([`crate::files::write_atomic`]), for the files a
+/// session keeps: the caller names the path in its error.
 pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    use crate::files::FileError;
+    crate::files::write_atomic(path, bytes).map_err(|e| match e {
+        FileError::Write { error, .. } | FileError::Read { error, .. } => error,
+        refused => std::io::Error::other(refused.to_string()),
+    })
 }
 
 #[cfg(test)]

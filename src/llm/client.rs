@@ -324,6 +324,19 @@ impl Client {
             .filter(|_| self.shared.cache_mode != CacheMode::Off)
     }
 
+    /// What an attempt of about `asked` tokens used: the provider's pace learns it, and the run's
+    /// accounts count it at the provider's prices (an empty reply is billed too).
+    fn bill(&self, role: super::Role, asked: u64, used: Usage) {
+        self.pace.used(asked, used.prompt_tokens + used.completion_tokens);
+        self.shared.accounting.usage(
+            &self.config.name,
+            role,
+            used,
+            self.config.price_in_per_mtok,
+            self.config.price_out_per_mtok,
+        );
+    }
+
     /// A cached reply, replayed as if it streamed.
     fn replay(&self, request: &ChatRequest, entry: CacheEntry, tx: &mpsc::UnboundedSender<ChatEvent>) {
         self.shared.accounting.cache_hit(&self.config.name, request.meta.role);
@@ -413,14 +426,7 @@ impl Client {
             let result = match result {
                 Ok(finished) if tokens.iter().all(|t| super::is_empty_reply(t)) => {
                     if let Some(u) = finished.usage {
-                        self.pace.used(tokens_asked, u.prompt_tokens + u.completion_tokens);
-                        acc.usage(
-                            provider,
-                            role,
-                            u,
-                            self.config.price_in_per_mtok,
-                            self.config.price_out_per_mtok,
-                        );
+                        self.bill(role, tokens_asked, u);
                     }
                     empties += 1;
                     Err(AttemptError::Empty {
@@ -434,14 +440,7 @@ impl Client {
                     reach.answered(provider);
                     own.succeeded();
                     if let Some(u) = finished.usage {
-                        self.pace.used(tokens_asked, u.prompt_tokens + u.completion_tokens);
-                        acc.usage(
-                            provider,
-                            role,
-                            u,
-                            self.config.price_in_per_mtok,
-                            self.config.price_out_per_mtok,
-                        );
+                        self.bill(role, tokens_asked, u);
                         let _ = tx.send(ChatEvent::Usage(u));
                     }
                     if let (Some(cache), CacheMode::ReadWrite) = (cache, self.shared.cache_mode) {

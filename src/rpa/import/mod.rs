@@ -169,22 +169,26 @@ fn claim<T>(
     }
 }
 
-/// The bytes of the regular file `path` (a link is refused, not followed), at most `max` of them:
-/// checked before reading and bounded while reading (a file that grows meanwhile is refused too).
-fn read_bytes(path: &Path, max: u64, what: &'static str) -> Result<Vec<u8>, String> {
+/// An import reads regular files only, and no link (a link could point anywhere): checked on the
+/// path itself, before anything is read.
+fn not_a_link(path: &Path) -> Result<(), String> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if !meta.is_file() {
         return Err(FileError::NotRegular(path.to_path_buf()).to_string());
     }
+    Ok(())
+}
+
+/// The bytes of the regular file `path` (a link is refused, not followed), at most `max` of them:
+/// checked before reading and bounded while reading (a file that grows meanwhile is refused too).
+fn read_bytes(path: &Path, max: u64, what: &'static str) -> Result<Vec<u8>, String> {
+    not_a_link(path)?;
     crate::files::read_limited(path, max, what).map_err(|e| e.to_string())
 }
 
 /// The UTF-8 text of the regular file `path`, as [`read_bytes`]; bad UTF-8 is located.
 fn read_text(path: &Path, max: u64, what: &'static str) -> Result<String, String> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if !meta.is_file() {
-        return Err(FileError::NotRegular(path.to_path_buf()).to_string());
-    }
+    not_a_link(path)?;
     crate::files::read_text_limited(path, max, what).map_err(|e| e.to_string())
 }
 
@@ -226,10 +230,7 @@ type Row = serde_json::Map<String, serde_json::Value>;
 /// The JSON objects of a jsonl file, each with its 1-based line number; blank lines skipped.
 /// A malformed row is an error naming file:line:column; the file and each of its lines are bounded.
 fn jsonl_rows(path: &Path) -> Result<Vec<(usize, Row)>, String> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if !meta.is_file() {
-        return Err(FileError::NotRegular(path.to_path_buf()).to_string());
-    }
+    not_a_link(path)?;
     crate::files::check_readable(path, MAX_JSONL, "a jsonl export").map_err(|e| e.to_string())?;
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut rows = Vec::new();
