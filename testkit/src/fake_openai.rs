@@ -4,10 +4,14 @@
 //! Retry-After, 500, 503, 400, a connection dropped after the headers, a stream cut mid-way, an error
 //! inside the stream, a complete reply with no text or only whitespace). It counts requests and the
 //! most ever in flight, and can log every request as JSONL (never the Authorization header's value).
+//! With a [`Persona`] it behaves as a real self-hosted server does (see [`servers`]).
 //! Integration tests and benchmarks run it in-process (`FakeServer::start`) or as the `fake-openai`
 //! binary of this crate.
 
 pub mod batch;
+pub mod servers;
+
+pub use self::servers::{Persona, TRACEBACK, chat_prompt_tokens, count_tokens};
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -133,6 +137,17 @@ pub struct FakeConfig {
     pub model: String,
     /// The order of a batch's output lines (see [`batch`]).
     pub batch_order: BatchOrder,
+    /// Behave as this real server does (its routes, context rules, slots; see [`servers`]); `None`:
+    /// the plain fake, which has no context limit and takes every request at once.
+    pub persona: Option<Persona>,
+    /// A persona's context in tokens (per slot, as llama-server reports `n_ctx`).
+    pub context: usize,
+    /// How many chat requests a llama.cpp or Ollama persona processes at once; the others queue.
+    pub slots: usize,
+    /// The Ollama persona's `/api/show` states `num_ctx` (as a Modelfile that sets it does).
+    pub ollama_modelfile_ctx: bool,
+    /// Every route answers 500 with a Python traceback (a server that is up but broken).
+    pub fail_all: bool,
 }
 
 impl Default for FakeConfig {
@@ -157,6 +172,11 @@ impl Default for FakeConfig {
             log: None,
             model: "fake-openai".into(),
             batch_order: BatchOrder::default(),
+            persona: None,
+            context: 2048,
+            slots: 1,
+            ollama_modelfile_ctx: true,
+            fail_all: false,
         }
     }
 }
@@ -176,6 +196,19 @@ pub struct Stats {
     pub batch_lines: u64,
     /// Files uploaded (`POST /v1/files`; not the output and error files the server writes).
     pub files: u64,
+    /// Streams llama-cpp-python's persona ended early (`[DONE]`, no finish_reason) for a waiting request.
+    pub interrupted: u64,
+    /// Chat requests a persona refused because the prompt (or prompt + max_tokens) exceeds its context.
+    pub context_refusals: u64,
+    /// Chat prompts the Ollama persona cut to its context without saying so.
+    pub truncated: u64,
+    /// The largest chat prompt received, by [`chat_prompt_tokens`], before any truncation.
+    pub max_prompt_tokens: usize,
+    /// The most chat requests processed at once (holding a slot or the lock); `max_in_flight` also
+    /// counts the queued ones.
+    pub max_processing: usize,
+    /// Requests to routes other than chat completions while a persona (or `fail_all`) is set.
+    pub probes: u64,
 }
 
 /// One request as the latency model sees it (for benchmarks that compare with the ideal bound).
@@ -213,6 +246,8 @@ pub(crate) struct Shared {
     count: tokio::sync::watch::Sender<u64>,
     /// The Batch API's files and batches.
     pub(crate) batch: batch::Store,
+    /// The persona's slots, lock and counters.
+    servers: servers::Runtime,
 }
 
 /// Keeps the in-flight count right however a response ends (finished, cut, or dropped by the client).
@@ -250,6 +285,7 @@ impl FakeServer {
             None => None,
         };
         let shared = Arc::new(Shared {
+            servers: servers::Runtime::new(&config),
             config,
             started: tokio::time::Instant::now(),
             trace: Mutex::default(),
@@ -265,12 +301,14 @@ impl FakeServer {
             count: tokio::sync::watch::channel(0).0,
             batch: batch::Store::default(),
         });
-        let app = Router::new()
-            .route("/v1/chat/completions", post(chat))
-            .route("/v1/models", get(models))
-            .route("/v1/_stats", get(stats))
-            .merge(batch::routes())
-            .with_state(shared.clone());
+        let app = servers::router(&shared).unwrap_or_else(|| {
+            Router::new()
+                .route("/v1/chat/completions", post(chat))
+                .route("/v1/models", get(models))
+                .route("/v1/_stats", get(stats))
+                .merge(batch::routes())
+                .with_state(shared.clone())
+        });
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
         let addr = listener.local_addr()?;
         let task = tokio::spawn(async move {
@@ -312,6 +350,7 @@ impl Drop for FakeServer {
 
 fn snapshot(shared: &Shared) -> Stats {
     let batch = shared.batch.counts();
+    let servers = shared.servers.counts();
     Stats {
         requests: shared.requests.load(Ordering::SeqCst),
         faults: shared.faults.load(Ordering::SeqCst),
@@ -321,6 +360,12 @@ fn snapshot(shared: &Shared) -> Stats {
         batches: batch.batches,
         batch_lines: batch.batch_lines,
         files: batch.files,
+        interrupted: servers.interrupted,
+        context_refusals: servers.context_refusals,
+        truncated: servers.truncated,
+        max_prompt_tokens: servers.max_prompt_tokens,
+        max_processing: servers.max_processing,
+        probes: servers.probes,
     }
 }
 
@@ -462,6 +507,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
                 [(attempt as usize + (unit(&content_key, config.seed + 1) * 1000.0) as usize) % config.faults.len()]
         });
     log_request(&shared, &request, attempt, fault, authorized.is_some());
+    servers::note_prompt(&shared, &request);
 
     if let Some(key) = &config.require_key
         && authorized.as_deref() != Some(&format!("Bearer {key}"))
@@ -474,6 +520,9 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             "response_format.type: Input should be 'text' or 'json_object'",
             &[],
         );
+    }
+    if let Some(refused) = servers::refuse_json_schema(config, &request) {
+        return refused;
     }
     if let Some(refused) = documented_refusal(config, &request) {
         return refused;
@@ -500,6 +549,11 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         );
     }
     let window = window.map(|(headers, _)| headers).unwrap_or_default();
+    // A persona's slot or lock, and its context rules.
+    let admission = match servers::admit(&shared, &request).await {
+        Ok(admission) => admission,
+        Err(refused) => return with_headers(refused, &window),
+    };
     tokio::time::sleep(config.first_byte).await;
     if fault.is_some() {
         shared.faults.fetch_add(1, Ordering::SeqCst);
@@ -536,12 +590,13 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         Some(text) => text.to_string(),
         None => reply_for(config, &request, &content_key),
     };
-    let tokens = split_tokens(&reply);
+    let (tokens, finish) = admission.complete(split_tokens(&reply));
+    let reply = tokens.concat();
     let include_usage = request
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let prompt_tokens = prompt_tokens(&request);
+    let prompt_tokens = admission.prompt_tokens;
     let model = request["model"].as_str().unwrap_or(&config.model).to_string();
     let id = format!("chatcmpl-fake-{}", &content_key[..12]);
     let stream_events = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
@@ -549,7 +604,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         record(&shared, arrival_ms, &request, tokens.len(), 1, fault);
         let response = axum::Json(json!({
             "id": id, "object": "chat.completion", "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": finish}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": tokens.len(), "total_tokens": prompt_tokens + tokens.len()},
         }))
         .into_response();
@@ -580,7 +635,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
                 events.push(Piece::Data(chunk(json!({"content": token}), Value::Null).to_string()));
             }
             if cut_at.is_none() {
-                events.push(Piece::Data(chunk(json!({}), json!("stop")).to_string()));
+                events.push(Piece::Data(chunk(json!({}), json!(finish)).to_string()));
                 if include_usage {
                     events.push(Piece::Data(json!({"id": id, "object": "chat.completion.chunk", "model": model, "choices": [],
                         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": tokens.len(), "total_tokens": prompt_tokens + tokens.len()}})
@@ -597,10 +652,17 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     // Event n leaves at start + n·gap: deadlines, not sleeps, so timer slack does not accumulate.
     let start = tokio::time::Instant::now();
     let body = futures_util::stream::unfold(
-        (events.into_iter(), 0u32, Some(guard), Vec::<Bytes>::new()),
+        (events.into_iter(), 0u32, Some((guard, admission)), Vec::<Bytes>::new()),
         move |(mut events, n, guard, mut pending)| async move {
             if let Some(piece) = pending.pop() {
                 return Some((Ok::<Bytes, std::io::Error>(piece), (events, n, guard, pending)));
+            }
+            if n > 0
+                && let Some((_, admission)) = &guard
+                && admission.gives_way(events.len())
+            {
+                let done = Bytes::from_static(b"data: [DONE]\n\n");
+                return Some((Ok(done), (Vec::new().into_iter(), n + 1, None, pending)));
             }
             let event = events.next()?;
             if let (Some(gap), true) = (gap, n > 0) {

@@ -1,15 +1,18 @@
 //! `fake-openai` — a TEST INSTRUMENT for incharacter's tests and benchmarks, not a model: it serves the
 //! OpenAI chat-completions API (and the Batch API over it) on 127.0.0.1 with deterministic filler
-//! replies, a set latency and streaming rate, and seeded fault injection; or, with `--answer-batch`, it
+//! replies, a set latency and streaming rate, and seeded fault injection — or, with `--server`, as a real
+//! self-hosted server behaves (llama.cpp, llama-cpp-python, vLLM, Ollama, LM Studio: their probe routes,
+//! context limits and slots); or, with `--answer-batch`, it
 //! answers a batch input file offline as `vllm run-batch` does, and exits. See
-//! `incharacter_testkit::fake_openai` and `incharacter_testkit::fake_openai::batch`.
+//! `incharacter_testkit::fake_openai`, `incharacter_testkit::fake_openai::servers` and
+//! `incharacter_testkit::fake_openai::batch`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
 use incharacter_testkit::fake_openai::batch::{BatchOrder, batch_output_for};
-use incharacter_testkit::fake_openai::{FakeConfig, FakeServer, Fault, ScriptRule};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer, Fault, Persona, ScriptRule};
 
 #[derive(Parser)]
 #[command(
@@ -81,6 +84,22 @@ struct Args {
     /// `vllm run-batch -i IN -o OUT` does (failed requests included)
     #[arg(long, value_name = "IN.jsonl", requires = "output")]
     answer_batch: Option<PathBuf>,
+    /// Behave as this server does: llama.cpp (llamacpp, llama-server), llama-cpp-python, vllm, ollama,
+    /// lmstudio (lm-studio)
+    #[arg(long, value_name = "PERSONA")]
+    server: Option<String>,
+    /// The --server's context in tokens (per slot for llama.cpp)
+    #[arg(long, default_value_t = 2048)]
+    context: usize,
+    /// How many chat requests a llama.cpp or Ollama --server processes at once (the others queue)
+    #[arg(long, default_value_t = 1)]
+    slots: usize,
+    /// Ollama's /api/show states no num_ctx (the model runs with the server's default context)
+    #[arg(long)]
+    ollama_default_context: bool,
+    /// Answer every route with 500 and a Python traceback
+    #[arg(long)]
+    fail_all: bool,
     /// Where `--answer-batch` writes its results
     #[arg(short, long, value_name = "OUT.jsonl", requires = "answer_batch")]
     output: Option<PathBuf>,
@@ -102,6 +121,12 @@ async fn main() -> anyhow::Result<()> {
         Some(path) => serde_json::from_str(&std::fs::read_to_string(path)?)?,
         None => Vec::new(),
     };
+    let persona = match &args.server {
+        Some(name) => Some(Persona::parse(name).ok_or_else(|| {
+            anyhow::anyhow!("unknown server \"{name}\" (llama.cpp, llama-cpp-python, vllm, ollama, lmstudio)")
+        })?),
+        None => None,
+    };
     let config = FakeConfig {
         seed: args.seed,
         first_byte: Duration::from_millis(args.latency_ms),
@@ -121,6 +146,11 @@ async fn main() -> anyhow::Result<()> {
         requests_per_window: args.requests_per_window.zip(args.window_ms.map(Duration::from_millis)),
         log: args.log,
         batch_order: args.batch_order,
+        persona,
+        context: args.context,
+        slots: args.slots,
+        ollama_modelfile_ctx: !args.ollama_default_context,
+        fail_all: args.fail_all,
         ..FakeConfig::default()
     };
     if let (Some(input), Some(output)) = (&args.answer_batch, &args.output) {
@@ -139,5 +169,16 @@ async fn main() -> anyhow::Result<()> {
         "requests: {}, faults: {}, refused (429): {}, max in flight: {}, batches: {} ({} lines)",
         stats.requests, stats.faults, stats.throttled, stats.max_in_flight, stats.batches, stats.batch_lines
     );
+    if persona.is_some() || args.fail_all {
+        eprintln!(
+            "probes: {}, max processing: {}, largest prompt: {} tokens, context refusals: {}, truncated: {}, interrupted: {}",
+            stats.probes,
+            stats.max_processing,
+            stats.max_prompt_tokens,
+            stats.context_refusals,
+            stats.truncated,
+            stats.interrupted
+        );
+    }
     Ok(())
 }
