@@ -199,6 +199,13 @@ fn go<S: Headless>(
     let result = ctx.block_on(run.execute_batch(
         |e| {
             progress.record(e);
+            // What a server said of itself, on first contact: said once, above the progress.
+            if let Event::Server(facts) = e {
+                say(format!("server: {}", facts.summary()));
+                for w in &facts.warnings {
+                    say(format!("warning: {w}"));
+                }
+            }
             let now = limits
                 .throttled()
                 .iter()

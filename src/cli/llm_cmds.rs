@@ -73,52 +73,186 @@ pub fn list(ctx: &Ctx, json_output: bool, out: &mut dyn Write) -> anyhow::Result
     Ok(ExitCode::SUCCESS)
 }
 
-/// One tiny request with a schema: is the provider reachable, how fast, and does structured output work.
-pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let config = ctx.config()?;
+/// Which provider `providers check` asks.
+pub enum Target {
+    /// One of the config's providers, by name.
+    Configured(String),
+    /// A server by its preset, not in the config.
+    Preset {
+        preset: String,
+        base_url: Option<String>,
+        model: String,
+    },
+}
+
+/// The config `check` connects with, and the name of the provider in it: the user's, or the user's
+/// plus a provider `check` made of a preset (parsed as a config entry is, so a preset's facts and
+/// a URL's checks apply alike).
+fn checked_config(config: &Config, target: &Target) -> anyhow::Result<(Config, String)> {
+    match target {
+        Target::Configured(name) => {
+            if config.provider(name).is_none() {
+                let names: Vec<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
+                return Err(input_error(format!(
+                    "unknown provider \"{}\" (configured: {})",
+                    safe(name),
+                    names.join(", ")
+                )));
+            }
+            Ok((config.clone(), name.clone()))
+        }
+        Target::Preset {
+            preset,
+            base_url,
+            model,
+        } => {
+            let quote = |s: &str| toml::Value::String(s.to_string()).to_string();
+            let mut text = format!(
+                "[[providers]]\nname = \"check\"\nkind = \"openai\"\npreset = {}\nmodel = {}\n",
+                quote(preset),
+                quote(model)
+            );
+            if let Some(url) = base_url {
+                text.push_str(&format!("base_url = {}\n", quote(url)));
+            }
+            let parsed = Config::parse(crate::domain::diagnostic::Source::new("--preset", &text), false, &env)
+                .map_err(|errors| {
+                    let words: Vec<String> = errors.iter().map(|d| d.message.clone()).collect();
+                    input_error(safe(&words.join("; ")))
+                })?;
+            let mut merged = config.clone();
+            merged.providers.retain(|p| p.name != "check");
+            merged.providers.extend(parsed.providers);
+            Ok((merged, "check".into()))
+        }
+    }
+}
+
+/// `providers check`: what the server says of itself, one tiny request with a schema (reachable?
+/// how fast? structured output?), then the method's own requests — each step said on stderr as it
+/// goes, all within `budget_s` seconds (short timeouts, at most one retry).
+pub fn check(
+    ctx: &Ctx,
+    target: &Target,
+    budget_s: f64,
+    json_output: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let (config, name) = checked_config(ctx.config()?, target)?;
+    let mut config = config;
+    for p in &mut config.providers {
+        if p.name == name {
+            *p = p.hurried(budget_s);
+        }
+    }
+    let config = &config;
+    let started = std::time::Instant::now();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs_f64(budget_s);
+    let say = |line: String| eprintln!("{}", safe(&line));
     let client = llm::connect(
         config,
-        name,
+        &name,
         shared(config, CacheMode::Off),
         &env,
         crate::paths::data_dir().as_deref(),
     )
     .map_err(anyhow::Error::new)?;
-    let probe = ctx.block_on(crate::study::check::probe(&client));
-    let (first, total, result) = (probe.first, probe.total, &probe.reply);
     let info = client.info();
+    let base_url = config.provider(&name).map_or(String::new(), |p| p.base_url.clone());
+    say(format!(
+        "checking {} at {} (at most {budget_s:.0} s)",
+        info,
+        if base_url.is_empty() {
+            "the embedded model"
+        } else {
+            &base_url
+        }
+    ));
+    say("  asking the server about itself …".into());
+    let facts = ctx
+        .block_on(async { tokio::time::timeout_at(deadline, client.server()).await })
+        .ok()
+        .flatten();
+    match &facts {
+        Some(f) => {
+            say(format!("  server: {}", f.summary()));
+            for w in &f.warnings {
+                say(format!("  warning: {w}"));
+            }
+        }
+        None => say("  server: nothing to ask (the embedded model, or out of time)".into()),
+    }
+    say("  a tiny request asking for JSON …".into());
+    let probe = ctx.block_on(async { tokio::time::timeout_at(deadline, crate::study::check::probe(&client)).await });
+    let probe = match probe {
+        Ok(p) => p,
+        Err(_) => crate::study::check::Probe {
+            first: None,
+            total: started.elapsed(),
+            reply: Err(llm::LlmError::Transport(format!(
+                "no reply within the check's {budget_s:.0} s"
+            ))),
+        },
+    };
+    let (first, total, result) = (probe.first, probe.total, &probe.reply);
+    match result {
+        Ok(_) => say(format!("  a tiny request: ok ({:.0} ms)", total.as_secs_f64() * 1000.0)),
+        Err(e) => say(format!("  a tiny request: FAILED: {e}")),
+    }
     // The method's own requests, each on a fresh client, when the provider answers at all.
     let fresh = || -> anyhow::Result<(std::sync::Arc<dyn ChatModel>, Shared)> {
         let sh = shared(config, CacheMode::Off);
-        let c = llm::connect(config, name, sh.clone(), &env, crate::paths::data_dir().as_deref())
+        let c = llm::connect(config, &name, sh.clone(), &env, crate::paths::data_dir().as_deref())
             .map_err(anyhow::Error::new)?;
         Ok((std::sync::Arc::new(c), sh))
     };
     let shapes = match result {
-        Ok(_) => ctx.block_on(crate::study::check::check(&fresh, &*ctx.catalog()?))?,
+        Ok(_) => {
+            say("the method's requests:".into());
+            ctx.block_on(crate::study::check::check(&fresh, &*ctx.catalog()?, deadline, &say))?
+        }
         Err(_) => Vec::new(),
     };
+    say(format!("checked in {:.1} s", started.elapsed().as_secs_f64()));
     let shapes_fail = shapes.iter().any(|v| v.status == "fails");
     let ms = |d: std::time::Duration| (d.as_secs_f64() * 1000.0).round();
-    let uses = config.provider(name).is_some_and(|p| p.structured_output);
+    let uses = config.provider(&name).is_some_and(|p| p.structured_output);
+    let code = if result.is_ok() && !shapes_fail {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
     if json_output {
         let structured = probe.valid_json();
         let report = json!({
-            "provider": info.provider, "kind": info.kind, "model": info.model,
+            "provider": info.provider, "kind": info.kind, "model": info.model, "base_url": base_url,
             "ok": result.is_ok(),
             "error": result.as_ref().err().map(|e| e.to_string()),
             "first_token_ms": first.map(ms), "total_ms": ms(total),
+            "elapsed_ms": ms(started.elapsed()), "budget_s": budget_s,
+            "server": facts.as_deref(),
             "structured_output_requested": uses, "valid_json": structured,
             "reply": result.as_ref().ok(),
             "shapes": shapes,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
-        return Ok(if result.is_ok() && !shapes_fail {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        });
+        return Ok(code);
     }
+    human(out, &info, &probe, facts.as_deref(), &shapes, uses)?;
+    Ok(code)
+}
+
+/// What `providers check` found, for a person.
+fn human(
+    out: &mut dyn Write,
+    info: &llm::ModelInfo,
+    probe: &crate::study::check::Probe,
+    facts: Option<&crate::llm::server::Facts>,
+    shapes: &[crate::study::check::Verdict],
+    uses: bool,
+) -> anyhow::Result<()> {
+    let ms = |d: std::time::Duration| (d.as_secs_f64() * 1000.0).round();
+    let (first, total, result) = (probe.first, probe.total, &probe.reply);
     match result {
         Err(e) => {
             writeln!(
@@ -128,11 +262,13 @@ pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> a
                 total.as_secs_f64(),
                 safe(&e.to_string())
             )?;
-            Ok(ExitCode::from(1))
         }
         Ok(text) => {
             let structured = probe.valid_json() == Some(true);
             writeln!(out, "{}: ok", safe(&info.to_string()))?;
+            if let Some(f) = facts {
+                writeln!(out, "server: {}", safe(&f.summary()))?;
+            }
             writeln!(
                 out,
                 "first token: {}",
@@ -148,7 +284,7 @@ pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> a
             writeln!(out, "structured output: {verdict}")?;
             writeln!(out, "reply: {}", safe(text))?;
             writeln!(out, "the method's requests:")?;
-            for v in &shapes {
+            for v in shapes {
                 writeln!(
                     out,
                     "  {:<18} {}{}",
@@ -157,13 +293,9 @@ pub fn check(ctx: &Ctx, name: &str, json_output: bool, out: &mut dyn Write) -> a
                     v.detail.as_ref().map_or(String::new(), |d| format!(": {}", safe(d)))
                 )?;
             }
-            Ok(if shapes_fail {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            })
         }
     }
+    Ok(())
 }
 
 /// The largest schema file `chat --schema` reads: a schema is a page of JSON, not a data set.

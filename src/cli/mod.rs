@@ -18,6 +18,7 @@ mod metrics_cmds;
 mod model_cmds;
 mod observe_cmds;
 mod plot_cmds;
+mod progress;
 mod prompts_cmds;
 mod report_cmds;
 mod rolebench_cmds;
@@ -547,8 +548,33 @@ pub enum ModelCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum ProvidersCommand {
-    /// Send one tiny request: latency, and whether structured output works
-    Check { name: String },
+    /// Probe a provider's server (context, slots), send one tiny request (latency, structured
+    /// output), then the method's own requests; within --timeout seconds in all
+    Check {
+        /// A configured provider (or none, with --preset)
+        #[arg(required_unless_present = "preset")]
+        name: Option<String>,
+        /// Check a server by its preset instead (llamacpp, llama-cpp-python, vllm, ollama, lmstudio, …)
+        #[arg(long, conflicts_with = "name")]
+        preset: Option<String>,
+        /// With --preset: the server's URL, if not the preset's
+        #[arg(long, requires = "preset")]
+        base_url: Option<String>,
+        /// With --preset: the model name to send
+        #[arg(long, requires = "preset", default_value = "default")]
+        model: String,
+        /// The most the whole check may take, in seconds
+        #[arg(long, default_value_t = 30.0, value_parser = seconds)]
+        timeout: f64,
+    },
+}
+
+/// A time budget in seconds: more than 0, at most an hour.
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 3600.0 => Ok(x),
+        _ => Err(format!("{text} is not a number of seconds between 0 and 3600")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -897,7 +923,23 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         },
         Command::Providers { json, command } => match command {
             None => llm_cmds::list(ctx, json, out),
-            Some(ProvidersCommand::Check { name }) => llm_cmds::check(ctx, &name, json, out),
+            Some(ProvidersCommand::Check {
+                name,
+                preset,
+                base_url,
+                model,
+                timeout,
+            }) => {
+                let target = match (name, preset) {
+                    (Some(name), _) => llm_cmds::Target::Configured(name),
+                    (None, preset) => llm_cmds::Target::Preset {
+                        preset: preset.unwrap_or_default(),
+                        base_url,
+                        model,
+                    },
+                };
+                llm_cmds::check(ctx, &target, timeout, json, out)
+            }
         },
         Command::Chat {
             provider,

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use serde_json::{Map, Value, json};
 
 use super::drive::{self, Headless, Progress};
+use super::progress::{Bars, Phase};
 use super::table::{Table, num};
 use super::{Ctx, input_error};
 use crate::catalog::Catalog;
@@ -245,11 +246,13 @@ impl Headless for Interviews {
     }
 
     fn progress(run: &Run<Self>, catalog: &Catalog, live: bool) -> Box<dyn Progress> {
+        // What the journal holds is not made again: the bars start there.
+        let done = &run.study.done;
         Box::new(Bars::new(
-            live,
-            run.plan.total_items(catalog),
-            run.plan.total_assessments(catalog),
-            run.study.done.answers.len(),
+            live.then(indicatif::ProgressDrawTarget::stderr),
+            run.accounting(),
+            Phase::new(run.plan.total_items(catalog), done.answers.len()),
+            Phase::new(run.plan.total_assessments(catalog), done.assessed.len()),
         ))
     }
 
@@ -501,134 +504,4 @@ fn export_interviews(
         }
     };
     write_export(&text, format, output, out)
-}
-
-type BarSet = (indicatif::MultiProgress, indicatif::ProgressBar, indicatif::ProgressBar);
-
-/// A line above the bars, or on its own without them.
-fn say(bars: &Option<BarSet>, line: String) {
-    match bars {
-        Some((multi, ..)) => {
-            let _ = multi.println(line);
-        }
-        None => eprintln!("{line}"),
-    }
-}
-
-/// Run progress on stderr: indicatif bars on a terminal, a plain line every 20 answers otherwise.
-struct Bars {
-    bars: Option<BarSet>,
-    counts: (usize, usize, usize),
-    total_items: usize,
-    /// The providers a rate limit holds back (see [`Progress::held`]).
-    held: String,
-}
-
-impl Bars {
-    fn new(live: bool, total_items: usize, total_assessments: usize, answered: usize) -> Bars {
-        let bars = live.then(|| {
-            let multi = indicatif::MultiProgress::new();
-            let style = indicatif::ProgressStyle::with_template(
-                "{prefix:>12} [{bar:32.cyan/blue}] {pos}/{len} {msg} ({elapsed}, eta {eta})",
-            )
-            .expect("a valid template")
-            .progress_chars("=> ");
-            let items = multi.add(indicatif::ProgressBar::new(total_items as u64).with_style(style.clone()));
-            items.set_prefix("interviews");
-            items.set_position(answered as u64);
-            let dims = multi.add(indicatif::ProgressBar::new(total_assessments as u64).with_style(style));
-            dims.set_prefix("assessments");
-            (multi, items, dims)
-        });
-        Bars {
-            bars,
-            counts: (answered, 0, 0),
-            total_items,
-            held: String::new(),
-        }
-    }
-
-    /// The interviews bar's message: failures, and the providers a rate limit holds back.
-    fn message(&self) -> String {
-        let failed = self.counts.2;
-        match (failed, self.held.as_str()) {
-            (0, held) => held.to_string(),
-            (_, "") => format!("{failed} failed"),
-            (_, held) => format!("{failed} failed; {held}"),
-        }
-    }
-}
-
-impl Progress for Bars {
-    fn record(&mut self, event: &Event) {
-        let bars = &self.bars;
-        let (answered, assessed, failed) = &mut self.counts;
-        match event {
-            Event::ItemAnswered { .. } => *answered += 1,
-            Event::ItemFailed {
-                character,
-                scale,
-                item_id,
-                error,
-                ..
-            } => {
-                *failed += 1;
-                say(
-                    bars,
-                    format!("item failed: {character} {scale} {item_id}: {}", safe(error)),
-                );
-            }
-            Event::DimensionAssessed(a) => {
-                *assessed += 1;
-                if let Some(f) = &a.failure {
-                    say(
-                        bars,
-                        format!(
-                            "not assessed: {} {} {} r{} {}: {}",
-                            a.character,
-                            a.scale,
-                            a.method.name(),
-                            a.repeat,
-                            a.dimension,
-                            safe(f)
-                        ),
-                    );
-                }
-            }
-            _ => {}
-        }
-        let (answered, assessed, failed) = self.counts;
-        match &self.bars {
-            Some((_, items, dims)) => {
-                items.set_position((answered + failed) as u64);
-                items.set_message(self.message());
-                dims.set_position(assessed as u64);
-            }
-            None if !matches!(event, Event::ItemAnswered { .. }) || answered % 20 == 0 => {
-                let held = match self.held.as_str() {
-                    "" => String::new(),
-                    held => format!("; {held}"),
-                };
-                eprintln!(
-                    "answered {answered}/{} items, {failed} failed; {assessed} dimension assessments{held}",
-                    self.total_items
-                );
-            }
-            None => {}
-        }
-    }
-
-    fn held(&mut self, providers: &str) {
-        self.held = providers.to_string();
-        if let Some((_, items, _)) = &self.bars {
-            items.set_message(self.message());
-        }
-    }
-
-    fn finish(&mut self) {
-        if let Some((_, items, dims)) = &self.bars {
-            items.finish();
-            dims.finish();
-        }
-    }
 }

@@ -1,8 +1,9 @@
 //! What the models cost: requests, retries, failures, cache hits, tokens in and out and estimated cost,
-//! per provider and role. The UI and the CLI read a `Snapshot`.
+//! per provider and role, and how many requests wait for a place under a provider's limit or hold one
+//! now. The UI and the CLI read a `Snapshot` and [`Flight`]s.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
@@ -50,11 +51,80 @@ impl Snapshot {
     }
 }
 
+/// Requests of one role (and provider) right now: waiting for a place under the provider's limit on
+/// requests in flight, and holding one (being sent, streamed or retried). `in_flight` never exceeds
+/// the limit, whatever else waits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Flight {
+    pub queued: usize,
+    pub in_flight: usize,
+}
+
 #[derive(Debug, Default)]
 pub struct Accounting {
     inner: Mutex<Snapshot>,
     /// Told whenever a reply's cost is counted.
     spent: tokio::sync::Notify,
+    /// (provider, role) → requests waiting for a place and holding one, kept by [`Queued`] and
+    /// [`Flying`].
+    flights: Mutex<BTreeMap<(String, Role), Flight>>,
+}
+
+/// Which gauge a [`Queued`] or [`Flying`] request counts in.
+#[derive(Debug)]
+struct Place {
+    accounting: Arc<Accounting>,
+    provider: String,
+    role: Role,
+}
+
+impl Place {
+    fn gauge(&self, f: impl FnOnce(&mut Flight)) {
+        let mut flights = self.accounting.flights.lock().unwrap_or_else(|p| p.into_inner());
+        f(flights.entry((self.provider.clone(), self.role)).or_default());
+    }
+}
+
+/// A request waiting for a place under its provider's limit: counted as queued until it
+/// [starts](Queued::start) or is dropped (cancelled, refused before it went).
+#[derive(Debug)]
+#[must_use = "the request counts as queued only while this lives"]
+pub struct Queued(Option<Place>);
+
+/// A request holding a place (being sent or streamed, retries included): counted as in flight until
+/// dropped.
+#[derive(Debug)]
+#[must_use = "the request counts as in flight only while this lives"]
+pub struct Flying(Option<Place>);
+
+impl Queued {
+    /// The request got its place: from queued to in flight at once, so no one sees it in neither.
+    pub fn start(mut self) -> Flying {
+        let place = self.0.take();
+        if let Some(place) = &place {
+            place.gauge(|f| {
+                f.queued = f.queued.saturating_sub(1);
+                f.in_flight += 1;
+            });
+        }
+        Flying(place)
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        if let Some(place) = &self.0 {
+            place.gauge(|f| f.queued = f.queued.saturating_sub(1));
+        }
+    }
+}
+
+impl Drop for Flying {
+    fn drop(&mut self) {
+        if let Some(place) = &self.0 {
+            place.gauge(|f| f.in_flight = f.in_flight.saturating_sub(1));
+        }
+    }
 }
 
 impl Accounting {
@@ -106,6 +176,40 @@ impl Accounting {
         }
     }
 
+    /// A request of `role` to `provider` starts waiting for its place: it counts as queued while the
+    /// guard lives, then as in flight once [`Queued::start`] says it has the place.
+    pub fn queue(self: &Arc<Self>, provider: &str, role: Role) -> Queued {
+        let place = Place {
+            accounting: self.clone(),
+            provider: provider.to_string(),
+            role,
+        };
+        place.gauge(|f| f.queued += 1);
+        Queued(Some(place))
+    }
+
+    /// Requests of `role` waiting and in flight now, over all providers.
+    pub fn flight(&self, role: Role) -> Flight {
+        let flights = self.flights.lock().unwrap_or_else(|p| p.into_inner());
+        flights
+            .iter()
+            .filter(|((_, r), _)| *r == role)
+            .fold(Flight::default(), |sum, (_, f)| Flight {
+                queued: sum.queued + f.queued,
+                in_flight: sum.in_flight + f.in_flight,
+            })
+    }
+
+    /// Requests waiting and in flight now, per provider and role (those with none left out).
+    pub fn flights(&self) -> BTreeMap<(String, Role), Flight> {
+        let flights = self.flights.lock().unwrap_or_else(|p| p.into_inner());
+        flights
+            .iter()
+            .filter(|(_, f)| **f != Flight::default())
+            .map(|(k, f)| (k.clone(), *f))
+            .collect()
+    }
+
     #[cfg(any(test, feature = "testing"))]
     pub fn snapshot(&self) -> Snapshot {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone()
@@ -138,6 +242,105 @@ mod tests {
         assert_eq!((c.requests, c.retries, c.prompt_tokens), (2, 1, 1_000_000));
         assert!((c.cost - 1.5).abs() < 1e-12);
         assert_eq!(s.total().cache_hits, 1);
+    }
+
+    #[test]
+    fn a_request_counts_as_queued_then_in_flight_then_not_at_all() {
+        let a = Arc::new(Accounting::default());
+        let queued = a.queue("p", Role::Judge);
+        assert_eq!(
+            a.flight(Role::Judge),
+            Flight {
+                queued: 1,
+                in_flight: 0
+            }
+        );
+        let flying = queued.start();
+        assert_eq!(
+            a.flight(Role::Judge),
+            Flight {
+                queued: 0,
+                in_flight: 1
+            }
+        );
+        assert_eq!(a.flight(Role::Rpa), Flight::default(), "another role's gauge");
+        drop(flying);
+        assert_eq!(a.flight(Role::Judge), Flight::default());
+        assert!(a.flights().is_empty(), "nothing left waiting or in flight");
+    }
+
+    #[test]
+    fn a_request_dropped_while_it_waits_leaves_the_queue() {
+        let a = Arc::new(Accounting::default());
+        let first = a.queue("p", Role::Rpa);
+        let second = a.queue("p", Role::Rpa);
+        drop(first);
+        assert_eq!(a.flight(Role::Rpa).queued, 1);
+        drop(second);
+        assert_eq!(a.flight(Role::Rpa), Flight::default());
+    }
+
+    #[test]
+    fn flights_are_summed_over_providers_and_kept_per_provider() {
+        let a = Arc::new(Accounting::default());
+        let _p = a.queue("p", Role::Judge).start();
+        let _q = a.queue("q", Role::Judge).start();
+        let _q_waits = a.queue("q", Role::Judge);
+        let _rpa = a.queue("q", Role::Rpa);
+        assert_eq!(
+            a.flight(Role::Judge),
+            Flight {
+                queued: 1,
+                in_flight: 2
+            }
+        );
+        let per = a.flights();
+        assert_eq!(
+            per[&("q".to_string(), Role::Judge)],
+            Flight {
+                queued: 1,
+                in_flight: 1
+            }
+        );
+        assert_eq!(per[&("q".to_string(), Role::Rpa)].queued, 1);
+        assert_eq!(per.len(), 3);
+    }
+
+    /// One place under a provider's limit: however many requests ask, one is in flight and the rest
+    /// are queued, and a cancelled run leaves nothing counted.
+    #[tokio::test]
+    async fn under_a_limit_of_one_one_request_flies_and_the_rest_wait() {
+        let a = Arc::new(Accounting::default());
+        let limit = Arc::new(tokio::sync::Semaphore::new(1));
+        let (go_on, hold) = tokio::sync::watch::channel(false);
+        let mut requests = tokio::task::JoinSet::new();
+        for _ in 0..5 {
+            let (a, limit, mut hold) = (a.clone(), limit.clone(), hold.clone());
+            requests.spawn(async move {
+                let queued = a.queue("slow", Role::Judge);
+                let Ok(_place) = limit.acquire().await else { return };
+                let _flying = queued.start();
+                let _ = hold.wait_for(|go| *go).await;
+            });
+        }
+        while a.flight(Role::Judge).queued + a.flight(Role::Judge).in_flight < 5 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            a.flight(Role::Judge),
+            Flight {
+                queued: 4,
+                in_flight: 1
+            }
+        );
+        requests.abort_all();
+        while requests.join_next().await.is_some() {}
+        assert_eq!(
+            a.flight(Role::Judge),
+            Flight::default(),
+            "cancelled: nothing waits, nothing flies"
+        );
+        drop(go_on);
     }
 
     #[tokio::test]

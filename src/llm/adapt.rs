@@ -22,6 +22,9 @@ pub enum Kind {
     FixedTemperature,
     /// Schemas go without numeric and length bounds; replies are checked locally instead.
     NoNumericBounds,
+    /// The schema goes as `response_format` `json_object` and is described in the prompt (a server
+    /// that takes no `json_schema`, such as llama-cpp-python's).
+    JsonObject,
 }
 
 impl Kind {
@@ -31,6 +34,7 @@ impl Kind {
             Kind::MaxCompletionTokens => "max_tokens sent as max_completion_tokens",
             Kind::FixedTemperature => "temperature: fixed by provider",
             Kind::NoNumericBounds => "schemas without numeric and length bounds (checked locally)",
+            Kind::JsonObject => "response_format json_object, the schema described in the prompt",
         }
     }
 }
@@ -51,6 +55,7 @@ pub struct Quirks {
     pub max_completion_tokens: bool,
     pub fixed_temperature: bool,
     pub no_numeric_bounds: bool,
+    pub json_object: bool,
 }
 
 impl Quirks {
@@ -59,6 +64,7 @@ impl Quirks {
             Kind::MaxCompletionTokens => self.max_completion_tokens = true,
             Kind::FixedTemperature => self.fixed_temperature = true,
             Kind::NoNumericBounds => self.no_numeric_bounds = true,
+            Kind::JsonObject => self.json_object = true,
         }
         self
     }
@@ -68,6 +74,7 @@ impl Quirks {
             Kind::MaxCompletionTokens => self.max_completion_tokens,
             Kind::FixedTemperature => self.fixed_temperature,
             Kind::NoNumericBounds => self.no_numeric_bounds,
+            Kind::JsonObject => self.json_object,
         }
     }
 
@@ -79,6 +86,9 @@ impl Quirks {
         }
         if self.fixed_temperature {
             r.sampling.temperature = None;
+        }
+        if self.json_object {
+            r.sampling.json_object = r.schema.is_some();
         }
         if self.no_numeric_bounds
             && let Some(schema) = &mut r.schema
@@ -158,10 +168,21 @@ pub fn recognise(request: &ChatRequest, param: Option<&str>, code: Option<&str>,
     {
         return Some(Kind::FixedTemperature);
     }
+    // llama-cpp-python's validation error (a 500, frames appended): "Input should be 'text' or
+    // 'json_object'".
+    if request.schema.is_some()
+        && !request.sampling.json_object
+        && message.contains("json_object")
+        && (message.contains("Input should be") || m.contains("json_schema"))
+    {
+        return Some(Kind::JsonObject);
+    }
     let schema_error = code.is_some_and(|c| c.contains("schema"))
         || m.contains("schema")
         || param.is_some_and(|p| p.contains("response_format"));
-    let names_a_bound = BOUNDS.iter().any(|b| message.contains(&format!("'{b}'")) || message.contains(b));
+    let names_a_bound = BOUNDS
+        .iter()
+        .any(|b| message.contains(&format!("'{b}'")) || message.contains(b));
     if request.schema.is_some() && schema_error && names_a_bound {
         return Some(Kind::NoNumericBounds);
     }
@@ -341,6 +362,29 @@ mod tests {
     }
 
     #[test]
+    fn a_server_that_takes_json_object_only_is_recognised_and_the_schema_goes_so() {
+        let r = judge_request();
+        let said = "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), \
+                    'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}";
+        assert_eq!(recognise(&r, None, None, said), Some(Kind::JsonObject));
+        let adapted = Quirks::default().with(Kind::JsonObject).apply(&r);
+        assert!(adapted.sampling.json_object);
+        assert_eq!(recognise(&adapted, None, None, said), None, "once adapted, not again");
+        let body = crate::llm::openai::request_body_as("m", &adapted, true, adapted.sampling.json_object);
+        assert_eq!(body["response_format"]["type"], "json_object");
+        assert!(body["messages"][0]["content"].as_str().unwrap().contains("JSON Schema"));
+        let mut plain = r.clone();
+        plain.schema = None;
+        assert!(
+            !Quirks::default()
+                .with(Kind::JsonObject)
+                .apply(&plain)
+                .sampling
+                .json_object
+        );
+    }
+
+    #[test]
     fn a_relaxed_schema_has_no_bounds_at_any_depth_and_keeps_property_names() {
         let r = judge_request();
         let relaxed = without_bounds(&r.schema.unwrap().schema);
@@ -350,8 +394,7 @@ mod tests {
         }
         assert!(relaxed["properties"]["minimum"]["anyOf"][0]["type"] == "integer");
         assert_eq!(
-            relaxed["properties"]["minimum"]["anyOf"][0]["description"],
-            "minimum 1, maximum 5",
+            relaxed["properties"]["minimum"]["anyOf"][0]["description"], "minimum 1, maximum 5",
             "the bounds are said instead"
         );
         assert_eq!(relaxed["required"], json!(["minimum", "analysis"]));
@@ -390,6 +433,9 @@ mod tests {
         assert!(a.gate("p", "m", "schema").is_some());
         a.open("p", "m", "schema");
         assert!(a.gate("p", "m", "schema").is_none());
-        assert!(a.gate("p", "m", "cap").is_some(), "another shape waits for its own first reply");
+        assert!(
+            a.gate("p", "m", "cap").is_some(),
+            "another shape waits for its own first reply"
+        );
     }
 }

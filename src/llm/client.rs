@@ -17,6 +17,7 @@ use super::config::{CacheMode, ProviderConfig};
 use super::pace::RateHeaders;
 pub use super::policy::Unreachable;
 use super::policy::{self, Backoff, Limits, Reachability};
+use super::server::Facts;
 use super::{ChatEvent, ChatModel, ChatRequest, EventStream, LlmError, ModelInfo, Usage};
 use crate::text::approx_tokens;
 
@@ -59,6 +60,12 @@ pub enum AttemptError {
     Interrupted,
     /// An error object inside a 200 stream.
     InStream(String),
+    /// The server refused the prompt as too long for its context (classified by
+    /// [`super::server::context_refusal`]): asking again cannot help.
+    ContextRefused {
+        message: String,
+        refusal: super::server::Refusal,
+    },
     FirstTokenTimeout,
     IdleTimeout,
     /// The reply was complete but held no text, or only whitespace ([`super::is_empty_reply`]): a
@@ -84,7 +91,7 @@ impl AttemptError {
             | AttemptError::IdleTimeout
             | AttemptError::Empty { .. } => true,
             AttemptError::Status { status, .. } => policy::retryable_status(*status),
-            AttemptError::Fatal(_) | AttemptError::Cancelled => false,
+            AttemptError::Fatal(_) | AttemptError::Cancelled | AttemptError::ContextRefused { .. } => false,
         }
     }
 
@@ -114,6 +121,7 @@ impl AttemptError {
                 "the stream ended with [DONE] but no finish_reason: the server interrupted the request".into()
             }
             AttemptError::InStream(e) => format!("error inside the stream: {e}"),
+            AttemptError::ContextRefused { message, .. } => format!("too long for the context: {message}"),
             AttemptError::FirstTokenTimeout => "no first token in time".into(),
             AttemptError::IdleTimeout => "the stream stalled".into(),
             AttemptError::Empty { finish_reason: None } => "the reply was empty".into(),
@@ -125,6 +133,29 @@ impl AttemptError {
             ),
             AttemptError::Fatal(e) => e.to_string(),
             AttemptError::Cancelled => "cancelled".into(),
+        }
+    }
+}
+
+impl AttemptError {
+    /// The same failure, as a context refusal when the server's words say it is one (a 400, 413 or
+    /// 422 status, or an error inside the stream).
+    fn classified(self) -> AttemptError {
+        let refusal = match &self {
+            AttemptError::Status {
+                status: 400 | 413 | 422,
+                message,
+                code,
+                ..
+            } => super::server::context_refusal(message, code.as_deref()).map(|r| (message.clone(), r)),
+            AttemptError::InStream(message) => {
+                super::server::context_refusal(message, None).map(|r| (message.clone(), r))
+            }
+            _ => None,
+        };
+        match refusal {
+            Some((message, refusal)) => AttemptError::ContextRefused { message, refusal },
+            None => self,
         }
     }
 }
@@ -154,6 +185,50 @@ pub trait Transport: Send + Sync {
     fn batched(&self) -> bool {
         false
     }
+
+    /// What the server says about itself, asked once on first contact ([`super::server::learn`]);
+    /// `None` for a transport with nothing to ask.
+    async fn learn(&self) -> Option<Facts> {
+        None
+    }
+
+    /// The server's own count of `request`'s prompt tokens, when it offers one (`how`).
+    async fn count_tokens(&self, _request: &ChatRequest, _how: super::server::Tokenize) -> Option<usize> {
+        None
+    }
+}
+
+/// What the run learned of each provider's server, and what is not yet journaled.
+#[derive(Default)]
+pub struct Servers {
+    states: std::sync::Mutex<std::collections::HashMap<String, Arc<ServerState>>>,
+    fresh: std::sync::Mutex<Vec<Facts>>,
+}
+
+/// One provider's server, as far as the run knows it.
+#[derive(Default)]
+struct ServerState {
+    /// Asked once, by the first request to reach the provider.
+    facts: tokio::sync::OnceCell<Option<Arc<Facts>>>,
+    /// The smallest context the server named when it refused a request as too long (0: none).
+    refused_at: std::sync::atomic::AtomicUsize,
+}
+
+impl Servers {
+    fn state(&self, provider: &str) -> Arc<ServerState> {
+        let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        states.entry(provider.to_string()).or_default().clone()
+    }
+
+    /// What was learned since the last call, for the session's journal.
+    pub fn take_fresh(&self) -> Vec<Facts> {
+        std::mem::take(&mut *self.fresh.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// What was learned of `provider`'s server, if it has been asked.
+    pub fn facts(&self, provider: &str) -> Option<Arc<Facts>> {
+        self.state(provider).facts.get().cloned().flatten()
+    }
 }
 
 /// Shared by all clients of one run: the limits, the cache, the accounting and whether a provider
@@ -169,6 +244,8 @@ pub struct Shared {
     pub seed: u64,
     /// What providers refused, and how their requests are adapted for it.
     pub adapter: Arc<Adapter>,
+    /// What providers' servers said about themselves.
+    pub servers: Arc<Servers>,
 }
 
 impl Shared {
@@ -181,6 +258,7 @@ impl Shared {
             accounting: Arc::new(Accounting::default()),
             seed,
             adapter: Arc::default(),
+            servers: Arc::default(),
         }
     }
 
@@ -204,6 +282,8 @@ pub struct Client {
     own: Arc<policy::AdaptiveLimit>,
     /// The provider's pace, shared the same way.
     pace: Arc<super::pace::Pace>,
+    /// The provider's server, shared the same way.
+    server: Arc<ServerState>,
     shared: Shared,
 }
 
@@ -223,13 +303,20 @@ impl Client {
                 .adapter
                 .adapt(&config.name, &config.model, kind, "stated in the provider's config");
         }
+        let server = shared.servers.state(&config.name);
         Client {
             transport,
             config: Arc::new(config),
             own,
             pace,
+            server,
             shared,
         }
+    }
+
+    /// What the provider's server says of itself: asked now if no request has asked yet.
+    pub async fn server(&self) -> Option<Arc<Facts>> {
+        self.learn().await
     }
 
     #[cfg(any(test, feature = "testing"))]
@@ -253,7 +340,21 @@ impl ChatModel for Client {
     }
 
     fn context_tokens(&self) -> Option<usize> {
-        self.config.context_tokens.or_else(|| self.transport.context_tokens())
+        let learned = self
+            .server
+            .facts
+            .get()
+            .and_then(Option::as_ref)
+            .and_then(|f| f.used.context_tokens);
+        let known = learned
+            .or(self.config.context_tokens)
+            .or_else(|| self.transport.context_tokens());
+        // A server that refused at a smaller context is believed over anything else.
+        match (known, self.server.refused_at.load(std::sync::atomic::Ordering::Relaxed)) {
+            (known, 0) => known,
+            (Some(known), refused) => Some(known.min(refused)),
+            (None, refused) => Some(refused),
+        }
     }
 }
 
@@ -337,6 +438,60 @@ impl Client {
         );
     }
 
+    /// What the provider's server says of itself, asked by the first request to reach it; what it
+    /// says of its slots caps the provider's requests in flight (unless the config states them).
+    async fn learn(&self) -> Option<Arc<Facts>> {
+        self.server
+            .facts
+            .get_or_init(|| async {
+                let facts = self.transport.learn().await?;
+                if facts.used.max_concurrency < self.own.max() {
+                    self.own.cap(facts.used.max_concurrency);
+                }
+                tracing::info!(provider = %self.config.name, facts = %facts.summary(), "server learned");
+                self.shared
+                    .servers
+                    .fresh
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(facts.clone());
+                Some(Arc::new(facts))
+            })
+            .await
+            .clone()
+    }
+
+    /// Whether `request` fits the context with room for its reply: by the estimate when it clearly
+    /// does, else by the server's own count where it offers one, else by the estimate (which errs
+    /// on the long side). `Err` says by how much it does not.
+    async fn fits(&self, request: &ChatRequest, facts: Option<&Facts>) -> Result<(), LlmError> {
+        let Some(context) = self.context_tokens() else {
+            return Ok(());
+        };
+        let room = super::server::reply_room(request);
+        let estimate = super::server::estimate(request);
+        if estimate + room <= context {
+            return Ok(());
+        }
+        let counted = match facts.and_then(|f| f.tokenize) {
+            Some(how) => self.transport.count_tokens(request, how).await,
+            None => None,
+        };
+        let (prompt, how) = match counted {
+            Some(n) => (n, "counted by the server"),
+            None => (estimate, "estimated"),
+        };
+        if prompt + room <= context {
+            return Ok(());
+        }
+        Err(LlmError::Context {
+            prompt_tokens: prompt,
+            reply_tokens: room,
+            context_tokens: context,
+            how: how.into(),
+        })
+    }
+
     /// A cached reply, replayed as if it streamed.
     fn replay(&self, request: &ChatRequest, entry: CacheEntry, tx: &mpsc::UnboundedSender<ChatEvent>) {
         self.shared.accounting.cache_hit(&self.config.name, request.meta.role);
@@ -377,21 +532,34 @@ impl Client {
         // Attempts that came back empty, for the final error's words.
         let mut empties = 0u32;
         let reach = &self.shared.reach;
+        let facts = self.learn().await;
+        let mut measured = false;
         loop {
-            let (own, _global) = match &mut places {
+            let (own, _global, _flying) = match &mut places {
                 Some(held) => held,
                 // The provider's first, so a request waiting for a busy provider holds no global
-                // permit another provider could use.
+                // permit another provider could use. Queued until both are held, in flight after.
                 None => {
+                    let queued = acc.queue(provider, role);
                     let Some(own) = self.own.acquire().await else {
                         return Outcome::Over;
                     };
                     let Ok(global) = self.shared.limits.global.clone().acquire_owned().await else {
                         return Outcome::Over;
                     };
-                    places.insert((own, global))
+                    places.insert((own, global, queued.start()))
                 }
             };
+            // Measured once, holding its place: a server that serves one request at a time counts
+            // tokens between requests, not in the middle of one.
+            if !measured {
+                measured = true;
+                if let Err(e) = self.fits(request, facts.as_deref()).await {
+                    acc.failure(provider, role);
+                    let _ = tx.send(ChatEvent::Error(e));
+                    return Outcome::Over;
+                }
+            }
             // What the provider's headers said is spent, and its configured pace, it waits out before
             // the request goes.
             let ticket = self.pace.admit(tokens_asked).await;
@@ -408,7 +576,11 @@ impl Client {
                 tokens.push(t.clone());
                 tx.send(ChatEvent::Token(t)).is_ok()
             };
-            let result = self.transport.attempt(request, &mut on_token).await;
+            let result = self
+                .transport
+                .attempt(request, &mut on_token)
+                .await
+                .map_err(AttemptError::classified);
             match &result {
                 Err(AttemptError::NoConnection(e)) => {
                     reach.connect_failed(provider, self.transport.base_url(), e);
@@ -465,8 +637,9 @@ impl Client {
                 Err(error) => {
                     let reason = error.describe(self.transport.base_url());
                     tracing::info!(provider, attempt, purpose = %request.meta.purpose, %reason, "attempt failed");
+                    // Refusals are 400s; llama-cpp-python words its validation error as a 500.
                     if let AttemptError::Status {
-                        status: 400,
+                        status: 400 | 422 | 500,
                         message,
                         param,
                         code,
@@ -486,7 +659,7 @@ impl Client {
                         throttles += 1;
                         let now = places
                             .take()
-                            .map_or_else(|| self.own.limit(), |(own, _)| own.throttled());
+                            .map_or_else(|| self.own.limit(), |(own, ..)| own.throttled());
                         acc.retry(provider, role);
                         let delay = backoff.delay(key_seed, throttles.min(6), error.retry_after(tokens_asked));
                         let event = ChatEvent::Retry {
@@ -540,6 +713,21 @@ impl Client {
                         };
                         let final_error = match error {
                             AttemptError::Fatal(e) => e,
+                            AttemptError::ContextRefused { message, refusal } => {
+                                if let Some(n) = refusal.context_tokens {
+                                    let was = &self.server.refused_at;
+                                    let _ = was.fetch_update(
+                                        std::sync::atomic::Ordering::Relaxed,
+                                        std::sync::atomic::Ordering::Relaxed,
+                                        |old| (old == 0 || n < old).then_some(n),
+                                    );
+                                }
+                                LlmError::ContextRefused {
+                                    message,
+                                    prompt_tokens: refusal.prompt_tokens,
+                                    context_tokens: refusal.context_tokens,
+                                }
+                            }
                             AttemptError::Empty { finish_reason } => LlmError::EmptyReplies {
                                 attempts: attempt + 1,
                                 empty: empties,
@@ -579,301 +767,4 @@ impl Client {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Mutex;
-
-    use futures_util::StreamExt;
-
-    use super::*;
-    use crate::llm::config::ProviderKind;
-    use crate::llm::{ChatMessage, Completion, ResponseSchema, Role, complete};
-
-    /// A transport that replies from a script, one reply per attempt (the last one again once the
-    /// script is spent), each split into word pieces as a server streams them.
-    struct Scripted {
-        replies: Mutex<Vec<&'static str>>,
-        attempts: Mutex<u32>,
-        finish_reason: &'static str,
-        batched: bool,
-        /// The first this many attempts end as a server ends a request it interrupted.
-        interrupted: Mutex<u32>,
-    }
-
-    impl Scripted {
-        fn new(replies: &[&'static str]) -> Scripted {
-            Scripted {
-                replies: Mutex::new(replies.iter().rev().copied().collect()),
-                attempts: Mutex::new(0),
-                finish_reason: "stop",
-                batched: false,
-                interrupted: Mutex::new(0),
-            }
-        }
-
-        fn attempts(&self) -> u32 {
-            *self.attempts.lock().unwrap()
-        }
-    }
-
-    #[async_trait]
-    impl Transport for Scripted {
-        async fn attempt(
-            &self,
-            _: &ChatRequest,
-            on_token: &mut (dyn FnMut(String) -> bool + Send),
-        ) -> Result<Finished, AttemptError> {
-            *self.attempts.lock().unwrap() += 1;
-            {
-                let mut interrupted = self.interrupted.lock().unwrap();
-                if *interrupted > 0 {
-                    *interrupted -= 1;
-                    on_token("Half an ans".into());
-                    return Err(AttemptError::Interrupted);
-                }
-            }
-            let reply = {
-                let mut replies = self.replies.lock().unwrap();
-                if replies.len() > 1 {
-                    replies.pop().unwrap()
-                } else {
-                    replies[0]
-                }
-            };
-            for piece in reply.split_inclusive(' ') {
-                if !on_token(piece.to_string()) {
-                    return Err(AttemptError::Cancelled);
-                }
-            }
-            Ok(Finished {
-                usage: Some(Usage {
-                    prompt_tokens: 5,
-                    completion_tokens: reply.split_inclusive(' ').count() as u64,
-                }),
-                finish_reason: Some(self.finish_reason.into()),
-                rate: RateHeaders::default(),
-            })
-        }
-
-        fn info(&self) -> ModelInfo {
-            ModelInfo {
-                provider: "scripted".into(),
-                kind: "test".into(),
-                model: "m".into(),
-            }
-        }
-
-        fn base_url(&self) -> &str {
-            "http://scripted"
-        }
-
-        fn batched(&self) -> bool {
-            self.batched
-        }
-    }
-
-    fn client(transport: Arc<Scripted>, cache: &std::path::Path) -> Client {
-        let mut config = ProviderConfig::new("scripted", ProviderKind::Openai, "http://scripted", "m");
-        config.retry_base_ms = 1;
-        config.max_retries = 3;
-        let shared = Shared::new(4, Some(Cache::new(cache)), CacheMode::ReadWrite, 1);
-        Client::new(transport, config, shared)
-    }
-
-    fn request(role: Role) -> ChatRequest {
-        let mut r = ChatRequest::new(vec![ChatMessage::user("Are you talkative?")]);
-        r.meta.role = role;
-        r
-    }
-
-    fn cached(dir: &std::path::Path, request: &ChatRequest) -> Option<CacheEntry> {
-        Cache::new(dir).get(&cache::key("http://scripted", "m", request))
-    }
-
-    /// Every file under `dir` (the cache's entries).
-    fn files(dir: &std::path::Path) -> usize {
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| if e.path().is_dir() { files(&e.path()) } else { 1 })
-            .sum()
-    }
-
-    #[tokio::test]
-    async fn interrupted_requests_are_asked_again_with_fewer_in_flight() {
-        let dir = tempfile::tempdir().unwrap();
-        let transport = Arc::new(Scripted::new(&["A whole answer."]));
-        *transport.interrupted.lock().unwrap() = 2;
-        let c = client(transport.clone(), dir.path());
-        let before = c.own.limit();
-        let mut events = c.stream(request(Role::Rpa));
-        let (mut text, mut retries) = (String::new(), Vec::new());
-        while let Some(e) = events.next().await {
-            match e {
-                ChatEvent::Token(t) => text.push_str(&t),
-                ChatEvent::Retry { reason, .. } => {
-                    text.clear();
-                    retries.push(reason);
-                }
-                ChatEvent::Error(e) => panic!("{e}"),
-                _ => {}
-            }
-        }
-        assert_eq!(text, "A whole answer.", "the cut reply is discarded, never an answer");
-        assert_eq!(transport.attempts(), 3);
-        assert_eq!(retries.len(), 2);
-        assert!(retries[0].contains("no finish_reason") && retries[0].contains("(interrupted: "), "{retries:?}");
-        assert!(c.own.limit() < before, "{} of {before} in flight", c.own.limit());
-        assert_eq!(files(dir.path()), 1, "only the whole answer is cached");
-    }
-
-    #[tokio::test]
-    async fn empty_and_blank_replies_are_retried_until_a_real_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let transport = Arc::new(Scripted::new(&["", " \n\t ", "\u{200B}", "Only when it matters."]));
-        let c = client(transport.clone(), dir.path());
-        let mut events = c.stream(request(Role::Rpa));
-        let (mut text, mut retries, mut usages) = (String::new(), Vec::new(), 0);
-        while let Some(e) = events.next().await {
-            match e {
-                ChatEvent::Token(t) => text.push_str(&t),
-                ChatEvent::Retry {
-                    reason,
-                    discarded_chars,
-                    ..
-                } => {
-                    assert_eq!(discarded_chars, text.chars().count());
-                    text.clear();
-                    retries.push(reason);
-                }
-                ChatEvent::Usage(_) => usages += 1,
-                ChatEvent::Done { cached, .. } => assert!(!cached),
-                ChatEvent::Error(e) => panic!("{e}"),
-            }
-        }
-        assert_eq!(text, "Only when it matters.");
-        assert_eq!(transport.attempts(), 4);
-        assert_eq!(retries.len(), 3);
-        assert!(retries.iter().all(|r| r.contains("the reply was empty")), "{retries:?}");
-        assert_eq!(usages, 1, "only the answer's usage goes to the caller");
-        let counted = c.accounting().snapshot().total();
-        assert_eq!((counted.requests, counted.retries, counted.failures), (4, 3, 0));
-        assert_eq!(counted.prompt_tokens, 20, "every attempt's cost is counted");
-        // Only the answer is cached, and a second ask is served from it.
-        assert_eq!(files(dir.path()), 1);
-        assert_eq!(
-            cached(dir.path(), &request(Role::Rpa)).unwrap().text(),
-            "Only when it matters."
-        );
-        let again = complete(&c, request(Role::Rpa)).await.unwrap();
-        assert!(again.cached && again.text == "Only when it matters.");
-        assert_eq!(transport.attempts(), 4);
-    }
-
-    #[tokio::test]
-    async fn a_model_that_only_replies_empty_fails_for_every_role_and_caches_nothing() {
-        for role in Role::ALL {
-            for reply in ["", "  \n  "] {
-                let dir = tempfile::tempdir().unwrap();
-                let transport = Arc::new(Scripted::new(&[reply]));
-                let c = client(transport.clone(), dir.path());
-                let error = complete(&c, request(role)).await.unwrap_err();
-                assert_eq!(
-                    error,
-                    LlmError::EmptyReplies {
-                        attempts: 4,
-                        empty: 4,
-                        finish_reason: Some("stop".into())
-                    }
-                );
-                assert_eq!(
-                    error.to_string(),
-                    "the replies were empty: 4 of 4 attempt(s) came back with no text \
-                     (the last ended with finish_reason \"stop\")"
-                );
-                assert!(!error.is_input(), "the model's fault, not the user's: exit 1");
-                assert_eq!(transport.attempts(), 4, "bounded by max_retries");
-                assert_eq!(files(dir.path()), 0, "nothing cached for {role:?} {reply:?}");
-                let counted = c.accounting().snapshot().total();
-                assert_eq!((counted.requests, counted.failures), (4, 1));
-            }
-        }
-    }
-
-    #[tokio::test]
-    async fn an_empty_reply_to_a_json_request_is_a_failure_too() {
-        let dir = tempfile::tempdir().unwrap();
-        let transport = Arc::new(Scripted {
-            finish_reason: "length",
-            ..Scripted::new(&[""])
-        });
-        let c = client(transport.clone(), dir.path());
-        let mut r = request(Role::Judge);
-        r.schema = Some(ResponseSchema {
-            name: "rating".into(),
-            schema: serde_json::json!({"type": "object"}),
-            strict: true,
-        });
-        let error = complete(&c, r).await.unwrap_err().to_string();
-        assert!(error.starts_with("the replies were empty: 4 of 4"), "{error}");
-        assert!(error.contains("token cap ran out before any text"), "{error}");
-        assert_eq!(files(dir.path()), 0);
-    }
-
-    #[tokio::test]
-    async fn an_empty_reply_an_older_build_cached_is_asked_again_and_replaced() {
-        let dir = tempfile::tempdir().unwrap();
-        let r = request(Role::Rpa);
-        let path = {
-            let key = cache::key("http://scripted", "m", &r);
-            dir.path().join(&key[..2]).join(format!("{key}.json"))
-        };
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let stale =
-            serde_json::json!({"tokens": [], "usage": null, "finish_reason": "stop", "model": "m", "created_unix": 1});
-        std::fs::write(&path, stale.to_string()).unwrap();
-        let transport = Arc::new(Scripted::new(&["I do like a good talk."]));
-        let c = client(transport.clone(), dir.path());
-        let reply: Completion = complete(&c, r.clone()).await.unwrap();
-        assert!(!reply.cached, "the empty entry is not served");
-        assert_eq!(transport.attempts(), 1);
-        assert_eq!(cached(dir.path(), &r).unwrap().text(), "I do like a good talk.");
-    }
-
-    #[tokio::test]
-    async fn an_empty_reply_from_a_batch_fails_at_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let transport = Arc::new(Scripted {
-            batched: true,
-            ..Scripted::new(&[""])
-        });
-        let c = client(transport.clone(), dir.path());
-        let error = complete(&c, request(Role::Rpa)).await.unwrap_err();
-        assert!(
-            matches!(
-                error,
-                LlmError::EmptyReplies {
-                    attempts: 1,
-                    empty: 1,
-                    ..
-                }
-            ),
-            "{error:?}"
-        );
-        assert_eq!(
-            transport.attempts(),
-            1,
-            "the batch's stored reply would come back the same"
-        );
-    }
-
-    #[test]
-    fn whitespace_and_invisible_marks_are_empty_but_any_text_is_not() {
-        for empty in ["", " ", "\n\r\t", "\u{3000}", "\u{200B}\u{FEFF}", " \u{2060} "] {
-            assert!(crate::llm::is_empty_reply(empty), "{empty:?}");
-        }
-        for text in [".", " 1 ", "{}", "嗯"] {
-            assert!(!crate::llm::is_empty_reply(text), "{text:?}");
-        }
-    }
-}
+mod tests;

@@ -79,6 +79,14 @@ pub struct ProviderConfig {
     #[serde(skip)]
     pub api_key: Option<Secret>,
     pub max_concurrency: usize,
+    /// Whether the config (or the preset) states `max_concurrency`: then it wins over the slots a
+    /// server reports; else the server's slots are the default.
+    #[serde(skip)]
+    pub concurrency_stated: bool,
+    /// The kind of server behind the base URL, when a preset or the entry names it (`server =
+    /// "llama.cpp"`): only its probes are tried; `api` probes nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<crate::llm::server::ServerKind>,
     pub timeout_connect_s: f64,
     pub timeout_first_token_s: f64,
     pub timeout_idle_s: f64,
@@ -127,6 +135,8 @@ impl ProviderConfig {
             api_key_env: None,
             api_key: None,
             max_concurrency: 8,
+            concurrency_stated: false,
+            server: None,
             timeout_connect_s: 10.0,
             timeout_first_token_s: 120.0,
             timeout_idle_s: 60.0,
@@ -143,6 +153,18 @@ impl ProviderConfig {
             stated: Vec::new(),
             json_object: false,
         }
+    }
+
+    /// The provider as a check asks it: within `budget_s` seconds in all, so short timeouts and at
+    /// most one retry, soon after the failure.
+    pub fn hurried(&self, budget_s: f64) -> ProviderConfig {
+        let mut p = self.clone();
+        p.timeout_connect_s = p.timeout_connect_s.min(2.0).min(budget_s);
+        p.timeout_first_token_s = p.timeout_first_token_s.min(budget_s);
+        p.timeout_idle_s = p.timeout_idle_s.min(budget_s);
+        p.max_retries = p.max_retries.min(1);
+        p.retry_base_ms = p.retry_base_ms.min(250);
+        p
     }
 
     /// The key to send, from the config file or the named environment variable.
@@ -183,6 +205,11 @@ pub struct Preset {
     pub max_tokens_param: Option<String>,
     pub temperature: Option<String>,
     pub schema_dialect: Option<String>,
+    /// The kind of server (`llama.cpp`, `llama-cpp-python`, `vllm`, `ollama`, `lmstudio`, or `api` for a
+    /// hosted API): which probes apply on first contact.
+    pub server: Option<String>,
+    /// Requests the server takes at once, when it is known not to say (llama-cpp-python: 1).
+    pub max_concurrency: Option<usize>,
 }
 
 /// The bundled presets, with a comment giving the source of each fact.
@@ -413,11 +440,33 @@ impl Config {
                 }
                 c.api_key = Some(Secret(key.into_inner()));
             }
+            if let Some(n) = preset.as_ref().and_then(|(x, _)| x.max_concurrency) {
+                c.max_concurrency = n.max(1);
+                c.concurrency_stated = true;
+            }
             if let Some(n) = p.max_concurrency {
                 if *n.get_ref() == 0 {
                     errors.push(source.at(n.span(), "max_concurrency must be at least 1"));
                 }
                 c.max_concurrency = (*n.get_ref()).max(1);
+                c.concurrency_stated = true;
+            }
+            let server = p.server.as_ref().map(|s| (s.get_ref().clone(), s.span())).or_else(|| {
+                preset
+                    .as_ref()
+                    .and_then(|(x, span)| Some((x.server.clone()?, span.clone())))
+            });
+            if let Some((name, span)) = server {
+                match crate::llm::server::ServerKind::parse(&name) {
+                    Some(kind) => c.server = Some(kind),
+                    None => {
+                        let known: Vec<&str> = crate::llm::server::ServerKind::ALL.iter().map(|k| k.name()).collect();
+                        errors.push(source.at(
+                            span,
+                            format!("unknown server \"{name}\" (servers: {})", known.join(", ")),
+                        ));
+                    }
+                }
             }
             for (value, field) in [
                 (p.timeout_connect_s, &mut c.timeout_connect_s),
@@ -613,6 +662,7 @@ struct RawProvider {
     name: Spanned<String>,
     kind: Spanned<ProviderKind>,
     preset: Option<Spanned<String>>,
+    server: Option<Spanned<String>>,
     base_url: Option<Spanned<String>>,
     model: Option<String>,
     api_key_env: Option<String>,

@@ -20,6 +20,7 @@ pub mod local;
 pub mod openai;
 pub mod pace;
 pub mod policy;
+pub mod server;
 #[cfg(feature = "local-model")]
 pub mod vocab;
 
@@ -82,6 +83,10 @@ pub struct Sampling {
     /// the cache key when false, so keys made before it existed stay valid.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub max_completion_tokens: bool,
+    /// A schema goes as `response_format: {"type": "json_object"}` and is described in the prompt
+    /// (a server that refuses `json_schema`); absent from the cache key when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub json_object: bool,
 }
 
 /// A JSON Schema the reply must follow (OpenAI structured outputs).
@@ -223,6 +228,25 @@ pub enum LlmError {
         /// How the last empty reply ended, as the model said.
         finish_reason: Option<String>,
     },
+    /// The request does not fit the model's context with room for its reply: it was not sent.
+    #[error(
+        "the request does not fit the context: {prompt_tokens} prompt tokens ({how}) + {reply_tokens} for the \
+         reply exceed the {context_tokens}-token context; not sent"
+    )]
+    Context {
+        prompt_tokens: usize,
+        reply_tokens: usize,
+        context_tokens: usize,
+        /// How the prompt was measured: `estimated`, or `counted by the server`.
+        how: String,
+    },
+    /// The server refused the request as too long for its context (in its own words).
+    #[error("the server refused the request as too long for its context{}: {message}", .context_tokens.map_or(String::new(), |n| format!(" ({n} tokens)")))]
+    ContextRefused {
+        message: String,
+        prompt_tokens: Option<usize>,
+        context_tokens: Option<usize>,
+    },
     /// A local model that cannot be fetched, read or loaded.
     #[error("{0}")]
     Model(String),
@@ -235,6 +259,12 @@ impl LlmError {
     /// the provider (exit 1).
     pub fn is_input(&self) -> bool {
         matches!(self, LlmError::Config(_) | LlmError::Unauthorized { .. })
+    }
+
+    /// Whether the request was too long for the context (refused here or by the server): smaller
+    /// requests may go where this one could not.
+    pub fn is_context(&self) -> bool {
+        matches!(self, LlmError::Context { .. } | LlmError::ContextRefused { .. })
     }
 }
 

@@ -126,17 +126,86 @@ fn error_fields(body: &str) -> (Option<String>, Option<String>) {
     (field("param"), field("code"))
 }
 
-/// The message of an OpenAI-style error body (`{"error": {"message": …}}`), else the text itself.
+/// The message of an error body, reduced to what a person reads: an OpenAI-style
+/// `{"error": {"message": …}}` (or `{"error": "…"}`, or vLLM's older `{"object": "error", "message":
+/// …}`), else the text itself; of a Python traceback only its last line (the exception), of an HTML
+/// page only its text. At most 300 characters, on one line.
 pub(crate) fn error_message(body: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
-    let message = parsed.as_ref().and_then(|v| v.get("error")).and_then(|e| {
-        e.get("message")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .or_else(|| e.as_str().map(str::to_string))
+    let message = parsed.as_ref().and_then(|v| {
+        v.get("error")
+            .and_then(|e| {
+                e.get("message")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .or_else(|| e.as_str().map(str::to_string))
+            })
+            .or_else(|| v.get("message").and_then(Value::as_str).map(str::to_string))
+            .or_else(|| v.get("detail").and_then(Value::as_str).map(str::to_string))
     });
     let text = message.unwrap_or_else(|| body.trim().to_string());
-    text.chars().take(300).collect()
+    let text = without_traceback(&text);
+    let text = if text.trim_start().starts_with('<') {
+        without_tags(&text)
+    } else {
+        text
+    };
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    line.chars().take(300).collect()
+}
+
+/// A message without the Python traceback a server appended to it (llama-cpp-python puts the
+/// frames after its message: `… 'json_object'\n\n  File "…/app.py", line 376, …`), or, for a bare
+/// traceback, its last line (the exception).
+fn without_traceback(text: &str) -> String {
+    let is_frame = |l: &str| {
+        let l = l.trim();
+        l.starts_with("File \"") || l.starts_with("Traceback (most recent call last)")
+    };
+    let Some(first) = text.lines().position(is_frame) else {
+        return text.to_string();
+    };
+    let before: Vec<&str> = text.lines().take(first).filter(|l| !l.trim().is_empty()).collect();
+    if !before.is_empty() {
+        return before.join("\n");
+    }
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("File \"") && !l.starts_with('^') && !l.starts_with('~'))
+        .filter(|l| !l.starts_with("Traceback"))
+        .unwrap_or("the server failed (a traceback with no message)")
+        .to_string()
+}
+
+/// The text of an HTML page, without its tags, scripts and styles.
+fn without_tags(html: &str) -> String {
+    let mut out = String::new();
+    let mut rest = html;
+    while let Some(open) = rest.find('<') {
+        out.push_str(&rest[..open]);
+        out.push(' ');
+        let after = &rest[open..];
+        let lower = after.get(..8).unwrap_or(after).to_ascii_lowercase();
+        let end = if lower.starts_with("<script") || lower.starts_with("<style") {
+            let close = if lower.starts_with("<script") {
+                "</script>"
+            } else {
+                "</style>"
+            };
+            after.to_ascii_lowercase().find(close).map(|i| i + close.len())
+        } else {
+            after.find('>').map(|i| i + 1)
+        };
+        match end {
+            Some(e) => rest = &after[e..],
+            None => {
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 #[async_trait]
@@ -153,7 +222,7 @@ impl Transport for OpenAi {
             &self.config.model,
             request,
             self.config.structured_output,
-            self.config.json_object,
+            self.config.json_object || request.sampling.json_object,
         );
         let mut http = self.http.post(self.endpoint()).json(&body);
         if let Some(key) = &self.key {
@@ -214,7 +283,25 @@ impl Transport for OpenAi {
     fn base_url(&self) -> &str {
         &self.config.base_url
     }
+
+    async fn learn(&self) -> Option<super::server::Facts> {
+        Some(super::server::learn(&self.http, &self.config, self.key.as_ref(), PROBE_BUDGET).await)
+    }
+
+    async fn count_tokens(&self, request: &ChatRequest, how: super::server::Tokenize) -> Option<usize> {
+        let body = request_body_as(
+            &self.config.model,
+            request,
+            self.config.structured_output,
+            self.config.json_object || request.sampling.json_object,
+        );
+        let messages = body.get("messages")?.as_array()?;
+        super::server::count(&self.http, &self.config, self.key.as_ref(), how, messages, PROBE_BUDGET).await
+    }
 }
+
+/// How long the probes of a server on first contact, and a token count, may take in all.
+pub const PROBE_BUDGET: Duration = Duration::from_secs(3);
 
 /// What sessions record of an OpenAI-compatible provider's model.
 pub(crate) fn info(config: &ProviderConfig) -> ModelInfo {
@@ -479,7 +566,10 @@ mod tests {
         let (result, text) = read(vec![interrupted.into_bytes()]).await;
         assert_eq!(result, Err(AttemptError::Interrupted));
         assert!(AttemptError::Interrupted.retryable(), "asked again");
-        assert!(!text.is_empty(), "the partial text streamed, and is discarded by the retry");
+        assert!(
+            !text.is_empty(),
+            "the partial text streamed, and is discarded by the retry"
+        );
     }
 
     #[tokio::test]
@@ -508,5 +598,28 @@ mod tests {
             "bad key"
         );
         assert_eq!(error_message("Service Unavailable"), "Service Unavailable");
+        assert_eq!(
+            error_message(
+                r#"{"object":"error","message":"This model's maximum context length is 2048 tokens.","code":400}"#
+            ),
+            "This model's maximum context length is 2048 tokens."
+        );
+        assert_eq!(error_message(r#"{"error":"Model not found"}"#), "Model not found");
+    }
+
+    #[test]
+    fn a_traceback_is_reduced_to_its_exception_and_a_page_to_its_text() {
+        let traceback = "Traceback (most recent call last):\n  File \"/usr/lib/python3.11/site-packages/llama_cpp/server/app.py\", line 412, in create_chat_completion\n    raise RuntimeError(\"llama_decode returned -3\")\nRuntimeError: llama_decode returned -3\n";
+        assert_eq!(error_message(traceback), "RuntimeError: llama_decode returned -3");
+        let wrapped = serde_json::json!({"error": {"message": traceback}}).to_string();
+        assert_eq!(error_message(&wrapped), "RuntimeError: llama_decode returned -3");
+        let page = "<html><head><style>body{color:red}</style><title>502</title></head><body><h1>502 Bad Gateway</h1><script>x()</script></body></html>";
+        assert_eq!(error_message(page), "502 502 Bad Gateway");
+        assert!(!error_message(traceback).contains("File"));
+        // llama-cpp-python 0.3.36's answer to a json_schema response_format, frames and all.
+        let appended = r#"{"error":{"message":"1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}\n\n  File \"/usr/lib/python3.11/site-packages/llama_cpp/server/app.py\", line 376, in create_chat_completion\n    POST /v1/chat/completions\n","type":"internal_server_error"}}"#;
+        let m = error_message(appended);
+        assert!(m.contains("Input should be 'text' or 'json_object'"), "{m}");
+        assert!(!m.contains("File") && !m.contains("app.py"), "{m}");
     }
 }

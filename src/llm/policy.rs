@@ -49,12 +49,14 @@ impl Backoff {
 #[derive(Debug)]
 pub struct AdaptiveLimit {
     sem: Arc<Semaphore>,
-    max: usize,
     state: std::sync::Mutex<Aimd>,
 }
 
 #[derive(Debug)]
 struct Aimd {
+    /// The most it may grow to: the configured maximum, or less once the server said how many it
+    /// serves at once ([`AdaptiveLimit::cap`]).
+    max: usize,
     limit: usize,
     /// Permits still to take out of circulation after a cut (held by requests in flight).
     debt: usize,
@@ -94,8 +96,8 @@ impl AdaptiveLimit {
         let first = max.min(first);
         Arc::new(AdaptiveLimit {
             sem: Arc::new(Semaphore::new(first)),
-            max,
             state: std::sync::Mutex::new(Aimd {
+                max,
                 limit: first,
                 debt: 0,
                 successes: 0,
@@ -117,7 +119,25 @@ impl AdaptiveLimit {
     /// and the Live screen show).
     fn held(&self) -> Option<usize> {
         let s = self.state();
-        (s.round > 0 && s.limit < self.max).then_some(s.limit)
+        (s.round > 0 && s.limit < s.max).then_some(s.limit)
+    }
+
+    /// The most it may grow to now.
+    pub fn max(&self) -> usize {
+        self.state().max
+    }
+
+    /// Holds the limit at `n` or below from now on: what a server said it serves at once (its
+    /// slots). Places held beyond it are retired as their requests end.
+    pub fn cap(&self, n: usize) {
+        let mut s = self.state();
+        s.max = s.max.min(n.max(1));
+        if s.limit > s.max {
+            let less = s.limit - s.max;
+            let retired = self.sem.forget_permits(less);
+            s.debt += less - retired;
+            s.limit = s.max;
+        }
     }
 
     /// Waits for a place; `None` if the limit was closed.
@@ -161,7 +181,7 @@ impl Place {
         }
         s.successes += 1;
         let grows = s.round == 0 || s.successes >= s.limit;
-        if grows && s.limit < limit.max {
+        if grows && s.limit < s.max {
             s.successes = 0;
             s.limit += 1;
             if s.debt > 0 {
@@ -253,7 +273,7 @@ impl Limits {
                 Some(Throttled {
                     provider: crate::text::terminal_safe(name),
                     limit: l.held()?,
-                    max: l.max,
+                    max: l.max(),
                 })
             })
             .collect();

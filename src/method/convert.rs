@@ -76,6 +76,10 @@ pub struct ConvertedItem {
 pub struct ConversionCall {
     pub item_ids: Vec<u32>,
     pub attempts: Vec<Attempt>,
+    /// The call was too long for the judge's context and its items went in smaller calls instead
+    /// (a departure from the method, recorded with the assessment).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub split: bool,
 }
 
 /// The schema: one property per item id, each a whole option in range or "x".
@@ -192,66 +196,30 @@ pub fn doc_messages(
 }
 
 /// Converts exchanges with one judge call per group, scoring each item. The usable options of a reply
-/// are kept; an item whose option is not usable is asked again alone (`single` builds its messages),
-/// in the same bounded policy, and is left without an option if that fails too.
+/// are kept; an item whose option is not usable is asked again alone, in the same bounded policy, and
+/// is left without an option if that fails too. A call too long for the judge's context is split in
+/// two halves, each asked in its own call (and split again if need be); the refused call is kept,
+/// marked `split`. `subset` builds the messages for some of a group's items.
 pub async fn convert(
     judge: Judge<'_>,
     scale: &Scale,
     groups: Vec<(Vec<ChatMessage>, Vec<u32>)>,
-    single: &(dyn Fn(u32) -> Vec<ChatMessage> + Sync),
+    subset: &(dyn Fn(&[u32]) -> Vec<ChatMessage> + Sync),
     conversion: Conversion,
     repeat: u32,
 ) -> (Vec<ConvertedItem>, Vec<ConversionCall>) {
-    let label = match conversion {
-        Conversion::Statement => "OC",
-        Conversion::Dimension => "d-OC",
-    };
-    let ask = |messages: Vec<ChatMessage>, ids: Vec<u32>, alone: bool| {
-        let keys: Vec<String> = ids.iter().map(u32::to_string).collect();
-        let mut request = ChatRequest::new(messages);
-        request.schema = Some(ResponseSchema {
-            name: "option_conversion".into(),
-            schema: schema(&keys, scale.range),
-            strict: true,
-        });
-        request.meta.role = Role::Judge;
-        request.meta.repeat = repeat;
-        request.meta.purpose = format!(
-            "{label} {} {ids:?}{}",
-            scale.id,
-            if alone { " (asked again alone)" } else { "" }
-        );
-        async move {
-            let (result, attempts) = judge
-                .ask(&request, |reply| {
-                    judge_json::some_options(&judge_json::extract(reply)?, &keys, scale.range)
-                })
-                .await;
-            // Items the judge gave no usable option for are asked again alone; a reply that never
-            // parsed has had its attempts, and leaves every item without an option.
-            let (options, retry): (BTreeMap<u32, ItemOption>, Vec<u32>) = match result {
-                Ok((good, bad)) => (
-                    good.into_iter().filter_map(|(k, o)| Some((k.parse().ok()?, o))).collect(),
-                    bad.iter().filter_map(|(k, _)| k.parse().ok()).collect(),
-                ),
-                Err(_) => (BTreeMap::new(), Vec::new()),
-            };
-            (
-                options,
-                retry,
-                ConversionCall {
-                    item_ids: ids,
-                    attempts,
-                },
-            )
-        }
+    let converter = Converter {
+        judge,
+        scale,
+        subset,
+        conversion,
+        repeat,
     };
     // Groups are independent: asked together (the client's limits pace them), kept in group order.
-    let asks = groups.into_iter().map(|(messages, ids)| async {
-        let (mut options, retry, call) = ask(messages, ids, false).await;
-        let mut calls = vec![call];
-        let again = retry.iter().map(|&id| ask(single(id), vec![id], true));
-        for (alone, _, call) in futures_util::future::join_all(again).await {
+    let asks = groups.into_iter().map(|(messages, ids)| async move {
+        let (mut options, retry, mut calls) = converter.fitted(messages, ids).await;
+        let again = retry.iter().map(|&id| converter.ask(subset(&[id]), vec![id], true));
+        for (alone, _, call, _) in futures_util::future::join_all(again).await {
             options.extend(alone);
             calls.push(call);
         }
@@ -273,6 +241,139 @@ pub async fn convert(
         all_calls.extend(calls);
     }
     (items, all_calls)
+}
+
+/// A call's usable options, the items to ask again alone, and the calls made.
+type Asked = (BTreeMap<u32, ItemOption>, Vec<u32>, Vec<ConversionCall>);
+
+/// What every conversion call of one assessment is asked with.
+#[derive(Clone, Copy)]
+struct Converter<'a> {
+    judge: Judge<'a>,
+    scale: &'a Scale,
+    subset: &'a (dyn Fn(&[u32]) -> Vec<ChatMessage> + Sync),
+    conversion: Conversion,
+    repeat: u32,
+}
+
+impl<'a> Converter<'a> {
+    /// Asks one group; a call too long for the context is split in halves (recursively).
+    fn fitted(
+        self,
+        messages: Vec<ChatMessage>,
+        ids: Vec<u32>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Asked> + Send + 'a>> {
+        Box::pin(async move {
+            let (options, retry, mut call, too_long) = self.ask(messages, ids.clone(), false).await;
+            if !too_long || ids.len() < 2 {
+                return (options, retry, vec![call]);
+            }
+            call.split = true;
+            let (a, b) = ids.split_at(ids.len().div_ceil(2));
+            let (first, second) = futures_util::future::join(
+                self.fitted((self.subset)(a), a.to_vec()),
+                self.fitted((self.subset)(b), b.to_vec()),
+            )
+            .await;
+            let mut calls = vec![call];
+            let (mut options, mut retry) = (BTreeMap::new(), Vec::new());
+            for (o, r, c) in [first, second] {
+                options.extend(o);
+                retry.extend(r);
+                calls.extend(c);
+            }
+            (options, retry, calls)
+        })
+    }
+
+    /// One call: the usable options, the items to ask again alone, the call, and whether it was too
+    /// long for the judge's context.
+    async fn ask(
+        self,
+        messages: Vec<ChatMessage>,
+        ids: Vec<u32>,
+        alone: bool,
+    ) -> (BTreeMap<u32, ItemOption>, Vec<u32>, ConversionCall, bool) {
+        let Converter {
+            judge,
+            scale,
+            conversion,
+            repeat,
+            ..
+        } = self;
+        let label = match conversion {
+            Conversion::Statement => "OC",
+            Conversion::Dimension => "d-OC",
+        };
+        let keys: Vec<String> = ids.iter().map(u32::to_string).collect();
+        let mut request = ChatRequest::new(messages);
+        request.schema = Some(ResponseSchema {
+            name: "option_conversion".into(),
+            schema: schema(&keys, scale.range),
+            strict: true,
+        });
+        request.meta.role = Role::Judge;
+        request.meta.repeat = repeat;
+        request.meta.purpose = format!(
+            "{label} {} {ids:?}{}",
+            scale.id,
+            if alone { " (asked again alone)" } else { "" }
+        );
+        let (result, attempts) = judge
+            .ask(&request, |reply| {
+                judge_json::some_options(&judge_json::extract(reply)?, &keys, scale.range)
+            })
+            .await;
+        // Items the judge gave no usable option for are asked again alone; a reply that never
+        // parsed has had its attempts, and leaves every item without an option.
+        let (options, retry, too_long) = match result {
+            Ok((good, bad)) => (
+                good.into_iter()
+                    .filter_map(|(k, o)| Some((k.parse().ok()?, o)))
+                    .collect(),
+                bad.iter().filter_map(|(k, _)| k.parse().ok()).collect(),
+                false,
+            ),
+            Err(failure) => (BTreeMap::new(), Vec::new(), failure.is_context()),
+        };
+        let call = ConversionCall {
+            item_ids: ids,
+            attempts,
+            split: false,
+        };
+        (options, retry, call, too_long)
+    }
+}
+
+/// How conversion calls departed from the method to fit the judge's context, for the assessment of
+/// the items in `mine`: `None` when no call holding one of them was split.
+pub fn fitted(calls: &[ConversionCall], mine: &[u32]) -> Option<String> {
+    let touches = |c: &&ConversionCall| c.item_ids.iter().any(|id| mine.contains(id));
+    let split: Vec<&ConversionCall> = calls.iter().filter(|c| c.split).filter(touches).collect();
+    if split.is_empty() {
+        return None;
+    }
+    // The planned calls: those split that no larger split call holds.
+    let within = |c: &ConversionCall, o: &ConversionCall| {
+        o.item_ids.len() > c.item_ids.len() && c.item_ids.iter().all(|id| o.item_ids.contains(id))
+    };
+    let split: Vec<&ConversionCall> = split
+        .iter()
+        .filter(|c| !split.iter().any(|o| within(c, o)))
+        .copied()
+        .collect();
+    let sizes = |cs: &[&ConversionCall]| {
+        cs.iter()
+            .map(|c| c.item_ids.len().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let made: Vec<&ConversionCall> = calls.iter().filter(|c| !c.split).filter(touches).collect();
+    Some(format!(
+        "the judge's context could not hold a call of {} items: converted in calls of {} items",
+        sizes(&split),
+        sizes(&made)
+    ))
 }
 
 /// The item score of a converted option (statement options follow keying; dimension options do not).
@@ -394,7 +495,11 @@ mod tests {
         let item = |id: u32, usable: bool| ConvertedItem {
             item_id: id,
             option: usable.then_some(ItemOption::Value(4)),
-            score: usable.then(|| score(bfi, id, ItemOption::Value(4), Conversion::Statement).unwrap().value),
+            score: usable.then(|| {
+                score(bfi, id, ItemOption::Value(4), Conversion::Statement)
+                    .unwrap()
+                    .value
+            }),
             refused: false,
         };
         let all: Vec<ConvertedItem> = ids.iter().map(|&id| item(id, true)).collect();

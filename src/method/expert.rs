@@ -75,6 +75,9 @@ pub struct DimensionRating {
     /// Mean of the batch scores; `None` if any batch failed (the failure is visible, never filled in).
     pub score: Option<f64>,
     pub batches: Vec<BatchRating>,
+    /// How the calls departed from the method to fit the judge's context, when they had to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fitted: Option<String>,
 }
 
 /// The JSON Schema of an expert rating on `scale`.
@@ -194,16 +197,88 @@ pub async fn rate(
         .into_iter()
         .map(|i| &exchanges[i])
         .collect();
-    let groups = match grouping {
+    let groups: Vec<Vec<usize>> = match grouping {
         Grouping::All => vec![(0..ordered.len()).collect()],
         Grouping::Batch => batches(ordered.len()),
     };
-    let poles = scale.dimensions[dimension].poles.clone();
-    let (min, max) = (f64::from(scale.range.min), f64::from(scale.range.max));
+    let asker = Asker {
+        judge,
+        scale,
+        dimension,
+        language,
+        masker,
+        repeat,
+    };
     // Batches are independent: asked together (the client's limits pace them), kept in batch order.
-    let asks = groups.into_iter().map(|group| {
+    let asks = groups.iter().map(|group| {
         let members: Vec<&Exchange> = group.iter().map(|&i| ordered[i]).collect();
-        let mut request = ChatRequest::new(messages(judge.templates, scale, dimension, language, masker, &members));
+        asker.fitted(members)
+    });
+    let out: Vec<BatchRating> = futures_util::future::join_all(asks).await.concat();
+    let fitted = (out.len() > groups.len()).then(|| {
+        let sizes = |s: Vec<usize>| s.iter().map(usize::to_string).collect::<Vec<_>>().join(", ");
+        format!(
+            "the judge's context could not hold {} call(s) of {} exchanges: rated in {} calls of {} \
+             exchanges, the score being their mean",
+            groups.len(),
+            sizes(groups.iter().map(Vec::len).collect()),
+            out.len(),
+            sizes(out.iter().map(|b| b.item_ids.len()).collect())
+        )
+    });
+    let scores: Option<Vec<f64>> = out.iter().map(|b| b.score).collect();
+    let score = scores
+        .filter(|s| !s.is_empty())
+        .map(|s| s.iter().sum::<f64>() / s.len() as f64);
+    DimensionRating {
+        score,
+        batches: out,
+        fitted,
+    }
+}
+
+/// What every batch of one dimension's rating is asked with.
+#[derive(Clone, Copy)]
+struct Asker<'a> {
+    judge: Judge<'a>,
+    scale: &'a Scale,
+    dimension: usize,
+    language: Language,
+    masker: &'a Masker,
+    repeat: u32,
+}
+
+impl<'a> Asker<'a> {
+    /// Rates `members` in one call; a call the judge's context cannot hold is split in two halves,
+    /// each rated in its own call (and split again if need be), down to one exchange a call.
+    fn fitted(
+        self,
+        members: Vec<&'a Exchange>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<BatchRating>> + Send + 'a>> {
+        Box::pin(async move {
+            let (rating, too_long) = self.ask(&members).await;
+            if !too_long || members.len() < 2 {
+                return vec![rating];
+            }
+            let (a, b) = members.split_at(members.len().div_ceil(2));
+            let (a, b) = futures_util::future::join(self.fitted(a.to_vec()), self.fitted(b.to_vec())).await;
+            a.into_iter().chain(b).collect()
+        })
+    }
+
+    /// One call rating `members`, and whether it was too long for the judge's context.
+    async fn ask(self, members: &[&Exchange]) -> (BatchRating, bool) {
+        let Asker {
+            judge,
+            scale,
+            dimension,
+            language,
+            masker,
+            repeat,
+        } = self;
+        let poles = scale.dimensions[dimension].poles.clone();
+        let (min, max) = (f64::from(scale.range.min), f64::from(scale.range.max));
+        let mut request = ChatRequest::new(messages(judge.templates, scale, dimension, language, masker, members));
         request.schema = Some(ResponseSchema {
             name: "expert_rating".into(),
             schema: schema(scale, dimension),
@@ -212,34 +287,27 @@ pub async fn rate(
         request.meta.role = Role::Judge;
         request.meta.repeat = repeat;
         request.meta.purpose = format!("ER {} {}", scale.id, scale.dimensions[dimension].name);
-        let poles = &poles;
-        async move {
-            let (result, attempts) = judge.ask(&request, |reply| {
+        let (result, attempts) = judge
+            .ask(&request, |reply| {
                 let v = judge_json::extract(reply)?;
-                match poles {
+                match &poles {
                     Some([a, b]) => judge_json::expert_poles(&v, [a.as_str(), b.as_str()]),
                     None => judge_json::expert_score(&v, min, max),
                 }
             })
             .await;
-            let (score, analysis) = match result {
-                Ok((s, a)) => (Some(s), a),
-                Err(_) => (None, String::new()),
-            };
-            BatchRating {
-                item_ids: members.iter().map(|e| e.item_id).collect(),
-                score,
-                analysis,
-                attempts,
-            }
-        }
-    });
-    let out: Vec<BatchRating> = futures_util::future::join_all(asks).await;
-    let scores: Option<Vec<f64>> = out.iter().map(|b| b.score).collect();
-    let score = scores
-        .filter(|s| !s.is_empty())
-        .map(|s| s.iter().sum::<f64>() / s.len() as f64);
-    DimensionRating { score, batches: out }
+        let (score, analysis, too_long) = match result {
+            Ok((s, a)) => (Some(s), a, false),
+            Err(failure) => (None, String::new(), failure.is_context()),
+        };
+        let rating = BatchRating {
+            item_ids: members.iter().map(|e| e.item_id).collect(),
+            score,
+            analysis,
+            attempts,
+        };
+        (rating, too_long)
+    }
 }
 
 #[cfg(test)]
@@ -276,7 +344,10 @@ mod tests {
 
     #[test]
     fn a_line_that_already_names_its_speaker_is_wrapped_once() {
-        assert_eq!(unwrap_line("<the participant>: I keep lists.", PARTICIPANT), "I keep lists.");
+        assert_eq!(
+            unwrap_line("<the participant>: I keep lists.", PARTICIPANT),
+            "I keep lists."
+        );
         assert_eq!(unwrap_line("<the participant>：「我记得。」", PARTICIPANT), "我记得。");
         assert_eq!(unwrap_line(" I keep lists. ", PARTICIPANT), "I keep lists.");
         assert_eq!(
@@ -284,6 +355,9 @@ mod tests {
             "<the experimenter>: asked me",
             "only the speaker's own mask is taken off"
         );
-        assert_eq!(unwrap_line("<the participant> says hi", PARTICIPANT), "<the participant> says hi");
+        assert_eq!(
+            unwrap_line("<the participant> says hi", PARTICIPANT),
+            "<the participant> says hi"
+        );
     }
 }

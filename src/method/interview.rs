@@ -128,8 +128,16 @@ pub fn query(templates: &Templates, character: &Character, scale: &Scale, item: 
     )
 }
 
-/// Asks one item and returns the exchange (the question as the character saw it) and the indices of
-/// the memories retrieved for it.
+/// One item asked: the exchange (the question as the character saw it), the indices of the memories
+/// retrieved for it, and whether the answer reached the answer cap (kept: the cap is the method's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asked {
+    pub exchange: Exchange,
+    pub retrieved: Vec<usize>,
+    pub truncated: bool,
+}
+
+/// Asks one item.
 #[allow(clippy::too_many_arguments)]
 pub async fn ask(
     rpa: &dyn ChatModel,
@@ -143,7 +151,7 @@ pub async fn ask(
     repeat: u32,
     seed: u64,
     sampling: AnswerSampling,
-) -> Result<(Exchange, Vec<usize>), LlmError> {
+) -> Result<Asked, LlmError> {
     let text = query(templates, character, scale, item, style);
     let assembled = prompt::assemble(
         character,
@@ -165,14 +173,15 @@ pub async fn ask(
         QueryStyle::Open => item.question.get(character.language).clone(),
         _ => text,
     };
-    Ok((
-        Exchange {
+    Ok(Asked {
+        exchange: Exchange {
             item_id: item.id,
             question,
             response: reply.text.trim().to_string(),
         },
-        assembled.retrieved,
-    ))
+        retrieved: assembled.retrieved,
+        truncated: reply.finish_reason.as_deref() == Some("length"),
+    })
 }
 
 #[cfg(test)]

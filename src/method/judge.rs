@@ -25,6 +25,15 @@ pub struct Attempt {
 pub struct JudgeFailure {
     pub attempts: u32,
     pub last: String,
+    /// The request's own failure, when it failed rather than its replies being rejected.
+    pub cause: Option<crate::llm::LlmError>,
+}
+
+impl JudgeFailure {
+    /// Whether the request was too long for the judge's context (a smaller one may fit).
+    pub fn is_context(&self) -> bool {
+        self.cause.as_ref().is_some_and(crate::llm::LlmError::is_context)
+    }
 }
 
 /// The judge as the methods use it: the model, the bounded number of attempts, the temperature of
@@ -51,6 +60,7 @@ impl Judge<'_> {
         let mut attempts = Vec::new();
         let mut messages = request.messages.clone();
         let base_seed = request.sampling.seed.unwrap_or(0);
+        let mut cause = None;
         for n in 0..max_attempts.max(1) {
             let temperature = if n == 0 || temperature > 0.0 { temperature } else { 0.2 };
             let mut r = request.clone();
@@ -70,6 +80,7 @@ impl Judge<'_> {
                         error: Some(e.to_string()),
                         cached: false,
                     });
+                    cause = Some(e);
                     break;
                 }
                 Ok(reply) => match parse(&reply.text) {
@@ -104,6 +115,7 @@ impl Judge<'_> {
             Err(JudgeFailure {
                 attempts: attempts.len() as u32,
                 last,
+                cause,
             }),
             attempts,
         )

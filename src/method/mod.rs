@@ -87,6 +87,10 @@ pub struct Assessment {
     pub items: Vec<ConvertedItem>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// How the judge's calls departed from the method to fit its context (a call split into
+    /// smaller ones), when they had to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fitted: Option<String>,
 }
 
 impl Assessment {

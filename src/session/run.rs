@@ -335,6 +335,7 @@ impl<S: Study> Run<S> {
                 None => Box::pin(work),
             };
             let adapter = shared.adapter.clone();
+            let servers = shared.servers.clone();
             let record = async {
                 loop {
                     tokio::select! {
@@ -348,14 +349,16 @@ impl<S: Study> Run<S> {
                         step = rx.recv() => {
                             let Some(step) = step else { break };
                             // What a provider refused is journaled before the step its adapted request made.
-                            for event in adapter.take_fresh().into_iter().map(Event::Adapted).chain([step.into()]) {
+                            let learned = servers.take_fresh().into_iter().map(Event::Server);
+                            for event in learned.chain(adapter.take_fresh().into_iter().map(Event::Adapted)).chain([step.into()]) {
                                 journal.append(&event)?;
                                 on_event(&event);
                             }
                         }
                     }
                 }
-                for event in adapter.take_fresh().into_iter().map(Event::Adapted) {
+                let learned = servers.take_fresh().into_iter().map(Event::Server);
+                for event in learned.chain(adapter.take_fresh().into_iter().map(Event::Adapted)) {
                     journal.append(&event)?;
                     on_event(&event);
                 }
@@ -435,6 +438,11 @@ impl<S: Study> Run<S> {
     /// The run's limits on requests in flight, to show which providers a rate limit holds back.
     pub fn limits(&self) -> Arc<crate::llm::policy::Limits> {
         self.shared.limits.clone()
+    }
+
+    /// The run's accounts: what was spent, and how many requests wait or are in flight now.
+    pub fn accounting(&self) -> Arc<crate::llm::accounting::Accounting> {
+        self.shared.accounting.clone()
     }
 }
 

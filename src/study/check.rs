@@ -152,7 +152,44 @@ fn last_problem(attempts: &[crate::method::judge::Attempt]) -> String {
         .unwrap_or_else(|| "no usable reply".into())
 }
 
-pub async fn check(fresh: &Fresh<'_>, catalog: &Catalog) -> anyhow::Result<Vec<Verdict>> {
+/// The verdict on a shape the time budget left no room to check.
+fn unchecked(shape: &'static str) -> Verdict {
+    Verdict {
+        shape,
+        status: "not checked",
+        detail: Some("the check's time budget ran out".into()),
+    }
+}
+
+/// Runs `shape` until `deadline`; past it, the shape is reported not checked.
+async fn within(
+    deadline: tokio::time::Instant,
+    shape: &'static str,
+    say: &(dyn Fn(String) + Sync),
+    work: impl std::future::Future<Output = anyhow::Result<Verdict>>,
+) -> anyhow::Result<Verdict> {
+    say(format!("  {shape} …"));
+    let started = Instant::now();
+    let verdict = match tokio::time::timeout_at(deadline, work).await {
+        Ok(v) => v?,
+        Err(_) => unchecked(shape),
+    };
+    say(format!(
+        "  {shape}: {} ({:.1} s)",
+        verdict.status,
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(verdict)
+}
+
+/// The method's requests, each on a fresh client, each given what is left of the time until
+/// `deadline`; `say` hears a line as each starts and ends.
+pub async fn check(
+    fresh: &Fresh<'_>,
+    catalog: &Catalog,
+    deadline: tokio::time::Instant,
+    say: &(dyn Fn(String) + Sync),
+) -> anyhow::Result<Vec<Verdict>> {
     let templates = Templates::bundled();
     let (Some(c), Some(bfi), Some(p16)) = (
         catalog.character("hermione-en"),
@@ -164,55 +201,64 @@ pub async fn check(fresh: &Fresh<'_>, catalog: &Catalog) -> anyhow::Result<Vec<V
     let masker = Masker::new(&c.aliases, &c.experimenter);
     let mut out = Vec::new();
 
-    let (model, shared) = fresh()?;
     let item = bfi
         .scored_items()
         .next()
         .ok_or_else(|| anyhow::anyhow!("BFI has no items"))?;
-    let asked = interview::ask(
-        model.as_ref(),
-        templates,
-        c,
-        bfi,
-        item,
-        QueryStyle::Open,
-        RpaStyle::Description,
-        None,
-        0,
-        0,
-        AnswerSampling::default(),
-    )
-    .await;
-    let failure = asked.err().map(|e: LlmError| e.to_string());
-    out.push(verdict("interview", shared.adapter.all(), failure));
+    let interview = async {
+        let (model, shared) = fresh()?;
+        let asked = interview::ask(
+            model.as_ref(),
+            templates,
+            c,
+            bfi,
+            item,
+            QueryStyle::Open,
+            RpaStyle::Description,
+            None,
+            0,
+            0,
+            AnswerSampling::default(),
+        )
+        .await;
+        let failure = asked.err().map(|e: LlmError| e.to_string());
+        Ok(verdict("interview", shared.adapter.all(), failure))
+    };
+    out.push(within(deadline, "interview", say, interview).await?);
 
     for (shape, scale) in [("expert_rating", bfi), ("16p_rating", p16)] {
-        let (model, shared) = fresh()?;
-        let judge = checking(model.as_ref(), templates);
-        let ex = exchanges(scale);
-        let r = expert::rate(judge, scale, 0, c.language, &masker, &ex, Grouping::All, 0).await;
-        let failure = r.score.is_none().then(|| {
-            r.batches
-                .first()
-                .map_or("no reply".into(), |b| last_problem(&b.attempts))
-        });
-        out.push(verdict(shape, shared.adapter.all(), failure));
+        let rating = async {
+            let (model, shared) = fresh()?;
+            let judge = checking(model.as_ref(), templates);
+            let ex = exchanges(scale);
+            let r = expert::rate(judge, scale, 0, c.language, &masker, &ex, Grouping::All, 0).await;
+            let failure = r.score.is_none().then(|| {
+                r.batches
+                    .first()
+                    .map_or("no reply".into(), |b| last_problem(&b.attempts))
+            });
+            Ok(verdict(shape, shared.adapter.all(), failure))
+        };
+        out.push(within(deadline, shape, say, rating).await?);
     }
 
-    let (model, shared) = fresh()?;
-    let judge = checking(model.as_ref(), templates);
-    let ex = exchanges(bfi);
-    let groups = convert::oc_groups(templates, bfi, &c.name, &ex, convert::MAX_ITEMS_PER_CALL);
-    let alone = |id: u32| {
-        let one: Vec<&Exchange> = ex.iter().filter(|e| e.item_id == id).collect();
-        convert::oc_messages(templates, bfi, &c.name, &one)
+    let conversion = async {
+        let (model, shared) = fresh()?;
+        let judge = checking(model.as_ref(), templates);
+        let ex = exchanges(bfi);
+        let groups = convert::oc_groups(templates, bfi, &c.name, &ex, convert::MAX_ITEMS_PER_CALL);
+        let some = |ids: &[u32]| {
+            let some: Vec<&Exchange> = ex.iter().filter(|e| ids.contains(&e.item_id)).collect();
+            convert::oc_messages(templates, bfi, &c.name, &some)
+        };
+        let (items, calls) = convert::convert(judge, bfi, groups, &some, Conversion::Statement, 0).await;
+        let failure = items.iter().any(|i| i.option.is_none()).then(|| {
+            calls
+                .first()
+                .map_or("no reply".into(), |call| last_problem(&call.attempts))
+        });
+        Ok(verdict("option_conversion", shared.adapter.all(), failure))
     };
-    let (items, calls) = convert::convert(judge, bfi, groups, &alone, Conversion::Statement, 0).await;
-    let failure = items.iter().any(|i| i.option.is_none()).then(|| {
-        calls
-            .first()
-            .map_or("no reply".into(), |call| last_problem(&call.attempts))
-    });
-    out.push(verdict("option_conversion", shared.adapter.all(), failure));
+    out.push(within(deadline, "option_conversion", say, conversion).await?);
     Ok(out)
 }

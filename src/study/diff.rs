@@ -13,8 +13,8 @@ use super::interview::results::latest_assessments;
 use super::{Event, Kind, character_versions, kind_of, later_versions};
 use crate::catalog::Catalog;
 use crate::domain::character::{Character, Label, LabelSource, LabelType};
-use crate::method::interview::QueryStyle;
 use crate::method::expert::Exchange;
+use crate::method::interview::QueryStyle;
 use crate::method::{Assessment, Method};
 use crate::text::terminal_safe as safe;
 
@@ -163,7 +163,12 @@ pub enum DiffError {
     },
     #[error("both sessions measured {}: choose one with --character", list(.0))]
     Ambiguous(Vec<String>),
-    #[error("session {} did not measure {} (it measured {})", safe(session), safe(character), list(measured))]
+    #[error(
+        "session {} did not measure {} (it measured {})",
+        safe(session),
+        safe(character),
+        list(measured)
+    )]
     NotMeasured {
         session: String,
         character: String,
@@ -203,7 +208,9 @@ fn choose(
 ) -> Result<String, DiffError> {
     let (in_a, in_b) = (measured(a), measured(b));
     if let Some(name) = name {
-        let id = catalog.character(name).map_or_else(|| name.trim().to_string(), |c| c.id.clone());
+        let id = catalog
+            .character(name)
+            .map_or_else(|| name.trim().to_string(), |c| c.id.clone());
         for (session, set) in [(a_id, &in_a), (b_id, &in_b)] {
             if !set.contains(&id) {
                 return Err(DiffError::NotMeasured {
@@ -234,8 +241,13 @@ fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
 /// One session's latest assessments of the character, by (scale, method, dimension), every repeat.
 fn assessments<'e>(events: &'e [Event], character: &str) -> BTreeMap<(String, Method, String), Vec<&'e Assessment>> {
     let mut out: BTreeMap<_, Vec<&Assessment>> = BTreeMap::new();
-    for a in latest_assessments(events).into_iter().filter(|a| a.character == character) {
-        out.entry((a.scale.clone(), a.method, a.dimension.clone())).or_default().push(a);
+    for a in latest_assessments(events)
+        .into_iter()
+        .filter(|a| a.character == character)
+    {
+        out.entry((a.scale.clone(), a.method, a.dimension.clone()))
+            .or_default()
+            .push(a);
     }
     out
 }
@@ -274,7 +286,10 @@ fn references(
     dimension: &str,
 ) -> (Option<Reference>, Option<(Reference, LabelSource)>) {
     let Some(c) = character else { return (None, None) };
-    let target = c.labels.get(LabelSource::Target, scale, dimension).and_then(Reference::of);
+    let target = c
+        .labels
+        .get(LabelSource::Target, scale, dimension)
+        .and_then(Reference::of);
     let reference = match target {
         Some(t) => Some((t, LabelSource::Target)),
         None => {
@@ -308,9 +323,7 @@ pub fn diff(a: &[Event], b: &[Event], catalog: &Catalog, character: Option<&str>
             .unwrap_or(usize::MAX)
     };
     let mut keys: Vec<&(String, Method, String)> = in_a.keys().filter(|k| in_b.contains_key(*k)).collect();
-    keys.sort_by(|x, y| {
-        (&x.0, x.1, position(&x.0, &x.2), &x.2).cmp(&(&y.0, y.1, position(&y.0, &y.2), &y.2))
-    });
+    keys.sort_by(|x, y| (&x.0, x.1, position(&x.0, &x.2), &x.2).cmp(&(&y.0, y.1, position(&y.0, &y.2), &y.2)));
     let score = |list: &[&Assessment]| mean(list.iter().filter_map(|a| a.score));
     let dimensions: Vec<DimensionDiff> = keys
         .iter()
@@ -343,7 +356,9 @@ pub fn diff(a: &[Event], b: &[Event], catalog: &Catalog, character: Option<&str>
     let mut items = Vec::new();
     for d in &dimensions {
         let Some(scale) = catalog.scale(&d.scale) else { continue };
-        let Some(index) = scale.dimension_index(&d.dimension) else { continue };
+        let Some(index) = scale.dimension_index(&d.dimension) else {
+            continue;
+        };
         let key = (d.scale.clone(), d.method, d.dimension.clone());
         let style = d.method.query_style();
         for item in scale.scored_items().filter(|i| i.dimension() == Some(index)) {
@@ -398,7 +413,13 @@ mod tests {
     use crate::study::{RunPlan, SessionHeader};
 
     const H: &str = "hermione-en";
-    const BFI: [&str; 5] = ["Extraversion", "Neuroticism", "Conscientiousness", "Agreeableness", "Openness"];
+    const BFI: [&str; 5] = [
+        "Extraversion",
+        "Neuroticism",
+        "Conscientiousness",
+        "Agreeableness",
+        "Openness",
+    ];
 
     fn close(a: Option<f64>, b: f64) -> bool {
         a.is_some_and(|a| (a - b).abs() < 1e-12)
@@ -428,7 +449,14 @@ mod tests {
 
     /// An assessment of `character`'s BFI `dimension`; `items` (id, score) for the methods that read
     /// items.
-    fn assessed(character: &str, method: Method, repeat: u32, dimension: &str, score: Option<f64>, items: &[(u32, f64)]) -> Event {
+    fn assessed(
+        character: &str,
+        method: Method,
+        repeat: u32,
+        dimension: &str,
+        score: Option<f64>,
+        items: &[(u32, f64)],
+    ) -> Event {
         Event::DimensionAssessed(Assessment {
             character: character.into(),
             scale: "BFI".into(),
@@ -448,6 +476,7 @@ mod tests {
                 })
                 .collect(),
             failure: None,
+            fitted: None,
         })
     }
 
@@ -461,6 +490,7 @@ mod tests {
             question: format!("question {item_id}?"),
             response: response.into(),
             retrieved: vec![],
+            truncated: false,
         }
     }
 
@@ -487,7 +517,11 @@ mod tests {
         let hermione = catalog.characters.iter_mut().find(|e| e.value.id == H).unwrap();
         let targets = [("Extraversion", "H"), ("Agreeableness", "2.0")]
             .map(|(d, t)| (d.to_string(), crate::domain::character::target(&scale, d, t).unwrap()));
-        hermione.value.labels.target.insert("BFI".into(), targets.into_iter().collect());
+        hermione
+            .value
+            .labels
+            .target
+            .insert("BFI".into(), targets.into_iter().collect());
         catalog
     }
 
@@ -499,10 +533,26 @@ mod tests {
         assert_eq!(d.character, H);
         assert_eq!(d.a.version.as_deref(), Some("v1"));
         assert_eq!(d.dimensions.len(), 6, "five ER_batch rows and OC's Extraversion");
-        assert!(d.dimensions.iter().all(|r| r.delta == Some(0.0) && r.toward_target == Some(false)), "{:?}", d.dimensions);
+        assert!(
+            d.dimensions
+                .iter()
+                .all(|r| r.delta == Some(0.0) && r.toward_target == Some(false)),
+            "{:?}",
+            d.dimensions
+        );
         assert_eq!(d.items.len(), 6, "items 1, 6, 11 for each method");
-        assert!(d.items.iter().filter(|i| i.method == Method::Oc).all(|i| i.change == Some(0.0)));
-        assert!(d.items.iter().filter(|i| i.method == Method::ErBatch).all(|i| i.change.is_none() && i.a_score.is_none()));
+        assert!(
+            d.items
+                .iter()
+                .filter(|i| i.method == Method::Oc)
+                .all(|i| i.change == Some(0.0))
+        );
+        assert!(
+            d.items
+                .iter()
+                .filter(|i| i.method == Method::ErBatch)
+                .all(|i| i.change.is_none() && i.a_score.is_none())
+        );
         assert!(d.items.iter().all(|i| i.a_answer == i.b_answer && i.a_answer.is_some()));
     }
 
@@ -515,24 +565,50 @@ mod tests {
         let a = session("a", "v1", [2.0, 3.0, 4.0, 2.5, 4.5], [2.0, 3.0, 4.0]);
         let b = session("b", "v2", [3.0, 2.5, 4.0, 1.5, 5.0], [4.0, 3.0, 5.0]);
         let d = diff(&a, &b, &catalog, Some("Hermione")).unwrap();
-        assert_eq!((d.a.version.as_deref(), d.b.version.as_deref()), (Some("v1"), Some("v2")));
-        let row = |m: Method, dim: &str| d.dimensions.iter().find(|r| r.method == m && r.dimension == dim).unwrap();
+        assert_eq!(
+            (d.a.version.as_deref(), d.b.version.as_deref()),
+            (Some("v1"), Some("v2"))
+        );
+        let row = |m: Method, dim: &str| {
+            d.dimensions
+                .iter()
+                .find(|r| r.method == m && r.dimension == dim)
+                .unwrap()
+        };
         let e = row(Method::ErBatch, "Extraversion");
         assert!(close(e.delta, 1.0));
-        assert_eq!((e.target, e.reference, e.label_source), (Some(Reference::High), Some(Reference::High), Some(LabelSource::Target)));
+        assert_eq!(
+            (e.target, e.reference, e.label_source),
+            (Some(Reference::High), Some(Reference::High), Some(LabelSource::Target))
+        );
         assert_eq!(e.toward_target, Some(true), "from 1.4 below the band to 0.4");
         // OC Extraversion: 3.0 (0.4 below the band) → 4.0 (inside it).
         assert_eq!(row(Method::Oc, "Extraversion").toward_target, Some(true));
         let agreeableness = row(Method::ErBatch, "Agreeableness");
         assert_eq!(agreeableness.target, Some(Reference::Score(2.0)));
-        assert_eq!(agreeableness.toward_target, Some(false), "2.5 → 1.5: as far from 2.0 on the other side");
+        assert_eq!(
+            agreeableness.toward_target,
+            Some(false),
+            "2.5 → 1.5: as far from 2.0 on the other side"
+        );
         let n = row(Method::ErBatch, "Neuroticism");
         assert_eq!((n.target, n.label_source), (None, Some(LabelSource::Pdb)));
         assert_eq!(n.toward_target, Some(true), "3.0 → 2.5, toward 1.57");
-        assert_eq!(row(Method::ErBatch, "Conscientiousness").toward_target, Some(false), "no change");
-        assert_eq!(row(Method::ErBatch, "Openness").toward_target, Some(false), "4.5 → 5.0, away from 2.25");
         assert_eq!(
-            d.dimensions.iter().map(|r| (r.method, r.dimension.as_str())).collect::<Vec<_>>()[..5],
+            row(Method::ErBatch, "Conscientiousness").toward_target,
+            Some(false),
+            "no change"
+        );
+        assert_eq!(
+            row(Method::ErBatch, "Openness").toward_target,
+            Some(false),
+            "4.5 → 5.0, away from 2.25"
+        );
+        assert_eq!(
+            d.dimensions
+                .iter()
+                .map(|r| (r.method, r.dimension.as_str()))
+                .collect::<Vec<_>>()[..5],
             BFI.map(|dim| (Method::ErBatch, dim)),
             "by method, then the scale's order"
         );
@@ -579,7 +655,9 @@ mod tests {
         ];
         let d = diff(&a, &b, &catalog, None).unwrap();
         assert_eq!(d.a.version, None, "a session older than versions");
-        let [o] = &d.dimensions[..] else { panic!("{:?}", d.dimensions) };
+        let [o] = &d.dimensions[..] else {
+            panic!("{:?}", d.dimensions)
+        };
         assert!(close(o.a, 3.0) && close(o.b, 3.5) && close(o.delta, 0.5), "{o:?}");
         assert!(d.items.is_empty(), "no answers were recorded");
     }
@@ -597,21 +675,33 @@ mod tests {
         let (a, b) = (two("a"), two("b"));
         let err = diff(&a, &b, &catalog, None).unwrap_err();
         assert_eq!(err, DiffError::Ambiguous(vec!["harry-en".into(), H.into()]));
-        assert_eq!(err.to_string(), "both sessions measured harry-en, hermione-en: choose one with --character");
+        assert_eq!(
+            err.to_string(),
+            "both sessions measured harry-en, hermione-en: choose one with --character"
+        );
         assert_eq!(diff(&a, &b, &catalog, Some("harry-en")).unwrap().character, "harry-en");
-        let c = vec![started("c", &["ron-en"], &[]), assessed("ron-en", Method::ErBatch, 0, "Openness", Some(3.0), &[])];
+        let c = vec![
+            started("c", &["ron-en"], &[]),
+            assessed("ron-en", Method::ErBatch, 0, "Openness", Some(3.0), &[]),
+        ];
         let err = diff(&a, &c, &catalog, None).unwrap_err();
         assert_eq!(
             err.to_string(),
             "the sessions measured no character in common (a measured harry-en, hermione-en; c measured ron-en)"
         );
         let err = diff(&a, &c, &catalog, Some(H)).unwrap_err();
-        assert_eq!(err.to_string(), "session c did not measure hermione-en (it measured ron-en)");
+        assert_eq!(
+            err.to_string(),
+            "session c did not measure hermione-en (it measured ron-en)"
+        );
         let observe = vec![Event::RunFinished {
             status: "complete".into(),
             at: "now".into(),
         }];
-        assert!(matches!(diff(&a, &observe, &catalog, None), Err(DiffError::NotInterviews(_))));
+        assert!(matches!(
+            diff(&a, &observe, &catalog, None),
+            Err(DiffError::NotInterviews(_))
+        ));
     }
 
     #[test]

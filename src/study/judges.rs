@@ -431,6 +431,7 @@ mod tests {
                 calls: vec![],
                 items: vec![],
                 failure: None,
+                fitted: None,
             }));
         }
         events

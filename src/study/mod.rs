@@ -82,6 +82,10 @@ pub enum Event {
         /// Memories retrieved into the prompt (chatharuhi style), by index.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         retrieved: Vec<usize>,
+        /// The answer reached the answer cap (`finish_reason: length`): kept as the method's cap
+        /// made it, and marked.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        truncated: bool,
     },
     ItemFailed {
         character: String,
@@ -117,6 +121,9 @@ pub enum Event {
     },
     /// A provider refused part of a request in a documented way; its requests go adapted from here.
     Adapted(crate::llm::adapt::Adaptation),
+    /// What a provider's server said about itself on first contact (its context, its slots), and
+    /// what the run used because of it.
+    Server(crate::llm::server::Facts),
     /// A step of batch mode: a phase's requests written or submitted, a batch ended, results imported.
     Batch(crate::llm::batch::Step),
 }
@@ -126,8 +133,21 @@ pub enum Event {
 pub fn with_adaptations(mut export: serde_json::Value, events: &[Event]) -> serde_json::Value {
     if let Some(session) = export.get_mut("session").and_then(serde_json::Value::as_object_mut) {
         session.insert("adaptations".into(), serde_json::json!(adaptations(events)));
+        session.insert("servers".into(), serde_json::json!(servers(events)));
     }
     export
+}
+
+/// What the providers' servers said of themselves, as the journal records it (the latest per
+/// provider: a resume asks again).
+pub fn servers(events: &[Event]) -> Vec<crate::llm::server::Facts> {
+    let mut latest: BTreeMap<String, crate::llm::server::Facts> = BTreeMap::new();
+    for e in events {
+        if let Event::Server(f) = e {
+            latest.insert(f.provider.clone(), f.clone());
+        }
+    }
+    latest.into_values().collect()
 }
 
 /// The adaptations a session's journal records.

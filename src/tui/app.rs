@@ -192,6 +192,8 @@ pub enum Action {
     },
     /// The providers a rate limit now holds below their maximum (sent when it changes).
     Held(Vec<crate::llm::policy::Throttled>),
+    /// The accounts of the run that goes: Live reads how many of its requests wait and fly.
+    Accounting(Arc<crate::llm::accounting::Accounting>),
     Sessions(Vec<SessionEntry>),
     Compared(Vec<(String, Vec<SummaryRow>)>),
     /// Two marked sessions compared, paired (`Err`: why they cannot be).
@@ -488,6 +490,9 @@ impl App {
                     self.live.cursor = 0;
                     self.live.started_ms = self.now_ms;
                 }
+                if let Event::RunStarted { .. } | Event::Resumed { .. } = &event {
+                    self.live.sitting_ms = self.now_ms;
+                }
                 if let Event::RunStarted { plan, .. } = &event
                     && self.demo.is_some()
                 {
@@ -511,6 +516,7 @@ impl App {
             Action::Tick(ms) => self.now_ms = ms,
             Action::SessionLoaded(events) => self.session_loaded(&events),
             Action::Held(held) => self.live.held = held,
+            Action::Accounting(accounting) => self.live.accounting = Some(accounting),
             Action::RunEnded(result) => {
                 self.live.running = false;
                 self.live.paused = false;

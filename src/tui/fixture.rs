@@ -74,6 +74,7 @@ pub fn session(catalog: &Catalog, plan: &RunPlan) -> Vec<Event> {
                     question: item.question.get(character.language).clone(),
                     response,
                     retrieved: vec![],
+                    truncated: false,
                 });
             }
             for (d, dim) in scale.dimensions.iter().enumerate() {
@@ -139,6 +140,7 @@ pub fn session(catalog: &Catalog, plan: &RunPlan) -> Vec<Event> {
                         calls: Vec::new(),
                         items,
                         failure: None,
+                        fitted: None,
                     }));
                 }
             }

@@ -526,7 +526,8 @@ impl Driver {
                                 let model = crate::llm::connect(&config, &name, shared.clone(), &env, Some(&data))?;
                                 Ok((Arc::new(model), shared))
                             };
-                        let verdict = crate::study::check::check(&fresh, &catalog)
+                        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+                        let verdict = crate::study::check::check(&fresh, &catalog, deadline, &|_| {})
                             .await
                             .map_err(|e| e.to_string());
                         let _ = tx.send(Action::Checked(name, verdict));
@@ -698,6 +699,7 @@ impl Task {
         for change in &run.changed {
             let _ = tx.send(Action::Flash(change.to_string()));
         }
+        let _ = tx.send(Action::Accounting(run.accounting()));
         let _ = tx.send(Action::Memories(run.study.memories()));
         let _ = tx.send(Action::SessionDir(run.dir.clone()));
         // What the journal holds so far (the start record, and for a resume everything before).

@@ -50,6 +50,8 @@ pub struct ItemRow {
     pub question: String,
     pub response: String,
     pub retrieved: Vec<usize>,
+    /// The answer reached the answer cap (`finish_reason: length`).
+    pub truncated: bool,
     pub error: Option<String>,
     /// Index of its answer in the transcript.
     pub message: Option<usize>,
@@ -104,6 +106,39 @@ pub struct RunView {
     pub streaming_turn: Option<(String, String)>,
     /// (prompt, completion) tokens per role, for the cost estimate.
     pub usage: BTreeMap<&'static str, (u64, u64)>,
+    /// What the run had when this sitting began, and what the sitting has made since.
+    pub sitting: Sitting,
+}
+
+/// A sitting: the run since it started, or since it was last resumed. What it had at its start is
+/// not made again (a failed item or assessment is); what it makes gives the rate an ETA goes by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sitting {
+    /// Items answered when the sitting began.
+    pub items_before: usize,
+    /// Dimensions assessed without failure when the sitting began.
+    pub assessments_before: usize,
+    /// Items answered or failed in the sitting.
+    pub items: usize,
+    /// Dimensions assessed (or failed) in the sitting.
+    pub assessments: usize,
+}
+
+impl Sitting {
+    /// Items done: answered before, or answered or failed now.
+    pub fn items_done(&self) -> usize {
+        self.items_before + self.items
+    }
+
+    /// Assessments done: made before, or made (or failed) now.
+    pub fn assessments_done(&self) -> usize {
+        self.assessments_before + self.assessments
+    }
+
+    /// Everything the sitting has made.
+    pub fn made(&self) -> usize {
+        self.items + self.assessments
+    }
 }
 
 const LOG_LINES: usize = 200;
@@ -147,6 +182,7 @@ impl RunView {
                                 question: String::new(),
                                 response: String::new(),
                                 retrieved: Vec::new(),
+                                truncated: false,
                                 error: None,
                                 message: None,
                             });
@@ -218,11 +254,20 @@ impl RunView {
             Event::RunStarted { plan, .. } => {
                 self.session.plan = Some(plan.as_ref().clone());
                 self.plan_items(plan, catalog);
+                self.sitting = Sitting::default();
             }
-            Event::Resumed { at, items_per_call, .. } => self.log(match items_per_call {
-                Some(n) => format!("resumed at {at}; {n} items per conversion call from here on"),
-                None => format!("resumed at {at}"),
-            }),
+            Event::Resumed { at, items_per_call, .. } => {
+                self.sitting = Sitting {
+                    items_before: self.answered(),
+                    assessments_before: self.assessments.iter().filter(|a| !a.has_failures()).count(),
+                    items: 0,
+                    assessments: 0,
+                };
+                self.log(match items_per_call {
+                    Some(n) => format!("resumed at {at}; {n} items per conversion call from here on"),
+                    None => format!("resumed at {at}"),
+                });
+            }
             Event::ItemAnswered {
                 character,
                 scale,
@@ -232,6 +277,7 @@ impl RunView {
                 question,
                 response,
                 retrieved,
+                truncated,
             } => {
                 let key = ItemKey {
                     character: character.clone(),
@@ -241,6 +287,7 @@ impl RunView {
                     item_id: *item_id,
                 };
                 let Some(&i) = self.index.get(&key) else { return };
+                self.sitting.items += 1;
                 let question = terminal_safe(question);
                 let response = terminal_safe(response);
                 let m = self.open_message(catalog, i, &question);
@@ -253,6 +300,7 @@ impl RunView {
                 row.question = question;
                 row.response = response;
                 row.retrieved = retrieved.clone();
+                row.truncated = *truncated;
             }
             Event::ItemFailed {
                 character,
@@ -272,6 +320,7 @@ impl RunView {
                 let error = terminal_safe(error);
                 self.log(format!("item failed: {character} {scale} #{item_id}: {error}"));
                 if let Some(&i) = self.index.get(&key) {
+                    self.sitting.items += 1;
                     self.items[i].status = Status::Failed;
                     self.items[i].error = Some(error);
                     if let Some(m) = self.items[i].message {
@@ -280,6 +329,7 @@ impl RunView {
                 }
             }
             Event::DimensionAssessed(a) => {
+                self.sitting.assessments += 1;
                 if let Some(f) = &a.failure {
                     self.log(format!(
                         "not assessed: {} {} {} {}: {}",
@@ -344,6 +394,12 @@ impl RunView {
                     a.kind.describe()
                 ));
                 self.session.adaptations.push(a.clone());
+            }
+            Event::Server(f) => {
+                self.log(terminal_safe(&f.summary()));
+                for w in &f.warnings {
+                    self.log(format!("warning: {}", terminal_safe(w)));
+                }
             }
         }
     }

@@ -173,7 +173,7 @@ async fn injected_faults_are_retried_until_the_right_text_arrives() {
 }
 
 #[tokio::test]
-async fn a_server_refusing_json_schema_is_told_apart_and_prompt_only_json_works() {
+async fn a_server_refusing_json_schema_is_adapted_to_json_object_and_prompt_only_json_works() {
     let server = FakeServer::start(FakeConfig {
         reject_json_schema: true,
         ..FakeConfig::default()
@@ -186,13 +186,23 @@ async fn a_server_refusing_json_schema_is_told_apart_and_prompt_only_json_works(
         schema: json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}),
         strict: true,
     });
-    let err = complete(&client(provider(&server), None, CacheMode::Off), r.clone())
-        .await
-        .unwrap_err();
+    // "Input should be 'text' or 'json_object'": the schema goes as json_object from then on.
+    let c = client(provider(&server), None, CacheMode::Off);
+    let reply = complete(&c, r.clone()).await.unwrap();
     assert!(
-        err.to_string()
-            .contains("set structured_output = false for provider \"fake\""),
-        "{err}"
+        serde_json::from_str::<serde_json::Value>(&reply.text).is_ok(),
+        "{}",
+        reply.text
+    );
+    let sent = server.requests();
+    assert_eq!(sent.len(), 2, "one refusal, then the adapted request");
+    assert_eq!(sent[0]["response_format"]["type"], "json_schema");
+    assert_eq!(sent[1]["response_format"]["type"], "json_object");
+    assert!(
+        sent[1]["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("JSON Schema")
     );
     let mut p = provider(&server);
     p.structured_output = false;

@@ -37,6 +37,7 @@ mod rolebench_runs;
 mod samples;
 mod scoring;
 mod security;
+mod servers;
 mod subject_ratings;
 mod trust;
 mod trust_imports;

@@ -242,7 +242,7 @@ async fn oc_and_doc_scores_follow_keying_and_refusals() {
                 &exchanges,
                 convert::MAX_ITEMS_PER_CALL,
             ),
-            &|id| panic!("item {id} asked again though every option was usable"),
+            &|ids| panic!("items {ids:?} asked again though every option was usable"),
             Conversion::Statement,
             0,
         )
@@ -262,7 +262,7 @@ async fn oc_and_doc_scores_follow_keying_and_refusals() {
                 &exchanges,
                 convert::MAX_ITEMS_PER_CALL,
             ),
-            &|id| panic!("item {id} asked again though every option was usable"),
+            &|ids| panic!("items {ids:?} asked again though every option was usable"),
             Conversion::Dimension,
             0,
         )

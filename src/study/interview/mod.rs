@@ -263,7 +263,8 @@ impl Interviews {
             let memories = self.memories.get(&c.id).map(Arc::as_ref);
             let sampling = plan.answer_sampling;
             match interview::ask(rpa.as_ref(), &self.templates, c, s, item, style, plan.style, memories, repeat, seed, sampling).await {
-                Ok((e, retrieved)) => {
+                Ok(asked) => {
+                    let e = asked.exchange;
                     let _ = sink.send(Event::ItemAnswered {
                         character: c.id.clone(),
                         scale: s.id.clone(),
@@ -272,7 +273,8 @@ impl Interviews {
                         item_id: item.id,
                         question: e.question.clone(),
                         response: e.response.clone(),
-                        retrieved,
+                        retrieved: asked.retrieved,
+                        truncated: asked.truncated,
                     });
                     (item.id, Some(e))
                 }
@@ -346,7 +348,8 @@ impl Interviews {
                     batches: Vec<BatchRating>,
                     items: Vec<ConvertedItem>,
                     calls: Vec<Vec<u32>>,
-                    failure: Option<String>| {
+                    failure: Option<String>,
+                    fitted: Option<String>| {
             let _ = sink.send(Event::DimensionAssessed(Assessment {
                 character: c.id.clone(),
                 scale: s.id.clone(),
@@ -358,6 +361,7 @@ impl Interviews {
                 calls,
                 items,
                 failure,
+                fitted,
             }));
         };
         let of_dim = |d: usize| -> Result<Vec<Exchange>, String> {
@@ -410,21 +414,21 @@ impl Interviews {
                 });
                 for (d, rating, failure) in join_all(rates).await {
                     match rating {
-                        Some(r) => emit(d, r.score, r.batches, Vec::new(), Vec::new(), failure),
-                        None => emit(d, None, Vec::new(), Vec::new(), Vec::new(), failure),
+                        Some(r) => emit(d, r.score, r.batches, Vec::new(), Vec::new(), failure, r.fitted),
+                        None => emit(d, None, Vec::new(), Vec::new(), Vec::new(), failure, None),
                     }
                 }
             }
             Method::Oc | Method::DOc | Method::Sr | Method::SrCot => {
                 let usable: Vec<Exchange> = answers.iter().filter_map(|(_, e)| e.clone()).collect();
-                let alone = |id: u32| usable.iter().filter(move |e| e.item_id == id).collect::<Vec<_>>();
+                let some = |ids: &[u32]| usable.iter().filter(|e| ids.contains(&e.item_id)).collect::<Vec<_>>();
                 let (items, calls) = match method {
                     Method::Oc => {
                         convert::convert(
                             self.judge(plan),
                             s,
                             convert::oc_groups(&self.templates, s, &c.name, &usable, plan.items_per_call as usize),
-                            &|id| convert::oc_messages(&self.templates, s, &c.name, &alone(id)),
+                            &|ids| convert::oc_messages(&self.templates, s, &c.name, &some(ids)),
                             Conversion::Statement,
                             repeat,
                         )
@@ -435,9 +439,10 @@ impl Interviews {
                             self.judge(plan),
                             s,
                             convert::doc_groups(&self.templates, s, masker, &usable, plan.items_per_call as usize),
-                            &|id| {
-                                let d = s.item(id).and_then(|i| i.dimension()).unwrap_or(0);
-                                convert::doc_messages(&self.templates, s, d, masker, &alone(id))
+                            &|ids| {
+                                let first = ids.first().copied().unwrap_or_default();
+                                let d = s.item(first).and_then(|i| i.dimension()).unwrap_or(0);
+                                convert::doc_messages(&self.templates, s, d, masker, &some(ids))
                             },
                             Conversion::Dimension,
                             repeat,
@@ -479,10 +484,13 @@ impl Interviews {
                     };
                     let of_this: Vec<Vec<u32>> = calls
                         .iter()
+                        .filter(|call| !call.split)
                         .filter(|call| call.item_ids.iter().any(|id| mine.iter().any(|i| i.item_id == *id)))
                         .map(|call| call.item_ids.clone())
                         .collect();
-                    emit(d, score, Vec::new(), mine, of_this, failure);
+                    let ids: Vec<u32> = mine.iter().map(|i| i.item_id).collect();
+                    let fitted = convert::fitted(&calls, &ids);
+                    emit(d, score, Vec::new(), mine, of_this, failure, fitted);
                 }
             }
         }
@@ -522,8 +530,8 @@ impl Interviews {
         }
         if !unparsed.is_empty() {
             let groups = convert::oc_groups(&self.templates, s, &c.name, &unparsed, plan.items_per_call as usize);
-            let alone = |id: u32| convert::oc_messages(&self.templates, s, &c.name, &unparsed.iter().filter(|e| e.item_id == id).collect::<Vec<_>>());
-            let (converted, asked) = convert::convert(self.judge(plan), s, groups, &alone, Conversion::Statement, repeat)
+            let some = |ids: &[u32]| convert::oc_messages(&self.templates, s, &c.name, &unparsed.iter().filter(|e| ids.contains(&e.item_id)).collect::<Vec<_>>());
+            let (converted, asked) = convert::convert(self.judge(plan), s, groups, &some, Conversion::Statement, repeat)
             .await;
             items.extend(converted);
             calls = asked;

@@ -202,6 +202,7 @@ mod tests {
             question: "q".into(),
             response: response.into(),
             retrieved: vec![],
+            truncated: false,
         }
     }
 
@@ -221,7 +222,10 @@ mod tests {
         assert_eq!((plan.judge.as_str(), plan.judge_temperature), ("other", 0.3));
         assert_eq!((plan.rpa.as_str(), plan.seed), ("rpa-model", 9));
         assert_eq!(plan.parent.as_deref(), Some("p"));
-        assert_eq!(plan.items_per_call, 60, "fitted to the new judge when the session opens");
+        assert_eq!(
+            plan.items_per_call, 60,
+            "fitted to the new judge when the session opens"
+        );
         let same = super::plan("p", &events, &change(None)).unwrap();
         assert_eq!(same.methods, vec![Method::ErBatch, Method::Oc]);
     }
@@ -244,7 +248,10 @@ mod tests {
         assert_eq!(available, [Method::ErBatch, Method::ErAll, Method::Oc, Method::DOc]);
         let mut observe = events.clone();
         observe.remove(0);
-        assert_eq!(methods("p", &observe).unwrap_err(), ReassessError::NoPlan { id: "p".into() });
+        assert_eq!(
+            methods("p", &observe).unwrap_err(),
+            ReassessError::NoPlan { id: "p".into() }
+        );
     }
 
     #[test]
@@ -266,15 +273,28 @@ mod tests {
                 ("reask".to_string(), file("folder's reask")),
             ]),
         );
-        let origins: Vec<(&str, &str)> = plan.prompts.iter().map(|(n, f)| (n.as_str(), f.origin.as_str())).collect();
-        assert_eq!(origins, [("interviewer", "parent's interviewer"), ("reask", "folder's reask")]);
-        assert_eq!(notes, ["interviewer is the interview's wording; a re-assessment keeps the parent's"]);
+        let origins: Vec<(&str, &str)> = plan
+            .prompts
+            .iter()
+            .map(|(n, f)| (n.as_str(), f.origin.as_str()))
+            .collect();
+        assert_eq!(
+            origins,
+            [("interviewer", "parent's interviewer"), ("reask", "folder's reask")]
+        );
+        assert_eq!(
+            notes,
+            ["interviewer is the interview's wording; a re-assessment keeps the parent's"]
+        );
     }
 
     #[test]
     fn a_reassessment_of_a_reassessment_names_the_original_interviews() {
         let events = parent(&[Method::ErBatch], Some("root"));
-        assert_eq!(plan("child", &events, &change(None)).unwrap().parent.as_deref(), Some("root"));
+        assert_eq!(
+            plan("child", &events, &change(None)).unwrap().parent.as_deref(),
+            Some("root")
+        );
     }
 
     #[test]

@@ -132,6 +132,7 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
             question,
             response,
             retrieved,
+            truncated,
         } = e
         {
             let style = serde_json::to_value(style)
@@ -146,7 +147,7 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
             interviews
                 .entry((character.clone(), scale.clone(), *repeat, style))
                 .or_default()
-                .push(json!({"item_id": item_id, "dimension": dimension, "question": question, "response": response, "retrieved": retrieved}));
+                .push(json!({"item_id": item_id, "dimension": dimension, "question": question, "response": response, "retrieved": retrieved, "truncated": truncated}));
         }
     }
     let interviews: Vec<Value> = interviews

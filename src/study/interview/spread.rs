@@ -107,6 +107,7 @@ mod tests {
             calls: Vec::new(),
             items: Vec::new(),
             failure: None,
+            fitted: None,
         })
     }
 

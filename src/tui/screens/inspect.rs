@@ -659,6 +659,12 @@ impl Inspect {
             for l in wrap(&row.response, width.saturating_sub(2)) {
                 lines.push(Line::raw(format!("  {l}")));
             }
+            if row.truncated {
+                lines.push(Line::styled(
+                    "  (cut at the answer cap: finish_reason \"length\")",
+                    theme.fg(theme.warning),
+                ));
+            }
             if let Some(e) = &row.error {
                 lines.push(Line::styled(format!("  failed: {e}"), theme.fg(theme.error)));
             }

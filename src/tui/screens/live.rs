@@ -2,6 +2,8 @@
 //! retries and errors. It owns whether a run, a replay or a resumed run is going and how it is
 //! followed. Only the visible tail of the transcript is wrapped, so long runs render in constant time.
 
+use std::sync::Arc;
+
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Modifier;
@@ -9,6 +11,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Gauge, Paragraph};
 
 use super::{Component, Ctx, Hits, ListId, Request, TailScroll};
+use crate::llm::Role;
+use crate::llm::accounting::{Accounting, Flight};
 use crate::tui::app::{Effect, Screen};
 use crate::tui::keys::Command;
 use crate::tui::run_view::{Message, RunView, Speaker, Status};
@@ -49,6 +53,10 @@ pub struct Live {
     pub paused: bool,
     pub replay: Option<Replay>,
     pub started_ms: u64,
+    /// When this sitting began (the run started, or was resumed): the ETA goes by its rate.
+    pub sitting_ms: u64,
+    /// The accounts of the run going: how many of its requests wait for a place and hold one.
+    pub accounting: Option<Arc<Accounting>>,
     /// The providers a rate limit holds below their maximum, while a run goes.
     pub held: Vec<crate::llm::policy::Throttled>,
     /// The requests file a run in batch files mode last wrote, while its session waits for the
@@ -110,6 +118,7 @@ impl Live {
         self.replay = replay;
         self.batch = None;
         self.refused = None;
+        self.accounting = None;
         if follow {
             self.follow = true;
         }
@@ -394,48 +403,42 @@ impl Live {
         let inner = b.inner(gauges_area);
         frame.render_widget(b, gauges_area);
         let rows = Layout::vertical([Constraint::Length(1); 4]).split(inner);
-        let total = run.items.len().max(1);
-        let done = run.answered() + run.failed();
+        let flight = |role| self.accounting.as_ref().map_or(Flight::default(), |a| a.flight(role));
+        let sitting = run.sitting;
+        let total = run.items.len();
+        let done = sitting.items_done();
         let interviews = Gauge::default()
             .gauge_style(theme.fg(theme.measured))
-            .ratio((done as f64 / total as f64).min(1.0))
-            .label(format!(
-                "interviews {done}/{}  ({} failed)",
-                run.items.len(),
-                run.failed()
+            .ratio((done as f64 / total.max(1) as f64).min(1.0))
+            .label(fitting(
+                interviews_labels(done, total, flight(Role::Rpa), run.failed()),
+                rows[0].width,
             ));
         frame.render_widget(interviews, rows[0]);
-        let dims_total = run
-            .session
-            .plan
-            .as_ref()
-            .map_or(0, |p| {
-                p.characters.len()
-                    * p.repeats.max(1) as usize
-                    * p.methods.len()
-                    * p.scales
-                        .iter()
-                        .filter_map(|s| ctx.catalog.scale(s))
-                        .map(|s| s.dimensions.len())
-                        .sum::<usize>()
-            })
-            .max(1);
-        let assessed = run.assessments.len();
+        let dims_total = run.session.plan.as_ref().map_or(0, |p| {
+            p.characters.len()
+                * p.repeats.max(1) as usize
+                * p.methods.len()
+                * p.scales
+                    .iter()
+                    .filter_map(|s| ctx.catalog.scale(s))
+                    .map(|s| s.dimensions.len())
+                    .sum::<usize>()
+        });
+        let assessed = sitting.assessments_done();
         let judge = Gauge::default()
             .gauge_style(theme.fg(theme.label_pdb))
-            .ratio((assessed as f64 / dims_total as f64).min(1.0))
-            .label(format!(
-                "assessments {assessed}/{dims_total}  · judge calls {} done, {} running",
-                run.judge_done, run.judge_active
+            .ratio((assessed as f64 / dims_total.max(1) as f64).min(1.0))
+            .label(fitting(
+                assessments_labels(assessed, dims_total, run.judge_done, flight(Role::Judge)),
+                rows[1].width,
             ));
         frame.render_widget(judge, rows[1]);
         let elapsed = ctx.now_ms.saturating_sub(self.started_ms);
-        let progress = (done + assessed) as f64 / (total + dims_total) as f64;
-        let eta = if self.running && elapsed > 0 && progress > 0.0 && progress < 1.0 {
-            clock((elapsed as f64 * (1.0 - progress) / progress) as u64)
-        } else {
-            "–".into()
-        };
+        let remaining = (total + dims_total).saturating_sub(done + assessed);
+        let eta = eta_ms(remaining, sitting.made(), ctx.now_ms.saturating_sub(self.sitting_ms))
+            .filter(|_| self.running)
+            .map_or("–".into(), clock);
         let cost = cost(ctx);
         frame.render_widget(
             Paragraph::new(Line::from(vec![
@@ -469,6 +472,52 @@ impl Live {
         frame.render_widget(Paragraph::new(lines), inner);
         top
     }
+}
+
+/// When the rest should be done, in ms, at the rate of the sitting: `None` until it has made
+/// something in some time, and when nothing remains.
+fn eta_ms(remaining: usize, made: usize, sitting_ms: u64) -> Option<u64> {
+    (remaining > 0 && made > 0 && sitting_ms > 0).then(|| (sitting_ms as f64 * remaining as f64 / made as f64) as u64)
+}
+
+/// The interviews gauge's label, from the longest to the shortest: items done of all, the role-play
+/// requests holding a place and waiting for one, and the items failed.
+fn interviews_labels(done: usize, total: usize, flight: Flight, failed: usize) -> Vec<String> {
+    let (flying, queued) = (flight.in_flight, flight.queued);
+    let mut labels = Vec::new();
+    if failed > 0 {
+        labels.push(format!(
+            "interviews {done}/{total} · {flying} in flight · {queued} queued · {failed} failed"
+        ));
+    }
+    labels.extend([
+        format!("interviews {done}/{total} · {flying} in flight · {queued} queued"),
+        format!("interviews {done}/{total} · {flying} flying · {queued} queued"),
+        format!("{done}/{total} · {flying} in flight · {queued} queued"),
+    ]);
+    labels
+}
+
+/// The assessments gauge's label, from the longest to the shortest: dimensions assessed of all, the
+/// judge's calls done, holding a place and waiting for one.
+fn assessments_labels(assessed: usize, total: usize, calls_done: usize, flight: Flight) -> Vec<String> {
+    let (flying, queued) = (flight.in_flight, flight.queued);
+    vec![
+        format!(
+            "assessments {assessed}/{total} · judge calls {calls_done} done · {flying} in flight · {queued} queued"
+        ),
+        format!("assessments {assessed}/{total} · judge {calls_done} done · {flying} in flight · {queued} queued"),
+        format!("assessments {assessed}/{total} · {flying} in flight · {queued} queued"),
+        format!("assessments {assessed}/{total} · {flying} flying · {queued} queued"),
+        format!("{assessed}/{total} · {flying} in flight · {queued} queued"),
+    ]
+}
+
+/// The first label that fits `width` columns, else the shortest.
+fn fitting(labels: Vec<String>, width: u16) -> String {
+    let fits = |l: &String| unicode_width::UnicodeWidthStr::width(l.as_str()) <= width as usize;
+    let last = labels.last().cloned().unwrap_or_default();
+    labels.into_iter().find(fits).unwrap_or(last)
 }
 
 /// The newest dimension result against its label, e.g. "latest: Hermione Granger GSE er-batch
@@ -580,5 +629,187 @@ impl Live {
         lines.reverse();
         let (start, end, top) = self.scroll.window(lines.len(), height, complete);
         (lines.drain(start..end).collect(), top)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::llm::config::Config;
+    use crate::method::Method;
+    use crate::study::Event;
+    use crate::study::live::{Live as Report, LiveKind};
+    use crate::tui::app::{Action, App};
+    use crate::tui::fixture;
+    use crate::tui::keys::Keymap;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    #[test]
+    fn there_is_an_eta_once_the_sitting_has_made_something() {
+        assert_eq!(eta_ms(10, 0, 60_000), None, "nothing made yet: no rate");
+        assert_eq!(eta_ms(10, 5, 0), None);
+        assert_eq!(eta_ms(0, 5, 60_000), None, "nothing remains");
+        assert_eq!(eta_ms(10, 5, 60_000), Some(120_000), "5 in a minute, 10 to go");
+    }
+
+    #[test]
+    fn a_label_gives_way_to_a_shorter_one_where_it_does_not_fit() {
+        let flight = Flight {
+            queued: 12,
+            in_flight: 1,
+        };
+        let labels = assessments_labels(3, 20, 1, flight);
+        assert_eq!(
+            fitting(labels.clone(), 200),
+            "assessments 3/20 · judge calls 1 done · 1 in flight · 12 queued"
+        );
+        assert_eq!(fitting(labels.clone(), 40), "assessments 3/20 · 1 flying · 12 queued");
+        assert_eq!(fitting(labels, 10), "3/20 · 1 in flight · 12 queued", "the shortest");
+        let labels = interviews_labels(6, 10, Flight::default(), 2);
+        assert_eq!(labels[0], "interviews 6/10 · 0 in flight · 0 queued · 2 failed");
+        assert_eq!(fitting(labels, 45), "interviews 6/10 · 0 in flight · 0 queued");
+    }
+
+    fn app() -> App {
+        let catalog = Arc::new(Catalog::load(None).expect("the bundled catalog"));
+        let config = Config::defaults(&|_| None);
+        let (themes, _) = crate::tui::theme::load_all(None);
+        let mut app = App::new(catalog, &config, None, Keymap::default(), themes, 0);
+        app.screen = Screen::Live;
+        app.live.start(None, true);
+        app
+    }
+
+    /// A run of two characters on BFI (88 items, 20 assessments) whose journal holds `records` of
+    /// the fixture session, the run started at 0 and the clock at `now_ms`.
+    fn running(records: usize, now_ms: u64) -> (App, Vec<Event>) {
+        let mut app = app();
+        let plan = fixture::plan(&["hermione-en", "zhongli-zh"], &["BFI"], &[Method::ErBatch, Method::Oc]);
+        let events = fixture::session(&app.catalog, &plan);
+        for e in events.iter().take(records) {
+            app.update(Action::Engine(e.clone()));
+        }
+        app.update(Action::Tick(now_ms));
+        (app, events)
+    }
+
+    fn render(app: &App, (w, h): (u16, u16)) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("a test terminal");
+        terminal
+            .draw(|f| {
+                app.live.render(f, f.area(), &app.ctx());
+            })
+            .expect("drawn");
+        let buffer = terminal.backend().buffer().clone();
+        let mut out = String::new();
+        for y in 0..h {
+            for x in 0..w {
+                out.push_str(buffer[(x, y)].symbol());
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The progress box alone: from its title to its bottom border, from its left border on.
+    fn progress(screen: &str) -> String {
+        let lines: Vec<&str> = screen.lines().collect();
+        let top = lines
+            .iter()
+            .position(|l| l.contains("╭ Progress"))
+            .expect("a progress box");
+        let left = lines[top].split("╭ Progress").next().map_or(0, |l| l.chars().count());
+        lines[top..top + 6]
+            .iter()
+            .map(|l| l.chars().skip(left).collect::<String>())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn the_interviews_gauge_says_the_role_play_requests_in_flight_and_waiting() {
+        // 24 items answered in the 2 minutes since the run began; the provider takes one at a time.
+        let (mut app, _) = running(1 + 24, 120_000);
+        let accounting = Arc::new(Accounting::default());
+        let _flying = accounting.queue("fixture", Role::Rpa).start();
+        let _waiting: Vec<_> = (0..7).map(|_| accounting.queue("fixture", Role::Rpa)).collect();
+        app.update(Action::Accounting(accounting));
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(shown.contains("interviews 24/88 · 1 in flight · 7 queued"), "{shown}");
+        assert!(shown.contains("eta 0:07:00"), "(64 + 20) to go at 12 a minute: {shown}");
+        insta::assert_snapshot!("live_progress_interviews_120", shown);
+        insta::assert_snapshot!("live_progress_interviews_80", progress(&render(&app, (80, 24))));
+    }
+
+    #[test]
+    fn the_judge_gauge_says_its_calls_done_in_flight_and_waiting_not_the_calls_started() {
+        // Every item answered, 5 dimensions assessed; 13 judge calls started against a provider
+        // that takes one at a time: 1 came back, 1 is in flight, 11 wait for their place.
+        let (mut app, events) = running(1 + 44, 60_000);
+        for e in events
+            .iter()
+            .skip(1 + 44)
+            .filter(|e| matches!(e, Event::ItemAnswered { .. }))
+        {
+            app.update(Action::Engine(e.clone()));
+        }
+        for e in events
+            .iter()
+            .filter(|e| matches!(e, Event::DimensionAssessed(_)))
+            .take(5)
+        {
+            app.update(Action::Engine(e.clone()));
+        }
+        let report = |kind| {
+            Action::Live(Report {
+                role: Role::Judge,
+                purpose: "ER BFI Openness (attempt 1)".into(),
+                repeat: 0,
+                kind,
+            })
+        };
+        for _ in 0..13 {
+            app.update(report(LiveKind::Started { prompt: "rate".into() }));
+        }
+        app.update(report(LiveKind::Done {
+            cached: false,
+            usage: None,
+        }));
+        let accounting = Arc::new(Accounting::default());
+        let _flying = accounting.queue("fixture", Role::Judge).start();
+        let _waiting: Vec<_> = (0..11).map(|_| accounting.queue("fixture", Role::Judge)).collect();
+        app.update(Action::Accounting(accounting));
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(
+            shown.contains("assessments 5/20 · judge calls 1 done · 1 in flight · 11 queued"),
+            "{shown}"
+        );
+        assert!(!shown.contains("12 running"), "{shown}");
+        insta::assert_snapshot!("live_progress_judge_120", shown);
+        insta::assert_snapshot!("live_progress_judge_80", progress(&render(&app, (80, 24))));
+    }
+
+    #[test]
+    fn a_resumed_run_has_no_eta_until_it_has_made_something() {
+        let (mut app, events) = running(1 + 30, 0);
+        app.update(Action::Tick(5_000));
+        app.update(Action::Engine(Event::Resumed {
+            at: "2026-11-29T13:00:00Z".into(),
+            items_per_call: None,
+            character_versions: Default::default(),
+        }));
+        app.update(Action::Tick(65_000));
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(shown.contains("interviews 30/88 · 0 in flight · 0 queued"), "{shown}");
+        assert!(shown.contains("eta –"), "what the journal held is no rate: {shown}");
+        // The sitting answers 2 items in its first minute: 56 to go take 28 minutes.
+        for e in events.iter().skip(1 + 30).take(2) {
+            app.update(Action::Engine(e.clone()));
+        }
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(shown.contains("interviews 32/88"), "{shown}");
+        assert!(shown.contains("eta 0:38:00"), "(56 + 20) to go at 2 a minute: {shown}");
     }
 }

@@ -1,0 +1,419 @@
+//! The client's policy against scripted transports.
+use std::sync::Mutex;
+
+use futures_util::StreamExt;
+
+use super::*;
+use crate::llm::config::ProviderKind;
+use crate::llm::{ChatMessage, Completion, ResponseSchema, Role, complete};
+
+/// A transport that replies from a script, one reply per attempt (the last one again once the
+/// script is spent), each split into word pieces as a server streams them.
+struct Scripted {
+    replies: Mutex<Vec<&'static str>>,
+    attempts: Mutex<u32>,
+    finish_reason: &'static str,
+    batched: bool,
+    /// The first this many attempts end as a server ends a request it interrupted.
+    interrupted: Mutex<u32>,
+    /// Every attempt is refused with this status and body message.
+    refusal: Option<(u16, &'static str)>,
+    /// What the server says of itself.
+    facts: Option<Facts>,
+}
+
+impl Scripted {
+    fn new(replies: &[&'static str]) -> Scripted {
+        Scripted {
+            replies: Mutex::new(replies.iter().rev().copied().collect()),
+            attempts: Mutex::new(0),
+            finish_reason: "stop",
+            batched: false,
+            interrupted: Mutex::new(0),
+            refusal: None,
+            facts: None,
+        }
+    }
+
+    fn attempts(&self) -> u32 {
+        *self.attempts.lock().unwrap()
+    }
+}
+
+#[async_trait]
+impl Transport for Scripted {
+    async fn attempt(
+        &self,
+        _: &ChatRequest,
+        on_token: &mut (dyn FnMut(String) -> bool + Send),
+    ) -> Result<Finished, AttemptError> {
+        *self.attempts.lock().unwrap() += 1;
+        if let Some((status, message)) = self.refusal {
+            return Err(AttemptError::Status {
+                status,
+                rate: Box::default(),
+                message: message.into(),
+                param: None,
+                code: None,
+            });
+        }
+        {
+            let mut interrupted = self.interrupted.lock().unwrap();
+            if *interrupted > 0 {
+                *interrupted -= 1;
+                on_token("Half an ans".into());
+                return Err(AttemptError::Interrupted);
+            }
+        }
+        let reply = {
+            let mut replies = self.replies.lock().unwrap();
+            if replies.len() > 1 {
+                replies.pop().unwrap()
+            } else {
+                replies[0]
+            }
+        };
+        for piece in reply.split_inclusive(' ') {
+            if !on_token(piece.to_string()) {
+                return Err(AttemptError::Cancelled);
+            }
+        }
+        Ok(Finished {
+            usage: Some(Usage {
+                prompt_tokens: 5,
+                completion_tokens: reply.split_inclusive(' ').count() as u64,
+            }),
+            finish_reason: Some(self.finish_reason.into()),
+            rate: RateHeaders::default(),
+        })
+    }
+
+    fn info(&self) -> ModelInfo {
+        ModelInfo {
+            provider: "scripted".into(),
+            kind: "test".into(),
+            model: "m".into(),
+        }
+    }
+
+    fn base_url(&self) -> &str {
+        "http://scripted"
+    }
+
+    fn batched(&self) -> bool {
+        self.batched
+    }
+
+    async fn learn(&self) -> Option<Facts> {
+        self.facts.clone()
+    }
+}
+
+fn client(transport: Arc<Scripted>, cache: &std::path::Path) -> Client {
+    let mut config = ProviderConfig::new("scripted", ProviderKind::Openai, "http://scripted", "m");
+    config.retry_base_ms = 1;
+    config.max_retries = 3;
+    let shared = Shared::new(4, Some(Cache::new(cache)), CacheMode::ReadWrite, 1);
+    Client::new(transport, config, shared)
+}
+
+fn request(role: Role) -> ChatRequest {
+    let mut r = ChatRequest::new(vec![ChatMessage::user("Are you talkative?")]);
+    r.meta.role = role;
+    r
+}
+
+fn cached(dir: &std::path::Path, request: &ChatRequest) -> Option<CacheEntry> {
+    Cache::new(dir).get(&cache::key("http://scripted", "m", request))
+}
+
+/// Every file under `dir` (the cache's entries).
+fn files(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| if e.path().is_dir() { files(&e.path()) } else { 1 })
+        .sum()
+}
+
+fn long_request() -> ChatRequest {
+    let mut r = request(Role::Judge);
+    r.messages = vec![ChatMessage::user("Rate these answers. ".repeat(2000))];
+    r.sampling.max_tokens = Some(200);
+    r
+}
+
+#[tokio::test]
+async fn a_request_the_context_cannot_hold_is_not_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let transport = Arc::new(Scripted::new(&["5"]));
+    let mut config = ProviderConfig::new("scripted", ProviderKind::Openai, "http://scripted", "m");
+    config.context_tokens = Some(2048);
+    let c = Client::new(
+        transport.clone(),
+        config,
+        Shared::new(4, Some(Cache::new(dir.path())), CacheMode::ReadWrite, 1),
+    );
+    let error = complete(&c, long_request()).await.unwrap_err();
+    assert!(error.is_context(), "{error:?}");
+    let LlmError::Context {
+        prompt_tokens,
+        reply_tokens,
+        context_tokens,
+        how,
+    } = &error
+    else {
+        panic!("{error:?}")
+    };
+    assert!(
+        *prompt_tokens > 2048 && *reply_tokens == 200 && *context_tokens == 2048,
+        "{error}"
+    );
+    assert_eq!(how, "estimated");
+    assert!(error.to_string().contains("context"), "{error}");
+    assert_eq!(transport.attempts(), 0, "nothing sent that cannot fit");
+    // A short one goes.
+    assert_eq!(complete(&c, request(Role::Judge)).await.unwrap().text, "5");
+}
+
+#[tokio::test]
+async fn a_servers_context_refusal_is_not_retried_and_its_context_believed() {
+    let dir = tempfile::tempdir().unwrap();
+    let transport = Arc::new(Scripted {
+        refusal: Some((
+            400,
+            "request (2086 tokens) exceeds the available context size (2048 tokens), try increasing it",
+        )),
+        ..Scripted::new(&["5"])
+    });
+    let c = client(transport.clone(), dir.path());
+    assert_eq!(c.context_tokens(), None);
+    let error = complete(&c, request(Role::Judge)).await.unwrap_err();
+    assert_eq!(
+        error,
+        LlmError::ContextRefused {
+            message: "request (2086 tokens) exceeds the available context size (2048 tokens), try increasing it".into(),
+            prompt_tokens: Some(2086),
+            context_tokens: Some(2048),
+        }
+    );
+    assert_eq!(transport.attempts(), 1, "a refusal for length is not asked again");
+    assert_eq!(c.context_tokens(), Some(2048), "later requests are fitted to it");
+    // The next long one is not sent at all.
+    assert!(complete(&c, long_request()).await.unwrap_err().is_context());
+    assert_eq!(transport.attempts(), 1);
+}
+
+#[tokio::test]
+async fn what_the_server_says_sets_the_context_and_caps_requests_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let facts = Facts {
+        provider: "scripted".into(),
+        model: "m".into(),
+        server: Some(crate::llm::server::ServerKind::LlamaCpp),
+        context_tokens: Some(4096),
+        slots: Some(1),
+        tokenize: None,
+        truncates: false,
+        sources: vec!["GET /props: n_ctx 4096, total_slots 1".into()],
+        used: crate::llm::server::Used {
+            context_tokens: Some(4096),
+            max_concurrency: 1,
+        },
+        warnings: Vec::new(),
+    };
+    let transport = Arc::new(Scripted {
+        facts: Some(facts.clone()),
+        ..Scripted::new(&["5"])
+    });
+    let c = client(transport.clone(), dir.path());
+    assert_eq!(c.own.max(), 8);
+    complete(&c, request(Role::Judge)).await.unwrap();
+    assert_eq!(c.own.max(), 1, "one slot: one request at a time");
+    assert_eq!(c.context_tokens(), Some(4096));
+    assert_eq!(c.shared.servers.take_fresh(), vec![facts], "journaled once");
+    complete(&c, request(Role::Rpa)).await.unwrap();
+    assert!(c.shared.servers.take_fresh().is_empty(), "asked once per provider");
+}
+
+#[tokio::test]
+async fn interrupted_requests_are_asked_again_with_fewer_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let transport = Arc::new(Scripted::new(&["A whole answer."]));
+    *transport.interrupted.lock().unwrap() = 2;
+    let c = client(transport.clone(), dir.path());
+    let before = c.own.limit();
+    let mut events = c.stream(request(Role::Rpa));
+    let (mut text, mut retries) = (String::new(), Vec::new());
+    while let Some(e) = events.next().await {
+        match e {
+            ChatEvent::Token(t) => text.push_str(&t),
+            ChatEvent::Retry { reason, .. } => {
+                text.clear();
+                retries.push(reason);
+            }
+            ChatEvent::Error(e) => panic!("{e}"),
+            _ => {}
+        }
+    }
+    assert_eq!(text, "A whole answer.", "the cut reply is discarded, never an answer");
+    assert_eq!(transport.attempts(), 3);
+    assert_eq!(retries.len(), 2);
+    assert!(
+        retries[0].contains("no finish_reason") && retries[0].contains("(interrupted: "),
+        "{retries:?}"
+    );
+    assert!(c.own.limit() < before, "{} of {before} in flight", c.own.limit());
+    assert_eq!(files(dir.path()), 1, "only the whole answer is cached");
+}
+
+#[tokio::test]
+async fn empty_and_blank_replies_are_retried_until_a_real_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let transport = Arc::new(Scripted::new(&["", " \n\t ", "\u{200B}", "Only when it matters."]));
+    let c = client(transport.clone(), dir.path());
+    let mut events = c.stream(request(Role::Rpa));
+    let (mut text, mut retries, mut usages) = (String::new(), Vec::new(), 0);
+    while let Some(e) = events.next().await {
+        match e {
+            ChatEvent::Token(t) => text.push_str(&t),
+            ChatEvent::Retry {
+                reason,
+                discarded_chars,
+                ..
+            } => {
+                assert_eq!(discarded_chars, text.chars().count());
+                text.clear();
+                retries.push(reason);
+            }
+            ChatEvent::Usage(_) => usages += 1,
+            ChatEvent::Done { cached, .. } => assert!(!cached),
+            ChatEvent::Error(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(text, "Only when it matters.");
+    assert_eq!(transport.attempts(), 4);
+    assert_eq!(retries.len(), 3);
+    assert!(retries.iter().all(|r| r.contains("the reply was empty")), "{retries:?}");
+    assert_eq!(usages, 1, "only the answer's usage goes to the caller");
+    let counted = c.accounting().snapshot().total();
+    assert_eq!((counted.requests, counted.retries, counted.failures), (4, 3, 0));
+    assert_eq!(counted.prompt_tokens, 20, "every attempt's cost is counted");
+    // Only the answer is cached, and a second ask is served from it.
+    assert_eq!(files(dir.path()), 1);
+    assert_eq!(
+        cached(dir.path(), &request(Role::Rpa)).unwrap().text(),
+        "Only when it matters."
+    );
+    let again = complete(&c, request(Role::Rpa)).await.unwrap();
+    assert!(again.cached && again.text == "Only when it matters.");
+    assert_eq!(transport.attempts(), 4);
+}
+
+#[tokio::test]
+async fn a_model_that_only_replies_empty_fails_for_every_role_and_caches_nothing() {
+    for role in Role::ALL {
+        for reply in ["", "  \n  "] {
+            let dir = tempfile::tempdir().unwrap();
+            let transport = Arc::new(Scripted::new(&[reply]));
+            let c = client(transport.clone(), dir.path());
+            let error = complete(&c, request(role)).await.unwrap_err();
+            assert_eq!(
+                error,
+                LlmError::EmptyReplies {
+                    attempts: 4,
+                    empty: 4,
+                    finish_reason: Some("stop".into())
+                }
+            );
+            assert_eq!(
+                error.to_string(),
+                "the replies were empty: 4 of 4 attempt(s) came back with no text \
+                 (the last ended with finish_reason \"stop\")"
+            );
+            assert!(!error.is_input(), "the model's fault, not the user's: exit 1");
+            assert_eq!(transport.attempts(), 4, "bounded by max_retries");
+            assert_eq!(files(dir.path()), 0, "nothing cached for {role:?} {reply:?}");
+            let counted = c.accounting().snapshot().total();
+            assert_eq!((counted.requests, counted.failures), (4, 1));
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_empty_reply_to_a_json_request_is_a_failure_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let transport = Arc::new(Scripted {
+        finish_reason: "length",
+        ..Scripted::new(&[""])
+    });
+    let c = client(transport.clone(), dir.path());
+    let mut r = request(Role::Judge);
+    r.schema = Some(ResponseSchema {
+        name: "rating".into(),
+        schema: serde_json::json!({"type": "object"}),
+        strict: true,
+    });
+    let error = complete(&c, r).await.unwrap_err().to_string();
+    assert!(error.starts_with("the replies were empty: 4 of 4"), "{error}");
+    assert!(error.contains("token cap ran out before any text"), "{error}");
+    assert_eq!(files(dir.path()), 0);
+}
+
+#[tokio::test]
+async fn an_empty_reply_an_older_build_cached_is_asked_again_and_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = request(Role::Rpa);
+    let path = {
+        let key = cache::key("http://scripted", "m", &r);
+        dir.path().join(&key[..2]).join(format!("{key}.json"))
+    };
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let stale =
+        serde_json::json!({"tokens": [], "usage": null, "finish_reason": "stop", "model": "m", "created_unix": 1});
+    std::fs::write(&path, stale.to_string()).unwrap();
+    let transport = Arc::new(Scripted::new(&["I do like a good talk."]));
+    let c = client(transport.clone(), dir.path());
+    let reply: Completion = complete(&c, r.clone()).await.unwrap();
+    assert!(!reply.cached, "the empty entry is not served");
+    assert_eq!(transport.attempts(), 1);
+    assert_eq!(cached(dir.path(), &r).unwrap().text(), "I do like a good talk.");
+}
+
+#[tokio::test]
+async fn an_empty_reply_from_a_batch_fails_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let transport = Arc::new(Scripted {
+        batched: true,
+        ..Scripted::new(&[""])
+    });
+    let c = client(transport.clone(), dir.path());
+    let error = complete(&c, request(Role::Rpa)).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            LlmError::EmptyReplies {
+                attempts: 1,
+                empty: 1,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(
+        transport.attempts(),
+        1,
+        "the batch's stored reply would come back the same"
+    );
+}
+
+#[test]
+fn whitespace_and_invisible_marks_are_empty_but_any_text_is_not() {
+    for empty in ["", " ", "\n\r\t", "\u{3000}", "\u{200B}\u{FEFF}", " \u{2060} "] {
+        assert!(crate::llm::is_empty_reply(empty), "{empty:?}");
+    }
+    for text in [".", " 1 ", "{}", "嗯"] {
+        assert!(!crate::llm::is_empty_reply(text), "{text:?}");
+    }
+}
