@@ -9,7 +9,9 @@
 //! - Q4_K is held as eight such Q4 blocks per super-block (its 6-bit scales and minimums widened);
 //! - Q8_0 holds `w = d·q`: `d_w·d_a·Σ q·q`; Q5_0, Q5_1 and Q5_K are held so too (5 bits fit in 8),
 //!   with Q5_1's and Q5_K's minimums as a constant term `c·s`; Q6_K likewise, with a scale per 16;
-//! - F32 (and F16, widened at load) rows multiply the activations as floats.
+//! - F32 (and F16, widened at load) rows multiply the activations as floats;
+//! - BF16, Q8_1, Q2_K, Q3_K and Q8_K have no kernel: they are widened to floats at load as llama.cpp
+//!   dequantizes them and held as Q8_0, within a fraction of their own rounding step.
 //!
 //! Scales are widened to f32 once, at load, so no kernel converts halves. Each kernel multiplies one
 //! weight row with `N` activation rows at once (N = 1 when decoding, 4 when a prompt is computed: the
@@ -42,6 +44,16 @@ pub enum Format {
     /// 256-value super-blocks of sixteen 16-value groups, 6-bit values and an 8-bit scale per group:
     /// held as 32-value blocks of signed bytes with a scale per half.
     Q6K,
+    /// bfloat16 (widened, held as Q8_0).
+    BF16,
+    /// Q8_0 with the block's sum beside its scale (widened, held as Q8_0).
+    Q8_1,
+    /// 256-value super-blocks of 2-bit values, a 4-bit scale and minimum per 16 (widened, held as Q8_0).
+    Q2K,
+    /// 256-value super-blocks of 3-bit values and a 6-bit scale per 16 (widened, held as Q8_0).
+    Q3K,
+    /// 256 signed bytes and one f32 scale (widened, held as Q8_0).
+    Q8K,
 }
 
 impl Format {
@@ -58,6 +70,118 @@ impl Format {
             Format::Q5K => values / 256 * 176,
             Format::Q4K => values / 256 * 144,
             Format::Q6K => values / 256 * 210,
+            Format::BF16 => values * 2,
+            Format::Q8_1 => values / BLOCK * 36,
+            Format::Q2K => values / 256 * 84,
+            Format::Q3K => values / 256 * 110,
+            Format::Q8K => values / 256 * 292,
+        }
+    }
+
+    /// Values per block: a row's length must be a multiple of it.
+    pub fn block(self) -> usize {
+        match self {
+            Format::F32 | Format::F16 | Format::BF16 => 1,
+            Format::Q2K | Format::Q3K | Format::Q4K | Format::Q5K | Format::Q6K | Format::Q8K => 256,
+            Format::Q4_0 | Format::Q4_1 | Format::Q5_0 | Format::Q5_1 | Format::Q8_0 | Format::Q8_1 => BLOCK,
+        }
+    }
+
+    /// The values of `bytes` (whole blocks of this format) as floats, as llama.cpp dequantizes them.
+    /// For the formats with a kernel, the values the engine multiplies (equal up to float rounding).
+    pub fn widen(self, bytes: &[u8]) -> Result<Vec<f32>, String> {
+        let (block, size) = (self.block(), self.bytes(self.block()));
+        if !bytes.len().is_multiple_of(size) {
+            return Err(format!(
+                "{} bytes are not whole {self:?} blocks of {size} bytes",
+                bytes.len()
+            ));
+        }
+        let values = bytes.len() / size * block;
+        let mut out = Vec::with_capacity(values);
+        let blocks = bytes.chunks_exact(size);
+        match self {
+            Format::F32 => out.extend(blocks.map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+            Format::F16 => out.extend(blocks.map(|b| half_at(b, 0))),
+            Format::BF16 => {
+                out.extend(blocks.map(|b| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16)))
+            }
+            Format::Q8_1 => {
+                for b in blocks {
+                    let d = half_at(b, 0);
+                    out.extend(b[4..].iter().map(|&q| f32::from(q as i8) * d));
+                }
+            }
+            Format::Q8K => {
+                for b in blocks {
+                    let d = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                    out.extend(b[4..260].iter().map(|&q| f32::from(q as i8) * d));
+                }
+            }
+            Format::Q2K => blocks.for_each(|b| widen_q2k(b, &mut out)),
+            Format::Q3K => blocks.for_each(|b| widen_q3k(b, &mut out)),
+            Format::Q4_0
+            | Format::Q4_1
+            | Format::Q5_0
+            | Format::Q5_1
+            | Format::Q8_0
+            | Format::Q4K
+            | Format::Q5K
+            | Format::Q6K => {
+                out.resize(values, 0.);
+                QMatrix::from_gguf(self, 1, values, bytes)?.dequantize_row(0, &mut out);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// One Q2_K super-block (84 bytes: 16 scale bytes, 64 bytes of 2-bit values, d, dmin), as llama.cpp's
+/// `dequantize_row_q2_K`.
+fn widen_q2k(block: &[u8], out: &mut Vec<f32>) {
+    let (scales, qs) = (&block[..16], &block[16..80]);
+    let (d, min) = (half_at(block, 80), half_at(block, 82));
+    let mut scale = scales.iter();
+    for q in qs.chunks_exact(32) {
+        for shift in [0, 2, 4, 6] {
+            for half in q.chunks_exact(16) {
+                let sc = scale.next().copied().unwrap_or(0);
+                let (dl, ml) = (d * f32::from(sc & 0xF), min * f32::from(sc >> 4));
+                out.extend(half.iter().map(|&v| dl * f32::from((v >> shift) & 3) - ml));
+            }
+        }
+    }
+}
+
+/// One Q3_K super-block (110 bytes: 32 bytes of high bits, 64 of low 2-bit values, 12 of packed 6-bit
+/// scales, d), as llama.cpp's `dequantize_row_q3_K`.
+fn widen_q3k(block: &[u8], out: &mut Vec<f32>) {
+    const KMASK1: u32 = 0x0303_0303;
+    const KMASK2: u32 = 0x0f0f_0f0f;
+    let (hmask, qs, packed) = (&block[..32], &block[32..96], &block[96..108]);
+    let d = half_at(block, 108);
+    let word = |i: usize| u32::from_le_bytes([packed[4 * i], packed[4 * i + 1], packed[4 * i + 2], packed[4 * i + 3]]);
+    let (a0, a1, tmp) = (word(0), word(1), word(2));
+    let aux = [
+        (a0 & KMASK2) | ((tmp & KMASK1) << 4),
+        (a1 & KMASK2) | (((tmp >> 2) & KMASK1) << 4),
+        ((a0 >> 4) & KMASK2) | (((tmp >> 4) & KMASK1) << 4),
+        ((a1 >> 4) & KMASK2) | (((tmp >> 6) & KMASK1) << 4),
+    ];
+    let scales: Vec<i8> = aux.iter().flat_map(|w| w.to_le_bytes()).map(|b| b as i8).collect();
+    let (mut is, mut m) = (0, 1u8);
+    for q in qs.chunks_exact(32) {
+        for shift in [0, 2, 4, 6] {
+            for half in 0..2 {
+                let dl = d * (f32::from(scales[is]) - 32.);
+                is += 1;
+                for i in 16 * half..16 * half + 16 {
+                    let low = ((q[i] >> shift) & 3) as i8;
+                    let high = if hmask[i] & m == 0 { 4 } else { 0 };
+                    out.push(dl * f32::from(low - high));
+                }
+            }
+            m <<= 1;
         }
     }
 }
@@ -96,11 +220,7 @@ fn half_at(bytes: &[u8], at: usize) -> f32 {
 impl QMatrix {
     /// A matrix from a GGUF tensor's bytes (`rows` rows of `cols` values).
     pub fn from_gguf(format: Format, rows: usize, cols: usize, bytes: &[u8]) -> Result<QMatrix, String> {
-        let block = match format {
-            Format::F32 | Format::F16 => 1,
-            Format::Q4K | Format::Q5K | Format::Q6K => 256,
-            _ => BLOCK,
-        };
+        let block = format.block();
         if !cols.is_multiple_of(block) {
             return Err(format!("{format:?} rows of {cols} values are not whole blocks"));
         }
@@ -122,13 +242,10 @@ impl QMatrix {
             f: Vec::new(),
         };
         match format {
-            Format::F32 => {
-                m.f = bytes
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect();
+            Format::F32 | Format::F16 => m.f = format.widen(bytes)?,
+            Format::BF16 | Format::Q8_1 | Format::Q2K | Format::Q3K | Format::Q8K => {
+                return QMatrix::q8_0(rows, cols, &format.widen(bytes)?);
             }
-            Format::F16 => m.f = bytes.chunks_exact(2).map(|b| half_at(b, 0)).collect(),
             Format::Q4_0 | Format::Q4_1 => {
                 m.held = Held::Q4;
                 let size = if format == Format::Q4_0 { 18 } else { 20 };

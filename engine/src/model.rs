@@ -407,174 +407,60 @@ impl Model {
                 (Shared::new(std::mem::take(k)), Shared::new(std::mem::take(v)))
             })
             .collect();
-        let x = Shared::new(vec![0f32; n * w]);
-        // gemma3's outputs before their norm.
-        let post = Shared::new(vec![
-            0f32;
-            if self.layers.iter().any(|l| l.post_norms.is_some()) {
-                n * w
-            } else {
-                0
-            }
-        ]);
-        let normed = Acts::new(n, w);
-        let q = Shared::new(vec![0f32; n * qw]);
-        let attended = Acts::new(n, qw);
-        let inner = Acts::new(n, ffn);
-        let vocab = self.vocab();
-        let logits = Shared::new(vec![0f32; vocab]);
-        let output = self.output.as_ref().unwrap_or(&self.embeddings);
-        let scale = 1. / (hd as f32).sqrt();
-        let group = c.heads / c.kv_heads;
-        let pairs = hd / 2;
+        let p = Pass {
+            tokens,
+            position,
+            n,
+            qw,
+            kvw,
+            x: Shared::new(vec![0f32; n * w]),
+            // gemma3's outputs before their norm.
+            post: Shared::new(vec![
+                0f32;
+                if self.layers.iter().any(|l| l.post_norms.is_some()) {
+                    n * w
+                } else {
+                    0
+                }
+            ]),
+            normed: Acts::new(n, w),
+            q: Shared::new(vec![0f32; n * qw]),
+            attended: Acts::new(n, qw),
+            inner: Acts::new(n, ffn),
+            logits: Shared::new(vec![0f32; self.vocab()]),
+        };
 
         // SAFETY (every `unsafe` below): within a step each member writes only the rows, elements or
         // (token, head) slices of its own share, and reads only what the steps before the last
         // `sync` wrote.
         team::run(self.threads, |m| unsafe {
-            for t in m.share(n, 1) {
-                let row = x.part(t * w..(t + 1) * w);
-                self.embeddings.dequantize_row(tokens[t] as usize, row);
-                if c.embedding_scale != 1. {
-                    row.iter_mut().for_each(|v| *v *= c.embedding_scale);
-                }
-            }
-            m.sync();
+            self.embed(m, &p);
             let mut scores = vec![0f32; total];
             for (layer, (keys, values)) in self.layers.iter().zip(&kv) {
-                for t in m.share(n, 1) {
-                    rms_norm(x.get(t * w..(t + 1) * w), &layer.attn_norm, c.eps, normed.floats(t));
-                    normed.quantize(t);
-                }
-                m.sync();
-                let bias = |i: usize, r: usize| layer.qkv_bias.as_ref().map_or(0., |b| b[i][r]);
-                matmul(m, &layer.q, &normed, n, |t, r, v| q.set(t * qw + r, v + bias(0, r)));
-                matmul(m, &layer.k, &normed, n, |t, r, v| {
-                    keys.set((position + t) * kvw + r, v + bias(1, r))
-                });
-                matmul(m, &layer.v, &normed, n, |t, r, v| {
-                    values.set((position + t) * kvw + r, v + bias(2, r))
-                });
-                m.sync();
-                // Per-head norms (qwen3) and the rotation, of queries and the new keys.
-                for unit in m.share(n * (c.heads + c.kv_heads), 1) {
-                    let (t, head) = (unit / (c.heads + c.kv_heads), unit % (c.heads + c.kv_heads));
-                    let (v, norm) = if head < c.heads {
-                        (
-                            q.part(t * qw + head * hd..t * qw + (head + 1) * hd),
-                            layer.qk_norm.as_ref().map(|n| &n[0]),
-                        )
-                    } else {
-                        let at = (position + t) * kvw + (head - c.heads) * hd;
-                        (keys.part(at..at + hd), layer.qk_norm.as_ref().map(|n| &n[1]))
-                    };
-                    if let Some(weight) = norm {
-                        let copy = v.to_vec();
-                        rms_norm(&copy, weight, c.eps, v);
-                    }
-                    let at = (position + t) * pairs;
-                    let (cos, sin) = &self.rotary[usize::from(layer.window.is_some())];
-                    let (cos, sin) = (&cos[at..at + pairs], &sin[at..at + pairs]);
-                    for i in 0..pairs {
-                        let (a, b) = match c.rope {
-                            Rope::Interleaved => (2 * i, 2 * i + 1),
-                            Rope::Halves => (i, i + pairs),
-                        };
-                        let (x0, x1) = (v[a], v[b]);
-                        v[a] = x0 * cos[i] - x1 * sin[i];
-                        v[b] = x0 * sin[i] + x1 * cos[i];
-                    }
-                }
-                m.sync();
-                // Taken in turn, not in runs: a later token sees more keys, so runs would leave the
-                // last member most of a prompt's attention.
-                for unit in m.turns(n * c.heads) {
-                    let (t, head) = (unit / c.heads, unit % c.heads);
-                    let seen = position + t + 1;
-                    let first = layer.window.map_or(0, |window| seen.saturating_sub(window));
-                    let at = (head / group) * hd;
-                    let query = q.get(t * qw + head * hd..t * qw + (head + 1) * hd);
-                    let keys = keys.get(0..seen * kvw);
-                    let mut max = f32::NEG_INFINITY;
-                    for (j, s) in scores[first..seen].iter_mut().enumerate().map(|(j, s)| (j + first, s)) {
-                        *s = kernels::dot_f32(query, &keys[j * kvw + at..j * kvw + at + hd]) * scale;
-                        max = max.max(*s);
-                    }
-                    let mut sum = 0f64;
-                    for s in &mut scores[first..seen] {
-                        *s = kernels::exp(*s - max);
-                        sum += f64::from(*s);
-                    }
-                    let inv = (1. / sum) as f32;
-                    let out = attended.f.part(t * qw + head * hd..t * qw + (head + 1) * hd);
-                    out.fill(0.);
-                    let values = values.get(0..seen * kvw);
-                    for (j, s) in scores[first..seen].iter().enumerate().map(|(j, s)| (j + first, s)) {
-                        kernels::axpy(out, s * inv, &values[j * kvw + at..j * kvw + at + hd]);
-                    }
-                }
-                m.sync();
-                for t in m.share(n, 1) {
-                    attended.quantize(t);
-                }
-                m.sync();
+                self.project_qkv(m, &p, layer, keys, values);
+                self.rotate(m, &p, layer, keys);
+                self.attend(m, &p, layer, keys, values, &mut scores);
                 self.residual(
                     m,
                     &layer.o,
-                    &attended,
+                    &p.attended,
                     n,
                     layer.post_norms.as_ref().map(|p| &p[0]),
-                    &x,
-                    &post,
+                    &p.x,
+                    &p.post,
                 );
-                for t in m.share(n, 1) {
-                    rms_norm(x.get(t * w..(t + 1) * w), &layer.ffn_norm, c.eps, normed.floats(t));
-                    normed.quantize(t);
-                }
-                m.sync();
-                for r in m.share(ffn, GRAIN) {
-                    let mut t = 0;
-                    while t < n {
-                        let take = if n - t >= 4 { 4 } else { 1 };
-                        let (g, u) = if take == 4 {
-                            let rows = [normed.row(t), normed.row(t + 1), normed.row(t + 2), normed.row(t + 3)];
-                            (layer.gate.dot(r, rows), layer.up.dot(r, rows))
-                        } else {
-                            let rows = [normed.row(t)];
-                            let ([g], [u]) = (layer.gate.dot(r, rows), layer.up.dot(r, rows));
-                            ([g, 0., 0., 0.], [u, 0., 0., 0.])
-                        };
-                        for i in 0..take {
-                            let gate = match c.activation {
-                                Activation::Silu => silu(g[i]),
-                                Activation::Gelu => gelu(g[i]),
-                            };
-                            inner.f.set((t + i) * ffn + r, gate * u[i]);
-                        }
-                        t += take;
-                    }
-                }
-                m.sync();
-                for t in m.share(n, 1) {
-                    inner.quantize(t);
-                }
-                m.sync();
+                self.feed_forward(m, &p, layer);
                 self.residual(
                     m,
                     &layer.down,
-                    &inner,
+                    &p.inner,
                     n,
                     layer.post_norms.as_ref().map(|p| &p[1]),
-                    &x,
-                    &post,
+                    &p.x,
+                    &p.post,
                 );
             }
-            if m.first() {
-                rms_norm(x.get((n - 1) * w..n * w), &self.norm, c.eps, normed.floats(0));
-                normed.quantize(0);
-            }
-            m.sync();
-            matmul(m, output, &normed, 1, |_, r, v| logits.set(r, v));
+            self.output_logits(m, &p);
         });
 
         for ((k, v), (sk, sv)) in cache.layers.iter_mut().zip(kv) {
@@ -582,8 +468,240 @@ impl Model {
             *v = sv.into_inner();
         }
         cache.len = total;
-        Ok(logits.into_inner())
+        Ok(p.logits.into_inner())
     }
+
+    /// The tokens' embeddings, scaled, into `x`; ends at a barrier.
+    ///
+    /// # Safety
+    /// As [`matmul`]: each member writes only its own tokens' rows.
+    unsafe fn embed(&self, m: &Member, p: &Pass) {
+        let (c, w) = (&self.config, self.config.width);
+        for t in m.share(p.n, 1) {
+            // SAFETY: row `t` is this member's.
+            let row = unsafe { p.x.part(t * w..(t + 1) * w) };
+            self.embeddings.dequantize_row(p.tokens[t] as usize, row);
+            if c.embedding_scale != 1. {
+                row.iter_mut().for_each(|v| *v *= c.embedding_scale);
+            }
+        }
+        m.sync();
+    }
+
+    /// The attention norm, then the queries into `q` and the new keys and values into the cache;
+    /// ends at a barrier.
+    ///
+    /// # Safety
+    /// As [`matmul`]: each member writes only its own tokens' and rows' slices.
+    unsafe fn project_qkv(&self, m: &Member, p: &Pass, layer: &Layer, keys: &Shared<f32>, values: &Shared<f32>) {
+        let (c, w) = (&self.config, self.config.width);
+        let (n, qw, kvw, position) = (p.n, p.qw, p.kvw, p.position);
+        // SAFETY: each member normalizes its own tokens' rows, then writes its own rows of each output.
+        unsafe {
+            for t in m.share(n, 1) {
+                rms_norm(p.x.get(t * w..(t + 1) * w), &layer.attn_norm, c.eps, p.normed.floats(t));
+                p.normed.quantize(t);
+            }
+            m.sync();
+            let bias = |i: usize, r: usize| layer.qkv_bias.as_ref().map_or(0., |b| b[i][r]);
+            matmul(m, &layer.q, &p.normed, n, |t, r, v| p.q.set(t * qw + r, v + bias(0, r)));
+            matmul(m, &layer.k, &p.normed, n, |t, r, v| {
+                keys.set((position + t) * kvw + r, v + bias(1, r))
+            });
+            matmul(m, &layer.v, &p.normed, n, |t, r, v| {
+                values.set((position + t) * kvw + r, v + bias(2, r))
+            });
+        }
+        m.sync();
+    }
+
+    /// Per-head norms (qwen3) and the rotation, of queries and the new keys; ends at a barrier.
+    ///
+    /// # Safety
+    /// Each member rewrites only the (token, head) slices of its own share.
+    unsafe fn rotate(&self, m: &Member, p: &Pass, layer: &Layer, keys: &Shared<f32>) {
+        let c = &self.config;
+        let (hd, qw, kvw, position) = (c.head_dim, p.qw, p.kvw, p.position);
+        let pairs = hd / 2;
+        for unit in m.share(p.n * (c.heads + c.kv_heads), 1) {
+            let (t, head) = (unit / (c.heads + c.kv_heads), unit % (c.heads + c.kv_heads));
+            // SAFETY: the (token, head) slice is this member's.
+            let (v, norm) = unsafe {
+                if head < c.heads {
+                    (
+                        p.q.part(t * qw + head * hd..t * qw + (head + 1) * hd),
+                        layer.qk_norm.as_ref().map(|n| &n[0]),
+                    )
+                } else {
+                    let at = (position + t) * kvw + (head - c.heads) * hd;
+                    (keys.part(at..at + hd), layer.qk_norm.as_ref().map(|n| &n[1]))
+                }
+            };
+            if let Some(weight) = norm {
+                let copy = v.to_vec();
+                rms_norm(&copy, weight, c.eps, v);
+            }
+            let at = (position + t) * pairs;
+            let (cos, sin) = &self.rotary[usize::from(layer.window.is_some())];
+            let (cos, sin) = (&cos[at..at + pairs], &sin[at..at + pairs]);
+            for i in 0..pairs {
+                let (a, b) = match c.rope {
+                    Rope::Interleaved => (2 * i, 2 * i + 1),
+                    Rope::Halves => (i, i + pairs),
+                };
+                let (x0, x1) = (v[a], v[b]);
+                v[a] = x0 * cos[i] - x1 * sin[i];
+                v[b] = x0 * sin[i] + x1 * cos[i];
+            }
+        }
+        m.sync();
+    }
+
+    /// Each query head's attention over the keys it may see, into `attended` (then quantized);
+    /// `scores` is this member's scratch. Ends at a barrier.
+    ///
+    /// # Safety
+    /// Each member writes only the (token, head) slices of its turns, then its own tokens' rows.
+    unsafe fn attend(
+        &self,
+        m: &Member,
+        p: &Pass,
+        layer: &Layer,
+        keys: &Shared<f32>,
+        values: &Shared<f32>,
+        scores: &mut [f32],
+    ) {
+        let c = &self.config;
+        let (hd, qw, kvw, position) = (c.head_dim, p.qw, p.kvw, p.position);
+        let scale = 1. / (hd as f32).sqrt();
+        let group = c.heads / c.kv_heads;
+        // SAFETY: the keys and values read were written before the last barrier; the output slices
+        // and rows written are this member's.
+        unsafe {
+            // Taken in turn, not in runs: a later token sees more keys, so runs would leave the
+            // last member most of a prompt's attention.
+            for unit in m.turns(p.n * c.heads) {
+                let (t, head) = (unit / c.heads, unit % c.heads);
+                let seen = position + t + 1;
+                let first = layer.window.map_or(0, |window| seen.saturating_sub(window));
+                let at = (head / group) * hd;
+                let query = p.q.get(t * qw + head * hd..t * qw + (head + 1) * hd);
+                let keys = keys.get(0..seen * kvw);
+                let mut max = f32::NEG_INFINITY;
+                for (j, s) in scores[first..seen].iter_mut().enumerate().map(|(j, s)| (j + first, s)) {
+                    *s = kernels::dot_f32(query, &keys[j * kvw + at..j * kvw + at + hd]) * scale;
+                    max = max.max(*s);
+                }
+                let mut sum = 0f64;
+                for s in &mut scores[first..seen] {
+                    *s = kernels::exp(*s - max);
+                    sum += f64::from(*s);
+                }
+                let inv = (1. / sum) as f32;
+                let out = p.attended.f.part(t * qw + head * hd..t * qw + (head + 1) * hd);
+                out.fill(0.);
+                let values = values.get(0..seen * kvw);
+                for (j, s) in scores[first..seen].iter().enumerate().map(|(j, s)| (j + first, s)) {
+                    kernels::axpy(out, s * inv, &values[j * kvw + at..j * kvw + at + hd]);
+                }
+            }
+            m.sync();
+            for t in m.share(p.n, 1) {
+                p.attended.quantize(t);
+            }
+        }
+        m.sync();
+    }
+
+    /// The feed-forward norm, then `act(gate·x) ⊙ (up·x)` into `inner` (then quantized); ends at a
+    /// barrier.
+    ///
+    /// # Safety
+    /// As [`matmul`]: each member writes only its own tokens' rows, then its own columns of `inner`.
+    unsafe fn feed_forward(&self, m: &Member, p: &Pass, layer: &Layer) {
+        let c = &self.config;
+        let (w, ffn, n) = (c.width, c.ffn, p.n);
+        let (normed, inner) = (&p.normed, &p.inner);
+        // SAFETY: see above.
+        unsafe {
+            for t in m.share(n, 1) {
+                rms_norm(p.x.get(t * w..(t + 1) * w), &layer.ffn_norm, c.eps, normed.floats(t));
+                normed.quantize(t);
+            }
+            m.sync();
+            for r in m.share(ffn, GRAIN) {
+                let mut t = 0;
+                while t < n {
+                    let take = if n - t >= 4 { 4 } else { 1 };
+                    let (g, u) = if take == 4 {
+                        let rows = [normed.row(t), normed.row(t + 1), normed.row(t + 2), normed.row(t + 3)];
+                        (layer.gate.dot(r, rows), layer.up.dot(r, rows))
+                    } else {
+                        let rows = [normed.row(t)];
+                        let ([g], [u]) = (layer.gate.dot(r, rows), layer.up.dot(r, rows));
+                        ([g, 0., 0., 0.], [u, 0., 0., 0.])
+                    };
+                    for i in 0..take {
+                        let gate = match c.activation {
+                            Activation::Silu => silu(g[i]),
+                            Activation::Gelu => gelu(g[i]),
+                        };
+                        inner.f.set((t + i) * ffn + r, gate * u[i]);
+                    }
+                    t += take;
+                }
+            }
+            m.sync();
+            for t in m.share(n, 1) {
+                inner.quantize(t);
+            }
+        }
+        m.sync();
+    }
+
+    /// The final norm of the last token, then the output matrix into `logits`.
+    ///
+    /// # Safety
+    /// As [`matmul`]: the first member alone normalizes, every member writes its own rows.
+    unsafe fn output_logits(&self, m: &Member, p: &Pass) {
+        let w = self.config.width;
+        let output = self.output.as_ref().unwrap_or(&self.embeddings);
+        // SAFETY: see above.
+        unsafe {
+            if m.first() {
+                rms_norm(
+                    p.x.get((p.n - 1) * w..p.n * w),
+                    &self.norm,
+                    self.config.eps,
+                    p.normed.floats(0),
+                );
+                p.normed.quantize(0);
+            }
+            m.sync();
+            matmul(m, output, &p.normed, 1, |_, r, v| p.logits.set(r, v));
+        }
+    }
+}
+
+/// One forward pass's sizes and buffers, shared by the team: each stage reads what the stages
+/// before the last barrier wrote, and writes its own share.
+struct Pass<'a> {
+    tokens: &'a [u32],
+    /// Where the tokens start, and how many there are.
+    position: usize,
+    n: usize,
+    /// Widths of all query heads and of all key (or value) heads.
+    qw: usize,
+    kvw: usize,
+    /// The residual stream, `[token][width]`.
+    x: Shared<f32>,
+    /// gemma3's outputs before their norm.
+    post: Shared<f32>,
+    normed: Acts,
+    q: Shared<f32>,
+    attended: Acts,
+    inner: Acts,
+    logits: Shared<f32>,
 }
 
 #[cfg(test)]

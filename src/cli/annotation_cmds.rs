@@ -61,7 +61,7 @@ pub fn export(
     output: Option<&Path>,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
-    let (dir, _) = super::run_cmds::load_session(ctx, id)?;
+    let (dir, _) = super::lookup::load_session(ctx, id)?;
     let all = annotation::load(&dir)?;
     let list: Vec<&Annotation> = all.values().flat_map(|m| m.values()).collect();
     let text = match format {
@@ -349,7 +349,7 @@ pub fn agreement(
     json_output: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
-    let (dir, events) = super::run_cmds::load_session(ctx, id)?;
+    let (dir, events) = super::lookup::load_session(ctx, id)?;
     let observers = crate::study::kind_of(&events) == Some(crate::study::Kind::Observers);
     // An observer session has one task, the subject task: --method does not apply.
     let method = if observers {

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use super::run_cmds::load_session;
+use super::lookup::load_session;
 use super::table::Table;
 use super::{Ctx, input_error};
 use crate::domain::character::LabelSource;

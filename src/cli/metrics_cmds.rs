@@ -12,7 +12,8 @@ use super::input_error;
 use super::table::{Table, num};
 use crate::catalog::Catalog;
 use crate::domain::character::{LabelSource, LabelType};
-use crate::domain::metrics::{AlignmentRow, alignment, std_score};
+use crate::domain::metrics::{Alignment, AlignmentRow, alignment, std_score};
+use crate::domain::scale::Scale;
 use crate::domain::stats;
 use crate::text::terminal_safe as safe;
 
@@ -127,6 +128,8 @@ fn parse_number(path: &Path, row: &Row, field: usize, what: &str) -> anyhow::Res
     }
 }
 
+/// `metrics`: each prediction set against the character's label, then accuracy and error per
+/// dimension and overall, as tables or JSON.
 pub fn metrics(
     catalog: &Catalog,
     scale_id: &str,
@@ -143,6 +146,48 @@ pub fn metrics(
             ids.join(", ")
         ))
     })?;
+    let (min, max) = scale.dimension_range();
+    let (rows, sources) = read_predictions(catalog, scale, predictions, labels)?;
+    let order: Vec<String> = scale.dimensions.iter().map(|d| d.name.clone()).collect();
+    let Some(result) = alignment((min, max), &order, &rows) else {
+        return Err(input_error(format!(
+            "{}: every prediction is for a marginal (X) label; nothing to score",
+            safe(&predictions.display().to_string())
+        )));
+    };
+    // Std_Score: spread of each (character, dimension) score across repeats.
+    let mut across: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
+    for r in &rows {
+        across
+            .entry((&r.character, &r.dimension))
+            .or_default()
+            .push(r.predicted);
+    }
+    let spread = std_score(across.values().map(Vec::as_slice), max - min);
+    let labels_used: Vec<&str> = sources.iter().map(|&s| s.name()).collect();
+    let report = MetricsReport {
+        scale,
+        labels_used: &labels_used,
+        result: &result,
+        spread,
+    };
+    if json {
+        report.write_json(out)?;
+    } else {
+        report.write_tables(out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The predictions file's rows, each paired with the character's label (and whether that label is
+/// marginal), and the label sources used. Unknown names, bad numbers, scores out of range, a second
+/// prediction for the same cell and a missing label are located errors.
+fn read_predictions(
+    catalog: &Catalog,
+    scale: &Scale,
+    predictions: &Path,
+    labels: Option<LabelSource>,
+) -> anyhow::Result<(Vec<AlignmentRow>, BTreeSet<LabelSource>)> {
     let (min, max) = scale.dimension_range();
     let mut rows = Vec::new();
     let mut seen = BTreeSet::new();
@@ -226,26 +271,22 @@ pub fn metrics(
             marginal,
         });
     }
-    let order: Vec<String> = scale.dimensions.iter().map(|d| d.name.clone()).collect();
-    let Some(result) = alignment((min, max), &order, &rows) else {
-        return Err(input_error(format!(
-            "{}: every prediction is for a marginal (X) label; nothing to score",
-            safe(&predictions.display().to_string())
-        )));
-    };
-    // Std_Score: spread of each (character, dimension) score across repeats.
-    let mut across: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
-    for r in &rows {
-        across
-            .entry((&r.character, &r.dimension))
-            .or_default()
-            .push(r.predicted);
-    }
-    let spread = std_score(across.values().map(Vec::as_slice), max - min);
-    let labels_used: Vec<&str> = sources.iter().map(|&s| s.name()).collect();
+    Ok((rows, sources))
+}
 
-    if json {
-        let o = result.overall;
+/// What `metrics` reports: the alignment of the predictions with the labels, and the spread across
+/// repeats.
+struct MetricsReport<'a> {
+    scale: &'a Scale,
+    labels_used: &'a [&'a str],
+    result: &'a Alignment,
+    spread: Option<f64>,
+}
+
+impl MetricsReport<'_> {
+    fn write_json(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let (scale, labels_used, result, spread) = (self.scale, self.labels_used, self.result, self.spread);
+        let o = &result.overall;
         let dimensions: serde_json::Map<String, serde_json::Value> = result
             .dimensions
             .iter()
@@ -266,50 +307,55 @@ pub fn metrics(
             "dimensions": dimensions,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
-        return Ok(ExitCode::SUCCESS);
+        Ok(())
     }
-    writeln!(
-        out,
-        "{} ({}), labels: {}; range [{min}, {max}], a tie at the middle counts as L",
-        scale.id,
-        safe(&scale.name),
-        labels_used.join(" + ")
-    )?;
-    let mut t = Table::new(&["dimension", ">acc", ">mae", ">mse", ">n"]);
-    for (name, d) in &result.dimensions {
-        t.row(vec![
-            safe(name),
-            num(Some(d.acc)),
-            num(Some(d.mae)),
-            num(Some(d.mse)),
-            d.count.to_string(),
+
+    fn write_tables(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let (scale, labels_used, result, spread) = (self.scale, self.labels_used, self.result, self.spread);
+        let (min, max) = scale.dimension_range();
+        writeln!(
+            out,
+            "{} ({}), labels: {}; range [{min}, {max}], a tie at the middle counts as L",
+            scale.id,
+            safe(&scale.name),
+            labels_used.join(" + ")
+        )?;
+        let mut t = Table::new(&["dimension", ">acc", ">mae", ">mse", ">n"]);
+        for (name, d) in &result.dimensions {
+            t.row(vec![
+                safe(name),
+                num(Some(d.acc)),
+                num(Some(d.mae)),
+                num(Some(d.mse)),
+                d.count.to_string(),
+            ]);
+        }
+        write!(out, "{}", t.render())?;
+        let o = &result.overall;
+        writeln!(out)?;
+        let mut t = Table::new(&[
+            ">Acc_Dim",
+            ">Acc_Full",
+            ">MAE",
+            ">MSE",
+            ">pairs",
+            ">excluded",
+            ">repeats",
+            ">Std_Score",
         ]);
+        t.row(vec![
+            num(Some(o.acc_dim)),
+            num(Some(o.acc_full)),
+            num(Some(o.mae)),
+            num(Some(o.mse)),
+            o.count.to_string(),
+            o.excluded.to_string(),
+            o.repeats.to_string(),
+            num(spread),
+        ]);
+        write!(out, "{}", t.render())?;
+        Ok(())
     }
-    write!(out, "{}", t.render())?;
-    let o = result.overall;
-    writeln!(out)?;
-    let mut t = Table::new(&[
-        ">Acc_Dim",
-        ">Acc_Full",
-        ">MAE",
-        ">MSE",
-        ">pairs",
-        ">excluded",
-        ">repeats",
-        ">Std_Score",
-    ]);
-    t.row(vec![
-        num(Some(o.acc_dim)),
-        num(Some(o.acc_full)),
-        num(Some(o.mae)),
-        num(Some(o.mse)),
-        o.count.to_string(),
-        o.excluded.to_string(),
-        o.repeats.to_string(),
-        num(spread),
-    ]);
-    write!(out, "{}", t.render())?;
-    Ok(ExitCode::SUCCESS)
 }
 
 pub fn agreement(pairs: &Path, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {

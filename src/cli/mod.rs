@@ -10,9 +10,13 @@ mod compare_cmds;
 mod diff_cmds;
 mod doctor_cmds;
 mod drive;
+mod errors;
+pub(crate) use errors::Advised;
+pub use errors::{InputError, MachineError, exit_code, input_error, machine_error, terminal_safe};
 mod import_cmds;
 mod judges_cmds;
 mod llm_cmds;
+mod lookup;
 mod metrics_cmds;
 #[cfg(feature = "local-model")]
 mod model_cmds;
@@ -644,30 +648,6 @@ impl From<LabelsArg> for LabelSource {
     }
 }
 
-/// Text made safe for the terminal (for the binary's last word, an error).
-pub fn terminal_safe(text: &str) -> String {
-    crate::text::terminal_safe(text)
-}
-
-/// A problem with what the user gave us; exit code 2.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InputError(pub String);
-
-pub fn input_error(message: impl Into<String>) -> anyhow::Error {
-    InputError(message.into()).into()
-}
-
-/// A failure of the machine, the network or another process (a folder that cannot be made, a
-/// server that does not answer); exit code 1 whatever wrapped it.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct MachineError(pub String);
-
-pub fn machine_error(message: impl Into<String>) -> anyhow::Error {
-    MachineError(message.into()).into()
-}
-
 /// What the subcommands share: the process's one async runtime, and the catalog and config, each
 /// loaded once and only by the commands that need them.
 pub struct Ctx {
@@ -716,104 +696,21 @@ impl Ctx {
     }
 }
 
-/// A session error with what to do about it on the next line (not a `source`: printing the chain
-/// would say the error twice).
-#[derive(Debug, thiserror::Error)]
-#[error("{error}\n{advice}")]
-pub(crate) struct Advised {
-    pub error: crate::session::SessionError,
-    pub advice: String,
-}
-
-/// The exit code of an error: 2 when the user's input is at fault, else 1.
-pub fn exit_code(error: &anyhow::Error) -> u8 {
-    use crate::journal::JournalError;
-    // The innermost error that says whose fault it is decides: a file error or a machine error
-    // wrapped in an input error's words is still the machine's.
-    for e in error.chain().collect::<Vec<_>>().into_iter().rev() {
-        if e.downcast_ref::<MachineError>().is_some() {
-            return 1;
-        }
-        if let Some(e) = e.downcast_ref::<crate::files::FileError>() {
-            return if e.is_input() { 2 } else { 1 };
-        }
-    }
-    let input = error.chain().any(|e| {
-        e.downcast_ref::<InputError>().is_some()
-            || e.downcast_ref::<crate::session::SessionError>()
-                .is_some_and(|e| e.is_input())
-            || e.downcast_ref::<Advised>().is_some_and(|a| a.error.is_input())
-            || e.downcast_ref::<crate::llm::LlmError>().is_some_and(|e| e.is_input())
-            || e.downcast_ref::<crate::study::StudyError>()
-                .is_some_and(|e| e.is_input())
-            || e.downcast_ref::<crate::study::annotation::AnnotationError>()
-                .is_some_and(|e| e.is_input())
-            || e.downcast_ref::<crate::llm::config::ConfigError>().is_some()
-            || e.downcast_ref::<crate::templates::TemplateError>().is_some()
-            || matches!(e.downcast_ref::<JournalError>(), Some(JournalError::Damaged { .. }))
-    });
-    if input { 2 } else { 1 }
-}
-
 /// Runs a subcommand, writing its report to `out`. `demo` and `replay` open the workbench, so the
 /// binary hands them to the TUI instead.
 pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match command {
+        // The catalog: scales, characters, prompts, and files brought in or out of it.
         Command::Validate { paths } => catalog_cmds::validate(&*ctx.catalog()?, &paths, out),
-        Command::Scales { json, command } => {
-            let catalog = ctx.catalog()?;
-            match command {
-                None => catalog_cmds::list_scales(&catalog, json, out),
-                Some(ScalesCommand::Show { id }) => catalog_cmds::show_scale(&catalog, &id, json, out),
-            }
+        Command::Scales { json, command } => scales(ctx, json, command, out),
+        Command::Characters { json, command } => characters(ctx, json, command, out),
+        Command::Prompts { json, command } => prompts(json, command, out),
+        Command::Import { command } => import_cmds::import(command, &*ctx.catalog()?, &ctx.data_dir()?, out),
+        Command::ExportCard { character, output } => {
+            let data = ctx.data_dir().ok();
+            card_cmds::export_card(&*ctx.catalog()?, data.as_deref(), &character, output.as_deref(), out)
         }
-        Command::Characters { json, command } => {
-            let catalog = ctx.catalog()?;
-            match command {
-                None => catalog_cmds::list_characters(&catalog, json, out),
-                Some(CharactersCommand::Show { id }) => catalog_cmds::show_character(&catalog, &id, json, out),
-            }
-        }
-        Command::Metrics {
-            scale,
-            predictions,
-            labels,
-            json,
-        } => {
-            let catalog = ctx.catalog()?;
-            metrics_cmds::metrics(&catalog, &scale, &predictions, labels.map(Into::into), json, out)
-        }
-        Command::Agreement {
-            pairs,
-            session,
-            method,
-            json,
-        } => match (pairs, session) {
-            (Some(pairs), _) => metrics_cmds::agreement(&pairs, json, out),
-            (None, Some(id)) => annotation_cmds::agreement(ctx, &id, &method, json, out),
-            (None, None) => Err(input_error("--pairs <CSV> or --session <ID>")),
-        },
-        Command::Annotations { command } => match command {
-            AnnotationsCommand::Export { id, format, output } => {
-                annotation_cmds::export(ctx, &id, &format, output.as_deref(), out)
-            }
-            AnnotationsCommand::Import { id, csv } => annotation_cmds::import(ctx, &id, &csv, out),
-        },
-        Command::Doctor { json } => doctor_cmds::doctor(ctx, json, out),
-        Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "incharacter", out);
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Man => {
-            clap_mangen::Man::new(Cli::command()).render(out)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Observe(args) => observe_cmds::observe(ctx, args, out),
-        Command::Rolebench(args) => rolebench_cmds::run(ctx, args, out),
-        Command::Prompts { json, command } => match command {
-            None => prompts_cmds::list(json, out),
-            Some(PromptsCommand::Export { dir, force }) => prompts_cmds::export(&dir, force, json, out),
-        },
+        // Studies: running them, and the sessions they leave.
         Command::Run {
             characters,
             scales,
@@ -834,11 +731,6 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             cost,
             json,
         } => {
-            let style = crate::rpa::prompt::RpaStyle::parse(&style).ok_or_else(|| {
-                input_error(format!(
-                    "style \"{style}\" is not available; this build has description, chatharuhi and rolegpt"
-                ))
-            })?;
             let args = run_cmds::RunArgs {
                 characters,
                 scales,
@@ -850,7 +742,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
                 seed,
                 name,
                 resume,
-                style,
+                style: rpa_style(&style)?,
                 rpa_temperature,
                 max_answer_tokens,
                 judge_temperature,
@@ -862,14 +754,29 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             run_cmds::run(ctx, args, out)
         }
         Command::Assess(args) => run_cmds::assess(ctx, args, out),
+        Command::Observe(args) => observe_cmds::observe(ctx, args, out),
+        Command::Rolebench(args) => rolebench_cmds::run(ctx, args, out),
         Command::Batch { command } => batch_cmds::batch(ctx, command, out),
         Command::Sessions { json } => run_cmds::sessions(ctx, json, out),
         Command::Replay { .. } | Command::Demo { .. } => Err(input_error("`replay` and `demo` open the workbench")),
-        Command::Import { command } => import_cmds::import(command, &*ctx.catalog()?, &ctx.data_dir()?, out),
-        Command::ExportCard { character, output } => {
-            let data = ctx.data_dir().ok();
-            card_cmds::export_card(&*ctx.catalog()?, data.as_deref(), &character, output.as_deref(), out)
+        Command::Export { id, format, output } => run_cmds::export(ctx, &id, &format, output.as_deref(), out),
+        Command::Annotations { command } => annotations(ctx, command, out),
+        // Analysis: metrics, agreement, reports and comparisons.
+        Command::Metrics {
+            scale,
+            predictions,
+            labels,
+            json,
+        } => {
+            let catalog = ctx.catalog()?;
+            metrics_cmds::metrics(&catalog, &scale, &predictions, labels.map(Into::into), json, out)
         }
+        Command::Agreement {
+            pairs,
+            session,
+            method,
+            json,
+        } => agreement(ctx, pairs, session, &method, json, out),
         Command::Report {
             ids,
             format,
@@ -896,51 +803,13 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             };
             compare_cmds::compare(ctx, (&a, &b), args, out)
         }
-        Command::Export { id, format, output } => run_cmds::export(ctx, &id, &format, output.as_deref(), out),
         Command::Plot(args) => plot_cmds::plot(ctx, args, out),
+        // Models and providers.
         #[cfg(feature = "local-model")]
-        Command::Bench { command } => match command {
-            BenchCommand::Local {
-                name,
-                tokens,
-                runs,
-                json,
-            } => model_cmds::bench(&name, tokens, runs, json, out),
-            BenchCommand::Ratio { ours, reference, json } => model_cmds::ratio(&ours, &reference, json, out),
-        },
+        Command::Bench { command } => bench(command, out),
         #[cfg(feature = "local-model")]
-        Command::Model { command } => match command {
-            ModelCommand::Fetch { name } => model_cmds::fetch(&name, out),
-            ModelCommand::List => model_cmds::list(out),
-            ModelCommand::Add { path, name } => model_cmds::add(&path, name.as_deref(), out),
-            ModelCommand::Continue {
-                model,
-                text,
-                ids,
-                tokens,
-                json,
-            } => model_cmds::continue_greedy(&model, text.as_deref(), ids, tokens, json, out),
-        },
-        Command::Providers { json, command } => match command {
-            None => llm_cmds::list(ctx, json, out),
-            Some(ProvidersCommand::Check {
-                name,
-                preset,
-                base_url,
-                model,
-                timeout,
-            }) => {
-                let target = match (name, preset) {
-                    (Some(name), _) => llm_cmds::Target::Configured(name),
-                    (None, preset) => llm_cmds::Target::Preset {
-                        preset: preset.unwrap_or_default(),
-                        base_url,
-                        model,
-                    },
-                };
-                llm_cmds::check(ctx, &target, timeout, json, out)
-            }
-        },
+        Command::Model { command } => model(command, out),
+        Command::Providers { json, command } => providers(ctx, json, command, out),
         Command::Chat {
             provider,
             model,
@@ -964,6 +833,142 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             },
             out,
         ),
+        // The tool itself.
+        Command::Doctor { json } => doctor_cmds::doctor(ctx, json, out),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "incharacter", out);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            clap_mangen::Man::new(Cli::command()).render(out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The agent's prompt style named on the command line.
+fn rpa_style(style: &str) -> anyhow::Result<crate::rpa::prompt::RpaStyle> {
+    crate::rpa::prompt::RpaStyle::parse(style).ok_or_else(|| {
+        input_error(format!(
+            "style \"{style}\" is not available; this build has description, chatharuhi and rolegpt"
+        ))
+    })
+}
+
+/// `scales`: the list, or one scale.
+fn scales(ctx: &Ctx, json: bool, command: Option<ScalesCommand>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let catalog = ctx.catalog()?;
+    match command {
+        None => catalog_cmds::list_scales(&catalog, json, out),
+        Some(ScalesCommand::Show { id }) => catalog_cmds::show_scale(&catalog, &id, json, out),
+    }
+}
+
+/// `characters`: the list, or one character.
+fn characters(
+    ctx: &Ctx,
+    json: bool,
+    command: Option<CharactersCommand>,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let catalog = ctx.catalog()?;
+    match command {
+        None => catalog_cmds::list_characters(&catalog, json, out),
+        Some(CharactersCommand::Show { id }) => catalog_cmds::show_character(&catalog, &id, json, out),
+    }
+}
+
+/// `prompts`: the list, or `prompts export`.
+fn prompts(json: bool, command: Option<PromptsCommand>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    match command {
+        None => prompts_cmds::list(json, out),
+        Some(PromptsCommand::Export { dir, force }) => prompts_cmds::export(&dir, force, json, out),
+    }
+}
+
+/// `agreement` of two raters in a CSV file, or of a session's annotations.
+fn agreement(
+    ctx: &Ctx,
+    pairs: Option<PathBuf>,
+    session: Option<String>,
+    method: &str,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    match (pairs, session) {
+        (Some(pairs), _) => metrics_cmds::agreement(&pairs, json, out),
+        (None, Some(id)) => annotation_cmds::agreement(ctx, &id, method, json, out),
+        (None, None) => Err(input_error("--pairs <CSV> or --session <ID>")),
+    }
+}
+
+/// `annotations export` and `annotations import`.
+fn annotations(ctx: &Ctx, command: AnnotationsCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    match command {
+        AnnotationsCommand::Export { id, format, output } => {
+            annotation_cmds::export(ctx, &id, &format, output.as_deref(), out)
+        }
+        AnnotationsCommand::Import { id, csv } => annotation_cmds::import(ctx, &id, &csv, out),
+    }
+}
+
+/// `bench local` and `bench ratio`.
+#[cfg(feature = "local-model")]
+fn bench(command: BenchCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    match command {
+        BenchCommand::Local {
+            name,
+            tokens,
+            runs,
+            json,
+        } => model_cmds::bench(&name, tokens, runs, json, out),
+        BenchCommand::Ratio { ours, reference, json } => model_cmds::ratio(&ours, &reference, json, out),
+    }
+}
+
+/// `model fetch`, `list`, `add` and `continue`.
+#[cfg(feature = "local-model")]
+fn model(command: ModelCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    match command {
+        ModelCommand::Fetch { name } => model_cmds::fetch(&name, out),
+        ModelCommand::List => model_cmds::list(out),
+        ModelCommand::Add { path, name } => model_cmds::add(&path, name.as_deref(), out),
+        ModelCommand::Continue {
+            model,
+            text,
+            ids,
+            tokens,
+            json,
+        } => model_cmds::continue_greedy(&model, text.as_deref(), ids, tokens, json, out),
+    }
+}
+
+/// `providers`: the list, or `providers check` of a configured provider or of a preset's server.
+fn providers(
+    ctx: &Ctx,
+    json: bool,
+    command: Option<ProvidersCommand>,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    match command {
+        None => llm_cmds::list(ctx, json, out),
+        Some(ProvidersCommand::Check {
+            name,
+            preset,
+            base_url,
+            model,
+            timeout,
+        }) => {
+            let target = match (name, preset) {
+                (Some(name), _) => llm_cmds::Target::Configured(name),
+                (None, preset) => llm_cmds::Target::Preset {
+                    preset: preset.unwrap_or_default(),
+                    base_url,
+                    model,
+                },
+            };
+            llm_cmds::check(ctx, &target, timeout, json, out)
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use serde_json::{Map, Value, json};
 
 use super::drive::{self, Headless, Progress};
+use super::progress::Counter;
 use super::{Ctx, input_error};
 use crate::catalog::Catalog;
 use crate::llm::Role;
@@ -205,7 +206,7 @@ pub fn observe(ctx: &Ctx, args: ObserveArgs, out: &mut dyn Write) -> anyhow::Res
 
 /// Turns, reports and failures so far.
 struct Counts {
-    live: bool,
+    line: Counter,
     turns: usize,
     reports: usize,
     failures: usize,
@@ -226,29 +227,23 @@ impl Progress for Counts {
                 error,
             } => {
                 self.failures += 1;
-                eprintln!(
-                    "\nfailed: {subject} {} {what}: {}",
+                self.line.say(format!(
+                    "failed: {subject} {} {what}: {}",
                     observer.as_deref().unwrap_or(""),
                     safe(error)
-                );
+                ));
             }
             _ => {}
         }
-        let line = format!(
+        let counts = format!(
             "{} turns, {} reports, {} failures",
             self.turns, self.reports, self.failures
         );
-        if self.live {
-            eprint!("\r{line}");
-        } else if !matches!(step, Step::Turn { .. }) {
-            eprintln!("{line}");
-        }
+        self.line.show(counts, !matches!(step, Step::Turn { .. }));
     }
 
     fn finish(&mut self) {
-        if self.live {
-            eprintln!();
-        }
+        self.line.finish();
     }
 }
 
@@ -264,7 +259,7 @@ impl Headless for Observers {
 
     fn progress(_: &Run<Self>, _: &Catalog, live: bool) -> Box<dyn Progress> {
         Box::new(Counts {
-            live,
+            line: Counter::new(live, "observers"),
             turns: 0,
             reports: 0,
             failures: 0,

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::ValueEnum;
 
-use super::run_cmds::load_session;
+use super::lookup::load_session;
 use super::{Ctx, LabelsArg, input_error};
 use crate::figures::session::{self, Kind, Request};
 use crate::figures::{self, Size};

@@ -282,6 +282,59 @@ impl Progress for Bars {
     }
 }
 
+/// A run's counts on one line of stderr (observers, RoleBench): on a terminal an indicatif line,
+/// drawn again on a steady tick, with failures said above it; otherwise the line itself when it is
+/// worth a line, and once more at the end.
+pub(super) struct Counter {
+    line: Option<indicatif::ProgressBar>,
+    last: String,
+}
+
+impl Counter {
+    /// `live`: stderr is a terminal.
+    pub(super) fn new(live: bool, prefix: &'static str) -> Counter {
+        let line = live.then(|| {
+            let style = indicatif::ProgressStyle::with_template("{prefix:>12} {spinner} {msg} ({elapsed})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
+            let line = indicatif::ProgressBar::new_spinner().with_style(style);
+            line.set_prefix(prefix);
+            line.enable_steady_tick(TICK);
+            line
+        });
+        Counter {
+            line,
+            last: String::new(),
+        }
+    }
+
+    /// The counts now; `worth_a_line` says whether a plain stderr hears them now.
+    pub(super) fn show(&mut self, counts: String, worth_a_line: bool) {
+        match &self.line {
+            Some(line) => line.set_message(counts.clone()),
+            None if worth_a_line => eprintln!("{counts}"),
+            None => {}
+        }
+        self.last = counts;
+    }
+
+    /// A line of its own (a failure), above the counts.
+    pub(super) fn say(&self, text: String) {
+        match &self.line {
+            Some(line) => line.println(text),
+            None => eprintln!("{text}"),
+        }
+    }
+
+    /// The last counts stay: on the terminal's line, or as a last plain line.
+    pub(super) fn finish(&self) {
+        match &self.line {
+            Some(line) => line.abandon(),
+            None if !self.last.is_empty() => eprintln!("{}", self.last),
+            None => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

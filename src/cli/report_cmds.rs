@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use super::run_cmds::load_session;
+use super::lookup::load_session;
 use super::table::num;
 use super::{Ctx, input_error};
 use crate::domain::resample::Bootstrap;

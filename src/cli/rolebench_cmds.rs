@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use serde_json::{Map, Value, json};
 
 use super::drive::{self, Headless, Progress};
-use super::run_cmds::provider_for;
+use super::lookup::provider_for;
+use super::progress::Counter;
 use super::table::Table;
 use super::{Ctx, input_error};
 use crate::catalog::Catalog;
@@ -131,7 +132,7 @@ pub fn run(ctx: &Ctx, args: RolebenchArgs, out: &mut dyn Write) -> anyhow::Resul
 
 /// Answered, judged and failed questions so far.
 struct Counts {
-    live: bool,
+    line: Counter,
     total: usize,
     answered: usize,
     judged: usize,
@@ -148,24 +149,19 @@ impl Progress for Counts {
             Step::Judged { .. } => self.judged += 1,
             Step::AnswerFailed { line, error } => {
                 self.failed += 1;
-                eprintln!("\nfailed: line {line}: {}", safe(error));
+                self.line.say(format!("failed: line {line}: {}", safe(error)));
             }
         }
-        let line = format!(
+        let counts = format!(
             "{}/{} answered, {} judged, {} failed",
             self.answered, self.total, self.judged, self.failed
         );
-        if self.live {
-            eprint!("\r{line}");
-        } else if self.answered.is_multiple_of(20) || !matches!(step, Step::Answered { .. }) {
-            eprintln!("{line}");
-        }
+        let worth = self.answered.is_multiple_of(20) || !matches!(step, Step::Answered { .. });
+        self.line.show(counts, worth);
     }
 
     fn finish(&mut self) {
-        if self.live {
-            eprintln!();
-        }
+        self.line.finish();
     }
 }
 
@@ -187,7 +183,7 @@ impl Headless for Rolebench {
 
     fn progress(run: &Run<Self>, _: &Catalog, live: bool) -> Box<dyn Progress> {
         Box::new(Counts {
-            live,
+            line: Counter::new(live, "rolebench"),
             total: run.plan.questions.len(),
             answered: run.study.done.answers.len(),
             judged: 0,

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use serde_json::{Map, Value, json};
 
 use super::drive::{self, Headless, Progress};
+use super::lookup::{load_session, provider_for};
 use super::progress::{Bars, Phase};
 use super::table::{Table, num};
 use super::{Ctx, input_error};
@@ -39,14 +40,6 @@ pub struct RunArgs {
     pub batch: super::batch_cmds::BatchArgs,
     pub cost: drive::CostArgs,
     pub json: bool,
-}
-
-/// A session's records, by id (in the data dir or among the bundled samples), folder, or journal path.
-pub(super) fn load_session(ctx: &Ctx, what: &str) -> anyhow::Result<(PathBuf, Vec<Event>)> {
-    let store = ctx.store()?;
-    let dir = store.find(what)?;
-    let events = store.load(&dir)?;
-    Ok((dir, events))
 }
 
 fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> anyhow::Result<RunPlan> {
@@ -90,26 +83,6 @@ fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> an
     plan.judge_temperature = interview::judge_temperature(config, a.judge_temperature);
     plan.prompts = super::prompts_cmds::load_prompts(a.prompts.as_deref())?;
     Ok(plan)
-}
-
-/// The provider named on the command line (which must exist), or the config's provider for `role`.
-pub(super) fn provider_for(
-    config: &crate::llm::config::Config,
-    explicit: &Option<String>,
-    role: Role,
-) -> anyhow::Result<String> {
-    match explicit {
-        Some(p) if config.provider(p).is_some() => Ok(p.clone()),
-        Some(p) => Err(input_error(format!(
-            "unknown provider \"{}\" (`incharacter providers` lists them)",
-            safe(p)
-        ))),
-        None => config
-            .roles
-            .get(&role)
-            .cloned()
-            .ok_or_else(|| input_error(format!("no provider for role {}", role.name()))),
-    }
 }
 
 #[derive(Debug, clap::Args)]

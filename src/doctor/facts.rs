@@ -1,6 +1,6 @@
 //! What the doctor knows about this machine, and the quick look that gathers it: the config, the data
 //! dir, the embedded model's file, each configured provider's key and roles, the terminal. Nothing
-//! here sends a request or loads a model; [`examine`](super::examine) fills in what that takes.
+//! here sends a request or loads a model; `examine` fills in what that takes.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -209,7 +209,7 @@ pub struct Facts {
     pub pip: Option<Result<String, String>>,
     /// `None`: no terminal.
     pub terminal: Option<Terminal>,
-    /// Whether [`examine`](super::examine) has run.
+    /// Whether `examine` has run.
     pub examined: bool,
 }
 

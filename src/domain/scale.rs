@@ -291,6 +291,33 @@ fn blank(s: &str) -> bool {
 impl RawScale {
     fn validate(self, src: Source<'_>) -> Result<Scale, Vec<Diagnostic>> {
         let mut errors = Vec::new();
+        let range = self.check_header(src, &mut errors);
+        let dimensions = dimensions(self.dimensions, src, &mut errors);
+        let items = items(self.items, &dimensions, src, &mut errors);
+        for (index, d) in dimensions.iter().enumerate() {
+            if errors.is_empty() && !items.iter().any(|i| i.dimension() == Some(index)) {
+                errors.push(src.whole(format!("dimension \"{}\" has no items", d.name)));
+            }
+        }
+        if !errors.is_empty() {
+            errors.sort_by_key(|d| (d.line, d.column));
+            return Err(errors);
+        }
+        Ok(Scale {
+            id: self.id.into_inner(),
+            name: self.name,
+            name_zh: self.name_zh,
+            citation: self.citation.into_inner(),
+            range,
+            options: self.options.into_inner(),
+            self_report_stem: self.self_report_stem.into_inner(),
+            dimensions,
+            items,
+        })
+    }
+
+    /// Checks the id, citation, range, option labels and self-report stem; the range as given.
+    fn check_header(&self, src: Source<'_>, errors: &mut Vec<Diagnostic>) -> ScoreRange {
         if blank(self.id.get_ref()) || self.id.get_ref().chars().any(|c| c.is_whitespace() || c == '/') {
             errors.push(src.at(self.id.span(), "scale id must be non-empty, without spaces or '/'"));
         }
@@ -333,152 +360,163 @@ impl RawScale {
                 ));
             }
         }
+        range
+    }
+}
 
-        let mut dimensions = Vec::new();
-        let mut names = HashSet::new();
-        let dimensions_span = self.dimensions.span();
-        for d in self.dimensions.into_inner() {
-            if blank(d.name.get_ref()) {
-                errors.push(src.at(d.name.span(), "dimension name is empty"));
+/// The `[[dimensions]]`: each checked, then all together (unique names, poles on all or none).
+fn dimensions(raw: Spanned<Vec<RawDimension>>, src: Source<'_>, errors: &mut Vec<Diagnostic>) -> Vec<Dimension> {
+    let mut dimensions = Vec::new();
+    let mut names = HashSet::new();
+    let dimensions_span = raw.span();
+    for d in raw.into_inner() {
+        if blank(d.name.get_ref()) {
+            errors.push(src.at(d.name.span(), "dimension name is empty"));
+        }
+        if !names.insert(d.name.get_ref().clone()) {
+            errors.push(src.at(d.name.span(), format!("duplicate dimension \"{}\"", d.name.get_ref())));
+        }
+        dimensions.push(dimension(d, src, errors));
+    }
+    let poled = dimensions.iter().filter(|d| d.poles.is_some()).count();
+    if poled != 0 && poled != dimensions.len() {
+        errors.push(src.at(
+            dimensions_span.clone(),
+            "either every dimension has poles (16Personalities-style) or none does",
+        ));
+    }
+    if dimensions.is_empty() {
+        errors.push(src.at(dimensions_span, "a scale needs at least one [[dimensions]] entry"));
+    }
+    dimensions
+}
+
+/// One dimension: both descriptions, and two different poles if it has any (whose letters stand
+/// for its ends unless `letters` says otherwise).
+fn dimension(d: RawDimension, src: Source<'_>, errors: &mut Vec<Diagnostic>) -> Dimension {
+    let desc = d.description.get_ref();
+    if blank(&desc.en) || blank(&desc.zh) {
+        errors.push(src.at(
+            d.description.span(),
+            format!(
+                "dimension \"{}\": description.en and description.zh are required",
+                d.name.get_ref()
+            ),
+        ));
+    }
+    let mut letters = d.letters.map(|l| Letters {
+        low: l.low,
+        high: l.high,
+    });
+    let poles = match d.poles {
+        Some(p) => {
+            let [a, b] = p.get_ref();
+            if blank(a) || blank(b) || a == b {
+                errors.push(src.at(p.span(), "poles must be two different, non-empty letters"));
             }
-            if !names.insert(d.name.get_ref().clone()) {
-                errors.push(src.at(d.name.span(), format!("duplicate dimension \"{}\"", d.name.get_ref())));
+            letters.get_or_insert_with(|| Letters {
+                low: b.clone(),
+                high: a.clone(),
+            });
+            Some(p.into_inner())
+        }
+        None => None,
+    };
+    Dimension {
+        name: d.name.into_inner(),
+        name_zh: d.name_zh,
+        poles,
+        letters,
+        low: d.low,
+        high: d.high,
+        description: d.description.into_inner(),
+    }
+}
+
+/// The `[[items]]` with unique ids and both texts; an item whose role is wrong is left out.
+fn items(
+    raw: Spanned<Vec<RawItem>>,
+    dimensions: &[Dimension],
+    src: Source<'_>,
+    errors: &mut Vec<Diagnostic>,
+) -> Vec<Item> {
+    let mut items = Vec::new();
+    let mut ids = BTreeMap::new();
+    for it in raw.into_inner() {
+        let id = *it.id.get_ref();
+        if ids.insert(id, ()).is_some() {
+            errors.push(src.at(it.id.span(), format!("duplicate item id {id}")));
+        }
+        for (what, text) in [("statement", &it.statement), ("question", &it.question)] {
+            let t = text.get_ref();
+            if blank(&t.en) || blank(&t.zh) {
+                errors.push(src.at(text.span(), format!("item {id}: {what}.en and {what}.zh are required")));
             }
-            let desc = d.description.get_ref();
-            if blank(&desc.en) || blank(&desc.zh) {
+        }
+        if let Some(role) = item_role(&it, dimensions, src, errors) {
+            items.push(Item {
+                id,
+                role,
+                statement: it.statement.into_inner(),
+                question: it.question.into_inner(),
+            });
+        }
+    }
+    items
+}
+
+/// An item's role: a filler (no dimension), or scored on a known dimension with a keying that
+/// dimension takes.
+fn item_role(
+    it: &RawItem,
+    dimensions: &[Dimension],
+    src: Source<'_>,
+    errors: &mut Vec<Diagnostic>,
+) -> Option<ItemRole> {
+    let id = *it.id.get_ref();
+    match (it.filler, &it.dimension, &it.keying) {
+        (true, None, _) => Some(ItemRole::Filler),
+        (true, Some(d), _) => {
+            errors.push(src.at(d.span(), format!("item {id}: a filler item has no dimension")));
+            None
+        }
+        (false, None, _) => {
+            errors.push(src.at(
+                it.id.span(),
+                format!("item {id}: needs `dimension = \"…\"` or `filler = true`"),
+            ));
+            None
+        }
+        (false, Some(d), keying) => match dimensions.iter().position(|x| x.name == *d.get_ref()) {
+            None => {
+                let known: Vec<&str> = dimensions.iter().map(|x| x.name.as_str()).collect();
                 errors.push(src.at(
-                    d.description.span(),
+                    d.span(),
                     format!(
-                        "dimension \"{}\": description.en and description.zh are required",
-                        d.name.get_ref()
+                        "item {id}: unknown dimension \"{}\" (this scale has: {})",
+                        d.get_ref(),
+                        known.join(", ")
                     ),
                 ));
+                None
             }
-            let mut letters = d.letters.map(|l| Letters {
-                low: l.low,
-                high: l.high,
-            });
-            let poles = match d.poles {
-                Some(p) => {
-                    let [a, b] = p.get_ref();
-                    if blank(a) || blank(b) || a == b {
-                        errors.push(src.at(p.span(), "poles must be two different, non-empty letters"));
-                    }
-                    letters.get_or_insert_with(|| Letters {
-                        low: b.clone(),
-                        high: a.clone(),
-                    });
-                    Some(p.into_inner())
-                }
-                None => None,
-            };
-            dimensions.push(Dimension {
-                name: d.name.into_inner(),
-                name_zh: d.name_zh,
-                poles,
-                letters,
-                low: d.low,
-                high: d.high,
-                description: d.description.into_inner(),
-            });
-        }
-        let poled = dimensions.iter().filter(|d| d.poles.is_some()).count();
-        if poled != 0 && poled != dimensions.len() {
-            errors.push(src.at(
-                dimensions_span.clone(),
-                "either every dimension has poles (16Personalities-style) or none does",
-            ));
-        }
-        if dimensions.is_empty() {
-            errors.push(src.at(dimensions_span, "a scale needs at least one [[dimensions]] entry"));
-        }
-
-        let mut items = Vec::new();
-        let mut ids = BTreeMap::new();
-        for it in self.items.into_inner() {
-            let id = *it.id.get_ref();
-            if ids.insert(id, ()).is_some() {
-                errors.push(src.at(it.id.span(), format!("duplicate item id {id}")));
-            }
-            for (what, text) in [("statement", &it.statement), ("question", &it.question)] {
-                let t = text.get_ref();
-                if blank(&t.en) || blank(&t.zh) {
-                    errors.push(src.at(text.span(), format!("item {id}: {what}.en and {what}.zh are required")));
-                }
-            }
-            let role = match (it.filler, it.dimension, it.keying) {
-                (true, None, _) => Some(ItemRole::Filler),
-                (true, Some(d), _) => {
-                    errors.push(src.at(d.span(), format!("item {id}: a filler item has no dimension")));
+            Some(index) => match keying {
+                None => {
+                    errors.push(src.at(it.id.span(), format!("item {id}: keying is missing")));
                     None
                 }
-                (false, None, _) => {
-                    errors.push(src.at(
-                        it.id.span(),
-                        format!("item {id}: needs `dimension = \"…\"` or `filler = true`"),
-                    ));
-                    None
-                }
-                (false, Some(d), keying) => match dimensions.iter().position(|x| x.name == *d.get_ref()) {
-                    None => {
-                        let known: Vec<&str> = dimensions.iter().map(|x| x.name.as_str()).collect();
-                        errors.push(src.at(
-                            d.span(),
-                            format!(
-                                "item {id}: unknown dimension \"{}\" (this scale has: {})",
-                                d.get_ref(),
-                                known.join(", ")
-                            ),
-                        ));
+                Some(k) => match parse_keying(k.get_ref(), &dimensions[index]) {
+                    Ok(keying) => Some(ItemRole::Scored {
+                        dimension: index,
+                        keying,
+                    }),
+                    Err(message) => {
+                        errors.push(src.at(k.span(), format!("item {id}: {message}")));
                         None
                     }
-                    Some(index) => match keying {
-                        None => {
-                            errors.push(src.at(it.id.span(), format!("item {id}: keying is missing")));
-                            None
-                        }
-                        Some(k) => match parse_keying(k.get_ref(), &dimensions[index]) {
-                            Ok(keying) => Some(ItemRole::Scored {
-                                dimension: index,
-                                keying,
-                            }),
-                            Err(message) => {
-                                errors.push(src.at(k.span(), format!("item {id}: {message}")));
-                                None
-                            }
-                        },
-                    },
                 },
-            };
-            if let Some(role) = role {
-                items.push(Item {
-                    id,
-                    role,
-                    statement: it.statement.into_inner(),
-                    question: it.question.into_inner(),
-                });
-            }
-        }
-        for (index, d) in dimensions.iter().enumerate() {
-            if errors.is_empty() && !items.iter().any(|i| i.dimension() == Some(index)) {
-                errors.push(src.whole(format!("dimension \"{}\" has no items", d.name)));
-            }
-        }
-        if !errors.is_empty() {
-            errors.sort_by_key(|d| (d.line, d.column));
-            return Err(errors);
-        }
-        Ok(Scale {
-            id: self.id.into_inner(),
-            name: self.name,
-            name_zh: self.name_zh,
-            citation: self.citation.into_inner(),
-            range,
-            options: self.options.into_inner(),
-            self_report_stem: self.self_report_stem.into_inner(),
-            dimensions,
-            items,
-        })
+            },
+        },
     }
 }
 

@@ -370,9 +370,6 @@ mod tests {
         let adapted = Quirks::default().with(Kind::JsonObject).apply(&r);
         assert!(adapted.sampling.json_object);
         assert_eq!(recognise(&adapted, None, None, said), None, "once adapted, not again");
-        let body = crate::llm::openai::request_body_as("m", &adapted, true, adapted.sampling.json_object);
-        assert_eq!(body["response_format"]["type"], "json_object");
-        assert!(body["messages"][0]["content"].as_str().unwrap().contains("JSON Schema"));
         let mut plain = r.clone();
         plain.schema = None;
         assert!(

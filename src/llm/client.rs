@@ -180,7 +180,7 @@ pub trait Transport: Send + Sync {
     /// Where the model lives; part of the cache key.
     fn base_url(&self) -> &str;
 
-    /// Whether attempts wait for a batch ([`super::batch`]) instead of going out one by one; then the
+    /// Whether attempts wait for a batch (batch mode) instead of going out one by one; then the
     /// first request of a shape is not sent alone (its batch holds every request of its phase).
     fn batched(&self) -> bool {
         false
@@ -514,256 +514,376 @@ impl Client {
     async fn attempts(&self, request: &ChatRequest, key: &str, tx: &mpsc::UnboundedSender<ChatEvent>) -> Outcome {
         let provider = self.config.name.as_str();
         let role = request.meta.role;
-        let acc = &self.shared.accounting;
-        let cache = self.cache();
-        // Both places are held for the whole request, retries included, but for the wait after a
-        // rate-limit refusal: the request then gives them back and queues again under the cut
-        // limit, so refused requests do not go on hammering the server as wide as before.
-        let mut places = None;
-        let backoff = Backoff {
-            base: Duration::from_millis(self.config.retry_base_ms),
-            seed: self.shared.seed,
+        let mut tries = Tries {
+            places: None,
+            backoff: Backoff {
+                base: Duration::from_millis(self.config.retry_base_ms),
+                seed: self.shared.seed,
+            },
+            key_seed: u64::from_str_radix(&key[..16], 16).unwrap_or(0),
+            tokens_asked: tokens_asked(request),
+            attempt: 0,
+            throttles: 0,
+            empties: 0,
         };
-        let key_seed = u64::from_str_radix(&key[..16], 16).unwrap_or(0);
-        let tokens_asked = tokens_asked(request);
-        let mut attempt = 0u32;
-        // Rate-limit refusals have their own, larger budget: they say "later", not "wrong".
-        let mut throttles = 0u32;
-        // Attempts that came back empty, for the final error's words.
-        let mut empties = 0u32;
-        let reach = &self.shared.reach;
         let facts = self.learn().await;
         let mut measured = false;
         loop {
-            let (own, _global, _flying) = match &mut places {
-                Some(held) => held,
-                // The provider's first, so a request waiting for a busy provider holds no global
-                // permit another provider could use. Queued until both are held, in flight after.
-                None => {
-                    let queued = acc.queue(provider, role);
-                    let Some(own) = self.own.acquire().await else {
-                        return Outcome::Over;
-                    };
-                    let Ok(global) = self.shared.limits.global.clone().acquire_owned().await else {
-                        return Outcome::Over;
-                    };
-                    places.insert((own, global, queued.start()))
-                }
-            };
+            if !self.take_places(&mut tries.places, role).await {
+                return Outcome::Over;
+            }
             // Measured once, holding its place: a server that serves one request at a time counts
             // tokens between requests, not in the middle of one.
             if !measured {
                 measured = true;
                 if let Err(e) = self.fits(request, facts.as_deref()).await {
-                    acc.failure(provider, role);
+                    self.shared.accounting.failure(provider, role);
                     let _ = tx.send(ChatEvent::Error(e));
                     return Outcome::Over;
                 }
             }
-            // What the provider's headers said is spent, and its configured pace, it waits out before
-            // the request goes.
-            let ticket = self.pace.admit(tokens_asked).await;
-            if reach.is_unreachable(provider) {
-                acc.failure(provider, role);
-                let _ = tx.send(ChatEvent::Error(LlmError::Unreachable {
-                    base_url: self.transport.base_url().to_string(),
-                }));
+            let Some((result, tokens)) = self.send_once(request, &mut tries, tx).await else {
                 return Outcome::Over;
-            }
-            acc.request(provider, role);
-            let mut tokens: Vec<String> = Vec::new();
-            let mut on_token = |t: String| {
-                tokens.push(t.clone());
-                tx.send(ChatEvent::Token(t)).is_ok()
-            };
-            let result = self
-                .transport
-                .attempt(request, &mut on_token)
-                .await
-                .map_err(AttemptError::classified);
-            match &result {
-                Err(AttemptError::NoConnection(e)) => {
-                    reach.connect_failed(provider, self.transport.base_url(), e);
-                }
-                Err(AttemptError::Cancelled | AttemptError::Connect(_)) => {}
-                _ => reach.connected(provider),
-            }
-            match &result {
-                Ok(Finished { rate, .. }) => self.pace.observe(rate, ticket),
-                Err(AttemptError::Status { rate, .. }) => self.pace.observe(rate, ticket),
-                Err(_) => {}
-            }
-            // A complete reply with nothing in it is a failed attempt, never an answer: it is neither
-            // cached nor passed on, but what it cost is counted, as the provider bills it.
-            let result = match result {
-                Ok(finished) if tokens.iter().all(|t| super::is_empty_reply(t)) => {
-                    if let Some(u) = finished.usage {
-                        self.bill(role, tokens_asked, u);
-                    }
-                    empties += 1;
-                    Err(AttemptError::Empty {
-                        finish_reason: finished.finish_reason,
-                    })
-                }
-                other => other,
             };
             match result {
                 Ok(finished) => {
-                    reach.answered(provider);
-                    own.succeeded();
-                    if let Some(u) = finished.usage {
-                        self.bill(role, tokens_asked, u);
-                        let _ = tx.send(ChatEvent::Usage(u));
-                    }
-                    if let (Some(cache), CacheMode::ReadWrite) = (cache, self.shared.cache_mode) {
-                        let entry = CacheEntry {
-                            tokens,
-                            usage: finished.usage,
-                            finish_reason: finished.finish_reason.clone(),
-                            model: self.config.model.clone(),
-                            created_unix: now_unix(),
-                        };
-                        if let Err(e) = cache.put(key, &entry) {
-                            tracing::warn!(provider, error = %e, "could not write the cache entry");
-                        }
-                    }
-                    let _ = tx.send(ChatEvent::Done {
-                        finish_reason: finished.finish_reason,
-                        cached: false,
-                    });
+                    self.answered(key, role, finished, tokens, &tries, tx);
                     return Outcome::Over;
                 }
                 Err(AttemptError::Cancelled) => return Outcome::Over,
                 Err(error) => {
-                    let reason = error.describe(self.transport.base_url());
-                    tracing::info!(provider, attempt, purpose = %request.meta.purpose, %reason, "attempt failed");
-                    // Refusals are 400s; llama-cpp-python words its validation error as a 500.
-                    if let AttemptError::Status {
-                        status: 400 | 422 | 500,
-                        message,
-                        param,
-                        code,
-                        ..
-                    } = &error
-                        && let Some(kind) = adapt::recognise(request, param.as_deref(), code.as_deref(), message)
-                    {
-                        // Adapted once for the provider and model (or another request just did); a
-                        // request already sent that way fails as any 400 does.
-                        let adapter = &self.shared.adapter;
-                        adapter.adapt(provider, &self.config.model, kind, message);
-                        if adapter.quirks(provider, &self.config.model).apply(request) != *request {
-                            return Outcome::Adapted;
-                        }
+                    if let Some(outcome) = self.failed(request, error, &tokens, &mut tries, tx).await {
+                        return outcome;
                     }
-                    if error.rate_limited() && throttles < RATE_LIMIT_RETRIES {
-                        throttles += 1;
-                        let now = places
-                            .take()
-                            .map_or_else(|| self.own.limit(), |(own, ..)| own.throttled());
-                        acc.retry(provider, role);
-                        let delay = backoff.delay(key_seed, throttles.min(6), error.retry_after(tokens_asked));
-                        let event = ChatEvent::Retry {
-                            attempt: attempt + throttles,
-                            reason: format!(
-                                "{reason} ({}: {now} in flight from now)",
-                                if matches!(error, AttemptError::Interrupted) {
-                                    "interrupted"
-                                } else {
-                                    "rate limited"
-                                }
-                            ),
-                            discarded_chars: tokens.iter().map(|t| t.chars().count()).sum(),
-                            delay_ms: delay.as_millis() as u64,
-                        };
-                        if tx.send(event).is_err() {
-                            return Outcome::Over;
-                        }
-                        tokio::time::sleep(delay).await;
-                        continue;
-                    }
-                    // A batch's reply is stored: asking again would read the same empty one.
-                    let settled = matches!(error, AttemptError::Empty { .. }) && self.transport.batched();
-                    if !error.retryable() || attempt >= self.config.max_retries || settled {
-                        acc.failure(provider, role);
-                        // The same refusal, request after request, stops the run (see `REFUSED_AFTER`).
-                        if let AttemptError::Status { status, message, .. } = &error
-                            && !error.retryable()
-                        {
-                            reach.refused(
-                                provider,
-                                self.transport.base_url(),
-                                &format!("HTTP {status}: {message}"),
-                            );
-                        } else if let AttemptError::Fatal(e @ LlmError::Unauthorized { .. }) = &error {
-                            reach.refused(provider, self.transport.base_url(), &e.to_string());
-                        }
-                        // Servers built on llama.cpp (and older vLLM) refuse `json_schema`: say what fixes it.
-                        let hint = match &error {
-                            AttemptError::Status { message, .. }
-                                if request.schema.is_some()
-                                    && self.config.structured_output
-                                    && message.contains("response_format") =>
-                            {
-                                format!(
-                                    " (this server does not take response_format: set structured_output = false \
-                                     for provider \"{provider}\")"
-                                )
-                            }
-                            _ => String::new(),
-                        };
-                        let final_error = match error {
-                            AttemptError::Fatal(e) => e,
-                            AttemptError::ContextRefused { message, refusal } => {
-                                if let Some(n) = refusal.context_tokens {
-                                    let was = &self.server.refused_at;
-                                    let _ = was.fetch_update(
-                                        std::sync::atomic::Ordering::Relaxed,
-                                        std::sync::atomic::Ordering::Relaxed,
-                                        |old| (old == 0 || n < old).then_some(n),
-                                    );
-                                }
-                                LlmError::ContextRefused {
-                                    message,
-                                    prompt_tokens: refusal.prompt_tokens,
-                                    context_tokens: refusal.context_tokens,
-                                }
-                            }
-                            AttemptError::Empty { finish_reason } => LlmError::EmptyReplies {
-                                attempts: attempt + 1,
-                                empty: empties,
-                                finish_reason,
-                            },
-                            AttemptError::Status { status, message, .. } if !error.retryable() => LlmError::Http {
-                                base_url: self.transport.base_url().to_string(),
-                                status,
-                                message: message + &hint,
-                            },
-                            _ => LlmError::Exhausted {
-                                attempts: attempt + 1,
-                                last: reason + &hint,
-                            },
-                        };
-                        let _ = tx.send(ChatEvent::Error(final_error));
-                        return Outcome::Over;
-                    }
-                    attempt += 1;
-                    acc.retry(provider, role);
-                    let delay = backoff.delay(key_seed, attempt, error.retry_after(tokens_asked));
-                    let discarded_chars = tokens.iter().map(|t| t.chars().count()).sum();
-                    let event = ChatEvent::Retry {
-                        attempt,
-                        reason,
-                        discarded_chars,
-                        delay_ms: delay.as_millis() as u64,
-                    };
-                    if tx.send(event).is_err() {
-                        return Outcome::Over;
-                    }
-                    tokio::time::sleep(delay).await;
                 }
             }
         }
     }
+
+    /// Takes the request's places unless it holds them. The provider's first, so a request waiting
+    /// for a busy provider holds no global permit another provider could use. Queued until both are
+    /// held, in flight after. False when the limits are closed.
+    async fn take_places(&self, places: &mut Option<Places>, role: super::Role) -> bool {
+        if places.is_some() {
+            return true;
+        }
+        let queued = self.shared.accounting.queue(&self.config.name, role);
+        let Some(own) = self.own.acquire().await else {
+            return false;
+        };
+        let Ok(global) = self.shared.limits.global.clone().acquire_owned().await else {
+            return false;
+        };
+        *places = Some((own, global, queued.start()));
+        true
+    }
+
+    /// One attempt, sent when the provider's pace allows: how it ended (a reply with no text made a
+    /// failure) and the pieces that streamed. `None` when the provider is known unreachable: the
+    /// request has failed and said so.
+    async fn send_once(
+        &self,
+        request: &ChatRequest,
+        tries: &mut Tries,
+        tx: &mpsc::UnboundedSender<ChatEvent>,
+    ) -> Option<(Result<Finished, AttemptError>, Vec<String>)> {
+        let provider = self.config.name.as_str();
+        let role = request.meta.role;
+        let acc = &self.shared.accounting;
+        let reach = &self.shared.reach;
+        // What the provider's headers said is spent, and its configured pace, it waits out before
+        // the request goes.
+        let ticket = self.pace.admit(tries.tokens_asked).await;
+        if reach.is_unreachable(provider) {
+            acc.failure(provider, role);
+            let _ = tx.send(ChatEvent::Error(LlmError::Unreachable {
+                base_url: self.transport.base_url().to_string(),
+            }));
+            return None;
+        }
+        acc.request(provider, role);
+        let mut tokens: Vec<String> = Vec::new();
+        let mut on_token = |t: String| {
+            tokens.push(t.clone());
+            tx.send(ChatEvent::Token(t)).is_ok()
+        };
+        let result = self
+            .transport
+            .attempt(request, &mut on_token)
+            .await
+            .map_err(AttemptError::classified);
+        match &result {
+            Err(AttemptError::NoConnection(e)) => {
+                reach.connect_failed(provider, self.transport.base_url(), e);
+            }
+            Err(AttemptError::Cancelled | AttemptError::Connect(_)) => {}
+            _ => reach.connected(provider),
+        }
+        match &result {
+            Ok(Finished { rate, .. }) => self.pace.observe(rate, ticket),
+            Err(AttemptError::Status { rate, .. }) => self.pace.observe(rate, ticket),
+            Err(_) => {}
+        }
+        // A complete reply with nothing in it is a failed attempt, never an answer: it is neither
+        // cached nor passed on, but what it cost is counted, as the provider bills it.
+        let result = match result {
+            Ok(finished) if tokens.iter().all(|t| super::is_empty_reply(t)) => {
+                if let Some(u) = finished.usage {
+                    self.bill(role, tries.tokens_asked, u);
+                }
+                tries.empties += 1;
+                Err(AttemptError::Empty {
+                    finish_reason: finished.finish_reason,
+                })
+            }
+            other => other,
+        };
+        Some((result, tokens))
+    }
+
+    /// A reply: the provider answers, its cost is counted, and it is cached (when the cache is
+    /// written) and passed on.
+    fn answered(
+        &self,
+        key: &str,
+        role: super::Role,
+        finished: Finished,
+        tokens: Vec<String>,
+        tries: &Tries,
+        tx: &mpsc::UnboundedSender<ChatEvent>,
+    ) {
+        let provider = self.config.name.as_str();
+        self.shared.reach.answered(provider);
+        if let Some((own, ..)) = &tries.places {
+            own.succeeded();
+        }
+        if let Some(u) = finished.usage {
+            self.bill(role, tries.tokens_asked, u);
+            let _ = tx.send(ChatEvent::Usage(u));
+        }
+        if let (Some(cache), CacheMode::ReadWrite) = (self.cache(), self.shared.cache_mode) {
+            let entry = CacheEntry {
+                tokens,
+                usage: finished.usage,
+                finish_reason: finished.finish_reason.clone(),
+                model: self.config.model.clone(),
+                created_unix: now_unix(),
+            };
+            if let Err(e) = cache.put(key, &entry) {
+                tracing::warn!(provider, error = %e, "could not write the cache entry");
+            }
+        }
+        let _ = tx.send(ChatEvent::Done {
+            finish_reason: finished.finish_reason,
+            cached: false,
+        });
+    }
+
+    /// What follows a failed attempt: the request sent again adapted, a rate limit's wait, a
+    /// retry after backoff, or giving up. `None`: attempt again.
+    async fn failed(
+        &self,
+        request: &ChatRequest,
+        error: AttemptError,
+        tokens: &[String],
+        tries: &mut Tries,
+        tx: &mpsc::UnboundedSender<ChatEvent>,
+    ) -> Option<Outcome> {
+        let provider = self.config.name.as_str();
+        let reason = error.describe(self.transport.base_url());
+        let attempt = tries.attempt;
+        tracing::info!(provider, attempt, purpose = %request.meta.purpose, %reason, "attempt failed");
+        if self.adapt_to(request, &error) {
+            return Some(Outcome::Adapted);
+        }
+        let discarded_chars = tokens.iter().map(|t| t.chars().count()).sum();
+        if error.rate_limited() && tries.throttles < RATE_LIMIT_RETRIES {
+            return self.ride_out(request, &error, reason, discarded_chars, tries, tx).await;
+        }
+        // A batch's reply is stored: asking again would read the same empty one.
+        let settled = matches!(error, AttemptError::Empty { .. }) && self.transport.batched();
+        if !error.retryable() || tries.attempt >= self.config.max_retries || settled {
+            self.shared.accounting.failure(provider, request.meta.role);
+            let final_error = self.give_up(request, error, reason, tries);
+            let _ = tx.send(ChatEvent::Error(final_error));
+            return Some(Outcome::Over);
+        }
+        tries.attempt += 1;
+        self.shared.accounting.retry(provider, request.meta.role);
+        let delay = tries
+            .backoff
+            .delay(tries.key_seed, tries.attempt, error.retry_after(tries.tokens_asked));
+        let event = ChatEvent::Retry {
+            attempt: tries.attempt,
+            reason,
+            discarded_chars,
+            delay_ms: delay.as_millis() as u64,
+        };
+        announce_and_wait(tx, event, delay).await
+    }
+
+    /// Whether the failure is a refusal the provider is now adapted to, so that the request goes
+    /// again in the adapted form.
+    fn adapt_to(&self, request: &ChatRequest, error: &AttemptError) -> bool {
+        // Refusals are 400s; llama-cpp-python words its validation error as a 500.
+        if let AttemptError::Status {
+            status: 400 | 422 | 500,
+            message,
+            param,
+            code,
+            ..
+        } = error
+            && let Some(kind) = adapt::recognise(request, param.as_deref(), code.as_deref(), message)
+        {
+            // Adapted once for the provider and model (or another request just did); a
+            // request already sent that way fails as any 400 does.
+            let adapter = &self.shared.adapter;
+            let provider = self.config.name.as_str();
+            adapter.adapt(provider, &self.config.model, kind, message);
+            return adapter.quirks(provider, &self.config.model).apply(request) != *request;
+        }
+        false
+    }
+
+    /// Rides out a rate-limit refusal: the places are given back (and the provider's limit cut), the
+    /// wait the server asked for (or a backoff) announced and waited out.
+    async fn ride_out(
+        &self,
+        request: &ChatRequest,
+        error: &AttemptError,
+        reason: String,
+        discarded_chars: usize,
+        tries: &mut Tries,
+        tx: &mpsc::UnboundedSender<ChatEvent>,
+    ) -> Option<Outcome> {
+        tries.throttles += 1;
+        let now = tries
+            .places
+            .take()
+            .map_or_else(|| self.own.limit(), |(own, ..)| own.throttled());
+        self.shared.accounting.retry(&self.config.name, request.meta.role);
+        let delay = tries.backoff.delay(
+            tries.key_seed,
+            tries.throttles.min(6),
+            error.retry_after(tries.tokens_asked),
+        );
+        let event = ChatEvent::Retry {
+            attempt: tries.attempt + tries.throttles,
+            reason: format!(
+                "{reason} ({}: {now} in flight from now)",
+                if matches!(error, AttemptError::Interrupted) {
+                    "interrupted"
+                } else {
+                    "rate limited"
+                }
+            ),
+            discarded_chars,
+            delay_ms: delay.as_millis() as u64,
+        };
+        announce_and_wait(tx, event, delay).await
+    }
+
+    /// The error a request fails with when it gives up; a refusal that will not change is told to
+    /// the reachability watch, and a context refusal teaches the server's context.
+    fn give_up(&self, request: &ChatRequest, error: AttemptError, reason: String, tries: &Tries) -> LlmError {
+        let provider = self.config.name.as_str();
+        let reach = &self.shared.reach;
+        // The same refusal, request after request, stops the run (see `REFUSED_AFTER`).
+        if let AttemptError::Status { status, message, .. } = &error
+            && !error.retryable()
+        {
+            reach.refused(
+                provider,
+                self.transport.base_url(),
+                &format!("HTTP {status}: {message}"),
+            );
+        } else if let AttemptError::Fatal(e @ LlmError::Unauthorized { .. }) = &error {
+            reach.refused(provider, self.transport.base_url(), &e.to_string());
+        }
+        // Servers built on llama.cpp (and older vLLM) refuse `json_schema`: say what fixes it.
+        let hint = match &error {
+            AttemptError::Status { message, .. }
+                if request.schema.is_some() && self.config.structured_output && message.contains("response_format") =>
+            {
+                format!(
+                    " (this server does not take response_format: set structured_output = false \
+                     for provider \"{provider}\")"
+                )
+            }
+            _ => String::new(),
+        };
+        match error {
+            AttemptError::Fatal(e) => e,
+            AttemptError::ContextRefused { message, refusal } => {
+                if let Some(n) = refusal.context_tokens {
+                    let was = &self.server.refused_at;
+                    let _ = was.fetch_update(
+                        std::sync::atomic::Ordering::Relaxed,
+                        std::sync::atomic::Ordering::Relaxed,
+                        |old| (old == 0 || n < old).then_some(n),
+                    );
+                }
+                LlmError::ContextRefused {
+                    message,
+                    prompt_tokens: refusal.prompt_tokens,
+                    context_tokens: refusal.context_tokens,
+                }
+            }
+            AttemptError::Empty { finish_reason } => LlmError::EmptyReplies {
+                attempts: tries.attempt + 1,
+                empty: tries.empties,
+                finish_reason,
+            },
+            AttemptError::Status { status, message, .. } if !error.retryable() => LlmError::Http {
+                base_url: self.transport.base_url().to_string(),
+                status,
+                message: message + &hint,
+            },
+            _ => LlmError::Exhausted {
+                attempts: tries.attempt + 1,
+                last: reason + &hint,
+            },
+        }
+    }
+}
+
+/// Announces a retry and waits out its delay; `Some(Over)` when nobody listens any more.
+async fn announce_and_wait(
+    tx: &mpsc::UnboundedSender<ChatEvent>,
+    event: ChatEvent,
+    delay: Duration,
+) -> Option<Outcome> {
+    if tx.send(event).is_err() {
+        return Some(Outcome::Over);
+    }
+    tokio::time::sleep(delay).await;
+    None
+}
+
+/// The places a request holds while it is sent: the provider's, the run's, and its in-flight mark.
+type Places = (
+    policy::Place,
+    tokio::sync::OwnedSemaphorePermit,
+    super::accounting::Flying,
+);
+
+/// One request's way through its attempts: the places it holds and what the retry policy counted.
+struct Tries {
+    /// Both places are held for the whole request, retries included, but for the wait after a
+    /// rate-limit refusal: the request then gives them back and queues again under the cut
+    /// limit, so refused requests do not go on hammering the server as wide as before.
+    places: Option<Places>,
+    backoff: Backoff,
+    /// The jitter's seed for this request (from its cache key).
+    key_seed: u64,
+    /// About how many tokens the request asks for, as rate limits count them.
+    tokens_asked: u64,
+    /// Retries spent against `max_retries`.
+    attempt: u32,
+    /// Rate-limit refusals have their own, larger budget: they say "later", not "wrong".
+    throttles: u32,
+    /// Attempts that came back empty, for the final error's words.
+    empties: u32,
 }
 
 #[cfg(test)]

@@ -69,6 +69,53 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// The kinds of server behind a base URL (a preset's or an entry's `server`): which probes apply
+/// on first contact (the server module asks them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ServerKind {
+    /// llama.cpp's `llama-server`.
+    #[serde(rename = "llama.cpp")]
+    LlamaCpp,
+    /// `python -m llama_cpp.server`.
+    #[serde(rename = "llama-cpp-python")]
+    LlamaCppPython,
+    #[serde(rename = "vllm")]
+    Vllm,
+    #[serde(rename = "ollama")]
+    Ollama,
+    #[serde(rename = "lmstudio")]
+    LmStudio,
+    /// A hosted API: it says nothing of itself, and nothing is probed.
+    #[serde(rename = "api")]
+    Api,
+}
+
+impl ServerKind {
+    pub const ALL: [ServerKind; 6] = [
+        ServerKind::LlamaCpp,
+        ServerKind::LlamaCppPython,
+        ServerKind::Vllm,
+        ServerKind::Ollama,
+        ServerKind::LmStudio,
+        ServerKind::Api,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerKind::LlamaCpp => "llama.cpp",
+            ServerKind::LlamaCppPython => "llama-cpp-python",
+            ServerKind::Vllm => "vllm",
+            ServerKind::Ollama => "ollama",
+            ServerKind::LmStudio => "lmstudio",
+            ServerKind::Api => "api",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<ServerKind> {
+        ServerKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProviderConfig {
     pub name: String,
@@ -86,7 +133,7 @@ pub struct ProviderConfig {
     /// The kind of server behind the base URL, when a preset or the entry names it (`server =
     /// "llama.cpp"`): only its probes are tried; `api` probes nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<crate::llm::server::ServerKind>,
+    pub server: Option<ServerKind>,
     pub timeout_connect_s: f64,
     pub timeout_first_token_s: f64,
     pub timeout_idle_s: f64,
@@ -349,261 +396,26 @@ impl Config {
     ) -> Result<Config, Vec<Diagnostic>> {
         let raw: RawConfig = toml::from_str(source.text).map_err(|e| vec![source.toml_error(&e)])?;
         let mut config = Config::defaults(env);
-        let mut errors = Vec::new();
+        let mut reader = Reader {
+            source,
+            private,
+            errors: Vec::new(),
+        };
         if let Some(cache) = raw.cache {
             config.cache = cache;
         }
         if let Some(tui) = raw.tui {
-            config.tui.theme = tui.theme;
-            for (screen, keys) in tui.keys {
-                for (key, action) in keys {
-                    config.tui.keys.push(KeyBinding {
-                        screen: screen.clone(),
-                        at: source.at(key.span(), ""),
-                        key: key.into_inner(),
-                        action: action.into_inner(),
-                    });
-                }
-            }
+            reader.tui(&mut config.tui, tui);
         }
-        if let Some(n) = raw.max_concurrency {
-            if *n.get_ref() == 0 {
-                errors.push(source.at(n.span(), "max_concurrency must be at least 1"));
-            }
-            config.max_concurrency = (*n.get_ref()).max(1);
+        reader.limits(&mut config, raw.max_concurrency, raw.max_cost);
+        reader.providers(&mut config.providers, raw.providers);
+        reader.sampling(&mut config.sampling, raw.sampling);
+        reader.roles(&mut config, raw.roles);
+        if reader.errors.is_empty() {
+            Ok(config)
+        } else {
+            Err(reader.errors)
         }
-        if let Some(c) = &raw.max_cost {
-            if !(*c.get_ref() > 0.0 && c.get_ref().is_finite()) {
-                errors.push(source.at(c.span(), "max_cost is USD > 0"));
-            }
-            config.max_cost = Some(*c.get_ref());
-        }
-        let mut seen = BTreeMap::new();
-        for p in raw.providers {
-            let name = p.name.get_ref().trim().to_string();
-            if name.is_empty() {
-                errors.push(source.at(p.name.span(), "provider name is empty"));
-                continue;
-            }
-            if seen.insert(name.clone(), ()).is_some() {
-                errors.push(source.at(p.name.span(), format!("a second provider named \"{name}\"")));
-                continue;
-            }
-            let kind = *p.kind.get_ref();
-            let preset = match &p.preset {
-                None => None,
-                Some(n) => match presets().iter().find(|x| x.name == *n.get_ref()) {
-                    Some(found) => Some((found, n.span())),
-                    None => {
-                        let names: Vec<&str> = presets().iter().map(|x| x.name.as_str()).collect();
-                        errors.push(source.at(
-                            n.span(),
-                            format!("unknown preset \"{}\" (presets: {})", n.get_ref(), names.join(", ")),
-                        ));
-                        None
-                    }
-                },
-            };
-            let preset_url = preset.as_ref().and_then(|(x, _)| x.base_url.as_deref());
-            let mut c = ProviderConfig::new(
-                &name,
-                kind,
-                p.base_url.as_ref().map_or(preset_url.unwrap_or(""), |u| u.get_ref()),
-                &p.model.unwrap_or_default(),
-            );
-            if kind == ProviderKind::Openai {
-                match &p.base_url {
-                    None if preset_url.is_some() => {}
-                    None => errors.push(source.at(
-                        p.name.span(),
-                        format!("provider \"{name}\": base_url is required (e.g. http://localhost:11434/v1)"),
-                    )),
-                    Some(u) if !(u.get_ref().starts_with("http://") || u.get_ref().starts_with("https://")) => errors
-                        .push(source.at(
-                            u.span(),
-                            format!("base_url \"{}\" must start with http:// or https://", u.get_ref()),
-                        )),
-                    _ => {}
-                }
-                if c.model.is_empty() {
-                    errors.push(source.at(p.name.span(), format!("provider \"{name}\": model is required")));
-                }
-            }
-            c.api_key_env = p.api_key_env;
-            if let Some(key) = p.api_key {
-                if !private {
-                    errors.push(source.at(
-                        key.span(),
-                        "an api_key written in the config file is accepted only if the file is private (chmod 600); \
-                         better: put the key in an environment variable and name it in api_key_env",
-                    ));
-                }
-                c.api_key = Some(Secret(key.into_inner()));
-            }
-            if let Some(n) = preset.as_ref().and_then(|(x, _)| x.max_concurrency) {
-                c.max_concurrency = n.max(1);
-                c.concurrency_stated = true;
-            }
-            if let Some(n) = p.max_concurrency {
-                if *n.get_ref() == 0 {
-                    errors.push(source.at(n.span(), "max_concurrency must be at least 1"));
-                }
-                c.max_concurrency = (*n.get_ref()).max(1);
-                c.concurrency_stated = true;
-            }
-            let server = p.server.as_ref().map(|s| (s.get_ref().clone(), s.span())).or_else(|| {
-                preset
-                    .as_ref()
-                    .and_then(|(x, span)| Some((x.server.clone()?, span.clone())))
-            });
-            if let Some((name, span)) = server {
-                match crate::llm::server::ServerKind::parse(&name) {
-                    Some(kind) => c.server = Some(kind),
-                    None => {
-                        let known: Vec<&str> = crate::llm::server::ServerKind::ALL.iter().map(|k| k.name()).collect();
-                        errors.push(source.at(
-                            span,
-                            format!("unknown server \"{name}\" (servers: {})", known.join(", ")),
-                        ));
-                    }
-                }
-            }
-            for (value, field) in [
-                (p.timeout_connect_s, &mut c.timeout_connect_s),
-                (p.timeout_first_token_s, &mut c.timeout_first_token_s),
-                (p.timeout_idle_s, &mut c.timeout_idle_s),
-            ] {
-                if let Some(v) = value {
-                    if !(*v.get_ref() > 0.0 && v.get_ref().is_finite()) {
-                        errors.push(source.at(v.span(), "timeouts are seconds > 0"));
-                    }
-                    *field = *v.get_ref();
-                }
-            }
-            if let Some(v) = p.max_retries {
-                c.max_retries = v;
-            }
-            if let Some(v) = p.retry_base_ms {
-                c.retry_base_ms = v;
-            }
-            if let Some(v) = p.batch_poll_ms {
-                if *v.get_ref() == 0 {
-                    errors.push(source.at(v.span(), "batch_poll_ms must be at least 1"));
-                }
-                c.batch_poll_ms = (*v.get_ref()).max(1);
-            }
-            if let Some(v) = p.structured_output {
-                c.structured_output = v;
-            }
-            c.price_in_per_mtok = p.price_in_per_mtok.unwrap_or(0.0);
-            c.price_out_per_mtok = p.price_out_per_mtok.unwrap_or(0.0);
-            if let Some(n) = p.context_tokens {
-                if *n.get_ref() < 1024 {
-                    errors.push(source.at(n.span(), "context_tokens must be at least 1024"));
-                }
-                c.context_tokens = Some(*n.get_ref());
-            }
-            if let Some(n) = p.requests_per_minute {
-                if *n.get_ref() == 0 {
-                    errors.push(source.at(n.span(), "requests_per_minute must be at least 1"));
-                }
-                c.requests_per_minute = Some(*n.get_ref());
-            }
-            if let Some(n) = p.tokens_per_minute {
-                if *n.get_ref() == 0 {
-                    errors.push(source.at(n.span(), "tokens_per_minute must be at least 1"));
-                }
-                c.tokens_per_minute = Some(*n.get_ref());
-            }
-            c.headers = p.headers;
-            use crate::llm::adapt::Kind;
-            let from_preset =
-                |field: fn(&Preset) -> &Option<String>| preset.as_ref().map(|(x, span)| (field(x), span.clone()));
-            if let Some((v, span)) = stated_or_preset(&p.max_tokens_param, from_preset(|x| &x.max_tokens_param)) {
-                match v.as_str() {
-                    "max_tokens" => {}
-                    "max_completion_tokens" => c.stated.push(Kind::MaxCompletionTokens),
-                    other => errors.push(source.at(
-                        span,
-                        format!("max_tokens_param \"{other}\": max_tokens or max_completion_tokens"),
-                    )),
-                }
-            }
-            if let Some((v, span)) = stated_or_preset(&p.temperature, from_preset(|x| &x.temperature)) {
-                match v.as_str() {
-                    "free" => {}
-                    "fixed" => c.stated.push(Kind::FixedTemperature),
-                    other => errors.push(source.at(span, format!("temperature \"{other}\": fixed or free"))),
-                }
-            }
-            if let Some((v, span)) = stated_or_preset(&p.schema_dialect, from_preset(|x| &x.schema_dialect)) {
-                match v.as_str() {
-                    "openai-strict" => {}
-                    "no-numeric-bounds" => c.stated.push(Kind::NoNumericBounds),
-                    "json-object" => c.json_object = true,
-                    "prompt-only" => c.structured_output = false,
-                    other => errors.push(source.at(
-                        span,
-                        format!(
-                            "schema_dialect \"{other}\": openai-strict, no-numeric-bounds, json-object or prompt-only"
-                        ),
-                    )),
-                }
-            }
-            match config.providers.iter().position(|x| x.name == name) {
-                Some(i) => config.providers[i] = c,
-                None => config.providers.push(c),
-            }
-        }
-        for (role, sampling) in raw.sampling {
-            let Some(r) = Role::ALL.iter().copied().find(|r| r.name() == role.get_ref()) else {
-                errors.push(source.at(
-                    role.span(),
-                    format!("unknown role \"{}\" (roles: rpa, judge, observer)", role.get_ref()),
-                ));
-                continue;
-            };
-            let mut out = RoleSampling::default();
-            if let Some(t) = sampling.temperature {
-                if !(0.0..=2.0).contains(t.get_ref()) {
-                    errors.push(source.at(t.span(), "temperature must be between 0 and 2"));
-                }
-                out.temperature = Some(*t.get_ref());
-            }
-            if let Some(n) = sampling.max_tokens {
-                if r != Role::Rpa {
-                    errors.push(source.at(n.span(), "max_tokens is set for the rpa role only (its answer cap)"));
-                } else if *n.get_ref() == 0 {
-                    errors.push(source.at(n.span(), "max_tokens must be at least 1"));
-                }
-                out.max_tokens = Some(*n.get_ref());
-            }
-            config.sampling.insert(r, out);
-        }
-        for (role, provider) in raw.roles {
-            let Some(role) = Role::ALL.iter().copied().find(|r| r.name() == role.get_ref()) else {
-                errors.push(source.at(
-                    role.span(),
-                    format!("unknown role \"{}\" (roles: rpa, judge, observer)", role.get_ref()),
-                ));
-                continue;
-            };
-            if !config.providers.iter().any(|p| p.name == *provider.get_ref()) {
-                let names: Vec<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
-                errors.push(source.at(
-                    provider.span(),
-                    format!(
-                        "role {} names unknown provider \"{}\" (providers: {})",
-                        role.name(),
-                        provider.get_ref(),
-                        names.join(", ")
-                    ),
-                ));
-                continue;
-            }
-            config.roles.insert(role, provider.into_inner());
-        }
-        if errors.is_empty() { Ok(config) } else { Err(errors) }
     }
 
     pub fn provider(&self, name: &str) -> Option<&ProviderConfig> {
@@ -612,6 +424,326 @@ impl Config {
 
     pub fn provider_for(&self, role: Role) -> Option<&ProviderConfig> {
         self.roles.get(&role).and_then(|n| self.provider(n))
+    }
+}
+
+/// Reading one config file, a section at a time: the text (to locate a mistake) and every mistake
+/// found so far, so that one pass reports them all.
+struct Reader<'a> {
+    source: Source<'a>,
+    /// Whether only the file's owner can read it: a literal `api_key` is accepted only then.
+    private: bool,
+    errors: Vec<Diagnostic>,
+}
+
+impl Reader<'_> {
+    fn error(&mut self, span: std::ops::Range<usize>, message: impl Into<String>) {
+        self.errors.push(self.source.at(span, message));
+    }
+
+    /// `[tui]`: the theme and the key bindings, each binding located for the checks made later.
+    fn tui(&mut self, out: &mut TuiConfig, tui: RawTui) {
+        out.theme = tui.theme;
+        for (screen, keys) in tui.keys {
+            for (key, action) in keys {
+                out.keys.push(KeyBinding {
+                    screen: screen.clone(),
+                    at: self.source.at(key.span(), ""),
+                    key: key.into_inner(),
+                    action: action.into_inner(),
+                });
+            }
+        }
+    }
+
+    /// The top-level `max_concurrency` and `max_cost`.
+    fn limits(&mut self, config: &mut Config, max_concurrency: Option<Spanned<usize>>, max_cost: Option<Spanned<f64>>) {
+        if let Some(n) = max_concurrency {
+            if *n.get_ref() == 0 {
+                self.error(n.span(), "max_concurrency must be at least 1");
+            }
+            config.max_concurrency = (*n.get_ref()).max(1);
+        }
+        if let Some(c) = &max_cost {
+            if !(*c.get_ref() > 0.0 && c.get_ref().is_finite()) {
+                self.error(c.span(), "max_cost is USD > 0");
+            }
+            config.max_cost = Some(*c.get_ref());
+        }
+    }
+
+    /// `[[providers]]`: each entry replaces a default provider of the same name or adds one; a name
+    /// may be given once.
+    fn providers(&mut self, providers: &mut Vec<ProviderConfig>, raw: Vec<RawProvider>) {
+        let mut seen = BTreeMap::new();
+        for p in raw {
+            let name = p.name.get_ref().trim().to_string();
+            if name.is_empty() {
+                self.error(p.name.span(), "provider name is empty");
+                continue;
+            }
+            if seen.insert(name.clone(), ()).is_some() {
+                self.error(p.name.span(), format!("a second provider named \"{name}\""));
+                continue;
+            }
+            let c = self.provider(name, p);
+            match providers.iter().position(|x| x.name == c.name) {
+                Some(i) => providers[i] = c,
+                None => providers.push(c),
+            }
+        }
+    }
+
+    /// One `[[providers]]` entry, over its preset's values.
+    fn provider(&mut self, name: String, p: RawProvider) -> ProviderConfig {
+        let kind = *p.kind.get_ref();
+        let preset = self.preset(p.preset.as_ref());
+        let preset_url = preset.as_ref().and_then(|(x, _)| x.base_url.as_deref());
+        let mut c = ProviderConfig::new(
+            &name,
+            kind,
+            p.base_url.as_ref().map_or(preset_url.unwrap_or(""), |u| u.get_ref()),
+            p.model.as_deref().unwrap_or_default(),
+        );
+        if kind == ProviderKind::Openai {
+            match &p.base_url {
+                None if preset_url.is_some() => {}
+                None => self.error(
+                    p.name.span(),
+                    format!("provider \"{name}\": base_url is required (e.g. http://localhost:11434/v1)"),
+                ),
+                Some(u) if !(u.get_ref().starts_with("http://") || u.get_ref().starts_with("https://")) => self.error(
+                    u.span(),
+                    format!("base_url \"{}\" must start with http:// or https://", u.get_ref()),
+                ),
+                _ => {}
+            }
+            if c.model.is_empty() {
+                self.error(p.name.span(), format!("provider \"{name}\": model is required"));
+            }
+        }
+        c.api_key_env = p.api_key_env.clone();
+        if let Some(key) = &p.api_key {
+            if !self.private {
+                self.error(
+                    key.span(),
+                    "an api_key written in the config file is accepted only if the file is private (chmod 600); \
+                     better: put the key in an environment variable and name it in api_key_env",
+                );
+            }
+            c.api_key = Some(Secret(key.get_ref().clone()));
+        }
+        if let Some(n) = preset.as_ref().and_then(|(x, _)| x.max_concurrency) {
+            c.max_concurrency = n.max(1);
+            c.concurrency_stated = true;
+        }
+        if let Some(n) = &p.max_concurrency {
+            if *n.get_ref() == 0 {
+                self.error(n.span(), "max_concurrency must be at least 1");
+            }
+            c.max_concurrency = (*n.get_ref()).max(1);
+            c.concurrency_stated = true;
+        }
+        self.server(&mut c, &p, preset.clone());
+        self.pacing(&mut c, &p);
+        c.headers = p.headers.clone();
+        self.quirks(&mut c, &p, preset);
+        c
+    }
+
+    /// The preset an entry names, located at its `preset` key; an unknown name is a mistake.
+    fn preset(&mut self, named: Option<&Spanned<String>>) -> Option<(&'static Preset, std::ops::Range<usize>)> {
+        let n = named?;
+        match presets().iter().find(|x| x.name == *n.get_ref()) {
+            Some(found) => Some((found, n.span())),
+            None => {
+                let names: Vec<&str> = presets().iter().map(|x| x.name.as_str()).collect();
+                self.error(
+                    n.span(),
+                    format!("unknown preset \"{}\" (presets: {})", n.get_ref(), names.join(", ")),
+                );
+                None
+            }
+        }
+    }
+
+    /// The kind of server, from the entry or its preset.
+    fn server(
+        &mut self,
+        c: &mut ProviderConfig,
+        p: &RawProvider,
+        preset: Option<(&'static Preset, std::ops::Range<usize>)>,
+    ) {
+        let server = p
+            .server
+            .as_ref()
+            .map(|s| (s.get_ref().clone(), s.span()))
+            .or_else(|| preset.and_then(|(x, span)| Some((x.server.clone()?, span))));
+        if let Some((name, span)) = server {
+            match ServerKind::parse(&name) {
+                Some(kind) => c.server = Some(kind),
+                None => {
+                    let known: Vec<&str> = ServerKind::ALL.iter().map(|k| k.name()).collect();
+                    self.error(
+                        span,
+                        format!("unknown server \"{name}\" (servers: {})", known.join(", ")),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Timeouts, retries, polling, prices, context and rate limits of one entry.
+    fn pacing(&mut self, c: &mut ProviderConfig, p: &RawProvider) {
+        for (value, field) in [
+            (&p.timeout_connect_s, &mut c.timeout_connect_s),
+            (&p.timeout_first_token_s, &mut c.timeout_first_token_s),
+            (&p.timeout_idle_s, &mut c.timeout_idle_s),
+        ] {
+            if let Some(v) = value {
+                if !(*v.get_ref() > 0.0 && v.get_ref().is_finite()) {
+                    self.error(v.span(), "timeouts are seconds > 0");
+                }
+                *field = *v.get_ref();
+            }
+        }
+        if let Some(v) = p.max_retries {
+            c.max_retries = v;
+        }
+        if let Some(v) = p.retry_base_ms {
+            c.retry_base_ms = v;
+        }
+        if let Some(v) = &p.batch_poll_ms {
+            if *v.get_ref() == 0 {
+                self.error(v.span(), "batch_poll_ms must be at least 1");
+            }
+            c.batch_poll_ms = (*v.get_ref()).max(1);
+        }
+        if let Some(v) = p.structured_output {
+            c.structured_output = v;
+        }
+        c.price_in_per_mtok = p.price_in_per_mtok.unwrap_or(0.0);
+        c.price_out_per_mtok = p.price_out_per_mtok.unwrap_or(0.0);
+        if let Some(n) = &p.context_tokens {
+            if *n.get_ref() < 1024 {
+                self.error(n.span(), "context_tokens must be at least 1024");
+            }
+            c.context_tokens = Some(*n.get_ref());
+        }
+        if let Some(n) = &p.requests_per_minute {
+            if *n.get_ref() == 0 {
+                self.error(n.span(), "requests_per_minute must be at least 1");
+            }
+            c.requests_per_minute = Some(*n.get_ref());
+        }
+        if let Some(n) = &p.tokens_per_minute {
+            if *n.get_ref() == 0 {
+                self.error(n.span(), "tokens_per_minute must be at least 1");
+            }
+            c.tokens_per_minute = Some(*n.get_ref());
+        }
+    }
+
+    /// The refusals a provider is stated to make (`max_tokens_param`, `temperature`, `schema_dialect`),
+    /// from the entry or else its preset.
+    fn quirks(
+        &mut self,
+        c: &mut ProviderConfig,
+        p: &RawProvider,
+        preset: Option<(&'static Preset, std::ops::Range<usize>)>,
+    ) {
+        use crate::llm::adapt::Kind;
+        let from_preset =
+            |field: fn(&Preset) -> &Option<String>| preset.as_ref().map(|(x, span)| (field(x), span.clone()));
+        if let Some((v, span)) = stated_or_preset(&p.max_tokens_param, from_preset(|x| &x.max_tokens_param)) {
+            match v.as_str() {
+                "max_tokens" => {}
+                "max_completion_tokens" => c.stated.push(Kind::MaxCompletionTokens),
+                other => self.error(
+                    span,
+                    format!("max_tokens_param \"{other}\": max_tokens or max_completion_tokens"),
+                ),
+            }
+        }
+        if let Some((v, span)) = stated_or_preset(&p.temperature, from_preset(|x| &x.temperature)) {
+            match v.as_str() {
+                "free" => {}
+                "fixed" => c.stated.push(Kind::FixedTemperature),
+                other => self.error(span, format!("temperature \"{other}\": fixed or free")),
+            }
+        }
+        if let Some((v, span)) = stated_or_preset(&p.schema_dialect, from_preset(|x| &x.schema_dialect)) {
+            match v.as_str() {
+                "openai-strict" => {}
+                "no-numeric-bounds" => c.stated.push(Kind::NoNumericBounds),
+                "json-object" => c.json_object = true,
+                "prompt-only" => c.structured_output = false,
+                other => self.error(
+                    span,
+                    format!("schema_dialect \"{other}\": openai-strict, no-numeric-bounds, json-object or prompt-only"),
+                ),
+            }
+        }
+    }
+
+    /// `[sampling.<role>]`: temperature for any role, an answer cap for the agent's only.
+    fn sampling(&mut self, out: &mut BTreeMap<Role, RoleSampling>, raw: BTreeMap<Spanned<String>, RawSampling>) {
+        for (role, sampling) in raw {
+            let Some(r) = self.role(&role) else {
+                continue;
+            };
+            let mut one = RoleSampling::default();
+            if let Some(t) = sampling.temperature {
+                if !(0.0..=2.0).contains(t.get_ref()) {
+                    self.error(t.span(), "temperature must be between 0 and 2");
+                }
+                one.temperature = Some(*t.get_ref());
+            }
+            if let Some(n) = sampling.max_tokens {
+                if r != Role::Rpa {
+                    self.error(n.span(), "max_tokens is set for the rpa role only (its answer cap)");
+                } else if *n.get_ref() == 0 {
+                    self.error(n.span(), "max_tokens must be at least 1");
+                }
+                one.max_tokens = Some(*n.get_ref());
+            }
+            out.insert(r, one);
+        }
+    }
+
+    /// `[roles]`: which provider plays each role; it must be one the config knows.
+    fn roles(&mut self, config: &mut Config, raw: BTreeMap<Spanned<String>, Spanned<String>>) {
+        for (role, provider) in raw {
+            let Some(role) = self.role(&role) else {
+                continue;
+            };
+            if !config.providers.iter().any(|p| p.name == *provider.get_ref()) {
+                let names: Vec<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
+                self.error(
+                    provider.span(),
+                    format!(
+                        "role {} names unknown provider \"{}\" (providers: {})",
+                        role.name(),
+                        provider.get_ref(),
+                        names.join(", ")
+                    ),
+                );
+                continue;
+            }
+            config.roles.insert(role, provider.into_inner());
+        }
+    }
+
+    /// A role named as a table key; an unknown name is a mistake.
+    fn role(&mut self, name: &Spanned<String>) -> Option<Role> {
+        let found = Role::ALL.iter().copied().find(|r| r.name() == name.get_ref());
+        if found.is_none() {
+            self.error(
+                name.span(),
+                format!("unknown role \"{}\" (roles: rpa, judge, observer)", name.get_ref()),
+            );
+        }
+        found
     }
 }
 
@@ -697,266 +829,4 @@ pub enum ConfigError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn no_env(_: &str) -> Option<String> {
-        None
-    }
-
-    const OLLAMA: &str = r#"
-[[providers]]
-name = "ollama"
-kind = "openai"
-base_url = "http://localhost:11434/v1/"
-model = "qwen2.5:7b"
-max_concurrency = 2
-price_in_per_mtok = 0.5
-
-[roles]
-rpa = "ollama"
-judge = "local"
-"#;
-
-    #[test]
-    fn defaults_use_the_local_model_and_add_openai_with_a_key() {
-        let c = Config::defaults(&no_env);
-        assert_eq!(c.provider_for(Role::Judge).unwrap().kind, ProviderKind::Local);
-        let c = Config::defaults(&|v| (v == "OPENAI_API_KEY").then(|| "sk-test".to_string()));
-        let openai = c.provider("openai").unwrap();
-        assert_eq!(openai.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
-        assert_eq!(c.roles[&Role::Rpa], "local");
-    }
-
-    #[test]
-    fn parses_providers_and_roles() {
-        let c = Config::parse(Source::new("c.toml", OLLAMA), false, &no_env).unwrap();
-        let p = c.provider_for(Role::Rpa).unwrap();
-        assert_eq!(
-            (p.base_url.as_str(), p.max_concurrency, p.price_in_per_mtok),
-            ("http://localhost:11434/v1", 2, 0.5)
-        );
-        assert_eq!(c.provider_for(Role::Observer).unwrap().name, "local");
-    }
-
-    #[test]
-    fn a_context_size_is_read_and_a_tiny_one_is_located() {
-        let text = OLLAMA.replace("max_concurrency = 2", "context_tokens = 4096");
-        let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
-        assert_eq!(c.provider("ollama").unwrap().context_tokens, Some(4096));
-        assert_eq!(
-            c.provider("local").unwrap().context_tokens,
-            None,
-            "the local model knows its own"
-        );
-        let text = OLLAMA.replace("max_concurrency = 2", "context_tokens = 512");
-        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
-        assert_eq!((e[0].line, e[0].column), (7, 18));
-        assert!(e[0].message.contains("at least 1024"), "{}", e[0]);
-    }
-
-    #[test]
-    fn rate_limits_are_read_and_bad_ones_located() {
-        let text = OLLAMA.replace(
-            "max_concurrency = 2",
-            "requests_per_minute = 500\ntokens_per_minute = 200000",
-        );
-        let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
-        let p = c.provider("ollama").unwrap();
-        assert_eq!((p.requests_per_minute, p.tokens_per_minute), (Some(500), Some(200_000)));
-        assert_eq!(c.provider("local").unwrap().requests_per_minute, None);
-        let text = OLLAMA.replace("max_concurrency = 2", "requests_per_minute = 0\ntokens_per_minute = 0");
-        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
-        assert_eq!((e[0].line, e[0].column), (7, 23), "{}", e[0]);
-        assert!(
-            e[0].message.contains("requests_per_minute must be at least 1"),
-            "{}",
-            e[0]
-        );
-        assert_eq!((e[1].line, e[1].column), (8, 21), "{}", e[1]);
-        assert!(
-            e[1].message.contains("tokens_per_minute must be at least 1"),
-            "{}",
-            e[1]
-        );
-        // Not a positive whole number: located by the TOML reader.
-        for bad in ["-5", "1.5", "\"fast\""] {
-            let text = OLLAMA.replace("max_concurrency = 2", &format!("requests_per_minute = {bad}"));
-            let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
-            assert_eq!(e[0].line, 7, "{bad}: {}", e[0]);
-        }
-    }
-
-    #[test]
-    fn sampling_per_role_is_read_and_bad_values_are_located() {
-        let text = format!(
-            "{OLLAMA}\n[sampling.rpa]\ntemperature = 0.3\nmax_tokens = 500\n[sampling.judge]\ntemperature = 0.1\n"
-        );
-        let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
-        assert_eq!(
-            c.sampling[&Role::Rpa],
-            RoleSampling {
-                temperature: Some(0.3),
-                max_tokens: Some(500)
-            }
-        );
-        assert_eq!(c.sampling[&Role::Judge].temperature, Some(0.1));
-        let text = format!("{OLLAMA}\n[sampling.rpa]\ntemperature = 3.0\n[sampling.judge]\nmax_tokens = 9\n");
-        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
-        let at = |needle: &str| {
-            let d = e.iter().find(|d| d.message.contains(needle)).expect(needle);
-            (d.line, d.column)
-        };
-        assert_eq!(at("between 0 and 2"), (15, 15));
-        assert_eq!(at("rpa role only"), (17, 14));
-    }
-
-    #[test]
-    fn known_quirks_are_stated_per_provider_and_bad_ones_located() {
-        let text = OLLAMA.replace(
-            "max_concurrency = 2",
-            "max_tokens_param = \"max_completion_tokens\"\ntemperature = \"fixed\"\nschema_dialect = \"json-object\"",
-        );
-        let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
-        let p = c.provider("ollama").unwrap();
-        use crate::llm::adapt::Kind;
-        assert_eq!(p.stated, vec![Kind::MaxCompletionTokens, Kind::FixedTemperature]);
-        assert!(p.json_object && p.structured_output);
-        let text = OLLAMA.replace("max_concurrency = 2", "schema_dialect = \"lenient\"");
-        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
-        assert_eq!((e[0].line, e[0].column), (7, 18), "{}", e[0]);
-        assert!(e[0].message.contains("openai-strict, no-numeric-bounds"), "{}", e[0]);
-    }
-
-    const PRESET: &str =
-        "[[providers]]\nname = \"r\"\nkind = \"openai\"\npreset = \"openai-reasoning\"\nmodel = \"o3\"\n";
-
-    #[test]
-    fn a_preset_fills_base_url_and_quirks() {
-        let c = Config::parse(Source::new("c.toml", PRESET), false, &no_env).unwrap();
-        let p = c.provider("r").unwrap();
-        use crate::llm::adapt::Kind;
-        assert_eq!(p.base_url, "https://api.openai.com/v1");
-        assert_eq!(p.stated, vec![Kind::MaxCompletionTokens, Kind::FixedTemperature]);
-        let text = PRESET.replace("openai-reasoning", "anthropic");
-        let p = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
-        let p = p.provider("r").unwrap();
-        assert_eq!(p.base_url, "https://api.anthropic.com/v1");
-        assert!(!p.structured_output && p.stated.is_empty());
-    }
-
-    #[test]
-    fn the_entrys_own_keys_win_over_its_preset() {
-        let text = format!(
-            "{PRESET}base_url = \"https://proxy.example/v1\"\ntemperature = \"free\"\nmax_tokens_param = \"max_tokens\"\nschema_dialect = \"json-object\"\n"
-        );
-        let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
-        let p = c.provider("r").unwrap();
-        assert_eq!(p.base_url, "https://proxy.example/v1");
-        assert!(p.stated.is_empty() && p.json_object, "{p:?}");
-        let text = PRESET.replace("openai-reasoning", "azure-openai");
-        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
-        assert!(
-            e[0].message.contains("base_url is required"),
-            "a preset without a base URL: {}",
-            e[0]
-        );
-    }
-
-    #[test]
-    fn an_unknown_preset_is_located_and_the_known_ones_listed() {
-        let text = PRESET.replace("openai-reasoning", "openia");
-        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
-        assert_eq!((e[0].line, e[0].column), (4, 10), "{}", e[0]);
-        assert!(e[0].message.contains("unknown preset \"openia\""), "{}", e[0]);
-        assert!(
-            e[0].message.contains("openai, openai-reasoning, azure-openai"),
-            "{}",
-            e[0]
-        );
-    }
-
-    #[test]
-    fn every_bundled_preset_parses_and_gives_its_source() {
-        let file: PresetFile = toml::from_str(PRESETS_TOML).unwrap();
-        assert_eq!(presets(), file.presets.as_slice());
-        assert!(presets().len() >= 14);
-        for preset in presets() {
-            let text = format!(
-                "[[providers]]\nname = \"p\"\nkind = \"openai\"\npreset = \"{}\"\nbase_url = \"http://h/v1\"\nmodel = \"m\"\n",
-                preset.name
-            );
-            let parsed = Config::parse(Source::new("c.toml", &text), false, &no_env);
-            assert!(parsed.is_ok(), "preset {}: {:?}", preset.name, parsed.err());
-            if let Some(url) = &preset.base_url {
-                assert!(url.starts_with("http://") || url.starts_with("https://"), "{url}");
-            }
-        }
-        // The comment block right above each [[presets]] names a source page.
-        let lines: Vec<&str> = PRESETS_TOML.lines().collect();
-        let mut headers = 0;
-        for (i, line) in lines.iter().enumerate() {
-            if line.trim() != "[[presets]]" {
-                continue;
-            }
-            headers += 1;
-            let comments: Vec<&str> = lines[..i]
-                .iter()
-                .rev()
-                .take_while(|l| l.starts_with('#'))
-                .copied()
-                .collect();
-            let name = lines[i + 1];
-            assert!(
-                comments
-                    .iter()
-                    .any(|c| c.starts_with("# source: https://") || c.starts_with("# source: none")),
-                "{name} has no source comment"
-            );
-        }
-        assert_eq!(headers, presets().len());
-    }
-
-    #[test]
-    fn unknown_provider_in_roles_is_located() {
-        let text = OLLAMA.replace("rpa = \"ollama\"", "rpa = \"olama\"");
-        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
-        assert_eq!(e[0].line, 11);
-        assert!(e[0].message.contains("unknown provider \"olama\""), "{}", e[0]);
-    }
-
-    #[test]
-    fn literal_keys_need_a_private_file_and_env_keys_must_exist() {
-        let text = OLLAMA.replace("max_concurrency = 2", "api_key = \"sk-secret\"");
-        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
-        assert!(e[0].message.contains("chmod 600"));
-        let c = Config::parse(Source::new("c.toml", &text), true, &no_env).unwrap();
-        let p = c.provider("ollama").unwrap();
-        assert_eq!(p.resolve_key(&no_env).unwrap().unwrap().expose(), "sk-secret");
-        assert_eq!(
-            format!("{p:?}").matches("sk-secret").count(),
-            0,
-            "Debug must not show the key"
-        );
-        let mut q = p.clone();
-        q.api_key = None;
-        q.api_key_env = Some("MY_KEY".into());
-        let err = q.resolve_key(&no_env).unwrap_err().to_string();
-        assert!(err.contains("set MY_KEY or change api_key_env"), "{err}");
-    }
-
-    #[test]
-    fn openai_kind_needs_base_url_and_model() {
-        let text = "[[providers]]\nname = \"x\"\nkind = \"openai\"\n";
-        let e = Config::parse(Source::new("c.toml", text), false, &no_env).unwrap_err();
-        assert!(e.iter().any(|d| d.message.contains("base_url is required")));
-        assert!(e.iter().any(|d| d.message.contains("model is required")));
-        let e = Config::parse(
-            Source::new("c.toml", "[[providers]]\nname = \"x\"\nkind = \"gpt\"\n"),
-            false,
-            &no_env,
-        )
-        .unwrap_err();
-        assert_eq!(e[0].line, 3);
-    }
-}
+mod tests;

@@ -5,9 +5,8 @@
 use std::fs::File;
 use std::path::Path;
 
-use candle_core::quantized::gguf_file;
-
 use super::LlmError;
+use super::gguf_read::Gguf;
 
 /// What a GGUF holds that decides whether, and how, the embedded runner can use it.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,13 +52,11 @@ const FILE_TYPES: &[(u32, &str)] = &[
 /// The facts of the GGUF at `path`; an architecture the runner cannot run is refused, named.
 pub fn facts(path: &Path) -> Result<Facts, LlmError> {
     let mut file = File::open(path).map_err(|e| LlmError::Config(format!("cannot open {}: {e}", path.display())))?;
-    let content = gguf_file::Content::read(&mut file)
+    let content = Gguf::read(&mut std::io::BufReader::new(&mut file))
         .map_err(|e| LlmError::Config(format!("{} is not a readable GGUF file: {e}", path.display())))?;
-    let meta = |key: &str| content.metadata.get(key);
-    let architecture = meta("general.architecture")
-        .and_then(|v| v.to_string().ok())
-        .cloned()
-        .unwrap_or_else(|| "unknown".into());
+    let meta = |key: &str| content.get(key);
+    let text = |key: &str| meta(key).and_then(|v| v.as_str()).map(str::to_string);
+    let architecture = text("general.architecture").unwrap_or_else(|| "unknown".into());
     if !ARCHITECTURES.contains(&architecture.as_str()) {
         return Err(LlmError::Config(format!(
             "{}: architecture \"{architecture}\" is not supported by the embedded runner (supported: {})",
@@ -67,10 +64,7 @@ pub fn facts(path: &Path) -> Result<Facts, LlmError> {
             ARCHITECTURES.join(", ")
         )));
     }
-    let tokenizer = meta("tokenizer.ggml.model")
-        .and_then(|v| v.to_string().ok())
-        .cloned()
-        .unwrap_or_else(|| "none".into());
+    let tokenizer = text("tokenizer.ggml.model").unwrap_or_else(|| "none".into());
     if !TOKENIZERS.contains(&tokenizer.as_str()) {
         return Err(LlmError::Config(format!(
             "{}: tokenizer model \"{tokenizer}\" is not supported by the embedded runner (supported: gpt2, llama)",
@@ -78,13 +72,13 @@ pub fn facts(path: &Path) -> Result<Facts, LlmError> {
         )));
     }
     let named = meta("general.file_type")
-        .and_then(|v| v.to_u32().ok())
+        .and_then(|v| v.as_u32())
         .and_then(|t| FILE_TYPES.iter().find(|(n, _)| *n == t))
         .map(|(_, name)| name.to_string());
     let quantization = named.unwrap_or_else(|| {
         let mut counts: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
-        for info in content.tensor_infos.values() {
-            *counts.entry(format!("{:?}", info.ggml_dtype)).or_default() += 1;
+        for info in &content.tensors {
+            *counts.entry(format!("{:?}", info.format)).or_default() += 1;
         }
         counts
             .into_iter()
@@ -92,7 +86,7 @@ pub fn facts(path: &Path) -> Result<Facts, LlmError> {
             .map_or_else(|| "no tensors".into(), |(dtype, _)| dtype)
     });
     Ok(Facts {
-        context: meta(&format!("{architecture}.context_length")).and_then(|v| v.to_u32().ok()),
+        context: meta(&format!("{architecture}.context_length")).and_then(|v| v.as_u32()),
         chat_template: meta("tokenizer.chat_template").is_some(),
         tokenizer,
         architecture,
@@ -104,25 +98,24 @@ pub fn facts(path: &Path) -> Result<Facts, LlmError> {
 mod tests {
     use std::path::PathBuf;
 
-    use candle_core::Device;
-    use candle_core::quantized::{GgmlDType, QTensor};
-
     use super::*;
+    use crate::llm::gguf_read::Value;
+    use crate::llm::gguf_read::write::gguf;
 
-    /// A GGUF of one tiny tensor with `metadata`.
-    fn tiny_gguf(dir: &Path, metadata: &[(&str, gguf_file::Value)], dtype: GgmlDType) -> PathBuf {
+    /// A GGUF of one tiny Q8_0 tensor with `metadata`.
+    fn tiny_gguf(dir: &Path, metadata: &[(&str, Value)]) -> PathBuf {
         let path = dir.join("tiny.gguf");
-        let t = candle_core::Tensor::zeros((2, 32), candle_core::DType::F32, &Device::Cpu).unwrap();
-        let q = QTensor::quantize(&t, dtype).unwrap();
-        let meta: Vec<(&str, &gguf_file::Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
-        let mut file = File::create(&path).unwrap();
-        gguf_file::write(&mut file, &meta, &[("token_embd.weight", &q)]).unwrap();
+        let q8_0 = 8;
+        std::fs::write(
+            &path,
+            gguf(metadata, &[("token_embd.weight", &[2, 32], q8_0, &[0; 68])]),
+        )
+        .unwrap();
         path
     }
 
     #[test]
     fn a_ggufs_facts_are_read_and_an_unsupported_architecture_is_named() {
-        use gguf_file::Value;
         let dir = tempfile::tempdir().unwrap();
         let path = tiny_gguf(
             dir.path(),
@@ -133,11 +126,15 @@ mod tests {
                 ("qwen2.context_length", Value::U32(32768)),
                 ("tokenizer.chat_template", Value::String("{{ messages }}".into())),
             ],
-            GgmlDType::Q8_0,
         );
         let f = facts(&path).unwrap();
         assert_eq!(
-            (f.architecture.as_str(), f.quantization.as_str(), f.context, f.chat_template),
+            (
+                f.architecture.as_str(),
+                f.quantization.as_str(),
+                f.context,
+                f.chat_template
+            ),
             ("qwen2", "Q4_K_M", Some(32768), true)
         );
         // Without a file type, the weights' format; without a template, none.
@@ -147,19 +144,24 @@ mod tests {
                 ("tokenizer.ggml.model", Value::String(tokenizer.into())),
             ]
         };
-        let path = tiny_gguf(dir.path(), &llama("gemma3", "llama"), GgmlDType::Q8_0);
+        let path = tiny_gguf(dir.path(), &llama("gemma3", "llama"));
         let f = facts(&path).unwrap();
         assert_eq!(
-            (f.quantization.as_str(), f.context, f.chat_template, f.tokenizer.as_str()),
+            (
+                f.quantization.as_str(),
+                f.context,
+                f.chat_template,
+                f.tokenizer.as_str()
+            ),
             ("Q8_0", None, false, "llama")
         );
-        let path = tiny_gguf(dir.path(), &llama("mamba", "gpt2"), GgmlDType::Q8_0);
+        let path = tiny_gguf(dir.path(), &llama("mamba", "gpt2"));
         let e = facts(&path).unwrap_err().to_string();
         assert!(
             e.contains("architecture \"mamba\" is not supported") && e.contains("llama, qwen2, qwen3, gemma3, phi3"),
             "{e}"
         );
-        let path = tiny_gguf(dir.path(), &llama("phi3", "bert"), GgmlDType::Q8_0);
+        let path = tiny_gguf(dir.path(), &llama("phi3", "bert"));
         let e = facts(&path).unwrap_err().to_string();
         assert!(e.contains("tokenizer model \"bert\" is not supported"), "{e}");
     }

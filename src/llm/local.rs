@@ -11,13 +11,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use candle_core::quantized::gguf_file;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::client::{AttemptError, Finished, Transport};
 use super::constrain::{self, Matcher};
 pub use super::gguf::{Facts, facts};
+use super::gguf_read::{Gguf, Value};
 use super::vocab::Vocab;
 use super::{ChatRequest, LlmError, ModelInfo, Speaker, Usage};
 use crate::domain::rng::SplitMix64;
@@ -333,13 +333,13 @@ const CHATML: &str = "{% for message in messages %}<|im_start|>{{ message.role }
 impl LocalModel {
     /// Loads a GGUF onto the project's engine (`decoder`).
     pub fn load(name: &str, path: &Path) -> Result<LocalModel, LlmError> {
-        let fail = |e: candle_core::Error| LlmError::Model(format!("cannot load {}: {e}", path.display()));
+        let fail = |e: String| LlmError::Model(format!("cannot load {}: {e}", path.display()));
         let arch = facts(path)?.architecture;
         let open = |p: &Path| File::open(p).map_err(|e| LlmError::Model(format!("{}: {e}", p.display())));
-        let mut file = open(path)?;
-        let content = gguf_file::Content::read(&mut file).map_err(fail)?;
-        let meta_str = |k: &str| content.metadata.get(k).and_then(|v| v.to_string().ok()).cloned();
-        let meta_u32 = |k: &str| content.metadata.get(k).and_then(|v| v.to_u32().ok());
+        let mut file = BufReader::new(open(path)?);
+        let content = Gguf::read(&mut file).map_err(|e| fail(e.to_string()))?;
+        let meta_str = |k: &str| content.get(k).and_then(Value::as_str).map(str::to_string);
+        let meta_u32 = |k: &str| content.get(k).and_then(Value::as_u32);
         let template = meta_str("tokenizer.chat_template").unwrap_or_else(|| CHATML.to_string());
         let mut context = meta_u32(&format!("{arch}.context_length")).unwrap_or(4096) as usize;
         context = match arch.as_str() {
@@ -505,9 +505,72 @@ impl LocalModel {
         cancel: &AtomicBool,
         on_token: &mut dyn FnMut(String),
     ) -> Result<Finished, AttemptError> {
-        let fatal = |m: String| AttemptError::Fatal(LlmError::Config(m));
         let prompt = self.encode(&self.prompt(request)).map_err(AttemptError::Fatal)?;
-        let mut matcher = match &request.schema {
+        let mut decoding = self.decoding(request, &prompt)?;
+        let split = if self.prefix_cache {
+            self.system_prefix(request, &prompt)
+        } else {
+            None
+        };
+        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut copy, mut logits) = read_prompt(&mut guard, &prompt, split)?;
+        let weights: &mut Weights = match copy.as_mut() {
+            Some(w) => w,
+            None => &mut guard.weights,
+        };
+        let mut text = Utf8Pieces::default();
+        let mut generated = 0usize;
+        let mut recent: Vec<u32> = Vec::with_capacity(REPEAT_WINDOW);
+        let mut finish = "length";
+        while generated < decoding.max_new {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(AttemptError::Cancelled);
+            }
+            let next = self.choose(&mut logits, &mut decoding, &recent)?;
+            generated += 1;
+            if recent.len() == REPEAT_WINDOW {
+                recent.remove(0);
+            }
+            recent.push(next);
+            if self.vocab.stop.contains(&next) {
+                finish = "stop";
+                break;
+            }
+            if let Some(Some(bytes)) = self.vocab.token_bytes.get(next as usize)
+                && let Some(piece) = text.push(bytes)
+            {
+                on_token(piece);
+            }
+            if decoding.matcher.as_ref().is_some_and(Matcher::is_finished) {
+                finish = "stop";
+                break;
+            }
+            logits = forward(weights, &[next], prompt.len() + generated - 1)?;
+        }
+        if let Some(rest) = text.rest() {
+            on_token(rest);
+        }
+        if let Some(m) = &decoding.matcher
+            && !m.is_complete()
+        {
+            return Err(fatal(format!(
+                "the constrained reply stopped after {generated} tokens before its JSON was complete"
+            )));
+        }
+        Ok(Finished {
+            usage: Some(Usage {
+                prompt_tokens: prompt.len() as u64,
+                completion_tokens: generated as u64,
+            }),
+            finish_reason: Some(finish.into()),
+            rate: Default::default(),
+        })
+    }
+
+    /// How `request` is decoded after `prompt`: the schema's matcher, the token budget (within the
+    /// context) and the seeded sampler.
+    fn decoding(&self, request: &ChatRequest, prompt: &[u32]) -> Result<Decoding, AttemptError> {
+        let matcher = match &request.schema {
             Some(s) => Some(Matcher::new(
                 &constrain::compile(&s.schema).map_err(|e| fatal(e.to_string()))?,
             )),
@@ -527,136 +590,148 @@ impl LocalModel {
                 self.context
             )));
         }
-        let max_new = max_new.min(self.context - prompt.len());
-        let temperature = request.sampling.temperature.unwrap_or(0.7).max(0.0);
-        let top_p = request.sampling.top_p.unwrap_or(1.0).clamp(0.0, 1.0);
         let seed = request.sampling.seed.unwrap_or_else(|| {
             prompt
                 .iter()
                 .fold(17u64, |h, &t| h.wrapping_mul(31).wrapping_add(u64::from(t)))
         });
-        let mut rng = SplitMix64(seed);
-        let split = if self.prefix_cache {
-            self.system_prefix(request, &prompt)
-        } else {
-            None
-        };
-        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let State { weights, prefixes } = &mut *guard;
-        let run = |w: &mut Weights, ids: &[u32], pos: usize| -> Result<Vec<f32>, AttemptError> {
-            w.forward(ids, pos).map_err(|e| fatal(e.to_string()))
-        };
-        // Long prompts go through in chunks: attention over a whole 4,000-token prompt at once builds
-        // score matrices of hundreds of MiB per layer, which is slower than chunks on the CPU.
-        let prefill = |w: &mut Weights, ids: &[u32], start: usize| -> Result<Vec<f32>, AttemptError> {
-            let mut logits = Vec::new();
-            for (k, chunk) in ids.chunks(PREFILL_CHUNK).enumerate() {
-                logits = run(w, chunk, start + k * PREFILL_CHUNK)?;
-            }
-            Ok(logits)
-        };
-        // A cached system prompt is continued on a copy; otherwise the shared weights compute the
-        // prompt, stopping after the system part to keep a copy for the next request.
-        let mut copy = split.and_then(|p| prefixes.take(&prompt[..p]));
-        let mut logits = match (split, copy.as_mut()) {
-            (Some(p), Some(w)) => prefill(w, &prompt[p..], p)?,
-            (Some(p), None) => {
-                prefill(weights, &prompt[..p], 0)?;
-                prefixes.keep(prompt[..p].to_vec(), weights.clone());
-                prefill(weights, &prompt[p..], p)?
-            }
-            (None, _) => prefill(weights, &prompt, 0)?,
-        };
-        let weights: &mut Weights = match copy.as_mut() {
-            Some(w) => w,
-            None => weights,
-        };
-        let mut pending: Vec<u8> = Vec::new();
-        let mut generated = 0usize;
-        let mut recent: Vec<u32> = Vec::with_capacity(REPEAT_WINDOW);
-        let mut finish = "length";
-        while generated < max_new {
-            if cancel.load(Ordering::Relaxed) {
-                return Err(AttemptError::Cancelled);
-            }
-            let choosing = std::time::Instant::now();
-            let next = match &matcher {
-                None => {
-                    penalize_repeats(&mut logits, &recent);
-                    sample(&logits, temperature, top_p, &mut rng, |_| true, Vec::new)
-                }
-                Some(m) => {
-                    let allowed = |id: u32| match self.vocab.token_bytes.get(id as usize) {
-                        Some(Some(bytes)) => !bytes.is_empty() && m.accepts(bytes),
-                        _ => self.vocab.stop.contains(&id) && m.is_complete(),
-                    };
-                    let every_allowed = || {
-                        let mut ids = self.trie.accepted(m);
-                        if m.is_complete() {
-                            ids.extend_from_slice(&self.vocab.stop);
-                        }
-                        ids
-                    };
-                    sample(&logits, temperature, top_p, &mut rng, allowed, every_allowed)
-                }
-            };
-            let Some(next) = next else {
-                return Err(fatal("no token can continue the constrained reply".into()));
-            };
-            if let Some(Some(bytes)) = self.vocab.token_bytes.get(next as usize)
-                && let Some(m) = matcher.as_mut()
-            {
-                m.feed(bytes);
-            }
-            let nanos = u64::try_from(choosing.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            self.choosing.nanos.fetch_add(nanos, Ordering::Relaxed);
-            self.choosing.tokens.fetch_add(1, Ordering::Relaxed);
-            generated += 1;
-            if recent.len() == REPEAT_WINDOW {
-                recent.remove(0);
-            }
-            recent.push(next);
-            if self.vocab.stop.contains(&next) {
-                finish = "stop";
-                break;
-            }
-            if let Some(Some(bytes)) = self.vocab.token_bytes.get(next as usize) {
-                pending.extend_from_slice(bytes);
-                let valid = match std::str::from_utf8(&pending) {
-                    Ok(s) => s.len(),
-                    Err(e) if e.error_len().is_none() => e.valid_up_to(),
-                    Err(e) => e.valid_up_to() + e.error_len().unwrap_or(0),
-                };
-                if valid > 0 {
-                    let text = String::from_utf8_lossy(&pending[..valid]).into_owned();
-                    pending.drain(..valid);
-                    on_token(text);
-                }
-            }
-            if matcher.as_ref().is_some_and(Matcher::is_finished) {
-                finish = "stop";
-                break;
-            }
-            logits = run(weights, &[next], prompt.len() + generated - 1)?;
-        }
-        if !pending.is_empty() {
-            on_token(String::from_utf8_lossy(&pending).into_owned());
-        }
-        if let Some(m) = &matcher
-            && !m.is_complete()
-        {
-            return Err(fatal(format!(
-                "the constrained reply stopped after {generated} tokens before its JSON was complete"
-            )));
-        }
-        Ok(Finished {
-            usage: Some(Usage {
-                prompt_tokens: prompt.len() as u64,
-                completion_tokens: generated as u64,
-            }),
-            finish_reason: Some(finish.into()),
-            rate: Default::default(),
+        Ok(Decoding {
+            matcher,
+            max_new: max_new.min(self.context - prompt.len()),
+            temperature: request.sampling.temperature.unwrap_or(0.7).max(0.0),
+            top_p: request.sampling.top_p.unwrap_or(1.0).clamp(0.0, 1.0),
+            rng: SplitMix64(seed),
         })
+    }
+
+    /// The next token: sampled from `logits` (free text penalized for repeats), among the tokens the
+    /// schema allows when there is one, which is then fed the token's bytes. The time it takes is
+    /// counted in `choosing`.
+    fn choose(&self, logits: &mut [f32], decoding: &mut Decoding, recent: &[u32]) -> Result<u32, AttemptError> {
+        let choosing = std::time::Instant::now();
+        let Decoding {
+            matcher,
+            temperature,
+            top_p,
+            rng,
+            ..
+        } = decoding;
+        let next = match matcher {
+            None => {
+                penalize_repeats(logits, recent);
+                sample(logits, *temperature, *top_p, rng, |_| true, Vec::new)
+            }
+            Some(m) => {
+                let allowed = |id: u32| match self.vocab.token_bytes.get(id as usize) {
+                    Some(Some(bytes)) => !bytes.is_empty() && m.accepts(bytes),
+                    _ => self.vocab.stop.contains(&id) && m.is_complete(),
+                };
+                let every_allowed = || {
+                    let mut ids = self.trie.accepted(m);
+                    if m.is_complete() {
+                        ids.extend_from_slice(&self.vocab.stop);
+                    }
+                    ids
+                };
+                sample(logits, *temperature, *top_p, rng, allowed, every_allowed)
+            }
+        };
+        let Some(next) = next else {
+            return Err(fatal("no token can continue the constrained reply".into()));
+        };
+        if let Some(Some(bytes)) = self.vocab.token_bytes.get(next as usize)
+            && let Some(m) = matcher.as_mut()
+        {
+            m.feed(bytes);
+        }
+        let nanos = u64::try_from(choosing.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.choosing.nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.choosing.tokens.fetch_add(1, Ordering::Relaxed);
+        Ok(next)
+    }
+}
+
+/// Computes `prompt` and returns the logits after it; `split` is the length of its system part, when
+/// that may be cached. A cached system prompt is continued on a copy (returned with the logits);
+/// otherwise the shared weights compute the prompt, stopping after the system part to keep a copy for
+/// the next request.
+fn read_prompt(
+    state: &mut State,
+    prompt: &[u32],
+    split: Option<usize>,
+) -> Result<(Option<Weights>, Vec<f32>), AttemptError> {
+    let State { weights, prefixes } = state;
+    let mut copy = split.and_then(|p| prefixes.take(&prompt[..p]));
+    let logits = match (split, copy.as_mut()) {
+        (Some(p), Some(w)) => prefill(w, &prompt[p..], p)?,
+        (Some(p), None) => {
+            prefill(weights, &prompt[..p], 0)?;
+            prefixes.keep(prompt[..p].to_vec(), weights.clone());
+            prefill(weights, &prompt[p..], p)?
+        }
+        (None, _) => prefill(weights, prompt, 0)?,
+    };
+    Ok((copy, logits))
+}
+
+/// A reply's decoding settings and state besides the tokens.
+struct Decoding {
+    /// The schema's matcher, for a constrained reply.
+    matcher: Option<Matcher>,
+    /// Tokens that may be generated.
+    max_new: usize,
+    temperature: f32,
+    top_p: f32,
+    rng: SplitMix64,
+}
+
+fn fatal(message: String) -> AttemptError {
+    AttemptError::Fatal(LlmError::Config(message))
+}
+
+/// The logits after `ids` at `position`.
+fn forward(weights: &mut Weights, ids: &[u32], position: usize) -> Result<Vec<f32>, AttemptError> {
+    weights.forward(ids, position).map_err(|e| fatal(e.to_string()))
+}
+
+/// `ids` computed from `start` in chunks, returning the logits after the last: attention over a whole
+/// 4,000-token prompt at once builds score matrices of hundreds of MiB per layer, which is slower than
+/// chunks on the CPU.
+fn prefill(weights: &mut Weights, ids: &[u32], start: usize) -> Result<Vec<f32>, AttemptError> {
+    let mut logits = Vec::new();
+    for (k, chunk) in ids.chunks(PREFILL_CHUNK).enumerate() {
+        logits = forward(weights, chunk, start + k * PREFILL_CHUNK)?;
+    }
+    Ok(logits)
+}
+
+/// Token bytes gathered into text: a piece is passed on once it is whole UTF-8 (a character split
+/// across tokens waits for its last byte; bytes that can never be UTF-8 are replaced).
+#[derive(Default)]
+struct Utf8Pieces {
+    pending: Vec<u8>,
+}
+
+impl Utf8Pieces {
+    /// The text `bytes` complete, if any.
+    fn push(&mut self, bytes: &[u8]) -> Option<String> {
+        self.pending.extend_from_slice(bytes);
+        let valid = match std::str::from_utf8(&self.pending) {
+            Ok(s) => s.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(e) => e.valid_up_to() + e.error_len().unwrap_or(0),
+        };
+        if valid == 0 {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&self.pending[..valid]).into_owned();
+        self.pending.drain(..valid);
+        Some(text)
+    }
+
+    /// What is left at the end of the reply.
+    fn rest(&mut self) -> Option<String> {
+        (!self.pending.is_empty()).then(|| String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned())
     }
 }
 
@@ -823,6 +898,20 @@ mod tests {
             let id = sample(&logits, 1.0, 0.9, &mut rng, |id| id % 2 == 0, Vec::new).unwrap();
             assert!(id == 0 || id == 2);
         }
+    }
+
+    #[test]
+    fn text_is_passed_on_in_whole_characters() {
+        let mut text = Utf8Pieces::default();
+        let e_acute = "é".as_bytes();
+        assert_eq!(text.push(b"caf"), Some("caf".into()));
+        assert_eq!(text.push(&e_acute[..1]), None);
+        assert_eq!(text.push(&e_acute[1..]), Some("é".into()));
+        // A byte that starts no character is replaced; what follows it waits for the next token.
+        assert_eq!(text.push(&[0xFF, b'x']), Some("\u{FFFD}".into()));
+        assert_eq!(text.push(&e_acute[..1]), Some("x".into()));
+        assert_eq!(text.rest(), Some("\u{FFFD}".into()));
+        assert_eq!(text.rest(), None);
     }
 
     #[test]

@@ -16,6 +16,8 @@ mod decoder;
 #[cfg(feature = "local-model")]
 pub mod gguf;
 #[cfg(feature = "local-model")]
+mod gguf_read;
+#[cfg(feature = "local-model")]
 pub mod local;
 pub mod openai;
 pub mod pace;

@@ -468,6 +468,20 @@ mod tests {
     }
 
     #[test]
+    fn a_request_adapted_to_json_object_goes_so_with_the_schema_in_the_prompt() {
+        let mut r = ChatRequest::new(vec![ChatMessage::system("Rate."), ChatMessage::user("Hi")]);
+        r.schema = Some(ResponseSchema {
+            name: "rating".into(),
+            schema: json!({"type": "object"}),
+            strict: true,
+        });
+        r.sampling.json_object = true;
+        let b = request_body_as("m", &r, true, r.sampling.json_object);
+        assert_eq!(b["response_format"]["type"], "json_object");
+        assert!(b["messages"][0]["content"].as_str().unwrap().contains("JSON Schema"));
+    }
+
+    #[test]
     fn sampling_values_go_out_as_written() {
         let mut r = ChatRequest::new(vec![ChatMessage::user("Hi")]);
         r.sampling.temperature = Some(0.7);

@@ -16,54 +16,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+pub use super::config::ServerKind;
 use super::config::{ProviderConfig, Secret};
 use super::{ChatRequest, Speaker};
-
-/// The kinds of server the probes recognise.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum ServerKind {
-    /// llama.cpp's `llama-server`.
-    #[serde(rename = "llama.cpp")]
-    LlamaCpp,
-    /// `python -m llama_cpp.server`.
-    #[serde(rename = "llama-cpp-python")]
-    LlamaCppPython,
-    #[serde(rename = "vllm")]
-    Vllm,
-    #[serde(rename = "ollama")]
-    Ollama,
-    #[serde(rename = "lmstudio")]
-    LmStudio,
-    /// A hosted API: it says nothing of itself, and nothing is probed.
-    #[serde(rename = "api")]
-    Api,
-}
-
-impl ServerKind {
-    pub const ALL: [ServerKind; 6] = [
-        ServerKind::LlamaCpp,
-        ServerKind::LlamaCppPython,
-        ServerKind::Vllm,
-        ServerKind::Ollama,
-        ServerKind::LmStudio,
-        ServerKind::Api,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ServerKind::LlamaCpp => "llama.cpp",
-            ServerKind::LlamaCppPython => "llama-cpp-python",
-            ServerKind::Vllm => "vllm",
-            ServerKind::Ollama => "ollama",
-            ServerKind::LmStudio => "lmstudio",
-            ServerKind::Api => "api",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<ServerKind> {
-        ServerKind::ALL.into_iter().find(|k| k.name() == name)
-    }
-}
 
 /// How a server counts a request's tokens exactly, when it offers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,30 +3,36 @@
 //! matches against), the tokens that end a turn, and the BOS/EOS text the chat template may print.
 //!
 //! Two vocabulary kinds, as GGUF names them: `gpt2` (byte-level BPE with merges: Llama 3, Qwen, SmolLM2)
-//! and `llama` (SentencePiece with scores and byte fallback: Gemma, Phi-3, Llama 2). candle builds the
-//! first, with a pre-tokenizer chosen from `tokenizer.ggml.pre`; where its choice differs from
-//! llama.cpp's it is replaced here. The second is built here: a BPE whose merges are ranked by the score
-//! of the piece they make, which is how SentencePiece's BPE and llama.cpp's SPM tokenizer merge.
+//! and `llama` (SentencePiece with scores and byte fallback: Gemma, Phi-3, Llama 2). The first is the
+//! file's vocabulary and merges with the pre-tokenizer llama.cpp uses for `tokenizer.ggml.pre`. The
+//! second is a BPE whose merges are ranked by the score of the piece they make, which is how
+//! SentencePiece's BPE and llama.cpp's SPM tokenizer merge.
 
 use std::collections::HashMap;
 
-use candle_core::quantized::gguf_file::{Content, Value};
+use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
 use tokenizers::models::bpe::BPE;
-use tokenizers::normalizers::{Prepend, Replace, Sequence as Normalizers};
+use tokenizers::normalizers::{NFC, Prepend, Replace, Sequence as Normalizers};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
-use tokenizers::{AddedToken, SplitDelimiterBehavior, Tokenizer};
+use tokenizers::{AddedToken, PreTokenizerWrapper, SplitDelimiterBehavior, Tokenizer};
+
+use super::gguf_read::{Gguf, Value};
 
 /// GGUF token types (llama.cpp's `llama_token_type`).
 const NORMAL: u32 = 1;
 const UNKNOWN: u32 = 2;
 const USER_DEFINED: u32 = 4;
+const UNUSED: u32 = 5;
 const BYTE: u32 = 6;
 
 /// SentencePiece's visible space.
 const SPACE: char = '\u{2581}';
+
+/// Qwen2's pre-tokenizer split (llama.cpp's `qwen2`): digits one by one.
+const QWEN2_SPLIT: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// Llama 3's pre-tokenizer split (llama.cpp's `llama-bpe`).
 const LLAMA3_SPLIT: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
@@ -51,59 +57,55 @@ pub struct Vocab {
     pub eos: String,
 }
 
-/// A whole number of any of GGUF's integer types (token types are written as i32 by some writers, u32
-/// by others).
-fn integer(v: &Value) -> Option<u32> {
-    match v {
-        Value::U8(x) => Some(u32::from(*x)),
-        Value::I8(x) => u32::try_from(*x).ok(),
-        Value::U16(x) => Some(u32::from(*x)),
-        Value::I16(x) => u32::try_from(*x).ok(),
-        Value::U32(x) => Some(*x),
-        Value::I32(x) => u32::try_from(*x).ok(),
-        Value::U64(x) => u32::try_from(*x).ok(),
-        Value::I64(x) => u32::try_from(*x).ok(),
-        _ => None,
-    }
+/// The strings of the array under `key` (an element of another type is an empty string).
+fn strings(content: &Gguf, key: &str) -> Option<Vec<String>> {
+    let items = content.get(key)?.as_array()?;
+    Some(
+        items
+            .iter()
+            .map(|v| v.as_str().unwrap_or_default().to_string())
+            .collect(),
+    )
 }
 
-fn strings(content: &Content, key: &str) -> Option<Vec<String>> {
-    match content.metadata.get(key) {
-        Some(Value::Array(a)) => Some(a.iter().map(|v| v.to_string().cloned().unwrap_or_default()).collect()),
-        _ => None,
-    }
+/// The id under `key`, of whichever integer type the writer chose.
+fn id(content: &Gguf, key: &str) -> Option<u32> {
+    content.get(key).and_then(Value::as_u32)
 }
 
 impl Vocab {
     /// The vocabulary of a GGUF; `Err` names what is missing or unsupported.
-    pub fn from_gguf(content: &Content) -> Result<Vocab, String> {
-        let meta_str = |k: &str| content.metadata.get(k).and_then(|v| v.to_string().ok()).cloned();
-        let meta_u32 = |k: &str| content.metadata.get(k).and_then(integer);
+    pub fn from_gguf(content: &Gguf) -> Result<Vocab, String> {
+        let meta_str = |k: &str| content.get(k).and_then(Value::as_str).map(str::to_string);
+        let meta_u32 = |k: &str| id(content, k);
         let tokens = strings(content, "tokenizer.ggml.tokens").ok_or("no tokenizer.ggml.tokens")?;
-        let types: Vec<u32> = match content.metadata.get("tokenizer.ggml.token_type") {
-            Some(Value::Array(a)) => a.iter().map(|v| integer(v).unwrap_or(NORMAL)).collect(),
-            _ => vec![NORMAL; tokens.len()],
+        let types: Vec<u32> = match content.get("tokenizer.ggml.token_type").and_then(Value::as_array) {
+            Some(a) => a.iter().map(|v| v.as_u32().unwrap_or(NORMAL)).collect(),
+            None => vec![NORMAL; tokens.len()],
         };
         let kind = meta_str("tokenizer.ggml.model").unwrap_or_else(|| "gpt2".into());
         let (tokenizer, token_bytes) = match kind.as_str() {
             "gpt2" => {
-                let tokenizer = byte_level(content, meta_str("tokenizer.ggml.pre").as_deref())?;
+                let tokenizer = byte_level(content, &tokens, &types, meta_str("tokenizer.ggml.pre").as_deref())?;
                 (tokenizer, byte_level_bytes(&tokens, &types))
             }
             "llama" => {
-                let scores: Vec<f32> = match content.metadata.get("tokenizer.ggml.scores") {
-                    Some(Value::Array(a)) => a.iter().map(|v| v.to_f32().unwrap_or(0.0)).collect(),
-                    _ => return Err("a SentencePiece vocabulary without tokenizer.ggml.scores".into()),
+                let scores: Vec<f32> = match content.get("tokenizer.ggml.scores").and_then(Value::as_array) {
+                    Some(a) => a.iter().map(|v| v.as_f32().unwrap_or(0.0)).collect(),
+                    None => return Err("a SentencePiece vocabulary without tokenizer.ggml.scores".into()),
                 };
                 let space_prefix = content
-                    .metadata
                     .get("tokenizer.ggml.add_space_prefix")
-                    .and_then(|v| v.to_bool().ok())
+                    .and_then(Value::as_bool)
                     .unwrap_or(true);
                 let tokenizer = sentencepiece(&tokens, &types, &scores, space_prefix)?;
                 (tokenizer, sentencepiece_bytes(&tokens, &types))
             }
-            other => return Err(format!("tokenizer model \"{other}\" is not supported (supported: gpt2, llama)")),
+            other => {
+                return Err(format!(
+                    "tokenizer model \"{other}\" is not supported (supported: gpt2, llama)"
+                ));
+            }
         };
         let id_of = |t: &str| tokens.iter().position(|x| x == t).map(|i| i as u32);
         let eos_id = meta_u32("tokenizer.ggml.eos_token_id");
@@ -125,42 +127,64 @@ impl Vocab {
     }
 }
 
-/// Byte-level BPE as candle builds it, with llama.cpp's pre-tokenizer where candle's differs.
-fn byte_level(content: &Content, pre: Option<&str>) -> Result<Tokenizer, String> {
-    let mut tokenizer = <Tokenizer as candle_core::quantized::tokenizer::TokenizerFromGguf>::from_gguf(content)
-        .map_err(|e| e.to_string())?;
-    match pre {
-        // candle's Qwen2 pipeline is llama.cpp's.
-        Some("qwen2") => {}
-        // SmolLM2: digits one by one, then GPT-2's split without a prefix space (candle would add one,
-        // which yields ids llama.cpp never produces).
-        Some("smollm") => {
-            let pre = Sequence::new(vec![Digits::new(true).into(), ByteLevel::new(false, true, true).into()]);
-            tokenizer.with_pre_tokenizer(Some(pre));
-        }
-        // Llama 3 (candle knows it only as "llama3").
-        Some("llama-bpe" | "llama3" | "smaug-bpe") => {
-            let split = Split::new(
-                SplitPattern::Regex(LLAMA3_SPLIT.into()),
-                SplitDelimiterBehavior::Isolated,
-                false,
-            )
-            .map_err(|e| e.to_string())?;
-            let pre = Sequence::new(vec![split.into(), ByteLevel::new(false, true, false).into()]);
-            tokenizer.with_pre_tokenizer(Some(pre));
-            // and, as llama.cpp for this pre-tokenizer, a word found whole in the vocabulary is that
-            // token, whatever the merges would make of it.
-            if let tokenizers::ModelWrapper::BPE(bpe) = tokenizer.get_model() {
-                let mut bpe = bpe.clone();
-                bpe.ignore_merges = true;
-                tokenizer.with_model(bpe);
-            }
-        }
-        // GPT-2's own split, as llama.cpp's default: no prefix space.
-        _ => {
-            tokenizer.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
-        }
+/// Byte-level BPE over the file's vocabulary and merges, split before merging as llama.cpp splits for
+/// the pre-tokenizer `pre` names.
+fn byte_level(content: &Gguf, tokens: &[String], types: &[u32], pre: Option<&str>) -> Result<Tokenizer, String> {
+    let merges = strings(content, "tokenizer.ggml.merges")
+        .ok_or("a byte-level vocabulary without tokenizer.ggml.merges")?
+        .into_iter()
+        .map(|m| match m.split_once(' ') {
+            Some((left, right)) => Ok((left.to_string(), right.to_string())),
+            None => Err(format!("the merge \"{m}\" is not two pieces")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+    let flag = |key: &str| content.get(key).and_then(Value::as_bool);
+    let mut builder = BPE::builder().vocab_and_merges(vocab, merges);
+    if let Some(unk) = id(content, "tokenizer.ggml.unk_token_id").and_then(|i| tokens.get(i as usize)) {
+        builder = builder.unk_token(unk.clone());
     }
+    if let Some(on) = flag("tokenizer.ggml.byte_fallback") {
+        builder = builder.byte_fallback(on);
+    }
+    // Llama 3's pre-tokenizer, as llama.cpp: a word found whole in the vocabulary is that token,
+    // whatever the merges would make of it.
+    let llama3 = matches!(pre, Some("llama-bpe" | "llama3" | "smaug-bpe"));
+    let bpe = builder.ignore_merges(llama3 || flag("tokenizer.ggml.ignore_merges") == Some(true));
+    let mut tokenizer = Tokenizer::new(bpe.build().map_err(|e| e.to_string())?);
+    let split = |pattern: &str| -> Result<PreTokenizerWrapper, String> {
+        let split = Split::new(
+            SplitPattern::Regex(pattern.into()),
+            SplitDelimiterBehavior::Isolated,
+            false,
+        );
+        Ok(split.map_err(|e| e.to_string())?.into())
+    };
+    let pre_tokenizer: PreTokenizerWrapper = match pre {
+        Some("qwen2") => {
+            tokenizer.with_normalizer(Some(NFC)).map_err(|e| e.to_string())?;
+            Sequence::new(vec![split(QWEN2_SPLIT)?, ByteLevel::new(false, false, false).into()]).into()
+        }
+        // SmolLM2: digits one by one, then GPT-2's split without a prefix space.
+        Some("smollm") => {
+            Sequence::new(vec![Digits::new(true).into(), ByteLevel::new(false, true, true).into()]).into()
+        }
+        _ if llama3 => Sequence::new(vec![split(LLAMA3_SPLIT)?, ByteLevel::new(false, true, false).into()]).into(),
+        // GPT-2's own split, as llama.cpp's default: no prefix space.
+        _ => ByteLevel::new(false, true, true).into(),
+    };
+    tokenizer.with_pre_tokenizer(Some(pre_tokenizer));
+    tokenizer.with_decoder(Some(ByteLevelDecoder::default()));
+    // Control, unknown, user-defined and unused tokens, and the ids the file names, are found whole in
+    // a text before it is split.
+    let named = ["bos", "eos", "pad", "sep", "unk"].map(|t| id(content, &format!("tokenizer.ggml.{t}_token_id")));
+    let specials: Vec<AddedToken> = (0..tokens.len())
+        .filter(|&i| matches!(types.get(i).copied(), Some(UNKNOWN..=UNUSED)))
+        .chain(named.into_iter().flatten().map(|i| i as usize))
+        .filter_map(|i| tokens.get(i))
+        .map(|t| AddedToken::from(t.clone(), true))
+        .collect();
+    tokenizer.add_special_tokens(specials).map_err(|e| e.to_string())?;
     Ok(tokenizer)
 }
 
@@ -244,7 +268,9 @@ fn sentencepiece(tokens: &[String], types: &[u32], scores: &[f32], space_prefix:
     }
     merges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
     let merges: Vec<(String, String)> = merges.into_iter().map(|(_, _, _, l, r)| (l, r)).collect();
-    let mut builder = BPE::builder().vocab_and_merges(vocab.into_iter().collect::<tokenizers::models::bpe::Vocab>(), merges).byte_fallback(true);
+    let mut builder = BPE::builder()
+        .vocab_and_merges(vocab.into_iter().collect::<tokenizers::models::bpe::Vocab>(), merges)
+        .byte_fallback(true);
     if let Some(unk) = (0..tokens.len()).find(|&i| kind(i) == UNKNOWN) {
         builder = builder.unk_token(tokens[unk].clone());
     }
@@ -325,13 +351,10 @@ mod tests {
 
     #[test]
     fn token_types_are_read_whatever_their_integer_type() {
-        let mut content = Content {
-            magic: candle_core::quantized::gguf_file::VersionedMagic::GgufV3,
-            metadata: Default::default(),
-            tensor_infos: Default::default(),
-            tensor_data_offset: 0,
-        };
-        let tokens = ["<s>", "<0x41>", "\u{2581}a", "a"].map(|t| Value::String(t.into())).to_vec();
+        let mut content = Gguf::default();
+        let tokens = ["<s>", "<0x41>", "\u{2581}a", "a"]
+            .map(|t| Value::String(t.into()))
+            .to_vec();
         let scores = [0f32, 0., -1., -2.].map(Value::F32).to_vec();
         let types = [3, BYTE as i32, 1, 1].map(Value::I32).to_vec();
         for (k, v) in [
@@ -350,9 +373,15 @@ mod tests {
 
     #[test]
     fn sentencepiece_tokens_stand_for_their_text_and_bytes() {
-        let tokens: Vec<String> = ["<s>", "<0x7B>", "\u{2581}the", "x"].iter().map(|s| s.to_string()).collect();
+        let tokens: Vec<String> = ["<s>", "<0x7B>", "\u{2581}the", "x"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         let types = [3, BYTE, NORMAL, NORMAL];
         let bytes = sentencepiece_bytes(&tokens, &types);
-        assert_eq!(bytes, vec![None, Some(b"{".to_vec()), Some(b" the".to_vec()), Some(b"x".to_vec())]);
+        assert_eq!(
+            bytes,
+            vec![None, Some(b"{".to_vec()), Some(b" the".to_vec()), Some(b"x".to_vec())]
+        );
     }
 }

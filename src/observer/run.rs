@@ -34,6 +34,54 @@ struct Who {
     system: String,
 }
 
+/// The system prompt of the calls that design the situation (relationship, scenarios).
+const DESIGNER: &str = "You design realistic social situations for a study of personality perception.";
+
+/// One observer paired with one subject: what every step of their run reads and where it reports.
+struct Pair<'a> {
+    plan: &'a ObservePlan,
+    done: &'a Done,
+    sink: &'a UnboundedSender<Step>,
+    s: &'a SubjectSpec,
+    who: &'a Who,
+    o: &'a ObserverSpec,
+}
+
+impl Pair<'_> {
+    fn key(&self) -> (String, String) {
+        (self.s.id.clone(), self.o.id.clone())
+    }
+
+    /// The observer's name, as the subject and the transcripts call it.
+    fn me(&self) -> &str {
+        &self.o.persona.name
+    }
+
+    /// A seed per step, so a step asked again (after a crash) gets the same seed.
+    fn seed(&self, what: &str) -> u64 {
+        self.plan.seed ^ hash(&[&self.s.id, &self.o.id, what])
+    }
+
+    /// A turn as a transcript line, "Name: utterance".
+    fn line(&self, t: &Turn) -> String {
+        let n = if t.speaker == Side::Observer {
+            self.me()
+        } else {
+            &self.who.name
+        };
+        format!("{n}: {}", t.utterance)
+    }
+
+    fn fail(&self, what: &str, e: JudgeFailure) {
+        let _ = self.sink.send(Step::Failed {
+            subject: self.s.id.clone(),
+            observer: Some(self.o.id.clone()),
+            what: what.into(),
+            error: e.to_string(),
+        });
+    }
+}
+
 fn hash(parts: &[&str]) -> u64 {
     parts.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, p| {
         p.bytes()
@@ -164,7 +212,17 @@ impl ObserveEngine {
                 }
             }
         };
-        let observers = join_all(s.observers.iter().map(|o| self.observer(plan, done, sink, s, &who, o)));
+        let who = &who;
+        let observers = join_all(s.observers.iter().map(|o| {
+            self.observer(Pair {
+                plan,
+                done,
+                sink,
+                s,
+                who,
+                o,
+            })
+        }));
         tokio::join!(self_report, observers);
     }
 
@@ -197,236 +255,257 @@ impl ObserveEngine {
         r
     }
 
-    async fn observer(
-        &self,
-        plan: &ObservePlan,
-        done: &Done,
-        sink: &UnboundedSender<Step>,
-        s: &SubjectSpec,
-        who: &Who,
-        o: &ObserverSpec,
-    ) {
-        let key = (s.id.clone(), o.id.clone());
-        let fail = |what: &str, e: JudgeFailure| {
-            let _ = sink.send(Step::Failed {
-                subject: s.id.clone(),
-                observer: Some(o.id.clone()),
-                what: what.into(),
-                error: e.to_string(),
-            });
+    /// One observer's run on one subject: relationship, scenarios, a dialogue per scenario, then the
+    /// report. The first failing step is sent as `Step::Failed` and ends this observer's run.
+    async fn observer(&self, pair: Pair<'_>) {
+        let relationship = match self.relationship(&pair).await {
+            Ok(r) => r,
+            Err(e) => return pair.fail("relationship", e),
         };
-        let seed = |what: &str| plan.seed ^ hash(&[&s.id, &o.id, what]);
-        let me = o.persona.name.clone();
-
-        let relationship = match done.relationships.get(&key) {
-            Some(r) => r.clone(),
-            None => {
-                // The format hints name the fields but give no placeholder values: small models copy
-                // those verbatim ("…", "what you say").
-                let user = format!(
-                    "Person A: {}\n\nPerson B: {}\n\nDescribe, in two or three sentences, a plausible {} relationship \
-                     between B and A that fits both of them: how B knows A, how long, and how close they are. \
-                     Write it from B's point of view, starting with \"I am\". Reply as a JSON object whose one field, \
-                     \"relationship\", holds those sentences.",
-                    who.profile,
-                    o.persona.profile(),
-                    o.context.name()
-                );
-                let request = Self::request(
-                    "You design realistic social situations for a study of personality perception.".into(),
-                    user,
-                    Role::Observer,
-                    format!("relationship {} {}", s.id, o.id),
-                    seed("relationship"),
-                    schema(
-                        "relationship",
-                        json!({"type": "object", "properties": {"relationship": {"type": "string"}},
-                               "required": ["relationship"], "additionalProperties": false}),
-                    ),
-                );
-                let parse = |r: &str| text_field(&judge_json::extract(r)?, "relationship");
-                match self
-                    .json(
-                        self.observer_model.as_ref(),
-                        request,
-                        plan.temperature,
-                        plan.max_attempts,
-                        parse,
-                    )
-                    .await
-                {
-                    Ok(r) => {
-                        let _ = sink.send(Step::Relationship {
-                            subject: s.id.clone(),
-                            observer: o.id.clone(),
-                            relationship: r.clone(),
-                        });
-                        r
-                    }
-                    Err(e) => return fail("relationship", e),
-                }
-            }
+        let scenarios = match self.scenarios(&pair, &relationship).await {
+            Ok(list) => list,
+            Err(e) => return pair.fail("scenarios", e),
         };
-
-        let scenarios = match done.scenarios.get(&key) {
-            Some(list) => list.clone(),
-            None => {
-                let k = plan.scenarios;
-                let user = format!(
-                    "{me} and {subject} know each other: {relationship}\n\nWrite {k} short, concrete everyday \
-                     scenarios (one or two sentences each) in which {me} and {subject} talk, each chosen to bring out \
-                     a different side of {subject}'s personality (how they handle people, plans, stress, new ideas). \
-                     Reply as a JSON object whose one field, \"scenarios\", is a list of exactly {k} strings, one \
-                     scenario each.",
-                    subject = who.name
-                );
-                let request = Self::request(
-                    "You design realistic social situations for a study of personality perception.".into(),
-                    user,
-                    Role::Observer,
-                    format!("scenarios {} {}", s.id, o.id),
-                    seed("scenarios"),
-                    schema(
-                        "scenarios",
-                        json!({"type": "object", "properties": {"scenarios": {"type": "array", "items": {"type": "string"},
-                               "minItems": k, "maxItems": k}}, "required": ["scenarios"], "additionalProperties": false}),
-                    ),
-                );
-                match self
-                    .json(
-                        self.observer_model.as_ref(),
-                        request,
-                        plan.temperature,
-                        plan.max_attempts,
-                        |r| parse_scenarios(r, k),
-                    )
-                    .await
-                {
-                    Ok(list) => {
-                        let _ = sink.send(Step::Scenarios {
-                            subject: s.id.clone(),
-                            observer: o.id.clone(),
-                            scenarios: list.clone(),
-                        });
-                        list
-                    }
-                    Err(e) => return fail("scenarios", e),
-                }
-            }
-        };
-
         let mut dialogues = Vec::new();
         for (i, scenario) in scenarios.iter().enumerate() {
-            let mut turns = done
-                .turns
-                .get(&(s.id.clone(), o.id.clone(), i))
-                .cloned()
-                .unwrap_or_default();
-            while !dialogue_over(&turns, plan.turn_cap) {
-                let speaker = if turns.len() % 2 == 0 {
-                    Side::Observer
-                } else {
-                    Side::Subject
-                };
-                let (model, system, name, other) = match speaker {
-                    Side::Observer => (
-                        self.observer_model.as_ref(),
-                        format!(
-                            "{}\nYou are talking with {}. {}",
-                            o.persona.system_prompt(),
-                            who.name,
-                            relationship
-                        ),
-                        me.clone(),
-                        who.name.clone(),
-                    ),
-                    Side::Subject => (
-                        self.subject_model.as_ref(),
-                        format!(
-                            "{}\nYou are talking with {me}, who describes your relationship so: {relationship}",
-                            who.system
-                        ),
-                        who.name.clone(),
-                        me.clone(),
-                    ),
-                };
-                let so_far: Vec<String> = turns
-                    .iter()
-                    .map(|t| {
-                        let n = if t.speaker == Side::Observer { &me } else { &who.name };
-                        format!("{n}: {}", t.utterance)
-                    })
-                    .collect();
-                let user = format!(
-                    "Situation: {scenario}\n\nConversation so far:\n{}\n\nIt is your turn, {name}: say your next line to \
-                     {other}{}. Reply as a JSON object with two fields: \"utterance\", your line in your own words, and \
-                     \"end\", true when you are ready to let the conversation close, else false.",
-                    if so_far.is_empty() {
-                        "(nothing yet)".to_string()
-                    } else {
-                        so_far.join("\n")
-                    },
-                    if turns.is_empty() {
-                        ", opening the conversation"
-                    } else {
-                        ""
-                    }
-                );
-                let request = Self::request(
-                    system,
-                    user,
-                    if speaker == Side::Observer {
-                        Role::Observer
-                    } else {
-                        Role::Rpa
-                    },
-                    format!("dialogue {} {} {} turn {}", s.id, o.id, i + 1, turns.len() + 1),
-                    seed(&format!("turn {i} {}", turns.len())),
-                    schema(
-                        "turn",
-                        json!({"type": "object", "properties": {"utterance": {"type": "string"}, "end": {"type": "boolean"}},
-                               "required": ["utterance", "end"], "additionalProperties": false}),
-                    ),
-                );
-                match self
-                    .json(model, request, plan.temperature, plan.max_attempts, parse_turn)
-                    .await
-                {
-                    Ok((utterance, end)) => {
-                        let turn = Turn {
-                            speaker,
-                            utterance,
-                            end,
-                        };
-                        let _ = sink.send(Step::Turn {
-                            subject: s.id.clone(),
-                            observer: o.id.clone(),
-                            scenario: i,
-                            turn: turn.clone(),
-                        });
-                        turns.push(turn);
-                    }
-                    Err(e) => return fail(&format!("dialogue {}", i + 1), e),
-                }
+            match self.dialogue(&pair, &relationship, i, scenario).await {
+                Ok(turns) => dialogues.push((scenario.clone(), turns)),
+                Err(e) => return pair.fail(&format!("dialogue {}", i + 1), e),
             }
-            dialogues.push((scenario.clone(), turns));
         }
-
-        if done.reports.contains_key(&key) {
+        if pair.done.reports.contains_key(&pair.key()) {
             return;
         }
-        let scale = self.scale();
+        match self.report(&pair, &relationship, &dialogues).await {
+            Ok(items) => {
+                let _ = pair.sink.send(Step::Report {
+                    subject: pair.s.id.clone(),
+                    observer: pair.o.id.clone(),
+                    items,
+                });
+            }
+            Err(e) => pair.fail("report", e),
+        }
+    }
+
+    /// The relationship from the journal, or asked for and sent to the sink.
+    async fn relationship(&self, pair: &Pair<'_>) -> Result<String, JudgeFailure> {
+        let (s, o, who) = (pair.s, pair.o, pair.who);
+        if let Some(r) = pair.done.relationships.get(&pair.key()) {
+            return Ok(r.clone());
+        }
+        // The format hints name the fields but give no placeholder values: small models copy
+        // those verbatim ("…", "what you say").
+        let user = format!(
+            "Person A: {}\n\nPerson B: {}\n\nDescribe, in two or three sentences, a plausible {} relationship \
+             between B and A that fits both of them: how B knows A, how long, and how close they are. \
+             Write it from B's point of view, starting with \"I am\". Reply as a JSON object whose one field, \
+             \"relationship\", holds those sentences.",
+            who.profile,
+            o.persona.profile(),
+            o.context.name()
+        );
+        let request = Self::request(
+            DESIGNER.into(),
+            user,
+            Role::Observer,
+            format!("relationship {} {}", s.id, o.id),
+            pair.seed("relationship"),
+            schema(
+                "relationship",
+                json!({"type": "object", "properties": {"relationship": {"type": "string"}},
+                       "required": ["relationship"], "additionalProperties": false}),
+            ),
+        );
+        let parse = |r: &str| text_field(&judge_json::extract(r)?, "relationship");
+        let r = self
+            .json(
+                self.observer_model.as_ref(),
+                request,
+                pair.plan.temperature,
+                pair.plan.max_attempts,
+                parse,
+            )
+            .await?;
+        let _ = pair.sink.send(Step::Relationship {
+            subject: s.id.clone(),
+            observer: o.id.clone(),
+            relationship: r.clone(),
+        });
+        Ok(r)
+    }
+
+    /// The scenarios from the journal, or asked for and sent to the sink.
+    async fn scenarios(&self, pair: &Pair<'_>, relationship: &str) -> Result<Vec<String>, JudgeFailure> {
+        let (s, o) = (pair.s, pair.o);
+        if let Some(list) = pair.done.scenarios.get(&pair.key()) {
+            return Ok(list.clone());
+        }
+        let k = pair.plan.scenarios;
+        let me = pair.me();
+        let user = format!(
+            "{me} and {subject} know each other: {relationship}\n\nWrite {k} short, concrete everyday \
+             scenarios (one or two sentences each) in which {me} and {subject} talk, each chosen to bring out \
+             a different side of {subject}'s personality (how they handle people, plans, stress, new ideas). \
+             Reply as a JSON object whose one field, \"scenarios\", is a list of exactly {k} strings, one \
+             scenario each.",
+            subject = pair.who.name
+        );
+        let request = Self::request(
+            DESIGNER.into(),
+            user,
+            Role::Observer,
+            format!("scenarios {} {}", s.id, o.id),
+            pair.seed("scenarios"),
+            schema(
+                "scenarios",
+                json!({"type": "object", "properties": {"scenarios": {"type": "array", "items": {"type": "string"},
+                       "minItems": k, "maxItems": k}}, "required": ["scenarios"], "additionalProperties": false}),
+            ),
+        );
+        let list = self
+            .json(
+                self.observer_model.as_ref(),
+                request,
+                pair.plan.temperature,
+                pair.plan.max_attempts,
+                |r| parse_scenarios(r, k),
+            )
+            .await?;
+        let _ = pair.sink.send(Step::Scenarios {
+            subject: s.id.clone(),
+            observer: o.id.clone(),
+            scenarios: list.clone(),
+        });
+        Ok(list)
+    }
+
+    /// Scenario `i`'s dialogue, continued from the journal's turns until it is over.
+    async fn dialogue(
+        &self,
+        pair: &Pair<'_>,
+        relationship: &str,
+        i: usize,
+        scenario: &str,
+    ) -> Result<Vec<Turn>, JudgeFailure> {
+        let mut turns = pair
+            .done
+            .turns
+            .get(&(pair.s.id.clone(), pair.o.id.clone(), i))
+            .cloned()
+            .unwrap_or_default();
+        while !dialogue_over(&turns, pair.plan.turn_cap) {
+            let turn = self.turn(pair, relationship, i, scenario, &turns).await?;
+            let _ = pair.sink.send(Step::Turn {
+                subject: pair.s.id.clone(),
+                observer: pair.o.id.clone(),
+                scenario: i,
+                turn: turn.clone(),
+            });
+            turns.push(turn);
+        }
+        Ok(turns)
+    }
+
+    /// The next turn of a dialogue: the observer opens, then the sides alternate.
+    async fn turn(
+        &self,
+        pair: &Pair<'_>,
+        relationship: &str,
+        i: usize,
+        scenario: &str,
+        turns: &[Turn],
+    ) -> Result<Turn, JudgeFailure> {
+        let (s, o, who) = (pair.s, pair.o, pair.who);
+        let me = pair.me();
+        let speaker = if turns.len().is_multiple_of(2) {
+            Side::Observer
+        } else {
+            Side::Subject
+        };
+        let (model, system, name, other) = match speaker {
+            Side::Observer => (
+                self.observer_model.as_ref(),
+                format!(
+                    "{}\nYou are talking with {}. {}",
+                    o.persona.system_prompt(),
+                    who.name,
+                    relationship
+                ),
+                me,
+                who.name.as_str(),
+            ),
+            Side::Subject => (
+                self.subject_model.as_ref(),
+                format!(
+                    "{}\nYou are talking with {me}, who describes your relationship so: {relationship}",
+                    who.system
+                ),
+                who.name.as_str(),
+                me,
+            ),
+        };
+        let so_far: Vec<String> = turns.iter().map(|t| pair.line(t)).collect();
+        let user = format!(
+            "Situation: {scenario}\n\nConversation so far:\n{}\n\nIt is your turn, {name}: say your next line to \
+             {other}{}. Reply as a JSON object with two fields: \"utterance\", your line in your own words, and \
+             \"end\", true when you are ready to let the conversation close, else false.",
+            if so_far.is_empty() {
+                "(nothing yet)".to_string()
+            } else {
+                so_far.join("\n")
+            },
+            if turns.is_empty() {
+                ", opening the conversation"
+            } else {
+                ""
+            }
+        );
+        let request = Self::request(
+            system,
+            user,
+            if speaker == Side::Observer {
+                Role::Observer
+            } else {
+                Role::Rpa
+            },
+            format!("dialogue {} {} {} turn {}", s.id, o.id, i + 1, turns.len() + 1),
+            pair.seed(&format!("turn {i} {}", turns.len())),
+            schema(
+                "turn",
+                json!({"type": "object", "properties": {"utterance": {"type": "string"}, "end": {"type": "boolean"}},
+                       "required": ["utterance", "end"], "additionalProperties": false}),
+            ),
+        );
+        let (utterance, end) = self
+            .json(
+                model,
+                request,
+                pair.plan.temperature,
+                pair.plan.max_attempts,
+                parse_turn,
+            )
+            .await?;
+        Ok(Turn {
+            speaker,
+            utterance,
+            end,
+        })
+    }
+
+    /// The observer's IPIP-50 report on the subject, given the relationship and every dialogue.
+    async fn report(
+        &self,
+        pair: &Pair<'_>,
+        relationship: &str,
+        dialogues: &[(String, Vec<Turn>)],
+    ) -> Result<BTreeMap<u32, ItemOption>, JudgeFailure> {
+        let (s, o, who) = (pair.s, pair.o, pair.who);
         let transcript: Vec<String> = dialogues
             .iter()
             .enumerate()
             .map(|(i, (scenario, turns))| {
-                let lines: Vec<String> = turns
-                    .iter()
-                    .map(|t| {
-                        let n = if t.speaker == Side::Observer { &me } else { &who.name };
-                        format!("{n}: {}", t.utterance)
-                    })
-                    .collect();
+                let lines: Vec<String> = turns.iter().map(|t| pair.line(t)).collect();
                 format!("Conversation {} — {scenario}\n{}", i + 1, lines.join("\n"))
             })
             .collect();
@@ -442,26 +521,15 @@ impl ObserveEngine {
             "{}\nYou are filling in a questionnaire about someone you know. Answer honestly, as yourself.",
             o.persona.system_prompt()
         );
-        match self
-            .questionnaire(
-                scale,
-                system,
-                intro,
-                format!("report {} {}", s.id, o.id),
-                seed("report"),
-                plan,
-            )
-            .await
-        {
-            Ok(items) => {
-                let _ = sink.send(Step::Report {
-                    subject: s.id.clone(),
-                    observer: o.id.clone(),
-                    items,
-                });
-            }
-            Err(e) => fail("report", e),
-        }
+        self.questionnaire(
+            self.scale(),
+            system,
+            intro,
+            format!("report {} {}", s.id, o.id),
+            pair.seed("report"),
+            pair.plan,
+        )
+        .await
     }
 
     async fn self_report(

@@ -483,32 +483,7 @@ impl App {
     pub fn update(&mut self, action: Action) -> Vec<Effect> {
         match action {
             Action::Key(key) => return self.on_key(key),
-            Action::Engine(event) => {
-                if let Event::RunStarted { .. } | Event::ObserveStarted { .. } | Event::RolebenchStarted { .. } = &event
-                {
-                    self.run = RunView::default();
-                    self.live.cursor = 0;
-                    self.live.started_ms = self.now_ms;
-                }
-                if let Event::RunStarted { .. } | Event::Resumed { .. } = &event {
-                    self.live.sitting_ms = self.now_ms;
-                }
-                if let Event::RunStarted { plan, .. } = &event
-                    && self.demo.is_some()
-                {
-                    self.setup.show_plan(plan);
-                }
-                // A replay or a resume opens on Live; an observer or RoleBench session plays on its
-                // own screen.
-                if self.live.running && self.screen == Screen::Live {
-                    match &event {
-                        Event::ObserveStarted { .. } => self.screen = Screen::Observers,
-                        Event::RolebenchStarted { .. } => self.screen = Screen::Rolebench,
-                        _ => {}
-                    }
-                }
-                self.run.apply_event(&event, &self.catalog);
-            }
+            Action::Engine(event) => self.engine(&event),
             Action::Live(live) => {
                 self.run.apply_live(&live, &self.catalog);
                 self.live.follow_streaming(&self.run);
@@ -517,43 +492,7 @@ impl App {
             Action::SessionLoaded(events) => self.session_loaded(&events),
             Action::Held(held) => self.live.held = held,
             Action::Accounting(accounting) => self.live.accounting = Some(accounting),
-            Action::RunEnded(result) => {
-                self.live.running = false;
-                self.live.paused = false;
-                self.live.held.clear();
-                // A probe that finished is measured against the session before it.
-                let probe = self.persona.probe.take().filter(|c| {
-                    result.is_ok()
-                        && self.live.replay.is_none()
-                        && self
-                            .run
-                            .session
-                            .plan
-                            .as_ref()
-                            .is_some_and(|p| p.characters == [c.clone()])
-                });
-                if let Some(character) = probe {
-                    self.flash = Some(format!(
-                        "probe finished: measuring {character} against the session before…"
-                    ));
-                    let session = self.run.session.id.clone();
-                    return vec![Effect::ListSessions, Effect::ProbeDiff { character, session }];
-                }
-                if let Err(why) = &result
-                    && self.run.items.is_empty()
-                {
-                    self.live.refused = Some(why.clone());
-                }
-                self.flash = Some(match result {
-                    Ok(()) if self.demo.as_ref().is_some_and(|d| d.step < DEMO_STEPS.len() - 1) => {
-                        "demo: the replay has finished · n: the next step of the tour".into()
-                    }
-                    Ok(()) if self.live.replay.is_some() => "replay finished".into(),
-                    Ok(()) => "run finished".into(),
-                    Err(e) => e,
-                });
-                return vec![Effect::ListSessions];
-            }
+            Action::RunEnded(result) => return self.run_ended(result),
             Action::BatchNote(line) => {
                 let line = crate::text::terminal_safe(&line);
                 self.run.note(line.clone());
@@ -582,18 +521,7 @@ impl App {
             Action::Checked(name, verdict) => {
                 self.setup.checks.insert(name, Some(verdict));
             }
-            Action::Fetched(result) => {
-                self.welcome.fetch = Some(match result {
-                    Ok(m) => {
-                        self.welcome.facts.fetched(PathBuf::from(&m));
-                        for p in &mut self.providers {
-                            p.problem = self.welcome.facts.problem(&p.name);
-                        }
-                        FetchState::Done(m)
-                    }
-                    Err(e) => FetchState::Failed(e),
-                });
-            }
+            Action::Fetched(result) => self.fetched(result),
             Action::Flash(text) => self.flash = Some(text),
             Action::RolebenchFiles(files) => self.rolebench.set_files(files),
             Action::RolebenchLoaded(path, result) => self.flash = Some(self.rolebench.loaded(path, result)),
@@ -610,32 +538,120 @@ impl App {
             Action::ChatToken(t) => self.chat.token(&t),
             Action::ChatRetry => self.chat.retry(),
             Action::ChatDone(result) => self.chat.done(result),
-            Action::Saved(Ok((id, catalog))) => {
-                self.catalog = catalog;
-                self.persona.draft = None;
-                if let Some(i) = crate::tui::screens::persona::listed(&self.catalog)
-                    .iter()
-                    .position(|e| e.value.id == id)
-                {
-                    self.persona.cursor = i;
-                }
-                self.flash = Some(format!("saved {id}"));
-            }
+            Action::Saved(Ok((id, catalog))) => self.saved(&id, catalog),
             Action::Saved(Err(e)) => self.flash = Some(format!("not saved: {e}")),
-            Action::Probed(result) => match *result {
-                Ok(probed) => {
-                    self.flash = Some(probed.summary());
-                    self.persona.show(probed);
-                    // Watching the probe stream: its result is the next thing to see.
-                    if self.screen == Screen::Live {
-                        self.screen = Screen::Persona;
-                    }
-                }
-                Err(e) => self.flash = Some(format!("no before/after: {e}")),
-            },
+            Action::Probed(result) => self.probed(*result),
             Action::Versions(versions) => self.persona.versions = *versions,
         }
         Vec::new()
+    }
+
+    /// An event of the run that goes: a new session starts afresh on the screen of its kind.
+    fn engine(&mut self, event: &Event) {
+        if let Event::RunStarted { .. } | Event::ObserveStarted { .. } | Event::RolebenchStarted { .. } = event {
+            self.run = RunView::default();
+            self.live.cursor = 0;
+            self.live.started_ms = self.now_ms;
+        }
+        if let Event::RunStarted { .. } | Event::Resumed { .. } = event {
+            self.live.sitting_ms = self.now_ms;
+        }
+        if let Event::RunStarted { plan, .. } = event
+            && self.demo.is_some()
+        {
+            self.setup.show_plan(plan);
+        }
+        // A replay or a resume opens on Live; an observer or RoleBench session plays on its
+        // own screen.
+        if self.live.running && self.screen == Screen::Live {
+            match event {
+                Event::ObserveStarted { .. } => self.screen = Screen::Observers,
+                Event::RolebenchStarted { .. } => self.screen = Screen::Rolebench,
+                _ => {}
+            }
+        }
+        self.run.apply_event(event, &self.catalog);
+    }
+
+    /// The run task ended: say how, and list the sessions again (a finished probe is measured first).
+    fn run_ended(&mut self, result: Result<(), String>) -> Vec<Effect> {
+        self.live.running = false;
+        self.live.paused = false;
+        self.live.held.clear();
+        // A probe that finished is measured against the session before it.
+        let probe = self.persona.probe.take().filter(|c| {
+            result.is_ok()
+                && self.live.replay.is_none()
+                && self
+                    .run
+                    .session
+                    .plan
+                    .as_ref()
+                    .is_some_and(|p| p.characters == [c.clone()])
+        });
+        if let Some(character) = probe {
+            self.flash = Some(format!(
+                "probe finished: measuring {character} against the session before…"
+            ));
+            let session = self.run.session.id.clone();
+            return vec![Effect::ListSessions, Effect::ProbeDiff { character, session }];
+        }
+        if let Err(why) = &result
+            && self.run.items.is_empty()
+        {
+            self.live.refused = Some(why.clone());
+        }
+        self.flash = Some(match result {
+            Ok(()) if self.demo.as_ref().is_some_and(|d| d.step < DEMO_STEPS.len() - 1) => {
+                "demo: the replay has finished · n: the next step of the tour".into()
+            }
+            Ok(()) if self.live.replay.is_some() => "replay finished".into(),
+            Ok(()) => "run finished".into(),
+            Err(e) => e,
+        });
+        vec![Effect::ListSessions]
+    }
+
+    /// The local model fetched (its path) or why not: the providers' problems are looked at again.
+    fn fetched(&mut self, result: Result<String, String>) {
+        self.welcome.fetch = Some(match result {
+            Ok(m) => {
+                self.welcome.facts.fetched(PathBuf::from(&m));
+                for p in &mut self.providers {
+                    p.problem = self.welcome.facts.problem(&p.name);
+                }
+                FetchState::Done(m)
+            }
+            Err(e) => FetchState::Failed(e),
+        });
+    }
+
+    /// Character `id` saved: the catalog as loaded again, with the persona list on it.
+    fn saved(&mut self, id: &str, catalog: Arc<Catalog>) {
+        self.catalog = catalog;
+        self.persona.draft = None;
+        if let Some(i) = crate::tui::screens::persona::listed(&self.catalog)
+            .iter()
+            .position(|e| e.value.id == id)
+        {
+            self.persona.cursor = i;
+        }
+        self.flash = Some(format!("saved {id}"));
+    }
+
+    /// A probe measured against the session before it, or why there is no before/after.
+    fn probed(&mut self, result: Result<crate::tui::screens::persona::Probed, String>) {
+        match result {
+            Ok(probed) => {
+                self.flash = Some(probed.summary());
+                self.persona.show(probed);
+                // Watching the probe stream: its result is the next thing to see.
+                if self.screen == Screen::Live {
+                    self.screen = Screen::Persona;
+                }
+            }
+            Err(e) => self.flash = Some(format!("no before/after: {e}")),
+        }
     }
 
     /// A session opened to browse: it shows on the screen of its kind.

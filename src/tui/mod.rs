@@ -399,6 +399,18 @@ impl Driver {
                 plan: *plan,
                 name: None,
             }),
+            Effect::SetPause(p) => self.pause.set(p),
+            Effect::Cancel => {
+                self.stop();
+                self.pause.set(false);
+                let _ = tx.send(Action::RunEnded(Err(
+                    "cancelled: the session keeps what was done".into()
+                )));
+            }
+            Effect::ReplaySpeed(s) => {
+                self.speed.send_replace(s);
+            }
+            Effect::Replay { path, speed } => self.start_replay(path, speed),
             Effect::ListRolebenchFiles => {
                 let dir = self.data.join("rolebench");
                 tokio::task::spawn_blocking(move || {
@@ -427,79 +439,9 @@ impl Driver {
                     }
                 });
             }
-            Effect::SetPause(p) => self.pause.set(p),
-            Effect::Cancel => {
-                self.stop();
-                self.pause.set(false);
-                let _ = tx.send(Action::RunEnded(Err(
-                    "cancelled: the session keeps what was done".into()
-                )));
-            }
-            Effect::ReplaySpeed(s) => {
-                self.speed.send_replace(s);
-            }
-            Effect::Replay { path, speed } => {
-                self.stop();
-                self.pause.set(false);
-                self.speed.send_replace(speed);
-                let speed = self.speed.subscribe();
-                let (data, catalog, pause) = (self.data.clone(), self.catalog.clone(), self.pause.clone());
-                self.task = Some(tokio::spawn(async move {
-                    let result = replay(&path, &data, &catalog, &tx, speed, &pause).await;
-                    let _ = tx.send(Action::RunEnded(result));
-                }));
-            }
-            Effect::Open(path) => {
-                let (store, catalog) = (self.store.clone(), self.catalog.clone());
-                tokio::task::spawn_blocking(move || match store.load(&path) {
-                    Ok(events) => {
-                        let _ = tx.send(Action::Memories(load_memories(store.data(), &catalog, &events)));
-                        let _ = tx.send(Action::SessionLoaded(events));
-                        let _ = tx.send(Action::SessionDir(path.clone()));
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Action::Flash(crate::text::terminal_safe(&e.to_string())));
-                    }
-                });
-            }
-            Effect::Export(path) => {
-                let (store, catalog) = (self.store.clone(), self.catalog.clone());
-                let target = self.store.export_target(&path);
-                tokio::task::spawn_blocking(move || {
-                    let message = match store.export(&path, &catalog) {
-                        Ok(export) => match serde_json::to_vec_pretty(&export)
-                            .map_err(|e| e.to_string())
-                            .and_then(|bytes| crate::files::write_atomic(&target, &bytes).map_err(|e| e.to_string()))
-                        {
-                            Ok(()) => format!("exported to {}", target.display()),
-                            Err(e) => e,
-                        },
-                        Err(e) => e.to_string(),
-                    };
-                    let _ = tx.send(Action::Flash(crate::text::terminal_safe(&message)));
-                });
-            }
-            Effect::Compare(paths) => {
-                let (store, catalog) = (self.store.clone(), self.catalog.clone());
-                tokio::task::spawn_blocking(move || {
-                    let bootstrap = Some(crate::domain::resample::Bootstrap::default());
-                    let loaded: Vec<(String, Vec<Event>)> = paths
-                        .iter()
-                        .filter_map(|p| Some((p.file_name()?.to_string_lossy().into_owned(), store.load(p).ok()?)))
-                        .collect();
-                    let rows = loaded
-                        .iter()
-                        .map(|(id, events)| (id.clone(), results::summary_with(events, &catalog, None, bootstrap)))
-                        .collect();
-                    let _ = tx.send(Action::Compared(rows));
-                    if let [(_, a), (_, b)] = loaded.as_slice() {
-                        let options = crate::study::compare::Options::default();
-                        let paired = crate::study::compare::compare(a, b, &catalog, &options)
-                            .map_err(|e| crate::text::terminal_safe(&e.to_string()));
-                        let _ = tx.send(Action::Paired(Box::new(paired)));
-                    }
-                });
-            }
+            Effect::Open(path) => self.open(path),
+            Effect::Export(path) => self.export(path),
+            Effect::Compare(paths) => self.compare(paths),
             Effect::OfferReassess(path) => {
                 let (store, prompts) = (self.store.clone(), self.data.join("prompts"));
                 tokio::task::spawn_blocking(move || {
@@ -509,70 +451,15 @@ impl Driver {
                     });
                 });
             }
-            Effect::CheckProviders(names) => {
-                for name in names {
-                    let (config, catalog, data, tx) =
-                        (self.config.clone(), self.catalog.clone(), self.data.clone(), tx.clone());
-                    tokio::spawn(async move {
-                        let fresh =
-                            || -> anyhow::Result<(Arc<dyn crate::llm::ChatModel>, crate::llm::client::Shared)> {
-                                let shared = crate::llm::client::Shared::new(
-                                    config.max_concurrency,
-                                    None,
-                                    crate::llm::config::CacheMode::Off,
-                                    0,
-                                );
-                                let env = |k: &str| std::env::var(k).ok();
-                                let model = crate::llm::connect(&config, &name, shared.clone(), &env, Some(&data))?;
-                                Ok((Arc::new(model), shared))
-                            };
-                        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
-                        let verdict = crate::study::check::check(&fresh, &catalog, deadline, &|_| {})
-                            .await
-                            .map_err(|e| e.to_string());
-                        let _ = tx.send(Action::Checked(name, verdict));
-                    });
-                }
-            }
             Effect::Judges { interviews } => {
                 let (store, catalog) = (self.store.clone(), self.catalog.clone());
                 tokio::task::spawn_blocking(move || {
                     let _ = tx.send(Action::Judged(judged(&store, &catalog, &interviews)));
                 });
             }
-            Effect::ListSessions => {
-                let (store, catalog) = (self.store.clone(), self.catalog.clone());
-                tokio::task::spawn_blocking(move || {
-                    let list = store.list();
-                    // Each journal read once for both score tables.
-                    let sessions: Vec<(&SessionEntry, Vec<Event>)> = list
-                        .iter()
-                        .filter_map(|e| Some((e, store.load(&e.path).ok()?)))
-                        .collect();
-                    let _ = tx.send(Action::Versions(Box::new(versions(&store, &catalog))));
-                    let _ = tx.send(Action::InterviewScores(interview_scores(&sessions, &catalog)));
-                    let _ = tx.send(Action::RolebenchScores(rolebench_scores(&sessions, &catalog)));
-                    drop(sessions);
-                    let _ = tx.send(Action::Sessions(list));
-                });
-            }
-            Effect::SaveCharacter(character) => {
-                let saved = self
-                    .catalog
-                    .save_character(&self.data, &character)
-                    .map_err(|e| e.to_string())
-                    .and_then(|_| {
-                        Catalog::load(Some(&self.data)).map_err(|_| "the bundled assets are invalid".to_string())
-                    });
-                let _ = tx.send(Action::Saved(saved.map(|catalog| {
-                    self.catalog = Arc::new(catalog);
-                    (character.id.clone(), self.catalog.clone())
-                })));
-                let (store, catalog) = (self.store.clone(), self.catalog.clone());
-                tokio::task::spawn_blocking(move || {
-                    let _ = tx.send(Action::Versions(Box::new(versions(&store, &catalog))));
-                });
-            }
+            Effect::ListSessions => self.list_sessions(),
+            Effect::CheckProviders(names) => self.check_providers(names),
+            Effect::SaveCharacter(character) => self.save_character(&character),
             Effect::ProbeDiff { character, session } => {
                 let (store, catalog) = (self.store.clone(), self.catalog.clone());
                 tokio::task::spawn_blocking(move || {
@@ -607,6 +494,143 @@ impl Driver {
                 });
             }
         }
+    }
+
+    /// Replays the session at `path` in place of the task shown.
+    fn start_replay(&mut self, path: PathBuf, speed: Replay) {
+        let tx = self.tx.clone();
+        self.stop();
+        self.pause.set(false);
+        self.speed.send_replace(speed);
+        let speed = self.speed.subscribe();
+        let (data, catalog, pause) = (self.data.clone(), self.catalog.clone(), self.pause.clone());
+        self.task = Some(tokio::spawn(async move {
+            let result = replay(&path, &data, &catalog, &tx, speed, &pause).await;
+            let _ = tx.send(Action::RunEnded(result));
+        }));
+    }
+
+    /// Reads the session at `path` to browse: its characters' memories, its events, its folder.
+    fn open(&self, path: PathBuf) {
+        let (tx, store, catalog) = (self.tx.clone(), self.store.clone(), self.catalog.clone());
+        tokio::task::spawn_blocking(move || match store.load(&path) {
+            Ok(events) => {
+                let _ = tx.send(Action::Memories(load_memories(store.data(), &catalog, &events)));
+                let _ = tx.send(Action::SessionLoaded(events));
+                let _ = tx.send(Action::SessionDir(path.clone()));
+            }
+            Err(e) => {
+                let _ = tx.send(Action::Flash(crate::text::terminal_safe(&e.to_string())));
+            }
+        });
+    }
+
+    /// Writes the export of the session at `path` beside the sessions, and says where.
+    fn export(&self, path: PathBuf) {
+        let (tx, store, catalog) = (self.tx.clone(), self.store.clone(), self.catalog.clone());
+        let target = self.store.export_target(&path);
+        tokio::task::spawn_blocking(move || {
+            let message = match store.export(&path, &catalog) {
+                Ok(export) => match serde_json::to_vec_pretty(&export)
+                    .map_err(|e| e.to_string())
+                    .and_then(|bytes| crate::files::write_atomic(&target, &bytes).map_err(|e| e.to_string()))
+                {
+                    Ok(()) => format!("exported to {}", target.display()),
+                    Err(e) => e,
+                },
+                Err(e) => e.to_string(),
+            };
+            let _ = tx.send(Action::Flash(crate::text::terminal_safe(&message)));
+        });
+    }
+
+    /// Summarizes the marked sessions side by side, and pairs them when there are two.
+    fn compare(&self, paths: Vec<PathBuf>) {
+        let (tx, store, catalog) = (self.tx.clone(), self.store.clone(), self.catalog.clone());
+        tokio::task::spawn_blocking(move || {
+            let bootstrap = Some(crate::domain::resample::Bootstrap::default());
+            let loaded: Vec<(String, Vec<Event>)> = paths
+                .iter()
+                .filter_map(|p| Some((p.file_name()?.to_string_lossy().into_owned(), store.load(p).ok()?)))
+                .collect();
+            let rows = loaded
+                .iter()
+                .map(|(id, events)| (id.clone(), results::summary_with(events, &catalog, None, bootstrap)))
+                .collect();
+            let _ = tx.send(Action::Compared(rows));
+            if let [(_, a), (_, b)] = loaded.as_slice() {
+                let options = crate::study::compare::Options::default();
+                let paired = crate::study::compare::compare(a, b, &catalog, &options)
+                    .map_err(|e| crate::text::terminal_safe(&e.to_string()));
+                let _ = tx.send(Action::Paired(Box::new(paired)));
+            }
+        });
+    }
+
+    /// Lists the sessions, with the characters' versions and score tables read from their journals.
+    fn list_sessions(&self) {
+        let (tx, store, catalog) = (self.tx.clone(), self.store.clone(), self.catalog.clone());
+        tokio::task::spawn_blocking(move || {
+            let list = store.list();
+            // Each journal read once for both score tables.
+            let sessions: Vec<(&SessionEntry, Vec<Event>)> = list
+                .iter()
+                .filter_map(|e| Some((e, store.load(&e.path).ok()?)))
+                .collect();
+            let _ = tx.send(Action::Versions(Box::new(versions(&store, &catalog))));
+            let _ = tx.send(Action::InterviewScores(interview_scores(&sessions, &catalog)));
+            let _ = tx.send(Action::RolebenchScores(rolebench_scores(&sessions, &catalog)));
+            drop(sessions);
+            let _ = tx.send(Action::Sessions(list));
+        });
+    }
+
+    /// Checks how each provider named takes the method's requests, each on a fresh connection.
+    fn check_providers(&self, names: Vec<String>) {
+        for name in names {
+            let (config, catalog, data, tx) = (
+                self.config.clone(),
+                self.catalog.clone(),
+                self.data.clone(),
+                self.tx.clone(),
+            );
+            tokio::spawn(async move {
+                let fresh = || -> anyhow::Result<(Arc<dyn crate::llm::ChatModel>, crate::llm::client::Shared)> {
+                    let shared = crate::llm::client::Shared::new(
+                        config.max_concurrency,
+                        None,
+                        crate::llm::config::CacheMode::Off,
+                        0,
+                    );
+                    let env = |k: &str| std::env::var(k).ok();
+                    let model = crate::llm::connect(&config, &name, shared.clone(), &env, Some(&data))?;
+                    Ok((Arc::new(model), shared))
+                };
+                let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+                let verdict = crate::study::check::check(&fresh, &catalog, deadline, &|_| {})
+                    .await
+                    .map_err(|e| e.to_string());
+                let _ = tx.send(Action::Checked(name, verdict));
+            });
+        }
+    }
+
+    /// Saves `character` among the user's, loads the catalog again, and reads the versions anew.
+    fn save_character(&mut self, character: &crate::domain::character::Character) {
+        let tx = self.tx.clone();
+        let saved = self
+            .catalog
+            .save_character(&self.data, character)
+            .map_err(|e| e.to_string())
+            .and_then(|_| Catalog::load(Some(&self.data)).map_err(|_| "the bundled assets are invalid".to_string()));
+        let _ = tx.send(Action::Saved(saved.map(|catalog| {
+            self.catalog = Arc::new(catalog);
+            (character.id.clone(), self.catalog.clone())
+        })));
+        let (store, catalog) = (self.store.clone(), self.catalog.clone());
+        tokio::task::spawn_blocking(move || {
+            let _ = tx.send(Action::Versions(Box::new(versions(&store, &catalog))));
+        });
     }
 
     /// What a run task takes from the driver; the task shown before it stops.

@@ -286,21 +286,7 @@ impl RunView {
                     style: *style,
                     item_id: *item_id,
                 };
-                let Some(&i) = self.index.get(&key) else { return };
-                self.sitting.items += 1;
-                let question = terminal_safe(question);
-                let response = terminal_safe(response);
-                let m = self.open_message(catalog, i, &question);
-                self.transcript[m].text = response.clone();
-                self.transcript[m].streaming = false;
-                let row = &mut self.items[i];
-                if row.status != Status::Cached {
-                    row.status = Status::Answered;
-                }
-                row.question = question;
-                row.response = response;
-                row.retrieved = retrieved.clone();
-                row.truncated = *truncated;
+                self.item_answered(catalog, &key, (question, response), retrieved, *truncated);
             }
             Event::ItemFailed {
                 character,
@@ -317,74 +303,18 @@ impl RunView {
                     style: *style,
                     item_id: *item_id,
                 };
-                let error = terminal_safe(error);
-                self.log(format!("item failed: {character} {scale} #{item_id}: {error}"));
-                if let Some(&i) = self.index.get(&key) {
-                    self.sitting.items += 1;
-                    self.items[i].status = Status::Failed;
-                    self.items[i].error = Some(error);
-                    if let Some(m) = self.items[i].message {
-                        self.transcript[m].streaming = false;
-                    }
-                }
+                self.item_failed(&key, error);
             }
-            Event::DimensionAssessed(a) => {
-                self.sitting.assessments += 1;
-                if let Some(f) = &a.failure {
-                    self.log(format!(
-                        "not assessed: {} {} {} {}: {}",
-                        a.character,
-                        a.scale,
-                        a.method.name(),
-                        a.dimension,
-                        terminal_safe(f)
-                    ));
-                }
-                let mut a = a.clone();
-                for b in &mut a.batches {
-                    b.analysis = terminal_safe(&b.analysis);
-                }
-                self.assessments.retain(|x| {
-                    (&x.character, &x.scale, x.method, x.repeat, &x.dimension)
-                        != (&a.character, &a.scale, a.method, a.repeat, &a.dimension)
-                });
-                self.assessments.push(a);
-            }
+            Event::DimensionAssessed(a) => self.dimension_assessed(a),
             Event::ObserveStarted { plan, .. } => {
                 self.observe = Some(plan.clone());
             }
-            Event::Observed(step) => {
-                if let crate::observer::Step::Failed {
-                    subject,
-                    observer,
-                    what,
-                    error,
-                } = step
-                {
-                    self.log(format!(
-                        "failed: {subject} {} {what}: {}",
-                        observer.as_deref().unwrap_or(""),
-                        terminal_safe(error)
-                    ));
-                }
-                if matches!(step, crate::observer::Step::Turn { .. }) {
-                    self.streaming_turn = None;
-                }
-                self.steps.push(step.clone());
-            }
+            Event::Observed(step) => self.observed(step),
             Event::RolebenchStarted { plan, .. } => {
                 self.rolebench = Some(plan.as_ref().clone());
             }
             Event::Batch(step) => self.log(terminal_safe(&step.describe())),
-            Event::Rolebench(step) => {
-                if let crate::study::rolebench::Step::AnswerFailed { line, error } = step {
-                    self.log(format!("failed: RoleBench line {line}: {}", terminal_safe(error)));
-                }
-                if matches!(step, crate::study::rolebench::Step::Answered { .. }) {
-                    self.streaming_turn = None;
-                }
-                self.rolebench_steps.push(step.clone());
-            }
+            Event::Rolebench(step) => self.rolebench_step(step),
             Event::RunFinished { status, .. } => self.finished = Some(status.clone()),
             Event::Adapted(a) => {
                 self.log(format!(
@@ -402,6 +332,105 @@ impl RunView {
                 }
             }
         }
+    }
+
+    /// An item's answer: its row and its turn of the transcript get the (terminal-safe) exchange.
+    fn item_answered(
+        &mut self,
+        catalog: &Catalog,
+        key: &ItemKey,
+        (question, response): (&str, &str),
+        retrieved: &[usize],
+        truncated: bool,
+    ) {
+        let Some(&i) = self.index.get(key) else { return };
+        self.sitting.items += 1;
+        let question = terminal_safe(question);
+        let response = terminal_safe(response);
+        let m = self.open_message(catalog, i, &question);
+        self.transcript[m].text = response.clone();
+        self.transcript[m].streaming = false;
+        let row = &mut self.items[i];
+        if row.status != Status::Cached {
+            row.status = Status::Answered;
+        }
+        row.question = question;
+        row.response = response;
+        row.retrieved = retrieved.to_vec();
+        row.truncated = truncated;
+    }
+
+    /// An item that got no answer: logged, and its row marked failed.
+    fn item_failed(&mut self, key: &ItemKey, error: &str) {
+        let error = terminal_safe(error);
+        self.log(format!(
+            "item failed: {} {} #{}: {error}",
+            key.character, key.scale, key.item_id
+        ));
+        if let Some(&i) = self.index.get(key) {
+            self.sitting.items += 1;
+            self.items[i].status = Status::Failed;
+            self.items[i].error = Some(error);
+            if let Some(m) = self.items[i].message {
+                self.transcript[m].streaming = false;
+            }
+        }
+    }
+
+    /// A dimension's assessment replaces any earlier one of the same unit, method and dimension.
+    fn dimension_assessed(&mut self, a: &Assessment) {
+        self.sitting.assessments += 1;
+        if let Some(f) = &a.failure {
+            self.log(format!(
+                "not assessed: {} {} {} {}: {}",
+                a.character,
+                a.scale,
+                a.method.name(),
+                a.dimension,
+                terminal_safe(f)
+            ));
+        }
+        let mut a = a.clone();
+        for b in &mut a.batches {
+            b.analysis = terminal_safe(&b.analysis);
+        }
+        self.assessments.retain(|x| {
+            (&x.character, &x.scale, x.method, x.repeat, &x.dimension)
+                != (&a.character, &a.scale, a.method, a.repeat, &a.dimension)
+        });
+        self.assessments.push(a);
+    }
+
+    /// A step of an observer run; a finished turn ends the one streaming.
+    fn observed(&mut self, step: &crate::observer::Step) {
+        if let crate::observer::Step::Failed {
+            subject,
+            observer,
+            what,
+            error,
+        } = step
+        {
+            self.log(format!(
+                "failed: {subject} {} {what}: {}",
+                observer.as_deref().unwrap_or(""),
+                terminal_safe(error)
+            ));
+        }
+        if matches!(step, crate::observer::Step::Turn { .. }) {
+            self.streaming_turn = None;
+        }
+        self.steps.push(step.clone());
+    }
+
+    /// A step of a RoleBench run; an answer ends the one streaming.
+    fn rolebench_step(&mut self, step: &crate::study::rolebench::Step) {
+        if let crate::study::rolebench::Step::AnswerFailed { line, error } = step {
+            self.log(format!("failed: RoleBench line {line}: {}", terminal_safe(error)));
+        }
+        if matches!(step, crate::study::rolebench::Step::Answered { .. }) {
+            self.streaming_turn = None;
+        }
+        self.rolebench_steps.push(step.clone());
     }
 
     pub fn apply_live(&mut self, live: &Live, catalog: &Catalog) {

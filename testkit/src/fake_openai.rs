@@ -9,6 +9,9 @@
 //! binary of this crate.
 
 pub mod batch;
+mod content;
+use content::reply_for;
+pub use content::{generate, split_tokens};
 pub mod servers;
 
 pub use self::servers::{Persona, TRACEBACK, chat_prompt_tokens, count_tokens};
@@ -499,56 +502,14 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let fault = (!config.faults.is_empty()
-        && attempt < config.faults_per_request
-        && unit(&content_key, config.seed) < config.fault_share)
-        .then(|| {
-            config.faults
-                [(attempt as usize + (unit(&content_key, config.seed + 1) * 1000.0) as usize) % config.faults.len()]
-        });
+    let fault = injected_fault(config, &content_key, attempt);
     log_request(&shared, &request, attempt, fault, authorized.is_some());
     servers::note_prompt(&shared, &request);
 
-    if let Some(key) = &config.require_key
-        && authorized.as_deref() != Some(&format!("Bearer {key}"))
-    {
-        return error_response(StatusCode::UNAUTHORIZED, "Incorrect API key provided.", &[]);
-    }
-    if config.reject_json_schema && request.pointer("/response_format/type") == Some(&json!("json_schema")) {
-        return error_response(
-            StatusCode::BAD_REQUEST,
-            "response_format.type: Input should be 'text' or 'json_object'",
-            &[],
-        );
-    }
-    if let Some(refused) = servers::refuse_json_schema(config, &request) {
-        return refused;
-    }
-    if let Some(refused) = documented_refusal(config, &request) {
-        return refused;
-    }
-    if config
-        .concurrency_limit
-        .is_some_and(|limit| shared.in_flight.load(Ordering::SeqCst) > limit)
-    {
-        shared.throttled.fetch_add(1, Ordering::SeqCst);
-        return error_response(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Rate limit reached: too many requests in flight.",
-            &[("retry-after-ms", "20")],
-        );
-    }
-    let window = count_in_window(&shared);
-    if let Some((headers, true)) = &window {
-        shared.throttled.fetch_add(1, Ordering::SeqCst);
-        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
-        return error_response(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Rate limit reached for requests in this window.",
-            &headers,
-        );
-    }
-    let window = window.map(|(headers, _)| headers).unwrap_or_default();
+    let window = match turned_away(&shared, &request, authorized.as_deref()) {
+        Ok(window) => window,
+        Err(refused) => return *refused,
+    };
     // A persona's slot or lock, and its context rules.
     let admission = match servers::admit(&shared, &request).await {
         Ok(admission) => admission,
@@ -558,30 +519,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     if fault.is_some() {
         shared.faults.fetch_add(1, Ordering::SeqCst);
     }
-    let error = match fault {
-        Some(Fault::RateLimited) => Some(error_response(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Rate limit reached (injected).",
-            &[("retry-after-ms", "20"), ("retry-after", "1")],
-        )),
-        Some(Fault::ServerError) => Some(error_response(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "injected server error",
-            &[],
-        )),
-        Some(Fault::Unavailable) => Some(error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "injected: overloaded",
-            &[],
-        )),
-        Some(Fault::BadRequest) => Some(error_response(
-            StatusCode::BAD_REQUEST,
-            "injected: invalid request",
-            &[],
-        )),
-        _ => None,
-    };
-    if let Some(response) = error {
+    if let Some(response) = fault.and_then(injected_error) {
         record(&shared, arrival_ms, &request, 0, 0, fault);
         return with_headers(response, &window);
     }
@@ -591,61 +529,195 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         None => reply_for(config, &request, &content_key),
     };
     let (tokens, finish) = admission.complete(split_tokens(&reply));
-    let reply = tokens.concat();
+    let reply = Reply {
+        id: format!("chatcmpl-fake-{}", &content_key[..12]),
+        model: request["model"].as_str().unwrap_or(&config.model).to_string(),
+        prompt_tokens: admission.prompt_tokens,
+        tokens,
+        finish,
+    };
+    let stream_events = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    if !stream_events {
+        record(&shared, arrival_ms, &request, reply.tokens.len(), 1, fault);
+        return with_headers(reply.completion(), &window);
+    }
     let include_usage = request
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let prompt_tokens = admission.prompt_tokens;
-    let model = request["model"].as_str().unwrap_or(&config.model).to_string();
-    let id = format!("chatcmpl-fake-{}", &content_key[..12]);
-    let stream_events = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    if !stream_events {
-        record(&shared, arrival_ms, &request, tokens.len(), 1, fault);
-        let response = axum::Json(json!({
-            "id": id, "object": "chat.completion", "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": tokens.len(), "total_tokens": prompt_tokens + tokens.len()},
-        }))
-        .into_response();
-        return with_headers(response, &window);
+    let events = reply.pieces(fault, include_usage);
+    record(&shared, arrival_ms, &request, reply.tokens.len(), events.len(), fault);
+    with_headers(event_stream(config, events, guard, admission), &window)
+}
+
+/// The fault injected into this attempt of a request, if any: the first `faults_per_request`
+/// attempts of a `fault_share` of the requests (chosen by their content) each get one of `faults`.
+fn injected_fault(config: &FakeConfig, content_key: &str, attempt: u32) -> Option<Fault> {
+    (!config.faults.is_empty()
+        && attempt < config.faults_per_request
+        && unit(content_key, config.seed) < config.fault_share)
+        .then(|| {
+            config.faults
+                [(attempt as usize + (unit(content_key, config.seed + 1) * 1000.0) as usize) % config.faults.len()]
+        })
+}
+
+/// What turns a request away before it is admitted: a wrong key, a refused `json_schema`, a
+/// documented refusal, too many in flight, a spent window. Else the window's headers, which every
+/// reply carries.
+fn turned_away(
+    shared: &Shared,
+    request: &Value,
+    authorized: Option<&str>,
+) -> Result<Vec<(&'static str, String)>, Box<Response>> {
+    let config = &shared.config;
+    if let Some(key) = &config.require_key
+        && authorized != Some(&format!("Bearer {key}"))
+    {
+        return Err(Box::new(error_response(
+            StatusCode::UNAUTHORIZED,
+            "Incorrect API key provided.",
+            &[],
+        )));
+    }
+    if config.reject_json_schema && request.pointer("/response_format/type") == Some(&json!("json_schema")) {
+        return Err(Box::new(error_response(
+            StatusCode::BAD_REQUEST,
+            "response_format.type: Input should be 'text' or 'json_object'",
+            &[],
+        )));
+    }
+    if let Some(refused) = servers::refuse_json_schema(config, request) {
+        return Err(Box::new(refused));
+    }
+    if let Some(refused) = documented_refusal(config, request) {
+        return Err(Box::new(refused));
+    }
+    if config
+        .concurrency_limit
+        .is_some_and(|limit| shared.in_flight.load(Ordering::SeqCst) > limit)
+    {
+        shared.throttled.fetch_add(1, Ordering::SeqCst);
+        return Err(Box::new(error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Rate limit reached: too many requests in flight.",
+            &[("retry-after-ms", "20")],
+        )));
+    }
+    let window = count_in_window(shared);
+    if let Some((headers, true)) = &window {
+        shared.throttled.fetch_add(1, Ordering::SeqCst);
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        return Err(Box::new(error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Rate limit reached for requests in this window.",
+            &headers,
+        )));
+    }
+    Ok(window.map(|(headers, _)| headers).unwrap_or_default())
+}
+
+/// The error status an injected fault answers with, for the faults that are one.
+fn injected_error(fault: Fault) -> Option<Response> {
+    match fault {
+        Fault::RateLimited => Some(error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Rate limit reached (injected).",
+            &[("retry-after-ms", "20"), ("retry-after", "1")],
+        )),
+        Fault::ServerError => Some(error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "injected server error",
+            &[],
+        )),
+        Fault::Unavailable => Some(error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "injected: overloaded",
+            &[],
+        )),
+        Fault::BadRequest => Some(error_response(
+            StatusCode::BAD_REQUEST,
+            "injected: invalid request",
+            &[],
+        )),
+        _ => None,
+    }
+}
+
+/// A reply, ready to be sent whole or streamed.
+struct Reply {
+    id: String,
+    model: String,
+    prompt_tokens: usize,
+    tokens: Vec<String>,
+    finish: &'static str,
+}
+
+impl Reply {
+    fn usage(&self) -> Value {
+        json!({"prompt_tokens": self.prompt_tokens, "completion_tokens": self.tokens.len(),
+               "total_tokens": self.prompt_tokens + self.tokens.len()})
     }
 
-    let chunk = |delta: Value, finish: Value| {
-        json!({"id": id, "object": "chat.completion.chunk", "model": model,
+    /// The reply as one `chat.completion` object.
+    fn completion(&self) -> Response {
+        axum::Json(json!({
+            "id": self.id, "object": "chat.completion", "model": self.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": self.tokens.concat()},
+                         "finish_reason": self.finish}],
+            "usage": self.usage(),
+        }))
+        .into_response()
+    }
+
+    fn chunk(&self, delta: Value, finish: Value) -> String {
+        json!({"id": self.id, "object": "chat.completion.chunk", "model": self.model,
                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-    };
-    let mut events: Vec<Piece> = Vec::new();
-    match fault {
-        Some(Fault::Drop) => events.push(Piece::Drop),
-        Some(Fault::Stall) => events.push(Piece::Stall),
-        Some(Fault::InStreamError) => events.push(Piece::Data(
-            json!({"error": {"message": "injected: the model is overloaded", "type": "server_error"}}).to_string(),
-        )),
-        _ => {
-            events.push(Piece::Data(
-                chunk(json!({"role": "assistant", "content": ""}), Value::Null).to_string(),
-            ));
-            let cut_at = (fault == Some(Fault::Cut)).then_some(tokens.len() / 2);
-            for (i, token) in tokens.iter().enumerate() {
-                if cut_at == Some(i) {
-                    events.push(Piece::Drop);
-                    break;
+        .to_string()
+    }
+
+    /// The reply as server-sent events, as the fault (if any) shapes them: cut, dropped, stalled or
+    /// an error inside the stream.
+    fn pieces(&self, fault: Option<Fault>, include_usage: bool) -> Vec<Piece> {
+        let mut events: Vec<Piece> = Vec::new();
+        match fault {
+            Some(Fault::Drop) => events.push(Piece::Drop),
+            Some(Fault::Stall) => events.push(Piece::Stall),
+            Some(Fault::InStreamError) => events.push(Piece::Data(
+                json!({"error": {"message": "injected: the model is overloaded", "type": "server_error"}}).to_string(),
+            )),
+            _ => {
+                events.push(Piece::Data(
+                    self.chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+                ));
+                let cut_at = (fault == Some(Fault::Cut)).then_some(self.tokens.len() / 2);
+                for (i, token) in self.tokens.iter().enumerate() {
+                    if cut_at == Some(i) {
+                        events.push(Piece::Drop);
+                        break;
+                    }
+                    events.push(Piece::Data(self.chunk(json!({"content": token}), Value::Null)));
                 }
-                events.push(Piece::Data(chunk(json!({"content": token}), Value::Null).to_string()));
-            }
-            if cut_at.is_none() {
-                events.push(Piece::Data(chunk(json!({}), json!(finish)).to_string()));
-                if include_usage {
-                    events.push(Piece::Data(json!({"id": id, "object": "chat.completion.chunk", "model": model, "choices": [],
-                        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": tokens.len(), "total_tokens": prompt_tokens + tokens.len()}})
-                    .to_string()));
+                if cut_at.is_none() {
+                    events.push(Piece::Data(self.chunk(json!({}), json!(self.finish))));
+                    if include_usage {
+                        events.push(Piece::Data(
+                            json!({"id": self.id, "object": "chat.completion.chunk", "model": self.model,
+                                   "choices": [], "usage": self.usage()})
+                            .to_string(),
+                        ));
+                    }
+                    events.push(Piece::Data("[DONE]".into()));
                 }
-                events.push(Piece::Data("[DONE]".into()));
             }
         }
+        events
     }
-    record(&shared, arrival_ms, &request, tokens.len(), events.len(), fault);
+}
+
+/// The events as a `text/event-stream` body, paced at `tokens_per_s`, optionally split in two
+/// writes each; the in-flight mark and the admission are held until the stream ends.
+fn event_stream(config: &FakeConfig, events: Vec<Piece>, guard: InFlight, admission: servers::Admission) -> Response {
     let gap = (config.tokens_per_s > 0.0).then(|| Duration::from_secs_f64(1.0 / config.tokens_per_s));
     let split = config.split_events;
     let stall = config.stall;
@@ -700,13 +772,12 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             }
         },
     );
-    let response = Response::builder()
+    Response::builder()
         .status(StatusCode::OK)
         .header("content-type", "text/event-stream")
         .header("cache-control", "no-cache")
         .body(Body::from_stream(body))
-        .unwrap_or_else(|_| error_response(StatusCode::INTERNAL_SERVER_ERROR, "cannot build the response", &[]));
-    with_headers(response, &window)
+        .unwrap_or_else(|_| error_response(StatusCode::INTERNAL_SERVER_ERROR, "cannot build the response", &[]))
 }
 
 /// Counts a request in its `requests_per_window` window: the headers every reply in it carries, and
@@ -819,171 +890,4 @@ pub(crate) fn prompt_tokens(request: &Value) -> usize {
         .filter_map(|m| m["content"].as_str())
         .map(|c| c.split_whitespace().count())
         .sum()
-}
-
-/// Pieces of about one word (each keeps its trailing space), as a tokenizer would stream them.
-pub fn split_tokens(text: &str) -> Vec<String> {
-    let mut tokens = Vec::new();
-    let mut current = String::new();
-    for c in text.chars() {
-        current.push(c);
-        let cjk = ('\u{4e00}'..='\u{9fff}').contains(&c)
-            || ('\u{3000}'..='\u{303f}').contains(&c)
-            || ('\u{ff00}'..='\u{ffef}').contains(&c);
-        if c == ' ' || c == '\n' || cjk {
-            tokens.push(std::mem::take(&mut current));
-        }
-    }
-    if !current.is_empty() {
-        tokens.push(current);
-    }
-    tokens
-}
-
-const ROLE_PLAY: &[&str] = &[
-    "Well, that depends on the company I keep.",
-    "I suppose I do enjoy a good conversation, though I pick my moments.",
-    "Honestly, I have never thought about it quite like that.",
-    "When I am among friends I can talk for hours; with strangers I listen first.",
-    "I like to plan things properly before I start.",
-    "Some days I surprise even myself.",
-    "I would rather act than talk about acting.",
-    "People tell me I worry too much, and perhaps they are right.",
-];
-const ROLE_PLAY_ZH: &[&str] = &[
-    "这要看和谁在一起。",
-    "说实话，我很少这样想。",
-    "和朋友在一起时我话很多。",
-    "我做事喜欢先想清楚。",
-    "有时候连我自己都觉得意外。",
-];
-
-pub(crate) fn reply_for(config: &FakeConfig, request: &Value, key: &str) -> String {
-    let last_user = request["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or("");
-    if let Some(rule) = config.script.iter().find(|r| last_user.contains(&r.contains)) {
-        return rule.reply.clone();
-    }
-    let mut rng = SplitMix64(u64::from_str_radix(&key[..16], 16).unwrap_or(0) ^ config.seed);
-    if let Some(schema) = request.pointer("/response_format/json_schema/schema") {
-        let mut reply = generate(schema, &mut rng, 0);
-        if let Some(key) = &config.out_of_range_key
-            && let Some(value) = reply.get_mut(key)
-        {
-            *value = json!(99);
-        }
-        return reply.to_string();
-    }
-    // Prompt-only JSON (structured_output = false): the schema is quoted in the system prompt.
-    let system = request
-        .pointer("/messages/0/content")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if let Some(schema) = system
-        .split("JSON Schema:\n")
-        .nth(1)
-        .and_then(|s| serde_json::from_str::<Value>(s.trim()).ok())
-    {
-        return generate(&schema, &mut rng, 0).to_string();
-    }
-    let chinese = last_user.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c));
-    let pool = if chinese { ROLE_PLAY_ZH } else { ROLE_PLAY };
-    let n = 2 + rng.below(3);
-    (0..n)
-        .map(|_| pool[rng.below(pool.len())])
-        .collect::<Vec<_>>()
-        .join(if chinese { "" } else { " " })
-}
-
-/// A numeric bound of a schema node: the keyword, or as a schema without bounds says it in its
-/// description (`minimum 1, maximum 5`), which a model reads as well.
-fn bound(schema: &Value, name: &str) -> Option<f64> {
-    schema.get(name).and_then(Value::as_f64).or_else(|| {
-        let description = schema.get("description")?.as_str()?;
-        let at = description.find(&format!("{name} "))? + name.len() + 1;
-        let number: String = description[at..]
-            .chars()
-            .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | '-'))
-            .collect();
-        number.parse().ok()
-    })
-}
-
-/// A value that conforms to `schema` (objects, arrays, numbers with minimum/maximum, enums, anyOf);
-/// `depth` is how deep in the schema this value sits (0 at the top; nesting stops at 8).
-pub fn generate(schema: &Value, rng: &mut SplitMix64, depth: usize) -> Value {
-    if depth > 8 {
-        return Value::Null;
-    }
-    if let Some(c) = schema.get("const") {
-        return c.clone();
-    }
-    if let Some(options) = schema.get("enum").and_then(Value::as_array).filter(|o| !o.is_empty()) {
-        return options[rng.below(options.len())].clone();
-    }
-    for key in ["anyOf", "oneOf"] {
-        if let Some(options) = schema.get(key).and_then(Value::as_array).filter(|o| !o.is_empty()) {
-            // Mostly the first branch (a real answer); now and then another (e.g. a refusal).
-            let pick = if rng.below(10) < 8 { 0 } else { rng.below(options.len()) };
-            return generate(&options[pick], rng, depth + 1);
-        }
-    }
-    let kind = match schema.get("type") {
-        Some(Value::Array(types)) => types
-            .iter()
-            .find(|t| *t != "null")
-            .and_then(Value::as_str)
-            .unwrap_or("null"),
-        Some(Value::String(t)) => t.as_str(),
-        _ if schema.get("properties").is_some() => "object",
-        _ => "string",
-    };
-    let (min, max) = (bound(schema, "minimum"), bound(schema, "maximum"));
-    match kind {
-        "object" => {
-            let mut out = serde_json::Map::new();
-            // Two percentages (a 16Personalities rating of both poles) are made to sum to 100.
-            if let Some(props) = schema.get("properties").and_then(Value::as_object).filter(|p| {
-                p.len() == 2
-                    && p.values().all(|v| {
-                        v["type"] == "number" && bound(v, "minimum") == Some(0.0) && bound(v, "maximum") == Some(100.0)
-                    })
-            }) {
-                let first = (rng.below(21) * 5) as f64;
-                let mut keys = props.keys();
-                out.insert(keys.next().cloned().unwrap_or_default(), json!(first));
-                out.insert(keys.next().cloned().unwrap_or_default(), json!(100.0 - first));
-                return Value::Object(out);
-            }
-            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
-                for (name, sub) in props {
-                    out.insert(name.clone(), generate(sub, rng, depth + 1));
-                }
-            }
-            Value::Object(out)
-        }
-        "array" => {
-            let n = schema.get("minItems").and_then(Value::as_u64).unwrap_or(1).max(1) as usize;
-            let item = schema.get("items").cloned().unwrap_or(json!({}));
-            Value::Array((0..n).map(|_| generate(&item, rng, depth + 1)).collect())
-        }
-        "integer" => {
-            let (lo, hi) = (min.unwrap_or(1.0).ceil() as i64, max.unwrap_or(5.0).floor() as i64);
-            json!(lo + rng.below((hi - lo + 1).max(1) as usize) as i64)
-        }
-        "number" => {
-            let (lo, hi) = (min.unwrap_or(0.0), max.unwrap_or(1.0));
-            let steps = 10usize;
-            json!(lo + (hi - lo) * rng.below(steps + 1) as f64 / steps as f64)
-        }
-        "boolean" => json!(rng.below(2) == 1),
-        "null" => Value::Null,
-        _ => json!(ROLE_PLAY[rng.below(ROLE_PLAY.len())]),
-    }
 }

@@ -51,7 +51,10 @@ fn gguf_bytes(format: Format, v: &[f32]) -> Vec<u8> {
                 out.extend(f16::from_f32(d).to_le_bytes());
                 out.extend(block.iter().map(|x| (x * id).round() as i8 as u8));
             }
-            Format::Q4K | Format::Q5K | Format::Q6K => unreachable!("the tests build K-quant blocks from bytes"),
+            Format::Q4K | Format::Q5K | Format::Q6K | Format::Q2K | Format::Q3K | Format::Q8K => {
+                unreachable!("the tests build K-quant blocks from bytes")
+            }
+            Format::BF16 | Format::Q8_1 => unreachable!("not a format the tests quantize to"),
             Format::Q5_0 | Format::Q5_1 => {
                 let (lo, step) = if format == Format::Q5_0 {
                     let max = block.iter().fold(0f32, |m, &x| if x.abs() > m.abs() { x } else { m });
@@ -400,5 +403,75 @@ fn float_helpers_agree_with_plain_loops() {
         out.iter()
             .zip(a.iter().zip(&b))
             .all(|(o, (x, y))| (o - (x + 0.5 * y)).abs() < 1e-6)
+    );
+}
+
+/// A deterministic run of bytes.
+fn bytes(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(37).wrapping_add(seed).rotate_left(3))
+        .collect()
+}
+
+#[test]
+fn q2_k_and_q3_k_widen_as_their_layout_says() {
+    // Q2_K: value l of a super-block is 2 bits of byte 32·(l/128) + l%32, shifted by 2·((l%128)/32), and
+    // its 16-value group g = l/16 has scale byte g: d·(low nibble)·q − dmin·(high nibble).
+    let mut block = bytes(84, 5);
+    block[80..82].copy_from_slice(&f16::from_f32(0.25).to_le_bytes());
+    block[82..84].copy_from_slice(&f16::from_f32(0.125).to_le_bytes());
+    let got = Format::Q2K.widen(&block).unwrap();
+    for (l, &v) in got.iter().enumerate() {
+        let q = (block[16 + 32 * (l / 128) + l % 32] >> (2 * ((l % 128) / 32))) & 3;
+        let sc = block[l / 16];
+        let want = 0.25 * f32::from(sc & 15) * f32::from(q) - 0.125 * f32::from(sc >> 4);
+        assert!((v - want).abs() < 1e-6, "Q2_K value {l}: {v} ≠ {want}");
+    }
+    // Q3_K: the same 2 low bits from 64 bytes after 32 bytes of high bits (bit (l%128)/32 + 4·(l/128)
+    // of byte l%32; a clear bit subtracts 4), and 6-bit scales minus 32 packed in 12 bytes.
+    let mut block = bytes(110, 9);
+    block[108..110].copy_from_slice(&f16::from_f32(0.5).to_le_bytes());
+    let got = Format::Q3K.widen(&block).unwrap();
+    let (hmask, qs, packed) = (&block[..32], &block[32..96], &block[96..108]);
+    for (l, &v) in got.iter().enumerate() {
+        let low = (qs[32 * (l / 128) + l % 32] >> (2 * ((l % 128) / 32))) & 3;
+        let high = hmask[l % 32] >> ((l % 128) / 32 + 4 * (l / 128)) & 1;
+        let g = l / 16;
+        let nibble = if g < 8 { packed[g] & 15 } else { packed[g - 8] >> 4 };
+        let scale = i32::from(nibble | (((packed[8 + g % 4] >> (2 * (g / 4))) & 3) << 4)) - 32;
+        let want = 0.5 * scale as f32 * (f32::from(low) - if high == 0 { 4. } else { 0. });
+        assert!((v - want).abs() < 1e-6, "Q3_K value {l}: {v} ≠ {want}");
+    }
+}
+
+#[test]
+fn formats_without_a_kernel_are_held_as_q8_0_of_their_values() {
+    let half = |x: f32| f16::from_f32(x).to_le_bytes();
+    // BF16 is the high half of an f32; Q8_1 and Q8_K scale signed bytes.
+    let bf16: Vec<u8> = [1.5f32, -2.0]
+        .iter()
+        .flat_map(|x| x.to_bits().to_le_bytes()[2..].to_vec())
+        .collect();
+    assert_eq!(Format::BF16.widen(&bf16).unwrap(), vec![1.5, -2.0]);
+    let mut q8_1 = [half(0.5), half(99.)].concat();
+    q8_1.extend((0..32).map(|i: i8| (i - 16) as u8));
+    assert_eq!(Format::Q8_1.widen(&q8_1).unwrap()[..3], [-8., -7.5, -7.]);
+    let mut q8_k = 2f32.to_le_bytes().to_vec();
+    q8_k.extend((0..256).map(|i| (i as i8) as u8));
+    q8_k.extend([0; 32]);
+    assert_eq!(Format::Q8K.widen(&q8_k).unwrap()[126..130], [252., 254., -256., -254.]);
+    // A matrix of them is their values quantized to Q8_0.
+    let rows = [bytes(110, 1), bytes(110, 2)].concat();
+    let m = QMatrix::from_gguf(Format::Q3K, 2, 256, &rows).unwrap();
+    let q = QMatrix::q8_0(2, 256, &Format::Q3K.widen(&rows).unwrap()).unwrap();
+    let (mut a, mut b) = (vec![0.; 256], vec![0.; 256]);
+    m.dequantize_row(1, &mut a);
+    q.dequantize_row(1, &mut b);
+    assert_eq!(a, b);
+    assert!(
+        Format::Q2K
+            .widen(&[0; 83])
+            .unwrap_err()
+            .contains("not whole Q2K blocks")
     );
 }

@@ -24,7 +24,7 @@ use crate::llm::config::Config;
 use crate::llm::{ChatModel, Role};
 use crate::method::anonymize::Masker;
 use crate::method::convert::{self, Conversion, ConversionCall, ConvertedItem};
-use crate::method::expert::{self, BatchRating, Exchange, Grouping};
+use crate::method::expert::{self, Exchange, Grouping};
 use crate::method::interview::{self, AnswerSampling, QueryStyle};
 use crate::method::judge::Judge;
 use crate::method::{Assessment, Method, judge_json};
@@ -170,6 +170,102 @@ impl Done {
     }
 }
 
+/// One method's assessment of a character on a scale in one repeat, from that repeat's answers.
+struct Assessing<'a> {
+    plan: &'a RunPlan,
+    sink: &'a UnboundedSender<Event>,
+    c: &'a Character,
+    s: &'a Scale,
+    repeat: u32,
+    method: Method,
+    answers: &'a [(u32, Option<Exchange>)],
+    masker: &'a Masker,
+}
+
+impl Assessing<'_> {
+    /// Dimension `d` with nothing assessed: what every outcome is written over.
+    fn blank(&self, d: usize) -> Assessment {
+        Assessment {
+            character: self.c.id.clone(),
+            scale: self.s.id.clone(),
+            method: self.method,
+            repeat: self.repeat,
+            dimension: self.s.dimensions[d].name.clone(),
+            score: None,
+            batches: Vec::new(),
+            calls: Vec::new(),
+            items: Vec::new(),
+            failure: None,
+            fitted: None,
+        }
+    }
+
+    fn emit(&self, assessment: Assessment) {
+        let _ = self.sink.send(Event::DimensionAssessed(assessment));
+    }
+
+    /// Dimension `d`'s answers, or which of its interview items failed.
+    fn answers_of(&self, d: usize) -> Result<Vec<Exchange>, String> {
+        let mine: Vec<&(u32, Option<Exchange>)> = self
+            .answers
+            .iter()
+            .filter(|(id, _)| self.s.item(*id).and_then(|i| i.dimension()) == Some(d))
+            .collect();
+        let failed: Vec<u32> = mine.iter().filter(|(_, e)| e.is_none()).map(|(id, _)| *id).collect();
+        if !failed.is_empty() {
+            return Err(format!("interview items {failed:?} failed"));
+        }
+        Ok(mine.iter().filter_map(|(_, e)| e.clone()).collect())
+    }
+
+    /// Dimension `d` from the converted items: its `score` unless its interview or too many of its
+    /// conversions failed, with the calls that converted its items.
+    fn converted(&self, d: usize, items: &[ConvertedItem], calls: &[ConversionCall], score: Option<f64>) -> Assessment {
+        let s = self.s;
+        let mine: Vec<ConvertedItem> = items
+            .iter()
+            .filter(|i| s.item(i.item_id).and_then(|it| it.dimension()) == Some(d))
+            .cloned()
+            .collect();
+        let unconverted = mine.iter().filter(|i| i.option.is_none()).count();
+        let failure = match self.answers_of(d) {
+            Err(why) => Some(why),
+            Ok(_) if score.is_none() => {
+                // The last problem of a call on this dimension's items: the provider's
+                // words, or why its replies were rejected.
+                let why = calls
+                    .iter()
+                    .filter(|call| call.item_ids.iter().any(|id| mine.iter().any(|i| i.item_id == *id)))
+                    .flat_map(|call| call.attempts.iter().rev())
+                    .find_map(|a| a.error.clone())
+                    .map_or(String::new(), |why| format!(": {why}"));
+                Some(format!(
+                    "the judge gave no usable conversion for {unconverted} of {} items (fewer than half remain){why}",
+                    mine.len()
+                ))
+            }
+            Ok(_) => None,
+        };
+        let score = if failure.is_none() { score } else { None };
+        let of_this: Vec<Vec<u32>> = calls
+            .iter()
+            .filter(|call| !call.split)
+            .filter(|call| call.item_ids.iter().any(|id| mine.iter().any(|i| i.item_id == *id)))
+            .map(|call| call.item_ids.clone())
+            .collect();
+        let ids: Vec<u32> = mine.iter().map(|i| i.item_id).collect();
+        let fitted = convert::fitted(calls, &ids);
+        Assessment {
+            score,
+            items: mine,
+            calls: of_this,
+            failure,
+            fitted,
+            ..self.blank(d)
+        }
+    }
+}
+
 /// The interview study: its models, the characters' memories and what the journal holds.
 pub struct Interviews {
     pub catalog: Arc<Catalog>,
@@ -262,7 +358,21 @@ impl Interviews {
                 .wrapping_add(u64::from(item.id));
             let memories = self.memories.get(&c.id).map(Arc::as_ref);
             let sampling = plan.answer_sampling;
-            match interview::ask(rpa.as_ref(), &self.templates, c, s, item, style, plan.style, memories, repeat, seed, sampling).await {
+            match interview::ask(
+                rpa.as_ref(),
+                &self.templates,
+                c,
+                s,
+                item,
+                style,
+                plan.style,
+                memories,
+                repeat,
+                seed,
+                sampling,
+            )
+            .await
+            {
                 Ok(asked) => {
                     let e = asked.exchange;
                     let _ = sink.send(Event::ItemAnswered {
@@ -343,156 +453,118 @@ impl Interviews {
         if pending.is_empty() {
             return;
         }
-        let emit = |dimension: usize,
-                    score: Option<f64>,
-                    batches: Vec<BatchRating>,
-                    items: Vec<ConvertedItem>,
-                    calls: Vec<Vec<u32>>,
-                    failure: Option<String>,
-                    fitted: Option<String>| {
-            let _ = sink.send(Event::DimensionAssessed(Assessment {
-                character: c.id.clone(),
-                scale: s.id.clone(),
-                method,
-                repeat,
-                dimension: s.dimensions[dimension].name.clone(),
-                score,
-                batches,
-                calls,
-                items,
-                failure,
-                fitted,
-            }));
-        };
-        let of_dim = |d: usize| -> Result<Vec<Exchange>, String> {
-            let mine: Vec<&(u32, Option<Exchange>)> = answers
-                .iter()
-                .filter(|(id, _)| s.item(*id).and_then(|i| i.dimension()) == Some(d))
-                .collect();
-            let failed: Vec<u32> = mine.iter().filter(|(_, e)| e.is_none()).map(|(id, _)| *id).collect();
-            if !failed.is_empty() {
-                return Err(format!("interview items {failed:?} failed"));
-            }
-            Ok(mine.iter().filter_map(|(_, e)| e.clone()).collect())
+        let a = Assessing {
+            plan,
+            sink,
+            c,
+            s,
+            repeat,
+            method,
+            answers,
+            masker,
         };
         match method {
-            Method::ErBatch | Method::ErAll => {
-                let grouping = if method == Method::ErBatch {
-                    Grouping::Batch
-                } else {
-                    Grouping::All
-                };
-                let rates = pending.iter().map(|&d| async move {
-                    match of_dim(d) {
-                        Err(why) => (d, None, Some(why)),
-                        Ok(ex) => {
-                            let r = expert::rate(
-                                self.judge(plan),
-                                s,
-                                d,
-                                c.language,
-                                masker,
-                                &ex,
-                                grouping,
-                                repeat,
-                            )
-                            .await;
-                            // The last problem of a failed batch: the provider's words, or why its
-                            // replies were rejected.
-                            let failure = r.score.is_none().then(|| {
-                                let last = r.batches.iter().filter(|b| b.score.is_none()).find_map(|b| {
-                                    b.attempts.iter().rev().find_map(|a| a.error.clone())
-                                });
-                                match last {
-                                    Some(why) => format!("the judge gave no usable rating for a batch: {why}"),
-                                    None => "the judge gave no usable rating for a batch".to_string(),
-                                }
-                            });
-                            (d, Some(r), failure)
+            Method::ErBatch | Method::ErAll => self.assess_by_rating(&a, &pending).await,
+            Method::Oc | Method::DOc | Method::Sr | Method::SrCot => self.assess_by_conversion(&a, &pending).await,
+        }
+    }
+
+    /// ER_batch and ER_all: the judge rates each pending dimension from its answers.
+    async fn assess_by_rating(&self, a: &Assessing<'_>, pending: &[usize]) {
+        let grouping = if a.method == Method::ErBatch {
+            Grouping::Batch
+        } else {
+            Grouping::All
+        };
+        let rates = pending.iter().map(|&d| async move {
+            match a.answers_of(d) {
+                Err(why) => (d, None, Some(why)),
+                Ok(ex) => {
+                    let r = expert::rate(
+                        self.judge(a.plan),
+                        a.s,
+                        d,
+                        a.c.language,
+                        a.masker,
+                        &ex,
+                        grouping,
+                        a.repeat,
+                    )
+                    .await;
+                    // The last problem of a failed batch: the provider's words, or why its
+                    // replies were rejected.
+                    let failure = r.score.is_none().then(|| {
+                        let last = r
+                            .batches
+                            .iter()
+                            .filter(|b| b.score.is_none())
+                            .find_map(|b| b.attempts.iter().rev().find_map(|a| a.error.clone()));
+                        match last {
+                            Some(why) => format!("the judge gave no usable rating for a batch: {why}"),
+                            None => "the judge gave no usable rating for a batch".to_string(),
                         }
-                    }
-                });
-                for (d, rating, failure) in join_all(rates).await {
-                    match rating {
-                        Some(r) => emit(d, r.score, r.batches, Vec::new(), Vec::new(), failure, r.fitted),
-                        None => emit(d, None, Vec::new(), Vec::new(), Vec::new(), failure, None),
-                    }
+                    });
+                    (d, Some(r), failure)
                 }
             }
-            Method::Oc | Method::DOc | Method::Sr | Method::SrCot => {
-                let usable: Vec<Exchange> = answers.iter().filter_map(|(_, e)| e.clone()).collect();
-                let some = |ids: &[u32]| usable.iter().filter(|e| ids.contains(&e.item_id)).collect::<Vec<_>>();
-                let (items, calls) = match method {
-                    Method::Oc => {
-                        convert::convert(
-                            self.judge(plan),
-                            s,
-                            convert::oc_groups(&self.templates, s, &c.name, &usable, plan.items_per_call as usize),
-                            &|ids| convert::oc_messages(&self.templates, s, &c.name, &some(ids)),
-                            Conversion::Statement,
-                            repeat,
-                        )
-                        .await
-                    }
-                    Method::DOc => {
-                        convert::convert(
-                            self.judge(plan),
-                            s,
-                            convert::doc_groups(&self.templates, s, masker, &usable, plan.items_per_call as usize),
-                            &|ids| {
-                                let first = ids.first().copied().unwrap_or_default();
-                                let d = s.item(first).and_then(|i| i.dimension()).unwrap_or(0);
-                                convert::doc_messages(&self.templates, s, d, masker, &some(ids))
-                            },
-                            Conversion::Dimension,
-                            repeat,
-                        )
-                        .await
-                    }
-                    _ => self.self_report(plan, c, s, repeat, method, &usable).await,
-                };
-                let scores = convert::dimension_scores(s, &items);
-                for &d in &pending {
-                    let mine: Vec<ConvertedItem> = items
-                        .iter()
-                        .filter(|i| s.item(i.item_id).and_then(|it| it.dimension()) == Some(d))
-                        .cloned()
-                        .collect();
-                    let unconverted = mine.iter().filter(|i| i.option.is_none()).count();
-                    let failure = match of_dim(d) {
-                        Err(why) => Some(why),
-                        Ok(_) if scores[d].is_none() => {
-                            // The last problem of a call on this dimension's items: the provider's
-                            // words, or why its replies were rejected.
-                            let why = calls
-                                .iter()
-                                .filter(|call| call.item_ids.iter().any(|id| mine.iter().any(|i| i.item_id == *id)))
-                                .flat_map(|call| call.attempts.iter().rev())
-                                .find_map(|a| a.error.clone())
-                                .map_or(String::new(), |why| format!(": {why}"));
-                            Some(format!(
-                                "the judge gave no usable conversion for {unconverted} of {} items (fewer than half remain){why}",
-                                mine.len()
-                            ))
-                        }
-                        Ok(_) => None,
-                    };
-                    let score = if failure.is_none() {
-                        scores[d].map(|x| x.value)
-                    } else {
-                        None
-                    };
-                    let of_this: Vec<Vec<u32>> = calls
-                        .iter()
-                        .filter(|call| !call.split)
-                        .filter(|call| call.item_ids.iter().any(|id| mine.iter().any(|i| i.item_id == *id)))
-                        .map(|call| call.item_ids.clone())
-                        .collect();
-                    let ids: Vec<u32> = mine.iter().map(|i| i.item_id).collect();
-                    let fitted = convert::fitted(&calls, &ids);
-                    emit(d, score, Vec::new(), mine, of_this, failure, fitted);
-                }
+        });
+        for (d, rating, failure) in join_all(rates).await {
+            match rating {
+                Some(r) => a.emit(Assessment {
+                    score: r.score,
+                    batches: r.batches,
+                    failure,
+                    fitted: r.fitted,
+                    ..a.blank(d)
+                }),
+                None => a.emit(Assessment { failure, ..a.blank(d) }),
             }
+        }
+    }
+
+    /// OC, d-OC, SR and SR_CoT: the judge converts the answers to options, which score each pending
+    /// dimension.
+    async fn assess_by_conversion(&self, a: &Assessing<'_>, pending: &[usize]) {
+        let (items, calls) = self.convert_answers(a).await;
+        let scores = convert::dimension_scores(a.s, &items);
+        for &d in pending {
+            a.emit(a.converted(d, &items, &calls, scores[d].map(|x| x.value)));
+        }
+    }
+
+    /// The usable answers converted to options in the method's calls: the items and the calls made.
+    async fn convert_answers(&self, a: &Assessing<'_>) -> (Vec<ConvertedItem>, Vec<ConversionCall>) {
+        let (plan, c, s, masker) = (a.plan, a.c, a.s, a.masker);
+        let usable: Vec<Exchange> = a.answers.iter().filter_map(|(_, e)| e.clone()).collect();
+        let some = |ids: &[u32]| usable.iter().filter(|e| ids.contains(&e.item_id)).collect::<Vec<_>>();
+        match a.method {
+            Method::Oc => {
+                convert::convert(
+                    self.judge(plan),
+                    s,
+                    convert::oc_groups(&self.templates, s, &c.name, &usable, plan.items_per_call as usize),
+                    &|ids| convert::oc_messages(&self.templates, s, &c.name, &some(ids)),
+                    Conversion::Statement,
+                    a.repeat,
+                )
+                .await
+            }
+            Method::DOc => {
+                convert::convert(
+                    self.judge(plan),
+                    s,
+                    convert::doc_groups(&self.templates, s, masker, &usable, plan.items_per_call as usize),
+                    &|ids| {
+                        let first = ids.first().copied().unwrap_or_default();
+                        let d = s.item(first).and_then(|i| i.dimension()).unwrap_or(0);
+                        convert::doc_messages(&self.templates, s, d, masker, &some(ids))
+                    },
+                    Conversion::Dimension,
+                    a.repeat,
+                )
+                .await
+            }
+            _ => self.self_report(plan, c, s, a.repeat, a.method, &usable).await,
         }
     }
 
@@ -530,9 +602,16 @@ impl Interviews {
         }
         if !unparsed.is_empty() {
             let groups = convert::oc_groups(&self.templates, s, &c.name, &unparsed, plan.items_per_call as usize);
-            let some = |ids: &[u32]| convert::oc_messages(&self.templates, s, &c.name, &unparsed.iter().filter(|e| ids.contains(&e.item_id)).collect::<Vec<_>>());
-            let (converted, asked) = convert::convert(self.judge(plan), s, groups, &some, Conversion::Statement, repeat)
-            .await;
+            let some = |ids: &[u32]| {
+                convert::oc_messages(
+                    &self.templates,
+                    s,
+                    &c.name,
+                    &unparsed.iter().filter(|e| ids.contains(&e.item_id)).collect::<Vec<_>>(),
+                )
+            };
+            let (converted, asked) =
+                convert::convert(self.judge(plan), s, groups, &some, Conversion::Statement, repeat).await;
             items.extend(converted);
             calls = asked;
         }
@@ -614,7 +693,9 @@ impl Study for Interviews {
                 let inherited = match env.parent {
                     Some(events) => reassess::answers(events, &done),
                     None if prior.is_empty() => {
-                        return Err(StudyError::Parent(format!("the parent session {parent} cannot be read")));
+                        return Err(StudyError::Parent(format!(
+                            "the parent session {parent} cannot be read"
+                        )));
                     }
                     None => BTreeMap::new(),
                 };

@@ -18,8 +18,9 @@ use ratatui::widgets::canvas::{Canvas, Line as CLine};
 use super::inspect::Unit;
 use super::judges::JudgesView;
 use super::{Component, Ctx, Hits, ListId, Request};
-use crate::domain::character::{LabelSource, LabelType};
+use crate::domain::character::{Character, LabelSource, LabelType};
 use crate::domain::metrics::alignment;
+use crate::domain::scale::Scale;
 use crate::method::{Assessment, Method};
 use crate::study::interview::results::rows;
 use crate::study::interview::spread::Spread;
@@ -298,29 +299,14 @@ impl Component for Compare {
         if let Some(view) = self.judges_view(ctx) {
             return view.render(frame, area, ctx);
         }
-        let theme = ctx.theme;
         let pairs = pairs(ctx.run);
         let methods = ctx.methods();
         let (Some((c, s)), false) = (pairs.get(self.unit % pairs.len().max(1)), methods.is_empty()) else {
-            let b = block(" Compare ", false, theme);
-            let inner = b.inner(area);
-            frame.render_widget(b, area);
-            frame.render_widget(
-                Paragraph::new(vec![
-                    Line::raw("No results to compare yet."),
-                    Line::styled("Finish a run, or open a session (5).", theme.dim()),
-                ]),
-                inner,
-            );
+            render_empty(frame, area, ctx.theme);
             return Hits::default();
         };
         let (Some(character), Some(scale)) = (ctx.catalog.character(c), ctx.catalog.scale(s)) else {
             return Hits::default();
-        };
-        let u = Unit {
-            character,
-            scale,
-            repeat: 0,
         };
         let shown: Vec<(usize, Method)> = if self.all_methods {
             methods.iter().copied().enumerate().collect()
@@ -335,17 +321,61 @@ impl Component for Compare {
             Constraint::Length(table_height),
         ])
         .areas(area);
+        let profile = Profile {
+            ctx,
+            c,
+            s,
+            character,
+            scale,
+            shown,
+        };
+        self.render_header(frame, header, &profile);
 
-        // Header: who, what, how well.
+        let [radar_area, bars_area] =
+            Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(top);
+        // A page is as many dimensions as the bars pane shows whole (a title, a bar per method shown and
+        // up to two labels each, under the legend); the radar draws the PAGE axes around them.
+        let per_dimension = 1 + profile.shown.len() + 2;
+        let fit = (usize::from(bars_area.height.saturating_sub(3)) / per_dimension).clamp(1, PAGE);
+        let dims = scale.dimensions.len();
+        let pages = dims.div_ceil(fit).max(1);
+        let page = self.page.min(pages - 1);
+        let bars_range: Vec<usize> = (page * fit..((page + 1) * fit).min(dims)).collect();
+        let first_axis = page * fit / PAGE * PAGE;
+        let range: Vec<usize> = (first_axis..(first_axis + PAGE).min(dims)).collect();
+        profile.render_radar(frame, radar_area, first_axis, &range);
+        profile.render_bars(frame, bars_area, &bars_range, &page_note(page, pages));
+        self.render_table(frame, table_area, ctx)
+    }
+}
+
+/// The compare screen before there is anything to compare.
+fn render_empty(frame: &mut Frame, area: Rect, theme: &Theme) {
+    let b = block(" Compare ", false, theme);
+    let inner = b.inner(area);
+    frame.render_widget(b, area);
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::raw("No results to compare yet."),
+            Line::styled("Finish a run, or open a session (5).", theme.dim()),
+        ]),
+        inner,
+    );
+}
+
+impl Compare {
+    /// Header: who, what, how well.
+    fn render_header(&self, frame: &mut Frame, area: Rect, p: &Profile) {
+        let (ctx, theme) = (p.ctx, p.ctx.theme);
         let mut spans = vec![
             Span::styled(
-                format!(" {} ", character.name),
+                format!(" {} ", p.character.name),
                 theme.fg(theme.character).add_modifier(Modifier::BOLD),
             ),
-            Span::raw(format!("· {} · ", scale.id)),
+            Span::raw(format!("· {} · ", p.scale.id)),
         ];
-        for (i, m) in &shown {
-            let acc = accuracy(ctx, c, s, *m);
+        for (i, m) in &p.shown {
+            let acc = accuracy(ctx, p.c, p.s, *m);
             spans.push(Span::styled(
                 m.name().to_string(),
                 theme.fg(series_color(theme, *i)).add_modifier(Modifier::BOLD),
@@ -355,7 +385,7 @@ impl Component for Compare {
                 None => " –  ".into(),
             }));
         }
-        if let Some(rb) = self.rolebench.get(&character.id) {
+        if let Some(rb) = self.rolebench.get(&p.character.id) {
             spans.push(Span::styled(
                 format!(
                     "RoleBench Rouge-L F {:.3}{} ({} q.)  ",
@@ -368,24 +398,121 @@ impl Component for Compare {
             ));
         }
         spans.push(Span::styled("m method · a all · ←/→ character", theme.dim()));
-        frame.render_widget(Paragraph::new(Line::from(spans)), header);
+        frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    }
 
-        let [radar_area, bars_area] =
-            Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(top);
+    /// Table 2: every character × scale × method, with a cursor; its rows are clickable.
+    fn render_table(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
+        let theme = ctx.theme;
+        let b = block(" Session table (o sorts · enter shows the row) ", false, theme);
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
+        let rows = self.table_rows(ctx);
+        let sort = ["plan order", "Acc_Dim ↓", "MAE ↑", "method"][self.sort % 4];
+        let mut lines = vec![Line::styled(
+            format!(
+                "{} {} {:<9} {:>7} {:>7}   sorted by {sort}",
+                pad("character", 22),
+                pad("scale", 16),
+                "method",
+                "Acc_Dim",
+                "MAE"
+            ),
+            theme.dim(),
+        )];
+        let height = inner.height.saturating_sub(1) as usize;
+        let cursor = self.cursor.min(rows.len().saturating_sub(1));
+        let first = window(rows.len(), cursor, height);
+        let list_area = Rect {
+            y: inner.y + 1,
+            height: inner.height.saturating_sub(1),
+            ..inner
+        };
+        let hits = Hits::list(list_area, first, ListId::CompareTable);
+        for (i, (rc, rs, m, acc, _)) in rows.iter().enumerate().skip(first).take(height) {
+            let name = ctx.catalog.character(rc).map_or(rc.clone(), |x| x.name.clone());
+            let (a, e) = acc.map_or(("–".to_string(), "–".to_string()), |(a, e)| {
+                (format!("{a:.3}"), format!("{e:.3}"))
+            });
+            let style = if i == cursor { theme.selected() } else { theme.base() };
+            lines.push(Line::styled(
+                format!("{} {} {:<9} {a:>7} {e:>7}", pad(&name, 22), pad(rs, 16), m.name()),
+                style,
+            ));
+        }
+        frame.render_widget(Paragraph::new(lines), inner);
+        hits
+    }
+}
 
-        // A page is as many dimensions as the bars pane shows whole (a title, a bar per method shown and
-        // up to two labels each, under the legend); the radar draws the PAGE axes around them.
-        let per_dimension = 1 + shown.len() + 2;
-        let fit = (usize::from(bars_area.height.saturating_sub(3)) / per_dimension).clamp(1, PAGE);
+/// The profile of one character on one scale, as the radar and the bars draw it: the methods shown
+/// (with their series index) against the character's labels.
+struct Profile<'a> {
+    ctx: &'a Ctx<'a>,
+    /// The character's and the scale's ids, as the plan names them.
+    c: &'a str,
+    s: &'a str,
+    character: &'a Character,
+    scale: &'a Scale,
+    shown: Vec<(usize, Method)>,
+}
+
+impl Profile<'_> {
+    /// A score on the scale's range as 0–1.
+    fn norm(&self, v: f64) -> f64 {
+        let (min, max) = self.scale.dimension_range();
+        ((v - min) / (max - min)).clamp(0.0, 1.0)
+    }
+
+    /// The label of dimension `d` from `source` on the scale's range. A letter target has no score: it
+    /// is drawn where its band begins (0.6 / 0.4 of the range).
+    fn label(&self, source: LabelSource, d: usize) -> Option<f64> {
+        let l = self
+            .character
+            .labels
+            .get(source, &self.scale.id, &self.scale.dimensions[d].name)?;
+        Some(crate::study::diff::Reference::of(l)?.position(self.scale.dimension_range()))
+    }
+
+    /// Mean score of method `m` on dimension `dim` over repeats.
+    fn measured(&self, m: Method, dim: &str) -> Option<f64> {
+        measured(self.ctx.run, self.c, self.s, m, dim)
+    }
+
+    /// Whether the character has target labels on the scale (they get a series of their own).
+    fn targets(&self) -> bool {
+        self.character.labels.target.contains_key(&self.scale.id)
+    }
+
+    /// The radar's series on the dimensions of `range`: each method shown, then the labels, 0–1.
+    fn radar_series(&self, range: &[usize]) -> Vec<(Color, Vec<Option<f64>>)> {
+        let theme = self.ctx.theme;
+        let mut series: Vec<(Color, Vec<Option<f64>>)> = Vec::new();
+        for (i, m) in &self.shown {
+            let v = range
+                .iter()
+                .map(|&d| self.measured(*m, &self.scale.dimensions[d].name).map(|v| self.norm(v)))
+                .collect();
+            series.push((series_color(theme, *i), v));
+        }
+        let labels = |source: LabelSource| -> Vec<Option<f64>> {
+            range
+                .iter()
+                .map(|&d| self.label(source, d).map(|v| self.norm(v)))
+                .collect()
+        };
+        series.push((theme.label_pdb, labels(LabelSource::Pdb)));
+        series.push((theme.label_annotation, labels(LabelSource::Annotation)));
+        if self.targets() {
+            series.push((theme.label_target, labels(LabelSource::Target)));
+        }
+        series
+    }
+
+    /// The radar (Braille canvas) of the dimensions of `range`, the page of axes from `first_axis`.
+    fn render_radar(&self, frame: &mut Frame, area: Rect, first_axis: usize, range: &[usize]) {
+        let (theme, scale) = (self.ctx.theme, self.scale);
         let dims = scale.dimensions.len();
-        let pages = dims.div_ceil(fit).max(1);
-        let page = self.page.min(pages - 1);
-        let bars_range: Vec<usize> = (page * fit..((page + 1) * fit).min(dims)).collect();
-        let first_axis = page * fit / PAGE * PAGE;
-        let range: Vec<usize> = (first_axis..(first_axis + PAGE).min(dims)).collect();
-        let (min, max) = scale.dimension_range();
-        let norm = |v: f64| ((v - min) / (max - min)).clamp(0.0, 1.0);
-        let span = max - min;
         let axes_note = if dims > PAGE {
             format!(
                 " · dimensions {}–{} of {dims}",
@@ -396,43 +523,13 @@ impl Component for Compare {
             String::new()
         };
         let b = block(format!(" Profile{axes_note} "), false, theme);
-        let inner = b.inner(radar_area);
-        frame.render_widget(b, radar_area);
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
 
         let n = range.len().max(3);
         let angle = |k: usize| std::f64::consts::FRAC_PI_2 - 2.0 * std::f64::consts::PI * k as f64 / n as f64;
         let point = |k: usize, r: f64| (r * angle(k).cos(), r * angle(k).sin());
-        // A letter target has no score: it is drawn where its band begins (0.6 / 0.4 of the range).
-        let label = |source: LabelSource, d: usize| {
-            let l = character.labels.get(source, &scale.id, &scale.dimensions[d].name)?;
-            Some(crate::study::diff::Reference::of(l)?.position((min, max)))
-        };
-        let targets = character.labels.target.contains_key(&scale.id);
-        let mut series: Vec<(Color, Vec<Option<f64>>)> = Vec::new();
-        for (i, m) in &shown {
-            let v = range
-                .iter()
-                .map(|&d| measured(ctx.run, c, s, *m, &scale.dimensions[d].name).map(norm))
-                .collect();
-            series.push((series_color(theme, *i), v));
-        }
-        series.push((
-            theme.label_pdb,
-            range.iter().map(|&d| label(LabelSource::Pdb, d).map(norm)).collect(),
-        ));
-        series.push((
-            theme.label_annotation,
-            range
-                .iter()
-                .map(|&d| label(LabelSource::Annotation, d).map(norm))
-                .collect(),
-        ));
-        if targets {
-            series.push((
-                theme.label_target,
-                range.iter().map(|&d| label(LabelSource::Target, d).map(norm)).collect(),
-            ));
-        }
+        let series = self.radar_series(range);
         let grid = theme.border;
         // Axis names as wide as the radar leaves room for beside it.
         let label_width = (usize::from(inner.width) / 4).clamp(6, 14);
@@ -484,56 +581,38 @@ impl Component for Compare {
                 }
             });
         frame.render_widget(canvas, inner);
+    }
 
-        // Bars.
-        let page_note = page_note(page, pages);
+    /// The bars of the dimensions of `range`: per dimension each method shown (with its error bar) and
+    /// each label (✓/✗ whether the first method shown falls on its side).
+    fn render_bars(&self, frame: &mut Frame, area: Rect, range: &[usize], page_note: &str) {
+        let theme = self.ctx.theme;
         let b = block(
             format!(" Measured vs labels{page_note} (0–1; marginal labels dimmed) "),
             false,
             theme,
         );
-        let inner = b.inner(bars_area);
-        frame.render_widget(b, bars_area);
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
         let bar_width = (inner.width as usize).saturating_sub(30) / 2;
-        let bar = |v: Option<f64>| -> String {
-            match v {
-                Some(v) => {
-                    let filled = (v * bar_width as f64).round() as usize;
-                    format!(
-                        "{}{}",
-                        "█".repeat(filled),
-                        "░".repeat(bar_width - filled.min(bar_width))
-                    )
-                }
-                None => " ".repeat(bar_width),
-            }
-        };
-        let mut lines = Vec::new();
-        let mut legend = vec![Span::raw(" ")];
-        for (i, m) in &shown {
-            legend.push(Span::styled(
-                format!("■ {} ", m.name()),
-                theme.fg(series_color(theme, *i)),
-            ));
-        }
-        legend.push(Span::styled("■ pdb ", theme.fg(theme.label_pdb)));
-        legend.push(Span::styled("■ annotation", theme.fg(theme.label_annotation)));
-        if targets {
-            legend.push(Span::styled(" ■ target", theme.fg(theme.label_target)));
-        }
-        lines.push(Line::from(legend));
-        for &d in &bars_range {
-            let dim = &scale.dimensions[d];
+        let mut lines = vec![self.legend()];
+        for &d in range {
+            let dim = &self.scale.dimensions[d];
             lines.push(Line::styled(
                 format!(" {}", pad(&dim.name, (inner.width as usize).saturating_sub(2))),
                 theme.title(),
             ));
-            for (i, m) in &shown {
-                let v = measured(ctx.run, c, s, *m, &dim.name);
-                let spread = spread(ctx.run, c, s, *m, &dim.name);
+            let (min, max) = self.scale.dimension_range();
+            let span = max - min;
+            for (i, m) in &self.shown {
+                let v = self.measured(*m, &dim.name);
+                let spread = spread(self.ctx.run, self.c, self.s, *m, &dim.name);
                 let (drawn, sd_text) = match (v, spread.as_ref().and_then(|x| x.sd)) {
-                    (Some(v), Some(sd)) => (whiskers(&bar(Some(norm(v))), norm(v), sd / span), format!(" ±{sd:.2}")),
-                    _ => (bar(v.map(norm)), String::new()),
+                    (Some(v), Some(sd)) => (
+                        whiskers(&bar(Some(self.norm(v)), bar_width), self.norm(v), sd / span),
+                        format!(" ±{sd:.2}"),
+                    ),
+                    _ => (bar(v.map(|v| self.norm(v)), bar_width), String::new()),
                 };
                 lines.push(Line::from(vec![
                     Span::styled(format!("  {:<9}", m.name()), theme.dim()),
@@ -542,90 +621,93 @@ impl Component for Compare {
                     Span::styled(sd_text, theme.dim()),
                 ]));
             }
-            for (source, color, name) in [
-                (LabelSource::Pdb, theme.label_pdb, "pdb"),
-                (LabelSource::Annotation, theme.label_annotation, "annot."),
-                (LabelSource::Target, theme.label_target, "target"),
-            ] {
-                let l = character.labels.get(source, &scale.id, &dim.name);
-                let Some(l) = l else { continue };
-                let marginal = l.kind == LabelType::X;
-                let style = if marginal {
-                    theme.fg(theme.marginal).add_modifier(Modifier::DIM)
-                } else {
-                    theme.fg(color)
-                };
-                let kind = match l.kind {
-                    LabelType::H => "H",
-                    LabelType::L => "L",
-                    LabelType::X => "X marginal",
-                };
-                let (_, _, correct) = super::inspect::verdict(
-                    &u,
-                    d,
-                    shown.first().and_then(|(_, m)| measured(ctx.run, c, s, *m, &dim.name)),
-                    source,
-                );
-                let mark = match correct {
-                    Some(true) => Span::styled(" ✓", theme.fg(theme.positive)),
-                    Some(false) => Span::styled(" ✗", theme.fg(theme.negative)),
-                    None => Span::raw(""),
-                };
-                lines.push(Line::from(vec![
-                    Span::styled(format!("  {name:<9}"), theme.dim()),
-                    Span::styled(
-                        if marginal {
-                            bar(l.score.map(norm)).replace('█', "▒")
-                        } else {
-                            bar(label(source, d).map(norm))
-                        },
-                        style,
-                    ),
-                    Span::raw(format!(" {} {kind}", score_text(l.score))),
-                    mark,
-                ]));
-            }
+            lines.extend(self.label_bars(d, bar_width));
         }
         frame.render_widget(Paragraph::new(lines), inner);
+    }
 
-        // Table 2: every character × scale × method.
-        let b = block(" Session table (o sorts · enter shows the row) ", false, theme);
-        let inner = b.inner(table_area);
-        frame.render_widget(b, table_area);
-        let rows = self.table_rows(ctx);
-        let sort = ["plan order", "Acc_Dim ↓", "MAE ↑", "method"][self.sort % 4];
-        let mut lines = vec![Line::styled(
-            format!(
-                "{} {} {:<9} {:>7} {:>7}   sorted by {sort}",
-                pad("character", 22),
-                pad("scale", 16),
-                "method",
-                "Acc_Dim",
-                "MAE"
-            ),
-            theme.dim(),
-        )];
-        let height = inner.height.saturating_sub(1) as usize;
-        let cursor = self.cursor.min(rows.len().saturating_sub(1));
-        let first = window(rows.len(), cursor, height);
-        let list_area = Rect {
-            y: inner.y + 1,
-            height: inner.height.saturating_sub(1),
-            ..inner
-        };
-        let hits = Hits::list(list_area, first, ListId::CompareTable);
-        for (i, (rc, rs, m, acc, _)) in rows.iter().enumerate().skip(first).take(height) {
-            let name = ctx.catalog.character(rc).map_or(rc.clone(), |x| x.name.clone());
-            let (a, e) = acc.map_or(("–".to_string(), "–".to_string()), |(a, e)| {
-                (format!("{a:.3}"), format!("{e:.3}"))
-            });
-            let style = if i == cursor { theme.selected() } else { theme.base() };
-            lines.push(Line::styled(
-                format!("{} {} {:<9} {a:>7} {e:>7}", pad(&name, 22), pad(rs, 16), m.name()),
-                style,
+    /// The colours of the bars: each method shown, then the labels.
+    fn legend(&self) -> Line<'static> {
+        let theme = self.ctx.theme;
+        let mut legend = vec![Span::raw(" ")];
+        for (i, m) in &self.shown {
+            legend.push(Span::styled(
+                format!("■ {} ", m.name()),
+                theme.fg(series_color(theme, *i)),
             ));
         }
-        frame.render_widget(Paragraph::new(lines), inner);
-        hits
+        legend.push(Span::styled("■ pdb ", theme.fg(theme.label_pdb)));
+        legend.push(Span::styled("■ annotation", theme.fg(theme.label_annotation)));
+        if self.targets() {
+            legend.push(Span::styled(" ■ target", theme.fg(theme.label_target)));
+        }
+        Line::from(legend)
+    }
+
+    /// A bar per label of dimension `d` the character has, marginal ones dimmed.
+    fn label_bars(&self, d: usize, bar_width: usize) -> Vec<Line<'static>> {
+        let (theme, scale) = (self.ctx.theme, self.scale);
+        let dim = &scale.dimensions[d];
+        let u = Unit {
+            character: self.character,
+            scale,
+            repeat: 0,
+        };
+        let mut lines = Vec::new();
+        for (source, color, name) in [
+            (LabelSource::Pdb, theme.label_pdb, "pdb"),
+            (LabelSource::Annotation, theme.label_annotation, "annot."),
+            (LabelSource::Target, theme.label_target, "target"),
+        ] {
+            let l = self.character.labels.get(source, &scale.id, &dim.name);
+            let Some(l) = l else { continue };
+            let marginal = l.kind == LabelType::X;
+            let style = if marginal {
+                theme.fg(theme.marginal).add_modifier(Modifier::DIM)
+            } else {
+                theme.fg(color)
+            };
+            let kind = match l.kind {
+                LabelType::H => "H",
+                LabelType::L => "L",
+                LabelType::X => "X marginal",
+            };
+            let (_, _, correct) = super::inspect::verdict(
+                &u,
+                d,
+                self.shown.first().and_then(|(_, m)| self.measured(*m, &dim.name)),
+                source,
+            );
+            let mark = match correct {
+                Some(true) => Span::styled(" ✓", theme.fg(theme.positive)),
+                Some(false) => Span::styled(" ✗", theme.fg(theme.negative)),
+                None => Span::raw(""),
+            };
+            lines.push(Line::from(vec![
+                Span::styled(format!("  {name:<9}"), theme.dim()),
+                Span::styled(
+                    if marginal {
+                        bar(l.score.map(|v| self.norm(v)), bar_width).replace('█', "▒")
+                    } else {
+                        bar(self.label(source, d).map(|v| self.norm(v)), bar_width)
+                    },
+                    style,
+                ),
+                Span::raw(format!(" {} {kind}", score_text(l.score))),
+                mark,
+            ]));
+        }
+        lines
+    }
+}
+
+/// A bar `width` cells wide filled to `v` (0–1); blank without a value.
+fn bar(v: Option<f64>, width: usize) -> String {
+    match v {
+        Some(v) => {
+            let filled = (v * width as f64).round() as usize;
+            format!("{}{}", "█".repeat(filled), "░".repeat(width - filled.min(width)))
+        }
+        None => " ".repeat(width),
     }
 }

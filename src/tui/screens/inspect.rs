@@ -17,7 +17,7 @@ use ratatui::widgets::{Paragraph, Wrap};
 use super::{Component, Ctx, Hits, ListId, Request};
 use crate::catalog::Catalog;
 use crate::domain::character::{Character, LabelSource, LabelType};
-use crate::domain::scale::{Keying, Scale};
+use crate::domain::scale::{Item, Keying, Scale};
 use crate::domain::scoring::ItemOption;
 use crate::llm::{ChatMessage, Speaker};
 use crate::method::anonymize::Masker;
@@ -330,46 +330,15 @@ impl Component for Inspect {
     }
 
     fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
-        let theme = ctx.theme;
         let mut hits = Hits::default();
         let Some(u) = unit(ctx, self.unit) else {
-            let b = block(" Inspector ", false, theme);
-            let inner = b.inner(area);
-            frame.render_widget(b, area);
-            frame.render_widget(
-                Paragraph::new(vec![
-                    Line::raw("Nothing to inspect yet."),
-                    Line::styled("Run an interview (1) or open a session (5).", theme.dim()),
-                ]),
-                inner,
-            );
+            render_empty(frame, area, ctx.theme);
             return hits;
         };
         let methods = ctx.methods();
         let method = methods[self.method % methods.len().max(1)];
         let [header, body] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
-        let labels = self.labels(ctx).name();
-        frame.render_widget(
-            Paragraph::new(Line::from(vec![
-                Span::styled(
-                    format!(" {} ", u.character.name),
-                    theme.fg(theme.character).add_modifier(Modifier::BOLD),
-                ),
-                Span::raw(format!("· {} · repeat {} · ", u.scale.id, u.repeat)),
-                Span::styled(method.name(), theme.fg(theme.measured).add_modifier(Modifier::BOLD)),
-                Span::styled(format!(" · labels: {labels}"), theme.fg(theme.label_pdb)),
-                // What the run adapted to its providers changes what the method did: say so here too.
-                Span::styled(
-                    match ctx.run.adapted().as_slice() {
-                        [] => String::new(),
-                        all => format!("   adapted: {}", all.join("; ")),
-                    },
-                    theme.fg(theme.marginal),
-                ),
-                Span::styled("   ←/→ unit · m method · space labels", theme.dim()),
-            ])),
-            header,
-        );
+        self.render_header(frame, header, ctx, &u, method);
         if self.focus == InspectFocus::Drill {
             self.drill(frame, ctx, &u, body);
             return hits;
@@ -390,12 +359,71 @@ impl Component for Inspect {
         let name_width = (dims_width as usize).saturating_sub(24).max(6);
         let [dims_area, detail_area] =
             Layout::horizontal([Constraint::Length(dims_width), Constraint::Min(20)]).areas(body);
-        let dim = self.dim.min(u.scale.dimensions.len().saturating_sub(1));
+        hits.lists
+            .push(self.render_dimensions(frame, dims_area, ctx, &u, method, name_width));
+        hits.lists
+            .extend(self.render_detail(frame, detail_area, ctx, &u, method));
+        hits
+    }
+}
 
-        // Dimensions.
+/// The inspector before there is a unit to inspect.
+fn render_empty(frame: &mut Frame, area: Rect, theme: &Theme) {
+    let b = block(" Inspector ", false, theme);
+    let inner = b.inner(area);
+    frame.render_widget(b, area);
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::raw("Nothing to inspect yet."),
+            Line::styled("Run an interview (1) or open a session (5).", theme.dim()),
+        ]),
+        inner,
+    );
+}
+
+impl Inspect {
+    /// The unit, method and labels shown, and what the run adapted.
+    fn render_header(&self, frame: &mut Frame, area: Rect, ctx: &Ctx, u: &Unit, method: Method) {
+        let theme = ctx.theme;
+        let labels = self.labels(ctx).name();
+        frame.render_widget(
+            Paragraph::new(Line::from(vec![
+                Span::styled(
+                    format!(" {} ", u.character.name),
+                    theme.fg(theme.character).add_modifier(Modifier::BOLD),
+                ),
+                Span::raw(format!("· {} · repeat {} · ", u.scale.id, u.repeat)),
+                Span::styled(method.name(), theme.fg(theme.measured).add_modifier(Modifier::BOLD)),
+                Span::styled(format!(" · labels: {labels}"), theme.fg(theme.label_pdb)),
+                // What the run adapted to its providers changes what the method did: say so here too.
+                Span::styled(
+                    match ctx.run.adapted().as_slice() {
+                        [] => String::new(),
+                        all => format!("   adapted: {}", all.join("; ")),
+                    },
+                    theme.fg(theme.marginal),
+                ),
+                Span::styled("   ←/→ unit · m method · space labels", theme.dim()),
+            ])),
+            area,
+        );
+    }
+
+    /// Per dimension the method's score against the label; returns the clickable list.
+    fn render_dimensions(
+        &self,
+        frame: &mut Frame,
+        area: Rect,
+        ctx: &Ctx,
+        u: &Unit,
+        method: Method,
+        name_width: usize,
+    ) -> (Rect, usize, ListId) {
+        let theme = ctx.theme;
+        let dim = self.dim.min(u.scale.dimensions.len().saturating_sub(1));
         let b = block(" Dimensions ", self.focus == InspectFocus::Dimensions, theme);
-        let inner = b.inner(dims_area);
-        frame.render_widget(b, dims_area);
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
         let height = inner.height.saturating_sub(1) as usize;
         let first = window(u.scale.dimensions.len(), dim, height);
         let list_area = Rect {
@@ -403,15 +431,14 @@ impl Component for Inspect {
             height: inner.height.saturating_sub(1),
             ..inner
         };
-        hits.lists.push((list_area, first, ListId::Dimensions));
         let mut lines = vec![Line::styled(
             format!("{} {:>6} {:>6}  type", pad("dimension", name_width), "score", "label"),
             theme.dim(),
         )];
         for (i, d) in u.scale.dimensions.iter().enumerate().skip(first).take(height) {
-            let a = assessment(ctx.run, &u, method, &d.name);
+            let a = assessment(ctx.run, u, method, &d.name);
             let score = a.and_then(|a| a.score);
-            let (label, kind, correct) = verdict(&u, i, score, self.labels(ctx));
+            let (label, kind, correct) = verdict(u, i, score, self.labels(ctx));
             let mark = match (a.map(|a| a.failure.is_some()), correct) {
                 (Some(true), _) => Span::styled(" fail", theme.fg(theme.error)),
                 (_, Some(true)) => Span::styled(" ✓", theme.fg(theme.positive)),
@@ -447,114 +474,138 @@ impl Component for Inspect {
             ]));
         }
         frame.render_widget(Paragraph::new(lines), inner);
+        (list_area, first, ListId::Dimensions)
+    }
 
-        // Detail of the selected dimension.
+    /// The selected dimension: the judge's batches, or the items with their options; returns the item
+    /// list when it shows one.
+    fn render_detail(
+        &self,
+        frame: &mut Frame,
+        area: Rect,
+        ctx: &Ctx,
+        u: &Unit,
+        method: Method,
+    ) -> Option<(Rect, usize, ListId)> {
+        let theme = ctx.theme;
+        let dim = self.dim.min(u.scale.dimensions.len().saturating_sub(1));
         let d = &u.scale.dimensions[dim];
-        let a = assessment(ctx.run, &u, method, &d.name);
+        let a = assessment(ctx.run, u, method, &d.name);
         let b = block(
             format!(" {} · {} ", d.name, method.name()),
             self.focus == InspectFocus::Items,
             theme,
         );
-        let inner = b.inner(detail_area);
-        frame.render_widget(b, detail_area);
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
         let width = inner.width as usize;
-        let mut lines: Vec<Line> = Vec::new();
-        match a {
-            None => lines.push(Line::styled("not assessed yet", theme.dim())),
-            Some(a) if !method.item_level() => {
-                if let Some(f) = &a.failure {
-                    lines.push(Line::styled(format!("failed: {f}"), theme.fg(theme.error)));
-                }
-                for (bi, batch) in a.batches.iter().enumerate() {
-                    lines.push(Line::from(vec![
-                        Span::styled(format!("batch {} ", bi + 1), theme.title()),
-                        Span::raw(format!(
-                            "items {:?} → {} ({} attempt{})",
-                            batch.item_ids,
-                            score_text(batch.score),
-                            batch.attempts.len(),
-                            if batch.attempts.len() == 1 { "" } else { "s" }
-                        )),
-                    ]));
-                    for l in wrap(&batch.analysis, width.saturating_sub(2)) {
-                        lines.push(Line::raw(format!("  {l}")));
-                    }
-                    lines.push(Line::raw(""));
-                }
-            }
+        let mut list = None;
+        let lines = match a {
+            None => vec![Line::styled("not assessed yet", theme.dim())],
+            Some(a) if !method.item_level() => batch_lines(a, theme, width),
             Some(a) => {
-                let items: Vec<_> = u.scale.items_of(dim).collect();
-                let cursor = self.item.min(items.len().saturating_sub(1));
-                lines.push(Line::styled(
-                    format!("{:>4} {:>4} {:>7} {:>6}  statement", "item", "key", "option", "score"),
-                    theme.dim(),
-                ));
                 let list_area = Rect {
                     y: inner.y + 1,
                     height: inner.height.saturating_sub(1),
                     ..inner
                 };
-                hits.lists.push((list_area, 0, ListId::InspectItems));
-                for (i, item) in items.iter().enumerate() {
-                    let c = a.items.iter().find(|c| c.item_id == item.id);
-                    let keying = match item.keying() {
-                        Some(Keying::Positive) => "+".to_string(),
-                        Some(Keying::Negative) => "−".to_string(),
-                        Some(Keying::Pole { letter, .. }) => letter.clone(),
-                        None => "".into(),
-                    };
-                    let option = match c {
-                        Some(c) if c.refused => "x".to_string(),
-                        Some(c) if c.option.is_none() => "failed".to_string(),
-                        Some(c) => option_text(c.option),
-                        None => "–".into(),
-                    };
-                    let style = if i == cursor && self.focus == InspectFocus::Items {
-                        theme.selected()
-                    } else if c.is_some_and(|c| c.option.is_none()) {
-                        theme.fg(theme.error)
-                    } else if c.is_some_and(|c| c.refused) {
-                        theme.fg(theme.marginal)
-                    } else {
-                        theme.base()
-                    };
-                    let statement = item.statement.get(u.character.language);
-                    lines.push(Line::styled(
-                        format!(
-                            "{:>4} {:>4} {:>7} {:>6}  {}",
-                            item.id,
-                            keying,
-                            option,
-                            score_text(c.and_then(|c| c.score)),
-                            fit(statement, width.saturating_sub(27))
-                        ),
-                        style,
-                    ));
-                }
-                lines.push(Line::raw(""));
-                if let Some(f) = &a.failure {
-                    lines.push(Line::styled(format!("failed: {f}"), theme.fg(theme.error)));
-                }
-                lines.push(Line::styled(
-                    format!(
-                        "dimension score {} · x = refused (counts at the midpoint)",
-                        score_text(a.score)
-                    ),
-                    theme.dim(),
-                ));
-                let failed = a.failed_items().len();
-                if failed > 0 {
-                    lines.push(Line::styled(
-                        format!("{failed} failed, left out (scored while at least half remain)"),
-                        theme.fg(theme.error),
-                    ));
-                }
+                list = Some((list_area, 0, ListId::InspectItems));
+                self.item_lines(a, u, dim, theme, width)
             }
-        }
+        };
         frame.render_widget(Paragraph::new(lines).scroll((self.scroll, 0)), inner);
-        hits
+        list
     }
+
+    /// The items of dimension `dim` with the option each answer gave and its score, then the dimension's.
+    fn item_lines(&self, a: &Assessment, u: &Unit, dim: usize, theme: &Theme, width: usize) -> Vec<Line<'static>> {
+        let items: Vec<_> = u.scale.items_of(dim).collect();
+        let cursor = self.item.min(items.len().saturating_sub(1));
+        let mut lines = vec![Line::styled(
+            format!("{:>4} {:>4} {:>7} {:>6}  statement", "item", "key", "option", "score"),
+            theme.dim(),
+        )];
+        for (i, item) in items.iter().enumerate() {
+            let c = a.items.iter().find(|c| c.item_id == item.id);
+            let keying = match item.keying() {
+                Some(Keying::Positive) => "+".to_string(),
+                Some(Keying::Negative) => "−".to_string(),
+                Some(Keying::Pole { letter, .. }) => letter.clone(),
+                None => "".into(),
+            };
+            let option = match c {
+                Some(c) if c.refused => "x".to_string(),
+                Some(c) if c.option.is_none() => "failed".to_string(),
+                Some(c) => option_text(c.option),
+                None => "–".into(),
+            };
+            let style = if i == cursor && self.focus == InspectFocus::Items {
+                theme.selected()
+            } else if c.is_some_and(|c| c.option.is_none()) {
+                theme.fg(theme.error)
+            } else if c.is_some_and(|c| c.refused) {
+                theme.fg(theme.marginal)
+            } else {
+                theme.base()
+            };
+            let statement = item.statement.get(u.character.language);
+            lines.push(Line::styled(
+                format!(
+                    "{:>4} {:>4} {:>7} {:>6}  {}",
+                    item.id,
+                    keying,
+                    option,
+                    score_text(c.and_then(|c| c.score)),
+                    fit(statement, width.saturating_sub(27))
+                ),
+                style,
+            ));
+        }
+        lines.push(Line::raw(""));
+        if let Some(f) = &a.failure {
+            lines.push(Line::styled(format!("failed: {f}"), theme.fg(theme.error)));
+        }
+        lines.push(Line::styled(
+            format!(
+                "dimension score {} · x = refused (counts at the midpoint)",
+                score_text(a.score)
+            ),
+            theme.dim(),
+        ));
+        let failed = a.failed_items().len();
+        if failed > 0 {
+            lines.push(Line::styled(
+                format!("{failed} failed, left out (scored while at least half remain)"),
+                theme.fg(theme.error),
+            ));
+        }
+        lines
+    }
+}
+
+/// A dimension the judge rated: its batches with their analyses.
+fn batch_lines(a: &Assessment, theme: &Theme, width: usize) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    if let Some(f) = &a.failure {
+        lines.push(Line::styled(format!("failed: {f}"), theme.fg(theme.error)));
+    }
+    for (bi, batch) in a.batches.iter().enumerate() {
+        lines.push(Line::from(vec![
+            Span::styled(format!("batch {} ", bi + 1), theme.title()),
+            Span::raw(format!(
+                "items {:?} → {} ({} attempt{})",
+                batch.item_ids,
+                score_text(batch.score),
+                batch.attempts.len(),
+                if batch.attempts.len() == 1 { "" } else { "s" }
+            )),
+        ]));
+        for l in wrap(&batch.analysis, width.saturating_sub(2)) {
+            lines.push(Line::raw(format!("  {l}")));
+        }
+        lines.push(Line::raw(""));
+    }
+    lines
 }
 
 fn option_text(option: Option<ItemOption>) -> String {
@@ -614,14 +665,18 @@ impl Inspect {
         let inner = b.inner(area);
         frame.render_widget(b, area);
         let width = inner.width as usize;
-        let lang = u.character.language;
         let mut lines: Vec<Line> = Vec::new();
         lines.push(Line::from(vec![
             Span::styled("statement ", theme.dim()),
-            Span::raw(item.statement.get(lang).clone()),
+            Span::raw(item.statement.get(u.character.language).clone()),
         ]));
-        let plan = ctx.run.session.plan.as_ref();
-        let templates = match plan.map(|p| Templates::from_record(&p.prompts)) {
+        let templates = match ctx
+            .run
+            .session
+            .plan
+            .as_ref()
+            .map(|p| Templates::from_record(&p.prompts))
+        {
             Some(Err(e)) => {
                 lines.push(Line::styled(
                     crate::text::terminal_safe(&format!("{e}; the prompts below use the bundled templates")),
@@ -632,8 +687,46 @@ impl Inspect {
             Some(Ok(t)) => t,
             None => Templates::default(),
         };
+        let drilled = Drilled {
+            ctx,
+            u,
+            item,
+            dim,
+            templates: &templates,
+            width,
+        };
+        lines.extend(drilled.interviews());
+        lines.extend(drilled.readings());
+        frame.render_widget(
+            Paragraph::new(lines)
+                .wrap(Wrap { trim: false })
+                .scroll((self.scroll, 0)),
+            inner,
+        );
+    }
+}
+
+/// The item the inspector drills into, with what rebuilding its prompts takes.
+struct Drilled<'a> {
+    ctx: &'a Ctx<'a>,
+    u: &'a Unit<'a>,
+    item: &'a Item,
+    dim: usize,
+    /// The session's prompt templates (the bundled ones when they cannot be read).
+    templates: &'a Templates,
+    width: usize,
+}
+
+impl Drilled<'_> {
+    /// The item's interview in each query style of the shown methods, with the agent's prompt rebuilt
+    /// exactly.
+    fn interviews(&self) -> Vec<Line<'static>> {
+        let (ctx, u, item, width) = (self.ctx, self.u, self.item, self.width);
+        let theme = ctx.theme;
+        let lang = u.character.language;
+        let plan = ctx.run.session.plan.as_ref();
         let styles: std::collections::BTreeSet<QueryStyle> = ctx.methods().iter().map(|m| m.query_style()).collect();
-        let masker = Masker::new(&u.character.aliases, &u.character.experimenter);
+        let mut lines = Vec::new();
         for style in &styles {
             let key = ItemKey {
                 character: u.character.id.clone(),
@@ -671,7 +764,7 @@ impl Inspect {
             // The agent's prompt, rebuilt exactly.
             if let Some(plan) = plan {
                 let memories = ctx.memories.get(&u.character.id).map(Arc::as_ref);
-                let query = interview::query(&templates, u.character, u.scale, item, *style);
+                let query = interview::query(self.templates, u.character, u.scale, item, *style);
                 let assembled = prompt::assemble(u.character, plan.style, memories, item.question.get(lang), &query);
                 let note = if assembled.retrieved == row.retrieved
                     || row.retrieved.is_empty() && assembled.retrieved.is_empty()
@@ -687,14 +780,22 @@ impl Inspect {
                         super::setup::style_name(plan.style),
                         row.retrieved
                     ),
-                    (&templates, &[interview::query_template(*style, lang)]),
+                    (self.templates, &[interview::query_template(*style, lang)]),
                     &assembled.messages,
                     theme,
                     width,
                 ));
             }
         }
-        // Each method's reading of the item, and its judge prompt.
+        lines
+    }
+
+    /// Each method's reading of the item, and its judge prompt.
+    fn readings(&self) -> Vec<Line<'static>> {
+        let (ctx, u, item, dim) = (self.ctx, self.u, self.item, self.dim);
+        let theme = ctx.theme;
+        let masker = Masker::new(&u.character.aliases, &u.character.experimenter);
+        let mut lines = Vec::new();
         for method in ctx.methods() {
             let Some(a) = assessment(ctx.run, u, method, &u.scale.dimensions[dim].name) else {
                 continue;
@@ -702,51 +803,7 @@ impl Inspect {
             let ex = exchanges(ctx.run, u, method.query_style());
             lines.push(Line::styled(format!("── {} ──", method.name()), theme.title()));
             if method.item_level() {
-                if let Some(c) = a.items.iter().find(|c| c.item_id == item.id) {
-                    let option = if c.refused {
-                        "x (refused)".into()
-                    } else {
-                        option_text(c.option)
-                    };
-                    lines.push(Line::raw(format!(
-                        "option {option} → item score {}",
-                        score_text(c.score)
-                    )));
-                }
-                // The call that converted this item: as journaled, or (older sessions) regrouped by the plan.
-                let recorded = a.calls.iter().find(|ids| ids.contains(&item.id)).map(|ids| {
-                    let refs: Vec<&Exchange> = ex.iter().filter(|e| ids.contains(&e.item_id)).collect();
-                    match method {
-                        Method::DOc => convert::doc_messages(&templates, u.scale, dim, &masker, &refs),
-                        _ => convert::oc_messages(&templates, u.scale, &u.character.name, &refs),
-                    }
-                });
-                let messages = recorded.or_else(|| {
-                    let per_call = plan.map_or(convert::MAX_ITEMS_PER_CALL, |p| p.items_per_call as usize);
-                    let groups = match method {
-                        Method::DOc => convert::doc_groups(&templates, u.scale, &masker, &ex, per_call),
-                        _ => convert::oc_groups(&templates, u.scale, &u.character.name, &ex, per_call),
-                    };
-                    groups
-                        .into_iter()
-                        .find(|(_, ids)| ids.contains(&item.id))
-                        .map(|(m, _)| m)
-                });
-                if method != Method::Sr
-                    && let Some(messages) = messages
-                {
-                    let template = match method {
-                        Method::DOc => Template::DimensionConversion,
-                        _ => Template::OptionConversion,
-                    };
-                    lines.extend(messages_lines(
-                        "judge prompt".into(),
-                        (&templates, &[template]),
-                        &messages,
-                        theme,
-                        width,
-                    ));
-                }
+                lines.extend(self.conversion(method, a, &ex, &masker));
             } else if let Some((bi, batch)) = a
                 .batches
                 .iter()
@@ -764,21 +821,70 @@ impl Inspect {
                     .iter()
                     .filter_map(|id| ex.iter().find(|e| e.item_id == *id))
                     .collect();
-                let messages = expert::messages(&templates, u.scale, dim, lang, &masker, &refs);
+                let messages = expert::messages(self.templates, u.scale, dim, u.character.language, &masker, &refs);
                 lines.extend(messages_lines(
                     "judge prompt (anonymized)".into(),
-                    (&templates, &[Template::ExpertRating, Template::ExpertConversation]),
+                    (self.templates, &[Template::ExpertRating, Template::ExpertConversation]),
                     &messages,
                     theme,
-                    width,
+                    self.width,
                 ));
             }
         }
-        frame.render_widget(
-            Paragraph::new(lines)
-                .wrap(Wrap { trim: false })
-                .scroll((self.scroll, 0)),
-            inner,
-        );
+        lines
+    }
+
+    /// An item-level method's reading of the item: the option and its score, and the call that
+    /// converted it.
+    fn conversion(&self, method: Method, a: &Assessment, ex: &[Exchange], masker: &Masker) -> Vec<Line<'static>> {
+        let (ctx, u, item, dim, templates) = (self.ctx, self.u, self.item, self.dim, self.templates);
+        let mut lines = Vec::new();
+        if let Some(c) = a.items.iter().find(|c| c.item_id == item.id) {
+            let option = if c.refused {
+                "x (refused)".into()
+            } else {
+                option_text(c.option)
+            };
+            lines.push(Line::raw(format!(
+                "option {option} → item score {}",
+                score_text(c.score)
+            )));
+        }
+        // The call that converted this item: as journaled, or (older sessions) regrouped by the plan.
+        let recorded = a.calls.iter().find(|ids| ids.contains(&item.id)).map(|ids| {
+            let refs: Vec<&Exchange> = ex.iter().filter(|e| ids.contains(&e.item_id)).collect();
+            match method {
+                Method::DOc => convert::doc_messages(templates, u.scale, dim, masker, &refs),
+                _ => convert::oc_messages(templates, u.scale, &u.character.name, &refs),
+            }
+        });
+        let messages = recorded.or_else(|| {
+            let plan = ctx.run.session.plan.as_ref();
+            let per_call = plan.map_or(convert::MAX_ITEMS_PER_CALL, |p| p.items_per_call as usize);
+            let groups = match method {
+                Method::DOc => convert::doc_groups(templates, u.scale, masker, ex, per_call),
+                _ => convert::oc_groups(templates, u.scale, &u.character.name, ex, per_call),
+            };
+            groups
+                .into_iter()
+                .find(|(_, ids)| ids.contains(&item.id))
+                .map(|(m, _)| m)
+        });
+        if method != Method::Sr
+            && let Some(messages) = messages
+        {
+            let template = match method {
+                Method::DOc => Template::DimensionConversion,
+                _ => Template::OptionConversion,
+            };
+            lines.extend(messages_lines(
+                "judge prompt".into(),
+                (templates, &[template]),
+                &messages,
+                ctx.theme,
+                self.width,
+            ));
+        }
+        lines
     }
 }

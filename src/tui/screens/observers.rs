@@ -16,6 +16,7 @@ use crate::observer::report::{self, SubjectResult};
 use crate::observer::{Done, SCALE, Side};
 use crate::tui::app::{DEMO_STEPS, Effect};
 use crate::tui::keys::Command;
+use crate::tui::theme::Theme;
 use crate::tui::ui::{block, fit, pad};
 use crate::tui::wrap::wrap;
 
@@ -158,26 +159,7 @@ impl Component for Observers {
         let theme = ctx.theme;
         let subjects = subject_results(ctx);
         let Some(s) = subjects.get(self.subject % subjects.len().max(1)) else {
-            let b = block(" Observers ", false, theme);
-            let inner = b.inner(area);
-            frame.render_widget(b, area);
-            frame.render_widget(
-                Paragraph::new(vec![
-                    // The tour's last step has asked for the observer sample; it is on its way.
-                    Line::raw(if ctx.demo.is_some_and(|d| d.step + 1 == DEMO_STEPS.len()) {
-                        "Opening the observer sample…"
-                    } else {
-                        "No observer run open."
-                    }),
-                    Line::styled(
-                        "s starts one with a synthetic subject, c with the character picked in Setup; \
-                     sessions of `incharacter observe` open from Sessions (5).",
-                        theme.dim(),
-                    ),
-                ])
-                .wrap(Wrap { trim: false }),
-                inner,
-            );
+            render_empty(frame, area, ctx);
             return Hits::default();
         };
         let [header, body, bars_area] =
@@ -207,41 +189,82 @@ impl Component for Observers {
 
         let [cards_area, dialogue_area] = Layout::horizontal([Constraint::Length(40), Constraint::Min(30)]).areas(body);
         let selected = self.observer % s.observers.len().max(1);
-        let b = block(format!(" Observers ({}) ", s.observers.len()), false, theme);
-        let inner = b.inner(cards_area);
-        frame.render_widget(b, cards_area);
-        let width = inner.width as usize;
-        let mut lines = Vec::new();
-        for (i, o) in s.observers.iter().enumerate() {
-            let status = if o.report.is_some() {
-                Span::styled(" reported", theme.fg(theme.positive))
+        render_cards(frame, cards_area, theme, s, selected);
+        let top = self.render_dialogues(frame, dialogue_area, ctx, s, selected);
+        self.render_traits(frame, bars_area, ctx, s);
+        Hits {
+            tail_top: Some(top),
+            ..Hits::default()
+        }
+    }
+}
+
+/// The observers screen without an observer run.
+fn render_empty(frame: &mut Frame, area: Rect, ctx: &Ctx) {
+    let theme = ctx.theme;
+    let b = block(" Observers ", false, theme);
+    let inner = b.inner(area);
+    frame.render_widget(b, area);
+    frame.render_widget(
+        Paragraph::new(vec![
+            // The tour's last step has asked for the observer sample; it is on its way.
+            Line::raw(if ctx.demo.is_some_and(|d| d.step + 1 == DEMO_STEPS.len()) {
+                "Opening the observer sample…"
             } else {
-                let turns: usize = o.scenarios.iter().map(|sc| sc.dialogue.len()).sum();
-                Span::styled(format!(" {turns} turns"), theme.fg(theme.streaming))
-            };
-            let style = if i == selected { theme.selected() } else { theme.base() };
-            lines.push(Line::from(vec![
-                Span::styled(
-                    pad(
-                        &format!("{} {} · {}", o.id, o.profile.name, o.context.name()),
-                        width.saturating_sub(10),
-                    ),
-                    style,
+                "No observer run open."
+            }),
+            Line::styled(
+                "s starts one with a synthetic subject, c with the character picked in Setup; \
+                     sessions of `incharacter observe` open from Sessions (5).",
+                theme.dim(),
+            ),
+        ])
+        .wrap(Wrap { trim: false }),
+        inner,
+    );
+}
+
+/// The subject's observers as cards: who, in which context, how far, and their relationship.
+fn render_cards(frame: &mut Frame, area: Rect, theme: &Theme, s: &SubjectResult, selected: usize) {
+    let b = block(format!(" Observers ({}) ", s.observers.len()), false, theme);
+    let inner = b.inner(area);
+    frame.render_widget(b, area);
+    let width = inner.width as usize;
+    let mut lines = Vec::new();
+    for (i, o) in s.observers.iter().enumerate() {
+        let status = if o.report.is_some() {
+            Span::styled(" reported", theme.fg(theme.positive))
+        } else {
+            let turns: usize = o.scenarios.iter().map(|sc| sc.dialogue.len()).sum();
+            Span::styled(format!(" {turns} turns"), theme.fg(theme.streaming))
+        };
+        let style = if i == selected { theme.selected() } else { theme.base() };
+        lines.push(Line::from(vec![
+            Span::styled(
+                pad(
+                    &format!("{} {} · {}", o.id, o.profile.name, o.context.name()),
+                    width.saturating_sub(10),
                 ),
-                status,
-            ]));
-            if let Some(r) = &o.relationship {
-                for l in wrap(r, width.saturating_sub(2)).into_iter().take(2) {
-                    lines.push(Line::styled(format!("  {l}"), theme.dim()));
-                }
+                style,
+            ),
+            status,
+        ]));
+        if let Some(r) = &o.relationship {
+            for l in wrap(r, width.saturating_sub(2)).into_iter().take(2) {
+                lines.push(Line::styled(format!("  {l}"), theme.dim()));
             }
         }
-        frame.render_widget(Paragraph::new(lines), inner);
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+}
 
-        // The selected observer's dialogues, newest at the bottom.
+impl Observers {
+    /// The selected observer's dialogues, newest at the bottom; returns the scroll's top.
+    fn render_dialogues(&self, frame: &mut Frame, area: Rect, ctx: &Ctx, s: &SubjectResult, selected: usize) -> u16 {
+        let theme = ctx.theme;
         let b = block(" Dialogues ", false, theme);
-        let inner = b.inner(dialogue_area);
-        frame.render_widget(b, dialogue_area);
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
         let width = inner.width as usize;
         let mut lines: Vec<Line> = Vec::new();
         if let Some(o) = s.observers.get(selected) {
@@ -281,8 +304,12 @@ impl Component for Observers {
         let height = inner.height as usize;
         let (start, end, top) = self.scroll.window(lines.len(), height, true);
         frame.render_widget(Paragraph::new(lines[start..end].to_vec()), inner);
+        top
+    }
 
-        // Traits: latent, self, observers, aggregate on 0–1.
+    /// Traits: latent, self, observers, aggregate on 0–1.
+    fn render_traits(&self, frame: &mut Frame, area: Rect, ctx: &Ctx, s: &SubjectResult) {
+        let theme = ctx.theme;
         // A character subject's InCharacter interview on the same questionnaire, when a session has one.
         let interview = s.latent.is_none().then(|| self.interviews.get(&s.id)).flatten();
         let title = match interview {
@@ -294,8 +321,8 @@ impl Component for Observers {
                 .to_string(),
         };
         let b = block(title, false, theme);
-        let inner = b.inner(bars_area);
-        frame.render_widget(b, bars_area);
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
         let scale = ctx.catalog.scale(SCALE).expect("IPIP-50 is bundled");
         let norm = |v: f64| ((v - 1.0) / 4.0).clamp(0.0, 1.0);
         let cell = |v: Option<f64>| v.map_or("   –".to_string(), |v| format!("{:>4.2}", v));
@@ -344,10 +371,6 @@ impl Component for Observers {
             ]));
         }
         frame.render_widget(Paragraph::new(lines), inner);
-        Hits {
-            tail_top: Some(top),
-            ..Hits::default()
-        }
     }
 }
 

@@ -310,7 +310,6 @@ impl Component for Setup {
     }
 
     fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
-        let theme = ctx.theme;
         let mut hits = Hits::default();
         let recent_rows = if area.height >= 34 { 7 } else { 4 };
         let [top, recent] = Layout::vertical([Constraint::Min(10), Constraint::Length(recent_rows)]).areas(area);
@@ -320,8 +319,18 @@ impl Component for Setup {
             Constraint::Percentage(30),
         ])
         .areas(top);
+        hits.lists.push(self.render_characters(frame, chars, ctx));
+        hits.lists.push(self.render_scales(frame, scales, ctx));
+        hits.lists.push(self.render_options(frame, options, ctx));
+        render_recent(frame, recent, ctx);
+        hits
+    }
+}
 
-        // Characters.
+impl Setup {
+    /// The characters the filter keeps, with their pdb codes; returns the clickable list.
+    fn render_characters(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> (Rect, usize, ListId) {
+        let theme = ctx.theme;
         let list = self.filtered_characters(ctx.catalog);
         let focused = self.pane == SetupPane::Characters;
         let title = if self.filter.is_empty() {
@@ -330,11 +339,10 @@ impl Component for Setup {
             format!(" Characters ({}) · filter: {}▏", list.len(), self.filter)
         };
         let b = block(title, focused, theme);
-        let inner = b.inner(chars);
-        frame.render_widget(b, chars);
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
         let height = inner.height as usize;
         let first = window(list.len(), self.char_cursor, height);
-        hits.lists.push((inner, first, ListId::Characters));
         let (bfi, p16) = (ctx.catalog.scale("BFI"), ctx.catalog.scale("16Personalities"));
         let width = inner.width as usize;
         let lines: Vec<Line> = list
@@ -376,15 +384,18 @@ impl Component for Setup {
             })
             .collect();
         frame.render_widget(Paragraph::new(lines), inner);
+        (inner, first, ListId::Characters)
+    }
 
-        // Scales.
+    /// The scales with their item and dimension counts; returns the clickable list.
+    fn render_scales(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> (Rect, usize, ListId) {
+        let theme = ctx.theme;
         let focused = self.pane == SetupPane::Scales;
         let b = block(" Scales ", focused, theme);
-        let inner = b.inner(scales);
-        frame.render_widget(b, scales);
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
         let height = inner.height as usize;
         let first = window(ctx.catalog.scales.len(), self.scale_cursor, height);
-        hits.lists.push((inner, first, ListId::Scales));
         let lines: Vec<Line> = ctx
             .catalog
             .scales
@@ -419,14 +430,16 @@ impl Component for Setup {
             })
             .collect();
         frame.render_widget(Paragraph::new(lines), inner);
+        (inner, first, ListId::Scales)
+    }
 
-        // Options and estimate.
+    /// The run's options, its estimate and the providers' checks; returns the clickable list.
+    fn render_options(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> (Rect, usize, ListId) {
+        let theme = ctx.theme;
         let focused = self.pane == SetupPane::Options;
         let b = block(" Run ", focused, theme);
-        let inner = b.inner(options);
-        frame.render_widget(b, options);
-        hits.lists.push((inner, 0, ListId::Options));
-        let mut lines = Vec::new();
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
         let label = |m: Method| match m {
             Method::ErBatch => "ER_batch",
             Method::ErAll => "ER_all",
@@ -436,6 +449,7 @@ impl Component for Setup {
             Method::SrCot => "SR-CoT",
         };
         let n = Method::ALL.len();
+        let mut lines = Vec::new();
         for row in 0..OPTION_ROWS {
             let text = if row < n {
                 let m = Method::ALL[row];
@@ -457,27 +471,41 @@ impl Component for Setup {
             lines.push(Line::styled(pad(&text, inner.width as usize), style));
         }
         lines.push(Line::raw(""));
+        lines.extend(self.estimate_lines(ctx));
+        lines.extend(self.check_lines(ctx));
+        frame.render_widget(Paragraph::new(lines), inner);
+        (inner, 0, ListId::Options)
+    }
+
+    /// What the run would cost in requests and tokens, or why it cannot start.
+    fn estimate_lines(&self, ctx: &Ctx) -> Vec<Line<'static>> {
+        let theme = ctx.theme;
         match self.plan(ctx.catalog, ctx.providers) {
             Ok(plan) => {
                 let e = estimate(&plan, ctx.catalog);
                 let (requests, tokens) = (e.requests, e.tokens());
-                lines.push(Line::styled("Estimate", theme.title()));
-                lines.push(Line::raw(format!(
-                    "{}×{}×{}×{} runs",
-                    plan.characters.len(),
-                    plan.scales.len(),
-                    plan.methods.len(),
-                    plan.repeats
-                )));
-                lines.push(Line::raw(format!("≈ {requests} requests")));
-                lines.push(Line::raw(format!("≈ {}k tokens", tokens.div_ceil(1000))));
-                lines.push(Line::styled(
-                    "enter starts",
-                    theme.fg(theme.positive).add_modifier(Modifier::BOLD),
-                ));
+                vec![
+                    Line::styled("Estimate", theme.title()),
+                    Line::raw(format!(
+                        "{}×{}×{}×{} runs",
+                        plan.characters.len(),
+                        plan.scales.len(),
+                        plan.methods.len(),
+                        plan.repeats
+                    )),
+                    Line::raw(format!("≈ {requests} requests")),
+                    Line::raw(format!("≈ {}k tokens", tokens.div_ceil(1000))),
+                    Line::styled("enter starts", theme.fg(theme.positive).add_modifier(Modifier::BOLD)),
+                ]
             }
-            Err(e) => lines.push(Line::styled(e, theme.dim())),
+            Err(e) => vec![Line::styled(e, theme.dim())],
         }
+    }
+
+    /// How each provider checked takes the method's requests.
+    fn check_lines(&self, ctx: &Ctx) -> Vec<Line<'static>> {
+        let theme = ctx.theme;
+        let mut lines = Vec::new();
         if !self.checks.is_empty() {
             lines.push(Line::raw(""));
             lines.push(Line::styled("The method's requests", theme.title()));
@@ -502,34 +530,36 @@ impl Component for Setup {
                 }
             }
         }
-        frame.render_widget(Paragraph::new(lines), inner);
-
-        // Recent sessions.
-        let b = block(" Recent sessions (5 opens the list) ", false, theme);
-        let inner = b.inner(recent);
-        frame.render_widget(b, recent);
-        let lines: Vec<Line> = if ctx.sessions.is_empty() {
-            vec![Line::styled("no sessions yet", theme.dim())]
-        } else {
-            ctx.sessions
-                .iter()
-                .rev()
-                .take(inner.height as usize)
-                .map(|e| {
-                    let width = inner.width as usize;
-                    let id_width = e.id.chars().count().min(width.saturating_sub(13 + 16)).max(20);
-                    Line::from(vec![
-                        Span::raw(pad(&e.id, id_width)),
-                        Span::raw(" "),
-                        Span::styled(pad(&e.status, 12), theme.dim()),
-                        Span::raw(fit(&e.model, width.saturating_sub(id_width + 13))),
-                    ])
-                })
-                .collect()
-        };
-        frame.render_widget(Paragraph::new(lines), inner);
-        hits
+        lines
     }
+}
+
+/// The most recent sessions.
+fn render_recent(frame: &mut Frame, area: Rect, ctx: &Ctx) {
+    let theme = ctx.theme;
+    let b = block(" Recent sessions (5 opens the list) ", false, theme);
+    let inner = b.inner(area);
+    frame.render_widget(b, area);
+    let lines: Vec<Line> = if ctx.sessions.is_empty() {
+        vec![Line::styled("no sessions yet", theme.dim())]
+    } else {
+        ctx.sessions
+            .iter()
+            .rev()
+            .take(inner.height as usize)
+            .map(|e| {
+                let width = inner.width as usize;
+                let id_width = e.id.chars().count().min(width.saturating_sub(13 + 16)).max(20);
+                Line::from(vec![
+                    Span::raw(pad(&e.id, id_width)),
+                    Span::raw(" "),
+                    Span::styled(pad(&e.status, 12), theme.dim()),
+                    Span::raw(fit(&e.model, width.saturating_sub(id_width + 13))),
+                ])
+            })
+            .collect()
+    };
+    frame.render_widget(Paragraph::new(lines), inner);
 }
 
 pub fn style_name(style: crate::rpa::prompt::RpaStyle) -> &'static str {

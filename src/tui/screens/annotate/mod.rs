@@ -330,19 +330,7 @@ impl Component for Annotate {
         let theme = ctx.theme;
         let cases = self.cases(ctx.run, ctx.catalog);
         let Some(case) = cases.get(self.cursor.min(cases.len().saturating_sub(1))) else {
-            let b = block(" Annotate ", false, theme);
-            let inner = b.inner(area);
-            frame.render_widget(b, area);
-            frame.render_widget(
-            Paragraph::new(vec![
-                Line::raw("Nothing to annotate."),
-                Line::styled(
-                    "Open a session with interviews (5, then enter); tab switches between the item and the dimension task.",
-                    theme.dim(),
-                ),
-            ]),
-            inner,
-        );
+            render_empty(frame, area, ctx);
             return Hits::default();
         };
         let mine = self.answers.get(&self.annotator);
@@ -352,6 +340,129 @@ impl Component for Annotate {
             .count();
         let [header, body, progress] =
             Layout::vertical([Constraint::Length(1), Constraint::Min(8), Constraint::Length(1)]).areas(area);
+        self.render_header(frame, header, ctx, cases.len());
+        let [case_area, panel_area] = Layout::horizontal([Constraint::Min(40), Constraint::Length(46)]).areas(body);
+        render_case(frame, case_area, ctx, case);
+        self.render_panel(frame, panel_area, ctx, case, mine);
+        frame.render_widget(
+            Gauge::default()
+                .gauge_style(theme.fg(theme.positive))
+                .ratio(done as f64 / cases.len().max(1) as f64)
+                .label(format!("{done}/{} answered by {}", cases.len(), self.annotator)),
+            progress,
+        );
+        Hits::default()
+    }
+}
+
+/// The annotate screen without a case to annotate.
+fn render_empty(frame: &mut Frame, area: Rect, ctx: &Ctx) {
+    let theme = ctx.theme;
+    let b = block(" Annotate ", false, theme);
+    let inner = b.inner(area);
+    frame.render_widget(b, area);
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::raw("Nothing to annotate."),
+            Line::styled(
+                "Open a session with interviews (5, then enter); tab switches between the item and the dimension task.",
+                theme.dim(),
+            ),
+        ]),
+        inner,
+    );
+}
+
+/// The case in large readable text: the statement or the dimension's description, the exchanges, and
+/// how to answer.
+fn render_case(frame: &mut Frame, area: Rect, ctx: &Ctx, case: &Case) {
+    let theme = ctx.theme;
+    let character = ctx.catalog.character(&case.character);
+    let scale = ctx.catalog.scale(&case.scale);
+    let name = character.map_or(case.character.clone(), |c| c.name.clone());
+    let title = match case.item_id {
+        Some(id) => format!(" {name} · {} · {} · item {id} ", case.scale, case.dimension),
+        None => format!(" {name} · {} · {} ", case.scale, case.dimension),
+    };
+    let b = block(title, true, theme);
+    let inner = b.inner(area);
+    frame.render_widget(b, area);
+    let width = inner.width as usize;
+    let mut lines: Vec<Line> = Vec::new();
+    let experimenter = character.map_or("?".to_string(), |c| c.experimenter.clone());
+    let exchange = |lines: &mut Vec<Line>, item_id: u32| {
+        let key = ItemKey {
+            character: case.character.clone(),
+            scale: case.scale.clone(),
+            repeat: case.repeat,
+            style: QueryStyle::Open,
+            item_id,
+        };
+        if let Some(row) = ctx.run.item(&key) {
+            lines.push(Line::styled(
+                experimenter.clone(),
+                theme.fg(theme.experimenter).add_modifier(Modifier::BOLD),
+            ));
+            for l in wrap(&row.question, width.saturating_sub(2)) {
+                lines.push(Line::raw(format!("  {l}")));
+            }
+            lines.push(Line::styled(
+                name.clone(),
+                theme.fg(theme.character).add_modifier(Modifier::BOLD),
+            ));
+            for l in wrap(&row.response, width.saturating_sub(2)) {
+                lines.push(Line::raw(format!("  {l}")));
+            }
+            lines.push(Line::raw(""));
+        }
+    };
+    let options = scale.map_or(String::new(), |s| {
+        let lang = character.map_or(crate::domain::scale::Language::En, |c| c.language);
+        s.options
+            .get(lang)
+            .iter()
+            .enumerate()
+            .map(|(i, o)| format!("{} {o}", s.range.min + i as i32))
+            .collect::<Vec<_>>()
+            .join(" · ")
+    });
+    match case.item_id {
+        Some(id) => {
+            if let Some(item) = scale.and_then(|s| s.item(id)) {
+                for l in wrap(&format!("Statement: {}", item.statement.en), width) {
+                    lines.push(Line::styled(l, theme.title()));
+                }
+                lines.push(Line::raw(""));
+            }
+            exchange(&mut lines, id);
+            for l in wrap(&format!("Options: {options} · x refuses / unrelated"), width) {
+                lines.push(Line::styled(l, theme.dim()));
+            }
+        }
+        None => {
+            if let Some((s, d)) = scale.and_then(|s| Some((s, s.dimension_index(&case.dimension)?))) {
+                for l in wrap(&s.dimensions[d].description.en, width) {
+                    lines.push(Line::styled(l, theme.dim()));
+                }
+                lines.push(Line::raw(""));
+                let ids: Vec<u32> = s.items_of(d).map(|i| i.id).collect();
+                for id in ids {
+                    exchange(&mut lines, id);
+                }
+                let (min, max) = s.dimension_range();
+                lines.push(Line::styled(
+                    format!("Score {min}–{max}: type it, then enter"),
+                    theme.dim(),
+                ));
+            }
+        }
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+impl Annotate {
+    /// The task, the sample and where in it the case is.
+    fn render_header(&self, frame: &mut Frame, area: Rect, ctx: &Ctx, cases: usize) {
         let task = match self.task {
             Task::Item => "item task: the option the answer gives",
             Task::Dimension => "dimension task: a score from all the exchanges",
@@ -363,102 +474,28 @@ impl Component for Annotate {
                 self.badge(ctx),
                 Span::raw(format!(
                     " {task} · {sample} · case {}/{} ",
-                    self.cursor.min(cases.len() - 1) + 1,
-                    cases.len()
+                    self.cursor.min(cases - 1) + 1,
+                    cases
                 )),
-                Span::styled("tab task · s sample · n note · u unanswered", theme.dim()),
+                Span::styled("tab task · s sample · n note · u unanswered", ctx.theme.dim()),
             ])),
-            header,
+            area,
         );
-        let [case_area, panel_area] = Layout::horizontal([Constraint::Min(40), Constraint::Length(46)]).areas(body);
+    }
 
-        // The case.
-        let character = ctx.catalog.character(&case.character);
-        let scale = ctx.catalog.scale(&case.scale);
-        let name = character.map_or(case.character.clone(), |c| c.name.clone());
-        let title = match case.item_id {
-            Some(id) => format!(" {name} · {} · {} · item {id} ", case.scale, case.dimension),
-            None => format!(" {name} · {} · {} ", case.scale, case.dimension),
-        };
-        let b = block(title, true, theme);
-        let inner = b.inner(case_area);
-        frame.render_widget(b, case_area);
-        let width = inner.width as usize;
-        let mut lines: Vec<Line> = Vec::new();
-        let experimenter = character.map_or("?".to_string(), |c| c.experimenter.clone());
-        let exchange = |lines: &mut Vec<Line>, item_id: u32| {
-            let key = ItemKey {
-                character: case.character.clone(),
-                scale: case.scale.clone(),
-                repeat: case.repeat,
-                style: QueryStyle::Open,
-                item_id,
-            };
-            if let Some(row) = ctx.run.item(&key) {
-                lines.push(Line::styled(
-                    experimenter.clone(),
-                    theme.fg(theme.experimenter).add_modifier(Modifier::BOLD),
-                ));
-                for l in wrap(&row.question, width.saturating_sub(2)) {
-                    lines.push(Line::raw(format!("  {l}")));
-                }
-                lines.push(Line::styled(
-                    name.clone(),
-                    theme.fg(theme.character).add_modifier(Modifier::BOLD),
-                ));
-                for l in wrap(&row.response, width.saturating_sub(2)) {
-                    lines.push(Line::raw(format!("  {l}")));
-                }
-                lines.push(Line::raw(""));
-            }
-        };
-        let options = scale.map_or(String::new(), |s| {
-            let lang = character.map_or(crate::domain::scale::Language::En, |c| c.language);
-            s.options
-                .get(lang)
-                .iter()
-                .enumerate()
-                .map(|(i, o)| format!("{} {o}", s.range.min + i as i32))
-                .collect::<Vec<_>>()
-                .join(" · ")
-        });
-        match case.item_id {
-            Some(id) => {
-                if let Some(item) = scale.and_then(|s| s.item(id)) {
-                    for l in wrap(&format!("Statement: {}", item.statement.en), width) {
-                        lines.push(Line::styled(l, theme.title()));
-                    }
-                    lines.push(Line::raw(""));
-                }
-                exchange(&mut lines, id);
-                for l in wrap(&format!("Options: {options} · x refuses / unrelated"), width) {
-                    lines.push(Line::styled(l, theme.dim()));
-                }
-            }
-            None => {
-                if let Some((s, d)) = scale.and_then(|s| Some((s, s.dimension_index(&case.dimension)?))) {
-                    for l in wrap(&s.dimensions[d].description.en, width) {
-                        lines.push(Line::styled(l, theme.dim()));
-                    }
-                    lines.push(Line::raw(""));
-                    let ids: Vec<u32> = s.items_of(d).map(|i| i.id).collect();
-                    for id in ids {
-                        exchange(&mut lines, id);
-                    }
-                    let (min, max) = s.dimension_range();
-                    lines.push(Line::styled(
-                        format!("Score {min}–{max}: type it, then enter"),
-                        theme.dim(),
-                    ));
-                }
-            }
-        }
-        frame.render_widget(Paragraph::new(lines), inner);
-
-        // Panel: this case, then agreement.
+    /// Panel: this case (the answer, the methods' judgements once answered, the note), then agreement.
+    fn render_panel(
+        &self,
+        frame: &mut Frame,
+        area: Rect,
+        ctx: &Ctx,
+        case: &Case,
+        mine: Option<&BTreeMap<Case, Annotation>>,
+    ) {
+        let theme = ctx.theme;
         let b = block(" Your answer · agreement ", false, theme);
-        let inner = b.inner(panel_area);
-        frame.render_widget(b, panel_area);
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
         let methods: [Method; 2] = match self.task {
             Task::Item => [Method::Oc, Method::DOc],
             Task::Dimension | Task::Subject => [Method::ErBatch, Method::ErAll],
@@ -498,10 +535,32 @@ impl Component for Annotate {
             ));
         }
         lines.push(Line::raw(""));
+        lines.extend(self.agreement_lines(ctx, methods, &assessments, mine));
+        if self.editing_note {
+            let [rest, note_area] = Layout::vertical([Constraint::Min(4), Constraint::Length(4)]).areas(inner);
+            frame.render_widget(Paragraph::new(lines), rest);
+            let mut note = self.note.clone();
+            note.set_block(block(" note (enter keeps, esc closes) ", true, theme));
+            frame.render_widget(&note, note_area);
+        } else {
+            frame.render_widget(Paragraph::new(lines), inner);
+        }
+    }
+
+    /// This annotator's agreement with each method, overall and per dimension, and with the others.
+    fn agreement_lines(
+        &self,
+        ctx: &Ctx,
+        methods: [Method; 2],
+        assessments: &[&Assessment],
+        mine: Option<&BTreeMap<Case, Annotation>>,
+    ) -> Vec<Line<'static>> {
+        let theme = ctx.theme;
+        let mut lines = Vec::new();
         let only_me: std::collections::BTreeMap<_, _> =
             mine.map(|m| (self.annotator.clone(), m.clone())).into_iter().collect();
         for m in methods {
-            let r = annotation::report(&only_me, &assessments, m);
+            let r = annotation::report(&only_me, assessments, m);
             let me = &r["annotators"][&self.annotator];
             let f = |v: &serde_json::Value| v.as_f64().map_or("–".to_string(), |x| format!("{x:.2}"));
             lines.push(Line::styled(m.name().to_string(), theme.title()));
@@ -534,22 +593,6 @@ impl Component for Annotate {
                 qwk["qwk"].as_f64().map_or("–".to_string(), |v| format!("{v:.3}"))
             )));
         }
-        if self.editing_note {
-            let [rest, note_area] = Layout::vertical([Constraint::Min(4), Constraint::Length(4)]).areas(inner);
-            frame.render_widget(Paragraph::new(lines), rest);
-            let mut note = self.note.clone();
-            note.set_block(block(" note (enter keeps, esc closes) ", true, theme));
-            frame.render_widget(&note, note_area);
-        } else {
-            frame.render_widget(Paragraph::new(lines), inner);
-        }
-        frame.render_widget(
-            Gauge::default()
-                .gauge_style(theme.fg(theme.positive))
-                .ratio(done as f64 / cases.len().max(1) as f64)
-                .label(format!("{done}/{} answered by {}", cases.len(), self.annotator)),
-            progress,
-        );
-        Hits::default()
+        lines
     }
 }

@@ -1,0 +1,37 @@
+//! Finding what a command names: a session by id, folder or journal path; the provider of a role.
+//! A leaf the commands share, so none of them reaches into another for it.
+
+use std::path::PathBuf;
+
+use super::{Ctx, input_error};
+use crate::llm::Role;
+use crate::study::Event;
+use crate::text::terminal_safe as safe;
+
+/// A session's records, by id (in the data dir or among the bundled samples), folder, or journal path.
+pub(super) fn load_session(ctx: &Ctx, what: &str) -> anyhow::Result<(PathBuf, Vec<Event>)> {
+    let store = ctx.store()?;
+    let dir = store.find(what)?;
+    let events = store.load(&dir)?;
+    Ok((dir, events))
+}
+
+/// The provider named on the command line (which must exist), or the config's provider for `role`.
+pub(super) fn provider_for(
+    config: &crate::llm::config::Config,
+    explicit: &Option<String>,
+    role: Role,
+) -> anyhow::Result<String> {
+    match explicit {
+        Some(p) if config.provider(p).is_some() => Ok(p.clone()),
+        Some(p) => Err(input_error(format!(
+            "unknown provider \"{}\" (`incharacter providers` lists them)",
+            safe(p)
+        ))),
+        None => config
+            .roles
+            .get(&role)
+            .cloned()
+            .ok_or_else(|| input_error(format!("no provider for role {}", role.name()))),
+    }
+}

@@ -1,0 +1,260 @@
+//! The config file: every field, every mistake located, the presets.
+use super::*;
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+const OLLAMA: &str = r#"
+[[providers]]
+name = "ollama"
+kind = "openai"
+base_url = "http://localhost:11434/v1/"
+model = "qwen2.5:7b"
+max_concurrency = 2
+price_in_per_mtok = 0.5
+
+[roles]
+rpa = "ollama"
+judge = "local"
+"#;
+
+#[test]
+fn defaults_use_the_local_model_and_add_openai_with_a_key() {
+    let c = Config::defaults(&no_env);
+    assert_eq!(c.provider_for(Role::Judge).unwrap().kind, ProviderKind::Local);
+    let c = Config::defaults(&|v| (v == "OPENAI_API_KEY").then(|| "sk-test".to_string()));
+    let openai = c.provider("openai").unwrap();
+    assert_eq!(openai.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
+    assert_eq!(c.roles[&Role::Rpa], "local");
+}
+
+#[test]
+fn parses_providers_and_roles() {
+    let c = Config::parse(Source::new("c.toml", OLLAMA), false, &no_env).unwrap();
+    let p = c.provider_for(Role::Rpa).unwrap();
+    assert_eq!(
+        (p.base_url.as_str(), p.max_concurrency, p.price_in_per_mtok),
+        ("http://localhost:11434/v1", 2, 0.5)
+    );
+    assert_eq!(c.provider_for(Role::Observer).unwrap().name, "local");
+}
+
+#[test]
+fn a_context_size_is_read_and_a_tiny_one_is_located() {
+    let text = OLLAMA.replace("max_concurrency = 2", "context_tokens = 4096");
+    let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+    assert_eq!(c.provider("ollama").unwrap().context_tokens, Some(4096));
+    assert_eq!(
+        c.provider("local").unwrap().context_tokens,
+        None,
+        "the local model knows its own"
+    );
+    let text = OLLAMA.replace("max_concurrency = 2", "context_tokens = 512");
+    let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+    assert_eq!((e[0].line, e[0].column), (7, 18));
+    assert!(e[0].message.contains("at least 1024"), "{}", e[0]);
+}
+
+#[test]
+fn rate_limits_are_read_and_bad_ones_located() {
+    let text = OLLAMA.replace(
+        "max_concurrency = 2",
+        "requests_per_minute = 500\ntokens_per_minute = 200000",
+    );
+    let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+    let p = c.provider("ollama").unwrap();
+    assert_eq!((p.requests_per_minute, p.tokens_per_minute), (Some(500), Some(200_000)));
+    assert_eq!(c.provider("local").unwrap().requests_per_minute, None);
+    let text = OLLAMA.replace("max_concurrency = 2", "requests_per_minute = 0\ntokens_per_minute = 0");
+    let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+    assert_eq!((e[0].line, e[0].column), (7, 23), "{}", e[0]);
+    assert!(
+        e[0].message.contains("requests_per_minute must be at least 1"),
+        "{}",
+        e[0]
+    );
+    assert_eq!((e[1].line, e[1].column), (8, 21), "{}", e[1]);
+    assert!(
+        e[1].message.contains("tokens_per_minute must be at least 1"),
+        "{}",
+        e[1]
+    );
+    // Not a positive whole number: located by the TOML reader.
+    for bad in ["-5", "1.5", "\"fast\""] {
+        let text = OLLAMA.replace("max_concurrency = 2", &format!("requests_per_minute = {bad}"));
+        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+        assert_eq!(e[0].line, 7, "{bad}: {}", e[0]);
+    }
+}
+
+#[test]
+fn sampling_per_role_is_read_and_bad_values_are_located() {
+    let text =
+        format!("{OLLAMA}\n[sampling.rpa]\ntemperature = 0.3\nmax_tokens = 500\n[sampling.judge]\ntemperature = 0.1\n");
+    let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+    assert_eq!(
+        c.sampling[&Role::Rpa],
+        RoleSampling {
+            temperature: Some(0.3),
+            max_tokens: Some(500)
+        }
+    );
+    assert_eq!(c.sampling[&Role::Judge].temperature, Some(0.1));
+    let text = format!("{OLLAMA}\n[sampling.rpa]\ntemperature = 3.0\n[sampling.judge]\nmax_tokens = 9\n");
+    let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+    let at = |needle: &str| {
+        let d = e.iter().find(|d| d.message.contains(needle)).expect(needle);
+        (d.line, d.column)
+    };
+    assert_eq!(at("between 0 and 2"), (15, 15));
+    assert_eq!(at("rpa role only"), (17, 14));
+}
+
+#[test]
+fn known_quirks_are_stated_per_provider_and_bad_ones_located() {
+    let text = OLLAMA.replace(
+        "max_concurrency = 2",
+        "max_tokens_param = \"max_completion_tokens\"\ntemperature = \"fixed\"\nschema_dialect = \"json-object\"",
+    );
+    let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+    let p = c.provider("ollama").unwrap();
+    use crate::llm::adapt::Kind;
+    assert_eq!(p.stated, vec![Kind::MaxCompletionTokens, Kind::FixedTemperature]);
+    assert!(p.json_object && p.structured_output);
+    let text = OLLAMA.replace("max_concurrency = 2", "schema_dialect = \"lenient\"");
+    let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+    assert_eq!((e[0].line, e[0].column), (7, 18), "{}", e[0]);
+    assert!(e[0].message.contains("openai-strict, no-numeric-bounds"), "{}", e[0]);
+}
+
+const PRESET: &str = "[[providers]]\nname = \"r\"\nkind = \"openai\"\npreset = \"openai-reasoning\"\nmodel = \"o3\"\n";
+
+#[test]
+fn a_preset_fills_base_url_and_quirks() {
+    let c = Config::parse(Source::new("c.toml", PRESET), false, &no_env).unwrap();
+    let p = c.provider("r").unwrap();
+    use crate::llm::adapt::Kind;
+    assert_eq!(p.base_url, "https://api.openai.com/v1");
+    assert_eq!(p.stated, vec![Kind::MaxCompletionTokens, Kind::FixedTemperature]);
+    let text = PRESET.replace("openai-reasoning", "anthropic");
+    let p = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+    let p = p.provider("r").unwrap();
+    assert_eq!(p.base_url, "https://api.anthropic.com/v1");
+    assert!(!p.structured_output && p.stated.is_empty());
+}
+
+#[test]
+fn the_entrys_own_keys_win_over_its_preset() {
+    let text = format!(
+        "{PRESET}base_url = \"https://proxy.example/v1\"\ntemperature = \"free\"\nmax_tokens_param = \"max_tokens\"\nschema_dialect = \"json-object\"\n"
+    );
+    let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+    let p = c.provider("r").unwrap();
+    assert_eq!(p.base_url, "https://proxy.example/v1");
+    assert!(p.stated.is_empty() && p.json_object, "{p:?}");
+    let text = PRESET.replace("openai-reasoning", "azure-openai");
+    let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+    assert!(
+        e[0].message.contains("base_url is required"),
+        "a preset without a base URL: {}",
+        e[0]
+    );
+}
+
+#[test]
+fn an_unknown_preset_is_located_and_the_known_ones_listed() {
+    let text = PRESET.replace("openai-reasoning", "openia");
+    let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+    assert_eq!((e[0].line, e[0].column), (4, 10), "{}", e[0]);
+    assert!(e[0].message.contains("unknown preset \"openia\""), "{}", e[0]);
+    assert!(
+        e[0].message.contains("openai, openai-reasoning, azure-openai"),
+        "{}",
+        e[0]
+    );
+}
+
+#[test]
+fn every_bundled_preset_parses_and_gives_its_source() {
+    let file: PresetFile = toml::from_str(PRESETS_TOML).unwrap();
+    assert_eq!(presets(), file.presets.as_slice());
+    assert!(presets().len() >= 14);
+    for preset in presets() {
+        let text = format!(
+            "[[providers]]\nname = \"p\"\nkind = \"openai\"\npreset = \"{}\"\nbase_url = \"http://h/v1\"\nmodel = \"m\"\n",
+            preset.name
+        );
+        let parsed = Config::parse(Source::new("c.toml", &text), false, &no_env);
+        assert!(parsed.is_ok(), "preset {}: {:?}", preset.name, parsed.err());
+        if let Some(url) = &preset.base_url {
+            assert!(url.starts_with("http://") || url.starts_with("https://"), "{url}");
+        }
+    }
+    // The comment block right above each [[presets]] names a source page.
+    let lines: Vec<&str> = PRESETS_TOML.lines().collect();
+    let mut headers = 0;
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim() != "[[presets]]" {
+            continue;
+        }
+        headers += 1;
+        let comments: Vec<&str> = lines[..i]
+            .iter()
+            .rev()
+            .take_while(|l| l.starts_with('#'))
+            .copied()
+            .collect();
+        let name = lines[i + 1];
+        assert!(
+            comments
+                .iter()
+                .any(|c| c.starts_with("# source: https://") || c.starts_with("# source: none")),
+            "{name} has no source comment"
+        );
+    }
+    assert_eq!(headers, presets().len());
+}
+
+#[test]
+fn unknown_provider_in_roles_is_located() {
+    let text = OLLAMA.replace("rpa = \"ollama\"", "rpa = \"olama\"");
+    let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+    assert_eq!(e[0].line, 11);
+    assert!(e[0].message.contains("unknown provider \"olama\""), "{}", e[0]);
+}
+
+#[test]
+fn literal_keys_need_a_private_file_and_env_keys_must_exist() {
+    let text = OLLAMA.replace("max_concurrency = 2", "api_key = \"sk-secret\"");
+    let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+    assert!(e[0].message.contains("chmod 600"));
+    let c = Config::parse(Source::new("c.toml", &text), true, &no_env).unwrap();
+    let p = c.provider("ollama").unwrap();
+    assert_eq!(p.resolve_key(&no_env).unwrap().unwrap().expose(), "sk-secret");
+    assert_eq!(
+        format!("{p:?}").matches("sk-secret").count(),
+        0,
+        "Debug must not show the key"
+    );
+    let mut q = p.clone();
+    q.api_key = None;
+    q.api_key_env = Some("MY_KEY".into());
+    let err = q.resolve_key(&no_env).unwrap_err().to_string();
+    assert!(err.contains("set MY_KEY or change api_key_env"), "{err}");
+}
+
+#[test]
+fn openai_kind_needs_base_url_and_model() {
+    let text = "[[providers]]\nname = \"x\"\nkind = \"openai\"\n";
+    let e = Config::parse(Source::new("c.toml", text), false, &no_env).unwrap_err();
+    assert!(e.iter().any(|d| d.message.contains("base_url is required")));
+    assert!(e.iter().any(|d| d.message.contains("model is required")));
+    let e = Config::parse(
+        Source::new("c.toml", "[[providers]]\nname = \"x\"\nkind = \"gpt\"\n"),
+        false,
+        &no_env,
+    )
+    .unwrap_err();
+    assert_eq!(e[0].line, 3);
+}
