@@ -1,6 +1,9 @@
 //! Compiles every bundled scale and character file into the binary, so a new file in `assets/` needs
 //! no code change, and the sample sessions, so an installed binary's demo needs no checkout.
 
+// Cargo reads its instructions from stdout.
+#![allow(clippy::disallowed_macros)]
+
 use std::{env, fs, path::Path};
 
 fn main() {

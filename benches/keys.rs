@@ -4,11 +4,14 @@
 //! latency runs from the moment the key enters the loop's input stream to the end of the first frame
 //! drawn with its theme. Run: `cargo bench --bench keys` (optional argument: the tokens/s rate).
 
+// An instrument's own output, not the product's (which passes `text::Safe`).
+#![allow(clippy::disallowed_macros)]
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use incharacter::catalog::Catalog;
-use incharacter::llm::config::Config;
+use incharacter::config::Config;
 use incharacter::method::Method;
 use incharacter::tui::app::{App, Effect, Screen};
 use incharacter::tui::keys::Keymap;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use incharacter::catalog::Catalog;
-use incharacter::llm::config::Config;
+use incharacter::config::Config;
 use incharacter::method::Method;
 use incharacter::tui::app::{Action, App, Screen};
 use incharacter::tui::keys::Keymap;

@@ -61,7 +61,7 @@ impl FileError {
 }
 
 fn shown(path: &Path) -> String {
-    crate::text::terminal_safe(&path.display().to_string())
+    path.display().to_string()
 }
 
 /// A size for people: `64 MiB`, `512 KiB`, `100 bytes`.

@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            incharacter::note!("error: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -30,7 +30,8 @@ fn main() -> ExitCode {
             .and_then(|o| tui::main(o, &handle))
             .map(|()| ExitCode::SUCCESS),
         Some(command) => {
-            let mut stdout = std::io::stdout().lock();
+            // Everything a command prints passes the one gate that lets no escape sequence through.
+            let mut stdout = incharacter::text::Safe::new(std::io::stdout().lock());
             cli::run(command, &Ctx::new(handle), &mut stdout)
         }
     };
@@ -50,7 +51,7 @@ fn main() -> ExitCode {
         Err(error) => {
             // Errors quote files, servers and processes (pip's stderr, a provider's message): never
             // an escape sequence to the terminal, whatever layer forgot.
-            eprintln!("error: {}", incharacter::cli::terminal_safe(&format!("{error:#}")));
+            incharacter::note!("error: {}", format!("{error:#}"));
             let input = error.downcast_ref::<tui::OptionsError>().is_some();
             ExitCode::from(if input { 2 } else { cli::exit_code(&error) })
         }

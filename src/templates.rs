@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::domain::diagnostic::{Diagnostic, Source};
-use crate::text::terminal_safe;
 
 /// The origin of a template compiled into the binary.
 pub const BUNDLED: &str = "bundled";
@@ -405,7 +404,7 @@ impl Templates {
     /// The bundled templates, with those of which `dir` holds a `<name>.txt` read from there. Any other
     /// file (hidden ones aside) is refused, so a misspelt name never falls back to the bundled text.
     pub fn load_dir(dir: &Path) -> Result<Templates, TemplateError> {
-        let shown = |p: &Path| terminal_safe(&p.display().to_string());
+        let shown = |p: &Path| p.display().to_string();
         let read_error = |p: &Path| {
             let path = shown(p);
             move |source: std::io::Error| TemplateError::Read { path, source }
@@ -458,10 +457,10 @@ impl Templates {
         let mut overrides = BTreeMap::new();
         for (name, file) in record {
             let template = Template::from_name(name)
-                .ok_or_else(|| TemplateError::Record(format!("unknown template \"{}\"", terminal_safe(name))))?;
+                .ok_or_else(|| TemplateError::Record(format!("unknown template \"{}\"", name)))?;
             match &file.text {
                 Some(text) if sha256(text) == file.sha256 => {
-                    validate(template, text, &terminal_safe(&file.origin))?;
+                    validate(template, text, &file.origin)?;
                     overrides.insert(
                         template,
                         Override {
@@ -479,7 +478,7 @@ impl Templates {
                 None => {
                     return Err(TemplateError::Record(format!(
                         "{name} ({}) is recorded without its text, and it is not this build's bundled template",
-                        terminal_safe(&file.origin)
+                        file.origin
                     )));
                 }
             }

@@ -1,12 +1,20 @@
-//! Terminal-safe text. Anything that came from a model or a user/imported file passes through
-//! `terminal_safe` before it is printed or drawn, so it can never move the cursor, recolour the
-//! screen, set the window title or hide text. And text fitted to a width in display columns, which
-//! the CLI and the TUI both cut to; and text counted in approximate model tokens, which prompt
-//! assembly, the run estimate and the pacing of requests share.
+//! Terminal-safe text. Text from models, imported files, journals and other processes is kept as it
+//! came; what reaches a terminal passes one of two gates that let no escape sequence through: every
+//! byte the command line writes goes through a [`Safe`] writer (stdout and stderr), and every cell the
+//! TUI draws is checked before it is sent (`tui::ui::inert_cells`). So no text can move the cursor, recolour the screen, set
+//! the window title or hide text, whichever path it took. Also: text fitted to a width in display
+//! columns, which the CLI and the TUI both cut to; and text counted in approximate model tokens, which
+//! prompt assembly, the run estimate and the pacing of requests share.
+
+use std::io::{self, Write};
 
 /// Removes escape sequences (CSI, OSC and lone ESC) and control characters other than newline and
 /// tab; tabs become spaces. Bidirectional-override characters are removed too.
 pub fn terminal_safe(text: &str) -> String {
+    strip(text, false)
+}
+
+fn strip(text: &str, keep_tabs: bool) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
@@ -40,21 +48,138 @@ pub fn terminal_safe(text: &str) -> String {
                 None => {}
             },
             '\n' => out.push('\n'),
+            '\t' if keep_tabs => out.push('\t'),
             '\t' => out.push(' '),
-            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {}
-            c if c.is_control() => {}
+            c if acts_on_terminal(c) => {}
             c => out.push(c),
         }
     }
     out
 }
 
+/// `value` with every string in it (map keys too) as [`terminal_safe`] leaves it, tabs kept: a whole
+/// event, from a journal or a run, made safe once where it enters a view that keeps it for display.
+/// A value with nothing to remove (nearly every one) comes back as a clone, without the round trip.
+pub fn inert<T: serde::Serialize + serde::de::DeserializeOwned + Clone>(value: &T) -> T {
+    fn dirty(s: &str) -> bool {
+        s.chars().any(|c| acts_on_terminal(c) && c != '\n' && c != '\t')
+    }
+    fn any_dirty(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::String(s) => dirty(s),
+            serde_json::Value::Array(a) => a.iter().any(any_dirty),
+            serde_json::Value::Object(o) => o.iter().any(|(k, v)| dirty(k) || any_dirty(v)),
+            _ => false,
+        }
+    }
+    fn clean(v: serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::String(s) => serde_json::Value::String(strip(&s, true)),
+            serde_json::Value::Array(a) => a.into_iter().map(clean).collect(),
+            serde_json::Value::Object(o) => o.into_iter().map(|(k, v)| (strip(&k, true), clean(v))).collect(),
+            other => other,
+        }
+    }
+    match serde_json::to_value(value) {
+        Ok(v) if any_dirty(&v) => serde_json::from_value(clean(v)).unwrap_or_else(|_| value.clone()),
+        _ => value.clone(),
+    }
+}
+
+/// A control character, or one that reorders the text around it (a bidirectional override or
+/// isolate): never shown as it is.
+pub fn acts_on_terminal(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// A writer whose output a terminal cannot act on: what is written reaches `inner` a line at a time,
+/// each line as [`terminal_safe`] leaves it (tabs kept, and a line's end as written, `\n` or `\r\n`).
+/// `flush` passes on a line not yet ended (a streamed reply), keeping back only a character whose
+/// bytes have not all arrived. The command line's stdout and stderr are only ever written through one.
+pub struct Safe<W: Write> {
+    inner: W,
+    pending: Vec<u8>,
+}
+
+impl<W: Write> Safe<W> {
+    pub fn new(inner: W) -> Safe<W> {
+        Safe {
+            inner,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Writes `pending` up to `end` (a line's end or the last whole character) and keeps the rest.
+    fn pass_on(&mut self, end: usize) -> io::Result<()> {
+        let chunk: Vec<u8> = self.pending.drain(..end).collect();
+        let (body, ending): (&[u8], &[u8]) = match chunk.as_slice() {
+            [body @ .., b'\r', b'\n'] => (body, b"\r\n"),
+            [body @ .., b'\n'] => (body, b"\n"),
+            body => (body, b""),
+        };
+        let clean = strip(&String::from_utf8_lossy(body), true);
+        self.inner.write_all(clean.as_bytes())?;
+        self.inner.write_all(ending)
+    }
+}
+
+impl<W: Write> Write for Safe<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        for piece in buf.split_inclusive(|b| *b == b'\n') {
+            self.pending.extend_from_slice(piece);
+            if piece.ends_with(b"\n") {
+                self.pass_on(self.pending.len())?;
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let whole = match std::str::from_utf8(&self.pending) {
+            Ok(_) => self.pending.len(),
+            // A character cut between two writes waits for its other bytes; invalid bytes go on
+            // (as U+FFFD).
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => self.pending.len(),
+        };
+        self.pass_on(whole)?;
+        self.inner.flush()
+    }
+}
+
+impl<W: Write> Drop for Safe<W> {
+    fn drop(&mut self) {
+        if !self.pending.is_empty() {
+            let _ = self.pass_on(self.pending.len());
+        }
+        let _ = self.inner.flush();
+    }
+}
+
+/// Standard error, through a [`Safe`] writer: notes, warnings and the binary's last word.
+pub fn stderr() -> Safe<io::StderrLock<'static>> {
+    Safe::new(io::stderr().lock())
+}
+
+/// A line on stderr through the [`Safe`] gate (`eprintln!` is not used: it would bypass it). A
+/// stderr that cannot be written to has no one to tell.
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!($crate::text::stderr(), $($arg)*);
+    }};
+}
+
 /// A CSV cell a spreadsheet will not run: text that begins with `=`, `+`, `-`, `@`, a tab or a
 /// carriage return gets a leading `'` (OWASP's advice against CSV injection), unless it is a number,
-/// which stays a number.
+/// which stays a number. Text that a terminal would show starting that way counts too.
 pub fn csv_cell(text: &str) -> std::borrow::Cow<'_, str> {
-    let risky = text.starts_with(['=', '+', '-', '@', '\t', '\r']);
-    if risky && text.trim().parse::<f64>().map_or(true, |x| !x.is_finite()) {
+    // Judged as a terminal shows it too: an escape sequence in front of `=` must not hide it when a
+    // printed CSV is saved from the terminal.
+    let risky = |t: &str| t.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    let starts_risky = risky(text) || (text.starts_with(acts_on_terminal) && risky(&terminal_safe(text)));
+    if starts_risky && text.trim().parse::<f64>().map_or(true, |x| !x.is_finite()) {
         std::borrow::Cow::Owned(format!("'{text}"))
     } else {
         std::borrow::Cow::Borrowed(text)
@@ -99,7 +224,50 @@ pub fn approx_tokens(text: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{approx_tokens, csv_cell, fit, terminal_safe};
+    use std::io::Write;
+
+    use super::{Safe, approx_tokens, csv_cell, fit, inert, terminal_safe};
+
+    fn through_safe(writes: &[&[u8]], flush_after_each: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        {
+            let mut w = Safe::new(&mut out);
+            for piece in writes {
+                w.write_all(piece).unwrap();
+                if flush_after_each {
+                    w.flush().unwrap();
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_safe_writer_passes_lines_without_escape_sequences_whatever_the_writes() {
+        let text = "a\u{1b}[31mred\u{1b}[0m\tb\r\nx\u{1b}]0;pwned\u{7}y\rz\n钟\u{202e}离";
+        let want = b"ared\tb\r\nxyz\n\xe9\x92\x9f\xe7\xa6\xbb".to_vec();
+        assert_eq!(through_safe(&[text.as_bytes()], false), want);
+        // Cut anywhere (inside a sequence, inside a character), flushed or not: the same bytes.
+        let bytes = text.as_bytes();
+        for cut in 0..=bytes.len() {
+            let (a, b) = bytes.split_at(cut);
+            assert_eq!(through_safe(&[a, b], false), want, "cut at {cut}");
+            let flushed = through_safe(&[a, b], true);
+            assert!(!flushed.contains(&0x1b) && !flushed.contains(&0x07), "cut at {cut}");
+            assert!(String::from_utf8(flushed).is_ok(), "a flush never splits a character");
+        }
+    }
+
+    #[test]
+    fn inert_cleans_every_string_of_a_value_and_keeps_the_rest() {
+        let value = serde_json::json!({"a\u{1b}[2J": ["x\u{1b}]0;t\u{7}y", 3, {"n": "tab\tkept"}], "b": null});
+        assert_eq!(
+            inert(&value),
+            serde_json::json!({"a": ["xy", 3, {"n": "tab\tkept"}], "b": null})
+        );
+        let clean = ("plain".to_string(), vec![1.5, 2.0]);
+        assert_eq!(inert(&clean), clean);
+    }
 
     #[test]
     fn csv_cells_that_a_spreadsheet_would_run_are_neutralised_and_numbers_kept() {

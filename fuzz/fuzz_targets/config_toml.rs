@@ -4,8 +4,8 @@
 
 mod common;
 
+use incharacter::config::Config;
 use incharacter::domain::diagnostic::Source;
-use incharacter::llm::config::Config;
 use libfuzzer_sys::fuzz_target;
 
 const NAME: &str = "config.toml";

@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use incharacter::study::Event;
-use incharacter::study::annotation;
+use incharacter::annotation;
 use incharacter::journal;
+use incharacter::study::Event;
 use libfuzzer_sys::fuzz_target;
 
 /// `<tmp>/incharacter-fuzz-<pid>/`, a session folder whose one annotator file holds the input.

@@ -12,15 +12,14 @@ use serde_json::Value;
 use super::metrics_cmds::{located, read_csv_with};
 use super::table::{Table, num};
 use super::{Ctx, input_error};
+use crate::annotation::subjects::{self, Part, TableRow};
+use crate::annotation::{self, Annotation, Answer, Case, Task};
 use crate::domain::scale::Scale;
 use crate::method::{Assessment, Method};
 use crate::observer::ObservePlan;
 use crate::observer::report::SubjectResult;
 use crate::study::Event;
-use crate::study::annotation::subjects::{self, Part, TableRow};
-use crate::study::annotation::{self, Annotation, Answer, Case, Task};
-use crate::study::interview::results::{self, CsvTo, SafeCsv};
-use crate::text::terminal_safe as safe;
+use crate::study::interview::results::{self, SafeCsv};
 
 /// A session to write annotations into: only the data dir's (samples are read-only).
 fn writable_session(ctx: &Ctx, id: &str) -> anyhow::Result<(std::path::PathBuf, Vec<Event>)> {
@@ -36,7 +35,7 @@ fn writable_session(ctx: &Ctx, id: &str) -> anyhow::Result<(std::path::PathBuf, 
             }
             return Err(input_error(format!(
                 "{} is a sample session, which is read-only: copy its folder into {} to annotate it",
-                safe(id),
+                id,
                 crate::session::sessions_dir(store.data()).display()
             )));
         }
@@ -49,10 +48,10 @@ fn writable_session(ctx: &Ctx, id: &str) -> anyhow::Result<(std::path::PathBuf, 
 /// row is some 100 bytes), far below what would exhaust memory.
 pub const MAX_IMPORT_BYTES: u64 = 64 * 1024 * 1024;
 
-/// Every annotator's latest answers as CSV or JSON. Notes and names come from imported sheets, so on
-/// stdout they are made safe for a terminal (CSV cells without escape sequences or control
-/// characters, newlines in quoted cells kept; JSON with such characters escaped); into `output` the
-/// text is written as it is, replacing the file whole or not at all. CSV cells are neutralised for
+/// Every annotator's latest answers as CSV or JSON. Notes and names come from imported sheets: on
+/// stdout they pass the command's `text::Safe` gate (no escape sequences or control characters,
+/// newlines kept; JSON with such characters escaped, so it means the same); into `output` the text is
+/// written as it is, replacing the file whole or not at all. CSV cells are neutralised for
 /// spreadsheets either way.
 pub fn export(
     ctx: &Ctx,
@@ -73,7 +72,7 @@ pub fn export(
             }
         }
         "csv" => {
-            let mut w = SafeCsv::new(CsvTo::of(output));
+            let mut w = SafeCsv::new();
             w.record([
                 "annotator",
                 "task",
@@ -102,12 +101,12 @@ pub fn export(
             }
             w.finish()?
         }
-        other => return Err(input_error(format!("unknown format \"{}\" (csv, json)", safe(other)))),
+        other => return Err(input_error(format!("unknown format \"{}\" (csv, json)", other))),
     };
     match output {
         Some(path) => {
             crate::files::write_atomic(path, text.as_bytes())?;
-            writeln!(out, "wrote {}", safe(&path.display().to_string()))?;
+            writeln!(out, "wrote {}", path.display())?;
         }
         None => out.write_all(text.as_bytes())?,
     }
@@ -162,21 +161,21 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
                 col::ANNOTATOR,
                 format!(
                     "annotator \"{}\": letters, digits, '-', '_' and '.' only",
-                    safe(&f[col::ANNOTATOR])
+                    f[col::ANNOTATOR]
                 ),
             ));
         }
         let task = Task::parse(&f[col::TASK]).ok_or_else(|| {
             err(
                 col::TASK,
-                format!("task \"{}\": item, dimension or subject", safe(&f[col::TASK])),
+                format!("task \"{}\": item, dimension or subject", f[col::TASK]),
             )
         })?;
         let repeat = match f[col::REPEAT].trim() {
             "" => 0,
             t => t
                 .parse::<u32>()
-                .map_err(|_| err(col::REPEAT, format!("repeat \"{}\" is not a number", safe(t))))?,
+                .map_err(|_| err(col::REPEAT, format!("repeat \"{}\" is not a number", t)))?,
         };
         if (task == Task::Subject) != observers {
             let why = if observers {
@@ -184,18 +183,18 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
             } else {
                 "an interview session: its tasks are item and dimension (subject is an observer session's)"
             };
-            return Err(err(col::TASK, format!("session {} is {why}", safe(id))));
+            return Err(err(col::TASK, format!("session {} is {why}", id)));
         }
         let item_id = match (task, f[col::ITEM_ID].trim()) {
             (Task::Item, t) => Some(
                 t.parse::<u32>()
-                    .map_err(|_| err(col::ITEM_ID, format!("item_id \"{}\" is not an item number", safe(t))))?,
+                    .map_err(|_| err(col::ITEM_ID, format!("item_id \"{}\" is not an item number", t)))?,
             ),
             (_, "") => None,
             (_, t) => {
                 return Err(err(
                     col::ITEM_ID,
-                    format!("a {} case has no item_id (\"{}\")", task.name(), safe(t)),
+                    format!("a {} case has no item_id (\"{}\")", task.name(), t),
                 ));
             }
         };
@@ -213,12 +212,8 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
             Session::Observers(plan, scale) => subject_case(catalog, plan, scale, case),
         }
         .map_err(|(column, why)| err(column, why))?;
-        let value = Answer::parse(&f[col::VALUE]).ok_or_else(|| {
-            err(
-                col::VALUE,
-                format!("value \"{}\" is not a number or x", safe(&f[col::VALUE])),
-            )
-        })?;
+        let value = Answer::parse(&f[col::VALUE])
+            .ok_or_else(|| err(col::VALUE, format!("value \"{}\" is not a number or x", f[col::VALUE])))?;
         let range = match task {
             Task::Item => catalog
                 .scale(&case.scale)
@@ -280,7 +275,7 @@ fn interview_case(
             col::OBSERVER,
             format!(
                 "an interview case has no observer (\"{}\"): observers are an observer session's",
-                safe(o)
+                o
             ),
         ));
     }
@@ -295,10 +290,10 @@ fn interview_case(
             format!(
                 "no such {} case in session {}: {} {} {}{}",
                 case.task.name(),
-                safe(id),
-                safe(&named),
-                safe(&case.scale),
-                safe(&case.dimension),
+                id,
+                named,
+                case.scale,
+                case.dimension,
                 case.item_id.map_or(String::new(), |i| format!(" item {i}"))
             ),
         ));
@@ -337,7 +332,7 @@ fn subject_case(
             Part::Repeat => col::REPEAT,
             Part::Observer => col::OBSERVER,
         };
-        (column, safe(&why))
+        (column, why.to_string())
     })?;
     Ok(case)
 }
@@ -358,21 +353,21 @@ pub fn agreement(
         Some(
             Method::parse(method)
                 .filter(|m| annotation::task_of(*m).is_some())
-                .ok_or_else(|| input_error(format!("--method {}: oc, d-oc, er-batch or er-all", safe(method))))?,
+                .ok_or_else(|| input_error(format!("--method {}: oc, d-oc, er-batch or er-all", method)))?,
         )
     };
     let all = annotation::load(&dir)?;
     if all.is_empty() {
         return Err(input_error(format!(
             "session {} has no annotations yet (annotate it in the workbench, or `incharacter annotations import`)",
-            safe(id)
+            id
         )));
     }
     let Some(method) = method else {
         let catalog = ctx.catalog()?;
         let scale = observer_scale(&catalog)?;
         let (_, subjects) = crate::study::observe::subjects(&events, &catalog)
-            .ok_or_else(|| input_error(format!("session {} has no observer plan", safe(id))))?;
+            .ok_or_else(|| input_error(format!("session {} has no observer plan", id)))?;
         let report = subjects::report(&all, &subjects, scale);
         if json_output {
             writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
@@ -440,11 +435,7 @@ fn subject_tables(report: &Value) -> String {
         report["scale"].as_str().unwrap_or("")
     );
     for (name, a) in report["annotators"].as_object().into_iter().flatten() {
-        out.push_str(&format!(
-            "\n{}: {} subject(s) rated\n",
-            safe(name),
-            count(&a["subjects"])
-        ));
+        out.push_str(&format!("\n{}: {} subject(s) rated\n", name, count(&a["subjects"])));
         let traits = a["traits"].as_object();
         let latent = traits
             .into_iter()
@@ -457,7 +448,7 @@ fn subject_tables(report: &Value) -> String {
         let mut table = Table::new(&header);
         for (t, e) in traits.into_iter().flatten() {
             let mut row = vec![
-                safe(t),
+                t.to_string(),
                 count(&e["n"]),
                 f(&e["spearman_self"]),
                 f(&e["spearman_observers"]),
@@ -474,8 +465,8 @@ fn subject_tables(report: &Value) -> String {
         for (context, per_trait) in a["contexts"].as_object().into_iter().flatten() {
             for (t, e) in per_trait.as_object().into_iter().flatten() {
                 contexts.row(vec![
-                    safe(context),
-                    safe(t),
+                    context.to_string(),
+                    t.to_string(),
                     count(&e["n"]),
                     f(&e["spearman_observers"]),
                     f(&e["mean_abs_diff_observers"]),
@@ -487,7 +478,12 @@ fn subject_tables(report: &Value) -> String {
         if let Some(per_observer) = a.get("per_observer").and_then(Value::as_object) {
             let mut table = Table::new(&["as one observer saw it", ">n", ">ρ observer", ">|Δ| observer"]);
             for (t, e) in per_observer {
-                table.row(vec![safe(t), count(&e["n"]), f(&e["spearman"]), f(&e["mean_abs_diff"])]);
+                table.row(vec![
+                    t.to_string(),
+                    count(&e["n"]),
+                    f(&e["spearman"]),
+                    f(&e["mean_abs_diff"]),
+                ]);
             }
             out.push('\n');
             out.push_str(&table.render());
@@ -499,8 +495,8 @@ fn subject_tables(report: &Value) -> String {
         let mut table = Table::new(&["a", "b", ">n", ">spearman", ">qwk"]);
         for p in pairs.into_iter().flatten() {
             table.row(vec![
-                safe(p["a"].as_str().unwrap_or("")),
-                safe(p["b"].as_str().unwrap_or("")),
+                p["a"].as_str().unwrap_or("").to_string(),
+                p["b"].as_str().unwrap_or("").to_string(),
                 count(&p["n"]),
                 f(&p["spearman"]),
                 f(&p["qwk"]),
@@ -559,9 +555,9 @@ pub(super) fn human_ratings_table(sessions: &[(&str, &HumanRatings)]) -> String 
     for (id, h) in sessions {
         for (t, r) in &h.traits {
             table.row(vec![
-                safe(id),
-                safe(&h.subject_model),
-                safe(t),
+                id.to_string(),
+                h.subject_model.to_string(),
+                t.to_string(),
                 r.n.to_string(),
                 num(r.mean_abs_diff_self),
                 num(r.mean_abs_diff_observers),

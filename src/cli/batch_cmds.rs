@@ -9,7 +9,6 @@ use super::drive::{self, Batch};
 use super::{Ctx, input_error, machine_error};
 use crate::session::batch::{self, BatchMode};
 use crate::session::resume::Resume;
-use crate::text::terminal_safe as safe;
 
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct BatchArgs {
@@ -46,7 +45,7 @@ impl BatchArgs {
 /// machine's (exit 1).
 fn mkdir_error(dir: &Path, e: &std::io::Error) -> anyhow::Error {
     use std::io::ErrorKind;
-    let dir = safe(&dir.display().to_string());
+    let dir = dir.display().to_string();
     match e.kind() {
         ErrorKind::AlreadyExists | ErrorKind::NotADirectory | ErrorKind::InvalidFilename | ErrorKind::InvalidInput => {
             input_error(format!(

@@ -44,6 +44,6 @@ pub fn export_card(
         format!("{}\n", serde_json::to_string_pretty(&card)?).into_bytes()
     };
     crate::files::write_atomic(path, &bytes)?;
-    writeln!(out, "wrote {}", crate::text::terminal_safe(&path.display().to_string()))?;
+    writeln!(out, "wrote {}", path.display())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -11,7 +11,6 @@ use super::table::{Table, num};
 use crate::catalog::{Catalog, Kind};
 use crate::domain::character::{Character, LabelSource};
 use crate::domain::scale::{ItemRole, Scale};
-use crate::text::terminal_safe as safe;
 
 pub fn list_scales(catalog: &Catalog, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if json {
@@ -38,13 +37,13 @@ pub fn list_scales(catalog: &Catalog, json: bool, out: &mut dyn Write) -> anyhow
     for e in &catalog.scales {
         let s = &e.value;
         t.row(vec![
-            safe(&s.id),
-            safe(&s.name),
+            s.id.to_string(),
+            s.name.to_string(),
             s.items.len().to_string(),
             s.scored_items().count().to_string(),
             s.dimensions.len().to_string(),
             format!("{}–{}", s.range.min, s.range.max),
-            safe(&e.origin.describe()),
+            e.origin.describe().to_string(),
         ]);
     }
     write!(out, "{}", t.render())?;
@@ -58,13 +57,13 @@ fn refused(catalog: &Catalog, kind: Kind, id: &str) -> Option<anyhow::Error> {
         .iter()
         .find(|d| d.kind == kind && d.id.eq_ignore_ascii_case(id.trim()))?;
     let files: Vec<String> = d.files.iter().map(|f| f.display().to_string()).collect();
-    Some(input_error(safe(&format!(
+    Some(input_error(format!(
         "{} \"{}\" is not used: {} files hold its id ({}); give all but one of them another id",
         kind.noun(),
         d.id,
         files.len(),
         files.join(", ")
-    ))))
+    )))
 }
 
 fn find_scale<'a>(catalog: &'a Catalog, id: &str) -> anyhow::Result<&'a Scale> {
@@ -73,11 +72,7 @@ fn find_scale<'a>(catalog: &'a Catalog, id: &str) -> anyhow::Result<&'a Scale> {
     }
     catalog.scale(id).ok_or_else(|| {
         let ids: Vec<&str> = catalog.scales.iter().map(|e| e.value.id.as_str()).collect();
-        input_error(format!(
-            "unknown scale \"{}\"; known scales: {}",
-            safe(id),
-            ids.join(", ")
-        ))
+        input_error(format!("unknown scale \"{}\"; known scales: {}", id, ids.join(", ")))
     })
 }
 
@@ -88,7 +83,7 @@ pub(super) fn find_character<'a>(catalog: &'a Catalog, id: &str) -> anyhow::Resu
     catalog.character(id).ok_or_else(|| {
         input_error(format!(
             "unknown character \"{}\"; `incharacter characters` lists them",
-            safe(id)
+            id
         ))
     })
 }
@@ -100,21 +95,15 @@ pub fn show_scale(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Write) 
         return Ok(ExitCode::SUCCESS);
     }
     let origin = catalog.scale_entry(id).map(|e| e.origin.describe()).unwrap_or_default();
-    writeln!(
-        out,
-        "{} — {} ({})",
-        safe(&scale.id),
-        safe(&scale.name),
-        safe(&scale.name_zh)
-    )?;
-    writeln!(out, "citation: {}", safe(&scale.citation))?;
-    writeln!(out, "origin:   {}", safe(&origin))?;
+    writeln!(out, "{} — {} ({})", scale.id, scale.name, scale.name_zh)?;
+    writeln!(out, "citation: {}", scale.citation)?;
+    writeln!(out, "origin:   {}", origin)?;
     let options: Vec<String> = scale
         .options
         .en
         .iter()
         .enumerate()
-        .map(|(i, o)| format!("{} = {}", scale.range.min + i as i32, safe(o)))
+        .map(|(i, o)| format!("{} = {}", scale.range.min + i as i32, o))
         .collect();
     writeln!(
         out,
@@ -126,7 +115,7 @@ pub fn show_scale(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Write) 
     if scale.is_pole_percent() {
         writeln!(out, "scores:   % of each dimension's first pole (0–100)")?;
     }
-    writeln!(out, "self-report: {}", safe(&scale.self_report_stem.en))?;
+    writeln!(out, "self-report: {}", scale.self_report_stem.en)?;
     writeln!(out)?;
     let mut dims = Table::new(&["dimension", "中文", ">items", ">reverse", "low … high"]);
     for (index, d) in scale.dimensions.iter().enumerate() {
@@ -136,11 +125,11 @@ pub fn show_scale(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Write) 
             .filter(|i| i.keying().is_some_and(|k| !k.is_positive()))
             .count();
         dims.row(vec![
-            safe(&d.name),
-            safe(&d.name_zh),
+            d.name.to_string(),
+            d.name_zh.to_string(),
             items.len().to_string(),
             reverse.to_string(),
-            format!("{} … {}", safe(&d.low.en), safe(&d.high.en)),
+            format!("{} … {}", d.low.en, d.high.en),
         ]);
     }
     write!(out, "{}", dims.render())?;
@@ -155,10 +144,10 @@ pub fn show_scale(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Write) 
         };
         items.row(vec![
             item.id.to_string(),
-            safe(&dimension),
+            dimension.to_string(),
             keying,
-            safe(&item.statement.en),
-            safe(&item.question.en),
+            item.statement.en.to_string(),
+            item.question.en.to_string(),
         ]);
     }
     write!(out, "{}", items.render())?;
@@ -204,13 +193,13 @@ pub fn list_characters(catalog: &Catalog, json: bool, out: &mut dyn Write) -> an
                 .unwrap_or_else(|| "–".into())
         };
         t.row(vec![
-            safe(&c.id),
-            safe(&c.name),
+            c.id.to_string(),
+            c.name.to_string(),
             c.language.code().into(),
-            safe(&c.experimenter),
+            c.experimenter.to_string(),
             code(bfi),
             code(p16),
-            safe(&c.work),
+            c.work.to_string(),
         ]);
     }
     write!(out, "{}", t.render())?;
@@ -227,16 +216,16 @@ pub fn show_character(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Wri
         .character_entry(id)
         .map(|e| e.origin.describe())
         .unwrap_or_default();
-    writeln!(out, "{} ({}) — {}", safe(&c.name), safe(&c.id), safe(&c.work))?;
-    writeln!(out, "aliases:      {}", safe(&c.aliases.join(", ")))?;
+    writeln!(out, "{} ({}) — {}", c.name, c.id, c.work)?;
+    writeln!(out, "aliases:      {}", c.aliases.join(", "))?;
     writeln!(out, "language:     {}", c.language.code())?;
-    writeln!(out, "experimenter: {}", safe(&c.experimenter))?;
-    writeln!(out, "origin:       {}", safe(&origin))?;
-    writeln!(out, "\n{}", safe(c.description.trim()))?;
+    writeln!(out, "experimenter: {}", c.experimenter)?;
+    writeln!(out, "origin:       {}", origin)?;
+    writeln!(out, "\n{}", c.description.trim())?;
     if !c.catchphrases.is_empty() {
         writeln!(out, "\ncatchphrases:")?;
         for line in &c.catchphrases {
-            writeln!(out, "  “{}”", safe(line))?;
+            writeln!(out, "  “{}”", line)?;
         }
     }
     for source in LabelSource::ALL {
@@ -263,9 +252,9 @@ pub fn show_character(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Wri
             for d in &scale.dimensions {
                 let Some(label) = dims.get(&d.name) else { continue };
                 t.row(vec![
-                    if first { safe(&scale.id) } else { String::new() },
+                    if first { scale.id.to_string() } else { String::new() },
                     if first { code.clone() } else { String::new() },
-                    safe(&d.name),
+                    d.name.to_string(),
                     // A letter target has no score; an unknown label is X.
                     match (label.score, label.kind) {
                         (Some(s), _) => num(Some(s)),
@@ -285,7 +274,7 @@ pub fn show_character(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Wri
 pub fn validate(catalog: &Catalog, paths: &[PathBuf], out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let result = catalog.validate_files(paths);
     for error in &result.errors {
-        writeln!(out, "{}", safe(&error.to_string()))?;
+        writeln!(out, "{}", error)?;
     }
     if result.errors.is_empty() {
         writeln!(out, "{} file(s) valid", result.checked)?;

@@ -7,11 +7,10 @@ use std::process::ExitCode;
 use super::lookup::load_session;
 use super::table::Table;
 use super::{Ctx, input_error};
+use crate::analysis::compare::{self, Comparison, Paired};
 use crate::domain::character::LabelSource;
 use crate::domain::resample::Bootstrap;
 use crate::method::Method;
-use crate::study::compare::{self, Comparison, Paired};
-use crate::text::terminal_safe as safe;
 
 pub struct Args {
     pub scale: Option<String>,
@@ -28,7 +27,7 @@ pub fn compare(ctx: &Ctx, (a, b): (&str, &str), args: Args, out: &mut dyn Write)
         Some(m) => Some(Method::parse(m).ok_or_else(|| {
             input_error(format!(
                 "unknown method \"{}\" (er-batch, er-all, oc, d-oc, sr, sr-cot)",
-                safe(m)
+                m
             ))
         })?),
     };
@@ -37,7 +36,7 @@ pub fn compare(ctx: &Ctx, (a, b): (&str, &str), args: Args, out: &mut dyn Write)
     {
         return Err(input_error(format!(
             "unknown scale \"{}\" (`incharacter scales` lists them)",
-            safe(s)
+            s
         )));
     }
     let (_, a) = load_session(ctx, a)?;
@@ -69,15 +68,13 @@ pub fn text(c: &Comparison, labels: Option<LabelSource>) -> String {
     for (letter, side) in [("A", &c.a), ("B", &c.b)] {
         s.push_str(&format!(
             "{letter}  {}  (rpa {}, judge {})\n",
-            safe(&side.session),
-            safe(&side.rpa),
-            safe(&side.judge)
+            side.session, side.rpa, side.judge
         ));
     }
     let groups: Vec<String> = c
         .groups
         .iter()
-        .map(|g| format!("{} × {} ({})", safe(&g.scale), g.method, g.n))
+        .map(|g| format!("{} × {} ({})", g.scale, g.method, g.n))
         .collect();
     let against = labels.map_or("PDb labels, else annotations".to_string(), |l| {
         format!("{} labels", l.name())

@@ -8,10 +8,9 @@ use std::process::ExitCode;
 use super::lookup::load_session;
 use super::table::{Table, num};
 use super::{Ctx, input_error};
+use crate::analysis::diff::{self, Diff, DimensionDiff, ItemDiff, Reference};
 use crate::domain::character::LabelSource;
-use crate::study::diff::{self, Diff, DimensionDiff, ItemDiff, Reference};
 use crate::study::short_version;
-use crate::text::terminal_safe as safe;
 
 /// Items shown in the text output (`--json` has them all).
 const MOST_MOVED: usize = 5;
@@ -39,7 +38,7 @@ pub fn diff(
 
 /// `text` on one line, at most `width` columns (an ellipsis says it was cut).
 fn one_line(text: &str, width: usize) -> String {
-    crate::text::fit(&safe(text).split_whitespace().collect::<Vec<_>>().join(" "), width)
+    crate::text::fit(&text.split_whitespace().collect::<Vec<_>>().join(" "), width)
 }
 
 fn signed(x: Option<f64>) -> String {
@@ -56,7 +55,7 @@ fn version_line(letter: &str, side: &diff::Side) -> String {
         let list: Vec<&str> = side.later_versions.iter().map(|v| short_version(v)).collect();
         format!(" (then {} after a resume)", list.join(", "))
     };
-    format!("{letter}  {}  {version}{later}\n", safe(&side.session))
+    format!("{letter}  {}  {version}{later}\n", side.session)
 }
 
 fn reference_cell(d: &DimensionDiff) -> String {
@@ -90,9 +89,9 @@ fn item_lines(i: &ItemDiff) -> String {
     let change = i.change.map_or(String::new(), |c| format!(" (Δ {c:+.3})"));
     format!(
         "{} {} {} #{}{change}: {}\n  A{}: {}\n  B{}: {}\n",
-        safe(&i.scale),
+        i.scale,
         i.method.name(),
-        safe(&i.dimension),
+        i.dimension,
         i.item_id,
         one_line(&i.question, ANSWER_WIDTH),
         score(i.a_score),
@@ -104,7 +103,7 @@ fn item_lines(i: &ItemDiff) -> String {
 
 /// The diff as tables: one per scale × method, then the items that moved most.
 fn text(d: &Diff) -> String {
-    let mut s = format!("character {}\n", safe(&d.character));
+    let mut s = format!("character {}\n", d.character);
     s += &version_line("A", &d.a);
     s += &version_line("B", &d.b);
     let mut groups: Vec<((&str, crate::method::Method), Vec<&DimensionDiff>)> = Vec::new();
@@ -118,7 +117,7 @@ fn text(d: &Diff) -> String {
         let mut t = Table::new(&["dimension", ">A", ">B", ">Δ", "target", ""]);
         for r in rows {
             t.row(vec![
-                safe(&r.dimension),
+                r.dimension.to_string(),
                 num(r.a),
                 num(r.b),
                 signed(r.delta),
@@ -126,7 +125,7 @@ fn text(d: &Diff) -> String {
                 direction(r).into(),
             ]);
         }
-        s += &format!("\n{} {}\n{}", safe(scale), method.name(), t.render());
+        s += &format!("\n{} {}\n{}", scale, method.name(), t.render());
     }
     let moved: Vec<&ItemDiff> = d.items.iter().filter(|i| i.change.is_some()).take(MOST_MOVED).collect();
     if !moved.is_empty() {
@@ -157,8 +156,8 @@ mod tests {
     use super::one_line;
 
     #[test]
-    fn answers_are_cut_to_one_safe_line() {
-        assert_eq!(one_line("a\n b\u{1b}[31m  c", 20), "a b c");
+    fn answers_are_cut_to_one_line() {
+        assert_eq!(one_line("a\n b  c", 20), "a b c");
         assert_eq!(one_line("abcdefgh", 5), "abcd…");
         assert_eq!(one_line("abcde", 5), "abcde");
         assert_eq!(one_line("钟离钟离", 5), "钟离…");

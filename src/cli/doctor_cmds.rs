@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use unicode_width::UnicodeWidthStr;
 
 use super::Ctx;
+use crate::config::Config;
 use crate::doctor::{self, Facts, Report, Status};
-use crate::llm::config::Config;
 
 pub fn doctor(ctx: &Ctx, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     // A config that does not load is one of the things the doctor reports, not a reason to stop.
@@ -28,7 +28,7 @@ pub fn doctor(ctx: &Ctx, json: bool, out: &mut dyn Write) -> anyhow::Result<Exit
     })
 }
 
-/// The report as the terminal shows it (a [`doctor::Check`] holds terminal-safe text).
+/// The report as the terminal shows it (through the command's `text::Safe` stdout).
 fn text(report: &Report) -> String {
     let width = report.checks.iter().map(|c| c.name.width()).max().unwrap_or(0);
     let indent = " ".repeat(4 + 2 + width + 2);

@@ -11,13 +11,12 @@ use serde_json::{Map, Value, json};
 
 use super::{Advised, Ctx};
 use crate::catalog::Catalog;
-use crate::llm::config::Config;
+use crate::config::Config;
 use crate::session::batch::{BatchMode, Import};
 use crate::session::resume::{self, Resume};
 use crate::session::run::Ended;
 use crate::session::{Run, SessionError, Start};
 use crate::study::{Event, Failures, Interviews, Kind, Observers, Rolebench, Study};
-use crate::text::terminal_safe as safe;
 
 /// Progress on stderr, fed every journaled record.
 pub(super) trait Progress: Send {
@@ -28,7 +27,7 @@ pub(super) trait Progress: Send {
     fn finish(&mut self) {}
     /// Says a line (how a batch is doing) without breaking the progress display.
     fn sayer(&self) -> Arc<dyn Fn(String) + Send + Sync> {
-        Arc::new(|line| eprintln!("{}", safe(&line)))
+        Arc::new(|line| crate::note!("{line}"))
     }
 }
 
@@ -119,9 +118,9 @@ pub(super) fn drive<S: Headless>(
         Start::Resume { id } => {
             let how = Resume::of(&ctx.store()?, &id)?;
             if how.kind != S::KIND {
-                eprintln!(
+                crate::note!(
                     "note: session {} is {}: it goes on as `{}` does",
-                    safe(&id),
+                    id.to_string(),
                     how.what(),
                     how.command()
                 );
@@ -173,7 +172,7 @@ fn go<S: Headless>(
                  started (raise --max-cost, or pass --yes to start anyway: it still stops at the cap)"
             )));
         }
-        eprintln!("estimate: ${estimate:.2} ({what}); the run stops if it spends ${cap:.2}");
+        crate::note!("estimate: ${estimate:.2} ({what}); the run stops if it spends ${cap:.2}");
     }
     let run = match batch {
         Some(Batch { mode, import }) => Run::<S>::open_batch(catalog.clone(), config, &store, start, mode, import),
@@ -185,12 +184,12 @@ fn go<S: Headless>(
         run.cap_cost(cap);
     }
     for note in &run.notes {
-        eprintln!("note: {}", safe(note));
+        crate::note!("note: {note}");
     }
     for change in &run.changed {
-        eprintln!("warning: {change}");
+        crate::note!("warning: {change}");
     }
-    eprintln!("session {}: {}", run.id, S::intro(&run, &catalog));
+    crate::note!("session {}: {}", run.id, S::intro(&run, &catalog));
     let (id, dir) = (run.id.clone(), run.dir.clone());
     let mut progress = S::progress(&run, &catalog, std::io::stderr().is_terminal());
     let say = progress.sayer();
@@ -248,14 +247,14 @@ fn go<S: Headless>(
         writeln!(out, "session {id}: {}", dir.display())?;
     }
     for line in crate::study::adaptation_lines(&events) {
-        eprintln!("adapted: {}", safe(&line));
+        crate::note!("adapted: {line}");
     }
     let failures = S::failures(&events);
     if failures.any() {
         if let Some((error, n)) = crate::study::commonest_error(&events) {
-            eprintln!("most often ({n}×): {}", safe(&error));
+            crate::note!("most often ({n}×): {error}");
         }
-        eprintln!("{}", failed(failures, S::KIND, &id));
+        crate::note!("{}", failed(failures, S::KIND, &id));
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)

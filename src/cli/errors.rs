@@ -1,11 +1,6 @@
 //! What went wrong, and whose fault it is: the user's input (exit 2) or the machine, the network or a
 //! provider (exit 1).
 
-/// Text made safe for the terminal (for the binary's last word, an error).
-pub fn terminal_safe(text: &str) -> String {
-    crate::text::terminal_safe(text)
-}
-
 /// A problem with what the user gave us; exit code 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -55,9 +50,9 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             || e.downcast_ref::<crate::llm::LlmError>().is_some_and(|e| e.is_input())
             || e.downcast_ref::<crate::study::StudyError>()
                 .is_some_and(|e| e.is_input())
-            || e.downcast_ref::<crate::study::annotation::AnnotationError>()
+            || e.downcast_ref::<crate::annotation::AnnotationError>()
                 .is_some_and(|e| e.is_input())
-            || e.downcast_ref::<crate::llm::config::ConfigError>().is_some()
+            || e.downcast_ref::<crate::config::ConfigError>().is_some()
             || e.downcast_ref::<crate::templates::TemplateError>().is_some()
             || matches!(e.downcast_ref::<JournalError>(), Some(JournalError::Damaged { .. }))
     });

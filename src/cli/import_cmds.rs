@@ -11,7 +11,6 @@ use crate::catalog::{Catalog, Kind};
 use crate::domain::character::Character;
 use crate::domain::scale::Scale;
 use crate::rpa::import::{self, Existing, Imported, Options, Replaced, ScaleFormat, ScaleOptions};
-use crate::text::terminal_safe;
 
 fn options(args: CharacterImportArgs) -> Options {
     Options {
@@ -59,14 +58,14 @@ fn print_character(imported: Imported, out: &mut dyn Write) -> anyhow::Result<Ex
         imported.memories
     )?;
     if let Some(replaced) = &imported.replaced {
-        writeln!(out, "  {}", terminal_safe(&replaced_line(Kind::Character, replaced)))?;
+        writeln!(out, "  {}", replaced_line(Kind::Character, replaced))?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let failed = |e: import::ImportError| match e {
-        import::ImportError::Invalid(message) => input_error(terminal_safe(&message)),
+        import::ImportError::Invalid(message) => input_error(message.to_string()),
         // The file error itself, so that its kind decides the exit code.
         import::ImportError::Write(e) => anyhow::Error::new(e),
     };
@@ -116,13 +115,13 @@ pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut 
                 writeln!(
                     out,
                     "imported card \"{}\" as {} ({} memories)\n  {}",
-                    terminal_safe(&imported.name),
+                    imported.name,
                     imported.id,
                     imported.memories,
-                    terminal_safe(&imported.character_file.display().to_string())
+                    imported.character_file.display()
                 )?;
                 if let Some(replaced) = &imported.replaced {
-                    writeln!(out, "  {}", terminal_safe(&replaced_line(Kind::Character, replaced)))?;
+                    writeln!(out, "  {}", replaced_line(Kind::Character, replaced))?;
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -154,7 +153,7 @@ pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut 
                 writeln!(out, "  filled by the importer, review: {}", imported.filled.join("; "))?;
             }
             if let Some(replaced) = &imported.replaced {
-                writeln!(out, "  {}", terminal_safe(&replaced_line(Kind::Scale, replaced)))?;
+                writeln!(out, "  {}", replaced_line(Kind::Scale, replaced))?;
             }
             Ok(ExitCode::SUCCESS)
         }

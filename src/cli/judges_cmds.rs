@@ -7,9 +7,8 @@ use std::process::ExitCode;
 use super::lookup::load_session;
 use super::table::{Table, num};
 use super::{Ctx, input_error};
+use crate::analysis::judges::{self, Judges};
 use crate::study::Event;
-use crate::study::judges::{self, Judges};
-use crate::text::terminal_safe as safe;
 
 pub fn judges(ctx: &Ctx, ids: &[String], json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let catalog = ctx.catalog()?;
@@ -41,17 +40,17 @@ pub fn tables(j: &Judges) -> String {
         j.sessions
             .iter()
             .position(|s| s.id == id)
-            .map_or_else(|| safe(id), letter)
+            .map_or_else(|| id.to_string(), letter)
     };
     let mut s = Table::new(&["", "session", "name", "judge", ">judge T", "interviews of"]);
     for (i, x) in j.sessions.iter().enumerate() {
         s.row(vec![
             letter(i),
-            safe(&x.id),
-            safe(x.name.as_deref().unwrap_or("")),
-            safe(x.judge.as_deref().unwrap_or("?")),
+            x.id.to_string(),
+            x.name.as_deref().unwrap_or("").to_string(),
+            x.judge.as_deref().unwrap_or("?").to_string(),
             x.judge_temperature.to_string(),
-            safe(x.parent.as_deref().unwrap_or("(its own)")),
+            x.parent.as_deref().unwrap_or("(its own)").to_string(),
         ]);
     }
     let mut p = Table::new(&["a", "b", "method", ">n", ">Pearson", ">Spearman", ">mean |Δ|"]);
@@ -68,14 +67,14 @@ pub fn tables(j: &Judges) -> String {
     }
     let mut sens = Table::new(&["scale", ">sensitivity", ">n"]);
     for (scale, x) in &j.scales {
-        sens.row(vec![safe(scale), num(x.sensitivity), x.n.to_string()]);
+        sens.row(vec![scale.to_string(), num(x.sensitivity), x.n.to_string()]);
     }
     let mut acc = Table::new(&["session", "scale", "method", ">Acc_Dim", ">MAE", ">pairs"]);
     for x in &j.summary {
         acc.row(vec![
             by_id(&x.session),
-            safe(&x.scale),
-            safe(&x.method),
+            x.scale.to_string(),
+            x.method.to_string(),
             num(x.acc_dim),
             num(x.mae),
             x.count.to_string(),

@@ -9,11 +9,10 @@ use serde_json::json;
 
 use super::table::Table;
 use super::{Ctx, input_error};
+use crate::config::{CacheMode, Config};
 use crate::llm::cache::Cache;
 use crate::llm::client::Shared;
-use crate::llm::config::{CacheMode, Config};
 use crate::llm::{self, ChatEvent, ChatMessage, ChatModel, ChatRequest, ResponseSchema, Role};
-use crate::text::terminal_safe as safe;
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
@@ -60,11 +59,11 @@ pub fn list(ctx: &Ctx, json_output: bool, out: &mut dyn Write) -> anyhow::Result
             .map(|r| r.name())
             .collect();
         t.row(vec![
-            safe(&p.name),
+            p.name.to_string(),
             p.kind.name().into(),
-            safe(&p.model),
-            safe(if p.base_url.is_empty() { "–" } else { &p.base_url }),
-            safe(&key),
+            p.model.to_string(),
+            (if p.base_url.is_empty() { "–" } else { &p.base_url }).to_string(),
+            key.to_string(),
             p.max_concurrency.to_string(),
             roles.join(", "),
         ]);
@@ -95,7 +94,7 @@ fn checked_config(config: &Config, target: &Target) -> anyhow::Result<(Config, S
                 let names: Vec<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
                 return Err(input_error(format!(
                     "unknown provider \"{}\" (configured: {})",
-                    safe(name),
+                    name,
                     names.join(", ")
                 )));
             }
@@ -118,7 +117,7 @@ fn checked_config(config: &Config, target: &Target) -> anyhow::Result<(Config, S
             let parsed = Config::parse(crate::domain::diagnostic::Source::new("--preset", &text), false, &env)
                 .map_err(|errors| {
                     let words: Vec<String> = errors.iter().map(|d| d.message.clone()).collect();
-                    input_error(safe(&words.join("; ")))
+                    input_error(words.join("; "))
                 })?;
             let mut merged = config.clone();
             merged.providers.retain(|p| p.name != "check");
@@ -148,7 +147,7 @@ pub fn check(
     let config = &config;
     let started = std::time::Instant::now();
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs_f64(budget_s);
-    let say = |line: String| eprintln!("{}", safe(&line));
+    let say = |line: String| crate::note!("{line}");
     let client = llm::connect(
         config,
         &name,
@@ -255,19 +254,13 @@ fn human(
     let (first, total, result) = (probe.first, probe.total, &probe.reply);
     match result {
         Err(e) => {
-            writeln!(
-                out,
-                "{}: FAILED after {:.2} s: {}",
-                safe(&info.to_string()),
-                total.as_secs_f64(),
-                safe(&e.to_string())
-            )?;
+            writeln!(out, "{}: FAILED after {:.2} s: {}", info, total.as_secs_f64(), e)?;
         }
         Ok(text) => {
             let structured = probe.valid_json() == Some(true);
-            writeln!(out, "{}: ok", safe(&info.to_string()))?;
+            writeln!(out, "{}: ok", info)?;
             if let Some(f) = facts {
-                writeln!(out, "server: {}", safe(&f.summary()))?;
+                writeln!(out, "server: {}", f.summary())?;
             }
             writeln!(
                 out,
@@ -282,7 +275,7 @@ fn human(
                 (false, false) => "did NOT produce valid JSON (prompt-only)",
             };
             writeln!(out, "structured output: {verdict}")?;
-            writeln!(out, "reply: {}", safe(text))?;
+            writeln!(out, "reply: {}", text)?;
             writeln!(out, "the method's requests:")?;
             for v in shapes {
                 writeln!(
@@ -290,7 +283,7 @@ fn human(
                     "  {:<18} {}{}",
                     v.shape,
                     v.status,
-                    v.detail.as_ref().map_or(String::new(), |d| format!(": {}", safe(d)))
+                    v.detail.as_ref().map_or(String::new(), |d| format!(": {}", d))
                 )?;
             }
         }
@@ -304,8 +297,8 @@ const MAX_SCHEMA: u64 = 4 * 1024 * 1024;
 fn read_schema(path: &Path) -> anyhow::Result<ResponseSchema> {
     let name = path.display().to_string();
     let text = crate::files::read_text_limited(path, MAX_SCHEMA, "a JSON Schema file")?;
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| input_error(format!("{}:{}:{}: {e}", safe(&name), e.line(), e.column())))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| input_error(format!("{}:{}:{}: {e}", name, e.line(), e.column())))?;
     // Either {"name", "schema", "strict"?} or a bare JSON Schema.
     if let (Some(n), Some(schema)) = (value.get("name").and_then(|n| n.as_str()), value.get("schema")) {
         let strict = value.get("strict").and_then(|s| s.as_bool()).unwrap_or(true);
@@ -385,7 +378,7 @@ pub fn chat(ctx: &Ctx, args: ChatArgs<'_>, out: &mut dyn Write) -> anyhow::Resul
             match event {
                 ChatEvent::Token(t) => {
                     if live {
-                        write!(out, "{}", safe(&t))?;
+                        write!(out, "{}", t)?;
                         out.flush()?;
                     }
                     text.push_str(&t);
@@ -399,16 +392,16 @@ pub fn chat(ctx: &Ctx, args: ChatArgs<'_>, out: &mut dyn Write) -> anyhow::Resul
                     if live && !text.is_empty() {
                         writeln!(out)?;
                     }
-                    eprintln!(
+                    crate::note!(
                         "[retry {attempt} in {delay_ms} ms: {}; text so far discarded]",
-                        safe(&reason)
+                        reason.to_string()
                     );
                     text.clear();
                 }
                 ChatEvent::Usage(_) => {}
                 ChatEvent::Done { cached, .. } => {
                     if cached {
-                        eprintln!("[from the cache]");
+                        crate::note!("[from the cache]");
                     }
                     return Ok::<_, anyhow::Error>(Ok(text));
                 }
@@ -418,15 +411,15 @@ pub fn chat(ctx: &Ctx, args: ChatArgs<'_>, out: &mut dyn Write) -> anyhow::Resul
         Ok(Err(llm::LlmError::Transport("the reply ended without Done".into())))
     })?;
     match result {
-        Err(e) => Err(anyhow::anyhow!("{}", safe(&e.to_string()))),
+        Err(e) => Err(anyhow::anyhow!("{}", e)),
         Ok(text) => {
             if live {
                 writeln!(out)?;
             } else {
-                write!(out, "{}", safe(&text))?;
+                write!(out, "{}", text)?;
             }
             if is_json && serde_json::from_str::<serde_json::Value>(&text).is_err() {
-                eprintln!("warning: the reply is not valid JSON");
+                crate::note!("warning: the reply is not valid JSON");
                 return Ok(ExitCode::from(1));
             }
             Ok(ExitCode::SUCCESS)

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use super::{Ctx, input_error};
 use crate::llm::Role;
 use crate::study::Event;
-use crate::text::terminal_safe as safe;
 
 /// A session's records, by id (in the data dir or among the bundled samples), folder, or journal path.
 pub(super) fn load_session(ctx: &Ctx, what: &str) -> anyhow::Result<(PathBuf, Vec<Event>)> {
@@ -18,7 +17,7 @@ pub(super) fn load_session(ctx: &Ctx, what: &str) -> anyhow::Result<(PathBuf, Ve
 
 /// The provider named on the command line (which must exist), or the config's provider for `role`.
 pub(super) fn provider_for(
-    config: &crate::llm::config::Config,
+    config: &crate::config::Config,
     explicit: &Option<String>,
     role: Role,
 ) -> anyhow::Result<String> {
@@ -26,7 +25,7 @@ pub(super) fn provider_for(
         Some(p) if config.provider(p).is_some() => Ok(p.clone()),
         Some(p) => Err(input_error(format!(
             "unknown provider \"{}\" (`incharacter providers` lists them)",
-            safe(p)
+            p
         ))),
         None => config
             .roles

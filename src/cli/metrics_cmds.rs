@@ -15,7 +15,6 @@ use crate::domain::character::{LabelSource, LabelType};
 use crate::domain::metrics::{Alignment, AlignmentRow, alignment, std_score};
 use crate::domain::scale::Scale;
 use crate::domain::stats;
-use crate::text::terminal_safe as safe;
 
 /// One CSV data row: its fields and where each field starts (line, column).
 pub(super) struct Row {
@@ -49,7 +48,7 @@ pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -
             header.iter().position(|h| h.eq_ignore_ascii_case(col)).ok_or_else(|| {
                 input_error(format!(
                     "{}:1:1: missing column \"{col}\" (the header must name {})",
-                    safe(&name),
+                    name,
                     required.join(",")
                 ))
             })
@@ -86,7 +85,7 @@ pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -
         rows.push(Row { fields, line, columns });
     }
     if rows.is_empty() {
-        return Err(input_error(format!("{}: no data rows after the header", safe(&name))));
+        return Err(input_error(format!("{}: no data rows after the header", name)));
     }
     Ok(rows)
 }
@@ -103,13 +102,13 @@ fn line_at(bytes: &[u8], offset: u64) -> u64 {
 
 fn csv_error(name: &str, bytes: &[u8], e: &csv::Error) -> anyhow::Error {
     let line = e.position().map_or(1, |p| line_at(bytes, p.byte()));
-    input_error(format!("{}:{line}:1: {e}", safe(name)))
+    input_error(format!("{}:{line}:1: {e}", name))
 }
 
 pub(super) fn located(path: &Path, row: &Row, field: usize, message: String) -> anyhow::Error {
     input_error(format!(
         "{}:{}:{}: {message}",
-        safe(&path.display().to_string()),
+        path.display(),
         row.line,
         row.columns[field]
     ))
@@ -123,7 +122,7 @@ fn parse_number(path: &Path, row: &Row, field: usize, what: &str) -> anyhow::Res
             path,
             row,
             field,
-            format!("{what} \"{}\" is not a number", safe(text)),
+            format!("{what} \"{}\" is not a number", text),
         )),
     }
 }
@@ -142,7 +141,7 @@ pub fn metrics(
         let ids: Vec<&str> = catalog.scales.iter().map(|e| e.value.id.as_str()).collect();
         input_error(format!(
             "unknown scale \"{}\"; known scales: {}",
-            safe(scale_id),
+            scale_id,
             ids.join(", ")
         ))
     })?;
@@ -152,7 +151,7 @@ pub fn metrics(
     let Some(result) = alignment((min, max), &order, &rows) else {
         return Err(input_error(format!(
             "{}: every prediction is for a marginal (X) label; nothing to score",
-            safe(&predictions.display().to_string())
+            predictions.display()
         )));
     };
     // Std_Score: spread of each (character, dimension) score across repeats.
@@ -196,14 +195,9 @@ fn read_predictions(
         let [character, dimension, repeat, _] = &row.fields[..] else {
             unreachable!("four columns requested")
         };
-        let c = catalog.character(character).ok_or_else(|| {
-            located(
-                predictions,
-                &row,
-                0,
-                format!("unknown character \"{}\"", safe(character)),
-            )
-        })?;
+        let c = catalog
+            .character(character)
+            .ok_or_else(|| located(predictions, &row, 0, format!("unknown character \"{}\"", character)))?;
         let d = scale
             .dimensions
             .iter()
@@ -217,7 +211,7 @@ fn read_predictions(
                     format!(
                         "{} has no dimension \"{}\" (it has: {})",
                         scale.id,
-                        safe(dimension),
+                        dimension,
                         names.join(", ")
                     ),
                 )
@@ -227,7 +221,7 @@ fn read_predictions(
                 predictions,
                 &row,
                 2,
-                format!("repeat \"{}\" is not a whole number ≥ 0", safe(repeat)),
+                format!("repeat \"{}\" is not a whole number ≥ 0", repeat),
             )
         })?;
         let score = parse_number(predictions, &row, 3, "score")?;
@@ -317,13 +311,13 @@ impl MetricsReport<'_> {
             out,
             "{} ({}), labels: {}; range [{min}, {max}], a tie at the middle counts as L",
             scale.id,
-            safe(&scale.name),
+            scale.name,
             labels_used.join(" + ")
         )?;
         let mut t = Table::new(&["dimension", ">acc", ">mae", ">mse", ">n"]);
         for (name, d) in &result.dimensions {
             t.row(vec![
-                safe(name),
+                name.to_string(),
                 num(Some(d.acc)),
                 num(Some(d.mae)),
                 num(Some(d.mse)),

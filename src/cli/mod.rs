@@ -12,7 +12,7 @@ mod doctor_cmds;
 mod drive;
 mod errors;
 pub(crate) use errors::Advised;
-pub use errors::{InputError, MachineError, exit_code, input_error, machine_error, terminal_safe};
+pub use errors::{InputError, MachineError, exit_code, input_error, machine_error};
 mod import_cmds;
 mod judges_cmds;
 mod llm_cmds;
@@ -37,8 +37,8 @@ use std::sync::{Arc, OnceLock};
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::catalog::Catalog;
+use crate::config::{CacheMode, Config};
 use crate::domain::character::LabelSource;
-use crate::llm::config::{CacheMode, Config};
 use crate::paths;
 use crate::session::Store;
 
@@ -976,11 +976,7 @@ fn providers(
 pub fn load_catalog(warn: &mut dyn Write) -> anyhow::Result<Catalog> {
     let catalog = Catalog::load_user()?;
     for problem in &catalog.problems {
-        writeln!(
-            warn,
-            "warning: skipped {}",
-            crate::text::terminal_safe(&problem.to_string())
-        )?;
+        writeln!(warn, "warning: skipped {}", problem)?;
     }
     Ok(catalog)
 }

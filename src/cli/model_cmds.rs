@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use super::input_error;
 use super::table::Table;
 use crate::llm::local;
-use crate::text::terminal_safe as safe;
 
 fn models_dir() -> anyhow::Result<std::path::PathBuf> {
     let data = crate::paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
@@ -39,10 +38,10 @@ pub fn list(out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     for m in &present {
         let mib = std::fs::metadata(&m.path).map_or(0, |md| md.len() >> 20);
         t.row(vec![
-            safe(&m.name),
-            safe(&m.architecture),
+            m.name.to_string(),
+            m.architecture.to_string(),
             mib.to_string(),
-            safe(&m.path.display().to_string()),
+            m.path.display().to_string(),
         ]);
     }
     for known in local::KNOWN {
@@ -72,16 +71,16 @@ pub fn add(path: &Path, name: Option<&str>, out: &mut dyn Write) -> anyhow::Resu
     writeln!(
         out,
         "registered {} ({}): {}",
-        safe(&entry.name),
-        safe(&entry.architecture),
-        safe(&entry.path.display().to_string()),
+        entry.name,
+        entry.architecture,
+        entry.path.display(),
     )?;
     writeln!(
         out,
         "architecture {}, quantization {}, tokenizer {}, context {}, chat template: {}",
-        safe(&facts.architecture),
-        safe(&facts.quantization),
-        safe(&facts.tokenizer),
+        facts.architecture,
+        facts.quantization,
+        facts.tokenizer,
         facts
             .context
             .map_or("not stated (4096 assumed)".into(), |c| format!("{c} tokens")),
@@ -94,7 +93,7 @@ pub fn add(path: &Path, name: Option<&str>, out: &mut dyn Write) -> anyhow::Resu
     writeln!(
         out,
         "use it with a provider: kind = \"local\", model = \"{}\"",
-        safe(&entry.name)
+        entry.name
     )?;
     Ok(ExitCode::SUCCESS)
 }
@@ -131,7 +130,7 @@ pub fn continue_greedy(
         let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         writeln!(out, "prompt ids:    {}", list(&prompt))?;
         writeln!(out, "generated ids: {}", list(&generated))?;
-        writeln!(out, "text: {}", safe(&text))?;
+        writeln!(out, "text: {}", text)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -315,7 +314,7 @@ pub fn ratio(ours: &Path, reference: &Path, json: bool, out: &mut dyn Write) -> 
         serde_json::from_str(&text).map_err(|e| {
             input_error(format!(
                 "{}:{}:{}: not a bench report ({e})",
-                safe(&path.display().to_string()),
+                path.display(),
                 e.line(),
                 e.column()
             ))
@@ -323,9 +322,12 @@ pub fn ratio(ours: &Path, reference: &Path, json: bool, out: &mut dyn Write) -> 
     };
     let (a, b) = (read(ours)?, read(reference)?);
     if a.prompt_tokens != b.prompt_tokens || a.decode_tokens != b.decode_tokens {
-        eprintln!(
+        crate::note!(
             "warning: the reports measured different work (prompt {} vs {} tokens, decode {} vs {})",
-            a.prompt_tokens, b.prompt_tokens, a.decode_tokens, b.decode_tokens
+            a.prompt_tokens,
+            b.prompt_tokens,
+            a.decode_tokens,
+            b.decode_tokens
         );
     }
     let prefill = a.prefill_tok_s / b.prefill_tok_s;
@@ -342,7 +344,7 @@ pub fn ratio(ours: &Path, reference: &Path, json: bool, out: &mut dyn Write) -> 
             ("decode: ", decode, a.decode_tok_s, b.decode_tok_s),
         ];
         for (label, ratio, ours, theirs) in rows {
-            let (x, y) = (safe(&a.engine), safe(&b.engine));
+            let (x, y) = (a.engine.to_string(), b.engine.to_string());
             writeln!(out, "{label} {ratio:.2}× ({x} {ours:.1} tok/s, {y} {theirs:.1} tok/s)")?;
         }
     }

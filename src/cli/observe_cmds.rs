@@ -14,7 +14,6 @@ use crate::observer::{Context, Draw, ObservePlan, SCALE, SelfReportMode, Step, d
 use crate::session::{Run, Start};
 use crate::study::observe;
 use crate::study::{Event, Observers};
-use crate::text::terminal_safe as safe;
 
 #[derive(Debug, clap::Args)]
 pub struct ObserveArgs {
@@ -77,7 +76,7 @@ pub fn spread(n: usize, contexts: &[Context]) -> Vec<(Context, usize)> {
         .collect()
 }
 
-fn plan(catalog: &Catalog, config: &crate::llm::config::Config, a: &ObserveArgs) -> anyhow::Result<ObservePlan> {
+fn plan(catalog: &Catalog, config: &crate::config::Config, a: &ObserveArgs) -> anyhow::Result<ObservePlan> {
     let subject = a
         .subject
         .as_deref()
@@ -89,10 +88,10 @@ fn plan(catalog: &Catalog, config: &crate::llm::config::Config, a: &ObserveArgs)
                 .split(',')
                 .map(|p| p.trim().parse::<u8>().ok().filter(|l| (1..=6).contains(l)))
                 .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| input_error(format!("--latent {}: five levels 1–6 as O,C,E,A,N", safe(text))))?;
+                .ok_or_else(|| input_error(format!("--latent {}: five levels 1–6 as O,C,E,A,N", text)))?;
             Some(
                 <[u8; 5]>::try_from(levels)
-                    .map_err(|_| input_error(format!("--latent {}: five levels 1–6 as O,C,E,A,N", safe(text))))?,
+                    .map_err(|_| input_error(format!("--latent {}: five levels 1–6 as O,C,E,A,N", text)))?,
             )
         }
     };
@@ -108,7 +107,7 @@ fn plan(catalog: &Catalog, config: &crate::llm::config::Config, a: &ObserveArgs)
                 catalog
                     .character(n)
                     .map(|c| c.id.clone())
-                    .ok_or_else(|| input_error(format!("unknown character \"{}\"", safe(n))))
+                    .ok_or_else(|| input_error(format!("unknown character \"{}\"", n)))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         (ids, 0)
@@ -117,21 +116,18 @@ fn plan(catalog: &Catalog, config: &crate::llm::config::Config, a: &ObserveArgs)
     let mut contexts = Vec::new();
     let mut counts = Vec::new();
     for part in a.contexts.split(',') {
-        let (name, count) = match part.split_once(':') {
-            Some((n, c)) => (
-                n,
-                Some(c.trim().parse::<usize>().map_err(|_| {
-                    input_error(format!("--contexts {}: a count after ':' must be a number", safe(part)))
-                })?),
-            ),
-            None => (part, None),
-        };
-        let context = Context::parse(name).ok_or_else(|| {
-            input_error(format!(
-                "unknown context \"{}\" (family, friend, workplace)",
-                safe(name)
-            ))
-        })?;
+        let (name, count) =
+            match part.split_once(':') {
+                Some((n, c)) => (
+                    n,
+                    Some(c.trim().parse::<usize>().map_err(|_| {
+                        input_error(format!("--contexts {}: a count after ':' must be a number", part))
+                    })?),
+                ),
+                None => (part, None),
+            };
+        let context = Context::parse(name)
+            .ok_or_else(|| input_error(format!("unknown context \"{}\" (family, friend, workplace)", name)))?;
         contexts.push(context);
         counts.push((context, count));
     }
@@ -152,12 +148,12 @@ fn plan(catalog: &Catalog, config: &crate::llm::config::Config, a: &ObserveArgs)
     let self_report = match a.self_report.as_str() {
         "batched" => SelfReportMode::Batched,
         "items" => SelfReportMode::Items,
-        other => return Err(input_error(format!("--self-report {}: batched or items", safe(other)))),
+        other => return Err(input_error(format!("--self-report {}: batched or items", other))),
     };
     let provider = |explicit: &Option<String>, role: Role| -> anyhow::Result<String> {
         match explicit.as_ref().or(a.provider.as_ref()) {
             Some(p) if config.provider(p).is_some() => Ok(p.clone()),
-            Some(p) => Err(input_error(format!("unknown provider \"{}\"", safe(p)))),
+            Some(p) => Err(input_error(format!("unknown provider \"{}\"", p))),
             None => config
                 .roles
                 .get(&role)
@@ -230,7 +226,7 @@ impl Progress for Counts {
                 self.line.say(format!(
                     "failed: {subject} {} {what}: {}",
                     observer.as_deref().unwrap_or(""),
-                    safe(error)
+                    error
                 ));
             }
             _ => {}

@@ -9,9 +9,9 @@ use clap::ValueEnum;
 
 use super::lookup::load_session;
 use super::{Ctx, LabelsArg, input_error};
+use crate::annotation;
 use crate::figures::session::{self, Kind, Request};
 use crate::figures::{self, Size};
-use crate::study::annotation;
 
 #[derive(Debug, clap::Args)]
 pub struct PlotArgs {
@@ -80,7 +80,7 @@ fn format_of(path: &Path) -> anyhow::Result<Format> {
         Some("png") => Ok(Format::Png),
         _ => Err(input_error(format!(
             "-o {}: the file name must end in .svg or .png",
-            crate::text::terminal_safe(&path.display().to_string())
+            path.display()
         ))),
     }
 }
@@ -110,9 +110,9 @@ pub fn plot(ctx: &Ctx, args: PlotArgs, out: &mut dyn Write) -> anyhow::Result<Ex
     let missing = figures::font::missing(&figure.text());
     if format == Format::Png && !missing.is_empty() {
         let list: String = missing.iter().collect();
-        eprintln!(
+        crate::note!(
             "warning: the embedded font has no glyph for {}: drawn as boxes (an SVG leaves them to the viewer's fonts)",
-            crate::text::terminal_safe(&list)
+            list.to_string()
         );
     }
     let bytes = match format {
@@ -122,12 +122,6 @@ pub fn plot(ctx: &Ctx, args: PlotArgs, out: &mut dyn Write) -> anyhow::Result<Ex
     // Drawn whole before anything is written: a figure that fails leaves no file, a write that fails
     // leaves the old one.
     crate::files::write_atomic(&args.output, &bytes)?;
-    writeln!(
-        out,
-        "wrote {} ({}×{})",
-        crate::text::terminal_safe(&args.output.display().to_string()),
-        size.width,
-        size.height
-    )?;
+    writeln!(out, "wrote {} ({}×{})", args.output.display(), size.width, size.height)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,7 +9,7 @@ use super::drive::Progress;
 use crate::llm::Role;
 use crate::llm::accounting::{Accounting, Flight};
 use crate::study::Event;
-use crate::text::terminal_safe as safe;
+use crate::text::terminal_safe;
 
 /// One phase of a run as its progress says it: how many it makes in all, how many were done before
 /// this sitting (they are not made again), and how many this sitting has made so far.
@@ -109,13 +109,14 @@ fn bar(
 
 type BarSet = (indicatif::MultiProgress, indicatif::ProgressBar, indicatif::ProgressBar);
 
-/// A line above the bars, or on its own without them.
+/// A line above the bars, or on its own without them. indicatif writes to the terminal itself, so
+/// what it is given is made safe here (a plain line passes the `note!` gate).
 fn say(bars: &Option<BarSet>, line: String) {
     match bars {
         Some((multi, ..)) => {
-            let _ = multi.println(line);
+            let _ = multi.println(terminal_safe(&line));
         }
-        None => eprintln!("{line}"),
+        None => crate::note!("{line}"),
     }
 }
 
@@ -221,7 +222,7 @@ impl Progress for Bars {
                 self.failed += 1;
                 say(
                     &self.bars,
-                    format!("item failed: {character} {scale} {item_id}: {}", safe(error)),
+                    format!("item failed: {character} {scale} {item_id}: {error}"),
                 );
             }
             Event::DimensionAssessed(a) => {
@@ -236,7 +237,7 @@ impl Progress for Bars {
                             a.method.name(),
                             a.repeat,
                             a.dimension,
-                            safe(f)
+                            f
                         ),
                     );
                 }
@@ -254,13 +255,13 @@ impl Progress for Bars {
                 }
                 items.set_message(self.message());
             }
-            None if self.done() / EVERY > before / EVERY => eprintln!("{}", self.line()),
+            None if self.done() / EVERY > before / EVERY => crate::note!("{}", self.line()),
             None => {}
         }
     }
 
     fn held(&mut self, providers: &str) {
-        self.held = providers.to_string();
+        self.held = terminal_safe(providers);
         if let Some((_, items, _)) = &self.bars {
             items.set_message(self.message());
         }
@@ -277,7 +278,7 @@ impl Progress for Bars {
                     }
                 }
             }
-            None => eprintln!("{}", self.line()),
+            None => crate::note!("{}", self.line()),
         }
     }
 }
@@ -310,8 +311,8 @@ impl Counter {
     /// The counts now; `worth_a_line` says whether a plain stderr hears them now.
     pub(super) fn show(&mut self, counts: String, worth_a_line: bool) {
         match &self.line {
-            Some(line) => line.set_message(counts.clone()),
-            None if worth_a_line => eprintln!("{counts}"),
+            Some(line) => line.set_message(terminal_safe(&counts)),
+            None if worth_a_line => crate::note!("{counts}"),
             None => {}
         }
         self.last = counts;
@@ -320,8 +321,8 @@ impl Counter {
     /// A line of its own (a failure), above the counts.
     pub(super) fn say(&self, text: String) {
         match &self.line {
-            Some(line) => line.println(text),
-            None => eprintln!("{text}"),
+            Some(line) => line.println(terminal_safe(&text)),
+            None => crate::note!("{text}"),
         }
     }
 
@@ -329,7 +330,7 @@ impl Counter {
     pub(super) fn finish(&self) {
         match &self.line {
             Some(line) => line.abandon(),
-            None if !self.last.is_empty() => eprintln!("{}", self.last),
+            None if !self.last.is_empty() => crate::note!("{}", self.last),
             None => {}
         }
     }

@@ -11,7 +11,6 @@ use super::input_error;
 use super::table::Table;
 use crate::files::FileError;
 use crate::templates::{BUNDLED, PromptSet, Template, Templates, sha256};
-use crate::text::terminal_safe as safe;
 
 /// The templates of a `--prompts DIR` folder as a session records them (none without a folder).
 /// Every problem is the user's (exit 2) and is found before anything is sent.
@@ -84,7 +83,7 @@ pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -
         match std::fs::symlink_metadata(path) {
             Ok(meta) if meta.file_type().is_symlink() => return Err(FileError::Symlink(path.clone()).into()),
             Ok(meta) if !meta.is_file() => return Err(FileError::NotRegular(path.clone()).into()),
-            Ok(_) => existing.push(safe(&path.display().to_string())),
+            Ok(_) => existing.push(path.display().to_string()),
             Err(_) => {}
         }
     }
@@ -96,8 +95,7 @@ pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -
         )));
     }
     let created = std::fs::symlink_metadata(dir).is_err();
-    std::fs::create_dir_all(dir)
-        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", safe(&dir.display().to_string())))?;
+    std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
     let mut written = Vec::new();
     for (t, path) in &targets {
         if let Err(e) = crate::files::write_atomic(path, t.bundled_text().as_bytes()) {
@@ -107,7 +105,7 @@ pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -
             }
             return Err(e.into());
         }
-        written.push(safe(&path.display().to_string()));
+        written.push(path.display().to_string());
     }
     if json_output {
         writeln!(out, "{}", serde_json::to_string_pretty(&json!({ "written": written }))?)?;
@@ -118,7 +116,7 @@ pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -
         writeln!(
             out,
             "edit any of them, delete the others, and pass the folder with `--prompts {}`",
-            safe(&dir.display().to_string())
+            dir.display()
         )?;
     }
     Ok(ExitCode::SUCCESS)

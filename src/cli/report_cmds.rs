@@ -12,7 +12,6 @@ use super::{Ctx, input_error};
 use crate::domain::resample::Bootstrap;
 use crate::study::Event;
 use crate::study::interview::results;
-use crate::text::terminal_safe as safe;
 
 /// Summary tables of one or more sessions, recomputed from their journals, side by side.
 pub fn report(
@@ -25,10 +24,7 @@ pub fn report(
 ) -> anyhow::Result<ExitCode> {
     let catalog = &*ctx.catalog()?;
     if !matches!(format, "md" | "json" | "latex") {
-        return Err(input_error(format!(
-            "unknown format \"{}\" (md, json, latex)",
-            safe(format)
-        )));
+        return Err(input_error(format!("unknown format \"{}\" (md, json, latex)", format)));
     }
     let mut sessions = Vec::new();
     let mut observer_sessions = Vec::new();
@@ -133,8 +129,8 @@ pub fn report(
                     writeln!(
                         out,
                         "| {id} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                        safe(rpa),
-                        safe(judge),
+                        rpa,
+                        judge,
                         r.scale,
                         r.method,
                         cell(r, r.acc_dim, |i| Some(i.acc_dim)),
@@ -154,7 +150,7 @@ pub fn report(
                     "\n{id} was adapted to its providers (it changes what the method did):"
                 )?;
                 for line in lines {
-                    writeln!(out, "- {}", safe(line))?;
+                    writeln!(out, "- {}", line)?;
                 }
             }
         }

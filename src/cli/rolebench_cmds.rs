@@ -13,14 +13,13 @@ use super::progress::Counter;
 use super::table::Table;
 use super::{Ctx, input_error};
 use crate::catalog::Catalog;
+use crate::config::Config;
 use crate::llm::Role;
-use crate::llm::config::Config;
 use crate::method::rolebench::{load_baseline, load_questions};
 use crate::rpa::prompt::RpaStyle;
 use crate::session::{Run, Start};
 use crate::study::Event;
 use crate::study::rolebench::{self, Rolebench, RolebenchPlan, Step, Totals};
-use crate::text::terminal_safe as safe;
 
 #[derive(Debug, clap::Args)]
 pub struct RolebenchArgs {
@@ -78,7 +77,7 @@ pub fn plan(catalog: &Catalog, config: &Config, a: &RolebenchArgs) -> anyhow::Re
     let style = RpaStyle::parse(&a.style).ok_or_else(|| {
         input_error(format!(
             "style \"{}\" is not available (description, chatharuhi, rolegpt)",
-            safe(&a.style)
+            a.style
         ))
     })?;
     let questions = load_questions(data).map_err(|e| input_error(e.to_string()))?;
@@ -114,7 +113,7 @@ pub fn run(ctx: &Ctx, args: RolebenchArgs, out: &mut dyn Write) -> anyhow::Resul
         None => {
             let (plan, notes) = plan(&*ctx.catalog()?, ctx.config()?, &args)?;
             for note in notes {
-                eprintln!("note: {}", safe(&note));
+                crate::note!("note: {note}");
             }
             Start::New {
                 plan,
@@ -149,7 +148,7 @@ impl Progress for Counts {
             Step::Judged { .. } => self.judged += 1,
             Step::AnswerFailed { line, error } => {
                 self.failed += 1;
-                self.line.say(format!("failed: line {line}: {}", safe(error)));
+                self.line.say(format!("failed: line {line}: {}", error));
             }
         }
         let counts = format!(
@@ -206,7 +205,7 @@ pub fn tables(t: &Totals) -> String {
     let mut roles = Table::new(&["role", "questions", "Rouge-L P", "R", "F", "win rate"]);
     for (role, m) in &t.rouge_l.by_role {
         roles.row(vec![
-            safe(role),
+            role.to_string(),
             m.count.to_string(),
             format!("{:.4}", m.p),
             format!("{:.4}", m.r),
@@ -229,7 +228,7 @@ pub fn tables(t: &Totals) -> String {
     if !t.rouge_l.by_type.is_empty() {
         let mut types = Table::new(&["type", "questions", "Rouge-L F"]);
         for (kind, m) in &t.rouge_l.by_type {
-            types.row(vec![safe(kind), m.count.to_string(), format!("{:.4}", m.f)]);
+            types.row(vec![kind.to_string(), m.count.to_string(), format!("{:.4}", m.f)]);
         }
         text.push('\n');
         text.push_str(&types.render());

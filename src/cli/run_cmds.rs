@@ -12,13 +12,12 @@ use super::progress::{Bars, Phase};
 use super::table::{Table, num};
 use super::{Ctx, input_error};
 use crate::catalog::Catalog;
-use crate::llm::{self, Role};
+use crate::llm::Role;
 use crate::method::Method;
 use crate::rpa::prompt::RpaStyle;
 use crate::session::{Run, Start};
 use crate::study::interview::{self, reassess, results};
 use crate::study::{Event, Interviews, Kind, RunPlan};
-use crate::text::terminal_safe as safe;
 
 pub struct RunArgs {
     pub characters: Option<String>,
@@ -42,7 +41,7 @@ pub struct RunArgs {
     pub json: bool,
 }
 
-fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> anyhow::Result<RunPlan> {
+fn plan_from(catalog: &Catalog, config: &crate::config::Config, a: &RunArgs) -> anyhow::Result<RunPlan> {
     let characters = match a.characters.as_deref() {
         None => return Err(input_error("--characters is required (ids, or `all`)")),
         Some("all") => catalog.characters.iter().map(|e| e.value.id.clone()).collect(),
@@ -52,7 +51,7 @@ fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> an
                 catalog
                     .character(n)
                     .map(|c| c.id.clone())
-                    .ok_or_else(|| input_error(format!("unknown character \"{}\"", safe(n))))
+                    .ok_or_else(|| input_error(format!("unknown character \"{}\"", n)))
             })
             .collect::<anyhow::Result<Vec<_>>>()?,
     };
@@ -65,7 +64,7 @@ fn plan_from(catalog: &Catalog, config: &llm::config::Config, a: &RunArgs) -> an
             catalog
                 .scale(n)
                 .map(|s| s.id.clone())
-                .ok_or_else(|| input_error(format!("unknown scale \"{}\"", safe(n))))
+                .ok_or_else(|| input_error(format!("unknown scale \"{}\"", n)))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let methods = parse_methods(a.methods.as_deref().unwrap_or("er-batch"))?;
@@ -139,7 +138,7 @@ pub fn assess(ctx: &Ctx, args: AssessArgs, out: &mut dyn Write) -> anyhow::Resul
             let mut plan = reassess::plan(&id, &events, &change).map_err(|e| input_error(e.to_string()))?;
             let folder = super::prompts_cmds::load_prompts(args.prompts.as_deref())?;
             for note in reassess::with_prompts(&mut plan, folder) {
-                eprintln!("note: {note}");
+                crate::note!("note: {note}");
             }
             Start::New {
                 plan,
@@ -176,7 +175,7 @@ fn parse_methods(list: &str) -> anyhow::Result<Vec<Method>> {
             Method::parse(m).ok_or_else(|| {
                 input_error(format!(
                     "unknown method \"{}\" (er-batch, er-all, oc, d-oc, sr, sr-cot)",
-                    safe(m)
+                    m
                 ))
             })
         })
@@ -229,7 +228,7 @@ impl Headless for Interviews {
         ))
     }
 
-    fn cost(plan: &RunPlan, catalog: &Catalog, config: &llm::config::Config) -> Option<(f64, String)> {
+    fn cost(plan: &RunPlan, catalog: &Catalog, config: &crate::config::Config) -> Option<(f64, String)> {
         let e = interview::estimate::estimate(plan, catalog);
         let unpriced: Vec<&str> = [plan.rpa.as_str(), plan.judge.as_str()]
             .into_iter()
@@ -311,11 +310,11 @@ pub fn sessions(ctx: &Ctx, json_output: bool, out: &mut dyn Write) -> anyhow::Re
     let mut t = Table::new(&["id", "name", "created", "status", "model", "where"]);
     for s in &list {
         t.row(vec![
-            safe(&s.id),
-            safe(s.name.as_deref().unwrap_or("")),
+            s.id.to_string(),
+            s.name.as_deref().unwrap_or("").to_string(),
             s.created.clone(),
-            safe(&s.status),
-            safe(&s.model),
+            s.status.to_string(),
+            s.model.to_string(),
             if s.sample { "sample" } else { "data dir" }.into(),
         ]);
     }
@@ -350,7 +349,7 @@ pub fn export(
     let observers = crate::study::observe::subjects(&events, catalog);
     let text = match (format, observers) {
         ("csv", Some((_, subjects))) => {
-            let mut w = results::SafeCsv::new(results::CsvTo::of(output));
+            let mut w = results::SafeCsv::new();
             w.record(["subject", "observer", "context", "trait", "score", "source"])?;
             for row in crate::observer::report::csv_rows(&subjects) {
                 w.record(&row)?;
@@ -383,7 +382,7 @@ fn export_rolebench(
     let (_, items) = rolebench::items(events).ok_or_else(|| input_error("no plan in the journal"))?;
     let text = match format {
         "csv" => {
-            let mut w = results::SafeCsv::new(results::CsvTo::of(output));
+            let mut w = results::SafeCsv::new();
             w.record([
                 "line",
                 "role",
@@ -418,30 +417,24 @@ fn export_rolebench(
             super::rolebench_cmds::tables(&rolebench::totals(&items))
         ),
         other => {
-            return Err(input_error(format!(
-                "unknown format \"{}\" (json, csv, md)",
-                safe(other)
-            )));
+            return Err(input_error(format!("unknown format \"{}\" (json, csv, md)", other)));
         }
     };
     write_export(&text, format, output, out)
 }
 
 /// Writes an export to `output` as it is, replacing the file whole or not at all (a link is refused,
-/// exit 2; a full disk leaves the old file and exits 1, naming the path), or prints it made safe for
-/// a terminal: JSON with escapes for what could steer the terminal, Markdown without escape
-/// sequences (a CSV's cells were made safe as it was written).
+/// exit 2; a full disk leaves the old file and exits 1, naming the path), or prints it through the
+/// command's `text::Safe` stdout; JSON first gets escapes for what the gate would remove, so it
+/// still means the same.
 fn write_export(text: &str, format: &str, output: Option<&Path>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match output {
         Some(path) => {
             crate::files::write_atomic(path, text.as_bytes())?;
-            writeln!(out, "wrote {}", safe(&path.display().to_string()))?;
+            writeln!(out, "wrote {}", path.display())?;
         }
-        None => match format {
-            "json" => write!(out, "{}", results::json_for_terminal(text))?,
-            "csv" => write!(out, "{text}")?,
-            _ => write!(out, "{}", safe(text))?,
-        },
+        None if format == "json" => write!(out, "{}", results::json_for_terminal(text))?,
+        None => write!(out, "{text}")?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -456,13 +449,10 @@ fn export_interviews(
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     if observers {
-        return Err(input_error(format!(
-            "unknown format \"{}\" (json, csv, md)",
-            safe(format)
-        )));
+        return Err(input_error(format!("unknown format \"{}\" (json, csv, md)", format)));
     }
     let text = match format {
-        "csv" => results::csv(events, &*ctx.catalog()?, results::CsvTo::of(output))?,
+        "csv" => results::csv(events, &*ctx.catalog()?)?,
         "md" => {
             let mut md = Vec::new();
             let bootstrap = crate::domain::resample::Bootstrap::default();
@@ -470,10 +460,7 @@ fn export_interviews(
             format!("# Session {id}\n\n{}", String::from_utf8_lossy(&md))
         }
         other => {
-            return Err(input_error(format!(
-                "unknown format \"{}\" (json, csv, md)",
-                safe(other)
-            )));
+            return Err(input_error(format!("unknown format \"{}\" (json, csv, md)", other)));
         }
     };
     write_export(&text, format, output, out)

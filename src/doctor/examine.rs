@@ -5,8 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::facts::{Checksum, Facts, Reach, local_model, local_model_path};
+use crate::config::ProviderKind;
 use crate::llm::LlmError;
-use crate::llm::config::ProviderKind;
 
 /// A provider's tiny request waits at most this long for a connection and for its first token: the
 /// doctor says "does not answer" in seconds, where a run would wait and retry.
@@ -40,7 +40,7 @@ pub async fn examine(mut facts: Facts, env: &(dyn Fn(&str) -> Option<String> + S
                 .enumerate()
                 .filter(|(_, p)| p.config.kind == ProviderKind::Openai && p.problem().is_none())
                 .map(|(i, p)| {
-                    let shared = crate::llm::client::Shared::new(1, None, crate::llm::config::CacheMode::Off, 0);
+                    let shared = crate::llm::client::Shared::new(1, None, crate::config::CacheMode::Off, 0);
                     let client = crate::llm::connect(&hurried, &p.config.name, shared.clone(), env, data.as_deref());
                     (i, client.map(|c| (c, shared)))
                 })

@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::EMBEDDED_MODEL;
+use crate::config::{Config, ProviderConfig, ProviderKind};
 use crate::llm::Role;
-use crate::llm::config::{Config, ProviderConfig, ProviderKind};
-use crate::text::terminal_safe as safe;
 
 /// The data dir: where it is, whether a file can be made there, and how much it holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,11 +76,7 @@ pub enum Reach {
     /// Not tried: not examined yet, or something stops it before any request.
     Untried,
     /// The tiny request came back: after `ms`, as valid JSON or not, with what had to be adapted.
-    Answered {
-        ms: u64,
-        json: bool,
-        adapted: Vec<String>,
-    },
+    Answered { ms: u64, json: bool, adapted: Vec<String> },
     /// A local provider's model loaded.
     Loaded(Duration),
     Failed {
@@ -126,11 +121,11 @@ impl Provider {
         if self.fetched == Some(false) {
             return Some(format!(
                 "the local model {} is not fetched yet",
-                safe(local_model(&self.config))
+                local_model(&self.config)
             ));
         }
         match (&self.config.api_key_env, self.key) {
-            (Some(var), Some(false)) => Some(format!("the key variable {} is not set", safe(var))),
+            (Some(var), Some(false)) => Some(format!("the key variable {} is not set", var)),
             _ => None,
         }
     }
@@ -176,7 +171,9 @@ impl Terminal {
             return None;
         }
         // A pseudo-terminal nobody sized (`script`, some CI runners) says 0×0: that is not known.
-        let size = ratatui::crossterm::terminal::size().ok().filter(|&(w, h)| w > 0 && h > 0);
+        let size = ratatui::crossterm::terminal::size()
+            .ok()
+            .filter(|&(w, h)| w > 0 && h > 0);
         Some(Terminal::from_env(size, env))
     }
 
@@ -274,7 +271,11 @@ impl Facts {
 }
 
 /// The configured providers, in the config's order, with the roles they serve.
-pub(super) fn providers(config: &Config, data_dir: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> Vec<Provider> {
+pub(super) fn providers(
+    config: &Config,
+    data_dir: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<Provider> {
     config
         .providers
         .iter()

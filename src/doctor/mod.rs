@@ -5,7 +5,7 @@
 //! request, the model's checksum and load, pip). [`judge`] turns facts into the [`Report`] that
 //! `incharacter doctor` prints and the welcome screen shows; it is pure, so every verdict is tested
 //! without a network or a model. It sits above `llm` and `study` (it reuses `providers check`'s probe)
-//! and below the two faces. A [`Check`] holds the config's and the machine's text terminal-safe.
+//! and below the two faces. A [`Check`] holds the config's and the machine's text as they said it.
 //!
 //! Here is what both faces read: the [`Report`], its [`Check`]s and their [`Status`]. `facts` holds
 //! what the doctor knows and the quick look, `examine` the slow look, `verdict` the judgement and its
@@ -24,13 +24,12 @@ pub use verdict::judge;
 
 use serde::Serialize;
 
-use crate::text::terminal_safe as safe;
 
 /// The smallest terminal the workbench draws in.
 pub const SMALLEST_TERMINAL: (u16, u16) = (80, 24);
 
 /// The embedded model the doctor checks: the one `model fetch` fetches and the default config uses.
-pub const EMBEDDED_MODEL: &str = crate::llm::config::DEFAULT_LOCAL_MODEL;
+pub const EMBEDDED_MODEL: &str = crate::config::DEFAULT_LOCAL_MODEL;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -51,19 +50,19 @@ pub struct Check {
 }
 
 impl Check {
-    /// Names, paths and messages come from the config and the machine: a check holds them
-    /// terminal-safe, so both faces can print it as it is.
+    /// Names, paths and messages come from the config and the machine, kept as they were said; both
+    /// faces print them through their terminal gates.
     fn new(name: impl AsRef<str>, status: Status, detail: impl AsRef<str>) -> Check {
         Check {
-            name: safe(name.as_ref()),
+            name: name.as_ref().to_string(),
             status,
-            detail: safe(detail.as_ref()),
+            detail: detail.as_ref().to_string(),
             fix: None,
         }
     }
 
     fn fix(mut self, fix: impl AsRef<str>) -> Check {
-        self.fix = Some(safe(fix.as_ref()));
+        self.fix = Some(fix.as_ref().to_string());
         self
     }
 }

@@ -59,9 +59,10 @@ fn failed(e: impl std::fmt::Display) -> FigureError {
     FigureError::Draw(e.to_string())
 }
 
-/// Text from outside on one line, without control characters (which are not even valid XML).
+/// Text from outside on one line, without escape sequences or control characters (which are not
+/// even valid XML, and have no glyph in a PNG).
 fn clean(text: &str) -> String {
-    crate::text::terminal_safe(text).replace(['\n', '\t'], " ")
+    crate::text::terminal_safe(text).replace('\n', " ")
 }
 
 /// A number as an axis or a cell shows it: whole numbers bare, else two decimals (one from 10 up).
@@ -271,7 +272,9 @@ impl<'a, DB: DrawingBackend> Pen<'a, DB> {
     }
 
     fn rect(&self, (x0, y0): (i32, i32), (x1, y1): (i32, i32), style: ShapeStyle) -> Drawn {
-        self.area.draw(&Rectangle::new([(x0, y0), (x1, y1)], style)).map_err(failed)
+        self.area
+            .draw(&Rectangle::new([(x0, y0), (x1, y1)], style))
+            .map_err(failed)
     }
 
     fn circle(&self, at: (i32, i32), radius: i32, style: ShapeStyle) -> Drawn {
@@ -390,7 +393,11 @@ fn radar<DB: DrawingBackend>(pen: &Pen<DB>, r: &Radar) -> Drawn {
     let lines: Vec<Vec<String>> = r
         .axes
         .iter()
-        .map(|d| std::iter::once(clean(&d.name)).chain(d.zh.as_deref().map(clean)).collect())
+        .map(|d| {
+            std::iter::once(clean(&d.name))
+                .chain(d.zh.as_deref().map(clean))
+                .collect()
+        })
         .collect();
     let widest = lines
         .iter()
@@ -538,7 +545,11 @@ fn bars<DB: DrawingBackend>(pen: &Pen<DB>, b: &Bars) -> Drawn {
         let y = top + i as i32 * row + row / 2;
         pen.text(&names[i], (left - pen.px(12.0), y), name_size, &INK, HPos::Right)?;
         if let Some(v) = r.value {
-            pen.rect((left, y - thickness / 2), (x(v), y + thickness / 2), MEASURED.mix(0.85).filled())?;
+            pen.rect(
+                (left, y - thickness / 2),
+                (x(v), y + thickness / 2),
+                MEASURED.mix(0.85).filled(),
+            )?;
             if let Some(sd) = r.sd {
                 error_bar(pen, (x(v - sd), x(v + sd)), y, thickness / 2)?;
             }
@@ -628,7 +639,9 @@ fn heatmap<DB: DrawingBackend>(pen: &Pen<DB>, h: &Heatmap) -> Drawn {
         }
     }
 
-    let value_size = LABEL_TEXT.min(f64::from(column) / pen.u / 3.2).min(f64::from(row) / pen.u / 1.6);
+    let value_size = LABEL_TEXT
+        .min(f64::from(column) / pen.u / 3.2)
+        .min(f64::from(row) / pen.u / 1.6);
     for (i, name) in characters.iter().enumerate() {
         let y0 = grid_top + i as i32 * row;
         pen.text(name, (left - pen.px(10.0), y0 + row / 2), row_size, &INK, HPos::Right)?;
@@ -668,7 +681,13 @@ fn heatmap<DB: DrawingBackend>(pen: &Pen<DB>, h: &Heatmap) -> Drawn {
         "n/a: not measured or no label"
     };
     let x0 = (pen.w - bar_w - caption_w - pen.px(12.0)) / 2 + caption_w + pen.px(12.0);
-    pen.text(caption, (x0 - pen.px(12.0), bar_y - pen.px(6.0)), SMALL, &INK, HPos::Right)?;
+    pen.text(
+        caption,
+        (x0 - pen.px(12.0), bar_y - pen.px(6.0)),
+        SMALL,
+        &INK,
+        HPos::Right,
+    )?;
     let steps = 48;
     for s in 0..steps {
         let (a, b) = (x0 + bar_w * s / steps, x0 + bar_w * (s + 1) / steps);
@@ -684,19 +703,31 @@ fn heatmap<DB: DrawingBackend>(pen: &Pen<DB>, h: &Heatmap) -> Drawn {
         };
         pen.text(&text, (x, bar_y + pen.px(9.0)), SMALL, &MUTED, HPos::Center)?;
     }
-    pen.text(note, (pen.w / 2, bar_y + pen.px(12.0) + line), SMALL, &MUTED, HPos::Center)
+    pen.text(
+        note,
+        (pen.w / 2, bar_y + pen.px(12.0) + line),
+        SMALL,
+        &MUTED,
+        HPos::Center,
+    )
 }
 
 fn agreement<DB: DrawingBackend>(pen: &Pen<DB>, a: &Agreement) -> Drawn {
     let top = header(pen, &a.titles)?;
     let legend_y = pen.h - pen.margin() - pen.px(6.0);
     let several = a.annotators.len() > 1;
-    let bottom = if several { legend_y - pen.px(22.0) } else { legend_y + pen.px(6.0) } - pen.px(44.0);
+    let bottom = if several {
+        legend_y - pen.px(22.0)
+    } else {
+        legend_y + pen.px(6.0)
+    } - pen.px(44.0);
     let (min, max) = a.range;
     let pad = (max - min) * 0.06;
     let (lo, hi) = (min - pad, max + pad);
     // A square plot, centred, with room on the left for the tick labels and the axis name.
-    let side = (bottom - top).min(pen.w - 2 * pen.margin() - pen.px(70.0)).max(pen.px(60.0));
+    let side = (bottom - top)
+        .min(pen.w - 2 * pen.margin() - pen.px(70.0))
+        .max(pen.px(60.0));
     let left = (pen.w - side) / 2 + pen.px(24.0);
     let (right, plot_top) = (left + side, bottom - side);
     let x = |v: f64| left + ((v - lo) / (hi - lo) * f64::from(side)).round() as i32;
@@ -709,7 +740,13 @@ fn agreement<DB: DrawingBackend>(pen: &Pen<DB>, a: &Agreement) -> Drawn {
         pen.text(&tick(t), (left - pen.px(8.0), y(t)), SMALL, &MUTED, HPos::Right)?;
     }
     pen.line(
-        vec![(left, plot_top), (left, bottom), (right, bottom), (right, plot_top), (left, plot_top)],
+        vec![
+            (left, plot_top),
+            (left, bottom),
+            (right, bottom),
+            (right, plot_top),
+            (left, plot_top),
+        ],
         MUTED,
         1.0,
     )?;
@@ -723,10 +760,22 @@ fn agreement<DB: DrawingBackend>(pen: &Pen<DB>, a: &Agreement) -> Drawn {
         pen.circle(at, r, color.mix(0.55).filled())?;
         pen.circle(at, r, color.stroke_width(1))?;
         if p.count > 1 {
-            pen.text(&p.count.to_string(), (at.0 + r + pen.px(3.0), at.1 - r / 2), SMALL, &INK, HPos::Left)?;
+            pen.text(
+                &p.count.to_string(),
+                (at.0 + r + pen.px(3.0), at.1 - r / 2),
+                SMALL,
+                &INK,
+                HPos::Left,
+            )?;
         }
     }
-    pen.text(&a.human_axis, ((left + right) / 2, bottom + pen.px(34.0)), LABEL_TEXT, &INK, HPos::Center)?;
+    pen.text(
+        &a.human_axis,
+        ((left + right) / 2, bottom + pen.px(34.0)),
+        LABEL_TEXT,
+        &INK,
+        HPos::Center,
+    )?;
     let judge_width = pen.width(&clean(&a.judge_axis), LABEL_TEXT);
     pen.text_up(
         &a.judge_axis,
@@ -763,7 +812,10 @@ mod tests {
     fn short_whole_ranges_tick_every_point_and_labels_keep_their_decimals() {
         assert_eq!(scale_ticks(1.0, 4.0), vec![1.0, 2.0, 3.0, 4.0]);
         assert_eq!(scale_ticks(0.0, 100.0), ticks(0.0, 100.0, 6));
-        assert_eq!([tick(1.5), tick(2.0), tick(0.25), tick(40.0)], ["1.5", "2", "0.25", "40"]);
+        assert_eq!(
+            [tick(1.5), tick(2.0), tick(0.25), tick(40.0)],
+            ["1.5", "2", "0.25", "40"]
+        );
     }
 
     #[test]

@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 
 use super::{Agreement, Bar, Bars, Cell, DimensionName, Figure, Heatmap, LabelMark, Point, Radar, Titles};
+use crate::analysis::diff::Reference;
+use crate::annotation::{self, Annotation, Case, Task};
 use crate::catalog::Catalog;
 use crate::domain::character::{Character, Label, LabelSource, LabelType};
 use crate::domain::metrics;
@@ -15,12 +17,9 @@ use crate::domain::scale::{Dimension, Language, Scale};
 use crate::domain::stats;
 use crate::method::{Assessment, Method};
 use crate::study::Event;
-use crate::study::annotation::{self, Annotation, Case, Task};
-use crate::study::diff::Reference;
 use crate::study::interview::RunPlan;
 use crate::study::interview::results::{latest_assessments, rows};
 use crate::study::interview::spread::{Over, Spread, spreads};
-use crate::text::terminal_safe as safe;
 
 /// The pictures `incharacter plot` draws.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +45,7 @@ pub struct Request<'a> {
 #[error("{0}")]
 pub struct Unavailable(pub String);
 
-/// Every annotator's latest answers (as `study::annotation::load` reads them).
+/// Every annotator's latest answers (as `annotation::load` reads them).
 pub type Annotations = BTreeMap<String, BTreeMap<Case, Annotation>>;
 
 pub fn figure(
@@ -74,7 +73,11 @@ fn list<T: AsRef<str>>(names: &[T]) -> String {
     if names.is_empty() {
         return "none".into();
     }
-    names.iter().map(|n| safe(n.as_ref())).collect::<Vec<_>>().join(", ")
+    names
+        .iter()
+        .map(|n| n.as_ref().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The labels a figure compares with, in words.
@@ -88,8 +91,8 @@ fn labels_name(source: Option<LabelSource>) -> String {
 
 /// A dimension's names: its Chinese one too for a Chinese character.
 fn dimension_name(d: &Dimension, language: Language) -> DimensionName {
-    let zh = (language == Language::Zh && !d.name_zh.trim().is_empty() && d.name_zh != d.name)
-        .then(|| d.name_zh.clone());
+    let zh =
+        (language == Language::Zh && !d.name_zh.trim().is_empty() && d.name_zh != d.name).then(|| d.name_zh.clone());
     DimensionName {
         name: d.name.clone(),
         zh,
@@ -155,8 +158,7 @@ impl<'a> Session<'a> {
                     let start = e.start().map(|s| (s.session, s.kind.name())).unwrap_or_default();
                     return Err(Unavailable(format!(
                         "{} is an {} session: plot draws interview sessions (`incharacter run`)",
-                        safe(start.0),
-                        start.1
+                        start.0, start.1
                     )));
                 }
                 _ => {}
@@ -169,12 +171,14 @@ impl<'a> Session<'a> {
         let id = match name {
             None => self.plan.characters.first().cloned().unwrap_or_default(),
             Some(name) => {
-                let id = catalog.character(name).map_or_else(|| name.trim().to_string(), |c| c.id.clone());
+                let id = catalog
+                    .character(name)
+                    .map_or_else(|| name.trim().to_string(), |c| c.id.clone());
                 if !self.plan.characters.contains(&id) {
                     return Err(Unavailable(format!(
                         "character \"{}\" is not in session {}; it has {}",
-                        safe(name),
-                        safe(self.id),
+                        name,
+                        self.id,
                         list(&self.plan.characters)
                     )));
                 }
@@ -184,8 +188,7 @@ impl<'a> Session<'a> {
         catalog.character(&id).ok_or_else(|| {
             Unavailable(format!(
                 "character {} of session {} is not in the catalog (bundled or in the data dir)",
-                safe(&id),
-                safe(self.id)
+                id, self.id
             ))
         })
     }
@@ -198,16 +201,15 @@ impl<'a> Session<'a> {
         let id = id.ok_or_else(|| {
             Unavailable(format!(
                 "scale \"{}\" is not in session {}; it has {}",
-                safe(name.unwrap_or_default()),
-                safe(self.id),
+                name.unwrap_or_default(),
+                self.id,
                 list(&self.plan.scales)
             ))
         })?;
         catalog.scale(id).ok_or_else(|| {
             Unavailable(format!(
                 "scale {} of session {} is not in the catalog (bundled or in the data dir)",
-                safe(id),
-                safe(self.id)
+                id, self.id
             ))
         })
     }
@@ -224,8 +226,8 @@ impl<'a> Session<'a> {
         found.ok_or_else(|| {
             Unavailable(format!(
                 "method \"{}\" is not in session {}; it has {}",
-                safe(name.unwrap_or_default()),
-                safe(self.id),
+                name.unwrap_or_default(),
+                self.id,
                 list(&self.methods())
             ))
         })
@@ -248,9 +250,9 @@ impl<'a> Session<'a> {
         if spreads.iter().all(Option::is_none) {
             return Err(Unavailable(format!(
                 "session {} has no {} scores of {} by {} (not assessed yet, or every assessment failed)",
-                safe(self.id),
-                safe(&scale.id),
-                safe(&character.id),
+                self.id,
+                scale.id,
+                character.id,
                 method.name()
             )));
         }
@@ -350,7 +352,7 @@ impl<'a> Session<'a> {
             return Err(Unavailable(format!(
                 "session {} has no human annotations, so no agreement figure (annotate it in the workbench, or \
                  `incharacter annotations import`); it can draw radar, bars and heatmap",
-                safe(self.id)
+                self.id
             )));
         }
         let character = match request.character {
@@ -376,7 +378,7 @@ impl<'a> Session<'a> {
                         "{} has no human annotation task; agreement compares oc, d-oc, er-batch or er-all (session \
                          {} has {})",
                         m.name(),
-                        safe(self.id),
+                        self.id,
                         list(&annotated.iter().map(|m| m.name()).collect::<Vec<_>>())
                     )));
                 }
@@ -399,9 +401,7 @@ impl<'a> Session<'a> {
                 .flat_map(|(i, cases)| {
                     annotation::rated(cases, &assessments, method)
                         .into_iter()
-                        .filter(|(c, _, _)| {
-                            c.scale == scale.id && character.is_none_or(|ch| ch.id == c.character)
-                        })
+                        .filter(|(c, _, _)| c.scale == scale.id && character.is_none_or(|ch| ch.id == c.character))
                         .map(move |(_, h, m)| (i, h, m))
                 })
                 .collect()
@@ -419,8 +419,8 @@ impl<'a> Session<'a> {
                  (annotators: {})",
                 list(&scales.iter().map(|s| s.id.as_str()).collect::<Vec<_>>()),
                 list(&methods.iter().map(|m| m.name()).collect::<Vec<_>>()),
-                character.map_or(String::new(), |c| format!(" for {}", safe(&c.id))),
-                safe(self.id),
+                character.map_or(String::new(), |c| format!(" for {}", c.id)),
+                self.id,
                 list(&names)
             )));
         };
@@ -455,7 +455,10 @@ impl<'a> Session<'a> {
                 ),
             },
             range,
-            human_axis: format!("human rating ({})", names.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ")),
+            human_axis: format!(
+                "human rating ({})",
+                names.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
+            ),
             judge_axis: format!("{} rating", method.name()),
             annotators: names.iter().map(|n| n.to_string()).collect(),
             points: counts
@@ -474,9 +477,9 @@ impl<'a> Session<'a> {
 impl Profile<'_> {
     /// The title, and a subtitle saying how it was measured (and `note`).
     fn titles(&self, note: &str) -> Titles {
-        let accuracy = self.accuracy.map_or(String::new(), |(acc, mae)| {
-            format!(": Acc_Dim {acc:.2}, MAE {mae:.3}")
-        });
+        let accuracy = self
+            .accuracy
+            .map_or(String::new(), |(acc, mae)| format!(": Acc_Dim {acc:.2}, MAE {mae:.3}"));
         Titles {
             title: format!("{} – {}", self.character.name, self.scale.id),
             subtitle: format!(
@@ -515,7 +518,11 @@ impl Profile<'_> {
             (false, true) => "±1 sd over batches",
             _ => "±1 sd over repeats or batches",
         };
-        let note = if over.is_empty() { " (one measurement each: no spread)" } else { "" };
+        let note = if over.is_empty() {
+            " (one measurement each: no spread)"
+        } else {
+            ""
+        };
         Bars {
             titles: self.titles(note),
             range: self.scale.dimension_range(),

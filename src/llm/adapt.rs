@@ -12,20 +12,9 @@ use serde_json::Value;
 
 use super::ChatRequest;
 
-/// What a provider refused, and so what is changed in every later request to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    /// `max_tokens` is sent as `max_completion_tokens`.
-    MaxCompletionTokens,
-    /// No temperature is sent: the provider's fixed one applies.
-    FixedTemperature,
-    /// Schemas go without numeric and length bounds; replies are checked locally instead.
-    NoNumericBounds,
-    /// The schema goes as `response_format` `json_object` and is described in the prompt (a server
-    /// that takes no `json_schema`, such as llama-cpp-python's).
-    JsonObject,
-}
+/// What a provider refused, and so what is changed in every later request to it. Defined with the
+/// config, which may state a refusal up front.
+pub use crate::config::Refusal as Kind;
 
 impl Kind {
     /// What the adaptation means for the method, in words.

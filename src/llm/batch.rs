@@ -26,8 +26,8 @@ use tokio::sync::{Notify, oneshot};
 
 use super::cache;
 use super::client::{AttemptError, Finished, Transport};
-use super::config::{ProviderConfig, Secret};
 use super::{ChatEvent, ChatModel, ChatRequest, EventStream, LlmError, ModelInfo, Usage, openai};
+use crate::config::{ProviderConfig, Secret};
 
 /// The endpoint every line of a batch file names.
 pub const ENDPOINT: &str = "/v1/chat/completions";
@@ -79,7 +79,7 @@ pub type Answer = Result<Reply, Refusal>;
 
 /// A line of a results file that cannot be taken; the whole file is then refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{}:{line}:{column}: {message}", crate::text::terminal_safe(file))]
+#[error("{}:{line}:{column}: {message}", file.to_string())]
 pub struct BadLine {
     pub file: String,
     pub line: usize,
@@ -111,14 +111,14 @@ pub fn parse_results(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Re
         if !known(id) {
             return Err(bad(
                 at("custom_id"),
-                format!("custom_id {} is not a request of this batch", crate::text::terminal_safe(id)),
+                format!("custom_id {} is not a request of this batch", id),
             ));
         }
         let answer = answer_of(&value).map_err(|why| bad(at("response"), why))?;
         if answers.insert(id.to_string(), answer).is_some() {
             return Err(bad(
                 at("custom_id"),
-                format!("custom_id {} answered twice", crate::text::terminal_safe(id)),
+                format!("custom_id {} answered twice", id),
             ));
         }
     }
@@ -802,8 +802,8 @@ impl Step {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ProviderKind;
     use crate::llm::ChatMessage;
-    use crate::llm::config::ProviderKind;
 
     fn request(text: &str) -> ChatRequest {
         ChatRequest::new(vec![ChatMessage::system("You are Hermione."), ChatMessage::user(text)])

@@ -13,12 +13,12 @@ use tokio::sync::mpsc;
 use super::accounting::Accounting;
 use super::adapt::{self, Adapter};
 use super::cache::{self, Cache, CacheEntry};
-use super::config::{CacheMode, ProviderConfig};
 use super::pace::RateHeaders;
 pub use super::policy::Unreachable;
 use super::policy::{self, Backoff, Limits, Reachability};
 use super::server::Facts;
 use super::{ChatEvent, ChatModel, ChatRequest, EventStream, LlmError, ModelInfo, Usage};
+use crate::config::{CacheMode, ProviderConfig};
 use crate::text::approx_tokens;
 
 /// Rate-limit refusals one request rides out (with `Retry-After` or backoff up to 30 s each) before
@@ -129,7 +129,7 @@ impl AttemptError {
                 finish_reason: Some(reason),
             } => format!(
                 "the reply was empty (finish_reason \"{}\")",
-                crate::text::terminal_safe(reason)
+                reason
             ),
             AttemptError::Fatal(e) => e.to_string(),
             AttemptError::Cancelled => "cancelled".into(),

@@ -8,23 +8,12 @@ pub mod adapt;
 pub mod batch;
 pub mod cache;
 pub mod client;
-pub mod config;
-#[cfg(feature = "local-model")]
-pub mod constrain;
-#[cfg(feature = "local-model")]
-mod decoder;
-#[cfg(feature = "local-model")]
-pub mod gguf;
-#[cfg(feature = "local-model")]
-mod gguf_read;
 #[cfg(feature = "local-model")]
 pub mod local;
 pub mod openai;
 pub mod pace;
 pub mod policy;
 pub mod server;
-#[cfg(feature = "local-model")]
-pub mod vocab;
 
 use std::fmt;
 use std::pin::Pin;
@@ -32,7 +21,11 @@ use std::pin::Pin;
 use futures_util::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 
+/// Defined with the config, which names the roles; requests carry them.
+pub use crate::config::Role;
 pub use client::Client;
+
+use crate::config;
 
 /// Who is speaking in a conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -97,30 +90,6 @@ pub struct ResponseSchema {
     pub name: String,
     pub schema: serde_json::Value,
     pub strict: bool,
-}
-
-/// The part of the workbench a request serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// The role-playing agent being interviewed.
-    Rpa,
-    /// The interviewer LLM that rates and converts answers.
-    Judge,
-    /// Observer agents.
-    Observer,
-}
-
-impl Role {
-    pub const ALL: [Role; 3] = [Role::Rpa, Role::Judge, Role::Observer];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Rpa => "rpa",
-            Role::Judge => "judge",
-            Role::Observer => "observer",
-        }
-    }
 }
 
 /// Bookkeeping that travels with a request but never goes on the wire.
@@ -256,6 +225,13 @@ pub enum LlmError {
     Cancelled,
 }
 
+/// A provider's missing key, as connecting to it reports it.
+impl From<config::MissingKey> for LlmError {
+    fn from(e: config::MissingKey) -> Self {
+        LlmError::Config(e.to_string())
+    }
+}
+
 impl LlmError {
     /// Whether the user's configuration is at fault (exit 2) rather than the machine, the network or
     /// the provider (exit 1).
@@ -278,7 +254,7 @@ fn empty_hint(finish_reason: Option<&str>) -> String {
             .into(),
         Some(reason) => format!(
             " (the last ended with finish_reason \"{}\")",
-            crate::text::terminal_safe(reason)
+            reason
         ),
         None => String::new(),
     }

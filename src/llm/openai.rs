@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use tokio::time::{Instant, timeout_at};
 
 use super::client::{AttemptError, Finished, Transport};
-use super::config::{ProviderConfig, Secret};
 use super::{ChatRequest, LlmError, ModelInfo, Speaker, Usage};
+use crate::config::{ProviderConfig, Secret};
 
 pub struct OpenAi {
     config: ProviderConfig,
@@ -437,7 +437,7 @@ pub(crate) fn without_url(e: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::config::ProviderKind;
+    use crate::config::ProviderKind;
     use crate::llm::{ChatMessage, ResponseSchema};
 
     #[test]

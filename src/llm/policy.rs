@@ -216,9 +216,8 @@ pub struct Limits {
 
 /// A provider whose limit on requests in flight a rate-limit refusal holds below its maximum:
 /// `fake 4/32 (rate limited)`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Throttled {
-    /// The provider's name, terminal-safe.
     pub provider: String,
     pub limit: usize,
     pub max: usize,
@@ -271,7 +270,7 @@ impl Limits {
             .iter()
             .filter_map(|(name, l)| {
                 Some(Throttled {
-                    provider: crate::text::terminal_safe(name),
+                    provider: name.to_string(),
                     limit: l.held()?,
                     max: l.max(),
                 })
@@ -469,14 +468,14 @@ mod tests {
         let held = limits.throttled();
         assert_eq!(held.len(), 1);
         assert_eq!(held[0].to_string(), "fake 4/32 (rate limited)");
-        // A provider's name is shown terminal-safe.
+        // A provider's name is kept as configured (what shows it passes a terminal gate).
         limits
             .provider("x\u{1b}]0;pwned\u{7}y", 2)
             .acquire()
             .await
             .unwrap()
             .throttled();
-        assert_eq!(limits.throttled()[1].to_string(), "xy 1/2 (rate limited)");
+        assert_eq!(limits.throttled()[1].to_string(), "x\u{1b}]0;pwned\u{7}y 1/2 (rate limited)");
         // After a refusal, growth is additive: `limit` answers for one place.
         for _ in 0..3 {
             fresh.acquire().await.unwrap().succeeded();

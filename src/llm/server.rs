@@ -16,9 +16,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-pub use super::config::ServerKind;
-use super::config::{ProviderConfig, Secret};
 use super::{ChatRequest, Speaker};
+pub use crate::config::ServerKind;
+use crate::config::{ProviderConfig, Secret};
 
 /// How a server counts a request's tokens exactly, when it offers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -566,7 +566,7 @@ pub fn context_refusal(message: &str, code: Option<&str>) -> Option<Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::config::ProviderKind;
+    use crate::config::ProviderKind;
 
     fn config(server: Option<ServerKind>) -> ProviderConfig {
         let mut c = ProviderConfig::new("local", ProviderKind::Openai, "http://127.0.0.1:8080/v1", "m");

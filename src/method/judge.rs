@@ -159,8 +159,8 @@ mod tests {
     use async_trait::async_trait;
 
     use super::*;
+    use crate::config::{CacheMode, ProviderConfig, ProviderKind};
     use crate::llm::client::{AttemptError, Finished, Shared, Transport};
-    use crate::llm::config::{CacheMode, ProviderConfig, ProviderKind};
     use crate::llm::{Client, ModelInfo, Role};
 
     /// A judge that replies with nothing, counting the attempts that reach it.

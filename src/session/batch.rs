@@ -151,7 +151,7 @@ pub fn check_import(events: &[Event], dir: &Path, from: &Path) -> Result<Import,
         if line.len() as u64 > MAX_RESULT_LINE {
             return Err(refused(format!(
                 "{}:{}: a line longer than the {} a batch result may hold; nothing was imported",
-                crate::text::terminal_safe(&name),
+                name,
                 i + 1,
                 crate::files::size(MAX_RESULT_LINE)
             )));
@@ -163,7 +163,7 @@ pub fn check_import(events: &[Event], dir: &Path, from: &Path) -> Result<Import,
     if text.trim().is_empty() {
         return Err(refused(format!(
             "{}: no results (an empty file); phase {phase} waits for the results of its {} requests; nothing was imported",
-            crate::text::terminal_safe(&name),
+            name,
             requests.len()
         )));
     }
@@ -218,7 +218,7 @@ fn already_imported(
             "phase {phase}'s results were imported already (kept in {}), and the session waits for no others; \
              to go on from them: incharacter {command} --resume {}",
             dir.join(results).display(),
-            crate::text::terminal_safe(&id)
+            id
         ),
         input: true,
     })

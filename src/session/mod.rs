@@ -15,21 +15,20 @@ pub use store::{SessionEntry, Store};
 
 use crate::journal::{self, JournalError};
 use crate::study::StudyError;
-use crate::text::terminal_safe as safe;
 
 /// Why a session could not be opened, run or finished. [`SessionError::is_input`] tells the user's
 /// mistakes (exit 2) from the machine's and the providers' (exit 1); advice on what to do next is
 /// the edge's to write.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    #[error("no session \"{}\" (`incharacter sessions` lists them)", safe(.0))]
+    #[error("no session \"{}\" (`incharacter sessions` lists them)", .0.to_string())]
     NotFound(String),
-    #[error("session {} is not {}", safe(id), expected)]
+    #[error("session {} is not {}", id.to_string(), expected)]
     WrongKind { id: String, expected: &'static str },
     /// A file given where a session was expected that is not a session's journal.
     #[error(
         "{}: not a session journal (give a session's id, its folder, or its journal.jsonl)",
-        safe(&.0.display().to_string())
+        .0.display().to_string()
     )]
     NotAJournal(PathBuf),
     #[error(transparent)]
@@ -37,15 +36,15 @@ pub enum SessionError {
     /// Another process appends to the session's journal (a run, a resume, a batch import, the TUI).
     #[error(
         "session {} is being written by another incharacter ({}); wait for it to end, or stop it",
-        safe(id),
+        id.to_string(),
         pid.map_or_else(|| "pid unknown".to_string(), |p| format!("pid {p}"))
     )]
     Busy { id: String, pid: Option<u32> },
     /// A journal that holds no record: not a session (yet), whatever its folder says.
-    #[error("{}: an empty journal is not a session", safe(&.0.display().to_string()))]
+    #[error("{}: an empty journal is not a session", .0.display().to_string())]
     Empty(PathBuf),
     /// A record that no run writes: out of its scale's range, or of a kind this build does not know.
-    #[error("{}:{line}: {}", safe(&path.display().to_string()), safe(message))]
+    #[error("{}:{line}: {}", path.display().to_string(), message.to_string())]
     Invalid {
         path: PathBuf,
         line: usize,
@@ -69,7 +68,7 @@ pub enum SessionError {
     CostCap { spent: f64, cap: f64 },
     /// Batch mode could not go on (a results file refused, a batch that failed, a Batch API that
     /// answers no more); `input` when the user's file or config is at fault.
-    #[error("{}", safe(reason))]
+    #[error("{}", reason.to_string())]
     Batch { reason: String, input: bool },
     /// A provider refused every request the same way: the run stopped early.
     #[error("{provider} at {base_url} refused {n} requests in a row the same way ({reason}); the run stopped")]

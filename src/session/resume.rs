@@ -55,11 +55,7 @@ impl Resume {
 
     /// The command line that resumes it, e.g. `incharacter observe --resume <id>`.
     pub fn command(&self) -> String {
-        format!(
-            "incharacter {} --resume {}",
-            self.subcommand(),
-            crate::text::terminal_safe(&self.id)
-        )
+        format!("incharacter {} --resume {}", self.subcommand(), self.id)
     }
 
     /// What the session is, in a sentence's words: `an observer session`, `a re-assessment`.
@@ -79,8 +75,8 @@ pub fn next_step(id: &str, requests: &Path) -> String {
     format!(
         "run them with an offline engine (e.g. vllm run-batch -i {} -o results.jsonl), then: incharacter batch \
          import {} results.jsonl",
-        crate::text::terminal_safe(&requests.display().to_string()),
-        crate::text::terminal_safe(id)
+        requests.display(),
+        id
     )
 }
 

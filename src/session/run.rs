@@ -11,11 +11,11 @@ use std::sync::Arc;
 use super::batch::{BatchMode, Batching, Import};
 use super::{SessionError, Store, new_id, sessions_dir};
 use crate::catalog::Catalog;
+use crate::config::Config;
 use crate::journal::{self, Journal};
 use crate::llm::batch::{Counted, Watched};
 use crate::llm::cache::Cache;
 use crate::llm::client::{Shared, Unreachable};
-use crate::llm::config::Config;
 use crate::llm::{self, ChatModel};
 use crate::study::live::{LiveSink, Observed, Pause};
 use crate::study::{Env, Event, SessionHeader, Study, VersionChange, version_changes};
@@ -74,9 +74,9 @@ fn batch_connector<'a>(
     shared: &'a Shared,
     batching: &'a Batching,
 ) -> impl Fn(&str) -> Result<Arc<dyn ChatModel>, llm::LlmError> + 'a {
+    use crate::config::ProviderKind;
     use crate::llm::batch::{BatchApi, BatchTransport, UNLIMITED};
     use crate::llm::client::Client;
-    use crate::llm::config::ProviderKind;
     move |name: &str| {
         let provider = config
             .provider(name)

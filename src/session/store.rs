@@ -157,7 +157,7 @@ impl Store {
                 continue;
             }
             let Ok(events) = self.load(&entry.path) else { continue };
-            if crate::study::judges::interview_source(&events) == Some(interviews) {
+            if crate::analysis::judges::interview_source(&events) == Some(interviews) {
                 out.push((entry, events));
             }
         }

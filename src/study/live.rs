@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 use crate::llm::{ChatEvent, ChatModel, ChatRequest, EventStream, ModelInfo, Role, Usage};
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Live {
     pub role: Role,
     /// The request's purpose, e.g. "interview hermione-en BFI 3 open" or "ER BFI Openness (attempt 1)".
@@ -18,7 +18,7 @@ pub struct Live {
     pub kind: LiveKind,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum LiveKind {
     /// The call starts; `prompt` is its last message (the question, for an interview).
     Started {

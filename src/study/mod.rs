@@ -7,12 +7,8 @@
 //! [`Event`] is the journal's record, one JSON object per line. Its JSON is a contract: every recorded
 //! session, the bundled samples included, must keep loading and exporting exactly as before.
 
-pub mod annotation;
 pub mod check;
-pub mod compare;
-pub mod diff;
 pub mod interview;
-pub mod judges;
 pub mod live;
 pub mod observe;
 pub mod rolebench;
@@ -379,7 +375,7 @@ impl std::fmt::Display for VersionChange {
         write!(
             f,
             "character {} changed since the session recorded it (version {}, now {}): its remaining answers come from the new version",
-            crate::text::terminal_safe(&self.character),
+            self.character,
             short_version(&self.recorded),
             short_version(&self.current)
         )

@@ -27,149 +27,20 @@ use super::screens::setup::{Setup, SetupPane};
 use super::screens::welcome::{FetchState, Welcome};
 use super::screens::{Component, Ctx, Hits, ListId, Request};
 use super::theme::Theme;
+use crate::annotation::{Annotation, Case};
 use crate::catalog::Catalog;
+use crate::config::Config;
 use crate::doctor::Facts;
-use crate::llm::config::Config;
 use crate::llm::{ChatMessage, ModelInfo, Role};
 use crate::method::rolebench::Question;
 use crate::rpa::memories::Memories;
-use crate::rpa::prompt::RpaStyle;
-use crate::study::annotation::{Annotation, Case};
+use crate::study::Event;
 use crate::study::interview::results::SummaryRow;
-use crate::study::{Event, RunPlan};
 
 pub use super::screens::annotate::SAMPLE_READ_ONLY;
 pub use super::screens::compare::RolebenchScore;
-pub use super::screens::live::Replay;
+pub use super::vocab::{DEMO_STEPS, Demo, Effect, ProviderStatus, Replay, Screen};
 pub use crate::session::SessionEntry;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Screen {
-    Welcome,
-    Setup,
-    Live,
-    Inspector,
-    Compare,
-    Sessions,
-    Chat,
-    Observers,
-    Annotate,
-    Rolebench,
-    Persona,
-}
-
-impl Screen {
-    pub fn mode(self) -> Mode {
-        match self {
-            Screen::Welcome => Mode::Welcome,
-            Screen::Setup => Mode::Setup,
-            Screen::Live => Mode::Live,
-            Screen::Inspector => Mode::Inspector,
-            Screen::Compare => Mode::Compare,
-            Screen::Sessions => Mode::Sessions,
-            Screen::Chat => Mode::Chat,
-            Screen::Observers => Mode::Observers,
-            Screen::Annotate => Mode::Annotate,
-            Screen::Rolebench => Mode::Rolebench,
-            Screen::Persona => Mode::Persona,
-        }
-    }
-
-    pub fn title(self) -> &'static str {
-        match self {
-            Screen::Welcome => "Welcome",
-            Screen::Setup => "Setup",
-            Screen::Live => "Live",
-            Screen::Inspector => "Inspector",
-            Screen::Compare => "Compare",
-            Screen::Sessions => "Sessions",
-            Screen::Chat => "Chat",
-            Screen::Observers => "Observers",
-            Screen::Annotate => "Annotate",
-            Screen::Rolebench => "RoleBench",
-            Screen::Persona => "Persona",
-        }
-    }
-
-    /// The tab label on narrow terminals.
-    pub fn short_title(self) -> &'static str {
-        match self {
-            Screen::Inspector => "Insp.",
-            Screen::Compare => "Comp.",
-            Screen::Sessions => "Sess.",
-            Screen::Observers => "Obs.",
-            Screen::Annotate => "Ann.",
-            Screen::Rolebench => "RB",
-            Screen::Persona => "Pers.",
-            other => other.title(),
-        }
-    }
-
-    pub const TABS: [Screen; 10] = [
-        Screen::Setup,
-        Screen::Live,
-        Screen::Inspector,
-        Screen::Compare,
-        Screen::Sessions,
-        Screen::Chat,
-        Screen::Observers,
-        Screen::Annotate,
-        Screen::Rolebench,
-        Screen::Persona,
-    ];
-}
-
-/// Whether a provider can serve, as the welcome screen says it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProviderStatus {
-    pub name: String,
-    pub info: ModelInfo,
-    pub roles: Vec<Role>,
-    pub problem: Option<String>,
-    /// The model's context as known before a run (config or the embedded model), for the estimate.
-    pub context: Option<usize>,
-}
-
-/// The guided tour of `incharacter demo`: the step shown, and the observer sample its last step opens.
-#[derive(Debug, Clone, Default)]
-pub struct Demo {
-    pub step: usize,
-    pub observers: Option<PathBuf>,
-    /// The replayed session as it ends, read before the replay starts: the inspector and compare
-    /// steps show it while the replay still goes on in Live, so a step shows what it announces.
-    pub finished: Option<Box<RunView>>,
-}
-
-impl Demo {
-    /// The finished session, while `run` is its replay and has not reached its end.
-    pub fn ahead_of<'a>(&'a self, run: &RunView) -> Option<&'a RunView> {
-        self.finished
-            .as_deref()
-            .filter(|f| run.finished.is_none() && f.session.id == run.session.id)
-    }
-}
-
-/// The tour's steps: the screen each shows and what the status line says about it (short enough for
-/// an 80-column status line after " n  next step ").
-pub const DEMO_STEPS: [(Screen, &str); 5] = [
-    (
-        Screen::Live,
-        "demo 1/5: a recorded interview replays as it streamed (s: faster)",
-    ),
-    (Screen::Setup, "demo 2/5: the setup the recorded run was started from"),
-    (
-        Screen::Inspector,
-        "demo 3/5: each rating with its evidence (enter: the prompts)",
-    ),
-    (
-        Screen::Compare,
-        "demo 4/5: the measured profile against the labels (m: method)",
-    ),
-    (
-        Screen::Observers,
-        "demo 5/5: observers talk with a subject, then rate it · 1–9: screens",
-    ),
-];
 
 pub enum Action {
     Key(KeyEvent),
@@ -197,11 +68,11 @@ pub enum Action {
     Sessions(Vec<SessionEntry>),
     Compared(Vec<(String, Vec<SummaryRow>)>),
     /// Two marked sessions compared, paired (`Err`: why they cannot be).
-    Paired(Box<Result<crate::study::compare::Comparison, String>>),
+    Paired(Box<Result<crate::analysis::compare::Comparison, String>>),
     /// A session read for the "re-assess with…" dialog.
     Reassess(Box<Offer>),
     /// The sessions that assess the shown interviews, compared (or why they cannot be).
-    Judged(Result<crate::study::judges::Judges, String>),
+    Judged(Result<crate::analysis::judges::Judges, String>),
     /// A provider's verdict on the method's requests (or why it could not be checked).
     Checked(String, Result<Vec<crate::study::check::Verdict>, String>),
     Fetched(Result<String, String>),
@@ -233,69 +104,27 @@ pub enum Action {
     Versions(Box<crate::tui::screens::persona::Versions>),
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
-    StartRun {
-        plan: RunPlan,
-        name: Option<String>,
-    },
-    Resume {
-        id: String,
-    },
-    SetPause(bool),
-    /// Check these providers with the method's own requests.
-    CheckProviders(Vec<String>),
-    Cancel,
-    Open(PathBuf),
-    Replay {
-        path: PathBuf,
-        speed: Replay,
-    },
-    ReplaySpeed(Replay),
-    Export(PathBuf),
-    Compare(Vec<PathBuf>),
-    /// Read the session in this folder and the prompt sets in `<data dir>/prompts/` for the
-    /// "re-assess with…" dialog.
-    OfferReassess(PathBuf),
-    /// Compare the sessions that assess the interviews of session `interviews` (it and its
-    /// re-assessments).
-    Judges {
-        interviews: String,
-    },
-    FetchModel,
-    ListSessions,
-    StartObserve {
-        plan: crate::observer::ObservePlan,
-    },
-    /// Append an annotation to the journal of its annotator in the session folder.
-    Annotate {
-        dir: PathBuf,
-        annotation: crate::study::annotation::Annotation,
-    },
-    LoadAnnotations(PathBuf),
-    /// List the question files in `<data dir>/rolebench/`.
-    ListRolebenchFiles,
-    LoadRolebench(PathBuf),
-    StartRolebench {
-        plan: Box<crate::study::rolebench::RolebenchPlan>,
-    },
-    /// One chat turn: the character answers `text` (with `history` as earlier turns) in the setup's
-    /// style, on the setup's role-play provider.
-    Chat {
-        character: String,
-        style: RpaStyle,
-        provider: String,
-        history: Vec<(String, String)>,
-        text: String,
-    },
-    /// Write a character to the data dir and load the catalog again.
-    SaveCharacter(Box<crate::domain::character::Character>),
-    /// Diff the probe `session` of `character` with the newest earlier session that measured it.
-    ProbeDiff {
-        character: String,
-        session: String,
-    },
-    Quit,
+/// What arrives from a run, a journal, a model or another process, as the app keeps it: without
+/// anything a terminal would act on (an escape sequence a model streamed, an OSC title in a journal
+/// note, pip's coloured stderr). The one place the TUI cleans text; what it draws is gated again cell
+/// by cell (`ui::inert_cells`).
+fn inert(action: Action) -> Action {
+    use crate::text::inert as clean;
+    match action {
+        Action::Engine(event) => Action::Engine(clean(&event)),
+        Action::Live(live) => Action::Live(clean(&live)),
+        Action::SessionLoaded(events) => Action::SessionLoaded(clean(&events)),
+        Action::ChatPrompt(messages) => Action::ChatPrompt(clean(&messages)),
+        Action::ChatToken(text) => Action::ChatToken(clean(&text)),
+        Action::ChatDone(result) => Action::ChatDone(clean(&result)),
+        Action::Flash(text) => Action::Flash(clean(&text)),
+        Action::BatchNote(text) => Action::BatchNote(clean(&text)),
+        Action::RunEnded(result) => Action::RunEnded(clean(&result)),
+        Action::Fetched(result) => Action::Fetched(clean(&result)),
+        Action::Saved(Err(e)) => Action::Saved(Err(clean(&e))),
+        Action::Held(held) => Action::Held(clean(&held)),
+        other => other,
+    }
 }
 
 pub struct App {
@@ -481,7 +310,7 @@ impl App {
     }
 
     pub fn update(&mut self, action: Action) -> Vec<Effect> {
-        match action {
+        match inert(action) {
             Action::Key(key) => return self.on_key(key),
             Action::Engine(event) => self.engine(&event),
             Action::Live(live) => {
@@ -494,7 +323,6 @@ impl App {
             Action::Accounting(accounting) => self.live.accounting = Some(accounting),
             Action::RunEnded(result) => return self.run_ended(result),
             Action::BatchNote(line) => {
-                let line = crate::text::terminal_safe(&line);
                 self.run.note(line.clone());
                 self.flash = Some(line);
             }

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use super::Driver;
 use super::app::{Action, App, Effect, Replay};
 use super::screens::Hits;
-use crate::llm::config::Config;
+use crate::config::Config;
 use crate::session::Store;
 use crate::study::live::Pause;
 

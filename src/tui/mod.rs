@@ -12,6 +12,8 @@ pub mod run_view;
 pub mod screens;
 pub mod theme;
 pub mod ui;
+pub mod vocab;
+pub mod widgets;
 pub mod wrap;
 
 use std::collections::BTreeMap;
@@ -28,9 +30,9 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
 
 use crate::catalog::Catalog;
+use crate::config::Config;
 use crate::journal;
 use crate::llm::Role;
-use crate::llm::config::Config;
 use crate::method::interview;
 use crate::rpa::memories::Memories;
 use crate::session::batch::BatchMode;
@@ -98,7 +100,7 @@ fn replay_speed(speed: &str) -> Result<Replay, OptionsError> {
         "instant" => Replay::Instant,
         s => match s.parse::<f64>() {
             Ok(f) if f > 0.0 && f.is_finite() => Replay::Speed(f),
-            _ => return Err(OptionsError::Speed(crate::text::terminal_safe(s))),
+            _ => return Err(OptionsError::Speed(s.to_string())),
         },
     })
 }
@@ -162,16 +164,16 @@ fn rolebench_scores(
 
 /// The sessions of the store that assess the interviews of session `interviews`, compared; fewer than
 /// two is said as a message.
-fn judged(store: &Store, catalog: &Catalog, interviews: &str) -> Result<crate::study::judges::Judges, String> {
+fn judged(store: &Store, catalog: &Catalog, interviews: &str) -> Result<crate::analysis::judges::Judges, String> {
     let found = store.sharing_interviews(interviews);
     if found.len() < 2 {
         return Err(format!(
             "no other assessment of these interviews: `incharacter assess {}` makes one",
-            crate::text::terminal_safe(interviews)
+            interviews
         ));
     }
     let sessions: Vec<&[Event]> = found.iter().map(|(_, events)| events.as_slice()).collect();
-    crate::study::judges::compare(&sessions, catalog).map_err(|e| e.to_string())
+    crate::analysis::judges::compare(&sessions, catalog).map_err(|e| e.to_string())
 }
 
 /// The probe `session` of `character` against the newest earlier session of the data dir that
@@ -182,12 +184,12 @@ fn probed(
     session: &str,
     character: &str,
 ) -> Result<screens::persona::Probed, String> {
-    use crate::study::diff::diff;
+    use crate::analysis::diff::diff;
     let own: Vec<SessionEntry> = store.list().into_iter().filter(|e| !e.sample).collect();
     let at = own
         .iter()
         .position(|e| e.id == session)
-        .ok_or_else(|| format!("session {} is not in the data dir", crate::text::terminal_safe(session)))?;
+        .ok_or_else(|| format!("session {} is not in the data dir", session))?;
     let after = store.load(&own[at].path).map_err(|e| e.to_string())?;
     for earlier in own[..at].iter().rev() {
         let Ok(before) = store.load(&earlier.path) else {
@@ -235,8 +237,8 @@ fn offer_reassess(
     let sets = crate::templates::sets_in(prompts)
         .into_iter()
         .map(|(name, set)| {
-            let set = set.map_err(|e| crate::text::terminal_safe(&e.to_string()));
-            (crate::text::terminal_safe(&name), set)
+            let set = set.map_err(|e| e.to_string());
+            (name.to_string(), set)
         })
         .collect();
     Ok(screens::reassess::Offer {
@@ -262,11 +264,7 @@ fn load_memories(data: &Path, catalog: &Catalog, events: &[Event]) -> BTreeMap<S
 /// Runs the TUI until the user quits, on the process's runtime.
 pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Result<()> {
     let catalog = Catalog::load_user()?;
-    let skipped: Vec<String> = catalog
-        .problems
-        .iter()
-        .map(|p| crate::text::terminal_safe(&p.to_string()))
-        .collect();
+    let skipped: Vec<String> = catalog.problems.iter().map(|p| p.to_string()).collect();
     let config = Config::load_user()?;
     let data = crate::paths::data_dir().ok_or_else(|| anyhow::anyhow!("no data dir: set INCHARACTER_DATA_DIR"))?;
     let catalog = Arc::new(catalog);
@@ -369,7 +367,7 @@ impl Driver {
             return Ok(m.clone());
         }
         let shared =
-            crate::llm::client::Shared::new(self.config.max_concurrency, None, crate::llm::config::CacheMode::Off, 0);
+            crate::llm::client::Shared::new(self.config.max_concurrency, None, crate::config::CacheMode::Off, 0);
         let env = |k: &str| std::env::var(k).ok();
         let model: Arc<dyn crate::llm::ChatModel> = Arc::new(crate::llm::connect(
             &self.config,
@@ -425,17 +423,17 @@ impl Driver {
             }
             Effect::Annotate { dir, annotation } => {
                 // One small flushed append; done here so the answer is on disk before the next key.
-                if let Err(e) = crate::study::annotation::append(&dir, &annotation) {
-                    let _ = tx.send(Action::Flash(crate::text::terminal_safe(&e.to_string())));
+                if let Err(e) = crate::annotation::append(&dir, &annotation) {
+                    let _ = tx.send(Action::Flash(e.to_string()));
                 }
             }
             Effect::LoadAnnotations(dir) => {
-                tokio::task::spawn_blocking(move || match crate::study::annotation::load(&dir) {
+                tokio::task::spawn_blocking(move || match crate::annotation::load(&dir) {
                     Ok(all) => {
                         let _ = tx.send(Action::Annotations(all));
                     }
                     Err(e) => {
-                        let _ = tx.send(Action::Flash(crate::text::terminal_safe(&e.to_string())));
+                        let _ = tx.send(Action::Flash(e.to_string()));
                     }
                 });
             }
@@ -447,7 +445,7 @@ impl Driver {
                 tokio::task::spawn_blocking(move || {
                     let _ = tx.send(match offer_reassess(&store, &path, &prompts) {
                         Ok(offer) => Action::Reassess(Box::new(offer)),
-                        Err(e) => Action::Flash(crate::text::terminal_safe(&e.to_string())),
+                        Err(e) => Action::Flash(e.to_string()),
                     });
                 });
             }
@@ -520,7 +518,7 @@ impl Driver {
                 let _ = tx.send(Action::SessionDir(path.clone()));
             }
             Err(e) => {
-                let _ = tx.send(Action::Flash(crate::text::terminal_safe(&e.to_string())));
+                let _ = tx.send(Action::Flash(e.to_string()));
             }
         });
     }
@@ -540,7 +538,7 @@ impl Driver {
                 },
                 Err(e) => e.to_string(),
             };
-            let _ = tx.send(Action::Flash(crate::text::terminal_safe(&message)));
+            let _ = tx.send(Action::Flash(message.to_string()));
         });
     }
 
@@ -559,9 +557,8 @@ impl Driver {
                 .collect();
             let _ = tx.send(Action::Compared(rows));
             if let [(_, a), (_, b)] = loaded.as_slice() {
-                let options = crate::study::compare::Options::default();
-                let paired = crate::study::compare::compare(a, b, &catalog, &options)
-                    .map_err(|e| crate::text::terminal_safe(&e.to_string()));
+                let options = crate::analysis::compare::Options::default();
+                let paired = crate::analysis::compare::compare(a, b, &catalog, &options).map_err(|e| e.to_string());
                 let _ = tx.send(Action::Paired(Box::new(paired)));
             }
         });
@@ -596,12 +593,8 @@ impl Driver {
             );
             tokio::spawn(async move {
                 let fresh = || -> anyhow::Result<(Arc<dyn crate::llm::ChatModel>, crate::llm::client::Shared)> {
-                    let shared = crate::llm::client::Shared::new(
-                        config.max_concurrency,
-                        None,
-                        crate::llm::config::CacheMode::Off,
-                        0,
-                    );
+                    let shared =
+                        crate::llm::client::Shared::new(config.max_concurrency, None, crate::config::CacheMode::Off, 0);
                     let env = |k: &str| std::env::var(k).ok();
                     let model = crate::llm::connect(&config, &name, shared.clone(), &env, Some(&data))?;
                     Ok((Arc::new(model), shared))
@@ -660,7 +653,7 @@ impl Driver {
             let store = task.store.clone();
             let how = match tokio::task::spawn_blocking(move || Resume::of(&store, &id)).await {
                 Ok(Ok(how)) => how,
-                Ok(Err(e)) => return task.ended(Err(crate::text::terminal_safe(&e.to_string()))),
+                Ok(Err(e)) => return task.ended(Err(e.to_string())),
                 Err(e) => return task.ended(Err(e.to_string())),
             };
             let (id, batch) = (how.id, how.batch);
@@ -709,7 +702,7 @@ impl Task {
         let run = match tokio::task::spawn_blocking(open).await {
             Ok(Ok(run)) => run,
             Ok(Err(e)) => {
-                let _ = tx.send(Action::RunEnded(Err(crate::text::terminal_safe(&e.to_string()))));
+                let _ = tx.send(Action::RunEnded(Err(e.to_string())));
                 return;
             }
             Err(e) => {
@@ -792,7 +785,7 @@ impl Task {
                 } else {
                     ""
                 };
-                Err(crate::text::terminal_safe(&format!("{e}{advice}")))
+                Err(format!("{e}{advice}"))
             }
         };
         let _ = tx.send(Action::RunEnded(result));
@@ -873,7 +866,7 @@ fn fetch_model(data: &Path, tx: &UnboundedSender<Action>) -> Result<String, Stri
     #[cfg(feature = "local-model")]
     {
         let models = crate::llm::local::models_dir(data);
-        crate::llm::local::fetch(&models, crate::llm::config::DEFAULT_LOCAL_MODEL, &mut |line| {
+        crate::llm::local::fetch(&models, crate::config::DEFAULT_LOCAL_MODEL, &mut |line| {
             let _ = tx.send(Action::Flash(line.to_string()));
         })
         .map(|p| p.display().to_string())

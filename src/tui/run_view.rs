@@ -9,7 +9,6 @@ use crate::method::Assessment;
 use crate::method::interview::{QueryStyle, parse_purpose};
 use crate::study::live::{Live, LiveKind};
 use crate::study::{Event, RunPlan};
-use crate::text::terminal_safe;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -151,7 +150,7 @@ impl RunView {
             .iter()
             .map(|a| {
                 let roles = crate::study::roles_of(&self.session.providers, &a.provider, &a.model);
-                terminal_safe(&format!("{roles} {}", a.kind.describe()))
+                format!("{roles} {}", a.kind.describe())
             })
             .collect()
     }
@@ -313,28 +312,28 @@ impl RunView {
             Event::RolebenchStarted { plan, .. } => {
                 self.rolebench = Some(plan.as_ref().clone());
             }
-            Event::Batch(step) => self.log(terminal_safe(&step.describe())),
+            Event::Batch(step) => self.log(step.describe().to_string()),
             Event::Rolebench(step) => self.rolebench_step(step),
             Event::RunFinished { status, .. } => self.finished = Some(status.clone()),
             Event::Adapted(a) => {
                 self.log(format!(
                     "adapted to {} ({}): {}",
-                    terminal_safe(&a.provider),
-                    terminal_safe(&a.model),
+                    a.provider,
+                    a.model,
                     a.kind.describe()
                 ));
                 self.session.adaptations.push(a.clone());
             }
             Event::Server(f) => {
-                self.log(terminal_safe(&f.summary()));
+                self.log(f.summary().to_string());
                 for w in &f.warnings {
-                    self.log(format!("warning: {}", terminal_safe(w)));
+                    self.log(format!("warning: {}", w));
                 }
             }
         }
     }
 
-    /// An item's answer: its row and its turn of the transcript get the (terminal-safe) exchange.
+    /// An item's answer: its row and its turn of the transcript get the exchange.
     fn item_answered(
         &mut self,
         catalog: &Catalog,
@@ -345,8 +344,8 @@ impl RunView {
     ) {
         let Some(&i) = self.index.get(key) else { return };
         self.sitting.items += 1;
-        let question = terminal_safe(question);
-        let response = terminal_safe(response);
+        let question = question.to_string();
+        let response = response.to_string();
         let m = self.open_message(catalog, i, &question);
         self.transcript[m].text = response.clone();
         self.transcript[m].streaming = false;
@@ -362,7 +361,7 @@ impl RunView {
 
     /// An item that got no answer: logged, and its row marked failed.
     fn item_failed(&mut self, key: &ItemKey, error: &str) {
-        let error = terminal_safe(error);
+        let error = error.to_string();
         self.log(format!(
             "item failed: {} {} #{}: {error}",
             key.character, key.scale, key.item_id
@@ -387,12 +386,12 @@ impl RunView {
                 a.scale,
                 a.method.name(),
                 a.dimension,
-                terminal_safe(f)
+                f
             ));
         }
         let mut a = a.clone();
         for b in &mut a.batches {
-            b.analysis = terminal_safe(&b.analysis);
+            b.analysis = b.analysis.to_string();
         }
         self.assessments.retain(|x| {
             (&x.character, &x.scale, x.method, x.repeat, &x.dimension)
@@ -413,7 +412,7 @@ impl RunView {
             self.log(format!(
                 "failed: {subject} {} {what}: {}",
                 observer.as_deref().unwrap_or(""),
-                terminal_safe(error)
+                error
             ));
         }
         if matches!(step, crate::observer::Step::Turn { .. }) {
@@ -425,7 +424,7 @@ impl RunView {
     /// A step of a RoleBench run; an answer ends the one streaming.
     fn rolebench_step(&mut self, step: &crate::study::rolebench::Step) {
         if let crate::study::rolebench::Step::AnswerFailed { line, error } = step {
-            self.log(format!("failed: RoleBench line {line}: {}", terminal_safe(error)));
+            self.log(format!("failed: RoleBench line {line}: {}", error));
         }
         if matches!(step, crate::study::rolebench::Step::Answered { .. }) {
             self.streaming_turn = None;
@@ -459,7 +458,7 @@ impl RunView {
                     if entry.0 != live.purpose {
                         *entry = (live.purpose.clone(), String::new());
                     }
-                    entry.1.push_str(&terminal_safe(t));
+                    entry.1.push_str(t);
                 }
                 LiveKind::Retry { .. } => self.streaming_turn = None,
                 _ => {}
@@ -469,14 +468,14 @@ impl RunView {
             // A call may wait for a free slot of its provider after it starts: the item shows as
             // streaming, and enters the transcript, with its first token.
             (LiveKind::Started { prompt }, Some(i)) => {
-                self.items[i].question = terminal_safe(prompt);
+                self.items[i].question = prompt.to_string();
             }
             // A token after the answer's event (cannot happen on one channel; kept harmless anyway).
             (LiveKind::Token(_), Some(i)) if matches!(self.items[i].status, Status::Answered | Status::Failed) => {}
             (LiveKind::Token(t), Some(i)) => {
                 let question = self.items[i].question.clone();
                 let m = self.open_message(catalog, i, &question);
-                self.transcript[m].text.push_str(&terminal_safe(t));
+                self.transcript[m].text.push_str(t);
                 self.items[i].status = Status::Streaming;
             }
             (LiveKind::Retry { attempt, reason }, i) => {
@@ -487,11 +486,7 @@ impl RunView {
                         self.transcript[m].text.clear();
                     }
                 }
-                self.log(format!(
-                    "retry {attempt}: {}: {}",
-                    terminal_safe(&live.purpose),
-                    terminal_safe(reason)
-                ));
+                self.log(format!("retry {attempt}: {}: {}", live.purpose, reason));
             }
             (LiveKind::Done { cached, usage }, i) => {
                 if let Some(u) = usage {
@@ -514,11 +509,7 @@ impl RunView {
                     self.judge_done += 1;
                     self.judge_active = self.judge_active.saturating_sub(1);
                 }
-                self.log(format!(
-                    "failed: {}: {}",
-                    terminal_safe(&live.purpose),
-                    terminal_safe(e)
-                ));
+                self.log(format!("failed: {}: {}", live.purpose, e));
             }
             (LiveKind::Started { .. }, None) if live.role == Role::Judge => {
                 self.judge_started += 1;

@@ -88,3 +88,165 @@ fn versions_give_each_character_its_version_now_and_the_recorded_ones() {
         [("0123456789abcdef".to_string(), vec![BFI_1.to_string()])]
     );
 }
+
+/// The live screen driven through the app: its gauges, ETA and labels as a run goes.
+mod live_screen {
+    use std::sync::Arc;
+
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    use crate::catalog::Catalog;
+    use crate::config::Config;
+    use crate::llm::Role;
+    use crate::llm::accounting::Accounting;
+    use crate::method::Method;
+    use crate::study::Event;
+    use crate::study::live::{Live as Report, LiveKind};
+    use crate::tui::app::{Action, App};
+    use crate::tui::fixture;
+    use crate::tui::keys::Keymap;
+    use crate::tui::screens::Component;
+    use crate::tui::vocab::Screen;
+
+    fn app() -> App {
+        let catalog = Arc::new(Catalog::load(None).expect("the bundled catalog"));
+        let config = Config::defaults(&|_| None);
+        let (themes, _) = crate::tui::theme::load_all(None);
+        let mut app = App::new(catalog, &config, None, Keymap::default(), themes, 0);
+        app.screen = Screen::Live;
+        app.live.start(None, true);
+        app
+    }
+
+    /// A run of two characters on BFI (88 items, 20 assessments) whose journal holds `records` of
+    /// the fixture session, the run started at 0 and the clock at `now_ms`.
+    fn running(records: usize, now_ms: u64) -> (App, Vec<Event>) {
+        let mut app = app();
+        let plan = fixture::plan(&["hermione-en", "zhongli-zh"], &["BFI"], &[Method::ErBatch, Method::Oc]);
+        let events = fixture::session(&app.catalog, &plan);
+        for e in events.iter().take(records) {
+            app.update(Action::Engine(e.clone()));
+        }
+        app.update(Action::Tick(now_ms));
+        (app, events)
+    }
+
+    fn render(app: &App, (w, h): (u16, u16)) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("a test terminal");
+        terminal
+            .draw(|f| {
+                app.live.render(f, f.area(), &app.ctx());
+            })
+            .expect("drawn");
+        let buffer = terminal.backend().buffer().clone();
+        let mut out = String::new();
+        for y in 0..h {
+            for x in 0..w {
+                out.push_str(buffer[(x, y)].symbol());
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The progress box alone: from its title to its bottom border, from its left border on.
+    fn progress(screen: &str) -> String {
+        let lines: Vec<&str> = screen.lines().collect();
+        let top = lines
+            .iter()
+            .position(|l| l.contains("╭ Progress"))
+            .expect("a progress box");
+        let left = lines[top].split("╭ Progress").next().map_or(0, |l| l.chars().count());
+        lines[top..top + 6]
+            .iter()
+            .map(|l| l.chars().skip(left).collect::<String>())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn the_interviews_gauge_says_the_role_play_requests_in_flight_and_waiting() {
+        // 24 items answered in the 2 minutes since the run began; the provider takes one at a time.
+        let (mut app, _) = running(1 + 24, 120_000);
+        let accounting = Arc::new(Accounting::default());
+        let _flying = accounting.queue("fixture", Role::Rpa).start();
+        let _waiting: Vec<_> = (0..7).map(|_| accounting.queue("fixture", Role::Rpa)).collect();
+        app.update(Action::Accounting(accounting));
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(shown.contains("interviews 24/88 · 1 in flight · 7 queued"), "{shown}");
+        assert!(shown.contains("eta 0:07:00"), "(64 + 20) to go at 12 a minute: {shown}");
+        insta::assert_snapshot!("live_progress_interviews_120", shown);
+        insta::assert_snapshot!("live_progress_interviews_80", progress(&render(&app, (80, 24))));
+    }
+
+    #[test]
+    fn the_judge_gauge_says_its_calls_done_in_flight_and_waiting_not_the_calls_started() {
+        // Every item answered, 5 dimensions assessed; 13 judge calls started against a provider
+        // that takes one at a time: 1 came back, 1 is in flight, 11 wait for their place.
+        let (mut app, events) = running(1 + 44, 60_000);
+        for e in events
+            .iter()
+            .skip(1 + 44)
+            .filter(|e| matches!(e, Event::ItemAnswered { .. }))
+        {
+            app.update(Action::Engine(e.clone()));
+        }
+        for e in events
+            .iter()
+            .filter(|e| matches!(e, Event::DimensionAssessed(_)))
+            .take(5)
+        {
+            app.update(Action::Engine(e.clone()));
+        }
+        let report = |kind| {
+            Action::Live(Report {
+                role: Role::Judge,
+                purpose: "ER BFI Openness (attempt 1)".into(),
+                repeat: 0,
+                kind,
+            })
+        };
+        for _ in 0..13 {
+            app.update(report(LiveKind::Started { prompt: "rate".into() }));
+        }
+        app.update(report(LiveKind::Done {
+            cached: false,
+            usage: None,
+        }));
+        let accounting = Arc::new(Accounting::default());
+        let _flying = accounting.queue("fixture", Role::Judge).start();
+        let _waiting: Vec<_> = (0..11).map(|_| accounting.queue("fixture", Role::Judge)).collect();
+        app.update(Action::Accounting(accounting));
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(
+            shown.contains("assessments 5/20 · judge calls 1 done · 1 in flight · 11 queued"),
+            "{shown}"
+        );
+        assert!(!shown.contains("12 running"), "{shown}");
+        insta::assert_snapshot!("live_progress_judge_120", shown);
+        insta::assert_snapshot!("live_progress_judge_80", progress(&render(&app, (80, 24))));
+    }
+
+    #[test]
+    fn a_resumed_run_has_no_eta_until_it_has_made_something() {
+        let (mut app, events) = running(1 + 30, 0);
+        app.update(Action::Tick(5_000));
+        app.update(Action::Engine(Event::Resumed {
+            at: "2026-11-29T13:00:00Z".into(),
+            items_per_call: None,
+            character_versions: Default::default(),
+        }));
+        app.update(Action::Tick(65_000));
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(shown.contains("interviews 30/88 · 0 in flight · 0 queued"), "{shown}");
+        assert!(shown.contains("eta –"), "what the journal held is no rate: {shown}");
+        // The sitting answers 2 items in its first minute: 56 to go take 28 minutes.
+        for e in events.iter().skip(1 + 30).take(2) {
+            app.update(Action::Engine(e.clone()));
+        }
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(shown.contains("interviews 32/88"), "{shown}");
+        assert!(shown.contains("eta 0:38:00"), "(56 + 20) to go at 2 a minute: {shown}");
+    }
+}

@@ -544,7 +544,7 @@ fn judges_compares_assessments_of_the_same_interviews_and_refuses_others() {
     }
     // The same numbers as the library computes from the journals.
     let events: Vec<&[Event]> = vec![&parent, &a, &b];
-    let expected = incharacter::study::judges::compare(&events, &catalog)
+    let expected = incharacter::analysis::judges::compare(&events, &catalog)
         .unwrap()
         .to_json();
     assert_close(&json["pairs"], &expected["pairs"], "pairs");

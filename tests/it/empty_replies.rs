@@ -172,8 +172,8 @@ async fn empty_replies_before_a_real_one_are_retried_and_the_run_succeeds() {
 async fn an_empty_reply_of_the_embedded_model_is_a_failure() {
     use std::sync::Arc;
 
+    use incharacter::config::{CacheMode, ProviderConfig, ProviderKind};
     use incharacter::llm::client::{Shared, Transport};
-    use incharacter::llm::config::{CacheMode, ProviderConfig, ProviderKind};
     use incharacter::llm::local::{LocalModel, LocalTransport};
     use incharacter::llm::{ChatMessage, ChatRequest, Client, LlmError, complete};
 

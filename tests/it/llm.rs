@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use incharacter::config::{CacheMode, ProviderConfig, ProviderKind};
 use incharacter::llm::cache::Cache;
 use incharacter::llm::client::{Shared, Transport};
-use incharacter::llm::config::{CacheMode, ProviderConfig, ProviderKind};
 use incharacter::llm::openai::OpenAi;
 use incharacter::llm::{ChatEvent, ChatMessage, ChatModel, ChatRequest, Client, LlmError, ResponseSchema, complete};
 use incharacter_testkit::fake_openai::{FakeConfig, FakeServer, Fault, ScriptRule};
@@ -252,7 +252,7 @@ async fn a_rejected_key_says_which_variable_and_server() {
     let mut p = provider(&server);
     p.api_key_env = Some("MY_TEST_KEY".into());
     let transport: Arc<dyn Transport> =
-        Arc::new(OpenAi::new(p.clone(), Some(incharacter::llm::config::Secret::new("wrong".into()))).unwrap());
+        Arc::new(OpenAi::new(p.clone(), Some(incharacter::config::Secret::new("wrong".into()))).unwrap());
     let c = Client::new(transport, p, Shared::new(4, None, CacheMode::Off, 0));
     let err = complete(&c, ask("hi")).await.unwrap_err().to_string();
     assert!(

@@ -455,9 +455,10 @@ fn annotations_export_writes_its_file_whole_and_the_help_states_the_policies() {
         ],
     ));
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("wrote "));
-    // The file holds the note as imported, neutralised for spreadsheets.
+    // The file holds the note as imported, neutralised for spreadsheets: a terminal would show it
+    // starting with `=`, so it gets the leading `'` too.
     let text = std::fs::read_to_string(&file).unwrap();
-    assert!(text.contains(",\u{1b}[2J=cmd|' /C calc'!A0,"), "{text}");
+    assert!(text.contains(",'\u{1b}[2J=cmd|' /C calc'!A0,"), "{text}");
 
     let help = |args: &[&str]| String::from_utf8(ok(common::offline(&data, args)).stdout).unwrap();
     let import = help(&["annotations", "import", "--help"]);

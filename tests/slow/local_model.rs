@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use incharacter::config::{CacheMode, ProviderConfig, ProviderKind};
 use incharacter::llm::client::{Shared, Transport};
-use incharacter::llm::config::{CacheMode, ProviderConfig, ProviderKind};
 use incharacter::llm::local::{self, LocalModel, LocalTransport};
 use incharacter::llm::{ChatMessage, ChatRequest, Client, ResponseSchema, complete};
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@ use std::sync::Mutex;
 use futures_util::StreamExt;
 
 use super::*;
-use crate::llm::config::ProviderKind;
+use crate::config::ProviderKind;
 use crate::llm::{ChatMessage, Completion, ResponseSchema, Role, complete};
 
 /// A transport that replies from a script, one reply per attempt (the last one again once the

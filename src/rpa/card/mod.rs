@@ -86,6 +86,9 @@ pub fn parse(text: &str) -> Result<Card, CardError> {
             message: message.to_string(),
         }
     })?;
+    // An imported card's text enters here: kept without what a terminal would act on (escape
+    // sequences, control characters other than newline and tab, bidirectional overrides).
+    let value = crate::text::inert(&value);
     let Value::Object(root) = value else {
         return Err(shape(format!(
             "not a character card: the JSON is {}, not an object",

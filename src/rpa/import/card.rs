@@ -267,7 +267,7 @@ mod tests {
         let card = c.card.unwrap();
         assert_eq!(
             (card.tags, card.creator.as_str(), card.version.as_str()),
-            (vec!["fantasy".to_string()], "Ann[31m", "1.2")
+            (vec!["fantasy".to_string()], "Ann", "1.2")
         );
         let chunks: Vec<String> = serde_json::from_str(&std::fs::read_to_string(&got.memories_file).unwrap()).unwrap();
         assert_eq!(

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use super::RunPlan;
 use crate::catalog::Catalog;
-use crate::llm::config::Config;
+use crate::config::Config;
 use crate::method::{Method, expert};
 use crate::text::approx_tokens;
 
@@ -97,7 +97,7 @@ pub fn estimate(plan: &RunPlan, catalog: &Catalog) -> Estimate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::config::{ProviderConfig, ProviderKind};
+    use crate::config::{ProviderConfig, ProviderKind};
 
     #[test]
     fn requests_tokens_and_cost_of_a_plan() {

@@ -17,10 +17,10 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::{Env, Event, Failures, Kind, Prepared, Providers, SessionHeader, Study, StudyError};
 use crate::catalog::Catalog;
+use crate::config::Config;
 use crate::domain::character::Character;
 use crate::domain::scale::Scale;
 use crate::domain::scoring::ItemOption;
-use crate::llm::config::Config;
 use crate::llm::{ChatModel, Role};
 use crate::method::anonymize::Masker;
 use crate::method::convert::{self, Conversion, ConversionCall, ConvertedItem};

@@ -10,7 +10,6 @@ use crate::method::Method;
 use crate::method::interview::QueryStyle;
 use crate::study::{Event, Interviews, Kind, Study, kind_of};
 use crate::templates::{PromptSet, Template};
-use crate::text::terminal_safe;
 
 /// What changes in a re-assessment; everything else is the parent's.
 #[derive(Debug, Clone, PartialEq)]
@@ -135,7 +134,7 @@ pub fn with_prompts(plan: &mut RunPlan, folder: PromptSet) -> Vec<String> {
         if interview(&name) {
             notes.push(format!(
                 "{} is the interview's wording; a re-assessment keeps the parent's",
-                terminal_safe(&name)
+                name
             ));
         } else {
             plan.prompts.insert(name, file);

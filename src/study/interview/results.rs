@@ -374,35 +374,23 @@ pub fn summary_with(
     out
 }
 
-/// Where a CSV goes. A file keeps every cell's text (neutralised for spreadsheets only); a terminal
-/// gets it without escape sequences and control characters as well (newlines inside quoted cells
-/// stay), so that an imported note cannot clear the screen or set the clipboard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CsvTo {
-    File,
-    Terminal,
-}
-
-impl CsvTo {
-    /// A file when the output has a path, else the terminal (stdout).
-    pub fn of(output: Option<&std::path::Path>) -> CsvTo {
-        if output.is_some() { CsvTo::File } else { CsvTo::Terminal }
-    }
-}
-
 /// The one way the tool writes CSV: every cell passes [`crate::text::csv_cell`], so a cell that a
 /// spreadsheet would run as a formula (`=HYPERLINK(…)`, `@SUM(…)`, from an imported note or a user
 /// scale's names) arrives as text, while numbers stay numbers.
 pub struct SafeCsv {
     writer: csv::Writer<Vec<u8>>,
-    to: CsvTo,
+}
+
+impl Default for SafeCsv {
+    fn default() -> SafeCsv {
+        SafeCsv::new()
+    }
 }
 
 impl SafeCsv {
-    pub fn new(to: CsvTo) -> SafeCsv {
+    pub fn new() -> SafeCsv {
         SafeCsv {
             writer: csv::Writer::from_writer(Vec::new()),
-            to,
         }
     }
 
@@ -411,16 +399,11 @@ impl SafeCsv {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let to = self.to;
-        self.writer.write_record(fields.into_iter().map(|f| {
-            let f = f.as_ref();
-            // Stripped before neutralised: an escape sequence in front of `=` must not hide it.
-            let shown = match to {
-                CsvTo::File => std::borrow::Cow::Borrowed(f),
-                CsvTo::Terminal => std::borrow::Cow::Owned(crate::text::terminal_safe(f)),
-            };
-            crate::text::csv_cell(&shown).into_owned()
-        }))
+        self.writer.write_record(
+            fields
+                .into_iter()
+                .map(|f| crate::text::csv_cell(f.as_ref()).into_owned()),
+        )
     }
 
     pub fn finish(self) -> csv::Result<String> {
@@ -430,14 +413,14 @@ impl SafeCsv {
     }
 }
 
-/// JSON for a terminal: the characters that [`crate::text::terminal_safe`] would remove and that
+/// JSON for a terminal: the characters that the terminal gate ([`crate::text::Safe`]) would remove and that
 /// serde_json leaves raw inside strings (C1 controls such as U+009B, which some terminals read as
 /// ESC [, and bidirectional overrides) written as `\uXXXX` escapes. The JSON means the same; the
 /// terminal shows it as text.
 pub fn json_for_terminal(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
-        let hidden = (c.is_control() && c != '\n') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        let hidden = c != '\n' && crate::text::acts_on_terminal(c);
         if hidden {
             out.push_str(&format!("\\u{:04x}", u32::from(c)));
         } else {
@@ -448,8 +431,8 @@ pub fn json_for_terminal(json: &str) -> String {
 }
 
 /// Tidy rows: `character,scale,method,repeat,dimension,score,label_pdb,label_annotation,pred_type,label_type,correct`.
-pub fn csv(events: &[Event], catalog: &Catalog, to: CsvTo) -> csv::Result<String> {
-    let mut w = SafeCsv::new(to);
+pub fn csv(events: &[Event], catalog: &Catalog) -> csv::Result<String> {
+    let mut w = SafeCsv::new();
     w.record([
         "character",
         "scale",
@@ -505,7 +488,7 @@ mod tests {
 
     #[test]
     fn every_cell_is_neutralised_and_numbers_stay_numbers() {
-        let mut w = SafeCsv::new(CsvTo::File);
+        let mut w = SafeCsv::new();
         w.record([
             "=HYPERLINK(\"http://evil\",\"x\")",
             "=cmd|' /C calc'!A0",
@@ -524,7 +507,7 @@ mod tests {
 
     #[test]
     fn a_terminal_gets_no_escape_sequences_and_keeps_newlines_in_cells() {
-        let mut w = SafeCsv::new(CsvTo::Terminal);
+        let mut w = SafeCsv::new();
         w.record([
             "a\u{1b}[2Jb",
             "\u{1b}]52;c;ZXZpbA==\u{7}ok",
@@ -533,7 +516,13 @@ mod tests {
             "3",
         ])
         .unwrap();
-        let text = w.finish().unwrap();
+        let mut shown = Vec::new();
+        {
+            use std::io::Write;
+            let mut terminal = crate::text::Safe::new(&mut shown);
+            terminal.write_all(w.finish().unwrap().as_bytes()).unwrap();
+        }
+        let text = String::from_utf8(shown).unwrap();
         assert_eq!(text, "ab,ok,'=cmd|' /C calc'!A0,\"two\nlines\",3\n");
         let mut reader = csv::ReaderBuilder::new()
             .has_headers(false)

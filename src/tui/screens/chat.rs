@@ -12,9 +12,9 @@ use ratatui::widgets::Paragraph;
 use super::{Component, Ctx, Hits, Request, TailScroll};
 use crate::domain::character::Character;
 use crate::llm::{ChatMessage, Speaker};
-use crate::tui::app::Effect;
 use crate::tui::keys::{Command, Key, KeyName, Mode};
-use crate::tui::ui::block;
+use crate::tui::vocab::Effect;
+use crate::tui::widgets::block;
 use crate::tui::wrap::wrap;
 
 /// One turn of the chat screen.
@@ -168,7 +168,7 @@ impl Chat {
         self.prompt = messages
             .into_iter()
             .map(|mut m| {
-                m.content = crate::text::terminal_safe(&m.content);
+                m.content = m.content.to_string();
                 m
             })
             .collect();
@@ -176,7 +176,7 @@ impl Chat {
 
     pub fn token(&mut self, text: &str) {
         if let Some(turn) = self.turns.last_mut() {
-            turn.reply.push_str(&crate::text::terminal_safe(text));
+            turn.reply.push_str(text);
         }
     }
 
@@ -190,7 +190,7 @@ impl Chat {
     pub fn done(&mut self, result: Result<(), String>) {
         if let Some(turn) = self.turns.last_mut() {
             turn.done = true;
-            turn.error = result.err().map(|e| crate::text::terminal_safe(&e));
+            turn.error = result.err().map(|e| e.to_string());
         }
     }
 }

@@ -18,18 +18,18 @@ use ratatui::widgets::canvas::{Canvas, Line as CLine};
 use super::inspect::Unit;
 use super::judges::JudgesView;
 use super::{Component, Ctx, Hits, ListId, Request};
+use crate::analysis::judges::Judges;
 use crate::domain::character::{Character, LabelSource, LabelType};
 use crate::domain::metrics::alignment;
 use crate::domain::scale::Scale;
 use crate::method::{Assessment, Method};
 use crate::study::interview::results::rows;
 use crate::study::interview::spread::Spread;
-use crate::study::judges::Judges;
-use crate::tui::app::Effect;
 use crate::tui::keys::Command;
 use crate::tui::run_view::RunView;
 use crate::tui::theme::Theme;
-use crate::tui::ui::{block, pad, score_text, window};
+use crate::tui::vocab::Effect;
+use crate::tui::widgets::{block, pad, score_text, window};
 
 #[derive(Debug, Clone, Default)]
 pub struct Compare {
@@ -471,7 +471,7 @@ impl Profile<'_> {
             .character
             .labels
             .get(source, &self.scale.id, &self.scale.dimensions[d].name)?;
-        Some(crate::study::diff::Reference::of(l)?.position(self.scale.dimension_range()))
+        Some(crate::analysis::diff::Reference::of(l)?.position(self.scale.dimension_range()))
     }
 
     /// Mean score of method `m` on dimension `dim` over repeats.
@@ -539,7 +539,7 @@ impl Profile<'_> {
                 let dim = &scale.dimensions[d];
                 match &dim.poles {
                     Some([a, b]) => format!("{a}/{b}"),
-                    None => crate::tui::ui::fit(&dim.name, label_width),
+                    None => crate::tui::widgets::fit(&dim.name, label_width),
                 }
             })
             .collect();

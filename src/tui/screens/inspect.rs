@@ -27,11 +27,11 @@ use crate::method::interview::{self, QueryStyle};
 use crate::method::{Assessment, Method};
 use crate::rpa::prompt;
 use crate::templates::{Template, Templates};
-use crate::tui::app::Effect;
 use crate::tui::keys::Command;
 use crate::tui::run_view::{ItemKey, RunView};
 use crate::tui::theme::Theme;
-use crate::tui::ui::{block, fit, pad, score_text, window};
+use crate::tui::vocab::Effect;
+use crate::tui::widgets::{block, fit, pad, score_text, window};
 use crate::tui::wrap::wrap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -626,7 +626,7 @@ fn messages_lines<'a>(
 ) -> Vec<Line<'a>> {
     let each: Vec<String> = used
         .iter()
-        .map(|t| format!("{} ({})", t.name(), crate::text::terminal_safe(templates.origin(*t))))
+        .map(|t| format!("{} ({})", t.name(), templates.origin(*t)))
         .collect();
     let label = if used.len() == 1 { "template" } else { "templates" };
     let mut lines = vec![
@@ -640,7 +640,7 @@ fn messages_lines<'a>(
             Speaker::Assistant => "assistant",
         };
         lines.push(Line::styled(format!("[{role}]"), theme.fg(theme.accent)));
-        for l in wrap(&crate::text::terminal_safe(&m.content), width.saturating_sub(2)) {
+        for l in wrap(&m.content.to_string(), width.saturating_sub(2)) {
             lines.push(Line::raw(format!("  {l}")));
         }
     }
@@ -679,7 +679,7 @@ impl Inspect {
         {
             Some(Err(e)) => {
                 lines.push(Line::styled(
-                    crate::text::terminal_safe(&format!("{e}; the prompts below use the bundled templates")),
+                    format!("{e}; the prompts below use the bundled templates"),
                     theme.fg(theme.error),
                 ));
                 Templates::default()

@@ -12,12 +12,11 @@ use ratatui::widgets::Paragraph;
 
 use super::compare::{browse, page_note, series_color};
 use super::{Component, Ctx, Hits, move_cursor};
+use crate::analysis::judges::Judges;
 use crate::domain::character::LabelSource;
 use crate::method::Method;
-use crate::study::judges::Judges;
-use crate::text::terminal_safe as safe;
 use crate::tui::keys::Command;
-use crate::tui::ui::{block, pad, score_text, window};
+use crate::tui::widgets::{block, pad, score_text, window};
 
 /// One marker per session, in session order (colours repeat every six, markers do not until eight).
 const MARKERS: [char; 8] = ['●', '■', '▲', '◆', '★', '✚', '▼', '✖'];
@@ -117,14 +116,17 @@ impl Component for JudgesView {
         ])
         .areas(area);
 
-        let name = ctx.catalog.character(c).map_or_else(|| safe(c), |x| x.name.clone());
+        let name = ctx
+            .catalog
+            .character(c)
+            .map_or_else(|| c.to_string(), |x| x.name.clone());
         frame.render_widget(
             Paragraph::new(Line::from(vec![
                 Span::styled(
                     format!(" {name} "),
                     theme.fg(theme.character).add_modifier(Modifier::BOLD),
                 ),
-                Span::raw(format!("· {} · ", safe(s))),
+                Span::raw(format!("· {} · ", s)),
                 Span::styled(method.name(), theme.fg(theme.accent).add_modifier(Modifier::BOLD)),
                 Span::styled("  m method · ←/→ character · esc back", theme.dim()),
             ])),
@@ -133,7 +135,7 @@ impl Component for JudgesView {
 
         // The sessions, each with its marker: judge, temperature, accuracy on this scale × method.
         let b = block(
-            format!(" Assessments of the interviews of {} ", safe(&self.judges.interviews)),
+            format!(" Assessments of the interviews of {} ", self.judges.interviews),
             false,
             theme,
         );
@@ -143,7 +145,7 @@ impl Component for JudgesView {
         let longest_id = sessions.iter().map(|x| x.id.chars().count()).max().unwrap_or(0);
         let longest_judge = sessions
             .iter()
-            .map(|x| safe(x.judge.as_deref().unwrap_or("?")).chars().count())
+            .map(|x| x.judge.as_deref().unwrap_or("?").to_string().chars().count())
             .max()
             .unwrap_or(0);
         let room = usize::from(inner.width).saturating_sub(2 + 6 + 16 + 4);
@@ -171,8 +173,8 @@ impl Component for JudgesView {
                 Span::styled(format!("{} ", marker(i)), theme.fg(series_color(theme, i))),
                 Span::raw(format!(
                     "{} {} {:>5} {:>7} {:>6}",
-                    pad(&safe(&x.id), id_width),
-                    pad(&safe(x.judge.as_deref().unwrap_or("?")), judge_width),
+                    pad(&x.id.to_string(), id_width),
+                    pad(x.judge.as_deref().unwrap_or("?"), judge_width),
                     x.judge_temperature,
                     cell(acc.and_then(|a| a.acc_dim)),
                     cell(acc.and_then(|a| a.mae))
@@ -230,7 +232,7 @@ impl Component for JudgesView {
         lines.push(Line::styled(
             format!(
                 "  {} sensitivity to the judge {} (mean sd across sessions on 0–1, n {})",
-                safe(s),
+                s,
                 cell(sensitivity.and_then(|x| x.sensitivity)),
                 sensitivity.map_or(0, |x| x.n)
             ),
@@ -307,10 +309,7 @@ fn render_dots(view: &JudgesView, frame: &mut Frame, area: Rect, ctx: &Ctx, (c, 
             };
             taken[x] = true;
         }
-        let mut spans = vec![Span::styled(
-            format!(" {} ", pad(&safe(dimension), name_width)),
-            theme.title(),
-        )];
+        let mut spans = vec![Span::styled(format!(" {} ", pad(dimension, name_width)), theme.title())];
         spans.extend(
             cells
                 .into_iter()

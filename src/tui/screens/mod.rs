@@ -24,14 +24,14 @@ use std::sync::Arc;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 
-use super::app::{Demo, Effect, ProviderStatus, Screen};
 use super::keys::{Command, Keymap, Mode};
 use super::run_view::{ItemKey, RunView};
 use super::theme::Theme;
+use super::vocab::Replay;
+use super::vocab::{Demo, Effect, ProviderStatus, Screen};
 use crate::catalog::Catalog;
 use crate::method::Method;
 use crate::rpa::memories::Memories;
-use live::Replay;
 use sessions::SessionEntry;
 use setup::Setup;
 

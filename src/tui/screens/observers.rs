@@ -14,10 +14,10 @@ use ratatui::widgets::{Paragraph, Wrap};
 use super::{Component, Ctx, Hits, Request, TailScroll};
 use crate::observer::report::{self, SubjectResult};
 use crate::observer::{Done, SCALE, Side};
-use crate::tui::app::{DEMO_STEPS, Effect};
 use crate::tui::keys::Command;
 use crate::tui::theme::Theme;
-use crate::tui::ui::{block, fit, pad};
+use crate::tui::vocab::{DEMO_STEPS, Effect};
+use crate::tui::widgets::{block, fit, pad};
 use crate::tui::wrap::wrap;
 
 #[derive(Debug, Clone, Default)]

@@ -15,10 +15,9 @@ use crate::method::Method;
 use crate::study::interview::reassess::{self, Reassess, ReassessError};
 use crate::study::{Event, RunPlan, Study};
 use crate::templates::PromptSet;
-use crate::text::terminal_safe;
-use crate::tui::app::ProviderStatus;
 use crate::tui::keys::Command;
-use crate::tui::ui::{centered, fit, pad, popup};
+use crate::tui::vocab::ProviderStatus;
+use crate::tui::widgets::{centered, fit, pad, popup};
 use crate::tui::wrap::wrap;
 
 /// The judge temperatures offered (the config's own is added when it is none of them).
@@ -93,7 +92,7 @@ impl ReassessDialog {
             ReassessError::NotInterviews { kind, .. } => {
                 format!("only interview sessions can be re-assessed (this one: {kind})")
             }
-            e => terminal_safe(&e.to_string()),
+            e => e.to_string(),
         })?;
         let interviews = crate::study::Interviews::plan_of(&offer.events)
             .and_then(|p| p.parent.clone())
@@ -153,7 +152,7 @@ impl ReassessDialog {
         let (name, set) = &self.sets[self.set];
         let folder = set
             .clone()
-            .map_err(|e| format!("the prompt set {} cannot be used: {e}", terminal_safe(name)))?;
+            .map_err(|e| format!("the prompt set {} cannot be used: {e}", name))?;
         let methods = self.chosen();
         if methods.is_empty() {
             return Err("choose at least one method (space)".into());
@@ -163,8 +162,7 @@ impl ReassessDialog {
             judge: self.judges[self.judge].0.clone(),
             judge_temperature: self.temperatures[self.temperature],
         };
-        let mut plan =
-            reassess::plan(&self.parent, &self.events, &change).map_err(|e| terminal_safe(&e.to_string()))?;
+        let mut plan = reassess::plan(&self.parent, &self.events, &change).map_err(|e| e.to_string())?;
         let notes = reassess::with_prompts(&mut plan, folder);
         Ok((plan, notes))
     }
@@ -237,10 +235,7 @@ impl Component for ReassessDialog {
         let text_width = usize::from(width.saturating_sub(2));
         let value_width = text_width.saturating_sub(18);
         let mut lines = vec![
-            Line::raw(fit(
-                &format!(" the interviews of {}", terminal_safe(&self.interviews)),
-                text_width,
-            )),
+            Line::raw(fit(&format!(" the interviews of {}", self.interviews), text_width)),
             Line::styled(
                 " only judge requests are sent; the answers stay the parent's",
                 theme.dim(),
@@ -258,7 +253,7 @@ impl Component for ReassessDialog {
             let (label, value, note) = match *row {
                 Row::Judge => {
                     let (name, problem) = &self.judges[self.judge];
-                    ("judge", format!("‹ {} ›", terminal_safe(name)), problem.clone())
+                    ("judge", format!("‹ {} ›", name), problem.clone())
                 }
                 Row::Prompts => {
                     let (name, set) = &self.sets[self.set];

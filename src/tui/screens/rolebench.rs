@@ -17,12 +17,11 @@ use super::{Component, Ctx, Hits, Request, move_cursor};
 use crate::domain::rouge;
 use crate::method::rolebench::Question;
 use crate::study::rolebench::{self, Item, Step};
-use crate::text::terminal_safe as safe;
-use crate::tui::app::Effect;
 use crate::tui::keys::Command;
 use crate::tui::run_view::RunView;
 use crate::tui::theme::Theme;
-use crate::tui::ui::{block, fit, pad};
+use crate::tui::vocab::Effect;
+use crate::tui::widgets::{block, fit, pad};
 
 /// Question counts the screen cycles through (`None`: every question).
 pub const RB_LIMITS: [Option<usize>; 4] = [Some(10), Some(20), Some(50), None];
@@ -57,7 +56,7 @@ impl Rolebench {
     pub fn loaded(&mut self, path: PathBuf, result: Result<Vec<Question>, String>) -> String {
         let questions = match result {
             Ok(questions) => questions,
-            Err(e) => return crate::text::terminal_safe(&e),
+            Err(e) => return e.to_string(),
         };
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for q in &questions {
@@ -214,7 +213,7 @@ impl Rolebench {
                         .and_then(|d| d.file_name())
                         .map_or(String::new(), |n| n.to_string_lossy().into_owned());
                     let mark = if Some(p) == loaded { "● " } else { "  " };
-                    let text = fit(&safe(&format!("{mark}{parent}/{name}")), width);
+                    let text = fit(&format!("{mark}{parent}/{name}"), width);
                     if i == self.file_cursor && self.pane == 0 {
                         Line::styled(text, theme.selected())
                     } else {
@@ -245,7 +244,7 @@ impl Rolebench {
                 .skip(self.role_cursor.saturating_sub(rows.saturating_sub(1)))
                 .map(|(i, (role, n))| {
                     let mark = if self.picked.contains(role) { "[x]" } else { "[ ]" };
-                    let text = fit(&format!("{mark} {} ({n})", safe(role)), width);
+                    let text = fit(&format!("{mark} {} ({n})", role), width);
                     if i == self.role_cursor && self.pane == 1 {
                         Line::styled(text, theme.selected())
                     } else {
@@ -284,10 +283,7 @@ impl Rolebench {
                         }
                         _ => ("  · ".into(), theme.dim()),
                     };
-                    let text = fit(
-                        &safe(&format!("{} {}", item.role, item.question)),
-                        width.saturating_sub(6),
-                    );
+                    let text = fit(&format!("{} {}", item.role, item.question), width.saturating_sub(6));
                     let line = Line::from(vec![
                         Span::styled(pad(&mark, 5), style),
                         Span::raw(" "),
@@ -314,13 +310,13 @@ fn highlighted<'a>(text: &str, ranges: &[Range<usize>], hit: Style) -> Vec<Span<
             continue;
         }
         if r.start > at {
-            spans.push(Span::raw(safe(&text[at..r.start])));
+            spans.push(Span::raw(text[at..r.start].to_string()));
         }
-        spans.push(Span::styled(safe(&text[r.start..r.end]), hit));
+        spans.push(Span::styled(text[r.start..r.end].to_string(), hit));
         at = r.end;
     }
     if at < text.len() {
-        spans.push(Span::raw(safe(&text[at..])));
+        spans.push(Span::raw(text[at..].to_string()));
     }
     spans
 }
@@ -350,10 +346,10 @@ impl Rolebench {
             .add_modifier(Modifier::BOLD | Modifier::UNDERLINED);
         let mut lines = vec![
             Line::from(vec![
-                Span::styled(format!("{} · line {} ", safe(&item.role), item.line), theme.title()),
-                Span::styled(safe(&item.types.join(", ")), theme.dim()),
+                Span::styled(format!("{} · line {} ", item.role, item.line), theme.title()),
+                Span::styled(item.types.join(", "), theme.dim()),
             ]),
-            Line::styled(format!("Q: {}", safe(&item.question)), theme.fg(theme.experimenter)),
+            Line::styled(format!("Q: {}", item.question), theme.fg(theme.experimenter)),
             Line::raw(""),
         ];
         let streaming = ctx
@@ -388,16 +384,16 @@ impl Rolebench {
                 for (i, other) in item.references.iter().enumerate().filter(|(i, _)| i != best) {
                     lines.push(Line::raw(""));
                     lines.push(Line::styled(format!("Reference {}", i + 1), theme.dim()));
-                    lines.push(Line::styled(safe(other), theme.dim()));
+                    lines.push(Line::styled(other.to_string(), theme.dim()));
                 }
             }
             (Some(answer), None) => {
                 lines.push(Line::styled("Answer", theme.fg(theme.character)));
-                lines.push(Line::raw(safe(answer)));
+                lines.push(Line::raw(answer.to_string()));
             }
             (None, _) => {
                 if let Some(e) = &item.error {
-                    lines.push(Line::styled(format!("failed: {}", safe(e)), theme.fg(theme.error)));
+                    lines.push(Line::styled(format!("failed: {}", e), theme.fg(theme.error)));
                 } else if let Some(text) = streaming {
                     lines.push(Line::styled("Answer (streaming)", theme.fg(theme.streaming)));
                     lines.push(Line::raw(text.to_string()));
@@ -407,7 +403,7 @@ impl Rolebench {
                 for (i, r) in item.references.iter().enumerate() {
                     lines.push(Line::raw(""));
                     lines.push(Line::styled(format!("Reference {}", i + 1), theme.dim()));
-                    lines.push(Line::raw(safe(r)));
+                    lines.push(Line::raw(r.to_string()));
                 }
             }
         }
@@ -429,7 +425,7 @@ impl Rolebench {
                     verdict(agent_as_a),
                     verdict(agent_as_b),
                     score.map_or("—".into(), |s| format!("{s:.2}")),
-                    failure.as_ref().map_or(String::new(), |f| format!(" ({})", safe(f)))
+                    failure.as_ref().map_or(String::new(), |f| format!(" ({})", f))
                 ),
                 theme.fg(theme.accent),
             ));
@@ -463,7 +459,7 @@ fn render_bars(frame: &mut Frame, theme: &Theme, items: &[Item], area: Rect) {
         .map(|(role, m)| {
             let win = totals.win_rate_by_role.get(role);
             Line::from(vec![
-                Span::raw(pad(&fit(&safe(role), name_width), name_width + 1)),
+                Span::raw(pad(&fit(&role.to_string(), name_width), name_width + 1)),
                 Span::styled(bar(m.f, bar_width), theme.fg(theme.measured)),
                 Span::raw(format!(" {:.3} ", m.f)),
                 Span::styled(

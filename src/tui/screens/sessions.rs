@@ -8,13 +8,13 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::live::Replay;
 use super::{Component, Ctx, Hits, ListId, Request};
-use crate::study::compare::{Comparison, Paired};
+use crate::analysis::compare::{Comparison, Paired};
 use crate::study::interview::results::{Interval, SummaryRow};
-use crate::tui::app::{Effect, Screen};
 use crate::tui::keys::Command;
-use crate::tui::ui::{block, fit, pad, window};
+use crate::tui::vocab::Replay;
+use crate::tui::vocab::{Effect, Screen};
+use crate::tui::widgets::{block, fit, pad, window};
 
 pub use crate::session::SessionEntry;
 

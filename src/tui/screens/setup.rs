@@ -17,9 +17,9 @@ use crate::method::Method;
 use crate::rpa::prompt::RpaStyle;
 use crate::study::RunPlan;
 use crate::study::interview::estimate::estimate;
-use crate::tui::app::ProviderStatus;
 use crate::tui::keys::{Command, Key, KeyName};
-use crate::tui::ui::{block, fit, pad, window};
+use crate::tui::vocab::ProviderStatus;
+use crate::tui::widgets::{block, fit, pad, window};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SetupPane {
@@ -513,10 +513,7 @@ impl Setup {
         for (name, verdict) in &self.checks {
             match verdict {
                 None => lines.push(Line::styled(format!("{name}: checking…"), theme.dim())),
-                Some(Err(e)) => lines.push(Line::styled(
-                    format!("{name}: {}", crate::text::terminal_safe(e)),
-                    theme.fg(theme.error),
-                )),
+                Some(Err(e)) => lines.push(Line::styled(format!("{name}: {}", e), theme.fg(theme.error))),
                 Some(Ok(shapes)) => {
                     lines.push(Line::raw(name.clone()));
                     for v in shapes {

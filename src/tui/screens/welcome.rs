@@ -10,9 +10,9 @@ use ratatui::widgets::{Paragraph, Wrap};
 
 use super::{Component, Ctx, Hits, Request};
 use crate::doctor::{self, Facts, Status};
-use crate::tui::app::{Effect, Screen};
 use crate::tui::keys::Command;
-use crate::tui::ui::{block, centered};
+use crate::tui::vocab::{Effect, Screen};
+use crate::tui::widgets::{block, centered};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FetchState {

@@ -7,20 +7,36 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
+use ratatui::widgets::{Block, Paragraph, Wrap};
 
 use super::app::{App, DEMO_STEPS, Screen};
 use super::keys::Command;
 use super::screens::{Component, Hits};
-use super::theme::Theme;
 
-pub use crate::text::fit;
+pub use super::widgets::{block, centered, fit, pad, popup, score_text, window};
 
 pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;
 
 /// Draws the app; returns what it drew where, for the mouse and the scrolling of tail-anchored text.
 pub fn draw(frame: &mut Frame, app: &App) -> Hits {
+    let hits = draw_screen(frame, app);
+    inert_cells(frame.buffer_mut());
+    hits
+}
+
+/// The TUI's gate: every cell of a drawn frame that holds a character a terminal would act on (a
+/// control character, a bidirectional override) is blanked before the frame is sent. ratatui already
+/// drops such graphemes when it sets text; this holds whatever drew the cell.
+pub fn inert_cells(buffer: &mut ratatui::buffer::Buffer) {
+    for cell in &mut buffer.content {
+        if cell.symbol().chars().any(crate::text::acts_on_terminal) {
+            cell.set_symbol(" ");
+        }
+    }
+}
+
+fn draw_screen(frame: &mut Frame, app: &App) -> Hits {
     let area = frame.area();
     let theme = app.theme();
     frame.render_widget(Block::default().style(theme.base()), area);
@@ -151,67 +167,4 @@ fn render_status(frame: &mut Frame, app: &App, essentials: Vec<(String, &str)>, 
     }
     lead.extend(spans);
     frame.render_widget(Paragraph::new(Line::from(lead)), area);
-}
-
-pub fn block<'a>(title: impl Into<Line<'a>>, focused: bool, theme: &Theme) -> Block<'a> {
-    Block::default()
-        .borders(Borders::ALL)
-        .border_type(if focused {
-            BorderType::Thick
-        } else {
-            BorderType::Rounded
-        })
-        .border_style(theme.border(focused))
-        .title(title.into().style(theme.title()))
-}
-
-/// First visible row so that `cursor` stays in a window of `height` rows.
-pub fn window(len: usize, cursor: usize, height: usize) -> usize {
-    if height == 0 || len <= height {
-        return 0;
-    }
-    let cursor = cursor.min(len - 1);
-    cursor.saturating_sub(height / 2).min(len - height)
-}
-
-/// A centred rectangle of at most `w`×`h` inside `area`.
-pub fn centered(area: Rect, w: u16, h: u16) -> Rect {
-    let w = w.min(area.width);
-    let h = h.min(area.height);
-    Rect::new(area.x + (area.width - w) / 2, area.y + (area.height - h) / 2, w, h)
-}
-
-/// Clears `area` and draws a bordered popup.
-pub fn popup(frame: &mut Frame, area: Rect, title: &str, theme: &Theme) -> Rect {
-    frame.render_widget(Clear, area);
-    let b = block(title, true, theme).style(theme.base());
-    let inner = b.inner(area);
-    frame.render_widget(b, area);
-    inner
-}
-
-/// `text` padded with spaces to `width` display columns (cut if longer).
-pub fn pad(text: &str, width: usize) -> String {
-    use unicode_width::UnicodeWidthStr;
-    let t = fit(text, width);
-    let w = t.width();
-    format!("{t}{}", " ".repeat(width.saturating_sub(w)))
-}
-
-pub fn score_text(score: Option<f64>) -> String {
-    score.map_or("–".into(), |s| format!("{s:.2}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn padding_counts_cjk_as_two_columns() {
-        assert_eq!(pad("abc", 5), "abc  ");
-        assert_eq!(pad("钟离", 5), "钟离 ");
-        assert_eq!(window(100, 50, 10), 45);
-        assert_eq!(window(100, 99, 10), 90);
-        assert_eq!(window(5, 3, 10), 0);
-    }
 }

@@ -3,6 +3,9 @@
 //! `incharacter` binary in a child process with a fresh data dir, so its CPU time and peak RSS are the
 //! client's alone. Build that binary first (`cargo build --release`); it is looked for next to this one.
 
+// An instrument's own output, not the product's (which passes `text::Safe`).
+#![allow(clippy::disallowed_macros)]
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};

@@ -7,6 +7,9 @@
 //! `incharacter_testkit::fake_openai`, `incharacter_testkit::fake_openai::servers` and
 //! `incharacter_testkit::fake_openai::batch`.
 
+// An instrument's own output, not the product's (which passes `text::Safe`).
+#![allow(clippy::disallowed_macros)]
+
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -3,6 +3,7 @@
 //! characters, one of them Chinese, BFI, ER_batch and OC), so the snapshots change only when the
 //! screens do.
 
+mod inert;
 mod persona;
 mod subjects;
 
@@ -10,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use incharacter::catalog::Catalog;
+use incharacter::config::Config;
 use incharacter::llm::Role;
-use incharacter::llm::config::Config;
 use incharacter::llm::policy::Throttled;
 use incharacter::method::Method;
 use incharacter::method::interview::{self, QueryStyle};
@@ -523,8 +524,8 @@ fn two_marked_sessions_show_intervals_and_their_paired_comparison() {
     let summary =
         |events: &[Event]| incharacter::study::interview::results::summary_with(events, &app.catalog, None, bootstrap);
     let rows = vec![(a_id.to_string(), summary(&a)), (b_id.to_string(), summary(&b))];
-    let options = incharacter::study::compare::Options::default();
-    let paired = incharacter::study::compare::compare(&a, &b, &app.catalog, &options).map_err(|e| e.to_string());
+    let options = incharacter::analysis::compare::Options::default();
+    let paired = incharacter::analysis::compare::compare(&a, &b, &app.catalog, &options).map_err(|e| e.to_string());
     let dir = |id: &str| {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("sample-sessions")
@@ -945,7 +946,7 @@ fn a_character_subject_shows_its_interview_beside_its_observers() {
 
 #[test]
 fn annotate_answers_with_number_keys_blind_until_answered() {
-    use incharacter::study::annotation::{self, Answer};
+    use incharacter::annotation::{self, Answer};
     let mut app = with_session();
     let dir = tempfile::tempdir().unwrap();
     let effects = app.update(Action::SessionDir(dir.path().to_path_buf()));
@@ -1137,7 +1138,7 @@ fn compare_shows_every_assessment_of_the_same_interviews() {
     );
     let sessions = assessments(&app.catalog);
     let events: Vec<&[Event]> = sessions.iter().map(Vec::as_slice).collect();
-    let judges = incharacter::study::judges::compare(&events, &app.catalog).unwrap();
+    let judges = incharacter::analysis::judges::compare(&events, &app.catalog).unwrap();
     app.update(Action::Judged(Ok(judges)));
     assert_eq!(
         app.flash.as_deref(),

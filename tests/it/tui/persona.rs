@@ -197,7 +197,7 @@ fn a_finished_probe_shows_before_and_after_and_the_answers_that_moved_a_dimensio
 
     // What the driver finds: the sample before it measured Hermione on BFI too.
     let diff =
-        incharacter::study::diff::diff(&sample(BFI_1), &sample(BFI_2), &app.catalog, Some("hermione-en")).unwrap();
+        incharacter::analysis::diff::diff(&sample(BFI_1), &sample(BFI_2), &app.catalog, Some("hermione-en")).unwrap();
     let probed = incharacter::tui::screens::persona::Probed::new(diff, false);
     app.update(Action::Probed(Box::new(Ok(probed))));
     assert_eq!(app.screen, Screen::Persona, "from Live, where the probe streamed");

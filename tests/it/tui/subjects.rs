@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use incharacter::annotation::{self, Answer, Task};
 use incharacter::domain::scoring::ItemOption;
 use incharacter::observer::{self, Context, Draw, ObservePlan, SelfReportMode, Side, Step, Turn};
 use incharacter::study::Event;
-use incharacter::study::annotation::{self, Answer, Task};
 use incharacter::tui::app::{Action, App, Effect, Screen};
 use ratatui::crossterm::event::KeyCode;
 

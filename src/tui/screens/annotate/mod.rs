@@ -16,14 +16,14 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Gauge, Paragraph};
 
 use super::{Component, Ctx, Hits, Request};
+use crate::annotation::{self, Annotation, Answer, Case, Refusal, Task};
 use crate::catalog::Catalog;
 use crate::method::interview::QueryStyle;
 use crate::method::{Assessment, Method};
-use crate::study::annotation::{self, Annotation, Answer, Case, Refusal, Task};
-use crate::tui::app::Effect;
 use crate::tui::keys::{Command, Key, KeyName};
 use crate::tui::run_view::{ItemKey, RunView};
-use crate::tui::ui::{block, fit, pad};
+use crate::tui::vocab::Effect;
+use crate::tui::widgets::{block, fit, pad};
 use crate::tui::wrap::wrap;
 
 /// Why a sample cannot be annotated, and what to do instead.

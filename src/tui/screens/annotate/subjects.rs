@@ -12,15 +12,15 @@ use ratatui::widgets::{Gauge, Paragraph};
 use serde_json::Value;
 
 use super::{Annotate, SAMPLE_READ_ONLY, answer_text};
+use crate::annotation::subjects::{self, RANGE};
+use crate::annotation::{Annotation, Answer, Case, Refusal};
 use crate::observer::report::SubjectResult;
 use crate::observer::{SCALE, Side};
-use crate::study::annotation::subjects::{self, RANGE};
-use crate::study::annotation::{Annotation, Answer, Case, Refusal};
-use crate::tui::app::Effect;
 use crate::tui::keys::{Command, Key, KeyName};
 use crate::tui::screens::observers::subject_results;
 use crate::tui::screens::{Ctx, Hits, Request};
-use crate::tui::ui::{block, fit, pad};
+use crate::tui::vocab::Effect;
+use crate::tui::widgets::{block, fit, pad};
 use crate::tui::wrap::wrap;
 
 /// Where the annotator is in the subject task.

@@ -7,13 +7,12 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+use crate::analysis::diff::{Diff, DimensionDiff, EQUAL, ItemDiff, Reference};
 use crate::domain::character::LabelSource;
-use crate::study::diff::{Diff, DimensionDiff, EQUAL, ItemDiff, Reference};
-use crate::text::terminal_safe as safe;
 use crate::tui::keys::Command;
 use crate::tui::screens::Ctx;
 use crate::tui::theme::Theme;
-use crate::tui::ui::{block, fit, pad};
+use crate::tui::widgets::{block, fit, pad};
 use crate::tui::wrap::wrap;
 
 /// A probe's result as the persona screen shows it.
@@ -48,7 +47,7 @@ impl Probed {
         if self.first {
             return format!(
                 "probe of {}: the first measurement of it, nothing earlier to compare with ({} dimension(s))",
-                safe(&self.diff.character),
+                self.diff.character,
                 d.len()
             );
         }
@@ -56,7 +55,7 @@ impl Probed {
         let away = d.iter().filter(|x| x.closer_by.is_some_and(|c| c < -EQUAL)).count();
         format!(
             "{}: {toward} of {} dimensions closer to what was meant, {away} further",
-            safe(&self.diff.character),
+            self.diff.character,
             d.len()
         )
     }
@@ -128,7 +127,7 @@ impl Probed {
         let mut lines = Vec::new();
         if self.first {
             lines.push(Line::styled(
-                format!("probe   version {}  {}", short(&b.version), safe(&b.session)),
+                format!("probe   version {}  {}", short(&b.version), b.session),
                 theme.base(),
             ));
             lines.push(Line::styled(
@@ -143,11 +142,11 @@ impl Probed {
             };
             lines.push(Line::from(vec![
                 Span::styled("before  ", theme.dim()),
-                Span::raw(format!("version {}  {}", short(&a.version), safe(&a.session))),
+                Span::raw(format!("version {}  {}", short(&a.version), a.session)),
             ]));
             lines.push(Line::from(vec![
                 Span::styled("after   ", theme.fg(theme.measured)),
-                Span::raw(format!("version {}  {}", short(&b.version), safe(&b.session))),
+                Span::raw(format!("version {}  {}", short(&b.version), b.session)),
             ]));
             if !edited.is_empty() {
                 lines.push(Line::styled(format!("        {edited}"), theme.dim()));
@@ -192,7 +191,7 @@ impl Probed {
             if group != Some((d.scale.as_str(), d.method)) {
                 group = Some((d.scale.as_str(), d.method));
                 body.push(Line::styled(
-                    format!("{} · {}  ({}–{})", safe(&d.scale), d.method.name(), range.0, range.1),
+                    format!("{} · {}  ({}–{})", d.scale, d.method.name(), range.0, range.1),
                     theme.title(),
                 ));
             }
@@ -227,14 +226,21 @@ impl Probed {
                 let tail = vec![Span::styled(format!("  {reference}"), mark_style)];
                 body.push(row(
                     marker,
-                    safe(&d.dimension),
+                    d.dimension.to_string(),
                     "now",
                     d.b,
                     theme.fg(theme.measured),
                     tail,
                 ));
             } else {
-                body.push(row(marker, safe(&d.dimension), "before", d.a, theme.dim(), Vec::new()));
+                body.push(row(
+                    marker,
+                    d.dimension.to_string(),
+                    "before",
+                    d.a,
+                    theme.dim(),
+                    Vec::new(),
+                ));
                 let (verdict, style) = verdict(d, theme);
                 let delta = d.delta.map_or(String::new(), |x| format!("  {x:+.2}"));
                 let tail = vec![Span::raw(delta), Span::styled(format!(" {verdict}"), style)];
@@ -275,8 +281,8 @@ impl Probed {
         let mut lines = vec![Line::styled(
             format!(
                 "{} · {} · {}: {scores}  {}",
-                safe(&d.dimension),
-                safe(&d.scale),
+                d.dimension,
+                d.scale,
                 d.method.name(),
                 reference_text(d)
             ),
@@ -305,10 +311,10 @@ impl Probed {
                 Span::styled(format!("item {}", item.item_id), theme.title()),
                 Span::styled(change, theme.fg(theme.accent)),
             ]));
-            for l in wrap(&safe(&item.question), width) {
+            for l in wrap(&item.question.to_string(), width) {
                 body.push(Line::styled(l, theme.dim()));
             }
-            let text = |t: &Option<String>| t.as_deref().map_or("(no answer)".into(), safe);
+            let text = |t: &Option<String>| t.as_deref().map_or("(no answer)".into(), str::to_string);
             if self.first {
                 // One measurement: its answer across the whole width.
                 body.extend(wrap(&text(&item.b_answer), width).into_iter().map(Line::raw));

@@ -19,10 +19,9 @@ use super::{Component, Ctx, Hits, ListId, Request, move_cursor};
 use crate::catalog::{Catalog, Origin};
 use crate::domain::character::{self, Character, Label, LabelType, Labels};
 use crate::domain::scale::{Language, Scale};
-use crate::text::terminal_safe as safe;
-use crate::tui::app::Effect;
 use crate::tui::keys::{Command, Key, KeyName};
-use crate::tui::ui::{block, fit, pad, window};
+use crate::tui::vocab::Effect;
+use crate::tui::widgets::{block, fit, pad, window};
 
 pub use before_after::Probed;
 
@@ -572,7 +571,7 @@ impl Component for Persona {
             .take(height)
             .map(|(i, e)| {
                 let mark = if e.origin == Origin::Bundled { "  " } else { "✎ " };
-                let text = pad(&format!("{mark}{}", safe(&e.value.id)), w);
+                let text = pad(&format!("{mark}{}", e.value.id), w);
                 if i == self.cursor {
                     Line::styled(text, theme.selected())
                 } else if e.origin == Origin::Bundled {
@@ -643,12 +642,12 @@ fn render_character(
 ) {
     let theme = ctx.theme;
     let c = &e.value;
-    let b = block(format!(" {} ", safe(&c.name)), false, theme);
+    let b = block(format!(" {} ", c.name), false, theme);
     let inner = b.inner(area);
     frame.render_widget(b, area);
     let origin = match &e.origin {
         Origin::Bundled => "bundled, read-only (d duplicates it)".to_string(),
-        Origin::User { path, .. } => format!("yours: {}", safe(&path.display().to_string())),
+        Origin::User { path, .. } => format!("yours: {}", path.display()),
     };
     let room = usize::from(inner.width).saturating_sub(13);
     let field = |name: &str, value: String| {
@@ -658,20 +657,20 @@ fn render_character(
         ])
     };
     let mut lines = vec![
-        field("id", safe(&c.id)),
+        field("id", c.id.to_string()),
         field("file", origin),
         field("language", c.language.code().into()),
-        field("experimenter", safe(&c.experimenter)),
+        field("experimenter", c.experimenter.to_string()),
     ];
     if !c.catchphrases.is_empty() {
-        lines.push(field("catchphrases", safe(&c.catchphrases.join(" | "))));
+        lines.push(field("catchphrases", c.catchphrases.join(" | ")));
     }
     lines.extend(version_lines(c, versions, room, ctx));
     lines.push(Line::raw(""));
     lines.extend(targets_lines(&c.labels.target, scale, None, ctx));
     lines.push(Line::raw(""));
     lines.push(Line::styled("prompt", theme.title()));
-    lines.push(Line::raw(safe(&c.description)));
+    lines.push(Line::raw(c.description.to_string()));
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
 }
 
@@ -701,7 +700,12 @@ fn version_lines<'a>(c: &Character, versions: &Versions, room: usize, ctx: &Ctx)
             theme.dim()
         };
         let mark = if Some(version) == now { "◀ now" } else { "     " };
-        let list = sessions.iter().rev().map(|s| safe(s)).collect::<Vec<_>>().join(", ");
+        let list = sessions
+            .iter()
+            .rev()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
         let text = format!("{} {mark}  {list}", &version[..12.min(version.len())]);
         lines.push(Line::from(vec![
             Span::raw(" ".repeat(13)),
@@ -743,7 +747,7 @@ fn render_draft(frame: &mut Frame, area: Rect, draft: &Draft, scale: Option<&Sca
     let field = |f: Field, name: &str, value: String| {
         let style = if focus(f) { theme.selected() } else { theme.base() };
         // The end of a long line is where one types: show that end.
-        let value = safe(&value);
+        let value = value.to_string();
         let shown = if focus(f) && value.chars().count() > room {
             let skip = value.chars().count() - room;
             format!("…{}▏", value.chars().skip(skip + 1).collect::<String>())
@@ -781,7 +785,7 @@ fn render_draft(frame: &mut Frame, area: Rect, draft: &Draft, scale: Option<&Sca
         prompt.set_cursor_line_style(theme.base());
         frame.render_widget(&prompt, prompt_area);
     } else {
-        let text = safe(&draft.prompt.lines().join("\n"));
+        let text = draft.prompt.lines().join("\n");
         frame.render_widget(
             Paragraph::new(text).wrap(Wrap { trim: false }).block(
                 ratatui::widgets::Block::bordered()

@@ -10,20 +10,19 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::Event;
-use super::interview::RunPlan;
-use super::interview::results::{self, SummaryRow};
 use crate::catalog::Catalog;
 use crate::domain::stats;
 use crate::method::Method;
-use crate::text::terminal_safe as safe;
+use crate::study::Event;
+use crate::study::interview::RunPlan;
+use crate::study::interview::results::{self, SummaryRow};
 
 /// Why sessions cannot be compared. Each is the user's choice of sessions (exit 2).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum JudgesError {
     #[error("judges compares at least two sessions; {0} given")]
     TooFew(usize),
-    #[error("session {} is given more than once", safe(.0))]
+    #[error("session {} is given more than once", .0.to_string())]
     Repeated(String),
     #[error("{} not an interview session (judges compares assessments of interviews)", list(.0, "is", "are"))]
     NotInterviews(Vec<String>),
@@ -36,7 +35,7 @@ pub enum JudgesError {
 }
 
 fn list(ids: &[String], one: &str, many: &str) -> String {
-    let names: Vec<String> = ids.iter().map(|id| safe(id)).collect();
+    let names: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
     format!("{} {}", names.join(", "), if ids.len() == 1 { one } else { many })
 }
 
@@ -45,13 +44,13 @@ fn sources(of: &[(String, String)]) -> String {
     let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
     for (id, source) in of {
         match groups.iter_mut().find(|(s, _)| s == source) {
-            Some((_, ids)) => ids.push(safe(id)),
-            None => groups.push((source, vec![safe(id)])),
+            Some((_, ids)) => ids.push(id.to_string()),
+            None => groups.push((source, vec![id.to_string()])),
         }
     }
     groups
         .iter()
-        .map(|(source, ids)| format!("interviews of {}: {}", safe(source), ids.join(", ")))
+        .map(|(source, ids)| format!("interviews of {}: {}", source, ids.join(", ")))
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -182,7 +181,10 @@ pub fn compare(sessions: &[&[Event]], catalog: &Catalog) -> Result<Judges, Judge
         .map(|(start, plan)| Session {
             id: start.session.to_string(),
             name: start.name.clone(),
-            judge: start.providers.get("judge").map(|m| format!("{}/{}", m.provider, m.model)),
+            judge: start
+                .providers
+                .get("judge")
+                .map(|m| format!("{}/{}", m.provider, m.model)),
             judge_temperature: plan.judge_temperature,
             parent: plan.parent.clone(),
         })
@@ -418,7 +420,13 @@ mod tests {
             plan: Box::new(plan),
             providers: [("judge".to_string(), model)].into_iter().collect(),
         }];
-        let dims = ["Extraversion", "Neuroticism", "Conscientiousness", "Agreeableness", "Openness"];
+        let dims = [
+            "Extraversion",
+            "Neuroticism",
+            "Conscientiousness",
+            "Agreeableness",
+            "Openness",
+        ];
         for (d, score) in dims.iter().zip(scores) {
             events.push(Event::DimensionAssessed(Assessment {
                 character: "hermione-en".into(),
@@ -464,7 +472,10 @@ mod tests {
         assert_eq!(j.scores[0].raw, [Some(1.0), Some(2.0)]);
         assert_eq!(j.scores[0].normalized, [Some(0.0), Some(0.25)]);
         let [pair] = &j.pairs[..] else { panic!("{:?}", j.pairs) };
-        assert_eq!((pair.a.as_str(), pair.b.as_str(), pair.method, pair.n), ("p", "c", Method::ErBatch, 5));
+        assert_eq!(
+            (pair.a.as_str(), pair.b.as_str(), pair.method, pair.n),
+            ("p", "c", Method::ErBatch, 5)
+        );
         assert!(close(pair.pearson, 7.0 / 68f64.sqrt()), "{pair:?}");
         assert!(close(pair.spearman, 8.5 / 95f64.sqrt()), "{pair:?}");
         assert!(close(pair.mean_abs_diff, 0.15), "{pair:?}");
@@ -490,7 +501,11 @@ mod tests {
         assert_eq!(pair.n, 1);
         assert_eq!((pair.pearson, pair.spearman), (None, None));
         assert!(close(pair.mean_abs_diff, 0.25));
-        assert_eq!(j.scores[1].normalized, [None, Some(0.25)], "null where a session lacks it");
+        assert_eq!(
+            j.scores[1].normalized,
+            [None, Some(0.25)],
+            "null where a session lacks it"
+        );
         let json = j.to_json();
         assert!(json["pairs"][0]["pearson"].is_null());
         assert!(json["scores"][1]["scores"]["p"].is_null());
@@ -521,7 +536,10 @@ mod tests {
         let d = session("d", Some("p"), "b", scores);
         let x = session("x", Some("q"), "b", scores);
         let own = session("y", None, "b", scores);
-        assert!(compare(&[&c, &d], &catalog).is_ok(), "siblings share their parent's interviews");
+        assert!(
+            compare(&[&c, &d], &catalog).is_ok(),
+            "siblings share their parent's interviews"
+        );
         assert!(compare(&[&c, &p, &d], &catalog).is_ok(), "and the parent's own");
         let err = compare(&[&p, &c, &x], &catalog).unwrap_err();
         assert!(matches!(err, JudgesError::NotShared(_)));
@@ -532,7 +550,10 @@ mod tests {
         );
         assert!(matches!(compare(&[&p, &own], &catalog), Err(JudgesError::NotShared(_))));
         assert_eq!(compare(&[&p], &catalog).unwrap_err(), JudgesError::TooFew(1));
-        assert_eq!(compare(&[&p, &p], &catalog).unwrap_err(), JudgesError::Repeated("p".into()));
+        assert_eq!(
+            compare(&[&p, &p], &catalog).unwrap_err(),
+            JudgesError::Repeated("p".into())
+        );
     }
 
     #[test]

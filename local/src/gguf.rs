@@ -5,8 +5,8 @@
 use std::fs::File;
 use std::path::Path;
 
-use super::LlmError;
-use super::gguf_read::Gguf;
+use crate::Error;
+use crate::gguf_read::Gguf;
 
 /// What a GGUF holds that decides whether, and how, the embedded runner can use it.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,15 +50,15 @@ const FILE_TYPES: &[(u32, &str)] = &[
 ];
 
 /// The facts of the GGUF at `path`; an architecture the runner cannot run is refused, named.
-pub fn facts(path: &Path) -> Result<Facts, LlmError> {
-    let mut file = File::open(path).map_err(|e| LlmError::Config(format!("cannot open {}: {e}", path.display())))?;
+pub fn facts(path: &Path) -> Result<Facts, Error> {
+    let mut file = File::open(path).map_err(|e| Error::Input(format!("cannot open {}: {e}", path.display())))?;
     let content = Gguf::read(&mut std::io::BufReader::new(&mut file))
-        .map_err(|e| LlmError::Config(format!("{} is not a readable GGUF file: {e}", path.display())))?;
+        .map_err(|e| Error::Input(format!("{} is not a readable GGUF file: {e}", path.display())))?;
     let meta = |key: &str| content.get(key);
     let text = |key: &str| meta(key).and_then(|v| v.as_str()).map(str::to_string);
     let architecture = text("general.architecture").unwrap_or_else(|| "unknown".into());
     if !ARCHITECTURES.contains(&architecture.as_str()) {
-        return Err(LlmError::Config(format!(
+        return Err(Error::Input(format!(
             "{}: architecture \"{architecture}\" is not supported by the embedded runner (supported: {})",
             path.display(),
             ARCHITECTURES.join(", ")
@@ -66,7 +66,7 @@ pub fn facts(path: &Path) -> Result<Facts, LlmError> {
     }
     let tokenizer = text("tokenizer.ggml.model").unwrap_or_else(|| "none".into());
     if !TOKENIZERS.contains(&tokenizer.as_str()) {
-        return Err(LlmError::Config(format!(
+        return Err(Error::Input(format!(
             "{}: tokenizer model \"{tokenizer}\" is not supported by the embedded runner (supported: gpt2, llama)",
             path.display()
         )));
@@ -99,8 +99,8 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::llm::gguf_read::Value;
-    use crate::llm::gguf_read::write::gguf;
+    use crate::gguf_read::Value;
+    use crate::gguf_read::write::gguf;
 
     /// A GGUF of one tiny Q8_0 tensor with `metadata`.
     fn tiny_gguf(dir: &Path, metadata: &[(&str, Value)]) -> PathBuf {

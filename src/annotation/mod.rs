@@ -6,6 +6,7 @@
 //! paper's right / close / wrong (|Δ| < 1, = 1, > 1) with accuracy = (right + close / 2) / n, overall
 //! and per dimension; between annotators, quadratic-weighted kappa per scale and on average.
 //! Observer sessions have a third task, the multi-observer paper's validation: [`subjects`].
+//! It reads sessions' records (`study`), which never reads it; the faces and `figures` read it.
 
 pub mod subjects;
 

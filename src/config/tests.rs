@@ -119,7 +119,7 @@ fn known_quirks_are_stated_per_provider_and_bad_ones_located() {
     );
     let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
     let p = c.provider("ollama").unwrap();
-    use crate::llm::adapt::Kind;
+    use super::Refusal as Kind;
     assert_eq!(p.stated, vec![Kind::MaxCompletionTokens, Kind::FixedTemperature]);
     assert!(p.json_object && p.structured_output);
     let text = OLLAMA.replace("max_concurrency = 2", "schema_dialect = \"lenient\"");
@@ -134,7 +134,7 @@ const PRESET: &str = "[[providers]]\nname = \"r\"\nkind = \"openai\"\npreset = \
 fn a_preset_fills_base_url_and_quirks() {
     let c = Config::parse(Source::new("c.toml", PRESET), false, &no_env).unwrap();
     let p = c.provider("r").unwrap();
-    use crate::llm::adapt::Kind;
+    use super::Refusal as Kind;
     assert_eq!(p.base_url, "https://api.openai.com/v1");
     assert_eq!(p.stated, vec![Kind::MaxCompletionTokens, Kind::FixedTemperature]);
     let text = PRESET.replace("openai-reasoning", "anthropic");

@@ -1,6 +1,9 @@
-//! Providers and roles from `config.toml`: which servers exist, how to reach them, and which one plays
-//! the role-playing agent, the judge and the observers. Keys are never stored here: only the name of
-//! the environment variable that holds one (or, in a 0600 file, the key itself).
+//! The workbench's `config.toml`: which servers exist, how to reach them, which one plays the
+//! role-playing agent, the judge and the observers, how each role samples, and the TUI's theme and key
+//! bindings. Keys are never stored here: only the name of the environment variable that holds one (or,
+//! in a 0600 file, the key itself). It sits below `llm`, which reads it to connect models, and so holds
+//! the few words of the model layer a config file states: the roles and the refusals a provider is known
+//! to make.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -9,7 +12,6 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::{LlmError, Role};
 use crate::domain::diagnostic::{Diagnostic, Source};
 
 /// The largest config file read: a few providers and key bindings fit in a page.
@@ -22,6 +24,46 @@ pub const OPENAI_PROVIDER: &str = "openai";
 /// Context of the embedded llama-family models: the positions a local llama's prompts are budgeted
 /// to, whatever the GGUF says (SmolLM2's says 8,192).
 pub const LLAMA_CONTEXT: usize = 4096;
+
+/// The part of the workbench a request serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The role-playing agent being interviewed.
+    Rpa,
+    /// The interviewer LLM that rates and converts answers.
+    Judge,
+    /// Observer agents.
+    Observer,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::Rpa, Role::Judge, Role::Observer];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Rpa => "rpa",
+            Role::Judge => "judge",
+            Role::Observer => "observer",
+        }
+    }
+}
+
+/// What a provider refused, and so what is changed in every later request to it. (`llm::adapt` names
+/// it `Kind` and adapts requests to it; it is defined here because a config may state it up front.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    /// `max_tokens` is sent as `max_completion_tokens`.
+    MaxCompletionTokens,
+    /// No temperature is sent: the provider's fixed one applies.
+    FixedTemperature,
+    /// Schemas go without numeric and length bounds; replies are checked locally instead.
+    NoNumericBounds,
+    /// The schema goes as `response_format` `json_object` and is described in the prompt (a server
+    /// that takes no `json_schema`, such as llama-cpp-python's).
+    JsonObject,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -156,7 +198,7 @@ pub struct ProviderConfig {
     /// Refusals the config states up front (`max_tokens_param`, `temperature = "fixed"`,
     /// `schema_dialect = "no-numeric-bounds"`): adapted to from the first request, and journaled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stated: Vec<crate::llm::adapt::Kind>,
+    pub stated: Vec<Refusal>,
     /// `schema_dialect = "json-object"`: `response_format` is `{"type": "json_object"}` and the schema
     /// is described in the prompt.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -215,7 +257,7 @@ impl ProviderConfig {
     }
 
     /// The key to send, from the config file or the named environment variable.
-    pub fn resolve_key(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Secret>, LlmError> {
+    pub fn resolve_key(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Secret>, MissingKey> {
         if let Some(key) = &self.api_key {
             return Ok(Some(key.clone()));
         }
@@ -223,10 +265,10 @@ impl ProviderConfig {
             None => Ok(None),
             Some(var) => match env(var) {
                 Some(value) if !value.trim().is_empty() => Ok(Some(Secret(value.trim().to_string()))),
-                _ => Err(LlmError::Config(format!(
-                    "provider \"{}\" needs an API key: set {var} or change api_key_env in the config",
-                    self.name
-                ))),
+                _ => Err(MissingKey {
+                    provider: self.name.clone(),
+                    var: var.clone(),
+                }),
             },
         }
     }
@@ -260,7 +302,7 @@ pub struct Preset {
 }
 
 /// The bundled presets, with a comment giving the source of each fact.
-pub const PRESETS_TOML: &str = include_str!("../../assets/providers.toml");
+pub const PRESETS_TOML: &str = include_str!("../assets/providers.toml");
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -652,13 +694,12 @@ impl Reader<'_> {
         p: &RawProvider,
         preset: Option<(&'static Preset, std::ops::Range<usize>)>,
     ) {
-        use crate::llm::adapt::Kind;
         let from_preset =
             |field: fn(&Preset) -> &Option<String>| preset.as_ref().map(|(x, span)| (field(x), span.clone()));
         if let Some((v, span)) = stated_or_preset(&p.max_tokens_param, from_preset(|x| &x.max_tokens_param)) {
             match v.as_str() {
                 "max_tokens" => {}
-                "max_completion_tokens" => c.stated.push(Kind::MaxCompletionTokens),
+                "max_completion_tokens" => c.stated.push(Refusal::MaxCompletionTokens),
                 other => self.error(
                     span,
                     format!("max_tokens_param \"{other}\": max_tokens or max_completion_tokens"),
@@ -668,14 +709,14 @@ impl Reader<'_> {
         if let Some((v, span)) = stated_or_preset(&p.temperature, from_preset(|x| &x.temperature)) {
             match v.as_str() {
                 "free" => {}
-                "fixed" => c.stated.push(Kind::FixedTemperature),
+                "fixed" => c.stated.push(Refusal::FixedTemperature),
                 other => self.error(span, format!("temperature \"{other}\": fixed or free")),
             }
         }
         if let Some((v, span)) = stated_or_preset(&p.schema_dialect, from_preset(|x| &x.schema_dialect)) {
             match v.as_str() {
                 "openai-strict" => {}
-                "no-numeric-bounds" => c.stated.push(Kind::NoNumericBounds),
+                "no-numeric-bounds" => c.stated.push(Refusal::NoNumericBounds),
                 "json-object" => c.json_object = true,
                 "prompt-only" => c.structured_output = false,
                 other => self.error(
@@ -819,12 +860,22 @@ struct RawProvider {
     schema_dialect: Option<Spanned<String>>,
 }
 
+/// A provider whose key the environment does not hold: the user's to fix. (The model layer reports it
+/// as its own configuration error, with these words.)
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("provider \"{provider}\" needs an API key: set {var} or change api_key_env in the config")]
+pub struct MissingKey {
+    pub provider: String,
+    /// The environment variable the config names.
+    pub var: String,
+}
+
 /// A config file that cannot be used: always the user's to fix (exit 2).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("no config location: set INCHARACTER_CONFIG to a config.toml path")]
     NoLocation,
-    #[error("{}", .0.iter().map(|d| crate::text::terminal_safe(&d.to_string())).collect::<Vec<_>>().join("\n"))]
+    #[error("{}", .0.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))]
     Invalid(Vec<Diagnostic>),
 }
 

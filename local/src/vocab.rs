@@ -19,7 +19,7 @@ use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::{AddedToken, PreTokenizerWrapper, SplitDelimiterBehavior, Tokenizer};
 
-use super::gguf_read::{Gguf, Value};
+use crate::gguf_read::{Gguf, Value};
 
 /// GGUF token types (llama.cpp's `llama_token_type`).
 const NORMAL: u32 = 1;

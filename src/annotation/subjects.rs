@@ -112,7 +112,10 @@ pub fn mismatch(plan: &ObservePlan, scale: &Scale, case: &Case) -> Result<(), (P
         ));
     };
     if case.scale != SCALE {
-        return Err((Part::Scale, format!("subjects are rated on {SCALE}, not \"{}\"", case.scale)));
+        return Err((
+            Part::Scale,
+            format!("subjects are rated on {SCALE}, not \"{}\"", case.scale),
+        ));
     }
     if !traits(scale).contains(&case.dimension) {
         return Err((
@@ -136,7 +139,11 @@ pub fn mismatch(plan: &ObservePlan, scale: &Scale, case: &Case) -> Result<(), (P
         let known: Vec<&str> = s.observers.iter().map(|o| o.id.as_str()).collect();
         return Err((
             Part::Observer,
-            format!("subject {} has no observer \"{o}\" (its observers: {})", s.id, known.join(", ")),
+            format!(
+                "subject {} has no observer \"{o}\" (its observers: {})",
+                s.id,
+                known.join(", ")
+            ),
         ));
     }
     Ok(())
@@ -272,8 +279,7 @@ fn annotator(cases: &BTreeMap<Case, Annotation>, subjects: &[SubjectResult], tra
 /// Between each pair of annotators, over the whole-subject cases both rated with a number: Spearman
 /// of the ratings and QWK of the rounded ratings, over all traits and per trait.
 fn inter_annotator(annotations: &Annotations) -> Value {
-    let ratings: Vec<(&String, Ratings)> =
-        annotations.iter().map(|(n, c)| (n, subject_ratings(c))).collect();
+    let ratings: Vec<(&String, Ratings)> = annotations.iter().map(|(n, c)| (n, subject_ratings(c))).collect();
     let mut pairs = Vec::new();
     for i in 0..ratings.len() {
         for j in i + 1..ratings.len() {
@@ -282,10 +288,7 @@ fn inter_annotator(annotations: &Annotations) -> Value {
             let mut traits = Map::new();
             for (t, of_a) in a {
                 let Some(of_b) = b.get(t) else { continue };
-                let both: Vec<(f64, f64)> = of_a
-                    .iter()
-                    .filter_map(|(s, x)| Some((*x, *of_b.get(s)?)))
-                    .collect();
+                let both: Vec<(f64, f64)> = of_a.iter().filter_map(|(s, x)| Some((*x, *of_b.get(s)?))).collect();
                 if both.is_empty() {
                     continue;
                 }
@@ -378,7 +381,8 @@ pub fn table(annotations: &Annotations, subjects: &[SubjectResult], scale: &Scal
             continue;
         }
         let of = |s: &str| subjects.iter().find(|x| x.id == s);
-        let (_, rho_self, mad_self) = compared(&pairs_with(&rated, |s| of(s)?.self_report.as_ref()?.1.get(&t).copied()));
+        let (_, rho_self, mad_self) =
+            compared(&pairs_with(&rated, |s| of(s)?.self_report.as_ref()?.1.get(&t).copied()));
         let (_, rho_obs, mad_obs) = compared(&pairs_with(&rated, |s| of(s)?.aggregate.get(&t).copied()));
         out.insert(
             t.clone(),
@@ -397,9 +401,9 @@ pub fn table(annotations: &Annotations, subjects: &[SubjectResult], scale: &Scal
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::annotation::Answer;
     use crate::observer::report::ObserverResult;
     use crate::observer::{Draw, SubjectKind, draw};
-    use crate::study::annotation::Answer;
 
     fn plan() -> ObservePlan {
         ObservePlan {
@@ -426,7 +430,10 @@ mod tests {
     }
 
     fn traits_of(v: f64) -> Traits {
-        ["Extraversion", "Agreeableness"].iter().map(|t| (t.to_string(), v)).collect()
+        ["Extraversion", "Agreeableness"]
+            .iter()
+            .map(|t| (t.to_string(), v))
+            .collect()
     }
 
     /// Subjects s1..s4 whose self-report is i, family observer 6 − i and friend observer i + 0.5.
@@ -442,7 +449,10 @@ mod tests {
                     scenarios: Vec::new(),
                     report: Some((BTreeMap::new(), traits_of(v))),
                 };
-                let observers = vec![observer("o1", Context::Family, 6.0 - x), observer("o2", Context::Friend, x + 0.5)];
+                let observers = vec![
+                    observer("o1", Context::Family, 6.0 - x),
+                    observer("o2", Context::Friend, x + 0.5),
+                ];
                 SubjectResult {
                     id: format!("s{i}"),
                     kind: SubjectKind::Synthetic,
@@ -487,11 +497,23 @@ mod tests {
         assert_eq!(cases(&p, scale, false).len(), 4 * 5);
         assert_eq!(cases(&p, scale, true).len(), 4 * 2 * 5);
         assert!(check(&p, scale, &case("s2", None, "Extraversion")).is_ok());
-        assert!(check(&p, scale, &case("s9", None, "Extraversion")).unwrap_err().contains("no subject \"s9\""));
-        assert!(check(&p, scale, &case("s2", None, "Openness")).unwrap_err().contains("no trait"));
+        assert!(
+            check(&p, scale, &case("s9", None, "Extraversion"))
+                .unwrap_err()
+                .contains("no subject \"s9\"")
+        );
+        assert!(
+            check(&p, scale, &case("s2", None, "Openness"))
+                .unwrap_err()
+                .contains("no trait")
+        );
         assert!(check(&p, scale, &case("s2", Some("o7"), "Extraversion")).is_err());
         let part = |c: &Case| mismatch(&p, scale, c).unwrap_err().0;
-        assert_eq!(part(&case("s9", Some("o7"), "Openness")), Part::Subject, "the first wrong part");
+        assert_eq!(
+            part(&case("s9", Some("o7"), "Openness")),
+            Part::Subject,
+            "the first wrong part"
+        );
         assert_eq!(part(&case("s2", Some("o7"), "Extraversion")), Part::Observer);
         let mut repeated = case("s2", None, "Extraversion");
         repeated.repeat = 1;
@@ -537,15 +559,27 @@ mod tests {
         assert_eq!(e["mean_abs_diff_self"], 1.0, "{e}");
         // The aggregate rises with i by the x/100 term: ρ = 1; |h − agg| = |i + 1 − (3.25 + i/100)|.
         close(&e["spearman_observers"], 1.0);
-        let mad: f64 = (1..=3).map(|i| (f64::from(i) + 1.0 - (3.25 + f64::from(i) / 100.0)).abs()).sum::<f64>() / 3.0;
+        let mad: f64 = (1..=3)
+            .map(|i| (f64::from(i) + 1.0 - (3.25 + f64::from(i) / 100.0)).abs())
+            .sum::<f64>()
+            / 3.0;
         assert!((e["mean_abs_diff_observers"].as_f64().unwrap() - mad).abs() < 1e-12);
         close(&e["spearman_latent"], 1.0);
-        close(&r["annotators"]["ann"]["contexts"]["family"]["Extraversion"]["spearman_observers"], -1.0);
-        close(&r["annotators"]["ann"]["contexts"]["friend"]["Extraversion"]["spearman_observers"], 1.0);
+        close(
+            &r["annotators"]["ann"]["contexts"]["family"]["Extraversion"]["spearman_observers"],
+            -1.0,
+        );
+        close(
+            &r["annotators"]["ann"]["contexts"]["friend"]["Extraversion"]["spearman_observers"],
+            1.0,
+        );
         assert_eq!(r["annotators"]["ann"]["per_observer"]["Extraversion"]["n"], 2);
         assert_eq!(r["annotators"]["ann"]["subjects"], 3);
         let pair = &r["inter_annotator"]["pairs"][0];
-        assert_eq!((pair["a"].as_str(), pair["b"].as_str(), pair["n"].as_u64()), (Some("ann"), Some("bob"), Some(3)));
+        assert_eq!(
+            (pair["a"].as_str(), pair["b"].as_str(), pair["n"].as_u64()),
+            (Some("ann"), Some("bob"), Some(3))
+        );
         close(&pair["spearman"], 1.0);
         // Rounded: (2, 3, 4) against (2, 3, 4): perfect.
         close(&pair["qwk"], 1.0);

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use incharacter_engine::{Activation, Cache, Config, Layer, Model, QMatrix, Rope};
 
-use super::LlmError;
-use super::gguf::ARCHITECTURES;
-use super::gguf_read::{Gguf, TensorInfo};
+use crate::Error;
+use crate::gguf::ARCHITECTURES;
+use crate::gguf_read::{Gguf, TensorInfo};
 
 /// A model and one conversation's attention cache; a clone shares the weights and copies the cache.
 #[derive(Debug, Clone)]
@@ -189,9 +189,7 @@ impl Decoder {
     }
 
     /// The logits after `ids`, continuing from `position` (0 starts over).
-    pub fn forward(&mut self, ids: &[u32], position: usize) -> Result<Vec<f32>, LlmError> {
-        self.model
-            .forward(&mut self.cache, ids, position)
-            .map_err(LlmError::Model)
+    pub fn forward(&mut self, ids: &[u32], position: usize) -> Result<Vec<f32>, Error> {
+        self.model.forward(&mut self.cache, ids, position).map_err(Error::Model)
     }
 }

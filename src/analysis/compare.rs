@@ -8,14 +8,13 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::Event;
-use super::interview::results::{latest_assessments, rows};
 use crate::catalog::Catalog;
 use crate::domain::character::LabelSource;
 use crate::domain::metrics;
 use crate::domain::resample::{self, Bootstrap, Permutation};
 use crate::method::Method;
-use crate::text::terminal_safe as safe;
+use crate::study::Event;
+use crate::study::interview::results::{latest_assessments, rows};
 
 /// Random sign patterns when there are too many characters to count them all.
 pub const MONTE_CARLO: usize = 10_000;
@@ -85,11 +84,11 @@ pub struct Group {
 /// Why two sessions cannot be compared.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CompareError {
-    #[error("{} is not an interview session", safe(.0))]
+    #[error("{} is not an interview session", .0.to_string())]
     NotInterviews(String),
     #[error(
         "the sessions share no scored character × dimension{}: {} measured {}; {} measured {}",
-        .filter, safe(&.a.0), list(&.a.1), safe(&.b.0), list(&.b.1)
+        .filter, .a.0.to_string(), list(&.a.1), .b.0.to_string(), list(&.b.1)
     )]
     Nothing {
         filter: String,
@@ -113,10 +112,11 @@ type Scored = BTreeMap<Pair, (f64, f64)>;
 
 fn side(events: &[Event]) -> Result<Side, CompareError> {
     let start = events.iter().find_map(Event::start);
-    let session = start
-        .as_ref()
-        .map_or_else(|| "(a journal without a first record)".into(), |s| s.session.to_string());
-    if start.as_ref().is_none_or(|s| s.kind != super::Kind::Interviews) {
+    let session = start.as_ref().map_or_else(
+        || "(a journal without a first record)".into(),
+        |s| s.session.to_string(),
+    );
+    if start.as_ref().is_none_or(|s| s.kind != crate::study::Kind::Interviews) {
         return Err(CompareError::NotInterviews(session));
     }
     let model = |role: &str| {
@@ -136,7 +136,10 @@ fn side(events: &[Event]) -> Result<Side, CompareError> {
 fn scored(events: &[Event], catalog: &Catalog, options: &Options) -> Scored {
     let mut by: BTreeMap<(String, Method), Vec<&crate::method::Assessment>> = BTreeMap::new();
     for a in latest_assessments(events) {
-        let wanted = options.scale.as_deref().is_none_or(|s| s.eq_ignore_ascii_case(&a.scale))
+        let wanted = options
+            .scale
+            .as_deref()
+            .is_none_or(|s| s.eq_ignore_ascii_case(&a.scale))
             && options.method.is_none_or(|m| m == a.method);
         if wanted {
             by.entry((a.scale.clone(), a.method)).or_default().push(a);
@@ -144,10 +147,14 @@ fn scored(events: &[Event], catalog: &Catalog, options: &Options) -> Scored {
     }
     let mut sums: BTreeMap<Pair, (f64, f64, usize)> = BTreeMap::new();
     for ((scale_id, method), list) in by {
-        let Some(scale) = catalog.scale(&scale_id) else { continue };
+        let Some(scale) = catalog.scale(&scale_id) else {
+            continue;
+        };
         let range = scale.dimension_range();
         for row in rows(catalog, &scale_id, &list, options.labels) {
-            let Some((correct, error)) = metrics::judge(&row, range) else { continue };
+            let Some((correct, error)) = metrics::judge(&row, range) else {
+                continue;
+            };
             let e = sums
                 .entry((row.character, scale_id.clone(), method, row.dimension))
                 .or_default();
@@ -162,8 +169,9 @@ fn scored(events: &[Event], catalog: &Catalog, options: &Options) -> Scored {
 }
 
 fn groups_of(s: &Scored) -> Vec<String> {
-    let set: std::collections::BTreeSet<(&str, &str)> = s.keys().map(|(_, scale, m, _)| (scale.as_str(), m.name())).collect();
-    set.into_iter().map(|(scale, m)| format!("{} × {m}", safe(scale))).collect()
+    let set: std::collections::BTreeSet<(&str, &str)> =
+        s.keys().map(|(_, scale, m, _)| (scale.as_str(), m.name())).collect();
+    set.into_iter().map(|(scale, m)| format!("{} × {m}", scale)).collect()
 }
 
 /// Session `a` against session `b`.
@@ -207,7 +215,10 @@ pub fn compare(a: &[Event], b: &[Event], catalog: &Catalog, options: &Options) -
     let n: usize = units.iter().map(|u| u.len()).sum();
     // Mean over the drawn characters' pairs of column `i`.
     let mean = |drawn: &[usize], f: &dyn Fn(&[f64; 4]) -> f64| {
-        let (sum, count) = drawn.iter().flat_map(|&u| units[u].iter()).fold((0.0, 0usize), |(s, c), p| (s + f(p), c + 1));
+        let (sum, count) = drawn
+            .iter()
+            .flat_map(|&u| units[u].iter())
+            .fold((0.0, 0usize), |(s, c), p| (s + f(p), c + 1));
         (count > 0).then(|| sum / count as f64)
     };
     let all: Vec<usize> = (0..units.len()).collect();

@@ -635,10 +635,23 @@ mod tests {
         // Only valid UTF-8: no overlong forms, surrogates or code points above U+10FFFF, whichever
         // bytes a random model offers (every accepted string must decode).
         let m = matcher(s);
-        for bad in [&b"\"\xC0\x80"[..], b"\"\xE0\x80\x80", b"\"\xED\xA0\x80", b"\"\xF0\x80\x80\x80", b"\"\xF4\x90\x80\x80"] {
+        for bad in [
+            &b"\"\xC0\x80"[..],
+            b"\"\xE0\x80\x80",
+            b"\"\xED\xA0\x80",
+            b"\"\xF0\x80\x80\x80",
+            b"\"\xF4\x90\x80\x80",
+        ] {
             assert!(!m.accepts(bad), "{bad:?}");
         }
-        for good in ["\"\u{7FF}", "\"\u{800}", "\"\u{D7FF}", "\"\u{E000}", "\"\u{10000}", "\"\u{10FFFF}"] {
+        for good in [
+            "\"\u{7FF}",
+            "\"\u{800}",
+            "\"\u{D7FF}",
+            "\"\u{E000}",
+            "\"\u{10000}",
+            "\"\u{10FFFF}",
+        ] {
             assert!(m.accepts(good.as_bytes()), "{good:?}");
         }
     }
@@ -658,7 +671,11 @@ mod tests {
             let mut at = m.clone();
             at.feed(prefix);
             let mut expected: Vec<u32> = (0..vocab.len() as u32)
-                .filter(|&id| vocab[id as usize].as_deref().is_some_and(|b| !b.is_empty() && at.accepts(b)))
+                .filter(|&id| {
+                    vocab[id as usize]
+                        .as_deref()
+                        .is_some_and(|b| !b.is_empty() && at.accepts(b))
+                })
                 .collect();
             let mut found = trie.accepted(&at);
             found.sort_unstable();

@@ -8,15 +8,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Serialize, Serializer};
 
-use super::interview::answer;
-use super::interview::results::latest_assessments;
-use super::{Event, Kind, character_versions, kind_of, later_versions};
 use crate::catalog::Catalog;
 use crate::domain::character::{Character, Label, LabelSource, LabelType};
 use crate::method::expert::Exchange;
 use crate::method::interview::QueryStyle;
 use crate::method::{Assessment, Method};
-use crate::text::terminal_safe as safe;
+use crate::study::interview::answer;
+use crate::study::interview::results::latest_assessments;
+use crate::study::{Event, Kind, character_versions, kind_of, later_versions};
 
 /// Distances this close count as equal.
 pub const EQUAL: f64 = 1e-9;
@@ -151,11 +150,11 @@ pub struct Diff {
 /// Why two sessions cannot be diffed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DiffError {
-    #[error("{} is not an interview session", safe(.0))]
+    #[error("{} is not an interview session", .0.to_string())]
     NotInterviews(String),
     #[error(
         "the sessions measured no character in common ({} measured {}; {} measured {})",
-        safe(&.a.0), list(&.a.1), safe(&.b.0), list(&.b.1)
+        .a.0.to_string(), list(&.a.1), .b.0.to_string(), list(&.b.1)
     )]
     NoCommonCharacter {
         a: (String, Vec<String>),
@@ -165,8 +164,8 @@ pub enum DiffError {
     Ambiguous(Vec<String>),
     #[error(
         "session {} did not measure {} (it measured {})",
-        safe(session),
-        safe(character),
+        session.to_string(),
+        character.to_string(),
         list(measured)
     )]
     NotMeasured {
@@ -180,7 +179,7 @@ fn list(names: &[String]) -> String {
     if names.is_empty() {
         return "no one".into();
     }
-    names.iter().map(|n| safe(n)).collect::<Vec<_>>().join(", ")
+    names.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// The session id of an interview journal.

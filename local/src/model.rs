@@ -1,0 +1,598 @@
+//! A loaded model answering requests: the conversation rendered with the file's chat template,
+//! tokenized, computed (a system prompt seen recently continued from its cached attention state), and
+//! the reply sampled token by token, within a JSON Schema when the request has one. One loaded model
+//! is shared; requests take turns on its weights.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::Error;
+use crate::constrain::{self, Matcher};
+use crate::decoder::Decoder;
+use crate::gguf::facts;
+use crate::gguf_read::{Gguf, Value};
+use crate::sample::{REPEAT_WINDOW, Rng, Utf8Pieces, penalize_repeats, sample};
+use crate::vocab::Vocab;
+
+/// One message of a conversation, with its role as chat templates name it (`system`, `user`,
+/// `assistant`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+impl Message {
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        Message {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// What to generate: the conversation as it should reach the model (any description of the schema
+/// already written into it by the caller), and how to sample. `None` takes the model's defaults.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Request {
+    pub messages: Vec<Message>,
+    /// A JSON Schema the reply must follow, enforced token by token.
+    pub schema: Option<serde_json::Value>,
+    /// 0.7 when not given; 0 is greedy.
+    pub temperature: Option<f32>,
+    /// 1.0 (no nucleus cut) when not given.
+    pub top_p: Option<f32>,
+    /// When not given, a seed derived from the prompt: the same request draws the same reply.
+    pub seed: Option<u64>,
+    /// 512 when not given; a constrained reply may take at least 1,024 to finish its JSON.
+    pub max_tokens: Option<u32>,
+}
+
+/// Why a reply ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// The model ended its turn, or the schema's JSON was complete.
+    Stop,
+    /// The token budget (or the context) ran out.
+    Length,
+}
+
+impl Finish {
+    /// The name OpenAI-compatible servers give it (`finish_reason`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Finish::Stop => "stop",
+            Finish::Length => "length",
+        }
+    }
+}
+
+/// A finished reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generated {
+    /// The whole text, as it was passed on in pieces.
+    pub text: String,
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    pub finish: Finish,
+}
+
+/// Attention caches of recent system prompts, kept so that the items of one interview (the same
+/// character description, a different question each) compute their shared prompt prefix once.
+/// Bounded by tokens: SmolLM2-135M keeps 46 KiB per token (30 layers × keys and values × 3 heads ×
+/// 64 floats), so the budget below holds at most ~370 MiB.
+const PREFIX_CACHE_TOKENS: usize = 8192;
+
+/// Prompt tokens per forward pass.
+const PREFILL_CHUNK: usize = 512;
+
+/// A model's weights and one conversation's attention cache (`decoder`); a clone shares the weights
+/// and copies the cache, so later steps on either copy leave the other alone.
+type Weights = Decoder;
+
+#[derive(Default)]
+struct Prefixes {
+    /// Least recently used first.
+    entries: Vec<(Vec<u32>, Weights)>,
+    hits: u64,
+}
+
+impl Prefixes {
+    fn take(&mut self, ids: &[u32]) -> Option<Weights> {
+        let i = self.entries.iter().position(|(k, _)| k == ids)?;
+        let entry = self.entries.remove(i);
+        let copy = entry.1.clone();
+        self.entries.push(entry);
+        self.hits += 1;
+        Some(copy)
+    }
+
+    fn keep(&mut self, ids: Vec<u32>, weights: Weights) {
+        if ids.len() > PREFIX_CACHE_TOKENS {
+            return;
+        }
+        while self.entries.iter().map(|(k, _)| k.len()).sum::<usize>() + ids.len() > PREFIX_CACHE_TOKENS {
+            self.entries.remove(0);
+        }
+        self.entries.push((ids, weights));
+    }
+}
+
+struct State {
+    weights: Weights,
+    prefixes: Prefixes,
+}
+
+/// A GGUF loaded onto the engine, with its vocabulary and chat template.
+pub struct Model {
+    name: String,
+    state: Mutex<State>,
+    /// Whether shared system prompts are computed once (`without_prefix_cache` turns it off).
+    prefix_cache: bool,
+    vocab: Vocab,
+    /// The vocabulary's bytes as a trie, for constrained decoding's every-allowed-token fallback.
+    trie: constrain::TokenTrie,
+    template: String,
+    context: usize,
+    /// Time spent choosing tokens (sampling, and matching the schema when there is one), and how many
+    /// were chosen: a benchmark compares constrained with free decoding by it.
+    choosing: Choosing,
+}
+
+#[derive(Default)]
+struct Choosing {
+    nanos: AtomicU64,
+    tokens: AtomicU64,
+}
+
+/// The chat template SmolLM2 and Qwen use, for GGUFs that carry none.
+const CHATML: &str = "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+impl Model {
+    /// Loads the GGUF at `path` onto the project's engine (`decoder`), known as `name`. A llama file's
+    /// context is capped at `llama_context` positions, whatever the file says (the caller budgets its
+    /// prompts to that many); other architectures keep the file's own (4,096 when it says none).
+    pub fn load(name: &str, path: &Path, llama_context: usize) -> Result<Model, Error> {
+        let fail = |e: String| Error::Model(format!("cannot load {}: {e}", path.display()));
+        let arch = facts(path)?.architecture;
+        let open = |p: &Path| File::open(p).map_err(|e| Error::Model(format!("{}: {e}", p.display())));
+        let mut file = BufReader::new(open(path)?);
+        let content = Gguf::read(&mut file).map_err(|e| fail(e.to_string()))?;
+        let meta_str = |k: &str| content.get(k).and_then(Value::as_str).map(str::to_string);
+        let meta_u32 = |k: &str| content.get(k).and_then(Value::as_u32);
+        let template = meta_str("tokenizer.chat_template").unwrap_or_else(|| CHATML.to_string());
+        let mut context = meta_u32(&format!("{arch}.context_length")).unwrap_or(4096) as usize;
+        if arch == "llama" {
+            // SmolLM2 says 8,192; the engine's rotary tables cover as many as the cap.
+            context = context.min(llama_context);
+        }
+        let vocab = Vocab::from_gguf(&content).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+        let weights = Weights::load(&arch, &content, &mut file, context).map_err(fail)?;
+        Ok(Model {
+            name: name.into(),
+            state: Mutex::new(State {
+                weights,
+                prefixes: Prefixes::default(),
+            }),
+            prefix_cache: true,
+            trie: constrain::TokenTrie::new(&vocab.token_bytes),
+            vocab,
+            template,
+            context,
+            choosing: Choosing::default(),
+        })
+    }
+
+    /// The same model computing every prompt whole (to check that the prefix cache changes nothing).
+    pub fn without_prefix_cache(mut self) -> Self {
+        self.prefix_cache = false;
+        self
+    }
+
+    /// The name it was loaded as.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Positions a prompt and its reply may take together.
+    pub fn context(&self) -> usize {
+        self.context
+    }
+
+    /// Nanoseconds spent choosing tokens so far (sampling and schema matching), and tokens chosen.
+    pub fn choosing(&self) -> (u64, u64) {
+        (
+            self.choosing.nanos.load(Ordering::Relaxed),
+            self.choosing.tokens.load(Ordering::Relaxed),
+        )
+    }
+
+    /// How many prompts started from a cached system prompt so far.
+    pub fn prefix_hits(&self) -> u64 {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).prefixes.hits
+    }
+
+    /// The logits after each of `ids[prefill - 1..]`: the first `prefill` ids in one forward pass,
+    /// the rest one at a time through the attention cache, as a prompt and its reply go (to compare
+    /// with another engine's).
+    pub fn logits(&self, ids: &[u32], prefill: usize) -> Result<Vec<Vec<f32>>, Error> {
+        self.decode(ids, prefill, ids.len() - prefill, |_| None)
+    }
+
+    /// The `n` tokens greedy decoding puts after `prompt` (the highest logit each step; no penalty,
+    /// no stop), to compare with another engine.
+    pub fn greedy(&self, prompt: &[u32], n: usize) -> Result<Vec<u32>, Error> {
+        let mut out = Vec::with_capacity(n);
+        self.decode(prompt, prompt.len(), n, |row| {
+            let next = row
+                .iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map_or(0, |(i, _)| i as u32);
+            out.push(next);
+            Some(next)
+        })?;
+        Ok(out)
+    }
+
+    /// Runs `ids[..prefill]` in one pass, then `steps` more tokens one at a time: `ids[prefill..]`
+    /// while they last, else what `choose` picks from the last logits. Returns every step's logits.
+    fn decode(
+        &self,
+        ids: &[u32],
+        prefill: usize,
+        steps: usize,
+        mut choose: impl FnMut(&[f32]) -> Option<u32>,
+    ) -> Result<Vec<Vec<f32>>, Error> {
+        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let weights = &mut guard.weights;
+        let mut step = |chunk: &[u32], position: usize| weights.forward(chunk, position);
+        let mut rows = vec![step(&ids[..prefill], 0)?];
+        for position in prefill..prefill + steps {
+            let last = rows.last().map_or(&[][..], Vec::as_slice);
+            let chosen = choose(last);
+            let Some(next) = ids.get(position).copied().or(chosen) else {
+                break;
+            };
+            if position + 1 == prefill + steps && ids.get(position).is_none() {
+                break; // the last choice needs no logits after it
+            }
+            rows.push(step(&[next], position)?);
+        }
+        Ok(rows)
+    }
+
+    /// The text `ids` stand for (control tokens left out).
+    pub fn text_of(&self, ids: &[u32]) -> String {
+        let bytes: Vec<u8> = ids
+            .iter()
+            .filter_map(|&id| self.vocab.token_bytes.get(id as usize).cloned().flatten())
+            .flatten()
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// The prompt text for a conversation, from the model's own chat template.
+    pub fn prompt(&self, request: &Request) -> String {
+        self.render(&messages(request), true)
+    }
+
+    fn render(&self, messages: &[serde_json::Value], add_generation_prompt: bool) -> String {
+        let mut env = minijinja::Environment::new();
+        env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
+            Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
+        });
+        let ctx = minijinja::context! { messages => messages, add_generation_prompt => add_generation_prompt, bos_token => self.vocab.bos, eos_token => self.vocab.eos };
+        let render = |template: &str| env.render_str(template, &ctx);
+        render(&self.template).or_else(|_| render(CHATML)).unwrap_or_default()
+    }
+
+    /// How many leading tokens of `prompt` are the system messages alone, when the conversation goes
+    /// on after them and the system part tokenizes the same on its own (checked, not assumed).
+    fn system_prefix(&self, request: &Request, prompt: &[u32]) -> Option<usize> {
+        let messages = messages(request);
+        let system = messages.iter().take_while(|m| m["role"] == "system").count();
+        if system == 0 || system == messages.len() {
+            return None;
+        }
+        let ids = self.encode(&self.render(&messages[..system], false)).ok()?;
+        (!ids.is_empty() && ids.len() < prompt.len() && prompt.starts_with(&ids)).then_some(ids.len())
+    }
+
+    /// Token ids of `text` (special tokens such as `<|im_start|>` recognised).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, Error> {
+        self.vocab
+            .tokenizer
+            .encode(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| Error::Input(format!("tokenizer: {e}")))
+    }
+
+    /// Generates a reply, passing text pieces to `on_token` as soon as they are whole UTF-8, and
+    /// stopping with [`Error::Cancelled`] once `cancelled` says so (asked before every token).
+    pub fn generate(
+        &self,
+        request: &Request,
+        cancelled: &dyn Fn() -> bool,
+        on_token: &mut dyn FnMut(&str),
+    ) -> Result<Generated, Error> {
+        let prompt = self.encode(&self.prompt(request))?;
+        let mut decoding = self.decoding(request, &prompt)?;
+        let split = if self.prefix_cache {
+            self.system_prefix(request, &prompt)
+        } else {
+            None
+        };
+        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut copy, mut logits) = read_prompt(&mut guard, &prompt, split)?;
+        let weights: &mut Weights = match copy.as_mut() {
+            Some(w) => w,
+            None => &mut guard.weights,
+        };
+        let mut pieces = Utf8Pieces::default();
+        let mut text = String::new();
+        let mut pass_on = |piece: String| {
+            on_token(&piece);
+            text.push_str(&piece);
+        };
+        let mut generated = 0usize;
+        let mut recent: Vec<u32> = Vec::with_capacity(REPEAT_WINDOW);
+        let mut finish = Finish::Length;
+        while generated < decoding.max_new {
+            if cancelled() {
+                return Err(Error::Cancelled);
+            }
+            let next = self.choose(&mut logits, &mut decoding, &recent)?;
+            generated += 1;
+            if recent.len() == REPEAT_WINDOW {
+                recent.remove(0);
+            }
+            recent.push(next);
+            if self.vocab.stop.contains(&next) {
+                finish = Finish::Stop;
+                break;
+            }
+            if let Some(Some(bytes)) = self.vocab.token_bytes.get(next as usize)
+                && let Some(piece) = pieces.push(bytes)
+            {
+                pass_on(piece);
+            }
+            if decoding.matcher.as_ref().is_some_and(Matcher::is_finished) {
+                finish = Finish::Stop;
+                break;
+            }
+            logits = weights.forward(&[next], prompt.len() + generated - 1)?;
+        }
+        if let Some(rest) = pieces.rest() {
+            pass_on(rest);
+        }
+        if let Some(m) = &decoding.matcher
+            && !m.is_complete()
+        {
+            return Err(Error::Model(format!(
+                "the constrained reply stopped after {generated} tokens before its JSON was complete"
+            )));
+        }
+        Ok(Generated {
+            text,
+            prompt_tokens: prompt.len(),
+            completion_tokens: generated,
+            finish,
+        })
+    }
+
+    /// How `request` is decoded after `prompt`: the schema's matcher, the token budget (within the
+    /// context) and the seeded sampler.
+    fn decoding(&self, request: &Request, prompt: &[u32]) -> Result<Decoding, Error> {
+        let matcher = match &request.schema {
+            Some(s) => Some(Matcher::new(
+                &constrain::compile(s).map_err(|e| Error::Input(e.to_string()))?,
+            )),
+            None => None,
+        };
+        let requested = request.max_tokens.map_or(512, |n| n as usize);
+        // A constrained reply must be allowed to finish its JSON.
+        let max_new = if matcher.is_some() {
+            requested.max(1024)
+        } else {
+            requested
+        };
+        if prompt.len() + 8 > self.context {
+            return Err(Error::Input(format!(
+                "the prompt has {} tokens; the model's context is {}",
+                prompt.len(),
+                self.context
+            )));
+        }
+        let seed = request.seed.unwrap_or_else(|| {
+            prompt
+                .iter()
+                .fold(17u64, |h, &t| h.wrapping_mul(31).wrapping_add(u64::from(t)))
+        });
+        Ok(Decoding {
+            matcher,
+            max_new: max_new.min(self.context - prompt.len()),
+            temperature: request.temperature.unwrap_or(0.7).max(0.0),
+            top_p: request.top_p.unwrap_or(1.0).clamp(0.0, 1.0),
+            rng: Rng(seed),
+        })
+    }
+
+    /// The next token: sampled from `logits` (free text penalized for repeats), among the tokens the
+    /// schema allows when there is one, which is then fed the token's bytes. The time it takes is
+    /// counted in `choosing`.
+    fn choose(&self, logits: &mut [f32], decoding: &mut Decoding, recent: &[u32]) -> Result<u32, Error> {
+        let choosing = std::time::Instant::now();
+        let Decoding {
+            matcher,
+            temperature,
+            top_p,
+            rng,
+            ..
+        } = decoding;
+        let next = match matcher {
+            None => {
+                penalize_repeats(logits, recent);
+                sample(logits, *temperature, *top_p, rng, |_| true, Vec::new)
+            }
+            Some(m) => {
+                let allowed = |id: u32| match self.vocab.token_bytes.get(id as usize) {
+                    Some(Some(bytes)) => !bytes.is_empty() && m.accepts(bytes),
+                    _ => self.vocab.stop.contains(&id) && m.is_complete(),
+                };
+                let every_allowed = || {
+                    let mut ids = self.trie.accepted(m);
+                    if m.is_complete() {
+                        ids.extend_from_slice(&self.vocab.stop);
+                    }
+                    ids
+                };
+                sample(logits, *temperature, *top_p, rng, allowed, every_allowed)
+            }
+        };
+        let Some(next) = next else {
+            return Err(Error::Model("no token can continue the constrained reply".into()));
+        };
+        if let Some(Some(bytes)) = self.vocab.token_bytes.get(next as usize)
+            && let Some(m) = matcher.as_mut()
+        {
+            m.feed(bytes);
+        }
+        let nanos = u64::try_from(choosing.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.choosing.nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.choosing.tokens.fetch_add(1, Ordering::Relaxed);
+        Ok(next)
+    }
+}
+
+/// The conversation as the chat template sees it.
+fn messages(request: &Request) -> Vec<serde_json::Value> {
+    request
+        .messages
+        .iter()
+        .map(|m| serde_json::json!({"role": m.role, "content": m.content}))
+        .collect()
+}
+
+/// Computes `prompt` and returns the logits after it; `split` is the length of its system part, when
+/// that may be cached. A cached system prompt is continued on a copy (returned with the logits);
+/// otherwise the shared weights compute the prompt, stopping after the system part to keep a copy for
+/// the next request.
+fn read_prompt(state: &mut State, prompt: &[u32], split: Option<usize>) -> Result<(Option<Weights>, Vec<f32>), Error> {
+    let State { weights, prefixes } = state;
+    let mut copy = split.and_then(|p| prefixes.take(&prompt[..p]));
+    let logits = match (split, copy.as_mut()) {
+        (Some(p), Some(w)) => prefill(w, &prompt[p..], p)?,
+        (Some(p), None) => {
+            prefill(weights, &prompt[..p], 0)?;
+            prefixes.keep(prompt[..p].to_vec(), weights.clone());
+            prefill(weights, &prompt[p..], p)?
+        }
+        (None, _) => prefill(weights, prompt, 0)?,
+    };
+    Ok((copy, logits))
+}
+
+/// A reply's decoding settings and state besides the tokens.
+struct Decoding {
+    /// The schema's matcher, for a constrained reply.
+    matcher: Option<Matcher>,
+    /// Tokens that may be generated.
+    max_new: usize,
+    temperature: f32,
+    top_p: f32,
+    rng: Rng,
+}
+
+/// `ids` computed from `start` in chunks, returning the logits after the last: attention over a whole
+/// 4,000-token prompt at once builds score matrices of hundreds of MiB per layer, which is slower than
+/// chunks on the CPU.
+fn prefill(weights: &mut Weights, ids: &[u32], start: usize) -> Result<Vec<f32>, Error> {
+    let mut logits = Vec::new();
+    for (k, chunk) in ids.chunks(PREFILL_CHUNK).enumerate() {
+        logits = weights.forward(chunk, start + k * PREFILL_CHUNK)?;
+    }
+    Ok(logits)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// A tiny random-weight GGUF of the workspace's fixtures (`tests/fixtures/gguf`), loaded from a
+    /// copy: its replies mean nothing, but they are made the way a real model's are.
+    fn tiny(arch: &str) -> (tempfile::TempDir, Model) {
+        let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gguf");
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("tiny.gguf");
+        std::fs::copy(fixtures.join(format!("tiny-{arch}-q8_0.gguf")), &copy).unwrap();
+        let model = Model::load(&format!("tiny-{arch}"), &copy, 4096).unwrap();
+        (dir, model)
+    }
+
+    fn request(system: &str, user: &str) -> Request {
+        Request {
+            messages: vec![Message::new("system", system), Message::new("user", user)],
+            temperature: Some(0.0),
+            max_tokens: Some(6),
+            ..Request::default()
+        }
+    }
+
+    #[test]
+    fn a_constrained_reply_is_json_of_the_schema_and_streams_whole() {
+        let (_dir, model) = tiny("qwen3");
+        let mut r = request("You rate.", "Rate it.");
+        r.schema = Some(serde_json::json!({"type": "object", "properties": {
+            "result": {"type": "integer", "minimum": 1, "maximum": 5}},
+            "required": ["result"], "additionalProperties": false}));
+        for seed in 0..4 {
+            r.seed = Some(seed);
+            r.temperature = Some(1.0);
+            let mut streamed = String::new();
+            let reply = model.generate(&r, &|| false, &mut |p| streamed.push_str(p)).unwrap();
+            assert_eq!(reply.text, streamed);
+            assert_eq!(reply.finish, Finish::Stop);
+            let v: serde_json::Value = serde_json::from_str(&reply.text).unwrap();
+            assert!((1..=5).contains(&v["result"].as_i64().unwrap()), "{v}");
+            assert!(reply.prompt_tokens > 0 && reply.completion_tokens > 0);
+        }
+        let (nanos, tokens) = model.choosing();
+        assert!(nanos > 0 && tokens > 0);
+    }
+
+    #[test]
+    fn a_cached_system_prompt_changes_no_reply() {
+        let (_a, cached) = tiny("llama");
+        let (_b, whole) = tiny("llama");
+        let whole = whole.without_prefix_cache();
+        for question in ["First question?", "Second question, longer than the first?"] {
+            let r = request("You are a character with a long description.", question);
+            let a = cached.generate(&r, &|| false, &mut |_| {}).unwrap();
+            let b = whole.generate(&r, &|| false, &mut |_| {}).unwrap();
+            assert_eq!(a, b, "{question}");
+            assert_eq!(a.finish, Finish::Length);
+        }
+        assert_eq!((cached.prefix_hits(), whole.prefix_hits()), (1, 0));
+        assert!(cached.prompt(&request("SYS", "USER")).contains("SYS"));
+    }
+
+    #[test]
+    fn cancellation_and_a_prompt_beyond_the_context_end_the_reply() {
+        let (_dir, model) = tiny("phi3");
+        let r = request("Be brief.", "Hello.");
+        assert_eq!(model.generate(&r, &|| true, &mut |_| {}), Err(Error::Cancelled));
+        let long = request("word ".repeat(5000).as_str(), "Hello.");
+        let e = model.generate(&long, &|| false, &mut |_| {}).unwrap_err();
+        assert!(
+            matches!(&e, Error::Input(m) if m.contains("the model's context is 4096")),
+            "{e}"
+        );
+        assert_eq!(model.greedy(&model.encode("Hello").unwrap(), 3).unwrap().len(), 3);
+    }
+}

@@ -1,0 +1,73 @@
+//! The small drawing pieces every screen uses: a bordered block, a popup, a centred rectangle, the
+//! first visible row of a list, text padded or cut to a width, a score as a cell shows it.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::Line;
+use ratatui::widgets::{Block, BorderType, Borders, Clear};
+
+use super::theme::Theme;
+pub use crate::text::fit;
+
+pub fn block<'a>(title: impl Into<Line<'a>>, focused: bool, theme: &Theme) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_type(if focused {
+            BorderType::Thick
+        } else {
+            BorderType::Rounded
+        })
+        .border_style(theme.border(focused))
+        .title(title.into().style(theme.title()))
+}
+
+/// First visible row so that `cursor` stays in a window of `height` rows.
+pub fn window(len: usize, cursor: usize, height: usize) -> usize {
+    if height == 0 || len <= height {
+        return 0;
+    }
+    let cursor = cursor.min(len - 1);
+    cursor.saturating_sub(height / 2).min(len - height)
+}
+
+/// A centred rectangle of at most `w`×`h` inside `area`.
+pub fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect::new(area.x + (area.width - w) / 2, area.y + (area.height - h) / 2, w, h)
+}
+
+/// Clears `area` and draws a bordered popup.
+pub fn popup(frame: &mut Frame, area: Rect, title: &str, theme: &Theme) -> Rect {
+    frame.render_widget(Clear, area);
+    let b = block(title, true, theme).style(theme.base());
+    let inner = b.inner(area);
+    frame.render_widget(b, area);
+    inner
+}
+
+/// `text` padded with spaces to `width` display columns (cut if longer).
+pub fn pad(text: &str, width: usize) -> String {
+    use unicode_width::UnicodeWidthStr;
+    let t = fit(text, width);
+    let w = t.width();
+    format!("{t}{}", " ".repeat(width.saturating_sub(w)))
+}
+
+pub fn score_text(score: Option<f64>) -> String {
+    score.map_or("–".into(), |s| format!("{s:.2}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padding_counts_cjk_as_two_columns() {
+        assert_eq!(pad("abc", 5), "abc  ");
+        assert_eq!(pad("钟离", 5), "钟离 ");
+        assert_eq!(window(100, 50, 10), 45);
+        assert_eq!(window(100, 99, 10), 90);
+        assert_eq!(window(5, 3, 10), 0);
+    }
+}

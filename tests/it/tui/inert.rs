@@ -1,0 +1,67 @@
+//! The screens' side of `tests/it/inert.rs`: the same hostile text, arriving as a model's reply (live
+//! and in a loaded journal), a chat reply, a card's fields, pip's stderr and a flash message, leaves no
+//! screen with anything a terminal would act on, nor an OSC payload shown as text.
+
+use std::sync::Arc;
+
+use incharacter::catalog::Catalog;
+use incharacter::llm::Role;
+use incharacter::study::Event;
+use incharacter::study::live::{Live, LiveKind};
+
+use super::{app, render, session_events};
+use crate::inert::{HOSTILE, assert_inert, hostile_card};
+use incharacter::tui::app::{Action, App, Screen};
+
+fn every_screen(app: &mut App, what: &str) {
+    for screen in [Screen::Welcome].into_iter().chain(Screen::TABS) {
+        app.screen = screen;
+        for size in super::SIZES {
+            assert_inert(
+                &format!("{what}: {} at {size:?}", screen.title()),
+                render(app, size).as_bytes(),
+            );
+        }
+    }
+}
+
+#[test]
+fn escape_sequences_reach_no_screen() {
+    // A card imported with hostile fields, in the data dir's catalog.
+    let data = tempfile::tempdir().unwrap();
+    let card = hostile_card(data.path());
+    let out = crate::common::offline(
+        data.path(),
+        &["import", "card", card.to_str().unwrap(), "--id", "mira-en"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let catalog = Arc::new(Catalog::load(Some(data.path())).unwrap());
+    let mut app = app();
+    app.update(Action::Saved(Ok(("mira-en".into(), catalog))));
+    // A model's replies, in a session loaded from its journal.
+    let mut events = session_events(&app.catalog);
+    for e in &mut events {
+        if let Event::ItemAnswered { response, .. } = e {
+            *response = HOSTILE.into();
+        }
+    }
+    app.update(Action::SessionLoaded(events));
+    // A reply streaming live, a chat reply, pip's stderr and a flash line.
+    app.update(Action::Live(Live {
+        role: Role::Rpa,
+        purpose: "interview hermione-en BFI 1 open".into(),
+        repeat: 0,
+        kind: LiveKind::Token(HOSTILE.into()),
+    }));
+    app.update(Action::ChatToken(HOSTILE.into()));
+    app.update(Action::Fetched(Err(format!("pip failed: {HOSTILE}"))));
+    app.update(Action::Flash(HOSTILE.into()));
+    every_screen(&mut app, "hostile text everywhere");
+    // The text is shown, only without what would act on the terminal.
+    app.screen = Screen::Chat;
+    assert!(
+        render(&app, (120, 40)).contains("I adore museums"),
+        "{}",
+        render(&app, (120, 40))
+    );
+}
