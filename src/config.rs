@@ -879,5 +879,12 @@ pub enum ConfigError {
     Invalid(Vec<Diagnostic>),
 }
 
+/// A config file the user wrote is at fault.
+impl crate::fault::Classify for ConfigError {
+    fn fault(&self) -> crate::fault::Fault {
+        crate::fault::Fault::Input
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@
 //! through a link would let a planted link aim an export at any file the user can write; replacing the
 //! link would silently turn it into a file. The error says so and names the path to give instead.
 
+use crate::fault::{Classify, Fault};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -44,11 +45,11 @@ pub enum FileError {
     Write { path: PathBuf, error: std::io::Error },
 }
 
-impl FileError {
-    /// Whether the user's input is at fault (exit 2) rather than the machine (exit 1). A file that is
+impl Classify for FileError {
+    /// The user's input (exit 2) or the machine (exit 1). A file that is
     /// not there was named by the user.
-    pub fn is_input(&self) -> bool {
-        match self {
+    fn fault(&self) -> Fault {
+        let input = match self {
             FileError::Read { error, .. } => error.kind() == std::io::ErrorKind::NotFound,
             FileError::Write { .. } => false,
             FileError::NotRegular(_)
@@ -56,7 +57,8 @@ impl FileError {
             | FileError::LineTooLong { .. }
             | FileError::NotUtf8 { .. }
             | FileError::Symlink(_) => true,
-        }
+        };
+        if input { Fault::Input } else { Fault::Machine }
     }
 }
 

@@ -25,6 +25,16 @@ pub enum JournalError {
     },
 }
 
+/// A journal damaged by hand is the user's to fix; one that cannot be read or written, the machine's.
+impl crate::fault::Classify for JournalError {
+    fn fault(&self) -> crate::fault::Fault {
+        match self {
+            JournalError::Damaged { .. } => crate::fault::Fault::Input,
+            JournalError::Io { .. } => crate::fault::Fault::Machine,
+        }
+    }
+}
+
 /// Days since 1970-01-01 → (year, month, day) (Howard Hinnant's algorithm).
 pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;

@@ -254,6 +254,13 @@ pub enum TemplateError {
     Record(String),
 }
 
+/// A template the user wrote (or chose) is at fault.
+impl crate::fault::Classify for TemplateError {
+    fn fault(&self) -> crate::fault::Fault {
+        crate::fault::Fault::Input
+    }
+}
+
 /// One template as a session records it: where it came from and the SHA-256 of its bytes; the text
 /// of every template not taken from the bundle.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

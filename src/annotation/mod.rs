@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::domain::scoring::ItemOption;
 use crate::domain::stats;
+use crate::fault::{Classify, Fault};
 use crate::journal::{self, Journal, JournalError};
 use crate::method::interview::QueryStyle;
 use crate::method::{Assessment, Method};
@@ -36,16 +37,17 @@ pub enum AnnotationError {
     File(#[from] crate::files::FileError),
 }
 
-impl AnnotationError {
-    /// Whether the user's input is at fault (a bad name, a file damaged by hand) rather than the machine.
-    pub fn is_input(&self) -> bool {
-        match self {
+impl Classify for AnnotationError {
+    /// The user's input (a bad name, a file damaged by hand) or the machine.
+    fn fault(&self) -> Fault {
+        let input = match self {
             AnnotationError::File(e) => e.is_input(),
             e => matches!(
                 e,
                 AnnotationError::Annotator(_) | AnnotationError::Journal(JournalError::Damaged { .. })
             ),
-        }
+        };
+        if input { Fault::Input } else { Fault::Machine }
     }
 }
 

@@ -86,6 +86,7 @@ pub enum Part {
     Observer,
 }
 
+#[cfg(test)]
 /// Why `case` is not one of the session's subject cases (the subject, observer, scale or trait it names
 /// is unknown, or it has an item), in words.
 pub fn check(plan: &ObservePlan, scale: &Scale, case: &Case) -> Result<(), String> {

@@ -1,10 +1,18 @@
 //! What went wrong, and whose fault it is: the user's input (exit 2) or the machine, the network or a
-//! provider (exit 1).
+//! provider (exit 1); each error type says which itself (`crate::fault`).
+
+use crate::fault::{Classify, Fault};
 
 /// A problem with what the user gave us; exit code 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct InputError(pub String);
+
+impl Classify for InputError {
+    fn fault(&self) -> Fault {
+        Fault::Input
+    }
+}
 
 pub fn input_error(message: impl Into<String>) -> anyhow::Error {
     InputError(message.into()).into()
@@ -15,6 +23,12 @@ pub fn input_error(message: impl Into<String>) -> anyhow::Error {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct MachineError(pub String);
+
+impl Classify for MachineError {
+    fn fault(&self) -> Fault {
+        Fault::Machine
+    }
+}
 
 pub fn machine_error(message: impl Into<String>) -> anyhow::Error {
     MachineError(message.into()).into()
@@ -29,32 +43,77 @@ pub(crate) struct Advised {
     pub advice: String,
 }
 
-/// The exit code of an error: 2 when the user's input is at fault, else 1.
-pub fn exit_code(error: &anyhow::Error) -> u8 {
-    use crate::journal::JournalError;
-    // The innermost error that says whose fault it is decides: a file error or a machine error
-    // wrapped in an input error's words is still the machine's.
-    for e in error.chain().collect::<Vec<_>>().into_iter().rev() {
-        if e.downcast_ref::<MachineError>().is_some() {
-            return 1;
-        }
-        if let Some(e) = e.downcast_ref::<crate::files::FileError>() {
-            return if e.is_input() { 2 } else { 1 };
-        }
+impl Classify for Advised {
+    fn fault(&self) -> Fault {
+        self.error.fault()
     }
-    let input = error.chain().any(|e| {
-        e.downcast_ref::<InputError>().is_some()
-            || e.downcast_ref::<crate::session::SessionError>()
-                .is_some_and(|e| e.is_input())
-            || e.downcast_ref::<Advised>().is_some_and(|a| a.error.is_input())
-            || e.downcast_ref::<crate::llm::LlmError>().is_some_and(|e| e.is_input())
-            || e.downcast_ref::<crate::study::StudyError>()
-                .is_some_and(|e| e.is_input())
-            || e.downcast_ref::<crate::annotation::AnnotationError>()
-                .is_some_and(|e| e.is_input())
-            || e.downcast_ref::<crate::config::ConfigError>().is_some()
-            || e.downcast_ref::<crate::templates::TemplateError>().is_some()
-            || matches!(e.downcast_ref::<JournalError>(), Some(JournalError::Damaged { .. }))
-    });
-    if input { 2 } else { 1 }
+}
+
+/// The exit code of an error: the innermost error of the chain that knows whose fault it is decides
+/// (2 the user's input, 1 the machine); an error no type of the workbench made (an I/O error at the
+/// edge) is the machine's.
+pub fn exit_code(error: &anyhow::Error) -> u8 {
+    error
+        .chain()
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .find_map(fault_of)
+        .unwrap_or(Fault::Machine)
+        .exit_code()
+}
+
+/// The fault `e` states, if it is one of the workbench's error types (each says it itself, next to its
+/// definition).
+fn fault_of(e: &(dyn std::error::Error + 'static)) -> Option<Fault> {
+    macro_rules! stated_by {
+        ($($kind:ty),* $(,)?) => {
+            $(if let Some(e) = e.downcast_ref::<$kind>() {
+                return Some(e.fault());
+            })*
+        };
+    }
+    stated_by!(
+        InputError,
+        MachineError,
+        Advised,
+        crate::files::FileError,
+        crate::journal::JournalError,
+        crate::config::ConfigError,
+        crate::templates::TemplateError,
+        crate::llm::LlmError,
+        crate::study::StudyError,
+        crate::annotation::AnnotationError,
+        crate::session::SessionError,
+    );
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use anyhow::Context;
+
+    use super::*;
+
+    #[test]
+    fn the_innermost_error_that_knows_whose_fault_it_is_decides() {
+        let input: anyhow::Result<()> = Err(input_error("no scale \"XYZ\""));
+        assert_eq!(exit_code(&input.context("while planning the run").unwrap_err()), 2);
+        let disk = std::io::Error::new(std::io::ErrorKind::StorageFull, "no space left");
+        let wrapped = Err::<(), _>(crate::files::FileError::Write {
+            path: "out.csv".into(),
+            error: disk,
+        })
+        .context(InputError("exporting the session you named".into()))
+        .unwrap_err();
+        assert_eq!(
+            exit_code(&wrapped),
+            1,
+            "a full disk is the machine's, whatever wrapped it"
+        );
+        let config: anyhow::Error = crate::config::ConfigError::NoLocation.into();
+        assert_eq!(exit_code(&config.context("loading the config")), 2);
+        let unknown = anyhow::anyhow!("something no type of ours made");
+        assert_eq!(exit_code(&unknown), 1);
+    }
 }

@@ -45,6 +45,7 @@ pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     Some(sorted[lo] + (sorted[hi] - sorted[lo]) * (at - lo as f64))
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// The 95% percentile bootstrap interval of `statistic` over `units` units drawn with replacement
 /// (`statistic` gets the drawn unit indices, repeats included). `None` with fewer than two units
 /// (nothing to resample), or when fewer than half the resamples give a value.
@@ -120,7 +121,9 @@ pub fn sign_flip(units: &[(f64, usize)], monte_carlo: usize, seed: u64) -> Optio
     let at_least = |m: f64| m.abs() >= observed - tolerance;
     if units.len() <= EXACT_UNITS {
         let patterns = 1u64 << units.len();
-        let k = (0..patterns).filter(|bits| at_least(mean(&|i| bits >> i & 1 == 1))).count();
+        let k = (0..patterns)
+            .filter(|bits| at_least(mean(&|i| bits >> i & 1 == 1)))
+            .count();
         return Some(Permutation {
             p: k as f64 / patterns as f64,
             exact: true,
@@ -165,12 +168,24 @@ mod tests {
         let mean = |drawn: &[usize]| Some(drawn.iter().map(|&i| data[i]).sum::<f64>() / drawn.len() as f64);
         let settings = Bootstrap::default();
         let ci = interval(data.len(), settings, mean).unwrap();
-        assert_eq!(Some(ci), interval(data.len(), settings, mean), "same seed, same interval");
-        assert_ne!(Some(ci), interval(data.len(), settings.stream(1), mean), "another stream");
+        assert_eq!(
+            Some(ci),
+            interval(data.len(), settings, mean),
+            "same seed, same interval"
+        );
+        assert_ne!(
+            Some(ci),
+            interval(data.len(), settings.stream(1), mean),
+            "another stream"
+        );
         assert!(ci[0] < 0.55 && 0.55 < ci[1], "{ci:?}");
         // The standard error of the mean is 0.229 / √8 ≈ 0.081: the interval is about ±1.96 of it.
         assert!((ci[1] - ci[0] - 2.0 * 1.96 * 0.081).abs() < 0.06, "{ci:?}");
-        assert_eq!(interval(1, settings, mean), None, "one unit: no interval, never a fake one");
+        assert_eq!(
+            interval(1, settings, mean),
+            None,
+            "one unit: no interval, never a fake one"
+        );
         assert_eq!(interval(5, settings, |_| None), None);
     }
 

@@ -127,10 +127,7 @@ impl AttemptError {
             AttemptError::Empty { finish_reason: None } => "the reply was empty".into(),
             AttemptError::Empty {
                 finish_reason: Some(reason),
-            } => format!(
-                "the reply was empty (finish_reason \"{}\")",
-                reason
-            ),
+            } => format!("the reply was empty (finish_reason \"{}\")", reason),
             AttemptError::Fatal(e) => e.to_string(),
             AttemptError::Cancelled => "cancelled".into(),
         }
@@ -225,6 +222,7 @@ impl Servers {
         std::mem::take(&mut *self.fresh.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// What was learned of `provider`'s server, if it has been asked.
     pub fn facts(&self, provider: &str) -> Option<Arc<Facts>> {
         self.state(provider).facts.get().cloned().flatten()

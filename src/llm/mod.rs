@@ -26,6 +26,7 @@ pub use crate::config::Role;
 pub use client::Client;
 
 use crate::config;
+use crate::fault::{Classify, Fault};
 
 /// Who is speaking in a conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -233,16 +234,19 @@ impl From<config::MissingKey> for LlmError {
 }
 
 impl LlmError {
-    /// Whether the user's configuration is at fault (exit 2) rather than the machine, the network or
-    /// the provider (exit 1).
-    pub fn is_input(&self) -> bool {
-        matches!(self, LlmError::Config(_) | LlmError::Unauthorized { .. })
-    }
-
     /// Whether the request was too long for the context (refused here or by the server): smaller
     /// requests may go where this one could not.
     pub fn is_context(&self) -> bool {
         matches!(self, LlmError::Context { .. } | LlmError::ContextRefused { .. })
+    }
+}
+
+impl Classify for LlmError {
+    /// The user's configuration (exit 2), or the machine, the network or
+    /// the provider (exit 1).
+    fn fault(&self) -> Fault {
+        let input = matches!(self, LlmError::Config(_) | LlmError::Unauthorized { .. });
+        if input { Fault::Input } else { Fault::Machine }
     }
 }
 

@@ -52,6 +52,7 @@ fn decimal(x: f32) -> f64 {
     x.to_string().parse().unwrap_or(f64::from(x))
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// The JSON body sent for `request`. With a schema and `structured_output`, the schema goes into
 /// `response_format`; without `structured_output` it is described in the prompt instead.
 pub fn request_body(model: &str, request: &ChatRequest, structured_output: bool) -> Value {

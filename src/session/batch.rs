@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
 use super::SessionError;
+use crate::fault::Classify;
 use crate::journal;
 use crate::llm::LlmError;
 use crate::llm::batch::{self, Answer, Batch, BatchApi, Hub, Pending, Step};

@@ -15,6 +15,7 @@ pub use store::{SessionEntry, Store};
 
 use crate::journal::{self, JournalError};
 use crate::study::StudyError;
+use crate::fault::{Classify, Fault};
 
 /// Why a session could not be opened, run or finished. [`SessionError::is_input`] tells the user's
 /// mistakes (exit 2) from the machine's and the providers' (exit 1); advice on what to do next is
@@ -81,9 +82,24 @@ pub enum SessionError {
 }
 
 impl SessionError {
-    /// Whether the user's input (an id, a file, the config) is at fault rather than the machine.
-    pub fn is_input(&self) -> bool {
-        match self {
+    /// Whether the journal kept everything so far and `--resume` can go on from it.
+    pub fn resumable(&self) -> bool {
+        matches!(
+            self,
+            SessionError::Unwritable { .. }
+                | SessionError::Results { .. }
+                | SessionError::Unreachable { .. }
+                | SessionError::Refused { .. }
+                | SessionError::Batch { input: false, .. }
+                | SessionError::CostCap { .. }
+        )
+    }
+}
+
+impl Classify for SessionError {
+    /// The user's input (an id, a file, the config) or the machine.
+    fn fault(&self) -> Fault {
+        let input = match self {
             SessionError::NotFound(_) | SessionError::WrongKind { .. } | SessionError::NotAJournal(_) => true,
             SessionError::Journal(JournalError::Damaged { .. }) => true,
             SessionError::Journal(JournalError::Io { .. }) => false,
@@ -96,20 +112,8 @@ impl SessionError {
             SessionError::Study(e) => e.is_input(),
             SessionError::Batch { input, .. } => *input,
             SessionError::CostCap { .. } => false,
-        }
-    }
-
-    /// Whether the journal kept everything so far and `--resume` can go on from it.
-    pub fn resumable(&self) -> bool {
-        matches!(
-            self,
-            SessionError::Unwritable { .. }
-                | SessionError::Results { .. }
-                | SessionError::Unreachable { .. }
-                | SessionError::Refused { .. }
-                | SessionError::Batch { input: false, .. }
-                | SessionError::CostCap { .. }
-        )
+        };
+        if input { Fault::Input } else { Fault::Machine }
     }
 }
 

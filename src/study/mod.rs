@@ -24,6 +24,7 @@ use crate::catalog::Catalog;
 use crate::llm::{ChatModel, LlmError, ModelInfo};
 use crate::method::Assessment;
 use crate::method::interview::QueryStyle;
+use crate::fault::{Classify, Fault};
 
 pub use interview::{Interviews, RunPlan};
 pub use observe::Observers;
@@ -448,13 +449,14 @@ pub enum StudyError {
     Prompts(#[from] crate::templates::TemplateError),
 }
 
-impl StudyError {
-    /// Whether the user's input (config, files) is at fault rather than the machine.
-    pub fn is_input(&self) -> bool {
-        match self {
+impl Classify for StudyError {
+    /// The user's input (config, files) or the machine.
+    fn fault(&self) -> Fault {
+        let input = match self {
             StudyError::Provider(e) => e.is_input(),
             StudyError::Memories(_) | StudyError::Parent(_) | StudyError::Prompts(_) => true,
-        }
+        };
+        if input { Fault::Input } else { Fault::Machine }
     }
 }
 

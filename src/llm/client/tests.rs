@@ -5,6 +5,7 @@ use futures_util::StreamExt;
 
 use super::*;
 use crate::config::ProviderKind;
+use crate::fault::Classify;
 use crate::llm::{ChatMessage, Completion, ResponseSchema, Role, complete};
 
 /// A transport that replies from a script, one reply per attempt (the last one again once the

@@ -89,6 +89,7 @@ pub struct Existing<'s, T> {
 }
 
 impl<T> Existing<'_, T> {
+    #[cfg(any(test, feature = "testing"))]
     /// Nothing holds the id.
     pub fn none() -> Self {
         Existing {
