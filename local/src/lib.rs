@@ -22,7 +22,8 @@ mod vocab;
 pub use gguf::{ARCHITECTURES, Facts, facts};
 pub use model::{Finish, Generated, Message, Model, Request};
 pub use registry::{
-    DEFAULT_MODEL, KNOWN, KnownModel, Registered, SMOLLM2_135M, add, fetch, list, models_dir, resolve, verify,
+    DEFAULT_MODEL, KNOWN, KnownModel, Pip, Registered, SMOLLM2_135M, add, fetch, fetch_known, list, models_dir,
+    resolve, verify,
 };
 
 /// Why the local model could not do what was asked. The messages say what and where; advice on what to

