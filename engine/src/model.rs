@@ -82,6 +82,13 @@ pub struct Model {
     threads: usize,
 }
 
+/// One sequence's share of a pass: `tokens` continue `cache` from `position`.
+pub struct Step<'a> {
+    pub cache: &'a mut Cache,
+    pub tokens: &'a [u32],
+    pub position: usize,
+}
+
 /// The keys and values of the positions so far, per layer (`[position][kv head][value]`). A clone is
 /// a snapshot: the prefix cache keeps one per shared system prompt.
 #[derive(Debug, Clone, Default)]
@@ -370,46 +377,58 @@ impl Model {
     /// The logits after `tokens`, which continue `cache` from `position` (earlier positions are kept,
     /// later ones dropped: position 0 starts over).
     pub fn forward(&self, cache: &mut Cache, tokens: &[u32], position: usize) -> Result<Vec<f32>, String> {
+        let mut logits = self.forward_batch(&mut [Step {
+            cache,
+            tokens,
+            position,
+        }])?;
+        Ok(logits.pop().unwrap_or_default())
+    }
+
+    /// Several sequences in one pass, each with its own cache: each [`Step`] continues its cache with
+    /// its tokens, as [`Model::forward`] would; returns each one's logits after its last token. The
+    /// weights are read once for all of them (matrix-matrix work where one sequence would be
+    /// matrix-vector), and each row's arithmetic is the same whatever else is in the pass: a sequence
+    /// gets the logits it would get alone.
+    pub fn forward_batch(&self, steps: &mut [Step<'_>]) -> Result<Vec<Vec<f32>>, String> {
         let c = &self.config;
-        let n = tokens.len();
-        if n == 0 {
-            return Err("no tokens to compute".into());
+        if steps.is_empty() {
+            return Ok(Vec::new());
         }
-        if position > cache.len {
-            return Err(format!("position {position} is past the {} cached", cache.len));
-        }
-        if position + n > c.context {
-            return Err(format!(
-                "{} positions exceed the context of {}",
-                position + n,
-                c.context
-            ));
-        }
-        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= self.embeddings.rows) {
-            return Err(format!(
-                "token {id} is outside the vocabulary of {}",
-                self.embeddings.rows
-            ));
+        for step in steps.iter() {
+            self.check(step)?;
         }
         let (w, hd, ffn) = (c.width, c.head_dim, c.ffn);
         let (qw, kvw) = (c.heads * hd, c.kv_heads * hd);
-        let total = position + n;
-        cache.layers.resize_with(self.layers.len(), Default::default);
-        // Until the pass has finished the cache holds nothing it can vouch for: should a thread panic,
-        // a later step from a position past 0 is refused instead of reading keys that are not there.
-        cache.len = 0;
-        let kv: Vec<(Shared<f32>, Shared<f32>)> = cache
-            .layers
-            .iter_mut()
-            .map(|(k, v)| {
+        let mut rows = Vec::new();
+        let mut tokens = Vec::new();
+        let mut last = Vec::new();
+        for (s, step) in steps.iter().enumerate() {
+            rows.extend((0..step.tokens.len()).map(|t| (s, step.position + t)));
+            tokens.extend_from_slice(step.tokens);
+            last.push(rows.len() - 1);
+        }
+        let n = rows.len();
+        let seen = steps.iter().map(|s| s.position + s.tokens.len()).max().unwrap_or(0);
+        // `[layer][sequence]`. Until the pass has finished a cache holds nothing it can vouch for:
+        // should a thread panic, a later step from a position past 0 is refused instead of reading keys
+        // that are not there.
+        let mut kv: Vec<Vec<(Shared<f32>, Shared<f32>)>> = (0..self.layers.len()).map(|_| Vec::new()).collect();
+        for step in steps.iter_mut() {
+            let total = step.position + step.tokens.len();
+            step.cache.layers.resize_with(self.layers.len(), Default::default);
+            step.cache.len = 0;
+            for (layer, (k, v)) in kv.iter_mut().zip(step.cache.layers.iter_mut()) {
                 k.resize(total * kvw, 0.);
                 v.resize(total * kvw, 0.);
-                (Shared::new(std::mem::take(k)), Shared::new(std::mem::take(v)))
-            })
-            .collect();
+                layer.push((Shared::new(std::mem::take(k)), Shared::new(std::mem::take(v))));
+            }
+        }
+        let vocab = self.vocab();
         let p = Pass {
-            tokens,
-            position,
+            tokens: &tokens,
+            rows: &rows,
+            last: &last,
             n,
             qw,
             kvw,
@@ -427,7 +446,7 @@ impl Model {
             q: Shared::new(vec![0f32; n * qw]),
             attended: Acts::new(n, qw),
             inner: Acts::new(n, ffn),
-            logits: Shared::new(vec![0f32; self.vocab()]),
+            logits: Shared::new(vec![0f32; last.len() * vocab]),
         };
 
         // SAFETY (every `unsafe` below): within a step each member writes only the rows, elements or
@@ -435,11 +454,11 @@ impl Model {
         // `sync` wrote.
         team::run(self.threads, |m| unsafe {
             self.embed(m, &p);
-            let mut scores = vec![0f32; total];
-            for (layer, (keys, values)) in self.layers.iter().zip(&kv) {
-                self.project_qkv(m, &p, layer, keys, values);
-                self.rotate(m, &p, layer, keys);
-                self.attend(m, &p, layer, keys, values, &mut scores);
+            let mut scores = vec![0f32; seen];
+            for (layer, kv) in self.layers.iter().zip(&kv) {
+                self.project_qkv(m, &p, layer, kv);
+                self.rotate(m, &p, layer, kv);
+                self.attend(m, &p, layer, kv, &mut scores);
                 self.residual(
                     m,
                     &layer.o,
@@ -463,12 +482,47 @@ impl Model {
             self.output_logits(m, &p);
         });
 
-        for ((k, v), (sk, sv)) in cache.layers.iter_mut().zip(kv) {
-            *k = sk.into_inner();
-            *v = sv.into_inner();
+        let mut kv: Vec<std::vec::IntoIter<(Shared<f32>, Shared<f32>)>> = kv.into_iter().map(Vec::into_iter).collect();
+        for step in steps.iter_mut() {
+            for (layer, (k, v)) in kv.iter_mut().zip(step.cache.layers.iter_mut()) {
+                if let Some((sk, sv)) = layer.next() {
+                    *k = sk.into_inner();
+                    *v = sv.into_inner();
+                }
+            }
+            step.cache.len = step.position + step.tokens.len();
         }
-        cache.len = total;
-        Ok(p.logits.into_inner())
+        let logits = p.logits.into_inner();
+        Ok(logits.chunks(vocab).map(<[f32]>::to_vec).collect())
+    }
+
+    /// Refuses a step that cannot be computed, before anything is touched.
+    fn check(&self, step: &Step<'_>) -> Result<(), String> {
+        let c = &self.config;
+        let n = step.tokens.len();
+        if n == 0 {
+            return Err("no tokens to compute".into());
+        }
+        if step.position > step.cache.len {
+            return Err(format!(
+                "position {} is past the {} cached",
+                step.position, step.cache.len
+            ));
+        }
+        if step.position + n > c.context {
+            return Err(format!(
+                "{} positions exceed the context of {}",
+                step.position + n,
+                c.context
+            ));
+        }
+        if let Some(&id) = step.tokens.iter().find(|&&id| id as usize >= self.embeddings.rows) {
+            return Err(format!(
+                "token {id} is outside the vocabulary of {}",
+                self.embeddings.rows
+            ));
+        }
+        Ok(())
     }
 
     /// The tokens' embeddings, scaled, into `x`; ends at a barrier.
@@ -493,9 +547,9 @@ impl Model {
     ///
     /// # Safety
     /// As [`matmul`]: each member writes only its own tokens' and rows' slices.
-    unsafe fn project_qkv(&self, m: &Member, p: &Pass, layer: &Layer, keys: &Shared<f32>, values: &Shared<f32>) {
+    unsafe fn project_qkv(&self, m: &Member, p: &Pass, layer: &Layer, kv: &[(Shared<f32>, Shared<f32>)]) {
         let (c, w) = (&self.config, self.config.width);
-        let (n, qw, kvw, position) = (p.n, p.qw, p.kvw, p.position);
+        let (n, qw, kvw) = (p.n, p.qw, p.kvw);
         // SAFETY: each member normalizes its own tokens' rows, then writes its own rows of each output.
         unsafe {
             for t in m.share(n, 1) {
@@ -506,10 +560,12 @@ impl Model {
             let bias = |i: usize, r: usize| layer.qkv_bias.as_ref().map_or(0., |b| b[i][r]);
             matmul(m, &layer.q, &p.normed, n, |t, r, v| p.q.set(t * qw + r, v + bias(0, r)));
             matmul(m, &layer.k, &p.normed, n, |t, r, v| {
-                keys.set((position + t) * kvw + r, v + bias(1, r))
+                let (s, position) = p.rows[t];
+                kv[s].0.set(position * kvw + r, v + bias(1, r))
             });
             matmul(m, &layer.v, &p.normed, n, |t, r, v| {
-                values.set((position + t) * kvw + r, v + bias(2, r))
+                let (s, position) = p.rows[t];
+                kv[s].1.set(position * kvw + r, v + bias(2, r))
             });
         }
         m.sync();
@@ -519,12 +575,13 @@ impl Model {
     ///
     /// # Safety
     /// Each member rewrites only the (token, head) slices of its own share.
-    unsafe fn rotate(&self, m: &Member, p: &Pass, layer: &Layer, keys: &Shared<f32>) {
+    unsafe fn rotate(&self, m: &Member, p: &Pass, layer: &Layer, kv: &[(Shared<f32>, Shared<f32>)]) {
         let c = &self.config;
-        let (hd, qw, kvw, position) = (c.head_dim, p.qw, p.kvw, p.position);
+        let (hd, qw, kvw) = (c.head_dim, p.qw, p.kvw);
         let pairs = hd / 2;
         for unit in m.share(p.n * (c.heads + c.kv_heads), 1) {
             let (t, head) = (unit / (c.heads + c.kv_heads), unit % (c.heads + c.kv_heads));
+            let (s, position) = p.rows[t];
             // SAFETY: the (token, head) slice is this member's.
             let (v, norm) = unsafe {
                 if head < c.heads {
@@ -533,15 +590,15 @@ impl Model {
                         layer.qk_norm.as_ref().map(|n| &n[0]),
                     )
                 } else {
-                    let at = (position + t) * kvw + (head - c.heads) * hd;
-                    (keys.part(at..at + hd), layer.qk_norm.as_ref().map(|n| &n[1]))
+                    let at = position * kvw + (head - c.heads) * hd;
+                    (kv[s].0.part(at..at + hd), layer.qk_norm.as_ref().map(|n| &n[1]))
                 }
             };
             if let Some(weight) = norm {
                 let copy = v.to_vec();
                 rms_norm(&copy, weight, c.eps, v);
             }
-            let at = (position + t) * pairs;
+            let at = position * pairs;
             let (cos, sin) = &self.rotary[usize::from(layer.window.is_some())];
             let (cos, sin) = (&cos[at..at + pairs], &sin[at..at + pairs]);
             for i in 0..pairs {
@@ -567,12 +624,11 @@ impl Model {
         m: &Member,
         p: &Pass,
         layer: &Layer,
-        keys: &Shared<f32>,
-        values: &Shared<f32>,
+        kv: &[(Shared<f32>, Shared<f32>)],
         scores: &mut [f32],
     ) {
         let c = &self.config;
-        let (hd, qw, kvw, position) = (c.head_dim, p.qw, p.kvw, p.position);
+        let (hd, qw, kvw) = (c.head_dim, p.qw, p.kvw);
         let scale = 1. / (hd as f32).sqrt();
         let group = c.heads / c.kv_heads;
         // SAFETY: the keys and values read were written before the last barrier; the output slices
@@ -582,7 +638,9 @@ impl Model {
             // last member most of a prompt's attention.
             for unit in m.turns(p.n * c.heads) {
                 let (t, head) = (unit / c.heads, unit % c.heads);
-                let seen = position + t + 1;
+                let (s, position) = p.rows[t];
+                let (keys, values) = &kv[s];
+                let seen = position + 1;
                 let first = layer.window.map_or(0, |window| seen.saturating_sub(window));
                 let at = (head / group) * hd;
                 let query = p.q.get(t * qw + head * hd..t * qw + (head + 1) * hd);
@@ -659,26 +717,31 @@ impl Model {
         m.sync();
     }
 
-    /// The final norm of the last token, then the output matrix into `logits`.
+    /// The final norm of each sequence's last token, then the output matrix into `logits`
+    /// (`[sequence][vocabulary]`).
     ///
     /// # Safety
-    /// As [`matmul`]: the first member alone normalizes, every member writes its own rows.
+    /// As [`matmul`]: each member normalizes its own sequences' rows, then writes its own rows.
     unsafe fn output_logits(&self, m: &Member, p: &Pass) {
         let w = self.config.width;
+        let vocab = self.vocab();
         let output = self.output.as_ref().unwrap_or(&self.embeddings);
         // SAFETY: see above.
         unsafe {
-            if m.first() {
+            for i in m.share(p.last.len(), 1) {
+                let row = p.last[i];
                 rms_norm(
-                    p.x.get((p.n - 1) * w..p.n * w),
+                    p.x.get(row * w..(row + 1) * w),
                     &self.norm,
                     self.config.eps,
-                    p.normed.floats(0),
+                    p.normed.floats(i),
                 );
-                p.normed.quantize(0);
+                p.normed.quantize(i);
             }
             m.sync();
-            matmul(m, output, &p.normed, 1, |_, r, v| p.logits.set(r, v));
+            matmul(m, output, &p.normed, p.last.len(), |t, r, v| {
+                p.logits.set(t * vocab + r, v)
+            });
         }
     }
 }
@@ -686,9 +749,11 @@ impl Model {
 /// One forward pass's sizes and buffers, shared by the team: each stage reads what the stages
 /// before the last barrier wrote, and writes its own share.
 struct Pass<'a> {
+    /// The tokens of every sequence, one after the other; `rows[t]` is token `t`'s sequence and
+    /// position in it; `last[s]` the row of sequence `s`'s last token.
     tokens: &'a [u32],
-    /// Where the tokens start, and how many there are.
-    position: usize,
+    rows: &'a [(usize, usize)],
+    last: &'a [usize],
     n: usize,
     /// Widths of all query heads and of all key (or value) heads.
     qw: usize,
@@ -785,6 +850,46 @@ mod tests {
                 }
                 assert!(close(&last, &whole), "window {window:?}, {threads} threads");
                 assert_eq!(cache.len(), ids.len());
+            }
+        }
+    }
+
+    #[test]
+    fn sequences_in_one_pass_get_the_logits_each_would_get_alone() {
+        // Three conversations at different places: two decoding a token each after prompts of their
+        // own, one still reading its prompt; and the same again with the batch in another order.
+        let prompts: [&[u32]; 3] = [&[3, 17, 5], &[9, 30, 1, 22, 4], &[2, 8]];
+        let next: [&[u32]; 3] = [&[11], &[6], &[7, 13, 19]];
+        for window in [None, Some(3)] {
+            for threads in [1, 2, 3] {
+                let m = model(window, threads);
+                let mut alone = Vec::new();
+                let mut caches = Vec::new();
+                for (prompt, more) in prompts.iter().zip(next) {
+                    let mut cache = Cache::default();
+                    m.forward(&mut cache, prompt, 0).unwrap();
+                    caches.push(cache.clone());
+                    alone.push(m.forward(&mut cache, more, prompt.len()).unwrap());
+                }
+                for order in [[0, 1, 2], [2, 0, 1]] {
+                    let mut copies: Vec<Cache> = order.iter().map(|&i| caches[i].clone()).collect();
+                    let mut steps: Vec<Step> = copies
+                        .iter_mut()
+                        .zip(order)
+                        .map(|(cache, i)| Step {
+                            cache,
+                            tokens: next[i],
+                            position: prompts[i].len(),
+                        })
+                        .collect();
+                    let together = m.forward_batch(&mut steps).unwrap();
+                    for (got, &i) in together.iter().zip(&order) {
+                        assert_eq!(got, &alone[i], "window {window:?}, {threads} threads, sequence {i}");
+                    }
+                    for (cache, &i) in copies.iter().zip(&order) {
+                        assert_eq!(cache.len(), prompts[i].len() + next[i].len());
+                    }
+                }
             }
         }
     }

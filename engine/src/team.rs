@@ -57,11 +57,6 @@ impl Member<'_> {
     pub fn turns(&self, len: usize) -> std::iter::StepBy<Range<usize>> {
         (self.index..len).step_by(self.count)
     }
-
-    /// Whether this member does the work that only one does.
-    pub fn first(&self) -> bool {
-        self.index == 0
-    }
 }
 
 struct Barrier {

@@ -9,7 +9,8 @@
 use std::io::{Read, Seek};
 use std::sync::Arc;
 
-use incharacter_engine::{Activation, Cache, Config, Layer, Model, QMatrix, Rope};
+pub use incharacter_engine::Cache;
+use incharacter_engine::{Activation, Config, Layer, Model, QMatrix, Rope, Step};
 
 use crate::Error;
 use crate::gguf::ARCHITECTURES;
@@ -191,5 +192,27 @@ impl Decoder {
     /// The logits after `ids`, continuing from `position` (0 starts over).
     pub fn forward(&mut self, ids: &[u32], position: usize) -> Result<Vec<f32>, Error> {
         self.model.forward(&mut self.cache, ids, position).map_err(Error::Model)
+    }
+
+    /// Several conversations in one pass, each with its own cache (`caches[i]` continues with
+    /// `ids[i]` from `positions[i]`): each one's logits after its last token, the ones it would get
+    /// alone.
+    pub fn forward_batch(
+        &self,
+        caches: &mut [Cache],
+        ids: &[&[u32]],
+        positions: &[usize],
+    ) -> Result<Vec<Vec<f32>>, Error> {
+        let mut steps: Vec<Step> = caches
+            .iter_mut()
+            .zip(ids)
+            .zip(positions)
+            .map(|((cache, tokens), &position)| Step {
+                cache,
+                tokens,
+                position,
+            })
+            .collect();
+        self.model.forward_batch(&mut steps).map_err(Error::Model)
     }
 }

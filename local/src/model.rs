@@ -126,6 +126,15 @@ struct State {
     prefixes: Prefixes,
 }
 
+/// What [`Model::greedy_together`] decoded, and how long its two phases took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Together {
+    pub tokens: Vec<Vec<u32>>,
+    /// Reading every prompt (one pass), then the `n - 1` steps after the first token.
+    pub prefill_s: f64,
+    pub decode_s: f64,
+}
+
 /// A GGUF loaded onto the engine, with its vocabulary and chat template.
 pub struct Model {
     name: String,
@@ -236,6 +245,41 @@ impl Model {
             Some(next)
         })?;
         Ok(out)
+    }
+
+    /// `prompts` decoded greedily side by side, `n` tokens each: their prompts read in one pass, then
+    /// one pass per step for all of them (the engine's batched forward). What `bench local --parallel`
+    /// measures; each sequence's tokens are the ones [`Model::greedy`] gives it alone.
+    pub fn greedy_together(&self, prompts: &[Vec<u32>], n: usize) -> Result<Together, Error> {
+        let guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let weights = &guard.weights;
+        let mut caches = vec![crate::decoder::Cache::default(); prompts.len()];
+        let argmax = |row: &[f32]| {
+            row.iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map_or(0, |(i, _)| i as u32)
+        };
+        let started = std::time::Instant::now();
+        let whole: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
+        let logits = weights.forward_batch(&mut caches, &whole, &vec![0; prompts.len()])?;
+        let prefill = started.elapsed();
+        let mut tokens: Vec<Vec<u32>> = logits.iter().map(|row| vec![argmax(row)]).collect();
+        let started = std::time::Instant::now();
+        for step in 1..n {
+            let last: Vec<[u32; 1]> = tokens.iter().map(|t| [t[step - 1]]).collect();
+            let ids: Vec<&[u32]> = last.iter().map(|t| t.as_slice()).collect();
+            let positions: Vec<usize> = prompts.iter().map(|p| p.len() + step - 1).collect();
+            let logits = weights.forward_batch(&mut caches, &ids, &positions)?;
+            for (t, row) in tokens.iter_mut().zip(&logits) {
+                t.push(argmax(row));
+            }
+        }
+        Ok(Together {
+            tokens,
+            prefill_s: prefill.as_secs_f64(),
+            decode_s: started.elapsed().as_secs_f64(),
+        })
     }
 
     /// Runs `ids[..prefill]` in one pass, then `steps` more tokens one at a time: `ids[prefill..]`
@@ -564,6 +608,30 @@ mod tests {
         }
         let (nanos, tokens) = model.choosing();
         assert!(nanos > 0 && tokens > 0);
+    }
+
+    #[test]
+    fn sequences_decoded_together_get_the_tokens_each_gets_alone_in_every_format() {
+        let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gguf");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&fixtures)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "gguf"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 8, "{files:?}");
+        // Five prompts of different lengths: rows of four and a single one in every matrix product.
+        let prompts: Vec<Vec<u32>> = (0..5u32)
+            .map(|i| (1..4 + 2 * i).map(|t| (t * 7 + i) % 60 + 1).collect())
+            .collect();
+        for file in files {
+            let model = Model::load("tiny", &file, 4096).unwrap();
+            let together = model.greedy_together(&prompts, 5).unwrap();
+            for (prompt, got) in prompts.iter().zip(&together.tokens) {
+                assert_eq!(got, &model.greedy(prompt, 5).unwrap(), "{}", file.display());
+            }
+        }
     }
 
     #[test]

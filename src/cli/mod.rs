@@ -502,6 +502,11 @@ pub enum BenchCommand {
         /// Print one JSON report on stdout (`prefill_tok_s`, `decode_tok_s`, …), the lines on stderr
         #[arg(long)]
         json: bool,
+        /// Also decode this many sequences side by side, one pass per step for all (e.g. 1,4,8,16):
+        /// aggregate decode tok/s, each sequence's time per token and prompt tok/s at each width
+        /// (`widths` in the JSON)
+        #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=64))]
+        parallel: Vec<u32>,
     },
     /// The engine's speed as a share of a reference's: two `--json` reports of one sitting on the same
     /// GGUF (`bench local --json`, `benches/llama_cpp_reference.py --json`)
@@ -929,7 +934,8 @@ fn bench(command: BenchCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode>
             tokens,
             runs,
             json,
-        } => model_cmds::bench(&name, tokens, runs, json, out),
+            parallel,
+        } => model_cmds::bench(&name, tokens, runs, json, &parallel, out),
         BenchCommand::Ratio { ours, reference, json } => model_cmds::ratio(&ours, &reference, json, out),
     }
 }

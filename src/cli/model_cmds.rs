@@ -168,7 +168,14 @@ pub fn continue_greedy(
 }
 
 /// Prefill and decode speed of a local model, measured through the same code path as requests.
-pub fn bench(name: &str, tokens: u32, runs: u32, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+pub fn bench(
+    name: &str,
+    tokens: u32,
+    runs: u32,
+    json: bool,
+    parallel: &[u32],
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
     // With --json the report is one object on stdout, and the lines along the way go to stderr.
     let mut stderr = std::io::stderr();
     let (log, out): (&mut dyn Write, &mut dyn Write) = if json {
@@ -260,10 +267,6 @@ pub fn bench(name: &str, tokens: u32, runs: u32, json: bool, out: &mut dyn Write
             total.as_secs_f64()
         )?;
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(0.0)
-    };
     writeln!(
         log,
         "prefill: {:.1} tok/s (median of {})",
@@ -291,6 +294,7 @@ pub fn bench(name: &str, tokens: u32, runs: u32, json: bool, out: &mut dyn Write
         per_token(choosing[1]) / 1e3,
         overhead * 100.0
     )?;
+    let widths = widths(&model, parallel, tokens, runs.max(1), log)?;
     let report = BenchReport {
         engine: "incharacter".into(),
         model: name.to_string(),
@@ -304,6 +308,7 @@ pub fn bench(name: &str, tokens: u32, runs: u32, json: bool, out: &mut dyn Write
         constraint_overhead: Some(overhead),
         prefill_runs: prefill,
         decode_runs: decode,
+        widths,
     };
     let cached = local::LocalModel::load(name, &path).map_err(|e| input_error(e.to_string()))?;
     let code = interview_latency(&model, &cached, runs.max(2) as usize, log)?;
@@ -311,6 +316,76 @@ pub fn bench(name: &str, tokens: u32, runs: u32, json: bool, out: &mut dyn Write
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
     }
     Ok(code)
+}
+
+/// The middle of `v` (the upper one of an even count); 0 for none.
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Speed at one batch width: `parallel` sequences decoded side by side, one pass per step for all.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Width {
+    pub parallel: u32,
+    /// Tokens decoded per second, all sequences together (median over the runs).
+    pub decode_tok_s: f64,
+    /// Milliseconds each sequence waits per token it decodes (median).
+    pub per_sequence_ms: f64,
+    /// Prompt tokens read per second, every prompt in one pass (median).
+    pub prefill_tok_s: f64,
+}
+
+/// `--parallel`: at each width, `runs` greedy decodings of `width` prompts (Hermione asked one of as
+/// many questions each) side by side, `tokens` tokens each.
+fn widths(
+    model: &local::LocalModel,
+    parallel: &[u32],
+    tokens: u32,
+    runs: u32,
+    log: &mut dyn Write,
+) -> anyhow::Result<Vec<Width>> {
+    use crate::llm::{ChatMessage, ChatRequest};
+    let steps = tokens.max(2) as usize;
+    let mut out = Vec::new();
+    for &width in parallel {
+        let prompts = (0..width)
+            .map(|i| {
+                let request = ChatRequest::new(vec![
+                    ChatMessage::system("You are Hermione Granger. Answer in character."),
+                    ChatMessage::user(format!(
+                        "Question {}: tell me about the day you spent in the library before exam number {}.",
+                        i + 1,
+                        i + 2
+                    )),
+                ]);
+                model.encode(&model.prompt(&request))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| input_error(e.to_string()))?;
+        let prompt_tokens: usize = prompts.iter().map(Vec::len).sum();
+        let (mut decode, mut latency, mut prefill) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let done = model.greedy_together(&prompts, steps).map_err(anyhow::Error::new)?;
+            let after_first = (steps - 1) as f64;
+            decode.push(f64::from(width) * after_first / done.decode_s);
+            latency.push(done.decode_s * 1000.0 / after_first);
+            prefill.push(prompt_tokens as f64 / done.prefill_s);
+        }
+        let w = Width {
+            parallel: width,
+            decode_tok_s: median(&mut decode),
+            per_sequence_ms: median(&mut latency),
+            prefill_tok_s: median(&mut prefill),
+        };
+        writeln!(
+            log,
+            "{width} side by side: decode {:.1} tok/s in all, {:.0} ms per token each; prompts {:.1} tok/s",
+            w.decode_tok_s, w.per_sequence_ms, w.prefill_tok_s
+        )?;
+        out.push(w);
+    }
+    Ok(out)
 }
 
 /// What `bench local --json` and `benches/llama_cpp_reference.py --json` print: one engine's speed on
@@ -336,6 +411,9 @@ pub struct BenchReport {
     pub prefill_runs: Vec<f64>,
     #[serde(default)]
     pub decode_runs: Vec<f64>,
+    /// `--parallel`: sequences decoded side by side (this engine only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub widths: Vec<Width>,
 }
 
 /// `bench ratio OURS REFERENCE`: the engine's prefill and decode speed as a share of the reference's

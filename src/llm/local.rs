@@ -103,6 +103,12 @@ impl LocalModel {
         Ok(self.0.greedy(prompt, n)?)
     }
 
+    /// `prompts` decoded greedily side by side, one pass per step for all: what `bench local
+    /// --parallel` measures.
+    pub fn greedy_together(&self, prompts: &[Vec<u32>], n: usize) -> Result<incharacter_local::Together, LlmError> {
+        Ok(self.0.greedy_together(prompts, n)?)
+    }
+
     /// The text `ids` stand for (control tokens left out).
     pub fn text_of(&self, ids: &[u32]) -> String {
         self.0.text_of(ids)
