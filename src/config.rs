@@ -549,7 +549,9 @@ impl Reader<'_> {
         );
         if kind == ProviderKind::Openai {
             match &p.base_url {
-                None if preset_url.is_some() => {}
+                // A preset that names no known one has been said to be wrong already: its URL is
+                // not missing as well.
+                None if preset_url.is_some() || (p.preset.is_some() && preset.is_none()) => {}
                 None => self.error(
                     p.name.span(),
                     format!("provider \"{name}\": base_url is required (e.g. http://localhost:11434/v1)"),

@@ -168,6 +168,7 @@ fn an_unknown_preset_is_located_and_the_known_ones_listed() {
     let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
     assert_eq!((e[0].line, e[0].column), (4, 10), "{}", e[0]);
     assert!(e[0].message.contains("unknown preset \"openia\""), "{}", e[0]);
+    assert_eq!(e.len(), 1, "said once, not again as a missing base_url: {e:?}");
     assert!(
         e[0].message.contains("openai, openai-reasoning, azure-openai"),
         "{}",
