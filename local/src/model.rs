@@ -126,6 +126,14 @@ struct State {
     prefixes: Prefixes,
 }
 
+/// The token of the highest logit (the last of equal ones, as `max_by` keeps).
+fn argmax(row: &[f32]) -> u32 {
+    row.iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map_or(0, |(i, _)| i as u32)
+}
+
 /// What [`Model::greedy_together`] decoded, and how long its two phases took.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Together {
@@ -236,11 +244,7 @@ impl Model {
     pub fn greedy(&self, prompt: &[u32], n: usize) -> Result<Vec<u32>, Error> {
         let mut out = Vec::with_capacity(n);
         self.decode(prompt, prompt.len(), n, |row| {
-            let next = row
-                .iter()
-                .enumerate()
-                .max_by(|a, b| a.1.total_cmp(b.1))
-                .map_or(0, |(i, _)| i as u32);
+            let next = argmax(row);
             out.push(next);
             Some(next)
         })?;
@@ -254,12 +258,6 @@ impl Model {
         let guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let weights = &guard.weights;
         let mut caches = vec![crate::decoder::Cache::default(); prompts.len()];
-        let argmax = |row: &[f32]| {
-            row.iter()
-                .enumerate()
-                .max_by(|a, b| a.1.total_cmp(b.1))
-                .map_or(0, |(i, _)| i as u32)
-        };
         let started = std::time::Instant::now();
         let whole: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
         let logits = weights.forward_batch(&mut caches, &whole, &vec![0; prompts.len()])?;
