@@ -6,16 +6,20 @@
 //!
 //! - Q4_0 holds `w = d·(u − 8)` and Q4_1 `w = d·u + m` with `u` in 0..16, both `w = d·u + c`: the
 //!   block's product is `d_w·d_a·Σ u·q + c·s`, the same kernel for both;
-//! - Q4_K is held as eight such Q4 blocks per super-block (its 6-bit scales and minimums widened);
 //! - Q8_0 holds `w = d·q`: `d_w·d_a·Σ q·q`; Q5_0, Q5_1 and Q5_K are held so too (5 bits fit in 8),
-//!   with Q5_1's and Q5_K's minimums as a constant term `c·s`; Q6_K likewise, with a scale per 16;
+//!   with Q5_1's and Q5_K's minimums as a constant term `c·s`;
+//! - Q4_K and Q6_K are held as the file has them (256-value super-blocks, 4.5 and 6.5 bits a value,
+//!   only the packed 6-bit scales of Q4_K unpacked) and multiply the activations' other quantization,
+//!   llama.cpp's Q8_K (one scale per 256, the sum of each 16 beside): the sub-block scales multiply
+//!   integer sums, so a super-block costs one float step per activation row, as in llama.cpp's
+//!   `vec_dot_q4_K_q8_K` and `vec_dot_q6_K_q8_K`;
 //! - F32 (and F16, widened at load) rows multiply the activations as floats;
 //! - BF16, Q8_1, Q2_K, Q3_K and Q8_K have no kernel: they are widened to floats at load as llama.cpp
 //!   dequantizes them and held as Q8_0, within a fraction of their own rounding step.
 //!
 //! Scales are widened to f32 once, at load, so no kernel converts halves. Each kernel multiplies one
 //! weight row with `N` activation rows at once (N = 1 when decoding, 4 when a prompt is computed: the
-//! weights are unpacked once for four tokens). AVX2/FMA versions are chosen at run time ([`level`]);
+//! weights are unpacked once for four tokens or sequences). AVX2/FMA versions are chosen at run time ([`level`]);
 //! the portable versions give the same sums up to float rounding (tested below). (An AVX-512 VNNI
 //! variant, one instruction for `maddubs` + `madd`, measured no faster on a Zen 4: not kept.)
 
@@ -194,8 +198,13 @@ enum Held {
     Q4,
     /// 32 signed bytes per block, and a constant term per block when `c` is not empty (Q5_1, Q5_K).
     Q8,
-    /// 32 signed bytes per block and a scale for each 16 (Q6_K).
-    Q8Halves,
+    /// Q4_K's super-blocks: per 256 values `d` and `dmin` (in `d`), then 144 bytes in `qs`: the
+    /// eight 6-bit scales and the eight minimums unpacked to a byte each, then the file's 128 bytes of
+    /// nibbles. Multiplied with the activations' Q8_K quantization.
+    Q4K,
+    /// Q6_K's super-blocks: per 256 values `d`, then the file's 208 bytes (low nibbles, high bits,
+    /// sixteen 8-bit scales) in `qs`. Multiplied with the activations' Q8_K quantization.
+    Q6K,
 }
 
 /// A `rows × cols` weight matrix, row-major.
@@ -264,25 +273,15 @@ impl QMatrix {
                 }
             }
             Format::Q4K => {
-                m.held = Held::Q4;
-                m.d.reserve(blocks);
-                m.c.reserve(blocks);
-                m.qs.reserve(blocks * 16);
+                m.held = Held::Q4K;
+                m.d.reserve(rows * cols / 256 * 2);
+                m.qs.reserve(rows * cols / 256 * 144);
                 for block in bytes.chunks_exact(144) {
-                    let (d, dmin) = (half_at(block, 0), half_at(block, 2));
-                    let (scales, q) = (&block[4..16], &block[16..]);
-                    for j in 0..4 {
-                        let group = &q[32 * j..32 * j + 32];
-                        for (half, shift) in [(0, 0), (1, 4)] {
-                            let (scale, min) = q4k_scale_min(2 * j + half, scales);
-                            m.d.push(d * f32::from(scale));
-                            m.c.push(-dmin * f32::from(min));
-                            // The group's low nibbles are one block, its high nibbles the next.
-                            m.qs.extend(
-                                (0..16).map(|i| ((group[i] >> shift) & 15) | (((group[i + 16] >> shift) & 15) << 4)),
-                            );
-                        }
-                    }
+                    m.d.extend([half_at(block, 0), half_at(block, 2)]);
+                    let unpacked: [(u8, u8); 8] = std::array::from_fn(|j| q4k_scale_min(j, &block[4..16]));
+                    m.qs.extend(unpacked.map(|(scale, _)| scale));
+                    m.qs.extend(unpacked.map(|(_, min)| min));
+                    m.qs.extend_from_slice(&block[16..]);
                 }
             }
             Format::Q5_0 | Format::Q5_1 => {
@@ -322,25 +321,12 @@ impl QMatrix {
                 }
             }
             Format::Q6K => {
-                m.held = Held::Q8Halves;
-                m.d.reserve(blocks * 2);
-                m.qs.reserve(blocks * 32);
+                m.held = Held::Q6K;
+                m.d.reserve(rows * cols / 256);
+                m.qs.reserve(rows * cols / 256 * 208);
                 for block in bytes.chunks_exact(210) {
-                    let (ql, qh, scales) = (&block[..128], &block[128..192], &block[192..208]);
-                    let d = half_at(block, 208);
-                    let mut q = [0u8; 256];
-                    for half in 0..2 {
-                        let (ql, qh, y) = (&ql[64 * half..], &qh[32 * half..], &mut q[128 * half..]);
-                        for l in 0..32 {
-                            let six = |low: u8, high: u8| ((low | (high & 3) << 4) as i8 - 32) as u8;
-                            y[l] = six(ql[l] & 0xF, qh[l]);
-                            y[l + 32] = six(ql[l + 32] & 0xF, qh[l] >> 2);
-                            y[l + 64] = six(ql[l] >> 4, qh[l] >> 4);
-                            y[l + 96] = six(ql[l + 32] >> 4, qh[l] >> 6);
-                        }
-                    }
-                    m.d.extend(scales.iter().map(|&sc| d * f32::from(sc as i8)));
-                    m.qs.extend_from_slice(&q);
+                    m.d.push(half_at(block, 208));
+                    m.qs.extend_from_slice(&block[..208]);
                 }
             }
             Format::Q8_0 => {
@@ -404,10 +390,27 @@ impl QMatrix {
                     }
                 }
             }
-            Held::Q8Halves => {
-                for (v, o) in out.iter_mut().enumerate() {
-                    let i = r * n + v;
-                    *o = self.d[i / 16] * f32::from(self.qs[i] as i8);
+            Held::Q4K => {
+                for (b, out) in out.chunks_exact_mut(256).enumerate() {
+                    let i = r * n / 256 + b;
+                    let (d, dmin, block) = (self.d[2 * i], self.d[2 * i + 1], &self.qs[i * 144..(i + 1) * 144]);
+                    for (j, (group, out)) in block[16..].chunks_exact(32).zip(out.chunks_exact_mut(64)).enumerate() {
+                        let (d1, m1) = (d * f32::from(block[2 * j]), dmin * f32::from(block[8 + 2 * j]));
+                        let (d2, m2) = (d * f32::from(block[2 * j + 1]), dmin * f32::from(block[9 + 2 * j]));
+                        for (l, &byte) in group.iter().enumerate() {
+                            out[l] = d1 * f32::from(byte & 15) - m1;
+                            out[l + 32] = d2 * f32::from(byte >> 4) - m2;
+                        }
+                    }
+                }
+            }
+            Held::Q6K => {
+                for (b, out) in out.chunks_exact_mut(256).enumerate() {
+                    let i = r * n / 256 + b;
+                    let (d, block) = (self.d[i], &self.qs[i * 208..(i + 1) * 208]);
+                    for (v, (o, q)) in out.iter_mut().zip(q6k_values(block)).enumerate() {
+                        *o = d * f32::from(block[192 + v / 16] as i8) * f32::from(q);
+                    }
                 }
             }
         }
@@ -428,15 +431,33 @@ impl QMatrix {
                 let w = &self.f[r * n..(r + 1) * n];
                 a.map(|a| dot_f32(w, a.f))
             }
-            Held::Q8Halves => {
-                let (d, qs) = (&self.d[2 * r * nb..2 * (r + 1) * nb], &self.qs[r * n..(r + 1) * n]);
+            Held::Q4K => {
+                let sb = n / 256;
+                let (d, qs) = (
+                    &self.d[2 * r * sb..2 * (r + 1) * sb],
+                    &self.qs[r * sb * 144..(r + 1) * sb * 144],
+                );
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the level says the CPU has the kernel's instructions; as below.
                 match level() {
-                    Level::Avx2 => return unsafe { x86::q8_halves(d, qs, a) },
+                    Level::Avx2 => return unsafe { x86::q4k(d, qs, a) },
                     Level::Scalar => {}
                 }
-                scalar_q8_halves(d, qs, a)
+                scalar_q4k(d, qs, a)
+            }
+            Held::Q6K => {
+                let sb = n / 256;
+                let (d, qs) = (
+                    &self.d[r * sb..(r + 1) * sb],
+                    &self.qs[r * sb * 208..(r + 1) * sb * 208],
+                );
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the level says the CPU has the kernel's instructions; as below.
+                match level() {
+                    Level::Avx2 => return unsafe { x86::q6k(d, qs, a) },
+                    Level::Scalar => {}
+                }
+                scalar_q6k(d, qs, a)
             }
             Held::Q4 | Held::Q8 => {
                 let blocks = r * nb..(r + 1) * nb;
@@ -487,13 +508,18 @@ fn q4k_scale_min(j: usize, q: &[u8]) -> (u8, u8) {
     }
 }
 
-/// One row of activations: as floats, and quantized (per block the scale and `d·Σq`, then the values).
+/// One row of activations: as floats, and quantized (per block the scale and `d·Σq`, then the
+/// values); where the row is whole 256-value super-blocks, also as llama.cpp's Q8_K (per 256 the
+/// scale `kd`, the values `kq`, the sums `ks` of each 16), which the K-quant kernels take.
 #[derive(Clone, Copy)]
 pub struct ActRow<'a> {
     pub f: &'a [f32],
     pub d: &'a [f32],
     pub s: &'a [f32],
     pub q: &'a [i8],
+    pub kd: &'a [f32],
+    pub kq: &'a [i8],
+    pub ks: &'a [i16],
 }
 
 /// Rows of activations, as floats and quantized to 8 bits (the tests' own; a forward pass keeps
@@ -506,27 +532,44 @@ pub struct Acts {
     d: Vec<f32>,
     s: Vec<f32>,
     q: Vec<i8>,
+    kd: Vec<f32>,
+    kq: Vec<i8>,
+    ks: Vec<i16>,
 }
 
 #[cfg(test)]
 impl Acts {
-    pub fn new(rows: usize, cols: usize) -> Acts {
-        Acts {
+    /// `rows` rows of `values`, quantized both ways.
+    pub fn of(rows: usize, cols: usize, values: Vec<f32>) -> Acts {
+        let k = if cols.is_multiple_of(256) { rows * cols } else { 0 };
+        let mut a = Acts {
             cols,
-            f: vec![0.; rows * cols],
+            f: values,
             d: vec![0.; rows * cols / BLOCK],
             s: vec![0.; rows * cols / BLOCK],
             q: vec![0; rows * cols],
+            kd: vec![0.; k / 256],
+            kq: vec![0; k],
+            ks: vec![0; k / 16],
+        };
+        quantize_row(&a.f, &mut a.d, &mut a.s, &mut a.q);
+        if k > 0 {
+            quantize_row_k(&a.f, &mut a.kd, &mut a.kq, &mut a.ks);
         }
+        a
     }
 
     pub fn row(&self, t: usize) -> ActRow<'_> {
         let (n, nb) = (self.cols, self.cols / BLOCK);
+        let k = if self.kd.is_empty() { 0..0 } else { t * n..(t + 1) * n };
         ActRow {
             f: &self.f[t * n..(t + 1) * n],
             d: &self.d[t * nb..(t + 1) * nb],
             s: &self.s[t * nb..(t + 1) * nb],
             q: &self.q[t * n..(t + 1) * n],
+            kd: &self.kd[k.start / 256..k.end / 256],
+            kq: &self.kq[k.clone()],
+            ks: &self.ks[k.start / 16..k.end / 16],
         }
     }
 }
@@ -571,6 +614,97 @@ pub fn quantize_row(x: &[f32], d: &mut [f32], s: &mut [f32], q: &mut [i8]) {
     }
 }
 
+/// Quantizes `x` (whole 256-value super-blocks) to Q8_K as llama.cpp's `quantize_row_q8_K_ref`
+/// does: per super-block the scale `max/−127` of the value largest in magnitude, kept as an f32,
+/// values rounded to nearest (ties to even) and capped at 127, and the sum of each 16.
+pub fn quantize_row_k(x: &[f32], d: &mut [f32], q: &mut [i8], sums: &mut [i16]) {
+    for (b, (block, qb)) in x.chunks_exact(256).zip(q.chunks_exact_mut(256)).enumerate() {
+        let (mut amax, mut max) = (0f32, 0f32);
+        for &v in block {
+            if v.abs() > amax {
+                (amax, max) = (v.abs(), v);
+            }
+        }
+        if amax == 0. {
+            d[b] = 0.;
+            qb.fill(0);
+            sums[b * 16..b * 16 + 16].fill(0);
+            continue;
+        }
+        let iscale = -127. / max;
+        for (o, &v) in qb.iter_mut().zip(block) {
+            *o = (round(iscale * v) as i32).min(127) as i8;
+        }
+        for (s, group) in sums[b * 16..b * 16 + 16].iter_mut().zip(qb.chunks_exact(16)) {
+            *s = group.iter().map(|&v| i16::from(v)).sum();
+        }
+        d[b] = 1. / iscale;
+    }
+}
+
+/// A Q6_K super-block's 256 values (`u − 32`), from its 128 bytes of low nibbles and 64 of high bits.
+fn q6k_values(block: &[u8]) -> [i8; 256] {
+    let (ql, qh) = (&block[..128], &block[128..192]);
+    let mut q = [0i8; 256];
+    for half in 0..2 {
+        let (ql, qh, y) = (&ql[64 * half..], &qh[32 * half..], &mut q[128 * half..]);
+        for l in 0..32 {
+            let six = |low: u8, high: u8| (low | (high & 3) << 4) as i8 - 32;
+            y[l] = six(ql[l] & 0xF, qh[l]);
+            y[l + 32] = six(ql[l + 32] & 0xF, qh[l] >> 2);
+            y[l + 64] = six(ql[l] >> 4, qh[l] >> 4);
+            y[l + 96] = six(ql[l + 32] >> 4, qh[l] >> 6);
+        }
+    }
+    q
+}
+
+fn scalar_q4k<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
+    a.map(|a| {
+        let mut acc = 0f32;
+        for (b, block) in qs.chunks_exact(144).enumerate() {
+            let (scales, mins, q) = (&block[..8], &block[8..16], &block[16..]);
+            let kq = &a.kq[b * 256..(b + 1) * 256];
+            let mut sum = 0i32;
+            for (j, group) in q.chunks_exact(32).enumerate() {
+                let (lo, hi) = group.iter().enumerate().fold((0i32, 0i32), |(lo, hi), (l, &byte)| {
+                    (
+                        lo + i32::from(byte & 15) * i32::from(kq[64 * j + l]),
+                        hi + i32::from(byte >> 4) * i32::from(kq[64 * j + 32 + l]),
+                    )
+                });
+                sum += i32::from(scales[2 * j]) * lo + i32::from(scales[2 * j + 1]) * hi;
+            }
+            let ks = &a.ks[b * 16..(b + 1) * 16];
+            let m: i32 = (0..8)
+                .map(|j| i32::from(mins[j]) * (i32::from(ks[2 * j]) + i32::from(ks[2 * j + 1])))
+                .sum();
+            acc += d[2 * b] * a.kd[b] * sum as f32 - d[2 * b + 1] * a.kd[b] * m as f32;
+        }
+        acc
+    })
+}
+
+fn scalar_q6k<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
+    a.map(|a| {
+        let mut acc = 0f32;
+        for (b, block) in qs.chunks_exact(208).enumerate() {
+            let values = q6k_values(block);
+            let kq = &a.kq[b * 256..(b + 1) * 256];
+            let sum: i32 = (0..16)
+                .map(|g| {
+                    let dot: i32 = (16 * g..16 * g + 16)
+                        .map(|i| i32::from(values[i]) * i32::from(kq[i]))
+                        .sum();
+                    i32::from(block[192 + g] as i8) * dot
+                })
+                .sum();
+            acc += d[b] * a.kd[b] * sum as f32;
+        }
+        acc
+    })
+}
+
 fn scalar_q4<const N: usize>(d: &[f32], c: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
     let mut out = [0f32; N];
     for (n, a) in a.iter().enumerate() {
@@ -600,19 +734,6 @@ fn scalar_q8<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
         for b in 0..d.len() {
             let sum = byte_dot(&qs[b * BLOCK..(b + 1) * BLOCK], &a.q[b * BLOCK..(b + 1) * BLOCK]);
             acc += d[b] * a.d[b] * sum as f32;
-        }
-        out[n] = acc;
-    }
-    out
-}
-
-fn scalar_q8_halves<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
-    let mut out = [0f32; N];
-    for (n, a) in a.iter().enumerate() {
-        let mut acc = 0f32;
-        for (h, half) in qs.chunks_exact(16).enumerate() {
-            let sum = byte_dot(half, &a.q[h * 16..h * 16 + 16]);
-            acc += d[h] * a.d[h / 2] * sum as f32;
         }
         out[n] = acc;
     }

@@ -115,16 +115,33 @@ struct Acts {
     d: Shared<f32>,
     s: Shared<f32>,
     q: Shared<i8>,
+    /// The Q8_K quantization (see [`ActRow`]); empty where a row is not whole super-blocks.
+    kd: Shared<f32>,
+    kq: Shared<i8>,
+    ks: Shared<i16>,
 }
 
 impl Acts {
     fn new(rows: usize, cols: usize) -> Acts {
+        let k = if cols.is_multiple_of(256) { rows * cols } else { 0 };
         Acts {
             cols,
             f: Shared::new(vec![0.; rows * cols]),
             d: Shared::new(vec![0.; rows * cols / BLOCK]),
             s: Shared::new(vec![0.; rows * cols / BLOCK]),
             q: Shared::new(vec![0; rows * cols]),
+            kd: Shared::new(vec![0.; k / 256]),
+            kq: Shared::new(vec![0; k]),
+            ks: Shared::new(vec![0; k / 16]),
+        }
+    }
+
+    /// Where row `t` is in the Q8_K buffers.
+    fn k_range(&self, t: usize) -> std::ops::Range<usize> {
+        if self.cols.is_multiple_of(256) {
+            t * self.cols..(t + 1) * self.cols
+        } else {
+            0..0
         }
     }
 
@@ -133,7 +150,7 @@ impl Acts {
     /// # Safety
     /// No one writes row `t` in this step.
     unsafe fn row(&self, t: usize) -> ActRow<'_> {
-        let (n, nb) = (self.cols, self.cols / BLOCK);
+        let (n, nb, k) = (self.cols, self.cols / BLOCK, self.k_range(t));
         // SAFETY: the caller's.
         unsafe {
             ActRow {
@@ -141,6 +158,9 @@ impl Acts {
                 d: self.d.get(t * nb..(t + 1) * nb),
                 s: self.s.get(t * nb..(t + 1) * nb),
                 q: self.q.get(t * n..(t + 1) * n),
+                kd: self.kd.get(k.start / 256..k.end / 256),
+                kq: self.kq.get(k.clone()),
+                ks: self.ks.get(k.start / 16..k.end / 16),
             }
         }
     }
@@ -169,6 +189,15 @@ impl Acts {
                 self.s.part(t * nb..(t + 1) * nb),
                 self.q.part(t * n..(t + 1) * n),
             );
+            let k = self.k_range(t);
+            if !k.is_empty() {
+                kernels::quantize_row_k(
+                    self.f.get(k.clone()),
+                    self.kd.part(k.start / 256..k.end / 256),
+                    self.kq.part(k.clone()),
+                    self.ks.part(k.start / 16..k.end / 16),
+                );
+            }
         }
     }
 }
@@ -203,19 +232,38 @@ const GRAIN: usize = 16;
 /// No one writes `a`'s rows in this step; `put` writes only what this member owns.
 unsafe fn matmul(m: &Member, w: &QMatrix, a: &Acts, tokens: usize, mut put: impl FnMut(usize, usize, f32)) {
     for r in m.share(w.rows, GRAIN) {
-        let mut t = 0;
-        // SAFETY (rows): the caller's.
-        while t + 4 <= tokens {
-            let v = w.dot(r, unsafe { [a.row(t), a.row(t + 1), a.row(t + 2), a.row(t + 3)] });
-            for (i, v) in v.into_iter().enumerate() {
-                put(t + i, r, v);
+        each_tile(tokens, |t, take| {
+            // SAFETY: the caller's.
+            let v = unsafe { tile(w, r, a, t, take) };
+            for (k, &v) in v.iter().take(take).enumerate() {
+                put(t + k, r, v);
             }
-            t += 4;
-        }
-        while t < tokens {
-            let [v] = w.dot(r, unsafe { [a.row(t)] });
-            put(t, r, v);
-            t += 1;
+        });
+    }
+}
+
+/// The tiles of `tokens` activation rows: `f(t, 4)` while there are four, then `f(t, 1)`.
+fn each_tile(tokens: usize, mut f: impl FnMut(usize, usize)) {
+    let mut t = 0;
+    while t < tokens {
+        let take = if tokens - t >= 4 { 4 } else { 1 };
+        f(t, take);
+        t += take;
+    }
+}
+
+/// Row `r` of `w` against the activation rows `t..t + take` (4 or 1).
+///
+/// # Safety
+/// No one writes those activation rows in this step.
+unsafe fn tile(w: &QMatrix, r: usize, a: &Acts, t: usize, take: usize) -> [f32; 4] {
+    // SAFETY: the caller's.
+    unsafe {
+        if take == 4 {
+            w.dot(r, [a.row(t), a.row(t + 1), a.row(t + 2), a.row(t + 3)])
+        } else {
+            let [v] = w.dot(r, [a.row(t)]);
+            [v, 0., 0., 0.]
         }
     }
 }
@@ -688,26 +736,19 @@ impl Model {
             }
             m.sync();
             for r in m.share(ffn, GRAIN) {
-                let mut t = 0;
-                while t < n {
-                    let take = if n - t >= 4 { 4 } else { 1 };
-                    let (g, u) = if take == 4 {
-                        let rows = [normed.row(t), normed.row(t + 1), normed.row(t + 2), normed.row(t + 3)];
-                        (layer.gate.dot(r, rows), layer.up.dot(r, rows))
-                    } else {
-                        let rows = [normed.row(t)];
-                        let ([g], [u]) = (layer.gate.dot(r, rows), layer.up.dot(r, rows));
-                        ([g, 0., 0., 0.], [u, 0., 0., 0.])
-                    };
-                    for i in 0..take {
+                each_tile(n, |t, take| {
+                    let (g, u) = (
+                        tile(&layer.gate, r, normed, t, take),
+                        tile(&layer.up, r, normed, t, take),
+                    );
+                    for k in 0..take {
                         let gate = match c.activation {
-                            Activation::Silu => silu(g[i]),
-                            Activation::Gelu => gelu(g[i]),
+                            Activation::Silu => silu(g[k]),
+                            Activation::Gelu => gelu(g[k]),
                         };
-                        inner.f.set((t + i) * ffn + r, gate * u[i]);
+                        inner.f.set((t + k) * ffn + r, gate * u[k]);
                     }
-                    t += take;
-                }
+                });
             }
             m.sync();
             for t in m.share(n, 1) {

@@ -89,10 +89,7 @@ fn gguf_bytes(format: Format, v: &[f32]) -> Vec<u8> {
 }
 
 fn acts(rows: usize, cols: usize, seed: u64) -> Acts {
-    let mut a = Acts::new(rows, cols);
-    a.f = values(rows * cols, seed);
-    quantize_row(&a.f, &mut a.d, &mut a.s, &mut a.q);
-    a
+    Acts::of(rows, cols, values(rows * cols, seed))
 }
 
 /// The float product of the dequantized row with the dequantized activations: what the integer
@@ -102,9 +99,18 @@ fn reference(m: &QMatrix, r: usize, a: &Acts, t: usize) -> f32 {
     m.dequantize_row(r, &mut w);
     let mut x = vec![0.; m.cols];
     let row = a.row(t);
-    for (b, block) in x.chunks_exact_mut(BLOCK).enumerate() {
-        for (o, &q) in block.iter_mut().zip(&row.q[b * BLOCK..]) {
-            *o = row.d[b] * f32::from(q);
+    if matches!(m.held, Held::Q4K | Held::Q6K) {
+        // The K-quant kernels take the activations' Q8_K quantization.
+        for (b, block) in x.chunks_exact_mut(256).enumerate() {
+            for (o, &q) in block.iter_mut().zip(&row.kq[b * 256..]) {
+                *o = row.kd[b] * f32::from(q);
+            }
+        }
+    } else {
+        for (b, block) in x.chunks_exact_mut(BLOCK).enumerate() {
+            for (o, &q) in block.iter_mut().zip(&row.q[b * BLOCK..]) {
+                *o = row.d[b] * f32::from(q);
+            }
         }
     }
     if m.held == Held::F32 {
@@ -157,7 +163,7 @@ fn every_kernel_equals_the_float_product_of_what_the_blocks_hold() {
                                 .map_or(0., |c| c.iter().zip(a.row(t).s).map(|(c, s)| c * s).sum());
                         scalar_q8(&m.d[blocks], &m.qs[r * cols..(r + 1) * cols], [a.row(t)])[0] + constant
                     }
-                    Held::Q8Halves => unreachable!("no Q6_K among these formats"),
+                    Held::Q4K | Held::Q6K => unreachable!("no K-quant among these formats"),
                     Held::F32 => a.f[t * cols..(t + 1) * cols]
                         .iter()
                         .zip(&m.f[r * cols..])
@@ -257,12 +263,69 @@ fn every_instruction_set_gives_the_scalar_sums() {
             assert!(close(fast, scalar), "{format:?} avx2: {fast:?} vs {scalar:?}");
         }
     }
-    let halves: Vec<f32> = (0..cols / 16).map(|i| 0.01 + i as f32 * 1e-3).collect();
-    let qs: Vec<u8> = values(cols, 47).iter().map(|v| (v * 20.) as i8 as u8).collect();
-    let scalar = scalar_q8_halves(&halves, &qs, rows);
-    if avx2 {
-        assert!(close(unsafe { x86::q8_halves(&halves, &qs, rows) }, scalar));
+    // The K-quant kernels, one to eight rows, against the scalar ones (same integer sums).
+    let a = acts(8, 512, 53);
+    for (format, size, scales_first) in [(Format::Q4K, 144, true), (Format::Q6K, 210, false)] {
+        let m = QMatrix::from_gguf(format, 1, 512, &super_blocks(2, size, 59, scales_first)).unwrap();
+        let rows: [ActRow; 8] = std::array::from_fn(|t| a.row(t));
+        let scalar = if format == Format::Q4K {
+            scalar_q4k(&m.d, &m.qs, rows)
+        } else {
+            scalar_q6k(&m.d, &m.qs, rows)
+        };
+        if avx2 {
+            // SAFETY: AVX2 and FMA are present.
+            let (fast, four) = unsafe {
+                if format == Format::Q4K {
+                    (
+                        x86::q4k(&m.d, &m.qs, rows),
+                        x86::q4k(&m.d, &m.qs, [a.row(4), a.row(5), a.row(6), a.row(7)]),
+                    )
+                } else {
+                    (
+                        x86::q6k(&m.d, &m.qs, rows),
+                        x86::q6k(&m.d, &m.qs, [a.row(4), a.row(5), a.row(6), a.row(7)]),
+                    )
+                }
+            };
+            for (t, (f, s)) in fast.iter().zip(&scalar).enumerate() {
+                assert!(
+                    (f - s).abs() <= 1e-4 * (1. + s.abs()),
+                    "{format:?} avx2 row {t}: {f} vs {s}"
+                );
+            }
+            assert_eq!(
+                four,
+                fast[4..],
+                "{format:?}: a row's sum does not depend on its neighbours"
+            );
+        }
     }
+}
+
+#[test]
+fn super_block_activations_round_as_llama_cpp_does() {
+    // The value largest in magnitude becomes −127 whatever its sign (the scale takes the sign).
+    let mut x: Vec<f32> = (0..256).map(|i| (i as f32 - 100.) / 50.).collect();
+    x[7] = -4.;
+    let (mut d, mut q, mut sums) = ([0.; 1], [0i8; 256], [0i16; 16]);
+    quantize_row_k(&x, &mut d, &mut q, &mut sums);
+    assert_eq!(q[7], -127);
+    assert_eq!(d[0], 1. / (-127. / -4.));
+    x[7] = 4.;
+    let mut positive = [0i8; 256];
+    quantize_row_k(&x, &mut d, &mut positive, &mut sums);
+    assert_eq!((positive[7], d[0]), (-127, 1. / (-127. / 4.)));
+    x[7] = -4.;
+    quantize_row_k(&x, &mut d, &mut q, &mut sums);
+    for (i, (&v, &q)) in x.iter().zip(&q).enumerate() {
+        assert_eq!(q, ((-127. / -4.) * v).round_ties_even() as i8, "value {i}");
+    }
+    for (g, s) in sums.iter().enumerate() {
+        assert_eq!(*s, q[16 * g..16 * g + 16].iter().map(|&v| i16::from(v)).sum::<i16>());
+    }
+    quantize_row_k(&[0.; 256], &mut d, &mut q, &mut sums);
+    assert_eq!((d[0], q, sums), (0., [0; 256], [0; 16]));
 }
 
 /// `count` random super-blocks of `size` bytes, their half-float scale(s) set to sane values:
