@@ -378,8 +378,8 @@ impl Config {
     /// `OPENAI_API_KEY` is set.
     pub fn defaults(env: &dyn Fn(&str) -> Option<String>) -> Config {
         let mut local = ProviderConfig::new(LOCAL_PROVIDER, ProviderKind::Local, "", DEFAULT_LOCAL_MODEL);
-        // One model on the CPU: requests take turns.
-        local.max_concurrency = 1;
+        // One model on the CPU: the requests in flight are decoded side by side, eight at most.
+        local.max_concurrency = 8;
         let mut providers = vec![local];
         if env("OPENAI_API_KEY").is_some_and(|k| !k.trim().is_empty()) {
             let mut openai = ProviderConfig::new(

@@ -194,6 +194,43 @@ impl Decoder {
         self.model.forward(&mut self.cache, ids, position).map_err(Error::Model)
     }
 
+    /// The same model with an empty conversation.
+    pub fn fresh(&self) -> Decoder {
+        Decoder {
+            model: self.model.clone(),
+            cache: Cache::default(),
+        }
+    }
+
+    /// Several conversations of one model in one pass (`decoders[i]` continues with `ids[i]` from
+    /// `positions[i]`): each one's logits after its last token, the ones it would get alone.
+    pub fn forward_many(
+        decoders: &mut [&mut Decoder],
+        ids: &[&[u32]],
+        positions: &[usize],
+    ) -> Result<Vec<Vec<f32>>, Error> {
+        let Some(first) = decoders.first() else {
+            return Ok(Vec::new());
+        };
+        let model = first.model.clone();
+        if decoders.iter().any(|d| !Arc::ptr_eq(&d.model, &model)) {
+            return Err(Error::Model(
+                "conversations of different models cannot share a pass".into(),
+            ));
+        }
+        let mut steps: Vec<Step> = decoders
+            .iter_mut()
+            .zip(ids)
+            .zip(positions)
+            .map(|((d, tokens), &position)| Step {
+                cache: &mut d.cache,
+                tokens,
+                position,
+            })
+            .collect();
+        model.forward_batch(&mut steps).map_err(Error::Model)
+    }
+
     /// Several conversations in one pass, each with its own cache (`caches[i]` continues with
     /// `ids[i]` from `positions[i]`): each one's logits after its last token, the ones it would get
     /// alone.

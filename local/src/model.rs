@@ -1,7 +1,7 @@
 //! A loaded model answering requests: the conversation rendered with the file's chat template,
 //! tokenized, computed (a system prompt seen recently continued from its cached attention state), and
 //! the reply sampled token by token, within a JSON Schema when the request has one. One loaded model
-//! is shared; requests take turns on its weights.
+//! is shared; the replies asked for at one time are decoded side by side ([`batch`]).
 
 use std::fs::File;
 use std::io::BufReader;
@@ -14,8 +14,10 @@ use crate::constrain::{self, Matcher};
 use crate::decoder::Decoder;
 use crate::gguf::facts;
 use crate::gguf_read::{Gguf, Value};
-use crate::sample::{REPEAT_WINDOW, Rng, Utf8Pieces, penalize_repeats, sample};
+use crate::sample::{Rng, penalize_repeats, sample};
 use crate::vocab::Vocab;
+
+mod batch;
 
 /// One message of a conversation, with its role as chat templates name it (`system`, `user`,
 /// `assistant`).
@@ -122,6 +124,7 @@ impl Prefixes {
 }
 
 struct State {
+    /// The model, and the conversation of `logits`, `greedy` and the like.
     weights: Weights,
     prefixes: Prefixes,
 }
@@ -157,6 +160,8 @@ pub struct Model {
     /// Time spent choosing tokens (sampling, and matching the schema when there is one), and how many
     /// were chosen: a benchmark compares constrained with free decoding by it.
     choosing: Choosing,
+    /// The replies being generated (see [`batch`]).
+    hub: batch::Hub,
 }
 
 #[derive(Default)]
@@ -200,6 +205,7 @@ impl Model {
             template,
             context,
             choosing: Choosing::default(),
+            hub: batch::Hub::default(),
         })
     }
 
@@ -362,68 +368,21 @@ impl Model {
         on_token: &mut dyn FnMut(&str),
     ) -> Result<Generated, Error> {
         let prompt = self.encode(&self.prompt(request))?;
-        let mut decoding = self.decoding(request, &prompt)?;
+        let decoding = self.decoding(request, &prompt)?;
         let split = if self.prefix_cache {
             self.system_prefix(request, &prompt)
         } else {
             None
         };
-        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let (mut copy, mut logits) = read_prompt(&mut guard, &prompt, split)?;
-        let weights: &mut Weights = match copy.as_mut() {
-            Some(w) => w,
-            None => &mut guard.weights,
-        };
-        let mut pieces = Utf8Pieces::default();
-        let mut text = String::new();
-        let mut pass_on = |piece: String| {
-            on_token(&piece);
-            text.push_str(&piece);
-        };
-        let mut generated = 0usize;
-        let mut recent: Vec<u32> = Vec::with_capacity(REPEAT_WINDOW);
-        let mut finish = Finish::Length;
-        while generated < decoding.max_new {
-            if cancelled() {
-                return Err(Error::Cancelled);
-            }
-            let next = self.choose(&mut logits, &mut decoding, &recent)?;
-            generated += 1;
-            if recent.len() == REPEAT_WINDOW {
-                recent.remove(0);
-            }
-            recent.push(next);
-            if self.vocab.stop.contains(&next) {
-                finish = Finish::Stop;
-                break;
-            }
-            if let Some(Some(bytes)) = self.vocab.token_bytes.get(next as usize)
-                && let Some(piece) = pieces.push(bytes)
-            {
-                pass_on(piece);
-            }
-            if decoding.matcher.as_ref().is_some_and(Matcher::is_finished) {
-                finish = Finish::Stop;
-                break;
-            }
-            logits = weights.forward(&[next], prompt.len() + generated - 1)?;
-        }
-        if let Some(rest) = pieces.rest() {
-            pass_on(rest);
-        }
-        if let Some(m) = &decoding.matcher
-            && !m.is_complete()
-        {
-            return Err(Error::Model(format!(
-                "the constrained reply stopped after {generated} tokens before its JSON was complete"
-            )));
-        }
-        Ok(Generated {
-            text,
-            prompt_tokens: prompt.len(),
-            completion_tokens: generated,
-            finish,
-        })
+        self.generate_in_batch(
+            batch::Job {
+                prompt,
+                split,
+                decoding,
+            },
+            cancelled,
+            on_token,
+        )
     }
 
     /// How `request` is decoded after `prompt`: the schema's matcher, the token budget (within the
@@ -519,25 +478,6 @@ fn messages(request: &Request) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Computes `prompt` and returns the logits after it; `split` is the length of its system part, when
-/// that may be cached. A cached system prompt is continued on a copy (returned with the logits);
-/// otherwise the shared weights compute the prompt, stopping after the system part to keep a copy for
-/// the next request.
-fn read_prompt(state: &mut State, prompt: &[u32], split: Option<usize>) -> Result<(Option<Weights>, Vec<f32>), Error> {
-    let State { weights, prefixes } = state;
-    let mut copy = split.and_then(|p| prefixes.take(&prompt[..p]));
-    let logits = match (split, copy.as_mut()) {
-        (Some(p), Some(w)) => prefill(w, &prompt[p..], p)?,
-        (Some(p), None) => {
-            prefill(weights, &prompt[..p], 0)?;
-            prefixes.keep(prompt[..p].to_vec(), weights.clone());
-            prefill(weights, &prompt[p..], p)?
-        }
-        (None, _) => prefill(weights, prompt, 0)?,
-    };
-    Ok((copy, logits))
-}
-
 /// A reply's decoding settings and state besides the tokens.
 struct Decoding {
     /// The schema's matcher, for a constrained reply.
@@ -630,6 +570,68 @@ mod tests {
                 assert_eq!(got, &model.greedy(prompt, 5).unwrap(), "{}", file.display());
             }
         }
+    }
+
+    /// Replies asked for at one time, from several threads, decoded side by side: each the reply it
+    /// gets alone (free and constrained, sampled with its seed), streamed whole to its own caller.
+    #[test]
+    fn replies_decoded_side_by_side_are_the_replies_each_gets_alone() {
+        let (_dir, model) = tiny("qwen2");
+        let requests: Vec<Request> = (0..6u64)
+            .map(|i| {
+                let mut r = request(
+                    "You are a character with a long description.",
+                    &"Question? ".repeat(1 + i as usize),
+                );
+                r.temperature = Some(0.9);
+                r.seed = Some(i);
+                r.max_tokens = Some(3 + i as u32);
+                if i % 3 == 2 {
+                    r.schema = Some(serde_json::json!({"type": "object", "properties": {
+                        "result": {"type": "integer", "minimum": 1, "maximum": 5}},
+                        "required": ["result"], "additionalProperties": false}));
+                }
+                r
+            })
+            .collect();
+        let alone: Vec<Generated> = requests
+            .iter()
+            .map(|r| model.generate(r, &|| false, &mut |_| {}).unwrap())
+            .collect();
+        model.set_batch_width(4);
+        assert_eq!(model.batch_width(), (4, 1));
+        let start = std::sync::Barrier::new(requests.len());
+        let together: Vec<(Generated, String)> = std::thread::scope(|s| {
+            let handles: Vec<_> = requests
+                .iter()
+                .map(|r| {
+                    let (model, start) = (&model, &start);
+                    s.spawn(move || {
+                        start.wait();
+                        let mut streamed = String::new();
+                        let reply = model.generate(r, &|| false, &mut |p| streamed.push_str(p)).unwrap();
+                        (reply, streamed)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (i, ((reply, streamed), want)) in together.iter().zip(&alone).enumerate() {
+            assert_eq!(reply, want, "request {i}");
+            assert_eq!(&reply.text, streamed, "request {i}");
+        }
+        let (_, widest) = model.batch_width();
+        assert!((2..=4).contains(&widest), "{widest} side by side");
+        // A caller that cancels gets Cancelled; the others go on.
+        let reply = std::thread::scope(|s| {
+            let other = s.spawn(|| model.generate(&requests[5], &|| false, &mut |_| {}));
+            assert_eq!(
+                model.generate(&requests[4], &|| true, &mut |_| {}),
+                Err(Error::Cancelled)
+            );
+            other.join().unwrap()
+        });
+        assert_eq!(reply.unwrap(), alone[5]);
     }
 
     #[test]

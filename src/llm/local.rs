@@ -85,6 +85,13 @@ impl LocalModel {
         self.0.choosing()
     }
 
+    /// Lets at least `width` replies be decoded side by side (a provider's `max_concurrency`; several
+    /// providers on one file share its widest).
+    pub fn allow_batch(&self, width: usize) {
+        let (now, _) = self.0.batch_width();
+        self.0.set_batch_width(now.max(width));
+    }
+
     /// How many prompts started from a cached system prompt so far.
     pub fn prefix_hits(&self) -> u64 {
         self.0.prefix_hits()

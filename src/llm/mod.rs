@@ -393,6 +393,8 @@ fn local_transport(
             m
         }
     };
+    // The requests a provider lets run at once are decoded side by side.
+    model.allow_batch(provider.max_concurrency);
     Ok(Arc::new(local::LocalTransport::new(model, &provider.name)))
 }
 
