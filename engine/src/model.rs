@@ -165,6 +165,16 @@ impl Acts {
         }
     }
 
+    /// Rows `0..n`, to read (made once for a whole product: a matrix of short rows, such as an
+    /// output matrix of 262,144 rows of 640 values, would otherwise make them once per weight row).
+    ///
+    /// # Safety
+    /// No one writes those rows in this step.
+    unsafe fn rows(&self, n: usize) -> Vec<ActRow<'_>> {
+        // SAFETY: the caller's.
+        (0..n).map(|t| unsafe { self.row(t) }).collect()
+    }
+
     /// Row `t`'s floats, to write.
     ///
     /// # Safety
@@ -231,10 +241,11 @@ const GRAIN: usize = 16;
 /// # Safety
 /// No one writes `a`'s rows in this step; `put` writes only what this member owns.
 unsafe fn matmul(m: &Member, w: &QMatrix, a: &Acts, tokens: usize, mut put: impl FnMut(usize, usize, f32)) {
+    // SAFETY: the caller's.
+    let acts = unsafe { a.rows(tokens) };
     for r in m.share(w.rows, GRAIN) {
         each_tile(tokens, |t, take| {
-            // SAFETY: the caller's.
-            let v = unsafe { tile(w, r, a, t, take) };
+            let v = tile(w, r, &acts, t, take);
             for (k, &v) in v.iter().take(take).enumerate() {
                 put(t + k, r, v);
             }
@@ -253,18 +264,12 @@ fn each_tile(tokens: usize, mut f: impl FnMut(usize, usize)) {
 }
 
 /// Row `r` of `w` against the activation rows `t..t + take` (4 or 1).
-///
-/// # Safety
-/// No one writes those activation rows in this step.
-unsafe fn tile(w: &QMatrix, r: usize, a: &Acts, t: usize, take: usize) -> [f32; 4] {
-    // SAFETY: the caller's.
-    unsafe {
-        if take == 4 {
-            w.dot(r, [a.row(t), a.row(t + 1), a.row(t + 2), a.row(t + 3)])
-        } else {
-            let [v] = w.dot(r, [a.row(t)]);
-            [v, 0., 0., 0.]
-        }
+fn tile(w: &QMatrix, r: usize, a: &[ActRow], t: usize, take: usize) -> [f32; 4] {
+    if take == 4 {
+        w.dot(r, [a[t], a[t + 1], a[t + 2], a[t + 3]])
+    } else {
+        let [v] = w.dot(r, [a[t]]);
+        [v, 0., 0., 0.]
     }
 }
 
@@ -735,12 +740,10 @@ impl Model {
                 normed.quantize(t);
             }
             m.sync();
+            let rows = normed.rows(n);
             for r in m.share(ffn, GRAIN) {
                 each_tile(n, |t, take| {
-                    let (g, u) = (
-                        tile(&layer.gate, r, normed, t, take),
-                        tile(&layer.up, r, normed, t, take),
-                    );
+                    let (g, u) = (tile(&layer.gate, r, &rows, t, take), tile(&layer.up, r, &rows, t, take));
                     for k in 0..take {
                         let gate = match c.activation {
                             Activation::Silu => silu(g[k]),
