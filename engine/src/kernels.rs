@@ -441,6 +441,7 @@ impl QMatrix {
                 // SAFETY: the level says the CPU has the kernel's instructions; as below.
                 match level() {
                     Level::Avx2 => return unsafe { x86::q4k(d, qs, a) },
+                    Level::Vnni => return unsafe { x86::q4k_vnni(d, qs, a) },
                     Level::Scalar => {}
                 }
                 scalar_q4k(d, qs, a)
@@ -455,6 +456,7 @@ impl QMatrix {
                 // SAFETY: the level says the CPU has the kernel's instructions; as below.
                 match level() {
                     Level::Avx2 => return unsafe { x86::q6k(d, qs, a) },
+                    Level::Vnni => return unsafe { x86::q6k_vnni(d, qs, a) },
                     Level::Scalar => {}
                 }
                 scalar_q6k(d, qs, a)
@@ -469,7 +471,7 @@ impl QMatrix {
                     // `nb` blocks (checked by the kernels' debug assertions, guaranteed by the shapes
                     // above).
                     match level() {
-                        Level::Avx2 => return unsafe { x86::q4(d, c, qs, a) },
+                        Level::Avx2 | Level::Vnni => return unsafe { x86::q4(d, c, qs, a) },
                         Level::Scalar => {}
                     }
                     return scalar_q4(d, c, qs, a);
@@ -478,7 +480,7 @@ impl QMatrix {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: as above.
                 let mut out = match level() {
-                    Level::Avx2 => unsafe { x86::q8(d, qs, a) },
+                    Level::Avx2 | Level::Vnni => unsafe { x86::q8(d, qs, a) },
                     Level::Scalar => scalar_q8(d, qs, a),
                 };
                 #[cfg(not(target_arch = "x86_64"))]
@@ -747,26 +749,33 @@ pub enum Level {
     Scalar,
     /// AVX2 and FMA.
     Avx2,
+    /// AVX2 and FMA, and AVX-512 VNNI (with VL) for the K-quant kernels' multiply-adds.
+    Vnni,
 }
 
 /// The kernels this process runs: the best the CPU has, or the portable ones with
-/// `INCHARACTER_KERNELS=scalar` (to compare the paths).
+/// `INCHARACTER_KERNELS=scalar`, or AVX2 without VNNI with `INCHARACTER_KERNELS=avx2` (to compare the
+/// paths).
 #[inline]
 pub fn level() -> Level {
     use std::sync::OnceLock;
     static LEVEL: OnceLock<Level> = OnceLock::new();
     *LEVEL.get_or_init(|| match std::env::var("INCHARACTER_KERNELS").as_deref() {
         Ok("scalar") => Level::Scalar,
+        Ok("avx2") => detected().min(Level::Avx2),
         _ => detected(),
     })
 }
 
 #[cfg(target_arch = "x86_64")]
 fn detected() -> Level {
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-        Level::Avx2
-    } else {
+    use std::arch::is_x86_feature_detected as has;
+    if !(has!("avx2") && has!("fma")) {
         Level::Scalar
+    } else if has!("avx512f") && has!("avx512vl") && has!("avx512vnni") {
+        Level::Vnni
+    } else {
+        Level::Avx2
     }
 }
 

@@ -299,6 +299,17 @@ fn every_instruction_set_gives_the_scalar_sums() {
                 fast[4..],
                 "{format:?}: a row's sum does not depend on its neighbours"
             );
+            if has!("avx512f") && has!("avx512vl") && has!("avx512vnni") {
+                // SAFETY: the CPU has VNNI (checked above).
+                let vnni = unsafe {
+                    if format == Format::Q4K {
+                        x86::q4k_vnni(&m.d, &m.qs, rows)
+                    } else {
+                        x86::q6k_vnni(&m.d, &m.qs, rows)
+                    }
+                };
+                assert_eq!(vnni, fast, "{format:?}: VNNI gives AVX2's bits");
+            }
         }
     }
 }

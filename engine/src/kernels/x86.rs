@@ -114,132 +114,161 @@ pub(super) unsafe fn axpy(out: &mut [f32], w: f32, v: &[f32]) {
     }
 }
 
-/// Q4_K rows held as their super-blocks (see `Held::Q4K`) against Q8_K activations: the sub-block
-/// scales multiply in the integer domain, one float step per 256 values and activation row.
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn q4k<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
-    let blocks = d.len() / 2;
-    debug_assert!(qs.len() == blocks * 144);
-    debug_assert!(a.iter().all(|a| a.kd.len() == blocks && a.kq.len() == blocks * 256));
-    let low = _mm256_set1_epi8(0x0F);
-    let mut acc = [_mm256_setzero_ps(); N];
-    for b in 0..blocks {
-        // SAFETY (all loads): super-block b is in bounds of every slice (debug-asserted above).
-        let block = unsafe { qs.as_ptr().add(b * 144) };
-        let (db, dmin) = unsafe { (*d.get_unchecked(2 * b), *d.get_unchecked(2 * b + 1)) };
-        let mut sums = [_mm256_setzero_si256(); N];
-        for j in 0..4 {
-            let raw = unsafe { _mm256_loadu_si256(block.add(16 + 32 * j).cast()) };
-            let lo = _mm256_and_si256(raw, low);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low);
-            let (s_lo, s_hi) = unsafe {
-                (
-                    _mm256_set1_epi16(i16::from(*block.add(2 * j))),
-                    _mm256_set1_epi16(i16::from(*block.add(2 * j + 1))),
-                )
-            };
-            for n in 0..N {
-                let q = unsafe { a[n].kq.as_ptr().add(b * 256 + 64 * j) };
-                let (q_lo, q_hi) = unsafe { (_mm256_loadu_si256(q.cast()), _mm256_loadu_si256(q.add(32).cast())) };
-                let p = _mm256_add_epi32(
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(lo, q_lo), s_lo),
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi, q_hi), s_hi),
-                );
-                sums[n] = _mm256_add_epi32(sums[n], p);
-            }
-        }
-        // The minimums against the sums of each 32 activations (llama.cpp's `bsums`).
-        let mins = unsafe { _mm_cvtepu8_epi16(_mm_loadl_epi64(block.add(8).cast())) };
-        for n in 0..N {
-            let (kd, pairs) = unsafe {
-                let ks = a[n].ks.as_ptr().add(b * 16);
-                (
-                    *a[n].kd.get_unchecked(b),
-                    _mm_hadd_epi16(_mm_loadu_si128(ks.cast()), _mm_loadu_si128(ks.add(8).cast())),
-                )
-            };
-            let m = _mm256_cvtepi32_ps(_mm256_zextsi128_si256(_mm_madd_epi16(mins, pairs)));
-            acc[n] = _mm256_fmadd_ps(_mm256_set1_ps(db * kd), _mm256_cvtepi32_ps(sums[n]), acc[n]);
-            acc[n] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * kd), m, acc[n]);
-        }
-    }
-    let mut out = [0f32; N];
-    for n in 0..N {
-        out[n] = sum(acc[n]);
-    }
-    out
+/// `sums + madd(p, s)`: AVX2's two instructions.
+macro_rules! madd_add {
+    ($sums:expr, $p:expr, $s:expr) => {
+        _mm256_add_epi32($sums, _mm256_madd_epi16($p, $s))
+    };
 }
 
-/// Q6_K rows held as their super-blocks (see `Held::Q6K`) against Q8_K activations: the 6-bit
-/// values unpacked once for all `N` rows, taken unsigned (`Σ s·(u − 32)·q = Σ s·u·q − 32·Σ s·Σq`,
-/// the sums of 16 activations beside them).
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn q6k<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
-    let blocks = d.len();
-    debug_assert!(qs.len() == blocks * 208);
-    debug_assert!(a.iter().all(|a| a.kd.len() == blocks && a.kq.len() == blocks * 256));
-    let (m4, m2) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x30));
-    let mut acc = [_mm256_setzero_ps(); N];
-    for b in 0..blocks {
-        // SAFETY (all loads): super-block b is in bounds of every slice (debug-asserted above).
-        let block = unsafe { qs.as_ptr().add(b * 208) };
-        let scales = unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(block.add(192).cast())) };
-        let mut sums = [_mm256_setzero_si256(); N];
-        for n in 0..N {
-            // The offset of 32: Σ over the 16-value groups of scale × activation sum, times 32.
-            let ks = unsafe { _mm256_loadu_si256(a[n].ks.as_ptr().add(b * 16).cast()) };
-            sums[n] = _mm256_slli_epi32::<5>(_mm256_madd_epi16(scales, ks));
-            sums[n] = _mm256_sub_epi32(_mm256_setzero_si256(), sums[n]);
-        }
-        for h in 0..2 {
-            let (x, y, high) = unsafe {
-                (
-                    _mm256_loadu_si256(block.add(64 * h).cast()),
-                    _mm256_loadu_si256(block.add(64 * h + 32).cast()),
-                    _mm256_loadu_si256(block.add(128 + 32 * h).cast()),
-                )
-            };
-            let u = [
-                _mm256_or_si256(
-                    _mm256_and_si256(x, m4),
-                    _mm256_and_si256(_mm256_slli_epi16::<4>(high), m2),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(y, m4),
-                    _mm256_and_si256(_mm256_slli_epi16::<2>(high), m2),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4),
-                    _mm256_and_si256(high, m2),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(y), m4),
-                    _mm256_and_si256(_mm256_srli_epi16::<2>(high), m2),
-                ),
-            ];
-            for (k, u) in u.into_iter().enumerate() {
-                let g = 8 * h + 2 * k;
-                let s = unsafe {
-                    _mm256_set_m128i(
-                        _mm_set1_epi16(i16::from(*block.add(192 + g + 1) as i8)),
-                        _mm_set1_epi16(i16::from(*block.add(192 + g) as i8)),
-                    )
-                };
+/// `sums + madd(p, s)` in one VNNI instruction (`vpdpwssd`): the same 32-bit sums.
+macro_rules! dpwssd {
+    ($sums:expr, $p:expr, $s:expr) => {
+        _mm256_dpwssd_epi32($sums, $p, $s)
+    };
+}
+
+/// The K-quant kernels, once for AVX2 and once for AVX-512 VNNI (`$acc`: how a 16-bit product is
+/// multiplied by its scale and added). Both give the same integer sums and take the same float
+/// steps, so a row's product is the same bits on either.
+macro_rules! k_quant_kernels {
+    ($q4k:ident, $q6k:ident, $features:literal, $acc:ident) => {
+        /// Q4_K rows held as their super-blocks (see `Held::Q4K`) against Q8_K activations: the sub-block
+        /// scales multiply in the integer domain, one float step per 256 values and activation row.
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn $q4k<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
+            let blocks = d.len() / 2;
+            debug_assert!(qs.len() == blocks * 144);
+            debug_assert!(
+                a.iter()
+                    .all(|a| a.kd.len() == blocks && a.kq.len() == blocks * 256)
+            );
+            let low = _mm256_set1_epi8(0x0F);
+            let mut acc = [_mm256_setzero_ps(); N];
+            for b in 0..blocks {
+                // SAFETY (all loads): super-block b is in bounds of every slice (debug-asserted above).
+                let block = unsafe { qs.as_ptr().add(b * 144) };
+                let (db, dmin) = unsafe { (*d.get_unchecked(2 * b), *d.get_unchecked(2 * b + 1)) };
+                let mut sums = [_mm256_setzero_si256(); N];
+                for j in 0..4 {
+                    let raw = unsafe { _mm256_loadu_si256(block.add(16 + 32 * j).cast()) };
+                    let lo = _mm256_and_si256(raw, low);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low);
+                    let (s_lo, s_hi) = unsafe {
+                        (
+                            _mm256_set1_epi16(i16::from(*block.add(2 * j))),
+                            _mm256_set1_epi16(i16::from(*block.add(2 * j + 1))),
+                        )
+                    };
+                    for n in 0..N {
+                        let q = unsafe { a[n].kq.as_ptr().add(b * 256 + 64 * j) };
+                        let (q_lo, q_hi) =
+                            unsafe { (_mm256_loadu_si256(q.cast()), _mm256_loadu_si256(q.add(32).cast())) };
+                        sums[n] = $acc!(sums[n], _mm256_maddubs_epi16(lo, q_lo), s_lo);
+                        sums[n] = $acc!(sums[n], _mm256_maddubs_epi16(hi, q_hi), s_hi);
+                    }
+                }
+                // The minimums against the sums of each 32 activations (llama.cpp's `bsums`).
+                let mins = unsafe { _mm_cvtepu8_epi16(_mm_loadl_epi64(block.add(8).cast())) };
                 for n in 0..N {
-                    let q = unsafe { _mm256_loadu_si256(a[n].kq.as_ptr().add(b * 256 + 128 * h + 32 * k).cast()) };
-                    sums[n] = _mm256_add_epi32(sums[n], _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), s));
+                    let (kd, pairs) = unsafe {
+                        let ks = a[n].ks.as_ptr().add(b * 16);
+                        (
+                            *a[n].kd.get_unchecked(b),
+                            _mm_hadd_epi16(_mm_loadu_si128(ks.cast()), _mm_loadu_si128(ks.add(8).cast())),
+                        )
+                    };
+                    let m = _mm256_cvtepi32_ps(_mm256_zextsi128_si256(_mm_madd_epi16(mins, pairs)));
+                    acc[n] = _mm256_fmadd_ps(_mm256_set1_ps(db * kd), _mm256_cvtepi32_ps(sums[n]), acc[n]);
+                    acc[n] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * kd), m, acc[n]);
                 }
             }
+            let mut out = [0f32; N];
+            for n in 0..N {
+                out[n] = sum(acc[n]);
+            }
+            out
         }
-        let db = unsafe { *d.get_unchecked(b) };
-        for n in 0..N {
-            let kd = unsafe { *a[n].kd.get_unchecked(b) };
-            acc[n] = _mm256_fmadd_ps(_mm256_set1_ps(db * kd), _mm256_cvtepi32_ps(sums[n]), acc[n]);
+
+        /// Q6_K rows held as their super-blocks (see `Held::Q6K`) against Q8_K activations: the 6-bit
+        /// values unpacked once for all `N` rows, taken unsigned (`Σ s·(u − 32)·q = Σ s·u·q − 32·Σ s·Σq`,
+        /// the sums of 16 activations beside them).
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn $q6k<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
+            let blocks = d.len();
+            debug_assert!(qs.len() == blocks * 208);
+            debug_assert!(
+                a.iter()
+                    .all(|a| a.kd.len() == blocks && a.kq.len() == blocks * 256)
+            );
+            let (m4, m2) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x30));
+            let mut acc = [_mm256_setzero_ps(); N];
+            for b in 0..blocks {
+                // SAFETY (all loads): super-block b is in bounds of every slice (debug-asserted above).
+                let block = unsafe { qs.as_ptr().add(b * 208) };
+                let scales = unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(block.add(192).cast())) };
+                let mut sums = [_mm256_setzero_si256(); N];
+                for n in 0..N {
+                    // The offset of 32: Σ over the 16-value groups of scale × activation sum, times 32.
+                    let ks = unsafe { _mm256_loadu_si256(a[n].ks.as_ptr().add(b * 16).cast()) };
+                    sums[n] = _mm256_slli_epi32::<5>(_mm256_madd_epi16(scales, ks));
+                    sums[n] = _mm256_sub_epi32(_mm256_setzero_si256(), sums[n]);
+                }
+                for h in 0..2 {
+                    let (x, y, high) = unsafe {
+                        (
+                            _mm256_loadu_si256(block.add(64 * h).cast()),
+                            _mm256_loadu_si256(block.add(64 * h + 32).cast()),
+                            _mm256_loadu_si256(block.add(128 + 32 * h).cast()),
+                        )
+                    };
+                    let u = [
+                        _mm256_or_si256(
+                            _mm256_and_si256(x, m4),
+                            _mm256_and_si256(_mm256_slli_epi16::<4>(high), m2),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(y, m4),
+                            _mm256_and_si256(_mm256_slli_epi16::<2>(high), m2),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4),
+                            _mm256_and_si256(high, m2),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16::<4>(y), m4),
+                            _mm256_and_si256(_mm256_srli_epi16::<2>(high), m2),
+                        ),
+                    ];
+                    for (k, u) in u.into_iter().enumerate() {
+                        let g = 8 * h + 2 * k;
+                        let s = unsafe {
+                            _mm256_set_m128i(
+                                _mm_set1_epi16(i16::from(*block.add(192 + g + 1) as i8)),
+                                _mm_set1_epi16(i16::from(*block.add(192 + g) as i8)),
+                            )
+                        };
+                        for n in 0..N {
+                            let q =
+                                unsafe { _mm256_loadu_si256(a[n].kq.as_ptr().add(b * 256 + 128 * h + 32 * k).cast()) };
+                            sums[n] = $acc!(sums[n], _mm256_maddubs_epi16(u, q), s);
+                        }
+                    }
+                }
+                let db = unsafe { *d.get_unchecked(b) };
+                for n in 0..N {
+                    let kd = unsafe { *a[n].kd.get_unchecked(b) };
+                    acc[n] = _mm256_fmadd_ps(_mm256_set1_ps(db * kd), _mm256_cvtepi32_ps(sums[n]), acc[n]);
+                }
+            }
+            let mut out = [0f32; N];
+            for n in 0..N {
+                out[n] = sum(acc[n]);
+            }
+            out
         }
-    }
-    let mut out = [0f32; N];
-    for n in 0..N {
-        out[n] = sum(acc[n]);
-    }
-    out
+    };
 }
+
+k_quant_kernels!(q4k, q6k, "avx2,fma", madd_add);
+k_quant_kernels!(q4k_vnni, q6k_vnni, "avx2,fma,avx512f,avx512vl,avx512vnni", dpwssd);
