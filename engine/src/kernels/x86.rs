@@ -1,4 +1,5 @@
-//! The AVX2/FMA kernels (see the parent module): chosen at run time, only where the CPU has them.
+//! The AVX2/FMA kernels, and the K-quant kernels' AVX-512 VNNI twins (see the parent module): chosen
+//! at run time, only where the CPU has them.
 
 use super::{ActRow, BLOCK};
 use std::arch::x86_64::*;
