@@ -434,35 +434,28 @@ impl QMatrix {
                 let w = &self.f[r * n..(r + 1) * n];
                 a.map(|a| dot_f32(w, a.f))
             }
-            Held::Q4K => {
-                let sb = n / 256;
+            Held::Q4K | Held::Q6K => {
+                // Per super-block: Q4_K's d and dmin and 144 bytes, Q6_K's d and 208 bytes.
+                let q4k = self.held == Held::Q4K;
+                let (scales, bytes, sb) = if q4k { (2, 144, n / 256) } else { (1, 208, n / 256) };
                 let (d, qs) = (
-                    &self.d[2 * r * sb..2 * (r + 1) * sb],
-                    &self.qs[r * sb * 144..(r + 1) * sb * 144],
+                    &self.d[scales * r * sb..scales * (r + 1) * sb],
+                    &self.qs[r * sb * bytes..(r + 1) * sb * bytes],
                 );
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the level says the CPU has the kernel's instructions; as below.
-                match level() {
-                    Level::Avx2 => return unsafe { x86::q4k(d, qs, a) },
-                    Level::Vnni => return unsafe { x86::q4k_vnni(d, qs, a) },
-                    Level::Scalar => {}
+                match (level(), q4k) {
+                    (Level::Avx2, true) => return unsafe { x86::q4k(d, qs, a) },
+                    (Level::Vnni, true) => return unsafe { x86::q4k_vnni(d, qs, a) },
+                    (Level::Avx2, false) => return unsafe { x86::q6k(d, qs, a) },
+                    (Level::Vnni, false) => return unsafe { x86::q6k_vnni(d, qs, a) },
+                    (Level::Scalar, _) => {}
                 }
-                scalar_q4k(d, qs, a)
-            }
-            Held::Q6K => {
-                let sb = n / 256;
-                let (d, qs) = (
-                    &self.d[r * sb..(r + 1) * sb],
-                    &self.qs[r * sb * 208..(r + 1) * sb * 208],
-                );
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: the level says the CPU has the kernel's instructions; as below.
-                match level() {
-                    Level::Avx2 => return unsafe { x86::q6k(d, qs, a) },
-                    Level::Vnni => return unsafe { x86::q6k_vnni(d, qs, a) },
-                    Level::Scalar => {}
+                if q4k {
+                    scalar_q4k(d, qs, a)
+                } else {
+                    scalar_q6k(d, qs, a)
                 }
-                scalar_q6k(d, qs, a)
             }
             Held::Q4 | Held::Q8 => {
                 let blocks = r * nb..(r + 1) * nb;

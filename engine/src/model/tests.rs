@@ -1,0 +1,201 @@
+use super::*;
+use crate::kernels::Format;
+
+fn matrix(rows: usize, cols: usize, seed: u32) -> QMatrix {
+    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+    let values: Vec<u8> = (0..rows * cols)
+        .flat_map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            ((x >> 8) as f32 / (1u32 << 24) as f32 - 0.5).to_le_bytes()
+        })
+        .collect();
+    QMatrix::from_gguf(Format::F32, rows, cols, &values).unwrap()
+}
+
+/// A one-layer model of random F32 weights, gemma3-shaped when `window` is set.
+fn model(window: Option<usize>, threads: usize) -> Model {
+    let (w, hd, ffn) = (64, 16, 64);
+    let config = Config {
+        width: w,
+        heads: 4,
+        kv_heads: 2,
+        head_dim: hd,
+        ffn,
+        eps: 1e-6,
+        rope_base: 10_000.,
+        rope_base_local: window.map(|_| 1_000.),
+        rope: if window.is_some() {
+            Rope::Halves
+        } else {
+            Rope::Interleaved
+        },
+        activation: if window.is_some() {
+            Activation::Gelu
+        } else {
+            Activation::Silu
+        },
+        embedding_scale: if window.is_some() { 8. } else { 1. },
+        context: 64,
+    };
+    let layer = Layer {
+        attn_norm: vec![1.; w],
+        q: matrix(64, w, 1),
+        k: matrix(32, w, 2),
+        v: matrix(32, w, 3),
+        o: matrix(w, 64, 4),
+        qkv_bias: None,
+        qk_norm: window.map(|_| [vec![1.; hd], vec![0.5; hd]]),
+        post_norms: window.map(|_| [vec![1.; w], vec![1.; w]]),
+        ffn_norm: vec![1.; w],
+        gate: matrix(ffn, w, 5),
+        up: matrix(ffn, w, 6),
+        down: matrix(w, ffn, 7),
+        window,
+    };
+    Model::new(config, matrix(40, w, 8), vec![layer], vec![1.; w], None)
+        .unwrap()
+        .with_threads(threads)
+}
+
+fn close(a: &[f32], b: &[f32]) -> bool {
+    a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-4 * (1. + y.abs()))
+}
+
+#[test]
+fn a_prompt_at_once_equals_it_token_by_token_on_any_number_of_threads() {
+    let ids = [3, 17, 5, 9, 30, 1, 22];
+    for window in [None, Some(3)] {
+        let whole = model(window, 1).forward(&mut Cache::default(), &ids, 0).unwrap();
+        for threads in [1, 2, 3] {
+            let m = model(window, threads);
+            let mut cache = Cache::default();
+            let mut last = Vec::new();
+            for (p, id) in ids.iter().enumerate() {
+                last = m.forward(&mut cache, &[*id], p).unwrap();
+            }
+            assert!(close(&last, &whole), "window {window:?}, {threads} threads");
+            assert_eq!(cache.len(), ids.len());
+        }
+    }
+}
+
+#[test]
+fn sequences_in_one_pass_get_the_logits_each_would_get_alone() {
+    // Three conversations at different places: two decoding a token each after prompts of their
+    // own, one still reading its prompt; and the same again with the batch in another order.
+    let prompts: [&[u32]; 3] = [&[3, 17, 5], &[9, 30, 1, 22, 4], &[2, 8]];
+    let next: [&[u32]; 3] = [&[11], &[6], &[7, 13, 19]];
+    for window in [None, Some(3)] {
+        for threads in [1, 2, 3] {
+            let m = model(window, threads);
+            let mut alone = Vec::new();
+            let mut caches = Vec::new();
+            for (prompt, more) in prompts.iter().zip(next) {
+                let mut cache = Cache::default();
+                m.forward(&mut cache, prompt, 0).unwrap();
+                caches.push(cache.clone());
+                alone.push(m.forward(&mut cache, more, prompt.len()).unwrap());
+            }
+            for order in [[0, 1, 2], [2, 0, 1]] {
+                let mut copies: Vec<Cache> = order.iter().map(|&i| caches[i].clone()).collect();
+                let mut steps: Vec<Step> = copies
+                    .iter_mut()
+                    .zip(order)
+                    .map(|(cache, i)| Step {
+                        cache,
+                        tokens: next[i],
+                        position: prompts[i].len(),
+                    })
+                    .collect();
+                let together = m.forward_batch(&mut steps).unwrap();
+                for (got, &i) in together.iter().zip(&order) {
+                    assert_eq!(got, &alone[i], "window {window:?}, {threads} threads, sequence {i}");
+                }
+                for (cache, &i) in copies.iter().zip(&order) {
+                    assert_eq!(cache.len(), prompts[i].len() + next[i].len());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_snapshot_of_the_cache_continues_like_the_original() {
+    let m = model(None, 2);
+    let mut cache = Cache::default();
+    m.forward(&mut cache, &[1, 2, 3], 0).unwrap();
+    let mut copy = cache.clone();
+    let a = m.forward(&mut cache, &[4], 3).unwrap();
+    let b = m.forward(&mut copy, &[4], 3).unwrap();
+    assert_eq!(a, b);
+    // Position 0 starts over; a position past the cache is refused.
+    assert_eq!(
+        m.forward(&mut cache, &[4], 0).unwrap(),
+        m.forward(&mut Cache::default(), &[4], 0).unwrap()
+    );
+    assert!(
+        m.forward(&mut cache, &[4], 5)
+            .unwrap_err()
+            .contains("past the 1 cached")
+    );
+    assert!(
+        m.forward(&mut cache, &[99], 1)
+            .unwrap_err()
+            .contains("outside the vocabulary")
+    );
+}
+
+#[test]
+fn the_gates_equal_their_textbook_forms() {
+    for i in -2000..2000 {
+        let x = i as f32 / 100.;
+        let tanh = 0.5 * x * (1. + (0.797_884_6 * x * (1. + 0.044_715 * x * x)).tanh());
+        assert!((gelu(x) - tanh).abs() <= 1e-6 * (1. + tanh.abs()), "gelu({x})");
+        let silu_ = x / (1. + (-x).exp());
+        assert!((silu(x) - silu_).abs() <= 1e-6 * (1. + silu_.abs()), "silu({x})");
+    }
+}
+
+#[test]
+fn a_pass_that_panics_leaves_a_cache_that_refuses_to_be_continued() {
+    let m = model(None, 2);
+    let mut cache = Cache::default();
+    m.forward(&mut cache, &[1, 2, 3], 0).unwrap();
+    // Past the rotary tables: refused before anything is touched, the cache intact.
+    assert!(
+        m.forward(&mut cache, &[1; 70], 3)
+            .unwrap_err()
+            .contains("exceed the context")
+    );
+    assert_eq!(cache.len(), 3);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut broken = model(None, 2);
+        // A bug inside the pass: the rotation indexes past its tables.
+        broken.rotary[0] = (Vec::new(), Vec::new());
+        broken.forward(&mut cache, &[4], 3)
+    }));
+    assert!(caught.is_err());
+    assert!(
+        m.forward(&mut cache, &[4], 3)
+            .unwrap_err()
+            .contains("past the 0 cached")
+    );
+    assert_eq!(
+        m.forward(&mut cache, &[1], 0).unwrap(),
+        m.forward(&mut Cache::default(), &[1], 0).unwrap()
+    );
+}
+
+#[test]
+fn a_sliding_layer_sees_fewer_than_window_positions_back() {
+    // Window 2: the query at position 3 sees positions 2 and 3 only, so what came before does not
+    // matter; without a window it does.
+    for (window, same) in [(Some(2), true), (None, false)] {
+        let m = model(window, 2);
+        let a = m.forward(&mut Cache::default(), &[1, 2, 3, 4], 0).unwrap();
+        let b = m.forward(&mut Cache::default(), &[7, 8, 3, 4], 0).unwrap();
+        assert_eq!(close(&a, &b), same, "window {window:?}");
+    }
+}
