@@ -192,14 +192,23 @@ impl Model {
     fn step(&self) {
         let mut inner = self.hub.lock();
         let mut slots = std::mem::take(&mut inner.active);
-        let room = inner.width.saturating_sub(slots.len());
-        let admitted: Vec<Queued> = (0..room).map_while(|_| inner.pending.pop_front()).collect();
         let cancelled: Vec<u64> = inner
             .outboxes
             .iter()
             .filter(|(_, o)| o.cancel)
             .map(|(&id, _)| id)
             .collect();
+        // A request cancelled while it waits for room is answered now, not when room comes.
+        let mut done: Vec<(u64, Result<Generated, Error>)> = Vec::new();
+        inner.pending.retain(|q| {
+            let keep = !cancelled.contains(&q.id);
+            if !keep {
+                done.push((q.id, Err(Error::Cancelled)));
+            }
+            keep
+        });
+        let room = inner.width.saturating_sub(slots.len());
+        let admitted: Vec<Queued> = (0..room).map_while(|_| inner.pending.pop_front()).collect();
         drop(inner);
         // Whatever happens in the pass, the callers of these replies are answered and the hub led again.
         let mut guard = Unanswered {
@@ -210,7 +219,6 @@ impl Model {
                 .chain(admitted.iter().map(|q| q.id))
                 .collect(),
         };
-        let mut done: Vec<(u64, Result<Generated, Error>)> = Vec::new();
         let mut pieces: Vec<(u64, String)> = Vec::new();
         slots.retain(|s| {
             let keep = !cancelled.contains(&s.id);
@@ -221,10 +229,6 @@ impl Model {
         });
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         for Queued { id, job } in admitted {
-            if cancelled.contains(&id) {
-                done.push((id, Err(Error::Cancelled)));
-                continue;
-            }
             match read_prompt(&mut state, &job.prompt, job.split) {
                 Ok((weights, logits)) => slots.push(Slot {
                     id,
