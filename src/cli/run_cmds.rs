@@ -301,7 +301,7 @@ pub fn sessions(ctx: &Ctx, json_output: bool, out: &mut dyn Write) -> anyhow::Re
             .iter()
             .map(|s| {
                 json!({"id": s.id, "name": s.name, "created": s.created, "status": s.status,
-                       "model": s.model, "sample": s.sample, "path": s.path})
+                       "model": s.model, "models": s.models, "sample": s.sample, "path": s.path})
             })
             .collect();
         writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
@@ -457,7 +457,8 @@ fn export_interviews(
             let mut md = Vec::new();
             let bootstrap = crate::domain::resample::Bootstrap::default();
             super::report_cmds::report(ctx, &[id.to_string()], "md", None, bootstrap, &mut md)?;
-            format!("# Session {id}\n\n{}", String::from_utf8_lossy(&md))
+            let details = crate::study::interview::markdown::details(&results::export(events, &*ctx.catalog()?));
+            format!("# Session {id}\n\n{}\n{details}", String::from_utf8_lossy(&md))
         }
         other => {
             return Err(input_error(format!("unknown format \"{}\" (json, csv, md)", other)));

@@ -17,8 +17,13 @@ pub struct SessionEntry {
     pub id: String,
     pub name: Option<String>,
     pub created: String,
+    /// `running` (a live writer holds it), `interrupted`, `complete` or `complete with failures`
+    /// (finished, with items or assessments that failed for good).
     pub status: String,
+    /// The models of its roles in one phrase ([`crate::study::models_phrase`]).
     pub model: String,
+    /// Each role's provider and model.
+    pub models: crate::study::Providers,
     pub path: PathBuf,
     pub sample: bool,
 }
@@ -177,22 +182,21 @@ impl Store {
         }
     }
 
-    /// The interview sample a demo replays: the one whose journal holds the most (a run with its
-    /// assessments beats a partial one), ties broken by id.
+    /// The interview sample a demo replays: the newest (ids begin with the time they were started),
+    /// so the tour shows the latest recording, made with the most capable model the samples have.
     pub fn demo_session(&self) -> Option<PathBuf> {
-        samples_of(self.samples.as_deref()?)
-            .into_iter()
-            .filter(|(_, events)| kind_of(events) == Some(Kind::Interviews))
-            .rev()
-            .max_by_key(|(_, events)| events.len())
-            .map(|(dir, _)| dir)
+        self.newest_sample(Kind::Interviews)
     }
 
-    /// The observer session the demo's last step opens: the first observer sample by id.
+    /// The observer session the demo's last step opens: the newest observer sample.
     pub fn observer_sample(&self) -> Option<PathBuf> {
+        self.newest_sample(Kind::Observers)
+    }
+
+    fn newest_sample(&self, kind: Kind) -> Option<PathBuf> {
         samples_of(self.samples.as_deref()?)
             .into_iter()
-            .find(|(_, events)| kind_of(events) == Some(Kind::Observers))
+            .rfind(|(_, events)| kind_of(events) == Some(kind))
             .map(|(dir, _)| dir)
     }
 }
@@ -229,6 +233,9 @@ fn list_in(dir: &Path, sample: bool) -> Vec<SessionEntry> {
             .iter()
             .rev()
             .find_map(|e| match e {
+                Event::RunFinished { status, .. } if crate::study::failures_any(&events).any() => {
+                    Some(format!("{status} with failures"))
+                }
                 Event::RunFinished { status, .. } => Some(status.clone()),
                 _ => None,
             })
@@ -236,12 +243,7 @@ fn list_in(dir: &Path, sample: bool) -> Vec<SessionEntry> {
                 Some(_) => "running".into(),
                 None => "interrupted".into(),
             });
-        let model = start
-            .providers
-            .get("rpa")
-            .or_else(|| start.providers.get("subject"))
-            .map(|m| format!("{} ({})", m.model, m.kind))
-            .unwrap_or_default();
+        let model = crate::study::models_phrase(start.providers);
         found.push((
             started_ms,
             SessionEntry {
@@ -250,6 +252,7 @@ fn list_in(dir: &Path, sample: bool) -> Vec<SessionEntry> {
                 created: start.created.to_string(),
                 status,
                 model,
+                models: start.providers.clone(),
                 path,
                 sample,
             },
@@ -408,6 +411,36 @@ mod tests {
         assert_eq!(ids, ["20261130-000000-zzzz", "20261130-000000-aaaa"]);
     }
 
+    #[test]
+    fn a_finished_session_with_failures_left_says_so_and_names_both_models() {
+        let data = tempfile::tempdir().unwrap();
+        let id = "20261130-000000-fail";
+        let dir = sessions_dir(data.path()).join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let start = format!(
+            r#"{{"event":"run_started","session":"{id}","name":null,"created":"2026-11-30T00:00:00Z","app_version":"0.1.0","plan":{{"characters":["hermione-en"],"scales":["GSE"],"methods":["er-batch"],"repeats":1,"rpa":"s","judge":"p","style":"description","seed":1,"max_attempts":5}},"providers":{{"rpa":{{"provider":"s","kind":"openai","model":"smollm2"}},"judge":{{"provider":"p","kind":"local","model":"smollm2-135m"}}}}}}"#
+        );
+        let item = |event: &str, tail: &str| {
+            format!(
+                r#"{{"event":"{event}","character":"hermione-en","scale":"GSE","repeat":0,"style":"open","item_id":1,{tail}}}"#
+            )
+        };
+        let failed = item("item_failed", r#""error":"the server dropped the request""#);
+        let answered = item("item_answered", r#""question":"q","response":"a""#);
+        let finished = r#"{"event":"run_finished","status":"complete","at":"2026-11-30T00:01:00Z"}"#;
+        let status = |lines: &[&str]| {
+            std::fs::write(dir.join("journal.jsonl"), lines.join("\n") + "\n").unwrap();
+            let list = Store::with_samples(data.path(), None).list();
+            assert_eq!(list[0].model, "rpa smollm2 (openai) · judge smollm2-135m (local)");
+            assert_eq!(list[0].models.len(), 2);
+            list[0].status.clone()
+        };
+        assert_eq!(status(&[&start, &failed, finished]), "complete with failures");
+        // An answer after the failure (a resume asked again) leaves nothing failed.
+        assert_eq!(status(&[&start, &failed, &answered, finished]), "complete");
+        assert_eq!(status(&[&start, &failed]), "interrupted");
+    }
+
     /// A session started with `plan_extra` in its plan (e.g. its parent), with nothing after.
     fn started(data: &Path, id: &str, plan_extra: &str) {
         let dir = sessions_dir(data).join(id);
@@ -469,13 +502,17 @@ mod tests {
     }
 
     #[test]
-    fn the_demo_replays_the_fullest_interview_sample_and_ends_on_the_observer_sample() {
+    fn the_demo_replays_the_newest_interview_sample_and_ends_on_the_newest_observer_sample() {
         let store = Store::with_samples(Path::new("/nonexistent"), Some(checkout()));
-        let demo = store.demo_session().unwrap();
-        let events = store.load(&demo).unwrap();
-        assert_eq!(kind_of(&events), Some(Kind::Interviews));
-        let observers = store.observer_sample().unwrap();
-        assert_eq!(kind_of(&store.load(&observers).unwrap()), Some(Kind::Observers));
+        let samples = samples_of(&checkout());
+        for (found, kind) in [
+            (store.demo_session().unwrap(), Kind::Interviews),
+            (store.observer_sample().unwrap(), Kind::Observers),
+        ] {
+            assert_eq!(kind_of(&store.load(&found).unwrap()), Some(kind));
+            let others = samples.iter().filter(|(dir, events)| kind_of(events) == Some(kind) && *dir != found);
+            assert!(others.into_iter().all(|(dir, _)| dir < &found), "{found:?} is the newest {kind:?} sample");
+        }
         assert!(matches!(store.find("../etc"), Err(SessionError::NotFound(_))));
     }
 }

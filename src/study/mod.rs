@@ -532,9 +532,70 @@ pub fn export_any(events: &[Event], catalog: &Catalog) -> serde_json::Value {
     }
 }
 
+/// What a session's journal leaves failed, by the kind it is of.
+pub fn failures_any(events: &[Event]) -> Failures {
+    match kind_of(events) {
+        Some(Kind::Rolebench) => Rolebench::failures(events),
+        Some(Kind::Observers) => Observers::failures(events),
+        _ => Interviews::failures(events),
+    }
+}
+
+/// The models a session gave its roles, in one phrase: `m (kind)` when every role had the same one,
+/// else each distinct one with the roles it served (`rpa m (openai) · judge n (local)`), the role
+/// that speaks first (rpa, subject, agent) first.
+pub fn models_phrase(providers: &Providers) -> String {
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    let first = ["rpa", "subject", "agent"];
+    let mut roles: Vec<(&String, &ModelInfo)> = providers.iter().collect();
+    roles.sort_by_key(|(role, _)| !first.contains(&role.as_str()));
+    for (role, m) in roles {
+        let model = format!("{} ({})", m.model, m.kind);
+        match groups.iter_mut().find(|(g, _)| *g == model) {
+            Some((_, rs)) => rs.push(role),
+            None => groups.push((model, vec![role])),
+        }
+    }
+    match groups.as_slice() {
+        [] => String::new(),
+        [(model, _)] => model.clone(),
+        _ => groups
+            .iter()
+            .map(|(model, rs)| format!("{} {model}", rs.join("+")))
+            .collect::<Vec<_>>()
+            .join(" · "),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_model_is_named_once_and_different_ones_with_their_roles() {
+        let info = |model: &str, kind: &str| ModelInfo {
+            provider: kind.into(),
+            kind: kind.into(),
+            model: model.into(),
+        };
+        let same: Providers = [("judge", info("m", "local")), ("rpa", info("m", "local"))]
+            .map(|(r, m)| (r.to_string(), m))
+            .into();
+        assert_eq!(models_phrase(&same), "m (local)");
+        let two: Providers = [("judge", info("smollm2-135m", "local")), ("rpa", info("smollm2", "openai"))]
+            .map(|(r, m)| (r.to_string(), m))
+            .into();
+        assert_eq!(models_phrase(&two), "rpa smollm2 (openai) · judge smollm2-135m (local)");
+        let observers: Providers = [
+            ("observer", info("a", "local")),
+            ("subject", info("b", "local")),
+            ("reporter", info("a", "local")),
+        ]
+        .map(|(r, m)| (r.to_string(), m))
+        .into();
+        assert_eq!(models_phrase(&observers), "subject b (local) · observer+reporter a (local)");
+        assert_eq!(models_phrase(&Providers::new()), "");
+    }
 
     /// The header is flattened into the first record: the same keys in the same order as before it
     /// was shared, so a new journal's first line reads like an old one's.

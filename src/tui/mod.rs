@@ -79,7 +79,7 @@ impl Options {
         })
     }
 
-    /// `demo --speed S`: the guided tour on the fullest interview sample.
+    /// `demo --speed S`: the guided tour on the newest interview sample.
     pub fn demo(speed: &str) -> anyhow::Result<Options> {
         let speed = replay_speed(speed)?;
         let store = Store::new(&crate::paths::data_dir().unwrap_or_default());

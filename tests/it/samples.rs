@@ -150,3 +150,29 @@ fn the_annotated_sample_is_read_by_id_and_its_export_imports_back_with_repeat_an
     let again = incharacter(data, &["annotations", "export", GSE, "--format", "csv"]);
     assert_eq!(String::from_utf8(again.stdout).unwrap(), edited);
 }
+
+#[test]
+fn the_markdown_export_holds_the_interviews_and_the_assessments() {
+    let data = tempfile::tempdir().unwrap();
+    let id = "20261129-233202-bfi-on-the-local-model-e80e";
+    let out = incharacter(data.path(), &["export", id, "--format", "md"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let md = String::from_utf8_lossy(&out.stdout);
+    let json = incharacter(data.path(), &["export", id, "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(md.starts_with(&format!("# Session {id}")), "{md}");
+    // Every answer is there, under its question; every assessed dimension has a row.
+    let answers = json["interviews"].as_array().unwrap();
+    let items: usize = answers.iter().map(|g| g["items"].as_array().unwrap().len()).sum();
+    assert_eq!(md.matches(". **Q** (item ").count(), items);
+    let first = &answers[0]["items"][0];
+    assert!(md.contains(first["question"].as_str().unwrap()), "{md}");
+    let groups = json["assessments"].as_array().unwrap();
+    let dimensions: usize = groups.iter().map(|g| g["dimensions"].as_object().unwrap().len()).sum();
+    let rows = md
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| dimension"))
+        .count();
+    assert!(rows >= dimensions, "{rows} rows for {dimensions} dimensions");
+    assert!(md.contains("## Interviews") && md.contains("## Assessments"), "{md}");
+}

@@ -5,6 +5,7 @@
 
 pub mod estimate;
 pub mod reassess;
+pub mod markdown;
 pub mod results;
 pub mod spread;
 
@@ -53,7 +54,7 @@ pub struct RunPlan {
     #[serde(default = "AnswerSampling::before_recorded")]
     pub answer_sampling: AnswerSampling,
     /// The temperature of a judge's first attempt (re-asks use it too, or 0.2 when it is 0).
-    #[serde(default)]
+    #[serde(default, serialize_with = "crate::domain::decimal::short")]
     pub judge_temperature: f32,
     /// A re-assessment: the session whose interviews this one assesses. Its answers are copied into
     /// this journal as they are, and no role-play request is sent.

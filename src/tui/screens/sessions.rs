@@ -106,7 +106,7 @@ impl Sessions {
                 if let Some(e) = self.list.get(self.cursor) {
                     let refusal = if e.sample {
                         "sample sessions are read-only: replay them instead (r)"
-                    } else if e.status == "complete" {
+                    } else if e.status.starts_with("complete") {
                         "this session is complete"
                     } else {
                         return vec![
@@ -178,12 +178,12 @@ impl Component for Sessions {
         let width = inner.width as usize;
         // Ids are what `report`, `export` and `replay` take: as wide as the longest, leaving the model 27.
         let longest = self.list.iter().map(|e| e.id.chars().count()).max().unwrap_or(2);
-        let id_width = longest.min(width.saturating_sub(3 + 13 + 17 + 1 + 27)).max(20);
+        let id_width = longest.min(width.saturating_sub(3 + 14 + 17 + 1 + 27)).max(20);
         let mut lines = vec![Line::styled(
             format!(
                 "   {} {} {} model",
                 pad("id", id_width),
-                pad("status", 12),
+                pad("status", 13),
                 pad("created", 16)
             ),
             theme.dim(),
@@ -197,7 +197,7 @@ impl Component for Sessions {
             };
             let status_style = match e.status.as_str() {
                 "complete" => theme.fg(theme.positive),
-                "interrupted" => theme.fg(theme.warning),
+                "interrupted" | "complete with failures" => theme.fg(theme.warning),
                 _ => theme.dim(),
             };
             let tag = if e.sample { " sample" } else { "" };
@@ -205,7 +205,11 @@ impl Component for Sessions {
                 Span::styled(if marked { " ● " } else { "   " }, theme.fg(theme.accent)),
                 Span::styled(pad(&e.id, id_width), style),
                 Span::raw(" "),
-                Span::styled(pad(&e.status, 12), status_style),
+                // "complete with failures" is too wide for the column: what sets it apart is enough.
+                Span::styled(
+                    pad(e.status.strip_prefix("complete ").unwrap_or(&e.status), 13),
+                    status_style,
+                ),
                 Span::raw(" "),
                 // To the minute, in the journal's UTC: "2026-11-29 20:15".
                 Span::raw(pad(
@@ -213,7 +217,7 @@ impl Component for Sessions {
                     16,
                 )),
                 Span::raw(" "),
-                Span::raw(fit(&format!("{}{tag}", e.model), width.saturating_sub(id_width + 34))),
+                Span::raw(fit(&format!("{}{tag}", e.model), width.saturating_sub(id_width + 35))),
             ]));
         }
         frame.render_widget(Paragraph::new(lines), inner);

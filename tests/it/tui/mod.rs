@@ -126,6 +126,7 @@ fn sample_entry(id: &str, created: &str, path: PathBuf) -> SessionEntry {
         created: created.into(),
         status: "complete".into(),
         model: "smollm2-135m (local)".into(),
+        models: Default::default(),
         path,
         sample: true,
     }
@@ -213,6 +214,25 @@ fn setup_filters_and_estimates() {
     key(&mut app, KeyCode::Down);
     key(&mut app, KeyCode::Down);
     key(&mut app, KeyCode::Char(' '));
+    // The embedded model is not fetched yet: enter stays on Setup, which says why, in full.
+    let effects = key(&mut app, KeyCode::Enter);
+    assert!(
+        !effects.iter().any(|e| matches!(e, Effect::StartRun { .. })),
+        "{effects:?}"
+    );
+    assert_eq!(app.screen, Screen::Setup);
+    assert!(
+        app.flash.as_deref().is_some_and(|f| f.contains("not fetched")),
+        "{:?}",
+        app.flash
+    );
+    let screen = render(&app, (80, 24));
+    assert!(screen.contains("cannot start: the rpa provider"), "{screen}");
+    assert!(screen.contains("fetched"), "the reason is wrapped, not cut: {screen}");
+    app.update(Action::Fetched(Ok(
+        "/home/user/.local/share/incharacter/models/smollm2-135m/model.gguf".into(),
+    )));
+    app.flash = None;
     snap("setup", &app);
     let effects = key(&mut app, KeyCode::Enter);
     let Some(Effect::StartRun { plan, .. }) = effects.first() else {
@@ -499,6 +519,7 @@ fn sessions_list_marks_and_replays() {
         created: "2026-11-29T12:00:00Z".into(),
         status: status.into(),
         model: "smollm2-135m (local)".into(),
+        models: Default::default(),
         path: format!("/sessions/{id}").into(),
         sample,
     };
@@ -506,11 +527,16 @@ fn sessions_list_marks_and_replays() {
         entry("20261129-120000-demo-0001", "complete", false),
         entry("20261129-130000-b-0002", "interrupted", false),
         entry("sample-hermione-bfi", "complete", true),
+        entry("20261129-140000-c-0003", "complete with failures", false),
     ]));
     let effects = key(&mut app, KeyCode::Char('5'));
     assert_eq!(effects, [Effect::ListSessions]);
     mark_first_two(&mut app);
     snap("sessions", &app);
+    assert!(
+        render(&app, (80, 24)).contains("with failures"),
+        "a finished run with failures says so"
+    );
     key(&mut app, KeyCode::Char('s'));
     let effects = key(&mut app, KeyCode::Char('r'));
     assert!(
