@@ -125,6 +125,11 @@ impl CharacterTally {
         }
         CharacterTally { per_repeat }
     }
+
+    /// Whether any of the character's dimensions was scored against a label.
+    pub fn scored(&self) -> bool {
+        !self.per_repeat.is_empty()
+    }
 }
 
 /// A repeat's totals over characters: pairs, correct ones, |error|, characters, characters all correct.

@@ -94,6 +94,41 @@ fn one_character_has_no_interval_never_a_fake_one() {
 }
 
 #[test]
+fn one_scored_character_among_several_has_no_interval_either() {
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path();
+    // All three characters answered; only Hermione's dimensions were assessed.
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions").join(BFI);
+    let text = std::fs::read_to_string(from.join("journal.jsonl")).unwrap();
+    let kept: String = text
+        .lines()
+        .filter(|l| !l.contains("\"event\":\"dimension_assessed\"") || l.contains("\"character\":\"hermione-en\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(
+        kept.contains("\"character\":\"sheldon-en\""),
+        "the others' answers stay"
+    );
+    let to = data.join("sessions").join(BFI);
+    std::fs::create_dir_all(&to).unwrap();
+    std::fs::write(to.join("journal.jsonl"), kept).unwrap();
+    let report = json(data, &["report", BFI, "--format", "json"]);
+    let rows = report[0]["summary"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    let mut valued = 0;
+    for row in rows {
+        for key in ["acc_dim", "acc_full", "mae"] {
+            let i = &row["intervals"][key];
+            assert!(i["ci"].is_null(), "{key}: {row}");
+            valued += usize::from(i["value"].is_number());
+        }
+    }
+    assert!(valued >= 3, "Hermione's figures are there: {rows:?}");
+    let md = stdout(&incharacter(data, &["report", BFI]));
+    assert!(md.contains(" [–] |") && !md.contains("0.500 [0.500, 0.500]"), "{md}");
+}
+
+#[test]
 fn the_latex_table_is_booktabs_with_a_column_per_figure() {
     let data = tempfile::tempdir().unwrap();
     let tex = stdout(&incharacter(data.path(), &["report", BFI, GSE, "--format", "latex"]));

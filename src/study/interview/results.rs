@@ -326,17 +326,24 @@ pub fn summary_with(
         let [std_item, std_dim, std_score] = consistency(&all_shares);
         let intervals = bootstrap.map(|b| {
             let units: Vec<&Share> = shares.values().collect();
+            // Acc_Dim, Acc_Full and MAE resample the characters that have scores: one scored
+            // character among two gives no interval, as one character alone does.
             let tallies: Vec<metrics::CharacterTally> = units
                 .iter()
                 .map(|u| metrics::CharacterTally::of(&u.rows, (min, max)))
+                .filter(metrics::CharacterTally::scored)
                 .collect();
-            let cis = resample::intervals(units.len(), b.stream(out.len() as u64), |drawn| {
+            let stream = b.stream(out.len() as u64);
+            let [acc_dim, acc_full, mae] = resample::intervals(tallies.len(), stream, |drawn| {
                 // Each draw is a character of its own (Acc_Full counts it once per draw).
                 let a = metrics::overall_of(drawn.iter().map(|&u| &tallies[u]));
-                let drawn_shares: Vec<&Share> = drawn.iter().map(|&u| units[u]).collect();
-                let [i, d, s] = consistency(&drawn_shares);
-                [a.map(|a| a.0), a.map(|a| a.1), a.map(|a| a.2), i, d, s]
+                [a.map(|a| a.0), a.map(|a| a.1), a.map(|a| a.2)]
             });
+            let [i, d, s] = resample::intervals(units.len(), stream, |drawn| {
+                let drawn_shares: Vec<&Share> = drawn.iter().map(|&u| units[u]).collect();
+                consistency(&drawn_shares)
+            });
+            let cis = [acc_dim, acc_full, mae, i, d, s];
             let at = |value: Option<f64>, ci: Option<[f64; 2]>| Interval {
                 value,
                 ci: value.and(ci),
