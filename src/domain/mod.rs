@@ -1,6 +1,7 @@
 //! The method's vocabulary, free of I/O: scales, characters and labels, scoring, metrics, statistics.
 
 pub mod character;
+pub mod decimal;
 pub mod diagnostic;
 pub mod metrics;
 pub mod resample;

@@ -63,6 +63,7 @@ pub const ANSWER_TEMPERATURE: f32 = 0.7;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct AnswerSampling {
     /// `None`: none is sent (the provider's default applies).
+    #[serde(serialize_with = "crate::domain::decimal::short_opt")]
     pub temperature: Option<f32>,
     /// The longest answer, in tokens (a rambling model is cut there).
     pub max_tokens: u32,

@@ -85,6 +85,7 @@ pub struct ObservePlan {
     pub scenarios: usize,
     pub turn_cap: usize,
     /// Sampling temperature of relationships, scenarios and dialogues (reports use 0).
+    #[serde(serialize_with = "crate::domain::decimal::short")]
     pub temperature: f32,
     pub subject_provider: String,
     pub observer_provider: String,
