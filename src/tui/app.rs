@@ -195,6 +195,17 @@ macro_rules! ctx {
 }
 
 impl App {
+    /// Whether printable keys are text here (Chat's input, a character being edited, an annotation
+    /// note): the key bar then offers f1 for help, since `?` types a `?`.
+    pub fn typing(&self) -> bool {
+        match self.screen {
+            Screen::Chat => true,
+            Screen::Persona => self.persona.draft.is_some(),
+            Screen::Annotate => self.annotate.editing_note,
+            _ => false,
+        }
+    }
+
     /// `data_dir` is where fetched models are looked for (the welcome screen's checks).
     pub fn new(
         catalog: Arc<Catalog>,
@@ -603,7 +614,7 @@ impl App {
             return Vec::new();
         };
         if demo.step + 1 >= DEMO_STEPS.len() {
-            self.flash = Some("the tour is over: 1–9 switch screens, 5 lists every sample".into());
+            self.flash = Some("the tour is over: 0–9 switch screens, 5 lists every sample".into());
             return Vec::new();
         }
         demo.step += 1;

@@ -135,7 +135,7 @@ pub const DEMO_STEPS: [(Screen, &str); 5] = [
     ),
     (
         Screen::Observers,
-        "demo 5/5: observers talk with a subject, then rate it · 1–9: screens",
+        "demo 5/5: observers talk with a subject, then rate it · 0–9: screens",
     ),
 ];
 

@@ -218,7 +218,7 @@ keys C-s
 wait_for "saved wren-en"
 keys C-r
 wait_for "Before / after the probe" 60
-wait_for "edited since"
+wait_for "edited between the two sessions"
 wait_for "dimensions closer to what was meant"
 wait_for "▸ Extraversion"
 wait_for "target H"

@@ -114,14 +114,14 @@ pub enum Request {
 }
 
 /// What starting an interview run asks of the app: Live shows it from its first item.
-pub fn start_run(plan: crate::study::RunPlan) -> Vec<Request> {
+pub fn start_run(plan: crate::study::RunPlan, name: Option<String>) -> Vec<Request> {
     vec![
         Request::Show(Screen::Live),
         Request::Start {
             replay: None,
             follow: true,
         },
-        Effect::StartRun { plan, name: None }.into(),
+        Effect::StartRun { plan, name }.into(),
     ]
 }
 

@@ -208,7 +208,7 @@ impl ReassessDialog {
     fn start(&mut self) -> Outcome {
         match self.plan() {
             Ok((plan, notes)) => {
-                let mut requests = start_run(plan);
+                let mut requests = start_run(plan, None);
                 requests.extend(notes.into_iter().map(Request::Flash));
                 Outcome::Closed(requests)
             }

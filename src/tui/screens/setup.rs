@@ -131,6 +131,17 @@ impl Setup {
         if self.methods.is_empty() {
             return Err("pick at least one method".into());
         }
+        // A provider that cannot serve (the embedded model not fetched, a key missing) is said here,
+        // before the run starts, not by a run that fails at once.
+        for (role, name) in [("rpa", &self.rpa), ("judge", &self.judge)] {
+            if let Some(problem) = providers
+                .iter()
+                .find(|p| &p.name == name)
+                .and_then(|p| p.problem.as_ref())
+            {
+                return Err(format!("cannot start: the {role} provider {name}: {problem}"));
+            }
+        }
         let mut plan = RunPlan::new(
             catalog
                 .characters
@@ -211,7 +222,7 @@ impl Setup {
             Command::PrevMethod => self.toggle(-1, catalog),
             Command::Select | Command::Start => {
                 return match self.plan(catalog, providers) {
-                    Ok(plan) => super::start_run(plan),
+                    Ok(plan) => super::start_run(plan, None),
                     Err(e) => vec![Request::Flash(e)],
                 };
             }
@@ -471,14 +482,14 @@ impl Setup {
             lines.push(Line::styled(pad(&text, inner.width as usize), style));
         }
         lines.push(Line::raw(""));
-        lines.extend(self.estimate_lines(ctx));
-        lines.extend(self.check_lines(ctx));
+        lines.extend(self.estimate_lines(ctx, inner.width as usize));
+        lines.extend(self.check_lines(ctx, inner.width as usize));
         frame.render_widget(Paragraph::new(lines), inner);
         (inner, 0, ListId::Options)
     }
 
     /// What the run would cost in requests and tokens, or why it cannot start.
-    fn estimate_lines(&self, ctx: &Ctx) -> Vec<Line<'static>> {
+    fn estimate_lines(&self, ctx: &Ctx, width: usize) -> Vec<Line<'static>> {
         let theme = ctx.theme;
         match self.plan(ctx.catalog, ctx.providers) {
             Ok(plan) => {
@@ -498,12 +509,16 @@ impl Setup {
                     Line::styled("enter starts", theme.fg(theme.positive).add_modifier(Modifier::BOLD)),
                 ]
             }
-            Err(e) => vec![Line::styled(e, theme.dim())],
+            // Wrapped: a reason is read whole, not cut at the pane's edge.
+            Err(e) => crate::tui::wrap::wrap(&e, width.max(1))
+                .into_iter()
+                .map(|l| Line::styled(l, theme.dim()))
+                .collect(),
         }
     }
 
     /// How each provider checked takes the method's requests.
-    fn check_lines(&self, ctx: &Ctx) -> Vec<Line<'static>> {
+    fn check_lines(&self, ctx: &Ctx, width: usize) -> Vec<Line<'static>> {
         let theme = ctx.theme;
         let mut lines = Vec::new();
         if !self.checks.is_empty() {
@@ -513,7 +528,11 @@ impl Setup {
         for (name, verdict) in &self.checks {
             match verdict {
                 None => lines.push(Line::styled(format!("{name}: checking…"), theme.dim())),
-                Some(Err(e)) => lines.push(Line::styled(format!("{name}: {}", e), theme.fg(theme.error))),
+                Some(Err(e)) => lines.extend(
+                    crate::tui::wrap::wrap(&format!("{name}: {e}"), width)
+                        .into_iter()
+                        .map(|l| Line::styled(l, theme.fg(theme.error))),
+                ),
                 Some(Ok(shapes)) => {
                     lines.push(Line::raw(name.clone()));
                     for v in shapes {

@@ -147,12 +147,9 @@ fn render_status(frame: &mut Frame, app: &App, essentials: Vec<(String, &str)>, 
     }
     let mut spans = Vec::new();
     for (k, what) in essentials.iter().map(|(k, w)| (k.as_str(), *w)).chain(
-        [
-            (if app.screen == Screen::Chat { "f1" } else { "?" }, "help"),
-            ("ctrl-c", "quit"),
-        ]
-        .iter()
-        .copied(),
+        [(if app.typing() { "f1" } else { "?" }, "help"), ("ctrl-c", "quit")]
+            .iter()
+            .copied(),
     ) {
         spans.push(Span::styled(format!(" {k} "), theme.selected()));
         spans.push(Span::styled(format!(" {what}  "), theme.dim()));

@@ -31,6 +31,15 @@ fn saved(app: &mut App, effects: Vec<Effect>, data: &std::path::Path) {
     app.update(Action::Saved(Ok((c.id.clone(), catalog))));
 }
 
+/// The workbench once the embedded model is fetched: a probe can start.
+fn fetched() -> App {
+    let mut app = app();
+    app.update(Action::Fetched(Ok(
+        "/home/user/.local/share/incharacter/models/smollm2-135m/model.gguf".into(),
+    )));
+    app
+}
+
 /// Puts the persona list's cursor on character `id`.
 fn on(app: &mut App, id: &str) {
     app.persona.cursor = incharacter::tui::screens::persona::listed(&app.catalog)
@@ -121,21 +130,32 @@ fn a_bundled_character_is_read_only_and_duplicated_to_edit() {
         copy.description,
         app.catalog.character("hermione-en").unwrap().description
     );
+    // While a character is edited `?` is text: the key bar offers f1 for help (shown once the
+    // editing hint has left the status line).
+    app.flash = None;
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains(" f1  help"), "{screen}");
     // Escape leaves without saving.
     key(&mut app, KeyCode::Esc);
     assert!(app.persona.draft.is_none());
+    assert!(render(&app, (120, 40)).contains(" ?  help"));
 }
 
 #[test]
 fn a_probe_is_the_setups_run_narrowed_to_the_character() {
-    let mut app = app();
+    let mut app = fetched();
     app.setup.characters = ["zhongli-zh".to_string()].into();
     key(&mut app, KeyCode::Char('0'));
     on(&mut app, "hermione-en");
     let effects = ctrl(&mut app, 'r');
-    let Some(Effect::StartRun { plan, .. }) = effects.first() else {
+    let Some(Effect::StartRun { plan, name }) = effects.first() else {
         panic!("{effects:?}")
     };
+    let name = name.as_deref().unwrap_or_default();
+    assert!(
+        name.starts_with("probe Hermione Granger"),
+        "named after what it measures: {name}"
+    );
     assert_eq!(plan.characters, ["hermione-en"]);
     assert_eq!(plan.scales, ["BFI"], "the targets' scale when the setup has none");
     assert_eq!(app.screen, Screen::Live);
@@ -171,7 +191,7 @@ fn with_targets(data: &std::path::Path) -> Arc<Catalog> {
 #[test]
 fn a_finished_probe_shows_before_and_after_and_the_answers_that_moved_a_dimension() {
     let data = tempfile::tempdir().unwrap();
-    let mut app = app();
+    let mut app = fetched();
     app.catalog = with_targets(data.path());
     key(&mut app, KeyCode::Char('0'));
     on(&mut app, "hermione-en");
@@ -246,7 +266,7 @@ fn a_finished_probe_shows_before_and_after_and_the_answers_that_moved_a_dimensio
 
 #[test]
 fn a_probe_that_did_not_finish_asks_for_no_before_after() {
-    let mut app = app();
+    let mut app = fetched();
     key(&mut app, KeyCode::Char('0'));
     on(&mut app, "hermione-en");
     let effects = ctrl(&mut app, 'r');

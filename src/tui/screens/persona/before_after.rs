@@ -137,7 +137,7 @@ impl Probed {
         } else {
             let edited = match (&a.version, &b.version) {
                 (Some(x), Some(y)) if x == y => "same version: the difference is the model's",
-                (Some(_), Some(_)) => "edited since",
+                (Some(_), Some(_)) => "the character was edited between the two sessions",
                 _ => "",
             };
             lines.push(Line::from(vec![

@@ -371,8 +371,11 @@ impl Persona {
             Ok(plan) => plan,
             Err(e) => return vec![Request::Flash(format!("cannot probe: {e}"))],
         };
+        // Named after what it measures, so the sessions list tells one probe from the next.
+        let version = self.versions.current.get(&id).map_or("", |v| &v[..12.min(v.len())]);
+        let name = format!("probe {} {version}", entry.value.name).trim_end().to_string();
         self.probe = Some(id);
-        super::start_run(plan)
+        super::start_run(plan, Some(name))
     }
 }
 
