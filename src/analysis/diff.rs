@@ -33,6 +33,9 @@ pub struct Side {
     pub later_versions: Vec<String>,
 }
 
+/// A score within this share of the range of a numeric target is on it (0.4 on a 1–5 scale).
+pub const ON_TARGET_SHARE: f64 = 0.1;
+
 /// What a score is compared with: a number, or a letter target's band (H: ≥ 0.6 of the dimension
 /// range, L: ≤ 0.4), as `metrics::alignment` reads letter targets.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -72,6 +75,20 @@ impl Reference {
             Reference::High => (at - score).max(0.0),
             Reference::Low => (score - at).max(0.0),
         }
+    }
+
+    /// How far `score` is from being on the reference, 0 when it is on it: outside a letter's band by
+    /// this much, or farther than [`ON_TARGET_SHARE`] of the range from a number by this much.
+    pub fn off_by(self, score: f64, range: (f64, f64)) -> f64 {
+        match self {
+            Reference::Score(_) => (self.distance(score, range) - ON_TARGET_SHARE * (range.1 - range.0)).max(0.0),
+            _ => self.distance(score, range),
+        }
+    }
+
+    /// Whether `score` is on the reference ([`Reference::off_by`] is 0).
+    pub fn on(self, score: f64, range: (f64, f64)) -> bool {
+        self.off_by(score, range) <= EQUAL
     }
 
     /// Where the reference sits on a dimension whose scores lie in `range`: its score, or where a
@@ -115,6 +132,36 @@ pub struct DimensionDiff {
     pub closer_by: Option<f64>,
     /// Whether B is closer to the reference than A (an equal distance is not).
     pub toward_target: Option<bool>,
+    /// Whether A's and B's scores are on the reference ([`Reference::on`]).
+    pub a_on: Option<bool>,
+    pub b_on: Option<bool>,
+    /// How far B is from being on the reference ([`Reference::off_by`]), 0 when on it.
+    pub b_off_by: Option<f64>,
+}
+
+impl DimensionDiff {
+    /// `✓ on target` (or `on label`), else `✗ 0.35 below` / `above` the band or number; empty
+    /// without a reference or a score.
+    pub fn on_text(&self) -> String {
+        let what = if self.label_source == Some(LabelSource::Target) {
+            "target"
+        } else {
+            "label"
+        };
+        match (self.b_on, self.b_off_by, self.reference, self.b) {
+            (Some(true), ..) => format!("✓ on {what}"),
+            (Some(false), Some(off), Some(r), Some(b)) => {
+                let side = match r {
+                    Reference::High => "below",
+                    Reference::Low => "above",
+                    Reference::Score(x) if b < x => "below",
+                    Reference::Score(_) => "above",
+                };
+                format!("✗ {off:.2} {side}")
+            }
+            _ => String::new(),
+        }
+    }
 }
 
 /// One item as A and B answered it, in the interview the method reads.
@@ -335,6 +382,7 @@ pub fn diff(a: &[Event], b: &[Event], catalog: &Catalog, character: Option<&str>
                 (Some(x), Some(y), Some((r, _)), Some(range)) => Some(r.distance(x, range) - r.distance(y, range)),
                 _ => None,
             };
+            let on = |score: Option<f64>| Some(reference?.0.on(score?, range?));
             DimensionDiff {
                 scale: scale.clone(),
                 method: *method,
@@ -348,6 +396,9 @@ pub fn diff(a: &[Event], b: &[Event], catalog: &Catalog, character: Option<&str>
                 closer_by,
                 // Averages that are equal may differ in their last bits: that is not a move.
                 toward_target: closer_by.map(|c| c > EQUAL),
+                a_on: on(sa),
+                b_on: on(sb),
+                b_off_by: sb.zip(reference).zip(range).map(|((y, (r, _)), range)| r.off_by(y, range)),
             }
         })
         .collect();
@@ -634,6 +685,37 @@ mod tests {
         assert_eq!(json["dimensions"][3]["target"], 2.0);
         assert_eq!(json["a"]["version"], "v1");
         assert!(json["a"].get("later_versions").is_none());
+    }
+
+    #[test]
+    fn a_letter_target_is_a_band_and_a_number_has_a_tenth_of_the_range_around_it() {
+        let range = (1.0, 5.0);
+        // L: the band is at or below 2.6; a score of 1.00 is on it, as close as can be.
+        assert!(Reference::Low.on(1.0, range) && Reference::Low.on(2.6, range));
+        assert!((Reference::Low.off_by(3.0, range) - 0.4).abs() < 1e-12);
+        assert!(Reference::High.on(3.4, range) && !Reference::High.on(3.2, range));
+        assert!(Reference::Score(2.0).on(2.4, range) && !Reference::Score(2.0).on(2.5, range));
+        assert!((Reference::Score(2.0).off_by(3.0, range) - 0.6).abs() < 1e-12);
+        let d = |b: f64, r: Reference| DimensionDiff {
+            scale: "BFI".into(),
+            method: Method::ErBatch,
+            dimension: "Neuroticism".into(),
+            a: Some(b),
+            b: Some(b),
+            delta: Some(0.0),
+            target: Some(r),
+            reference: Some(r),
+            label_source: Some(LabelSource::Target),
+            closer_by: Some(0.0),
+            toward_target: Some(false),
+            a_on: Some(r.on(b, range)),
+            b_on: Some(r.on(b, range)),
+            b_off_by: Some(r.off_by(b, range)),
+        };
+        assert_eq!(d(1.0, Reference::Low).on_text(), "✓ on target");
+        assert_eq!(d(3.0, Reference::Low).on_text(), "✗ 0.40 above");
+        assert_eq!(d(3.0, Reference::High).on_text(), "✗ 0.40 below");
+        assert_eq!(d(1.0, Reference::Score(2.0)).on_text(), "✗ 0.60 below");
     }
 
     #[test]

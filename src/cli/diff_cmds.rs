@@ -114,7 +114,7 @@ fn text(d: &Diff) -> String {
         }
     }
     for ((scale, method), rows) in groups {
-        let mut t = Table::new(&["dimension", ">A", ">B", ">Δ", "target", ""]);
+        let mut t = Table::new(&["dimension", ">A", ">B", ">Δ", "target", "", "B on it"]);
         for r in rows {
             t.row(vec![
                 r.dimension.to_string(),
@@ -123,6 +123,7 @@ fn text(d: &Diff) -> String {
                 signed(r.delta),
                 reference_cell(r),
                 direction(r).into(),
+                r.on_text(),
             ]);
         }
         s += &format!("\n{} {}\n{}", scale, method.name(), t.render());

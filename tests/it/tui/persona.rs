@@ -225,7 +225,7 @@ fn a_finished_probe_shows_before_and_after_and_the_answers_that_moved_a_dimensio
         app.flash
             .as_deref()
             .unwrap()
-            .starts_with("hermione-en: 3 of 10 dimensions closer to what was meant, 2 further"),
+            .starts_with("hermione-en: 3 of 10 dimensions on target now, 2 before; 3 closer, 2 further"),
         "{:?}",
         app.flash
     );
@@ -238,6 +238,10 @@ fn a_finished_probe_shows_before_and_after_and_the_answers_that_moved_a_dimensio
     assert!(
         screen.contains("label "),
         "dimensions without a target are compared with the label"
+    );
+    assert!(
+        screen.contains("✓ on target") && screen.contains("✗ "),
+        "each after says if it is on target: {screen}"
     );
     snap("persona_before_after", &app);
 

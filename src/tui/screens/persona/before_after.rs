@@ -44,19 +44,22 @@ impl Probed {
     /// The status line's summary: how many dimensions moved toward what was meant.
     pub fn summary(&self) -> String {
         let d = &self.diff.dimensions;
+        let on = |side: fn(&DimensionDiff) -> Option<bool>| d.iter().filter(|x| side(x) == Some(true)).count();
+        let with_reference = d.iter().filter(|x| x.reference.is_some()).count();
         if self.first {
             return format!(
-                "probe of {}: the first measurement of it, nothing earlier to compare with ({} dimension(s))",
+                "probe of {}: the first measurement of it, {} of {with_reference} dimension(s) on target",
                 self.diff.character,
-                d.len()
+                on(|x| x.b_on)
             );
         }
         let toward = d.iter().filter(|x| x.toward_target == Some(true)).count();
         let away = d.iter().filter(|x| x.closer_by.is_some_and(|c| c < -EQUAL)).count();
         format!(
-            "{}: {toward} of {} dimensions closer to what was meant, {away} further",
+            "{}: {} of {with_reference} dimensions on target now, {} before; {toward} closer, {away} further",
             self.diff.character,
-            d.len()
+            on(|x| x.b_on),
+            on(|x| x.a_on)
         )
     }
 
@@ -181,7 +184,8 @@ impl Probed {
         // The body: a header per scale × method, then a row (or two) per dimension; the cursor's rows
         // stay in view.
         let name_w = 20.min(width / 3);
-        let value_w = 24;
+        // " 1.71  +0.65 further  ✗ 2.73 below": the value, the change, the verdict and where it is.
+        let value_w = 36;
         let bar_w = width.saturating_sub(name_w + 10 + value_w).clamp(8, 40);
         let mut body: Vec<Line<'static>> = Vec::new();
         let mut cursor_at = (0, 0);
@@ -222,8 +226,15 @@ impl Probed {
                 spans.extend(tail);
                 Line::from(spans)
             };
+            let on_style = match d.b_on {
+                Some(true) => theme.fg(theme.positive),
+                _ => theme.fg(theme.negative),
+            };
             if self.first {
-                let tail = vec![Span::styled(format!("  {reference}"), mark_style)];
+                let tail = vec![
+                    Span::styled(format!("  {reference}"), mark_style),
+                    Span::styled(format!("  {}", d.on_text()), on_style),
+                ];
                 body.push(row(
                     marker,
                     d.dimension.to_string(),
@@ -243,7 +254,11 @@ impl Probed {
                 ));
                 let (verdict, style) = verdict(d, theme);
                 let delta = d.delta.map_or(String::new(), |x| format!("  {x:+.2}"));
-                let tail = vec![Span::raw(delta), Span::styled(format!(" {verdict}"), style)];
+                let tail = vec![
+                    Span::raw(delta),
+                    Span::styled(format!(" {verdict}").trim_end().to_string(), style),
+                    Span::styled(format!("  {}", d.on_text()), on_style),
+                ];
                 body.push(row(
                     "  ",
                     format!("  {reference}"),
@@ -357,13 +372,13 @@ fn reference_text(d: &DimensionDiff) -> String {
     }
 }
 
-/// Whether the after moved toward the reference, and in which colour to say it.
+/// Whether the after moved toward the reference, and in which colour to say it (nothing when it
+/// did not move: the on-target mark beside it says where it is).
 fn verdict(d: &DimensionDiff, theme: &Theme) -> (&'static str, Style) {
     match d.closer_by {
         Some(c) if c > EQUAL => ("closer", theme.fg(theme.positive)),
         Some(c) if c < -EQUAL => ("further", theme.fg(theme.negative)),
-        Some(_) => ("as close", theme.dim()),
-        None => ("", theme.dim()),
+        _ => ("", theme.dim()),
     }
 }
 
