@@ -73,6 +73,23 @@ impl Screen {
         }
     }
 
+    /// The command that shows this screen.
+    pub fn go(self) -> super::keys::Command {
+        use super::keys::Command::*;
+        match self {
+            Screen::Welcome | Screen::Setup => GoSetup,
+            Screen::Live => GoLive,
+            Screen::Inspector => GoInspector,
+            Screen::Compare => GoCompare,
+            Screen::Sessions => GoSessions,
+            Screen::Chat => GoChat,
+            Screen::Observers => GoObservers,
+            Screen::Annotate => GoAnnotate,
+            Screen::Rolebench => GoRolebench,
+            Screen::Persona => GoPersona,
+        }
+    }
+
     pub const TABS: [Screen; 10] = [
         Screen::Setup,
         Screen::Live,

@@ -82,9 +82,22 @@ fn render_tabs(frame: &mut Frame, app: &App, area: Rect) -> Vec<(Rect, Screen)> 
     let theme = app.theme();
     // The tabs take what they need: the product name goes first, then the long titles.
     // Titles: whole, short ("Insp."), or their first three letters on the narrowest terminals.
+    // Each tab's key on this screen: its digit, or its F-key where digits are typed (Chat, Annotate).
+    let mode = app.screen.mode();
+    let bindings = app.keymap.bindings(mode);
+    let keys: Vec<String> = Screen::TABS
+        .iter()
+        .map(|s| {
+            let bound = bindings.iter().find(|(_, c)| *c == s.go());
+            // The shortest of its keys: `1` rather than `f2`, where both work.
+            bound
+                .and_then(|(k, _)| k.split(' ').min_by_key(|k| k.len()))
+                .unwrap_or("–")
+                .to_string()
+        })
+        .collect();
     let label = |i: usize, s: &Screen, size: u8| {
-        // The tenth tab's key is 0.
-        let key = (i + 1) % 10;
+        let key = &keys[i];
         match size {
             0 => format!(" {key} {} ", s.title()),
             1 => format!(" {key} {} ", s.short_title()),
@@ -145,12 +158,32 @@ fn render_status(frame: &mut Frame, app: &App, essentials: Vec<(String, &str)>, 
         lead.push(Span::styled(format!(" {} ", key(Command::DemoNext)), theme.selected()));
         lead.push(Span::styled(" next step  ", Style::default().fg(theme.accent)));
     }
+    // Whole chips only: when they do not all fit, quit goes first, then the screen's own keys from the
+    // last; help, which lists them all, stays.
+    let chip_width = |(k, what): &(&str, &str)| {
+        unicode_width::UnicodeWidthStr::width(*k) + unicode_width::UnicodeWidthStr::width(*what) + 5
+    };
+    let room = usize::from(area.width).saturating_sub(lead.iter().map(Span::width).sum::<usize>());
+    let mut chips: Vec<(&str, &str)> = essentials.iter().map(|(k, w)| (k.as_str(), *w)).collect();
+    let help = (if app.typing() { "f1" } else { "?" }, "help");
+    let mut quit = true;
+    loop {
+        let fixed = chip_width(&help) + if quit { chip_width(&("ctrl-c", "quit")) } else { 0 };
+        if chips.iter().map(chip_width).sum::<usize>() + fixed <= room || (chips.is_empty() && !quit) {
+            break;
+        }
+        if quit {
+            quit = false;
+        } else {
+            chips.pop();
+        }
+    }
+    chips.push(help);
+    if quit {
+        chips.push(("ctrl-c", "quit"));
+    }
     let mut spans = Vec::new();
-    for (k, what) in essentials.iter().map(|(k, w)| (k.as_str(), *w)).chain(
-        [(if app.typing() { "f1" } else { "?" }, "help"), ("ctrl-c", "quit")]
-            .iter()
-            .copied(),
-    ) {
+    for (k, what) in chips {
         spans.push(Span::styled(format!(" {k} "), theme.selected()));
         spans.push(Span::styled(format!(" {what}  "), theme.dim()));
     }

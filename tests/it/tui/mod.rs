@@ -842,6 +842,20 @@ fn chat_reasks_an_item_next_to_the_recorded_answer() {
         "{screen}"
     );
     snap("chat_reask", &app);
+    // Digits are typed here: the tabs offer their F-keys instead, elsewhere their digits.
+    let tabs = |app: &App| render(app, (120, 40)).lines().next().unwrap().to_string();
+    assert!(
+        tabs(&app).contains(" f2 Setup ") && tabs(&app).contains(" f11 Pers"),
+        "{}",
+        tabs(&app)
+    );
+    let mut elsewhere = with_session();
+    key(&mut elsewhere, KeyCode::Char('3'));
+    assert!(
+        tabs(&elsewhere).contains(" 1 Setup ") && tabs(&elsewhere).contains(" 0 Persona "),
+        "{}",
+        tabs(&elsewhere)
+    );
     // Typing goes to the input, not to the screen keys; enter sends with the conversation so far.
     keys(&mut app, "q2?");
     assert_eq!(app.screen, Screen::Chat);
@@ -1406,4 +1420,26 @@ fn a_resume_refused_before_it_starts_says_why_on_the_live_screen() {
     // The next run clears it.
     app.live.start(None, true);
     assert!(render(&app, (120, 40)).contains("No run yet."));
+}
+
+/// At 80 columns the key bar drops whole chips (quit first) rather than cutting one: every 80×24
+/// screen's key bar ends with a whole chip.
+#[test]
+fn no_key_bar_ends_in_a_cut_chip() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !name.ends_with("80x24.snap") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let last = text.trim_end().lines().last().unwrap_or_default().trim_end();
+        if last.contains("  help") {
+            assert!(last.ends_with(" help") || last.ends_with(" quit"), "{name}: {last}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "{checked}");
 }

@@ -320,3 +320,25 @@ fn the_details_list_a_characters_versions_with_the_sessions_that_measured_them()
     assert!(screen.contains("3fa2c1e9b0d1        20261201-100000-a"), "{screen}");
     snap("persona_versions", &app);
 }
+
+#[test]
+fn the_details_show_the_prompt_with_its_line_breaks() {
+    let data = tempfile::tempdir().unwrap();
+    let mut wren = Catalog::load(None).unwrap().character("hermione-en").unwrap().clone();
+    wren.id = "wren-en".into();
+    wren.reference_id = None;
+    wren.description = "You are Wren.\n[Wren's Personality= quiet]\n<START>\nUser: Hello".into();
+    std::fs::create_dir_all(data.path().join("characters")).unwrap();
+    std::fs::write(data.path().join("characters/wren-en.toml"), wren.to_toml()).unwrap();
+    let mut app = app();
+    app.catalog = Arc::new(Catalog::load(Some(data.path())).unwrap());
+    key(&mut app, KeyCode::Char('0'));
+    on(&mut app, "wren-en");
+    let screen = render(&app, (120, 40));
+    assert!(!screen.contains("You are Wren.[Wren"), "{screen}");
+    for line in ["You are Wren.", "[Wren's Personality= quiet]", "<START>", "User: Hello"] {
+        assert!(screen.contains(line), "{line}: {screen}");
+    }
+    let at = |text: &str| screen.lines().position(|l| l.contains(text)).unwrap();
+    assert_eq!(at("[Wren's Personality"), at("You are Wren.") + 1, "{screen}");
+}

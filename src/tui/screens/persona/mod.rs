@@ -673,7 +673,8 @@ fn render_character(
     lines.extend(targets_lines(&c.labels.target, scale, None, ctx));
     lines.push(Line::raw(""));
     lines.push(Line::styled("prompt", theme.title()));
-    lines.push(Line::raw(c.description.to_string()));
+    // One line per line of the prompt: a Line shows a newline as nothing, gluing the lines together.
+    lines.extend(c.description.lines().map(|l| Line::raw(l.to_string())));
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
 }
 
