@@ -278,11 +278,32 @@ fn latex(sessions: &[Row], labels: Option<crate::domain::character::LabelSource>
     let against = labels.map_or("the PDb labels (else the annotations)".to_string(), |l| {
         format!("the {} labels", l.name())
     });
+    // The caption promises only the intervals the table has: none where no row has two characters
+    // with scores, and says which figures stand alone where only some rows have them.
+    let cis = sessions
+        .iter()
+        .flat_map(|(_, _, _, rows)| rows)
+        .filter_map(|r| r.intervals.as_ref())
+        .flat_map(|i| [i.acc_dim, i.acc_full, i.mae])
+        .filter(|i| i.value.is_some())
+        .map(|i| i.ci.is_some())
+        .collect::<Vec<bool>>();
+    let intervals = if cis.iter().all(|c| !c) {
+        "No intervals: no row has two characters with scores to resample.".to_string()
+    } else {
+        let alone = if cis.iter().all(|c| *c) {
+            ""
+        } else {
+            " A figure without one had a single character with scores."
+        };
+        format!(
+            "Beside each figure its 95\\% percentile bootstrap interval over characters ({} resamples, seed {}).{alone}",
+            b.resamples, b.seed
+        )
+    };
     t.push_str(&format!(
-        "\\caption{{Personality fidelity against {}. Beside each figure its 95\\% percentile bootstrap interval over characters ({} resamples, seed {}).}}\n",
-        tex(&against),
-        b.resamples,
-        b.seed
+        "\\caption{{Personality fidelity against {}. {intervals}}}\n",
+        tex(&against)
     ));
     t.push_str("\\end{table}\n");
     t

@@ -58,7 +58,9 @@ pub fn figure(
     match request.kind {
         Kind::Radar | Kind::Bars => {
             let profile = session.profile(catalog, request)?;
-            Ok(if request.kind == Kind::Radar {
+            // A radar needs three axes to be a shape: a scale of one or two dimensions (GSE) is
+            // drawn as bars, which show the same figures.
+            Ok(if request.kind == Kind::Radar && profile.scale.dimensions.len() >= 3 {
                 Figure::Radar(profile.radar())
             } else {
                 Figure::Bars(profile.bars())

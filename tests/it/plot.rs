@@ -392,3 +392,26 @@ fn readme_figures_are_what_their_commands_make() {
         );
     }
 }
+
+#[test]
+fn a_one_dimension_scale_is_drawn_as_bars_even_when_a_radar_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let draw = |kind: &str| {
+        let file = dir.path().join(format!("{kind}.svg"));
+        let args = [
+            "plot",
+            GSE,
+            "--kind",
+            kind,
+            "--scale",
+            "GSE",
+            "--character",
+            "hermione-en",
+            "-o",
+            file.to_str().unwrap(),
+        ];
+        ok(run(&args));
+        std::fs::read(file).unwrap()
+    };
+    assert_eq!(draw("radar"), draw("bars"), "GSE has one dimension: no one-axis radar");
+}

@@ -91,6 +91,12 @@ fn one_character_has_no_interval_never_a_fake_one() {
     }
     let md = stdout(&incharacter(data, &["report", &id]));
     assert!(md.contains(" [–] |"), "{md}");
+    // The LaTeX caption promises no interval the table does not have.
+    let tex = stdout(&incharacter(data, &["report", &id, "--format", "latex"]));
+    assert!(
+        tex.contains("No intervals") && !tex.contains("Beside each figure"),
+        "{tex}"
+    );
 }
 
 #[test]

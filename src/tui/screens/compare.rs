@@ -331,8 +331,13 @@ impl Component for Compare {
         };
         self.render_header(frame, header, &profile);
 
-        let [radar_area, bars_area] =
-            Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(top);
+        // A radar needs three axes to be a shape: a scale of one or two dimensions (GSE) gets bars only.
+        let (radar_area, bars_area) = if scale.dimensions.len() >= 3 {
+            let [radar, bars] = Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(top);
+            (Some(radar), bars)
+        } else {
+            (None, top)
+        };
         // A page is as many dimensions as the bars pane shows whole (a title, a bar per method shown and
         // up to two labels each, under the legend); the radar draws the PAGE axes around them.
         let per_dimension = 1 + profile.shown.len() + 2;
@@ -343,7 +348,9 @@ impl Component for Compare {
         let bars_range: Vec<usize> = (page * fit..((page + 1) * fit).min(dims)).collect();
         let first_axis = page * fit / PAGE * PAGE;
         let range: Vec<usize> = (first_axis..(first_axis + PAGE).min(dims)).collect();
-        profile.render_radar(frame, radar_area, first_axis, &range);
+        if let Some(radar_area) = radar_area {
+            profile.render_radar(frame, radar_area, first_axis, &range);
+        }
         profile.render_bars(frame, bars_area, &bars_range, &page_note(page, pages));
         self.render_table(frame, table_area, ctx)
     }

@@ -412,22 +412,27 @@ impl Live {
         let eta = eta_ms(remaining, sitting.made(), ctx.now_ms.saturating_sub(self.sitting_ms))
             .filter(|_| self.running)
             .map_or("–".into(), clock);
-        let cost = cost(ctx);
-        frame.render_widget(
-            Paragraph::new(Line::from(vec![
-                Span::styled("tokens ", theme.dim()),
-                Span::raw(format!("{}", run.tokens)),
-                Span::styled("  cost ", theme.dim()),
-                Span::raw(cost),
-                Span::styled("  elapsed ", theme.dim()),
-                Span::raw(clock(elapsed)),
-                Span::styled("  eta ", theme.dim()),
-                Span::raw(eta),
-                Span::styled("  retries ", theme.dim()),
-                Span::raw(run.retries.to_string()),
-            ])),
-            rows[2],
-        );
+        // The figures that fit, whole, in this order: time first, then what the run used.
+        let figures = [
+            ("elapsed", clock(elapsed)),
+            ("eta", eta),
+            ("tokens", run.tokens.to_string()),
+            ("cost", cost(ctx)),
+            ("retries", run.retries.to_string()),
+        ];
+        let mut spans = Vec::new();
+        let mut used = 0;
+        for (name, value) in figures {
+            let sep = if spans.is_empty() { "" } else { "  " };
+            let width = sep.len() + name.len() + 1 + unicode_width::UnicodeWidthStr::width(value.as_str());
+            if used + width > usize::from(rows[2].width) {
+                break;
+            }
+            used += width;
+            spans.push(Span::styled(format!("{sep}{name} "), theme.dim()));
+            spans.push(Span::raw(value));
+        }
+        frame.render_widget(Paragraph::new(Line::from(spans)), rows[2]);
         frame.render_widget(Paragraph::new(latest(ctx)), rows[3]);
 
         // Log.

@@ -336,6 +336,10 @@ fn live_streams_the_transcript_and_escape_sequences_stay_inert() {
         "no escape sequence reaches the screen"
     );
     snap("live", &app);
+    // At 80 columns the time figures come first and whole: nothing cut mid-figure.
+    let narrow = render(&app, (80, 24));
+    let figures = narrow.lines().find(|l| l.contains("elapsed")).unwrap_or_default();
+    assert!(figures.contains(" eta "), "{narrow}");
 }
 
 #[test]
@@ -1442,4 +1446,19 @@ fn no_key_bar_ends_in_a_cut_chip() {
         }
     }
     assert!(checked >= 10, "{checked}");
+}
+
+#[test]
+fn a_one_dimension_scale_gets_bars_on_compare_not_a_one_axis_radar() {
+    let mut app = app();
+    for e in sample("20261129-201520-gse-on-the-local-model-e700") {
+        app.update(Action::Engine(e));
+    }
+    key(&mut app, KeyCode::Char('4'));
+    assert_eq!(app.screen, Screen::Compare);
+    let screen = render(&app, (120, 40));
+    assert!(
+        screen.contains("Measured vs labels") && !screen.contains(" Profile "),
+        "{screen}"
+    );
 }

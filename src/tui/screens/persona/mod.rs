@@ -804,10 +804,16 @@ fn render_draft(frame: &mut Frame, area: Rect, draft: &Draft, scale: Option<&Sca
     if focus(Field::Targets)
         && let Some(first) = lines.first_mut()
     {
-        first.spans.push(Span::styled(
-            "  h/l: H/L · a number, enter · x: none",
-            theme.dim().add_modifier(Modifier::ITALIC),
-        ));
+        // The hint whole, or its short form where the pane is narrow (the help has it all).
+        let room = usize::from(targets_area.width).saturating_sub(first.width());
+        let hint = ["  h/l: H/L · a number, enter · x: none", "  h/l · n⏎ · x"]
+            .into_iter()
+            .find(|h| unicode_width::UnicodeWidthStr::width(*h) <= room);
+        if let Some(hint) = hint {
+            first
+                .spans
+                .push(Span::styled(hint, theme.dim().add_modifier(Modifier::ITALIC)));
+        }
     }
     frame.render_widget(Paragraph::new(lines), targets_area);
 }
