@@ -28,6 +28,14 @@ pub struct SessionEntry {
     pub sample: bool,
 }
 
+impl SessionEntry {
+    /// The status as a list column shows it: "complete with failures" is too wide, and what sets it
+    /// apart ("with failures") is enough.
+    pub fn short_status(&self) -> &str {
+        self.status.strip_prefix("complete ").unwrap_or(&self.status)
+    }
+}
+
 /// Sessions in a data dir and among the samples; with a catalog, what is loaded is checked against
 /// its scales ([`crate::study::check_records`]).
 #[derive(Clone)]

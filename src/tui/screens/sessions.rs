@@ -205,11 +205,7 @@ impl Component for Sessions {
                 Span::styled(if marked { " ● " } else { "   " }, theme.fg(theme.accent)),
                 Span::styled(pad(&e.id, id_width), style),
                 Span::raw(" "),
-                // "complete with failures" is too wide for the column: what sets it apart is enough.
-                Span::styled(
-                    pad(e.status.strip_prefix("complete ").unwrap_or(&e.status), 13),
-                    status_style,
-                ),
+                Span::styled(pad(e.short_status(), 13), status_style),
                 Span::raw(" "),
                 // To the minute, in the journal's UTC: "2026-11-29 20:15".
                 Span::raw(pad(

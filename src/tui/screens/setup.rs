@@ -565,12 +565,13 @@ fn render_recent(frame: &mut Frame, area: Rect, ctx: &Ctx) {
             .take(inner.height as usize)
             .map(|e| {
                 let width = inner.width as usize;
-                let id_width = e.id.chars().count().min(width.saturating_sub(13 + 16)).max(20);
+                let id_width = e.id.chars().count().min(width.saturating_sub(14 + 16)).max(20);
                 Line::from(vec![
                     Span::raw(pad(&e.id, id_width)),
                     Span::raw(" "),
-                    Span::styled(pad(&e.status, 12), theme.dim()),
-                    Span::raw(fit(&e.model, width.saturating_sub(id_width + 13))),
+                    Span::styled(pad(e.short_status(), 13), theme.dim()),
+                    Span::raw(" "),
+                    Span::raw(fit(&e.model, width.saturating_sub(id_width + 15))),
                 ])
             })
             .collect()
