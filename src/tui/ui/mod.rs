@@ -101,7 +101,9 @@ fn render_tabs(frame: &mut Frame, app: &App, area: Rect) -> Vec<(Rect, Screen)> 
         match size {
             0 => format!(" {key} {} ", s.title()),
             1 => format!(" {key} {} ", s.short_title()),
-            _ => format!(" {key} {} ", s.title().chars().take(3).collect::<String>()),
+            2 => format!(" {key} {} ", s.title().chars().take(3).collect::<String>()),
+            // F-keys at 80 columns: the key and the title's first letter, so all ten fit.
+            _ => format!(" {key} {} ", s.title().chars().take(1).collect::<String>()),
         }
     };
     let width = |size: u8| -> u16 {
@@ -111,7 +113,7 @@ fn render_tabs(frame: &mut Frame, app: &App, area: Rect) -> Vec<(Rect, Screen)> 
             .map(|(i, s)| label(i, s, size).chars().count() as u16 + 1)
             .sum()
     };
-    let short = (0..2).find(|&size| width(size) <= area.width).unwrap_or(2);
+    let short = (0..3).find(|&size| width(size) <= area.width).unwrap_or(3);
     let named = width(short) + 13 <= area.width;
     let mut spans = Vec::new();
     let mut hits = Vec::new();

@@ -853,6 +853,9 @@ fn chat_reasks_an_item_next_to_the_recorded_answer() {
         "{}",
         tabs(&app)
     );
+    // At 80 columns all ten F-keys fit.
+    let narrow = render(&app, (80, 24)).lines().next().unwrap().to_string();
+    assert!(narrow.contains(" f2 S ") && narrow.contains(" f11 P "), "{narrow}");
     let mut elsewhere = with_session();
     key(&mut elsewhere, KeyCode::Char('3'));
     assert!(
