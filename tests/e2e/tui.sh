@@ -219,7 +219,8 @@ wait_for "saved wren-en"
 keys C-r
 wait_for "Before / after the probe" 60
 wait_for "edited between the two sessions"
-wait_for "dimensions closer to what was meant"
+wait_for "dimensions on target now"
+wait_for "✗ 0.20 below"
 wait_for "▸ Extraversion"
 wait_for "target H"
 keys Enter
