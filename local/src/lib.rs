@@ -20,7 +20,7 @@ mod sample;
 mod vocab;
 
 pub use gguf::{ARCHITECTURES, Facts, facts};
-pub use model::{Finish, Generated, Message, Model, Request, Together};
+pub use model::{Choice, Finish, Generated, Message, Model, Request, Together};
 pub use registry::{
     DEFAULT_MODEL, KNOWN, KnownModel, Pip, Registered, SMOLLM2_135M, add, fetch, fetch_known, list, models_dir,
     resolve, verify,

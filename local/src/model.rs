@@ -14,7 +14,7 @@ use crate::constrain::{self, Matcher};
 use crate::decoder::Decoder;
 use crate::gguf::facts;
 use crate::gguf_read::{Gguf, Value};
-use crate::sample::{Rng, penalize_repeats, sample};
+use crate::sample::{Rng, most_likely, penalize_repeats, sample};
 use crate::vocab::Vocab;
 
 mod batch;
@@ -51,6 +51,9 @@ pub struct Request {
     pub seed: Option<u64>,
     /// 512 when not given; a constrained reply may take at least 1,024 to finish its JSON.
     pub max_tokens: Option<u32>,
+    /// When given, each chosen token comes with the `n` most likely tokens that could have come
+    /// instead ([`Generated::choices`]).
+    pub top_logprobs: Option<usize>,
 }
 
 /// Why a reply ended.
@@ -80,6 +83,21 @@ pub struct Generated {
     pub prompt_tokens: usize,
     pub completion_tokens: usize,
     pub finish: Finish,
+    /// With [`Request::top_logprobs`]: one per token of the reply, in order.
+    pub choices: Vec<Choice>,
+}
+
+/// One token of a reply and the tokens that could have taken its place, as OpenAI's `logprobs`
+/// reports them: `logprob` is the natural log of the probability under the model at temperature 1,
+/// among the tokens the schema allowed at that point (free text: all of them, before the repetition
+/// penalty), over the 256 most likely.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    /// Where the token's bytes begin in the reply's text.
+    pub offset: usize,
+    pub token: String,
+    /// The most likely tokens, most likely first (the chosen one among them when it is that likely).
+    pub top: Vec<(String, f32)>,
 }
 
 /// Attention caches of recent system prompts, kept so that the items of one interview (the same
@@ -419,6 +437,8 @@ impl Model {
             temperature: request.temperature.unwrap_or(0.7).max(0.0),
             top_p: request.top_p.unwrap_or(1.0).clamp(0.0, 1.0),
             rng: Rng(seed),
+            top_logprobs: request.top_logprobs.unwrap_or(0),
+            choices: Vec::new(),
         })
     }
 
@@ -432,12 +452,19 @@ impl Model {
             temperature,
             top_p,
             rng,
+            top_logprobs,
+            choices,
             ..
         } = decoding;
         let next = match matcher {
             None => {
+                let rivals = (*top_logprobs > 0).then(|| most_likely(logits, *top_logprobs, |_| true, Vec::new));
                 penalize_repeats(logits, recent);
-                sample(logits, *temperature, *top_p, rng, |_| true, Vec::new)
+                let next = sample(logits, *temperature, *top_p, rng, |_| true, Vec::new);
+                if let (Some(next), Some(rivals)) = (next, rivals) {
+                    choices.push((next, rivals));
+                }
+                next
             }
             Some(m) => {
                 let allowed = |id: u32| match self.vocab.token_bytes.get(id as usize) {
@@ -451,7 +478,12 @@ impl Model {
                     }
                     ids
                 };
-                sample(logits, *temperature, *top_p, rng, allowed, every_allowed)
+                let rivals = (*top_logprobs > 0).then(|| most_likely(logits, *top_logprobs, allowed, every_allowed));
+                let next = sample(logits, *temperature, *top_p, rng, allowed, every_allowed);
+                if let (Some(next), Some(rivals)) = (next, rivals) {
+                    choices.push((next, rivals));
+                }
+                next
             }
         };
         let Some(next) = next else {
@@ -466,6 +498,31 @@ impl Model {
         self.choosing.nanos.fetch_add(nanos, Ordering::Relaxed);
         self.choosing.tokens.fetch_add(1, Ordering::Relaxed);
         Ok(next)
+    }
+}
+
+impl Model {
+    /// The recorded alternatives as text, each token placed at its byte offset in the reply (a stop
+    /// token is empty text).
+    fn choices(&self, recorded: &[(u32, Vec<(u32, f32)>)]) -> Vec<Choice> {
+        let bytes = |id: u32| match self.vocab.token_bytes.get(id as usize) {
+            Some(Some(b)) if !self.vocab.stop.contains(&id) => b.as_slice(),
+            _ => &[],
+        };
+        let text = |id: u32| String::from_utf8_lossy(bytes(id)).into_owned();
+        let mut offset = 0;
+        recorded
+            .iter()
+            .map(|(id, top)| {
+                let choice = Choice {
+                    offset,
+                    token: text(*id),
+                    top: top.iter().map(|&(t, l)| (text(t), l)).collect(),
+                };
+                offset += bytes(*id).len();
+                choice
+            })
+            .collect()
     }
 }
 
@@ -487,6 +544,11 @@ struct Decoding {
     temperature: f32,
     top_p: f32,
     rng: Rng,
+    /// How many alternatives to record for each token (0: none).
+    top_logprobs: usize,
+    /// The alternatives recorded so far: each token's id and its most likely rivals with their
+    /// log-probabilities.
+    choices: Vec<(u32, Vec<(u32, f32)>)>,
 }
 
 /// `ids` computed from `start` in chunks, returning the logits after the last: attention over a whole
@@ -546,6 +608,47 @@ mod tests {
         }
         let (nanos, tokens) = model.choosing();
         assert!(nanos > 0 && tokens > 0);
+    }
+
+    /// Asked for, each token of a reply comes with its likeliest rivals among what the schema allows,
+    /// placed where its bytes begin; asking changes no token.
+    #[test]
+    fn alternatives_are_what_the_schema_allowed_and_change_nothing() {
+        let (_dir, model) = tiny("qwen2");
+        let mut r = request("You rate.", "Rate it.");
+        r.schema = Some(serde_json::json!({"type": "object", "properties": {
+            "result": {"type": "integer", "minimum": 1, "maximum": 5}},
+            "required": ["result"], "additionalProperties": false}));
+        r.temperature = Some(0.8);
+        r.seed = Some(3);
+        let plain = model.generate(&r, &|| false, &mut |_| {}).unwrap();
+        assert!(plain.choices.is_empty());
+        r.top_logprobs = Some(10);
+        let reply = model.generate(&r, &|| false, &mut |_| {}).unwrap();
+        assert_eq!(reply.text, plain.text);
+        assert_eq!(reply.choices.len(), reply.completion_tokens);
+        let mut text = String::new();
+        for c in &reply.choices {
+            assert_eq!(c.offset, text.len());
+            text.push_str(&c.token);
+            assert!(!c.top.is_empty() && c.top.len() <= 10);
+            let mass: f32 = c.top.iter().map(|t| t.1.exp()).sum();
+            assert!(mass <= 1.0 + 1e-4, "{mass}");
+            assert!(c.top.windows(2).all(|w| w[0].1 >= w[1].1));
+        }
+        assert_eq!(text, reply.text);
+        // Where the score goes, only the digits 1 to 5 could have come, and they hold all the mass.
+        let at = reply.text.find(|c: char| c.is_ascii_digit()).unwrap();
+        let score = reply.choices.iter().find(|c| c.offset == at).unwrap();
+        assert!(
+            score
+                .top
+                .iter()
+                .all(|t| matches!(t.0.as_str(), "1" | "2" | "3" | "4" | "5")),
+            "{score:?}"
+        );
+        let mass: f32 = score.top.iter().map(|t| t.1.exp()).sum();
+        assert!((mass - 1.0).abs() < 1e-4, "{mass}");
     }
 
     #[test]

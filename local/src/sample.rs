@@ -144,6 +144,44 @@ pub(crate) fn sample(
     candidates.get(kept - 1).copied()
 }
 
+/// The `k` most likely tokens among those `allowed`, with their log-probabilities under the softmax
+/// of the allowed ones among the 256 most likely (temperature 1): what a reply's `top_logprobs`
+/// report. When none of those may come next, the softmax is over the tokens `fallback` says may.
+pub(crate) fn most_likely(
+    logits: &[f32],
+    k: usize,
+    allowed: impl Fn(u32) -> bool,
+    fallback: impl FnOnce() -> Vec<u32>,
+) -> Vec<(u32, f32)> {
+    let mut order: Vec<u32> = (0..logits.len() as u32).collect();
+    let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
+    let head = 256.min(order.len());
+    if head < order.len() {
+        order.select_nth_unstable_by(head - 1, by_logit);
+    }
+    order.truncate(head);
+    order.sort_unstable_by(by_logit);
+    order.retain(|&id| allowed(id));
+    if order.is_empty() {
+        order = fallback();
+        order.sort_unstable_by(by_logit);
+    }
+    let Some(&first) = order.first() else {
+        return Vec::new();
+    };
+    let top = f64::from(logits[first as usize]);
+    let mass: f64 = order
+        .iter()
+        .map(|&id| (f64::from(logits[id as usize]) - top).exp())
+        .sum();
+    let log_mass = mass.ln();
+    order
+        .iter()
+        .take(k)
+        .map(|&id| (id, (f64::from(logits[id as usize]) - top - log_mass) as f32))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +206,24 @@ mod tests {
             let id = sample(&logits, 1.0, 0.9, &mut rng, |id| id % 2 == 0, Vec::new).unwrap();
             assert!(id == 0 || id == 2);
         }
+    }
+
+    #[test]
+    fn the_most_likely_are_a_softmax_over_the_allowed() {
+        let logits = vec![1.0, 3.0, 2.0, 0.0];
+        let all = most_likely(&logits, 2, |_| true, Vec::new);
+        assert_eq!(all.iter().map(|c| c.0).collect::<Vec<_>>(), [1, 2]);
+        let z: f64 = logits.iter().map(|&l| f64::from(l).exp()).sum();
+        assert!((f64::from(all[0].1) - (3.0 - z.ln())).abs() < 1e-6);
+        // Only the allowed share the mass: two equal allowed logits are half each.
+        let even = most_likely(&[5.0, 1.0, 1.0], 3, |id| id != 0, Vec::new);
+        assert_eq!(even.len(), 2);
+        assert!(even.iter().all(|c| (c.1 - 0.5f32.ln()).abs() < 1e-6));
+        assert!(most_likely(&logits, 3, |_| false, Vec::new).is_empty());
+        // Nothing allowed among the likeliest: the fallback's tokens share the mass.
+        let rare = most_likely(&logits, 3, |_| false, || vec![3, 0]);
+        assert_eq!(rare.iter().map(|c| c.0).collect::<Vec<_>>(), [0, 3]);
+        assert!((rare.iter().map(|c| c.1.exp()).sum::<f32>() - 1.0).abs() < 1e-6);
     }
 
     #[test]

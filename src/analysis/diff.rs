@@ -523,6 +523,7 @@ mod tests {
                     option: Some(ItemOption::Value(s as i32)),
                     score: Some(s),
                     refused: false,
+                    weighed: None,
                 })
                 .collect(),
             failure: None,

@@ -398,7 +398,7 @@ pub fn chat(ctx: &Ctx, args: ChatArgs<'_>, out: &mut dyn Write) -> anyhow::Resul
                     );
                     text.clear();
                 }
-                ChatEvent::Usage(_) => {}
+                ChatEvent::Usage(_) | ChatEvent::Choices(_) => {}
                 ChatEvent::Done { cached, .. } => {
                     if cached {
                         crate::note!("[from the cache]");

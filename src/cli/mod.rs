@@ -204,6 +204,11 @@ pub enum Command {
         /// the bundled ones; recorded in the session with their text
         #[arg(long, value_name = "DIR", conflicts_with = "resume")]
         prompts: Option<PathBuf>,
+        /// Score expert ratings and option conversions by the judge's expected option: each option it
+        /// writes weighed by the probabilities of the options it could have written (needs a judge
+        /// that gives token log-probabilities: the embedded model, or a server with `logprobs`)
+        #[arg(long, conflicts_with = "resume")]
+        expected_scores: bool,
         /// Requests in flight across providers, 1 or more [default: the config's max_concurrency]
         #[arg(long, value_parser = concurrency)]
         concurrency: Option<usize>,
@@ -736,6 +741,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             max_answer_tokens,
             judge_temperature,
             prompts,
+            expected_scores,
             concurrency,
             seed,
             name,
@@ -760,6 +766,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
                 max_answer_tokens,
                 judge_temperature,
                 prompts,
+                expected_scores,
                 batch,
                 cost,
                 json,

@@ -36,6 +36,7 @@ pub struct RunArgs {
     pub judge_temperature: Option<f32>,
     /// `--prompts DIR`.
     pub prompts: Option<PathBuf>,
+    pub expected_scores: bool,
     pub batch: super::batch_cmds::BatchArgs,
     pub cost: drive::CostArgs,
     pub json: bool,
@@ -81,6 +82,7 @@ fn plan_from(catalog: &Catalog, config: &crate::config::Config, a: &RunArgs) -> 
     plan.answer_sampling = interview::answer_sampling(config, a.rpa_temperature, a.max_answer_tokens);
     plan.judge_temperature = interview::judge_temperature(config, a.judge_temperature);
     plan.prompts = super::prompts_cmds::load_prompts(a.prompts.as_deref())?;
+    plan.expected_scores = a.expected_scores;
     Ok(plan)
 }
 
@@ -103,6 +105,10 @@ pub struct AssessArgs {
     /// bundled ones [default: the bundled set]
     #[arg(long)]
     pub prompts: Option<PathBuf>,
+    /// Score expert ratings and option conversions by the judge's expected option (as `run
+    /// --expected-scores`) [default: the written option, whatever the parent did]
+    #[arg(long)]
+    pub expected_scores: bool,
     /// Requests in flight across providers, 1 or more [default: the config's max_concurrency]
     #[arg(long, value_parser = super::concurrency)]
     pub concurrency: Option<usize>,
@@ -110,7 +116,7 @@ pub struct AssessArgs {
     #[arg(long)]
     pub name: Option<String>,
     /// Finish an interrupted re-assessment instead of starting one
-    #[arg(long, conflicts_with_all = ["session", "methods", "judge", "judge_temperature", "prompts", "name"])]
+    #[arg(long, conflicts_with_all = ["session", "methods", "judge", "judge_temperature", "prompts", "expected_scores", "name"])]
     pub resume: Option<String>,
     #[command(flatten)]
     pub batch: super::batch_cmds::BatchArgs,
@@ -134,6 +140,7 @@ pub fn assess(ctx: &Ctx, args: AssessArgs, out: &mut dyn Write) -> anyhow::Resul
                 methods: args.methods.as_deref().map(parse_methods).transpose()?,
                 judge: provider_for(config, &args.judge, Role::Judge)?,
                 judge_temperature: interview::judge_temperature(config, args.judge_temperature),
+                expected_scores: args.expected_scores,
             };
             let mut plan = reassess::plan(&id, &events, &change).map_err(|e| input_error(e.to_string()))?;
             let folder = super::prompts_cmds::load_prompts(args.prompts.as_deref())?;

@@ -64,6 +64,8 @@ pub struct Reply {
     pub text: String,
     pub usage: Option<Usage>,
     pub finish_reason: Option<String>,
+    /// The tokens' rivals, when the request asked for `top_logprobs`.
+    pub choices: Vec<super::TokenChoice>,
 }
 
 /// A line the server answered with an error (or did not answer).
@@ -154,6 +156,7 @@ fn answer_of(line: &Value) -> Result<Answer, String> {
                 text,
                 usage,
                 finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_string),
+                choices: super::openai::token_choices(choice, &mut 0),
             }))
         }
         (status, error) => {
@@ -408,6 +411,7 @@ impl Transport for BatchTransport {
                     usage: reply.usage,
                     finish_reason: reply.finish_reason,
                     rate: Default::default(),
+                    choices: reply.choices,
                 })
             }
             Some(Err(refusal)) => Err(AttemptError::Status {
@@ -843,6 +847,7 @@ mod tests {
                     completion_tokens: 2
                 }),
                 finish_reason: Some("stop".into()),
+                choices: Vec::new(),
             })
         );
         let b = answers["b"].clone().unwrap_err();
@@ -896,6 +901,7 @@ mod tests {
             text: "hi".into(),
             usage: None,
             finish_reason: None,
+            choices: Vec::new(),
         };
         let answers = BTreeMap::from([("y".to_string(), Ok(reply.clone()))]);
         hub.resolve(&["x".into(), "y".into()], &answers);

@@ -22,6 +22,9 @@ pub struct CacheEntry {
     pub finish_reason: Option<String>,
     pub model: String,
     pub created_unix: u64,
+    /// The tokens' rivals, for a request that asked for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<super::TokenChoice>,
 }
 
 impl CacheEntry {
@@ -181,11 +184,21 @@ mod tests {
             finish_reason: Some("stop".into()),
             model: "m".into(),
             created_unix: 1,
+            choices: vec![super::super::TokenChoice {
+                offset: 3,
+                token: "lo".into(),
+                top: vec![("lo".into(), -0.25), ("p".into(), -1.5)],
+            }],
         };
         let k = key("u", "m", &request());
         assert_eq!(cache.get(&k), None);
         cache.put(&k, &entry).unwrap();
         assert_eq!(cache.get(&k).unwrap().text(), "Hello");
+        assert_eq!(cache.get(&k).unwrap(), entry);
+        // An entry written before choices were kept reads as one without them.
+        let old = r#"{"tokens":["Hi"],"usage":null,"finish_reason":"stop","model":"m","created_unix":1}"#;
+        std::fs::write(cache.path(&k), old).unwrap();
+        assert!(cache.get(&k).unwrap().choices.is_empty());
         std::fs::write(cache.path(&k), "{ torn").unwrap();
         assert_eq!(cache.get(&k), None);
     }
@@ -207,6 +220,7 @@ mod tests {
                 finish_reason: Some("stop".into()),
                 model: "m".into(),
                 created_unix: 1,
+                choices: Vec::new(),
             };
             let refused = cache.put(&k, &entry).unwrap_err();
             assert!(refused.to_string().contains("never cached"), "{refused}");

@@ -32,6 +32,8 @@ pub struct Finished {
     pub finish_reason: Option<String>,
     /// What the reply's headers said of the provider's rate-limit budgets.
     pub rate: RateHeaders,
+    /// The tokens' rivals, when the request asked for `top_logprobs` and the provider gave them.
+    pub choices: Vec<super::TokenChoice>,
 }
 
 /// How one attempt failed.
@@ -502,6 +504,9 @@ impl Client {
         if let Some(u) = entry.usage {
             let _ = tx.send(ChatEvent::Usage(u));
         }
+        if !entry.choices.is_empty() {
+            let _ = tx.send(ChatEvent::Choices(entry.choices));
+        }
         let _ = tx.send(ChatEvent::Done {
             finish_reason: entry.finish_reason,
             cached: true,
@@ -666,10 +671,14 @@ impl Client {
                 finish_reason: finished.finish_reason.clone(),
                 model: self.config.model.clone(),
                 created_unix: now_unix(),
+                choices: finished.choices.clone(),
             };
             if let Err(e) = cache.put(key, &entry) {
                 tracing::warn!(provider, error = %e, "could not write the cache entry");
             }
+        }
+        if !finished.choices.is_empty() {
+            let _ = tx.send(ChatEvent::Choices(finished.choices));
         }
         let _ = tx.send(ChatEvent::Done {
             finish_reason: finished.finish_reason,

@@ -170,6 +170,7 @@ fn rendered(request: &ChatRequest) -> embedded::Request {
         top_p: sampling.top_p,
         seed: sampling.seed,
         max_tokens: sampling.max_tokens,
+        top_logprobs: sampling.top_logprobs.map(usize::from),
     }
 }
 
@@ -190,6 +191,15 @@ fn generate(
             }),
             finish_reason: Some(reply.finish.as_str().into()),
             rate: Default::default(),
+            choices: reply
+                .choices
+                .into_iter()
+                .map(|c| super::TokenChoice {
+                    offset: c.offset,
+                    token: c.token,
+                    top: c.top,
+                })
+                .collect(),
         }),
         Err(embedded::Error::Cancelled) => Err(AttemptError::Cancelled),
         Err(e) => Err(AttemptError::Fatal(LlmError::Config(e.to_string()))),

@@ -83,6 +83,22 @@ pub struct Sampling {
     /// (a server that refuses `json_schema`); absent from the cache key when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub json_object: bool,
+    /// Ask for each token's most likely rivals with their log-probabilities (`logprobs` and
+    /// `top_logprobs` on the wire); they arrive as [`ChatEvent::Choices`]. Absent from the cache key
+    /// when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_logprobs: Option<u8>,
+}
+
+/// One token of a reply and the tokens that could have come in its place, with their natural-log
+/// probabilities (OpenAI's `logprobs.content[]`; the embedded model's among what the schema allowed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenChoice {
+    /// Where the token's bytes begin in the reply's text.
+    pub offset: usize,
+    pub token: String,
+    /// The most likely tokens and their log-probabilities, most likely first.
+    pub top: Vec<(String, f32)>,
 }
 
 /// A JSON Schema the reply must follow (OpenAI structured outputs).
@@ -151,6 +167,9 @@ pub enum ChatEvent {
         delay_ms: u64,
     },
     Usage(Usage),
+    /// The reply's tokens with their likeliest rivals, when the request asked for `top_logprobs`
+    /// (sent once, before `Done`).
+    Choices(Vec<TokenChoice>),
     /// The reply is complete. `cached` when it was replayed from the response cache.
     Done {
         finish_reason: Option<String>,
@@ -309,6 +328,8 @@ pub struct Completion {
     pub finish_reason: Option<String>,
     pub cached: bool,
     pub retries: u32,
+    /// With `top_logprobs`: the reply's tokens and their rivals (empty when the provider gave none).
+    pub choices: Vec<TokenChoice>,
 }
 
 /// Runs `request` to the end and collects the text (dropping text discarded by retries).
@@ -317,14 +338,17 @@ pub async fn complete(model: &dyn ChatModel, request: ChatRequest) -> Result<Com
     let mut text = String::new();
     let mut usage = None;
     let mut retries = 0;
+    let mut choices = Vec::new();
     while let Some(event) = events.next().await {
         match event {
             ChatEvent::Token(t) => text.push_str(&t),
             ChatEvent::Retry { .. } => {
                 text.clear();
+                choices.clear();
                 retries += 1;
             }
             ChatEvent::Usage(u) => usage = Some(u),
+            ChatEvent::Choices(c) => choices = c,
             ChatEvent::Done { finish_reason, cached } => {
                 return Ok(Completion {
                     text,
@@ -332,6 +356,7 @@ pub async fn complete(model: &dyn ChatModel, request: ChatRequest) -> Result<Com
                     finish_reason,
                     cached,
                     retries,
+                    choices,
                 });
             }
             ChatEvent::Error(e) => return Err(e),

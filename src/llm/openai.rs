@@ -90,6 +90,10 @@ pub fn request_body_as(model: &str, request: &ChatRequest, structured_output: bo
     if let Some(seed) = s.seed {
         body["seed"] = json!(seed);
     }
+    if let Some(n) = s.top_logprobs {
+        body["logprobs"] = json!(true);
+        body["top_logprobs"] = json!(n);
+    }
     if let Some(schema) = &request.schema {
         if json_object {
             body["response_format"] = json!({"type": "json_object"});
@@ -351,6 +355,8 @@ where
     let mut usage = None;
     let mut finish_reason = None;
     let mut got_first = false;
+    let mut choices: Vec<super::TokenChoice> = Vec::new();
+    let mut offset = 0;
     loop {
         let deadline = if got_first {
             Instant::now() + idle
@@ -376,6 +382,7 @@ where
             return Ok(Finished {
                 usage,
                 finish_reason,
+                choices,
                 ..Finished::default()
             });
         }
@@ -412,8 +419,44 @@ where
             if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
                 finish_reason = Some(reason.to_string());
             }
+            choices.extend(token_choices(choice, &mut offset));
         }
     }
+}
+
+/// The tokens of a choice's `logprobs.content`, each placed at `offset` (moved past it).
+pub(crate) fn token_choices(choice: &Value, offset: &mut usize) -> Vec<super::TokenChoice> {
+    let tokens = choice.pointer("/logprobs/content").and_then(Value::as_array);
+    let mut choices = Vec::new();
+    for token in tokens.into_iter().flatten() {
+        let (text, len) = token_text(token);
+        let top = token
+            .get("top_logprobs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|t| {
+                let logprob = t.get("logprob").and_then(Value::as_f64).unwrap_or(f64::NEG_INFINITY);
+                (token_text(t).0, logprob as f32)
+            })
+            .collect();
+        choices.push(super::TokenChoice {
+            offset: *offset,
+            token: text,
+            top,
+        });
+        *offset += len;
+    }
+    choices
+}
+
+/// A `logprobs` entry's token as text, and how many bytes of the reply it is (its `bytes` when the
+/// server sends them: a token may be part of a character).
+fn token_text(entry: &Value) -> (String, usize) {
+    let text = entry.get("token").and_then(Value::as_str).unwrap_or_default().to_string();
+    let bytes = entry.get("bytes").and_then(Value::as_array).map(Vec::len);
+    let len = bytes.unwrap_or(text.len());
+    (text, len)
 }
 
 /// A reqwest error without its URL's query (which could carry a key on some proxies).
@@ -536,6 +579,32 @@ mod tests {
         })
         .await;
         (result, text)
+    }
+
+    /// The tokens' rivals, asked for with `logprobs`, are read from the stream's `logprobs.content`,
+    /// each token placed by its bytes (a Chinese character may span two tokens).
+    #[tokio::test]
+    async fn token_choices_are_read_from_the_stream() {
+        let mut r = ChatRequest::new(vec![ChatMessage::user("Hi")]);
+        assert!(request_body("m", &r, true).get("logprobs").is_none());
+        r.sampling.top_logprobs = Some(3);
+        let b = request_body("m", &r, true);
+        assert_eq!((b["logprobs"].clone(), b["top_logprobs"].clone()), (json!(true), json!(3)));
+        let body = concat!(
+            "data: {\"choices\":[{\"delta\":{\"content\":\"4\"},\"logprobs\":{\"content\":[",
+            "{\"token\":\"4\",\"logprob\":-0.2,\"bytes\":[52],\"top_logprobs\":[",
+            "{\"token\":\"4\",\"logprob\":-0.2,\"bytes\":[52]},{\"token\":\"3\",\"logprob\":-1.7,\"bytes\":[51]}]}]}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"好\"},\"logprobs\":{\"content\":[",
+            "{\"token\":\"\\ufffd\",\"logprob\":-0.1,\"bytes\":[229,165],\"top_logprobs\":[]},",
+            "{\"token\":\"\\ufffd\",\"logprob\":-0.1,\"bytes\":[189],\"top_logprobs\":[]}]},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let (result, text) = read(vec![body.as_bytes().to_vec()]).await;
+        let choices = result.unwrap().choices;
+        assert_eq!(text, "4好");
+        let placed: Vec<usize> = choices.iter().map(|c| c.offset).collect();
+        assert_eq!(placed, [0, 1, 3]);
+        assert_eq!(choices[0].top, [("4".to_string(), -0.2), ("3".to_string(), -1.7)]);
     }
 
     #[tokio::test]

@@ -14,6 +14,7 @@ use super::anonymize::{EXPERIMENTER, Masker, PARTICIPANT};
 use super::expert::Exchange;
 use super::judge::{Attempt, Judge};
 use super::judge_json;
+use super::weigh::{self, Weighed};
 use crate::domain::scale::{Scale, ScoreRange};
 use crate::domain::scoring::{ItemOption, ItemScore, Orientation, item_score};
 use crate::llm::{ChatMessage, ChatRequest, ResponseSchema, Role};
@@ -70,6 +71,10 @@ pub struct ConvertedItem {
     pub option: Option<ItemOption>,
     pub score: Option<f64>,
     pub refused: bool,
+    /// With expected scores: how the written option was weighed (`score` is then the expected item
+    /// score, keyed as the written one would be).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weighed: Option<Weighed>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -229,13 +234,23 @@ pub async fn convert(
     let mut all_calls = Vec::new();
     for (calls, options) in futures_util::future::join_all(asks).await {
         for id in &calls[0].item_ids {
-            let option = options.get(id).copied();
+            let (option, weighed) = match options.get(id) {
+                Some((o, w)) => (Some(*o), w.clone()),
+                None => (None, None),
+            };
             let scored = option.and_then(|o| score(scale, *id, o, conversion));
+            // The expected item score: each option's keyed score, weighed.
+            let expected = weighed.as_ref().and_then(|w| {
+                w.probabilities.iter().try_fold(0.0, |sum, (v, p)| {
+                    Some(sum + p * score(scale, *id, ItemOption::Value(*v), conversion)?.value)
+                })
+            });
             items.push(ConvertedItem {
                 item_id: *id,
                 option,
-                score: scored.map(|s| s.value),
+                score: expected.or(scored.map(|s| s.value)),
                 refused: scored.is_some_and(|s| s.refused),
+                weighed: weighed.filter(|_| expected.is_some()),
             });
         }
         all_calls.extend(calls);
@@ -243,8 +258,11 @@ pub async fn convert(
     (items, all_calls)
 }
 
+/// An item's usable option, and how it was weighed when scores are expected ones.
+type Usable = (ItemOption, Option<Weighed>);
+
 /// A call's usable options, the items to ask again alone, and the calls made.
-type Asked = (BTreeMap<u32, ItemOption>, Vec<u32>, Vec<ConversionCall>);
+type Asked = (BTreeMap<u32, Usable>, Vec<u32>, Vec<ConversionCall>);
 
 /// What every conversion call of one assessment is asked with.
 #[derive(Clone, Copy)]
@@ -293,7 +311,7 @@ impl<'a> Converter<'a> {
         messages: Vec<ChatMessage>,
         ids: Vec<u32>,
         alone: bool,
-    ) -> (BTreeMap<u32, ItemOption>, Vec<u32>, ConversionCall, bool) {
+    ) -> (BTreeMap<u32, Usable>, Vec<u32>, ConversionCall, bool) {
         let Converter {
             judge,
             scale,
@@ -320,8 +338,16 @@ impl<'a> Converter<'a> {
             if alone { " (asked again alone)" } else { "" }
         );
         let (result, attempts) = judge
-            .ask(&request, |reply| {
-                judge_json::some_options(&judge_json::extract(reply)?, &keys, scale.range)
+            .ask_weighing(&request, |reply, choices| {
+                let (good, bad) = judge_json::some_options(&judge_json::extract(reply)?, &keys, scale.range)?;
+                let weighed = |key: &str, option: ItemOption| match option {
+                    ItemOption::Value(v) if judge.expected => weigh::value_at(reply, key)
+                        .and_then(|at| weigh::weigh(reply, choices, at, scale.range, f64::from(v))),
+                    _ => None,
+                };
+                let good: BTreeMap<String, Usable> =
+                    good.into_iter().map(|(k, o)| (k.clone(), (o, weighed(&k, o)))).collect();
+                Ok((good, bad))
             })
             .await;
         // Items the judge gave no usable option for are asked again alone; a reply that never
@@ -501,6 +527,7 @@ mod tests {
                     .value
             }),
             refused: false,
+            weighed: None,
         };
         let all: Vec<ConvertedItem> = ids.iter().map(|&id| item(id, true)).collect();
         let whole = dimension_scores(bfi, &all)[0].unwrap().value;

@@ -8,6 +8,7 @@ use serde_json::json;
 use super::anonymize::{EXPERIMENTER, Masker, PARTICIPANT};
 use super::judge::{Attempt, Judge};
 use super::judge_json;
+use super::weigh::{self, Weighed};
 use crate::domain::rng::SplitMix64;
 use crate::domain::scale::{Language, Scale};
 use crate::llm::{ChatMessage, ChatRequest, ResponseSchema, Role};
@@ -68,6 +69,9 @@ pub struct BatchRating {
     pub score: Option<f64>,
     pub analysis: String,
     pub attempts: Vec<Attempt>,
+    /// With expected scores: how the written score was weighed (`score` is then its expected value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weighed: Option<Weighed>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -287,24 +291,31 @@ impl<'a> Asker<'a> {
         request.meta.role = Role::Judge;
         request.meta.repeat = repeat;
         request.meta.purpose = format!("ER {} {}", scale.id, scale.dimensions[dimension].name);
+        let range = scale.range;
         let (result, attempts) = judge
-            .ask(&request, |reply| {
+            .ask_weighing(&request, |reply, choices| {
                 let v = judge_json::extract(reply)?;
-                match &poles {
-                    Some([a, b]) => judge_json::expert_poles(&v, [a.as_str(), b.as_str()]),
-                    None => judge_json::expert_score(&v, min, max),
-                }
+                let (score, analysis) = match &poles {
+                    Some([a, b]) => judge_json::expert_poles(&v, [a.as_str(), b.as_str()])?,
+                    None => judge_json::expert_score(&v, min, max)?,
+                };
+                let weighed = (judge.expected && poles.is_none())
+                    .then(|| weigh::value_at(reply, "result"))
+                    .flatten()
+                    .and_then(|at| weigh::weigh(reply, choices, at, range, score));
+                Ok((score, analysis, weighed))
             })
             .await;
-        let (score, analysis, too_long) = match result {
-            Ok((s, a)) => (Some(s), a, false),
-            Err(failure) => (None, String::new(), failure.is_context()),
+        let (score, analysis, weighed, too_long) = match result {
+            Ok((s, a, w)) => (Some(w.as_ref().map_or(s, |w| w.expected)), a, w, false),
+            Err(failure) => (None, String::new(), None, failure.is_context()),
         };
         let rating = BatchRating {
             item_ids: members.iter().map(|e| e.item_id).collect(),
             score,
             analysis,
             attempts,
+            weighed,
         };
         (rating, too_long)
     }

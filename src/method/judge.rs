@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::judge_json::ReplyError;
-use crate::llm::{ChatMessage, ChatModel, ChatRequest, complete};
+use crate::llm::{ChatMessage, ChatModel, ChatRequest, TokenChoice, complete};
 use crate::templates::{Template, Templates};
 
 pub const DEFAULT_ATTEMPTS: u32 = 5;
@@ -44,6 +44,9 @@ pub struct Judge<'a> {
     pub attempts: u32,
     pub temperature: f32,
     pub templates: &'a Templates,
+    /// Ask for the tokens' rivals so that scores can be weighed by their probabilities
+    /// ([`super::weigh`]); what the methods do with them is theirs.
+    pub expected: bool,
 }
 
 impl Judge<'_> {
@@ -56,6 +59,16 @@ impl Judge<'_> {
         request: &ChatRequest,
         parse: impl Fn(&str) -> Result<T, ReplyError>,
     ) -> (Result<T, JudgeFailure>, Vec<Attempt>) {
+        self.ask_weighing(request, |reply, _| parse(reply)).await
+    }
+
+    /// [`Judge::ask`] whose `parse` also reads the reply's tokens and their rivals (asked for when
+    /// the judge weighs scores; empty otherwise, or when the provider gives none).
+    pub async fn ask_weighing<T>(
+        &self,
+        request: &ChatRequest,
+        parse: impl Fn(&str, &[TokenChoice]) -> Result<T, ReplyError>,
+    ) -> (Result<T, JudgeFailure>, Vec<Attempt>) {
         let (judge, max_attempts, temperature) = (self.model, self.attempts, self.temperature);
         let mut attempts = Vec::new();
         let mut messages = request.messages.clone();
@@ -67,6 +80,7 @@ impl Judge<'_> {
             r.messages = messages.clone();
             r.sampling.temperature = Some(temperature);
             r.sampling.seed = Some(base_seed.wrapping_add(u64::from(n)));
+            r.sampling.top_logprobs = self.expected.then_some(super::weigh::TOP_LOGPROBS);
             r.meta.purpose = format!("{} (attempt {})", request.meta.purpose, n + 1);
             match complete(judge, r).await {
                 // The client has its own bounded retries for what a retry can mend (429, 5xx, broken
@@ -83,7 +97,7 @@ impl Judge<'_> {
                     cause = Some(e);
                     break;
                 }
-                Ok(reply) => match parse(&reply.text) {
+                Ok(reply) => match parse(&reply.text, &reply.choices) {
                     Ok(value) => {
                         attempts.push(Attempt {
                             temperature,
@@ -147,6 +161,7 @@ pub async fn ask_at<T>(
         attempts: max_attempts,
         temperature,
         templates: Templates::bundled(),
+        expected: false,
     };
     judge.ask(request, parse).await
 }

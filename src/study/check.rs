@@ -80,7 +80,7 @@ pub async fn probe(model: &dyn ChatModel) -> Probe {
             Some(ChatEvent::Retry { .. }) => text.clear(),
             Some(ChatEvent::Done { .. }) => break Ok(text),
             Some(ChatEvent::Error(e)) => break Err(e),
-            Some(ChatEvent::Usage(_)) => {}
+            Some(ChatEvent::Usage(_) | ChatEvent::Choices(_)) => {}
             None => break Err(LlmError::Transport("no reply".into())),
         }
     };
@@ -140,6 +140,7 @@ fn checking<'a>(model: &'a dyn ChatModel, templates: &'a Templates) -> Judge<'a>
         attempts: 2,
         temperature: 0.0,
         templates,
+        expected: false,
     }
 }
 

@@ -113,6 +113,7 @@ fn async_stream(
                     reason: reason.clone(),
                 }),
                 ChatEvent::Usage(u) => usage = Some(*u),
+                ChatEvent::Choices(_) => {}
                 ChatEvent::Done { cached, .. } => live(LiveKind::Done { cached: *cached, usage }),
                 ChatEvent::Error(e) => live(LiveKind::Failed(e.to_string())),
             }

@@ -110,6 +110,7 @@ pub fn session(catalog: &Catalog, plan: &RunPlan) -> Vec<Event> {
                                     }),
                                     score: Some(f64::from(scored)),
                                     refused,
+                                    weighed: None,
                                 }
                             })
                             .collect();
@@ -125,6 +126,7 @@ pub fn session(catalog: &Catalog, plan: &RunPlan) -> Vec<Event> {
                                 error: None,
                                 cached: false,
                             }],
+                            weighed: None,
                         };
                         (vec![batch], vec![])
                     };

@@ -854,7 +854,7 @@ async fn chat(
             ChatEvent::Retry { .. } => {
                 let _ = tx.send(Action::ChatRetry);
             }
-            ChatEvent::Usage(_) => {}
+            ChatEvent::Usage(_) | ChatEvent::Choices(_) => {}
             ChatEvent::Done { .. } => return Ok(()),
             ChatEvent::Error(e) => return Err(e.to_string()),
         }

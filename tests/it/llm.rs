@@ -154,7 +154,7 @@ async fn injected_faults_are_retried_until_the_right_text_arrives() {
                     text.clear();
                     retried += 1;
                 }
-                ChatEvent::Usage(_) => {}
+                ChatEvent::Usage(_) | ChatEvent::Choices(_) => {}
                 ChatEvent::Done { .. } => break,
                 ChatEvent::Error(e) => panic!("request {i} failed: {e}"),
             }

@@ -376,5 +376,163 @@ fn at5(model: &dyn incharacter::llm::ChatModel) -> incharacter::method::judge::J
         attempts: 5,
         temperature: 0.0,
         templates: Templates::bundled(),
+        expected: false,
+    }
+}
+
+/// A judge whose every token is one character and which, asked for rivals, is 75% sure of each
+/// digit it writes and gives the rest to its neighbour (one lower, or one higher for 1).
+struct Hesitant<F: Fn(&ChatRequest) -> String + Send + Sync>(Scripted<F>);
+
+fn neighbour(d: u32) -> u32 {
+    if d > 1 { d - 1 } else { d + 1 }
+}
+
+impl<F: Fn(&ChatRequest) -> String + Send + Sync> ChatModel for Hesitant<F> {
+    fn stream(&self, request: ChatRequest) -> EventStream {
+        let text = (self.0.reply)(&request);
+        let asked = request.sampling.top_logprobs.is_some();
+        self.0.seen.lock().unwrap().push(request);
+        let choices = text
+            .char_indices()
+            .map(|(offset, c)| incharacter::llm::TokenChoice {
+                offset,
+                token: c.to_string(),
+                top: match c.to_digit(10) {
+                    Some(d) => vec![(c.to_string(), 0.75f32.ln()), (neighbour(d).to_string(), 0.25f32.ln())],
+                    None => vec![(c.to_string(), 0.0)],
+                },
+            })
+            .collect();
+        let mut events = vec![ChatEvent::Token(text)];
+        if asked {
+            events.push(ChatEvent::Choices(choices));
+        }
+        events.push(ChatEvent::Done {
+            finish_reason: None,
+            cached: false,
+        });
+        Box::pin(stream::iter(events))
+    }
+    fn info(&self) -> ModelInfo {
+        self.0.info()
+    }
+}
+
+/// With expected scores, each written score is weighed by the probabilities of the options that
+/// could have been written in its place: ER's ratings and OC's options (keyed as the written one),
+/// refusals left as they are; without, the rivals are not even asked for.
+#[tokio::test]
+async fn expected_scores_weigh_each_written_option() {
+    let catalog = Catalog::bundled().unwrap();
+    let bfi = catalog.scale("BFI").unwrap();
+    let hermione = catalog.character("hermione-en").unwrap();
+    let masker = Masker::new(&hermione.aliases, &hermione.experimenter);
+    let weighed = |w: f64| 0.75 * w + 0.25 * f64::from(neighbour(w as u32));
+    let judge = Hesitant(scripted(er_reply));
+    let exchanges: Vec<Exchange> = bfi
+        .items_of(0)
+        .map(|i| Exchange {
+            item_id: i.id,
+            question: i.question.en.clone(),
+            response: "Honestly, Harry.".into(),
+        })
+        .collect();
+    let mut expecting = at5(&judge);
+    expecting.expected = true;
+    let r = expert::rate(
+        expecting,
+        bfi,
+        0,
+        hermione.language,
+        &masker,
+        &exchanges,
+        Grouping::Batch,
+        0,
+    )
+    .await;
+    for b in &r.batches {
+        let written = 1.0 + (b.item_ids.len() % 5) as f64;
+        let w = b.weighed.as_ref().expect("every batch weighed");
+        assert_eq!(w.written, written);
+        assert!((b.score.unwrap() - weighed(written)).abs() < 1e-6, "{b:?}");
+        assert_eq!(w.probabilities.len(), 2);
+    }
+    assert!(
+        judge
+            .0
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|r| r.sampling.top_logprobs.is_some())
+    );
+    let plain = expert::rate(
+        at5(&judge),
+        bfi,
+        0,
+        hermione.language,
+        &masker,
+        &exchanges,
+        Grouping::Batch,
+        0,
+    )
+    .await;
+    assert!(plain.batches.iter().all(|b| b.weighed.is_none()));
+    assert!(
+        judge
+            .0
+            .seen
+            .lock()
+            .unwrap()
+            .last()
+            .unwrap()
+            .sampling
+            .top_logprobs
+            .is_none()
+    );
+
+    let (min, max) = (bfi.range.min, bfi.range.max);
+    let judge = Hesitant(scripted(move |r: &ChatRequest| {
+        let props = r.schema.as_ref().unwrap().schema["properties"]
+            .as_object()
+            .unwrap()
+            .clone();
+        let reply: serde_json::Map<String, Value> = props
+            .keys()
+            .map(|k| (k.clone(), oc_option(k.parse().unwrap(), max, min)))
+            .collect();
+        Value::Object(reply).to_string()
+    }));
+    let mut expecting = at5(&judge);
+    expecting.expected = true;
+    let exchanges: Vec<Exchange> = bfi
+        .scored_items()
+        .map(|i| Exchange {
+            item_id: i.id,
+            question: i.question.en.clone(),
+            response: "I suppose so.".into(),
+        })
+        .collect();
+    let groups = convert::oc_groups(Templates::bundled(), bfi, "Hermione Granger", &exchanges, 60);
+    let (items, _) = convert::convert(expecting, bfi, groups, &|_| unreachable!(), Conversion::Statement, 0).await;
+    for it in &items {
+        match oc_option(it.item_id, max, min).as_i64() {
+            None => assert!(it.refused && it.weighed.is_none(), "{it:?}"),
+            Some(v) => {
+                let mean = weighed(v as f64);
+                let keyed = if bfi.item(it.item_id).unwrap().keying().unwrap().is_positive() {
+                    mean
+                } else {
+                    f64::from(min + max) - mean
+                };
+                assert!((it.score.unwrap() - keyed).abs() < 1e-6, "{it:?}");
+                assert_eq!(
+                    it.option,
+                    Some(ItemOption::Value(v as i32)),
+                    "the written option is kept"
+                );
+            }
+        }
     }
 }

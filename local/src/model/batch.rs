@@ -254,7 +254,7 @@ impl Model {
             }
             match advanced {
                 Ok(Some(finish)) => {
-                    let (id, (rest, reply)) = (slot.id, slot.finish(finish));
+                    let (id, (rest, reply)) = (slot.id, slot.finish(self, finish));
                     pieces.extend(rest.map(|r| (id, r)));
                     done.push((id, reply));
                 }
@@ -342,7 +342,7 @@ impl Model {
 impl Slot {
     /// The finished reply, and the end of its text not passed on yet (bytes that were not whole
     /// UTF-8 until now).
-    fn finish(mut self, finish: Finish) -> (Option<String>, Result<Generated, Error>) {
+    fn finish(mut self, model: &Model, finish: Finish) -> (Option<String>, Result<Generated, Error>) {
         let rest = self.pieces.rest();
         if let Some(rest) = &rest {
             self.text.push_str(rest);
@@ -361,6 +361,7 @@ impl Slot {
             prompt_tokens: self.prompt_len,
             completion_tokens: self.generated,
             finish,
+            choices: model.choices(&self.decoding.choices),
         };
         (rest, Ok(reply))
     }

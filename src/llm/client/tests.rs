@@ -45,7 +45,7 @@ impl Scripted {
 impl Transport for Scripted {
     async fn attempt(
         &self,
-        _: &ChatRequest,
+        request: &ChatRequest,
         on_token: &mut (dyn FnMut(String) -> bool + Send),
     ) -> Result<Finished, AttemptError> {
         *self.attempts.lock().unwrap() += 1;
@@ -86,6 +86,22 @@ impl Transport for Scripted {
             }),
             finish_reason: Some(self.finish_reason.into()),
             rate: RateHeaders::default(),
+            // Asked for, each piece is a token, as sure as can be.
+            choices: match request.sampling.top_logprobs {
+                Some(_) => reply
+                    .split_inclusive(' ')
+                    .scan(0, |offset, piece| {
+                        let at = *offset;
+                        *offset += piece.len();
+                        Some(crate::llm::TokenChoice {
+                            offset: at,
+                            token: piece.into(),
+                            top: vec![(piece.into(), 0.0)],
+                        })
+                    })
+                    .collect(),
+                None => Vec::new(),
+            },
         })
     }
 
@@ -143,6 +159,24 @@ fn long_request() -> ChatRequest {
     r.messages = vec![ChatMessage::user("Rate these answers. ".repeat(2000))];
     r.sampling.max_tokens = Some(200);
     r
+}
+
+/// Rivals asked for come with the reply, and again with the reply the cache replays.
+#[tokio::test]
+async fn token_choices_come_with_the_reply_and_from_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let transport = Arc::new(Scripted::new(&["I am 4"]));
+    let c = client(transport.clone(), dir.path());
+    assert!(complete(&c, request(Role::Judge)).await.unwrap().choices.is_empty());
+    let mut asked = request(Role::Judge);
+    asked.sampling.top_logprobs = Some(5);
+    let first = complete(&c, asked.clone()).await.unwrap();
+    let tokens: Vec<(usize, &str)> = first.choices.iter().map(|c| (c.offset, c.token.as_str())).collect();
+    assert_eq!(tokens, [(0, "I "), (2, "am "), (5, "4")]);
+    let again = complete(&c, asked).await.unwrap();
+    assert!(again.cached);
+    assert_eq!((again.text, again.choices), (first.text, first.choices));
+    assert_eq!(transport.attempts(), 2, "the second ask was a different request, the third a replay");
 }
 
 #[tokio::test]
@@ -289,6 +323,7 @@ async fn empty_and_blank_replies_are_retried_until_a_real_one() {
                 retries.push(reason);
             }
             ChatEvent::Usage(_) => usages += 1,
+            ChatEvent::Choices(_) => panic!("not asked for"),
             ChatEvent::Done { cached, .. } => assert!(!cached),
             ChatEvent::Error(e) => panic!("{e}"),
         }

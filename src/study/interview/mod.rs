@@ -64,6 +64,12 @@ pub struct RunPlan {
     /// and runs without `--prompts`, used the bundled ones).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub prompts: PromptSet,
+    /// Expert ratings and option conversions are the judge's expected scores: each written option
+    /// weighed by the probabilities of the options it could have written there (`--expected-scores`;
+    /// [`crate::method::weigh`]). Sessions older than the field, and runs without it, took the
+    /// written option.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expected_scores: bool,
 }
 
 fn default_items_per_call() -> u32 {
@@ -107,6 +113,7 @@ impl RunPlan {
             judge_temperature: 0.0,
             parent: None,
             prompts: PromptSet::new(),
+            expected_scores: false,
         }
     }
 }
@@ -290,6 +297,7 @@ impl Interviews {
             attempts: plan.max_attempts,
             temperature: plan.judge_temperature,
             templates: &self.templates,
+            expected: plan.expected_scores,
         }
     }
 
@@ -597,6 +605,7 @@ impl Interviews {
                     option: Some(option),
                     score: Some(sc.value),
                     refused: option == ItemOption::Refused,
+                    weighed: None,
                 }),
                 None => unparsed.push(e.clone()),
             }

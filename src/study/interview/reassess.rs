@@ -18,6 +18,8 @@ pub struct Reassess {
     pub methods: Option<Vec<Method>>,
     pub judge: String,
     pub judge_temperature: f32,
+    /// Score by the judge's expected options.
+    pub expected_scores: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -71,6 +73,7 @@ pub fn plan(parent: &str, events: &[Event], change: &Reassess) -> Result<RunPlan
     plan.methods = methods;
     plan.judge = change.judge.clone();
     plan.judge_temperature = change.judge_temperature;
+    plan.expected_scores = change.expected_scores;
     plan.max_attempts = crate::method::judge::DEFAULT_ATTEMPTS;
     // Conversion calls are fitted to this judge when the session opens, not kept at the parent's.
     plan.items_per_call = crate::method::convert::MAX_ITEMS_PER_CALL as u32;
@@ -102,6 +105,7 @@ pub fn methods(parent: &str, events: &[Event]) -> Result<(Vec<Method>, Vec<Metho
             methods: None,
             judge: String::new(),
             judge_temperature: 0.0,
+            expected_scores: false,
         },
     )?;
     let available = available(&asked(&plan));
@@ -210,6 +214,7 @@ mod tests {
             methods,
             judge: "other".into(),
             judge_temperature: 0.3,
+            expected_scores: true,
         }
     }
 
@@ -219,6 +224,7 @@ mod tests {
         let plan = plan("p", &events, &change(Some(vec![Method::DOc]))).unwrap();
         assert_eq!(plan.methods, vec![Method::DOc]);
         assert_eq!((plan.judge.as_str(), plan.judge_temperature), ("other", 0.3));
+        assert!(plan.expected_scores);
         assert_eq!((plan.rpa.as_str(), plan.seed), ("rpa-model", 9));
         assert_eq!(plan.parent.as_deref(), Some("p"));
         assert_eq!(

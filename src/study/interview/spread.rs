@@ -102,6 +102,7 @@ mod tests {
                     score: Some(*s),
                     analysis: String::new(),
                     attempts: Vec::new(),
+                    weighed: None,
                 })
                 .collect(),
             calls: Vec::new(),

@@ -161,6 +161,7 @@ impl ReassessDialog {
             methods: Some(methods),
             judge: self.judges[self.judge].0.clone(),
             judge_temperature: self.temperatures[self.temperature],
+            expected_scores: false,
         };
         let mut plan = reassess::plan(&self.parent, &self.events, &change).map_err(|e| e.to_string())?;
         let notes = reassess::with_prompts(&mut plan, folder);
