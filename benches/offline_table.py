@@ -3,7 +3,8 @@
 Acc_Dim and MAE with their 95% bootstrap intervals over characters (`incharacter report --format
 json`), and how much the judge's dimension scores vary (their SD over characters x dimensions, and
 how many distinct values they take): a judge that gives every dimension the same score cannot tell
-characters apart, whatever its Acc_Dim.
+characters apart, whatever its Acc_Dim. A method is marked when the session scored by expected options
+(`--expected-scores`) or read prompt templates of its own (`--prompts`).
 
     python3 benches/offline_table.py [--bin PATH] ID[=WALL_SECONDS] ...
 
@@ -51,13 +52,17 @@ def main():
                 if d.get("score") is not None:
                     scores.setdefault(group["method"], []).append(d["score"])
         model = report["rpa"] if report["rpa"] == report["judge"] else f'{report["rpa"]} / {report["judge"]}'
+        plan = export["session"]["plan"]
+        marks = (["expected scores"] if plan.get("expected_scores") else []) + (
+            ["own prompts: " + ", ".join(sorted(plan["prompts"]))] if plan.get("prompts") else []
+        )
         for row in report["summary"]:
             values = scores.get(row["method"], [])
             spread = (
                 f"{statistics.pstdev(values):.2f} ({len({round(v, 2) for v in values})})" if values else "–"
             )
             print(
-                f'| {model} | {row["method"]} | {interval(row["intervals"]["acc_dim"])} | '
+                f'| {model} | {row["method"]}{" (" + "; ".join(marks) + ")" if marks else ""} | {interval(row["intervals"]["acc_dim"])} | '
                 f'{interval(row["intervals"]["mae"])} | {spread} | {row["refusals"]} | '
                 f"{minutes(float(wall) if wall else 0)} |"
             )

@@ -572,6 +572,12 @@ impl Inspect {
             ),
             theme.dim(),
         ));
+        if a.items.iter().any(|c| c.weighed.is_some()) {
+            lines.push(Line::styled(
+                "expected scores: each option written, weighed by the probabilities of the options that could have been",
+                theme.dim(),
+            ));
+        }
         let failed = a.failed_items().len();
         if failed > 0 {
             lines.push(Line::styled(
@@ -600,12 +606,34 @@ fn batch_lines(a: &Assessment, theme: &Theme, width: usize) -> Vec<Line<'static>
                 if batch.attempts.len() == 1 { "" } else { "s" }
             )),
         ]));
+        if let Some(w) = &batch.weighed {
+            lines.push(Line::styled(format!("  {}", weighed_text(w)), theme.dim()));
+        }
         for l in wrap(&batch.analysis, width.saturating_sub(2)) {
             lines.push(Line::raw(format!("  {l}")));
         }
         lines.push(Line::raw(""));
     }
     lines
+}
+
+/// An expected score's making: what was written and the options' probabilities.
+fn weighed_text(w: &crate::method::weigh::Weighed) -> String {
+    let options: Vec<String> = w
+        .probabilities
+        .iter()
+        .map(|(v, p)| format!("{v} {:.0}%", p * 100.0))
+        .collect();
+    let written = if w.written.fract() == 0.0 {
+        format!("{:.0}", w.written)
+    } else {
+        w.written.to_string()
+    };
+    format!(
+        "expected {:.2}; written {written}; options {}",
+        w.expected,
+        options.join(" · ")
+    )
 }
 
 fn option_text(option: Option<ItemOption>) -> String {
@@ -886,5 +914,23 @@ impl Drilled<'_> {
             ));
         }
         lines
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::method::weigh::Weighed;
+
+    #[test]
+    fn an_expected_score_shows_what_was_written_and_each_options_share() {
+        let w = Weighed {
+            written: 5.0,
+            probabilities: vec![(4, 0.375), (5, 0.625)],
+            expected: 4.625,
+        };
+        assert_eq!(weighed_text(&w), "expected 4.62; written 5; options 4 38% · 5 62%");
+        let w = Weighed { written: 4.5, ..w };
+        assert!(weighed_text(&w).contains("written 4.5;"));
     }
 }

@@ -1,6 +1,6 @@
 //! The "re-assess with…" dialog, opened over Sessions or the Inspector on a recorded interview
 //! session: it picks what a re-assessment changes (the judge, the prompt set, the methods, the judge's
-//! temperature) and starts it as a new session in the data dir, which streams on Live like any run.
+//! temperature, written or expected scores) and starts it as a new session in the data dir, which streams on Live like any run.
 //! The parent, a sample included, is only read. Choices the parent cannot serve (a method whose
 //! interviews it did not ask, a prompt folder with a bad file) are shown with the reason and never
 //! started.
@@ -47,6 +47,7 @@ enum Row {
     Judge,
     Prompts,
     Temperature,
+    Scores,
     Method(usize),
 }
 
@@ -72,6 +73,8 @@ pub struct ReassessDialog {
     pub set: usize,
     pub temperatures: Vec<f32>,
     pub temperature: usize,
+    /// Score by the judge's expected options (`assess --expected-scores`).
+    pub expected: bool,
     pub methods: Vec<MethodChoice>,
     cursor: usize,
     /// Why the last start was refused.
@@ -130,6 +133,7 @@ impl ReassessDialog {
             set: 0,
             temperature: temperatures.iter().position(|t| *t == temperature).unwrap_or(0),
             temperatures,
+            expected: false,
             methods,
             cursor: 0,
             error: None,
@@ -137,7 +141,7 @@ impl ReassessDialog {
     }
 
     fn rows(&self) -> Vec<Row> {
-        let mut rows = vec![Row::Judge, Row::Prompts, Row::Temperature];
+        let mut rows = vec![Row::Judge, Row::Prompts, Row::Temperature, Row::Scores];
         rows.extend((0..self.methods.len()).map(Row::Method));
         rows
     }
@@ -161,7 +165,7 @@ impl ReassessDialog {
             methods: Some(methods),
             judge: self.judges[self.judge].0.clone(),
             judge_temperature: self.temperatures[self.temperature],
-            expected_scores: false,
+            expected_scores: self.expected,
         };
         let mut plan = reassess::plan(&self.parent, &self.events, &change).map_err(|e| e.to_string())?;
         let notes = reassess::with_prompts(&mut plan, folder);
@@ -195,6 +199,7 @@ impl ReassessDialog {
             Row::Judge => step(&mut self.judge, self.judges.len(), delta),
             Row::Prompts => step(&mut self.set, self.sets.len(), delta),
             Row::Temperature => step(&mut self.temperature, self.temperatures.len(), delta),
+            Row::Scores => self.expected = !self.expected,
             Row::Method(i) => {
                 let m = &mut self.methods[i];
                 match &m.refused {
@@ -269,6 +274,18 @@ impl Component for ReassessDialog {
                     "temperature",
                     format!("‹ {} ›", self.temperatures[self.temperature]),
                     None,
+                ),
+                Row::Scores => (
+                    "scores",
+                    format!("‹ {} ›", if self.expected { "expected" } else { "written" }),
+                    Some(
+                        if self.expected {
+                            "each option weighed by its probability"
+                        } else {
+                            "the option the judge wrote"
+                        }
+                        .into(),
+                    ),
                 ),
                 Row::Method(m) => {
                     let choice = &self.methods[m];

@@ -683,10 +683,12 @@ fn sessions_and_the_inspector_reassess_a_session_with_another_judge_prompt_set_a
         "{:?}",
         dialog.error
     );
-    // The strict set, temperature 0.7, OC off and d-OC on; SR cannot be chosen.
+    // The strict set, temperature 0.7, expected scores, OC off and d-OC on; SR cannot be chosen.
     key(&mut app, KeyCode::Right);
     key(&mut app, KeyCode::Down);
     key(&mut app, KeyCode::Right);
+    key(&mut app, KeyCode::Right);
+    key(&mut app, KeyCode::Down);
     key(&mut app, KeyCode::Right);
     for _ in 0..3 {
         key(&mut app, KeyCode::Down);
@@ -710,6 +712,7 @@ fn sessions_and_the_inspector_reassess_a_session_with_another_judge_prompt_set_a
     };
     assert_eq!(plan.parent.as_deref(), Some("parent"));
     assert_eq!(plan.methods, [Method::ErBatch, Method::DOc]);
+    assert!(plan.expected_scores);
     assert_eq!(
         (plan.judge.as_str(), plan.judge_temperature),
         (app.setup.judge.as_str(), 0.7)
