@@ -1,10 +1,11 @@
-//! `export-card`: any character as a Character Card V2, JSON or inside a PNG.
+//! `export-card`: any character as a character card, JSON or inside a PNG. A character imported from a
+//! card comes back as that card (its version, every field, its PNG image), with what was edited since
+//! written into it; any other character as a V2 card whose description is the whole prompt (see
+//! [`crate::rpa::card`]).
 
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
-
-use base64::Engine as _;
 
 use super::catalog_cmds::find_character;
 use super::input_error;
@@ -12,8 +13,9 @@ use crate::catalog::Catalog;
 use crate::rpa::card::{self, png};
 use crate::rpa::memories;
 
-/// Writes `character` as a V2 card: to stdout, or to `output` (`.json`, or `.png` with the card
-/// base64-encoded in a `chara` chunk). The memories come from the data dir, where it has any.
+/// Writes `character` as a card: to stdout, or to `output` (`.json`, or `.png` with the card
+/// base64-encoded in a `chara` chunk, and a V3 card also in a `ccv3` chunk). The memories and the card
+/// an import kept come from the data dir, where it has any.
 pub fn export_card(
     catalog: &Catalog,
     data: Option<&Path>,
@@ -32,14 +34,24 @@ pub fn export_card(
         Some(data) => memories::chunks(data, &c.id).map_err(input_error)?.unwrap_or_default(),
         None => Vec::new(),
     };
-    let card = card::export(c, &chunks);
+    let stored = match data {
+        Some(data) => card::stored(data, &c.id).map_err(input_error)?,
+        None => None,
+    };
+    let card = match &stored {
+        Some(stored) => card::export_stored(&stored.card, c, &chunks),
+        None => card::export(c, &chunks),
+    };
     let Some(path) = output else {
         writeln!(out, "{}", serde_json::to_string_pretty(&card)?)?;
         return Ok(ExitCode::SUCCESS);
     };
     let bytes = if png {
-        let text = base64::engine::general_purpose::STANDARD.encode(card.to_string());
-        png::with_text("chara", &text)?
+        let texts = card::png_texts(&card);
+        match stored.as_ref().and_then(|s| s.png.as_deref()) {
+            Some(image) => png::with_card(image, &texts).map_err(input_error)?,
+            None => png::with_texts(&texts)?,
+        }
     } else {
         format!("{}\n", serde_json::to_string_pretty(&card)?).into_bytes()
     };

@@ -109,17 +109,23 @@ pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut 
                 writeln!(
                     out,
                     "{}",
-                    serde_json::json!({"id": imported.id, "path": path, "replaced": replaced})
+                    serde_json::json!({"id": imported.id, "path": path, "replaced": replaced, "report": imported.report})
                 )?;
             } else {
+                let memories = match imported.memories {
+                    1 => "1 memory".to_string(),
+                    n => format!("{n} memories"),
+                };
                 writeln!(
                     out,
-                    "imported card \"{}\" as {} ({} memories)\n  {}",
+                    "imported card \"{}\" as {} ({memories})\n  {}",
                     imported.name,
                     imported.id,
-                    imported.memories,
                     imported.character_file.display()
                 )?;
+                for line in &imported.report {
+                    writeln!(out, "  {line}")?;
+                }
                 if let Some(replaced) = &imported.replaced {
                     writeln!(out, "  {}", replaced_line(Kind::Character, replaced))?;
                 }

@@ -426,3 +426,32 @@ pub fn chat(ctx: &Ctx, args: ChatArgs<'_>, out: &mut dyn Write) -> anyhow::Resul
         }
     }
 }
+
+/// `providers`: the list, or `providers check` of a configured provider or of a preset's server.
+pub fn providers(
+    ctx: &Ctx,
+    json: bool,
+    command: Option<super::ProvidersCommand>,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    match command {
+        None => list(ctx, json, out),
+        Some(super::ProvidersCommand::Check {
+            name,
+            preset,
+            base_url,
+            model,
+            timeout,
+        }) => {
+            let target = match (name, preset) {
+                (Some(name), _) => Target::Configured(name),
+                (None, preset) => Target::Preset {
+                    preset: preset.unwrap_or_default(),
+                    base_url,
+                    model,
+                },
+            };
+            check(ctx, &target, timeout, json, out)
+        }
+    }
+}

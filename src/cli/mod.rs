@@ -204,9 +204,7 @@ pub enum Command {
         /// the bundled ones; recorded in the session with their text
         #[arg(long, value_name = "DIR", conflicts_with = "resume")]
         prompts: Option<PathBuf>,
-        /// Score expert ratings and option conversions by the judge's expected option: each option it
-        /// writes weighed by the probabilities of the options it could have written (needs a judge
-        /// that gives token log-probabilities: the embedded model, or a server with `logprobs`)
+        /// Score ER and the conversions by the judge's expected option (its token probabilities)
         #[arg(long, conflicts_with = "resume")]
         expected_scores: bool,
         /// Requests in flight across providers, 1 or more [default: the config's max_concurrency]
@@ -829,7 +827,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         Command::Bench { command } => bench(command, out),
         #[cfg(feature = "local-model")]
         Command::Model { command } => model(command, out),
-        Command::Providers { json, command } => providers(ctx, json, command, out),
+        Command::Providers { json, command } => llm_cmds::providers(ctx, json, command, out),
         Command::Chat {
             provider,
             model,
@@ -961,35 +959,6 @@ fn model(command: ModelCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode>
             tokens,
             json,
         } => model_cmds::continue_greedy(&model, text.as_deref(), ids, tokens, json, out),
-    }
-}
-
-/// `providers`: the list, or `providers check` of a configured provider or of a preset's server.
-fn providers(
-    ctx: &Ctx,
-    json: bool,
-    command: Option<ProvidersCommand>,
-    out: &mut dyn Write,
-) -> anyhow::Result<ExitCode> {
-    match command {
-        None => llm_cmds::list(ctx, json, out),
-        Some(ProvidersCommand::Check {
-            name,
-            preset,
-            base_url,
-            model,
-            timeout,
-        }) => {
-            let target = match (name, preset) {
-                (Some(name), _) => llm_cmds::Target::Configured(name),
-                (None, preset) => llm_cmds::Target::Preset {
-                    preset: preset.unwrap_or_default(),
-                    base_url,
-                    model,
-                },
-            };
-            llm_cmds::check(ctx, &target, timeout, json, out)
-        }
     }
 }
 

@@ -157,6 +157,10 @@ pub struct Character {
     pub work: String,
     /// The role-playing system prompt, in the character's language.
     pub description: String,
+    /// A final instruction sent after the question (a character card's `post_history_instructions`,
+    /// which SillyTavern sends after the chat history); empty for most characters.
+    #[serde(rename = "post_history_instructions", skip_serializing_if = "String::is_empty")]
+    pub post_history: String,
     pub catchphrases: Vec<String>,
     /// Identifiers of this character in other role-playing projects (ChatHaruhi, RoleLLM, …).
     pub agents: BTreeMap<String, String>,
@@ -221,6 +225,11 @@ impl Character {
             h.update(bytes);
         };
         field(self.description.as_bytes());
+        // Hashed only when there is one, so the characters without it keep their versions.
+        if !self.post_history.is_empty() {
+            field(b"post_history_instructions");
+            field(self.post_history.as_bytes());
+        }
         field(self.experimenter.as_bytes());
         field(self.language.code().as_bytes());
         field(&(memories.len() as u64).to_le_bytes());
@@ -245,6 +254,8 @@ impl Character {
             work: &'a str,
             catchphrases: &'a [String],
             description: &'a str,
+            #[serde(skip_serializing_if = "str::is_empty")]
+            post_history_instructions: &'a str,
             #[serde(skip_serializing_if = "BTreeMap::is_empty")]
             agents: &'a BTreeMap<String, String>,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -294,6 +305,7 @@ impl Character {
             work: &self.work,
             catchphrases: &self.catchphrases,
             description: &self.description,
+            post_history_instructions: &self.post_history,
             agents: &self.agents,
             card: self.card.as_ref(),
             labels,
@@ -325,6 +337,8 @@ struct RawCharacter {
     #[serde(default)]
     work: String,
     description: Spanned<String>,
+    #[serde(default)]
+    post_history_instructions: String,
     #[serde(default)]
     catchphrases: Vec<String>,
     #[serde(default)]
@@ -525,6 +539,7 @@ impl RawCharacter {
             experimenter: self.experimenter.into_inner(),
             work: self.work,
             description: self.description.into_inner(),
+            post_history: self.post_history_instructions,
             catchphrases: self.catchphrases,
             agents: self.agents,
             labels,
@@ -673,5 +688,22 @@ Warmth = { score = 4.2, type = "H" }
         assert!(e[0].message.contains("must be a number or \"X\""));
         let e = parse(&ANNA.replace("language = \"en\"", "language = \"fr\"")).unwrap_err();
         assert!(e[0].message.contains("\"en\" or \"zh\""));
+    }
+
+    #[test]
+    fn a_final_instruction_reads_back_and_changes_the_version_only_when_there_is_one() {
+        let c = parse(ANNA).unwrap();
+        assert_eq!(c.post_history, "");
+        let with = Character {
+            post_history: "[Answer in one line.]\nNo lists.".into(),
+            ..c.clone()
+        };
+        let text = with.to_toml();
+        assert!(text.contains("post_history_instructions"), "{text}");
+        assert_eq!(parse(&text).unwrap(), with);
+        assert!(!c.to_toml().contains("post_history_instructions"));
+        assert_ne!(with.version(&[]), c.version(&[]));
+        // The version every character without one had before the field existed.
+        assert_eq!(parse(&c.to_toml()).unwrap().version(&[]), c.version(&[]));
     }
 }

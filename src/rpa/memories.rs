@@ -20,11 +20,63 @@ pub(crate) fn utterance(line: &str) -> Option<(&str, &str)> {
     Some((name.trim(), text.trim()))
 }
 
+/// A part of a memory chunk: someone's utterance `Name:「text」` (its text may run over several lines,
+/// up to the line that ends with `」`), or another line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Segment<'a> {
+    Said(&'a str, String),
+    Line(&'a str),
+}
+
+/// The segments of a chunk, in order. An utterance left open at the end of the chunk is read as
+/// separate lines.
+pub(crate) fn segments(chunk: &str) -> Vec<Segment<'_>> {
+    let lines: Vec<&str> = chunk.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if let Some((who, text)) = utterance(line) {
+            out.push(Segment::Said(who, text.to_string()));
+            i += 1;
+            continue;
+        }
+        // `Name:「` opening a text that ends on a later line.
+        let opened = line
+            .split_once(':')
+            .or_else(|| line.split_once('：'))
+            .and_then(|(who, rest)| Some((who.trim(), rest.trim_start().strip_prefix('「')?)))
+            .filter(|(who, first)| !who.is_empty() && who.chars().count() <= 40 && !first.contains('」'));
+        let end = lines[i + 1..].iter().position(|l| l.trim_end().ends_with('」'));
+        match (opened, end) {
+            (Some((who, first)), Some(end)) => {
+                let end = i + 1 + end;
+                let mut text = vec![first];
+                text.extend(&lines[i + 1..end]);
+                text.push(lines[end].trim_end().strip_suffix('」').unwrap_or(lines[end]));
+                out.push(Segment::Said(who, text.join("\n").trim().to_string()));
+                i = end + 1;
+            }
+            _ => {
+                out.push(Segment::Line(line));
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
 /// Dialogue pairs: a line by someone else directly followed by a line of `speaker`.
 pub fn dialogue_pairs(chunks: &[String], speaker: &str) -> Vec<(String, String)> {
     let mut pairs = Vec::new();
     for chunk in chunks {
-        let lines: Vec<(&str, &str)> = chunk.lines().filter_map(utterance).collect();
+        let lines: Vec<(&str, String)> = segments(chunk)
+            .into_iter()
+            .filter_map(|s| match s {
+                Segment::Said(who, text) => Some((who, text)),
+                Segment::Line(line) => utterance(line).map(|(w, t)| (w, t.to_string())),
+            })
+            .collect();
         for w in lines.windows(2) {
             if w[0].0 != speaker && w[1].0 == speaker && !w[0].1.is_empty() && !w[1].1.is_empty() {
                 pairs.push((format!("{}:「{}」", w[0].0, w[0].1), w[1].1.to_string()));

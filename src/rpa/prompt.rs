@@ -7,6 +7,11 @@
 //! relevant to the question (BM25), separated by `###`, at most 19 and within a 1,500-token budget
 //! (approximated: one token per CJK character, 1.3 per other word). What was retrieved is returned so
 //! the exact prompt can be inspected.
+//!
+//! A character's final instruction (`post_history`: a card's `post_history_instructions`) comes last in
+//! every style, after the retrieved history and the question: appended to the last user message after a
+//! blank line, as SillyTavern places it after the chat history. It is not sent as a trailing system
+//! message because many chat templates accept a system message only first.
 
 use serde::{Deserialize, Serialize};
 
@@ -116,7 +121,7 @@ pub fn assemble(
                 retrieved.push(i);
             }
         }
-        messages.push(ChatMessage::user(user_turn));
+        messages.push(ChatMessage::user(last_turn(character, user_turn)));
         return Assembled { messages, retrieved };
     }
     let mut messages = vec![ChatMessage::system(character.description.trim())];
@@ -140,6 +145,42 @@ pub fn assemble(
             messages.push(ChatMessage::user(format!("{heading}\n{}", snippets.join("\n###\n"))));
         }
     }
-    messages.push(ChatMessage::user(user_turn));
+    messages.push(ChatMessage::user(last_turn(character, user_turn)));
     Assembled { messages, retrieved }
+}
+
+/// The last user message: the experimenter's line, then the character's final instruction if it has one.
+fn last_turn(character: &Character, user_turn: &str) -> String {
+    let last = character.post_history.trim();
+    if last.is_empty() || user_turn.is_empty() {
+        user_turn.to_string()
+    } else {
+        format!("{user_turn}\n\n{last}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::diagnostic::Source;
+
+    #[test]
+    fn the_final_instruction_comes_after_the_question_in_every_style() {
+        let text = "id = \"flux-en\"\nname = \"Flux\"\nlanguage = \"en\"\nexperimenter = \"Bo\"\n\
+                    description = \"You are Flux.\"\npost_history_instructions = \"[Answer as a cat.]\"\n";
+        let c = Character::parse(Source::new("flux.toml", text), |_| None).unwrap();
+        let memories = Memories::new(vec!["Bo:「Hi」\nFlux:「Mrrp.」".into()], "Flux");
+        for style in [RpaStyle::Description, RpaStyle::Chatharuhi, RpaStyle::Rolegpt] {
+            let got = assemble(&c, style, Some(&memories), "Hi", "Bo:「Hi?」");
+            let last = got.messages.last().unwrap();
+            assert_eq!(last.content, "Bo:「Hi?」\n\n[Answer as a cat.]", "{style:?}");
+            assert!(got.messages[..got.messages.len() - 1].iter().all(|m| !m.content.contains("[Answer")));
+        }
+        let plain = Character {
+            post_history: String::new(),
+            ..c
+        };
+        let got = assemble(&plain, RpaStyle::Description, None, "Hi", "Bo:「Hi?」");
+        assert_eq!(got.messages.last().unwrap().content, "Bo:「Hi?」");
+    }
 }

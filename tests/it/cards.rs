@@ -1,7 +1,9 @@
 //! Character cards through the binary: a V2 JSON card and a V3 PNG card (built here chunk by chunk)
 //! import into characters the catalog lists; malformed cards exit 2 naming the file and leave the
 //! characters folder as it was; an exported card, JSON or PNG, imports back to the same prompt, bundled
-//! characters included.
+//! characters included. Three cards of `tests/fixtures/cards` that use every V2 and V3 field between
+//! them come back from import → export-card field for field, as JSON and as PNG (the image's chunks
+//! byte for byte); the import says what it did with each field; targets travel in the extensions.
 
 use std::io::Write;
 use std::path::Path;
@@ -299,4 +301,254 @@ fn exported_cards_import_back_to_the_same_prompt() {
         ],
     );
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// The three cards of `tests/fixtures/cards`, written for these tests, that between them use every
+/// field of V2 and V3: a V2 card with a lorebook and unknown extensions, a V3 card with every V3 field,
+/// and a V2 card with a code-block greeting, a narration greeting and post-history instructions.
+const ROUND_TRIP: [(&str, &str); 3] = [
+    ("harbour-keeper.v2.json", "wenna-polgrain-en"),
+    ("tidewright.v3.json", "ysolde-tidewright-en"),
+    ("byte-sensei.v2.json", "byte-sensei-en"),
+];
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/cards")
+        .join(name)
+}
+
+/// The chunks of a PNG, each as stored (length, type, data, CRC).
+fn chunks_of(png: &[u8]) -> Vec<&[u8]> {
+    assert_eq!(&png[..8], &[137, 80, 78, 71, 13, 10, 26, 10], "a PNG signature");
+    let mut out = Vec::new();
+    let mut at = 8;
+    while at < png.len() {
+        let len = u32::from_be_bytes(png[at..at + 4].try_into().unwrap()) as usize;
+        out.push(&png[at..at + 12 + len]);
+        at += 12 + len;
+    }
+    out
+}
+
+/// The keyword of a chunk if it is a card's text chunk (tEXt or zTXt named chara or ccv3).
+fn card_keyword(chunk: &[u8]) -> Option<&str> {
+    let (kind, data) = (&chunk[4..8], &chunk[8..chunk.len() - 4]);
+    if kind != b"tEXt" && kind != b"zTXt" {
+        return None;
+    }
+    let nul = data.iter().position(|b| *b == 0)?;
+    let keyword = std::str::from_utf8(&data[..nul]).ok()?;
+    ["chara", "ccv3"].contains(&keyword).then_some(keyword)
+}
+
+/// The card in a PNG's tEXt chunk named `keyword`.
+fn card_in(png: &[u8], keyword: &str) -> Value {
+    let chunk = chunks_of(png)
+        .into_iter()
+        .find(|c| card_keyword(c) == Some(keyword))
+        .unwrap_or_else(|| panic!("no {keyword} chunk"));
+    assert_eq!(&chunk[4..8], b"tEXt");
+    let text = &chunk[8 + keyword.len() + 1..chunk.len() - 4];
+    let json = base64::engine::general_purpose::STANDARD.decode(text).unwrap();
+    serde_json::from_slice(&json).unwrap()
+}
+
+/// `portrait.png` (an image with gAMA, pHYs and tIME chunks, no text) carrying `card` as SillyTavern
+/// writes it: `chara` (for V3 a zTXt copy marked V2), and for V3 `ccv3`, just before IEND.
+fn portrait_with(card: &Value) -> Vec<u8> {
+    let image = std::fs::read(fixture("portrait.png")).unwrap();
+    let chunks = chunks_of(&image);
+    let mut out = image[..8].to_vec();
+    let (iend, rest) = chunks.split_last().unwrap();
+    for c in rest {
+        out.extend_from_slice(c);
+    }
+    let mut texts = vec![];
+    if card["spec"] == "chara_card_v3" {
+        let mut v2 = card.clone();
+        v2["spec"] = json!("chara_card_v2");
+        let (kind, data) = ztext("chara", &b64(&v2.to_string()));
+        chunk(&mut out, kind, &data);
+        texts.push(text("ccv3", &b64(&card.to_string())));
+    } else {
+        texts.push(text("chara", &b64(&card.to_string())));
+    }
+    for (kind, data) in texts {
+        chunk(&mut out, kind, &data);
+    }
+    out.extend_from_slice(iend);
+    out
+}
+
+/// `exported` is `original`, field by field (a message naming the first that differs).
+fn same_card(exported: &Value, original: &Value, what: &str) {
+    for key in ["spec", "spec_version"] {
+        assert_eq!(exported[key], original[key], "{what}: {key}");
+    }
+    let (got, want) = (
+        exported["data"].as_object().unwrap(),
+        original["data"].as_object().unwrap(),
+    );
+    for (key, value) in want {
+        assert_eq!(got.get(key), Some(value), "{what}: data.{key}");
+    }
+    let extra: Vec<&String> = got.keys().filter(|k| !want.contains_key(*k)).collect();
+    assert!(extra.is_empty(), "{what}: fields the card did not have: {extra:?}");
+    assert_eq!(exported, original, "{what}: the whole card");
+}
+
+#[test]
+fn three_cards_come_back_field_for_field_from_json_and_png_with_their_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let portrait = std::fs::read(fixture("portrait.png")).unwrap();
+    for (name, id) in ROUND_TRIP {
+        let original: Value = serde_json::from_slice(&std::fs::read(fixture(name)).unwrap()).unwrap();
+
+        // JSON in, JSON out.
+        let said = ok(run(data, &["import", "card", fixture(name).to_str().unwrap()]));
+        assert!(
+            said.starts_with(&format!(
+                "imported card \"{}\" as {id} (",
+                original["data"]["name"].as_str().unwrap()
+            )),
+            "{said}"
+        );
+        assert!(said.contains("kept for export-card: the card as written"), "{said}");
+        let out = data.join(format!("{id}.json"));
+        ok(run(data, &["export-card", id, "-o", out.to_str().unwrap()]));
+        let exported: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        same_card(&exported, &original, &format!("{name} as JSON"));
+        let stdout: Value = serde_json::from_str(&ok(run(data, &["export-card", id]))).unwrap();
+        same_card(&stdout, &original, &format!("{name} on stdout"));
+
+        // PNG in, PNG out: the card's chunks replaced, every other chunk byte for byte.
+        let png_id = format!("{id}-png");
+        let file = data.join(format!("{id}.png"));
+        std::fs::write(&file, portrait_with(&original)).unwrap();
+        let said = ok(run(data, &["import", "card", file.to_str().unwrap(), "--id", &png_id]));
+        assert!(
+            said.contains("kept for export-card: the card as written, and its PNG image"),
+            "{said}"
+        );
+        let out = data.join(format!("{id}.out.png"));
+        ok(run(data, &["export-card", &png_id, "-o", out.to_str().unwrap()]));
+        let written = std::fs::read(&out).unwrap();
+        let image: Vec<&[u8]> = chunks_of(&written)
+            .into_iter()
+            .filter(|c| card_keyword(c).is_none())
+            .collect();
+        assert_eq!(
+            image,
+            chunks_of(&portrait),
+            "{name}: the image's chunks, byte for byte, in order"
+        );
+        let v3 = original["spec"] == "chara_card_v3";
+        same_card(
+            &card_in(&written, if v3 { "ccv3" } else { "chara" }),
+            &original,
+            &format!("{name} as PNG"),
+        );
+        if v3 {
+            let v2 = card_in(&written, "chara");
+            assert_eq!((&v2["spec"], &v2["data"]), (&json!("chara_card_v2"), &original["data"]));
+        }
+    }
+}
+
+#[test]
+fn an_imported_card_keeps_its_final_instruction_code_and_narration() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let said = ok(run(
+        data,
+        &["import", "card", fixture("byte-sensei.v2.json").to_str().unwrap()],
+    ));
+    for line in [
+        "imported card \"Byte Sensei\" as byte-sensei-en (4 memories)\n",
+        "  prompt: system_prompt, description, personality, scenario ({{char}} → Byte Sensei, {{user}} → User)\n",
+        "  post_history_instructions: sent after each question, as the final instruction\n",
+        "  greetings: first_mes and 1 alternate greeting → 2 memories (1 in the character's words, 1 as narration)\n",
+        "  mes_example: 2 example dialogues → 2 memories\n",
+        "  card info: tags, creator, character_version, creator_notes\n",
+        "  kept for export-card: the card as written\n",
+    ] {
+        assert!(said.contains(line), "{line:?} not in\n{said}");
+    }
+    let c = character(data, "byte-sensei-en");
+    assert_eq!(
+        c["post_history_instructions"],
+        "[System note: Byte Sensei never gives the answer outright; end every reply with a question for User.]"
+    );
+    let memories: Vec<String> =
+        serde_json::from_slice(&std::fs::read(data.join("characters/byte-sensei-en.memories.json")).unwrap()).unwrap();
+    assert!(
+        memories[0].starts_with("Byte Sensei:「Today's warm-up.")
+            && memories[0].contains("```python\ndef count(n):\n    if n == 0:\n        return []\n"),
+        "{}",
+        memories[0]
+    );
+    assert!(
+        memories[1].starts_with("The video call connects."),
+        "narration as it is: {}",
+        memories[1]
+    );
+    assert!(
+        memories[2].contains("```c\nwhile (i < 10) {\n    printf"),
+        "{}",
+        memories[2]
+    );
+
+    // One memory is one memory.
+    let file = data.join("one.json");
+    std::fs::write(
+        &file,
+        json!({"name": "Solo", "description": "d", "first_mes": "Hello."}).to_string(),
+    )
+    .unwrap();
+    let said = ok(run(data, &["import", "card", file.to_str().unwrap()]));
+    assert!(
+        said.starts_with("imported card \"Solo\" as solo-en (1 memory)\n"),
+        "{said}"
+    );
+}
+
+#[test]
+fn targets_travel_in_the_cards_extensions_and_come_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    ok(run(
+        data,
+        &["import", "card", fixture("harbour-keeper.v2.json").to_str().unwrap()],
+    ));
+    let file = data.join("characters/wenna-polgrain-en.toml");
+    let mut toml = std::fs::read_to_string(&file).unwrap();
+    toml.push_str("\n[targets.BFI]\nOpenness = \"L\"\nAgreeableness = 4.0\n");
+    std::fs::write(&file, toml).unwrap();
+    let card: Value = serde_json::from_str(&ok(run(data, &["export-card", "wenna-polgrain-en"]))).unwrap();
+    let original: Value = serde_json::from_slice(&std::fs::read(fixture("harbour-keeper.v2.json")).unwrap()).unwrap();
+    let extensions = &card["data"]["extensions"];
+    assert_eq!(
+        extensions["incharacter"],
+        json!({"targets": {"BFI": {"Agreeableness": 4.0, "Openness": "L"}}})
+    );
+    for (key, value) in original["data"]["extensions"].as_object().unwrap() {
+        assert_eq!(&extensions[key], value, "extensions.{key} kept");
+    }
+    assert_eq!(card["data"]["description"], original["data"]["description"]);
+
+    let again = data.join("again.json");
+    std::fs::write(&again, card.to_string()).unwrap();
+    let said = ok(run(
+        data,
+        &["import", "card", again.to_str().unwrap(), "--id", "wenna-again-en"],
+    ));
+    assert!(
+        said.contains("targets: 2 dimensions from extensions.incharacter"),
+        "{said}"
+    );
+    let (a, b) = (character(data, "wenna-again-en"), character(data, "wenna-polgrain-en"));
+    assert_eq!(a["labels"]["target"], b["labels"]["target"]);
+    assert_eq!(a["description"], b["description"]);
 }

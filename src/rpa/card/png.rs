@@ -1,6 +1,8 @@
 //! PNG files as character cards use them: the card's JSON, base64-encoded, in a `tEXt` or `zTXt` chunk
 //! named `chara` (V2) or `ccv3` (V3). Reading checks the signature and every chunk's CRC and caps the
-//! text a chunk may hold (after decompression); writing makes a small solid-colour image to carry a card.
+//! text a chunk may hold (after decompression). Writing puts a card into the PNG it came in (every other
+//! chunk copied byte for byte, only the card's text chunks replaced), or into a small solid-colour image
+//! when there is none.
 
 use std::io::Read;
 
@@ -16,6 +18,8 @@ const KEYWORDS: [&str; 2] = ["ccv3", "chara"];
 struct Chunk<'a> {
     kind: [u8; 4],
     data: &'a [u8],
+    /// The whole chunk as stored: length, type, data, CRC.
+    raw: &'a [u8],
 }
 
 /// Whether `bytes` start with the PNG signature.
@@ -54,7 +58,11 @@ fn chunks(bytes: &[u8]) -> Result<Vec<Chunk<'_>>, String> {
                 "chunk {name} at byte {offset}: CRC mismatch (stored {stored:08x}, computed {computed:08x}): the file is damaged"
             ));
         }
-        out.push(Chunk { kind, data });
+        out.push(Chunk {
+            kind,
+            data,
+            raw: &bytes[offset..offset + 12 + len],
+        });
         if &kind == b"IEND" {
             return Ok(out);
         }
@@ -115,14 +123,55 @@ pub fn card_text(bytes: &[u8]) -> Result<(&'static str, String), String> {
     Err("no character card in it (no tEXt or zTXt chunk named chara or ccv3)".into())
 }
 
-/// A 64×64 PNG of one colour carrying `text` (ASCII, e.g. base64) in a tEXt chunk named `keyword`.
-pub fn with_text(keyword: &str, text: &str) -> std::io::Result<Vec<u8>> {
+/// Whether a chunk is one of a card's text chunks (tEXt, zTXt or iTXt named `chara` or `ccv3`).
+fn is_card_text(chunk: &Chunk) -> bool {
+    matches!(&chunk.kind, b"tEXt" | b"zTXt" | b"iTXt")
+        && chunk.data.iter().position(|b| *b == 0).is_some_and(|nul| {
+            KEYWORDS
+                .iter()
+                .any(|k| chunk.data[..nul].eq_ignore_ascii_case(k.as_bytes()))
+        })
+}
+
+/// The chunks of `bytes` that are not a card's text chunks, each as stored (length, type, data, CRC).
+pub fn image_chunks(bytes: &[u8]) -> Result<Vec<&[u8]>, String> {
+    Ok(chunks(bytes)?
+        .into_iter()
+        .filter(|c| !is_card_text(c))
+        .map(|c| c.raw)
+        .collect())
+}
+
+/// `original` (a PNG) carrying `texts` (keyword, ASCII text) as its card: every chunk copied byte for
+/// byte except the card's text chunks, which are left out, and the new ones put just before IEND
+/// (where SillyTavern puts them).
+pub fn with_card(original: &[u8], texts: &[(&str, String)]) -> Result<Vec<u8>, String> {
+    let kept = image_chunks(original)?;
+    let mut out = SIGNATURE.to_vec();
+    let (iend, rest) = kept.split_last().ok_or("a PNG without chunks")?;
+    for raw in rest {
+        out.extend_from_slice(raw);
+    }
+    for (keyword, text) in texts {
+        crate::png::write_chunk(&mut out, b"tEXt", &[keyword.as_bytes(), &[0], text.as_bytes()].concat());
+    }
+    out.extend_from_slice(iend);
+    Ok(out)
+}
+
+/// A 64×64 PNG of one colour carrying `texts` (keyword, ASCII text such as base64) in tEXt chunks.
+pub fn with_texts(texts: &[(&str, String)]) -> std::io::Result<Vec<u8>> {
     const SIDE: u32 = 64;
     const COLOUR: [u8; 3] = [0x4a, 0x5d, 0x7e];
     let pixels = COLOUR.repeat((SIDE * SIDE) as usize);
-    let chunk = [keyword.as_bytes(), &[0], text.as_bytes()].concat();
-    crate::png::rgb(SIDE, SIDE, &pixels, &[(b"tEXt", &chunk)])
+    let chunks: Vec<Vec<u8>> = texts
+        .iter()
+        .map(|(keyword, text)| [keyword.as_bytes(), &[0], text.as_bytes()].concat())
+        .collect();
+    let chunks: Vec<(&[u8; 4], &[u8])> = chunks.iter().map(|c| (b"tEXt", c.as_slice())).collect();
+    crate::png::rgb(SIDE, SIDE, &pixels, &chunks)
 }
+
 
 #[cfg(test)]
 pub(crate) mod tests {
@@ -157,10 +206,32 @@ pub(crate) mod tests {
         assert_eq!(card_text(&file).unwrap(), ("chara", "djI=".to_string()));
         let file = png(&[text("chara", "djI="), ztext("ccv3", b"djM="), text("Comment", "hi")]);
         assert_eq!(card_text(&file).unwrap(), ("ccv3", "djM=".to_string()));
-        let written = with_text("chara", "eyJ9").unwrap();
+        let written = with_texts(&[("chara", "eyJ9".into())]).unwrap();
         assert_eq!(card_text(&written).unwrap(), ("chara", "eyJ9".to_string()));
         // Every PNG ends with the same IEND chunk, CRC included.
         assert!(written.ends_with(&[0, 0, 0, 0, b'I', b'E', b'N', b'D', 0xae, 0x42, 0x60, 0x82]));
+    }
+
+    #[test]
+    fn a_card_replaces_only_the_card_chunks_of_its_png() {
+        let original = png(&[
+            (b"IHDR", vec![0, 0, 0, 1, 0, 0, 0, 1, 8, 2, 0, 0, 0]),
+            text("chara", "b2xk"),
+            (b"pHYs", vec![0, 0, 11, 19, 0, 0, 11, 19, 1]),
+            ztext("ccv3", b"b2xk"),
+            text("Comment", "kept"),
+            (b"IDAT", vec![1, 2, 3]),
+        ]);
+        let written = with_card(&original, &[("chara", "bmV3".into()), ("ccv3", "bmV3Mw==".into())]).unwrap();
+        assert_eq!(card_text(&written).unwrap(), ("ccv3", "bmV3Mw==".to_string()));
+        assert_eq!(image_chunks(&written).unwrap(), image_chunks(&original).unwrap());
+        let kinds: Vec<[u8; 4]> = chunks(&written).unwrap().iter().map(|c| c.kind).collect();
+        assert_eq!(
+            kinds,
+            [*b"IHDR", *b"pHYs", *b"tEXt", *b"IDAT", *b"tEXt", *b"tEXt", *b"IEND"],
+            "the image's chunks in their order, the card's just before IEND"
+        );
+        assert!(with_card(b"not a png", &[]).is_err());
     }
 
     #[test]

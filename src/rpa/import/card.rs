@@ -11,27 +11,31 @@
 //! Stay in character and answer every question as {name} would.     请始终以{name}的身份和口吻来回答，不要跳出角色。
 //! ```
 //!
-//! A card this program exported (`extensions.incharacter`) holds the whole prompt in its description,
-//! which is taken as it is, with its language and experimenter. The memories are the greetings
-//! (`first_mes`, then `alternate_greetings`), each a one-line chunk `Name:「…」`, then one chunk per
-//! `<START>` block of `mes_example`. The name is `--name`, else the card's; the experimenter is
-//! `--experimenter`, else the exported card's, else that of a character already under the id (whose
-//! labels and aliases the import keeps), else "User". A card file is JSON of at most 2 MiB, or a PNG of
-//! at most 16 MiB whose card chunk holds at most 3 MiB of base64 decoding to at most 2 MiB.
+//! `post_history_instructions` becomes the character's final instruction, sent after the question
+//! ([`crate::rpa::prompt`]). A card this program exported from a character of its own
+//! (`extensions.incharacter.id`) holds the whole prompt in its description, which is taken as it is,
+//! with its language and experimenter. The memories are the greetings (`first_mes`, then
+//! `alternate_greetings`): a greeting in the character's words becomes `Name:「…」`, a narrating one
+//! (see [`card::is_narration`]) stays as it is written; then one chunk per `<START>` block of
+//! `mes_example`. Line breaks and code blocks are kept. Targets in `extensions.incharacter.targets`
+//! become the character's targets. The card itself (and the PNG it came in) is kept beside the
+//! character for `export-card` (see [`crate::rpa::card`]). The name is `--name`, else the card's; the
+//! experimenter is `--experimenter`, else the card's `extensions.incharacter.experimenter`, else that of
+//! a character already under the id (whose labels and aliases the import keeps), else "User". A card
+//! file is JSON of at most 2 MiB, or a PNG of at most 16 MiB whose card chunk holds at most 3 MiB of
+//! base64 decoding to at most 2 MiB. The import says what it did with each field ([`Imported::report`]).
 
 use std::path::Path;
 
 use base64::Engine as _;
 
 use super::{
-    Existing, ImportError, Imported, Options, character_id, character_path, claim, clean, detect_language,
+    Existing, ImportError, Imported, Options, character_id, character_path, claim, detect_language,
     imported_character, read_bytes, write_files,
 };
-use crate::domain::character::{CardInfo, Character};
+use crate::domain::character::{CardInfo, Character, LabelSet};
 use crate::domain::scale::{Language, Scale};
-use crate::rpa::card::{self, Card, CardError, MAX_JSON, png};
-
-const MAX_PNG: u64 = 16 << 20;
+use crate::rpa::card::{self, Card, CardError, MAX_JSON, MAX_PNG, MemoryKind, clean, one_line, png};
 
 /// Imports a character card (JSON, or a PNG carrying one) into `data_dir`. `scale` looks up scales for
 /// validation; `existing` tells what already holds the new id (refused unless `options.replace`).
@@ -43,8 +47,9 @@ pub fn character_card<'s>(
     existing: impl Fn(&str) -> Existing<'s, Character>,
 ) -> Result<Imported, ImportError> {
     let shown = file.display();
-    let card = read(file)?;
+    let (card, image) = read(file)?;
     let ours = card.ours.clone();
+    let whole_prompt = ours.as_ref().is_some_and(card::Ours::whole_prompt);
     let name = one_line(options.name.as_deref().unwrap_or(&card.name));
     if name.is_empty() {
         return Err("--name is empty".into());
@@ -89,25 +94,12 @@ pub fn character_card<'s>(
         .or(ours.as_ref().and_then(|o| o.experimenter.as_deref()))
         .or(existing.map(|c| c.experimenter.as_str()))
         .map_or_else(|| "User".to_string(), one_line);
-    let description = if ours.is_some() {
-        // Written by `card::export`: the whole prompt already, tabs and line breaks as they were.
-        card.description
-            .chars()
-            .filter(|c| !c.is_control() || matches!(c, '\n' | '\t'))
-            .collect()
-    } else {
-        prompt(&card, &name, &experimenter, language)
-    };
+    let description = card::prompt(&card, &name, &experimenter, language);
     if description.trim().is_empty() {
         return Err(format!("{shown}: the card's description is empty").into());
     }
-    let chunks: Vec<String> = std::iter::once(&card.first_mes)
-        .chain(&card.alternate_greetings)
-        .filter_map(|g| card::greeting(g, &name, &experimenter))
-        .chain(card::examples(&card.mes_example, &name, &experimenter))
-        .map(|chunk| clean(&chunk))
-        .filter(|chunk| !chunk.is_empty())
-        .collect();
+    let memories = card::memories(&card, &name, &experimenter);
+    let chunks: Vec<String> = memories.iter().map(|(chunk, _)| chunk.clone()).collect();
     let info = CardInfo {
         tags: card
             .tags
@@ -125,16 +117,195 @@ pub fn character_card<'s>(
         format!(" by {}", info.creator)
     };
     let work = format!("imported from a character card{by}");
+    let targets = match ours.as_ref().and_then(|o| o.targets.as_ref()) {
+        Some(targets) => Some(read_targets(targets, &scale).map_err(|e| format!("{shown}: {e}"))?),
+        None => None,
+    };
     // A card brings its own info, in place of the card an earlier import kept.
-    let character = Character {
+    let mut character = Character {
         card: (info != CardInfo::default()).then_some(info),
+        post_history: card::clean(&card::resolve(&card.post_history_instructions, &name, &experimenter)),
         ..imported_character(existing, id, name, language, experimenter, work, description)
     };
-    write_files(data_dir, character, &chunks, scale, &shown.to_string(), path, replaced)
+    if let Some(targets) = targets.clone() {
+        character.labels.target = targets;
+    }
+    let report = report(&card, &character, &memories, whole_prompt, image.is_some(), targets.as_ref());
+    let stored = serde_json::to_vec_pretty(&card.json).map_err(|e| e.to_string())?;
+    let mut imported = write_files(
+        data_dir,
+        character,
+        &chunks,
+        scale,
+        &shown.to_string(),
+        path,
+        replaced,
+        Some((&stored, image.as_deref())),
+    )?;
+    imported.report = report;
+    Ok(imported)
 }
 
-/// The card a file holds: a PNG's (by its signature or its name) or JSON.
-fn read(file: &Path) -> Result<Card, String> {
+/// `extensions.incharacter.targets` (scale → dimension → "H" | "L" | number) as the character's targets,
+/// checked against the scales as a character file's `[targets]` are.
+fn read_targets<'s>(
+    targets: &serde_json::Map<String, serde_json::Value>,
+    scale: &impl Fn(&str) -> Option<&'s Scale>,
+) -> Result<LabelSet, String> {
+    let mut set = LabelSet::new();
+    for (id, dims) in targets {
+        let s = scale(id).ok_or_else(|| format!("extensions.incharacter.targets: unknown scale \"{id}\""))?;
+        let dims = dims
+            .as_object()
+            .ok_or_else(|| format!("extensions.incharacter.targets.{id} must be an object of dimensions"))?;
+        let mut labels = std::collections::BTreeMap::new();
+        for (dim, value) in dims {
+            let value = match value {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(n) => n.to_string(),
+                _ => return Err(format!("extensions.incharacter.targets.{id}.{dim}: use \"H\", \"L\" or a number")),
+            };
+            let label = crate::domain::character::target(s, dim, &value)
+                .map_err(|e| format!("extensions.incharacter.targets.{id}: {e}"))?;
+            labels.insert(dim.clone(), label);
+        }
+        set.insert(id.clone(), labels);
+    }
+    Ok(set)
+}
+
+/// `n` `thing`s, in the singular for one: "1 memory", "3 memories".
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// What the import did with each field of `card`, one line each.
+fn report(
+    card: &Card,
+    c: &Character,
+    memories: &[(String, MemoryKind)],
+    whole_prompt: bool,
+    image: bool,
+    targets: Option<&LabelSet>,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let given = |fields: &[(&str, &str)]| -> Vec<String> {
+        fields
+            .iter()
+            .filter(|(_, text)| !text.trim().is_empty())
+            .map(|(key, _)| key.to_string())
+            .collect()
+    };
+    if whole_prompt {
+        lines.push("prompt: the description as it is (a card incharacter exported)".to_string());
+    } else {
+        let parts = given(&[
+            ("system_prompt", &card.system_prompt),
+            ("description", &card.description),
+            ("personality", &card.personality),
+            ("scenario", &card.scenario),
+        ]);
+        lines.push(format!(
+            "prompt: {} ({{{{char}}}} → {}, {{{{user}}}} → {})",
+            parts.join(", "),
+            c.name,
+            c.experimenter
+        ));
+    }
+    if !c.post_history.is_empty() {
+        lines.push("post_history_instructions: sent after each question, as the final instruction".into());
+    }
+    let greetings = memories.iter().filter(|(_, k)| *k != MemoryKind::Example).count();
+    if greetings > 0 {
+        let narration = memories.iter().filter(|(_, k)| *k == MemoryKind::Narration).count();
+        let from = if card.alternate_greetings.is_empty() {
+            "first_mes".to_string()
+        } else {
+            format!("first_mes and {}", count(card.alternate_greetings.len(), "alternate greeting", "alternate greetings"))
+        };
+        let kinds: Vec<String> = [
+            (greetings - narration, "in the character's words"),
+            (narration, "as narration"),
+        ]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, how)| format!("{n} {how}"))
+        .collect();
+        lines.push(format!(
+            "greetings: {from} → {} ({})",
+            count(greetings, "memory", "memories"),
+            kinds.join(", ")
+        ));
+    }
+    let examples = memories.len() - greetings;
+    if examples > 0 {
+        lines.push(format!(
+            "mes_example: {} → {}",
+            count(examples, "example dialogue", "example dialogues"),
+            count(examples, "memory", "memories")
+        ));
+    }
+    if let Some(targets) = targets {
+        let n: usize = targets.values().map(|d| d.len()).sum();
+        lines.push(format!("targets: {} from extensions.incharacter", count(n, "dimension", "dimensions")));
+    }
+    let fields = card.json.get("data").unwrap_or(&card.json);
+    let present = |key: &str| fields.get(key).is_some_and(|v| !is_empty(v));
+    let info: Vec<&str> = ["tags", "creator", "character_version", "creator_notes"]
+        .into_iter()
+        .filter(|key| present(key))
+        .collect();
+    if !info.is_empty() {
+        lines.push(format!("card info: {}", info.join(", ")));
+    }
+    let unused: Vec<&str> = fields
+        .as_object()
+        .map(|m| {
+            m.keys()
+                .map(String::as_str)
+                .filter(|key| {
+                    !matches!(
+                        *key,
+                        "name"
+                            | "description"
+                            | "personality"
+                            | "scenario"
+                            | "system_prompt"
+                            | "post_history_instructions"
+                            | "first_mes"
+                            | "alternate_greetings"
+                            | "mes_example"
+                            | "tags"
+                            | "creator"
+                            | "character_version"
+                            | "creator_notes"
+                            | "spec"
+                            | "spec_version"
+                    ) && present(key)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if !unused.is_empty() {
+        lines.push(format!("not used in the role-play, kept: {}", unused.join(", ")));
+    }
+    let image = if image { ", and its PNG image" } else { "" };
+    lines.push(format!("kept for export-card: the card as written{image}"));
+    lines
+}
+
+fn is_empty(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::Null => true,
+        serde_json::Value::String(s) => s.trim().is_empty(),
+        serde_json::Value::Array(a) => a.is_empty(),
+        serde_json::Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+/// The card a file holds (a PNG's, by its signature or its name, or JSON), and the PNG's bytes.
+fn read(file: &Path) -> Result<(Card, Option<Vec<u8>>), String> {
     let shown = file.display();
     let bytes = read_bytes(file, MAX_PNG, "a character card")?;
     let named_png = file.extension().is_some_and(|x| x.eq_ignore_ascii_case("png"));
@@ -147,10 +318,11 @@ fn read(file: &Path) -> Result<Card, String> {
         }
         let text = String::from_utf8(bytes)
             .map_err(|e| format!("{shown}: not UTF-8 at byte {}", e.utf8_error().valid_up_to()))?;
-        return card::parse(&text).map_err(|e| match e {
+        let card = card::parse(&text).map_err(|e| match e {
             CardError::Json { line, column, message } => format!("{shown}:{line}:{column}: broken JSON: {message}"),
             CardError::Shape(message) => format!("{shown}: {message}"),
-        });
+        })?;
+        return Ok((card, None));
     }
     let (keyword, text) = png::card_text(&bytes).map_err(|e| format!("{shown}: {e}"))?;
     let base64 = base64::engine::GeneralPurpose::new(
@@ -174,44 +346,8 @@ fn read(file: &Path) -> Result<Card, String> {
             e.utf8_error().valid_up_to()
         )
     })?;
-    card::parse(&json).map_err(|e| format!("{shown}: the card in its {keyword} chunk: {e}"))
-}
-
-/// Text on one line: control characters gone, runs of white space one space.
-fn one_line(text: &str) -> String {
-    clean(text).split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// The role-play prompt of a card (see the module's documentation).
-fn prompt(card: &Card, name: &str, user: &str, language: Language) -> String {
-    let part = |text: &str| Some(clean(&card::resolve(text, name, user))).filter(|t| !t.is_empty());
-    let labelled = |label: &str, text: &str| part(text).map(|t| format!("{label}{t}"));
-    let (you_are, personality, scenario, stay) = match language {
-        Language::En => (
-            format!("You are {name}."),
-            "Personality: ",
-            "Scenario: ",
-            format!("Stay in character and answer every question as {name} would."),
-        ),
-        Language::Zh => (
-            format!("你是{name}。"),
-            "性格：",
-            "情景：",
-            format!("请始终以{name}的身份和口吻来回答，不要跳出角色。"),
-        ),
-    };
-    [
-        part(&card.system_prompt),
-        Some(you_are),
-        part(&card.description),
-        labelled(personality, &card.personality),
-        labelled(scenario, &card.scenario),
-        Some(stay),
-    ]
-    .into_iter()
-    .flatten()
-    .collect::<Vec<_>>()
-    .join("\n\n")
+    let card = card::parse(&json).map_err(|e| format!("{shown}: the card in its {keyword} chunk: {e}"))?;
+    Ok((card, Some(bytes)))
 }
 
 #[cfg(test)]
@@ -273,12 +409,65 @@ mod tests {
         assert_eq!(
             chunks,
             [
-                "Seraphina:「*She smiles.* Welcome, Traveler.」",
+                "Seraphina:「*She smiles.*\nWelcome, Traveler.」",
                 "Seraphina:「Hello again.」",
                 "Traveler:「Who are you?」\nSeraphina:「The glade's guardian.」"
             ]
         );
         drop(dir);
+    }
+
+    const FLUX: &str = r#"{"spec": "chara_card_v2", "data": {
+        "name": "Flux", "description": "A grey cat who lives on {{user}}'s desk.",
+        "first_mes": "One day you found a cat on your desk. She is called Flux.",
+        "alternate_greetings": ["*blinks slowly*\n\"Mrrp. I was here first.\""],
+        "mes_example": "<START>\n{{user}}: Code?\n{{char}}: ```\nwhile true:\n    nap()\n```",
+        "post_history_instructions": "[System note: {{char}} answers only in cat logic.]",
+        "character_book": {"entries": []}, "extensions": {"fav": true}}}"#;
+
+    #[test]
+    fn a_card_keeps_its_final_instruction_narration_and_code_and_says_what_it_did() {
+        let (dir, got) = import("flux.png", &png(&[text("chara", &b64(FLUX)), (b"IDAT", vec![9])]), &Options::default());
+        let got = got.unwrap();
+        let c = Character::parse(
+            Source::new("f", &std::fs::read_to_string(&got.character_file).unwrap()),
+            |_| None,
+        )
+        .unwrap();
+        assert_eq!(c.post_history, "[System note: Flux answers only in cat logic.]");
+        assert!(!c.description.contains("System note"), "{}", c.description);
+        let chunks: Vec<String> = serde_json::from_str(&std::fs::read_to_string(&got.memories_file).unwrap()).unwrap();
+        assert_eq!(
+            chunks,
+            [
+                "One day you found a cat on your desk. She is called Flux.",
+                "Flux:「*blinks slowly*\n\"Mrrp. I was here first.\"」",
+                "User:「Code?」\nFlux:「```\nwhile true:\n    nap()\n```」",
+            ]
+        );
+        assert_eq!(
+            got.report,
+            [
+                "prompt: description ({{char}} → Flux, {{user}} → User)",
+                "post_history_instructions: sent after each question, as the final instruction",
+                "greetings: first_mes and 1 alternate greeting → 2 memories (1 in the character's words, 1 as narration)",
+                "mes_example: 1 example dialogue → 1 memory",
+                "not used in the role-play, kept: character_book, extensions",
+                "kept for export-card: the card as written, and its PNG image",
+            ]
+        );
+        let (json, image) = card::stored_paths(&dir.path().join("data"), "flux-en");
+        assert_eq!(card::parse(&std::fs::read_to_string(&json).unwrap()).unwrap(), card::parse(FLUX).unwrap());
+        assert!(std::fs::read(&image).unwrap().starts_with(&crate::png::SIGNATURE));
+        // Imported again from JSON, the PNG an earlier import kept is gone.
+        let file = dir.path().join("flux.json");
+        std::fs::write(&file, FLUX).unwrap();
+        let options = Options {
+            replace: true,
+            ..Options::default()
+        };
+        character_card(&file, &dir.path().join("data"), &options, |_| None, |_| Existing::none()).unwrap();
+        assert!(json.exists() && !image.exists());
     }
 
     #[test]
@@ -336,7 +525,7 @@ mod tests {
         .unwrap();
         let chunks: Vec<String> = serde_json::from_str(&std::fs::read_to_string(&got.memories_file).unwrap()).unwrap();
         let exported = card::export(&c, &chunks);
-        let bytes = png::with_text("chara", &b64(&exported.to_string())).unwrap();
+        let bytes = png::with_texts(&card::png_texts(&exported)).unwrap();
         let options = Options {
             id: Some("other".into()),
             ..Options::default()

@@ -120,6 +120,8 @@ pub struct Imported {
     pub memories: usize,
     /// What held the id before, when `replace` was given and something did.
     pub replaced: Option<Replaced>,
+    /// What the import did with each part of what it read, one line each (a card's fields).
+    pub report: Vec<String>,
 }
 
 /// Where an import of the `kind` ("character" or "scale") `id` writes its file, and what it
@@ -389,7 +391,7 @@ fn write_character<'s>(
         work,
         description.trim().to_string(),
     );
-    write_files(data_dir, character, &chunks, scale, &origin, path, replaced)
+    write_files(data_dir, character, &chunks, scale, &origin, path, replaced, None)
 }
 
 /// The character an import makes: the profile it brings, and what the catalog already knows of the
@@ -418,6 +420,7 @@ fn imported_character(
         experimenter,
         work,
         description,
+        post_history: String::new(),
         catchphrases: Vec::new(),
         agents: BTreeMap::new(),
         labels: existing.map(|c| c.labels.clone()).unwrap_or_default(),
@@ -434,7 +437,9 @@ pub(crate) const MAX_MEMORIES: u64 = super::memories::MAX_FILE;
 
 /// Writes `character` to `character_file` (claimed by [`claim`]) and its memories, once the file is
 /// known to read back as it: the memories first, so the character never appears without them.
-/// `origin` names what was imported.
+/// `origin` names what was imported. `card` is the character card it came from (its JSON, and the
+/// PNG it came in), kept for `export-card`; without one, a card kept by an earlier import is removed.
+#[allow(clippy::too_many_arguments)]
 fn write_files<'s>(
     data_dir: &Path,
     character: Character,
@@ -443,6 +448,7 @@ fn write_files<'s>(
     origin: &str,
     character_file: PathBuf,
     replaced: Option<Replaced>,
+    card: Option<(&[u8], Option<&[u8]>)>,
 ) -> Result<Imported, ImportError> {
     let text = character.to_toml();
     let parsed = Character::parse(Source::new(&character_file.display().to_string(), &text), scale)
@@ -461,6 +467,19 @@ fn write_files<'s>(
         .into());
     }
     crate::files::write_atomic(&memories_file, &memories)?;
+    let (card_json, card_png) = super::card::stored_paths(data_dir, &character.id);
+    let (json, png) = card.map_or((None, None), |(json, png)| (Some(json), png));
+    for (path, bytes) in [(card_json, json), (card_png, png)] {
+        match bytes {
+            Some(bytes) => crate::files::write_atomic(&path, bytes)?,
+            None => match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(FileError::Write { path, error: e }.into());
+                }
+                _ => {}
+            },
+        }
+    }
     crate::files::write_atomic(&character_file, text.as_bytes())?;
     Ok(Imported {
         id: character.id,
@@ -469,6 +488,7 @@ fn write_files<'s>(
         memories_file,
         memories: chunks.len(),
         replaced,
+        report: Vec::new(),
     })
 }
 

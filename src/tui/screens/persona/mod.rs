@@ -490,6 +490,7 @@ fn blank() -> Character {
         experimenter: "User".into(),
         work: String::new(),
         description: String::new(),
+        post_history: String::new(),
         catchphrases: Vec::new(),
         agents: BTreeMap::new(),
         labels: Labels::default(),
