@@ -155,6 +155,8 @@ pub struct App {
     pub compare: Compare,
     pub sessions: Sessions,
     pub chat: Chat,
+    /// The character last put in focus on Persona or the Inspector (the chat follows it).
+    pub focus: Option<String>,
     pub observers: Observers,
     pub annotate: Annotate,
     pub rolebench: Rolebench,
@@ -286,6 +288,7 @@ impl App {
             compare: Compare::default(),
             sessions: Sessions::default(),
             chat: Chat::default(),
+            focus: None,
             observers: Observers::default(),
             annotate: Annotate::default(),
             rolebench: Rolebench::default(),
@@ -321,6 +324,26 @@ impl App {
     }
 
     pub fn update(&mut self, action: Action) -> Vec<Effect> {
+        let effects = self.handle(action);
+        self.follow_focus();
+        effects
+    }
+
+    /// The character in focus on the screen shown, if it is one that chooses characters (Persona's
+    /// cursor, the Inspector's unit): when it changes, the chat talks to it.
+    fn follow_focus(&mut self) {
+        let focused = match self.screen {
+            Screen::Persona => self.persona.selected(&self.catalog).map(|e| e.value.id.clone()),
+            Screen::Inspector => self.run.units().get(self.inspect.unit).map(|u| u.0.clone()),
+            _ => None,
+        };
+        if let Some(id) = focused.filter(|id| self.focus.as_ref() != Some(id)) {
+            self.focus = Some(id.clone());
+            self.chat.follow(id);
+        }
+    }
+
+    fn handle(&mut self, action: Action) -> Vec<Effect> {
         match inert(action) {
             Action::Key(key) => return self.on_key(key),
             Action::Engine(event) => self.engine(&event),
@@ -380,7 +403,10 @@ impl App {
             Action::Saved(Ok((id, catalog))) => self.saved(&id, catalog),
             Action::Saved(Err(e)) => self.flash = Some(format!("not saved: {e}")),
             Action::Probed(result) => self.probed(*result),
-            Action::Versions(versions) => self.persona.versions = *versions,
+            Action::Versions(versions) => {
+                self.chat.greetings = versions.greetings.clone();
+                self.persona.versions = *versions;
+            }
         }
         Vec::new()
     }

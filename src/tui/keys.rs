@@ -166,6 +166,7 @@ commands! {
     StartCharacter => "start-character", "start an observer run on the character picked in Setup";
     Prompt => "prompt", "show or hide the prompt as sent";
     Clear => "clear", "clear the conversation";
+    Find => "find", "find a character by name, alias, work or language and talk to it (type to filter, enter picks)";
     Reask => "reask", "re-ask this item on the chat screen and compare the answers";
     Up => "up", "move up";
     Down => "down", "move down";
@@ -454,6 +455,7 @@ const DEFAULTS: &[(Mode, &str, Command)] = &[
     (Mode::Chat, "ctrl-u", Command::ScrollUp),
     (Mode::Chat, "ctrl-d", Command::ScrollDown),
     (Mode::Chat, "ctrl-l", Command::Clear),
+    (Mode::Chat, "ctrl-o", Command::Find),
     (Mode::Annotate, "right", Command::NextUnit),
     (Mode::Annotate, "left", Command::PrevUnit),
     (Mode::Annotate, "v", Command::Reveal),

@@ -208,21 +208,23 @@ fn probed(
 /// The versions the data dir's sessions recorded, and each character's version now (with the
 /// memories a run would give it).
 fn versions(store: &Store, catalog: &Catalog) -> screens::persona::Versions {
-    let current = catalog
-        .characters
-        .iter()
-        .map(|e| {
-            let c = &e.value;
-            let memories = crate::rpa::memories::chunks(store.data(), &c.id)
-                .ok()
-                .flatten()
-                .unwrap_or_default();
-            (c.id.clone(), c.version(&memories))
-        })
-        .collect();
+    let mut current = BTreeMap::new();
+    let mut greetings = BTreeMap::new();
+    for e in &catalog.characters {
+        let c = &e.value;
+        let memories = crate::rpa::memories::chunks(store.data(), &c.id)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        current.insert(c.id.clone(), c.version(&memories));
+        if let Some(g) = crate::rpa::card::opening(store.data(), c, &memories) {
+            greetings.insert(c.id.clone(), g);
+        }
+    }
     screens::persona::Versions {
         index: crate::session::store::character_versions(store.data()),
         current,
+        greetings,
     }
 }
 
@@ -469,6 +471,7 @@ impl Driver {
                 character,
                 style,
                 provider,
+                greeting,
                 history,
                 text,
             } => {
@@ -481,7 +484,12 @@ impl Driver {
                 };
                 let (data, catalog) = (self.data.clone(), self.catalog.clone());
                 tokio::spawn(async move {
-                    let result = chat(model, &catalog, &data, &character, style, &history, &text, &tx).await;
+                    let said = Said {
+                        greeting: greeting.as_deref(),
+                        history: &history,
+                        text: &text,
+                    };
+                    let result = chat(model, &catalog, &data, &character, style, said, &tx).await;
                     let _ = tx.send(Action::ChatDone(result));
                 });
             }
@@ -810,19 +818,31 @@ fn rolebench_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// One chat turn: the prompt as the engine would build it for an interview, with the earlier turns
-/// replayed before the new line, streamed back as actions.
-#[allow(clippy::too_many_arguments)]
+/// What a chat request carries of the conversation: the greeting it opened on, the earlier turns
+/// (question, reply) and the new question.
+struct Said<'a> {
+    greeting: Option<&'a str>,
+    history: &'a [(String, String)],
+    text: &'a str,
+}
+
+/// One chat turn: the prompt as the engine would build it for an interview, with the greeting (the
+/// agent's first message, as chat UIs send a card's) and the earlier turns before the new line,
+/// streamed back as actions.
 async fn chat(
     model: Arc<dyn crate::llm::ChatModel>,
     catalog: &Catalog,
     data: &Path,
     character: &str,
     style: crate::rpa::prompt::RpaStyle,
-    history: &[(String, String)],
-    text: &str,
+    said: Said<'_>,
     tx: &UnboundedSender<Action>,
 ) -> Result<(), String> {
+    let Said {
+        greeting,
+        history,
+        text,
+    } = said;
     use crate::llm::{ChatEvent, ChatMessage, ChatRequest};
     use crate::rpa::prompt;
     let c = catalog
@@ -833,6 +853,9 @@ async fn chat(
     let line = prompt::experimenter_line(templates, c, text);
     let mut assembled = prompt::assemble(c, style, memories.as_ref(), text, &line);
     let last = assembled.messages.pop();
+    if let Some(greeting) = greeting {
+        assembled.messages.push(ChatMessage::assistant(greeting.to_string()));
+    }
     for (user, reply) in history {
         assembled
             .messages

@@ -231,6 +231,8 @@ pub enum Effect {
         character: String,
         style: RpaStyle,
         provider: String,
+        /// The character's greeting, the conversation's opening message.
+        greeting: Option<String>,
         history: Vec<(String, String)>,
         text: String,
     },

@@ -512,6 +512,21 @@ fn an_imported_card_keeps_its_final_instruction_code_and_narration() {
         said.starts_with("imported card \"Solo\" as solo-en (1 memory)\n"),
         "{said}"
     );
+
+    // A chat with the character opens on the card's greeting, its lines and code block as written;
+    // without a kept card, on the first memory when it is the character's own words.
+    let catalog = incharacter::catalog::Catalog::load(Some(data)).unwrap();
+    let sensei = catalog.character("byte-sensei-en").unwrap();
+    let opening = incharacter::rpa::card::opening(data, sensei, &memories).unwrap();
+    assert!(
+        opening.starts_with("Today's warm-up.") && opening.contains("```python\ndef count(n):\n"),
+        "{opening}"
+    );
+    std::fs::remove_file(data.join("characters/byte-sensei-en.card.json")).unwrap();
+    let opening = incharacter::rpa::card::opening(data, sensei, &memories).unwrap();
+    assert!(opening.starts_with("Today's warm-up."), "{opening}");
+    let narration_first = [memories[1].clone(), memories[0].clone()];
+    assert_eq!(incharacter::rpa::card::opening(data, sensei, &narration_first), None);
 }
 
 #[test]

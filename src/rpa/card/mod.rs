@@ -509,6 +509,20 @@ fn greetings_and_examples(c: &Character, memories: &[String]) -> (String, Vec<St
     (first_mes, greetings, examples.join("\n"))
 }
 
+/// The message a chat with the character opens on, as chat UIs open on a card's greeting: the kept
+/// card's `first_mes` (its names filled in, narration as it is) when an import kept the card, else
+/// the first memory when it is one utterance of the character alone; `None` without either.
+pub fn opening(data_dir: &Path, c: &Character, memories: &[String]) -> Option<String> {
+    if let Ok(Some(stored)) = stored(data_dir, &c.id) {
+        let text = part(&stored.card.first_mes, &c.name, &c.experimenter);
+        return (!text.is_empty()).then_some(text);
+    }
+    match segments(memories.first()?).as_slice() {
+        [Segment::Said(who, text)] if *who == c.name => Some(text.to_string()),
+        _ => None,
+    }
+}
+
 /// A character's targets as `extensions.incharacter.targets`: scale → dimension → "H" | "L" | number.
 fn targets_json(targets: &LabelSet) -> Value {
     targets

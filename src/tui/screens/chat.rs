@@ -1,6 +1,10 @@
 //! The chat screen: a free conversation with a character's agent in the setup's style and provider,
 //! the prompt as sent (ctrl-p), and re-asked interview items shown next to the answer the session
-//! recorded. It owns the conversation and the line being typed.
+//! recorded. It talks to the character in focus (the one chosen last on Persona or the Inspector,
+//! else the one found here with ctrl-o or ctrl-n/ctrl-b); each character's conversation opens on its
+//! greeting and is kept while another is shown. It owns the conversations and the line being typed.
+
+use std::collections::BTreeMap;
 
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyEvent, KeyModifiers};
@@ -29,14 +33,30 @@ pub struct ChatTurn {
 }
 
 pub struct Chat {
-    /// The character chosen here; empty: the inspector's, else the first picked in setup.
+    /// The character chosen here or in focus elsewhere; empty: the inspector's, else the first
+    /// picked in setup.
     pub character: String,
+    /// Each character's conversation, by id: showing another character keeps it.
+    conversations: BTreeMap<String, Vec<ChatTurn>>,
+    /// The character whose reply is streaming, if one is.
+    pending: Option<String>,
+    /// The message each character's conversation opens on (its card's greeting), by id.
+    pub greetings: BTreeMap<String, String>,
     pub input: tui_textarea::TextArea<'static>,
-    pub turns: Vec<ChatTurn>,
     /// The messages of the last request, as sent.
     pub prompt: Vec<ChatMessage>,
     pub show_prompt: bool,
     pub scroll: TailScroll,
+    /// The character finder (ctrl-o), while it is open.
+    pub finder: Option<Finder>,
+}
+
+/// The character finder: a filter typed as in Setup's list (name, alias, id, work, language) and
+/// the cursor among the characters it leaves.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Finder {
+    pub filter: String,
+    pub cursor: usize,
 }
 
 fn empty_input() -> tui_textarea::TextArea<'static> {
@@ -49,11 +69,14 @@ impl Default for Chat {
     fn default() -> Self {
         Chat {
             character: String::new(),
+            conversations: BTreeMap::new(),
+            pending: None,
+            greetings: BTreeMap::new(),
             input: empty_input(),
-            turns: Vec::new(),
             prompt: Vec::new(),
             show_prompt: false,
             scroll: TailScroll::default(),
+            finder: None,
         }
     }
 }
@@ -73,39 +96,66 @@ impl Chat {
         id.and_then(|id| ctx.catalog.character(&id))
     }
 
+    /// The conversation with the character `id` so far.
+    pub fn turns(&self, id: &str) -> &[ChatTurn] {
+        self.conversations.get(id).map_or(&[], Vec::as_slice)
+    }
+
+    /// Another screen put the character `id` in focus: the chat talks to it from now on.
+    pub fn follow(&mut self, id: String) {
+        if self.character != id {
+            self.character = id;
+            self.scroll.reset();
+        }
+    }
+
+    /// Shows the character `id`'s conversation.
+    fn show(&mut self, id: String) {
+        self.follow(id);
+        self.finder = None;
+    }
+
     /// Sends `text` (`recorded`: a re-asked item's answer in the session; `with_history`: the earlier
-    /// turns go with it).
+    /// turns, after the greeting, go with it).
     pub fn send(&mut self, text: String, recorded: Option<String>, with_history: bool, ctx: &Ctx) -> Vec<Request> {
         let Some(c) = self.character(ctx) else {
             return vec![Request::Flash("pick a character in Setup first".into())];
         };
-        if self.turns.last().is_some_and(|t| !t.done) {
-            return vec![Request::Flash("wait for the answer first".into())];
+        if let Some(waiting) = &self.pending {
+            let name = ctx
+                .catalog
+                .character(waiting)
+                .map_or(waiting.clone(), |c| c.name.clone());
+            return vec![Request::Flash(format!("wait for {name}'s answer first"))];
         }
         let character = c.id.clone();
-        let history = if with_history {
-            self.turns
+        let turns = self.conversations.entry(character.clone()).or_default();
+        let (greeting, history) = if with_history {
+            let history = turns
                 .iter()
                 .filter(|t| t.done && t.error.is_none() && t.recorded.is_none())
                 .map(|t| (t.user.clone(), t.reply.clone()))
-                .collect()
+                .collect();
+            (self.greetings.get(&character).cloned(), history)
         } else {
-            Vec::new()
+            (None, Vec::new())
         };
-        self.character = character.clone();
-        self.turns.push(ChatTurn {
+        turns.push(ChatTurn {
             user: text.clone(),
             reply: String::new(),
             done: false,
             error: None,
             recorded,
         });
+        self.character = character.clone();
+        self.pending = Some(character.clone());
         self.scroll.reset();
         vec![
             Effect::Chat {
                 character,
                 style: ctx.setup.style,
                 provider: ctx.setup.rpa.clone(),
+                greeting,
                 history,
                 text,
             }
@@ -113,10 +163,43 @@ impl Chat {
         ]
     }
 
+    /// A key while the finder is open: letters filter, ↑/↓ move, enter talks to the character under
+    /// the cursor, esc closes.
+    fn find(&mut self, event: KeyEvent, ctx: &Ctx) -> Vec<Request> {
+        use ratatui::crossterm::event::KeyCode;
+        let Some(finder) = self.finder.as_mut() else {
+            return Vec::new();
+        };
+        let found = super::setup::matching(ctx.catalog, &finder.filter);
+        match event.code {
+            KeyCode::Esc => self.finder = None,
+            KeyCode::Enter => {
+                if let Some(c) = found.get(finder.cursor.min(found.len().saturating_sub(1))) {
+                    self.show(c.id.clone());
+                }
+            }
+            KeyCode::Up => finder.cursor = finder.cursor.saturating_sub(1),
+            KeyCode::Down => finder.cursor = (finder.cursor + 1).min(found.len().saturating_sub(1)),
+            KeyCode::Backspace => {
+                finder.filter.pop();
+                finder.cursor = 0;
+            }
+            KeyCode::Char(ch) if !event.modifiers.contains(KeyModifiers::CONTROL) => {
+                finder.filter.push(ch);
+                finder.cursor = 0;
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+
     /// Keys go to the line being typed, except the bound ones that are not plain typing; `None` if the
     /// key is left to its command.
     pub fn key(&mut self, event: KeyEvent, key: Key, ctx: &Ctx) -> Option<Vec<Request>> {
         let command = ctx.keymap.command(Mode::Chat, key);
+        if self.finder.is_some() && !matches!(key.code, KeyName::F(_)) {
+            return Some(self.find(event, ctx));
+        }
         let plain = !event.modifiers.contains(KeyModifiers::CONTROL)
             && !matches!(key.code, KeyName::F(_) | KeyName::Esc | KeyName::Tab | KeyName::BackTab);
         if key.code == KeyName::Enter && !event.modifiers.contains(KeyModifiers::ALT) {
@@ -149,12 +232,17 @@ impl Chat {
                 } else {
                     (i + n - 1) % n
                 };
-                self.character = ids.get(next).cloned().unwrap_or_default();
-                self.turns.clear();
-                self.prompt.clear();
+                self.show(ids.get(next).cloned().unwrap_or_default());
             }
+            Command::Find => self.finder = Some(Finder::default()),
             Command::Clear => {
-                self.turns.clear();
+                let Some(c) = self.character(ctx) else {
+                    return Vec::new();
+                };
+                if self.pending.as_ref() == Some(&c.id) {
+                    return vec![Request::Flash("wait for the answer first".into())];
+                }
+                self.conversations.remove(&c.id);
                 self.prompt.clear();
                 return vec![Request::Flash("conversation cleared".into())];
             }
@@ -174,33 +262,48 @@ impl Chat {
             .collect();
     }
 
+    /// The turn whose reply is streaming.
+    fn streaming(&mut self) -> Option<&mut ChatTurn> {
+        let id = self.pending.as_ref()?;
+        self.conversations.get_mut(id)?.last_mut()
+    }
+
     pub fn token(&mut self, text: &str) {
-        if let Some(turn) = self.turns.last_mut() {
+        if let Some(turn) = self.streaming() {
             turn.reply.push_str(text);
         }
     }
 
     /// The reply's attempt failed and is retried: what streamed so far is dropped.
     pub fn retry(&mut self) {
-        if let Some(turn) = self.turns.last_mut() {
+        if let Some(turn) = self.streaming() {
             turn.reply.clear();
         }
     }
 
     pub fn done(&mut self, result: Result<(), String>) {
-        if let Some(turn) = self.turns.last_mut() {
+        if let Some(turn) = self.streaming() {
             turn.done = true;
             turn.error = result.err().map(|e| e.to_string());
         }
+        self.pending = None;
     }
 }
 
 impl Component for Chat {
     fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
+        if self.finder.is_some() {
+            return vec![
+                ("enter".into(), "talk to"),
+                ("↑/↓".into(), "move"),
+                ("esc".into(), "close"),
+            ];
+        }
         vec![
             ("enter".into(), "send"),
+            (ctx.key(Command::Find), "find"),
+            (ctx.key(Command::NextUnit), "next"),
             (ctx.key(Command::Prompt), "prompt"),
-            (ctx.key(Command::NextUnit), "character"),
             (ctx.key(Command::Clear), "clear"),
         ]
     }
@@ -230,18 +333,35 @@ impl Component for Chat {
         } else {
             (main, None)
         };
-        let title = format!(
-            " Chat with {} · style {} · provider {} (ctrl-n/b character, ctrl-p prompt, ctrl-l clear) ",
-            c.name,
-            super::setup::style_name(ctx.setup.style),
-            ctx.setup.rpa
-        );
+        // The longest title that fits the border whole (the key bar has the keys).
+        let title = [
+            format!(
+                " Chat with {} · style {} · provider {} ",
+                c.name,
+                super::setup::style_name(ctx.setup.style),
+                ctx.setup.rpa
+            ),
+            format!(" Chat with {} · {} ", c.name, ctx.setup.rpa),
+        ]
+        .into_iter()
+        .find(|t| unicode_width::UnicodeWidthStr::width(t.as_str()) + 2 <= usize::from(talk_area.width))
+        .unwrap_or_else(|| format!(" {} ", c.name));
         let b = block(title, false, theme);
         let inner = b.inner(talk_area);
         frame.render_widget(b, talk_area);
         let width = inner.width as usize;
         let mut lines: Vec<Line> = Vec::new();
-        for turn in &self.turns {
+        if let Some(greeting) = self.greetings.get(&c.id) {
+            lines.push(Line::from(vec![
+                Span::styled(c.name.clone(), theme.fg(theme.character).add_modifier(Modifier::BOLD)),
+                Span::styled(" (greeting)", theme.dim()),
+            ]));
+            for l in wrap(greeting, width.saturating_sub(2)) {
+                lines.push(Line::raw(format!("  {l}")));
+            }
+            lines.push(Line::raw(""));
+        }
+        for turn in self.turns(&c.id) {
             lines.push(Line::styled(
                 c.experimenter.clone(),
                 theme.fg(theme.experimenter).add_modifier(Modifier::BOLD),
@@ -266,7 +386,9 @@ impl Component for Chat {
                 lines.push(Line::raw(format!("  {l}")));
             }
             if let Some(e) = &turn.error {
-                lines.push(Line::styled(format!("  failed: {e}"), theme.fg(theme.error)));
+                for l in wrap(&format!("failed: {e}"), width.saturating_sub(2)) {
+                    lines.push(Line::styled(format!("  {l}"), theme.fg(theme.error)));
+                }
             }
             if let Some(recorded) = &turn.recorded {
                 lines.push(Line::styled(
@@ -317,9 +439,46 @@ impl Component for Chat {
         ));
         input.set_cursor_line_style(theme.base());
         frame.render_widget(&input, input_area);
+        if let Some(finder) = &self.finder {
+            render_finder(frame, area, finder, ctx);
+        }
         Hits {
             tail_top: Some(top),
             ..Hits::default()
         }
     }
+}
+
+/// The finder over the chat: the filter typed and the characters it leaves, the cursor's marked.
+fn render_finder(frame: &mut Frame, area: Rect, finder: &Finder, ctx: &Ctx) {
+    let theme = ctx.theme;
+    let found = super::setup::matching(ctx.catalog, &finder.filter);
+    let height = (found.len() as u16 + 4).clamp(6, area.height.saturating_sub(2).max(6));
+    let width = area.width.saturating_sub(4).min(60);
+    let inner = crate::tui::widgets::popup(
+        frame,
+        crate::tui::widgets::centered(area, width, height),
+        " Talk to… (type to filter) ",
+        theme,
+    );
+    let mut lines = vec![Line::from(vec![
+        Span::styled("filter ", theme.dim()),
+        Span::raw(finder.filter.clone()),
+        Span::styled("▌", theme.fg(theme.accent)),
+    ])];
+    let rows = usize::from(inner.height.saturating_sub(1));
+    let cursor = finder.cursor.min(found.len().saturating_sub(1));
+    let first = crate::tui::widgets::window(found.len(), cursor, rows);
+    for (i, c) in found.iter().enumerate().skip(first).take(rows) {
+        let style = if i == cursor { theme.selected() } else { theme.base() };
+        let text = format!("{} · {} ({})", c.name, c.work, c.id);
+        lines.push(Line::styled(
+            crate::tui::widgets::fit(&text, usize::from(inner.width)),
+            style,
+        ));
+    }
+    if found.is_empty() {
+        lines.push(Line::styled("no character matches", theme.dim()));
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
 }

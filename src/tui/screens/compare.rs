@@ -404,7 +404,12 @@ impl Compare {
                 theme.fg(theme.accent),
             ));
         }
-        spans.push(Span::styled("m method · a all · ←/→ character", theme.dim()));
+        // The moves, where the line has room for them whole (the key bar names them too).
+        let hint = "m method · a all · ←/→ character";
+        let used: usize = spans.iter().map(|s| s.width()).sum();
+        if used + hint.chars().count() <= usize::from(area.width) {
+            spans.push(Span::styled(hint, theme.dim()));
+        }
         frame.render_widget(Paragraph::new(Line::from(spans)), area);
     }
 
@@ -538,7 +543,8 @@ impl Profile<'_> {
         let point = |k: usize, r: f64| (r * angle(k).cos(), r * angle(k).sin());
         let series = self.radar_series(range);
         let grid = theme.border;
-        // Axis names as wide as the radar leaves room for beside it.
+        // Axis names as wide as the radar leaves room for beside it: whole, else each shortened to
+        // where the names still differ (the bars beside it spell them out).
         let label_width = (usize::from(inner.width) / 4).clamp(6, 14);
         let names: Vec<String> = range
             .iter()
@@ -546,10 +552,11 @@ impl Profile<'_> {
                 let dim = &scale.dimensions[d];
                 match &dim.poles {
                     Some([a, b]) => format!("{a}/{b}"),
-                    None => crate::tui::widgets::fit(&dim.name, label_width),
+                    None => dim.name.clone(),
                 }
             })
             .collect();
+        let names = axis_names(&names, label_width);
         let aspect = f64::from(inner.width) / (2.0 * f64::from(inner.height.max(1)));
         let axes = range.len();
         let canvas = Canvas::default()
@@ -594,14 +601,21 @@ impl Profile<'_> {
     /// each label (✓/✗ whether the first method shown falls on its side).
     fn render_bars(&self, frame: &mut Frame, area: Rect, range: &[usize], page_note: &str) {
         let theme = self.ctx.theme;
-        let b = block(
-            format!(" Measured vs labels{page_note} (0–1; marginal labels dimmed) "),
-            false,
-            theme,
-        );
+        // The longest title that fits the pane's top border whole.
+        let title = [
+            format!(" Measured vs labels{page_note} (marginal labels dimmed) "),
+            format!(" Measured vs labels{page_note} "),
+            format!(" Measured vs labels{} ", page_note.replace(" ([ ])", "")),
+        ]
+        .into_iter()
+        .find(|t| t.chars().count() + 2 <= usize::from(area.width))
+        .unwrap_or_else(|| " Measured vs labels ".into());
+        let b = block(title, false, theme);
         let inner = b.inner(area);
         frame.render_widget(b, area);
-        let bar_width = (inner.width as usize).saturating_sub(30) / 2;
+        // The bars take what the row leaves: "  er-batch " before, a value with its spread or a label's
+        // letter and mark after (" 4.39 ±0.25", " 4.39 X marginal ✓").
+        let bar_width = (inner.width as usize).saturating_sub(11 + 18).clamp(4, 40);
         let mut lines = vec![self.legend()];
         for &d in range {
             let dim = &self.scale.dimensions[d];
@@ -708,6 +722,34 @@ impl Profile<'_> {
     }
 }
 
+/// The radar's axis names: whole where every one fits in `width` columns; cut with an ellipsis
+/// where `width` leaves a word recognisable (12 columns up); in a narrow radar each cut to the
+/// shortest prefix (at least three characters) that still tells the names apart, without an ellipsis
+/// (two cut names side by side at the bottom of a radar read as one word); a name no prefix within
+/// `width` tells apart is cut with an ellipsis.
+fn axis_names(names: &[String], width: usize) -> Vec<String> {
+    use unicode_width::UnicodeWidthStr;
+    if names.iter().all(|n| n.width() <= width) {
+        return names.to_vec();
+    }
+    if width >= 12 {
+        return names.iter().map(|n| crate::tui::widgets::fit(n, width)).collect();
+    }
+    let prefix = |n: &str, k: usize| n.chars().take(k).collect::<String>();
+    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    for k in 3..=longest {
+        let cut: Vec<String> = names.iter().map(|n| prefix(n, k)).collect();
+        if cut.iter().any(|c| c.width() > width) {
+            break;
+        }
+        let distinct: std::collections::BTreeSet<&String> = cut.iter().collect();
+        if distinct.len() == names.len() {
+            return cut;
+        }
+    }
+    names.iter().map(|n| crate::tui::widgets::fit(n, width)).collect()
+}
+
 /// A bar `width` cells wide filled to `v` (0–1); blank without a value.
 fn bar(v: Option<f64>, width: usize) -> String {
     match v {
@@ -716,5 +758,38 @@ fn bar(v: Option<f64>, width: usize) -> String {
             format!("{}{}", "█".repeat(filled), "░".repeat(width - filled.min(width)))
         }
         None => " ".repeat(width),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::axis_names;
+
+    fn owned(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn axis_names_are_whole_cut_or_told_apart_by_their_shortest_prefix() {
+        let bfi = owned(&[
+            "Extraversion",
+            "Neuroticism",
+            "Conscientiousness",
+            "Agreeableness",
+            "Openness",
+        ]);
+        assert_eq!(axis_names(&bfi, 17), bfi);
+        assert_eq!(axis_names(&bfi, 13)[2], "Conscientiou…");
+        assert_eq!(axis_names(&bfi, 8), owned(&["Ext", "Neu", "Con", "Agr", "Ope"]));
+        // Names that share three letters keep as many as tell them apart.
+        assert_eq!(
+            axis_names(&owned(&["Machiavellianism", "Machismo", "Psychopathy"]), 8),
+            owned(&["Machia", "Machis", "Psycho"])
+        );
+        // No prefix within the width tells them apart: each cut with an ellipsis.
+        assert_eq!(
+            axis_names(&owned(&["Self-efficacy one", "Self-efficacy two"]), 8),
+            owned(&["Self-ef…", "Self-ef…"])
+        );
     }
 }

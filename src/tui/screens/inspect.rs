@@ -386,27 +386,29 @@ impl Inspect {
     fn render_header(&self, frame: &mut Frame, area: Rect, ctx: &Ctx, u: &Unit, method: Method) {
         let theme = ctx.theme;
         let labels = self.labels(ctx).name();
-        frame.render_widget(
-            Paragraph::new(Line::from(vec![
-                Span::styled(
-                    format!(" {} ", u.character.name),
-                    theme.fg(theme.character).add_modifier(Modifier::BOLD),
-                ),
-                Span::raw(format!("· {} · repeat {} · ", u.scale.id, u.repeat)),
-                Span::styled(method.name(), theme.fg(theme.measured).add_modifier(Modifier::BOLD)),
-                Span::styled(format!(" · labels: {labels}"), theme.fg(theme.label_pdb)),
-                // What the run adapted to its providers changes what the method did: say so here too.
-                Span::styled(
-                    match ctx.run.adapted().as_slice() {
-                        [] => String::new(),
-                        all => format!("   adapted: {}", all.join("; ")),
-                    },
-                    theme.fg(theme.marginal),
-                ),
-                Span::styled("   ←/→ unit · m method · space labels", theme.dim()),
-            ])),
-            area,
-        );
+        let mut line = Line::from(vec![
+            Span::styled(
+                format!(" {} ", u.character.name),
+                theme.fg(theme.character).add_modifier(Modifier::BOLD),
+            ),
+            Span::raw(format!("· {} · repeat {} · ", u.scale.id, u.repeat)),
+            Span::styled(method.name(), theme.fg(theme.measured).add_modifier(Modifier::BOLD)),
+            Span::styled(format!(" · labels: {labels}"), theme.fg(theme.label_pdb)),
+            // What the run adapted to its providers changes what the method did: say so here too.
+            Span::styled(
+                match ctx.run.adapted().as_slice() {
+                    [] => String::new(),
+                    all => format!("   adapted: {}", all.join("; ")),
+                },
+                theme.fg(theme.marginal),
+            ),
+        ]);
+        // The moves, where the line has room for them whole (the key bar names them too).
+        let hint = "   ←/→ unit · m method · space labels";
+        if line.width() + hint.chars().count() <= usize::from(area.width) {
+            line.push_span(Span::styled(hint, theme.dim()));
+        }
+        frame.render_widget(Paragraph::new(line), area);
     }
 
     /// Per dimension the method's score against the label; returns the clickable list.
@@ -563,18 +565,20 @@ impl Inspect {
         }
         lines.push(Line::raw(""));
         if let Some(f) = &a.failure {
-            lines.push(Line::styled(format!("failed: {f}"), theme.fg(theme.error)));
+            lines.extend(wrapped(&format!("failed: {f}"), width, theme.fg(theme.error)));
         }
-        lines.push(Line::styled(
-            format!(
+        lines.extend(wrapped(
+            &format!(
                 "dimension score {} · x = refused (counts at the midpoint)",
                 score_text(a.score)
             ),
+            width,
             theme.dim(),
         ));
         if a.items.iter().any(|c| c.weighed.is_some()) {
-            lines.push(Line::styled(
+            lines.extend(wrapped(
                 "expected scores: each option written, weighed by the probabilities of the options that could have been",
+                width,
                 theme.dim(),
             ));
         }
@@ -593,21 +597,30 @@ impl Inspect {
 fn batch_lines(a: &Assessment, theme: &Theme, width: usize) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     if let Some(f) = &a.failure {
-        lines.push(Line::styled(format!("failed: {f}"), theme.fg(theme.error)));
+        lines.extend(wrapped(&format!("failed: {f}"), width, theme.fg(theme.error)));
     }
     for (bi, batch) in a.batches.iter().enumerate() {
-        lines.push(Line::from(vec![
-            Span::styled(format!("batch {} ", bi + 1), theme.title()),
-            Span::raw(format!(
-                "items {:?} → {} ({} attempt{})",
-                batch.item_ids,
-                score_text(batch.score),
-                batch.attempts.len(),
-                if batch.attempts.len() == 1 { "" } else { "s" }
-            )),
-        ]));
+        let heading = format!("batch {} ", bi + 1);
+        let what = format!(
+            "items {:?} → {} ({} attempt{})",
+            batch.item_ids,
+            score_text(batch.score),
+            batch.attempts.len(),
+            if batch.attempts.len() == 1 { "" } else { "s" }
+        );
+        for (i, l) in wrap(&what, width.saturating_sub(heading.len()).max(1))
+            .into_iter()
+            .enumerate()
+        {
+            let first = if i == 0 {
+                heading.clone()
+            } else {
+                " ".repeat(heading.len())
+            };
+            lines.push(Line::from(vec![Span::styled(first, theme.title()), Span::raw(l)]));
+        }
         if let Some(w) = &batch.weighed {
-            lines.push(Line::styled(format!("  {}", weighed_text(w)), theme.dim()));
+            lines.extend(wrapped(&format!("  {}", weighed_text(w)), width, theme.dim()));
         }
         for l in wrap(&batch.analysis, width.saturating_sub(2)) {
             lines.push(Line::raw(format!("  {l}")));
@@ -615,6 +628,14 @@ fn batch_lines(a: &Assessment, theme: &Theme, width: usize) -> Vec<Line<'static>
         lines.push(Line::raw(""));
     }
     lines
+}
+
+/// `text` wrapped at `width` columns, every line in `style`: reasons and notes are read whole, not cut.
+fn wrapped(text: &str, width: usize, style: ratatui::style::Style) -> Vec<Line<'static>> {
+    wrap(text, width.max(1))
+        .into_iter()
+        .map(|l| Line::styled(l, style))
+        .collect()
 }
 
 /// An expected score's making: what was written and the options' probabilities.
@@ -787,7 +808,9 @@ impl Drilled<'_> {
                 ));
             }
             if let Some(e) = &row.error {
-                lines.push(Line::styled(format!("  failed: {e}"), theme.fg(theme.error)));
+                for l in wrap(&format!("failed: {e}"), width.saturating_sub(2)) {
+                    lines.push(Line::styled(format!("  {l}"), theme.fg(theme.error)));
+                }
             }
             // The agent's prompt, rebuilt exactly.
             if let Some(plan) = plan {

@@ -54,6 +54,25 @@ pub struct Setup {
     pub checks: BTreeMap<String, Option<Result<Vec<crate::study::check::Verdict>, String>>>,
 }
 
+/// The catalog's characters that `filter` matches: part of the name, an alias, the id or the work
+/// (any case), or the language code; all of them for an empty filter.
+pub fn matching<'a>(catalog: &'a Catalog, filter: &str) -> Vec<&'a Character> {
+    let f = filter.to_lowercase();
+    catalog
+        .characters
+        .iter()
+        .map(|e| &e.value)
+        .filter(|c| {
+            f.is_empty()
+                || c.id.to_lowercase().contains(&f)
+                || c.name.to_lowercase().contains(&f)
+                || c.work.to_lowercase().contains(&f)
+                || c.language.code() == f
+                || c.aliases.iter().any(|a| a.to_lowercase().contains(&f))
+        })
+        .collect()
+}
+
 impl Setup {
     /// A setup with the configured role-play and judge providers, ER_batch and no pick yet.
     pub fn new(providers: Vec<String>, rpa: String, judge: String) -> Setup {
@@ -104,20 +123,7 @@ impl Setup {
 
     /// Characters matching the filter (name, alias, id, work, language).
     pub fn filtered_characters<'a>(&self, catalog: &'a Catalog) -> Vec<&'a Character> {
-        let f = self.filter.to_lowercase();
-        catalog
-            .characters
-            .iter()
-            .map(|e| &e.value)
-            .filter(|c| {
-                f.is_empty()
-                    || c.id.to_lowercase().contains(&f)
-                    || c.name.to_lowercase().contains(&f)
-                    || c.work.to_lowercase().contains(&f)
-                    || c.language.code() == f
-                    || c.aliases.iter().any(|a| a.to_lowercase().contains(&f))
-            })
-            .collect()
+        matching(catalog, &self.filter)
     }
 
     /// The setup as a plan, if it can start.

@@ -280,9 +280,7 @@ fn setup_checks_the_providers_with_the_methods_requests() {
         screen.contains("The method's requests") && screen.contains("option_conversion fails"),
         "{screen}"
     );
-    insta::with_settings!({ snapshot_path => SNAPSHOTS }, {
-        insta::assert_snapshot!("setup_checks_120x40", screen);
-    });
+    snap("setup_checks", &app);
 }
 
 #[test]
@@ -442,9 +440,34 @@ fn the_inspector_shows_an_item_left_out_of_its_dimension() {
     key(&mut app, KeyCode::Char('m'));
     let screen = render(&app, (120, 40));
     assert!(screen.contains("failed, left out"), "{screen}");
-    insta::with_settings!({ snapshot_path => SNAPSHOTS }, {
-        insta::assert_snapshot!("inspector_oc_failed_item_120x40", screen);
-    });
+    snap("inspector_oc_failed_item", &app);
+}
+
+/// A dimension the judge could not rate says why, whole, wrapped to the pane at either size.
+#[test]
+fn the_inspector_wraps_a_failure_reason_instead_of_cutting_it() {
+    let mut app = app();
+    let mut events = session_events(&app.catalog);
+    let reason = "the judge's reply did not parse after 3 attempts: expected a score between 1 and 5 \
+                  after \"result\" at line 1 column 212, and the repair found no number in the analysis either";
+    let a = events
+        .iter_mut()
+        .find_map(|e| match e {
+            Event::DimensionAssessed(a) if a.method == Method::ErBatch => Some(a),
+            _ => None,
+        })
+        .unwrap();
+    a.score = None;
+    a.failure = Some(reason.into());
+    app.update(Action::SessionLoaded(events));
+    key(&mut app, KeyCode::Char('3'));
+    for size in [(120, 40), (80, 24)] {
+        let screen = render(&app, size);
+        for word in reason.split_whitespace() {
+            assert!(screen.contains(word), "{word:?} at {size:?}:\n{screen}");
+        }
+    }
+    snap("inspector_er_failed", &app);
 }
 
 /// What a run adapted to its providers changes what the method did: the inspector says so.
@@ -479,6 +502,26 @@ fn compare_draws_radar_bars_and_the_session_table() {
     let mut app = with_session();
     key(&mut app, KeyCode::Char('4'));
     snap("compare", &app);
+    // At 80×24 nothing is cut: the radar's axes are told apart by their first letters, the bars are
+    // wider than their numbers, the header and the pane titles end whole.
+    let narrow = render(&app, (80, 24));
+    let lines: Vec<&str> = narrow.lines().collect();
+    for axis in ["Ext", "Neu", "Con", "Agr", "Ope"] {
+        assert!(
+            narrow.contains(&format!(" {axis}")) || narrow.contains(&format!("{axis} ")),
+            "{axis}: {narrow}"
+        );
+    }
+    assert!(!narrow.contains('…'), "{narrow}");
+    assert!(lines[1].trim_end().ends_with("MAE 0.306"), "{}", lines[1]);
+    let bar = lines.iter().find(|l| l.contains("er-batch █")).unwrap();
+    let cells = bar.chars().filter(|c| matches!(c, '█' | '░')).count();
+    assert!(cells >= 12, "{bar}");
+    assert!(
+        lines[2].contains("Measured vs labels · page 1/3 ([ ]) ─"),
+        "{}",
+        lines[2]
+    );
     key(&mut app, KeyCode::Char('a'));
     key(&mut app, KeyCode::Right);
     snap("compare_all_methods_zhongli", &app);
@@ -1466,5 +1509,102 @@ fn a_one_dimension_scale_gets_bars_on_compare_not_a_one_axis_radar() {
     assert!(
         screen.contains("Measured vs labels") && !screen.contains(" Profile "),
         "{screen}"
+    );
+}
+
+fn ctrl(app: &mut App, c: char) -> Vec<Effect> {
+    app.update(Action::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)))
+}
+
+/// Chat talks to the character in focus on Persona, opens on its greeting (and sends it as the
+/// agent's first message), finds another by name, and keeps each character's conversation.
+#[test]
+fn chat_follows_the_character_in_focus_opens_on_its_greeting_and_finds_by_name() {
+    let mut app = app();
+    key(&mut app, KeyCode::Char('0'));
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Down);
+    let focused = app.persona.selected(&app.catalog).unwrap().value.clone();
+    let mut versions = incharacter::tui::screens::persona::Versions::default();
+    versions.greetings.insert(
+        focused.id.clone(),
+        "*looks up from a book*\nOh, hello. Did you want something?".into(),
+    );
+    app.update(Action::Versions(Box::new(versions)));
+    key(&mut app, KeyCode::F(7));
+    assert_eq!(app.screen, Screen::Chat);
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains(&format!("Chat with {}", focused.name)), "{screen}");
+    assert!(
+        screen.contains("(greeting)") && screen.contains("*looks up from a book*") && screen.contains("Did you want"),
+        "the greeting opens the conversation, its lines kept: {screen}"
+    );
+    snap("chat_greeting", &app);
+    keys(&mut app, "Hello 060");
+    assert_eq!(app.screen, Screen::Chat, "digits are typed");
+    let effects = key(&mut app, KeyCode::Enter);
+    let [
+        Effect::Chat {
+            character,
+            greeting,
+            history,
+            text,
+            ..
+        },
+    ] = &effects[..]
+    else {
+        panic!("{effects:?}")
+    };
+    assert_eq!((character, text.as_str()), (&focused.id, "Hello 060"));
+    assert!(
+        greeting.as_deref().is_some_and(|g| g.starts_with("*looks up")),
+        "{greeting:?}"
+    );
+    assert!(history.is_empty());
+    app.update(Action::ChatToken("Hello yourself.".into()));
+    app.update(Action::ChatDone(Ok(())));
+
+    // ctrl-o finds a character by part of its name; enter talks to it, with a conversation of its own.
+    ctrl(&mut app, 'o');
+    keys(&mut app, "snap");
+    let screen = render(&app, (80, 24));
+    assert!(
+        screen.contains("Talk to") && screen.contains("Severus Snape"),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("Hermione Granger ·"),
+        "the filter leaves Snape alone: {screen}"
+    );
+    snap("chat_finder", &app);
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(app.chat.character, "snape-en");
+    assert!(app.chat.turns("snape-en").is_empty());
+    assert_eq!(app.chat.turns(&focused.id).len(), 1, "the first conversation is kept");
+    // Esc closes the finder without changing the character.
+    ctrl(&mut app, 'o');
+    keys(&mut app, "zz");
+    assert!(render(&app, (120, 40)).contains("no character matches"));
+    key(&mut app, KeyCode::Esc);
+    assert_eq!(app.chat.character, "snape-en");
+    assert!(app.chat.finder.is_none());
+
+    // Back on Persona, the cursor moved: the chat follows it; the conversation there is as it was.
+    key(&mut app, KeyCode::F(11));
+    key(&mut app, KeyCode::Up);
+    let now = app.persona.selected(&app.catalog).unwrap().value.id.clone();
+    key(&mut app, KeyCode::F(7));
+    assert_eq!(app.chat.character, now);
+    key(&mut app, KeyCode::F(11));
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::F(7));
+    assert_eq!(app.chat.character, focused.id);
+    assert!(render(&app, (120, 40)).contains("Hello yourself."));
+    // The next question goes with the greeting and the turn before it.
+    keys(&mut app, "And now?");
+    let effects = key(&mut app, KeyCode::Enter);
+    assert!(
+        matches!(&effects[..], [Effect::Chat { history, greeting: Some(_), .. }] if history == &[("Hello 060".to_string(), "Hello yourself.".to_string())]),
+        "{effects:?}"
     );
 }

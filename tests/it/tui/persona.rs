@@ -309,6 +309,7 @@ fn the_details_list_a_characters_versions_with_the_sessions_that_measured_them()
         )]
         .into(),
         current: [("hermione-en".to_string(), now.clone())].into(),
+        greetings: Default::default(),
     };
     app.update(Action::Versions(Box::new(versions)));
     let screen = render(&app, (120, 40));

@@ -141,6 +141,8 @@ pub struct Persona {
 pub struct Versions {
     pub index: crate::session::store::CharacterVersions,
     pub current: BTreeMap<String, String>,
+    /// Each character's greeting, which opens a chat with it (see [`crate::rpa::card::opening`]).
+    pub greetings: BTreeMap<String, String>,
 }
 
 /// Characters as the list shows them: the user's own first (they are the ones edited), then the
