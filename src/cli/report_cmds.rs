@@ -9,6 +9,7 @@ use serde_json::json;
 use super::lookup::load_session;
 use super::table::num;
 use super::{Ctx, input_error};
+use crate::analysis::targets::TargetCheck;
 use crate::domain::resample::Bootstrap;
 use crate::study::Event;
 use crate::study::interview::results;
@@ -30,6 +31,9 @@ pub fn report(
     let mut observer_sessions = Vec::new();
     let mut rolebench_sessions = Vec::new();
     let mut adapted: Vec<(String, Vec<String>)> = Vec::new();
+    // Against the targets: each session's dimensions on target or not.
+    let mut targets: Vec<Vec<TargetCheck>> = Vec::new();
+    let against_targets = labels == Some(crate::domain::character::LabelSource::Target);
     for id in ids {
         let (dir, events) = load_session(ctx, id)?;
         if let Some((_, items)) = crate::study::rolebench::items(&events) {
@@ -62,17 +66,22 @@ pub fn report(
             results::summary_with(&events, catalog, labels, Some(bootstrap)),
         ));
         adapted.push((id.clone(), crate::study::adaptation_lines(&events)));
+        targets.push(crate::analysis::targets::checks(&events, catalog));
     }
     match format {
         "json" => {
             let list: Vec<_> = sessions
                 .iter()
                 .zip(&adapted)
-                .map(|((id, rpa, judge, summary), (_, adapted))| {
+                .zip(&targets)
+                .map(|(((id, rpa, judge, summary), (_, adapted)), targets)| {
                     let mut entry = json!({"session": id, "rpa": rpa, "judge": judge, "summary": summary,
                                            "adapted": adapted, "bootstrap": bootstrap});
                     if let Some(source) = labels {
                         entry["labels"] = json!(source.name());
+                    }
+                    if against_targets {
+                        entry["on_target"] = json!(targets);
                     }
                     entry
                 })
@@ -144,6 +153,9 @@ pub fn report(
                     )?;
                 }
             }
+            if against_targets {
+                write!(out, "{}", on_target_table(&sessions, &targets, catalog))?;
+            }
             for (id, lines) in adapted.iter().filter(|(_, l)| !l.is_empty()) {
                 writeln!(
                     out,
@@ -156,6 +168,64 @@ pub fn report(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Per session × character × scale × method, how many measured dimensions are on target and how far
+/// outside each of the others is.
+fn on_target_table(sessions: &[Row], targets: &[Vec<TargetCheck>], catalog: &crate::catalog::Catalog) -> String {
+    let mut t = String::from(
+        "\nOn target (a letter target is its band: H the top 40% of the range, L the bottom 40%; a number, \
+         within a tenth of the range):\n\n| session | character | scale | method | on target | off target, by how much |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    for ((id, ..), checks) in sessions.iter().zip(targets) {
+        if checks.is_empty() {
+            t.push_str(&format!("| {id} | – | – | – | no targets for what it measured | |\n"));
+            continue;
+        }
+        let mut groups: Vec<&[TargetCheck]> = Vec::new();
+        let mut rest = checks.as_slice();
+        while let Some(first) = rest.first() {
+            let n = rest
+                .iter()
+                .take_while(|c| (&c.character, &c.scale, c.method) == (&first.character, &first.scale, first.method))
+                .count();
+            groups.push(&rest[..n]);
+            rest = &rest[n..];
+        }
+        for group in groups {
+            let first = &group[0];
+            let range = catalog.scale(&first.scale).map_or((1.0, 5.0), |s| s.dimension_range());
+            let off: Vec<String> = group
+                .iter()
+                .filter(|c| !c.on)
+                .map(|c| {
+                    format!(
+                        "{} {:.2} vs {} ({:.2} {})",
+                        c.dimension,
+                        c.measured,
+                        c.target,
+                        c.off_by,
+                        crate::analysis::targets::side(c, range)
+                    )
+                })
+                .collect();
+            t.push_str(&format!(
+                "| {id} | {} | {} | {} | {} of {} | {} |\n",
+                first.character,
+                first.scale,
+                first.method.name(),
+                group.iter().filter(|c| c.on).count(),
+                group.len(),
+                if off.is_empty() {
+                    "–".to_string()
+                } else {
+                    off.join(" · ")
+                }
+            ));
+        }
+    }
+    t
 }
 
 /// What the intervals are, said once above a table.

@@ -10,7 +10,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{FontFamily, FontTransform};
 
 use super::font::FAMILY;
-use super::{Agreement, Bars, DimensionName, Figure, FigureError, Heatmap, Radar, Titles};
+use super::{Agreement, Bars, DimensionName, Figure, FigureError, Heatmap, LabelMark, Radar, Titles};
 
 type Area<DB> = DrawingArea<DB, Shift>;
 type Drawn = Result<(), FigureError>;
@@ -63,17 +63,6 @@ fn failed(e: impl std::fmt::Display) -> FigureError {
 /// even valid XML, and have no glyph in a PNG).
 fn clean(text: &str) -> String {
     crate::text::terminal_safe(text).replace('\n', " ")
-}
-
-/// A number as an axis or a cell shows it: whole numbers bare, else two decimals (one from 10 up).
-fn number(v: f64) -> String {
-    if (v - v.round()).abs() < 1e-9 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
 }
 
 /// Ticks for a rating scale's range: every whole number of a short whole range (1–7), else round
@@ -328,6 +317,32 @@ enum Swatch {
     Tick(RGBColor),
     ErrorBar,
     Dashed(RGBColor),
+    /// A shaded band: a letter target.
+    Band(RGBColor),
+}
+
+/// The legend's name of a letter target's band.
+const BAND_NAME: &str = "letter target: its band (H the top 40%, L the bottom 40%)";
+
+/// A strip `half` pixels either side of the segment from `a` to `b` (a band along a radar's axis).
+fn strip(a: (i32, i32), b: (i32, i32), half: i32) -> Vec<(i32, i32)> {
+    let (dx, dy) = (f64::from(b.0 - a.0), f64::from(b.1 - a.1));
+    let len = dx.hypot(dy).max(1.0);
+    let (nx, ny) = (
+        (-dy / len * f64::from(half)).round() as i32,
+        (dx / len * f64::from(half)).round() as i32,
+    );
+    vec![
+        (a.0 + nx, a.1 + ny),
+        (b.0 + nx, b.1 + ny),
+        (b.0 - nx, b.1 - ny),
+        (a.0 - nx, a.1 - ny),
+    ]
+}
+
+/// A measured value as the figures write it: always two decimals, so values compare at a glance.
+fn value(v: f64) -> String {
+    format!("{v:.2}")
 }
 
 /// A row of legend entries centred on `y`.
@@ -356,6 +371,10 @@ fn legend<DB: DrawingBackend>(pen: &Pen<DB>, entries: &[(Swatch, String)], y: i3
             Swatch::Tick(color) => pen.line(vec![(mid.0, y - pen.px(8.0)), (mid.0, y + pen.px(8.0))], color, 3.0)?,
             Swatch::ErrorBar => error_bar(pen, (x + pen.px(3.0), x + swatch - pen.px(3.0)), y, pen.px(10.0))?,
             Swatch::Dashed(color) => pen.dashed(vec![(x, y), (x + swatch, y)], color, 1.5)?,
+            Swatch::Band(color) => {
+                let r = pen.px(6.0);
+                pen.rect((x, y - r), (x + swatch, y + r), color.mix(0.3).filled())?;
+            }
         }
         x += swatch + gap;
         pen.text(text, (x, y), SMALL, &INK, HPos::Left)?;
@@ -454,10 +473,17 @@ fn radar<DB: DrawingBackend>(pen: &Pen<DB>, r: &Radar) -> Drawn {
         }
         Ok(())
     };
-    series(r.labels.iter().map(|l| l.map(|l| l.value)).collect(), LABEL, 0.08, 2.0)?;
+    // A letter target is a band along its axis, not a point of the labels' outline.
+    for (k, l) in r.labels.iter().enumerate() {
+        if let Some(LabelMark { band: Some((lo, hi)), .. }) = l {
+            pen.polygon(strip(point(k, norm(*lo)), point(k, norm(*hi)), pen.px(5.0)), LABEL.mix(0.35))?;
+        }
+    }
+    let points = r.labels.iter().map(|l| l.filter(|l| l.band.is_none()).map(|l| l.value));
+    series(points.collect(), LABEL, 0.08, 2.0)?;
     series(r.measured.clone(), MEASURED, 0.18, 2.5)?;
     for (k, l) in r.labels.iter().enumerate() {
-        if let Some(l) = l {
+        if let Some(l) = l.filter(|l| l.band.is_none()) {
             let color = if l.marginal { MARGINAL } else { LABEL };
             pen.marker(point(k, norm(l.value)), color, true, l.marginal)?;
         }
@@ -502,6 +528,9 @@ fn radar<DB: DrawingBackend>(pen: &Pen<DB>, r: &Radar) -> Drawn {
     if r.labels.iter().flatten().any(|l| l.marginal) {
         entries.push((Swatch::Hollow(MARGINAL, true), "marginal label (X)".into()));
     }
+    if r.labels.iter().flatten().any(|l| l.band.is_some()) {
+        entries.push((Swatch::Band(LABEL), BAND_NAME.into()));
+    }
     legend(pen, &entries, legend_y)
 }
 
@@ -518,16 +547,24 @@ fn bars<DB: DrawingBackend>(pen: &Pen<DB>, b: &Bars) -> Drawn {
     } else {
         LABEL_TEXT
     };
+    // Every value in one format (two decimals, the spread too), in the measured colour under the
+    // series' name: a column of its own, well clear of a label marked at the top of the range.
     let values: Vec<String> = b
         .rows
         .iter()
         .map(|r| match (r.value, r.sd) {
-            (Some(v), Some(sd)) => format!("{}±{}", number(v), number(sd)),
-            (Some(v), None) => number(v),
+            (Some(v), Some(sd)) => format!("{}±{}", value(v), value(sd)),
+            (Some(v), None) => value(v),
             (None, _) => "not measured".into(),
         })
         .collect();
-    let value_room = values.iter().map(|v| pen.width(v, SMALL)).max().unwrap_or(0) + pen.px(20.0);
+    let column = values
+        .iter()
+        .map(|v| pen.width(v, SMALL))
+        .chain([pen.width(&clean(&b.measured_name), SMALL)])
+        .max()
+        .unwrap_or(0);
+    let value_room = column + pen.px(32.0);
     let left = pen.margin() + widest.min(room) + pen.px(12.0);
     let right = pen.w - pen.margin() - value_room;
     let x = |v: f64| left + ((v.clamp(min, max) - min) / (max - min) * f64::from(right - left)).round() as i32;
@@ -540,10 +577,16 @@ fn bars<DB: DrawingBackend>(pen: &Pen<DB>, b: &Bars) -> Drawn {
         pen.text(&tick(t), (x(t), axis_y + pen.px(12.0)), SMALL, &MUTED, HPos::Center)?;
     }
     pen.line(vec![(left, axis_y), (right, axis_y)], MUTED, 1.0)?;
+    let value_x = pen.w - pen.margin();
+    pen.text(&b.measured_name, (value_x, top - pen.px(6.0)), SMALL, &MUTED, HPos::Right)?;
 
     for (i, r) in b.rows.iter().enumerate() {
         let y = top + i as i32 * row + row / 2;
         pen.text(&names[i], (left - pen.px(12.0), y), name_size, &INK, HPos::Right)?;
+        if let Some(LabelMark { band: Some((lo, hi)), .. }) = r.label {
+            let reach = thickness * 7 / 10;
+            pen.rect((x(lo), y - reach), (x(hi), y + reach), LABEL.mix(0.25).filled())?;
+        }
         if let Some(v) = r.value {
             pen.rect(
                 (left, y - thickness / 2),
@@ -554,7 +597,7 @@ fn bars<DB: DrawingBackend>(pen: &Pen<DB>, b: &Bars) -> Drawn {
                 error_bar(pen, (x(v - sd), x(v + sd)), y, thickness / 2)?;
             }
         }
-        if let Some(l) = r.label {
+        if let Some(l) = r.label.filter(|l| l.band.is_none()) {
             let reach = thickness * 7 / 10;
             let (lx, color) = (x(l.value), if l.marginal { MARGINAL } else { LABEL });
             if l.marginal {
@@ -563,17 +606,23 @@ fn bars<DB: DrawingBackend>(pen: &Pen<DB>, b: &Bars) -> Drawn {
                 pen.line(vec![(lx, y - reach), (lx, y + reach)], color, 3.0)?;
             }
         }
-        let color = if r.value.is_some() { &INK } else { &MUTED };
-        pen.text(&values[i], (pen.w - pen.margin(), y), SMALL, color, HPos::Right)?;
+        let color = if r.value.is_some() { &MEASURED } else { &MUTED };
+        pen.text(&values[i], (value_x, y), SMALL, color, HPos::Right)?;
     }
 
     let mut entries = vec![(Swatch::Block(MEASURED), b.measured_name.clone())];
     if b.rows.iter().any(|r| r.sd.is_some()) {
         entries.push((Swatch::ErrorBar, b.spread_name.clone()));
     }
-    entries.push((Swatch::Tick(LABEL), b.labels_name.clone()));
-    if b.rows.iter().filter_map(|r| r.label).any(|l| l.marginal) {
+    let labels = b.rows.iter().filter_map(|r| r.label);
+    if labels.clone().any(|l| l.band.is_none()) || labels.clone().next().is_none() {
+        entries.push((Swatch::Tick(LABEL), b.labels_name.clone()));
+    }
+    if labels.clone().any(|l| l.marginal) {
         entries.push((Swatch::Dashed(MARGINAL), "marginal label (X)".into()));
+    }
+    if labels.clone().any(|l| l.band.is_some()) {
+        entries.push((Swatch::Band(LABEL), BAND_NAME.into()));
     }
     legend(pen, &entries, legend_y)
 }
@@ -820,9 +869,9 @@ mod tests {
 
     #[test]
     fn numbers_and_the_ramp() {
-        assert_eq!(number(3.0), "3");
-        assert_eq!(number(3.256), "3.26");
-        assert_eq!(number(56.25), "56.2");
+        assert_eq!(value(1.0), "1.00", "a whole value as its neighbours, not `1` beside `1.55`");
+        assert_eq!(value(3.256), "3.26");
+        assert_eq!(value(56.25), "56.25");
         assert_eq!(ramp(0.0), RGBColor(0xff, 0xff, 0xcc));
         assert_eq!(ramp(RAMP_MAX), RGBColor(0xbd, 0x00, 0x26));
         assert_eq!(ramp(0.9), ramp(RAMP_MAX));

@@ -34,11 +34,13 @@ pub struct DimensionName {
 }
 
 /// Where a label puts a dimension, in the scale's units (a letter target: where its band begins),
-/// and whether it is marginal (X: left out of the metrics).
+/// whether it is marginal (X: left out of the metrics), and for a letter target without a score the
+/// band it asks for (low, high), which the figures draw instead of a point.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LabelMark {
     pub value: f64,
     pub marginal: bool,
+    pub band: Option<(f64, f64)>,
 }
 
 /// One character × scale × method: the measured profile and the labels, one axis per dimension.
@@ -228,14 +230,33 @@ pub(crate) mod tests {
 
     pub(crate) fn all() -> Vec<Figure> {
         let names = names();
-        let label = |value| Some(LabelMark { value, marginal: false });
+        let label = |value| {
+            Some(LabelMark {
+                value,
+                marginal: false,
+                band: None,
+            })
+        };
         vec![
             Figure::Radar(Radar {
                 titles: titles(),
                 range: (1.0, 5.0),
                 axes: names.clone(),
                 measured: vec![Some(2.0), None, Some(4.5), Some(3.0)],
-                labels: vec![label(4.0), Some(LabelMark { value: 3.0, marginal: true }), None, label(1.0)],
+                labels: vec![
+                    label(4.0),
+                    Some(LabelMark {
+                        value: 3.0,
+                        marginal: true,
+                        band: None,
+                    }),
+                    None,
+                    Some(LabelMark {
+                        value: 2.6,
+                        marginal: false,
+                        band: Some((1.0, 2.6)),
+                    }),
+                ],
                 measured_name: "measured (er-batch)".into(),
                 labels_name: "pdb labels".into(),
             }),
@@ -249,7 +270,15 @@ pub(crate) mod tests {
                         dimension: d.clone(),
                         value: (i != 1).then_some(20.0 * i as f64),
                         sd: (i == 2).then_some(7.5),
-                        label: label(50.0),
+                        label: if i == 3 {
+                            Some(LabelMark {
+                                value: 60.0,
+                                marginal: false,
+                                band: Some((60.0, 100.0)),
+                            })
+                        } else {
+                            label(50.0)
+                        },
                     })
                     .collect(),
                 measured_name: "measured".into(),

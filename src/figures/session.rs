@@ -101,11 +101,18 @@ fn dimension_name(d: &Dimension, language: Language) -> DimensionName {
     }
 }
 
-/// Where `label` puts a dimension: its score, or where a letter target's band begins (as the TUI's
-/// Compare screen draws it); a marginal label without a score puts it nowhere.
+/// Where `label` puts a dimension: its score, or a letter target's band (H: from 0.6 of the range to
+/// its top, L: from its bottom to 0.4), which begins at `value`; a marginal label without a score
+/// puts it nowhere.
 fn mark(label: &Label, marginal: bool, range: (f64, f64)) -> Option<LabelMark> {
-    let value = Reference::of(label)?.position(range);
-    Some(LabelMark { value, marginal })
+    let reference = Reference::of(label)?;
+    let value = reference.position(range);
+    let band = match reference {
+        Reference::Score(_) => None,
+        Reference::High => Some((value, range.1)),
+        Reference::Low => Some((range.0, value)),
+    };
+    Some(LabelMark { value, marginal, band })
 }
 
 /// A character's label for a dimension from `source`, and whether the labels that decide

@@ -178,6 +178,32 @@ async fn two_versions_of_a_character_are_recorded_and_diffed_against_its_targets
         assert!(row["acc_dim"].is_number() && row["mae"].is_number(), "{row}");
         assert_eq!(row["count"], 2, "the two dimensions with a target: {row}");
     }
+    // Each measured dimension with a target says whether it is on it (a letter: anywhere in its band;
+    // a number: within a tenth of the range) and by how much it is outside.
+    let checks = report[0]["on_target"].as_array().unwrap();
+    assert_eq!(checks.len(), 4, "two dimensions × two methods: {checks:?}");
+    for c in checks {
+        let dimension = c["dimension"].as_str().unwrap();
+        let measured = c["measured"].as_f64().unwrap();
+        let outside = match dimension {
+            "Extraversion" => distance(dimension, measured).unwrap(),
+            _ => (distance(dimension, measured).unwrap() - 0.4).max(0.0),
+        };
+        assert!((c["off_by"].as_f64().unwrap() - outside).abs() < 1e-9, "{c}");
+        assert_eq!(c["on"], outside < 1e-9, "{c}");
+    }
+    assert_eq!(checks[0]["target"], "H");
+    let text = common::output(&config, &data, &["report", &a, "--labels", "target"]).await;
+    let text = String::from_utf8(text.stdout).unwrap();
+    let on = checks
+        .iter()
+        .filter(|c| c["method"] == "er-batch" && c["on"] == true)
+        .count();
+    assert!(text.contains("On target (a letter target is its band"), "{text}");
+    assert!(
+        text.contains(&format!("| {a} | {ID} | BFI | er-batch | {on} of 2 |")),
+        "{text}"
+    );
     let mut csv = String::from("character,dimension,repeat,score\n");
     for assessment in export_a["assessments"]
         .as_array()

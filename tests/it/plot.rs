@@ -415,3 +415,81 @@ fn a_one_dimension_scale_is_drawn_as_bars_even_when_a_radar_is_asked() {
     };
     assert_eq!(draw("radar"), draw("bars"), "GSE has one dimension: no one-axis radar");
 }
+
+/// A letter target is drawn as the band it asks for (H: the top 40% of the range, L: the bottom
+/// 40%), on the radar along its axis and on the bars across its row, named in the legend; a numeric
+/// target stays a point.
+#[test]
+fn letter_targets_are_drawn_as_their_bands() {
+    use incharacter::domain::character::{Label, LabelSource, LabelType};
+    let mut catalog = Catalog::bundled().unwrap();
+    let hermione = catalog
+        .characters
+        .iter_mut()
+        .find(|e| e.value.id == "hermione-en")
+        .unwrap();
+    let label = |kind, score| Label { score, kind };
+    hermione.value.labels.target.insert(
+        "BFI".into(),
+        [
+            ("Extraversion".to_string(), label(LabelType::H, None)),
+            ("Neuroticism".to_string(), label(LabelType::L, None)),
+            ("Openness".to_string(), label(LabelType::H, Some(4.2))),
+        ]
+        .into(),
+    );
+    let mut asked = request(Kind::Radar, Some("hermione-en"));
+    asked.scale = Some("BFI");
+    asked.labels = Some(LabelSource::Target);
+    let events = events(BFI_16P);
+    let radar = session::figure(&events, &Default::default(), &catalog, &asked).unwrap();
+    let Figure::Radar(r) = &radar else { panic!("a radar") };
+    let bands: Vec<Option<(f64, f64)>> = r.labels.iter().map(|l| l.and_then(|l| l.band)).collect();
+    assert_eq!(bands, [Some((3.4, 5.0)), Some((1.0, 2.6)), None, None, None]);
+    assert_eq!(r.labels[4].map(|l| (l.value, l.band)), Some((4.2, None)));
+    asked.kind = Kind::Bars;
+    let bars = session::figure(&events, &Default::default(), &catalog, &asked).unwrap();
+    let size = Size {
+        width: 800,
+        height: 600,
+    };
+    for figure in [&radar, &bars] {
+        let svg = figures::svg(figure, size).unwrap();
+        let shown = texts(&svg).join("\n");
+        assert!(shown.contains("letter target: its band"), "{shown}");
+        // Without the bands (the same labels as points), the picture differs.
+        let pointed = match figure.clone() {
+            Figure::Radar(mut r) => {
+                r.labels.iter_mut().flatten().for_each(|l| l.band = None);
+                Figure::Radar(r)
+            }
+            Figure::Bars(mut b) => {
+                b.rows
+                    .iter_mut()
+                    .filter_map(|r| r.label.as_mut())
+                    .for_each(|l| l.band = None);
+                Figure::Bars(b)
+            }
+            _ => unreachable!(),
+        };
+        let (with, without) = (
+            figures::raster(figure, size).unwrap(),
+            figures::raster(&pointed, size).unwrap(),
+        );
+        assert!(differ(&with, &without) > 500, "{}", differ(&with, &without));
+    }
+    // The bars write every value with two decimals, under the measured series' name.
+    let svg = figures::svg(&bars, size).unwrap();
+    let values: Vec<String> = texts(&svg)
+        .into_iter()
+        .filter(|t| t.chars().next().is_some_and(|c| c.is_ascii_digit()) && t.contains('.'))
+        .collect();
+    assert!(!values.is_empty());
+    for v in &values {
+        let decimals = v
+            .split(['±'])
+            .map(|n| n.split('.').nth(1).map_or(0, str::len))
+            .collect::<Vec<_>>();
+        assert!(decimals.iter().all(|d| *d == 2), "{v}");
+    }
+}
