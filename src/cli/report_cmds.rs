@@ -74,17 +74,7 @@ pub fn report(
                 .iter()
                 .zip(&adapted)
                 .zip(&targets)
-                .map(|(((id, rpa, judge, summary), (_, adapted)), targets)| {
-                    let mut entry = json!({"session": id, "rpa": rpa, "judge": judge, "summary": summary,
-                                           "adapted": adapted, "bootstrap": bootstrap});
-                    if let Some(source) = labels {
-                        entry["labels"] = json!(source.name());
-                    }
-                    if against_targets {
-                        entry["on_target"] = json!(targets);
-                    }
-                    entry
-                })
+                .map(|((row, (_, adapted)), targets)| interview_entry(row, adapted, targets, labels, bootstrap))
                 .chain(observer_sessions.iter().map(|(id, _, stats, human)| {
                     let mut entry = json!({"session": id, "kind": "observers", "statistics": stats});
                     if let Some(h) = human {
@@ -168,6 +158,26 @@ pub fn report(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// An interview session in `report --format json`: its summary, what it adapted, the labels and,
+/// against the targets, each dimension on target or not.
+fn interview_entry(
+    (id, rpa, judge, summary): &Row,
+    adapted: &[String],
+    targets: &[TargetCheck],
+    labels: Option<crate::domain::character::LabelSource>,
+    bootstrap: Bootstrap,
+) -> serde_json::Value {
+    let mut entry = json!({"session": id, "rpa": rpa, "judge": judge, "summary": summary,
+                           "adapted": adapted, "bootstrap": bootstrap});
+    if let Some(source) = labels {
+        entry["labels"] = json!(source.name());
+        if source == crate::domain::character::LabelSource::Target {
+            entry["on_target"] = json!(targets);
+        }
+    }
+    entry
 }
 
 /// Per session × character × scale × method, how many measured dimensions are on target and how far
