@@ -328,7 +328,19 @@ impl Component for Setup {
 
     fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
         let mut hits = Hits::default();
-        let recent_rows = if area.height >= 34 { 7 } else { 4 };
+        // Where the screen is short, the providers' checks take the place of the recent sessions
+        // (Sessions lists them too), across the screen, so that every verdict is read whole.
+        let below = area.height < 34 && !self.checks.is_empty();
+        let recent_rows = if area.height >= 34 {
+            7
+        } else if below {
+            let lines = self
+                .check_lines(ctx, usize::from(area.width.saturating_sub(2)), false)
+                .len();
+            (lines as u16 + 2).min(area.height / 2)
+        } else {
+            4
+        };
         let [top, recent] = Layout::vertical([Constraint::Min(10), Constraint::Length(recent_rows)]).areas(area);
         let [chars, scales, options] = Layout::horizontal([
             Constraint::Percentage(46),
@@ -338,8 +350,12 @@ impl Component for Setup {
         .areas(top);
         hits.lists.push(self.render_characters(frame, chars, ctx));
         hits.lists.push(self.render_scales(frame, scales, ctx));
-        hits.lists.push(self.render_options(frame, options, ctx));
-        render_recent(frame, recent, ctx);
+        hits.lists.push(self.render_options(frame, options, ctx, below));
+        if below {
+            self.render_checks(frame, recent, ctx);
+        } else {
+            render_recent(frame, recent, ctx);
+        }
         hits
     }
 }
@@ -451,7 +467,7 @@ impl Setup {
     }
 
     /// The run's options, its estimate and the providers' checks; returns the clickable list.
-    fn render_options(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> (Rect, usize, ListId) {
+    fn render_options(&self, frame: &mut Frame, area: Rect, ctx: &Ctx, below: bool) -> (Rect, usize, ListId) {
         let theme = ctx.theme;
         let focused = self.pane == SetupPane::Options;
         let b = block(" Run ", focused, theme);
@@ -489,9 +505,23 @@ impl Setup {
         }
         lines.push(Line::raw(""));
         lines.extend(self.estimate_lines(ctx, inner.width as usize));
-        lines.extend(self.check_lines(ctx, inner.width as usize));
+        if !below {
+            lines.extend(self.check_lines(ctx, inner.width as usize, true));
+        }
         frame.render_widget(Paragraph::new(lines), inner);
         (inner, 0, ListId::Options)
+    }
+
+    /// The providers' checks in a box of their own across the screen, where the run pane is too
+    /// short to hold them.
+    fn render_checks(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) {
+        let b = block(format!(" {CHECKS} "), false, ctx.theme);
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
+        frame.render_widget(
+            Paragraph::new(self.check_lines(ctx, inner.width as usize, false)),
+            inner,
+        );
     }
 
     /// What the run would cost in requests and tokens, or why it cannot start.
@@ -524,12 +554,12 @@ impl Setup {
     }
 
     /// How each provider checked takes the method's requests.
-    fn check_lines(&self, ctx: &Ctx, width: usize) -> Vec<Line<'static>> {
+    fn check_lines(&self, ctx: &Ctx, width: usize, heading: bool) -> Vec<Line<'static>> {
         let theme = ctx.theme;
         let mut lines = Vec::new();
-        if !self.checks.is_empty() {
+        if heading && !self.checks.is_empty() {
             lines.push(Line::raw(""));
-            lines.push(Line::styled("The method's requests", theme.title()));
+            lines.push(Line::styled(CHECKS, theme.title()));
         }
         for (name, verdict) in &self.checks {
             match verdict {
@@ -555,6 +585,9 @@ impl Setup {
         lines
     }
 }
+
+/// What the providers' checks are headed by.
+const CHECKS: &str = "The method's requests";
 
 /// The most recent sessions.
 fn render_recent(frame: &mut Frame, area: Rect, ctx: &Ctx) {

@@ -281,6 +281,10 @@ fn setup_checks_the_providers_with_the_methods_requests() {
         "{screen}"
     );
     snap("setup_checks", &app);
+    assert!(
+        render(&app, (80, 24)).contains("option_conversion fails"),
+        "every verdict is read at 80×24 too"
+    );
 }
 
 #[test]
