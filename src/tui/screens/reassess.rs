@@ -305,16 +305,22 @@ impl Component for ReassessDialog {
             let refused = matches!(row, Row::Method(m) if self.methods[*m].refused.is_some());
             let value_style = if refused { theme.dim() } else { cursor_style };
             let value = fit(&value, value_width);
-            let rest = value_width.saturating_sub(unicode_width::UnicodeWidthStr::width(value.as_str()) + 2);
+            let shown = unicode_width::UnicodeWidthStr::width(value.as_str());
+            let rest = value_width.saturating_sub(shown + 2);
+            // A note is read whole: wrapped under itself, not cut.
+            let mut notes = note.map_or_else(Vec::new, |n| wrap(&n, rest.max(8))).into_iter();
             lines.push(Line::from(vec![
                 Span::styled(format!(" {mark} "), theme.fg(theme.accent)),
                 Span::styled(pad(label, 13), theme.dim()),
                 Span::styled(value, value_style),
-                Span::styled(
-                    note.map(|n| format!("  {}", fit(&n, rest))).unwrap_or_default(),
-                    theme.dim(),
-                ),
+                Span::styled(notes.next().map(|n| format!("  {n}")).unwrap_or_default(), theme.dim()),
             ]));
+            for more in notes {
+                lines.push(Line::styled(
+                    format!("{}{more}", " ".repeat(3 + 13 + shown + 2)),
+                    theme.dim(),
+                ));
+            }
         }
         // Why the start was refused, else why the prompt set shown cannot be used.
         let problem = self.error.clone().or_else(|| match &self.sets[self.set] {
