@@ -66,6 +66,22 @@ fn shown(path: &Path) -> String {
     path.display().to_string()
 }
 
+/// The column serde_json says a document broke at, from 1 as every `file:line:column` here is:
+/// serde_json says 0 when it broke before a line's first character (an empty file, a blank line).
+pub fn json_column(e: &serde_json::Error) -> usize {
+    e.column().max(1)
+}
+
+/// serde_json's message without its own " at line L column C", for errors that name the place
+/// themselves as `file:line:column`.
+pub fn json_message(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message,
+    }
+}
+
 /// A size for people: `64 MiB`, `512 KiB`, `100 bytes`.
 pub fn size(bytes: u64) -> String {
     const KIB: u64 = 1024;
@@ -243,6 +259,15 @@ fn new_file_permissions() -> Option<std::fs::Permissions> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_json_error_is_placed_from_column_one_and_said_once() {
+        for (text, line, column) in [("", 1, 1), ("\n\n", 3, 1), ("{\"a\": tru}", 1, 10)] {
+            let e = serde_json::from_str::<serde_json::Value>(text).unwrap_err();
+            assert_eq!((e.line(), json_column(&e)), (line, column), "{text:?}");
+            assert!(!json_message(&e).contains(" at line "), "{}", json_message(&e));
+        }
+    }
 
     #[test]
     fn a_write_replaces_the_file_whole_and_leaves_no_temporary() {

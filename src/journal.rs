@@ -330,8 +330,8 @@ pub fn read_numbered<T: DeserializeOwned>(path: &Path) -> Result<Vec<(usize, T)>
                 return Err(JournalError::Damaged {
                     path: path.to_path_buf(),
                     line: number,
-                    column: e.column(),
-                    message: e.to_string(),
+                    column: crate::files::json_column(&e),
+                    message: crate::files::json_message(&e),
                 });
             }
         }

@@ -423,10 +423,11 @@ pub fn ratio(ours: &Path, reference: &Path, json: bool, out: &mut dyn Write) -> 
         let text = crate::files::read_text_limited(path, 16 * 1024 * 1024, "a bench report")?;
         serde_json::from_str(&text).map_err(|e| {
             input_error(format!(
-                "{}:{}:{}: not a bench report ({e})",
+                "{}:{}:{}: not a bench report ({})",
                 path.display(),
                 e.line(),
-                e.column()
+                crate::files::json_column(&e),
+                crate::files::json_message(&e)
             ))
         })
     };

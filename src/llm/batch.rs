@@ -104,7 +104,7 @@ pub fn parse_results(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Re
         if raw.trim().is_empty() {
             continue;
         }
-        let value: Value = serde_json::from_str(raw).map_err(|e| bad(e.column(), format!("not JSON: {e}")))?;
+        let value: Value = serde_json::from_str(raw).map_err(|e| bad(crate::files::json_column(&e), format!("not JSON: {}", crate::files::json_message(&e))))?;
         // Where a field's value starts on the line, for the column of what is wrong with it.
         let at = |field: &str| raw.find(&format!("\"{field}\"")).map_or(1, |p| p + 1);
         let Some(id) = value.get("custom_id").and_then(Value::as_str) else {

@@ -115,12 +115,10 @@ fn kind_of(v: &Value) -> &'static str {
 pub fn parse(text: &str) -> Result<Card, CardError> {
     let shape = |m: String| CardError::Shape(m);
     let value: Value = serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text)).map_err(|e| {
-        let message = e.to_string();
-        let message = message.rfind(" at line ").map_or(message.as_str(), |i| &message[..i]);
         CardError::Json {
             line: e.line(),
-            column: e.column(),
-            message: message.to_string(),
+            column: crate::files::json_column(&e),
+            message: crate::files::json_message(&e),
         }
     })?;
     // An imported card's text enters here: kept without what a terminal would act on (escape

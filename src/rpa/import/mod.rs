@@ -264,7 +264,7 @@ fn jsonl_rows(path: &Path) -> Result<Vec<(usize, Row)>, String> {
         match serde_json::from_str::<serde_json::Value>(&line) {
             Ok(serde_json::Value::Object(map)) => rows.push((n, map)),
             Ok(_) => return Err(format!("{}:{n}:1: a row must be a JSON object", path.display())),
-            Err(e) => return Err(format!("{}:{n}:{}: {e}", path.display(), e.column())),
+            Err(e) => return Err(format!("{}:{n}:{}: {}", path.display(), crate::files::json_column(&e), crate::files::json_message(&e))),
         }
     }
     Ok(rows)

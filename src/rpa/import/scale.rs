@@ -443,7 +443,7 @@ pub fn questionnaire<'s>(
 ) -> Result<ImportedScale, super::ImportError> {
     let text = read_text(file, MAX_FILE * 16, "a questionnaire file")?;
     let value: Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}:{}:{}: {e}", file.display(), e.line(), e.column()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}:{}:{}: {}", file.display(), e.line(), crate::files::json_column(&e), crate::files::json_message(&e)))?;
     let origin = file.display().to_string();
     let draft = match format {
         ScaleFormat::Incharacter => incharacter(&value, &origin)?,
