@@ -76,6 +76,22 @@ pub(crate) fn penalize_repeats(logits: &mut [f32], recent: &[u32]) {
     }
 }
 
+/// How many of the most likely tokens a choice looks at before falling back.
+const HEAD: usize = 256;
+
+/// The [`HEAD`] most likely tokens, most likely first (the rest are never sorted).
+fn head(logits: &[f32]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..logits.len() as u32).collect();
+    let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
+    let head = HEAD.min(order.len());
+    if head < order.len() {
+        order.select_nth_unstable_by(head - 1, by_logit);
+    }
+    order.truncate(head);
+    order.sort_unstable_by(by_logit);
+    order
+}
+
 /// Picks the next token among those `allowed`: the most likely one at temperature 0, else a draw from
 /// the softmax restricted to allowed tokens and to the top-p nucleus. Candidates are examined from the
 /// most likely down, so the constraint is asked about few tokens per step.
@@ -89,18 +105,12 @@ pub(crate) fn sample(
     allowed: impl Fn(u32) -> bool,
     fallback: impl FnOnce() -> Vec<u32>,
 ) -> Option<u32> {
-    let mut order: Vec<u32> = (0..logits.len() as u32).collect();
-    let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
-    // Most decisions are made within the top few hundred; sort those first, the rest only if needed.
-    let head = 256.min(order.len());
-    if head < order.len() {
-        order.select_nth_unstable_by(head - 1, by_logit);
-    }
-    order[..head].sort_unstable_by(by_logit);
+    // Most decisions are made within the top few hundred tokens.
+    let order = head(logits);
     let mut candidates: Vec<u32> = Vec::new();
     let top = logits[order[0] as usize];
     let mut mass = 0.0f64;
-    for &id in &order[..head] {
+    for &id in &order {
         if !allowed(id) {
             continue;
         }
@@ -153,14 +163,8 @@ pub(crate) fn most_likely(
     allowed: impl Fn(u32) -> bool,
     fallback: impl FnOnce() -> Vec<u32>,
 ) -> Vec<(u32, f32)> {
-    let mut order: Vec<u32> = (0..logits.len() as u32).collect();
     let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
-    let head = 256.min(order.len());
-    if head < order.len() {
-        order.select_nth_unstable_by(head - 1, by_logit);
-    }
-    order.truncate(head);
-    order.sort_unstable_by(by_logit);
+    let mut order = head(logits);
     order.retain(|&id| allowed(id));
     if order.is_empty() {
         order = fallback();
