@@ -143,3 +143,19 @@ async fn a_template_with_an_unknown_placeholder_stops_the_run_before_any_request
     assert!(stderr.contains("expert-rating.txt: not a prompt template"), "{stderr}");
     assert_eq!(server.stats().requests, 0);
 }
+
+/// The prompt sets README's judge study passes with `--prompts` (under `benches/prompts/`) load as
+/// the workbench reads them, each file in place of a bundled template.
+#[test]
+fn the_benchmark_prompt_sets_load() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/prompts");
+    let mut sets = 0;
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let dir = entry.unwrap().path();
+        let templates =
+            incharacter::templates::Templates::load_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        assert!(!templates.record().is_empty(), "{}: no file of its own", dir.display());
+        sets += 1;
+    }
+    assert!(sets >= 1);
+}
