@@ -1411,6 +1411,9 @@ fn the_demo_tour_steps_through_the_screens_and_ends_on_the_observers() {
     );
     assert!(key(&mut app, KeyCode::Char('n')).is_empty());
     assert!(app.flash.as_deref().is_some_and(|f| f.starts_with("the tour is over")));
+    // Ten screens: the last step and the end of the tour say 0–9.
+    assert!(DEMO_STEPS[4].1.ends_with("0–9: screens"), "{}", DEMO_STEPS[4].1);
+    assert!(app.flash.as_deref().is_some_and(|f| f.contains("0–9 switch screens")));
     // A session opened after the tour says so, not the last step's hint again.
     app.update(Action::SessionLoaded(session_events(&app.catalog)));
     assert!(

@@ -218,9 +218,16 @@ fn a_finished_probe_shows_before_and_after_and_the_answers_that_moved_a_dimensio
     // What the driver finds: the sample before it measured Hermione on BFI too.
     let diff =
         incharacter::analysis::diff::diff(&sample(BFI_1), &sample(BFI_2), &app.catalog, Some("hermione-en")).unwrap();
+    // The samples predate character versions: here the character was edited between the two, and
+    // the view says so in words (not "edited since").
+    let mut diff = diff;
+    diff.a.version = Some("3fa2c1e9b0d1".repeat(5));
+    diff.b.version = Some("9b1e0d2a77c1".repeat(5));
+    let versions = "the character was edited between the two sessions";
     let probed = incharacter::tui::screens::persona::Probed::new(diff, false);
     app.update(Action::Probed(Box::new(Ok(probed))));
     assert_eq!(app.screen, Screen::Persona, "from Live, where the probe streamed");
+    assert!(render(&app, (120, 40)).contains(versions), "{versions}");
     assert!(
         app.flash
             .as_deref()
