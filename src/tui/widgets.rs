@@ -1,5 +1,6 @@
 //! The small drawing pieces every screen uses: a bordered block, a popup, a centred rectangle, the
-//! first visible row of a list, text padded or cut to a width, a score as a cell shows it.
+//! first visible row of a list, text padded or cut to a width or wrapped to it, the longest of some
+//! texts that fits, a score as a cell shows it.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -56,6 +57,21 @@ pub fn pad(text: &str, width: usize) -> String {
 
 pub fn score_text(score: Option<f64>) -> String {
     score.map_or("–".into(), |s| format!("{s:.2}"))
+}
+
+/// `text` wrapped at `width` columns, every line in `style`: reasons and notes are read whole, not cut.
+pub fn wrapped(text: &str, width: usize, style: ratatui::style::Style) -> Vec<Line<'static>> {
+    super::wrap::wrap(text, width.max(1))
+        .into_iter()
+        .map(|l| Line::styled(l, style))
+        .collect()
+}
+
+/// The first of `texts` (longest first) that fits in `width` columns whole.
+pub fn first_fitting(texts: impl IntoIterator<Item = String>, width: usize) -> Option<String> {
+    texts
+        .into_iter()
+        .find(|t| unicode_width::UnicodeWidthStr::width(t.as_str()) <= width)
 }
 
 #[cfg(test)]

@@ -334,17 +334,18 @@ impl Component for Chat {
             (main, None)
         };
         // The longest title that fits the border whole (the key bar has the keys).
-        let title = [
-            format!(
-                " Chat with {} · style {} · provider {} ",
-                c.name,
-                super::setup::style_name(ctx.setup.style),
-                ctx.setup.rpa
-            ),
-            format!(" Chat with {} · {} ", c.name, ctx.setup.rpa),
-        ]
-        .into_iter()
-        .find(|t| unicode_width::UnicodeWidthStr::width(t.as_str()) + 2 <= usize::from(talk_area.width))
+        let title = crate::tui::widgets::first_fitting(
+            [
+                format!(
+                    " Chat with {} · style {} · provider {} ",
+                    c.name,
+                    super::setup::style_name(ctx.setup.style),
+                    ctx.setup.rpa
+                ),
+                format!(" Chat with {} · {} ", c.name, ctx.setup.rpa),
+            ],
+            usize::from(talk_area.width.saturating_sub(2)),
+        )
         .unwrap_or_else(|| format!(" {} ", c.name));
         let b = block(title, false, theme);
         let inner = b.inner(talk_area);

@@ -29,7 +29,7 @@ use crate::tui::keys::Command;
 use crate::tui::run_view::RunView;
 use crate::tui::theme::Theme;
 use crate::tui::vocab::Effect;
-use crate::tui::widgets::{block, pad, score_text, window};
+use crate::tui::widgets::{block, first_fitting, pad, score_text, window};
 
 #[derive(Debug, Clone, Default)]
 pub struct Compare {
@@ -602,13 +602,14 @@ impl Profile<'_> {
     fn render_bars(&self, frame: &mut Frame, area: Rect, range: &[usize], page_note: &str) {
         let theme = self.ctx.theme;
         // The longest title that fits the pane's top border whole.
-        let title = [
-            format!(" Measured vs labels{page_note} (marginal labels dimmed) "),
-            format!(" Measured vs labels{page_note} "),
-            format!(" Measured vs labels{} ", page_note.replace(" ([ ])", "")),
-        ]
-        .into_iter()
-        .find(|t| t.chars().count() + 2 <= usize::from(area.width))
+        let title = first_fitting(
+            [
+                format!(" Measured vs labels{page_note} (marginal labels dimmed) "),
+                format!(" Measured vs labels{page_note} "),
+                format!(" Measured vs labels{} ", page_note.replace(" ([ ])", "")),
+            ],
+            usize::from(area.width.saturating_sub(2)),
+        )
         .unwrap_or_else(|| " Measured vs labels ".into());
         let b = block(title, false, theme);
         let inner = b.inner(area);

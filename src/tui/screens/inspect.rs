@@ -31,7 +31,7 @@ use crate::tui::keys::Command;
 use crate::tui::run_view::{ItemKey, RunView};
 use crate::tui::theme::Theme;
 use crate::tui::vocab::Effect;
-use crate::tui::widgets::{block, fit, pad, score_text, window};
+use crate::tui::widgets::{block, fit, pad, score_text, window, wrapped};
 use crate::tui::wrap::wrap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -628,14 +628,6 @@ fn batch_lines(a: &Assessment, theme: &Theme, width: usize) -> Vec<Line<'static>
         lines.push(Line::raw(""));
     }
     lines
-}
-
-/// `text` wrapped at `width` columns, every line in `style`: reasons and notes are read whole, not cut.
-fn wrapped(text: &str, width: usize, style: ratatui::style::Style) -> Vec<Line<'static>> {
-    wrap(text, width.max(1))
-        .into_iter()
-        .map(|l| Line::styled(l, style))
-        .collect()
 }
 
 /// An expected score's making: what was written and the options' probabilities.

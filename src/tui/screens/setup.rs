@@ -546,10 +546,7 @@ impl Setup {
                 ]
             }
             // Wrapped: a reason is read whole, not cut at the pane's edge.
-            Err(e) => crate::tui::wrap::wrap(&e, width.max(1))
-                .into_iter()
-                .map(|l| Line::styled(l, theme.dim()))
-                .collect(),
+            Err(e) => crate::tui::widgets::wrapped(&e, width, theme.dim()),
         }
     }
 
@@ -564,11 +561,11 @@ impl Setup {
         for (name, verdict) in &self.checks {
             match verdict {
                 None => lines.push(Line::styled(format!("{name}: checking…"), theme.dim())),
-                Some(Err(e)) => lines.extend(
-                    crate::tui::wrap::wrap(&format!("{name}: {e}"), width)
-                        .into_iter()
-                        .map(|l| Line::styled(l, theme.fg(theme.error))),
-                ),
+                Some(Err(e)) => lines.extend(crate::tui::widgets::wrapped(
+                    &format!("{name}: {e}"),
+                    width,
+                    theme.fg(theme.error),
+                )),
                 Some(Ok(shapes)) => {
                     lines.push(Line::raw(name.clone()));
                     for v in shapes {
