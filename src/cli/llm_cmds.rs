@@ -310,9 +310,8 @@ fn read_schema(path: &Path) -> anyhow::Result<ResponseSchema> {
     if let (Some(n), Some(schema)) = (value.get("name").and_then(|n| n.as_str()), value.get("schema")) {
         let strict = value.get("strict").and_then(|s| s.as_bool()).unwrap_or(true);
         return Ok(ResponseSchema {
-            name: n.to_string(),
-            schema: schema.clone(),
             strict,
+            ..ResponseSchema::new(n, schema.clone())
         });
     }
     let stem = path
@@ -328,11 +327,7 @@ fn read_schema(path: &Path) -> anyhow::Result<ResponseSchema> {
             }
         })
         .collect();
-    Ok(ResponseSchema {
-        name,
-        schema: value,
-        strict: true,
-    })
+    Ok(ResponseSchema::new(name, value))
 }
 
 pub struct ChatArgs<'a> {

@@ -23,6 +23,7 @@ mod model_cmds;
 mod observe_cmds;
 mod plot_cmds;
 mod progress;
+pub mod prompts_check;
 mod prompts_cmds;
 mod report_cmds;
 mod rolebench_cmds;
@@ -393,6 +394,11 @@ pub enum PromptsCommand {
         #[arg(long)]
         force: bool,
     },
+    /// Render every request a run of SCALE sends — interview, self-report, ER_batch, ER_all, OC, d-OC
+    /// and the self-report conversions — with the template set in DIR (the bundled set without one),
+    /// on a recorded session's answers or on placeholder answers, and print them without sending
+    /// anything: to diff against another protocol before spending money
+    Check(prompts_check::CheckArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -720,7 +726,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         Command::Validate { paths } => catalog_cmds::validate(&*ctx.catalog()?, &paths, out),
         Command::Scales { json, command } => scales(ctx, json, command, out),
         Command::Characters { json, command } => characters(ctx, json, command, out),
-        Command::Prompts { json, command } => prompts(json, command, out),
+        Command::Prompts { json, command } => prompts(ctx, json, command, out),
         Command::Import { command } => import_cmds::import(command, &*ctx.catalog()?, &ctx.data_dir()?, out),
         Command::ExportCard { character, output } => {
             let data = ctx.data_dir().ok();
@@ -897,10 +903,11 @@ fn characters(
 }
 
 /// `prompts`: the list, or `prompts export`.
-fn prompts(json: bool, command: Option<PromptsCommand>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+fn prompts(ctx: &Ctx, json: bool, command: Option<PromptsCommand>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match command {
         None => prompts_cmds::list(json, out),
         Some(PromptsCommand::Export { dir, force }) => prompts_cmds::export(&dir, force, json, out),
+        Some(PromptsCommand::Check(args)) => prompts_check::check(ctx, &args, json, out),
     }
 }
 

@@ -219,12 +219,11 @@ pub fn bench(
         request.sampling.seed = Some(u64::from(run));
         request.sampling.max_tokens = Some(tokens);
         if schema_run {
-            request.schema = Some(crate::llm::ResponseSchema {
-                name: "story".into(),
-                schema: serde_json::json!({"type": "object", "properties": {
+            request.schema = Some(crate::llm::ResponseSchema::new(
+                "story",
+                serde_json::json!({"type": "object", "properties": {
                     "story": {"type": "string", "maxLength": 3 * tokens}}, "required": ["story"]}),
-                strict: true,
-            });
+            ));
         }
         let before = model.choosing();
         let prompt_tokens = model

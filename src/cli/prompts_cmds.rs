@@ -8,7 +8,6 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use super::input_error;
-use super::table::Table;
 use crate::files::FileError;
 use crate::templates::{BUNDLED, PromptSet, Template, Templates, sha256};
 
@@ -26,6 +25,7 @@ fn required_text(t: Template) -> String {
     t.required().iter().map(|g| g.join("|")).collect::<Vec<_>>().join(", ")
 }
 
+/// Every template with its placeholders: what each renders and an example of it.
 pub fn list(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if json_output {
         let list: Vec<_> = Template::ALL
@@ -34,9 +34,12 @@ pub fn list(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
                 json!({
                     "name": t.name(),
                     "file": t.file_name(),
+                    "reader": if t.is_interview() { "agent" } else { "judge" },
+                    "json": t.is_json(),
                     "placeholders": t.placeholders().iter().map(|p| json!({
                         "name": p.name,
                         "meaning": p.meaning,
+                        "example": p.example,
                         "required": t.is_required(p.name),
                     })).collect::<Vec<_>>(),
                     "required": t.required(),
@@ -48,27 +51,35 @@ pub fn list(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut table = Table::new(&["name", "file", "required", "optional", "origin", "sha256"]);
     for t in Template::ALL {
-        let optional: Vec<&str> = t
-            .placeholders()
-            .iter()
-            .map(|p| p.name)
-            .filter(|n| !t.is_required(n))
-            .collect();
-        table.row(vec![
-            t.name().to_string(),
+        let reader = if t.is_interview() {
+            "the agent reads it"
+        } else {
+            "the judge reads it"
+        };
+        let json = if t.is_json() {
+            " · writes JSON: values escaped"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "{} · {reader}{json} · {BUNDLED} {}",
             t.file_name(),
-            required_text(t),
-            optional.join(", "),
-            BUNDLED.to_string(),
-            sha256(t.bundled_text())[..12].to_string(),
-        ]);
+            &sha256(t.bundled_text())[..12]
+        )?;
+        if !t.required().is_empty() {
+            writeln!(out, "  needs {}", required_text(t))?;
+        }
+        for p in t.placeholders() {
+            let example = p.example.replace('\n', "\\n");
+            writeln!(out, "  {{{}}}  {} (e.g. {example})", p.name, p.meaning)?;
+        }
     }
-    write!(out, "{}", table.render())?;
     writeln!(
         out,
-        "placeholders are {{name}}; `a|b`: one of them; `incharacter prompts export DIR` writes the files to edit"
+        "placeholders are {{name}} or {{name.part}}; `a|b`: one of them; every other brace is text; \
+         `incharacter prompts export DIR` writes the files to edit, `incharacter prompts check DIR --scale S` renders them"
     )?;
     Ok(ExitCode::SUCCESS)
 }
@@ -158,11 +169,16 @@ mod tests {
         let mut out = Vec::new();
         list(false, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
-        let line = text.lines().find(|l| l.starts_with("self_report_cot.zh ")).unwrap();
-        assert!(
-            line.contains("stem|statement, options") && line.contains("bundled"),
-            "{line}"
-        );
+        let at = text
+            .find("self_report_cot.zh.txt · the agent reads it · bundled")
+            .unwrap();
+        assert!(text[at..].lines().nth(1) == Some("  needs stem|statement"), "{text}");
+        for t in Template::ALL {
+            for p in t.placeholders() {
+                assert!(!p.example.is_empty(), "{}: {} has an example", t.name(), p.name);
+            }
+        }
+        assert!(text.contains("  {range.mid}  the middle of the range"), "{text}");
         let mut out = Vec::new();
         list(true, &mut out).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();

@@ -186,6 +186,11 @@ pub struct CardInfo {
 }
 
 impl Character {
+    /// The first alias, or the name when there is none (how some protocols address the character).
+    pub fn first_alias(&self) -> &str {
+        self.aliases.iter().map(|a| a.trim()).find(|a| !a.is_empty()).unwrap_or(&self.name)
+    }
+
     /// A type code such as "SCOEN" (BFI) or "ESTJ" (16P): one letter per dimension, "X" for marginal.
     pub fn code(&self, scale: &Scale, source: LabelSource) -> Option<String> {
         let set = self.labels.source(source).get(&scale.id)?;

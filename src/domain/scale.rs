@@ -131,6 +131,16 @@ pub struct Dimension {
     pub high: Localized<String>,
     /// Guidance for the expert rater.
     pub description: Localized<String>,
+    /// An extra instruction for this dimension only, which the judge templates may carry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// A questionnaire's own instruction for converting answers on this dimension (InCharacter's
+    /// dimension-specific choice instruction); `{character}` in it is the character.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversion_instruction: Option<String>,
+    /// The dimension-specific wording of each option (lowest first), for d-OC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub option_labels: Option<Vec<String>>,
 }
 
 impl Dimension {
@@ -191,6 +201,16 @@ pub struct Scale {
     pub range: ScoreRange,
     pub options: Localized<Vec<String>>,
     pub self_report_stem: Localized<String>,
+    /// A questionnaire's own instruction for answering with a number, read after the stem.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub self_report_instruction: Option<Localized<String>>,
+    /// A questionnaire's own instruction for converting answers into options (English); `{character}`
+    /// in it is the character.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversion_instruction: Option<String>,
+    /// A questionnaire's own prompt for the whole questionnaire (PsychoBench's `prompt`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub questionnaire_prompt: Option<String>,
     /// In the scale's own order (the order of type codes and charts).
     pub dimensions: Vec<Dimension>,
     /// In questionnaire order.
@@ -245,6 +265,9 @@ struct RawScale {
     range: Spanned<[i32; 2]>,
     options: Spanned<Localized<Vec<String>>>,
     self_report_stem: Spanned<Localized<String>>,
+    self_report_instruction: Option<Localized<String>>,
+    conversion_instruction: Option<String>,
+    questionnaire_prompt: Option<String>,
     dimensions: Spanned<Vec<RawDimension>>,
     items: Spanned<Vec<RawItem>>,
 }
@@ -259,6 +282,9 @@ struct RawDimension {
     low: Localized<String>,
     high: Localized<String>,
     description: Spanned<Localized<String>>,
+    note: Option<String>,
+    conversion_instruction: Option<String>,
+    option_labels: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -292,6 +318,19 @@ impl RawScale {
     fn validate(self, src: Source<'_>) -> Result<Scale, Vec<Diagnostic>> {
         let mut errors = Vec::new();
         let range = self.check_header(src, &mut errors);
+        for d in self.dimensions.get_ref() {
+            let Some(labels) = &d.option_labels else { continue };
+            if range.min < range.max && labels.get_ref().len() != range.len() || labels.get_ref().iter().any(|l| blank(l)) {
+                errors.push(src.at(
+                    labels.span(),
+                    format!(
+                        "dimension \"{}\": option_labels needs one non-empty label for each of the range's {} points",
+                        d.name.get_ref(),
+                        range.len()
+                    ),
+                ));
+            }
+        }
         let dimensions = dimensions(self.dimensions, src, &mut errors);
         let items = items(self.items, &dimensions, src, &mut errors);
         for (index, d) in dimensions.iter().enumerate() {
@@ -311,6 +350,9 @@ impl RawScale {
             range,
             options: self.options.into_inner(),
             self_report_stem: self.self_report_stem.into_inner(),
+            self_report_instruction: self.self_report_instruction,
+            conversion_instruction: self.conversion_instruction,
+            questionnaire_prompt: self.questionnaire_prompt,
             dimensions,
             items,
         })
@@ -430,6 +472,9 @@ fn dimension(d: RawDimension, src: Source<'_>, errors: &mut Vec<Diagnostic>) -> 
         low: d.low,
         high: d.high,
         description: d.description.into_inner(),
+        note: d.note,
+        conversion_instruction: d.conversion_instruction,
+        option_labels: d.option_labels.map(Spanned::into_inner),
     }
 }
 

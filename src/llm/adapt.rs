@@ -295,14 +295,10 @@ mod tests {
         let mut r = ChatRequest::new(vec![ChatMessage::user("rate")]);
         r.sampling.temperature = Some(0.0);
         r.sampling.max_tokens = Some(300);
-        r.schema = Some(ResponseSchema {
-            name: "x".into(),
-            schema: json!({"type": "object", "properties": {
+        r.schema = Some(ResponseSchema::new("x", json!({"type": "object", "properties": {
                 "minimum": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 5}, {"enum": ["x"]}]},
                 "analysis": {"type": "string", "maxLength": 9}},
-                "required": ["minimum", "analysis"], "additionalProperties": false}),
-            strict: true,
-        });
+                "required": ["minimum", "analysis"], "additionalProperties": false})));
         r
     }
 

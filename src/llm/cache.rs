@@ -145,25 +145,13 @@ mod tests {
         r.meta.repeat = 1;
         assert_ne!(base, key("http://a/v1", "m", &r));
         let mut r = request();
-        r.schema = Some(ResponseSchema {
-            name: "s".into(),
-            schema: serde_json::json!({}),
-            strict: true,
-        });
+        r.schema = Some(ResponseSchema::new("s", serde_json::json!({})));
         assert_ne!(base, key("http://a/v1", "m", &r));
         // Key order inside a schema does not change the key.
         let mut a = request();
-        a.schema = Some(ResponseSchema {
-            name: "s".into(),
-            schema: serde_json::json!({"a": 1, "b": 2}),
-            strict: true,
-        });
+        a.schema = Some(ResponseSchema::new("s", serde_json::json!({"a": 1, "b": 2})));
         let mut b = request();
-        b.schema = Some(ResponseSchema {
-            name: "s".into(),
-            schema: serde_json::json!({"b": 2, "a": 1}),
-            strict: true,
-        });
+        b.schema = Some(ResponseSchema::new("s", serde_json::json!({"b": 2, "a": 1})));
         assert_eq!(key("u", "m", &a), key("u", "m", &b));
         // Purpose and role are bookkeeping: the same question is the same answer.
         let mut r = request();

@@ -150,18 +150,14 @@ fn rendered(request: &ChatRequest) -> embedded::Request {
         Speaker::User => "user",
         Speaker::Assistant => "assistant",
     };
-    let mut messages: Vec<embedded::Message> = request
-        .messages
+    let described = match &request.schema {
+        Some(schema) => super::described(&request.messages, schema),
+        None => request.messages.clone(),
+    };
+    let messages: Vec<embedded::Message> = described
         .iter()
         .map(|m| embedded::Message::new(role(m.role), m.content.clone()))
         .collect();
-    if let Some(schema) = &request.schema {
-        let instruction = super::schema_instruction(&schema.schema);
-        match messages.iter_mut().find(|m| m.role == "system") {
-            Some(system) => system.content = format!("{}\n\n{instruction}", system.content),
-            None => messages.insert(0, embedded::Message::new("system", instruction)),
-        }
-    }
     let sampling = &request.sampling;
     embedded::Request {
         messages,
@@ -268,11 +264,7 @@ mod tests {
     use crate::llm::{ChatMessage, ResponseSchema};
 
     fn schema() -> Option<ResponseSchema> {
-        Some(ResponseSchema {
-            name: "rating".into(),
-            schema: serde_json::json!({"type": "integer"}),
-            strict: true,
-        })
+        Some(ResponseSchema::new("rating", serde_json::json!({"type": "integer"})))
     }
 
     #[test]

@@ -107,6 +107,40 @@ pub struct ResponseSchema {
     pub name: String,
     pub schema: serde_json::Value,
     pub strict: bool,
+    /// How the schema is described in the prompt where it cannot go as `response_format` (a server
+    /// without structured outputs, the embedded model): a prompt set's `schema_instruction`, rendered.
+    /// `None`: the bundled one (a request's cache key stays what it was before the template existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instruction: Option<String>,
+}
+
+impl ResponseSchema {
+    /// A strict schema, described by the bundled instruction.
+    pub fn new(name: impl Into<String>, schema: serde_json::Value) -> ResponseSchema {
+        ResponseSchema {
+            name: name.into(),
+            schema,
+            strict: true,
+            instruction: None,
+        }
+    }
+
+    /// The text that describes the schema in the prompt.
+    pub fn instruction(&self) -> String {
+        self.instruction.clone().unwrap_or_else(|| schema_instruction(&self.schema))
+    }
+}
+
+/// `messages` with `schema` described at the end of the system message (one is put first if there is
+/// none), as a model reads them when the schema cannot go as `response_format`.
+pub fn described(messages: &[ChatMessage], schema: &ResponseSchema) -> Vec<ChatMessage> {
+    let instruction = schema.instruction();
+    let mut out = messages.to_vec();
+    match out.iter_mut().find(|m| m.role == Speaker::System) {
+        Some(system) => system.content = format!("{}\n\n{instruction}", system.content),
+        None => out.insert(0, ChatMessage::system(instruction)),
+    }
+    out
 }
 
 /// Bookkeeping that travels with a request but never goes on the wire.
@@ -437,5 +471,8 @@ fn local_transport(
 /// The instruction that describes a reply's JSON Schema in the prompt (servers without structured
 /// outputs, and the local model, which is also constrained token by token).
 pub fn schema_instruction(schema: &serde_json::Value) -> String {
-    format!("Reply with one JSON value only, no prose and no code fence, following this JSON Schema:\n{schema}")
+    crate::templates::fill(
+        crate::templates::Template::SchemaInstruction.bundled_text(),
+        &[("schema", &schema.to_string())],
+    )
 }

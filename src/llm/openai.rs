@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::time::{Instant, timeout_at};
 
 use super::client::{AttemptError, Finished, Transport};
-use super::{ChatRequest, LlmError, ModelInfo, Speaker, Usage};
+use super::{ChatRequest, LlmError, ModelInfo, Usage};
 use crate::config::{ProviderConfig, Secret};
 
 pub struct OpenAi {
@@ -104,14 +104,10 @@ pub fn request_body_as(model: &str, request: &ChatRequest, structured_output: bo
                 "json_schema": {"name": schema.name, "schema": schema.schema, "strict": schema.strict},
             });
         } else {
-            let instruction = super::schema_instruction(&schema.schema);
-            match request.messages.iter().position(|m| m.role == Speaker::System) {
-                Some(i) => {
-                    let content = format!("{}\n\n{instruction}", request.messages[i].content);
-                    messages[i] = json!({"role": "system", "content": content});
-                }
-                None => messages.insert(0, json!({"role": "system", "content": instruction})),
-            }
+            messages = super::described(&request.messages, schema)
+                .iter()
+                .map(|m| json!({"role": m.role, "content": m.content}))
+                .collect();
         }
     }
     body["messages"] = Value::Array(messages);
@@ -501,11 +497,7 @@ mod tests {
     #[test]
     fn a_json_object_server_gets_json_object_and_the_schema_in_the_prompt() {
         let mut r = ChatRequest::new(vec![ChatMessage::system("Rate."), ChatMessage::user("Hi")]);
-        r.schema = Some(ResponseSchema {
-            name: "rating".into(),
-            schema: json!({"type": "object"}),
-            strict: true,
-        });
+        r.schema = Some(ResponseSchema::new("rating", json!({"type": "object"})));
         let b = request_body_as("m", &r, true, true);
         assert_eq!(b["response_format"], json!({"type": "json_object"}));
         assert!(b["messages"][0]["content"].as_str().unwrap().contains("JSON Schema"));
@@ -514,11 +506,7 @@ mod tests {
     #[test]
     fn a_request_adapted_to_json_object_goes_so_with_the_schema_in_the_prompt() {
         let mut r = ChatRequest::new(vec![ChatMessage::system("Rate."), ChatMessage::user("Hi")]);
-        r.schema = Some(ResponseSchema {
-            name: "rating".into(),
-            schema: json!({"type": "object"}),
-            strict: true,
-        });
+        r.schema = Some(ResponseSchema::new("rating", json!({"type": "object"})));
         r.sampling.json_object = true;
         let b = request_body_as("m", &r, true, r.sampling.json_object);
         assert_eq!(b["response_format"]["type"], "json_object");
@@ -541,11 +529,7 @@ mod tests {
         r.sampling.temperature = Some(0.0);
         r.sampling.seed = Some(3);
         r.meta.purpose = "secret bookkeeping".into();
-        r.schema = Some(ResponseSchema {
-            name: "rating".into(),
-            schema: json!({"type": "object"}),
-            strict: true,
-        });
+        r.schema = Some(ResponseSchema::new("rating", json!({"type": "object"})));
         let b = request_body("m", &r, true);
         assert_eq!(b["stream_options"]["include_usage"], true);
         assert_eq!(b["response_format"]["type"], "json_schema");

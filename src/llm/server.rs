@@ -495,7 +495,7 @@ pub const MARGIN: f64 = 1.1;
 pub fn estimate(request: &ChatRequest) -> usize {
     let mut raw: usize = request.messages.iter().map(|m| estimate_text(&m.content)).sum();
     if let Some(schema) = &request.schema {
-        raw += estimate_text(&super::schema_instruction(&schema.schema));
+        raw += estimate_text(&schema.instruction());
         if !request.messages.iter().any(|m| m.role == Speaker::System) {
             raw += TEMPLATE_PER_MESSAGE;
         }

@@ -14,7 +14,9 @@ use super::anonymize::{EXPERIMENTER, Masker, PARTICIPANT};
 use super::expert::Exchange;
 use super::judge::{Attempt, Judge};
 use super::judge_json;
+use super::texts;
 use super::weigh::{self, Weighed};
+use crate::domain::character::Character;
 use crate::domain::scale::{Scale, ScoreRange};
 use crate::domain::scoring::{ItemOption, ItemScore, Orientation, item_score};
 use crate::llm::{ChatMessage, ChatRequest, ResponseSchema, Role};
@@ -94,15 +96,16 @@ pub fn schema(ids: &[String], range: ScoreRange) -> Value {
     json!({"type": "object", "properties": properties, "required": ids, "additionalProperties": false})
 }
 
-fn option_list(scale: &Scale) -> String {
-    scale
-        .options
-        .en
-        .iter()
-        .enumerate()
-        .map(|(i, o)| format!("{} = {o}", scale.range.min + i as i32))
-        .collect::<Vec<_>>()
-        .join(", ")
+/// The reply format of a conversion call over the items `ids`.
+pub fn response_schema(ids: &[String], range: ScoreRange) -> ResponseSchema {
+    ResponseSchema::new("option_conversion", schema(ids, range))
+}
+
+/// The scale's options (English) as the OC prompt lists them.
+fn option_list(templates: &Templates, scale: &Scale) -> String {
+    templates.join(&scale.options.en, Template::OcOption, Template::OcOptionSeparator, |i, label| {
+        vec![("value", (scale.range.min + i as i32).to_string()), ("label", label.clone())]
+    })
 }
 
 fn example(ids: &[String], range: ScoreRange) -> String {
@@ -116,36 +119,62 @@ fn example(ids: &[String], range: ScoreRange) -> String {
 }
 
 /// OC messages for some items (the `option_conversion` template): the samples go as a JSON object
-/// keyed by item id.
-pub fn oc_messages(templates: &Templates, scale: &Scale, character: &str, exchanges: &[&Exchange]) -> Vec<ChatMessage> {
+/// keyed by item id (`oc_samples`, each item by `oc_sample`).
+pub fn oc_messages(templates: &Templates, scale: &Scale, character: &Character, exchanges: &[&Exchange]) -> Vec<ChatMessage> {
     let ids: Vec<String> = exchanges.iter().map(|e| e.item_id.to_string()).collect();
-    let system = templates.render(
-        Template::OptionConversion,
-        &[
-            ("character", character),
-            ("scale_name", &scale.name),
-            ("scale_id", &scale.id),
-            ("options", &option_list(scale)),
-            ("example", &example(&ids, scale.range)),
-        ],
-    );
-    let samples: serde_json::Map<String, Value> = exchanges
-        .iter()
-        .map(|e| {
-            let statement = scale.item(e.item_id).map_or("", |i| i.statement.en.as_str());
-            (
-                e.item_id.to_string(),
-                json!({"statement": statement, "question": e.question, "response": e.response}),
-            )
-        })
-        .collect();
+    let alias = character.first_alias().to_string();
+    let mut values = texts::range(scale);
+    values.extend(texts::questionnaire(scale, &character.name, character.language));
+    values.extend([
+        ("character", character.name.clone()),
+        ("character.alias", alias.clone()),
+        ("options", option_list(templates, scale)),
+        ("example", example(&ids, scale.range)),
+    ]);
+    let system = templates.render(Template::OptionConversion, &texts::pairs(&values));
+    let samples = templates.join(exchanges, Template::OcSample, Template::OcSampleSeparator, |_, e| {
+        vec![
+            ("id", e.item_id.to_string()),
+            ("statement", scale.item(e.item_id).map_or(String::new(), |i| i.statement.en.clone())),
+            ("question", e.question.clone()),
+            ("answer", e.response.clone()),
+            ("character", character.name.clone()),
+            ("character.alias", alias.clone()),
+        ]
+    });
     vec![
         ChatMessage::system(system),
-        ChatMessage::user(serde_json::to_string_pretty(&Value::Object(samples)).unwrap_or_default()),
+        ChatMessage::user(templates.render(Template::OcSamples, &[("samples", &samples)])),
     ]
 }
 
-/// d-OC messages for one dimension's items (the `dimension_conversion` template; anonymized).
+/// The label of option `v` on dimension `d`: the scale's own wording for the dimension, or the
+/// `doc_label_*` templates on its end words.
+fn doc_label(templates: &Templates, scale: &Scale, d: usize, v: i32) -> String {
+    let dim = &scale.dimensions[d];
+    let (min, max, mid) = (scale.range.min, scale.range.max, scale.range.midpoint());
+    if let Some(label) = dim.option_labels.as_ref().and_then(|l| l.get(usize::try_from(v - min).ok()?)) {
+        return label.clone();
+    }
+    let (low, high) = ([("pole", dim.low.en.as_str())], [("pole", dim.high.en.as_str())]);
+    if v == min {
+        templates.render(Template::DocLabelEnd, &low)
+    } else if v == max {
+        templates.render(Template::DocLabelEnd, &high)
+    } else if f64::from(v) == mid {
+        templates.render(
+            Template::DocLabelMiddle,
+            &[("dimension.low", &dim.low.en), ("dimension.high", &dim.high.en)],
+        )
+    } else if f64::from(v) < mid {
+        templates.render(Template::DocLabelSide, &low)
+    } else {
+        templates.render(Template::DocLabelSide, &high)
+    }
+}
+
+/// d-OC messages for one dimension's items (the `dimension_conversion` template; anonymized; the
+/// samples by `doc_samples` and `doc_sample`).
 pub fn doc_messages(
     templates: &Templates,
     scale: &Scale,
@@ -153,50 +182,35 @@ pub fn doc_messages(
     masker: &Masker,
     exchanges: &[&Exchange],
 ) -> Vec<ChatMessage> {
-    let d = &scale.dimensions[dimension];
     let ids: Vec<String> = exchanges.iter().map(|e| e.item_id.to_string()).collect();
-    let (min, max) = (scale.range.min, scale.range.max);
-    let options: Vec<String> = (min..=max)
-        .map(|v| {
-            let label = if v == min {
-                format!("strongly {}", d.low.en)
-            } else if v == max {
-                format!("strongly {}", d.high.en)
-            } else if f64::from(v) == scale.range.midpoint() {
-                "neither".to_string()
-            } else if f64::from(v) < scale.range.midpoint() {
-                format!("somewhat {}", d.low.en)
-            } else {
-                format!("somewhat {}", d.high.en)
-            };
-            format!("{v} = {label}")
-        })
-        .collect();
-    let system = templates.render(
-        Template::DimensionConversion,
-        &[
-            ("scale_name", &scale.name),
-            ("scale_id", &scale.id),
-            ("participant", PARTICIPANT),
-            ("experimenter", EXPERIMENTER),
-            ("dimension", &d.name),
-            ("description", d.description.en.trim()),
-            ("options", &options.join("\n")),
-            ("example", &example(&ids, scale.range)),
-        ],
-    );
-    let samples: serde_json::Map<String, Value> = exchanges
-        .iter()
-        .map(|e| {
-            (
-                e.item_id.to_string(),
-                json!({"question": masker.mask(&e.question), "response": masker.mask(&e.response)}),
-            )
-        })
-        .collect();
+    let points: Vec<i32> = (scale.range.min..=scale.range.max).collect();
+    let options = templates.join(&points, Template::DocOption, Template::DocOptionSeparator, |_, v| {
+        vec![("value", v.to_string()), ("label", doc_label(templates, scale, dimension, *v))]
+    });
+    let mut values = texts::range(scale);
+    values.extend(texts::dimension(scale, dimension, PARTICIPANT));
+    values.extend([
+        ("scale_name", scale.name.clone()),
+        ("scale_id", scale.id.clone()),
+        ("participant", PARTICIPANT.to_string()),
+        ("experimenter", EXPERIMENTER.to_string()),
+        ("options", options),
+        ("example", example(&ids, scale.range)),
+    ]);
+    let system = templates.render(Template::DimensionConversion, &texts::pairs(&values));
+    let samples = templates.join(exchanges, Template::DocSample, Template::DocSampleSeparator, |_, e| {
+        vec![
+            ("id", e.item_id.to_string()),
+            ("statement", scale.item(e.item_id).map_or(String::new(), |i| i.statement.en.clone())),
+            ("question", masker.mask(&e.question)),
+            ("answer", masker.mask(&e.response)),
+            ("experimenter", EXPERIMENTER.to_string()),
+            ("participant", PARTICIPANT.to_string()),
+        ]
+    });
     vec![
         ChatMessage::system(system),
-        ChatMessage::user(serde_json::to_string_pretty(&Value::Object(samples)).unwrap_or_default()),
+        ChatMessage::user(templates.render(Template::DocSamples, &[("samples", &samples)])),
     ]
 }
 
@@ -325,11 +339,7 @@ impl<'a> Converter<'a> {
         };
         let keys: Vec<String> = ids.iter().map(u32::to_string).collect();
         let mut request = ChatRequest::new(messages);
-        request.schema = Some(ResponseSchema {
-            name: "option_conversion".into(),
-            schema: schema(&keys, scale.range),
-            strict: true,
-        });
+        request.schema = Some(response_schema(&keys, scale.range));
         request.meta.role = Role::Judge;
         request.meta.repeat = repeat;
         request.meta.purpose = format!(
@@ -416,7 +426,7 @@ pub fn score(scale: &Scale, item_id: u32, option: ItemOption, conversion: Conver
 pub fn oc_groups(
     templates: &Templates,
     scale: &Scale,
-    character: &str,
+    character: &Character,
     exchanges: &[Exchange],
     per_call: usize,
 ) -> Vec<(Vec<ChatMessage>, Vec<u32>)> {

@@ -8,6 +8,7 @@ use serde_json::json;
 use super::anonymize::{EXPERIMENTER, Masker, PARTICIPANT};
 use super::judge::{Attempt, Judge};
 use super::judge_json;
+use super::texts;
 use super::weigh::{self, Weighed};
 use crate::domain::rng::SplitMix64;
 use crate::domain::scale::{Language, Scale};
@@ -97,6 +98,11 @@ pub fn schema(scale: &Scale, dimension: usize) -> serde_json::Value {
            "required": ["analysis", "result"], "additionalProperties": false})
 }
 
+/// The reply format of an expert rating call.
+pub fn response_schema(scale: &Scale, dimension: usize) -> ResponseSchema {
+    ResponseSchema::new("expert_rating", schema(scale, dimension))
+}
+
 /// The judge's messages for one batch: the `expert_rating` template, then the `expert_conversation`.
 pub fn messages(
     templates: &Templates,
@@ -106,62 +112,43 @@ pub fn messages(
     masker: &Masker,
     exchanges: &[&Exchange],
 ) -> Vec<ChatMessage> {
-    let d = &scale.dimensions[dimension];
-    let (rule, form) = match &d.poles {
-        Some([a, b]) => (
-            format!(
-                "Give the percentages of the two poles, {a} ({}) and {b} ({}), as two numbers that sum to 100.",
-                d.high.en, d.low.en
-            ),
-            format!("{{\"{a}\": <percent>, \"{b}\": <percent>}}"),
-        ),
-        None => {
-            let mid = scale.range.midpoint();
-            (
-                format!(
-                    "Rate on a scale from {min} to {max}: {min} means strongly {low}, {mid} means neither, {max} means strongly {high}. Decimals are allowed.",
-                    min = scale.range.min,
-                    max = scale.range.max,
-                    low = d.low.en,
-                    high = d.high.en
-                ),
-                format!("<a number from {} to {}>", scale.range.min, scale.range.max),
-            )
-        }
+    let poled = scale.dimensions[dimension].poles.is_some();
+    let mut values = texts::range(scale);
+    values.extend(texts::dimension(scale, dimension, PARTICIPANT));
+    let (rule, result) = match poled {
+        true => (Template::ExpertRulePoles, Template::ExpertResultPoles),
+        false => (Template::ExpertRule, Template::ExpertResult),
     };
+    let rule = templates.render(rule, &texts::pairs(&values));
+    let form = templates.render(result, &texts::pairs(&values));
     let language_name = match language {
         Language::En => "English",
         Language::Zh => "Chinese",
     };
-    let system = templates.render(
-        Template::ExpertRating,
-        &[
-            ("scale_name", &scale.name),
-            ("scale_id", &scale.id),
-            ("experimenter", EXPERIMENTER),
-            ("participant", PARTICIPANT),
-            ("dimension", &d.name),
-            ("description", d.description.en.trim()),
-            ("rule", &rule),
-            ("language", language_name),
-            ("result_form", &form),
-        ],
-    );
-    let mut conversation = String::new();
-    for (i, e) in exchanges.iter().enumerate() {
-        conversation.push_str(&format!(
-            "{}. {EXPERIMENTER}: 「{}」\n{PARTICIPANT}: 「{}」\n\n",
-            i + 1,
-            unwrap_line(&masker.mask(&e.question), EXPERIMENTER),
-            unwrap_line(&masker.mask(&e.response), PARTICIPANT)
-        ));
-    }
+    values.extend([
+        ("scale_name", scale.name.clone()),
+        ("scale_id", scale.id.clone()),
+        ("experimenter", EXPERIMENTER.to_string()),
+        ("participant", PARTICIPANT.to_string()),
+        ("rule", rule),
+        ("language", language_name.to_string()),
+        ("result_form", form),
+    ]);
+    let system = templates.render(Template::ExpertRating, &texts::pairs(&values));
+    let conversation = templates.join(exchanges, Template::ExpertExchange, Template::ExpertSeparator, |i, e| {
+        vec![
+            ("number", (i + 1).to_string()),
+            ("item", e.item_id.to_string()),
+            ("experimenter", EXPERIMENTER.to_string()),
+            ("participant", PARTICIPANT.to_string()),
+            ("question", unwrap_line(&masker.mask(&e.question), EXPERIMENTER)),
+            ("answer", unwrap_line(&masker.mask(&e.response), PARTICIPANT)),
+            ("statement", scale.item(e.item_id).map_or(String::new(), |it| it.statement.en.clone())),
+        ]
+    });
     vec![
         ChatMessage::system(system),
-        ChatMessage::user(templates.render(
-            Template::ExpertConversation,
-            &[("conversation", conversation.trim_end())],
-        )),
+        ChatMessage::user(templates.render(Template::ExpertConversation, &[("conversation", &conversation)])),
     ]
 }
 
@@ -283,11 +270,7 @@ impl<'a> Asker<'a> {
         let poles = scale.dimensions[dimension].poles.clone();
         let (min, max) = (f64::from(scale.range.min), f64::from(scale.range.max));
         let mut request = ChatRequest::new(messages(judge.templates, scale, dimension, language, masker, members));
-        request.schema = Some(ResponseSchema {
-            name: "expert_rating".into(),
-            schema: schema(scale, dimension),
-            strict: true,
-        });
+        request.schema = Some(response_schema(scale, dimension));
         request.meta.role = Role::Judge;
         request.meta.repeat = repeat;
         request.meta.purpose = format!("ER {} {}", scale.id, scale.dimensions[dimension].name);

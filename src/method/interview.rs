@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::expert::Exchange;
+use super::texts;
 use crate::domain::character::Character;
 use crate::domain::scale::{Item, Language, Scale};
 use crate::llm::{ChatModel, ChatRequest, LlmError, Role, complete};
@@ -107,26 +108,26 @@ pub fn query(templates: &Templates, character: &Character, scale: &Scale, item: 
         return prompt::experimenter_line(templates, character, item.question.get(lang));
     }
     let statement = item.statement.get(lang);
-    let options: Vec<String> = scale
-        .options
-        .get(lang)
-        .iter()
-        .enumerate()
-        .map(|(i, o)| format!("{} = {o}", scale.range.min + i as i32))
-        .collect();
     let separator = match lang {
-        Language::En => "; ",
-        Language::Zh => "；",
+        Language::En => Template::SrOptionSeparatorEn,
+        Language::Zh => Template::SrOptionSeparatorZh,
     };
+    let options = templates.join(scale.options.get(lang), Template::SrOption, separator, |i, label| {
+        vec![("value", (scale.range.min + i as i32).to_string()), ("label", label.clone())]
+    });
     let stem = scale.self_report_stem.get(lang).replace("{statement}", statement);
-    templates.render(
-        query_template(style, lang),
-        &[
-            ("stem", &stem),
-            ("statement", statement),
-            ("options", &options.join(separator)),
-        ],
-    )
+    let mut values = texts::questionnaire(scale, &character.name, lang);
+    values.extend([
+        ("stem", stem),
+        ("statement", statement.clone()),
+        ("options", options),
+        ("experimenter", character.experimenter.clone()),
+        ("character", character.name.clone()),
+        ("character.alias", character.first_alias().to_string()),
+        ("range.min", scale.range.min.to_string()),
+        ("range.max", scale.range.max.to_string()),
+    ]);
+    templates.render(query_template(style, lang), &texts::pairs(&values))
 }
 
 /// One item asked: the exchange (the question as the character saw it), the indices of the memories

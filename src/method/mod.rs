@@ -9,6 +9,7 @@ pub mod interview;
 pub mod judge;
 pub mod judge_json;
 pub mod rolebench;
+pub mod texts;
 pub mod weigh;
 
 use serde::{Deserialize, Serialize};

@@ -478,11 +478,7 @@ pub fn pairwise_schema() -> Value {
 /// with [`parse_verdict`] (e.g. through [`super::judge::ask`]).
 pub fn pairwise_request(question: &Question, answer_a: &str, answer_b: &str) -> ChatRequest {
     let mut request = ChatRequest::new(pairwise_messages(question, answer_a, answer_b));
-    request.schema = Some(ResponseSchema {
-        name: "pairwise_verdict".into(),
-        schema: pairwise_schema(),
-        strict: true,
-    });
+    request.schema = Some(ResponseSchema::new("pairwise_verdict", pairwise_schema()));
     request.meta.role = Role::Judge;
     request.meta.purpose = format!("RoleBench pairwise {} line {}", question.role, question.line);
     request

@@ -90,11 +90,7 @@ fn hash(parts: &[&str]) -> u64 {
 }
 
 fn schema(name: &str, value: Value) -> ResponseSchema {
-    ResponseSchema {
-        name: name.into(),
-        schema: value,
-        strict: true,
-    }
+    ResponseSchema::new(name, value)
 }
 
 fn object(v: &Value) -> Result<&serde_json::Map<String, Value>, ReplyError> {

@@ -53,6 +53,7 @@ pub fn experimenter_line(templates: &Templates, character: &Character, text: &st
             ("experimenter", &character.experimenter),
             ("character", &character.name),
             ("question", text),
+            ("character.alias", character.first_alias()),
         ],
     )
 }

@@ -61,11 +61,7 @@ pub async fn probe(model: &dyn ChatModel) -> Probe {
     let mut request = ChatRequest::new(vec![ChatMessage::user("Reply with the JSON object {\"ok\": true}.")]);
     request.sampling.temperature = Some(0.0);
     request.sampling.max_tokens = Some(20);
-    request.schema = Some(ResponseSchema {
-        name: "check".into(),
-        schema,
-        strict: true,
-    });
+    request.schema = Some(ResponseSchema::new("check", schema));
     request.meta.purpose = "providers check".into();
     let started = Instant::now();
     let mut events = model.stream(request);
@@ -247,10 +243,10 @@ pub async fn check(
         let (model, shared) = fresh()?;
         let judge = checking(model.as_ref(), templates);
         let ex = exchanges(bfi);
-        let groups = convert::oc_groups(templates, bfi, &c.name, &ex, convert::MAX_ITEMS_PER_CALL);
+        let groups = convert::oc_groups(templates, bfi, c, &ex, convert::MAX_ITEMS_PER_CALL);
         let some = |ids: &[u32]| {
             let some: Vec<&Exchange> = ex.iter().filter(|e| ids.contains(&e.item_id)).collect();
-            convert::oc_messages(templates, bfi, &c.name, &some)
+            convert::oc_messages(templates, bfi, c, &some)
         };
         let (items, calls) = convert::convert(judge, bfi, groups, &some, Conversion::Statement, 0).await;
         let failure = items.iter().any(|i| i.option.is_none()).then(|| {

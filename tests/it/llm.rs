@@ -85,11 +85,7 @@ async fn a_schema_goes_out_as_response_format_and_the_json_comes_back() {
         "analysis": {"type": "string"},
         "result": {"anyOf": [{"type": "number", "minimum": 1, "maximum": 5}, {"enum": ["x"]}]}},
         "required": ["analysis", "result"], "additionalProperties": false});
-    r.schema = Some(ResponseSchema {
-        name: "expert_rating".into(),
-        schema: schema.clone(),
-        strict: true,
-    });
+    r.schema = Some(ResponseSchema::new("expert_rating", schema.clone()));
     let reply = complete(&c, r.clone()).await.unwrap();
     let sent = &server.requests()[0];
     assert_eq!(sent["response_format"]["type"], "json_schema");
@@ -181,11 +177,10 @@ async fn a_server_refusing_json_schema_is_adapted_to_json_object_and_prompt_only
     .await
     .unwrap();
     let mut r = ask("Rate the conversation.");
-    r.schema = Some(ResponseSchema {
-        name: "check".into(),
-        schema: json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}),
-        strict: true,
-    });
+    r.schema = Some(ResponseSchema::new(
+        "check",
+        json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}),
+    ));
     // "Input should be 'text' or 'json_object'": the schema goes as json_object from then on.
     let c = client(provider(&server), None, CacheMode::Off);
     let reply = complete(&c, r.clone()).await.unwrap();

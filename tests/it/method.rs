@@ -238,7 +238,7 @@ async fn oc_and_doc_scores_follow_keying_and_refusals() {
             convert::oc_groups(
                 Templates::bundled(),
                 scale,
-                "James Bond",
+                Catalog::bundled().unwrap().character("james-bond-en").unwrap(),
                 &exchanges,
                 convert::MAX_ITEMS_PER_CALL,
             ),
@@ -514,7 +514,13 @@ async fn expected_scores_weigh_each_written_option() {
             response: "I suppose so.".into(),
         })
         .collect();
-    let groups = convert::oc_groups(Templates::bundled(), bfi, "Hermione Granger", &exchanges, 60);
+    let groups = convert::oc_groups(
+        Templates::bundled(),
+        bfi,
+        Catalog::bundled().unwrap().character("hermione-en").unwrap(),
+        &exchanges,
+        60,
+    );
     let (items, _) = convert::convert(expecting, bfi, groups, &|_| unreachable!(), Conversion::Statement, 0).await;
     for it in &items {
         match oc_option(it.item_id, max, min).as_i64() {

@@ -91,11 +91,7 @@ async fn fifty_constrained_judge_replies_parse_and_are_in_range() {
                 answers[i as usize % answers.len()]
             )),
         ]);
-        r.schema = Some(ResponseSchema {
-            name: "expert_rating".into(),
-            schema: schema.clone(),
-            strict: true,
-        });
+        r.schema = Some(ResponseSchema::new("expert_rating", schema.clone()));
         r.sampling.temperature = Some(if i % 2 == 0 { 0.0 } else { 1.0 });
         r.sampling.seed = Some(i);
         let reply = complete(&c, r).await.unwrap_or_else(|e| panic!("reply {i}: {e}"));

@@ -386,11 +386,7 @@ async fn an_empty_reply_to_a_json_request_is_a_failure_too() {
     });
     let c = client(transport.clone(), dir.path());
     let mut r = request(Role::Judge);
-    r.schema = Some(ResponseSchema {
-        name: "rating".into(),
-        schema: serde_json::json!({"type": "object"}),
-        strict: true,
-    });
+    r.schema = Some(ResponseSchema::new("rating", serde_json::json!({"type": "object"})));
     let error = complete(&c, r).await.unwrap_err().to_string();
     assert!(error.starts_with("the replies were empty: 4 of 4"), "{error}");
     assert!(error.contains("token cap ran out before any text"), "{error}");

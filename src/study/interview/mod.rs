@@ -5,6 +5,7 @@
 
 pub mod estimate;
 pub mod reassess;
+pub mod requests;
 pub mod markdown;
 pub mod results;
 pub mod spread;
@@ -551,8 +552,8 @@ impl Interviews {
                 convert::convert(
                     self.judge(plan),
                     s,
-                    convert::oc_groups(&self.templates, s, &c.name, &usable, plan.items_per_call as usize),
-                    &|ids| convert::oc_messages(&self.templates, s, &c.name, &some(ids)),
+                    convert::oc_groups(&self.templates, s, c, &usable, plan.items_per_call as usize),
+                    &|ids| convert::oc_messages(&self.templates, s, c, &some(ids)),
                     Conversion::Statement,
                     a.repeat,
                 )
@@ -611,12 +612,12 @@ impl Interviews {
             }
         }
         if !unparsed.is_empty() {
-            let groups = convert::oc_groups(&self.templates, s, &c.name, &unparsed, plan.items_per_call as usize);
+            let groups = convert::oc_groups(&self.templates, s, c, &unparsed, plan.items_per_call as usize);
             let some = |ids: &[u32]| {
                 convert::oc_messages(
                     &self.templates,
                     s,
-                    &c.name,
+                    c,
                     &unparsed.iter().filter(|e| ids.contains(&e.item_id)).collect::<Vec<_>>(),
                 )
             };

@@ -898,7 +898,7 @@ impl Drilled<'_> {
             let refs: Vec<&Exchange> = ex.iter().filter(|e| ids.contains(&e.item_id)).collect();
             match method {
                 Method::DOc => convert::doc_messages(templates, u.scale, dim, masker, &refs),
-                _ => convert::oc_messages(templates, u.scale, &u.character.name, &refs),
+                _ => convert::oc_messages(templates, u.scale, u.character, &refs),
             }
         });
         let messages = recorded.or_else(|| {
@@ -906,7 +906,7 @@ impl Drilled<'_> {
             let per_call = plan.map_or(convert::MAX_ITEMS_PER_CALL, |p| p.items_per_call as usize);
             let groups = match method {
                 Method::DOc => convert::doc_groups(templates, u.scale, masker, ex, per_call),
-                _ => convert::oc_groups(templates, u.scale, &u.character.name, ex, per_call),
+                _ => convert::oc_groups(templates, u.scale, u.character, ex, per_call),
             };
             groups
                 .into_iter()
