@@ -97,8 +97,12 @@ pub fn schema(ids: &[String], range: ScoreRange) -> Value {
 }
 
 /// The reply format of a conversion call over the items `ids`.
-pub fn response_schema(ids: &[String], range: ScoreRange) -> ResponseSchema {
-    ResponseSchema::new("option_conversion", schema(ids, range))
+pub fn response_schema(templates: &Templates, ids: &[String], range: ScoreRange) -> ResponseSchema {
+    let schema = schema(ids, range);
+    ResponseSchema {
+        instruction: templates.schema_instruction(&schema),
+        ..ResponseSchema::new("option_conversion", schema)
+    }
 }
 
 /// The scale's options (English) as the OC prompt lists them.
@@ -339,7 +343,7 @@ impl<'a> Converter<'a> {
         };
         let keys: Vec<String> = ids.iter().map(u32::to_string).collect();
         let mut request = ChatRequest::new(messages);
-        request.schema = Some(response_schema(&keys, scale.range));
+        request.schema = Some(response_schema(judge.templates, &keys, scale.range));
         request.meta.role = Role::Judge;
         request.meta.repeat = repeat;
         request.meta.purpose = format!(

@@ -99,8 +99,12 @@ pub fn schema(scale: &Scale, dimension: usize) -> serde_json::Value {
 }
 
 /// The reply format of an expert rating call.
-pub fn response_schema(scale: &Scale, dimension: usize) -> ResponseSchema {
-    ResponseSchema::new("expert_rating", schema(scale, dimension))
+pub fn response_schema(templates: &Templates, scale: &Scale, dimension: usize) -> ResponseSchema {
+    let schema = schema(scale, dimension);
+    ResponseSchema {
+        instruction: templates.schema_instruction(&schema),
+        ..ResponseSchema::new("expert_rating", schema)
+    }
 }
 
 /// The judge's messages for one batch: the `expert_rating` template, then the `expert_conversation`.
@@ -270,7 +274,7 @@ impl<'a> Asker<'a> {
         let poles = scale.dimensions[dimension].poles.clone();
         let (min, max) = (f64::from(scale.range.min), f64::from(scale.range.max));
         let mut request = ChatRequest::new(messages(judge.templates, scale, dimension, language, masker, members));
-        request.schema = Some(response_schema(scale, dimension));
+        request.schema = Some(response_schema(judge.templates, scale, dimension));
         request.meta.role = Role::Judge;
         request.meta.repeat = repeat;
         request.meta.purpose = format!("ER {} {}", scale.id, scale.dimensions[dimension].name);

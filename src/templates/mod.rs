@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use crate::domain::diagnostic::{Diagnostic, Source};
 
 mod specs;
-pub use specs::{Placeholder, Template};
+pub use specs::Template;
 
 /// The origin of a template compiled into the binary.
 pub const BUNDLED: &str = "bundled";
@@ -342,6 +342,14 @@ impl Templates {
             return fill(self.text(template), &values);
         }
         fill(self.text(template), values)
+    }
+
+    /// How a reply's `schema` is described in the prompt where it cannot go as `response_format`: the
+    /// set's `schema_instruction`, or `None` for the bundled one (which the transports use themselves).
+    pub fn schema_instruction(&self, schema: &serde_json::Value) -> Option<String> {
+        self.overrides
+            .contains_key(&Template::SchemaInstruction)
+            .then(|| self.render(Template::SchemaInstruction, &[("schema", &schema.to_string())]))
     }
 
     /// `items` each rendered by `item`, joined by the text of `separator`.

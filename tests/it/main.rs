@@ -32,6 +32,7 @@ mod method;
 mod observer;
 mod plot;
 mod prompts;
+mod protocol;
 mod rate_limits;
 mod readme;
 mod reference;

@@ -56,8 +56,14 @@ struct ScaleFile {
     name_zh: String,
     citation: String,
     range: [i32; 2],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conversion_instruction: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    questionnaire_prompt: Option<String>,
     options: LocalizedList,
     self_report_stem: Localized,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    self_report_instruction: Option<Localized>,
     dimensions: Vec<DimensionFile>,
     items: Vec<ItemFile>,
 }
@@ -74,6 +80,10 @@ struct DimensionFile {
     name_zh: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     poles: Option<[String; 2]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conversion_instruction: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    option_labels: Option<Vec<String>>,
     low: Localized,
     high: Localized,
     description: Localized,
@@ -132,9 +142,28 @@ struct Draft {
     options_zh: BTreeMap<i32, String>,
     /// (name, description en, description zh)
     dimensions: Vec<(String, Option<String>, Option<String>)>,
+    /// The questionnaire's own texts, kept as they came (placeholders in the project's form).
+    own: OwnTexts,
     /// (id, dimension, keying, statement en, zh, question en, zh)
     items: Vec<RawItem>,
     citation: String,
+}
+
+/// What a questionnaire says to the models in its own words: the self-report stem and instruction,
+/// the conversion instructions (whole, and per dimension with its option wording), its prompt.
+#[derive(Default)]
+struct OwnTexts {
+    stem: Option<(String, Option<String>)>,
+    self_report_instruction: Option<(String, Option<String>)>,
+    conversion_instruction: Option<String>,
+    questionnaire_prompt: Option<String>,
+    /// Dimension name → its conversion instruction.
+    dimension_instructions: BTreeMap<String, String>,
+}
+
+/// A questionnaire text with its `<character>` and `<statement>` in the project's placeholder form.
+fn own_text(text: &str) -> String {
+    clean(text).replace("<character>", "{character}").replace("<statement>", "{statement}")
 }
 
 struct RawItem {
@@ -228,12 +257,29 @@ fn incharacter(q: &Value, origin: &str) -> Result<Draft, String> {
             .unwrap_or_default()
     };
     let full = q.get("full_name").and_then(Value::as_str).unwrap_or(name);
+    let both = |key: &str| {
+        str_at(q, &["prompts", key, "en"]).map(|en| (own_text(en), str_at(q, &["prompts", key, "zh"]).map(own_text)))
+    };
+    let own = OwnTexts {
+        stem: both("rpa_choose_prefix"),
+        self_report_instruction: both("rpa_choice_instruction"),
+        conversion_instruction: str_at(q, &["prompts", "llm_choice_instruction", "en"]).map(own_text),
+        questionnaire_prompt: q.get("psychobench_prompt").and_then(Value::as_str).map(own_text),
+        dimension_instructions: cats
+            .iter()
+            .filter_map(|(n, _)| {
+                let text = str_at(q, &["prompts", "llm_choice_instruction_adjoption", n, "en"])?;
+                Some((n.clone(), own_text(text)))
+            })
+            .collect(),
+    };
     Ok(Draft {
         name: clean(name),
         range,
         options_en: instruction("en"),
         options_zh: instruction("zh"),
         dimensions,
+        own,
         items,
         citation: format!(
             "{} ({}), as distributed with InCharacter (Wang et al., ACL 2024); imported from {origin}. \
@@ -303,6 +349,10 @@ fn psychobench(q: &Value, origin: &str) -> Result<Draft, String> {
         options_en: option_labels(prompt),
         options_zh: BTreeMap::new(),
         dimensions: cats.into_iter().map(|(n, _)| (n, None, None)).collect(),
+        own: OwnTexts {
+            questionnaire_prompt: Some(own_text(prompt)).filter(|p| !p.is_empty()),
+            ..OwnTexts::default()
+        },
         items,
         citation: format!(
             "{} as distributed with PsychoBench (Huang et al., ICLR 2024); imported from {origin}. \
@@ -363,10 +413,18 @@ fn build(d: Draft, id: &str) -> (ScaleFile, Vec<String>) {
                 Some([hi, lo]) => (lo.clone(), hi.clone()),
                 None => (format!("low {name}"), format!("high {name}")),
             };
+            let instruction = d.own.dimension_instructions.get(name).cloned();
+            let labels = instruction.as_deref().map(option_labels).unwrap_or_default();
+            let option_labels = points
+                .iter()
+                .map(|p| labels.get(p).cloned())
+                .collect::<Option<Vec<String>>>();
             DimensionFile {
                 name: name.clone(),
                 name_zh: name.clone(),
                 poles,
+                conversion_instruction: instruction,
+                option_labels,
                 low: Localized {
                     en: low.clone(),
                     zh: low,
@@ -415,6 +473,30 @@ fn build(d: Draft, id: &str) -> (ScaleFile, Vec<String>) {
         })
         .collect();
     items.sort_by_key(|i| i.id);
+    // The questionnaire's own stem when it has one that names the statement; the importer's otherwise.
+    let stem = d.own.stem.clone().filter(|(en, zh)| {
+        en.contains("{statement}") && zh.as_deref().is_none_or(|zh| zh.contains("{statement}"))
+    });
+    let self_report_stem = match stem {
+        Some((en, zh)) => Localized {
+            zh: zh.unwrap_or_else(|| {
+                note("self_report_stem.zh (copied from English)");
+                en.clone()
+            }),
+            en,
+        },
+        None => Localized {
+            en: "How much do you agree with the following statement about you? \"{statement}\"".into(),
+            zh: "你在多大程度上同意下面这句关于你的描述？“{statement}”".into(),
+        },
+    };
+    let self_report_instruction = d.own.self_report_instruction.clone().map(|(en, zh)| Localized {
+        zh: zh.unwrap_or_else(|| {
+            note("self_report_instruction.zh (copied from English)");
+            en.clone()
+        }),
+        en,
+    });
     let file = ScaleFile {
         id: id.to_string(),
         name: d.name.clone(),
@@ -422,10 +504,10 @@ fn build(d: Draft, id: &str) -> (ScaleFile, Vec<String>) {
         citation: d.citation,
         range: d.range,
         options,
-        self_report_stem: Localized {
-            en: "How much do you agree with the following statement about you? \"{statement}\"".into(),
-            zh: "你在多大程度上同意下面这句关于你的描述？“{statement}”".into(),
-        },
+        self_report_stem,
+        self_report_instruction,
+        conversion_instruction: d.own.conversion_instruction,
+        questionnaire_prompt: d.own.questionnaire_prompt,
         dimensions,
         items,
     };

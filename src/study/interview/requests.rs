@@ -138,7 +138,7 @@ impl Subject<'_> {
                         out.push(one(
                             format!("{} · call {} of {count} · items {}", dimension.name, b + 1, ids.join(", ")),
                             messages,
-                            Some(expert::response_schema(s, d)),
+                            Some(expert::response_schema(t, s, d)),
                         ));
                     }
                 }
@@ -158,7 +158,7 @@ impl Subject<'_> {
                         one(
                             format!("call {} of {count} · items {}", i + 1, keys.join(", ")),
                             messages,
-                            Some(convert::response_schema(&keys, s.range)),
+                            Some(convert::response_schema(t, &keys, s.range)),
                         )
                     })
                     .collect()
