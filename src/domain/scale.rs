@@ -141,6 +141,10 @@ pub struct Dimension {
     /// The dimension-specific wording of each option (lowest first), for d-OC.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub option_labels: Option<Vec<String>>,
+    /// A questionnaire's own d-OC task description for this dimension (InCharacter's
+    /// `convert_to_choice_adjoption`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversion_prompt: Option<String>,
 }
 
 impl Dimension {
@@ -211,6 +215,12 @@ pub struct Scale {
     /// A questionnaire's own prompt for the whole questionnaire (PsychoBench's `prompt`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub questionnaire_prompt: Option<String>,
+    /// A questionnaire's own OC task description (InCharacter's `convert_to_choice`, English).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversion_prompt: Option<String>,
+    /// A questionnaire's own system setting (PsychoBench's `inner_setting`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub questionnaire_setting: Option<String>,
     /// In the scale's own order (the order of type codes and charts).
     pub dimensions: Vec<Dimension>,
     /// In questionnaire order.
@@ -268,6 +278,8 @@ struct RawScale {
     self_report_instruction: Option<Localized<String>>,
     conversion_instruction: Option<String>,
     questionnaire_prompt: Option<String>,
+    conversion_prompt: Option<String>,
+    questionnaire_setting: Option<String>,
     dimensions: Spanned<Vec<RawDimension>>,
     items: Spanned<Vec<RawItem>>,
 }
@@ -285,6 +297,7 @@ struct RawDimension {
     note: Option<String>,
     conversion_instruction: Option<String>,
     option_labels: Option<Spanned<Vec<String>>>,
+    conversion_prompt: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -353,6 +366,8 @@ impl RawScale {
             self_report_instruction: self.self_report_instruction,
             conversion_instruction: self.conversion_instruction,
             questionnaire_prompt: self.questionnaire_prompt,
+            conversion_prompt: self.conversion_prompt,
+            questionnaire_setting: self.questionnaire_setting,
             dimensions,
             items,
         })
@@ -475,6 +490,7 @@ fn dimension(d: RawDimension, src: Source<'_>, errors: &mut Vec<Diagnostic>) -> 
         note: d.note,
         conversion_instruction: d.conversion_instruction,
         option_labels: d.option_labels.map(Spanned::into_inner),
+        conversion_prompt: d.conversion_prompt,
     }
 }
 

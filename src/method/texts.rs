@@ -59,6 +59,7 @@ pub fn dimension(scale: &Scale, d: usize, character: &str) -> Values {
         ("dimension.low", dim.low.en.clone()),
         ("dimension.high", dim.high.en.clone()),
         ("dimension.conversion_instruction", naming(&dim.conversion_instruction, character)),
+        ("dimension.conversion_prompt", naming(&dim.conversion_prompt, character)),
         ("pole_a.letter", a.0),
         ("pole_a.name", a.1),
         ("pole_b.letter", b.0),
@@ -74,6 +75,8 @@ pub fn questionnaire(scale: &Scale, character: &str, language: Language) -> Valu
         ("scale_id", scale.id.clone()),
         ("scale.conversion_instruction", naming(&scale.conversion_instruction, character)),
         ("scale.questionnaire_prompt", scale.questionnaire_prompt.clone().unwrap_or_default()),
+        ("scale.conversion_prompt", naming(&scale.conversion_prompt, character)),
+        ("scale.questionnaire_setting", scale.questionnaire_setting.clone().unwrap_or_default()),
         (
             "scale.self_report_instruction",
             scale

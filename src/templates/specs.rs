@@ -105,6 +105,21 @@ const QUESTIONNAIRE_PROMPT: Placeholder = slot(
     "the scale's `questionnaire_prompt` (a questionnaire's own instruction, e.g. PsychoBench's); empty if none",
     "You can only reply numbers from 1 to 5 in the following statements. …",
 );
+const SCALE_CONVERSION_PROMPT: Placeholder = slot(
+    "scale.conversion_prompt",
+    "the scale's `conversion_prompt` (a questionnaire's own OC task description, English), {character} in it filled; empty if none",
+    "I have conducted many conversations with Hermione Granger. …",
+);
+const QUESTIONNAIRE_SETTING: Placeholder = slot(
+    "scale.questionnaire_setting",
+    "the scale's `questionnaire_setting` (PsychoBench's `inner_setting`); empty if none",
+    "You are a helpful assistant who can only reply numbers from 1 to 7 …",
+);
+const DIMENSION_PROMPT: Placeholder = slot(
+    "dimension.conversion_prompt",
+    "the dimension's `conversion_prompt` (its own d-OC task description), {character} in it filled; empty if none",
+    "… convert each conversation into a choice indicating whether <the participant> displays …",
+);
 const SELF_REPORT_INSTRUCTION: Placeholder = slot(
     "scale.self_report_instruction",
     "the scale's `self_report_instruction` in the character's language; empty if none",
@@ -196,6 +211,8 @@ const fn self_report(name: &'static str, bundled: &'static str) -> Spec {
             CHARACTER,
             CHARACTER_ALIAS,
             SELF_REPORT_INSTRUCTION,
+            QUESTIONNAIRE_PROMPT,
+            QUESTIONNAIRE_SETTING,
             RANGE_MIN,
             RANGE_MAX,
         ],
@@ -295,7 +312,9 @@ pub(super) const SPECS: [Spec; 33] = [
             ),
             EXAMPLE,
             SCALE_INSTRUCTION,
+            SCALE_CONVERSION_PROMPT,
             QUESTIONNAIRE_PROMPT,
+            QUESTIONNAIRE_SETTING,
             RANGE_MIN,
             RANGE_MID,
             RANGE_MAX,
@@ -322,6 +341,7 @@ pub(super) const SPECS: [Spec; 33] = [
             ),
             EXAMPLE,
             DIMENSION_INSTRUCTION,
+            DIMENSION_PROMPT,
             DIMENSION_NOTE,
             DIMENSION_LOW,
             DIMENSION_HIGH,

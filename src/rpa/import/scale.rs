@@ -60,6 +60,10 @@ struct ScaleFile {
     conversion_instruction: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     questionnaire_prompt: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conversion_prompt: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    questionnaire_setting: Option<String>,
     options: LocalizedList,
     self_report_stem: Localized,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -84,6 +88,8 @@ struct DimensionFile {
     conversion_instruction: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     option_labels: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conversion_prompt: Option<String>,
     low: Localized,
     high: Localized,
     description: Localized,
@@ -157,13 +163,23 @@ struct OwnTexts {
     self_report_instruction: Option<(String, Option<String>)>,
     conversion_instruction: Option<String>,
     questionnaire_prompt: Option<String>,
+    conversion_prompt: Option<String>,
+    questionnaire_setting: Option<String>,
     /// Dimension name → its conversion instruction.
     dimension_instructions: BTreeMap<String, String>,
+    /// Dimension name → its conversion task description.
+    dimension_prompts: BTreeMap<String, String>,
 }
 
-/// A questionnaire text with its `<character>` and `<statement>` in the project's placeholder form.
+/// A questionnaire text with its `<character>` and `<statement>` in the project's placeholder form,
+/// kept whole (a task description that ends in a newline is followed by the instruction on its own
+/// line); only control characters other than newlines and tabs are taken out.
 fn own_text(text: &str) -> String {
-    clean(text).replace("<character>", "{character}").replace("<statement>", "{statement}")
+    text.chars()
+        .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
+        .collect::<String>()
+        .replace("<character>", "{character}")
+        .replace("<statement>", "{statement}")
 }
 
 struct RawItem {
@@ -265,6 +281,15 @@ fn incharacter(q: &Value, origin: &str) -> Result<Draft, String> {
         self_report_instruction: both("rpa_choice_instruction"),
         conversion_instruction: str_at(q, &["prompts", "llm_choice_instruction", "en"]).map(own_text),
         questionnaire_prompt: q.get("psychobench_prompt").and_then(Value::as_str).map(own_text),
+        conversion_prompt: str_at(q, &["prompts", "convert_to_choice", "en"]).map(own_text),
+        questionnaire_setting: None,
+        dimension_prompts: cats
+            .iter()
+            .filter_map(|(n, _)| {
+                let text = str_at(q, &["prompts", "convert_to_choice_adjoption", n, "en"])?;
+                Some((n.clone(), own_text(text)))
+            })
+            .collect(),
         dimension_instructions: cats
             .iter()
             .filter_map(|(n, _)| {
@@ -351,6 +376,7 @@ fn psychobench(q: &Value, origin: &str) -> Result<Draft, String> {
         dimensions: cats.into_iter().map(|(n, _)| (n, None, None)).collect(),
         own: OwnTexts {
             questionnaire_prompt: Some(own_text(prompt)).filter(|p| !p.is_empty()),
+            questionnaire_setting: q.get("inner_setting").and_then(Value::as_str).map(own_text),
             ..OwnTexts::default()
         },
         items,
@@ -425,6 +451,7 @@ fn build(d: Draft, id: &str) -> (ScaleFile, Vec<String>) {
                 poles,
                 conversion_instruction: instruction,
                 option_labels,
+                conversion_prompt: d.own.dimension_prompts.get(name).cloned(),
                 low: Localized {
                     en: low.clone(),
                     zh: low,
@@ -508,6 +535,8 @@ fn build(d: Draft, id: &str) -> (ScaleFile, Vec<String>) {
         self_report_instruction,
         conversion_instruction: d.own.conversion_instruction,
         questionnaire_prompt: d.own.questionnaire_prompt,
+        conversion_prompt: d.own.conversion_prompt,
+        questionnaire_setting: d.own.questionnaire_setting,
         dimensions,
         items,
     };
