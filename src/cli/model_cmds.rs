@@ -495,7 +495,14 @@ fn interview_latency(
             .take(questions)
             .map(|item| {
                 let text = interview::query(crate::templates::Templates::bundled(), c, scale, item, QueryStyle::Open);
-                let assembled = prompt::assemble(c, RpaStyle::Description, None, item.question.get(c.language), &text);
+                let assembled = prompt::assemble(
+                    crate::templates::Templates::bundled(),
+                    c,
+                    RpaStyle::Description,
+                    None,
+                    item.question.get(c.language),
+                    &text,
+                );
                 let mut r = ChatRequest::new(assembled.messages);
                 r.sampling.temperature = Some(0.0);
                 r.sampling.max_tokens = Some(1);

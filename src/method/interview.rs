@@ -156,6 +156,7 @@ pub async fn ask(
 ) -> Result<Asked, LlmError> {
     let text = query(templates, character, scale, item, style);
     let assembled = prompt::assemble(
+        templates,
         character,
         rpa_style,
         memories,

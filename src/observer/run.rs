@@ -20,6 +20,7 @@ use crate::llm::{ChatMessage, ChatModel, ChatRequest, ResponseSchema, Role};
 use crate::method::judge::{self, JudgeFailure};
 use crate::method::judge_json::{self, ReplyError};
 use crate::rpa::prompt::{self, RpaStyle};
+use crate::templates::Templates;
 
 pub struct ObserveEngine {
     pub catalog: Arc<Catalog>,
@@ -166,7 +167,7 @@ impl ObserveEngine {
             .as_deref()
             .and_then(|id| self.catalog.character(id))
             .expect("character subjects are checked when the plan is made");
-        let assembled = prompt::assemble(c, RpaStyle::Description, None, "", "");
+        let assembled = prompt::assemble(Templates::bundled(), c, RpaStyle::Description, None, "", "");
         let system = assembled
             .messages
             .first()

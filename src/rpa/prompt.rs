@@ -61,38 +61,33 @@ pub fn experimenter_line(templates: &Templates, character: &Character, text: &st
 /// Dialogue pairs replayed by the rolegpt style.
 pub const ROLEGPT_PAIRS: usize = 5;
 
-/// The RoleGPT system instruction: name, work, description, catchphrases, and "speak like".
-fn rolegpt_instruction(character: &Character) -> String {
-    let phrases = character
-        .catchphrases
-        .iter()
-        .map(|p| format!("“{p}”"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    match character.language {
-        Language::En => format!(
-            "You are {name}, from {work}.\n{description}\n{catch}Speak like {name}: use {name}'s tone, manner and vocabulary, and stay in character.",
-            name = character.name,
-            work = character.work,
-            description = character.description.trim(),
-            catch = if phrases.is_empty() {
-                String::new()
-            } else {
-                format!("Your catchphrases: {phrases}\n")
-            },
-        ),
-        Language::Zh => format!(
-            "你是{name}，出自{work}。\n{description}\n{catch}请像{name}一样说话：使用{name}的语气、方式和词汇，始终保持角色。",
-            name = character.name,
-            work = character.work,
-            description = character.description.trim(),
-            catch = if phrases.is_empty() {
-                String::new()
-            } else {
-                format!("你的口头禅：{phrases}\n")
-            },
-        ),
-    }
+/// The RoleGPT system instruction (`rolegpt.<language>`): name, work, description, catchphrases, and
+/// "speak like".
+fn rolegpt_instruction(templates: &Templates, character: &Character) -> String {
+    let (instruction, catchphrases) = match character.language {
+        Language::En => (Template::RolegptEn, Template::RolegptCatchphrasesEn),
+        Language::Zh => (Template::RolegptZh, Template::RolegptCatchphrasesZh),
+    };
+    let phrases = templates.join(
+        &character.catchphrases,
+        Template::Catchphrase,
+        Template::CatchphraseSeparator,
+        |_, p| vec![("phrase", p.clone())],
+    );
+    let catchphrases = match character.catchphrases.is_empty() {
+        true => String::new(),
+        false => templates.render(catchphrases, &[("phrases", &phrases)]),
+    };
+    templates.render(
+        instruction,
+        &[
+            ("character", &character.name),
+            ("character.alias", character.first_alias()),
+            ("work", &character.work),
+            ("description", character.description.trim()),
+            ("catchphrases", &catchphrases),
+        ],
+    )
 }
 
 /// The messages sent, and which memories (by index) were retrieved for them: memory chunks for
@@ -105,6 +100,7 @@ pub struct Assembled {
 
 /// Assembles one exchange; `query` is what retrieval searches for (the question itself).
 pub fn assemble(
+    templates: &Templates,
     character: &Character,
     style: RpaStyle,
     memories: Option<&Memories>,
@@ -113,7 +109,7 @@ pub fn assemble(
 ) -> Assembled {
     let mut retrieved = Vec::new();
     if style == RpaStyle::Rolegpt {
-        let mut messages = vec![ChatMessage::system(rolegpt_instruction(character))];
+        let mut messages = vec![ChatMessage::system(rolegpt_instruction(templates, character))];
         if let Some(m) = memories {
             for (i, _) in m.pair_index.search(query, ROLEGPT_PAIRS) {
                 let (q, a) = &m.pairs[i];
@@ -122,7 +118,7 @@ pub fn assemble(
                 retrieved.push(i);
             }
         }
-        messages.push(ChatMessage::user(last_turn(character, user_turn)));
+        messages.push(ChatMessage::user(last_turn(templates, character, user_turn)));
         return Assembled { messages, retrieved };
     }
     let mut messages = vec![ChatMessage::system(character.description.trim())];
@@ -139,24 +135,32 @@ pub fn assemble(
             snippets.push(m.chunks[i].trim().to_string());
         }
         if !snippets.is_empty() {
-            let heading = match character.language {
-                Language::En => format!("Classic scenes for the role {} are as follows:", character.name),
-                Language::Zh => format!("{}的经典桥段如下：", character.name),
+            let scenes = match character.language {
+                Language::En => Template::ScenesEn,
+                Language::Zh => Template::ScenesZh,
             };
-            messages.push(ChatMessage::user(format!("{heading}\n{}", snippets.join("\n###\n"))));
+            let joined = snippets.join(templates.text(Template::SceneSeparator));
+            messages.push(ChatMessage::user(templates.render(
+                scenes,
+                &[
+                    ("character", &character.name),
+                    ("character.alias", character.first_alias()),
+                    ("scenes", &joined),
+                ],
+            )));
         }
     }
-    messages.push(ChatMessage::user(last_turn(character, user_turn)));
+    messages.push(ChatMessage::user(last_turn(templates, character, user_turn)));
     Assembled { messages, retrieved }
 }
 
 /// The last user message: the experimenter's line, then the character's final instruction if it has one.
-fn last_turn(character: &Character, user_turn: &str) -> String {
+fn last_turn(templates: &Templates, character: &Character, user_turn: &str) -> String {
     let last = character.post_history.trim();
     if last.is_empty() || user_turn.is_empty() {
         user_turn.to_string()
     } else {
-        format!("{user_turn}\n\n{last}")
+        templates.render(Template::FinalInstruction, &[("turn", user_turn), ("instruction", last)])
     }
 }
 
@@ -172,7 +176,7 @@ mod tests {
         let c = Character::parse(Source::new("flux.toml", text), |_| None).unwrap();
         let memories = Memories::new(vec!["Bo:「Hi」\nFlux:「Mrrp.」".into()], "Flux");
         for style in [RpaStyle::Description, RpaStyle::Chatharuhi, RpaStyle::Rolegpt] {
-            let got = assemble(&c, style, Some(&memories), "Hi", "Bo:「Hi?」");
+            let got = assemble(Templates::bundled(), &c, style, Some(&memories), "Hi", "Bo:「Hi?」");
             let last = got.messages.last().unwrap();
             assert_eq!(last.content, "Bo:「Hi?」\n\n[Answer as a cat.]", "{style:?}");
             assert!(got.messages[..got.messages.len() - 1].iter().all(|m| !m.content.contains("[Answer")));
@@ -181,7 +185,7 @@ mod tests {
             post_history: String::new(),
             ..c
         };
-        let got = assemble(&plain, RpaStyle::Description, None, "Hi", "Bo:「Hi?」");
+        let got = assemble(Templates::bundled(), &plain, RpaStyle::Description, None, "Hi", "Bo:「Hi?」");
         assert_eq!(got.messages.last().unwrap().content, "Bo:「Hi?」");
     }
 }

@@ -12,6 +12,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::{Env, Event, Failures, Kind, Prepared, Providers, SessionHeader, Study, StudyError};
 use crate::catalog::Catalog;
+use crate::templates::Templates;
 use crate::domain::rouge::{self, RougeL};
 use crate::domain::scale::Language;
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, Role, complete};
@@ -225,7 +226,7 @@ pub fn messages(
     q: &Question,
 ) -> Vec<ChatMessage> {
     if let Some(c) = plan.characters.get(&q.role).and_then(|id| catalog.character(id)) {
-        return prompt::assemble(c, plan.style, memories, &q.question, &q.question).messages;
+        return prompt::assemble(Templates::bundled(), c, plan.style, memories, &q.question, &q.question).messages;
     }
     let system = match q.language() {
         Language::Zh => format!(

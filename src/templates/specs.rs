@@ -37,6 +37,16 @@ pub enum Template {
     SrOption,
     SrOptionSeparatorEn,
     SrOptionSeparatorZh,
+    RolegptEn,
+    RolegptZh,
+    RolegptCatchphrasesEn,
+    RolegptCatchphrasesZh,
+    Catchphrase,
+    CatchphraseSeparator,
+    ScenesEn,
+    ScenesZh,
+    SceneSeparator,
+    FinalInstruction,
 }
 
 /// A placeholder a template may use, what the method puts in its place, and an example of it.
@@ -253,7 +263,7 @@ macro_rules! asset {
     };
 }
 
-pub(super) const SPECS: [Spec; 33] = [
+pub(super) const SPECS: [Spec; 43] = [
     spec(
         "expert_rating",
         asset!("expert_rating.txt"),
@@ -452,10 +462,67 @@ pub(super) const SPECS: [Spec; 33] = [
     spec("sr_option", asset!("sr_option.txt"), OPTION, &[]),
     spec("sr_option_separator.en", asset!("sr_option_separator.en.txt"), &[], &[]),
     spec("sr_option_separator.zh", asset!("sr_option_separator.zh.txt"), &[], &[]),
+    spec("rolegpt.en", asset!("rolegpt.en.txt"), ROLEGPT, &[]),
+    spec("rolegpt.zh", asset!("rolegpt.zh.txt"), ROLEGPT, &[]),
+    spec("rolegpt_catchphrases.en", asset!("rolegpt_catchphrases.en.txt"), PHRASES, &[]),
+    spec("rolegpt_catchphrases.zh", asset!("rolegpt_catchphrases.zh.txt"), PHRASES, &[]),
+    spec(
+        "catchphrase",
+        asset!("catchphrase.txt"),
+        &[slot("phrase", "one of the character's catchphrases", "Honestly, doesn't anyone read anymore?")],
+        &[],
+    ),
+    spec("catchphrase_separator", asset!("catchphrase_separator.txt"), &[], &[]),
+    spec("scenes.en", asset!("scenes.en.txt"), SCENES, &[&["scenes"]]),
+    spec("scenes.zh", asset!("scenes.zh.txt"), SCENES, &[&["scenes"]]),
+    spec("scene_separator", asset!("scene_separator.txt"), &[], &[]),
+    spec(
+        "final_instruction",
+        asset!("final_instruction.txt"),
+        &[
+            slot("turn", "the last user message: the experimenter's line", "Harry:「Are you talkative?」"),
+            slot(
+                "instruction",
+                "the character's final instruction (a card's post_history_instructions)",
+                "[Answer in one short paragraph.]",
+            ),
+        ],
+        &[&["turn"]],
+    ),
+];
+
+/// The rolegpt style's system instruction.
+const ROLEGPT: &[Placeholder] = &[
+    CHARACTER,
+    CHARACTER_ALIAS,
+    slot("work", "the work the character comes from", "Harry Potter (J. K. Rowling)"),
+    slot("description", "the character's description", "You are Hermione Granger, …"),
+    slot(
+        "catchphrases",
+        "rolegpt_catchphrases with the character's catchphrases, or nothing when it has none",
+        "Your catchphrases: “Honestly, doesn't anyone read anymore?” …\n",
+    ),
+];
+
+const PHRASES: &[Placeholder] = &[slot(
+    "phrases",
+    "the catchphrases, each by catchphrase, joined by catchphrase_separator",
+    "“Honestly, doesn't anyone read anymore?” “It's all in Hogwarts: A History, you know.”",
+)];
+
+/// The chatharuhi style's message of classic scenes.
+const SCENES: &[Placeholder] = &[
+    CHARACTER,
+    CHARACTER_ALIAS,
+    slot(
+        "scenes",
+        "the memories retrieved for the question, joined by scene_separator",
+        "Harry:「…」\nHermione:「…」\n###\nRon:「…」",
+    ),
 ];
 
 impl Template {
-    pub const ALL: [Template; 33] = [
+    pub const ALL: [Template; 43] = [
         Template::ExpertRating,
         Template::ExpertConversation,
         Template::OptionConversion,
@@ -489,6 +556,16 @@ impl Template {
         Template::SrOption,
         Template::SrOptionSeparatorEn,
         Template::SrOptionSeparatorZh,
+        Template::RolegptEn,
+        Template::RolegptZh,
+        Template::RolegptCatchphrasesEn,
+        Template::RolegptCatchphrasesZh,
+        Template::Catchphrase,
+        Template::CatchphraseSeparator,
+        Template::ScenesEn,
+        Template::ScenesZh,
+        Template::SceneSeparator,
+        Template::FinalInstruction,
     ];
 
     pub(super) fn spec(self) -> &'static Spec {
@@ -519,6 +596,16 @@ impl Template {
                 | Template::SrOption
                 | Template::SrOptionSeparatorEn
                 | Template::SrOptionSeparatorZh
+                | Template::RolegptEn
+                | Template::RolegptZh
+                | Template::RolegptCatchphrasesEn
+                | Template::RolegptCatchphrasesZh
+                | Template::Catchphrase
+                | Template::CatchphraseSeparator
+                | Template::ScenesEn
+                | Template::ScenesZh
+                | Template::SceneSeparator
+                | Template::FinalInstruction
         )
     }
 

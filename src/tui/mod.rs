@@ -851,7 +851,7 @@ async fn chat(
     let memories = Memories::load(data, &c.id, &c.name).ok().flatten();
     let templates = crate::templates::Templates::bundled();
     let line = prompt::experimenter_line(templates, c, text);
-    let mut assembled = prompt::assemble(c, style, memories.as_ref(), text, &line);
+    let mut assembled = prompt::assemble(templates, c, style, memories.as_ref(), text, &line);
     let last = assembled.messages.pop();
     if let Some(greeting) = greeting {
         assembled.messages.push(ChatMessage::assistant(greeting.to_string()));

@@ -296,6 +296,11 @@ async fn an_incharacter_questionnaire_keeps_its_own_wording_when_imported() {
     std::fs::write(&config, "").unwrap();
     let source = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/reference/incharacter/data/questionnaires/16Personalities.json");
+    if !source.exists() {
+        // As `reference.rs`: the original projects' data sits beside the checkout, not in it.
+        eprintln!("../shared/reference not present: the questionnaire of our own in `protocol` covers the import");
+        return;
+    }
     let args = ["import", "scale", source.to_str().unwrap(), "--id", "P16"];
     let out = common::output(&config, &data, &args).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

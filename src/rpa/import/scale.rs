@@ -388,6 +388,36 @@ fn psychobench(q: &Value, origin: &str) -> Result<Draft, String> {
     })
 }
 
+/// The self-report stem and instruction: the questionnaire's own when it has a stem that names the
+/// statement, the importer's otherwise; and which Chinese texts were copied from the English.
+fn self_report(own: &OwnTexts) -> (Localized, Option<Localized>, Vec<&'static str>) {
+    let mut copied = Vec::new();
+    let stem = own.stem.clone().filter(|(en, zh)| {
+        en.contains("{statement}") && zh.as_deref().is_none_or(|zh| zh.contains("{statement}"))
+    });
+    let stem = match stem {
+        Some((en, zh)) => Localized {
+            zh: zh.unwrap_or_else(|| {
+                copied.push("self_report_stem.zh (copied from English)");
+                en.clone()
+            }),
+            en,
+        },
+        None => Localized {
+            en: "How much do you agree with the following statement about you? \"{statement}\"".into(),
+            zh: "你在多大程度上同意下面这句关于你的描述？“{statement}”".into(),
+        },
+    };
+    let instruction = own.self_report_instruction.clone().map(|(en, zh)| Localized {
+        zh: zh.unwrap_or_else(|| {
+            copied.push("self_report_instruction.zh (copied from English)");
+            en.clone()
+        }),
+        en,
+    });
+    (stem, instruction, copied)
+}
+
 fn build(d: Draft, id: &str) -> (ScaleFile, Vec<String>) {
     let mut filled = Vec::new();
     let mut note = |what: &str| {
@@ -500,30 +530,10 @@ fn build(d: Draft, id: &str) -> (ScaleFile, Vec<String>) {
         })
         .collect();
     items.sort_by_key(|i| i.id);
-    // The questionnaire's own stem when it has one that names the statement; the importer's otherwise.
-    let stem = d.own.stem.clone().filter(|(en, zh)| {
-        en.contains("{statement}") && zh.as_deref().is_none_or(|zh| zh.contains("{statement}"))
-    });
-    let self_report_stem = match stem {
-        Some((en, zh)) => Localized {
-            zh: zh.unwrap_or_else(|| {
-                note("self_report_stem.zh (copied from English)");
-                en.clone()
-            }),
-            en,
-        },
-        None => Localized {
-            en: "How much do you agree with the following statement about you? \"{statement}\"".into(),
-            zh: "你在多大程度上同意下面这句关于你的描述？“{statement}”".into(),
-        },
-    };
-    let self_report_instruction = d.own.self_report_instruction.clone().map(|(en, zh)| Localized {
-        zh: zh.unwrap_or_else(|| {
-            note("self_report_instruction.zh (copied from English)");
-            en.clone()
-        }),
-        en,
-    });
+    let (self_report_stem, self_report_instruction, copied) = self_report(&d.own);
+    for what in copied {
+        note(what);
+    }
     let file = ScaleFile {
         id: id.to_string(),
         name: d.name.clone(),

@@ -115,7 +115,7 @@ impl Subject<'_> {
                 .map(|item| {
                     let text = interview::query(t, c, s, item, shape.reads());
                     let question = item.question.get(c.language);
-                    let assembled = prompt::assemble(c, self.style, self.memories, question, &text);
+                    let assembled = prompt::assemble(t, c, self.style, self.memories, question, &text);
                     one(format!("item {}", item.id), assembled.messages, None)
                 })
                 .collect(),

@@ -808,7 +808,14 @@ impl Drilled<'_> {
             if let Some(plan) = plan {
                 let memories = ctx.memories.get(&u.character.id).map(Arc::as_ref);
                 let query = interview::query(self.templates, u.character, u.scale, item, *style);
-                let assembled = prompt::assemble(u.character, plan.style, memories, item.question.get(lang), &query);
+                let assembled = prompt::assemble(
+                    self.templates,
+                    u.character,
+                    plan.style,
+                    memories,
+                    item.question.get(lang),
+                    &query,
+                );
                 let note = if assembled.retrieved == row.retrieved
                     || row.retrieved.is_empty() && assembled.retrieved.is_empty()
                 {

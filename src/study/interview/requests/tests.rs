@@ -86,6 +86,30 @@ fn rendered_now() -> Vec<String> {
             };
             lines_of(&subject, &format!("synthetic · {c} · {}", scale.id), &mut out);
         }
+        // The styles that replay memories: scenes and dialogue pairs retrieved for each question.
+        let scale = catalog.scale("BFI").unwrap();
+        let e = &character.experimenter;
+        let n = &character.name;
+        let chunks = vec![
+            format!("{e}:「Do you talk much at parties?」\n{n}:「More than I should, honestly.」"),
+            format!("{e}:「Are you ever careless with your work?」\n{n}:「Never with homework.」"),
+            format!("旁白：雨夜。\n{e}:「你会担心考试吗？」\n{n}:「每一次都会。」"),
+            format!("{e}:「Do new ideas excite you?」\n{n}:「Always — I read about them first.」"),
+        ];
+        let memories = Memories::new(chunks, n);
+        for style in [RpaStyle::Chatharuhi, RpaStyle::Rolegpt] {
+            let answers = |query: QueryStyle| synthetic(scale, character, query);
+            let subject = Subject {
+                templates: Templates::bundled(),
+                scale,
+                character,
+                style,
+                memories: Some(&memories),
+                per_call: 14,
+                answers: &answers,
+            };
+            lines_of(&subject, &format!("synthetic · {c} · BFI · {style:?}"), &mut out);
+        }
     }
     out
 }
