@@ -14,7 +14,7 @@ use incharacter_local as embedded;
 pub use incharacter_local::{DEFAULT_MODEL, Facts, KNOWN, Registered, models_dir, verify};
 
 use super::client::{AttemptError, Finished, Transport};
-use super::{ChatRequest, LlmError, ModelInfo, Speaker, Usage};
+use super::{ChatRequest, LlmError, ModelInfo, Usage};
 
 /// The crate's error as the workbench tells it: a name or file the user gave is a configuration error
 /// (exit 2), with the command that helps; the rest is the model's.
@@ -145,18 +145,13 @@ impl LocalModel {
 /// `request` as the model takes it: a schema is followed token by token, and also described in the
 /// system message, which helps the model fill the shape sensibly.
 fn rendered(request: &ChatRequest) -> embedded::Request {
-    let role = |speaker: Speaker| match speaker {
-        Speaker::System => "system",
-        Speaker::User => "user",
-        Speaker::Assistant => "assistant",
-    };
     let described = match &request.schema {
         Some(schema) => super::described(&request.messages, schema),
         None => request.messages.clone(),
     };
     let messages: Vec<embedded::Message> = described
         .iter()
-        .map(|m| embedded::Message::new(role(m.role), m.content.clone()))
+        .map(|m| embedded::Message::new(m.role.name(), m.content.clone()))
         .collect();
     let sampling = &request.sampling;
     embedded::Request {

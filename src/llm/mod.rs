@@ -37,6 +37,17 @@ pub enum Speaker {
     Assistant,
 }
 
+impl Speaker {
+    /// The role's name, as chat APIs write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Speaker::System => "system",
+            Speaker::User => "user",
+            Speaker::Assistant => "assistant",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ChatMessage {
     pub role: Speaker,

@@ -212,11 +212,7 @@ pub fn answers_in(done: &Done, scale: &Scale, character: &Character, style: Quer
 pub fn print(rendered: &Rendered, messages: &[ChatMessage]) -> String {
     let mut out = format!("=== {} · {}\n", rendered.shape.name(), rendered.label);
     for m in messages {
-        let role = match m.role {
-            crate::llm::Speaker::System => "system",
-            crate::llm::Speaker::User => "user",
-            crate::llm::Speaker::Assistant => "assistant",
-        };
+        let role = m.role.name();
         out.push_str(&format!("--- {role}\n{}\n", m.content));
     }
     out

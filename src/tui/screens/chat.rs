@@ -15,7 +15,7 @@ use ratatui::widgets::Paragraph;
 
 use super::{Component, Ctx, Hits, Request, TailScroll};
 use crate::domain::character::Character;
-use crate::llm::{ChatMessage, Speaker};
+use crate::llm::ChatMessage;
 use crate::tui::keys::{Command, Key, KeyName, Mode};
 use crate::tui::vocab::Effect;
 use crate::tui::widgets::block;
@@ -413,11 +413,7 @@ impl Component for Chat {
             let width = inner.width as usize;
             let mut lines = Vec::new();
             for m in &self.prompt {
-                let role = match m.role {
-                    Speaker::System => "system",
-                    Speaker::User => "user",
-                    Speaker::Assistant => "assistant",
-                };
+                let role = m.role.name();
                 lines.push(Line::styled(format!("[{role}]"), theme.fg(theme.accent)));
                 for l in wrap(&m.content, width.saturating_sub(2)) {
                     lines.push(Line::raw(format!("  {l}")));

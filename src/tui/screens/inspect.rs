@@ -19,7 +19,7 @@ use crate::catalog::Catalog;
 use crate::domain::character::{Character, LabelSource, LabelType};
 use crate::domain::scale::{Item, Keying, Scale};
 use crate::domain::scoring::ItemOption;
-use crate::llm::{ChatMessage, Speaker};
+use crate::llm::ChatMessage;
 use crate::method::anonymize::Masker;
 use crate::method::convert;
 use crate::method::expert::{self, Exchange};
@@ -675,11 +675,7 @@ fn messages_lines<'a>(
         Line::styled(format!("{label}: {}", each.join(" · ")), theme.dim()),
     ];
     for m in messages {
-        let role = match m.role {
-            Speaker::System => "system",
-            Speaker::User => "user",
-            Speaker::Assistant => "assistant",
-        };
+        let role = m.role.name();
         lines.push(Line::styled(format!("[{role}]"), theme.fg(theme.accent)));
         for l in wrap(&m.content.to_string(), width.saturating_sub(2)) {
             lines.push(Line::raw(format!("  {l}")));
