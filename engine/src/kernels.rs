@@ -8,23 +8,24 @@
 //!   block's product is `d_w·d_a·Σ u·q + c·s`, the same kernel for both;
 //! - Q8_0 holds `w = d·q`: `d_w·d_a·Σ q·q`; Q5_0, Q5_1 and Q5_K are held so too (5 bits fit in 8),
 //!   with Q5_1's and Q5_K's minimums as a constant term `c·s`;
-//! - Q4_K and Q6_K are held as the file has them (256-value super-blocks, 4.5 and 6.5 bits a value,
-//!   only the packed 6-bit scales of Q4_K unpacked) and multiply the activations' other quantization,
-//!   llama.cpp's Q8_K (one scale per 256, the sum of each 16 beside): the sub-block scales multiply
-//!   integer sums, so a super-block costs one float step per activation row, as in llama.cpp's
-//!   `vec_dot_q4_K_q8_K` and `vec_dot_q6_K_q8_K`;
+//! - Q4_K and Q6_K keep the file's values and scales (256-value super-blocks, 4.5 and 6.5 bits a
+//!   value, only Q4_K's packed 6-bit scales unpacked), interleaved eight rows at a time (see
+//!   [`kquant`]), and multiply the activations' other quantization, llama.cpp's Q8_K (one scale per
+//!   256, the sum of each 16 beside): the sub-block scales multiply integer sums, so a super-block
+//!   costs one float step per activation row, as in llama.cpp's `vec_dot_q4_K_q8_K`;
 //! - F32 (and F16, widened at load) rows multiply the activations as floats;
 //! - BF16, Q8_1, Q2_K, Q3_K and Q8_K have no kernel: they are widened to floats at load as llama.cpp
 //!   dequantizes them and held as Q8_0, within a fraction of their own rounding step.
 //!
-//! Scales are widened to f32 once, at load, so no kernel converts halves. Each kernel multiplies one
-//! weight row with `N` activation rows at once (N = 1 when decoding, 4 when a prompt is computed: the
-//! weights are unpacked once for four tokens or sequences). AVX2/FMA versions are chosen at run time
-//! ([`level`]); where the CPU has AVX-512 VNNI, the K-quant kernels take its one-instruction word
-//! multiply-add (`vpdpwssd`), which gives the same integer sums: the same bits. On a Zen 4 that made
-//! prompts and side-by-side decoding about a third faster; the same change to the Q4/Q8 kernels
-//! (`vpdpbusd`) measured no faster on Gemma 3 270M and was not kept. The portable versions give the
-//! same sums up to float rounding (tested below).
+//! Scales are widened to f32 once, at load, so no kernel converts halves. A kernel multiplies weight
+//! rows with `N` activation rows at once (N = 1 when decoding one sequence, 4 when a prompt or
+//! several sequences are computed: the weights are unpacked once for four tokens): the K-quant
+//! kernels eight weight rows at a time, the others one. AVX2/FMA versions are chosen at run time
+//! ([`level`]); where the CPU has AVX-512 VNNI, the K-quant kernels take its one-instruction byte and
+//! word multiply-adds (`vpdpbusd`, `vpdpwssd`), which give the same integer sums: the same bits. The
+//! same change to the Q4/Q8 kernels measured no faster on Gemma 3 270M and was not kept. The
+//! portable K-quant kernels give the same bits too; the others the same sums up to float rounding
+//! (tested below).
 
 use half::f16;
 
@@ -46,10 +47,10 @@ pub enum Format {
     /// Q4_K's scales and minimums over 5-bit values: held as 8-bit blocks with a constant term.
     Q5K,
     /// 256-value super-blocks of eight 32-value blocks, each with a 6-bit scale and minimum: held as
-    /// eight Q4_1-like blocks (the same values), so the Q4 kernel multiplies them.
+    /// they are, eight rows interleaved.
     Q4K,
     /// 256-value super-blocks of sixteen 16-value groups, 6-bit values and an 8-bit scale per group:
-    /// held as 32-value blocks of signed bytes with a scale per half.
+    /// held as they are, eight rows interleaved.
     Q6K,
     /// bfloat16 (widened, held as Q8_0).
     BF16,
@@ -201,12 +202,12 @@ enum Held {
     Q4,
     /// 32 signed bytes per block, and a constant term per block when `c` is not empty (Q5_1, Q5_K).
     Q8,
-    /// Q4_K's super-blocks: per 256 values `d` and `dmin` (in `d`), then 144 bytes in `qs`: the
-    /// eight 6-bit scales and the eight minimums unpacked to a byte each, then the file's 128 bytes of
-    /// nibbles. Multiplied with the activations' Q8_K quantization.
+    /// Q4_K's super-blocks in units of eight rows ([`kquant`]: `d` and `dmin` per row in `d`, the
+    /// unpacked scales and minimums and the file's nibbles in `qs`). Multiplied with the
+    /// activations' Q8_K quantization.
     Q4K,
-    /// Q6_K's super-blocks: per 256 values `d`, then the file's 208 bytes (low nibbles, high bits,
-    /// sixteen 8-bit scales) in `qs`. Multiplied with the activations' Q8_K quantization.
+    /// Q6_K's super-blocks in units of eight rows ([`kquant`]: `d` per row in `d`, the scales and
+    /// the file's 6-bit values in `qs`). Multiplied with the activations' Q8_K quantization.
     Q6K,
 }
 
@@ -277,15 +278,7 @@ impl QMatrix {
             }
             Format::Q4K => {
                 m.held = Held::Q4K;
-                m.d.reserve(rows * cols / 256 * 2);
-                m.qs.reserve(rows * cols / 256 * 144);
-                for block in bytes.chunks_exact(144) {
-                    m.d.extend([half_at(block, 0), half_at(block, 2)]);
-                    let unpacked: [(u8, u8); 8] = std::array::from_fn(|j| q4k_scale_min(j, &block[4..16]));
-                    m.qs.extend(unpacked.map(|(scale, _)| scale));
-                    m.qs.extend(unpacked.map(|(_, min)| min));
-                    m.qs.extend_from_slice(&block[16..]);
-                }
+                m.hold_units(bytes, 144, 16, kquant::Q4K_UNIT, kquant::put_q4k);
             }
             Format::Q5_0 | Format::Q5_1 => {
                 m.held = Held::Q8;
@@ -325,12 +318,7 @@ impl QMatrix {
             }
             Format::Q6K => {
                 m.held = Held::Q6K;
-                m.d.reserve(rows * cols / 256);
-                m.qs.reserve(rows * cols / 256 * 208);
-                for block in bytes.chunks_exact(210) {
-                    m.d.push(half_at(block, 208));
-                    m.qs.extend_from_slice(&block[..208]);
-                }
+                m.hold_units(bytes, 210, kquant::ROWS, kquant::Q6K_UNIT, kquant::put_q6k);
             }
             Format::Q8_0 => {
                 m.held = Held::Q8;
@@ -395,8 +383,8 @@ impl QMatrix {
             }
             Held::Q4K => {
                 for (b, out) in out.chunks_exact_mut(256).enumerate() {
-                    let i = r * n / 256 + b;
-                    let (d, dmin, block) = (self.d[2 * i], self.d[2 * i + 1], &self.qs[i * 144..(i + 1) * 144]);
+                    let (d, qs) = self.unit(r, b);
+                    let (d, dmin, block) = kquant::get_q4k(r % kquant::ROWS, d, qs);
                     for (j, (group, out)) in block[16..].chunks_exact(32).zip(out.chunks_exact_mut(64)).enumerate() {
                         let (d1, m1) = (d * f32::from(block[2 * j]), dmin * f32::from(block[8 + 2 * j]));
                         let (d2, m2) = (d * f32::from(block[2 * j + 1]), dmin * f32::from(block[9 + 2 * j]));
@@ -409,10 +397,10 @@ impl QMatrix {
             }
             Held::Q6K => {
                 for (b, out) in out.chunks_exact_mut(256).enumerate() {
-                    let i = r * n / 256 + b;
-                    let (d, block) = (self.d[i], &self.qs[i * 208..(i + 1) * 208]);
-                    for (v, (o, q)) in out.iter_mut().zip(q6k_values(block)).enumerate() {
-                        *o = d * f32::from(block[192 + v / 16] as i8) * f32::from(q);
+                    let (d, qs) = self.unit(r, b);
+                    let (d, u, scales) = kquant::get_q6k(r % kquant::ROWS, d, qs);
+                    for (v, (o, u)) in out.iter_mut().zip(u).enumerate() {
+                        *o = d * f32::from(scales[v / 16]) * f32::from(u as i8 - 32);
                     }
                 }
             }
@@ -435,27 +423,8 @@ impl QMatrix {
                 a.map(|a| dot_f32(w, a.f))
             }
             Held::Q4K | Held::Q6K => {
-                // Per super-block: Q4_K's d and dmin and 144 bytes, Q6_K's d and 208 bytes.
-                let q4k = self.held == Held::Q4K;
-                let (scales, bytes, sb) = if q4k { (2, 144, n / 256) } else { (1, 208, n / 256) };
-                let (d, qs) = (
-                    &self.d[scales * r * sb..scales * (r + 1) * sb],
-                    &self.qs[r * sb * bytes..(r + 1) * sb * bytes],
-                );
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: the level says the CPU has the kernel's instructions; as below.
-                match (level(), q4k) {
-                    (Level::Avx2, true) => return unsafe { x86::q4k(d, qs, a) },
-                    (Level::Vnni, true) => return unsafe { x86::q4k_vnni(d, qs, a) },
-                    (Level::Avx2, false) => return unsafe { x86::q6k(d, qs, a) },
-                    (Level::Vnni, false) => return unsafe { x86::q6k_vnni(d, qs, a) },
-                    (Level::Scalar, _) => {}
-                }
-                if q4k {
-                    scalar_q4k(d, qs, a)
-                } else {
-                    scalar_q6k(d, qs, a)
-                }
+                let group = self.dot8(r - r % kquant::ROWS, a);
+                std::array::from_fn(|n| group[n][r % kquant::ROWS])
             }
             Held::Q4 | Held::Q8 => {
                 let blocks = r * nb..(r + 1) * nb;
@@ -489,6 +458,90 @@ impl QMatrix {
                 }
                 out
             }
+        }
+    }
+
+    /// The dot products of rows `r..r + 8` (`r` a multiple of 8) with the activation rows `a`;
+    /// rows past the last are zero. The K-quants' kernels compute the eight together (see
+    /// [`kquant`]); the other formats a row at a time.
+    #[inline]
+    pub fn dot8<const N: usize>(&self, r: usize, a: [ActRow; N]) -> [[f32; kquant::ROWS]; N] {
+        debug_assert!(r.is_multiple_of(kquant::ROWS) && r < self.rows);
+        if !matches!(self.held, Held::Q4K | Held::Q6K) {
+            let mut out = [[0.; kquant::ROWS]; N];
+            for i in 0..kquant::ROWS.min(self.rows - r) {
+                for (o, v) in out.iter_mut().zip(self.dot(r + i, a)) {
+                    o[i] = v;
+                }
+            }
+            return out;
+        }
+        let units = self.cols / 256;
+        let (floats, bytes) = self.unit_sizes();
+        let g = r / kquant::ROWS * units;
+        let (d, qs) = (
+            &self.d[g * floats..(g + units) * floats],
+            &self.qs[g * bytes..(g + units) * bytes],
+        );
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the level says the CPU has the kernel's instructions; `d` and `qs` hold whole units
+        // and every activation row `units` super-blocks (debug-asserted by the kernels).
+        match (level(), self.held == Held::Q4K) {
+            (Level::Avx2, true) => return unsafe { x86::q4k(d, qs, a) },
+            (Level::Vnni, true) => return unsafe { x86::q4k_vnni(d, qs, a) },
+            (Level::Avx2, false) => return unsafe { x86::q6k(d, qs, a) },
+            (Level::Vnni, false) => return unsafe { x86::q6k_vnni(d, qs, a) },
+            (Level::Scalar, _) => {}
+        }
+        if self.held == Held::Q4K {
+            kquant::q4k(d, qs, a)
+        } else {
+            kquant::q6k(d, qs, a)
+        }
+    }
+
+    /// Floats and bytes of a K-quant unit (eight rows' super-block).
+    fn unit_sizes(&self) -> (usize, usize) {
+        if self.held == Held::Q4K {
+            (16, kquant::Q4K_UNIT)
+        } else {
+            (kquant::ROWS, kquant::Q6K_UNIT)
+        }
+    }
+
+    /// The unit holding super-block `b` of row `r`.
+    fn unit(&self, r: usize, b: usize) -> (&[f32], &[u8]) {
+        let (floats, bytes) = self.unit_sizes();
+        let u = r / kquant::ROWS * (self.cols / 256) + b;
+        (
+            &self.d[u * floats..(u + 1) * floats],
+            &self.qs[u * bytes..(u + 1) * bytes],
+        )
+    }
+
+    /// Holds a K-quant tensor's `size`-byte super-blocks in units of eight rows (`floats` and
+    /// `bytes` each), the rows past the last zero; `put` places one row's block in its unit.
+    fn hold_units(
+        &mut self,
+        blocks: &[u8],
+        size: usize,
+        floats: usize,
+        bytes: usize,
+        put: fn(usize, &[u8], &mut [f32], &mut [u8]),
+    ) {
+        let units = self.cols / 256;
+        let count = self.rows.div_ceil(kquant::ROWS) * units;
+        self.d = vec![0.; count * floats];
+        self.qs = vec![0; count * bytes];
+        for (i, block) in blocks.chunks_exact(size).enumerate() {
+            let (r, b) = (i / units, i % units);
+            let u = r / kquant::ROWS * units + b;
+            put(
+                r % kquant::ROWS,
+                block,
+                &mut self.d[u * floats..(u + 1) * floats],
+                &mut self.qs[u * bytes..(u + 1) * bytes],
+            );
         }
     }
 }
@@ -657,52 +710,6 @@ fn q6k_values(block: &[u8]) -> [i8; 256] {
     q
 }
 
-fn scalar_q4k<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
-    a.map(|a| {
-        let mut acc = 0f32;
-        for (b, block) in qs.chunks_exact(144).enumerate() {
-            let (scales, mins, q) = (&block[..8], &block[8..16], &block[16..]);
-            let kq = &a.kq[b * 256..(b + 1) * 256];
-            let mut sum = 0i32;
-            for (j, group) in q.chunks_exact(32).enumerate() {
-                let (lo, hi) = group.iter().enumerate().fold((0i32, 0i32), |(lo, hi), (l, &byte)| {
-                    (
-                        lo + i32::from(byte & 15) * i32::from(kq[64 * j + l]),
-                        hi + i32::from(byte >> 4) * i32::from(kq[64 * j + 32 + l]),
-                    )
-                });
-                sum += i32::from(scales[2 * j]) * lo + i32::from(scales[2 * j + 1]) * hi;
-            }
-            let ks = &a.ks[b * 16..(b + 1) * 16];
-            let m: i32 = (0..8)
-                .map(|j| i32::from(mins[j]) * (i32::from(ks[2 * j]) + i32::from(ks[2 * j + 1])))
-                .sum();
-            acc += d[2 * b] * a.kd[b] * sum as f32 - d[2 * b + 1] * a.kd[b] * m as f32;
-        }
-        acc
-    })
-}
-
-fn scalar_q6k<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
-    a.map(|a| {
-        let mut acc = 0f32;
-        for (b, block) in qs.chunks_exact(208).enumerate() {
-            let values = q6k_values(block);
-            let kq = &a.kq[b * 256..(b + 1) * 256];
-            let sum: i32 = (0..16)
-                .map(|g| {
-                    let dot: i32 = (16 * g..16 * g + 16)
-                        .map(|i| i32::from(values[i]) * i32::from(kq[i]))
-                        .sum();
-                    i32::from(block[192 + g] as i8) * dot
-                })
-                .sum();
-            acc += d[b] * a.kd[b] * sum as f32;
-        }
-        acc
-    })
-}
-
 fn scalar_q4<const N: usize>(d: &[f32], c: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
     let mut out = [0f32; N];
     for (n, a) in a.iter().enumerate() {
@@ -811,6 +818,8 @@ pub fn axpy(out: &mut [f32], w: f32, v: &[f32]) {
     }
 }
 
+mod kquant;
+pub use kquant::ROWS;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -5,7 +5,7 @@
 //! at a barrier, and each thread takes its share of the step: rows of a weight matrix, tokens, or
 //! (token, head) pairs.
 
-use crate::kernels::{self, ActRow, BLOCK, QMatrix};
+use crate::kernels::{self, ActRow, BLOCK, QMatrix, ROWS};
 use crate::team::{self, Member, Shared};
 
 /// How rotary embeddings pair a head's values.
@@ -234,43 +234,53 @@ fn gelu(x: f32) -> f32 {
 
 /// Weight rows per share: whole cache lines of output, and enough rows to keep a thread busy.
 const GRAIN: usize = 16;
+const _: () = assert!(GRAIN.is_multiple_of(ROWS), "a share holds whole groups of rows");
 
-/// Every member's share of `w`'s rows against the `tokens` activation rows of `a`, four tokens at a
-/// time; `put(t, r, value)` takes each product.
+/// Every member's share of `w`'s rows against the `tokens` activation rows of `a`, eight rows by
+/// four tokens at a time; `put(t, r, value)` takes each product.
 ///
 /// # Safety
 /// No one writes `a`'s rows in this step; `put` writes only what this member owns.
 unsafe fn matmul(m: &Member, w: &QMatrix, a: &Acts, tokens: usize, mut put: impl FnMut(usize, usize, f32)) {
     // SAFETY: the caller's.
     let acts = unsafe { a.rows(tokens) };
-    for r in m.share(w.rows, GRAIN) {
+    let rows = m.share(w.rows, GRAIN);
+    for r in rows.clone().step_by(ROWS) {
         each_tile(tokens, |t, take| {
             let v = tile(w, r, &acts, t, take);
-            for (k, &v) in v.iter().take(take).enumerate() {
-                put(t + k, r, v);
+            for (k, v) in v.iter().take(take).enumerate() {
+                for (i, &v) in v.iter().take(rows.end - r).enumerate() {
+                    put(t + k, r + i, v);
+                }
             }
         });
     }
 }
 
-/// The tiles of `tokens` activation rows: `f(t, 4)` while there are four, then `f(t, 1)`.
+/// The tiles of `tokens` activation rows: `f(t, 8)` while there are eight, then `f(t, 4)`, then
+/// `f(t, 1)`.
 fn each_tile(tokens: usize, mut f: impl FnMut(usize, usize)) {
     let mut t = 0;
     while t < tokens {
-        let take = if tokens - t >= 4 { 4 } else { 1 };
+        let take = match tokens - t {
+            8.. => 8,
+            4..8 => 4,
+            _ => 1,
+        };
         f(t, take);
         t += take;
     }
 }
 
-/// Row `r` of `w` against the activation rows `t..t + take` (4 or 1).
-fn tile(w: &QMatrix, r: usize, a: &[ActRow], t: usize, take: usize) -> [f32; 4] {
-    if take == 4 {
-        w.dot(r, [a[t], a[t + 1], a[t + 2], a[t + 3]])
-    } else {
-        let [v] = w.dot(r, [a[t]]);
-        [v, 0., 0., 0.]
+/// Rows `r..r + 8` of `w` against the activation rows `t..t + take` (8, 4 or 1).
+fn tile(w: &QMatrix, r: usize, a: &[ActRow], t: usize, take: usize) -> [[f32; ROWS]; 8] {
+    let mut out = [[0.; ROWS]; 8];
+    match take {
+        8 => out = w.dot8(r, std::array::from_fn::<_, 8, _>(|k| a[t + k])),
+        4 => out[..4].copy_from_slice(&w.dot8(r, [a[t], a[t + 1], a[t + 2], a[t + 3]])),
+        _ => out[0] = w.dot8(r, [a[t]])[0],
     }
+    out
 }
 
 impl Model {
@@ -741,15 +751,18 @@ impl Model {
             }
             m.sync();
             let rows = normed.rows(n);
-            for r in m.share(ffn, GRAIN) {
+            let share = m.share(ffn, GRAIN);
+            for r in share.clone().step_by(ROWS) {
                 each_tile(n, |t, take| {
                     let (g, u) = (tile(&layer.gate, r, &rows, t, take), tile(&layer.up, r, &rows, t, take));
                     for k in 0..take {
-                        let gate = match c.activation {
-                            Activation::Silu => silu(g[k]),
-                            Activation::Gelu => gelu(g[k]),
-                        };
-                        inner.f.set((t + k) * ffn + r, gate * u[k]);
+                        for i in 0..ROWS.min(share.end - r) {
+                            let gate = match c.activation {
+                                Activation::Silu => silu(g[k][i]),
+                                Activation::Gelu => gelu(g[k][i]),
+                            };
+                            inner.f.set((t + k) * ffn + r + i, gate * u[k][i]);
+                        }
                     }
                 });
             }

@@ -263,52 +263,62 @@ fn every_instruction_set_gives_the_scalar_sums() {
             assert!(close(fast, scalar), "{format:?} avx2: {fast:?} vs {scalar:?}");
         }
     }
-    // The K-quant kernels, one to eight rows, against the scalar ones (same integer sums).
+    // The K-quant kernels over eight rows at a time (11 rows: the second unit holds 5 and 3 zero
+    // rows), one to eight activation rows, against the portable ones: the same bits.
     let a = acts(8, 512, 53);
     for (format, size, scales_first) in [(Format::Q4K, 144, true), (Format::Q6K, 210, false)] {
-        let m = QMatrix::from_gguf(format, 1, 512, &super_blocks(2, size, 59, scales_first)).unwrap();
+        let m = QMatrix::from_gguf(format, 11, 512, &super_blocks(22, size, 59, scales_first)).unwrap();
         let rows: [ActRow; 8] = std::array::from_fn(|t| a.row(t));
-        let scalar = if format == Format::Q4K {
-            scalar_q4k(&m.d, &m.qs, rows)
-        } else {
-            scalar_q6k(&m.d, &m.qs, rows)
-        };
-        if avx2 {
-            // SAFETY: AVX2 and FMA are present.
-            let (fast, four) = unsafe {
-                if format == Format::Q4K {
-                    (
-                        x86::q4k(&m.d, &m.qs, rows),
-                        x86::q4k(&m.d, &m.qs, [a.row(4), a.row(5), a.row(6), a.row(7)]),
-                    )
-                } else {
-                    (
-                        x86::q6k(&m.d, &m.qs, rows),
-                        x86::q6k(&m.d, &m.qs, [a.row(4), a.row(5), a.row(6), a.row(7)]),
-                    )
-                }
+        let four = [a.row(4), a.row(5), a.row(6), a.row(7)];
+        let units = 2;
+        let (floats, bytes) = m.unit_sizes();
+        for g in 0..2 {
+            let (d, qs) = (
+                &m.d[g * units * floats..(g + 1) * units * floats],
+                &m.qs[g * units * bytes..(g + 1) * units * bytes],
+            );
+            let (scalar, scalar_four) = if format == Format::Q4K {
+                (kquant::q4k(d, qs, rows), kquant::q4k(d, qs, four))
+            } else {
+                (kquant::q6k(d, qs, rows), kquant::q6k(d, qs, four))
             };
-            for (t, (f, s)) in fast.iter().zip(&scalar).enumerate() {
-                assert!(
-                    (f - s).abs() <= 1e-4 * (1. + s.abs()),
-                    "{format:?} avx2 row {t}: {f} vs {s}"
-                );
-            }
             assert_eq!(
-                four,
-                fast[4..],
+                scalar_four,
+                scalar[4..],
                 "{format:?}: a row's sum does not depend on its neighbours"
             );
-            if has!("avx512f") && has!("avx512vl") && has!("avx512vnni") {
-                // SAFETY: the CPU has VNNI (checked above).
-                let vnni = unsafe {
+            for (t, row) in scalar.iter().enumerate() {
+                for (i, &got) in row.iter().enumerate() {
+                    let r = 8 * g + i;
+                    let want = if r < 11 { reference(&m, r, &a, t) } else { 0. };
+                    assert!(
+                        (got - want).abs() <= 1e-4 * (1. + want.abs()),
+                        "{format:?} row {r} token {t}: {got} vs {want}"
+                    );
+                }
+            }
+            if avx2 {
+                // SAFETY: AVX2 and FMA are present.
+                let (fast, one) = unsafe {
                     if format == Format::Q4K {
-                        x86::q4k_vnni(&m.d, &m.qs, rows)
+                        (x86::q4k(d, qs, rows), x86::q4k(d, qs, [a.row(3)]))
                     } else {
-                        x86::q6k_vnni(&m.d, &m.qs, rows)
+                        (x86::q6k(d, qs, rows), x86::q6k(d, qs, [a.row(3)]))
                     }
                 };
-                assert_eq!(vnni, fast, "{format:?}: VNNI gives AVX2's bits");
+                assert_eq!(fast, scalar, "{format:?}: AVX2 gives the portable kernel's bits");
+                assert_eq!(one[0], fast[3], "{format:?}: one activation row as in eight");
+                if has!("avx512f") && has!("avx512vl") && has!("avx512vnni") {
+                    // SAFETY: the CPU has VNNI (checked above).
+                    let vnni = unsafe {
+                        if format == Format::Q4K {
+                            x86::q4k_vnni(d, qs, rows)
+                        } else {
+                            x86::q6k_vnni(d, qs, rows)
+                        }
+                    };
+                    assert_eq!(vnni, fast, "{format:?}: VNNI gives AVX2's bits");
+                }
             }
         }
     }

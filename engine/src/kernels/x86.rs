@@ -1,6 +1,7 @@
 //! The AVX2/FMA kernels, and the K-quant kernels' AVX-512 VNNI twins (see the parent module): chosen
 //! at run time, only where the CPU has them.
 
+use super::kquant::{Q4K_UNIT, Q6K_UNIT, ROWS};
 use super::{ActRow, BLOCK};
 use std::arch::x86_64::*;
 
@@ -115,112 +116,173 @@ pub(super) unsafe fn axpy(out: &mut [f32], w: f32, v: &[f32]) {
     }
 }
 
-/// `sums + madd(p, s)`: AVX2's two instructions.
-macro_rules! madd_add {
+/// `sums + Σ` of four adjacent byte products (`u` unsigned, `q` signed) per 32-bit lane: AVX2's
+/// three instructions (no pair of products reaches the 16-bit limit: `u` < 64, |q| ≤ 127).
+macro_rules! busd_avx2 {
+    ($sums:expr, $u:expr, $q:expr) => {
+        _mm256_add_epi32($sums, pairs($u, $q))
+    };
+}
+
+/// The same in one VNNI instruction (`vpdpbusd`): the same 32-bit sums.
+macro_rules! busd_vnni {
+    ($sums:expr, $u:expr, $q:expr) => {
+        _mm256_dpbusd_epi32($sums, $u, $q)
+    };
+}
+
+/// `sums + Σ` of two adjacent word products per 32-bit lane: AVX2's two instructions.
+macro_rules! wssd_avx2 {
     ($sums:expr, $p:expr, $s:expr) => {
         _mm256_add_epi32($sums, _mm256_madd_epi16($p, $s))
     };
 }
 
-/// `sums + madd(p, s)` in one VNNI instruction (`vpdpwssd`): the same 32-bit sums.
-macro_rules! dpwssd {
+/// The same in one VNNI instruction (`vpdpwssd`).
+macro_rules! wssd_vnni {
     ($sums:expr, $p:expr, $s:expr) => {
         _mm256_dpwssd_epi32($sums, $p, $s)
     };
 }
 
-/// The K-quant kernels, once for AVX2 and once for AVX-512 VNNI (`$acc`: how a 16-bit product is
-/// multiplied by its scale and added). Both give the same integer sums and take the same float
-/// steps, so a row's product is the same bits on either.
+/// The four bytes at `$p` (any alignment; readable) in every 32-bit lane.
+macro_rules! quad {
+    ($p:expr) => {
+        _mm256_set1_epi32(unsafe { $p.cast::<i32>().read_unaligned() })
+    };
+}
+
+/// The K-quant kernels over units of eight rows (see `kquant`), once for AVX2 and once for AVX-512
+/// VNNI (`$busd`, `$wssd`: how byte and word products are summed into 32-bit lanes). Lane `i` of
+/// every vector is row `i`; both give the same integer sums and take the same fused float steps as
+/// the portable kernels, so a row's product is the same bits on all three and whatever `N` is.
 macro_rules! k_quant_kernels {
-    ($q4k:ident, $q6k:ident, $features:literal, $acc:ident) => {
-        /// Q4_K rows held as their super-blocks (see `Held::Q4K`) against Q8_K activations: the sub-block
-        /// scales multiply in the integer domain, one float step per 256 values and activation row.
+    ($q4k:ident, $q6k:ident, $features:literal, $busd:ident, $wssd:ident) => {
+        /// Q4_K units against Q8_K activation rows.
         #[target_feature(enable = $features)]
-        pub(super) unsafe fn $q4k<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
-            let blocks = d.len() / 2;
-            debug_assert!(qs.len() == blocks * 144);
-            debug_assert!(
-                a.iter()
-                    .all(|a| a.kd.len() == blocks && a.kq.len() == blocks * 256)
-            );
+        pub(super) unsafe fn $q4k<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [[f32; ROWS]; N] {
+            let units = d.len() / 16;
+            debug_assert!(qs.len() == units * Q4K_UNIT);
+            debug_assert!(a.iter().all(|a| a.kd.len() == units && a.kq.len() == units * 256));
             let low = _mm256_set1_epi8(0x0F);
             let mut acc = [_mm256_setzero_ps(); N];
-            for b in 0..blocks {
-                // SAFETY (all loads): super-block b is in bounds of every slice (debug-asserted above).
-                let block = unsafe { qs.as_ptr().add(b * 144) };
-                let (db, dmin) = unsafe { (*d.get_unchecked(2 * b), *d.get_unchecked(2 * b + 1)) };
+            for b in 0..units {
+                // SAFETY (all loads): unit b is in bounds of `d` and `qs`, super-block b of every
+                // activation row (debug-asserted above).
+                let unit = unsafe { qs.as_ptr().add(b * Q4K_UNIT) };
                 let mut sums = [_mm256_setzero_si256(); N];
                 for j in 0..4 {
-                    let raw = unsafe { _mm256_loadu_si256(block.add(16 + 32 * j).cast()) };
-                    let lo = _mm256_and_si256(raw, low);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low);
+                    let (mut lo, mut hi) = ([_mm256_setzero_si256(); N], [_mm256_setzero_si256(); N]);
+                    for k in 0..8 {
+                        let raw = unsafe { _mm256_loadu_si256(unit.add(128 + 256 * j + 32 * k).cast()) };
+                        let (wl, wh) = (
+                            _mm256_and_si256(raw, low),
+                            _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low),
+                        );
+                        for n in 0..N {
+                            let q = unsafe { a[n].kq.as_ptr().add(b * 256 + 64 * j + 4 * k) };
+                            lo[n] = $busd!(lo[n], wl, quad!(q));
+                            hi[n] = $busd!(hi[n], wh, quad!(q.add(32)));
+                        }
+                    }
                     let (s_lo, s_hi) = unsafe {
                         (
-                            _mm256_set1_epi16(i16::from(*block.add(2 * j))),
-                            _mm256_set1_epi16(i16::from(*block.add(2 * j + 1))),
+                            _mm256_cvtepu8_epi32(_mm_loadl_epi64(unit.add(16 * j).cast())),
+                            _mm256_cvtepu8_epi32(_mm_loadl_epi64(unit.add(16 * j + 8).cast())),
                         )
                     };
                     for n in 0..N {
-                        let q = unsafe { a[n].kq.as_ptr().add(b * 256 + 64 * j) };
-                        let (q_lo, q_hi) =
-                            unsafe { (_mm256_loadu_si256(q.cast()), _mm256_loadu_si256(q.add(32).cast())) };
-                        sums[n] = $acc!(sums[n], _mm256_maddubs_epi16(lo, q_lo), s_lo);
-                        sums[n] = $acc!(sums[n], _mm256_maddubs_epi16(hi, q_hi), s_hi);
+                        let scaled = _mm256_add_epi32(_mm256_mullo_epi32(lo[n], s_lo), _mm256_mullo_epi32(hi[n], s_hi));
+                        sums[n] = _mm256_add_epi32(sums[n], scaled);
                     }
                 }
                 // The minimums against the sums of each 32 activations (llama.cpp's `bsums`).
-                let mins = unsafe { _mm_cvtepu8_epi16(_mm_loadl_epi64(block.add(8).cast())) };
+                let mins: [__m256i; 4] = std::array::from_fn(|p| unsafe {
+                    _mm256_cvtepu8_epi16(_mm_loadu_si128(unit.add(64 + 16 * p).cast()))
+                });
+                let (dv, dmin) = unsafe {
+                    (
+                        _mm256_loadu_ps(d.as_ptr().add(16 * b)),
+                        _mm256_loadu_ps(d.as_ptr().add(16 * b + 8)),
+                    )
+                };
                 for n in 0..N {
-                    let (kd, pairs) = unsafe {
+                    let (kd, sums32) = unsafe {
                         let ks = a[n].ks.as_ptr().add(b * 16);
                         (
                             *a[n].kd.get_unchecked(b),
                             _mm_hadd_epi16(_mm_loadu_si128(ks.cast()), _mm_loadu_si128(ks.add(8).cast())),
                         )
                     };
-                    let m = _mm256_cvtepi32_ps(_mm256_zextsi128_si256(_mm_madd_epi16(mins, pairs)));
-                    acc[n] = _mm256_fmadd_ps(_mm256_set1_ps(db * kd), _mm256_cvtepi32_ps(sums[n]), acc[n]);
-                    acc[n] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * kd), m, acc[n]);
+                    let mut m = _mm256_setzero_si256();
+                    m = $wssd!(m, mins[0], _mm256_broadcastd_epi32(sums32));
+                    m = $wssd!(
+                        m,
+                        mins[1],
+                        _mm256_broadcastd_epi32(_mm_shuffle_epi32::<0x55>(sums32))
+                    );
+                    m = $wssd!(
+                        m,
+                        mins[2],
+                        _mm256_broadcastd_epi32(_mm_shuffle_epi32::<0xAA>(sums32))
+                    );
+                    m = $wssd!(
+                        m,
+                        mins[3],
+                        _mm256_broadcastd_epi32(_mm_shuffle_epi32::<0xFF>(sums32))
+                    );
+                    acc[n] = _mm256_fmadd_ps(
+                        _mm256_mul_ps(dv, _mm256_set1_ps(kd)),
+                        _mm256_cvtepi32_ps(sums[n]),
+                        acc[n],
+                    );
+                    acc[n] = _mm256_fmadd_ps(
+                        _mm256_mul_ps(dmin, _mm256_set1_ps(-kd)),
+                        _mm256_cvtepi32_ps(m),
+                        acc[n],
+                    );
                 }
             }
-            let mut out = [0f32; N];
+            let mut out = [[0f32; ROWS]; N];
             for n in 0..N {
-                out[n] = sum(acc[n]);
+                // SAFETY: eight floats.
+                unsafe { _mm256_storeu_ps(out[n].as_mut_ptr(), acc[n]) };
             }
             out
         }
 
-        /// Q6_K rows held as their super-blocks (see `Held::Q6K`) against Q8_K activations: the 6-bit
-        /// values unpacked once for all `N` rows, taken unsigned (`Σ s·(u − 32)·q = Σ s·u·q − 32·Σ s·Σq`,
-        /// the sums of 16 activations beside them).
+        /// Q6_K units against Q8_K activation rows: the values taken unsigned
+        /// (`Σ s·(u − 32)·q = Σ s·u·q − 32·Σ s·Σq`, the sums of 16 activations beside them).
         #[target_feature(enable = $features)]
-        pub(super) unsafe fn $q6k<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
-            let blocks = d.len();
-            debug_assert!(qs.len() == blocks * 208);
-            debug_assert!(
-                a.iter()
-                    .all(|a| a.kd.len() == blocks && a.kq.len() == blocks * 256)
-            );
+        pub(super) unsafe fn $q6k<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [[f32; ROWS]; N] {
+            let units = d.len() / ROWS;
+            debug_assert!(qs.len() == units * Q6K_UNIT);
+            debug_assert!(a.iter().all(|a| a.kd.len() == units && a.kq.len() == units * 256));
             let (m4, m2) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x30));
             let mut acc = [_mm256_setzero_ps(); N];
-            for b in 0..blocks {
-                // SAFETY (all loads): super-block b is in bounds of every slice (debug-asserted above).
-                let block = unsafe { qs.as_ptr().add(b * 208) };
-                let scales = unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(block.add(192).cast())) };
+            for b in 0..units {
+                // SAFETY (all loads): as in the Q4_K kernel.
+                let unit = unsafe { qs.as_ptr().add(b * Q6K_UNIT) };
+                // Lane i: the scales of sub-blocks 2p and 2p + 1 of row i, as two words.
+                let scales: [__m256i; 8] =
+                    std::array::from_fn(|p| unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(unit.add(16 * p).cast())) });
                 let mut sums = [_mm256_setzero_si256(); N];
                 for n in 0..N {
-                    // The offset of 32: Σ over the 16-value groups of scale × activation sum, times 32.
-                    let ks = unsafe { _mm256_loadu_si256(a[n].ks.as_ptr().add(b * 16).cast()) };
-                    sums[n] = _mm256_slli_epi32::<5>(_mm256_madd_epi16(scales, ks));
-                    sums[n] = _mm256_sub_epi32(_mm256_setzero_si256(), sums[n]);
+                    let ks = unsafe { a[n].ks.as_ptr().add(b * 16) };
+                    let mut offset = _mm256_setzero_si256();
+                    for (p, &s) in scales.iter().enumerate() {
+                        let pair = _mm256_set1_epi32(unsafe { ks.add(2 * p).cast::<i32>().read_unaligned() });
+                        offset = $wssd!(offset, s, pair);
+                    }
+                    sums[n] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<5>(offset));
                 }
-                for h in 0..2 {
+                for s in 0..16 {
                     let (x, y, high) = unsafe {
+                        let at = unit.add(128 + 96 * s);
                         (
-                            _mm256_loadu_si256(block.add(64 * h).cast()),
-                            _mm256_loadu_si256(block.add(64 * h + 32).cast()),
-                            _mm256_loadu_si256(block.add(128 + 32 * h).cast()),
+                            _mm256_loadu_si256(at.cast()),
+                            _mm256_loadu_si256(at.add(32).cast()),
+                            _mm256_loadu_si256(at.add(64).cast()),
                         )
                     };
                     let u = [
@@ -229,47 +291,55 @@ macro_rules! k_quant_kernels {
                             _mm256_and_si256(_mm256_slli_epi16::<4>(high), m2),
                         ),
                         _mm256_or_si256(
-                            _mm256_and_si256(y, m4),
+                            _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4),
                             _mm256_and_si256(_mm256_slli_epi16::<2>(high), m2),
                         ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4),
-                            _mm256_and_si256(high, m2),
-                        ),
+                        _mm256_or_si256(_mm256_and_si256(y, m4), _mm256_and_si256(high, m2)),
                         _mm256_or_si256(
                             _mm256_and_si256(_mm256_srli_epi16::<4>(y), m4),
                             _mm256_and_si256(_mm256_srli_epi16::<2>(high), m2),
                         ),
                     ];
-                    for (k, u) in u.into_iter().enumerate() {
-                        let g = 8 * h + 2 * k;
-                        let s = unsafe {
-                            _mm256_set_m128i(
-                                _mm_set1_epi16(i16::from(*block.add(192 + g + 1) as i8)),
-                                _mm_set1_epi16(i16::from(*block.add(192 + g) as i8)),
-                            )
-                        };
-                        for n in 0..N {
-                            let q =
-                                unsafe { _mm256_loadu_si256(a[n].kq.as_ptr().add(b * 256 + 128 * h + 32 * k).cast()) };
-                            sums[n] = $acc!(sums[n], _mm256_maddubs_epi16(u, q), s);
+                    let pair = scales[s / 2];
+                    let scale = if s % 2 == 0 {
+                        _mm256_srai_epi32::<16>(_mm256_slli_epi32::<16>(pair))
+                    } else {
+                        _mm256_srai_epi32::<16>(pair)
+                    };
+                    for n in 0..N {
+                        let q = unsafe { a[n].kq.as_ptr().add(b * 256 + 16 * s) };
+                        let mut t = _mm256_setzero_si256();
+                        for (k, &u) in u.iter().enumerate() {
+                            t = $busd!(t, u, quad!(q.add(4 * k)));
                         }
+                        sums[n] = _mm256_add_epi32(sums[n], _mm256_mullo_epi32(t, scale));
                     }
                 }
-                let db = unsafe { *d.get_unchecked(b) };
+                let dv = unsafe { _mm256_loadu_ps(d.as_ptr().add(ROWS * b)) };
                 for n in 0..N {
                     let kd = unsafe { *a[n].kd.get_unchecked(b) };
-                    acc[n] = _mm256_fmadd_ps(_mm256_set1_ps(db * kd), _mm256_cvtepi32_ps(sums[n]), acc[n]);
+                    acc[n] = _mm256_fmadd_ps(
+                        _mm256_mul_ps(dv, _mm256_set1_ps(kd)),
+                        _mm256_cvtepi32_ps(sums[n]),
+                        acc[n],
+                    );
                 }
             }
-            let mut out = [0f32; N];
+            let mut out = [[0f32; ROWS]; N];
             for n in 0..N {
-                out[n] = sum(acc[n]);
+                // SAFETY: eight floats.
+                unsafe { _mm256_storeu_ps(out[n].as_mut_ptr(), acc[n]) };
             }
             out
         }
     };
 }
 
-k_quant_kernels!(q4k, q6k, "avx2,fma", madd_add);
-k_quant_kernels!(q4k_vnni, q6k_vnni, "avx2,fma,avx512f,avx512vl,avx512vnni", dpwssd);
+k_quant_kernels!(q4k, q6k, "avx2,fma", busd_avx2, wssd_avx2);
+k_quant_kernels!(
+    q4k_vnni,
+    q6k_vnni,
+    "avx2,fma,avx512f,avx512vl,avx512vnni",
+    busd_vnni,
+    wssd_vnni
+);
