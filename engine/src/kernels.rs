@@ -10,7 +10,7 @@
 //!   with Q5_1's and Q5_K's minimums as a constant term `c·s`;
 //! - Q4_K and Q6_K keep the file's values and scales (256-value super-blocks, 4.5 and 6.5 bits a
 //!   value, only Q4_K's packed 6-bit scales unpacked), interleaved eight rows at a time (see
-//!   [`kquant`]), and multiply the activations' other quantization, llama.cpp's Q8_K (one scale per
+//!   [`interleaved`]), and multiply the activations' other quantization, llama.cpp's Q8_K (one scale per
 //!   256, the sum of each 16 beside): the sub-block scales multiply integer sums, so a super-block
 //!   costs one float step per activation row, as in llama.cpp's `vec_dot_q4_K_q8_K`;
 //! - F32 (and F16, widened at load) rows multiply the activations as floats;
@@ -202,11 +202,11 @@ enum Held {
     Q4,
     /// 32 signed bytes per block, and a constant term per block when `c` is not empty (Q5_1, Q5_K).
     Q8,
-    /// Q4_K's super-blocks in units of eight rows ([`kquant`]: `d` and `dmin` per row in `d`, the
+    /// Q4_K's super-blocks in units of eight rows ([`interleaved`]: `d` and `dmin` per row in `d`, the
     /// unpacked scales and minimums and the file's nibbles in `qs`). Multiplied with the
     /// activations' Q8_K quantization.
     Q4K,
-    /// Q6_K's super-blocks in units of eight rows ([`kquant`]: `d` per row in `d`, the scales and
+    /// Q6_K's super-blocks in units of eight rows ([`interleaved`]: `d` per row in `d`, the scales and
     /// the file's 6-bit values in `qs`). Multiplied with the activations' Q8_K quantization.
     Q6K,
 }
@@ -278,7 +278,7 @@ impl QMatrix {
             }
             Format::Q4K => {
                 m.held = Held::Q4K;
-                m.hold_units(bytes, 144, 16, kquant::Q4K_UNIT, kquant::put_q4k);
+                m.hold_units(bytes, 144, 16, interleaved::Q4K_UNIT, interleaved::put_q4k);
             }
             Format::Q5_0 | Format::Q5_1 => {
                 m.held = Held::Q8;
@@ -318,7 +318,13 @@ impl QMatrix {
             }
             Format::Q6K => {
                 m.held = Held::Q6K;
-                m.hold_units(bytes, 210, kquant::ROWS, kquant::Q6K_UNIT, kquant::put_q6k);
+                m.hold_units(
+                    bytes,
+                    210,
+                    interleaved::ROWS,
+                    interleaved::Q6K_UNIT,
+                    interleaved::put_q6k,
+                );
             }
             Format::Q8_0 => {
                 m.held = Held::Q8;
@@ -329,6 +335,9 @@ impl QMatrix {
                     m.qs.extend_from_slice(&block[2..]);
                 }
             }
+        }
+        if m.held == Held::Q8 {
+            m.interleave_q8();
         }
         Ok(m)
     }
@@ -345,8 +354,9 @@ impl QMatrix {
         let mut d = vec![0.; blocks];
         let mut s = vec![0.; blocks];
         let mut q = vec![0i8; rows * cols];
-        quantize_row(values, &mut d, &mut s, &mut q);
-        Ok(QMatrix {
+        let mut sums = vec![0; blocks];
+        quantize_row(values, &mut d, &mut s, &mut q, &mut sums);
+        let mut m = QMatrix {
             rows,
             cols,
             held: Held::Q8,
@@ -354,7 +364,45 @@ impl QMatrix {
             c: Vec::new(),
             qs: q.into_iter().map(|v| v as u8).collect(),
             f: Vec::new(),
-        })
+        };
+        m.interleave_q8();
+        Ok(m)
+    }
+
+    /// Row-major 8-bit blocks (a scale, maybe a constant term, 32 signed bytes) into units of eight
+    /// rows (see [`interleaved`]).
+    fn interleave_q8(&mut self) {
+        let nb = self.cols / BLOCK;
+        let units = self.rows.div_ceil(interleaved::ROWS) * nb;
+        let (mut d, mut c, mut qs) = (
+            vec![0.; units * interleaved::ROWS],
+            vec![
+                0.;
+                if self.c.is_empty() {
+                    0
+                } else {
+                    units * interleaved::ROWS
+                }
+            ],
+            vec![0x80; units * interleaved::Q8_UNIT],
+        );
+        for r in 0..self.rows {
+            let lane = r % interleaved::ROWS;
+            for b in 0..nb {
+                let u = r / interleaved::ROWS * nb + b;
+                let i = r * nb + b;
+                d[u * interleaved::ROWS + lane] = self.d[i];
+                if let Some(&ci) = self.c.get(i) {
+                    c[u * interleaved::ROWS + lane] = ci;
+                }
+                interleaved::put_q8(
+                    lane,
+                    &self.qs[i * BLOCK..(i + 1) * BLOCK],
+                    &mut qs[u * interleaved::Q8_UNIT..],
+                );
+            }
+        }
+        (self.d, self.c, self.qs) = (d, c, qs);
     }
 
     /// Row `r` as floats.
@@ -373,18 +421,21 @@ impl QMatrix {
                 }
             }
             Held::Q8 => {
+                let lane = r % interleaved::ROWS;
                 for (b, block) in out.chunks_exact_mut(BLOCK).enumerate() {
-                    let i = r * n / BLOCK + b;
+                    let u = r / interleaved::ROWS * (n / BLOCK) + b;
+                    let i = u * interleaved::ROWS + lane;
                     let c = self.c.get(i).copied().unwrap_or(0.);
-                    for (o, &q) in block.iter_mut().zip(&self.qs[i * 32..i * 32 + 32]) {
-                        *o = self.d[i] * f32::from(q as i8) + c;
+                    let q = interleaved::get_q8(lane, &self.qs[u * interleaved::Q8_UNIT..]);
+                    for (o, q) in block.iter_mut().zip(q) {
+                        *o = self.d[i] * f32::from(q) + c;
                     }
                 }
             }
             Held::Q4K => {
                 for (b, out) in out.chunks_exact_mut(256).enumerate() {
                     let (d, qs) = self.unit(r, b);
-                    let (d, dmin, block) = kquant::get_q4k(r % kquant::ROWS, d, qs);
+                    let (d, dmin, block) = interleaved::get_q4k(r % interleaved::ROWS, d, qs);
                     for (j, (group, out)) in block[16..].chunks_exact(32).zip(out.chunks_exact_mut(64)).enumerate() {
                         let (d1, m1) = (d * f32::from(block[2 * j]), dmin * f32::from(block[8 + 2 * j]));
                         let (d2, m2) = (d * f32::from(block[2 * j + 1]), dmin * f32::from(block[9 + 2 * j]));
@@ -398,7 +449,7 @@ impl QMatrix {
             Held::Q6K => {
                 for (b, out) in out.chunks_exact_mut(256).enumerate() {
                     let (d, qs) = self.unit(r, b);
-                    let (d, u, scales) = kquant::get_q6k(r % kquant::ROWS, d, qs);
+                    let (d, u, scales) = interleaved::get_q6k(r % interleaved::ROWS, d, qs);
                     for (v, (o, u)) in out.iter_mut().zip(u).enumerate() {
                         *o = d * f32::from(scales[v / 16]) * f32::from(u as i8 - 32);
                     }
@@ -422,63 +473,66 @@ impl QMatrix {
                 let w = &self.f[r * n..(r + 1) * n];
                 a.map(|a| dot_f32(w, a.f))
             }
-            Held::Q4K | Held::Q6K => {
-                let group = self.dot8(r - r % kquant::ROWS, a);
-                std::array::from_fn(|n| group[n][r % kquant::ROWS])
+            Held::Q4K | Held::Q6K | Held::Q8 => {
+                let group = self.dot8(r - r % interleaved::ROWS, a);
+                std::array::from_fn(|n| group[n][r % interleaved::ROWS])
             }
-            Held::Q4 | Held::Q8 => {
+            Held::Q4 => {
                 let blocks = r * nb..(r + 1) * nb;
-                let d = &self.d[blocks.clone()];
-                if self.held == Held::Q4 {
-                    let (c, qs) = (&self.c[blocks], &self.qs[r * nb * 16..(r + 1) * nb * 16]);
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: the level says the CPU has the kernel's instructions; every slice holds
-                    // `nb` blocks (checked by the kernels' debug assertions, guaranteed by the shapes
-                    // above).
-                    match level() {
-                        Level::Avx2 | Level::Vnni => return unsafe { x86::q4(d, c, qs, a) },
-                        Level::Scalar => {}
-                    }
-                    return scalar_q4(d, c, qs, a);
-                }
-                let qs = &self.qs[r * n..(r + 1) * n];
+                let (d, c, qs) = (
+                    &self.d[blocks.clone()],
+                    &self.c[blocks],
+                    &self.qs[r * nb * 16..(r + 1) * nb * 16],
+                );
                 #[cfg(target_arch = "x86_64")]
-                // SAFETY: as above.
-                let mut out = match level() {
-                    Level::Avx2 | Level::Vnni => unsafe { x86::q8(d, qs, a) },
-                    Level::Scalar => scalar_q8(d, qs, a),
-                };
-                #[cfg(not(target_arch = "x86_64"))]
-                let mut out = scalar_q8(d, qs, a);
-                if !self.c.is_empty() {
-                    // The constant terms: Σ c·s over the row's blocks.
-                    for (o, a) in out.iter_mut().zip(a) {
-                        *o += dot_f32(&self.c[blocks.clone()], a.s);
-                    }
+                // SAFETY: the level says the CPU has the kernel's instructions; every slice holds
+                // `nb` blocks (checked by the kernels' debug assertions, guaranteed by the shapes
+                // above).
+                match level() {
+                    Level::Avx2 | Level::Vnni => return unsafe { x86::q4(d, c, qs, a) },
+                    Level::Scalar => {}
                 }
-                out
+                scalar_q4(d, c, qs, a)
             }
         }
     }
 
     /// The dot products of rows `r..r + 8` (`r` a multiple of 8) with the activation rows `a`;
     /// rows past the last are zero. The K-quants' kernels compute the eight together (see
-    /// [`kquant`]); the other formats a row at a time.
+    /// [`interleaved`]); the other formats a row at a time.
     #[inline]
-    pub fn dot8<const N: usize>(&self, r: usize, a: [ActRow; N]) -> [[f32; kquant::ROWS]; N] {
-        debug_assert!(r.is_multiple_of(kquant::ROWS) && r < self.rows);
-        if !matches!(self.held, Held::Q4K | Held::Q6K) {
-            let mut out = [[0.; kquant::ROWS]; N];
-            for i in 0..kquant::ROWS.min(self.rows - r) {
+    pub fn dot8<const N: usize>(&self, r: usize, a: [ActRow; N]) -> [[f32; interleaved::ROWS]; N] {
+        debug_assert!(r.is_multiple_of(interleaved::ROWS) && r < self.rows);
+        if !matches!(self.held, Held::Q4K | Held::Q6K | Held::Q8) {
+            let mut out = [[0.; interleaved::ROWS]; N];
+            for i in 0..interleaved::ROWS.min(self.rows - r) {
                 for (o, v) in out.iter_mut().zip(self.dot(r + i, a)) {
                     o[i] = v;
                 }
             }
             return out;
         }
+        if self.held == Held::Q8 {
+            let nb = self.cols / BLOCK;
+            let units = r / interleaved::ROWS * nb..(r / interleaved::ROWS + 1) * nb;
+            let floats = units.start * interleaved::ROWS..units.end * interleaved::ROWS;
+            let (d, c, qs) = (
+                &self.d[floats.clone()],
+                self.c.get(floats).unwrap_or(&[]),
+                &self.qs[units.start * interleaved::Q8_UNIT..units.end * interleaved::Q8_UNIT],
+            );
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as below.
+            match level() {
+                Level::Avx2 => return unsafe { x86::q8(d, c, qs, a) },
+                Level::Vnni => return unsafe { x86::q8_vnni(d, c, qs, a) },
+                Level::Scalar => {}
+            }
+            return interleaved::q8(d, c, qs, a);
+        }
         let units = self.cols / 256;
         let (floats, bytes) = self.unit_sizes();
-        let g = r / kquant::ROWS * units;
+        let g = r / interleaved::ROWS * units;
         let (d, qs) = (
             &self.d[g * floats..(g + units) * floats],
             &self.qs[g * bytes..(g + units) * bytes],
@@ -494,25 +548,25 @@ impl QMatrix {
             (Level::Scalar, _) => {}
         }
         if self.held == Held::Q4K {
-            kquant::q4k(d, qs, a)
+            interleaved::q4k(d, qs, a)
         } else {
-            kquant::q6k(d, qs, a)
+            interleaved::q6k(d, qs, a)
         }
     }
 
     /// Floats and bytes of a K-quant unit (eight rows' super-block).
     fn unit_sizes(&self) -> (usize, usize) {
         if self.held == Held::Q4K {
-            (16, kquant::Q4K_UNIT)
+            (16, interleaved::Q4K_UNIT)
         } else {
-            (kquant::ROWS, kquant::Q6K_UNIT)
+            (interleaved::ROWS, interleaved::Q6K_UNIT)
         }
     }
 
     /// The unit holding super-block `b` of row `r`.
     fn unit(&self, r: usize, b: usize) -> (&[f32], &[u8]) {
         let (floats, bytes) = self.unit_sizes();
-        let u = r / kquant::ROWS * (self.cols / 256) + b;
+        let u = r / interleaved::ROWS * (self.cols / 256) + b;
         (
             &self.d[u * floats..(u + 1) * floats],
             &self.qs[u * bytes..(u + 1) * bytes],
@@ -530,14 +584,14 @@ impl QMatrix {
         put: fn(usize, &[u8], &mut [f32], &mut [u8]),
     ) {
         let units = self.cols / 256;
-        let count = self.rows.div_ceil(kquant::ROWS) * units;
+        let count = self.rows.div_ceil(interleaved::ROWS) * units;
         self.d = vec![0.; count * floats];
         self.qs = vec![0; count * bytes];
         for (i, block) in blocks.chunks_exact(size).enumerate() {
             let (r, b) = (i / units, i % units);
-            let u = r / kquant::ROWS * units + b;
+            let u = r / interleaved::ROWS * units + b;
             put(
-                r % kquant::ROWS,
+                r % interleaved::ROWS,
                 block,
                 &mut self.d[u * floats..(u + 1) * floats],
                 &mut self.qs[u * bytes..(u + 1) * bytes],
@@ -567,6 +621,8 @@ pub struct ActRow<'a> {
     pub f: &'a [f32],
     pub d: &'a [f32],
     pub s: &'a [f32],
+    /// Per block `Σq` (the 8-bit kernels hold weights offset by 128).
+    pub sums: &'a [i32],
     pub q: &'a [i8],
     pub kd: &'a [f32],
     pub kq: &'a [i8],
@@ -582,6 +638,7 @@ pub struct Acts {
     pub f: Vec<f32>,
     d: Vec<f32>,
     s: Vec<f32>,
+    sums: Vec<i32>,
     q: Vec<i8>,
     kd: Vec<f32>,
     kq: Vec<i8>,
@@ -598,12 +655,13 @@ impl Acts {
             f: values,
             d: vec![0.; rows * cols / BLOCK],
             s: vec![0.; rows * cols / BLOCK],
+            sums: vec![0; rows * cols / BLOCK],
             q: vec![0; rows * cols],
             kd: vec![0.; k / 256],
             kq: vec![0; k],
             ks: vec![0; k / 16],
         };
-        quantize_row(&a.f, &mut a.d, &mut a.s, &mut a.q);
+        quantize_row(&a.f, &mut a.d, &mut a.s, &mut a.q, &mut a.sums);
         if k > 0 {
             quantize_row_k(&a.f, &mut a.kd, &mut a.kq, &mut a.ks);
         }
@@ -617,6 +675,7 @@ impl Acts {
             f: &self.f[t * n..(t + 1) * n],
             d: &self.d[t * nb..(t + 1) * nb],
             s: &self.s[t * nb..(t + 1) * nb],
+            sums: &self.sums[t * nb..(t + 1) * nb],
             q: &self.q[t * n..(t + 1) * n],
             kd: &self.kd[k.start / 256..k.end / 256],
             kq: &self.kq[k.clone()],
@@ -648,8 +707,9 @@ pub fn exp(x: f32) -> f32 {
 }
 
 /// Quantizes `x` to 8-bit blocks as llama.cpp's `quantize_row_q8_1` does: the scale is `max|x|/127`
-/// stored as a half, values rounded from `x / scale` before the scale is rounded; `s = d·Σq`.
-pub fn quantize_row(x: &[f32], d: &mut [f32], s: &mut [f32], q: &mut [i8]) {
+/// stored as a half, values rounded from `x / scale` before the scale is rounded; `s = d·Σq`, and
+/// `Σq` itself in `sums`.
+pub fn quantize_row(x: &[f32], d: &mut [f32], s: &mut [f32], q: &mut [i8], sums: &mut [i32]) {
     for (b, (block, qb)) in x.chunks_exact(BLOCK).zip(q.chunks_exact_mut(BLOCK)).enumerate() {
         let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
         let scale = amax / 127.;
@@ -662,6 +722,7 @@ pub fn quantize_row(x: &[f32], d: &mut [f32], s: &mut [f32], q: &mut [i8]) {
         }
         d[b] = f16::from_f32(scale).to_f32();
         s[b] = d[b] * sum as f32;
+        sums[b] = sum;
     }
 }
 
@@ -721,24 +782,6 @@ fn scalar_q4<const N: usize>(d: &[f32], c: &[f32], qs: &[u8], a: [ActRow; N]) ->
                 sum += i32::from(byte & 15) * i32::from(q[j]) + i32::from(byte >> 4) * i32::from(q[j + 16]);
             }
             acc += d[b] * a.d[b] * sum as f32 + c[b] * a.s[b];
-        }
-        out[n] = acc;
-    }
-    out
-}
-
-/// `Σ w·q` over signed weight bytes and activation values.
-fn byte_dot(w: &[u8], q: &[i8]) -> i32 {
-    w.iter().zip(q).map(|(&w, &q)| i32::from(w as i8) * i32::from(q)).sum()
-}
-
-fn scalar_q8<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
-    let mut out = [0f32; N];
-    for (n, a) in a.iter().enumerate() {
-        let mut acc = 0f32;
-        for b in 0..d.len() {
-            let sum = byte_dot(&qs[b * BLOCK..(b + 1) * BLOCK], &a.q[b * BLOCK..(b + 1) * BLOCK]);
-            acc += d[b] * a.d[b] * sum as f32;
         }
         out[n] = acc;
     }
@@ -818,8 +861,8 @@ pub fn axpy(out: &mut [f32], w: f32, v: &[f32]) {
     }
 }
 
-mod kquant;
-pub use kquant::ROWS;
+mod interleaved;
+pub use interleaved::ROWS;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -114,6 +114,7 @@ struct Acts {
     f: Shared<f32>,
     d: Shared<f32>,
     s: Shared<f32>,
+    sums: Shared<i32>,
     q: Shared<i8>,
     /// The Q8_K quantization (see [`ActRow`]); empty where a row is not whole super-blocks.
     kd: Shared<f32>,
@@ -129,6 +130,7 @@ impl Acts {
             f: Shared::new(vec![0.; rows * cols]),
             d: Shared::new(vec![0.; rows * cols / BLOCK]),
             s: Shared::new(vec![0.; rows * cols / BLOCK]),
+            sums: Shared::new(vec![0; rows * cols / BLOCK]),
             q: Shared::new(vec![0; rows * cols]),
             kd: Shared::new(vec![0.; k / 256]),
             kq: Shared::new(vec![0; k]),
@@ -157,6 +159,7 @@ impl Acts {
                 f: self.f.get(t * n..(t + 1) * n),
                 d: self.d.get(t * nb..(t + 1) * nb),
                 s: self.s.get(t * nb..(t + 1) * nb),
+                sums: self.sums.get(t * nb..(t + 1) * nb),
                 q: self.q.get(t * n..(t + 1) * n),
                 kd: self.kd.get(k.start / 256..k.end / 256),
                 kq: self.kq.get(k.clone()),
@@ -198,6 +201,7 @@ impl Acts {
                 self.d.part(t * nb..(t + 1) * nb),
                 self.s.part(t * nb..(t + 1) * nb),
                 self.q.part(t * n..(t + 1) * n),
+                self.sums.part(t * nb..(t + 1) * nb),
             );
             let k = self.k_range(t);
             if !k.is_empty() {

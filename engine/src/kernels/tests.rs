@@ -157,11 +157,11 @@ fn every_kernel_equals_the_float_product_of_what_the_blocks_hold() {
                         )[0]
                     }
                     Held::Q8 => {
-                        let blocks = r * cols / BLOCK..(r + 1) * cols / BLOCK;
-                        let constant: f32 =
-                            m.c.get(blocks.clone())
-                                .map_or(0., |c| c.iter().zip(a.row(t).s).map(|(c, s)| c * s).sum());
-                        scalar_q8(&m.d[blocks], &m.qs[r * cols..(r + 1) * cols], [a.row(t)])[0] + constant
+                        let units = r / 8 * cols / BLOCK..(r / 8 + 1) * cols / BLOCK;
+                        let floats = units.start * 8..units.end * 8;
+                        let c = m.c.get(floats.clone()).unwrap_or(&[]);
+                        let qs = &m.qs[units.start * interleaved::Q8_UNIT..units.end * interleaved::Q8_UNIT];
+                        interleaved::q8(&m.d[floats], c, qs, [a.row(t)])[0][r % 8]
                     }
                     Held::Q4K | Held::Q6K => unreachable!("no K-quant among these formats"),
                     Held::F32 => a.f[t * cols..(t + 1) * cols]
@@ -204,15 +204,16 @@ fn quantized_rows_dequantize_close_to_what_was_quantized() {
 #[test]
 fn activations_round_as_llama_cpp_does() {
     let x: Vec<f32> = (0..BLOCK).map(|i| i as f32 - 15.5).collect();
-    let (mut d, mut s, mut q) = ([0.; 1], [0.; 1], [0i8; BLOCK]);
-    quantize_row(&x, &mut d, &mut s, &mut q);
+    let (mut d, mut s, mut q, mut sums) = ([0.; 1], [0.; 1], [0i8; BLOCK], [0; 1]);
+    quantize_row(&x, &mut d, &mut s, &mut q, &mut sums);
     assert_eq!(q[0], -127);
     assert_eq!(q[31], 127);
     assert_eq!(d[0], f16::from_f32(15.5 / 127.).to_f32());
-    assert_eq!(s[0], d[0] * q.iter().map(|&v| i32::from(v)).sum::<i32>() as f32);
+    assert_eq!(sums[0], q.iter().map(|&v| i32::from(v)).sum::<i32>());
+    assert_eq!(s[0], d[0] * sums[0] as f32);
     let zero = [0f32; BLOCK];
-    quantize_row(&zero, &mut d, &mut s, &mut q);
-    assert_eq!((d[0], s[0], q), (0., 0., [0; BLOCK]));
+    quantize_row(&zero, &mut d, &mut s, &mut q, &mut sums);
+    assert_eq!((d[0], s[0], q, sums[0]), (0., 0., [0; BLOCK], 0));
 }
 
 /// llama.cpp's `dequantize_row_q4_K`, transcribed.
@@ -243,24 +244,46 @@ fn every_instruction_set_gives_the_scalar_sums() {
     let a = acts(2, cols, 41);
     let rows = [a.row(0), a.row(1)];
     let close = |x: [f32; 2], y: [f32; 2]| x.iter().zip(&y).all(|(x, y)| (x - y).abs() <= 1e-4 * (1. + y.abs()));
-    for format in [Format::Q4_1, Format::Q8_0] {
-        let m = QMatrix::from_gguf(format, 1, cols, &gguf_bytes(format, &values(cols, 43))).unwrap();
-        let (d, c, qs) = (&m.d[..], &m.c[..], &m.qs[..]);
-        let scalar = if format == Format::Q4_1 {
-            scalar_q4(d, c, qs, rows)
-        } else {
-            scalar_q8(d, qs, rows)
-        };
-        // SAFETY: each kernel runs only where the CPU has its instructions.
-        if avx2 {
-            let fast = unsafe {
-                if format == Format::Q4_1 {
-                    x86::q4(d, c, qs, rows)
-                } else {
-                    x86::q8(d, qs, rows)
+    let m = QMatrix::from_gguf(Format::Q4_1, 1, cols, &gguf_bytes(Format::Q4_1, &values(cols, 43))).unwrap();
+    let scalar = scalar_q4(&m.d, &m.c, &m.qs, rows);
+    if avx2 {
+        // SAFETY: AVX2 and FMA are present.
+        let fast = unsafe { x86::q4(&m.d, &m.c, &m.qs, rows) };
+        assert!(close(fast, scalar), "Q4_1 avx2: {fast:?} vs {scalar:?}");
+    }
+    // The 8-bit kernels over eight rows at a time (11 rows: 3 zero rows in the second unit), with
+    // and without a constant term: the same bits on every instruction set and for any tile.
+    let a = acts(8, cols, 47);
+    for format in [Format::Q8_0, Format::Q5_0, Format::Q5_1] {
+        let m = QMatrix::from_gguf(format, 11, cols, &gguf_bytes(format, &values(11 * cols, 43))).unwrap();
+        let eight: [ActRow; 8] = std::array::from_fn(|t| a.row(t));
+        let nb = cols / BLOCK;
+        for g in 0..2 {
+            let floats = g * nb * 8..(g + 1) * nb * 8;
+            let (d, c) = (&m.d[floats.clone()], m.c.get(floats).unwrap_or(&[]));
+            let qs = &m.qs[g * nb * interleaved::Q8_UNIT..(g + 1) * nb * interleaved::Q8_UNIT];
+            let scalar = interleaved::q8(d, c, qs, eight);
+            assert_eq!(interleaved::q8(d, c, qs, [a.row(5)])[0], scalar[5], "{format:?}");
+            for (t, row) in scalar.iter().enumerate() {
+                for (i, &got) in row.iter().enumerate() {
+                    let r = 8 * g + i;
+                    let want = if r < 11 { reference(&m, r, &a, t) } else { 0. };
+                    assert!(
+                        (got - want).abs() <= 1e-4 * (1. + want.abs()),
+                        "{format:?} row {r}: {got} vs {want}"
+                    );
                 }
-            };
-            assert!(close(fast, scalar), "{format:?} avx2: {fast:?} vs {scalar:?}");
+            }
+            if avx2 {
+                // SAFETY: AVX2 and FMA are present.
+                let fast = unsafe { x86::q8(d, c, qs, eight) };
+                assert_eq!(fast, scalar, "{format:?}: AVX2 gives the portable kernel's bits");
+                if has!("avx512f") && has!("avx512vl") && has!("avx512vnni") {
+                    // SAFETY: the CPU has VNNI (checked above).
+                    let vnni = unsafe { x86::q8_vnni(d, c, qs, eight) };
+                    assert_eq!(vnni, fast, "{format:?}: VNNI gives AVX2's bits");
+                }
+            }
         }
     }
     // The K-quant kernels over eight rows at a time (11 rows: the second unit holds 5 and 3 zero
@@ -278,9 +301,9 @@ fn every_instruction_set_gives_the_scalar_sums() {
                 &m.qs[g * units * bytes..(g + 1) * units * bytes],
             );
             let (scalar, scalar_four) = if format == Format::Q4K {
-                (kquant::q4k(d, qs, rows), kquant::q4k(d, qs, four))
+                (interleaved::q4k(d, qs, rows), interleaved::q4k(d, qs, four))
             } else {
-                (kquant::q6k(d, qs, rows), kquant::q6k(d, qs, four))
+                (interleaved::q6k(d, qs, rows), interleaved::q6k(d, qs, four))
             };
             assert_eq!(
                 scalar_four,

@@ -1,7 +1,7 @@
 //! The AVX2/FMA kernels, and the K-quant kernels' AVX-512 VNNI twins (see the parent module): chosen
 //! at run time, only where the CPU has them.
 
-use super::kquant::{Q4K_UNIT, Q6K_UNIT, ROWS};
+use super::interleaved::{Q4K_UNIT, Q6K_UNIT, Q8_UNIT, ROWS};
 use super::{ActRow, BLOCK};
 use std::arch::x86_64::*;
 
@@ -44,31 +44,6 @@ pub(super) unsafe fn q4<const N: usize>(d: &[f32], c: &[f32], qs: &[u8], a: [Act
     let mut out = [0f32; N];
     for n in 0..N {
         out[n] = sum(acc[n]) + constant[n];
-    }
-    out
-}
-
-/// 8-bit rows: `|w|·(q·sign w)` keeps the first operand unsigned.
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn q8<const N: usize>(d: &[f32], qs: &[u8], a: [ActRow; N]) -> [f32; N] {
-    debug_assert!(qs.len() == d.len() * BLOCK);
-    debug_assert!(a.iter().all(|a| a.d.len() == d.len() && a.q.len() == d.len() * BLOCK));
-    let mut acc = [_mm256_setzero_ps(); N];
-    for b in 0..d.len() {
-        // SAFETY (all loads): block b is in bounds of every slice (debug-asserted above).
-        let w = unsafe { _mm256_loadu_si256(qs.as_ptr().add(b * BLOCK).cast()) };
-        let abs = _mm256_sign_epi8(w, w);
-        let db = unsafe { *d.get_unchecked(b) };
-        for n in 0..N {
-            let q = unsafe { _mm256_loadu_si256(a[n].q.as_ptr().add(b * BLOCK).cast()) };
-            let p = _mm256_cvtepi32_ps(pairs(abs, _mm256_sign_epi8(q, w)));
-            let ad = unsafe { *a[n].d.get_unchecked(b) };
-            acc[n] = _mm256_fmadd_ps(_mm256_set1_ps(db * ad), p, acc[n]);
-        }
-    }
-    let mut out = [0f32; N];
-    for n in 0..N {
-        out[n] = sum(acc[n]);
     }
     out
 }
@@ -152,7 +127,7 @@ macro_rules! quad {
     };
 }
 
-/// The K-quant kernels over units of eight rows (see `kquant`), once for AVX2 and once for AVX-512
+/// The K-quant kernels over units of eight rows (see `interleaved`), once for AVX2 and once for AVX-512
 /// VNNI (`$busd`, `$wssd`: how byte and word products are summed into 32-bit lanes). Lane `i` of
 /// every vector is row `i`; both give the same integer sums and take the same fused float steps as
 /// the portable kernels, so a row's product is the same bits on all three and whatever `N` is.
@@ -333,6 +308,82 @@ macro_rules! k_quant_kernels {
             out
         }
     };
+}
+
+/// 8-bit units (see `interleaved`) against 8-bit activation rows: AVX2 takes the weights back to
+/// signed and multiplies `|w|` by `q·sign w` (no pair of products reaches the 16-bit limit).
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn q8<const N: usize>(d: &[f32], c: &[f32], qs: &[u8], a: [ActRow; N]) -> [[f32; ROWS]; N] {
+    let units = d.len() / ROWS;
+    debug_assert!(qs.len() == units * Q8_UNIT && (c.is_empty() || c.len() == d.len()));
+    debug_assert!(a.iter().all(|a| a.d.len() == units && a.q.len() == units * BLOCK));
+    let flip = _mm256_set1_epi8(-128);
+    let mut acc = [_mm256_setzero_ps(); N];
+    for b in 0..units {
+        // SAFETY (all loads): unit b is in bounds of `d`, `c` and `qs`, block b of every activation
+        // row (debug-asserted above).
+        let w: [__m256i; 8] = std::array::from_fn(|k| unsafe {
+            _mm256_xor_si256(_mm256_loadu_si256(qs.as_ptr().add(b * Q8_UNIT + 32 * k).cast()), flip)
+        });
+        let abs = w.map(|w| _mm256_sign_epi8(w, w));
+        let dv = unsafe { _mm256_loadu_ps(d.as_ptr().add(ROWS * b)) };
+        for n in 0..N {
+            let q = unsafe { a[n].q.as_ptr().add(b * BLOCK) };
+            let mut t = _mm256_setzero_si256();
+            for k in 0..8 {
+                t = _mm256_add_epi32(t, pairs(abs[k], _mm256_sign_epi8(quad!(q.add(4 * k)), w[k])));
+            }
+            let ad = unsafe { *a[n].d.get_unchecked(b) };
+            acc[n] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(ad)), _mm256_cvtepi32_ps(t), acc[n]);
+            if !c.is_empty() {
+                let (cv, s) = unsafe { (_mm256_loadu_ps(c.as_ptr().add(ROWS * b)), *a[n].s.get_unchecked(b)) };
+                acc[n] = _mm256_fmadd_ps(cv, _mm256_set1_ps(s), acc[n]);
+            }
+        }
+    }
+    let mut out = [[0f32; ROWS]; N];
+    for n in 0..N {
+        // SAFETY: eight floats.
+        unsafe { _mm256_storeu_ps(out[n].as_mut_ptr(), acc[n]) };
+    }
+    out
+}
+
+/// The same with VNNI: the weights as held (`w + 128`) times `q`, less `128·Σq`.
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
+pub(super) unsafe fn q8_vnni<const N: usize>(d: &[f32], c: &[f32], qs: &[u8], a: [ActRow; N]) -> [[f32; ROWS]; N] {
+    let units = d.len() / ROWS;
+    debug_assert!(qs.len() == units * Q8_UNIT && (c.is_empty() || c.len() == d.len()));
+    debug_assert!(
+        a.iter()
+            .all(|a| a.d.len() == units && a.q.len() == units * BLOCK && a.sums.len() == units)
+    );
+    let mut acc = [_mm256_setzero_ps(); N];
+    for b in 0..units {
+        // SAFETY (all loads): as in the AVX2 kernel.
+        let w: [__m256i; 8] =
+            std::array::from_fn(|k| unsafe { _mm256_loadu_si256(qs.as_ptr().add(b * Q8_UNIT + 32 * k).cast()) });
+        let dv = unsafe { _mm256_loadu_ps(d.as_ptr().add(ROWS * b)) };
+        for n in 0..N {
+            let q = unsafe { a[n].q.as_ptr().add(b * BLOCK) };
+            let mut t = _mm256_set1_epi32(-128 * unsafe { *a[n].sums.get_unchecked(b) });
+            for (k, &w) in w.iter().enumerate() {
+                t = _mm256_dpbusd_epi32(t, w, quad!(q.add(4 * k)));
+            }
+            let ad = unsafe { *a[n].d.get_unchecked(b) };
+            acc[n] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(ad)), _mm256_cvtepi32_ps(t), acc[n]);
+            if !c.is_empty() {
+                let (cv, s) = unsafe { (_mm256_loadu_ps(c.as_ptr().add(ROWS * b)), *a[n].s.get_unchecked(b)) };
+                acc[n] = _mm256_fmadd_ps(cv, _mm256_set1_ps(s), acc[n]);
+            }
+        }
+    }
+    let mut out = [[0f32; ROWS]; N];
+    for n in 0..N {
+        // SAFETY: eight floats.
+        unsafe { _mm256_storeu_ps(out[n].as_mut_ptr(), acc[n]) };
+    }
+    out
 }
 
 k_quant_kernels!(q4k, q6k, "avx2,fma", busd_avx2, wssd_avx2);

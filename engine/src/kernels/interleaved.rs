@@ -1,4 +1,5 @@
-//! Q4_K and Q6_K matrices held eight rows at a time, and the portable kernels over them.
+//! Matrices held eight rows at a time (Q4_K, Q6_K, and the 8-bit blocks), and the portable kernels
+//! over them.
 //!
 //! A *unit* is the same 256-value super-block of eight consecutive rows, its bytes interleaved so
 //! that 32 adjacent bytes hold four values of each of the eight rows: one multiply-add of 32 byte
@@ -24,6 +25,11 @@
 //!   `16s + 4..16s + 8`; 32 bytes the same for values `16s + 8..16s + 16`; 32 bytes of the top two
 //!   bits of values `16s + 4q + x`, quad `q` at bits `2q`. The values are held unsigned (`u`,
 //!   the weight is `d·scale·(u − 32)`), as in the file.
+//!
+//! 8-bit unit (32-value block `b` of eight rows; `d`: 8 scales, and `c`: 8 constant terms where the
+//! format has them; `qs`: [`Q8_UNIT`] bytes): quad `k` of row `i` at `32k + 4i`, each value held
+//! as `w + 128` (unsigned, so a byte multiply-add takes it as it is; the products are corrected by
+//! `128·Σq` of the activation block).
 
 use super::ActRow;
 
@@ -33,6 +39,42 @@ pub const ROWS: usize = 8;
 pub const Q4K_UNIT: usize = ROWS * 144;
 /// Bytes of a Q6_K unit (eight rows' 208 bytes of values and scales).
 pub const Q6K_UNIT: usize = ROWS * 208;
+/// Bytes of an 8-bit unit (eight rows' 32 values).
+pub const Q8_UNIT: usize = ROWS * 32;
+
+/// Row `lane` of an 8-bit unit from its 32 signed values (held as `w + 128`).
+pub fn put_q8(lane: usize, values: &[u8], qs: &mut [u8]) {
+    for k in 0..8 {
+        for x in 0..4 {
+            qs[32 * k + 4 * lane + x] = values[4 * k + x] ^ 0x80;
+        }
+    }
+}
+
+/// Row `lane` of an 8-bit unit: its 32 signed values.
+pub fn get_q8(lane: usize, qs: &[u8]) -> [i8; 32] {
+    std::array::from_fn(|v| (qs[32 * (v / 4) + 4 * lane + v % 4] ^ 0x80) as i8)
+}
+
+/// 8-bit units against `N` activation rows: per block the integer sum exactly, then one fused
+/// float step, and one more for the constant term (as the SIMD kernels: the same bits).
+pub fn q8<const N: usize>(d: &[f32], c: &[f32], qs: &[u8], a: [ActRow; N]) -> [[f32; ROWS]; N] {
+    let mut out = [[0f32; ROWS]; N];
+    for (b, unit) in qs.chunks_exact(Q8_UNIT).enumerate() {
+        for lane in 0..ROWS {
+            let w = get_q8(lane, unit);
+            for (o, a) in out.iter_mut().zip(&a) {
+                let q = &a.q[b * 32..(b + 1) * 32];
+                let sum: i32 = w.iter().zip(q).map(|(&w, &q)| i32::from(w) * i32::from(q)).sum();
+                o[lane] = (d[ROWS * b + lane] * a.d[b]).mul_add(sum as f32, o[lane]);
+                if !c.is_empty() {
+                    o[lane] = c[ROWS * b + lane].mul_add(a.s[b], o[lane]);
+                }
+            }
+        }
+    }
+    out
+}
 
 /// Row `lane` of a Q4_K unit from the file's 144-byte block (`d`, `dmin`, 12 bytes of packed
 /// scales, 128 of nibbles).
