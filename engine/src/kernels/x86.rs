@@ -218,12 +218,7 @@ macro_rules! k_quant_kernels {
                     );
                 }
             }
-            let mut out = [[0f32; ROWS]; N];
-            for n in 0..N {
-                // SAFETY: eight floats.
-                unsafe { _mm256_storeu_ps(out[n].as_mut_ptr(), acc[n]) };
-            }
-            out
+            lanes(acc)
         }
 
         /// Q6_K units against Q8_K activation rows: the values taken unsigned
@@ -300,91 +295,124 @@ macro_rules! k_quant_kernels {
                     );
                 }
             }
-            let mut out = [[0f32; ROWS]; N];
-            for n in 0..N {
-                // SAFETY: eight floats.
-                unsafe { _mm256_storeu_ps(out[n].as_mut_ptr(), acc[n]) };
-            }
-            out
+            lanes(acc)
         }
     };
 }
 
-/// 8-bit units (see `interleaved`) against 8-bit activation rows: AVX2 takes the weights back to
-/// signed and multiplies `|w|` by `q·sign w` (no pair of products reaches the 16-bit limit).
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn q8<const N: usize>(d: &[f32], c: &[f32], qs: &[u8], a: [ActRow; N]) -> [[f32; ROWS]; N] {
-    let units = d.len() / ROWS;
-    debug_assert!(qs.len() == units * Q8_UNIT && (c.is_empty() || c.len() == d.len()));
-    debug_assert!(a.iter().all(|a| a.d.len() == units && a.q.len() == units * BLOCK));
-    let flip = _mm256_set1_epi8(-128);
-    let mut acc = [_mm256_setzero_ps(); N];
-    for b in 0..units {
-        // SAFETY (all loads): unit b is in bounds of `d`, `c` and `qs`, block b of every activation
-        // row (debug-asserted above).
-        let w: [__m256i; 8] = std::array::from_fn(|k| unsafe {
-            _mm256_xor_si256(_mm256_loadu_si256(qs.as_ptr().add(b * Q8_UNIT + 32 * k).cast()), flip)
-        });
-        let abs = w.map(|w| _mm256_sign_epi8(w, w));
-        let dv = unsafe { _mm256_loadu_ps(d.as_ptr().add(ROWS * b)) };
-        for n in 0..N {
-            let q = unsafe { a[n].q.as_ptr().add(b * BLOCK) };
-            let mut t = _mm256_setzero_si256();
-            for k in 0..8 {
-                t = _mm256_add_epi32(t, pairs(abs[k], _mm256_sign_epi8(quad!(q.add(4 * k)), w[k])));
+/// AVX2's 8-bit weights: signed again, and their magnitudes.
+macro_rules! signed_avx2 {
+    ($raw:expr) => {{
+        let w = _mm256_xor_si256($raw, _mm256_set1_epi8(-128));
+        (w, _mm256_sign_epi8(w, w))
+    }};
+}
+
+/// VNNI's 8-bit weights: as held.
+macro_rules! held_vnni {
+    ($raw:expr) => {
+        ($raw, $raw)
+    };
+}
+
+/// AVX2's block sums start at zero and add `|w|·(q·sign w)` (no pair of products reaches the 16-bit
+/// limit).
+macro_rules! start_avx2 {
+    ($sums:expr) => {
+        _mm256_setzero_si256()
+    };
+}
+macro_rules! step_avx2 {
+    ($t:expr, $w:expr, $q:expr) => {
+        _mm256_add_epi32($t, pairs($w.1, _mm256_sign_epi8($q, $w.0)))
+    };
+}
+
+/// VNNI's start at `−128·Σq` and add `(w + 128)·q` in one instruction.
+macro_rules! start_vnni {
+    ($sums:expr) => {
+        _mm256_set1_epi32(-128 * $sums)
+    };
+}
+macro_rules! step_vnni {
+    ($t:expr, $w:expr, $q:expr) => {
+        _mm256_dpbusd_epi32($t, $w.0, $q)
+    };
+}
+
+/// The 8-bit kernels over units of eight rows (see `interleaved`), once for AVX2 and once for VNNI:
+/// the same integer sums, one fused float step per block and row, and one for the constant term.
+macro_rules! q8_kernels {
+    ($name:ident, $features:literal, $weights:ident, $start:ident, $step:ident) => {
+        /// 8-bit units against 8-bit activation rows.
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn $name<const N: usize>(
+            d: &[f32],
+            c: &[f32],
+            qs: &[u8],
+            a: [ActRow; N],
+        ) -> [[f32; ROWS]; N] {
+            let units = d.len() / ROWS;
+            debug_assert!(qs.len() == units * Q8_UNIT && (c.is_empty() || c.len() == d.len()));
+            debug_assert!(
+                a.iter()
+                    .all(|a| a.d.len() == units && a.q.len() == units * BLOCK && a.sums.len() == units)
+            );
+            let mut acc = [_mm256_setzero_ps(); N];
+            for b in 0..units {
+                // SAFETY (all loads): unit b is in bounds of `d`, `c` and `qs`, block b of every
+                // activation row (debug-asserted above).
+                let w: [(__m256i, __m256i); 8] = std::array::from_fn(|k| {
+                    $weights!(unsafe { _mm256_loadu_si256(qs.as_ptr().add(b * Q8_UNIT + 32 * k).cast()) })
+                });
+                let dv = unsafe { _mm256_loadu_ps(d.as_ptr().add(ROWS * b)) };
+                for n in 0..N {
+                    let q = unsafe { a[n].q.as_ptr().add(b * BLOCK) };
+                    let mut t = $start!(unsafe { *a[n].sums.get_unchecked(b) });
+                    for (k, w) in w.iter().enumerate() {
+                        t = $step!(t, w, quad!(q.add(4 * k)));
+                    }
+                    let ad = unsafe { *a[n].d.get_unchecked(b) };
+                    acc[n] = _mm256_fmadd_ps(
+                        _mm256_mul_ps(dv, _mm256_set1_ps(ad)),
+                        _mm256_cvtepi32_ps(t),
+                        acc[n],
+                    );
+                    if !c.is_empty() {
+                        let (cv, s) = unsafe {
+                            (
+                                _mm256_loadu_ps(c.as_ptr().add(ROWS * b)),
+                                *a[n].s.get_unchecked(b),
+                            )
+                        };
+                        acc[n] = _mm256_fmadd_ps(cv, _mm256_set1_ps(s), acc[n]);
+                    }
+                }
             }
-            let ad = unsafe { *a[n].d.get_unchecked(b) };
-            acc[n] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(ad)), _mm256_cvtepi32_ps(t), acc[n]);
-            if !c.is_empty() {
-                let (cv, s) = unsafe { (_mm256_loadu_ps(c.as_ptr().add(ROWS * b)), *a[n].s.get_unchecked(b)) };
-                acc[n] = _mm256_fmadd_ps(cv, _mm256_set1_ps(s), acc[n]);
-            }
+            lanes(acc)
         }
-    }
+    };
+}
+
+/// Each accumulator's eight lanes: eight rows' products.
+#[target_feature(enable = "avx2,fma")]
+fn lanes<const N: usize>(acc: [__m256; N]) -> [[f32; ROWS]; N] {
     let mut out = [[0f32; ROWS]; N];
-    for n in 0..N {
+    for (o, acc) in out.iter_mut().zip(acc) {
         // SAFETY: eight floats.
-        unsafe { _mm256_storeu_ps(out[n].as_mut_ptr(), acc[n]) };
+        unsafe { _mm256_storeu_ps(o.as_mut_ptr(), acc) };
     }
     out
 }
 
-/// The same with VNNI: the weights as held (`w + 128`) times `q`, less `128·Σq`.
-#[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
-pub(super) unsafe fn q8_vnni<const N: usize>(d: &[f32], c: &[f32], qs: &[u8], a: [ActRow; N]) -> [[f32; ROWS]; N] {
-    let units = d.len() / ROWS;
-    debug_assert!(qs.len() == units * Q8_UNIT && (c.is_empty() || c.len() == d.len()));
-    debug_assert!(
-        a.iter()
-            .all(|a| a.d.len() == units && a.q.len() == units * BLOCK && a.sums.len() == units)
-    );
-    let mut acc = [_mm256_setzero_ps(); N];
-    for b in 0..units {
-        // SAFETY (all loads): as in the AVX2 kernel.
-        let w: [__m256i; 8] =
-            std::array::from_fn(|k| unsafe { _mm256_loadu_si256(qs.as_ptr().add(b * Q8_UNIT + 32 * k).cast()) });
-        let dv = unsafe { _mm256_loadu_ps(d.as_ptr().add(ROWS * b)) };
-        for n in 0..N {
-            let q = unsafe { a[n].q.as_ptr().add(b * BLOCK) };
-            let mut t = _mm256_set1_epi32(-128 * unsafe { *a[n].sums.get_unchecked(b) });
-            for (k, &w) in w.iter().enumerate() {
-                t = _mm256_dpbusd_epi32(t, w, quad!(q.add(4 * k)));
-            }
-            let ad = unsafe { *a[n].d.get_unchecked(b) };
-            acc[n] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(ad)), _mm256_cvtepi32_ps(t), acc[n]);
-            if !c.is_empty() {
-                let (cv, s) = unsafe { (_mm256_loadu_ps(c.as_ptr().add(ROWS * b)), *a[n].s.get_unchecked(b)) };
-                acc[n] = _mm256_fmadd_ps(cv, _mm256_set1_ps(s), acc[n]);
-            }
-        }
-    }
-    let mut out = [[0f32; ROWS]; N];
-    for n in 0..N {
-        // SAFETY: eight floats.
-        unsafe { _mm256_storeu_ps(out[n].as_mut_ptr(), acc[n]) };
-    }
-    out
-}
+q8_kernels!(q8, "avx2,fma", signed_avx2, start_avx2, step_avx2);
+q8_kernels!(
+    q8_vnni,
+    "avx2,fma,avx512f,avx512vl,avx512vnni",
+    held_vnni,
+    start_vnni,
+    step_vnni
+);
 
 k_quant_kernels!(q4k, q6k, "avx2,fma", busd_avx2, wssd_avx2);
 k_quant_kernels!(
