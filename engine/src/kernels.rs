@@ -458,6 +458,14 @@ impl QMatrix {
         }
     }
 
+    /// The quantizations of an activation row this matrix's kernel reads.
+    pub fn reads(&self) -> Reads {
+        Reads {
+            blocks: matches!(self.held, Held::Q4 | Held::Q8),
+            super_blocks: matches!(self.held, Held::Q4K | Held::Q6K),
+        }
+    }
+
     /// Bytes held (what a decoding step reads).
     pub fn size(&self) -> usize {
         self.d.len() * 4 + self.c.len() * 4 + self.qs.len() + self.f.len() * 4
@@ -629,6 +637,24 @@ pub struct ActRow<'a> {
     pub ks: &'a [i16],
 }
 
+/// Which quantizations of activation rows some matrices read: 32-value blocks ([`quantize_row`]),
+/// 256-value super-blocks ([`quantize_row_k`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reads {
+    pub blocks: bool,
+    pub super_blocks: bool,
+}
+
+impl Reads {
+    /// What either reads.
+    pub fn or(self, other: Reads) -> Reads {
+        Reads {
+            blocks: self.blocks || other.blocks,
+            super_blocks: self.super_blocks || other.super_blocks,
+        }
+    }
+}
+
 /// Rows of activations, as floats and quantized to 8 bits (the tests' own; a forward pass keeps
 /// them in buffers its threads share).
 #[cfg(test)]
@@ -706,6 +732,17 @@ pub fn exp(x: f32) -> f32 {
     y * f32::from_bits(((n as i32 + 127) << 23) as u32)
 }
 
+/// `x / (1 + e^y)`, lane by lane ([`exp`]'s arithmetic: the same bits on every instruction set).
+#[inline]
+pub fn sigmoid_gate(x: [f32; ROWS], y: [f32; ROWS]) -> [f32; ROWS] {
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        // SAFETY: AVX2 and FMA are present.
+        return unsafe { x86::sigmoid_gate(x, y) };
+    }
+    std::array::from_fn(|i| x[i] / (1. + exp(y[i])))
+}
+
 /// Quantizes `x` to 8-bit blocks as llama.cpp's `quantize_row_q8_1` does: the scale is `max|x|/127`
 /// stored as a half, values rounded from `x / scale` before the scale is rounded; `s = d·Σq`, and
 /// `Σq` itself in `sums`.
@@ -730,6 +767,16 @@ pub fn quantize_row(x: &[f32], d: &mut [f32], s: &mut [f32], q: &mut [i8], sums:
 /// does: per super-block the scale `max/−127` of the value largest in magnitude, kept as an f32,
 /// values rounded to nearest (ties to even) and capped at 127, and the sum of each 16.
 pub fn quantize_row_k(x: &[f32], d: &mut [f32], q: &mut [i8], sums: &mut [i16]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        // SAFETY: AVX2 and FMA are present.
+        return unsafe { x86::quantize_k(x, d, q, sums) };
+    }
+    scalar_quantize_k(x, d, q, sums);
+}
+
+/// [`quantize_row_k`] in portable Rust.
+fn scalar_quantize_k(x: &[f32], d: &mut [f32], q: &mut [i8], sums: &mut [i16]) {
     for (b, (block, qb)) in x.chunks_exact(256).zip(q.chunks_exact_mut(256)).enumerate() {
         let (mut amax, mut max) = (0f32, 0f32);
         for &v in block {

@@ -5,7 +5,7 @@
 //! at a barrier, and each thread takes its share of the step: rows of a weight matrix, tokens, or
 //! (token, head) pairs.
 
-use crate::kernels::{self, ActRow, BLOCK, QMatrix, ROWS};
+use crate::kernels::{self, ActRow, BLOCK, QMatrix, ROWS, Reads};
 use crate::team::{self, Member, Shared};
 
 /// How rotary embeddings pair a head's values.
@@ -111,6 +111,9 @@ impl Cache {
 /// Rows of activations that threads write (each its own rows) and then read.
 struct Acts {
     cols: usize,
+    /// Whether rows are quantized to 32-value blocks, and to Q8_K.
+    blocks: bool,
+    super_blocks: bool,
     f: Shared<f32>,
     d: Shared<f32>,
     s: Shared<f32>,
@@ -123,24 +126,42 @@ struct Acts {
 }
 
 impl Acts {
-    fn new(rows: usize, cols: usize) -> Acts {
-        let k = if cols.is_multiple_of(256) { rows * cols } else { 0 };
+    /// `rows` rows of `cols` values, quantized as `reads` says (super-blocks only where a row is
+    /// whole super-blocks).
+    fn new(rows: usize, cols: usize, reads: Reads) -> Acts {
+        let b = if reads.blocks { rows * cols } else { 0 };
+        let k = if reads.super_blocks && cols.is_multiple_of(256) {
+            rows * cols
+        } else {
+            0
+        };
         Acts {
             cols,
+            blocks: b > 0,
+            super_blocks: k > 0,
             f: Shared::new(vec![0.; rows * cols]),
-            d: Shared::new(vec![0.; rows * cols / BLOCK]),
-            s: Shared::new(vec![0.; rows * cols / BLOCK]),
-            sums: Shared::new(vec![0; rows * cols / BLOCK]),
-            q: Shared::new(vec![0; rows * cols]),
+            d: Shared::new(vec![0.; b / BLOCK]),
+            s: Shared::new(vec![0.; b / BLOCK]),
+            sums: Shared::new(vec![0; b / BLOCK]),
+            q: Shared::new(vec![0; b]),
             kd: Shared::new(vec![0.; k / 256]),
             kq: Shared::new(vec![0; k]),
             ks: Shared::new(vec![0; k / 16]),
         }
     }
 
-    /// Where row `t` is in the Q8_K buffers.
+    /// Where row `t` is in the 32-value block buffers (empty if no one reads them).
+    fn b_range(&self, t: usize) -> std::ops::Range<usize> {
+        if self.blocks {
+            t * self.cols..(t + 1) * self.cols
+        } else {
+            0..0
+        }
+    }
+
+    /// Where row `t` is in the Q8_K buffers (empty if no one reads them).
     fn k_range(&self, t: usize) -> std::ops::Range<usize> {
-        if self.cols.is_multiple_of(256) {
+        if self.super_blocks {
             t * self.cols..(t + 1) * self.cols
         } else {
             0..0
@@ -152,15 +173,15 @@ impl Acts {
     /// # Safety
     /// No one writes row `t` in this step.
     unsafe fn row(&self, t: usize) -> ActRow<'_> {
-        let (n, nb, k) = (self.cols, self.cols / BLOCK, self.k_range(t));
+        let (n, b, k) = (self.cols, self.b_range(t), self.k_range(t));
         // SAFETY: the caller's.
         unsafe {
             ActRow {
                 f: self.f.get(t * n..(t + 1) * n),
-                d: self.d.get(t * nb..(t + 1) * nb),
-                s: self.s.get(t * nb..(t + 1) * nb),
-                sums: self.sums.get(t * nb..(t + 1) * nb),
-                q: self.q.get(t * n..(t + 1) * n),
+                d: self.d.get(b.start / BLOCK..b.end / BLOCK),
+                s: self.s.get(b.start / BLOCK..b.end / BLOCK),
+                sums: self.sums.get(b.start / BLOCK..b.end / BLOCK),
+                q: self.q.get(b.clone()),
                 kd: self.kd.get(k.start / 256..k.end / 256),
                 kq: self.kq.get(k.clone()),
                 ks: self.ks.get(k.start / 16..k.end / 16),
@@ -193,17 +214,18 @@ impl Acts {
     /// # Safety
     /// No one else touches row `t` in this step.
     unsafe fn quantize(&self, t: usize) {
-        let (n, nb) = (self.cols, self.cols / BLOCK);
+        let (b, k) = (self.b_range(t), self.k_range(t));
         // SAFETY: the caller's.
         unsafe {
-            kernels::quantize_row(
-                self.f.get(t * n..(t + 1) * n),
-                self.d.part(t * nb..(t + 1) * nb),
-                self.s.part(t * nb..(t + 1) * nb),
-                self.q.part(t * n..(t + 1) * n),
-                self.sums.part(t * nb..(t + 1) * nb),
-            );
-            let k = self.k_range(t);
+            if !b.is_empty() {
+                kernels::quantize_row(
+                    self.f.get(b.clone()),
+                    self.d.part(b.start / BLOCK..b.end / BLOCK),
+                    self.s.part(b.start / BLOCK..b.end / BLOCK),
+                    self.q.part(b.clone()),
+                    self.sums.part(b.start / BLOCK..b.end / BLOCK),
+                );
+            }
             if !k.is_empty() {
                 kernels::quantize_row_k(
                     self.f.get(k.clone()),
@@ -225,15 +247,15 @@ fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
-fn silu(x: f32) -> f32 {
-    x / (1. + kernels::exp(-x))
-}
-
-/// GELU, tanh approximation (as llama.cpp's `ggml_gelu`).
-/// `½x(1 + tanh z) = x·σ(2z)`, with `z = √(2/π)(x + 0.044715x³)`.
-fn gelu(x: f32) -> f32 {
+/// The gate of eight values: SiLU `x·σ(x)`, or GELU's tanh approximation (as llama.cpp's
+/// `ggml_gelu`) `½x(1 + tanh z) = x·σ(2z)` with `z = √(2/π)(x + 0.044715x³)`; both `x / (1 + e^y)`.
+fn gate(activation: Activation, x: [f32; ROWS]) -> [f32; ROWS] {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    x / (1. + kernels::exp(-2. * SQRT_2_OVER_PI * x * (1. + 0.044_715 * x * x)))
+    let y = match activation {
+        Activation::Silu => x.map(|x| -x),
+        Activation::Gelu => x.map(|x| -2. * SQRT_2_OVER_PI * x * (1. + 0.044_715 * x * x)),
+    };
+    kernels::sigmoid_gate(x, y)
 }
 
 /// Weight rows per share: whole cache lines of output, and enough rows to keep a thread busy.
@@ -374,6 +396,18 @@ impl Model {
         })
     }
 
+    /// What the matrices `of` each layer (and the output matrix, with `output`) read of their
+    /// activations.
+    fn reads<'a, const K: usize>(&'a self, of: impl Fn(&'a Layer) -> [&'a QMatrix; K], output: bool) -> Reads {
+        let last = output.then(|| self.output.as_ref().unwrap_or(&self.embeddings).reads());
+        self.layers
+            .iter()
+            .flat_map(of)
+            .map(QMatrix::reads)
+            .chain(last)
+            .fold(Reads::default(), Reads::or)
+    }
+
     pub fn config(&self) -> &Config {
         &self.config
     }
@@ -509,10 +543,10 @@ impl Model {
                     0
                 }
             ]),
-            normed: Acts::new(n, w),
+            normed: Acts::new(n, w, self.reads(|l| [&l.q, &l.k, &l.v, &l.gate, &l.up], true)),
             q: Shared::new(vec![0f32; n * qw]),
-            attended: Acts::new(n, qw),
-            inner: Acts::new(n, ffn),
+            attended: Acts::new(n, qw, self.reads(|l| [&l.o], false)),
+            inner: Acts::new(n, ffn, self.reads(|l| [&l.down], false)),
             logits: Shared::new(vec![0f32; last.len() * vocab]),
         };
 
@@ -760,12 +794,9 @@ impl Model {
                 each_tile(n, |t, take| {
                     let (g, u) = (tile(&layer.gate, r, &rows, t, take), tile(&layer.up, r, &rows, t, take));
                     for k in 0..take {
+                        let gated = gate(c.activation, g[k]);
                         for i in 0..ROWS.min(share.end - r) {
-                            let gate = match c.activation {
-                                Activation::Silu => silu(g[k][i]),
-                                Activation::Gelu => gelu(g[k][i]),
-                            };
-                            inner.f.set((t + k) * ffn + r + i, gate * u[k][i]);
+                            inner.f.set((t + k) * ffn + r + i, gated[i] * u[k][i]);
                         }
                     }
                 });

@@ -580,3 +580,39 @@ fn formats_without_a_kernel_are_held_as_q8_0_of_their_values() {
             .contains("not whole Q2K blocks")
     );
 }
+
+/// The SIMD Q8_K quantizer gives the portable one's bytes, sums and scales: random rows, a row whose
+/// largest magnitude comes first negative then positive, a row of zeros, values that round to ties.
+#[test]
+fn super_block_quantization_is_the_same_on_every_instruction_set() {
+    let mut x = values(4 * 256, 61);
+    x[256 + 40] = -9.;
+    x[256 + 200] = 9.;
+    x[512..768].fill(0.);
+    for (i, v) in x[768..].iter_mut().enumerate() {
+        *v = (i as f32 - 128.) / 2.;
+    }
+    let run = |f: fn(&[f32], &mut [f32], &mut [i8], &mut [i16])| {
+        let (mut d, mut q, mut s) = (vec![0.; 4], vec![0i8; 1024], vec![0i16; 64]);
+        f(&x, &mut d, &mut q, &mut s);
+        (d, q, s)
+    };
+    let scalar = run(scalar_quantize_k);
+    assert_eq!(
+        scalar.0[1],
+        1. / (-127. / -9.),
+        "the first of two equal magnitudes gives the sign"
+    );
+    assert_eq!(run(quantize_row_k), scalar);
+}
+
+/// The eight-lane gate gives the portable arithmetic's bits, across `exp`'s whole clamped range.
+#[test]
+fn the_gate_is_the_same_on_every_instruction_set() {
+    for i in -1200..1200 {
+        let x: [f32; 8] = std::array::from_fn(|l| (i * 8 + l as i32) as f32 / 97.);
+        let y = x.map(|x| -x * 1.3);
+        let want: [f32; 8] = std::array::from_fn(|l| x[l] / (1. + exp(y[l])));
+        assert_eq!(sigmoid_gate(x, y).map(f32::to_bits), want.map(f32::to_bits), "{x:?}");
+    }
+}

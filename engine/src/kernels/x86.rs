@@ -48,6 +48,90 @@ pub(super) unsafe fn q4<const N: usize>(d: &[f32], c: &[f32], qs: &[u8], a: [Act
     out
 }
 
+/// `x / (1 + e^y)` in eight lanes, with the portable `exp`'s operations in its order (no fused
+/// steps): the same bits.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn sigmoid_gate(x: [f32; ROWS], y: [f32; ROWS]) -> [f32; ROWS] {
+    let (mul, add, sub, set) = (_mm256_mul_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_set1_ps);
+    // SAFETY: eight floats each.
+    let (x, y) = unsafe { (_mm256_loadu_ps(x.as_ptr()), _mm256_loadu_ps(y.as_ptr())) };
+    let y = _mm256_max_ps(_mm256_min_ps(y, set(88.3)), set(-87.3));
+    let magic = set(12_582_912.);
+    let n = sub(add(mul(y, set(std::f32::consts::LOG2_E)), magic), magic);
+    let r = add(sub(y, mul(n, set(0.693_359_4))), mul(n, set(2.121_944_4e-4)));
+    let mut p = set(1.987_569_1e-4);
+    for c in [1.398_2e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
+        p = add(mul(p, r), set(c));
+    }
+    let e = add(add(mul(mul(p, r), r), r), set(1.));
+    let two_n = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(
+        _mm256_cvttps_epi32(n),
+        _mm256_set1_epi32(127),
+    )));
+    let mut out = [0f32; ROWS];
+    // SAFETY: eight floats.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_div_ps(x, add(set(1.), mul(e, two_n)))) };
+    out
+}
+
+/// `quantize_row_k` (see the parent module) with the same roundings: the same bytes.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn quantize_k(x: &[f32], d: &mut [f32], q: &mut [i8], sums: &mut [i16]) {
+    let magnitude = _mm256_set1_ps(-0.0);
+    for (b, (block, qb)) in x.chunks_exact(256).zip(q.chunks_exact_mut(256)).enumerate() {
+        let load = |i: usize| {
+            // SAFETY: i + 8 ≤ 256.
+            unsafe { _mm256_loadu_ps(block.as_ptr().add(i)) }
+        };
+        let mut m = _mm256_setzero_ps();
+        for i in (0..256).step_by(8) {
+            m = _mm256_max_ps(m, _mm256_andnot_ps(magnitude, load(i)));
+        }
+        let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+        if amax == 0. {
+            d[b] = 0.;
+            qb.fill(0);
+            sums[b * 16..b * 16 + 16].fill(0);
+            continue;
+        }
+        // The first value of that magnitude gives the scale its sign.
+        let target = _mm256_set1_ps(amax);
+        let max = (0..256)
+            .step_by(8)
+            .find_map(|i| {
+                let mask = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(
+                    _mm256_andnot_ps(magnitude, load(i)),
+                    target,
+                ));
+                (mask != 0).then(|| block[i + mask.trailing_zeros() as usize])
+            })
+            .unwrap_or(amax);
+        let iscale = -127. / max;
+        let (scale, cap, ones) = (_mm256_set1_ps(iscale), _mm256_set1_epi32(127), _mm256_set1_epi16(1));
+        for g in 0..16 {
+            let round = |v: __m256| {
+                let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(scale, v));
+                _mm256_min_epi32(_mm256_cvtps_epi32(r), cap)
+            };
+            let words = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(
+                round(load(16 * g)),
+                round(load(16 * g + 8)),
+            ));
+            let bytes = _mm_packs_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256::<1>(words));
+            // SAFETY: 16 bytes at 16g of a 256-byte block.
+            unsafe { _mm_storeu_si128(qb.as_mut_ptr().add(16 * g).cast(), bytes) };
+            let s = _mm256_madd_epi16(words, ones);
+            let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+            sums[b * 16 + g] = _mm_cvtsi128_si32(s) as i16;
+        }
+        d[b] = 1. / iscale;
+    }
+}
+
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
