@@ -592,7 +592,8 @@ fn super_block_quantization_is_the_same_on_every_instruction_set() {
     for (i, v) in x[768..].iter_mut().enumerate() {
         *v = (i as f32 - 128.) / 2.;
     }
-    let run = |f: fn(&[f32], &mut [f32], &mut [i8], &mut [i16])| {
+    type Quantizer = fn(&[f32], &mut [f32], &mut [i8], &mut [i16]);
+    let run = |f: Quantizer| {
         let (mut d, mut q, mut s) = (vec![0.; 4], vec![0i8; 1024], vec![0i16; 64]);
         f(&x, &mut d, &mut q, &mut s);
         (d, q, s)
