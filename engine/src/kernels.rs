@@ -743,6 +743,19 @@ pub fn sigmoid_gate(x: [f32; ROWS], y: [f32; ROWS]) -> [f32; ROWS] {
     std::array::from_fn(|i| x[i] / (1. + exp(y[i])))
 }
 
+/// `s ← e^(s − max)` for every score ([`exp`]'s arithmetic: the same bits on every instruction set).
+#[inline]
+pub fn exp_less(scores: &mut [f32], max: f32) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        // SAFETY: AVX2 and FMA are present.
+        return unsafe { x86::exp_less(scores, max) };
+    }
+    for s in scores {
+        *s = exp(*s - max);
+    }
+}
+
 /// Quantizes `x` to 8-bit blocks as llama.cpp's `quantize_row_q8_1` does: the scale is `max|x|/127`
 /// stored as a half, values rounded from `x / scale` before the scale is rounded; `s = d·Σq`, and
 /// `Σq` itself in `sums`.

@@ -751,11 +751,8 @@ impl Model {
                     *s = kernels::dot_f32(query, &keys[j * kvw + at..j * kvw + at + hd]) * scale;
                     max = max.max(*s);
                 }
-                let mut sum = 0f64;
-                for s in &mut scores[first..seen] {
-                    *s = kernels::exp(*s - max);
-                    sum += f64::from(*s);
-                }
+                kernels::exp_less(&mut scores[first..seen], max);
+                let sum: f64 = scores[first..seen].iter().map(|&s| f64::from(s)).sum();
                 let inv = (1. / sum) as f32;
                 let out = p.attended.f.part(t * qw + head * hd..t * qw + (head + 1) * hd);
                 out.fill(0.);

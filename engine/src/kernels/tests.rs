@@ -609,11 +609,17 @@ fn super_block_quantization_is_the_same_on_every_instruction_set() {
 
 /// The eight-lane gate gives the portable arithmetic's bits, across `exp`'s whole clamped range.
 #[test]
-fn the_gate_is_the_same_on_every_instruction_set() {
+fn the_gate_and_the_softmax_are_the_same_on_every_instruction_set() {
     for i in -1200..1200 {
         let x: [f32; 8] = std::array::from_fn(|l| (i * 8 + l as i32) as f32 / 97.);
         let y = x.map(|x| -x * 1.3);
         let want: [f32; 8] = std::array::from_fn(|l| x[l] / (1. + exp(y[l])));
         assert_eq!(sigmoid_gate(x, y).map(f32::to_bits), want.map(f32::to_bits), "{x:?}");
     }
+    // And the softmax's exponentials, whatever the length (a remainder after the eights).
+    let scores: Vec<f32> = (0..1001).map(|i| (i as f32 - 700.) / 7.).collect();
+    let mut got = scores.clone();
+    exp_less(&mut got, 3.5);
+    let want: Vec<u32> = scores.iter().map(|&s| exp(s - 3.5).to_bits()).collect();
+    assert_eq!(got.iter().map(|s| s.to_bits()).collect::<Vec<_>>(), want);
 }

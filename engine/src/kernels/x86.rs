@@ -48,13 +48,11 @@ pub(super) unsafe fn q4<const N: usize>(d: &[f32], c: &[f32], qs: &[u8], a: [Act
     out
 }
 
-/// `x / (1 + e^y)` in eight lanes, with the portable `exp`'s operations in its order (no fused
-/// steps): the same bits.
+/// `e^y` in eight lanes with the portable `exp`'s operations in its order (no fused steps): the
+/// same bits.
 #[target_feature(enable = "avx2,fma")]
-pub(super) fn sigmoid_gate(x: [f32; ROWS], y: [f32; ROWS]) -> [f32; ROWS] {
+fn exp8(y: __m256) -> __m256 {
     let (mul, add, sub, set) = (_mm256_mul_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_set1_ps);
-    // SAFETY: eight floats each.
-    let (x, y) = unsafe { (_mm256_loadu_ps(x.as_ptr()), _mm256_loadu_ps(y.as_ptr())) };
     let y = _mm256_max_ps(_mm256_min_ps(y, set(88.3)), set(-87.3));
     let magic = set(12_582_912.);
     let n = sub(add(mul(y, set(std::f32::consts::LOG2_E)), magic), magic);
@@ -68,10 +66,40 @@ pub(super) fn sigmoid_gate(x: [f32; ROWS], y: [f32; ROWS]) -> [f32; ROWS] {
         _mm256_cvttps_epi32(n),
         _mm256_set1_epi32(127),
     )));
+    mul(e, two_n)
+}
+
+/// `x / (1 + e^y)` in eight lanes: the portable arithmetic's bits.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn sigmoid_gate(x: [f32; ROWS], y: [f32; ROWS]) -> [f32; ROWS] {
+    // SAFETY: eight floats each.
+    let (x, y) = unsafe { (_mm256_loadu_ps(x.as_ptr()), _mm256_loadu_ps(y.as_ptr())) };
     let mut out = [0f32; ROWS];
     // SAFETY: eight floats.
-    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_div_ps(x, add(set(1.), mul(e, two_n)))) };
+    unsafe {
+        _mm256_storeu_ps(
+            out.as_mut_ptr(),
+            _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.), exp8(y))),
+        )
+    };
     out
+}
+
+/// `s ← e^(s − max)` eight at a time (the rest as the portable loop does): the same bits.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn exp_less(scores: &mut [f32], max: f32) {
+    let m = _mm256_set1_ps(max);
+    let mut chunks = scores.chunks_exact_mut(8);
+    for chunk in &mut chunks {
+        // SAFETY: eight floats.
+        unsafe {
+            let s = _mm256_loadu_ps(chunk.as_ptr());
+            _mm256_storeu_ps(chunk.as_mut_ptr(), exp8(_mm256_sub_ps(s, m)));
+        }
+    }
+    for s in chunks.into_remainder() {
+        *s = super::exp(*s - max);
+    }
 }
 
 /// `quantize_row_k` (see the parent module) with the same roundings: the same bytes.
