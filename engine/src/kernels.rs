@@ -18,14 +18,13 @@
 //!   dequantizes them and held as Q8_0, within a fraction of their own rounding step.
 //!
 //! Scales are widened to f32 once, at load, so no kernel converts halves. A kernel multiplies weight
-//! rows with `N` activation rows at once (N = 1 when decoding one sequence, 4 when a prompt or
-//! several sequences are computed: the weights are unpacked once for four tokens): the K-quant
-//! kernels eight weight rows at a time, the others one. AVX2/FMA versions are chosen at run time
-//! ([`level`]); where the CPU has AVX-512 VNNI, the K-quant kernels take its one-instruction byte and
-//! word multiply-adds (`vpdpbusd`, `vpdpwssd`), which give the same integer sums: the same bits. The
-//! same change to the Q4/Q8 kernels measured no faster on Gemma 3 270M and was not kept. The
-//! portable K-quant kernels give the same bits too; the others the same sums up to float rounding
-//! (tested below).
+//! rows with `N` activation rows at once (N = 1 when decoding one sequence, up to 8 when a prompt or
+//! several sequences are computed: the weights are unpacked once for all of them): the K-quant and
+//! 8-bit kernels eight weight rows at a time (see [`interleaved`]), the Q4 and F32 ones one.
+//! AVX2/FMA versions are chosen at run time ([`level`]); where the CPU has AVX-512 VNNI, the K-quant
+//! and 8-bit kernels take its one-instruction byte and word multiply-adds (`vpdpbusd`, `vpdpwssd`),
+//! which give the same integer sums: the same bits. Those portable kernels give the same bits too;
+//! the Q4 ones the same sums up to float rounding (tested below).
 
 use half::f16;
 
@@ -200,7 +199,8 @@ enum Held {
     F32,
     /// Q4_0 or Q4_1: 16 bytes of nibbles per block (low nibble value j, high nibble value j + 16).
     Q4,
-    /// 32 signed bytes per block, and a constant term per block when `c` is not empty (Q5_1, Q5_K).
+    /// 32-value blocks of bytes in units of eight rows ([`interleaved`]: the scales in `d`, the
+    /// constant terms in `c` when the format has them (Q5_1, Q5_K), the values as `w + 128` in `qs`).
     Q8,
     /// Q4_K's super-blocks in units of eight rows ([`interleaved`]: `d` and `dmin` per row in `d`, the
     /// unpacked scales and minimums and the file's nibbles in `qs`). Multiplied with the
@@ -217,9 +217,9 @@ pub struct QMatrix {
     pub rows: usize,
     pub cols: usize,
     held: Held,
-    /// Per block: the scale.
+    /// Per block: the scale (per unit of eight rows for the interleaved formats, see [`Held`]).
     d: Vec<f32>,
-    /// Per block of Q4: the constant term (`−8d` for Q4_0, `m` for Q4_1).
+    /// Per block: the constant term (Q4: `−8d` for Q4_0, `m` for Q4_1; Q8: Q5_1's and Q5_K's).
     c: Vec<f32>,
     qs: Vec<u8>,
     /// F32 only.

@@ -263,7 +263,7 @@ const GRAIN: usize = 16;
 const _: () = assert!(GRAIN.is_multiple_of(ROWS), "a share holds whole groups of rows");
 
 /// Every member's share of `w`'s rows against the `tokens` activation rows of `a`, eight rows by
-/// four tokens at a time; `put(t, r, value)` takes each product.
+/// up to eight tokens at a time; `put(t, r, value)` takes each product.
 ///
 /// # Safety
 /// No one writes `a`'s rows in this step; `put` writes only what this member owns.

@@ -391,7 +391,8 @@ fn super_blocks(count: usize, size: usize, seed: u64, scales_first: bool) -> Vec
 }
 
 /// A K-quant matrix of two super-blocks per row holds the values of llama.cpp's dequantizer
-/// (`dequantize`, transcribed) and multiplies four tokens as the float product of those values.
+/// (`dequantize`, transcribed) and multiplies four tokens as the float product of those values (three
+/// rows: a unit of eight holding five zero rows).
 fn holds_llama_cpps_values(format: Format, size: usize, scales_first: bool, dequantize: fn(&[u8]) -> Vec<f32>) {
     let rows = 3;
     let bytes = super_blocks(rows * 2, size, size as u64, scales_first);
