@@ -15,9 +15,9 @@ n_prompt = int(args[1]) if len(args) > 1 else 245
 n_decode = int(args[2]) if len(args) > 2 else 128
 runs = int(args[3]) if len(args) > 3 else 3
 t = time.perf_counter()
-llm = Llama(model_path=path, n_ctx=2048, n_threads=2, n_batch=512, verbose=False)
+llm = Llama(model_path=path, n_ctx=max(2048, n_prompt + n_decode + 16), n_threads=2, n_batch=512, verbose=False)
 print(f"loaded in {time.perf_counter() - t:.2f} s", file=log)
-passage = "The Sorting Hat considered the first-year for a long moment before it spoke. " * 40
+passage = "The Sorting Hat considered the first-year for a long moment before it spoke. " * (40 + n_prompt // 12)
 tokens = llm.tokenize(passage.encode(), add_bos=False)[:n_prompt]
 prefill, decode = [], []
 for run in range(runs):

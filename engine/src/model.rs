@@ -531,6 +531,7 @@ impl Model {
             rows: &rows,
             last: &last,
             n,
+            tiles: tiles(c, steps, self.threads),
             qw,
             kvw,
             x: Shared::new(vec![0f32; n * w]),
@@ -555,7 +556,7 @@ impl Model {
         // `sync` wrote.
         team::run(self.threads, |m| unsafe {
             self.embed(m, &p);
-            let mut scores = vec![0f32; seen];
+            let mut scores = vec![0f32; p.tiles.iter().map(Tile::queries).max().unwrap_or(0) * seen];
             for (layer, kv) in self.layers.iter().zip(&kv) {
                 self.project_qkv(m, &p, layer, kv);
                 self.rotate(m, &p, layer, kv);
@@ -715,11 +716,15 @@ impl Model {
         m.sync();
     }
 
-    /// Each query head's attention over the keys it may see, into `attended` (then quantized);
-    /// `scores` is this member's scratch. Ends at a barrier.
+    /// Each query head's attention over the keys it may see, into `attended` (then quantized), a
+    /// [`Tile`] at a time: the keys and values of a tile's key/value head are read once, a block of
+    /// positions at a time, for all its queries (the query heads of a group, and up to
+    /// [`TILE_TOKENS`] tokens of a prompt). Each query's sums are the same whatever else is in its
+    /// tile: the scores one by one, the values added in the order of their positions. `scores` is this
+    /// member's scratch. Ends at a barrier.
     ///
     /// # Safety
-    /// Each member writes only the (token, head) slices of its turns, then its own tokens' rows.
+    /// Each member writes only the (token, head) slices of its tiles, then its own tokens' rows.
     unsafe fn attend(
         &self,
         m: &Member,
@@ -731,34 +736,71 @@ impl Model {
         let c = &self.config;
         let (hd, qw, kvw) = (c.head_dim, p.qw, p.kvw);
         let scale = 1. / (hd as f32).sqrt();
-        let group = c.heads / c.kv_heads;
+        // Which positions token `k` of a tile sees: from `first` (a sliding window's start) to its own.
+        let span = |row: usize| {
+            let seen = p.rows[row].1 + 1;
+            (layer.window.map_or(0, |window| seen.saturating_sub(window)), seen)
+        };
         // SAFETY: the keys and values read were written before the last barrier; the output slices
         // and rows written are this member's.
         unsafe {
             // Taken in turn, not in runs: a later token sees more keys, so runs would leave the
             // last member most of a prompt's attention.
-            for unit in m.turns(p.n * c.heads) {
-                let (t, head) = (unit / c.heads, unit % c.heads);
-                let (s, position) = p.rows[t];
-                let (keys, values) = &kv[s];
-                let seen = position + 1;
-                let first = layer.window.map_or(0, |window| seen.saturating_sub(window));
-                let at = (head / group) * hd;
-                let query = p.q.get(t * qw + head * hd..t * qw + (head + 1) * hd);
-                let keys = keys.get(0..seen * kvw);
-                let mut max = f32::NEG_INFINITY;
-                for (j, s) in scores[first..seen].iter_mut().enumerate().map(|(j, s)| (j + first, s)) {
-                    *s = kernels::dot_f32(query, &keys[j * kvw + at..j * kvw + at + hd]) * scale;
-                    max = max.max(*s);
+            for unit in m.turns(p.tiles.len()) {
+                let tile = &p.tiles[unit];
+                let (keys, values) = &kv[p.rows[tile.row].0];
+                let heads = tile.heads.0..tile.heads.1;
+                let queries = tile.tokens * heads.len();
+                // A later token's window starts no earlier and ends later.
+                let (lo, hi) = (span(tile.row).0, span(tile.row + tile.tokens - 1).1);
+                let width = hi - lo;
+                let at = tile.kv * hd;
+                let keys = keys.get(0..hi * kvw);
+                let values = values.get(0..hi * kvw);
+                let key = |j: usize| &keys[j * kvw + at..j * kvw + at + hd];
+                // Query `i` is token `i / heads` of the tile in head `heads.start + i % heads`.
+                let query = |i: usize| {
+                    let (t, head) = (tile.row + i / heads.len(), heads.start + i % heads.len());
+                    (t, head, span(t))
+                };
+                let scores = &mut scores[..queries * width];
+                for block in (lo..hi).step_by(KEY_BLOCK) {
+                    let end = (block + KEY_BLOCK).min(hi);
+                    for (i, row) in scores.chunks_exact_mut(width).enumerate() {
+                        let (t, head, (first, seen)) = query(i);
+                        let q = p.q.get(t * qw + head * hd..t * qw + (head + 1) * hd);
+                        let (mut j, to) = (block.max(first), end.min(seen));
+                        while j + 2 <= to {
+                            let [a, b] = kernels::dot_f32_two(q, key(j), key(j + 1));
+                            (row[j - lo], row[j + 1 - lo]) = (a * scale, b * scale);
+                            j += 2;
+                        }
+                        if j < to {
+                            row[j - lo] = kernels::dot_f32(q, key(j)) * scale;
+                        }
+                    }
                 }
-                kernels::exp_less(&mut scores[first..seen], max);
-                let sum: f64 = scores[first..seen].iter().map(|&s| f64::from(s)).sum();
-                let inv = (1. / sum) as f32;
-                let out = p.attended.f.part(t * qw + head * hd..t * qw + (head + 1) * hd);
-                out.fill(0.);
-                let values = values.get(0..seen * kvw);
-                for (j, s) in scores[first..seen].iter().enumerate().map(|(j, s)| (j + first, s)) {
-                    kernels::axpy(out, s * inv, &values[j * kvw + at..j * kvw + at + hd]);
+                for (i, row) in scores.chunks_exact_mut(width).enumerate() {
+                    let (t, head, (first, seen)) = query(i);
+                    let row = &mut row[first - lo..seen - lo];
+                    let max = row.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+                    kernels::exp_less(row, max);
+                    let sum: f64 = row.iter().map(|&s| f64::from(s)).sum();
+                    let inv = (1. / sum) as f32;
+                    row.iter_mut().for_each(|s| *s *= inv);
+                    p.attended.f.part(t * qw + head * hd..t * qw + (head + 1) * hd).fill(0.);
+                }
+                for block in (lo..hi).step_by(KEY_BLOCK) {
+                    let end = (block + KEY_BLOCK).min(hi);
+                    for (i, row) in scores.chunks_exact(width).enumerate() {
+                        let (t, head, (first, seen)) = query(i);
+                        let (j, to) = (block.max(first), end.min(seen));
+                        if j < to {
+                            let out = p.attended.f.part(t * qw + head * hd..t * qw + (head + 1) * hd);
+                            let rows = &values[j * kvw + at..(to - 1) * kvw + at + hd];
+                            kernels::axpys(out, &row[j - lo..to - lo], rows, kvw);
+                        }
+                    }
                 }
             }
             m.sync();
@@ -844,6 +886,8 @@ struct Pass<'a> {
     rows: &'a [(usize, usize)],
     last: &'a [usize],
     n: usize,
+    /// Attention's work, in the order members take turns at it.
+    tiles: Vec<Tile>,
     /// Widths of all query heads and of all key (or value) heads.
     qw: usize,
     kvw: usize,
@@ -856,6 +900,58 @@ struct Pass<'a> {
     attended: Acts,
     inner: Acts,
     logits: Shared<f32>,
+}
+
+/// Tokens of one sequence whose queries share a [`Tile`]: each key a tile reads serves them all.
+const TILE_TOKENS: usize = 4;
+/// Positions of keys (or values) a tile reads for all its queries before the next: 32 positions of
+/// a 128-wide head are 16 KiB, which stay in the first-level cache.
+const KEY_BLOCK: usize = 32;
+
+/// A share of attention's work: the query heads `heads` (of key/value head `kv`) of `tokens`
+/// consecutive tokens of one sequence, from `row`.
+#[derive(Debug, Clone, PartialEq)]
+struct Tile {
+    row: usize,
+    tokens: usize,
+    kv: usize,
+    heads: (usize, usize),
+}
+
+impl Tile {
+    fn queries(&self) -> usize {
+        self.tokens * (self.heads.1 - self.heads.0)
+    }
+}
+
+/// The tiles of a pass: per sequence, blocks of [`TILE_TOKENS`] tokens × key/value heads, the
+/// last block first (it sees the most keys, and turns go round the members); when there are fewer
+/// tiles than `threads` (one sequence's next token, one key/value head), a group's query heads are
+/// split between tiles so that every thread has some.
+fn tiles(c: &Config, steps: &[Step<'_>], threads: usize) -> Vec<Tile> {
+    let group = c.heads / c.kv_heads;
+    let blocks: usize = steps.iter().map(|s| s.tokens.len().div_ceil(TILE_TOKENS)).sum();
+    let parts = threads.div_ceil(blocks * c.kv_heads).clamp(1, group);
+    let mut out = Vec::with_capacity(blocks * c.kv_heads * parts);
+    let mut row = 0;
+    for step in steps {
+        let n = step.tokens.len();
+        for start in (0..n).step_by(TILE_TOKENS).rev() {
+            for kv in 0..c.kv_heads {
+                for part in 0..parts {
+                    let base = kv * group;
+                    out.push(Tile {
+                        row: row + start,
+                        tokens: TILE_TOKENS.min(n - start),
+                        kv,
+                        heads: (base + part * group / parts, base + (part + 1) * group / parts),
+                    });
+                }
+            }
+        }
+        row += n;
+    }
+    out
 }
 
 #[cfg(test)]

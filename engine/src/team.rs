@@ -89,10 +89,13 @@ impl Barrier {
     }
 }
 
-/// A buffer the members write in disjoint parts and read after a `sync`.
+/// A buffer the members write in disjoint parts and read after a `sync`. It keeps the capacity of the
+/// vector it was made from: an attention cache handed back and grown by one position per step is
+/// not copied each time.
 pub struct Shared<T> {
     ptr: *mut T,
     len: usize,
+    capacity: usize,
 }
 
 // SAFETY: access is coordinated by the callers: writes go to disjoint elements, and no element is
@@ -102,9 +105,12 @@ unsafe impl<T: Send> Send for Shared<T> {}
 
 impl<T> Shared<T> {
     pub fn new(v: Vec<T>) -> Shared<T> {
-        let len = v.len();
-        let ptr = Box::into_raw(v.into_boxed_slice()).cast::<T>();
-        Shared { ptr, len }
+        let mut v = std::mem::ManuallyDrop::new(v);
+        Shared {
+            ptr: v.as_mut_ptr(),
+            len: v.len(),
+            capacity: v.capacity(),
+        }
     }
 
     /// Writes element `i`.
@@ -157,15 +163,15 @@ impl<T> Shared<T> {
 
     pub fn into_inner(self) -> Vec<T> {
         let this = std::mem::ManuallyDrop::new(self);
-        // SAFETY: `ptr` and `len` came from a boxed slice in `new` and are given back once.
-        unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(this.ptr, this.len)).into_vec() }
+        // SAFETY: the parts came from a vector in `new` and are given back once.
+        unsafe { Vec::from_raw_parts(this.ptr, this.len, this.capacity) }
     }
 }
 
 impl<T> Drop for Shared<T> {
     fn drop(&mut self) {
         // SAFETY: as `into_inner`.
-        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr, self.len)) });
+        drop(unsafe { Vec::from_raw_parts(self.ptr, self.len, self.capacity) });
     }
 }
 
@@ -208,6 +214,18 @@ mod tests {
                 assert_eq!(turns, (0..len).collect::<Vec<_>>());
             }
         }
+    }
+
+    #[test]
+    fn a_shared_buffer_gives_its_vector_back_with_its_capacity() {
+        let mut v = Vec::with_capacity(100);
+        v.extend([1u32, 2, 3]);
+        let shared = Shared::new(v);
+        // SAFETY: no other member.
+        unsafe { shared.set(1, 7) };
+        let back = shared.into_inner();
+        assert_eq!((back.as_slice(), back.capacity()), (&[1, 7, 3][..], 100));
+        drop(Shared::new(vec![String::from("dropped once")]));
     }
 
     #[test]

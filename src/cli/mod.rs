@@ -508,6 +508,10 @@ pub enum BenchCommand {
         /// Runs (the median is reported)
         #[arg(long, default_value_t = 3)]
         runs: u32,
+        /// A longer prompt: the passage repeated until the prompt holds at least this many tokens (a
+        /// judge's option-conversion prompt carries thousands); without it, about 220
+        #[arg(long)]
+        prompt_tokens: Option<usize>,
         /// Print one JSON report on stdout (`prefill_tok_s`, `decode_tok_s`, …), the lines on stderr
         #[arg(long)]
         json: bool,
@@ -945,9 +949,10 @@ fn bench(command: BenchCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode>
             name,
             tokens,
             runs,
+            prompt_tokens,
             json,
             parallel,
-        } => model_cmds::bench(&name, tokens, runs, json, &parallel, out),
+        } => model_cmds::bench(&name, (tokens, prompt_tokens), runs, json, &parallel, out),
         BenchCommand::Ratio { ours, reference, json } => model_cmds::ratio(&ours, &reference, json, out),
     }
 }

@@ -168,9 +168,10 @@ pub fn continue_greedy(
 }
 
 /// Prefill and decode speed of a local model, measured through the same code path as requests.
+/// `sizes`: tokens to decode, and at least how many the prompt holds (about 220 without).
 pub fn bench(
     name: &str,
-    tokens: u32,
+    sizes: (u32, Option<usize>),
     runs: u32,
     json: bool,
     parallel: &[u32],
@@ -183,7 +184,6 @@ pub fn bench(
     } else {
         (out, &mut std::io::sink())
     };
-    use crate::llm::{ChatMessage, ChatRequest};
     use std::sync::atomic::AtomicBool;
     use std::time::Instant;
 
@@ -200,7 +200,9 @@ pub fn bench(
         started.elapsed().as_secs_f64(),
         path.display()
     )?;
-    let passage = "The Sorting Hat considered the first-year for a long moment before it spoke. ".repeat(12);
+    let (tokens, at_least) = sizes;
+    let passage = bench_passage(&model, tokens, at_least)?;
+    let story = |passage: &str| story_request(passage, tokens);
     let mut prefill = Vec::new();
     let mut decode = Vec::new();
     let mut constrained = Vec::new();
@@ -209,15 +211,9 @@ pub fn bench(
     // Free runs, then as many constrained by a schema: one string about as long as the free replies.
     for run in 0..2 * runs.max(1) {
         let schema_run = run >= runs.max(1);
-        let mut request = ChatRequest::new(vec![
-            ChatMessage::system("You are Hermione Granger. Answer in character."),
-            ChatMessage::user(format!(
-                "{passage}\nTell me a long story about your first year at Hogwarts."
-            )),
-        ]);
+        let mut request = story(&passage);
         request.sampling.temperature = Some(0.8);
         request.sampling.seed = Some(u64::from(run));
-        request.sampling.max_tokens = Some(tokens);
         if schema_run {
             request.schema = Some(crate::llm::ResponseSchema::new(
                 "story",
@@ -315,6 +311,43 @@ pub fn bench(
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
     }
     Ok(code)
+}
+
+/// `bench local`'s request: Hermione asked for a story after `passage`, `tokens` at most.
+fn story_request(passage: &str, tokens: u32) -> crate::llm::ChatRequest {
+    use crate::llm::{ChatMessage, ChatRequest};
+    let mut request = ChatRequest::new(vec![
+        ChatMessage::system("You are Hermione Granger. Answer in character."),
+        ChatMessage::user(format!(
+            "{passage}\nTell me a long story about your first year at Hogwarts."
+        )),
+    ]);
+    request.sampling.max_tokens = Some(tokens);
+    request
+}
+
+/// The passage `bench local` reads: twelve sentences, or as many as make a prompt of at least
+/// `at_least` tokens (refused when that and `tokens` more exceed the model's context).
+fn bench_passage(model: &local::LocalModel, tokens: u32, at_least: Option<usize>) -> anyhow::Result<String> {
+    let sentence = "The Sorting Hat considered the first-year for a long moment before it spoke. ";
+    let mut passage = sentence.repeat(12);
+    let Some(at_least) = at_least else {
+        return Ok(passage);
+    };
+    if at_least + tokens as usize > model.context() {
+        return Err(input_error(format!(
+            "a prompt of {at_least} tokens and {tokens} more do not fit in the model's context of {}",
+            model.context()
+        )));
+    }
+    let length = |passage: &str| {
+        let ids = model.encode(&model.prompt(&story_request(passage, tokens)));
+        ids.map(|ids| ids.len()).map_err(|e| input_error(e.to_string()))
+    };
+    while length(&passage)? < at_least {
+        passage.push_str(sentence);
+    }
+    Ok(passage)
 }
 
 /// The middle of `v` (the upper one of an even count); 0 for none.

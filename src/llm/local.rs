@@ -121,6 +121,11 @@ impl LocalModel {
         self.0.text_of(ids)
     }
 
+    /// Positions a prompt and its reply may take together.
+    pub fn context(&self) -> usize {
+        self.0.context()
+    }
+
     /// Token ids of `text` (special tokens such as `<|im_start|>` recognised).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, LlmError> {
         Ok(self.0.encode(text)?)

@@ -171,3 +171,26 @@ fn interview_items_compute_the_character_prompt_once_and_answer_the_same() {
     assert_eq!(greedy(&cached, &other), greedy(&whole, &other));
     assert_eq!(cached.prefix_hits(), 2);
 }
+
+#[test]
+fn the_benchmark_reads_a_prompt_as_long_as_asked_and_refuses_one_past_the_context() {
+    if load().is_none() {
+        return;
+    }
+    let bench = |at_least: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_incharacter"))
+            .args(["bench", "local", "--tokens", "4", "--runs", "1", "--json"])
+            .args(["--prompt-tokens", at_least])
+            .output()
+            .unwrap()
+    };
+    let out = bench("400");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let read = report["prompt_tokens"].as_u64().unwrap();
+    // One sentence more than needed at most.
+    assert!((400..430).contains(&read), "{read}");
+    let out = bench("100000");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("context of"));
+}
