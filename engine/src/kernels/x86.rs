@@ -316,16 +316,16 @@ macro_rules! quad {
 /// VNNI (`$busd`, `$wssd`: how byte and word products are summed into 32-bit lanes). Lane `i` of
 /// every vector is row `i`; both give the same integer sums and take the same fused float steps as
 /// the portable kernels, so a row's product is the same bits on all three and whatever `N` is.
-/// With several tokens to a unit, the unit two ahead of `unit` (units of `size` bytes) asked into
-/// the first-level cache: each unit then takes long enough to compute that the memory bus idles
-/// unless asked ahead (eight side by side on the 1.5B model: 75–80 → 87–100 tok/s). One token's
-/// kernels stream fast enough for the hardware's own prefetching, and are left alone.
+/// With several tokens to a unit, the `size` bytes `ahead` of `unit` asked into the first-level
+/// cache: each unit then takes long enough to compute that the memory bus idles unless asked ahead
+/// (eight side by side on the 1.5B model: 75–80 → 87–100 tok/s). One token's kernels stream fast
+/// enough for the hardware's own prefetching, and are left alone.
 #[inline(always)]
-fn prefetch_ahead<const N: usize>(unit: *const u8, size: usize) {
+fn prefetch_ahead<const N: usize>(unit: *const u8, size: usize, ahead: usize) {
     if N > 1 {
         for line in (0..size).step_by(64) {
             // SAFETY: a prefetch never faults, and the address is only computed (wrapping), never read.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(unit.wrapping_add(2 * size + line).cast()) };
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(unit.wrapping_add(ahead + line).cast()) };
         }
     }
 }
@@ -344,7 +344,7 @@ macro_rules! k_quant_kernels {
                 // SAFETY (all loads): unit b is in bounds of `d` and `qs`, super-block b of every
                 // activation row (debug-asserted above).
                 let unit = unsafe { qs.as_ptr().add(b * Q4K_UNIT) };
-                prefetch_ahead::<N>(unit, Q4K_UNIT);
+                prefetch_ahead::<N>(unit, Q4K_UNIT, 2 * Q4K_UNIT);
                 let mut sums = [_mm256_setzero_si256(); N];
                 for j in 0..4 {
                     let (mut lo, mut hi) = ([_mm256_setzero_si256(); N], [_mm256_setzero_si256(); N]);
@@ -433,7 +433,7 @@ macro_rules! k_quant_kernels {
             for b in 0..units {
                 // SAFETY (all loads): as in the Q4_K kernel.
                 let unit = unsafe { qs.as_ptr().add(b * Q6K_UNIT) };
-                prefetch_ahead::<N>(unit, Q6K_UNIT);
+                prefetch_ahead::<N>(unit, Q6K_UNIT, 2 * Q6K_UNIT);
                 // Lane i: the scales of sub-blocks 2p and 2p + 1 of row i, as two words.
                 let scales: [__m256i; 8] =
                     std::array::from_fn(|p| unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(unit.add(16 * p).cast())) });
@@ -563,6 +563,8 @@ macro_rules! q8_kernels {
             for b in 0..units {
                 // SAFETY (all loads): unit b is in bounds of `d`, `c` and `qs`, block b of every
                 // activation row (debug-asserted above).
+                // Byte-held units are small: eight ahead.
+                prefetch_ahead::<N>(qs.as_ptr().wrapping_add(b * Q8_UNIT), Q8_UNIT, 8 * Q8_UNIT);
                 let w: [(__m256i, __m256i); 8] = std::array::from_fn(|k| {
                     $weights!(unsafe { _mm256_loadu_si256(qs.as_ptr().add(b * Q8_UNIT + 32 * k).cast()) })
                 });
