@@ -202,7 +202,6 @@ pub fn bench(
     )?;
     let (tokens, at_least) = sizes;
     let passage = bench_passage(&model, tokens, at_least)?;
-    let story = |passage: &str| story_request(passage, tokens);
     let mut prefill = Vec::new();
     let mut decode = Vec::new();
     let mut constrained = Vec::new();
@@ -211,7 +210,7 @@ pub fn bench(
     // Free runs, then as many constrained by a schema: one string about as long as the free replies.
     for run in 0..2 * runs.max(1) {
         let schema_run = run >= runs.max(1);
-        let mut request = story(&passage);
+        let mut request = story_request(&passage, tokens);
         request.sampling.temperature = Some(0.8);
         request.sampling.seed = Some(u64::from(run));
         if schema_run {
@@ -334,7 +333,7 @@ fn bench_passage(model: &local::LocalModel, tokens: u32, at_least: Option<usize>
     let Some(at_least) = at_least else {
         return Ok(passage);
     };
-    if at_least + tokens as usize > model.context() {
+    if at_least.saturating_add(tokens as usize) > model.context() {
         return Err(input_error(format!(
             "a prompt of {at_least} tokens and {tokens} more do not fit in the model's context of {}",
             model.context()
@@ -344,10 +343,19 @@ fn bench_passage(model: &local::LocalModel, tokens: u32, at_least: Option<usize>
         let ids = model.encode(&model.prompt(&story_request(passage, tokens)));
         ids.map(|ids| ids.len()).map_err(|e| input_error(e.to_string()))
     };
-    while length(&passage)? < at_least {
-        passage.push_str(sentence);
+    // Sentences add about as many tokens each: as many more as the shortfall asks for, measured again.
+    let per_sentence = model
+        .encode(sentence)
+        .map_err(|e| input_error(e.to_string()))?
+        .len()
+        .max(1);
+    loop {
+        let short = at_least.saturating_sub(length(&passage)?);
+        if short == 0 {
+            return Ok(passage);
+        }
+        passage.push_str(&sentence.repeat(short.div_ceil(per_sentence)));
     }
-    Ok(passage)
 }
 
 /// The middle of `v` (the upper one of an even count); 0 for none.

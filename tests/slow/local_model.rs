@@ -192,5 +192,7 @@ fn the_benchmark_reads_a_prompt_as_long_as_asked_and_refuses_one_past_the_contex
     assert!((400..430).contains(&read), "{read}");
     let out = bench("100000");
     assert_eq!(out.status.code(), Some(2));
+    let out = bench(&usize::MAX.to_string());
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("context of"));
 }
