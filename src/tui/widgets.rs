@@ -40,11 +40,29 @@ pub fn centered(area: Rect, w: u16, h: u16) -> Rect {
 
 /// Clears `area` and draws a bordered popup.
 pub fn popup(frame: &mut Frame, area: Rect, title: &str, theme: &Theme) -> Rect {
+    unstraddle(frame.buffer_mut(), area);
     frame.render_widget(Clear, area);
     let b = block(title, true, theme).style(theme.base());
     let inner = b.inner(area);
     frame.render_widget(b, area);
     inner
+}
+
+/// Blanks a wide character (a CJK name, an emoji) whose right half would lie under `area`'s left
+/// edge: a terminal draws such a character whole, over the popup's border, and the frame's diff
+/// never redraws the border cell it covers.
+fn unstraddle(buf: &mut ratatui::buffer::Buffer, area: Rect) {
+    use unicode_width::UnicodeWidthStr;
+    let area = area.intersection(buf.area);
+    if area.is_empty() || area.x <= buf.area.x {
+        return;
+    }
+    for y in area.top()..area.bottom() {
+        let cell = &mut buf[(area.x - 1, y)];
+        if cell.symbol().width() > 1 {
+            cell.set_symbol(" ");
+        }
+    }
 }
 
 /// `text` padded with spaces to `width` display columns (cut if longer).
@@ -85,5 +103,31 @@ mod tests {
         assert_eq!(window(100, 50, 10), 45);
         assert_eq!(window(100, 99, 10), 90);
         assert_eq!(window(5, 3, 10), 0);
+    }
+
+    #[test]
+    fn a_popup_border_is_not_hidden_under_a_wide_character() {
+        use ratatui::Terminal;
+        use ratatui::backend::TestBackend;
+        use ratatui::widgets::Paragraph;
+        let theme = crate::tui::theme::default_theme();
+        let mut terminal = Terminal::new(TestBackend::new(12, 4)).unwrap();
+        terminal
+            .draw(|frame| {
+                // "钟" fills columns 1 and 2, "离" 3 and 4: the popup's left edge is column 2.
+                frame.render_widget(Paragraph::new(vec![Line::raw("a钟离bc"); 4]), frame.area());
+                popup(frame, Rect::new(2, 0, 6, 4), "", &theme);
+            })
+            .unwrap();
+        let buf = terminal.backend().buffer();
+        for y in 0..4 {
+            assert_eq!(
+                buf[(1, y)].symbol(),
+                " ",
+                "row {y}: the straddling character is blanked"
+            );
+            assert_ne!(buf[(2, y)].symbol(), " ", "row {y}: the border is drawn");
+            assert_eq!(buf[(0, y)].symbol(), "a");
+        }
     }
 }

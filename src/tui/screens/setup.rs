@@ -9,6 +9,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
+use unicode_width::UnicodeWidthStr;
 
 use super::{Component, Ctx, Hits, ListId, Request};
 use crate::catalog::{Catalog, Origin};
@@ -595,13 +596,13 @@ fn render_recent(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     let lines: Vec<Line> = if ctx.sessions.is_empty() {
         vec![Line::styled("no sessions yet", theme.dim())]
     } else {
-        ctx.sessions
-            .iter()
-            .rev()
-            .take(inner.height as usize)
+        let width = inner.width as usize;
+        let shown = || ctx.sessions.iter().rev().take(inner.height as usize);
+        // One id column for every row, as wide as the longest id shown, so statuses and models align.
+        let longest = shown().map(|e| e.id.width()).max().unwrap_or(0);
+        let id_width = longest.min(width.saturating_sub(14 + 16)).max(20);
+        shown()
             .map(|e| {
-                let width = inner.width as usize;
-                let id_width = e.id.chars().count().min(width.saturating_sub(14 + 16)).max(20);
                 Line::from(vec![
                     Span::raw(pad(&e.id, id_width)),
                     Span::raw(" "),
