@@ -106,9 +106,6 @@ pub struct Choice {
 /// 64 floats), so the budget below holds at most ~370 MiB.
 const PREFIX_CACHE_TOKENS: usize = 8192;
 
-/// Prompt tokens per forward pass.
-const PREFILL_CHUNK: usize = 512;
-
 /// A model's weights and one conversation's attention cache (`decoder`); a clone shares the weights
 /// and copies the cache, so later steps on either copy leave the other alone.
 type Weights = Decoder;
@@ -128,6 +125,10 @@ impl Prefixes {
         self.entries.push(entry);
         self.hits += 1;
         Some(copy)
+    }
+
+    fn has(&self, ids: &[u32]) -> bool {
+        self.entries.iter().any(|(k, _)| k == ids)
     }
 
     fn keep(&mut self, ids: Vec<u32>, weights: Weights) {
@@ -551,17 +552,6 @@ struct Decoding {
     choices: Vec<(u32, Vec<(u32, f32)>)>,
 }
 
-/// `ids` computed from `start` in chunks, returning the logits after the last: attention over a whole
-/// 4,000-token prompt at once builds score matrices of hundreds of MiB per layer, which is slower than
-/// chunks on the CPU.
-fn prefill(weights: &mut Weights, ids: &[u32], start: usize) -> Result<Vec<f32>, Error> {
-    let mut logits = Vec::new();
-    for (k, chunk) in ids.chunks(PREFILL_CHUNK).enumerate() {
-        logits = weights.forward(chunk, start + k * PREFILL_CHUNK)?;
-    }
-    Ok(logits)
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -570,7 +560,7 @@ mod tests {
 
     /// A tiny random-weight GGUF of the workspace's fixtures (`tests/fixtures/gguf`), loaded from a
     /// copy: its replies mean nothing, but they are made the way a real model's are.
-    fn tiny(arch: &str) -> (tempfile::TempDir, Model) {
+    pub(super) fn tiny(arch: &str) -> (tempfile::TempDir, Model) {
         let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gguf");
         let dir = tempfile::tempdir().unwrap();
         let copy = dir.path().join("tiny.gguf");
@@ -579,7 +569,7 @@ mod tests {
         (dir, model)
     }
 
-    fn request(system: &str, user: &str) -> Request {
+    pub(super) fn request(system: &str, user: &str) -> Request {
         Request {
             messages: vec![Message::new("system", system), Message::new("user", user)],
             temperature: Some(0.0),
