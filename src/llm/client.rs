@@ -185,6 +185,13 @@ pub trait Transport: Send + Sync {
         false
     }
 
+    /// Whether the model behind it may refuse a request's shape in a way the run adapts to (a
+    /// server's `max_tokens`, temperature or schema rules): then the first request of a shape goes
+    /// alone. The embedded model takes every shape, so its requests need not wait for a first reply.
+    fn may_refuse_shapes(&self) -> bool {
+        true
+    }
+
     /// What the server says about itself, asked once on first contact ([`super::server::learn`]);
     /// `None` for a transport with nothing to ask.
     async fn learn(&self) -> Option<Facts> {
@@ -393,7 +400,7 @@ impl Client {
             }
             // Until a request of this shape to this provider and model has come back, one at a time:
             // a refusal then costs one request, and the rest go out adapted.
-            let gate = (!self.transport.batched())
+            let gate = (!self.transport.batched() && self.transport.may_refuse_shapes())
                 .then(|| adapter.gate(provider, model, &shape))
                 .flatten();
             let mut _first = match &gate {

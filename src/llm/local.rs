@@ -256,6 +256,10 @@ impl Transport for LocalTransport {
     fn base_url(&self) -> &str {
         "local"
     }
+
+    fn may_refuse_shapes(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,12 @@ struct Scripted {
     refusal: Option<(u16, &'static str)>,
     /// What the server says of itself.
     facts: Option<Facts>,
+    /// Whether the model behind it may refuse a request's shape.
+    may_refuse: bool,
+    /// Each attempt waits here (at most two seconds) for the others sent with it.
+    together: Option<tokio::sync::Barrier>,
+    /// Attempts that met the others at `together`.
+    met: Mutex<u32>,
 }
 
 impl Scripted {
@@ -33,6 +39,9 @@ impl Scripted {
             interrupted: Mutex::new(0),
             refusal: None,
             facts: None,
+            may_refuse: true,
+            together: None,
+            met: Mutex::new(0),
         }
     }
 
@@ -49,6 +58,13 @@ impl Transport for Scripted {
         on_token: &mut (dyn FnMut(String) -> bool + Send),
     ) -> Result<Finished, AttemptError> {
         *self.attempts.lock().unwrap() += 1;
+        if let Some(together) = &self.together
+            && tokio::time::timeout(std::time::Duration::from_secs(2), together.wait())
+                .await
+                .is_ok()
+        {
+            *self.met.lock().unwrap() += 1;
+        }
         if let Some((status, message)) = self.refusal {
             return Err(AttemptError::Status {
                 status,
@@ -121,6 +137,10 @@ impl Transport for Scripted {
         self.batched
     }
 
+    fn may_refuse_shapes(&self) -> bool {
+        self.may_refuse
+    }
+
     async fn learn(&self) -> Option<Facts> {
         self.facts.clone()
     }
@@ -162,6 +182,34 @@ fn long_request() -> ChatRequest {
 }
 
 /// Rivals asked for come with the reply, and again with the reply the cache replays.
+/// A server's first request of a shape goes alone (a refusal costs one request, not a wave); a
+/// model that takes every shape, the embedded one, gets the first ones side by side.
+#[tokio::test]
+async fn the_first_requests_wait_for_a_first_reply_only_where_a_shape_may_be_refused() {
+    for may_refuse in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut transport = Scripted::new(&["Quite talkative."]);
+        transport.may_refuse = may_refuse;
+        transport.together = Some(tokio::sync::Barrier::new(3));
+        let transport = Arc::new(transport);
+        let c = client(transport.clone(), dir.path());
+        let asked: Vec<ChatRequest> = (0..3)
+            .map(|i| {
+                let mut r = request(Role::Judge);
+                r.messages[0].content = format!("Question {i}?");
+                r
+            })
+            .collect();
+        let replies = futures_util::future::join_all(asked.into_iter().map(|r| complete(&c, r))).await;
+        assert!(replies.iter().all(Result::is_ok));
+        let met = *transport.met.lock().unwrap();
+        // Where a shape may be refused, the first waits alone in vain and the two others then go
+        // side by side (the first's arrival still counts at the barrier); else all three meet.
+        assert_eq!(met, if may_refuse { 2 } else { 3 }, "may refuse: {may_refuse}");
+        assert_eq!(transport.attempts(), 3);
+    }
+}
+
 #[tokio::test]
 async fn token_choices_come_with_the_reply_and_from_the_cache() {
     let dir = tempfile::tempdir().unwrap();
