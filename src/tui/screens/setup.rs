@@ -597,7 +597,11 @@ fn render_recent(frame: &mut Frame, area: Rect, ctx: &Ctx) {
         vec![Line::styled("no sessions yet", theme.dim())]
     } else {
         let width = inner.width as usize;
-        let shown = || ctx.sessions.iter().rev().take(inner.height as usize);
+        // The newest first, whether in the data dir or among the samples (the list holds the data
+        // dir's sessions, then the samples).
+        let mut newest: Vec<_> = ctx.sessions.iter().collect();
+        newest.sort_by(|a, b| b.created.cmp(&a.created));
+        let shown = || newest.iter().take(inner.height as usize);
         // One id column for every row, as wide as the longest id shown, so statuses and models align.
         let longest = shown().map(|e| e.id.width()).max().unwrap_or(0);
         let id_width = longest.min(width.saturating_sub(14 + 16)).max(20);
