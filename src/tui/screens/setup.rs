@@ -596,23 +596,15 @@ fn render_recent(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     let lines: Vec<Line> = if ctx.sessions.is_empty() {
         vec![Line::styled("no sessions yet", theme.dim())]
     } else {
-        let width = inner.width as usize;
-        // The newest first, whether in the data dir or among the samples (the list holds the data
-        // dir's sessions, then the samples).
-        let mut newest: Vec<_> = ctx.sessions.iter().collect();
-        newest.sort_by(|a, b| b.created.cmp(&a.created));
-        let shown = || newest.iter().take(inner.height as usize);
-        // One id column for every row, as wide as the longest id shown, so statuses and models align.
-        let longest = shown().map(|e| e.id.width()).max().unwrap_or(0);
-        let id_width = longest.min(width.saturating_sub(14 + 16)).max(20);
-        shown()
-            .map(|e| {
+        recent_rows(ctx.sessions, inner.width as usize, inner.height as usize)
+            .into_iter()
+            .map(|[id, status, model]| {
                 Line::from(vec![
-                    Span::raw(pad(&e.id, id_width)),
+                    Span::raw(id),
                     Span::raw(" "),
-                    Span::styled(pad(e.short_status(), 13), theme.dim()),
+                    Span::styled(status, theme.dim()),
                     Span::raw(" "),
-                    Span::raw(fit(&e.model, width.saturating_sub(id_width + 15))),
+                    Span::raw(model),
                 ])
             })
             .collect()
@@ -620,10 +612,95 @@ fn render_recent(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     frame.render_widget(Paragraph::new(lines), inner);
 }
 
+/// The `rows` newest of `sessions` (data dir and samples alike: the list holds the data dir's
+/// sessions, then the samples) in `width` columns: id, status and model, each column as wide in
+/// every row (the ids as the longest shown) so that they line up.
+fn recent_rows(sessions: &[crate::session::SessionEntry], width: usize, rows: usize) -> Vec<[String; 3]> {
+    let mut newest: Vec<_> = sessions.iter().collect();
+    newest.sort_by(|a, b| b.created.cmp(&a.created));
+    newest.truncate(rows);
+    let longest = newest.iter().map(|e| e.id.width()).max().unwrap_or(0);
+    let id_width = longest.min(width.saturating_sub(14 + 16)).max(20);
+    newest
+        .iter()
+        .map(|e| {
+            [
+                pad(&e.id, id_width),
+                pad(e.short_status(), 13),
+                fit(&e.model, width.saturating_sub(id_width + 15)),
+            ]
+        })
+        .collect()
+}
+
 pub fn style_name(style: crate::rpa::prompt::RpaStyle) -> &'static str {
     match style {
         crate::rpa::prompt::RpaStyle::Description => "description",
         crate::rpa::prompt::RpaStyle::Chatharuhi => "chatharuhi",
         crate::rpa::prompt::RpaStyle::Rolegpt => "rolegpt",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::SessionEntry;
+
+    fn entry(id: &str, created: &str, status: &str, sample: bool) -> SessionEntry {
+        SessionEntry {
+            id: id.into(),
+            name: None,
+            created: created.into(),
+            status: status.into(),
+            model: "qwen2.5-coder-1.5b (local)".into(),
+            models: Default::default(),
+            path: id.into(),
+            sample,
+        }
+    }
+
+    #[test]
+    fn recent_sessions_are_the_newest_in_aligned_columns() {
+        // As the store lists them: the data dir's sessions, then the samples (older).
+        let sessions = vec![
+            entry("20261204-121637-0e36", "2026-12-04T12:16:43Z", "complete", false),
+            entry(
+                "20261204-134223-59d4",
+                "2026-12-04T13:42:25Z",
+                "complete with failures",
+                false,
+            ),
+            entry(
+                "20261129-233202-bfi-on-the-local-model-e80e",
+                "2026-11-29T23:32:03Z",
+                "complete",
+                true,
+            ),
+            entry(
+                "20261203-093314-five-characters-bfi-051e",
+                "2026-12-03T09:33:25Z",
+                "interrupted",
+                true,
+            ),
+        ];
+        let rows = recent_rows(&sessions, 120, 3);
+        let ids: Vec<&str> = rows.iter().map(|r| r[0].trim_end()).collect();
+        assert_eq!(
+            ids,
+            [
+                "20261204-134223-59d4",
+                "20261204-121637-0e36",
+                "20261203-093314-five-characters-bfi-051e"
+            ]
+        );
+        for row in &rows {
+            assert_eq!(
+                row[0].width(),
+                "20261203-093314-five-characters-bfi-051e".len(),
+                "{row:?}"
+            );
+            assert_eq!(row[1].width(), 13, "{row:?}");
+        }
+        assert_eq!(rows[0][1], "with failures");
     }
 }
