@@ -127,10 +127,6 @@ impl Prefixes {
         Some(copy)
     }
 
-    fn has(&self, ids: &[u32]) -> bool {
-        self.entries.iter().any(|(k, _)| k == ids)
-    }
-
     fn keep(&mut self, ids: Vec<u32>, weights: Weights) {
         if ids.len() > PREFIX_CACHE_TOKENS {
             return;

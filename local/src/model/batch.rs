@@ -258,7 +258,7 @@ impl Model {
             prefixes,
         } = &mut *state;
         for queued in admitted {
-            if waits_for_prefix(prefixes, &slots, &queued.job) {
+            if waits_for_prefix(&slots, &queued.job) {
                 deferred.push(queued);
             } else {
                 slots.push(admit(prefixes, model, queued));
@@ -381,15 +381,13 @@ impl Slot {
     }
 }
 
-/// Whether `job` is to wait: its system part is not cached, and another slot is reading the same
-/// system part to keep it (it then continues from the cache rather than read it again).
-fn waits_for_prefix(prefixes: &Prefixes, slots: &[Slot], job: &Job) -> bool {
+/// Whether `job` is to wait: another slot is reading the same system part to keep it (so it is not
+/// cached yet); `job` then continues from the cache rather than read it again.
+fn waits_for_prefix(slots: &[Slot], job: &Job) -> bool {
     split(job).is_some_and(|p| {
-        let system = &job.prompt[..p];
-        !prefixes.has(system)
-            && slots
-                .iter()
-                .any(|s| s.keep_at.is_some_and(|k| &s.prompt[..k] == system))
+        slots
+            .iter()
+            .any(|s| s.keep_at.is_some_and(|k| s.prompt[..k] == job.prompt[..p]))
     })
 }
 
