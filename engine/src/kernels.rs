@@ -907,48 +907,8 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// `out += w·v`.
-#[inline]
-pub fn axpy(out: &mut [f32], w: f32, v: &[f32]) {
-    debug_assert_eq!(out.len(), v.len());
-    #[cfg(target_arch = "x86_64")]
-    if avx2() {
-        // SAFETY: AVX2 and FMA are present.
-        return unsafe { x86::axpy(out, w, v) };
-    }
-    for (o, x) in out.iter_mut().zip(v) {
-        *o += w * x;
-    }
-}
-
-/// [`dot_f32`] of `a` with `b0` and with `b1`, each the same bits as alone.
-#[inline]
-pub fn dot_f32_two(a: &[f32], b0: &[f32], b1: &[f32]) -> [f32; 2] {
-    #[cfg(target_arch = "x86_64")]
-    if avx2() {
-        // SAFETY: AVX2 and FMA are present.
-        return unsafe { x86::dot_f32_two(a, b0, b1) };
-    }
-    [dot_f32(a, b0), dot_f32(a, b1)]
-}
-
-/// [`axpy`] for each weight in turn: `out += weights[j]·values[j·stride..][..out.len()]`, the same
-/// bits as one call per row, the rows in order.
-///
-/// # Panics
-/// When the last row would reach past `values`.
-#[inline]
-pub fn axpys(out: &mut [f32], weights: &[f32], values: &[f32], stride: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if avx2() {
-        // SAFETY: AVX2 and FMA are present.
-        return unsafe { x86::axpys(out, weights, values, stride) };
-    }
-    for (j, &w) in weights.iter().enumerate() {
-        axpy(out, w, &values[j * stride..j * stride + out.len()]);
-    }
-}
-
+mod attention;
+pub use attention::{Strided, scores, softmax, weigh};
 mod interleaved;
 pub use interleaved::ROWS;
 #[cfg(target_arch = "x86_64")]

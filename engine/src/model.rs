@@ -5,7 +5,7 @@
 //! at a barrier, and each thread takes its share of the step: rows of a weight matrix, tokens, or
 //! (token, head) pairs.
 
-use crate::kernels::{self, ActRow, BLOCK, QMatrix, ROWS, Reads};
+use crate::kernels::{self, ActRow, BLOCK, QMatrix, ROWS, Reads, Strided};
 use crate::team::{self, Member, Shared};
 
 /// How rotary embeddings pair a head's values.
@@ -556,11 +556,11 @@ impl Model {
         // `sync` wrote.
         team::run(self.threads, |m| unsafe {
             self.embed(m, &p);
-            let mut scores = vec![0f32; p.tiles.iter().map(Tile::queries).max().unwrap_or(0) * seen];
+            let mut scratch = Scratch::new(p.tiles.iter().map(Tile::queries).max().unwrap_or(0), seen, c.head_dim);
             for (layer, kv) in self.layers.iter().zip(&kv) {
                 self.project_qkv(m, &p, layer, kv);
                 self.rotate(m, &p, layer, kv);
-                self.attend(m, &p, layer, kv, &mut scores);
+                self.attend(m, &p, layer, kv, &mut scratch);
                 self.residual(
                     m,
                     &layer.o,
@@ -719,9 +719,9 @@ impl Model {
     /// Each query head's attention over the keys it may see, into `attended` (then quantized), a
     /// [`Tile`] at a time: the keys and values of a tile's key/value head are read once, a block of
     /// positions at a time, for all its queries (the query heads of a group, and up to
-    /// [`TILE_TOKENS`] tokens of a prompt). Each query's sums are the same whatever else is in its
-    /// tile: the scores one by one, the values added in the order of their positions. `scores` is this
-    /// member's scratch. Ends at a barrier.
+    /// [`TILE_TOKENS`] tokens of a prompt), gathered side by side in `scratch`. Each query's sums are
+    /// the same whatever else is in its tile ([`kernels::scores`], [`kernels::weigh`]); the
+    /// positions a query may not see get a weight of zero. Ends at a barrier.
     ///
     /// # Safety
     /// Each member writes only the (token, head) slices of its tiles, then its own tokens' rows.
@@ -731,7 +731,7 @@ impl Model {
         p: &Pass,
         layer: &Layer,
         kv: &[(Shared<f32>, Shared<f32>)],
-        scores: &mut [f32],
+        scratch: &mut Scratch,
     ) {
         let c = &self.config;
         let (hd, qw, kvw) = (c.head_dim, p.qw, p.kvw);
@@ -741,8 +741,8 @@ impl Model {
             let seen = p.rows[row].1 + 1;
             (layer.window.map_or(0, |window| seen.saturating_sub(window)), seen)
         };
-        // SAFETY: the keys and values read were written before the last barrier; the output slices
-        // and rows written are this member's.
+        // SAFETY: the queries, keys and values read were written before the last barrier; the output
+        // slices and rows written are this member's.
         unsafe {
             // Taken in turn, not in runs: a later token sees more keys, so runs would leave the
             // last member most of a prompt's attention.
@@ -755,52 +755,50 @@ impl Model {
                 let (lo, hi) = (span(tile.row).0, span(tile.row + tile.tokens - 1).1);
                 let width = hi - lo;
                 let at = tile.kv * hd;
-                let keys = keys.get(0..hi * kvw);
-                let values = values.get(0..hi * kvw);
-                let key = |j: usize| &keys[j * kvw + at..j * kvw + at + hd];
-                // Query `i` is token `i / heads` of the tile in head `heads.start + i % heads`.
+                let (keys, values) = (keys.get(0..hi * kvw), values.get(0..hi * kvw));
+                // Query `i` is token `i / heads` of the tile in head `heads.start + i % heads`: its
+                // range of `q` (and of `attended`), and the positions it sees.
                 let query = |i: usize| {
                     let (t, head) = (tile.row + i / heads.len(), heads.start + i % heads.len());
-                    (t, head, span(t))
+                    (t * qw + head * hd..t * qw + (head + 1) * hd, span(t))
                 };
-                let scores = &mut scores[..queries * width];
-                for block in (lo..hi).step_by(KEY_BLOCK) {
-                    let end = (block + KEY_BLOCK).min(hi);
-                    for (i, row) in scores.chunks_exact_mut(width).enumerate() {
-                        let (t, head, (first, seen)) = query(i);
-                        let q = p.q.get(t * qw + head * hd..t * qw + (head + 1) * hd);
-                        let (mut j, to) = (block.max(first), end.min(seen));
-                        while j + 2 <= to {
-                            let [a, b] = kernels::dot_f32_two(q, key(j), key(j + 1));
-                            (row[j - lo], row[j + 1 - lo]) = (a * scale, b * scale);
-                            j += 2;
-                        }
-                        if j < to {
-                            row[j - lo] = kernels::dot_f32(q, key(j)) * scale;
-                        }
-                    }
+                let (q, sums) = (&mut scratch.queries[..queries * hd], &mut scratch.sums[..queries * hd]);
+                for (i, q) in q.chunks_exact_mut(hd).enumerate() {
+                    q.copy_from_slice(p.q.get(query(i).0));
+                }
+                let scores = &mut scratch.scores[..queries * width];
+                let blocks = || (lo..hi).step_by(KEY_BLOCK).map(|b| (b, (b + KEY_BLOCK).min(hi)));
+                for (block, end) in blocks() {
+                    let keys = &keys[block * kvw + at..(end - 1) * kvw + at + hd];
+                    let keys = Strided {
+                        data: keys,
+                        stride: kvw,
+                    };
+                    kernels::scores(q, hd, keys, scale, &mut scores[block - lo..], width);
                 }
                 for (i, row) in scores.chunks_exact_mut(width).enumerate() {
-                    let (t, head, (first, seen)) = query(i);
-                    let row = &mut row[first - lo..seen - lo];
-                    let max = row.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-                    kernels::exp_less(row, max);
-                    let sum: f64 = row.iter().map(|&s| f64::from(s)).sum();
-                    let inv = (1. / sum) as f32;
-                    row.iter_mut().for_each(|s| *s *= inv);
-                    p.attended.f.part(t * qw + head * hd..t * qw + (head + 1) * hd).fill(0.);
+                    let (first, seen) = query(i).1;
+                    kernels::softmax(&mut row[first - lo..seen - lo]);
+                    row[..first - lo].fill(0.);
+                    row[seen - lo..].fill(0.);
                 }
-                for block in (lo..hi).step_by(KEY_BLOCK) {
-                    let end = (block + KEY_BLOCK).min(hi);
-                    for (i, row) in scores.chunks_exact(width).enumerate() {
-                        let (t, head, (first, seen)) = query(i);
-                        let (j, to) = (block.max(first), end.min(seen));
-                        if j < to {
-                            let out = p.attended.f.part(t * qw + head * hd..t * qw + (head + 1) * hd);
-                            let rows = &values[j * kvw + at..(to - 1) * kvw + at + hd];
-                            kernels::axpys(out, &row[j - lo..to - lo], rows, kvw);
-                        }
-                    }
+                sums.fill(0.);
+                for (block, end) in blocks() {
+                    let values = &values[block * kvw + at..(end - 1) * kvw + at + hd];
+                    let (weights, values) = (
+                        Strided {
+                            data: &scores[block - lo..],
+                            stride: width,
+                        },
+                        Strided {
+                            data: values,
+                            stride: kvw,
+                        },
+                    );
+                    kernels::weigh(sums, hd, weights, end - block, values);
+                }
+                for (i, sums) in sums.chunks_exact(hd).enumerate() {
+                    p.attended.f.part(query(i).0).copy_from_slice(sums);
                 }
             }
             m.sync();
@@ -900,6 +898,24 @@ struct Pass<'a> {
     attended: Acts,
     inner: Acts,
     logits: Shared<f32>,
+}
+
+/// A member's scratch for [`Model::attend`]: a tile's scores (a row per query), its queries side by
+/// side, and their weighted sums.
+struct Scratch {
+    scores: Vec<f32>,
+    queries: Vec<f32>,
+    sums: Vec<f32>,
+}
+
+impl Scratch {
+    fn new(queries: usize, seen: usize, head_dim: usize) -> Scratch {
+        Scratch {
+            scores: vec![0.; queries * seen],
+            queries: vec![0.; queries * head_dim],
+            sums: vec![0.; queries * head_dim],
+        }
+    }
 }
 
 /// Tokens of one sequence whose queries share a [`Tile`]: each key a tile reads serves them all.

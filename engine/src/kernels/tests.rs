@@ -1,7 +1,7 @@
 use super::*;
 
 /// A deterministic spread of values (xorshift), some large, some zero blocks.
-fn values(n: usize, seed: u64) -> Vec<f32> {
+pub(super) fn values(n: usize, seed: u64) -> Vec<f32> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|i| {
@@ -503,47 +503,6 @@ fn float_helpers_agree_with_plain_loops() {
     let b = values(77, 6);
     let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
     assert!((dot_f32(&a, &b) - plain).abs() < 1e-4 * (1. + plain.abs()));
-    let mut out = a.clone();
-    axpy(&mut out, 0.5, &b);
-    assert!(
-        out.iter()
-            .zip(a.iter().zip(&b))
-            .all(|(o, (x, y))| (o - (x + 0.5 * y)).abs() < 1e-6)
-    );
-}
-
-#[test]
-fn attention_helpers_give_the_bits_of_one_row_at_a_time() {
-    // Head widths with and without whole 32- and 64-value chunks, and a ragged tail.
-    for n in [8, 64, 72, 128, 200, 256, 13] {
-        let a = values(n, 1);
-        let (b0, b1) = (values(n, 2), values(n, 3));
-        let [x, y] = dot_f32_two(&a, &b0, &b1);
-        assert_eq!(
-            (x.to_bits(), y.to_bits()),
-            (dot_f32(&a, &b0).to_bits(), dot_f32(&a, &b1).to_bits()),
-            "{n}"
-        );
-        // Rows `stride` apart, of which `out` takes the first `n` values.
-        let (rows, stride) = (7, n + 24);
-        let table = values(rows * stride, 4);
-        let weights: Vec<f32> = values(rows, 5).iter().map(|w| w.abs() + 0.01).collect();
-        let start = values(n, 6);
-        let mut one_by_one = start.clone();
-        for (j, &w) in weights.iter().enumerate() {
-            axpy(&mut one_by_one, w, &table[j * stride..j * stride + n]);
-        }
-        let mut together = start.clone();
-        axpys(&mut together, &weights, &table[..(rows - 1) * stride + n], stride);
-        assert_eq!(
-            together.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-            one_by_one.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-            "{n}"
-        );
-        let mut none = start.clone();
-        axpys(&mut none, &[], &[], stride);
-        assert_eq!(none, start);
-    }
 }
 
 /// A deterministic run of bytes.

@@ -5,8 +5,9 @@ use super::interleaved::{Q4K_UNIT, Q6K_UNIT, Q8_UNIT, ROWS};
 use super::{ActRow, BLOCK};
 use std::arch::x86_64::*;
 
+/// The eight lanes' sum: `(l0 + l4) + (l2 + l6)` plus `(l1 + l5) + (l3 + l7)`.
 #[target_feature(enable = "avx2,fma")]
-fn sum(v: __m256) -> f32 {
+pub(super) fn sum(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
@@ -182,98 +183,6 @@ pub(super) unsafe fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     }
     let total = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
     sum(total) + a[i..n].iter().zip(&b[i..n]).map(|(x, y)| x * y).sum::<f32>()
-}
-
-/// [`dot_f32`] of `a` with two rows at once, `a` read once: each the same sums in the same order.
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn dot_f32_two(a: &[f32], b0: &[f32], b1: &[f32]) -> [f32; 2] {
-    let n = a.len().min(b0.len()).min(b1.len());
-    let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); 4], [_mm256_setzero_ps(); 4]);
-    let mut i = 0;
-    // SAFETY (all loads): i + 32 ≤ n, then i + 8 ≤ n.
-    while i + 32 <= n {
-        for k in 0..4 {
-            let x = unsafe { _mm256_loadu_ps(a.as_ptr().add(i + 8 * k)) };
-            acc0[k] = _mm256_fmadd_ps(x, unsafe { _mm256_loadu_ps(b0.as_ptr().add(i + 8 * k)) }, acc0[k]);
-            acc1[k] = _mm256_fmadd_ps(x, unsafe { _mm256_loadu_ps(b1.as_ptr().add(i + 8 * k)) }, acc1[k]);
-        }
-        i += 32;
-    }
-    while i + 8 <= n {
-        let x = unsafe { _mm256_loadu_ps(a.as_ptr().add(i)) };
-        acc0[0] = _mm256_fmadd_ps(x, unsafe { _mm256_loadu_ps(b0.as_ptr().add(i)) }, acc0[0]);
-        acc1[0] = _mm256_fmadd_ps(x, unsafe { _mm256_loadu_ps(b1.as_ptr().add(i)) }, acc1[0]);
-        i += 8;
-    }
-    let finish = |acc: [__m256; 4], b: &[f32]| {
-        let total = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-        sum(total) + a[i..n].iter().zip(&b[i..n]).map(|(x, y)| x * y).sum::<f32>()
-    };
-    [finish(acc0, b0), finish(acc1, b1)]
-}
-
-/// [`axpy`] once for each weight in turn, row `j` of `values` at `j·stride`: the same multiply-adds
-/// in the same order, with `out` held in registers 64 values at a time across the rows.
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn axpys(out: &mut [f32], weights: &[f32], values: &[f32], stride: usize) {
-    let n = out.len();
-    let Some(last) = weights.len().checked_sub(1) else {
-        return;
-    };
-    assert!(values.len() >= last * stride + n, "the rows reach past the values");
-    let v = values.as_ptr();
-    let mut c = 0;
-    // SAFETY (every load and store): c + 8·k < n for the chunk's lanes, and row j's values at
-    // j·stride + c + 8k + 8 ≤ last·stride + n ≤ values.len().
-    while c + 64 <= n {
-        let mut acc: [__m256; 8] = std::array::from_fn(|k| unsafe { _mm256_loadu_ps(out.as_ptr().add(c + 8 * k)) });
-        for (j, &w) in weights.iter().enumerate() {
-            let (wv, row) = (_mm256_set1_ps(w), unsafe { v.add(j * stride + c) });
-            for (k, acc) in acc.iter_mut().enumerate() {
-                *acc = _mm256_fmadd_ps(wv, unsafe { _mm256_loadu_ps(row.add(8 * k)) }, *acc);
-            }
-        }
-        for (k, acc) in acc.iter().enumerate() {
-            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(c + 8 * k), *acc) };
-        }
-        c += 64;
-    }
-    while c + 8 <= n {
-        let mut acc = unsafe { _mm256_loadu_ps(out.as_ptr().add(c)) };
-        for (j, &w) in weights.iter().enumerate() {
-            acc = _mm256_fmadd_ps(
-                _mm256_set1_ps(w),
-                unsafe { _mm256_loadu_ps(v.add(j * stride + c)) },
-                acc,
-            );
-        }
-        unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(c), acc) };
-        c += 8;
-    }
-    for (j, &w) in weights.iter().enumerate() {
-        for (o, x) in out[c..].iter_mut().zip(&values[j * stride + c..j * stride + n]) {
-            *o += w * x;
-        }
-    }
-}
-
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn axpy(out: &mut [f32], w: f32, v: &[f32]) {
-    let n = out.len().min(v.len());
-    let wv = _mm256_set1_ps(w);
-    let mut i = 0;
-    // SAFETY: i + 8 ≤ n for every load and store.
-    while i + 8 <= n {
-        unsafe {
-            let o = _mm256_loadu_ps(out.as_ptr().add(i));
-            let x = _mm256_loadu_ps(v.as_ptr().add(i));
-            _mm256_storeu_ps(out.as_mut_ptr().add(i), _mm256_fmadd_ps(wv, x, o));
-        }
-        i += 8;
-    }
-    for (o, x) in out[i..n].iter_mut().zip(&v[i..n]) {
-        *o += w * x;
-    }
 }
 
 /// `sums + Σ` of four adjacent byte products (`u` unsigned, `q` signed) per 32-bit lane: AVX2's
