@@ -34,7 +34,7 @@ impl Strided<'_> {
 /// Attention's scores: `out[i·out_stride + j] = scale·(q_i·k_j)` for every query row `i` of `q`
 /// (`dim` wide, one after another) and every key row `j` that `keys` holds. Each score: eight
 /// lanes, lane `l` the fused products of the values `d ≡ l (mod 8)` in order, added in a fixed
-/// tree (`(l0 + l4) + (l2 + l6)` plus `(l1 + l5) + (l3 + l7)`), the `dim mod 8` products after them
+/// tree (`((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))`), the `dim mod 8` products after them
 /// fused on in order, then scaled.
 ///
 /// # Panics
@@ -64,8 +64,7 @@ pub(super) fn score(q: &[f32], k: &[f32]) -> f32 {
             lanes[l] = q[l].mul_add(k[l], lanes[l]);
         }
     }
-    let s: [f32; 4] = std::array::from_fn(|l| lanes[l] + lanes[l + 4]);
-    let mut total = (s[0] + s[2]) + (s[1] + s[3]);
+    let mut total = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
     for (x, y) in q[full..].iter().zip(&k[full..]) {
         total = x.mul_add(*y, total);
     }
@@ -133,7 +132,8 @@ pub(super) fn weigh_shape(out: &[f32], dim: usize, weights: Strided, n: usize, v
 }
 
 /// `x ← e^(x − max x) / Σ e^(x − max x)`, the sum taken in f64 (eight lanes of the values
-/// `≡ lane (mod 8)` in order, added in [`scores`]' tree, then the rest in order).
+/// `≡ lane (mod 8)` in order, added as `(l0 + l4) + (l2 + l6)` plus `(l1 + l5) + (l3 + l7)`, then
+/// the rest in order).
 pub fn softmax(x: &mut [f32]) {
     let max = max_f32(x);
     exp_less(x, max);

@@ -1,19 +1,22 @@
 //! The attention kernels on AVX2/FMA, and with AVX-512VL's 32 registers (see the parent module):
 //! chosen at run time, only where the CPU has them.
 
-use super::super::x86::sum;
 use super::{Strided, scores_shape, weigh_shape, weigh_tail};
 use std::arch::x86_64::*;
 
-/// A score's eight lanes added as the portable `score` adds them, then the `dim mod 8` products
-/// after them fused on in order.
+/// Each of `C` (one or four) scores' eight lanes added in the portable `score`'s tree, side by side:
+/// `((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))`.
 #[target_feature(enable = "avx2,fma")]
-fn finish_score(acc: __m256, q: &[f32], k: &[f32], full: usize) -> f32 {
-    let mut total = sum(acc);
-    for (x, y) in q[full..].iter().zip(&k[full..]) {
-        total = x.mul_add(*y, total);
-    }
-    total
+#[inline]
+fn lane_sums<const C: usize>(acc: [__m256; C]) -> [f32; C] {
+    const { assert!(C == 1 || C == 4) };
+    let at = |c: usize| acc[c.min(C - 1)];
+    let h = _mm256_hadd_ps(_mm256_hadd_ps(at(0), at(1)), _mm256_hadd_ps(at(2), at(3)));
+    let s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h));
+    let mut out = [0f32; 4];
+    // SAFETY: four floats.
+    unsafe { _mm_storeu_ps(out.as_mut_ptr(), s) };
+    std::array::from_fn(|c| out[c])
 }
 
 /// The attention kernels, once for AVX2 (16 registers: tiles of two queries or rows) and once where
@@ -43,11 +46,14 @@ macro_rules! attention_kernels {
                     }
                 }
             }
-            std::array::from_fn(|r| {
-                std::array::from_fn(|c| {
-                    finish_score(acc[r][c], &q[r * dim..(r + 1) * dim], keys.row(c, dim), full) * scale
-                })
-            })
+            let mut out = [[0f32; C]; R];
+            for (r, (out, acc)) in out.iter_mut().zip(acc).enumerate() {
+                for (c, (out, total)) in out.iter_mut().zip(lane_sums(acc)).enumerate() {
+                    let (q, k) = (&q[r * dim + full..(r + 1) * dim], &keys.row(c, dim)[full..]);
+                    *out = q.iter().zip(k).fold(total, |t, (x, y)| x.mul_add(*y, t)) * scale;
+                }
+            }
+            out
         }
 
         /// See `attention::scores`.
@@ -161,7 +167,9 @@ macro_rules! attention_kernels {
                     for at in (wide..full).step_by(8) {
                         unsafe { $rows::<1, 1>(out, (dim, at), row(k), n, values) };
                     }
-                    weigh_tail(out, full, &row(k).data[..n], values);
+                    if full < dim {
+                        weigh_tail(out, full, &row(k).data[..n], values);
+                    }
                 }
                 i += r;
             }
