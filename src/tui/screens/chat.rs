@@ -317,8 +317,13 @@ impl Component for Chat {
             frame.render_widget(
                 Paragraph::new(vec![
                     Line::raw("No character yet."),
+                    // The keys of this screen: digits are typed here, so Setup is its F-key.
                     Line::styled(
-                        "Pick one in Setup (1), or press ctrl-n here to go through them.",
+                        format!(
+                            "Pick one in Setup ({}), or press {} here to go through them.",
+                            ctx.key(Command::GoSetup),
+                            ctx.key(Command::NextUnit)
+                        ),
                         theme.dim(),
                     ),
                 ]),

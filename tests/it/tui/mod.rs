@@ -1523,6 +1523,21 @@ fn ctrl(app: &mut App, c: char) -> Vec<Effect> {
     app.update(Action::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)))
 }
 
+/// Chat with no character yet says how to pick one with the keys that work there: digits are typed
+/// on Chat, so Setup is its F-key.
+#[test]
+fn chat_without_a_character_names_the_keys_that_work_there() {
+    let mut app = app();
+    key(&mut app, KeyCode::F(7));
+    assert_eq!(app.screen, Screen::Chat);
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("No character yet."), "{screen}");
+    assert!(
+        screen.contains("Pick one in Setup (f2), or press ctrl-n here"),
+        "{screen}"
+    );
+}
+
 /// Chat talks to the character in focus on Persona, opens on its greeting (and sends it as the
 /// agent's first message), finds another by name, and keeps each character's conversation.
 #[test]
