@@ -127,16 +127,45 @@ fn registry_path(models: &Path) -> PathBuf {
     models.join("registry.toml")
 }
 
+/// Held (locked) while `registry.toml` is read, changed and written back, so that two `model add`s at
+/// once each keep the other's entry.
+fn lock_registry(models: &Path) -> Result<File, Error> {
+    std::fs::create_dir_all(models).map_err(|e| Error::Input(format!("cannot create {}: {e}", models.display())))?;
+    let path = models.join(".registry.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::Input(format!("cannot open {}: {e}", path.display())))?;
+    file.lock()
+        .map_err(|e| Error::Input(format!("cannot lock {}: {e}", path.display())))?;
+    Ok(file)
+}
+
 fn read_registry(models: &Path) -> Result<Registry, Error> {
-    match std::fs::read_to_string(registry_path(models)) {
-        Ok(text) => toml::from_str(&text)
-            .map_err(|e| Error::Input(format!("{}: {}", registry_path(models).display(), e.message()))),
+    let path = registry_path(models);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => toml::from_str(&text).map_err(|e| {
+            let (line, column) = e.span().map_or((1, 1), |span| line_column(&text, span.start));
+            Error::Input(format!("{}:{line}:{column}: {}", path.display(), e.message()))
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Registry::default()),
         Err(e) => Err(Error::Input(format!(
             "cannot read {}: {e}",
             registry_path(models).display()
         ))),
     }
+}
+
+/// The 1-based line and column (in characters) of byte `at` of `text`.
+fn line_column(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..text.floor_char_boundary(at.min(text.len()))];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (
+        before.matches('\n').count() + 1,
+        before[line_start..].chars().count() + 1,
+    )
 }
 
 fn write_registry(models: &Path, registry: &Registry) -> Result<(), Error> {
@@ -186,6 +215,7 @@ pub fn add(models: &Path, path: &Path, name: &str) -> Result<(Registered, Facts)
         .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
     let facts = facts(&path)?;
     let architecture = facts.architecture.clone();
+    let _lock = lock_registry(models)?;
     let mut registry = read_registry(models)?;
     registry.models.retain(|m| m.name != name);
     let entry = Registered {
@@ -219,6 +249,40 @@ fn hex(digest: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_malformed_registry_is_named_at_its_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            registry_path(dir.path()),
+            "[[models]]\nname = \"mine\"\npath = 3\narchitecture = \"llama\"\n",
+        )
+        .unwrap();
+        let e = list(dir.path()).unwrap_err().to_string();
+        let at = format!("{}:3:8: ", registry_path(dir.path()).display());
+        assert!(e.starts_with(&at), "{e}");
+        assert!(e.contains("expected path string"), "{e}");
+        assert_eq!(line_column("a\néé x", 6), (2, 3));
+    }
+
+    #[test]
+    fn models_added_at_once_are_all_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gguf/tiny-llama-q8_0.gguf");
+        let start = std::sync::Barrier::new(8);
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                let (dir, gguf, start) = (dir.path(), &gguf, &start);
+                s.spawn(move || {
+                    start.wait();
+                    add(dir, gguf, &format!("mine-{i}")).unwrap();
+                });
+            }
+        });
+        let mut names: Vec<String> = list(dir.path()).unwrap().into_iter().map(|m| m.name).collect();
+        names.sort();
+        assert_eq!(names, (0..8).map(|i| format!("mine-{i}")).collect::<Vec<_>>());
+    }
 
     #[test]
     fn a_missing_model_is_told_apart_from_an_unknown_name() {
