@@ -25,6 +25,14 @@ impl Strided<'_> {
         }
     }
 
+    /// The rows from row `j` on.
+    pub(super) fn from(&self, j: usize) -> Strided<'_> {
+        Strided {
+            data: &self.data[j * self.stride..],
+            stride: self.stride,
+        }
+    }
+
     /// Row `j`'s first `width` values.
     pub(super) fn row(&self, j: usize, width: usize) -> &[f32] {
         &self.data[j * self.stride..j * self.stride + width]

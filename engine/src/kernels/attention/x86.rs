@@ -67,10 +67,6 @@ macro_rules! attention_kernels {
             out_stride: usize,
         ) {
             let (rows, n) = scores_shape(q, dim, keys, out, out_stride);
-            let from = |j: usize| Strided {
-                data: &keys.data[j * keys.stride..],
-                stride: keys.stride,
-            };
             let mut put = |i: usize, j: usize, s: &[f32]| out[i * out_stride + j..][..s.len()].copy_from_slice(s);
             let mut i = 0;
             while i < rows {
@@ -79,24 +75,24 @@ macro_rules! attention_kernels {
                 // `scores_shape`).
                 if i + $r <= rows {
                     while j + 4 <= n {
-                        let tile = unsafe { $tile::<$r, 4>(q, dim, from(j), scale) };
+                        let tile = unsafe { $tile::<$r, 4>(q, dim, keys.from(j), scale) };
                         tile.iter().enumerate().for_each(|(r, s)| put(i + r, j, s));
                         j += 4;
                     }
                     while j < n {
-                        let tile = unsafe { $tile::<$r, 1>(q, dim, from(j), scale) };
+                        let tile = unsafe { $tile::<$r, 1>(q, dim, keys.from(j), scale) };
                         tile.iter().enumerate().for_each(|(r, s)| put(i + r, j, s));
                         j += 1;
                     }
                     i += $r;
                 } else {
                     while j + 4 <= n {
-                        let [s] = unsafe { $tile::<1, 4>(q, dim, from(j), scale) };
+                        let [s] = unsafe { $tile::<1, 4>(q, dim, keys.from(j), scale) };
                         put(i, j, &s);
                         j += 4;
                     }
                     while j < n {
-                        let [s] = unsafe { $tile::<1, 1>(q, dim, from(j), scale) };
+                        let [s] = unsafe { $tile::<1, 1>(q, dim, keys.from(j), scale) };
                         put(i, j, &s);
                         j += 1;
                     }
@@ -149,10 +145,7 @@ macro_rules! attention_kernels {
             while i < rows {
                 let r = if i + $r <= rows { $r } else { 1 };
                 let out = &mut out[i * dim..];
-                let row = |k: usize| Strided {
-                    data: &weights.data[(i + k) * weights.stride..],
-                    stride: weights.stride,
-                };
+                let row = |k: usize| weights.from(i + k);
                 // SAFETY (every call): its rows, columns and values are within the slices (checked by
                 // `weigh_shape`).
                 for at in (0..wide).step_by(32) {
