@@ -68,17 +68,27 @@ impl Component for Welcome {
         let report = doctor::judge(&self.facts);
         let checks: Vec<_> = report.checks.iter().filter(|c| c.name != "terminal").collect();
         let width = checks.iter().map(|c| c.name.chars().count()).max().unwrap_or(0);
+        let missing = checks.iter().any(|c| c.status == Status::Fail);
         for check in checks {
             let (mark, color) = match check.status {
                 Status::Ok => ("✓", theme.positive),
                 Status::Warn => ("!", theme.warning),
                 Status::Fail => ("✗", theme.error),
             };
-            lines.push(Line::from(vec![
-                Span::styled(format!("  {mark} "), theme.fg(color)),
-                Span::raw(format!("{:<width$}  ", check.name)),
-                Span::styled(check.detail.clone(), theme.fg(color)),
-            ]));
+            // A long detail wraps under itself, not under the marks.
+            let indent = 4 + width + 2;
+            let wrapped = crate::tui::wrap::wrap(&check.detail, usize::from(inner.width).saturating_sub(indent));
+            for (i, part) in wrapped.into_iter().enumerate() {
+                let head = if i == 0 {
+                    vec![
+                        Span::styled(format!("  {mark} "), theme.fg(color)),
+                        Span::raw(format!("{:<width$}  ", check.name)),
+                    ]
+                } else {
+                    vec![Span::raw(" ".repeat(indent))]
+                };
+                lines.push(Line::from([head, vec![Span::styled(part, theme.fg(color))]].concat()));
+            }
         }
         lines.push(Line::raw(""));
         lines.push(Line::styled("What next", theme.title()));
@@ -98,7 +108,10 @@ impl Component for Welcome {
                 key(Command::GoSessions),
                 "replay a recorded sample session (no model needed)".into(),
             ),
-            (key(Command::GoSetup), "go to setup anyway".into()),
+            (
+                key(Command::GoSetup),
+                if missing { "go to setup anyway" } else { "go to setup" }.into(),
+            ),
             (
                 "doctor".into(),
                 "`incharacter doctor` also tries each provider, loads the model and checks pip".into(),

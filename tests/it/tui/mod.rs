@@ -181,6 +181,8 @@ fn welcome_says_what_is_missing() {
     let mut app = app();
     assert_eq!(app.screen, Screen::Welcome, "no fetched model, no key: welcome first");
     snap("welcome", &app);
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("go to setup anyway"), "{screen}");
     // Once `f` has fetched the model, the doctor's checks and the providers say so.
     app.update(Action::Fetched(Ok(
         "/home/user/.local/share/incharacter/models/smollm2-135m/model.gguf".into(),
@@ -188,6 +190,10 @@ fn welcome_says_what_is_missing() {
     let screen = render(&app, (120, 40));
     assert!(screen.contains("✓ embedded model  smollm2-135m: fetched"), "{screen}");
     assert!(!screen.contains('✗'), "{screen}");
+    assert!(
+        screen.contains("go to setup ") && !screen.contains("anyway"),
+        "{screen}"
+    );
     assert!(app.providers.iter().all(|p| p.problem.is_none()));
     // The status line, which showed the download's progress, says how it ended.
     assert!(
