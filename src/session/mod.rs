@@ -71,6 +71,20 @@ pub enum SessionError {
     /// answers no more); `input` when the user's file or config is at fault.
     #[error("{}", reason.to_string())]
     Batch { reason: String, input: bool },
+    /// A resume whose config gives a role another model than the session started with: its records
+    /// would mix two models under the first one's name.
+    #[error(
+        "session {id} ran its {role} on {was}; the config now gives {now}. A resume goes on with the models the \
+         session started with: restore them in the config, or start a new run (`assess` re-assesses a \
+         session's answers with another judge)"
+    )]
+    ModelChanged {
+        id: String,
+        role: String,
+        /// Both as `provider (kind: model)`.
+        was: String,
+        now: String,
+    },
     /// A provider refused every request the same way: the run stopped early.
     #[error("{provider} at {base_url} refused {n} requests in a row the same way ({reason}); the run stopped")]
     Refused {
@@ -104,7 +118,7 @@ impl Classify for SessionError {
             SessionError::Journal(JournalError::Damaged { .. }) => true,
             SessionError::Journal(JournalError::Io { .. }) => false,
             SessionError::Busy { .. } => false,
-            SessionError::Empty(_) | SessionError::Invalid { .. } => true,
+            SessionError::Empty(_) | SessionError::Invalid { .. } | SessionError::ModelChanged { .. } => true,
             SessionError::Unwritable { .. }
             | SessionError::Results { .. }
             | SessionError::Unreachable { .. }

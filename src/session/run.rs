@@ -209,6 +209,7 @@ impl<S: Study> Run<S> {
             };
             S::prepare(&mut plan, &prior, &env)?
         };
+        same_models(&id, &prior, &prepared.providers)?;
         let path = dir.join("journal.jsonl");
         let unwritable = |source| SessionError::Unwritable {
             path: path.clone(),
@@ -447,6 +448,27 @@ impl<S: Study> Run<S> {
 }
 
 /// Takes the session's journal as its one writer.
+/// Refuses a resume whose providers give a role another model than the session's first record
+/// names (a new session, with no records yet, has nothing to match).
+fn same_models(id: &str, prior: &[Event], now: &crate::study::Providers) -> Result<(), SessionError> {
+    let Some(was) = prior.iter().find_map(Event::start).map(|s| s.providers) else {
+        return Ok(());
+    };
+    for (role, was) in was {
+        if let Some(now) = now.get(role)
+            && now.model != was.model
+        {
+            return Err(SessionError::ModelChanged {
+                id: id.to_string(),
+                role: role.clone(),
+                was: was.to_string(),
+                now: now.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
 fn open_journal(id: &str, dir: &std::path::Path) -> Result<Journal, SessionError> {
     let path = dir.join("journal.jsonl");
     Journal::open_exclusive(&path).map_err(|e| match e {

@@ -266,6 +266,41 @@ fn concurrency_zero_is_refused_as_bad_input() {
     assert!(!data.path().join("sessions").exists(), "nothing started");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_on_another_model_is_refused_touching_nothing() {
+    let s = common::setup(FakeConfig::default(), "max_concurrency = 2").await;
+    let session = common::kill_after_requests(&s.config, &s.data, RUN, &s.server, 6).await;
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    let before = std::fs::read(session.join("journal.jsonl")).unwrap();
+    let config = std::fs::read_to_string(&s.config).unwrap();
+    std::fs::write(&s.config, config.replace("fake-model", "other-model")).unwrap();
+    let out = common::command(&s.config, &s.data, &["run", "--resume", &id])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        // Roles in order: the judge's is named first.
+        said.contains(&format!(
+            "session {id} ran its judge on fake (openai: fake-model); the config now gives fake (openai: \
+             other-model). A resume goes on with the models the session started with"
+        )),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read(session.join("journal.jsonl")).unwrap(),
+        before,
+        "nothing written"
+    );
+    // With the session's model back in the config, it goes on to its end.
+    std::fs::write(&s.config, config).unwrap();
+    let out = common::command(&s.config, &s.data, &["run", "--resume", &id])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(count(&events(&session), "run_finished"), 1);
+}
+
 #[test]
 fn a_model_fetch_with_the_package_index_unreachable_is_the_machines_failure() {
     let data = tempfile::tempdir().unwrap();
