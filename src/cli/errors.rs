@@ -18,6 +18,34 @@ pub fn input_error(message: impl Into<String>) -> anyhow::Error {
     InputError(message.into()).into()
 }
 
+/// `ids` (what each of `given` names, in order) when no two are the same; else an input error naming
+/// the repeated one and how it was given, so that a list never asks or pays for the same work twice.
+pub fn each_once<T: PartialEq>(
+    option: &str,
+    given: &[&str],
+    ids: Vec<T>,
+    name: impl Fn(&T) -> String,
+) -> anyhow::Result<Vec<T>> {
+    for (i, id) in ids.iter().enumerate() {
+        let repeats: Vec<&str> = (0..ids.len())
+            .filter(|&j| ids[j] == *id)
+            .map(|j| given.get(j).map_or("", |g| g.trim()))
+            .collect();
+        if repeats.len() > 1 && ids[..i].iter().all(|earlier| earlier != id) {
+            let times = match repeats.len() {
+                2 => "twice".to_string(),
+                n => format!("{n} times"),
+            };
+            return Err(input_error(format!(
+                "{option} names {} {times} (as {}): give each once",
+                name(id),
+                repeats.join(", ")
+            )));
+        }
+    }
+    Ok(ids)
+}
+
 /// A failure of the machine, the network or another process (a folder that cannot be made, a
 /// server that does not answer); exit code 1 whatever wrapped it.
 #[derive(Debug, thiserror::Error)]
@@ -115,5 +143,24 @@ mod tests {
         assert_eq!(exit_code(&config.context("loading the config")), 2);
         let unknown = anyhow::anyhow!("something no type of ours made");
         assert_eq!(exit_code(&unknown), 1);
+    }
+
+    #[test]
+    fn a_list_that_names_something_twice_is_refused_saying_how() {
+        let given = ["hermione", "snape-en", " Hermione Granger", "hermione-en"];
+        let ids = vec!["hermione-en", "snape-en", "hermione-en", "hermione-en"];
+        let e = each_once("--characters", &given, ids, |id| id.to_string()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--characters names hermione-en 3 times (as hermione, Hermione Granger, hermione-en): give each once"
+        );
+        assert_eq!(exit_code(&e), 2);
+        let e = each_once("--methods", &["oc", "sr", "oc"], vec!["oc", "sr", "oc"], |id| {
+            id.to_string()
+        })
+        .unwrap_err();
+        assert_eq!(e.to_string(), "--methods names oc twice (as oc, oc): give each once");
+        let once = each_once("--scales", &["BFI", "GSE"], vec!["BFI", "GSE"], |id| id.to_string());
+        assert_eq!(once.unwrap(), ["BFI", "GSE"]);
     }
 }

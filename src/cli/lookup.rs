@@ -15,6 +15,22 @@ pub(super) fn load_session(ctx: &Ctx, what: &str) -> anyhow::Result<(PathBuf, Ve
     Ok((dir, events))
 }
 
+/// The ids a comma-separated `list` of `option` names, each found by `find` (an unknown one is a
+/// "unknown `what`" error), each once ([`super::errors::each_once`]).
+pub(super) fn ids(
+    option: &str,
+    list: &str,
+    what: &str,
+    find: impl Fn(&str) -> Option<String>,
+) -> anyhow::Result<Vec<String>> {
+    let given: Vec<&str> = list.split(',').collect();
+    let ids = given
+        .iter()
+        .map(|n| find(n).ok_or_else(|| input_error(format!("unknown {what} \"{n}\""))))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    super::errors::each_once(option, &given, ids, String::clone)
+}
+
 /// The provider named on the command line (which must exist), or the config's provider for `role`.
 pub(super) fn provider_for(
     config: &crate::config::Config,

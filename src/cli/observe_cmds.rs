@@ -101,15 +101,9 @@ fn plan(catalog: &Catalog, config: &crate::config::Config, a: &ObserveArgs) -> a
         if latent.is_some() {
             return Err(input_error("--latent is for synthetic subjects"));
         }
-        let ids = subject
-            .split(',')
-            .map(|n| {
-                catalog
-                    .character(n)
-                    .map(|c| c.id.clone())
-                    .ok_or_else(|| input_error(format!("unknown character \"{}\"", n)))
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
+        let ids = super::lookup::ids("--subject", subject, "character", |n| {
+            catalog.character(n).map(|c| c.id.clone())
+        })?;
         (ids, 0)
     };
     // "family,friend" spreads --observers over them; "family:3,workplace:1" fixes the counts.

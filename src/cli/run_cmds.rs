@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use serde_json::{Map, Value, json};
 
 use super::drive::{self, Headless, Progress};
-use super::lookup::{load_session, provider_for};
+use super::errors::each_once;
+use super::lookup::{ids, load_session, provider_for};
 use super::progress::{Bars, Phase};
 use super::table::{Table, num};
 use super::{Ctx, input_error};
@@ -46,28 +47,18 @@ fn plan_from(catalog: &Catalog, config: &crate::config::Config, a: &RunArgs) -> 
     let characters = match a.characters.as_deref() {
         None => return Err(input_error("--characters is required (ids, or `all`)")),
         Some("all") => catalog.characters.iter().map(|e| e.value.id.clone()).collect(),
-        Some(list) => list
-            .split(',')
-            .map(|n| {
-                catalog
-                    .character(n)
-                    .map(|c| c.id.clone())
-                    .ok_or_else(|| input_error(format!("unknown character \"{}\"", n)))
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?,
+        Some(list) => ids("--characters", list, "character", |n| {
+            catalog.character(n).map(|c| c.id.clone())
+        })?,
     };
-    let scales = a
-        .scales
-        .as_deref()
-        .ok_or_else(|| input_error("--scales is required, e.g. BFI,16Personalities"))?
-        .split(',')
-        .map(|n| {
-            catalog
-                .scale(n)
-                .map(|s| s.id.clone())
-                .ok_or_else(|| input_error(format!("unknown scale \"{}\"", n)))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let scales = ids(
+        "--scales",
+        a.scales
+            .as_deref()
+            .ok_or_else(|| input_error("--scales is required, e.g. BFI,16Personalities"))?,
+        "scale",
+        |n| catalog.scale(n).map(|s| s.id.clone()),
+    )?;
     let methods = parse_methods(a.methods.as_deref().unwrap_or("er-batch"))?;
     let mut plan = RunPlan::new(
         characters,
@@ -177,7 +168,9 @@ fn options(
 }
 
 fn parse_methods(list: &str) -> anyhow::Result<Vec<Method>> {
-    list.split(',')
+    let given: Vec<&str> = list.split(',').collect();
+    let methods = given
+        .iter()
         .map(|m| {
             Method::parse(m).ok_or_else(|| {
                 input_error(format!(
@@ -186,7 +179,8 @@ fn parse_methods(list: &str) -> anyhow::Result<Vec<Method>> {
                 ))
             })
         })
-        .collect()
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    each_once("--methods", &given, methods, |m| m.name().to_string())
 }
 
 pub fn run(ctx: &Ctx, args: RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {

