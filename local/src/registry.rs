@@ -192,7 +192,13 @@ pub fn list(models: &Path) -> Result<Vec<Registered>, Error> {
             });
         }
     }
-    out.extend(read_registry(models)?.models);
+    // A known model's name is its own (`add` refuses it; a registry from before that is not read).
+    out.extend(
+        read_registry(models)?
+            .models
+            .into_iter()
+            .filter(|m| KNOWN.iter().all(|k| k.name != m.name)),
+    );
     Ok(out)
 }
 
@@ -200,6 +206,12 @@ pub fn list(models: &Path) -> Result<Vec<Registered>, Error> {
 /// caller can say how to get it.
 pub fn resolve(models: &Path, name: &str) -> Result<PathBuf, Error> {
     if let Some(m) = list(models)?.into_iter().find(|m| m.name == name) {
+        if !m.path.is_file() {
+            return Err(Error::Input(format!(
+                "the model {name} was registered as {}, which is no longer there",
+                m.path.display()
+            )));
+        }
         return Ok(m.path);
     }
     if KNOWN.iter().any(|k| k.name == name) {
@@ -210,6 +222,12 @@ pub fn resolve(models: &Path, name: &str) -> Result<PathBuf, Error> {
 
 /// Registers a user's GGUF under `name`.
 pub fn add(models: &Path, path: &Path, name: &str) -> Result<(Registered, Facts), Error> {
+    if KNOWN.iter().any(|k| k.name == name) {
+        return Err(Error::Input(format!(
+            "\"{name}\" is the name of a known model (one that is fetched and checked by its SHA-256): give \
+             your file another name"
+        )));
+    }
     let path = path
         .canonicalize()
         .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
@@ -320,5 +338,39 @@ mod tests {
         };
         write_registry(dir.path(), &registry).unwrap();
         assert_eq!(resolve(dir.path(), "plain").unwrap(), file);
+        // A registered file that went away is named, not loaded.
+        std::fs::remove_file(&file).unwrap();
+        let e = resolve(dir.path(), "plain").unwrap_err().to_string();
+        assert!(
+            e.contains("registered as") && e.ends_with("which is no longer there"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_known_models_name_is_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gguf/tiny-llama-q8_0.gguf");
+        let e = add(dir.path(), &gguf, DEFAULT_MODEL).unwrap_err();
+        assert!(
+            matches!(&e, Error::Input(m) if m.contains("is the name of a known model")),
+            "{e}"
+        );
+        // A registry written before that was refused: its entry does not stand for the known model.
+        let registry = Registry {
+            models: vec![Registered {
+                name: DEFAULT_MODEL.into(),
+                path: gguf,
+                architecture: "llama".into(),
+            }],
+        };
+        write_registry(dir.path(), &registry).unwrap();
+        assert!(list(dir.path()).unwrap().is_empty());
+        assert_eq!(
+            resolve(dir.path(), DEFAULT_MODEL),
+            Err(Error::NotFetched {
+                name: DEFAULT_MODEL.into()
+            })
+        );
     }
 }

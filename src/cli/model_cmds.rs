@@ -57,7 +57,7 @@ pub fn list(json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             "name": m.name,
             "bytes": std::fs::metadata(&m.path).ok().map(|md| md.len()),
             "sha256": null,
-            "fetched": true,
+            "fetched": m.path.is_file(),
             "path": m.path.display().to_string(),
             "architecture": m.architecture,
             "license": null,
@@ -72,7 +72,8 @@ pub fn list(json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     for r in &rows {
         let text = |key: &str| r[key].as_str().unwrap_or("").to_string();
         let place = match r["path"].as_str() {
-            Some(path) => path.to_string(),
+            Some(path) if r["fetched"] == true => path.to_string(),
+            Some(path) => format!("missing: {path}"),
             None => format!("not fetched: incharacter model fetch --name {}", text("name")),
         };
         t.row(vec![
