@@ -666,8 +666,18 @@ impl Reader<'_> {
         if let Some(v) = p.structured_output {
             c.structured_output = v;
         }
-        c.price_in_per_mtok = p.price_in_per_mtok.unwrap_or(0.0);
-        c.price_out_per_mtok = p.price_out_per_mtok.unwrap_or(0.0);
+        for (value, field) in [
+            (&p.price_in_per_mtok, &mut c.price_in_per_mtok),
+            (&p.price_out_per_mtok, &mut c.price_out_per_mtok),
+        ] {
+            if let Some(v) = value {
+                // A negative price would make every estimate and the cost cap meaningless.
+                if !(*v.get_ref() >= 0.0 && v.get_ref().is_finite()) {
+                    self.error(v.span(), "prices are USD per million tokens, 0 or more");
+                }
+                *field = *v.get_ref();
+            }
+        }
         if let Some(n) = &p.context_tokens {
             if *n.get_ref() < 1024 {
                 self.error(n.span(), "context_tokens must be at least 1024");
@@ -850,8 +860,8 @@ struct RawProvider {
     retry_base_ms: Option<u64>,
     batch_poll_ms: Option<Spanned<u64>>,
     structured_output: Option<bool>,
-    price_in_per_mtok: Option<f64>,
-    price_out_per_mtok: Option<f64>,
+    price_in_per_mtok: Option<Spanned<f64>>,
+    price_out_per_mtok: Option<Spanned<f64>>,
     context_tokens: Option<Spanned<usize>>,
     requests_per_minute: Option<Spanned<u32>>,
     tokens_per_minute: Option<Spanned<u64>>,

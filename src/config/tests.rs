@@ -57,6 +57,17 @@ fn a_context_size_is_read_and_a_tiny_one_is_located() {
 }
 
 #[test]
+fn a_negative_price_is_located() {
+    let text = OLLAMA.replace("max_concurrency = 2", "price_out_per_mtok = -5");
+    let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+    assert_eq!((e[0].line, e[0].column), (7, 22));
+    assert!(e[0].message.contains("0 or more"), "{}", e[0]);
+    let text = OLLAMA.replace("max_concurrency = 2", "price_out_per_mtok = 0");
+    let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+    assert_eq!(c.provider("ollama").unwrap().price_out_per_mtok, 0.0, "free is a price");
+}
+
+#[test]
 fn rate_limits_are_read_and_bad_ones_located() {
     let text = OLLAMA.replace(
         "max_concurrency = 2",
