@@ -338,8 +338,9 @@ pub enum Command {
     /// stay numbers. On stdout, escape sequences and control characters are removed (in JSON, escaped)
     Export {
         id: String,
-        #[arg(long, default_value = "json")]
-        format: String,
+        /// json, csv or md [default: the extension of -o's file when it is one of them, else json]
+        #[arg(long)]
+        format: Option<String>,
         /// Write here instead of stdout, text as it is (replaced whole or not at all; a symbolic link is
         /// refused)
         #[arg(short = 'o', long)]
@@ -502,11 +503,11 @@ pub enum BenchCommand {
     Local {
         #[arg(long, default_value = "smollm2-135m")]
         name: String,
-        /// Tokens to decode per run
-        #[arg(long, default_value_t = 128)]
+        /// Tokens to decode per run (decoding is timed from 8)
+        #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
         tokens: u32,
         /// Runs (the median is reported)
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
         runs: u32,
         /// A longer prompt: the passage repeated until the prompt holds at least this many tokens (a
         /// judge's option-conversion prompt carries thousands); without it, about 220
@@ -787,7 +788,10 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         Command::Batch { command } => batch_cmds::batch(ctx, command, out),
         Command::Sessions { json } => run_cmds::sessions(ctx, json, out),
         Command::Replay { .. } | Command::Demo { .. } => Err(input_error("`replay` and `demo` open the workbench")),
-        Command::Export { id, format, output } => run_cmds::export(ctx, &id, &format, output.as_deref(), out),
+        Command::Export { id, format, output } => {
+            let format = run_cmds::export_format(format.as_deref(), output.as_deref())?;
+            run_cmds::export(ctx, &id, &format, output.as_deref(), out)
+        }
         Command::Annotations { command } => annotations(ctx, command, out),
         // Analysis: metrics, agreement, reports and comparisons.
         Command::Metrics {

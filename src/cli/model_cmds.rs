@@ -209,8 +209,8 @@ pub fn bench(
     let mut choosing = [(0u64, 0u64); 2];
     let mut prompt_len = 0;
     // Free runs, then as many constrained by a schema: one string about as long as the free replies.
-    for run in 0..2 * runs.max(1) {
-        let schema_run = run >= runs.max(1);
+    for run in 0..2 * runs {
+        let schema_run = run >= runs;
         let mut request = story_request(&passage, tokens);
         request.sampling.temperature = Some(0.8);
         request.sampling.seed = Some(u64::from(run));
@@ -245,8 +245,9 @@ pub fn bench(
         let after = model.choosing();
         let slot = &mut choosing[usize::from(schema_run)];
         *slot = (slot.0 + after.0 - before.0, slot.1 + after.1 - before.1);
-        // The first piece appears after the prompt's forward pass and one sampled token.
-        let speed = (generated > 1).then(|| (generated - 1) as f64 / (total - first).as_secs_f64());
+        // The first piece appears after the prompt's forward pass and one sampled token (or a few,
+        // when the first tokens are not whole text yet): too few tokens after it time nothing.
+        let speed = (generated >= TIMED_TOKENS).then(|| (generated - 1) as f64 / (total - first).as_secs_f64());
         if schema_run {
             constrained.extend(speed);
         } else {
@@ -268,39 +269,42 @@ pub fn bench(
         median(&mut prefill),
         prefill.len()
     )?;
-    writeln!(
-        log,
-        "decode:  {:.1} tok/s (median of {})",
-        median(&mut decode),
-        decode.len()
-    )?;
+    let decode_tok_s = (!decode.is_empty()).then(|| median(&mut decode));
+    match decode_tok_s {
+        Some(speed) => writeln!(log, "decode:  {speed:.1} tok/s (median of {})", decode.len())?,
+        None => writeln!(
+            log,
+            "decode:  not timed (fewer than {TIMED_TOKENS} tokens a run: --tokens {TIMED_TOKENS} or more)"
+        )?,
+    }
     // The constraint's cost per token, as a share of a free decoding step: what choosing a token
     // under the schema takes beyond choosing it freely.
     let per_token = |(nanos, n): (u64, u64)| nanos as f64 / n.max(1) as f64;
-    let step = 1e9 / median(&mut decode.clone()).max(f64::MIN_POSITIVE);
-    let overhead = (per_token(choosing[1]) - per_token(choosing[0])) / step;
-    writeln!(
-        log,
-        "schema-constrained decode: {:.1} tok/s (median of {}); choosing a token takes {:.0} µs free, \
-         {:.0} µs under the schema: +{:.1}% of a decoding step",
-        median(&mut constrained),
-        constrained.len(),
-        per_token(choosing[0]) / 1e3,
-        per_token(choosing[1]) / 1e3,
-        overhead * 100.0
-    )?;
-    let widths = widths(&model, parallel, tokens, runs.max(1), log)?;
+    let overhead = decode_tok_s.map(|speed| (per_token(choosing[1]) - per_token(choosing[0])) / (1e9 / speed));
+    let constrained_tok_s = (!constrained.is_empty()).then(|| median(&mut constrained));
+    if let (Some(speed), Some(overhead)) = (constrained_tok_s, overhead) {
+        writeln!(
+            log,
+            "schema-constrained decode: {speed:.1} tok/s (median of {}); choosing a token takes {:.0} µs free, \
+             {:.0} µs under the schema: +{:.1}% of a decoding step",
+            constrained.len(),
+            per_token(choosing[0]) / 1e3,
+            per_token(choosing[1]) / 1e3,
+            overhead * 100.0
+        )?;
+    }
+    let widths = widths(&model, parallel, tokens, runs, log)?;
     let report = BenchReport {
         engine: "incharacter".into(),
         model: name.to_string(),
         path: path.display().to_string(),
         prompt_tokens: prompt_len,
         decode_tokens: tokens,
-        runs: runs.max(1),
+        runs,
         prefill_tok_s: median(&mut prefill.clone()),
-        decode_tok_s: median(&mut decode.clone()),
-        constrained_decode_tok_s: Some(median(&mut constrained.clone())),
-        constraint_overhead: Some(overhead),
+        decode_tok_s,
+        constrained_decode_tok_s: constrained_tok_s,
+        constraint_overhead: overhead,
         prefill_runs: prefill,
         decode_runs: decode,
         widths,
@@ -312,6 +316,11 @@ pub fn bench(
     }
     Ok(code)
 }
+
+/// Tokens a run must decode for its decoding to be timed: the first piece of text may wait for a
+/// token or two after the first (a character's bytes split between tokens), and with only a couple
+/// after it the interval measures almost nothing.
+pub const TIMED_TOKENS: u64 = 8;
 
 /// `bench local`'s request: Hermione asked for a story after `passage`, `tokens` at most.
 fn story_request(passage: &str, tokens: u32) -> crate::llm::ChatRequest {
@@ -441,7 +450,8 @@ pub struct BenchReport {
     pub decode_tokens: u32,
     pub runs: u32,
     pub prefill_tok_s: f64,
-    pub decode_tok_s: f64,
+    /// `null` when the runs decoded too few tokens to time ([`TIMED_TOKENS`]).
+    pub decode_tok_s: Option<f64>,
     /// Decoding under a JSON schema (this engine only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constrained_decode_tok_s: Option<f64>,
@@ -483,7 +493,7 @@ pub fn ratio(ours: &Path, reference: &Path, json: bool, out: &mut dyn Write) -> 
         );
     }
     let prefill = a.prefill_tok_s / b.prefill_tok_s;
-    let decode = a.decode_tok_s / b.decode_tok_s;
+    let decode = a.decode_tok_s.zip(b.decode_tok_s).map(|(a, b)| a / b);
     if json {
         let value = serde_json::json!({
             "prefill_ratio": prefill, "decode_ratio": decode,
@@ -491,13 +501,17 @@ pub fn ratio(ours: &Path, reference: &Path, json: bool, out: &mut dyn Write) -> 
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
     } else {
-        let rows = [
-            ("prefill:", prefill, a.prefill_tok_s, b.prefill_tok_s),
-            ("decode: ", decode, a.decode_tok_s, b.decode_tok_s),
-        ];
-        for (label, ratio, ours, theirs) in rows {
-            let (x, y) = (a.engine.to_string(), b.engine.to_string());
-            writeln!(out, "{label} {ratio:.2}× ({x} {ours:.1} tok/s, {y} {theirs:.1} tok/s)")?;
+        let (x, y) = (a.engine.to_string(), b.engine.to_string());
+        let (ours, theirs) = (a.prefill_tok_s, b.prefill_tok_s);
+        writeln!(
+            out,
+            "prefill: {prefill:.2}× ({x} {ours:.1} tok/s, {y} {theirs:.1} tok/s)"
+        )?;
+        match (decode, a.decode_tok_s, b.decode_tok_s) {
+            (Some(ratio), Some(ours), Some(theirs)) => {
+                writeln!(out, "decode:  {ratio:.2}× ({x} {ours:.1} tok/s, {y} {theirs:.1} tok/s)")?
+            }
+            _ => writeln!(out, "decode:  not timed in both reports")?,
         }
     }
     Ok(ExitCode::SUCCESS)

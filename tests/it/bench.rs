@@ -34,6 +34,14 @@ fn the_ratio_of_two_reports_is_computed_and_a_bad_report_is_located() {
         "{text}"
     );
     assert!(text.contains("decode:  0.90×"), "{text}");
+    // A report that timed no decoding gives no decode ratio.
+    let untimed = report("incharacter", 200.0, 45.0).replace("45.0", "null");
+    std::fs::write(&ours, untimed).unwrap();
+    let out = common::offline(dir.path(), &["bench", "ratio", &a, &b]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("decode:  not timed in both reports"), "{text}");
+    let out = common::offline(dir.path(), &["bench", "ratio", &a, &b, "--json"]);
+    assert!(common::json_of(out)["decode_ratio"].is_null());
     std::fs::write(&reference, "{\"engine\": \"llama.cpp\",\n  \"prefill_tok_s\": fast}").unwrap();
     let out = common::offline(dir.path(), &["bench", "ratio", &a, &b]);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -105,6 +105,32 @@ fn an_export_on_a_full_disk_leaves_the_old_file_and_names_it() {
 }
 
 #[test]
+fn an_export_takes_its_format_from_the_files_name_and_refuses_a_contradiction() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    ok(common::offline(&data, &["export", GSE, "-o", &path("results.csv")]));
+    let csv = std::fs::read_to_string(dir.path().join("results.csv")).unwrap();
+    assert!(!csv.starts_with('{') && csv.lines().count() > 1, "{csv}");
+    ok(common::offline(&data, &["export", GSE, "-o", &path("summary.md")]));
+    assert!(
+        std::fs::read_to_string(dir.path().join("summary.md"))
+            .unwrap()
+            .starts_with("# Session ")
+    );
+    ok(common::offline(&data, &["export", GSE, "-o", &path("plain.out")]));
+    serde_json::from_slice::<serde_json::Value>(&std::fs::read(dir.path().join("plain.out")).unwrap()).unwrap();
+    let out = common::offline(&data, &["export", GSE, "--format", "json", "-o", &path("wrong.csv")]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--format json would write JSON into"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.path().join("wrong.csv").exists());
+}
+
+#[test]
 fn a_plot_or_a_card_on_a_full_disk_leaves_the_old_file_and_no_empty_one() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");

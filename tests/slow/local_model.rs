@@ -190,6 +190,13 @@ fn the_benchmark_reads_a_prompt_as_long_as_asked_and_refuses_one_past_the_contex
     let read = report["prompt_tokens"].as_u64().unwrap();
     // One sentence more than needed at most.
     assert!((400..430).contains(&read), "{read}");
+    // Four tokens a run time no decoding: no speed is made up from them.
+    assert!(report["decode_tok_s"].is_null(), "{report}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("decode:  not timed (fewer than 8 tokens a run"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = bench("100000");
     assert_eq!(out.status.code(), Some(2));
     let out = bench(&usize::MAX.to_string());
