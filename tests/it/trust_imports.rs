@@ -91,6 +91,42 @@ fn a_second_card_making_the_same_id_is_refused_and_the_first_kept() {
 }
 
 #[test]
+fn two_imports_of_one_name_at_once_write_one_character_whole() {
+    for round in 0..6 {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        let (a, b) = (
+            card(data, "a.json", "Twin", "{{char}} is card A."),
+            card(data, "b.json", "Twin", "{{char}} is card B."),
+        );
+        let start = |file: &str| {
+            crate::common::command(&data.join("no-config.toml"), data, &["import", "card", file])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (x, y) = (start(&a), start(&b));
+        let (x, y) = (x.wait_with_output().unwrap(), y.wait_with_output().unwrap());
+        let codes = [x.status.code(), y.status.code()];
+        assert!(
+            codes.contains(&Some(0)) && codes.contains(&Some(2)),
+            "round {round}: exactly one imports: {codes:?}"
+        );
+        // The character and its kept card are both of the one that was imported.
+        let which = if x.status.success() { "A" } else { "B" };
+        let characters = data.join("characters");
+        for file in ["twin-en.toml", "twin-en.card.json"] {
+            let text = std::fs::read_to_string(characters.join(file)).unwrap();
+            assert!(
+                text.contains(&format!("is card {which}")),
+                "round {round}: {file}: {text}"
+            );
+        }
+    }
+}
+
+#[test]
 fn replace_replaces_a_users_character_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path();

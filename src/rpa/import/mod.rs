@@ -124,6 +124,27 @@ pub struct Imported {
     pub report: Vec<String>,
 }
 
+/// Holds the imports into `data_dir` to one at a time, from the claim of an id to the last file
+/// written: two imports of one name at once would each find it free and write their files over each
+/// other's. Its lock file sits in the data dir itself, so a refused import leaves the characters and
+/// scales folders as they were. Released when dropped, or when the process ends.
+fn one_import_at_a_time(data_dir: &Path) -> Result<std::fs::File, ImportError> {
+    let path = data_dir.join(".import.lock");
+    let failed = |error| FileError::Write {
+        path: path.clone(),
+        error,
+    };
+    std::fs::create_dir_all(data_dir).map_err(failed)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(failed)?;
+    file.lock().map_err(failed)?;
+    Ok(file)
+}
+
 /// Where an import of the `kind` ("character" or "scale") `id` writes its file, and what it
 /// replaces there. `default` is `<id>.toml` in the data dir; a file already there counts as holding
 /// the id whatever it says (it may be invalid, and the catalog then skipped it). Without `replace`
@@ -361,6 +382,7 @@ fn write_character<'s>(
         .clone()
         .unwrap_or_else(|| detect_language(chunks.iter().map(String::as_str)).code().into());
     let id = character_id(options, &name, &fallback_slug, &language)?;
+    let _one = one_import_at_a_time(data_dir)?;
     let holders = existing(&id);
     let (path, replaced) = claim(
         "character",

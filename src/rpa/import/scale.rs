@@ -600,6 +600,7 @@ pub fn questionnaire<'s>(
         return Err(format!("scale id \"{id}\" must be ASCII letters, digits, '-' and '_' (pass --id)").into());
     }
     let default = data_dir.join("scales").join(format!("{id}.toml"));
+    let _one = super::one_import_at_a_time(data_dir)?;
     let (path, replaced) = claim("scale", &id, default, &existing(&id), options.replace)?;
     let (scale_file, filled) = build(draft, &id);
     let body = toml::to_string(&scale_file).map_err(|e| e.to_string())?;
