@@ -640,9 +640,10 @@ pub enum CharactersCommand {
 /// The seeded bootstrap of `report`'s intervals and `compare`'s (and its Monte Carlo sign flips).
 #[derive(clap::Args, Debug, Clone, Copy)]
 pub struct BootstrapArgs {
-    /// Bootstrap resamples over characters for the 95% intervals
-    #[arg(long, default_value_t = 2000)]
-    bootstrap: usize,
+    /// Bootstrap resamples over characters for the 95% intervals (200 or more: fewer cannot place
+    /// their 2.5th and 97.5th percentiles)
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(200..))]
+    bootstrap: u32,
     /// Seed of the resampling (the same seed gives the same figures)
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -651,7 +652,7 @@ pub struct BootstrapArgs {
 impl From<BootstrapArgs> for crate::domain::resample::Bootstrap {
     fn from(a: BootstrapArgs) -> Self {
         crate::domain::resample::Bootstrap {
-            resamples: a.bootstrap,
+            resamples: a.bootstrap as usize,
             seed: a.seed,
         }
     }

@@ -74,6 +74,9 @@ fn every_interval_contains_its_value_and_a_seed_gives_the_same_json() {
     );
     assert_eq!(other[0]["bootstrap"], serde_json::json!({"resamples": 500, "seed": 9}));
     assert_ne!(report[0]["summary"], other[0]["summary"], "another seed, other draws");
+    // Too few resamples to place a 95% interval's ends: refused, not printed as one.
+    let few = crate::common::offline(data, &["report", BFI, "--bootstrap", "1"]);
+    assert_eq!(few.status.code(), Some(2));
 }
 
 #[test]
