@@ -24,6 +24,13 @@ use crate::fault::{Classify, Fault};
 pub enum SessionError {
     #[error("no session \"{}\" (`incharacter sessions` lists them)", .0.to_string())]
     NotFound(String),
+    /// A bundled sample asked to be written (resumed): samples are read-only.
+    #[error(
+        "session {id} is a bundled sample, which is read-only: to go on with it, copy its folder {} into {}",
+        from.display(),
+        to.display()
+    )]
+    Sample { id: String, from: PathBuf, to: PathBuf },
     #[error("session {} is not {}", id.to_string(), expected)]
     WrongKind { id: String, expected: &'static str },
     /// A file given where a session was expected that is not a session's journal.
@@ -114,7 +121,10 @@ impl Classify for SessionError {
     /// The user's input (an id, a file, the config) or the machine.
     fn fault(&self) -> Fault {
         let input = match self {
-            SessionError::NotFound(_) | SessionError::WrongKind { .. } | SessionError::NotAJournal(_) => true,
+            SessionError::NotFound(_)
+            | SessionError::Sample { .. }
+            | SessionError::WrongKind { .. }
+            | SessionError::NotAJournal(_) => true,
             SessionError::Journal(JournalError::Damaged { .. }) => true,
             SessionError::Journal(JournalError::Io { .. }) => false,
             SessionError::Busy { .. } => false,

@@ -91,6 +91,17 @@ impl Store {
     pub fn own(&self, id: &str) -> Result<PathBuf, SessionError> {
         let dir = sessions_dir(&self.data).join(id);
         if id.contains('/') || id.contains("..") || !dir.join("journal.jsonl").is_file() {
+            if let Some(samples) = &self.samples
+                && !id.contains('/')
+                && !id.contains("..")
+                && samples.join(id).join("journal.jsonl").is_file()
+            {
+                return Err(SessionError::Sample {
+                    id: id.to_string(),
+                    from: samples.join(id),
+                    to: sessions_dir(&self.data),
+                });
+            }
             return Err(SessionError::NotFound(id.to_string()));
         }
         Ok(dir)

@@ -302,6 +302,25 @@ async fn a_resume_on_another_model_is_refused_touching_nothing() {
 }
 
 #[test]
+fn a_sample_asked_to_resume_is_named_read_only_with_where_to_copy_it() {
+    let data = tempfile::tempdir().unwrap();
+    let id = "20261129-201520-gse-on-the-local-model-e700";
+    let out = common::offline(data.path(), &["run", "--resume", id]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!(
+            "session {id} is a bundled sample, which is read-only: to go on with it, copy its folder"
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains(&data.path().join("sessions").display().to_string()),
+        "{said}"
+    );
+}
+
+#[test]
 fn a_list_naming_something_twice_starts_nothing() {
     let data = tempfile::tempdir().unwrap();
     for (args, said) in [

@@ -249,10 +249,10 @@ fn a_link_where_a_file_goes_is_refused_and_left_as_it_was() {
     let prompts = dir.path().join("prompts");
     std::fs::create_dir(&prompts).unwrap();
     std::os::unix::fs::symlink(&precious, prompts.join("reask.txt")).unwrap();
-    let (json, png, card) = (link("x.json"), link("w.png"), link("card.json"));
+    let (json, csv, png, card) = (link("x.json"), link("x.csv"), link("w.png"), link("card.json"));
     let runs: [Vec<&str>; 5] = [
         vec!["export", GSE, "--format", "json", "-o", json.to_str().unwrap()],
-        vec!["export", GSE, "--format", "csv", "-o", json.to_str().unwrap()],
+        vec!["export", GSE, "-o", csv.to_str().unwrap()],
         vec!["plot", GSE, "--kind", "bars", "-o", png.to_str().unwrap()],
         vec!["export-card", "hermione-en", "-o", card.to_str().unwrap()],
         vec!["prompts", "export", "--force", prompts.to_str().unwrap()],
@@ -263,7 +263,7 @@ fn a_link_where_a_file_goes_is_refused_and_left_as_it_was() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains("is a symbolic link"), "{args:?}: {err}");
     }
-    for path in [json, png, card, prompts.join("reask.txt")] {
+    for path in [json, csv, png, card, prompts.join("reask.txt")] {
         assert_eq!(std::fs::read_link(&path).unwrap(), precious, "{}", path.display());
     }
     assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep");
