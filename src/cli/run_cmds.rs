@@ -296,7 +296,10 @@ fn summary_table(rows: &[results::SummaryRow]) -> String {
 }
 
 pub fn sessions(ctx: &Ctx, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let list = ctx.store()?.list();
+    let (list, unreadable) = ctx.store()?.list_with_unreadable();
+    for (path, why) in &unreadable {
+        crate::note!("warning: {} is not listed: {why}", path.display());
+    }
     if json_output {
         let rows: Vec<serde_json::Value> = list
             .iter()

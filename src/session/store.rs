@@ -164,11 +164,17 @@ impl Store {
 
     /// The data dir's sessions, then the samples, each oldest first.
     pub fn list(&self) -> Vec<SessionEntry> {
-        let mut out = list_in(&sessions_dir(&self.data), false);
+        self.list_with_unreadable().0
+    }
+
+    /// [`Store::list`], and the data dir's session folders it leaves out, with why (a journal that
+    /// is missing, empty, or has no first record to read).
+    pub fn list_with_unreadable(&self) -> (Vec<SessionEntry>, Vec<(PathBuf, String)>) {
+        let (mut out, unreadable) = list_in(&sessions_dir(&self.data), false);
         if let Some(samples) = &self.samples {
-            out.extend(list_in(samples, true));
+            out.extend(list_in(samples, true).0);
         }
-        out
+        (out, unreadable)
     }
 
     /// The interview sessions that hold the interviews of session `interviews`: it and every
@@ -234,17 +240,32 @@ fn samples_of(samples: &Path) -> Vec<(PathBuf, Vec<Event>)> {
         .collect()
 }
 
-fn list_in(dir: &Path, sample: bool) -> Vec<SessionEntry> {
+/// The sessions in `dir`, and its folders that hold none that can be read, with why.
+fn list_in(dir: &Path, sample: bool) -> (Vec<SessionEntry>, Vec<(PathBuf, String)>) {
     let mut found = Vec::new();
+    let mut unreadable = Vec::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();
-        let Ok(timed) = journal::read_timed::<Event>(&path.join("journal.jsonl")) else {
+        if !path.is_dir() {
             continue;
+        }
+        let journal_file = path.join("journal.jsonl");
+        if !journal_file.exists() {
+            unreadable.push((path, "it holds no journal.jsonl".into()));
+            continue;
+        }
+        let timed = match journal::read_timed::<Event>(&journal_file) {
+            Ok(timed) => timed,
+            Err(e) => {
+                unreadable.push((path, e.to_string()));
+                continue;
+            }
         };
         // Two sessions can start within the same second: the first line's milliseconds order them.
         let started_ms = timed.first().and_then(|(ts, _)| *ts);
         let events: Vec<Event> = timed.into_iter().map(|(_, e)| e).collect();
         let Some(start) = events.iter().find_map(Event::start) else {
+            unreadable.push((path, "its journal holds no first record".into()));
             continue;
         };
         // A session no one finished is running while its writer lives, else interrupted.
@@ -266,7 +287,11 @@ fn list_in(dir: &Path, sample: bool) -> Vec<SessionEntry> {
         found.push((
             started_ms,
             SessionEntry {
-                id: start.session.to_string(),
+                // The folder's name: the id every command finds it by (a copied folder keeps the
+                // id its journal was started under).
+                id: path
+                    .file_name()
+                    .map_or_else(|| start.session.to_string(), |n| n.to_string_lossy().into_owned()),
                 name: start.name.clone(),
                 created: start.created.to_string(),
                 status,
@@ -278,7 +303,8 @@ fn list_in(dir: &Path, sample: bool) -> Vec<SessionEntry> {
         ));
     }
     found.sort_by(|(ms_a, a), (ms_b, b)| a.created.cmp(&b.created).then(ms_a.cmp(ms_b)).then(a.id.cmp(&b.id)));
-    found.into_iter().map(|(_, e)| e).collect()
+    unreadable.sort();
+    (found.into_iter().map(|(_, e)| e).collect(), unreadable)
 }
 
 /// Each character's versions, by id: every version the data dir's sessions recorded (oldest first, by
@@ -384,10 +410,10 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let dir = unpack_samples(root.path()).unwrap();
         assert_eq!(unpack_samples(root.path()).unwrap(), dir, "once per build");
-        let ids: Vec<String> = list_in(&dir, true).into_iter().map(|e| e.id).collect();
+        let ids: Vec<String> = list_in(&dir, true).0.into_iter().map(|e| e.id).collect();
         assert_eq!(
             ids,
-            list_in(&checkout(), true).into_iter().map(|e| e.id).collect::<Vec<_>>()
+            list_in(&checkout(), true).0.into_iter().map(|e| e.id).collect::<Vec<_>>()
         );
         assert!(ids.len() >= 4, "{ids:?}");
         for id in &ids {
@@ -428,6 +454,35 @@ mod tests {
             .map(|e| e.id)
             .collect();
         assert_eq!(ids, ["20261130-000000-zzzz", "20261130-000000-aaaa"]);
+    }
+
+    #[test]
+    fn a_copied_session_is_listed_by_its_folder_and_unreadable_folders_are_named() {
+        let data = tempfile::tempdir().unwrap();
+        let sessions = sessions_dir(data.path());
+        let copy = sessions.join("my-copy");
+        std::fs::create_dir_all(&copy).unwrap();
+        let source = checkout().join("20261129-201520-gse-on-the-local-model-e700/journal.jsonl");
+        std::fs::copy(source, copy.join("journal.jsonl")).unwrap();
+        std::fs::create_dir_all(sessions.join("empty")).unwrap();
+        std::fs::write(sessions.join("empty/journal.jsonl"), "").unwrap();
+        std::fs::create_dir_all(sessions.join("bare")).unwrap();
+        let store = Store::with_samples(data.path(), None);
+        let (listed, unreadable) = store.list_with_unreadable();
+        let ids: Vec<&str> = listed.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["my-copy"], "the id that finds it");
+        assert_eq!(store.find("my-copy").unwrap(), copy);
+        let why: Vec<(String, &str)> = unreadable
+            .iter()
+            .map(|(p, w)| (p.file_name().unwrap().to_string_lossy().into_owned(), w.as_str()))
+            .collect();
+        assert_eq!(
+            why,
+            [
+                ("bare".to_string(), "it holds no journal.jsonl"),
+                ("empty".to_string(), "its journal holds no first record")
+            ]
+        );
     }
 
     #[test]
