@@ -296,7 +296,27 @@ pub fn kind_of(events: &[Event]) -> Option<Kind> {
 pub fn check_records(records: &[(usize, Event)], catalog: &Catalog) -> Result<(), (usize, String)> {
     const SLACK: f64 = 1e-9;
     let within = |x: f64, (lo, hi): (f64, f64)| x.is_finite() && x >= lo - SLACK && x <= hi + SLACK;
+    // An interview session's records are of the characters and scales its plan names.
+    let plan = records.iter().find_map(|(_, e)| match e {
+        Event::RunStarted { plan, .. } => Some(plan),
+        _ => None,
+    });
     for (line, event) in records {
+        let named = match event {
+            Event::ItemAnswered { character, scale, .. } | Event::ItemFailed { character, scale, .. } => {
+                Some((character, scale))
+            }
+            Event::DimensionAssessed(a) => Some((&a.character, &a.scale)),
+            _ => None,
+        };
+        if let (Some(plan), Some((character, scale))) = (plan, named) {
+            if !plan.characters.contains(character) {
+                return Err((*line, format!("character \"{character}\" is not in the session's plan")));
+            }
+            if !plan.scales.contains(scale) {
+                return Err((*line, format!("scale \"{scale}\" is not in the session's plan")));
+            }
+        }
         let Event::DimensionAssessed(a) = event else { continue };
         let Some(scale) = catalog.scale(&a.scale) else { continue };
         let at = |what: String| (*line, format!("{} {}: {what}", a.scale, a.dimension));

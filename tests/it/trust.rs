@@ -222,6 +222,19 @@ fn a_journal_that_no_run_could_have_written_is_a_located_error() {
         );
     }
 
+    // Answers of a character the plan never named: not silently counted.
+    let (_, dir) = copied_sample(data.path());
+    let line = damage(&dir, "item_answered", |r| r["character"] = "heGARBAGErmione-en".into());
+    let out = common::offline(data.path(), &["export", &id]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!(
+            "journal.jsonl:{line}: character \"heGARBAGErmione-en\" is not in the session's plan"
+        )),
+        "{}",
+        text(&out)
+    );
+
     let (_, dir) = copied_sample(data.path());
     let line = damage(&dir, "dimension_assessed", |r| r["event"] = "dimension_guessed".into());
     let out = common::offline(data.path(), &["export", &id]);
