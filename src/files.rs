@@ -18,6 +18,12 @@ use std::path::{Path, PathBuf};
 pub enum FileError {
     #[error("{}: not a regular file (a device, a FIFO or a folder cannot be read here)", shown(.0))]
     NotRegular(PathBuf),
+    /// Where a file was to be written stands something that is not one.
+    #[error(
+        "{}: not a regular file (a device, a FIFO or a folder is never written over: give a file's path)",
+        shown(.0)
+    )]
+    NotAFileToWrite(PathBuf),
     #[error("{}: larger than the {} allowed for {what}", shown(path), size(*limit))]
     TooLarge {
         path: PathBuf,
@@ -53,6 +59,7 @@ impl Classify for FileError {
             FileError::Read { error, .. } => error.kind() == std::io::ErrorKind::NotFound,
             FileError::Write { .. } => false,
             FileError::NotRegular(_)
+            | FileError::NotAFileToWrite(_)
             | FileError::TooLarge { .. }
             | FileError::LineTooLong { .. }
             | FileError::NotUtf8 { .. }
@@ -215,7 +222,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     };
     let existing = match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_symlink() => return Err(FileError::Symlink(path.to_path_buf())),
-        Ok(meta) if !meta.is_file() => return Err(FileError::NotRegular(path.to_path_buf())),
+        Ok(meta) if !meta.is_file() => return Err(FileError::NotAFileToWrite(path.to_path_buf())),
         Ok(meta) => Some(meta.permissions()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(write_error(e)),
@@ -330,6 +337,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let e = read_limited(dir.path(), 1 << 20, "a test file").unwrap_err();
         assert!(matches!(e, FileError::NotRegular(_)), "{e}");
+        // Written: a folder or a device where the file goes is said to be what it is.
+        for target in [dir.path(), Path::new("/dev/null")] {
+            let e = write_atomic(target, b"x").unwrap_err();
+            assert!(matches!(e, FileError::NotAFileToWrite(_)) && e.is_input(), "{e}");
+            assert!(e.to_string().contains("is never written over"), "{e}");
+        }
     }
 
     #[test]

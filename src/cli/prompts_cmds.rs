@@ -93,7 +93,7 @@ pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -
     for (_, path) in &targets {
         match std::fs::symlink_metadata(path) {
             Ok(meta) if meta.file_type().is_symlink() => return Err(FileError::Symlink(path.clone()).into()),
-            Ok(meta) if !meta.is_file() => return Err(FileError::NotRegular(path.clone()).into()),
+            Ok(meta) if !meta.is_file() => return Err(FileError::NotAFileToWrite(path.clone()).into()),
             Ok(_) => existing.push(path.display().to_string()),
             Err(_) => {}
         }
