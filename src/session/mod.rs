@@ -78,6 +78,18 @@ pub enum SessionError {
     /// answers no more); `input` when the user's file or config is at fault.
     #[error("{}", reason.to_string())]
     Batch { reason: String, input: bool },
+    /// A re-assessment asked of a session that has not ended: running (its writer's pid) or
+    /// interrupted.
+    #[error(
+        "session {parent} has not ended: {}",
+        match writer {
+            Some(pid) => format!("it is being written by another incharacter (pid {pid}); assess it once that ends"),
+            None => format!(
+                "it was interrupted; finish it first (incharacter run --resume {parent}), then assess it"
+            ),
+        }
+    )]
+    ParentUnfinished { parent: String, writer: Option<u32> },
     /// A resume whose config gives a role another model than the session started with: its records
     /// would mix two models under the first one's name.
     #[error(
@@ -128,7 +140,10 @@ impl Classify for SessionError {
             SessionError::Journal(JournalError::Damaged { .. }) => true,
             SessionError::Journal(JournalError::Io { .. }) => false,
             SessionError::Busy { .. } => false,
-            SessionError::Empty(_) | SessionError::Invalid { .. } | SessionError::ModelChanged { .. } => true,
+            SessionError::Empty(_)
+            | SessionError::Invalid { .. }
+            | SessionError::ModelChanged { .. }
+            | SessionError::ParentUnfinished { .. } => true,
             SessionError::Unwritable { .. }
             | SessionError::Results { .. }
             | SessionError::Unreachable { .. }

@@ -186,8 +186,13 @@ impl<S: Study> Run<S> {
         // A new re-assessment needs its parent; a resumed one has copied what it could read of it.
         let parent = match S::parent(&plan) {
             None => None,
-            Some(parent) => match store.find(parent).and_then(|dir| store.load(&dir)) {
-                Ok(events) => Some(events),
+            Some(parent) => match store.find(parent).and_then(|dir| Ok((store.load(&dir)?, dir))) {
+                Ok((events, dir)) => {
+                    if prior.is_empty() {
+                        finished_parent(parent, &dir, &events)?;
+                    }
+                    Some(events)
+                }
                 Err(e) if prior.is_empty() => return Err(e),
                 Err(_) => None,
             },
@@ -448,6 +453,18 @@ impl<S: Study> Run<S> {
 }
 
 /// Takes the session's journal as its one writer.
+/// Refuses to start re-assessing `parent` (its folder `dir`, its records `events`) before it ended:
+/// its missing answers would be recorded as failed items of the new session.
+fn finished_parent(parent: &str, dir: &std::path::Path, events: &[Event]) -> Result<(), SessionError> {
+    if events.iter().any(|e| matches!(e, Event::RunFinished { .. })) {
+        return Ok(());
+    }
+    Err(SessionError::ParentUnfinished {
+        parent: parent.to_string(),
+        writer: journal::writer(&dir.join("journal.jsonl")).map(|w| w.pid),
+    })
+}
+
 /// Refuses a resume whose providers give a role another model than the session's first record
 /// names (a new session, with no records yet, has nothing to match).
 fn same_models(id: &str, prior: &[Event], now: &crate::study::Providers) -> Result<(), SessionError> {

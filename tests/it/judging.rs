@@ -150,6 +150,27 @@ async fn methods_the_parent_did_not_interview_for_are_refused_before_any_request
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_has_not_ended_is_not_reassessed() {
+    let s = common::setup(FakeConfig::default(), "max_concurrency = 2").await;
+    let run = common::run_hermione("GSE", "er-batch", &[]);
+    let session = common::kill_after_requests(&s.config, &s.data, &run, &s.server, 3).await;
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    let before = s.server.stats().requests;
+    let out = binary(&s.config, &s.data, &["assess", &id, "--methods", "oc"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "session {id} has not ended: it was interrupted; finish it first (incharacter run --resume {id}), then assess it"
+        )),
+        "{err}"
+    );
+    assert_eq!(s.server.stats().requests, before, "nothing asked");
+    let sessions = std::fs::read_dir(s.data.join("sessions")).unwrap().count();
+    assert_eq!(sessions, 1, "no re-assessment session started");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_reassessment_resumes_without_asking_twice() {
     // Slow replies, so the kill lands while judge calls are still to come.
     let s = setup_with(FakeConfig {
