@@ -98,6 +98,39 @@ pub enum CardError {
     },
     #[error("{0}")]
     Shape(String),
+    /// A field of the wrong kind, where its value begins.
+    #[error("{line}:{column}: {message}")]
+    Field {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+}
+
+/// Where the value of `key` begins in the card's JSON `raw` (1-based line and column, in characters):
+/// the key's first occurrence after `"data"` for a V2/V3 field (`prefix` "data."), else its first
+/// occurrence; a quote escaped inside a string does not count.
+fn locate(raw: &str, prefix: &str, key: &str) -> Option<(usize, usize)> {
+    let value_after = |from: usize, key: &str| -> Option<usize> {
+        let quoted = format!("\"{key}\"");
+        let mut at = from;
+        while let Some(found) = raw[at..].find(&quoted) {
+            let start = at + found;
+            let after = start + quoted.len();
+            let rest = raw[after..].trim_start();
+            if !raw[..start].ends_with('\\') && rest.starts_with(':') {
+                let colon = raw.len() - rest.len();
+                return Some(raw.len() - raw[colon + 1..].trim_start().len());
+            }
+            at = after;
+        }
+        None
+    };
+    let from = if prefix.is_empty() { 0 } else { value_after(0, "data")? };
+    let at = value_after(from, key)?;
+    let before = &raw[..at];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    Some((before.matches('\n').count() + 1, before[line_start..].chars().count() + 1))
 }
 
 fn kind_of(v: &Value) -> &'static str {
@@ -114,7 +147,8 @@ fn kind_of(v: &Value) -> &'static str {
 /// Reads a card's JSON (any of the three versions).
 pub fn parse(text: &str) -> Result<Card, CardError> {
     let shape = |m: String| CardError::Shape(m);
-    let value: Value = serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text)).map_err(|e| {
+    let raw = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let value: Value = serde_json::from_str(raw).map_err(|e| {
         CardError::Json {
             line: e.line(),
             column: crate::files::json_column(&e),
@@ -146,10 +180,18 @@ pub fn parse(text: &str) -> Result<Card, CardError> {
             )));
         }
     };
+    // A field of the wrong kind is named where its value begins, when it can be found.
+    let wrong = |key: &str, message: String| match locate(raw, prefix, key) {
+        Some((line, column)) => CardError::Field { line, column, message },
+        None => shape(message),
+    };
     let text = |key: &str| match fields.get(key) {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(shape(format!("{prefix}{key} must be a string, not {}", kind_of(other)))),
+        Some(other) => Err(wrong(
+            key,
+            format!("{prefix}{key} must be a string, not {}", kind_of(other)),
+        )),
     };
     let list = |key: &str| match fields.get(key) {
         None | Some(Value::Null) => Ok(Vec::new()),
@@ -157,8 +199,11 @@ pub fn parse(text: &str) -> Result<Card, CardError> {
             .iter()
             .map(|v| v.as_str().map(str::to_string))
             .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| shape(format!("{prefix}{key} must be a list of strings"))),
-        Some(other) => Err(shape(format!("{prefix}{key} must be a list of strings, not {}", kind_of(other)))),
+            .ok_or_else(|| wrong(key, format!("{prefix}{key} must be a list of strings"))),
+        Some(other) => Err(wrong(
+            key,
+            format!("{prefix}{key} must be a list of strings, not {}", kind_of(other)),
+        )),
     };
     if !fields.contains_key("name") {
         return Err(shape(format!("not a character card: no \"{prefix}name\"")));
@@ -777,6 +822,17 @@ mod tests {
         assert!(shape(r#"{"spec": "chara_card_v9", "name": "x"}"#).contains("unknown spec"));
         assert!(shape(r#"{"spec": "chara_card_v2", "data": {"name": "x", "tags": "a"}}"#).contains("data.tags must be a list"));
         assert!(shape(r#"{"name": 3}"#).contains("name must be a string, not a number"));
+        // A field of the wrong kind is located where its value begins: in a V2 card, the one under
+        // "data" (not a top-level key of the same name, nor the words inside a string).
+        let card = "{\"spec\": \"chara_card_v2\", \"name\": \"Top\",\n \"data\": {\"name\": \"x\",\n  \"description\": \"says \\\"mes_example\\\": no\",\n  \"mes_example\":  [1]}}";
+        assert_eq!(
+            parse(card).unwrap_err(),
+            CardError::Field {
+                line: 4,
+                column: 19,
+                message: "data.mes_example must be a string, not a list".into()
+            }
+        );
         assert_eq!(
             parse("{\n  \"name\": \"x\",\n  oops\n}").unwrap_err(),
             CardError::Json {

@@ -322,6 +322,7 @@ fn read(file: &Path) -> Result<(Card, Option<Vec<u8>>), String> {
         let card = card::parse(&text).map_err(|e| match e {
             CardError::Json { line, column, message } => format!("{shown}:{line}:{column}: broken JSON: {message}"),
             CardError::Shape(message) => format!("{shown}: {message}"),
+            CardError::Field { line, column, message } => format!("{shown}:{line}:{column}: {message}"),
         })?;
         return Ok((card, None));
     }
