@@ -153,6 +153,21 @@ pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
 pub fn validate(template: Template, text: &str, file: &str) -> Result<(), Diagnostic> {
     let source = Source::new(file, text);
     let allowed = template.placeholders();
+    // A placeholder's name after `{` with no `}` closing it: a typo that would otherwise be taken
+    // for literal text (and then reported as a required placeholder missing, at the file's start).
+    for (at, _) in text.match_indices('{') {
+        let rest = &text[at + 1..];
+        let name_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .unwrap_or(rest.len());
+        let name = &rest[..name_len];
+        if !rest[name_len..].starts_with('}') && allowed.iter().any(|p| p.name == name) {
+            return Err(source.at(
+                at..at,
+                format!("the placeholder {{{name} is not closed: write {{{name}}}"),
+            ));
+        }
+    }
     let mut used = Vec::new();
     for piece in pieces(text) {
         if let Piece::Slot { name, at } = piece {

@@ -58,6 +58,17 @@ fn an_unknown_placeholder_is_located_by_line_and_character_column() {
 }
 
 #[test]
+fn an_unclosed_placeholder_is_located_where_it_opens() {
+    let e = validate(Template::Interviewer, "Ask:\n  {question\nnow", "i.txt").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "i.txt:2:3: the placeholder {question is not closed: write {question}"
+    );
+    // Braces of literal text stay literal.
+    validate(Template::Interviewer, "{\"a\": 1} {question} {other", "i.txt").unwrap();
+}
+
+#[test]
 fn a_missing_required_placeholder_is_named_at_the_start_of_the_file() {
     let e = validate(Template::DimensionConversion, "Rate {dimension}.", "d.txt").unwrap_err();
     assert_eq!(
