@@ -75,20 +75,11 @@ impl Component for Welcome {
                 Status::Warn => ("!", theme.warning),
                 Status::Fail => ("✗", theme.error),
             };
-            // A long detail wraps under itself, not under the marks.
-            let indent = 4 + width + 2;
-            let wrapped = crate::tui::wrap::wrap(&check.detail, usize::from(inner.width).saturating_sub(indent));
-            for (i, part) in wrapped.into_iter().enumerate() {
-                let head = if i == 0 {
-                    vec![
-                        Span::styled(format!("  {mark} "), theme.fg(color)),
-                        Span::raw(format!("{:<width$}  ", check.name)),
-                    ]
-                } else {
-                    vec![Span::raw(" ".repeat(indent))]
-                };
-                lines.push(Line::from([head, vec![Span::styled(part, theme.fg(color))]].concat()));
-            }
+            let head = vec![
+                Span::styled(format!("  {mark} "), theme.fg(color)),
+                Span::raw(format!("{:<width$}  ", check.name)),
+            ];
+            hanging(&mut lines, head, &check.detail, theme.fg(color), inner.width);
         }
         lines.push(Line::raw(""));
         lines.push(Line::styled("What next", theme.title()));
@@ -117,12 +108,34 @@ impl Component for Welcome {
                 "`incharacter doctor` also tries each provider, loads the model and checks pip".into(),
             ),
         ] {
-            lines.push(Line::from(vec![
+            let head = vec![
                 Span::styled(format!("  {k:^7}"), theme.selected().add_modifier(Modifier::BOLD)),
-                Span::raw(format!("  {what}")),
-            ]));
+                Span::raw("  "),
+            ];
+            hanging(&mut lines, head, &what, ratatui::style::Style::default(), inner.width);
         }
         frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
         Hits::default()
+    }
+}
+
+/// `head` then `text` wrapped to `width` columns, the lines after the first under the text's first
+/// column (a long detail or action wraps under itself, not under the marks or keys).
+fn hanging(
+    lines: &mut Vec<Line<'static>>,
+    head: Vec<Span<'static>>,
+    text: &str,
+    style: ratatui::style::Style,
+    width: u16,
+) {
+    let indent: usize = head
+        .iter()
+        .map(|s| unicode_width::UnicodeWidthStr::width(s.content.as_ref()))
+        .sum();
+    let parts = crate::tui::wrap::wrap(text, usize::from(width).saturating_sub(indent));
+    let mut head = Some(head);
+    for part in parts {
+        let lead = head.take().unwrap_or_else(|| vec![Span::raw(" ".repeat(indent))]);
+        lines.push(Line::from([lead, vec![Span::styled(part, style)]].concat()));
     }
 }
