@@ -23,7 +23,7 @@ pub use gguf::{ARCHITECTURES, Facts, facts};
 pub use model::{Choice, Finish, Generated, Message, Model, Request, Together};
 pub use registry::{
     DEFAULT_MODEL, KNOWN, KnownModel, Pip, Registered, SMOLLM2_135M, add, fetch, fetch_known, list, models_dir,
-    resolve, verify,
+    resolve, shadowed, verify,
 };
 
 /// Why the local model could not do what was asked. The messages say what and where; advice on what to

@@ -202,6 +202,16 @@ pub fn list(models: &Path) -> Result<Vec<Registered>, Error> {
     Ok(out)
 }
 
+/// Entries of `registry.toml` under a known model's name, which are not read (see [`list`]): written
+/// before such names were refused, they are for the user to add again under another name.
+pub fn shadowed(models: &Path) -> Result<Vec<Registered>, Error> {
+    Ok(read_registry(models)?
+        .models
+        .into_iter()
+        .filter(|m| KNOWN.iter().any(|k| k.name == m.name))
+        .collect())
+}
+
 /// The GGUF file for `name`; [`Error::NotFetched`] or [`Error::Unknown`] when there is none, so the
 /// caller can say how to get it.
 pub fn resolve(models: &Path, name: &str) -> Result<PathBuf, Error> {
@@ -366,6 +376,7 @@ mod tests {
         };
         write_registry(dir.path(), &registry).unwrap();
         assert!(list(dir.path()).unwrap().is_empty());
+        assert_eq!(shadowed(dir.path()).unwrap(), registry.models);
         assert_eq!(
             resolve(dir.path(), DEFAULT_MODEL),
             Err(Error::NotFetched {

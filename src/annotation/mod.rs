@@ -170,7 +170,7 @@ pub fn append(session: &Path, a: &Annotation) -> Result<(), AnnotationError> {
     if let Ok(meta) = std::fs::metadata(&path)
         && !meta.is_file()
     {
-        return Err(crate::files::FileError::NotRegular(path.clone()).into());
+        return Err(crate::files::FileError::NotAFileToWrite(path.clone()).into());
     }
     let mut journal = Journal::open(&path).map_err(unwritable)?;
     journal.append(a).map_err(unwritable)

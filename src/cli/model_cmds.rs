@@ -35,6 +35,14 @@ pub fn fetch(name: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 pub fn list(json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let dir = models_dir()?;
     let present = local::list(&dir).map_err(anyhow::Error::new)?;
+    for m in local::shadowed(&dir).map_err(anyhow::Error::new)? {
+        crate::note!(
+            "warning: the registered {} ({}) has a known model's name and is not used: add it again with model add \
+             FILE --name ANOTHER",
+            m.name,
+            m.path.display()
+        );
+    }
     let mut rows = Vec::new();
     for known in local::KNOWN {
         let fetched = present.iter().find(|m| m.name == known.name);

@@ -334,6 +334,9 @@ pub fn export_format(format: Option<&str>, output: Option<&Path>) -> anyhow::Res
         .map(|e| e.to_string_lossy().to_lowercase())
         .filter(|e| ["json", "csv", "md"].contains(&e.as_str()));
     match (format, extension) {
+        (Some(f), _) if !["json", "csv", "md"].contains(&f) => {
+            Err(input_error(format!("unknown format \"{f}\" (json, csv, md)")))
+        }
         (Some(f), Some(e)) if f != e => Err(input_error(format!(
             "--format {f} would write {} into {}: drop --format, or name the file .{f}",
             f.to_uppercase(),

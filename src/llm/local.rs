@@ -39,6 +39,11 @@ pub fn list(models: &Path) -> Result<Vec<Registered>, LlmError> {
     Ok(embedded::list(models)?)
 }
 
+/// Registered files under a known model's name, which are not used.
+pub fn shadowed(models: &Path) -> Result<Vec<Registered>, LlmError> {
+    Ok(embedded::shadowed(models)?)
+}
+
 /// The GGUF file for `name`, or an error that says how to get it.
 pub fn resolve(models: &Path, name: &str) -> Result<PathBuf, LlmError> {
     Ok(embedded::resolve(models, name)?)

@@ -452,7 +452,6 @@ impl<S: Study> Run<S> {
     }
 }
 
-/// Takes the session's journal as its one writer.
 /// Refuses to start re-assessing `parent` (its folder `dir`, its records `events`) before it ended:
 /// its missing answers would be recorded as failed items of the new session.
 fn finished_parent(parent: &str, dir: &std::path::Path, events: &[Event]) -> Result<(), SessionError> {
@@ -486,6 +485,7 @@ fn same_models(id: &str, prior: &[Event], now: &crate::study::Providers) -> Resu
     Ok(())
 }
 
+/// Takes the session's journal as its one writer.
 fn open_journal(id: &str, dir: &std::path::Path) -> Result<Journal, SessionError> {
     let path = dir.join("journal.jsonl");
     Journal::open_exclusive(&path).map_err(|e| match e {

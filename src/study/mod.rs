@@ -309,11 +309,13 @@ pub fn check_records(records: &[(usize, Event)], catalog: &Catalog) -> Result<()
             Event::DimensionAssessed(a) => Some((&a.character, &a.scale)),
             _ => None,
         };
+        // Ids compare as the catalog looks them up: without regard to ASCII case.
+        let among = |list: &[String], id: &str| list.iter().any(|p| p.eq_ignore_ascii_case(id));
         if let (Some(plan), Some((character, scale))) = (plan, named) {
-            if !plan.characters.contains(character) {
+            if !among(&plan.characters, character) {
                 return Err((*line, format!("character \"{character}\" is not in the session's plan")));
             }
-            if !plan.scales.contains(scale) {
+            if !among(&plan.scales, scale) {
                 return Err((*line, format!("scale \"{scale}\" is not in the session's plan")));
             }
         }

@@ -160,8 +160,9 @@ pub fn validate(template: Template, text: &str, file: &str) -> Result<(), Diagno
         let name_len = rest
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
             .unwrap_or(rest.len());
-        let name = &rest[..name_len];
-        if !rest[name_len..].starts_with('}') && allowed.iter().any(|p| p.name == name) {
+        // A sentence's full stop after it is not part of the name.
+        let name = rest[..name_len].trim_end_matches('.');
+        if !rest[name.len()..].starts_with('}') && allowed.iter().any(|p| p.name == name) {
             return Err(source.at(
                 at..at,
                 format!("the placeholder {{{name} is not closed: write {{{name}}}"),

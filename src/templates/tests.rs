@@ -65,6 +65,8 @@ fn an_unclosed_placeholder_is_located_where_it_opens() {
         "i.txt:2:3: the placeholder {question is not closed: write {question}"
     );
     // Braces of literal text stay literal.
+    let e = validate(Template::Interviewer, "Ask {question. Then", "i.txt").unwrap_err();
+    assert_eq!(e.to_string(), "i.txt:1:5: the placeholder {question is not closed: write {question}");
     validate(Template::Interviewer, "{\"a\": 1} {question} {other", "i.txt").unwrap();
 }
 

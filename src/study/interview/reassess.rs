@@ -112,17 +112,15 @@ pub fn methods(parent: &str, events: &[Event]) -> Result<(Vec<Method>, Vec<Metho
     Ok((plan.methods, available))
 }
 
-/// The id a re-assessment records for the session in `dir` with records `events`: the one its
-/// start record names, else the folder's name.
+/// The id a re-assessment records for the session in `dir` with records `events`: the folder's name,
+/// which is what finds it again (a copied folder keeps the id its journal started under), else the
+/// one its start record names.
 pub fn parent_id(dir: &Path, events: &[Event]) -> String {
-    events
-        .iter()
-        .find_map(|e| e.start().map(|s| s.session.to_string()))
-        .unwrap_or_else(|| {
-            dir.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        })
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty())
+        .or_else(|| events.iter().find_map(|e| e.start().map(|s| s.session.to_string())))
+        .unwrap_or_default()
 }
 
 /// Gives `plan` the judge's templates of a prompt folder (`folder`, as [`Templates::record`] gives
@@ -233,6 +231,14 @@ mod tests {
         );
         let same = super::plan("p", &events, &change(None)).unwrap();
         assert_eq!(same.methods, vec![Method::ErBatch, Method::Oc]);
+    }
+
+    #[test]
+    fn a_parent_is_recorded_by_the_folder_that_finds_it() {
+        // A copied folder keeps the id its journal started under ("p"): the copy is the parent.
+        let events = parent(&[Method::Oc], None);
+        assert_eq!(parent_id(Path::new("/data/sessions/my-copy"), &events), "my-copy");
+        assert_eq!(parent_id(Path::new(""), &events), "p", "no folder name: the journal's id");
     }
 
     #[test]
