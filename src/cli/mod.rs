@@ -789,10 +789,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         Command::Batch { command } => batch_cmds::batch(ctx, command, out),
         Command::Sessions { json } => run_cmds::sessions(ctx, json, out),
         Command::Replay { .. } | Command::Demo { .. } => Err(input_error("`replay` and `demo` open the workbench")),
-        Command::Export { id, format, output } => {
-            let format = run_cmds::export_format(format.as_deref(), output.as_deref())?;
-            run_cmds::export(ctx, &id, &format, output.as_deref(), out)
-        }
+        Command::Export { id, format, output } => run_cmds::export(ctx, &id, format.as_deref(), output.as_deref(), out),
         Command::Annotations { command } => annotations(ctx, command, out),
         // Analysis: metrics, agreement, reports and comparisons.
         Command::Metrics {

@@ -328,7 +328,7 @@ pub fn sessions(ctx: &Ctx, json_output: bool, out: &mut dyn Write) -> anyhow::Re
 
 /// The format `export` writes: `--format`, else the output file's extension (json, csv, md), else
 /// JSON. A format that contradicts the file's extension is refused, not written under a misleading name.
-pub fn export_format(format: Option<&str>, output: Option<&Path>) -> anyhow::Result<String> {
+fn export_format(format: Option<&str>, output: Option<&Path>) -> anyhow::Result<String> {
     let extension = output
         .and_then(|p| p.extension())
         .map(|e| e.to_string_lossy().to_lowercase())
@@ -353,10 +353,12 @@ pub fn export_format(format: Option<&str>, output: Option<&Path>) -> anyhow::Res
 pub fn export(
     ctx: &Ctx,
     id: &str,
-    format: &str,
+    format: Option<&str>,
     output: Option<&Path>,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
+    let format = export_format(format, output)?;
+    let format = format.as_str();
     let catalog = &*ctx.catalog()?;
     let store = ctx.store()?;
     let dir = store.find(id)?;
