@@ -132,15 +132,19 @@ fn registry_path(models: &Path) -> PathBuf {
 fn lock_registry(models: &Path) -> Result<File, Error> {
     std::fs::create_dir_all(models).map_err(|e| Error::Input(format!("cannot create {}: {e}", models.display())))?;
     let path = models.join(".registry.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::Input(format!("cannot open {}: {e}", path.display())))?;
+    let file = lock_file(&path).map_err(|e| Error::Input(format!("cannot open {}: {e}", path.display())))?;
     file.lock()
         .map_err(|e| Error::Input(format!("cannot lock {}: {e}", path.display())))?;
     Ok(file)
+}
+
+/// The file at `path` whose lock is taken (created if need be; its contents never matter).
+fn lock_file(path: &Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
 }
 
 fn read_registry(models: &Path) -> Result<Registry, Error> {

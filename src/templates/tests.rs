@@ -64,9 +64,10 @@ fn an_unclosed_placeholder_is_located_where_it_opens() {
         e.to_string(),
         "i.txt:2:3: the placeholder {question is not closed: write {question}"
     );
-    // Braces of literal text stay literal.
+    // A sentence's full stop after the name does not close it.
     let e = validate(Template::Interviewer, "Ask {question. Then", "i.txt").unwrap_err();
     assert_eq!(e.to_string(), "i.txt:1:5: the placeholder {question is not closed: write {question}");
+    // Braces of literal text, and names no placeholder has, stay literal.
     validate(Template::Interviewer, "{\"a\": 1} {question} {other", "i.txt").unwrap();
 }
 

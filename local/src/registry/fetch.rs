@@ -127,12 +127,7 @@ fn pieces(n: u32) -> String {
 /// returned file, or with the process however it ends.
 fn lock(dir: &Path, name: &str, progress: &mut dyn FnMut(&str)) -> Result<File, Error> {
     let path = dir.join(LOCK);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(io("cannot open", &path))?;
+    let file = super::lock_file(&path).map_err(io("cannot open", &path))?;
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {

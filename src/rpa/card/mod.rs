@@ -137,9 +137,7 @@ fn locate(raw: &str, prefix: &str, key: &str) -> Option<(usize, usize)> {
                     if depth == 1 && !prefix.is_empty() && text == "data" {
                         in_data = true;
                     } else if depth == want_depth && in_data && text == key {
-                        let before = &raw[..value];
-                        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-                        return Some((before.matches('\n').count() + 1, before[line_start..].chars().count() + 1));
+                        return Some(crate::domain::diagnostic::Source::new("", raw).line_col(value));
                     }
                 }
                 i = j;
