@@ -412,6 +412,29 @@ pub async fn complete(model: &dyn ChatModel, request: ChatRequest) -> Result<Com
 
 /// Builds the client for provider `name`, resolving its key from `env`. A local provider loads its
 /// model (once per process) from `<data_dir>/models`.
+/// What a session records of provider `name`'s model, from the configuration alone (nothing is
+/// connected or loaded): what a connection's [`ChatModel::info`] says.
+pub fn describe(config: &config::Config, name: &str) -> Option<ModelInfo> {
+    let provider = config.provider(name)?;
+    Some(match provider.kind {
+        config::ProviderKind::Openai => openai::info(provider),
+        config::ProviderKind::Local => ModelInfo {
+            provider: provider.name.clone(),
+            kind: "local".into(),
+            model: local_name(provider).to_string(),
+        },
+    })
+}
+
+/// The embedded model a local provider names (the default when it names none).
+fn local_name(provider: &config::ProviderConfig) -> &str {
+    if provider.model.is_empty() {
+        local::DEFAULT_MODEL
+    } else {
+        provider.model.as_str()
+    }
+}
+
 pub fn connect(
     config: &config::Config,
     name: &str,
@@ -445,11 +468,7 @@ fn local_transport(
     use std::sync::{Arc, Mutex, OnceLock};
     static LOADED: OnceLock<Mutex<HashMap<std::path::PathBuf, Arc<local::LocalModel>>>> = OnceLock::new();
     let data_dir = data_dir.ok_or_else(|| LlmError::Config("no data dir: set INCHARACTER_DATA_DIR".into()))?;
-    let name = if provider.model.is_empty() {
-        local::DEFAULT_MODEL
-    } else {
-        provider.model.as_str()
-    };
+    let name = local_name(provider);
     let path = local::resolve(&local::models_dir(data_dir), name)?;
     let mut loaded = LOADED
         .get_or_init(Mutex::default)

@@ -202,9 +202,18 @@ impl<S: Study> Run<S> {
         let prepared = {
             let streaming = connector(config, store, &shared);
             let batched = batching.as_ref().map(|b| batch_connector(config, &shared, b));
-            let connect = |name: &str| match &batched {
-                Some(connect) => connect(name),
-                None => streaming(name),
+            // A resume on another model is refused before that model is connected (or loaded).
+            let changed = std::sync::Mutex::new(None);
+            let connect = |name: &str| {
+                if let Err(e) = same_model_configured(&id, config, &prior, name) {
+                    let said = e.to_string();
+                    *changed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                    return Err(llm::LlmError::Config(said));
+                }
+                match &batched {
+                    Some(connect) => connect(name),
+                    None => streaming(name),
+                }
             };
             let env = Env {
                 catalog: &catalog,
@@ -212,7 +221,11 @@ impl<S: Study> Run<S> {
                 connect: &connect,
                 parent: parent.as_deref(),
             };
-            S::prepare(&mut plan, &prior, &env)?
+            let prepared = S::prepare(&mut plan, &prior, &env);
+            match changed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+                Some(refused) => return Err(refused),
+                None => prepared?,
+            }
         };
         same_models(&id, &prior, &prepared.providers)?;
         let path = dir.join("journal.jsonl");
@@ -483,6 +496,25 @@ fn same_models(id: &str, prior: &[Event], now: &crate::study::Providers) -> Resu
         }
     }
     Ok(())
+}
+
+/// Refuses, before provider `name` is connected, a resume for which the configuration now gives it
+/// another model than any role of the session had on it (a re-assessment's answerer, read from its
+/// parent, may have had another; [`same_models`] checks role by role once all are prepared).
+fn same_model_configured(id: &str, config: &Config, prior: &[Event], name: &str) -> Result<(), SessionError> {
+    let (Some(start), Some(now)) = (prior.iter().find_map(Event::start), llm::describe(config, name)) else {
+        return Ok(());
+    };
+    let ran: Vec<_> = start.providers.iter().filter(|(_, was)| was.provider == name).collect();
+    match ran.first() {
+        Some((role, was)) if ran.iter().all(|(_, was)| was.model != now.model) => Err(SessionError::ModelChanged {
+            id: id.to_string(),
+            role: role.to_string(),
+            was: was.to_string(),
+            now: now.to_string(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Takes the session's journal as its one writer.

@@ -314,6 +314,33 @@ async fn a_resume_on_another_model_is_refused_touching_nothing() {
     assert_eq!(count(&events(&session), "run_finished"), 1);
 }
 
+/// The refusal comes before the other model is connected: here its key is missing, which a
+/// connection would have reported instead.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_on_another_model_is_refused_before_connecting_it() {
+    let s = common::setup(FakeConfig::default(), "max_concurrency = 2").await;
+    let session = common::kill_after_requests(&s.config, &s.data, RUN, &s.server, 6).await;
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    let config = std::fs::read_to_string(&s.config).unwrap();
+    let other = config.replace(
+        "model = \"fake-model\"",
+        "model = \"other-model\"\napi_key_env = \"INCHARACTER_TEST_UNSET_KEY\"",
+    );
+    assert_ne!(other, config);
+    std::fs::write(&s.config, other).unwrap();
+    let out = common::command(&s.config, &s.data, &["run", "--resume", &id])
+        .env_remove("INCHARACTER_TEST_UNSET_KEY")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("the config now gives fake (openai: other-model)"),
+        "{said}"
+    );
+    assert!(!said.contains("INCHARACTER_TEST_UNSET_KEY"), "{said}");
+}
+
 #[test]
 fn a_sample_asked_to_resume_is_named_read_only_with_where_to_copy_it() {
     let data = tempfile::tempdir().unwrap();
