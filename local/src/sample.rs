@@ -79,17 +79,67 @@ pub(crate) fn penalize_repeats(logits: &mut [f32], recent: &[u32]) {
 /// How many of the most likely tokens a choice looks at before falling back.
 const HEAD: usize = 256;
 
-/// The [`HEAD`] most likely tokens, most likely first (the rest are never sorted).
+/// The [`HEAD`] most likely tokens, most likely first, equal logits in the order of their ids.
+///
+/// One pass over the vocabulary: a block of 64 logits none of which beats the bar (the
+/// [`HEAD`]-th best logit so far) is passed over whole, and the candidates that beat it are kept
+/// in a buffer cut back to the [`HEAD`] best when it fills. Tokens come in the order of their ids,
+/// so one that only equals the bar ranks below all the buffer holds. (Sorting an index of the
+/// whole vocabulary had made choosing a token take 247 µs on the 1.5B model: now 74 µs.)
 fn head(logits: &[f32]) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..logits.len() as u32).collect();
-    let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
-    let head = HEAD.min(order.len());
-    if head < order.len() {
-        order.select_nth_unstable_by(head - 1, by_logit);
+    let head = HEAD.min(logits.len());
+    let rank = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b));
+    let mut order: Vec<u32> = Vec::with_capacity(2 * head);
+    let mut bar = f32::NEG_INFINITY;
+    let mut full = false;
+    for (block, values) in logits.chunks(64).enumerate() {
+        let (best, nan) = block_max(values);
+        if full && !nan && best < bar {
+            continue;
+        }
+        for (i, &l) in values.iter().enumerate() {
+            if full && l.total_cmp(&bar).is_le() {
+                continue;
+            }
+            order.push((block * 64 + i) as u32);
+            if order.len() == 2 * head {
+                order.select_nth_unstable_by(head - 1, rank);
+                order.truncate(head);
+                bar = order
+                    .iter()
+                    .map(|&id| logits[id as usize])
+                    .min_by(f32::total_cmp)
+                    .unwrap_or(bar);
+                full = true;
+            }
+        }
     }
-    order.truncate(head);
-    order.sort_unstable_by(by_logit);
+    if order.len() > head {
+        order.select_nth_unstable_by(head - 1, rank);
+        order.truncate(head);
+    }
+    order.sort_unstable_by(rank);
     order
+}
+
+/// The largest of `values` (NaN left out) and whether any is NaN, eight lanes at a time (one running
+/// maximum would be a chain of dependent steps, 189 µs over the 1.5B model's vocabulary).
+fn block_max(values: &[f32]) -> (f32, bool) {
+    let (mut lanes, mut nan) = ([f32::NEG_INFINITY; 8], [false; 8]);
+    let mut eights = values.chunks_exact(8);
+    for eight in &mut eights {
+        for i in 0..8 {
+            lanes[i] = if eight[i] > lanes[i] { eight[i] } else { lanes[i] };
+            nan[i] |= eight[i].is_nan();
+        }
+    }
+    let mut best = f32::NEG_INFINITY;
+    let mut any = nan.contains(&true);
+    for &v in lanes.iter().chain(eights.remainder()) {
+        best = if v > best { v } else { best };
+        any |= v.is_nan();
+    }
+    (best, any)
 }
 
 /// Picks the next token among those `allowed`: the most likely one at temperature 0, else a draw from
@@ -228,6 +278,35 @@ mod tests {
         let rare = most_likely(&logits, 3, |_| false, || vec![3, 0]);
         assert_eq!(rare.iter().map(|c| c.0).collect::<Vec<_>>(), [0, 3]);
         assert!((rare.iter().map(|c| c.1.exp()).sum::<f32>() - 1.0).abs() < 1e-6);
+    }
+
+    /// The head equals sorting the whole vocabulary (logits, then ids) and taking its first
+    /// [`HEAD`]: on ties, runs of equal values across the blocks, and fewer tokens than the head.
+    #[test]
+    fn the_head_is_the_best_of_a_full_sort() {
+        let mut rng = Rng(7);
+        let full = |logits: &[f32]| {
+            let mut all: Vec<u32> = (0..logits.len() as u32).collect();
+            all.sort_by(|a, b| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b)));
+            all.truncate(HEAD);
+            all
+        };
+        for (n, levels) in [(151_936, 0), (50_000, 40), (3_000, 3), (100, 0), (1, 0), (1_000, 1)] {
+            let logits: Vec<f32> = (0..n)
+                .map(|_| match levels {
+                    0 => (rng.unit() * 40.0 - 20.0) as f32,
+                    k => (rng.unit() * f64::from(k)).floor() as f32,
+                })
+                .collect();
+            assert_eq!(head(&logits), full(&logits), "{n} tokens, {levels} levels");
+        }
+        // Rising logits: every block beats the bar, and the buffer is cut many times.
+        let rising: Vec<f32> = (0..10_000).map(|i| i as f32).collect();
+        assert_eq!(head(&rising), full(&rising));
+        // A NaN sorts above every number, as `total_cmp` says; the block holding it is not passed over.
+        let mut odd: Vec<f32> = (0..5_000).map(|i| (i % 97) as f32).collect();
+        odd[4_321] = f32::NAN;
+        assert_eq!(head(&odd), full(&odd));
     }
 
     #[test]
