@@ -81,10 +81,11 @@ const HEAD: usize = 256;
 
 /// The [`HEAD`] most likely tokens, most likely first, equal logits in the order of their ids.
 ///
-/// One pass over the vocabulary: a block of 64 logits none of which beats the bar (the
-/// [`HEAD`]-th best logit so far) is passed over whole, and the candidates that beat it are kept
-/// in a buffer cut back to the [`HEAD`] best when it fills. Tokens come in the order of their ids,
-/// so one that only equals the bar ranks below all the buffer holds. (Sorting an index of the
+/// One pass over the vocabulary: candidates are kept in a buffer cut back to the [`HEAD`] best
+/// when it fills; after the first cut, a token must beat the bar (the [`HEAD`]-th best at the last
+/// cut) to be kept, and a block of 64 logits whose largest is below the bar, holding no NaN, is
+/// passed over whole. Tokens come in the order of their ids, so one that only equals the bar ranks
+/// below all the buffer holds. (Sorting an index of the
 /// whole vocabulary had made choosing a token take 247 µs on the 1.5B model: now 74 µs.)
 fn head(logits: &[f32]) -> Vec<u32> {
     let head = HEAD.min(logits.len());
@@ -105,11 +106,7 @@ fn head(logits: &[f32]) -> Vec<u32> {
             if order.len() == 2 * head {
                 order.select_nth_unstable_by(head - 1, rank);
                 order.truncate(head);
-                bar = order
-                    .iter()
-                    .map(|&id| logits[id as usize])
-                    .min_by(f32::total_cmp)
-                    .unwrap_or(bar);
+                bar = logits[order[head - 1] as usize];
                 full = true;
             }
         }
@@ -177,7 +174,7 @@ pub(crate) fn sample(
     if candidates.is_empty() {
         return fallback()
             .into_iter()
-            .max_by(|a, b| logits[*a as usize].total_cmp(&logits[*b as usize]));
+            .max_by(|a, b| logits[*a as usize].total_cmp(&logits[*b as usize]).then(b.cmp(a)));
     }
     let weights: Vec<f64> = candidates
         .iter()
@@ -213,7 +210,7 @@ pub(crate) fn most_likely(
     allowed: impl Fn(u32) -> bool,
     fallback: impl FnOnce() -> Vec<u32>,
 ) -> Vec<(u32, f32)> {
-    let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
+    let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b));
     let mut order = head(logits);
     order.retain(|&id| allowed(id));
     if order.is_empty() {
@@ -303,10 +300,30 @@ mod tests {
         // Rising logits: every block beats the bar, and the buffer is cut many times.
         let rising: Vec<f32> = (0..10_000).map(|i| i as f32).collect();
         assert_eq!(head(&rising), full(&rising));
-        // A NaN sorts above every number, as `total_cmp` says; the block holding it is not passed over.
-        let mut odd: Vec<f32> = (0..5_000).map(|i| (i % 97) as f32).collect();
-        odd[4_321] = f32::NAN;
-        assert_eq!(head(&odd), full(&odd));
+        // A NaN sorts above every number, a negative NaN below, as `total_cmp` says; a block holding
+        // either is not passed over. Zeros of both signs, infinities, lengths that end in a part of
+        // a block and of eight, a buffer never cut (300), and a bar that is itself NaN (334 of 1,000).
+        let specials = [
+            f32::NAN,
+            -f32::NAN,
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MIN_POSITIVE,
+        ];
+        for n in [1_003, 300, 5_000] {
+            let mut odd: Vec<f32> = (0..n).map(|i| (i % 97) as f32 - 40.0).collect();
+            for (k, &v) in specials.iter().enumerate() {
+                odd[(k * 131 + 17) % n] = v;
+                odd[n - 1 - k] = v;
+            }
+            assert_eq!(head(&odd), full(&odd), "{n} tokens with NaNs, zeros and infinities");
+        }
+        let nans: Vec<f32> = (0..1_000)
+            .map(|i| if i % 3 == 0 { f32::NAN } else { i as f32 })
+            .collect();
+        assert_eq!(head(&nans), full(&nans), "a bar that is NaN");
     }
 
     #[test]

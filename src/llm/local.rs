@@ -211,14 +211,24 @@ fn generate(
 pub struct LocalTransport {
     model: Arc<LocalModel>,
     provider: String,
+    /// The model's name in what sessions record: the name it was loaded under, or the provider's.
+    name: String,
 }
 
 impl LocalTransport {
     pub fn new(model: Arc<LocalModel>, provider: &str) -> Self {
         LocalTransport {
+            name: model.0.name().to_string(),
             model,
             provider: provider.into(),
         }
+    }
+
+    /// Records the model under the name the provider gives it: a file is loaded once per process,
+    /// under the first name asked for, and may be registered under two.
+    pub fn named(mut self, name: &str) -> Self {
+        self.name = name.into();
+        self
     }
 }
 
@@ -250,7 +260,7 @@ impl Transport for LocalTransport {
         ModelInfo {
             provider: self.provider.clone(),
             kind: "local".into(),
-            model: self.model.0.name().to_string(),
+            model: self.name.clone(),
         }
     }
 

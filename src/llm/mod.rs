@@ -410,8 +410,6 @@ pub async fn complete(model: &dyn ChatModel, request: ChatRequest) -> Result<Com
     Err(LlmError::Transport("the event stream ended without Done".into()))
 }
 
-/// Builds the client for provider `name`, resolving its key from `env`. A local provider loads its
-/// model (once per process) from `<data_dir>/models`.
 /// What a session records of provider `name`'s model, from the configuration alone (nothing is
 /// connected or loaded): what a connection's [`ChatModel::info`] says.
 pub fn describe(config: &config::Config, name: &str) -> Option<ModelInfo> {
@@ -435,6 +433,8 @@ fn local_name(provider: &config::ProviderConfig) -> &str {
     }
 }
 
+/// Builds the client for provider `name`, resolving its key from `env`. A local provider loads its
+/// model (once per process) from `<data_dir>/models`.
 pub fn connect(
     config: &config::Config,
     name: &str,
@@ -484,7 +484,7 @@ fn local_transport(
     };
     // The requests a provider lets run at once are decoded side by side.
     model.allow_batch(provider.max_concurrency);
-    Ok(Arc::new(local::LocalTransport::new(model, &provider.name)))
+    Ok(Arc::new(local::LocalTransport::new(model, &provider.name).named(name)))
 }
 
 #[cfg(not(feature = "local-model"))]

@@ -203,11 +203,11 @@ impl<S: Study> Run<S> {
             let streaming = connector(config, store, &shared);
             let batched = batching.as_ref().map(|b| batch_connector(config, &shared, b));
             // A resume on another model is refused before that model is connected (or loaded).
-            let changed = std::sync::Mutex::new(None);
+            let changed = std::cell::Cell::new(None);
             let connect = |name: &str| {
                 if let Err(e) = same_model_configured(&id, config, &prior, name) {
                     let said = e.to_string();
-                    *changed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                    changed.set(Some(e));
                     return Err(llm::LlmError::Config(said));
                 }
                 match &batched {
@@ -222,7 +222,7 @@ impl<S: Study> Run<S> {
                 parent: parent.as_deref(),
             };
             let prepared = S::prepare(&mut plan, &prior, &env);
-            match changed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            match changed.into_inner() {
                 Some(refused) => return Err(refused),
                 None => prepared?,
             }
@@ -499,8 +499,9 @@ fn same_models(id: &str, prior: &[Event], now: &crate::study::Providers) -> Resu
 }
 
 /// Refuses, before provider `name` is connected, a resume for which the configuration now gives it
-/// another model than any role of the session had on it (a re-assessment's answerer, read from its
-/// parent, may have had another; [`same_models`] checks role by role once all are prepared).
+/// another model than any role of the session had on it. A re-assessment's answerer, read from its
+/// parent, may have had another model on the judge's provider: then the judge is connected, and
+/// [`same_models`], role by role once all are prepared, is what refuses.
 fn same_model_configured(id: &str, config: &Config, prior: &[Event], name: &str) -> Result<(), SessionError> {
     let (Some(start), Some(now)) = (prior.iter().find_map(Event::start), llm::describe(config, name)) else {
         return Ok(());
