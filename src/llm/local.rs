@@ -282,6 +282,13 @@ mod tests {
     use super::*;
     use crate::llm::{ChatMessage, ResponseSchema};
 
+    /// What a session records of a local provider naming no model (`llm::describe`, from the config
+    /// alone) is the model the engine loads for it.
+    #[test]
+    fn the_default_model_is_the_engines_default() {
+        assert_eq!(crate::config::DEFAULT_LOCAL_MODEL, DEFAULT_MODEL);
+    }
+
     fn schema() -> Option<ResponseSchema> {
         Some(ResponseSchema::new("rating", serde_json::json!({"type": "integer"})))
     }

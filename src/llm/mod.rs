@@ -427,7 +427,7 @@ pub fn describe(config: &config::Config, name: &str) -> Option<ModelInfo> {
 /// The embedded model a local provider names (the default when it names none).
 fn local_name(provider: &config::ProviderConfig) -> &str {
     if provider.model.is_empty() {
-        local::DEFAULT_MODEL
+        config::DEFAULT_LOCAL_MODEL
     } else {
         provider.model.as_str()
     }
