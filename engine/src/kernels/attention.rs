@@ -206,7 +206,7 @@ mod tests {
     #[test]
     fn each_query_gets_the_bits_it_gets_alone_and_plain_loops_agree() {
         // Head widths with and without whole 32-value chunks, and ragged tails; tiles and leftovers.
-        for dim in [8, 13, 64, 72, 128, 200, 256] {
+        for dim in [8, 13, 64, 72, 88, 128, 200, 256] {
             let stride = dim + 24;
             for (n_q, n) in [(1, 1), (6, 5), (24, 32), (3, 9), (5, 0)] {
                 let (q, kv, start) = (values(n_q * dim, 1), values(n.max(1) * stride, 2), values(n_q * dim, 3));
@@ -273,7 +273,7 @@ mod tests {
     /// The portable kernels, and every SIMD one this CPU can run called directly: the same bits.
     #[test]
     fn the_kernels_are_the_same_on_every_instruction_set() {
-        for dim in [8, 13, 64, 128, 200] {
+        for dim in [8, 13, 64, 88, 128, 200] {
             let (n_q, n, stride) = (7, 11, dim + 8);
             let (q, kv, start) = (values(n_q * dim, 1), values(n * stride, 2), values(n_q * dim, 3));
             let keys = rows(&kv, n, dim, stride);
