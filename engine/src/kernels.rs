@@ -562,6 +562,36 @@ impl QMatrix {
         }
     }
 
+    /// Whether [`QMatrix::dot16`] computes rows `r..r + 16` two groups at a time (Q4_K on a CPU with
+    /// AVX-512 VNNI, both groups held).
+    #[inline]
+    pub fn pairs_rows(&self, r: usize) -> bool {
+        self.held == Held::Q4K && level() == Level::Vnni && r + interleaved::ROWS < self.rows
+    }
+
+    /// The dot products of rows `r..r + 16` with at most four activation rows, where
+    /// [`QMatrix::pairs_rows`] says so: the bits of two [`QMatrix::dot8`] calls.
+    #[inline]
+    pub fn dot16<const N: usize>(&self, r: usize, a: [ActRow; N]) -> [[[f32; interleaved::ROWS]; N]; 2] {
+        debug_assert!(r.is_multiple_of(interleaved::ROWS) && self.pairs_rows(r));
+        let units = self.cols / 256;
+        let (floats, bytes) = self.unit_sizes();
+        let g = r / interleaved::ROWS * units;
+        let group = |g: usize| {
+            (
+                &self.d[g * floats..(g + units) * floats],
+                &self.qs[g * bytes..(g + units) * bytes],
+            )
+        };
+        let (first, second) = (group(g), group(g + units));
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `pairs_rows` says the CPU has AVX-512 VNNI; both groups hold whole units and every
+        // activation row `units` super-blocks (debug-asserted by the kernel).
+        return unsafe { x86::q4k_pair([first.0, second.0], [first.1, second.1], a) };
+        #[cfg(not(target_arch = "x86_64"))]
+        [self.dot8(r, a), self.dot8(r + interleaved::ROWS, a)]
+    }
+
     /// Floats and bytes of a K-quant unit (eight rows' super-block).
     fn unit_sizes(&self) -> (usize, usize) {
         if self.held == Held::Q4K {

@@ -258,57 +258,6 @@ fn gate(activation: Activation, x: [f32; ROWS]) -> [f32; ROWS] {
     kernels::sigmoid_gate(x, y)
 }
 
-/// Weight rows per share: whole cache lines of output, and enough rows to keep a thread busy.
-const GRAIN: usize = 16;
-const _: () = assert!(GRAIN.is_multiple_of(ROWS), "a share holds whole groups of rows");
-
-/// Every member's share of `w`'s rows against the `tokens` activation rows of `a`, eight rows by
-/// up to eight tokens at a time; `put(t, r, value)` takes each product.
-///
-/// # Safety
-/// No one writes `a`'s rows in this step; `put` writes only what this member owns.
-unsafe fn matmul(m: &Member, w: &QMatrix, a: &Acts, tokens: usize, mut put: impl FnMut(usize, usize, f32)) {
-    // SAFETY: the caller's.
-    let acts = unsafe { a.rows(tokens) };
-    let rows = m.share(w.rows, GRAIN);
-    for r in rows.clone().step_by(ROWS) {
-        each_tile(tokens, |t, take| {
-            let v = tile(w, r, &acts, t, take);
-            for (k, v) in v.iter().take(take).enumerate() {
-                for (i, &v) in v.iter().take(rows.end - r).enumerate() {
-                    put(t + k, r + i, v);
-                }
-            }
-        });
-    }
-}
-
-/// The tiles of `tokens` activation rows: `f(t, 8)` while there are eight, then `f(t, 4)`, then
-/// `f(t, 1)`.
-fn each_tile(tokens: usize, mut f: impl FnMut(usize, usize)) {
-    let mut t = 0;
-    while t < tokens {
-        let take = match tokens - t {
-            8.. => 8,
-            4..8 => 4,
-            _ => 1,
-        };
-        f(t, take);
-        t += take;
-    }
-}
-
-/// Rows `r..r + 8` of `w` against the activation rows `t..t + take` (8, 4 or 1).
-fn tile(w: &QMatrix, r: usize, a: &[ActRow], t: usize, take: usize) -> [[f32; ROWS]; 8] {
-    let mut out = [[0.; ROWS]; 8];
-    match take {
-        8 => out = w.dot8(r, std::array::from_fn::<_, 8, _>(|k| a[t + k])),
-        4 => out[..4].copy_from_slice(&w.dot8(r, [a[t], a[t + 1], a[t + 2], a[t + 3]])),
-        _ => out[0] = w.dot8(r, [a[t]])[0],
-    }
-    out
-}
-
 impl Model {
     pub fn new(
         config: Config,
@@ -827,17 +776,22 @@ impl Model {
             m.sync();
             let rows = normed.rows(n);
             let share = m.share(ffn, GRAIN);
-            for r in share.clone().step_by(ROWS) {
-                each_tile(n, |t, take| {
-                    let (g, u) = (tile(&layer.gate, r, &rows, t, take), tile(&layer.up, r, &rows, t, take));
+            each_block(&[&layer.gate, &layer.up], share.clone(), n, |r, size| {
+                each_tile(size, n, |t, take| {
+                    let (g, u) = (
+                        block_tile(&layer.gate, (r, size), &rows, t, take),
+                        block_tile(&layer.up, (r, size), &rows, t, take),
+                    );
                     for k in 0..take {
-                        let gated = gate(c.activation, g[k]);
-                        for i in 0..ROWS.min(share.end - r) {
-                            inner.f.set((t + k) * ffn + r + i, gated[i] * u[k][i]);
+                        for h in (0..size).step_by(ROWS) {
+                            let gated = gate(c.activation, std::array::from_fn(|i| g[k][h + i]));
+                            for i in 0..ROWS.min(share.end - r - h) {
+                                inner.f.set((t + k) * ffn + r + h + i, gated[i] * u[k][h + i]);
+                            }
                         }
                     }
                 });
-            }
+            });
             m.sync();
             for t in m.share(n, 1) {
                 inner.quantize(t);
@@ -969,6 +923,9 @@ fn tiles(c: &Config, steps: &[Step<'_>], threads: usize) -> Vec<Tile> {
     }
     out
 }
+
+mod blocks;
+use blocks::{GRAIN, block_tile, each_block, each_tile, matmul};
 
 #[cfg(test)]
 mod tests;

@@ -302,6 +302,7 @@ fn every_instruction_set_gives_the_scalar_sums() {
         let four = [a.row(4), a.row(5), a.row(6), a.row(7)];
         let units = 2;
         let (floats, bytes) = m.unit_sizes();
+        let mut groups = Vec::new();
         for g in 0..2 {
             let (d, qs) = (
                 &m.d[g * units * floats..(g + 1) * units * floats],
@@ -341,6 +342,24 @@ fn every_instruction_set_gives_the_scalar_sums() {
                     assert_eq!(vnni, fast, "{format:?}: VNNI gives AVX2's bits");
                 }
             }
+            groups.push((d, qs, scalar));
+        }
+        if format == Format::Q4K && has!("avx512f") && has!("avx512vl") && has!("avx512vnni") {
+            // Both groups at once, a group to each half of a register: each row's bits again.
+            let [(d0, qs0, first), (d1, qs1, second)] = [groups[0], groups[1]];
+            // SAFETY: the CPU has VNNI (checked above).
+            let (pair, one) = unsafe {
+                (
+                    x86::q4k_pair([d0, d1], [qs0, qs1], four),
+                    x86::q4k_pair([d0, d1], [qs0, qs1], [a.row(2)]),
+                )
+            };
+            assert_eq!(
+                (&pair[0][..], &pair[1][..]),
+                (&first[4..], &second[4..]),
+                "Q4K: two groups give each group's bits"
+            );
+            assert_eq!((one[0][0], one[1][0]), (first[2], second[2]), "Q4K: one activation row");
         }
     }
 }

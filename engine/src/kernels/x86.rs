@@ -536,3 +536,108 @@ k_quant_kernels!(
     busd_vnni,
     wssd_vnni
 );
+
+/// Two 256-bit loads, from `a` into the low half and from `b` into the high.
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+#[inline]
+unsafe fn join(a: *const u8, b: *const u8) -> __m512i {
+    // SAFETY: the caller's 32 bytes at each.
+    let (a, b) = unsafe { (_mm256_loadu_si256(a.cast()), _mm256_loadu_si256(b.cast())) };
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b)
+}
+
+/// Q4_K units of two groups of eight rows (`d[0]` and `qs[0]` rows 0–7, `d[1]` and `qs[1]` rows
+/// 8–15) against `N` activation rows, a group to each half of a 512-bit register: every lane takes
+/// the steps of its lane in `q4k_vnni`, so each row gets the same bits, with half the instructions
+/// where the CPU computes 512 bits at a time. At most four activation rows (the sixteen
+/// accumulators fit the 32 registers).
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
+pub(super) unsafe fn q4k_pair<const N: usize>(d: [&[f32]; 2], qs: [&[u8]; 2], a: [ActRow; N]) -> [[[f32; ROWS]; N]; 2] {
+    const { assert!(N <= 4) };
+    let units = d[0].len() / 16;
+    debug_assert!(d[1].len() == d[0].len() && qs.iter().all(|q| q.len() == units * Q4K_UNIT));
+    debug_assert!(a.iter().all(|a| a.kd.len() == units && a.kq.len() == units * 256));
+    let low = _mm512_set1_epi8(0x0F);
+    let mut acc = [_mm512_setzero_ps(); N];
+    for b in 0..units {
+        // SAFETY (all loads): unit b of both groups is in bounds of `d` and `qs`, super-block b of
+        // every activation row (debug-asserted above).
+        let unit = unsafe { [qs[0].as_ptr().add(b * Q4K_UNIT), qs[1].as_ptr().add(b * Q4K_UNIT)] };
+        for u in unit {
+            prefetch_ahead::<N>(u, Q4K_UNIT, 4 * Q4K_UNIT);
+        }
+        let both = |at: usize| unsafe { join(unit[0].add(at), unit[1].add(at)) };
+        let mut sums = [_mm512_setzero_si512(); N];
+        for j in 0..4 {
+            let (mut lo, mut hi) = ([_mm512_setzero_si512(); N], [_mm512_setzero_si512(); N]);
+            for k in 0..8 {
+                let raw = both(128 + 256 * j + 32 * k);
+                // A 32-bit shift moves the same high nibbles down as a 16-bit one; the mask drops
+                // what came from the byte above.
+                let (wl, wh) = (
+                    _mm512_and_si512(raw, low),
+                    _mm512_and_si512(_mm512_srli_epi32::<4>(raw), low),
+                );
+                for n in 0..N {
+                    let q = unsafe { a[n].kq.as_ptr().add(b * 256 + 64 * j + 4 * k) };
+                    let quad = |p: *const i8| _mm512_set1_epi32(unsafe { p.cast::<i32>().read_unaligned() });
+                    lo[n] = _mm512_dpbusd_epi32(lo[n], wl, quad(q));
+                    hi[n] = _mm512_dpbusd_epi32(hi[n], wh, quad(unsafe { q.add(32) }));
+                }
+            }
+            let scales = |at: usize| unsafe {
+                _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(
+                    _mm_loadl_epi64(unit[0].add(at).cast()),
+                    _mm_loadl_epi64(unit[1].add(at).cast()),
+                ))
+            };
+            let (s_lo, s_hi) = (scales(16 * j), scales(16 * j + 8));
+            for n in 0..N {
+                let scaled = _mm512_add_epi32(_mm512_mullo_epi32(lo[n], s_lo), _mm512_mullo_epi32(hi[n], s_hi));
+                sums[n] = _mm512_add_epi32(sums[n], scaled);
+            }
+        }
+        // The minimums against the sums of each 32 activations (llama.cpp's `bsums`).
+        let mins: [__m512i; 4] = std::array::from_fn(|p| unsafe {
+            let widen = |u: *const u8| _mm256_cvtepu8_epi16(_mm_loadu_si128(u.add(64 + 16 * p).cast()));
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(widen(unit[0])), widen(unit[1]))
+        });
+        let floats = |at: usize| unsafe {
+            let half = |d: &[f32]| _mm256_loadu_ps(d.as_ptr().add(16 * b + at));
+            _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+                _mm512_castpd256_pd512(_mm256_castps_pd(half(d[0]))),
+                _mm256_castps_pd(half(d[1])),
+            ))
+        };
+        let (dv, dmin) = (floats(0), floats(8));
+        for n in 0..N {
+            let (kd, sums32) = unsafe {
+                let ks = a[n].ks.as_ptr().add(b * 16);
+                (
+                    *a[n].kd.get_unchecked(b),
+                    _mm_hadd_epi16(_mm_loadu_si128(ks.cast()), _mm_loadu_si128(ks.add(8).cast())),
+                )
+            };
+            let mut m = _mm512_setzero_si512();
+            m = _mm512_dpwssd_epi32(m, mins[0], _mm512_broadcastd_epi32(sums32));
+            m = _mm512_dpwssd_epi32(m, mins[1], _mm512_broadcastd_epi32(_mm_shuffle_epi32::<0x55>(sums32)));
+            m = _mm512_dpwssd_epi32(m, mins[2], _mm512_broadcastd_epi32(_mm_shuffle_epi32::<0xAA>(sums32)));
+            m = _mm512_dpwssd_epi32(m, mins[3], _mm512_broadcastd_epi32(_mm_shuffle_epi32::<0xFF>(sums32)));
+            acc[n] = _mm512_fmadd_ps(
+                _mm512_mul_ps(dv, _mm512_set1_ps(kd)),
+                _mm512_cvtepi32_ps(sums[n]),
+                acc[n],
+            );
+            acc[n] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, _mm512_set1_ps(-kd)), _mm512_cvtepi32_ps(m), acc[n]);
+        }
+    }
+    let mut out = [[[0f32; ROWS]; N]; 2];
+    for (n, acc) in acc.into_iter().enumerate() {
+        let mut all = [0f32; 2 * ROWS];
+        // SAFETY: sixteen floats.
+        unsafe { _mm512_storeu_ps(all.as_mut_ptr(), acc) };
+        out[0][n].copy_from_slice(&all[..ROWS]);
+        out[1][n].copy_from_slice(&all[ROWS..]);
+    }
+    out
+}

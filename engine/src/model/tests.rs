@@ -14,6 +14,23 @@ fn matrix(rows: usize, cols: usize, seed: u32) -> QMatrix {
     QMatrix::from_gguf(Format::F32, rows, cols, &values).unwrap()
 }
 
+/// A Q4_K matrix of random super-blocks (`cols` a multiple of 256).
+fn q4k_matrix(rows: usize, cols: usize, seed: u32) -> QMatrix {
+    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+    let mut bytes = Vec::new();
+    for _ in 0..rows * cols / 256 {
+        bytes.extend(half::f16::from_f32(0.004).to_le_bytes());
+        bytes.extend(half::f16::from_f32(0.002).to_le_bytes());
+        bytes.extend((0..140).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x >> 11) as u8
+        }));
+    }
+    QMatrix::from_gguf(Format::Q4K, rows, cols, &bytes).unwrap()
+}
+
 /// A one-layer model of random F32 weights, gemma3-shaped when `window` is set.
 fn model(window: Option<usize>, threads: usize) -> Model {
     let (w, hd, ffn) = (64, 16, 64);
@@ -118,6 +135,60 @@ fn sequences_in_one_pass_get_the_logits_each_would_get_alone() {
                 }
             }
         }
+    }
+}
+
+/// The same model 256 wide with Q4_K projections of whole groups of rows (the width a super-block
+/// needs), whose products take sixteen rows at a time when a pass has more than eight tokens.
+fn k_quant_model(threads: usize) -> Model {
+    let f32_model = model(None, threads);
+    let (w, ffn) = (256, 64);
+    let config = Config {
+        width: w,
+        ..f32_model.config.clone()
+    };
+    let layer = Layer {
+        attn_norm: vec![1.; w],
+        q: q4k_matrix(64, w, 1),
+        k: q4k_matrix(32, w, 2),
+        v: q4k_matrix(32, w, 3),
+        o: matrix(w, 64, 4),
+        qkv_bias: None,
+        qk_norm: None,
+        post_norms: None,
+        ffn_norm: vec![1.; w],
+        gate: q4k_matrix(ffn, w, 5),
+        up: q4k_matrix(ffn, w, 6),
+        down: matrix(w, ffn, 7),
+        window: None,
+    };
+    Model::new(config, matrix(40, w, 8), vec![layer], vec![1.; w], None)
+        .unwrap()
+        .with_threads(threads)
+}
+
+#[test]
+fn a_pass_of_many_tokens_gives_each_the_bits_of_a_pass_of_few() {
+    // Twelve tokens in one pass (sixteen rows at a time on AVX-512 VNNI), against each sequence's
+    // few alone (eight rows at a time).
+    let steps: [&[u32]; 3] = [&[3, 17, 5, 9], &[30, 1, 22], &[2, 8, 11, 6, 7]];
+    for threads in [1, 2] {
+        let m = k_quant_model(threads);
+        let alone: Vec<Vec<f32>> = steps
+            .iter()
+            .map(|ids| m.forward(&mut Cache::default(), ids, 0).unwrap())
+            .collect();
+        let mut caches = [Cache::default(), Cache::default(), Cache::default()];
+        let mut batch: Vec<Step> = caches
+            .iter_mut()
+            .zip(steps)
+            .map(|(cache, tokens)| Step {
+                cache,
+                tokens,
+                position: 0,
+            })
+            .collect();
+        assert_eq!(m.forward_batch(&mut batch).unwrap(), alone, "{threads} threads");
     }
 }
 
