@@ -20,7 +20,9 @@
 //! Scales are widened to f32 once, at load, so no kernel converts halves. A kernel multiplies weight
 //! rows with `N` activation rows at once (N = 1 when decoding one sequence, up to 8 when a prompt or
 //! several sequences are computed: the weights are unpacked once for all of them): the K-quant and
-//! 8-bit kernels eight weight rows at a time (see [`interleaved`]), the Q4 and F32 ones one.
+//! 8-bit kernels eight weight rows at a time (see [`interleaved`]; Q4_K sixteen, two groups to a
+//! 512-bit register, for up to four activation rows where the CPU has AVX-512 VNNI), the Q4 and F32
+//! ones one.
 //! AVX2/FMA versions are chosen at run time ([`level`]); where the CPU has AVX-512 VNNI, the K-quant
 //! and 8-bit kernels take its one-instruction byte and word multiply-adds (`vpdpbusd`, `vpdpwssd`),
 //! which give the same integer sums: the same bits. Those portable kernels give the same bits too;
@@ -569,11 +571,20 @@ impl QMatrix {
         self.held == Held::Q4K && level() == Level::Vnni && r + interleaved::ROWS < self.rows
     }
 
-    /// The dot products of rows `r..r + 16` with at most four activation rows, where
-    /// [`QMatrix::pairs_rows`] says so: the bits of two [`QMatrix::dot8`] calls.
+    /// The dot products of rows `r..r + 16` (`r` a multiple of 8) with at most four activation rows:
+    /// the bits of two [`QMatrix::dot8`] calls, which it makes where [`QMatrix::pairs_rows`] says no
+    /// (rows past the last are zero).
     #[inline]
     pub fn dot16<const N: usize>(&self, r: usize, a: [ActRow; N]) -> [[[f32; interleaved::ROWS]; N]; 2] {
-        debug_assert!(r.is_multiple_of(interleaved::ROWS) && self.pairs_rows(r));
+        debug_assert!(r.is_multiple_of(interleaved::ROWS) && r < self.rows);
+        if !self.pairs_rows(r) {
+            let second = if r + interleaved::ROWS < self.rows {
+                self.dot8(r + interleaved::ROWS, a)
+            } else {
+                [[0.; interleaved::ROWS]; N]
+            };
+            return [self.dot8(r, a), second];
+        }
         let units = self.cols / 256;
         let (floats, bytes) = self.unit_sizes();
         let g = r / interleaved::ROWS * units;
@@ -589,7 +600,7 @@ impl QMatrix {
         // activation row `units` super-blocks (debug-asserted by the kernel).
         return unsafe { x86::q4k_pair([first.0, second.0], [first.1, second.1], a) };
         #[cfg(not(target_arch = "x86_64"))]
-        [self.dot8(r, a), self.dot8(r + interleaved::ROWS, a)]
+        unreachable!("`pairs_rows` holds only on x86-64")
     }
 
     /// Floats and bytes of a K-quant unit (eight rows' super-block).
@@ -885,7 +896,8 @@ pub enum Level {
     Scalar,
     /// AVX2 and FMA.
     Avx2,
-    /// AVX2 and FMA, and AVX-512 VNNI (with VL) for the K-quant kernels' multiply-adds.
+    /// AVX2 and FMA, and AVX-512 (F, VL and VNNI): the 8-bit and K-quant kernels' one-instruction
+    /// multiply-adds, Q4_K sixteen rows at a time, attention sixteen floats to a register.
     Vnni,
 }
 

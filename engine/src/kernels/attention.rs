@@ -205,7 +205,8 @@ mod tests {
 
     #[test]
     fn each_query_gets_the_bits_it_gets_alone_and_plain_loops_agree() {
-        // Head widths with and without whole 32-value chunks, and ragged tails; tiles and leftovers.
+        // Head widths with and without whole groups of 8, 16, 32 and 64 values, and ragged tails;
+        // tiles and leftovers.
         for dim in [8, 13, 64, 72, 88, 128, 200, 256] {
             let stride = dim + 24;
             for (n_q, n) in [(1, 1), (6, 5), (24, 32), (3, 9), (5, 0)] {
@@ -274,7 +275,8 @@ mod tests {
     #[test]
     fn the_kernels_are_the_same_on_every_instruction_set() {
         for dim in [8, 13, 64, 88, 128, 200] {
-            let (n_q, n, stride) = (7, 11, dim + 8);
+            // Eight keys two to a register, then four, then one; four query rows, then two, then one.
+            let (n_q, n, stride) = (7, 13, dim + 8);
             let (q, kv, start) = (values(n_q * dim, 1), values(n * stride, 2), values(n_q * dim, 3));
             let keys = rows(&kv, n, dim, stride);
             let mut portable = vec![0f32; n_q * n];

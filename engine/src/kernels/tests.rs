@@ -302,7 +302,6 @@ fn every_instruction_set_gives_the_scalar_sums() {
         let four = [a.row(4), a.row(5), a.row(6), a.row(7)];
         let units = 2;
         let (floats, bytes) = m.unit_sizes();
-        let mut groups = Vec::new();
         for g in 0..2 {
             let (d, qs) = (
                 &m.d[g * units * floats..(g + 1) * units * floats],
@@ -342,25 +341,48 @@ fn every_instruction_set_gives_the_scalar_sums() {
                     assert_eq!(vnni, fast, "{format:?}: VNNI gives AVX2's bits");
                 }
             }
-            groups.push((d, qs, scalar));
         }
-        if format == Format::Q4K && has!("avx512f") && has!("avx512vl") && has!("avx512vnni") {
-            // Both groups at once, a group to each half of a register: each row's bits again.
-            let [(d0, qs0, first), (d1, qs1, second)] = [groups[0], groups[1]];
-            // SAFETY: the CPU has VNNI (checked above).
-            let (pair, one) = unsafe {
-                (
-                    x86::q4k_pair([d0, d1], [qs0, qs1], four),
-                    x86::q4k_pair([d0, d1], [qs0, qs1], [a.row(2)]),
-                )
-            };
-            assert_eq!(
-                (&pair[0][..], &pair[1][..]),
-                (&first[4..], &second[4..]),
-                "Q4K: two groups give each group's bits"
-            );
-            assert_eq!((one[0][0], one[1][0]), (first[2], second[2]), "Q4K: one activation row");
+    }
+}
+
+/// Q4_K sixteen rows at a time, two groups of eight to a register, against each group's eight-row
+/// kernel: the same bits in every lane (19 rows: two whole groups, and a third with three).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn two_groups_of_q4k_rows_give_each_groups_bits() {
+    use std::arch::is_x86_feature_detected as has;
+    if !(has!("avx2") && has!("fma") && has!("avx512f") && has!("avx512vl") && has!("avx512vnni")) {
+        return;
+    }
+    let a = acts(4, 512, 71);
+    let m = QMatrix::from_gguf(Format::Q4K, 19, 512, &super_blocks(38, 144, 67, true)).unwrap();
+    let (floats, bytes) = m.unit_sizes();
+    let group = |g: usize| {
+        (
+            &m.d[g * 2 * floats..(g + 1) * 2 * floats],
+            &m.qs[g * 2 * bytes..(g + 1) * 2 * bytes],
+        )
+    };
+    for (first, second) in [(0, 1), (1, 2)] {
+        let ((d0, qs0), (d1, qs1)) = (group(first), group(second));
+        let four: [ActRow; 4] = std::array::from_fn(|t| a.row(t));
+        // SAFETY: the CPU has AVX-512 VNNI (checked above).
+        let (pair, one, alone) = unsafe {
+            (
+                x86::q4k_pair([d0, d1], [qs0, qs1], four),
+                x86::q4k_pair([d0, d1], [qs0, qs1], [a.row(2)]),
+                [x86::q4k_vnni(d0, qs0, four), x86::q4k_vnni(d1, qs1, four)],
+            )
+        };
+        let bits = |x: &[[f32; ROWS]]| x.iter().flatten().map(|v| v.to_bits()).collect::<Vec<_>>();
+        for h in 0..2 {
+            assert_eq!(bits(&pair[h]), bits(&alone[h]), "groups {first} and {second}: half {h}");
+            assert_eq!(bits(&one[h]), bits(&alone[h][2..3]), "one activation row: half {h}");
         }
+        assert!(
+            pair[1].iter().flatten().any(|v| *v != 0.),
+            "the high half holds products"
+        );
     }
 }
 

@@ -9,8 +9,8 @@ use crate::team::Member;
 pub(super) const GRAIN: usize = 16;
 const _: () = assert!(GRAIN.is_multiple_of(ROWS), "a share holds whole groups of rows");
 
-/// Every member's share of `w`'s rows against the `tokens` activation rows of `a`, eight rows by
-/// up to eight tokens at a time; `put(t, r, value)` takes each product.
+/// Every member's share of `w`'s rows against the `tokens` activation rows of `a`, in the blocks of
+/// [`each_block`] and the tiles of [`each_tile`]; `put(t, r, value)` takes each product.
 ///
 /// # Safety
 /// No one writes `a`'s rows in this step; `put` writes only what this member owns.
@@ -30,7 +30,8 @@ pub(super) unsafe fn matmul(m: &Member, w: &QMatrix, a: &Acts, tokens: usize, mu
     });
 }
 
-/// The row blocks of `rows` (a share of whole groups of [`ROWS`]) against `tokens` activation rows:
+/// The row blocks of `rows` (a share: it starts at a group of [`ROWS`] and ends at one or at the
+/// matrix's last row) against `tokens` activation rows:
 /// `f(r, 16)` for two groups where every matrix of `ws` computes them together
 /// ([`QMatrix::pairs_rows`]) and there are more than eight tokens, else `f(r, 8)`. (A step of
 /// eight sequences or fewer reads each weight once in one eight-token tile; as two four-token tiles
@@ -84,6 +85,7 @@ pub(super) fn block_tile(
         }
         return out;
     }
+    debug_assert!(take == 4 || take == 1, "a sixteen-row block takes four tokens or one");
     let mut place = |halves: [&[[f32; ROWS]]; 2]| {
         for (h, half) in halves.into_iter().enumerate() {
             for (out, v) in out.iter_mut().zip(half) {

@@ -145,6 +145,7 @@ fn k_quant_model(threads: usize) -> Model {
     let (w, ffn) = (256, 64);
     let config = Config {
         width: w,
+        ffn,
         ..f32_model.config.clone()
     };
     let layer = Layer {
@@ -169,10 +170,10 @@ fn k_quant_model(threads: usize) -> Model {
 
 #[test]
 fn a_pass_of_many_tokens_gives_each_the_bits_of_a_pass_of_few() {
-    // Twelve tokens in one pass (sixteen rows at a time on AVX-512 VNNI), against each sequence's
-    // few alone (eight rows at a time).
-    let steps: [&[u32]; 3] = [&[3, 17, 5, 9], &[30, 1, 22], &[2, 8, 11, 6, 7]];
-    for threads in [1, 2] {
+    // Thirteen tokens in one pass (sixteen rows at a time on AVX-512 VNNI: tiles of four tokens,
+    // then one), against each sequence's few alone (eight rows at a time).
+    let steps: [&[u32]; 3] = [&[3, 17, 5, 9], &[30, 1, 22, 13], &[2, 8, 11, 6, 7]];
+    for threads in [1, 2, 3] {
         let m = k_quant_model(threads);
         let alone: Vec<Vec<f32>> = steps
             .iter()
@@ -190,6 +191,32 @@ fn a_pass_of_many_tokens_gives_each_the_bits_of_a_pass_of_few() {
             .collect();
         assert_eq!(m.forward_batch(&mut batch).unwrap(), alone, "{threads} threads");
     }
+}
+
+#[test]
+fn blocks_take_sixteen_rows_only_for_many_tokens_and_whole_pairs() {
+    let blocks = |w: &QMatrix, rows: std::ops::Range<usize>, tokens: usize| {
+        let mut out = Vec::new();
+        each_block(&[w], rows, tokens, |r, size| out.push((r, size)));
+        out
+    };
+    let (q4k, f32) = (q4k_matrix(40, 256, 9), matrix(40, 256, 9));
+    let eights = |rows: std::ops::Range<usize>| rows.step_by(8).map(|r| (r, 8)).collect::<Vec<_>>();
+    assert_eq!(blocks(&f32, 0..40, 13), eights(0..40), "F32 rows eight at a time");
+    assert_eq!(blocks(&q4k, 0..40, 8), eights(0..40), "eight tokens: eight rows");
+    if kernels::level() == kernels::Level::Vnni {
+        assert_eq!(blocks(&q4k, 0..40, 9), [(0, 16), (16, 16), (32, 8)]);
+        assert_eq!(blocks(&q4k, 16..40, 13), [(16, 16), (32, 8)]);
+        assert_eq!(blocks(&q4k, 0..24, 13), [(0, 16), (16, 8)], "a share ending mid-pair");
+    } else {
+        assert_eq!(blocks(&q4k, 0..40, 13), eights(0..40), "without AVX-512 VNNI");
+    }
+    let mut tiles = Vec::new();
+    each_tile(16, 13, |t, take| tiles.push((t, take)));
+    assert_eq!(tiles, [(0, 4), (4, 4), (8, 4), (12, 1)]);
+    tiles.clear();
+    each_tile(8, 13, |t, take| tiles.push((t, take)));
+    assert_eq!(tiles, [(0, 8), (8, 4), (12, 1)]);
 }
 
 #[test]
