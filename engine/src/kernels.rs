@@ -20,9 +20,9 @@
 //! Scales are widened to f32 once, at load, so no kernel converts halves. A kernel multiplies weight
 //! rows with `N` activation rows at once (N = 1 when decoding one sequence, up to 8 when a prompt or
 //! several sequences are computed: the weights are unpacked once for all of them): the K-quant and
-//! 8-bit kernels eight weight rows at a time (see [`interleaved`]; Q4_K sixteen, two groups to a
-//! 512-bit register, for up to four activation rows where the CPU has AVX-512 VNNI), the Q4 and F32
-//! ones one.
+//! 8-bit kernels eight weight rows at a time (see [`interleaved`]; Q4_K and Q6_K sixteen, two groups
+//! to a 512-bit register, for up to four activation rows where the CPU has AVX-512 VNNI), the Q4 and
+//! F32 ones one.
 //! AVX2/FMA versions are chosen at run time ([`level`]); where the CPU has AVX-512 VNNI, the K-quant
 //! and 8-bit kernels take its one-instruction byte and word multiply-adds (`vpdpbusd`, `vpdpwssd`),
 //! which give the same integer sums: the same bits. Those portable kernels give the same bits too;
@@ -564,11 +564,11 @@ impl QMatrix {
         }
     }
 
-    /// Whether [`QMatrix::dot16`] computes rows `r..r + 16` two groups at a time (Q4_K on a CPU with
-    /// AVX-512 VNNI, both groups held).
+    /// Whether [`QMatrix::dot16`] computes rows `r..r + 16` two groups at a time (Q4_K and Q6_K on a
+    /// CPU with AVX-512 VNNI, both groups held).
     #[inline]
     pub fn pairs_rows(&self, r: usize) -> bool {
-        self.held == Held::Q4K && level() == Level::Vnni && r + interleaved::ROWS < self.rows
+        matches!(self.held, Held::Q4K | Held::Q6K) && level() == Level::Vnni && r + interleaved::ROWS < self.rows
     }
 
     /// The dot products of rows `r..r + 16` (`r` a multiple of 8) with at most four activation rows:
@@ -598,7 +598,13 @@ impl QMatrix {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `pairs_rows` says the CPU has AVX-512 VNNI; both groups hold whole units and every
         // activation row `units` super-blocks (debug-asserted by the kernel).
-        return unsafe { x86::q4k_pair([first.0, second.0], [first.1, second.1], a) };
+        return unsafe {
+            if self.held == Held::Q4K {
+                x86::q4k_pair([first.0, second.0], [first.1, second.1], a)
+            } else {
+                x86::q6k_pair([first.0, second.0], [first.1, second.1], a)
+            }
+        };
         #[cfg(not(target_arch = "x86_64"))]
         unreachable!("`pairs_rows` holds only on x86-64")
     }
@@ -897,7 +903,7 @@ pub enum Level {
     /// AVX2 and FMA.
     Avx2,
     /// AVX2 and FMA, and AVX-512 (F, VL and VNNI): the 8-bit and K-quant kernels' one-instruction
-    /// multiply-adds, Q4_K sixteen rows at a time, attention sixteen floats to a register.
+    /// multiply-adds, Q4_K and Q6_K sixteen rows at a time, attention sixteen floats to a register.
     Vnni,
 }
 

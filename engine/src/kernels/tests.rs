@@ -345,44 +345,61 @@ fn every_instruction_set_gives_the_scalar_sums() {
     }
 }
 
-/// Q4_K sixteen rows at a time, two groups of eight to a register, against each group's eight-row
-/// kernel: the same bits in every lane (19 rows: two whole groups, and a third with three).
+/// Q4_K and Q6_K sixteen rows at a time, two groups of eight to a register, against each group's
+/// eight-row kernel: the same bits in every lane (19 rows: two whole groups, and a third with three).
 #[cfg(target_arch = "x86_64")]
 #[test]
-fn two_groups_of_q4k_rows_give_each_groups_bits() {
+fn two_groups_of_k_quant_rows_give_each_groups_bits() {
     use std::arch::is_x86_feature_detected as has;
     if !(has!("avx2") && has!("fma") && has!("avx512f") && has!("avx512vl") && has!("avx512vnni")) {
         return;
     }
+    type Pair<const N: usize> = unsafe fn([&[f32]; 2], [&[u8]; 2], [ActRow; N]) -> [[[f32; ROWS]; N]; 2];
+    type Group<const N: usize> = unsafe fn(&[f32], &[u8], [ActRow; N]) -> [[f32; ROWS]; N];
+    type Kernels = (Pair<4>, Pair<1>, Group<4>);
     let a = acts(4, 512, 71);
-    let m = QMatrix::from_gguf(Format::Q4K, 19, 512, &super_blocks(38, 144, 67, true)).unwrap();
-    let (floats, bytes) = m.unit_sizes();
-    let group = |g: usize| {
-        (
-            &m.d[g * 2 * floats..(g + 1) * 2 * floats],
-            &m.qs[g * 2 * bytes..(g + 1) * 2 * bytes],
-        )
-    };
-    for (first, second) in [(0, 1), (1, 2)] {
-        let ((d0, qs0), (d1, qs1)) = (group(first), group(second));
-        let four: [ActRow; 4] = std::array::from_fn(|t| a.row(t));
-        // SAFETY: the CPU has AVX-512 VNNI (checked above).
-        let (pair, one, alone) = unsafe {
+    let formats: [(Format, usize, bool, Kernels); 2] = [
+        (Format::Q4K, 144, true, (x86::q4k_pair, x86::q4k_pair, x86::q4k_vnni)),
+        (Format::Q6K, 210, false, (x86::q6k_pair, x86::q6k_pair, x86::q6k_vnni)),
+    ];
+    for (format, size, scales_first, (pair4, pair1, group)) in formats {
+        let m = QMatrix::from_gguf(format, 19, 512, &super_blocks(38, size, 67, scales_first)).unwrap();
+        let (floats, bytes) = m.unit_sizes();
+        let at = |g: usize| {
             (
-                x86::q4k_pair([d0, d1], [qs0, qs1], four),
-                x86::q4k_pair([d0, d1], [qs0, qs1], [a.row(2)]),
-                [x86::q4k_vnni(d0, qs0, four), x86::q4k_vnni(d1, qs1, four)],
+                &m.d[g * 2 * floats..(g + 1) * 2 * floats],
+                &m.qs[g * 2 * bytes..(g + 1) * 2 * bytes],
             )
         };
-        let bits = |x: &[[f32; ROWS]]| x.iter().flatten().map(|v| v.to_bits()).collect::<Vec<_>>();
-        for h in 0..2 {
-            assert_eq!(bits(&pair[h]), bits(&alone[h]), "groups {first} and {second}: half {h}");
-            assert_eq!(bits(&one[h]), bits(&alone[h][2..3]), "one activation row: half {h}");
+        for (first, second) in [(0, 1), (1, 2)] {
+            let ((d0, qs0), (d1, qs1)) = (at(first), at(second));
+            let four: [ActRow; 4] = std::array::from_fn(|t| a.row(t));
+            // SAFETY: the CPU has AVX-512 VNNI (checked above).
+            let (pair, one, alone) = unsafe {
+                (
+                    pair4([d0, d1], [qs0, qs1], four),
+                    pair1([d0, d1], [qs0, qs1], [a.row(2)]),
+                    [group(d0, qs0, four), group(d1, qs1, four)],
+                )
+            };
+            let bits = |x: &[[f32; ROWS]]| x.iter().flatten().map(|v| v.to_bits()).collect::<Vec<_>>();
+            for h in 0..2 {
+                assert_eq!(
+                    bits(&pair[h]),
+                    bits(&alone[h]),
+                    "{format:?} groups {first}, {second}: half {h}"
+                );
+                assert_eq!(
+                    bits(&one[h]),
+                    bits(&alone[h][2..3]),
+                    "{format:?}: one activation row, half {h}"
+                );
+            }
+            assert!(
+                pair[1].iter().flatten().any(|v| *v != 0.),
+                "the high half holds products"
+            );
         }
-        assert!(
-            pair[1].iter().flatten().any(|v| *v != 0.),
-            "the high half holds products"
-        );
     }
 }
 

@@ -631,6 +631,12 @@ pub(super) unsafe fn q4k_pair<const N: usize>(d: [&[f32]; 2], qs: [&[u8]; 2], a:
             acc[n] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, _mm512_set1_ps(-kd)), _mm512_cvtepi32_ps(m), acc[n]);
         }
     }
+    halves_of(acc)
+}
+
+/// Each register's two groups of eight rows.
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+fn halves_of<const N: usize>(acc: [__m512; N]) -> [[[f32; ROWS]; N]; 2] {
     let mut out = [[[0f32; ROWS]; N]; 2];
     for (n, acc) in acc.into_iter().enumerate() {
         let mut all = [0f32; 2 * ROWS];
@@ -640,4 +646,88 @@ pub(super) unsafe fn q4k_pair<const N: usize>(d: [&[f32]; 2], qs: [&[u8]; 2], a:
         out[1][n].copy_from_slice(&all[ROWS..]);
     }
     out
+}
+
+/// Q6_K units of two groups of eight rows (as [`q4k_pair`]: group 0 in the low half of each
+/// register, group 1 in the high) against at most four activation rows: every lane the steps of its
+/// lane in `q6k_vnni`, so each row keeps its bits.
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
+pub(super) unsafe fn q6k_pair<const N: usize>(d: [&[f32]; 2], qs: [&[u8]; 2], a: [ActRow; N]) -> [[[f32; ROWS]; N]; 2] {
+    const { assert!(N <= 4) };
+    let units = d[0].len() / ROWS;
+    debug_assert!(d[1].len() == d[0].len() && qs.iter().all(|q| q.len() == units * Q6K_UNIT));
+    debug_assert!(a.iter().all(|a| a.kd.len() == units && a.kq.len() == units * 256));
+    let (m4, m2) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x30));
+    let mut acc = [_mm512_setzero_ps(); N];
+    for b in 0..units {
+        // SAFETY (all loads): as in `q4k_pair`.
+        let unit = unsafe { [qs[0].as_ptr().add(b * Q6K_UNIT), qs[1].as_ptr().add(b * Q6K_UNIT)] };
+        for u in unit {
+            prefetch_ahead::<N>(u, Q6K_UNIT, 4 * Q6K_UNIT);
+        }
+        let both = |at: usize| unsafe { join(unit[0].add(at), unit[1].add(at)) };
+        // Lane i: the scales of sub-blocks 2p and 2p + 1 of its row, as two words.
+        let scales: [__m512i; 8] = std::array::from_fn(|p| unsafe {
+            let widen = |u: *const u8| _mm256_cvtepi8_epi16(_mm_loadu_si128(u.add(16 * p).cast()));
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(widen(unit[0])), widen(unit[1]))
+        });
+        let mut sums = [_mm512_setzero_si512(); N];
+        for n in 0..N {
+            let ks = unsafe { a[n].ks.as_ptr().add(b * 16) };
+            let mut offset = _mm512_setzero_si512();
+            for (p, &s) in scales.iter().enumerate() {
+                let pair = _mm512_set1_epi32(unsafe { ks.add(2 * p).cast::<i32>().read_unaligned() });
+                offset = _mm512_dpwssd_epi32(offset, s, pair);
+            }
+            sums[n] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32::<5>(offset));
+        }
+        for s in 0..16 {
+            let (x, y, high) = (both(128 + 96 * s), both(128 + 96 * s + 32), both(128 + 96 * s + 64));
+            // 32-bit shifts where `q6k_vnni` shifts 16 bits: what crosses a byte is masked off.
+            let (and, or) = (_mm512_and_si512, _mm512_or_si512);
+            let u = [
+                or(and(x, m4), and(_mm512_slli_epi32::<4>(high), m2)),
+                or(
+                    and(_mm512_srli_epi32::<4>(x), m4),
+                    and(_mm512_slli_epi32::<2>(high), m2),
+                ),
+                or(and(y, m4), and(high, m2)),
+                or(
+                    and(_mm512_srli_epi32::<4>(y), m4),
+                    and(_mm512_srli_epi32::<2>(high), m2),
+                ),
+            ];
+            let pair = scales[s / 2];
+            let scale = if s % 2 == 0 {
+                _mm512_srai_epi32::<16>(_mm512_slli_epi32::<16>(pair))
+            } else {
+                _mm512_srai_epi32::<16>(pair)
+            };
+            for n in 0..N {
+                let q = unsafe { a[n].kq.as_ptr().add(b * 256 + 16 * s) };
+                let mut t = _mm512_setzero_si512();
+                for (k, &u) in u.iter().enumerate() {
+                    let quad = _mm512_set1_epi32(unsafe { q.add(4 * k).cast::<i32>().read_unaligned() });
+                    t = _mm512_dpbusd_epi32(t, u, quad);
+                }
+                sums[n] = _mm512_add_epi32(sums[n], _mm512_mullo_epi32(t, scale));
+            }
+        }
+        let dv = unsafe {
+            let half = |d: &[f32]| _mm256_loadu_ps(d.as_ptr().add(ROWS * b));
+            _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+                _mm512_castpd256_pd512(_mm256_castps_pd(half(d[0]))),
+                _mm256_castps_pd(half(d[1])),
+            ))
+        };
+        for n in 0..N {
+            let kd = unsafe { *a[n].kd.get_unchecked(b) };
+            acc[n] = _mm512_fmadd_ps(
+                _mm512_mul_ps(dv, _mm512_set1_ps(kd)),
+                _mm512_cvtepi32_ps(sums[n]),
+                acc[n],
+            );
+        }
+    }
+    halves_of(acc)
 }
