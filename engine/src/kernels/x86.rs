@@ -537,13 +537,29 @@ k_quant_kernels!(
     wssd_vnni
 );
 
+/// `a` in the low half of a register, `b` in the high.
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+#[inline]
+fn pair_i(a: __m256i, b: __m256i) -> __m512i {
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b)
+}
+
+/// `a` in the low half of a register, `b` in the high (floats).
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+#[inline]
+pub(super) fn pair_ps(a: __m256, b: __m256) -> __m512 {
+    _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+        _mm512_castpd256_pd512(_mm256_castps_pd(a)),
+        _mm256_castps_pd(b),
+    ))
+}
+
 /// Two 256-bit loads, from `a` into the low half and from `b` into the high.
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
 #[inline]
 unsafe fn join(a: *const u8, b: *const u8) -> __m512i {
     // SAFETY: the caller's 32 bytes at each.
-    let (a, b) = unsafe { (_mm256_loadu_si256(a.cast()), _mm256_loadu_si256(b.cast())) };
-    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b)
+    unsafe { pair_i(_mm256_loadu_si256(a.cast()), _mm256_loadu_si256(b.cast())) }
 }
 
 /// Q4_K units of two groups of eight rows (`d[0]` and `qs[0]` rows 0–7, `d[1]` and `qs[1]` rows
@@ -600,14 +616,11 @@ pub(super) unsafe fn q4k_pair<const N: usize>(d: [&[f32]; 2], qs: [&[u8]; 2], a:
         // The minimums against the sums of each 32 activations (llama.cpp's `bsums`).
         let mins: [__m512i; 4] = std::array::from_fn(|p| unsafe {
             let widen = |u: *const u8| _mm256_cvtepu8_epi16(_mm_loadu_si128(u.add(64 + 16 * p).cast()));
-            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(widen(unit[0])), widen(unit[1]))
+            pair_i(widen(unit[0]), widen(unit[1]))
         });
         let floats = |at: usize| unsafe {
             let half = |d: &[f32]| _mm256_loadu_ps(d.as_ptr().add(16 * b + at));
-            _mm512_castpd_ps(_mm512_insertf64x4::<1>(
-                _mm512_castpd256_pd512(_mm256_castps_pd(half(d[0]))),
-                _mm256_castps_pd(half(d[1])),
-            ))
+            pair_ps(half(d[0]), half(d[1]))
         };
         let (dv, dmin) = (floats(0), floats(8));
         for n in 0..N {
@@ -669,7 +682,7 @@ pub(super) unsafe fn q6k_pair<const N: usize>(d: [&[f32]; 2], qs: [&[u8]; 2], a:
         // Lane i: the scales of sub-blocks 2p and 2p + 1 of its row, as two words.
         let scales: [__m512i; 8] = std::array::from_fn(|p| unsafe {
             let widen = |u: *const u8| _mm256_cvtepi8_epi16(_mm_loadu_si128(u.add(16 * p).cast()));
-            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(widen(unit[0])), widen(unit[1]))
+            pair_i(widen(unit[0]), widen(unit[1]))
         });
         let mut sums = [_mm512_setzero_si512(); N];
         for n in 0..N {
@@ -715,10 +728,7 @@ pub(super) unsafe fn q6k_pair<const N: usize>(d: [&[f32]; 2], qs: [&[u8]; 2], a:
         }
         let dv = unsafe {
             let half = |d: &[f32]| _mm256_loadu_ps(d.as_ptr().add(ROWS * b));
-            _mm512_castpd_ps(_mm512_insertf64x4::<1>(
-                _mm512_castpd256_pd512(_mm256_castps_pd(half(d[0]))),
-                _mm256_castps_pd(half(d[1])),
-            ))
+            pair_ps(half(d[0]), half(d[1]))
         };
         for n in 0..N {
             let kd = unsafe { *a[n].kd.get_unchecked(b) };

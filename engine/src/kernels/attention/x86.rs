@@ -229,9 +229,7 @@ unsafe fn twice(p: *const f32) -> __m512 {
 #[inline]
 unsafe fn halves(a: *const f32, b: *const f32) -> __m512 {
     // SAFETY: the caller's eight floats at each.
-    let (a, b) = unsafe { (_mm256_loadu_ps(a), _mm256_loadu_ps(b)) };
-    let low = _mm512_castpd256_pd512(_mm256_castps_pd(a));
-    _mm512_castpd_ps(_mm512_insertf64x4::<1>(low, _mm256_castps_pd(b)))
+    unsafe { super::super::x86::pair_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b)) }
 }
 
 /// `_mm256_hadd_ps` on all four quarters: `[a0 + a1, a2 + a3, b0 + b1, b2 + b3]` in each.
