@@ -19,7 +19,13 @@ fn options(args: CharacterImportArgs) -> Options {
         experimenter: args.experimenter,
         language: args.language,
         replace: args.replace,
+        waiting: Some(waiting),
     }
+}
+
+/// Said when another import holds the data dir: the command then waits for it instead of looking hung.
+fn waiting(data: &Path) {
+    crate::note!("waiting for another import into {} to finish", data.display());
 }
 
 /// What holds a character id in the catalog.
@@ -144,7 +150,12 @@ pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut 
                 "psychobench" => ScaleFormat::Psychobench,
                 other => return Err(input_error(format!("--format {other}: use incharacter or psychobench"))),
             };
-            let options = ScaleOptions { name, id, replace };
+            let options = ScaleOptions {
+                name,
+                id,
+                replace,
+                waiting: Some(waiting),
+            };
             let imported = import::questionnaire(&file, format, data, &options, |id| scale_holders(catalog, id))
                 .map_err(failed)?;
             writeln!(

@@ -79,7 +79,7 @@ pub fn character_card<'s>(
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let id = character_id(options, &name, &stem, language.code())?;
-    let _one = super::one_import_at_a_time(data_dir)?;
+    let _one = super::one_import_at_a_time(data_dir, options.waiting)?;
     let holders = existing(&id);
     let (path, replaced) = claim(
         "character",

@@ -73,6 +73,9 @@ pub struct Options {
     pub language: Option<String>,
     /// Replace what already holds the id (a user file, or a bundled character then overridden).
     pub replace: bool,
+    /// Told (with the data dir) when another import into the same data dir is under way and this one
+    /// waits for it to end.
+    pub waiting: Option<fn(&Path)>,
 }
 
 /// What already holds an id an import would write, as the catalog knows it.
@@ -127,8 +130,9 @@ pub struct Imported {
 /// Holds the imports into `data_dir` to one at a time, from the claim of an id to the last file
 /// written: two imports of one name at once would each find it free and write their files over each
 /// other's. Its lock file sits in the data dir itself, so a refused import leaves the characters and
-/// scales folders as they were. Released when dropped, or when the process ends.
-fn one_import_at_a_time(data_dir: &Path) -> Result<std::fs::File, ImportError> {
+/// scales folders as they were. Released when dropped, or when the process ends. `waiting` is told
+/// before this waits for another import.
+fn one_import_at_a_time(data_dir: &Path, waiting: Option<fn(&Path)>) -> Result<std::fs::File, ImportError> {
     let path = data_dir.join(".import.lock");
     let failed = |error| FileError::Write {
         path: path.clone(),
@@ -141,7 +145,16 @@ fn one_import_at_a_time(data_dir: &Path) -> Result<std::fs::File, ImportError> {
         .write(true)
         .open(&path)
         .map_err(failed)?;
-    file.lock().map_err(failed)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            if let Some(tell) = waiting {
+                tell(data_dir);
+            }
+            file.lock().map_err(failed)?;
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(failed(e).into()),
+    }
     Ok(file)
 }
 
@@ -382,7 +395,7 @@ fn write_character<'s>(
         .clone()
         .unwrap_or_else(|| detect_language(chunks.iter().map(String::as_str)).code().into());
     let id = character_id(options, &name, &fallback_slug, &language)?;
-    let _one = one_import_at_a_time(data_dir)?;
+    let _one = one_import_at_a_time(data_dir, options.waiting)?;
     let holders = existing(&id);
     let (path, replaced) = claim(
         "character",
@@ -658,5 +671,32 @@ mod tests {
             e.ends_with("big.jsonl:2: a line longer than the 16 MiB allowed for a jsonl row"),
             "{e}"
         );
+    }
+
+    /// Where the waiting import says so: the test's channel (one test uses it).
+    static TOLD: std::sync::Mutex<Option<std::sync::mpsc::Sender<PathBuf>>> = std::sync::Mutex::new(None);
+
+    fn tell(data_dir: &Path) {
+        if let Some(tx) = TOLD.lock().unwrap().as_ref() {
+            tx.send(data_dir.to_path_buf()).unwrap();
+        }
+    }
+
+    #[test]
+    fn an_import_waiting_for_another_says_so_then_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        *TOLD.lock().unwrap() = Some(tx);
+        // Alone, it takes the lock without a word.
+        let first = one_import_at_a_time(dir.path(), Some(tell)).unwrap();
+        assert!(rx.try_recv().is_err(), "nothing waited");
+        // A second one, while the first holds the lock, is told it waits, and gets the lock once the
+        // first lets go of it.
+        let data = dir.path().to_path_buf();
+        let second = std::thread::spawn(move || one_import_at_a_time(&data, Some(tell)).map(drop));
+        assert_eq!(rx.recv().unwrap(), dir.path());
+        drop(first);
+        second.join().unwrap().unwrap();
+        assert!(rx.try_recv().is_err(), "told once");
     }
 }

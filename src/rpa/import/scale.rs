@@ -29,6 +29,9 @@ pub struct ScaleOptions {
     pub id: Option<String>,
     /// Replace what already holds that id (a user file, or a bundled scale then overridden).
     pub replace: bool,
+    /// Told (with the data dir) when another import into the same data dir is under way and this one
+    /// waits for it to end.
+    pub waiting: Option<fn(&Path)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -600,7 +603,7 @@ pub fn questionnaire<'s>(
         return Err(format!("scale id \"{id}\" must be ASCII letters, digits, '-' and '_' (pass --id)").into());
     }
     let default = data_dir.join("scales").join(format!("{id}.toml"));
-    let _one = super::one_import_at_a_time(data_dir)?;
+    let _one = super::one_import_at_a_time(data_dir, options.waiting)?;
     let (path, replaced) = claim("scale", &id, default, &existing(&id), options.replace)?;
     let (scale_file, filled) = build(draft, &id);
     let body = toml::to_string(&scale_file).map_err(|e| e.to_string())?;
