@@ -194,6 +194,7 @@ fn go<S: Headless>(
     let mut progress = S::progress(&run, &catalog, std::io::stderr().is_terminal());
     let say = progress.sayer();
     let limits = run.limits();
+    let accounting = run.accounting();
     let mut held = String::new();
     let result = ctx.block_on(run.execute_batch(
         |e| {
@@ -236,15 +237,21 @@ fn go<S: Headless>(
         }
     };
     let (table, fields) = S::summary(&events, &catalog)?;
+    let used = accounting.snapshot();
     if json_output {
         let mut object = Map::new();
         object.insert("session".into(), json!(id));
         object.insert("path".into(), json!(dir));
         object.extend(fields);
+        object.insert("usage".into(), Value::Array(used.rows()));
         writeln!(out, "{}", serde_json::to_string_pretty(&Value::Object(object))?)?;
     } else {
         write!(out, "{table}")?;
         writeln!(out, "session {id}: {}", dir.display())?;
+    }
+    // What this sitting sent (a resume counts only its own requests), on stderr with the notes.
+    for line in used.lines() {
+        crate::note!("used: {line}");
     }
     for line in crate::study::adaptation_lines(&events) {
         crate::note!("adapted: {line}");

@@ -41,6 +41,50 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// What each provider and role used, one line each (for the end of a run): requests, tokens in
+    /// and out, then retries, failures, cache hits and cost where there were any.
+    pub fn lines(&self) -> Vec<String> {
+        let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        self.by_provider_role
+            .iter()
+            .map(|((provider, role), c)| {
+                let mut parts = vec![
+                    plural(c.requests, "request", "requests"),
+                    format!("{} tokens in, {} out", c.prompt_tokens, c.completion_tokens),
+                ];
+                if c.retries > 0 {
+                    parts.push(plural(c.retries, "retry", "retries"));
+                }
+                if c.failures > 0 {
+                    parts.push(format!("{} failed", c.failures));
+                }
+                if c.cache_hits > 0 {
+                    parts.push(format!("{} from the cache", c.cache_hits));
+                }
+                if c.cost > 0.0 {
+                    parts.push(format!("${:.4}", c.cost));
+                }
+                format!("{} {provider}: {}", role.name(), parts.join(", "))
+            })
+            .collect()
+    }
+
+    /// The counters as JSON rows: `provider`, `role` and each counter.
+    pub fn rows(&self) -> Vec<serde_json::Value> {
+        self.by_provider_role
+            .iter()
+            .map(|((provider, role), c)| {
+                let mut row = serde_json::json!({"provider": provider, "role": role.name()});
+                if let (Some(row), Ok(serde_json::Value::Object(counters))) =
+                    (row.as_object_mut(), serde_json::to_value(c))
+                {
+                    row.extend(counters);
+                }
+                row
+            })
+            .collect()
+    }
+
     #[cfg(any(test, feature = "testing"))]
     pub fn total(&self) -> Counters {
         let mut t = Counters::default();
@@ -210,7 +254,6 @@ impl Accounting {
             .collect()
     }
 
-    #[cfg(any(test, feature = "testing"))]
     pub fn snapshot(&self) -> Snapshot {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -242,6 +285,18 @@ mod tests {
         assert_eq!((c.requests, c.retries, c.prompt_tokens), (2, 1, 1_000_000));
         assert!((c.cost - 1.5).abs() < 1e-12);
         assert_eq!(s.total().cache_hits, 1);
+        assert_eq!(
+            s.lines(),
+            [
+                "judge p: 2 requests, 1000000 tokens in, 500000 out, 1 retry, $1.5000",
+                "rpa q: 0 requests, 0 tokens in, 0 out, 1 from the cache",
+            ]
+        );
+        let rows = s.rows();
+        assert_eq!(rows[0]["provider"], "p");
+        assert_eq!(rows[0]["role"], "judge");
+        assert_eq!(rows[0]["completion_tokens"], 500_000);
+        assert_eq!(rows[1]["cache_hits"], 1);
     }
 
     #[test]

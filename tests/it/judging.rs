@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::common;
 
@@ -116,6 +116,15 @@ async fn assess_sends_only_judge_requests_and_the_same_judge_measures_the_same()
         "the judge is asked what it was asked for the parent"
     );
     assert!(out["summary"].as_array().is_some_and(|rows| !rows.is_empty()), "{out}");
+    // What it used: the judge's requests only, as many as the server saw, with their tokens.
+    let usage = out["usage"].as_array().unwrap();
+    assert_eq!(usage.len(), 1, "{out}");
+    assert_eq!(
+        (&usage[0]["provider"], &usage[0]["role"]),
+        (&json!("fake"), &json!("judge"))
+    );
+    assert_eq!(usage[0]["requests"], json!(judged));
+    assert!(usage[0]["prompt_tokens"].as_u64().unwrap() > 0, "{out}");
 
     let export = |id: &str| {
         common::json_of(
