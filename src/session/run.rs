@@ -204,8 +204,10 @@ impl<S: Study> Run<S> {
             let batched = batching.as_ref().map(|b| batch_connector(config, &shared, b));
             // A resume on another model is refused before that model is connected (or loaded).
             let changed = std::cell::Cell::new(None);
+            // A re-assessment's answerer is read from its parent, never connected.
+            let copied = S::parent(&plan).is_some();
             let connect = |name: &str| {
-                if let Err(e) = same_model_configured(&id, config, &prior, name) {
+                if let Err(e) = same_model_configured(&id, config, &prior, name, copied) {
                     let said = e.to_string();
                     changed.set(Some(e));
                     return Err(llm::LlmError::Config(said));
@@ -499,14 +501,26 @@ fn same_models(id: &str, prior: &[Event], now: &crate::study::Providers) -> Resu
 }
 
 /// Refuses, before provider `name` is connected, a resume for which the configuration now gives it
-/// another model than any role of the session had on it. A re-assessment's answerer, read from its
-/// parent, may have had another model on the judge's provider: then the judge is connected, and
-/// [`same_models`], role by role once all are prepared, is what refuses.
-fn same_model_configured(id: &str, config: &Config, prior: &[Event], name: &str) -> Result<(), SessionError> {
+/// another model than any role of the session had on it. In a re-assessment (`copied`), the
+/// answerer's record is its parent's and is never connected, so only the other roles count: a judge
+/// that shared its provider name with the parent's answerer is refused before it is connected.
+/// [`same_models`], role by role once all are prepared, refuses the rest.
+fn same_model_configured(
+    id: &str,
+    config: &Config,
+    prior: &[Event],
+    name: &str,
+    copied: bool,
+) -> Result<(), SessionError> {
     let (Some(start), Some(now)) = (prior.iter().find_map(Event::start), llm::describe(config, name)) else {
         return Ok(());
     };
-    let ran: Vec<_> = start.providers.iter().filter(|(_, was)| was.provider == name).collect();
+    let connected = |role: &str| !(copied && role == crate::config::Role::Rpa.name());
+    let ran: Vec<_> = start
+        .providers
+        .iter()
+        .filter(|(role, was)| was.provider == name && connected(role))
+        .collect();
     match ran.first() {
         Some((role, was)) if ran.iter().all(|(_, was)| was.model != now.model) => Err(SessionError::ModelChanged {
             id: id.to_string(),

@@ -179,29 +179,23 @@ async fn a_session_that_has_not_ended_is_not_reassessed() {
     assert_eq!(sessions, 1, "no re-assessment session started");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_reassessment_resumes_without_asking_twice() {
-    // Slow replies, so the kill lands while judge calls are still to come.
-    let s = setup_with(FakeConfig {
+/// Slow replies, so a kill lands while judge calls are still to come.
+async fn slow() -> Setup {
+    setup_with(FakeConfig {
         first_byte: std::time::Duration::from_millis(40),
         ..FakeConfig::default()
     })
-    .await;
-    let parent = parent(&s).await;
-    // With the cache, a reply that came back before the kill is not asked again even when the
-    // dimension it belongs to was not finished (and so not journaled).
-    let text = std::fs::read_to_string(&s.config).unwrap();
-    std::fs::write(&s.config, text.replace("cache = \"off\"\n", "")).unwrap();
+    .await
+}
+
+/// The id of a re-assessment of `parent` with `methods`, killed after three judge requests.
+async fn killed_reassessment(s: &Setup, parent: &str, methods: &str) -> String {
     let base = s.server.stats().requests;
-    let mut child = common::command(
-        &s.config,
-        &s.data,
-        &["assess", &parent, "--methods", "er-batch,oc,d-oc"],
-    )
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .unwrap();
+    let mut child = common::command(&s.config, &s.data, &["assess", parent, "--methods", methods])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     s.server.wait_for_requests(base + 3).await;
     child.kill().unwrap();
     child.wait().unwrap();
@@ -209,14 +203,27 @@ async fn a_killed_reassessment_resumes_without_asking_twice() {
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|id| *id != parent)
+        .filter(|id| id != parent)
         .collect();
     assert_eq!(sessions.len(), 1);
-    let journal = s.data.join("sessions").join(&sessions[0]).join("journal.jsonl");
-    let killed = std::fs::read_to_string(&journal).unwrap();
-    assert!(!killed.contains("run_finished"), "killed before the end");
-    let out = common::json_of(binary(&s.config, &s.data, &["assess", "--resume", &sessions[0], "--json"]).await);
-    assert_eq!(out["session"], Value::String(sessions[0].clone()));
+    let journal = std::fs::read_to_string(s.data.join("sessions").join(&sessions[0]).join("journal.jsonl")).unwrap();
+    assert!(!journal.contains("run_finished"), "killed before the end");
+    sessions[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_reassessment_resumes_without_asking_twice() {
+    let s = slow().await;
+    let parent = parent(&s).await;
+    // With the cache, a reply that came back before the kill is not asked again even when the
+    // dimension it belongs to was not finished (and so not journaled).
+    let text = std::fs::read_to_string(&s.config).unwrap();
+    std::fs::write(&s.config, text.replace("cache = \"off\"\n", "")).unwrap();
+    let base = s.server.stats().requests;
+    let id = killed_reassessment(&s, &parent, "er-batch,oc,d-oc").await;
+    let journal = s.data.join("sessions").join(&id).join("journal.jsonl");
+    let out = common::json_of(binary(&s.config, &s.data, &["assess", "--resume", &id, "--json"]).await);
+    assert_eq!(out["session"], Value::String(id.clone()));
     let requests = s.server.requests();
     let bodies: Vec<String> = requests[base as usize..].iter().map(Value::to_string).collect();
     let mut unique = bodies.clone();
@@ -236,6 +243,41 @@ async fn a_killed_reassessment_resumes_without_asking_twice() {
         "copied once"
     );
     assert!(journal.contains("\"event\":\"resumed\""));
+}
+
+/// A re-assessment records the parent's answerer beside its own judge: when both ran on one provider
+/// name with different models, a resume whose config gives that provider the answerer's model is
+/// refused for the judge before the judge is connected (its key is missing here, which a connection
+/// would have reported instead).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reassessment_resumed_on_its_answerers_model_is_refused_before_connecting_the_judge() {
+    let s = slow().await;
+    let parent = parent(&s).await;
+    let config = std::fs::read_to_string(&s.config).unwrap();
+    std::fs::write(&s.config, config.replace("fake-model", "other-model")).unwrap();
+    let id = killed_reassessment(&s, &parent, "er-batch,oc").await;
+    let journal = std::fs::read_to_string(s.data.join("sessions").join(&id).join("journal.jsonl")).unwrap();
+    let answerers = config.replace(
+        "model = \"fake-model\"",
+        "model = \"fake-model\"\napi_key_env = \"INCHARACTER_TEST_UNSET_KEY\"",
+    );
+    assert_ne!(answerers, config);
+    std::fs::write(&s.config, answerers).unwrap();
+    let out = common::command(&s.config, &s.data, &["assess", "--resume", &id])
+        .env_remove("INCHARACTER_TEST_UNSET_KEY")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!(
+            "session {id} ran its judge on fake (openai: other-model); the config now gives fake (openai: fake-model)"
+        )),
+        "{said}"
+    );
+    assert!(!said.contains("INCHARACTER_TEST_UNSET_KEY"), "{said}");
+    let after = std::fs::read_to_string(s.data.join("sessions").join(&id).join("journal.jsonl")).unwrap();
+    assert_eq!(after, journal, "nothing written");
 }
 
 /// OC over BFI with one item that the judge always gets wrong: the other items of the call keep their
