@@ -220,7 +220,19 @@ fn go<S: Headless>(
         &*say,
     ));
     progress.finish();
-    let events = match result.map_err(|e| advise(e, S::KIND, Some(&id)))? {
+    // What this sitting sent (a resume counts only its own requests), on stderr with the notes; said
+    // too when the run stopped early (at the cost cap, a provider gone), where it matters most.
+    let used = accounting.snapshot();
+    let say_used = || {
+        for line in used.lines() {
+            crate::note!("used: {line}");
+        }
+    };
+    let ended = result.map_err(|e| {
+        say_used();
+        advise(e, S::KIND, Some(&id))
+    })?;
+    let events = match ended {
         Ended::Complete(events) => events,
         Ended::Waiting(requests) => {
             if json_output {
@@ -237,7 +249,6 @@ fn go<S: Headless>(
         }
     };
     let (table, fields) = S::summary(&events, &catalog)?;
-    let used = accounting.snapshot();
     if json_output {
         let mut object = Map::new();
         object.insert("session".into(), json!(id));
@@ -249,10 +260,7 @@ fn go<S: Headless>(
         write!(out, "{table}")?;
         writeln!(out, "session {id}: {}", dir.display())?;
     }
-    // What this sitting sent (a resume counts only its own requests), on stderr with the notes.
-    for line in used.lines() {
-        crate::note!("used: {line}");
-    }
+    say_used();
     for line in crate::study::adaptation_lines(&events) {
         crate::note!("adapted: {line}");
     }

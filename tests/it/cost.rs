@@ -45,6 +45,13 @@ async fn a_run_that_reaches_its_cap_stops_cleanly_and_resumes() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("reaching its cap of $20.00; it stopped"), "{stderr}");
     assert!(stderr.contains("--resume"), "{stderr}");
+    // What the stopped sitting spent is said too, at the providers' prices.
+    let used = stderr
+        .lines()
+        .find(|l| l.starts_with("used: rpa fake: "))
+        .expect(&stderr);
+    let spent: f64 = used.rsplit_once('$').and_then(|(_, usd)| usd.parse().ok()).expect(used);
+    assert!(spent > 0.0, "{used}");
     let sessions: Vec<_> = std::fs::read_dir(s.data.join("sessions")).unwrap().flatten().collect();
     assert_eq!(sessions.len(), 1);
     let dir = sessions[0].path();
