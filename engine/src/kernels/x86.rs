@@ -228,8 +228,9 @@ macro_rules! quad {
 /// With several tokens to a unit, the `size` bytes `ahead` of `unit` asked into the first-level
 /// cache: each unit then takes long enough to compute that the memory bus idles unless asked ahead
 /// (eight side by side on the 1.5B model: 75–80 → 87–100 tok/s on an AVX2 machine; four units
-/// ahead rather than two, alternating runs on an AVX-512 machine: 161–172 → 171–186 tok/s, not
-/// measured again on AVX2). One token's kernels stream fast enough for the hardware's own
+/// ahead rather than two, alternating runs on an AVX-512 machine: 161–172 → 171–186 tok/s; its AVX2
+/// kernels forced there with `INCHARACTER_KERNELS=avx2`, two rounds: none 81–83, two ahead 105–108,
+/// four ahead 107–109 tok/s). One token's kernels stream fast enough for the hardware's own
 /// prefetching, and are left alone.
 #[inline(always)]
 fn prefetch_ahead<const N: usize>(unit: *const u8, size: usize, ahead: usize) {
