@@ -779,24 +779,35 @@ pub fn exp(x: f32) -> f32 {
     y * f32::from_bits(((n as i32 + 127) << 23) as u32)
 }
 
-/// `x / (1 + e^y)`, lane by lane ([`exp`]'s arithmetic: the same bits on every instruction set).
+/// `out[i] = x[i] / (1 + e^y[i])` for every value of `out` ([`exp`]'s arithmetic: the same bits on
+/// every instruction set). Give it many values at once: the vector steps of one group then overlap
+/// with the next's.
 #[inline]
-pub fn sigmoid_gate(x: [f32; ROWS], y: [f32; ROWS]) -> [f32; ROWS] {
+pub fn sigmoid_gates(x: &[f32], y: &[f32], out: &mut [f32]) {
+    assert!(x.len() >= out.len() && y.len() >= out.len());
     #[cfg(target_arch = "x86_64")]
-    if avx2() {
+    match level() {
+        // SAFETY: AVX-512F (part of the VNNI level), AVX2 and FMA are present.
+        Level::Vnni => return unsafe { x86::sigmoid_gates16(x, y, out) },
         // SAFETY: AVX2 and FMA are present.
-        return unsafe { x86::sigmoid_gate(x, y) };
+        Level::Avx2 => return unsafe { x86::sigmoid_gates(x, y, out) },
+        Level::Scalar => {}
     }
-    std::array::from_fn(|i| x[i] / (1. + exp(y[i])))
+    for ((o, x), y) in out.iter_mut().zip(x).zip(y) {
+        *o = x / (1. + exp(*y));
+    }
 }
 
 /// `s ← e^(s − max)` for every score ([`exp`]'s arithmetic: the same bits on every instruction set).
 #[inline]
 pub fn exp_less(scores: &mut [f32], max: f32) {
     #[cfg(target_arch = "x86_64")]
-    if avx2() {
+    match level() {
+        // SAFETY: AVX-512F (part of the VNNI level), AVX2 and FMA are present.
+        Level::Vnni => return unsafe { x86::exp_less16(scores, max) },
         // SAFETY: AVX2 and FMA are present.
-        return unsafe { x86::exp_less(scores, max) };
+        Level::Avx2 => return unsafe { x86::exp_less(scores, max) },
+        Level::Scalar => {}
     }
     for s in scores {
         *s = exp(*s - max);
@@ -903,7 +914,8 @@ pub enum Level {
     /// AVX2 and FMA.
     Avx2,
     /// AVX2 and FMA, and AVX-512 (F, VL and VNNI): the 8-bit and K-quant kernels' one-instruction
-    /// multiply-adds, Q4_K and Q6_K sixteen rows at a time, attention sixteen floats to a register.
+    /// multiply-adds, Q4_K and Q6_K sixteen rows at a time, attention, the feed-forward's gates and
+    /// the softmax's exponentials sixteen floats to a register.
     Vnni,
 }
 

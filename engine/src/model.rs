@@ -247,15 +247,30 @@ fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
-/// The gate of eight values: SiLU `x·σ(x)`, or GELU's tanh approximation (as llama.cpp's
-/// `ggml_gelu`) `½x(1 + tanh z) = x·σ(2z)` with `z = √(2/π)(x + 0.044715x³)`; both `x / (1 + e^y)`.
-fn gate(activation: Activation, x: [f32; ROWS]) -> [f32; ROWS] {
+/// The gates of a tile (its first `take` rows' first `size` values): SiLU `x·σ(x)`, or GELU's tanh
+/// approximation (as llama.cpp's `ggml_gelu`) `½x(1 + tanh z) = x·σ(2z)` with
+/// `z = √(2/π)(x + 0.044715x³)`; both `x / (1 + e^y)`, the whole tile in one call.
+fn gates(activation: Activation, g: &[[f32; 2 * ROWS]; 8], take: usize, size: usize) -> [[f32; 2 * ROWS]; 8] {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    let y = match activation {
-        Activation::Silu => x.map(|x| -x),
-        Activation::Gelu => x.map(|x| -2. * SQRT_2_OVER_PI * x * (1. + 0.044_715 * x * x)),
-    };
-    kernels::sigmoid_gate(x, y)
+    let n = take * size;
+    let mut x = [0f32; 8 * 2 * ROWS];
+    for (k, row) in g.iter().take(take).enumerate() {
+        x[k * size..(k + 1) * size].copy_from_slice(&row[..size]);
+    }
+    let mut y = [0f32; 8 * 2 * ROWS];
+    for (y, &x) in y.iter_mut().zip(&x[..n]) {
+        *y = match activation {
+            Activation::Silu => -x,
+            Activation::Gelu => -2. * SQRT_2_OVER_PI * x * (1. + 0.044_715 * x * x),
+        };
+    }
+    let mut gated = [0f32; 8 * 2 * ROWS];
+    kernels::sigmoid_gates(&x[..n], &y[..n], &mut gated[..n]);
+    let mut out = [[0f32; 2 * ROWS]; 8];
+    for (k, row) in out.iter_mut().take(take).enumerate() {
+        row[..size].copy_from_slice(&gated[k * size..(k + 1) * size]);
+    }
+    out
 }
 
 impl Model {
@@ -782,12 +797,10 @@ impl Model {
                         block_tile(&layer.gate, (r, size), &rows, t, take),
                         block_tile(&layer.up, (r, size), &rows, t, take),
                     );
+                    let gated = gates(c.activation, &g, take, size);
                     for k in 0..take {
-                        for h in (0..size).step_by(ROWS) {
-                            let gated = gate(c.activation, std::array::from_fn(|i| g[k][h + i]));
-                            for i in 0..ROWS.min(share.end - r - h) {
-                                inner.f.set((t + k) * ffn + r + h + i, gated[i] * u[k][h + i]);
-                            }
+                        for i in 0..size.min(share.end - r) {
+                            inner.f.set((t + k) * ffn + r + i, gated[k][i] * u[k][i]);
                         }
                     }
                 });

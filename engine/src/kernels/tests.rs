@@ -659,19 +659,55 @@ fn super_block_quantization_is_the_same_on_every_instruction_set() {
     assert_eq!(run(quantize_row_k), scalar);
 }
 
-/// The eight-lane gate gives the portable arithmetic's bits, across `exp`'s whole clamped range.
+/// The gates and the softmax's exponentials give the portable arithmetic's bits on every instruction
+/// set the CPU has, across `exp`'s whole clamped range and for any length (remainders after the
+/// sixteens and the eights).
 #[test]
 fn the_gate_and_the_softmax_are_the_same_on_every_instruction_set() {
-    for i in -1200..1200 {
-        let x: [f32; 8] = std::array::from_fn(|l| (i * 8 + l as i32) as f32 / 97.);
-        let y = x.map(|x| -x * 1.3);
-        let want: [f32; 8] = std::array::from_fn(|l| x[l] / (1. + exp(y[l])));
-        assert_eq!(sigmoid_gate(x, y).map(f32::to_bits), want.map(f32::to_bits), "{x:?}");
+    type Gates = fn(&[f32], &[f32], &mut [f32]);
+    type Exps = fn(&mut [f32], f32);
+    let mut paths: Vec<(&str, Gates, Exps)> = vec![("dispatched", sigmoid_gates, exp_less)];
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx2") && has!("fma") {
+            // SAFETY (both): AVX2 and FMA are present.
+            paths.push((
+                "avx2",
+                |x, y, o| unsafe { x86::sigmoid_gates(x, y, o) },
+                |s, m| unsafe { x86::exp_less(s, m) },
+            ));
+            if has!("avx512f") {
+                // SAFETY (both): AVX-512F, AVX2 and FMA are present.
+                paths.push((
+                    "avx512",
+                    |x, y, o| unsafe { x86::sigmoid_gates16(x, y, o) },
+                    |s, m| unsafe { x86::exp_less16(s, m) },
+                ));
+            }
+        }
     }
-    // And the softmax's exponentials, whatever the length (a remainder after the eights).
+    let x: Vec<f32> = (-9600..9600).map(|i| i as f32 / 97.).collect();
+    let y: Vec<f32> = x.iter().map(|x| -x * 1.3).collect();
+    let want: Vec<u32> = x.iter().zip(&y).map(|(x, y)| (x / (1. + exp(*y))).to_bits()).collect();
     let scores: Vec<f32> = (0..1001).map(|i| (i as f32 - 700.) / 7.).collect();
-    let mut got = scores.clone();
-    exp_less(&mut got, 3.5);
-    let want: Vec<u32> = scores.iter().map(|&s| exp(s - 3.5).to_bits()).collect();
-    assert_eq!(got.iter().map(|s| s.to_bits()).collect::<Vec<_>>(), want);
+    let exps: Vec<u32> = scores.iter().map(|&s| exp(s - 3.5).to_bits()).collect();
+    for (name, gates, exp_less) in paths {
+        for n in [x.len(), 16 * 5 + 8 + 3, 16 + 7, 5, 0] {
+            let mut got = vec![0f32; n];
+            gates(&x, &y, &mut got);
+            assert!(
+                got.iter().map(|g| g.to_bits()).eq(want[..n].iter().copied()),
+                "{name}, {n} gates"
+            );
+        }
+        for n in [scores.len(), 16 * 3 + 8 + 1, 9, 0] {
+            let mut got = scores[..n].to_vec();
+            exp_less(&mut got, 3.5);
+            assert!(
+                got.iter().map(|s| s.to_bits()).eq(exps[..n].iter().copied()),
+                "{name}, {n} exponentials"
+            );
+        }
+    }
 }

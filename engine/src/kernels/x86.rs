@@ -49,41 +49,82 @@ pub(super) unsafe fn q4<const N: usize>(d: &[f32], c: &[f32], qs: &[u8], a: [Act
     out
 }
 
-/// `e^y` in eight lanes with the portable `exp`'s operations in its order (no fused steps): the
-/// same bits.
-#[target_feature(enable = "avx2,fma")]
-fn exp8(y: __m256) -> __m256 {
-    let (mul, add, sub, set) = (_mm256_mul_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_set1_ps);
-    let y = _mm256_max_ps(_mm256_min_ps(y, set(88.3)), set(-87.3));
-    let magic = set(12_582_912.);
-    let n = sub(add(mul(y, set(std::f32::consts::LOG2_E)), magic), magic);
-    let r = add(sub(y, mul(n, set(0.693_359_4))), mul(n, set(2.121_944_4e-4)));
-    let mut p = set(1.987_569_1e-4);
-    for c in [1.398_2e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
-        p = add(mul(p, r), set(c));
-    }
-    let e = add(add(mul(mul(p, r), r), r), set(1.));
-    let two_n = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(
-        _mm256_cvttps_epi32(n),
-        _mm256_set1_epi32(127),
-    )));
-    mul(e, two_n)
+/// `e^y` lane by lane with the portable `exp`'s operations in its order (no fused steps), so every
+/// lane has its bits, for one width of register (its float and integer intrinsics given).
+macro_rules! exp_lanes {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $v:ty,
+     [$mul:ident, $add:ident, $sub:ident, $set:ident, $max:ident, $min:ident],
+     [$cvtt:ident, $add_i:ident, $set_i:ident, $shift:ident, $cast:ident]) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        fn $name(y: $v) -> $v {
+            let (mul, add, sub, set) = ($mul, $add, $sub, $set);
+            let y = $max($min(y, set(88.3)), set(-87.3));
+            let magic = set(12_582_912.);
+            let n = sub(add(mul(y, set(std::f32::consts::LOG2_E)), magic), magic);
+            let r = add(sub(y, mul(n, set(0.693_359_4))), mul(n, set(2.121_944_4e-4)));
+            let mut p = set(1.987_569_1e-4);
+            for c in [1.398_2e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
+                p = add(mul(p, r), set(c));
+            }
+            let e = add(add(mul(mul(p, r), r), r), set(1.));
+            let two_n = $cast($shift::<23>($add_i($cvtt(n), $set_i(127))));
+            mul(e, two_n)
+        }
+    };
 }
 
-/// `x / (1 + e^y)` in eight lanes: the portable arithmetic's bits.
+exp_lanes!(
+    /// `e^y` in eight lanes.
+    exp8,
+    "avx2,fma",
+    __m256,
+    [_mm256_mul_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_set1_ps, _mm256_max_ps, _mm256_min_ps],
+    [_mm256_cvttps_epi32, _mm256_add_epi32, _mm256_set1_epi32, _mm256_slli_epi32, _mm256_castsi256_ps]
+);
+
+exp_lanes!(
+    /// `e^y` in sixteen lanes.
+    exp16,
+    "avx2,fma,avx512f",
+    __m512,
+    [_mm512_mul_ps, _mm512_add_ps, _mm512_sub_ps, _mm512_set1_ps, _mm512_max_ps, _mm512_min_ps],
+    [_mm512_cvttps_epi32, _mm512_add_epi32, _mm512_set1_epi32, _mm512_slli_epi32, _mm512_castsi512_ps]
+);
+
+/// `out[i] = x[i] / (1 + e^y[i])`, eight lanes at a time over the whole slice (the steps of
+/// consecutive eights overlap in the processor), the rest as the portable loop: its bits.
 #[target_feature(enable = "avx2,fma")]
-pub(super) fn sigmoid_gate(x: [f32; ROWS], y: [f32; ROWS]) -> [f32; ROWS] {
-    // SAFETY: eight floats each.
-    let (x, y) = unsafe { (_mm256_loadu_ps(x.as_ptr()), _mm256_loadu_ps(y.as_ptr())) };
-    let mut out = [0f32; ROWS];
-    // SAFETY: eight floats.
-    unsafe {
-        _mm256_storeu_ps(
-            out.as_mut_ptr(),
-            _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.), exp8(y))),
-        )
-    };
-    out
+pub(super) fn sigmoid_gates(x: &[f32], y: &[f32], out: &mut [f32]) {
+    assert!(x.len() >= out.len() && y.len() >= out.len());
+    let whole = out.len() / 8 * 8;
+    for i in (0..whole).step_by(8) {
+        // SAFETY: i + 8 ≤ out.len() ≤ x.len(), y.len() (asserted above).
+        unsafe {
+            let (xv, yv) = (_mm256_loadu_ps(x.as_ptr().add(i)), _mm256_loadu_ps(y.as_ptr().add(i)));
+            let gated = _mm256_div_ps(xv, _mm256_add_ps(_mm256_set1_ps(1.), exp8(yv)));
+            _mm256_storeu_ps(out.as_mut_ptr().add(i), gated);
+        }
+    }
+    for i in whole..out.len() {
+        out[i] = x[i] / (1. + super::exp(y[i]));
+    }
+}
+
+/// [`sigmoid_gates`] sixteen lanes at a time: the same bits.
+#[target_feature(enable = "avx2,fma,avx512f")]
+pub(super) fn sigmoid_gates16(x: &[f32], y: &[f32], out: &mut [f32]) {
+    assert!(x.len() >= out.len() && y.len() >= out.len());
+    let whole = out.len() / 16 * 16;
+    for i in (0..whole).step_by(16) {
+        // SAFETY: i + 16 ≤ out.len() ≤ x.len(), y.len() (asserted above).
+        unsafe {
+            let (xv, yv) = (_mm512_loadu_ps(x.as_ptr().add(i)), _mm512_loadu_ps(y.as_ptr().add(i)));
+            let gated = _mm512_div_ps(xv, _mm512_add_ps(_mm512_set1_ps(1.), exp16(yv)));
+            _mm512_storeu_ps(out.as_mut_ptr().add(i), gated);
+        }
+    }
+    sigmoid_gates(&x[whole..], &y[whole..], &mut out[whole..]);
 }
 
 /// `s ← e^(s − max)` eight at a time (the rest as the portable loop does): the same bits.
@@ -101,6 +142,21 @@ pub(super) fn exp_less(scores: &mut [f32], max: f32) {
     for s in chunks.into_remainder() {
         *s = super::exp(*s - max);
     }
+}
+
+/// [`exp_less`] sixteen at a time: the same bits.
+#[target_feature(enable = "avx2,fma,avx512f")]
+pub(super) fn exp_less16(scores: &mut [f32], max: f32) {
+    let m = _mm512_set1_ps(max);
+    let mut chunks = scores.chunks_exact_mut(16);
+    for chunk in &mut chunks {
+        // SAFETY: sixteen floats.
+        unsafe {
+            let s = _mm512_loadu_ps(chunk.as_ptr());
+            _mm512_storeu_ps(chunk.as_mut_ptr(), exp16(_mm512_sub_ps(s, m)));
+        }
+    }
+    exp_less(chunks.into_remainder(), max);
 }
 
 /// `quantize_row_k` (see the parent module) with the same roundings: the same bytes.

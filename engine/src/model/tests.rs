@@ -249,13 +249,24 @@ fn a_snapshot_of_the_cache_continues_like_the_original() {
 fn the_gates_equal_their_textbook_forms() {
     for i in -2000..2000 {
         let x = i as f32 / 100.;
+        let g = [[x; 2 * ROWS]; 8];
         let tanh = 0.5 * x * (1. + (0.797_884_6 * x * (1. + 0.044_715 * x * x)).tanh());
-        let gelu = gate(Activation::Gelu, [x; ROWS]);
-        assert!((gelu[3] - tanh).abs() <= 1e-6 * (1. + tanh.abs()), "gelu({x})");
+        let gelu = gates(Activation::Gelu, &g, 3, 2 * ROWS);
+        assert!((gelu[2][13] - tanh).abs() <= 1e-6 * (1. + tanh.abs()), "gelu({x})");
         let silu = x / (1. + (-x).exp());
-        let got = gate(Activation::Silu, [x; ROWS]);
-        assert!((got[5] - silu).abs() <= 1e-6 * (1. + silu.abs()), "silu({x})");
-        assert!(got.iter().all(|&g| g == got[0]));
+        let got = gates(Activation::Silu, &g, 5, ROWS);
+        assert!((got[4][5] - silu).abs() <= 1e-6 * (1. + silu.abs()), "silu({x})");
+        // The tile's values, and nothing outside it.
+        for (k, row) in got.iter().enumerate() {
+            for (i, &v) in row.iter().enumerate() {
+                let inside = k < 5 && i < ROWS;
+                assert_eq!(
+                    v.to_bits(),
+                    if inside { got[0][0] } else { 0. }.to_bits(),
+                    "silu({x}) [{k}][{i}]"
+                );
+            }
+        }
     }
 }
 
