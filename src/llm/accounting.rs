@@ -71,16 +71,21 @@ impl Snapshot {
 
     /// The counters as JSON rows: `provider`, `role` and each counter.
     pub fn rows(&self) -> Vec<serde_json::Value> {
+        #[derive(Serialize)]
+        struct Row<'a> {
+            provider: &'a str,
+            role: &'static str,
+            #[serde(flatten)]
+            counters: &'a Counters,
+        }
         self.by_provider_role
             .iter()
-            .map(|((provider, role), c)| {
-                let mut row = serde_json::json!({"provider": provider, "role": role.name()});
-                if let (Some(row), Ok(serde_json::Value::Object(counters))) =
-                    (row.as_object_mut(), serde_json::to_value(c))
-                {
-                    row.extend(counters);
-                }
-                row
+            .map(|((provider, role), counters)| {
+                serde_json::json!(Row {
+                    provider,
+                    role: role.name(),
+                    counters
+                })
             })
             .collect()
     }
