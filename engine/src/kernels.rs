@@ -564,11 +564,13 @@ impl QMatrix {
         }
     }
 
-    /// Whether [`QMatrix::dot16`] computes rows `r..r + 16` two groups at a time (Q4_K and Q6_K on a
-    /// CPU with AVX-512 VNNI, both groups held).
+    /// Whether [`QMatrix::dot16`] computes rows `r..r + 16` two groups at a time (Q4_K, Q6_K and the
+    /// byte-held formats on a CPU with AVX-512 VNNI, both groups held).
     #[inline]
     pub fn pairs_rows(&self, r: usize) -> bool {
-        matches!(self.held, Held::Q4K | Held::Q6K) && level() == Level::Vnni && r + interleaved::ROWS < self.rows
+        matches!(self.held, Held::Q4K | Held::Q6K | Held::Q8)
+            && level() == Level::Vnni
+            && r + interleaved::ROWS < self.rows
     }
 
     /// The dot products of rows `r..r + 16` (`r` a multiple of 8) with at most four activation rows:
@@ -584,6 +586,25 @@ impl QMatrix {
                 [[0.; interleaved::ROWS]; N]
             };
             return [self.dot8(r, a), second];
+        }
+        if self.held == Held::Q8 {
+            let nb = self.cols / BLOCK;
+            let group = |g: usize| {
+                let floats = g * nb * interleaved::ROWS..(g + 1) * nb * interleaved::ROWS;
+                (
+                    &self.d[floats.clone()],
+                    self.c.get(floats).unwrap_or(&[]),
+                    &self.qs[g * nb * interleaved::Q8_UNIT..(g + 1) * nb * interleaved::Q8_UNIT],
+                )
+            };
+            let g = r / interleaved::ROWS;
+            let (first, second) = (group(g), group(g + 1));
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `pairs_rows` says the CPU has AVX-512 VNNI; both groups hold whole units, a
+            // constant term for both or neither, and every activation row `nb` blocks.
+            return unsafe { x86::q8_pair([first.0, second.0], [first.1, second.1], [first.2, second.2], a) };
+            #[cfg(not(target_arch = "x86_64"))]
+            unreachable!("`pairs_rows` holds only on x86-64")
         }
         let units = self.cols / 256;
         let (floats, bytes) = self.unit_sizes();

@@ -403,6 +403,71 @@ fn two_groups_of_k_quant_rows_give_each_groups_bits() {
     }
 }
 
+/// The byte-held formats sixteen rows at a time, against each group's eight-row kernel: the same
+/// bits in every lane, with a constant term (Q5_1) and without (19 rows: a third group of three).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn two_groups_of_byte_held_rows_give_each_groups_bits() {
+    use std::arch::is_x86_feature_detected as has;
+    if !(has!("avx2") && has!("fma") && has!("avx512f") && has!("avx512vl") && has!("avx512vnni")) {
+        return;
+    }
+    let cols = 96;
+    let nb = cols / BLOCK;
+    let a = acts(4, cols, 73);
+    for format in [Format::Q8_0, Format::Q5_0, Format::Q5_1] {
+        let m = QMatrix::from_gguf(format, 19, cols, &gguf_bytes(format, &values(19 * cols, 79))).unwrap();
+        let at = |g: usize| {
+            let floats = g * nb * ROWS..(g + 1) * nb * ROWS;
+            (
+                &m.d[floats.clone()],
+                m.c.get(floats).unwrap_or(&[]),
+                &m.qs[g * nb * interleaved::Q8_UNIT..(g + 1) * nb * interleaved::Q8_UNIT],
+            )
+        };
+        assert_eq!(
+            at(0).1.is_empty(),
+            format != Format::Q5_1,
+            "{format:?}: its constant term"
+        );
+        for (first, second) in [(0, 1), (1, 2)] {
+            let ((d0, c0, qs0), (d1, c1, qs1)) = (at(first), at(second));
+            let four: [ActRow; 4] = std::array::from_fn(|t| a.row(t));
+            // SAFETY: the CPU has AVX-512 VNNI (checked above).
+            let (pair, one, alone) = unsafe {
+                (
+                    x86::q8_pair([d0, d1], [c0, c1], [qs0, qs1], four),
+                    x86::q8_pair([d0, d1], [c0, c1], [qs0, qs1], [a.row(2)]),
+                    [x86::q8_vnni(d0, c0, qs0, four), x86::q8_vnni(d1, c1, qs1, four)],
+                )
+            };
+            let bits = |x: &[[f32; ROWS]]| x.iter().flatten().map(|v| v.to_bits()).collect::<Vec<_>>();
+            for h in 0..2 {
+                assert_eq!(
+                    bits(&pair[h]),
+                    bits(&alone[h]),
+                    "{format:?} groups {first}, {second}: half {h}"
+                );
+                assert_eq!(
+                    bits(&one[h]),
+                    bits(&alone[h][2..3]),
+                    "{format:?}: one activation row, half {h}"
+                );
+            }
+            assert!(
+                pair[1].iter().flatten().any(|v| *v != 0.),
+                "the high half holds products"
+            );
+        }
+        // Through the matrix: sixteen rows at a time give the eight-row products' bits.
+        for r in [0, 8] {
+            let [low, high] = m.dot16(r, [a.row(0), a.row(3)]);
+            assert_eq!(low, m.dot8(r, [a.row(0), a.row(3)]), "{format:?} rows {r}..");
+            assert_eq!(high, m.dot8(r + 8, [a.row(0), a.row(3)]), "{format:?} rows {}..", r + 8);
+        }
+    }
+}
+
 #[test]
 fn super_block_activations_round_as_llama_cpp_does() {
     // The value largest in magnitude becomes −127 whatever its sign (the scale takes the sign).

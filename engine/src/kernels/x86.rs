@@ -798,3 +798,54 @@ pub(super) unsafe fn q6k_pair<const N: usize>(d: [&[f32]; 2], qs: [&[u8]; 2], a:
     }
     halves_of(acc)
 }
+
+/// 8-bit units of two groups of eight rows (as [`q4k_pair`]: group 0 in the low half of each
+/// register, group 1 in the high; `c` empty for both or neither) against at most four activation
+/// rows: every lane the steps of its lane in `q8_vnni`, so each row keeps its bits.
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
+pub(super) unsafe fn q8_pair<const N: usize>(
+    d: [&[f32]; 2],
+    c: [&[f32]; 2],
+    qs: [&[u8]; 2],
+    a: [ActRow; N],
+) -> [[[f32; ROWS]; N]; 2] {
+    const { assert!(N <= 4) };
+    let units = d[0].len() / ROWS;
+    debug_assert!(d[1].len() == d[0].len() && qs.iter().all(|q| q.len() == units * Q8_UNIT));
+    debug_assert!(c[0].len() == c[1].len() && (c[0].is_empty() || c[0].len() == d[0].len()));
+    debug_assert!(
+        a.iter()
+            .all(|a| a.d.len() == units && a.q.len() == units * BLOCK && a.sums.len() == units)
+    );
+    let constant = !c[0].is_empty();
+    let floats = |f: [&[f32]; 2], b: usize| unsafe {
+        let half = |f: &[f32]| _mm256_loadu_ps(f.as_ptr().add(ROWS * b));
+        pair_ps(half(f[0]), half(f[1]))
+    };
+    let mut acc = [_mm512_setzero_ps(); N];
+    for b in 0..units {
+        // SAFETY (all loads): unit b of both groups is in bounds of `d`, `c` and `qs`, block b of
+        // every activation row (debug-asserted above).
+        let unit = unsafe { [qs[0].as_ptr().add(b * Q8_UNIT), qs[1].as_ptr().add(b * Q8_UNIT)] };
+        for u in unit {
+            prefetch_ahead::<N>(u, Q8_UNIT, 8 * Q8_UNIT);
+        }
+        let w: [__m512i; 8] = std::array::from_fn(|k| unsafe { join(unit[0].add(32 * k), unit[1].add(32 * k)) });
+        let dv = floats(d, b);
+        for n in 0..N {
+            let q = unsafe { a[n].q.as_ptr().add(b * BLOCK) };
+            let mut t = _mm512_set1_epi32(-128 * unsafe { *a[n].sums.get_unchecked(b) });
+            for (k, &w) in w.iter().enumerate() {
+                let quad = _mm512_set1_epi32(unsafe { q.add(4 * k).cast::<i32>().read_unaligned() });
+                t = _mm512_dpbusd_epi32(t, w, quad);
+            }
+            let ad = unsafe { *a[n].d.get_unchecked(b) };
+            acc[n] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(ad)), _mm512_cvtepi32_ps(t), acc[n]);
+            if constant {
+                let s = unsafe { *a[n].s.get_unchecked(b) };
+                acc[n] = _mm512_fmadd_ps(floats(c, b), _mm512_set1_ps(s), acc[n]);
+            }
+        }
+    }
+    halves_of(acc)
+}
