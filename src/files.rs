@@ -145,7 +145,11 @@ pub fn read_limited(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u
 
 /// The text of the regular file `path` (UTF-8, at most `limit` bytes); bad UTF-8 is located.
 pub fn read_text_limited(path: &Path, limit: u64, what: &'static str) -> Result<String, FileError> {
-    let bytes = read_limited(path, limit, what)?;
+    utf8_text(path, read_limited(path, limit, what)?)
+}
+
+/// The bytes read from `path` as text; bad UTF-8 is located.
+pub fn utf8_text(path: &Path, bytes: Vec<u8>) -> Result<String, FileError> {
     String::from_utf8(bytes).map_err(|e| {
         let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;

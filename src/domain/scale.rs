@@ -323,6 +323,19 @@ struct RawItem {
 const MAX_OPTION: i32 = 1000;
 const MAX_OPTIONS: i64 = 101;
 
+/// What is wrong with a score range `[min, max]`, if anything: the minimum must be below the
+/// maximum, both within ±[`MAX_OPTION`], with at most [`MAX_OPTIONS`] options.
+pub fn range_problem([min, max]: [i32; 2]) -> Option<String> {
+    let sane = |v: i32| (-MAX_OPTION..=MAX_OPTION).contains(&v);
+    let ok = sane(min) && sane(max) && min < max && i64::from(max) - i64::from(min) < MAX_OPTIONS;
+    (!ok).then(|| {
+        format!(
+            "range [{min}, {max}]: the minimum must be below the maximum, both within ±{MAX_OPTION}, \
+             with at most {MAX_OPTIONS} options"
+        )
+    })
+}
+
 fn blank(s: &str) -> bool {
     s.trim().is_empty()
 }
@@ -382,16 +395,10 @@ impl RawScale {
             errors.push(src.at(self.citation.span(), "citation is empty: cite the published instrument"));
         }
         let [min, max] = *self.range.get_ref();
-        let sane = |v: i32| (-MAX_OPTION..=MAX_OPTION).contains(&v);
-        let range_ok = sane(min) && sane(max) && min < max && i64::from(max) - i64::from(min) < MAX_OPTIONS;
-        if !range_ok {
-            errors.push(src.at(
-                self.range.span(),
-                format!(
-                    "range [{min}, {max}]: the minimum must be below the maximum, both within ±{MAX_OPTION}, \
-                     with at most {MAX_OPTIONS} options"
-                ),
-            ));
+        let problem = range_problem([min, max]);
+        let range_ok = problem.is_none();
+        if let Some(problem) = problem {
+            errors.push(src.at(self.range.span(), problem));
         }
         let range = ScoreRange { min, max };
         for language in [Language::En, Language::Zh] {

@@ -107,48 +107,6 @@ pub enum CardError {
     },
 }
 
-/// Where the value of `key` begins in the card's JSON `raw` (1-based line and column, in characters):
-/// the key of the root object, or of the object under the root's `"data"` for a V2/V3 field
-/// (`prefix` "data."); keys of deeper objects and text inside strings do not count.
-fn locate(raw: &str, prefix: &str, key: &str) -> Option<(usize, usize)> {
-    // The object whose keys are searched: the root (depth 1), or `data` (depth 2, once inside it).
-    let (want_depth, mut in_data) = if prefix.is_empty() { (1, true) } else { (2, false) };
-    let bytes = raw.as_bytes();
-    let (mut depth, mut i) = (0usize, 0usize);
-    while i < bytes.len() {
-        match bytes[i] {
-            b'{' | b'[' => depth += 1,
-            b'}' | b']' => {
-                depth = depth.saturating_sub(1);
-                if !prefix.is_empty() && depth < 2 {
-                    in_data = false;
-                }
-            }
-            b'"' => {
-                // A string: find its end past escapes, then see whether a colon makes it a key.
-                let mut j = i + 1;
-                while j < bytes.len() && bytes[j] != b'"' {
-                    j += if bytes[j] == b'\\' { 2 } else { 1 };
-                }
-                let text = raw.get(i + 1..j.min(raw.len()))?;
-                let after = raw.get(j + 1..)?.trim_start();
-                if let Some(rest) = after.strip_prefix(':') {
-                    let value = raw.len() - rest.trim_start().len();
-                    if depth == 1 && !prefix.is_empty() && text == "data" {
-                        in_data = true;
-                    } else if depth == want_depth && in_data && text == key {
-                        return Some(crate::domain::diagnostic::Source::new("", raw).line_col(value));
-                    }
-                }
-                i = j;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    None
-}
-
 fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -197,9 +155,13 @@ pub fn parse(text: &str) -> Result<Card, CardError> {
         }
     };
     // A field of the wrong kind is named where its value begins, when it can be found.
-    let wrong = |key: &str, message: String| match locate(raw, prefix, key) {
-        Some((line, column)) => CardError::Field { line, column, message },
-        None => shape(message),
+    // (the key of the root object, or of the one under the root's `"data"` for a V2/V3 field).
+    let wrong = |key: &str, message: String| {
+        let path: &[&str] = if prefix.is_empty() { &[key] } else { &["data", key] };
+        match crate::domain::diagnostic::Source::new("", raw).json_at(path) {
+            Some((line, column)) => CardError::Field { line, column, message },
+            None => shape(message),
+        }
     };
     let text = |key: &str| match fields.get(key) {
         None | Some(Value::Null) => Ok(String::new()),

@@ -317,8 +317,7 @@ fn read(file: &Path) -> Result<(Card, Option<Vec<u8>>), String> {
                 bytes.len()
             ));
         }
-        let text = String::from_utf8(bytes)
-            .map_err(|e| format!("{shown}: not UTF-8 at byte {}", e.utf8_error().valid_up_to()))?;
+        let text = crate::files::utf8_text(file, bytes).map_err(|e| e.to_string())?;
         let card = card::parse(&text).map_err(|e| match e {
             CardError::Json { line, column, message } => format!("{shown}:{line}:{column}: broken JSON: {message}"),
             CardError::Shape(message) => format!("{shown}: {message}"),

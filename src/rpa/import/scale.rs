@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{Existing, MAX_FILE, Replaced, claim, clean, read_text};
 use crate::domain::diagnostic::Source;
-use crate::domain::scale::Scale;
+use crate::domain::scale::{Scale, range_problem};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScaleFormat {
@@ -195,31 +195,73 @@ struct RawItem {
     question_zh: Option<String>,
 }
 
-fn item_id(key: &str, origin: &str) -> Result<u32, String> {
-    key.trim()
-        .parse()
-        .map_err(|_| format!("{origin}: item key \"{key}\" is not a number"))
+/// Where a questionnaire comes from: its file and text, and for one of a PsychoBench list its index
+/// and name. Its problems are named at the value they are about (`file:line:column`).
+struct Origin<'a> {
+    file: String,
+    text: &'a str,
+    /// The questionnaire's place in the file: empty, or its index in a PsychoBench list.
+    within: Vec<String>,
+    /// A PsychoBench questionnaire's name.
+    name: Option<&'a str>,
 }
 
-fn categories(q: &Value, origin: &str) -> Result<Vec<(String, Vec<u32>)>, String> {
+impl Origin<'_> {
+    /// `file:line:column` of the value at `path` within the questionnaire, else of the nearest
+    /// enclosing value that is there.
+    fn at(&self, path: &[&str]) -> String {
+        let source = Source::new(&self.file, self.text);
+        let full: Vec<&str> = self.within.iter().map(String::as_str).chain(path.iter().copied()).collect();
+        let found = (0..=full.len()).rev().find_map(|n| source.json_at(&full[..n]));
+        match found {
+            Some((line, column)) => format!("{}:{line}:{column}", self.file),
+            None => self.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Origin<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.name {
+            Some(name) => write!(f, "{} ({name})", self.file),
+            None => f.write_str(&self.file),
+        }
+    }
+}
+
+fn item_id(key: &str, origin: &Origin, questions: &[&str]) -> Result<u32, String> {
+    key.trim().parse().map_err(|_| {
+        let at = origin.at(&[questions, &[key]].concat());
+        format!("{at}: item key \"{key}\" is not a number")
+    })
+}
+
+fn categories(q: &Value, origin: &Origin) -> Result<Vec<(String, Vec<u32>)>, String> {
     let Some(list) = q.get("categories").and_then(Value::as_array) else {
-        return Err(format!("{origin}: \"categories\" must be a list"));
+        return Err(format!("{}: \"categories\" must be a list", origin.at(&["categories"])));
     };
     list.iter()
-        .map(|c| {
+        .enumerate()
+        .map(|(i, c)| {
+            let i = i.to_string();
             let name = c
                 .get("cat_name")
                 .and_then(Value::as_str)
-                .ok_or_else(|| format!("{origin}: a category has no \"cat_name\""))?;
+                .ok_or_else(|| format!("{}: a category has no \"cat_name\"", origin.at(&["categories", &i, "cat_name"])))?;
             let ids = c
                 .get("cat_questions")
                 .and_then(Value::as_array)
-                .ok_or_else(|| format!("{origin}: category \"{name}\" has no \"cat_questions\" list"))?
+                .ok_or_else(|| {
+                    let at = origin.at(&["categories", &i, "cat_questions"]);
+                    format!("{at}: category \"{name}\" has no \"cat_questions\" list")
+                })?
                 .iter()
-                .map(|v| {
-                    v.as_u64()
-                        .and_then(|n| u32::try_from(n).ok())
-                        .ok_or_else(|| format!("{origin}: category \"{name}\": {v} is not an item number"))
+                .enumerate()
+                .map(|(j, v)| {
+                    v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| {
+                        let at = origin.at(&["categories", &i, "cat_questions", &j.to_string()]);
+                        format!("{at}: category \"{name}\": {v} is not an item number")
+                    })
                 })
                 .collect::<Result<Vec<u32>, String>>()?;
             Ok((clean(name), ids))
@@ -227,39 +269,50 @@ fn categories(q: &Value, origin: &str) -> Result<Vec<(String, Vec<u32>)>, String
         .collect()
 }
 
-fn incharacter(q: &Value, origin: &str) -> Result<Draft, String> {
+fn incharacter(q: &Value, origin: &Origin) -> Result<Draft, String> {
     let name = q
         .get("name")
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("{origin}: no \"name\""))?;
+        .ok_or_else(|| format!("{}: no \"name\"", origin.at(&["name"])))?;
+    let at_range = || origin.at(&["range"]);
     let range = match q.get("range").and_then(Value::as_array).map(Vec::as_slice) {
         Some([a, b]) => match (a.as_i64(), b.as_i64()) {
             (Some(a), Some(b)) => match (i32::try_from(a), i32::try_from(b)) {
                 (Ok(a), Ok(b)) => [a, b],
-                _ => return Err(format!("{origin}: \"range\" is out of bounds")),
+                _ => return Err(format!("{}: \"range\" is out of bounds", at_range())),
             },
-            _ => return Err(format!("{origin}: \"range\" must be two integers")),
+            _ => return Err(format!("{}: \"range\" must be two integers", at_range())),
         },
-        _ => return Err(format!("{origin}: \"range\" must be [min, max]")),
+        _ => return Err(format!("{}: \"range\" must be [min, max]", at_range())),
     };
+    if let Some(problem) = range_problem(range) {
+        return Err(format!("{}: {problem}", at_range()));
+    }
     let cats = categories(q, origin)?;
     let desc = |dim: &str| str_at(q, &["prompts", "dim_desc", dim]).map(clean);
     let dimensions = cats.iter().map(|(n, _)| (n.clone(), desc(n), None)).collect();
     let Some(questions) = q.get("questions").and_then(Value::as_object) else {
-        return Err(format!("{origin}: \"questions\" must be an object"));
+        return Err(format!("{}: \"questions\" must be an object", origin.at(&["questions"])));
     };
     let mut items = Vec::new();
     for (key, it) in questions {
-        let id = item_id(key, origin)?;
+        let id = item_id(key, origin, &["questions"])?;
+        let at = |field: &str| origin.at(&["questions", key, field]);
         let statement_en = it
             .get("origin_en")
             .and_then(Value::as_str)
-            .ok_or_else(|| format!("{origin}: item {id} has no \"origin_en\""))?;
+            .filter(|s| !s.trim().is_empty())
+            .ok_or_else(|| format!("{}: item {id} has no \"origin_en\" statement", at("origin_en")))?;
         let dimension = it.get("dimension").and_then(Value::as_str).map(clean);
         let in_category = dimension
             .as_ref()
             .is_some_and(|d| cats.iter().any(|(c, ids)| c == d && ids.contains(&id)));
         let category = it.get("category").and_then(Value::as_str).unwrap_or("positive");
+        for field in ["rewritten_en", "rewritten_zh", "origin_zh"] {
+            if it.get(field).is_some_and(|v| v.as_str().is_none_or(|s| s.trim().is_empty())) {
+                return Err(format!("{}: item {id}: \"{field}\" must be a non-empty text", at(field)));
+            }
+        }
         items.push(RawItem {
             id,
             dimension: dimension.filter(|_| in_category),
@@ -318,23 +371,26 @@ fn incharacter(q: &Value, origin: &str) -> Result<Draft, String> {
     })
 }
 
-fn psychobench(q: &Value, origin: &str) -> Result<Draft, String> {
+fn psychobench(q: &Value, origin: &Origin) -> Result<Draft, String> {
     let name = q
         .get("name")
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("{origin}: no \"name\""))?;
+        .ok_or_else(|| format!("{}: no \"name\"", origin.at(&["name"])))?;
     // PsychoBench reverses an answer as `scale - x`, so the range is [1, scale - 1] or [0, scale]; the
     // prompt's "from A to B" says which.
     let top = q
         .get("scale")
         .and_then(Value::as_i64)
         .and_then(|t| i32::try_from(t).ok())
-        .ok_or_else(|| format!("{origin}: \"scale\" must be an integer"))?;
+        .ok_or_else(|| format!("{}: \"scale\" must be an integer", origin.at(&["scale"])))?;
     let prompt = q.get("prompt").and_then(Value::as_str).unwrap_or_default();
     let range = match stated_range(prompt) {
         Some([0, b]) if b == top => [0, top],
-        _ => [1, top - 1],
+        _ => [1, top.saturating_sub(1)],
     };
+    if let Some(problem) = range_problem(range) {
+        return Err(format!("{}: \"scale\" {top}: {problem}", origin.at(&["scale"])));
+    }
     let cats = categories(q, origin)?;
     let reverse: Vec<u32> = q
         .get("reverse")
@@ -342,14 +398,16 @@ fn psychobench(q: &Value, origin: &str) -> Result<Draft, String> {
         .map(|r| r.iter().filter_map(|v| v.as_u64()).map(|n| n as u32).collect())
         .unwrap_or_default();
     let Some(questions) = q.get("questions").and_then(Value::as_object) else {
-        return Err(format!("{origin}: \"questions\" must be an object"));
+        return Err(format!("{}: \"questions\" must be an object", origin.at(&["questions"])));
     };
     let mut items = Vec::new();
     for (key, text) in questions {
-        let id = item_id(key, origin)?;
+        let id = item_id(key, origin, &["questions"])?;
+        let at = || origin.at(&["questions", key]);
         let statement = text
             .as_str()
-            .ok_or_else(|| format!("{origin}: item {id} is not a string"))?;
+            .filter(|s| !s.trim().is_empty())
+            .ok_or_else(|| format!("{}: item {id} is not a non-empty text", at()))?;
         let dims: Vec<&String> = cats
             .iter()
             .filter(|(_, ids)| ids.contains(&id))
@@ -357,7 +415,8 @@ fn psychobench(q: &Value, origin: &str) -> Result<Draft, String> {
             .collect();
         if dims.len() > 1 {
             return Err(format!(
-                "{origin}: item {id} belongs to several categories ({}); a scale item scores one dimension",
+                "{}: item {id} belongs to several categories ({}); a scale item scores one dimension",
+                at(),
                 dims.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
             ));
         }
@@ -556,6 +615,22 @@ fn build(d: Draft, id: &str) -> (ScaleFile, Vec<String>) {
     (file, filled)
 }
 
+/// Where in questionnaire `q` a problem of the scale converted from it is: the item a message
+/// `item N: …` names (its key in `"questions"`), else the questionnaire.
+fn item_path<'q>(q: &'q Value, message: &str) -> Vec<&'q str> {
+    let id = message
+        .strip_prefix("item ")
+        .and_then(|rest| rest.split_once(':'))
+        .and_then(|(id, _)| id.parse::<u32>().ok());
+    let key = id.and_then(|id| {
+        q.get("questions")?
+            .as_object()?
+            .keys()
+            .find(|k| k.trim().parse() == Ok(id))
+    });
+    key.map_or_else(Vec::new, |k| vec!["questions", k.as_str()])
+}
+
 /// Imports one questionnaire from `file` into `<data_dir>/scales/<id>.toml`. `existing` tells what
 /// already holds the id (which only `replace` may replace).
 pub fn questionnaire<'s>(
@@ -568,9 +643,14 @@ pub fn questionnaire<'s>(
     let text = read_text(file, MAX_FILE * 16, "a questionnaire file")?;
     let value: Value =
         serde_json::from_str(&text).map_err(|e| format!("{}:{}:{}: {}", file.display(), e.line(), crate::files::json_column(&e), crate::files::json_message(&e)))?;
-    let origin = file.display().to_string();
-    let draft = match format {
-        ScaleFormat::Incharacter => incharacter(&value, &origin)?,
+    let mut origin = Origin {
+        file: file.display().to_string(),
+        text: &text,
+        within: Vec::new(),
+        name: None,
+    };
+    let (draft, questionnaire) = match format {
+        ScaleFormat::Incharacter => (incharacter(&value, &origin)?, &value),
         ScaleFormat::Psychobench => {
             let Some(list) = value.as_array() else {
                 return Err(format!("{origin}: a PsychoBench file is a list of questionnaires").into());
@@ -579,16 +659,19 @@ pub fn questionnaire<'s>(
             let Some(wanted) = &options.name else {
                 return Err(format!("{origin}: pass --name with one of: {}", names.join(", ")).into());
             };
-            let q = list
+            let (index, q) = list
                 .iter()
-                .find(|q| q.get("name").and_then(Value::as_str) == Some(wanted))
+                .enumerate()
+                .find(|(_, q)| q.get("name").and_then(Value::as_str) == Some(wanted))
                 .ok_or_else(|| {
                     format!(
                         "{origin}: no questionnaire \"{wanted}\" (there are: {})",
                         names.join(", ")
                     )
                 })?;
-            psychobench(q, &format!("{origin} ({wanted})"))?
+            origin.within = vec![index.to_string()];
+            origin.name = Some(wanted);
+            (psychobench(q, &origin)?, q)
         }
     };
     if draft.dimensions.is_empty() {
@@ -615,10 +698,17 @@ pub fn questionnaire<'s>(
             filled.join("; ")
         )
     };
-    let text = header + &body;
-    let scale = Scale::parse(Source::new(&path.display().to_string(), &text))
-        .map_err(|e| e.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))?;
-    crate::files::write_atomic(&path, text.as_bytes())?;
+    let generated = header + &body;
+    // What the questionnaire's own checks above do not catch (an item's keying that names no pole
+    // of its dimension, say) is found in the scale file it would become, which is not written: each
+    // problem is named at its item in the questionnaire, or at the questionnaire.
+    let scale = Scale::parse(Source::new(&path.display().to_string(), &generated)).map_err(|e| {
+        e.iter()
+            .map(|d| format!("{}: {}", origin.at(&item_path(questionnaire, &d.message)), d.message))
+            .collect::<Vec<_>>()
+            .join("\n")
+    })?;
+    crate::files::write_atomic(&path, generated.as_bytes())?;
     Ok(ImportedScale {
         id,
         file: path,
@@ -752,6 +842,85 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("keying = \"negative\""));
+    }
+
+    #[test]
+    fn a_questionnaires_problems_are_named_in_it_before_anything_is_built() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let item = |category: &str, rewritten: &str| {
+            serde_json::json!({"origin_en": "You like tea.", "category": category, "dimension": "A", "rewritten_en": rewritten})
+        };
+        let questionnaire_with = |range: serde_json::Value, items: serde_json::Value| {
+            serde_json::to_string_pretty(&serde_json::json!({
+                "name": "A", "range": range,
+                "categories": [{"cat_name": "A", "cat_questions": [1, 2]}],
+                "questions": items,
+            }))
+            .unwrap()
+        };
+        let good = item("positive", "Tea?");
+        let cases = [
+            // A range of a billion options is refused at once (it was built, label by label, first).
+            (
+                questionnaire_with(serde_json::json!([1, 1_000_000_000]), serde_json::json!({"1": good})),
+                "\"range\"",
+                "range [1, 1000000000]",
+            ),
+            // A keying no dimension takes is found in the scale it would become, and named at its item
+            // in the questionnaire, not in a scale file that was never written.
+            (
+                questionnaire_with(
+                    serde_json::json!([1, 5]),
+                    serde_json::json!({"1": good, "2": item("sideways", "Tea?")}),
+                ),
+                "\"2\":",
+                "item 2: keying \"sideways\"",
+            ),
+            (
+                questionnaire_with(
+                    serde_json::json!([1, 5]),
+                    serde_json::json!({"1": good, "2": item("positive", " ")}),
+                ),
+                "\"rewritten_en\": \" \"",
+                "item 2: \"rewritten_en\" must be a non-empty text",
+            ),
+        ];
+        let p = dir.path().join("bad.json");
+        for (text, line_of, expect) in cases {
+            std::fs::write(&p, &text).unwrap();
+            let e = questionnaire(
+                &p,
+                ScaleFormat::Incharacter,
+                data.path(),
+                &ScaleOptions::default(),
+                |_| Existing::none(),
+            )
+            .unwrap_err()
+            .to_string();
+            let line = text.lines().position(|l| l.contains(line_of)).unwrap() + 1;
+            let named = format!("{}:{line}:", p.display());
+            assert!(e.starts_with(&named) && e.contains(expect), "{text}\n{e}\n(wanted {named} … {expect})");
+        }
+        // A PsychoBench questionnaire's scale, likewise.
+        let list = serde_json::to_string_pretty(&serde_json::json!([
+            {"name": "Other", "scale": 5, "categories": [], "questions": {}},
+            {"name": "Big", "scale": 2_000_000_000, "categories": [{"cat_name": "A", "cat_questions": [1]}],
+             "questions": {"1": "I like tea."}},
+        ]))
+        .unwrap();
+        std::fs::write(&p, &list).unwrap();
+        let options = ScaleOptions {
+            name: Some("Big".into()),
+            ..ScaleOptions::default()
+        };
+        let e = questionnaire(&p, ScaleFormat::Psychobench, data.path(), &options, |_| Existing::none())
+            .unwrap_err()
+            .to_string();
+        let line = list.lines().position(|l| l.contains("2000000000")).unwrap() + 1;
+        assert!(e.starts_with(&format!("{}:{line}:", p.display())) && e.contains("range [1, 1999999999]"), "{e}");
+        let scales = data.path().join("scales");
+        assert!(!scales.exists() || std::fs::read_dir(&scales).unwrap().next().is_none(), "nothing written");
     }
 
     #[test]
