@@ -209,9 +209,9 @@ fn without_tags(html: &str) -> String {
     out
 }
 
-#[async_trait]
-impl Transport for OpenAi {
-    async fn attempt(
+impl OpenAi {
+    /// One attempt of `request`, its errors in the server's words (see [`redacted`]).
+    async fn attempt_as_sent(
         &self,
         request: &ChatRequest,
         on_token: &mut (dyn FnMut(String) -> bool + Send),
@@ -263,6 +263,15 @@ impl Transport for OpenAi {
                     message,
                 }));
             }
+            if status == 429 && quota_exhausted(&text) {
+                return Err(AttemptError::Fatal(LlmError::Http {
+                    base_url: self.config.base_url.clone(),
+                    status,
+                    message: format!(
+                        "{message} (the account's quota is used up: waiting will not help; see the provider's billing page)"
+                    ),
+                }));
+            }
             let (param, code) = error_fields(&text);
             return Err(AttemptError::Status {
                 status,
@@ -273,8 +282,143 @@ impl Transport for OpenAi {
             });
         }
 
+        let content_type = headers
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if content_type.starts_with("application/json") || content_type.starts_with("text/html") {
+            // Not a stream: an error in a 200, a whole completion from a server that ignores
+            // `stream`, a proxy's page.
+            let text = match timeout_at(first_token_deadline, response.text()).await {
+                Ok(Ok(t)) => t,
+                Ok(Err(e)) => return Err(AttemptError::Cut(without_url(&e))),
+                Err(_) => return Err(AttemptError::FirstTokenTimeout),
+            };
+            let finished = whole_reply(&content_type, &text, on_token)?;
+            return Ok(Finished { rate, ..finished });
+        }
         let finished = read_events(response.bytes_stream(), first_token_deadline, idle, on_token).await?;
         Ok(Finished { rate, ..finished })
+    }
+}
+
+/// `e` without the key in any text a server wrote into it: some servers and proxies repeat the key
+/// they refused, and these texts reach journals, logs and the terminal. (A key shorter than eight
+/// characters is a placeholder, not a secret, and would only garble the text.)
+fn redacted(e: AttemptError, key: Option<&Secret>) -> AttemptError {
+    let Some(key) = key.map(Secret::expose).filter(|k| k.len() >= 8) else {
+        return e;
+    };
+    let clean = |text: String| text.replace(key, "[the key]");
+    match e {
+        AttemptError::Status {
+            status,
+            rate,
+            message,
+            param,
+            code,
+        } => AttemptError::Status {
+            status,
+            rate,
+            message: clean(message),
+            param: param.map(clean),
+            code: code.map(clean),
+        },
+        AttemptError::Cut(m) => AttemptError::Cut(clean(m)),
+        AttemptError::InStream(m) => AttemptError::InStream(clean(m)),
+        AttemptError::Connect(m) => AttemptError::Connect(clean(m)),
+        AttemptError::NoConnection(m) => AttemptError::NoConnection(clean(m)),
+        AttemptError::ContextRefused { message, refusal } => AttemptError::ContextRefused {
+            message: clean(message),
+            refusal,
+        },
+        AttemptError::Fatal(LlmError::Unauthorized {
+            env,
+            base_url,
+            status,
+            message,
+        }) => AttemptError::Fatal(LlmError::Unauthorized {
+            env,
+            base_url,
+            status,
+            message: clean(message),
+        }),
+        AttemptError::Fatal(LlmError::Http {
+            base_url,
+            status,
+            message,
+        }) => AttemptError::Fatal(LlmError::Http {
+            base_url,
+            status,
+            message: clean(message),
+        }),
+        other => other,
+    }
+}
+
+/// A 200 answer that is not an event stream (`content_type`): a whole completion is taken as the
+/// reply (some servers and proxies ignore `stream`), an error object is the server's error, and
+/// anything else is a cut reply that says what came instead.
+fn whole_reply(
+    content_type: &str,
+    body: &str,
+    on_token: &mut (dyn FnMut(String) -> bool + Send),
+) -> Result<Finished, AttemptError> {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let Some(v) = parsed.filter(|v| v.is_object()) else {
+        return Err(AttemptError::Cut(format!(
+            "the server answered {content_type}, not an event stream: {}",
+            error_message(body)
+        )));
+    };
+    if v.get("error").is_some_and(|e| !e.is_null()) {
+        return Err(AttemptError::InStream(error_message(body)));
+    }
+    let choice = v.pointer("/choices/0");
+    let (Some(text), Some(reason)) = (
+        choice.and_then(|c| c.pointer("/message/content")).and_then(Value::as_str),
+        choice.and_then(|c| c.get("finish_reason")).and_then(Value::as_str),
+    ) else {
+        return Err(AttemptError::Cut(format!(
+            "the server answered JSON that is neither a completion nor an error: {}",
+            error_message(body)
+        )));
+    };
+    if !text.is_empty() && !on_token(text.to_string()) {
+        return Err(AttemptError::Cancelled);
+    }
+    let usage = v.get("usage").filter(|u| !u.is_null()).map(|u| Usage {
+        prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+        completion_tokens: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+    });
+    Ok(Finished {
+        usage,
+        finish_reason: Some(reason.to_string()),
+        ..Finished::default()
+    })
+}
+
+/// Whether a 429's body says the account's quota is used up (OpenAI's `insufficient_quota`), which
+/// waiting does not cure, unlike a rate limit.
+fn quota_exhausted(body: &str) -> bool {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let error = parsed.as_ref().and_then(|v| v.get("error"));
+    ["code", "type"]
+        .iter()
+        .any(|f| error.and_then(|e| e.get(f)).and_then(Value::as_str) == Some("insufficient_quota"))
+}
+
+#[async_trait]
+impl Transport for OpenAi {
+    async fn attempt(
+        &self,
+        request: &ChatRequest,
+        on_token: &mut (dyn FnMut(String) -> bool + Send),
+    ) -> Result<Finished, AttemptError> {
+        self.attempt_as_sent(request, on_token)
+            .await
+            .map_err(|e| redacted(e, self.key.as_ref()))
     }
 
     fn info(&self) -> ModelInfo {
@@ -657,6 +801,68 @@ mod tests {
         assert_eq!(text, "Honestly, 我很健谈。");
         // Bytes that only begin like a mark are kept (here invalid UTF-8, so the reply fails).
         assert!(read(vec![b"\xEF".to_vec(), BODY.as_bytes().to_vec()]).await.0.is_err());
+    }
+
+    #[test]
+    fn a_key_a_server_repeats_is_taken_out_of_its_errors() {
+        let key = Secret::new("sk-live-0123456789".into());
+        let status = AttemptError::Status {
+            status: 500,
+            rate: Box::default(),
+            message: "internal: header Bearer sk-live-0123456789".into(),
+            param: None,
+            code: Some("sk-live-0123456789".into()),
+        };
+        let AttemptError::Status { message, code, .. } = redacted(status, Some(&key)) else {
+            unreachable!()
+        };
+        assert_eq!((message.as_str(), code.as_deref()), ("internal: header Bearer [the key]", Some("[the key]")));
+        let refused = AttemptError::Fatal(LlmError::Unauthorized {
+            env: "K".into(),
+            base_url: "http://x".into(),
+            status: 401,
+            message: "Incorrect API key provided: sk-live-0123456789.".into(),
+        });
+        assert!(!format!("{:?}", redacted(refused, Some(&key))).contains("0123456789"));
+        let cut = AttemptError::InStream("bad sk-live-0123456789".into());
+        assert_eq!(redacted(cut, Some(&key)), AttemptError::InStream("bad [the key]".into()));
+        // A placeholder key is no secret, and words that happen to contain it are left alone.
+        let short = Secret::new("none".into());
+        let e = AttemptError::Cut("none left".into());
+        assert_eq!(redacted(e.clone(), Some(&short)), e);
+    }
+
+    #[test]
+    fn a_used_up_quota_is_not_a_rate_limit() {
+        let quota = r#"{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}"#;
+        assert!(quota_exhausted(quota));
+        assert!(!quota_exhausted(r#"{"error":{"message":"Rate limit reached","type":"requests"}}"#));
+        assert!(!quota_exhausted("Too Many Requests"));
+    }
+
+    #[test]
+    fn a_whole_answer_in_place_of_a_stream_is_read_as_one() {
+        let text = std::sync::Mutex::new(String::new());
+        let mut take = |t: String| {
+            text.lock().unwrap().push_str(&t);
+            true
+        };
+        let completion = r#"{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi."},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":2}}"#;
+        let finished = whole_reply("application/json", completion, &mut take).unwrap();
+        assert_eq!(finished.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(finished.usage.map(|u| u.prompt_tokens + u.completion_tokens), Some(9));
+        assert_eq!(*text.lock().unwrap(), "Hi.");
+        let error = r#"{"error":{"message":"model overloaded, try later","type":"server_error"}}"#;
+        assert_eq!(
+            whole_reply("application/json", error, &mut take).unwrap_err(),
+            AttemptError::InStream("model overloaded, try later".into())
+        );
+        let page = "<html><body><h1>Gateway login</h1></body></html>";
+        let AttemptError::Cut(said) = whole_reply("text/html", page, &mut take).unwrap_err() else {
+            unreachable!()
+        };
+        assert!(said.contains("text/html, not an event stream") && said.contains("Gateway login"), "{said}");
+        assert!(matches!(whole_reply("application/json", "{}", &mut take), Err(AttemptError::Cut(_))));
     }
 
     #[test]

@@ -574,9 +574,11 @@ fn turned_away(
     if let Some(key) = &config.require_key
         && authorized != Some(&format!("Bearer {key}"))
     {
+        // Some servers and proxies repeat the key they refused; so does this one.
+        let sent = authorized.and_then(|a| a.strip_prefix("Bearer ")).unwrap_or("none");
         return Err(Box::new(error_response(
             StatusCode::UNAUTHORIZED,
-            "Incorrect API key provided.",
+            &format!("Incorrect API key provided: {sent}."),
             &[],
         )));
     }

@@ -116,6 +116,65 @@ async fn keys_never_reach_journals_exports_caches_logs_or_output() {
         assert!(!common::contains(bytes, KEY), "the key is in {path}");
     }
 
+    // A server that refuses the key and repeats it in its error (as some proxies do): the key is
+    // taken out of the error before it is printed, journaled or logged.
+    let other = FakeServer::start(FakeConfig {
+        require_key: Some("another-key".into()),
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir3 = tempfile::tempdir().unwrap();
+    let config3 = common::fake_config(dir3.path(), &other, "api_key_env = \"FAKE_KEY\"\nmax_retries = 1");
+    let data3 = dir3.path().join("data");
+    let (c3, d3) = (config3.clone(), data3.clone());
+    let printed3 = tokio::task::spawn_blocking(move || {
+        let mut printed = Vec::new();
+        for args in [
+            &["chat", "--provider", "fake", "--cache", "off", "Hello?"][..],
+            &[
+                "run",
+                "--characters",
+                "hermione-en",
+                "--scales",
+                "GSE",
+                "--methods",
+                "er-batch",
+            ],
+        ] {
+            let out = common::command(&c3, &d3, args)
+                .env("FAKE_KEY", KEY)
+                .env("INCHARACTER_LOG", "debug")
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "{args:?}: the key was refused");
+            printed.extend(&out.stdout);
+            printed.extend(&out.stderr);
+        }
+        printed
+    })
+    .await
+    .unwrap();
+    assert!(
+        common::contains(&printed3, "[the key]"),
+        "the server's words, the key taken out: {}",
+        String::from_utf8_lossy(&printed3)
+    );
+    assert!(
+        !common::contains(&printed3, KEY),
+        "printed: {}",
+        String::from_utf8_lossy(&printed3)
+    );
+    let mut files = Vec::new();
+    common::all_bytes(&data3, &mut files);
+    assert!(
+        files.iter().any(|(p, _)| p.contains("journal.jsonl")),
+        "the run journaled its failures"
+    );
+    for (path, bytes) in &files {
+        assert!(!common::contains(bytes, KEY), "the key is in {path}");
+    }
+
     // A literal key in a file others can read is refused, and says why.
     std::fs::set_permissions(&config2, std::fs::Permissions::from_mode(0o644)).unwrap();
     let out = common::command(&config2, &data2, &["providers"]).output().unwrap();
