@@ -17,6 +17,9 @@ pub struct Counters {
     pub cache_hits: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Replies whose server reported no usage: their tokens (and so their cost) are estimated
+    /// from the text.
+    pub estimated: u64,
     /// Estimated from the provider's prices per million tokens.
     pub cost: f64,
 }
@@ -30,6 +33,7 @@ impl Counters {
         self.cache_hits += o.cache_hits;
         self.prompt_tokens += o.prompt_tokens;
         self.completion_tokens += o.completion_tokens;
+        self.estimated += o.estimated;
         self.cost += o.cost;
     }
 }
@@ -63,6 +67,12 @@ impl Snapshot {
                 }
                 if c.cost > 0.0 {
                     parts.push(format!("${:.4}", c.cost));
+                }
+                if c.estimated > 0 {
+                    parts.push(format!(
+                        "{} without usage from the server (tokens estimated from the text)",
+                        plural(c.estimated, "reply", "replies")
+                    ));
                 }
                 format!("{} {provider}: {}", role.name(), parts.join(", "))
             })
@@ -195,10 +205,13 @@ impl Accounting {
     pub fn cache_hit(&self, provider: &str, role: Role) {
         self.with(provider, role, |c| c.cache_hits += 1);
     }
-    pub fn usage(&self, provider: &str, role: Role, usage: Usage, price_in_per_mtok: f64, price_out_per_mtok: f64) {
+    /// Counts a reply's tokens and their cost at `(in, out)` USD per million; `estimated` when the
+    /// server did not report them.
+    pub fn usage(&self, provider: &str, role: Role, usage: Usage, estimated: bool, (price_in_per_mtok, price_out_per_mtok): (f64, f64)) {
         self.with(provider, role, |c| {
             c.prompt_tokens += usage.prompt_tokens;
             c.completion_tokens += usage.completion_tokens;
+            c.estimated += u64::from(estimated);
             c.cost += (usage.prompt_tokens as f64 * price_in_per_mtok
                 + usage.completion_tokens as f64 * price_out_per_mtok)
                 / 1_000_000.0;
@@ -281,8 +294,8 @@ mod tests {
                 prompt_tokens: 1_000_000,
                 completion_tokens: 500_000,
             },
-            0.5,
-            2.0,
+            false,
+            (0.5, 2.0),
         );
         a.cache_hit("q", Role::Rpa);
         let s = a.snapshot();
@@ -414,10 +427,10 @@ mod tests {
             prompt_tokens: 600_000,
             completion_tokens: 0,
         };
-        a.usage("p", Role::Rpa, usage, 1.0, 0.0);
+        a.usage("p", Role::Rpa, usage, false, (1.0, 0.0));
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished(), "0.60 USD is below the cap");
-        a.usage("p", Role::Judge, usage, 1.0, 0.0);
+        a.usage("p", Role::Judge, usage, false, (1.0, 0.0));
         let reached = waiting.await.unwrap();
         assert!((reached - 1.2).abs() < 1e-12, "{reached}");
     }

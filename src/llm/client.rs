@@ -368,8 +368,12 @@ impl ChatModel for Client {
 /// About how many tokens a request asks for, as rate limits count them: its prompt (see
 /// [`approx_tokens`]) and its answer cap.
 fn tokens_asked(request: &ChatRequest) -> u64 {
-    let prompt: usize = request.messages.iter().map(|m| approx_tokens(&m.content)).sum();
-    prompt as u64 + u64::from(request.sampling.max_tokens.unwrap_or(0))
+    prompt_tokens(request) + u64::from(request.sampling.max_tokens.unwrap_or(0))
+}
+
+/// About how many tokens a request's prompt holds (see [`approx_tokens`]).
+fn prompt_tokens(request: &ChatRequest) -> u64 {
+    request.messages.iter().map(|m| approx_tokens(&m.content) as u64).sum()
 }
 
 fn now_unix() -> u64 {
@@ -434,14 +438,21 @@ impl Client {
 
     /// What an attempt of about `asked` tokens used: the provider's pace learns it, and the run's
     /// accounts count it at the provider's prices (an empty reply is billed too).
-    fn bill(&self, role: super::Role, asked: u64, used: Usage) {
-        self.pace.used(asked, used.prompt_tokens + used.completion_tokens);
+    /// Counts what a reply used: as the server said, or, when it said nothing (a server that
+    /// ignores `stream_options.include_usage`), estimated from the prompt and the reply's text, so
+    /// that a cost cap still holds.
+    fn bill(&self, role: super::Role, tries: &Tries, usage: Option<Usage>, reply: &[String]) {
+        let used = usage.unwrap_or_else(|| Usage {
+            prompt_tokens: tries.prompt_tokens,
+            completion_tokens: approx_tokens(&reply.concat()) as u64,
+        });
+        self.pace.used(tries.tokens_asked, used.prompt_tokens + used.completion_tokens);
         self.shared.accounting.usage(
             &self.config.name,
             role,
             used,
-            self.config.price_in_per_mtok,
-            self.config.price_out_per_mtok,
+            usage.is_none(),
+            (self.config.price_in_per_mtok, self.config.price_out_per_mtok),
         );
     }
 
@@ -532,6 +543,7 @@ impl Client {
             },
             key_seed: u64::from_str_radix(&key[..16], 16).unwrap_or(0),
             tokens_asked: tokens_asked(request),
+            prompt_tokens: prompt_tokens(request),
             attempt: 0,
             throttles: 0,
             empties: 0,
@@ -634,13 +646,16 @@ impl Client {
             Err(AttemptError::Status { rate, .. }) => self.pace.observe(rate, ticket),
             Err(_) => {}
         }
-        // A complete reply with nothing in it is a failed attempt, never an answer: it is neither
+        // A complete reply with nothing in it (or only a thought: see `thought_len`) is a failed
+        // attempt, never an answer: it is neither
         // cached nor passed on, but what it cost is counted, as the provider bills it.
         let result = match result {
-            Ok(finished) if tokens.iter().all(|t| super::is_empty_reply(t)) => {
-                if let Some(u) = finished.usage {
-                    self.bill(role, tries.tokens_asked, u);
-                }
+            Ok(finished) if {
+                let text = tokens.concat();
+                super::is_empty_reply(&text[super::thought_len(&text)..])
+            } =>
+            {
+                self.bill(role, tries, finished.usage, &tokens);
                 tries.empties += 1;
                 Err(AttemptError::Empty {
                     finish_reason: finished.finish_reason,
@@ -667,8 +682,8 @@ impl Client {
         if let Some((own, ..)) = &tries.places {
             own.succeeded();
         }
+        self.bill(role, tries, finished.usage, &tokens);
         if let Some(u) = finished.usage {
-            self.bill(role, tries.tokens_asked, u);
             let _ = tx.send(ChatEvent::Usage(u));
         }
         if let (Some(cache), CacheMode::ReadWrite) = (self.cache(), self.shared.cache_mode) {
@@ -892,6 +907,8 @@ struct Tries {
     key_seed: u64,
     /// About how many tokens the request asks for, as rate limits count them.
     tokens_asked: u64,
+    /// About how many tokens its prompt holds.
+    prompt_tokens: u64,
     /// Retries spent against `max_retries`.
     attempt: u32,
     /// Rate-limit refusals have their own, larger budget: they say "later", not "wrong".

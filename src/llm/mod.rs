@@ -337,6 +337,24 @@ pub fn is_empty_reply(text: &str) -> bool {
         .all(|c| c.is_whitespace() || matches!(c, '\u{200B}' | '\u{200C}' | '\u{200D}' | '\u{2060}' | '\u{FEFF}'))
 }
 
+/// How many leading bytes of a reply are a reasoning model's thought (`<think>…</think>` and the
+/// blank after it; the whole reply when the thought never closed, as when the token cap ran out
+/// while thinking): none of it is the answer. Servers that pass thoughts in the text (llama.cpp
+/// with `--reasoning-format none`, some Ollama models) send it before the answer.
+pub fn thought_len(text: &str) -> usize {
+    let start = text.len() - text.trim_start().len();
+    if !text[start..].starts_with("<think>") {
+        return 0;
+    }
+    match text[start..].find("</think>") {
+        Some(end) => {
+            let after = start + end + "</think>".len();
+            after + (text[after..].len() - text[after..].trim_start().len())
+        }
+        None => text.len(),
+    }
+}
+
 /// Which model served a request, as recorded in sessions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelInfo {
@@ -395,6 +413,13 @@ pub async fn complete(model: &dyn ChatModel, request: ChatRequest) -> Result<Com
             ChatEvent::Usage(u) => usage = Some(u),
             ChatEvent::Choices(c) => choices = c,
             ChatEvent::Done { finish_reason, cached } => {
+                // The answer without a leading thought; the tokens' rivals keep their places in it.
+                let thought = thought_len(&text);
+                if thought > 0 {
+                    text.drain(..thought);
+                    choices.retain(|c: &TokenChoice| c.offset >= thought);
+                    choices.iter_mut().for_each(|c| c.offset -= thought);
+                }
                 return Ok(Completion {
                     text,
                     usage,

@@ -183,7 +183,8 @@ pub async fn ask(
             response: reply.text.trim().to_string(),
         },
         retrieved: assembled.retrieved,
-        truncated: reply.finish_reason.as_deref() == Some("length"),
+        // Cut by the token cap, or by the provider's content filter.
+        truncated: matches!(reply.finish_reason.as_deref(), Some("length" | "content_filter")),
     })
 }
 

@@ -27,6 +27,8 @@ struct Scripted {
     together: Option<tokio::sync::Barrier>,
     /// Attempts that met the others at `together`.
     met: Mutex<u32>,
+    /// Whether replies say what they used (some servers ignore `stream_options.include_usage`).
+    usage: bool,
 }
 
 impl Scripted {
@@ -42,6 +44,7 @@ impl Scripted {
             may_refuse: true,
             together: None,
             met: Mutex::new(0),
+            usage: true,
         }
     }
 
@@ -96,7 +99,7 @@ impl Transport for Scripted {
             }
         }
         Ok(Finished {
-            usage: Some(Usage {
+            usage: self.usage.then(|| Usage {
                 prompt_tokens: 5,
                 completion_tokens: reply.split_inclusive(' ').count() as u64,
             }),
@@ -486,6 +489,55 @@ async fn an_empty_reply_from_a_batch_fails_at_once() {
         1,
         "the batch's stored reply would come back the same"
     );
+}
+
+#[test]
+fn a_leading_thought_is_not_the_answer() {
+    use crate::llm::thought_len;
+    assert_eq!(thought_len("Honestly, yes."), 0);
+    let reply = "<think>\nThe user asks…\n</think>\n\nHonestly, yes.";
+    assert_eq!(&reply[thought_len(reply)..], "Honestly, yes.");
+    let cut = "  <think>\nOkay, the user is asking me about this. Let me recall";
+    assert_eq!(thought_len(cut), cut.len(), "cut while thinking: none of it is an answer");
+    assert_eq!(thought_len("I never <think> twice."), 0, "a later mention is the answer's own");
+}
+
+#[tokio::test]
+async fn a_reply_that_is_only_a_thought_is_empty_and_a_thought_before_an_answer_is_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut thinking = Scripted::new(&["<think>\nOkay, the user is asking me about this. Let me recall"]);
+    thinking.finish_reason = "length";
+    let c = client(Arc::new(thinking), dir.path());
+    let error = complete(&c, request(Role::Rpa)).await.unwrap_err();
+    assert!(matches!(error, LlmError::EmptyReplies { empty: 4, .. }), "{error}");
+    assert!(error.to_string().contains("raise"), "the cap's hint: {error}");
+    assert_eq!(files(dir.path()), 0, "nothing cached");
+    let mut asked = request(Role::Rpa);
+    asked.sampling.top_logprobs = Some(1);
+    let transport = Arc::new(Scripted::new(&["<think> Who am I? </think> Only when it matters."]));
+    let reply = complete(&client(transport, dir.path()), asked).await.unwrap();
+    assert_eq!(reply.text, "Only when it matters.");
+    let first = &reply.choices[0];
+    assert_eq!((first.offset, first.token.as_str()), (0, "Only "), "the rivals keep their places");
+}
+
+#[tokio::test]
+async fn replies_without_usage_are_counted_and_priced_by_estimate() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut silent = Scripted::new(&["Only when it matters, and then only to friends."]);
+    silent.usage = false;
+    let mut config = ProviderConfig::new("scripted", ProviderKind::Openai, "http://scripted", "m");
+    (config.price_in_per_mtok, config.price_out_per_mtok) = (1e6, 1e6);
+    let shared = Shared::new(4, Some(Cache::new(dir.path())), CacheMode::ReadWrite, 1);
+    let c = Client::new(Arc::new(silent), config, shared);
+    complete(&c, request(Role::Rpa)).await.unwrap();
+    let counted = c.accounting().snapshot().total();
+    assert_eq!(counted.estimated, 1);
+    assert!(counted.prompt_tokens > 0 && counted.completion_tokens > 0, "{counted:?}");
+    let dollars = (counted.prompt_tokens + counted.completion_tokens) as f64;
+    assert!((counted.cost - dollars).abs() < 1e-9, "priced: {counted:?}");
+    let line = c.accounting().snapshot().lines().join("\n");
+    assert!(line.contains("1 reply without usage from the server"), "{line}");
 }
 
 #[test]
