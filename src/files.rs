@@ -44,6 +44,14 @@ pub enum FileError {
         shown(.0)
     )]
     Symlink(PathBuf),
+    /// An output the user named is a file the workbench keeps (a session's journal, a scale, a
+    /// model): writing over it would lose what it holds.
+    #[error(
+        "{}: is one of the workbench's own files (in the data dir {}); not written over: give a path outside it",
+        shown(path),
+        shown(data_dir)
+    )]
+    OwnFile { path: PathBuf, data_dir: PathBuf },
     // `error`, not `source`: the message says it already, and a `source` would print it twice.
     #[error("cannot read {}: {error}", shown(path))]
     Read { path: PathBuf, error: std::io::Error },
@@ -63,7 +71,8 @@ impl Classify for FileError {
             | FileError::TooLarge { .. }
             | FileError::LineTooLong { .. }
             | FileError::NotUtf8 { .. }
-            | FileError::Symlink(_) => true,
+            | FileError::Symlink(_)
+            | FileError::OwnFile { .. } => true,
         };
         if input { Fault::Input } else { Fault::Machine }
     }
@@ -214,6 +223,38 @@ pub fn lines_limited(
             }
         }
     })
+}
+
+/// Writes an output the user named (`-o`): as [`write_atomic`], but never over a file the
+/// workbench keeps in the data dir `data_dir` (an export aimed at a session's journal would
+/// replace its answers).
+pub fn write_output(path: &Path, bytes: &[u8], data_dir: Option<&Path>) -> Result<(), FileError> {
+    not_own(path, data_dir)?;
+    write_atomic(path, bytes)
+}
+
+/// Refuses `path` when it is a file the workbench keeps: one already in a folder of `data_dir`
+/// (sessions, scales, characters, models, the cache …; links resolved on both sides). Its own
+/// `exports` folder, and files beside those folders, are the user's.
+pub fn not_own(path: &Path, data_dir: Option<&Path>) -> Result<(), FileError> {
+    let (Some(dir), Ok(file)) = (data_dir, std::fs::canonicalize(path)) else {
+        return Ok(());
+    };
+    let Ok(dir) = std::fs::canonicalize(dir) else {
+        return Ok(());
+    };
+    let kept = file.strip_prefix(&dir).is_ok_and(|inside| {
+        let mut parts = inside.components();
+        let folder = parts.next();
+        parts.next().is_some() && folder.is_some_and(|f| f.as_os_str() != "exports")
+    });
+    match kept {
+        true => Err(FileError::OwnFile {
+            path: path.to_path_buf(),
+            data_dir: dir,
+        }),
+        false => Ok(()),
+    }
 }
 
 /// Writes `bytes` to `path` whole or not at all: a temporary file in the target's folder, fsync,

@@ -105,7 +105,7 @@ pub fn export(
     };
     match output {
         Some(path) => {
-            crate::files::write_atomic(path, text.as_bytes())?;
+            crate::files::write_output(path, text.as_bytes(), crate::paths::data_dir().as_deref())?;
             writeln!(out, "wrote {}", path.display())?;
         }
         None => out.write_all(text.as_bytes())?,

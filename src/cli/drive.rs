@@ -162,6 +162,28 @@ fn go<S: Headless>(
     let catalog = ctx.catalog()?;
     let config = ctx.config()?;
     let store = ctx.store()?;
+    // A session that finished with every answer and score has nothing to resume: said, its summary
+    // printed, and nothing appended to its journal (nor a batch file written).
+    if let Start::Resume { id } = &start
+        && batch.as_ref().is_none_or(|b| b.import.is_none())
+    {
+        let dir = store.own(id).map_err(|e| advise(e, S::KIND, None))?;
+        let events = store.load(&dir).map_err(|e| advise(e, S::KIND, None))?;
+        if finished_whole(&events) {
+            if let Some(Batch {
+                mode: BatchMode::Files { output: Some(_), .. },
+                ..
+            }) = batch
+            {
+                return Err(super::input_error(format!(
+                    "session {id} is complete: no request is left to export"
+                )));
+            }
+            crate::note!("session {id} is complete: nothing to resume (nothing sent, nothing written)");
+            summarize::<S>(&events, &catalog, id, &dir, Vec::new(), json_output, out)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     let max_cost = cost.max_cost.or(config.max_cost);
     if let (Some(cap), Start::New { plan, .. }) = (max_cost, &start)
         && let Some((estimate, what)) = S::cost(plan, &catalog, config)
@@ -248,18 +270,7 @@ fn go<S: Headless>(
             return Ok(ExitCode::SUCCESS);
         }
     };
-    let (table, fields) = S::summary(&events, &catalog)?;
-    if json_output {
-        let mut object = Map::new();
-        object.insert("session".into(), json!(id));
-        object.insert("path".into(), json!(dir));
-        object.extend(fields);
-        object.insert("usage".into(), Value::Array(used.rows()));
-        writeln!(out, "{}", serde_json::to_string_pretty(&Value::Object(object))?)?;
-    } else {
-        write!(out, "{table}")?;
-        writeln!(out, "session {id}: {}", dir.display())?;
-    }
+    summarize::<S>(&events, &catalog, &id, &dir, used.rows(), json_output, out)?;
     say_used();
     for line in crate::study::adaptation_lines(&events) {
         crate::note!("adapted: {line}");
@@ -273,6 +284,37 @@ fn go<S: Headless>(
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether a session's records end a run that left nothing unanswered.
+fn finished_whole(events: &[Event]) -> bool {
+    events.iter().any(|e| matches!(e, Event::RunFinished { .. })) && !crate::study::failures_any(events).any()
+}
+
+/// A session's summary on stdout: its table, or with `json` one object (`session`, `path`, the
+/// summary's fields, what this sitting used).
+fn summarize<S: Headless>(
+    events: &[Event],
+    catalog: &Catalog,
+    id: &str,
+    dir: &std::path::Path,
+    usage: Vec<Value>,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let (table, fields) = S::summary(events, catalog)?;
+    if json {
+        let mut object = Map::new();
+        object.insert("session".into(), json!(id));
+        object.insert("path".into(), json!(dir));
+        object.extend(fields);
+        object.insert("usage".into(), Value::Array(usage));
+        writeln!(out, "{}", serde_json::to_string_pretty(&Value::Object(object))?)?;
+    } else {
+        write!(out, "{table}")?;
+        writeln!(out, "session {id}: {}", dir.display())?;
+    }
+    Ok(())
 }
 
 /// The closing line of a run with failures (exit 1).

@@ -458,7 +458,7 @@ fn export_rolebench(
 fn write_export(text: &str, format: &str, output: Option<&Path>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match output {
         Some(path) => {
-            crate::files::write_atomic(path, text.as_bytes())?;
+            crate::files::write_output(path, text.as_bytes(), crate::paths::data_dir().as_deref())?;
             writeln!(out, "wrote {}", path.display())?;
         }
         None if format == "json" => write!(out, "{}", results::json_for_terminal(text))?,

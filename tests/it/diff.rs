@@ -253,7 +253,20 @@ async fn two_versions_of_a_character_are_recorded_and_diffed_against_its_targets
         "{stderr}"
     );
 
-    // Resuming A after the edit says the character changed, and the journal records the new version.
+    // A complete session has nothing to resume; one that was interrupted (A without its last
+    // record), resumed after the edit, says the character changed, and the journal records the new
+    // version.
+    let path = data.join("sessions").join(&a).join("journal.jsonl");
+    let out = common::output(&config, &data, &["run", "--resume", &a]).await;
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is complete: nothing to resume"));
+    let whole = std::fs::read_to_string(&path).unwrap();
+    let cut: String = whole
+        .lines()
+        .filter(|l| !l.contains("\"run_finished\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(cut.len() < whole.len());
+    std::fs::write(&path, cut).unwrap();
     let out = common::output(&config, &data, &["run", "--resume", &a]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     let warning = format!(

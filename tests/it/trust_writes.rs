@@ -104,6 +104,104 @@ fn an_export_on_a_full_disk_leaves_the_old_file_and_names_it() {
     assert_eq!(v["session"]["id"], GSE, "{}", &v.to_string()[..200]);
 }
 
+/// A copy of a bundled sample as a session of the data dir `data`; its folder.
+fn own_copy(data: &Path, id: &str) -> PathBuf {
+    let to = data.join("sessions").join(id);
+    std::fs::create_dir_all(&to).unwrap();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions").join(id);
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        if entry.path().is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+    to
+}
+
+#[test]
+fn an_output_never_replaces_a_file_of_the_data_dir_and_a_complete_session_is_left_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let session = own_copy(&data, GSE);
+    let journal = session.join("journal.jsonl");
+    let before = std::fs::read(&journal).unwrap();
+    // An export, annotations or a figure aimed at the session's own journal: refused, kept.
+    let target = journal.display().to_string();
+    for args in [
+        &["export", GSE, "-o", &target][..],
+        &["annotations", "export", GSE, "-o", &target],
+        &["batch", "export", GSE, "-o", &target],
+    ] {
+        let out = common::offline(&data, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("one of the workbench's own files"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(
+            std::fs::read(&journal).unwrap(),
+            before,
+            "{args:?} replaced the journal"
+        );
+    }
+    // A figure over a file the data dir holds (any file there: the workbench cannot know which
+    // ones it will read).
+    let kept = session.join("figure.png");
+    std::fs::write(&kept, b"kept").unwrap();
+    let out = common::offline(
+        &data,
+        &["plot", GSE, "--kind", "bars", "-o", &kept.display().to_string()],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&kept).unwrap(), b"kept");
+    // The same file reached through a link to the data dir is the same file.
+    std::os::unix::fs::symlink(&data, dir.path().join("alias")).unwrap();
+    let aliased = dir.path().join("alias/sessions").join(GSE).join("journal.jsonl");
+    let out = common::offline(&data, &["export", GSE, "-o", &aliased.display().to_string()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // Outside the data dir, and beside its folders or in its `exports`, files are the user's:
+    // written, and written over. A new file in a session's folder is written; once there, it is
+    // the folder's.
+    for target in [
+        dir.path().join("out.json"),
+        data.join("export.json"),
+        data.join("exports/a.json"),
+    ] {
+        for _ in 0..2 {
+            ok(common::offline(
+                &data,
+                &["export", GSE, "-o", &target.display().to_string()],
+            ));
+        }
+    }
+    let new = session.join("new.json").display().to_string();
+    ok(common::offline(&data, &["export", GSE, "-o", &new]));
+    assert_eq!(
+        common::offline(&data, &["export", GSE, "-o", &new]).status.code(),
+        Some(2)
+    );
+    std::fs::remove_file(&new).unwrap();
+    // A complete session resumed: said so, its summary printed, nothing appended.
+    let out = ok(common::offline(&data, &["run", "--resume", GSE]));
+    assert!(
+        stderr(&out).contains("is complete: nothing to resume"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains(GSE), "the summary");
+    // Nothing to export in batch form either: refused, no file.
+    let file = dir.path().join("requests.jsonl");
+    let out = common::offline(&data, &["batch", "export", GSE, "-o", &file.display().to_string()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no request is left to export"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!file.exists());
+    assert_eq!(std::fs::read(&journal).unwrap(), before, "the journal is as it was");
+}
+
 #[test]
 fn an_export_takes_its_format_from_the_files_name_and_refuses_a_contradiction() {
     let dir = tempfile::tempdir().unwrap();

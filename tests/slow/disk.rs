@@ -175,12 +175,26 @@ async fn a_read_only_data_dir_is_refused_clearly_and_changes_nothing() {
     let (id, session) = session_of(&data);
     let journal = std::fs::read(session.join("journal.jsonl")).unwrap();
 
+    // An interrupted copy of it (its last record taken off), to resume while the disk is read-only.
+    let interrupted = data.join("sessions").join("interrupted");
+    std::fs::create_dir_all(&interrupted).unwrap();
+    let cut: String = String::from_utf8_lossy(&journal)
+        .lines()
+        .filter(|l| !l.contains("\"run_finished\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(interrupted.join("journal.jsonl"), cut).unwrap();
+
     disk.remount("ro");
     // Reading works: the report prints its tables.
     let report = run(&config, &data, &["report", &id]);
     assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
+    // A complete session resumed has nothing to write, and says so.
+    let resumed = run(&config, &data, &["run", "--resume", &id]);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert!(String::from_utf8_lossy(&resumed.stderr).contains("is complete: nothing to resume"));
     // Writing is refused with the reason, and nothing changes.
-    for args in [PLAN, &["run", "--resume", &id]] {
+    for args in [PLAN, &["run", "--resume", "interrupted"]] {
         let out = run(&config, &data, args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success());
