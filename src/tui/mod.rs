@@ -425,8 +425,13 @@ impl Driver {
             }
             Effect::Annotate { dir, annotation } => {
                 // One small flushed append; done here so the answer is on disk before the next key.
+                // One that was not written is not counted: the screen takes back what is on disk
+                // (its cursor then at the first case without an answer there).
                 if let Err(e) = crate::annotation::append(&dir, &annotation) {
-                    let _ = tx.send(Action::Flash(e.to_string()));
+                    let _ = tx.send(Action::Flash(format!("not saved: {e}")));
+                    if let Ok(all) = crate::annotation::load(&dir) {
+                        let _ = tx.send(Action::Annotations(all));
+                    }
                 }
             }
             Effect::LoadAnnotations(dir) => {
