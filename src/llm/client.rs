@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::accounting::Accounting;
 use super::adapt::{self, Adapter};
@@ -238,6 +238,28 @@ impl Servers {
     }
 }
 
+/// Pauses and resumes the calls of a run: a paused run starts no call (calls in flight finish).
+#[derive(Clone)]
+pub struct Pause(Arc<watch::Sender<bool>>);
+
+impl Default for Pause {
+    fn default() -> Self {
+        Pause(Arc::new(watch::channel(false).0))
+    }
+}
+
+impl Pause {
+    pub fn set(&self, paused: bool) {
+        self.0.send_replace(paused);
+    }
+
+    /// Returns once the run is not paused.
+    pub async fn wait(&self) {
+        let mut rx = self.0.subscribe();
+        let _ = rx.wait_for(|paused| !paused).await;
+    }
+}
+
 /// Shared by all clients of one run: the limits, the cache, the accounting and whether a provider
 /// still answers.
 #[derive(Clone)]
@@ -253,6 +275,9 @@ pub struct Shared {
     pub adapter: Arc<Adapter>,
     /// What providers' servers said about themselves.
     pub servers: Arc<Servers>,
+    /// The run's pause, once a live view holds one: a request that got its places while the run
+    /// was paused waits before it is sent.
+    pub pause: Arc<std::sync::OnceLock<Pause>>,
 }
 
 impl Shared {
@@ -266,6 +291,7 @@ impl Shared {
             seed,
             adapter: Arc::default(),
             servers: Arc::default(),
+            pause: Arc::default(),
         }
     }
 
@@ -596,6 +622,10 @@ impl Client {
         let Ok(global) = self.shared.limits.global.clone().acquire_owned().await else {
             return false;
         };
+        // Paused while it waited for its places: it waits on, still queued (nothing else starts).
+        if let Some(pause) = self.shared.pause.get() {
+            pause.wait().await;
+        }
         *places = Some((own, global, queued.start()));
         true
     }

@@ -313,6 +313,8 @@ impl<S: Study> Run<S> {
         note: &(dyn Fn(String) + Send + Sync),
     ) -> Result<Ended, SessionError> {
         if let Some((sink, pause)) = live {
+            // Requests already waiting for their places when the run is paused wait too.
+            let _ = self.shared.pause.set(pause.clone());
             self.study.wrap_models(&|inner| {
                 Arc::new(Observed {
                     inner,

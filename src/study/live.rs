@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use tokio::sync::watch;
 
 use crate::llm::{ChatEvent, ChatModel, ChatRequest, EventStream, ModelInfo, Role, Usage};
 
@@ -36,27 +35,7 @@ pub enum LiveKind {
     Failed(String),
 }
 
-/// Pauses and resumes the calls of a run.
-#[derive(Clone)]
-pub struct Pause(Arc<watch::Sender<bool>>);
-
-impl Default for Pause {
-    fn default() -> Self {
-        Pause(Arc::new(watch::channel(false).0))
-    }
-}
-
-impl Pause {
-    pub fn set(&self, paused: bool) {
-        self.0.send_replace(paused);
-    }
-
-    /// Returns once the run is not paused.
-    pub async fn wait(&self) {
-        let mut rx = self.0.subscribe();
-        let _ = rx.wait_for(|paused| !paused).await;
-    }
-}
+pub use crate::llm::client::Pause;
 
 /// Where live reports go (called on the task making the call, so keep it cheap: e.g. a channel send).
 pub type LiveSink = Arc<dyn Fn(Live) + Send + Sync>;

@@ -549,3 +549,37 @@ fn whitespace_and_invisible_marks_are_empty_but_any_text_is_not() {
         assert!(!crate::llm::is_empty_reply(text), "{text:?}");
     }
 }
+
+/// A request that gets its place while the run is paused is not sent until the run goes on: a
+/// pause stops what waits for a provider's limit, not only what has not asked yet.
+#[tokio::test(start_paused = true)]
+async fn a_request_that_gets_its_place_while_the_run_is_paused_waits_to_be_sent() {
+    let mut transport = Scripted::new(&["Quite talkative."]);
+    transport.may_refuse = false;
+    // The first attempt waits (two seconds of the test's clock) for a second that cannot come:
+    // the provider takes one request at a time.
+    transport.together = Some(tokio::sync::Barrier::new(2));
+    let transport = Arc::new(transport);
+    let mut config = ProviderConfig::new("scripted", ProviderKind::Openai, "http://scripted", "m");
+    config.max_concurrency = 1;
+    let shared = Shared::new(4, None, CacheMode::Off, 1);
+    let pause = Pause::default();
+    shared.pause.set(pause.clone()).ok().unwrap();
+    let c = Arc::new(Client::new(transport.clone(), config, shared));
+    let ask = |i: usize| {
+        let (c, mut r) = (c.clone(), request(Role::Rpa));
+        r.messages[0].content = format!("Question {i}?");
+        tokio::spawn(async move { complete(&*c, r).await })
+    };
+    let (first, second) = (ask(0), ask(1));
+    while transport.attempts() == 0 {
+        tokio::task::yield_now().await;
+    }
+    pause.set(true);
+    first.await.unwrap().unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+    assert_eq!(transport.attempts(), 1, "the second took the first's place while paused, and waits");
+    pause.set(false);
+    second.await.unwrap().unwrap();
+    assert_eq!(transport.attempts(), 2);
+}
