@@ -284,21 +284,49 @@ fn interview_case(
         character: catalog.character(&named).map_or(named.clone(), |c| c.id.clone()),
         ..case
     };
-    if !cases.contains(&case) {
-        return Err((
-            col::CHARACTER,
-            format!(
-                "no such {} case in session {}: {} {} {}{}",
-                case.task.name(),
-                id,
-                named,
-                case.scale,
-                case.dimension,
-                case.item_id.map_or(String::new(), |i| format!(" item {i}"))
-            ),
-        ));
+    if cases.contains(&case) {
+        return Ok(case);
     }
-    Ok(case)
+    // The first field, in the row's order, that no case of the session matches with those before it.
+    let task: Vec<&Case> = cases.iter().filter(|c| c.task == case.task).collect();
+    let character: Vec<&&Case> = task.iter().filter(|c| c.character == case.character).collect();
+    let scale: Vec<&&&Case> = character.iter().filter(|c| c.scale == case.scale).collect();
+    let dimension: Vec<&&&&Case> = scale.iter().filter(|c| c.dimension == case.dimension).collect();
+    let item: Vec<&&&&&Case> = dimension.iter().filter(|c| c.item_id == case.item_id).collect();
+    let (column, what) = if character.is_empty() {
+        (col::CHARACTER, format!("character {named}"))
+    } else if scale.is_empty() {
+        (col::SCALE, format!("scale {} for {named}", case.scale))
+    } else if dimension.is_empty() {
+        (
+            col::DIMENSION,
+            format!("dimension \"{}\" of {}", case.dimension, case.scale),
+        )
+    } else if item.is_empty() {
+        let item = case.item_id.map_or("no item".to_string(), |i| format!("item {i}"));
+        (col::ITEM_ID, format!("{item} in {} {}", case.scale, case.dimension))
+    } else {
+        let mut repeats: Vec<u32> = item.iter().map(|c| c.repeat).collect();
+        repeats.sort_unstable();
+        repeats.dedup();
+        let had = repeats.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        (col::REPEAT, format!("repeat {} (it has repeat {had})", case.repeat))
+    };
+    Err((
+        column,
+        format!(
+            "no such {} case in session {id}: {what} ({named} {} {}{}{})",
+            case.task.name(),
+            case.scale,
+            case.dimension,
+            case.item_id.map_or(String::new(), |i| format!(" item {i}")),
+            if case.repeat > 0 {
+                format!(" repeat {}", case.repeat)
+            } else {
+                String::new()
+            }
+        ),
+    ))
 }
 
 /// The subject case a row names (a character subject also by the character's name or alias), or the

@@ -241,6 +241,15 @@ async fn imported_ratings_agree_with_an_independent_computation() {
             "annotator,task,character,scale,dimension,item_id,value,observer\nann,item,hermione-en,BFI,Openness,5,2,o1\n",
             ":2:39: an interview case has no observer",
         ),
+        // A case the session lacks is named at the first field that no case matches.
+        (
+            "annotator,task,character,scale,dimension,item_id,value,repeat\nann,item,hermione-en,BFI,Openness,5,2,7\n",
+            ":2:39: no such item case in session",
+        ),
+        (
+            "annotator,task,character,scale,dimension,item_id,value\nann,item,hermione-en,BFI,Openness,77,2\n",
+            ":2:35: no such item case in session",
+        ),
     ] {
         std::fs::write(&csv_path, sheet).unwrap();
         let out = command(
