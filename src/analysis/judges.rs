@@ -144,42 +144,65 @@ pub fn interview_source(events: &[Event]) -> Option<&str> {
 }
 
 /// Compares the assessments of `sessions` (each a journal's events), which must be at least two
-/// interview sessions sharing their interviews.
+/// interview sessions sharing their interviews; each goes by the id its journal was started under.
 pub fn compare(sessions: &[&[Event]], catalog: &Catalog) -> Result<Judges, JudgesError> {
+    let named: Vec<(&str, &[Event])> = sessions
+        .iter()
+        .map(|events| (events.iter().find_map(Event::start).map_or("", |s| s.session), *events))
+        .collect();
+    compare_named(&named, catalog)
+}
+
+/// [`compare`] of sessions that go by the ids they were found by (a copied session's folder name
+/// is its id, as for every command; a re-assessment names its parent by the id it was found by).
+pub fn compare_named(named: &[(&str, &[Event])], catalog: &Catalog) -> Result<Judges, JudgesError> {
+    let sessions: Vec<&[Event]> = named.iter().map(|(_, e)| *e).collect();
+    let sessions = sessions.as_slice();
     if sessions.len() < 2 {
         return Err(JudgesError::TooFew(sessions.len()));
     }
     let mut starts = Vec::new();
     let mut not_interviews = Vec::new();
-    for events in sessions {
+    for (name, events) in named {
         match (events.iter().find_map(Event::start), interview_start(events)) {
-            (Some(start), Some((_, plan))) => starts.push((start, plan)),
-            (Some(start), None) => not_interviews.push(start.session.to_string()),
-            (None, _) => not_interviews.push("(a journal without a start record)".to_string()),
+            (Some(start), Some((_, plan))) => starts.push((*name, start, plan)),
+            (Some(_), None) => not_interviews.push(name.to_string()),
+            (None, _) => not_interviews.push(format!("{name} (a journal without a start record)")),
         }
     }
     if !not_interviews.is_empty() {
         return Err(JudgesError::NotInterviews(not_interviews));
     }
-    for (i, (s, _)) in starts.iter().enumerate() {
-        if starts[..i].iter().any(|(t, _)| t.session == s.session) {
-            return Err(JudgesError::Repeated(s.session.to_string()));
+    for (i, (name, ..)) in starts.iter().enumerate() {
+        if starts[..i].iter().any(|(other, ..)| other == name) {
+            return Err(JudgesError::Repeated(name.to_string()));
         }
     }
-    let of: Vec<(String, String)> = starts
+    // Whose interviews each holds: a re-assessment its parent's, any other its own, which go by
+    // its id and by the id its journal was started under (the same but for a copied folder).
+    let sources: Vec<Vec<&str>> = starts
         .iter()
-        .map(|(start, plan)| {
-            let source = plan.parent.as_deref().unwrap_or(start.session);
-            (start.session.to_string(), source.to_string())
+        .map(|(name, start, plan)| match plan.parent.as_deref() {
+            Some(parent) => vec![parent],
+            None => vec![*name, start.session],
         })
         .collect();
-    if of.iter().any(|(_, source)| *source != of[0].1) {
+    let shared = sources[0]
+        .iter()
+        .find(|source| sources.iter().all(|s| s.contains(source)))
+        .map(|s| s.to_string());
+    let Some(shared) = shared else {
+        let of = starts
+            .iter()
+            .zip(&sources)
+            .map(|((name, ..), source)| (name.to_string(), source[0].to_string()))
+            .collect();
         return Err(JudgesError::NotShared(of));
-    }
+    };
     let list: Vec<Session> = starts
         .iter()
-        .map(|(start, plan)| Session {
-            id: start.session.to_string(),
+        .map(|(name, start, plan)| Session {
+            id: name.to_string(),
             name: start.name.clone(),
             judge: start
                 .providers
@@ -209,7 +232,7 @@ pub fn compare(sessions: &[&[Event]], catalog: &Catalog) -> Result<Judges, Judge
         })
         .collect();
     Ok(Judges {
-        interviews: of[0].1.clone(),
+        interviews: shared,
         sessions: list,
         scores,
         pairs,
@@ -554,6 +577,23 @@ mod tests {
             compare(&[&p, &p], &catalog).unwrap_err(),
             JudgesError::Repeated("p".into())
         );
+    }
+
+    #[test]
+    fn a_copied_session_goes_by_its_folders_name_and_shares_interviews_with_its_original() {
+        let catalog = catalog();
+        let scores = [Some(3.0); 5];
+        // "copy" is a copy of p's folder (its journal says p); "c" re-assesses the copy by name.
+        let copy = session("p", None, "a", scores);
+        let c = session("c", Some("copy"), "b", scores);
+        let j = compare_named(&[("copy", &copy), ("c", &c)], &catalog).unwrap();
+        assert_eq!((j.interviews.as_str(), j.sessions[0].id.as_str()), ("copy", "copy"));
+        let original = session("p", None, "a", scores);
+        assert!(compare_named(&[("copy", &copy), ("p", &original)], &catalog).is_ok());
+        // Errors name each session by its id.
+        let other = session("q", None, "b", scores);
+        let err = compare_named(&[("copy", &copy), ("q", &other)], &catalog).unwrap_err();
+        assert!(err.to_string().contains("interviews of copy: copy; interviews of q: q"), "{err}");
     }
 
     #[test]

@@ -16,8 +16,12 @@ pub fn judges(ctx: &Ctx, ids: &[String], json: bool, out: &mut dyn Write) -> any
         .iter()
         .map(|id| load_session(ctx, id).map(|(_, events)| events))
         .collect::<anyhow::Result<Vec<Vec<Event>>>>()?;
-    let sessions: Vec<&[Event]> = loaded.iter().map(Vec::as_slice).collect();
-    let report = judges::compare(&sessions, &catalog).map_err(|e| input_error(e.to_string()))?;
+    let sessions: Vec<(&str, &[Event])> = ids
+        .iter()
+        .map(String::as_str)
+        .zip(loaded.iter().map(Vec::as_slice))
+        .collect();
+    let report = judges::compare_named(&sessions, &catalog).map_err(|e| input_error(e.to_string()))?;
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&report.to_json())?)?;
     } else {
