@@ -44,6 +44,8 @@ pub use crate::session::SessionEntry;
 
 pub enum Action {
     Key(KeyEvent),
+    /// Text pasted into the terminal (bracketed paste): one piece, never keys.
+    Paste(String),
     Engine(Event),
     Live(crate::study::live::Live),
     /// Milliseconds since the app started.
@@ -346,6 +348,7 @@ impl App {
     fn handle(&mut self, action: Action) -> Vec<Effect> {
         match inert(action) {
             Action::Key(key) => return self.on_key(key),
+            Action::Paste(text) => return self.on_paste(&text),
             Action::Engine(event) => self.engine(&event),
             Action::Live(live) => {
                 self.run.apply_live(&live, &self.catalog);
@@ -630,6 +633,30 @@ impl App {
             }
         }
         cmd.map(|c| self.command(c)).unwrap_or_default()
+    }
+
+    /// Pasted text goes whole into the text being edited (a persona's field, the chat's message,
+    /// an annotation's note), its line ends made `\n` and other control characters left out; it is
+    /// never read as keys (a tab would move focus, a newline send a message).
+    fn on_paste(&mut self, text: &str) -> Vec<Effect> {
+        let text: String = text
+            .replace("\r\n", "\n")
+            .replace('\r', "\n")
+            .chars()
+            .filter(|c| !crate::text::acts_on_terminal(*c) || matches!(c, '\n' | '\t'))
+            .collect();
+        let took = !self.help
+            && match self.screen {
+                Screen::Persona => self.persona.paste(&text),
+                Screen::Chat => self.chat.paste(&text),
+                Screen::Annotate => self.annotate.paste(&text),
+                Screen::Setup => self.setup.paste(&text),
+                _ => false,
+            };
+        if !took {
+            self.flash = Some("nothing here takes pasted text".into());
+        }
+        Vec::new()
     }
 
     /// The tour's next step: its screen and its hint; the last one stops the replay (if still going)

@@ -70,6 +70,10 @@ where
                     effects = app.mouse(m, &hits);
                     now = true;
                 }
+                Some(Ok(CtEvent::Paste(text))) => {
+                    effects = app.update(Action::Paste(text));
+                    now = true;
+                }
                 Some(Ok(CtEvent::Resize(..))) => now = true,
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(e.into()),

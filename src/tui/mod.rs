@@ -23,7 +23,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use ratatui::crossterm::event::{self as ct, DisableMouseCapture, EnableMouseCapture};
+use ratatui::crossterm::event::{
+    self as ct, DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
+};
 use ratatui::crossterm::execute;
 use ratatui::crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
 use tokio::sync::mpsc::UnboundedSender;
@@ -332,10 +334,11 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
     let mut terminal = ratatui::init();
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let _ = execute!(std::io::stdout(), DisableMouseCapture);
+        let _ = execute!(std::io::stdout(), DisableMouseCapture, DisableBracketedPaste);
         hook(info);
     }));
-    let _ = execute!(std::io::stdout(), EnableMouseCapture);
+    // Pasted text arrives whole (bracketed), not as keys.
+    let _ = execute!(std::io::stdout(), EnableMouseCapture, EnableBracketedPaste);
     let mut draw = |app: &App| -> anyhow::Result<Hits> {
         let _ = execute!(std::io::stdout(), BeginSynchronizedUpdate);
         let mut hits = Hits::default();
@@ -344,7 +347,7 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
         Ok(hits)
     };
     let result = runtime.block_on(event_loop(ct::EventStream::new(), app, config, store, first, &mut draw));
-    let _ = execute!(std::io::stdout(), DisableMouseCapture);
+    let _ = execute!(std::io::stdout(), DisableMouseCapture, DisableBracketedPaste);
     ratatui::restore();
     result
 }

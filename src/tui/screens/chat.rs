@@ -217,6 +217,15 @@ impl Chat {
         None
     }
 
+    /// Pasted text into the message being written (sent with enter, as typed text is).
+    pub fn paste(&mut self, text: &str) -> bool {
+        if self.finder.is_some() {
+            return false;
+        }
+        self.input.insert_str(text);
+        true
+    }
+
     pub fn command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
         match cmd {
             Command::Prompt => self.show_prompt = !self.show_prompt,

@@ -180,6 +180,17 @@ impl Setup {
     }
 
     /// Letters typed into the character list filter it; true if the key was taken so.
+    /// Pasted text into the character filter (its first line); false unless the character list
+    /// has the focus.
+    pub fn paste(&mut self, text: &str) -> bool {
+        if self.pane != SetupPane::Characters {
+            return false;
+        }
+        self.filter.push_str(text.lines().next().unwrap_or_default().trim());
+        self.char_cursor = 0;
+        true
+    }
+
     pub fn type_key(&mut self, key: Key, event: &KeyEvent) -> bool {
         if self.pane != SetupPane::Characters || event.modifiers.contains(KeyModifiers::CONTROL) {
             return false;

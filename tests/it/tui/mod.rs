@@ -927,6 +927,15 @@ fn chat_reasks_an_item_next_to_the_recorded_answer() {
         matches!(&effects[..], [Effect::Chat { text, .. }] if text == "pq2?"),
         "{effects:?}"
     );
+    app.update(Action::ChatDone(Ok(())));
+    // Pasted paragraphs stay one message: nothing is sent until enter.
+    let effects = app.update(Action::Paste("first paragraph\nsecond paragraph\nthird".into()));
+    assert!(effects.is_empty(), "{effects:?}");
+    let effects = key(&mut app, KeyCode::Enter);
+    assert!(
+        matches!(&effects[..], [Effect::Chat { text, .. }] if text == "first paragraph\nsecond paragraph\nthird"),
+        "{effects:?}"
+    );
 }
 
 #[test]

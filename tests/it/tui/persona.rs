@@ -350,3 +350,32 @@ fn the_details_show_the_prompt_with_its_line_breaks() {
     let at = |text: &str| screen.lines().position(|l| l.contains(text)).unwrap();
     assert_eq!(at("[Wren's Personality"), at("You are Wren.") + 1, "{screen}");
 }
+
+/// Pasted text goes whole into the field being edited: a tab or a newline in it is text, never a key
+/// (a tab had moved the focus and the rest of the paste had set targets); escape sequences are left
+/// out; a one-line field takes newlines as spaces.
+#[test]
+fn pasted_text_is_text_in_the_field_not_keys() {
+    let mut app = app();
+    key(&mut app, KeyCode::Char('0'));
+    keys(&mut app, "a");
+    clear(&mut app, 30);
+    app.update(Action::Paste("Wren\nof the\tcoast".into()));
+    for _ in 0..4 {
+        key(&mut app, KeyCode::Tab);
+    }
+    let targets_before = app.persona.draft.as_ref().unwrap().targets.clone();
+    app.update(Action::Paste(
+        "She likes\tlists: high, low, 4 or 5.\r\nSecond line\u{1b}[31m red".into(),
+    ));
+    let draft = app.persona.draft.as_ref().unwrap();
+    assert_eq!(draft.name, "Wren of the coast");
+    assert_eq!(
+        draft.prompt.lines().join("\n"),
+        "She likes\tlists: high, low, 4 or 5.\nSecond line[31m red"
+    );
+    assert_eq!(draft.targets, targets_before, "no target was set by the paste");
+    // A long paste is one action, not thousands of keys.
+    app.update(Action::Paste("word ".repeat(20_000)));
+    assert!(app.persona.draft.as_ref().unwrap().prompt.lines().join("\n").len() > 100_000);
+}

@@ -114,6 +114,14 @@ impl Annotate {
 
     /// Digits, x, backspace and enter answer; while a note is written every key goes to it. `None` if
     /// the key is left to its command.
+    /// Pasted text into the note being edited; false when no note is.
+    pub fn paste(&mut self, text: &str) -> bool {
+        if self.editing_note {
+            self.note.insert_str(text);
+        }
+        self.editing_note
+    }
+
     pub fn key(&mut self, event: KeyEvent, key: Key, ctx: &Ctx) -> Option<Vec<Request>> {
         if self.editing_note {
             if key.code == KeyName::Enter || key.code == KeyName::Esc {

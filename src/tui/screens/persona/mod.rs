@@ -293,6 +293,25 @@ impl Persona {
         Some(Vec::new())
     }
 
+    /// Pasted text into the field being edited (newlines become spaces in a one-line field); false
+    /// when no text field has the focus.
+    pub fn paste(&mut self, text: &str) -> bool {
+        let Some(draft) = self.draft.as_mut() else {
+            return false;
+        };
+        if draft.field == Field::Prompt {
+            draft.prompt.insert_str(text);
+            return true;
+        }
+        match draft.line_mut() {
+            Some(line) => {
+                line.extend(text.chars().map(|c| if c == '\n' || c == '\t' { ' ' } else { c }));
+                true
+            }
+            None => false,
+        }
+    }
+
     /// A probe's result arrived: it is shown at once.
     pub fn show(&mut self, probed: Probed) {
         self.probed = Some(probed);
