@@ -137,6 +137,8 @@ pub struct App {
     pub screen: Screen,
     pub help: bool,
     pub quit: bool,
+    /// Quit was asked once with a character's edits unsaved: asked again, the workbench quits.
+    quit_asked: bool,
     pub flash: Option<String>,
     pub now_ms: u64,
     pub providers: Vec<ProviderStatus>,
@@ -264,6 +266,7 @@ impl App {
             screen: if ready { Screen::Setup } else { Screen::Welcome },
             help: false,
             quit: false,
+            quit_asked: false,
             flash: None,
             now_ms: 0,
             setup: Setup::new(
@@ -611,6 +614,8 @@ impl App {
             return Vec::new();
         };
         self.flash = None;
+        // A quit asked about stays asked only until the next key.
+        let quit_asked = std::mem::take(&mut self.quit_asked);
         if !self.help {
             // Screens that take typing see the key before the keymap does.
             let typed = match self.screen {
@@ -625,6 +630,11 @@ impl App {
             }
         }
         let cmd = self.keymap.command(self.ctx().mode, key);
+        if cmd == Some(Command::Quit) && !quit_asked && self.persona.draft.as_ref().is_some_and(|d| d.unsaved()) {
+            self.quit_asked = true;
+            self.flash = Some("a character's edits are not saved: quit again to leave them, ctrl-s saves".into());
+            return Vec::new();
+        }
         if self.help {
             // Any key closes help; the help key and esc only close it.
             self.help = false;

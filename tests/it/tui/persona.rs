@@ -135,7 +135,15 @@ fn a_bundled_character_is_read_only_and_duplicated_to_edit() {
     app.flash = None;
     let screen = render(&app, (120, 40));
     assert!(screen.contains(" f1  help"), "{screen}");
-    // Escape leaves without saving.
+    // Escape asks first (a copy is unsaved until saved); a second leaves without saving.
+    key(&mut app, KeyCode::Esc);
+    assert!(app.persona.draft.is_some());
+    assert!(
+        app.flash
+            .as_deref()
+            .unwrap_or_default()
+            .contains("esc again leaves without saving")
+    );
     key(&mut app, KeyCode::Esc);
     assert!(app.persona.draft.is_none());
     assert!(render(&app, (120, 40)).contains(" ?  help"));
@@ -378,4 +386,56 @@ fn pasted_text_is_text_in_the_field_not_keys() {
     // A long paste is one action, not thousands of keys.
     app.update(Action::Paste("word ".repeat(20_000)));
     assert!(app.persona.draft.as_ref().unwrap().prompt.lines().join("\n").len() > 100_000);
+}
+
+/// Unsaved edits are not lost to one key: esc and quit ask first (any other key takes the question
+/// back), an untouched character is left at once; a save that fails leaves the draft as it was.
+#[test]
+fn unsaved_edits_are_asked_about_before_they_are_left() {
+    let data = tempfile::tempdir().unwrap();
+    let mut app = app();
+    key(&mut app, KeyCode::Char('0'));
+    keys(&mut app, "a");
+    clear(&mut app, 30);
+    keys(&mut app, "Wren");
+    // Quit asks; typing takes the question back; asked twice in a row, it quits.
+    assert!(ctrl(&mut app, 'c').is_empty(), "the first quit asks");
+    assert!(app.flash.as_deref().unwrap_or_default().contains("not saved"));
+    keys(&mut app, "s");
+    assert!(ctrl(&mut app, 'c').is_empty(), "asked again after a key");
+    assert_eq!(ctrl(&mut app, 'c'), [Effect::Quit]);
+
+    // A save that fails keeps the draft new (its id still editable).
+    let mut app = app_with_new(&data);
+    let effects = ctrl(&mut app, 's');
+    assert!(matches!(effects.as_slice(), [Effect::SaveCharacter(_)]), "{effects:?}");
+    app.update(Action::Saved(Err("cannot write: Permission denied".into())));
+    let draft = app.persona.draft.as_ref().expect("still editing");
+    assert!(draft.new && draft.unsaved(), "the failed save left it new");
+    // Saved, then opened again untouched: esc leaves at once.
+    let effects = ctrl(&mut app, 's');
+    saved(&mut app, effects, data.path());
+    on(&mut app, "wren-en");
+    key(&mut app, KeyCode::Enter);
+    assert!(!app.persona.draft.as_ref().unwrap().unsaved());
+    key(&mut app, KeyCode::Esc);
+    assert!(app.persona.draft.is_none());
+}
+
+/// A new character "wren-en" with a prompt, ready to save.
+fn app_with_new(_data: &tempfile::TempDir) -> App {
+    let mut app = app();
+    key(&mut app, KeyCode::Char('0'));
+    keys(&mut app, "a");
+    key(&mut app, KeyCode::BackTab);
+    clear(&mut app, 30);
+    keys(&mut app, "wren-en");
+    key(&mut app, KeyCode::Tab);
+    clear(&mut app, 30);
+    keys(&mut app, "Wren");
+    for _ in 0..4 {
+        key(&mut app, KeyCode::Tab);
+    }
+    keys(&mut app, "You are Wren, a quiet lighthouse keeper.");
+    app
 }

@@ -66,13 +66,17 @@ pub struct Draft {
     pub target_cursor: usize,
     /// A number being typed for a target.
     pub typed: String,
+    /// The character the draft described when editing began, to tell an edit from none.
+    unedited: Character,
+    /// Esc was pressed once with edits unsaved: a second leaves without saving.
+    leaving: bool,
 }
 
 impl Draft {
     fn of(base: Character, new: bool) -> Draft {
         let mut prompt = tui_textarea::TextArea::new(base.description.lines().map(String::from).collect());
         prompt.set_placeholder_text("The role-play prompt: who the character is, how they speak");
-        Draft {
+        let mut draft = Draft {
             new,
             id: base.id.clone(),
             name: base.name.clone(),
@@ -84,8 +88,17 @@ impl Draft {
             field: Field::Name,
             target_cursor: 0,
             typed: String::new(),
+            unedited: base.clone(),
+            leaving: false,
             base,
-        }
+        };
+        draft.unedited = draft.character();
+        draft
+    }
+
+    /// Whether the draft holds edits not saved (a new character is unsaved until saved).
+    pub fn unsaved(&self) -> bool {
+        self.new || self.character() != self.unedited
     }
 
     /// The character the draft describes.
@@ -229,11 +242,21 @@ impl Persona {
         let scale = self.scale(catalog).cloned();
         let draft = self.draft.as_mut()?;
         let ctrl = event.modifiers.contains(KeyModifiers::CONTROL);
+        if key.code != KeyName::Esc {
+            draft.leaving = false;
+        }
         match key.code {
             KeyName::F(_) => return None,
+            KeyName::Esc if draft.unsaved() && !draft.leaving => {
+                draft.leaving = true;
+                return Some(vec![Request::Flash(
+                    "unsaved changes: esc again leaves without saving, ctrl-s saves".into(),
+                )]);
+            }
             KeyName::Esc => {
+                let said = if draft.unsaved() { "left without saving" } else { "left" };
                 self.draft = None;
-                return Some(vec![Request::Flash("left without saving".into())]);
+                return Some(vec![Request::Flash(said.into())]);
             }
             KeyName::Tab | KeyName::BackTab => {
                 let i = FIELDS.iter().position(|f| *f == draft.field).unwrap_or(0);
@@ -477,7 +500,7 @@ fn target_key(draft: &mut Draft, scale: &Scale, key: Key, step: Option<bool>) ->
     None
 }
 
-fn save(draft: &mut Draft, catalog: &Catalog) -> Vec<Request> {
+fn save(draft: &Draft, catalog: &Catalog) -> Vec<Request> {
     let c = draft.character();
     if !valid_id(&c.id) {
         return vec![Request::Flash(
@@ -490,7 +513,8 @@ fn save(draft: &mut Draft, catalog: &Catalog) -> Vec<Request> {
     if c.name.is_empty() || c.experimenter.is_empty() || c.description.is_empty() {
         return vec![Request::Flash("name, experimenter and prompt must not be empty".into())];
     }
-    draft.new = false;
+    // The draft stays as it is (new, if it was) until the save is done: a failed save leaves it
+    // editable as before.
     vec![Effect::SaveCharacter(Box::new(c)).into()]
 }
 
