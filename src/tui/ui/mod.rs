@@ -32,8 +32,32 @@ pub fn inert_cells(buffer: &mut ratatui::buffer::Buffer) {
     for cell in &mut buffer.content {
         if cell.symbol().chars().any(crate::text::acts_on_terminal) {
             cell.set_symbol(" ");
+        } else if let Some(joined) = stray_joiners_dropped(cell.symbol()) {
+            cell.set_symbol(if joined.is_empty() { " " } else { &joined });
         }
     }
+}
+
+/// A cell's text without the zero-width joiners that join no two pictographs (`None` when it has
+/// none). A terminal joins such a joiner with the next cell's character, and then the two disagree
+/// on columns: a border drawn one column off, stray glyphs left after a screen switch. An emoji's
+/// own joiners (a family, a profession) stay: there terminals and the layout agree.
+fn stray_joiners_dropped(symbol: &str) -> Option<String> {
+    const ZWJ: char = '\u{200d}';
+    if !symbol.contains(ZWJ) {
+        return None;
+    }
+    let pictograph =
+        |c: Option<&char>| c.is_some_and(|&c| c as u32 >= 0x1F000 || ('\u{2600}'..='\u{27BF}').contains(&c));
+    let chars: Vec<char> = symbol.chars().collect();
+    let stray = |i: usize| !(i > 0 && pictograph(chars.get(i - 1)) && pictograph(chars.get(i + 1)));
+    let kept: String = chars
+        .iter()
+        .enumerate()
+        .filter(|&(i, &c)| c != ZWJ || !stray(i))
+        .map(|(_, &c)| c)
+        .collect();
+    (kept.len() != symbol.len()).then_some(kept)
 }
 
 fn draw_screen(frame: &mut Frame, app: &App) -> Hits {

@@ -65,3 +65,31 @@ fn escape_sequences_reach_no_screen() {
         render(&app, (120, 40))
     );
 }
+
+/// A zero-width joiner that joins no two pictographs leaves its cell (a terminal would join it with
+/// the next cell's character and draw the rest of the line a column off); an emoji's own stay.
+#[test]
+fn stray_joiners_leave_the_cells_and_an_emojis_own_stay() {
+    use ratatui::buffer::Buffer;
+    use ratatui::layout::Rect;
+    let mut buffer = Buffer::empty(Rect::new(0, 0, 30, 1));
+    buffer.set_string(
+        0,
+        0,
+        "a \u{200d}★ b\u{200d} 👨\u{200d}👩\u{200d}👧 c",
+        ratatui::style::Style::default(),
+    );
+    incharacter::tui::ui::inert_cells(&mut buffer);
+    let symbols: Vec<&str> = buffer.content.iter().map(|c| c.symbol()).collect();
+    let text: String = symbols.concat();
+    assert!(
+        text.contains("👨\u{200d}👩\u{200d}👧"),
+        "the family stays one emoji: {symbols:?}"
+    );
+    assert_eq!(
+        text.matches('\u{200d}').count(),
+        2,
+        "only the family's joiners: {symbols:?}"
+    );
+    assert!(text.starts_with("a ★ b"), "{symbols:?}");
+}
