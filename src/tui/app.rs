@@ -136,6 +136,8 @@ pub struct App {
     pub theme: usize,
     pub screen: Screen,
     pub help: bool,
+    /// How far the help overlay is scrolled (it scrolls when the keys do not fit).
+    pub help_scroll: u16,
     pub quit: bool,
     /// Quit was asked once with a character's edits unsaved: asked again, the workbench quits.
     quit_asked: bool,
@@ -265,6 +267,7 @@ impl App {
             theme,
             screen: if ready { Screen::Setup } else { Screen::Welcome },
             help: false,
+            help_scroll: 0,
             quit: false,
             quit_asked: false,
             flash: None,
@@ -636,8 +639,21 @@ impl App {
             return Vec::new();
         }
         if self.help {
-            // Any key closes help; the help key and esc only close it.
+            // The arrows and page keys scroll a help that does not fit (drawing clamps it).
+            let step = match cmd {
+                Some(Command::Down | Command::ScrollDown) => Some(1),
+                Some(Command::Up | Command::ScrollUp) => Some(-1),
+                Some(Command::PageDown) => Some(10),
+                Some(Command::PageUp) => Some(-10),
+                _ => None,
+            };
+            if let Some(step) = step {
+                self.help_scroll = self.help_scroll.saturating_add_signed(step);
+                return Vec::new();
+            }
+            // Any other key closes help; the help key and esc only close it.
             self.help = false;
+            self.help_scroll = 0;
             if matches!(cmd, Some(Command::Help | Command::Back) | None) {
                 return Vec::new();
             }
@@ -728,7 +744,10 @@ impl App {
                 self.quit = true;
                 return vec![Effect::Quit];
             }
-            Command::Help => self.help = !self.help,
+            Command::Help => {
+                self.help = !self.help;
+                self.help_scroll = 0;
+            }
             Command::Theme => {
                 self.theme = (self.theme + 1) % self.themes.len();
                 self.flash = Some(format!("theme: {}", self.theme().name));

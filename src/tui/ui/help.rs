@@ -49,6 +49,20 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         }
     }
     let height = (lines.len() as u16 + 2).min(area.height);
-    let inner = popup(frame, centered(area, width, height), " Keys (any key closes) ", theme);
-    frame.render_widget(Paragraph::new(lines), inner);
+    // What does not fit scrolls (↑/↓, page keys), and the title says so and how far.
+    let shown = height.saturating_sub(2);
+    let hidden = (lines.len() as u16).saturating_sub(shown);
+    let scroll = app.help_scroll.min(hidden);
+    let title = if hidden == 0 {
+        " Keys (any key closes) ".to_string()
+    } else {
+        format!(
+            " Keys {}–{} of {} (↑/↓ scroll, any other key closes) ",
+            scroll + 1,
+            scroll + shown,
+            lines.len()
+        )
+    };
+    let inner = popup(frame, centered(area, width, height), &title, theme);
+    frame.render_widget(Paragraph::new(lines).scroll((scroll, 0)), inner);
 }

@@ -823,6 +823,40 @@ fn help_lists_the_screens_keys_and_small_terminals_get_a_notice() {
     });
 }
 
+/// A help longer than the terminal scrolls: at 80×24 on Setup, every key and the closing note can
+/// be brought into view, and the title says which lines show.
+#[test]
+fn a_help_that_does_not_fit_scrolls_to_its_last_line() {
+    let mut app = with_session();
+    key(&mut app, KeyCode::Char('1'));
+    key(&mut app, KeyCode::F(1));
+    assert!(app.help);
+    let first = render(&app, (80, 24));
+    assert!(first.contains("↑/↓ scroll"), "{first}");
+    assert!(
+        !first.contains("Rebind in config.toml"),
+        "the last line is below: {first}"
+    );
+    for _ in 0..6 {
+        key(&mut app, KeyCode::PageDown);
+    }
+    assert!(app.help, "scrolling keeps the help open");
+    let last = render(&app, (80, 24));
+    assert!(
+        last.contains("Rebind in config.toml") && last.contains("letters filter"),
+        "{last}"
+    );
+    let mode = incharacter::tui::keys::Mode::Setup;
+    let seen = format!("{first}{last}");
+    let (keys, what) = app.keymap.bindings(mode).into_iter().last().unwrap();
+    assert!(
+        seen.contains(what.help_on(mode)),
+        "the last binding, {keys}, is reachable"
+    );
+    key(&mut app, KeyCode::Esc);
+    assert!(!app.help);
+}
+
 #[test]
 fn pause_and_cancel_are_effects_for_the_driver() {
     let mut app = with_session();
