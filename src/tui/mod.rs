@@ -947,6 +947,12 @@ async fn replay(
         };
         Duration::from_millis((ms as f64 * factor) as u64)
     };
+    // A timer costs about a millisecond even when it waits for nothing: `instant` takes none.
+    let sleep = |d: Duration| async move {
+        if !d.is_zero() {
+            tokio::time::sleep(d).await;
+        }
+    };
     let mut previous: Option<u64> = None;
     for (ts, event) in timed {
         let gap = match (previous, ts) {
@@ -980,12 +986,12 @@ async fn replay(
             let step = gap / pieces.len().max(1) as u64;
             for piece in pieces {
                 pause.wait().await;
-                tokio::time::sleep(wait(step)).await;
+                sleep(wait(step)).await;
                 let _ = tx.send(Action::Live(live(LiveKind::Token(piece))));
             }
         } else {
             pause.wait().await;
-            tokio::time::sleep(wait(gap)).await;
+            sleep(wait(gap)).await;
         }
         if matches!(*speed.borrow(), Replay::Instant) {
             tokio::task::yield_now().await;

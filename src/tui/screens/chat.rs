@@ -234,12 +234,13 @@ impl Chat {
             Command::NextUnit | Command::PrevUnit => {
                 let ids: Vec<String> = ctx.catalog.characters.iter().map(|e| e.value.id.clone()).collect();
                 let current = self.character(ctx).map(|c| c.id.clone()).unwrap_or_default();
-                let i = ids.iter().position(|id| *id == current).unwrap_or(0);
                 let n = ids.len().max(1);
-                let next = if cmd == Command::NextUnit {
-                    (i + 1) % n
-                } else {
-                    (i + n - 1) % n
+                // With no character in focus, the first goes next (the last before).
+                let next = match (ids.iter().position(|id| *id == current), cmd == Command::NextUnit) {
+                    (Some(i), true) => (i + 1) % n,
+                    (Some(i), false) => (i + n - 1) % n,
+                    (None, true) => 0,
+                    (None, false) => n - 1,
                 };
                 self.show(ids.get(next).cloned().unwrap_or_default());
             }

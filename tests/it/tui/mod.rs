@@ -823,6 +823,16 @@ fn help_lists_the_screens_keys_and_small_terminals_get_a_notice() {
     });
 }
 
+/// Chat's next character, with none in focus yet, is the first of the list (not the second).
+#[test]
+fn chats_next_character_from_none_is_the_first() {
+    let mut app = app();
+    key(&mut app, KeyCode::F(7));
+    assert_eq!(app.screen, Screen::Chat);
+    app.update(Action::Key(KeyEvent::new(KeyCode::Char('n'), KeyModifiers::CONTROL)));
+    assert_eq!(app.chat.character, app.catalog.characters[0].value.id);
+}
+
 /// A help longer than the terminal scrolls: at 80×24 on Setup, every key and the closing note can
 /// be brought into view, and the title says which lines show.
 #[test]
