@@ -368,6 +368,8 @@ pub struct TuiConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeyBinding {
     pub screen: String,
+    /// Where the screen's name was written.
+    pub screen_at: Diagnostic,
     pub key: String,
     pub action: String,
     pub at: Diagnostic,
@@ -487,9 +489,12 @@ impl Reader<'_> {
     fn tui(&mut self, out: &mut TuiConfig, tui: RawTui) {
         out.theme = tui.theme;
         for (screen, keys) in tui.keys {
+            let screen_at = self.source.at(screen.span(), "");
+            let screen = screen.into_inner();
             for (key, action) in keys {
                 out.keys.push(KeyBinding {
                     screen: screen.clone(),
+                    screen_at: screen_at.clone(),
                     at: self.source.at(key.span(), ""),
                     key: key.into_inner(),
                     action: action.into_inner(),
@@ -838,7 +843,7 @@ struct RawSampling {
 struct RawTui {
     theme: Option<String>,
     #[serde(default)]
-    keys: BTreeMap<String, BTreeMap<Spanned<String>, Spanned<String>>>,
+    keys: BTreeMap<Spanned<String>, BTreeMap<Spanned<String>, Spanned<String>>>,
 }
 
 #[derive(Deserialize)]

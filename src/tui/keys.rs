@@ -516,6 +516,7 @@ impl Keymap {
         for b in bindings {
             let at = format!("{}:{}:{}", b.at.file, b.at.line, b.at.column);
             let Some(mode) = Mode::ALL.iter().copied().find(|m| m.name() == b.screen) else {
+                let at = format!("{}:{}:{}", b.screen_at.file, b.screen_at.line, b.screen_at.column);
                 errors.push(format!("{at}: unknown screen \"{}\" in [tui.keys]", b.screen));
                 continue;
             };
@@ -595,6 +596,7 @@ mod tests {
         let at = Source::new("config.toml", "x").whole("");
         let bind = |screen: &str, key: &str, action: &str| KeyBinding {
             screen: screen.into(),
+            screen_at: at.clone(),
             key: key.into(),
             action: action.into(),
             at: at.clone(),
@@ -611,6 +613,14 @@ mod tests {
         assert_eq!(errors.len(), 2);
         assert!(
             errors[0].starts_with("config.toml:1:1: unknown action \"fly\""),
+            "{errors:?}"
+        );
+        // An unknown screen is named where its name is written.
+        let text = "cache = \"off\"\n[tui.keys.livee]\n\"ctrl-p\" = \"pause\"\n";
+        let config = crate::config::Config::parse(Source::new("c.toml", text), true, &|_| None).unwrap();
+        let (_, errors) = Keymap::with_config(&config.tui.keys);
+        assert!(
+            errors[0].starts_with("c.toml:2:11: unknown screen \"livee\""),
             "{errors:?}"
         );
         let help = keymap.bindings(Mode::Live);
