@@ -452,6 +452,9 @@ impl App {
         self.live.running = false;
         self.live.paused = false;
         self.live.held.clear();
+        // Nothing is in flight or queued once the run has ended, whatever its last counts said.
+        self.live.accounting = None;
+        self.run.calls_ended();
         // A probe that finished is measured against the session before it.
         let probe = self.persona.probe.take().filter(|c| {
             result.is_ok()

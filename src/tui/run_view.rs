@@ -143,6 +143,21 @@ impl Sitting {
 const LOG_LINES: usize = 200;
 
 impl RunView {
+    /// The run's calls ended with it (finished, cancelled, stopped): none streams or retries any
+    /// more; an item they had not answered waits again.
+    pub fn calls_ended(&mut self) {
+        for item in &mut self.items {
+            if matches!(item.status, Status::Streaming | Status::Retrying) {
+                item.status = Status::Pending;
+            }
+        }
+        for message in &mut self.transcript {
+            message.streaming = false;
+        }
+        self.streaming_turn = None;
+        self.judge_active = 0;
+    }
+
     /// The run's adaptations in short, by role: `judge and rpa temperature: fixed by provider`.
     pub fn adapted(&self) -> Vec<String> {
         self.session

@@ -350,6 +350,26 @@ fn live_streams_the_transcript_and_escape_sequences_stay_inert() {
     assert!(figures.contains(" eta "), "{narrow}");
 }
 
+/// A cancelled run's calls end with it: no item keeps streaming, no cursor blinks in the
+/// transcript.
+#[test]
+fn a_cancelled_runs_calls_stop_streaming_on_screen() {
+    let mut app = live_app();
+    app.update(Action::Live(Live {
+        role: Role::Rpa,
+        purpose: interview::purpose("hermione-en", "BFI", 30, QueryStyle::Open),
+        repeat: 0,
+        kind: LiveKind::Token("I adore ".into()),
+    }));
+    assert!(render(&app, (120, 40)).contains("streaming"));
+    assert_eq!(key(&mut app, KeyCode::Char('x')), [Effect::Cancel]);
+    app.update(Action::RunEnded(Err(
+        "cancelled: the session keeps what was done".into()
+    )));
+    let screen = render(&app, (120, 40));
+    assert!(!screen.contains("streaming") && !screen.contains('▌'), "{screen}");
+}
+
 #[test]
 fn live_names_the_providers_a_rate_limit_holds_back_while_the_run_goes() {
     let mut app = live_app();
