@@ -103,6 +103,16 @@ impl Secret {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// `text` (a server's words) with the key replaced by `[the key]`: some servers and proxies
+    /// repeat the key they refused. A key shorter than eight characters is a placeholder, not a
+    /// secret, and is left alone (replacing it would only garble the text).
+    pub fn scrub(&self, text: &str) -> String {
+        if self.0.len() < 8 {
+            return text.to_string();
+        }
+        text.replace(&self.0, "[the key]")
+    }
 }
 
 impl fmt::Debug for Secret {

@@ -637,6 +637,11 @@ impl BatchApi {
                     if (200..300).contains(&status) {
                         return Ok(text);
                     }
+                    // A server may repeat the key it refused: never passed on.
+                    let text = match &self.key {
+                Some(key) => key.scrub(&text),
+                None => text,
+            };
                     let message = openai::error_message(&text);
                     if status == 401 || status == 403 {
                         return Err(LlmError::Unauthorized {

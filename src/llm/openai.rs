@@ -249,6 +249,11 @@ impl OpenAi {
                 Ok(Ok(t)) => t,
                 _ => String::new(),
             };
+            // Before the message is cut to length, which could leave part of a repeated key.
+            let text = match &self.key {
+                Some(key) => key.scrub(&text),
+                None => text,
+            };
             let message = error_message(&text);
             if status == 401 || status == 403 {
                 let env = self
@@ -307,10 +312,10 @@ impl OpenAi {
 /// they refused, and these texts reach journals, logs and the terminal. (A key shorter than eight
 /// characters is a placeholder, not a secret, and would only garble the text.)
 fn redacted(e: AttemptError, key: Option<&Secret>) -> AttemptError {
-    let Some(key) = key.map(Secret::expose).filter(|k| k.len() >= 8) else {
+    let Some(key) = key else {
         return e;
     };
-    let clean = |text: String| text.replace(key, "[the key]");
+    let clean = |text: String| key.scrub(&text);
     match e {
         AttemptError::Status {
             status,
