@@ -577,7 +577,7 @@ impl Client {
         let facts = self.learn().await;
         let mut measured = false;
         loop {
-            if !self.take_places(&mut tries.places, role).await {
+            if !self.take_places(&mut tries.places, role, tx).await {
                 return Outcome::Over;
             }
             // Measured once, holding its place: a server that serves one request at a time counts
@@ -608,12 +608,30 @@ impl Client {
         }
     }
 
+    /// Whether the request is to be sent now: after the run's pause, if any, is lifted, and only if
+    /// someone still listens (a cancelled run's requests, held by a pause, are never sent).
+    async fn may_send(&self, tx: &mpsc::UnboundedSender<ChatEvent>) -> bool {
+        if let Some(pause) = self.shared.pause.get() {
+            tokio::select! {
+                () = pause.wait() => {}
+                () = tx.closed() => return false,
+            }
+        }
+        !tx.is_closed()
+    }
+
     /// Takes the request's places unless it holds them. The provider's first, so a request waiting
     /// for a busy provider holds no global permit another provider could use. Queued until both are
     /// held, in flight after. False when the limits are closed.
-    async fn take_places(&self, places: &mut Option<Places>, role: super::Role) -> bool {
+    async fn take_places(
+        &self,
+        places: &mut Option<Places>,
+        role: super::Role,
+        tx: &mpsc::UnboundedSender<ChatEvent>,
+    ) -> bool {
         if places.is_some() {
-            return true;
+            // A retry holds its places; it too waits out a pause.
+            return self.may_send(tx).await;
         }
         let queued = self.shared.accounting.queue(&self.config.name, role);
         let Some(own) = self.own.acquire().await else {
@@ -623,8 +641,8 @@ impl Client {
             return false;
         };
         // Paused while it waited for its places: it waits on, still queued (nothing else starts).
-        if let Some(pause) = self.shared.pause.get() {
-            pause.wait().await;
+        if !self.may_send(tx).await {
+            return false;
         }
         *places = Some((own, global, queued.start()));
         true

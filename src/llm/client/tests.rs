@@ -583,3 +583,29 @@ async fn a_request_that_gets_its_place_while_the_run_is_paused_waits_to_be_sent(
     second.await.unwrap().unwrap();
     assert_eq!(transport.attempts(), 2);
 }
+
+/// A request a pause held back is never sent once nobody listens for it (the run was cancelled),
+/// even when the pause is lifted afterwards.
+#[tokio::test(start_paused = true)]
+async fn a_held_request_whose_run_was_cancelled_is_not_sent() {
+    let mut transport = Scripted::new(&["Quite talkative."]);
+    transport.may_refuse = false;
+    let transport = Arc::new(transport);
+    let config = ProviderConfig::new("scripted", ProviderKind::Openai, "http://scripted", "m");
+    let shared = Shared::new(4, None, CacheMode::Off, 1);
+    let pause = Pause::default();
+    shared.pause.set(pause.clone()).ok().unwrap();
+    pause.set(true);
+    let c = Arc::new(Client::new(transport.clone(), config, shared));
+    let asked = {
+        let c = c.clone();
+        tokio::spawn(async move { complete(&*c, request(Role::Rpa)).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    assert_eq!(transport.attempts(), 0, "held by the pause");
+    asked.abort();
+    let _ = asked.await;
+    pause.set(false);
+    tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+    assert_eq!(transport.attempts(), 0, "the cancelled run's request was not sent");
+}
