@@ -277,8 +277,13 @@ fn go<S: Headless>(
     }
     let failures = S::failures(&events);
     if failures.any() {
-        if let Some((error, n)) = crate::study::commonest_error(&events) {
-            crate::note!("most often ({n}×): {error}");
+        if let Some((error, n, role)) = crate::study::commonest_error(&events) {
+            // Which provider it came from, where the record says whose request it was.
+            let providers = events.iter().find_map(Event::start).map(|s| s.providers);
+            let from = role
+                .and_then(|role| Some((role, providers?.get(role)?)))
+                .map_or(String::new(), |(role, m)| format!(", {role} {m}"));
+            crate::note!("most often ({n}×{from}): {error}");
         }
         crate::note!("{}", failed(failures, S::KIND, &id));
         return Ok(ExitCode::FAILURE);
@@ -288,7 +293,7 @@ fn go<S: Headless>(
 
 /// Whether a session's records end a run that left nothing unanswered.
 fn finished_whole(events: &[Event]) -> bool {
-    events.iter().any(|e| matches!(e, Event::RunFinished { .. })) && !crate::study::failures_any(events).any()
+    crate::study::finished(events) && !crate::study::failures_any(events).any()
 }
 
 /// A session's summary on stdout: its table, or with `json` one object (`session`, `path`, the

@@ -269,9 +269,11 @@ fn list_in(dir: &Path, sample: bool) -> (Vec<SessionEntry>, Vec<(PathBuf, String
             continue;
         };
         // A session no one finished is running while its writer lives, else interrupted.
+        // (A resume that was stopped leaves it unfinished, whatever an earlier sitting ended with.)
         let status = events
             .iter()
             .rev()
+            .take_while(|e| !matches!(e, Event::Resumed { .. }))
             .find_map(|e| match e {
                 Event::RunFinished { status, .. } if crate::study::failures_any(&events).any() => {
                     Some(format!("{status} with failures"))
@@ -513,6 +515,11 @@ mod tests {
         // An answer after the failure (a resume asked again) leaves nothing failed.
         assert_eq!(status(&[&start, &failed, &answered, finished]), "complete");
         assert_eq!(status(&[&start, &failed]), "interrupted");
+        // A resume stopped before it finished leaves the session unfinished, whatever the sitting
+        // before ended with.
+        let resumed = r#"{"event":"resumed","at":"2026-11-30T00:02:00Z"}"#;
+        assert_eq!(status(&[&start, &failed, finished, resumed, &answered]), "interrupted");
+        assert_eq!(status(&[&start, &failed, finished, resumed, &answered, finished]), "complete");
     }
 
     /// A session started with `plan_extra` in its plan (e.g. its parent), with nothing after.

@@ -194,30 +194,41 @@ pub fn adaptation_lines(events: &[Event]) -> Vec<String> {
         .collect()
 }
 
-/// The most frequent error of the run's last sitting (since it started or last resumed), and how many
-/// times it occurred: the closing line of a failed run quotes the provider's words, not just counts.
-pub fn commonest_error(events: &[Event]) -> Option<(String, usize)> {
+/// Whether the session's last sitting ended its run: a `RunFinished` after the last `Resumed` (a
+/// resume that was stopped leaves the session unfinished, whatever an earlier sitting ended with).
+pub fn finished(events: &[Event]) -> bool {
+    events
+        .iter()
+        .rev()
+        .take_while(|e| !matches!(e, Event::Resumed { .. }))
+        .any(|e| matches!(e, Event::RunFinished { .. }))
+}
+
+/// The error most often recorded since the last resume, how many times, and the role whose
+/// requests ended so where the record says (`rpa` for an answer, `judge` for an assessment or a
+/// verdict).
+pub fn commonest_error(events: &[Event]) -> Option<(String, usize, Option<&'static str>)> {
     let since = events
         .iter()
         .rposition(|e| matches!(e, Event::Resumed { .. }))
         .unwrap_or(0);
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut counts: BTreeMap<(&str, Option<&'static str>), usize> = BTreeMap::new();
     for e in &events[since..] {
         let error = match e {
-            Event::ItemFailed { error, .. } => Some(error.as_str()),
-            Event::DimensionAssessed(a) => a.failure.as_deref(),
-            Event::Observed(crate::observer::Step::Failed { error, .. }) => Some(error.as_str()),
-            Event::Rolebench(rolebench::Step::AnswerFailed { error, .. }) => Some(error.as_str()),
-            Event::Rolebench(rolebench::Step::Judged { failure, .. }) => failure.as_deref(),
+            Event::ItemFailed { error, .. } => Some((error.as_str(), Some("rpa"))),
+            Event::DimensionAssessed(a) => a.failure.as_deref().map(|f| (f, Some("judge"))),
+            Event::Observed(crate::observer::Step::Failed { error, .. }) => Some((error.as_str(), None)),
+            Event::Rolebench(rolebench::Step::AnswerFailed { error, .. }) => Some((error.as_str(), Some("rpa"))),
+            Event::Rolebench(rolebench::Step::Judged { failure, .. }) => failure.as_deref().map(|f| (f, Some("judge"))),
             _ => None,
         };
-        if let Some(error) = error {
-            *counts.entry(error).or_default() += 1;
+        if let Some(key) = error {
+            *counts.entry(key).or_default() += 1;
         }
     }
     // The most frequent; among equals, the first in text order (deterministic).
-    let (error, n) = counts.into_iter().rev().max_by_key(|(_, n)| *n)?;
-    Some((error.to_string(), n))
+    let ((error, role), n) = counts.into_iter().rev().max_by_key(|(_, n)| *n)?;
+    Some((error.to_string(), n, role))
 }
 
 /// The kinds of study, as sessions lists and exports name them.

@@ -203,7 +203,7 @@ async fn a_phase_refused_whole_ends_with_the_providers_words_and_how_to_resume()
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(judge.stats().requests, 1, "a 400 is not retried: {stderr}");
     assert!(
-        stderr.contains("most often (1×)") && stderr.contains("injected: invalid request"),
+        stderr.contains("most often (1×, judge ") && stderr.contains("injected: invalid request"),
         "the provider's words: {stderr}"
     );
     assert!(stderr.contains("incharacter run --resume"), "{stderr}");
