@@ -87,18 +87,20 @@ pub fn chatharuhi_jsonl<'s>(
     let rows = jsonl_rows(file)?;
     let mut description: Option<String> = None;
     let mut chunks = Vec::new();
-    for (line, row) in rows {
-        let at = || format!("{}:{line}", file.display());
+    for (line, row, raw) in rows {
+        let at = |key: &str| super::row_at(file, line, &raw, key);
         let text = match (row.get("text"), row.get("enc_text")) {
             (Some(serde_json::Value::String(t)), _) => t.clone(),
             (None, Some(serde_json::Value::String(enc))) => {
                 let bytes = base64::engine::general_purpose::STANDARD
                     .decode(enc.trim())
-                    .map_err(|e| format!("{}: enc_text is not base64: {e}", at()))?;
-                String::from_utf8(bytes).map_err(|_| format!("{}: enc_text does not decode to UTF-8", at()))?
+                    .map_err(|e| format!("{}: enc_text is not base64: {e}", at("enc_text")))?;
+                String::from_utf8(bytes)
+                    .map_err(|_| format!("{}: enc_text does not decode to UTF-8", at("enc_text")))?
             }
-            (Some(_), _) | (None, Some(_)) => return Err(format!("{}: text must be a string", at()).into()),
-            (None, None) => return Err(format!("{}: a row needs \"text\" or \"enc_text\"", at()).into()),
+            (Some(_), _) => return Err(format!("{}: text must be a string", at("text")).into()),
+            (None, Some(_)) => return Err(format!("{}: enc_text must be a string", at("enc_text")).into()),
+            (None, None) => return Err(format!("{}: a row needs \"text\" or \"enc_text\"", at("")).into()),
         };
         // The embedding column of the special rows holds a marker instead of a vector.
         let marker = row
@@ -108,7 +110,7 @@ pub fn chatharuhi_jsonl<'s>(
         match marker {
             Some("system_prompt") => {
                 if description.is_some() {
-                    return Err(format!("{}: a second system_prompt row", at()).into());
+                    return Err(format!("{}: a second system_prompt row", at("")).into());
                 }
                 description = Some(text);
             }

@@ -264,9 +264,10 @@ fn valid_id(id: &str) -> bool {
 
 type Row = serde_json::Map<String, serde_json::Value>;
 
-/// The JSON objects of a jsonl file, each with its 1-based line number; blank lines skipped.
-/// A malformed row is an error naming file:line:column; the file and each of its lines are bounded.
-fn jsonl_rows(path: &Path) -> Result<Vec<(usize, Row)>, String> {
+/// The JSON objects of a jsonl file, each with its 1-based line number and its line's text (to
+/// locate a field's problem); blank lines skipped. A malformed row is an error naming
+/// file:line:column; the file and each of its lines are bounded.
+fn jsonl_rows(path: &Path) -> Result<Vec<(usize, Row, String)>, String> {
     not_a_link(path)?;
     crate::files::check_readable(path, MAX_JSONL, "a jsonl export").map_err(|e| e.to_string())?;
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -296,12 +297,19 @@ fn jsonl_rows(path: &Path) -> Result<Vec<(usize, Row)>, String> {
             return Err(format!("{}: more than {MAX_ROWS} rows", path.display()));
         }
         match serde_json::from_str::<serde_json::Value>(&line) {
-            Ok(serde_json::Value::Object(map)) => rows.push((n, map)),
+            Ok(serde_json::Value::Object(map)) => rows.push((n, map, line)),
             Ok(_) => return Err(format!("{}:{n}:1: a row must be a JSON object", path.display())),
             Err(e) => return Err(format!("{}:{n}:{}: {}", path.display(), crate::files::json_column(&e), crate::files::json_message(&e))),
         }
     }
     Ok(rows)
+}
+
+/// `file:line:column` of field `key`'s value in a jsonl row (`line`: its number, `text`: its text);
+/// the row's start when it has no such field.
+fn row_at(file: &Path, line: usize, text: &str, key: &str) -> String {
+    let column = crate::domain::diagnostic::Source::new("", text).json_at(&[key]).map_or(1, |(_, c)| c);
+    format!("{}:{line}:{column}", file.display())
 }
 
 /// Text without control characters other than newlines, trimmed.

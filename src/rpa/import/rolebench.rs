@@ -47,17 +47,19 @@ pub fn rolebench_profile<'s>(
     };
     let mut chunks: Vec<String> = Vec::new();
     let mut current: Option<(String, String)> = None;
-    for (line, row) in jsonl_rows(profiles)? {
-        let at = || format!("{}:{line}", profiles.display());
+    for (line, row, raw) in jsonl_rows(profiles)? {
+        let at = |key: &str| super::row_at(profiles, line, &raw, key);
         let (Some(speaker), Some(content)) = (
             row.get("role").and_then(|v| v.as_str()),
             row.get("content").and_then(|v| v.as_str()),
         ) else {
-            return Err(format!("{}: a row needs string fields \"role\" and \"content\"", at()).into());
+            let missing = if row.get("role").and_then(|v| v.as_str()).is_none() { "role" } else { "content" };
+            return Err(format!("{}: a row needs string fields \"role\" and \"content\"", at(missing)).into());
         };
         let key = (id_part(row.get("act_id")), id_part(row.get("diag_id")));
         let (Some(act), Some(diag)) = key else {
-            return Err(format!("{}: a row needs \"act_id\" and \"diag_id\" (numbers or strings)", at()).into());
+            let missing = if id_part(row.get("act_id")).is_none() { "act_id" } else { "diag_id" };
+            return Err(format!("{}: a row needs \"act_id\" and \"diag_id\" (numbers or strings)", at(missing)).into());
         };
         let speaker = clean(speaker).replace('\n', " ");
         let content = clean(content).replace('\n', " ");
@@ -156,7 +158,7 @@ mod tests {
         )
         .unwrap();
         let e = run("Wren Ashby").unwrap_err().to_string();
-        assert!(e.contains(".jsonl:2: a row needs \"act_id\""), "{e}");
+        assert!(e.contains(".jsonl:2:1: a row needs \"act_id\""), "{e}");
         assert!(std::fs::read_dir(data.path()).unwrap().next().is_none());
     }
 }
