@@ -12,15 +12,19 @@ use crate::study::Event;
 
 pub fn judges(ctx: &Ctx, ids: &[String], json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let catalog = ctx.catalog()?;
+    // Each by its folder's name, however it was named (an id, a folder, a journal's path).
     let loaded = ids
         .iter()
-        .map(|id| load_session(ctx, id).map(|(_, events)| events))
-        .collect::<anyhow::Result<Vec<Vec<Event>>>>()?;
-    let sessions: Vec<(&str, &[Event])> = ids
-        .iter()
-        .map(String::as_str)
-        .zip(loaded.iter().map(Vec::as_slice))
-        .collect();
+        .map(|id| {
+            load_session(ctx, id).map(|(dir, events)| {
+                let name = dir
+                    .file_name()
+                    .map_or_else(|| id.clone(), |n| n.to_string_lossy().into_owned());
+                (name, events)
+            })
+        })
+        .collect::<anyhow::Result<Vec<(String, Vec<Event>)>>>()?;
+    let sessions: Vec<(&str, &[Event])> = loaded.iter().map(|(n, e)| (n.as_str(), e.as_slice())).collect();
     let report = judges::compare_named(&sessions, &catalog).map_err(|e| input_error(e.to_string()))?;
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&report.to_json())?)?;

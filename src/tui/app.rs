@@ -668,6 +668,11 @@ impl App {
     /// an annotation's note), its line ends made `\n` and other control characters left out; it is
     /// never read as keys (a tab would move focus, a newline send a message).
     fn on_paste(&mut self, text: &str) -> Vec<Effect> {
+        // Like a key, a paste takes back a question about leaving unsaved edits.
+        self.quit_asked = false;
+        if let Some(draft) = self.persona.draft.as_mut() {
+            draft.leaving = false;
+        }
         let text: String = text
             .replace("\r\n", "\n")
             .replace('\r', "\n")

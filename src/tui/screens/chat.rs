@@ -293,6 +293,9 @@ impl Chat {
 
     pub fn done(&mut self, result: Result<(), String>) {
         if let Some(turn) = self.streaming() {
+            // A reasoning model's thought is not the reply (nor history for the next turn).
+            let thought = crate::llm::thought_len(&turn.reply);
+            turn.reply.drain(..thought);
             turn.done = true;
             turn.error = result.err().map(|e| e.to_string());
         }

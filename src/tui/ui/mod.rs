@@ -47,10 +47,31 @@ fn stray_joiners_dropped(symbol: &str) -> Option<String> {
     if !symbol.contains(ZWJ) {
         return None;
     }
-    let pictograph =
-        |c: Option<&char>| c.is_some_and(|&c| c as u32 >= 0x1F000 || ('\u{2600}'..='\u{27BF}').contains(&c));
+    // Emoji and the symbol blocks they come from (arrows to ⬛), © ® ™ and the like.
+    let pictograph = |c: Option<&char>| {
+        c.is_some_and(|&c| {
+            c as u32 >= 0x1F000
+                || ('\u{2190}'..='\u{2BFF}').contains(&c)
+                || matches!(
+                    c,
+                    '\u{a9}'
+                        | '\u{ae}'
+                        | '\u{203c}'
+                        | '\u{2049}'
+                        | '\u{2122}'
+                        | '\u{2139}'
+                        | '\u{3030}'
+                        | '\u{303d}'
+                        | '\u{3297}'
+                        | '\u{3299}'
+                )
+        })
+    };
+    // A joiner's left neighbour is the emoji before any presentation selector or skin tone.
+    let modifier = |c: char| c == '\u{fe0f}' || ('\u{1f3fb}'..='\u{1f3ff}').contains(&c);
     let chars: Vec<char> = symbol.chars().collect();
-    let stray = |i: usize| !(i > 0 && pictograph(chars.get(i - 1)) && pictograph(chars.get(i + 1)));
+    let before = |i: usize| chars[..i].iter().rev().find(|c| !modifier(**c));
+    let stray = |i: usize| !(pictograph(before(i)) && pictograph(chars.get(i + 1)));
     let kept: String = chars
         .iter()
         .enumerate()

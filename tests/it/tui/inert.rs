@@ -72,11 +72,11 @@ fn escape_sequences_reach_no_screen() {
 fn stray_joiners_leave_the_cells_and_an_emojis_own_stay() {
     use ratatui::buffer::Buffer;
     use ratatui::layout::Rect;
-    let mut buffer = Buffer::empty(Rect::new(0, 0, 30, 1));
+    let mut buffer = Buffer::empty(Rect::new(0, 0, 40, 1));
     buffer.set_string(
         0,
         0,
-        "a \u{200d}★ b\u{200d} 👨\u{200d}👩\u{200d}👧 c",
+        "a \u{200d}★ b\u{200d} 👨\u{200d}👩\u{200d}👧 🏳\u{fe0f}\u{200d}🌈 🐈\u{200d}⬛ c",
         ratatui::style::Style::default(),
     );
     incharacter::tui::ui::inert_cells(&mut buffer);
@@ -86,10 +86,14 @@ fn stray_joiners_leave_the_cells_and_an_emojis_own_stay() {
         text.contains("👨\u{200d}👩\u{200d}👧"),
         "the family stays one emoji: {symbols:?}"
     );
+    assert!(
+        text.contains("🏳\u{fe0f}\u{200d}🌈") && text.contains("🐈\u{200d}⬛"),
+        "{symbols:?}"
+    );
     assert_eq!(
         text.matches('\u{200d}').count(),
-        2,
-        "only the family's joiners: {symbols:?}"
+        4,
+        "only the emoji's joiners: {symbols:?}"
     );
     assert!(text.starts_with("a ★ b"), "{symbols:?}");
 }

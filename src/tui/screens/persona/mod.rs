@@ -69,7 +69,7 @@ pub struct Draft {
     /// The character the draft described when editing began, to tell an edit from none.
     unedited: Character,
     /// Esc was pressed once with edits unsaved: a second leaves without saving.
-    leaving: bool,
+    pub leaving: bool,
 }
 
 impl Draft {
