@@ -137,7 +137,7 @@ pub struct App {
     pub screen: Screen,
     pub help: bool,
     /// How far the help overlay is scrolled (it scrolls when the keys do not fit).
-    pub help_scroll: u16,
+    pub help_scroll: std::cell::Cell<u16>,
     pub quit: bool,
     /// Quit was asked once with a character's edits unsaved: asked again, the workbench quits.
     quit_asked: bool,
@@ -267,7 +267,7 @@ impl App {
             theme,
             screen: if ready { Screen::Setup } else { Screen::Welcome },
             help: false,
-            help_scroll: 0,
+            help_scroll: std::cell::Cell::new(0),
             quit: false,
             quit_asked: false,
             flash: None,
@@ -651,12 +651,13 @@ impl App {
                 _ => None,
             };
             if let Some(step) = step {
-                self.help_scroll = self.help_scroll.saturating_add_signed(step);
+                // (Drawing stores back the scroll clamped to what the help holds.)
+                self.help_scroll.set(self.help_scroll.get().saturating_add_signed(step));
                 return Vec::new();
             }
             // Any other key closes help; the help key and esc only close it.
             self.help = false;
-            self.help_scroll = 0;
+            self.help_scroll.set(0);
             if matches!(cmd, Some(Command::Help | Command::Back) | None) {
                 return Vec::new();
             }
@@ -754,7 +755,7 @@ impl App {
             }
             Command::Help => {
                 self.help = !self.help;
-                self.help_scroll = 0;
+                self.help_scroll.set(0);
             }
             Command::Theme => {
                 self.theme = (self.theme + 1) % self.themes.len();

@@ -52,7 +52,9 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     // What does not fit scrolls (↑/↓, page keys), and the title says so and how far.
     let shown = height.saturating_sub(2);
     let hidden = (lines.len() as u16).saturating_sub(shown);
-    let scroll = app.help_scroll.min(hidden);
+    let scroll = app.help_scroll.get().min(hidden);
+    // Kept clamped, so a key back up moves the text at once however far down was asked.
+    app.help_scroll.set(scroll);
     let title = if hidden == 0 {
         " Keys (any key closes) ".to_string()
     } else {

@@ -883,6 +883,9 @@ fn a_help_that_does_not_fit_scrolls_to_its_last_line() {
         seen.contains(what.help_on(mode)),
         "the last binding, {keys}, is reachable"
     );
+    // However far down was asked, one key up moves the text at once.
+    key(&mut app, KeyCode::Up);
+    assert_ne!(render(&app, (80, 24)), last);
     key(&mut app, KeyCode::Esc);
     assert!(!app.help);
 }
