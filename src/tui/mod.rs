@@ -8,6 +8,7 @@ mod event_loop;
 #[cfg(any(test, feature = "testing"))]
 pub mod fixture;
 pub mod keys;
+mod replay;
 pub mod run_view;
 pub mod screens;
 pub mod theme;
@@ -20,7 +21,6 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::StreamExt;
 use ratatui::crossterm::event::{
@@ -33,7 +33,7 @@ use tokio::sync::watch;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::journal;
+
 use crate::llm::Role;
 use crate::method::interview;
 use crate::rpa::memories::Memories;
@@ -42,10 +42,11 @@ use crate::session::resume::Resume;
 use crate::session::run::Ended;
 use crate::session::{Run, SessionEntry, Start, Store};
 use crate::study::interview::results;
-use crate::study::live::{Live, LiveKind, LiveSink, Pause};
+use crate::study::live::{LiveSink, Pause};
 use crate::study::{Event, Interviews, Kind, Observers, Rolebench, Study};
 use app::{Action, App, Effect, Replay};
 pub use event_loop::event_loop;
+use replay::replay;
 use screens::Hits;
 
 #[derive(Debug, Default, Clone)]
@@ -908,97 +909,6 @@ fn fetch_model(data: &Path, tx: &UnboundedSender<Action>) -> Result<String, Stri
         let _ = (data, tx);
         Err("this build has no local model (feature local-model)".into())
     }
-}
-
-/// A recorded answer cut into the pieces a replay streams: words, and runs of a few characters in
-/// text without spaces (Chinese), so that every answer streams rather than appearing at once.
-fn replay_pieces(response: &str) -> Vec<String> {
-    const RUN: usize = 3;
-    let mut pieces = Vec::new();
-    for word in response.split_inclusive(' ') {
-        let chars: Vec<char> = word.chars().collect();
-        if chars.len() <= 4 * RUN {
-            pieces.push(word.to_string());
-        } else {
-            pieces.extend(chars.chunks(RUN).map(|c| c.iter().collect::<String>()));
-        }
-    }
-    pieces
-}
-
-/// Replays a journal with its original timing scaled by the speed; answers stream as tokens spread
-/// over the time they took, so a replay looks like the live run.
-async fn replay(
-    dir: &Path,
-    data: &Path,
-    catalog: &Catalog,
-    tx: &UnboundedSender<Action>,
-    speed: watch::Receiver<Replay>,
-    pause: &Pause,
-) -> Result<(), String> {
-    let timed: Vec<(Option<u64>, Event)> =
-        journal::read_timed(&dir.join("journal.jsonl")).map_err(|e| e.to_string())?;
-    let events: Vec<Event> = timed.iter().map(|(_, e)| e.clone()).collect();
-    let _ = tx.send(Action::Memories(load_memories(data, catalog, &events)));
-    let wait = |ms: u64| {
-        let factor = match *speed.borrow() {
-            Replay::Speed(s) => 1.0 / s.max(0.01),
-            Replay::Instant => 0.0,
-        };
-        Duration::from_millis((ms as f64 * factor) as u64)
-    };
-    // A timer costs about a millisecond even when it waits for nothing: `instant` takes none.
-    let sleep = |d: Duration| async move {
-        if !d.is_zero() {
-            tokio::time::sleep(d).await;
-        }
-    };
-    let mut previous: Option<u64> = None;
-    for (ts, event) in timed {
-        let gap = match (previous, ts) {
-            (Some(a), Some(b)) => b.saturating_sub(a).min(30_000),
-            (_, None) => 50,
-            (None, Some(_)) => 0,
-        };
-        previous = ts.or(previous);
-        if let Event::ItemAnswered {
-            character,
-            scale,
-            repeat,
-            style,
-            item_id,
-            question,
-            response,
-            ..
-        } = &event
-        {
-            let purpose = interview::purpose(character, scale, *item_id, *style);
-            let live = |kind| Live {
-                role: Role::Rpa,
-                purpose: purpose.clone(),
-                repeat: *repeat,
-                kind,
-            };
-            let _ = tx.send(Action::Live(live(LiveKind::Started {
-                prompt: question.clone(),
-            })));
-            let pieces = replay_pieces(response);
-            let step = gap / pieces.len().max(1) as u64;
-            for piece in pieces {
-                pause.wait().await;
-                sleep(wait(step)).await;
-                let _ = tx.send(Action::Live(live(LiveKind::Token(piece))));
-            }
-        } else {
-            pause.wait().await;
-            sleep(wait(gap)).await;
-        }
-        if matches!(*speed.borrow(), Replay::Instant) {
-            tokio::task::yield_now().await;
-        }
-        let _ = tx.send(Action::Engine(event));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The workbench's helpers for replays, probes and character versions, tested without a terminal.
 
+use super::replay::replay_pieces;
 use super::*;
 
 #[test]
