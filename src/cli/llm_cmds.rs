@@ -413,7 +413,8 @@ pub fn chat(ctx: &Ctx, args: ChatArgs<'_>, out: &mut dyn Write) -> anyhow::Resul
         Ok(Err(llm::LlmError::Transport("the reply ended without Done".into())))
     })?;
     match result {
-        Err(e) => Err(anyhow::anyhow!("{}", e)),
+        // Which provider failed, as a run's failures say it.
+        Err(e) => Err(anyhow::anyhow!("{}: {}", args.provider, e)),
         Ok(text) => {
             if live {
                 writeln!(out)?;

@@ -165,6 +165,11 @@ async fn keys_never_reach_journals_exports_caches_logs_or_output() {
         "printed: {}",
         String::from_utf8_lossy(&printed3)
     );
+    assert!(
+        common::contains(&printed3, "fake: the key in FAKE_KEY was rejected"),
+        "chat names the provider that refused: {}",
+        String::from_utf8_lossy(&printed3)
+    );
     let mut files = Vec::new();
     common::all_bytes(&data3, &mut files);
     assert!(
