@@ -406,7 +406,7 @@ fn unsaved_edits_are_asked_about_before_they_are_left() {
     assert_eq!(ctrl(&mut app, 'c'), [Effect::Quit]);
 
     // A save that fails keeps the draft new (its id still editable).
-    let mut app = app_with_new(&data);
+    let mut app = app_with_new();
     let effects = ctrl(&mut app, 's');
     assert!(matches!(effects.as_slice(), [Effect::SaveCharacter(_)]), "{effects:?}");
     app.update(Action::Saved(Err("cannot write: Permission denied".into())));
@@ -423,7 +423,7 @@ fn unsaved_edits_are_asked_about_before_they_are_left() {
 }
 
 /// A new character "wren-en" with a prompt, ready to save.
-fn app_with_new(_data: &tempfile::TempDir) -> App {
+fn app_with_new() -> App {
     let mut app = app();
     key(&mut app, KeyCode::Char('0'));
     keys(&mut app, "a");
