@@ -110,12 +110,9 @@ type Pair = (String, String, Method, String);
 /// A pair's error and correctness in one session, averaged over its repeats.
 type Scored = BTreeMap<Pair, (f64, f64)>;
 
-fn side(events: &[Event]) -> Result<Side, CompareError> {
+fn side((session, events): (&str, &[Event])) -> Result<Side, CompareError> {
     let start = events.iter().find_map(Event::start);
-    let session = start.as_ref().map_or_else(
-        || "(a journal without a first record)".into(),
-        |s| s.session.to_string(),
-    );
+    let session = session.to_string();
     if start.as_ref().is_none_or(|s| s.kind != crate::study::Kind::Interviews) {
         return Err(CompareError::NotInterviews(session));
     }
@@ -174,9 +171,15 @@ fn groups_of(s: &Scored) -> Vec<String> {
     set.into_iter().map(|(scale, m)| format!("{} × {m}", scale)).collect()
 }
 
-/// Session `a` against session `b`.
-pub fn compare(a: &[Event], b: &[Event], catalog: &Catalog, options: &Options) -> Result<Comparison, CompareError> {
+/// Session `a` against session `b`, each its id (the one it was found by) and its events.
+pub fn compare(
+    a: (&str, &[Event]),
+    b: (&str, &[Event]),
+    catalog: &Catalog,
+    options: &Options,
+) -> Result<Comparison, CompareError> {
     let (side_a, side_b) = (side(a)?, side(b)?);
+    let ((_, a), (_, b)) = (a, b);
     let (in_a, in_b) = (scored(a, catalog, options), scored(b, catalog, options));
     // Per character, its pairs' (error A, error B, correct A, correct B).
     let mut units: BTreeMap<&str, Vec<[f64; 4]>> = BTreeMap::new();

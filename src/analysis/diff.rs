@@ -229,15 +229,11 @@ fn list(names: &[String]) -> String {
     names.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
 }
 
-/// The session id of an interview journal.
-fn session_of(events: &[Event]) -> Result<String, DiffError> {
-    let id = events
-        .iter()
-        .find_map(|e| e.start().map(|s| s.session.to_string()))
-        .unwrap_or_else(|| "(a journal without a first record)".into());
+/// Session `name` (its events) if it is an interview session.
+fn interviews<'a>((name, events): (&'a str, &'a [Event])) -> Result<(&'a str, &'a [Event]), DiffError> {
     match kind_of(events) {
-        Some(Kind::Interviews) => Ok(id),
-        _ => Err(DiffError::NotInterviews(id)),
+        Some(Kind::Interviews) => Ok((name, events)),
+        _ => Err(DiffError::NotInterviews(name.to_string())),
     }
 }
 
@@ -350,10 +346,15 @@ fn references(
 }
 
 /// The diff of `character` (`None`: the one character both sessions measured) from session `a` to
-/// session `b`.
-pub fn diff(a: &[Event], b: &[Event], catalog: &Catalog, character: Option<&str>) -> Result<Diff, DiffError> {
-    let (a_id, b_id) = (session_of(a)?, session_of(b)?);
-    let id = choose((&a_id, a), (&b_id, b), catalog, character)?;
+/// session `b`, each its id (the one it was found by) and its events.
+pub fn diff(
+    a: (&str, &[Event]),
+    b: (&str, &[Event]),
+    catalog: &Catalog,
+    character: Option<&str>,
+) -> Result<Diff, DiffError> {
+    let ((a_id, a), (b_id, b)) = (interviews(a)?, interviews(b)?);
+    let id = choose((a_id, a), (b_id, b), catalog, character)?;
     let c = catalog.character(&id).filter(|c| c.id == id);
     let side = |session: &str, events: &[Event]| Side {
         session: session.to_string(),
@@ -448,8 +449,8 @@ pub fn diff(a: &[Event], b: &[Event], catalog: &Catalog, character: Option<&str>
     });
     Ok(Diff {
         character: id.clone(),
-        a: side(&a_id, a),
-        b: side(&b_id, b),
+        a: side(a_id, a),
+        b: side(b_id, b),
         dimensions,
         items,
     })
@@ -461,6 +462,13 @@ mod tests {
     use crate::domain::scoring::ItemOption;
     use crate::method::convert::ConvertedItem;
     use crate::study::{RunPlan, SessionHeader};
+
+    /// [`diff`] of sessions that each go by the id its journal was started under.
+    fn named(a: &[Event], b: &[Event], catalog: &Catalog, character: Option<&str>) -> Result<Diff, DiffError> {
+        let id = |events: &[Event]| events.iter().find_map(|e| e.start().map(|s| s.session.to_string()));
+        let (a_id, b_id) = (id(a).unwrap_or_default(), id(b).unwrap_or_default());
+        diff((&a_id, a), (&b_id, b), catalog, character)
+    }
 
     const H: &str = "hermione-en";
     const BFI: [&str; 5] = [
@@ -580,7 +588,7 @@ mod tests {
     fn a_session_diffed_with_itself_changes_nothing_and_moves_toward_nothing() {
         let catalog = catalog();
         let a = session("a", "v1", [2.0, 3.0, 4.0, 3.0, 4.5], [2.0, 3.0, 4.0]);
-        let d = diff(&a, &a, &catalog, None).unwrap();
+        let d = named(&a, &a, &catalog, None).unwrap();
         assert_eq!(d.character, H);
         assert_eq!(d.a.version.as_deref(), Some("v1"));
         assert_eq!(d.dimensions.len(), 6, "five ER_batch rows and OC's Extraversion");
@@ -615,7 +623,7 @@ mod tests {
         // Openness 2.25…).
         let a = session("a", "v1", [2.0, 3.0, 4.0, 2.5, 4.5], [2.0, 3.0, 4.0]);
         let b = session("b", "v2", [3.0, 2.5, 4.0, 1.5, 5.0], [4.0, 3.0, 5.0]);
-        let d = diff(&a, &b, &catalog, Some("Hermione")).unwrap();
+        let d = named(&a, &b, &catalog, Some("Hermione")).unwrap();
         assert_eq!(
             (d.a.version.as_deref(), d.b.version.as_deref()),
             (Some("v1"), Some("v2"))
@@ -735,7 +743,7 @@ mod tests {
             assessed(H, Method::ErBatch, 0, "Openness", Some(3.5), &[]),
             assessed(H, Method::ErBatch, 0, "Extraversion", None, &[]),
         ];
-        let d = diff(&a, &b, &catalog, None).unwrap();
+        let d = named(&a, &b, &catalog, None).unwrap();
         assert_eq!(d.a.version, None, "a session older than versions");
         let [o] = &d.dimensions[..] else {
             panic!("{:?}", d.dimensions)
@@ -755,23 +763,23 @@ mod tests {
             ]
         };
         let (a, b) = (two("a"), two("b"));
-        let err = diff(&a, &b, &catalog, None).unwrap_err();
+        let err = named(&a, &b, &catalog, None).unwrap_err();
         assert_eq!(err, DiffError::Ambiguous(vec!["harry-en".into(), H.into()]));
         assert_eq!(
             err.to_string(),
             "both sessions measured harry-en, hermione-en: choose one with --character"
         );
-        assert_eq!(diff(&a, &b, &catalog, Some("harry-en")).unwrap().character, "harry-en");
+        assert_eq!(named(&a, &b, &catalog, Some("harry-en")).unwrap().character, "harry-en");
         let c = vec![
             started("c", &["ron-en"], &[]),
             assessed("ron-en", Method::ErBatch, 0, "Openness", Some(3.0), &[]),
         ];
-        let err = diff(&a, &c, &catalog, None).unwrap_err();
+        let err = named(&a, &c, &catalog, None).unwrap_err();
         assert_eq!(
             err.to_string(),
             "the sessions measured no character in common (a measured harry-en, hermione-en; c measured ron-en)"
         );
-        let err = diff(&a, &c, &catalog, Some(H)).unwrap_err();
+        let err = named(&a, &c, &catalog, Some(H)).unwrap_err();
         assert_eq!(
             err.to_string(),
             "session c did not measure hermione-en (it measured ron-en)"
@@ -781,7 +789,7 @@ mod tests {
             at: "now".into(),
         }];
         assert!(matches!(
-            diff(&a, &observe, &catalog, None),
+            named(&a, &observe, &catalog, None),
             Err(DiffError::NotInterviews(_))
         ));
     }
@@ -798,7 +806,7 @@ mod tests {
                 character_versions: [(H.to_string(), "v2".to_string())].into(),
             },
         );
-        let d = diff(&a, &a, &catalog, None).unwrap();
+        let d = named(&a, &a, &catalog, None).unwrap();
         assert_eq!(d.a.version.as_deref(), Some("v1"));
         assert_eq!(d.a.later_versions, ["v2"]);
     }

@@ -136,26 +136,27 @@ fn interview_start(events: &[Event]) -> Option<(&str, &RunPlan)> {
     })
 }
 
-/// The session whose interviews an interview session holds: its parent for a re-assessment, else
-/// itself. `None` for other kinds of session.
-pub fn interview_source(events: &[Event]) -> Option<&str> {
-    let (id, plan) = interview_start(events)?;
-    Some(plan.parent.as_deref().unwrap_or(id))
+/// The ids the interviews of session `name` (an interview session's journal `started_as`) go by:
+/// a re-assessment's its parent, any other session's its own id and the id its journal was
+/// started under (the same but for a copied folder).
+fn interview_ids<'a>(name: &'a str, started_as: &'a str, plan: &'a RunPlan) -> Vec<&'a str> {
+    match plan.parent.as_deref() {
+        Some(parent) => vec![parent],
+        None => vec![name, started_as],
+    }
 }
 
-/// Compares the assessments of `sessions` (each a journal's events), which must be at least two
-/// interview sessions sharing their interviews; each goes by the id its journal was started under.
-pub fn compare(sessions: &[&[Event]], catalog: &Catalog) -> Result<Judges, JudgesError> {
-    let named: Vec<(&str, &[Event])> = sessions
-        .iter()
-        .map(|events| (events.iter().find_map(Event::start).map_or("", |s| s.session), *events))
-        .collect();
-    compare_named(&named, catalog)
+/// Whether the session that goes by `name` (its folder's name) holds the interviews that go by
+/// `interviews`: it is that session, a copy of it, or a re-assessment of one of those by that id.
+pub fn holds_interviews(name: &str, events: &[Event], interviews: &str) -> bool {
+    interview_start(events).is_some_and(|(started_as, plan)| interview_ids(name, started_as, plan).contains(&interviews))
 }
 
-/// [`compare`] of sessions that go by the ids they were found by (a copied session's folder name
-/// is its id, as for every command; a re-assessment names its parent by the id it was found by).
-pub fn compare_named(named: &[(&str, &[Event])], catalog: &Catalog) -> Result<Judges, JudgesError> {
+/// Compares the assessments of `named` (each a session's id and its journal's events), which must be
+/// at least two interview sessions sharing their interviews. Each goes by the id it was found by (a
+/// copied session's folder name is its id, as for every command; a re-assessment names its parent
+/// by the id it was found by).
+pub fn compare(named: &[(&str, &[Event])], catalog: &Catalog) -> Result<Judges, JudgesError> {
     let sessions: Vec<&[Event]> = named.iter().map(|(_, e)| *e).collect();
     let sessions = sessions.as_slice();
     if sessions.len() < 2 {
@@ -178,14 +179,10 @@ pub fn compare_named(named: &[(&str, &[Event])], catalog: &Catalog) -> Result<Ju
             return Err(JudgesError::Repeated(name.to_string()));
         }
     }
-    // Whose interviews each holds: a re-assessment its parent's, any other its own, which go by
-    // its id and by the id its journal was started under (the same but for a copied folder).
+    // The ids of the interviews each holds.
     let sources: Vec<Vec<&str>> = starts
         .iter()
-        .map(|(name, start, plan)| match plan.parent.as_deref() {
-            Some(parent) => vec![parent],
-            None => vec![*name, start.session],
-        })
+        .map(|(name, start, plan)| interview_ids(name, start.session, plan))
         .collect();
     let shared = sources[0]
         .iter()
@@ -412,6 +409,15 @@ mod tests {
     use crate::method::Assessment;
     use crate::study::SessionHeader;
 
+    /// [`compare`] of sessions that each go by the id its journal was started under.
+    fn by_journal_ids(sessions: &[&[Event]], catalog: &Catalog) -> Result<Judges, JudgesError> {
+        let named: Vec<(&str, &[Event])> = sessions
+            .iter()
+            .map(|events| (events.iter().find_map(Event::start).map_or("", |s| s.session), *events))
+            .collect();
+        compare(&named, catalog)
+    }
+
     fn close(a: Option<f64>, b: f64) -> bool {
         a.is_some_and(|a| (a - b).abs() < 1e-12)
     }
@@ -486,7 +492,7 @@ mod tests {
         let catalog = catalog();
         let parent = session("p", None, "judge-a", [1.0, 2.0, 3.0, 4.0, 5.0].map(Some));
         let child = session("c", Some("p"), "judge-b", [2.0, 2.0, 4.0, 3.0, 5.0].map(Some));
-        let j = compare(&[&parent, &child], &catalog).unwrap();
+        let j = by_journal_ids(&[&parent, &child], &catalog).unwrap();
         assert_eq!(j.interviews, "p");
         assert_eq!(j.sessions[1].judge.as_deref(), Some("p/judge-b"));
         assert_eq!(j.sessions[1].parent.as_deref(), Some("p"));
@@ -519,7 +525,7 @@ mod tests {
         let catalog = catalog();
         let a = session("p", None, "a", [Some(1.0), None, Some(3.0), None, None]);
         let b = session("c", Some("p"), "b", [Some(2.0), Some(2.0), None, None, None]);
-        let j = compare(&[&a, &b], &catalog).unwrap();
+        let j = by_journal_ids(&[&a, &b], &catalog).unwrap();
         let pair = &j.pairs[0];
         assert_eq!(pair.n, 1);
         assert_eq!((pair.pearson, pair.spearman), (None, None));
@@ -543,7 +549,7 @@ mod tests {
         let scores = [1.5, 4.0, 2.5, 3.0, 4.5].map(Some);
         let a = session("p", None, "a", scores);
         let b = session("c", Some("p"), "a", scores);
-        let j = compare(&[&a, &b], &catalog).unwrap();
+        let j = by_journal_ids(&[&a, &b], &catalog).unwrap();
         let pair = &j.pairs[0];
         assert!(close(pair.pearson, 1.0) && close(pair.spearman, 1.0), "{pair:?}");
         assert!(close(pair.mean_abs_diff, 0.0));
@@ -560,21 +566,21 @@ mod tests {
         let x = session("x", Some("q"), "b", scores);
         let own = session("y", None, "b", scores);
         assert!(
-            compare(&[&c, &d], &catalog).is_ok(),
+            by_journal_ids(&[&c, &d], &catalog).is_ok(),
             "siblings share their parent's interviews"
         );
-        assert!(compare(&[&c, &p, &d], &catalog).is_ok(), "and the parent's own");
-        let err = compare(&[&p, &c, &x], &catalog).unwrap_err();
+        assert!(by_journal_ids(&[&c, &p, &d], &catalog).is_ok(), "and the parent's own");
+        let err = by_journal_ids(&[&p, &c, &x], &catalog).unwrap_err();
         assert!(matches!(err, JudgesError::NotShared(_)));
         assert_eq!(
             err.to_string(),
             "the sessions do not share interviews (interviews of p: p, c; interviews of q: x); compare a \
              session with its re-assessments (`incharacter assess`), or re-assessments of one session"
         );
-        assert!(matches!(compare(&[&p, &own], &catalog), Err(JudgesError::NotShared(_))));
-        assert_eq!(compare(&[&p], &catalog).unwrap_err(), JudgesError::TooFew(1));
+        assert!(matches!(by_journal_ids(&[&p, &own], &catalog), Err(JudgesError::NotShared(_))));
+        assert_eq!(by_journal_ids(&[&p], &catalog).unwrap_err(), JudgesError::TooFew(1));
         assert_eq!(
-            compare(&[&p, &p], &catalog).unwrap_err(),
+            by_journal_ids(&[&p, &p], &catalog).unwrap_err(),
             JudgesError::Repeated("p".into())
         );
     }
@@ -586,13 +592,13 @@ mod tests {
         // "copy" is a copy of p's folder (its journal says p); "c" re-assesses the copy by name.
         let copy = session("p", None, "a", scores);
         let c = session("c", Some("copy"), "b", scores);
-        let j = compare_named(&[("copy", &copy), ("c", &c)], &catalog).unwrap();
+        let j = compare(&[("copy", &copy), ("c", &c)], &catalog).unwrap();
         assert_eq!((j.interviews.as_str(), j.sessions[0].id.as_str()), ("copy", "copy"));
         let original = session("p", None, "a", scores);
-        assert!(compare_named(&[("copy", &copy), ("p", &original)], &catalog).is_ok());
+        assert!(compare(&[("copy", &copy), ("p", &original)], &catalog).is_ok());
         // Errors name each session by its id.
         let other = session("q", None, "b", scores);
-        let err = compare_named(&[("copy", &copy), ("q", &other)], &catalog).unwrap_err();
+        let err = compare(&[("copy", &copy), ("q", &other)], &catalog).unwrap_err();
         assert!(err.to_string().contains("interviews of copy: copy; interviews of q: q"), "{err}");
     }
 
@@ -613,7 +619,7 @@ mod tests {
             .unwrap(),
             providers: Default::default(),
         }];
-        let err = compare(&[&p, &observe], &catalog).unwrap_err();
+        let err = by_journal_ids(&[&p, &observe], &catalog).unwrap_err();
         assert_eq!(err, JudgesError::NotInterviews(vec!["o".into()]));
         assert!(err.to_string().starts_with("o is not an interview session"), "{err}");
     }

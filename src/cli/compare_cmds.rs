@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use super::lookup::load_session;
+use super::lookup::load_named;
 use super::table::Table;
 use super::{Ctx, input_error};
 use crate::analysis::compare::{self, Comparison, Paired};
@@ -39,15 +39,15 @@ pub fn compare(ctx: &Ctx, (a, b): (&str, &str), args: Args, out: &mut dyn Write)
             s
         )));
     }
-    let (_, a) = load_session(ctx, a)?;
-    let (_, b) = load_session(ctx, b)?;
+    let (a_id, a) = load_named(ctx, a)?;
+    let (b_id, b) = load_named(ctx, b)?;
     let options = compare::Options {
         scale: args.scale,
         method,
         labels: args.labels,
         bootstrap: args.bootstrap,
     };
-    let c = compare::compare(&a, &b, &catalog, &options).map_err(|e| input_error(e.to_string()))?;
+    let c = compare::compare((&a_id, &a), (&b_id, &b), &catalog, &options).map_err(|e| input_error(e.to_string()))?;
     if args.json {
         let mut value = serde_json::to_value(&c)?;
         value["labels"] = args.labels.map_or(serde_json::Value::Null, |l| l.name().into());

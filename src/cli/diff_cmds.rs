@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use super::lookup::load_session;
+use super::lookup::load_named;
 use super::table::{Table, num};
 use super::{Ctx, input_error};
 use crate::analysis::diff::{self, Diff, DimensionDiff, ItemDiff, Reference};
@@ -25,9 +25,15 @@ pub fn diff(
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     let catalog = ctx.catalog()?;
-    let (_, a) = load_session(ctx, a)?;
-    let (_, b) = load_session(ctx, b)?;
-    let d = diff::diff(&a, &b, &catalog, character).map_err(|e| input_error(e.to_string()))?;
+    let (a_id, a) = load_named(ctx, a)?;
+    let (b_id, b) = load_named(ctx, b)?;
+    let d = diff::diff((&a_id, &a), (&b_id, &b), &catalog, character).map_err(|e| input_error(e.to_string()))?;
+    if d.dimensions.is_empty() {
+        return Err(input_error(format!(
+            "{a_id} and {b_id} scored {} on no scale × method in common: nothing to diff",
+            d.character
+        )));
+    }
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&d)?)?;
     } else {

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use super::lookup::load_session;
+use super::lookup::load_named;
 use super::table::{Table, num};
 use super::{Ctx, input_error};
 use crate::analysis::judges::{self, Judges};
@@ -12,20 +12,12 @@ use crate::study::Event;
 
 pub fn judges(ctx: &Ctx, ids: &[String], json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let catalog = ctx.catalog()?;
-    // Each by its folder's name, however it was named (an id, a folder, a journal's path).
     let loaded = ids
         .iter()
-        .map(|id| {
-            load_session(ctx, id).map(|(dir, events)| {
-                let name = dir
-                    .file_name()
-                    .map_or_else(|| id.clone(), |n| n.to_string_lossy().into_owned());
-                (name, events)
-            })
-        })
+        .map(|id| load_named(ctx, id))
         .collect::<anyhow::Result<Vec<(String, Vec<Event>)>>>()?;
     let sessions: Vec<(&str, &[Event])> = loaded.iter().map(|(n, e)| (n.as_str(), e.as_slice())).collect();
-    let report = judges::compare_named(&sessions, &catalog).map_err(|e| input_error(e.to_string()))?;
+    let report = judges::compare(&sessions, &catalog).map_err(|e| input_error(e.to_string()))?;
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&report.to_json())?)?;
     } else {

@@ -15,6 +15,16 @@ pub(super) fn load_session(ctx: &Ctx, what: &str) -> anyhow::Result<(PathBuf, Ve
     Ok((dir, events))
 }
 
+/// [`load_session`], named by its folder, however it was given (an id, a folder, a journal's path):
+/// the id every command finds it by (a copied folder's journal was started under another).
+pub(super) fn load_named(ctx: &Ctx, what: &str) -> anyhow::Result<(String, Vec<Event>)> {
+    let (dir, events) = load_session(ctx, what)?;
+    let name = dir
+        .file_name()
+        .map_or_else(|| what.to_string(), |n| n.to_string_lossy().into_owned());
+    Ok((name, events))
+}
+
 /// The ids a comma-separated `list` of `option` names, each found by `find` (an unknown one is a
 /// "unknown `what`" error), each once ([`super::errors::each_once`]).
 pub(super) fn ids(

@@ -177,9 +177,10 @@ impl Store {
         (out, unreadable)
     }
 
-    /// The interview sessions that hold the interviews of session `interviews`: it and every
-    /// re-assessment of it, in list order with their records (a session in both the data dir and the
-    /// samples once, the data dir's).
+    /// The interview sessions that hold the interviews that go by `interviews` (a session's folder
+    /// name or the id its journal was started under): that session, its copies, and every
+    /// re-assessment of it by that id ([`crate::analysis::judges::holds_interviews`]), in list order
+    /// with their records (a session in both the data dir and the samples once, the data dir's).
     pub fn sharing_interviews(&self, interviews: &str) -> Vec<(SessionEntry, Vec<Event>)> {
         let mut out: Vec<(SessionEntry, Vec<Event>)> = Vec::new();
         for entry in self.list() {
@@ -187,7 +188,7 @@ impl Store {
                 continue;
             }
             let Ok(events) = self.load(&entry.path) else { continue };
-            if crate::analysis::judges::interview_source(&events) == Some(interviews) {
+            if crate::analysis::judges::holds_interviews(&entry.id, &events, interviews) {
                 out.push((entry, events));
             }
         }
@@ -551,6 +552,18 @@ mod tests {
         assert_eq!(ids("a-parent"), ["a-parent", "b-again", "c-again"]);
         assert_eq!(ids("z-elsewhere"), ["d-other"], "a parent need not be in the store");
         assert_eq!(ids("e-unrelated"), ["e-unrelated"]);
+        // A copy of a-parent's folder holds its interviews; a re-assessment of the copy, by the
+        // copy's name, holds the copy's (and goes with it, not with the original).
+        let copy = sessions_dir(data.path()).join("f-copy");
+        std::fs::create_dir_all(&copy).unwrap();
+        std::fs::copy(
+            sessions_dir(data.path()).join("a-parent/journal.jsonl"),
+            copy.join("journal.jsonl"),
+        )
+        .unwrap();
+        started(data.path(), "g-of-the-copy", r#","parent":"f-copy""#);
+        assert_eq!(ids("a-parent"), ["a-parent", "b-again", "c-again", "f-copy"]);
+        assert_eq!(ids("f-copy"), ["f-copy", "g-of-the-copy"]);
     }
 
     #[test]

@@ -175,8 +175,14 @@ fn judged(store: &Store, catalog: &Catalog, interviews: &str) -> Result<crate::a
             interviews
         ));
     }
-    let sessions: Vec<&[Event]> = found.iter().map(|(_, events)| events.as_slice()).collect();
-    crate::analysis::judges::compare(&sessions, catalog).map_err(|e| e.to_string())
+    let sessions: Vec<(&str, &[Event])> = found
+        .iter()
+        .map(|(entry, events)| (entry.id.as_str(), events.as_slice()))
+        .collect();
+    let mut judges = crate::analysis::judges::compare(&sessions, catalog).map_err(|e| e.to_string())?;
+    // Every one holds them by this id (the view shows while the run shown holds them so).
+    judges.interviews = interviews.to_string();
+    Ok(judges)
 }
 
 /// The probe `session` of `character` against the newest earlier session of the data dir that
@@ -198,13 +204,13 @@ fn probed(
         let Ok(before) = store.load(&earlier.path) else {
             continue;
         };
-        if let Ok(d) = diff(&before, &after, catalog, Some(character))
+        if let Ok(d) = diff((&earlier.id, &before), (&own[at].id, &after), catalog, Some(character))
             && !d.dimensions.is_empty()
         {
             return Ok(screens::persona::Probed::new(d, false));
         }
     }
-    let alone = diff(&after, &after, catalog, Some(character)).map_err(|e| e.to_string())?;
+    let alone = diff((session, &after), (session, &after), catalog, Some(character)).map_err(|e| e.to_string())?;
     Ok(screens::persona::Probed::new(alone, true))
 }
 
@@ -573,9 +579,10 @@ impl Driver {
                 .map(|(id, events)| (id.clone(), results::summary_with(events, &catalog, None, bootstrap)))
                 .collect();
             let _ = tx.send(Action::Compared(rows));
-            if let [(_, a), (_, b)] = loaded.as_slice() {
+            if let [(a_id, a), (b_id, b)] = loaded.as_slice() {
                 let options = crate::analysis::compare::Options::default();
-                let paired = crate::analysis::compare::compare(a, b, &catalog, &options).map_err(|e| e.to_string());
+                let paired = crate::analysis::compare::compare((a_id, a), (b_id, b), &catalog, &options)
+                    .map_err(|e| e.to_string());
                 let _ = tx.send(Action::Paired(Box::new(paired)));
             }
         });

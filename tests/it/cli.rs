@@ -543,7 +543,7 @@ fn judges_compares_assessments_of_the_same_interviews_and_refuses_others() {
         assert_eq!(p["n"], 10, "2 characters × 5 dimensions: {p}");
     }
     // The same numbers as the library computes from the journals.
-    let events: Vec<&[Event]> = vec![&parent, &a, &b];
+    let events: Vec<(&str, &[Event])> = ids.iter().copied().zip([&parent[..], &a, &b]).collect();
     let expected = incharacter::analysis::judges::compare(&events, &catalog)
         .unwrap()
         .to_json();
@@ -579,6 +579,75 @@ fn judges_compares_assessments_of_the_same_interviews_and_refuses_others() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     let out = run_in(data.path(), &["judges", ids[0]]);
     assert_eq!(out.status.code(), Some(2), "one session is too few");
+}
+
+/// Copies of two bundled samples' folders under other names are named by those names, the id
+/// every command finds them by, in what `compare` and `diff` print, their JSON and their errors.
+#[test]
+fn compare_and_diff_name_copied_sessions_by_their_folders() {
+    let data = tempfile::tempdir().unwrap();
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
+    for (id, name) in [
+        ("20261129-233202-bfi-on-the-local-model-e80e", "mine-before"),
+        ("20261130-231918-bfi-and-16p-on-the-local-model-248f", "mine-after"),
+        ("20261129-201520-gse-on-the-local-model-e700", "mine-gse"),
+    ] {
+        let to = data.path().join("sessions").join(name);
+        std::fs::create_dir_all(&to).unwrap();
+        std::fs::copy(samples.join(id).join("journal.jsonl"), to.join("journal.jsonl")).unwrap();
+    }
+    let json = json_of(&run_in(
+        data.path(),
+        &["compare", "mine-before", "mine-after", "--json"],
+    ));
+    assert_eq!(
+        (&json["a"]["session"], &json["b"]["session"]),
+        (&"mine-before".into(), &"mine-after".into())
+    );
+    let out = run_in(data.path(), &["compare", "mine-before", "mine-after"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("A  mine-before") && text.contains("B  mine-after"),
+        "{text}"
+    );
+    let out = run_in(data.path(), &["compare", "mine-before", "mine-gse"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("mine-before measured") && stderr.contains("mine-gse measured"),
+        "{stderr}"
+    );
+    let json = json_of(&run_in(
+        data.path(),
+        &[
+            "diff",
+            "mine-before",
+            "mine-after",
+            "--character",
+            "hermione-en",
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        (&json["a"]["session"], &json["b"]["session"]),
+        (&"mine-before".into(), &"mine-after".into())
+    );
+    // Errors name them so too; sessions that scored the character on nothing in common say so.
+    for (args, said) in [
+        (
+            &["diff", "mine-before", "mine-gse", "--character", "sheldon-en"][..],
+            "session mine-gse did not measure sheldon-en",
+        ),
+        (
+            &["diff", "mine-before", "mine-gse"],
+            "mine-before and mine-gse scored hermione-en on no scale × method in common",
+        ),
+    ] {
+        let out = run_in(data.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
 }
 
 /// Without a terminal (a pipe, a CI job, `ssh host incharacter`) the workbench says so in one line and

@@ -54,10 +54,16 @@ pub struct RolebenchScore {
     pub win_rate: Option<f64>,
 }
 
-/// The session whose interviews the shown run holds: its parent for a re-assessment, else itself.
-fn interviews_of(run: &RunView) -> Option<String> {
-    let plan = run.session.plan.as_ref()?;
-    Some(plan.parent.clone().unwrap_or_else(|| run.session.id.clone()))
+/// The session whose interviews the shown run holds: its parent for a re-assessment, else itself
+/// by its folder's name (a copied folder's is not the id its journal was started under).
+fn interviews_of(ctx: &Ctx) -> Option<String> {
+    let plan = ctx.run.session.plan.as_ref()?;
+    let own = || {
+        ctx.session_dir
+            .and_then(|dir| dir.file_name())
+            .map_or_else(|| ctx.run.session.id.clone(), |n| n.to_string_lossy().into_owned())
+    };
+    Some(plan.parent.clone().unwrap_or_else(own))
 }
 
 impl Compare {
@@ -66,7 +72,7 @@ impl Compare {
     fn judges_view(&self, ctx: &Ctx) -> Option<&JudgesView> {
         self.judges
             .as_ref()
-            .filter(|v| Some(&v.judges.interviews) == interviews_of(ctx.run).as_ref())
+            .filter(|v| Some(&v.judges.interviews) == interviews_of(ctx).as_ref())
     }
 
     /// The sessions that assess the shown interviews, compared (or why they could not be): the
@@ -98,7 +104,7 @@ impl Compare {
             return Vec::new();
         }
         if cmd == Command::Judges {
-            return match interviews_of(ctx.run) {
+            return match interviews_of(ctx) {
                 Some(interviews) => vec![
                     Request::Effect(Effect::Judges { interviews }),
                     Request::Flash("looking for other assessments of these interviews…".into()),

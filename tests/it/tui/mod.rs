@@ -636,7 +636,8 @@ fn two_marked_sessions_show_intervals_and_their_paired_comparison() {
         |events: &[Event]| incharacter::study::interview::results::summary_with(events, &app.catalog, None, bootstrap);
     let rows = vec![(a_id.to_string(), summary(&a)), (b_id.to_string(), summary(&b))];
     let options = incharacter::analysis::compare::Options::default();
-    let paired = incharacter::analysis::compare::compare(&a, &b, &app.catalog, &options).map_err(|e| e.to_string());
+    let paired = incharacter::analysis::compare::compare((a_id, &a), (b_id, &b), &app.catalog, &options)
+        .map_err(|e| e.to_string());
     let dir = |id: &str| {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("sample-sessions")
@@ -1324,7 +1325,8 @@ fn compare_shows_every_assessment_of_the_same_interviews() {
         }]
     );
     let sessions = assessments(&app.catalog);
-    let events: Vec<&[Event]> = sessions.iter().map(Vec::as_slice).collect();
+    let ids = [parent, "20261129-130000-fixture-0002", "20261129-140000-fixture-0003"];
+    let events: Vec<(&str, &[Event])> = ids.into_iter().zip(sessions.iter().map(Vec::as_slice)).collect();
     let judges = incharacter::analysis::judges::compare(&events, &app.catalog).unwrap();
     app.update(Action::Judged(Ok(judges)));
     assert_eq!(
@@ -1362,6 +1364,18 @@ fn compare_shows_every_assessment_of_the_same_interviews() {
     app.update(Action::Judged(Err("no other assessment of these interviews".into())));
     assert_eq!(app.flash.as_deref(), Some("no other assessment of these interviews"));
     assert!(render(&app, (120, 40)).contains("Session table"));
+    // The fixture opened from a copy of its folder: its interviews go by the folder's name, which
+    // its re-assessments name as their parent.
+    app.update(Action::SessionLoaded(sessions[0].clone()));
+    app.update(Action::SessionDir(std::path::PathBuf::from("/data/sessions/my-copy")));
+    app.screen = Screen::Compare;
+    let effects = key(&mut app, KeyCode::Char('J'));
+    assert_eq!(
+        effects,
+        [Effect::Judges {
+            interviews: "my-copy".into()
+        }]
+    );
 }
 
 #[test]

@@ -224,8 +224,13 @@ fn a_finished_probe_shows_before_and_after_and_the_answers_that_moved_a_dimensio
     assert_eq!(app.persona.probe, None, "asked once");
 
     // What the driver finds: the sample before it measured Hermione on BFI too.
-    let diff =
-        incharacter::analysis::diff::diff(&sample(BFI_1), &sample(BFI_2), &app.catalog, Some("hermione-en")).unwrap();
+    let diff = incharacter::analysis::diff::diff(
+        (BFI_1, &sample(BFI_1)),
+        (BFI_2, &sample(BFI_2)),
+        &app.catalog,
+        Some("hermione-en"),
+    )
+    .unwrap();
     // The samples predate character versions: here the character was edited between the two, and
     // the view says so in words (not "edited since").
     let mut diff = diff;
