@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::domain::scoring::ItemOption;
+use crate::catalog::Catalog;
+use crate::domain::scoring::{ItemOption, reverse};
 use crate::domain::stats;
 use crate::fault::{Classify, Fault};
 use crate::journal::{self, Journal, JournalError};
@@ -291,8 +292,10 @@ pub fn sample(cases: &[Case], task: Task, n: Option<usize>, seed: u64) -> Vec<Ca
 }
 
 /// What the interviewer said for a case under `method`: an item's option (OC, d-OC) or a dimension's
-/// score (ER). `None` when the method did not judge it; refusals are `Answer::Refused`.
-pub fn machine(assessments: &[&Assessment], case: &Case, method: Method) -> Option<Answer> {
+/// score (ER). `None` when the method did not judge it; refusals are `Answer::Refused`. An option is
+/// on the options a person answers the item task on, agreement with the item's statement: a d-OC
+/// option, which is in the dimension's direction, is turned back for an item keyed against it.
+pub fn machine(assessments: &[&Assessment], case: &Case, method: Method, catalog: &Catalog) -> Option<Answer> {
     let a = assessments.iter().find(|a| {
         a.method == method
             && a.character == case.character
@@ -302,7 +305,17 @@ pub fn machine(assessments: &[&Assessment], case: &Case, method: Method) -> Opti
     })?;
     match (case.task, case.item_id) {
         (Task::Item, Some(id)) => match a.items.iter().find(|i| i.item_id == id)?.option? {
-            ItemOption::Value(v) => Some(Answer::Value(f64::from(v))),
+            ItemOption::Value(v) => {
+                let scale = catalog.scale(&case.scale);
+                let against = scale
+                    .and_then(|s| s.item(id))
+                    .and_then(|item| item.keying())
+                    .is_some_and(|keying| !keying.is_positive());
+                Some(Answer::Value(match scale {
+                    Some(scale) if method == Method::DOc && against => reverse(scale.range, f64::from(v)),
+                    _ => f64::from(v),
+                }))
+            }
             ItemOption::Refused => Some(Answer::Refused(Refusal::X)),
         },
         (Task::Dimension, _) => a.score.map(Answer::Value),
@@ -341,6 +354,7 @@ pub fn rated<'a>(
     cases: &'a BTreeMap<Case, Annotation>,
     assessments: &[&Assessment],
     method: Method,
+    catalog: &Catalog,
 ) -> Vec<(&'a Case, f64, f64)> {
     let Some(task) = task_of(method) else {
         return Vec::new();
@@ -350,7 +364,7 @@ pub fn rated<'a>(
         .filter(|(c, _)| c.task == task)
         .filter_map(|(case, a)| {
             let h = a.value.value()?;
-            let m = machine(assessments, case, method).and_then(Answer::value)?;
+            let m = machine(assessments, case, method, catalog).and_then(Answer::value)?;
             Some((case, h, m))
         })
         .collect()
@@ -362,6 +376,7 @@ pub fn report(
     annotations: &BTreeMap<String, BTreeMap<Case, Annotation>>,
     assessments: &[&Assessment],
     method: Method,
+    catalog: &Catalog,
 ) -> Value {
     let Some(task) = task_of(method) else {
         return json!({"method": method.name(), "error": "self-reports have no human annotation task"});
@@ -370,7 +385,7 @@ pub fn report(
     for (name, cases) in annotations {
         let mut all = Vec::new();
         let mut by_dim: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-        for (case, h, m) in rated(cases, assessments, method) {
+        for (case, h, m) in rated(cases, assessments, method, catalog) {
             all.push((h, m));
             by_dim.entry(case.dimension.clone()).or_default().push((h, m));
         }
@@ -382,7 +397,7 @@ pub fn report(
 }
 
 /// Quadratic-weighted kappa for each pair of annotators on each scale (cases both answered with a
-/// whole number), and the mean over those.
+/// number, rounded to the nearest whole point as QWK compares categories), and the mean over those.
 pub fn inter_annotator(annotations: &BTreeMap<String, BTreeMap<Case, Annotation>>, task: Task) -> Value {
     let names: Vec<&String> = annotations.keys().collect();
     let mut pairs = Vec::new();
@@ -396,12 +411,9 @@ pub fn inter_annotator(annotations: &BTreeMap<String, BTreeMap<Case, Annotation>
                 let (Some(x), Some(y)) = (x.value.value(), y.value.value()) else {
                     continue;
                 };
-                if x.fract() != 0.0 || y.fract() != 0.0 {
-                    continue;
-                }
                 let e = by_scale.entry(case.scale.clone()).or_default();
-                e.0.push(x as i64);
-                e.1.push(y as i64);
+                e.0.push(x.round() as i64);
+                e.1.push(y.round() as i64);
             }
             for (scale, (x, y)) in by_scale {
                 let qwk = stats::quadratic_weighted_kappa(&x, &y);
@@ -417,6 +429,7 @@ pub fn inter_annotator(annotations: &BTreeMap<String, BTreeMap<Case, Annotation>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::method::convert::ConvertedItem;
 
     fn case(item: u32, dim: &str) -> Case {
         Case {
@@ -473,6 +486,89 @@ mod tests {
         };
         let e = append(dir.path(), &a).unwrap_err();
         assert!(e.is_input() && e.to_string().contains("not a regular file"), "{e}");
+    }
+
+    /// An assessment of Extraversion by `method` giving items 1 ("Is talkative.") and 6 ("Is
+    /// reserved.", keyed against it) option 1.
+    fn options_of_one(method: Method) -> Assessment {
+        let item = |item_id| ConvertedItem {
+            item_id,
+            option: Some(ItemOption::Value(1)),
+            score: None,
+            refused: false,
+            weighed: None,
+        };
+        Assessment {
+            character: "c".into(),
+            scale: "BFI".into(),
+            method,
+            repeat: 0,
+            dimension: "Extraversion".into(),
+            score: Some(1.0),
+            batches: Vec::new(),
+            calls: Vec::new(),
+            items: vec![item(1), item(6)],
+            failure: None,
+            fitted: None,
+        }
+    }
+
+    #[test]
+    fn a_d_oc_option_is_compared_on_the_statements_options() {
+        let catalog = Catalog::load(None).unwrap();
+        let (oc, d_oc) = (options_of_one(Method::Oc), options_of_one(Method::DOc));
+        let assessments = [&oc, &d_oc];
+        let given = |item, method| machine(&assessments, &case(item, "Extraversion"), method, &catalog);
+        // d-OC's 1 is "strongly introverted": a 1 on "Is talkative.", a 5 on "Is reserved.".
+        assert_eq!(given(1, Method::DOc), Some(Answer::Value(1.0)));
+        assert_eq!(given(6, Method::DOc), Some(Answer::Value(5.0)));
+        // OC's option already is agreement with the statement.
+        assert_eq!(given(6, Method::Oc), Some(Answer::Value(1.0)));
+        // A person who reads her as d-OC does agrees with it on both items.
+        let mut mine = BTreeMap::new();
+        for (item, value) in [(1, 1.0), (6, 5.0)] {
+            let annotation = Annotation {
+                annotator: "ann".into(),
+                case: case(item, "Extraversion"),
+                value: Answer::Value(value),
+                note: None,
+                at: String::new(),
+            };
+            mine.insert(annotation.case.clone(), annotation);
+        }
+        let all = BTreeMap::from([("ann".to_string(), mine)]);
+        let r = report(&all, &assessments, Method::DOc, &catalog);
+        assert_eq!(r["annotators"]["ann"]["right"], 2, "{r}");
+    }
+
+    #[test]
+    fn annotators_half_points_are_rounded_for_their_kappa_not_left_out() {
+        let dimension_case = |dim: &str| Case {
+            task: Task::Dimension,
+            item_id: None,
+            ..case(0, dim)
+        };
+        let rater = |name: &str, values: [f64; 3]| {
+            let cases = ["Openness", "Neuroticism", "Extraversion"]
+                .into_iter()
+                .zip(values)
+                .map(|(dim, v)| {
+                    let annotation = Annotation {
+                        annotator: name.into(),
+                        case: dimension_case(dim),
+                        value: Answer::Value(v),
+                        note: None,
+                        at: String::new(),
+                    };
+                    (annotation.case.clone(), annotation)
+                })
+                .collect::<BTreeMap<_, _>>();
+            (name.to_string(), cases)
+        };
+        let all = BTreeMap::from([rater("a", [1.5, 4.5, 3.0]), rater("b", [4.5, 1.5, 3.0])]);
+        let qwk = inter_annotator(&all, Task::Dimension);
+        assert_eq!(qwk["pairs"][0]["n"], 3, "{qwk}");
+        assert!(qwk["qwk"].as_f64().unwrap() < 0.0, "opposite ends disagree: {qwk}");
     }
 
     #[test]

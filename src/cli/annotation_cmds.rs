@@ -391,8 +391,8 @@ pub fn agreement(
             id
         )));
     }
+    let catalog = ctx.catalog()?;
     let Some(method) = method else {
-        let catalog = ctx.catalog()?;
         let scale = observer_scale(&catalog)?;
         let (_, subjects) = crate::study::observe::subjects(&events, &catalog)
             .ok_or_else(|| input_error(format!("session {} has no observer plan", id)))?;
@@ -411,7 +411,7 @@ pub fn agreement(
             _ => None,
         })
         .collect();
-    let report = annotation::report(&all, &assessments, method);
+    let report = annotation::report(&all, &assessments, method, &catalog);
     if json_output {
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(ExitCode::SUCCESS);

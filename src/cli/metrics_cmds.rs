@@ -11,7 +11,7 @@ use serde_json::json;
 use super::input_error;
 use super::table::{Table, num};
 use crate::catalog::Catalog;
-use crate::domain::character::{LabelSource, LabelType};
+use crate::domain::character::LabelSource;
 use crate::domain::metrics::{Alignment, AlignmentRow, alignment, std_score};
 use crate::domain::scale::Scale;
 use crate::domain::stats;
@@ -242,7 +242,6 @@ fn read_predictions(
             ));
         }
         let source = labels.unwrap_or_else(|| c.labels.exclusion_source(&scale.id));
-        let exclusion = c.labels.exclusion_for(&scale.id, source);
         sources.insert(source);
         let label = c.labels.get(source, &scale.id, &d.name).ok_or_else(|| {
             located(
@@ -252,10 +251,7 @@ fn read_predictions(
                 format!("{} has no {} label for {} / {}", c.id, source.name(), scale.id, d.name),
             )
         })?;
-        let marginal = c
-            .labels
-            .get(exclusion, &scale.id, &d.name)
-            .is_none_or(|l| l.kind == LabelType::X);
+        let marginal = c.labels.marginal(&scale.id, &d.name, source);
         rows.push(AlignmentRow {
             character: c.id.clone(),
             dimension: d.name.clone(),

@@ -142,6 +142,17 @@ impl Labels {
             _ => self.exclusion_source(scale),
         }
     }
+
+    /// Whether `dimension` of `scale`, compared with the `source` labels, is left out as marginal:
+    /// the labels that decide it ([`Labels::exclusion_for`]) say X or have none, or the compared label
+    /// is X itself (say the annotation's, where the PDb decides): a type no prediction can match.
+    pub fn marginal(&self, scale: &str, dimension: &str, source: LabelSource) -> bool {
+        let x = |source| {
+            self.get(source, scale, dimension)
+                .is_none_or(|l: &Label| l.kind == LabelType::X)
+        };
+        x(self.exclusion_for(scale, source)) || x(source)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -25,14 +25,26 @@ pub fn sample_std(x: &[f64]) -> Option<f64> {
     Some((x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64).sqrt())
 }
 
-/// Pearson's r (scipy.stats.pearsonr).
+/// Pearson's r (scipy.stats.pearsonr): `None` when either side is constant (no variance, however
+/// the mean rounds). The values are divided by a power of two near their largest magnitude first,
+/// so that sums of squares of large values do not overflow; r does not change with the scale.
 pub fn pearson(x: &[f64], y: &[f64]) -> Option<f64> {
     if x.len() != y.len() || x.len() < 2 {
         return None;
     }
-    let (mx, my) = (mean(x)?, mean(y)?);
+    let unit = |v: &[f64]| -> Option<Vec<f64>> {
+        if v.iter().all(|a| *a == v[0]) {
+            return None;
+        }
+        // A power of two, so that dividing by it is exact.
+        let largest = v.iter().fold(0.0f64, |m, a| m.max(a.abs()));
+        let scale = 2f64.powi(largest.log2().ceil() as i32);
+        Some(v.iter().map(|a| a / scale).collect())
+    };
+    let (x, y) = (unit(x)?, unit(y)?);
+    let (mx, my) = (mean(&x)?, mean(&y)?);
     let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
-    for (a, b) in x.iter().zip(y) {
+    for (a, b) in x.iter().zip(&y) {
         let (dx, dy) = (a - mx, b - my);
         sxy += dx * dy;
         sxx += dx * dx;
@@ -73,38 +85,70 @@ pub fn spearman(x: &[f64], y: &[f64]) -> Option<f64> {
 }
 
 /// Kendall's τ-b (scipy.stats.kendalltau, variant "b"): (concordant − discordant) /
-/// √((pairs − pairs tied in x) · (pairs − pairs tied in y)).
+/// √((pairs − pairs tied in x) · (pairs − pairs tied in y)), in O(n log n) (Knight's algorithm, as
+/// scipy): sorted by x then y, the discordant pairs are the inversions of y.
 pub fn kendall_tau_b(x: &[f64], y: &[f64]) -> Option<f64> {
     if x.len() != y.len() || x.len() < 2 {
         return None;
     }
     let n = x.len();
-    let (mut concordant, mut discordant, mut tied_x, mut tied_y) = (0i64, 0i64, 0i64, 0i64);
-    for i in 0..n {
-        for j in i + 1..n {
-            let dx = x[i] - x[j];
-            let dy = y[i] - y[j];
-            if dx == 0.0 {
-                tied_x += 1;
-            }
-            if dy == 0.0 {
-                tied_y += 1;
-            }
-            if dx != 0.0 && dy != 0.0 {
-                if (dx > 0.0) == (dy > 0.0) {
-                    concordant += 1;
-                } else {
-                    discordant += 1;
-                }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| x[a].total_cmp(&x[b]).then(y[a].total_cmp(&y[b])));
+    // Pairs within runs of equal keys.
+    let tied = |same: &dyn Fn(usize, usize) -> bool, order: &[usize]| -> u64 {
+        let (mut pairs, mut run) = (0u64, 1u64);
+        for w in order.windows(2) {
+            if same(w[0], w[1]) {
+                run += 1;
+            } else {
+                pairs += run * (run - 1) / 2;
+                run = 1;
             }
         }
-    }
-    let total = (n * (n - 1) / 2) as i64;
-    let denominator = (((total - tied_x) as f64) * ((total - tied_y) as f64)).sqrt();
+        pairs + run * (run - 1) / 2
+    };
+    let tied_x = tied(&|a, b| x[a] == x[b], &order);
+    let tied_xy = tied(&|a, b| x[a] == x[b] && y[a] == y[b], &order);
+    let mut ys: Vec<f64> = order.iter().map(|&i| y[i]).collect();
+    let discordant = inversions(&mut ys);
+    // `ys` is now sorted: the ties of y.
+    let by_y: Vec<usize> = (0..n).collect();
+    let tied_y = tied(&|a, b| ys[a] == ys[b], &by_y);
+    let total = (n as u64) * (n as u64 - 1) / 2;
+    let difference = total as f64 - tied_x as f64 - tied_y as f64 + tied_xy as f64 - 2.0 * discordant as f64;
+    let denominator = ((total - tied_x) as f64).sqrt() * ((total - tied_y) as f64).sqrt();
     if denominator == 0.0 {
         return None;
     }
-    Some(((concordant - discordant) as f64 / denominator).clamp(-1.0, 1.0))
+    Some((difference / denominator).clamp(-1.0, 1.0))
+}
+
+/// Pairs i < j with v[i] > v[j] (equal values are not inversions), counted by a merge sort that
+/// leaves `v` sorted.
+fn inversions(v: &mut [f64]) -> u64 {
+    let n = v.len();
+    if n < 2 {
+        return 0;
+    }
+    let mid = n / 2;
+    let mut count = inversions(&mut v[..mid]) + inversions(&mut v[mid..]);
+    let mut merged = Vec::with_capacity(n);
+    let (mut i, mut j) = (0, mid);
+    while i < mid && j < n {
+        if v[j] < v[i] {
+            // v[j] is smaller than every element left in the left half.
+            count += (mid - i) as u64;
+            merged.push(v[j]);
+            j += 1;
+        } else {
+            merged.push(v[i]);
+            i += 1;
+        }
+    }
+    merged.extend_from_slice(&v[i..mid]);
+    merged.extend_from_slice(&v[j..n]);
+    v.copy_from_slice(&merged);
+    count
 }
 
 /// Cohen's kappa with quadratic weights (sklearn.metrics.cohen_kappa_score(weights="quadratic")):
@@ -242,6 +286,65 @@ mod tests {
         ));
         assert!(close(spearman(&x, &y).unwrap(), 1.0));
         assert_eq!(pearson(&[1.0, 1.0], &[1.0, 2.0]), None);
+    }
+
+    #[test]
+    fn pearson_of_a_constant_side_is_undefined_and_large_values_do_not_overflow() {
+        // 0.1's mean is not exactly 0.1: the deviations are not zero, but there is no variance.
+        assert_eq!(pearson(&[0.1, 0.1, 0.1], &[1.0, 2.0, 3.0]), None);
+        assert_eq!(spearman(&[0.1, 0.1, 0.1], &[1.0, 2.0, 3.0]), None);
+        let big = [1e200, 2e200, 3e200];
+        assert!(close(pearson(&big, &[1.0, 2.0, 3.0]).unwrap(), 1.0));
+        assert!(close(pearson(&[-1e300, 0.0, 1e300], &[3.0, 2.0, 1.0]).unwrap(), -1.0));
+    }
+
+    /// τ-b by its definition, pair by pair.
+    fn kendall_by_pairs(x: &[f64], y: &[f64]) -> Option<f64> {
+        let n = x.len();
+        let (mut c, mut d, mut tx, mut ty) = (0i64, 0i64, 0i64, 0i64);
+        for i in 0..n {
+            for j in i + 1..n {
+                let (dx, dy) = (x[i] - x[j], y[i] - y[j]);
+                tx += i64::from(dx == 0.0);
+                ty += i64::from(dy == 0.0);
+                if dx != 0.0 && dy != 0.0 {
+                    if (dx > 0.0) == (dy > 0.0) {
+                        c += 1;
+                    } else {
+                        d += 1;
+                    }
+                }
+            }
+        }
+        let total = (n * (n - 1) / 2) as i64;
+        let den = (((total - tx) as f64) * ((total - ty) as f64)).sqrt();
+        (den != 0.0).then(|| (c - d) as f64 / den)
+    }
+
+    #[test]
+    fn kendall_tau_b_equals_its_definition_on_data_with_many_ties() {
+        // A fixed pseudo-random sequence (SplitMix64) of ratings 1–5 and 1–3.
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |k: u64| {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            ((z ^ (z >> 31)) % k) as f64 + 1.0
+        };
+        for n in [2, 3, 7, 40, 257] {
+            let x: Vec<f64> = (0..n).map(|_| next(5)).collect();
+            let y: Vec<f64> = x.iter().map(|v| if next(3) == 1.0 { *v } else { next(3) }).collect();
+            let (fast, slow) = (kendall_tau_b(&x, &y), kendall_by_pairs(&x, &y));
+            assert_eq!(fast.is_some(), slow.is_some(), "n {n}");
+            if let (Some(f), Some(s)) = (fast, slow) {
+                assert!((f - s).abs() < 1e-12, "n {n}: {f} vs {s}");
+            }
+        }
+        let rising: Vec<f64> = (0..1000).map(f64::from).collect();
+        let falling: Vec<f64> = rising.iter().rev().copied().collect();
+        assert!(close(kendall_tau_b(&rising, &falling).unwrap(), -1.0));
+        assert!(close(kendall_tau_b(&rising, &rising).unwrap(), 1.0));
     }
 
     #[test]

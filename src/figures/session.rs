@@ -11,7 +11,7 @@ use super::{Agreement, Bar, Bars, Cell, DimensionName, Figure, Heatmap, LabelMar
 use crate::analysis::diff::Reference;
 use crate::annotation::{self, Annotation, Case, Task};
 use crate::catalog::Catalog;
-use crate::domain::character::{Character, Label, LabelSource, LabelType};
+use crate::domain::character::{Character, Label, LabelSource};
 use crate::domain::metrics;
 use crate::domain::scale::{Dimension, Language, Scale};
 use crate::domain::stats;
@@ -124,11 +124,7 @@ fn label_of<'c>(
     dimension: &str,
 ) -> Option<(&'c Label, bool)> {
     let label = character.labels.get(source, &scale.id, dimension)?;
-    let exclusion = character.labels.exclusion_for(&scale.id, source);
-    let marginal = character
-        .labels
-        .get(exclusion, &scale.id, dimension)
-        .is_none_or(|l| l.kind == LabelType::X);
+    let marginal = character.labels.marginal(&scale.id, dimension, source);
     Some((label, marginal))
 }
 
@@ -408,7 +404,7 @@ impl<'a> Session<'a> {
                 .values()
                 .enumerate()
                 .flat_map(|(i, cases)| {
-                    annotation::rated(cases, &assessments, method)
+                    annotation::rated(cases, &assessments, method, catalog)
                         .into_iter()
                         .filter(|(c, _, _)| c.scale == scale.id && character.is_none_or(|ch| ch.id == c.character))
                         .map(move |(_, h, m)| (i, h, m))

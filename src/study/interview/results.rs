@@ -200,11 +200,7 @@ pub fn rows(catalog: &Catalog, scale_id: &str, list: &[&Assessment], labels: Opt
             let score = a.score?;
             let source = labels.unwrap_or_else(|| c.labels.exclusion_source(scale_id));
             let label = *c.labels.get(source, scale_id, &a.dimension)?;
-            let exclusion = c.labels.exclusion_for(scale_id, source);
-            let marginal = c
-                .labels
-                .get(exclusion, scale_id, &a.dimension)
-                .is_none_or(|l| l.kind == LabelType::X);
+            let marginal = c.labels.marginal(scale_id, &a.dimension, source);
             Some(AlignmentRow {
                 character: a.character.clone(),
                 dimension: a.dimension.clone(),

@@ -523,7 +523,7 @@ impl Annotate {
         ])];
         for m in methods {
             let shown = self.reveal || given.is_some();
-            let value = annotation::machine(&assessments, case, m);
+            let value = annotation::machine(&assessments, case, m, ctx.catalog);
             lines.push(Line::from(vec![
                 Span::raw(format!("{:<9}", m.name())),
                 Span::styled(
@@ -568,7 +568,7 @@ impl Annotate {
         let only_me: std::collections::BTreeMap<_, _> =
             mine.map(|m| (self.annotator.clone(), m.clone())).into_iter().collect();
         for m in methods {
-            let r = annotation::report(&only_me, assessments, m);
+            let r = annotation::report(&only_me, assessments, m, ctx.catalog);
             let me = &r["annotators"][&self.annotator];
             let f = |v: &serde_json::Value| v.as_f64().map_or("–".to_string(), |x| format!("{x:.2}"));
             lines.push(Line::styled(m.name().to_string(), theme.title()));
