@@ -14,4 +14,4 @@ mod model;
 mod team;
 
 pub use kernels::{Format, QMatrix};
-pub use model::{Activation, Cache, Config, Layer, Model, Rope, Step};
+pub use model::{Activation, Cache, Config, Layer, MOST_POSITIONS, Model, Rope, Step};

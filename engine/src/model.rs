@@ -8,6 +8,10 @@
 use crate::kernels::{self, ActRow, BLOCK, QMatrix, ROWS, Reads, Strided};
 use crate::team::{self, Member, Shared};
 
+/// The most positions a model's rotary tables cover (a table of 64 pairs is then 32 MiB each of
+/// cosines and sines): loaders cap what a file states.
+pub const MOST_POSITIONS: usize = 131_072;
+
 /// How rotary embeddings pair a head's values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rope {
@@ -77,8 +81,9 @@ pub struct Model {
     norm: Vec<f32>,
     /// `None`: the embeddings, tied.
     output: Option<QMatrix>,
-    /// `[position][pair]`, for the global base and the local one.
-    rotary: [(Vec<f32>, Vec<f32>); 2],
+    /// `[position][pair]`, for the global base, and the local one where it differs.
+    rotary: (Vec<f32>, Vec<f32>),
+    rotary_local: Option<(Vec<f32>, Vec<f32>)>,
     threads: usize,
 }
 
@@ -306,7 +311,13 @@ impl Model {
         }
         shape("token_embd", &embeddings, embeddings.rows, w)?;
         if let Some(o) = &output {
-            shape("output", o, o.rows, w)?;
+            shape("output", o, embeddings.rows, w)?;
+        }
+        if c.context > MOST_POSITIONS {
+            return Err(format!(
+                "a context of {} positions is more than the {MOST_POSITIONS} the rotary tables may cover",
+                c.context
+            ));
         }
         for (i, l) in layers.iter().enumerate() {
             let name = |n: &str| format!("blk.{i}.{n}");
@@ -348,14 +359,15 @@ impl Model {
             (cos, sin)
         };
         let global = table(c.rope_base);
-        let local = c.rope_base_local.map_or_else(|| global.clone(), table);
+        let local = c.rope_base_local.map(table);
         Ok(Model {
             config,
             embeddings,
             layers,
             norm,
             output,
-            rotary: [global, local],
+            rotary: global,
+            rotary_local: local,
             threads: team::threads(),
         })
     }
@@ -665,7 +677,10 @@ impl Model {
                 rms_norm(&copy, weight, c.eps, v);
             }
             let at = position * pairs;
-            let (cos, sin) = &self.rotary[usize::from(layer.window.is_some())];
+            let (cos, sin) = match (&self.rotary_local, layer.window) {
+                (Some(local), Some(_)) => local,
+                _ => &self.rotary,
+            };
             let (cos, sin) = (&cos[at..at + pairs], &sin[at..at + pairs]);
             for i in 0..pairs {
                 let (a, b) = match c.rope {

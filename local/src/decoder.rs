@@ -127,6 +127,14 @@ impl Decoder {
             context,
         };
         let blocks = count("block_count")?;
+        // Each block has several tensors: a count the file cannot hold is refused before anything
+        // is reserved for it.
+        if blocks > content.tensors.len() {
+            return Err(format!(
+                "{arch}.block_count says {blocks} blocks, the file holds {} tensors",
+                content.tensors.len()
+            ));
+        }
         let mut tensor = |name: &str| -> Result<Tensor, String> {
             let (info, bytes) = content.tensor_bytes(reader, name).map_err(|e| format!("{name}: {e}"))?;
             Ok(Tensor { info, bytes })
@@ -187,6 +195,11 @@ impl Decoder {
             model: Arc::new(model),
             cache: Cache::default(),
         })
+    }
+
+    /// Logits a step gives: the rows of the output matrix.
+    pub fn vocab(&self) -> usize {
+        self.model.vocab()
     }
 
     /// The logits after `ids`, continuing from `position` (0 starts over).

@@ -18,6 +18,9 @@ pub struct Facts {
     pub context: Option<u32>,
     /// Whether the file has its own chat template (else ChatML is assumed).
     pub chat_template: bool,
+    /// Why the file's chat template cannot render a conversation ([`crate::model::template_problem`]):
+    /// ChatML is used instead.
+    pub chat_template_problem: Option<String>,
     /// `gpt2` (byte-level BPE) or `llama` (SentencePiece).
     pub tokenizer: String,
 }
@@ -88,6 +91,9 @@ pub fn facts(path: &Path) -> Result<Facts, Error> {
     Ok(Facts {
         context: meta(&format!("{architecture}.context_length")).and_then(|v| v.as_u32()),
         chat_template: meta("tokenizer.chat_template").is_some(),
+        chat_template_problem: meta("tokenizer.chat_template")
+            .and_then(|v| v.as_str())
+            .and_then(crate::model::template_problem),
         tokenizer,
         architecture,
         quantization,

@@ -20,6 +20,11 @@ pub const DEFAULT_ALIGNMENT: u64 = 32;
 /// refused rather than followed down the stack.
 const MAX_DEPTH: usize = 8;
 
+/// At most this many array elements in all of a file's metadata: each is held as a [`Value`] of 32
+/// bytes, so a file of one-byte elements would otherwise take 32 times its size in memory. Gemma 3's
+/// tokenizer, the largest known (262,144 tokens with their scores and types), holds under 800,000.
+const MAX_METADATA_ELEMENTS: u64 = 1 << 22;
+
 /// At most this many dimensions per tensor (ggml's `GGML_MAX_DIMS`).
 const MAX_DIMS: usize = 4;
 
@@ -156,6 +161,8 @@ struct Bounded<'a, R> {
     inner: &'a mut R,
     at: u64,
     len: u64,
+    /// Metadata array elements read so far.
+    elements: u64,
 }
 
 impl<R: Read> Bounded<'_, R> {
@@ -236,6 +243,14 @@ impl<R: Read> Bounded<'_, R> {
                         len: self.len,
                     });
                 }
+                self.elements = self.elements.saturating_add(count);
+                if self.elements > MAX_METADATA_ELEMENTS {
+                    return Err(GgufError::Malformed(format!(
+                        "{}: an array of {count} elements brings the metadata past {MAX_METADATA_ELEMENTS} \
+                         array elements, more than any model's tokenizer holds",
+                        what()
+                    )));
+                }
                 let mut items = Vec::with_capacity(count as usize);
                 for _ in 0..count {
                     items.push(self.value(element, depth + 1, what)?);
@@ -307,6 +322,7 @@ impl Gguf {
             inner: reader,
             at: 0,
             len,
+            elements: 0,
         };
         let magic: [u8; 4] = file.array(&|| "the magic number".into())?;
         if &magic != b"GGUF" {
@@ -636,6 +652,14 @@ mod tests {
         let mut w = huge(9);
         w.u32(0).u64(1 << 40);
         assert!(error(&w.0).contains("an array of 1099511627776 elements"));
+        // An array the file holds, of more elements than any tokenizer: refused before it is read
+        // into 32 bytes an element.
+        let mut w = huge(9);
+        let count = MAX_METADATA_ELEMENTS + 1;
+        w.u32(0).u64(count);
+        w.0.resize(w.0.len() + count as usize, 0);
+        let e = error(&w.0);
+        assert!(e.contains("brings the metadata past 4194304 array elements"), "{e}");
         let mut w = huge(13);
         w.0.extend([0; 16]);
         assert!(error(&w.0).contains("metadata k: unknown value type 13"));

@@ -188,10 +188,72 @@ struct Choosing {
 /// The chat template SmolLM2 and Qwen use, for GGUFs that carry none.
 const CHATML: &str = "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
+/// Instructions a chat template may run for one prompt: the templates of known models take a few
+/// thousand for an interview's conversation; a loop that would run for hours stops here.
+const TEMPLATE_FUEL: u64 = 5_000_000;
+
+/// The most text a chat template may write for one prompt, far beyond any context.
+const TEMPLATE_TEXT: usize = 16 << 20;
+
+/// A writer that refuses to take more than [`TEMPLATE_TEXT`] bytes.
+struct Capped(Vec<u8>);
+
+impl std::io::Write for Capped {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.0.len() + bytes.len() > TEMPLATE_TEXT {
+            return Err(std::io::Error::other(format!(
+                "the template wrote more than {TEMPLATE_TEXT} bytes"
+            )));
+        }
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `template` (Jinja, from a file) rendered for `messages`, on a budget of instructions and text.
+fn render_template(
+    template: &str,
+    messages: &[serde_json::Value],
+    add_generation_prompt: bool,
+    (bos, eos): (&str, &str),
+) -> Result<String, String> {
+    let mut env = minijinja::Environment::new();
+    env.set_fuel(Some(TEMPLATE_FUEL));
+    env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
+        Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
+    });
+    let ctx = minijinja::context! { messages => messages, add_generation_prompt => add_generation_prompt, bos_token => bos, eos_token => eos };
+    let mut out = Capped(Vec::new());
+    env.template_from_str(template)
+        .and_then(|t| t.render_captured_to(&ctx, &mut out).map(|_| ()))
+        .map_err(|e| match e.kind() {
+            minijinja::ErrorKind::OutOfFuel => format!("it ran more than {TEMPLATE_FUEL} instructions"),
+            // The only writer that fails is the cap's.
+            minijinja::ErrorKind::WriteFailure => format!("it wrote more than {TEMPLATE_TEXT} bytes"),
+            _ => e.to_string(),
+        })?;
+    Ok(String::from_utf8_lossy(&out.0).into_owned())
+}
+
+/// Why a file's chat template cannot render an ordinary conversation (a system message, a user's,
+/// the assistant's turn to come), if it cannot: the model then uses ChatML.
+pub fn template_problem(template: &str) -> Option<String> {
+    let probe = [
+        serde_json::json!({"role": "system", "content": "You are a character."}),
+        serde_json::json!({"role": "user", "content": "How are you?"}),
+    ];
+    render_template(template, &probe, true, ("", "")).err()
+}
+
 impl Model {
     /// Loads the GGUF at `path` onto the project's engine (`decoder`), known as `name`. A llama file's
     /// context is capped at `llama_context` positions, whatever the file says (the caller budgets its
-    /// prompts to that many); other architectures keep the file's own (4,096 when it says none).
+    /// prompts to that many); other architectures keep the file's own (4,096 when it says none) up to
+    /// the engine's [`incharacter_engine::MOST_POSITIONS`].
     pub fn load(name: &str, path: &Path, llama_context: usize) -> Result<Model, Error> {
         let fail = |e: String| Error::Model(format!("cannot load {}: {e}", path.display()));
         let arch = facts(path)?.architecture;
@@ -200,14 +262,25 @@ impl Model {
         let content = Gguf::read(&mut file).map_err(|e| fail(e.to_string()))?;
         let meta_str = |k: &str| content.get(k).and_then(Value::as_str).map(str::to_string);
         let meta_u32 = |k: &str| content.get(k).and_then(Value::as_u32);
-        let template = meta_str("tokenizer.chat_template").unwrap_or_else(|| CHATML.to_string());
-        let mut context = meta_u32(&format!("{arch}.context_length")).unwrap_or(4096) as usize;
+        let template = meta_str("tokenizer.chat_template")
+            .filter(|t| template_problem(t).is_none())
+            .unwrap_or_else(|| CHATML.to_string());
+        let mut context = (meta_u32(&format!("{arch}.context_length")).unwrap_or(4096) as usize)
+            .min(incharacter_engine::MOST_POSITIONS);
         if arch == "llama" {
             // SmolLM2 says 8,192; the engine's rotary tables cover as many as the cap.
             context = context.min(llama_context);
         }
         let vocab = Vocab::from_gguf(&content).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
         let weights = Weights::load(&arch, &content, &mut file, context).map_err(fail)?;
+        // Every token the vocabulary can write needs its logit (a constrained reply indexes them).
+        if vocab.token_bytes.len() > weights.vocab() {
+            return Err(fail(format!(
+                "its vocabulary has {} tokens, its output matrix logits for {}",
+                vocab.token_bytes.len(),
+                weights.vocab()
+            )));
+        }
         Ok(Model {
             name: name.into(),
             state: Mutex::new(State {
@@ -343,14 +416,13 @@ impl Model {
         self.render(&messages(request), true)
     }
 
+    /// The prompt text of `messages` by the file's template, or by ChatML where it fails on them (its
+    /// failures on an ordinary conversation are found when the file is loaded: [`template_problem`]).
     fn render(&self, messages: &[serde_json::Value], add_generation_prompt: bool) -> String {
-        let mut env = minijinja::Environment::new();
-        env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
-            Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
-        });
-        let ctx = minijinja::context! { messages => messages, add_generation_prompt => add_generation_prompt, bos_token => self.vocab.bos, eos_token => self.vocab.eos };
-        let render = |template: &str| env.render_str(template, &ctx);
-        render(&self.template).or_else(|_| render(CHATML)).unwrap_or_default()
+        let (bos, eos) = (&self.vocab.bos, &self.vocab.eos);
+        render_template(&self.template, messages, add_generation_prompt, (bos, eos))
+            .or_else(|_| render_template(CHATML, messages, add_generation_prompt, (bos, eos)))
+            .unwrap_or_default()
     }
 
     /// How many leading tokens of `prompt` are the system messages alone, when the conversation goes
@@ -563,6 +635,57 @@ mod tests {
         std::fs::copy(fixtures.join(format!("tiny-{arch}-q8_0.gguf")), &copy).unwrap();
         let model = Model::load(&format!("tiny-{arch}"), &copy, 4096).unwrap();
         (dir, model)
+    }
+
+    /// A copy of the qwen2 fixture whose bytes after the first `key` are replaced, from `skip` bytes
+    /// on, by `with` (after a metadata key its type then its value; after a tensor's name its
+    /// dimension count then its dimensions).
+    fn patched(key: &str, skip: usize, with: &[u8]) -> (tempfile::TempDir, PathBuf) {
+        let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gguf");
+        let mut bytes = std::fs::read(fixtures.join("tiny-qwen2-q8_0.gguf")).unwrap();
+        let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).unwrap() + key.len() + skip;
+        bytes[at..at + with.len()].copy_from_slice(with);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("patched.gguf");
+        std::fs::write(&path, bytes).unwrap();
+        (dir, path)
+    }
+
+    /// What a file states is checked before it is believed: a context of four billion positions is
+    /// capped (its rotary tables would take terabytes), a block count the file cannot hold and an
+    /// output matrix without a row for every token are refused by name.
+    #[test]
+    fn a_files_sizes_are_capped_or_refused_before_memory_is_reserved_for_them() {
+        // Metadata: the key, its type (u32, 4 bytes), its value.
+        let (_dir, path) = patched("qwen2.context_length", 4, &u32::MAX.to_le_bytes());
+        let model = Model::load("huge-context", &path, 4096).unwrap();
+        assert_eq!(model.context(), incharacter_engine::MOST_POSITIONS);
+        let (_dir, path) = patched("qwen2.block_count", 4, &u32::MAX.to_le_bytes());
+        let e = Model::load("blocks", &path, 4096).err().unwrap().to_string();
+        assert!(e.contains("block_count says 4294967295 blocks"), "{e}");
+        // A tensor: the name, its dimension count (4 bytes), then columns and rows (8 bytes each).
+        let (_dir, path) = patched("output.weight", 4 + 8, &64u64.to_le_bytes());
+        let e = Model::load("short-output", &path, 4096).err().unwrap().to_string();
+        assert!(e.contains("cannot load") && e.contains("output is 64×"), "{e}");
+    }
+
+    #[test]
+    fn a_chat_template_runs_on_a_budget_and_one_that_fails_is_said() {
+        let messages = [serde_json::json!({"role": "user", "content": "hi"})];
+        let forever = "{% for a in range(10000) %}{% for b in range(10000) %}{% for c in range(10000) %}\
+                       {% endfor %}{% endfor %}{% endfor %}";
+        let e = render_template(forever, &messages, true, ("", "")).unwrap_err();
+        assert!(e.contains("more than 5000000 instructions"), "{e}");
+        let flood = "{% for a in range(100000) %}{{ 'x' * 1000 }}{% endfor %}";
+        let e = render_template(flood, &messages, true, ("", "")).unwrap_err();
+        assert!(e.contains("wrote more than 16777216 bytes"), "{e}");
+        assert!(template_problem("{% if %}").is_some());
+        assert!(
+            template_problem("{{ raise_exception('no system role') }}")
+                .unwrap()
+                .contains("no system role")
+        );
+        assert_eq!(template_problem(CHATML), None);
     }
 
     pub(super) fn request(system: &str, user: &str) -> Request {

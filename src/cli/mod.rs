@@ -216,8 +216,12 @@ pub enum Command {
         /// A name for the session
         #[arg(long)]
         name: Option<String>,
-        /// Finish an interrupted session instead of starting one
-        #[arg(long)]
+        /// Finish an interrupted session instead of starting one (with its own plan and providers:
+        /// what would change them is refused)
+        #[arg(long, conflicts_with_all = [
+            "characters", "scales", "methods", "repeats", "rpa", "judge", "style", "rpa_temperature",
+            "max_answer_tokens", "judge_temperature", "seed", "name",
+        ])]
         resume: Option<String>,
         #[command(flatten)]
         batch: batch_cmds::BatchArgs,
@@ -866,7 +870,11 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         // The tool itself.
         Command::Doctor { json } => doctor_cmds::doctor(ctx, json, out),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "incharacter", out);
+            // Written whole into memory first: clap_complete panics on a failing writer (a closed
+            // pipe, a full disk), where every other command's output reports it.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "incharacter", &mut script);
+            out.write_all(&script)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Man => {

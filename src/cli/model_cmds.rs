@@ -125,10 +125,13 @@ pub fn add(path: &Path, name: Option<&str>, out: &mut dyn Write) -> anyhow::Resu
         facts
             .context
             .map_or("not stated (4096 assumed)".into(), |c| format!("{c} tokens")),
-        if facts.chat_template {
-            "the file's own"
-        } else {
-            "none in the file (ChatML assumed)"
+        match (&facts.chat_template_problem, facts.chat_template) {
+            (Some(problem), _) => format!(
+                "the file's own cannot render a conversation ({}), so ChatML is used",
+                crate::text::inert(problem)
+            ),
+            (None, true) => "the file's own".into(),
+            (None, false) => "none in the file (ChatML assumed)".into(),
         }
     )?;
     writeln!(
@@ -246,7 +249,7 @@ pub fn bench(
                 first.get_or_insert_with(|| t0.elapsed());
                 pieces += 1;
             })
-            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            .map_err(|e| anyhow::anyhow!("{}", e.describe("the local model")))?;
         let total = t0.elapsed();
         let generated = finished.usage.map_or(0, |u| u.completion_tokens);
         let first = first.unwrap_or(total);
@@ -577,7 +580,7 @@ fn interview_latency(
             let t0 = Instant::now();
             model
                 .generate(r, &AtomicBool::new(false), &mut |_| {})
-                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+                .map_err(|e| anyhow::anyhow!("{}", e.describe("the local model")))?;
             Ok(t0.elapsed().as_secs_f64())
         };
         let tokens = whole

@@ -114,7 +114,8 @@ impl AttemptError {
         }
     }
 
-    fn describe(&self, base_url: &str) -> String {
+    /// The failure in words, naming `base_url` where it matters.
+    pub fn describe(&self, base_url: &str) -> String {
         match self {
             AttemptError::Connect(e) | AttemptError::NoConnection(e) => format!("cannot reach {base_url}: {e}"),
             AttemptError::Status { status, message, .. } => format!("HTTP {status} from {base_url}: {message}"),

@@ -475,18 +475,47 @@ fn reimporting_a_character_keeps_its_targets_and_card() {
 #[test]
 fn a_reader_that_goes_away_is_not_an_error() {
     // `incharacter scales show BFI | head -1`: the pipe closes before (or while) the binary writes.
-    let empty = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_incharacter"))
-        .args(["scales", "show", "BFI"])
-        .env("INCHARACTER_DATA_DIR", empty.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && !stderr.contains("Broken pipe"), "{stderr}");
+    // Completion scripts too (their generator panics on a failing writer).
+    for args in [&["scales", "show", "BFI"][..], &["completions", "bash"]] {
+        let empty = tempfile::tempdir().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_incharacter"))
+            .args(args)
+            .env("INCHARACTER_DATA_DIR", empty.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && !stderr.contains("Broken pipe"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// A resume finishes the session it names with its own plan and providers: a flag that would change
+/// them is refused, not dropped without a word.
+#[test]
+fn a_resume_refuses_what_would_change_the_session() {
+    for flag in [
+        &["--rpa", "other"][..],
+        &["--judge", "other"],
+        &["--characters", "snape-en"],
+        &["--methods", "oc"],
+        &["--repeats", "2"],
+        &["--seed", "3"],
+        &["--name", "renamed"],
+    ] {
+        let out = run(&[&["run", "--resume", "some-session"][..], flag].concat());
+        assert_eq!(out.status.code(), Some(2), "{flag:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("'--resume <RESUME>' cannot be used with"),
+            "{flag:?}: {stderr}"
+        );
+    }
 }
 
 /// Writes `events` as the journal of a session in `data`'s sessions folder.

