@@ -313,6 +313,21 @@ impl Catalog {
             .or_else(|| self.characters.iter().find(|e| e.value.answers_to(name)))
     }
 
+    /// The character a person named: by its id, else the one character whose id without its
+    /// language, reference id, name or alias answers to `name`. `Err` holds the ids of all that answer
+    /// (none: an unknown name; several: a name that is not enough, say "Hermione Granger" once a card
+    /// of that name is imported beside the bundled one).
+    pub fn named_character(&self, name: &str) -> Result<&Character, Vec<String>> {
+        if let Some(e) = self.character_by_id(name) {
+            return Ok(&e.value);
+        }
+        let answering: Vec<&Entry<Character>> = self.characters.iter().filter(|e| e.value.answers_to(name)).collect();
+        match answering.as_slice() {
+            [one] => Ok(&one.value),
+            several => Err(several.iter().map(|e| e.value.id.clone()).collect()),
+        }
+    }
+
     /// A character by its id only, case-insensitively.
     pub fn character_by_id(&self, id: &str) -> Option<&Entry<Character>> {
         self.characters
@@ -603,6 +618,31 @@ mod tests {
             Some("hermione-en")
         );
         assert_eq!(c.character("钟离").map(|h| h.id.as_str()), Some("zhongli-zh"));
+    }
+
+    #[test]
+    fn a_name_two_characters_answer_to_is_not_enough_and_every_bundled_name_is() {
+        let mut c = Catalog::bundled().unwrap();
+        // Every name, alias and id of the bundled characters names one of them.
+        for e in &c.characters {
+            let ch = &e.value;
+            for name in [&ch.id, &ch.name].into_iter().chain(&ch.aliases) {
+                assert_eq!(c.named_character(name).map(|x| x.id.as_str()), Ok(ch.id.as_str()), "{name}");
+            }
+        }
+        let mut copy = c.character("hermione-en").unwrap().clone();
+        copy.id = "con".into();
+        c.characters.push(Entry {
+            value: copy,
+            origin: Origin::Bundled,
+        });
+        assert_eq!(
+            c.named_character("Hermione Granger").map(|x| x.id.clone()),
+            Err(vec!["hermione-en".to_string(), "con".to_string()])
+        );
+        assert_eq!(c.named_character("con").map(|x| x.id.as_str()), Ok("con"));
+        assert_eq!(c.named_character("hermione-en").map(|x| x.id.as_str()), Ok("hermione-en"));
+        assert_eq!(c.named_character("nobody").map(|x| x.id.clone()), Err(vec![]));
     }
 
     fn parse(c: &Catalog, text: &str) -> Result<Character, Vec<Diagnostic>> {

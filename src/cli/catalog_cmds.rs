@@ -80,12 +80,11 @@ pub(super) fn find_character<'a>(catalog: &'a Catalog, id: &str) -> anyhow::Resu
     if let (None, Some(e)) = (catalog.character(id), refused(catalog, Kind::Character, id)) {
         return Err(e);
     }
-    catalog.character(id).ok_or_else(|| {
-        input_error(format!(
-            "unknown character \"{}\"; `incharacter characters` lists them",
-            id
-        ))
-    })
+    let id = super::lookup::character_id(catalog, id)?;
+    catalog
+        .character_by_id(&id)
+        .map(|e| &e.value)
+        .ok_or_else(|| input_error(format!("unknown character \"{id}\"")))
 }
 
 pub fn show_scale(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -213,7 +212,7 @@ pub fn show_character(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Wri
         return Ok(ExitCode::SUCCESS);
     }
     let origin = catalog
-        .character_entry(id)
+        .character_by_id(&c.id)
         .map(|e| e.origin.describe())
         .unwrap_or_default();
     writeln!(out, "{} ({}) — {}", c.name, c.id, c.work)?;

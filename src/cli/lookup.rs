@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::{Ctx, input_error};
+use crate::catalog::Catalog;
 use crate::llm::Role;
 use crate::study::Event;
 
@@ -25,20 +26,38 @@ pub(super) fn load_named(ctx: &Ctx, what: &str) -> anyhow::Result<(String, Vec<E
     Ok((name, events))
 }
 
-/// The ids a comma-separated `list` of `option` names, each found by `find` (an unknown one is a
-/// "unknown `what`" error), each once ([`super::errors::each_once`]).
+/// The ids a comma-separated `list` of `option` names, each found by `find` (which says why one is
+/// not found), each once ([`super::errors::each_once`]).
 pub(super) fn ids(
     option: &str,
     list: &str,
-    what: &str,
-    find: impl Fn(&str) -> Option<String>,
+    find: impl Fn(&str) -> anyhow::Result<String>,
 ) -> anyhow::Result<Vec<String>> {
     let given: Vec<&str> = list.split(',').collect();
-    let ids = given
-        .iter()
-        .map(|n| find(n).ok_or_else(|| input_error(format!("unknown {what} \"{n}\""))))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let ids = given.iter().map(|n| find(n)).collect::<anyhow::Result<Vec<_>>>()?;
     super::errors::each_once(option, &given, ids, String::clone)
+}
+
+/// The id of the character `name` names ([`Catalog::named_character`]), or why none: an unknown
+/// name, or one that several characters answer to (each listed, to be named by its id).
+pub(super) fn character_id(catalog: &Catalog, name: &str) -> anyhow::Result<String> {
+    catalog.named_character(name).map(|c| c.id.clone()).map_err(|several| {
+        if several.is_empty() {
+            return input_error(format!(
+                "unknown character \"{name}\" (`incharacter characters` lists them)"
+            ));
+        }
+        let each: Vec<String> = several
+            .iter()
+            .filter_map(|id| catalog.character_by_id(id))
+            .map(|e| format!("{} ({})", e.value.id, e.value.name))
+            .collect();
+        input_error(format!(
+            "\"{name}\" names {} characters: {}; give its id",
+            several.len(),
+            each.join(", ")
+        ))
+    })
 }
 
 /// The provider named on the command line (which must exist), or the config's provider for `role`.

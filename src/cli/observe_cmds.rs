@@ -101,9 +101,7 @@ fn plan(catalog: &Catalog, config: &crate::config::Config, a: &ObserveArgs) -> a
         if latent.is_some() {
             return Err(input_error("--latent is for synthetic subjects"));
         }
-        let ids = super::lookup::ids("--subject", subject, "character", |n| {
-            catalog.character(n).map(|c| c.id.clone())
-        })?;
+        let ids = super::lookup::ids("--subject", subject, |n| super::lookup::character_id(catalog, n))?;
         (ids, 0)
     };
     // "family,friend" spreads --observers over them; "family:3,workplace:1" fixes the counts.

@@ -99,11 +99,11 @@ pub fn check(ctx: &Ctx, args: &CheckArgs, json_output: bool, out: &mut dyn Write
             ));
         }
     };
-    let character = catalog.character(&character_id).ok_or_else(|| {
-        input_error(format!(
-            "unknown character \"{character_id}\" (`incharacter characters` lists them)"
-        ))
-    })?;
+    let character_id = super::lookup::character_id(&catalog, &character_id)?;
+    let character = catalog
+        .character_by_id(&character_id)
+        .map(|e| &e.value)
+        .ok_or_else(|| input_error(format!("unknown character \"{character_id}\"")))?;
     let templates = match (&args.dir, &plan) {
         (Some(dir), _) => Templates::load_dir(dir)?,
         (None, Some(p)) => Templates::from_record(&p.prompts)?,

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::drive::{self, Headless, Progress};
 use super::errors::each_once;
-use super::lookup::{ids, load_session, provider_for};
+use super::lookup::{character_id, ids, load_session, provider_for};
 use super::progress::{Bars, Phase};
 use super::table::{Table, num};
 use super::{Ctx, input_error};
@@ -47,17 +47,19 @@ fn plan_from(catalog: &Catalog, config: &crate::config::Config, a: &RunArgs) -> 
     let characters = match a.characters.as_deref() {
         None => return Err(input_error("--characters is required (ids, or `all`)")),
         Some("all") => catalog.characters.iter().map(|e| e.value.id.clone()).collect(),
-        Some(list) => ids("--characters", list, "character", |n| {
-            catalog.character(n).map(|c| c.id.clone())
-        })?,
+        Some(list) => ids("--characters", list, |n| character_id(catalog, n))?,
     };
     let scales = ids(
         "--scales",
         a.scales
             .as_deref()
             .ok_or_else(|| input_error("--scales is required, e.g. BFI,16Personalities"))?,
-        "scale",
-        |n| catalog.scale(n).map(|s| s.id.clone()),
+        |n| {
+            catalog
+                .scale(n)
+                .map(|s| s.id.clone())
+                .ok_or_else(|| input_error(format!("unknown scale \"{n}\"")))
+        },
     )?;
     let methods = parse_methods(a.methods.as_deref().unwrap_or("er-batch"))?;
     let mut plan = RunPlan::new(

@@ -495,6 +495,43 @@ fn a_reader_that_goes_away_is_not_an_error() {
     }
 }
 
+/// A user's character that answers to a bundled one's name makes the name not enough: every
+/// command that takes a name says which characters it could be, instead of taking the first.
+#[test]
+fn a_name_two_characters_answer_to_is_refused_with_both() {
+    let data = tempfile::tempdir().unwrap();
+    let bundled =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/characters/hermione-en.toml"))
+            .unwrap();
+    std::fs::create_dir_all(data.path().join("characters")).unwrap();
+    std::fs::write(
+        data.path().join("characters/con.toml"),
+        bundled.replacen("id = \"hermione-en\"", "id = \"con\"", 1),
+    )
+    .unwrap();
+    for args in [
+        &["characters", "show", "Hermione Granger"][..],
+        &["run", "--characters", "Hermione Granger", "--scales", "BFI"],
+        &["observe", "--subject", "hermione", "--json"],
+    ] {
+        let out = run_in(data.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("names 2 characters: ")
+                && stderr.contains("hermione-en (Hermione Granger)")
+                && stderr.contains("con (Hermione Granger)")
+                && stderr.contains("; give its id"),
+            "{args:?}: {stderr}"
+        );
+    }
+    // By id, each is itself.
+    let json = json_of(&run_in(data.path(), &["characters", "show", "con", "--json"]));
+    assert_eq!(json["id"], "con");
+    let json = json_of(&run_in(data.path(), &["characters", "show", "hermione-en", "--json"]));
+    assert_eq!(json["id"], "hermione-en");
+}
+
 /// A resume finishes the session it names with its own plan and providers: a flag that would change
 /// them is refused, not dropped without a word.
 #[test]

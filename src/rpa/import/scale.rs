@@ -229,6 +229,11 @@ impl std::fmt::Display for Origin<'_> {
     }
 }
 
+/// A name as one line: its runs of white space (line breaks too) one space each.
+fn one_line(text: &str) -> String {
+    clean(text).split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn item_id(key: &str, origin: &Origin, questions: &[&str]) -> Result<u32, String> {
     key.trim().parse().map_err(|_| {
         let at = origin.at(&[questions, &[key]].concat());
@@ -355,7 +360,7 @@ fn incharacter(q: &Value, origin: &Origin) -> Result<Draft, String> {
             .collect(),
     };
     Ok(Draft {
-        name: clean(name),
+        name: one_line(name),
         range,
         options_en: instruction("en"),
         options_zh: instruction("zh"),
@@ -392,11 +397,25 @@ fn psychobench(q: &Value, origin: &Origin) -> Result<Draft, String> {
         return Err(format!("{}: \"scale\" {top}: {problem}", origin.at(&["scale"])));
     }
     let cats = categories(q, origin)?;
-    let reverse: Vec<u32> = q
-        .get("reverse")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(|v| v.as_u64()).map(|n| n as u32).collect())
-        .unwrap_or_default();
+    let reverse: Vec<u32> = match q.get("reverse") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(list)) => list
+            .iter()
+            .enumerate()
+            .map(|(j, v)| {
+                v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| {
+                    let at = origin.at(&["reverse", &j.to_string()]);
+                    format!("{at}: \"reverse\": {v} is not an item number")
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => {
+            return Err(format!(
+                "{}: \"reverse\" must be a list of item numbers",
+                origin.at(&["reverse"])
+            ));
+        }
+    };
     let Some(questions) = q.get("questions").and_then(Value::as_object) else {
         return Err(format!("{}: \"questions\" must be an object", origin.at(&["questions"])));
     };
@@ -430,8 +449,25 @@ fn psychobench(q: &Value, origin: &Origin) -> Result<Draft, String> {
             question_zh: None,
         });
     }
+    // Every item number "reverse" and the categories list is a question, listed once.
+    let asked = |n: &u32| items.iter().any(|i: &RawItem| i.id == *n);
+    if let Some(j) = reverse.iter().position(|n| !asked(n)) {
+        let at = origin.at(&["reverse", &j.to_string()]);
+        return Err(format!("{at}: \"reverse\" lists item {}, which is not among the questions", reverse[j]));
+    }
+    for (i, (name, ids)) in cats.iter().enumerate() {
+        for (j, n) in ids.iter().enumerate() {
+            let at = || origin.at(&["categories", &i.to_string(), "cat_questions", &j.to_string()]);
+            if !asked(n) {
+                return Err(format!("{}: category \"{name}\" lists item {n}, which is not among the questions", at()));
+            }
+            if ids[..j].contains(n) {
+                return Err(format!("{}: category \"{name}\" lists item {n} twice", at()));
+            }
+        }
+    }
     Ok(Draft {
-        name: clean(name),
+        name: one_line(name),
         range,
         options_en: option_labels(prompt),
         options_zh: BTreeMap::new(),
@@ -690,12 +726,16 @@ pub fn questionnaire<'s>(
     let (path, replaced) = claim("scale", &id, default, &existing(&id), options.replace)?;
     let (scale_file, filled) = build(draft, &id);
     let body = toml::to_string(&scale_file).map_err(|e| e.to_string())?;
+    // A comment is one line: a name or path with a line break (or another control character) in it
+    // would end it and make the rest TOML.
+    let one_line = |text: String| -> String { text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect() };
     let header = if filled.is_empty() {
-        format!("# Imported from {origin}.\n\n")
+        format!("# Imported from {}.\n\n", one_line(origin.to_string()))
     } else {
         format!(
-            "# Imported from {origin}.\n# Filled by the importer (review before use): {}.\n\n",
-            filled.join("; ")
+            "# Imported from {}.\n# Filled by the importer (review before use): {}.\n\n",
+            one_line(origin.to_string()),
+            one_line(filled.join("; "))
         )
     };
     let generated = header + &body;
@@ -921,6 +961,69 @@ mod tests {
         assert!(e.starts_with(&format!("{}:{line}:", p.display())) && e.contains("range [1, 1999999999]"), "{e}");
         let scales = data.path().join("scales");
         assert!(!scales.exists() || std::fs::read_dir(&scales).unwrap().next().is_none(), "nothing written");
+    }
+
+    /// "reverse" and the categories name items: a number that is not one, names no question, or is
+    /// listed twice is located, not dropped or wrapped (4294967297 became item 1, reversed).
+    #[test]
+    fn psychobench_item_numbers_are_checked_where_they_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let p = dir.path().join("questionnaires.json");
+        let options = ScaleOptions {
+            name: Some("Tiny".into()),
+            ..ScaleOptions::default()
+        };
+        let cases = [
+            (serde_json::json!([4_294_967_297u64]), serde_json::json!([1, 2]), "4294967297", "is not an item number"),
+            (serde_json::json!([2, "x"]), serde_json::json!([1, 2]), "\"x\"", "\"x\" is not an item number"),
+            (serde_json::json!([99]), serde_json::json!([1, 2]), "99", "lists item 99, which is not among the questions"),
+            (serde_json::json!([2]), serde_json::json!([1, 7]), "7", "category \"A\" lists item 7, which is not"),
+            (serde_json::json!([2]), serde_json::json!([1, 1]), "1", "category \"A\" lists item 1 twice"),
+        ];
+        for (reverse, listed, line_of, expect) in cases {
+            let text = serde_json::to_string_pretty(&serde_json::json!([{
+                "name": "Tiny", "scale": 6, "reverse": reverse,
+                "questions": {"1": "I like mornings.", "2": "I hate mornings."},
+                "categories": [{"cat_name": "A", "cat_questions": listed}]
+            }]))
+            .unwrap();
+            std::fs::write(&p, &text).unwrap();
+            let e = questionnaire(&p, ScaleFormat::Psychobench, data.path(), &options, |_| Existing::none())
+                .unwrap_err()
+                .to_string();
+            // The last line that holds just the value (the categories come after "reverse").
+            let line = text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| l.trim().trim_end_matches(',') == line_of)
+                .map(|(i, _)| i + 1)
+                .last();
+            let named = line.map(|line| format!("{}:{line}:", p.display()));
+            assert!(
+                named.as_ref().is_some_and(|n| e.starts_with(n)) && e.contains(expect),
+                "{text}\n{e}\n(wanted {named:?} … {expect})"
+            );
+        }
+        assert!(!data.path().join("scales").exists(), "nothing written");
+        // A name with a line break stays in the header's comment (it ended it: the rest was TOML).
+        let name = "Tiny\n[evil]\nx = 1";
+        let text = serde_json::to_string_pretty(&serde_json::json!([{
+            "name": name, "scale": 6, "reverse": [2],
+            "questions": {"1": "I like mornings.", "2": "I hate mornings."},
+            "categories": [{"cat_name": "A", "cat_questions": [1, 2]}]
+        }]))
+        .unwrap();
+        std::fs::write(&p, &text).unwrap();
+        let options = ScaleOptions {
+            name: Some(name.into()),
+            id: Some("Tiny".into()),
+            ..ScaleOptions::default()
+        };
+        let got = questionnaire(&p, ScaleFormat::Psychobench, data.path(), &options, |_| Existing::none()).unwrap();
+        let written = std::fs::read_to_string(&got.file).unwrap();
+        assert!(Scale::parse(Source::new("x", &written)).is_ok(), "{written}");
+        assert!(written.contains("name = \"Tiny [evil] x = 1\"\n"), "{written}");
     }
 
     #[test]
