@@ -44,14 +44,17 @@ pub enum FileError {
         shown(.0)
     )]
     Symlink(PathBuf),
-    /// An output the user named is a file the workbench keeps (a session's journal, a scale, a
-    /// model): writing over it would lose what it holds.
+    /// An output the user named is, or would be, a file the workbench keeps (a session's journal, a
+    /// scale, a model): writing over it would lose what it holds, a new one would be read as its own.
     #[error(
-        "{}: is one of the workbench's own files (in the data dir {}); not written over: give a path outside it",
+        "{}: is in a folder the workbench keeps its own files in (in the data dir {}); not written: give a path outside it",
         shown(path),
         shown(data_dir)
     )]
     OwnFile { path: PathBuf, data_dir: PathBuf },
+    /// An output the user named is in a folder that does not exist (a mistyped path).
+    #[error("{}: the folder {} does not exist; nothing written (create it first)", shown(path), shown(folder))]
+    NoFolder { path: PathBuf, folder: PathBuf },
     // `error`, not `source`: the message says it already, and a `source` would print it twice.
     #[error("cannot read {}: {error}", shown(path))]
     Read { path: PathBuf, error: std::io::Error },
@@ -72,7 +75,8 @@ impl Classify for FileError {
             | FileError::LineTooLong { .. }
             | FileError::NotUtf8 { .. }
             | FileError::Symlink(_)
-            | FileError::OwnFile { .. } => true,
+            | FileError::OwnFile { .. }
+            | FileError::NoFolder { .. } => true,
         };
         if input { Fault::Input } else { Fault::Machine }
     }
@@ -230,17 +234,61 @@ pub fn lines_limited(
 /// replace its answers).
 pub fn write_output(path: &Path, bytes: &[u8], data_dir: Option<&Path>) -> Result<(), FileError> {
     not_own(path, data_dir)?;
+    // The data dir's exports folder is made when it is wanted, as the workbench makes it.
+    let exports = data_dir.and_then(resolved).map(|d| d.join("exports"));
+    let into_exports = exports.is_some_and(|e| path.parent().and_then(resolved) == Some(e));
+    if !into_exports {
+        folder_exists(path)?;
+    }
     write_atomic(path, bytes)
 }
 
-/// Refuses `path` when it is a file the workbench keeps: one already in a folder of `data_dir`
-/// (sessions, scales, characters, models, the cache …; links resolved on both sides). Its own
-/// `exports` folder, and files beside those folders, are the user's.
+/// Refuses an output `path` whose folder does not exist: a mistyped folder is said, not made.
+pub fn folder_exists(path: &Path) -> Result<(), FileError> {
+    let folder = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    match folder.is_dir() {
+        true => Ok(()),
+        false => Err(FileError::NoFolder {
+            path: path.to_path_buf(),
+            folder: folder.to_path_buf(),
+        }),
+    }
+}
+
+/// `path` with links resolved as far as it exists, the rest (a file or folders not made yet)
+/// appended as written, `..` taken lexically.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    let path = std::path::absolute(path).ok()?;
+    let mut rest = Vec::new();
+    let mut at = path.as_path();
+    loop {
+        if let Ok(found) = std::fs::canonicalize(at) {
+            let mut out = found;
+            for part in rest.iter().rev() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        out.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    other => out.push(other.as_os_str()),
+                }
+            }
+            return Some(out);
+        }
+        rest.push(at.components().next_back()?);
+        at = at.parent()?;
+    }
+}
+
+/// Refuses `path` when it is, or would be, a file the workbench keeps: one in a folder of
+/// `data_dir` (sessions, scales, characters, models, the cache …; links resolved on both sides, a
+/// file or folders not made yet too). Its own `exports` folder, and files beside those folders,
+/// are the user's.
 pub fn not_own(path: &Path, data_dir: Option<&Path>) -> Result<(), FileError> {
-    let (Some(dir), Ok(file)) = (data_dir, std::fs::canonicalize(path)) else {
+    let (Some(dir), Some(file)) = (data_dir, resolved(path)) else {
         return Ok(());
     };
-    let Ok(dir) = std::fs::canonicalize(dir) else {
+    let Some(dir) = resolved(dir) else {
         return Ok(());
     };
     let kept = file.strip_prefix(&dir).is_ok_and(|inside| {

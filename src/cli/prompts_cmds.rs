@@ -84,7 +84,8 @@ pub fn list(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes every bundled template into `dir` (created if needed), each file whole or not at all.
+/// Writes every bundled template into `dir` (created if needed, in a folder that exists), each file
+/// whole or not at all.
 /// Existing files are left alone, and nothing is written, unless `force`; a link or a special file
 /// where a template goes is refused before anything is written, `force` or not.
 pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -106,7 +107,16 @@ pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -
         )));
     }
     let created = std::fs::symlink_metadata(dir).is_err();
-    std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    if created {
+        // The folder itself is made, not a mistyped path's folders above it.
+        crate::files::folder_exists(dir)?;
+        std::fs::create_dir(dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    } else if !dir.is_dir() {
+        return Err(input_error(format!(
+            "{}: not a folder; nothing written (prompts export writes its templates into a folder)",
+            dir.display()
+        )));
+    }
     let mut written = Vec::new();
     for (t, path) in &targets {
         if let Err(e) = crate::files::write_atomic(path, t.bundled_text().as_bytes()) {

@@ -532,6 +532,25 @@ fn a_name_two_characters_answer_to_is_refused_with_both() {
     assert_eq!(json["id"], "hermione-en");
 }
 
+/// `prompts export` makes the folder it is given, not a mistyped path's folders above it, and says
+/// that a file is not a folder (exit 2: the user's path, not the machine).
+#[test]
+fn prompts_export_makes_its_folder_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = run_in(&data, &["prompts", "export", "/dev/null"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/dev/null: not a folder"));
+    let deep = dir.path().join("typo/prompts");
+    let out = run_in(&data, &["prompts", "export", &deep.display().to_string()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!dir.path().join("typo").exists());
+    let here = dir.path().join("prompts");
+    let out = run_in(&data, &["prompts", "export", &here.display().to_string()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_dir(&here).unwrap().count() > 3);
+}
+
 /// A resume finishes the session it names with its own plan and providers: a flag that would change
 /// them is refused, not dropped without a word.
 #[test]

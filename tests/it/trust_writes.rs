@@ -134,7 +134,7 @@ fn an_output_never_replaces_a_file_of_the_data_dir_and_a_complete_session_is_lef
         let out = common::offline(&data, args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(
-            stderr(&out).contains("one of the workbench's own files"),
+            stderr(&out).contains("a folder the workbench keeps its own files in"),
             "{args:?}: {}",
             stderr(&out)
         );
@@ -159,9 +159,8 @@ fn an_output_never_replaces_a_file_of_the_data_dir_and_a_complete_session_is_lef
     let aliased = dir.path().join("alias/sessions").join(GSE).join("journal.jsonl");
     let out = common::offline(&data, &["export", GSE, "-o", &aliased.display().to_string()]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    // Outside the data dir, and beside its folders or in its `exports`, files are the user's:
-    // written, and written over. A new file in a session's folder is written; once there, it is
-    // the folder's.
+    // Outside the data dir, and beside its folders or in its `exports` (made when wanted), files
+    // are the user's: written, and written over.
     for target in [
         dir.path().join("out.json"),
         data.join("export.json"),
@@ -174,13 +173,30 @@ fn an_output_never_replaces_a_file_of_the_data_dir_and_a_complete_session_is_lef
             ));
         }
     }
-    let new = session.join("new.json").display().to_string();
-    ok(common::offline(&data, &["export", GSE, "-o", &new]));
-    assert_eq!(
-        common::offline(&data, &["export", GSE, "-o", &new]).status.code(),
-        Some(2)
+    // A new file in one of its folders is refused too: it would be read as the workbench's own (a
+    // character every command then warns about, a session that is not one), and no folder is made
+    // for it.
+    for target in [
+        session.join("new.json"),
+        data.join("characters/planted.toml"),
+        data.join("sessions/planted/journal.jsonl"),
+        data.join("nowhere/../scales/planted.toml"),
+    ] {
+        let out = common::offline(&data, &["export", GSE, "-o", &target.display().to_string()]);
+        assert_eq!(out.status.code(), Some(2), "{target:?}: {}", stderr(&out));
+        assert!(!target.exists(), "{target:?}");
+    }
+    assert!(!data.join("sessions/planted").exists() && !data.join("characters").exists());
+    // Nor is a mistyped folder made: said, nothing written.
+    let typo = dir.path().join("no-such-folder/out.json");
+    let out = common::offline(&data, &["export", GSE, "-o", &typo.display().to_string()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no-such-folder does not exist; nothing written"),
+        "{}",
+        stderr(&out)
     );
-    std::fs::remove_file(&new).unwrap();
+    assert!(!dir.path().join("no-such-folder").exists());
     // A complete session resumed: said so, its summary printed, nothing appended.
     let out = ok(common::offline(&data, &["run", "--resume", GSE]));
     assert!(
