@@ -355,6 +355,17 @@ impl Batching {
             phase += 1;
             match &self.mode {
                 BatchMode::Files { dir, output } => {
+                    let ids: Vec<String> = pending.iter().map(|p| p.custom_id.clone()).collect();
+                    // The requests of the phase whose results the session waits for, written again
+                    // (`batch export`): the same phase, not the next.
+                    let phase = match self.history.waiting() {
+                        Some((waiting, _, requests))
+                            if requests.len() == ids.len() && ids.iter().all(|id| requests.contains(id)) =>
+                        {
+                            waiting
+                        }
+                        _ => phase,
+                    };
                     let path = output
                         .clone()
                         .unwrap_or_else(|| dir.join(format!("{}-phase{phase}.jsonl", self.session)));
@@ -368,7 +379,7 @@ impl Batching {
                     let step = Step::Written {
                         phase,
                         path: path.display().to_string(),
-                        requests: pending.iter().map(|p| p.custom_id.clone()).collect(),
+                        requests: ids,
                     };
                     self.journal(journal, step).await?;
                     return Ok(path);

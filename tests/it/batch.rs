@@ -199,6 +199,18 @@ async fn batch_export_writes_again_what_the_session_still_needs() {
         assert!(line["body"].get("stream").is_none(), "{line}");
         assert_eq!(line["body"]["model"], "fake-model");
     }
+    // Written again, twice: still phase 1 (the results it waits for are phase 1's, whichever file
+    // they answer), not phases 2 and 3.
+    let out = common::output(&s.config, &s.data, &["batch", "export", id, "-o", &again_arg]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let journal = std::fs::read_to_string(session_dir(&s.data, id).join("journal.jsonl")).unwrap();
+    let phases: Vec<u64> = journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "batch" && e["step"] == "written")
+        .map(|e| e["phase"].as_u64().unwrap())
+        .collect();
+    assert_eq!(phases, [1, 1, 1]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
