@@ -59,6 +59,14 @@ pub(crate) fn temperature(text: &str) -> Result<f32, String> {
     }
 }
 
+/// A message to send: some text, not only white space.
+fn message(text: &str) -> Result<String, String> {
+    match text.trim().is_empty() {
+        true => Err("an empty message: give some text to send".into()),
+        false => Ok(text.to_string()),
+    }
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "incharacter",
@@ -133,7 +141,8 @@ pub enum Command {
         /// JSON Schema file the reply must follow (bare schema, or {"name", "schema", "strict"})
         #[arg(long)]
         schema: Option<PathBuf>,
-        #[arg(long)]
+        /// Sampling temperature, 0 to 2
+        #[arg(long, value_parser = temperature)]
         temperature: Option<f32>,
         /// Sampling seed (recorded; the local model and servers that support it use it)
         #[arg(long)]
@@ -141,7 +150,8 @@ pub enum Command {
         /// Response cache [default: the config's `cache`, else read-write]
         #[arg(long, value_enum)]
         cache: Option<CacheArg>,
-        /// The message
+        /// The message (not empty)
+        #[arg(value_parser = message)]
         text: String,
     },
     /// Benchmarks: the embedded model (`bench local`)

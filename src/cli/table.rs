@@ -2,6 +2,9 @@
 
 use unicode_width::UnicodeWidthStr;
 
+/// The widest a cell is shown, in display columns (a session's folder path fits).
+pub const WIDEST: usize = 120;
+
 pub struct Table {
     header: Vec<String>,
     rows: Vec<Vec<String>>,
@@ -18,8 +21,15 @@ impl Table {
         }
     }
 
+    /// A row of cells, each made one line of text a terminal shows as written (escape sequences and
+    /// control characters removed before the columns are measured, line breaks as spaces) and cut to
+    /// [`WIDEST`] columns: a name from a journal or a file cannot misalign or widen every row.
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        let cell = |c: String| {
+            let safe = crate::text::terminal_safe(&c).replace('\n', " ");
+            crate::text::fit(&safe, WIDEST)
+        };
+        self.rows.push(cells.into_iter().map(cell).collect());
     }
 
     pub fn render(&self) -> String {
@@ -69,5 +79,16 @@ mod tests {
         t.row(vec!["钟离".into(), "5".into()]);
         t.row(vec!["Harry".into(), "12".into()]);
         assert_eq!(t.render(), "name    n\n钟离    5\nHarry  12\n");
+    }
+
+    #[test]
+    fn cells_are_measured_as_a_terminal_shows_them_and_cut() {
+        let mut t = Table::new(&["name", ">n"]);
+        t.row(vec!["evil\u{1b}[31mname\u{1b}]0;T\u{7}".into(), "5".into()]);
+        t.row(vec!["two\nlines".into(), "12".into()]);
+        assert_eq!(t.render(), "name        n\nevilname    5\ntwo lines  12\n");
+        let mut t = Table::new(&["name"]);
+        t.row(vec!["a".repeat(5000)]);
+        assert_eq!(t.render().lines().nth(1).unwrap().chars().count(), WIDEST);
     }
 }

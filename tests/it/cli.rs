@@ -551,6 +551,23 @@ fn prompts_export_makes_its_folder_only() {
     assert!(std::fs::read_dir(&here).unwrap().count() > 3);
 }
 
+/// `chat` checks what it would send as `run` does: a temperature out of 0–2 and an empty message
+/// are refused before any provider is asked.
+#[test]
+fn chat_refuses_what_run_refuses() {
+    for (args, said) in [
+        (
+            &["chat", "--provider", "local", "--temperature", "9", "hi"][..],
+            "not a temperature between 0 and 2",
+        ),
+        (&["chat", "--provider", "local", " "], "an empty message"),
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(said), "{args:?}");
+    }
+}
+
 /// A resume finishes the session it names with its own plan and providers: a flag that would change
 /// them is refused, not dropped without a word.
 #[test]
