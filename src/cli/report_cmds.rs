@@ -34,8 +34,17 @@ pub fn report(
     // Against the targets: each session's dimensions on target or not.
     let mut targets: Vec<Vec<TargetCheck>> = Vec::new();
     let against_targets = labels == Some(crate::domain::character::LabelSource::Target);
-    for id in ids {
-        let (dir, events) = load_session(ctx, id)?;
+    let mut seen: Vec<String> = Vec::new();
+    for given in ids {
+        // By its folder's name, however it was given (an id, a folder, a journal's path).
+        let (dir, events) = load_session(ctx, given)?;
+        let id = &dir
+            .file_name()
+            .map_or_else(|| given.clone(), |n| n.to_string_lossy().into_owned());
+        if seen.contains(id) {
+            return Err(input_error(format!("session {id} is given more than once")));
+        }
+        seen.push(id.clone());
         if let Some((_, items)) = crate::study::rolebench::items(&events) {
             rolebench_sessions.push((id.clone(), crate::study::rolebench::totals(&items)));
             continue;
@@ -89,6 +98,12 @@ pub fn report(
                 )
                 .collect();
             writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
+        }
+        "latex" if sessions.is_empty() => {
+            return Err(input_error(
+                "--format latex writes the interview table (the paper's Table 2), and none of these is an interview \
+                 session: use md or json",
+            ));
         }
         "latex" => write!(out, "{}", latex(&sessions, labels, bootstrap))?,
         _ => {

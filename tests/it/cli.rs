@@ -568,6 +568,29 @@ fn chat_refuses_what_run_refuses() {
     }
 }
 
+/// `report` names a session by its folder however it was given, refuses one given twice, and says
+/// that the LaTeX table is the interview table rather than printing an empty one.
+#[test]
+fn report_names_sessions_by_folder_and_refuses_what_it_cannot_table() {
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
+    let gse = "20261129-201520-gse-on-the-local-model-e700";
+    let by_path = samples.join(gse).display().to_string();
+    let json = json_of(&run(&["report", &by_path, "--format", "json"]));
+    assert_eq!(json[0]["session"], gse);
+    let out = run(&["report", gse, &by_path]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is given more than once"));
+    let out = run(&[
+        "report",
+        "20261129-231052-three-observers-on-the-local-model-038d",
+        "--format",
+        "latex",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("writes the interview table"));
+}
+
 /// A resume finishes the session it names with its own plan and providers: a flag that would change
 /// them is refused, not dropped without a word.
 #[test]
