@@ -103,16 +103,65 @@ impl Secret {
     pub fn expose(&self) -> &str {
         &self.0
     }
+}
 
-    /// `text` (a server's words) with the key replaced by `[the key]`: some servers and proxies
-    /// repeat the key they refused. A key shorter than eight characters is a placeholder, not a
-    /// secret, and is left alone (replacing it would only garble the text).
-    pub fn scrub(&self, text: &str) -> String {
-        if self.0.len() < 8 {
-            return text.to_string();
+/// What a provider sends that a server must not get to repeat (some servers and proxies repeat the
+/// key they refused, into texts that reach journals, logs and the terminal): its key and the values of its extra
+/// headers (an Azure-style `api-key`), each as written and percent-encoded (as a URL would carry it).
+/// Values shorter than eight characters are placeholders, not secrets, and are left alone.
+#[derive(Clone, Default)]
+pub struct Secrets(Vec<(String, &'static str)>);
+
+impl Secrets {
+    pub fn of(key: Option<&Secret>, headers: &BTreeMap<String, String>) -> Secrets {
+        let mut found = Vec::new();
+        let mut add = |value: &str, instead: &'static str| {
+            if value.len() < 8 {
+                return;
+            }
+            let encoded = percent_encoded(value);
+            for form in [value.to_string(), encoded] {
+                if !found.iter().any(|(f, _)| *f == form) {
+                    found.push((form, instead));
+                }
+            }
+        };
+        if let Some(key) = key {
+            add(&key.0, "[the key]");
         }
-        text.replace(&self.0, "[the key]")
+        for value in headers.values() {
+            add(value, "[a header's value]");
+        }
+        Secrets(found)
     }
+
+    /// `text` (a server's words) with every secret replaced by what it is.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for (secret, instead) in &self.0 {
+            if out.contains(secret.as_str()) {
+                out = out.replace(secret.as_str(), instead);
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secrets({} kept out)", self.0.len())
+    }
+}
+
+/// `value` with every byte but the unreserved ones (letters, digits, `-._~`) as `%XX`.
+fn percent_encoded(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }
 
 impl fmt::Debug for Secret {
@@ -575,11 +624,26 @@ impl Reader<'_> {
                     u.span(),
                     format!("base_url \"{}\" must start with http:// or https://", u.get_ref()),
                 ),
-                _ => {}
+                Some(u) => match reqwest::Url::parse(u.get_ref()) {
+                    Err(e) => self.error(u.span(), format!("base_url \"{}\" is not a URL: {e}", u.get_ref())),
+                    // Shown wherever the URL is (errors, logs, `providers`): a secret does not go there.
+                    Ok(url) if !url.username().is_empty() || url.password().is_some() => self.error(
+                        u.span(),
+                        "base_url holds a user name or password, which would be shown wherever the URL is; \
+                         put the key in an environment variable named by api_key_env",
+                    ),
+                    Ok(_) => {}
+                },
             }
             if c.model.is_empty() {
                 self.error(p.name.span(), format!("provider \"{name}\": model is required"));
             }
+        }
+        if p.api_key_env.as_ref().is_some_and(|e| e.trim().is_empty()) {
+            self.error(
+                p.name.span(),
+                format!("provider \"{name}\": api_key_env is empty: name the environment variable that holds the key"),
+            );
         }
         c.api_key_env = p.api_key_env.clone();
         if let Some(key) = &p.api_key {

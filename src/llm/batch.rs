@@ -597,6 +597,8 @@ pub struct BatchApi {
     http: reqwest::Client,
     config: ProviderConfig,
     key: Option<Secret>,
+    /// The key and the header values, kept out of what a server writes back.
+    secrets: crate::config::Secrets,
 }
 
 impl BatchApi {
@@ -607,7 +609,13 @@ impl BatchApi {
             .timeout(Duration::from_secs(300))
             .build()
             .map_err(|e| LlmError::Config(format!("cannot build an HTTP client: {e}")))?;
-        Ok(BatchApi { http, config, key })
+        let secrets = crate::config::Secrets::of(key.as_ref(), &config.headers);
+        Ok(BatchApi {
+            http,
+            config,
+            key,
+            secrets,
+        })
     }
 
     pub fn poll_interval(&self) -> Duration {
@@ -638,10 +646,7 @@ impl BatchApi {
                         return Ok(text);
                     }
                     // A server may repeat the key it refused: never passed on.
-                    let text = match &self.key {
-                Some(key) => key.scrub(&text),
-                None => text,
-            };
+                    let text = self.secrets.scrub(&text);
                     let message = openai::error_message(&text);
                     if status == 401 || status == 403 {
                         return Err(LlmError::Unauthorized {

@@ -13,11 +13,13 @@ use tokio::time::{Instant, timeout_at};
 
 use super::client::{AttemptError, Finished, Transport};
 use super::{ChatRequest, LlmError, ModelInfo, Usage};
-use crate::config::{ProviderConfig, Secret};
+use crate::config::{ProviderConfig, Secret, Secrets};
 
 pub struct OpenAi {
     config: ProviderConfig,
     key: Option<Secret>,
+    /// The key and the header values, kept out of what a server writes back.
+    secrets: Secrets,
     http: reqwest::Client,
 }
 
@@ -29,7 +31,13 @@ impl OpenAi {
             .connect_timeout(Duration::from_secs_f64(config.timeout_connect_s))
             .build()
             .map_err(|e| LlmError::Config(format!("cannot build an HTTP client: {e}")))?;
-        Ok(OpenAi { config, key, http })
+        let secrets = Secrets::of(key.as_ref(), &config.headers);
+        Ok(OpenAi {
+            config,
+            key,
+            secrets,
+            http,
+        })
     }
 
     fn endpoint(&self) -> String {
@@ -250,10 +258,7 @@ impl OpenAi {
                 _ => String::new(),
             };
             // Before the message is cut to length, which could leave part of a repeated key.
-            let text = match &self.key {
-                Some(key) => key.scrub(&text),
-                None => text,
-            };
+            let text = self.secrets.scrub(&text);
             let message = error_message(&text);
             if status == 401 || status == 403 {
                 let env = self
@@ -308,14 +313,11 @@ impl OpenAi {
     }
 }
 
-/// `e` without the key in any text a server wrote into it: some servers and proxies repeat the key
-/// they refused, and these texts reach journals, logs and the terminal. (A key shorter than eight
-/// characters is a placeholder, not a secret, and would only garble the text.)
-fn redacted(e: AttemptError, key: Option<&Secret>) -> AttemptError {
-    let Some(key) = key else {
-        return e;
-    };
-    let clean = |text: String| key.scrub(&text);
+/// `e` without the key or a header's value in any text a server wrote into it: some servers and
+/// proxies repeat the key they refused, and these texts reach journals, logs and the terminal.
+/// (Values shorter than eight characters are placeholders, not secrets: [`Secrets`].)
+fn redacted(e: AttemptError, secrets: &Secrets) -> AttemptError {
+    let clean = |text: String| secrets.scrub(&text);
     match e {
         AttemptError::Status {
             status,
@@ -423,7 +425,7 @@ impl Transport for OpenAi {
     ) -> Result<Finished, AttemptError> {
         self.attempt_as_sent(request, on_token)
             .await
-            .map_err(|e| redacted(e, self.key.as_ref()))
+            .map_err(|e| redacted(e, &self.secrets))
     }
 
     fn info(&self) -> ModelInfo {
@@ -626,6 +628,8 @@ pub(crate) fn without_url(e: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
+
     use crate::config::ProviderKind;
     use crate::llm::{ChatMessage, ResponseSchema};
 
@@ -811,6 +815,7 @@ mod tests {
     #[test]
     fn a_key_a_server_repeats_is_taken_out_of_its_errors() {
         let key = Secret::new("sk-live-0123456789".into());
+        let secrets = Secrets::of(Some(&key), &BTreeMap::new());
         let status = AttemptError::Status {
             status: 500,
             rate: Box::default(),
@@ -818,7 +823,7 @@ mod tests {
             param: None,
             code: Some("sk-live-0123456789".into()),
         };
-        let AttemptError::Status { message, code, .. } = redacted(status, Some(&key)) else {
+        let AttemptError::Status { message, code, .. } = redacted(status, &secrets) else {
             unreachable!()
         };
         assert_eq!((message.as_str(), code.as_deref()), ("internal: header Bearer [the key]", Some("[the key]")));
@@ -828,13 +833,24 @@ mod tests {
             status: 401,
             message: "Incorrect API key provided: sk-live-0123456789.".into(),
         });
-        assert!(!format!("{:?}", redacted(refused, Some(&key))).contains("0123456789"));
+        assert!(!format!("{:?}", redacted(refused, &secrets)).contains("0123456789"));
         let cut = AttemptError::InStream("bad sk-live-0123456789".into());
-        assert_eq!(redacted(cut, Some(&key)), AttemptError::InStream("bad [the key]".into()));
+        assert_eq!(redacted(cut, &secrets), AttemptError::InStream("bad [the key]".into()));
         // A placeholder key is no secret, and words that happen to contain it are left alone.
-        let short = Secret::new("none".into());
+        let short = Secrets::of(Some(&Secret::new("none".into())), &BTreeMap::new());
         let e = AttemptError::Cut("none left".into());
-        assert_eq!(redacted(e.clone(), Some(&short)), e);
+        assert_eq!(redacted(e.clone(), &short), e);
+        // A header's value (an Azure-style api-key) and a key as a URL carries it are kept out too.
+        let key = Secret::new("sk-Audit/Key+abc=123".into());
+        let headers = BTreeMap::from([("api-key".to_string(), "azure-0123456789".to_string())]);
+        let secrets = Secrets::of(Some(&key), &headers);
+        let echoed = AttemptError::InStream(
+            "refused api-key azure-0123456789 from ?key=sk-Audit%2FKey%2Babc%3D123".into(),
+        );
+        assert_eq!(
+            redacted(echoed, &secrets),
+            AttemptError::InStream("refused api-key [a header's value] from ?key=[the key]".into())
+        );
     }
 
     #[test]

@@ -170,7 +170,12 @@ async fn a_full_run_exports_scores_that_recompute_from_its_transcripts() {
         "character,scale,method,repeat,dimension,score,label_pdb,label_annotation,pred_type,label_type,correct\n"
     ));
     assert_eq!(csv.lines().count(), 1 + 2 * 2 * 6 * 9);
-    let report = String::from_utf8(command(&config, &data, &["report", &id, &id]).output().unwrap().stdout).unwrap();
+    // Side by side with a copy of itself (a session is given once: the copy is another folder).
+    let copy = format!("{id}-copy");
+    let copy_dir = data.join("sessions").join(&copy);
+    std::fs::create_dir_all(&copy_dir).unwrap();
+    std::fs::copy(data.join("sessions").join(&id).join("journal.jsonl"), copy_dir.join("journal.jsonl")).unwrap();
+    let report = String::from_utf8(command(&config, &data, &["report", &id, &copy]).output().unwrap().stdout).unwrap();
     assert!(
         report.starts_with("[lo, hi]: 95% percentile bootstrap interval over characters"),
         "{report}"
