@@ -28,7 +28,7 @@ use crate::study::Event;
 /// Why an annotation could not be kept or read.
 #[derive(Debug, thiserror::Error)]
 pub enum AnnotationError {
-    #[error("annotator \"{0}\": letters, digits, '-', '_' and '.' only")]
+    #[error("annotator {0:?}: letters, digits, '-', '_' and '.' only")]
     Annotator(String),
     #[error("cannot write {}: {source}", path.display())]
     Unwritable { path: PathBuf, source: std::io::Error },

@@ -56,10 +56,12 @@ pub const MAX_IMPORT_BYTES: u64 = 64 * 1024 * 1024;
 pub fn export(
     ctx: &Ctx,
     id: &str,
-    format: &str,
+    format: Option<&str>,
     output: Option<&Path>,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
+    let format = super::output_format(format, output, &["csv", "json"], "csv")?;
+    let format = format.as_str();
     let (dir, _) = super::lookup::load_session(ctx, id)?;
     let all = annotation::load(&dir)?;
     let list: Vec<&Annotation> = all.values().flat_map(|m| m.values()).collect();
@@ -159,9 +161,10 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
         if !annotation::valid_annotator(&f[col::ANNOTATOR]) {
             return Err(err(
                 col::ANNOTATOR,
+                // Escaped, so what makes it wrong shows (an escape sequence would be taken out).
                 format!(
-                    "annotator \"{}\": letters, digits, '-', '_' and '.' only",
-                    f[col::ANNOTATOR]
+                    "annotator {:?}: letters, digits, '-', '_' and '.' only",
+                    crate::text::fit(&f[col::ANNOTATOR], 80)
                 ),
             ));
         }

@@ -275,6 +275,17 @@ pub fn validate(catalog: &Catalog, paths: &[PathBuf], out: &mut dyn Write) -> an
     for error in &result.errors {
         writeln!(out, "{}", error)?;
     }
+    if result.errors.is_empty() && result.checked == 0 {
+        // Nothing was checked: a mistyped folder, or one of other files, is not "valid".
+        return Err(input_error(format!(
+            "no scale or character file (.toml) in {}: nothing checked",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
     if result.errors.is_empty() {
         writeln!(out, "{} file(s) valid", result.checked)?;
         Ok(ExitCode::SUCCESS)

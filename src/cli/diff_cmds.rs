@@ -27,7 +27,22 @@ pub fn diff(
     let catalog = ctx.catalog()?;
     let (a_id, a) = load_named(ctx, a)?;
     let (b_id, b) = load_named(ctx, b)?;
-    let d = diff::diff((&a_id, &a), (&b_id, &b), &catalog, character).map_err(|e| input_error(e.to_string()))?;
+    // A character named as every command takes one (its name, an alias …); a name no character of
+    // the catalog answers to is looked for as an id in the sessions (a character since removed),
+    // and is unknown when they did not measure it either.
+    let (character, unknown) = match character.map(|c| (c, catalog.named_character(c))) {
+        None => (None, None),
+        Some((_, Ok(found))) => (Some(found.id.clone()), None),
+        Some((c, Err(several))) if several.is_empty() => (Some(c.to_string()), Some(c)),
+        // Several answer to it: said by the lookup every command uses.
+        Some((c, Err(_))) => (Some(super::lookup::character_id(&catalog, c)?), None),
+    };
+    let d = diff::diff((&a_id, &a), (&b_id, &b), &catalog, character.as_deref()).map_err(|e| match unknown {
+        Some(c) => input_error(format!(
+            "unknown character \"{c}\": no character answers to it, and the sessions did not both measure one of that id"
+        )),
+        None => input_error(e.to_string()),
+    })?;
     if d.dimensions.is_empty() {
         return Err(input_error(format!(
             "{a_id} and {b_id} scored {} on no scale × method in common: nothing to diff",

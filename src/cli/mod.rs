@@ -59,6 +59,34 @@ pub(crate) fn temperature(text: &str) -> Result<f32, String> {
     }
 }
 
+/// The format an export writes: `--format`, else the output file's extension when it is one of
+/// `known`, else `default`. A format that contradicts the file's extension is refused, not written
+/// under a misleading name.
+pub(crate) fn output_format(
+    format: Option<&str>,
+    output: Option<&std::path::Path>,
+    known: &[&str],
+    default: &str,
+) -> anyhow::Result<String> {
+    let extension = output
+        .and_then(|p| p.extension())
+        .map(|e| e.to_string_lossy().to_lowercase())
+        .filter(|e| known.contains(&e.as_str()));
+    match (format, extension) {
+        (Some(f), _) if !known.contains(&f) => {
+            Err(input_error(format!("unknown format \"{f}\" ({})", known.join(", "))))
+        }
+        (Some(f), Some(e)) if f != e => Err(input_error(format!(
+            "--format {f} would write {} into {}: drop --format, or name the file .{f}",
+            f.to_uppercase(),
+            output.map_or(String::new(), |p| p.display().to_string())
+        ))),
+        (Some(f), _) => Ok(f.to_string()),
+        (None, Some(e)) => Ok(e),
+        (None, None) => Ok(default.into()),
+    }
+}
+
 /// A message to send: some text, not only white space.
 fn message(text: &str) -> Result<String, String> {
     match text.trim().is_empty() {
@@ -363,9 +391,10 @@ pub enum Command {
     /// A session's figure for a paper, as an SVG or PNG file: radar, bars, heatmap or agreement
     Plot(plot_cmds::PlotArgs),
     /// Agreement between two raters (e.g. LLM vs human): correlations, QWK, right/close/wrong
+    #[command(group(clap::ArgGroup::new("raters").required(true).args(["pairs", "session"])))]
     Agreement {
         /// CSV with columns a,b
-        #[arg(long, required_unless_present = "session", conflicts_with = "session")]
+        #[arg(long, conflicts_with = "session")]
         pairs: Option<PathBuf>,
         /// A session's human annotations against its interviewer (an observer session's: the subject
         /// ratings against the self- and observer reports)
@@ -424,8 +453,9 @@ pub enum AnnotationsCommand {
     /// quoted cells kept; in JSON, escaped); with -o the file holds the text as imported
     Export {
         id: String,
-        #[arg(long, default_value = "csv")]
-        format: String,
+        /// csv or json [default: -o's extension, else csv]
+        #[arg(long)]
+        format: Option<String>,
         /// Write here instead of stdout (replaced whole or not at all; a symbolic link is refused)
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
@@ -618,7 +648,7 @@ pub enum ProvidersCommand {
 fn seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(x) if x > 0.0 && x <= 3600.0 => Ok(x),
-        _ => Err(format!("{text} is not a number of seconds between 0 and 3600")),
+        _ => Err(format!("{text} is not a number of seconds above 0 and at most 3600")),
     }
 }
 
@@ -955,7 +985,7 @@ fn agreement(
 fn annotations(ctx: &Ctx, command: AnnotationsCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match command {
         AnnotationsCommand::Export { id, format, output } => {
-            annotation_cmds::export(ctx, &id, &format, output.as_deref(), out)
+            annotation_cmds::export(ctx, &id, format.as_deref(), output.as_deref(), out)
         }
         AnnotationsCommand::Import { id, csv } => annotation_cmds::import(ctx, &id, &csv, out),
     }

@@ -328,28 +328,6 @@ pub fn sessions(ctx: &Ctx, json_output: bool, out: &mut dyn Write) -> anyhow::Re
     Ok(ExitCode::SUCCESS)
 }
 
-/// The format `export` writes: `--format`, else the output file's extension (json, csv, md), else
-/// JSON. A format that contradicts the file's extension is refused, not written under a misleading name.
-fn export_format(format: Option<&str>, output: Option<&Path>) -> anyhow::Result<String> {
-    let extension = output
-        .and_then(|p| p.extension())
-        .map(|e| e.to_string_lossy().to_lowercase())
-        .filter(|e| ["json", "csv", "md"].contains(&e.as_str()));
-    match (format, extension) {
-        (Some(f), _) if !["json", "csv", "md"].contains(&f) => {
-            Err(input_error(format!("unknown format \"{f}\" (json, csv, md)")))
-        }
-        (Some(f), Some(e)) if f != e => Err(input_error(format!(
-            "--format {f} would write {} into {}: drop --format, or name the file .{f}",
-            f.to_uppercase(),
-            output.map_or(String::new(), |p| p.display().to_string())
-        ))),
-        (Some(f), _) => Ok(f.to_string()),
-        (None, Some(e)) => Ok(e),
-        (None, None) => Ok("json".into()),
-    }
-}
-
 /// `export`: to `output` whole or not at all (see [`crate::files::write_atomic`]), or to stdout made
 /// safe for a terminal. Every CSV cell is neutralised for spreadsheets ([`results::SafeCsv`]).
 pub fn export(
@@ -359,7 +337,7 @@ pub fn export(
     output: Option<&Path>,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
-    let format = export_format(format, output)?;
+    let format = super::output_format(format, output, &["json", "csv", "md"], "json")?;
     let format = format.as_str();
     let catalog = &*ctx.catalog()?;
     let store = ctx.store()?;

@@ -32,8 +32,9 @@ pub const MAX_TEMPLATE: u64 = 256 * 1024;
 /// What a template file is refused for. All of it is the user's input.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
-    #[error("{path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    // `error`, not `source`: the message says it already, and a `source` would print it twice.
+    #[error("{path}: {error}")]
+    Read { path: String, error: std::io::Error },
     #[error("{path}: not a prompt template; a prompt folder holds some of {known} (`incharacter prompts` lists them)")]
     UnknownFile { path: String, known: String },
     /// A placeholder the template does not allow, a required one it lacks, text that is not UTF-8.
@@ -234,7 +235,7 @@ impl Templates {
         let shown = |p: &Path| p.display().to_string();
         let read_error = |p: &Path| {
             let path = shown(p);
-            move |source: std::io::Error| TemplateError::Read { path, source }
+            move |error: std::io::Error| TemplateError::Read { path, error }
         };
         let mut files = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(read_error(dir))? {

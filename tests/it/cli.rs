@@ -591,6 +591,15 @@ fn report_names_sessions_by_folder_and_refuses_what_it_cannot_table() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("writes the interview table"));
 }
 
+/// A folder with no scale or character file in it is not "0 file(s) valid": nothing was checked.
+#[test]
+fn validate_of_nothing_says_so() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = run(&["validate", &empty.path().display().to_string()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing checked"));
+}
+
 /// A resume finishes the session it names with its own plan and providers: a flag that would change
 /// them is refused, not dropped without a word.
 #[test]
@@ -766,6 +775,10 @@ fn compare_and_diff_name_copied_sessions_by_their_folders() {
         (
             &["diff", "mine-before", "mine-gse"],
             "mine-before and mine-gse scored hermione-en on no scale × method in common",
+        ),
+        (
+            &["diff", "mine-before", "mine-after", "--character", "nobody"],
+            "unknown character \"nobody\"",
         ),
     ] {
         let out = run_in(data.path(), args);

@@ -174,8 +174,18 @@ async fn a_full_run_exports_scores_that_recompute_from_its_transcripts() {
     let copy = format!("{id}-copy");
     let copy_dir = data.join("sessions").join(&copy);
     std::fs::create_dir_all(&copy_dir).unwrap();
-    std::fs::copy(data.join("sessions").join(&id).join("journal.jsonl"), copy_dir.join("journal.jsonl")).unwrap();
-    let report = String::from_utf8(command(&config, &data, &["report", &id, &copy]).output().unwrap().stdout).unwrap();
+    std::fs::copy(
+        data.join("sessions").join(&id).join("journal.jsonl"),
+        copy_dir.join("journal.jsonl"),
+    )
+    .unwrap();
+    let report = String::from_utf8(
+        command(&config, &data, &["report", &id, &copy])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
     assert!(
         report.starts_with("[lo, hi]: 95% percentile bootstrap interval over characters"),
         "{report}"

@@ -344,7 +344,15 @@ fn character_id(options: &Options, name: &str, fallback: &str, language: &str) -
         format!("{s}-{language}")
     });
     if !valid_id(&id) {
-        return Err(format!("id \"{id}\" must be lower-case letters, digits and '-' (pass --id)").into());
+        // Said of what was wrong, the id shown escaped and cut: it may come from a file.
+        let shown = crate::text::fit(&format!("{id:?}"), 80);
+        let why = if id.len() > 64 {
+            format!("is {} bytes long; an id is at most 64", id.len())
+        } else {
+            "must be lower-case letters, digits and '-', not beginning with '-'".into()
+        };
+        let hint = if options.id.is_some() { "" } else { " (pass --id)" };
+        return Err(format!("id {shown} {why}{hint}").into());
     }
     Ok(id)
 }

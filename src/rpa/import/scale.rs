@@ -719,7 +719,11 @@ pub fn questionnaire<'s>(
         && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         && !id.starts_with('-');
     if !safe {
-        return Err(format!("scale id \"{id}\" must be ASCII letters, digits, '-' and '_' (pass --id)").into());
+        return Err(format!(
+            "scale id {:?} must be at most 64 ASCII letters, digits, '-' and '_' (pass --id)",
+            crate::text::fit(&id, 80)
+        )
+        .into());
     }
     let default = data_dir.join("scales").join(format!("{id}.toml"));
     let _one = super::one_import_at_a_time(data_dir, options.waiting)?;
@@ -1043,7 +1047,7 @@ mod tests {
             ),
             (
                 serde_json::json!({"name": "../../x", "range": [1, 5], "categories": cat, "questions": {}}).to_string(),
-                "must be ASCII",
+                "must be at most 64 ASCII",
             ),
             (
                 serde_json::json!({"name": "A", "range": [1, 5], "categories": [], "questions": {}}).to_string(),

@@ -24,7 +24,7 @@ pub struct Reassess {
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ReassessError {
-    #[error("session {id} is a {kind} session; only interview sessions can be re-assessed")]
+    #[error("session {id} is {kind}; only interview sessions can be re-assessed")]
     NotInterviews { id: String, kind: &'static str },
     #[error("session {id} has no plan (its journal holds no start record)")]
     NoPlan { id: String },
@@ -49,7 +49,11 @@ pub fn plan(parent: &str, events: &[Event], change: &Reassess) -> Result<RunPlan
         Some(kind) => {
             return Err(ReassessError::NotInterviews {
                 id: parent.to_string(),
-                kind: kind.name(),
+                kind: match kind {
+                    Kind::Observers => "an observer session",
+                    Kind::Rolebench => "a RoleBench session",
+                    Kind::Interviews => "an interview session",
+                },
             });
         }
         None => return Err(ReassessError::NoPlan { id: parent.to_string() }),
