@@ -218,7 +218,7 @@ fn go<S: Headless>(
     let limits = run.limits();
     let accounting = run.accounting();
     let mut held = String::new();
-    let result = ctx.block_on(run.execute_batch(
+    let result = ctx.block_on(until_interrupted(run.execute_batch(
         |e| {
             progress.record(e);
             // What a server said of itself, on first contact: said once, above the progress.
@@ -240,7 +240,7 @@ fn go<S: Headless>(
             }
         },
         &*say,
-    ));
+    )));
     progress.finish();
     // What this sitting sent (a resume counts only its own requests), on stderr with the notes; said
     // too when the run stopped early (at the cost cap, a provider gone), where it matters most.
@@ -248,6 +248,19 @@ fn go<S: Headless>(
     let say_used = || {
         for line in used.lines() {
             crate::note!("used: {line}");
+        }
+    };
+    let result = match result {
+        Ok(result) => result,
+        Err(signal) => {
+            // What was answered is journaled (every record is written whole as it comes); the
+            // requests in flight were dropped and are asked again by a resume.
+            say_used();
+            crate::note!(
+                "interrupted: the session is kept; to go on: incharacter {} --resume {id}",
+                S::KIND.command()
+            );
+            return Ok(ExitCode::from(128 + signal));
         }
     };
     let ended = result.map_err(|e| {
@@ -289,6 +302,31 @@ fn go<S: Headless>(
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `work`'s output, or the number of the signal (SIGINT 2, SIGTERM 15) that came first: a headless
+/// run stopped by ctrl-c or a `kill` says how to go on instead of vanishing.
+async fn until_interrupted<T>(work: impl std::future::Future<Output = T>) -> Result<T, u8> {
+    // A handler that cannot be installed never fires (rather than firing at once).
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => s.recv().await,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<Option<()>>();
+    tokio::select! {
+        done = work => Ok(done),
+        _ = interrupt => Err(2),
+        _ = terminate => Err(15),
+    }
 }
 
 /// Whether a session's records end a run that left nothing unanswered.

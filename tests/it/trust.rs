@@ -134,6 +134,59 @@ async fn two_resumes_at_once_one_proceeds_and_the_journal_holds_each_item_once()
     );
 }
 
+/// ctrl-c or a `kill` (SIGTERM) stops a headless run with the way to go on, and its journal as a
+/// kill leaves it: what was answered kept, the rest asked by the resume, nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_run_says_how_to_go_on_and_the_resume_finishes_it() {
+    for (signal, code) in [("-INT", 130), ("-TERM", 143)] {
+        let fake = FakeConfig {
+            tokens_per_s: 400.0,
+            ..FakeConfig::default()
+        };
+        let s = common::setup(fake, "max_concurrency = 2").await;
+        let child = common::command(&s.config, &s.data, RUN)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        s.server.wait_for_requests(6).await;
+        let sent = std::process::Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{signal}: {}", text(&out));
+        let said = String::from_utf8_lossy(&out.stderr);
+        let sessions = s.data.join("sessions");
+        let session = std::fs::read_dir(&sessions).unwrap().next().unwrap().unwrap().path();
+        let id = session.file_name().unwrap().to_string_lossy().to_string();
+        assert!(
+            said.contains(&format!(
+                "interrupted: the session is kept; to go on: incharacter run --resume {id}"
+            )),
+            "{said}"
+        );
+        assert!(said.contains("used: "), "what the sitting used is said: {said}");
+        let before = answered(&events(&session));
+        assert!(count(&events(&session), "run_finished") == 0, "{signal}");
+        let resumed = common::command(&s.config, &s.data, &["run", "--resume", &id])
+            .output()
+            .unwrap();
+        assert!(resumed.status.success(), "{}", text(&resumed));
+        let events = events(&session);
+        let keys = answered(&events);
+        let mut unique = keys.clone();
+        unique.dedup();
+        assert_eq!(keys, unique, "no item answered twice");
+        assert_eq!(keys.len(), 2 * 44);
+        assert!(before.iter().all(|k| keys.contains(k)));
+        assert_eq!(count(&events, "run_finished"), 1);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_session_is_listed_as_running_and_its_writer_named() {
     let fake = FakeConfig {
