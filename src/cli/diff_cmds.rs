@@ -149,12 +149,20 @@ fn text(d: &Diff) -> String {
         }
         s += &format!("\n{} {}\n{}", scale, method.name(), t.render());
     }
-    let moved: Vec<&ItemDiff> = d.items.iter().filter(|i| i.change.is_some()).take(MOST_MOVED).collect();
+    // Items whose score changed (by more than rounding): a session against itself has none.
+    let moved: Vec<&ItemDiff> = d
+        .items
+        .iter()
+        .filter(|i| i.change.is_some_and(|c| c.abs() > diff::EQUAL))
+        .take(MOST_MOVED)
+        .collect();
     if !moved.is_empty() {
         s += "\nitems that moved most\n";
         for i in moved {
             s += &item_lines(i);
         }
+    } else if d.items.iter().any(|i| i.change.is_some()) {
+        s += "\nno item's score moved\n";
     } else {
         // Expert ratings score whole dimensions: show the first answers that differ instead.
         let differ: Vec<&ItemDiff> = d

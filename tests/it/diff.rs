@@ -147,6 +147,13 @@ async fn two_versions_of_a_character_are_recorded_and_diffed_against_its_targets
             .iter()
             .all(|i| i["change"].is_null() || i["change"] == 0.0)
     );
+    // In words too: no item is listed as having moved.
+    let text = common::output(&config, &data, &["diff", &a, &a]).await;
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("no item's score moved") && !text.contains("items that moved most"),
+        "{text}"
+    );
 
     let text = common::output(&config, &data, &["diff", &a, &b]).await;
     let text = String::from_utf8(text.stdout).unwrap();
