@@ -18,7 +18,7 @@ pub struct Facts {
     pub context: Option<u32>,
     /// Whether the file has its own chat template (else ChatML is assumed).
     pub chat_template: bool,
-    /// Why the file's chat template cannot render a conversation ([`crate::model::template_problem`]):
+    /// Why the file's chat template cannot render a conversation ([`crate::template::template_problem`]):
     /// ChatML is used instead.
     pub chat_template_problem: Option<String>,
     /// `gpt2` (byte-level BPE) or `llama` (SentencePiece).
@@ -93,7 +93,7 @@ pub fn facts(path: &Path) -> Result<Facts, Error> {
         chat_template: meta("tokenizer.chat_template").is_some(),
         chat_template_problem: meta("tokenizer.chat_template")
             .and_then(|v| v.as_str())
-            .and_then(crate::model::template_problem),
+            .and_then(crate::template::template_problem),
         tokenizer,
         architecture,
         quantization,

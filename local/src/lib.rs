@@ -17,6 +17,7 @@ mod gguf_read;
 mod model;
 mod registry;
 mod sample;
+mod template;
 mod vocab;
 
 pub use gguf::{ARCHITECTURES, Facts, facts};

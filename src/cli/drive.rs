@@ -253,14 +253,8 @@ fn go<S: Headless>(
     let result = match result {
         Ok(result) => result,
         Err(signal) => {
-            // What was answered is journaled (every record is written whole as it comes); the
-            // requests in flight were dropped and are asked again by a resume.
             say_used();
-            crate::note!(
-                "interrupted: the session is kept; to go on: incharacter {} --resume {id}",
-                S::KIND.command()
-            );
-            return Ok(ExitCode::from(128 + signal));
+            return Ok(interrupted(S::KIND, &id, signal));
         }
     };
     let ended = result.map_err(|e| {
@@ -302,6 +296,17 @@ fn go<S: Headless>(
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says how to go on after `signal` stopped the run of session `id`: what was answered is journaled
+/// (every record is written whole as it comes); the requests in flight were dropped and are asked
+/// again by a resume. The exit code is the shell's for that signal.
+fn interrupted(kind: Kind, id: &str, signal: u8) -> ExitCode {
+    crate::note!(
+        "interrupted: the session is kept; to go on: incharacter {} --resume {id}",
+        kind.command()
+    );
+    ExitCode::from(128 + signal)
 }
 
 /// `work`'s output, or the number of the signal (SIGINT 2, SIGTERM 15) that came first: a headless

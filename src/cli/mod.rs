@@ -29,6 +29,7 @@ mod report_cmds;
 mod rolebench_cmds;
 mod run_cmds;
 mod table;
+mod values;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -42,58 +43,8 @@ use crate::config::{CacheMode, Config};
 use crate::domain::character::LabelSource;
 use crate::paths;
 use crate::session::Store;
-
-/// Requests in flight: at least one (zero would wait forever, or mean nothing).
-pub(crate) fn concurrency(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!("\"{text}\" is not a number of requests in flight (1 or more)")),
-    }
-}
-
-/// A sampling temperature, 0–2.
-pub(crate) fn temperature(text: &str) -> Result<f32, String> {
-    match text.parse::<f32>() {
-        Ok(t) if (0.0..=2.0).contains(&t) => Ok(t),
-        _ => Err(format!("\"{text}\" is not a temperature between 0 and 2")),
-    }
-}
-
-/// The format an export writes: `--format`, else the output file's extension when it is one of
-/// `known`, else `default`. A format that contradicts the file's extension is refused, not written
-/// under a misleading name.
-pub(crate) fn output_format(
-    format: Option<&str>,
-    output: Option<&std::path::Path>,
-    known: &[&str],
-    default: &str,
-) -> anyhow::Result<String> {
-    let extension = output
-        .and_then(|p| p.extension())
-        .map(|e| e.to_string_lossy().to_lowercase())
-        .filter(|e| known.contains(&e.as_str()));
-    match (format, extension) {
-        (Some(f), _) if !known.contains(&f) => {
-            Err(input_error(format!("unknown format \"{f}\" ({})", known.join(", "))))
-        }
-        (Some(f), Some(e)) if f != e => Err(input_error(format!(
-            "--format {f} would write {} into {}: drop --format, or name the file .{f}",
-            f.to_uppercase(),
-            output.map_or(String::new(), |p| p.display().to_string())
-        ))),
-        (Some(f), _) => Ok(f.to_string()),
-        (None, Some(e)) => Ok(e),
-        (None, None) => Ok(default.into()),
-    }
-}
-
-/// A message to send: some text, not only white space.
-fn message(text: &str) -> Result<String, String> {
-    match text.trim().is_empty() {
-        true => Err("an empty message: give some text to send".into()),
-        false => Ok(text.to_string()),
-    }
-}
+pub(crate) use values::{concurrency, output_format, temperature};
+use values::{message, seconds};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -644,14 +595,6 @@ pub enum ProvidersCommand {
     },
 }
 
-/// A time budget in seconds: more than 0, at most an hour.
-fn seconds(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(x) if x > 0.0 && x <= 3600.0 => Ok(x),
-        _ => Err(format!("{text} is not a number of seconds above 0 and at most 3600")),
-    }
-}
-
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum CacheArg {
     ReadWrite,
@@ -909,14 +852,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         ),
         // The tool itself.
         Command::Doctor { json } => doctor_cmds::doctor(ctx, json, out),
-        Command::Completions { shell } => {
-            // Written whole into memory first: clap_complete panics on a failing writer (a closed
-            // pipe, a full disk), where every other command's output reports it.
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "incharacter", &mut script);
-            out.write_all(&script)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Completions { shell } => completions(shell, out),
         Command::Man => {
             clap_mangen::Man::new(Cli::command()).render(out)?;
             Ok(ExitCode::SUCCESS)
@@ -925,6 +861,15 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
 }
 
 /// The agent's prompt style named on the command line.
+/// The completion script for `shell`, written whole into memory first: clap_complete panics on a
+/// failing writer (a closed pipe, a full disk), where every other command's output reports it.
+fn completions(shell: clap_complete::Shell, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "incharacter", &mut script);
+    out.write_all(&script)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn rpa_style(style: &str) -> anyhow::Result<crate::rpa::prompt::RpaStyle> {
     crate::rpa::prompt::RpaStyle::parse(style).ok_or_else(|| {
         input_error(format!(

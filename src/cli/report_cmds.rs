@@ -15,6 +15,23 @@ use crate::study::Event;
 use crate::study::interview::results;
 
 /// Summary tables of one or more sessions, recomputed from their journals, side by side.
+/// Each session given, by its folder's name however it was given (an id, a folder, a journal's
+/// path), with its folder and records; one given twice is refused.
+fn each_once(ctx: &Ctx, ids: &[String]) -> anyhow::Result<Vec<(String, std::path::PathBuf, Vec<Event>)>> {
+    let mut found: Vec<(String, std::path::PathBuf, Vec<Event>)> = Vec::new();
+    for given in ids {
+        let (dir, events) = load_session(ctx, given)?;
+        let id = dir
+            .file_name()
+            .map_or_else(|| given.clone(), |n| n.to_string_lossy().into_owned());
+        if found.iter().any(|(seen, ..)| *seen == id) {
+            return Err(input_error(format!("session {id} is given more than once")));
+        }
+        found.push((id, dir, events));
+    }
+    Ok(found)
+}
+
 pub fn report(
     ctx: &Ctx,
     ids: &[String],
@@ -34,17 +51,8 @@ pub fn report(
     // Against the targets: each session's dimensions on target or not.
     let mut targets: Vec<Vec<TargetCheck>> = Vec::new();
     let against_targets = labels == Some(crate::domain::character::LabelSource::Target);
-    let mut seen: Vec<String> = Vec::new();
-    for given in ids {
-        // By its folder's name, however it was given (an id, a folder, a journal's path).
-        let (dir, events) = load_session(ctx, given)?;
-        let id = &dir
-            .file_name()
-            .map_or_else(|| given.clone(), |n| n.to_string_lossy().into_owned());
-        if seen.contains(id) {
-            return Err(input_error(format!("session {id} is given more than once")));
-        }
-        seen.push(id.clone());
+    for (id, dir, events) in each_once(ctx, ids)? {
+        let id = &id;
         if let Some((_, items)) = crate::study::rolebench::items(&events) {
             rolebench_sessions.push((id.clone(), crate::study::rolebench::totals(&items)));
             continue;
