@@ -119,8 +119,18 @@ impl Secrets {
             if value.len() < 8 {
                 return;
             }
-            let encoded = percent_encoded(value);
-            for form in [value.to_string(), encoded] {
+            // Percent-encoding's hex digits may be written in either case.
+            let upper = percent_encoded(value);
+            let lower = upper
+                .split('%')
+                .enumerate()
+                .map(|(i, part)| match i {
+                    0 => part.to_string(),
+                    _ => part.get(..2).map_or(part.to_string(), |hex| hex.to_lowercase() + &part[2..]),
+                })
+                .collect::<Vec<_>>()
+                .join("%");
+            for form in [value.to_string(), upper, lower] {
                 if !found.iter().any(|(f, _)| *f == form) {
                     found.push((form, instead));
                 }
@@ -132,6 +142,8 @@ impl Secrets {
         for value in headers.values() {
             add(value, "[a header's value]");
         }
+        // The longest first: a secret that holds another is taken out whole.
+        found.sort_by_key(|(form, _)| std::cmp::Reverse(form.len()));
         Secrets(found)
     }
 
@@ -625,7 +637,8 @@ impl Reader<'_> {
                     format!("base_url \"{}\" must start with http:// or https://", u.get_ref()),
                 ),
                 Some(u) => match reqwest::Url::parse(u.get_ref()) {
-                    Err(e) => self.error(u.span(), format!("base_url \"{}\" is not a URL: {e}", u.get_ref())),
+                    // Not repeated: a URL that does not parse may still hold a password.
+                    Err(e) => self.error(u.span(), format!("base_url is not a URL: {e}")),
                     // Shown wherever the URL is (errors, logs, `providers`): a secret does not go there.
                     Ok(url) if !url.username().is_empty() || url.password().is_some() => self.error(
                         u.span(),

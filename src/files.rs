@@ -233,15 +233,36 @@ pub fn lines_limited(
 /// workbench keeps in the data dir `data_dir` (an export aimed at a session's journal would
 /// replace its answers).
 pub fn write_output(path: &Path, bytes: &[u8], data_dir: Option<&Path>) -> Result<(), FileError> {
-    not_own(path, data_dir)?;
-    // The data dir's exports folder is made when it is wanted, as the workbench makes it.
-    let exports = data_dir.and_then(resolved).map(|d| d.join("exports"));
-    let into_exports = exports.is_some_and(|e| path.parent().and_then(resolved) == Some(e));
-    if !into_exports {
-        folder_exists(path)?;
-    }
+    check_output(path, data_dir)?;
     write_atomic(path, bytes)
 }
+
+/// Whether an output the user named (`-o`) may be written: not in one of the workbench's folders
+/// ([`not_own`]), and in a folder that exists — the data dir's `exports`, made when it is wanted as
+/// the workbench makes it, aside.
+pub fn check_output(path: &Path, data_dir: Option<&Path>) -> Result<(), FileError> {
+    not_own(path, data_dir)?;
+    let exports = data_dir.and_then(resolved).map(|d| d.join("exports"));
+    let into_exports = exports.is_some_and(|e| path.parent().and_then(resolved) == Some(e));
+    match into_exports {
+        true => Ok(()),
+        false => folder_exists(path),
+    }
+}
+
+/// The data dir's folders the workbench reads and writes its own files in: an output never goes
+/// there. (Its `exports` and any folder of the user's own are the user's.)
+pub const OWN_FOLDERS: [&str; 9] = [
+    "sessions",
+    "characters",
+    "scales",
+    "models",
+    "cache",
+    "logs",
+    "prompts",
+    "rolebench",
+    "samples",
+];
 
 /// Refuses an output `path` whose folder does not exist: a mistyped folder is said, not made.
 pub fn folder_exists(path: &Path) -> Result<(), FileError> {
@@ -280,11 +301,10 @@ fn resolved(path: &Path) -> Option<PathBuf> {
     }
 }
 
-/// Refuses `path` when it is, or would be, a file the workbench keeps: one in a folder of
-/// `data_dir` (sessions, scales, characters, models, the cache …; links resolved on both sides, a
-/// file or folders not made yet too). Its own `exports` folder, and files beside those folders,
-/// are the user's.
-pub fn not_own(path: &Path, data_dir: Option<&Path>) -> Result<(), FileError> {
+/// Refuses `path` when it is, or would be, a file the workbench keeps: one in one of `data_dir`'s
+/// [`OWN_FOLDERS`] (links resolved on both sides, a file or folders not made yet too). Its `exports`
+/// folder, folders of the user's own and files beside them are the user's.
+fn not_own(path: &Path, data_dir: Option<&Path>) -> Result<(), FileError> {
     let (Some(dir), Some(file)) = (data_dir, resolved(path)) else {
         return Ok(());
     };
@@ -294,7 +314,7 @@ pub fn not_own(path: &Path, data_dir: Option<&Path>) -> Result<(), FileError> {
     let kept = file.strip_prefix(&dir).is_ok_and(|inside| {
         let mut parts = inside.components();
         let folder = parts.next();
-        parts.next().is_some() && folder.is_some_and(|f| f.as_os_str() != "exports")
+        parts.next().is_some() && folder.is_some_and(|f| OWN_FOLDERS.iter().any(|own| f.as_os_str() == *own))
     });
     match kept {
         true => Err(FileError::OwnFile {

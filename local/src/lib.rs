@@ -21,6 +21,8 @@ mod template;
 mod vocab;
 
 pub use gguf::{ARCHITECTURES, Facts, facts};
+/// The most positions a model runs with, whatever its file states.
+pub use incharacter_engine::MOST_POSITIONS;
 pub use model::{Choice, Finish, Generated, Message, Model, Request, Together};
 pub use registry::{
     DEFAULT_MODEL, KNOWN, KnownModel, Pip, Registered, SMOLLM2_135M, add, fetch, fetch_known, list, models_dir,

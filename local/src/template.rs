@@ -56,14 +56,18 @@ pub(crate) fn render_template(
     Ok(String::from_utf8_lossy(&out.0).into_owned())
 }
 
-/// Why a file's chat template cannot render an ordinary conversation (a system message, a user's,
-/// the assistant's turn to come), if it cannot: the model then uses ChatML.
+/// Why a file's chat template cannot render an ordinary conversation (a user's message, the
+/// assistant's turn to come; with a system message first, or without one for templates that refuse
+/// a system role, as Mistral's do), if it cannot: the model then uses ChatML. A template that takes
+/// one of the two keeps its own, and a request it cannot render falls back to ChatML alone.
 pub fn template_problem(template: &str) -> Option<String> {
-    let probe = [
-        serde_json::json!({"role": "system", "content": "You are a character."}),
-        serde_json::json!({"role": "user", "content": "How are you?"}),
-    ];
-    render_template(template, &probe, true, ("", "")).err()
+    let system = serde_json::json!({"role": "system", "content": "You are a character."});
+    let user = serde_json::json!({"role": "user", "content": "How are you?"});
+    let with_system = render_template(template, &[system, user.clone()], true, ("", ""));
+    match with_system {
+        Ok(_) => None,
+        Err(e) => render_template(template, &[user], true, ("", "")).err().map(|_| e),
+    }
 }
 
 #[cfg(test)]
@@ -87,5 +91,10 @@ mod tests {
                 .contains("no system role")
         );
         assert_eq!(template_problem(CHATML), None);
+        // A template that refuses a system role (Mistral's) keeps its own: a conversation without
+        // one renders.
+        let no_system = "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system') }}\
+                         {% endif %}[INST] {{ m.content }} [/INST]{% endfor %}";
+        assert_eq!(template_problem(no_system), None);
     }
 }

@@ -104,8 +104,7 @@ pub fn batch(ctx: &Ctx, command: BatchCommand, out: &mut dyn Write) -> anyhow::R
         }
         BatchCommand::Export { session, output, json } => {
             let output = std::path::absolute(&output).unwrap_or(output);
-            crate::files::not_own(&output, ctx.data_dir().ok().as_deref())?;
-            crate::files::folder_exists(&output)?;
+            crate::files::check_output(&output, ctx.data_dir().ok().as_deref())?;
             let dir = output.parent().map(Path::to_path_buf).unwrap_or_default();
             let batch = Batch {
                 mode: BatchMode::Files {

@@ -37,11 +37,11 @@ pub fn diff(
         // Several answer to it: said by the lookup every command uses.
         Some((c, Err(_))) => (Some(super::lookup::character_id(&catalog, c)?), None),
     };
-    let d = diff::diff((&a_id, &a), (&b_id, &b), &catalog, character.as_deref()).map_err(|e| match unknown {
-        Some(c) => input_error(format!(
+    let d = diff::diff((&a_id, &a), (&b_id, &b), &catalog, character.as_deref()).map_err(|e| match (unknown, &e) {
+        (Some(c), diff::DiffError::NotMeasured { .. }) => input_error(format!(
             "unknown character \"{c}\": no character answers to it, and the sessions did not both measure one of that id"
         )),
-        None => input_error(e.to_string()),
+        _ => input_error(e.to_string()),
     })?;
     if d.dimensions.is_empty() {
         return Err(input_error(format!(

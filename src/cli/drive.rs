@@ -254,7 +254,7 @@ fn go<S: Headless>(
         Ok(result) => result,
         Err(signal) => {
             say_used();
-            return Ok(interrupted(S::KIND, &id, signal));
+            return Ok(interrupted(ctx, S::KIND, &id, signal));
         }
     };
     let ended = result.map_err(|e| {
@@ -298,14 +298,20 @@ fn go<S: Headless>(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Says how to go on after `signal` stopped the run of session `id`: what was answered is journaled
-/// (every record is written whole as it comes); the requests in flight were dropped and are asked
-/// again by a resume. The exit code is the shell's for that signal.
-fn interrupted(kind: Kind, id: &str, signal: u8) -> ExitCode {
-    crate::note!(
-        "interrupted: the session is kept; to go on: incharacter {} --resume {id}",
-        kind.command()
-    );
+/// Says how to go on after `signal` stopped the run of session `id`, by the command that made it
+/// (`assess` for a re-assessment): what was answered is journaled (every record is written whole as
+/// it comes); the replies still coming are not waited for, and a resume asks them again. The exit
+/// code is the shell's for that signal.
+fn interrupted(ctx: &Ctx, kind: Kind, id: &str, signal: u8) -> ExitCode {
+    let command = ctx
+        .store()
+        .ok()
+        .and_then(|store| Resume::of(&store, id).ok())
+        .map_or_else(
+            || format!("incharacter {} --resume {id}", kind.command()),
+            |r| r.command(),
+        );
+    crate::note!("interrupted: the session is kept; to go on: {command}");
     ExitCode::from(128 + signal)
 }
 

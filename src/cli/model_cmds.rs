@@ -122,9 +122,12 @@ pub fn add(path: &Path, name: Option<&str>, out: &mut dyn Write) -> anyhow::Resu
         facts.architecture,
         facts.quantization,
         facts.tokenizer,
-        facts
-            .context
-            .map_or("not stated (4096 assumed)".into(), |c| format!("{c} tokens")),
+        facts.context.map_or("not stated (4096 assumed)".into(), |c| {
+            match c as usize > local::MOST_POSITIONS {
+                true => format!("{c} tokens (run with {})", local::MOST_POSITIONS),
+                false => format!("{c} tokens"),
+            }
+        }),
         match (&facts.chat_template_problem, facts.chat_template) {
             (Some(problem), _) => format!(
                 "the file's own cannot render a conversation ({}), so ChatML is used",

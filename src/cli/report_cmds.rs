@@ -16,7 +16,7 @@ use crate::study::interview::results;
 
 /// Summary tables of one or more sessions, recomputed from their journals, side by side.
 /// Each session given, by its folder's name however it was given (an id, a folder, a journal's
-/// path), with its folder and records; one given twice is refused.
+/// path), with its folder and records; a folder given twice is refused.
 fn each_once(ctx: &Ctx, ids: &[String]) -> anyhow::Result<Vec<(String, std::path::PathBuf, Vec<Event>)>> {
     let mut found: Vec<(String, std::path::PathBuf, Vec<Event>)> = Vec::new();
     for given in ids {
@@ -24,7 +24,9 @@ fn each_once(ctx: &Ctx, ids: &[String]) -> anyhow::Result<Vec<(String, std::path
         let id = dir
             .file_name()
             .map_or_else(|| given.clone(), |n| n.to_string_lossy().into_owned());
-        if found.iter().any(|(seen, ..)| *seen == id) {
+        // The same folder twice (two folders of one name, in two data dirs, are two sessions).
+        let same = |other: &std::path::Path| std::fs::canonicalize(other).ok() == std::fs::canonicalize(&dir).ok();
+        if found.iter().any(|(_, other, _)| same(other)) {
             return Err(input_error(format!("session {id} is given more than once")));
         }
         found.push((id, dir, events));

@@ -317,7 +317,7 @@ pub fn sessions(ctx: &Ctx, json_output: bool, out: &mut dyn Write) -> anyhow::Re
     for s in &list {
         t.row(vec![
             s.id.to_string(),
-            s.name.as_deref().unwrap_or("").to_string(),
+            crate::text::fit(s.name.as_deref().unwrap_or(""), super::table::NAME_WIDTH),
             s.created.clone(),
             s.status.to_string(),
             s.model.to_string(),

@@ -2,8 +2,9 @@
 
 use unicode_width::UnicodeWidthStr;
 
-/// The widest a cell is shown, in display columns (a session's folder path fits).
-pub const WIDEST: usize = 120;
+/// The widest a name a user gave (a session's) is shown in a table, in display columns: one
+/// name of thousands of characters would otherwise widen every row.
+pub const NAME_WIDTH: usize = 48;
 
 pub struct Table {
     header: Vec<String>,
@@ -22,13 +23,11 @@ impl Table {
     }
 
     /// A row of cells, each made one line of text a terminal shows as written (escape sequences and
-    /// control characters removed before the columns are measured, line breaks as spaces) and cut to
-    /// [`WIDEST`] columns: a name from a journal or a file cannot misalign or widen every row.
+    /// control characters removed before the columns are measured, line breaks as spaces): a name
+    /// from a journal or a file cannot misalign the rows. (A cell that may be any length, a name a
+    /// user gave, is cut by the caller: [`NAME_WIDTH`].)
     pub fn row(&mut self, cells: Vec<String>) {
-        let cell = |c: String| {
-            let safe = crate::text::terminal_safe(&c).replace('\n', " ");
-            crate::text::fit(&safe, WIDEST)
-        };
+        let cell = |c: String| crate::text::terminal_safe(&c).replace('\n', " ");
         self.rows.push(cells.into_iter().map(cell).collect());
     }
 
@@ -87,8 +86,5 @@ mod tests {
         t.row(vec!["evil\u{1b}[31mname\u{1b}]0;T\u{7}".into(), "5".into()]);
         t.row(vec!["two\nlines".into(), "12".into()]);
         assert_eq!(t.render(), "name        n\nevilname    5\ntwo lines  12\n");
-        let mut t = Table::new(&["name"]);
-        t.row(vec!["a".repeat(5000)]);
-        assert_eq!(t.render().lines().nth(1).unwrap().chars().count(), WIDEST);
     }
 }

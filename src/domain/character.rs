@@ -145,7 +145,8 @@ impl Labels {
 
     /// Whether `dimension` of `scale`, compared with the `source` labels, is left out as marginal:
     /// the labels that decide it ([`Labels::exclusion_for`]) say X or have none, or the compared label
-    /// is X itself (say the annotation's, where the PDb decides): a type no prediction can match.
+    /// is X itself (say the annotation's, where the PDb decides: a type no prediction can match) or
+    /// missing.
     pub fn marginal(&self, scale: &str, dimension: &str, source: LabelSource) -> bool {
         let x = |source| {
             self.get(source, scale, dimension)

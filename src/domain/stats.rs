@@ -38,7 +38,8 @@ pub fn pearson(x: &[f64], y: &[f64]) -> Option<f64> {
         }
         // A power of two, so that dividing by it is exact.
         let largest = v.iter().fold(0.0f64, |m, a| m.max(a.abs()));
-        let scale = 2f64.powi(largest.log2().ceil() as i32);
+        // (The exponent kept where 2^e is a normal, finite number.)
+        let scale = 2f64.powi((largest.log2().ceil() as i32).clamp(-1022, 1023));
         Some(v.iter().map(|a| a / scale).collect())
     };
     let (x, y) = (unit(x)?, unit(y)?);
@@ -92,6 +93,9 @@ pub fn kendall_tau_b(x: &[f64], y: &[f64]) -> Option<f64> {
         return None;
     }
     let n = x.len();
+    // -0.0 and 0.0 are one value: adding 0.0 makes every zero positive (total_cmp orders them apart,
+    // which would leave pairs tied in x unsorted in y and count them discordant).
+    let (x, y): (Vec<f64>, Vec<f64>) = x.iter().zip(y).map(|(a, b)| (a + 0.0, b + 0.0)).unzip();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| x[a].total_cmp(&x[b]).then(y[a].total_cmp(&y[b])));
     // Pairs within runs of equal keys.
@@ -296,6 +300,8 @@ mod tests {
         let big = [1e200, 2e200, 3e200];
         assert!(close(pearson(&big, &[1.0, 2.0, 3.0]).unwrap(), 1.0));
         assert!(close(pearson(&[-1e300, 0.0, 1e300], &[3.0, 2.0, 1.0]).unwrap(), -1.0));
+        assert!(close(pearson(&[f64::MAX, 0.0, -f64::MAX], &[3.0, 2.0, 1.0]).unwrap(), 1.0));
+        assert!(close(pearson(&[1e-310, 2e-310, 3e-310], &[1.0, 2.0, 3.0]).unwrap(), 1.0));
     }
 
     /// τ-b by its definition, pair by pair.
@@ -341,6 +347,9 @@ mod tests {
                 assert!((f - s).abs() < 1e-12, "n {n}: {f} vs {s}");
             }
         }
+        // -0.0 is 0.0: tied with it, not below it.
+        let signed_zero = kendall_tau_b(&[0.0, -0.0, 1.0], &[1.0, 2.0, 3.0]).unwrap();
+        assert!(close(signed_zero, 2.0 / 6f64.sqrt()), "{signed_zero}");
         let rising: Vec<f64> = (0..1000).map(f64::from).collect();
         let falling: Vec<f64> = rising.iter().rev().copied().collect();
         assert!(close(kendall_tau_b(&rising, &falling).unwrap(), -1.0));

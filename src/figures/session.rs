@@ -176,9 +176,25 @@ impl<'a> Session<'a> {
         let id = match name {
             None => self.plan.characters.first().cloned().unwrap_or_default(),
             Some(name) => {
-                let id = catalog
-                    .character(name)
-                    .map_or_else(|| name.trim().to_string(), |c| c.id.clone());
+                // A name several characters answer to picks the one of them the session measured.
+                let id = match catalog.named_character(name) {
+                    Ok(c) => c.id.clone(),
+                    Err(several) => {
+                        let here: Vec<&String> =
+                            several.iter().filter(|id| self.plan.characters.contains(id)).collect();
+                        match here.as_slice() {
+                            [one] => (*one).clone(),
+                            [] => name.trim().to_string(),
+                            _ => {
+                                return Err(Unavailable(format!(
+                                    "\"{name}\" names several characters of session {}: {}; give its id",
+                                    self.id,
+                                    list(&here.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                                )));
+                            }
+                        }
+                    }
+                };
                 if !self.plan.characters.contains(&id) {
                     return Err(Unavailable(format!(
                         "character \"{}\" is not in session {}; it has {}",

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use incharacter_local as embedded;
-pub use incharacter_local::{Facts, KNOWN, Registered, models_dir, verify};
+pub use incharacter_local::{Facts, KNOWN, MOST_POSITIONS, Registered, models_dir, verify};
 /// The bundled default's name, for tests (the workbench names it by `config::DEFAULT_LOCAL_MODEL`).
 #[cfg(any(test, feature = "testing"))]
 pub use incharacter_local::DEFAULT_MODEL;

@@ -845,12 +845,17 @@ mod tests {
         let headers = BTreeMap::from([("api-key".to_string(), "azure-0123456789".to_string())]);
         let secrets = Secrets::of(Some(&key), &headers);
         let echoed = AttemptError::InStream(
-            "refused api-key azure-0123456789 from ?key=sk-Audit%2FKey%2Babc%3D123".into(),
+            "refused api-key azure-0123456789 from ?key=sk-Audit%2FKey%2Babc%3D123 (sk-Audit%2fKey%2babc%3d123)".into(),
         );
         assert_eq!(
             redacted(echoed, &secrets),
-            AttemptError::InStream("refused api-key [a header's value] from ?key=[the key]".into())
+            AttemptError::InStream("refused api-key [a header's value] from ?key=[the key] ([the key])".into())
         );
+        // A header's value that holds the key is taken out whole, not around it.
+        let headers = BTreeMap::from([("x-auth".to_string(), "sk-Audit/Key+abc=123:extra".to_string())]);
+        let secrets = Secrets::of(Some(&key), &headers);
+        let echoed = AttemptError::InStream("got sk-Audit/Key+abc=123:extra".into());
+        assert_eq!(redacted(echoed, &secrets), AttemptError::InStream("got [a header's value]".into()));
     }
 
     #[test]

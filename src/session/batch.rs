@@ -360,7 +360,10 @@ impl Batching {
                     // (`batch export`): the same phase, not the next.
                     let phase = match self.history.waiting() {
                         Some((waiting, _, requests))
-                            if requests.len() == ids.len() && ids.iter().all(|id| requests.contains(id)) =>
+                            if requests.len() == ids.len() && {
+                                let asked: std::collections::HashSet<&String> = requests.iter().collect();
+                                ids.iter().all(|id| asked.contains(id))
+                            } =>
                         {
                             waiting
                         }

@@ -493,6 +493,19 @@ fn a_reader_that_goes_away_is_not_an_error() {
             "{args:?}: {stderr}"
         );
     }
+    // A write that fails for sure (a full disk): said, exit 1, no panic.
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_incharacter"))
+        .args(["completions", "zsh"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("No space left on device") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
 }
 
 /// A user's character that answers to a bundled one's name makes the name not enough: every

@@ -159,12 +159,14 @@ fn an_output_never_replaces_a_file_of_the_data_dir_and_a_complete_session_is_lef
     let aliased = dir.path().join("alias/sessions").join(GSE).join("journal.jsonl");
     let out = common::offline(&data, &["export", GSE, "-o", &aliased.display().to_string()]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    // Outside the data dir, and beside its folders or in its `exports` (made when wanted), files
-    // are the user's: written, and written over.
+    // Outside the data dir, and beside its folders, in its `exports` (made when wanted) or in a
+    // folder of the user's own there, files are the user's: written, and written over.
+    std::fs::create_dir_all(data.join("figures")).unwrap();
     for target in [
         dir.path().join("out.json"),
         data.join("export.json"),
         data.join("exports/a.json"),
+        data.join("figures/a.json"),
     ] {
         for _ in 0..2 {
             ok(common::offline(

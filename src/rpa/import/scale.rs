@@ -732,14 +732,14 @@ pub fn questionnaire<'s>(
     let body = toml::to_string(&scale_file).map_err(|e| e.to_string())?;
     // A comment is one line: a name or path with a line break (or another control character) in it
     // would end it and make the rest TOML.
-    let one_line = |text: String| -> String { text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect() };
+    let comment = |text: String| -> String { text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect() };
     let header = if filled.is_empty() {
-        format!("# Imported from {}.\n\n", one_line(origin.to_string()))
+        format!("# Imported from {}.\n\n", comment(origin.to_string()))
     } else {
         format!(
             "# Imported from {}.\n# Filled by the importer (review before use): {}.\n\n",
-            one_line(origin.to_string()),
-            one_line(filled.join("; "))
+            comment(origin.to_string()),
+            comment(filled.join("; "))
         )
     };
     let generated = header + &body;
