@@ -328,6 +328,19 @@ impl Catalog {
         }
     }
 
+    /// [`Catalog::named_character`]'s id, where a name several characters answer to is the one of
+    /// them `has` holds (a session's characters); `Err` holds those of them it holds (none: the name
+    /// is unknown, or none of those it names is there).
+    pub fn named_character_among(&self, name: &str, has: impl Fn(&str) -> bool) -> Result<String, Vec<String>> {
+        match self.named_character(name) {
+            Ok(c) => Ok(c.id.clone()),
+            Err(several) => match several.into_iter().filter(|id| has(id)).collect::<Vec<_>>().as_slice() {
+                [one] => Ok(one.clone()),
+                here => Err(here.to_vec()),
+            },
+        }
+    }
+
     /// A character by its id only, case-insensitively.
     pub fn character_by_id(&self, id: &str) -> Option<&Entry<Character>> {
         self.characters

@@ -120,16 +120,7 @@ impl Secrets {
                 return;
             }
             // Percent-encoding's hex digits may be written in either case.
-            let upper = percent_encoded(value);
-            let lower = upper
-                .split('%')
-                .enumerate()
-                .map(|(i, part)| match i {
-                    0 => part.to_string(),
-                    _ => part.get(..2).map_or(part.to_string(), |hex| hex.to_lowercase() + &part[2..]),
-                })
-                .collect::<Vec<_>>()
-                .join("%");
+            let (upper, lower) = (percent_encoded(value, true), percent_encoded(value, false));
             for form in [value.to_string(), upper, lower] {
                 if !found.iter().any(|(f, _)| *f == form) {
                     found.push((form, instead));
@@ -165,13 +156,15 @@ impl fmt::Debug for Secrets {
     }
 }
 
-/// `value` with every byte but the unreserved ones (letters, digits, `-._~`) as `%XX`.
-fn percent_encoded(value: &str) -> String {
+/// `value` with every byte but the unreserved ones (letters, digits, `-._~`) as `%XX`, in upper- or
+/// lower-case hex.
+fn percent_encoded(value: &str, upper: bool) -> String {
     value
         .bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            other => format!("%{other:02X}"),
+            other if upper => format!("%{other:02X}"),
+            other => format!("%{other:02x}"),
         })
         .collect()
 }

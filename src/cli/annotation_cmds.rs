@@ -284,19 +284,9 @@ fn interview_case(
     }
     let named = case.character.clone();
     // A name several characters answer to is the one of them the session has cases of.
-    let character = match catalog.named_character(&named) {
-        Ok(c) => c.id.clone(),
-        Err(several) => {
-            let here: Vec<&String> = several
-                .iter()
-                .filter(|id| cases.iter().any(|c| &c.character == *id))
-                .collect();
-            match here.as_slice() {
-                [one] => (*one).clone(),
-                _ => named.clone(),
-            }
-        }
-    };
+    let character = catalog
+        .named_character_among(&named, |id| cases.iter().any(|c| c.character == id))
+        .unwrap_or_else(|_| named.clone());
     let case = Case { character, ..case };
     if cases.contains(&case) {
         return Ok(case);

@@ -19,11 +19,16 @@ pub(super) fn load_session(ctx: &Ctx, what: &str) -> anyhow::Result<(PathBuf, Ve
 /// [`load_session`], named by its folder, however it was given (an id, a folder, a journal's path):
 /// the id every command finds it by (a copied folder's journal was started under another).
 pub(super) fn load_named(ctx: &Ctx, what: &str) -> anyhow::Result<(String, Vec<Event>)> {
+    load_found(ctx, what).map(|(name, _, events)| (name, events))
+}
+
+/// [`load_named`], with the session's folder.
+pub(super) fn load_found(ctx: &Ctx, what: &str) -> anyhow::Result<(String, PathBuf, Vec<Event>)> {
     let (dir, events) = load_session(ctx, what)?;
     let name = dir
         .file_name()
         .map_or_else(|| what.to_string(), |n| n.to_string_lossy().into_owned());
-    Ok((name, events))
+    Ok((name, dir, events))
 }
 
 /// The ids a comma-separated `list` of `option` names, each found by `find` (which says why one is

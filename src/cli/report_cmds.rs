@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use super::lookup::load_session;
+use super::lookup::load_found;
 use super::table::num;
 use super::{Ctx, input_error};
 use crate::analysis::targets::TargetCheck;
@@ -20,10 +20,7 @@ use crate::study::interview::results;
 fn each_once(ctx: &Ctx, ids: &[String]) -> anyhow::Result<Vec<(String, std::path::PathBuf, Vec<Event>)>> {
     let mut found: Vec<(String, std::path::PathBuf, Vec<Event>)> = Vec::new();
     for given in ids {
-        let (dir, events) = load_session(ctx, given)?;
-        let id = dir
-            .file_name()
-            .map_or_else(|| given.clone(), |n| n.to_string_lossy().into_owned());
+        let (id, dir, events) = load_found(ctx, given)?;
         // The same folder twice (two folders of one name, in two data dirs, are two sessions).
         let same = |other: &std::path::Path| std::fs::canonicalize(other).ok() == std::fs::canonicalize(&dir).ok();
         if found.iter().any(|(_, other, _)| same(other)) {

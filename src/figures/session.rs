@@ -177,22 +177,15 @@ impl<'a> Session<'a> {
             None => self.plan.characters.first().cloned().unwrap_or_default(),
             Some(name) => {
                 // A name several characters answer to picks the one of them the session measured.
-                let id = match catalog.named_character(name) {
-                    Ok(c) => c.id.clone(),
-                    Err(several) => {
-                        let here: Vec<&String> =
-                            several.iter().filter(|id| self.plan.characters.contains(id)).collect();
-                        match here.as_slice() {
-                            [one] => (*one).clone(),
-                            [] => name.trim().to_string(),
-                            _ => {
-                                return Err(Unavailable(format!(
-                                    "\"{name}\" names several characters of session {}: {}; give its id",
-                                    self.id,
-                                    list(&here.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-                                )));
-                            }
-                        }
+                let id = match catalog.named_character_among(name, |id| self.plan.characters.iter().any(|c| c == id)) {
+                    Ok(id) => id,
+                    Err(here) if here.is_empty() => name.trim().to_string(),
+                    Err(here) => {
+                        return Err(Unavailable(format!(
+                            "\"{name}\" names several characters of session {}: {}; give its id",
+                            self.id,
+                            list(&here)
+                        )));
                     }
                 };
                 if !self.plan.characters.contains(&id) {

@@ -45,6 +45,16 @@ fn count(events: &[Value], kind: &str) -> usize {
     events.iter().filter(|e| e["event"] == kind).count()
 }
 
+/// The journal's answers to the two characters' 44 BFI items: each once.
+fn each_item_once(events: &[Value]) -> Vec<(String, u64)> {
+    let keys = answered(events);
+    let mut unique = keys.clone();
+    unique.dedup();
+    assert_eq!(keys, unique, "no item answered twice");
+    assert_eq!(keys.len(), 2 * 44);
+    keys
+}
+
 /// Each (character, item) of the journal's answers, to see that none is there twice.
 fn answered(events: &[Value]) -> Vec<(String, u64)> {
     let mut keys: Vec<(String, u64)> = events
@@ -116,11 +126,7 @@ async fn two_resumes_at_once_one_proceeds_and_the_journal_holds_each_item_once()
     assert!(!said.contains("run_finished"), "{said}");
 
     let events = events(&session);
-    let keys = answered(&events);
-    let mut unique = keys.clone();
-    unique.dedup();
-    assert_eq!(keys, unique, "no item answered twice");
-    assert_eq!(keys.len(), 2 * 44);
+    each_item_once(&events);
     assert_eq!(
         count(&events, "dimension_assessed"),
         2 * 2 * 5,
@@ -177,11 +183,7 @@ async fn an_interrupted_run_says_how_to_go_on_and_the_resume_finishes_it() {
             .unwrap();
         assert!(resumed.status.success(), "{}", text(&resumed));
         let events = events(&session);
-        let keys = answered(&events);
-        let mut unique = keys.clone();
-        unique.dedup();
-        assert_eq!(keys, unique, "no item answered twice");
-        assert_eq!(keys.len(), 2 * 44);
+        let keys = each_item_once(&events);
         assert!(before.iter().all(|k| keys.contains(k)));
         assert_eq!(count(&events, "run_finished"), 1);
     }

@@ -1,5 +1,13 @@
 use super::*;
 
+/// Why importing the questionnaire at `path` in `format` into `data` with `options` is refused (as
+/// no scale of its id exists yet).
+fn refused(path: &Path, format: ScaleFormat, data: &Path, options: &ScaleOptions) -> String {
+    questionnaire(path, format, data, options, |_| Existing::none())
+        .unwrap_err()
+        .to_string()
+}
+
 #[test]
 fn option_wording_is_read_from_instructions() {
     let en =
@@ -75,15 +83,7 @@ fn a_psychobench_questionnaire_is_filled_and_marked() {
         }]),
     );
     let data = tempfile::tempdir().unwrap();
-    let e = questionnaire(
-        &file,
-        ScaleFormat::Psychobench,
-        data.path(),
-        &ScaleOptions::default(),
-        |_| Existing::none(),
-    )
-    .unwrap_err()
-    .to_string();
+    let e = refused(&file, ScaleFormat::Psychobench, data.path(), &ScaleOptions::default());
     assert!(e.contains("pass --name with one of: Tiny"), "{e}");
     let opts = ScaleOptions {
         name: Some("Tiny".into()),
@@ -166,15 +166,7 @@ fn a_questionnaires_problems_are_named_in_it_before_anything_is_built() {
     let p = dir.path().join("bad.json");
     for (text, line_of, expect) in cases {
         std::fs::write(&p, &text).unwrap();
-        let e = questionnaire(
-            &p,
-            ScaleFormat::Incharacter,
-            data.path(),
-            &ScaleOptions::default(),
-            |_| Existing::none(),
-        )
-        .unwrap_err()
-        .to_string();
+        let e = refused(&p, ScaleFormat::Incharacter, data.path(), &ScaleOptions::default());
         let line = text.lines().position(|l| l.contains(line_of)).unwrap() + 1;
         let named = format!("{}:{line}:", p.display());
         assert!(e.starts_with(&named) && e.contains(expect), "{text}\n{e}\n(wanted {named} … {expect})");
@@ -191,9 +183,7 @@ fn a_questionnaires_problems_are_named_in_it_before_anything_is_built() {
         name: Some("Big".into()),
         ..ScaleOptions::default()
     };
-    let e = questionnaire(&p, ScaleFormat::Psychobench, data.path(), &options, |_| Existing::none())
-        .unwrap_err()
-        .to_string();
+    let e = refused(&p, ScaleFormat::Psychobench, data.path(), &options);
     let line = list.lines().position(|l| l.contains("2000000000")).unwrap() + 1;
     assert!(e.starts_with(&format!("{}:{line}:", p.display())) && e.contains("range [1, 1999999999]"), "{e}");
     let scales = data.path().join("scales");
@@ -226,9 +216,7 @@ fn psychobench_item_numbers_are_checked_where_they_are_written() {
         }]))
         .unwrap();
         std::fs::write(&p, &text).unwrap();
-        let e = questionnaire(&p, ScaleFormat::Psychobench, data.path(), &options, |_| Existing::none())
-            .unwrap_err()
-            .to_string();
+        let e = refused(&p, ScaleFormat::Psychobench, data.path(), &options);
         // The last line that holds just the value (the categories come after "reverse").
         let line = text
             .lines()
@@ -295,15 +283,7 @@ fn malformed_questionnaires_name_the_place_and_write_nothing() {
     for (text, expect) in cases {
         let p = dir.path().join("bad.json");
         std::fs::write(&p, &text).unwrap();
-        let e = questionnaire(
-            &p,
-            ScaleFormat::Incharacter,
-            data.path(),
-            &ScaleOptions::default(),
-            |_| Existing::none(),
-        )
-        .unwrap_err()
-        .to_string();
+        let e = refused(&p, ScaleFormat::Incharacter, data.path(), &ScaleOptions::default());
         assert!(e.contains(expect), "{text}: {e}");
     }
     assert!(std::fs::read_dir(data.path()).unwrap().next().is_none());
