@@ -15,7 +15,10 @@ pub fn doctor(ctx: &Ctx, json: bool, out: &mut dyn Write) -> anyhow::Result<Exit
     // A config that does not load is one of the things the doctor reports, not a reason to stop.
     let config = Config::load_user().map_err(|e| e.to_string());
     let env = |k: &str| std::env::var(k).ok();
-    let report = doctor::judge(&ctx.block_on(doctor::examine(Facts::here(config), &env)));
+    // The `[tui]` section is checked as the workbench checks it when it starts.
+    let workbench = config.as_ref().map(crate::tui::check_tui_section).unwrap_or_default();
+    let facts = Facts::here(config).with_workbench(workbench);
+    let report = doctor::judge(&ctx.block_on(doctor::examine(facts, &env)));
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
     } else {

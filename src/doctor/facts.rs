@@ -190,6 +190,22 @@ impl Terminal {
     }
 }
 
+/// The config's `[tui]` section as the workbench reads it: key bindings it refuses to start with, theme
+/// files it skips, a theme it does not have. The workbench knows its screens and actions, so it fills
+/// this in ([`Facts::with_workbench`]); the quick look leaves it empty.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Workbench {
+    /// Located errors in `[tui.keys]`: the workbench does not start with them.
+    pub key_errors: Vec<String>,
+    /// Located errors of user theme files (skipped).
+    pub theme_errors: Vec<String>,
+    /// The bindings the config makes, and the theme it names.
+    pub bindings: usize,
+    pub theme: Option<String>,
+    /// Whether the named theme is one the workbench has (else it uses the default).
+    pub theme_found: bool,
+}
+
 /// Everything the doctor looked at.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Facts {
@@ -208,6 +224,7 @@ pub struct Facts {
     pub terminal: Option<Terminal>,
     /// Whether `examine` has run.
     pub examined: bool,
+    pub workbench: Workbench,
 }
 
 impl Facts {
@@ -251,7 +268,14 @@ impl Facts {
             pip: None,
             terminal,
             examined: false,
+            workbench: Workbench::default(),
         }
+    }
+
+    /// With what the workbench says of the config's `[tui]` section.
+    pub fn with_workbench(mut self, workbench: Workbench) -> Facts {
+        self.workbench = workbench;
+        self
     }
 
     /// What stops the provider `name` before any request (see [`Provider::problem`]).

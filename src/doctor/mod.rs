@@ -20,6 +20,7 @@ pub use examine::examine;
 // though the crate itself names only `Facts`.
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))]
 pub use facts::{Checksum, DataDir, Facts, Model, Provider, Reach, Terminal};
+pub use facts::Workbench;
 pub use verdict::judge;
 
 use serde::Serialize;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::facts::{Checksum, Facts, Model, Provider, Reach, Terminal, local_model};
+use super::facts::{Checksum, Facts, Model, Provider, Reach, Terminal, Workbench, local_model};
 use super::{Check, EMBEDDED_MODEL, Report, SMALLEST_TERMINAL, Status};
 use crate::config::ProviderKind;
 use crate::llm::Role;
@@ -48,9 +48,12 @@ pub fn judge(facts: &Facts) -> Report {
         Err(_) => Vec::new(),
     };
     let serving = !roles.is_empty() && roles.iter().all(|(_, _, serves)| *serves);
-    let ok = facts.examined && config_ok && data_ok && serving;
+    let keys_ok = facts.workbench.key_errors.is_empty();
+    let ok = facts.examined && config_ok && keys_ok && data_ok && serving;
     let summary = if !config_ok {
         "not ready: the config file is not valid".to_string()
+    } else if !keys_ok {
+        "not ready: the workbench does not start with the config's [tui.keys]".to_string()
     } else if !data_ok {
         "not ready: nothing can be written to the data dir".to_string()
     } else if !facts.examined {
@@ -78,11 +81,15 @@ pub fn judge(facts: &Facts) -> Report {
     } else {
         Status::Fail
     };
-    let mut checks = vec![
-        config_check(facts),
+    let mut checks = vec![config_check(facts)];
+    // A config without a `[tui]` section (and no theme file skipped) leaves nothing to say.
+    if config_ok && facts.workbench != Workbench::default() {
+        checks.push(workbench_check(&facts.workbench));
+    }
+    checks.extend([
         data_dir_check(facts),
         model_check(&facts.model, blocking),
-    ];
+    ]);
     if let Some(pip) = &facts.pip {
         checks.push(pip_check(pip, &facts.model, blocking));
     }
@@ -112,6 +119,35 @@ fn config_check(facts: &Facts) -> Check {
             format!("{file}: valid, {} provider(s)", config.providers.len()),
         ),
         (Ok(_), false) => Check::new(name, Status::Ok, format!("{file}: no file, the defaults apply")),
+    }
+}
+
+/// The config's `[tui]` section: bad key bindings stop the workbench; a theme it does not have or a
+/// user theme file it cannot read leaves it on another theme.
+fn workbench_check(w: &Workbench) -> Check {
+    let name = "tui";
+    if !w.key_errors.is_empty() {
+        return Check::new(name, Status::Fail, w.key_errors.join("\n"))
+            .fix("correct [tui.keys] where the message points (`?` in the workbench lists each screen's actions)");
+    }
+    let theme = match &w.theme {
+        None => "the default theme".to_string(),
+        Some(t) if w.theme_found => format!("theme \"{t}\""),
+        Some(t) => format!("no theme \"{t}\": the default is used"),
+    };
+    let mut detail = format!("{theme}, {} key binding(s) of the config's", w.bindings);
+    for e in &w.theme_errors {
+        detail.push_str(&format!("\nskipped: {e}"));
+    }
+    let unknown = w.theme.is_some() && !w.theme_found;
+    if unknown || !w.theme_errors.is_empty() {
+        Check::new(name, Status::Warn, detail).fix(if unknown {
+            "name a bundled theme (default-dark, light, high-contrast) or a theme file's `name`"
+        } else {
+            "correct the theme file where the message points"
+        })
+    } else {
+        Check::new(name, Status::Ok, detail)
     }
 }
 
@@ -359,6 +395,7 @@ mod tests {
             pip: None,
             terminal: None,
             examined: false,
+            workbench: Workbench::default(),
         }
     }
 
@@ -491,8 +528,40 @@ mod tests {
         assert_eq!(model.status, Status::Fail);
         assert!(model.fix.as_deref().unwrap().contains("download it again"));
         facts.model.checksum = Checksum::Differs;
-        let model = judge(&facts).checks.remove(2);
+        let report = judge(&facts);
+        let model = check(&report, "embedded model");
         assert!(model.detail.contains("sha256 differs"), "{}", model.detail);
+    }
+
+    #[test]
+    fn key_bindings_the_workbench_refuses_leave_it_not_ready_and_a_missing_theme_warns() {
+        let ready = loaded(examined(facts(Ok(Config::defaults(&no_env)), &no_env)));
+        assert!(judge(&ready).checks.iter().all(|c| c.name != "tui"), "no [tui] section, no line");
+        let refused = ready.clone().with_workbench(Workbench {
+            key_errors: vec![format!("{CONFIG}:9:1: unknown action \"explode\"")],
+            bindings: 2,
+            ..Workbench::default()
+        });
+        let report = judge(&refused);
+        assert!(!report.ok, "the workbench would not start: {report:#?}");
+        assert!(report.summary.contains("[tui.keys]"), "{}", report.summary);
+        let tui = check(&report, "tui");
+        assert_eq!(tui.status, Status::Fail);
+        assert!(tui.detail.contains(":9:1: unknown action"), "{}", tui.detail);
+
+        let unknown = ready.with_workbench(Workbench {
+            theme: Some("nord".into()),
+            theme_errors: vec!["themes/x.toml:2:7: not a colour".into()],
+            ..Workbench::default()
+        });
+        let report = judge(&unknown);
+        assert!(report.ok, "the default theme is used: {report:#?}");
+        let tui = check(&report, "tui");
+        assert_eq!(tui.status, Status::Warn);
+        assert_eq!(
+            tui.detail,
+            "no theme \"nord\": the default is used, 0 key binding(s) of the config's\nskipped: themes/x.toml:2:7: not a colour"
+        );
     }
 
     #[test]

@@ -272,6 +272,31 @@ fn load_memories(data: &Path, catalog: &Catalog, events: &[Event]) -> BTreeMap<S
     out
 }
 
+/// The config's `[tui]` section read as the workbench reads it: the key map, the themes (bundled, then
+/// the user's `themes/` beside the config file), and what the doctor reports of them.
+fn read_tui_section(config: &Config) -> (keys::Keymap, Vec<theme::Theme>, crate::doctor::Workbench) {
+    let (keymap, key_errors) = keys::Keymap::with_config(&config.tui.keys);
+    let user_themes = crate::paths::config_file().and_then(|p| p.parent().map(|d| d.join("themes")));
+    let (themes, theme_errors) = theme::load_all(user_themes.as_deref());
+    let workbench = crate::doctor::Workbench {
+        key_errors,
+        theme_errors: theme_errors.iter().map(ToString::to_string).collect(),
+        bindings: config.tui.keys.len(),
+        theme: config.tui.theme.clone(),
+        theme_found: config
+            .tui
+            .theme
+            .as_ref()
+            .is_some_and(|n| themes.iter().any(|t| &t.name == n)),
+    };
+    (keymap, themes, workbench)
+}
+
+/// What the workbench would say of the config's `[tui]` section (for `doctor`).
+pub fn check_tui_section(config: &Config) -> crate::doctor::Workbench {
+    read_tui_section(config).2
+}
+
 /// Runs the TUI until the user quits, on the process's runtime.
 pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Result<()> {
     let catalog = Catalog::load_user()?;
@@ -281,13 +306,11 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
     let catalog = Arc::new(catalog);
     // What the workbench opens is checked against the scales, as the CLI's loads are.
     let store = Store::new(&data).checked(catalog.clone());
-    let (keymap, key_errors) = keys::Keymap::with_config(&config.tui.keys);
-    if !key_errors.is_empty() {
-        anyhow::bail!("{}", key_errors.join("\n"));
+    let (keymap, themes, workbench) = read_tui_section(&config);
+    if !workbench.key_errors.is_empty() {
+        anyhow::bail!("{}", workbench.key_errors.join("\n"));
     }
-    let user_themes = crate::paths::config_file().and_then(|p| p.parent().map(|d| d.join("themes")));
-    let (themes, theme_errors) = theme::load_all(user_themes.as_deref());
-    for e in &theme_errors {
+    for e in &workbench.theme_errors {
         tracing::warn!("{e}");
     }
     let theme = config
@@ -297,6 +320,7 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
         .and_then(|name| themes.iter().position(|t| &t.name == name))
         .unwrap_or(0);
     let mut app = App::new(catalog, &config, Some(&data), keymap, themes, theme);
+    app.welcome.facts.workbench = workbench;
     if let Some(name) = &config.tui.theme
         && !app.themes.iter().any(|t| &t.name == name)
     {

@@ -179,3 +179,65 @@ async fn a_config_that_does_not_parse_is_a_failed_check_with_its_location() {
     assert_eq!(report["checks"][1]["name"], "data dir");
     assert_eq!(report["checks"][1]["status"], "ok");
 }
+
+#[tokio::test]
+async fn key_bindings_the_workbench_refuses_leave_it_not_ready_and_an_unknown_theme_is_a_warning() {
+    let server = FakeServer::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let with_tui = |tui: &str| {
+        let config = common::fake_config(dir.path(), &server, "");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, format!("{text}\n{tui}")).unwrap();
+        doctor(&config, &data, &["--json"])
+    };
+
+    let out = output(with_tui(
+        "[tui.keys.live]\n\"ctrl-p\" = \"pause\"\n\"ctrl-z\" = \"explode\"\n",
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(1), "the workbench would not start");
+    let refused = report(&out);
+    assert_eq!(
+        refused["summary"],
+        "not ready: the workbench does not start with the config's [tui.keys]"
+    );
+    let tui = check(&refused, "tui");
+    assert_eq!(tui["status"], "fail");
+    let detail = tui["detail"].as_str().unwrap();
+    assert!(detail.contains("unknown action \"explode\""), "{detail}");
+    assert!(!detail.contains("pause"), "only the bad binding: {detail}");
+    let config = dir.path().join("config.toml");
+    let line = std::fs::read_to_string(&config)
+        .unwrap()
+        .lines()
+        .position(|l| l.contains("explode"))
+        .unwrap()
+        + 1;
+    assert!(
+        detail.contains(&format!("{}:{line}:1", config.display())),
+        "file:line:column: {detail}"
+    );
+
+    let out = output(with_tui("[tui]\ntheme = \"solarized-nowhere\"\n")).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let warned = report(&out);
+    let tui = check(&warned, "tui");
+    assert_eq!(tui["status"], "warn", "{tui}");
+    assert!(
+        tui["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no theme \"solarized-nowhere\""),
+        "{tui}"
+    );
+
+    let out = output(with_tui(
+        "[tui]\ntheme = \"light\"\n[tui.keys.global]\n\"ctrl-q\" = \"quit\"\n",
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    let tui = check(&report(&out), "tui").clone();
+    assert_eq!(tui["status"], "ok", "{tui}");
+    assert_eq!(tui["detail"], "theme \"light\", 1 key binding(s) of the config's");
+}
