@@ -212,6 +212,22 @@ pub fn is_cjk(c: char) -> bool {
     matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{4dbf}' | '\u{4e00}'..='\u{9fff}' | '\u{f900}'..='\u{faff}' | '\u{ac00}'..='\u{d7af}')
 }
 
+/// An amount of USD as it reads: to the cent, or with the decimals (up to six) that cents would hide,
+/// so that a cap of $0.003 is not shown as $0.00.
+pub fn usd(amount: f64) -> String {
+    let cents = format!("{amount:.2}");
+    if cents.parse::<f64>().is_ok_and(|c| (c - amount).abs() < 1e-9) {
+        return cents;
+    }
+    let fine = format!("{amount:.6}");
+    let fine = fine.trim_end_matches('0');
+    if fine.split_once('.').is_some_and(|(_, d)| d.len() >= 2) {
+        fine.to_string()
+    } else {
+        cents
+    }
+}
+
 /// A documented approximation of model tokens: one per CJK character, 1.3 per other word.
 pub fn approx_tokens(text: &str) -> usize {
     let cjk = text.chars().filter(|c| is_cjk(*c)).count();
@@ -226,7 +242,7 @@ pub fn approx_tokens(text: &str) -> usize {
 mod tests {
     use std::io::Write;
 
-    use super::{Safe, approx_tokens, csv_cell, fit, inert, terminal_safe};
+    use super::{Safe, approx_tokens, csv_cell, fit, inert, terminal_safe, usd};
 
     fn through_safe(writes: &[&[u8]], flush_after_each: bool) -> Vec<u8> {
         let mut out = Vec::new();
@@ -309,5 +325,16 @@ mod tests {
         assert_eq!(terminal_safe("x\u{1b}]8;;http://e\u{1b}\\link"), "xlink");
         assert_eq!(terminal_safe("a\rb\u{8}c\u{9b}d\u{202e}e\tf\n钟离"), "abcde f\n钟离");
         assert_eq!(terminal_safe("end\u{1b}"), "end");
+    }
+
+    #[test]
+    fn amounts_read_to_the_cent_unless_cents_would_hide_them() {
+        assert_eq!(usd(20.0), "20.00");
+        assert_eq!(usd(11.5), "11.50");
+        assert_eq!(usd(0.003), "0.003");
+        assert_eq!(usd(0.005), "0.005");
+        assert_eq!(usd(0.0051234567), "0.005123");
+        assert_eq!(usd(1.0000000001), "1.00");
+        assert_eq!(usd(0.0), "0.00");
     }
 }

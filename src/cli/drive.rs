@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 use super::{Advised, Ctx};
 use crate::catalog::Catalog;
 use crate::config::Config;
+
 use crate::session::batch::{BatchMode, Import};
 use crate::session::resume::{self, Resume};
 use crate::session::run::Ended;
@@ -190,11 +191,15 @@ fn go<S: Headless>(
     {
         if estimate > cap && !cost.yes {
             return Err(super::input_error(format!(
-                "the run is estimated at ${estimate:.2} ({what}), above the cap of ${cap:.2}; nothing was \
-                 started (raise --max-cost, or pass --yes to start anyway: it still stops at the cap)"
+                "the run is estimated at ${estimate:.2} ({what}), above the cap of ${}; nothing was \
+                 started (raise --max-cost, or pass --yes to start anyway: it still stops at the cap)",
+                crate::text::usd(cap)
             )));
         }
-        crate::note!("estimate: ${estimate:.2} ({what}); the run stops if it spends ${cap:.2}");
+        crate::note!(
+            "estimate: ${estimate:.2} ({what}); the run stops if it spends ${}",
+            crate::text::usd(cap)
+        );
     }
     let run = match batch {
         Some(Batch { mode, import }) => Run::<S>::open_batch(catalog.clone(), config, &store, start, mode, import),

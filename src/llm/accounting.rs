@@ -15,6 +15,9 @@ pub struct Counters {
     pub retries: u64,
     pub failures: u64,
     pub cache_hits: u64,
+    /// Replies taken from batch results kept in the session (paid for when their batch ended, in an
+    /// earlier sitting, or made by an offline engine): neither a request nor a cost now.
+    pub kept: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     /// Replies whose server reported no usage: their tokens (and so their cost) are estimated
@@ -31,6 +34,7 @@ impl Counters {
         self.retries += o.retries;
         self.failures += o.failures;
         self.cache_hits += o.cache_hits;
+        self.kept += o.kept;
         self.prompt_tokens += o.prompt_tokens;
         self.completion_tokens += o.completion_tokens;
         self.estimated += o.estimated;
@@ -64,6 +68,9 @@ impl Snapshot {
                 }
                 if c.cache_hits > 0 {
                     parts.push(format!("{} from the cache", c.cache_hits));
+                }
+                if c.kept > 0 {
+                    parts.push(format!("{} from kept batch results", c.kept));
                 }
                 if c.cost > 0.0 {
                     parts.push(format!("${:.4}", c.cost));
@@ -204,6 +211,13 @@ impl Accounting {
     }
     pub fn cache_hit(&self, provider: &str, role: Role) {
         self.with(provider, role, |c| c.cache_hits += 1);
+    }
+    /// An attempt answered from kept batch results (see [`Counters::kept`]): not a request after all.
+    pub fn kept(&self, provider: &str, role: Role) {
+        self.with(provider, role, |c| {
+            c.requests = c.requests.saturating_sub(1);
+            c.kept += 1;
+        });
     }
     /// Counts a reply's tokens and their cost at `(in, out)` USD per million; `estimated` when the
     /// server did not report them.

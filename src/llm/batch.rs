@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, oneshot};
 
 use super::cache;
-use super::client::{AttemptError, Finished, Transport};
+use super::client::{AttemptError, Finished, Holder, Transport};
 use super::{ChatEvent, ChatModel, ChatRequest, EventStream, LlmError, ModelInfo, Usage, openai};
 use crate::config::{ProviderConfig, Secret};
 
@@ -66,6 +66,9 @@ pub struct Reply {
     pub finish_reason: Option<String>,
     /// The tokens' rivals, when the request asked for `top_logprobs`.
     pub choices: Vec<super::TokenChoice>,
+    /// Read from results kept in the session (paid for when their batch ended, or made offline), not
+    /// returned by a batch this sitting: not billed again.
+    pub kept: bool,
 }
 
 /// A line the server answered with an error (or did not answer).
@@ -157,6 +160,7 @@ fn answer_of(line: &Value) -> Result<Answer, String> {
                 usage,
                 finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_string),
                 choices: super::openai::token_choices(choice, &mut 0),
+                kept: false,
             }))
         }
         (status, error) => {
@@ -292,10 +296,19 @@ impl Hub {
         self.answer(Some(asked), answers);
     }
 
-    /// Replies kept from earlier sittings: the requests waiting for them are answered, and later
-    /// ones at once when they ask.
-    pub fn load(&self, answers: &BTreeMap<String, Answer>) {
-        self.answer(None, answers);
+    /// Replies that did not come from a phase of this sitting: the requests waiting for them are
+    /// answered, and later ones at once when they ask. `kept`: read from results kept in the session
+    /// or imported (not billed again); else returned by a batch followed from an earlier sitting
+    /// (billed now, as a phase's are).
+    pub fn load(&self, answers: &BTreeMap<String, Answer>, kept: bool) {
+        let answers = answers
+            .iter()
+            .map(|(id, answer)| {
+                let answer = answer.clone().map(|reply| Reply { kept, ..reply });
+                (id.clone(), answer)
+            })
+            .collect();
+        self.answer(None, &answers);
     }
 
     /// Keeps the replies and answers the waiting requests in one hold of the lock, so no request can
@@ -350,6 +363,37 @@ impl Hub {
         };
         if ready {
             self.changed.notify_one();
+        }
+    }
+}
+
+/// A cost cap's hold: the attempt counts as parked for good, so the hub is [idle](Hub::until_idle)
+/// once everything else the study started has ended and it has read it.
+#[async_trait]
+impl Holder for Hub {
+    async fn hold(&self) {
+        struct Held<'a>(&'a Hub);
+        impl Drop for Held<'_> {
+            fn drop(&mut self) {
+                self.0.update(|state| state.parked -= 1);
+            }
+        }
+        self.update(|state| state.parked += 1);
+        let _held = Held(self);
+        std::future::pending::<()>().await;
+    }
+}
+
+impl Hub {
+    /// Returns once every request the study started is parked (or held) and the study is idle: what
+    /// came back has been read.
+    pub async fn until_idle(&self) {
+        loop {
+            // A wake stored by `notify_one` before this waits is not lost.
+            if self.state().complete() {
+                return;
+            }
+            self.changed.notified().await;
         }
     }
 }
@@ -412,6 +456,7 @@ impl Transport for BatchTransport {
                     finish_reason: reply.finish_reason,
                     rate: Default::default(),
                     choices: reply.choices,
+                    kept: reply.kept,
                 })
             }
             Some(Err(refusal)) => Err(AttemptError::Status {
@@ -858,6 +903,7 @@ mod tests {
                 }),
                 finish_reason: Some("stop".into()),
                 choices: Vec::new(),
+                kept: false,
             })
         );
         let b = answers["b"].clone().unwrap_err();
@@ -912,6 +958,7 @@ mod tests {
             usage: None,
             finish_reason: None,
             choices: Vec::new(),
+            kept: false,
         };
         let answers = BTreeMap::from([("y".to_string(), Ok(reply.clone()))]);
         hub.resolve(&["x".into(), "y".into()], &answers);

@@ -34,6 +34,9 @@ pub struct Finished {
     pub rate: RateHeaders,
     /// The tokens' rivals, when the request asked for `top_logprobs` and the provider gave them.
     pub choices: Vec<super::TokenChoice>,
+    /// Taken from batch results kept in the session rather than sent: paid for before, not billed
+    /// again.
+    pub kept: bool,
 }
 
 /// How one attempt failed.
@@ -261,6 +264,15 @@ impl Pause {
     }
 }
 
+/// Where an attempt waits once the run's cost cap is reached: for good (the run stops once the
+/// study has read every reply that came back). Implemented by [`super::batch::Hub`], which sees when
+/// that is.
+#[async_trait]
+pub trait Holder: Send + Sync {
+    /// Never returns; dropped when the run stops.
+    async fn hold(&self);
+}
+
 /// Shared by all clients of one run: the limits, the cache, the accounting and whether a provider
 /// still answers.
 #[derive(Clone)]
@@ -279,6 +291,9 @@ pub struct Shared {
     /// The run's pause, once a live view holds one: a request that got its places while the run
     /// was paused waits before it is sent.
     pub pause: Arc<std::sync::OnceLock<Pause>>,
+    /// The run's cost cap in USD, and where an attempt waits once the replies have cost it: nothing
+    /// more is sent, what is in flight comes back and is read.
+    pub cap: Arc<std::sync::OnceLock<(f64, Arc<dyn Holder>)>>,
 }
 
 impl Shared {
@@ -293,6 +308,7 @@ impl Shared {
             adapter: Arc::default(),
             servers: Arc::default(),
             pause: Arc::default(),
+            cap: Arc::default(),
         }
     }
 
@@ -672,6 +688,18 @@ impl Client {
             }));
             return None;
         }
+        // At the cost cap nothing more goes out: the attempt waits until the run stops, its places
+        // given up so that the requests queued for them come to wait here too.
+        if let Some((cap, holder)) = self.shared.cap.get()
+            && acc.cost() >= *cap
+        {
+            drop(tries.places.take());
+            tokio::select! {
+                () = holder.hold() => {}
+                () = tx.closed() => {}
+            }
+            return None;
+        }
         acc.request(provider, role);
         let mut tokens: Vec<String> = Vec::new();
         let mut on_token = |t: String| {
@@ -731,7 +759,11 @@ impl Client {
         if let Some((own, ..)) = &tries.places {
             own.succeeded();
         }
-        self.bill(role, tries, finished.usage, &tokens);
+        if finished.kept {
+            self.shared.accounting.kept(provider, role);
+        } else {
+            self.bill(role, tries, finished.usage, &tokens);
+        }
         if let Some(u) = finished.usage {
             let _ = tx.send(ChatEvent::Usage(u));
         }

@@ -204,6 +204,7 @@ fn generate(
                     top: c.top,
                 })
                 .collect(),
+            kept: false,
         }),
         Err(embedded::Error::Cancelled) => Err(AttemptError::Cancelled),
         Err(e) => Err(AttemptError::Fatal(LlmError::Config(e.to_string()))),

@@ -296,10 +296,15 @@ impl Batching {
 
     /// Sends every complete phase out until the study is done (the caller drops this then). In files
     /// mode it returns after writing the first phase it finds: the path of the requests file.
+    ///
+    /// A cost cap (`cap`, with the run's accounts) is held between phases: a batch is paid for whole
+    /// when it ends, and its replies are read and journaled before the next phase would go out; once
+    /// they have cost the cap, that phase does not.
     pub(super) async fn coordinate(
         &self,
         journal: &Journaler,
         note: &(dyn Fn(String) + Send + Sync),
+        cap: Option<(f64, &crate::llm::accounting::Accounting)>,
     ) -> Result<PathBuf, SessionError> {
         for relative in self.history.kept() {
             let path = self.dir.join(relative);
@@ -313,7 +318,8 @@ impl Batching {
                     input: false,
                 }
             })?;
-            self.hub.load(&answers);
+            // Paid for when their batch ended, in the sitting that kept them.
+            self.hub.load(&answers, true);
         }
         if let Some(import) = self.import.as_ref().filter(|i| !i.already) {
             let results = self.keep(format!("phase-{}.out.jsonl", import.phase), &import.text)?;
@@ -325,7 +331,8 @@ impl Batching {
             };
             note(step.describe());
             self.journal(journal, step).await?;
-            self.hub.load(&import.answers);
+            // Made by the user's offline engine: this run pays nobody for them.
+            self.hub.load(&import.answers, true);
         }
         for (phase, provider, file, batch) in self.history.open() {
             let api = self.api(&provider)?;
@@ -344,7 +351,8 @@ impl Batching {
                 batch.id
             ));
             let answers = self.follow(journal, note, phase, &provider, &api, batch).await?;
-            self.hub.load(&answers);
+            // Ended in this sitting: billed now, as a phase's results are.
+            self.hub.load(&answers, false);
         }
         let mut phase = self.history.last_phase();
         loop {
@@ -388,6 +396,12 @@ impl Batching {
                     return Ok(path);
                 }
                 BatchMode::Api => {
+                    if let Some((cap, accounting)) = cap {
+                        let spent = accounting.cost();
+                        if spent >= cap {
+                            return Err(SessionError::CostCap { spent, cap });
+                        }
+                    }
                     let mut by_provider: BTreeMap<&str, Vec<&Pending>> = BTreeMap::new();
                     for p in &pending {
                         by_provider.entry(p.provider.as_str()).or_default().push(p);

@@ -72,7 +72,7 @@ pub enum SessionError {
         reason: String,
     },
     /// What the run spent reached its cap (`--max-cost`): it stopped cleanly.
-    #[error("the run spent ${spent:.2} at the providers' prices, reaching its cap of ${cap:.2}; it stopped")]
+    #[error("the run spent ${} at the providers' prices, reaching its cap of ${}; it stopped", crate::text::usd(*spent), crate::text::usd(*cap))]
     CostCap { spent: f64, cap: f64 },
     /// Batch mode could not go on (a results file refused, a batch that failed, a Batch API that
     /// answers no more); `input` when the user's file or config is at fault.

@@ -323,7 +323,18 @@ impl<S: Study> Run<S> {
                 }) as Arc<dyn ChatModel>
             });
         }
-        let hub = self.batching.as_ref().map(|b| b.hub.clone());
+        // The hub that sees the study's requests and when it is idle: batch mode's, or the cost
+        // cap's (attempts wait there once the cap is reached, and the run stops once what came back
+        // has been read and journaled).
+        let hub = match (&self.batching, self.max_cost) {
+            (Some(b), _) => Some(b.hub.clone()),
+            (None, Some(cap)) => {
+                let hub = Arc::new(crate::llm::batch::Hub::default());
+                let _ = self.shared.cap.set((cap, hub.clone() as Arc<dyn crate::llm::client::Holder>));
+                Some(hub)
+            }
+            (None, None) => None,
+        };
         if let Some(hub) = &hub {
             self.study.wrap_models(&|inner| {
                 Arc::new(Counted {
@@ -387,18 +398,26 @@ impl<S: Study> Run<S> {
                 }
                 Ok::<_, std::io::Error>(())
             };
+            let accounting = shared.accounting.clone();
+            let batch_cap = max_cost.map(|cap| (cap, &*accounting));
+            let in_batches = batching.is_some();
             let coordinate = async {
                 match batching {
-                    Some(b) => b.coordinate(&batch_tx, note).await,
+                    // In batch mode the cap is held between phases (see `coordinate`).
+                    Some(b) => b.coordinate(&batch_tx, note, batch_cap).await,
                     None => std::future::pending().await,
                 }
             };
             let unreachable = shared.unreachable();
-            let accounting = shared.accounting.clone();
             let capped = async {
-                match max_cost {
-                    Some(cap) => (accounting.reaching(cap).await, cap),
-                    None => std::future::pending().await,
+                match (max_cost, &hub) {
+                    (Some(cap), Some(hub)) if !in_batches => {
+                        accounting.reaching(cap).await;
+                        // What is in flight comes back and is read; nothing more goes out.
+                        hub.until_idle().await;
+                        (accounting.cost(), cap)
+                    }
+                    _ => std::future::pending().await,
                 }
             };
             tokio::pin!(work, record, unreachable, coordinate, capped);

@@ -276,3 +276,61 @@ async fn a_killed_batch_run_polls_the_same_batch_when_resumed() {
     );
     assert_eq!(conclusions(&session), expected);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cost_cap_stops_between_phases_after_journaling_every_reply_the_batch_paid_for() {
+    let expected = streamed().await;
+    let s = common::setup(
+        FakeConfig::default(),
+        "batch_poll_ms = 5\nprice_in_per_mtok = 10000\nprice_out_per_mtok = 10000",
+    )
+    .await;
+    let mut args = RUN.to_vec();
+    args.extend(["--batch", "--max-cost", "20", "--yes"]);
+    let out = common::output(&s.config, &s.data, &args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("reaching its cap of $20.00"), "{stderr}");
+    assert_eq!(
+        s.server.stats().batches,
+        1,
+        "the judge's phase did not go out: {stderr}"
+    );
+    let dir = std::fs::read_dir(s.data.join("sessions"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    assert_eq!(
+        journal.matches(r#""event":"item_answered""#).count(),
+        88,
+        "every reply of the paid batch is journaled"
+    );
+
+    // Resumed with the same cap: the journaled answers are not asked again, so the judge's
+    // phase goes out on this sitting's money.
+    let id = dir.file_name().unwrap().to_string_lossy().to_string();
+    let out = common::output(
+        &s.config,
+        &s.data,
+        &["run", "--resume", &id, "--max-cost", "1000000", "--json"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !stderr.contains("used: rpa"),
+        "no interview request this sitting: {stderr}"
+    );
+    let summary = common::json_of(out);
+    assert!(
+        summary["summary"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["failed_dimensions"] == 0),
+        "{summary}"
+    );
+    assert_eq!(conclusions(&dir), expected);
+}

@@ -70,3 +70,62 @@ async fn a_run_that_reaches_its_cap_stops_cleanly_and_resumes() {
         "nothing asked twice"
     );
 }
+
+/// The requests of a run's `used:` line for `role` (`used: rpa fake: 7 requests, …`).
+fn used_requests(stderr: &str, role: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with(&format!("used: {role} fake: ")))
+        .unwrap_or_else(|| panic!("no used line for {role}: {stderr}"));
+    line.split(": ")
+        .nth(2)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect(line)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_cap_what_is_in_flight_comes_back_and_is_journaled_so_nothing_is_paid_twice() {
+    // Slow replies, eight in flight, no cache: a reply dropped at the cap would be asked again.
+    let fake = FakeConfig {
+        first_byte: std::time::Duration::from_millis(150),
+        ..FakeConfig::default()
+    };
+    let s = common::setup(
+        fake,
+        "price_in_per_mtok = 10000\nprice_out_per_mtok = 10000\nmax_concurrency = 8",
+    )
+    .await;
+    let config = std::fs::read_to_string(&s.config).unwrap();
+    std::fs::write(&s.config, format!("cache = \"off\"\n{config}")).unwrap();
+    let args = common::run_hermione("BFI", "er-batch", &["--max-cost", "20", "--yes", "--concurrency", "8"]);
+    let out = common::output(&s.config, &s.data, &args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let sent = s.server.stats().requests;
+    let dir = std::fs::read_dir(s.data.join("sessions"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    let answered = journal.matches(r#""event":"item_answered""#).count() as u64;
+    assert!(answered < 44, "stopped part way: {answered}");
+    assert!(sent > 1, "several in flight: {sent}");
+    assert_eq!(
+        sent, answered,
+        "every reply the server sent is in the journal: {stderr}"
+    );
+    assert_eq!(used_requests(&stderr, "rpa"), sent, "{stderr}");
+
+    let id = dir.file_name().unwrap().to_string_lossy().to_string();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        used_requests(&stderr, "rpa"),
+        44 - answered,
+        "only what was missing: {stderr}"
+    );
+}

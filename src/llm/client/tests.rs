@@ -121,6 +121,7 @@ impl Transport for Scripted {
                     .collect(),
                 None => Vec::new(),
             },
+            kept: false,
         })
     }
 
@@ -608,4 +609,43 @@ async fn a_held_request_whose_run_was_cancelled_is_not_sent() {
     pause.set(false);
     tokio::time::sleep(std::time::Duration::from_secs(60)).await;
     assert_eq!(transport.attempts(), 0, "the cancelled run's request was not sent");
+}
+
+#[tokio::test]
+async fn batch_results_kept_from_an_earlier_sitting_are_neither_a_request_nor_a_cost_again() {
+    use std::collections::BTreeMap;
+
+    use crate::llm::batch::{self, BatchTransport, Hub, Reply};
+    let mut config = ProviderConfig::new("batchy", ProviderKind::Openai, "http://batchy/v1", "m");
+    (config.price_in_per_mtok, config.price_out_per_mtok) = (1e6, 1e6);
+    let hub = Arc::new(Hub::default());
+    let shared = Shared::new(4, None, CacheMode::Off, 1);
+    let c = Client::new(Arc::new(BatchTransport::new(hub.clone(), config.clone())), config.clone(), shared);
+    let answer = |text: &str| {
+        Ok(Reply {
+            text: text.into(),
+            usage: Some(Usage {
+                prompt_tokens: 3,
+                completion_tokens: 2,
+            }),
+            finish_reason: Some("stop".into()),
+            choices: Vec::new(),
+            kept: false,
+        })
+    };
+    let mut followed = ChatRequest::new(vec![ChatMessage::user("Rate the answer.")]);
+    followed.meta.role = Role::Judge;
+    let kept = request(Role::Rpa);
+    let id = |r: &ChatRequest| batch::custom_id(&config.base_url, &config.model, r);
+    hub.load(&BTreeMap::from([(id(&kept), answer("Kept."))]), true);
+    hub.load(&BTreeMap::from([(id(&followed), answer("Followed."))]), false);
+    assert_eq!(complete(&c, kept).await.unwrap().text, "Kept.");
+    assert_eq!(complete(&c, followed).await.unwrap().text, "Followed.");
+    let snapshot = c.accounting().snapshot();
+    let rpa = snapshot.by_provider_role[&("batchy".to_string(), Role::Rpa)];
+    assert_eq!((rpa.requests, rpa.kept, rpa.cost), (0, 1, 0.0), "paid for in its own sitting");
+    let judge = snapshot.by_provider_role[&("batchy".to_string(), Role::Judge)];
+    assert_eq!((judge.requests, judge.kept, judge.cost), (1, 0, 5.0), "its batch ended in this one");
+    let lines = snapshot.lines().join("\n");
+    assert!(lines.contains("rpa batchy: 0 requests, 0 tokens in, 0 out, 1 from kept batch results"), "{lines}");
 }
