@@ -148,6 +148,28 @@ pub(super) fn resume(ctx: &Ctx, how: Resume, options: Options, out: &mut dyn Wri
     }
 }
 
+/// A new run's estimate against its cost cap: above it, nothing starts (unless `yes`).
+fn estimate<S: Headless>(
+    plan: &S::Plan,
+    catalog: &Catalog,
+    config: &Config,
+    cap: f64,
+    yes: bool,
+) -> anyhow::Result<()> {
+    let Some((estimate, what)) = S::cost(plan, catalog, config) else {
+        return Ok(());
+    };
+    let shown = crate::text::usd(cap);
+    if estimate > cap && !yes {
+        return Err(super::input_error(format!(
+            "the run is estimated at ${estimate:.2} ({what}), above the cap of ${shown}; nothing was \
+             started (raise --max-cost, or pass --yes to start anyway: it still stops at the cap)"
+        )));
+    }
+    crate::note!("estimate: ${estimate:.2} ({what}); the run stops if it spends ${shown}");
+    Ok(())
+}
+
 fn go<S: Headless>(
     ctx: &Ctx,
     start: Start<S::Plan>,
@@ -186,20 +208,8 @@ fn go<S: Headless>(
         }
     }
     let max_cost = cost.max_cost.or(config.max_cost);
-    if let (Some(cap), Start::New { plan, .. }) = (max_cost, &start)
-        && let Some((estimate, what)) = S::cost(plan, &catalog, config)
-    {
-        if estimate > cap && !cost.yes {
-            return Err(super::input_error(format!(
-                "the run is estimated at ${estimate:.2} ({what}), above the cap of ${}; nothing was \
-                 started (raise --max-cost, or pass --yes to start anyway: it still stops at the cap)",
-                crate::text::usd(cap)
-            )));
-        }
-        crate::note!(
-            "estimate: ${estimate:.2} ({what}); the run stops if it spends ${}",
-            crate::text::usd(cap)
-        );
+    if let (Some(cap), Start::New { plan, .. }) = (max_cost, &start) {
+        estimate::<S>(plan, &catalog, config, cap, cost.yes)?;
     }
     let run = match batch {
         Some(Batch { mode, import }) => Run::<S>::open_batch(catalog.clone(), config, &store, start, mode, import),

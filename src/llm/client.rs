@@ -265,8 +265,7 @@ impl Pause {
 }
 
 /// Where an attempt waits once the run's cost cap is reached: for good (the run stops once the
-/// study has read every reply that came back). Implemented by [`super::batch::Hub`], which sees when
-/// that is.
+/// study has read every reply that came back; batch mode's hub sees when that is).
 #[async_trait]
 pub trait Holder: Send + Sync {
     /// Never returns; dropped when the run stops.
@@ -479,11 +478,9 @@ impl Client {
             .filter(|_| self.shared.cache_mode != CacheMode::Off)
     }
 
-    /// What an attempt of about `asked` tokens used: the provider's pace learns it, and the run's
-    /// accounts count it at the provider's prices (an empty reply is billed too).
-    /// Counts what a reply used: as the server said, or, when it said nothing (a server that
-    /// ignores `stream_options.include_usage`), estimated from the prompt and the reply's text, so
-    /// that a cost cap still holds.
+    /// What an attempt used: the provider's pace learns it, and the run's accounts count it at the
+    /// provider's prices (an empty reply too), as the server said, or estimated from the prompt and
+    /// the reply's text when it said nothing (it ignores `stream_options.include_usage`).
     fn bill(&self, role: super::Role, tries: &Tries, usage: Option<Usage>, reply: &[String]) {
         let used = usage.unwrap_or_else(|| Usage {
             prompt_tokens: tries.prompt_tokens,

@@ -323,26 +323,7 @@ impl<S: Study> Run<S> {
                 }) as Arc<dyn ChatModel>
             });
         }
-        // The hub that sees the study's requests and when it is idle: batch mode's, or the cost
-        // cap's (attempts wait there once the cap is reached, and the run stops once what came back
-        // has been read and journaled).
-        let hub = match (&self.batching, self.max_cost) {
-            (Some(b), _) => Some(b.hub.clone()),
-            (None, Some(cap)) => {
-                let hub = Arc::new(crate::llm::batch::Hub::default());
-                let _ = self.shared.cap.set((cap, hub.clone() as Arc<dyn crate::llm::client::Holder>));
-                Some(hub)
-            }
-            (None, None) => None,
-        };
-        if let Some(hub) = &hub {
-            self.study.wrap_models(&|inner| {
-                Arc::new(Counted {
-                    inner,
-                    hub: hub.clone(),
-                }) as Arc<dyn ChatModel>
-            });
-        }
+        let hub = self.watch();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<S::Step>();
         let (batch_tx, mut batch_rx) = tokio::sync::mpsc::unbounded_channel::<(Event, oneshot::Sender<bool>)>();
         let shared = self.shared.clone();
@@ -457,6 +438,28 @@ impl<S: Study> Run<S> {
             };
         }
         self.finish().map(Ended::Complete)
+    }
+
+    /// The hub that sees the study's requests and when it is idle: batch mode's, or the cost cap's
+    /// (attempts wait there once the cap is reached, and the run stops once what came back has been
+    /// read and journaled). The study's models count their requests in it.
+    fn watch(&mut self) -> Option<Arc<crate::llm::batch::Hub>> {
+        let hub = match (&self.batching, self.max_cost) {
+            (Some(b), _) => b.hub.clone(),
+            (None, Some(cap)) => {
+                let hub = Arc::new(crate::llm::batch::Hub::default());
+                let _ = self.shared.cap.set((cap, hub.clone() as Arc<dyn crate::llm::client::Holder>));
+                hub
+            }
+            (None, None) => return None,
+        };
+        self.study.wrap_models(&|inner| {
+            Arc::new(Counted {
+                inner,
+                hub: hub.clone(),
+            }) as Arc<dyn ChatModel>
+        });
+        Some(hub)
     }
 
     /// Ends a complete run: `RunFinished` in the journal, then `results.json` from the whole journal.

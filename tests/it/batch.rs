@@ -334,3 +334,64 @@ async fn a_cost_cap_stops_between_phases_after_journaling_every_reply_the_batch_
     );
     assert_eq!(conclusions(&dir), expected);
 }
+
+/// Accounting: a reply read from results kept in the session is not billed again; one a batch
+/// followed this sitting returned is.
+#[tokio::test]
+async fn batch_results_kept_from_an_earlier_sitting_are_neither_a_request_nor_a_cost_again() {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use incharacter::config::{CacheMode, ProviderConfig, ProviderKind};
+    use incharacter::llm::batch::{self, BatchTransport, Hub, Reply};
+    use incharacter::llm::client::{Client, Shared};
+    use incharacter::llm::{ChatMessage, ChatRequest, Role, Usage, complete};
+    let mut config = ProviderConfig::new("batchy", ProviderKind::Openai, "http://batchy/v1", "m");
+    (config.price_in_per_mtok, config.price_out_per_mtok) = (1e6, 1e6);
+    let hub = Arc::new(Hub::default());
+    let shared = Shared::new(4, None, CacheMode::Off, 1);
+    let c = Client::new(
+        Arc::new(BatchTransport::new(hub.clone(), config.clone())),
+        config.clone(),
+        shared,
+    );
+    let answer = |text: &str| {
+        Ok(Reply {
+            text: text.into(),
+            usage: Some(Usage {
+                prompt_tokens: 3,
+                completion_tokens: 2,
+            }),
+            finish_reason: Some("stop".into()),
+            choices: Vec::new(),
+            kept: false,
+        })
+    };
+    let mut followed = ChatRequest::new(vec![ChatMessage::user("Rate the answer.")]);
+    followed.meta.role = Role::Judge;
+    let mut kept = ChatRequest::new(vec![ChatMessage::user("Are you talkative?")]);
+    kept.meta.role = Role::Rpa;
+    let id = |r: &ChatRequest| batch::custom_id(&config.base_url, &config.model, r);
+    hub.load(&BTreeMap::from([(id(&kept), answer("Kept."))]), true);
+    hub.load(&BTreeMap::from([(id(&followed), answer("Followed."))]), false);
+    assert_eq!(complete(&c, kept).await.unwrap().text, "Kept.");
+    assert_eq!(complete(&c, followed).await.unwrap().text, "Followed.");
+    let snapshot = c.accounting().snapshot();
+    let rpa = snapshot.by_provider_role[&("batchy".to_string(), Role::Rpa)];
+    assert_eq!(
+        (rpa.requests, rpa.kept, rpa.cost),
+        (0, 1, 0.0),
+        "paid for in its own sitting"
+    );
+    let judge = snapshot.by_provider_role[&("batchy".to_string(), Role::Judge)];
+    assert_eq!(
+        (judge.requests, judge.kept, judge.cost),
+        (1, 0, 5.0),
+        "its batch ended in this one"
+    );
+    let lines = snapshot.lines().join("\n");
+    assert!(
+        lines.contains("rpa batchy: 0 requests, 0 tokens in, 0 out, 1 from kept batch results"),
+        "{lines}"
+    );
+}
