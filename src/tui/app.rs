@@ -426,6 +426,7 @@ impl App {
             self.run = RunView::default();
             self.live.cursor = 0;
             self.live.started_ms = self.now_ms;
+            self.live.ended_ms = None;
         }
         if let Event::RunStarted { .. } | Event::Resumed { .. } = event {
             self.live.sitting_ms = self.now_ms;
@@ -450,6 +451,7 @@ impl App {
     /// The run task ended: say how, and list the sessions again (a finished probe is measured first).
     fn run_ended(&mut self, result: Result<(), String>) -> Vec<Effect> {
         self.live.running = false;
+        self.live.ended_ms = Some(self.now_ms);
         self.live.paused = false;
         self.live.held.clear();
         // Nothing is in flight or queued once the run has ended, whatever its last counts said.

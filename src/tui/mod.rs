@@ -545,6 +545,9 @@ impl Driver {
     fn start_replay(&mut self, path: PathBuf, speed: Replay) {
         let tx = self.tx.clone();
         self.stop();
+        // The session shown is the one replayed: annotations and re-assessment go to it (a
+        // sample's are refused), as after opening it.
+        let _ = tx.send(Action::SessionDir(path.clone()));
         self.pause.set(false);
         self.speed.send_replace(speed);
         let speed = self.speed.subscribe();

@@ -67,6 +67,8 @@ pub struct Message {
     pub speaker: Speaker,
     pub text: String,
     pub streaming: bool,
+    /// Its reply was still streaming when the run stopped: what it shows is not kept.
+    pub cut: bool,
     pub item: Option<usize>,
 }
 
@@ -152,6 +154,7 @@ impl RunView {
             }
         }
         for message in &mut self.transcript {
+            message.cut |= message.streaming;
             message.streaming = false;
         }
         self.streaming_turn = None;
@@ -240,12 +243,14 @@ impl RunView {
             speaker: Speaker::Experimenter(experimenter),
             text: question.to_string(),
             streaming: false,
+            cut: false,
             item: Some(i),
         });
         self.transcript.push(Message {
             speaker: Speaker::Character(name),
             text: String::new(),
             streaming: true,
+            cut: false,
             item: Some(i),
         });
         let m = self.transcript.len() - 1;

@@ -18,6 +18,8 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
         // Byte offset in `line` just after the last space, and the width before it.
         let mut last_space: Option<(usize, usize)> = None;
         for g in paragraph.graphemes(true) {
+            // A tab is a space here: the terminal's cells have no tab stops to honour.
+            let g = if g == "\t" { " " } else { g };
             let w = g.width();
             if line_width + w > width && !line.is_empty() {
                 match last_space {
@@ -53,6 +55,12 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tab_is_a_space_that_lines_break_at() {
+        assert_eq!(wrap("alpha\tbeta\tgamma", 40), ["alpha beta gamma"]);
+        assert_eq!(wrap("alpha\tbeta", 7), ["alpha", "beta"]);
+    }
 
     #[test]
     fn breaks_at_spaces_and_between_cjk_characters() {

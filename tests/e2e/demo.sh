@@ -95,6 +95,10 @@ wait_for "demo 4/5"
 wait_for "Measured vs labels"
 # Braille cells (U+2800–U+28FF, UTF-8 E2 A0–A3 …) draw the radar.
 pane | LC_ALL=C grep -qP '\xE2[\xA0-\xA3]' || { echo "demo e2e: no radar at 80×24" >&2; pane >&2; exit 1; }
+# The session shown is the sample being replayed: annotating it is refused (never written to
+# another session).
+keys F9
+wait_for "read-only sample"
 keys q
 wait_for "DEMO-EXIT=0"
 echo "demo e2e: tour passed${captures:+ (captures in $captures)}"

@@ -49,6 +49,9 @@ pub struct Inspect {
     pub item: usize,
     pub focus: InspectFocus,
     pub scroll: u16,
+    /// The furthest the scrolled pane (the drill, or the judge's analysis) can go and still show
+    /// its last row at the bottom, as last drawn.
+    pub scroll_end: std::cell::Cell<u16>,
     /// Labels shown; `None`: those the metrics use for the scale (pdb for BFI and 16P, else annotation).
     pub labels: Option<LabelSource>,
 }
@@ -62,6 +65,7 @@ impl Default for Inspect {
             item: 0,
             focus: InspectFocus::Dimensions,
             scroll: 0,
+            scroll_end: std::cell::Cell::new(0),
             labels: None,
         }
     }
@@ -192,7 +196,7 @@ impl Inspect {
                 });
             }
             Command::ScrollUp => self.scroll = self.scroll.saturating_sub(5),
-            Command::ScrollDown => self.scroll = self.scroll.saturating_add(5),
+            Command::ScrollDown => self.scroll = self.scroll.saturating_add(5).min(self.scroll_end.get()),
             Command::Up | Command::Down | Command::PageUp | Command::PageDown | Command::Top | Command::Bottom => {
                 let delta: isize = match cmd {
                     Command::Up => -1,
@@ -202,18 +206,26 @@ impl Inspect {
                     Command::Top => -10_000,
                     _ => 10_000,
                 };
+                // Each cursor stays on its list, so a move back from past the end is seen at once.
+                let (dims, items) = unit(ctx, self.unit).map_or((1, 1), |u| {
+                    let dim = self.dim.min(u.scale.dimensions.len().saturating_sub(1));
+                    let items = u.scale.scored_items().filter(|i| i.dimension() == Some(dim)).count();
+                    (u.scale.dimensions.len(), items)
+                });
+                let moved =
+                    |at: usize, len: usize| (at as isize + delta).clamp(0, len.saturating_sub(1) as isize) as usize;
                 match self.focus {
                     InspectFocus::Dimensions => {
-                        self.dim = (self.dim as isize + delta).max(0) as usize;
+                        self.dim = moved(self.dim, dims);
                         self.item = 0;
                         self.scroll = 0;
                     }
                     InspectFocus::Items => {
-                        self.item = (self.item as isize + delta).max(0) as usize;
+                        self.item = moved(self.item, items);
                         self.scroll = 0;
                     }
                     InspectFocus::Drill => {
-                        self.scroll = (self.scroll as isize + delta).clamp(0, u16::MAX as isize) as u16;
+                        self.scroll = (self.scroll as isize + delta).clamp(0, self.scroll_end.get() as isize) as u16;
                     }
                 }
             }
@@ -515,7 +527,10 @@ impl Inspect {
                 self.item_lines(a, u, dim, theme, width)
             }
         };
-        frame.render_widget(Paragraph::new(lines).scroll((self.scroll, 0)), inner);
+        let paragraph = Paragraph::new(lines);
+        self.scroll_end
+            .set(ends_at(paragraph.line_count(inner.width), inner.height));
+        frame.render_widget(paragraph.scroll((self.scroll.min(self.scroll_end.get()), 0)), inner);
         list
     }
 
@@ -734,13 +749,16 @@ impl Inspect {
         };
         lines.extend(drilled.interviews());
         lines.extend(drilled.readings());
-        frame.render_widget(
-            Paragraph::new(lines)
-                .wrap(Wrap { trim: false })
-                .scroll((self.scroll, 0)),
-            inner,
-        );
+        let paragraph = Paragraph::new(lines).wrap(Wrap { trim: false });
+        self.scroll_end
+            .set(ends_at(paragraph.line_count(inner.width), inner.height));
+        frame.render_widget(paragraph.scroll((self.scroll.min(self.scroll_end.get()), 0)), inner);
     }
+}
+
+/// The furthest scroll of `rows` rows in a pane `height` rows high that still fills it.
+fn ends_at(rows: usize, height: u16) -> u16 {
+    u16::try_from(rows.saturating_sub(usize::from(height))).unwrap_or(u16::MAX)
 }
 
 /// The item the inspector drills into, with what rebuilding its prompts takes.

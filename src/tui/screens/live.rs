@@ -30,6 +30,8 @@ pub struct Live {
     pub paused: bool,
     pub replay: Option<Replay>,
     pub started_ms: u64,
+    /// When the run shown ended (the clock stops there), while none goes.
+    pub ended_ms: Option<u64>,
     /// When this sitting began (the run started, or was resumed): the ETA goes by its rate.
     pub sitting_ms: u64,
     /// The accounts of the run going: how many of its requests wait for a place and hold one.
@@ -87,6 +89,7 @@ impl Live {
     /// A run (`replay`: a replay) starts; `follow`: the transcript follows its newest item.
     pub fn start(&mut self, replay: Option<Replay>, follow: bool) {
         self.running = true;
+        self.ended_ms = None;
         self.paused = false;
         self.replay = replay;
         self.batch = None;
@@ -407,7 +410,7 @@ impl Live {
                 rows[1].width,
             ));
         frame.render_widget(judge, rows[1]);
-        let elapsed = ctx.now_ms.saturating_sub(self.started_ms);
+        let elapsed = self.ended_ms.unwrap_or(ctx.now_ms).saturating_sub(self.started_ms);
         let remaining = (total + dims_total).saturating_sub(done + assessed);
         let eta = eta_ms(remaining, sitting.made(), ctx.now_ms.saturating_sub(self.sitting_ms))
             .filter(|_| self.running)
@@ -595,6 +598,9 @@ impl Live {
                     .into_iter()
                     .map(|l| Line::raw(format!("  {l}"))),
             );
+            if m.cut {
+                block.push(Line::styled("  [cut off when the run stopped: not kept]", theme.dim()));
+            }
             block.push(Line::raw(""));
             for l in block.into_iter().rev() {
                 lines.push(l);

@@ -31,11 +31,24 @@ pub struct Sessions {
 }
 
 impl Sessions {
-    /// The list as read again: the cursor and the marks stay on it.
+    /// The list as read again: the cursor and the marks stay on the sessions they were on, wherever
+    /// those are now (sessions made or removed since move the rows). A marked session that is gone
+    /// is unmarked, and the side-by-side view of the marks is dropped with it.
     pub fn set_list(&mut self, list: Vec<SessionEntry>) {
+        let at = |path: &PathBuf| list.iter().position(|e| &e.path == path);
+        let cursor = self.list.get(self.cursor).and_then(|e| at(&e.path));
+        let marked: Vec<usize> = self
+            .marked
+            .iter()
+            .filter_map(|&m| self.list.get(m).and_then(|e| at(&e.path)))
+            .collect();
+        if marked.len() != self.marked.len() {
+            self.comparison.clear();
+            self.paired = None;
+        }
+        self.marked = marked;
+        self.cursor = cursor.unwrap_or(self.cursor).min(list.len().saturating_sub(1));
         self.list = list;
-        self.cursor = self.cursor.min(self.list.len().saturating_sub(1));
-        self.marked.retain(|&i| i < self.list.len());
     }
 
     /// A click on the list puts the cursor on the row.
@@ -305,4 +318,50 @@ fn render_comparison(
         None => {}
     }
     frame.render_widget(Paragraph::new(lines), inner);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str) -> SessionEntry {
+        SessionEntry {
+            id: id.into(),
+            name: None,
+            created: String::new(),
+            status: "complete".into(),
+            model: String::new(),
+            models: Default::default(),
+            path: PathBuf::from("/data/sessions").join(id),
+            sample: false,
+        }
+    }
+
+    fn list(ids: &[&str]) -> Vec<SessionEntry> {
+        ids.iter().map(|id| entry(id)).collect()
+    }
+
+    #[test]
+    fn the_cursor_and_the_marks_follow_their_sessions_when_the_list_is_read_again() {
+        let mut s = Sessions::default();
+        s.set_list(list(&["c", "b", "a"]));
+        s.cursor = 1; // b
+        s.marked = vec![0, 2]; // c, a
+        s.comparison = vec![("c".into(), Vec::new()), ("a".into(), Vec::new())];
+        // Two sessions made since sort first; the rows move, the cursor and marks with them.
+        s.set_list(list(&["e", "d", "c", "b", "a"]));
+        assert_eq!(s.list[s.cursor].id, "b");
+        let marked: Vec<&str> = s.marked.iter().map(|&m| s.list[m].id.as_str()).collect();
+        assert_eq!(marked, ["c", "a"]);
+        assert_eq!(s.comparison.len(), 2, "the same sessions are marked: their view stays");
+        // A marked session removed: unmarked, and its side-by-side view dropped.
+        s.set_list(list(&["e", "d", "b"]));
+        assert_eq!(s.list[s.cursor].id, "b");
+        assert!(s.marked.is_empty(), "c and a are gone");
+        assert!(s.comparison.is_empty() && s.paired.is_none());
+        // The cursor's own session removed: it stays in the list's bounds.
+        s.cursor = 2;
+        s.set_list(list(&["e"]));
+        assert_eq!(s.cursor, 0);
+    }
 }

@@ -368,6 +368,16 @@ fn a_cancelled_runs_calls_stop_streaming_on_screen() {
     )));
     let screen = render(&app, (120, 40));
     assert!(!screen.contains("streaming") && !screen.contains('▌'), "{screen}");
+    assert!(
+        screen.contains("I adore") && screen.contains("[cut off when the run stopped: not kept]"),
+        "the half-streamed answer is marked: {screen}"
+    );
+    // The clock stops with the run.
+    let elapsed = |screen: &str| screen.lines().find(|l| l.contains("elapsed")).map(str::to_string);
+    let stopped = elapsed(&screen);
+    assert!(stopped.is_some(), "{screen}");
+    app.update(Action::Tick(app.now_ms + 65_000));
+    assert_eq!(elapsed(&render(&app, (120, 40))), stopped);
 }
 
 #[test]
@@ -447,6 +457,42 @@ fn inspector_shows_batches_items_and_the_exact_prompts() {
     key(&mut app, KeyCode::Esc);
     let screen = render(&app, (120, 40));
     assert!(screen.contains("钟离 · BFI"), "the next unit is Zhongli: {screen}");
+}
+
+/// The inspector's cursors and its drill stop at their ends: End then Up is the one before the last,
+/// and a drill scrolled to its end still shows its last rows.
+#[test]
+fn the_inspectors_lists_and_drill_stop_at_their_ends() {
+    let mut app = with_session();
+    key(&mut app, KeyCode::Char('3'));
+    let dims = app.catalog.scale("BFI").unwrap().dimensions.clone();
+    key(&mut app, KeyCode::End);
+    for _ in 0..8 {
+        key(&mut app, KeyCode::Down);
+    }
+    key(&mut app, KeyCode::Up);
+    let second_last = &dims[dims.len() - 2].name;
+    assert_eq!(app.inspect.dim, dims.len() - 2);
+    let screen = render(&app, (120, 40));
+    assert!(
+        screen.contains(&format!(" {second_last} · ")),
+        "{second_last} in the detail's title: {screen}"
+    );
+    key(&mut app, KeyCode::Char('m'));
+    key(&mut app, KeyCode::Tab);
+    key(&mut app, KeyCode::Enter);
+    let top = render(&app, (120, 40));
+    key(&mut app, KeyCode::End);
+    let end = render(&app, (120, 40));
+    assert_ne!(top, end, "the drill scrolled");
+    let rows_with_text = end
+        .lines()
+        .skip(2)
+        .filter(|l| l.chars().any(char::is_alphanumeric))
+        .count();
+    assert!(rows_with_text > 20, "the end of the drill fills the pane: {end}");
+    key(&mut app, KeyCode::PageUp);
+    assert_ne!(render(&app, (120, 40)), end, "one page up from the end moves at once");
 }
 
 /// An item the judge never converted is shown as failed, and its dimension as scored from the rest.
