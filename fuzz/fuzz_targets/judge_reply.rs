@@ -4,7 +4,7 @@
 
 use incharacter::domain::scale::ScoreRange;
 use incharacter::domain::scoring::ItemOption;
-use incharacter::method::judge_json::{bare_option, expert_poles, expert_score, extract, option, options};
+use incharacter::method::judge_json::{bare_option, expert_poles, expert_score, extract, option, some_options};
 use libfuzzer_sys::fuzz_target;
 
 const RANGES: [ScoreRange; 2] = [ScoreRange { min: 1, max: 5 }, ScoreRange { min: -3, max: 3 }];
@@ -36,12 +36,13 @@ fuzz_target!(|data: &[u8]| {
         if let Some(object) = v.as_object() {
             // The object's own keys, plus one it may lack.
             let mut keys: Vec<String> = object.keys().cloned().collect();
-            if let Ok(all) = options(&v, &keys, range) {
-                assert_eq!(all.len(), keys.len());
-                all.into_values().for_each(|o| check_option(o, range));
+            if let Ok((usable, unusable)) = some_options(&v, &keys, range) {
+                assert_eq!(usable.len() + unusable.len(), keys.len());
+                assert!(!usable.is_empty());
+                usable.into_values().for_each(|o| check_option(o, range));
             }
             keys.push("1".into());
-            let _ = options(&v, &keys, range);
+            let _ = some_options(&v, &keys, range);
             for (key, value) in object {
                 if let Ok(o) = option(key, value, range) {
                     check_option(o, range);

@@ -46,8 +46,8 @@ pub struct ObserveArgs {
     pub subject_provider: Option<String>,
     #[arg(long)]
     pub observer_provider: Option<String>,
-    /// Sampling temperature of the simulation (reports use 0)
-    #[arg(long, default_value_t = 1.0)]
+    /// Sampling temperature of the simulation, 0 to 2 (reports use 0)
+    #[arg(long, default_value_t = 1.0, value_parser = super::temperature)]
     pub temperature: f32,
     /// The subject's self-report: batched (one request) or items (one per statement)
     #[arg(long, default_value = "batched")]
@@ -96,7 +96,10 @@ fn plan(catalog: &Catalog, config: &crate::config::Config, a: &ObserveArgs) -> a
         }
     };
     let (characters, synthetic) = if subject == "synthetic" {
-        (Vec::new(), a.subjects.max(1))
+        if a.subjects == 0 {
+            return Err(input_error("--subjects must be at least 1"));
+        }
+        (Vec::new(), a.subjects)
     } else {
         if latent.is_some() {
             return Err(input_error("--latent is for synthetic subjects"));

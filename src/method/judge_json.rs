@@ -238,13 +238,6 @@ pub fn option(key: &str, v: &Value, range: ScoreRange) -> Result<ItemOption, Rep
     Ok(ItemOption::Value(x as i32))
 }
 
-/// Options for every key (item ids as sent), e.g. `{"1": 4, "2": "x"}`.
-pub fn options(v: &Value, keys: &[String], range: ScoreRange) -> Result<BTreeMap<String, ItemOption>, ReplyError> {
-    keys.iter()
-        .map(|k| Ok((k.clone(), option(k, field(v, k)?, range)?)))
-        .collect()
-}
-
 /// Usable options by key, and each unusable item's key with its problem.
 pub type SomeOptions = (BTreeMap<String, ItemOption>, Vec<(String, ReplyError)>);
 
@@ -344,16 +337,19 @@ mod tests {
             Err(ReplyError::BadSum { sum: 110.0 })
         );
         let keys = vec!["1".to_string(), "2".to_string()];
-        let o = options(&json!({"1": 4, "2": "X"}), &keys, r).unwrap();
-        assert_eq!((o["1"], o["2"]), (ItemOption::Value(4), ItemOption::Refused));
+        let (o, bad) = some_options(&json!({"1": 4, "2": "X"}), &keys, r).unwrap();
+        assert_eq!((o["1"], o["2"], bad.len()), (ItemOption::Value(4), ItemOption::Refused, 0));
+        let (o, bad) = some_options(&json!({"1": 4}), &keys, r).unwrap();
+        assert_eq!(o.len(), 1);
+        assert_eq!(bad, [("2".to_string(), ReplyError::MissingKey("2".into()))]);
+        let (o, bad) = some_options(&json!({"1": 3.5, "2": 1}), &keys, r).unwrap();
+        assert_eq!(o["2"], ItemOption::Value(1));
+        assert!(matches!(bad[..], [(ref k, ReplyError::NotAnOption { .. })] if k == "1"));
         assert_eq!(
-            options(&json!({"1": 4}), &keys, r),
-            Err(ReplyError::MissingKey("2".into()))
+            some_options(&json!({"3": 4}), &keys, r),
+            Err(ReplyError::MissingKey("1".into())),
+            "nothing usable: the reply is asked again"
         );
-        assert!(matches!(
-            options(&json!({"1": 3.5, "2": 1}), &keys, r),
-            Err(ReplyError::NotAnOption { .. })
-        ));
         assert_eq!(bare_option(" 3.\n", r, &[]), Some(ItemOption::Value(3)));
         assert_eq!(bare_option("I'd say 3", r, &[]), None);
     }

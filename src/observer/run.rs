@@ -598,6 +598,9 @@ impl ObserveEngine {
     }
 
     /// IPIP statements as a JSON object keyed by item id; the reply maps each id to an option 1–5.
+    /// One unusable item never voids the others: they are kept, and the unusable ones asked again on
+    /// their own, once; an item still unusable then is left out (its trait scored from the rest, the
+    /// journaled report without it).
     #[allow(clippy::too_many_arguments)]
     async fn questionnaire_with(
         &self,
@@ -610,6 +613,49 @@ impl ObserveEngine {
         plan: &ObservePlan,
         ids: Vec<u32>,
     ) -> Result<BTreeMap<u32, ItemOption>, JudgeFailure> {
+        let mut got = BTreeMap::new();
+        let mut ids = ids;
+        for round in 0..2u64 {
+            let (purpose, seed) = match round {
+                0 => (purpose.clone(), seed),
+                _ => (format!("{purpose}, items asked again"), seed ^ 0x5EED),
+            };
+            let asked = self
+                .items(model, scale, system.clone(), &intro, purpose, seed, plan, &ids)
+                .await;
+            let (good, bad) = match asked {
+                Ok(answered) => answered,
+                // The whole questionnaire failed, or the request itself did (not its replies):
+                // a failure, asked again by a resume.
+                Err(e) if round == 0 || e.cause.is_some() => return Err(e),
+                Err(e) => {
+                    tracing::warn!(items = ?ids, last = %e.last, "questionnaire items left out");
+                    break;
+                }
+            };
+            got.extend(good);
+            if bad.is_empty() {
+                break;
+            }
+            ids = bad;
+        }
+        Ok(got)
+    }
+
+    /// One request for the items `ids`: the usable options, and the ids of the items that were not
+    /// (a failure only when none was usable, after the bounded attempts).
+    #[allow(clippy::too_many_arguments)]
+    async fn items(
+        &self,
+        model: &dyn ChatModel,
+        scale: &Scale,
+        system: String,
+        intro: &str,
+        purpose: String,
+        seed: u64,
+        plan: &ObservePlan,
+        ids: &[u32],
+    ) -> Result<(BTreeMap<u32, ItemOption>, Vec<u32>), JudgeFailure> {
         let keys: Vec<String> = ids.iter().map(u32::to_string).collect();
         let statements: serde_json::Map<String, Value> = ids
             .iter()
@@ -645,15 +691,28 @@ impl ObserveEngine {
             schema("ipip", schema_value),
         );
         let range = scale.range;
-        let parse = |r: &str| -> Result<BTreeMap<u32, ItemOption>, ReplyError> {
+        let parse = |r: &str| -> Result<(BTreeMap<u32, ItemOption>, Vec<u32>), ReplyError> {
             let v = judge_json::extract(r)?;
-            let got = judge_json::options(&v, &keys, range)?;
-            got.into_iter()
-                .map(|(k, o)| match o {
-                    ItemOption::Refused => Err(ReplyError::Invalid(format!("\"{k}\" needs a number, not x"))),
-                    o => Ok((k.parse::<u32>().unwrap_or_default(), o)),
-                })
-                .collect()
+            let (got, unusable) = judge_json::some_options(&v, &keys, range)?;
+            let mut good = BTreeMap::new();
+            let mut bad: Vec<u32> = unusable.iter().filter_map(|(k, _)| k.parse().ok()).collect();
+            for (k, o) in got {
+                let Ok(id) = k.parse::<u32>() else { continue };
+                match o {
+                    ItemOption::Refused => bad.push(id),
+                    o => {
+                        good.insert(id, o);
+                    }
+                }
+            }
+            if good.is_empty() {
+                return Err(ReplyError::Invalid(match unusable.first() {
+                    Some((_, e)) => e.to_string(),
+                    None => "every item needs a number, not x".into(),
+                }));
+            }
+            bad.sort_unstable();
+            Ok((good, bad))
         };
         self.json(model, request, 0.0, plan.max_attempts, parse).await
     }

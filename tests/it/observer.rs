@@ -160,6 +160,41 @@ async fn a_synthetic_subject_gets_relationships_dialogues_and_reports_whose_aggr
     }
 }
 
+/// A judge that never gives item 7 a number in range: the other 49 items of every report are kept,
+/// item 7 is asked again on its own and then left out, and each trait is scored from what remains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_unusable_item_never_voids_a_questionnaire() {
+    let server = FakeServer::start(FakeConfig {
+        out_of_range_key: Some("7".into()),
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &server);
+    let data = dir.path().join("data");
+    let out = run(&config, &data, SYNTHETIC).await;
+    let e = export(&config, &data, out["session"].as_str().unwrap());
+    let (dims, keying) = ipip_keying(&config, &data);
+    let subject = &e["subjects"][0];
+    let reports = std::iter::once(&subject["self_report"])
+        .chain(subject["observers"].as_array().unwrap().iter().map(|o| &o["report"]));
+    let mut n = 0;
+    for report in reports {
+        let items = report["items"].as_object().unwrap();
+        assert_eq!(items.len(), 49, "all but item 7: {report}");
+        assert!(!items.contains_key("7"));
+        let traits = recompute(&report["items"], &dims, &keying);
+        assert_eq!(traits.len(), 5, "every trait scored");
+        for (t, v) in &traits {
+            assert!((report["traits"][t].as_f64().unwrap() - v).abs() < 1e-9, "{t}");
+        }
+        n += 1;
+    }
+    assert_eq!(n, 4, "the self-report and three observers' reports");
+    assert_eq!(e["statistics"]["traits"]["Extraversion"]["n"], 1, "{}", e["statistics"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_character_subject_is_played_by_its_agent() {
     let server = FakeServer::start(FakeConfig::default()).await.unwrap();

@@ -434,6 +434,22 @@ fn a_list_naming_something_twice_starts_nothing() {
     }
     let out = common::offline(data.path(), &["observe", "--subject", "hermione,hermione-en"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    // A temperature that is no number (it would be journaled as null) and no synthetic subject.
+    for (args, said) in [
+        (["--temperature", "nan"], "\"nan\" is not a temperature between 0 and 2"),
+        (
+            ["--temperature=-1", "--seed=0"],
+            "\"-1\" is not a temperature between 0 and 2",
+        ),
+        (["--subjects", "0"], "--subjects must be at least 1"),
+    ] {
+        let out = common::offline(
+            data.path(),
+            &[&["observe", "--subject", "synthetic"][..], &args].concat(),
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(said), "{}", text(&out));
+    }
     assert!(!data.path().join("sessions").exists(), "nothing started");
 }
 
