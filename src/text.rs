@@ -175,20 +175,38 @@ macro_rules! note {
 /// carriage return gets a leading `'` (OWASP's advice against CSV injection), unless it is a number,
 /// which stays a number. Text that a terminal would show starting that way counts too.
 pub fn csv_cell(text: &str) -> std::borrow::Cow<'_, str> {
-    // Judged as a terminal shows it too: an escape sequence in front of `=` must not hide it when a
-    // printed CSV is saved from the terminal.
-    let risky = |t: &str| t.starts_with(['=', '+', '-', '@', '\t', '\r']);
-    let starts_risky = risky(text) || (text.starts_with(acts_on_terminal) && risky(&terminal_safe(text)));
-    if starts_risky && text.trim().parse::<f64>().map_or(true, |x| !x.is_finite()) {
+    if guarded(text) {
         std::borrow::Cow::Owned(format!("'{text}"))
     } else {
         std::borrow::Cow::Borrowed(text)
     }
 }
 
+/// Whether [`csv_cell`] puts a `'` in front of `text`: it starts as a formula would, or it is such
+/// text with `'`s in front already (so that [`from_csv_cell`] takes off exactly the one added).
+fn guarded(text: &str) -> bool {
+    // Judged as a terminal shows it too: an escape sequence in front of `=` must not hide it when a
+    // printed CSV is saved from the terminal.
+    let risky = |t: &str| t.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    let starts_risky = risky(text) || (text.starts_with(acts_on_terminal) && risky(&terminal_safe(text)));
+    (starts_risky && text.trim().parse::<f64>().map_or(true, |x| !x.is_finite()))
+        || text.strip_prefix('\'').is_some_and(guarded)
+}
+
+/// A cell as [`csv_cell`] wrote it, read back: the `'` it put in front is taken off (only where
+/// `csv_cell` would have put it), so an export imports back to the same text.
+pub fn from_csv_cell(cell: &str) -> &str {
+    match cell.strip_prefix('\'') {
+        Some(rest) if guarded(rest) => rest,
+        _ => cell,
+    }
+}
+
 /// Text cut to `width` display columns (CJK counts two), with an ellipsis when cut.
 pub fn fit(text: &str, width: usize) -> String {
     use unicode_width::UnicodeWidthChar;
+    // A tab takes a column like a space (a terminal cell or a table column has no tab stops).
+    let text = &text.replace('\t', " ");
     let mut out = String::new();
     let mut used = 0;
     let total: usize = text.chars().map(|c| c.width().unwrap_or(0)).sum();
@@ -242,7 +260,7 @@ pub fn approx_tokens(text: &str) -> usize {
 mod tests {
     use std::io::Write;
 
-    use super::{Safe, approx_tokens, csv_cell, fit, inert, terminal_safe, usd};
+    use super::{Safe, approx_tokens, csv_cell, fit, from_csv_cell, inert, terminal_safe, usd};
 
     fn through_safe(writes: &[&[u8]], flush_after_each: bool) -> Vec<u8> {
         let mut out = Vec::new();
@@ -300,9 +318,11 @@ mod tests {
         ] {
             assert_eq!(csv_cell(risky), format!("'{risky}"), "{risky}");
         }
-        for kept in ["-1.5", "+3", "-0", "1e-3", "4.39", "hermione-en", "", "a=b", "'=x"] {
+        for kept in ["-1.5", "+3", "-0", "1e-3", "4.39", "hermione-en", "", "a=b", "'x"] {
             assert_eq!(csv_cell(kept), kept, "{kept}");
         }
+        // Text that looks guarded already gets its own `'`, so that it reads back as it was.
+        assert_eq!(csv_cell("'=x"), "''=x");
     }
 
     #[test]
@@ -336,5 +356,22 @@ mod tests {
         assert_eq!(usd(0.0051234567), "0.005123");
         assert_eq!(usd(1.0000000001), "1.00");
         assert_eq!(usd(0.0), "0.00");
+    }
+
+    #[test]
+    fn a_guarded_cell_reads_back_to_its_text_and_nothing_else_loses_an_apostrophe() {
+        for text in [
+            "=HYPERLINK(\"http://x\")",
+            "-minus note",
+            "+1 more",
+            "@who",
+            "'=already quoted",
+            "''-twice",
+            "plain",
+            "'plain",
+            "-3",
+        ] {
+            assert_eq!(from_csv_cell(&csv_cell(text)), text, "{text}");
+        }
     }
 }

@@ -233,7 +233,8 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
             annotator: f[col::ANNOTATOR].clone(),
             case,
             value,
-            note: Some(f[col::NOTE].trim().to_string()).filter(|n| !n.is_empty()),
+            // An export's guard against spreadsheet formulas is taken off again.
+            note: Some(crate::text::from_csv_cell(f[col::NOTE].trim()).to_string()).filter(|n| !n.is_empty()),
             at: crate::journal::now_rfc3339(),
         });
     }
