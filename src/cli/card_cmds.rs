@@ -38,6 +38,24 @@ pub fn export_card(
         Some(data) => card::stored(data, &c.id).map_err(input_error)?,
         None => None,
     };
+    // A card has no way to quote its own markers: a memory holding one reads back otherwise.
+    for (i, chunk) in chunks.iter().enumerate() {
+        let lower = chunk.to_ascii_lowercase();
+        if let Some(marker) = ["<start>", "{{user}}", "{{char}}", "<user>", "<bot>"]
+            .into_iter()
+            .find(|m| lower.contains(m))
+        {
+            crate::note!(
+                "note: memory {} holds {marker}, which a card reads as {}: it will not import back as it is",
+                i + 1,
+                if marker == "<start>" {
+                    "the start of another example"
+                } else {
+                    "a name"
+                }
+            );
+        }
+    }
     let card = match &stored {
         Some(stored) => card::export_stored(&stored.card, c, &chunks),
         None => card::export(c, &chunks),

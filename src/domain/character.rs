@@ -429,8 +429,8 @@ impl RawCharacter {
         scale: impl Fn(&str) -> Option<&'s Scale>,
     ) -> Result<Character, Vec<Diagnostic>> {
         let mut errors = Vec::new();
-        if self.id.get_ref().trim().is_empty() || self.id.get_ref().chars().any(|c| c.is_whitespace() || c == '/') {
-            errors.push(src.at(self.id.span(), "character id must be non-empty, without spaces or '/'"));
+        if !super::is_id(self.id.get_ref()) {
+            errors.push(src.at(self.id.span(), format!("a character id is {}", super::ID_RULE)));
         }
         for (what, field) in [
             ("name", &self.name),

@@ -10,3 +10,16 @@ pub mod rouge;
 pub mod scale;
 pub mod scoring;
 pub mod stats;
+
+/// Whether `id` can name a scale or a character everywhere: on the command line (in comma-separated
+/// lists), as a file and a folder name, in a terminal. At most 64 ASCII letters, digits, `-` and `_`,
+/// not starting with `-` (it would read as an option).
+pub fn is_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && !id.starts_with('-')
+}
+
+/// What [`is_id`] asks, said in an error.
+pub const ID_RULE: &str = "at most 64 ASCII letters, digits, '-' and '_', not starting with '-'";

@@ -388,8 +388,8 @@ impl RawScale {
 
     /// Checks the id, citation, range, option labels and self-report stem; the range as given.
     fn check_header(&self, src: Source<'_>, errors: &mut Vec<Diagnostic>) -> ScoreRange {
-        if blank(self.id.get_ref()) || self.id.get_ref().chars().any(|c| c.is_whitespace() || c == '/') {
-            errors.push(src.at(self.id.span(), "scale id must be non-empty, without spaces or '/'"));
+        if !super::is_id(self.id.get_ref()) {
+            errors.push(src.at(self.id.span(), format!("a scale id is {}", super::ID_RULE)));
         }
         if blank(self.citation.get_ref()) {
             errors.push(src.at(self.citation.span(), "citation is empty: cite the published instrument"));

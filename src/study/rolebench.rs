@@ -107,14 +107,23 @@ pub fn plan(
     roles.sort_unstable();
     roles.dedup();
     for role in roles {
-        match catalog.character(role) {
-            Some(ch) => {
+        match catalog.named_character(role) {
+            Ok(ch) => {
                 characters.insert(role.to_string(), ch.id.clone());
             }
-            None => notes.push(format!(
+            Err(several) if several.is_empty() => notes.push(format!(
                 "{role}: no imported character (`incharacter import rolebench` adds one); played from a \
                  minimal role-play prompt built from the name"
             )),
+            // Which of them would play it is not for the run to guess.
+            Err(several) => {
+                return Err(format!(
+                    "the role \"{role}\" names {} characters ({}): give all but one another name and \
+                     aliases, or leave the role out (--roles)",
+                    several.len(),
+                    several.join(", ")
+                ));
+            }
         }
     }
     let mut baseline_answers = Vec::new();

@@ -567,3 +567,64 @@ fn targets_travel_in_the_cards_extensions_and_come_back() {
     assert_eq!(a["labels"]["target"], b["labels"]["target"]);
     assert_eq!(a["description"], b["description"]);
 }
+
+/// A memory holding one of a card's own markers cannot come back as it is: the export says so.
+#[test]
+fn an_export_names_the_memories_a_card_cannot_carry_back() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path();
+    let file = data.join("wren.json");
+    std::fs::write(&file, json!({"name": "Wren", "description": "A keeper."}).to_string()).unwrap();
+    ok(run(data, &["import", "card", file.to_str().unwrap()]));
+    std::fs::write(
+        data.join("characters/wren-en.memories.json"),
+        json!([
+            "Wren:「Logs first.」",
+            "Wren:「Use <START> to begin.」",
+            "Wren:「Hello, {{user}}.」"
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let out = run(data, &["export-card", "wren-en"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    ok(out);
+    assert!(
+        stderr.contains("memory 2 holds <start>, which a card reads as the start of another example"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("memory 3 holds {{user}}, which a card reads as a name"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("memory 1 "), "{stderr}");
+}
+
+/// A RoleBench role that names two characters (a card imported under a bundled character's name) is
+/// refused rather than played by whichever comes first.
+#[test]
+fn a_rolebench_role_naming_two_characters_is_refused() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path();
+    let file = data.join("h.json");
+    std::fs::write(
+        &file,
+        json!({"name": "Hermione Granger", "description": "A witch."}).to_string(),
+    )
+    .unwrap();
+    ok(run(data, &["import", "card", file.to_str().unwrap()]));
+    let questions = data.join("q.jsonl");
+    std::fs::write(
+        &questions,
+        "{\"role\":\"Hermione Granger\",\"question\":\"Hi?\",\"generated\":[\"Hello.\"]}\n",
+    )
+    .unwrap();
+    let out = run(data, &["rolebench", "--data", questions.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the role \"Hermione Granger\" names 2 characters (hermione-en, hermione-granger-en)"),
+        "{stderr}"
+    );
+    assert!(!data.join("sessions").exists(), "nothing started");
+}

@@ -714,11 +714,7 @@ pub fn questionnaire<'s>(
         return Err(format!("{origin}: the questionnaire has no categories, so no item would be scored").into());
     }
     let id = options.id.clone().unwrap_or_else(|| draft.name.clone());
-    let safe = !id.is_empty()
-        && id.len() <= 64
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        && !id.starts_with('-');
-    if !safe {
+    if !crate::domain::is_id(&id) {
         return Err(format!(
             "scale id {:?} must be at most 64 ASCII letters, digits, '-' and '_' (pass --id)",
             crate::text::fit(&id, 80)
