@@ -106,7 +106,7 @@ pub fn mismatch(plan: &ObservePlan, scale: &Scale, case: &Case) -> Result<(), (P
         return Err((
             Part::Subject,
             format!(
-                "no subject \"{}\" in this session (its subjects: {})",
+                "no subject {:?} in this session (its subjects: {})",
                 case.character,
                 known.join(", ")
             ),
@@ -115,14 +115,14 @@ pub fn mismatch(plan: &ObservePlan, scale: &Scale, case: &Case) -> Result<(), (P
     if case.scale != SCALE {
         return Err((
             Part::Scale,
-            format!("subjects are rated on {SCALE}, not \"{}\"", case.scale),
+            format!("subjects are rated on {SCALE}, not {:?}", case.scale),
         ));
     }
     if !traits(scale).contains(&case.dimension) {
         return Err((
             Part::Trait,
             format!(
-                "no trait \"{}\" (the traits: {})",
+                "no trait {:?} (the traits: {})",
                 case.dimension,
                 traits(scale).join(", ")
             ),

@@ -171,14 +171,14 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
         let task = Task::parse(&f[col::TASK]).ok_or_else(|| {
             err(
                 col::TASK,
-                format!("task \"{}\": item, dimension or subject", f[col::TASK]),
+                format!("task {:?}: item, dimension or subject", f[col::TASK]),
             )
         })?;
         let repeat = match f[col::REPEAT].trim() {
             "" => 0,
             t => t
                 .parse::<u32>()
-                .map_err(|_| err(col::REPEAT, format!("repeat \"{}\" is not a number", t)))?,
+                .map_err(|_| err(col::REPEAT, format!("repeat {:?} is not a number", t)))?,
         };
         if (task == Task::Subject) != observers {
             let why = if observers {
@@ -191,13 +191,13 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
         let item_id = match (task, f[col::ITEM_ID].trim()) {
             (Task::Item, t) => Some(
                 t.parse::<u32>()
-                    .map_err(|_| err(col::ITEM_ID, format!("item_id \"{}\" is not an item number", t)))?,
+                    .map_err(|_| err(col::ITEM_ID, format!("item_id {:?} is not an item number", t)))?,
             ),
             (_, "") => None,
             (_, t) => {
                 return Err(err(
                     col::ITEM_ID,
-                    format!("a {} case has no item_id (\"{}\")", task.name(), t),
+                    format!("a {} case has no item_id ({:?})", task.name(), t),
                 ));
             }
         };
@@ -216,7 +216,7 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
         }
         .map_err(|(column, why)| err(column, why))?;
         let value = Answer::parse(&f[col::VALUE])
-            .ok_or_else(|| err(col::VALUE, format!("value \"{}\" is not a number or x", f[col::VALUE])))?;
+            .ok_or_else(|| err(col::VALUE, format!("value {:?} is not a number or x", f[col::VALUE])))?;
         let range = match task {
             Task::Item => catalog
                 .scale(&case.scale)
@@ -278,7 +278,7 @@ fn interview_case(
         return Err((
             col::OBSERVER,
             format!(
-                "an interview case has no observer (\"{}\"): observers are an observer session's",
+                "an interview case has no observer ({:?}): observers are an observer session's",
                 o
             ),
         ));

@@ -188,7 +188,17 @@ fn render_tabs(frame: &mut Frame, app: &App, area: Rect) -> Vec<(Rect, Screen)> 
             .or_else(|| session.providers.get("subject"))
             .map(|m| format!(" · {}", m.model))
             .unwrap_or_default();
-        spans.push(Span::styled(format!(" session {}{model}", session.id), theme.dim()));
+        // What room the tabs leave: the model goes first, then the id is cut with an ellipsis.
+        let room = usize::from(area.right().saturating_sub(x));
+        let whole = format!(" session {}{model}", session.id);
+        let shown = if whole.chars().count() <= room {
+            whole
+        } else {
+            crate::text::fit(&format!(" session {}", session.id), room)
+        };
+        if room >= 12 {
+            spans.push(Span::styled(shown, theme.dim()));
+        }
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
     hits

@@ -78,6 +78,13 @@ fn a_character_written_here_is_saved_with_its_targets() {
     key(&mut app, KeyCode::Down);
     keys(&mut app, "9");
     key(&mut app, KeyCode::Enter);
+    assert!(
+        app.flash
+            .as_deref()
+            .is_some_and(|f| f.contains("target 9 is outside [1, 5]")),
+        "said, not dropped: {:?}",
+        app.flash
+    );
     snap("persona_edit", &app);
 
     let effects = ctrl(&mut app, 's');

@@ -376,7 +376,8 @@ fn render_empty(frame: &mut Frame, area: Rect, ctx: &Ctx) {
                 "Open a session with interviews (5, then enter); tab switches between the item and the dimension task.",
                 theme.dim(),
             ),
-        ]),
+        ])
+        .wrap(ratatui::widgets::Wrap { trim: true }),
         inner,
     );
 }

@@ -296,8 +296,10 @@ impl Persona {
             }
             Field::Targets => {
                 let Some(scale) = scale else { return Some(Vec::new()) };
-                if let Some(forward) = target_key(draft, &scale, key, self_step(key)) {
-                    self.step_scale(catalog, forward);
+                match target_key(draft, &scale, key, self_step(key)) {
+                    Ok(Some(forward)) => self.step_scale(catalog, forward),
+                    Ok(None) => {}
+                    Err(refused) => return Some(vec![Request::Flash(refused)]),
                 }
             }
             _ => {
@@ -434,16 +436,17 @@ fn self_step(key: Key) -> Option<bool> {
 
 /// A key on the targets field: ↑/↓ choose the dimension, h/l set H or L, a number typed then enter
 /// sets a score, backspace/delete/x clear. Returns the scale step asked for (←/→), if any.
-fn target_key(draft: &mut Draft, scale: &Scale, key: Key, step: Option<bool>) -> Option<bool> {
+/// A key on the targets: `Ok(Some(forward))` steps to another scale, `Err` says why a typed target
+/// was not taken.
+fn target_key(draft: &mut Draft, scale: &Scale, key: Key, step: Option<bool>) -> Result<Option<bool>, String> {
     if step.is_some() {
-        return step;
+        return Ok(step);
     }
     let n = scale.dimensions.len();
-    let dim = scale
-        .dimensions
-        .get(draft.target_cursor.min(n.saturating_sub(1)))?
-        .name
-        .clone();
+    let Some(dim) = scale.dimensions.get(draft.target_cursor.min(n.saturating_sub(1))) else {
+        return Ok(None);
+    };
+    let dim = dim.name.clone();
     let set = |draft: &mut Draft, label: Option<Label>| {
         let entry = draft.targets.entry(scale.id.clone()).or_default();
         match label {
@@ -483,13 +486,13 @@ fn target_key(draft: &mut Draft, scale: &Scale, key: Key, step: Option<bool>) ->
             }),
         ),
         KeyName::Char(c) if c.is_ascii_digit() || c == '.' => draft.typed.push(c),
-        KeyName::Enter if !draft.typed.is_empty() => {
-            if let Ok(label) = character::target(scale, &dim, &draft.typed) {
-                set(draft, Some(label));
-            } else {
+        KeyName::Enter if !draft.typed.is_empty() => match character::target(scale, &dim, &draft.typed) {
+            Ok(label) => set(draft, Some(label)),
+            Err(e) => {
                 draft.typed.clear();
+                return Err(e);
             }
-        }
+        },
         KeyName::Backspace if !draft.typed.is_empty() => {
             draft.typed.pop();
         }
@@ -497,7 +500,7 @@ fn target_key(draft: &mut Draft, scale: &Scale, key: Key, step: Option<bool>) ->
         KeyName::Char(c) if c.eq_ignore_ascii_case(&'x') => set(draft, None),
         _ => {}
     }
-    None
+    Ok(None)
 }
 
 fn save(draft: &Draft, catalog: &Catalog) -> Vec<Request> {
