@@ -9,6 +9,14 @@ use serde::Serialize;
 
 use super::{Role, Usage};
 
+/// Where an attempt waits once the run's cost cap is reached: for good (the run stops once the
+/// study has read every reply that came back; batch mode's hub sees when that is).
+#[async_trait::async_trait]
+pub trait Holder: Send + Sync {
+    /// Never returns; dropped when the run stops.
+    async fn hold(&self);
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Counters {
     pub requests: u64,

@@ -25,7 +25,8 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, oneshot};
 
 use super::cache;
-use super::client::{AttemptError, Finished, Holder, Transport};
+use super::accounting::Holder;
+use super::client::{AttemptError, Finished, Transport};
 use super::{ChatEvent, ChatModel, ChatRequest, EventStream, LlmError, ModelInfo, Usage, openai};
 use crate::config::{ProviderConfig, Secret};
 

@@ -264,14 +264,6 @@ impl Pause {
     }
 }
 
-/// Where an attempt waits once the run's cost cap is reached: for good (the run stops once the
-/// study has read every reply that came back; batch mode's hub sees when that is).
-#[async_trait]
-pub trait Holder: Send + Sync {
-    /// Never returns; dropped when the run stops.
-    async fn hold(&self);
-}
-
 /// Shared by all clients of one run: the limits, the cache, the accounting and whether a provider
 /// still answers.
 #[derive(Clone)]
@@ -292,7 +284,7 @@ pub struct Shared {
     pub pause: Arc<std::sync::OnceLock<Pause>>,
     /// The run's cost cap in USD, and where an attempt waits once the replies have cost it: nothing
     /// more is sent, what is in flight comes back and is read.
-    pub cap: Arc<std::sync::OnceLock<(f64, Arc<dyn Holder>)>>,
+    pub cap: Arc<std::sync::OnceLock<(f64, Arc<dyn super::accounting::Holder>)>>,
 }
 
 impl Shared {
@@ -460,7 +452,7 @@ impl Client {
             if gate.is_some() && adapter.quirks(provider, model).apply(&request) != adapted {
                 continue;
             }
-            match self.attempts(&adapted, &key, &tx).await {
+            match self.attempts(&adapted, &key, &tx, _first.take()).await {
                 Outcome::Over => {
                     adapter.open(provider, model, &shape);
                     return;
@@ -572,11 +564,12 @@ impl Client {
     }
 
     /// The attempts of one request under the retry policy.
-    async fn attempts(&self, request: &ChatRequest, key: &str, tx: &mpsc::UnboundedSender<ChatEvent>) -> Outcome {
+    async fn attempts(&self, request: &ChatRequest, key: &str, tx: &mpsc::UnboundedSender<ChatEvent>, first: First) -> Outcome {
         let provider = self.config.name.as_str();
         let role = request.meta.role;
         let mut tries = Tries {
             places: None,
+            first,
             backoff: Backoff {
                 base: Duration::from_millis(self.config.retry_base_ms),
                 seed: self.shared.seed,
@@ -675,6 +668,18 @@ impl Client {
         let role = request.meta.role;
         let acc = &self.shared.accounting;
         let reach = &self.shared.reach;
+        // At the cost cap nothing more goes out: the attempt waits until the run stops, its places
+        // and its shape's lock given up so that the requests waiting for them come to wait here too.
+        if let Some((cap, holder)) = self.shared.cap.get()
+            && acc.cost() >= *cap
+        {
+            (tries.places, tries.first) = (None, None);
+            tokio::select! {
+                () = holder.hold() => {}
+                () = tx.closed() => {}
+            }
+            return None;
+        }
         // What the provider's headers said is spent, and its configured pace, it waits out before
         // the request goes.
         let ticket = self.pace.admit(tries.tokens_asked).await;
@@ -683,18 +688,6 @@ impl Client {
             let _ = tx.send(ChatEvent::Error(LlmError::Unreachable {
                 base_url: self.transport.base_url().to_string(),
             }));
-            return None;
-        }
-        // At the cost cap nothing more goes out: the attempt waits until the run stops, its places
-        // given up so that the requests queued for them come to wait here too.
-        if let Some((cap, holder)) = self.shared.cap.get()
-            && acc.cost() >= *cap
-        {
-            drop(tries.places.take());
-            tokio::select! {
-                () = holder.hold() => {}
-                () = tx.closed() => {}
-            }
             return None;
         }
         acc.request(provider, role);
@@ -975,11 +968,15 @@ type Places = (
 );
 
 /// One request's way through its attempts: the places it holds and what the retry policy counted.
+/// The lock of a request sent alone as the first of its shape (see `Client::run`).
+type First = Option<tokio::sync::OwnedMutexGuard<()>>;
+
 struct Tries {
     /// Both places are held for the whole request, retries included, but for the wait after a
     /// rate-limit refusal: the request then gives them back and queues again under the cut
     /// limit, so refused requests do not go on hammering the server as wide as before.
     places: Option<Places>,
+    first: First,
     backoff: Backoff,
     /// The jitter's seed for this request (from its cache key).
     key_seed: u64,

@@ -448,7 +448,7 @@ impl<S: Study> Run<S> {
             (Some(b), _) => b.hub.clone(),
             (None, Some(cap)) => {
                 let hub = Arc::new(crate::llm::batch::Hub::default());
-                let _ = self.shared.cap.set((cap, hub.clone() as Arc<dyn crate::llm::client::Holder>));
+                let _ = self.shared.cap.set((cap, hub.clone() as Arc<dyn crate::llm::accounting::Holder>));
                 hub
             }
             (None, None) => return None,

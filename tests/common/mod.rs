@@ -169,3 +169,12 @@ pub fn all_bytes(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
 pub fn contains(haystack: &[u8], needle: &str) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
+
+/// The one session in `data`: its folder, and how many answers its journal holds.
+pub fn only_session(data: &Path) -> (PathBuf, usize) {
+    let mut sessions = std::fs::read_dir(data.join("sessions")).unwrap().flatten();
+    let dir = sessions.next().unwrap().path();
+    assert!(sessions.next().is_none(), "one session in {}", data.display());
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    (dir, journal.matches(r#""event":"item_answered""#).count())
+}

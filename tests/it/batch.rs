@@ -296,21 +296,11 @@ async fn a_cost_cap_stops_between_phases_after_journaling_every_reply_the_batch_
         1,
         "the judge's phase did not go out: {stderr}"
     );
-    let dir = std::fs::read_dir(s.data.join("sessions"))
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path();
-    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
-    assert_eq!(
-        journal.matches(r#""event":"item_answered""#).count(),
-        88,
-        "every reply of the paid batch is journaled"
-    );
+    let (dir, answered) = common::only_session(&s.data);
+    assert_eq!(answered, 88, "every reply of the paid batch is journaled");
 
-    // Resumed with the same cap: the journaled answers are not asked again, so the judge's
-    // phase goes out on this sitting's money.
+    // Resumed with a cap that holds: the journaled answers are not asked again (no interview
+    // request this sitting), and the judge's phase goes out.
     let id = dir.file_name().unwrap().to_string_lossy().to_string();
     let out = common::output(
         &s.config,

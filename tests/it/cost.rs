@@ -103,14 +103,8 @@ async fn at_the_cap_what_is_in_flight_comes_back_and_is_journaled_so_nothing_is_
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let sent = s.server.stats().requests;
-    let dir = std::fs::read_dir(s.data.join("sessions"))
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path();
-    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
-    let answered = journal.matches(r#""event":"item_answered""#).count() as u64;
+    let (dir, answered) = common::only_session(&s.data);
+    let answered = answered as u64;
     assert!(answered < 44, "stopped part way: {answered}");
     assert!(sent > 1, "several in flight: {sent}");
     assert_eq!(
@@ -127,5 +121,65 @@ async fn at_the_cap_what_is_in_flight_comes_back_and_is_journaled_so_nothing_is_
         used_requests(&stderr, "rpa"),
         44 - answered,
         "only what was missing: {stderr}"
+    );
+}
+
+/// The binary's output, or a failure naming the hang if it has not ended within a minute.
+fn output_within_a_minute(mut command: std::process::Command) -> std::process::Output {
+    let child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+            panic!("the run did not stop within a minute of reaching its cap");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cap_reached_as_the_judges_first_request_of_its_shape_goes_still_stops() {
+    // What the interviews alone cost, from a run without a cap on the same seeded server.
+    let s = common::setup(
+        FakeConfig::default(),
+        "price_in_per_mtok = 10000\nprice_out_per_mtok = 10000",
+    )
+    .await;
+    let args = common::run_hermione("BFI", "er-batch", &["--concurrency", "1"]);
+    let out = common::output(&s.config, &s.data, &args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("used: rpa fake: "))
+        .expect(&stderr);
+    let interviews: f64 = line.rsplit_once('$').and_then(|(_, usd)| usd.parse().ok()).expect(line);
+    // A cap the last interview answer reaches: the judge's requests (a shape of their own, the
+    // first sent alone) start after it, and wait at the cap with the rest.
+    let cap = format!("{}", interviews * 0.9999);
+    let data = s.dir.path().join("capped");
+    let mut args = common::run_hermione("BFI", "er-batch", &["--concurrency", "1", "--yes", "--max-cost"]);
+    args.push(&cap);
+    let command = common::command(&s.config, &data, &args);
+    let out = tokio::task::spawn_blocking(move || output_within_a_minute(command))
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("reaching its cap"), "{stderr}");
+    let (dir, answered) = common::only_session(&data);
+    assert_eq!(answered, 44, "every answer kept");
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    assert!(
+        !journal.contains(r#""event":"dimension_assessed""#),
+        "no judge request went out"
     );
 }
