@@ -32,7 +32,8 @@ fn main() -> ExitCode {
         Some(command) => {
             // Everything a command prints passes the one gate that lets no escape sequence through.
             let mut stdout = incharacter::text::Safe::new(std::io::stdout().lock());
-            cli::run(command, &Ctx::new(handle), &mut stdout)
+            let ctx = Ctx::new(handle).with_workbench(tui::check_tui_section);
+            cli::run(command, &ctx, &mut stdout)
         }
     };
     // Calls still in flight (a cancelled run) are not waited for.

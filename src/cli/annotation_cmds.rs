@@ -163,8 +163,8 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
                 col::ANNOTATOR,
                 // Escaped, so what makes it wrong shows (an escape sequence would be taken out).
                 format!(
-                    "annotator {:?}: letters, digits, '-', '_' and '.' only",
-                    crate::text::fit(&f[col::ANNOTATOR], 80)
+                    "annotator {}: letters, digits, '-', '_' and '.' only",
+                    crate::text::fit(&format!("{:?}", f[col::ANNOTATOR]), 82)
                 ),
             ));
         }

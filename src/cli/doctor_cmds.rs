@@ -16,7 +16,7 @@ pub fn doctor(ctx: &Ctx, json: bool, out: &mut dyn Write) -> anyhow::Result<Exit
     let config = Config::load_user().map_err(|e| e.to_string());
     let env = |k: &str| std::env::var(k).ok();
     // The `[tui]` section is checked as the workbench checks it when it starts.
-    let workbench = config.as_ref().map(crate::tui::check_tui_section).unwrap_or_default();
+    let workbench = config.as_ref().map(|c| ctx.workbench(c)).unwrap_or_default();
     let facts = Facts::here(config).with_workbench(workbench);
     let report = doctor::judge(&ctx.block_on(doctor::examine(facts, &env)));
     if json {

@@ -669,6 +669,9 @@ pub struct Ctx {
     runtime: tokio::runtime::Handle,
     catalog: OnceLock<Arc<Catalog>>,
     config: OnceLock<Config>,
+    /// How the workbench reads the config's `[tui]` section, for `doctor` (given by the binary,
+    /// which holds both faces: neither imports the other).
+    workbench: Option<fn(&Config) -> crate::doctor::Workbench>,
 }
 
 impl Ctx {
@@ -677,7 +680,19 @@ impl Ctx {
             runtime,
             catalog: OnceLock::new(),
             config: OnceLock::new(),
+            workbench: None,
         }
+    }
+
+    /// With the workbench's reading of the config's `[tui]` section (see [`Ctx::new`]).
+    pub fn with_workbench(mut self, check: fn(&Config) -> crate::doctor::Workbench) -> Ctx {
+        self.workbench = Some(check);
+        self
+    }
+
+    /// What the workbench says of `config`'s `[tui]` section; nothing without the workbench.
+    pub fn workbench(&self, config: &Config) -> crate::doctor::Workbench {
+        self.workbench.map(|check| check(config)).unwrap_or_default()
     }
 
     /// Bundled plus user scales and characters; problems in user files are warned about and skipped.

@@ -185,12 +185,18 @@ pub enum Step {
         mode: SelfReportMode,
         #[serde(with = "options_map")]
         items: BTreeMap<u32, ItemOption>,
+        /// Items no reply answered usably, asked again alone, and left out of the scores.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        left_out: Vec<u32>,
     },
     Report {
         subject: String,
         observer: String,
         #[serde(with = "options_map")]
         items: BTreeMap<u32, ItemOption>,
+        /// As a self-report's.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        left_out: Vec<u32>,
     },
     Failed {
         subject: String,
@@ -291,6 +297,7 @@ impl Done {
                     subject,
                     observer,
                     items,
+                    ..
                 } => {
                     done.reports.insert((subject.clone(), observer.clone()), items.clone());
                 }
@@ -364,6 +371,7 @@ mod tests {
         );
         assert_eq!(serde_json::from_str::<Step>(&json).unwrap(), step);
         let report = Step::Report {
+            left_out: Vec::new(),
             subject: "s1".into(),
             observer: "o1".into(),
             items: [(1, ItemOption::Value(4)), (2, ItemOption::Refused)]

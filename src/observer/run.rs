@@ -196,6 +196,7 @@ impl ObserveEngine {
                     let _ = sink.send(Step::SelfReport {
                         subject: s.id.clone(),
                         mode: plan.self_report,
+                        left_out: self.left_out(&items),
                         items,
                     });
                 }
@@ -278,6 +279,7 @@ impl ObserveEngine {
                 let _ = pair.sink.send(Step::Report {
                     subject: pair.s.id.clone(),
                     observer: pair.o.id.clone(),
+                    left_out: self.left_out(&items),
                     items,
                 });
             }
@@ -527,6 +529,11 @@ impl ObserveEngine {
             pair.plan,
         )
         .await
+    }
+
+    /// The questionnaire's items a report has no option for.
+    fn left_out(&self, items: &BTreeMap<u32, ItemOption>) -> Vec<u32> {
+        self.scale().scored_items().map(|i| i.id).filter(|id| !items.contains_key(id)).collect()
     }
 
     async fn self_report(

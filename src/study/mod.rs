@@ -707,6 +707,7 @@ mod tests {
     fn an_observer_report_reads_back_from_its_record() {
         use crate::domain::scoring::ItemOption;
         let event = Event::Observed(crate::observer::Step::Report {
+            left_out: Vec::new(),
             subject: "s1".into(),
             observer: "o1".into(),
             items: [(1, ItemOption::Value(4)), (2, ItemOption::Refused)]

@@ -115,13 +115,31 @@ pub fn plan(
                 "{role}: no imported character (`incharacter import rolebench` adds one); played from a \
                  minimal role-play prompt built from the name"
             )),
-            // Which of them would play it is not for the run to guess.
+            // One of the user's own beside bundled ones (`import rolebench` of a bundled
+            // character's role) plays it; which of several of the user's is not for the run to guess.
             Err(several) => {
+                let own: Vec<&String> = several
+                    .iter()
+                    .filter(|id| {
+                        catalog
+                            .character_by_id(id)
+                            .is_some_and(|e| matches!(e.origin, crate::catalog::Origin::User { .. }))
+                    })
+                    .collect();
+                if let [own] = own.as_slice() {
+                    notes.push(format!(
+                        "{role}: played by your {own}, not the bundled {}",
+                        several.iter().filter(|id| id != own).cloned().collect::<Vec<_>>().join(", ")
+                    ));
+                    characters.insert(role.to_string(), (*own).clone());
+                    continue;
+                }
+                let named: Vec<&String> = if own.is_empty() { several.iter().collect() } else { own };
                 return Err(format!(
                     "the role \"{role}\" names {} characters ({}): give all but one another name and \
                      aliases, or leave the role out (--roles)",
-                    several.len(),
-                    several.join(", ")
+                    named.len(),
+                    named.iter().map(|id| id.as_str()).collect::<Vec<_>>().join(", ")
                 ));
             }
         }

@@ -370,9 +370,7 @@ impl App {
                 self.flash = Some(line);
             }
             Action::BatchWritten { session, requests } => {
-                self.live.running = false;
-                self.live.paused = false;
-                self.live.held.clear();
+                self.live.stopped(self.now_ms);
                 let written = BatchWritten::new(&session, &requests);
                 self.flash = Some(written.flash());
                 self.live.batch = Some(written);
@@ -450,10 +448,7 @@ impl App {
 
     /// The run task ended: say how, and list the sessions again (a finished probe is measured first).
     fn run_ended(&mut self, result: Result<(), String>) -> Vec<Effect> {
-        self.live.running = false;
-        self.live.ended_ms = Some(self.now_ms);
-        self.live.paused = false;
-        self.live.held.clear();
+        self.live.stopped(self.now_ms);
         // Nothing is in flight or queued once the run has ended, whatever its last counts said.
         self.live.accounting = None;
         self.run.calls_ended();
@@ -606,8 +601,12 @@ impl App {
         }
     }
 
-    /// What the last frame learnt that keys need: how far its tail-anchored text can scroll up.
+    /// What the last frame learnt that keys need: how far its tail-anchored text can scroll up, and
+    /// its top-anchored text down.
     pub fn laid_out(&mut self, hits: &Hits) {
+        if let (Some(end), Screen::Inspector) = (hits.scroll_end, self.screen) {
+            self.inspect.scroll_end = end;
+        }
         let Some(top) = hits.tail_top else { return };
         match self.screen {
             Screen::Live => self.live.scroll.set_limit(top),

@@ -600,31 +600,58 @@ fn an_export_names_the_memories_a_card_cannot_carry_back() {
     assert!(!stderr.contains("memory 1 "), "{stderr}");
 }
 
-/// A RoleBench role that names two characters (a card imported under a bundled character's name) is
+/// A RoleBench role that names a character of the user's beside a bundled one is played by the
+/// user's (the one `import rolebench` or a card made for it); one that names two of the user's is
 /// refused rather than played by whichever comes first.
-#[test]
-fn a_rolebench_role_naming_two_characters_is_refused() {
-    let dir = TempDir::new().unwrap();
-    let data = dir.path();
-    let file = data.join("h.json");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolebench_role_is_played_by_the_users_character_and_two_of_them_are_refused() {
+    let s = crate::common::setup(incharacter_testkit::fake_openai::FakeConfig::default(), "").await;
+    let card = s.dir.path().join("h.json");
     std::fs::write(
-        &file,
+        &card,
         json!({"name": "Hermione Granger", "description": "A witch."}).to_string(),
     )
     .unwrap();
-    ok(run(data, &["import", "card", file.to_str().unwrap()]));
-    let questions = data.join("q.jsonl");
+    let import = |id: &str| {
+        crate::common::command(
+            &s.config,
+            &s.data,
+            &["import", "card", card.to_str().unwrap(), "--id", id],
+        )
+        .output()
+        .unwrap()
+    };
+    ok(import("hermione-granger-en"));
+    let questions = s.dir.path().join("q.jsonl");
     std::fs::write(
         &questions,
         "{\"role\":\"Hermione Granger\",\"question\":\"Hi?\",\"generated\":[\"Hello.\"]}\n",
     )
     .unwrap();
-    let out = run(data, &["rolebench", "--data", questions.to_str().unwrap()]);
+    let rolebench = ["rolebench", "--data", questions.to_str().unwrap(), "--json"];
+    let out = crate::common::output(&s.config, &s.data, &rolebench).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("Hermione Granger: played by your hermione-granger-en, not the bundled hermione-en"),
+        "{stderr}"
+    );
+    let session = serde_json::from_slice::<Value>(&out.stdout).unwrap()["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let journal = std::fs::read_to_string(s.data.join("sessions").join(&session).join("journal.jsonl")).unwrap();
+    assert!(
+        journal.contains(r#""Hermione Granger":"hermione-granger-en""#),
+        "{journal}"
+    );
+
+    ok(import("hermione-again-en"));
+    let out = crate::common::output(&s.config, &s.data, &rolebench).await;
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("the role \"Hermione Granger\" names 2 characters (hermione-en, hermione-granger-en)"),
+        stderr.contains("the role \"Hermione Granger\" names 2 characters (hermione-again-en, hermione-granger-en)"),
         "{stderr}"
     );
-    assert!(!data.join("sessions").exists(), "nothing started");
 }

@@ -174,6 +174,12 @@ async fn one_unusable_item_never_voids_a_questionnaire() {
     let config = write_config(dir.path(), &server);
     let data = dir.path().join("data");
     let out = run(&config, &data, SYNTHETIC).await;
+    let journal = std::fs::read_to_string(Path::new(out["path"].as_str().unwrap()).join("journal.jsonl")).unwrap();
+    assert_eq!(
+        journal.matches(r#""left_out":[7]"#).count(),
+        4,
+        "what was left out is journaled: {journal}"
+    );
     let e = export(&config, &data, out["session"].as_str().unwrap());
     let (dims, keying) = ipip_keying(&config, &data);
     let subject = &e["subjects"][0];

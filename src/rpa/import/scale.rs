@@ -716,8 +716,8 @@ pub fn questionnaire<'s>(
     let id = options.id.clone().unwrap_or_else(|| draft.name.clone());
     if !crate::domain::is_id(&id) {
         return Err(format!(
-            "scale id {:?} must be at most 64 ASCII letters, digits, '-' and '_' (pass --id)",
-            crate::text::fit(&id, 80)
+            "scale id {} must be at most 64 ASCII letters, digits, '-' and '_' (pass --id)",
+            crate::text::fit(&format!("{id:?}"), 82)
         )
         .into());
     }

@@ -51,7 +51,7 @@ pub struct Inspect {
     pub scroll: u16,
     /// The furthest the scrolled pane (the drill, or the judge's analysis) can go and still show
     /// its last row at the bottom, as last drawn.
-    pub scroll_end: std::cell::Cell<u16>,
+    pub scroll_end: u16,
     /// Labels shown; `None`: those the metrics use for the scale (pdb for BFI and 16P, else annotation).
     pub labels: Option<LabelSource>,
 }
@@ -65,7 +65,7 @@ impl Default for Inspect {
             item: 0,
             focus: InspectFocus::Dimensions,
             scroll: 0,
-            scroll_end: std::cell::Cell::new(0),
+            scroll_end: 0,
             labels: None,
         }
     }
@@ -196,7 +196,7 @@ impl Inspect {
                 });
             }
             Command::ScrollUp => self.scroll = self.scroll.saturating_sub(5),
-            Command::ScrollDown => self.scroll = self.scroll.saturating_add(5).min(self.scroll_end.get()),
+            Command::ScrollDown => self.scroll = self.scroll.saturating_add(5).min(self.scroll_end),
             Command::Up | Command::Down | Command::PageUp | Command::PageDown | Command::Top | Command::Bottom => {
                 let delta: isize = match cmd {
                     Command::Up => -1,
@@ -225,7 +225,9 @@ impl Inspect {
                         self.scroll = 0;
                     }
                     InspectFocus::Drill => {
-                        self.scroll = (self.scroll as isize + delta).clamp(0, self.scroll_end.get() as isize) as u16;
+                        // From where it shows (a resize may have moved its end), to no further than its end.
+                        let from = self.scroll.min(self.scroll_end);
+                        self.scroll = (from as isize + delta).clamp(0, self.scroll_end as isize) as u16;
                     }
                 }
             }
@@ -352,7 +354,7 @@ impl Component for Inspect {
         let [header, body] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
         self.render_header(frame, header, ctx, &u, method);
         if self.focus == InspectFocus::Drill {
-            self.drill(frame, ctx, &u, body);
+            hits.scroll_end = Some(self.drill(frame, ctx, &u, body));
             return hits;
         }
         // The dimensions pane is as wide as its rows (the longest name, score, label, type and mark),
@@ -373,8 +375,9 @@ impl Component for Inspect {
             Layout::horizontal([Constraint::Length(dims_width), Constraint::Min(20)]).areas(body);
         hits.lists
             .push(self.render_dimensions(frame, dims_area, ctx, &u, method, name_width));
-        hits.lists
-            .extend(self.render_detail(frame, detail_area, ctx, &u, method));
+        let (list, end) = self.render_detail(frame, detail_area, ctx, &u, method);
+        hits.lists.extend(list);
+        hits.scroll_end = Some(end);
         hits
     }
 }
@@ -500,7 +503,7 @@ impl Inspect {
         ctx: &Ctx,
         u: &Unit,
         method: Method,
-    ) -> Option<(Rect, usize, ListId)> {
+    ) -> (Option<(Rect, usize, ListId)>, u16) {
         let theme = ctx.theme;
         let dim = self.dim.min(u.scale.dimensions.len().saturating_sub(1));
         let d = &u.scale.dimensions[dim];
@@ -528,10 +531,9 @@ impl Inspect {
             }
         };
         let paragraph = Paragraph::new(lines);
-        self.scroll_end
-            .set(ends_at(paragraph.line_count(inner.width), inner.height));
-        frame.render_widget(paragraph.scroll((self.scroll.min(self.scroll_end.get()), 0)), inner);
-        list
+        let end = ends_at(paragraph.line_count(inner.width), inner.height);
+        frame.render_widget(paragraph.scroll((self.scroll.min(end), 0)), inner);
+        (list, end)
     }
 
     /// The items of dimension `dim` with the option each answer gave and its score, then the dimension's.
@@ -702,12 +704,13 @@ fn messages_lines<'a>(
 
 impl Inspect {
     /// One item, everything about it.
-    fn drill(&self, frame: &mut Frame, ctx: &Ctx, u: &Unit, area: Rect) {
+    /// The drill into one item; how far it can scroll (see [`Hits::scroll_end`]).
+    fn drill(&self, frame: &mut Frame, ctx: &Ctx, u: &Unit, area: Rect) -> u16 {
         let theme = ctx.theme;
         let dim = self.dim.min(u.scale.dimensions.len().saturating_sub(1));
         let items: Vec<_> = u.scale.items_of(dim).collect();
         let Some(item) = items.get(self.item.min(items.len().saturating_sub(1))) else {
-            return;
+            return 0;
         };
         let b = block(
             format!(" Item {} · {} (esc back) ", item.id, u.scale.dimensions[dim].name),
@@ -750,9 +753,9 @@ impl Inspect {
         lines.extend(drilled.interviews());
         lines.extend(drilled.readings());
         let paragraph = Paragraph::new(lines).wrap(Wrap { trim: false });
-        self.scroll_end
-            .set(ends_at(paragraph.line_count(inner.width), inner.height));
-        frame.render_widget(paragraph.scroll((self.scroll.min(self.scroll_end.get()), 0)), inner);
+        let end = ends_at(paragraph.line_count(inner.width), inner.height);
+        frame.render_widget(paragraph.scroll((self.scroll.min(end), 0)), inner);
+        end
     }
 }
 

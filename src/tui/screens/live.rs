@@ -100,6 +100,15 @@ impl Live {
         }
     }
 
+    /// The run stopped at `now_ms` (ended, or waits for a batch's results): not running, not
+    /// paused, nothing held back, the clock stopped.
+    pub fn stopped(&mut self, now_ms: u64) {
+        self.running = false;
+        self.paused = false;
+        self.held.clear();
+        self.ended_ms = Some(now_ms);
+    }
+
     /// Following the run: the cursor is on the item streaming.
     pub fn follow_streaming(&mut self, run: &RunView) {
         if self.follow

@@ -140,6 +140,9 @@ pub struct Hits {
     /// How far the bottom-anchored text drawn (a transcript, a dialogue) can scroll up; `u16::MAX`
     /// when only its tail was laid out; `None` when no such text was drawn.
     pub tail_top: Option<u16>,
+    /// How far the top-anchored text drawn (the inspector's drill or analysis) can scroll down and
+    /// still fill its pane; `None` when no such text was drawn.
+    pub scroll_end: Option<u16>,
 }
 
 impl Hits {

@@ -77,6 +77,15 @@ fn render(app: &App, (w, h): (u16, u16)) -> String {
     out
 }
 
+/// [`render`], then what the frame learnt given to the app, as the event loop does.
+fn render_laid_out(app: &mut App, (w, h): (u16, u16)) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+    let mut hits = None;
+    terminal.draw(|f| hits = Some(ui::draw(f, app))).unwrap();
+    app.laid_out(&hits.unwrap());
+    render(app, (w, h))
+}
+
 fn plan() -> RunPlan {
     fixture::plan(&["hermione-en", "zhongli-zh"], &["BFI"], &[Method::ErBatch, Method::Oc])
 }
@@ -481,9 +490,9 @@ fn the_inspectors_lists_and_drill_stop_at_their_ends() {
     key(&mut app, KeyCode::Char('m'));
     key(&mut app, KeyCode::Tab);
     key(&mut app, KeyCode::Enter);
-    let top = render(&app, (120, 40));
+    let top = render_laid_out(&mut app, (120, 40));
     key(&mut app, KeyCode::End);
-    let end = render(&app, (120, 40));
+    let end = render_laid_out(&mut app, (120, 40));
     assert_ne!(top, end, "the drill scrolled");
     let rows_with_text = end
         .lines()
@@ -492,7 +501,20 @@ fn the_inspectors_lists_and_drill_stop_at_their_ends() {
         .count();
     assert!(rows_with_text > 20, "the end of the drill fills the pane: {end}");
     key(&mut app, KeyCode::PageUp);
-    assert_ne!(render(&app, (120, 40)), end, "one page up from the end moves at once");
+    assert_ne!(
+        render_laid_out(&mut app, (120, 40)),
+        end,
+        "one page up from the end moves at once"
+    );
+    // Taller, the same drill ends sooner: a page up still moves from what is shown.
+    key(&mut app, KeyCode::End);
+    let tall = render_laid_out(&mut app, (120, 60));
+    key(&mut app, KeyCode::PageUp);
+    assert_ne!(
+        render_laid_out(&mut app, (120, 60)),
+        tall,
+        "a page up after a resize moves at once"
+    );
 }
 
 /// An item the judge never converted is shown as failed, and its dimension as scored from the rest.
@@ -1107,11 +1129,13 @@ fn observers_show_cards_dialogues_and_traits() {
             },
         },
         Step::SelfReport {
+            left_out: Vec::new(),
             subject: "s1".into(),
             mode: SelfReportMode::Batched,
             items: items(1),
         },
         Step::Report {
+            left_out: Vec::new(),
             subject: "s1".into(),
             observer: "o1".into(),
             items: items(2),

@@ -40,6 +40,7 @@ fn observer_session() -> Vec<Event> {
     for (k, s) in subjects.iter().enumerate() {
         let k = k as i32 + 1;
         events.push(Event::Observed(Step::SelfReport {
+            left_out: Vec::new(),
             subject: s.id.clone(),
             mode: SelfReportMode::Batched,
             items: items(k),
@@ -78,6 +79,7 @@ fn observer_session() -> Vec<Event> {
                     },
                 },
                 Step::Report {
+                    left_out: Vec::new(),
                     subject,
                     observer,
                     items: items(k + j as i32 + 1),

@@ -166,15 +166,6 @@ pub fn listed(catalog: &Catalog) -> Vec<&crate::catalog::Entry<Character>> {
     out
 }
 
-fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && !id.starts_with('-')
-        && id
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-}
-
 impl Persona {
     fn scale<'a>(&self, catalog: &'a Catalog) -> Option<&'a Scale> {
         let i = self
@@ -505,10 +496,8 @@ fn target_key(draft: &mut Draft, scale: &Scale, key: Key, step: Option<bool>) ->
 
 fn save(draft: &Draft, catalog: &Catalog) -> Vec<Request> {
     let c = draft.character();
-    if !valid_id(&c.id) {
-        return vec![Request::Flash(
-            "id: lower-case letters, digits and '-' (e.g. wren-en)".into(),
-        )];
+    if !crate::domain::is_id(&c.id) {
+        return vec![Request::Flash(format!("id: {} (e.g. wren-en)", crate::domain::ID_RULE))];
     }
     if draft.new && catalog.character_entry(&c.id).is_some_and(|e| e.value.id == c.id) {
         return vec![Request::Flash(format!("{} exists already: choose another id", c.id))];
