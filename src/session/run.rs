@@ -431,6 +431,10 @@ impl<S: Study> Run<S> {
                 self.journal.append(&event).map_err(unwritable)?;
                 on_event(&event);
             }
+            if let Some(stopped) = stop.record() {
+                self.journal.append(&stopped).map_err(unwritable)?;
+                on_event(&stopped);
+            }
             return match stop {
                 Stop::Unreachable(u) => Err(unreachable_error(u)),
                 Stop::Batch(written) => written.map(Ended::Waiting),
@@ -577,6 +581,25 @@ enum Stop {
         spent: f64,
         cap: f64,
     },
+}
+
+impl Stop {
+    /// What the journal keeps of a stop the session should show: one at the cost cap (`sessions`:
+    /// stopped at its cost cap).
+    fn record(&self) -> Option<Event> {
+        let (spent, cap) = match self {
+            Stop::Capped { spent, cap } | Stop::Batch(Err(SessionError::CostCap { spent, cap })) => (*spent, *cap),
+            _ => return None,
+        };
+        Some(Event::Stopped {
+            reason: format!(
+                "the sitting spent ${}, reaching its cost cap of ${}",
+                crate::text::usd(spent),
+                crate::text::usd(cap)
+            ),
+            at: journal::now_rfc3339(),
+        })
+    }
 }
 
 fn unreachable_error(u: Unreachable) -> SessionError {

@@ -28,10 +28,16 @@ pub struct SessionEntry {
     pub sample: bool,
 }
 
+/// The status of a session whose last sitting stopped at its cost cap (a resume goes on).
+pub const STOPPED_AT_CAP: &str = "stopped at its cost cap";
+
 impl SessionEntry {
     /// The status as a list column shows it: "complete with failures" is too wide, and what sets it
     /// apart ("with failures") is enough.
     pub fn short_status(&self) -> &str {
+        if self.status == STOPPED_AT_CAP {
+            return "cost cap";
+        }
         self.status.strip_prefix("complete ").unwrap_or(&self.status)
     }
 }
@@ -280,6 +286,10 @@ fn list_in(dir: &Path, sample: bool) -> (Vec<SessionEntry>, Vec<(PathBuf, String
                     Some(format!("{status} with failures"))
                 }
                 Event::RunFinished { status, .. } => Some(status.clone()),
+                // Unless a writer has it again (a resume going on).
+                Event::Stopped { .. } if journal::writer(&path.join("journal.jsonl")).is_none() => {
+                    Some(STOPPED_AT_CAP.into())
+                }
                 _ => None,
             })
             .unwrap_or_else(|| match journal::writer(&path.join("journal.jsonl")) {

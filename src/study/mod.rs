@@ -116,6 +116,12 @@ pub enum Event {
         status: String,
         at: String,
     },
+    /// The sitting stopped before the run was done, for a reason the session should show (its cost
+    /// cap reached); a resume goes on from here.
+    Stopped {
+        reason: String,
+        at: String,
+    },
     /// A provider refused part of a request in a documented way; its requests go adapted from here.
     Adapted(crate::llm::adapt::Adaptation),
     /// What a provider's server said about itself on first contact (its context, its slots), and

@@ -335,6 +335,7 @@ impl RunView {
             Event::Batch(step) => self.log(step.describe().to_string()),
             Event::Rolebench(step) => self.rolebench_step(step),
             Event::RunFinished { status, .. } => self.finished = Some(status.clone()),
+            Event::Stopped { reason, .. } => self.log(format!("stopped: {reason}")),
             Event::Adapted(a) => {
                 self.log(format!(
                     "adapted to {} ({}): {}",

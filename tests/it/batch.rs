@@ -298,6 +298,8 @@ async fn a_cost_cap_stops_between_phases_after_journaling_every_reply_the_batch_
     );
     let (dir, answered) = common::only_session(&s.data);
     assert_eq!(answered, 88, "every reply of the paid batch is journaled");
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    assert!(journal.contains(r#""event":"stopped""#), "why it stopped is journaled");
 
     // Resumed with a cap that holds: the journaled answers are not asked again (no interview
     // request this sitting), and the judge's phase goes out.

@@ -59,6 +59,14 @@ async fn a_run_that_reaches_its_cap_stops_cleanly_and_resumes() {
     let answered = journal.matches(r#""event":"item_answered""#).count();
     assert!(answered > 0 && answered < 44, "stopped part way: {answered} answers");
     assert!(!dir.join("results.json").exists(), "not finished");
+    assert!(
+        journal.contains(r#""event":"stopped","reason":"the sitting spent $"#)
+            && journal.contains("reaching its cost cap of $20.00"),
+        "the journal says why it stopped: {journal}"
+    );
+    let status = |sessions: serde_json::Value| sessions.as_array().unwrap()[0]["status"].as_str().unwrap().to_string();
+    let listed = common::json_of(common::output(&s.config, &s.data, &["sessions", "--json"]).await);
+    assert_eq!(status(listed), "stopped at its cost cap");
     let id = dir.file_name().unwrap().to_string_lossy().to_string();
     let out = common::output(&s.config, &s.data, &["run", "--resume", &id, "--json"]).await;
     let summary = common::json_of(out);
@@ -69,6 +77,8 @@ async fn a_run_that_reaches_its_cap_stops_cleanly_and_resumes() {
         44,
         "nothing asked twice"
     );
+    let listed = common::json_of(common::output(&s.config, &s.data, &["sessions", "--json"]).await);
+    assert_eq!(status(listed), "complete");
 }
 
 /// The requests of a run's `used:` line for `role` (`used: rpa fake: 7 requests, …`).
