@@ -43,6 +43,12 @@ fn conclusions(session: &Path) -> Vec<Value> {
     out
 }
 
+/// Every row of a run's `--json` summary has all its dimensions assessed.
+fn assert_all_assessed(summary: &Value) {
+    let rows = summary["summary"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["failed_dimensions"] == 0), "{summary}");
+}
+
 fn session_dir(data: &Path, id: &str) -> std::path::PathBuf {
     data.join("sessions").join(id)
 }
@@ -66,8 +72,7 @@ async fn a_run_through_the_batch_api_equals_the_streamed_run() {
     let out = common::output(&s.config, &s.data, &args).await;
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let summary = common::json_of(out);
-    let rows = summary["summary"].as_array().unwrap();
-    assert!(rows.iter().all(|r| r["failed_dimensions"] == 0), "{summary}");
+    assert_all_assessed(&summary);
     let stats = s.server.stats();
     assert_eq!(stats.requests, 0, "no request streamed: {stats:?}");
     // The interviews, then the judge's calls (and its re-asks, if any reply was rejected).
@@ -161,14 +166,7 @@ async fn batch_files_phase_by_phase_equal_the_streamed_run_and_a_bad_file_change
     assert_eq!(phases, 2, "interviews, then the judge");
     assert_eq!(s.server.stats().requests, 0, "batch files send nothing");
     assert_eq!(summary["session"], id.as_str());
-    assert!(
-        summary["summary"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|r| r["failed_dimensions"] == 0),
-        "{summary}"
-    );
+    assert_all_assessed(&summary);
     assert_eq!(conclusions(&session_dir(&s.data, &id)), expected);
 }
 
@@ -266,14 +264,7 @@ async fn a_killed_batch_run_polls_the_same_batch_when_resumed() {
         stats.batches as usize, uploaded,
         "one batch per phase, none again: {stats:?}"
     );
-    assert!(
-        summary["summary"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|r| r["failed_dimensions"] == 0),
-        "{summary}"
-    );
+    assert_all_assessed(&summary);
     assert_eq!(conclusions(&session), expected);
 }
 
@@ -316,14 +307,7 @@ async fn a_cost_cap_stops_between_phases_after_journaling_every_reply_the_batch_
         "no interview request this sitting: {stderr}"
     );
     let summary = common::json_of(out);
-    assert!(
-        summary["summary"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|r| r["failed_dimensions"] == 0),
-        "{summary}"
-    );
+    assert_all_assessed(&summary);
     assert_eq!(conclusions(&dir), expected);
 }
 

@@ -10,8 +10,11 @@ use std::path::Path;
 use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
 use serde_json::Value;
 
+/// The provider's lines of these tests' configs: retries at once, four in flight.
+const PROVIDER: &str = "retry_base_ms = 1\nmax_concurrency = 4";
+
 fn write_config(dir: &Path, server: &FakeServer) -> std::path::PathBuf {
-    common::fake_config(dir, server, "retry_base_ms = 1\nmax_concurrency = 4")
+    common::fake_config(dir, server, PROVIDER)
 }
 
 use crate::common::command;
@@ -164,24 +167,21 @@ async fn a_synthetic_subject_gets_relationships_dialogues_and_reports_whose_aggr
 /// item 7 is asked again on its own and then left out, and each trait is scored from what remains.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_unusable_item_never_voids_a_questionnaire() {
-    let server = FakeServer::start(FakeConfig {
+    let fake = FakeConfig {
         out_of_range_key: Some("7".into()),
         ..FakeConfig::default()
-    })
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &server);
-    let data = dir.path().join("data");
-    let out = run(&config, &data, SYNTHETIC).await;
+    };
+    let s = common::setup(fake, PROVIDER).await;
+    let (config, data) = (s.config.as_path(), s.data.as_path());
+    let out = run(config, data, SYNTHETIC).await;
     let journal = std::fs::read_to_string(Path::new(out["path"].as_str().unwrap()).join("journal.jsonl")).unwrap();
     assert_eq!(
         journal.matches(r#""left_out":[7]"#).count(),
         4,
         "what was left out is journaled: {journal}"
     );
-    let e = export(&config, &data, out["session"].as_str().unwrap());
-    let (dims, keying) = ipip_keying(&config, &data);
+    let e = export(config, data, out["session"].as_str().unwrap());
+    let (dims, keying) = ipip_keying(config, data);
     let subject = &e["subjects"][0];
     let reports = std::iter::once(&subject["self_report"])
         .chain(subject["observers"].as_array().unwrap().iter().map(|o| &o["report"]));
