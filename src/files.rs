@@ -329,21 +329,125 @@ fn not_own(path: &Path, data_dir: Option<&Path>) -> Result<(), FileError> {
 /// rename (see the module's paragraph for links). A new file gets mode 0644, a replaced one keeps
 /// its mode.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    let tmp = staged(path, bytes)?;
+    tmp.persist(path).map_err(|e| FileError::Write {
+        path: path.to_path_buf(),
+        error: e.error,
+    })?;
+    sync_folder(path);
+    Ok(())
+}
+
+/// What [`write_all_or_none`] does to one file: write these bytes, or remove it (`None`).
+pub type Change<'a> = (PathBuf, Option<&'a [u8]>);
+
+/// Writes (or removes) several files that only make sense together — all of them or none. Every
+/// new content is first written beside its target and synced, so a refused target (a link, a folder)
+/// or a full disk changes nothing; then each target is moved aside and its new content moved in; a
+/// failure there moves everything back. The old files are removed last. (A kill between the renames
+/// leaves the old ones beside their targets as `.incharacter-*.old`.)
+pub fn write_all_or_none(changes: &[Change<'_>]) -> Result<(), FileError> {
+    let mut prepared = Vec::new();
+    for (path, bytes) in changes {
+        let tmp = match bytes {
+            Some(bytes) => Some(staged(path, bytes)?),
+            None => {
+                target_permissions(path)?;
+                None
+            }
+        };
+        prepared.push((path.as_path(), tmp));
+    }
+    let mut done: Vec<(&Path, Option<tempfile::TempPath>, bool)> = Vec::new();
+    for (path, tmp) in prepared {
+        match swap_in(path, tmp) {
+            Ok((old, placed)) => done.push((path, old, placed)),
+            Err(e) => {
+                for (path, old, placed) in done.into_iter().rev() {
+                    if placed {
+                        let _ = std::fs::remove_file(path);
+                    }
+                    if let Some(old) = old {
+                        let _ = old.persist(path);
+                    }
+                }
+                return Err(e);
+            }
+        }
+    }
+    for (path, old, _) in done {
+        drop(old);
+        sync_folder(path);
+    }
+    Ok(())
+}
+
+/// Moves `path`'s file aside (returned, removed when dropped) and `tmp` in its place (`placed`).
+fn swap_in(
+    path: &Path,
+    tmp: Option<tempfile::NamedTempFile>,
+) -> Result<(Option<tempfile::TempPath>, bool), FileError> {
     let write_error = |error| FileError::Write {
         path: path.to_path_buf(),
         error,
     };
-    let existing = match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => return Err(FileError::Symlink(path.to_path_buf())),
-        Ok(meta) if !meta.is_file() => return Err(FileError::NotAFileToWrite(path.to_path_buf())),
-        Ok(meta) => Some(meta.permissions()),
+    let old = match std::fs::symlink_metadata(path) {
+        Ok(_) => {
+            let aside = tempfile::Builder::new()
+                .prefix(".incharacter-")
+                .suffix(".old")
+                .tempfile_in(folder_of(path))
+                .map_err(write_error)?
+                .into_temp_path();
+            std::fs::rename(path, &aside).map_err(write_error)?;
+            Some(aside)
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(write_error(e)),
     };
-    let dir = path
-        .parent()
+    let Some(tmp) = tmp else { return Ok((old, false)) };
+    match tmp.persist(path) {
+        Ok(_) => Ok((old, true)),
+        Err(e) => {
+            if let Some(old) = old {
+                let _ = old.persist(path);
+            }
+            Err(write_error(e.error))
+        }
+    }
+}
+
+/// The folder a file is written in (`.` for a bare name).
+fn folder_of(path: &Path) -> &Path {
+    path.parent()
         .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+        .unwrap_or(Path::new("."))
+}
+
+/// The permissions of the file at `path` to keep (`None`: no file there yet); a link or something
+/// that is not a file is refused.
+fn target_permissions(path: &Path) -> Result<Option<std::fs::Permissions>, FileError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(FileError::Symlink(path.to_path_buf())),
+        Ok(meta) if !meta.is_file() => Err(FileError::NotAFileToWrite(path.to_path_buf())),
+        Ok(meta) => Ok(Some(meta.permissions())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(FileError::Write {
+            path: path.to_path_buf(),
+            error: e,
+        }),
+    }
+}
+
+/// `bytes` in a synced temporary file beside `path`, with the mode `path` will have; `path` itself
+/// untouched. Dropping it removes it.
+fn staged(path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile, FileError> {
+    let write_error = |error| FileError::Write {
+        path: path.to_path_buf(),
+        error,
+    };
+    let existing = target_permissions(path)?;
+    let dir = folder_of(path);
     std::fs::create_dir_all(dir).map_err(write_error)?;
     // Dropped on any error below, which removes the temporary.
     let mut tmp = tempfile::Builder::new()
@@ -356,12 +460,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     if let Some(permissions) = existing.or_else(new_file_permissions) {
         tmp.as_file().set_permissions(permissions).map_err(write_error)?;
     }
-    tmp.persist(path).map_err(|e| write_error(e.error))?;
-    // The rename itself is durable once the folder is synced (not possible on every system).
-    if let Ok(folder) = std::fs::File::open(dir) {
+    Ok(tmp)
+}
+
+/// The rename itself is durable once the folder is synced (not possible on every system).
+fn sync_folder(path: &Path) {
+    if let Ok(folder) = std::fs::File::open(folder_of(path)) {
         let _ = folder.sync_all();
     }
-    Ok(())
 }
 
 /// The mode of a new file: 0644, as the user's other files, not the temporary's 0600.
@@ -379,6 +485,44 @@ fn new_file_permissions() -> Option<std::fs::Permissions> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_written_together_change_all_or_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let [a, b, c, gone] = ["a", "b", "c", "gone"].map(|n| dir.path().join(n));
+        std::fs::write(&a, "old a").unwrap();
+        std::fs::write(&gone, "old").unwrap();
+        std::fs::create_dir(&c).unwrap();
+        let names = || {
+            let mut n: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            n.sort();
+            n
+        };
+        let e = write_all_or_none(&[
+            (a.clone(), Some(b"new a".as_slice())),
+            (gone.clone(), None),
+            (b.clone(), Some(b"new b".as_slice())),
+            (c.clone(), Some(b"new c".as_slice())),
+        ])
+        .unwrap_err();
+        assert!(matches!(e, FileError::NotAFileToWrite(ref p) if *p == c), "{e}");
+        assert_eq!(names(), ["a", "c", "gone"], "no temporary, no new file");
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "old a");
+        std::fs::remove_dir(&c).unwrap();
+        write_all_or_none(&[
+            (a.clone(), Some(b"new a".as_slice())),
+            (gone.clone(), None),
+            (b.clone(), Some(b"new b".as_slice())),
+            (c.clone(), None),
+        ])
+        .unwrap();
+        assert_eq!(names(), ["a", "b"], "the old files are not left aside");
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "new a");
+        assert_eq!(std::fs::read_to_string(&b).unwrap(), "new b");
+    }
 
     #[test]
     fn a_json_error_is_placed_from_column_one_and_said_once() {

@@ -209,7 +209,7 @@ mod tests {
             )
             .unwrap_err()
             .to_string()
-            .contains("must be lower-case")
+            .contains("must be at most 64 ASCII letters")
         );
         assert!(
             std::fs::read_dir(data.path()).unwrap().next().is_none(),

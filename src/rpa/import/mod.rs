@@ -253,15 +253,6 @@ fn speakers(text: &str) -> Vec<String> {
         .collect()
 }
 
-fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && id
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !id.starts_with('-')
-}
-
 type Row = serde_json::Map<String, serde_json::Value>;
 
 /// The JSON objects of a jsonl file, each with its 1-based line number and its line's text (to
@@ -343,13 +334,14 @@ fn character_id(options: &Options, name: &str, fallback: &str, language: &str) -
         let s = if s.is_empty() { slug(fallback) } else { s };
         format!("{s}-{language}")
     });
-    if !valid_id(&id) {
+    // The rule every character file's id follows, so an imported character is one `validate` accepts.
+    if !crate::domain::is_id(&id) {
         // Said of what was wrong, the id shown escaped and cut: it may come from a file.
         let shown = crate::text::fit(&format!("{id:?}"), 80);
         let why = if id.len() > 64 {
             format!("is {} bytes long; an id is at most 64", id.len())
         } else {
-            "must be lower-case letters, digits and '-', not beginning with '-'".into()
+            format!("must be {}", crate::domain::ID_RULE)
         };
         let hint = if options.id.is_some() { "" } else { " (pass --id)" };
         return Err(format!("id {shown} {why}{hint}").into());
@@ -487,7 +479,7 @@ fn character_path(data_dir: &Path, id: &str) -> PathBuf {
 pub(crate) const MAX_MEMORIES: u64 = super::memories::MAX_FILE;
 
 /// Writes `character` to `character_file` (claimed by [`claim`]) and its memories, once the file is
-/// known to read back as it: the memories first, so the character never appears without them.
+/// known to read back as it, all files or none.
 /// `origin` names what was imported. `card` is the character card it came from (its JSON, and the
 /// PNG it came in), kept for `export-card`; without one, a card kept by an earlier import is removed.
 #[allow(clippy::too_many_arguments)]
@@ -517,21 +509,16 @@ fn write_files<'s>(
         )
         .into());
     }
-    crate::files::write_atomic(&memories_file, &memories)?;
+    // The memories, the card and the character file together or not at all: a character never
+    // appears without its memories, and a failed import (a replace included) changes none of them.
     let (card_json, card_png) = super::card::stored_paths(data_dir, &character.id);
     let (json, png) = card.map_or((None, None), |(json, png)| (Some(json), png));
-    for (path, bytes) in [(card_json, json), (card_png, png)] {
-        match bytes {
-            Some(bytes) => crate::files::write_atomic(&path, bytes)?,
-            None => match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(FileError::Write { path, error: e }.into());
-                }
-                _ => {}
-            },
-        }
-    }
-    crate::files::write_atomic(&character_file, text.as_bytes())?;
+    crate::files::write_all_or_none(&[
+        (memories_file.clone(), Some(&memories)),
+        (card_json, json),
+        (card_png, png),
+        (character_file.clone(), Some(text.as_bytes())),
+    ])?;
     Ok(Imported {
         id: character.id,
         name: character.name,
