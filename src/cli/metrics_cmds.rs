@@ -16,11 +16,11 @@ use crate::domain::metrics::{Alignment, AlignmentRow, alignment, std_score};
 use crate::domain::scale::Scale;
 use crate::domain::stats;
 
-/// One CSV data row: its fields and where each field starts (line, column).
+/// One CSV data row: its fields and where each field starts (line, column): a field after a quoted
+/// one that spans lines starts on a later line than its record.
 pub(super) struct Row {
     pub(super) fields: Vec<String>,
-    line: u64,
-    columns: Vec<usize>,
+    places: Vec<(u64, usize)>,
 }
 
 /// Reads a CSV with a header naming at least `required` (any order, extra columns ignored) and returns
@@ -41,16 +41,19 @@ pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -
         .trim(csv::Trim::All)
         .flexible(false)
         .from_reader(bytes.as_slice());
+    let lines = LineStarts::of(&bytes);
     let header = reader
         .headers()
-        .map_err(|e| csv_error(&name, &bytes, &LineStarts(vec![0]), &e))?
+        .map_err(|e| csv_error(&name, &bytes, &lines, &e))?
         .clone();
+    // The header's own line: blank lines before it are skipped by the reader.
+    let header_line = lines.line_of(header.position().map_or(0, |p| record_start(&bytes, p.byte())));
     let positions: Vec<usize> = required
         .iter()
         .map(|col| {
             header.iter().position(|h| h.eq_ignore_ascii_case(col)).ok_or_else(|| {
                 input_error(format!(
-                    "{}:1:1: missing column \"{col}\" (the header must name {})",
+                    "{}:{header_line}:1: missing column \"{col}\" (the header must name {})",
                     name,
                     required.join(",")
                 ))
@@ -66,7 +69,6 @@ pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -
                 .map(|col| header.iter().position(|h| h.eq_ignore_ascii_case(col))),
         )
         .collect();
-    let lines = LineStarts::of(&bytes);
     let mut rows = Vec::new();
     for record in reader.records() {
         let record = record.map_err(|e| csv_error(&name, &bytes, &lines, &e))?;
@@ -78,12 +80,15 @@ pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -
             .iter()
             .map(|i| i.and_then(|i| record.get(i)).unwrap_or("").to_string())
             .collect();
-        let starts = field_columns(&bytes[start..]);
-        let columns = positions
+        let starts = field_starts(&bytes[start..]);
+        let places = positions
             .iter()
-            .map(|i| starts.get(i.unwrap_or(0)).copied().unwrap_or(1))
+            .map(|i| {
+                let (below, column) = starts.get(i.unwrap_or(0)).copied().unwrap_or((0, 1));
+                (line + below, column)
+            })
             .collect();
-        rows.push(Row { fields, line, columns });
+        rows.push(Row { fields, places });
     }
     if rows.is_empty() {
         return Err(input_error(format!("{}: no data rows after the header", name)));
@@ -111,22 +116,27 @@ impl LineStarts {
 }
 
 /// The first byte of the record the reader says starts at `offset`: its offset may point at the line
-/// ends (blank lines, the `\n` of a CRLF) before the record, so they are skipped.
+/// ends (blank lines, the `\n` of a CRLF) before the record, so they are skipped, and at a UTF-8 byte
+/// order mark, which is not a character of the header.
 fn record_start(bytes: &[u8], offset: u64) -> usize {
     let mut at = usize::try_from(offset).map_or(bytes.len(), |o| o.min(bytes.len()));
+    if at == 0 && bytes.starts_with(b"\xEF\xBB\xBF") {
+        at = 3;
+    }
     while matches!(bytes.get(at), Some(b'\r' | b'\n')) {
         at += 1;
     }
     at
 }
 
-/// The 1-based column (in characters) where each field of the record at the start of `raw` begins:
-/// past the spaces the reader trims, and inside an opening quote. Read up to the record's end only.
-fn field_columns(raw: &[u8]) -> Vec<usize> {
-    let mut columns = Vec::new();
+/// Where each field of the record at the start of `raw` begins: the lines below the record's first
+/// (a quoted field may hold line ends) and the 1-based column in characters, past the spaces the reader
+/// trims and inside an opening quote. Read up to the record's end only.
+fn field_starts(raw: &[u8]) -> Vec<(u64, usize)> {
+    let mut starts = Vec::new();
     let mut field_start = true;
     let mut quoted = false;
-    let mut column = 0;
+    let (mut below, mut column) = (0, 0);
     for &b in raw {
         // A character is counted at its first byte (UTF-8 continuation bytes are 0b10xxxxxx).
         if b & 0xC0 != 0x80 {
@@ -136,36 +146,36 @@ fn field_columns(raw: &[u8]) -> Vec<usize> {
             if b == b' ' || b == b'\t' {
                 continue;
             }
-            columns.push(if b == b'"' { column + 1 } else { column });
+            starts.push((below, if b == b'"' { column + 1 } else { column }));
             field_start = false;
         }
         match b {
             b'"' => quoted = !quoted,
             b',' if !quoted => field_start = true,
             b'\n' | b'\r' if !quoted => break,
+            b'\n' => (below, column) = (below + 1, 0),
             _ => {}
         }
     }
-    columns
+    starts
 }
 
 /// A record the reader refused, located: a field that is not UTF-8 at that field's column.
 fn csv_error(name: &str, bytes: &[u8], lines: &LineStarts, e: &csv::Error) -> anyhow::Error {
     let start = e.position().map_or(0, |p| record_start(bytes, p.byte()));
-    let column = match e.kind() {
-        csv::ErrorKind::Utf8 { err, .. } => field_columns(&bytes[start..]).get(err.field()).copied().unwrap_or(1),
-        _ => 1,
+    let (below, column) = match e.kind() {
+        csv::ErrorKind::Utf8 { err, .. } => field_starts(&bytes[start..])
+            .get(err.field())
+            .copied()
+            .unwrap_or((0, 1)),
+        _ => (0, 1),
     };
-    input_error(format!("{}:{}:{column}: {e}", name, lines.line_of(start)))
+    input_error(format!("{}:{}:{column}: {e}", name, lines.line_of(start) + below))
 }
 
 pub(super) fn located(path: &Path, row: &Row, field: usize, message: String) -> anyhow::Error {
-    input_error(format!(
-        "{}:{}:{}: {message}",
-        path.display(),
-        row.line,
-        row.columns[field]
-    ))
+    let (line, column) = row.places[field];
+    input_error(format!("{}:{line}:{column}: {message}", path.display()))
 }
 
 fn parse_number(path: &Path, row: &Row, field: usize, what: &str) -> anyhow::Result<f64> {
@@ -477,7 +487,7 @@ mod tests {
     fn rows_know_their_line_with_lf_and_crlf_line_ends() {
         for end in ["\n", "\r\n"] {
             let text = ["a,b", "1,2", "", "3,4", "5,6"].join(end) + end;
-            let lines: Vec<u64> = rows(&text).iter().map(|r| r.line).collect();
+            let lines: Vec<u64> = rows(&text).iter().map(|r| r.places[0].0).collect();
             assert_eq!(lines, [2, 4, 5], "line end {end:?}");
         }
     }
@@ -495,14 +505,14 @@ mod tests {
     fn fields_are_located_where_their_text_starts_spaced_quoted_or_not_utf8() {
         let rows = rows("x,a,b\nann,  subject  ,9\n\"q,1\",\"é\",\"7\"\n");
         assert_eq!(
-            rows[0].columns,
-            [7, 17],
+            rows[0].places,
+            [(2, 7), (2, 17)],
             "past the trimmed spaces: {:?}",
             rows[0].fields
         );
         assert_eq!(
-            rows[1].columns,
-            [8, 12],
+            rows[1].places,
+            [(3, 8), (3, 12)],
             "inside the quotes, in characters: {:?}",
             rows[1].fields
         );
@@ -514,6 +524,36 @@ mod tests {
     }
 
     #[test]
+    fn a_field_after_a_quoted_one_spanning_lines_is_located_on_its_own_line() {
+        for end in ["\n", "\r\n"] {
+            let text = format!("a,note,b{end}1,\"first{end}second{end}third\",  x{end}2,n,3{end}");
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.csv");
+            std::fs::write(&path, &text).unwrap();
+            let rows = read_csv(&path, &["a", "b"]).unwrap();
+            assert_eq!(rows[0].places, [(2, 1), (4, 10)], "line end {end:?}");
+            assert_eq!(rows[1].places, [(5, 1), (5, 5)], "line end {end:?}");
+        }
+    }
+
+    #[test]
+    fn a_byte_order_mark_and_blank_lines_before_the_header_do_not_shift_places() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv");
+        std::fs::write(&path, b"\xEF\xBB\xBFa,\xff\n1,2\n").unwrap();
+        let err = read_csv(&path, &["a", "b"]).err().unwrap().to_string();
+        assert!(
+            err.contains("t.csv:1:3:"),
+            "the header's second field, the mark not counted: {err}"
+        );
+        std::fs::write(&path, "\n\nx,b\n1,2\n").unwrap();
+        let err = read_csv(&path, &["a", "b"]).err().unwrap().to_string();
+        assert!(err.contains("t.csv:3:1: missing column \"a\""), "{err}");
+        std::fs::write(&path, "\u{feff}a,b\n1,2\n").unwrap();
+        assert_eq!(read_csv(&path, &["a", "b"]).unwrap()[0].fields, ["1", "2"]);
+    }
+
+    #[test]
     fn a_large_table_is_read_whole_and_its_last_row_knows_its_line() {
         // 200,000 rows: reading that recounted the lines for each row took minutes at this size.
         let text: String = std::iter::once("a,b\n".to_string())
@@ -521,7 +561,7 @@ mod tests {
             .collect();
         let rows = rows(&text);
         assert_eq!(rows.len(), 200_000);
-        assert_eq!(rows[199_999].line, 200_001);
+        assert_eq!(rows[199_999].places[0].0, 200_001);
         let lines = LineStarts::of(text.as_bytes());
         assert_eq!(lines.line_of(text.len() - 1), 200_001);
     }
