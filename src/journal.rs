@@ -257,10 +257,14 @@ struct Timed<T> {
 
 /// Reads a journal with each record's `ts_ms` (absent in journals written before it existed).
 pub fn read_timed<T: DeserializeOwned>(path: &Path) -> Result<Vec<(Option<u64>, T)>, JournalError> {
-    Ok(read::<Timed<T>>(path)?
-        .into_iter()
-        .map(|t| (t.ts_ms, t.record))
-        .collect())
+    // A flattened record is parsed from a buffer that has forgotten where its fields were: a record
+    // that does not parse is parsed again alone, so its error names the column `read` names.
+    let timed = |text: &str| {
+        serde_json::from_str::<Timed<T>>(text)
+            .map_err(|e| serde_json::from_str::<T>(text).err().unwrap_or(e))
+            .map(|t| (t.ts_ms, t.record))
+    };
+    Ok(read_lines(path, timed)?.into_iter().map(|(_, r)| r).collect())
 }
 
 /// A journal's first record with its `ts_ms`, reading nothing after its first line (`None`: an
@@ -295,6 +299,14 @@ pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, JournalError> {
 
 /// [`read`], each record with its line number (for errors that point at a record).
 pub fn read_numbered<T: DeserializeOwned>(path: &Path) -> Result<Vec<(usize, T)>, JournalError> {
+    read_lines(path, |text: &str| serde_json::from_str::<T>(text))
+}
+
+/// [`read_numbered`] with each line's own parser.
+fn read_lines<T>(
+    path: &Path,
+    parse: impl Fn(&str) -> Result<T, serde_json::Error>,
+) -> Result<Vec<(usize, T)>, JournalError> {
     let file = File::open(path).map_err(|source| JournalError::Io {
         path: path.to_path_buf(),
         source,
@@ -323,7 +335,7 @@ pub fn read_numbered<T: DeserializeOwned>(path: &Path) -> Result<Vec<(usize, T)>
         if text.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str(&text) {
+        match parse(&text) {
             Ok(r) => out.push((number, r)),
             Err(_) if !ended => break,
             Err(e) => {
@@ -397,6 +409,19 @@ mod tests {
         std::fs::write(&path, "{\"a\": 1}\n{\"a\": 2, \"b\"\n").unwrap();
         let e = read::<serde_json::Value>(&path).unwrap_err().to_string();
         assert!(e.contains("journal.jsonl:2:"), "{e}");
+        // Read with the times, a record missing a field is located where it is read alone.
+        #[derive(serde::Deserialize, Debug)]
+        struct Two {
+            #[allow(dead_code)]
+            a: u32,
+            #[allow(dead_code)]
+            b: u32,
+        }
+        std::fs::write(&path, "{\"a\": 1, \"b\": 2}\n{\"ts_ms\": 5, \"a\": 2}\n").unwrap();
+        let alone = read::<Two>(&path).unwrap_err().to_string();
+        let timed = read_timed::<Two>(&path).unwrap_err().to_string();
+        assert!(alone.contains("journal.jsonl:2:20: missing field `b`"), "{alone}");
+        assert_eq!(timed, alone);
         std::fs::write(&path, "{\"a\": 1}\n{\"a\": 2, \"b\"").unwrap();
         assert_eq!(read::<serde_json::Value>(&path).unwrap().len(), 1);
         let numbered: Vec<(usize, serde_json::Value)> = read_numbered(&path).unwrap();
