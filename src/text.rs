@@ -232,6 +232,26 @@ pub fn is_cjk(c: char) -> bool {
     matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{4dbf}' | '\u{4e00}'..='\u{9fff}' | '\u{f900}'..='\u{faff}' | '\u{ac00}'..='\u{d7af}')
 }
 
+/// `x` with `decimals` decimals, and a sign when `signed` (`+0.120`, `-0.046`): a value that rounds to
+/// zero is zero, never `-0.000` (which reads as below zero, e.g. the upper end of an interval).
+pub fn decimals(x: f64, decimals: usize, signed: bool) -> String {
+    let text = if signed {
+        format!("{x:+.decimals$}")
+    } else {
+        format!("{x:.decimals$}")
+    };
+    match text.strip_prefix('-') {
+        Some(rest) if rest.bytes().all(|b| b == b'0' || b == b'.') => {
+            if signed {
+                format!("+{rest}")
+            } else {
+                rest.to_string()
+            }
+        }
+        _ => text,
+    }
+}
+
 /// An amount of USD as it reads: to the cent, or with the decimals (up to six) that cents would hide,
 /// so that a cap of $0.003 is not shown as $0.00.
 pub fn usd(amount: f64) -> String {
@@ -262,7 +282,18 @@ pub fn approx_tokens(text: &str) -> usize {
 mod tests {
     use std::io::Write;
 
-    use super::{Safe, approx_tokens, csv_cell, fit, from_csv_cell, inert, terminal_safe, usd};
+    use super::{Safe, approx_tokens, csv_cell, decimals, fit, from_csv_cell, inert, terminal_safe, usd};
+
+    #[test]
+    fn a_value_that_rounds_to_zero_has_no_minus_sign() {
+        assert_eq!(decimals(-0.0004, 3, true), "+0.000");
+        assert_eq!(decimals(-0.0004, 3, false), "0.000");
+        assert_eq!(decimals(-0.0, 2, false), "0.00");
+        assert_eq!(decimals(-0.0456, 3, true), "-0.046");
+        assert_eq!(decimals(0.12, 3, true), "+0.120");
+        assert_eq!(decimals(4.666_666_666_666_667, 3, false), "4.667");
+        assert_eq!(decimals(f64::NAN, 3, false), "NaN");
+    }
 
     fn through_safe(writes: &[&[u8]], flush_after_each: bool) -> Vec<u8> {
         let mut out = Vec::new();

@@ -58,8 +58,12 @@ pub fn compare(ctx: &Ctx, (a, b): (&str, &str), args: Args, out: &mut dyn Write)
     Ok(ExitCode::SUCCESS)
 }
 
+fn signed(x: f64) -> String {
+    crate::text::decimals(x, 3, true)
+}
+
 fn interval(p: &Paired) -> String {
-    p.ci.map_or("–".into(), |[lo, hi]| format!("[{lo:+.3}, {hi:+.3}]"))
+    p.ci.map_or("–".into(), |[lo, hi]| format!("[{}, {}]", signed(lo), signed(hi)))
 }
 
 /// The comparison as a person reads it.
@@ -91,7 +95,7 @@ pub fn text(c: &Comparison, labels: Option<LabelSource>) -> String {
             name.to_string(),
             format!("{:.3}", p.a),
             format!("{:.3}", p.b),
-            format!("{:+.3}", p.diff),
+            signed(p.diff),
             interval(p),
             format!("{:.4}", p.p),
         ]);

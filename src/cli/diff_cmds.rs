@@ -63,7 +63,7 @@ fn one_line(text: &str, width: usize) -> String {
 }
 
 fn signed(x: Option<f64>) -> String {
-    x.map_or("–".into(), |v| format!("{v:+.3}"))
+    x.map_or("–".into(), |v| crate::text::decimals(v, 3, true))
 }
 
 fn version_line(letter: &str, side: &diff::Side) -> String {
@@ -105,9 +105,15 @@ fn direction(d: &DimensionDiff) -> &'static str {
 }
 
 fn item_lines(i: &ItemDiff) -> String {
-    let score = |s: Option<f64>| s.map_or(String::new(), |s| format!(" ({s})"));
+    let score = |s: Option<f64>| {
+        s.map_or(String::new(), |s| {
+            format!(" ({})", num(Some(s)).trim_end_matches('0').trim_end_matches('.'))
+        })
+    };
     let answer = |a: &Option<String>| a.as_deref().map_or("(no answer)".into(), |a| one_line(a, ANSWER_WIDTH));
-    let change = i.change.map_or(String::new(), |c| format!(" (Δ {c:+.3})"));
+    let change = i
+        .change
+        .map_or(String::new(), |c| format!(" (Δ {})", crate::text::decimals(c, 3, true)));
     format!(
         "{} {} {} #{}{change}: {}\n  A{}: {}\n  B{}: {}\n",
         i.scale,

@@ -400,6 +400,9 @@ fn failed(f: Failures, kind: Kind, id: &str) -> String {
     if f.assessments > 0 {
         parts.push(format!("{} {assessments}", f.assessments));
     }
+    if f.left_out > 0 {
+        parts.push(format!("{} item(s) left out of scored dimensions", f.left_out));
+    }
     format!(
         "failed: {} (the journal says why; `incharacter {} --resume {id}` asks what has no answer again)",
         parts.join(", "),

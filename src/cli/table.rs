@@ -65,7 +65,7 @@ impl Table {
 
 /// A number with three decimals, or "–" when undefined.
 pub fn num(x: Option<f64>) -> String {
-    x.map_or("–".to_string(), |v| format!("{v:.3}"))
+    x.map_or("–".to_string(), |v| crate::text::decimals(v, 3, false))
 }
 
 #[cfg(test)]

@@ -500,16 +500,18 @@ impl Classify for StudyError {
 }
 
 /// What failed in a finished run: interview items (or answers, dialogues) and assessments (or reports,
-/// verdicts). A run with failures exits non-zero.
+/// verdicts), and the items an assessment that did score left out (an option conversion that could not
+/// read an item's option). A run with failures exits non-zero.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Failures {
     pub items: usize,
     pub assessments: usize,
+    pub left_out: usize,
 }
 
 impl Failures {
     pub fn any(self) -> bool {
-        self.items + self.assessments > 0
+        self.items + self.assessments + self.left_out > 0
     }
 }
 

@@ -105,6 +105,7 @@ impl Study for Observers {
         Failures {
             items: 0,
             assessments: missing,
+            left_out: 0,
         }
     }
 }

@@ -434,6 +434,7 @@ impl Study for Rolebench {
                 .iter()
                 .filter(|i| matches!(&i.judge, Some(Step::Judged { score: None, .. })))
                 .count(),
+            left_out: 0,
         }
     }
 }

@@ -296,7 +296,10 @@ async fn one_bad_item_never_voids_an_option_conversion() {
     let bad_out = run(&bad, "oc").await;
     assert_eq!(bad_out.status.code(), Some(1), "a run with a failed item exits 1");
     let stderr = String::from_utf8_lossy(&bad_out.stderr);
-    assert!(stderr.contains("failed: 1 dimension assessment(s)"), "{stderr}");
+    assert!(
+        stderr.contains("failed: 1 item(s) left out of scored dimensions"),
+        "{stderr}"
+    );
     let bad_json: Value = serde_json::from_slice(&bad_out.stdout).unwrap();
     assert_eq!(bad_json["summary"][0]["failed_items"], 1);
 

@@ -826,12 +826,15 @@ impl Study for Interviews {
                 .collect()
         };
         let failed_items = items(false).difference(&items(true)).count();
+        let latest = results::latest_assessments(events);
         Failures {
             items: failed_items,
-            assessments: results::latest_assessments(events)
+            assessments: latest.iter().filter(|a| a.score.is_none()).count(),
+            left_out: latest
                 .iter()
-                .filter(|a| a.has_failures())
-                .count(),
+                .filter(|a| a.score.is_some())
+                .map(|a| a.items.iter().filter(|i| i.option.is_none()).count())
+                .sum(),
         }
     }
 }

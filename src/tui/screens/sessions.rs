@@ -298,8 +298,10 @@ fn render_comparison(
     match paired {
         Some(Ok(c)) => {
             let figure = |name: &str, p: &Paired| {
-                let ci = p.ci.map_or("–".into(), |[lo, hi]| format!("[{lo:+.3}, {hi:+.3}]"));
-                format!("{name} B − A {:+.3} {ci} p {:.3}", p.diff, p.p)
+                let signed = |x| crate::text::decimals(x, 3, true);
+                let ci =
+                    p.ci.map_or("–".into(), |[lo, hi]| format!("[{}, {}]", signed(lo), signed(hi)));
+                format!("{name} B − A {} {ci} p {:.3}", signed(p.diff), p.p)
             };
             lines.push(Line::styled(
                 format!(

@@ -253,7 +253,9 @@ impl Probed {
                     Vec::new(),
                 ));
                 let (verdict, style) = verdict(d, theme);
-                let delta = d.delta.map_or(String::new(), |x| format!("  {x:+.2}"));
+                let delta = d
+                    .delta
+                    .map_or(String::new(), |x| format!("  {}", crate::text::decimals(x, 2, true)));
                 let tail = vec![
                     Span::raw(delta),
                     Span::styled(format!(" {verdict}").trim_end().to_string(), style),
@@ -318,7 +320,9 @@ impl Probed {
         let mut body = Vec::new();
         for item in items {
             let change = match (item.a_score, item.b_score, item.change) {
-                (Some(a), Some(b), Some(c)) => format!("  item score {a:.2} → {b:.2} ({c:+.2})"),
+                (Some(a), Some(b), Some(c)) => {
+                    format!("  item score {a:.2} → {b:.2} ({})", crate::text::decimals(c, 2, true))
+                }
                 _ => String::new(),
             };
             body.push(Line::raw(""));
