@@ -86,10 +86,22 @@ fn shown(path: &Path) -> String {
     path.display().to_string()
 }
 
-/// The column serde_json says a document broke at, from 1 as every `file:line:column` here is:
-/// serde_json says 0 when it broke before a line's first character (an empty file, a blank line).
-pub fn json_column(e: &serde_json::Error) -> usize {
-    e.column().max(1)
+/// The column serde_json says `text` broke at, from 1 and in characters as every `file:line:column`
+/// here is: serde_json counts bytes (a line of Chinese text would be placed far past its end) and
+/// says 0 when it broke before a line's first character (an empty file, a blank line).
+pub fn json_column(text: &str, e: &serde_json::Error) -> usize {
+    let line = text.split('\n').nth(e.line().saturating_sub(1)).unwrap_or("");
+    match e.column() {
+        0 => 1,
+        column => char_column(line, column - 1),
+    }
+}
+
+/// The 1-based column, in characters, of the byte at (0-based) `byte` of `line`.
+pub fn char_column(line: &str, byte: usize) -> usize {
+    let bytes = &line.as_bytes()[..byte.min(line.len())];
+    // A character is counted at its first byte (UTF-8 continuation bytes are 0b10xxxxxx).
+    bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count() + 1
 }
 
 /// serde_json's message without its own " at line L column C", for errors that name the place
@@ -526,9 +538,15 @@ mod tests {
 
     #[test]
     fn a_json_error_is_placed_from_column_one_and_said_once() {
-        for (text, line, column) in [("", 1, 1), ("\n\n", 3, 1), ("{\"a\": tru}", 1, 10)] {
+        for (text, line, column) in [
+            ("", 1, 1),
+            ("\n\n", 3, 1),
+            ("{\"a\": tru}", 1, 10),
+            ("{\"t\":\"日本語日本語日本語\", x}", 1, 19),
+            ("[\n\"é\", x]", 2, 6),
+        ] {
             let e = serde_json::from_str::<serde_json::Value>(text).unwrap_err();
-            assert_eq!((e.line(), json_column(&e)), (line, column), "{text:?}");
+            assert_eq!((e.line(), json_column(text, &e)), (line, column), "{text:?}");
             assert!(!json_message(&e).contains(" at line "), "{}", json_message(&e));
         }
     }

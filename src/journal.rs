@@ -342,7 +342,7 @@ fn read_lines<T>(
                 return Err(JournalError::Damaged {
                     path: path.to_path_buf(),
                     line: number,
-                    column: crate::files::json_column(&e),
+                    column: crate::files::json_column(&text, &e),
                     message: crate::files::json_message(&e),
                 });
             }

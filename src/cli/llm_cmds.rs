@@ -302,7 +302,7 @@ fn read_schema(path: &Path) -> anyhow::Result<ResponseSchema> {
             "{}:{}:{}: {}",
             name,
             e.line(),
-            crate::files::json_column(&e),
+            crate::files::json_column(&text, &e),
             crate::files::json_message(&e)
         ))
     })?;

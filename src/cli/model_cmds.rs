@@ -491,7 +491,7 @@ pub fn ratio(ours: &Path, reference: &Path, json: bool, out: &mut dyn Write) -> 
                 "{}:{}:{}: not a bench report ({})",
                 path.display(),
                 e.line(),
-                crate::files::json_column(&e),
+                crate::files::json_column(&text, &e),
                 crate::files::json_message(&e)
             ))
         })

@@ -98,7 +98,7 @@ pub struct BadLine {
 /// `known` accepts (once) and a response or an error; the first line that does not is located.
 pub fn parse_results(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Result<BTreeMap<String, Answer>, BadLine> {
     let mut answers = BTreeMap::new();
-    for (i, raw) in text.lines().enumerate() {
+    for (i, raw) in text.strip_prefix('\u{feff}').unwrap_or(text).lines().enumerate() {
         let bad = |column: usize, message: String| BadLine {
             file: file.to_string(),
             line: i + 1,
@@ -108,9 +108,9 @@ pub fn parse_results(file: &str, text: &str, known: &dyn Fn(&str) -> bool) -> Re
         if raw.trim().is_empty() {
             continue;
         }
-        let value: Value = serde_json::from_str(raw).map_err(|e| bad(crate::files::json_column(&e), format!("not JSON: {}", crate::files::json_message(&e))))?;
+        let value: Value = serde_json::from_str(raw).map_err(|e| bad(crate::files::json_column(raw, &e), format!("not JSON: {}", crate::files::json_message(&e))))?;
         // Where a field's value starts on the line, for the column of what is wrong with it.
-        let at = |field: &str| raw.find(&format!("\"{field}\"")).map_or(1, |p| p + 1);
+        let at = |field: &str| raw.find(&format!("\"{field}\"")).map_or(1, |p| crate::files::char_column(raw, p));
         let Some(id) = value.get("custom_id").and_then(Value::as_str) else {
             return Err(bad(1, "no custom_id".into()));
         };
@@ -925,6 +925,10 @@ mod tests {
         assert_eq!(e.column, OK.find("\"custom_id\"").unwrap() + 1);
         let e = parse_results("out.jsonl", &format!("{OK}\n{OK}"), &|_| true).unwrap_err();
         assert!(e.message.contains("answered twice"), "{e}");
+        // Columns in characters, a byte order mark not one of them.
+        let e = parse_results("out.jsonl", "\u{feff}{\"custom_id\": \"日本\", oops}", &|_| true).unwrap_err();
+        assert_eq!((e.line, e.column), (1, 21), "{e}");
+        assert_eq!(parse_results("out.jsonl", &format!("\u{feff}{OK}"), &|_| true).unwrap().len(), 1);
     }
 
     #[tokio::test]

@@ -80,10 +80,10 @@ pub fn parse_questions(path: &Path, text: &str) -> Result<Vec<Question>, LoadErr
     let mut out = Vec::new();
     for (i, line) in text.split('\n').enumerate() {
         let n = i + 1;
-        // A byte-order mark may open the file; columns still count from the line's first byte.
-        let (line, skipped) = match line.strip_prefix('\u{feff}') {
-            Some(rest) if n == 1 => (rest, '\u{feff}'.len_utf8()),
-            _ => (line, 0),
+        // A byte-order mark may open the file; it is not a column (as editors show it).
+        let line = match line.strip_prefix('\u{feff}') {
+            Some(rest) if n == 1 => rest,
+            _ => line,
         };
         let line = line.strip_suffix('\r').unwrap_or(line);
         if line.trim().is_empty() {
@@ -92,7 +92,7 @@ pub fn parse_questions(path: &Path, text: &str) -> Result<Vec<Question>, LoadErr
         let at = |column: usize, message: String| LoadError::Row {
             path: path.to_path_buf(),
             line: n,
-            column: column + skipped,
+            column,
             message,
         };
         if out.len() == MAX_ROWS {
@@ -100,13 +100,13 @@ pub fn parse_questions(path: &Path, text: &str) -> Result<Vec<Question>, LoadErr
         }
         let start = line.len() - line.trim_start().len();
         if !line[start..].starts_with('{') {
-            return Err(at(start + 1, "a row must be a JSON object".into()));
+            return Err(at(crate::files::char_column(line, start), "a row must be a JSON object".into()));
         }
         let row: Row = serde_json::from_str(line).map_err(|e| {
             let text = e.to_string();
             let suffix = format!(" at line {} column {}", e.line(), e.column());
             let message = text.strip_suffix(&suffix).unwrap_or(&text).to_string();
-            at(e.column().max(1), message)
+            at(crate::files::json_column(line, &e), message)
         })?;
         out.push(
             row.question(n)
@@ -180,7 +180,7 @@ fn key_column(line: &str, key: &str) -> usize {
     let quoted = format!("\"{key}\"");
     line.match_indices(&quoted)
         .find(|(at, _)| line[at + quoted.len()..].trim_start().starts_with(':'))
-        .map_or(1, |(at, _)| at + 1)
+        .map_or(1, |(at, _)| crate::files::char_column(line, at))
 }
 
 // rpa::import has a similar reader, but it is private to that sibling layer and refuses symlinks;

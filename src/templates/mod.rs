@@ -267,6 +267,11 @@ impl Templates {
                 let file = shown(&path);
                 Source::new(&file, &prefix).at(valid..valid, "not UTF-8 text")
             })?;
+            // A byte order mark (which editors on Windows add unseen) is not text to send a model.
+            let text = match text.strip_prefix('\u{feff}') {
+                Some(rest) => rest.to_string(),
+                None => text,
+            };
             validate(template, &text, &shown(&path))?;
             let origin = std::path::absolute(&path).unwrap_or(path);
             overrides.insert(

@@ -106,6 +106,12 @@ fn a_folder_replaces_the_templates_it_holds_and_no_others() {
     let origin = Path::new(t.origin(Template::Reask));
     assert!(origin.is_absolute() && origin.ends_with("reask.txt"), "{origin:?}");
     assert_eq!(Templates::load_dir(folder(&[]).path()).unwrap(), *Templates::bundled());
+    let marked = folder(&[("reask.txt", "\u{feff}Ask again: {problem}\n".as_bytes())]);
+    assert_eq!(
+        Templates::load_dir(marked.path()).unwrap().text(Template::Reask),
+        text,
+        "a byte order mark is not sent"
+    );
 }
 
 #[test]

@@ -125,7 +125,7 @@ pub fn parse(text: &str) -> Result<Card, CardError> {
     let value: Value = serde_json::from_str(raw).map_err(|e| {
         CardError::Json {
             line: e.line(),
-            column: crate::files::json_column(&e),
+            column: crate::files::json_column(raw, &e),
             message: crate::files::json_message(&e),
         }
     })?;

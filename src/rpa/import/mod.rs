@@ -281,6 +281,11 @@ fn jsonl_rows(path: &Path) -> Result<Vec<(usize, Row, String)>, String> {
             let column = String::from_utf8_lossy(valid).chars().count() + 1;
             format!("{}:{n}:{column}: not UTF-8 text", path.display())
         })?;
+        // A byte-order mark may open the file (as editors on Windows save it); it is not a column.
+        let line = match line.strip_prefix('\u{feff}') {
+            Some(rest) if n == 1 => rest.to_string(),
+            _ => line,
+        };
         if line.trim().is_empty() {
             continue;
         }
@@ -290,7 +295,7 @@ fn jsonl_rows(path: &Path) -> Result<Vec<(usize, Row, String)>, String> {
         match serde_json::from_str::<serde_json::Value>(&line) {
             Ok(serde_json::Value::Object(map)) => rows.push((n, map, line)),
             Ok(_) => return Err(format!("{}:{n}:1: a row must be a JSON object", path.display())),
-            Err(e) => return Err(format!("{}:{n}:{}: {}", path.display(), crate::files::json_column(&e), crate::files::json_message(&e))),
+            Err(e) => return Err(format!("{}:{n}:{}: {}", path.display(), crate::files::json_column(&line, &e), crate::files::json_message(&e))),
         }
     }
     Ok(rows)
@@ -674,6 +679,17 @@ mod tests {
             e.ends_with("big.jsonl:2: a line longer than the 16 MiB allowed for a jsonl row"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn jsonl_rows_read_past_a_byte_order_mark_and_are_located_in_characters() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rows.jsonl");
+        std::fs::write(&file, "\u{feff}{\"text\": \"a\"}\n{\"text\":\"日本語日本語日本語\", x}\n").unwrap();
+        let e = jsonl_rows(&file).unwrap_err();
+        assert!(e.ends_with("rows.jsonl:2:22: key must be a string"), "{e}");
+        std::fs::write(&file, "\u{feff}{\"text\": \"a\"}\n").unwrap();
+        assert_eq!(jsonl_rows(&file).unwrap()[0].1["text"], "a");
     }
 
     /// Where the waiting import says so: the test's channel (one test uses it).

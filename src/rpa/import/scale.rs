@@ -678,7 +678,7 @@ pub fn questionnaire<'s>(
 ) -> Result<ImportedScale, super::ImportError> {
     let text = read_text(file, MAX_FILE * 16, "a questionnaire file")?;
     let value: Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}:{}:{}: {}", file.display(), e.line(), crate::files::json_column(&e), crate::files::json_message(&e)))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}:{}:{}: {}", file.display(), e.line(), crate::files::json_column(&text, &e), crate::files::json_message(&e)))?;
     let mut origin = Origin {
         file: file.display().to_string(),
         text: &text,
