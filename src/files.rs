@@ -315,7 +315,9 @@ fn resolved(path: &Path) -> Option<PathBuf> {
 
 /// Refuses `path` when it is, or would be, a file the workbench keeps: one in one of `data_dir`'s
 /// [`OWN_FOLDERS`] (links resolved on both sides, a file or folders not made yet too). Its `exports`
-/// folder, folders of the user's own and files beside them are the user's.
+/// folder, folders of the user's own and files beside them are the user's. The data dir is also
+/// recognised by its identity on disk (device and inode) among the path's folders, so a second way to
+/// it that no link resolves (a bind mount) leads to the same refusal.
 fn not_own(path: &Path, data_dir: Option<&Path>) -> Result<(), FileError> {
     let (Some(dir), Some(file)) = (data_dir, resolved(path)) else {
         return Ok(());
@@ -323,11 +325,20 @@ fn not_own(path: &Path, data_dir: Option<&Path>) -> Result<(), FileError> {
     let Some(dir) = resolved(dir) else {
         return Ok(());
     };
-    let kept = file.strip_prefix(&dir).is_ok_and(|inside| {
+    let own = |inside: &Path| {
         let mut parts = inside.components();
         let folder = parts.next();
         parts.next().is_some() && folder.is_some_and(|f| OWN_FOLDERS.iter().any(|own| f.as_os_str() == *own))
-    });
+    };
+    let kept = match file.strip_prefix(&dir) {
+        Ok(inside) => own(inside),
+        Err(_) => same_folder(&dir).is_some_and(|is_dir| {
+            file.ancestors()
+                .skip(1)
+                .find(|a| is_dir(a))
+                .is_some_and(|a| file.strip_prefix(a).is_ok_and(own))
+        }),
+    };
     match kept {
         true => Err(FileError::OwnFile {
             path: path.to_path_buf(),
@@ -335,6 +346,20 @@ fn not_own(path: &Path, data_dir: Option<&Path>) -> Result<(), FileError> {
         }),
         false => Ok(()),
     }
+}
+
+/// A test of whether a folder is `dir` itself, by device and inode (`None` where that is not known).
+#[cfg(unix)]
+fn same_folder(dir: &Path) -> Option<impl Fn(&Path) -> bool> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir).ok()?;
+    let id = (meta.dev(), meta.ino());
+    Some(move |other: &Path| std::fs::metadata(other).is_ok_and(|m| (m.dev(), m.ino()) == id))
+}
+
+#[cfg(not(unix))]
+fn same_folder(_dir: &Path) -> Option<impl Fn(&Path) -> bool> {
+    None::<fn(&Path) -> bool>
 }
 
 /// Writes `bytes` to `path` whole or not at all: a temporary file in the target's folder, fsync,

@@ -291,33 +291,40 @@ fn prompts_export_on_a_full_disk_leaves_no_empty_template_and_keeps_the_old_ones
 }
 
 /// A tmpfs mounted on `at`, unmounted on drop.
-struct Tmpfs(PathBuf);
+struct Mounted(PathBuf);
 
-impl Tmpfs {
-    fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
+impl Mounted {
+    /// A tmpfs of `size` at `at` (`None` where mounting is not allowed: the RLIMIT_FSIZE tests above
+    /// simulate the full disk).
+    fn mount(at: &Path, size: &str) -> Option<Mounted> {
+        Mounted::run(at, &["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+    }
+
+    /// `from` seen again at `at` (`None` where mounting is not allowed).
+    fn bind(from: &Path, at: &Path) -> Option<Mounted> {
+        Mounted::run(at, &["--bind", from.to_str().unwrap()])
+    }
+
+    fn run(at: &Path, args: &[&str]) -> Option<Mounted> {
         std::fs::create_dir_all(at).unwrap();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(at)
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Tmpfs(at.to_path_buf())),
+        match Command::new("mount").args(args).arg(at).output() {
+            Ok(o) if o.status.success() => Some(Mounted(at.to_path_buf())),
             Ok(o) => {
                 eprintln!(
-                    "skipped: cannot mount a tmpfs here ({}); the RLIMIT_FSIZE tests above simulate the full disk",
+                    "skipped: cannot mount here ({})",
                     String::from_utf8_lossy(&o.stderr).trim()
                 );
                 None
             }
             Err(e) => {
-                eprintln!("skipped: cannot run mount ({e}); the RLIMIT_FSIZE tests above simulate the full disk");
+                eprintln!("skipped: cannot run mount ({e})");
                 None
             }
         }
     }
 }
 
-impl Drop for Tmpfs {
+impl Drop for Mounted {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.0).output();
     }
@@ -327,7 +334,7 @@ impl Drop for Tmpfs {
 #[test]
 fn an_export_over_a_file_on_a_really_full_filesystem_keeps_it() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(disk) = Tmpfs::mount(&dir.path().join("disk"), "64k") else {
+    let Some(disk) = Mounted::mount(&dir.path().join("disk"), "64k") else {
         return;
     };
     let data = disk.0.join("data");
@@ -348,6 +355,41 @@ fn an_export_over_a_file_on_a_really_full_filesystem_keeps_it() {
         .unwrap();
     assert_failed_cleanly(&out, &disk.0, "x.json", Some(old));
     assert!(stderr(&out).contains("No space left on device"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_output_through_a_second_way_to_the_data_dir_is_refused_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let journal = own_copy(&data, GSE).join("journal.jsonl");
+    let before = std::fs::read(&journal).unwrap();
+    let Some(alias) = Mounted::bind(&data, &dir.path().join("alias")) else {
+        return;
+    };
+    let through = alias.0.join("sessions").join(GSE).join("journal.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_incharacter"))
+        .args(["export", GSE, "--format", "json", "-o"])
+        .arg(&through)
+        .env("INCHARACTER_DATA_DIR", &data)
+        .env("INCHARACTER_CONFIG", data.join("none.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("in a folder the workbench keeps its own files in"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(&journal).unwrap(), before);
+    // The data dir's exports folder, reached the same way, stays the user's.
+    let out = Command::new(env!("CARGO_BIN_EXE_incharacter"))
+        .args(["export", GSE, "--format", "json", "-o"])
+        .arg(alias.0.join("x.json"))
+        .env("INCHARACTER_DATA_DIR", &data)
+        .env("INCHARACTER_CONFIG", data.join("none.toml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 #[cfg(unix)]
