@@ -116,12 +116,21 @@ impl Writer {
     }
 }
 
-/// A process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
+/// A living process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`); `None`
+/// for a process that has ended but is not yet reaped by its parent (state Z or X: killed, it writes
+/// nothing more, though its record stays until the parent waits for it).
 fn process_start(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    start_of_living(&stat)
+}
+
+fn start_of_living(stat: &str) -> Option<u64> {
     // The command name (field 2) is in parentheses and may hold spaces: count after its end.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    if matches!(fields.next()?, "Z" | "X" | "x") {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 /// Where the writer of the journal at `path` says who it is.
@@ -426,6 +435,25 @@ mod tests {
         assert_eq!(read::<serde_json::Value>(&path).unwrap().len(), 1);
         let numbered: Vec<(usize, serde_json::Value)> = read_numbered(&path).unwrap();
         assert_eq!(numbered[0].0, 1);
+    }
+
+    #[test]
+    fn a_process_that_ended_is_not_a_writer_even_before_it_is_reaped() {
+        let living = "4242 (incharacter run) S 1 4242 4242 0 -1 4194560 1 0 0 0 2 1 0 0 20 0 3 0 987654 0";
+        assert_eq!(start_of_living(living), Some(987_654));
+        assert_eq!(start_of_living(&living.replace(") S ", ") Z ")), None);
+        assert_eq!(start_of_living("7 (a) b) R 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55 0"), Some(55));
+        // A real zombie: a child that ended and is not yet waited for.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let ended = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+        });
+        if ended {
+            assert_eq!(process_start(pid), None);
+        }
+        child.wait().unwrap();
     }
 
     #[test]
