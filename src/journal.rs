@@ -73,6 +73,8 @@ pub struct Journal {
     pub path: PathBuf,
     /// The file beside the journal that names its writer ([`Journal::open_exclusive`]).
     writer: Option<PathBuf>,
+    /// A record written only with the next one ([`Journal::defer`]).
+    deferred: Option<String>,
 }
 
 /// Another process holds a journal's lock: `pid` is that process, when it said who it is.
@@ -192,26 +194,43 @@ impl Journal {
             file,
             path: path.to_path_buf(),
             writer,
+            deferred: None,
         })
     }
 
     /// Appends `record`; an object record gets `ts_ms` (Unix milliseconds) so a replay can keep the
     /// original timing.
     pub fn append<T: Serialize>(&mut self, record: &T) -> std::io::Result<()> {
+        let first = self.deferred.take();
+        let lines = first.clone().unwrap_or_default() + &Self::line(record)?;
+        // One write per record (with a deferred one before it): an interrupted write can only tear
+        // the last line, and a failed one (disk full, read-only) is taken back so the journal ends on
+        // a whole line; a deferred record waits for the next append then.
+        let before = self.file.metadata()?.len();
+        if let Err(e) = self.file.write_all(lines.as_bytes()).and_then(|_| self.file.flush()) {
+            let _ = self.file.set_len(before);
+            self.deferred = first;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Keeps `record` (with the time it is given) to be written just before the next appended one: a
+    /// record that only means something if more follows (a resume's), so a sitting that adds nothing
+    /// (a batch export that could not write its file) leaves the journal as it was.
+    pub fn defer<T: Serialize>(&mut self, record: &T) -> std::io::Result<()> {
+        self.deferred = Some(Self::line(record)?);
+        Ok(())
+    }
+
+    fn line<T: Serialize>(record: &T) -> std::io::Result<String> {
         let mut value = serde_json::to_value(record)?;
         if let serde_json::Value::Object(map) = &mut value {
             map.insert("ts_ms".into(), unix_ms().into());
         }
         let mut line = serde_json::to_string(&value)?;
         line.push('\n');
-        // One write per line: an interrupted write can only tear the last line, and a failed one
-        // (disk full, read-only) is taken back so the journal ends on a whole line.
-        let before = self.file.metadata()?.len();
-        if let Err(e) = self.file.write_all(line.as_bytes()).and_then(|_| self.file.flush()) {
-            let _ = self.file.set_len(before);
-            return Err(e);
-        }
-        Ok(())
+        Ok(line)
     }
 }
 
@@ -435,6 +454,25 @@ mod tests {
         assert_eq!(read::<serde_json::Value>(&path).unwrap().len(), 1);
         let numbered: Vec<(usize, serde_json::Value)> = read_numbered(&path).unwrap();
         assert_eq!(numbered[0].0, 1);
+    }
+
+    #[test]
+    fn a_deferred_record_is_written_with_the_next_one_or_never() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let mut j = Journal::open(&path).unwrap();
+        j.append(&serde_json::json!({"a": 1})).unwrap();
+        j.defer(&serde_json::json!({"a": 2})).unwrap();
+        let a = |path: &Path| -> Vec<i64> {
+            read::<serde_json::Value>(path).unwrap().iter().map(|r| r["a"].as_i64().unwrap()).collect()
+        };
+        assert_eq!(a(&path), [1], "not written yet");
+        j.append(&serde_json::json!({"a": 3})).unwrap();
+        j.append(&serde_json::json!({"a": 4})).unwrap();
+        assert_eq!(a(&path), [1, 2, 3, 4], "once, before the next");
+        j.defer(&serde_json::json!({"a": 5})).unwrap();
+        drop(j);
+        assert_eq!(a(&path), [1, 2, 3, 4], "nothing followed it");
     }
 
     #[test]

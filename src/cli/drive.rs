@@ -186,10 +186,9 @@ fn go<S: Headless>(
     let config = ctx.config()?;
     let store = ctx.store()?;
     // A session that finished with every answer and score has nothing to resume: said, its summary
-    // printed, and nothing appended to its journal (nor a batch file written).
-    if let Start::Resume { id } = &start
-        && batch.as_ref().is_none_or(|b| b.import.is_none())
-    {
+    // printed, and nothing appended to its journal (nor a batch file written, nor results imported
+    // again).
+    if let Start::Resume { id } = &start {
         let dir = store.own(id).map_err(|e| advise(e, S::KIND, None))?;
         let events = store.load(&dir).map_err(|e| advise(e, S::KIND, None))?;
         if finished_whole(&events) {
@@ -202,7 +201,12 @@ fn go<S: Headless>(
                     "session {id} is complete: no request is left to export"
                 )));
             }
-            crate::note!("session {id} is complete: nothing to resume (nothing sent, nothing written)");
+            match batch.as_ref().and_then(|b| b.import.as_ref()) {
+                Some(_) => crate::note!(
+                    "session {id} is complete: nothing of the results file is needed (nothing imported, nothing written)"
+                ),
+                None => crate::note!("session {id} is complete: nothing to resume (nothing sent, nothing written)"),
+            }
             summarize::<S>(&events, &catalog, id, &dir, Vec::new(), json_output, out)?;
             return Ok(ExitCode::SUCCESS);
         }

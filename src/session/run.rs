@@ -259,7 +259,14 @@ impl<S: Study> Run<S> {
                 character_versions: prepared.character_versions,
             }
         };
-        journal.append(&first).map_err(unwritable)?;
+        // A resume is journaled with what it adds: a sitting that adds nothing (a batch export whose
+        // file could not be written, a stop before any reply) leaves the journal as it was.
+        if prior.is_empty() {
+            journal.append(&first)
+        } else {
+            journal.defer(&first)
+        }
+        .map_err(unwritable)?;
         Ok(Run {
             id,
             dir,

@@ -165,6 +165,14 @@ async fn batch_files_phase_by_phase_equal_the_streamed_run_and_a_bad_file_change
     // Interviews, then the judge (whose replies here are all usable: no re-asks), each phase whole.
     assert_eq!(phases, 2, "interviews, then the judge");
     assert_eq!(s.server.stats().requests, 0, "batch files send nothing");
+    // The last results imported again: the session is complete, nothing is imported twice.
+    let before = std::fs::read(&journal).unwrap();
+    let last = files.join(format!("results-{phases}.jsonl")).display().to_string();
+    let out = common::output(&s.config, &s.data, &["batch", "import", &id, &last]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("is complete: nothing of the results file is needed"), "{stderr}");
+    assert_eq!(std::fs::read(&journal).unwrap(), before, "nothing appended");
     assert_eq!(summary["session"], id.as_str());
     assert_all_assessed(&summary);
     assert_eq!(conclusions(&session_dir(&s.data, &id)), expected);
@@ -209,6 +217,29 @@ async fn batch_export_writes_again_what_the_session_still_needs() {
         .map(|e| e["phase"].as_u64().unwrap())
         .collect();
     assert_eq!(phases, [1, 1, 1]);
+
+    // An export that cannot write its file (a disk that fills: files limited to just above the
+    // journal's size, SIGXFSZ ignored) fails and leaves the journal as it was: no resumed record.
+    let journal = session_dir(&s.data, id).join("journal.jsonl");
+    let before = std::fs::read(&journal).unwrap();
+    let limit = before.len() as u64 + 8192;
+    assert!(written.len() as u64 > limit, "the batch file is larger than the limit");
+    let target = files.join("full.jsonl");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("trap '' XFSZ; ulimit -f {}; exec \"$@\"", limit / 512))
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_incharacter"))
+        .args(["batch", "export", id, "-o"])
+        .arg(&target)
+        .env("INCHARACTER_CONFIG", &s.config)
+        .env("INCHARACTER_DATA_DIR", &s.data)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!target.exists(), "no half-written file: {stderr}");
+    assert_eq!(std::fs::read(&journal).unwrap(), before, "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
