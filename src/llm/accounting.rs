@@ -23,6 +23,10 @@ pub struct Counters {
     pub retries: u64,
     pub failures: u64,
     pub cache_hits: u64,
+    /// Requests not sent because they would not fit the server's context (the study splits or
+    /// shortens what it can): neither a request nor a failure of the server's.
+    #[serde(default)]
+    pub too_long: u64,
     /// Replies taken from batch results kept in the session (paid for when their batch ended, in an
     /// earlier sitting, or made by an offline engine): neither a request nor a cost now.
     pub kept: u64,
@@ -42,6 +46,7 @@ impl Counters {
         self.retries += o.retries;
         self.failures += o.failures;
         self.cache_hits += o.cache_hits;
+        self.too_long += o.too_long;
         self.kept += o.kept;
         self.prompt_tokens += o.prompt_tokens;
         self.completion_tokens += o.completion_tokens;
@@ -76,6 +81,9 @@ impl Snapshot {
                 }
                 if c.cache_hits > 0 {
                     parts.push(format!("{} from the cache", c.cache_hits));
+                }
+                if c.too_long > 0 {
+                    parts.push(format!("{} not sent (longer than the context)", c.too_long));
                 }
                 if c.kept > 0 {
                     parts.push(format!("{} from kept batch results", c.kept));
@@ -216,6 +224,10 @@ impl Accounting {
     }
     pub fn failure(&self, provider: &str, role: Role) {
         self.with(provider, role, |c| c.failures += 1);
+    }
+    /// A request kept back because it would not fit the server's context.
+    pub fn too_long(&self, provider: &str, role: Role) {
+        self.with(provider, role, |c| c.too_long += 1);
     }
     pub fn cache_hit(&self, provider: &str, role: Role) {
         self.with(provider, role, |c| c.cache_hits += 1);

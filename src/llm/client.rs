@@ -592,7 +592,7 @@ impl Client {
             if !measured {
                 measured = true;
                 if let Err(e) = self.fits(request, facts.as_deref()).await {
-                    self.shared.accounting.failure(provider, role);
+                    self.shared.accounting.too_long(provider, role);
                     let _ = tx.send(ChatEvent::Error(e));
                     return Outcome::Over;
                 }

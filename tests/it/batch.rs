@@ -171,7 +171,10 @@ async fn batch_files_phase_by_phase_equal_the_streamed_run_and_a_bad_file_change
     let out = common::output(&s.config, &s.data, &["batch", "import", &id, &last]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("is complete: nothing of the results file is needed"), "{stderr}");
+    assert!(
+        stderr.contains("is complete: nothing of the results file is needed"),
+        "{stderr}"
+    );
     assert_eq!(std::fs::read(&journal).unwrap(), before, "nothing appended");
     assert_eq!(summary["session"], id.as_str());
     assert_all_assessed(&summary);

@@ -222,6 +222,15 @@ async fn vllm_is_never_sent_more_than_its_max_model_len() {
         assert!(d["fitted"].as_str().unwrap().contains("context"), "{d}");
     }
     assert!(out.status.success(), "{all}");
+    // What was kept back for the context is said as such, not counted as the server's failures.
+    let used: Vec<&str> = all.lines().filter(|l| l.starts_with("used: ")).collect();
+    assert!(used.iter().all(|l| !l.contains("failed")), "{used:?}");
+    if !fitted.is_empty() {
+        assert!(
+            used.iter().any(|l| l.contains("not sent (longer than the context)")),
+            "{used:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
