@@ -84,8 +84,8 @@ pub fn list(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes every bundled template into `dir` (created if needed, in a folder that exists), each file
-/// whole or not at all.
+/// Writes every bundled template into `dir` (created if needed, in a folder that exists), all files
+/// or none.
 /// Existing files are left alone, and nothing is written, unless `force`; a link or a special file
 /// where a template goes is refused before anything is written, `force` or not.
 pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -117,17 +117,19 @@ pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -
             dir.display()
         )));
     }
-    let mut written = Vec::new();
-    for (t, path) in &targets {
-        if let Err(e) = crate::files::write_atomic(path, t.bundled_text().as_bytes()) {
-            // A folder made for nothing is not left behind (the files written before stay, whole).
-            if created && written.is_empty() {
-                let _ = std::fs::remove_dir(dir);
-            }
-            return Err(e.into());
+    // The set whole or nothing of it: a half-written set would be refused next time as existing.
+    let changes: Vec<crate::files::Change<'_>> = targets
+        .iter()
+        .map(|(t, path)| (path.clone(), Some(t.bundled_text().as_bytes())))
+        .collect();
+    if let Err(e) = crate::files::write_all_or_none(&changes) {
+        // A folder made for nothing is not left behind.
+        if created {
+            let _ = std::fs::remove_dir(dir);
         }
-        written.push(path.display().to_string());
+        return Err(e.into());
     }
+    let written: Vec<String> = targets.iter().map(|(_, path)| path.display().to_string()).collect();
     if json_output {
         writeln!(out, "{}", serde_json::to_string_pretty(&json!({ "written": written }))?)?;
     } else {

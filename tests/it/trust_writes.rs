@@ -290,7 +290,7 @@ fn prompts_export_on_a_full_disk_leaves_no_empty_template_and_keeps_the_old_ones
     assert_eq!(common::snapshot(&folder), before);
 }
 
-/// A tmpfs mounted on `at`, unmounted on drop.
+/// A filesystem mounted on `at`, unmounted on drop.
 struct Mounted(PathBuf);
 
 impl Mounted {
@@ -355,6 +355,24 @@ fn an_export_over_a_file_on_a_really_full_filesystem_keeps_it() {
         .unwrap();
     assert_failed_cleanly(&out, &disk.0, "x.json", Some(old));
     assert!(stderr(&out).contains("No space left on device"), "{}", stderr(&out));
+}
+
+#[test]
+fn prompts_export_on_a_disk_that_fills_part_way_writes_no_template() {
+    let dir = tempfile::tempdir().unwrap();
+    // Room for a few of the templates (each takes a page), not for all of them.
+    let Some(disk) = Mounted::mount(&dir.path().join("disk"), "64k") else {
+        return;
+    };
+    let data = dir.path().join("data");
+    let out = common::offline(&data, &["prompts", "export", disk.0.join("set").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("No space left on device"), "{}", stderr(&out));
+    assert_eq!(
+        names(&disk.0),
+        Vec::<String>::new(),
+        "no partial set, no temporary, no folder"
+    );
 }
 
 #[test]
