@@ -184,8 +184,11 @@ impl Headless for Rolebench {
         Box::new(Counts {
             line: Counter::new(live, "rolebench"),
             total: run.plan.questions.len(),
+            // What earlier sittings kept (a resume asks only the rest again).
             answered: run.study.done.answers.len(),
-            judged: 0,
+            judged: (run.study.done.judged.values())
+                .filter(|s| matches!(s, Step::Judged { score: Some(_), .. }))
+                .count(),
             failed: 0,
         })
     }

@@ -132,21 +132,30 @@ async fn the_judge_asks_both_orders_and_a_killed_run_resumes_without_repeats() {
         baseline.to_str().unwrap(),
         "--json",
     ];
-    let session = common::kill_after_requests(&config, &data, &args, &server, 10).await;
+    // Killed once the 12 answers and a few verdicts (two requests each) are asked.
+    let session = common::kill_after_requests(&config, &data, &args, &server, 18).await;
     let id = session.file_name().unwrap().to_str().unwrap().to_string();
-    let summary = tokio::task::spawn_blocking({
+    let kept = std::fs::read_to_string(session.join("journal.jsonl")).unwrap();
+    assert!(
+        kept.contains("\"step\":\"judged\""),
+        "some verdicts kept before the kill"
+    );
+    let out = tokio::task::spawn_blocking({
         let (config, data, id) = (config.clone(), data.clone(), id.clone());
         move || {
-            json_of(
-                common::command(&config, &data, &["rolebench", "--resume", &id, "--json"])
-                    .output()
-                    .unwrap(),
-            )
+            common::command(&config, &data, &["rolebench", "--resume", &id, "--json"])
+                .output()
+                .unwrap()
         }
     })
     .await
     .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let summary = json_of(out);
     assert_eq!(summary["summary"]["answered"], 12);
+    // The progress counts what the first sitting kept, verdicts as answers.
+    let last = stderr.lines().rfind(|l| l.contains(" answered, ")).unwrap_or_default();
+    assert!(last.contains("12/12 answered, 12 judged"), "{stderr}");
 
     // Each question answered once and judged once, across the kill.
     let journal = std::fs::read_to_string(session.join("journal.jsonl")).unwrap();
