@@ -309,9 +309,28 @@ fn incharacter(q: &Value, origin: &Origin) -> Result<Draft, String> {
             .filter(|s| !s.trim().is_empty())
             .ok_or_else(|| format!("{}: item {id} has no \"origin_en\" statement", at("origin_en")))?;
         let dimension = it.get("dimension").and_then(Value::as_str).map(clean);
-        let in_category = dimension
-            .as_ref()
-            .is_some_and(|d| cats.iter().any(|(c, ids)| c == d && ids.contains(&id)));
+        // A dimension that no category has, or whose category does not list the item, is a mistake
+        // that would silently leave the item unscored. (An item without a dimension is unscored
+        // whatever lists it, as InCharacter's LOT-R item 9 is.)
+        if let Some(d) = &dimension {
+            match cats.iter().find(|(c, _)| c == d) {
+                None => {
+                    let known: Vec<&str> = cats.iter().map(|(c, _)| c.as_str()).collect();
+                    return Err(format!(
+                        "{}: item {id}: dimension \"{d}\" is not a category (categories: {})",
+                        at("dimension"),
+                        known.join(", ")
+                    ));
+                }
+                Some((_, ids)) if !ids.contains(&id) => {
+                    return Err(format!(
+                        "{}: item {id} names dimension \"{d}\", whose cat_questions do not list it",
+                        at("dimension")
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
         let category = it.get("category").and_then(Value::as_str).unwrap_or("positive");
         for field in ["rewritten_en", "rewritten_zh", "origin_zh"] {
             if it.get(field).is_some_and(|v| v.as_str().is_none_or(|s| s.trim().is_empty())) {
@@ -320,13 +339,21 @@ fn incharacter(q: &Value, origin: &Origin) -> Result<Draft, String> {
         }
         items.push(RawItem {
             id,
-            dimension: dimension.filter(|_| in_category),
+            dimension,
             keying: clean(category),
             statement_en: clean(statement_en),
             statement_zh: it.get("origin_zh").and_then(Value::as_str).map(clean),
             question_en: it.get("rewritten_en").and_then(Value::as_str).map(clean),
             question_zh: it.get("rewritten_zh").and_then(Value::as_str).map(clean),
         });
+    }
+    for (i, (name, ids)) in cats.iter().enumerate() {
+        if let Some((j, id)) = ids.iter().enumerate().find(|(_, id)| !items.iter().any(|it: &RawItem| it.id == **id)) {
+            let at = origin.at(&["categories", &i.to_string(), "cat_questions", &j.to_string()]);
+            return Err(format!(
+                "{at}: category \"{name}\" lists item {id}, which is not among the questions"
+            ));
+        }
     }
     let instruction = |lang: &str| {
         str_at(q, &["prompts", "llm_choice_instruction", lang])

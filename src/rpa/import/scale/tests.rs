@@ -44,7 +44,7 @@ fn an_incharacter_questionnaire_keeps_its_text_and_poles() {
                 "1": {"origin_en": "You love crowds.", "origin_zh": "你喜欢人群。", "rewritten_en": "Do you love crowds?",
                       "rewritten_zh": "你喜欢人群吗？", "dimension": "E/I", "category": "E"},
                 "3": {"origin_en": "You like tea.", "origin_zh": "你喜欢茶。", "rewritten_en": "Tea?", "rewritten_zh": "茶？",
-                      "dimension": "Other", "category": "positive"}
+                      "category": "positive"}
             },
             "prompts": {"dim_desc": {"E/I": "Energy from people or from solitude."},
                         "llm_choice_instruction": {"en": "1 denotes 'disagree', 2 denotes 'neutral', 3 denotes 'agree'",
@@ -162,6 +162,36 @@ fn a_questionnaires_problems_are_named_in_it_before_anything_is_built() {
             "\"rewritten_en\": \" \"",
             "item 2: \"rewritten_en\" must be a non-empty text",
         ),
+        // What would leave an item unscored without a word: a dimension no category has, one whose
+        // category does not list the item, a category listing an item that is not there.
+        (
+            questionnaire_with(
+                serde_json::json!([1, 5]),
+                serde_json::json!({"1": good, "2": {"origin_en": "Tea.", "dimension": "Aa"}}),
+            ),
+            "\"dimension\": \"Aa\"",
+            "item 2: dimension \"Aa\" is not a category (categories: A)",
+        ),
+        (
+            serde_json::to_string_pretty(&serde_json::json!({
+                "name": "A", "range": [1, 5],
+                "categories": [{"cat_name": "A", "cat_questions": [1, 2]}, {"cat_name": "B", "cat_questions": [1]}],
+                "questions": {"1": good, "2": {"origin_en": "Tea.", "dimension": "B"}},
+            }))
+            .unwrap(),
+            "\"dimension\": \"B\"",
+            "item 2 names dimension \"B\", whose cat_questions do not list it",
+        ),
+        (
+            serde_json::to_string_pretty(&serde_json::json!({
+                "name": "A", "range": [1, 5],
+                "categories": [{"cat_name": "A", "cat_questions": [1, 2, 77]}],
+                "questions": {"1": good, "2": good},
+            }))
+            .unwrap(),
+            "77",
+            "category \"A\" lists item 77, which is not among the questions",
+        ),
     ];
     let p = dir.path().join("bad.json");
     for (text, line_of, expect) in cases {
@@ -267,7 +297,9 @@ fn malformed_questionnaires_name_the_place_and_write_nothing() {
             "item key \"one\"",
         ),
         (
-            serde_json::json!({"name": "../../x", "range": [1, 5], "categories": cat, "questions": {}}).to_string(),
+            serde_json::json!({"name": "../../x", "range": [1, 5], "categories": cat,
+                               "questions": {"1": {"origin_en": "Tea.", "dimension": "A"}}})
+            .to_string(),
             "must be at most 64 ASCII",
         ),
         (
