@@ -328,10 +328,23 @@ impl ProviderConfig {
         match &self.api_key_env {
             None => Ok(None),
             Some(var) => match env(var) {
-                Some(value) if !value.trim().is_empty() => Ok(Some(Secret(value.trim().to_string()))),
+                Some(value) if !value.trim().is_empty() => {
+                    let value = value.trim();
+                    // A line break or another control character cannot go in a header: every
+                    // request would fail as if the server could not be reached.
+                    if !header_value_ok(value) {
+                        return Err(MissingKey {
+                            provider: self.name.clone(),
+                            var: var.clone(),
+                            unusable: true,
+                        });
+                    }
+                    Ok(Some(Secret(value.to_string())))
+                }
                 _ => Err(MissingKey {
                     provider: self.name.clone(),
                     var: var.clone(),
+                    unusable: false,
                 }),
             },
         }
@@ -593,6 +606,13 @@ impl Reader<'_> {
                 self.error(p.name.span(), "provider name is empty");
                 continue;
             }
+            if name.chars().any(char::is_control) {
+                self.error(
+                    p.name.span(),
+                    "a provider name holds no control character (it is typed on the command line)",
+                );
+                continue;
+            }
             if seen.insert(name.clone(), ()).is_some() {
                 self.error(p.name.span(), format!("a second provider named \"{name}\""));
                 continue;
@@ -660,6 +680,9 @@ impl Reader<'_> {
                      better: put the key in an environment variable and name it in api_key_env",
                 );
             }
+            if !header_value_ok(key.get_ref()) {
+                self.error(key.span(), "a line break or another control character cannot go in a request header");
+            }
             c.api_key = Some(Secret(key.get_ref().clone()));
         }
         if let Some(n) = preset.as_ref().and_then(|(x, _)| x.max_concurrency) {
@@ -675,7 +698,26 @@ impl Reader<'_> {
         }
         self.server(&mut c, &p, preset.clone());
         self.pacing(&mut c, &p);
-        c.headers = p.headers.clone();
+        for (header, value) in &p.headers {
+            if !header_name_ok(header.get_ref()) {
+                self.error(
+                    header.span(),
+                    format!(
+                        "\"{}\" cannot name a header: letters, digits and !#$%&'*+-.^_`|~ only",
+                        header.get_ref().escape_debug()
+                    ),
+                );
+            } else if !header_value_ok(value.get_ref()) {
+                self.error(
+                    value.span(),
+                    format!(
+                        "header {}: a line break or another control character cannot go in a header",
+                        header.get_ref()
+                    ),
+                );
+            }
+        }
+        c.headers = p.headers.iter().map(|(k, v)| (k.get_ref().clone(), v.get_ref().clone())).collect();
         self.quirks(&mut c, &p, preset);
         c
     }
@@ -951,20 +993,40 @@ struct RawProvider {
     requests_per_minute: Option<Spanned<u32>>,
     tokens_per_minute: Option<Spanned<u64>>,
     #[serde(default)]
-    headers: BTreeMap<String, String>,
+    headers: BTreeMap<Spanned<String>, Spanned<String>>,
     max_tokens_param: Option<Spanned<String>>,
     temperature: Option<Spanned<String>>,
     schema_dialect: Option<Spanned<String>>,
 }
 
-/// A provider whose key the environment does not hold: the user's to fix. (The model layer reports it
-/// as its own configuration error, with these words.)
+/// A provider whose key the environment does not hold, or holds with a character no header can
+/// carry (`unusable`): the user's to fix. (The model layer reports it as its own configuration error,
+/// with these words.)
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("provider \"{provider}\" needs an API key: set {var} or change api_key_env in the config")]
+#[error(
+    "provider \"{provider}\" needs an API key: {}",
+    if *unusable {
+        format!("{var} holds a line break or another control character, which no request header can carry; set it again")
+    } else {
+        format!("set {var} or change api_key_env in the config")
+    }
+)]
 pub struct MissingKey {
     pub provider: String,
     /// The environment variable the config names.
     pub var: String,
+    pub unusable: bool,
+}
+
+/// Whether `name` can name an HTTP header: a token (letters, digits and ``!#$%&'*+-.^_`|~``).
+fn header_name_ok(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Whether a header can carry `value`: no control character but the tab (a line break would end the
+/// header and start another).
+fn header_value_ok(value: &str) -> bool {
+    value.chars().all(|c| c == '\t' || !c.is_control())
 }
 
 /// A config file that cannot be used: always the user's to fix (exit 2).

@@ -254,6 +254,38 @@ fn literal_keys_need_a_private_file_and_env_keys_must_exist() {
     q.api_key_env = Some("MY_KEY".into());
     let err = q.resolve_key(&no_env).unwrap_err().to_string();
     assert!(err.contains("set MY_KEY or change api_key_env"), "{err}");
+    // A key with a line break is refused before any request (it failed each as "cannot reach").
+    let err = q
+        .resolve_key(&|_| Some("sk-a\nInjected: 1".into()))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("MY_KEY holds a line break"), "{err}");
+    assert!(!err.contains("sk-a"), "the key is never shown: {err}");
+    let text = OLLAMA.replace("max_concurrency = 2", "api_key = \"sk-x\\r\\nInjected: 1\"");
+    let e = Config::parse(Source::new("c.toml", &text), true, &no_env).unwrap_err();
+    assert_eq!((e[0].line, e[0].column), (7, 11), "{}", e[0]);
+    assert!(!e[0].to_string().contains("Injected"), "{}", e[0]);
+}
+
+#[test]
+fn headers_and_provider_names_that_no_request_could_carry_are_located() {
+    let cases = [
+        ("headers = { \"X-A\" = \"v\\r\\nInjected: 1\" }", (7, 21), "header X-A: a line break"),
+        ("headers = { \"X A\" = \"v\" }", (7, 13), "\"X A\" cannot name a header"),
+    ];
+    for (line, at, expect) in cases {
+        let text = OLLAMA.replace("max_concurrency = 2", line);
+        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), at, "{}", e[0]);
+        assert!(e[0].message.contains(expect), "{}", e[0]);
+    }
+    let text = OLLAMA.replace("max_concurrency = 2", "headers = { \"X-Tenant\" = \"a\\tb\" }");
+    let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+    assert_eq!(c.provider("ollama").unwrap().headers["X-Tenant"], "a\tb");
+    let text = OLLAMA.replace("name = \"ollama\"", "name = \"p\\u001b[31mred\"");
+    let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+    assert_eq!((e[0].line, e[0].column), (3, 8), "{}", e[0]);
+    assert!(e[0].message.contains("control character"), "{}", e[0]);
 }
 
 #[test]

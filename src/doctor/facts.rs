@@ -93,6 +93,8 @@ pub struct Provider {
     pub roles: Vec<Role>,
     /// Whether the key is there (its variable set, or in the config file); `None`: it needs none.
     pub key: Option<bool>,
+    /// Why the key cannot be used as it is (its variable unset, or holding a line break).
+    pub key_problem: Option<String>,
     /// A local provider's model: whether its file is there.
     pub fetched: Option<bool>,
     pub reach: Reach,
@@ -111,6 +113,7 @@ impl Provider {
             config: config.clone(),
             roles,
             key: config.key_present(env),
+            key_problem: config.resolve_key(env).err().map(|e| e.to_string()),
             fetched,
             reach: Reach::Untried,
         }
@@ -126,7 +129,7 @@ impl Provider {
         }
         match (&self.config.api_key_env, self.key) {
             (Some(var), Some(false)) => Some(format!("the key variable {} is not set", var)),
-            _ => None,
+            _ => self.key_problem.clone(),
         }
     }
 

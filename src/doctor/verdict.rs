@@ -235,7 +235,7 @@ fn provider_check(p: &Provider) -> Check {
         detail.push_str(&format!(" · {}", roles.join(", ")));
     }
     match (&c.api_key_env, p.key) {
-        (Some(var), Some(true)) => detail.push_str(&format!("; key {var} set")),
+        (Some(var), Some(true)) if p.key_problem.is_none() => detail.push_str(&format!("; key {var} set")),
         (None, Some(true)) => detail.push_str("; key in the config file"),
         _ => {}
     }
@@ -247,7 +247,9 @@ fn provider_check(p: &Provider) -> Check {
     };
     if let Some(problem) = p.problem() {
         let fix = match &c.api_key_env {
-            Some(var) if p.key == Some(false) => format!("export {var} with the provider's key"),
+            Some(var) if p.key == Some(false) || p.key_problem.is_some() => {
+                format!("export {var} with the provider's key")
+            }
             _ if local_model(c) == EMBEDDED_MODEL => FETCH.to_string(),
             _ => format!(
                 "`incharacter model list` shows the local models; \
