@@ -234,8 +234,25 @@ pub fn resolve(models: &Path, name: &str) -> Result<PathBuf, Error> {
     Err(Error::Unknown { name: name.into() })
 }
 
+/// Whether `name` can name a model where it is used: as `model = "…"` in the config and on the
+/// command line. At most 64 ASCII letters, digits, `-`, `_` and `.`, starting with a letter or digit.
+pub fn valid_name(name: &str) -> bool {
+    name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
 /// Registers a user's GGUF under `name`.
 pub fn add(models: &Path, path: &Path, name: &str) -> Result<(Registered, Facts), Error> {
+    if !valid_name(name) {
+        return Err(Error::Input(format!(
+            "{:?} cannot name a model: at most 64 ASCII letters, digits, '-', '_' and '.', starting with a \
+             letter or digit (give --name)",
+            name.chars().take(80).collect::<String>()
+        )));
+    }
     if KNOWN.iter().any(|k| k.name == name) {
         return Err(Error::Input(format!(
             "\"{name}\" is the name of a known model (one that is fetched and checked by its SHA-256): give \
@@ -359,6 +376,32 @@ mod tests {
             e.contains("registered as") && e.ends_with("which is no longer there"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_model_is_named_as_the_config_and_the_command_line_can_say() {
+        for good in ["tiny", "qwen2.5-coder-1.5b", "My_Model.Q4"] {
+            assert!(valid_name(good), "{good}");
+        }
+        for bad in [
+            "",
+            "a\u{1b}[31mb",
+            "../../x",
+            "-x",
+            ".hidden",
+            "two words",
+            &"x".repeat(65),
+        ] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gguf/tiny-llama-q8_0.gguf");
+        let e = add(dir.path(), &gguf, "a\u{1b}[31mb").unwrap_err();
+        assert!(
+            matches!(&e, Error::Input(m) if m.contains("cannot name a model")),
+            "{e}"
+        );
+        assert!(!dir.path().join("registry.toml").exists(), "nothing registered");
     }
 
     #[test]

@@ -103,10 +103,24 @@ pub fn add(path: &Path, name: Option<&str>, out: &mut dyn Write) -> anyhow::Resu
     let dir = models_dir()?;
     let name = match name {
         Some(n) => n.to_string(),
-        None => path
-            .file_stem()
-            .map(|s| s.to_string_lossy().to_lowercase())
-            .unwrap_or_else(|| "model".into()),
+        // The file's name, lower case, each run of other characters than a model name takes as '-'.
+        None => {
+            let stem = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().to_lowercase())
+                .unwrap_or_default();
+            let named: Vec<String> = stem
+                .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+                .filter(|part| !part.is_empty())
+                .map(str::to_string)
+                .collect();
+            let named = named.join("-").trim_start_matches(['-', '_', '.']).to_string();
+            if named.is_empty() {
+                "model".into()
+            } else {
+                named.chars().take(64).collect()
+            }
+        }
     };
     let (entry, facts) = local::add(&dir, path, &name).map_err(|e| input_error(e.to_string()))?;
     writeln!(
