@@ -439,6 +439,11 @@ impl RawCharacter {
         ] {
             if field.get_ref().trim().is_empty() {
                 errors.push(src.at(field.span(), format!("{what} is empty")));
+            } else if what != "description" && field.get_ref().chars().any(char::is_control) {
+                errors.push(src.at(
+                    field.span(),
+                    format!("{what} is one line: no line break or other control character"),
+                ));
             }
         }
         let language = Language::parse(self.language.get_ref()).unwrap_or_else(|| {

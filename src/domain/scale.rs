@@ -357,11 +357,16 @@ impl RawScale {
                 ));
             }
         }
+        let named_at: Vec<_> = self.dimensions.get_ref().iter().map(|d| d.name.span()).collect();
         let dimensions = dimensions(self.dimensions, src, &mut errors);
         let items = items(self.items, &dimensions, src, &mut errors);
         for (index, d) in dimensions.iter().enumerate() {
             if errors.is_empty() && !items.iter().any(|i| i.dimension() == Some(index)) {
-                errors.push(src.whole(format!("dimension \"{}\" has no items", d.name)));
+                let message = format!("dimension \"{}\" has no items", d.name);
+                errors.push(match named_at.get(index) {
+                    Some(span) => src.at(span.clone(), message),
+                    None => src.whole(message),
+                });
             }
         }
         if !errors.is_empty() {
@@ -436,6 +441,11 @@ fn dimensions(raw: Spanned<Vec<RawDimension>>, src: Source<'_>, errors: &mut Vec
     for d in raw.into_inner() {
         if blank(d.name.get_ref()) {
             errors.push(src.at(d.name.span(), "dimension name is empty"));
+        } else if d.name.get_ref().chars().any(char::is_control) {
+            errors.push(src.at(
+                d.name.span(),
+                "a dimension name is one line: no line break or other control character",
+            ));
         }
         if !names.insert(d.name.get_ref().clone()) {
             errors.push(src.at(d.name.span(), format!("duplicate dimension \"{}\"", d.name.get_ref())));
