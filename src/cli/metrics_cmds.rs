@@ -48,6 +48,19 @@ pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -
         .clone();
     // The header's own line: blank lines before it are skipped by the reader.
     let header_line = lines.line_of(header.position().map_or(0, |p| record_start(&bytes, p.byte())));
+    // A column named twice is ambiguous: which one is meant would be a guess.
+    for col in required.iter().chain(optional) {
+        let mut named = header.iter().enumerate().filter(|(_, h)| h.eq_ignore_ascii_case(col));
+        if let (Some(_), Some((second, _))) = (named.next(), named.next()) {
+            let header_start = header.position().map_or(0, |p| record_start(&bytes, p.byte()));
+            let column = field_starts(&bytes[header_start..])
+                .get(second)
+                .map_or(1, |&(_, c, _)| c);
+            return Err(input_error(format!(
+                "{name}:{header_line}:{column}: the header names column \"{col}\" twice"
+            )));
+        }
+    }
     let positions: Vec<usize> = required
         .iter()
         .map(|col| {
@@ -84,7 +97,7 @@ pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -
         let places = positions
             .iter()
             .map(|i| {
-                let (below, column) = starts.get(i.unwrap_or(0)).copied().unwrap_or((0, 1));
+                let (below, column, _) = starts.get(i.unwrap_or(0)).copied().unwrap_or((0, 1, 0));
                 (line + below, column)
             })
             .collect();
@@ -130,14 +143,14 @@ fn record_start(bytes: &[u8], offset: u64) -> usize {
 }
 
 /// Where each field of the record at the start of `raw` begins: the lines below the record's first
-/// (a quoted field may hold line ends) and the 1-based column in characters, past the spaces the reader
-/// trims and inside an opening quote. Read up to the record's end only.
-fn field_starts(raw: &[u8]) -> Vec<(u64, usize)> {
+/// (a quoted field may hold line ends), the 1-based column in characters, past the spaces the reader
+/// trims and inside an opening quote, and the byte of `raw` there. Read up to the record's end only.
+fn field_starts(raw: &[u8]) -> Vec<(u64, usize, usize)> {
     let mut starts = Vec::new();
     let mut field_start = true;
     let mut quoted = false;
     let (mut below, mut column) = (0, 0);
-    for &b in raw {
+    for (at, &b) in raw.iter().enumerate() {
         // A character is counted at its first byte (UTF-8 continuation bytes are 0b10xxxxxx).
         if b & 0xC0 != 0x80 {
             column += 1;
@@ -146,7 +159,10 @@ fn field_starts(raw: &[u8]) -> Vec<(u64, usize)> {
             if b == b' ' || b == b'\t' {
                 continue;
             }
-            starts.push((below, if b == b'"' { column + 1 } else { column }));
+            starts.push(match b {
+                b'"' => (below, column + 1, at + 1),
+                _ => (below, column, at),
+            });
             field_start = false;
         }
         match b {
@@ -160,14 +176,19 @@ fn field_starts(raw: &[u8]) -> Vec<(u64, usize)> {
     starts
 }
 
-/// A record the reader refused, located: a field that is not UTF-8 at that field's column.
+/// A record the reader refused, located: a field that is not UTF-8 at its first byte that is not.
 fn csv_error(name: &str, bytes: &[u8], lines: &LineStarts, e: &csv::Error) -> anyhow::Error {
     let start = e.position().map_or(0, |p| record_start(bytes, p.byte()));
     let (below, column) = match e.kind() {
-        csv::ErrorKind::Utf8 { err, .. } => field_starts(&bytes[start..])
-            .get(err.field())
-            .copied()
-            .unwrap_or((0, 1)),
+        csv::ErrorKind::Utf8 { err, .. } => match field_starts(&bytes[start..]).get(err.field()) {
+            Some(&(below, column, at)) => {
+                let valid = bytes
+                    .get(start + at..start + at + err.valid_up_to())
+                    .unwrap_or_default();
+                (below, column + valid.iter().filter(|&&b| b & 0xC0 != 0x80).count())
+            }
+            None => (0, 1),
+        },
         _ => (0, 1),
     };
     input_error(format!("{}:{}:{column}: {e}", name, lines.line_of(start) + below))
@@ -521,6 +542,15 @@ mod tests {
         std::fs::write(&path, b"a,b\n1,2\n3,\xff4\n").unwrap();
         let err = read_csv(&path, &["a", "b"]).err().unwrap().to_string();
         assert!(err.contains("t.csv:3:3:"), "the field that is not UTF-8: {err}");
+        std::fs::write(&path, b"a,b\n1,2\nan\xffn,4\n").unwrap();
+        let err = read_csv(&path, &["a", "b"]).err().unwrap().to_string();
+        assert!(err.contains("t.csv:3:3:"), "at the byte that is not UTF-8: {err}");
+        std::fs::write(&path, b"a,b\n\"\xc3\xa9x\xff\",4\n").unwrap();
+        let err = read_csv(&path, &["a", "b"]).err().unwrap().to_string();
+        assert!(
+            err.contains("t.csv:2:4:"),
+            "inside the quotes, counted in characters: {err}"
+        );
     }
 
     #[test]
@@ -551,6 +581,9 @@ mod tests {
         assert!(err.contains("t.csv:3:1: missing column \"a\""), "{err}");
         std::fs::write(&path, "\u{feff}a,b\n1,2\n").unwrap();
         assert_eq!(read_csv(&path, &["a", "b"]).unwrap()[0].fields, ["1", "2"]);
+        std::fs::write(&path, "\u{feff}a,b,A\n1,2,3\n").unwrap();
+        let err = read_csv(&path, &["a", "b"]).err().unwrap().to_string();
+        assert!(err.contains("t.csv:1:5: the header names column \"a\" twice"), "{err}");
     }
 
     #[test]
