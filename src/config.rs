@@ -502,6 +502,13 @@ impl Config {
             Err(FileError::Read { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
                 Ok(Config::defaults(env))
             }
+            // Located once, where the bytes are (not at 1:1 with the place again in the message).
+            Err(FileError::NotUtf8 { line, column, .. }) => Err(vec![Diagnostic {
+                file: name,
+                line,
+                column,
+                message: "not UTF-8 text".into(),
+            }]),
             Err(e) => Err(vec![
                 Source::new(&name, "").whole(format!("cannot read the config file: {e}")),
             ]),
