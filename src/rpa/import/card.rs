@@ -47,7 +47,11 @@ pub fn character_card<'s>(
     existing: impl Fn(&str) -> Existing<'s, Character>,
 ) -> Result<Imported, ImportError> {
     let shown = file.display();
-    let (card, image) = read(file)?;
+    let (card, came) = read(file)?;
+    let (image, json) = match came {
+        Came::Png(bytes) => (Some(bytes), None),
+        Came::Json(text) => (None, Some(text)),
+    };
     let ours = card.ours.clone();
     let whole_prompt = ours.as_ref().is_some_and(card::Ours::whole_prompt);
     let name = one_line(options.name.as_deref().unwrap_or(&card.name));
@@ -119,7 +123,22 @@ pub fn character_card<'s>(
     };
     let work = format!("imported from a character card{by}");
     let targets = match ours.as_ref().and_then(|o| o.targets.as_ref()) {
-        Some(targets) => Some(read_targets(targets, &scale).map_err(|e| format!("{shown}: {e}"))?),
+        Some(targets) => Some(read_targets(targets, &scale).map_err(|(at, e)| {
+            // Located in a JSON card (a V2 card's fields are under "data"); a PNG's has no lines.
+            let place = json.as_deref().and_then(|text| {
+                let source = crate::domain::diagnostic::Source::new("", text);
+                let within = ["extensions", "incharacter", "targets"];
+                let path: Vec<&str> = within.iter().copied().chain(at.iter().map(String::as_str)).collect();
+                [vec!["data"], vec![]].into_iter().find_map(|outer| {
+                    let full: Vec<&str> = outer.into_iter().chain(path.iter().copied()).collect();
+                    source.json_at(&full)
+                })
+            });
+            match place {
+                Some((line, column)) => format!("{shown}:{line}:{column}: {e}"),
+                None => format!("{shown}: {e}"),
+            }
+        })?),
         None => None,
     };
     // A card brings its own info, in place of the card an earlier import kept.
@@ -149,25 +168,34 @@ pub fn character_card<'s>(
 
 /// `extensions.incharacter.targets` (scale → dimension → "H" | "L" | number) as the character's targets,
 /// checked against the scales as a character file's `[targets]` are.
+/// A problem is said with where it is: the keys under the targets (scale, then dimension).
 fn read_targets<'s>(
     targets: &serde_json::Map<String, serde_json::Value>,
     scale: &impl Fn(&str) -> Option<&'s Scale>,
-) -> Result<LabelSet, String> {
+) -> Result<LabelSet, (Vec<String>, String)> {
     let mut set = LabelSet::new();
     for (id, dims) in targets {
-        let s = scale(id).ok_or_else(|| format!("extensions.incharacter.targets: unknown scale \"{id}\""))?;
-        let dims = dims
-            .as_object()
-            .ok_or_else(|| format!("extensions.incharacter.targets.{id} must be an object of dimensions"))?;
+        let at = |keys: &[&str]| keys.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+        let s = scale(id).ok_or_else(|| {
+            (at(&[id]), format!("extensions.incharacter.targets: unknown scale \"{id}\""))
+        })?;
+        let dims = dims.as_object().ok_or_else(|| {
+            (at(&[id]), format!("extensions.incharacter.targets.{id} must be an object of dimensions"))
+        })?;
         let mut labels = std::collections::BTreeMap::new();
         for (dim, value) in dims {
             let value = match value {
                 serde_json::Value::String(s) => s.clone(),
                 serde_json::Value::Number(n) => n.to_string(),
-                _ => return Err(format!("extensions.incharacter.targets.{id}.{dim}: use \"H\", \"L\" or a number")),
+                _ => {
+                    return Err((
+                        at(&[id, dim]),
+                        format!("extensions.incharacter.targets.{id}.{dim}: use \"H\", \"L\" or a number"),
+                    ));
+                }
             };
             let label = crate::domain::character::target(s, dim, &value)
-                .map_err(|e| format!("extensions.incharacter.targets.{id}: {e}"))?;
+                .map_err(|e| (at(&[id, dim]), format!("extensions.incharacter.targets.{id}: {e}")))?;
             labels.insert(dim.clone(), label);
         }
         set.insert(id.clone(), labels);
@@ -306,7 +334,13 @@ fn is_empty(value: &serde_json::Value) -> bool {
 }
 
 /// The card a file holds (a PNG's, by its signature or its name, or JSON), and the PNG's bytes.
-fn read(file: &Path) -> Result<(Card, Option<Vec<u8>>), String> {
+/// What a card came in: a PNG image (kept for export-card), or JSON text (to locate its fields).
+enum Came {
+    Png(Vec<u8>),
+    Json(String),
+}
+
+fn read(file: &Path) -> Result<(Card, Came), String> {
     let shown = file.display();
     let bytes = read_bytes(file, MAX_PNG, "a character card")?;
     let named_png = file.extension().is_some_and(|x| x.eq_ignore_ascii_case("png"));
@@ -323,7 +357,7 @@ fn read(file: &Path) -> Result<(Card, Option<Vec<u8>>), String> {
             CardError::Shape(message) => format!("{shown}: {message}"),
             CardError::Field { line, column, message } => format!("{shown}:{line}:{column}: {message}"),
         })?;
-        return Ok((card, None));
+        return Ok((card, Came::Json(text)));
     }
     let (keyword, text) = png::card_text(&bytes).map_err(|e| format!("{shown}: {e}"))?;
     let base64 = base64::engine::GeneralPurpose::new(
@@ -348,7 +382,7 @@ fn read(file: &Path) -> Result<(Card, Option<Vec<u8>>), String> {
         )
     })?;
     let card = card::parse(&json).map_err(|e| format!("{shown}: the card in its {keyword} chunk: {e}"))?;
-    Ok((card, Some(bytes)))
+    Ok((card, Came::Png(bytes)))
 }
 
 #[cfg(test)]

@@ -32,7 +32,10 @@ pub fn rolebench_profile<'s>(
     let description = match all.get(role) {
         Some(serde_json::Value::String(d)) => d.clone(),
         Some(_) => {
-            return Err(format!("{}: the description of \"{role}\" is not a string", desc.display()).into());
+            let place = crate::domain::diagnostic::Source::new("", &text)
+                .json_at(&[role])
+                .map_or(String::new(), |(line, column)| format!(":{line}:{column}"));
+            return Err(format!("{}{place}: the description of \"{role}\" is not a string", desc.display()).into());
         }
         None => {
             let roles: Vec<&str> = all.keys().take(12).map(String::as_str).collect();

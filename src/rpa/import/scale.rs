@@ -738,7 +738,11 @@ pub fn questionnaire<'s>(
         }
     };
     if draft.dimensions.is_empty() {
-        return Err(format!("{origin}: the questionnaire has no categories, so no item would be scored").into());
+        return Err(format!(
+            "{}: the questionnaire has no categories, so no item would be scored",
+            origin.at(&["categories"])
+        )
+        .into());
     }
     let id = options.id.clone().unwrap_or_else(|| draft.name.clone());
     if !crate::domain::is_id(&id) {
