@@ -201,12 +201,13 @@ impl Journal {
     /// Appends `record`; an object record gets `ts_ms` (Unix milliseconds) so a replay can keep the
     /// original timing.
     pub fn append<T: Serialize>(&mut self, record: &T) -> std::io::Result<()> {
+        let line = Self::line(record)?;
+        let before = self.file.metadata()?.len();
         let first = self.deferred.take();
-        let lines = first.clone().unwrap_or_default() + &Self::line(record)?;
+        let lines = first.clone().unwrap_or_default() + &line;
         // One write per record (with a deferred one before it): an interrupted write can only tear
         // the last line, and a failed one (disk full, read-only) is taken back so the journal ends on
         // a whole line; a deferred record waits for the next append then.
-        let before = self.file.metadata()?.len();
         if let Err(e) = self.file.write_all(lines.as_bytes()).and_then(|_| self.file.flush()) {
             let _ = self.file.set_len(before);
             self.deferred = first;

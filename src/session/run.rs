@@ -1,6 +1,6 @@
 //! The lifecycle every study goes through: [`Run::open`] makes a new session folder (or reopens one
 //! to resume), connects the study's providers with one shared cache and limits, and writes the first
-//! record (or `Resumed`); [`Run::execute`] runs the study, journaling each record before anyone else
+//! record (a resume's `Resumed` goes with the first record the sitting adds); [`Run::execute`] runs the study, journaling each record before anyone else
 //! sees it, and ends a complete run with `RunFinished` and `results.json`. Dropping the execution
 //! (cancel), a journal that cannot be written or a provider that cannot be reached leave a journal
 //! that `--resume` finishes.
@@ -38,6 +38,10 @@ pub struct Run<S: Study> {
     /// A resume: the characters edited since the session recorded them (the run goes on with the
     /// new versions, which `Resumed` records).
     pub changed: Vec<VersionChange>,
+    /// A resume's `Resumed` record: journaled with the first record the sitting adds (not before, so
+    /// a sitting that adds nothing leaves the journal as it was), and given here for a view that
+    /// replays the journal before the run goes on.
+    pub resumed: Option<Event>,
     journal: Journal,
     catalog: Arc<Catalog>,
     shared: Shared,
@@ -260,13 +264,14 @@ impl<S: Study> Run<S> {
             }
         };
         // A resume is journaled with what it adds: a sitting that adds nothing (a batch export whose
-        // file could not be written, a stop before any reply) leaves the journal as it was.
-        if prior.is_empty() {
-            journal.append(&first)
+        // file could not be written, a kill before any reply) leaves the journal as it was.
+        let resumed = if prior.is_empty() {
+            journal.append(&first).map_err(unwritable)?;
+            None
         } else {
-            journal.defer(&first)
-        }
-        .map_err(unwritable)?;
+            journal.defer(&first).map_err(unwritable)?;
+            Some(first)
+        };
         Ok(Run {
             id,
             dir,
@@ -274,6 +279,7 @@ impl<S: Study> Run<S> {
             study: prepared.study,
             notes: prepared.notes,
             changed,
+            resumed,
             journal,
             catalog,
             shared,

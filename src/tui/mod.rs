@@ -770,11 +770,15 @@ impl Task {
         let _ = tx.send(Action::Accounting(run.accounting()));
         let _ = tx.send(Action::Memories(run.study.memories()));
         let _ = tx.send(Action::SessionDir(run.dir.clone()));
-        // What the journal holds so far (the start record, and for a resume everything before).
+        // What the journal holds so far (the start record, and for a resume everything before), then
+        // a resume's own record, which the journal gets with the sitting's first.
         if let Ok(events) = store.load(&run.dir) {
             for e in events {
                 let _ = tx.send(Action::Engine(e));
             }
+        }
+        if let Some(resumed) = &run.resumed {
+            let _ = tx.send(Action::Engine(resumed.clone()));
         }
         // The providers a rate limit holds back change with every few replies: a look four times
         // a second is enough for a person, and sends nothing while nothing changes.

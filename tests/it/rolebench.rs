@@ -260,9 +260,9 @@ fn malformed_rows_report_line_and_column() {
     )
     .unwrap();
     let err = rolebench::load_questions(&path).unwrap_err();
-    // serde_json counts columns in bytes: each ideograph before the error takes 3.
+    // In characters, as every file:line:column here (serde_json counts bytes: each ideograph 3).
     let line = r#"{"role": "皇帝", "question": "朕？", "generated": ["是。" "否。"]}"#;
-    let column = line.find("\"否").unwrap() + 1;
+    let column = line[..line.find("\"否").unwrap()].chars().count() + 1;
     assert_eq!(
         err,
         LoadError::Row {

@@ -61,6 +61,10 @@ struct Ended {
     flash: Option<String>,
     /// The frame at 120×40 and at 80×24.
     frames: [String; 2],
+    /// The answers the run had when this sitting began (as the resume's record told the view), and
+    /// whether its log says it resumed.
+    items_before: usize,
+    resumed_logged: bool,
 }
 
 /// Opens the workbench on `config` and `data` (no samples) at the Sessions screen, presses `u` on
@@ -93,6 +97,8 @@ async fn resume_first_session(config: &Path, data: &Path) -> Ended {
                 screen: app.screen,
                 flash: app.flash.clone(),
                 frames: [text(terminal.backend().buffer()), render(app, (80, 24))],
+                items_before: app.run.sitting.items_before,
+                resumed_logged: app.run.log.iter().any(|l| l.starts_with("resumed at ")),
             });
             // The input ends: so does the loop.
             keys = None;
@@ -190,6 +196,7 @@ async fn an_interrupted_interview_session_resumes_from_sessions_to_its_end() {
     common::json_of(common::output(&s.config, &s.data, &args).await);
     let whole = records(&only_session(&s.data));
     let session = interrupt(&s.data, "item_answered", 4, "20260101-120000-interviews-0001");
+    let records_before = records(&session);
     let before = s.server.stats().requests;
 
     let ended = resume_first_session(&s.config, &s.data).await;
@@ -207,6 +214,9 @@ async fn an_interrupted_interview_session_resumes_from_sessions_to_its_end() {
     assert_eq!(count(&after, "run_finished"), 1);
     assert!(session.join("results.json").is_file());
     assert!(s.server.stats().requests > before, "the rest was asked of the server");
+    // The view was told of the resume: this sitting's work is counted from what the journal had.
+    assert!(ended.resumed_logged, "{}", ended.frames[0]);
+    assert_eq!(ended.items_before, count(&records_before, "item_answered"));
     // Which answer streams last depends on the scheduler: the frame is checked, not snapshotted.
     let frame = &ended.frames[0];
     assert!(
