@@ -97,11 +97,15 @@ pub fn json_column(text: &str, e: &serde_json::Error) -> usize {
     }
 }
 
-/// The 1-based column, in characters, of the byte at (0-based) `byte` of `line`.
+/// The 1-based column, in characters, of the character holding the byte at (0-based) `byte` of
+/// `line` (past its end: the column after its last character).
 pub fn char_column(line: &str, byte: usize) -> usize {
-    let bytes = &line.as_bytes()[..byte.min(line.len())];
     // A character is counted at its first byte (UTF-8 continuation bytes are 0b10xxxxxx).
-    bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count() + 1
+    let count = |bytes: &[u8]| bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+    match line.as_bytes().get(..=byte) {
+        Some(through) => count(through).max(1),
+        None => count(line.as_bytes()) + 1,
+    }
 }
 
 /// serde_json's message without its own " at line L column C", for errors that name the place
@@ -330,15 +334,14 @@ fn not_own(path: &Path, data_dir: Option<&Path>) -> Result<(), FileError> {
         let folder = parts.next();
         parts.next().is_some() && folder.is_some_and(|f| OWN_FOLDERS.iter().any(|own| f.as_os_str() == *own))
     };
-    let kept = match file.strip_prefix(&dir) {
-        Ok(inside) => own(inside),
-        Err(_) => same_folder(&dir).is_some_and(|is_dir| {
+    // By path, and by the folders' identity (a bind mount of the data dir, also one inside it).
+    let kept = file.strip_prefix(&dir).is_ok_and(own)
+        || same_folder(&dir).is_some_and(|is_dir| {
             file.ancestors()
                 .skip(1)
-                .find(|a| is_dir(a))
-                .is_some_and(|a| file.strip_prefix(a).is_ok_and(own))
-        }),
-    };
+                .filter(|a| is_dir(a))
+                .any(|a| file.strip_prefix(a).is_ok_and(own))
+        });
     match kept {
         true => Err(FileError::OwnFile {
             path: path.to_path_buf(),
@@ -380,9 +383,10 @@ pub type Change<'a> = (PathBuf, Option<&'a [u8]>);
 
 /// Writes (or removes) several files that only make sense together — all of them or none. Every
 /// new content is first written beside its target and synced, so a refused target (a link, a folder)
-/// or a full disk changes nothing; then each target is moved aside and its new content moved in; a
-/// failure there moves everything back. The old files are removed last. (A kill between the renames
-/// leaves the old ones beside their targets as `.incharacter-*.old`.)
+/// or a full disk changes nothing; then each old file is kept aside (a second link to it, so the
+/// target never goes missing) and its new content renamed over it; a failure there puts every old
+/// file back. The kept copies are removed last. (A kill in between leaves them beside their targets
+/// as `.incharacter-*.old`.)
 pub fn write_all_or_none(changes: &[Change<'_>]) -> Result<(), FileError> {
     let mut prepared = Vec::new();
     for (path, bytes) in changes {
@@ -396,17 +400,26 @@ pub fn write_all_or_none(changes: &[Change<'_>]) -> Result<(), FileError> {
         prepared.push((path.as_path(), tmp));
     }
     let mut done: Vec<(&Path, Option<tempfile::TempPath>, bool)> = Vec::new();
-    for (path, tmp) in prepared {
-        match swap_in(path, tmp) {
+    for (index, (path, tmp)) in prepared.into_iter().enumerate() {
+        #[cfg(test)]
+        let tmp = match FAIL_SWAP.with(std::cell::Cell::get) {
+            // A swap that fails as a rename can (the target's folder gone, a disk error).
+            Some(n) if n == index => {
+                drop(tmp);
+                Err(FileError::Write {
+                    path: path.to_path_buf(),
+                    error: std::io::Error::other("the test's failure"),
+                })
+            }
+            _ => Ok(tmp),
+        };
+        #[cfg(not(test))]
+        let (tmp, _) = (Ok::<_, FileError>(tmp), index);
+        match tmp.and_then(|tmp| swap_in(path, tmp)) {
             Ok((old, placed)) => done.push((path, old, placed)),
             Err(e) => {
                 for (path, old, placed) in done.into_iter().rev() {
-                    if placed {
-                        let _ = std::fs::remove_file(path);
-                    }
-                    if let Some(old) = old {
-                        let _ = old.persist(path);
-                    }
+                    put_back(path, old, placed);
                 }
                 return Err(e);
             }
@@ -419,7 +432,31 @@ pub fn write_all_or_none(changes: &[Change<'_>]) -> Result<(), FileError> {
     Ok(())
 }
 
-/// Moves `path`'s file aside (returned, removed when dropped) and `tmp` in its place (`placed`).
+#[cfg(test)]
+thread_local! {
+    /// The swap of [`write_all_or_none`] that fails in a test (by its index).
+    static FAIL_SWAP: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Undoes [`swap_in`]: the old file back at `path` (over the new one), or the new one removed where
+/// there was none. An old file that cannot be put back stays where it was kept, and the log says so.
+fn put_back(path: &Path, old: Option<tempfile::TempPath>, placed: bool) {
+    match old {
+        Some(old) => {
+            if let Err(e) = old.persist(path) {
+                let kept = e.path.keep().ok();
+                tracing::error!(path = %path.display(), kept = ?kept, error = %e.error, "could not put the old file back");
+            }
+        }
+        None if placed => {
+            let _ = std::fs::remove_file(path);
+        }
+        None => {}
+    }
+}
+
+/// Keeps `path`'s file aside (returned, removed when dropped) and renames `tmp` over it (`placed`),
+/// or removes it (no `tmp`).
 fn swap_in(
     path: &Path,
     tmp: Option<tempfile::NamedTempFile>,
@@ -428,28 +465,43 @@ fn swap_in(
         path: path.to_path_buf(),
         error,
     };
-    let old = match std::fs::symlink_metadata(path) {
+    let (old, moved) = match std::fs::symlink_metadata(path) {
         Ok(_) => {
-            let aside = tempfile::Builder::new()
+            let kept = tempfile::Builder::new()
                 .prefix(".incharacter-")
                 .suffix(".old")
-                .tempfile_in(folder_of(path))
-                .map_err(write_error)?
-                .into_temp_path();
-            std::fs::rename(path, &aside).map_err(write_error)?;
-            Some(aside)
+                .make_in(folder_of(path), |aside| std::fs::hard_link(path, aside));
+            match kept {
+                Ok(linked) => (Some(linked.into_temp_path()), false),
+                // A filesystem without hard links: the old file is moved aside instead.
+                Err(_) => {
+                    let aside = tempfile::Builder::new()
+                        .prefix(".incharacter-")
+                        .suffix(".old")
+                        .tempfile_in(folder_of(path))
+                        .map_err(write_error)?
+                        .into_temp_path();
+                    std::fs::rename(path, &aside).map_err(write_error)?;
+                    (Some(aside), true)
+                }
+            }
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, false),
         Err(e) => return Err(write_error(e)),
     };
-    let Some(tmp) = tmp else { return Ok((old, false)) };
-    match tmp.persist(path) {
-        Ok(_) => Ok((old, true)),
-        Err(e) => {
-            if let Some(old) = old {
-                let _ = old.persist(path);
+    let result = match tmp {
+        Some(tmp) => tmp.persist(path).map(|_| true).map_err(|e| e.error),
+        None if old.is_some() && !moved => std::fs::remove_file(path).map(|_| false),
+        None => Ok(false),
+    };
+    match result {
+        Ok(placed) => Ok((old, placed)),
+        Err(error) => {
+            // The target is as it was, but for an old file moved aside: that goes back.
+            if moved {
+                put_back(path, old, false);
             }
-            Err(write_error(e.error))
+            Err(write_error(error))
         }
     }
 }
@@ -559,6 +611,24 @@ mod tests {
         assert_eq!(names(), ["a", "b"], "the old files are not left aside");
         assert_eq!(std::fs::read_to_string(&a).unwrap(), "new a");
         assert_eq!(std::fs::read_to_string(&b).unwrap(), "new b");
+
+        // A swap failing after others were made puts every old file back: written, removed, new.
+        std::fs::write(&gone, "kept").unwrap();
+        for fail_at in 1..4 {
+            FAIL_SWAP.with(|f| f.set(Some(fail_at)));
+            let e = write_all_or_none(&[
+                (a.clone(), Some(b"newer a".as_slice())),
+                (gone.clone(), None),
+                (c.clone(), Some(b"new c".as_slice())),
+                (b.clone(), Some(b"newer b".as_slice())),
+            ]);
+            FAIL_SWAP.with(|f| f.set(None));
+            assert!(e.is_err(), "fails at {fail_at}");
+            assert_eq!(names(), ["a", "b", "gone"], "as before, nothing aside (failing at {fail_at})");
+            assert_eq!(std::fs::read_to_string(&a).unwrap(), "new a");
+            assert_eq!(std::fs::read_to_string(&b).unwrap(), "new b");
+            assert_eq!(std::fs::read_to_string(&gone).unwrap(), "kept");
+        }
     }
 
     #[test]
@@ -569,6 +639,8 @@ mod tests {
             ("{\"a\": tru}", 1, 10),
             ("{\"t\":\"日本語日本語日本語\", x}", 1, 19),
             ("[\n\"é\", x]", 2, 6),
+            // At the end of the text, inside its last character: that character's column.
+            ("\"é", 1, 2),
         ] {
             let e = serde_json::from_str::<serde_json::Value>(text).unwrap_err();
             assert_eq!((e.line(), json_column(text, &e)), (line, column), "{text:?}");

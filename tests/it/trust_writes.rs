@@ -399,7 +399,19 @@ fn an_output_through_a_second_way_to_the_data_dir_is_refused_too() {
         stderr(&out)
     );
     assert_eq!(std::fs::read(&journal).unwrap(), before);
-    // The data dir's exports folder, reached the same way, stays the user's.
+    // A second way in inside the data dir's own exports folder leads to the same refusal.
+    let inner = Mounted::bind(&data, &data.join("exports").join("inner")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_incharacter"))
+        .args(["export", GSE, "--format", "json", "-o"])
+        .arg(inner.0.join("sessions").join(GSE).join("journal.jsonl"))
+        .env("INCHARACTER_DATA_DIR", &data)
+        .env("INCHARACTER_CONFIG", data.join("none.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&journal).unwrap(), before);
+    drop(inner);
+    // The data dir's top level, reached the same way, stays the user's.
     let out = Command::new(env!("CARGO_BIN_EXE_incharacter"))
         .args(["export", GSE, "--format", "json", "-o"])
         .arg(alias.0.join("x.json"))
