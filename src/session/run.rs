@@ -244,33 +244,27 @@ impl<S: Study> Run<S> {
             None => open_journal(&id, &dir)?,
         };
         let changed = version_changes(&prior, &prepared.character_versions);
-        let first = if prior.is_empty() {
-            S::started(
-                SessionHeader {
-                    session: id.clone(),
-                    name,
-                    created: journal::now_rfc3339(),
-                    app_version: env!("CARGO_PKG_VERSION").into(),
-                    character_versions: prepared.character_versions,
-                },
-                plan.clone(),
-                prepared.providers,
-            )
-        } else {
-            Event::Resumed {
-                at: journal::now_rfc3339(),
-                items_per_call: prepared.items_per_call,
-                character_versions: prepared.character_versions,
-            }
-        };
         // A resume is journaled with what it adds: a sitting that adds nothing (a batch export whose
         // file could not be written, a kill before any reply) leaves the journal as it was.
         let resumed = if prior.is_empty() {
-            journal.append(&first).map_err(unwritable)?;
+            let header = SessionHeader {
+                session: id.clone(),
+                name,
+                created: journal::now_rfc3339(),
+                app_version: env!("CARGO_PKG_VERSION").into(),
+                character_versions: prepared.character_versions,
+            };
+            let started = S::started(header, plan.clone(), prepared.providers);
+            journal.append(&started).map_err(unwritable)?;
             None
         } else {
-            journal.defer(&first).map_err(unwritable)?;
-            Some(first)
+            let resumed = Event::Resumed {
+                at: journal::now_rfc3339(),
+                items_per_call: prepared.items_per_call,
+                character_versions: prepared.character_versions,
+            };
+            journal.defer(&resumed).map_err(unwritable)?;
+            Some(resumed)
         };
         Ok(Run {
             id,
