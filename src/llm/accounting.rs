@@ -27,6 +27,10 @@ pub struct Counters {
     /// shortens what it can): neither a request nor a failure of the server's.
     #[serde(default)]
     pub too_long: u64,
+    /// Requests of batch files mode written to a batch file for the user's engine: not sent by
+    /// this run.
+    #[serde(default)]
+    pub in_batch_file: u64,
     /// Replies taken from batch results kept in the session (paid for when their batch ended, in an
     /// earlier sitting, or made by an offline engine): neither a request nor a cost now.
     pub kept: u64,
@@ -47,6 +51,7 @@ impl Counters {
         self.failures += o.failures;
         self.cache_hits += o.cache_hits;
         self.too_long += o.too_long;
+        self.in_batch_file += o.in_batch_file;
         self.kept += o.kept;
         self.prompt_tokens += o.prompt_tokens;
         self.completion_tokens += o.completion_tokens;
@@ -68,6 +73,8 @@ impl Snapshot {
         let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         self.by_provider_role
             .iter()
+            // A provider and role that used nothing (a phase never sent) are not a line.
+            .filter(|(_, c)| **c != Counters::default())
             .map(|((provider, role), c)| {
                 let mut parts = vec![
                     plural(c.requests, "request", "requests"),
@@ -81,6 +88,9 @@ impl Snapshot {
                 }
                 if c.cache_hits > 0 {
                     parts.push(format!("{} from the cache", c.cache_hits));
+                }
+                if c.in_batch_file > 0 {
+                    parts.push(format!("{} written to a batch file", c.in_batch_file));
                 }
                 if c.too_long > 0 {
                     parts.push(format!("{} not sent (longer than the context)", c.too_long));
@@ -224,6 +234,17 @@ impl Accounting {
     }
     pub fn failure(&self, provider: &str, role: Role) {
         self.with(provider, role, |c| c.failures += 1);
+    }
+    /// `n` requests of a batch that was never sent (a phase held at the cost cap, or a batch file
+    /// that could not be written): not requests after all. `to_file`: written to a batch file for
+    /// the user's engine instead.
+    pub fn not_sent(&self, provider: &str, role: Role, n: u64, to_file: bool) {
+        self.with(provider, role, |c| {
+            c.requests = c.requests.saturating_sub(n);
+            if to_file {
+                c.in_batch_file += n;
+            }
+        });
     }
     /// A request kept back because it would not fit the server's context.
     pub fn too_long(&self, provider: &str, role: Role) {

@@ -68,10 +68,14 @@ pub struct Pending {
     pub custom_id: String,
     pub provider: String,
     pub body: Value,
+    /// Whose request it is, and how many attempts wait for it (each counted as a request).
+    pub role: crate::config::Role,
+    pub attempts: usize,
 }
 
 struct Waiting {
     provider: String,
+    role: crate::config::Role,
     body: Value,
     waiters: Vec<oneshot::Sender<Answer>>,
 }
@@ -113,7 +117,7 @@ impl Hub {
 
     /// The answer to request `id`: at once if a phase already returned it, else once its phase has
     /// come back. `None` when the hub is gone (the run stopped).
-    pub async fn ask(&self, provider: &str, id: String, body: Value) -> Option<Answer> {
+    pub async fn ask(&self, (provider, role): (&str, crate::config::Role), id: String, body: Value) -> Option<Answer> {
         let rx = {
             let mut state = self.state();
             if let Some(reply) = state.answers.get(&id) {
@@ -125,6 +129,7 @@ impl Hub {
                 .entry(id.clone())
                 .or_insert_with(|| Waiting {
                     provider: provider.to_string(),
+                    role,
                     body,
                     waiters: Vec::new(),
                 })
@@ -162,6 +167,8 @@ impl Hub {
                     custom_id: id.clone(),
                     provider: w.provider.clone(),
                     body: w.body.clone(),
+                    role: w.role,
+                    attempts: w.waiters.len(),
                 })
                 .collect(),
         )
@@ -328,7 +335,8 @@ impl Transport for BatchTransport {
         on_token: &mut (dyn FnMut(String) -> bool + Send),
     ) -> Result<Finished, AttemptError> {
         let id = custom_id(&self.config.base_url, &self.config.model, request);
-        match self.hub.ask(&self.config.name, id, body(&self.config, request)).await {
+        let asker = (self.config.name.as_str(), request.meta.role);
+        match self.hub.ask(asker, id, body(&self.config, request)).await {
             None => Err(AttemptError::Cancelled),
             Some(Ok(reply)) => {
                 if !reply.text.is_empty() && !on_token(reply.text) {
@@ -820,7 +828,7 @@ mod tests {
         hub.update(|s| s.outstanding = 2);
         let first = tokio::spawn({
             let hub = hub.clone();
-            async move { hub.ask("p", "x".into(), json!({"n": 1})).await }
+            async move { hub.ask(("p", crate::config::Role::Rpa), "x".into(), json!({"n": 1})).await }
         });
         while hub.state().parked < 1 {
             tokio::task::yield_now().await;
@@ -828,7 +836,7 @@ mod tests {
         assert_eq!(hub.phase(), None, "one of two started requests is not parked yet");
         let second = tokio::spawn({
             let hub = hub.clone();
-            async move { hub.ask("p", "y".into(), json!({"n": 2})).await }
+            async move { hub.ask(("p", crate::config::Role::Rpa), "y".into(), json!({"n": 2})).await }
         });
         let phase = loop {
             if let Some(p) = hub.phase() {
@@ -853,7 +861,7 @@ mod tests {
         let missing = first.await.unwrap().unwrap().unwrap_err();
         assert_eq!(missing.status, 503, "no result: asked again in the next phase");
         assert_eq!(hub.state().parked, 0);
-        assert_eq!(hub.ask("p", "y".into(), json!({})).await, Some(Ok(reply)), "kept for a second asking");
+        assert_eq!(hub.ask(("p", crate::config::Role::Rpa), "y".into(), json!({})).await, Some(Ok(reply)), "kept for a second asking");
     }
 
     #[tokio::test]
@@ -861,7 +869,7 @@ mod tests {
         let hub = Arc::new(Hub::default());
         let task = tokio::spawn({
             let hub = hub.clone();
-            async move { hub.ask("p", "x".into(), json!({})).await }
+            async move { hub.ask(("p", crate::config::Role::Rpa), "x".into(), json!({})).await }
         });
         while hub.state().parked < 1 {
             tokio::task::yield_now().await;

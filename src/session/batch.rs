@@ -297,15 +297,21 @@ impl Batching {
     /// Sends every complete phase out until the study is done (the caller drops this then). In files
     /// mode it returns after writing the first phase it finds: the path of the requests file.
     ///
-    /// A cost cap (`cap`, with the run's accounts) is held between phases: a batch is paid for whole
-    /// when it ends, and its replies are read and journaled before the next phase would go out; once
-    /// they have cost the cap, that phase does not.
+    /// A cost cap (`cap`) is held between phases: a batch is paid for whole when it ends, and its
+    /// replies are read and journaled before the next phase would go out; once they have cost the
+    /// cap, that phase does not. The run's accounts learn which parked requests never went out.
     pub(super) async fn coordinate(
         &self,
         journal: &Journaler,
         note: &(dyn Fn(String) + Send + Sync),
-        cap: Option<(f64, &crate::llm::accounting::Accounting)>,
+        (accounting, cap): (&crate::llm::accounting::Accounting, Option<f64>),
     ) -> Result<PathBuf, SessionError> {
+        // A phase that does not go out was counted as requests when its attempts parked.
+        let not_sent = |pending: &[Pending], to_file: bool| {
+            for p in pending {
+                accounting.not_sent(&p.provider, p.role, p.attempts as u64, to_file);
+            }
+        };
         for relative in self.history.kept() {
             let path = self.dir.join(relative);
             let text = std::fs::read_to_string(&path).map_err(|e| SessionError::Batch {
@@ -383,7 +389,9 @@ impl Batching {
                     let text = lines(pending.iter());
                     // The user's file: whole or not at all, never through a link; a full disk is
                     // the machine's failure, a link or a folder in the way the user's.
-                    crate::files::write_atomic(&path, text.as_bytes()).map_err(|e| SessionError::Batch {
+                    let written = crate::files::write_atomic(&path, text.as_bytes());
+                    not_sent(&pending, written.is_ok());
+                    written.map_err(|e| SessionError::Batch {
                         input: e.is_input(),
                         reason: e.to_string(),
                     })?;
@@ -396,9 +404,10 @@ impl Batching {
                     return Ok(path);
                 }
                 BatchMode::Api => {
-                    if let Some((cap, accounting)) = cap {
+                    if let Some(cap) = cap {
                         let spent = accounting.cost();
                         if spent >= cap {
+                            not_sent(&pending, false);
                             return Err(SessionError::CostCap { spent, cap });
                         }
                     }

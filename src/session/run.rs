@@ -387,7 +387,7 @@ impl<S: Study> Run<S> {
                 Ok::<_, std::io::Error>(())
             };
             let accounting = shared.accounting.clone();
-            let batch_cap = max_cost.map(|cap| (cap, &*accounting));
+            let batch_cap = (&*accounting, max_cost);
             let in_batches = batching.is_some();
             let coordinate = async {
                 match batching {

@@ -243,6 +243,7 @@ async fn batch_export_writes_again_what_the_session_still_needs() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(!target.exists(), "no half-written file: {stderr}");
     assert_eq!(std::fs::read(&journal).unwrap(), before, "{stderr}");
+    assert!(!stderr.contains("used: "), "nothing was sent or written: {stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -325,6 +326,9 @@ async fn a_cost_cap_stops_between_phases_after_journaling_every_reply_the_batch_
     assert_eq!(answered, 88, "every reply of the paid batch is journaled");
     let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
     assert!(journal.contains(r#""event":"stopped""#), "why it stopped is journaled");
+    // What it used is what went out: the interviews' batch, not the judge's phase held back.
+    assert!(stderr.contains("used: rpa fake: 88 requests"), "{stderr}");
+    assert!(!stderr.contains("used: judge"), "{stderr}");
 
     // Resumed with a cap that holds: the journaled answers are not asked again (no interview
     // request this sitting), and the judge's phase goes out.
