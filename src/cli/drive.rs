@@ -90,10 +90,35 @@ pub(super) fn advise(error: SessionError, kind: Kind, running: Option<&str>) -> 
     }
 }
 
+/// [`advise`] for a sitting that failed: a `batch export` that could not write its file is done
+/// again as one (its journal is as it was), not resumed.
+fn advise_sitting(error: SessionError, kind: Kind, id: &str, exporting: Option<&std::path::Path>) -> anyhow::Error {
+    match (&error, exporting) {
+        (SessionError::Batch { .. }, Some(path)) => anyhow::Error::new(Advised {
+            error,
+            advice: format!(
+                "the session is as it was; once that is fixed: incharacter batch export {id} -o {}",
+                path.display()
+            ),
+        }),
+        _ => advise(error, kind, Some(id)),
+    }
+}
+
 /// Batch mode for a driven run: where its phases go, and results to import first.
 pub(super) struct Batch {
     pub mode: BatchMode,
     pub import: Option<Import>,
+}
+
+impl Batch {
+    /// The file a `batch export` writes.
+    fn export_path(&self) -> Option<std::path::PathBuf> {
+        match &self.mode {
+            BatchMode::Files { output, .. } => output.clone(),
+            BatchMode::Api => None,
+        }
+    }
 }
 
 /// How a driven run goes: its concurrency, batch mode and cost cap (from the command line; the config
@@ -215,6 +240,7 @@ fn go<S: Headless>(
     if let (Some(cap), Start::New { plan, .. }) = (max_cost, &start) {
         estimate::<S>(plan, &catalog, config, cap, cost.yes)?;
     }
+    let exporting = batch.as_ref().and_then(Batch::export_path);
     let run = match batch {
         Some(Batch { mode, import }) => Run::<S>::open_batch(catalog.clone(), config, &store, start, mode, import),
         None => Run::<S>::open(catalog.clone(), config, &store, start, concurrency),
@@ -278,7 +304,7 @@ fn go<S: Headless>(
     };
     let ended = result.map_err(|e| {
         say_used();
-        advise(e, S::KIND, Some(&id))
+        advise_sitting(e, S::KIND, &id, exporting.as_deref())
     })?;
     let events = match ended {
         Ended::Complete(events) => events,

@@ -244,6 +244,10 @@ async fn batch_export_writes_again_what_the_session_still_needs() {
     assert!(!target.exists(), "no half-written file: {stderr}");
     assert_eq!(std::fs::read(&journal).unwrap(), before, "{stderr}");
     assert!(!stderr.contains("used: "), "nothing was sent or written: {stderr}");
+    assert!(
+        stderr.contains(&format!("once that is fixed: incharacter batch export {id} -o ")),
+        "done again as an export, not resumed: {stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
