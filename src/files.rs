@@ -97,15 +97,15 @@ pub fn json_column(text: &str, e: &serde_json::Error) -> usize {
     }
 }
 
+/// `file:line:column: message` for JSON in `text` (read from `file`) that serde_json refused.
+pub fn json_error(file: &Path, text: &str, e: &serde_json::Error) -> String {
+    format!("{}:{}:{}: {}", file.display(), e.line(), json_column(text, e), json_message(e))
+}
+
 /// The 1-based column, in characters, of the character holding the byte at (0-based) `byte` of
 /// `line` (past its end: the column after its last character).
 pub fn char_column(line: &str, byte: usize) -> usize {
-    // A character is counted at its first byte (UTF-8 continuation bytes are 0b10xxxxxx).
-    let count = |bytes: &[u8]| bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
-    match line.as_bytes().get(..=byte) {
-        Some(through) => count(through).max(1),
-        None => count(line.as_bytes()) + 1,
-    }
+    crate::domain::diagnostic::Source::new("", line).line_col(byte).1
 }
 
 /// serde_json's message without its own " at line L column C", for errors that name the place
@@ -401,21 +401,7 @@ pub fn write_all_or_none(changes: &[Change<'_>]) -> Result<(), FileError> {
     }
     let mut done: Vec<(&Path, Option<tempfile::TempPath>, bool)> = Vec::new();
     for (index, (path, tmp)) in prepared.into_iter().enumerate() {
-        #[cfg(test)]
-        let tmp = match FAIL_SWAP.with(std::cell::Cell::get) {
-            // A swap that fails as a rename can (the target's folder gone, a disk error).
-            Some(n) if n == index => {
-                drop(tmp);
-                Err(FileError::Write {
-                    path: path.to_path_buf(),
-                    error: std::io::Error::other("the test's failure"),
-                })
-            }
-            _ => Ok(tmp),
-        };
-        #[cfg(not(test))]
-        let (tmp, _) = (Ok::<_, FileError>(tmp), index);
-        match tmp.and_then(|tmp| swap_in(path, tmp)) {
+        match failing_swap(index, path).and_then(|()| swap_in(path, tmp)) {
             Ok((old, placed)) => done.push((path, old, placed)),
             Err(e) => {
                 for (path, old, placed) in done.into_iter().rev() {
@@ -436,6 +422,20 @@ pub fn write_all_or_none(changes: &[Change<'_>]) -> Result<(), FileError> {
 thread_local! {
     /// The swap of [`write_all_or_none`] that fails in a test (by its index).
     static FAIL_SWAP: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// The failure a test asks of swap `index`, as a rename can fail (the target's folder gone, a disk
+/// error); none outside tests.
+fn failing_swap(index: usize, path: &Path) -> Result<(), FileError> {
+    #[cfg(test)]
+    if FAIL_SWAP.with(std::cell::Cell::get) == Some(index) {
+        return Err(FileError::Write {
+            path: path.to_path_buf(),
+            error: std::io::Error::other("the test's failure"),
+        });
+    }
+    let _ = (index, path);
+    Ok(())
 }
 
 /// Undoes [`swap_in`]: the old file back at `path` (over the new one), or the new one removed where

@@ -107,7 +107,12 @@ fn direction(d: &DimensionDiff) -> &'static str {
 fn item_lines(i: &ItemDiff) -> String {
     let score = |s: Option<f64>| {
         s.map_or(String::new(), |s| {
-            format!(" ({})", num(Some(s)).trim_end_matches('0').trim_end_matches('.'))
+            format!(
+                " ({})",
+                crate::text::decimals(s, 3, false)
+                    .trim_end_matches('0')
+                    .trim_end_matches('.')
+            )
         })
     };
     let answer = |a: &Option<String>| a.as_deref().map_or("(no answer)".into(), |a| one_line(a, ANSWER_WIDTH));

@@ -295,17 +295,9 @@ fn human(
 const MAX_SCHEMA: u64 = 4 * 1024 * 1024;
 
 fn read_schema(path: &Path) -> anyhow::Result<ResponseSchema> {
-    let name = path.display().to_string();
     let text = crate::files::read_text_limited(path, MAX_SCHEMA, "a JSON Schema file")?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        input_error(format!(
-            "{}:{}:{}: {}",
-            name,
-            e.line(),
-            crate::files::json_column(&text, &e),
-            crate::files::json_message(&e)
-        ))
-    })?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| input_error(crate::files::json_error(path, &text, &e)))?;
     // Either {"name", "schema", "strict"?} or a bare JSON Schema.
     if let (Some(n), Some(schema)) = (value.get("name").and_then(|n| n.as_str()), value.get("schema")) {
         let strict = value.get("strict").and_then(|s| s.as_bool()).unwrap_or(true);

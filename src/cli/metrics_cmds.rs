@@ -47,12 +47,12 @@ pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -
         .map_err(|e| csv_error(&name, &bytes, &lines, &e))?
         .clone();
     // The header's own line: blank lines before it are skipped by the reader.
-    let header_line = lines.line_of(header.position().map_or(0, |p| record_start(&bytes, p.byte())));
+    let header_start = header.position().map_or(0, |p| record_start(&bytes, p.byte()));
+    let header_line = lines.line_of(header_start);
     // A column named twice is ambiguous: which one is meant would be a guess.
     for col in required.iter().chain(optional) {
         let mut named = header.iter().enumerate().filter(|(_, h)| h.eq_ignore_ascii_case(col));
         if let (Some(_), Some((second, _))) = (named.next(), named.next()) {
-            let header_start = header.position().map_or(0, |p| record_start(&bytes, p.byte()));
             let column = field_starts(&bytes[header_start..])
                 .get(second)
                 .map_or(1, |&(_, c, _)| c);

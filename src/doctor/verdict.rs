@@ -247,7 +247,7 @@ fn provider_check(p: &Provider) -> Check {
     };
     if let Some(problem) = p.problem() {
         let fix = match &c.api_key_env {
-            Some(var) if p.key == Some(false) || p.key_problem.is_some() => {
+            Some(var) if p.key_problem.is_some() => {
                 format!("export {var} with the provider's key")
             }
             _ if local_model(c) == EMBEDDED_MODEL => FETCH.to_string(),

@@ -102,12 +102,8 @@ pub fn parse_questions(path: &Path, text: &str) -> Result<Vec<Question>, LoadErr
         if !line[start..].starts_with('{') {
             return Err(at(crate::files::char_column(line, start), "a row must be a JSON object".into()));
         }
-        let row: Row = serde_json::from_str(line).map_err(|e| {
-            let text = e.to_string();
-            let suffix = format!(" at line {} column {}", e.line(), e.column());
-            let message = text.strip_suffix(&suffix).unwrap_or(&text).to_string();
-            at(crate::files::json_column(line, &e), message)
-        })?;
+        let row: Row = serde_json::from_str(line)
+            .map_err(|e| at(crate::files::json_column(line, &e), crate::files::json_message(&e)))?;
         out.push(
             row.question(n)
                 .map_err(|(key, message)| at(key_column(line, key), message))?,

@@ -126,7 +126,7 @@ pub fn chunks(data_dir: &Path, character: &str) -> Result<Option<Vec<String>>, S
     let text = crate::files::read_text_limited(&p, MAX_FILE, "a memories file").map_err(|e| e.to_string())?;
     serde_json::from_str(&text)
         .map(Some)
-        .map_err(|e| format!("{}:{}:{}: {}", p.display(), e.line(), crate::files::json_column(&text, &e), crate::files::json_message(&e)))
+        .map_err(|e| crate::files::json_error(&p, &text, &e))
 }
 
 #[cfg(test)]

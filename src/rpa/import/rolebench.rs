@@ -28,7 +28,7 @@ pub fn rolebench_profile<'s>(
 ) -> Result<Imported, super::ImportError> {
     let text = read_text(desc, MAX_FILE * 16, "a RoleBench desc.json")?;
     let all: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(&text).map_err(|e| format!("{}:{}:{}: {}", desc.display(), e.line(), crate::files::json_column(&text, &e), crate::files::json_message(&e)))?;
+        serde_json::from_str(&text).map_err(|e| crate::files::json_error(desc, &text, &e))?;
     let description = match all.get(role) {
         Some(serde_json::Value::String(d)) => d.clone(),
         Some(_) => {

@@ -705,7 +705,7 @@ pub fn questionnaire<'s>(
 ) -> Result<ImportedScale, super::ImportError> {
     let text = read_text(file, MAX_FILE * 16, "a questionnaire file")?;
     let value: Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}:{}:{}: {}", file.display(), e.line(), crate::files::json_column(&text, &e), crate::files::json_message(&e)))?;
+        serde_json::from_str(&text).map_err(|e| crate::files::json_error(file, &text, &e))?;
     let mut origin = Origin {
         file: file.display().to_string(),
         text: &text,
@@ -747,8 +747,9 @@ pub fn questionnaire<'s>(
     let id = options.id.clone().unwrap_or_else(|| draft.name.clone());
     if !crate::domain::is_id(&id) {
         return Err(format!(
-            "scale id {} must be at most 64 ASCII letters, digits, '-' and '_' (pass --id)",
-            crate::text::fit(&format!("{id:?}"), 82)
+            "scale id {} must be {} (pass --id)",
+            crate::text::fit(&format!("{id:?}"), 82),
+            crate::domain::ID_RULE
         )
         .into());
     }

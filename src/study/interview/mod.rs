@@ -833,7 +833,7 @@ impl Study for Interviews {
             left_out: latest
                 .iter()
                 .filter(|a| a.score.is_some())
-                .map(|a| a.items.iter().filter(|i| i.option.is_none()).count())
+                .map(|a| a.failed_items().len())
                 .sum(),
         }
     }
