@@ -106,17 +106,43 @@ pub async fn kill_after_requests(
     sessions.into_iter().next().unwrap()
 }
 
-/// Every file directly under `dir` with its bytes (empty when it does not exist).
+/// The binary on `config` and `data` from `cwd`, with files limited to `blocks` × 512 bytes and
+/// SIGXFSZ ignored, so a write past the limit fails with EFBIG as a full disk fails with ENOSPC.
+pub fn on_full_disk(config: &Path, data: &Path, cwd: &Path, blocks: u64, args: &[&str]) -> std::process::Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("trap '' XFSZ; ulimit -f {blocks}; exec \"$@\""))
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_incharacter"))
+        .args(args)
+        .current_dir(cwd)
+        .env("INCHARACTER_DATA_DIR", data)
+        .env("INCHARACTER_CONFIG", config)
+        .output()
+        .unwrap()
+}
+
+/// Every file directly under `dir` with its bytes (empty when it does not exist); a link as the path
+/// it points to, a folder as `<folder>`.
 pub fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .map(|e| {
-            (
-                e.file_name().to_string_lossy().to_string(),
-                std::fs::read(e.path()).unwrap(),
-            )
+            let kind = e.file_type().unwrap();
+            let bytes = if kind.is_symlink() {
+                std::fs::read_link(e.path())
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+                    .into_bytes()
+            } else if kind.is_dir() {
+                b"<folder>".to_vec()
+            } else {
+                std::fs::read(e.path()).unwrap()
+            };
+            (e.file_name().to_string_lossy().to_string(), bytes)
         })
         .collect()
 }

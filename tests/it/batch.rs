@@ -228,17 +228,14 @@ async fn batch_export_writes_again_what_the_session_still_needs() {
     let limit = before.len() as u64 + 8192;
     assert!(written.len() as u64 > limit, "the batch file is larger than the limit");
     let target = files.join("full.jsonl");
-    let out = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("trap '' XFSZ; ulimit -f {}; exec \"$@\"", limit / 512))
-        .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_incharacter"))
-        .args(["batch", "export", id, "-o"])
-        .arg(&target)
-        .env("INCHARACTER_CONFIG", &s.config)
-        .env("INCHARACTER_DATA_DIR", &s.data)
-        .output()
-        .unwrap();
+    let to = target.to_str().unwrap();
+    let out = common::on_full_disk(
+        &s.config,
+        &s.data,
+        s.dir.path(),
+        limit / 512,
+        &["batch", "export", id, "-o", to],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(!target.exists(), "no half-written file: {stderr}");

@@ -656,27 +656,6 @@ async fn a_rolebench_role_is_played_by_the_users_character_and_two_of_them_are_r
     );
 }
 
-/// Every file under `dir` with its bytes (links as their targets' names), to compare before and after.
-fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
-    let mut files = std::collections::BTreeMap::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let meta = std::fs::symlink_metadata(&path).unwrap();
-        let bytes = match meta.file_type() {
-            t if t.is_symlink() => std::fs::read_link(&path)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned()
-                .into_bytes(),
-            t if t.is_dir() => b"<folder>".to_vec(),
-            _ => std::fs::read(&path).unwrap(),
-        };
-        files.insert(name, bytes);
-    }
-    files
-}
-
 #[test]
 fn an_import_that_fails_on_any_of_its_files_changes_none_of_them() {
     // A replace whose character file turns out unwritable (a link: refused, never followed) keeps the
@@ -687,7 +666,7 @@ fn an_import_that_fails_on_any_of_its_files_changes_none_of_them() {
     let real = data.join("elsewhere.toml");
     std::fs::rename(characters.join("mira-vance-en.toml"), &real).unwrap();
     std::os::unix::fs::symlink(&real, characters.join("mira-vance-en.toml")).unwrap();
-    let before = snapshot(&characters);
+    let before = crate::common::snapshot(&characters);
     let mut card = mira();
     card["data"]["first_mes"] = json!("A new greeting that must not land.");
     let file = data.join("mira2.json");
@@ -695,16 +674,20 @@ fn an_import_that_fails_on_any_of_its_files_changes_none_of_them() {
     let out = run(data, &["import", "card", file.to_str().unwrap(), "--replace"]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"));
-    assert_eq!(snapshot(&characters), before, "nothing changed, no temporary left");
+    assert_eq!(
+        crate::common::snapshot(&characters),
+        before,
+        "nothing changed, no temporary left"
+    );
 
     // A first import whose card file cannot be written leaves no memories behind.
     std::fs::create_dir(characters.join("oren-en.card.json")).unwrap();
-    let before = snapshot(&characters);
+    let before = crate::common::snapshot(&characters);
     let file = data.join("oren.json");
     std::fs::write(&file, oren().to_string()).unwrap();
     let out = run(data, &["import", "card", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(snapshot(&characters), before);
+    assert_eq!(crate::common::snapshot(&characters), before);
 }
 
 #[test]

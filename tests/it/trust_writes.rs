@@ -16,20 +16,9 @@ use crate::common;
 const GSE: &str = "20261129-201520-gse-on-the-local-model-e700";
 const FORMULAS: [&str; 3] = ["=HYPERLINK(\"http://evil\",\"x\")", "=cmd|' /C calc'!A0", "@SUM(1+1)"];
 
-/// The binary on `data` (no config) from `cwd`, with files limited to `blocks` × 512 bytes and
-/// SIGXFSZ ignored, so a write past the limit fails with EFBIG as a full disk fails with ENOSPC.
-fn on_full_disk(data: &Path, cwd: &Path, blocks: u32, args: &[&str]) -> Output {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("trap '' XFSZ; ulimit -f {blocks}; exec \"$@\""))
-        .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_incharacter"))
-        .args(args)
-        .current_dir(cwd)
-        .env("INCHARACTER_DATA_DIR", data)
-        .env("INCHARACTER_CONFIG", data.join("none.toml"))
-        .output()
-        .unwrap()
+/// The binary on `data` (no config) from `cwd`, on a full disk ([`common::on_full_disk`]).
+fn on_full_disk(data: &Path, cwd: &Path, blocks: u64, args: &[&str]) -> Output {
+    common::on_full_disk(&data.join("none.toml"), data, cwd, blocks, args)
 }
 
 fn stderr(out: &Output) -> String {
@@ -375,6 +364,11 @@ fn prompts_export_on_a_disk_that_fills_part_way_writes_no_template() {
     );
 }
 
+/// `export GSE --format json -o <to>` on the data dir `data`.
+fn export_to(data: &Path, to: &Path) -> Output {
+    common::offline(data, &["export", GSE, "--format", "json", "-o", to.to_str().unwrap()])
+}
+
 #[test]
 fn an_output_through_a_second_way_to_the_data_dir_is_refused_too() {
     let dir = tempfile::tempdir().unwrap();
@@ -384,14 +378,7 @@ fn an_output_through_a_second_way_to_the_data_dir_is_refused_too() {
     let Some(alias) = Mounted::bind(&data, &dir.path().join("alias")) else {
         return;
     };
-    let through = alias.0.join("sessions").join(GSE).join("journal.jsonl");
-    let out = Command::new(env!("CARGO_BIN_EXE_incharacter"))
-        .args(["export", GSE, "--format", "json", "-o"])
-        .arg(&through)
-        .env("INCHARACTER_DATA_DIR", &data)
-        .env("INCHARACTER_CONFIG", data.join("none.toml"))
-        .output()
-        .unwrap();
+    let out = export_to(&data, &alias.0.join("sessions").join(GSE).join("journal.jsonl"));
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("in a folder the workbench keeps its own files in"),
@@ -401,24 +388,12 @@ fn an_output_through_a_second_way_to_the_data_dir_is_refused_too() {
     assert_eq!(std::fs::read(&journal).unwrap(), before);
     // A second way in inside the data dir's own exports folder leads to the same refusal.
     let inner = Mounted::bind(&data, &data.join("exports").join("inner")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_incharacter"))
-        .args(["export", GSE, "--format", "json", "-o"])
-        .arg(inner.0.join("sessions").join(GSE).join("journal.jsonl"))
-        .env("INCHARACTER_DATA_DIR", &data)
-        .env("INCHARACTER_CONFIG", data.join("none.toml"))
-        .output()
-        .unwrap();
+    let out = export_to(&data, &inner.0.join("sessions").join(GSE).join("journal.jsonl"));
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert_eq!(std::fs::read(&journal).unwrap(), before);
     drop(inner);
     // The data dir's top level, reached the same way, stays the user's.
-    let out = Command::new(env!("CARGO_BIN_EXE_incharacter"))
-        .args(["export", GSE, "--format", "json", "-o"])
-        .arg(alias.0.join("x.json"))
-        .env("INCHARACTER_DATA_DIR", &data)
-        .env("INCHARACTER_CONFIG", data.join("none.toml"))
-        .output()
-        .unwrap();
+    let out = export_to(&data, &alias.0.join("x.json"));
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
