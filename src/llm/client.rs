@@ -472,6 +472,7 @@ impl Client {
                 measured = true;
                 if let Err(e) = self.fits(request, facts.as_deref()).await {
                     self.shared.accounting.too_long(provider, role);
+                    tries.places = None;
                     let _ = tx.send(ChatEvent::Error(e));
                     return Outcome::Over;
                 }
@@ -481,7 +482,7 @@ impl Client {
             };
             match result {
                 Ok(finished) => {
-                    self.answered(key, role, finished, tokens, &tries, tx);
+                    self.answered(key, role, finished, tokens, &mut tries, tx);
                     return Outcome::Over;
                 }
                 Err(AttemptError::Cancelled) => return Outcome::Over,
@@ -564,6 +565,7 @@ impl Client {
         let ticket = self.pace.admit(tries.tokens_asked).await;
         if reach.is_unreachable(provider) {
             acc.failure(provider, role);
+            tries.places = None;
             let _ = tx.send(ChatEvent::Error(LlmError::Unreachable {
                 base_url: self.transport.base_url().to_string(),
             }));
@@ -613,14 +615,15 @@ impl Client {
     }
 
     /// A reply: the provider answers, its cost is counted, and it is cached (when the cache is
-    /// written) and passed on.
+    /// written) and passed on, its places given back first: whoever counts it done no longer sees
+    /// it in flight.
     fn answered(
         &self,
         key: &str,
         role: super::Role,
         finished: Finished,
         tokens: Vec<String>,
-        tries: &Tries,
+        tries: &mut Tries,
         tx: &mpsc::UnboundedSender<ChatEvent>,
     ) {
         let provider = self.config.name.as_str();
@@ -649,6 +652,7 @@ impl Client {
                 tracing::warn!(provider, error = %e, "could not write the cache entry");
             }
         }
+        tries.places = None;
         if !finished.choices.is_empty() {
             let _ = tx.send(ChatEvent::Choices(finished.choices));
         }
@@ -684,6 +688,7 @@ impl Client {
         if !error.retryable() || tries.attempt >= self.config.max_retries || settled {
             self.shared.accounting.failure(provider, request.meta.role);
             let final_error = self.give_up(request, error, reason, tries);
+            tries.places = None;
             let _ = tx.send(ChatEvent::Error(final_error));
             return Some(Outcome::Over);
         }

@@ -610,3 +610,29 @@ async fn a_held_request_whose_run_was_cancelled_is_not_sent() {
     tokio::time::sleep(std::time::Duration::from_secs(60)).await;
     assert_eq!(transport.attempts(), 0, "the cancelled run's request was not sent");
 }
+
+/// Whoever is told a request ended (its reply, or its failure) no longer sees it in flight: a
+/// progress line never counts an answer both done and in flight (80/88 done with 9 in flight).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_is_no_longer_in_flight_when_its_end_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    for refused in [false, true] {
+        let mut transport = Scripted::new(&["Quite talkative."]);
+        transport.may_refuse = false;
+        if refused {
+            transport.refusal = Some((400, "no such model"));
+        }
+        let c = client(Arc::new(transport), dir.path());
+        for i in 0..40 {
+            let mut r = request(Role::Rpa);
+            r.messages[0].content = format!("Question {i} ({refused})?");
+            let mut events = c.stream(r);
+            while let Some(event) = events.next().await {
+                if matches!(event, ChatEvent::Done { .. } | ChatEvent::Error(_)) {
+                    let flight = c.shared.accounting.flight(Role::Rpa);
+                    assert_eq!(flight, crate::llm::accounting::Flight::default(), "request {i}, refused: {refused}");
+                }
+            }
+        }
+    }
+}
