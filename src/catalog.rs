@@ -248,16 +248,38 @@ impl Catalog {
         self.characters.sort_by(|a, b| a.value.id.cmp(&b.value.id));
     }
 
-    /// Writes `character` to its user file: the one the catalog read it from, else
-    /// `<data dir>/characters/<id>.toml` (atomically: a crash leaves the old file or the new one), after
-    /// checking that the file parses back to it. A bundled id is refused: a bundled character is
-    /// edited as a copy under another id. So is an id several user files hold (which one to write is
-    /// the user's choice), and a new character whose `<id>.toml` is already there holding something
-    /// else (a file the catalog skipped, or another id): nothing is replaced unasked.
-    pub fn save_character(&self, data_dir: &Path, character: &Character) -> Result<PathBuf, SaveError> {
+    /// Writes `character` to its user file (see [`Catalog::character_file`]) atomically: a crash
+    /// leaves the old file or the new one.
+    pub fn save_character(&self, data_dir: &Path, character: &Character, was: Option<&Character>) -> Result<PathBuf, SaveError> {
+        let (path, text) = self.character_file(data_dir, character, was)?;
+        crate::files::write_atomic(&path, text.as_bytes()).map_err(|e| SaveError::Write(e.to_string()))?;
+        Ok(path)
+    }
+
+    /// Where `character` is to be written and what: its user file (the one the catalog read it from,
+    /// else `<data dir>/characters/<id>.toml`) and its text, checked to parse back to it. `was`: the
+    /// character as the edit began (`None`: a new one). Nothing is replaced unasked, so these are
+    /// refused:
+    /// - a bundled id (a bundled character is edited as a copy under another id);
+    /// - an id another character has, told apart from it only by case, and a new character's id
+    ///   any character has;
+    /// - an id several user files hold (which one to write is the user's choice);
+    /// - a new character whose `<id>.toml` is already there holding something else (a file the
+    ///   catalog skipped, or another id);
+    /// - a file that no longer holds `was` (another program changed it since it was read).
+    pub fn character_file(&self, data_dir: &Path, character: &Character, was: Option<&Character>) -> Result<(PathBuf, String), SaveError> {
         let entry = self.character_by_id(&character.id);
-        if entry.is_some_and(|e| e.origin == Origin::Bundled && e.value.id == character.id) {
-            return Err(SaveError::Bundled(character.id.clone()));
+        if let Some(e) = entry {
+            if e.value.id != character.id || was.is_none() {
+                return Err(SaveError::Invalid(format!(
+                    "the id \"{}\" is taken by the character {} (ids are the same whatever their case): \
+                     choose another id",
+                    character.id, e.value.id
+                )));
+            }
+            if e.origin == Origin::Bundled {
+                return Err(SaveError::Bundled(character.id.clone()));
+            }
         }
         let held = self.user_files(Kind::Character, &character.id);
         let default = data_dir.join("characters").join(format!("{}.toml", character.id));
@@ -284,14 +306,23 @@ impl Catalog {
                 )));
             }
         };
+        if let Some(was) = was
+            && fs::symlink_metadata(&path).is_ok()
+        {
+            let now = read(&path).and_then(|text| {
+                Character::parse(Source::new(&path.display().to_string(), &text), |id| self.scale(id))
+            });
+            if now.as_ref().ok() != Some(was) {
+                return Err(SaveError::Changed(path));
+            }
+        }
         let text = character.to_toml();
         let parsed = Character::parse(Source::new(&path.display().to_string(), &text), |id| self.scale(id))
             .map_err(|e| SaveError::Invalid(e.iter().map(|d| d.message.clone()).collect::<Vec<_>>().join("; ")))?;
         if parsed != *character {
             return Err(SaveError::Invalid("the file would not read back as written".into()));
         }
-        crate::files::write_atomic(&path, text.as_bytes()).map_err(|e| SaveError::Write(e.to_string()))?;
-        Ok(path)
+        Ok((path, text))
     }
 
     /// A scale by id, case-insensitively.
@@ -606,6 +637,13 @@ pub enum SaveError {
     Invalid(String),
     #[error("{0}")]
     Write(String),
+    /// The file no longer holds the character the edit began from.
+    #[error(
+        "{} changed since it was read (another program wrote it): nothing saved; the list now shows it as \
+         it is, and the edit must begin again from there",
+        .0.display()
+    )]
+    Changed(PathBuf),
 }
 
 /// The scales and characters built into the binary do not parse: a build problem, never the user's.
@@ -614,365 +652,4 @@ pub enum SaveError {
 pub struct BundledInvalid(pub Vec<Diagnostic>);
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::domain::character::{Label, LabelSource, LabelType};
-    use crate::domain::diagnostic::Source;
-
-    #[test]
-    fn bundled_assets_load() {
-        let c = Catalog::bundled()
-            .unwrap_or_else(|e| panic!("{}", e.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")));
-        assert_eq!(c.scales.len(), 15);
-        assert_eq!(c.characters.len(), 32);
-        assert!(c.scale("bfi").is_some());
-        assert_eq!(
-            c.character("Hermione Granger").map(|h| h.id.as_str()),
-            Some("hermione-en")
-        );
-        assert_eq!(c.character("钟离").map(|h| h.id.as_str()), Some("zhongli-zh"));
-    }
-
-    #[test]
-    fn a_name_two_characters_answer_to_is_not_enough_and_every_bundled_name_is() {
-        let mut c = Catalog::bundled().unwrap();
-        // Every name, alias and id of the bundled characters names one of them.
-        for e in &c.characters {
-            let ch = &e.value;
-            for name in [&ch.id, &ch.name].into_iter().chain(&ch.aliases) {
-                assert_eq!(c.named_character(name).map(|x| x.id.as_str()), Ok(ch.id.as_str()), "{name}");
-            }
-        }
-        let mut copy = c.character("hermione-en").unwrap().clone();
-        copy.id = "con".into();
-        c.characters.push(Entry {
-            value: copy,
-            origin: Origin::Bundled,
-        });
-        assert_eq!(
-            c.named_character("Hermione Granger").map(|x| x.id.clone()),
-            Err(vec!["hermione-en".to_string(), "con".to_string()])
-        );
-        assert_eq!(c.named_character("con").map(|x| x.id.as_str()), Ok("con"));
-        assert_eq!(c.named_character("hermione-en").map(|x| x.id.as_str()), Ok("hermione-en"));
-        assert_eq!(c.named_character("nobody").map(|x| x.id.clone()), Err(vec![]));
-    }
-
-    fn parse(c: &Catalog, text: &str) -> Result<Character, Vec<Diagnostic>> {
-        Character::parse(Source::new("c.toml", text), |id| c.scale(id))
-    }
-
-    #[test]
-    fn every_bundled_character_writes_back_to_itself() {
-        let c = Catalog::bundled().unwrap();
-        for e in &c.characters {
-            let text = e.value.to_toml();
-            assert_eq!(parse(&c, &text).as_ref(), Ok(&e.value), "{}:\n{text}", e.value.id);
-        }
-    }
-
-    const AUTHORED: &str = r#"id = "wren-en"
-name = "Wren"
-language = "en"
-experimenter = "User"
-description = "You are Wren, a lighthouse keeper."
-
-[card]
-tags = ["sea", "quiet"]
-creator = "someone"
-version = "1.2"
-
-[targets]
-16Personalities = "INFP"
-
-[targets.BFI]
-Extraversion = "L"
-Agreeableness = 4.5
-Neuroticism = "h"
-"#;
-
-    #[test]
-    fn targets_are_codes_letters_or_numbers_and_write_back() {
-        let c = Catalog::bundled().unwrap();
-        let wren = parse(&c, AUTHORED).unwrap();
-        let t = &wren.labels.target;
-        assert_eq!(
-            t["BFI"]["Extraversion"],
-            Label {
-                score: None,
-                kind: LabelType::L
-            }
-        );
-        assert_eq!(
-            t["BFI"]["Agreeableness"],
-            Label {
-                score: Some(4.5),
-                kind: LabelType::H
-            }
-        );
-        assert_eq!(t["BFI"]["Neuroticism"].kind, LabelType::H);
-        assert_eq!(t["BFI"].len(), 3, "dimensions without a target have none");
-        let p16 = c.scale("16Personalities").unwrap();
-        assert_eq!(wren.code(p16, LabelSource::Target).as_deref(), Some("INFP"));
-        assert_eq!(wren.labels.exclusion_source("BFI"), LabelSource::Target);
-        assert_eq!(wren.card.as_ref().unwrap().tags, ["sea", "quiet"]);
-        assert_eq!(parse(&c, &wren.to_toml()), Ok(wren));
-    }
-
-    #[test]
-    fn bad_targets_are_located() {
-        let c = Catalog::bundled().unwrap();
-        let err = |from: &str, to: &str| {
-            let e = parse(&c, &AUTHORED.replace(from, to)).unwrap_err();
-            (e[0].line, e[0].message.clone())
-        };
-        let (line, m) = err("\"INFP\"", "\"INF\"");
-        assert_eq!(line, 13);
-        assert!(
-            m.contains("one letter per dimension (E/I S/N T/F J/P)") || m.contains("one letter per dimension"),
-            "{m}"
-        );
-        let (_, m) = err("\"INFP\"", "\"IQFP\"");
-        assert!(m.contains("\"Q\""), "{m}");
-        let (line, m) = err("4.5", "7");
-        assert_eq!(line, 17);
-        assert!(m.contains("outside [1, 5]"), "{m}");
-        let (_, m) = err("Neuroticism = \"h\"", "Neuroticism = \"maybe\"");
-        assert!(m.contains("\"H\", \"L\" or a number"), "{m}");
-        let (line, m) = err("Agreeableness", "Kindness");
-        assert_eq!(line, 17);
-        assert!(m.contains("no dimension \"Kindness\""), "{m}");
-        let (_, m) = err("[targets.BFI]", "[targets.NOPE]");
-        assert!(m.contains("unknown scale \"NOPE\""), "{m}");
-    }
-
-    /// A data dir whose characters folder holds `files` (name, text).
-    fn data_with(folder: &str, files: &[(&str, &str)]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join(folder)).unwrap();
-        for (name, text) in files {
-            std::fs::write(dir.path().join(folder).join(name), text).unwrap();
-        }
-        dir
-    }
-
-    #[test]
-    fn two_user_characters_with_one_id_are_both_refused_naming_each_other() {
-        let wren = AUTHORED;
-        let other = wren
-            .replace("name = \"Wren\"", "name = \"Wren the Second\"")
-            .replace("id = \"wren-en\"", "id = \"Wren-EN\"");
-        let data = data_with(
-            "characters",
-            &[
-                ("a.toml", wren),
-                ("b.toml", &other),
-                ("c.toml", &AUTHORED.replace("wren-en", "solo-en")),
-            ],
-        );
-        let c = Catalog::load(Some(data.path())).unwrap();
-        assert!(c.character("wren-en").is_none(), "neither file is used");
-        assert!(c.character("Wren the Second").is_none());
-        assert!(c.character("solo-en").is_some());
-        let (a, b) = (
-            data.path().join("characters/a.toml"),
-            data.path().join("characters/b.toml"),
-        );
-        assert_eq!(
-            c.duplicates,
-            [Duplicate {
-                kind: Kind::Character,
-                id: "wren-en".into(),
-                files: vec![a.clone(), b.clone()]
-            }]
-        );
-        let problems: Vec<String> = c.problems.iter().map(|d| d.to_string()).collect();
-        assert_eq!(
-            problems,
-            [
-                format!(
-                    "{}:1:1: character id \"wren-en\" is also the id of {}: neither file is used until one of them has another id",
-                    a.display(),
-                    b.display()
-                ),
-                format!(
-                    "{}:1:1: character id \"Wren-EN\" is also the id of {}: neither file is used until one of them has another id",
-                    b.display(),
-                    a.display()
-                ),
-            ]
-        );
-        assert_eq!(c.user_files(Kind::Character, "WREN-en"), [a, b]);
-        assert_eq!(c.bundled_id(Kind::Character, "wren-en"), None);
-    }
-
-    #[test]
-    fn duplicates_of_a_bundled_id_leave_the_bundled_one_in_use_and_say_so() {
-        let bundled = Catalog::bundled().unwrap();
-        let text = bundled.character("hermione-en").unwrap().to_toml();
-        let data = data_with(
-            "characters",
-            &[("h1.toml", &text), ("h2.toml", &format!("# a copy\n{text}"))],
-        );
-        let c = Catalog::load(Some(data.path())).unwrap();
-        assert_eq!(c.character_entry("hermione-en").unwrap().origin, Origin::Bundled);
-        assert_eq!(
-            c.bundled_id(Kind::Character, "Hermione-EN").as_deref(),
-            Some("hermione-en")
-        );
-        assert_eq!(c.problems.len(), 2);
-        assert!(
-            c.problems[1].to_string().contains("h2.toml:2:1: character id"),
-            "{}",
-            c.problems[1]
-        );
-        assert!(
-            c.problems[0]
-                .message
-                .ends_with("; meanwhile the bundled character hermione-en is used"),
-            "{}",
-            c.problems[0]
-        );
-    }
-
-    #[test]
-    fn two_user_scales_with_one_id_are_both_refused() {
-        let text = include_str!("../assets/scales/GSE.toml").replace("id = \"GSE\"", "id = \"MyGSE\"");
-        assert!(text.contains("id = \"MyGSE\""), "the test renames the scale");
-        let data = data_with(
-            "scales",
-            &[("one.toml", &text), ("two.toml", &text.replace("MyGSE", "mygse"))],
-        );
-        let c = Catalog::load(Some(data.path())).unwrap();
-        assert!(c.scale("MyGSE").is_none());
-        assert_eq!(c.duplicates.len(), 1);
-        assert_eq!(c.duplicates[0].kind, Kind::Scale);
-        assert!(
-            c.problems[0].message.contains("scale id \"MyGSE\" is also the id of"),
-            "{}",
-            c.problems[0]
-        );
-        assert!(c.problems[0].message.contains("two.toml"), "{}", c.problems[0]);
-    }
-
-    #[test]
-    fn validate_names_both_files_of_one_id_but_not_one_file_named_twice() {
-        let c = Catalog::bundled().unwrap();
-        let data = data_with("characters", &[("a.toml", AUTHORED), ("b.toml", AUTHORED)]);
-        let folder = data.path().join("characters");
-        let v = c.validate_files(std::slice::from_ref(&folder));
-        assert_eq!(v.checked, 2);
-        let errors: Vec<String> = v.errors.iter().map(|d| d.to_string()).collect();
-        assert_eq!(errors.len(), 2, "{errors:?}");
-        assert!(
-            errors[0].contains("a.toml:1:1: character id \"wren-en\" is also the id of")
-                && errors[0].contains("b.toml")
-        );
-        assert!(errors[1].contains("b.toml:1:1:") && errors[1].contains("a.toml"));
-        let once = c.validate_files(&[folder.join("a.toml"), folder.clone().join(".").join("a.toml")]);
-        assert!(once.errors.is_empty(), "{:?}", once.errors);
-    }
-
-    #[test]
-    fn validate_names_a_twin_the_catalog_refused_even_when_only_one_file_is_given() {
-        let data = data_with("characters", &[("a.toml", AUTHORED), ("b.toml", AUTHORED)]);
-        let c = Catalog::load(Some(data.path())).unwrap();
-        let a = data.path().join("characters/a.toml");
-        let v = c.validate_files(std::slice::from_ref(&a));
-        assert_eq!(v.errors.len(), 1, "{:?}", v.errors);
-        assert!(
-            v.errors[0].to_string().contains("b.toml: neither file is used"),
-            "{}",
-            v.errors[0]
-        );
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn devices_fifos_and_oversized_files_are_refused_before_reading() {
-        let c = Catalog::bundled().unwrap();
-        let v = c.validate_files(&[PathBuf::from("/dev/zero")]);
-        assert_eq!(v.errors.len(), 1);
-        assert!(
-            v.errors[0].to_string().starts_with("/dev/zero:1:1: not a regular file"),
-            "{}",
-            v.errors[0]
-        );
-        let data = data_with("characters", &[("ok.toml", AUTHORED)]);
-        let folder = data.path().join("characters");
-        let made = std::process::Command::new("mkfifo")
-            .arg(folder.join("pipe.toml"))
-            .status()
-            .unwrap();
-        assert!(made.success());
-        std::fs::write(folder.join("big.toml"), vec![b'#'; MAX_FILE as usize + 1]).unwrap();
-        // Reading the FIFO would block forever (no writer): it is refused before it is opened.
-        let loaded = Catalog::load(Some(data.path())).unwrap();
-        assert!(loaded.character("wren-en").is_some());
-        let problems: Vec<String> = loaded.problems.iter().map(|d| d.to_string()).collect();
-        assert_eq!(problems.len(), 2, "{problems:?}");
-        assert!(
-            problems[0].ends_with("big.toml:1:1: larger than the 4 MiB allowed for a scale or character file"),
-            "{problems:?}"
-        );
-        assert!(
-            problems[1].contains("pipe.toml:1:1: not a regular file"),
-            "{problems:?}"
-        );
-        let v = c.validate_files(std::slice::from_ref(&folder));
-        assert_eq!(v.errors.len(), 2);
-    }
-
-    #[test]
-    fn saving_writes_where_the_character_came_from_and_never_over_another_file() {
-        let data = data_with("characters", &[("my-wren.toml", AUTHORED), ("other-en.toml", "id = ")]);
-        let c = Catalog::load(Some(data.path())).unwrap();
-        let mut wren = c.character("wren-en").unwrap().clone();
-        wren.description.push_str(" Edited.");
-        let path = c.save_character(data.path(), &wren).unwrap();
-        assert_eq!(
-            path,
-            data.path().join("characters/my-wren.toml"),
-            "no second file for one id"
-        );
-        assert!(!data.path().join("characters/wren-en.toml").exists());
-        let before = std::fs::read(data.path().join("characters/other-en.toml")).unwrap();
-        let other = Character {
-            id: "other-en".into(),
-            ..wren.clone()
-        };
-        let e = c.save_character(data.path(), &other).unwrap_err().to_string();
-        assert!(
-            e.contains("other-en.toml is there already and is not this character's file"),
-            "{e}"
-        );
-        assert_eq!(
-            std::fs::read(data.path().join("characters/other-en.toml")).unwrap(),
-            before
-        );
-        let twins = data_with("characters", &[("a.toml", AUTHORED), ("b.toml", AUTHORED)]);
-        let c = Catalog::load(Some(twins.path())).unwrap();
-        let e = c.save_character(twins.path(), &wren).unwrap_err().to_string();
-        assert!(e.starts_with("2 files hold the id \"wren-en\""), "{e}");
-    }
-
-    #[test]
-    fn the_version_follows_what_the_agent_is_given() {
-        let c = Catalog::bundled().unwrap();
-        let h = c.character("hermione-en").unwrap().clone();
-        let v = h.version(&[]);
-        assert_eq!(v.len(), 64);
-        assert!(v.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
-        let mut renamed = h.clone();
-        renamed.name = "H. Granger".into();
-        renamed.labels.target.clear();
-        assert_eq!(renamed.version(&[]), v, "names and labels do not change it");
-        let mut edited = h.clone();
-        edited.description.push('!');
-        assert_ne!(edited.version(&[]), v);
-        assert_ne!(h.version(&["Harry:「Hi」".into()]), v);
-        let mut asked_by_ron = h.clone();
-        asked_by_ron.experimenter = "Ron".into();
-        assert_ne!(asked_by_ron.version(&[]), v);
-    }
-}
+mod tests;

@@ -42,6 +42,10 @@ pub use super::screens::compare::RolebenchScore;
 pub use super::vocab::{DEMO_STEPS, Demo, Effect, ProviderStatus, Replay, Screen};
 pub use crate::session::SessionEntry;
 
+/// Why a character was not saved, with the catalog read again when the file had changed since it
+/// was read.
+pub type NotSaved = (String, Option<Arc<Catalog>>);
+
 pub enum Action {
     Key(KeyEvent),
     /// Text pasted into the terminal (bracketed paste): one piece, never keys.
@@ -98,8 +102,9 @@ pub enum Action {
     ChatRetry,
     /// The chat reply ended (`Err` says why it failed).
     ChatDone(Result<(), String>),
-    /// The catalog as loaded again after a character was saved (`Err`: why it was not saved).
-    Saved(Result<(String, Arc<Catalog>), String>),
+    /// The catalog as loaded again after a character was saved (`Err`: why it was not saved, and
+    /// the catalog loaded again when the file had changed since it was read).
+    Saved(Result<(String, Arc<Catalog>), NotSaved>),
     /// A probe measured against the session before it (`Err`: why there is no before/after).
     Probed(Box<Result<crate::tui::screens::persona::Probed, String>>),
     /// The characters' versions: recorded by sessions, and as they are now.
@@ -123,7 +128,7 @@ fn inert(action: Action) -> Action {
         Action::BatchNote(text) => Action::BatchNote(clean(&text)),
         Action::RunEnded(result) => Action::RunEnded(clean(&result)),
         Action::Fetched(result) => Action::Fetched(clean(&result)),
-        Action::Saved(Err(e)) => Action::Saved(Err(clean(&e))),
+        Action::Saved(Err((e, catalog))) => Action::Saved(Err((clean(&e), catalog))),
         Action::Held(held) => Action::Held(clean(&held)),
         other => other,
     }
@@ -408,7 +413,12 @@ impl App {
             Action::ChatRetry => self.chat.retry(),
             Action::ChatDone(result) => self.chat.done(result),
             Action::Saved(Ok((id, catalog))) => self.saved(&id, catalog),
-            Action::Saved(Err(e)) => self.flash = Some(format!("not saved: {e}")),
+            Action::Saved(Err((e, catalog))) => {
+                if let Some(catalog) = catalog {
+                    self.catalog = catalog;
+                }
+                self.flash = Some(format!("not saved: {e}"));
+            }
             Action::Probed(result) => self.probed(*result),
             Action::Versions(versions) => {
                 self.chat.greetings = versions.greetings.clone();

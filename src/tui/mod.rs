@@ -10,6 +10,7 @@ pub mod fixture;
 pub mod keys;
 mod replay;
 pub mod run_view;
+mod saving;
 pub mod screens;
 pub mod theme;
 pub mod ui;
@@ -33,6 +34,7 @@ use tokio::sync::watch;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
+use crate::domain::character::Character;
 
 use crate::llm::Role;
 use crate::method::interview;
@@ -47,6 +49,7 @@ use crate::study::{Event, Interviews, Kind, Observers, Rolebench, Study};
 use app::{Action, App, Effect, Replay};
 pub use event_loop::event_loop;
 use replay::replay;
+pub use saving::save_character;
 use screens::Hits;
 
 #[derive(Debug, Default, Clone)]
@@ -498,7 +501,11 @@ impl Driver {
             }
             Effect::ListSessions => self.list_sessions(),
             Effect::CheckProviders(names) => self.check_providers(names),
-            Effect::SaveCharacter(character) => self.save_character(&character),
+            Effect::SaveCharacter {
+                character,
+                was,
+                copy_of,
+            } => self.save_character(&character, was.as_deref(), copy_of.as_deref()),
             Effect::ProbeDiff { character, session } => {
                 let (store, catalog) = (self.store.clone(), self.catalog.clone());
                 tokio::task::spawn_blocking(move || {
@@ -659,18 +666,15 @@ impl Driver {
         }
     }
 
-    /// Saves `character` among the user's, loads the catalog again, and reads the versions anew.
-    fn save_character(&mut self, character: &crate::domain::character::Character) {
+    /// Saves `character` (see [`save_character`]) and reads the versions anew.
+    fn save_character(&mut self, character: &Character, was: Option<&Character>, copy_of: Option<&str>) {
         let tx = self.tx.clone();
-        let saved = self
-            .catalog
-            .save_character(&self.data, character)
-            .map_err(|e| e.to_string())
-            .and_then(|_| Catalog::load(Some(&self.data)).map_err(|_| "the bundled assets are invalid".to_string()));
-        let _ = tx.send(Action::Saved(saved.map(|catalog| {
-            self.catalog = Arc::new(catalog);
-            (character.id.clone(), self.catalog.clone())
-        })));
+        let saved = save_character(&self.catalog, &self.data, character, was, copy_of);
+        match &saved {
+            Ok(catalog) | Err((_, Some(catalog))) => self.catalog = catalog.clone(),
+            Err(_) => {}
+        }
+        let _ = tx.send(Action::Saved(saved.map(|catalog| (character.id.clone(), catalog))));
         let (store, catalog) = (self.store.clone(), self.catalog.clone());
         tokio::task::spawn_blocking(move || {
             let _ = tx.send(Action::Versions(Box::new(versions(&store, &catalog))));

@@ -236,8 +236,14 @@ pub enum Effect {
         history: Vec<(String, String)>,
         text: String,
     },
-    /// Write a character to the data dir and load the catalog again.
-    SaveCharacter(Box<crate::domain::character::Character>),
+    /// Write a character to the data dir and load the catalog again. `was`: the character as the
+    /// edit began (`None`: a new one); `copy_of`: the character a copy was made from, whose memories
+    /// and card go with it.
+    SaveCharacter {
+        character: Box<crate::domain::character::Character>,
+        was: Option<Box<crate::domain::character::Character>>,
+        copy_of: Option<String>,
+    },
     /// Diff the probe `session` of `character` with the newest earlier session that measured it.
     ProbeDiff {
         character: String,

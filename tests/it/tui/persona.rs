@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use incharacter::catalog::Catalog;
 use incharacter::domain::character::{Label, LabelType};
-use incharacter::tui::app::{Action, App, Effect, Screen};
+use incharacter::tui::app::{Action, App, Effect, NotSaved, Screen};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::{app, key, keys, render, sample, snap};
@@ -21,14 +21,29 @@ fn clear(app: &mut App, n: usize) {
     }
 }
 
-/// What the driver does with a save: writes the file into `data` and loads the catalog again.
+/// What the driver does with a save: writes the files into `data` and loads the catalog again.
 fn saved(app: &mut App, effects: Vec<Effect>, data: &std::path::Path) {
-    let [Effect::SaveCharacter(c)] = effects.as_slice() else {
+    let saved = save(app, effects, data);
+    if let Err((e, _)) = &saved {
+        panic!("not saved: {e}");
+    }
+    app.update(Action::Saved(saved));
+}
+
+/// The driver's save of the one effect `effects` hold: the id saved and the catalog then, or why not.
+fn save(app: &App, effects: Vec<Effect>, data: &std::path::Path) -> Result<(String, Arc<Catalog>), NotSaved> {
+    let [
+        Effect::SaveCharacter {
+            character,
+            was,
+            copy_of,
+        },
+    ] = effects.as_slice()
+    else {
         panic!("expected a save, got {effects:?}");
     };
-    app.catalog.save_character(data, c).unwrap();
-    let catalog = Arc::new(Catalog::load(Some(data)).unwrap());
-    app.update(Action::Saved(Ok((c.id.clone(), catalog))));
+    incharacter::tui::save_character(&app.catalog, data, character, was.as_deref(), copy_of.as_deref())
+        .map(|catalog| (character.id.clone(), catalog))
 }
 
 /// The workbench once the embedded model is fetched: a probe can start.
@@ -420,8 +435,11 @@ fn unsaved_edits_are_asked_about_before_they_are_left() {
     // A save that fails keeps the draft new (its id still editable).
     let mut app = app_with_new();
     let effects = ctrl(&mut app, 's');
-    assert!(matches!(effects.as_slice(), [Effect::SaveCharacter(_)]), "{effects:?}");
-    app.update(Action::Saved(Err("cannot write: Permission denied".into())));
+    assert!(
+        matches!(effects.as_slice(), [Effect::SaveCharacter { .. }]),
+        "{effects:?}"
+    );
+    app.update(Action::Saved(Err(("cannot write: Permission denied".into(), None))));
     let draft = app.persona.draft.as_ref().expect("still editing");
     assert!(draft.new && draft.unsaved(), "the failed save left it new");
     // Saved, then opened again untouched: esc leaves at once.
@@ -450,4 +468,159 @@ fn app_with_new() -> App {
     }
     keys(&mut app, "You are Wren, a quiet lighthouse keeper.");
     app
+}
+
+/// A user's character, `wren-en`, with memories and a kept card, in the data dir `data`; the
+/// workbench on that catalog, on the persona screen with the cursor on it.
+fn with_wren(data: &std::path::Path) -> App {
+    let folder = data.join("characters");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("wren-en.toml"),
+        "id = \"wren-en\"\nname = \"Wren\"\nlanguage = \"en\"\nexperimenter = \"Sam\"\ncatchphrases = [\"Yes | no | maybe\", \"Onward!\"]\ndescription = \"You are Wren, a lighthouse keeper.\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        folder.join("wren-en.memories.json"),
+        r#"["Sam:「Hello?」\nWren:「Mind the steps.」"]"#,
+    )
+    .unwrap();
+    std::fs::write(folder.join("wren-en.card.json"), r#"{"name": "Wren"}"#).unwrap();
+    let mut app = app();
+    app.catalog = Arc::new(Catalog::load(Some(data)).unwrap());
+    key(&mut app, KeyCode::Char('0'));
+    on(&mut app, "wren-en");
+    app
+}
+
+/// Ids are the same whatever their case: a new character whose id is another's in other letters
+/// (a user's, a bundled one's) is refused, and the other's file is left as it was.
+#[test]
+fn a_new_character_never_takes_an_id_another_has_in_other_letters() {
+    let data = tempfile::tempdir().unwrap();
+    let before = {
+        with_wren(data.path());
+        std::fs::read(data.path().join("characters/wren-en.toml")).unwrap()
+    };
+    for id in ["WREN-en", "Hermione-EN"] {
+        let mut app = with_wren(data.path());
+        keys(&mut app, "a");
+        key(&mut app, KeyCode::BackTab);
+        clear(&mut app, 30);
+        keys(&mut app, id);
+        for _ in 0..5 {
+            key(&mut app, KeyCode::Tab);
+        }
+        keys(&mut app, "Overwritten prompt.");
+        assert!(ctrl(&mut app, 's').is_empty(), "refused before it is written: {id}");
+        let flash = app.flash.clone().unwrap_or_default();
+        assert!(
+            flash.contains("exists already") && flash.contains("whatever their case"),
+            "{flash}"
+        );
+        // The driver refuses it too, whatever the screen let through.
+        let mut c = app.persona.draft.as_ref().unwrap().character();
+        c.id = id.into();
+        let e = incharacter::tui::save_character(&app.catalog, data.path(), &c, None, None)
+            .unwrap_err()
+            .0;
+        assert!(e.contains("is taken by the character"), "{e}");
+    }
+    assert_eq!(
+        std::fs::read(data.path().join("characters/wren-en.toml")).unwrap(),
+        before
+    );
+    assert!(!data.path().join("characters/Hermione-EN.toml").exists());
+}
+
+/// A copy is the same agent under another id: its memories and kept card go with it.
+#[test]
+fn a_copy_takes_the_characters_memories_and_card_with_it() {
+    let data = tempfile::tempdir().unwrap();
+    let mut app = with_wren(data.path());
+    keys(&mut app, "d");
+    let effects = ctrl(&mut app, 's');
+    saved(&mut app, effects, data.path());
+    let folder = data.path().join("characters");
+    for (from, to) in [
+        ("wren-en.memories.json", "wren-en-copy.memories.json"),
+        ("wren-en.card.json", "wren-en-copy.card.json"),
+    ] {
+        assert_eq!(
+            std::fs::read(folder.join(to)).unwrap(),
+            std::fs::read(folder.join(from)).unwrap(),
+            "{to}"
+        );
+    }
+    let catalog = Catalog::load(Some(data.path())).unwrap();
+    let memories = |id: &str| incharacter::rpa::memories::chunks(data.path(), id).unwrap().unwrap();
+    assert_eq!(memories("wren-en-copy"), memories("wren-en"));
+    let (original, copy) = (
+        catalog.character("wren-en").unwrap(),
+        catalog.character("wren-en-copy").unwrap(),
+    );
+    assert_eq!(
+        copy.version(&memories("wren-en-copy")),
+        original.version(&memories("wren-en"))
+    );
+
+    // A second copy under an id whose memories are there already writes nothing.
+    std::fs::write(folder.join("wren-en-copy-2.memories.json"), "[]").unwrap();
+    let mut app = with_wren(data.path());
+    keys(&mut app, "d");
+    assert_eq!(app.persona.draft.as_ref().unwrap().id, "wren-en-copy-2");
+    let effects = ctrl(&mut app, 's');
+    let e = save(&app, effects, data.path()).unwrap_err().0;
+    assert!(e.contains("wren-en-copy-2.memories.json is there already"), "{e}");
+    assert!(!folder.join("wren-en-copy-2.toml").exists());
+    assert!(!folder.join("wren-en-copy-2.card.json").exists());
+}
+
+/// What another program wrote to a character's file since the workbench read it is never saved
+/// over: the save is refused, the draft stays, and the list shows the file as it is.
+#[test]
+fn a_save_never_undoes_what_another_program_wrote_since_the_read() {
+    let data = tempfile::tempdir().unwrap();
+    let mut app = with_wren(data.path());
+    key(&mut app, KeyCode::Enter);
+    assert!(app.persona.draft.is_some());
+    let file = data.path().join("characters/wren-en.toml");
+    let outside = format!(
+        "post_history_instructions = \"Stay brief.\"\n{}",
+        std::fs::read_to_string(&file).unwrap()
+    );
+    std::fs::write(&file, &outside).unwrap();
+    keys(&mut app, "y");
+    let effects = ctrl(&mut app, 's');
+    let refused = save(&app, effects, data.path());
+    let Err((e, Some(_))) = &refused else {
+        panic!("refused with the catalog read again");
+    };
+    assert!(e.contains("wren-en.toml changed since it was read"), "{e}");
+    app.update(Action::Saved(refused));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), outside);
+    assert!(
+        app.persona.draft.as_ref().is_some_and(|d| d.name == "Wreny"),
+        "the edit stays"
+    );
+    assert_eq!(app.catalog.character("wren-en").unwrap().post_history, "Stay brief.");
+    assert!(app.flash.as_deref().unwrap().starts_with("not saved: "));
+    // Left and begun again, the edit keeps the other program's line.
+    key(&mut app, KeyCode::Esc);
+    key(&mut app, KeyCode::Esc);
+    key(&mut app, KeyCode::Enter);
+    keys(&mut app, "y");
+    let effects = ctrl(&mut app, 's');
+    saved(&mut app, effects, data.path());
+    let now = Catalog::load(Some(data.path()))
+        .unwrap()
+        .character("wren-en")
+        .unwrap()
+        .clone();
+    assert_eq!((now.name.as_str(), now.post_history.as_str()), ("Wreny", "Stay brief."));
+    assert_eq!(
+        now.catchphrases,
+        ["Yes | no | maybe", "Onward!"],
+        "a catchphrase with a | stays one"
+    );
 }

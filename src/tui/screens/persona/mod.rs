@@ -53,11 +53,13 @@ pub struct Draft {
     pub base: Character,
     /// Whether the draft is a new file (a new character or a copy), not yet saved.
     pub new: bool,
+    /// The character a copy was made from: its memories and card go with the copy.
+    pub copy_of: Option<String>,
     pub id: String,
     pub name: String,
     pub language: Language,
     pub experimenter: String,
-    /// Catchphrases separated by " | ".
+    /// Catchphrases separated by " | " (see [`phrases`]).
     pub catchphrases: String,
     pub prompt: tui_textarea::TextArea<'static>,
     pub targets: character::LabelSet,
@@ -78,11 +80,12 @@ impl Draft {
         prompt.set_placeholder_text("The role-play prompt: who the character is, how they speak");
         let mut draft = Draft {
             new,
+            copy_of: None,
             id: base.id.clone(),
             name: base.name.clone(),
             language: base.language,
             experimenter: base.experimenter.clone(),
-            catchphrases: base.catchphrases.join(" | "),
+            catchphrases: phrases_line(&base.catchphrases),
             prompt,
             targets: base.labels.target.clone(),
             field: Field::Name,
@@ -108,13 +111,7 @@ impl Draft {
         c.name = self.name.trim().to_string();
         c.language = self.language;
         c.experimenter = self.experimenter.trim().to_string();
-        c.catchphrases = self
-            .catchphrases
-            .split('|')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(String::from)
-            .collect();
+        c.catchphrases = phrases(&self.catchphrases);
         c.description = self.prompt.lines().join("\n").trim().to_string();
         c.labels.target = self.targets.clone();
         c
@@ -129,6 +126,34 @@ impl Draft {
             _ => None,
         }
     }
+}
+
+/// Catchphrases as one line: separated by " | ", a `|` or `\\` within one written `\\|` or `\\\\`.
+fn phrases_line(phrases: &[String]) -> String {
+    phrases
+        .iter()
+        .map(|p| p.replace('\\', "\\\\").replace('|', "\\|"))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// The catchphrases of a line [`phrases_line`] writes (each trimmed, empty ones left out).
+fn phrases(line: &str) -> Vec<String> {
+    let (mut out, mut phrase) = (Vec::new(), String::new());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => phrase.push(chars.next().unwrap_or('\\')),
+            '|' => out.push(std::mem::take(&mut phrase)),
+            c => phrase.push(c),
+        }
+    }
+    out.push(phrase);
+    out.iter()
+        .map(|p| p.trim())
+        .filter(|p| !p.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 #[derive(Default)]
@@ -209,7 +234,10 @@ impl Persona {
                 base.aliases.clear();
                 // A copy is a character of its own (it keeps the labels to compare an edit with).
                 base.reference_id = None;
-                Draft::of(base, true)
+                Draft {
+                    copy_of: Some(e.value.id.clone()),
+                    ..Draft::of(base, true)
+                }
             }
             (Edit::Selected, Some(e)) if e.origin == Origin::Bundled => {
                 return vec![Request::Flash(format!(
@@ -499,15 +527,27 @@ fn save(draft: &Draft, catalog: &Catalog) -> Vec<Request> {
     if !crate::domain::is_id(&c.id) {
         return vec![Request::Flash(format!("id: {} (e.g. wren-en)", crate::domain::ID_RULE))];
     }
-    if draft.new && catalog.character_entry(&c.id).is_some_and(|e| e.value.id == c.id) {
-        return vec![Request::Flash(format!("{} exists already: choose another id", c.id))];
+    if draft.new
+        && let Some(e) = catalog.character_by_id(&c.id)
+    {
+        return vec![Request::Flash(format!(
+            "{} exists already (as {}; ids are the same whatever their case): choose another id",
+            c.id, e.value.id
+        ))];
     }
     if c.name.is_empty() || c.experimenter.is_empty() || c.description.is_empty() {
         return vec![Request::Flash("name, experimenter and prompt must not be empty".into())];
     }
     // The draft stays as it is (new, if it was) until the save is done: a failed save leaves it
     // editable as before.
-    vec![Effect::SaveCharacter(Box::new(c)).into()]
+    vec![
+        Effect::SaveCharacter {
+            character: Box::new(c),
+            was: (!draft.new).then(|| Box::new(draft.base.clone())),
+            copy_of: draft.copy_of.clone(),
+        }
+        .into(),
+    ]
 }
 
 #[derive(Clone, Copy)]
@@ -537,7 +577,7 @@ fn blank() -> Character {
 
 /// `base`, or `base-2`, `base-3`, … whichever no character has.
 fn free_id(catalog: &Catalog, base: &str) -> String {
-    let taken = |id: &str| catalog.characters.iter().any(|e| e.value.id == id);
+    let taken = |id: &str| catalog.character_by_id(id).is_some();
     if !taken(base) {
         return base.to_string();
     }
@@ -854,4 +894,22 @@ fn render_draft(frame: &mut Frame, area: Rect, draft: &Draft, scale: Option<&Sca
         }
     }
     frame.render_widget(Paragraph::new(lines), targets_area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A catchphrase holding the separator (or the escape) comes back whole from its line.
+    #[test]
+    fn catchphrases_go_through_their_line_unchanged() {
+        let kept: Vec<String> = ["Yes | no | maybe", "Onward!", r"a \ b", r"\|", "|"]
+            .map(String::from)
+            .into();
+        let line = phrases_line(&kept);
+        assert_eq!(line, r"Yes \| no \| maybe | Onward! | a \\ b | \\\| | \|");
+        assert_eq!(phrases(&line), kept);
+        assert_eq!(phrases(" one |two|| three "), ["one", "two", "three"], "typed by hand");
+        assert_eq!(phrases(r"trailing \"), [r"trailing \"]);
+    }
 }
