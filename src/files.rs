@@ -47,11 +47,11 @@ pub enum FileError {
     /// An output the user named is, or would be, a file the workbench keeps (a session's journal, a
     /// scale, a model): writing over it would lose what it holds, a new one would be read as its own.
     #[error(
-        "{}: is in a folder the workbench keeps its own files in (in the data dir {}); not written: give a path outside it",
+        "{}: is in a folder the workbench keeps its own files in ({}); not written: give a path outside it",
         shown(path),
-        shown(data_dir)
+        shown(folder)
     )]
-    OwnFile { path: PathBuf, data_dir: PathBuf },
+    OwnFile { path: PathBuf, folder: PathBuf },
     /// An output the user named is in a folder that does not exist (a mistyped path).
     #[error("{}: the folder {} does not exist; nothing written (create it first)", shown(path), shown(folder))]
     NoFolder { path: PathBuf, folder: PathBuf },
@@ -245,20 +245,27 @@ pub fn lines_limited(
     })
 }
 
+/// Where the workbench keeps files of its own, which an output the user names never replaces: the
+/// data dir's [`OWN_FOLDERS`], and the sample sessions' folder when it is elsewhere (all of it).
+#[derive(Debug, Clone, Default)]
+pub struct Kept {
+    pub data_dir: Option<PathBuf>,
+    pub samples: Option<PathBuf>,
+}
+
 /// Writes an output the user named (`-o`): as [`write_atomic`], but never over a file the
-/// workbench keeps in the data dir `data_dir` (an export aimed at a session's journal would
-/// replace its answers).
-pub fn write_output(path: &Path, bytes: &[u8], data_dir: Option<&Path>) -> Result<(), FileError> {
-    check_output(path, data_dir)?;
+/// workbench keeps (an export aimed at a session's journal would replace its answers).
+pub fn write_output(path: &Path, bytes: &[u8], kept: &Kept) -> Result<(), FileError> {
+    check_output(path, kept)?;
     write_atomic(path, bytes)
 }
 
 /// Whether an output the user named (`-o`) may be written: not in one of the workbench's folders
 /// ([`not_own`]), and in a folder that exists — the data dir's `exports`, made when it is wanted as
 /// the workbench makes it, aside.
-pub fn check_output(path: &Path, data_dir: Option<&Path>) -> Result<(), FileError> {
-    not_own(path, data_dir)?;
-    let exports = data_dir.and_then(resolved).map(|d| d.join("exports"));
+pub fn check_output(path: &Path, kept: &Kept) -> Result<(), FileError> {
+    not_own(path, kept)?;
+    let exports = kept.data_dir.as_deref().and_then(resolved).map(|d| d.join("exports"));
     let into_exports = exports.is_some_and(|e| path.parent().and_then(resolved) == Some(e));
     match into_exports {
         true => Ok(()),
@@ -317,13 +324,25 @@ fn resolved(path: &Path) -> Option<PathBuf> {
     }
 }
 
-/// Refuses `path` when it is, or would be, a file the workbench keeps: one in one of `data_dir`'s
-/// [`OWN_FOLDERS`] (links resolved on both sides, a file or folders not made yet too). Its `exports`
-/// folder, folders of the user's own and files beside them are the user's. The data dir is also
-/// recognised by its identity on disk (device and inode) among the path's folders, so a second way to
-/// it that no link resolves (a bind mount) leads to the same refusal.
-fn not_own(path: &Path, data_dir: Option<&Path>) -> Result<(), FileError> {
-    let (Some(dir), Some(file)) = (data_dir, resolved(path)) else {
+/// Refuses `path` when it is, or would be, a file the workbench keeps: one in the sample sessions'
+/// folder, or in one of the data dir's [`OWN_FOLDERS`] (links resolved on both sides, a file or
+/// folders not made yet too). The data dir's `exports` folder, folders of the user's own and files
+/// beside them are the user's. The data dir is also recognised by its identity on disk (device and
+/// inode) among the path's folders, so a second way to it that no link resolves (a bind mount) leads
+/// to the same refusal.
+pub fn not_own(path: &Path, kept: &Kept) -> Result<(), FileError> {
+    let Some(file) = resolved(path) else {
+        return Ok(());
+    };
+    if let Some(samples) = kept.samples.as_deref().and_then(resolved)
+        && file.starts_with(&samples)
+    {
+        return Err(FileError::OwnFile {
+            path: path.to_path_buf(),
+            folder: samples,
+        });
+    }
+    let Some(dir) = kept.data_dir.as_deref() else {
         return Ok(());
     };
     let Some(dir) = resolved(dir) else {
@@ -345,7 +364,7 @@ fn not_own(path: &Path, data_dir: Option<&Path>) -> Result<(), FileError> {
     match kept {
         true => Err(FileError::OwnFile {
             path: path.to_path_buf(),
-            data_dir: dir,
+            folder: dir,
         }),
         false => Ok(()),
     }

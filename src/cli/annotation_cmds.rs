@@ -107,7 +107,7 @@ pub fn export(
     };
     match output {
         Some(path) => {
-            crate::files::write_output(path, text.as_bytes(), crate::paths::data_dir().as_deref())?;
+            crate::files::write_output(path, text.as_bytes(), &crate::session::store::kept())?;
             writeln!(out, "wrote {}", path.display())?;
         }
         None => out.write_all(text.as_bytes())?,

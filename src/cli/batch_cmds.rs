@@ -104,7 +104,7 @@ pub fn batch(ctx: &Ctx, command: BatchCommand, out: &mut dyn Write) -> anyhow::R
         }
         BatchCommand::Export { session, output, json } => {
             let output = std::path::absolute(&output).unwrap_or(output);
-            crate::files::check_output(&output, ctx.data_dir().ok().as_deref())?;
+            crate::files::check_output(&output, &crate::session::store::kept())?;
             let dir = output.parent().map(Path::to_path_buf).unwrap_or_default();
             let batch = Batch {
                 mode: BatchMode::Files {

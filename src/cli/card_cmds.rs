@@ -73,7 +73,7 @@ pub fn export_card(
     } else {
         format!("{}\n", serde_json::to_string_pretty(&card)?).into_bytes()
     };
-    crate::files::write_output(path, &bytes, crate::paths::data_dir().as_deref())?;
+    crate::files::write_output(path, &bytes, &crate::session::store::kept())?;
     writeln!(out, "wrote {}", path.display())?;
     Ok(ExitCode::SUCCESS)
 }

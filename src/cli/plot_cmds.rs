@@ -121,7 +121,7 @@ pub fn plot(ctx: &Ctx, args: PlotArgs, out: &mut dyn Write) -> anyhow::Result<Ex
     };
     // Drawn whole before anything is written: a figure that fails leaves no file, a write that fails
     // leaves the old one.
-    crate::files::write_output(&args.output, &bytes, crate::paths::data_dir().as_deref())?;
+    crate::files::write_output(&args.output, &bytes, &crate::session::store::kept())?;
     writeln!(out, "wrote {} ({}×{})", args.output.display(), size.width, size.height)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -87,11 +87,14 @@ pub fn list(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
 /// Writes every bundled template into `dir` (created if needed, in a folder that exists), all files
 /// or none.
 /// Existing files are left alone, and nothing is written, unless `force`; a link or a special file
-/// where a template goes is refused before anything is written, `force` or not.
+/// where a template goes, and a folder the workbench keeps its own files in, are refused before
+/// anything is written, `force` or not.
 pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let targets: Vec<_> = Template::ALL.iter().map(|t| (t, dir.join(t.file_name()))).collect();
+    let kept = crate::session::store::kept();
     let mut existing = Vec::new();
     for (_, path) in &targets {
+        crate::files::not_own(path, &kept)?;
         match std::fs::symlink_metadata(path) {
             Ok(meta) if meta.file_type().is_symlink() => return Err(FileError::Symlink(path.clone()).into()),
             Ok(meta) if !meta.is_file() => return Err(FileError::NotAFileToWrite(path.clone()).into()),

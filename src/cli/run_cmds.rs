@@ -438,7 +438,7 @@ fn export_rolebench(
 fn write_export(text: &str, format: &str, output: Option<&Path>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match output {
         Some(path) => {
-            crate::files::write_output(path, text.as_bytes(), crate::paths::data_dir().as_deref())?;
+            crate::files::write_output(path, text.as_bytes(), &crate::session::store::kept())?;
             writeln!(out, "wrote {}", path.display())?;
         }
         None if format == "json" => write!(out, "{}", results::json_for_terminal(text))?,

@@ -361,12 +361,8 @@ pub fn character_versions(data_dir: &Path) -> CharacterVersions {
 
 /// The sample sessions this build knows (see the module's paragraph).
 pub fn samples_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("INCHARACTER_SAMPLES") {
-        return Some(PathBuf::from(dir)).filter(|p| p.is_dir());
-    }
-    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
-    if checkout.is_dir() {
-        return Some(checkout);
+    if let Some(dir) = samples_outside() {
+        return dir.is_dir().then_some(dir);
     }
     static UNPACKED: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     UNPACKED
@@ -377,6 +373,25 @@ pub fn samples_dir() -> Option<PathBuf> {
                 .ok()
         })
         .clone()
+}
+
+/// The sample sessions' folder when it is not the data dir's own `samples`: `$INCHARACTER_SAMPLES`,
+/// else the checkout's `sample-sessions` if there is one.
+fn samples_outside() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("INCHARACTER_SAMPLES") {
+        return Some(PathBuf::from(dir));
+    }
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
+    checkout.is_dir().then_some(checkout)
+}
+
+/// The folders whose files an output the user names never replaces: the data dir's own folders
+/// and the sample sessions'.
+pub fn kept() -> crate::files::Kept {
+    crate::files::Kept {
+        data_dir: crate::paths::data_dir(),
+        samples: samples_outside(),
+    }
 }
 
 /// Writes the built-in samples under `root`, in a folder named by their content hash (an upgrade gets

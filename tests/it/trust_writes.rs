@@ -659,3 +659,61 @@ fn annotations_export_writes_its_file_whole_and_the_help_states_the_policies() {
     );
     assert!(help(&["export", "--help"]).contains("symbolic link"));
 }
+
+/// The sample sessions are read-only wherever they are (`$INCHARACTER_SAMPLES`, the checkout): an
+/// output aimed at one of their files is refused and the sample is left as it was; and `prompts
+/// export` never writes its templates into a folder the workbench keeps its own files in.
+#[test]
+fn an_output_never_replaces_a_sample_sessions_file_nor_goes_into_a_kept_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let samples = dir.path().join("samples");
+    let sample = samples.join(GSE);
+    std::fs::create_dir_all(&sample).unwrap();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions").join(GSE);
+    for file in ["journal.jsonl", "results.json"] {
+        std::fs::copy(from.join(file), sample.join(file)).unwrap();
+    }
+    let before = common::snapshot(&samples);
+    let with_samples = |args: &[&str]| {
+        common::command(&data.join("none.toml"), &data, args)
+            .env("INCHARACTER_SAMPLES", &samples)
+            .output()
+            .unwrap()
+    };
+    // The sample is there to read.
+    let listed = with_samples(&["sessions", "--json"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(GSE));
+    for file in ["journal.jsonl", "results.json", "new.svg"] {
+        let target = sample.join(file).display().to_string();
+        let figure = target.replace(file, "bars.svg");
+        for args in [
+            &["export", GSE, "-o", &target][..],
+            &["annotations", "export", GSE, "-o", &target],
+            &["plot", GSE, "--kind", "bars", "-o", &figure],
+        ] {
+            let out = with_samples(args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains("a folder the workbench keeps its own files in"),
+                "{args:?}: {}",
+                stderr(&out)
+            );
+        }
+    }
+    assert_eq!(common::snapshot(&samples), before, "the samples are as they were");
+
+    let sessions = data.join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    for target in [sessions.join("pr"), sessions.clone(), samples.join("templates")] {
+        let out = with_samples(&["prompts", "export", &target.display().to_string()]);
+        assert_eq!(out.status.code(), Some(2), "{target:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("keeps its own files in"), "{}", stderr(&out));
+    }
+    assert_eq!(
+        std::fs::read_dir(&sessions).unwrap().count(),
+        0,
+        "nothing made in sessions"
+    );
+    assert_eq!(common::snapshot(&samples), before);
+}
