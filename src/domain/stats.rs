@@ -57,8 +57,17 @@ pub fn pearson(x: &[f64], y: &[f64]) -> Option<f64> {
     Some((sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0))
 }
 
-/// Ranks starting at 1, ties given the average of the ranks they span (scipy.stats.rankdata "average").
+/// `v` as a tie sees it: rounded to 1e-9 (below a million in size; beyond, as it is), so values one
+/// computation gives apart only in their last bits are one value (three observers' means of item
+/// means, 44/15, come as 2.933333333333333 and 2.9333333333333336), and -0.0 is 0.0.
+pub fn tie_key(v: f64) -> f64 {
+    if v.abs() < 1e6 { (v * 1e9).round() / 1e9 + 0.0 } else { v + 0.0 }
+}
+
+/// Ranks starting at 1, ties given the average of the ranks they span (scipy.stats.rankdata
+/// "average"); values are tied by their [`tie_key`].
 pub fn average_ranks(x: &[f64]) -> Vec<f64> {
+    let x: Vec<f64> = x.iter().map(|&v| tie_key(v)).collect();
     let mut order: Vec<usize> = (0..x.len()).collect();
     order.sort_by(|&a, &b| x[a].total_cmp(&x[b]));
     let mut ranks = vec![0.0; x.len()];
@@ -85,7 +94,7 @@ pub fn spearman(x: &[f64], y: &[f64]) -> Option<f64> {
     pearson(&average_ranks(x), &average_ranks(y))
 }
 
-/// Kendall's τ-b (scipy.stats.kendalltau, variant "b"): (concordant − discordant) /
+/// Kendall's τ-b (scipy.stats.kendalltau, variant "b"; values tied by their [`tie_key`]): (concordant − discordant) /
 /// √((pairs − pairs tied in x) · (pairs − pairs tied in y)), in O(n log n) (Knight's algorithm, as
 /// scipy): sorted by x then y, the discordant pairs are the inversions of y.
 pub fn kendall_tau_b(x: &[f64], y: &[f64]) -> Option<f64> {
@@ -93,9 +102,10 @@ pub fn kendall_tau_b(x: &[f64], y: &[f64]) -> Option<f64> {
         return None;
     }
     let n = x.len();
-    // -0.0 and 0.0 are one value: adding 0.0 makes every zero positive (total_cmp orders them apart,
-    // which would leave pairs tied in x unsorted in y and count them discordant).
-    let (x, y): (Vec<f64>, Vec<f64>) = x.iter().zip(y).map(|(a, b)| (a + 0.0, b + 0.0)).unzip();
+    // Tied by their keys: -0.0 and 0.0 are one value (total_cmp orders them apart, which would leave
+    // pairs tied in x unsorted in y and count them discordant), and so are values apart only in
+    // their last bits.
+    let (x, y): (Vec<f64>, Vec<f64>) = x.iter().zip(y).map(|(&a, &b)| (tie_key(a), tie_key(b))).unzip();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| x[a].total_cmp(&x[b]).then(y[a].total_cmp(&y[b])));
     // Pairs within runs of equal keys.
@@ -277,6 +287,19 @@ mod tests {
     #[test]
     fn ranks_average_ties() {
         assert_eq!(average_ranks(&[10.0, 20.0, 10.0, 30.0]), vec![1.5, 3.0, 1.5, 4.0]);
+    }
+
+    /// One value that two computations give apart in its last bits is one value to a tie.
+    #[test]
+    fn values_apart_only_in_their_last_bits_are_tied() {
+        let (a, b) = (0.1 + 0.2, 0.3);
+        assert_ne!(a, b);
+        assert_eq!(average_ranks(&[a, b, 1.0]), vec![1.5, 1.5, 3.0]);
+        assert_eq!(average_ranks(&[-0.0, 0.0, 1e-7]), vec![1.5, 1.5, 3.0], "a 1e-7 difference is one");
+        // scipy.stats.kendalltau([0.3, 0.3, 1], [1, 2, 3]) = 2/√6; spearmanr = √3/2.
+        assert!(close(kendall_tau_b(&[a, b, 1.0], &[1.0, 2.0, 3.0]).unwrap(), 2.0 / 6f64.sqrt()));
+        assert!(close(spearman(&[a, b, 1.0], &[1.0, 2.0, 3.0]).unwrap(), 3f64.sqrt() / 2.0));
+        assert_eq!(average_ranks(&[2e7, 2e7 + 1.0]), vec![1.0, 2.0], "large values as they are");
     }
 
     #[test]
