@@ -146,6 +146,12 @@ pub struct App {
     pub quit: bool,
     /// Quit was asked once with a character's edits unsaved: asked again, the workbench quits.
     quit_asked: bool,
+    /// A start was asked once while a run goes: asked again (the next key), it stops that run.
+    start_asked: bool,
+    /// The key being handled follows a start asked about.
+    start_confirmed: bool,
+    /// A start was held back by the question (what the screen set up for it is taken back).
+    start_held: bool,
     pub flash: Option<String>,
     pub now_ms: u64,
     pub providers: Vec<ProviderStatus>,
@@ -275,6 +281,9 @@ impl App {
             help_scroll: std::cell::Cell::new(0),
             quit: false,
             quit_asked: false,
+            start_asked: false,
+            start_confirmed: false,
+            start_held: false,
             flash: None,
             now_ms: 0,
             setup: Setup::new(
@@ -337,7 +346,12 @@ impl App {
     }
 
     pub fn update(&mut self, action: Action) -> Vec<Effect> {
+        let probe = self.persona.probe.clone();
         let effects = self.handle(action);
+        if std::mem::take(&mut self.start_held) {
+            // The probe held back is not the one going.
+            self.persona.probe = probe;
+        }
         self.follow_focus();
         effects
     }
@@ -631,8 +645,9 @@ impl App {
             return Vec::new();
         };
         self.flash = None;
-        // A quit asked about stays asked only until the next key.
+        // A quit or a start asked about stays asked only until the next key.
         let quit_asked = std::mem::take(&mut self.quit_asked);
+        self.start_confirmed = std::mem::take(&mut self.start_asked);
         if !self.help {
             // Screens that take typing see the key before the keymap does.
             let typed = match self.screen {
@@ -812,8 +827,34 @@ impl App {
         Vec::new()
     }
 
-    /// Does what the screens asked of the app; returns what is left for the driver.
+    /// Does what the screens asked of the app; returns what is left for the driver. What starts a
+    /// task while a run goes (a run, a probe, a resume, a replay) is asked about first: it would
+    /// stop that run.
     fn apply(&mut self, requests: Vec<Request>) -> Vec<Effect> {
+        let starts = requests.iter().any(|r| {
+            matches!(
+                r,
+                Request::Effect(
+                    Effect::StartRun { .. }
+                        | Effect::StartObserve { .. }
+                        | Effect::StartRolebench { .. }
+                        | Effect::Resume { .. }
+                        | Effect::Replay { .. }
+                )
+            )
+        });
+        if starts && self.live.running && self.live.replay.is_none() && !std::mem::take(&mut self.start_confirmed) {
+            self.start_asked = true;
+            self.start_held = true;
+            let going = match self.run.session.id.as_str() {
+                "" => "a run is going".to_string(),
+                id => format!("the run of {id} is going"),
+            };
+            self.flash = Some(format!(
+                "{going}: the same again stops it (its session keeps what was done; u on Sessions resumes it) and starts this"
+            ));
+            return Vec::new();
+        }
         let mut effects = Vec::new();
         for request in requests {
             match request {

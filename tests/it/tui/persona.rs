@@ -624,3 +624,47 @@ fn a_save_never_undoes_what_another_program_wrote_since_the_read() {
         "a catchphrase with a | stays one"
     );
 }
+
+/// A probe (or any start) while a run goes would stop it: asked first, it starts only when asked
+/// again with the next key; meanwhile the run, its view and the probe going are left as they are.
+#[test]
+fn a_start_while_a_run_goes_is_asked_about_first() {
+    let mut app = fetched();
+    key(&mut app, KeyCode::Char('0'));
+    on(&mut app, "hermione-en");
+    let effects = ctrl(&mut app, 'r');
+    assert!(matches!(effects.first(), Some(Effect::StartRun { .. })), "{effects:?}");
+    assert!(app.live.running);
+    key(&mut app, KeyCode::Char('0'));
+    on(&mut app, "sheldon-en");
+    let effects = ctrl(&mut app, 'r');
+    assert!(effects.is_empty(), "held back: {effects:?}");
+    assert!(
+        app.flash
+            .as_deref()
+            .unwrap_or_default()
+            .contains("is going: the same again stops it"),
+        "{:?}",
+        app.flash
+    );
+    assert_eq!(app.screen, Screen::Persona, "the screen stays");
+    assert_eq!(
+        app.persona.probe.as_deref(),
+        Some("hermione-en"),
+        "the probe going is still the one"
+    );
+    // Another key takes the question back; asked again at once, it starts.
+    key(&mut app, KeyCode::Down);
+    on(&mut app, "sheldon-en");
+    assert!(ctrl(&mut app, 'r').is_empty(), "asked again after another key");
+    let effects = ctrl(&mut app, 'r');
+    let Some(Effect::StartRun { plan, .. }) = effects.first() else {
+        panic!("{effects:?}")
+    };
+    assert_eq!(plan.characters, ["sheldon-en"]);
+    assert_eq!(app.persona.probe.as_deref(), Some("sheldon-en"));
+    // Once the run has ended, a start is not asked about.
+    app.update(Action::RunEnded(Err("cancelled".into())));
+    key(&mut app, KeyCode::Char('0'));
+    assert!(matches!(ctrl(&mut app, 'r').first(), Some(Effect::StartRun { .. })));
+}
