@@ -195,6 +195,12 @@ pub struct CardInfo {
     /// The card's own notes (`creator_notes`), not part of the role-play.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub notes: String,
+    /// The name and the experimenter the import wrote the prompt and the memories with, so that an
+    /// export tells a renamed character (or one asked by another experimenter) from an edited one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub imported_name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub imported_experimenter: String,
 }
 
 impl Character {

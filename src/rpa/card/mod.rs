@@ -625,6 +625,12 @@ pub fn export(character: &Character, memories: &[String]) -> Value {
 pub fn export_stored(card: &Card, character: &Character, memories: &[String]) -> Value {
     let c = character;
     let (name, user) = (c.name.as_str(), c.experimenter.as_str());
+    let info = c.card.clone().unwrap_or_default();
+    // What the import wrote the prompt and memories with: what an unedited field reads as now, a
+    // rename or another experimenter since notwithstanding (an older import did not say: as now).
+    let at_import = |said: &str, now: &str| if said.is_empty() { now.to_string() } else { said.to_string() };
+    let (was_name, was_user) = (at_import(&info.imported_name, name), at_import(&info.imported_experimenter, user));
+    let (was_name, was_user) = (was_name.as_str(), was_user.as_str());
     let mut root = card.json.clone();
     let data = match card.spec {
         Spec::V1 => root.as_object_mut(),
@@ -636,38 +642,38 @@ pub fn export_stored(card: &Card, character: &Character, memories: &[String]) ->
     let mut set = |key: &str, value: Value| {
         data.insert(key.to_string(), value);
     };
-    let now = |text: &str| Value::String(unresolve(text, name, user));
+    // An edited text in the author's form: either name, and either experimenter, as placeholders.
+    let now = |text: &str| Value::String(unresolve(&unresolve(text, name, user), was_name, was_user));
     if name != one_line(&card.name) {
         set("name", Value::String(name.to_string()));
     }
-    if c.description != prompt(card, name, user, c.language) {
+    if c.description != prompt(card, was_name, was_user, c.language) {
         if card.ours.as_ref().is_some_and(Ours::whole_prompt) {
             set("description", Value::String(c.description.clone()));
         } else {
-            let parts = split_prompt(&c.description, name, c.language);
+            let parts = split_prompt(&c.description, was_name, c.language);
             let was = [&card.system_prompt, &card.description, &card.personality, &card.scenario];
             for ((key, was), is) in ["system_prompt", "description", "personality", "scenario"]
                 .into_iter()
                 .zip(was)
                 .zip(&parts)
             {
-                if part(was, name, user) != *is {
+                if part(was, was_name, was_user) != *is {
                     set(key, now(is));
                 }
             }
         }
     }
-    if part(&card.post_history_instructions, name, user) != c.post_history.trim() {
+    if part(&card.post_history_instructions, was_name, was_user) != c.post_history.trim() {
         set("post_history_instructions", now(&c.post_history));
     }
-    let made: Vec<String> = self::memories(card, name, user).into_iter().map(|(m, _)| m).collect();
+    let made: Vec<String> = self::memories(card, was_name, was_user).into_iter().map(|(m, _)| m).collect();
     if made != memories {
         let (first_mes, greetings, examples) = greetings_and_examples(c, memories);
         set("first_mes", Value::String(first_mes));
         set("alternate_greetings", json!(greetings));
         set("mes_example", Value::String(examples));
     }
-    let info = c.card.clone().unwrap_or_default();
     let tags: Vec<String> = card.tags.iter().map(|t| one_line(t)).filter(|t| !t.is_empty()).collect();
     if tags != info.tags {
         set("tags", json!(info.tags));

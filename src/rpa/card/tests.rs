@@ -194,6 +194,36 @@ fn an_unedited_card_exports_as_it_was_read() {
     assert_eq!(got["data"]["first_mes"], "Morning, {{user}}.");
 }
 
+/// A character renamed, or asked by another experimenter, since its import is not an edited one:
+/// the card's texts stay as the author wrote them, only the name (and the experimenter, the
+/// workbench's own) changes.
+#[test]
+fn a_rename_or_another_experimenter_is_not_an_edit() {
+    let card = parse(CARD).unwrap();
+    let mut c = imported(&card);
+    let info = c.card.as_mut().unwrap();
+    (info.imported_name, info.imported_experimenter) = ("Ann".into(), "Bo".into());
+    let chunks: Vec<String> = memories(&card, "Ann", "Bo").into_iter().map(|(m, _)| m).collect();
+    let mut renamed = c.clone();
+    renamed.name = "Ann Birch".into();
+    let got = export_stored(&card, &renamed, &chunks);
+    let mut want = card.json.clone();
+    want["data"]["name"] = json!("Ann Birch");
+    want["data"]["extensions"]["incharacter"] = json!({"experimenter": "Bo"});
+    assert_eq!(got, want);
+    let mut asked_by_cy = c.clone();
+    asked_by_cy.experimenter = "Cy".into();
+    let got = export_stored(&card, &asked_by_cy, &chunks);
+    want["data"]["name"] = json!("Ann");
+    want["data"]["extensions"]["incharacter"] = json!({"experimenter": "Cy"});
+    assert_eq!(got, want);
+    // An edit after a rename is still an edit, in the author's form whichever name it uses.
+    renamed.description = renamed.description.replace("calm", "calm, unlike Ann Birch's brother");
+    let data = export_stored(&card, &renamed, &chunks)["data"].clone();
+    assert_eq!(data["personality"], "calm, unlike {{char}}'s brother");
+    assert_eq!(data["description"], "{{char}} runs the ferry.");
+}
+
 #[test]
 fn edits_are_written_back_in_the_authors_form() {
     let card = parse(CARD).unwrap();

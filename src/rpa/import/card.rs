@@ -115,6 +115,8 @@ pub fn character_card<'s>(
         creator: one_line(&card.creator),
         version: one_line(&card.character_version),
         notes: clean(&card.creator_notes),
+        imported_name: name.clone(),
+        imported_experimenter: experimenter.clone(),
     };
     let by = if info.creator.is_empty() {
         String::new()
@@ -143,7 +145,7 @@ pub fn character_card<'s>(
     };
     // A card brings its own info, in place of the card an earlier import kept.
     let mut character = Character {
-        card: (info != CardInfo::default()).then_some(info),
+        card: Some(info),
         post_history: card::clean(&card::resolve(&card.post_history_instructions, &name, &experimenter)),
         ..imported_character(existing, id, name, language, experimenter, work, description)
     };
