@@ -361,17 +361,22 @@ fn read_lines<T>(
             },
         })?;
         let text = String::from_utf8_lossy(&bytes);
+        // A byte-order mark an editor put before the first record is not part of it.
+        let (text, marked) = match text.strip_prefix('\u{feff}') {
+            Some(rest) if number == 1 => (rest, 1),
+            _ => (&*text, 0),
+        };
         if text.trim().is_empty() {
             continue;
         }
-        match parse(&text) {
+        match parse(text) {
             Ok(r) => out.push((number, r)),
             Err(_) if !ended => break,
             Err(e) => {
                 return Err(JournalError::Damaged {
                     path: path.to_path_buf(),
                     line: number,
-                    column: crate::files::json_column(&text, &e),
+                    column: crate::files::json_column(text, &e) + marked,
                     message: crate::files::json_message(&e),
                 });
             }

@@ -177,8 +177,21 @@ pub fn append(session: &Path, a: &Annotation) -> Result<(), AnnotationError> {
     journal.append(a).map_err(unwritable)
 }
 
-/// Every annotator's latest answer per case.
-pub fn load(session: &Path) -> Result<BTreeMap<String, BTreeMap<Case, Annotation>>, AnnotationError> {
+/// The values an answer to `case` may take: the scale's options (an item), its dimension scores (a
+/// dimension), the subject ratings' (a subject); `None` for a scale the catalog does not have.
+pub fn value_range(catalog: &Catalog, case: &Case) -> Option<(f64, f64)> {
+    match case.task {
+        Task::Item => catalog
+            .scale(&case.scale)
+            .map(|s| (f64::from(s.range.min), f64::from(s.range.max))),
+        Task::Dimension => catalog.scale(&case.scale).map(|s| s.dimension_range()),
+        Task::Subject => Some(subjects::RANGE),
+    }
+}
+
+/// Every annotator's latest answer per case. What is loaded is checked: a value outside what its
+/// case may take (a file edited by hand) is refused where it stands.
+pub fn load(session: &Path, catalog: &Catalog) -> Result<BTreeMap<String, BTreeMap<Case, Annotation>>, AnnotationError> {
     let mut out: BTreeMap<String, BTreeMap<Case, Annotation>> = BTreeMap::new();
     let Ok(entries) = std::fs::read_dir(dir(session)) else {
         return Ok(out);
@@ -191,11 +204,31 @@ pub fn load(session: &Path) -> Result<BTreeMap<String, BTreeMap<Case, Annotation
     files.sort();
     for f in files {
         crate::files::check_readable(&f, MAX_FILE_BYTES, "an annotator's answers")?;
-        for a in journal::read::<Annotation>(&f)? {
+        for (line, a) in journal::read_numbered::<Annotation>(&f)? {
+            if let (Some(v), Some((min, max))) = (a.value.value(), value_range(catalog, &a.case))
+                && !(min..=max).contains(&v)
+            {
+                return Err(outside(&f, line, format!("value {v} is outside [{min}, {max}]")));
+            }
             out.entry(a.annotator.clone()).or_default().insert(a.case.clone(), a);
         }
     }
     Ok(out)
+}
+
+/// An answer refused at line `line` of `file`, located at its value.
+fn outside(file: &Path, line: usize, message: String) -> AnnotationError {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let at = text.lines().nth(line - 1).unwrap_or_default();
+    let column = crate::domain::diagnostic::Source::new("", at)
+        .json_at(&["value"])
+        .map_or(1, |(_, column)| column);
+    AnnotationError::Journal(JournalError::Damaged {
+        path: file.to_path_buf(),
+        line,
+        column,
+        message,
+    })
 }
 
 /// The item case of an answered open-interview item (`None` for a filler or an unknown item).
@@ -455,13 +488,42 @@ mod tests {
         };
         append(dir.path(), &a("2")).unwrap();
         append(dir.path(), &a("x")).unwrap();
-        let loaded = load(dir.path()).unwrap();
+        let catalog = Catalog::bundled().unwrap();
+        let loaded = load(dir.path(), &catalog).unwrap();
         assert_eq!(loaded["ann"][&case(1, "Openness")].value, Answer::Refused(Refusal::X));
         let text = std::fs::read_to_string(dir.path().join("annotations/ann.jsonl")).unwrap();
         assert!(text.contains("\"value\":\"x\"") && text.lines().count() == 2, "{text}");
         let mut bad = a("1");
         bad.annotator = "../x".into();
         assert!(append(dir.path(), &bad).is_err());
+    }
+
+    /// A file edited by hand is checked as it is loaded: a value its case cannot take is refused
+    /// where it stands; a byte-order mark before the first answer is no damage.
+    #[test]
+    fn answers_edited_by_hand_are_checked_as_they_are_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Catalog::bundled().unwrap();
+        let answer = |v: f64| Annotation {
+            annotator: "evil".into(),
+            case: case(1, "Openness"),
+            value: Answer::Value(v),
+            note: None,
+            at: String::new(),
+        };
+        append(dir.path(), &answer(4.0)).unwrap();
+        let file = super::dir(dir.path()).join("evil.jsonl");
+        let good = std::fs::read_to_string(&file).unwrap();
+        std::fs::write(&file, format!("\u{feff}{good}")).unwrap();
+        assert_eq!(load(dir.path(), &catalog).unwrap()["evil"][&case(1, "Openness")].value, Answer::Value(4.0));
+        append(dir.path(), &answer(99.0)).unwrap();
+        let e = load(dir.path(), &catalog).unwrap_err();
+        let column = std::fs::read_to_string(&file).unwrap().lines().nth(1).unwrap().find("\"value\":").unwrap() + "\"value\":".len() + 1;
+        assert!(e.is_input(), "{e}");
+        assert!(
+            e.to_string().contains(&format!("evil.jsonl:2:{column}: value 99 is outside [1, 5]")),
+            "{e}"
+        );
     }
 
     #[cfg(unix)]
@@ -472,7 +534,7 @@ mod tests {
         let fifo = super::dir(dir.path()).join("ann.jsonl");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
         assert!(made.success());
-        let e = load(dir.path()).unwrap_err();
+        let e = load(dir.path(), &Catalog::bundled().unwrap()).unwrap_err();
         assert!(
             e.is_input() && e.to_string().contains("ann.jsonl: not a regular file"),
             "{e}"

@@ -63,7 +63,7 @@ pub fn export(
     let format = super::output_format(format, output, &["csv", "json"], "csv")?;
     let format = format.as_str();
     let (dir, _) = super::lookup::load_session(ctx, id)?;
-    let all = annotation::load(&dir)?;
+    let all = annotation::load(&dir, &*ctx.catalog()?)?;
     let list: Vec<&Annotation> = all.values().flat_map(|m| m.values()).collect();
     let text = match format {
         "json" => {
@@ -217,14 +217,7 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
         .map_err(|(column, why)| err(column, why))?;
         let value = Answer::parse(&f[col::VALUE])
             .ok_or_else(|| err(col::VALUE, format!("value {:?} is not a number or x", f[col::VALUE])))?;
-        let range = match task {
-            Task::Item => catalog
-                .scale(&case.scale)
-                .map(|s| (f64::from(s.range.min), f64::from(s.range.max))),
-            Task::Dimension => catalog.scale(&case.scale).map(|s| s.dimension_range()),
-            Task::Subject => Some(subjects::RANGE),
-        };
-        if let (Some(v), Some((min, max))) = (value.value(), range)
+        if let (Some(v), Some((min, max))) = (value.value(), annotation::value_range(catalog, &case))
             && !(min..=max).contains(&v)
         {
             return Err(err(col::VALUE, format!("value {v} is outside [{min}, {max}]")));
@@ -288,7 +281,13 @@ fn interview_case(
     let character = catalog
         .named_character_among(&named, |id| cases.iter().any(|c| c.character == id))
         .unwrap_or_else(|_| named.clone());
-    let case = Case { character, ..case };
+    // Scale ids are the same whatever their case, as everywhere.
+    let scale = catalog.scale(&case.scale).map_or(case.scale.clone(), |s| s.id.clone());
+    let case = Case {
+        character,
+        scale,
+        ..case
+    };
     if cases.contains(&case) {
         return Ok(case);
     }
@@ -389,7 +388,7 @@ pub fn agreement(
                 .ok_or_else(|| input_error(format!("--method {}: oc, d-oc, er-batch or er-all", method)))?,
         )
     };
-    let all = annotation::load(&dir)?;
+    let all = annotation::load(&dir, &*ctx.catalog()?)?;
     if all.is_empty() {
         return Err(input_error(format!(
             "session {} has no annotations yet (annotate it in the workbench, or `incharacter annotations import`)",
@@ -551,12 +550,13 @@ pub(super) struct HumanRatings {
 /// The human ratings of an observer session, if it has any.
 pub(super) fn human_ratings(
     dir: &Path,
+    catalog: &crate::catalog::Catalog,
     events: &[Event],
     plan: &ObservePlan,
     subjects: &[SubjectResult],
     scale: &Scale,
 ) -> anyhow::Result<Option<HumanRatings>> {
-    let traits = subjects::table(&annotation::load(dir)?, subjects, scale);
+    let traits = subjects::table(&annotation::load(dir, catalog)?, subjects, scale);
     if traits.is_empty() {
         return Ok(None);
     }

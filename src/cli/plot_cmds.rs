@@ -91,7 +91,7 @@ pub fn plot(ctx: &Ctx, args: PlotArgs, out: &mut dyn Write) -> anyhow::Result<Ex
     let (dir, events) = load_session(ctx, &args.session)?;
     let kind = Kind::from(args.kind);
     let annotations = if kind == Kind::Agreement {
-        annotation::load(&dir)?
+        annotation::load(&dir, &catalog)?
     } else {
         Default::default()
     };

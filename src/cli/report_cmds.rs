@@ -61,7 +61,7 @@ pub fn report(
                 .scale(crate::observer::SCALE)
                 .ok_or_else(|| input_error("the IPIP-50 scale is missing"))?;
             let stats = crate::observer::report::statistics(&subjects, scale, plan.seed);
-            let human = super::annotation_cmds::human_ratings(&dir, &events, &plan, &subjects, scale)?;
+            let human = super::annotation_cmds::human_ratings(&dir, catalog, &events, &plan, &subjects, scale)?;
             observer_sessions.push((id.clone(), subjects, stats, human));
             continue;
         }

@@ -466,13 +466,14 @@ impl Driver {
                 // (its cursor then at the first case without an answer there).
                 if let Err(e) = crate::annotation::append(&dir, &annotation) {
                     let _ = tx.send(Action::Flash(format!("not saved: {e}")));
-                    if let Ok(all) = crate::annotation::load(&dir) {
+                    if let Ok(all) = crate::annotation::load(&dir, &self.catalog) {
                         let _ = tx.send(Action::Annotations(all));
                     }
                 }
             }
             Effect::LoadAnnotations(dir) => {
-                tokio::task::spawn_blocking(move || match crate::annotation::load(&dir) {
+                let catalog = self.catalog.clone();
+                tokio::task::spawn_blocking(move || match crate::annotation::load(&dir, &catalog) {
                     Ok(all) => {
                         let _ = tx.send(Action::Annotations(all));
                     }

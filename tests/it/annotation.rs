@@ -159,7 +159,7 @@ async fn imported_ratings_agree_with_an_independent_computation() {
         let value = |v: Option<i64>| v.map_or("x".to_string(), |v| v.to_string());
         csv.push_str(&format!("ann,item,Hermione Granger,BFI,{dim},{id},{}\n", value(a)));
         if id <= 30 {
-            csv.push_str(&format!("bob,item,hermione-en,BFI,{dim},{id},{b}\n"));
+            csv.push_str(&format!("bob,item,hermione-en,bfi,{dim},{id},{b}\n"));
             if let Some(a) = a {
                 ann_q.push(a);
                 bob_q.push(b);

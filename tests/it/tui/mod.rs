@@ -1240,7 +1240,7 @@ fn annotate_answers_with_number_keys_blind_until_answered() {
     // Reopened: the answers come back from the journal, and the agreement counts them.
     let mut app = with_session();
     app.update(Action::SessionDir(dir.path().to_path_buf()));
-    app.update(Action::Annotations(annotation::load(dir.path()).unwrap()));
+    app.update(Action::Annotations(annotation::load(dir.path(), &app.catalog).unwrap()));
     key(&mut app, KeyCode::Char('8'));
     let screen = render(&app, (120, 40));
     assert!(screen.contains("3/88 answered"), "{screen}");

@@ -97,7 +97,7 @@ fn opened(dir: &std::path::Path) -> App {
     app.update(Action::SessionLoaded(observer_session()));
     let effects = app.update(Action::SessionDir(dir.to_path_buf()));
     assert!(matches!(&effects[..], [Effect::LoadAnnotations(_)]));
-    app.update(Action::Annotations(annotation::load(dir).unwrap()));
+    app.update(Action::Annotations(annotation::load(dir, &app.catalog).unwrap()));
     key(&mut app, KeyCode::Char('8'));
     assert_eq!(app.screen, Screen::Annotate);
     app
@@ -178,7 +178,7 @@ fn subjects_are_rated_blind_per_trait_autosaved_and_resumed() {
         screen.contains("subject 3/3"),
         "resumed at the first unrated subject: {screen}"
     );
-    let saved = annotation::load(dir.path()).unwrap();
+    let saved = annotation::load(dir.path(), &app.catalog).unwrap();
     assert_eq!(saved["tester"].len(), 10);
     let agreement = screen
         .lines()
