@@ -1256,6 +1256,24 @@ fn annotate_answers_with_number_keys_blind_until_answered() {
     key(&mut app, KeyCode::End);
     key(&mut app, KeyCode::Char('u'));
     assert_eq!(app.annotate.cursor, 3, "cases 0–2 are answered");
+
+    // Two more annotators, who agree with each other and not with you: the QWK shown is yours
+    // with them, not theirs with each other.
+    for name in ["bob", "cy"] {
+        for (at, value) in [(0, 1.0), (1, 5.0)] {
+            let mut a = written[at].clone();
+            a.annotator = name.into();
+            a.value = Answer::Value(value);
+            annotation::append(dir.path(), &a).unwrap();
+        }
+    }
+    app.update(Action::Annotations(annotation::load(dir.path(), &app.catalog).unwrap()));
+    let yours = incharacter::domain::stats::quadratic_weighted_kappa(&[4, 2], &[1, 5]).unwrap();
+    let screen = render(&app, (120, 40));
+    assert!(
+        screen.contains(&format!("QWK with 2 other annotator(s): {yours:.3}")),
+        "{screen}"
+    );
 }
 
 #[test]

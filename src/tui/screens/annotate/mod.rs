@@ -596,10 +596,19 @@ impl Annotate {
         }
         let others = self.answers.len().saturating_sub(usize::from(mine.is_some()));
         if others > 0 {
-            let qwk = annotation::inter_annotator(&self.answers, self.task);
+            // Yours with each of them: the pairs you are in, not the others' among themselves.
+            let all = annotation::inter_annotator(&self.answers, self.task);
+            let yours: Vec<f64> = all["pairs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| p["a"] == self.annotator.as_str() || p["b"] == self.annotator.as_str())
+                .filter_map(|p| p["qwk"].as_f64())
+                .collect();
+            let mean = (!yours.is_empty()).then(|| yours.iter().sum::<f64>() / yours.len() as f64);
             lines.push(Line::raw(format!(
                 "QWK with {others} other annotator(s): {}",
-                qwk["qwk"].as_f64().map_or("–".to_string(), |v| format!("{v:.3}"))
+                mean.map_or("–".to_string(), |v| format!("{v:.3}"))
             )));
         }
         lines
