@@ -26,9 +26,9 @@ pub struct ObserveArgs {
     /// How many synthetic subjects
     #[arg(long, default_value_t = 1)]
     pub subjects: usize,
-    /// Observers per subject, spread over the contexts
-    #[arg(long, default_value_t = 6)]
-    pub observers: usize,
+    /// Observers per subject, spread over the contexts [default: 6]
+    #[arg(long)]
+    pub observers: Option<usize>,
     /// Relationship contexts: `family,friend,workplace` (--observers spread over them) or counts
     /// per context, `family:3,workplace:1`
     #[arg(long, default_value = "family,friend,workplace")]
@@ -56,8 +56,12 @@ pub struct ObserveArgs {
     pub seed: u64,
     #[arg(long)]
     pub name: Option<String>,
-    /// Finish an interrupted observer session
-    #[arg(long, conflicts_with_all = ["subject", "latent"])]
+    /// Finish an interrupted observer session (with its own plan and providers: what would change
+    /// them is refused)
+    #[arg(long, conflicts_with_all = [
+        "subject", "latent", "subjects", "observers", "contexts", "scenarios", "turns", "provider",
+        "subject_provider", "observer_provider", "temperature", "self_report", "seed", "name",
+    ])]
     pub resume: Option<String>,
     #[arg(long, value_parser = super::concurrency)]
     pub concurrency: Option<usize>,
@@ -127,13 +131,21 @@ fn plan(catalog: &Catalog, config: &crate::config::Config, a: &ObserveArgs) -> a
         counts.push((context, count));
     }
     let observers: Vec<(Context, usize)> = if counts.iter().any(|(_, c)| c.is_some()) {
-        counts
+        let counted: Vec<(Context, usize)> = counts
             .into_iter()
             .map(|(c, n)| (c, n.unwrap_or(0)))
             .filter(|(_, n)| *n > 0)
-            .collect()
+            .collect();
+        let total: usize = counted.iter().map(|(_, n)| n).sum();
+        if let Some(n) = a.observers.filter(|n| *n != total) {
+            return Err(input_error(format!(
+                "--observers {n} and --contexts {} ({total} observers) say two things: give one of them",
+                a.contexts
+            )));
+        }
+        counted
     } else {
-        spread(a.observers, &contexts)
+        spread(a.observers.unwrap_or(6), &contexts)
     };
     if observers.is_empty() || a.scenarios == 0 || a.turns < 2 {
         return Err(input_error(

@@ -634,6 +634,48 @@ fn a_resume_refuses_what_would_change_the_session() {
             "{flag:?}: {stderr}"
         );
     }
+    // An observer session's too.
+    for flag in [
+        &["--seed", "5"][..],
+        &["--observers", "9"],
+        &["--provider", "other"],
+        &["--observer-provider", "other"],
+        &["--scenarios", "1"],
+        &["--turns", "4"],
+        &["--contexts", "family"],
+        &["--self-report", "items"],
+        &["--temperature", "0.5"],
+        &["--name", "renamed"],
+    ] {
+        let out = run(&[&["observe", "--resume", "some-session"][..], flag].concat());
+        assert_eq!(out.status.code(), Some(2), "{flag:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("'--resume <RESUME>' cannot be used with"),
+            "{flag:?}: {stderr}"
+        );
+    }
+}
+
+/// Observers counted per context and a number of observers that says otherwise: refused, not one
+/// of them dropped without a word.
+#[test]
+fn observers_and_their_counts_per_context_must_agree() {
+    let args = [
+        "observe",
+        "--subject",
+        "synthetic",
+        "--contexts",
+        "family:2,workplace:1",
+    ];
+    let out = run(&[&args[..], &["--observers", "5"]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--observers 5 and --contexts family:2,workplace:1 (3 observers) say two things"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Writes `events` as the journal of a session in `data`'s sessions folder.
