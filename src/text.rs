@@ -171,6 +171,14 @@ macro_rules! note {
     }};
 }
 
+/// Text in a Markdown table cell: one line, and a `|` that does not end the cell.
+pub fn md_cell(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
+}
+
 /// A CSV cell a spreadsheet will not run: text that begins with `=`, `+`, `-`, `@`, a tab or a
 /// carriage return gets a leading `'` (OWASP's advice against CSV injection), unless it is a number,
 /// which stays a number. Text that a terminal would show starting that way counts too.

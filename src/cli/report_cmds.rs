@@ -146,13 +146,15 @@ pub fn report(
             )?;
             writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
             for (id, rpa, judge, summary) in &sessions {
+                let md = crate::text::md_cell;
                 for r in summary {
                     writeln!(
                         out,
-                        "| {id} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                        rpa,
-                        judge,
-                        r.scale,
+                        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                        md(id),
+                        md(rpa),
+                        md(judge),
+                        md(&r.scale),
                         r.method,
                         cell(r, r.acc_dim, |i| Some(i.acc_dim)),
                         cell(r, r.acc_full, |i| Some(i.acc_full)),
@@ -205,6 +207,7 @@ fn interview_entry(
 /// Per session × character × scale × method, how many measured dimensions are on target and how far
 /// outside each of the others is.
 fn on_target_table(sessions: &[Row], targets: &[Vec<TargetCheck>], catalog: &crate::catalog::Catalog) -> String {
+    use crate::text::md_cell;
     let mut t = String::from(
         "\nOn target (a letter target is its band: H the top 40% of the range, L the bottom 40%; a number, \
          within a tenth of the range):\n\n| session | character | scale | method | on target | off target, by how much |\n\
@@ -212,7 +215,10 @@ fn on_target_table(sessions: &[Row], targets: &[Vec<TargetCheck>], catalog: &cra
     );
     for ((id, ..), checks) in sessions.iter().zip(targets) {
         if checks.is_empty() {
-            t.push_str(&format!("| {id} | – | – | – | no targets for what it measured | |\n"));
+            t.push_str(&format!(
+                "| {} | – | – | – | no targets for what it measured | |\n",
+                md_cell(id)
+            ));
             continue;
         }
         let mut groups: Vec<&[TargetCheck]> = Vec::new();
@@ -243,16 +249,17 @@ fn on_target_table(sessions: &[Row], targets: &[Vec<TargetCheck>], catalog: &cra
                 })
                 .collect();
             t.push_str(&format!(
-                "| {id} | {} | {} | {} | {} of {} | {} |\n",
-                first.character,
-                first.scale,
+                "| {} | {} | {} | {} | {} of {} | {} |\n",
+                md_cell(id),
+                md_cell(&first.character),
+                md_cell(&first.scale),
                 first.method.name(),
                 group.iter().filter(|c| c.on).count(),
                 group.len(),
                 if off.is_empty() {
                     "–".to_string()
                 } else {
-                    off.join(" · ")
+                    md_cell(&off.join(" · "))
                 }
             ));
         }

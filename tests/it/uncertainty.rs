@@ -292,3 +292,23 @@ fn the_export_gives_each_dimension_its_spread() {
     let oc = spreads.iter().find(|s| s["method"] == "oc").unwrap();
     assert!(oc["score"]["sd"].is_null() && oc["over"].is_null(), "{oc}");
 }
+
+/// A model's name with a `|` (or a session's with a line break) stays in its cell of the Markdown
+/// table: every row has the header's 13 cells.
+#[test]
+fn the_summary_tables_cells_hold_what_would_end_them() {
+    let data = tempfile::tempdir().unwrap();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions").join(GSE);
+    let text = std::fs::read_to_string(from.join("journal.jsonl"))
+        .unwrap()
+        .replace("\"model\":\"smollm2-135m\"", "\"model\":\"org/qwen|7b\\nq4\"");
+    let to = data.path().join("sessions").join(GSE);
+    std::fs::create_dir_all(&to).unwrap();
+    std::fs::write(to.join("journal.jsonl"), text).unwrap();
+    let printed = stdout(&incharacter(data.path(), &["report", GSE]));
+    let cells = |row: &str| row.replace("\\|", "").matches('|').count() - 1;
+    let rows: Vec<&str> = printed.lines().filter(|l| l.starts_with('|')).collect();
+    assert!(rows.len() >= 3, "{printed}");
+    assert!(rows.iter().all(|r| cells(r) == 13), "{printed}");
+    assert!(printed.contains("| org/qwen\\|7b q4 |"), "{printed}");
+}

@@ -6,10 +6,7 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-/// A model's text in a table cell: one line, and a `|` that does not end the cell.
-fn cell(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ").replace('|', "\\|")
-}
+use crate::text::md_cell as cell;
 
 /// A model's text as the body of a list item: its lines indented under the item.
 fn indented(text: &str) -> String {
