@@ -171,6 +171,28 @@ macro_rules! note {
     }};
 }
 
+/// JSON for a terminal: the characters that the terminal gate ([`Safe`]) would remove and that
+/// serde_json leaves raw inside strings (C1 controls such as U+009B, which some terminals read as
+/// ESC [, and bidirectional overrides) written as `\uXXXX` escapes. The JSON means the same; the
+/// terminal shows it as text.
+pub fn json_for_terminal(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        let hidden = c != '\n' && acts_on_terminal(c);
+        if hidden {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `value` as pretty JSON that a terminal shows as it is: [`json_for_terminal`].
+pub fn json_pretty<T: ?Sized + serde::Serialize>(value: &T) -> serde_json::Result<String> {
+    serde_json::to_string_pretty(value).map(|json| json_for_terminal(&json))
+}
+
 /// Text in a Markdown table cell: one line, and a `|` that does not end the cell.
 pub fn md_cell(text: &str) -> String {
     text.split_whitespace()

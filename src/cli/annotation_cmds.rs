@@ -67,7 +67,7 @@ pub fn export(
     let list: Vec<&Annotation> = all.values().flat_map(|m| m.values()).collect();
     let text = match format {
         "json" => {
-            let json = format!("{}\n", serde_json::to_string_pretty(&list)?);
+            let json = format!("{}\n", crate::text::json_pretty(&list)?);
             match output {
                 Some(_) => json,
                 None => results::json_for_terminal(&json),
@@ -402,7 +402,7 @@ pub fn agreement(
             .ok_or_else(|| input_error(format!("session {} has no observer plan", id)))?;
         let report = subjects::report(&all, &subjects, scale);
         if json_output {
-            writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+            writeln!(out, "{}", crate::text::json_pretty(&report)?)?;
         } else {
             write!(out, "{}", subject_tables(&report))?;
         }
@@ -417,7 +417,7 @@ pub fn agreement(
         .collect();
     let report = annotation::report(&all, &assessments, method, &catalog);
     if json_output {
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&report)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let f = |v: &serde_json::Value| v.as_f64().map_or("–".to_string(), |x| format!("{x:.3}"));

@@ -61,7 +61,7 @@ pub fn export_card(
         None => card::export(c, &chunks),
     };
     let Some(path) = output else {
-        writeln!(out, "{}", serde_json::to_string_pretty(&card)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&card)?)?;
         return Ok(ExitCode::SUCCESS);
     };
     let bytes = if png {
@@ -71,7 +71,7 @@ pub fn export_card(
             None => png::with_texts(&texts)?,
         }
     } else {
-        format!("{}\n", serde_json::to_string_pretty(&card)?).into_bytes()
+        format!("{}\n", crate::text::json_pretty(&card)?).into_bytes()
     };
     crate::files::write_output(path, &bytes, &crate::session::store::kept())?;
     writeln!(out, "wrote {}", path.display())?;

@@ -30,7 +30,7 @@ pub fn list_scales(catalog: &Catalog, json: bool, out: &mut dyn Write) -> anyhow
                 })
             })
             .collect();
-        writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&list)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = Table::new(&["id", "name", ">items", ">scored", ">dims", "range", "origin"]);
@@ -90,7 +90,7 @@ pub(super) fn find_character<'a>(catalog: &'a Catalog, id: &str) -> anyhow::Resu
 pub fn show_scale(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let scale = find_scale(catalog, id)?;
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(scale)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(scale)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let origin = catalog.scale_entry(id).map(|e| e.origin.describe()).unwrap_or_default();
@@ -178,7 +178,7 @@ pub fn list_characters(catalog: &Catalog, json: bool, out: &mut dyn Write) -> an
                 })
             })
             .collect();
-        writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&list)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let bfi = catalog.scale("BFI");
@@ -208,7 +208,7 @@ pub fn list_characters(catalog: &Catalog, json: bool, out: &mut dyn Write) -> an
 pub fn show_character(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let c = find_character(catalog, id)?;
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(c)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(c)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let origin = catalog

@@ -51,7 +51,7 @@ pub fn compare(ctx: &Ctx, (a, b): (&str, &str), args: Args, out: &mut dyn Write)
     if args.json {
         let mut value = serde_json::to_value(&c)?;
         value["labels"] = args.labels.map_or(serde_json::Value::Null, |l| l.name().into());
-        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&value)?)?;
     } else {
         write!(out, "{}", text(&c, args.labels))?;
     }

@@ -50,7 +50,7 @@ pub fn diff(
         )));
     }
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&d)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&d)?)?;
     } else {
         write!(out, "{}", text(&d))?;
     }

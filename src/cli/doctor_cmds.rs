@@ -20,7 +20,7 @@ pub fn doctor(ctx: &Ctx, json: bool, out: &mut dyn Write) -> anyhow::Result<Exit
     let facts = Facts::here(config).with_workbench(workbench);
     let report = doctor::judge(&ctx.block_on(doctor::examine(facts, &env)));
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&report)?)?;
     } else {
         write!(out, "{}", text(&report))?;
     }

@@ -313,7 +313,7 @@ fn go<S: Headless>(
                 writeln!(
                     out,
                     "{}",
-                    serde_json::to_string_pretty(&json!({"session": id, "requests": requests}))?
+                    crate::text::json_pretty(&json!({"session": id, "requests": requests}))?
                 )?;
             } else {
                 writeln!(out, "session {id}: the next requests are in {}", requests.display())?;
@@ -408,7 +408,7 @@ fn summarize<S: Headless>(
         object.insert("path".into(), json!(dir));
         object.extend(fields);
         object.insert("usage".into(), Value::Array(usage));
-        writeln!(out, "{}", serde_json::to_string_pretty(&Value::Object(object))?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&Value::Object(object))?)?;
     } else {
         write!(out, "{table}")?;
         writeln!(out, "session {id}: {}", dir.display())?;

@@ -19,7 +19,7 @@ pub fn judges(ctx: &Ctx, ids: &[String], json: bool, out: &mut dyn Write) -> any
     let sessions: Vec<(&str, &[Event])> = loaded.iter().map(|(n, e)| (n.as_str(), e.as_slice())).collect();
     let report = judges::compare(&sessions, &catalog).map_err(|e| input_error(e.to_string()))?;
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&report.to_json())?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&report.to_json())?)?;
     } else {
         write!(out, "{}", tables(&report))?;
     }

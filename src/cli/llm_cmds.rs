@@ -41,7 +41,7 @@ pub fn list(ctx: &Ctx, json_output: bool, out: &mut dyn Write) -> anyhow::Result
         writeln!(
             out,
             "{}",
-            serde_json::to_string_pretty(&json!({"providers": providers, "cache": config.cache}))?
+            crate::text::json_pretty(&json!({"providers": providers, "cache": config.cache}))?
         )?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -234,7 +234,7 @@ pub fn check(
             "reply": result.as_ref().ok(),
             "shapes": shapes,
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&report)?)?;
         return Ok(code);
     }
     human(out, &info, &probe, facts.as_deref(), &shapes, uses)?;

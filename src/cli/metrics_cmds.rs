@@ -381,7 +381,7 @@ impl MetricsReport<'_> {
             },
             "dimensions": dimensions,
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&report)?)?;
         Ok(())
     }
 
@@ -460,7 +460,7 @@ pub fn agreement(pairs: &Path, json: bool, out: &mut dyn Write) -> anyhow::Resul
         "accuracy": closeness.accuracy,
     });
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&report)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = Table::new(&[

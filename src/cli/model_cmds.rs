@@ -73,7 +73,7 @@ pub fn list(json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }));
     }
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&rows)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = Table::new(&["name", "architecture", ">MiB", "where", "good for"]);
@@ -340,7 +340,7 @@ pub fn bench(
     let cached = local::LocalModel::load(name, &path).map_err(|e| input_error(e.to_string()))?;
     let code = interview_latency(&model, &cached, runs.max(2) as usize, log)?;
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&report)?)?;
     }
     Ok(code)
 }
@@ -527,7 +527,7 @@ pub fn ratio(ours: &Path, reference: &Path, json: bool, out: &mut dyn Write) -> 
             "prefill_ratio": prefill, "decode_ratio": decode,
             "ours": a, "reference": b,
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&value)?)?;
     } else {
         let (x, y) = (a.engine.to_string(), b.engine.to_string());
         let (ours, theirs) = (a.prefill_tok_s, b.prefill_tok_s);

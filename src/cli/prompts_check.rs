@@ -170,7 +170,7 @@ pub fn check(ctx: &Ctx, args: &CheckArgs, json_output: bool, out: &mut dyn Write
         }
     }
     if json_output {
-        writeln!(out, "{}", serde_json::to_string_pretty(&listed)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&listed)?)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -48,7 +48,7 @@ pub fn list(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
                 })
             })
             .collect();
-        writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&list)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     for t in Template::ALL {
@@ -134,7 +134,7 @@ pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -
     }
     let written: Vec<String> = targets.iter().map(|(_, path)| path.display().to_string()).collect();
     if json_output {
-        writeln!(out, "{}", serde_json::to_string_pretty(&json!({ "written": written }))?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&json!({ "written": written }))?)?;
     } else {
         for path in &written {
             writeln!(out, "wrote {path}")?;

@@ -104,7 +104,7 @@ pub fn report(
                         .map(|(id, totals)| json!({"session": id, "kind": "rolebench", "summary": totals})),
                 )
                 .collect();
-            writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
+            writeln!(out, "{}", crate::text::json_pretty(&list)?)?;
         }
         "latex" if sessions.is_empty() => {
             return Err(input_error(

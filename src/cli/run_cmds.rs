@@ -310,7 +310,7 @@ pub fn sessions(ctx: &Ctx, json_output: bool, out: &mut dyn Write) -> anyhow::Re
                        "model": s.model, "models": s.models, "sample": s.sample, "path": s.path})
             })
             .collect();
-        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        writeln!(out, "{}", crate::text::json_pretty(&rows)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = Table::new(&["id", "name", "created", "status", "model", "where"]);
@@ -344,7 +344,7 @@ pub fn export(
     let dir = store.find(id)?;
     if format == "json" {
         return write_export(
-            &serde_json::to_string_pretty(&store.export(&dir, catalog)?)?,
+            &crate::text::json_pretty(&store.export(&dir, catalog)?)?,
             format,
             output,
             out,

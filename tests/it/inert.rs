@@ -183,6 +183,22 @@ async fn escape_sequences_from_every_source_reach_stdout_and_stderr_inert() {
         }
         ok("report", run(c, d, &["report", &id]));
         ok("sessions", run(c, d, &["sessions"]));
+        // Every --json keeps what it cannot show raw as an escape, the same JSON: never drops it.
+        let again = common::session_id(&ok(
+            "run again",
+            run(c, d, &common::run_hermione("GSE", "er-batch", &["--json"])),
+        ));
+        let diffed = ok(
+            "diff --json",
+            run(c, d, &["diff", &id, &again, "--character", "hermione-en", "--json"]),
+        );
+        let text = String::from_utf8_lossy(&diffed.stdout);
+        assert!(text.contains("\\u202edrawkcab\\u009b2J"), "{text}");
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(
+            value.to_string().contains("\u{202e}drawkcab\u{9b}2J"),
+            "the same text as JSON"
+        );
         ok(
             "chat",
             run(c, d, &["chat", "--provider", "fake", "Harry:「Do you like art?」"]),

@@ -416,22 +416,8 @@ impl SafeCsv {
     }
 }
 
-/// JSON for a terminal: the characters that the terminal gate ([`crate::text::Safe`]) would remove and that
-/// serde_json leaves raw inside strings (C1 controls such as U+009B, which some terminals read as
-/// ESC [, and bidirectional overrides) written as `\uXXXX` escapes. The JSON means the same; the
-/// terminal shows it as text.
-pub fn json_for_terminal(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    for c in json.chars() {
-        let hidden = c != '\n' && crate::text::acts_on_terminal(c);
-        if hidden {
-            out.push_str(&format!("\\u{:04x}", u32::from(c)));
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
+pub use crate::text::json_for_terminal;
+
 
 /// Tidy rows: `character,scale,method,repeat,dimension,score,label_pdb,label_annotation,pred_type,label_type,correct`.
 pub fn csv(events: &[Event], catalog: &Catalog) -> csv::Result<String> {
