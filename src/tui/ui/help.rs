@@ -11,6 +11,24 @@ use crate::tui::wrap::wrap;
 
 const KEYS: usize = 22;
 
+/// The keys of the persona editor (what is typed goes into the field in focus).
+const EDITOR: [(&str, &str); 11] = [
+    ("tab shift-tab", "the next or the previous field"),
+    ("ctrl-s", "save the character"),
+    (
+        "esc",
+        "leave the editor (asked again first when the edits are not saved)",
+    ),
+    ("ctrl-c", "quit (asked again first when the edits are not saved)"),
+    ("f1", "this help; f2–f11 switch screens, the draft kept"),
+    ("← → space", "language: English or Chinese"),
+    ("|", "catchphrases: between two of them (\\| is a | within one)"),
+    ("↑ ↓", "targets: the dimension"),
+    ("h l", "targets: the dimension's target is H or L"),
+    ("0–9 . enter", "targets: a score, typed then taken"),
+    ("x backspace", "targets: no target for the dimension; ← → another scale"),
+];
+
 pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     let theme = app.theme();
     let mode = app.ctx().mode;
@@ -35,8 +53,15 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         );
         row("x", "refuses: the answer is unrelated or gives no option", &mut lines);
     }
-    for (keys, cmd) in app.keymap.bindings(mode) {
-        row(&keys, cmd.help_on(mode), &mut lines);
+    if app.screen == Screen::Persona && app.persona.draft.is_some() {
+        // Editing a character: typing goes to the field, so the screen's keys are the editor's.
+        for (keys, what) in EDITOR {
+            row(keys, what, &mut lines);
+        }
+    } else {
+        for (keys, cmd) in app.keymap.bindings(mode) {
+            row(&keys, cmd.help_on(mode), &mut lines);
+        }
     }
     let setup_note = (app.screen == Screen::Setup)
         .then_some("In the character list letters filter (q, j, k too): tab moves on, ctrl-c quits, esc clears.");

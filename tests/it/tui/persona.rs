@@ -668,3 +668,69 @@ fn a_start_while_a_run_goes_is_asked_about_first() {
     key(&mut app, KeyCode::Char('0'));
     assert!(matches!(ctrl(&mut app, 'r').first(), Some(Effect::StartRun { .. })));
 }
+
+/// ctrl-c quits wherever one types, the prompt's editor too (asked first, the edits unsaved).
+#[test]
+fn quit_is_quit_in_the_prompt_too() {
+    let mut app = app_with_new();
+    assert_eq!(
+        app.persona.draft.as_ref().unwrap().field,
+        incharacter::tui::screens::persona::Field::Prompt
+    );
+    assert!(ctrl(&mut app, 'c').is_empty(), "the first quit asks");
+    assert!(
+        app.flash.as_deref().unwrap_or_default().contains("not saved"),
+        "{:?}",
+        app.flash
+    );
+    assert_eq!(ctrl(&mut app, 'c'), [Effect::Quit]);
+}
+
+/// The help while a character is edited lists the editor's keys, not the list's.
+#[test]
+fn the_help_in_the_editor_lists_the_editors_keys() {
+    let mut app = app_with_new();
+    key(&mut app, KeyCode::F(1));
+    let screen = render(&app, (120, 40));
+    for said in [
+        "save the character",
+        "the next or the previous field",
+        "targets: the dimension's target is H or L",
+    ] {
+        assert!(screen.contains(said), "{said}: {screen}");
+    }
+    assert!(!screen.contains("probe"), "{screen}");
+    assert!(app.persona.draft.is_some());
+}
+
+/// A scale with more dimensions than the targets pane has rows: the pane follows the cursor.
+#[test]
+fn the_targets_pane_follows_the_cursor_past_its_rows() {
+    let mut app = app_with_new();
+    key(&mut app, KeyCode::Tab);
+    assert_eq!(
+        app.persona.draft.as_ref().unwrap().field,
+        incharacter::tui::screens::persona::Field::Targets
+    );
+    let cabin = app.catalog.scale("CABIN").unwrap().clone();
+    for _ in 0..app.catalog.scales.len() {
+        if render(&app, (120, 50)).contains("targets on CABIN") {
+            break;
+        }
+        key(&mut app, KeyCode::Right);
+    }
+    for _ in 0..20 {
+        key(&mut app, KeyCode::Down);
+    }
+    keys(&mut app, "h");
+    let screen = render(&app, (120, 50));
+    let at = &cabin.dimensions[20].name;
+    assert!(screen.contains(at.as_str()), "{at}: {screen}");
+    assert!(screen.contains(&format!(" of {}", cabin.dimensions.len())), "{screen}");
+    assert!(
+        !screen.contains(cabin.dimensions[0].name.as_str()),
+        "scrolled past the first: {screen}"
+    );
+    let targets = app.persona.draft.as_ref().unwrap().targets["CABIN"].clone();
+    assert_eq!(targets.keys().collect::<Vec<_>>(), [at]);
+}

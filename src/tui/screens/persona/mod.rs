@@ -298,6 +298,8 @@ impl Persona {
             }
             KeyName::Char('s') if ctrl => return Some(save(draft, catalog)),
             KeyName::Char('r') if ctrl => return Some(vec![Request::Flash("save first (ctrl-s), then probe".into())]),
+            // Quit is quit wherever one types (asked about first, the edits being unsaved).
+            KeyName::Char('c') if ctrl => return None,
             _ if ctrl && draft.field != Field::Prompt => return None,
             _ => {}
         }
@@ -892,6 +894,21 @@ fn render_draft(frame: &mut Frame, area: Rect, draft: &Draft, scale: Option<&Sca
                 .spans
                 .push(Span::styled(hint, theme.dim().add_modifier(Modifier::ITALIC)));
         }
+    }
+    // More dimensions than rows: a window that holds the one under the cursor, the header kept.
+    let rows = usize::from(targets_area.height).saturating_sub(1);
+    let dims = lines.len().saturating_sub(1);
+    if rows > 0 && dims > rows {
+        let first = draft.target_cursor.saturating_sub(rows - 1).min(dims - rows);
+        let mut window: Vec<Line> = lines.drain(..1).collect();
+        window.extend(lines.drain(first..first + rows));
+        if let Some(header) = window.first_mut() {
+            header.spans.insert(
+                1,
+                Span::styled(format!(" {}–{} of {dims}", first + 1, first + rows), theme.dim()),
+            );
+        }
+        lines = window;
     }
     frame.render_widget(Paragraph::new(lines), targets_area);
 }
