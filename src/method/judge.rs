@@ -10,7 +10,7 @@ use crate::templates::{Template, Templates};
 
 pub const DEFAULT_ATTEMPTS: u32 = 5;
 
-/// One request to the judge and what became of its reply.
+/// One request to the judge (or another model whose reply must parse) and what became of its reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
     pub temperature: f32,
@@ -21,7 +21,7 @@ pub struct Attempt {
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("no usable judge reply after {attempts} attempts; last problem: {last}")]
+#[error("no usable reply after {attempts} attempts; last problem: {last}")]
 pub struct JudgeFailure {
     pub attempts: u32,
     pub last: String,

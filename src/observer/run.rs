@@ -548,7 +548,7 @@ impl ObserveEngine {
         match plan.self_report {
             SelfReportMode::Batched => {
                 self.questionnaire_with(
-                    self.subject_model.as_ref(),
+                    (self.subject_model.as_ref(), Role::Rpa),
                     scale,
                     who.system.clone(),
                     intro,
@@ -562,7 +562,7 @@ impl ObserveEngine {
             SelfReportMode::Items => {
                 let asks = scale.scored_items().map(|item| {
                     self.questionnaire_with(
-                        self.subject_model.as_ref(),
+                        (self.subject_model.as_ref(), Role::Rpa),
                         scale,
                         who.system.clone(),
                         intro.clone(),
@@ -592,7 +592,7 @@ impl ObserveEngine {
     ) -> Result<BTreeMap<u32, ItemOption>, JudgeFailure> {
         let ids = scale.scored_items().map(|i| i.id).collect();
         self.questionnaire_with(
-            self.observer_model.as_ref(),
+            (self.observer_model.as_ref(), Role::Observer),
             scale,
             system,
             intro,
@@ -609,9 +609,11 @@ impl ObserveEngine {
     /// their own, once; an item still unusable then is left out (its trait scored from the rest, the
     /// journaled report without it).
     #[allow(clippy::too_many_arguments)]
+    /// `who`: the model that answers, and its role (the subject's self-report is the role-play
+    /// agent's, an observer's report the observer's).
     async fn questionnaire_with(
         &self,
-        model: &dyn ChatModel,
+        who: (&dyn ChatModel, Role),
         scale: &Scale,
         system: String,
         intro: String,
@@ -628,7 +630,7 @@ impl ObserveEngine {
                 _ => (format!("{purpose}, items asked again"), seed ^ 0x5EED),
             };
             let asked = self
-                .items(model, scale, system.clone(), &intro, purpose, seed, plan, &ids)
+                .items(who, scale, system.clone(), &intro, purpose, seed, plan, &ids)
                 .await;
             let (good, bad) = match asked {
                 Ok(answered) => answered,
@@ -654,7 +656,7 @@ impl ObserveEngine {
     #[allow(clippy::too_many_arguments)]
     async fn items(
         &self,
-        model: &dyn ChatModel,
+        (model, role): (&dyn ChatModel, Role),
         scale: &Scale,
         system: String,
         intro: &str,
@@ -689,14 +691,7 @@ impl ObserveEngine {
             schema_value["properties"][k] =
                 json!({"type": "integer", "minimum": scale.range.min, "maximum": scale.range.max});
         }
-        let request = Self::request(
-            system,
-            user,
-            Role::Observer,
-            purpose,
-            seed,
-            schema("ipip", schema_value),
-        );
+        let request = Self::request(system, user, role, purpose, seed, schema("ipip", schema_value));
         let range = scale.range;
         let parse = |r: &str| -> Result<(BTreeMap<u32, ItemOption>, Vec<u32>), ReplyError> {
             let v = judge_json::extract(r)?;

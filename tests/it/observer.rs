@@ -299,3 +299,55 @@ async fn a_killed_observer_run_resumes_without_generating_anything_twice() {
         "same results as the uninterrupted run"
     );
 }
+
+/// The subject's self-report is the subject's: its requests count under the role-play agent's
+/// role and provider, never under an observer's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_subjects_self_report_counts_as_the_subjects() {
+    let server = FakeServer::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &server);
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text = text.replacen(
+        "[[providers]]",
+        &format!(
+            "[[providers]]\nname = \"subject\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\n\n[[providers]]",
+            server.base_url()
+        ),
+        1,
+    );
+    std::fs::write(&config, text).unwrap();
+    let data = dir.path().join("data");
+    let args = [
+        "observe",
+        "--subject",
+        "synthetic",
+        "--observers",
+        "1",
+        "--scenarios",
+        "1",
+        "--subject-provider",
+        "subject",
+        "--observer-provider",
+        "fake",
+        "--self-report",
+        "items",
+        "--json",
+    ];
+    let out = run(&config, &data, &args).await;
+    let usage = out["usage"].as_array().unwrap();
+    let roles = |provider: &str| -> BTreeSet<String> {
+        usage
+            .iter()
+            .filter(|u| u["provider"] == provider)
+            .map(|u| u["role"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(roles("subject"), BTreeSet::from(["rpa".to_string()]), "{usage:?}");
+    assert_eq!(roles("fake"), BTreeSet::from(["observer".to_string()]), "{usage:?}");
+    let subject = usage.iter().find(|u| u["provider"] == "subject").unwrap();
+    assert!(
+        subject["requests"].as_u64().unwrap() >= 50,
+        "50 items asked one by one: {subject}"
+    );
+}
