@@ -31,7 +31,7 @@ use super::{ChatEvent, ChatModel, ChatRequest, EventStream, LlmError, ModelInfo,
 use crate::config::{ProviderConfig, Secret};
 
 mod results;
-pub use results::{Answer, BadLine, Refusal, Reply, parse_results};
+pub use results::{Answer, Refusal, Reply, parse_results};
 
 /// The endpoint every line of a batch file names.
 pub const ENDPOINT: &str = "/v1/chat/completions";

@@ -173,12 +173,14 @@ impl Store {
         self.list_with_unreadable().0
     }
 
-    /// [`Store::list`], and the data dir's session folders it leaves out, with why (a journal that
-    /// is missing, empty, or has no first record to read).
+    /// [`Store::list`], and the session folders it leaves out (the data dir's and the samples'),
+    /// with why (a journal that is missing, empty, or has no first record to read).
     pub fn list_with_unreadable(&self) -> (Vec<SessionEntry>, Vec<(PathBuf, String)>) {
-        let (mut out, unreadable) = list_in(&sessions_dir(&self.data), false);
+        let (mut out, mut unreadable) = list_in(&sessions_dir(&self.data), false);
         if let Some(samples) = &self.samples {
-            out.extend(list_in(samples, true).0);
+            let (listed, left_out) = list_in(samples, true);
+            out.extend(listed);
+            unreadable.extend(left_out);
         }
         (out, unreadable)
     }

@@ -176,3 +176,44 @@ fn the_markdown_export_holds_the_interviews_and_the_assessments() {
     assert!(rows >= dimensions, "{rows} rows for {dimensions} dimensions");
     assert!(md.contains("## Interviews") && md.contains("## Assessments"), "{md}");
 }
+
+/// A sample whose journal cannot be read is said to be left out, as a data-dir session is, never
+/// dropped from the list without a word.
+#[test]
+fn a_damaged_sample_is_said_to_be_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("samples");
+    for id in [
+        "20261129-201520-gse-on-the-local-model-e700",
+        "20261129-233202-bfi-on-the-local-model-e80e",
+    ] {
+        std::fs::create_dir_all(samples.join(id)).unwrap();
+    }
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
+    let good = "20261129-201520-gse-on-the-local-model-e700";
+    std::fs::copy(
+        from.join(good).join("journal.jsonl"),
+        samples.join(good).join("journal.jsonl"),
+    )
+    .unwrap();
+    std::fs::write(
+        samples.join("20261129-233202-bfi-on-the-local-model-e80e/journal.jsonl"),
+        "",
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let out = crate::common::command(&data.join("none.toml"), &data, &["sessions"])
+        .env("INCHARACTER_SAMPLES", &samples)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(stdout.contains(good), "{stdout}");
+    assert!(
+        stderr.contains("20261129-233202-bfi-on-the-local-model-e80e is not listed"),
+        "{stderr}"
+    );
+}
