@@ -212,7 +212,8 @@ pub fn finished(events: &[Event]) -> bool {
 
 /// The error most often recorded since the last resume, how many times, and the role whose
 /// requests ended so where the record says (`rpa` for an answer, `judge` for an assessment or a
-/// verdict).
+/// verdict, `subject` for a self-report, `observer` for an observer's relationship, scenarios or
+/// report).
 pub fn commonest_error(events: &[Event]) -> Option<(String, usize, Option<&'static str>)> {
     let since = events
         .iter()
@@ -223,7 +224,15 @@ pub fn commonest_error(events: &[Event]) -> Option<(String, usize, Option<&'stat
         let error = match e {
             Event::ItemFailed { error, .. } => Some((error.as_str(), Some("rpa"))),
             Event::DimensionAssessed(a) => a.failure.as_deref().map(|f| (f, Some("judge"))),
-            Event::Observed(crate::observer::Step::Failed { error, .. }) => Some((error.as_str(), None)),
+            // A dialogue's turns are both sides': whose failed the record does not say.
+            Event::Observed(crate::observer::Step::Failed { error, what, .. }) => Some((
+                error.as_str(),
+                match what.as_str() {
+                    "self-report" => Some("subject"),
+                    "relationship" | "scenarios" | "report" => Some("observer"),
+                    _ => None,
+                },
+            )),
             Event::Rolebench(rolebench::Step::AnswerFailed { error, .. }) => Some((error.as_str(), Some("rpa"))),
             Event::Rolebench(rolebench::Step::Judged { failure, .. }) => failure.as_deref().map(|f| (f, Some("judge"))),
             _ => None,
@@ -611,6 +620,31 @@ pub fn models_phrase(providers: &Providers) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An observer session's failures name whose requests they were, where the record says.
+    #[test]
+    fn the_commonest_failure_of_an_observer_run_names_its_role() {
+        let failed = |what: &str| {
+            Event::Observed(crate::observer::Step::Failed {
+                subject: "s".into(),
+                observer: None,
+                what: what.into(),
+                error: "no usable reply".into(),
+            })
+        };
+        for (what, role) in [
+            ("self-report", Some("subject")),
+            ("report", Some("observer")),
+            ("scenarios", Some("observer")),
+            ("dialogue 2", None),
+        ] {
+            assert_eq!(
+                commonest_error(&[failed(what), failed(what)]),
+                Some(("no usable reply".to_string(), 2, role)),
+                "{what}"
+            );
+        }
+    }
 
     #[test]
     fn one_model_is_named_once_and_different_ones_with_their_roles() {
