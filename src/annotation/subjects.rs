@@ -265,11 +265,13 @@ fn annotator(cases: &BTreeMap<Case, Annotation>, subjects: &[SubjectResult], tra
         }
     }
     if !per_observer.is_empty() {
-        out["per_observer"] = per_observer
-            .into_iter()
+        // In the scale's order, as the traits above.
+        out["per_observer"] = trait_names
+            .iter()
+            .filter_map(|t| Some((t, per_observer.get(t.as_str())?)))
             .map(|(t, pairs)| {
-                let (n, rho, mad) = compared(&pairs);
-                (t.to_string(), json!({"n": n, "spearman": rho, "mean_abs_diff": mad}))
+                let (n, rho, mad) = compared(pairs);
+                (t.clone(), json!({"n": n, "spearman": rho, "mean_abs_diff": mad}))
             })
             .collect::<Map<String, Value>>()
             .into();
@@ -541,6 +543,7 @@ mod tests {
                     ("s4", None, "Extraversion", "x"),
                     ("s1", Some("o1"), "Extraversion", "5"),
                     ("s2", Some("o1"), "Extraversion", "4"),
+                    ("s1", Some("o1"), "Agreeableness", "3"),
                 ],
             ),
             rate(
@@ -575,6 +578,8 @@ mod tests {
             1.0,
         );
         assert_eq!(r["annotators"]["ann"]["per_observer"]["Extraversion"]["n"], 2);
+        let order: Vec<&String> = r["annotators"]["ann"]["per_observer"].as_object().unwrap().keys().collect();
+        assert_eq!(order, ["Extraversion", "Agreeableness"], "the scale's order, as the traits");
         assert_eq!(r["annotators"]["ann"]["subjects"], 3);
         let pair = &r["inter_annotator"]["pairs"][0];
         assert_eq!(
