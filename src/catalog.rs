@@ -85,6 +85,8 @@ pub struct Catalog {
     pub problems: Vec<Diagnostic>,
     /// Ids held by several user files (each also reported in `problems`).
     pub duplicates: Vec<Duplicate>,
+    /// What each user character file held when it was read: a save checks it is still there.
+    read_as: BTreeMap<PathBuf, String>,
 }
 
 /// A user file parsed, before the catalog knows whether its id is its own.
@@ -177,7 +179,10 @@ impl Catalog {
         }
         for group in by_id(characters) {
             match <[_; 1]>::try_from(group) {
-                Ok([one]) => catalog.add_character(one.value, one.path),
+                Ok([one]) => {
+                    catalog.read_as.insert(one.path.clone(), one.text);
+                    catalog.add_character(one.value, one.path);
+                }
                 Err(several) => catalog.refuse(Kind::Character, several),
             }
         }
@@ -309,10 +314,13 @@ impl Catalog {
         if let Some(was) = was
             && fs::symlink_metadata(&path).is_ok()
         {
-            let now = read(&path).and_then(|text| {
+            // Changed: any byte of what was read (a comment too), or what it reads as.
+            let text = read(&path).ok();
+            let other_text = self.read_as.get(&path).is_some_and(|read| text.as_ref() != Some(read));
+            let now = text.map(|text| {
                 Character::parse(Source::new(&path.display().to_string(), &text), |id| self.scale(id))
             });
-            if now.as_ref().ok() != Some(was) {
+            if other_text || !matches!(now, Some(Ok(now)) if now == *was) {
                 return Err(SaveError::Changed(path));
             }
         }

@@ -365,6 +365,13 @@ fn a_save_never_replaces_another_character_or_a_change_made_since_the_read() {
     assert_eq!(std::fs::read(data.path().join("characters/my-wren.toml")).unwrap(), before);
     assert!(!data.path().join("characters/Hermione-EN.toml").exists());
 
+    // Another program adds a comment, which reads back the same: still its change, kept.
+    let commented = format!("{}# kept by hand\n", String::from_utf8(before.clone()).unwrap());
+    std::fs::write(data.path().join("characters/my-wren.toml"), &commented).unwrap();
+    let e = c.save_character(data.path(), &wren, Some(&wren)).unwrap_err();
+    assert!(matches!(e, SaveError::Changed(_)), "{e}");
+    assert_eq!(std::fs::read_to_string(data.path().join("characters/my-wren.toml")).unwrap(), commented);
+
     // Another program adds a line while the character is being edited.
     let outside = format!("post_history_instructions = \"Stay brief.\"\n{}", String::from_utf8(before).unwrap());
     std::fs::write(data.path().join("characters/my-wren.toml"), &outside).unwrap();
