@@ -72,6 +72,8 @@ pub enum Action {
     /// The accounts of the run that goes: Live reads how many of its requests wait and fly.
     Accounting(Arc<crate::llm::accounting::Accounting>),
     Sessions(Vec<SessionEntry>),
+    /// How many session folders the list leaves out (their journals cannot be read).
+    Unlisted(usize),
     Compared(Vec<(String, Vec<SummaryRow>)>),
     /// Two marked sessions compared, paired (`Err`: why they cannot be).
     Paired(Box<Result<crate::analysis::compare::Comparison, String>>),
@@ -146,6 +148,8 @@ pub struct App {
     pub quit: bool,
     /// Quit was asked once with a character's edits unsaved: asked again, the workbench quits.
     quit_asked: bool,
+    /// Session folders the last listing left out (said when the number changes).
+    unlisted: usize,
     /// A start was asked once while a run goes: asked again (the next key), it stops that run.
     start_asked: bool,
     /// The key being handled follows a start asked about.
@@ -281,6 +285,7 @@ impl App {
             help_scroll: std::cell::Cell::new(0),
             quit: false,
             quit_asked: false,
+            unlisted: 0,
             start_asked: false,
             start_confirmed: false,
             start_held: false,
@@ -396,6 +401,16 @@ impl App {
                 return vec![Effect::ListSessions];
             }
             Action::Sessions(list) => self.sessions.set_list(list),
+            // Said when it changes, not at every listing.
+            Action::Unlisted(n) if n != self.unlisted => {
+                self.unlisted = n;
+                if n > 0 {
+                    self.flash = Some(format!(
+                        "{n} session folder(s) not listed: their journals cannot be read (`incharacter sessions` says why)"
+                    ));
+                }
+            }
+            Action::Unlisted(_) => {}
             Action::Compared(rows) => self.sessions.comparison = rows,
             Action::Paired(result) => self.sessions.paired = Some(*result),
             Action::Reassess(offer) => {

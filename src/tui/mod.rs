@@ -627,7 +627,8 @@ impl Driver {
     fn list_sessions(&self) {
         let (tx, store, catalog) = (self.tx.clone(), self.store.clone(), self.catalog.clone());
         tokio::task::spawn_blocking(move || {
-            let list = store.list();
+            let (list, unlisted) = store.list_with_unreadable();
+            let _ = tx.send(Action::Unlisted(unlisted.len()));
             // Each journal read once for both score tables.
             let sessions: Vec<(&SessionEntry, Vec<Event>)> = list
                 .iter()

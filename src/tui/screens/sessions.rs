@@ -117,10 +117,17 @@ impl Sessions {
             }
             Command::Resume => {
                 if let Some(e) = self.list.get(self.cursor) {
+                    // Asked now, not as listed: another process may have started or ended since.
+                    let writer = crate::journal::writer(&e.path.join("journal.jsonl"));
                     let refusal = if e.sample {
-                        "sample sessions are read-only: replay them instead (r)"
+                        "sample sessions are read-only: replay them instead (r)".to_string()
                     } else if e.status.starts_with("complete") {
-                        "this session is complete"
+                        "this session is complete".to_string()
+                    } else if let Some(w) = writer {
+                        format!(
+                            "this session is being written by a run (pid {}): wait for it to end, or stop it",
+                            w.pid
+                        )
                     } else {
                         return vec![
                             Request::Show(Screen::Live),
@@ -131,7 +138,7 @@ impl Sessions {
                             Effect::Resume { id: e.id.clone() }.into(),
                         ];
                     };
-                    return vec![Request::Flash(refusal.into())];
+                    return vec![Request::Flash(refusal)];
                 }
             }
             _ => {}

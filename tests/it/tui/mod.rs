@@ -1814,3 +1814,52 @@ fn chat_follows_the_character_in_focus_opens_on_its_greeting_and_finds_by_name()
         "{effects:?}"
     );
 }
+
+/// A session another run is writing is not resumed: said at once, whatever the list said when it
+/// was read, and nothing of the run shown changes.
+#[test]
+fn a_session_another_run_writes_is_not_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = dir.path().join("20261129-130000-b-0002");
+    let _writer = incharacter::journal::Journal::open_exclusive(&held.join("journal.jsonl")).unwrap();
+    let mut app = with_session();
+    app.update(Action::Sessions(vec![SessionEntry {
+        id: "20261129-130000-b-0002".into(),
+        name: None,
+        created: "2026-11-29T13:00:00Z".into(),
+        status: "interrupted".into(),
+        model: "smollm2-135m (local)".into(),
+        models: Default::default(),
+        path: held,
+        sample: false,
+    }]));
+    key(&mut app, KeyCode::Char('5'));
+    let screen = app.screen;
+    let effects = key(&mut app, KeyCode::Char('u'));
+    assert!(effects.is_empty(), "{effects:?}");
+    assert_eq!(app.screen, screen);
+    let flash = app.flash.clone().unwrap_or_default();
+    assert!(
+        flash.contains(&format!("being written by a run (pid {})", std::process::id())),
+        "{flash}"
+    );
+}
+
+/// Session folders the list leaves out are said, once for as long as their number stays.
+#[test]
+fn session_folders_left_out_of_the_list_are_said() {
+    let mut app = with_session();
+    app.update(Action::Unlisted(2));
+    let flash = app.flash.take().unwrap_or_default();
+    assert!(flash.starts_with("2 session folder(s) not listed"), "{flash}");
+    app.update(Action::Unlisted(2));
+    assert_eq!(app.flash, None, "not again while nothing changed");
+    app.update(Action::Unlisted(0));
+    app.update(Action::Unlisted(1));
+    assert!(
+        app.flash
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("1 session folder(s)")
+    );
+}
