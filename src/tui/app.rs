@@ -878,6 +878,9 @@ impl App {
                 Request::Flash(text) => self.flash = Some(text),
                 Request::Start { replay, follow } => self.live.start(replay, follow),
                 Request::ClearRun => self.run = RunView::default(),
+                Request::Fresh(Screen::Observers) => self.observers.fresh(),
+                Request::Fresh(Screen::Rolebench) => self.rolebench.fresh(),
+                Request::Fresh(_) => {}
                 Request::Inspect(key) => self.inspect.select_item(&self.run, &self.catalog, &key),
                 Request::Reask {
                     character,

@@ -103,6 +103,8 @@ pub enum Request {
     },
     /// The run shown gives way to one about to start.
     ClearRun,
+    /// The screen's view starts over for the run about to start (applied only if it starts).
+    Fresh(Screen),
     /// The inspector, opened on one item.
     Inspect(ItemKey),
     /// An interview item asked again on the chat screen, next to the answer the session recorded.

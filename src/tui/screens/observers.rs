@@ -93,9 +93,8 @@ impl Observers {
             seed: setup.seed,
             max_attempts: crate::method::judge::DEFAULT_ATTEMPTS,
         };
-        self.subject = 0;
-        self.observer = 0;
         vec![
+            Request::Fresh(crate::tui::vocab::Screen::Observers),
             Request::Start {
                 replay: None,
                 follow: false,
@@ -103,6 +102,14 @@ impl Observers {
             Request::Flash("observer run started: 3 observers, 2 scenarios each".into()),
             Effect::StartObserve { plan }.into(),
         ]
+    }
+}
+
+impl Observers {
+    /// The view of a run about to start: its first subject and observer.
+    pub fn fresh(&mut self) {
+        self.subject = 0;
+        self.observer = 0;
     }
 }
 

@@ -47,6 +47,13 @@ pub struct Rolebench {
 }
 
 impl Rolebench {
+    /// The view of a run about to start: its first item, on the answers' pane, no file's view.
+    pub fn fresh(&mut self) {
+        self.item = 0;
+        self.pane = 2;
+        self.loaded = None;
+    }
+
     pub fn set_files(&mut self, files: Vec<PathBuf>) {
         self.files = files;
         self.file_cursor = self.file_cursor.min(self.files.len().saturating_sub(1));
@@ -136,10 +143,8 @@ impl Rolebench {
         };
         match crate::study::rolebench::plan(ctx.catalog, questions.clone(), choice) {
             Ok((plan, notes)) => {
-                self.item = 0;
-                self.pane = 2;
-                self.loaded = None;
                 let mut requests = vec![
+                    Request::Fresh(crate::tui::vocab::Screen::Rolebench),
                     Request::ClearRun,
                     Request::Start {
                         replay: None,

@@ -663,6 +663,17 @@ fn a_start_while_a_run_goes_is_asked_about_first() {
     };
     assert_eq!(plan.characters, ["sheldon-en"]);
     assert_eq!(app.persona.probe.as_deref(), Some("sheldon-en"));
+    // What a screen sets up for its run is taken back with the start held: the observer shown
+    // stays the one picked.
+    key(&mut app, KeyCode::Char('7'));
+    app.observers.observer = 2;
+    assert!(key(&mut app, KeyCode::Char('s')).is_empty(), "held back");
+    assert!(
+        app.flash.as_deref().unwrap_or_default().contains("is going"),
+        "{:?}",
+        app.flash
+    );
+    assert_eq!(app.observers.observer, 2, "the view is as it was");
     // Once the run has ended, a start is not asked about.
     app.update(Action::RunEnded(Err("cancelled".into())));
     key(&mut app, KeyCode::Char('0'));
