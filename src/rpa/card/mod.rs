@@ -626,10 +626,34 @@ pub fn export_stored(card: &Card, character: &Character, memories: &[String]) ->
     let c = character;
     let (name, user) = (c.name.as_str(), c.experimenter.as_str());
     let info = c.card.clone().unwrap_or_default();
-    // What the import wrote the prompt and memories with: what an unedited field reads as now, a
-    // rename or another experimenter since notwithstanding (an older import did not say: as now).
-    let at_import = |said: &str, now: &str| if said.is_empty() { now.to_string() } else { said.to_string() };
-    let (was_name, was_user) = (at_import(&info.imported_name, name), at_import(&info.imported_experimenter, user));
+    // The name and experimenter the import wrote the texts with: what it says it used, else (an
+    // older import did not say) the candidates under which the texts read back unedited — the
+    // card's name, the present one; the experimenter now, the card's, `User`.
+    let candidate = |said: &str, others: &[&str]| -> Vec<String> {
+        let mut all: Vec<String> = Vec::new();
+        for n in std::iter::once(said).chain(others.iter().copied()) {
+            if !n.is_empty() && !all.iter().any(|a| a == n) {
+                all.push(n.to_string());
+            }
+        }
+        all
+    };
+    let card_name = one_line(&card.name);
+    let ours_user = card.ours.as_ref().and_then(|o| o.experimenter.clone()).unwrap_or_default();
+    let names = candidate(&info.imported_name, &[&card_name, name]);
+    let users = candidate(&info.imported_experimenter, &[user, &ours_user, "User"]);
+    let unedited = |n: &str, u: &str| {
+        usize::from(c.description == prompt(card, n, u, c.language))
+            + usize::from(self::memories(card, n, u).into_iter().map(|(m, _)| m).eq(memories.iter().cloned()))
+            + usize::from(part(&card.post_history_instructions, n, u) == c.post_history.trim())
+    };
+    let (was_name, was_user) = names
+        .iter()
+        .flat_map(|n| users.iter().map(move |u| (n.clone(), u.clone())))
+        .enumerate()
+        .max_by_key(|(i, (n, u))| (unedited(n, u), std::cmp::Reverse(*i)))
+        .map(|(_, pair)| pair)
+        .unwrap_or_else(|| (name.to_string(), user.to_string()));
     let (was_name, was_user) = (was_name.as_str(), was_user.as_str());
     let mut root = card.json.clone();
     let data = match card.spec {
@@ -651,7 +675,10 @@ pub fn export_stored(card: &Card, character: &Character, memories: &[String]) ->
         if card.ours.as_ref().is_some_and(Ours::whole_prompt) {
             set("description", Value::String(c.description.clone()));
         } else {
-            let parts = split_prompt(&c.description, was_name, c.language);
+            // The import's lines name the character as it was, or (updated with a rename) as it is.
+            let wrapped = |n: &str| c.description.contains(&wrapper(n, c.language).0);
+            let split_name = if !wrapped(was_name) && wrapped(name) { name } else { was_name };
+            let parts = split_prompt(&c.description, split_name, c.language);
             let was = [&card.system_prompt, &card.description, &card.personality, &card.scenario];
             for ((key, was), is) in ["system_prompt", "description", "personality", "scenario"]
                 .into_iter()

@@ -217,6 +217,28 @@ fn a_rename_or_another_experimenter_is_not_an_edit() {
     want["data"]["name"] = json!("Ann");
     want["data"]["extensions"]["incharacter"] = json!({"experimenter": "Cy"});
     assert_eq!(got, want);
+    // An older import did not say what it wrote with: the texts read back unedited under the
+    // card's name tell a rename. (Which experimenter it wrote with, when that changed since, no
+    // text tells.)
+    for (older, what) in [(renamed.clone(), "renamed")] {
+        let mut older = older;
+        older.card = Some(crate::domain::character::CardInfo {
+            tags: card.tags.clone(),
+            creator: card.creator.clone(),
+            ..Default::default()
+        });
+        let got = export_stored(&card, &older, &chunks);
+        for key in ["description", "personality", "scenario", "system_prompt", "first_mes", "mes_example"] {
+            assert_eq!(got["data"][key], card.json["data"][key], "{what}: {key}");
+        }
+    }
+    // The import's own lines updated with the rename: still no edit of the parts.
+    let mut rewrapped = renamed.clone();
+    rewrapped.description = prompt(&card, "Ann Birch", "Bo", Language::En).replace("Ann Birch runs", "Ann runs");
+    let got = export_stored(&card, &rewrapped, &chunks);
+    for key in ["description", "personality", "scenario", "system_prompt"] {
+        assert_eq!(got["data"][key], card.json["data"][key], "rewrapped: {key}");
+    }
     // An edit after a rename is still an edit, in the author's form whichever name it uses.
     renamed.description = renamed.description.replace("calm", "calm, unlike Ann Birch's brother");
     let data = export_stored(&card, &renamed, &chunks)["data"].clone();
