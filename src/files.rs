@@ -334,54 +334,76 @@ pub fn not_own(path: &Path, kept: &Kept) -> Result<(), FileError> {
     let Some(file) = resolved(path) else {
         return Ok(());
     };
-    if let Some(samples) = kept.samples.as_deref().and_then(resolved)
-        && file.starts_with(&samples)
-    {
-        return Err(FileError::OwnFile {
+    let refused = |folder: PathBuf| {
+        Err(FileError::OwnFile {
             path: path.to_path_buf(),
-            folder: samples,
-        });
+            folder,
+        })
+    };
+    let samples = kept.samples.as_deref().and_then(resolved);
+    if let Some(samples) = &samples
+        && file.starts_with(samples)
+    {
+        return refused(samples.clone());
     }
-    let Some(dir) = kept.data_dir.as_deref() else {
-        return Ok(());
-    };
-    let Some(dir) = resolved(dir) else {
-        return Ok(());
-    };
+    let dir = kept.data_dir.as_deref().and_then(resolved);
     let own = |inside: &Path| {
         let mut parts = inside.components();
         let folder = parts.next();
         parts.next().is_some() && folder.is_some_and(|f| OWN_FOLDERS.iter().any(|own| f.as_os_str() == *own))
     };
-    // By path, and by the folders' identity (a bind mount of the data dir, also one inside it).
-    let kept = file.strip_prefix(&dir).is_ok_and(own)
-        || same_folder(&dir).is_some_and(|is_dir| {
-            file.ancestors()
-                .skip(1)
-                .filter(|a| is_dir(a))
-                .any(|a| file.strip_prefix(a).is_ok_and(own))
-        });
-    match kept {
-        true => Err(FileError::OwnFile {
-            path: path.to_path_buf(),
-            folder: dir,
-        }),
-        false => Ok(()),
+    if let Some(dir) = &dir
+        && file.strip_prefix(dir).is_ok_and(own)
+    {
+        return refused(dir.clone());
+    }
+    // By the folders' identity on disk too: a second way to one of them (a bind mount of the data
+    // dir, of one of its own folders or of a session's; of the samples or of one sample) that no
+    // link resolves.
+    let Some(identity) = identity() else {
+        return Ok(());
+    };
+    let ancestors: Vec<(&Path, (u64, u64))> = file
+        .ancestors()
+        .skip(1)
+        .filter_map(|a| Some((a, identity(a)?)))
+        .collect();
+    if let Some(dir) = &dir
+        && let Some(id) = identity(dir)
+        && ancestors.iter().any(|(a, i)| *i == id && file.strip_prefix(a).is_ok_and(own))
+    {
+        return refused(dir.clone());
+    }
+    // Folders kept whole: the samples and each sample; the data dir's own folders and what is in
+    // them (a session's folder).
+    let with_children = |folder: &Path| -> Vec<PathBuf> {
+        let children = std::fs::read_dir(folder).into_iter().flatten().flatten().map(|e| e.path());
+        std::iter::once(folder.to_path_buf()).chain(children.filter(|c| c.is_dir())).collect()
+    };
+    let mut whole: Vec<PathBuf> = samples.iter().flat_map(|s| with_children(s)).collect();
+    if let Some(dir) = &dir {
+        whole.extend(OWN_FOLDERS.iter().flat_map(|own| with_children(&dir.join(own))));
+    }
+    let whole: std::collections::HashSet<(u64, u64)> = whole.iter().filter_map(|f| identity(f)).collect();
+    match ancestors.iter().find(|(_, i)| whole.contains(i)) {
+        Some((a, _)) => refused(a.to_path_buf()),
+        None => Ok(()),
     }
 }
 
-/// A test of whether a folder is `dir` itself, by device and inode (`None` where that is not known).
+/// A folder's identity on disk: device and inode.
+type Identity = fn(&Path) -> Option<(u64, u64)>;
+
+/// How to tell a folder's [`Identity`] (`None` where that is not known).
 #[cfg(unix)]
-fn same_folder(dir: &Path) -> Option<impl Fn(&Path) -> bool> {
+fn identity() -> Option<Identity> {
     use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(dir).ok()?;
-    let id = (meta.dev(), meta.ino());
-    Some(move |other: &Path| std::fs::metadata(other).is_ok_and(|m| (m.dev(), m.ino()) == id))
+    Some(|folder: &Path| std::fs::metadata(folder).ok().filter(|m| m.is_dir()).map(|m| (m.dev(), m.ino())))
 }
 
 #[cfg(not(unix))]
-fn same_folder(_dir: &Path) -> Option<impl Fn(&Path) -> bool> {
-    None::<fn(&Path) -> bool>
+fn identity() -> Option<Identity> {
+    None
 }
 
 /// Writes `bytes` to `path` whole or not at all: a temporary file in the target's folder, fsync,

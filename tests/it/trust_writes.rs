@@ -392,6 +392,37 @@ fn an_output_through_a_second_way_to_the_data_dir_is_refused_too() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert_eq!(std::fs::read(&journal).unwrap(), before);
     drop(inner);
+    // A second way to one session's folder alone, or to the samples and one of them.
+    let session = Mounted::bind(&data.join("sessions").join(GSE), &dir.path().join("one")).unwrap();
+    for target in [session.0.join("journal.jsonl"), session.0.join("new.json")] {
+        let out = export_to(&data, &target);
+        assert_eq!(out.status.code(), Some(2), "{target:?}: {}", stderr(&out));
+    }
+    drop(session);
+    assert_eq!(std::fs::read(&journal).unwrap(), before);
+    let samples = dir.path().join("samples");
+    std::fs::create_dir_all(samples.join(GSE)).unwrap();
+    std::fs::copy(&journal, samples.join(GSE).join("journal.jsonl")).unwrap();
+    let kept = common::snapshot(&samples);
+    let all = Mounted::bind(&samples, &dir.path().join("all-samples")).unwrap();
+    let one = Mounted::bind(&samples.join(GSE), &dir.path().join("one-sample")).unwrap();
+    for target in [
+        all.0.join(GSE).join("journal.jsonl"),
+        one.0.join("journal.jsonl"),
+        one.0.join("x.json"),
+    ] {
+        let out = common::command(
+            &data.join("none.toml"),
+            &data,
+            &["export", GSE, "-o", target.to_str().unwrap()],
+        )
+        .env("INCHARACTER_SAMPLES", &samples)
+        .output()
+        .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{target:?}: {}", stderr(&out));
+    }
+    drop((all, one));
+    assert_eq!(common::snapshot(&samples), kept);
     // The data dir's top level, reached the same way, stays the user's.
     let out = export_to(&data, &alias.0.join("x.json"));
     assert!(out.status.success(), "{}", stderr(&out));
