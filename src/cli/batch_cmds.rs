@@ -25,6 +25,9 @@ pub struct BatchArgs {
 impl BatchArgs {
     pub(super) fn batch(&self) -> anyhow::Result<Option<Batch>> {
         if let Some(dir) = &self.batch_files {
+            // Never among the workbench's own files (a folder of requests in sessions/ would be
+            // listed as a broken session).
+            crate::files::not_own(&dir.join("requests.jsonl"), &crate::session::store::kept())?;
             std::fs::create_dir_all(dir).map_err(|e| mkdir_error(dir, &e))?;
             let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
             return Ok(Some(Batch {

@@ -741,6 +741,21 @@ fn an_output_never_replaces_a_sample_sessions_file_nor_goes_into_a_kept_folder()
         assert_eq!(out.status.code(), Some(2), "{target:?}: {}", stderr(&out));
         assert!(stderr(&out).contains("keeps its own files in"), "{}", stderr(&out));
     }
+    // Nor a run's batch files.
+    for target in [sessions.join("bf"), samples.clone()] {
+        let args = [
+            "run",
+            "--characters",
+            "hermione-en",
+            "--scales",
+            "GSE",
+            "--batch-files",
+            target.to_str().unwrap(),
+        ];
+        let out = with_samples(&args);
+        assert_eq!(out.status.code(), Some(2), "{target:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("keeps its own files in"), "{}", stderr(&out));
+    }
     assert_eq!(
         std::fs::read_dir(&sessions).unwrap().count(),
         0,
