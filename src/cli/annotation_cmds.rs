@@ -342,6 +342,14 @@ fn subject_case(
     case: Case,
 ) -> Result<Case, (usize, String)> {
     let is_subject = |s: &str| plan.subjects.iter().any(|x| x.id == s);
+    // Scale ids are the same whatever their case, as everywhere.
+    let case = match case.scale.eq_ignore_ascii_case(&scale.id) {
+        true => Case {
+            scale: scale.id.clone(),
+            ..case
+        },
+        false => case,
+    };
     let case = if is_subject(&case.character) {
         case
     } else {

@@ -112,11 +112,8 @@ pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut 
             if json {
                 let path = imported.character_file.display().to_string();
                 let replaced = &imported.replaced;
-                writeln!(
-                    out,
-                    "{}",
-                    serde_json::json!({"id": imported.id, "path": path, "replaced": replaced, "report": imported.report})
-                )?;
+                let value = serde_json::json!({"id": imported.id, "path": path, "replaced": replaced, "report": imported.report});
+                writeln!(out, "{}", crate::text::json_for_terminal(&value.to_string()))?;
             } else {
                 let memories = match imported.memories {
                     1 => "1 memory".to_string(),

@@ -186,7 +186,7 @@ pub fn continue_greedy(
     let text = engine.text_of(&generated);
     if json {
         let value = serde_json::json!({"prompt": prompt, "generated": generated, "text": text});
-        writeln!(out, "{value}")?;
+        writeln!(out, "{}", crate::text::json_for_terminal(&value.to_string()))?;
     } else {
         let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         writeln!(out, "prompt ids:    {}", list(&prompt))?;

@@ -127,8 +127,21 @@ fn plan(catalog: &Catalog, config: &crate::config::Config, a: &ObserveArgs) -> a
             };
         let context = Context::parse(name)
             .ok_or_else(|| input_error(format!("unknown context \"{}\" (family, friend, workplace)", name)))?;
+        if contexts.contains(&context) {
+            return Err(input_error(format!(
+                "--contexts {}: {} is named twice",
+                a.contexts,
+                context.name()
+            )));
+        }
         contexts.push(context);
         counts.push((context, count));
+    }
+    if counts.iter().any(|(_, c)| c.is_some()) && counts.iter().any(|(_, c)| c.is_none()) {
+        return Err(input_error(format!(
+            "--contexts {}: give every context a count (family:3,friend:1) or none",
+            a.contexts
+        )));
     }
     let observers: Vec<(Context, usize)> = if counts.iter().any(|(_, c)| c.is_some()) {
         let counted: Vec<(Context, usize)> = counts

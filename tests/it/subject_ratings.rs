@@ -138,7 +138,7 @@ fn ratings_csv(subjects: &[String], traits: &[String]) -> (String, Ratings) {
             }
         }
     }
-    csv.push_str(&format!("bob,subject,{},IPIP-50,{},,4,o2\n", subjects[0], traits[0]));
+    csv.push_str(&format!("bob,subject,{},ipip-50,{},,4,o2\n", subjects[0], traits[0]));
     (csv, ratings)
 }
 
