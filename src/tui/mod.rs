@@ -530,11 +530,13 @@ impl Driver {
                     }
                 };
                 let (data, catalog) = (self.data.clone(), self.catalog.clone());
+                let sampling = crate::study::interview::answer_sampling(&self.config, None, None);
                 tokio::spawn(async move {
                     let said = Said {
                         greeting: greeting.as_deref(),
                         history: &history,
                         text: &text,
+                        sampling,
                     };
                     let result = chat(model, &catalog, &data, &character, style, said, &tx).await;
                     let _ = tx.send(Action::ChatDone(result));
@@ -877,6 +879,9 @@ struct Said<'a> {
     greeting: Option<&'a str>,
     history: &'a [(String, String)],
     text: &'a str,
+    /// How an interview answer is sampled (the config's `[sampling.rpa]`): a chat reply, and an
+    /// item asked again beside its recorded answer, are sampled alike.
+    sampling: interview::AnswerSampling,
 }
 
 /// One chat turn: the prompt as the engine would build it for an interview, with the greeting (the
@@ -895,6 +900,7 @@ async fn chat(
         greeting,
         history,
         text,
+        sampling,
     } = said;
     use crate::llm::{ChatEvent, ChatMessage, ChatRequest};
     use crate::rpa::prompt;
@@ -920,7 +926,8 @@ async fn chat(
     let mut request = ChatRequest::new(assembled.messages);
     request.meta.role = Role::Rpa;
     request.meta.purpose = format!("chat {}", c.id);
-    request.sampling.max_tokens = Some(interview::MAX_ANSWER_TOKENS);
+    request.sampling.max_tokens = Some(sampling.max_tokens);
+    request.sampling.temperature = sampling.temperature;
     let mut events = model.stream(request);
     while let Some(event) = events.next().await {
         match event {

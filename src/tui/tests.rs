@@ -251,3 +251,66 @@ mod live_screen {
         assert!(shown.contains("eta 0:38:00"), "(56 + 20) to go at 2 a minute: {shown}");
     }
 }
+
+/// A chat reply is sampled as an interview answer is (the config's `[sampling.rpa]`), so an item
+/// asked again stands beside its recorded answer on equal terms.
+mod chat_sampling {
+    use std::sync::Mutex;
+
+    use crate::llm::{ChatEvent, ChatModel, ChatRequest, EventStream, ModelInfo};
+
+    #[derive(Default)]
+    struct Recorded(Mutex<Vec<ChatRequest>>);
+
+    impl ChatModel for Recorded {
+        fn stream(&self, request: ChatRequest) -> EventStream {
+            self.0.lock().unwrap().push(request);
+            Box::pin(futures_util::stream::iter([
+                ChatEvent::Token("Hi.".into()),
+                ChatEvent::Done {
+                    finish_reason: None,
+                    cached: false,
+                },
+            ]))
+        }
+
+        fn info(&self) -> ModelInfo {
+            ModelInfo {
+                provider: "recorded".into(),
+                kind: "test".into(),
+                model: "none".into(),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_chat_reply_is_sampled_as_an_interview_answer() {
+        let model = std::sync::Arc::new(Recorded::default());
+        let catalog = crate::catalog::Catalog::bundled().unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let text = "[sampling.rpa]\ntemperature = 0.3\nmax_tokens = 123\n";
+        let source = crate::domain::diagnostic::Source::new("config.toml", text);
+        let config = crate::config::Config::parse(source, true, &|_| None).unwrap();
+        let said = super::Said {
+            greeting: None,
+            history: &[],
+            text: "Do you like art?",
+            sampling: crate::study::interview::answer_sampling(&config, None, None),
+        };
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        super::chat(
+            model.clone(),
+            &catalog,
+            data.path(),
+            "hermione-en",
+            crate::rpa::prompt::RpaStyle::Description,
+            said,
+            &tx,
+        )
+        .await
+        .unwrap();
+        let asked = model.0.lock().unwrap();
+        assert_eq!(asked[0].sampling.temperature, Some(0.3));
+        assert_eq!(asked[0].sampling.max_tokens, Some(123));
+    }
+}
