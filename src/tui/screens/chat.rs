@@ -207,8 +207,13 @@ impl Chat {
             if text.trim().is_empty() {
                 return Some(Vec::new());
             }
-            self.input = empty_input();
-            return Some(self.send(text, None, true, ctx));
+            // A message that cannot go yet stays where it was typed.
+            let goes = self.character(ctx).is_some() && self.pending.is_none();
+            let requests = self.send(text, None, true, ctx);
+            if goes {
+                self.input = empty_input();
+            }
+            return Some(requests);
         }
         if plain || command.is_none() {
             self.input.input(event);

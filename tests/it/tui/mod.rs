@@ -1063,6 +1063,18 @@ fn chat_reasks_an_item_next_to_the_recorded_answer() {
         matches!(&effects[..], [Effect::Chat { text, .. }] if text == "pq2?"),
         "{effects:?}"
     );
+    // A message typed while the answer streams cannot go yet: it stays where it was typed.
+    keys(&mut app, "and you?");
+    assert!(key(&mut app, KeyCode::Enter).is_empty());
+    assert!(
+        app.flash.as_deref().unwrap_or_default().contains("answer first"),
+        "{:?}",
+        app.flash
+    );
+    assert_eq!(app.chat.input.lines().join("\n"), "and you?");
+    for _ in 0.."and you?".len() {
+        key(&mut app, KeyCode::Backspace);
+    }
     app.update(Action::ChatDone(Ok(())));
     // Pasted paragraphs stay one message: nothing is sent until enter.
     let effects = app.update(Action::Paste("first paragraph\nsecond paragraph\nthird".into()));
