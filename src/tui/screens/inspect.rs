@@ -519,7 +519,37 @@ impl Inspect {
         let mut list = None;
         let lines = match a {
             None => vec![Line::styled("not assessed yet", theme.dim())],
-            Some(a) if !method.item_level() => batch_lines(a, theme, width),
+            Some(a) if !method.item_level() => {
+                // The item ↑/↓ choose (enter opens it, c asks it again): said above the batches.
+                let items: Vec<_> = u.scale.items_of(dim).collect();
+                let cursor = self.item.min(items.len().saturating_sub(1));
+                let mut lines = Vec::new();
+                if let Some(item) = items.get(cursor) {
+                    let at = format!(
+                        "▸ item {} ({} of {}): {}",
+                        item.id,
+                        cursor + 1,
+                        items.len(),
+                        item.statement.get(u.character.language)
+                    );
+                    lines.extend(wrapped(&at, width, theme.selected()));
+                    let which = a.batches.iter().position(|b| b.item_ids.contains(&item.id));
+                    let hint = match which {
+                        Some(b) => format!("  in batch {}; ↑/↓ another, enter opens it, c asks it again", b + 1),
+                        None => "  ↑/↓ another, enter opens it, c asks it again".to_string(),
+                    };
+                    lines.extend(wrapped(&hint, width, theme.dim()));
+                    lines.push(Line::raw(""));
+                }
+                // After why the dimension failed, if it did; before the batches.
+                let mut all = batch_lines(a, theme, width);
+                let failure = a
+                    .failure
+                    .as_ref()
+                    .map_or(0, |f| wrapped(&format!("failed: {f}"), width, theme.base()).len());
+                all.splice(failure..failure, lines);
+                all
+            }
             Some(a) => {
                 let list_area = Rect {
                     y: inner.y + 1,

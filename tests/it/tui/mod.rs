@@ -449,6 +449,13 @@ fn inspector_shows_batches_items_and_the_exact_prompts() {
     let mut app = with_session();
     key(&mut app, KeyCode::Char('3'));
     snap("inspector_er", &app);
+    // In an expert rating the item ↑/↓ choose (enter opens, c asks again) is said above the batches.
+    key(&mut app, KeyCode::Tab);
+    key(&mut app, KeyCode::Down);
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("▸ item 6 (2 of 8): Is reserved."), "{screen}");
+    key(&mut app, KeyCode::BackTab);
+    key(&mut app, KeyCode::Up);
     key(&mut app, KeyCode::Char('m'));
     key(&mut app, KeyCode::Tab);
     key(&mut app, KeyCode::Down);
