@@ -586,7 +586,13 @@ impl App {
                 d.step = DEMO_STEPS.len();
                 DEMO_STEPS[DEMO_STEPS.len() - 1].1.to_string()
             }
-            _ => format!("opened session {}", self.run.session.id),
+            _ => format!(
+                "opened session {}",
+                self.session_dir
+                    .as_deref()
+                    .and_then(|d| d.file_name())
+                    .map_or(self.run.session.id.clone(), |n| n.to_string_lossy().into_owned())
+            ),
         });
         self.screen = if self.run.observe.is_some() {
             Screen::Observers

@@ -574,8 +574,9 @@ impl Driver {
         tokio::task::spawn_blocking(move || match store.load(&path) {
             Ok(events) => {
                 let _ = tx.send(Action::Memories(load_memories(store.data(), &catalog, &events)));
-                let _ = tx.send(Action::SessionLoaded(events));
+                // Its folder first: the session is named by it (a copy's folder is not its journal's id).
                 let _ = tx.send(Action::SessionDir(path.clone()));
+                let _ = tx.send(Action::SessionLoaded(events));
             }
             Err(e) => {
                 let _ = tx.send(Action::Flash(e.to_string()));

@@ -1882,3 +1882,18 @@ fn session_folders_left_out_of_the_list_are_said() {
             .starts_with("1 session folder(s)")
     );
 }
+
+/// A session opened is named by its folder, as everywhere: a copy's folder is not its journal's id.
+#[test]
+fn a_session_opened_is_named_by_its_folder() {
+    let mut app = app();
+    let events = session_events(&app.catalog);
+    let journal_id = events[0].start().unwrap().session.to_string();
+    app.update(Action::SessionDir("/data/sessions/a-copy".into()));
+    app.update(Action::SessionLoaded(events));
+    assert_eq!(
+        app.flash.as_deref(),
+        Some("opened session a-copy"),
+        "journal id {journal_id}"
+    );
+}
