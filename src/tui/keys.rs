@@ -512,6 +512,7 @@ impl Keymap {
     /// The defaults with the config's bindings applied; bad entries are returned as located errors.
     pub fn with_config(bindings: &[KeyBinding]) -> (Keymap, Vec<String>) {
         let mut keymap = Keymap::default();
+        let defaults = Keymap::default();
         let mut errors = Vec::new();
         for b in bindings {
             let at = format!("{}:{}:{}", b.at.file, b.at.line, b.at.column);
@@ -531,6 +532,24 @@ impl Keymap {
                 errors.push(format!("{at}: unknown action \"{}\"", b.action));
                 continue;
             };
+            if mode.types(key) {
+                errors.push(format!(
+                    "{at}: \"{}\" is typed as text on the {} screen: bind it with ctrl or alt, or an f-key",
+                    b.key,
+                    mode.name()
+                ));
+                continue;
+            }
+            // An action of its own screen (its default keys say which), or a global one it uses.
+            let its_own = defaults.map.iter().any(|((m, _), c)| *m == mode && *c == cmd);
+            if mode != Mode::Global && !its_own && !mode.uses(cmd) {
+                errors.push(format!(
+                    "{at}: \"{}\" does nothing on the {} screen",
+                    b.action,
+                    mode.name()
+                ));
+                continue;
+            }
             keymap.map.insert((mode, key), cmd);
         }
         (keymap, errors)
@@ -605,7 +624,22 @@ mod tests {
             bind("live", "ctrl-p", "pause"),
             bind("live", "ctrl-q", "fly"),
             bind("nowhere", "a", "quit"),
+            // A key typed as text there, and an action of another screen: refused, never listed.
+            bind("chat", "x", "clear"),
+            bind("chat", "ctrl-j", "pause"),
+            bind("chat", "ctrl-k", "clear"),
         ]);
+        assert_eq!(
+            keymap.command(Mode::Chat, Key::parse("ctrl-k").unwrap()),
+            Some(Command::Clear)
+        );
+        assert_eq!(keymap.command(Mode::Chat, Key::parse("ctrl-j").unwrap()), None);
+        assert!(
+            errors[2].contains("\"x\" is typed as text on the chat screen")
+                && errors[3].contains("\"pause\" does nothing on the chat screen"),
+            "{errors:?}"
+        );
+        let errors = &errors[..2];
         assert_eq!(
             keymap.command(Mode::Live, Key::parse("ctrl-p").unwrap()),
             Some(Command::Pause)
