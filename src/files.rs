@@ -571,6 +571,32 @@ fn target_permissions(path: &Path) -> Result<Option<std::fs::Permissions>, FileE
 
 /// `bytes` in a synced temporary file beside `path`, with the mode `path` will have; `path` itself
 /// untouched. Dropping it removes it.
+/// How old a staged file must be to count as abandoned: a write takes a moment, not an hour.
+const ABANDONED: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Removes from `dir` the staged files (`.incharacter-*.tmp`) that a killed write left behind: those
+/// older than an hour. They never hold the only copy of anything (the target keeps its old content
+/// until the staged file is renamed over it). Kept old files (`.incharacter-*.old`) are left: one
+/// may be what a swap cut short needs.
+pub fn remove_abandoned(dir: &Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with(".incharacter-") && name.ends_with(".tmp")) {
+            continue;
+        }
+        let old = entry
+            .metadata()
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .and_then(|m| m.modified().ok())
+            .and_then(|at| at.elapsed().ok())
+            .is_some_and(|age| age > ABANDONED);
+        if old {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 fn staged(path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile, FileError> {
     let write_error = |error| FileError::Write {
         path: path.to_path_buf(),
@@ -807,5 +833,26 @@ mod tests {
         let exact = b"0123456789\n";
         let lines: Vec<_> = lines_limited(&exact[..], Path::new("f"), 10, "a line").collect();
         assert!(lines[0].is_ok());
+    }
+
+    /// Staged files a killed write left behind go once they are old; a fresh one (a write going
+    /// on) and a kept old file stay.
+    #[test]
+    fn abandoned_staged_files_are_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, age: u64| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, b"x").unwrap();
+            let at = std::time::SystemTime::now() - std::time::Duration::from_secs(age);
+            std::fs::File::options().write(true).open(&path).unwrap().set_modified(at).unwrap();
+            path
+        };
+        let abandoned = file(".incharacter-abc.tmp", 2 * 3600);
+        let fresh = file(".incharacter-def.tmp", 10);
+        let kept_old = file(".incharacter-ghi.old", 2 * 3600);
+        let users = file("wren-en.tmp", 2 * 3600);
+        remove_abandoned(dir.path());
+        assert!(!abandoned.exists());
+        assert!(fresh.exists() && kept_old.exists() && users.exists());
     }
 }

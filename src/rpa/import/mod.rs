@@ -131,7 +131,8 @@ pub struct Imported {
 /// written: two imports of one name at once would each find it free and write their files over each
 /// other's. Its lock file sits in the data dir itself, so a refused import leaves the characters and
 /// scales folders as they were. Released when dropped, or when the process ends. `waiting` is told
-/// before this waits for another import.
+/// before this waits for another import. Once held, the staged files an import killed in the
+/// middle left beside the characters (an hour old) are removed.
 fn one_import_at_a_time(data_dir: &Path, waiting: Option<fn(&Path)>) -> Result<std::fs::File, ImportError> {
     let path = data_dir.join(".import.lock");
     let failed = |error| FileError::Write {
@@ -155,6 +156,8 @@ fn one_import_at_a_time(data_dir: &Path, waiting: Option<fn(&Path)>) -> Result<s
         }
         Err(std::fs::TryLockError::Error(e)) => return Err(failed(e).into()),
     }
+    // What an import killed in the middle left beside the characters goes with the next one.
+    crate::files::remove_abandoned(&data_dir.join("characters"));
     Ok(file)
 }
 
