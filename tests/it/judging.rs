@@ -160,7 +160,12 @@ async fn methods_the_parent_did_not_interview_for_are_refused_before_any_request
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_that_has_not_ended_is_not_reassessed() {
-    let s = common::setup(FakeConfig::default(), "max_concurrency = 2").await;
+    // Slow replies: the kill lands while most of the run is still to come, however busy the machine.
+    let fake = FakeConfig {
+        first_byte: std::time::Duration::from_millis(40),
+        ..FakeConfig::default()
+    };
+    let s = common::setup(fake, "max_concurrency = 2").await;
     let run = common::run_hermione("GSE", "er-batch", &[]);
     let session = common::kill_after_requests(&s.config, &s.data, &run, &s.server, 3).await;
     let id = session.file_name().unwrap().to_string_lossy().to_string();

@@ -255,7 +255,19 @@ fn render_comparison(
     ctx: &Ctx,
 ) {
     let theme = ctx.theme;
-    let b = block(" Side by side (95% bootstrap interval over characters) ", false, theme);
+    let col = 24;
+    // The sessions whose columns fit; the others said, not cut off without a word.
+    let fit_columns = usize::from(area.width.saturating_sub(2)).saturating_sub(30) / col;
+    let title = if comparison.len() > fit_columns {
+        format!(
+            " Side by side (95% bootstrap interval over characters): {} of {} shown, widen the terminal or mark fewer ",
+            fit_columns,
+            comparison.len()
+        )
+    } else {
+        " Side by side (95% bootstrap interval over characters) ".to_string()
+    };
+    let b = block(title, false, theme);
     let inner = b.inner(area);
     frame.render_widget(b, area);
     let mut keys: Vec<(String, String)> = Vec::new();
@@ -267,7 +279,6 @@ fn render_comparison(
             }
         }
     }
-    let col = 24;
     let mut header = format!("{} ", pad("scale × method", 30));
     for (id, _) in comparison {
         header.push_str(&pad(&fit(id, col - 1), col));

@@ -743,6 +743,28 @@ fn two_marked_sessions_show_intervals_and_their_paired_comparison() {
     );
     assert!(screen.contains("MAE B − A +0.022 [+0.007, +0.036] p 0.500"), "{screen}");
     snap("sessions_paired", &app);
+    // More marked than the width holds: the title says how many show.
+    let mut more = rows_of(&app, &[a_id, b_id]);
+    more.extend(
+        rows_of(&app, &[a_id, b_id])
+            .into_iter()
+            .map(|(id, r)| (format!("{id}-copy"), r)),
+    );
+    app.update(Action::Compared(more));
+    let screen = render(&app, (80, 24));
+    assert!(screen.contains("2 of 4 shown"), "{screen}");
+}
+
+/// Each sample session's summary rows, with their intervals.
+fn rows_of(app: &App, ids: &[&str]) -> Vec<(String, Vec<incharacter::study::interview::results::SummaryRow>)> {
+    let bootstrap = Some(incharacter::domain::resample::Bootstrap::default());
+    ids.iter()
+        .map(|id| {
+            let summary =
+                incharacter::study::interview::results::summary_with(&sample(id), &app.catalog, None, bootstrap);
+            (id.to_string(), summary)
+        })
+        .collect()
 }
 
 /// A prompt set as `<data dir>/prompts/strict/` reads: an edited re-ask template.
