@@ -374,20 +374,41 @@ pub fn not_own(path: &Path, kept: &Kept) -> Result<(), FileError> {
     {
         return refused(dir.clone());
     }
-    // Folders kept whole: the samples and each sample; the data dir's own folders and what is in
-    // them (a session's folder).
-    let with_children = |folder: &Path| -> Vec<PathBuf> {
-        let children = std::fs::read_dir(folder).into_iter().flatten().flatten().map(|e| e.path());
-        std::iter::once(folder.to_path_buf()).chain(children.filter(|c| c.is_dir())).collect()
-    };
-    let mut whole: Vec<PathBuf> = samples.iter().flat_map(|s| with_children(s)).collect();
+    // Folders kept whole, and the folders in them (a session's, its annotations'): the samples; the
+    // data dir's own folders (the cache's shards aside: many, and only the cache reads them).
+    let mut whole: Vec<PathBuf> = Vec::new();
+    if let Some(samples) = &samples {
+        folders_within(samples, KEPT_DEPTH, &mut whole);
+    }
     if let Some(dir) = &dir {
-        whole.extend(OWN_FOLDERS.iter().flat_map(|own| with_children(&dir.join(own))));
+        for own in OWN_FOLDERS {
+            folders_within(&dir.join(own), if own == "cache" { 0 } else { KEPT_DEPTH }, &mut whole);
+        }
     }
     let whole: std::collections::HashSet<(u64, u64)> = whole.iter().filter_map(|f| identity(f)).collect();
     match ancestors.iter().find(|(_, i)| whole.contains(i)) {
         Some((a, _)) => refused(a.to_path_buf()),
         None => Ok(()),
+    }
+}
+
+/// How deep the folders of a kept folder are told by their identity: a session, its annotations and
+/// anything one level below.
+const KEPT_DEPTH: usize = 3;
+
+/// `folder` and the folders in it down to `depth` levels (links not followed), into `out`.
+fn folders_within(folder: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    if !std::fs::symlink_metadata(folder).is_ok_and(|m| m.is_dir()) {
+        return;
+    }
+    out.push(folder.to_path_buf());
+    if depth == 0 {
+        return;
+    }
+    for entry in std::fs::read_dir(folder).into_iter().flatten().flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            folders_within(&entry.path(), depth - 1, out);
+        }
     }
 }
 

@@ -403,13 +403,17 @@ fn an_output_through_a_second_way_to_the_data_dir_is_refused_too() {
     let samples = dir.path().join("samples");
     std::fs::create_dir_all(samples.join(GSE)).unwrap();
     std::fs::copy(&journal, samples.join(GSE).join("journal.jsonl")).unwrap();
-    let kept = common::snapshot(&samples);
+    std::fs::create_dir_all(samples.join(GSE).join("annotations")).unwrap();
+    std::fs::write(samples.join(GSE).join("annotations/maintainer.jsonl"), "").unwrap();
+    let kept = common::snapshot(&samples.join(GSE).join("annotations"));
     let all = Mounted::bind(&samples, &dir.path().join("all-samples")).unwrap();
     let one = Mounted::bind(&samples.join(GSE), &dir.path().join("one-sample")).unwrap();
+    let notes = Mounted::bind(&samples.join(GSE).join("annotations"), &dir.path().join("notes")).unwrap();
     for target in [
         all.0.join(GSE).join("journal.jsonl"),
         one.0.join("journal.jsonl"),
         one.0.join("x.json"),
+        notes.0.join("maintainer.jsonl"),
     ] {
         let out = common::command(
             &data.join("none.toml"),
@@ -421,8 +425,9 @@ fn an_output_through_a_second_way_to_the_data_dir_is_refused_too() {
         .unwrap();
         assert_eq!(out.status.code(), Some(2), "{target:?}: {}", stderr(&out));
     }
-    drop((all, one));
-    assert_eq!(common::snapshot(&samples), kept);
+    drop((all, one, notes));
+    assert_eq!(common::snapshot(&samples.join(GSE).join("annotations")), kept);
+    assert_eq!(std::fs::read(samples.join(GSE).join("journal.jsonl")).unwrap(), before);
     // The data dir's top level, reached the same way, stays the user's.
     let out = export_to(&data, &alias.0.join("x.json"));
     assert!(out.status.success(), "{}", stderr(&out));
