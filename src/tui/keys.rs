@@ -82,6 +82,16 @@ impl Mode {
         }
     }
 
+    /// Whether a key bound on this screen could be taken as text there before the keymap sees it:
+    /// what [`Mode::types`] says, and more — alt keys in the chat's input, letters in Setup's
+    /// character filter (its first pane).
+    pub fn may_type(self, key: Key) -> bool {
+        let letter = matches!(key.code, KeyName::Char(c) if !c.is_ascii_digit() && c != '?');
+        self.types(key)
+            || (!key.ctrl && self == Mode::Chat && self.types(Key { alt: false, ..key }))
+            || (!key.ctrl && self == Mode::Setup && letter)
+    }
+
     pub const ALL: [Mode; 13] = [
         Mode::Global,
         Mode::Welcome,
@@ -532,9 +542,9 @@ impl Keymap {
                 errors.push(format!("{at}: unknown action \"{}\"", b.action));
                 continue;
             };
-            if mode.types(key) {
+            if mode.may_type(key) {
                 errors.push(format!(
-                    "{at}: \"{}\" is typed as text on the {} screen: bind it with ctrl or alt, or an f-key",
+                    "{at}: \"{}\" is typed as text on the {} screen: bind it with ctrl, or an f-key",
                     b.key,
                     mode.name()
                 ));
@@ -626,6 +636,8 @@ mod tests {
             bind("nowhere", "a", "quit"),
             // A key typed as text there, and an action of another screen: refused, never listed.
             bind("chat", "x", "clear"),
+            bind("chat", "alt-l", "clear"),
+            bind("setup", "r", "start"),
             bind("chat", "ctrl-j", "pause"),
             bind("chat", "ctrl-k", "clear"),
         ]);
@@ -636,7 +648,9 @@ mod tests {
         assert_eq!(keymap.command(Mode::Chat, Key::parse("ctrl-j").unwrap()), None);
         assert!(
             errors[2].contains("\"x\" is typed as text on the chat screen")
-                && errors[3].contains("\"pause\" does nothing on the chat screen"),
+                && errors[3].contains("\"alt-l\" is typed as text on the chat screen")
+                && errors[4].contains("\"r\" is typed as text on the setup screen")
+                && errors[5].contains("\"pause\" does nothing on the chat screen"),
             "{errors:?}"
         );
         let errors = &errors[..2];
