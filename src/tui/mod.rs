@@ -521,6 +521,7 @@ impl Driver {
                 greeting,
                 history,
                 text,
+                sampling,
             } => {
                 let model = match self.model(&provider) {
                     Ok(m) => m,
@@ -530,7 +531,8 @@ impl Driver {
                     }
                 };
                 let (data, catalog) = (self.data.clone(), self.catalog.clone());
-                let sampling = crate::study::interview::answer_sampling(&self.config, None, None);
+                let sampling =
+                    sampling.unwrap_or_else(|| crate::study::interview::answer_sampling(&self.config, None, None));
                 tokio::spawn(async move {
                     let said = Said {
                         greeting: greeting.as_deref(),

@@ -235,6 +235,9 @@ pub enum Effect {
         greeting: Option<String>,
         history: Vec<(String, String)>,
         text: String,
+        /// How the reply is sampled when it is not the config's `[sampling.rpa]`: an item asked
+        /// again, as the session recorded its answers.
+        sampling: Option<crate::method::interview::AnswerSampling>,
     },
     /// Write a character to the data dir and load the catalog again. `was`: the character as the
     /// edit began (`None`: a new one); `copy_of`: the character a copy was made from, whose memories

@@ -140,6 +140,7 @@ impl Chat {
         } else {
             (None, Vec::new())
         };
+        let turns_recorded = recorded.is_some();
         turns.push(ChatTurn {
             user: text.clone(),
             reply: String::new(),
@@ -150,6 +151,10 @@ impl Chat {
         self.character = character.clone();
         self.pending = Some(character.clone());
         self.scroll.reset();
+        // An item asked again is sampled as the session sampled its recorded answer.
+        let sampling = turns_recorded
+            .then(|| ctx.run.session.plan.as_ref().map(|p| p.answer_sampling))
+            .flatten();
         vec![
             Effect::Chat {
                 character,
@@ -158,6 +163,7 @@ impl Chat {
                 greeting,
                 history,
                 text,
+                sampling,
             }
             .into(),
         ]

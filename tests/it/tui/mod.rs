@@ -1040,6 +1040,7 @@ fn chat_reasks_an_item_next_to_the_recorded_answer() {
             character,
             history,
             text,
+            sampling,
             ..
         },
     ] = &effects[..]
@@ -1048,6 +1049,8 @@ fn chat_reasks_an_item_next_to_the_recorded_answer() {
     };
     assert_eq!(character, "hermione-en");
     assert!(history.is_empty(), "a re-asked item is asked in a fresh context");
+    let recorded = app.run.session.plan.as_ref().unwrap().answer_sampling;
+    assert_eq!(*sampling, Some(recorded), "sampled as the session sampled its answers");
     assert!(text.contains("just met"), "item 6's question: {text}");
     assert_eq!(app.screen, Screen::Chat);
     app.update(Action::ChatPrompt(vec![
@@ -1089,7 +1092,7 @@ fn chat_reasks_an_item_next_to_the_recorded_answer() {
     assert_eq!(app.screen, Screen::Chat);
     let effects = key(&mut app, KeyCode::Enter);
     assert!(
-        matches!(&effects[..], [Effect::Chat { text, .. }] if text == "pq2?"),
+        matches!(&effects[..], [Effect::Chat { text, sampling: None, .. }] if text == "pq2?"),
         "{effects:?}"
     );
     // A message typed while the answer streams cannot go yet: it stays where it was typed.
