@@ -11,6 +11,12 @@ use incharacter::journal;
 use incharacter::study::Event;
 use libfuzzer_sys::fuzz_target;
 
+/// The bundled catalog, which annotations are checked against as they are read.
+fn catalog() -> &'static incharacter::catalog::Catalog {
+    static CATALOG: OnceLock<incharacter::catalog::Catalog> = OnceLock::new();
+    CATALOG.get_or_init(|| incharacter::catalog::Catalog::bundled().expect("the bundled catalog"))
+}
+
 /// `<tmp>/incharacter-fuzz-<pid>/`, a session folder whose one annotator file holds the input.
 fn session_dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -35,7 +41,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(timed) = journal::read_timed::<Event>(&path) {
         assert!(timed.len() <= lines);
     }
-    if let Ok(annotators) = annotation::load(session) {
+    if let Ok(annotators) = annotation::load(session, catalog()) {
         assert!(annotators.values().map(|cases| cases.len()).sum::<usize>() <= lines);
     }
 });

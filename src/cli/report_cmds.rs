@@ -140,33 +140,7 @@ pub fn report(
                 writeln!(out, "Against the {} labels.\n", source.name())?;
             }
             writeln!(out, "{}\n", interval_note(bootstrap))?;
-            writeln!(
-                out,
-                "| session | rpa | judge | scale | method | Acc_Dim | Acc_Full | MAE | Std_Item | Std_Dim | Std_Score | refusals | failed |"
-            )?;
-            writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
-            for (id, rpa, judge, summary) in &sessions {
-                let md = crate::text::md_cell;
-                for r in summary {
-                    writeln!(
-                        out,
-                        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                        md(id),
-                        md(rpa),
-                        md(judge),
-                        md(&r.scale),
-                        r.method,
-                        cell(r, r.acc_dim, |i| Some(i.acc_dim)),
-                        cell(r, r.acc_full, |i| Some(i.acc_full)),
-                        cell(r, r.mae, |i| Some(i.mae)),
-                        cell(r, r.std_item, |i| i.std_item),
-                        cell(r, r.std_dim, |i| i.std_dim),
-                        cell(r, r.std_score, |i| i.std_score),
-                        r.refusals,
-                        r.failed_cell()
-                    )?;
-                }
-            }
+            write!(out, "{}", summary_table(&sessions))?;
             if against_targets {
                 write!(out, "{}", on_target_table(&sessions, &targets, catalog))?;
             }
@@ -202,6 +176,36 @@ fn interview_entry(
         }
     }
     entry
+}
+
+/// The sessions' summary rows as one Markdown table (every cell kept in its column).
+fn summary_table(sessions: &[Row]) -> String {
+    use crate::text::md_cell as md;
+    let mut t = String::from(
+        "| session | rpa | judge | scale | method | Acc_Dim | Acc_Full | MAE | Std_Item | Std_Dim | Std_Score | refusals | failed |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for (id, rpa, judge, summary) in sessions {
+        for r in summary {
+            t.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                md(id),
+                md(rpa),
+                md(judge),
+                md(&r.scale),
+                r.method,
+                cell(r, r.acc_dim, |i| Some(i.acc_dim)),
+                cell(r, r.acc_full, |i| Some(i.acc_full)),
+                cell(r, r.mae, |i| Some(i.mae)),
+                cell(r, r.std_item, |i| i.std_item),
+                cell(r, r.std_dim, |i| i.std_dim),
+                cell(r, r.std_score, |i| i.std_score),
+                r.refusals,
+                r.failed_cell()
+            ));
+        }
+    }
+    t
 }
 
 /// Per session × character × scale × method, how many measured dimensions are on target and how far
