@@ -251,6 +251,8 @@ pub fn lines_limited(
 pub struct Kept {
     pub data_dir: Option<PathBuf>,
     pub samples: Option<PathBuf>,
+    /// Whether the output is a prompt set, whose place is a folder of the data dir's `prompts`.
+    pub prompt_set: bool,
 }
 
 /// Writes an output the user named (`-o`): as [`write_atomic`], but never over a file the
@@ -347,15 +349,17 @@ pub fn not_own(path: &Path, kept: &Kept) -> Result<(), FileError> {
         return refused(samples.clone());
     }
     let dir = kept.data_dir.as_deref().and_then(resolved);
-    let own = |inside: &Path| {
+    // The own folder `inside` (a path within the data dir) is in, when it is in one.
+    let own = |inside: &Path| -> Option<PathBuf> {
         let mut parts = inside.components();
-        let folder = parts.next();
-        parts.next().is_some() && folder.is_some_and(|f| OWN_FOLDERS.iter().any(|own| f.as_os_str() == *own))
+        let folder = parts.next()?.as_os_str();
+        let kept_folder = OWN_FOLDERS.iter().any(|own| folder == *own) && !(kept.prompt_set && folder == "prompts");
+        (parts.next().is_some() && kept_folder).then(|| PathBuf::from(folder))
     };
     if let Some(dir) = &dir
-        && file.strip_prefix(dir).is_ok_and(own)
+        && let Some(folder) = file.strip_prefix(dir).ok().and_then(own)
     {
-        return refused(dir.clone());
+        return refused(dir.join(folder));
     }
     // By the folders' identity on disk too: a second way to one of them (a bind mount of the data
     // dir, of one of its own folders or of a session's; of the samples or of one sample) that no
@@ -370,9 +374,12 @@ pub fn not_own(path: &Path, kept: &Kept) -> Result<(), FileError> {
         .collect();
     if let Some(dir) = &dir
         && let Some(id) = identity(dir)
-        && ancestors.iter().any(|(a, i)| *i == id && file.strip_prefix(a).is_ok_and(own))
+        && let Some(folder) = ancestors
+            .iter()
+            .filter(|(_, i)| *i == id)
+            .find_map(|(a, _)| file.strip_prefix(a).ok().and_then(own))
     {
-        return refused(dir.clone());
+        return refused(dir.join(folder));
     }
     // Folders kept whole, and the folders in them (a session's, its annotations'): the samples; the
     // data dir's own folders (the cache's shards aside: many, and only the cache reads them).
@@ -381,7 +388,7 @@ pub fn not_own(path: &Path, kept: &Kept) -> Result<(), FileError> {
         folders_within(samples, KEPT_DEPTH, &mut whole);
     }
     if let Some(dir) = &dir {
-        for own in OWN_FOLDERS {
+        for own in OWN_FOLDERS.into_iter().filter(|own| !(kept.prompt_set && *own == "prompts")) {
             folders_within(&dir.join(own), if own == "cache" { 0 } else { KEPT_DEPTH }, &mut whole);
         }
     }
@@ -590,8 +597,6 @@ fn target_permissions(path: &Path) -> Result<Option<std::fs::Permissions>, FileE
     }
 }
 
-/// `bytes` in a synced temporary file beside `path`, with the mode `path` will have; `path` itself
-/// untouched. Dropping it removes it.
 /// How old a staged file must be to count as abandoned: a write takes a moment, not an hour.
 const ABANDONED: std::time::Duration = std::time::Duration::from_secs(3600);
 
@@ -618,6 +623,8 @@ pub fn remove_abandoned(dir: &Path) {
     }
 }
 
+/// `bytes` in a synced temporary file beside `path`, with the mode `path` will have; `path` itself
+/// untouched. Dropping it removes it.
 fn staged(path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile, FileError> {
     let write_error = |error| FileError::Write {
         path: path.to_path_buf(),

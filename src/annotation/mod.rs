@@ -220,9 +220,11 @@ pub fn load(session: &Path, catalog: &Catalog) -> Result<BTreeMap<String, BTreeM
 fn outside(file: &Path, line: usize, message: String) -> AnnotationError {
     let text = std::fs::read_to_string(file).unwrap_or_default();
     let at = text.lines().nth(line - 1).unwrap_or_default();
+    // A byte-order mark before the first record is a column of its own.
+    let (at, marked) = at.strip_prefix('\u{feff}').map_or((at, 0), |rest| (rest, 1));
     let column = crate::domain::diagnostic::Source::new("", at)
         .json_at(&["value"])
-        .map_or(1, |(_, column)| column);
+        .map_or(1, |(_, column)| column + marked);
     AnnotationError::Journal(JournalError::Damaged {
         path: file.to_path_buf(),
         line,
@@ -524,6 +526,11 @@ mod tests {
             e.to_string().contains(&format!("evil.jsonl:2:{column}: value 99 is outside [1, 5]")),
             "{e}"
         );
+        // On the first line, after a byte-order mark, the column counts the mark too.
+        let lines: Vec<String> = std::fs::read_to_string(&file).unwrap().lines().map(String::from).collect();
+        std::fs::write(&file, format!("\u{feff}{}\n", lines[1])).unwrap();
+        let e = load(dir.path(), &catalog).unwrap_err();
+        assert!(e.to_string().contains(&format!("evil.jsonl:1:{}: value 99", column + 1)), "{e}");
     }
 
     #[cfg(unix)]

@@ -91,10 +91,17 @@ pub fn list(json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
 /// anything is written, `force` or not.
 pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let targets: Vec<_> = Template::ALL.iter().map(|t| (t, dir.join(t.file_name()))).collect();
-    let kept = crate::session::store::kept();
+    // A prompt set's place is a folder of the data dir's `prompts`; any other kept folder is refused
+    // (one check: the templates share their folder).
+    let kept = crate::files::Kept {
+        prompt_set: true,
+        ..crate::session::store::kept()
+    };
+    if let Some((_, first)) = targets.first() {
+        crate::files::not_own(first, &kept)?;
+    }
     let mut existing = Vec::new();
     for (_, path) in &targets {
-        crate::files::not_own(path, &kept)?;
         match std::fs::symlink_metadata(path) {
             Ok(meta) if meta.file_type().is_symlink() => return Err(FileError::Symlink(path.clone()).into()),
             Ok(meta) if !meta.is_file() => return Err(FileError::NotAFileToWrite(path.clone()).into()),

@@ -57,7 +57,7 @@ pub fn pearson(x: &[f64], y: &[f64]) -> Option<f64> {
     Some((sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0))
 }
 
-/// `v` as a tie sees it: rounded to 1e-9 (below a million in size; beyond, as it is), so values one
+/// `v` as a tie sees it: rounded to 9 decimals (below a million in size; beyond, as it is), so values one
 /// computation gives apart only in their last bits are one value (three observers' means of item
 /// means, 44/15, come as 2.933333333333333 and 2.9333333333333336), and -0.0 is 0.0.
 pub fn tie_key(v: f64) -> f64 {
@@ -295,11 +295,12 @@ mod tests {
         let (a, b) = (0.1 + 0.2, 0.3);
         assert_ne!(a, b);
         assert_eq!(average_ranks(&[a, b, 1.0]), vec![1.5, 1.5, 3.0]);
-        assert_eq!(average_ranks(&[-0.0, 0.0, 1e-7]), vec![1.5, 1.5, 3.0], "a 1e-7 difference is one");
+        assert_eq!(average_ranks(&[-0.0, 0.0, 1e-7]), vec![1.5, 1.5, 3.0], "a 1e-7 difference is not a tie");
         // scipy.stats.kendalltau([0.3, 0.3, 1], [1, 2, 3]) = 2/√6; spearmanr = √3/2.
         assert!(close(kendall_tau_b(&[a, b, 1.0], &[1.0, 2.0, 3.0]).unwrap(), 2.0 / 6f64.sqrt()));
         assert!(close(spearman(&[a, b, 1.0], &[1.0, 2.0, 3.0]).unwrap(), 3f64.sqrt() / 2.0));
-        assert_eq!(average_ranks(&[2e7, 2e7 + 1.0]), vec![1.0, 2.0], "large values as they are");
+        let next = f64::from_bits(2e7f64.to_bits() + 1);
+        assert_eq!(average_ranks(&[2e7, next]), vec![1.0, 2.0], "large values as they are");
     }
 
     #[test]

@@ -608,9 +608,10 @@ impl ObserveEngine {
     /// One unusable item never voids the others: they are kept, and the unusable ones asked again on
     /// their own, once; an item still unusable then is left out (its trait scored from the rest, the
     /// journaled report without it).
-    #[allow(clippy::too_many_arguments)]
+    ///
     /// `who`: the model that answers, and its role (the subject's self-report is the role-play
     /// agent's, an observer's report the observer's).
+    #[allow(clippy::too_many_arguments)]
     async fn questionnaire_with(
         &self,
         who: (&dyn ChatModel, Role),

@@ -393,6 +393,7 @@ pub fn kept() -> crate::files::Kept {
     crate::files::Kept {
         data_dir: crate::paths::data_dir(),
         samples: samples_outside(),
+        prompt_set: false,
     }
 }
 

@@ -790,8 +790,13 @@ impl App {
             return match dialog.command(cmd) {
                 Outcome::Open => Vec::new(),
                 Outcome::Closed(requests) => {
-                    self.reassess = None;
-                    self.apply(requests)
+                    // A start held by "a run is going" keeps the dialog, so the same key again confirms.
+                    let dialog = self.reassess.take();
+                    let effects = self.apply(requests);
+                    if self.start_held {
+                        self.reassess = dialog;
+                    }
+                    effects
                 }
             };
         }

@@ -653,12 +653,12 @@ mod tests {
                 && errors[5].contains("\"pause\" does nothing on the chat screen"),
             "{errors:?}"
         );
+        assert_eq!(errors.len(), 6, "{errors:?}");
         let errors = &errors[..2];
         assert_eq!(
             keymap.command(Mode::Live, Key::parse("ctrl-p").unwrap()),
             Some(Command::Pause)
         );
-        assert_eq!(errors.len(), 2);
         assert!(
             errors[0].starts_with("config.toml:1:1: unknown action \"fly\""),
             "{errors:?}"

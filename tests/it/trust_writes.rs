@@ -746,6 +746,12 @@ fn an_output_never_replaces_a_sample_sessions_file_nor_goes_into_a_kept_folder()
         assert_eq!(out.status.code(), Some(2), "{target:?}: {}", stderr(&out));
         assert!(stderr(&out).contains("keeps its own files in"), "{}", stderr(&out));
     }
+    // A prompt set's own place, a folder of the data dir's prompts, stays open to it.
+    let set = data.join("prompts").join("strict");
+    std::fs::create_dir_all(data.join("prompts")).unwrap();
+    let out = with_samples(&["prompts", "export", &set.display().to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(set.join("expert_rating.txt").is_file());
     // Nor a run's batch files.
     for target in [sessions.join("bf"), samples.clone()] {
         let args = [

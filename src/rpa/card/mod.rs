@@ -667,7 +667,12 @@ pub fn export_stored(card: &Card, character: &Character, memories: &[String]) ->
         data.insert(key.to_string(), value);
     };
     // An edited text in the author's form: either name, and either experimenter, as placeholders.
-    let now = |text: &str| Value::String(unresolve(&unresolve(text, name, user), was_name, was_user));
+    // The longer name first: "Ann Birch" renamed "Ann" is never left "{{char}} Birch".
+    let (first, second) = match name.chars().count() >= was_name.chars().count() {
+        true => ((name, user), (was_name, was_user)),
+        false => ((was_name, was_user), (name, user)),
+    };
+    let now = |text: &str| Value::String(unresolve(&unresolve(text, first.0, first.1), second.0, second.1));
     if name != one_line(&card.name) {
         set("name", Value::String(name.to_string()));
     }

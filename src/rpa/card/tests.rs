@@ -239,6 +239,12 @@ fn a_rename_or_another_experimenter_is_not_an_edit() {
     for key in ["description", "personality", "scenario", "system_prompt"] {
         assert_eq!(got["data"][key], card.json["data"][key], "rewrapped: {key}");
     }
+    // Renamed to a shorter name, an edit naming the old one is the author's form too.
+    let mut shorter = c.clone();
+    shorter.name = "An".into();
+    shorter.description = shorter.description.replace("calm", "calm, as Ann is");
+    let data = export_stored(&card, &shorter, &chunks)["data"].clone();
+    assert_eq!(data["personality"], "calm, as {{char}} is");
     // An edit after a rename is still an edit, in the author's form whichever name it uses.
     renamed.description = renamed.description.replace("calm", "calm, unlike Ann Birch's brother");
     let data = export_stored(&card, &renamed, &chunks)["data"].clone();

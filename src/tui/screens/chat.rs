@@ -214,9 +214,11 @@ impl Chat {
                 return Some(Vec::new());
             }
             // A message that cannot go yet stays where it was typed.
-            let goes = self.character(ctx).is_some() && self.pending.is_none();
             let requests = self.send(text, None, true, ctx);
-            if goes {
+            if requests
+                .iter()
+                .any(|r| matches!(r, Request::Effect(Effect::Chat { .. })))
+            {
                 self.input = empty_input();
             }
             return Some(requests);

@@ -1922,3 +1922,27 @@ fn a_session_opened_is_named_by_its_folder() {
         "journal id {journal_id}"
     );
 }
+
+/// A re-assessment started while a run goes is asked about like any start: the dialog stays, and
+/// enter again confirms.
+#[test]
+fn a_reassessment_started_while_a_run_goes_is_asked_about_and_the_dialog_kept() {
+    let mut app = with_session();
+    app.live.start(None, true);
+    let events = session_events(&app.catalog);
+    app.update(Action::Reassess(Box::new(Offer {
+        parent: "parent".into(),
+        events,
+        sets: Vec::new(),
+    })));
+    assert!(key(&mut app, KeyCode::Enter).is_empty(), "held");
+    assert!(
+        app.flash.as_deref().unwrap_or_default().contains("is going"),
+        "{:?}",
+        app.flash
+    );
+    assert!(app.reassess.is_some(), "the dialog stays with its choices");
+    let effects = key(&mut app, KeyCode::Enter);
+    assert!(matches!(&effects[..], [Effect::StartRun { .. }]), "{effects:?}");
+    assert!(app.reassess.is_none());
+}
