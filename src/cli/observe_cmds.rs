@@ -119,8 +119,11 @@ fn plan(catalog: &Catalog, config: &crate::config::Config, a: &ObserveArgs) -> a
             match part.split_once(':') {
                 Some((n, c)) => (
                     n,
-                    Some(c.trim().parse::<usize>().map_err(|_| {
-                        input_error(format!("--contexts {}: a count after ':' must be a number", part))
+                    Some(c.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        input_error(format!(
+                            "--contexts {}: a count after ':' must be a number of at least 1 (a context without observers is left out)",
+                            part
+                        ))
                     })?),
                 ),
                 None => (part, None),

@@ -150,10 +150,11 @@ pub struct App {
     quit_asked: bool,
     /// Session folders the last listing left out (said when the number changes).
     unlisted: usize,
-    /// A start was asked once while a run goes: asked again (the next key), it stops that run.
-    start_asked: bool,
-    /// The key being handled follows a start asked about.
-    start_confirmed: bool,
+    /// A start (its screen and kind) asked about once while a run goes: the same one asked again
+    /// with the next key stops that run.
+    start_asked: Option<(Screen, &'static str)>,
+    /// The start the key being handled may confirm (the one asked about just before).
+    start_confirmed: Option<(Screen, &'static str)>,
     /// A start was held back by the question (what the screen set up for it is taken back).
     start_held: bool,
     pub flash: Option<String>,
@@ -286,8 +287,8 @@ impl App {
             quit: false,
             quit_asked: false,
             unlisted: 0,
-            start_asked: false,
-            start_confirmed: false,
+            start_asked: None,
+            start_confirmed: None,
             start_held: false,
             flash: None,
             now_ms: 0,
@@ -857,20 +858,19 @@ impl App {
     /// task while a run goes (a run, a probe, a resume, a replay) is asked about first: it would
     /// stop that run.
     fn apply(&mut self, requests: Vec<Request>) -> Vec<Effect> {
-        let starts = requests.iter().any(|r| {
-            matches!(
-                r,
-                Request::Effect(
-                    Effect::StartRun { .. }
-                        | Effect::StartObserve { .. }
-                        | Effect::StartRolebench { .. }
-                        | Effect::Resume { .. }
-                        | Effect::Replay { .. }
-                )
-            )
+        // Which start, from which screen: only the same one again confirms it.
+        let start = requests.iter().find_map(|r| match r {
+            Request::Effect(Effect::StartRun { .. }) => Some("run"),
+            Request::Effect(Effect::StartObserve { .. }) => Some("observe"),
+            Request::Effect(Effect::StartRolebench { .. }) => Some("rolebench"),
+            Request::Effect(Effect::Resume { .. }) => Some("resume"),
+            Request::Effect(Effect::Replay { .. }) => Some("replay"),
+            _ => None,
         });
-        if starts && self.live.running && self.live.replay.is_none() && !std::mem::take(&mut self.start_confirmed) {
-            self.start_asked = true;
+        let start = start.map(|kind| (self.screen, kind));
+        let confirmed = std::mem::take(&mut self.start_confirmed);
+        if start.is_some() && self.live.running && self.live.replay.is_none() && confirmed != start {
+            self.start_asked = start;
             self.start_held = true;
             let going = match self.run.session.id.as_str() {
                 "" => "a run is going".to_string(),

@@ -1859,6 +1859,20 @@ fn chat_follows_the_character_in_focus_opens_on_its_greeting_and_finds_by_name()
     );
 }
 
+/// An interrupted session of the data dir, in the folder `path`, as the list shows it.
+fn interrupted(path: PathBuf) -> SessionEntry {
+    SessionEntry {
+        id: "20261129-130000-b-0002".into(),
+        name: None,
+        created: "2026-11-29T13:00:00Z".into(),
+        status: "interrupted".into(),
+        model: "smollm2-135m (local)".into(),
+        models: Default::default(),
+        path,
+        sample: false,
+    }
+}
+
 /// A session another run is writing is not resumed: said at once, whatever the list said when it
 /// was read, and nothing of the run shown changes.
 #[test]
@@ -1867,16 +1881,7 @@ fn a_session_another_run_writes_is_not_resumed() {
     let held = dir.path().join("20261129-130000-b-0002");
     let _writer = incharacter::journal::Journal::open_exclusive(&held.join("journal.jsonl")).unwrap();
     let mut app = with_session();
-    app.update(Action::Sessions(vec![SessionEntry {
-        id: "20261129-130000-b-0002".into(),
-        name: None,
-        created: "2026-11-29T13:00:00Z".into(),
-        status: "interrupted".into(),
-        model: "smollm2-135m (local)".into(),
-        models: Default::default(),
-        path: held,
-        sample: false,
-    }]));
+    app.update(Action::Sessions(vec![interrupted(held)]));
     key(&mut app, KeyCode::Char('5'));
     let screen = app.screen;
     let effects = key(&mut app, KeyCode::Char('u'));
@@ -1945,4 +1950,29 @@ fn a_reassessment_started_while_a_run_goes_is_asked_about_and_the_dialog_kept() 
     let effects = key(&mut app, KeyCode::Enter);
     assert!(matches!(&effects[..], [Effect::StartRun { .. }]), "{effects:?}");
     assert!(app.reassess.is_none());
+}
+
+/// Only the same start again confirms one asked about: another start on the next key is asked
+/// about in its turn.
+#[test]
+fn only_the_same_start_again_confirms_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = with_session();
+    app.live.start(None, true);
+    app.update(Action::Sessions(vec![interrupted(
+        dir.path().join("20261129-130000-b-0002"),
+    )]));
+    key(&mut app, KeyCode::Char('5'));
+    assert!(key(&mut app, KeyCode::Char('r')).is_empty(), "a replay, asked about");
+    assert!(
+        key(&mut app, KeyCode::Char('u')).is_empty(),
+        "a resume is another start: asked in its turn"
+    );
+    assert!(
+        app.flash.as_deref().unwrap_or_default().contains("is going"),
+        "{:?}",
+        app.flash
+    );
+    let effects = key(&mut app, KeyCode::Char('u'));
+    assert!(matches!(&effects[..], [Effect::Resume { .. }]), "{effects:?}");
 }
