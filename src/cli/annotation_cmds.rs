@@ -204,7 +204,10 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
         let case = Case {
             task,
             character: f[col::CHARACTER].trim().to_string(),
-            scale: f[col::SCALE].clone(),
+            // Scale ids are the same whatever their case, as everywhere.
+            scale: catalog
+                .scale(&f[col::SCALE])
+                .map_or_else(|| f[col::SCALE].clone(), |s| s.id.clone()),
             repeat,
             dimension: f[col::DIMENSION].clone(),
             item_id,
@@ -281,13 +284,7 @@ fn interview_case(
     let character = catalog
         .named_character_among(&named, |id| cases.iter().any(|c| c.character == id))
         .unwrap_or_else(|_| named.clone());
-    // Scale ids are the same whatever their case, as everywhere.
-    let scale = catalog.scale(&case.scale).map_or(case.scale.clone(), |s| s.id.clone());
-    let case = Case {
-        character,
-        scale,
-        ..case
-    };
+    let case = Case { character, ..case };
     if cases.contains(&case) {
         return Ok(case);
     }
@@ -342,14 +339,6 @@ fn subject_case(
     case: Case,
 ) -> Result<Case, (usize, String)> {
     let is_subject = |s: &str| plan.subjects.iter().any(|x| x.id == s);
-    // Scale ids are the same whatever their case, as everywhere.
-    let case = match case.scale.eq_ignore_ascii_case(&scale.id) {
-        true => Case {
-            scale: scale.id.clone(),
-            ..case
-        },
-        false => case,
-    };
     let case = if is_subject(&case.character) {
         case
     } else {

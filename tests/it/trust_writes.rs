@@ -754,16 +754,11 @@ fn an_output_never_replaces_a_sample_sessions_file_nor_goes_into_a_kept_folder()
     assert!(set.join("expert_rating.txt").is_file());
     // Nor a run's batch files.
     for target in [sessions.join("bf"), samples.clone()] {
-        let args = [
-            "run",
-            "--characters",
-            "hermione-en",
-            "--scales",
+        let out = with_samples(&common::run_hermione(
             "GSE",
-            "--batch-files",
-            target.to_str().unwrap(),
-        ];
-        let out = with_samples(&args);
+            "er-batch",
+            &["--batch-files", target.to_str().unwrap()],
+        ));
         assert_eq!(out.status.code(), Some(2), "{target:?}: {}", stderr(&out));
         assert!(stderr(&out).contains("keeps its own files in"), "{}", stderr(&out));
     }
