@@ -1,5 +1,5 @@
 //! The small drawing pieces every screen uses: a bordered block, a popup, a centred rectangle, the
-//! first visible row of a list, text padded or cut to a width or wrapped to it, the longest of some
+//! window of a list, text padded or cut to a width or wrapped to it, the longest of some
 //! texts that fits, a score as a cell shows it.
 
 use ratatui::Frame;
@@ -22,13 +22,31 @@ pub fn block<'a>(title: impl Into<Line<'a>>, focused: bool, theme: &Theme) -> Bl
         .title(title.into().style(theme.title()))
 }
 
-/// First visible row so that `cursor` stays in a window of `height` rows.
-pub fn window(len: usize, cursor: usize, height: usize) -> usize {
-    if height == 0 || len <= height {
-        return 0;
+/// Where a list's window stands: the first visible row, kept from frame to frame so the rows stay
+/// put while the cursor moves inside the window (a click selects the row under the pointer, it
+/// does not scroll it away); the window moves only as far as the cursor leaves it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListView(std::cell::Cell<usize>);
+
+impl ListView {
+    /// The first visible row of a list of `len` rows shown `height` at a time with `cursor` in view.
+    pub fn first(&self, len: usize, cursor: usize, height: usize) -> usize {
+        let first = if height == 0 || len <= height {
+            0
+        } else {
+            let cursor = cursor.min(len - 1);
+            let kept = self.0.get().min(len - height);
+            if cursor < kept {
+                cursor
+            } else if cursor >= kept + height {
+                cursor + 1 - height
+            } else {
+                kept
+            }
+        };
+        self.0.set(first);
+        first
     }
-    let cursor = cursor.min(len - 1);
-    cursor.saturating_sub(height / 2).min(len - height)
 }
 
 /// A centred rectangle of at most `w`×`h` inside `area`.
@@ -100,9 +118,28 @@ mod tests {
     fn padding_counts_cjk_as_two_columns() {
         assert_eq!(pad("abc", 5), "abc  ");
         assert_eq!(pad("钟离", 5), "钟离 ");
-        assert_eq!(window(100, 50, 10), 45);
-        assert_eq!(window(100, 99, 10), 90);
-        assert_eq!(window(5, 3, 10), 0);
+    }
+
+    #[test]
+    fn a_list_window_moves_only_as_far_as_the_cursor_leaves_it() {
+        let view = ListView::default();
+        assert_eq!(view.first(5, 3, 10), 0, "a list that fits starts at its top");
+        assert_eq!(view.first(100, 4, 10), 0, "the cursor in view: the rows stay");
+        assert_eq!(view.first(100, 9, 10), 0);
+        assert_eq!(view.first(100, 10, 10), 1, "one row past the bottom: one row down");
+        assert_eq!(view.first(100, 5, 10), 1, "a click inside the window moves nothing");
+        assert_eq!(
+            view.first(100, 0, 10),
+            0,
+            "past the top: the cursor becomes the top row"
+        );
+        assert_eq!(view.first(100, 99, 10), 90, "a jump to the end shows the last rows");
+        assert_eq!(
+            view.first(20, 15, 10),
+            10,
+            "a shorter list (a filter) keeps its window inside it"
+        );
+        assert_eq!(view.first(100, 50, 0), 0);
     }
 
     #[test]

@@ -57,6 +57,7 @@ pub struct Chat {
 pub struct Finder {
     pub filter: String,
     pub cursor: usize,
+    pub view: crate::tui::widgets::ListView,
 }
 
 fn empty_input() -> tui_textarea::TextArea<'static> {
@@ -496,7 +497,7 @@ fn render_finder(frame: &mut Frame, area: Rect, finder: &Finder, ctx: &Ctx) {
     ])];
     let rows = usize::from(inner.height.saturating_sub(1));
     let cursor = finder.cursor.min(found.len().saturating_sub(1));
-    let first = crate::tui::widgets::window(found.len(), cursor, rows);
+    let first = finder.view.first(found.len(), cursor, rows);
     for (i, c) in found.iter().enumerate().skip(first).take(rows) {
         let style = if i == cursor { theme.selected() } else { theme.base() };
         let text = format!("{} · {} ({})", c.name, c.work, c.id);

@@ -29,7 +29,7 @@ use crate::tui::keys::Command;
 use crate::tui::run_view::RunView;
 use crate::tui::theme::Theme;
 use crate::tui::vocab::Effect;
-use crate::tui::widgets::{block, first_fitting, pad, score_text, window};
+use crate::tui::widgets::{ListView, block, first_fitting, pad, score_text};
 
 #[derive(Debug, Clone, Default)]
 pub struct Compare {
@@ -43,6 +43,7 @@ pub struct Compare {
     pub cursor: usize,
     /// The assessments view, while it is open.
     pub judges: Option<JudgesView>,
+    pub view: ListView,
 }
 
 /// A character's RoleBench result from one session.
@@ -440,7 +441,7 @@ impl Compare {
         )];
         let height = inner.height.saturating_sub(1) as usize;
         let cursor = self.cursor.min(rows.len().saturating_sub(1));
-        let first = window(rows.len(), cursor, height);
+        let first = self.view.first(rows.len(), cursor, height);
         let list_area = Rect {
             y: inner.y + 1,
             height: inner.height.saturating_sub(1),

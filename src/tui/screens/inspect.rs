@@ -31,7 +31,7 @@ use crate::tui::keys::Command;
 use crate::tui::run_view::{ItemKey, RunView};
 use crate::tui::theme::Theme;
 use crate::tui::vocab::Effect;
-use crate::tui::widgets::{block, fit, pad, score_text, window, wrapped};
+use crate::tui::widgets::{ListView, block, fit, pad, score_text, wrapped};
 use crate::tui::wrap::wrap;
 use batches::batch_lines;
 
@@ -57,6 +57,8 @@ pub struct Inspect {
     pub scroll_end: u16,
     /// Labels shown; `None`: those the metrics use for the scale (pdb for BFI and 16P, else annotation).
     pub labels: Option<LabelSource>,
+    /// The dimensions' window.
+    pub dims_view: ListView,
 }
 
 impl Default for Inspect {
@@ -70,6 +72,7 @@ impl Default for Inspect {
             scroll: 0,
             scroll_end: 0,
             labels: None,
+            dims_view: ListView::default(),
         }
     }
 }
@@ -445,7 +448,7 @@ impl Inspect {
         let inner = b.inner(area);
         frame.render_widget(b, area);
         let height = inner.height.saturating_sub(1) as usize;
-        let first = window(u.scale.dimensions.len(), dim, height);
+        let first = self.dims_view.first(u.scale.dimensions.len(), dim, height);
         let list_area = Rect {
             y: inner.y + 1,
             height: inner.height.saturating_sub(1),
@@ -565,7 +568,10 @@ impl Inspect {
         };
         let paragraph = Paragraph::new(lines);
         let end = ends_at(paragraph.line_count(inner.width), inner.height);
-        frame.render_widget(paragraph.scroll((self.scroll.min(end), 0)), inner);
+        let top = self.scroll.min(end);
+        frame.render_widget(paragraph.scroll((top, 0)), inner);
+        // The item rows scroll with the pane: a click counts from the first one shown.
+        let list = list.map(|(area, first, id): (Rect, usize, ListId)| (area, first + usize::from(top), id));
         (list, end)
     }
 

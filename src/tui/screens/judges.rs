@@ -16,7 +16,7 @@ use crate::analysis::judges::Judges;
 use crate::domain::character::LabelSource;
 use crate::method::Method;
 use crate::tui::keys::Command;
-use crate::tui::widgets::{block, pad, score_text, window};
+use crate::tui::widgets::{ListView, block, pad, score_text};
 
 /// One marker per session, in session order (colours repeat every six, markers do not until eight).
 const MARKERS: [char; 8] = ['●', '■', '▲', '◆', '★', '✚', '▼', '✖'];
@@ -35,6 +35,7 @@ pub struct JudgesView {
     pub page: usize,
     /// Row of the pairs table.
     pub cursor: usize,
+    pub view: ListView,
 }
 
 fn marker(i: usize) -> char {
@@ -49,6 +50,7 @@ impl JudgesView {
             method: 0,
             page: 0,
             cursor: 0,
+            view: ListView::default(),
         }
     }
 
@@ -202,7 +204,7 @@ impl Component for JudgesView {
         )];
         let height = usize::from(inner.height.saturating_sub(2));
         let cursor = self.cursor.min(pairs.len().saturating_sub(1));
-        let first = window(pairs.len(), cursor, height);
+        let first = self.view.first(pairs.len(), cursor, height);
         let index = |id: &str| sessions.iter().position(|x| x.id == id).unwrap_or(0);
         let cell = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.3}"));
         for (row, p) in pairs.iter().enumerate().skip(first).take(height) {

@@ -17,7 +17,7 @@ use crate::tui::keys::Command;
 use crate::tui::run_view::{Message, RunView, Speaker, Status};
 use crate::tui::theme::Theme;
 use crate::tui::vocab::{Effect, Replay, Screen};
-use crate::tui::widgets::{block, fit, pad, score_text, window};
+use crate::tui::widgets::{ListView, block, fit, pad, score_text};
 use crate::tui::wrap::wrap;
 
 #[derive(Debug, Clone, Default)]
@@ -44,6 +44,8 @@ pub struct Live {
     /// Why the last run stopped before it showed anything (a session another process writes, a
     /// journal that does not load): said where the run would have been, not only in the status line.
     pub refused: Option<String>,
+    /// The items' window.
+    pub view: ListView,
 }
 
 /// A phase's requests written for an offline engine: where they are, and the exact command that
@@ -261,7 +263,7 @@ impl Component for Live {
         let inner = b.inner(left);
         frame.render_widget(b, left);
         let height = inner.height as usize;
-        let first = window(run.items.len(), self.cursor, height);
+        let first = self.view.first(run.items.len(), self.cursor, height);
         let mut hits = Hits::list(inner, first, ListId::Items);
         let lines: Vec<Line> = run
             .items

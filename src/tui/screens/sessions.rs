@@ -14,7 +14,7 @@ use crate::study::interview::results::{Interval, SummaryRow};
 use crate::tui::keys::Command;
 use crate::tui::vocab::Replay;
 use crate::tui::vocab::{Effect, Screen};
-use crate::tui::widgets::{block, fit, pad, window};
+use crate::tui::widgets::{ListView, block, fit, pad};
 
 pub use crate::session::SessionEntry;
 
@@ -28,6 +28,7 @@ pub struct Sessions {
     pub comparison: Vec<(String, Vec<SummaryRow>)>,
     /// Exactly two marked: the first against the second, paired (or why they cannot be).
     pub paired: Option<Result<Comparison, String>>,
+    pub view: ListView,
 }
 
 impl Sessions {
@@ -188,7 +189,7 @@ impl Component for Sessions {
             return Hits::default();
         }
         let height = inner.height.saturating_sub(1) as usize;
-        let first = window(self.list.len(), self.cursor, height);
+        let first = self.view.first(self.list.len(), self.cursor, height);
         let rows_area = Rect {
             y: inner.y + 1,
             height: inner.height.saturating_sub(1),

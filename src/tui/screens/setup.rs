@@ -20,7 +20,7 @@ use crate::study::RunPlan;
 use crate::study::interview::estimate::estimate;
 use crate::tui::keys::{Command, Key, KeyName};
 use crate::tui::vocab::ProviderStatus;
-use crate::tui::widgets::{block, fit, pad, window};
+use crate::tui::widgets::{ListView, block, fit, pad};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SetupPane {
@@ -53,6 +53,9 @@ pub struct Setup {
     pub judge_temperature: f32,
     /// Each checked provider's verdict on the method's requests (`ctrl-k`); `None`: being checked.
     pub checks: BTreeMap<String, Option<Result<Vec<crate::study::check::Verdict>, String>>>,
+    /// The characters' and the scales' windows.
+    pub char_view: ListView,
+    pub scale_view: ListView,
 }
 
 /// The catalog's characters that `filter` matches: part of the name, an alias, the id or the work
@@ -95,6 +98,8 @@ impl Setup {
             answer_sampling: Default::default(),
             judge_temperature: 0.0,
             checks: BTreeMap::new(),
+            char_view: ListView::default(),
+            scale_view: ListView::default(),
         }
     }
 
@@ -387,7 +392,7 @@ impl Setup {
         let inner = b.inner(area);
         frame.render_widget(b, area);
         let height = inner.height as usize;
-        let first = window(list.len(), self.char_cursor, height);
+        let first = self.char_view.first(list.len(), self.char_cursor, height);
         let (bfi, p16) = (ctx.catalog.scale("BFI"), ctx.catalog.scale("16Personalities"));
         let width = inner.width as usize;
         let lines: Vec<Line> = list
@@ -440,7 +445,9 @@ impl Setup {
         let inner = b.inner(area);
         frame.render_widget(b, area);
         let height = inner.height as usize;
-        let first = window(ctx.catalog.scales.len(), self.scale_cursor, height);
+        let first = self
+            .scale_view
+            .first(ctx.catalog.scales.len(), self.scale_cursor, height);
         let lines: Vec<Line> = ctx
             .catalog
             .scales

@@ -13,7 +13,7 @@ use super::app::{App, DEMO_STEPS, Screen};
 use super::keys::Command;
 use super::screens::{Component, Hits};
 
-pub use super::widgets::{block, centered, fit, pad, popup, score_text, window};
+pub use super::widgets::{block, centered, fit, pad, popup, score_text};
 
 pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;

@@ -4,6 +4,7 @@
 //! screens do.
 
 mod inert;
+mod mouse;
 mod persona;
 mod subjects;
 

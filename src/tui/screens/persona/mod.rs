@@ -21,7 +21,7 @@ use crate::domain::character::{self, Character, Label, LabelType, Labels};
 use crate::domain::scale::{Language, Scale};
 use crate::tui::keys::{Command, Key, KeyName};
 use crate::tui::vocab::Effect;
-use crate::tui::widgets::{block, fit, pad, window};
+use crate::tui::widgets::{ListView, block, fit, pad};
 
 pub use before_after::Probed;
 
@@ -170,6 +170,7 @@ pub struct Persona {
     pub showing: bool,
     /// The characters' versions: which sessions measured which, and what each is now.
     pub versions: Versions,
+    pub view: ListView,
 }
 
 /// Each character's versions the data dir's sessions recorded, with those sessions
@@ -645,7 +646,7 @@ impl Component for Persona {
         let inner = b.inner(list_area);
         frame.render_widget(b, list_area);
         let height = usize::from(inner.height);
-        let first = window(entries.len(), self.cursor, height);
+        let first = self.view.first(entries.len(), self.cursor, height);
         let w = usize::from(inner.width);
         let lines: Vec<Line> = entries
             .iter()
