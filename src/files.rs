@@ -447,6 +447,18 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     Ok(())
 }
 
+/// Writes a new file `path` holding `bytes` whole, or nothing: as [`write_atomic`], but an existing
+/// `path` is never replaced (its error kind is `AlreadyExists`).
+pub fn write_new(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    let tmp = staged(path, bytes)?;
+    tmp.persist_noclobber(path).map_err(|e| FileError::Write {
+        path: path.to_path_buf(),
+        error: e.error,
+    })?;
+    sync_folder(path);
+    Ok(())
+}
+
 /// What [`write_all_or_none`] does to one file: write these bytes, or remove it (`None`).
 pub type Change<'a> = (PathBuf, Option<&'a [u8]>);
 

@@ -182,6 +182,14 @@ impl Journal {
         })
     }
 
+    /// Creates a new journal holding `first` and opens it as its one writer ([`Self::open_exclusive`]):
+    /// the journal never exists without its first record, whenever the process is killed. An
+    /// existing `path` is an error of kind `AlreadyExists`, left untouched.
+    pub fn create_exclusive<T: Serialize>(path: &Path, first: &T) -> Result<Journal, OpenError> {
+        crate::files::write_new(path, Self::line(first)?.as_bytes()).map_err(io_error)?;
+        Self::open_exclusive(path)
+    }
+
     fn locked(mut file: File, path: &Path, writer: Option<PathBuf>) -> std::io::Result<Journal> {
         let len = file.metadata()?.len();
         if len > 0 {
@@ -393,16 +401,46 @@ pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()>
 /// Writes `bytes` to `path` whole or not at all ([`crate::files::write_atomic`]), for the files a
 /// session keeps: the caller names the path in its error.
 pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    crate::files::write_atomic(path, bytes).map_err(io_error)
+}
+
+/// A file operation's failure as the I/O error it is (a refusal as one of its own).
+fn io_error(e: crate::files::FileError) -> std::io::Error {
     use crate::files::FileError;
-    crate::files::write_atomic(path, bytes).map_err(|e| match e {
+    match e {
         FileError::Write { error, .. } | FileError::Read { error, .. } => error,
         refused => std::io::Error::other(refused.to_string()),
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_journal_holds_its_first_record_from_the_start_and_never_replaces_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s").join("journal.jsonl");
+        let mut j = Journal::create_exclusive(&path, &serde_json::json!({"event": "run_started"})).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with(r#"{"event":"run_started","ts_ms":"#) && text.ends_with("}\n"), "{text}");
+        j.append(&serde_json::json!({"a": 1})).unwrap();
+        drop(j);
+        let before = std::fs::read(&path).unwrap();
+        let Err(e) = Journal::create_exclusive(&path, &serde_json::json!({"event": "other"})) else {
+            panic!("a second journal made over the first");
+        };
+        assert!(
+            matches!(&e, OpenError::Io(io) if io.kind() == std::io::ErrorKind::AlreadyExists),
+            "{e:?}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), before, "the journal there is untouched");
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["journal.jsonl"], "no temporary left");
+    }
 
     #[test]
     fn torn_last_line_is_ignored_but_damage_elsewhere_is_reported() {

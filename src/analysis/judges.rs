@@ -445,6 +445,7 @@ mod tests {
                 created: "2026-11-29T12:00:00Z".into(),
                 app_version: "0.1.0".into(),
                 character_versions: Default::default(),
+                batch: None,
             },
             plan: Box::new(plan),
             providers: [("judge".to_string(), model)].into_iter().collect(),
@@ -613,6 +614,7 @@ mod tests {
                 created: "2026-11-29T12:00:00Z".into(),
                 app_version: "0.1.0".into(),
                 character_versions: Default::default(),
+                batch: None,
             },
             plan: serde_json::from_value(json!({"subjects": [], "scenarios": 1, "turn_cap": 2, "temperature": 1.0,
                 "subject_provider": "p", "observer_provider": "p", "self_report": "batched", "seed": 3, "max_attempts": 5}))

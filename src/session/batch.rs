@@ -28,6 +28,27 @@ pub enum BatchMode {
     Files { dir: PathBuf, output: Option<PathBuf> },
 }
 
+impl BatchMode {
+    /// The mode as a run's first record keeps it.
+    pub fn started(&self) -> crate::study::BatchStart {
+        match self {
+            BatchMode::Api => crate::study::BatchStart::Api,
+            BatchMode::Files { dir, .. } => crate::study::BatchStart::Files { dir: dir.clone() },
+        }
+    }
+
+    /// The mode a run was started in, from its first record.
+    pub fn of_start(start: &crate::study::BatchStart) -> BatchMode {
+        match start {
+            crate::study::BatchStart::Api => BatchMode::Api,
+            crate::study::BatchStart::Files { dir } => BatchMode::Files {
+                dir: dir.clone(),
+                output: None,
+            },
+        }
+    }
+}
+
 /// A results file checked against the phase that waits for it, to import when the run resumes.
 #[derive(Debug, Clone)]
 pub struct Import {

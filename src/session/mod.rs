@@ -49,7 +49,10 @@ pub enum SessionError {
     )]
     Busy { id: String, pid: Option<u32> },
     /// A journal that holds no record: not a session (yet), whatever its folder says.
-    #[error("{}: an empty journal is not a session", .0.display().to_string())]
+    #[error(
+        "{}: an empty journal is not a session (a run stopped as it began: nothing was recorded; remove its folder)",
+        .0.display().to_string()
+    )]
     Empty(PathBuf),
     /// A record that no run writes: out of its scale's range, or of a kind this build does not know.
     #[error("{}:{line}: {}", path.display().to_string(), message.to_string())]

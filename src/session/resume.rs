@@ -37,7 +37,11 @@ impl Resume {
         Some(Resume {
             id: id.to_string(),
             kind,
-            batch: History::of(events).mode(),
+            // What the batches say, else the mode the run was started in (stopped before its first).
+            batch: History::of(events).mode().or_else(|| {
+                let start = events.iter().find_map(Event::start)?;
+                start.batch.map(BatchMode::of_start)
+            }),
             reassessment: kind == Kind::Interviews
                 && Interviews::plan_of(events).is_some_and(|plan| plan.parent.is_some()),
         })

@@ -239,32 +239,32 @@ impl<S: Study> Run<S> {
             path: path.clone(),
             source,
         };
-        let mut journal = match locked {
-            Some(journal) => journal,
-            None => open_journal(&id, &dir)?,
-        };
         let changed = version_changes(&prior, &prepared.character_versions);
-        // A resume is journaled with what it adds: a sitting that adds nothing (a batch export whose
+        // A new journal is made with its first record in it (a kill leaves a session or nothing). A
+        // resume is journaled with what it adds: a sitting that adds nothing (a batch export whose
         // file could not be written, a kill before any reply) leaves the journal as it was.
-        let resumed = if prior.is_empty() {
-            let header = SessionHeader {
-                session: id.clone(),
-                name,
-                created: journal::now_rfc3339(),
-                app_version: env!("CARGO_PKG_VERSION").into(),
-                character_versions: prepared.character_versions,
-            };
-            let started = S::started(header, plan.clone(), prepared.providers);
-            journal.append(&started).map_err(unwritable)?;
-            None
-        } else {
-            let resumed = Event::Resumed {
-                at: journal::now_rfc3339(),
-                items_per_call: prepared.items_per_call,
-                character_versions: prepared.character_versions,
-            };
-            journal.defer(&resumed).map_err(unwritable)?;
-            Some(resumed)
+        let (journal, resumed) = match locked {
+            None => {
+                let header = SessionHeader {
+                    session: id.clone(),
+                    name,
+                    created: journal::now_rfc3339(),
+                    app_version: env!("CARGO_PKG_VERSION").into(),
+                    character_versions: prepared.character_versions,
+                    batch: batching.as_ref().map(|b| b.mode.started()),
+                };
+                let started = S::started(header, plan.clone(), prepared.providers);
+                (create_journal(&id, &dir, &started)?, None)
+            }
+            Some(mut journal) => {
+                let resumed = Event::Resumed {
+                    at: journal::now_rfc3339(),
+                    items_per_call: prepared.items_per_call,
+                    character_versions: prepared.character_versions,
+                };
+                journal.defer(&resumed).map_err(unwritable)?;
+                (journal, Some(resumed))
+            }
         };
         Ok(Run {
             id,
@@ -570,13 +570,23 @@ fn same_model_configured(
 /// Takes the session's journal as its one writer.
 fn open_journal(id: &str, dir: &std::path::Path) -> Result<Journal, SessionError> {
     let path = dir.join("journal.jsonl");
-    Journal::open_exclusive(&path).map_err(|e| match e {
+    Journal::open_exclusive(&path).map_err(|e| journal_error(id, path, e))
+}
+
+/// The new session `id`'s journal in `dir`, made with its first record.
+fn create_journal(id: &str, dir: &std::path::Path, first: &Event) -> Result<Journal, SessionError> {
+    let path = dir.join("journal.jsonl");
+    Journal::create_exclusive(&path, first).map_err(|e| journal_error(id, path, e))
+}
+
+fn journal_error(id: &str, path: std::path::PathBuf, e: journal::OpenError) -> SessionError {
+    match e {
         journal::OpenError::Busy { pid, .. } => SessionError::Busy {
             id: id.to_string(),
             pid,
         },
         journal::OpenError::Io(source) => SessionError::Unwritable { path, source },
-    })
+    }
 }
 
 /// Why a run stopped before its work was done.

@@ -274,7 +274,14 @@ fn list_in(dir: &Path, sample: bool) -> (Vec<SessionEntry>, Vec<(PathBuf, String
         let started_ms = timed.first().and_then(|(ts, _)| *ts);
         let events: Vec<Event> = timed.into_iter().map(|(_, e)| e).collect();
         let Some(start) = events.iter().find_map(Event::start) else {
-            unreadable.push((path, "its journal holds no first record".into()));
+            // Earlier versions made the journal before writing its first record: a kill between
+            // the two left it empty, a session with nothing in it.
+            let why = if events.is_empty() {
+                "its journal is empty (a run stopped as it began: nothing was recorded; remove the folder)"
+            } else {
+                "its journal holds no first record"
+            };
+            unreadable.push((path, why.into()));
             continue;
         };
         // A session no one finished is running while its writer lives, else interrupted.
@@ -511,7 +518,10 @@ mod tests {
             why,
             [
                 ("bare".to_string(), "it holds no journal.jsonl"),
-                ("empty".to_string(), "its journal holds no first record")
+                (
+                    "empty".to_string(),
+                    "its journal is empty (a run stopped as it began: nothing was recorded; remove the folder)"
+                )
             ]
         );
     }

@@ -46,6 +46,20 @@ pub struct SessionHeader {
     /// have none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub character_versions: BTreeMap<String, String>,
+    /// The batch mode the run was started in (`None`: it streams its requests). A resume goes on
+    /// in it even when the run was stopped before it sent any batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchStart>,
+}
+
+/// The batch mode a run was started in, as its first record keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum BatchStart {
+    /// The providers' Batch API (`run --batch`).
+    Api,
+    /// Requests files for an offline engine, written into `dir` (`run --batch-files DIR`).
+    Files { dir: std::path::PathBuf },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -281,6 +295,7 @@ pub struct SessionStart<'a> {
     pub providers: &'a BTreeMap<String, ModelInfo>,
     pub kind: Kind,
     pub character_versions: &'a BTreeMap<String, String>,
+    pub batch: Option<&'a BatchStart>,
 }
 
 /// An observer step, as its journal records it.
@@ -306,6 +321,7 @@ impl Event {
             providers,
             kind,
             character_versions: &header.character_versions,
+            batch: header.batch.as_ref(),
         })
     }
 }

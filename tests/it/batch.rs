@@ -304,6 +304,58 @@ async fn a_killed_batch_run_polls_the_same_batch_when_resumed() {
     assert_eq!(conclusions(&session), expected);
 }
 
+/// A session's journal cut back to its first record: what a kill leaves just after the session began,
+/// before the run wrote or sent any batch.
+fn cut_to_first_record(data: &Path, id: &str) {
+    let journal = session_dir(data, id).join("journal.jsonl");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let first = text.lines().next().unwrap();
+    std::fs::write(&journal, format!("{first}\n")).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_run_stopped_before_its_first_batch_goes_on_in_its_mode() {
+    // Batch files: the resume writes the phase's requests file again and sends nothing.
+    let s = common::setup(FakeConfig::default(), "").await;
+    let files = s.dir.path().join("batches");
+    let dir_arg = files.display().to_string();
+    let mut args = RUN.to_vec();
+    args.extend(["--batch-files", &dir_arg, "--json"]);
+    let first = common::json_of(common::output(&s.config, &s.data, &args).await);
+    let id = first["session"].as_str().unwrap().to_string();
+    let requests = first["requests"].as_str().unwrap().to_string();
+    std::fs::remove_file(&requests).unwrap();
+    cut_to_first_record(&s.data, &id);
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id, "--json"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let again = common::json_of(out);
+    assert_eq!(again["requests"].as_str(), Some(requests.as_str()), "{again} {stderr}");
+    assert_eq!(std::fs::read_to_string(&requests).unwrap().lines().count(), 2 * 44);
+    assert_eq!(s.server.stats().requests, 0, "batch files send nothing: {stderr}");
+
+    // The Batch API: the resume submits its batches, and streams nothing (no reply from the cache).
+    let s = common::setup(FakeConfig::default(), "batch_poll_ms = 5").await;
+    let config = std::fs::read_to_string(&s.config).unwrap();
+    std::fs::write(&s.config, format!("cache = \"off\"\n{config}")).unwrap();
+    let mut args = RUN.to_vec();
+    args.extend(["--batch", "--json"]);
+    let summary = common::json_of(common::output(&s.config, &s.data, &args).await);
+    let id = summary["session"].as_str().unwrap().to_string();
+    cut_to_first_record(&s.data, &id);
+    let before = s.server.stats();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id, "--json"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let summary = common::json_of(out);
+    assert_all_assessed(&summary);
+    let stats = s.server.stats();
+    assert_eq!(stats.requests, 0, "nothing streamed: {stats:?} {stderr}");
+    assert_eq!(
+        stats.batches,
+        before.batches + 2,
+        "its two phases as batches again: {stats:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cost_cap_stops_between_phases_after_journaling_every_reply_the_batch_paid_for() {
     let expected = streamed().await;
