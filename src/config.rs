@@ -442,7 +442,11 @@ impl Config {
         private: bool,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, Vec<Diagnostic>> {
-        let raw: RawConfig = toml::from_str(source.text).map_err(|e| vec![source.toml_error(&e)])?;
+        let raw: RawConfig = toml::from_str(source.text).map_err(|e| {
+            let mut located = source.toml_error(&e);
+            located.message = without_strings(&located.message);
+            vec![located]
+        })?;
         let mut config = Config::defaults(env);
         let mut reader = Reader {
             source,
@@ -507,13 +511,21 @@ impl Reader<'_> {
         }
     }
 
+    /// A `max_concurrency`, 1 to [`MAX_CONCURRENCY`].
+    fn concurrency(&mut self, n: &Spanned<usize>) -> usize {
+        if !(1..=MAX_CONCURRENCY).contains(n.get_ref()) {
+            self.error(
+                n.span(),
+                format!("max_concurrency is a number of requests in flight, 1 to {MAX_CONCURRENCY}"),
+            );
+        }
+        (*n.get_ref()).clamp(1, MAX_CONCURRENCY)
+    }
+
     /// The top-level `max_concurrency` and `max_cost`.
     fn limits(&mut self, config: &mut Config, max_concurrency: Option<Spanned<usize>>, max_cost: Option<Spanned<f64>>) {
         if let Some(n) = max_concurrency {
-            if *n.get_ref() == 0 {
-                self.error(n.span(), "max_concurrency must be at least 1");
-            }
-            config.max_concurrency = (*n.get_ref()).max(1);
+            config.max_concurrency = self.concurrency(&n);
         }
         if let Some(c) = &max_cost {
             if !(*c.get_ref() > 0.0 && c.get_ref().is_finite()) {
@@ -533,10 +545,14 @@ impl Reader<'_> {
                 self.error(p.name.span(), "provider name is empty");
                 continue;
             }
-            if name.chars().any(char::is_control) {
+            // Typed on the command line: what cannot be seen could not be typed back.
+            let unseen = |c: char| {
+                crate::text::acts_on_terminal(c) || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
+            };
+            if name.chars().any(unseen) {
                 self.error(
                     p.name.span(),
-                    "a provider name holds no control character (it is typed on the command line)",
+                    "a provider name holds no control or invisible character (it is typed on the command line)",
                 );
                 continue;
             }
@@ -572,12 +588,8 @@ impl Reader<'_> {
                     p.name.span(),
                     format!("provider \"{name}\": base_url is required (e.g. http://localhost:11434/v1)"),
                 ),
-                Some(u) if !(u.get_ref().starts_with("http://") || u.get_ref().starts_with("https://")) => self.error(
-                    u.span(),
-                    format!("base_url \"{}\" must start with http:// or https://", u.get_ref()),
-                ),
+                // The URL is never repeated in these errors: it may hold a secret.
                 Some(u) => match reqwest::Url::parse(u.get_ref()) {
-                    // Not repeated: a URL that does not parse may still hold a password.
                     Err(e) => self.error(u.span(), format!("base_url is not a URL: {e}")),
                     // Shown wherever the URL is (errors, logs, `providers`): a secret does not go there.
                     Ok(url) if !url.username().is_empty() || url.password().is_some() => self.error(
@@ -585,10 +597,20 @@ impl Reader<'_> {
                         "base_url holds a user name or password, which would be shown wherever the URL is; \
                          put the key in an environment variable named by api_key_env",
                     ),
+                    Ok(url) if !matches!(url.scheme(), "http" | "https") => {
+                        self.error(u.span(), "base_url must start with http:// or https://")
+                    }
+                    // Requests go to base_url + "/chat/completions": a query or a fragment would end
+                    // up in the middle of every one (and a key in it, wherever the URL is shown).
+                    Ok(url) if url.query().is_some() || url.fragment().is_some() => self.error(
+                        u.span(),
+                        "base_url ends at its path (e.g. http://localhost:8000/v1): no ?query or #fragment, \
+                         which would be shown wherever the URL is; a key goes in the variable named by api_key_env",
+                    ),
                     Ok(_) => {}
                 },
             }
-            if c.model.is_empty() {
+            if c.model.trim().is_empty() {
                 self.error(p.name.span(), format!("provider \"{name}\": model is required"));
             }
         }
@@ -596,6 +618,15 @@ impl Reader<'_> {
             self.error(
                 p.name.span(),
                 format!("provider \"{name}\": api_key_env is empty: name the environment variable that holds the key"),
+            );
+        } else if p.api_key_env.as_ref().is_some_and(|e| !env_var_name(e)) {
+            // Not repeated: what is there is often the key itself, pasted in the wrong place.
+            self.error(
+                p.name.span(),
+                format!(
+                    "provider \"{name}\": api_key_env names the environment variable that holds the key (letters, \
+                     digits and _, not a digit first), not the key itself"
+                ),
             );
         }
         c.api_key_env = p.api_key_env.clone();
@@ -617,10 +648,7 @@ impl Reader<'_> {
             c.concurrency_stated = true;
         }
         if let Some(n) = &p.max_concurrency {
-            if *n.get_ref() == 0 {
-                self.error(n.span(), "max_concurrency must be at least 1");
-            }
-            c.max_concurrency = (*n.get_ref()).max(1);
+            c.max_concurrency = self.concurrency(n);
             c.concurrency_stated = true;
         }
         self.server(&mut c, &p, preset.clone());
@@ -699,8 +727,11 @@ impl Reader<'_> {
             (&p.timeout_idle_s, &mut c.timeout_idle_s),
         ] {
             if let Some(v) = value {
-                if !(*v.get_ref() > 0.0 && v.get_ref().is_finite()) {
-                    self.error(v.span(), "timeouts are seconds > 0");
+                if !(*v.get_ref() > 0.0 && *v.get_ref() <= MAX_TIMEOUT_S) {
+                    self.error(
+                        v.span(),
+                        format!("timeouts are seconds, more than 0 and at most {MAX_TIMEOUT_S} (a day)"),
+                    );
                 }
                 *field = *v.get_ref();
             }
@@ -826,10 +857,17 @@ impl Reader<'_> {
             };
             if !config.providers.iter().any(|p| p.name == *provider.get_ref()) {
                 let names: Vec<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
+                // The default openai provider exists only while its key is set.
+                let openai = if provider.get_ref() == "openai" {
+                    "; the provider openai is there only while OPENAI_API_KEY is set: export it, or add a \
+                     [[providers]] entry named openai"
+                } else {
+                    ""
+                };
                 self.error(
                     provider.span(),
                     format!(
-                        "role {} names unknown provider \"{}\" (providers: {})",
+                        "role {} names unknown provider \"{}\" (providers: {}){openai}",
                         role.name(),
                         provider.get_ref(),
                         names.join(", ")
@@ -852,6 +890,46 @@ impl Reader<'_> {
         }
         found
     }
+}
+
+/// The most requests in flight a config or a command line may ask for.
+pub const MAX_CONCURRENCY: usize = 1024;
+
+/// The longest timeout, in seconds.
+const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// Whether `name` can name an environment variable: letters, digits and `_`, not a digit first.
+fn env_var_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A TOML error's message without the strings it quotes (`invalid type: string "…", expected a
+/// map`): a value in the wrong place may be a key, and the location says where it is.
+fn without_strings(message: &str) -> String {
+    let mut out = String::new();
+    let mut rest = message;
+    while let Some(at) = rest.find("string \"") {
+        out.push_str(&rest[..at]);
+        out.push_str("a string");
+        let after = &rest[at + "string \"".len()..];
+        // The quoted text is Debug-escaped: a quote inside it follows a backslash.
+        let mut escaped = false;
+        let end = after.char_indices().find(|&(_, c)| {
+            let closes = c == '"' && !escaped;
+            escaped = c == '\\' && !escaped;
+            closes
+        });
+        match end {
+            Some((i, _)) => rest = &after[i + 1..],
+            None => {
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(unix)]

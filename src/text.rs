@@ -47,7 +47,9 @@ fn strip(text: &str, keep_tabs: bool) -> String {
                 }
                 None => {}
             },
-            '\n' => out.push('\n'),
+            // A line or paragraph separator is a line break: as one, not as a character a terminal
+            // draws in a width of its own (it left the previous frame's characters behind).
+            '\n' | '\u{2028}' | '\u{2029}' => out.push('\n'),
             '\t' if keep_tabs => out.push('\t'),
             '\t' => out.push(' '),
             c if acts_on_terminal(c) => {}
@@ -86,10 +88,10 @@ pub fn inert<T: serde::Serialize + serde::de::DeserializeOwned + Clone>(value: &
     }
 }
 
-/// A control character, or one that reorders the text around it (a bidirectional override or
-/// isolate): never shown as it is.
+/// A control character, one that reorders the text around it (a bidirectional override or
+/// isolate), or a line or paragraph separator: never shown as it is.
 pub fn acts_on_terminal(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
 }
 
 /// A writer whose output a terminal cannot act on: what is written reaches `inner` a line at a time,
@@ -407,6 +409,12 @@ mod tests {
         assert_eq!(terminal_safe("x\u{1b}]0;pwned\u{7}y"), "xy");
         assert_eq!(terminal_safe("x\u{1b}]8;;http://e\u{1b}\\link"), "xlink");
         assert_eq!(terminal_safe("a\rb\u{8}c\u{9b}d\u{202e}e\tf\n钟离"), "abcde f\n钟离");
+        assert_eq!(
+            terminal_safe("A\u{2028}B\u{2029}C"),
+            "A\nB\nC",
+            "separators are line breaks"
+        );
+        assert!(super::acts_on_terminal('\u{2028}') && super::acts_on_terminal('\u{2029}'));
         assert_eq!(terminal_safe("end\u{1b}"), "end");
     }
 

@@ -5,9 +5,12 @@ use super::input_error;
 
 /// Requests in flight: at least one (zero would wait forever, or mean nothing).
 pub(crate) fn concurrency(text: &str) -> Result<usize, String> {
+    let most = crate::config::MAX_CONCURRENCY;
     match text.parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!("\"{text}\" is not a number of requests in flight (1 or more)")),
+        Ok(n) if (1..=most).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "\"{text}\" is not a number of requests in flight (1 to {most})"
+        )),
     }
 }
 

@@ -285,7 +285,7 @@ fn headers_and_provider_names_that_no_request_could_carry_are_located() {
     let text = OLLAMA.replace("name = \"ollama\"", "name = \"p\\u001b[31mred\"");
     let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
     assert_eq!((e[0].line, e[0].column), (3, 8), "{}", e[0]);
-    assert!(e[0].message.contains("control character"), "{}", e[0]);
+    assert!(e[0].message.contains("control or invisible character"), "{}", e[0]);
 }
 
 #[test]
@@ -301,4 +301,60 @@ fn openai_kind_needs_base_url_and_model() {
     )
     .unwrap_err();
     assert_eq!(e[0].line, 3);
+}
+
+#[test]
+fn values_that_would_crash_or_show_a_key_are_refused_without_repeating_them() {
+    let parse = |line: &str| {
+        let text = OLLAMA.replace("max_concurrency = 2", line);
+        Config::parse(Source::new("c.toml", &text), false, &no_env)
+    };
+    let refused = |line: &str, expect: &str| {
+        let e = parse(line).unwrap_err();
+        assert!(e.iter().any(|d| d.message.contains(expect)), "{line}: {e:?}");
+        for d in &e {
+            assert!(!d.to_string().contains("sk-SECRET"), "the key is never repeated: {d}");
+        }
+    };
+    // Past what a semaphore or a Duration can hold: a panic, once a run began.
+    refused("max_concurrency = 18446744073709551615", "1 to 1024");
+    refused("timeout_connect_s = 1e300", "at most 86400");
+    refused("timeout_idle_s = 1e30", "at most 86400");
+    let e = Config::parse(Source::new("c.toml", "max_concurrency = 5000\n"), false, &no_env).unwrap_err();
+    assert_eq!((e[0].line, e[0].column), (1, 19), "{}", e[0]);
+    assert!(parse("max_concurrency = 1024").is_ok());
+    // A key pasted where a variable's name goes, in a URL, or as a header line.
+    refused("api_key_env = \"sk-SECRET123\"", "not the key itself");
+    refused("api_key_env = \"A\\u001b[31m\"", "not the key itself");
+    assert!(parse("api_key_env = \"_MY_KEY2\"").is_ok());
+    let url = |u: &str| OLLAMA.replace("http://localhost:11434/v1/", u);
+    for (u, expect) in [
+        ("http://127.0.0.1:1/v1?key=sk-SECRET123", "no ?query or #fragment"),
+        ("http://127.0.0.1:1/v1#sk-SECRET123", "no ?query or #fragment"),
+        ("HTTP://user:sk-SECRET123@127.0.0.1:1/v1", "user name or password"),
+        ("ftp://127.0.0.1/sk-SECRET123", "must start with http:// or https://"),
+    ] {
+        let e = Config::parse(Source::new("c.toml", &url(u)), false, &no_env).unwrap_err();
+        assert!(e[0].message.contains(expect), "{u}: {}", e[0]);
+        assert!(!e[0].to_string().contains("SECRET"), "{}", e[0]);
+    }
+    let upper = Config::parse(Source::new("c.toml", &url("HTTP://127.0.0.1:1/v1")), false, &no_env);
+    assert!(upper.is_ok(), "a scheme in capitals is a scheme: {upper:?}");
+    refused("headers = \"Authorization: Bearer sk-SECRET123\"", "invalid type: a string, expected a map");
+    // A name no one could type back, and a model of spaces.
+    let text = OLLAMA.replace("name = \"ollama\"", "name = \"f\\u202e\"");
+    assert!(Config::parse(Source::new("c.toml", &text), false, &no_env).is_err());
+    let text = OLLAMA.replace("name = \"ollama\"", "name = \"f\\u200b\"");
+    assert!(Config::parse(Source::new("c.toml", &text), false, &no_env).is_err());
+    let text = OLLAMA.replace("model = \"qwen2.5:7b\"", "model = \"   \"");
+    let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+    assert!(e[0].message.contains("model is required"), "{}", e[0]);
+}
+
+#[test]
+fn a_role_on_openai_without_its_key_says_where_the_provider_went() {
+    let e = Config::parse(Source::new("c.toml", "[roles]\nrpa = \"openai\"\n"), false, &no_env).unwrap_err();
+    assert!(e[0].message.contains("only while OPENAI_API_KEY is set"), "{}", e[0]);
+    let with_key = |v: &str| (v == "OPENAI_API_KEY").then(|| "sk-x".to_string());
+    assert!(Config::parse(Source::new("c.toml", "[roles]\nrpa = \"openai\"\n"), false, &with_key).is_ok());
 }

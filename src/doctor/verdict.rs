@@ -292,7 +292,10 @@ fn provider_check(p: &Provider) -> Check {
         Reach::Failed { error, unauthorized } => {
             let fix = match (&c.api_key_env, *unauthorized) {
                 (Some(var), true) => format!("check the key in {var}"),
-                (None, true) => "check the key in the config file".to_string(),
+                (None, true) if c.api_key.is_some() => "check the key in the config file".to_string(),
+                (None, true) => "the server asks for a key: name the environment variable that holds it in the \
+                                 provider's api_key_env"
+                    .to_string(),
                 (_, false) => format!(
                     "start the server at {}, or correct base_url; `incharacter providers check {}` says more",
                     c.base_url, c.name

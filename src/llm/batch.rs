@@ -586,11 +586,7 @@ impl BatchApi {
                     let message = openai::error_message(&text);
                     if status == 401 || status == 403 {
                         return Err(LlmError::Unauthorized {
-                            env: self
-                                .config
-                                .api_key_env
-                                .clone()
-                                .unwrap_or_else(|| "the config file's api_key".into()),
+                            env: super::key_source(&self.config),
                             base_url: base_url.clone(),
                             status,
                             message,

@@ -231,8 +231,9 @@ pub type EventStream = Pin<Box<dyn Stream<Item = ChatEvent> + Send>>;
 pub enum LlmError {
     #[error("{0}")]
     Config(String),
-    #[error("the key in {env} was rejected by {base_url} (HTTP {status}): {message}")]
+    #[error("{}", unauthorized(env, base_url, *status, message))]
     Unauthorized {
+        /// Where the key sent came from (`MY_KEY`, the config file's `api_key`); empty: none was.
         env: String,
         base_url: String,
         status: u16,
@@ -311,6 +312,27 @@ impl Classify for LlmError {
     fn fault(&self) -> Fault {
         let input = matches!(self, LlmError::Config(_) | LlmError::Unauthorized { .. });
         if input { Fault::Input } else { Fault::Machine }
+    }
+}
+
+/// A 401 or 403, as the key sent (or none) explains it.
+fn unauthorized(env: &str, base_url: &str, status: u16, message: &str) -> String {
+    if env.is_empty() {
+        format!(
+            "{base_url} asks for a key (HTTP {status}) and the provider has none: name the environment variable \
+             that holds it in api_key_env: {message}"
+        )
+    } else {
+        format!("the key in {env} was rejected by {base_url} (HTTP {status}): {message}")
+    }
+}
+
+/// Where the key a provider sends comes from, as [`LlmError::Unauthorized`] names it (empty: none).
+pub fn key_source(config: &crate::config::ProviderConfig) -> String {
+    match (&config.api_key_env, &config.api_key) {
+        (Some(var), _) => var.clone(),
+        (None, Some(_)) => "the config file's api_key".into(),
+        (None, None) => String::new(),
     }
 }
 

@@ -261,11 +261,7 @@ impl OpenAi {
             let text = self.secrets.scrub(&text);
             let message = error_message(&text);
             if status == 401 || status == 403 {
-                let env = self
-                    .config
-                    .api_key_env
-                    .clone()
-                    .unwrap_or_else(|| "the config file's api_key".into());
+                let env = super::key_source(&self.config);
                 return Err(AttemptError::Fatal(LlmError::Unauthorized {
                     env,
                     base_url: self.config.base_url.clone(),

@@ -518,6 +518,10 @@ impl Default for Keymap {
     }
 }
 
+fn ctrl_c() -> Key {
+    Key::parse("ctrl-c").expect("ctrl-c parses")
+}
+
 impl Keymap {
     /// The defaults with the config's bindings applied; bad entries are returned as located errors.
     pub fn with_config(bindings: &[KeyBinding]) -> (Keymap, Vec<String>) {
@@ -528,20 +532,31 @@ impl Keymap {
             let at = format!("{}:{}:{}", b.at.file, b.at.line, b.at.column);
             let Some(mode) = Mode::ALL.iter().copied().find(|m| m.name() == b.screen) else {
                 let at = format!("{}:{}:{}", b.screen_at.file, b.screen_at.line, b.screen_at.column);
-                errors.push(format!("{at}: unknown screen \"{}\" in [tui.keys]", b.screen));
+                errors.push(format!(
+                    "{at}: unknown screen \"{}\" in [tui.keys]",
+                    b.screen.escape_debug()
+                ));
                 continue;
             };
             let Some(key) = Key::parse(&b.key) else {
                 errors.push(format!(
                     "{at}: cannot read the key \"{}\" (e.g. \"ctrl-j\", \"f2\", \"x\")",
-                    b.key
+                    b.key.escape_debug()
                 ));
                 continue;
             };
             let Some(cmd) = Command::parse(&b.action) else {
-                errors.push(format!("{at}: unknown action \"{}\"", b.action));
+                errors.push(format!("{at}: unknown action \"{}\"", b.action.escape_debug()));
                 continue;
             };
+            // The way out that every screen and the key bar promise, whatever else is bound.
+            if key == ctrl_c() && cmd != Command::Quit {
+                errors.push(format!(
+                    "{at}: ctrl-c always quits (the key bar says so on every screen): bind \"{}\" to another key",
+                    b.action
+                ));
+                continue;
+            }
             if mode.may_type(key) {
                 errors.push(format!(
                     "{at}: \"{}\" is typed as text on the {} screen: bind it with ctrl, or an f-key",
@@ -610,6 +625,28 @@ mod tests {
         }
         assert_eq!(Key::parse("f13"), None);
         assert_eq!(Key::parse("hyper-q"), None);
+    }
+
+    #[test]
+    fn ctrl_c_quits_whatever_the_config_binds() {
+        let at = Source::new("config.toml", "x").whole("");
+        let bind = |screen: &str, key: &str, action: &str| KeyBinding {
+            screen: screen.into(),
+            screen_at: at.clone(),
+            key: key.into(),
+            action: action.into(),
+            at: at.clone(),
+        };
+        let (keymap, errors) = Keymap::with_config(&[
+            bind("global", "ctrl-c", "help"),
+            bind("live", "ctrl-c", "pause"),
+            bind("global", "q", "help"),
+        ]);
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors.iter().all(|e| e.contains("ctrl-c always quits")), "{errors:?}");
+        for mode in Mode::ALL {
+            assert_eq!(keymap.command(mode, ctrl_c()), Some(Command::Quit), "{mode:?}");
+        }
     }
 
     #[test]

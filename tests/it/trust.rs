@@ -311,27 +311,30 @@ fn a_journal_that_no_run_could_have_written_is_a_located_error() {
 }
 
 #[test]
-fn concurrency_zero_is_refused_as_bad_input() {
-    let data = tempfile::tempdir().unwrap();
-    let out = common::offline(
-        data.path(),
-        &[
-            "run",
-            "--characters",
-            "hermione-en",
-            "--scales",
-            "GSE",
-            "--concurrency",
-            "0",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("1 or more"),
-        "{}",
-        text(&out)
-    );
-    assert!(!data.path().join("sessions").exists(), "nothing started");
+fn concurrency_zero_or_past_the_most_is_refused_as_bad_input() {
+    // Past the most, a semaphore would have panicked once the run began.
+    for n in ["0", "1025", "18446744073709551615"] {
+        let data = tempfile::tempdir().unwrap();
+        let out = common::offline(
+            data.path(),
+            &[
+                "run",
+                "--characters",
+                "hermione-en",
+                "--scales",
+                "GSE",
+                "--concurrency",
+                n,
+            ],
+        );
+        assert_eq!(out.status.code(), Some(2), "{n}: {}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("(1 to 1024)"),
+            "{}",
+            text(&out)
+        );
+        assert!(!data.path().join("sessions").exists(), "nothing started");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
