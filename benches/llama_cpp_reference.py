@@ -19,7 +19,7 @@ llm = Llama(model_path=path, n_ctx=max(2048, n_prompt + n_decode + 16), n_thread
 print(f"loaded in {time.perf_counter() - t:.2f} s", file=log)
 passage = "The Sorting Hat considered the first-year for a long moment before it spoke. " * (40 + n_prompt // 12)
 tokens = llm.tokenize(passage.encode(), add_bos=False)[:n_prompt]
-prefill, decode = [], []
+prefill, decode, decoded = [], [], []
 for run in range(runs):
     llm.reset()
     t0 = time.perf_counter()
@@ -33,13 +33,15 @@ for run in range(runs):
     t2 = time.perf_counter()
     prefill.append(len(tokens) / (first - t0))
     decode.append((n - 1) / (t2 - first))
+    decoded.append(n)
     print(f"run {run + 1}: prompt {len(tokens)} tokens, {n} decoded; prefill {prefill[-1]:.1f} tok/s, decode {decode[-1]:.1f} tok/s", file=log)
 print(f"prefill: {statistics.median(prefill):.1f} tok/s (median of {runs})", file=log)
 print(f"decode:  {statistics.median(decode):.1f} tok/s (median of {runs})", file=log)
 if as_json:
     print(json.dumps({
         "engine": "llama.cpp", "model": path.rsplit("/", 1)[-1], "path": path,
-        "prompt_tokens": len(tokens), "decode_tokens": n_decode, "runs": runs,
+        "prompt_tokens": len(tokens), "decode_tokens": n_decode,
+        "decoded_tokens": int(statistics.median_high(decoded)), "runs": runs,
         "prefill_tok_s": statistics.median(prefill), "decode_tok_s": statistics.median(decode),
         "prefill_runs": prefill, "decode_runs": decode,
     }, indent=2))

@@ -83,10 +83,16 @@ impl Decoder {
                 .ok_or_else(|| format!("{arch}.{key} in metadata is not a count"))?;
             Ok(n as usize)
         };
+        // Every such number is a scale (an epsilon, a rotary base): not a number, infinite, 0 or
+        // less would make every logit NaN or junk, and an answer of junk would be recorded as one.
         let float = |key: &str| -> Result<f32, String> {
-            get(key)?
+            let x = get(key)?
                 .as_f32()
-                .ok_or_else(|| format!("{arch}.{key} in metadata is not a number"))
+                .ok_or_else(|| format!("{arch}.{key} in metadata is not a number"))?;
+            if !(x.is_finite() && x > 0.0) {
+                return Err(format!("{arch}.{key} in metadata is {x}: it must be a number above 0"));
+            }
+            Ok(x)
         };
         let heads = count("attention.head_count")?;
         let width = count("embedding_length")?;
@@ -107,7 +113,10 @@ impl Decoder {
         } else {
             None
         };
-        let base = |key: &str, default: f32| float(key).unwrap_or(default);
+        let base = |key: &str, default: f32| match get(key) {
+            Ok(_) => float(key),
+            Err(_) => Ok(default),
+        };
         let config = Config {
             width,
             heads,
@@ -115,8 +124,12 @@ impl Decoder {
             head_dim,
             ffn: count("feed_forward_length")?,
             eps: float("attention.layer_norm_rms_epsilon")?,
-            rope_base: base("rope.freq_base", if gemma { 1_000_000. } else { 10_000. }),
-            rope_base_local: gemma.then(|| base("rope.local_freq_base", 10_000.)),
+            rope_base: base("rope.freq_base", if gemma { 1_000_000. } else { 10_000. })?,
+            rope_base_local: if gemma {
+                Some(base("rope.local_freq_base", 10_000.)?)
+            } else {
+                None
+            },
             rope: if arch == "llama" {
                 Rope::Interleaved
             } else {
@@ -264,5 +277,55 @@ impl Decoder {
             })
             .collect();
         self.model.forward_batch(&mut steps).map_err(Error::Model)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::gguf_read::Value;
+
+    #[test]
+    fn a_scale_that_is_not_a_number_above_zero_is_refused_by_name() {
+        let load = |key: &str, x: f32| {
+            let mut metadata: HashMap<String, Value> = [
+                ("general.architecture", Value::String("qwen2".into())),
+                ("qwen2.attention.head_count", Value::U32(2)),
+                ("qwen2.attention.head_count_kv", Value::U32(1)),
+                ("qwen2.embedding_length", Value::U32(8)),
+                ("qwen2.feed_forward_length", Value::U32(16)),
+                ("qwen2.attention.layer_norm_rms_epsilon", Value::F32(1e-6)),
+                ("qwen2.block_count", Value::U32(0)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+            metadata.insert(format!("qwen2.{key}"), Value::F32(x));
+            let content = Gguf {
+                metadata,
+                tensors: Vec::new(),
+                data_offset: 0,
+            };
+            Decoder::load("qwen2", &content, &mut std::io::Cursor::new(Vec::new()), 64).err()
+        };
+        // Each made every logit NaN, or fluent junk, recorded as answers.
+        for (key, x) in [
+            ("attention.layer_norm_rms_epsilon", f32::NAN),
+            ("attention.layer_norm_rms_epsilon", -1e-6),
+            ("rope.freq_base", f32::NAN),
+            ("rope.freq_base", 0.0),
+            ("rope.freq_base", f32::INFINITY),
+        ] {
+            let e = load(key, x).unwrap_or_default();
+            assert!(
+                e.contains(&format!("qwen2.{key} in metadata is {x}: it must be a number above 0")),
+                "{e}"
+            );
+        }
+        // A sound file gets past them (to what it lacks).
+        let e = load("rope.freq_base", 1e6).unwrap_or_default();
+        assert!(!e.contains("must be a number above 0"), "{e}");
     }
 }

@@ -54,6 +54,17 @@ const FILE_TYPES: &[(u32, &str)] = &[
 
 /// The facts of the GGUF at `path`; an architecture the runner cannot run is refused, named.
 pub fn facts(path: &Path) -> Result<Facts, Error> {
+    // Not opened otherwise: a FIFO would wait for a writer forever, a device never end.
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => {
+            return Err(Error::Input(format!(
+                "{} is not a regular file (a GGUF model is one)",
+                path.display()
+            )));
+        }
+        Err(e) => return Err(Error::Input(format!("cannot open {}: {e}", path.display()))),
+    }
     let mut file = File::open(path).map_err(|e| Error::Input(format!("cannot open {}: {e}", path.display())))?;
     let content = Gguf::read(&mut std::io::BufReader::new(&mut file))
         .map_err(|e| Error::Input(format!("{} is not a readable GGUF file: {e}", path.display())))?;
@@ -107,6 +118,22 @@ mod tests {
     use super::*;
     use crate::gguf_read::Value;
     use crate::gguf_read::write::gguf;
+
+    #[cfg(unix)]
+    #[test]
+    fn what_is_not_a_regular_file_is_refused_unopened() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo.gguf");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        // Opened, a FIFO would wait for a writer: the test would hang, not fail.
+        for path in [fifo.as_path(), Path::new("/dev/zero"), dir.path()] {
+            let Err(Error::Input(e)) = facts(path) else {
+                panic!("{} taken as a model", path.display());
+            };
+            assert!(e.contains("is not a regular file"), "{e}");
+        }
+    }
 
     /// A GGUF of one tiny Q8_0 tensor with `metadata`.
     fn tiny_gguf(dir: &Path, metadata: &[(&str, Value)]) -> PathBuf {

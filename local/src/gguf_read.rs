@@ -25,6 +25,12 @@ const MAX_DEPTH: usize = 8;
 /// tokenizer, the largest known (262,144 tokens with their scores and types), holds under 800,000.
 const MAX_METADATA_ELEMENTS: u64 = 1 << 22;
 
+/// At most this many tensors (the largest models hold tens of thousands).
+const MAX_TENSORS: u64 = 1 << 20;
+
+/// What is reserved for the header's counts before they are read: the rest grows as they are.
+const RESERVED: u64 = 4096;
+
 /// At most this many dimensions per tensor (ggml's `GGML_MAX_DIMS`).
 const MAX_DIMS: usize = 4;
 
@@ -342,7 +348,13 @@ impl Gguf {
                 len,
             });
         }
-        let mut metadata = HashMap::with_capacity(entries as usize);
+        if tensors > MAX_TENSORS || entries > MAX_METADATA_ELEMENTS {
+            return Err(GgufError::Malformed(format!(
+                "the header claims {tensors} tensors and {entries} metadata entries; a model has at most \
+                 {MAX_TENSORS} and {MAX_METADATA_ELEMENTS}"
+            )));
+        }
+        let mut metadata = HashMap::with_capacity(entries.min(RESERVED) as usize);
         for index in 0..entries {
             let key = file.string(&|| format!("the key of metadata entry {index}"))?;
             let what = || format!("metadata {key}");
@@ -352,10 +364,11 @@ impl Gguf {
                 return Err(GgufError::Malformed(format!("metadata {key} appears twice")));
             }
         }
-        let mut infos: Vec<TensorInfo> = Vec::with_capacity(tensors as usize);
+        let mut infos: Vec<TensorInfo> = Vec::with_capacity(tensors.min(RESERVED) as usize);
+        let mut names = std::collections::HashSet::with_capacity(tensors.min(RESERVED) as usize);
         for index in 0..tensors {
             let info = file.tensor(index)?;
-            if infos.iter().any(|t| t.name == info.name) {
+            if !names.insert(info.name.clone()) {
                 return Err(GgufError::Malformed(format!("tensor {} appears twice", info.name)));
             }
             infos.push(info);
@@ -627,6 +640,59 @@ mod tests {
         }
         assert!(error(&bytes[..bytes.len() - 1]).contains("tensor token_embd.weight"));
         assert!(error(&bytes[..30]).contains("the header's 16 metadata entries and 2 tensor descriptions"));
+    }
+
+    /// A file of `len` bytes, all zero after `head`: a sparse file, read without holding it.
+    struct Sparse {
+        head: Vec<u8>,
+        len: u64,
+        at: u64,
+    }
+
+    impl std::io::Read for Sparse {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = (buf.len() as u64).min(self.len - self.at) as usize;
+            for (i, b) in buf[..n].iter_mut().enumerate() {
+                *b = self.head.get(self.at as usize + i).copied().unwrap_or(0);
+            }
+            self.at += n as u64;
+            Ok(n)
+        }
+    }
+
+    impl Seek for Sparse {
+        fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+            self.at = match to {
+                SeekFrom::Start(n) => n,
+                SeekFrom::End(d) => self.len.saturating_add_signed(d),
+                SeekFrom::Current(d) => self.at.saturating_add_signed(d),
+            };
+            Ok(self.at)
+        }
+    }
+
+    #[test]
+    fn counts_a_huge_file_could_hold_reserve_nothing_for_themselves() {
+        let sparse = |tensors: u64, entries: u64| {
+            let mut w = Writer::default();
+            w.0.extend(b"GGUF");
+            w.u32(3).u64(tensors).u64(entries);
+            let mut file = Sparse {
+                head: w.0,
+                len: 1 << 40,
+                at: 0,
+            };
+            Gguf::read(&mut file).unwrap_err().to_string()
+        };
+        // A terabyte holds the bytes of ten billion of either: refused before any is reserved (it
+        // asked for 720 GB and aborted).
+        for (tensors, entries) in [(10_000_000_000, 0), (0, 10_000_000_000)] {
+            let e = sparse(tensors, entries);
+            assert!(e.contains("a model has at most 1048576 and 4194304"), "{e}");
+        }
+        // As many as a model may have, of zeros: the first is refused as it is read.
+        let e = sparse(MAX_TENSORS, 0);
+        assert!(e.contains("tensor  has 0 dimensions"), "{e}");
     }
 
     #[test]

@@ -244,8 +244,9 @@ pub fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-/// Registers a user's GGUF under `name`.
-pub fn add(models: &Path, path: &Path, name: &str) -> Result<(Registered, Facts), Error> {
+/// Registers a user's GGUF under `name`. A name registered for another file is refused unless
+/// `replace` (sessions record the name: a resume would go on with another model under it).
+pub fn add(models: &Path, path: &Path, name: &str, replace: bool) -> Result<(Registered, Facts), Error> {
     if !valid_name(name) {
         return Err(Error::Input(format!(
             "{:?} cannot name a model: at most 64 ASCII letters, digits, '-', '_' and '.', starting with a \
@@ -253,7 +254,7 @@ pub fn add(models: &Path, path: &Path, name: &str) -> Result<(Registered, Facts)
             name.chars().take(80).collect::<String>()
         )));
     }
-    if KNOWN.iter().any(|k| k.name == name) {
+    if KNOWN.iter().any(|k| k.name.eq_ignore_ascii_case(name)) {
         return Err(Error::Input(format!(
             "\"{name}\" is the name of a known model (one that is fetched and checked by its SHA-256): give \
              your file another name"
@@ -266,6 +267,15 @@ pub fn add(models: &Path, path: &Path, name: &str) -> Result<(Registered, Facts)
     let architecture = facts.architecture.clone();
     let _lock = lock_registry(models)?;
     let mut registry = read_registry(models)?;
+    if let Some(other) = registry.models.iter().find(|m| m.name == name && m.path != path)
+        && !replace
+    {
+        return Err(Error::Input(format!(
+            "\"{name}\" is registered for {}: sessions that used it name it, and would go on with another \
+             model under it; give another --name, or --replace to point the name at this file",
+            other.path.display()
+        )));
+    }
     registry.models.retain(|m| m.name != name);
     let entry = Registered {
         name: name.into(),
@@ -324,7 +334,7 @@ mod tests {
                 let (dir, gguf, start) = (dir.path(), &gguf, &start);
                 s.spawn(move || {
                     start.wait();
-                    add(dir, gguf, &format!("mine-{i}")).unwrap();
+                    add(dir, gguf, &format!("mine-{i}"), false).unwrap();
                 });
             }
         });
@@ -353,7 +363,7 @@ mod tests {
         let file = dir.path().join("plain.bin");
         std::fs::write(&file, b"not a gguf").unwrap();
         // A file that is not a GGUF is refused before it is registered.
-        let e = add(dir.path(), &file, "plain").unwrap_err();
+        let e = add(dir.path(), &file, "plain", false).unwrap_err();
         assert!(
             matches!(&e, Error::Input(m) if m.contains("not a readable GGUF")),
             "{e}"
@@ -396,7 +406,7 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gguf/tiny-llama-q8_0.gguf");
-        let e = add(dir.path(), &gguf, "a\u{1b}[31mb").unwrap_err();
+        let e = add(dir.path(), &gguf, "a\u{1b}[31mb", false).unwrap_err();
         assert!(
             matches!(&e, Error::Input(m) if m.contains("cannot name a model")),
             "{e}"
@@ -405,14 +415,37 @@ mod tests {
     }
 
     #[test]
+    fn a_name_is_pointed_at_another_file_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gguf");
+        let first = fixtures.join("tiny-llama-q8_0.gguf").canonicalize().unwrap();
+        let other = dir.path().join("other.gguf");
+        std::fs::copy(&first, &other).unwrap();
+        let other = other.canonicalize().unwrap();
+        add(dir.path(), &first, "mine", false).unwrap();
+        // The same file again: nothing changes.
+        add(dir.path(), &first, "mine", false).unwrap();
+        let e = add(dir.path(), &other, "mine", false).unwrap_err();
+        assert!(
+            matches!(&e, Error::Input(m) if m.contains("is registered for") && m.contains("--replace")),
+            "{e}"
+        );
+        assert_eq!(resolve(dir.path(), "mine").unwrap(), first, "still the first file");
+        add(dir.path(), &other, "mine", true).unwrap();
+        assert_eq!(resolve(dir.path(), "mine").unwrap(), other);
+    }
+
+    #[test]
     fn a_known_models_name_is_its_own() {
         let dir = tempfile::tempdir().unwrap();
         let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gguf/tiny-llama-q8_0.gguf");
-        let e = add(dir.path(), &gguf, DEFAULT_MODEL).unwrap_err();
-        assert!(
-            matches!(&e, Error::Input(m) if m.contains("is the name of a known model")),
-            "{e}"
-        );
+        for name in [DEFAULT_MODEL, "SmolLM2-135M"] {
+            let e = add(dir.path(), &gguf, name, false).unwrap_err();
+            assert!(
+                matches!(&e, Error::Input(m) if m.contains("is the name of a known model")),
+                "{name}: {e}"
+            );
+        }
         // A registry written before that was refused: its entry does not stand for the known model.
         let registry = Registry {
             models: vec![Registered {

@@ -552,6 +552,9 @@ pub enum ModelCommand {
         /// Name to use in the config's `model = "…"` [default: the file name]
         #[arg(long)]
         name: Option<String>,
+        /// Point a name registered for another file at this one
+        #[arg(long)]
+        replace: bool,
     },
     /// Greedy continuation of a raw text or token ids (no chat template, no penalties): the ids, to
     /// compare with another engine's on the same file
@@ -973,7 +976,7 @@ fn model(command: ModelCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode>
     match command {
         ModelCommand::Fetch { name } => model_cmds::fetch(&name, out),
         ModelCommand::List { json } => model_cmds::list(json, out),
-        ModelCommand::Add { path, name } => model_cmds::add(&path, name.as_deref(), out),
+        ModelCommand::Add { path, name, replace } => model_cmds::add(&path, name.as_deref(), replace, out),
         ModelCommand::Continue {
             model,
             text,

@@ -99,7 +99,7 @@ pub fn list(json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn add(path: &Path, name: Option<&str>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+pub fn add(path: &Path, name: Option<&str>, replace: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let dir = models_dir()?;
     let name = match name {
         Some(n) => n.to_string(),
@@ -122,7 +122,7 @@ pub fn add(path: &Path, name: Option<&str>, out: &mut dyn Write) -> anyhow::Resu
             }
         }
     };
-    let (entry, facts) = local::add(&dir, path, &name).map_err(|e| input_error(e.to_string()))?;
+    let (entry, facts) = local::add(&dir, path, &name, replace).map_err(|e| input_error(e.to_string()))?;
     writeln!(
         out,
         "registered {} ({}): {}",
@@ -231,11 +231,13 @@ pub fn bench(
     )?;
     let (tokens, at_least) = sizes;
     let passage = bench_passage(&model, tokens, at_least)?;
+    widths_fit(&model, parallel, tokens)?;
     let mut prefill = Vec::new();
     let mut decode = Vec::new();
     let mut constrained = Vec::new();
     let mut choosing = [(0u64, 0u64); 2];
     let mut prompt_len = 0;
+    let mut decoded = Vec::new();
     // Free runs, then as many constrained by a schema: one string about as long as the free replies.
     for run in 0..2 * runs {
         let schema_run = run >= runs;
@@ -281,6 +283,7 @@ pub fn bench(
         } else {
             prefill.push(prompt_tokens as f64 / first.as_secs_f64());
             decode.extend(speed);
+            decoded.push(generated as f64);
         }
         writeln!(
             log,
@@ -328,6 +331,7 @@ pub fn bench(
         path: path.display().to_string(),
         prompt_tokens: prompt_len,
         decode_tokens: tokens,
+        decoded_tokens: Some(median(&mut decoded) as u32),
         runs,
         prefill_tok_s: median(&mut prefill.clone()),
         decode_tok_s,
@@ -414,6 +418,43 @@ pub struct Width {
     pub prefill_tok_s: f64,
 }
 
+/// The prompts of `width` sequences side by side: Hermione asked one of as many questions each.
+fn width_prompts(model: &local::LocalModel, width: u32) -> anyhow::Result<Vec<Vec<u32>>> {
+    use crate::llm::{ChatMessage, ChatRequest};
+    (0..width)
+        .map(|i| {
+            let request = ChatRequest::new(vec![
+                ChatMessage::system("You are Hermione Granger. Answer in character."),
+                ChatMessage::user(format!(
+                    "Question {}: tell me about the day you spent in the library before exam number {}.",
+                    i + 1,
+                    i + 2
+                )),
+            ]);
+            model.encode(&model.prompt(&request))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| input_error(e.to_string()))
+}
+
+/// Refused before anything is timed: side by side, every sequence decodes all `tokens` (none ends
+/// early), so the longest prompt and `tokens` more must fit in the model's context.
+fn widths_fit(model: &local::LocalModel, parallel: &[u32], tokens: u32) -> anyhow::Result<()> {
+    let Some(&widest) = parallel.iter().max() else {
+        return Ok(());
+    };
+    let longest = width_prompts(model, widest)?.iter().map(Vec::len).max().unwrap_or(0);
+    let steps = tokens.max(2) as usize;
+    if longest + steps > model.context() {
+        return Err(input_error(format!(
+            "--parallel decodes all {steps} tokens of every sequence: a prompt of {longest} tokens and {steps} \
+             more do not fit in the model's context of {}",
+            model.context()
+        )));
+    }
+    Ok(())
+}
+
 /// `--parallel`: at each width, `runs` greedy decodings of `width` prompts (Hermione asked one of as
 /// many questions each) side by side, `tokens` tokens each.
 fn widths(
@@ -423,24 +464,10 @@ fn widths(
     runs: u32,
     log: &mut dyn Write,
 ) -> anyhow::Result<Vec<Width>> {
-    use crate::llm::{ChatMessage, ChatRequest};
     let steps = tokens.max(2) as usize;
     let mut out = Vec::new();
     for &width in parallel {
-        let prompts = (0..width)
-            .map(|i| {
-                let request = ChatRequest::new(vec![
-                    ChatMessage::system("You are Hermione Granger. Answer in character."),
-                    ChatMessage::user(format!(
-                        "Question {}: tell me about the day you spent in the library before exam number {}.",
-                        i + 1,
-                        i + 2
-                    )),
-                ]);
-                model.encode(&model.prompt(&request))
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| input_error(e.to_string()))?;
+        let prompts = width_prompts(model, width)?;
         let prompt_tokens: usize = prompts.iter().map(Vec::len).sum();
         let (mut decode, mut latency, mut prefill) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..runs {
@@ -475,7 +502,11 @@ pub struct BenchReport {
     pub model: String,
     pub path: String,
     pub prompt_tokens: usize,
+    /// The most tokens a run was to decode.
     pub decode_tokens: u32,
+    /// How many a run decoded (median): fewer than `decode_tokens` when the model ended its reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decoded_tokens: Option<u32>,
     pub runs: u32,
     pub prefill_tok_s: f64,
     /// `null` when the runs decoded too few tokens to time ([`TIMED_TOKENS`]).
@@ -511,13 +542,16 @@ pub fn ratio(ours: &Path, reference: &Path, json: bool, out: &mut dyn Write) -> 
         })
     };
     let (a, b) = (read(ours)?, read(reference)?);
-    if a.prompt_tokens != b.prompt_tokens || a.decode_tokens != b.decode_tokens {
+    // What each decoded, where the report says (a model that ends its reply early decodes less).
+    let (da, db) = (
+        a.decoded_tokens.unwrap_or(a.decode_tokens),
+        b.decoded_tokens.unwrap_or(b.decode_tokens),
+    );
+    if a.prompt_tokens != b.prompt_tokens || da != db {
         crate::note!(
-            "warning: the reports measured different work (prompt {} vs {} tokens, decode {} vs {})",
+            "warning: the reports measured different work (prompt {} vs {} tokens, decoded {da} vs {db})",
             a.prompt_tokens,
             b.prompt_tokens,
-            a.decode_tokens,
-            b.decode_tokens
         );
     }
     let prefill = a.prefill_tok_s / b.prefill_tok_s;

@@ -266,9 +266,13 @@ impl ChatModel for Client {
             .get()
             .and_then(Option::as_ref)
             .and_then(|f| f.used.context_tokens);
-        let known = learned
-            .or(self.config.context_tokens)
-            .or_else(|| self.transport.context_tokens());
+        // The config states a context; what the transport knows of its own (the embedded model's)
+        // bounds it: a stated context past it sent prompts the model refused, unsplit.
+        let stated = match (self.config.context_tokens, self.transport.context_tokens()) {
+            (Some(stated), Some(own)) => Some(stated.min(own)),
+            (stated, own) => stated.or(own),
+        };
+        let known = learned.or(stated);
         // A server that refused at a smaller context is believed over anything else.
         match (known, self.server.refused_at.load(std::sync::atomic::Ordering::Relaxed)) {
             (known, 0) => known,

@@ -52,9 +52,9 @@ pub fn resolve(models: &Path, name: &str) -> Result<PathBuf, LlmError> {
     Ok(embedded::resolve(models, name)?)
 }
 
-/// Registers a user's GGUF under `name`.
-pub fn add(models: &Path, path: &Path, name: &str) -> Result<(Registered, Facts), LlmError> {
-    Ok(embedded::add(models, path, name)?)
+/// Registers a user's GGUF under `name` (a name registered for another file only with `replace`).
+pub fn add(models: &Path, path: &Path, name: &str, replace: bool) -> Result<(Registered, Facts), LlmError> {
+    Ok(embedded::add(models, path, name, replace)?)
 }
 
 /// Downloads a known model and checks it; `progress` receives human-readable lines.

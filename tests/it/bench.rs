@@ -34,6 +34,13 @@ fn the_ratio_of_two_reports_is_computed_and_a_bad_report_is_located() {
         "{text}"
     );
     assert!(text.contains("decode:  0.90×"), "{text}");
+    // One engine ended its replies early: not the same work, and said so.
+    let early = report("incharacter", 200.0, 45.0).replace("\"runs\"", "\"decoded_tokens\":40,\"runs\"");
+    std::fs::write(&ours, early).unwrap();
+    let out = common::offline(dir.path(), &["bench", "ratio", &a, &b]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("decoded 40 vs 128"), "{stderr}");
+    std::fs::write(&ours, report("incharacter", 200.0, 45.0)).unwrap();
     // A report that timed no decoding gives no decode ratio.
     let untimed = report("incharacter", 200.0, 45.0).replace("45.0", "null");
     std::fs::write(&ours, untimed).unwrap();

@@ -202,4 +202,30 @@ fn the_benchmark_reads_a_prompt_as_long_as_asked_and_refuses_one_past_the_contex
     let out = bench(&usize::MAX.to_string());
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("context of"));
+    // What a run decoded is reported beside what it was to decode.
+    let decoded = report["decoded_tokens"].as_u64().unwrap();
+    assert!((1..=4).contains(&decoded), "{report}");
+    // Side by side every sequence decodes all its tokens: past the context, refused before any run
+    // (it ran for minutes, then failed with no report).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_incharacter"))
+        .args([
+            "bench",
+            "local",
+            "--tokens",
+            "5000",
+            "--runs",
+            "1",
+            "--parallel",
+            "2",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--parallel decodes all 5000 tokens of every sequence"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("run 1"), "nothing timed first: {stderr}");
 }

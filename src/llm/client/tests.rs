@@ -29,6 +29,8 @@ struct Scripted {
     met: Mutex<u32>,
     /// Whether replies say what they used (some servers ignore `stream_options.include_usage`).
     usage: bool,
+    /// The model's own context, as the embedded model knows it.
+    context: Option<usize>,
 }
 
 impl Scripted {
@@ -45,6 +47,7 @@ impl Scripted {
             together: None,
             met: Mutex::new(0),
             usage: true,
+            context: None,
         }
     }
 
@@ -131,6 +134,10 @@ impl Transport for Scripted {
             kind: "test".into(),
             model: "m".into(),
         }
+    }
+
+    fn context_tokens(&self) -> Option<usize> {
+        self.context
     }
 
     fn base_url(&self) -> &str {
@@ -635,4 +642,22 @@ async fn a_request_is_no_longer_in_flight_when_its_end_is_told() {
             }
         }
     }
+}
+
+#[test]
+fn a_stated_context_past_the_models_own_is_bounded_by_it() {
+    let cache = tempfile::tempdir().unwrap();
+    let context = |stated: Option<usize>, own: Option<usize>| {
+        let mut scripted = Scripted::new(&[]);
+        scripted.context = own;
+        let mut config = ProviderConfig::new("scripted", ProviderKind::Openai, "http://scripted", "m");
+        config.context_tokens = stated;
+        let shared = Shared::new(4, Some(Cache::new(cache.path())), CacheMode::ReadWrite, 1);
+        Client::new(Arc::new(scripted), config, shared).context_tokens()
+    };
+    // A config's 1,000,000 over an embedded model of 4,096: prompts were sent unsplit, and refused.
+    assert_eq!(context(Some(1_000_000), Some(4096)), Some(4096));
+    assert_eq!(context(Some(2048), Some(4096)), Some(2048), "a smaller stated context is kept");
+    assert_eq!(context(Some(8192), None), Some(8192), "a server's, as stated");
+    assert_eq!(context(None, Some(4096)), Some(4096));
 }
