@@ -203,10 +203,15 @@ impl Hub {
 
     /// Keeps the replies and answers the waiting requests in one hold of the lock, so no request can
     /// park between the two unanswered.
+    /// An empty reply is given to the requests that asked in this phase (a failed attempt, which
+    /// they retry) but never kept: asked again, it goes out in the next phase, as streaming sends it
+    /// again, instead of being read back empty.
     fn answer(&self, asked: Option<&[String]>, answers: &BTreeMap<String, Answer>) {
         let mut state = self.state();
         for (id, answer) in answers {
-            if let Ok(reply) = answer {
+            if let Ok(reply) = answer
+                && reply.usable()
+            {
                 state.answers.insert(id.clone(), reply.clone());
             }
         }
@@ -215,7 +220,7 @@ impl Hub {
             None => state
                 .waiting
                 .keys()
-                .filter(|id| answers.get(*id).is_some_and(Result::is_ok))
+                .filter(|id| answers.get(*id).is_some_and(|a| a.as_ref().is_ok_and(Reply::usable)))
                 .cloned()
                 .collect(),
         };

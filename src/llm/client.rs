@@ -687,9 +687,7 @@ impl Client {
         if error.rate_limited() && tries.throttles < RATE_LIMIT_RETRIES {
             return self.ride_out(request, &error, reason, discarded_chars, tries, tx).await;
         }
-        // A batch's reply is stored: asking again would read the same empty one.
-        let settled = matches!(error, AttemptError::Empty { .. }) && self.transport.batched();
-        if !error.retryable() || tries.attempt >= self.config.max_retries || settled {
+        if !error.retryable() || tries.attempt >= self.config.max_retries {
             self.shared.accounting.failure(provider, request.meta.role);
             let final_error = self.give_up(request, error, reason, tries);
             tries.places = None;

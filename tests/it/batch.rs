@@ -304,6 +304,80 @@ async fn a_killed_batch_run_polls_the_same_batch_when_resumed() {
     assert_eq!(conclusions(&session), expected);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_reply_in_a_batch_goes_out_again_in_the_next_phase() {
+    let expected = streamed().await;
+    let s = common::setup(FakeConfig::default(), "retry_base_ms = 1").await;
+    let files = s.dir.path().join("batches");
+    let dir_arg = files.display().to_string();
+    let mut args = RUN.to_vec();
+    args.extend(["--batch-files", &dir_arg, "--json"]);
+    let first = common::json_of(common::output(&s.config, &s.data, &args).await);
+    let id = first["session"].as_str().unwrap().to_string();
+    let mut requests = first["requests"].as_str().unwrap().to_string();
+    // The engine answers three of the first phase's requests with nothing (blank, or only a thought).
+    let input = std::fs::read_to_string(&requests).unwrap();
+    let answered = batch_output_for(&FakeConfig::default(), &input).unwrap();
+    let mut emptied = Vec::new();
+    let lines: Vec<String> = answered
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let mut v: Value = serde_json::from_str(line).unwrap();
+            if let Some(blank) = [(3, ""), (10, "  \n "), (20, "<think>hmm</think>")]
+                .iter()
+                .find_map(|&(at, text)| (at == i).then_some(text))
+            {
+                v["response"]["body"]["choices"][0]["message"]["content"] = blank.into();
+                emptied.push(v["custom_id"].as_str().unwrap().to_string());
+            }
+            v.to_string()
+        })
+        .collect();
+    let mut results = files.join("results-1.jsonl");
+    std::fs::write(&results, lines.join("\n") + "\n").unwrap();
+    let mut phases = 1;
+    let summary = loop {
+        let results_arg = results.display().to_string();
+        let out = common::output(&s.config, &s.data, &["batch", "import", &id, &results_arg, "--json"]).await;
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        let out = common::json_of(out);
+        let Some(next) = out["requests"].as_str() else {
+            break out;
+        };
+        requests = next.to_string();
+        phases += 1;
+        assert!(phases < 6, "{stderr}");
+        let input = std::fs::read_to_string(&requests).unwrap();
+        if phases == 2 {
+            // The emptied requests are asked again, in the next phase.
+            let asked: Vec<String> = input
+                .lines()
+                .map(|l| {
+                    serde_json::from_str::<Value>(l).unwrap()["custom_id"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                })
+                .collect();
+            for id in &emptied {
+                assert!(asked.contains(id), "{id} asked again: {asked:?}");
+            }
+        }
+        results = files.join(format!("results-{phases}.jsonl"));
+        std::fs::write(&results, batch_output_for(&FakeConfig::default(), &input).unwrap()).unwrap();
+    };
+    assert_all_assessed(&summary);
+    let journal = std::fs::read_to_string(session_dir(&s.data, &id).join("journal.jsonl")).unwrap();
+    assert!(!journal.contains("item_failed"), "no item failed for good");
+    assert_eq!(
+        conclusions(&session_dir(&s.data, &id)),
+        expected,
+        "what streaming concludes"
+    );
+    assert_eq!(s.server.stats().requests, 0, "batch files send nothing");
+}
+
 /// A session's journal cut back to its first record: what a kill leaves just after the session began,
 /// before the run wrote or sent any batch.
 fn cut_to_first_record(data: &Path, id: &str) {

@@ -20,6 +20,15 @@ pub struct Reply {
     pub kept: bool,
 }
 
+impl Reply {
+    /// Whether it holds an answer: text beyond blanks and a reasoning model's thought (as a streamed
+    /// reply is judged).
+    pub fn usable(&self) -> bool {
+        let text = &self.text;
+        !crate::llm::is_empty_reply(&text[crate::llm::thought_len(text)..])
+    }
+}
+
 /// A line the server answered with an error (or did not answer).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Refusal {
