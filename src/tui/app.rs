@@ -89,6 +89,8 @@ pub enum Action {
     /// The folder of the session being shown.
     SessionDir(PathBuf),
     Annotations(BTreeMap<String, BTreeMap<Case, Annotation>>),
+    /// The session's annotations could not be read (why).
+    AnnotationsUnreadable(String),
     /// Interview (ER_batch, IPIP-50) results of characters, for the observers screen.
     InterviewScores(BTreeMap<String, (String, BTreeMap<String, f64>)>),
     /// Characters' newest RoleBench results, for the compare screen.
@@ -127,6 +129,7 @@ fn inert(action: Action) -> Action {
         Action::ChatToken(text) => Action::ChatToken(clean(&text)),
         Action::ChatDone(result) => Action::ChatDone(clean(&result)),
         Action::Flash(text) => Action::Flash(clean(&text)),
+        Action::AnnotationsUnreadable(why) => Action::AnnotationsUnreadable(clean(&why)),
         Action::BatchNote(text) => Action::BatchNote(clean(&text)),
         Action::RunEnded(result) => Action::RunEnded(clean(&result)),
         Action::Fetched(result) => Action::Fetched(clean(&result)),
@@ -436,6 +439,10 @@ impl App {
                 return vec![Effect::LoadAnnotations(dir)];
             }
             Action::Annotations(all) => self.annotate.set_answers(all, &ctx!(self)),
+            Action::AnnotationsUnreadable(why) => {
+                self.flash = Some(format!("annotations not read: {why}"));
+                self.annotate.unreadable = Some(why);
+            }
             Action::InterviewScores(scores) => self.observers.interviews = scores,
             Action::RolebenchScores(scores) => self.compare.rolebench = scores,
             Action::ChatPrompt(messages) => self.chat.set_prompt(messages),

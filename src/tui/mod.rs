@@ -478,7 +478,7 @@ impl Driver {
                         let _ = tx.send(Action::Annotations(all));
                     }
                     Err(e) => {
-                        let _ = tx.send(Action::Flash(e.to_string()));
+                        let _ = tx.send(Action::AnnotationsUnreadable(e.to_string()));
                     }
                 });
             }

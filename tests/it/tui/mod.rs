@@ -1249,6 +1249,38 @@ fn a_character_subject_shows_its_interview_beside_its_observers() {
 }
 
 #[test]
+fn annotations_that_cannot_be_read_are_shown_as_such_and_nothing_is_written() {
+    let mut app = with_session();
+    let dir = tempfile::tempdir().unwrap();
+    app.update(Action::SessionDir(dir.path().to_path_buf()));
+    let why = "annotations/bob.jsonl:3:134: value 9 is outside [1, 5]";
+    app.update(Action::AnnotationsUnreadable(why.into()));
+    key(&mut app, KeyCode::Char('8'));
+    assert_eq!(app.screen, Screen::Annotate);
+    let screen = render(&app, (120, 40));
+    assert!(
+        screen.contains("could not be read") && screen.contains("bob.jsonl:3:134"),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("answered by"),
+        "no case shown as if none were answered: {screen}"
+    );
+    // An answer would become the annotator's first and hide the rest: refused, said.
+    for c in ['4', 'x'] {
+        assert_eq!(key(&mut app, KeyCode::Char(c)), [], "nothing written");
+        assert!(
+            app.flash.as_deref().is_some_and(|f| f.contains("nothing is written")),
+            "{:?}",
+            app.flash
+        );
+    }
+    // Read at last: the cases come back.
+    app.update(Action::Annotations(Default::default()));
+    assert!(render(&app, (120, 40)).contains("0/88 answered"));
+}
+
+#[test]
 fn annotate_answers_with_number_keys_blind_until_answered() {
     use incharacter::annotation::{self, Answer};
     let mut app = with_session();

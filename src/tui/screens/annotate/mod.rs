@@ -48,6 +48,9 @@ pub struct Annotate {
     pub editing_note: bool,
     /// An observer session's task: rating its subjects.
     pub subjects: subjects::SubjectTask,
+    /// Why the session's annotations could not be read: shown instead of the cases, and nothing is
+    /// written until they are (an answer would be taken for the annotator's first, hiding the rest).
+    pub unreadable: Option<String>,
 }
 
 impl Default for Annotate {
@@ -68,6 +71,7 @@ impl Default for Annotate {
             note: tui_textarea::TextArea::default(),
             editing_note: false,
             subjects: subjects::SubjectTask::default(),
+            unreadable: None,
         }
     }
 }
@@ -76,6 +80,7 @@ impl Annotate {
     /// Another session is shown: its annotations are on their way.
     pub fn reset(&mut self) {
         self.answers.clear();
+        self.unreadable = None;
         self.cursor = 0;
         self.subjects = subjects::SubjectTask::default();
     }
@@ -83,6 +88,7 @@ impl Annotate {
     /// The session's annotations, read: carry on where this annotator stopped.
     pub fn set_answers(&mut self, all: BTreeMap<String, BTreeMap<Case, Annotation>>, ctx: &Ctx) {
         self.answers = all;
+        self.unreadable = None;
         if ctx.run.observe.is_some() {
             self.subject_unrated_from(0, ctx);
             return;
@@ -123,6 +129,15 @@ impl Annotate {
     }
 
     pub fn key(&mut self, event: KeyEvent, key: Key, ctx: &Ctx) -> Option<Vec<Request>> {
+        if self.unreadable.is_some() && !event.modifiers.contains(KeyModifiers::CONTROL) {
+            if let KeyName::Char(_) | KeyName::Enter | KeyName::Backspace = key.code {
+                self.editing_note = false;
+                return Some(vec![Request::Flash(
+                    "nothing is written while the session's annotations cannot be read (see the screen)".into(),
+                )]);
+            }
+            return None;
+        }
         if self.editing_note {
             if key.code == KeyName::Enter || key.code == KeyName::Esc {
                 self.editing_note = false;
@@ -332,6 +347,10 @@ impl Component for Annotate {
     }
 
     fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
+        if let Some(why) = &self.unreadable {
+            render_unreadable(frame, area, ctx, why);
+            return Hits::default();
+        }
         if ctx.run.observe.is_some() {
             return self.render_subjects(frame, area, ctx);
         }
@@ -361,6 +380,28 @@ impl Component for Annotate {
         );
         Hits::default()
     }
+}
+
+/// The annotate screen when the session's annotations could not be read.
+fn render_unreadable(frame: &mut Frame, area: Rect, ctx: &Ctx, why: &str) {
+    let theme = ctx.theme;
+    let b = block(" Annotate ", false, theme);
+    let inner = b.inner(area);
+    frame.render_widget(b, area);
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::styled("The session's annotations could not be read:", theme.fg(theme.error)),
+            Line::raw(why.to_string()),
+            Line::raw(""),
+            Line::styled(
+                "Nothing is written until they are: correct or remove that line (`incharacter agreement` \
+                 says the same), then open the session again.",
+                theme.dim(),
+            ),
+        ])
+        .wrap(ratatui::widgets::Wrap { trim: true }),
+        inner,
+    );
 }
 
 /// The annotate screen without a case to annotate.
