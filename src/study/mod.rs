@@ -343,7 +343,36 @@ pub fn check_records(records: &[(usize, Event)], catalog: &Catalog) -> Result<()
         Event::RunStarted { plan, .. } => Some(plan),
         _ => None,
     });
+    // An item is answered once: a second answer (a line copied by hand) would be exported twice and
+    // one of the two taken by a re-assessment.
+    let mut answered = std::collections::HashMap::new();
     for (line, event) in records {
+        if let Event::ItemAnswered {
+            character,
+            scale,
+            repeat,
+            style,
+            item_id,
+            ..
+        } = event
+        {
+            let key = (
+                character.to_ascii_lowercase(),
+                scale.to_ascii_lowercase(),
+                *repeat,
+                format!("{style:?}"),
+                *item_id,
+            );
+            if let Some(first) = answered.insert(key, *line) {
+                return Err((
+                    *line,
+                    format!(
+                        "item {item_id} of {character} on {scale} (repeat {repeat}) is answered a second time \
+                         (first on line {first})"
+                    ),
+                ));
+            }
+        }
         let named = match event {
             Event::ItemAnswered { character, scale, .. } | Event::ItemFailed { character, scale, .. } => {
                 Some((character, scale))

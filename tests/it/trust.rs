@@ -290,6 +290,29 @@ fn a_journal_that_no_run_could_have_written_is_a_located_error() {
         text(&out)
     );
 
+    // An answer copied to a second line: exported twice, one of the two taken by a re-assessment.
+    let (_, dir) = copied_sample(data.path());
+    let path = dir.join("journal.jsonl");
+    let text_of = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text_of.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("\"event\":\"item_answered\""))
+        .unwrap();
+    let mut doubled = lines.clone();
+    doubled.insert(at + 2, lines[at]);
+    std::fs::write(&path, doubled.join("\n") + "\n").unwrap();
+    for args in [vec!["export", id.as_str()], vec!["run", "--resume", id.as_str()]] {
+        let out = common::offline(data.path(), &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            said.contains(&format!("journal.jsonl:{}:", at + 3)) && said.contains("is answered a second time"),
+            "{said}"
+        );
+        assert!(said.contains(&format!("(first on line {})", at + 1)), "{said}");
+    }
+
     let (_, dir) = copied_sample(data.path());
     let line = damage(&dir, "dimension_assessed", |r| r["event"] = "dimension_guessed".into());
     let out = common::offline(data.path(), &["export", &id]);
