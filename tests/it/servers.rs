@@ -222,6 +222,32 @@ async fn vllm_is_never_sent_more_than_its_max_model_len() {
         assert!(d["fitted"].as_str().unwrap().contains("context"), "{d}");
     }
     assert!(out.status.success(), "{all}");
+    // The departure is part of the exported result, dimension by dimension.
+    let id = common::session_id(&out);
+    let export = common::json_of(common::output(&s.config, &s.data, &["export", &id, "--format", "json"]).await);
+    let key = |d: &Value, dim: &str| format!("{} {} {} {dim}", d["character"], d["scale"], d["method"]);
+    let mut journaled: Vec<String> = fitted
+        .iter()
+        .map(|d| key(d, d["dimension"].as_str().unwrap()))
+        .collect();
+    let mut exported: Vec<String> = export["assessments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|a| {
+            a["dimensions"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(_, d)| d["fitted"].is_string())
+                .map(|(dim, _)| key(a, dim))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    journaled.sort();
+    exported.sort();
+    assert!(!journaled.is_empty(), "the test must make calls that do not fit");
+    assert_eq!(exported, journaled);
     // What was kept back for the context is said as such, not counted as the server's failures.
     let used: Vec<&str> = all.lines().filter(|l| l.starts_with("used: ")).collect();
     assert!(used.iter().all(|l| !l.contains("failed")), "{used:?}");

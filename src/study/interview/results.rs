@@ -166,8 +166,15 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
         if !a.items.is_empty() {
             dim["items"] = json!(a.items.iter().map(|i| json!({"item_id": i.item_id, "option": option_json(i.option), "score": i.score, "refused": i.refused})).collect::<Vec<_>>());
         }
+        if !a.calls.is_empty() {
+            dim["calls"] = json!(a.calls);
+        }
         if let Some(f) = &a.failure {
             dim["failure"] = json!(f);
+        }
+        // A departure from the method to fit the judge's context is part of the result.
+        if let Some(f) = &a.fitted {
+            dim["fitted"] = json!(f);
         }
         grouped
             .entry((a.character.clone(), a.scale.clone(), a.method, a.repeat))
