@@ -356,7 +356,16 @@ impl App {
 
     pub fn update(&mut self, action: Action) -> Vec<Effect> {
         let probe = self.persona.probe.clone();
-        let effects = self.handle(action);
+        let before = self.screen;
+        let mut effects = self.handle(action);
+        // However the RoleBench screen comes up (its key, a session opened or started there), its
+        // question files are listed as they are now.
+        if self.screen == Screen::Rolebench
+            && before != Screen::Rolebench
+            && !effects.contains(&Effect::ListRolebenchFiles)
+        {
+            effects.push(Effect::ListRolebenchFiles);
+        }
         if std::mem::take(&mut self.start_held) {
             // The probe held back is not the one going.
             self.persona.probe = probe;

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -239,7 +239,36 @@ impl Rolebench {
         };
         let b = block(format!(" Roles · {limit} (l) "), self.pane == 1, theme);
         let width = area.width.saturating_sub(4) as usize;
-        let lines: Vec<Line> = if self.roles.is_empty() {
+        let lines: Vec<Line> = if let (true, Some(plan)) = (self.roles.is_empty(), ctx.run.rolebench.as_ref()) {
+            // The session shown, as it was planned: its file, roles, sample and seed.
+            let file = Path::new(&plan.data)
+                .file_name()
+                .map_or(plan.data.clone(), |n| n.to_string_lossy().into_owned());
+            let sample = match plan.limit {
+                Some(n) => format!("a seeded sample of {n} (seed {})", plan.seed),
+                None => "every question of its roles".into(),
+            };
+            [
+                format!("this session: {file}"),
+                format!("{} questions, {sample}", plan.questions.len()),
+                if plan.roles.is_empty() {
+                    "roles: every role of the file".into()
+                } else {
+                    format!("roles: {}", plan.roles.join(", "))
+                },
+                "enter on a file lists its roles for a new run".into(),
+            ]
+            .into_iter()
+            .enumerate()
+            .map(|(i, text)| {
+                if i == 3 {
+                    Line::styled(text, theme.dim())
+                } else {
+                    Line::raw(text)
+                }
+            })
+            .collect()
+        } else if self.roles.is_empty() {
             vec![Line::styled(fit("enter on a file lists its roles", width), theme.dim())]
         } else {
             let rows = area.height.saturating_sub(2) as usize;
@@ -258,7 +287,8 @@ impl Rolebench {
                 })
                 .collect()
         };
-        frame.render_widget(Paragraph::new(lines).block(b), area);
+        // Role rows are fitted already; only the session's lines need wrapping.
+        frame.render_widget(Paragraph::new(lines).block(b).wrap(Wrap { trim: false }), area);
     }
 
     fn render_questions(&self, frame: &mut Frame, ctx: &Ctx, items: &[Item], area: Rect) {

@@ -6,6 +6,7 @@
 mod inert;
 mod mouse;
 mod persona;
+mod rolebench;
 mod subjects;
 
 use std::path::{Path, PathBuf};
