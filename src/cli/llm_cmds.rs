@@ -216,6 +216,12 @@ pub fn check(
     let shapes_fail = shapes.iter().any(|v| v.status == "fails");
     let ms = |d: std::time::Duration| (d.as_secs_f64() * 1000.0).round();
     let uses = config.provider(&name).is_some_and(|p| p.structured_output);
+    // What the probe's response_format was (json_object carries the schema in the prompt).
+    let sent = if config.provider(&name).is_some_and(|p| p.json_object) {
+        "response_format json_object, the schema in the prompt"
+    } else {
+        "response_format json_schema"
+    };
     let code = if result.is_ok() && !shapes_fail {
         ExitCode::SUCCESS
     } else {
@@ -237,7 +243,7 @@ pub fn check(
         writeln!(out, "{}", crate::text::json_pretty(&report)?)?;
         return Ok(code);
     }
-    human(out, &info, &probe, facts.as_deref(), &shapes, uses)?;
+    human(out, &info, &probe, facts.as_deref(), &shapes, (uses, sent))?;
     Ok(code)
 }
 
@@ -248,7 +254,7 @@ fn human(
     probe: &crate::study::check::Probe,
     facts: Option<&crate::llm::server::Facts>,
     shapes: &[crate::study::check::Verdict],
-    uses: bool,
+    (uses, sent): (bool, &str),
 ) -> anyhow::Result<()> {
     let ms = |d: std::time::Duration| (d.as_secs_f64() * 1000.0).round();
     let (first, total, result) = (probe.first, probe.total, &probe.reply);
@@ -269,10 +275,10 @@ fn human(
             )?;
             writeln!(out, "total:       {:.0} ms", ms(total))?;
             let verdict = match (structured, uses) {
-                (true, true) => "works (response_format json_schema)",
-                (true, false) => "works (prompt-only JSON; structured_output = false)",
-                (false, true) => "did NOT produce valid JSON: try structured_output = false",
-                (false, false) => "did NOT produce valid JSON (prompt-only)",
+                (true, true) => format!("works ({sent})"),
+                (true, false) => "works (prompt-only JSON; structured_output = false)".into(),
+                (false, true) => "did NOT produce valid JSON: try structured_output = false".into(),
+                (false, false) => "did NOT produce valid JSON (prompt-only)".into(),
             };
             writeln!(out, "structured output: {verdict}")?;
             writeln!(out, "reply: {}", text)?;

@@ -94,6 +94,9 @@ pub fn plan(
         roles: c.roles,
         types: c.types,
     };
+    if questions.is_empty() {
+        return Err("the question file holds no question".into());
+    }
     let mut questions = filter.apply(questions).map_err(|e| e.to_string())?;
     if let Some(n) = c.limit {
         questions = rolebench::sample(questions, n, c.seed);

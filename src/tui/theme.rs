@@ -156,8 +156,11 @@ pub fn default_theme() -> Theme {
     Theme::parse(Source::new(BUNDLED[0].0, BUNDLED[0].1), &black).expect("the bundled default theme parses")
 }
 
-/// Bundled themes, then those in `user_dir` (replacing bundled ones of the same name). Files that do
-/// not parse are reported and skipped.
+/// The largest theme file read (a theme is a few hundred bytes).
+const MAX_THEME: u64 = 1024 * 1024;
+
+/// Bundled themes, then those in `user_dir` (replacing bundled ones of the same name). Files that
+/// cannot be read or do not parse are reported and skipped.
 pub fn load_all(user_dir: Option<&Path>) -> (Vec<Theme>, Vec<Diagnostic>) {
     let default = default_theme();
     let mut themes: Vec<Theme> = BUNDLED
@@ -176,8 +179,23 @@ pub fn load_all(user_dir: Option<&Path>) -> (Vec<Theme>, Vec<Diagnostic>) {
     files.sort();
     for path in files {
         let name = path.display().to_string();
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
+        // As the config file is read: a FIFO or a device is refused unopened (it would never end),
+        // bad UTF-8 is located, and a file that cannot be read is said, not skipped in silence.
+        let text = match crate::files::read_text_limited(&path, MAX_THEME, "a theme file") {
+            Ok(text) => text,
+            Err(crate::files::FileError::NotUtf8 { line, column, .. }) => {
+                errors.push(Diagnostic {
+                    file: name,
+                    line,
+                    column,
+                    message: "not UTF-8 text".into(),
+                });
+                continue;
+            }
+            Err(e) => {
+                errors.push(Source::new(&name, "").whole(format!("cannot read the theme: {e}")));
+                continue;
+            }
         };
         match Theme::parse(Source::new(&name, &text), &default) {
             Ok(t) => match themes.iter_mut().find(|x| x.name == t.name) {
@@ -203,6 +221,28 @@ mod tests {
         assert_ne!(themes[0].measured, themes[0].label_pdb);
         assert_ne!(themes[0].label_pdb, themes[0].label_annotation);
         assert_eq!(themes[2].bg, Color::Black);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_theme_that_cannot_be_read_is_said_and_a_fifo_never_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("latin1.toml"), b"name = \"mine\"\n# caf\xe9\n").unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.path().join("pipe.toml"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // Opened, the FIFO would wait for a writer: the test would hang, not fail.
+        let (themes, errors) = load_all(Some(dir.path()));
+        assert_eq!(themes.len(), 3, "the bundled ones");
+        let said: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(said[0].ends_with("latin1.toml:2:6: not UTF-8 text"), "{said:?}");
+        assert!(
+            said[1].contains("pipe.toml") && said[1].contains("cannot read the theme"),
+            "{said:?}"
+        );
     }
 
     #[test]

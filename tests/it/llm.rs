@@ -541,3 +541,19 @@ async fn chat_cli_prints_the_served_text_and_never_writes_the_key() {
             .contains("\"authorization_present\":true")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn providers_check_names_the_response_format_it_sent() {
+    for (extra, sent) in [
+        ("", "structured output: works (response_format json_schema)"),
+        (
+            "schema_dialect = \"json-object\"",
+            "structured output: works (response_format json_object, the schema in the prompt)",
+        ),
+    ] {
+        let s = crate::common::setup(FakeConfig::default(), extra).await;
+        let out = crate::common::output(&s.config, &s.data, &["providers", "check", "fake"]).await;
+        let report = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && report.contains(sent), "{extra}: {report}");
+    }
+}

@@ -193,3 +193,17 @@ async fn the_judge_asks_both_orders_and_a_killed_run_resumes_without_repeats() {
     let chars = rouge::tokenize_zh(row["response"].as_str().unwrap()).len();
     assert!(chars > 3, "{row}");
 }
+
+#[test]
+fn a_question_file_with_no_question_says_so_not_that_filters_matched_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let data = dir.path().join("data");
+    let file = empty.display().to_string();
+    let out = common::offline(&data, &["rolebench", "--data", &file]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the question file holds no question"), "{stderr}");
+    assert!(!stderr.contains("filters"), "{stderr}");
+}
