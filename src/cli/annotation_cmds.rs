@@ -105,7 +105,8 @@ pub fn export(
         }
         other => return Err(input_error(format!("unknown format \"{}\" (csv, json)", other))),
     };
-    match output {
+    // `-o -` is standard output, as it is for other tools (it made a file named "-").
+    match output.filter(|p| *p != std::path::Path::new("-")) {
         Some(path) => {
             crate::files::write_output(path, text.as_bytes(), &crate::session::store::kept())?;
             writeln!(out, "wrote {}", path.display())?;

@@ -436,7 +436,8 @@ fn export_rolebench(
 /// command's `text::Safe` stdout; JSON first gets escapes for what the gate would remove, so it
 /// still means the same.
 fn write_export(text: &str, format: &str, output: Option<&Path>, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    match output {
+    // `-o -` is standard output, as it is for other tools (it made a file named "-").
+    match output.filter(|p| *p != Path::new("-")) {
         Some(path) => {
             crate::files::write_output(path, text.as_bytes(), &crate::session::store::kept())?;
             writeln!(out, "wrote {}", path.display())?;

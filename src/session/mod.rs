@@ -45,7 +45,8 @@ pub enum SessionError {
     #[error(
         "session {} is being written by another incharacter ({}); wait for it to end, or stop it",
         id.to_string(),
-        pid.map_or_else(|| "pid unknown".to_string(), |p| format!("pid {p}"))
+        // The lock is taken before the writer's record is written: a writer without one is starting.
+        pid.map_or_else(|| "one that is just starting".to_string(), |p| format!("pid {p}"))
     )]
     Busy { id: String, pid: Option<u32> },
     /// A journal that holds no record: not a session (yet), whatever its folder says.

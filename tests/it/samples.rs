@@ -217,3 +217,27 @@ fn a_damaged_sample_is_said_to_be_left_out() {
         "{stderr}"
     );
 }
+
+#[test]
+fn dash_as_the_output_is_standard_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let id = "20261129-201520-gse-on-the-local-model-e700";
+    for args in [
+        vec!["export", id, "--format", "md", "-o", "-"],
+        vec!["annotations", "export", id, "-o", "-"],
+    ] {
+        let out = crate::common::command(&data.join("none.toml"), &data, &args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!stdout.contains("wrote -") && !stdout.is_empty(), "{args:?}: {stdout}");
+        assert!(!dir.path().join("-").exists(), "{args:?} made a file named \"-\"");
+    }
+}
