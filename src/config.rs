@@ -579,6 +579,31 @@ impl Reader<'_> {
             p.base_url.as_ref().map_or(preset_url.unwrap_or(""), |u| u.get_ref()),
             p.model.as_deref().unwrap_or_default(),
         );
+        if kind == ProviderKind::Local {
+            // The embedded model is reached by no URL, key or header: one given would be ignored
+            // while the entry seemed to say where the model is.
+            if let Some(u) = &p.base_url {
+                self.error(
+                    u.span(),
+                    format!("provider \"{name}\" is kind local (the embedded model): it has no base_url"),
+                );
+            }
+            if let Some(k) = &p.api_key {
+                self.error(
+                    k.span(),
+                    format!("provider \"{name}\" is kind local (the embedded model): it takes no api_key"),
+                );
+            }
+            if p.api_key_env.is_some() || !p.headers.is_empty() {
+                self.error(
+                    p.name.span(),
+                    format!("provider \"{name}\" is kind local (the embedded model): it takes no api_key_env or headers"),
+                );
+            }
+            if c.model.trim().is_empty() {
+                c.model = DEFAULT_LOCAL_MODEL.into();
+            }
+        }
         if kind == ProviderKind::Openai {
             match &p.base_url {
                 // A preset that names no known one has been said to be wrong already: its URL is

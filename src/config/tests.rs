@@ -358,3 +358,19 @@ fn a_role_on_openai_without_its_key_says_where_the_provider_went() {
     let with_key = |v: &str| (v == "OPENAI_API_KEY").then(|| "sk-x".to_string());
     assert!(Config::parse(Source::new("c.toml", "[roles]\nrpa = \"openai\"\n"), false, &with_key).is_ok());
 }
+
+#[test]
+fn a_local_provider_takes_no_url_key_or_header_and_names_its_model() {
+    let entry = |extra: &str| format!("[[providers]]\nname = \"mine\"\nkind = \"local\"\n{extra}\n");
+    for (extra, expect) in [
+        ("base_url = \"http://localhost:1/v1\"", "it has no base_url"),
+        ("api_key_env = \"MY_KEY\"", "it takes no api_key_env or headers"),
+        ("headers = { \"X-A\" = \"b\" }", "it takes no api_key_env or headers"),
+    ] {
+        let e = Config::parse(Source::new("c.toml", &entry(extra)), false, &no_env).unwrap_err();
+        assert!(e[0].message.contains(expect), "{extra}: {}", e[0]);
+    }
+    // Without a model, the one it runs: the embedded default, as listings show it.
+    let c = Config::parse(Source::new("c.toml", &entry("")), false, &no_env).unwrap();
+    assert_eq!(c.provider("mine").unwrap().model, DEFAULT_LOCAL_MODEL);
+}
