@@ -13,7 +13,9 @@ use toml::Spanned;
 
 use crate::domain::diagnostic::{Diagnostic, Source};
 
+mod raw;
 mod secrets;
+use raw::{RawConfig, RawProvider, RawSampling, RawTui};
 use secrets::{header_name_ok, header_value_ok};
 pub use secrets::{MissingKey, Secret, Secrets};
 
@@ -966,67 +968,6 @@ fn private_file(path: &Path) -> bool {
 #[cfg(not(unix))]
 fn private_file(_: &Path) -> bool {
     false
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawConfig {
-    cache: Option<CacheMode>,
-    max_concurrency: Option<Spanned<usize>>,
-    max_cost: Option<Spanned<f64>>,
-    #[serde(default)]
-    providers: Vec<RawProvider>,
-    #[serde(default)]
-    roles: BTreeMap<Spanned<String>, Spanned<String>>,
-    #[serde(default)]
-    sampling: BTreeMap<Spanned<String>, RawSampling>,
-    tui: Option<RawTui>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSampling {
-    temperature: Option<Spanned<f32>>,
-    max_tokens: Option<Spanned<u32>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTui {
-    theme: Option<String>,
-    #[serde(default)]
-    keys: BTreeMap<Spanned<String>, BTreeMap<Spanned<String>, Spanned<String>>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawProvider {
-    name: Spanned<String>,
-    kind: Spanned<ProviderKind>,
-    preset: Option<Spanned<String>>,
-    server: Option<Spanned<String>>,
-    base_url: Option<Spanned<String>>,
-    model: Option<String>,
-    api_key_env: Option<String>,
-    api_key: Option<Spanned<String>>,
-    max_concurrency: Option<Spanned<usize>>,
-    timeout_connect_s: Option<Spanned<f64>>,
-    timeout_first_token_s: Option<Spanned<f64>>,
-    timeout_idle_s: Option<Spanned<f64>>,
-    max_retries: Option<u32>,
-    retry_base_ms: Option<u64>,
-    batch_poll_ms: Option<Spanned<u64>>,
-    structured_output: Option<bool>,
-    price_in_per_mtok: Option<Spanned<f64>>,
-    price_out_per_mtok: Option<Spanned<f64>>,
-    context_tokens: Option<Spanned<usize>>,
-    requests_per_minute: Option<Spanned<u32>>,
-    tokens_per_minute: Option<Spanned<u64>>,
-    #[serde(default)]
-    headers: BTreeMap<Spanned<String>, Spanned<String>>,
-    max_tokens_param: Option<Spanned<String>>,
-    temperature: Option<Spanned<String>>,
-    schema_dialect: Option<Spanned<String>>,
 }
 
 /// A config file that cannot be used: always the user's to fix (exit 2).
