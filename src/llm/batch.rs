@@ -78,6 +78,8 @@ struct Waiting {
     role: crate::config::Role,
     body: Value,
     waiters: Vec<oneshot::Sender<Answer>>,
+    /// The attempts the request may make: empty replies as many as that end its asking.
+    attempts: u32,
 }
 
 #[derive(Default)]
@@ -90,6 +92,10 @@ struct State {
     waiting: BTreeMap<String, Waiting>,
     /// Replies already returned (by a phase, or by results kept from earlier sittings).
     answers: HashMap<String, Reply>,
+    /// Empty replies each request got (this sitting's and those kept from earlier ones), with the
+    /// last: asked again once it had as many as its attempts allow, it gets that one back at once,
+    /// so the client's retries end within a sitting instead of going out in phase after phase.
+    empties: HashMap<String, (u32, Reply)>,
     /// The study's future is being polled, or was woken since.
     polling: bool,
     woken: bool,
@@ -117,10 +123,21 @@ impl Hub {
 
     /// The answer to request `id`: at once if a phase already returned it, else once its phase has
     /// come back. `None` when the hub is gone (the run stopped).
-    pub async fn ask(&self, (provider, role): (&str, crate::config::Role), id: String, body: Value) -> Option<Answer> {
+    pub async fn ask(
+        &self,
+        (provider, role): (&str, crate::config::Role),
+        id: String,
+        body: Value,
+        attempts: u32,
+    ) -> Option<Answer> {
         let rx = {
             let mut state = self.state();
             if let Some(reply) = state.answers.get(&id) {
+                return Some(Ok(reply.clone()));
+            }
+            if let Some((n, reply)) = state.empties.get(&id)
+                && *n >= attempts
+            {
                 return Some(Ok(reply.clone()));
             }
             let (tx, rx) = oneshot::channel();
@@ -132,6 +149,7 @@ impl Hub {
                     role,
                     body,
                     waiters: Vec::new(),
+                    attempts,
                 })
                 .waiters
                 .push(tx);
@@ -209,33 +227,49 @@ impl Hub {
     fn answer(&self, asked: Option<&[String]>, answers: &BTreeMap<String, Answer>) {
         let mut state = self.state();
         for (id, answer) in answers {
-            if let Ok(reply) = answer
-                && reply.usable()
-            {
-                state.answers.insert(id.clone(), reply.clone());
+            match answer {
+                Ok(reply) if reply.usable() => {
+                    state.answers.insert(id.clone(), reply.clone());
+                }
+                Ok(empty) => {
+                    // Given back later, it is not billed again.
+                    let kept = Reply {
+                        kept: true,
+                        ..empty.clone()
+                    };
+                    let seen = state.empties.entry(id.clone()).or_insert((0, kept.clone()));
+                    *seen = (seen.0 + 1, kept);
+                }
+                Err(_) => {}
             }
         }
+        // Kept replies answer the requests waiting for them: a usable one, or the last empty one
+        // of a request that got as many as its attempts allow (it parked before they were read).
+        let settled = |id: &String, w: &Waiting| state.empties.get(id).is_some_and(|(n, _)| *n >= w.attempts);
         let ids: Vec<String> = match asked {
             Some(asked) => asked.to_vec(),
             None => state
                 .waiting
-                .keys()
-                .filter(|id| answers.get(*id).is_some_and(|a| a.as_ref().is_ok_and(Reply::usable)))
-                .cloned()
+                .iter()
+                .filter(|(id, w)| answers.get(*id).is_some_and(|a| a.as_ref().is_ok_and(Reply::usable)) || settled(id, w))
+                .map(|(id, _)| id.clone())
                 .collect(),
         };
         for id in ids {
             let Some(waiting) = state.waiting.remove(&id) else {
                 continue;
             };
-            let answer = answers.get(&id).cloned().unwrap_or_else(|| {
-                Err(Refusal {
+            let answer = match (answers.get(&id), state.empties.get(&id)) {
+                (Some(Ok(reply)), _) if reply.usable() => Ok(reply.clone()),
+                (_, Some((n, empty))) if asked.is_none() && *n >= waiting.attempts => Ok(empty.clone()),
+                (Some(answer), _) => answer.clone(),
+                (None, _) => Err(Refusal {
                     status: 503,
                     message: "the batch returned no result for this request".into(),
                     param: None,
                     code: None,
-                })
-            });
+                }),
+            };
             state.parked -= waiting.waiters.len();
             for tx in waiting.waiters {
                 let _ = tx.send(answer.clone());
@@ -341,7 +375,9 @@ impl Transport for BatchTransport {
     ) -> Result<Finished, AttemptError> {
         let id = custom_id(&self.config.base_url, &self.config.model, request);
         let asker = (self.config.name.as_str(), request.meta.role);
-        match self.hub.ask(asker, id, body(&self.config, request)).await {
+        // Every attempt the client may make: a request answered empty that often is answered so.
+        let attempts = self.config.max_retries.saturating_add(1);
+        match self.hub.ask(asker, id, body(&self.config, request), attempts).await {
             None => Err(AttemptError::Cancelled),
             Some(Ok(reply)) => {
                 if !reply.text.is_empty() && !on_token(reply.text) {
@@ -829,7 +865,7 @@ mod tests {
         hub.update(|s| s.outstanding = 2);
         let first = tokio::spawn({
             let hub = hub.clone();
-            async move { hub.ask(("p", crate::config::Role::Rpa), "x".into(), json!({"n": 1})).await }
+            async move { hub.ask(("p", crate::config::Role::Rpa), "x".into(), json!({"n": 1}), 5).await }
         });
         while hub.state().parked < 1 {
             tokio::task::yield_now().await;
@@ -837,7 +873,7 @@ mod tests {
         assert_eq!(hub.phase(), None, "one of two started requests is not parked yet");
         let second = tokio::spawn({
             let hub = hub.clone();
-            async move { hub.ask(("p", crate::config::Role::Rpa), "y".into(), json!({"n": 2})).await }
+            async move { hub.ask(("p", crate::config::Role::Rpa), "y".into(), json!({"n": 2}), 5).await }
         });
         let phase = loop {
             if let Some(p) = hub.phase() {
@@ -862,7 +898,7 @@ mod tests {
         let missing = first.await.unwrap().unwrap().unwrap_err();
         assert_eq!(missing.status, 503, "no result: asked again in the next phase");
         assert_eq!(hub.state().parked, 0);
-        assert_eq!(hub.ask(("p", crate::config::Role::Rpa), "y".into(), json!({})).await, Some(Ok(reply)), "kept for a second asking");
+        assert_eq!(hub.ask(("p", crate::config::Role::Rpa), "y".into(), json!({}), 5).await, Some(Ok(reply)), "kept for a second asking");
     }
 
     #[tokio::test]
@@ -870,7 +906,7 @@ mod tests {
         let hub = Arc::new(Hub::default());
         let task = tokio::spawn({
             let hub = hub.clone();
-            async move { hub.ask(("p", crate::config::Role::Rpa), "x".into(), json!({})).await }
+            async move { hub.ask(("p", crate::config::Role::Rpa), "x".into(), json!({}), 5).await }
         });
         while hub.state().parked < 1 {
             tokio::task::yield_now().await;

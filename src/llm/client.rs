@@ -607,7 +607,10 @@ impl Client {
                 super::is_empty_reply(&text[super::thought_len(&text)..])
             } =>
             {
-                self.bill(role, tries, finished.usage, &tokens);
+                // A kept reply was billed in the sitting that got it.
+                if !finished.kept {
+                    self.bill(role, tries, finished.usage, &tokens);
+                }
                 tries.empties += 1;
                 Err(AttemptError::Empty {
                     finish_reason: finished.finish_reason,

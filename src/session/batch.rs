@@ -393,7 +393,10 @@ impl Batching {
                     let ids: Vec<String> = pending.iter().map(|p| p.custom_id.clone()).collect();
                     // The requests of the phase whose results the session waits for, written again
                     // (`batch export`): the same phase, not the next.
-                    let phase = match self.history.waiting() {
+                    // The phase this sitting imported waits no longer: its requests asked again
+                    // (a reply that came back empty) are a new phase, not that one written again.
+                    let imported = |w: &u32| self.import.as_ref().is_some_and(|i| i.phase == *w);
+                    let phase = match self.history.waiting().filter(|(w, ..)| !imported(w)) {
                         Some((waiting, _, requests))
                             if requests.len() == ids.len() && {
                                 let asked: std::collections::HashSet<&String> = requests.iter().collect();

@@ -378,6 +378,65 @@ async fn an_empty_reply_in_a_batch_goes_out_again_in_the_next_phase() {
     assert_eq!(s.server.stats().requests, 0, "batch files send nothing");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_a_batch_engine_always_answers_empty_fails_after_its_retries() {
+    // Each import is a sitting of its own: the retries are counted across them, from the results
+    // the session kept, or the request would be written out again for ever.
+    let s = common::setup(FakeConfig::default(), "retry_base_ms = 1\nmax_retries = 2").await;
+    let files = s.dir.path().join("batches");
+    let dir_arg = files.display().to_string();
+    let args = common::run_hermione("BFI", "er-batch", &["--batch-files", &dir_arg, "--json"]);
+    let first = common::json_of(common::output(&s.config, &s.data, &args).await);
+    let id = first["session"].as_str().unwrap().to_string();
+    let mut requests = first["requests"].as_str().unwrap().to_string();
+    let mut blank: Option<String> = None;
+    let mut phases = 0;
+    loop {
+        phases += 1;
+        assert!(
+            phases <= 6,
+            "a request answered empty each time is not written out for ever"
+        );
+        let input = std::fs::read_to_string(&requests).unwrap();
+        let answered = batch_output_for(&FakeConfig::default(), &input).unwrap();
+        let lines: Vec<String> = answered
+            .lines()
+            .map(|line| {
+                let mut v: Value = serde_json::from_str(line).unwrap();
+                let id = v["custom_id"].as_str().unwrap().to_string();
+                let first_interview = blank.is_none() && id.starts_with("ic-");
+                if first_interview || blank.as_deref() == Some(id.as_str()) {
+                    blank.get_or_insert(id);
+                    v["response"]["body"]["choices"][0]["message"]["content"] = "".into();
+                }
+                v.to_string()
+            })
+            .collect();
+        let results = files.join(format!("results-{phases}.jsonl"));
+        std::fs::write(&results, lines.join("\n") + "\n").unwrap();
+        let results_arg = results.display().to_string();
+        let out = common::output(&s.config, &s.data, &["batch", "import", &id, &results_arg, "--json"]).await;
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        match v["requests"].as_str() {
+            Some(next) => requests = next.to_string(),
+            None => break,
+        }
+    }
+    let journal = std::fs::read_to_string(session_dir(&s.data, &id).join("journal.jsonl")).unwrap();
+    assert!(journal.contains("\"event\":\"item_failed\""), "{journal}");
+    assert!(
+        journal.contains("3 of 3 attempt(s)"),
+        "the first and max_retries 2 more"
+    );
+    // Asked in three phases (each a phase of its own, its results kept), then failed; the judge's
+    // phase follows.
+    for phase in 1..=3 {
+        let kept = session_dir(&s.data, &id).join(format!("batches/phase-{phase}.out.jsonl"));
+        assert!(kept.exists(), "phase {phase}'s results kept");
+    }
+    assert_eq!(phases, 4, "three phases of interviews, then the judge's: {journal}");
+}
+
 /// A session's journal cut back to its first record: what a kill leaves just after the session began,
 /// before the run wrote or sent any batch.
 fn cut_to_first_record(data: &Path, id: &str) {
