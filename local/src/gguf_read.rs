@@ -25,6 +25,9 @@ const MAX_DEPTH: usize = 8;
 /// tokenizer, the largest known (262,144 tokens with their scores and types), holds under 800,000.
 const MAX_METADATA_ELEMENTS: u64 = 1 << 22;
 
+/// The longest string read (a chat template, the longest known, holds tens of kilobytes).
+const MAX_STRING: u64 = 16 << 20;
+
 /// At most this many tensors (the largest models hold tens of thousands).
 const MAX_TENSORS: u64 = 1 << 20;
 
@@ -178,6 +181,14 @@ impl<R: Read> Bounded<'_, R> {
 
     /// `n` bytes of `what`, after checking the file holds them.
     fn bytes(&mut self, n: u64, what: &dyn Fn() -> String) -> Result<Vec<u8>, GgufError> {
+        // A key, a string value or a tensor name: no real one is near this long, and a length a
+        // (sparse) file could hold would otherwise be allocated whole before it is read.
+        if n > MAX_STRING {
+            return Err(GgufError::Malformed(format!(
+                "{} claims {n} bytes; a string of a model holds at most {MAX_STRING}",
+                what()
+            )));
+        }
         if n > self.left() {
             return Err(GgufError::Truncated {
                 what: what(),
@@ -418,7 +429,14 @@ impl Gguf {
             .tensor(name)
             .ok_or_else(|| GgufError::Malformed(format!("the file has no tensor {name}")))?;
         reader.seek(SeekFrom::Start(self.data_offset + info.offset))?;
-        let mut bytes = vec![0; usize::try_from(info.size).unwrap_or(usize::MAX)];
+        // Reserved as a request the system may refuse: a size no memory holds is an error, not an
+        // abort.
+        let size = usize::try_from(info.size).unwrap_or(usize::MAX);
+        let mut bytes = Vec::new();
+        bytes
+            .try_reserve_exact(size)
+            .map_err(|_| GgufError::Malformed(format!("tensor {name} ({} bytes) does not fit in memory", info.size)))?;
+        bytes.resize(size, 0);
         reader.read_exact(&mut bytes)?;
         Ok((info.clone(), bytes))
     }
@@ -690,6 +708,17 @@ mod tests {
             let e = sparse(tensors, entries);
             assert!(e.contains("a model has at most 1048576 and 4194304"), "{e}");
         }
+        // A key claiming half a terabyte: refused, not allocated (it aborted).
+        let mut w = Writer::default();
+        w.0.extend(b"GGUF");
+        w.u32(3).u64(0).u64(1).u64(1 << 39);
+        let mut file = Sparse {
+            head: w.0,
+            len: 1 << 40,
+            at: 0,
+        };
+        let e = Gguf::read(&mut file).unwrap_err().to_string();
+        assert!(e.contains("claims 549755813888 bytes"), "{e}");
         // As many as a model may have, of zeros: the first is refused as it is read.
         let e = sparse(MAX_TENSORS, 0);
         assert!(e.contains("tensor  has 0 dimensions"), "{e}");
@@ -714,7 +743,11 @@ mod tests {
         };
         let mut w = huge(8);
         w.u64(u64::MAX);
-        assert!(error(&w.0).contains("ends inside metadata k"), "{}", error(&w.0));
+        assert!(
+            error(&w.0).contains("metadata k claims 18446744073709551615 bytes"),
+            "{}",
+            error(&w.0)
+        );
         let mut w = huge(9);
         w.u32(0).u64(1 << 40);
         assert!(error(&w.0).contains("an array of 1099511627776 elements"));

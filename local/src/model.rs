@@ -209,6 +209,20 @@ impl Model {
             context = context.min(llama_context);
         }
         let vocab = Vocab::from_gguf(&content).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+        // An embedding padded past the vocabulary is common (to a multiple of 64 or so); one of far
+        // more rows is not this vocabulary's, and is refused before its bytes are read (a crafted
+        // one asked for hundreds of gigabytes).
+        const PADDING: usize = 8192;
+        for tensor in ["token_embd.weight", "output.weight"] {
+            if let Some(rows) = content.tensor(tensor).and_then(|t| t.shape.first())
+                && *rows > vocab.token_bytes.len() + PADDING
+            {
+                return Err(fail(format!(
+                    "{tensor} has {rows} rows for a vocabulary of {} tokens",
+                    vocab.token_bytes.len()
+                )));
+            }
+        }
         let weights = Weights::load(&arch, &content, &mut file, context).map_err(fail)?;
         // Every token the vocabulary can write needs its logit (a constrained reply indexes them).
         if vocab.token_bytes.len() > weights.vocab() {
