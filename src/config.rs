@@ -651,7 +651,7 @@ impl Reader<'_> {
             self.error(
                 p.name.span(),
                 format!(
-                    "provider \"{name}\": api_key_env names the environment variable that holds the key (letters, \
+                    "provider \"{name}\": api_key_env names the environment variable that holds the key (capitals, \
                      digits and _, not a digit first), not the key itself"
                 ),
             );
@@ -925,11 +925,13 @@ pub const MAX_CONCURRENCY: usize = 1024;
 /// The longest timeout, in seconds.
 const MAX_TIMEOUT_S: f64 = 86_400.0;
 
-/// Whether `name` can name an environment variable: letters, digits and `_`, not a digit first.
+/// Whether `name` reads as an environment variable's name: capitals, digits and `_`, not a digit
+/// first. (Lower case is refused too: many keys, such as `gsk_…` and `AIza…`, are otherwise made of
+/// exactly those characters, and a key pasted here would be shown wherever the name is.)
 fn env_var_name(name: &str) -> bool {
     let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    chars.next().is_some_and(|c| c.is_ascii_uppercase() || c == '_')
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// A TOML error's message without the strings it quotes (`invalid type: string "…", expected a

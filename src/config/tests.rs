@@ -326,6 +326,7 @@ fn values_that_would_crash_or_show_a_key_are_refused_without_repeating_them() {
     // A key pasted where a variable's name goes, in a URL, or as a header line.
     refused("api_key_env = \"sk-SECRET123\"", "not the key itself");
     refused("api_key_env = \"A\\u001b[31m\"", "not the key itself");
+    refused("api_key_env = \"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\"", "not the key itself");
     assert!(parse("api_key_env = \"_MY_KEY2\"").is_ok());
     let url = |u: &str| OLLAMA.replace("http://localhost:11434/v1/", u);
     for (u, expect) in [
