@@ -627,16 +627,21 @@ mod tests {
         assert_eq!(Key::parse("hyper-q"), None);
     }
 
-    #[test]
-    fn ctrl_c_quits_whatever_the_config_binds() {
+    /// A `[tui.keys]` entry as the config gives it.
+    fn binding(screen: &str, key: &str, action: &str) -> KeyBinding {
         let at = Source::new("config.toml", "x").whole("");
-        let bind = |screen: &str, key: &str, action: &str| KeyBinding {
+        KeyBinding {
             screen: screen.into(),
             screen_at: at.clone(),
             key: key.into(),
             action: action.into(),
-            at: at.clone(),
-        };
+            at,
+        }
+    }
+
+    #[test]
+    fn ctrl_c_quits_whatever_the_config_binds() {
+        let bind = binding;
         let (keymap, errors) = Keymap::with_config(&[
             bind("global", "ctrl-c", "help"),
             bind("live", "ctrl-c", "pause"),
@@ -659,14 +664,7 @@ mod tests {
             keymap.command(Mode::Live, Key::parse("q").unwrap()),
             Some(Command::Quit)
         );
-        let at = Source::new("config.toml", "x").whole("");
-        let bind = |screen: &str, key: &str, action: &str| KeyBinding {
-            screen: screen.into(),
-            screen_at: at.clone(),
-            key: key.into(),
-            action: action.into(),
-            at: at.clone(),
-        };
+        let bind = binding;
         let (keymap, errors) = Keymap::with_config(&[
             bind("live", "ctrl-p", "pause"),
             bind("live", "ctrl-q", "fly"),

@@ -385,11 +385,11 @@ impl Component for Annotate {
 /// The annotate screen when the session's annotations could not be read.
 fn render_unreadable(frame: &mut Frame, area: Rect, ctx: &Ctx, why: &str) {
     let theme = ctx.theme;
-    let b = block(" Annotate ", false, theme);
-    let inner = b.inner(area);
-    frame.render_widget(b, area);
-    frame.render_widget(
-        Paragraph::new(vec![
+    render_message(
+        frame,
+        area,
+        ctx,
+        vec![
             Line::styled("The session's annotations could not be read:", theme.fg(theme.error)),
             Line::raw(why.to_string()),
             Line::raw(""),
@@ -398,29 +398,32 @@ fn render_unreadable(frame: &mut Frame, area: Rect, ctx: &Ctx, why: &str) {
                  says the same), then open the session again.",
                 theme.dim(),
             ),
-        ])
-        .wrap(ratatui::widgets::Wrap { trim: true }),
-        inner,
+        ],
     );
 }
 
 /// The annotate screen without a case to annotate.
 fn render_empty(frame: &mut Frame, area: Rect, ctx: &Ctx) {
-    let theme = ctx.theme;
-    let b = block(" Annotate ", false, theme);
-    let inner = b.inner(area);
-    frame.render_widget(b, area);
-    frame.render_widget(
-        Paragraph::new(vec![
+    render_message(
+        frame,
+        area,
+        ctx,
+        vec![
             Line::raw("Nothing to annotate."),
             Line::styled(
                 "Open a session with interviews (5, then enter); tab switches between the item and the dimension task.",
-                theme.dim(),
+                ctx.theme.dim(),
             ),
-        ])
-        .wrap(ratatui::widgets::Wrap { trim: true }),
-        inner,
+        ],
     );
+}
+
+/// The screen's frame with a few wrapped lines in it instead of a case.
+fn render_message(frame: &mut Frame, area: Rect, ctx: &Ctx, lines: Vec<Line<'_>>) {
+    let b = block(" Annotate ", false, ctx.theme);
+    let inner = b.inner(area);
+    frame.render_widget(b, area);
+    frame.render_widget(Paragraph::new(lines).wrap(ratatui::widgets::Wrap { trim: true }), inner);
 }
 
 /// The case in large readable text: the statement or the dimension's description, the exchanges, and
