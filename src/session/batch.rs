@@ -439,9 +439,16 @@ impl Batching {
                     for p in &pending {
                         by_provider.entry(p.provider.as_str()).or_default().push(p);
                     }
+                    // A provider's share that never became a batch (its upload or its creation
+                    // failed) was not sent: the parked attempts were no requests.
+                    let unsent = |pending: &[&Pending]| {
+                        for p in pending {
+                            accounting.not_sent(&p.provider, p.role, p.attempts as u64, false);
+                        }
+                    };
                     let sent = by_provider
                         .into_iter()
-                        .map(|(provider, pending)| self.submit(journal, note, phase, provider, pending));
+                        .map(|(provider, pending)| self.submit(journal, note, phase, provider, pending, &unsent));
                     for result in futures_util::future::join_all(sent).await {
                         let (asked, answers) = result?;
                         self.hub.resolve(&asked, &answers);
@@ -459,14 +466,19 @@ impl Batching {
         phase: u32,
         provider: &str,
         pending: Vec<&Pending>,
+        unsent: &(dyn Fn(&[&Pending]) + Sync),
     ) -> Result<(Vec<String>, BTreeMap<String, Answer>), SessionError> {
-        let api = self.api(provider)?;
+        let not_a_batch = |e: SessionError| {
+            unsent(&pending);
+            e
+        };
+        let api = self.api(provider).map_err(not_a_batch)?;
         let asked: Vec<String> = pending.iter().map(|p| p.custom_id.clone()).collect();
         let name = format!("{}-phase{phase}-{provider}.jsonl", self.session);
         let file = api
-            .upload(&name, &lines(pending.into_iter()))
+            .upload(&name, &lines(pending.iter().copied()))
             .await
-            .map_err(|e| api_error(provider, e))?;
+            .map_err(|e| not_a_batch(api_error(provider, e)))?;
         let uploaded = Step::Uploaded {
             phase,
             provider: provider.to_string(),
@@ -475,7 +487,10 @@ impl Batching {
         };
         note(uploaded.describe());
         self.journal(journal, uploaded).await?;
-        let batch = api.create(&file).await.map_err(|e| api_error(provider, e))?;
+        let batch = api
+            .create(&file)
+            .await
+            .map_err(|e| not_a_batch(api_error(provider, e)))?;
         self.journal(
             journal,
             Step::Submitted {

@@ -535,6 +535,33 @@ async fn a_cost_cap_stops_between_phases_after_journaling_every_reply_the_batch_
     assert_eq!(conclusions(&dir), expected);
 }
 
+/// A phase whose upload fails never became a batch: its parked requests are not counted as used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_upload_fails_counts_no_request() {
+    let fake = FakeConfig {
+        fail_all: true,
+        ..FakeConfig::default()
+    };
+    let s = common::setup(fake, "batch_poll_ms = 5\nmax_retries = 0").await;
+    let mut args = RUN.to_vec();
+    args.extend(["--batch", "--yes"]);
+    let out = common::output(&s.config, &s.data, &args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("upload the batch file"),
+        "the failure is named: {stderr}"
+    );
+    assert!(
+        !stderr.contains("used: "),
+        "nothing went out, nothing was used: {stderr}"
+    );
+    let (dir, answered) = common::only_session(&s.data);
+    assert_eq!(answered, 0);
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    assert!(!journal.contains(r#""step":"uploaded""#), "{journal}");
+}
+
 /// Accounting: a reply read from results kept in the session is not billed again; one a batch
 /// followed this sitting returned is.
 #[tokio::test]
