@@ -635,6 +635,41 @@ pub fn remove_abandoned(dir: &Path) {
     }
 }
 
+/// Removes the folder `dir` when nothing in it was ever written whole: it holds only staged files
+/// (`.incharacter-*.tmp`) or nothing, and neither it nor they changed for an hour (a run killed as it
+/// began, between making its folder and linking its first record into place). Returns whether it
+/// was removed; a folder with anything else in it, or a fresh one (a run just starting), is left.
+pub fn remove_abandoned_folder(dir: &Path) -> bool {
+    let abandoned = |metadata: &std::fs::Metadata| {
+        metadata
+            .modified()
+            .ok()
+            .and_then(|at| at.elapsed().ok())
+            .is_some_and(|age| age > ABANDONED)
+    };
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && abandoned(&m)) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut staged = Vec::new();
+    for entry in entries {
+        let Ok(entry) = entry else {
+            return false;
+        };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let old_staged = name.starts_with(".incharacter-")
+            && name.ends_with(".tmp")
+            && entry.metadata().is_ok_and(|m| m.is_file() && abandoned(&m));
+        if !old_staged {
+            return false;
+        }
+        staged.push(entry.path());
+    }
+    staged.iter().all(|path| std::fs::remove_file(path).is_ok()) && std::fs::remove_dir(dir).is_ok()
+}
+
 /// `bytes` in a synced temporary file beside `path`, with the mode `path` will have; `path` itself
 /// untouched. Dropping it removes it.
 fn staged(path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile, FileError> {
@@ -894,5 +929,44 @@ mod tests {
         remove_abandoned(dir.path());
         assert!(!abandoned.exists());
         assert!(fresh.exists() && kept_old.exists() && users.exists());
+    }
+
+    /// A folder a run killed as it began left (nothing in it, or only its staged first record) goes
+    /// once an hour has passed; one with anything else in it, or a fresh one, stays.
+    #[test]
+    fn a_folder_with_nothing_written_whole_goes_once_it_is_old() {
+        let root = tempfile::tempdir().unwrap();
+        let aged = |path: &Path, age: u64| {
+            let at = std::time::SystemTime::now() - std::time::Duration::from_secs(age);
+            std::fs::File::open(path).unwrap().set_modified(at).unwrap();
+        };
+        let folder = |name: &str, files: &[(&str, u64)], age: u64| {
+            let dir = root.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            for (file, file_age) in files {
+                std::fs::write(dir.join(file), b"{\"event\":").unwrap();
+                aged(&dir.join(file), *file_age);
+            }
+            aged(&dir, age);
+            dir
+        };
+        let hour = 3600;
+        let empty = folder("empty", &[], 2 * hour);
+        let staged = folder("staged", &[(".incharacter-a.tmp", 2 * hour), (".incharacter-b.tmp", 3 * hour)], 2 * hour);
+        let starting = folder("starting", &[(".incharacter-c.tmp", 5)], 5);
+        let fresh_file = folder("fresh-file", &[(".incharacter-d.tmp", 5)], 2 * hour);
+        let with_journal = folder("journal", &[("journal.jsonl", 2 * hour)], 2 * hour);
+        let with_other = folder("other", &[(".incharacter-e.tmp", 2 * hour), ("notes.txt", 2 * hour)], 2 * hour);
+        assert!(remove_abandoned_folder(&empty) && !empty.exists());
+        assert!(remove_abandoned_folder(&staged) && !staged.exists());
+        for kept in [&starting, &fresh_file, &with_journal, &with_other] {
+            assert!(!remove_abandoned_folder(kept), "{}", kept.display());
+            assert!(kept.exists());
+        }
+        assert!(with_other.join(".incharacter-e.tmp").exists(), "nothing in a kept folder is touched");
+        let file = root.path().join("a-file");
+        std::fs::write(&file, b"x").unwrap();
+        aged(&file, 2 * hour);
+        assert!(!remove_abandoned_folder(&file), "not a folder");
     }
 }

@@ -260,6 +260,10 @@ fn list_in(dir: &Path, sample: bool) -> (Vec<SessionEntry>, Vec<(PathBuf, String
         }
         let journal_file = path.join("journal.jsonl");
         if !journal_file.exists() {
+            // A run killed as it began, an hour ago or more, leaves a folder with nothing recorded.
+            if !sample && crate::files::remove_abandoned_folder(&path) {
+                continue;
+            }
             unreadable.push((path, "it holds no journal.jsonl".into()));
             continue;
         }
