@@ -548,10 +548,10 @@ impl Reader<'_> {
                 continue;
             }
             // Typed on the command line: what cannot be seen could not be typed back.
-            let unseen = |c: char| {
-                crate::text::acts_on_terminal(c) || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
-            };
-            if name.chars().any(unseen) {
+            if name
+                .chars()
+                .any(|c| crate::text::acts_on_terminal(c) || crate::text::shows_nothing(c))
+            {
                 self.error(
                     p.name.span(),
                     "a provider name holds no control or invisible character (it is typed on the command line)",

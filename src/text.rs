@@ -94,6 +94,32 @@ pub fn acts_on_terminal(c: char) -> bool {
     c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
 }
 
+/// A character that shows nothing where it stands (Unicode's default-ignorable code points, such as
+/// zero-width spaces and joiners, the soft hyphen, variation selectors and tags): a name holding one
+/// looks like a name without it, and cannot be typed back from what is seen.
+pub fn shows_nothing(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}'
+            | '\u{34f}'
+            | '\u{61c}'
+            | '\u{115f}'..='\u{1160}'
+            | '\u{17b4}'..='\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff0}'..='\u{fff8}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e0fff}'
+    )
+}
+
 /// A writer whose output a terminal cannot act on: what is written reaches `inner` a line at a time,
 /// each line as [`terminal_safe`] leaves it (tabs kept, and a line's end as written, `\n` or `\r\n`).
 /// `flush` passes on a line not yet ended (a streamed reply), keeping back only a character whose

@@ -286,6 +286,13 @@ fn headers_and_provider_names_that_no_request_could_carry_are_located() {
     let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
     assert_eq!((e[0].line, e[0].column), (3, 8), "{}", e[0]);
     assert!(e[0].message.contains("control or invisible character"), "{}", e[0]);
+    // Characters that show nothing: a zero-width space, a soft hyphen, a combining grapheme joiner,
+    // a variation selector, a tag.
+    for unseen in ["\\u200B", "\\u00AD", "\\u034F", "\\uFE0F", "\\U000E0041"] {
+        let text = OLLAMA.replace("name = \"ollama\"", &format!("name = \"oll{unseen}ama\""));
+        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+        assert!(e[0].message.contains("control or invisible character"), "{unseen}: {}", e[0]);
+    }
 }
 
 #[test]

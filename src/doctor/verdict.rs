@@ -296,6 +296,13 @@ fn provider_check(p: &Provider) -> Check {
                 (None, true) => "the server asks for a key: name the environment variable that holds it in the \
                                  provider's api_key_env"
                     .to_string(),
+                (_, false) if c.kind == ProviderKind::Local => format!(
+                    "the embedded model {} does not load or answer: `incharacter model list` shows the local \
+                     models; `incharacter model fetch` (a known model) or `incharacter model add <PATH.gguf> --name {} \
+                     --replace` (your own file) gives it a file that works",
+                    local_model(c),
+                    local_model(c)
+                ),
                 (_, false) => format!(
                     "start the server at {}, or correct base_url; `incharacter providers check {}` says more",
                     c.base_url, c.name
@@ -532,6 +539,9 @@ mod tests {
         let model = check(&report, "embedded model");
         assert_eq!(model.status, Status::Fail);
         assert!(model.fix.as_deref().unwrap().contains("download it again"));
+        // The provider's advice is the embedded model's, not a server's.
+        let fix = check(&report, "provider local").fix.clone().unwrap();
+        assert!(!fix.contains("base_url") && fix.contains("incharacter model list"), "{fix}");
         facts.model.checksum = Checksum::Differs;
         let report = judge(&facts);
         let model = check(&report, "embedded model");

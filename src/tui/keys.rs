@@ -326,6 +326,8 @@ impl Key {
             f if f.len() >= 2 && f.starts_with('f') && f[1..].chars().all(|c| c.is_ascii_digit()) => {
                 KeyName::F(f[1..].parse().ok().filter(|n| (1..=12).contains(n))?)
             }
+            // A terminal sends ctrl with a capital letter as ctrl with the small one.
+            c if c.chars().count() == 1 && key.ctrl => KeyName::Char(c.chars().next()?.to_ascii_lowercase()),
             c if c.chars().count() == 1 => KeyName::Char(c.chars().next()?),
             _ => return None,
         };
@@ -646,12 +648,16 @@ mod tests {
             bind("global", "ctrl-c", "help"),
             bind("live", "ctrl-c", "pause"),
             bind("global", "q", "help"),
+            // As a terminal sends it: ctrl with the small letter.
+            bind("setup", "ctrl-C", "start"),
         ]);
-        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert_eq!(errors.len(), 3, "{errors:?}");
         assert!(errors.iter().all(|e| e.contains("ctrl-c always quits")), "{errors:?}");
         for mode in Mode::ALL {
             assert_eq!(keymap.command(mode, ctrl_c()), Some(Command::Quit), "{mode:?}");
         }
+        assert_eq!(Key::parse("ctrl-J"), Key::parse("ctrl-j"));
+        assert_ne!(Key::parse("J"), Key::parse("j"), "a capital alone is its own key");
     }
 
     #[test]
