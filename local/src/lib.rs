@@ -25,8 +25,8 @@ pub use gguf::{ARCHITECTURES, Facts, facts};
 pub use incharacter_engine::MOST_POSITIONS;
 pub use model::{Choice, Finish, Generated, Message, Model, Request, Together};
 pub use registry::{
-    DEFAULT_MODEL, KNOWN, KnownModel, Pip, Registered, SMOLLM2_135M, add, fetch, fetch_known, list, models_dir,
-    resolve, shadowed, verify,
+    DEFAULT_MODEL, Identity, KNOWN, KnownModel, Pip, Registered, Removed, SMOLLM2_135M, add, fetch, fetch_known, list,
+    models_dir, remove, resolve, resolve_entry, shadowed, verify,
 };
 
 /// Why the local model could not do what was asked. The messages say what and where; advice on what to

@@ -115,6 +115,43 @@ pub struct Registered {
     pub name: String,
     pub path: PathBuf,
     pub architecture: String,
+    /// What the file was when `model add` read it (registries written before it was kept have none,
+    /// and their files are used unchecked). A fetched model's is its known size and SHA-256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<Identity>,
+}
+
+/// A model file's size and SHA-256, and when it was last modified as they were taken: a file of
+/// another size is another file; one modified since is hashed again before it is used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Identity {
+    pub bytes: u64,
+    pub sha256: String,
+    /// Nanoseconds since 1970 (`None` for a fetched model, whose folder is the workbench's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_ns: Option<u64>,
+}
+
+impl Identity {
+    /// The identity of the file at `path` as it is now (reads it whole).
+    fn of(path: &Path) -> std::io::Result<Identity> {
+        let before = std::fs::metadata(path)?;
+        let sha256 = sha256_file(path)?;
+        let after = std::fs::metadata(path)?;
+        if before.len() != after.len() || modified_ns(&before) != modified_ns(&after) {
+            return Err(std::io::Error::other("the file changed while it was read"));
+        }
+        Ok(Identity {
+            bytes: after.len(),
+            sha256,
+            modified_ns: modified_ns(&after),
+        })
+    }
+}
+
+fn modified_ns(metadata: &std::fs::Metadata) -> Option<u64> {
+    let since = metadata.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
+    u64::try_from(since.as_nanos()).ok()
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -193,6 +230,11 @@ pub fn list(models: &Path) -> Result<Vec<Registered>, Error> {
                 name: known.name.into(),
                 path,
                 architecture: known.architecture.into(),
+                identity: Some(Identity {
+                    bytes: known.bytes,
+                    sha256: known.sha256.into(),
+                    modified_ns: None,
+                }),
             });
         }
     }
@@ -219,6 +261,11 @@ pub fn shadowed(models: &Path) -> Result<Vec<Registered>, Error> {
 /// The GGUF file for `name`; [`Error::NotFetched`] or [`Error::Unknown`] when there is none, so the
 /// caller can say how to get it.
 pub fn resolve(models: &Path, name: &str) -> Result<PathBuf, Error> {
+    resolve_entry(models, name).map(|m| m.path)
+}
+
+/// The entry for `name` ([`resolve`], with what the file was when it was registered).
+pub fn resolve_entry(models: &Path, name: &str) -> Result<Registered, Error> {
     if let Some(m) = list(models)?.into_iter().find(|m| m.name == name) {
         if !m.path.is_file() {
             return Err(Error::Input(format!(
@@ -226,12 +273,54 @@ pub fn resolve(models: &Path, name: &str) -> Result<PathBuf, Error> {
                 m.path.display()
             )));
         }
-        return Ok(m.path);
+        m.unchanged()?;
+        return Ok(m);
     }
     if KNOWN.iter().any(|k| k.name == name) {
         return Err(Error::NotFetched { name: name.into() });
     }
     Err(Error::Unknown { name: name.into() })
+}
+
+impl Registered {
+    /// Refuses a file that is not the one registered: another size, or modified since and of another
+    /// SHA-256 (a fetched model is checked by its size only here; `doctor` hashes it). Sessions name
+    /// the model, and would go on with another under its name.
+    pub fn unchanged(&self) -> Result<(), Error> {
+        let Some(was) = &self.identity else {
+            return Ok(());
+        };
+        let known = KNOWN.iter().any(|k| k.name == self.name);
+        let verb = if known { "fetched" } else { "registered" };
+        let unreadable = |e: std::io::Error| Error::Input(format!("cannot read {}: {e}", self.path.display()));
+        let now = std::fs::metadata(&self.path).map_err(unreadable)?;
+        let what = if now.len() != was.bytes {
+            format!("{} bytes, {} when it was {verb}", now.len(), was.bytes)
+        } else if was.modified_ns.is_none() || modified_ns(&now) == was.modified_ns {
+            return Ok(());
+        } else {
+            let digest = sha256_file(&self.path).map_err(unreadable)?;
+            if digest == was.sha256 {
+                return Ok(());
+            }
+            format!("SHA-256 {digest}, {} when it was {verb}", was.sha256)
+        };
+        let fix = match known {
+            true => format!("to fetch it again: incharacter model fetch --name {}", self.name),
+            false => format!(
+                "to use the file as it is now: incharacter model add {} --name {} --replace (or another --name)",
+                self.path.display(),
+                self.name
+            ),
+        };
+        Err(Error::Input(format!(
+            "{} is not the file {verb} as the model {} ({what}); sessions that used {} were made with the file as \
+             it was. {fix}",
+            self.path.display(),
+            self.name,
+            self.name
+        )))
+    }
 }
 
 /// Whether `name` can name a model where it is used: as `model = "…"` in the config and on the
@@ -265,26 +354,85 @@ pub fn add(models: &Path, path: &Path, name: &str, replace: bool) -> Result<(Reg
         .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
     let facts = facts(&path)?;
     let architecture = facts.architecture.clone();
+    let identity = Identity::of(&path).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
     let _lock = lock_registry(models)?;
     let mut registry = read_registry(models)?;
-    if let Some(other) = registry.models.iter().find(|m| m.name == name && m.path != path)
-        && !replace
+    if let Some(other) = registry
+        .models
+        .iter()
+        .find(|m| m.name != name && m.name.eq_ignore_ascii_case(name))
     {
         return Err(Error::Input(format!(
-            "\"{name}\" is registered for {}: sessions that used it name it, and would go on with another \
-             model under it; give another --name, or --replace to point the name at this file",
-            other.path.display()
+            "\"{name}\" differs from the registered \"{}\" only in case: give another --name, or use \"{}\"",
+            other.name, other.name
         )));
+    }
+    if let Some(other) = registry.models.iter().find(|m| m.name == name)
+        && !replace
+    {
+        let same_file = other.path == path;
+        // The same file again is no change, unless it changed since (then it is another model).
+        if !same_file || other.identity.as_ref().is_some_and(|was| was.sha256 != identity.sha256) {
+            return Err(Error::Input(format!(
+                "\"{name}\" is registered for {}{}: sessions that used it name it, and would go on with another \
+                 model under it; give another --name, or --replace to point the name at this file as it is now",
+                other.path.display(),
+                if same_file { " as it was before it changed" } else { "" }
+            )));
+        }
     }
     registry.models.retain(|m| m.name != name);
     let entry = Registered {
         name: name.into(),
         path,
         architecture,
+        identity: Some(identity),
     };
     registry.models.push(entry.clone());
     write_registry(models, &registry)?;
     Ok((entry, facts))
+}
+
+/// What [`remove`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Removed {
+    /// A registered file: the name is gone, the file is left where it is.
+    Unregistered(PathBuf),
+    /// A fetched model: its folder is deleted (`bytes` freed).
+    Deleted { folder: PathBuf, bytes: u64 },
+}
+
+/// Forgets the model `name`: a file the user registered is unregistered (never deleted); a fetched
+/// model's folder under `models` is deleted. Recorded sessions keep loading (they need no model
+/// until they are resumed).
+pub fn remove(models: &Path, name: &str) -> Result<Removed, Error> {
+    if let Some(known) = KNOWN.iter().find(|k| k.name == name) {
+        let folder = models.join(known.name);
+        let bytes = std::fs::read_dir(&folder)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok()?.metadata().ok())
+                    .filter(|m| m.is_file())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Error::NotFetched { name: name.into() },
+                _ => Error::Input(format!("cannot read {}: {e}", folder.display())),
+            })?;
+        let _fetching = fetch::hold_idle(&folder, name)?;
+        std::fs::remove_dir_all(&folder)
+            .map_err(|e| Error::Input(format!("cannot remove {}: {e}", folder.display())))?;
+        return Ok(Removed::Deleted { folder, bytes });
+    }
+    let _lock = lock_registry(models)?;
+    let mut registry = read_registry(models)?;
+    let Some(at) = registry.models.iter().position(|m| m.name == name) else {
+        return Err(Error::Unknown { name: name.into() });
+    };
+    let entry = registry.models.remove(at);
+    write_registry(models, &registry)?;
+    Ok(Removed::Unregistered(entry.path))
 }
 
 /// Whether a known model's file is the one recorded (`None`: no checksum is recorded for `name`, as
@@ -375,6 +523,7 @@ mod tests {
                 name: "plain".into(),
                 path: file.clone(),
                 architecture: "llama".into(),
+                identity: None,
             }],
         };
         write_registry(dir.path(), &registry).unwrap();
@@ -452,6 +601,7 @@ mod tests {
                 name: DEFAULT_MODEL.into(),
                 path: gguf,
                 architecture: "llama".into(),
+                identity: None,
             }],
         };
         write_registry(dir.path(), &registry).unwrap();
@@ -462,6 +612,143 @@ mod tests {
             Err(Error::NotFetched {
                 name: DEFAULT_MODEL.into()
             })
+        );
+    }
+
+    /// A copy of the tiny fixture in `dir`, registered as `name`.
+    fn registered_copy(dir: &Path, name: &str) -> PathBuf {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gguf/tiny-llama-q8_0.gguf");
+        let file = dir.join(format!("{name}.gguf"));
+        std::fs::copy(fixture, &file).unwrap();
+        let file = file.canonicalize().unwrap();
+        add(dir, &file, name, false).unwrap();
+        file
+    }
+
+    /// Sets the file's modification time `seconds` past what it was (as an editor's save would).
+    fn touch(file: &Path, seconds: u64) {
+        let f = std::fs::OpenOptions::new().write(true).open(file).unwrap();
+        let was = f.metadata().unwrap().modified().unwrap();
+        f.set_modified(was + std::time::Duration::from_secs(seconds)).unwrap();
+    }
+
+    #[test]
+    fn a_registered_file_changed_in_place_is_refused_until_added_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = registered_copy(dir.path(), "mine");
+        let entry = &list(dir.path()).unwrap()[0];
+        let identity = entry.identity.clone().expect("recorded by add");
+        assert_eq!(identity.bytes, std::fs::metadata(&file).unwrap().len());
+        assert_eq!(identity.sha256, sha256_file(&file).unwrap());
+
+        // Touched but the same bytes: still the model it was.
+        touch(&file, 5);
+        assert_eq!(resolve(dir.path(), "mine").unwrap(), file);
+
+        // The same size, one weight changed (a fine-tune of the same shape would be so).
+        let mut bytes = std::fs::read(&file).unwrap();
+        *bytes.last_mut().unwrap() ^= 0x40;
+        std::fs::write(&file, &bytes).unwrap();
+        touch(&file, 10);
+        let e = resolve(dir.path(), "mine").unwrap_err().to_string();
+        assert!(e.contains("is not the file registered as the model mine"), "{e}");
+        assert!(
+            e.contains(&identity.sha256) && e.contains(&sha256_file(&file).unwrap()),
+            "{e}"
+        );
+        assert!(e.contains("--name mine --replace"), "{e}");
+        // Adding it again under its name without --replace is refused too; with it, it is the model.
+        let e = add(dir.path(), &file, "mine", false).unwrap_err().to_string();
+        assert!(e.contains("as it was before it changed"), "{e}");
+        add(dir.path(), &file, "mine", true).unwrap();
+        assert_eq!(resolve(dir.path(), "mine").unwrap(), file);
+
+        // Another size is another file, told without reading it.
+        bytes.extend_from_slice(&[0; 32]);
+        std::fs::write(&file, &bytes).unwrap();
+        let e = resolve(dir.path(), "mine").unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "{} bytes, {} when it was registered",
+                bytes.len(),
+                bytes.len() - 32
+            )),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_registry_from_before_identities_is_read_and_its_files_used_unchecked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("old.gguf");
+        std::fs::write(&file, b"whatever").unwrap();
+        std::fs::write(
+            registry_path(dir.path()),
+            format!(
+                "[[models]]\nname = \"old\"\npath = {:?}\narchitecture = \"llama\"\n",
+                file
+            ),
+        )
+        .unwrap();
+        assert_eq!(list(dir.path()).unwrap()[0].identity, None);
+        assert_eq!(resolve(dir.path(), "old").unwrap(), file);
+    }
+
+    #[test]
+    fn names_that_differ_only_in_case_are_one_name() {
+        let dir = tempfile::tempdir().unwrap();
+        registered_copy(dir.path(), "Mine");
+        let file = dir.path().join("Mine.gguf");
+        let e = add(dir.path(), &file, "mine", false).unwrap_err().to_string();
+        assert!(e.contains("differs from the registered \"Mine\" only in case"), "{e}");
+        assert_eq!(list(dir.path()).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn remove_unregisters_a_users_file_and_deletes_a_fetched_models_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = registered_copy(dir.path(), "mine");
+        registered_copy(dir.path(), "other");
+        assert_eq!(remove(dir.path(), "mine").unwrap(), Removed::Unregistered(file.clone()));
+        assert!(file.is_file(), "the user's file is left where it is");
+        let names: Vec<_> = list(dir.path()).unwrap().into_iter().map(|m| m.name).collect();
+        assert_eq!(names, ["other"]);
+        assert_eq!(remove(dir.path(), "mine"), Err(Error::Unknown { name: "mine".into() }));
+
+        assert_eq!(
+            remove(dir.path(), DEFAULT_MODEL),
+            Err(Error::NotFetched {
+                name: DEFAULT_MODEL.into()
+            })
+        );
+        let known = &KNOWN[0];
+        let folder = dir.path().join(known.name);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join(known.file), [0u8; 100]).unwrap();
+        assert_eq!(
+            remove(dir.path(), known.name).unwrap(),
+            Removed::Deleted {
+                folder: folder.clone(),
+                bytes: 100
+            }
+        );
+        assert!(!folder.exists());
+    }
+
+    #[test]
+    fn a_fetched_model_of_another_size_is_not_the_known_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let known = &KNOWN[0];
+        std::fs::create_dir_all(dir.path().join(known.name)).unwrap();
+        std::fs::write(dir.path().join(known.name).join(known.file), b"short").unwrap();
+        let e = resolve(dir.path(), known.name).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("5 bytes, {} when it was fetched", known.bytes)),
+            "{e}"
+        );
+        assert!(
+            e.contains(&format!("incharacter model fetch --name {}", known.name)),
+            "{e}"
         );
     }
 }

@@ -437,6 +437,7 @@ mod tests {
             provider: "p".into(),
             kind: "fixture".into(),
             model: judge.into(),
+            sha256: None,
         };
         let mut events = vec![Event::RunStarted {
             header: SessionHeader {

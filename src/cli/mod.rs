@@ -542,7 +542,8 @@ pub enum ModelCommand {
     /// The local models: the known ones (size, license, what each is good for, fetched or not) and
     /// the GGUF files you registered
     List {
-        /// One JSON array: name, bytes, sha256, fetched, path, architecture, license, good_for
+        /// One JSON array: name, bytes, sha256, fetched, changed (not the file that was fetched or
+        /// added), path, architecture, license, good_for
         #[arg(long)]
         json: bool,
     },
@@ -555,6 +556,12 @@ pub enum ModelCommand {
         /// Point a name registered for another file at this one
         #[arg(long)]
         replace: bool,
+    },
+    /// Forget a model: a file you registered is unregistered (the file is left where it is); a
+    /// fetched model's folder is deleted (`model fetch` brings it back). Sessions stay readable
+    Remove {
+        /// The model's name, as `model list` shows it
+        name: String,
     },
     /// Greedy continuation of a raw text or token ids (no chat template, no penalties): the ids, to
     /// compare with another engine's on the same file
@@ -841,9 +848,9 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
         Command::Plot(args) => plot_cmds::plot(ctx, args, out),
         // Models and providers.
         #[cfg(feature = "local-model")]
-        Command::Bench { command } => bench(command, out),
+        Command::Bench { command } => model_cmds::bench_command(command, out),
         #[cfg(feature = "local-model")]
-        Command::Model { command } => model(command, out),
+        Command::Model { command } => model_cmds::model_command(command, out),
         Command::Providers { json, command } => llm_cmds::providers(ctx, json, command, out),
         Command::Chat {
             provider,
@@ -951,39 +958,6 @@ fn annotations(ctx: &Ctx, command: AnnotationsCommand, out: &mut dyn Write) -> a
             annotation_cmds::export(ctx, &id, format.as_deref(), output.as_deref(), out)
         }
         AnnotationsCommand::Import { id, csv } => annotation_cmds::import(ctx, &id, &csv, out),
-    }
-}
-
-/// `bench local` and `bench ratio`.
-#[cfg(feature = "local-model")]
-fn bench(command: BenchCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    match command {
-        BenchCommand::Local {
-            name,
-            tokens,
-            runs,
-            prompt_tokens,
-            json,
-            parallel,
-        } => model_cmds::bench(&name, (tokens, prompt_tokens), runs, json, &parallel, out),
-        BenchCommand::Ratio { ours, reference, json } => model_cmds::ratio(&ours, &reference, json, out),
-    }
-}
-
-/// `model fetch`, `list`, `add` and `continue`.
-#[cfg(feature = "local-model")]
-fn model(command: ModelCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    match command {
-        ModelCommand::Fetch { name } => model_cmds::fetch(&name, out),
-        ModelCommand::List { json } => model_cmds::list(json, out),
-        ModelCommand::Add { path, name, replace } => model_cmds::add(&path, name.as_deref(), replace, out),
-        ModelCommand::Continue {
-            model,
-            text,
-            ids,
-            tokens,
-            json,
-        } => model_cmds::continue_greedy(&model, text.as_deref(), ids, tokens, json, out),
     }
 }
 

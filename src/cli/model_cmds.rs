@@ -1,12 +1,44 @@
-//! `model fetch | list | add`: the embedded model's weights.
+//! `model fetch | list | add | remove`: the embedded model's weights.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use super::input_error;
 use super::table::Table;
+use super::{BenchCommand, ModelCommand, input_error};
 use crate::llm::local;
+
+/// `bench local` and `bench ratio`.
+pub fn bench_command(command: BenchCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    match command {
+        BenchCommand::Local {
+            name,
+            tokens,
+            runs,
+            prompt_tokens,
+            json,
+            parallel,
+        } => bench(&name, (tokens, prompt_tokens), runs, json, &parallel, out),
+        BenchCommand::Ratio { ours, reference, json } => ratio(&ours, &reference, json, out),
+    }
+}
+
+/// `model fetch`, `list`, `add`, `remove` and `continue`.
+pub fn model_command(command: ModelCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    match command {
+        ModelCommand::Fetch { name } => fetch(&name, out),
+        ModelCommand::List { json } => list(json, out),
+        ModelCommand::Add { path, name, replace } => add(&path, name.as_deref(), replace, out),
+        ModelCommand::Remove { name } => remove(&name, out),
+        ModelCommand::Continue {
+            model,
+            text,
+            ids,
+            tokens,
+            json,
+        } => continue_greedy(&model, text.as_deref(), ids, tokens, json, out),
+    }
+}
 
 fn models_dir() -> anyhow::Result<std::path::PathBuf> {
     let data = crate::paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
@@ -46,11 +78,16 @@ pub fn list(json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::new();
     for known in local::KNOWN {
         let fetched = present.iter().find(|m| m.name == known.name);
+        let changed = fetched.map(|m| m.unchanged()).transpose();
+        if let Err(e) = &changed {
+            crate::note!("warning: {e}");
+        }
         rows.push(serde_json::json!({
             "name": known.name,
             "bytes": known.bytes,
             "sha256": known.sha256,
             "fetched": fetched.is_some(),
+            "changed": changed.is_err(),
             "path": fetched.map(|m| m.path.display().to_string()),
             "architecture": known.architecture,
             "license": known.license,
@@ -61,11 +98,15 @@ pub fn list(json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .iter()
         .filter(|m| !local::KNOWN.iter().any(|k| k.name == m.name))
     {
+        // A file changed since it was added is not the model its name stands for (it is refused
+        // where it would be used; the reason is said here once).
+        let changed = m.path.is_file() && m.unchanged().inspect_err(|e| crate::note!("warning: {e}")).is_err();
         rows.push(serde_json::json!({
             "name": m.name,
-            "bytes": std::fs::metadata(&m.path).ok().map(|md| md.len()),
-            "sha256": null,
+            "bytes": m.identity.as_ref().map(|i| i.bytes).or_else(|| std::fs::metadata(&m.path).ok().map(|md| md.len())),
+            "sha256": m.identity.as_ref().map(|i| i.sha256.clone()),
             "fetched": m.path.is_file(),
+            "changed": changed,
             "path": m.path.display().to_string(),
             "architecture": m.architecture,
             "license": null,
@@ -80,6 +121,7 @@ pub fn list(json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     for r in &rows {
         let text = |key: &str| r[key].as_str().unwrap_or("").to_string();
         let place = match r["path"].as_str() {
+            Some(path) if r["changed"] == true => format!("changed since added: {path}"),
             Some(path) if r["fetched"] == true => path.to_string(),
             Some(path) => format!("missing: {path}"),
             None => format!("not fetched: incharacter model fetch --name {}", text("name")),
@@ -159,6 +201,25 @@ pub fn add(path: &Path, name: Option<&str>, replace: bool, out: &mut dyn Write) 
     Ok(ExitCode::SUCCESS)
 }
 
+/// `model remove NAME`.
+pub fn remove(name: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let dir = models_dir()?;
+    match local::remove(&dir, name).map_err(|e| input_error(e.to_string()))? {
+        local::Removed::Unregistered(path) => writeln!(
+            out,
+            "unregistered {name}; the file is left where it was: {}",
+            path.display()
+        )?,
+        local::Removed::Deleted { folder, bytes } => writeln!(
+            out,
+            "removed {name} ({} MiB freed: {}); incharacter model fetch --name {name} brings it back",
+            bytes >> 20,
+            folder.display()
+        )?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `model continue`: the greedy continuation of a text or of token ids, as ids (and text).
 pub fn continue_greedy(
     model: &str,
@@ -230,8 +291,8 @@ pub fn bench(
         path.display()
     )?;
     let (tokens, at_least) = sizes;
-    let passage = bench_passage(&model, tokens, at_least)?;
     widths_fit(&model, parallel, tokens)?;
+    let passage = bench_passage(&model, tokens, at_least)?;
     let mut prefill = Vec::new();
     let mut decode = Vec::new();
     let mut constrained = Vec::new();
@@ -372,19 +433,24 @@ fn story_request(passage: &str, tokens: u32) -> crate::llm::ChatRequest {
 fn bench_passage(model: &local::LocalModel, tokens: u32, at_least: Option<usize>) -> anyhow::Result<String> {
     let sentence = "The Sorting Hat considered the first-year for a long moment before it spoke. ";
     let mut passage = sentence.repeat(12);
-    let Some(at_least) = at_least else {
-        return Ok(passage);
-    };
-    if at_least.saturating_add(tokens as usize) > model.context() {
-        return Err(input_error(format!(
-            "a prompt of {at_least} tokens and {tokens} more do not fit in the model's context of {}",
-            model.context()
-        )));
-    }
     let length = |passage: &str| {
         let ids = model.encode(&model.prompt(&story_request(passage, tokens)));
         ids.map(|ids| ids.len()).map_err(|e| input_error(e.to_string()))
     };
+    let fits = |prompt: usize| {
+        if prompt.saturating_add(tokens as usize) > model.context() {
+            return Err(input_error(format!(
+                "a prompt of {prompt} tokens and {tokens} more do not fit in the model's context of {}",
+                model.context()
+            )));
+        }
+        Ok(())
+    };
+    let Some(at_least) = at_least else {
+        fits(length(&passage)?)?;
+        return Ok(passage);
+    };
+    fits(at_least)?;
     // Sentences add about as many tokens each: as many more as the shortfall asks for, measured again.
     let per_sentence = model
         .encode(sentence)
@@ -542,6 +608,22 @@ pub fn ratio(ours: &Path, reference: &Path, json: bool, out: &mut dyn Write) -> 
         })
     };
     let (a, b) = (read(ours)?, read(reference)?);
+    // A speed is a count over a time: one that is not above zero measured nothing to compare.
+    for (path, report) in [(ours, &a), (reference, &b)] {
+        let speeds = [
+            ("prefill_tok_s", Some(report.prefill_tok_s)),
+            ("decode_tok_s", report.decode_tok_s),
+        ];
+        if let Some((field, value)) = speeds
+            .into_iter()
+            .find_map(|(field, v)| v.filter(|v| !(v.is_finite() && *v > 0.0)).map(|v| (field, v)))
+        {
+            return Err(input_error(format!(
+                "{}: {field} is {value}: a speed above zero was expected (not a report of a measurement)",
+                path.display()
+            )));
+        }
+    }
     // What each decoded, where the report says (a model that ends its reply early decodes less).
     let (da, db) = (
         a.decoded_tokens.unwrap_or(a.decode_tokens),

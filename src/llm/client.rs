@@ -312,9 +312,14 @@ impl Client {
         let adapter = &self.shared.adapter;
         let shape = adapt::shape(&request);
         let cache = self.cache();
+        // An embedded model's replies are its file's: a name pointed at another file is another model.
+        let model_key = match self.transport.info().sha256 {
+            Some(sha) => format!("{model}@{sha}"),
+            None => model.to_string(),
+        };
         loop {
             let adapted = adapter.quirks(provider, model).apply(&request);
-            let key = cache::key(self.transport.base_url(), model, &adapted);
+            let key = cache::key(self.transport.base_url(), &model_key, &adapted);
             if let Some(entry) = cache.and_then(|c| c.get(&key)) {
                 self.replay(&adapted, entry, &tx);
                 return;

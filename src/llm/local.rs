@@ -3,7 +3,8 @@
 //! system message, in the workbench's words), and the crate's errors told as `LlmError`s, with the
 //! commands that fix them. One loaded model is shared and requests take turns.
 //!
-//! Its ratings carry no meaning (a 135M-parameter model); it exists so the whole pipeline runs offline.
+//! The default (smollm2-135m) makes the whole pipeline run offline; its ratings carry no meaning (README's
+//! table says what each local model's are worth).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use incharacter_local as embedded;
-pub use incharacter_local::{Facts, KNOWN, MOST_POSITIONS, Registered, models_dir, verify};
+pub use incharacter_local::{Facts, KNOWN, MOST_POSITIONS, Registered, Removed, models_dir, verify};
 /// The bundled default's name, for tests (the workbench names it by `config::DEFAULT_LOCAL_MODEL`).
 #[cfg(any(test, feature = "testing"))]
 pub use incharacter_local::DEFAULT_MODEL;
@@ -52,9 +53,20 @@ pub fn resolve(models: &Path, name: &str) -> Result<PathBuf, LlmError> {
     Ok(embedded::resolve(models, name)?)
 }
 
+/// The registered model `name` (its file, and what it was when registered), checked to be that file
+/// still; an error that says how to get it otherwise.
+pub fn resolve_entry(models: &Path, name: &str) -> Result<Registered, LlmError> {
+    Ok(embedded::resolve_entry(models, name)?)
+}
+
 /// Registers a user's GGUF under `name` (a name registered for another file only with `replace`).
 pub fn add(models: &Path, path: &Path, name: &str, replace: bool) -> Result<(Registered, Facts), LlmError> {
     Ok(embedded::add(models, path, name, replace)?)
+}
+
+/// Forgets a model: a registered file is unregistered (left where it is), a fetched model deleted.
+pub fn remove(models: &Path, name: &str) -> Result<Removed, LlmError> {
+    Ok(embedded::remove(models, name)?)
 }
 
 /// Downloads a known model and checks it; `progress` receives human-readable lines.
@@ -217,6 +229,8 @@ pub struct LocalTransport {
     provider: String,
     /// The model's name in what sessions record: the name it was loaded under, or the provider's.
     name: String,
+    /// Its file's SHA-256, when the registry knows it.
+    sha256: Option<String>,
 }
 
 impl LocalTransport {
@@ -225,7 +239,14 @@ impl LocalTransport {
             name: model.0.name().to_string(),
             model,
             provider: provider.into(),
+            sha256: None,
         }
+    }
+
+    /// Records the SHA-256 of the model's file with its name.
+    pub fn identified(mut self, sha256: Option<String>) -> Self {
+        self.sha256 = sha256;
+        self
     }
 
     /// Records the model under the name the provider gives it: a file is loaded once per process,
@@ -265,6 +286,7 @@ impl Transport for LocalTransport {
             provider: self.provider.clone(),
             kind: "local".into(),
             model: self.name.clone(),
+            sha256: self.sha256.clone(),
         }
     }
 

@@ -383,6 +383,26 @@ pub struct ModelInfo {
     pub provider: String,
     pub kind: String,
     pub model: String,
+    /// The SHA-256 of the embedded model's file, when it is known (a fetched model's, or one `model
+    /// add` recorded): a name stands for one file, and a resume checks it is still that file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+impl ModelInfo {
+    /// Whether `other` is another model than this one: another name, or the same name for a file of
+    /// another SHA-256 (where both are known).
+    pub fn differs_from(&self, other: &ModelInfo) -> bool {
+        self.model != other.model || matches!((&self.sha256, &other.sha256), (Some(a), Some(b)) if a != b)
+    }
+
+    /// As [`fmt::Display`], with the file's SHA-256 (its first 12 digits) when it is known.
+    pub fn with_file(&self) -> String {
+        match &self.sha256 {
+            Some(sha) => format!("{self}, a file of sha256 {}…", &sha[..sha.len().min(12)]),
+            None => self.to_string(),
+        }
+    }
 }
 
 impl fmt::Display for ModelInfo {
@@ -467,6 +487,7 @@ pub fn describe(config: &config::Config, name: &str) -> Option<ModelInfo> {
             provider: provider.name.clone(),
             kind: "local".into(),
             model: local_name(provider).to_string(),
+            sha256: None,
         },
     })
 }
@@ -516,7 +537,8 @@ fn local_transport(
     static LOADED: OnceLock<Mutex<HashMap<std::path::PathBuf, Arc<local::LocalModel>>>> = OnceLock::new();
     let data_dir = data_dir.ok_or_else(|| LlmError::Config("no data dir: set INCHARACTER_DATA_DIR".into()))?;
     let name = local_name(provider);
-    let path = local::resolve(&local::models_dir(data_dir), name)?;
+    let entry = local::resolve_entry(&local::models_dir(data_dir), name)?;
+    let (path, sha256) = (entry.path, entry.identity.map(|i| i.sha256));
     let mut loaded = LOADED
         .get_or_init(Mutex::default)
         .lock()
@@ -531,7 +553,11 @@ fn local_transport(
     };
     // The requests a provider lets run at once are decoded side by side.
     model.allow_batch(provider.max_concurrency);
-    Ok(Arc::new(local::LocalTransport::new(model, &provider.name).named(name)))
+    Ok(Arc::new(
+        local::LocalTransport::new(model, &provider.name)
+            .named(name)
+            .identified(sha256),
+    ))
 }
 
 #[cfg(not(feature = "local-model"))]

@@ -457,6 +457,7 @@ pub(crate) fn info(config: &ProviderConfig) -> ModelInfo {
         provider: config.name.clone(),
         kind: "openai".into(),
         model: config.model.clone(),
+        sha256: None,
     }
 }
 

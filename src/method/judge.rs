@@ -198,6 +198,7 @@ mod tests {
                 provider: "silent".into(),
                 kind: "test".into(),
                 model: "m".into(),
+                sha256: None,
             }
         }
 

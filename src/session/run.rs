@@ -522,13 +522,18 @@ fn same_models(id: &str, prior: &[Event], now: &crate::study::Providers) -> Resu
     };
     for (role, was) in was {
         if let Some(now) = now.get(role)
-            && now.model != was.model
+            && now.differs_from(was)
         {
+            // The same name for another file: said with the files.
+            let (was, now) = match was.model == now.model {
+                true => (was.with_file(), now.with_file()),
+                false => (was.to_string(), now.to_string()),
+            };
             return Err(SessionError::ModelChanged {
                 id: id.to_string(),
                 role: role.clone(),
-                was: was.to_string(),
-                now: now.to_string(),
+                was,
+                now,
             });
         }
     }
@@ -632,5 +637,49 @@ fn unreachable_error(u: Unreachable) -> SessionError {
         provider: u.provider,
         base_url: u.base_url,
         reason: u.reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ModelInfo;
+
+    fn local(sha256: Option<&str>) -> ModelInfo {
+        ModelInfo {
+            provider: "local".into(),
+            kind: "local".into(),
+            model: "mine".into(),
+            sha256: sha256.map(str::to_string),
+        }
+    }
+
+    const START: &str = r#"{"event":"run_started","session":"s","name":null,"created":"2026-01-01T00:00:00Z","app_version":"0.1.0","plan":{"characters":["anna"],"scales":["GSE"],"methods":["er-batch"],"repeats":1,"rpa":"local","judge":"local","style":"description","seed":1,"max_attempts":5},"providers":{}}"#;
+
+    fn started(rpa: ModelInfo) -> Vec<Event> {
+        let mut record: serde_json::Value = serde_json::from_str(START).unwrap();
+        record["providers"]["rpa"] = serde_json::to_value(rpa).unwrap();
+        vec![serde_json::from_value(record).unwrap()]
+    }
+
+    /// The same name for another file is another model; a record without the file's SHA-256 (an
+    /// older session, or a file registered before it was kept) is matched by the name alone.
+    #[test]
+    fn a_resume_on_another_file_under_the_same_name_is_refused_with_both_files() {
+        let now = |info: ModelInfo| [("rpa".to_string(), info)].into();
+        let prior = started(local(Some("aaaaaaaaaaaaaaaa")));
+        assert!(same_models("s", &prior, &now(local(Some("aaaaaaaaaaaaaaaa")))).is_ok());
+        let e = same_models("s", &prior, &now(local(Some("bbbbbbbbbbbbbbbb")))).unwrap_err();
+        let said = e.to_string();
+        assert!(
+            said.contains("ran its rpa on local (local: mine), a file of sha256 aaaaaaaaaaaa…; the config now gives \
+                 local (local: mine), a file of sha256 bbbbbbbbbbbb…"),
+            "{said}"
+        );
+        assert!(same_models("s", &prior, &now(local(None))).is_ok());
+        assert!(same_models("s", &started(local(None)), &now(local(Some("bbbb")))).is_ok());
+        // The journal keeps the file's SHA-256 only where it is known.
+        let line = serde_json::to_string(&local(None)).unwrap();
+        assert!(!line.contains("sha256"), "{line}");
     }
 }

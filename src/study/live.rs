@@ -130,6 +130,7 @@ mod tests {
                 provider: "scripted".into(),
                 kind: "test".into(),
                 model: "none".into(),
+                sha256: None,
             }
         }
     }

@@ -697,6 +697,7 @@ mod tests {
             provider: kind.into(),
             kind: kind.into(),
             model: model.into(),
+            sha256: None,
         };
         let same: Providers = [("judge", info("m", "local")), ("rpa", info("m", "local"))]
             .map(|(r, m)| (r.to_string(), m))

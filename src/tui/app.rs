@@ -259,6 +259,7 @@ impl App {
                     provider: p.name.clone(),
                     kind: p.kind.name().into(),
                     model: p.model.clone(),
+                    sha256: None,
                 },
                 roles: config
                     .roles

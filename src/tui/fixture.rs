@@ -32,6 +32,7 @@ pub fn session(catalog: &Catalog, plan: &RunPlan) -> Vec<Event> {
         provider: "fixture".into(),
         kind: "fixture".into(),
         model: "none (made-up answers)".into(),
+        sha256: None,
     };
     let mut events = vec![Event::RunStarted {
         header: crate::study::SessionHeader {
@@ -164,6 +165,7 @@ pub fn reassessment(catalog: &Catalog, parent: &[Event], id: &str, variant: u32)
         provider: "fixture".into(),
         kind: "fixture".into(),
         model: format!("judge {variant} (made-up scores)"),
+        sha256: None,
     };
     let mut events = Vec::new();
     for e in parent {

@@ -279,6 +279,7 @@ mod chat_sampling {
                 provider: "recorded".into(),
                 kind: "test".into(),
                 model: "none".into(),
+                sha256: None,
             }
         }
     }

@@ -54,4 +54,13 @@ fn the_ratio_of_two_reports_is_computed_and_a_bad_report_is_located() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains(&format!("{b}:2:")), "located: {stderr}");
+    // A speed of zero (or below) measured nothing: refused, not an infinite ratio.
+    std::fs::write(&reference, report("llama.cpp", 250.0, 0.0)).unwrap();
+    let out = common::offline(dir.path(), &["bench", "ratio", &a, &b]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("decode_tok_s is 0: a speed above zero was expected"),
+        "{stderr}"
+    );
 }

@@ -38,6 +38,7 @@ impl<F: Fn(&ChatRequest) -> String + Send + Sync> ChatModel for Scripted<F> {
             provider: "scripted".into(),
             kind: "test".into(),
             model: "scripted".into(),
+            sha256: None,
         }
     }
 }

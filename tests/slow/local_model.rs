@@ -228,4 +228,16 @@ fn the_benchmark_reads_a_prompt_as_long_as_asked_and_refuses_one_past_the_contex
         "{stderr}"
     );
     assert!(!stderr.contains("run 1"), "nothing timed first: {stderr}");
+    // One sequence with more tokens to write than its context holds beside the prompt: refused too.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_incharacter"))
+        .args(["bench", "local", "--tokens", "5000", "--runs", "1", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("and 5000 more do not fit in the model's context of"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("run 1"), "nothing timed first: {stderr}");
 }

@@ -141,6 +141,20 @@ fn lock(dir: &Path, name: &str, progress: &mut dyn FnMut(&str)) -> Result<File, 
     Ok(file)
 }
 
+/// The lock of `dir`'s fetches, taken only when no fetch holds it (then `model remove` must not
+/// delete what the fetch is writing).
+pub(super) fn hold_idle(dir: &Path, name: &str) -> Result<File, Error> {
+    let path = dir.join(LOCK);
+    let file = super::lock_file(&path).map_err(io("cannot open", &path))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Input(format!(
+            "a fetch of {name} is under way: remove it once the fetch is done"
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(io("cannot lock", &path)(e)),
+    }
+}
+
 /// Removes what fetches before this one could leave behind when killed: the download folder, and the
 /// temporary files of earlier versions (`.tmp…`, which were not resumed).
 fn tidy(dir: &Path, progress: &mut dyn FnMut(&str)) {

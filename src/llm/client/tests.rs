@@ -31,6 +31,8 @@ struct Scripted {
     usage: bool,
     /// The model's own context, as the embedded model knows it.
     context: Option<usize>,
+    /// The SHA-256 of the model's file, as the embedded model's registry knows it.
+    file: Option<String>,
 }
 
 impl Scripted {
@@ -48,6 +50,7 @@ impl Scripted {
             met: Mutex::new(0),
             usage: true,
             context: None,
+            file: None,
         }
     }
 
@@ -133,6 +136,7 @@ impl Transport for Scripted {
             provider: "scripted".into(),
             kind: "test".into(),
             model: "m".into(),
+            sha256: self.file.clone(),
         }
     }
 
@@ -647,4 +651,28 @@ fn a_stated_context_past_the_models_own_is_bounded_by_it() {
     assert_eq!(context(Some(2048), Some(4096)), Some(2048), "a smaller stated context is kept");
     assert_eq!(context(Some(8192), None), Some(8192), "a server's, as stated");
     assert_eq!(context(None, Some(4096)), Some(4096));
+}
+
+/// An embedded model's replies are its file's: the same name pointed at another file is not
+/// answered from the first file's cached replies; the same file again is.
+#[tokio::test]
+async fn cached_replies_belong_to_the_models_file_not_only_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let on_file = |reply: &'static str, sha: &str| {
+        let mut t = Scripted::new(&[reply]);
+        t.file = Some(sha.into());
+        client(Arc::new(t), dir.path())
+    };
+    let first = complete(&on_file("From the first file.", "aaaa"), request(Role::Rpa))
+        .await
+        .unwrap();
+    assert!(!first.cached);
+    let other = complete(&on_file("From another file.", "bbbb"), request(Role::Rpa))
+        .await
+        .unwrap();
+    assert!(!other.cached && other.text == "From another file.", "{other:?}");
+    let again = complete(&on_file("never asked", "aaaa"), request(Role::Rpa))
+        .await
+        .unwrap();
+    assert!(again.cached && again.text == "From the first file.", "{again:?}");
 }
