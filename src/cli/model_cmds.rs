@@ -121,7 +121,7 @@ pub fn list(json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     for r in &rows {
         let text = |key: &str| r[key].as_str().unwrap_or("").to_string();
         let place = match r["path"].as_str() {
-            Some(path) if r["changed"] == true => format!("changed since added: {path}"),
+            Some(path) if r["changed"] == true => format!("changed (not the file it was): {path}"),
             Some(path) if r["fetched"] == true => path.to_string(),
             Some(path) => format!("missing: {path}"),
             None => format!("not fetched: incharacter model fetch --name {}", text("name")),

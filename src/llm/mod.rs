@@ -399,7 +399,7 @@ impl ModelInfo {
     /// As [`fmt::Display`], with the file's SHA-256 (its first 12 digits) when it is known.
     pub fn with_file(&self) -> String {
         match &self.sha256 {
-            Some(sha) => format!("{self}, a file of sha256 {}…", &sha[..sha.len().min(12)]),
+            Some(sha) => format!("{self}, a file of sha256 {}…", sha.chars().take(12).collect::<String>()),
             None => self.to_string(),
         }
     }
