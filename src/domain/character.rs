@@ -473,6 +473,19 @@ impl RawCharacter {
                     ));
                     continue;
                 };
+                // Scale ids are read in any case; the labels are kept under the scale's own.
+                if set.contains_key(&scale.id) {
+                    errors.push(src.at(
+                        scale_id.span(),
+                        format!(
+                            "{} labels for scale {} again (as \"{}\"): one table per scale",
+                            source.name(),
+                            scale.id,
+                            scale_id.get_ref()
+                        ),
+                    ));
+                    continue;
+                }
                 let (min, max) = scale.dimension_range();
                 let mut out = BTreeMap::new();
                 for (dim, raw) in dims {
@@ -524,7 +537,7 @@ impl RawCharacter {
                     }
                     out.insert(dim.into_inner(), Label { score, kind: raw.kind });
                 }
-                set.insert(scale_id.into_inner(), out);
+                set.insert(scale.id.clone(), out);
             }
         }
         for (scale_id, raw) in self.targets {
@@ -535,6 +548,17 @@ impl RawCharacter {
                 ));
                 continue;
             };
+            if labels.target.contains_key(&scale.id) {
+                errors.push(src.at(
+                    scale_id.span(),
+                    format!(
+                        "targets for scale {} again (as \"{}\"): one entry per scale",
+                        scale.id,
+                        scale_id.get_ref()
+                    ),
+                ));
+                continue;
+            }
             let span = raw.span();
             // A dimension's error points at its line within the scale's entry.
             let at = |dimension: Option<&str>| {
@@ -545,7 +569,7 @@ impl RawCharacter {
             };
             match RawTargets::of(raw.into_inner()).and_then(|raw| targets(scale, raw)) {
                 Ok(set) => {
-                    labels.target.insert(scale_id.into_inner(), set);
+                    labels.target.insert(scale.id.clone(), set);
                 }
                 Err(message) => {
                     let dimension = scale.dimensions.iter().map(|d| d.name.as_str()).find(|d| message.contains(&format!(" {d}:")) || message.contains(&format!("\"{d}\"")));
@@ -690,6 +714,29 @@ Warmth = { score = 4.2, type = "H" }
         let scale = Scale::parse(Source::new("tiny.toml", TINY)).unwrap();
         assert_eq!(c.code(&scale, LabelSource::Annotation).as_deref(), Some("H"));
         assert!(c.answers_to("ANNA-EN") && c.answers_to("anna") && !c.answers_to("anna-zh"));
+    }
+
+    /// A scale id is read in any case, as everywhere: labels and targets under `tiny` are TINY's
+    /// (they were validated, then kept under "tiny" where nothing looked them up). The same scale
+    /// twice is refused where the second stands.
+    #[test]
+    fn labels_and_targets_under_a_scale_id_in_another_case_are_the_scales() {
+        let scale = Scale::parse(Source::new("tiny.toml", TINY)).unwrap();
+        let parse = |text: &str| {
+            Character::parse(Source::new("anna.toml", text), |id| id.eq_ignore_ascii_case("TINY").then_some(&scale))
+        };
+        let lower = ANNA.replace("[labels.annotation.TINY]", "[labels.annotation.tiny]")
+            + "\n[targets.tiny]\nWarmth = \"L\"\n";
+        let c = parse(&lower).unwrap();
+        assert_eq!(c.labels.get(LabelSource::Annotation, "TINY", "Warmth").map(|l| l.kind), Some(LabelType::H));
+        assert_eq!(c.labels.get(LabelSource::Target, "TINY", "Warmth").map(|l| l.kind), Some(LabelType::L));
+        let twice = ANNA.to_string() + "\n[labels.annotation.tiny]\nWarmth = { score = 1.0, type = \"L\" }\n";
+        let e = parse(&twice).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), (10, 20), "{}", e[0]);
+        assert!(e[0].message.contains("annotation labels for scale TINY again (as \"tiny\")"), "{}", e[0]);
+        let targets = ANNA.to_string() + "\n[targets]\nTINY = \"H\"\ntiny = \"L\"\n";
+        let e = parse(&targets).unwrap_err();
+        assert!(e[0].message.contains("targets for scale TINY again (as "), "{}", e[0]);
     }
 
     #[test]

@@ -707,3 +707,46 @@ fn a_cards_bad_target_is_located_in_its_json() {
     assert!(err.contains(&format!("bad-target.json:{line}:{column}: ")), "{err}");
     assert!(!data.join("characters").exists(), "nothing written");
 }
+
+/// A replace under the id spelled in another case replaces the character's files, leaving no second
+/// set beside them; targets under a scale id in small letters are the scale's.
+#[test]
+fn a_replace_under_the_id_in_another_case_keeps_one_set_of_files() {
+    let (dir, _) = with_mira(&[]);
+    let data = dir.path();
+    let mut card = mira();
+    card["data"]["first_mes"] = json!("A new greeting.");
+    card["data"]["extensions"] = json!({"incharacter": {"targets": {"bfi": {"Openness": "L"}}}});
+    let file = data.join("mira2.json");
+    std::fs::write(&file, card.to_string()).unwrap();
+    ok(run(
+        data,
+        &[
+            "import",
+            "card",
+            file.to_str().unwrap(),
+            "--id",
+            "MIRA-VANCE-EN",
+            "--replace",
+        ],
+    ));
+    let mut names: Vec<String> = std::fs::read_dir(data.join("characters"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "mira-vance-en.card.json",
+            "mira-vance-en.memories.json",
+            "mira-vance-en.toml"
+        ]
+    );
+    let memories = std::fs::read_to_string(data.join("characters/mira-vance-en.memories.json")).unwrap();
+    assert!(memories.contains("A new greeting."), "{memories}");
+    let shown = ok(run(data, &["characters", "show", "mira-vance-en", "--json"]));
+    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(shown["labels"]["target"]["BFI"]["Openness"]["type"], "L", "{shown}");
+}

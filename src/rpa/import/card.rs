@@ -30,7 +30,7 @@ use std::path::Path;
 use base64::Engine as _;
 
 use super::{
-    Existing, ImportError, Imported, Options, character_id, character_path, claim, detect_language,
+    Existing, ImportError, Imported, Options, character_id, character_path, claim, detect_language, held_spelling,
     imported_character, read_bytes, write_files,
 };
 use crate::domain::character::{CardInfo, Character, LabelSet};
@@ -85,6 +85,9 @@ pub fn character_card<'s>(
     let id = character_id(options, &name, &stem, language.code())?;
     let _one = super::one_import_at_a_time(data_dir, options.waiting)?;
     let holders = existing(&id);
+    // Ids are one in any case: a replace keeps the spelling of the id it replaces, so the files
+    // named after it (memories, card) are the ones written, not others beside them.
+    let id = held_spelling(id, holders.entry);
     let (path, replaced) = claim(
         "character",
         &id,
@@ -200,7 +203,13 @@ fn read_targets<'s>(
                 .map_err(|e| (at(&[id, dim]), format!("extensions.incharacter.targets.{id}: {e}")))?;
             labels.insert(dim.clone(), label);
         }
-        set.insert(id.clone(), labels);
+        // Kept under the scale's own id, as a character file's are read in any case.
+        if set.insert(s.id.clone(), labels).is_some() {
+            return Err((
+                at(&[id]),
+                format!("extensions.incharacter.targets: scale {} again (as \"{id}\")", s.id),
+            ));
+        }
     }
     Ok(set)
 }

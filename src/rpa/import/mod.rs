@@ -413,6 +413,9 @@ fn write_character<'s>(
     let id = character_id(options, &name, &fallback_slug, &language)?;
     let _one = one_import_at_a_time(data_dir, options.waiting)?;
     let holders = existing(&id);
+    // Ids are one in any case: a replace keeps the spelling of the id it replaces, so the files
+    // named after it (memories, card) are the ones written, not others beside them.
+    let id = held_spelling(id, holders.entry);
     let (path, replaced) = claim(
         "character",
         &id,
@@ -476,6 +479,14 @@ fn imported_character(
         agents: BTreeMap::new(),
         labels: existing.map(|c| c.labels.clone()).unwrap_or_default(),
         card: existing.and_then(|c| c.card.clone()),
+    }
+}
+
+/// `id`, or the id of the character that holds it when that is spelled in another case.
+fn held_spelling(id: String, holder: Option<&Character>) -> String {
+    match holder {
+        Some(c) if c.id != id && c.id.eq_ignore_ascii_case(&id) => c.id.clone(),
+        _ => id,
     }
 }
 
