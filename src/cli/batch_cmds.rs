@@ -106,6 +106,12 @@ pub fn batch(ctx: &Ctx, command: BatchCommand, out: &mut dyn Write) -> anyhow::R
             (session, json, batch)
         }
         BatchCommand::Export { session, output, json } => {
+            // The session records the file it wrote (it made one named "-").
+            if output == Path::new("-") {
+                return Err(super::input_error(
+                    "batch export writes a file the session records: give its name with -o (not -, standard output)",
+                ));
+            }
             let output = std::path::absolute(&output).unwrap_or(output);
             crate::files::check_output(&output, &crate::session::store::kept())?;
             let dir = output.parent().map(Path::to_path_buf).unwrap_or_default();

@@ -272,7 +272,8 @@ struct RawScale {
     name: String,
     name_zh: String,
     citation: Spanned<String>,
-    range: Spanned<[i32; 2]>,
+    /// `[min, max]`: read as a list so that one of another length is refused, not cut to two.
+    range: Spanned<Vec<i32>>,
     options: Spanned<Localized<Vec<String>>>,
     self_report_stem: Spanned<Localized<String>>,
     self_report_instruction: Option<Localized<String>>,
@@ -399,8 +400,16 @@ impl RawScale {
         if blank(self.citation.get_ref()) {
             errors.push(src.at(self.citation.span(), "citation is empty: cite the published instrument"));
         }
-        let [min, max] = *self.range.get_ref();
-        let problem = range_problem([min, max]);
+        let (problem, [min, max]) = match self.range.get_ref().as_slice() {
+            &[min, max] => (range_problem([min, max]), [min, max]),
+            other => (
+                Some(format!(
+                    "range holds {} numbers: give two, [min, max] (e.g. [1, 5])",
+                    other.len()
+                )),
+                [1, 2],
+            ),
+        };
         let range_ok = problem.is_none();
         if let Some(problem) = problem {
             errors.push(src.at(self.range.span(), problem));
@@ -736,6 +745,16 @@ question = { en = "Tea?", zh = "茶吗？" }
                 "{range}: {errs:?}"
             );
         }
+        // Two numbers, no more, no fewer: extra ones were cut off in silence.
+        for range in ["[1, 5, 9]", "[1]", "[]"] {
+            let errs = parse(&TINY.replace("range = [1, 5]", &format!("range = {range}"))).unwrap_err();
+            assert!(
+                errs.iter().any(|e| e.message.starts_with("range holds") && e.line == 5),
+                "{range}: {errs:?}"
+            );
+        }
+        let errs = parse(&TINY.replace("range = [1, 5]", "range = [1, 5, \"junk\"]")).unwrap_err();
+        assert_eq!((errs[0].line, errs[0].column), (5, 16), "{errs:?}");
     }
 
     #[test]

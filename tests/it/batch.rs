@@ -220,6 +220,10 @@ async fn batch_export_writes_again_what_the_session_still_needs() {
         .map(|e| e["phase"].as_u64().unwrap())
         .collect();
     assert_eq!(phases, [1, 1, 1]);
+    // `-o -` is refused: the session records the file (a file named "-" was written).
+    let out = common::output(&s.config, &s.data, &["batch", "export", id, "-o", "-"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not -, standard output"));
 
     // An export that cannot write its file (a disk that fills: files limited to just above the
     // journal's size, SIGXFSZ ignored) fails and leaves the journal as it was: no resumed record.

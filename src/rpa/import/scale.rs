@@ -680,7 +680,18 @@ fn build(d: Draft, id: &str) -> (ScaleFile, Vec<String>) {
 
 /// Where in questionnaire `q` a problem of the scale converted from it is: the item a message
 /// `item N: …` names (its key in `"questions"`), else the questionnaire.
-fn item_path<'q>(q: &'q Value, message: &str) -> Vec<&'q str> {
+fn item_path(q: &Value, message: &str) -> Vec<String> {
+    // A category named twice: its second entry.
+    if let Some(name) = message
+        .strip_prefix("duplicate dimension \"")
+        .and_then(|rest| rest.strip_suffix('"'))
+    {
+        let named = |c: &Value| c.get("cat_name").and_then(Value::as_str).is_some_and(|n| n.trim() == name);
+        let categories = q.get("categories").and_then(Value::as_array);
+        if let Some(i) = categories.and_then(|all| all.iter().enumerate().filter(|(_, c)| named(c)).nth(1)).map(|(i, _)| i) {
+            return vec!["categories".into(), i.to_string(), "cat_name".into()];
+        }
+    }
     let id = message
         .strip_prefix("item ")
         .and_then(|rest| rest.split_once(':'))
@@ -691,7 +702,7 @@ fn item_path<'q>(q: &'q Value, message: &str) -> Vec<&'q str> {
             .keys()
             .find(|k| k.trim().parse() == Ok(id))
     });
-    key.map_or_else(Vec::new, |k| vec!["questions", k.as_str()])
+    key.map_or_else(Vec::new, |k| vec!["questions".into(), k.clone()])
 }
 
 /// Imports one questionnaire from `file` into `<data_dir>/scales/<id>.toml`. `existing` tells what
@@ -776,7 +787,11 @@ pub fn questionnaire<'s>(
     // problem is named at its item in the questionnaire, or at the questionnaire.
     let scale = Scale::parse(Source::new(&path.display().to_string(), &generated)).map_err(|e| {
         e.iter()
-            .map(|d| format!("{}: {}", origin.at(&item_path(questionnaire, &d.message)), d.message))
+            .map(|d| {
+                let path = item_path(questionnaire, &d.message);
+                let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                format!("{}: {}", origin.at(&path), d.message)
+            })
             .collect::<Vec<_>>()
             .join("\n")
     })?;

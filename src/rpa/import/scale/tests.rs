@@ -201,6 +201,20 @@ fn a_questionnaires_problems_are_named_in_it_before_anything_is_built() {
         let named = format!("{}:{line}:", p.display());
         assert!(e.starts_with(&named) && e.contains(expect), "{text}\n{e}\n(wanted {named} … {expect})");
     }
+    // A category named twice is named at its second entry (it was at 1:1).
+    let text = serde_json::to_string_pretty(&serde_json::json!({
+        "name": "A", "range": [1, 5],
+        "categories": [{"cat_name": "A", "cat_questions": [1, 2]}, {"cat_name": "A", "cat_questions": [1, 2]}],
+        "questions": {"1": good, "2": good},
+    }))
+    .unwrap();
+    std::fs::write(&p, &text).unwrap();
+    let e = refused(&p, ScaleFormat::Incharacter, data.path(), &ScaleOptions::default());
+    let second = text.lines().enumerate().filter(|(_, l)| l.contains("\"cat_name\": \"A\"")).nth(1).unwrap().0 + 1;
+    assert!(
+        e.starts_with(&format!("{}:{second}:", p.display())) && e.contains("duplicate dimension \"A\""),
+        "{e}"
+    );
     // A PsychoBench questionnaire's scale, likewise.
     let list = serde_json::to_string_pretty(&serde_json::json!([
         {"name": "Other", "scale": 5, "categories": [], "questions": {}},
