@@ -121,15 +121,16 @@ pub struct Registered {
     pub identity: Option<Identity>,
 }
 
-/// A model file's size and SHA-256, and when it was last modified as they were taken: a file of
-/// another size is another file; one modified since is hashed again before it is used.
+/// A model file's size and SHA-256, and where and when it was last changed as they were taken: a file
+/// of another size is another file; one whose stamp differs (another inode, or modified or changed
+/// since, whatever times it was given) is hashed again before it is used.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Identity {
     pub bytes: u64,
     pub sha256: String,
-    /// Nanoseconds since 1970 (`None` for a fetched model, whose folder is the workbench's own).
+    /// `device:inode:mtime:ctime` (`None` for a fetched model, whose folder is the workbench's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub modified_ns: Option<u64>,
+    pub stamp: Option<String>,
 }
 
 impl Identity {
@@ -138,20 +139,30 @@ impl Identity {
         let before = std::fs::metadata(path)?;
         let sha256 = sha256_file(path)?;
         let after = std::fs::metadata(path)?;
-        if before.len() != after.len() || modified_ns(&before) != modified_ns(&after) {
+        if before.len() != after.len() || stamp(&before) != stamp(&after) {
             return Err(std::io::Error::other("the file changed while it was read"));
         }
         Ok(Identity {
             bytes: after.len(),
             sha256,
-            modified_ns: modified_ns(&after),
+            stamp: Some(stamp(&after)),
         })
     }
 }
 
-fn modified_ns(metadata: &std::fs::Metadata) -> Option<u64> {
-    let since = metadata.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
-    u64::try_from(since.as_nanos()).ok()
+/// Where the file is and when it was last modified and changed, to the nanosecond: a copy kept with
+/// `cp -p` or moved into place has another inode and a new change time, even with the old times set.
+fn stamp(metadata: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!(
+        "{}:{}:{}.{:09}:{}.{:09}",
+        metadata.dev(),
+        metadata.ino(),
+        metadata.mtime(),
+        metadata.mtime_nsec(),
+        metadata.ctime(),
+        metadata.ctime_nsec()
+    )
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -187,10 +198,28 @@ fn lock_file(path: &Path) -> std::io::Result<File> {
 fn read_registry(models: &Path) -> Result<Registry, Error> {
     let path = registry_path(models);
     match std::fs::read_to_string(&path) {
-        Ok(text) => toml::from_str(&text).map_err(|e| {
-            let (line, column) = e.span().map_or((1, 1), |span| line_column(&text, span.start));
-            Error::Input(format!("{}:{line}:{column}: {}", path.display(), e.message()))
-        }),
+        Ok(text) => {
+            let registry: Registry = toml::from_str(&text).map_err(|e| {
+                let (line, column) = e.span().map_or((1, 1), |span| line_column(&text, span.start));
+                Error::Input(format!("{}:{line}:{column}: {}", path.display(), e.message()))
+            })?;
+            let digest = |s: &str| s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+            if let Some(m) = registry
+                .models
+                .iter()
+                .find(|m| m.identity.as_ref().is_some_and(|i| !digest(&i.sha256)))
+            {
+                return Err(Error::Input(format!(
+                    "{}: the model {} has a sha256 that is not 64 small hexadecimal digits (edited by hand?): \
+                     register its file again with incharacter model add {} --name {} --replace",
+                    path.display(),
+                    m.name,
+                    m.path.display(),
+                    m.name
+                )));
+            }
+            Ok(registry)
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Registry::default()),
         Err(e) => Err(Error::Input(format!(
             "cannot read {}: {e}",
@@ -233,7 +262,7 @@ pub fn list(models: &Path) -> Result<Vec<Registered>, Error> {
                 identity: Some(Identity {
                     bytes: known.bytes,
                     sha256: known.sha256.into(),
-                    modified_ns: None,
+                    stamp: None,
                 }),
             });
         }
@@ -274,6 +303,15 @@ pub fn resolve_entry(models: &Path, name: &str) -> Result<Registered, Error> {
             )));
         }
         m.unchanged()?;
+        let mut m = m;
+        // Registered before identities were kept: what the file is now is taken as its identity
+        // from here on (best effort: a registry that cannot be written leaves it unchecked).
+        if m.identity.is_none()
+            && let Ok(identity) = Identity::of(&m.path)
+        {
+            adopt(models, &m, &identity);
+            m.identity = Some(identity);
+        }
         return Ok(m);
     }
     if KNOWN.iter().any(|k| k.name == name) {
@@ -296,7 +334,7 @@ impl Registered {
         let now = std::fs::metadata(&self.path).map_err(unreadable)?;
         let what = if now.len() != was.bytes {
             format!("{} bytes, {} when it was {verb}", now.len(), was.bytes)
-        } else if was.modified_ns.is_none() || modified_ns(&now) == was.modified_ns {
+        } else if was.stamp.as_ref().is_none_or(|was| *was == stamp(&now)) {
             return Ok(());
         } else {
             let digest = sha256_file(&self.path).map_err(unreadable)?;
@@ -321,6 +359,25 @@ impl Registered {
             self.name
         )))
     }
+}
+
+/// Records `identity` for the entry `m`, if it is still registered as it was, without one.
+fn adopt(models: &Path, m: &Registered, identity: &Identity) {
+    let Ok(_lock) = lock_registry(models) else {
+        return;
+    };
+    let Ok(mut registry) = read_registry(models) else {
+        return;
+    };
+    let Some(entry) = registry
+        .models
+        .iter_mut()
+        .find(|e| e.name == m.name && e.path == m.path && e.identity.is_none())
+    else {
+        return;
+    };
+    entry.identity = Some(identity.clone());
+    let _ = write_registry(models, &registry);
 }
 
 /// Whether `name` can name a model where it is used: as `model = "…"` in the config and on the
@@ -398,31 +455,25 @@ pub fn add(models: &Path, path: &Path, name: &str, replace: bool) -> Result<(Reg
 pub enum Removed {
     /// A registered file: the name is gone, the file is left where it is.
     Unregistered(PathBuf),
-    /// A fetched model: its folder is deleted (`bytes` freed).
+    /// A fetched model: its files are deleted from its folder (`bytes` freed), and the folder with
+    /// them when nothing else is in it.
     Deleted { folder: PathBuf, bytes: u64 },
 }
 
 /// Forgets the model `name`: a file the user registered is unregistered (never deleted); a fetched
-/// model's folder under `models` is deleted. Recorded sessions keep loading (they need no model
-/// until they are resumed).
+/// model's files under `models` are deleted (never another file kept in its folder). Recorded
+/// sessions keep loading (they need no model until they are resumed).
 pub fn remove(models: &Path, name: &str) -> Result<Removed, Error> {
     if let Some(known) = KNOWN.iter().find(|k| k.name == name) {
         let folder = models.join(known.name);
-        let bytes = std::fs::read_dir(&folder)
-            .map(|entries| {
-                entries
-                    .filter_map(|e| e.ok()?.metadata().ok())
-                    .filter(|m| m.is_file())
-                    .map(|m| m.len())
-                    .sum()
-            })
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => Error::NotFetched { name: name.into() },
-                _ => Error::Input(format!("cannot read {}: {e}", folder.display())),
-            })?;
-        let _fetching = fetch::hold_idle(&folder, name)?;
-        std::fs::remove_dir_all(&folder)
-            .map_err(|e| Error::Input(format!("cannot remove {}: {e}", folder.display())))?;
+        if !folder.join(known.file).is_file() {
+            return Err(Error::Input(format!(
+                "{name} is not fetched: there is nothing to remove"
+            )));
+        }
+        let fetching = fetch::hold_idle(&folder, name)?;
+        let bytes = fetch::remove_own(&folder, known);
+        drop(fetching);
         return Ok(Removed::Deleted { folder, bytes });
     }
     let _lock = lock_registry(models)?;
@@ -677,8 +728,54 @@ mod tests {
         );
     }
 
+    /// Another file given the registered one's times (`cp -p`, an archive's fixed dates, a rename
+    /// into place), even before 1970, is still another file: its inode or change time differ.
     #[test]
-    fn a_registry_from_before_identities_is_read_and_its_files_used_unchecked() {
+    fn a_file_put_in_place_with_the_old_times_is_still_another_file() {
+        let set_times = |file: &Path, at: std::time::SystemTime| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(file)
+                .unwrap()
+                .set_modified(at)
+                .unwrap();
+        };
+        for at in [
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(315_532_800),
+            std::time::UNIX_EPOCH - std::time::Duration::from_secs(86_400),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let file = registered_copy(dir.path(), "mine");
+            let mut other = std::fs::read(&file).unwrap();
+            *other.last_mut().unwrap() ^= 0x55;
+            // Renamed into place with the same times.
+            let beside = dir.path().join("beside.gguf");
+            std::fs::write(&beside, &other).unwrap();
+            set_times(&file, at);
+            add(dir.path(), &file, "mine", true).unwrap();
+            set_times(&beside, at);
+            std::fs::rename(&beside, &file).unwrap();
+            let e = resolve(dir.path(), "mine").unwrap_err().to_string();
+            assert!(
+                e.contains("is not the file registered as the model mine (SHA-256"),
+                "{e}"
+            );
+            // Written over in place and given the old times back.
+            let file = registered_copy(dir.path(), "again");
+            set_times(&file, at);
+            add(dir.path(), &file, "again", true).unwrap();
+            std::fs::write(&file, &other).unwrap();
+            set_times(&file, at);
+            let e = resolve(dir.path(), "again").unwrap_err().to_string();
+            assert!(
+                e.contains("is not the file registered as the model again (SHA-256"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_registry_from_before_identities_is_read_and_its_files_checked_from_their_first_use() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("old.gguf");
         std::fs::write(&file, b"whatever").unwrap();
@@ -692,6 +789,27 @@ mod tests {
         .unwrap();
         assert_eq!(list(dir.path()).unwrap()[0].identity, None);
         assert_eq!(resolve(dir.path(), "old").unwrap(), file);
+        // Its first use records what the file is; from then on it is checked as any other.
+        let recorded = list(dir.path()).unwrap()[0]
+            .identity
+            .clone()
+            .expect("recorded on first use");
+        assert_eq!(recorded.sha256, sha256_file(&file).unwrap());
+        std::fs::write(&file, b"whatever, edited").unwrap();
+        let e = resolve(dir.path(), "old").unwrap_err().to_string();
+        assert!(e.contains("is not the file registered as the model old"), "{e}");
+        // A digest edited into something that is not one is named.
+        let text = std::fs::read_to_string(registry_path(dir.path())).unwrap();
+        std::fs::write(
+            registry_path(dir.path()),
+            text.replace(&recorded.sha256, "NOT-A-DIGEST"),
+        )
+        .unwrap();
+        let e = list(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("the model old has a sha256 that is not 64 small hexadecimal digits"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -715,24 +833,33 @@ mod tests {
         assert_eq!(names, ["other"]);
         assert_eq!(remove(dir.path(), "mine"), Err(Error::Unknown { name: "mine".into() }));
 
-        assert_eq!(
-            remove(dir.path(), DEFAULT_MODEL),
-            Err(Error::NotFetched {
-                name: DEFAULT_MODEL.into()
-            })
-        );
+        let e = remove(dir.path(), DEFAULT_MODEL).unwrap_err().to_string();
+        assert_eq!(e, format!("{DEFAULT_MODEL} is not fetched: there is nothing to remove"));
         let known = &KNOWN[0];
         let folder = dir.path().join(known.name);
-        std::fs::create_dir_all(&folder).unwrap();
-        std::fs::write(folder.join(known.file), [0u8; 100]).unwrap();
-        assert_eq!(
-            remove(dir.path(), known.name).unwrap(),
-            Removed::Deleted {
-                folder: folder.clone(),
-                bytes: 100
+        let fetched = |extra: &[(&str, usize)]| {
+            std::fs::create_dir_all(folder.join(".download")).unwrap();
+            std::fs::write(folder.join(known.file), [0u8; 100]).unwrap();
+            std::fs::write(folder.join(".download/piece.whl"), [0u8; 7]).unwrap();
+            for (name, len) in extra {
+                std::fs::write(folder.join(name), vec![0u8; *len]).unwrap();
             }
-        );
-        assert!(!folder.exists());
+        };
+        fetched(&[(".tmpAbc", 10)]);
+        let freed = Removed::Deleted {
+            folder: folder.clone(),
+            bytes: 117,
+        };
+        assert_eq!(remove(dir.path(), known.name).unwrap(), freed);
+        assert!(!folder.exists(), "only the fetch's files were there");
+        // A file of the user's kept in the folder (registered or not) stays, and the folder with it.
+        fetched(&[(".tmpAbc", 10), ("my-finetune.gguf", 5)]);
+        assert_eq!(remove(dir.path(), known.name).unwrap(), freed);
+        let left: Vec<_> = std::fs::read_dir(&folder)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["my-finetune.gguf"]);
     }
 
     #[test]

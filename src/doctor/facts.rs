@@ -97,6 +97,9 @@ pub struct Provider {
     pub key_problem: Option<String>,
     /// A local provider's model: whether its file is there.
     pub fetched: Option<bool>,
+    /// Why a local provider's model that is known here cannot be used (its registered file changed
+    /// or went away, the registry cannot be read); `None` when it is simply not there.
+    pub unusable: Option<String>,
     pub reach: Reach,
 }
 
@@ -107,20 +110,27 @@ impl Provider {
         data_dir: Option<&Path>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Provider {
-        let fetched =
-            (config.kind == ProviderKind::Local).then(|| local_model_path(data_dir, local_model(config)).is_some());
+        let local = config.kind == ProviderKind::Local;
+        let fetched = local.then(|| local_model_path(data_dir, local_model(config)).is_some());
+        let unusable = (fetched == Some(false))
+            .then(|| local_model_problem(data_dir, local_model(config)))
+            .flatten();
         Provider {
             config: config.clone(),
             roles,
             key: config.key_present(env),
             key_problem: config.resolve_key(env).err().map(|e| e.to_string()),
             fetched,
+            unusable,
             reach: Reach::Untried,
         }
     }
 
     /// What stops the provider before any request is sent.
     pub fn problem(&self) -> Option<String> {
+        if let Some(why) = &self.unusable {
+            return Some(why.clone());
+        }
         if self.fetched == Some(false) {
             return Some(format!(
                 "the local model {} is not fetched yet",
@@ -151,6 +161,25 @@ pub(super) fn local_model_path(data_dir: Option<&Path>, name: &str) -> Option<Pa
 
 #[cfg(not(feature = "local-model"))]
 pub(super) fn local_model_path(_: Option<&Path>, _: &str) -> Option<PathBuf> {
+    None
+}
+
+/// Why the local model `name`, which the models directory lists, cannot be used (a registered file
+/// changed or gone); why the directory's registry cannot be read. `None` when the name is simply not
+/// there (not fetched, or not registered).
+#[cfg(feature = "local-model")]
+fn local_model_problem(data_dir: Option<&Path>, name: &str) -> Option<String> {
+    use crate::llm::local;
+    let models = local::models_dir(data_dir?);
+    match local::list(&models) {
+        Err(e) => Some(e.to_string()),
+        Ok(listed) if listed.iter().any(|m| m.name == name) => local::resolve(&models, name).err().map(|e| e.to_string()),
+        Ok(_) => None,
+    }
+}
+
+#[cfg(not(feature = "local-model"))]
+fn local_model_problem(_: Option<&Path>, _: &str) -> Option<String> {
     None
 }
 

@@ -250,6 +250,7 @@ fn provider_check(p: &Provider) -> Check {
             Some(var) if p.key_problem.is_some() => {
                 format!("export {var} with the provider's key")
             }
+            _ if p.unusable.is_some() => "do what the message says; `incharacter model list` shows the local models".into(),
             _ if local_model(c) == EMBEDDED_MODEL => FETCH.to_string(),
             _ => format!(
                 "`incharacter model list` shows the local models; \
@@ -524,6 +525,22 @@ mod tests {
         assert_eq!(model.fix, None);
         assert_eq!(check(&report, "provider local").status, Status::Ok);
         assert!(report.checks.iter().all(|c| c.status == Status::Ok), "{report:#?}");
+    }
+
+    /// A registered model whose file changed is said as such, with its own remedy: not "not fetched
+    /// yet", whose advice (`model add`) the registry would refuse.
+    #[test]
+    fn a_local_model_that_cannot_be_used_says_why() {
+        let mut facts = loaded(examined(facts(Ok(Config::defaults(&no_env)), &no_env)));
+        let why = "/m/a.gguf is not the file registered as the model fine (SHA-256 b…, a… when it was registered)";
+        facts.providers[0].fetched = Some(false);
+        facts.providers[0].unusable = Some(why.into());
+        let report = judge(&facts);
+        let provider = check(&report, "provider local");
+        assert_eq!(provider.status, Status::Fail);
+        assert!(provider.detail.ends_with(why), "{}", provider.detail);
+        assert!(!provider.detail.contains("not fetched"), "{}", provider.detail);
+        assert!(provider.fix.as_deref().unwrap().starts_with("do what the message says"));
     }
 
     #[test]

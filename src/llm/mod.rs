@@ -396,10 +396,10 @@ impl ModelInfo {
         self.model != other.model || matches!((&self.sha256, &other.sha256), (Some(a), Some(b)) if a != b)
     }
 
-    /// As [`fmt::Display`], with the file's SHA-256 (its first 12 digits) when it is known.
+    /// As [`fmt::Display`], with the file's SHA-256 when it is known.
     pub fn with_file(&self) -> String {
         match &self.sha256 {
-            Some(sha) => format!("{self}, a file of sha256 {}…", sha.chars().take(12).collect::<String>()),
+            Some(sha) => format!("{self}, the file of sha256 {sha}"),
             None => self.to_string(),
         }
     }

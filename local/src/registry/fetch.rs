@@ -155,6 +155,43 @@ pub(super) fn hold_idle(dir: &Path, name: &str) -> Result<File, Error> {
     }
 }
 
+/// Removes what fetching `known` put in `dir`: its file, a partial assembly and its record, the
+/// download folder and staged `.tmp…` files; then the folder, if nothing else is in it (a file the user
+/// keeps there, registered or not, stays, and so does a folder that is a link). The bytes freed.
+pub(super) fn remove_own(dir: &Path, known: &KnownModel) -> u64 {
+    let mut freed = 0;
+    let mut own: Vec<std::path::PathBuf> = [
+        known.file.to_string(),
+        format!("{}.partial", known.file),
+        format!("{}.partial.json", known.file),
+    ]
+    .iter()
+    .map(|name| dir.join(name))
+    .collect();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with(".tmp") {
+            own.push(entry.path());
+        }
+    }
+    for path in own.iter().chain([&dir.join(DOWNLOAD)]) {
+        let bytes = size(path);
+        let removed = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+            Ok(_) => std::fs::remove_file(path),
+            Err(_) => continue,
+        };
+        if removed.is_ok() {
+            freed += bytes;
+        }
+    }
+    let _ = std::fs::remove_file(dir.join(LOCK));
+    // Not through a link, and only when empty: what else is there is not the fetch's to remove.
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        let _ = std::fs::remove_dir(dir);
+    }
+    freed
+}
+
 /// Removes what fetches before this one could leave behind when killed: the download folder, and the
 /// temporary files of earlier versions (`.tmp…`, which were not resumed).
 fn tidy(dir: &Path, progress: &mut dyn FnMut(&str)) {
