@@ -540,44 +540,7 @@ impl RawCharacter {
                 set.insert(scale.id.clone(), out);
             }
         }
-        for (scale_id, raw) in self.targets {
-            let Some(scale) = scale(scale_id.get_ref()) else {
-                errors.push(src.at(
-                    scale_id.span(),
-                    format!("targets name unknown scale \"{}\"", scale_id.get_ref()),
-                ));
-                continue;
-            };
-            if labels.target.contains_key(&scale.id) {
-                errors.push(src.at(
-                    scale_id.span(),
-                    format!(
-                        "targets for scale {} again (as \"{}\"): one entry per scale",
-                        scale.id,
-                        scale_id.get_ref()
-                    ),
-                ));
-                continue;
-            }
-            let span = raw.span();
-            // A dimension's error points at its line within the scale's entry.
-            let at = |dimension: Option<&str>| {
-                // (A table's span may cover only its header: look on from its start.)
-                let text = src.text.get(span.start..).unwrap_or("");
-                let offset = dimension.and_then(|d| text.find(d)).unwrap_or(0);
-                span.start + offset..span.end
-            };
-            match RawTargets::of(raw.into_inner()).and_then(|raw| targets(scale, raw)) {
-                Ok(set) => {
-                    labels.target.insert(scale.id.clone(), set);
-                }
-                Err(message) => {
-                    let dimension = scale.dimensions.iter().map(|d| d.name.as_str()).find(|d| message.contains(&format!(" {d}:")) || message.contains(&format!("\"{d}\"")));
-                    let unknown = message.split('"').nth(1).filter(|_| message.contains("no dimension"));
-                    errors.push(src.at(at(dimension.or(unknown)), message));
-                }
-            }
-        }
+        read_targets(src, &scale, self.targets, &mut labels, &mut errors);
         if !errors.is_empty() {
             errors.sort_by_key(|d| (d.line, d.column));
             return Err(errors);
@@ -632,6 +595,55 @@ fn dimension_target(scale: &Scale, dimension: &str, raw: RawScore) -> Result<Lab
             "{} {dimension}: target \"{t}\" must be \"H\", \"L\" or a number in [{min}, {max}]",
             scale.id
         )),
+    }
+}
+
+/// A character file's `[targets]`, read into `labels.target` under each scale's own id; what is wrong
+/// with them into `errors`, located.
+fn read_targets<'s>(
+    src: Source<'_>,
+    scale: &impl Fn(&str) -> Option<&'s Scale>,
+    raw_targets: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+    labels: &mut Labels,
+    errors: &mut Vec<Diagnostic>,
+) {
+    for (scale_id, raw) in raw_targets {
+        let Some(scale) = scale(scale_id.get_ref()) else {
+            errors.push(src.at(
+                scale_id.span(),
+                format!("targets name unknown scale \"{}\"", scale_id.get_ref()),
+            ));
+            continue;
+        };
+        if labels.target.contains_key(&scale.id) {
+            errors.push(src.at(
+                scale_id.span(),
+                format!(
+                    "targets for scale {} again (as \"{}\"): one entry per scale",
+                    scale.id,
+                    scale_id.get_ref()
+                ),
+            ));
+            continue;
+        }
+        let span = raw.span();
+        // A dimension's error points at its line within the scale's entry.
+        let at = |dimension: Option<&str>| {
+            // (A table's span may cover only its header: look on from its start.)
+            let text = src.text.get(span.start..).unwrap_or("");
+            let offset = dimension.and_then(|d| text.find(d)).unwrap_or(0);
+            span.start + offset..span.end
+        };
+        match RawTargets::of(raw.into_inner()).and_then(|raw| targets(scale, raw)) {
+            Ok(set) => {
+                labels.target.insert(scale.id.clone(), set);
+            }
+            Err(message) => {
+                let dimension = scale.dimensions.iter().map(|d| d.name.as_str()).find(|d| message.contains(&format!(" {d}:")) || message.contains(&format!("\"{d}\"")));
+                let unknown = message.split('"').nth(1).filter(|_| message.contains("no dimension"));
+                errors.push(src.at(at(dimension.or(unknown)), message));
+            }
+        }
     }
 }
 

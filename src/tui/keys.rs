@@ -534,9 +534,11 @@ impl Keymap {
             let at = format!("{}:{}:{}", b.at.file, b.at.line, b.at.column);
             let Some(mode) = Mode::ALL.iter().copied().find(|m| m.name() == b.screen) else {
                 let at = format!("{}:{}:{}", b.screen_at.file, b.screen_at.line, b.screen_at.column);
+                let screens: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
                 errors.push(format!(
-                    "{at}: unknown screen \"{}\" in [tui.keys]",
-                    b.screen.escape_debug()
+                    "{at}: unknown screen \"{}\" in [tui.keys] (the screens: {})",
+                    b.screen.escape_debug(),
+                    screens.join(", ")
                 ));
                 continue;
             };
@@ -548,7 +550,19 @@ impl Keymap {
                 continue;
             };
             let Some(cmd) = Command::parse(&b.action) else {
-                errors.push(format!("{at}: unknown action \"{}\"", b.action.escape_debug()));
+                // The names to bind are said nowhere else (the help shows what each does).
+                let mut names: Vec<&str> = Command::ALL
+                    .iter()
+                    .filter(|c| defaults.map.iter().any(|((m, _), d)| *m == mode && d == *c) || mode.uses(**c))
+                    .map(|c| c.name())
+                    .collect();
+                names.dedup();
+                errors.push(format!(
+                    "{at}: unknown action \"{}\" (the {} screen's: {})",
+                    b.action.escape_debug(),
+                    mode.name(),
+                    names.join(", ")
+                ));
                 continue;
             };
             // The way out that every screen and the key bar promise, whatever else is bound.
@@ -704,12 +718,17 @@ mod tests {
             errors[0].starts_with("config.toml:1:1: unknown action \"fly\""),
             "{errors:?}"
         );
+        // The names that could have been meant are listed (they are written nowhere else).
+        assert!(
+            errors[0].contains("(the live screen's: ") && errors[0].contains("pause") && errors[0].contains("quit"),
+            "{errors:?}"
+        );
         // An unknown screen is named where its name is written.
         let text = "cache = \"off\"\n[tui.keys.livee]\n\"ctrl-p\" = \"pause\"\n";
         let config = crate::config::Config::parse(Source::new("c.toml", text), true, &|_| None).unwrap();
         let (_, errors) = Keymap::with_config(&config.tui.keys);
         assert!(
-            errors[0].starts_with("c.toml:2:11: unknown screen \"livee\""),
+            errors[0].starts_with("c.toml:2:11: unknown screen \"livee\" in [tui.keys] (the screens: global, "),
             "{errors:?}"
         );
         let help = keymap.bindings(Mode::Live);

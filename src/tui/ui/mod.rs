@@ -95,6 +95,12 @@ fn draw_screen(frame: &mut Frame, app: &App) -> Hits {
             )),
             Line::styled("ctrl-c quits", theme.dim()),
         ];
+        // What the status line would say (a quit that would lose edits asks first): said here too.
+        let mut text = text;
+        if let Some(flash) = &app.flash {
+            text.push(Line::raw(""));
+            text.push(Line::styled(flash.clone(), theme.title()));
+        }
         frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);
         return Hits::default();
     }

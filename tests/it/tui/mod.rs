@@ -942,6 +942,10 @@ fn help_lists_the_screens_keys_and_small_terminals_get_a_notice() {
     insta::with_settings!({ snapshot_path => SNAPSHOTS }, {
         insta::assert_snapshot!("too_small", render(&app, (60, 20)));
     });
+    // What the hidden status line says (a quit that would lose edits asks first) is shown there too.
+    app.flash = Some("a character's edits are not saved: quit again to leave them".into());
+    let small = render(&app, (60, 20));
+    assert!(small.contains("a character's edits are not saved"), "{small}");
 }
 
 /// Chat's next character, with none in focus yet, is the first of the list (not the second).

@@ -14,6 +14,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
+use unicode_segmentation::UnicodeSegmentation;
 
 use super::{Component, Ctx, Hits, ListId, Request, move_cursor};
 use crate::catalog::{Catalog, Origin};
@@ -306,7 +307,9 @@ impl Persona {
         }
         match draft.field {
             Field::Prompt => {
-                draft.prompt.input(event);
+                if !by_grapheme(&mut draft.prompt, key) {
+                    draft.prompt.input(event);
+                }
             }
             Field::Language => {
                 if matches!(key.code, KeyName::Left | KeyName::Right | KeyName::Space) {
@@ -329,8 +332,11 @@ impl Persona {
                     match key.code {
                         KeyName::Char(c) => line.push(c),
                         KeyName::Space => line.push(' '),
+                        // What looks like one character goes as one (an emoji with its skin tone, a
+                        // letter with its accents), never leaving a part of it behind.
                         KeyName::Backspace => {
-                            line.pop();
+                            let keep = line.grapheme_indices(true).next_back().map_or(0, |(at, _)| at);
+                            line.truncate(keep);
                         }
                         _ => {}
                     }
@@ -914,9 +920,69 @@ fn render_draft(frame: &mut Frame, area: Rect, draft: &Draft, scale: Option<&Sca
     frame.render_widget(Paragraph::new(lines), targets_area);
 }
 
+/// Backspace, left and right in the prompt by what looks like one character (a grapheme: an
+/// emoji with its modifiers and joiners, a letter with its accents), where it is more than one code
+/// point; false when the key is the text area's own to handle.
+fn by_grapheme(prompt: &mut tui_textarea::TextArea<'static>, key: Key) -> bool {
+    use tui_textarea::CursorMove;
+    if key.ctrl || key.alt || prompt.is_selecting() {
+        return false;
+    }
+    let tui_textarea::DataCursor(row, col) = prompt.cursor();
+    let Some(line) = prompt.lines().get(row) else {
+        return false;
+    };
+    let split = line.char_indices().nth(col).map_or(line.len(), |(at, _)| at);
+    let (before, after) = line.split_at(split);
+    let width = |g: Option<&str>| g.map_or(0, |g| g.chars().count());
+    let (back, ahead) = (
+        width(before.graphemes(true).next_back()),
+        width(after.graphemes(true).next()),
+    );
+    match key.code {
+        KeyName::Backspace if back > 1 => (0..back).for_each(|_| {
+            prompt.delete_char();
+        }),
+        KeyName::Left if back > 1 => (0..back).for_each(|_| prompt.move_cursor(CursorMove::Back)),
+        KeyName::Right if ahead > 1 => (0..ahead).for_each(|_| prompt.move_cursor(CursorMove::Forward)),
+        _ => return false,
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A backspace or an arrow takes what looks like one character whole: an emoji with its skin
+    /// tone, a family joined by zero-width joiners, a letter with two accents.
+    #[test]
+    fn the_prompt_edits_by_what_looks_like_one_character() {
+        let key = |code| Key {
+            code,
+            ctrl: false,
+            alt: false,
+        };
+        for (text, left, want) in [
+            ("X👍🏽Y", 1, "XY"),
+            ("A👩\u{200d}👩\u{200d}👧B", 1, "AB"),
+            ("ée\u{301}\u{303}", 0, "é"),
+        ] {
+            let mut prompt = tui_textarea::TextArea::new(vec![text.to_string()]);
+            prompt.move_cursor(tui_textarea::CursorMove::End);
+            for _ in 0..left {
+                if !by_grapheme(&mut prompt, key(KeyName::Left)) {
+                    prompt.move_cursor(tui_textarea::CursorMove::Back);
+                }
+            }
+            assert!(by_grapheme(&mut prompt, key(KeyName::Backspace)), "{text:?}");
+            assert_eq!(prompt.lines(), [want], "{text:?}");
+        }
+        // One code point: the text area's own.
+        let mut prompt = tui_textarea::TextArea::new(vec!["ab".to_string()]);
+        prompt.move_cursor(tui_textarea::CursorMove::End);
+        assert!(!by_grapheme(&mut prompt, key(KeyName::Backspace)));
+    }
 
     /// A catchphrase holding the separator (or the escape) comes back whole from its line.
     #[test]
