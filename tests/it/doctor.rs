@@ -206,7 +206,7 @@ async fn key_bindings_the_workbench_refuses_leave_it_not_ready_and_an_unknown_th
     assert_eq!(tui["status"], "fail");
     let detail = tui["detail"].as_str().unwrap();
     assert!(detail.contains("unknown action \"explode\""), "{detail}");
-    assert!(!detail.contains("pause"), "only the bad binding: {detail}");
+    assert!(!detail.contains("\"pause\""), "only the bad binding: {detail}");
     let config = dir.path().join("config.toml");
     let line = std::fs::read_to_string(&config)
         .unwrap()
