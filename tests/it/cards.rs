@@ -750,3 +750,28 @@ fn a_replace_under_the_id_in_another_case_keeps_one_set_of_files() {
     let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
     assert_eq!(shown["labels"]["target"]["BFI"]["Openness"]["type"], "L", "{shown}");
 }
+
+/// A ChatHaruhi character's memories come back from its exported card as they were, narration
+/// lines (`:The lamp turned…`) included: they were folded into the utterance before them.
+#[test]
+fn a_chatharuhi_characters_card_imports_back_to_the_same_memories() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let wren = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chatharuhi/Wren");
+    ok(run(data, &["import", "chatharuhi", wren.to_str().unwrap()]));
+    let card = data.join("wren.json");
+    ok(run(data, &["export-card", "wren-en", "-o", card.to_str().unwrap()]));
+    ok(run(
+        data,
+        &["import", "card", card.to_str().unwrap(), "--id", "wren-again-en"],
+    ));
+    let memories = |id: &str| incharacter::rpa::memories::chunks(data, id).unwrap().unwrap();
+    let (before, after) = (memories("wren-en"), memories("wren-again-en"));
+    assert!(
+        before
+            .iter()
+            .any(|m| m.contains("\n:The lamp turned slowly above them")),
+        "{before:?}"
+    );
+    assert_eq!(after, before);
+}

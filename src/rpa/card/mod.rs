@@ -485,7 +485,12 @@ fn dialogue(block: &str, name: &str, user: &str) -> String {
             close(&mut open, &mut lines);
             lines.push(String::new());
             open = Some((lines.len() - 1, who, text));
-        } else if let Some((_, _, text)) = open.as_mut().filter(|_| utterance(line).is_none()) {
+        } else if let Some((_, _, text)) = open
+            .as_mut()
+            // A line that is a memory's own (an utterance, or narration written `:…` as memories
+            // write it, which an export puts in an example) is not the open message's.
+            .filter(|_| utterance(line).is_none() && !line.trim_start().starts_with([':', '：']))
+        {
             text.push('\n');
             text.push_str(line);
         } else if !line.trim().is_empty() {
