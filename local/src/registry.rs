@@ -302,15 +302,31 @@ pub fn resolve_entry(models: &Path, name: &str) -> Result<Registered, Error> {
                 m.path.display()
             )));
         }
+        // Taken before the check: a change during it leaves the stamp recorded below behind.
+        let stamp_before = std::fs::metadata(&m.path).ok().map(|md| stamp(&md));
         m.unchanged()?;
         let mut m = m;
-        // Registered before identities were kept: what the file is now is taken as its identity
-        // from here on (best effort: a registry that cannot be written leaves it unchecked).
-        if m.identity.is_none()
-            && let Ok(identity) = Identity::of(&m.path)
-        {
-            adopt(models, &m, &identity);
-            m.identity = Some(identity);
+        match &m.identity {
+            // Registered before identities were kept: what the file is now is taken as its
+            // identity from here on (best effort: a registry that cannot be written leaves it
+            // unchecked).
+            None => {
+                if let Ok(identity) = Identity::of(&m.path) {
+                    record(models, &m, &identity);
+                    m.identity = Some(identity);
+                }
+            }
+            // Hashed again and the same (touched, copied back, a data dir restored elsewhere): the
+            // new stamp is kept, so the next use does not read the whole file again.
+            Some(was) if was.stamp.is_some() && was.stamp != stamp_before && stamp_before.is_some() => {
+                let fresh = Identity {
+                    stamp: stamp_before,
+                    ..was.clone()
+                };
+                record(models, &m, &fresh);
+                m.identity = Some(fresh);
+            }
+            Some(_) => {}
         }
         return Ok(m);
     }
@@ -361,19 +377,18 @@ impl Registered {
     }
 }
 
-/// Records `identity` for the entry `m`, if it is still registered as it was, without one.
-fn adopt(models: &Path, m: &Registered, identity: &Identity) {
+/// Records `identity` for the entry `m`, if it is still registered for the same file, without an
+/// identity or with one of the same SHA-256.
+fn record(models: &Path, m: &Registered, identity: &Identity) {
     let Ok(_lock) = lock_registry(models) else {
         return;
     };
     let Ok(mut registry) = read_registry(models) else {
         return;
     };
-    let Some(entry) = registry
-        .models
-        .iter_mut()
-        .find(|e| e.name == m.name && e.path == m.path && e.identity.is_none())
-    else {
+    let Some(entry) = registry.models.iter_mut().find(|e| {
+        e.name == m.name && e.path == m.path && e.identity.as_ref().is_none_or(|was| was.sha256 == identity.sha256)
+    }) else {
         return;
     };
     entry.identity = Some(identity.clone());
@@ -692,9 +707,14 @@ mod tests {
         assert_eq!(identity.bytes, std::fs::metadata(&file).unwrap().len());
         assert_eq!(identity.sha256, sha256_file(&file).unwrap());
 
-        // Touched but the same bytes: still the model it was.
+        // Touched but the same bytes: still the model it was, and its new stamp is kept (the next
+        // use reads no more than the file's metadata).
         touch(&file, 5);
         assert_eq!(resolve(dir.path(), "mine").unwrap(), file);
+        let restamped = list(dir.path()).unwrap()[0].identity.clone().unwrap();
+        assert_eq!(restamped.sha256, identity.sha256);
+        assert_ne!(restamped.stamp, identity.stamp);
+        assert_eq!(restamped.stamp, Some(stamp(&std::fs::metadata(&file).unwrap())));
 
         // The same size, one weight changed (a fine-tune of the same shape would be so).
         let mut bytes = std::fs::read(&file).unwrap();
