@@ -333,6 +333,15 @@ pub fn resolve_entry(models: &Path, name: &str) -> Result<Registered, Error> {
     if KNOWN.iter().any(|k| k.name == name) {
         return Err(Error::NotFetched { name: name.into() });
     }
+    // A name as written elsewhere, in other letters: the one it is registered under is named (the
+    // usual advice, `model add … --name`, would be refused).
+    let known = KNOWN.iter().map(|k| k.name.to_string());
+    let registered = read_registry(models)?.models.into_iter().map(|m| m.name);
+    if let Some(other) = known.chain(registered).find(|n| n.eq_ignore_ascii_case(name)) {
+        return Err(Error::Input(format!(
+            "no local model named \"{name}\": names are exact, and this one is \"{other}\""
+        )));
+    }
     Err(Error::Unknown { name: name.into() })
 }
 
@@ -369,7 +378,7 @@ impl Registered {
         };
         Err(Error::Input(format!(
             "{} is not the file {verb} as the model {} ({what}); sessions that used {} were made with the file as \
-             it was. {fix}",
+             it was; {fix}",
             self.path.display(),
             self.name,
             self.name
@@ -839,6 +848,14 @@ mod tests {
         let file = dir.path().join("Mine.gguf");
         let e = add(dir.path(), &file, "mine", false).unwrap_err().to_string();
         assert!(e.contains("differs from the registered \"Mine\" only in case"), "{e}");
+        // Asked for in other letters, the name it has is said.
+        let e = resolve(dir.path(), "MINE").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "no local model named \"MINE\": names are exact, and this one is \"Mine\""
+        );
+        let e = resolve(dir.path(), "SmolLM2-135M").unwrap_err().to_string();
+        assert!(e.ends_with("this one is \"smollm2-135m\""), "{e}");
         assert_eq!(list(dir.path()).unwrap().len(), 1);
     }
 

@@ -558,7 +558,8 @@ pub enum ModelCommand {
         replace: bool,
     },
     /// Forget a model: a file you registered is unregistered (the file is left where it is); a
-    /// fetched model's folder is deleted (`model fetch` brings it back). Sessions stay readable
+    /// fetched model's files are deleted, never another file kept in its folder (`model fetch`
+    /// brings it back). Sessions stay readable
     Remove {
         /// The model's name, as `model list` shows it
         name: String,
