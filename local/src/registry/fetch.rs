@@ -159,31 +159,12 @@ pub(super) fn hold_idle(dir: &Path, name: &str) -> Result<File, Error> {
 /// download folder and staged `.tmp…` files; then the folder, if nothing else is in it (a file the user
 /// keeps there, registered or not, stays, and so does a folder that is a link). The bytes freed.
 pub(super) fn remove_own(dir: &Path, known: &KnownModel) -> u64 {
-    let mut freed = 0;
-    let mut own: Vec<std::path::PathBuf> = [
+    let own = [
         known.file.to_string(),
         format!("{}.partial", known.file),
         format!("{}.partial.json", known.file),
-    ]
-    .iter()
-    .map(|name| dir.join(name))
-    .collect();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if entry.file_name().to_string_lossy().starts_with(".tmp") {
-            own.push(entry.path());
-        }
-    }
-    for path in own.iter().chain([&dir.join(DOWNLOAD)]) {
-        let bytes = size(path);
-        let removed = match std::fs::symlink_metadata(path) {
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-            Ok(_) => std::fs::remove_file(path),
-            Err(_) => continue,
-        };
-        if removed.is_ok() {
-            freed += bytes;
-        }
-    }
+    ];
+    let freed = own.iter().map(|name| remove_counted(&dir.join(name))).sum::<u64>() + leftovers(dir);
     let _ = std::fs::remove_file(dir.join(LOCK));
     // Not through a link, and only when empty: what else is there is not the fetch's to remove.
     if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
@@ -195,26 +176,7 @@ pub(super) fn remove_own(dir: &Path, known: &KnownModel) -> u64 {
 /// Removes what fetches before this one could leave behind when killed: the download folder, and the
 /// temporary files of earlier versions (`.tmp…`, which were not resumed).
 fn tidy(dir: &Path, progress: &mut dyn FnMut(&str)) {
-    let _ = std::fs::remove_dir_all(dir.join(DOWNLOAD));
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut freed = 0;
-    for entry in entries.flatten() {
-        if !entry.file_name().to_string_lossy().starts_with(".tmp") {
-            continue;
-        }
-        let path = entry.path();
-        let bytes = size(&path);
-        let removed = if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            std::fs::remove_dir_all(&path)
-        } else {
-            std::fs::remove_file(&path)
-        };
-        if removed.is_ok() {
-            freed += bytes;
-        }
-    }
+    let freed = leftovers(dir);
     if freed > 0 {
         let amount = if freed >= 1 << 20 {
             format!("{} MiB", freed >> 20)
@@ -223,6 +185,30 @@ fn tidy(dir: &Path, progress: &mut dyn FnMut(&str)) {
         };
         progress(&format!("removed {amount} left by an interrupted fetch"));
     }
+}
+
+/// Removes `dir`'s download folder and its `.tmp…` files and folders; the bytes they held.
+fn leftovers(dir: &Path) -> u64 {
+    let staged: Vec<_> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".tmp"))
+        .map(|e| e.path())
+        .collect();
+    remove_counted(&dir.join(DOWNLOAD)) + staged.iter().map(|p| remove_counted(p)).sum::<u64>()
+}
+
+/// Removes the file or folder at `path` (never through a link); the bytes it held (0 when nothing
+/// was there or it could not be removed).
+fn remove_counted(path: &Path) -> u64 {
+    let bytes = size(path);
+    let removed = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(_) => return 0,
+    };
+    if removed.is_ok() { bytes } else { 0 }
 }
 
 /// The bytes of the files at `path` (a file, or a folder and what is under it).
