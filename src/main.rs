@@ -21,6 +21,14 @@ fn main() -> ExitCode {
         }
     };
     let handle = runtime.handle().clone();
+    // A file past `ulimit -f` would kill the process mid-write (SIGXFSZ), leaving its temporary
+    // beside the target. Caught, the write fails with EFBIG like a full disk's ENOSPC: the
+    // temporary is removed and the file named. Tokio's handler stays for the process's life.
+    if let Err(e) = runtime
+        .block_on(async { tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(libc::SIGXFSZ)) })
+    {
+        tracing::warn!("cannot catch SIGXFSZ: {e}");
+    }
     let result = match cli.command {
         None => tui::main(tui::Options::default(), &handle).map(|()| ExitCode::SUCCESS),
         Some(Command::Demo { speed }) => tui::Options::demo(&speed)

@@ -93,6 +93,28 @@ fn an_export_on_a_full_disk_leaves_the_old_file_and_names_it() {
     assert_eq!(v["session"]["id"], GSE, "{}", &v.to_string()[..200]);
 }
 
+/// `ulimit -f` with SIGXFSZ left at its default (which kills a process that writes past it): the
+/// binary catches the signal, so the write fails as on a full disk and its temporary is removed.
+#[test]
+fn a_file_size_limit_fails_the_write_instead_of_killing_the_process_mid_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let old = b"an earlier export\n";
+    std::fs::write(dir.path().join("x.out"), old).unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("trap - XFSZ; ulimit -f 0; exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_incharacter"))
+        .args(["export", GSE, "--format", "csv", "-o", "x.out"])
+        .current_dir(dir.path())
+        .env("INCHARACTER_DATA_DIR", &data)
+        .env("INCHARACTER_CONFIG", data.join("none.toml"))
+        .output()
+        .unwrap();
+    assert_failed_cleanly(&out, dir.path(), "x.out", Some(old));
+}
+
 /// A copy of a bundled sample as a session of the data dir `data`; its folder.
 fn own_copy(data: &Path, id: &str) -> PathBuf {
     let to = data.join("sessions").join(id);
