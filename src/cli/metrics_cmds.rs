@@ -11,7 +11,7 @@ use serde_json::json;
 use super::input_error;
 use super::table::{Table, num};
 use crate::catalog::Catalog;
-use crate::domain::character::LabelSource;
+use crate::domain::character::{Label, LabelSource};
 use crate::domain::metrics::{Alignment, AlignmentRow, alignment, std_score};
 use crate::domain::scale::Scale;
 use crate::domain::stats;
@@ -328,21 +328,18 @@ fn read_predictions(
         }
         let source = labels.unwrap_or_else(|| c.labels.exclusion_source(&scale.id));
         sources.insert(source);
-        let label = c.labels.get(source, &scale.id, &d.name).ok_or_else(|| {
-            located(
-                predictions,
-                &row,
-                0,
-                format!("{} has no {} label for {} / {}", c.id, source.name(), scale.id, d.name),
-            )
-        })?;
-        let marginal = c.labels.marginal(&scale.id, &d.name, source);
+        // A dimension the source has no label for is left out (counted among the excluded pairs),
+        // as `report` leaves it out of a session's scores.
+        let (label, marginal) = match c.labels.get(source, &scale.id, &d.name) {
+            Some(label) => (*label, c.labels.marginal(&scale.id, &d.name, source)),
+            None => (Label::NONE, true),
+        };
         rows.push(AlignmentRow {
             character: c.id.clone(),
             dimension: d.name.clone(),
             repeat,
             predicted: score,
-            label: *label,
+            label,
             marginal,
         });
     }

@@ -53,6 +53,15 @@ pub struct Label {
     pub kind: LabelType,
 }
 
+impl Label {
+    /// What a dimension the compared source gives no label for counts as: unknown, so its pairs are
+    /// excluded as a marginal label's are (a character's dimension without a target, say).
+    pub const NONE: Label = Label {
+        score: None,
+        kind: LabelType::X,
+    };
+}
+
 impl Serialize for Label {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut s = serializer.serialize_struct("Label", 2)?;

@@ -218,11 +218,9 @@ async fn two_versions_of_a_character_are_recorded_and_diffed_against_its_targets
         .iter()
         .filter(|x| x["method"] == "er-batch")
     {
-        // `metrics` wants a label for every prediction: only two dimensions have a target.
+        // Every dimension: the three without a target are left out as marginal ones are.
         for (dimension, d) in assessment["dimensions"].as_object().unwrap() {
-            if distance(dimension, 3.0).is_some() {
-                csv += &format!("{ID},{dimension},0,{}\n", d["score"]);
-            }
+            csv += &format!("{ID},{dimension},0,{}\n", d["score"]);
         }
     }
     let predictions = dir.path().join("predictions.csv");
@@ -247,6 +245,18 @@ async fn two_versions_of_a_character_are_recorded_and_diffed_against_its_targets
     );
     assert!(metrics["overall"]["acc_dim"].is_number(), "{metrics}");
     assert_eq!(metrics["overall"]["count"], 2);
+    assert_eq!(metrics["overall"]["excluded"], 3, "{metrics}");
+    // The session's own report scores the same pairs and leaves out the same three.
+    let er = report[0]["summary"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["method"] == "er-batch"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert_eq!((&er["count"], &er["excluded"]), (&2.into(), &3.into()), "{er}");
+    let mae = metrics["overall"]["mae"].as_f64().unwrap();
+    assert!(
+        (er["mae"].as_f64().unwrap() - mae).abs() < 1e-12,
+        "{er} against {metrics}"
+    );
 
     // What the user gets wrong exits 2, saying what.
     let out = common::output(&config, &data, &["diff", &a, "no-such-session"]).await;

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::catalog::Catalog;
-use crate::domain::character::{LabelSource, LabelType};
+use crate::domain::character::{Label, LabelSource, LabelType};
 use crate::domain::metrics::{self, AlignmentRow};
 use crate::domain::resample::{self, Bootstrap};
 use crate::domain::scoring::ItemOption;
@@ -206,8 +206,12 @@ pub fn rows(catalog: &Catalog, scale_id: &str, list: &[&Assessment], labels: Opt
             let c = catalog.character(&a.character)?;
             let score = a.score?;
             let source = labels.unwrap_or_else(|| c.labels.exclusion_source(scale_id));
-            let label = *c.labels.get(source, scale_id, &a.dimension)?;
-            let marginal = c.labels.marginal(scale_id, &a.dimension, source);
+            // A dimension the source has no label for is left out as a marginal one is, and counted
+            // among the excluded pairs.
+            let (label, marginal) = match c.labels.get(source, scale_id, &a.dimension) {
+                Some(label) => (*label, c.labels.marginal(scale_id, &a.dimension, source)),
+                None => (Label::NONE, true),
+            };
             Some(AlignmentRow {
                 character: a.character.clone(),
                 dimension: a.dimension.clone(),
