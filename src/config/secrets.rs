@@ -19,24 +19,19 @@ impl Secret {
 
 /// What a provider sends that a server must not get to repeat (some servers and proxies repeat the
 /// key they refused, into texts that reach journals, logs and the terminal): its key and the values of its extra
-/// headers (an Azure-style `api-key`), each as written and percent-encoded (as a URL would carry it).
-/// Values shorter than eight characters are placeholders, not secrets, and are left alone.
+/// headers (an Azure-style `api-key`), found in any form a server writes them back in: each byte as
+/// written, percent-encoded (in either case, as a URL carries it, whatever an encoder leaves as it is)
+/// or escaped as JSON escapes it (`\u002f`, `\/`). Values shorter than eight characters are
+/// placeholders, not secrets, and are left alone.
 #[derive(Clone, Default)]
 pub struct Secrets(Vec<(String, &'static str)>);
 
 impl Secrets {
     pub fn of(key: Option<&Secret>, headers: &BTreeMap<String, String>) -> Secrets {
-        let mut found = Vec::new();
+        let mut found: Vec<(String, &'static str)> = Vec::new();
         let mut add = |value: &str, instead: &'static str| {
-            if value.len() < 8 {
-                return;
-            }
-            // Percent-encoding's hex digits may be written in either case.
-            let (upper, lower) = (percent_encoded(value, true), percent_encoded(value, false));
-            for form in [value.to_string(), upper, lower] {
-                if !found.iter().any(|(f, _)| *f == form) {
-                    found.push((form, instead));
-                }
+            if value.len() >= 8 && !found.iter().any(|(f, _)| f == value) {
+                found.push((value.to_string(), instead));
             }
         };
         if let Some(key) = key {
@@ -46,17 +41,15 @@ impl Secrets {
             add(value, "[a header's value]");
         }
         // The longest first: a secret that holds another is taken out whole.
-        found.sort_by_key(|(form, _)| std::cmp::Reverse(form.len()));
+        found.sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
         Secrets(found)
     }
 
-    /// `text` (a server's words) with every secret replaced by what it is.
+    /// `text` (a server's words) with every secret, in any of its forms, replaced by what it is.
     pub fn scrub(&self, text: &str) -> String {
         let mut out = text.to_string();
         for (secret, instead) in &self.0 {
-            if out.contains(secret.as_str()) {
-                out = out.replace(secret.as_str(), instead);
-            }
+            out = replace_every_form(&out, secret.as_bytes(), instead);
         }
         out
     }
@@ -68,17 +61,58 @@ impl fmt::Debug for Secrets {
     }
 }
 
-/// `value` with every byte but the unreserved ones (letters, digits, `-._~`) as `%XX`, in upper- or
-/// lower-case hex.
-fn percent_encoded(value: &str, upper: bool) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            other if upper => format!("%{other:02X}"),
-            other => format!("%{other:02x}"),
-        })
-        .collect()
+/// `text` with every run of bytes that spells `secret`, each byte in any of its forms
+/// ([`form_end`]), replaced by `instead`. A match starts at a character boundary (the secret's first
+/// byte, or an ASCII `%` or backslash) and ends at one (after a whole character or an escape), so the
+/// slicing stays on UTF-8 boundaries.
+fn replace_every_form(text: &str, secret: &[u8], instead: &str) -> String {
+    let bytes = text.as_bytes();
+    let (mut out, mut copied, mut at) = (String::new(), 0, 0);
+    while at < bytes.len() {
+        match form_end(bytes, at, secret) {
+            Some(end) if end > at => {
+                out.push_str(&text[copied..at]);
+                out.push_str(instead);
+                (copied, at) = (end, end);
+            }
+            _ => at += 1,
+        }
+    }
+    if copied == 0 {
+        return text.to_string();
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// Where `secret` ends if `text` spells it from `at`: each byte as written, as `%XX` (hex in either
+/// case), or, for an ASCII byte, as JSON's `\u00XX` (or `\/` for a slash). Tries the other forms
+/// when one fails further on (a secret's own `%` may be written or encoded).
+fn form_end(text: &[u8], at: usize, secret: &[u8]) -> Option<usize> {
+    let Some((&first, rest)) = secret.split_first() else {
+        return Some(at);
+    };
+    let hex = |from: usize, len: usize| {
+        let digits = text.get(from..from + len)?;
+        digits
+            .iter()
+            .all(u8::is_ascii_hexdigit)
+            .then(|| digits.iter().fold(0, |n, &d| n * 16 + (d as char).to_digit(16).unwrap_or(0)))
+    };
+    let mut forms = [None; 4];
+    if text.get(at) == Some(&first) {
+        forms[0] = Some(at + 1);
+    }
+    if text.get(at) == Some(&b'%') && hex(at + 1, 2) == Some(u32::from(first)) {
+        forms[1] = Some(at + 3);
+    }
+    if first.is_ascii() && text.get(at..at + 2) == Some(b"\\u") && hex(at + 2, 4) == Some(u32::from(first)) {
+        forms[2] = Some(at + 6);
+    }
+    if first == b'/' && text.get(at..at + 2) == Some(b"\\/") {
+        forms[3] = Some(at + 2);
+    }
+    forms.into_iter().flatten().find_map(|next| form_end(text, next, rest))
 }
 
 impl fmt::Debug for Secret {
@@ -115,4 +149,45 @@ pub(super) fn header_name_ok(name: &str) -> bool {
 /// header and start another).
 pub(super) fn header_value_ok(value: &str) -> bool {
     value.chars().all(|c| c == '\t' || !c.is_control())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scrubbed(key: &str, text: &str) -> String {
+        Secrets::of(Some(&Secret::new(key.into())), &BTreeMap::new()).scrub(text)
+    }
+
+    #[test]
+    fn a_key_is_found_in_every_form_a_server_writes_it_back_in() {
+        let key = "sk-ab+cd/ef=gh%zz";
+        let encoded_all: String = key.bytes().map(|b| format!("%{b:02X}")).collect();
+        let echoes = [
+            key.to_string(),
+            // As Python's urllib.parse.quote writes it: `/` and `-` left as they are.
+            "sk-ab%2Bcd/ef%3Dgh%25zz".into(),
+            // Every byte encoded, the hex in either case or both.
+            encoded_all.clone(),
+            encoded_all.to_lowercase(),
+            "sk%2dab%2Bcd%2fef%3dgh%zz".into(),
+            // As JSON escapes it, in a body shown as it came.
+            "sk-ab\\u002bcd\\/ef\\u003Dgh%zz".into(),
+        ];
+        for echo in echoes {
+            let text = format!("refused «{echo}», try again");
+            assert_eq!(scrubbed(key, &text), "refused «[the key]», try again", "{echo}");
+        }
+        // Twice, beside text in other scripts, and at the very ends.
+        assert_eq!(
+            scrubbed(key, &format!("{key}鍵{encoded_all}")),
+            "[the key]鍵[the key]"
+        );
+        // Near misses stay as they are.
+        for text in ["sk-ab+cd/ef=g", "sk-ab%2Ccd/ef=gh%zz", "sk-ab%+Bcd/ef=gh%zz", "%s%k"] {
+            assert_eq!(scrubbed(key, text), text);
+        }
+        // A placeholder is no secret.
+        assert_eq!(scrubbed("none", "none left"), "none left");
+    }
 }
