@@ -824,7 +824,7 @@ impl Client {
                 }
             }
             AttemptError::Empty { finish_reason } => LlmError::EmptyReplies {
-                attempts: tries.attempt + 1,
+                attempts: tries.sent(),
                 empty: tries.empties,
                 finish_reason,
             },
@@ -834,7 +834,8 @@ impl Client {
                 message: message + &hint,
             },
             _ => LlmError::Exhausted {
-                attempts: tries.attempt + 1,
+                attempts: tries.sent(),
+                throttled: tries.throttles,
                 last: reason + &hint,
             },
         }
@@ -884,6 +885,13 @@ struct Tries {
     throttles: u32,
     /// Attempts that came back empty, for the final error's words.
     empties: u32,
+}
+
+impl Tries {
+    /// How many times the request was sent: the first time, its retries and its rate-limited tries.
+    fn sent(&self) -> u32 {
+        self.attempt + self.throttles + 1
+    }
 }
 
 #[cfg(test)]

@@ -247,8 +247,13 @@ pub enum LlmError {
     },
     #[error("{0}")]
     Transport(String),
-    #[error("gave up after {attempts} attempts: {last}")]
-    Exhausted { attempts: u32, last: String },
+    /// `attempts` counts every request sent, `throttled` those of them refused for the rate limit
+    /// (waited out on their own budget, beside `max_retries`).
+    #[error(
+        "gave up after {attempts} attempts{}: {last}",
+        match throttled { 0 => String::new(), n => format!(" ({n} of them rate-limited)") }
+    )]
+    Exhausted { attempts: u32, throttled: u32, last: String },
     /// The provider refused connections again and again; nothing more is sent to it in this run.
     #[error("{base_url} cannot be reached")]
     Unreachable { base_url: String },

@@ -234,6 +234,26 @@ async fn client_errors_are_never_retried_and_retries_are_bounded() {
     let err = complete(&client(p, None, CacheMode::Off), ask("hi")).await.unwrap_err();
     assert!(matches!(err, LlmError::Exhausted { attempts: 4, .. }), "{err:?}");
     assert_eq!(server.stats().requests, 4);
+
+    // Rate-limit refusals have their own budget: the error counts every request that was sent.
+    let server = FakeServer::start(FakeConfig {
+        fault_share: 1.0,
+        faults_per_request: 1000,
+        faults: vec![Fault::RateLimited],
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let mut p = provider(&server);
+    p.max_retries = 2;
+    let err = complete(&client(p, None, CacheMode::Off), ask("hi")).await.unwrap_err();
+    let sent = server.stats().requests;
+    assert_eq!(sent, 3 + u64::from(incharacter::llm::client::RATE_LIMIT_RETRIES));
+    assert!(
+        err.to_string()
+            .starts_with(&format!("gave up after {sent} attempts (50 of them rate-limited): ")),
+        "{err}"
+    );
 }
 
 #[tokio::test]
