@@ -72,8 +72,8 @@ pub enum Action {
     /// The accounts of the run that goes: Live reads how many of its requests wait and fly.
     Accounting(Arc<crate::llm::accounting::Accounting>),
     Sessions(Vec<SessionEntry>),
-    /// How many session folders the list leaves out (their journals cannot be read).
-    Unlisted(usize),
+    /// Session folders the listing left out, each with why (its journal cannot be read).
+    Unlisted(Vec<(std::path::PathBuf, String)>),
     Compared(Vec<(String, Vec<SummaryRow>)>),
     /// Two marked sessions compared, paired (`Err`: why they cannot be).
     Paired(Box<Result<crate::analysis::compare::Comparison, String>>),
@@ -415,16 +415,17 @@ impl App {
                 return vec![Effect::ListSessions];
             }
             Action::Sessions(list) => self.sessions.set_list(list),
-            // Said when it changes, not at every listing.
-            Action::Unlisted(n) if n != self.unlisted => {
-                self.unlisted = n;
-                if n > 0 {
+            Action::Unlisted(unlisted) => {
+                // Said when it changes, not at every listing; the Sessions screen names each below its list.
+                let n = unlisted.len();
+                if n != self.unlisted && n > 0 {
                     self.flash = Some(format!(
-                        "{n} session folder(s) not listed: their journals cannot be read (`incharacter sessions` says why)"
+                        "{n} session folder(s) not listed: their journals cannot be read (Sessions (5) says why)"
                     ));
                 }
+                self.unlisted = n;
+                self.sessions.unlisted = unlisted;
             }
-            Action::Unlisted(_) => {}
             Action::Compared(rows) => self.sessions.comparison = rows,
             Action::Paired(result) => self.sessions.paired = Some(*result),
             Action::Reassess(offer) => {

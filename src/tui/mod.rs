@@ -633,7 +633,7 @@ impl Driver {
         let (tx, store, catalog) = (self.tx.clone(), self.store.clone(), self.catalog.clone());
         tokio::task::spawn_blocking(move || {
             let (list, unlisted) = store.list_with_unreadable();
-            let _ = tx.send(Action::Unlisted(unlisted.len()));
+            let _ = tx.send(Action::Unlisted(unlisted));
             // Each journal read once for both score tables.
             let sessions: Vec<(&SessionEntry, Vec<Event>)> = list
                 .iter()

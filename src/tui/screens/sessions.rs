@@ -29,6 +29,8 @@ pub struct Sessions {
     /// Exactly two marked: the first against the second, paired (or why they cannot be).
     pub paired: Option<Result<Comparison, String>>,
     pub view: ListView,
+    /// Session folders the listing left out, with why (a damaged journal, say: file:line:column).
+    pub unlisted: Vec<(PathBuf, String)>,
 }
 
 impl Sessions {
@@ -148,6 +150,34 @@ impl Sessions {
     }
 }
 
+impl Sessions {
+    /// `shown` lines naming the folders the listing left out and why, the last one saying how many
+    /// more there are when they do not all fit.
+    fn unlisted_lines(&self, shown: usize, width: usize, ctx: &Ctx) -> Vec<Line<'static>> {
+        let theme = ctx.theme;
+        let more = self.unlisted.len() - shown;
+        self.unlisted
+            .iter()
+            .take(shown)
+            .enumerate()
+            .map(|(i, (path, why))| {
+                let text = if more > 0 && i + 1 == shown {
+                    format!(
+                        "not listed: {} more folders whose journals cannot be read (`incharacter sessions` names each)",
+                        more + 1
+                    )
+                } else {
+                    // The reason names the journal by its whole path: the folder's is said once.
+                    let folder = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+                    let why = why.replace(&format!("{}/", path.display()), "");
+                    format!("not listed: {folder}: {why}")
+                };
+                Line::styled(fit(&text, width), theme.fg(theme.warning))
+            })
+            .collect()
+    }
+}
+
 impl Component for Sessions {
     fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
         vec![
@@ -168,13 +198,24 @@ impl Component for Sessions {
         let [list_area, compare_area] =
             Layout::vertical([Constraint::Min(6), Constraint::Length(compare_height)]).areas(area);
         let speed = self.speed.unwrap_or(Replay::Speed(1.0)).label();
+        let not_listed = match self.unlisted.len() {
+            0 => String::new(),
+            n => format!(" · {n} not listed"),
+        };
         let b = block(
-            format!(" Sessions ({}) · replay speed {speed} ", self.list.len()),
+            format!(" Sessions ({}){not_listed} · replay speed {speed} ", self.list.len()),
             true,
             theme,
         );
         let inner = b.inner(list_area);
         frame.render_widget(b, list_area);
+        // The folders left out, each with why, at the foot of the list (at most a third of it).
+        let shown = self.unlisted.len().min((inner.height / 3) as usize);
+        let [inner, foot] = Layout::vertical([Constraint::Min(1), Constraint::Length(shown as u16)]).areas(inner);
+        frame.render_widget(
+            Paragraph::new(self.unlisted_lines(shown, foot.width as usize, ctx)),
+            foot,
+        );
         if self.list.is_empty() {
             frame.render_widget(
                 Paragraph::new(vec![

@@ -701,6 +701,55 @@ fn sessions_list_marks_and_replays() {
     assert_eq!(app.screen, Screen::Live);
 }
 
+/// A session folder whose journal cannot be read is not listed, and the screen says which and why
+/// (where `incharacter sessions` warns), not only in a flash that goes.
+#[test]
+fn the_sessions_screen_names_the_folders_it_leaves_out_and_why() {
+    let mut app = with_session();
+    let entry = SessionEntry {
+        id: "20261129-120000-demo-0001".into(),
+        name: None,
+        created: "2026-11-29T12:00:00Z".into(),
+        status: "complete".into(),
+        model: "smollm2-135m (local)".into(),
+        models: Default::default(),
+        path: "/data/sessions/20261129-120000-demo-0001".into(),
+        sample: false,
+    };
+    app.update(Action::Sessions(vec![entry]));
+    let damaged = std::path::PathBuf::from("/data/sessions/20261206-025502-res-4049");
+    app.update(Action::Unlisted(vec![(
+        damaged.clone(),
+        format!("{}/journal.jsonl:111:10: expected value", damaged.display()),
+    )]));
+    key(&mut app, KeyCode::Char('5'));
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("Sessions (1) · 1 not listed"), "{screen}");
+    assert!(
+        screen.contains("not listed: 20261206-025502-res-4049: journal.jsonl:111:10: expected value"),
+        "{screen}"
+    );
+    // Many: as many as fit, then how many more.
+    let many: Vec<_> = (0..30)
+        .map(|i| {
+            (
+                damaged.with_extension(i.to_string()),
+                "it holds no journal.jsonl".to_string(),
+            )
+        })
+        .collect();
+    app.update(Action::Unlisted(many));
+    let screen = render(&app, (80, 24));
+    assert!(
+        screen.contains("not listed: 25 more folders whose journals"),
+        "{screen}"
+    );
+    // Mended: nothing is said.
+    app.update(Action::Unlisted(Vec::new()));
+    app.flash = None;
+    assert!(!render(&app, (120, 40)).contains("not listed"));
+}
+
 #[test]
 fn two_marked_sessions_show_intervals_and_their_paired_comparison() {
     let mut app = app();
@@ -1937,13 +1986,18 @@ fn a_session_another_run_writes_is_not_resumed() {
 #[test]
 fn session_folders_left_out_of_the_list_are_said() {
     let mut app = with_session();
-    app.update(Action::Unlisted(2));
+    let folders = |n: usize| -> Vec<(std::path::PathBuf, String)> {
+        (0..n)
+            .map(|i| (format!("/data/sessions/{i}").into(), "it holds no journal.jsonl".into()))
+            .collect()
+    };
+    app.update(Action::Unlisted(folders(2)));
     let flash = app.flash.take().unwrap_or_default();
     assert!(flash.starts_with("2 session folder(s) not listed"), "{flash}");
-    app.update(Action::Unlisted(2));
+    app.update(Action::Unlisted(folders(2)));
     assert_eq!(app.flash, None, "not again while nothing changed");
-    app.update(Action::Unlisted(0));
-    app.update(Action::Unlisted(1));
+    app.update(Action::Unlisted(folders(0)));
+    app.update(Action::Unlisted(folders(1)));
     assert!(
         app.flash
             .as_deref()
