@@ -89,6 +89,8 @@ pub enum Action {
     /// The folder of the session being shown.
     SessionDir(PathBuf),
     Annotations(BTreeMap<String, BTreeMap<Case, Annotation>>),
+    /// The session's annotations read again while the screen is in use: the cursor stays.
+    AnnotationsReread(BTreeMap<String, BTreeMap<Case, Annotation>>),
     /// The session's annotations could not be read (why).
     AnnotationsUnreadable(String),
     /// Interview (ER_batch, IPIP-50) results of characters, for the observers screen.
@@ -450,6 +452,7 @@ impl App {
                 return vec![Effect::LoadAnnotations(dir)];
             }
             Action::Annotations(all) => self.annotate.set_answers(all, &ctx!(self)),
+            Action::AnnotationsReread(all) => self.annotate.reread(all),
             Action::AnnotationsUnreadable(why) => {
                 self.flash = Some(format!("annotations not read: {why}"));
                 self.annotate.unreadable = Some(why);
@@ -841,7 +844,13 @@ impl App {
                 return vec![Effect::ListSessions];
             }
             Command::GoChat => self.screen = Screen::Chat,
-            Command::GoAnnotate => self.screen = Screen::Annotate,
+            Command::GoAnnotate => {
+                self.screen = Screen::Annotate;
+                // What another window or annotator wrote meanwhile, or a file damaged since.
+                if let Some(dir) = &self.session_dir {
+                    return vec![Effect::RereadAnnotations(dir.clone())];
+                }
+            }
             Command::GoRolebench => {
                 self.screen = Screen::Rolebench;
                 return vec![Effect::ListRolebenchFiles];

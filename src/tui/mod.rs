@@ -462,15 +462,29 @@ impl Driver {
             }
             Effect::Annotate { dir, annotation } => {
                 // One small flushed append; done here so the answer is on disk before the next key.
-                // One that was not written is not counted: the screen takes back what is on disk
-                // (its cursor then at the first case without an answer there).
-                if let Err(e) = crate::annotation::append(&dir, &annotation) {
-                    let _ = tx.send(Action::Flash(format!("not saved: {e}")));
-                    if let Ok(all) = crate::annotation::load(&dir, &self.catalog) {
-                        let _ = tx.send(Action::Annotations(all));
+                // The files are read (and so checked) first: one damaged since the session was
+                // opened (edited by hand, by another program) is named and nothing is written
+                // after its bad line, as at opening. Read again after, they bring what another
+                // window or annotator wrote meanwhile.
+                if let Err(e) = crate::annotation::load(&dir, &self.catalog) {
+                    let why = e.to_string();
+                    let _ = tx.send(Action::AnnotationsUnreadable(why.clone()));
+                    let _ = tx.send(Action::Flash(format!("not saved: {why}")));
+                    return;
+                }
+                match crate::annotation::append(&dir, &annotation) {
+                    // The screen takes back what is on disk (its cursor then at the first case
+                    // without an answer there).
+                    Err(e) => {
+                        let _ = tx.send(Action::Flash(format!("not saved: {e}")));
+                        if let Ok(all) = crate::annotation::load(&dir, &self.catalog) {
+                            let _ = tx.send(Action::Annotations(all));
+                        }
                     }
+                    Ok(()) => self.reread_annotations(&dir),
                 }
             }
+            Effect::RereadAnnotations(dir) => self.reread_annotations(&dir),
             Effect::LoadAnnotations(dir) => {
                 let catalog = self.catalog.clone();
                 tokio::task::spawn_blocking(move || match crate::annotation::load(&dir, &catalog) {
@@ -625,6 +639,16 @@ impl Driver {
                     .map_err(|e| e.to_string());
                 let _ = tx.send(Action::Paired(Box::new(paired)));
             }
+        });
+    }
+
+    /// Reads the session's annotations again for the Annotate screen, its cursor kept (or why they
+    /// cannot be read). Read here, not on another thread, so rereads arrive in the order they were
+    /// asked for (an answer's after the screen's opening); an annotator's file is small.
+    fn reread_annotations(&self, dir: &Path) {
+        let _ = self.tx.send(match crate::annotation::load(dir, &self.catalog) {
+            Ok(all) => Action::AnnotationsReread(all),
+            Err(e) => Action::AnnotationsUnreadable(e.to_string()),
         });
     }
 

@@ -219,6 +219,9 @@ pub enum Effect {
         annotation: crate::annotation::Annotation,
     },
     LoadAnnotations(PathBuf),
+    /// Read the session's annotations again (what another window or annotator wrote since), the
+    /// cursor left where it is.
+    RereadAnnotations(PathBuf),
     /// List the question files in `<data dir>/rolebench/`.
     ListRolebenchFiles,
     LoadRolebench(PathBuf),

@@ -160,6 +160,21 @@ wait_for "opened session"
 keys 8
 wait_for "5/10 answered"
 wait_for "n=5 "
+# A line damaged while the screen is open (a hand edit, another program): the next answer is not
+# written after it, the screen says where; mended, coming back to the screen goes on.
+ann="$(grep -l '"task":"item"' "$work"/data/sessions/*/annotations/*.jsonl | head -1)"
+cp "$ann" "$work/answers.good"
+echo '{"annotator": oops' >>"$ann"
+keys 3
+wait_for "could not be read"
+wait_for "$(basename "$ann"):6:"
+[[ "$(head -n 5 "$ann")" == "$(cat "$work/answers.good")" && "$(wc -l <"$ann")" -eq 6 ]] \
+    || { echo "e2e: an answer was written after the damaged line" >&2; cat "$ann" >&2; exit 1; }
+cp "$work/answers.good" "$ann"
+keys F6
+wait_for "Sessions (2)"
+keys F9
+wait_for "5/10 answered"
 # So did the subject's ratings, and the agreement panel counts them.
 keys F6
 wait_for "Sessions (2)"

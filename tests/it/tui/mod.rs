@@ -1408,6 +1408,62 @@ fn annotate_answers_with_number_keys_blind_until_answered() {
     );
 }
 
+/// What another window (or annotator) writes meanwhile is read again when the screen is entered
+/// and after each answer, the cursor left where the user put it; a file damaged since is said.
+#[test]
+fn annotate_reads_the_files_again_and_keeps_its_cursor() {
+    use incharacter::annotation::{self, Answer};
+    let mut app = with_session();
+    let dir = tempfile::tempdir().unwrap();
+    app.update(Action::SessionDir(dir.path().to_path_buf()));
+    app.update(Action::Annotations(Default::default()));
+    key(&mut app, KeyCode::Char('8'));
+    let mut first = None;
+    for e in key(&mut app, KeyCode::Char('4')) {
+        let Effect::Annotate { dir, annotation } = e else {
+            panic!("{e:?}")
+        };
+        annotation::append(&dir, &annotation).unwrap();
+        first = Some(annotation);
+    }
+    let first = first.expect("an answer");
+    // Another window of the same annotator answers the first case again, and the third one.
+    let mut other = first.clone();
+    other.value = Answer::Value(1.0);
+    annotation::append(dir.path(), &other).unwrap();
+    key(&mut app, KeyCode::Down);
+    let at = app.annotate.cursor;
+    assert_eq!(at, 2);
+    // Leaving the screen and coming back reads them again (digits answer here: F-keys switch).
+    key(&mut app, KeyCode::F(2));
+    assert_eq!(app.screen, Screen::Setup);
+    let effects = key(&mut app, KeyCode::F(9));
+    assert!(
+        matches!(&effects[..], [Effect::RereadAnnotations(d)] if d == dir.path()),
+        "{effects:?}"
+    );
+    app.update(Action::AnnotationsReread(
+        annotation::load(dir.path(), &app.catalog).unwrap(),
+    ));
+    assert_eq!(app.annotate.cursor, at, "the cursor stays where it was");
+    key(&mut app, KeyCode::Home);
+    let screen = render(&app, (120, 40));
+    assert!(
+        screen.contains("yours: 1"),
+        "the other window's answer is shown: {screen}"
+    );
+    // Damaged since: said, and nothing can be answered until it is read.
+    app.update(Action::AnnotationsUnreadable("t.jsonl:3:12: expected value".into()));
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("t.jsonl:3:12: expected value"), "{screen}");
+    assert_eq!(key(&mut app, KeyCode::Char('4')), [], "nothing written");
+    // Mended: reading again lets the work go on from the same place.
+    app.update(Action::AnnotationsReread(
+        annotation::load(dir.path(), &app.catalog).unwrap(),
+    ));
+    assert!(render(&app, (120, 40)).contains("1/88 answered"));
+}
+
 #[test]
 fn a_sample_session_is_never_annotated_in_place() {
     let mut app = with_session();

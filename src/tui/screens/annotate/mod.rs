@@ -98,6 +98,13 @@ impl Annotate {
         }
     }
 
+    /// The answers as read again (another window's, another annotator's): the cursor stays where
+    /// the user put it.
+    pub fn reread(&mut self, all: BTreeMap<String, BTreeMap<Case, Annotation>>) {
+        self.answers = all;
+        self.unreadable = None;
+    }
+
     /// The annotation cases of the shown session for the current task and sample.
     pub fn cases(&self, run: &RunView, catalog: &Catalog) -> Vec<Case> {
         let mut all: Vec<Case> = run
@@ -395,7 +402,7 @@ fn render_unreadable(frame: &mut Frame, area: Rect, ctx: &Ctx, why: &str) {
             Line::raw(""),
             Line::styled(
                 "Nothing is written until they are: correct or remove that line (`incharacter agreement` \
-                 says the same), then open the session again.",
+                 says the same), then come back to this screen.",
                 theme.dim(),
             ),
         ],
