@@ -58,11 +58,17 @@ fn short(d: Duration) -> String {
 
 /// `6/10 · 2 in flight · 3 queued · eta 40s`: what a phase has done of its total, its role's requests
 /// holding a place and waiting for one now, and when it should end at this sitting's rate (`eta –`
-/// until the sitting has done something).
-fn phase_line(done: usize, total: usize, flight: Flight, sitting: usize, elapsed: Duration) -> String {
+/// until the sitting has done something). `role` names the requests where they are not what the
+/// phase counts (`judge calls 7 in flight`: an OC dimension is one call per item, an ER_batch one per
+/// batch), as the Live screen says them.
+fn phase_line(done: usize, total: usize, role: Role, flight: Flight, sitting: usize, elapsed: Duration) -> String {
     let eta = eta(total.saturating_sub(done), sitting, elapsed).map_or("–".to_string(), short);
+    let calls = match role {
+        Role::Judge => "judge calls ",
+        _ => "",
+    };
     format!(
-        "{done}/{total} · {} in flight · {} queued · eta {eta}",
+        "{done}/{total} · {calls}{} in flight · {} queued · eta {eta}",
         flight.in_flight, flight.queued
     )
 }
@@ -91,6 +97,7 @@ fn bar(
         let line = phase_line(
             done,
             total,
+            role,
             accounting.flight(role),
             done.saturating_sub(before),
             state.elapsed(),
@@ -191,7 +198,16 @@ impl Bars {
     /// The plain line: both phases as the bars say them.
     fn line(&self) -> String {
         let elapsed = self.started.elapsed();
-        let phase = |p: &Phase, role| phase_line(p.done(), p.total, self.accounting.flight(role), p.sitting, elapsed);
+        let phase = |p: &Phase, role| {
+            phase_line(
+                p.done(),
+                p.total,
+                role,
+                self.accounting.flight(role),
+                p.sitting,
+                elapsed,
+            )
+        };
         format!(
             "interviews {}{}; assessments {} ({})",
             phase(&self.interviews, Role::Rpa),
@@ -353,17 +369,26 @@ mod tests {
     #[test]
     fn a_phase_says_its_counts_the_requests_now_and_an_eta_from_this_sittings_rate() {
         assert_eq!(
-            phase_line(6, 10, flight(1, 4), 2, Duration::from_secs(20)),
+            phase_line(6, 10, Role::Rpa, flight(1, 4), 2, Duration::from_secs(20)),
             "6/10 · 1 in flight · 4 queued · eta 40s",
             "2 done in 20s, 4 to go"
         );
         assert_eq!(
-            phase_line(3, 500, flight(0, 0), 3, Duration::from_secs(9)),
+            phase_line(3, 500, Role::Rpa, flight(0, 0), 3, Duration::from_secs(9)),
             "3/500 · 0 in flight · 0 queued · eta 24m 51s"
         );
         assert_eq!(
-            phase_line(1, 3601, flight(0, 0), 1, Duration::from_secs(1)),
+            phase_line(1, 3601, Role::Rpa, flight(0, 0), 1, Duration::from_secs(1)),
             "1/3601 · 0 in flight · 0 queued · eta 1h 00m"
+        );
+    }
+
+    #[test]
+    fn the_judges_requests_are_called_so_beside_the_dimensions_done() {
+        // A resume of OC: 5 dimensions of 10 done, their items' calls in flight and queued.
+        assert_eq!(
+            phase_line(5, 10, Role::Judge, flight(7, 5), 0, Duration::from_secs(3)),
+            "5/10 · judge calls 7 in flight · 5 queued · eta –"
         );
     }
 
@@ -371,15 +396,15 @@ mod tests {
     fn there_is_no_eta_before_this_sitting_has_done_something() {
         // A resume: 6 were done before; the sitting has done nothing yet.
         assert_eq!(
-            phase_line(6, 10, flight(1, 3), 0, Duration::from_secs(120)),
+            phase_line(6, 10, Role::Rpa, flight(1, 3), 0, Duration::from_secs(120)),
             "6/10 · 1 in flight · 3 queued · eta –"
         );
         assert_eq!(
-            phase_line(0, 10, flight(0, 0), 0, Duration::ZERO),
+            phase_line(0, 10, Role::Rpa, flight(0, 0), 0, Duration::ZERO),
             "0/10 · 0 in flight · 0 queued · eta –"
         );
         assert_eq!(
-            phase_line(10, 10, flight(0, 0), 0, Duration::from_secs(3)),
+            phase_line(10, 10, Role::Rpa, flight(0, 0), 0, Duration::from_secs(3)),
             "10/10 · 0 in flight · 0 queued · eta 0s",
             "nothing remains"
         );
@@ -490,8 +515,8 @@ mod tests {
         assert_eq!(bars.interviews.done(), items);
         assert_eq!(bars.assessments.done(), dims);
         assert!(bars.line().starts_with(&format!(
-            "interviews {items}/{items} · 0 in flight · 0 queued · eta 0s · {} failed; assessments {dims}/{dims} · 0 in \
-             flight · 0 queued · eta 0s",
+            "interviews {items}/{items} · 0 in flight · 0 queued · eta 0s · {} failed; assessments {dims}/{dims} · judge \
+             calls 0 in flight · 0 queued · eta 0s",
             2 * 2 * 2
         )));
     }
@@ -582,7 +607,7 @@ mod tests {
         let line = bars.line();
         assert!(
             line.starts_with(
-                "interviews 6/10 · 1 in flight · 0 queued · eta –; assessments 0/5 · 0 in flight · 2 queued · eta –"
+                "interviews 6/10 · 1 in flight · 0 queued · eta –; assessments 0/5 · judge calls 0 in flight · 2 queued · eta –"
             ),
             "{line}"
         );
