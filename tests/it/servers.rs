@@ -375,3 +375,38 @@ async fn an_answer_cut_at_the_answer_cap_is_kept_and_marked() {
         "the export says which answers were cut"
     );
 }
+
+/// An OC call too long for the context is split and its parts are asked; when those fail (replies
+/// with no JSON), the dimension's failure says what they met, not the refusal that split the call.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_split_conversion_fails_for_what_its_parts_met() {
+    use incharacter_testkit::fake_openai::ScriptRule;
+    let s = common::setup(
+        FakeConfig {
+            // The conversion and its re-asks are answered with no JSON.
+            script: ["\"statement\": ", "That reply cannot be used"]
+                .map(|contains| ScriptRule {
+                    contains: contains.into(),
+                    reply: "I would rather not say.".into(),
+                })
+                .into(),
+            ..persona(Persona::Vllm, 2048, 1)
+        },
+        "retry_base_ms = 5",
+    )
+    .await;
+    let run = common::run_hermione("BFI", "oc", &["--json"]);
+    let out = common::output(&s.config, &s.data, &run).await;
+    let events = events(&session_dir(&s.data, &out));
+    let failed: Vec<&Value> = of_kind(&events, "dimension_assessed")
+        .into_iter()
+        .filter(|d| d["fitted"].is_string())
+        .collect();
+    assert!(!failed.is_empty(), "the test must split calls: {}", text(&out));
+    for d in failed {
+        let why = d["failure"].as_str().unwrap_or_default();
+        assert!(why.contains("no usable conversion"), "{d}");
+        assert!(!why.contains("does not fit the context"), "{d}");
+        assert!(why.contains("JSON"), "what the parts met: {d}");
+    }
+}

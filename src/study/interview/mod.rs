@@ -241,12 +241,21 @@ impl Assessing<'_> {
             Err(why) => Some(why),
             Ok(_) if score.is_none() => {
                 // The last problem of a call on this dimension's items: the provider's
-                // words, or why its replies were rejected.
-                let why = calls
-                    .iter()
-                    .filter(|call| call.item_ids.iter().any(|id| mine.iter().any(|i| i.item_id == *id)))
-                    .flat_map(|call| call.attempts.iter().rev())
-                    .find_map(|a| a.error.clone())
+                // words, or why its replies were rejected. A call split for the context was
+                // asked again in parts: what those parts met is the reason, not the refusal
+                // that split it.
+                let touches = |call: &&ConversionCall| call.item_ids.iter().any(|id| mine.iter().any(|i| i.item_id == *id));
+                let last_problem = |split: bool| {
+                    calls
+                        .iter()
+                        .rev()
+                        .filter(touches)
+                        .filter(|call| call.split == split)
+                        .flat_map(|call| call.attempts.iter().rev())
+                        .find_map(|a| a.error.clone())
+                };
+                let why = last_problem(false)
+                    .or_else(|| last_problem(true))
                     .map_or(String::new(), |why| format!(": {why}"));
                 Some(format!(
                     "the judge gave no usable conversion for {unconverted} of {} items (fewer than half remain){why}",
