@@ -203,6 +203,7 @@ fn read_registry(models: &Path) -> Result<Registry, Error> {
                 let (line, column) = e.span().map_or((1, 1), |span| line_column(&text, span.start));
                 Error::Input(format!("{}:{line}:{column}: {}", path.display(), e.message()))
             })?;
+            refuse_a_second_name(&path, &text)?;
             let digest = |s: &str| s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
             if let Some(m) = registry
                 .models
@@ -226,6 +227,39 @@ fn read_registry(models: &Path) -> Result<Registry, Error> {
             registry_path(models).display()
         ))),
     }
+}
+
+/// A registry edited by hand with one name twice (or in two cases): which file the name stands for
+/// would depend on the order of the entries. Refused where the second stands.
+fn refuse_a_second_name(path: &Path, text: &str) -> Result<(), Error> {
+    #[derive(Deserialize)]
+    struct Names {
+        #[serde(default)]
+        models: Vec<Name>,
+    }
+    #[derive(Deserialize)]
+    struct Name {
+        name: toml::Spanned<String>,
+    }
+    let Ok(names) = toml::from_str::<Names>(text) else {
+        return Ok(());
+    };
+    for (i, second) in names.models.iter().enumerate() {
+        if let Some(first) = names.models[..i]
+            .iter()
+            .find(|first| first.name.get_ref().eq_ignore_ascii_case(second.name.get_ref()))
+        {
+            let (line, column) = line_column(text, second.name.span().start);
+            let (first_line, _) = line_column(text, first.name.span().start);
+            return Err(Error::Input(format!(
+                "{}:{line}:{column}: the model name \"{}\" is registered already (line {first_line}): \
+                 remove one of the two entries",
+                path.display(),
+                second.name.get_ref(),
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The 1-based line and column (in characters) of byte `at` of `text`.
@@ -857,6 +891,27 @@ mod tests {
         let e = resolve(dir.path(), "SmolLM2-135M").unwrap_err().to_string();
         assert!(e.ends_with("this one is \"smollm2-135m\""), "{e}");
         assert_eq!(list(dir.path()).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_registry_with_one_name_twice_is_refused_where_the_second_stands() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = registered_copy(dir.path(), "mine");
+        let entry = |name: &str| {
+            format!(
+                "[[models]]\nname = \"{name}\"\npath = \"{}\"\narchitecture = \"qwen3\"\n\n",
+                file.display()
+            )
+        };
+        let text = entry("mine") + &entry("other") + &entry("MINE");
+        std::fs::write(dir.path().join("registry.toml"), text).unwrap();
+        let e = list(dir.path()).unwrap_err().to_string();
+        let want = format!(
+            "{}:12:8: the model name \"MINE\" is registered already (line 2)",
+            dir.path().join("registry.toml").display()
+        );
+        assert!(e.starts_with(&want), "{e}");
+        assert!(resolve(dir.path(), "other").is_err(), "nothing is read from it");
     }
 
     #[test]
