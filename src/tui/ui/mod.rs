@@ -31,7 +31,19 @@ pub fn draw(frame: &mut Frame, app: &App) -> Hits {
 pub fn inert_cells(buffer: &mut ratatui::buffer::Buffer) {
     for cell in &mut buffer.content {
         if cell.symbol().chars().any(crate::text::acts_on_terminal) {
-            cell.set_symbol(" ");
+            // Such a character takes no column, so it is joined to the one before it in the same
+            // cell: that one stays (a name with a bidi isolate in a title lost its last letter),
+            // unless what is left would itself take no column.
+            let kept: String = cell
+                .symbol()
+                .chars()
+                .filter(|&c| !crate::text::acts_on_terminal(c))
+                .collect();
+            let shows = kept
+                .chars()
+                .next()
+                .is_some_and(|c| unicode_width::UnicodeWidthChar::width(c).unwrap_or(0) > 0);
+            cell.set_symbol(if shows { &kept } else { " " });
         } else if let Some(joined) = stray_joiners_dropped(cell.symbol()) {
             cell.set_symbol(if joined.is_empty() { " " } else { &joined });
         }

@@ -97,3 +97,19 @@ fn stray_joiners_leave_the_cells_and_an_emojis_own_stay() {
     );
     assert!(text.starts_with("a ★ b"), "{symbols:?}");
 }
+
+/// A character a terminal would act on takes no column, so it shares the cell of the one before it:
+/// only it leaves, the character stays (a bidi isolate after a name blanked the name's last letter).
+#[test]
+fn what_acts_on_the_terminal_leaves_its_cell_and_the_character_before_it_stays() {
+    use ratatui::buffer::Buffer;
+    use ratatui::layout::Rect;
+    let mut buffer = Buffer::empty(Rect::new(0, 0, 30, 1));
+    for (i, cell) in buffer.content.iter_mut().enumerate().take(4) {
+        // As a cell holds them once ratatui has joined them to the character before.
+        cell.set_symbol(["W\u{2066}", "r\u{202e}", "\u{1b}", "\u{2069}\u{301}"][i]);
+    }
+    incharacter::tui::ui::inert_cells(&mut buffer);
+    let symbols: Vec<&str> = buffer.content.iter().take(4).map(|c| c.symbol()).collect();
+    assert_eq!(symbols, ["W", "r", " ", " "]);
+}
