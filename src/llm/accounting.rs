@@ -27,6 +27,9 @@ pub struct Counters {
     /// shortens what it can): neither a request nor a failure of the server's.
     #[serde(default)]
     pub too_long: u64,
+    /// Requests given up because the provider was found unreachable (the run stops for it).
+    #[serde(default)]
+    pub not_reached: u64,
     /// Requests of batch files mode written to a batch file for the user's engine: not sent by
     /// this run.
     #[serde(default)]
@@ -51,6 +54,7 @@ impl Counters {
         self.failures += o.failures;
         self.cache_hits += o.cache_hits;
         self.too_long += o.too_long;
+        self.not_reached += o.not_reached;
         self.in_batch_file += o.in_batch_file;
         self.kept += o.kept;
         self.prompt_tokens += o.prompt_tokens;
@@ -94,6 +98,9 @@ impl Snapshot {
                 }
                 if c.too_long > 0 {
                     parts.push(format!("{} not sent (longer than the context)", c.too_long));
+                }
+                if c.not_reached > 0 {
+                    parts.push(format!("{} not sent (the server could not be reached)", c.not_reached));
                 }
                 if c.kept > 0 {
                     parts.push(format!("{} from kept batch results", c.kept));
@@ -234,6 +241,10 @@ impl Accounting {
     }
     pub fn failure(&self, provider: &str, role: Role) {
         self.with(provider, role, |c| c.failures += 1);
+    }
+    /// A request given up because its provider was found unreachable: not a failure of one request.
+    pub fn not_reached(&self, provider: &str, role: Role) {
+        self.with(provider, role, |c| c.not_reached += 1);
     }
     /// `n` requests of a batch that was never sent (a phase held at the cost cap, or a batch file
     /// that could not be written): not requests after all. `to_file`: written to a batch file for

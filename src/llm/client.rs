@@ -185,6 +185,7 @@ impl Shared {
     /// Waits until a provider of the run is found unreachable.
     pub fn unreachable(&self) -> impl std::future::Future<Output = Unreachable> + Send + 'static {
         let reach = self.reach.clone();
+        reach.watched();
         async move { reach.wait().await }
     }
 
@@ -573,11 +574,7 @@ impl Client {
         // the request goes.
         let ticket = self.pace.admit(tries.tokens_asked).await;
         if reach.is_unreachable(provider) {
-            acc.failure(provider, role);
-            tries.places = None;
-            let _ = tx.send(ChatEvent::Error(LlmError::Unreachable {
-                base_url: self.transport.base_url().to_string(),
-            }));
+            self.not_reached(request, tries, tx).await;
             return None;
         }
         acc.request(provider, role);
@@ -696,6 +693,16 @@ impl Client {
             return self.ride_out(request, &error, reason, discarded_chars, tries, tx).await;
         }
         if !error.retryable() || tries.attempt >= self.config.max_retries {
+            // Refused to the end: a server that is down stops the run rather than failing this
+            // request (see `Reachability::outlast`).
+            if let AttemptError::NoConnection(e) = &error {
+                let reach = &self.shared.reach;
+                reach.outlast(provider, self.transport.base_url(), e).await;
+                if reach.is_unreachable(provider) {
+                    self.not_reached(request, tries, tx).await;
+                    return Some(Outcome::Over);
+                }
+            }
             self.shared.accounting.failure(provider, request.meta.role);
             let final_error = self.give_up(request, error, reason, tries);
             tries.places = None;
@@ -737,6 +744,22 @@ impl Client {
             return adapter.quirks(provider, &self.config.model).apply(request) != *request;
         }
         false
+    }
+
+    /// A request given up because its provider was found unreachable. In a run, which stops for
+    /// it, the request waits for the run to drop it rather than ending as a failure the study
+    /// would record (a resume asks it again); alone (`chat`), it fails saying so.
+    async fn not_reached(&self, request: &ChatRequest, tries: &mut Tries, tx: &mpsc::UnboundedSender<ChatEvent>) {
+        let (provider, reach) = (self.config.name.as_str(), &self.shared.reach);
+        self.shared.accounting.not_reached(provider, request.meta.role);
+        (tries.places, tries.first) = (None, None);
+        if reach.stops_a_run() {
+            tx.closed().await;
+            return;
+        }
+        let _ = tx.send(ChatEvent::Error(LlmError::Unreachable {
+            base_url: self.transport.base_url().to_string(),
+        }));
     }
 
     /// Rides out a rate-limit refusal: the places are given back (and the provider's limit cut), the

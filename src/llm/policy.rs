@@ -312,6 +312,8 @@ pub struct Reachability {
     /// Per provider: the same refusal, how many times in a row.
     refusals: std::sync::Mutex<std::collections::HashMap<String, (u32, String)>>,
     unreachable: tokio::sync::watch::Sender<Option<Unreachable>>,
+    /// A run waits for a provider to be found unreachable, and stops then (see [`Self::watched`]).
+    watched: std::sync::atomic::AtomicBool,
     /// How long a streak must last (shorter in tests).
     window: Duration,
 }
@@ -322,12 +324,24 @@ impl Default for Reachability {
             failures: Default::default(),
             refusals: Default::default(),
             unreachable: tokio::sync::watch::channel(None).0,
+            watched: Default::default(),
             window: UNREACHABLE_FOR,
         }
     }
 }
 
 impl Reachability {
+    /// A run watches for an unreachable provider and stops its work when one is found: requests to
+    /// it then wait to be dropped instead of failing.
+    pub fn watched(&self) {
+        self.watched.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a run stops when a provider is found unreachable ([`Self::watched`]).
+    pub fn stops_a_run(&self) -> bool {
+        self.watched.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn connected(&self, provider: &str) {
         self.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(provider);
     }
@@ -364,6 +378,34 @@ impl Reachability {
             .or_insert((0, std::time::Instant::now()));
         *n += 1;
         if *n >= UNREACHABLE_AFTER && since.elapsed() >= self.window && self.unreachable.borrow().is_none() {
+            self.unreachable.send_replace(Some(Unreachable {
+                provider: provider.into(),
+                base_url: base_url.into(),
+                reason: reason.into(),
+                refused: false,
+            }));
+        }
+    }
+
+    /// A request is about to fail for good on a refused connection while the provider's streak of
+    /// them has not lasted [`UNREACHABLE_FOR`] yet (short backoffs spend every retry in a second):
+    /// it waits out the rest of that time, and the provider counts as unreachable if nothing
+    /// answered meanwhile. So a server that is down stops the run whatever the backoff, instead of
+    /// failing item after item.
+    pub async fn outlast(&self, provider: &str, base_url: &str, reason: &str) {
+        let rest = {
+            let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+            match failures.get(provider) {
+                Some((n, since)) if *n >= UNREACHABLE_AFTER => self.window.saturating_sub(since.elapsed()),
+                _ => return,
+            }
+        };
+        tokio::time::sleep(rest).await;
+        let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let streak = failures.get(provider).is_some_and(|(n, since)| {
+            *n >= UNREACHABLE_AFTER && since.elapsed() >= self.window
+        });
+        if streak && self.unreachable.borrow().is_none() {
             self.unreachable.send_replace(Some(Unreachable {
                 provider: provider.into(),
                 base_url: base_url.into(),
@@ -524,6 +566,36 @@ mod tests {
         r.connect_failed("p", "http://x", "refused");
         assert!(r.is_unreachable("p") && !r.is_unreachable("q"));
         assert_eq!(r.now().unwrap().base_url, "http://x");
+    }
+
+    #[tokio::test]
+    async fn a_request_refused_to_the_end_outlasts_the_window_and_the_provider_is_then_unreachable() {
+        let r = Reachability {
+            window: Duration::from_millis(50),
+            ..Reachability::default()
+        };
+        // Fewer refusals than a streak needs: nothing to wait for.
+        for _ in 0..UNREACHABLE_AFTER - 1 {
+            r.connect_failed("p", "http://x", "refused");
+        }
+        let started = std::time::Instant::now();
+        r.outlast("p", "http://x", "refused").await;
+        assert!(started.elapsed() < Duration::from_millis(50) && r.now().is_none());
+        // A streak spent faster than the window: waited out, then the provider is unreachable.
+        r.connect_failed("p", "http://x", "refused");
+        assert_eq!(r.now(), None, "too soon");
+        r.outlast("p", "http://x", "refused").await;
+        assert!(r.is_unreachable("p"), "{:?}", r.now());
+        // Another provider that answered meanwhile is not.
+        let r = Reachability {
+            window: Duration::from_millis(50),
+            ..Reachability::default()
+        };
+        for _ in 0..UNREACHABLE_AFTER {
+            r.connect_failed("q", "http://y", "refused");
+        }
+        let (_, ()) = tokio::join!(r.outlast("q", "http://y", "refused"), async { r.connected("q") });
+        assert_eq!(r.now(), None, "an answer in between resets the streak");
     }
 
     #[test]

@@ -67,55 +67,65 @@ fn a_provider_that_refuses_connections_stops_the_run_with_exit_1_and_how_to_resu
         .local_addr()
         .unwrap()
         .port();
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
     let base_url = format!("http://127.0.0.1:{port}/v1");
-    std::fs::write(
-        &config,
-        format!(
-            "[[providers]]\nname = \"down\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodel = \"m\"\n\n[roles]\nrpa = \"down\"\njudge = \"down\"\n"
-        ),
-    )
-    .unwrap();
-    let started = Instant::now();
-    let out = command(
-        &config,
-        dir.path(),
-        &[
-            "run",
-            "--characters",
-            "hermione-en",
-            "--scales",
-            "GSE",
-            "--methods",
-            "er-batch",
-        ],
-    )
-    .output()
-    .unwrap();
-    let elapsed = started.elapsed();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}: {stderr}");
-    assert!(stderr.contains(&base_url), "{stderr}");
-    let session = std::fs::read_dir(dir.path().join("sessions"))
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .file_name()
-        .to_string_lossy()
-        .into_owned();
-    assert!(
-        stderr.contains(&format!("incharacter run --resume {session}")),
-        "{stderr}"
-    );
-    // The journal is whole and not finished: a resume can take it up.
-    let journal = std::fs::read_to_string(dir.path().join("sessions").join(&session).join("journal.jsonl")).unwrap();
-    assert!(
-        journal.ends_with('\n') && !journal.contains("run_finished"),
-        "{journal}"
-    );
+    // With the default backoff, and with one so short that every retry of a request is spent in
+    // well under the three seconds a streak must last: the run stops either way, no item failed.
+    for backoff in ["", "retry_base_ms = 10\n"] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[[providers]]\nname = \"down\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodel = \"m\"\n{backoff}\n[roles]\nrpa = \"down\"\njudge = \"down\"\n"
+            ),
+        )
+        .unwrap();
+        let started = Instant::now();
+        let out = command(
+            &config,
+            dir.path(),
+            &[
+                "run",
+                "--characters",
+                "hermione-en",
+                "--scales",
+                "GSE",
+                "--methods",
+                "er-batch",
+            ],
+        )
+        .output()
+        .unwrap();
+        let elapsed = started.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{backoff}{stderr}");
+        assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}: {stderr}");
+        assert!(stderr.contains(&base_url), "{stderr}");
+        let used = stderr.lines().find(|l| l.starts_with("used: ")).unwrap_or_default();
+        // Requests given up for it are not sent, not failed.
+        assert!(!used.contains("failed"), "{backoff}{stderr}");
+        let session = std::fs::read_dir(dir.path().join("sessions"))
+            .unwrap()
+            .flatten()
+            .next()
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            stderr.contains(&format!("incharacter run --resume {session}")),
+            "{stderr}"
+        );
+        // The journal is whole and not finished, and no item is recorded as failed: a resume can
+        // take it all up.
+        let journal =
+            std::fs::read_to_string(dir.path().join("sessions").join(&session).join("journal.jsonl")).unwrap();
+        assert!(
+            journal.ends_with('\n') && !journal.contains("run_finished"),
+            "{journal}"
+        );
+        assert!(!journal.contains("\"item_failed\""), "{backoff}{journal}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
