@@ -21,7 +21,8 @@ impl Secret {
 /// key they refused, into texts that reach journals, logs and the terminal): its key and the values of its extra
 /// headers (an Azure-style `api-key`), found in any form a server writes them back in: each byte as
 /// written, percent-encoded (in either case, as a URL carries it, whatever an encoder leaves as it is)
-/// or escaped as JSON escapes it (`\u002f`, `\/`). Values shorter than eight characters are
+/// or escaped as JSON escapes it (`\u002f`, `\/`); or the whole value in hexadecimal (either case) or
+/// base64 (standard or URL-safe, padded or not). Values shorter than eight characters are
 /// placeholders, not secrets, and are left alone.
 #[derive(Clone, Default)]
 pub struct Secrets(Vec<(String, &'static str)>);
@@ -50,6 +51,18 @@ impl Secrets {
         let mut out = text.to_string();
         for (secret, instead) in &self.0 {
             out = replace_every_form(&out, secret.as_bytes(), instead);
+            let hex: String = secret.bytes().map(|b| format!("{b:02x}")).collect();
+            out = replace_caseless(&out, &hex, instead);
+            use base64::Engine;
+            for engine in [
+                base64::engine::general_purpose::STANDARD_NO_PAD,
+                base64::engine::general_purpose::URL_SAFE_NO_PAD,
+            ] {
+                let encoded = engine.encode(secret);
+                if out.contains(&encoded) {
+                    out = out.replace(&encoded, instead);
+                }
+            }
         }
         out
     }
@@ -59,6 +72,25 @@ impl fmt::Debug for Secrets {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Secrets({} kept out)", self.0.len())
     }
+}
+
+/// `text` with every occurrence of the ASCII `needle` (lower case), in any case, replaced.
+fn replace_caseless(text: &str, needle: &str, instead: &str) -> String {
+    // ASCII case changes no byte's place, so positions found in the lowered text are the text's.
+    let lowered = text.to_ascii_lowercase();
+    let (mut out, mut copied) = (String::new(), 0);
+    for (at, _) in lowered.match_indices(needle) {
+        if at >= copied {
+            out.push_str(&text[copied..at]);
+            out.push_str(instead);
+            copied = at + needle.len();
+        }
+    }
+    if copied == 0 {
+        return text.to_string();
+    }
+    out.push_str(&text[copied..]);
+    out
 }
 
 /// `text` with every run of bytes that spells `secret`, each byte in any of its forms
@@ -177,6 +209,22 @@ mod tests {
         for echo in echoes {
             let text = format!("refused «{echo}», try again");
             assert_eq!(scrubbed(key, &text), "refused «[the key]», try again", "{echo}");
+        }
+        // The whole key in hexadecimal or base64, as some servers log what they were sent.
+        let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+        use base64::Engine;
+        for echo in [
+            hex.clone(),
+            hex.to_uppercase(),
+            base64::engine::general_purpose::STANDARD.encode(key),
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key),
+        ] {
+            let text = format!("refused «{echo}», try again");
+            assert!(
+                scrubbed(key, &text).starts_with("refused «[the key]"),
+                "{echo}: {}",
+                scrubbed(key, &text)
+            );
         }
         // Twice, beside text in other scripts, and at the very ends.
         assert_eq!(
