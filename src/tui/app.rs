@@ -89,6 +89,8 @@ pub enum Action {
     /// The folder of the session being shown.
     SessionDir(PathBuf),
     Annotations(BTreeMap<String, BTreeMap<Case, Annotation>>),
+    /// An answer that was not written (its files could not be read): the cursor goes back to its case.
+    AnnotationNotSaved(Case),
     /// The session's annotations read again while the screen is in use: the cursor stays.
     AnnotationsReread(BTreeMap<String, BTreeMap<Case, Annotation>>),
     /// The session's annotations could not be read (why).
@@ -453,6 +455,7 @@ impl App {
             }
             Action::Annotations(all) => self.annotate.set_answers(all, &ctx!(self)),
             Action::AnnotationsReread(all) => self.annotate.reread(all),
+            Action::AnnotationNotSaved(case) => self.annotate.back_to(&case, &ctx!(self)),
             Action::AnnotationsUnreadable(why) => {
                 self.flash = Some(format!("annotations not read: {why}"));
                 self.annotate.unreadable = Some(why);

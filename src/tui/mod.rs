@@ -468,6 +468,7 @@ impl Driver {
                 // window or annotator wrote meanwhile.
                 if let Err(e) = crate::annotation::load(&dir, &self.catalog) {
                     let why = e.to_string();
+                    let _ = tx.send(Action::AnnotationNotSaved(annotation.case));
                     let _ = tx.send(Action::AnnotationsUnreadable(why.clone()));
                     let _ = tx.send(Action::Flash(format!("not saved: {why}")));
                     return;

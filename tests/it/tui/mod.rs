@@ -1452,7 +1452,16 @@ fn annotate_reads_the_files_again_and_keeps_its_cursor() {
         screen.contains("yours: 1"),
         "the other window's answer is shown: {screen}"
     );
-    // Damaged since: said, and nothing can be answered until it is read.
+    // Damaged since: the answer given is not written, its case is shown again, the damage said,
+    // and nothing can be answered until it is read.
+    key(&mut app, KeyCode::Down);
+    let effects = key(&mut app, KeyCode::Char('3'));
+    let [Effect::Annotate { annotation, .. }] = &effects[..] else {
+        panic!("{effects:?}")
+    };
+    assert_eq!(app.annotate.cursor, 2, "moved on, as after any answer");
+    app.update(Action::AnnotationNotSaved(annotation.case.clone()));
+    assert_eq!(app.annotate.cursor, 1, "back on the case whose answer was not written");
     app.update(Action::AnnotationsUnreadable("t.jsonl:3:12: expected value".into()));
     let screen = render(&app, (120, 40));
     assert!(screen.contains("t.jsonl:3:12: expected value"), "{screen}");

@@ -105,6 +105,17 @@ impl Annotate {
         self.unreadable = None;
     }
 
+    /// The cursor back on `case` (an answer to it was not written).
+    pub fn back_to(&mut self, case: &Case, ctx: &Ctx) {
+        // (An observer session's subjects keep their own place.)
+        if ctx.run.observe.is_some() {
+            return;
+        }
+        if let Some(i) = self.cases(ctx.run, ctx.catalog).iter().position(|c| c == case) {
+            self.cursor = i;
+        }
+    }
+
     /// The annotation cases of the shown session for the current task and sample.
     pub fn cases(&self, run: &RunView, catalog: &Catalog) -> Vec<Case> {
         let mut all: Vec<Case> = run
