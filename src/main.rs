@@ -39,9 +39,11 @@ fn main() -> ExitCode {
             .map(|()| ExitCode::SUCCESS),
         Some(command) => {
             // Everything a command prints passes the one gate that lets no escape sequence through.
-            let mut stdout = incharacter::text::Safe::new(std::io::stdout().lock());
+            let mut stdout = incharacter::text::Safe::named(std::io::stdout().lock(), "standard output");
             let ctx = Ctx::new(handle).with_workbench(tui::check_tui_section);
+            // What is still held (a last line without its end) goes now, so a failure is said.
             cli::run(command, &ctx, &mut stdout)
+                .and_then(|code| std::io::Write::flush(&mut stdout).map(|()| code).map_err(Into::into))
         }
     };
     // Calls still in flight (a cancelled run) are not waited for.

@@ -127,6 +127,8 @@ pub fn shows_nothing(c: char) -> bool {
 pub struct Safe<W: Write> {
     inner: W,
     pending: Vec<u8>,
+    /// What `inner` is, for its errors (`cannot write to standard output: File too large`).
+    name: Option<&'static str>,
 }
 
 impl<W: Write> Safe<W> {
@@ -134,6 +136,22 @@ impl<W: Write> Safe<W> {
         Safe {
             inner,
             pending: Vec::new(),
+            name: None,
+        }
+    }
+
+    /// A [`Safe`] writer whose errors say what failed (`name`), keeping their kind (a reader gone
+    /// away is still a broken pipe).
+    pub fn named(inner: W, name: &'static str) -> Safe<W> {
+        let mut safe = Safe::new(inner);
+        safe.name = Some(name);
+        safe
+    }
+
+    fn named_error(&self, e: io::Error) -> io::Error {
+        match self.name {
+            Some(name) => io::Error::new(e.kind(), format!("cannot write to {name}: {e}")),
+            None => e,
         }
     }
 
@@ -156,7 +174,7 @@ impl<W: Write> Write for Safe<W> {
         for piece in buf.split_inclusive(|b| *b == b'\n') {
             self.pending.extend_from_slice(piece);
             if piece.ends_with(b"\n") {
-                self.pass_on(self.pending.len())?;
+                self.pass_on(self.pending.len()).map_err(|e| self.named_error(e))?;
             }
         }
         Ok(buf.len())
@@ -170,8 +188,8 @@ impl<W: Write> Write for Safe<W> {
             Err(e) if e.error_len().is_none() => e.valid_up_to(),
             Err(_) => self.pending.len(),
         };
-        self.pass_on(whole)?;
-        self.inner.flush()
+        self.pass_on(whole).map_err(|e| self.named_error(e))?;
+        self.inner.flush().map_err(|e| self.named_error(e))
     }
 }
 

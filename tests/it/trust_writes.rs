@@ -115,6 +115,27 @@ fn a_file_size_limit_fails_the_write_instead_of_killing_the_process_mid_write() 
     assert_failed_cleanly(&out, dir.path(), "x.out", Some(old));
 }
 
+/// Standard output sent to a file that cannot take it all: the error says it was standard output.
+#[test]
+fn a_failed_write_to_standard_output_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -f 1; exec \"$@\" > piped.json")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_incharacter"))
+        .args(["export", GSE, "--format", "json", "-o", "-"])
+        .current_dir(dir.path())
+        .env("INCHARACTER_DATA_DIR", &data)
+        .env("INCHARACTER_CONFIG", data.join("none.toml"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot write to standard output: "), "{err}");
+}
+
 /// A copy of a bundled sample as a session of the data dir `data`; its folder.
 fn own_copy(data: &Path, id: &str) -> PathBuf {
     let to = data.join("sessions").join(id);
