@@ -52,6 +52,10 @@ pub enum FileError {
         shown(folder)
     )]
     OwnFile { path: PathBuf, folder: PathBuf },
+    /// An output the user named is the config file the workbench reads (every command after
+    /// would stop at it).
+    #[error("{}: is the workbench's config file; not written: give another path", shown(.0))]
+    ConfigFile(PathBuf),
     /// An output the user named is in a folder that does not exist (a mistyped path).
     #[error("{}: the folder {} does not exist; nothing written (create it first)", shown(path), shown(folder))]
     NoFolder { path: PathBuf, folder: PathBuf },
@@ -76,6 +80,7 @@ impl Classify for FileError {
             | FileError::NotUtf8 { .. }
             | FileError::Symlink(_)
             | FileError::OwnFile { .. }
+            | FileError::ConfigFile(_)
             | FileError::NoFolder { .. } => true,
         };
         if input { Fault::Input } else { Fault::Machine }
@@ -250,6 +255,8 @@ pub fn lines_limited(
 #[derive(Debug, Clone, Default)]
 pub struct Kept {
     pub data_dir: Option<PathBuf>,
+    /// The config file the workbench reads.
+    pub config: Option<PathBuf>,
     pub samples: Option<PathBuf>,
     /// Whether the output is a prompt set, whose place is a folder of the data dir's `prompts`.
     pub prompt_set: bool,
@@ -342,6 +349,19 @@ pub fn not_own(path: &Path, kept: &Kept) -> Result<(), FileError> {
             folder,
         })
     };
+    // The config file, by its path (links resolved) or as the same file on disk (a hard link).
+    if let Some(config) = &kept.config {
+        let same_file = |a: &Path, b: &Path| {
+            use std::os::unix::fs::MetadataExt;
+            match (std::fs::metadata(a), std::fs::metadata(b)) {
+                (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+                _ => false,
+            }
+        };
+        if resolved(config).as_deref() == Some(file.as_path()) || same_file(config, path) {
+            return Err(FileError::ConfigFile(path.to_path_buf()));
+        }
+    }
     let samples = kept.samples.as_deref().and_then(resolved);
     if let Some(samples) = &samples
         && file.starts_with(samples)

@@ -403,6 +403,7 @@ fn samples_outside() -> Option<PathBuf> {
 pub fn kept() -> crate::files::Kept {
     crate::files::Kept {
         data_dir: crate::paths::data_dir(),
+        config: crate::paths::config_file(),
         samples: samples_outside(),
         prompt_set: false,
     }

@@ -136,6 +136,34 @@ fn a_failed_write_to_standard_output_says_so() {
     assert!(err.contains("cannot write to standard output: "), "{err}");
 }
 
+/// The config file the workbench reads is no place for an output: every command after would stop
+/// at it. Refused (exit 2) by its path, through a link, or as a hard link to it; left as it was.
+#[test]
+fn an_output_never_replaces_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("config.toml");
+    let text = "[sampling.rpa]\ntemperature = 0.5\n";
+    std::fs::write(&config, text).unwrap();
+    std::os::unix::fs::symlink(&config, dir.path().join("link.toml")).unwrap();
+    std::fs::hard_link(&config, dir.path().join("hard.toml")).unwrap();
+    for target in ["config.toml", "link.toml", "hard.toml"] {
+        let path = dir.path().join(target);
+        for args in [
+            vec!["export", GSE, "--format", "json", "-o"],
+            vec!["annotations", "export", GSE, "-o"],
+        ] {
+            let mut args = args.clone();
+            args.push(path.to_str().unwrap());
+            let out = common::command(&config, &data, &args).output().unwrap();
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{target} {args:?}: {err}");
+            assert!(err.contains("is the workbench's config file; not written"), "{err}");
+            assert_eq!(std::fs::read_to_string(&config).unwrap(), text);
+        }
+    }
+}
+
 /// A copy of a bundled sample as a session of the data dir `data`; its folder.
 fn own_copy(data: &Path, id: &str) -> PathBuf {
     let to = data.join("sessions").join(id);
