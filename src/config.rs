@@ -641,22 +641,24 @@ impl Reader<'_> {
                 self.error(p.name.span(), format!("provider \"{name}\": model is required"));
             }
         }
-        if p.api_key_env.as_ref().is_some_and(|e| e.trim().is_empty()) {
+        let key_env = p.api_key_env.as_ref();
+        let key_env_at = key_env.map_or(p.name.span(), Spanned::span);
+        if key_env.is_some_and(|e| e.get_ref().trim().is_empty()) {
             self.error(
-                p.name.span(),
+                key_env_at.clone(),
                 format!("provider \"{name}\": api_key_env is empty: name the environment variable that holds the key"),
             );
-        } else if p.api_key_env.as_ref().is_some_and(|e| !env_var_name(e)) {
+        } else if key_env.is_some_and(|e| !env_var_name(e.get_ref())) {
             // Not repeated: what is there is often the key itself, pasted in the wrong place.
             self.error(
-                p.name.span(),
+                key_env_at,
                 format!(
                     "provider \"{name}\": api_key_env names the environment variable that holds the key (capitals, \
                      digits and _, not a digit first), not the key itself"
                 ),
             );
         }
-        c.api_key_env = p.api_key_env.clone();
+        c.api_key_env = p.api_key_env.as_ref().map(|e| e.get_ref().clone());
         if let Some(key) = &p.api_key {
             if !self.private {
                 self.error(

@@ -46,7 +46,7 @@ pub(super) struct RawProvider {
     pub(super) server: Option<Spanned<String>>,
     pub(super) base_url: Option<Spanned<String>>,
     pub(super) model: Option<String>,
-    pub(super) api_key_env: Option<String>,
+    pub(super) api_key_env: Option<Spanned<String>>,
     pub(super) api_key: Option<Spanned<String>>,
     pub(super) max_concurrency: Option<Spanned<usize>>,
     pub(super) timeout_connect_s: Option<Spanned<f64>>,

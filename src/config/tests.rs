@@ -335,6 +335,11 @@ fn values_that_would_crash_or_show_a_key_are_refused_without_repeating_them() {
     refused("api_key_env = \"A\\u001b[31m\"", "not the key itself");
     refused("api_key_env = \"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\"", "not the key itself");
     assert!(parse("api_key_env = \"_MY_KEY2\"").is_ok());
+    // Located at the value, not at the provider's name.
+    for line in ["api_key_env = \"\"", "api_key_env = \"sk-SECRET123\""] {
+        let e = parse(line).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), (7, 15), "{line}: {}", e[0]);
+    }
     let url = |u: &str| OLLAMA.replace("http://localhost:11434/v1/", u);
     for (u, expect) in [
         ("http://127.0.0.1:1/v1?key=sk-SECRET123", "no ?query or #fragment"),

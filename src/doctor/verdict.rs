@@ -123,23 +123,26 @@ fn config_check(facts: &Facts) -> Check {
 }
 
 /// The config's `[tui]` section: bad key bindings stop the workbench; a theme it does not have or a
-/// user theme file it cannot read leaves it on another theme.
+/// user theme file it cannot read leaves it on another theme (said beside failing bindings too, so
+/// one correction does not reveal the next).
 fn workbench_check(w: &Workbench) -> Check {
     let name = "tui";
-    if !w.key_errors.is_empty() {
-        return Check::new(name, Status::Fail, w.key_errors.join("\n"))
-            .fix("correct [tui.keys] where the message points (`?` in the workbench lists each screen's actions)");
-    }
     let theme = match &w.theme {
         None => "the default theme".to_string(),
         Some(t) if w.theme_found => format!("theme \"{t}\""),
         Some(t) => format!("no theme \"{t}\": the default is used"),
     };
-    let mut detail = format!("{theme}, {} key binding(s) of the config's", w.bindings);
-    for e in &w.theme_errors {
-        detail.push_str(&format!("\nskipped: {e}"));
-    }
+    let skipped: String = w.theme_errors.iter().map(|e| format!("\nskipped: {e}")).collect();
     let unknown = w.theme.is_some() && !w.theme_found;
+    if !w.key_errors.is_empty() {
+        let mut detail = w.key_errors.join("\n");
+        if unknown || !w.theme_errors.is_empty() {
+            detail.push_str(&format!("\nalso: {theme}{skipped}"));
+        }
+        return Check::new(name, Status::Fail, detail)
+            .fix("correct [tui.keys] where the message points (`?` in the workbench lists each screen's actions)");
+    }
+    let detail = format!("{theme}, {} key binding(s) of the config's{skipped}", w.bindings);
     if unknown || !w.theme_errors.is_empty() {
         Check::new(name, Status::Warn, detail).fix(if unknown {
             "name a bundled theme (default-dark, light, high-contrast) or a theme file's `name`"
@@ -580,6 +583,20 @@ mod tests {
         let tui = check(&report, "tui");
         assert_eq!(tui.status, Status::Fail);
         assert!(tui.detail.contains(":9:1: unknown action"), "{}", tui.detail);
+        // A missing theme beside them is said too, not only once the bindings are right.
+        let both = refused.clone().with_workbench(Workbench {
+            key_errors: vec![format!("{CONFIG}:9:1: unknown action \"explode\"")],
+            theme: Some("nord".into()),
+            ..Workbench::default()
+        });
+        let report = judge(&both);
+        let tui = check(&report, "tui");
+        assert_eq!(tui.status, Status::Fail);
+        assert!(
+            tui.detail.ends_with("\nalso: no theme \"nord\": the default is used"),
+            "{}",
+            tui.detail
+        );
 
         let unknown = ready.with_workbench(Workbench {
             theme: Some("nord".into()),
