@@ -235,8 +235,9 @@ pub fn metrics(
     let order: Vec<String> = scale.dimensions.iter().map(|d| d.name.clone()).collect();
     let Some(result) = alignment((min, max), &order, &rows) else {
         return Err(input_error(format!(
-            "{}: every prediction is for a marginal (X) label; nothing to score",
-            predictions.display()
+            "{}: every prediction is for a marginal (X) label or one the {} labels do not have; nothing to score",
+            predictions.display(),
+            sources.iter().map(|s| s.name()).collect::<Vec<_>>().join(" + ")
         )));
     };
     // Std_Score: spread of each (character, dimension) score across repeats.
