@@ -265,8 +265,8 @@ pub fn metrics(
 }
 
 /// The predictions file's rows, each paired with the character's label (and whether that label is
-/// marginal), and the label sources used. Unknown names, bad numbers, scores out of range, a second
-/// prediction for the same cell and a missing label are located errors.
+/// marginal), and the label sources used. Unknown names, bad numbers, scores out of range and a
+/// second prediction for the same cell are located errors; a pair without a label is marginal.
 fn read_predictions(
     catalog: &Catalog,
     scale: &Scale,

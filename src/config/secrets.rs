@@ -118,12 +118,11 @@ fn replace_every_form(text: &str, secret: &[u8], instead: &str) -> String {
 }
 
 /// Where `secret` ends if `text` spells it from `at`: each byte as written, as `%XX` (hex in either
-/// case), or, for an ASCII byte, as JSON's `\u00XX` (or `\/` for a slash). Tries the other forms
-/// when one fails further on (a secret's own `%` may be written or encoded).
+/// case), or, for an ASCII byte, as JSON writes it (`\u00XX`, `\/`, `\"`, `\\`). Every way of
+/// reading is followed at once (a secret's own `%` may be written or encoded), byte after byte, so
+/// the work is linear in the secret's length and a long header value needs no deep recursion; the
+/// longest reading wins.
 fn form_end(text: &[u8], at: usize, secret: &[u8]) -> Option<usize> {
-    let Some((&first, rest)) = secret.split_first() else {
-        return Some(at);
-    };
     let hex = |from: usize, len: usize| {
         let digits = text.get(from..from + len)?;
         digits
@@ -131,20 +130,29 @@ fn form_end(text: &[u8], at: usize, secret: &[u8]) -> Option<usize> {
             .all(u8::is_ascii_hexdigit)
             .then(|| digits.iter().fold(0, |n, &d| n * 16 + (d as char).to_digit(16).unwrap_or(0)))
     };
-    let mut forms = [None; 4];
-    if text.get(at) == Some(&first) {
-        forms[0] = Some(at + 1);
+    let mut places = vec![at];
+    for &byte in secret {
+        let mut next: Vec<usize> = Vec::new();
+        for &at in &places {
+            let escaped = |c: u8| text.get(at..at + 2) == Some(&[b'\\', c][..]);
+            let forms = [
+                (text.get(at) == Some(&byte)).then_some(at + 1),
+                (text.get(at) == Some(&b'%') && hex(at + 1, 2) == Some(u32::from(byte))).then_some(at + 3),
+                (byte.is_ascii() && escaped(b'u') && hex(at + 2, 4) == Some(u32::from(byte))).then_some(at + 6),
+                (matches!(byte, b'/' | b'"' | b'\\') && escaped(byte)).then_some(at + 2),
+            ];
+            for n in forms.into_iter().flatten() {
+                if !next.contains(&n) {
+                    next.push(n);
+                }
+            }
+        }
+        if next.is_empty() {
+            return None;
+        }
+        places = next;
     }
-    if text.get(at) == Some(&b'%') && hex(at + 1, 2) == Some(u32::from(first)) {
-        forms[1] = Some(at + 3);
-    }
-    if first.is_ascii() && text.get(at..at + 2) == Some(b"\\u") && hex(at + 2, 4) == Some(u32::from(first)) {
-        forms[2] = Some(at + 6);
-    }
-    if first == b'/' && text.get(at..at + 2) == Some(b"\\/") {
-        forms[3] = Some(at + 2);
-    }
-    forms.into_iter().flatten().find_map(|next| form_end(text, next, rest))
+    places.into_iter().max()
 }
 
 impl fmt::Debug for Secret {
@@ -235,6 +243,11 @@ mod tests {
         for text in ["sk-ab+cd/ef=g", "sk-ab%2Ccd/ef=gh%zz", "sk-ab%+Bcd/ef=gh%zz", "%s%k"] {
             assert_eq!(scrubbed(key, text), text);
         }
+        // JSON's quote and backslash, and a long value echoed whole (a token in a header).
+        assert_eq!(scrubbed("ab\"cd\\ef=gh", "x ab\\\"cd\\\\ef=gh y"), "x [the key] y");
+        let long: String = "eyJhbGciOi".repeat(2000);
+        let text = format!("echo {}", long.replace('i', "%69"));
+        assert_eq!(scrubbed(&long, &text), "echo [the key]");
         // A placeholder is no secret.
         assert_eq!(scrubbed("none", "none left"), "none left");
     }

@@ -695,11 +695,18 @@ impl Client {
         if !error.retryable() || tries.attempt >= self.config.max_retries {
             // Refused to the end: a server that is down stops the run rather than failing this
             // request (see `Reachability::outlast`).
-            if let AttemptError::NoConnection(e) = &error {
-                let reach = &self.shared.reach;
-                reach.outlast(provider, self.transport.base_url(), e).await;
+            let reach = &self.shared.reach;
+            if let AttemptError::NoConnection(e) = &error
+                && reach.stops_a_run()
+            {
+                tokio::select! {
+                    () = reach.outlast(provider, self.transport.base_url(), e) => {}
+                    () = tx.closed() => return Some(Outcome::Over),
+                }
                 if reach.is_unreachable(provider) {
-                    self.not_reached(request, tries, tx).await;
+                    // Its attempts were sent and counted: neither a failure nor a request not sent.
+                    (tries.places, tries.first) = (None, None);
+                    tx.closed().await;
                     return Some(Outcome::Over);
                 }
             }
@@ -746,7 +753,7 @@ impl Client {
         false
     }
 
-    /// A request given up because its provider was found unreachable. In a run, which stops for
+    /// A request not sent because its provider was found unreachable. In a run, which stops for
     /// it, the request waits for the run to drop it rather than ending as a failure the study
     /// would record (a resume asks it again); alone (`chat`), it fails saying so.
     async fn not_reached(&self, request: &ChatRequest, tries: &mut Tries, tx: &mpsc::UnboundedSender<ChatEvent>) {

@@ -251,7 +251,7 @@ pub enum LlmError {
     /// (waited out on their own budget, beside `max_retries`).
     #[error(
         "gave up after {attempts} attempts{}: {last}",
-        match throttled { 0 => String::new(), n => format!(" ({n} of them rate-limited)") }
+        match throttled { 0 => String::new(), n => format!(" ({n} waited out for the rate limit)") }
     )]
     Exhausted { attempts: u32, throttled: u32, last: String },
     /// The provider refused connections again and again; nothing more is sent to it in this run.

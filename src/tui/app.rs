@@ -645,7 +645,8 @@ impl App {
             }
             MouseEventKind::Down(_) => {
                 if let Some((_, screen)) = hits.tabs.iter().find(|(r, _)| r.contains(at)) {
-                    self.screen = *screen;
+                    // As its key does: a screen that reads what it shows when entered reads it.
+                    return self.command(screen.go());
                 } else if let Some((r, first, list)) = list {
                     self.click(*list, Some(first + usize::from(m.row - r.y)));
                 }

@@ -250,8 +250,9 @@ async fn client_errors_are_never_retried_and_retries_are_bounded() {
     let sent = server.stats().requests;
     assert_eq!(sent, 3 + u64::from(incharacter::llm::client::RATE_LIMIT_RETRIES));
     assert!(
-        err.to_string()
-            .starts_with(&format!("gave up after {sent} attempts (50 of them rate-limited): ")),
+        err.to_string().starts_with(&format!(
+            "gave up after {sent} attempts (50 waited out for the rate limit): "
+        )),
         "{err}"
     );
 }

@@ -1460,9 +1460,16 @@ fn annotate_reads_the_files_again_and_keeps_its_cursor() {
         panic!("{effects:?}")
     };
     assert_eq!(app.annotate.cursor, 2, "moved on, as after any answer");
+    // A second answer typed before the first's refusal came back.
+    let effects = key(&mut app, KeyCode::Char('2'));
+    let [Effect::Annotate { annotation: ahead, .. }] = &effects[..] else {
+        panic!("{effects:?}")
+    };
     app.update(Action::AnnotationNotSaved(annotation.case.clone()));
     assert_eq!(app.annotate.cursor, 1, "back on the case whose answer was not written");
     app.update(Action::AnnotationsUnreadable("t.jsonl:3:12: expected value".into()));
+    app.update(Action::AnnotationNotSaved(ahead.case.clone()));
+    assert_eq!(app.annotate.cursor, 1, "still on the first answer not written");
     let screen = render(&app, (120, 40));
     assert!(screen.contains("t.jsonl:3:12: expected value"), "{screen}");
     assert_eq!(key(&mut app, KeyCode::Char('4')), [], "nothing written");

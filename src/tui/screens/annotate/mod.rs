@@ -105,13 +105,16 @@ impl Annotate {
         self.unreadable = None;
     }
 
-    /// The cursor back on `case` (an answer to it was not written).
+    /// The cursor back on `case` (an answer to it was not written). Answers typed ahead were not
+    /// written either: while the files cannot be read, the cursor goes back to the first of them.
     pub fn back_to(&mut self, case: &Case, ctx: &Ctx) {
         // (An observer session's subjects keep their own place.)
         if ctx.run.observe.is_some() {
             return;
         }
-        if let Some(i) = self.cases(ctx.run, ctx.catalog).iter().position(|c| c == case) {
+        if let Some(i) = self.cases(ctx.run, ctx.catalog).iter().position(|c| c == case)
+            && (self.unreadable.is_none() || i < self.cursor)
+        {
             self.cursor = i;
         }
     }
