@@ -327,7 +327,8 @@ impl Observers {
             None => " Traits (0–1): self · each observer · aggregate (no IPIP-50 interview of this character yet) "
                 .to_string(),
         };
-        let b = block(title, false, theme);
+        // Cut where the box ends, with an ellipsis, rather than mid-word at the border.
+        let b = block(fit(&title, usize::from(area.width.saturating_sub(2))), false, theme);
         let inner = b.inner(area);
         frame.render_widget(b, area);
         let scale = ctx.catalog.scale(SCALE).expect("IPIP-50 is bundled");

@@ -163,14 +163,14 @@ impl Sessions {
             .map(|(i, (path, why))| {
                 let text = if more > 0 && i + 1 == shown {
                     format!(
-                        "not listed: {} more folders whose journals cannot be read (`incharacter sessions` names each)",
+                        "   not listed: {} more folders whose journals cannot be read (`incharacter sessions` names each)",
                         more + 1
                     )
                 } else {
                     // The reason names the journal by its whole path: the folder's is said once.
                     let folder = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
                     let why = why.replace(&format!("{}/", path.display()), "");
-                    format!("not listed: {folder}: {why}")
+                    format!("   not listed: {folder}: {why}")
                 };
                 Line::styled(fit(&text, width), theme.fg(theme.warning))
             })
