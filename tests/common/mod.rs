@@ -109,9 +109,21 @@ pub async fn kill_after_requests(
 /// The binary on `config` and `data` from `cwd`, with files limited to `blocks` × 512 bytes and
 /// SIGXFSZ ignored, so a write past the limit fails with EFBIG as a full disk fails with ENOSPC.
 pub fn on_full_disk(config: &Path, data: &Path, cwd: &Path, blocks: u64, args: &[&str]) -> std::process::Output {
+    in_shell(
+        &format!("trap '' XFSZ; ulimit -f {blocks}; exec \"$@\""),
+        config,
+        data,
+        cwd,
+        args,
+    )
+}
+
+/// The binary with `args`, started by `sh -c script` (which ends in `exec "$@"`, after whatever
+/// limits or redirections it sets), in `cwd` with its own data dir and config.
+pub fn in_shell(script: &str, config: &Path, data: &Path, cwd: &Path, args: &[&str]) -> std::process::Output {
     Command::new("sh")
         .arg("-c")
-        .arg(format!("trap '' XFSZ; ulimit -f {blocks}; exec \"$@\""))
+        .arg(script)
         .arg("sh")
         .arg(env!("CARGO_BIN_EXE_incharacter"))
         .args(args)

@@ -101,17 +101,14 @@ fn a_file_size_limit_fails_the_write_instead_of_killing_the_process_mid_write() 
     let data = dir.path().join("data");
     let old = b"an earlier export\n";
     std::fs::write(dir.path().join("x.out"), old).unwrap();
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg("trap - XFSZ; ulimit -f 0; exec \"$@\"")
-        .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_incharacter"))
-        .args(["export", GSE, "--format", "csv", "-o", "x.out"])
-        .current_dir(dir.path())
-        .env("INCHARACTER_DATA_DIR", &data)
-        .env("INCHARACTER_CONFIG", data.join("none.toml"))
-        .output()
-        .unwrap();
+    let args = ["export", GSE, "--format", "csv", "-o", "x.out"];
+    let out = common::in_shell(
+        "trap - XFSZ; ulimit -f 0; exec \"$@\"",
+        &data.join("none.toml"),
+        &data,
+        dir.path(),
+        &args,
+    );
     assert_failed_cleanly(&out, dir.path(), "x.out", Some(old));
 }
 
@@ -120,17 +117,14 @@ fn a_file_size_limit_fails_the_write_instead_of_killing_the_process_mid_write() 
 fn a_failed_write_to_standard_output_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -f 1; exec \"$@\" > piped.json")
-        .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_incharacter"))
-        .args(["export", GSE, "--format", "json", "-o", "-"])
-        .current_dir(dir.path())
-        .env("INCHARACTER_DATA_DIR", &data)
-        .env("INCHARACTER_CONFIG", data.join("none.toml"))
-        .output()
-        .unwrap();
+    let args = ["export", GSE, "--format", "json", "-o", "-"];
+    let out = common::in_shell(
+        "ulimit -f 1; exec \"$@\" > piped.json",
+        &data.join("none.toml"),
+        &data,
+        dir.path(),
+        &args,
+    );
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("cannot write to standard output: "), "{err}");
