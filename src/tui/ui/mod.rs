@@ -222,6 +222,10 @@ fn render_tabs(frame: &mut Frame, app: &App, area: Rect) -> Vec<(Rect, Screen)> 
     hits
 }
 
+/// The most rows a long flash message takes: it covers the bottom of the screen above the status line
+/// until the next key, so that an error is read whole rather than cut at the terminal's edge.
+const FLASH_ROWS: usize = 3;
+
 /// The keys that matter on this screen, then the flash message.
 fn render_status(frame: &mut Frame, app: &App, essentials: Vec<(String, &str)>, area: Rect) {
     let theme = app.theme();
@@ -232,6 +236,11 @@ fn render_status(frame: &mut Frame, app: &App, essentials: Vec<(String, &str)>, 
     {
         lead.push(Span::styled(format!(" {} ", key(Command::DemoNext)), theme.selected()));
         lead.push(Span::styled(" next step  ", Style::default().fg(theme.accent)));
+    }
+    if let Some(f) = &app.flash
+        && render_long_flash(frame, app, f, &lead, area)
+    {
+        return;
     }
     // Whole chips only: when they do not all fit, quit goes first, then the screen's own keys from the
     // last; help, which lists them all, stays.
@@ -272,4 +281,46 @@ fn render_status(frame: &mut Frame, app: &App, essentials: Vec<(String, &str)>, 
     }
     lead.extend(spans);
     frame.render_widget(Paragraph::new(Line::from(lead)), area);
+}
+
+/// A flash message longer than the status line's row beside `lead`: drawn wrapped on as many rows as
+/// it needs (up to [`FLASH_ROWS`], the last ending with an ellipsis when more is left), the rows above
+/// the status line cleared for it. False when it fits on the row (the chips may still give way to it).
+fn render_long_flash(frame: &mut Frame, app: &App, flash: &str, lead: &[Span], area: Rect) -> bool {
+    let lead_width: usize = lead.iter().map(Span::width).sum();
+    let width = usize::from(area.width).saturating_sub(lead_width);
+    if unicode_width::UnicodeWidthStr::width(flash) <= width || width < 2 {
+        return false;
+    }
+    let mut rows = crate::tui::wrap::wrap(flash, width);
+    let room = FLASH_ROWS.min(usize::from(area.y) + 1);
+    if rows.len() > room {
+        let rest = rows[room - 1..].join(" ");
+        rows.truncate(room - 1);
+        rows.push(crate::text::fit(&rest, width));
+    }
+    let accent = Style::default().fg(app.theme().accent);
+    let indent = " ".repeat(lead_width);
+    let lines: Vec<Line> = rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let mut spans = if i == 0 {
+                lead.to_vec()
+            } else {
+                vec![Span::raw(indent.clone())]
+            };
+            spans.push(Span::styled(row, accent));
+            Line::from(spans)
+        })
+        .collect();
+    let height = lines.len() as u16;
+    let over = Rect {
+        y: area.y + 1 - height,
+        height,
+        ..area
+    };
+    frame.render_widget(ratatui::widgets::Clear, over);
+    frame.render_widget(Paragraph::new(lines).style(app.theme().base()), over);
+    true
 }

@@ -1862,7 +1862,11 @@ fn a_resume_refused_before_it_starts_says_why_on_the_live_screen() {
     for size in SIZES {
         let screen = render(&app, size);
         assert!(screen.contains("The run did not start:"), "{screen}");
-        assert!(screen.contains("(pid 4242)"), "{screen}");
+        // Wrapped where the screen is narrow: in the box and in the status line's message.
+        assert!(
+            screen.contains("(pid 4242)") || screen.contains("(pid ") && screen.contains("4242);"),
+            "{screen}"
+        );
         assert!(!screen.contains("No run yet."), "{screen}");
     }
     // The next run clears it.
@@ -2140,4 +2144,36 @@ fn only_the_same_start_again_confirms_it() {
     );
     let effects = key(&mut app, KeyCode::Char('u'));
     assert!(matches!(&effects[..], [Effect::Resume { .. }]), "{effects:?}");
+}
+
+/// A message too long for the status line is read whole: wrapped over the rows above it (up to
+/// three, the last ending with an ellipsis when still more is left), until the next key clears it.
+#[test]
+fn a_long_status_message_is_wrapped_rather_than_cut_at_the_edge() {
+    let mut app = app();
+    let path = "/home/someone/research/incharacter/exports/a-long-folder-name/results.csv";
+    app.flash = Some(format!(
+        "not written: {path}: the disk is full; nothing else was changed"
+    ));
+    let screen = render(&app, (80, 24));
+    let rows: Vec<&str> = screen.lines().collect();
+    let bottom = rows[rows.len() - 3..].join(" ");
+    assert!(bottom.contains(path), "{screen}");
+    assert!(bottom.contains("nothing else was changed"), "{screen}");
+    // The tabs stay; the screen above gives up only the rows the message needs.
+    assert!(rows[0].contains("Set"), "{screen}");
+    assert!(rows[rows.len() - 3].starts_with("not written:"), "{screen}");
+    assert!(rows[rows.len() - 4].starts_with('┃'), "{screen}");
+
+    app.flash = Some("word ".repeat(200));
+    let screen = render(&app, (80, 24));
+    let rows: Vec<&str> = screen.lines().collect();
+    assert!(rows[rows.len() - 1].trim_end().ends_with('…'), "{screen}");
+    assert!(rows[rows.len() - 3].starts_with("word"), "{screen}");
+    assert!(!rows[rows.len() - 4].starts_with("word"), "{screen}");
+
+    // A short one keeps its place beside the keys, on one row.
+    app.flash = Some("saved".into());
+    let screen = render(&app, (80, 24));
+    assert!(screen.lines().last().unwrap().contains("saved"), "{screen}");
 }
