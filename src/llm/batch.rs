@@ -96,6 +96,10 @@ struct State {
     /// last: asked again once it had as many as its attempts allow, it gets that one back at once,
     /// so the client's retries end within a sitting instead of going out in phase after phase.
     empties: HashMap<String, (u32, Reply)>,
+    /// Empty replies a batch followed from an earlier sitting returned and no request has been given
+    /// yet: each is given once (billed, a failed attempt its request retries) before it goes out
+    /// again, as it would have been had the sitting that sent it lived to read it.
+    unbilled: HashMap<String, Reply>,
     /// The study's future is being polled, or was woken since.
     polling: bool,
     woken: bool,
@@ -134,6 +138,9 @@ impl Hub {
             let mut state = self.state();
             if let Some(reply) = state.answers.get(&id) {
                 return Some(Ok(reply.clone()));
+            }
+            if let Some(reply) = state.unbilled.remove(&id) {
+                return Some(Ok(reply));
             }
             if let Some((n, reply)) = state.empties.get(&id)
                 && *n >= attempts
@@ -209,13 +216,23 @@ impl Hub {
     /// or imported (not billed again); else returned by a batch followed from an earlier sitting
     /// (billed now, as a phase's are).
     pub fn load(&self, answers: &BTreeMap<String, Answer>, kept: bool) {
-        let answers = answers
+        let answers: BTreeMap<String, Answer> = answers
             .iter()
             .map(|(id, answer)| {
                 let answer = answer.clone().map(|reply| Reply { kept, ..reply });
                 (id.clone(), answer)
             })
             .collect();
+        if !kept {
+            let mut state = self.state();
+            for (id, answer) in &answers {
+                if let Ok(empty) = answer
+                    && !empty.usable()
+                {
+                    state.unbilled.insert(id.clone(), empty.clone());
+                }
+            }
+        }
         self.answer(None, &answers);
     }
 
@@ -245,7 +262,10 @@ impl Hub {
         }
         // Kept replies answer the requests waiting for them: a usable one, or the last empty one
         // of a request that got as many as its attempts allow (it parked before they were read).
-        let settled = |id: &String, w: &Waiting| state.empties.get(id).is_some_and(|(n, _)| *n >= w.attempts);
+        // An empty one not yet billed is given too, once (see `State::unbilled`).
+        let settled = |id: &String, w: &Waiting| {
+            state.unbilled.contains_key(id) || state.empties.get(id).is_some_and(|(n, _)| *n >= w.attempts)
+        };
         let ids: Vec<String> = match asked {
             Some(asked) => asked.to_vec(),
             None => state
@@ -259,8 +279,10 @@ impl Hub {
             let Some(waiting) = state.waiting.remove(&id) else {
                 continue;
             };
+            let unbilled = if asked.is_none() { state.unbilled.remove(&id) } else { None };
             let answer = match (answers.get(&id), state.empties.get(&id)) {
                 (Some(Ok(reply)), _) if reply.usable() => Ok(reply.clone()),
+                _ if unbilled.is_some() => Ok(unbilled.expect("checked")),
                 (_, Some((n, empty))) if asked.is_none() && *n >= waiting.attempts => Ok(empty.clone()),
                 (Some(answer), _) => answer.clone(),
                 (None, _) => Err(Refusal {

@@ -308,6 +308,74 @@ async fn a_killed_batch_run_polls_the_same_batch_when_resumed() {
     assert_eq!(conclusions(&session), expected);
 }
 
+/// What a run's `--json` says it used, each provider and role with its requests, retries and tokens.
+fn used(summary: &Value) -> Vec<(Value, Value, Value, Value, Value, Value)> {
+    let fields = |u: &Value| {
+        let f = |k: &str| u[k].clone();
+        // The cost to a millionth of a cent: a sum in another order differs in its last bits.
+        let cost = (u["cost"].as_f64().unwrap() * 1e8).round();
+        (
+            f("role"),
+            f("requests"),
+            f("retries"),
+            f("prompt_tokens"),
+            f("completion_tokens"),
+            cost.into(),
+        )
+    };
+    summary["usage"].as_array().unwrap().iter().map(fields).collect()
+}
+
+/// A batch that ended while no run followed it is billed by the sitting that reads it as the run that
+/// sent it would have billed it: empty replies too (a request and its tokens, then a retry), so a
+/// cost cap held in that sitting counts what was spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_followed_from_an_earlier_sitting_is_billed_as_an_uninterrupted_run_bills_it() {
+    let faulty = || FakeConfig {
+        fault_share: 0.3,
+        faults_per_request: 1,
+        faults: vec![incharacter_testkit::fake_openai::Fault::Empty],
+        ..FakeConfig::default()
+    };
+    let prices = "price_in_per_mtok = 2.5\nprice_out_per_mtok = 10\nretry_base_ms = 1";
+    let mut args = RUN.to_vec();
+    args.extend(["--batch", "--json"]);
+    let whole = common::setup(faulty(), &format!("{prices}\nbatch_poll_ms = 5")).await;
+    let uninterrupted = common::json_of(common::output(&whole.config, &whole.data, &args).await);
+    assert!(whole.server.stats().faults > 0, "some replies came back empty");
+
+    let s = common::setup(faulty(), &format!("{prices}\nbatch_poll_ms = 60000")).await;
+    let mut child = common::command(&s.config, &s.data, &args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let session = loop {
+        let journaled = std::fs::read_dir(s.data.join("sessions"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                std::fs::read_to_string(p.join("journal.jsonl")).is_ok_and(|j| j.contains(r#""step":"submitted""#))
+            });
+        if let Some(dir) = journaled {
+            break dir;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    child.kill().unwrap(); // SIGKILL, before anything came back: the first sitting billed nothing
+    child.wait().unwrap();
+    std::fs::write(
+        &s.config,
+        std::fs::read_to_string(&s.config).unwrap().replace("60000", "5"),
+    )
+    .unwrap();
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    let resumed = common::json_of(common::output(&s.config, &s.data, &["run", "--resume", &id, "--json"]).await);
+    assert_eq!(used(&resumed), used(&uninterrupted), "{resumed}\n{uninterrupted}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_reply_in_a_batch_goes_out_again_in_the_next_phase() {
     let expected = streamed().await;
