@@ -251,19 +251,14 @@ async fn batch_export_writes_again_what_the_session_still_needs() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_batch_run_polls_the_same_batch_when_resumed() {
-    let expected = streamed().await;
-    // Polls far apart: the run is killed while it waits for its first batch.
-    let s = common::setup(FakeConfig::default(), "batch_poll_ms = 60000").await;
-    let mut args = RUN.to_vec();
-    args.extend(["--batch", "--json"]);
-    let mut child = common::command(&s.config, &s.data, &args)
+/// The run `args` started on `s` and killed (SIGKILL) once its first batch is created and journaled;
+/// its session's folder.
+async fn killed_once_submitted(s: &common::Setup, args: &[&str]) -> std::path::PathBuf {
+    let mut child = common::command(&s.config, &s.data, args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Wait for the batch to be created and journaled.
     let session = loop {
         let journaled = std::fs::read_dir(s.data.join("sessions"))
             .into_iter()
@@ -278,8 +273,19 @@ async fn a_killed_batch_run_polls_the_same_batch_when_resumed() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
-    child.kill().unwrap(); // SIGKILL
+    child.kill().unwrap();
     child.wait().unwrap();
+    session
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_batch_run_polls_the_same_batch_when_resumed() {
+    let expected = streamed().await;
+    // Polls far apart: the run is killed while it waits for its first batch.
+    let s = common::setup(FakeConfig::default(), "batch_poll_ms = 60000").await;
+    let mut args = RUN.to_vec();
+    args.extend(["--batch", "--json"]);
+    let session = killed_once_submitted(&s, &args).await;
     assert_eq!(s.server.stats().batches, 1);
     std::fs::write(
         &s.config,
@@ -345,27 +351,8 @@ async fn a_batch_followed_from_an_earlier_sitting_is_billed_as_an_uninterrupted_
     assert!(whole.server.stats().faults > 0, "some replies came back empty");
 
     let s = common::setup(faulty(), &format!("{prices}\nbatch_poll_ms = 60000")).await;
-    let mut child = common::command(&s.config, &s.data, &args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let session = loop {
-        let journaled = std::fs::read_dir(s.data.join("sessions"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| {
-                std::fs::read_to_string(p.join("journal.jsonl")).is_ok_and(|j| j.contains(r#""step":"submitted""#))
-            });
-        if let Some(dir) = journaled {
-            break dir;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
-    child.kill().unwrap(); // SIGKILL, before anything came back: the first sitting billed nothing
-    child.wait().unwrap();
+    // Killed before anything came back: the first sitting billed nothing.
+    let session = killed_once_submitted(&s, &args).await;
     std::fs::write(
         &s.config,
         std::fs::read_to_string(&s.config).unwrap().replace("60000", "5"),
