@@ -499,6 +499,7 @@ mod tests {
                 created: "2026-11-29T12:00:00Z".into(),
                 app_version: "0.1.0".into(),
                 character_versions: versions.iter().map(|(c, v)| (c.to_string(), v.to_string())).collect(),
+                scale_versions: Default::default(),
                 batch: None,
             },
             plan: Box::new(plan),

@@ -228,6 +228,15 @@ pub struct Scale {
 }
 
 impl Scale {
+    /// The version of what a session asks and scores with this scale: the lowercase hex SHA-256 of
+    /// its whole definition (items, wordings, dimensions, options, its own prompts). A resume is
+    /// refused when it changed, as the session's items would then be asked in two versions.
+    pub fn version(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let bytes = serde_json::to_vec(self).expect("a scale serializes");
+        Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// 16Personalities-style scales report each dimension as the % of its first pole.
     pub fn is_pole_percent(&self) -> bool {
         self.dimensions.iter().any(|d| d.poles.is_some())

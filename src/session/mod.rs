@@ -108,6 +108,18 @@ pub enum SessionError {
         was: String,
         now: String,
     },
+    /// A resume whose scale was edited since the session started: its items would be asked and
+    /// scored in two versions.
+    #[error(
+        "scale {scale} has changed since session {id} started{where_}: a resume would ask and score its items in \
+         two versions. Put back the version the session started with, or start a new run"
+    )]
+    ScaleChanged {
+        id: String,
+        scale: String,
+        /// ` (FILE)` for a user's scale file, else empty.
+        where_: String,
+    },
     /// A provider refused every request the same way: the run stopped early.
     #[error("{provider} at {base_url} refused {n} requests in a row the same way ({reason}); the run stopped")]
     Refused {
@@ -147,6 +159,7 @@ impl Classify for SessionError {
             SessionError::Empty(_)
             | SessionError::Invalid { .. }
             | SessionError::ModelChanged { .. }
+            | SessionError::ScaleChanged { .. }
             | SessionError::ParentUnfinished { .. } => true,
             SessionError::Unwritable { .. }
             | SessionError::Results { .. }

@@ -234,6 +234,7 @@ impl<S: Study> Run<S> {
             }
         };
         same_models(&id, &prior, &prepared.providers)?;
+        same_scales(&id, &prior, &prepared.scale_versions, &catalog)?;
         let path = dir.join("journal.jsonl");
         let unwritable = |source| SessionError::Unwritable {
             path: path.clone(),
@@ -251,6 +252,7 @@ impl<S: Study> Run<S> {
                     created: journal::now_rfc3339(),
                     app_version: env!("CARGO_PKG_VERSION").into(),
                     character_versions: prepared.character_versions,
+                    scale_versions: prepared.scale_versions,
                     batch: batching.as_ref().map(|b| b.mode.started()),
                 };
                 let started = S::started(header, plan.clone(), prepared.providers);
@@ -534,6 +536,29 @@ fn same_models(id: &str, prior: &[Event], now: &crate::study::Providers) -> Resu
                 role: role.clone(),
                 was,
                 now,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a resume on a scale edited since the session started (sessions that recorded its version).
+fn same_scales(
+    id: &str,
+    prior: &[Event],
+    now: &std::collections::BTreeMap<String, String>,
+    catalog: &Catalog,
+) -> Result<(), SessionError> {
+    let Some(start) = prior.iter().find_map(Event::start) else {
+        return Ok(());
+    };
+    for (scale, was) in start.scale_versions {
+        if now.get(scale).is_some_and(|now| now != was) {
+            let files = catalog.user_files(crate::catalog::Kind::Scale, scale);
+            return Err(SessionError::ScaleChanged {
+                id: id.to_string(),
+                scale: scale.clone(),
+                where_: files.first().map(|f| format!(" ({})", f.display())).unwrap_or_default(),
             });
         }
     }

@@ -46,6 +46,10 @@ pub struct SessionHeader {
     /// have none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub character_versions: BTreeMap<String, String>,
+    /// The version ([`crate::domain::scale::Scale::version`]) of each scale the run asks or scores
+    /// with, by id. Sessions older than the field, and kinds that record none, have none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scale_versions: BTreeMap<String, String>,
     /// The batch mode the run was started in (`None`: it streams its requests). A resume goes on
     /// in it even when the run was stopped before it sent any batch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -295,6 +299,7 @@ pub struct SessionStart<'a> {
     pub providers: &'a BTreeMap<String, ModelInfo>,
     pub kind: Kind,
     pub character_versions: &'a BTreeMap<String, String>,
+    pub scale_versions: &'a BTreeMap<String, String>,
     pub batch: Option<&'a BatchStart>,
 }
 
@@ -321,6 +326,7 @@ impl Event {
             providers,
             kind,
             character_versions: &header.character_versions,
+            scale_versions: &header.scale_versions,
             batch: header.batch.as_ref(),
         })
     }
@@ -524,6 +530,9 @@ pub struct Prepared<S> {
     /// The versions of the characters the study role-plays, by id (recorded in the first record, and
     /// in `Resumed`).
     pub character_versions: BTreeMap<String, String>,
+    /// The versions of the scales the study asks or scores with, by id (recorded in the first
+    /// record; a resume on another version is refused).
+    pub scale_versions: BTreeMap<String, String>,
 }
 
 /// Why a study could not be prepared.

@@ -69,6 +69,12 @@ impl Study for Observers {
             notes: Vec::new(),
             items_per_call: None,
             character_versions: Default::default(),
+            scale_versions: env
+                .catalog
+                .scale(crate::observer::SCALE)
+                .map(|s| (crate::observer::SCALE.to_string(), s.version()))
+                .into_iter()
+                .collect(),
         })
     }
 

@@ -410,6 +410,7 @@ impl Study for Rolebench {
             notes: Vec::new(),
             items_per_call: None,
             character_versions: BTreeMap::new(),
+            scale_versions: BTreeMap::new(),
         })
     }
 

@@ -41,6 +41,7 @@ pub fn session(catalog: &Catalog, plan: &RunPlan) -> Vec<Event> {
             created: "2026-11-29T12:00:00Z".into(),
             app_version: "0.1.0".into(),
             character_versions: Default::default(),
+            scale_versions: Default::default(),
             batch: None,
         },
         plan: Box::new(plan.clone()),

@@ -627,3 +627,56 @@ async fn batch_results_that_are_empty_endless_or_not_a_file_are_refused_and_a_ki
     assert_eq!(count(&events, "batch") - 2, 1, "one more step: the next phase written");
     assert_eq!(answered(&events).len(), 2 * 44);
 }
+
+/// A scale of one's own edited between two sittings: the resume is refused (exit 2, the file named,
+/// the journal as it was) instead of asking and scoring its items in two versions; put back, or
+/// only reformatted (a comment, its keys in another layout), the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_after_a_scale_of_ones_own_was_edited_is_refused() {
+    let s = common::setup(FakeConfig::default(), "").await;
+    let file = s.data.join("scales").join("MYG.toml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let original = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/scales/GSE.toml"))
+        .unwrap()
+        .replacen("id = \"GSE\"", "id = \"MYG\"", 1);
+    std::fs::write(&file, &original).unwrap();
+    let args = [
+        "run",
+        "--characters",
+        "hermione-en",
+        "--scales",
+        "MYG",
+        "--methods",
+        "er-batch",
+        "--json",
+    ];
+    let id = common::session_id(&common::output(&s.config, &s.data, &args).await);
+    // Interrupted after its third answer.
+    let journal = s.data.join("sessions").join(&id).join("journal.jsonl");
+    let whole = std::fs::read_to_string(&journal).unwrap();
+    let cut: String = whole.lines().take(4).map(|l| format!("{l}\n")).collect();
+    assert!(cut.contains("\"scale_versions\":{\"MYG\":"), "{cut}");
+    std::fs::write(&journal, &cut).unwrap();
+
+    let edited = original.replacen("question = { en = \"", "question = { en = \"Honestly: ", 1);
+    std::fs::write(&file, edited).unwrap();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "scale MYG has changed since session {id} started ({})",
+            file.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("Put back the version the session started with"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&journal).unwrap(), cut, "nothing written");
+
+    std::fs::write(&file, format!("# my own copy of GSE\n{original}")).unwrap();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -788,6 +788,11 @@ impl Study for Interviews {
             notes,
             items_per_call,
             character_versions,
+            scale_versions: plan
+                .scales
+                .iter()
+                .filter_map(|id| Some((id.clone(), env.catalog.scale(id)?.version())))
+                .collect(),
         })
     }
 

@@ -187,6 +187,7 @@ mod tests {
                     created: "2026-01-01T00:00:00Z".into(),
                     app_version: "0".into(),
                     character_versions: Default::default(),
+                    scale_versions: Default::default(),
                     batch: None,
                 },
                 plan: Box::new(plan),

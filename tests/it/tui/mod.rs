@@ -111,6 +111,7 @@ fn header(id: &str, created: &str) -> SessionHeader {
         created: created.into(),
         app_version: "0.1.0".into(),
         character_versions: Default::default(),
+        scale_versions: Default::default(),
         batch: None,
     }
 }
