@@ -695,6 +695,21 @@ impl App {
         // A quit or a start asked about stays asked only until the next key.
         let quit_asked = std::mem::take(&mut self.quit_asked);
         self.start_confirmed = std::mem::take(&mut self.start_asked);
+        // Answered with another key, the question about unsaved edits is taken back, and the key
+        // does nothing else where it would be typed into the draft (ctrl-s, offered, still saves).
+        let saving = event
+            .modifiers
+            .contains(ratatui::crossterm::event::KeyModifiers::CONTROL)
+            && event.code == ratatui::crossterm::event::KeyCode::Char('s');
+        if quit_asked
+            && self.screen == Screen::Persona
+            && !saving
+            && !matches!(event.code, ratatui::crossterm::event::KeyCode::F(_))
+            && self.keymap.command(self.ctx().mode, key) != Some(Command::Quit)
+        {
+            self.flash = Some("still editing (that key only took the question back)".into());
+            return Vec::new();
+        }
         if !self.help {
             // Screens that take typing see the key before the keymap does.
             let typed = match self.screen {

@@ -148,6 +148,11 @@ fn a_bundled_character_is_read_only_and_duplicated_to_edit() {
     assert_eq!(draft.id, "hermione-en-copy");
     let copy = draft.character();
     assert_eq!(copy.reference_id, None);
+    // Its answers speak of Hermione as hers do: judge prompts mask the same names (and Ron's copy,
+    // whose name is not among his aliases, masks his name too).
+    let original = app.catalog.character("hermione-en").unwrap();
+    assert_eq!(copy.aliases, original.aliases, "{:?}", copy.aliases);
+    assert!(copy.aliases.contains(&original.name));
     assert_eq!(
         copy.description,
         app.catalog.character("hermione-en").unwrap().description
@@ -744,4 +749,93 @@ fn the_targets_pane_follows_the_cursor_past_its_rows() {
     );
     let targets = app.persona.draft.as_ref().unwrap().targets["CABIN"].clone();
     assert_eq!(targets.keys().collect::<Vec<_>>(), [at]);
+}
+
+#[test]
+fn a_copy_keeps_the_names_judge_prompts_mask_and_a_name_typed_is_masked_too() {
+    let mut app = app();
+    key(&mut app, KeyCode::Char('0'));
+    on(&mut app, "ron-en");
+    keys(&mut app, "d");
+    let ron = app.catalog.character("ron-en").unwrap().clone();
+    let copy = app.persona.draft.as_ref().unwrap().character();
+    let mut expected = ron.aliases.clone();
+    expected.push(ron.name.clone());
+    assert_eq!(copy.aliases, expected);
+    // Renamed: the new name joins the names before it.
+    let name_len = app.persona.draft.as_ref().unwrap().name.chars().count();
+    clear(&mut app, name_len);
+    keys(&mut app, "Ronnie");
+    let renamed = app.persona.draft.as_ref().unwrap().character();
+    assert_eq!(renamed.name, "Ronnie");
+    assert_eq!(renamed.aliases.last().map(String::as_str), Some("Ronnie"));
+    assert!(renamed.aliases.contains(&ron.name));
+}
+
+/// An edit of one field leaves every other field exactly as the file had it: catchphrases with
+/// spaces or an empty one, a prompt ending in a newline, a name with spaces around it.
+#[test]
+fn fields_not_edited_are_saved_as_they_were() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut mine = Catalog::load(None).unwrap().character("hermione-en").unwrap().clone();
+    mine.id = "odd-en".into();
+    mine.reference_id = None;
+    mine.catchphrases = vec!["ends with \\".into(), "  spaced  ".into(), String::new(), "c|d".into()];
+    mine.description = "You are Odd.\n\nYou speak plainly.\n".into();
+    mine.experimenter = " Tom ".into();
+    let mut app = app();
+    let path = dir.path().join("characters");
+    std::fs::create_dir_all(&path).unwrap();
+    std::fs::write(path.join("odd-en.toml"), mine.to_toml()).unwrap();
+    app.catalog = Arc::new(Catalog::load(Some(dir.path())).unwrap());
+    let loaded = app.catalog.character("odd-en").unwrap().clone();
+    key(&mut app, KeyCode::Char('0'));
+    on(&mut app, "odd-en");
+    key(&mut app, KeyCode::Enter);
+    assert!(!app.persona.draft.as_ref().unwrap().unsaved(), "opened, not edited");
+    // Only the name changes.
+    keys(&mut app, "x");
+    let edited = app.persona.draft.as_ref().unwrap().character();
+    assert_eq!(edited.name, format!("{}x", loaded.name));
+    assert_eq!(edited.catchphrases, loaded.catchphrases);
+    assert_eq!(edited.description, loaded.description);
+    assert_eq!(edited.experimenter, loaded.experimenter);
+}
+
+/// "esc again leaves" answered with another key: the question is taken back and the key is not
+/// typed into the draft; ctrl-s, which the question offers, saves.
+#[test]
+fn a_key_that_takes_the_leave_question_back_is_not_typed() {
+    let mut app = app();
+    key(&mut app, KeyCode::Char('0'));
+    on(&mut app, "hermione-en");
+    keys(&mut app, "d");
+    let before = app.persona.draft.as_ref().unwrap().character();
+    key(&mut app, KeyCode::Esc);
+    keys(&mut app, "a");
+    let draft = app.persona.draft.as_ref().expect("still editing");
+    assert_eq!(draft.character(), before, "the a was not typed");
+    assert!(
+        app.flash.as_deref().unwrap_or_default().contains("still editing"),
+        "{:?}",
+        app.flash
+    );
+    keys(&mut app, "a");
+    assert_ne!(app.persona.draft.as_ref().unwrap().character(), before, "typed now");
+    // The same after a quit asked about.
+    let before = app.persona.draft.as_ref().unwrap().character();
+    ctrl(&mut app, 'c');
+    assert!(
+        app.flash.as_deref().unwrap_or_default().contains("quit again"),
+        "{:?}",
+        app.flash
+    );
+    keys(&mut app, "b");
+    assert_eq!(app.persona.draft.as_ref().unwrap().character(), before);
+    ctrl(&mut app, 'c');
+    let effects = ctrl(&mut app, 's');
+    assert!(
+        matches!(effects.as_slice(), [Effect::SaveCharacter { .. }]),
+        "{effects:?}"
+    );
 }

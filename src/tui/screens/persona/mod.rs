@@ -105,16 +105,34 @@ impl Draft {
         self.new || self.character() != self.unedited
     }
 
-    /// The character the draft describes.
+    /// The character the draft describes. A field left as it was keeps its value exactly (no
+    /// trimming of what was not typed); a name typed here (or a new character's) is one of the
+    /// aliases, which judge prompts mask, the names before it kept.
     pub fn character(&self) -> Character {
-        let mut c = self.base.clone();
+        let base = &self.base;
+        let typed = |now: &String, was: &String| {
+            if now == was {
+                was.clone()
+            } else {
+                now.trim().to_string()
+            }
+        };
+        let mut c = base.clone();
         c.id = self.id.trim().to_string();
-        c.name = self.name.trim().to_string();
+        c.name = typed(&self.name, &base.name);
         c.language = self.language;
-        c.experimenter = self.experimenter.trim().to_string();
-        c.catchphrases = phrases(&self.catchphrases);
-        c.description = self.prompt.lines().join("\n").trim().to_string();
+        c.experimenter = typed(&self.experimenter, &base.experimenter);
+        if self.catchphrases != phrases_line(&base.catchphrases) {
+            c.catchphrases = phrases(&self.catchphrases);
+        }
+        let prompt = self.prompt.lines().join("\n");
+        if prompt != base.description.lines().collect::<Vec<_>>().join("\n") {
+            c.description = prompt.trim().to_string();
+        }
         c.labels.target = self.targets.clone();
+        if (self.new && self.copy_of.is_none()) || c.name != base.name {
+            add_alias(&mut c.aliases, &c.name);
+        }
         c
     }
 
@@ -126,6 +144,14 @@ impl Draft {
             Field::Catchphrases => Some(&mut self.catchphrases),
             _ => None,
         }
+    }
+}
+
+/// `name` among `aliases` (added last unless it is there, or empty).
+fn add_alias(aliases: &mut Vec<String>, name: &str) {
+    let name = name.trim();
+    if !name.is_empty() && !aliases.iter().any(|a| a.trim() == name) {
+        aliases.push(name.to_string());
     }
 }
 
@@ -233,7 +259,8 @@ impl Persona {
                 let mut base = e.value.clone();
                 base.id = free_id(catalog, &format!("{}-copy", e.value.id));
                 base.name = format!("{} (copy)", e.value.name);
-                base.aliases.clear();
+                // Its answers still speak of the original by name: what judge prompts mask stays.
+                add_alias(&mut base.aliases, &e.value.name);
                 // A copy is a character of its own (it keeps the labels to compare an edit with).
                 base.reference_id = None;
                 Draft {
@@ -263,8 +290,17 @@ impl Persona {
         let scale = self.scale(catalog).cloned();
         let draft = self.draft.as_mut()?;
         let ctrl = event.modifiers.contains(KeyModifiers::CONTROL);
-        if key.code != KeyName::Esc {
-            draft.leaving = false;
+        // A key that answers "esc again leaves" with anything but esc takes the question back and does
+        // nothing else (ctrl-s, which the question offers, still saves).
+        let saving = ctrl && key.code == KeyName::Char('s');
+        if key.code != KeyName::Esc
+            && std::mem::take(&mut draft.leaving)
+            && !saving
+            && !matches!(key.code, KeyName::F(_))
+        {
+            return Some(vec![Request::Flash(
+                "still editing (that key only took the question back)".into(),
+            )]);
         }
         match key.code {
             KeyName::F(_) => return None,
