@@ -122,13 +122,21 @@ pub enum Action {
 /// What arrives from a run, a journal, a model or another process, as the app keeps it: without
 /// anything a terminal would act on (an escape sequence a model streamed, an OSC title in a journal
 /// note, pip's coloured stderr). The one place the TUI cleans text; what it draws is gated again cell
-/// by cell (`ui::inert_cells`).
+/// by cell (`ui::inert_cells`). A RoleBench answer is the one text kept as it came: it is scored
+/// (Rouge-L, as `report` scores it), so the RoleBench screen makes it safe where it draws it.
 fn inert(action: Action) -> Action {
     use crate::text::inert as clean;
+    let scored = |e: &crate::study::Event| {
+        matches!(
+            e,
+            crate::study::Event::Rolebench(crate::study::rolebench::Step::Answered { .. })
+        )
+    };
+    let event = |e: &crate::study::Event| if scored(e) { e.clone() } else { clean(e) };
     match action {
-        Action::Engine(event) => Action::Engine(clean(&event)),
+        Action::Engine(e) => Action::Engine(event(&e)),
         Action::Live(live) => Action::Live(clean(&live)),
-        Action::SessionLoaded(events) => Action::SessionLoaded(clean(&events)),
+        Action::SessionLoaded(events) => Action::SessionLoaded(events.iter().map(event).collect()),
         Action::ChatPrompt(messages) => Action::ChatPrompt(clean(&messages)),
         Action::ChatToken(text) => Action::ChatToken(clean(&text)),
         Action::ChatDone(result) => Action::ChatDone(clean(&result)),

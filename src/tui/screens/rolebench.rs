@@ -393,7 +393,9 @@ impl Rolebench {
             .as_ref()
             .filter(|(p, _)| p.ends_with(&format!(" line {}", item.line)))
             .map(|(_, t)| t.as_str());
-        match (&item.response, &item.best) {
+        // The answer as it came is what was scored; drawn, it is made safe (see `app::inert`).
+        let shown = item.response.as_deref().map(crate::text::terminal_safe);
+        match (&shown, &item.best) {
             (Some(answer), Some((best, score))) => {
                 let reference = &item.references[*best];
                 let language = rouge::detect(reference);

@@ -2178,3 +2178,55 @@ fn a_long_status_message_is_wrapped_rather_than_cut_at_the_edge() {
     let screen = render(&app, (80, 24));
     assert!(screen.lines().last().unwrap().contains("saved"), "{screen}");
 }
+
+/// An answer with escape sequences in it is scored as `report` scores it (the text as it came) and
+/// drawn without them: the RoleBench screen's Rouge-L is the CLI's.
+#[test]
+fn rolebench_scores_an_answer_as_it_came_and_draws_it_safe() {
+    use incharacter::method::rolebench::Question;
+    use incharacter::study::rolebench::{RolebenchPlan, Step};
+    let mut app = app();
+    let question = Question {
+        line: 1,
+        role: "Zed".into(),
+        question: "Q4 Do you like rain?".into(),
+        references: vec!["I do like the rain, it's calm.".into()],
+        types: vec!["script_agnostic".into()],
+    };
+    let plan = RolebenchPlan {
+        data: "q.jsonl".into(),
+        roles: vec!["Zed".into()],
+        types: Vec::new(),
+        limit: None,
+        seed: 1,
+        rpa: "fake".into(),
+        style: incharacter::rpa::prompt::RpaStyle::Description,
+        judge: None,
+        baseline: None,
+        max_attempts: 3,
+        questions: vec![question],
+        baseline_answers: Vec::new(),
+        characters: Default::default(),
+    };
+    let response = "\u{1b}[31mYes\u{1b}]0;X\u{7} I like rain";
+    let events = vec![
+        Event::RolebenchStarted {
+            header: header("20261129-120000-rolebench-0002", "2026-11-29T12:00:00Z"),
+            plan: Box::new(plan),
+            providers: Default::default(),
+        },
+        Event::Rolebench(Step::Answered {
+            line: 1,
+            response: response.into(),
+        }),
+    ];
+    let (_, items) = incharacter::study::rolebench::items(&events).unwrap();
+    let (_, cli) = items[0].best.unwrap();
+    app.update(Action::SessionLoaded(events));
+    app.screen = Screen::Rolebench;
+    let screen = render(&app, (120, 40));
+    let said = format!("Rouge-L P {:.3}  R {:.3}  F {:.3}", cli.p, cli.r, cli.f);
+    assert!(screen.contains(&said), "{said} missing:\n{screen}");
+    assert!(!screen.contains('\u{1b}') && !screen.contains('\u{7}'), "{screen}");
+    assert!(screen.contains("Yes I like rain"), "{screen}");
+}
