@@ -24,6 +24,7 @@ use crate::study::interview::results::{self, SafeCsv};
 /// A session to write annotations into: only the data dir's (samples are read-only).
 fn writable_session(ctx: &Ctx, id: &str) -> anyhow::Result<(std::path::PathBuf, Vec<Event>)> {
     let store = ctx.store()?;
+    let id = &store.own_id(id)?;
     let dir = match store.own(id) {
         Ok(dir) => dir,
         Err(e) => {

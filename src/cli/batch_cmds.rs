@@ -92,6 +92,7 @@ pub fn batch(ctx: &Ctx, command: BatchCommand, out: &mut dyn Write) -> anyhow::R
     let store = ctx.store()?;
     let (session, json, batch) = match command {
         BatchCommand::Import { session, results, json } => {
+            let session = store.own_id(&session)?;
             let own = store.own(&session)?;
             let events = store.load(&own)?;
             let import = batch::check_import(&events, &own, &results)?;

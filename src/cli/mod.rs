@@ -32,7 +32,7 @@ mod table;
 mod values;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 
@@ -711,6 +711,9 @@ impl Ctx {
         if let Some(c) = self.catalog.get() {
             return Ok(c.clone());
         }
+        if let Some(dir) = paths::data_dir() {
+            not_a_file(&dir)?;
+        }
         let catalog = Arc::new(load_catalog(&mut std::io::stderr())?);
         Ok(self.catalog.get_or_init(|| catalog).clone())
     }
@@ -724,7 +727,9 @@ impl Ctx {
     }
 
     pub fn data_dir(&self) -> anyhow::Result<PathBuf> {
-        paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))
+        let dir = paths::data_dir().ok_or_else(|| input_error("no data dir: set INCHARACTER_DATA_DIR"))?;
+        not_a_file(&dir)?;
+        Ok(dir)
     }
 
     /// The sessions, checked against the catalog's scales as they are loaded.
@@ -735,6 +740,18 @@ impl Ctx {
     pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
         self.runtime.block_on(future)
     }
+}
+
+/// A data dir that is a file (or a link to one) is the machine's setup, not the command's input: said as
+/// such before anything in it is read (exit 1).
+fn not_a_file(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!(
+            "the data dir {} is a file, not a folder: move it away, or set INCHARACTER_DATA_DIR to a folder",
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 /// Runs a subcommand, writing its report to `out`. `demo` and `replay` open the workbench, so the

@@ -31,6 +31,14 @@ pub enum SessionError {
         to.display()
     )]
     Sample { id: String, from: PathBuf, to: PathBuf },
+    /// A session folder outside the data dir asked to be written (resumed, annotated).
+    #[error(
+        "{} is not one of the data dir's sessions ({}): a resume, an import or an annotation writes to \
+         those; copy the folder there to go on with it",
+        path.display(),
+        sessions.display()
+    )]
+    NotOwn { path: PathBuf, sessions: PathBuf },
     #[error("session {} is not {}", id.to_string(), expected)]
     WrongKind { id: String, expected: &'static str },
     /// A file given where a session was expected that is not a session's journal.
@@ -151,6 +159,7 @@ impl Classify for SessionError {
         let input = match self {
             SessionError::NotFound(_)
             | SessionError::Sample { .. }
+            | SessionError::NotOwn { .. }
             | SessionError::WrongKind { .. }
             | SessionError::NotAJournal(_) => true,
             SessionError::Journal(JournalError::Damaged { .. }) => true,

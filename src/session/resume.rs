@@ -26,6 +26,7 @@ pub struct Resume {
 impl Resume {
     /// How the data dir's session `id` resumes (samples are read-only: not found here).
     pub fn of(store: &Store, id: &str) -> Result<Resume, SessionError> {
+        let id = &store.own_id(id)?;
         let dir = store.own(id)?;
         let events = store.load(&dir)?;
         Resume::from_events(id, &events).ok_or_else(|| SessionError::NotAJournal(dir.join("journal.jsonl")))

@@ -113,6 +113,27 @@ impl Store {
         Ok(dir)
     }
 
+    /// The id of the data dir's session `what` names: an id as it is, or the path of a folder or a
+    /// journal of one of the data dir's sessions as its folder's name. A session elsewhere is
+    /// refused: what writes to a session writes to the data dir's.
+    pub fn own_id(&self, what: &str) -> Result<String, SessionError> {
+        if !what.contains(std::path::MAIN_SEPARATOR) && !what.contains('/') {
+            return Ok(what.to_string());
+        }
+        let dir = self.find(what)?;
+        let sessions = sessions_dir(&self.data);
+        let name = || dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        match (std::fs::canonicalize(&dir), std::fs::canonicalize(&sessions)) {
+            (Ok(d), Ok(s)) if d.parent() == Some(s.as_path()) => Ok(name()),
+            _ if self.is_sample(&dir) => Err(SessionError::Sample {
+                id: name(),
+                from: dir.clone(),
+                to: sessions,
+            }),
+            _ => Err(SessionError::NotOwn { path: dir.clone(), sessions }),
+        }
+    }
+
     /// A session folder from an id (the data dir's first, since a copied sample may be annotated
     /// there, then a sample's), a folder or a journal path.
     pub fn find(&self, what: &str) -> Result<PathBuf, SessionError> {
@@ -253,7 +274,20 @@ fn samples_of(samples: &Path) -> Vec<(PathBuf, Vec<Event>)> {
 fn list_in(dir: &Path, sample: bool) -> (Vec<SessionEntry>, Vec<(PathBuf, String)>) {
     let mut found = Vec::new();
     let mut unreadable = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+    // No folder yet lists nothing; a folder that cannot be read (or a file in its place) is said.
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => Some(entries),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(_) if dir.exists() && !dir.is_dir() => {
+            unreadable.push((dir.to_path_buf(), "it is a file, not a folder: no session in it can be listed".into()));
+            None
+        }
+        Err(e) => {
+            unreadable.push((dir.to_path_buf(), format!("it cannot be read: {e}")));
+            None
+        }
+    };
+    for entry in entries.into_iter().flatten().flatten() {
         let path = entry.path();
         if !path.is_dir() {
             continue;

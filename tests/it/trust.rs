@@ -640,16 +640,7 @@ async fn a_resume_after_a_scale_of_ones_own_was_edited_is_refused() {
         .unwrap()
         .replacen("id = \"GSE\"", "id = \"MYG\"", 1);
     std::fs::write(&file, &original).unwrap();
-    let args = [
-        "run",
-        "--characters",
-        "hermione-en",
-        "--scales",
-        "MYG",
-        "--methods",
-        "er-batch",
-        "--json",
-    ];
+    let args = common::run_hermione("MYG", "er-batch", &["--json"]);
     let id = common::session_id(&common::output(&s.config, &s.data, &args).await);
     // Interrupted after its third answer.
     let journal = s.data.join("sessions").join(&id).join("journal.jsonl");
@@ -679,4 +670,80 @@ async fn a_resume_after_a_scale_of_ones_own_was_edited_is_refused() {
     std::fs::write(&file, format!("# my own copy of GSE\n{original}")).unwrap();
     let out = common::output(&s.config, &s.data, &["run", "--resume", &id]).await;
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A data dir that is a file is the machine's setup, said as such (exit 1) before anything in it is
+/// read; a file where the sessions folder should be is named by `sessions`, not passed over.
+#[test]
+fn a_file_where_the_data_dir_or_its_sessions_should_be_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("data");
+    std::fs::write(&file, "x").unwrap();
+    let config = dir.path().join("none.toml");
+    for args in [
+        &[
+            "run",
+            "--characters",
+            "hermione",
+            "--scales",
+            "GSE",
+            "--methods",
+            "er-batch",
+        ][..],
+        &["sessions"],
+        &["characters"],
+    ] {
+        let out = common::command(&config, &file, args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("the data dir {} is a file, not a folder", file.display())),
+            "{args:?}: {stderr}"
+        );
+    }
+    let data = dir.path().join("d");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("sessions"), "x").unwrap();
+    let out = common::command(&config, &data, &["sessions"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} is not listed: it is a file, not a folder",
+            data.join("sessions").display()
+        )),
+        "{stderr}"
+    );
+}
+
+/// `run --resume` and `batch export` take a session as every other command does: its id, its folder
+/// or its journal; a session folder outside the data dir is refused as such (it would be written).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_takes_a_sessions_folder_or_journal_path() {
+    let s = common::setup(FakeConfig::default(), "").await;
+    let args = common::run_hermione("GSE", "er-batch", &["--json"]);
+    let id = common::session_id(&common::output(&s.config, &s.data, &args).await);
+    let folder = s.data.join("sessions").join(&id);
+    let journal = folder.join("journal.jsonl");
+    for given in [folder.display().to_string(), journal.display().to_string()] {
+        let out = common::output(&s.config, &s.data, &["run", "--resume", &given]).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(
+            stderr.contains(&format!("session {id} is complete: nothing to resume")),
+            "{stderr}"
+        );
+        let out = common::output(&s.config, &s.data, &["batch", "export", &given, "-o", "x.jsonl"]).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(&format!("session {id} is complete")), "{stderr}");
+    }
+    let elsewhere = s.dir.path().join("copy");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::copy(&journal, elsewhere.join("journal.jsonl")).unwrap();
+    let before = std::fs::read(elsewhere.join("journal.jsonl")).unwrap();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", elsewhere.to_str().unwrap()]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is not one of the data dir's sessions"), "{stderr}");
+    assert_eq!(std::fs::read(elsewhere.join("journal.jsonl")).unwrap(), before);
 }
