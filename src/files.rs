@@ -30,7 +30,7 @@ pub enum FileError {
         limit: u64,
         what: &'static str,
     },
-    #[error("{}:{line}: a line longer than the {} allowed for {what}", shown(path), size(*limit))]
+    #[error("{}:{line}:1: a line longer than the {} allowed for {what}", shown(path), size(*limit))]
     LineTooLong {
         path: PathBuf,
         line: usize,
@@ -922,7 +922,7 @@ mod tests {
         let e = it.next().unwrap().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "f.jsonl:2: a line longer than the 10 bytes allowed for a results line"
+            "f.jsonl:2:1: a line longer than the 10 bytes allowed for a results line"
         );
         assert!(it.next().is_none());
         let exact = b"0123456789\n";

@@ -172,7 +172,7 @@ pub fn check_import(events: &[Event], dir: &Path, from: &Path) -> Result<Import,
     for (i, line) in text.lines().enumerate() {
         if line.len() as u64 > MAX_RESULT_LINE {
             return Err(refused(format!(
-                "{}:{}: a line longer than the {} a batch result may hold; nothing was imported",
+                "{}:{}:1: a line longer than the {} a batch result may hold; nothing was imported",
                 name,
                 i + 1,
                 crate::files::size(MAX_RESULT_LINE)

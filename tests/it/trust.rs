@@ -587,7 +587,7 @@ async fn batch_results_that_are_empty_endless_or_not_a_file_are_refused_and_a_ki
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
-        said.contains("endless.jsonl:1: a line longer than the 8 MiB a batch result may hold"),
+        said.contains("endless.jsonl:1:1: a line longer than the 8 MiB a batch result may hold"),
         "{said}"
     );
     assert_eq!(

@@ -417,3 +417,35 @@ fn validate_refuses_devices_fifos_and_oversized_files_before_reading() {
         "{said}"
     );
 }
+
+/// A `desc.json` an editor saved with a byte order mark reads as the same file without it (as the
+/// profiles, question files and annotation CSVs do); an error in it is then located as the editor
+/// shows it.
+#[test]
+fn a_rolebench_desc_with_a_byte_order_mark_imports() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let desc = dir.path().join("desc.json");
+    let text = std::fs::read_to_string(fixture("desc.json")).unwrap();
+    std::fs::write(&desc, format!("\u{feff}{text}")).unwrap();
+    let profiles = fixture("profiles-eng-Wren Ashby.jsonl");
+    let args = |desc: &std::path::Path| {
+        let desc = desc.display().to_string();
+        vec![
+            "import".to_string(),
+            "rolebench".into(),
+            "--desc".into(),
+            desc,
+            "--profiles".into(),
+            profiles.clone(),
+            "--role".into(),
+            "Wren Ashby".into(),
+        ]
+    };
+    let owned = args(&desc);
+    ok(run(&data, &owned.iter().map(String::as_str).collect::<Vec<_>>()));
+    std::fs::write(&desc, "\u{feff}{\"Wren Ashby\": oops}").unwrap();
+    let owned = args(&desc);
+    let error = refused(run(&data, &owned.iter().map(String::as_str).collect::<Vec<_>>()));
+    assert!(error.contains("desc.json:1:16:"), "{error}");
+}

@@ -227,9 +227,15 @@ fn read_bytes(path: &Path, max: u64, what: &'static str) -> Result<Vec<u8>, Stri
 }
 
 /// The UTF-8 text of the regular file `path`, as [`read_bytes`]; bad UTF-8 is located.
+/// The text of an imported file, without a byte order mark opening it (columns are then counted as
+/// an editor shows them).
 fn read_text(path: &Path, max: u64, what: &'static str) -> Result<String, String> {
     not_a_link(path)?;
-    crate::files::read_text_limited(path, max, what).map_err(|e| e.to_string())
+    let text = crate::files::read_text_limited(path, max, what).map_err(|e| e.to_string())?;
+    Ok(match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => text,
+    })
 }
 
 fn read_bounded(path: &Path, total: &mut u64) -> Result<String, String> {
@@ -690,7 +696,7 @@ mod tests {
         std::fs::write(&file, text).unwrap();
         let e = jsonl_rows(&file).unwrap_err();
         assert!(
-            e.ends_with("big.jsonl:2: a line longer than the 16 MiB allowed for a jsonl row"),
+            e.ends_with("big.jsonl:2:1: a line longer than the 16 MiB allowed for a jsonl row"),
             "{e}"
         );
     }
