@@ -348,7 +348,10 @@ fn split_prompt(prompt: &str, name: &str, language: Language) -> [String; 4] {
     };
     let system = prompt[..at].trim().to_string();
     let body = prompt[at + you_are.len()..].trim();
-    let mut body = body.strip_suffix(stay.as_str()).unwrap_or(body).trim();
+    // The closing line is the workbench's own wherever it stands as a paragraph: text written after
+    // it joins the part before it rather than taking the line out into the card with it.
+    let unstayed = without_paragraph(body, &stay);
+    let mut body = unstayed.trim();
     let mut take = |label: &str| {
         let (rest, text) = match body.rfind(&format!("\n\n{label}")) {
             Some(i) => (&body[..i], &body[i + 2 + label.len()..]),
@@ -361,6 +364,26 @@ fn split_prompt(prompt: &str, name: &str, language: Language) -> [String; 4] {
     let scenario = take(scenario);
     let personality = take(personality);
     [system, body.to_string(), personality, scenario]
+}
+
+/// `text` without the paragraph `line` (standing alone between blank lines, or at an end), its
+/// neighbours joined by a blank line.
+fn without_paragraph(text: &str, line: &str) -> String {
+    let alone = |i: usize| {
+        let end = i + line.len();
+        (i == 0 || text[..i].ends_with("\n\n")) && (end == text.len() || text[end..].starts_with("\n\n"))
+    };
+    match text.match_indices(line).map(|(i, _)| i).find(|&i| alone(i)) {
+        Some(i) => {
+            let (before, after) = (text[..i].trim_end(), text[i + line.len()..].trim_start());
+            match (before.is_empty(), after.is_empty()) {
+                (true, _) => after.to_string(),
+                (_, true) => before.to_string(),
+                _ => format!("{before}\n\n{after}"),
+            }
+        }
+        None => text.to_string(),
+    }
 }
 
 /// What a memory made from a card is.

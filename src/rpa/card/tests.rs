@@ -301,6 +301,19 @@ fn a_split_prompt_gives_back_its_parts() {
         split_prompt("你是胡桃。\n\n性格：古灵精怪\n\n请始终以胡桃的身份和口吻来回答，不要跳出角色。", "胡桃", Language::Zh),
         ["", "", "古灵精怪", ""].map(String::from)
     );
+    // Text written after the closing line joins the last part; the line itself is never a part's.
+    let added = format!("{made}\n\nAlso: she hates fog.");
+    assert_eq!(
+        split_prompt(&added, "Ann", Language::En),
+        ["Be brief.", "Ann runs the ferry.", "calm", "Dawn at the pier.\n\nAlso: she hates fog."].map(String::from)
+    );
+    // Exported and imported again, the prompt holds the closing line once, at its end.
+    let mut again = card.clone();
+    let [_, _, _, scenario] = split_prompt(&added, "Ann", Language::En);
+    again.scenario = scenario;
+    let remade = prompt(&again, "Ann", "Bo", Language::En);
+    assert_eq!(remade.matches("Stay in character").count(), 1, "{remade}");
+    assert!(remade.ends_with("Also: she hates fog.\n\nStay in character and answer every question as Ann would."));
 }
 
 #[test]
