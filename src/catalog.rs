@@ -48,6 +48,59 @@ pub struct Entry<T> {
     pub origin: Origin,
 }
 
+/// The file `old` with the keys whose values differ from `new`'s (both TOML documents) replaced,
+/// added or removed as in `new`, and everything else — comments, blank lines, key order, how each
+/// untouched value is written — as it was. `None` when either does not parse.
+fn keep_layout(old: &str, new: &str) -> Option<String> {
+    let mut doc: toml_edit::DocumentMut = old.parse().ok()?;
+    let new: toml_edit::DocumentMut = new.parse().ok()?;
+    merge_table(doc.as_table_mut(), new.as_table());
+    Some(doc.to_string())
+}
+
+/// What `item` reads as, to tell a change from another way of writing the same value.
+fn read_as(item: &toml_edit::Item) -> Option<toml::Table> {
+    let mut d = toml_edit::DocumentMut::new();
+    d.insert("x", item.clone());
+    toml::from_str(&d.to_string()).ok()
+}
+
+fn merge_table(old: &mut toml_edit::Table, new: &toml_edit::Table) {
+    let gone: Vec<String> = old.iter().map(|(k, _)| k.to_string()).filter(|k| !new.contains_key(k)).collect();
+    for k in gone {
+        old.remove(&k);
+    }
+    for (k, item) in new.iter() {
+        let Some(was) = old.get_mut(k) else {
+            // A key the file leaves out reads as empty: not written while it is.
+            let empty = match item {
+                toml_edit::Item::Value(toml_edit::Value::String(s)) => s.value().is_empty(),
+                toml_edit::Item::Value(toml_edit::Value::Array(a)) => a.is_empty(),
+                toml_edit::Item::Table(t) => t.is_empty(),
+                _ => false,
+            };
+            if !empty {
+                old.insert(k, item.clone());
+            }
+            continue;
+        };
+        if read_as(was).is_some_and(|v| Some(v) == read_as(item)) {
+            continue;
+        }
+        match (was, item) {
+            (toml_edit::Item::Table(was), toml_edit::Item::Table(now)) => merge_table(was, now),
+            (was, now) => {
+                // A changed value keeps the spaces and the comment around it.
+                let decor = was.as_value().map(|v| v.decor().clone());
+                *was = now.clone();
+                if let (Some(decor), Some(v)) = (decor, was.as_value_mut()) {
+                    *v.decor_mut() = decor;
+                }
+            }
+        }
+    }
+}
+
 /// The most a scale or character file may hold.
 pub const MAX_FILE: u64 = 4 << 20;
 const WHAT: &str = "a scale or character file";
@@ -324,8 +377,16 @@ impl Catalog {
                 return Err(SaveError::Changed(path));
             }
         }
-        let text = character.to_toml();
-        let parsed = Character::parse(Source::new(&path.display().to_string(), &text), |id| self.scale(id))
+        let parse = |text: &str| Character::parse(Source::new(&path.display().to_string(), text), |id| self.scale(id));
+        let whole = character.to_toml();
+        // An edit keeps the file as its author wrote it (comments, layout, strings' quoting) but for
+        // the keys that changed; whatever does not read back to the character is written whole.
+        let kept = was
+            .and_then(|_| read(&path).ok())
+            .and_then(|old| keep_layout(&old, &whole))
+            .filter(|text| parse(text).is_ok_and(|c| c == *character));
+        let text = kept.unwrap_or(whole);
+        let parsed = parse(&text)
             .map_err(|e| SaveError::Invalid(e.iter().map(|d| d.message.clone()).collect::<Vec<_>>().join("; ")))?;
         if parsed != *character {
             return Err(SaveError::Invalid("the file would not read back as written".into()));

@@ -411,3 +411,16 @@ fn the_version_follows_what_the_agent_is_given() {
     asked_by_ron.experimenter = "Ron".into();
     assert_ne!(asked_by_ron.version(&[]), v);
 }
+
+#[test]
+fn a_layout_is_kept_but_for_the_keys_that_changed() {
+    let old = "# a note\nid = \"a-en\"   # spaced\nname = 'A'\n\n[targets.BFI]\n# why these\nExtraversion = \"H\"\nOpenness = 2.0\n";
+    let new = "id = \"a-en\"\nname = \"A\"\n\n[targets.BFI]\nExtraversion = \"L\"\n";
+    let kept = super::keep_layout(old, new).unwrap();
+    assert_eq!(
+        kept,
+        "# a note\nid = \"a-en\"   # spaced\nname = 'A'\n\n[targets.BFI]\n# why these\nExtraversion = \"L\"\n"
+    );
+    // What does not parse is not merged.
+    assert_eq!(super::keep_layout("id = ", new), None);
+}

@@ -839,3 +839,41 @@ fn a_key_that_takes_the_leave_question_back_is_not_typed() {
         "{effects:?}"
     );
 }
+
+/// A hand-written character file saved from the editor keeps its author's comments, blank lines and
+/// ways of writing values; only what was edited changes.
+#[test]
+fn a_save_keeps_the_files_comments_and_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("characters");
+    std::fs::create_dir_all(&folder).unwrap();
+    let file = folder.join("hand-en.toml");
+    let written = "# my note: keep this\n\
+                   id = \"hand-en\"\n\
+                   name = \"Hand\" # the short name\n\
+                   aliases = [\"Hand\"]\n\
+                   language = \"en\"\n\
+                   experimenter = \"Tom\"\n\
+                   \n\
+                   # the prompt, in a long string\n\
+                   description = \"\"\"\n\
+                   You are Hand.\n\
+                   \n\
+                   You speak plainly. \\u001B\"\"\"\n\
+                   catchphrases = ['ends with \\', \"  spaced  \"]\n";
+    std::fs::write(&file, written).unwrap();
+    let mut app = app();
+    app.catalog = Arc::new(Catalog::load(Some(dir.path())).unwrap());
+    key(&mut app, KeyCode::Char('0'));
+    on(&mut app, "hand-en");
+    key(&mut app, KeyCode::Enter);
+    keys(&mut app, "y");
+    let effects = ctrl(&mut app, 's');
+    saved(&mut app, effects, dir.path());
+    let now = std::fs::read_to_string(&file).unwrap();
+    let expected = written
+        .replace("name = \"Hand\" # the short name", "name = \"Handy\" # the short name")
+        .replace("aliases = [\"Hand\"]", "aliases = [\"Hand\", \"Handy\"]");
+    assert_eq!(now, expected);
+    assert_eq!(app.catalog.character("hand-en").unwrap().name, "Handy");
+}
