@@ -1,0 +1,180 @@
+//! The draft the Persona screen edits: a character's one-line fields as text, its prompt in an editor,
+//! its targets, and what it reads back as.
+
+use crate::domain::character::{self, Character};
+use crate::domain::scale::Language;
+
+/// The parts of the draft, in the order tab visits them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Id,
+    Name,
+    Language,
+    Experimenter,
+    Catchphrases,
+    Prompt,
+    Targets,
+}
+
+pub(super) const FIELDS: [Field; 7] = [
+    Field::Id,
+    Field::Name,
+    Field::Language,
+    Field::Experimenter,
+    Field::Catchphrases,
+    Field::Prompt,
+    Field::Targets,
+];
+
+/// A character being written: the one-line fields as text, the prompt in its editor, the targets.
+pub struct Draft {
+    /// The character as it was when editing began (its labels, agents and card are kept as they are).
+    pub base: Character,
+    /// Whether the draft is a new file (a new character or a copy), not yet saved.
+    pub new: bool,
+    /// The character a copy was made from: its memories and card go with the copy.
+    pub copy_of: Option<String>,
+    pub id: String,
+    pub name: String,
+    pub language: Language,
+    pub experimenter: String,
+    /// Catchphrases separated by " | " (see [`phrases`]).
+    pub catchphrases: String,
+    pub prompt: tui_textarea::TextArea<'static>,
+    pub targets: character::LabelSet,
+    pub field: Field,
+    /// The target dimension the cursor is on.
+    pub target_cursor: usize,
+    /// A number being typed for a target.
+    pub typed: String,
+    /// The character the draft described when editing began, to tell an edit from none.
+    unedited: Character,
+    /// Esc was pressed once with edits unsaved: a second leaves without saving.
+    pub leaving: bool,
+}
+
+impl Draft {
+    pub(super) fn of(base: Character, new: bool) -> Draft {
+        let mut prompt = tui_textarea::TextArea::new(base.description.lines().map(String::from).collect());
+        prompt.set_placeholder_text("The role-play prompt: who the character is, how they speak");
+        let mut draft = Draft {
+            new,
+            copy_of: None,
+            id: base.id.clone(),
+            name: base.name.clone(),
+            language: base.language,
+            experimenter: base.experimenter.clone(),
+            catchphrases: phrases_line(&base.catchphrases),
+            prompt,
+            targets: base.labels.target.clone(),
+            field: Field::Name,
+            target_cursor: 0,
+            typed: String::new(),
+            unedited: base.clone(),
+            leaving: false,
+            base,
+        };
+        draft.unedited = draft.character();
+        draft
+    }
+
+    /// Whether the draft holds edits not saved (a new character is unsaved until saved).
+    pub fn unsaved(&self) -> bool {
+        self.new || self.character() != self.unedited
+    }
+
+    /// The character the draft describes. A field left as it was keeps its value exactly (no
+    /// trimming of what was not typed); a name typed here (or a new character's) is one of the
+    /// aliases, which judge prompts mask, the names before it kept.
+    pub fn character(&self) -> Character {
+        let base = &self.base;
+        let typed = |now: &String, was: &String| {
+            if now == was {
+                was.clone()
+            } else {
+                now.trim().to_string()
+            }
+        };
+        let mut c = base.clone();
+        c.id = self.id.trim().to_string();
+        c.name = typed(&self.name, &base.name);
+        c.language = self.language;
+        c.experimenter = typed(&self.experimenter, &base.experimenter);
+        if self.catchphrases != phrases_line(&base.catchphrases) {
+            c.catchphrases = phrases(&self.catchphrases);
+        }
+        let prompt = self.prompt.lines().join("\n");
+        if prompt != base.description.lines().collect::<Vec<_>>().join("\n") {
+            c.description = prompt.trim().to_string();
+        }
+        c.labels.target = self.targets.clone();
+        if (self.new && self.copy_of.is_none()) || c.name != base.name {
+            add_alias(&mut c.aliases, &c.name);
+        }
+        c
+    }
+
+    pub(super) fn line_mut(&mut self) -> Option<&mut String> {
+        match self.field {
+            Field::Id if self.new => Some(&mut self.id),
+            Field::Name => Some(&mut self.name),
+            Field::Experimenter => Some(&mut self.experimenter),
+            Field::Catchphrases => Some(&mut self.catchphrases),
+            _ => None,
+        }
+    }
+}
+
+/// `name` among `aliases` (added last unless it is there, or empty).
+pub(super) fn add_alias(aliases: &mut Vec<String>, name: &str) {
+    let name = name.trim();
+    if !name.is_empty() && !aliases.iter().any(|a| a.trim() == name) {
+        aliases.push(name.to_string());
+    }
+}
+
+/// Catchphrases as one line: separated by " | ", a `|` or `\\` within one written `\\|` or `\\\\`.
+fn phrases_line(phrases: &[String]) -> String {
+    phrases
+        .iter()
+        .map(|p| p.replace('\\', "\\\\").replace('|', "\\|"))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// The catchphrases of a line [`phrases_line`] writes (each trimmed, empty ones left out).
+fn phrases(line: &str) -> Vec<String> {
+    let (mut out, mut phrase) = (Vec::new(), String::new());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => phrase.push(chars.next().unwrap_or('\\')),
+            '|' => out.push(std::mem::take(&mut phrase)),
+            c => phrase.push(c),
+        }
+    }
+    out.push(phrase);
+    out.iter()
+        .map(|p| p.trim())
+        .filter(|p| !p.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A catchphrase holding the separator (or the escape) comes back whole from its line.
+    #[test]
+    fn catchphrases_go_through_their_line_unchanged() {
+        let kept: Vec<String> = ["Yes | no | maybe", "Onward!", r"a \ b", r"\|", "|"]
+            .map(String::from)
+            .into();
+        let line = phrases_line(&kept);
+        assert_eq!(line, r"Yes \| no \| maybe | Onward! | a \\ b | \\\| | \|");
+        assert_eq!(phrases(&line), kept);
+        assert_eq!(phrases(" one |two|| three "), ["one", "two", "three"], "typed by hand");
+        assert_eq!(phrases(r"trailing \"), [r"trailing \"]);
+    }
+}
