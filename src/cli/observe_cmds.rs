@@ -299,11 +299,32 @@ impl Headless for Observers {
                        "aggregate": s.aggregate, "observers": s.observers.iter().filter(|o| o.report.is_some()).count()})
             })
             .collect();
+        // Each trait of a questionnaire that left items out was scored from the rest, which the
+        // tables alone would not say.
+        let left_out = observe::left_out(events);
+        let mut table = report::tables(&subjects, &stats);
+        for l in &left_out {
+            let whose = match l["observer"].as_str() {
+                Some(o) => format!("{o}'s report on {}", l["subject"].as_str().unwrap_or_default()),
+                None => format!("{}'s self-report", l["subject"].as_str().unwrap_or_default()),
+            };
+            let items: Vec<String> = l["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|i| i.to_string())
+                .collect();
+            table.push_str(&format!(
+                "left out of {whose}: item(s) {} (no usable answer; its traits scored from the rest)\n",
+                items.join(", ")
+            ));
+        }
         let fields = [
             ("subjects".to_string(), json!(summary)),
             ("statistics".to_string(), json!(stats)),
+            ("left_out".to_string(), json!(left_out)),
         ];
-        Ok((report::tables(&subjects, &stats), fields.into_iter().collect()))
+        Ok((table, fields.into_iter().collect()))
     }
 }
 

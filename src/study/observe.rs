@@ -149,5 +149,32 @@ fn export(events: &[Event], catalog: &Catalog) -> serde_json::Value {
             _ => None,
         })
         .unwrap_or_default();
-    report::export(session, &subjects, &stats)
+    let mut export = report::export(session, &subjects, &stats);
+    if let Some(object) = export.as_object_mut() {
+        object.insert("left_out".into(), left_out(events).into());
+    }
+    export
+}
+
+/// The items each questionnaire left out (no usable answer after their own re-ask), in journal
+/// order: `{"subject", "observer" (null for the self-report), "items"}`.
+pub fn left_out(events: &[Event]) -> Vec<serde_json::Value> {
+    use crate::observer::Step;
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Observed(Step::SelfReport { subject, left_out, .. }) if !left_out.is_empty() => {
+                Some(serde_json::json!({"subject": subject, "observer": null, "items": left_out}))
+            }
+            Event::Observed(Step::Report {
+                subject,
+                observer,
+                left_out,
+                ..
+            }) if !left_out.is_empty() => {
+                Some(serde_json::json!({"subject": subject, "observer": observer, "items": left_out}))
+            }
+            _ => None,
+        })
+        .collect()
 }

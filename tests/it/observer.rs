@@ -199,6 +199,25 @@ async fn one_unusable_item_never_voids_a_questionnaire() {
     }
     assert_eq!(n, 4, "the self-report and three observers' reports");
     assert_eq!(e["statistics"]["traits"]["Extraversion"]["n"], 1, "{}", e["statistics"]);
+    // Said where results are read: the run's summary and the export name what was left out.
+    for left in [&out["left_out"], &e["left_out"]] {
+        let left = left.as_array().unwrap();
+        assert_eq!(left.len(), 4, "{left:?}");
+        assert!(left.iter().all(|l| l["items"] == serde_json::json!([7])), "{left:?}");
+        assert_eq!(
+            left.iter().filter(|l| l["observer"].is_null()).count(),
+            1,
+            "the self-report: {left:?}"
+        );
+    }
+    let text = command(config, data, &["observe", "--resume", out["session"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("self-report: item(s) 7 (no usable answer; its traits scored from the rest)"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
