@@ -709,11 +709,21 @@ impl App {
             .modifiers
             .contains(ratatui::crossterm::event::KeyModifiers::CONTROL)
             && event.code == ratatui::crossterm::event::KeyCode::Char('s');
+        // Where keys are typed, only ctrl-c quits (`q` is a letter there).
+        let quits = match self.typing() {
+            true => {
+                event
+                    .modifiers
+                    .contains(ratatui::crossterm::event::KeyModifiers::CONTROL)
+                    && event.code == ratatui::crossterm::event::KeyCode::Char('c')
+            }
+            false => self.keymap.command(self.ctx().mode, key) == Some(Command::Quit),
+        };
         if quit_asked
             && self.screen == Screen::Persona
             && !saving
+            && !quits
             && !matches!(event.code, ratatui::crossterm::event::KeyCode::F(_))
-            && self.keymap.command(self.ctx().mode, key) != Some(Command::Quit)
         {
             self.flash = Some("still editing (that key only took the question back)".into());
             return Vec::new();

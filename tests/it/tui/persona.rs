@@ -797,9 +797,27 @@ fn fields_not_edited_are_saved_as_they_were() {
     keys(&mut app, "x");
     let edited = app.persona.draft.as_ref().unwrap().character();
     assert_eq!(edited.name, format!("{}x", loaded.name));
+    assert!(
+        edited.aliases.contains(&loaded.name) && edited.aliases.contains(&edited.name),
+        "{:?}",
+        edited.aliases
+    );
     assert_eq!(edited.catchphrases, loaded.catchphrases);
     assert_eq!(edited.description, loaded.description);
     assert_eq!(edited.experimenter, loaded.experimenter);
+    // The prompt edited keeps its final newline.
+    key(&mut app, KeyCode::Tab);
+    key(&mut app, KeyCode::Tab);
+    key(&mut app, KeyCode::Tab);
+    key(&mut app, KeyCode::Tab);
+    assert_eq!(
+        app.persona.draft.as_ref().unwrap().field,
+        incharacter::tui::screens::persona::Field::Prompt
+    );
+    keys(&mut app, "Z");
+    let edited = app.persona.draft.as_ref().unwrap().character();
+    assert_ne!(edited.description, loaded.description);
+    assert!(edited.description.ends_with(".\n"), "{:?}", edited.description);
 }
 
 /// "esc again leaves" answered with another key: the question is taken back and the key is not
@@ -831,6 +849,11 @@ fn a_key_that_takes_the_leave_question_back_is_not_typed() {
         app.flash
     );
     keys(&mut app, "b");
+    assert_eq!(app.persona.draft.as_ref().unwrap().character(), before);
+    // `q` is a letter where keys are typed: it too only takes the question back.
+    ctrl(&mut app, 'c');
+    keys(&mut app, "q");
+    assert!(!app.quit);
     assert_eq!(app.persona.draft.as_ref().unwrap().character(), before);
     ctrl(&mut app, 'c');
     let effects = ctrl(&mut app, 's');

@@ -101,13 +101,20 @@ impl Draft {
         c.language = self.language;
         c.experimenter = typed(&self.experimenter, &base.experimenter);
         if self.catchphrases != phrases_line(&base.catchphrases) {
-            c.catchphrases = phrases(&self.catchphrases);
+            c.catchphrases = kept_phrases(&self.catchphrases, &base.catchphrases);
         }
         let prompt = self.prompt.lines().join("\n");
         if prompt != base.description.lines().collect::<Vec<_>>().join("\n") {
-            c.description = prompt.trim().to_string();
+            // Edited: trimmed, but ending as the prompt did (a final newline is part of its text).
+            let description = base.description.trim_end_matches([' ', '\t']);
+            let ending = &description[description.trim_end().len()..];
+            c.description = format!("{}{ending}", prompt.trim());
         }
         c.labels.target = self.targets.clone();
+        if c.name != base.name && !self.new {
+            // Answers written before the rename still say the old name.
+            add_alias(&mut c.aliases, &base.name);
+        }
         if (self.new && self.copy_of.is_none()) || c.name != base.name {
             add_alias(&mut c.aliases, &c.name);
         }
@@ -142,8 +149,30 @@ fn phrases_line(phrases: &[String]) -> String {
         .join(" | ")
 }
 
-/// The catchphrases of a line [`phrases_line`] writes (each trimmed, empty ones left out).
-fn phrases(line: &str) -> Vec<String> {
+/// The catchphrases of an edited line: each that reads as one the character had (the same text once
+/// trimmed) is that one exactly, spaces and empty ones included; the others as the line gives them (trimmed, empty ones left out).
+fn kept_phrases(line: &str, had: &[String]) -> Vec<String> {
+    let mut unused: Vec<Option<&String>> = had.iter().map(Some).collect();
+    let mut out = Vec::new();
+    for (i, raw) in split_phrases(line).into_iter().enumerate() {
+        let text = raw.trim();
+        let same = |o: &Option<&String>| o.is_some_and(|o| o.trim() == text);
+        let pick = if unused.get(i).is_some_and(same) {
+            Some(i)
+        } else {
+            unused.iter().position(same)
+        };
+        match pick.and_then(|j| unused[j].take()) {
+            Some(kept) => out.push(kept.clone()),
+            None if text.is_empty() => {}
+            None => out.push(text.to_string()),
+        }
+    }
+    out
+}
+
+/// A catchphrase line split at its separators, escapes read, nothing trimmed.
+fn split_phrases(line: &str) -> Vec<String> {
     let (mut out, mut phrase) = (Vec::new(), String::new());
     let mut chars = line.chars();
     while let Some(c) = chars.next() {
@@ -154,11 +183,7 @@ fn phrases(line: &str) -> Vec<String> {
         }
     }
     out.push(phrase);
-    out.iter()
-        .map(|p| p.trim())
-        .filter(|p| !p.is_empty())
-        .map(String::from)
-        .collect()
+    out
 }
 
 #[cfg(test)]
@@ -173,8 +198,18 @@ mod tests {
             .into();
         let line = phrases_line(&kept);
         assert_eq!(line, r"Yes \| no \| maybe | Onward! | a \\ b | \\\| | \|");
-        assert_eq!(phrases(&line), kept);
-        assert_eq!(phrases(" one |two|| three "), ["one", "two", "three"], "typed by hand");
-        assert_eq!(phrases(r"trailing \"), [r"trailing \"]);
+        assert_eq!(kept_phrases(&line, &[]), kept);
+        assert_eq!(
+            kept_phrases(" one |two|| three ", &[]),
+            ["one", "two", "three"],
+            "typed by hand"
+        );
+        assert_eq!(kept_phrases(r"trailing \", &[]), [r"trailing \"]);
+        // An edit of the line keeps each catchphrase it still holds exactly as it was.
+        let had: Vec<String> = ["  spaced  out  ", "", r"C:\path"].map(String::from).into();
+        let line = format!("{} | new one", phrases_line(&had));
+        let mut want = had.clone();
+        want.push("new one".into());
+        assert_eq!(kept_phrases(&line, &had), want);
     }
 }
