@@ -59,7 +59,7 @@ fn keep_layout(old: &str, new: &str) -> Option<String> {
 }
 
 /// What `item` reads as, to tell a change from another way of writing the same value.
-fn read_as(item: &toml_edit::Item) -> Option<toml::Table> {
+fn value_of(item: &toml_edit::Item) -> Option<toml::Table> {
     let mut d = toml_edit::DocumentMut::new();
     d.insert("x", item.clone());
     toml::from_str(&d.to_string()).ok()
@@ -84,7 +84,7 @@ fn merge_table(old: &mut toml_edit::Table, new: &toml_edit::Table) {
             }
             continue;
         };
-        if read_as(was).is_some_and(|v| Some(v) == read_as(item)) {
+        if value_of(was).is_some_and(|v| Some(v) == value_of(item)) {
             continue;
         }
         match (was, item) {
@@ -364,11 +364,13 @@ impl Catalog {
                 )));
             }
         };
+        // Read once: what is checked for changes is what an edit keeps the layout of.
+        let current = was.filter(|_| fs::symlink_metadata(&path).is_ok()).and_then(|_| read(&path).ok());
         if let Some(was) = was
             && fs::symlink_metadata(&path).is_ok()
         {
             // Changed: any byte of what was read (a comment too), or what it reads as.
-            let text = read(&path).ok();
+            let text = current.clone();
             let other_text = self.read_as.get(&path).is_some_and(|read| text.as_ref() != Some(read));
             let now = text.map(|text| {
                 Character::parse(Source::new(&path.display().to_string(), &text), |id| self.scale(id))
@@ -381,9 +383,9 @@ impl Catalog {
         let whole = character.to_toml();
         // An edit keeps the file as its author wrote it (comments, layout, strings' quoting) but for
         // the keys that changed; whatever does not read back to the character is written whole.
-        let kept = was
-            .and_then(|_| read(&path).ok())
-            .and_then(|old| keep_layout(&old, &whole))
+        let kept = current
+            .as_deref()
+            .and_then(|old| keep_layout(old, &whole))
             .filter(|text| parse(text).is_ok_and(|c| c == *character));
         let text = kept.unwrap_or(whole);
         let parsed = parse(&text)

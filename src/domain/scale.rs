@@ -229,12 +229,21 @@ pub struct Scale {
 
 impl Scale {
     /// The version of what a session asks and scores with this scale: the lowercase hex SHA-256 of
-    /// its whole definition (items, wordings, dimensions, options, its own prompts). A resume is
-    /// refused when it changed, as the session's items would then be asked in two versions.
+    /// its definition (items, wordings, keying, dimensions, options, range, its own prompts), its
+    /// names and citation left out. A resume is refused when a scale of one's own changed, as the
+    /// session's items would then be asked in two versions.
     pub fn version(&self) -> String {
         use sha2::{Digest, Sha256};
-        let bytes = serde_json::to_vec(self).expect("a scale serializes");
-        Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+        let mut value = serde_json::to_value(self).expect("a scale serializes");
+        if let Some(object) = value.as_object_mut() {
+            for cosmetic in ["name", "name_zh", "citation"] {
+                object.remove(cosmetic);
+            }
+        }
+        let mut h = Sha256::new();
+        h.update(b"scale-version-1\n");
+        h.update(value.to_string().as_bytes());
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// 16Personalities-style scales report each dimension as the % of its first pole.

@@ -572,11 +572,22 @@ impl ObserveEngine {
                         vec![item.id],
                     )
                 });
+                // An item whose replies stayed unusable is left out, as in a batched self-report;
+                // one whose request itself failed (the server) fails the self-report, to be asked
+                // again on resume.
                 let mut items = BTreeMap::new();
+                let mut unusable = None;
                 for r in join_all(asks).await {
-                    items.extend(r?);
+                    match r {
+                        Ok(answered) => items.extend(answered),
+                        Err(e) if e.cause.is_none() => unusable = Some(e),
+                        Err(e) => return Err(e),
+                    }
                 }
-                Ok(items)
+                match (items.is_empty(), unusable) {
+                    (true, Some(e)) => Err(e),
+                    _ => Ok(items),
+                }
             }
         }
     }

@@ -116,8 +116,8 @@ pub enum SessionError {
         was: String,
         now: String,
     },
-    /// A resume whose scale was edited since the session started: its items would be asked and
-    /// scored in two versions.
+    /// A resume whose scale of one's own was edited since the session started: its items would be
+    /// asked and scored in two versions.
     #[error(
         "scale {scale} has changed since session {id} started{where_}: a resume would ask and score its items in \
          two versions. Put back the version the session started with, or start a new run"
@@ -128,6 +128,12 @@ pub enum SessionError {
         /// ` (FILE)` for a user's scale file, else empty.
         where_: String,
     },
+    /// A resume whose scale is no longer in the catalog (its file removed, or unreadable now).
+    #[error(
+        "session {id} asks scale {scale}, which is no longer in the catalog (its file was removed or cannot be \
+         read now: see the warnings above); put it back to go on"
+    )]
+    ScaleMissing { id: String, scale: String },
     /// A provider refused every request the same way: the run stopped early.
     #[error("{provider} at {base_url} refused {n} requests in a row the same way ({reason}); the run stopped")]
     Refused {
@@ -169,6 +175,7 @@ impl Classify for SessionError {
             | SessionError::Invalid { .. }
             | SessionError::ModelChanged { .. }
             | SessionError::ScaleChanged { .. }
+            | SessionError::ScaleMissing { .. }
             | SessionError::ParentUnfinished { .. } => true,
             SessionError::Unwritable { .. }
             | SessionError::Results { .. }

@@ -203,7 +203,9 @@ impl<S: Study> Run<S> {
         };
         // A resume starts with what the providers already refused.
         shared.adapter.known(&crate::study::adaptations(&prior));
-        let prepared = {
+        // Checked before anything is connected (a local model loaded for nothing).
+        let scale_notes = same_scales(&id, &prior, &catalog)?;
+        let mut prepared = {
             let streaming = connector(config, store, &shared);
             let batched = batching.as_ref().map(|b| batch_connector(config, &shared, b));
             // A resume on another model is refused before that model is connected (or loaded).
@@ -233,8 +235,8 @@ impl<S: Study> Run<S> {
                 None => prepared?,
             }
         };
+        prepared.notes.extend(scale_notes);
         same_models(&id, &prior, &prepared.providers)?;
-        same_scales(&id, &prior, &prepared.scale_versions, &catalog)?;
         let path = dir.join("journal.jsonl");
         let unwritable = |source| SessionError::Unwritable {
             path: path.clone(),
@@ -542,27 +544,47 @@ fn same_models(id: &str, prior: &[Event], now: &crate::study::Providers) -> Resu
     Ok(())
 }
 
-/// Refuses a resume on a scale edited since the session started (sessions that recorded its version).
-fn same_scales(
-    id: &str,
-    prior: &[Event],
-    now: &std::collections::BTreeMap<String, String>,
-    catalog: &Catalog,
-) -> Result<(), SessionError> {
+/// Refuses a resume whose scale is gone from the catalog, or whose scale of one's own was edited since
+/// the session started (sessions that recorded its version). A bundled scale changed by another
+/// build of the workbench is only said (the notes returned): nothing the user can put back.
+fn same_scales(id: &str, prior: &[Event], catalog: &Catalog) -> Result<Vec<String>, SessionError> {
     let Some(start) = prior.iter().find_map(Event::start) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
-    for (scale, was) in start.scale_versions {
-        if now.get(scale).is_some_and(|now| now != was) {
-            let files = catalog.user_files(crate::catalog::Kind::Scale, scale);
-            return Err(SessionError::ScaleChanged {
+    let mut asked: Vec<&str> = start.scale_versions.keys().map(String::as_str).collect();
+    if let Some(plan) = prior.iter().find_map(|e| match e {
+        Event::RunStarted { plan, .. } => Some(plan),
+        _ => None,
+    }) {
+        asked.extend(plan.scales.iter().map(String::as_str));
+    }
+    let mut notes = Vec::new();
+    for scale in asked {
+        let Some(entry) = catalog.scale_entry(scale) else {
+            return Err(SessionError::ScaleMissing {
                 id: id.to_string(),
-                scale: scale.clone(),
-                where_: files.first().map(|f| format!(" ({})", f.display())).unwrap_or_default(),
+                scale: scale.to_string(),
             });
+        };
+        let Some(was) = start.scale_versions.get(scale) else { continue };
+        if entry.value.version() == *was {
+            continue;
+        }
+        match catalog.user_files(crate::catalog::Kind::Scale, scale).first() {
+            Some(file) => {
+                return Err(SessionError::ScaleChanged {
+                    id: id.to_string(),
+                    scale: scale.to_string(),
+                    where_: format!(" ({})", file.display()),
+                });
+            }
+            None => notes.push(format!(
+                "the bundled scale {scale} differs from the one session {id} started with (another build of \
+                 the workbench): the rest of its items are asked as this build words them"
+            )),
         }
     }
-    Ok(())
+    Ok(notes)
 }
 
 /// Refuses, before provider `name` is connected, a resume for which the configuration now gives it

@@ -117,20 +117,39 @@ impl Store {
     /// journal of one of the data dir's sessions as its folder's name. A session elsewhere is
     /// refused: what writes to a session writes to the data dir's.
     pub fn own_id(&self, what: &str) -> Result<String, SessionError> {
-        if !what.contains(std::path::MAIN_SEPARATOR) && !what.contains('/') {
+        let sessions = sessions_dir(&self.data);
+        // An id (or a name in the sessions folder, a link there included) as it is.
+        if !what.is_empty() && Path::new(what).components().count() == 1 && sessions.join(what).join("journal.jsonl").is_file() {
             return Ok(what.to_string());
         }
-        let dir = self.find(what)?;
-        let sessions = sessions_dir(&self.data);
-        let name = || dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        match (std::fs::canonicalize(&dir), std::fs::canonicalize(&sessions)) {
-            (Ok(d), Ok(s)) if d.parent() == Some(s.as_path()) => Ok(name()),
-            _ if self.is_sample(&dir) => Err(SessionError::Sample {
-                id: name(),
-                from: dir.clone(),
-                to: sessions,
-            }),
-            _ => Err(SessionError::NotOwn { path: dir.clone(), sessions }),
+        let Ok(dir) = self.find(what) else {
+            // Not a path either: said as the id it was taken for.
+            return self.own(what).map(|_| what.to_string());
+        };
+        let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+        let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+        let root = canonical(&sessions);
+        let entry = dir.file_name().filter(|_| dir.parent().and_then(canonical) == root && root.is_some());
+        let resolved = canonical(&dir);
+        let name = match (entry, &resolved) {
+            // The folder's entry is in the sessions folder (it may be a link to elsewhere).
+            (Some(name), _) => Some(name.to_string_lossy().into_owned()),
+            // A path (a link, `.`, `./`) that resolves to one of the sessions.
+            (None, Some(r)) if r.parent().map(Path::to_path_buf) == root => {
+                r.file_name().map(|n| n.to_string_lossy().into_owned())
+            }
+            _ => None,
+        };
+        match name {
+            Some(name) => Ok(name),
+            None if self.is_sample(&dir) || resolved.as_deref().is_some_and(|r| self.is_sample(r)) => {
+                Err(SessionError::Sample {
+                    id: dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                    from: dir.clone(),
+                    to: sessions,
+                })
+            }
+            None => Err(SessionError::NotOwn { path: dir.clone(), sessions }),
         }
     }
 

@@ -160,21 +160,25 @@ fn export(events: &[Event], catalog: &Catalog) -> serde_json::Value {
 /// order: `{"subject", "observer" (null for the self-report), "items"}`.
 pub fn left_out(events: &[Event]) -> Vec<serde_json::Value> {
     use crate::observer::Step;
-    events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Observed(Step::SelfReport { subject, left_out, .. }) if !left_out.is_empty() => {
-                Some(serde_json::json!({"subject": subject, "observer": null, "items": left_out}))
-            }
+    // The newest report of each (subject, observer), as the results keep it.
+    let mut newest: Vec<(&String, Option<&String>, &Vec<u32>)> = Vec::new();
+    for e in events {
+        let report = match e {
+            Event::Observed(Step::SelfReport { subject, left_out, .. }) => (subject, None, left_out),
             Event::Observed(Step::Report {
                 subject,
                 observer,
                 left_out,
                 ..
-            }) if !left_out.is_empty() => {
-                Some(serde_json::json!({"subject": subject, "observer": observer, "items": left_out}))
-            }
-            _ => None,
-        })
+            }) => (subject, Some(observer), left_out),
+            _ => continue,
+        };
+        newest.retain(|r| (r.0, r.1) != (report.0, report.1));
+        newest.push(report);
+    }
+    newest
+        .into_iter()
+        .filter(|(_, _, items)| !items.is_empty())
+        .map(|(subject, observer, items)| serde_json::json!({"subject": subject, "observer": observer, "items": items}))
         .collect()
 }

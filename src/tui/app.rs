@@ -655,6 +655,9 @@ impl App {
                 if let Some((_, screen)) = hits.tabs.iter().find(|(r, _)| r.contains(at)) {
                     // As its key does: a screen that reads what it shows when entered reads it.
                     return self.command(screen.go());
+                } else if hits.covered.is_some_and(|r| r.contains(at)) {
+                    // What a long message covers is not clicked through: the click clears it.
+                    self.flash = None;
                 } else if let Some((r, first, list)) = list {
                     self.click(*list, Some(first + usize::from(m.row - r.y)));
                 }
@@ -775,10 +778,17 @@ impl App {
     /// an annotation's note), its line ends made `\n` and other control characters left out; it is
     /// never read as keys (a tab would move focus, a newline send a message).
     fn on_paste(&mut self, text: &str) -> Vec<Effect> {
-        // Like a key, a paste takes back a question about leaving unsaved edits.
-        self.quit_asked = false;
-        if let Some(draft) = self.persona.draft.as_mut() {
-            draft.leaving = false;
+        // Like a key, a paste takes back a question about leaving unsaved edits, and does nothing
+        // else then.
+        let quit = std::mem::take(&mut self.quit_asked);
+        let leave = self
+            .persona
+            .draft
+            .as_mut()
+            .is_some_and(|d| std::mem::take(&mut d.leaving));
+        if (quit || leave) && self.screen == Screen::Persona {
+            self.flash = Some("still editing (the paste only took the question back)".into());
+            return Vec::new();
         }
         let text: String = text
             .replace("\r\n", "\n")

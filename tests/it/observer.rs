@@ -218,6 +218,16 @@ async fn one_unusable_item_never_voids_a_questionnaire() {
         text.contains("self-report: item(s) 7 (no usable answer; its traits scored from the rest)"),
         "{text}"
     );
+    // Asked one statement at a time, the same: item 7 left out, the self-report kept.
+    let mut one_by_one = SYNTHETIC.to_vec();
+    one_by_one.extend(["--self-report", "items"]);
+    let out = run(config, data, &one_by_one).await;
+    let left = out["left_out"].as_array().unwrap();
+    let own = left
+        .iter()
+        .find(|l| l["observer"].is_null())
+        .expect("the self-report's");
+    assert_eq!(own["items"], serde_json::json!([7]), "{left:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

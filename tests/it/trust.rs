@@ -667,7 +667,21 @@ async fn a_resume_after_a_scale_of_ones_own_was_edited_is_refused() {
     );
     assert_eq!(std::fs::read_to_string(&journal).unwrap(), cut, "nothing written");
 
-    std::fs::write(&file, format!("# my own copy of GSE\n{original}")).unwrap();
+    // Gone (or unreadable now): refused too, rather than ended with half its items.
+    std::fs::remove_file(&file).unwrap();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("asks scale MYG, which is no longer in the catalog"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&journal).unwrap(), cut, "nothing written");
+
+    // Its name and citation are not what a session asks: edited, the session goes on.
+    let renamed = original.replacen("name = \"General Self-Efficacy\"", "name = \"My GSE\"", 1);
+    assert_ne!(renamed, original);
+    std::fs::write(&file, format!("# my own copy of GSE\n{renamed}")).unwrap();
     let out = common::output(&s.config, &s.data, &["run", "--resume", &id]).await;
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
@@ -737,6 +751,24 @@ async fn a_resume_takes_a_sessions_folder_or_journal_path() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(&format!("session {id} is complete")), "{stderr}");
     }
+    // A link to it, and the folder itself from inside.
+    let link = s.dir.path().join("current");
+    std::os::unix::fs::symlink(&folder, &link).unwrap();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", link.to_str().unwrap()]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("session {id} is complete: nothing to resume")),
+        "{stderr}"
+    );
+    let out = common::command(&s.config, &s.data, &["run", "--resume", "./"])
+        .current_dir(&folder)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("session {id} is complete: nothing to resume")),
+        "{stderr}"
+    );
     let elsewhere = s.dir.path().join("copy");
     std::fs::create_dir_all(&elsewhere).unwrap();
     std::fs::copy(&journal, elsewhere.join("journal.jsonl")).unwrap();

@@ -366,24 +366,19 @@ fn split_prompt(prompt: &str, name: &str, language: Language) -> [String; 4] {
     [system, body.to_string(), personality, scenario]
 }
 
-/// `text` without the paragraph `line` (standing alone between blank lines, or at an end), its
-/// neighbours joined by a blank line.
+/// `text` without the workbench's line `line` wherever it stands (text written after it on its line
+/// or the next joins what comes before, a blank line between).
 fn without_paragraph(text: &str, line: &str) -> String {
-    let alone = |i: usize| {
-        let end = i + line.len();
-        (i == 0 || text[..i].ends_with("\n\n")) && (end == text.len() || text[end..].starts_with("\n\n"))
-    };
-    match text.match_indices(line).map(|(i, _)| i).find(|&i| alone(i)) {
-        Some(i) => {
-            let (before, after) = (text[..i].trim_end(), text[i + line.len()..].trim_start());
-            match (before.is_empty(), after.is_empty()) {
-                (true, _) => after.to_string(),
-                (_, true) => before.to_string(),
-                _ => format!("{before}\n\n{after}"),
-            }
-        }
-        None => text.to_string(),
+    let mut text = text.to_string();
+    while let Some(i) = text.find(line) {
+        let (before, after) = (text[..i].trim_end(), text[i + line.len()..].trim_start());
+        text = match (before.is_empty(), after.is_empty()) {
+            (true, _) => after.to_string(),
+            (_, true) => before.to_string(),
+            _ => format!("{before}\n\n{after}"),
+        };
     }
+    text
 }
 
 /// What a memory made from a card is.

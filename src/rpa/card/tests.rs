@@ -307,6 +307,11 @@ fn a_split_prompt_gives_back_its_parts() {
         split_prompt(&added, "Ann", Language::En),
         ["Be brief.", "Ann runs the ferry.", "calm", "Dawn at the pier.\n\nAlso: she hates fog."].map(String::from)
     );
+    // On its line, or the next: the same.
+    for joined in [" ", "\n"] {
+        let added = format!("{made}{joined}Also: she hates fog.");
+        assert_eq!(split_prompt(&added, "Ann", Language::En)[3], "Dawn at the pier.\n\nAlso: she hates fog.");
+    }
     // Exported and imported again, the prompt holds the closing line once, at its end.
     let mut again = card.clone();
     let [_, _, _, scenario] = split_prompt(&added, "Ann", Language::En);

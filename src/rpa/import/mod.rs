@@ -226,9 +226,8 @@ fn read_bytes(path: &Path, max: u64, what: &'static str) -> Result<Vec<u8>, Stri
     crate::files::read_limited(path, max, what).map_err(|e| e.to_string())
 }
 
-/// The UTF-8 text of the regular file `path`, as [`read_bytes`]; bad UTF-8 is located.
-/// The text of an imported file, without a byte order mark opening it (columns are then counted as
-/// an editor shows them).
+/// The UTF-8 text of the regular file `path`, as [`read_bytes`] (bad UTF-8 located), without a byte
+/// order mark opening it (columns are then counted as an editor shows them).
 fn read_text(path: &Path, max: u64, what: &'static str) -> Result<String, String> {
     not_a_link(path)?;
     let text = crate::files::read_text_limited(path, max, what).map_err(|e| e.to_string())?;

@@ -145,6 +145,8 @@ pub struct Hits {
     /// How far the top-anchored text drawn (the inspector's drill or analysis) can scroll down and
     /// still fill its pane; `None` when no such text was drawn.
     pub scroll_end: Option<u16>,
+    /// The rows a long status message covers above the status line (a click there only clears it).
+    pub covered: Option<Rect>,
 }
 
 impl Hits {

@@ -129,7 +129,7 @@ fn draw_screen(frame: &mut Frame, app: &App) -> Hits {
         }
         None => screen.hints(&ctx),
     };
-    render_status(frame, app, hints, status);
+    hits.covered = render_status(frame, app, hints, status);
     if app.help {
         help::render(frame, app, main);
     }
@@ -227,7 +227,8 @@ fn render_tabs(frame: &mut Frame, app: &App, area: Rect) -> Vec<(Rect, Screen)> 
 const FLASH_ROWS: usize = 3;
 
 /// The keys that matter on this screen, then the flash message.
-fn render_status(frame: &mut Frame, app: &App, essentials: Vec<(String, &str)>, area: Rect) {
+/// The rows above the status line a long message covers, if it does.
+fn render_status(frame: &mut Frame, app: &App, essentials: Vec<(String, &str)>, area: Rect) -> Option<Rect> {
     let theme = app.theme();
     let key = |c: Command| app.keymap.key_for(app.screen.mode(), c);
     let mut lead = Vec::new();
@@ -238,9 +239,12 @@ fn render_status(frame: &mut Frame, app: &App, essentials: Vec<(String, &str)>, 
         lead.push(Span::styled(" next step  ", Style::default().fg(theme.accent)));
     }
     if let Some(f) = &app.flash
-        && render_long_flash(frame, app, f, &lead, area)
+        && let Some(over) = render_long_flash(frame, app, f, &lead, area)
     {
-        return;
+        return (over.height > 1).then_some(Rect {
+            height: over.height - 1,
+            ..over
+        });
     }
     // Whole chips only: when they do not all fit, quit goes first, then the screen's own keys from the
     // last; help, which lists them all, stays.
@@ -281,16 +285,18 @@ fn render_status(frame: &mut Frame, app: &App, essentials: Vec<(String, &str)>, 
     }
     lead.extend(spans);
     frame.render_widget(Paragraph::new(Line::from(lead)), area);
+    None
 }
 
 /// A flash message longer than the status line's row beside `lead`: drawn wrapped on as many rows as
 /// it needs (up to [`FLASH_ROWS`], the last ending with an ellipsis when more is left), the rows above
-/// the status line cleared for it. False when it fits on the row (the chips may still give way to it).
-fn render_long_flash(frame: &mut Frame, app: &App, flash: &str, lead: &[Span], area: Rect) -> bool {
+/// the status line cleared for it: the area drawn. `None` when it fits on the row (the chips may still
+/// give way to it).
+fn render_long_flash(frame: &mut Frame, app: &App, flash: &str, lead: &[Span], area: Rect) -> Option<Rect> {
     let lead_width: usize = lead.iter().map(Span::width).sum();
     let width = usize::from(area.width).saturating_sub(lead_width);
     if unicode_width::UnicodeWidthStr::width(flash) <= width || width < 2 {
-        return false;
+        return None;
     }
     let mut rows = crate::tui::wrap::wrap(flash, width);
     let room = FLASH_ROWS.min(usize::from(area.y) + 1);
@@ -322,5 +328,5 @@ fn render_long_flash(frame: &mut Frame, app: &App, flash: &str, lead: &[Span], a
     };
     frame.render_widget(ratatui::widgets::Clear, over);
     frame.render_widget(Paragraph::new(lines).style(app.theme().base()), over);
-    true
+    Some(over)
 }

@@ -109,3 +109,30 @@ fn a_click_on_the_inspectors_items_counts_from_the_first_item_shown() {
     );
     assert_eq!(app.inspect.item, 3, "{screen}");
 }
+
+/// A long status message covers the rows above the status line: a click there clears it and does not
+/// reach the list it hides.
+#[test]
+fn a_click_on_a_long_message_clears_it_and_reaches_nothing_beneath() {
+    let mut app = app();
+    key(&mut app, KeyCode::Char('s'));
+    app.flash = Some("word ".repeat(40));
+    let (_, mut hits) = draw(&mut app, (80, 24));
+    let covered = hits.covered.expect("the message covers rows");
+    assert_eq!((covered.y, covered.height), (21, 2), "{covered:?}");
+    // A screen whose list reaches those rows (a taller one would): its rows lie beneath.
+    hits.lists
+        .push((ratatui::layout::Rect::new(0, 19, 80, 4), 0, ListId::Characters));
+    let cursor = app.setup.char_cursor;
+    app.mouse(at(MouseEventKind::Down(MouseButton::Left), 5, 21), &hits);
+    assert!(app.flash.is_none());
+    assert_eq!(app.setup.char_cursor, cursor, "the list beneath was not clicked");
+    // Once the message is gone (the next frame covers nothing), a click reaches the list.
+    hits.covered = None;
+    app.mouse(at(MouseEventKind::Down(MouseButton::Left), 5, 22), &hits);
+    assert_eq!(app.setup.char_cursor, 3);
+    // A message on one row covers nothing.
+    app.flash = Some("saved".into());
+    let (_, hits) = draw(&mut app, (80, 24));
+    assert!(hits.covered.is_none());
+}
