@@ -684,6 +684,20 @@ async fn a_resume_after_a_scale_of_ones_own_was_edited_is_refused() {
     std::fs::write(&file, format!("# my own copy of GSE\n{renamed}")).unwrap();
     let out = common::output(&s.config, &s.data, &["run", "--resume", &id]).await;
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Re-assessed after an edit: its answers are scored with the scale as it is now, and that is said.
+    std::fs::write(
+        &file,
+        original.replacen("question = { en = \"", "question = { en = \"Honestly: ", 1),
+    )
+    .unwrap();
+    let out = common::output(&s.config, &s.data, &["assess", &id]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("scale MYG has changed since session {id} asked with it")),
+        "{stderr}"
+    );
 }
 
 /// A data dir that is a file is the machine's setup, said as such (exit 1) before anything in it is

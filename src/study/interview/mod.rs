@@ -773,6 +773,24 @@ impl Study for Interviews {
             (Some(_), Some(parent)) => super::character_versions(parent),
             (Some(_), None) => BTreeMap::new(),
         };
+        let scale_versions: BTreeMap<String, String> = plan
+            .scales
+            .iter()
+            .filter_map(|id| Some((id.clone(), env.catalog.scale(id)?.version())))
+            .collect();
+        // A re-assessment scores its parent's answers with the scales as they are now: said when
+        // they are not what the parent asked with.
+        if let (Some(parent), Some(events), true) = (&plan.parent, env.parent, prior.is_empty()) {
+            let asked = events.iter().find_map(Event::start).map(|s| s.scale_versions.clone()).unwrap_or_default();
+            for (scale, was) in &asked {
+                if scale_versions.get(scale).is_some_and(|now| now != was) {
+                    notes.push(format!(
+                        "scale {scale} has changed since session {parent} asked with it: its answers are scored \
+                         with the scale as it is now"
+                    ));
+                }
+            }
+        }
         let providers = [("rpa".to_string(), rpa_info), ("judge".to_string(), judge.info())].into();
         Ok(Prepared {
             study: Interviews {
@@ -788,11 +806,7 @@ impl Study for Interviews {
             notes,
             items_per_call,
             character_versions,
-            scale_versions: plan
-                .scales
-                .iter()
-                .filter_map(|id| Some((id.clone(), env.catalog.scale(id)?.version())))
-                .collect(),
+            scale_versions,
         })
     }
 
