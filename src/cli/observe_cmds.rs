@@ -304,18 +304,10 @@ impl Headless for Observers {
         let left_out = observe::left_out(events);
         let mut table = report::tables(&subjects, &stats);
         for l in &left_out {
-            let whose = match l["observer"].as_str() {
-                Some(o) => format!("{o}'s report on {}", l["subject"].as_str().unwrap_or_default()),
-                None => format!("{}'s self-report", l["subject"].as_str().unwrap_or_default()),
-            };
-            let items: Vec<String> = l["items"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|i| i.to_string())
-                .collect();
+            let items: Vec<String> = l.items.iter().map(u32::to_string).collect();
             table.push_str(&format!(
-                "left out of {whose}: item(s) {} (no usable answer; its traits scored from the rest)\n",
+                "left out of {}: item(s) {} (no usable answer; its traits scored from the rest)\n",
+                l.whose(),
                 items.join(", ")
             ));
         }

@@ -151,16 +151,34 @@ fn export(events: &[Event], catalog: &Catalog) -> serde_json::Value {
         .unwrap_or_default();
     let mut export = report::export(session, &subjects, &stats);
     if let Some(object) = export.as_object_mut() {
-        object.insert("left_out".into(), left_out(events).into());
+        object.insert("left_out".into(), serde_json::json!(left_out(events)));
     }
     export
 }
 
-/// The items each questionnaire left out (no usable answer after their own re-ask), in journal
-/// order: `{"subject", "observer" (null for the self-report), "items"}`.
-pub fn left_out(events: &[Event]) -> Vec<serde_json::Value> {
+/// What one questionnaire left out (no usable answer after each item's own re-ask).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LeftOut {
+    pub subject: String,
+    /// `None` for the subject's self-report.
+    pub observer: Option<String>,
+    pub items: Vec<u32>,
+}
+
+impl LeftOut {
+    /// Whose questionnaire it is, in words.
+    pub fn whose(&self) -> String {
+        match &self.observer {
+            Some(o) => format!("{o}'s report on {}", self.subject),
+            None => format!("{}'s self-report", self.subject),
+        }
+    }
+}
+
+/// The items each questionnaire left out, in journal order (the newest report of each subject and
+/// observer, as the results keep it).
+pub fn left_out(events: &[Event]) -> Vec<LeftOut> {
     use crate::observer::Step;
-    // The newest report of each (subject, observer), as the results keep it.
     let mut newest: Vec<(&String, Option<&String>, &Vec<u32>)> = Vec::new();
     for e in events {
         let report = match e {
@@ -179,6 +197,10 @@ pub fn left_out(events: &[Event]) -> Vec<serde_json::Value> {
     newest
         .into_iter()
         .filter(|(_, _, items)| !items.is_empty())
-        .map(|(subject, observer, items)| serde_json::json!({"subject": subject, "observer": observer, "items": items}))
+        .map(|(subject, observer, items)| LeftOut {
+            subject: subject.clone(),
+            observer: observer.cloned(),
+            items: items.clone(),
+        })
         .collect()
 }
