@@ -714,7 +714,8 @@ impl Ctx {
         if let Some(dir) = paths::data_dir() {
             not_a_file(&dir)?;
         }
-        let catalog = Arc::new(load_catalog(&mut std::io::stderr())?);
+        // Through the terminal gate: a skipped file's name is the user's, escape sequences and all.
+        let catalog = Arc::new(load_catalog(&mut crate::text::stderr())?);
         Ok(self.catalog.get_or_init(|| catalog).clone())
     }
 

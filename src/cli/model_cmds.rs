@@ -268,7 +268,7 @@ pub fn bench(
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     // With --json the report is one object on stdout, and the lines along the way go to stderr.
-    let mut stderr = std::io::stderr();
+    let mut stderr = crate::text::Safe::new(std::io::stderr());
     let (log, out): (&mut dyn Write, &mut dyn Write) = if json {
         (&mut stderr, out)
     } else {

@@ -283,7 +283,9 @@ impl Character {
             aliases: &'a [String],
             language: &'a str,
             experimenter: &'a str,
+            #[serde(skip_serializing_if = "str::is_empty")]
             work: &'a str,
+            #[serde(skip_serializing_if = "<[String]>::is_empty")]
             catchphrases: &'a [String],
             description: &'a str,
             #[serde(skip_serializing_if = "str::is_empty")]
@@ -798,6 +800,11 @@ Warmth = { score = 4.2, type = "H" }
         assert!(text.contains("post_history_instructions"), "{text}");
         assert_eq!(parse(&text).unwrap(), with);
         assert!(!c.to_toml().contains("post_history_instructions"));
+        // Fields a file may leave out are left out when empty, and read back empty.
+        let bare = Character { work: String::new(), catchphrases: Vec::new(), ..c.clone() };
+        let text = bare.to_toml();
+        assert!(!text.contains("work =") && !text.contains("catchphrases ="), "{text}");
+        assert_eq!(parse(&text).unwrap(), bare);
         assert_ne!(with.version(&[]), c.version(&[]));
         // The version every character without one had before the field existed.
         assert_eq!(parse(&c.to_toml()).unwrap().version(&[]), c.version(&[]));

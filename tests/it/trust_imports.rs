@@ -351,6 +351,27 @@ fn two_user_characters_of_one_id_fail_validate_and_neither_is_used() {
     assert!(error.contains(&format!("{}, {}", b.display(), a.display())), "{error}");
 }
 
+/// A skipped file's name is the user's to choose, escape sequences and all: the warning naming it
+/// passes the terminal gate as everything else printed does.
+#[test]
+fn a_skipped_files_name_reaches_the_terminal_without_its_controls() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    for folder in ["characters", "scales"] {
+        std::fs::create_dir_all(data.join(folder)).unwrap();
+        let name = format!("\u{1b}]52;c;ZXZpbA==\u{7}\u{9b}31m{folder}.toml");
+        std::fs::write(data.join(folder).join(name), "id = \"x\"\nname = \n").unwrap();
+    }
+    let out = run(data, &["characters"]);
+    let warned = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(warned.matches("warning: skipped").count(), 2, "{warned}");
+    assert!(
+        warned.contains("characters.toml:2:") && warned.contains("scales.toml:"),
+        "{warned}"
+    );
+    assert!(!warned.contains(['\u{1b}', '\u{7}', '\u{9b}']), "{warned:?}");
+}
+
 #[test]
 fn two_user_scales_of_one_id_fail_validate_and_neither_is_used() {
     let text = include_str!("../../assets/scales/GSE.toml").replace("id = \"GSE\"", "id = \"MyGSE\"");

@@ -768,8 +768,16 @@ fn a_copy_keeps_the_names_judge_prompts_mask_and_a_name_typed_is_masked_too() {
     keys(&mut app, "Ronnie");
     let renamed = app.persona.draft.as_ref().unwrap().character();
     assert_eq!(renamed.name, "Ronnie");
-    assert_eq!(renamed.aliases.last().map(String::as_str), Some("Ronnie"));
     assert!(renamed.aliases.contains(&ron.name));
+    // Questions address the character by its first alias: "Ron" is not a word of "Ronnie".
+    assert_eq!(renamed.first_alias(), "Ronnie", "{:?}", renamed.aliases);
+    assert_eq!(renamed.aliases.iter().filter(|a| *a == "Ronnie").count(), 1);
+    // A name the first alias still stands in keeps it first.
+    clear(&mut app, "Ronnie".len());
+    keys(&mut app, "Ron Bilius Weasley");
+    let renamed = app.persona.draft.as_ref().unwrap().character();
+    assert_eq!(renamed.first_alias(), ron.first_alias(), "{:?}", renamed.aliases);
+    assert_eq!(renamed.aliases.last().map(String::as_str), Some("Ron Bilius Weasley"));
 }
 
 /// An edit of one field leaves every other field exactly as the file had it: catchphrases with
@@ -896,7 +904,8 @@ fn a_save_keeps_the_files_comments_and_layout() {
     let now = std::fs::read_to_string(&file).unwrap();
     let expected = written
         .replace("name = \"Hand\" # the short name", "name = \"Handy\" # the short name")
-        .replace("aliases = [\"Hand\"]", "aliases = [\"Hand\", \"Handy\"]");
+        // The new name addresses the character first ("Hand" is not a word of it); the old stays.
+        .replace("aliases = [\"Hand\"]", "aliases = [\"Handy\", \"Hand\"]");
     assert_eq!(now, expected);
     assert_eq!(app.catalog.character("hand-en").unwrap().name, "Handy");
 }

@@ -117,6 +117,13 @@ impl Draft {
         }
         if (self.new && self.copy_of.is_none()) || c.name != base.name {
             add_alias(&mut c.aliases, &c.name);
+            // Questions address the character by its first alias: one the new name no longer
+            // contains (the old name, or a part of it) gives way to the new name.
+            if !words_within(c.first_alias(), &c.name) {
+                let at = c.aliases.iter().position(|a| a.trim() == c.name).unwrap_or(0);
+                let name = c.aliases.remove(at);
+                c.aliases.insert(0, name);
+            }
         }
         c
     }
@@ -138,6 +145,20 @@ pub(super) fn add_alias(aliases: &mut Vec<String>, name: &str) {
     if !name.is_empty() && !aliases.iter().any(|a| a.trim() == name) {
         aliases.push(name.to_string());
     }
+}
+
+/// Whether every word of `part` is a word of `name` (case aside): "Hermione" of "Hermione Granger";
+/// a word of a script written without spaces (钟离 of 钟离先生) need only stand within it.
+pub(super) fn words_within(part: &str, name: &str) -> bool {
+    let name = name.to_lowercase();
+    let words: Vec<&str> = name.split_whitespace().collect();
+    part.split_whitespace().map(str::to_lowercase).all(|w| {
+        if w.is_ascii() {
+            words.contains(&w.as_str())
+        } else {
+            name.contains(&w)
+        }
+    })
 }
 
 /// Catchphrases as one line: separated by " | ", a `|` or `\\` within one written `\\|` or `\\\\`.
@@ -189,6 +210,16 @@ fn split_phrases(line: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_part_of_a_name_is_within_it_word_by_word() {
+        assert!(words_within("Hermione", "Hermione Jean Granger"));
+        assert!(words_within("hermione granger", "Hermione Jean Granger"));
+        assert!(!words_within("Ron", "Ronnie"));
+        assert!(!words_within("Ron", "Harry Potter"));
+        assert!(words_within("钟离", "钟离先生"));
+        assert!(!words_within("钟离", "胡桃"));
+    }
 
     /// A catchphrase holding the separator (or the escape) comes back whole from its line.
     #[test]
