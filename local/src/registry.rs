@@ -128,7 +128,7 @@ pub struct Registered {
 pub struct Identity {
     pub bytes: u64,
     pub sha256: String,
-    /// `device:inode:mtime:ctime` (`None` for a fetched model, whose folder is the workbench's own).
+    /// `device:inode:mtime:ctime` (a fetched model's is kept beside it: see [`VERIFIED`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stamp: Option<String>,
 }
@@ -163,6 +163,31 @@ fn stamp(metadata: &std::fs::Metadata) -> String {
         metadata.ctime(),
         metadata.ctime_nsec()
     )
+}
+
+/// The suffix of the file beside a fetched model's that holds the stamp the model's file had when its
+/// SHA-256 was last found to be the known one (as the fetch assembled it, or hashed again since): a
+/// file whose stamp is another (written over in place, copied with the data dir) is hashed again
+/// before it is used. A model fetched by an earlier version has none, and is hashed at its first use.
+pub(crate) const VERIFIED: &str = ".verified";
+
+fn verified_path(file: &Path) -> PathBuf {
+    let mut name = file.as_os_str().to_os_string();
+    name.push(VERIFIED);
+    PathBuf::from(name)
+}
+
+/// Records the stamp `file` has now as the one its known SHA-256 was found with (best effort: a
+/// stamp not written only means the file is hashed again at its next use).
+pub(crate) fn mark_verified(file: &Path) {
+    let (Ok(metadata), Some(dir)) = (std::fs::metadata(file), file.parent()) else {
+        return;
+    };
+    if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir)
+        && tmp.write_all(stamp(&metadata).as_bytes()).is_ok()
+    {
+        let _ = tmp.persist(verified_path(file));
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -291,12 +316,13 @@ pub fn list(models: &Path) -> Result<Vec<Registered>, Error> {
         if path.is_file() {
             out.push(Registered {
                 name: known.name.into(),
-                path,
+                path: path.clone(),
                 architecture: known.architecture.into(),
                 identity: Some(Identity {
                     bytes: known.bytes,
                     sha256: known.sha256.into(),
-                    stamp: None,
+                    // None recorded: no stamp is the file's, so it is hashed at its next use.
+                    stamp: Some(std::fs::read_to_string(verified_path(&path)).unwrap_or_default()),
                 }),
             });
         }
@@ -341,6 +367,12 @@ pub fn resolve_entry(models: &Path, name: &str) -> Result<Registered, Error> {
         m.unchanged()?;
         let mut m = m;
         match &m.identity {
+            // A fetched model hashed again and the same: its stamp is kept beside it.
+            Some(was) if KNOWN.iter().any(|k| k.name == m.name) => {
+                if was.stamp != stamp_before {
+                    mark_verified(&m.path);
+                }
+            }
             // Registered before identities were kept: what the file is now is taken as its
             // identity from here on (best effort: a registry that cannot be written leaves it
             // unchecked).
@@ -380,9 +412,8 @@ pub fn resolve_entry(models: &Path, name: &str) -> Result<Registered, Error> {
 }
 
 impl Registered {
-    /// Refuses a file that is not the one registered: another size, or modified since and of another
-    /// SHA-256 (a fetched model is checked by its size only here; `doctor` hashes it). Sessions name
-    /// the model, and would go on with another under its name.
+    /// Refuses a file that is not the one registered or fetched: another size, or modified since and
+    /// of another SHA-256. Sessions name the model, and would go on with another under its name.
     pub fn unchanged(&self) -> Result<(), Error> {
         let Some(was) = &self.identity else {
             return Ok(());
@@ -524,7 +555,9 @@ pub enum Removed {
 pub fn remove(models: &Path, name: &str) -> Result<Removed, Error> {
     if let Some(known) = KNOWN.iter().find(|k| k.name == name) {
         let folder = models.join(known.name);
-        if !folder.join(known.file).is_file() {
+        // An interrupted fetch's pieces are the model's too.
+        let partial = folder.join(format!("{}.partial", known.file));
+        if !folder.join(known.file).is_file() && !partial.is_file() {
             return Err(Error::Input(format!(
                 "{name} is not fetched: there is nothing to remove"
             )));
@@ -952,6 +985,64 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(left, ["my-finetune.gguf"]);
+    }
+
+    /// A fetched model written over in place (the same size) is another file: its stamp is not the
+    /// one its SHA-256 was checked with, so it is hashed again and refused.
+    #[test]
+    fn a_fetched_model_changed_in_place_is_hashed_again_and_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let known = &KNOWN[0];
+        let file = dir.path().join(known.name).join(known.file);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        // Of the known size, not the known bytes (sparse: nothing is written).
+        File::create(&file).unwrap().set_len(known.bytes).unwrap();
+        let e = resolve(dir.path(), known.name).unwrap_err().to_string();
+        assert!(e.contains(&format!(", {} when it was fetched", known.sha256)), "{e}");
+        assert!(
+            !verified_path(&file).exists(),
+            "a file that is not the model is not marked"
+        );
+        // As a fetch leaves it: checked as it was assembled, its stamp kept beside it.
+        mark_verified(&file);
+        assert_eq!(
+            resolve(dir.path(), known.name).unwrap(),
+            file,
+            "the stamp stands for the check"
+        );
+        // One byte written over: the stamp is another, and the file is hashed and refused.
+        use std::os::unix::fs::FileExt;
+        File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .write_all_at(b"x", 4096)
+            .unwrap();
+        let e = resolve(dir.path(), known.name).unwrap_err().to_string();
+        assert!(e.contains("is not the file fetched"), "{e}");
+        // `model remove` takes the stamp with the model, and so the folder.
+        let removed = remove(dir.path(), known.name).unwrap();
+        assert!(matches!(removed, Removed::Deleted { .. }), "{removed:?}");
+        assert!(!file.parent().unwrap().exists());
+    }
+
+    /// An interrupted fetch's pieces are removed by `model remove`, which does not say there is
+    /// nothing to remove.
+    #[test]
+    fn an_interrupted_fetch_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let known = &KNOWN[0];
+        let folder = dir.path().join(known.name);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join(format!("{}.partial", known.file)), vec![7u8; 3000]).unwrap();
+        std::fs::write(folder.join(format!("{}.partial.json", known.file)), b"{}").unwrap();
+        match remove(dir.path(), known.name).unwrap() {
+            Removed::Deleted { bytes, .. } => assert!(bytes >= 3000, "{bytes}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(!folder.exists());
+        let e = remove(dir.path(), known.name).unwrap_err().to_string();
+        assert!(e.contains("nothing to remove"), "{e}");
     }
 
     #[test]

@@ -78,7 +78,10 @@ pub fn list(json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::new();
     for known in local::KNOWN {
         let fetched = present.iter().find(|m| m.name == known.name);
-        let changed = fetched.map(|m| m.unchanged()).transpose();
+        // As every use checks it (hashed again when its stamp is another, and the stamp then kept).
+        let changed = fetched
+            .map(|m| local::resolve_entry(&dir, &m.name).map(drop))
+            .transpose();
         if let Err(e) = &changed {
             crate::note!("warning: {e}");
         }
@@ -476,10 +479,11 @@ fn median(v: &mut [f64]) -> f64 {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Width {
     pub parallel: u32,
-    /// Tokens decoded per second, all sequences together (median over the runs).
-    pub decode_tok_s: f64,
-    /// Milliseconds each sequence waits per token it decodes (median).
-    pub per_sequence_ms: f64,
+    /// Tokens decoded per second, all sequences together (median over the runs); `null` when each
+    /// decodes too few tokens to time ([`TIMED_TOKENS`]).
+    pub decode_tok_s: Option<f64>,
+    /// Milliseconds each sequence waits per token it decodes (median); `null` as `decode_tok_s`.
+    pub per_sequence_ms: Option<f64>,
     /// Prompt tokens read per second, every prompt in one pass (median).
     pub prefill_tok_s: f64,
 }
@@ -543,17 +547,27 @@ fn widths(
             latency.push(done.decode_s * 1000.0 / after_first);
             prefill.push(prompt_tokens as f64 / done.prefill_s);
         }
+        // The rule of one sequence's runs: too few tokens after the first time nothing.
+        let timed = steps as u64 >= TIMED_TOKENS;
         let w = Width {
             parallel: width,
-            decode_tok_s: median(&mut decode),
-            per_sequence_ms: median(&mut latency),
+            decode_tok_s: timed.then(|| median(&mut decode)),
+            per_sequence_ms: timed.then(|| median(&mut latency)),
             prefill_tok_s: median(&mut prefill),
         };
-        writeln!(
-            log,
-            "{width} side by side: decode {:.1} tok/s in all, {:.0} ms per token each; prompts {:.1} tok/s",
-            w.decode_tok_s, w.per_sequence_ms, w.prefill_tok_s
-        )?;
+        match w.decode_tok_s.zip(w.per_sequence_ms) {
+            Some((decode, each)) => writeln!(
+                log,
+                "{width} side by side: decode {decode:.1} tok/s in all, {each:.0} ms per token each; prompts {:.1} \
+                 tok/s",
+                w.prefill_tok_s
+            )?,
+            None => writeln!(
+                log,
+                "{width} side by side: decode not timed (fewer than {TIMED_TOKENS} tokens each); prompts {:.1} tok/s",
+                w.prefill_tok_s
+            )?,
+        }
         out.push(w);
     }
     Ok(out)
@@ -577,11 +591,12 @@ pub struct BenchReport {
     pub prefill_tok_s: f64,
     /// `null` when the runs decoded too few tokens to time ([`TIMED_TOKENS`]).
     pub decode_tok_s: Option<f64>,
-    /// Decoding under a JSON schema (this engine only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Decoding under a JSON schema (this engine only; `null` when not timed).
+    #[serde(default)]
     pub constrained_decode_tok_s: Option<f64>,
-    /// What the schema adds to a decoding step, as a share of it (0.05 = 5%).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What the schema adds to a decoding step, as a share of it (0.05 = 5%; `null` when either
+    /// speed is not timed).
+    #[serde(default)]
     pub constraint_overhead: Option<f64>,
     #[serde(default)]
     pub prefill_runs: Vec<f64>,

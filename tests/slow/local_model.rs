@@ -190,8 +190,35 @@ fn the_benchmark_reads_a_prompt_as_long_as_asked_and_refuses_one_past_the_contex
     let read = report["prompt_tokens"].as_u64().unwrap();
     // One sentence more than needed at most.
     assert!((400..430).contains(&read), "{read}");
-    // Four tokens a run time no decoding: no speed is made up from them.
+    // Four tokens a run time no decoding: no speed is made up from them (and the fields stay).
     assert!(report["decode_tok_s"].is_null(), "{report}");
+    assert!(report.get("constrained_decode_tok_s").is_some(), "{report}");
+    assert!(
+        report.get("constraint_overhead").is_some_and(Value::is_null),
+        "{report}"
+    );
+    // Side by side, the same rule.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_incharacter"))
+        .args([
+            "bench",
+            "local",
+            "--tokens",
+            "4",
+            "--runs",
+            "1",
+            "--parallel",
+            "2",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let widths: Value = serde_json::from_slice::<Value>(&out.stdout).unwrap()["widths"].clone();
+    assert!(
+        widths[0]["decode_tok_s"].is_null() && widths[0]["per_sequence_ms"].is_null(),
+        "{widths}"
+    );
+    assert!(widths[0]["prefill_tok_s"].as_f64().is_some_and(|s| s > 0.0), "{widths}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("decode:  not timed (fewer than 8 tokens a run"),
         "{}",

