@@ -212,28 +212,21 @@ fn go<S: Headless>(
     let store = ctx.store()?;
     // A session that finished with every answer and score has nothing to resume: said, its summary
     // printed, and nothing appended to its journal (nor a batch file written, nor results imported
-    // again).
+    // again). Read without taking the journal (a read-only disk is fine); a missing results.json is
+    // written by the open below, which takes it.
     if let Start::Resume { id } = &start {
         let dir = store.own(id).map_err(|e| advise(e, S::KIND, None))?;
         let events = store.load(&dir).map_err(|e| advise(e, S::KIND, None))?;
-        if finished_whole(&events) {
-            if let Some(Batch {
-                mode: BatchMode::Files { output: Some(_), .. },
-                ..
-            }) = batch
-            {
-                return Err(super::input_error(format!(
-                    "session {id} is complete: no request is left to export"
-                )));
-            }
-            match batch.as_ref().and_then(|b| b.import.as_ref()) {
-                Some(_) => crate::note!(
-                    "session {id} is complete: nothing of the results file is needed (nothing imported, nothing written)"
-                ),
-                None => crate::note!("session {id} is complete: nothing to resume (nothing sent, nothing written)"),
-            }
-            summarize::<S>(&events, &catalog, id, &dir, Vec::new(), json_output, out)?;
-            return Ok(ExitCode::SUCCESS);
+        if crate::study::complete(&events) && dir.join("results.json").exists() {
+            let complete = SessionError::Complete {
+                id: id.clone(),
+                wrote: None,
+            };
+            let (exporting, importing) = (
+                batch.as_ref().and_then(Batch::export_path).is_some(),
+                batch.as_ref().is_some_and(|b| b.import.is_some()),
+            );
+            return nothing_to_resume::<S>(ctx, id, &complete, exporting, importing, json_output, out);
         }
     }
     let max_cost = cost.max_cost.or(config.max_cost);
@@ -241,11 +234,17 @@ fn go<S: Headless>(
         estimate::<S>(plan, &catalog, config, cap, cost.yes)?;
     }
     let exporting = batch.as_ref().and_then(Batch::export_path);
-    let run = match batch {
+    let importing = batch.as_ref().is_some_and(|b| b.import.is_some());
+    let opened = match batch {
         Some(Batch { mode, import }) => Run::<S>::open_batch(catalog.clone(), config, &store, start, mode, import),
         None => Run::<S>::open(catalog.clone(), config, &store, start, concurrency),
+    };
+    // Found complete once its journal was taken (a resume elsewhere completed it meanwhile, or its
+    // results.json was missing and is written now).
+    if let Err(complete @ SessionError::Complete { id, .. }) = &opened {
+        return nothing_to_resume::<S>(ctx, id, complete, exporting.is_some(), importing, json_output, out);
     }
-    .map_err(|e| advise(e, S::KIND, None))?;
+    let run = opened.map_err(|e| advise(e, S::KIND, None))?;
     let mut run = run;
     if let Some(cap) = max_cost {
         run.cap_cost(cap);
@@ -385,9 +384,33 @@ async fn until_interrupted<T>(work: impl std::future::Future<Output = T>) -> Res
     }
 }
 
-/// Whether a session's records end a run that left nothing unanswered.
-fn finished_whole(events: &[Event]) -> bool {
-    crate::study::finished(events) && !crate::study::failures_any(events).any()
+/// What a resume of the complete session `id` says ([`SessionError::Complete`]): refused when it was
+/// to export a batch file, else a note and the session's summary (exit 0).
+fn nothing_to_resume<S: Headless>(
+    ctx: &Ctx,
+    id: &str,
+    complete: &SessionError,
+    exporting: bool,
+    importing: bool,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    if exporting {
+        return Err(super::input_error(format!(
+            "session {id} is complete: no request is left to export"
+        )));
+    }
+    match complete {
+        SessionError::Complete { wrote: None, .. } if importing => crate::note!(
+            "session {id} is complete: nothing of the results file is needed (nothing imported, nothing written)"
+        ),
+        _ => crate::note!("{complete}"),
+    }
+    let store = ctx.store()?;
+    let dir = store.own(id).map_err(|e| advise(e, S::KIND, None))?;
+    let events = store.load(&dir).map_err(|e| advise(e, S::KIND, None))?;
+    summarize::<S>(&events, &*ctx.catalog()?, id, &dir, Vec::new(), json, out)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A session's summary on stdout: its table, or with `json` one object (`session`, `path`, the

@@ -41,6 +41,18 @@ pub enum SessionError {
     NotOwn { path: PathBuf, sessions: PathBuf },
     #[error("session {} is not {}", id.to_string(), expected)]
     WrongKind { id: String, expected: &'static str },
+    /// A resume of a session that has every answer and score (found once its journal was taken: a
+    /// resume elsewhere may just have completed it). Nothing is sent or appended; a `results.json`
+    /// the last sitting could not write is written (`wrote`).
+    #[error(
+        "session {} is complete: nothing to resume (nothing sent{})",
+        id.to_string(),
+        match wrote {
+            Some(path) => format!("; the missing {} written", path.display()),
+            None => ", nothing written".to_string(),
+        }
+    )]
+    Complete { id: String, wrote: Option<PathBuf> },
     /// A file given where a session was expected that is not a session's journal.
     #[error(
         "{}: not a session journal (give a session's id, its folder, or its journal.jsonl)",
@@ -167,6 +179,7 @@ impl Classify for SessionError {
             | SessionError::Sample { .. }
             | SessionError::NotOwn { .. }
             | SessionError::WrongKind { .. }
+            | SessionError::Complete { .. }
             | SessionError::NotAJournal(_) => true,
             SessionError::Journal(JournalError::Damaged { .. }) => true,
             SessionError::Journal(JournalError::Io { .. }) => false,

@@ -155,6 +155,9 @@ impl<S: Study> Run<S> {
                     id: id.clone(),
                     expected: S::KIND.name(),
                 })?;
+                if crate::study::complete(&prior) {
+                    return Err(complete::<S>(id, &dir, &prior, &catalog));
+                }
                 (id, dir, plan, None, prior)
             }
             Start::New { plan, name } => {
@@ -503,6 +506,20 @@ impl<S: Study> Run<S> {
     /// The run's accounts: what was spent, and how many requests wait or are in flight now.
     pub fn accounting(&self) -> Arc<crate::llm::accounting::Accounting> {
         self.shared.accounting.clone()
+    }
+}
+
+/// [`SessionError::Complete`] for the complete session `id` (its folder `dir`, its records
+/// `events`), its `results.json` written first if the sitting that completed it could not (a full
+/// disk, a kill between the last record and the file).
+fn complete<S: Study>(id: String, dir: &std::path::Path, events: &[Event], catalog: &Catalog) -> SessionError {
+    let path = dir.join("results.json");
+    if path.exists() {
+        return SessionError::Complete { id, wrote: None };
+    }
+    match journal::write_atomic(&path, &S::export(events, catalog)) {
+        Ok(()) => SessionError::Complete { id, wrote: Some(path) },
+        Err(source) => SessionError::Results { path, source },
     }
 }
 

@@ -218,6 +218,11 @@ pub fn adaptation_lines(events: &[Event]) -> Vec<String> {
         .collect()
 }
 
+/// Whether the last sitting finished with every answer and score: nothing is left to resume.
+pub fn complete(events: &[Event]) -> bool {
+    finished(events) && !failures_any(events).any()
+}
+
 /// Whether the session's last sitting ended its run: a `RunFinished` after the last `Resumed` (a
 /// resume that was stopped leaves the session unfinished, whatever an earlier sitting ended with).
 pub fn finished(events: &[Event]) -> bool {

@@ -485,7 +485,8 @@ fn a_model_fetch_with_the_package_index_unreachable_is_the_machines_failure() {
     let out = common::command(&data.path().join("none.toml"), data.path(), &["model", "fetch"])
         // Nothing listens on the discard port: pip cannot reach its index, at once.
         .env("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
-        .env("PIP_RETRIES", "0")
+        // One retry: pip says why it retried (with none it says nothing of the connection).
+        .env("PIP_RETRIES", "1")
         .env("PIP_TIMEOUT", "2")
         .env("PIP_NO_CACHE_DIR", "1")
         .env("PIP_CONFIG_FILE", "/dev/null")

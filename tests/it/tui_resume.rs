@@ -507,3 +507,60 @@ async fn run_resume_of_an_observer_session_goes_on_as_observe_resume() {
     assert_eq!(count(&after, "observed"), steps, "every step once");
     assert_eq!(count(&after, "run_finished"), 1);
 }
+
+/// `u` on a row the list read as interrupted, once another incharacter has completed the session:
+/// the open finds it complete with its journal taken, appends nothing and sends nothing, and writes
+/// the `results.json` the completing sitting could not (a full disk, a kill before the file).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_completed_meanwhile_is_not_resumed_again() {
+    use incharacter::session::{Run, SessionError, Start};
+    use incharacter::study::Interviews;
+    let s = common::setup(FakeConfig::default(), "retry_base_ms = 1").await;
+    let args = common::run_hermione("GSE", "er-batch", &["--json"]);
+    common::json_of(common::output(&s.config, &s.data, &args).await);
+    let session = only_session(&s.data);
+    let results = session.join("results.json");
+    let written = std::fs::read(&results).unwrap();
+    std::fs::remove_file(&results).unwrap();
+    let journal = std::fs::read(session.join("journal.jsonl")).unwrap();
+    let requests = s.server.stats().requests;
+    let config = Config::load(&s.config, &|_| None).unwrap();
+    let catalog = Arc::new(Catalog::load(None).unwrap());
+    let store = Store::with_samples(&s.data, None);
+    let id = session.file_name().unwrap().to_string_lossy().into_owned();
+    for wrote in [Some(results.clone()), None] {
+        let opened = Run::<Interviews>::open(catalog.clone(), &config, &store, Start::Resume { id: id.clone() }, None);
+        match opened {
+            Err(e @ SessionError::Complete { .. }) => {
+                assert!(
+                    matches!(&e, SessionError::Complete { wrote: w, .. } if *w == wrote),
+                    "{e}"
+                );
+                assert!(
+                    e.to_string().contains("is complete: nothing to resume (nothing sent"),
+                    "{e}"
+                );
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("a complete session was opened to resume"),
+        }
+        assert_eq!(
+            std::fs::read(session.join("journal.jsonl")).unwrap(),
+            journal,
+            "nothing appended"
+        );
+        assert_eq!(std::fs::read(&results).unwrap(), written, "the file a whole run writes");
+    }
+    assert_eq!(s.server.stats().requests, requests, "nothing sent");
+    // So does the command line, which reads it first without taking the journal.
+    std::fs::remove_file(&results).unwrap();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!("the missing {} written", results.display())),
+        "{said}"
+    );
+    assert_eq!(std::fs::read(&results).unwrap(), written);
+    assert_eq!(std::fs::read(session.join("journal.jsonl")).unwrap(), journal);
+}

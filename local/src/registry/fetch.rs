@@ -385,9 +385,11 @@ fn pip_download(pip: &Pip, package: &str, version: &str, dir: &Path) -> Result<P
         {
             "PyPI is unreachable (offline?)".to_string()
         } else if stderr.contains("Could not find a version") || stderr.contains("No matching distribution") {
-            // The index answered: the package is not among what it serves.
+            // No connection was said to fail: the index most likely answered without the package
+            // (pip told to make no retry says nothing of an index it could not reach).
             format!(
-                "the package index has no {package}=={version} (pip's index settings apply: PIP_INDEX_URL, PIP_FIND_LINKS)"
+                "the package index has no {package}=={version}, or was not reached (pip's index settings apply: \
+                 PIP_INDEX_URL, PIP_FIND_LINKS)"
             )
         } else {
             "pip failed".to_string()
