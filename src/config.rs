@@ -699,6 +699,16 @@ impl Reader<'_> {
                         header.get_ref()
                     ),
                 );
+            } else if !self.private && secrets::credential(header.get_ref()) {
+                // A key by another name: held to an api_key's rule.
+                self.error(
+                    value.span(),
+                    format!(
+                        "header {} carries a credential: it is accepted only if the config file is private (chmod \
+                         600), as an api_key is",
+                        header.get_ref()
+                    ),
+                );
             }
         }
         c.headers = p.headers.iter().map(|(k, v)| (k.get_ref().clone(), v.get_ref().clone())).collect();

@@ -22,50 +22,142 @@ impl Secret {
 /// headers (an Azure-style `api-key`), found in any form a server writes them back in: each byte as
 /// written, percent-encoded (in either case, as a URL carries it, whatever an encoder leaves as it is)
 /// or escaped as JSON escapes it (`\u002f`, `\/`); or the whole value in hexadecimal (either case) or
-/// base64 (standard or URL-safe, padded or not). Values shorter than eight characters are
-/// placeholders, not secrets, and are left alone.
+/// base64 (standard or URL-safe, padded or not, wherever the value stands in what was encoded: `Bearer
+/// <key>` in base64 holds it too). Of the key, and of a header whose name says it is a credential
+/// (`api-key`, `Authorization`, a token, a cookie), any run of eight characters or more of it is taken
+/// out as well: a server that shows "sk-proj-****abcd" or the key but its last character gives away
+/// no more than four characters. Values shorter than eight characters are placeholders, not
+/// secrets, and are left alone.
 #[derive(Clone, Default)]
-pub struct Secrets(Vec<(String, &'static str)>);
+pub struct Secrets(Vec<Kept>);
+
+#[derive(Clone)]
+struct Kept {
+    value: String,
+    instead: &'static str,
+    /// Runs of it are taken out too ([`FRAGMENT`] characters or more).
+    fragments: bool,
+}
+
+/// The shortest run of a secret's characters taken out on its own.
+const FRAGMENT: usize = 8;
+
+/// Whether a header's name says its value is a credential.
+pub(super) fn credential(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["key", "auth", "token", "secret", "cookie", "signature", "password"]
+        .iter()
+        .any(|w| name.contains(w))
+}
 
 impl Secrets {
     pub fn of(key: Option<&Secret>, headers: &BTreeMap<String, String>) -> Secrets {
-        let mut found: Vec<(String, &'static str)> = Vec::new();
-        let mut add = |value: &str, instead: &'static str| {
-            if value.len() >= 8 && !found.iter().any(|(f, _)| f == value) {
-                found.push((value.to_string(), instead));
+        let mut found: Vec<Kept> = Vec::new();
+        let mut add = |value: &str, instead: &'static str, fragments: bool| {
+            if value.len() < FRAGMENT {
+                return;
+            }
+            match found.iter_mut().find(|f| f.value == value) {
+                Some(f) => f.fragments |= fragments,
+                None => found.push(Kept {
+                    value: value.to_string(),
+                    instead,
+                    fragments,
+                }),
             }
         };
         if let Some(key) = key {
-            add(&key.0, "[the key]");
+            add(&key.0, "[the key]", true);
         }
-        for value in headers.values() {
-            add(value, "[a header's value]");
+        for (name, value) in headers {
+            add(value, "[a header's value]", credential(name));
         }
         // The longest first: a secret that holds another is taken out whole.
-        found.sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
+        found.sort_by_key(|f| std::cmp::Reverse(f.value.len()));
         Secrets(found)
     }
 
     /// `text` (a server's words) with every secret, in any of its forms, replaced by what it is.
     pub fn scrub(&self, text: &str) -> String {
         let mut out = text.to_string();
-        for (secret, instead) in &self.0 {
+        for kept in &self.0 {
+            let (secret, instead) = (&kept.value, kept.instead);
             out = replace_every_form(&out, secret.as_bytes(), instead);
             let hex: String = secret.bytes().map(|b| format!("{b:02x}")).collect();
             out = replace_caseless(&out, &hex, instead);
-            use base64::Engine;
-            for engine in [
-                base64::engine::general_purpose::STANDARD_NO_PAD,
-                base64::engine::general_purpose::URL_SAFE_NO_PAD,
-            ] {
-                let encoded = engine.encode(secret);
+            for encoded in base64_forms(secret.as_bytes()) {
                 if out.contains(&encoded) {
                     out = out.replace(&encoded, instead);
                 }
             }
         }
+        for kept in self.0.iter().filter(|k| k.fragments) {
+            out = replace_fragments(&out, kept.value.as_bytes(), kept.instead);
+        }
         out
     }
+}
+
+/// What of `secret`'s base64 (standard and URL-safe) is the same wherever it stands in what was
+/// encoded: the whole of it encoded alone, and for each of the three places it can start at in a
+/// group of three bytes, the characters that depend on its bytes only (the first group and the last
+/// left out). Those shorter than [`FRAGMENT`] are left out.
+fn base64_forms(secret: &[u8]) -> Vec<String> {
+    use base64::Engine;
+    let mut forms = Vec::new();
+    for engine in [
+        base64::engine::general_purpose::STANDARD_NO_PAD,
+        base64::engine::general_purpose::URL_SAFE_NO_PAD,
+    ] {
+        forms.push(engine.encode(secret));
+        for before in 0..3 {
+            let mut shifted = vec![0u8; before];
+            shifted.extend_from_slice(secret);
+            let encoded = engine.encode(&shifted);
+            // The first group holds what came before, the last what comes after.
+            let inner = encoded.get(4..encoded.len().saturating_sub(4)).unwrap_or_default();
+            if inner.len() >= FRAGMENT {
+                forms.push(inner.to_string());
+            }
+        }
+    }
+    // The longest first: one that holds another is taken out whole.
+    forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    forms.dedup();
+    forms
+}
+
+/// `text` with every run of [`FRAGMENT`] bytes or more that also stands in `secret` replaced by
+/// `instead` (widened to whole characters).
+fn replace_fragments(text: &str, secret: &[u8], instead: &str) -> String {
+    let bytes = text.as_bytes();
+    if bytes.len() < FRAGMENT || secret.len() < FRAGMENT {
+        return text.to_string();
+    }
+    let windows: std::collections::HashSet<&[u8]> = secret.windows(FRAGMENT).collect();
+    // Runs of the text covered by windows that stand in the secret.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for (at, window) in bytes.windows(FRAGMENT).enumerate() {
+        if windows.contains(window) {
+            match runs.last_mut() {
+                Some((_, end)) if *end >= at => *end = at + FRAGMENT,
+                _ => runs.push((at, at + FRAGMENT)),
+            }
+        }
+    }
+    if runs.is_empty() {
+        return text.to_string();
+    }
+    let (mut out, mut copied) = (String::new(), 0);
+    for (start, end) in runs {
+        let start = text.floor_char_boundary(start).max(copied);
+        let end = text.ceil_char_boundary(end);
+        out.push_str(&text[copied..start]);
+        out.push_str(instead);
+        copied = end;
+    }
+    out.push_str(&text[copied..]);
+    out
 }
 
 impl fmt::Debug for Secrets {
@@ -239,8 +331,8 @@ mod tests {
             scrubbed(key, &format!("{key}鍵{encoded_all}")),
             "[the key]鍵[the key]"
         );
-        // Near misses stay as they are.
-        for text in ["sk-ab+cd/ef=g", "sk-ab%2Ccd/ef=gh%zz", "sk-ab%+Bcd/ef=gh%zz", "%s%k"] {
+        // Near misses stay as they are: no run of eight of its characters.
+        for text in ["sk-ab+c", "sk-ab%2Ccd/e", "sk-ab%+Bcd/ef=", "%s%k"] {
             assert_eq!(scrubbed(key, text), text);
         }
         // JSON's quote and backslash, and a long value echoed whole (a token in a header).
@@ -250,5 +342,46 @@ mod tests {
         assert_eq!(scrubbed(&long, &text), "echo [the key]");
         // A placeholder is no secret.
         assert_eq!(scrubbed("none", "none left"), "none left");
+    }
+
+    /// What servers write back of a key they refused: its start and end around stars (OpenAI's
+    /// "sk-proj-****abcd"), all of it but its last character, or `Bearer <key>` in base64.
+    #[test]
+    fn a_part_of_the_key_or_the_key_encoded_with_more_is_taken_out() {
+        let key = "sk-SECRET-abc123";
+        let head = &key[..8];
+        let text = format!("Incorrect API key provided: {head}*****{} head={}", &key[12..], &key[..15]);
+        assert_eq!(scrubbed(key, &text), "Incorrect API key provided: [the key]*****c123 head=[the key]");
+        // Runs shorter than eight are not the key's alone.
+        assert_eq!(scrubbed(key, "sk-SECR and abc123"), "sk-SECR and abc123");
+        // Beside other letters: the run is taken out, and nothing around it.
+        assert_eq!(scrubbed(key, "xxSECRET-abc1yy"), "xx[the key]yy");
+        use base64::Engine;
+        for before in ["Bearer ", "user:", "x", ""] {
+            for after in ["", "\n", ":pass"] {
+                for engine in [
+                    base64::engine::general_purpose::STANDARD,
+                    base64::engine::general_purpose::URL_SAFE_NO_PAD,
+                ] {
+                    let encoded = engine.encode(format!("{before}{key}{after}"));
+                    let out = scrubbed(key, &format!("sent {encoded}."));
+                    assert!(out.contains("[the key]"), "{before:?} {after:?}: {out}");
+                    // What is left of the key is what shares a group of three bytes with what
+                    // stands around it: a few characters either side, as servers show anyway.
+                    let left = out.replace("[the key]", "").len() - "sent .".len();
+                    let around = encoded.len() - engine.encode(key).len();
+                    assert!(left <= around + 12, "{before:?} {after:?}: {out}");
+                }
+            }
+        }
+        // A header named as a credential is taken out in parts too; another header's value only whole.
+        let headers = BTreeMap::from([
+            ("api-key".to_string(), "azure-0123456789".to_string()),
+            ("Content-Type".to_string(), "application/json".to_string()),
+        ]);
+        let secrets = Secrets::of(None, &headers);
+        assert_eq!(secrets.scrub("bad key azure-012345678"), "bad key [a header's value]");
+        assert_eq!(secrets.scrub("an application error"), "an application error");
+        assert_eq!(secrets.scrub("application/json"), "[a header's value]");
     }
 }

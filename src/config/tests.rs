@@ -236,6 +236,21 @@ fn unknown_provider_in_roles_is_located() {
     assert!(e[0].message.contains("unknown provider \"olama\""), "{}", e[0]);
 }
 
+/// A key by another name (an Azure-style `api-key`, an `Authorization` header) is held to an
+/// api_key's rule; a header that carries no credential is not.
+#[test]
+fn a_header_carrying_a_credential_needs_a_private_file() {
+    for header in ["\"api-key\" = \"azure-0123456789\"", "Authorization = \"Bearer sk-SECRET-abc123\""] {
+        let text = OLLAMA.replace("max_concurrency = 2", &format!("headers = {{ {header} }}"));
+        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+        assert!(e[0].message.contains("carries a credential") && e[0].message.contains("chmod 600"), "{}", e[0]);
+        assert!(!e[0].message.contains("0123456789") && !e[0].message.contains("SECRET"), "{}", e[0]);
+        Config::parse(Source::new("c.toml", &text), true, &no_env).unwrap();
+    }
+    let text = OLLAMA.replace("max_concurrency = 2", "headers = { \"OpenAI-Organization\" = \"org-123456789\" }");
+    Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+}
+
 #[test]
 fn literal_keys_need_a_private_file_and_env_keys_must_exist() {
     let text = OLLAMA.replace("max_concurrency = 2", "api_key = \"sk-secret\"");
