@@ -89,10 +89,8 @@ pub fn inert<T: serde::Serialize + serde::de::DeserializeOwned + Clone>(value: &
 }
 
 /// A control character, one that reorders the text around it (a bidirectional override or
-/// isolate), or a line or paragraph separator: never shown as it is.
-pub fn acts_on_terminal(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
-}
+/// isolate), or a line or paragraph separator: never shown as it is (the rule names follow too).
+pub use crate::domain::acts_on_terminal;
 
 /// A character that shows nothing where it stands (Unicode's default-ignorable code points, such as
 /// zero-width spaces and joiners, the soft hyphen, variation selectors and tags): a name holding one

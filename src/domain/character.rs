@@ -456,10 +456,10 @@ impl RawCharacter {
         ] {
             if field.get_ref().trim().is_empty() {
                 errors.push(src.at(field.span(), format!("{what} is empty")));
-            } else if what != "description" && field.get_ref().chars().any(char::is_control) {
+            } else if what != "description" && field.get_ref().chars().any(super::acts_on_terminal) {
                 errors.push(src.at(
                     field.span(),
-                    format!("{what} is one line: no line break or other control character"),
+                    format!("{what} is one line: no line break, other control character or bidirectional override"),
                 ));
             }
         }

@@ -21,5 +21,11 @@ pub fn is_id(id: &str) -> bool {
         && !id.starts_with('-')
 }
 
+/// Whether a terminal would act on `c` rather than draw it: a control character, a bidirectional
+/// override or isolate, a line or paragraph separator. A name (one line, drawn as it is) holds none.
+pub fn acts_on_terminal(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
+}
+
 /// What [`is_id`] asks, said in an error.
 pub const ID_RULE: &str = "at most 64 ASCII letters, digits, '-' and '_', not starting with '-'";

@@ -468,10 +468,10 @@ fn dimensions(raw: Spanned<Vec<RawDimension>>, src: Source<'_>, errors: &mut Vec
     for d in raw.into_inner() {
         if blank(d.name.get_ref()) {
             errors.push(src.at(d.name.span(), "dimension name is empty"));
-        } else if d.name.get_ref().chars().any(char::is_control) {
+        } else if d.name.get_ref().chars().any(super::acts_on_terminal) {
             errors.push(src.at(
                 d.name.span(),
-                "a dimension name is one line: no line break or other control character",
+                "a dimension name is one line: no line break, other control character or bidirectional override",
             ));
         }
         if !names.insert(d.name.get_ref().clone()) {
