@@ -62,7 +62,7 @@ fn main() -> ExitCode {
         Err(error) => {
             // Errors quote files, servers and processes (pip's stderr, a provider's message): never
             // an escape sequence to the terminal, whatever layer forgot.
-            incharacter::note!("error: {}", format!("{error:#}"));
+            incharacter::note!("error: {}", cli::said(&error));
             let input = error.downcast_ref::<tui::OptionsError>().is_some();
             ExitCode::from(if input { 2 } else { cli::exit_code(&error) })
         }

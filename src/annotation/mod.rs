@@ -32,6 +32,18 @@ pub enum AnnotationError {
     Annotator(String),
     #[error("cannot write {}: {source}", path.display())]
     Unwritable { path: PathBuf, source: std::io::Error },
+    /// A write that failed once an import had begun (a full disk): what was written stays.
+    #[error(
+        "cannot write {}: {source}; {written} of {total} annotations were written before it (importing the file \
+         again once that is fixed is safe: each annotator's latest answer per case counts)",
+        path.display()
+    )]
+    Stopped {
+        path: PathBuf,
+        source: std::io::Error,
+        written: usize,
+        total: usize,
+    },
     #[error(transparent)]
     Journal(#[from] JournalError),
     #[error(transparent)]
@@ -159,22 +171,67 @@ pub fn dir(session: &Path) -> PathBuf {
 
 /// Appends one annotation to its annotator's file (flushed before returning).
 pub fn append(session: &Path, a: &Annotation) -> Result<(), AnnotationError> {
-    if !valid_annotator(&a.annotator) {
-        return Err(AnnotationError::Annotator(a.annotator.clone()));
+    let (path, mut journal) = open_file(session, &a.annotator)?;
+    journal.append(a).map_err(|source| AnnotationError::Unwritable { path, source })
+}
+
+/// The annotator's file, opened (made if new) and locked for appending.
+fn open_file(session: &Path, annotator: &str) -> Result<(PathBuf, Journal), AnnotationError> {
+    if !valid_annotator(annotator) {
+        return Err(AnnotationError::Annotator(annotator.to_string()));
     }
-    let path = dir(session).join(format!("{}.jsonl", a.annotator));
-    let unwritable = |source| AnnotationError::Unwritable {
-        path: path.clone(),
-        source,
-    };
+    let path = dir(session).join(format!("{annotator}.jsonl"));
     // A FIFO or a device in its place would block or swallow the answers.
     if let Ok(meta) = std::fs::metadata(&path)
         && !meta.is_file()
     {
         return Err(crate::files::FileError::NotAFileToWrite(path.clone()).into());
     }
-    let mut journal = Journal::open(&path).map_err(unwritable)?;
-    journal.append(a).map_err(unwritable)
+    match Journal::open(&path) {
+        Ok(journal) => Ok((path, journal)),
+        Err(source) => Err(AnnotationError::Unwritable { path, source }),
+    }
+}
+
+/// Appends an import's `annotations` to their annotators' files. Every file is opened (made if new)
+/// and locked first, in the order of the annotators' names (two imports at once wait for each other,
+/// never for ever): one that cannot be written (its permissions, a FIFO in its place) stops the
+/// import before anything is written, and a file made for it is removed again. A write that fails
+/// after that (a full disk) says how many were written ([`AnnotationError::Stopped`]).
+pub fn append_all(session: &Path, annotations: &[Annotation]) -> Result<(), AnnotationError> {
+    let annotators: std::collections::BTreeSet<&str> = annotations.iter().map(|a| a.annotator.as_str()).collect();
+    let mut files: BTreeMap<&str, (PathBuf, Journal)> = BTreeMap::new();
+    let mut made = Vec::new();
+    for annotator in annotators {
+        let existed = dir(session).join(format!("{annotator}.jsonl")).exists();
+        match open_file(session, annotator) {
+            Ok((path, journal)) => {
+                if !existed {
+                    made.push(path.clone());
+                }
+                files.insert(annotator, (path, journal));
+            }
+            Err(e) => {
+                // Still locked by this import: empty, and no one else's yet.
+                for path in made {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(e);
+            }
+        }
+    }
+    for (written, a) in annotations.iter().enumerate() {
+        let Some((path, journal)) = files.get_mut(a.annotator.as_str()) else {
+            continue;
+        };
+        journal.append(a).map_err(|source| AnnotationError::Stopped {
+            path: path.clone(),
+            source,
+            written,
+            total: annotations.len(),
+        })?;
+    }
+    Ok(())
 }
 
 /// The values an answer to `case` may take: the scale's options (an item), its dimension scores (a

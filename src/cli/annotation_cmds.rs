@@ -236,9 +236,7 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
             at: crate::journal::now_rfc3339(),
         });
     }
-    for a in &found {
-        annotation::append(&dir, a)?;
-    }
+    annotation::append_all(&dir, &found)?;
     let annotators: std::collections::BTreeSet<&str> = found.iter().map(|a| a.annotator.as_str()).collect();
     writeln!(
         out,

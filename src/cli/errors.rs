@@ -77,6 +77,23 @@ impl Classify for Advised {
     }
 }
 
+/// What an error says: its message, then each cause's that the messages before it do not already
+/// hold (an error that quotes its source, "cannot write F: Permission denied", would say it twice).
+pub fn said(error: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
 /// The exit code of an error: the innermost error of the chain that knows whose fault it is decides
 /// (2 the user's input, 1 the machine); an error no type of the workbench made (an I/O error at the
 /// edge) is the machine's.
@@ -122,6 +139,20 @@ mod tests {
     use anyhow::Context;
 
     use super::*;
+
+    #[test]
+    fn a_cause_the_message_quotes_is_said_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot write f.jsonl: {source}")]
+        struct Quoting {
+            source: std::io::Error,
+        }
+        let denied = || std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let e = anyhow::Error::new(Quoting { source: denied() }).context("import stopped");
+        assert_eq!(said(&e), format!("import stopped: cannot write f.jsonl: {}", denied()));
+        let e = anyhow::Error::new(denied()).context("cannot write f.jsonl");
+        assert_eq!(said(&e), format!("cannot write f.jsonl: {}", denied()));
+    }
 
     #[test]
     fn the_innermost_error_that_knows_whose_fault_it_is_decides() {

@@ -12,7 +12,7 @@ mod doctor_cmds;
 mod drive;
 mod errors;
 pub(crate) use errors::Advised;
-pub use errors::{InputError, MachineError, exit_code, input_error, machine_error};
+pub use errors::{InputError, MachineError, exit_code, input_error, machine_error, said};
 mod import_cmds;
 mod judges_cmds;
 mod llm_cmds;

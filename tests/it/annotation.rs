@@ -174,6 +174,30 @@ async fn imported_ratings_agree_with_an_independent_computation() {
     }
     let csv_path = dir.path().join("ratings.csv");
     std::fs::write(&csv_path, &csv).unwrap();
+    // One annotator's file cannot be written (a folder in its place): nothing is imported, for
+    // neither annotator, and no file is left made for it.
+    let annotations = data.join("sessions").join(&id).join("annotations");
+    std::fs::create_dir_all(annotations.join("bob.jsonl")).unwrap();
+    let refused = command(
+        &config,
+        &data,
+        &["annotations", "import", &id, csv_path.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert!(!refused.status.success());
+    let files: Vec<_> = std::fs::read_dir(&annotations)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        files,
+        ["bob.jsonl"],
+        "nothing written: {}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    std::fs::remove_dir(annotations.join("bob.jsonl")).unwrap();
     let said = ok(command(
         &config,
         &data,
