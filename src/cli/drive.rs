@@ -359,8 +359,9 @@ fn interrupted(ctx: &Ctx, kind: Kind, id: &str, signal: u8) -> ExitCode {
     ExitCode::from(128 + signal)
 }
 
-/// `work`'s output, or the number of the signal (SIGINT 2, SIGTERM 15) that came first: a headless
-/// run stopped by ctrl-c or a `kill` says how to go on instead of vanishing.
+/// `work`'s output, or the number of the signal (SIGINT 2, SIGTERM 15, SIGHUP 1: the terminal
+/// closed) that came first: a headless run stopped by ctrl-c, a `kill` or a closed terminal says how
+/// to go on (where it still can) instead of vanishing.
 async fn until_interrupted<T>(work: impl std::future::Future<Output = T>) -> Result<T, u8> {
     // A handler that cannot be installed never fires (rather than firing at once).
     let interrupt = async {
@@ -369,18 +370,24 @@ async fn until_interrupted<T>(work: impl std::future::Future<Output = T>) -> Res
         }
     };
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+    let on = |kind: tokio::signal::unix::SignalKind| async move {
+        match tokio::signal::unix::signal(kind) {
             Ok(mut s) => s.recv().await,
             Err(_) => std::future::pending().await,
         }
     };
+    #[cfg(unix)]
+    let (terminate, hangup) = (
+        on(tokio::signal::unix::SignalKind::terminate()),
+        on(tokio::signal::unix::SignalKind::hangup()),
+    );
     #[cfg(not(unix))]
-    let terminate = std::future::pending::<Option<()>>();
+    let (terminate, hangup) = (std::future::pending::<Option<()>>(), std::future::pending::<Option<()>>());
     tokio::select! {
         done = work => Ok(done),
         _ = interrupt => Err(2),
         _ = terminate => Err(15),
+        _ = hangup => Err(1),
     }
 }
 

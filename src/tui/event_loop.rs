@@ -52,7 +52,14 @@ where
     let started = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(16));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    // A kill, a closed terminal or an interrupt from outside (ctrl-c itself is a key here) ends the
+    // loop as a quit does: the terminal is given back as it was.
+    use tokio::signal::unix::{SignalKind, signal};
+    let (mut sigterm, mut sighup, mut sigint) = (
+        signal(SignalKind::terminate())?,
+        signal(SignalKind::hangup())?,
+        signal(SignalKind::interrupt())?,
+    );
     let mut dirty = true;
     let mut last_second = 0;
     let mut hits = Hits::default();
@@ -80,6 +87,8 @@ where
                 None => break,
             },
             _ = sigterm.recv() => break,
+            _ = sighup.recv() => break,
+            _ = sigint.recv() => break,
             Some(action) = rx.recv() => {
                 effects.extend(app.update(action));
                 // Take everything already waiting, so a burst of tokens costs one frame.

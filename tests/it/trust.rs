@@ -140,11 +140,12 @@ async fn two_resumes_at_once_one_proceeds_and_the_journal_holds_each_item_once()
     );
 }
 
-/// ctrl-c or a `kill` (SIGTERM) stops a headless run with the way to go on, and its journal as a
-/// kill leaves it: what was answered kept, the rest asked by the resume, nothing twice.
+/// ctrl-c, a `kill` (SIGTERM) or a closed terminal (SIGHUP) stops a headless run with the way to go
+/// on, and its journal as a kill leaves it: what was answered kept, the rest asked by the resume,
+/// nothing twice, and no writer's record left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_run_says_how_to_go_on_and_the_resume_finishes_it() {
-    for (signal, code) in [("-INT", 130), ("-TERM", 143)] {
+    for (signal, code) in [("-INT", 130), ("-TERM", 143), ("-HUP", 129)] {
         let fake = FakeConfig {
             tokens_per_s: 400.0,
             ..FakeConfig::default()
@@ -176,6 +177,7 @@ async fn an_interrupted_run_says_how_to_go_on_and_the_resume_finishes_it() {
             "{said}"
         );
         assert!(said.contains("used: "), "what the sitting used is said: {said}");
+        assert!(!session.join("journal.writer").exists(), "{signal}: the writer's record is gone");
         let before = answered(&events(&session));
         assert!(count(&events(&session), "run_finished") == 0, "{signal}");
         let resumed = common::command(&s.config, &s.data, &["run", "--resume", &id])
