@@ -266,7 +266,12 @@ pub struct Kept {
 /// workbench keeps (an export aimed at a session's journal would replace its answers).
 pub fn write_output(path: &Path, bytes: &[u8], kept: &Kept) -> Result<(), FileError> {
     check_output(path, kept)?;
-    write_atomic(path, bytes)
+    write_atomic(path, bytes)?;
+    // What writes killed before this one left beside their targets (staged copies, whole or not).
+    if let Some(folder) = path.parent() {
+        remove_abandoned(if folder.as_os_str().is_empty() { Path::new(".") } else { folder });
+    }
+    Ok(())
 }
 
 /// Whether an output the user named (`-o`) may be written: not in one of the workbench's folders
@@ -949,6 +954,10 @@ mod tests {
         remove_abandoned(dir.path());
         assert!(!abandoned.exists());
         assert!(fresh.exists() && kept_old.exists() && users.exists());
+        // An output written into the folder takes what killed writes left there.
+        let abandoned = file(".incharacter-jkl.tmp", 2 * 3600);
+        write_output(&dir.path().join("out.json"), b"{}", &Kept::default()).unwrap();
+        assert!(!abandoned.exists() && fresh.exists());
     }
 
     /// A folder a run killed as it began left (nothing in it, or only its staged first record) goes
