@@ -382,7 +382,10 @@ async fn until_interrupted<T>(work: impl std::future::Future<Output = T>) -> Res
         on(tokio::signal::unix::SignalKind::hangup()),
     );
     #[cfg(not(unix))]
-    let (terminate, hangup) = (std::future::pending::<Option<()>>(), std::future::pending::<Option<()>>());
+    let (terminate, hangup) = (
+        std::future::pending::<Option<()>>(),
+        std::future::pending::<Option<()>>(),
+    );
     tokio::select! {
         done = work => Ok(done),
         _ = interrupt => Err(2),

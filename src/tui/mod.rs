@@ -327,7 +327,8 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
     if let Some(name) = &config.tui.theme
         && !app.themes.iter().any(|t| &t.name == name)
     {
-        app.flash = Some(format!("no theme \"{name}\": using {}", app.theme().name));
+        let skipped = &app.welcome.facts.workbench.theme_errors;
+        app.flash = Some(theme::not_found(name, &app.theme().name, skipped));
     }
     if !skipped.is_empty() {
         tracing::warn!("skipped: {}", skipped.join("; "));

@@ -161,6 +161,20 @@ const MAX_THEME: u64 = 1024 * 1024;
 
 /// Bundled themes, then those in `user_dir` (replacing bundled ones of the same name). Files that
 /// cannot be read or do not parse are reported and skipped.
+/// What the status line says of a configured theme there is none of, `using` the one drawn instead:
+/// a theme file that could not be read may be the one named, so where it is wrong is said too.
+pub fn not_found(name: &str, using: &str, skipped: &[String]) -> String {
+    let skipped = match skipped {
+        [] => String::new(),
+        [one] => format!(" (skipped: {one})"),
+        [first, more @ ..] => format!(
+            " (skipped: {first}, and {} more: incharacter doctor lists them)",
+            more.len()
+        ),
+    };
+    format!("no theme \"{name}\": using {using}{skipped}")
+}
+
 pub fn load_all(user_dir: Option<&Path>) -> (Vec<Theme>, Vec<Diagnostic>) {
     let default = default_theme();
     let mut themes: Vec<Theme> = BUNDLED
@@ -211,6 +225,21 @@ pub fn load_all(user_dir: Option<&Path>) -> (Vec<Theme>, Vec<Diagnostic>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_theme_not_found_names_the_files_skipped() {
+        assert_eq!(
+            not_found("nord", "default-dark", &[]),
+            "no theme \"nord\": using default-dark"
+        );
+        let one = ["themes/broken.toml:3:6: \"#zzzzzz\" is not a colour".to_string()];
+        assert_eq!(
+            not_found("broken", "default-dark", &one),
+            "no theme \"broken\": using default-dark (skipped: themes/broken.toml:3:6: \"#zzzzzz\" is not a colour)"
+        );
+        let two = [one[0].clone(), "themes/x.toml:1:1: not UTF-8 text".to_string()];
+        assert!(not_found("broken", "default-dark", &two).ends_with("and 1 more: incharacter doctor lists them)"));
+    }
 
     #[test]
     fn bundled_themes_parse_and_differ() {

@@ -177,7 +177,10 @@ async fn an_interrupted_run_says_how_to_go_on_and_the_resume_finishes_it() {
             "{said}"
         );
         assert!(said.contains("used: "), "what the sitting used is said: {said}");
-        assert!(!session.join("journal.writer").exists(), "{signal}: the writer's record is gone");
+        assert!(
+            !session.join("journal.writer").exists(),
+            "{signal}: the writer's record is gone"
+        );
         let before = answered(&events(&session));
         assert!(count(&events(&session), "run_finished") == 0, "{signal}");
         let resumed = common::command(&s.config, &s.data, &["run", "--resume", &id])
