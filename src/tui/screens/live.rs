@@ -434,20 +434,41 @@ impl Live {
             ("cost", cost(ctx)),
             ("retries", run.retries.to_string()),
         ];
+        let room = usize::from(rows[2].width);
+        let widths: Vec<usize> = figures
+            .iter()
+            .enumerate()
+            .map(|(i, (name, value))| {
+                let sep = if i == 0 { 0 } else { 2 };
+                sep + name.len() + 1 + unicode_width::UnicodeWidthStr::width(value.as_str())
+            })
+            .collect();
+        // As many as fit whole; when some do not, fewer, so that a mark says so.
+        let fit_in = |room: usize| {
+            widths
+                .iter()
+                .scan(0, |used, w| {
+                    *used += w;
+                    Some(*used)
+                })
+                .take_while(|&u| u <= room)
+                .count()
+        };
+        let shown = match fit_in(room) {
+            all if all == figures.len() => all,
+            _ => fit_in(room.saturating_sub(2)),
+        };
         let mut spans = Vec::new();
-        let mut used = 0;
-        for (name, value) in figures {
-            let sep = if spans.is_empty() { "" } else { "  " };
-            let width = sep.len() + name.len() + 1 + unicode_width::UnicodeWidthStr::width(value.as_str());
-            if used + width > usize::from(rows[2].width) {
-                break;
-            }
-            used += width;
+        for (i, (name, value)) in figures.into_iter().take(shown).enumerate() {
+            let sep = if i == 0 { "" } else { "  " };
             spans.push(Span::styled(format!("{sep}{name} "), theme.dim()));
             spans.push(Span::raw(value));
         }
+        if shown < widths.len() {
+            spans.push(Span::styled(if shown == 0 { "…" } else { " …" }, theme.dim()));
+        }
         frame.render_widget(Paragraph::new(Line::from(spans)), rows[2]);
-        frame.render_widget(Paragraph::new(latest(ctx)), rows[3]);
+        frame.render_widget(Paragraph::new(latest(ctx, usize::from(rows[3].width))), rows[3]);
 
         // Log.
         let b = block(" Log ", false, theme);
@@ -513,8 +534,26 @@ fn fitting(labels: Vec<String>, width: u16) -> String {
 }
 
 /// The newest dimension result against its label, e.g. "latest: Hermione Granger GSE er-batch
-/// Self-efficacy 3.40 · pdb 4.10 H ✓".
-fn latest<'a>(ctx: &Ctx) -> Line<'a> {
+/// Self-efficacy 3.40 · pdb 4.10 H ✓", in `width` columns: what was assessed is cut (with an
+/// ellipsis) before the score and the verdict are.
+fn latest<'a>(ctx: &Ctx, width: usize) -> Line<'a> {
+    let mut line = latest_whole(ctx);
+    let used = |spans: &[Span]| spans.iter().map(Span::width).sum::<usize>();
+    if used(&line.spans) <= width || line.spans.len() < 2 {
+        return line;
+    }
+    let rest = used(&line.spans) - line.spans[1].width();
+    let what = line.spans[1].content.trim_end().to_string();
+    if width > rest + 4 {
+        line.spans[1].content = format!("{} ", fit(&what, width - rest - 1)).into();
+        return line;
+    }
+    // Too narrow for the score beside it: the line as it fits, ending in an ellipsis.
+    let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+    Line::raw(fit(&text, width))
+}
+
+fn latest_whole<'a>(ctx: &Ctx) -> Line<'a> {
     let theme = ctx.theme;
     let Some(a) = ctx.run.assessments.last() else {
         return Line::styled("latest: no dimension assessed yet", theme.dim());
