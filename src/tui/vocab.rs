@@ -73,6 +73,23 @@ impl Screen {
         }
     }
 
+    /// Two letters, none the same as another tab's: the tabs' titles where F-keys name them on an
+    /// 80-column terminal.
+    pub fn tiny_title(self) -> &'static str {
+        match self {
+            Screen::Welcome | Screen::Setup => "Se",
+            Screen::Live => "Li",
+            Screen::Inspector => "In",
+            Screen::Compare => "Co",
+            Screen::Sessions => "Ss",
+            Screen::Chat => "Ch",
+            Screen::Observers => "Ob",
+            Screen::Annotate => "An",
+            Screen::Rolebench => "RB",
+            Screen::Persona => "Pe",
+        }
+    }
+
     /// The command that shows this screen.
     pub fn go(self) -> super::keys::Command {
         use super::keys::Command::*;

@@ -165,8 +165,8 @@ fn render_tabs(frame: &mut Frame, app: &App, area: Rect) -> Vec<(Rect, Screen)> 
             0 => format!(" {key} {} ", s.title()),
             1 => format!(" {key} {} ", s.short_title()),
             2 => format!(" {key} {} ", s.title().chars().take(3).collect::<String>()),
-            // F-keys at 80 columns: the key and the title's first letter, so all ten fit.
-            _ => format!(" {key} {} ", s.title().chars().take(1).collect::<String>()),
+            // F-keys at 80 columns: the key and two letters no other tab has, so all ten fit.
+            _ => format!("{key} {} ", s.tiny_title()),
         }
     };
     let width = |size: u8| -> u16 {
