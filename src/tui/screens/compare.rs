@@ -665,10 +665,15 @@ impl Profile<'_> {
                 theme.fg(series_color(theme, *i)),
             ));
         }
-        legend.push(Span::styled("■ pdb ", theme.fg(theme.label_pdb)));
-        legend.push(Span::styled("■ annotation", theme.fg(theme.label_annotation)));
-        if self.targets() {
-            legend.push(Span::styled(" ■ target", theme.fg(theme.label_target)));
+        // The labels the character has on this scale, and only those.
+        for (source, color, name) in [
+            (LabelSource::Pdb, theme.label_pdb, "pdb"),
+            (LabelSource::Annotation, theme.label_annotation, "annotation"),
+            (LabelSource::Target, theme.label_target, "target"),
+        ] {
+            if self.character.labels.source(source).contains_key(&self.scale.id) {
+                legend.push(Span::styled(format!("■ {name} "), theme.fg(color)));
+            }
         }
         Line::from(legend)
     }
