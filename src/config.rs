@@ -16,7 +16,7 @@ use crate::domain::diagnostic::{Diagnostic, Source};
 mod raw;
 mod secrets;
 use raw::{RawConfig, RawProvider, RawSampling, RawTui};
-use secrets::{header_name_ok, header_value_ok};
+use secrets::{header_name_ok, header_value_ok, private_file};
 pub use secrets::{MissingKey, Secret, Secrets};
 
 /// The largest config file read: a few providers and key bindings fit in a page.
@@ -971,17 +971,6 @@ fn without_strings(message: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-#[cfg(unix)]
-fn private_file(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 == 0)
-}
-
-#[cfg(not(unix))]
-fn private_file(_: &Path) -> bool {
-    false
 }
 
 /// A config file that cannot be used: always the user's to fix (exit 2).

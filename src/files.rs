@@ -268,9 +268,8 @@ pub fn write_output(path: &Path, bytes: &[u8], kept: &Kept) -> Result<(), FileEr
     check_output(path, kept)?;
     write_atomic(path, bytes)?;
     // What writes killed before this one left beside their targets (staged copies, whole or not).
-    if let Some(folder) = path.parent() {
-        remove_abandoned(if folder.as_os_str().is_empty() { Path::new(".") } else { folder });
-    }
+    let folder = path.parent().filter(|f| !f.as_os_str().is_empty());
+    remove_abandoned(folder.unwrap_or(Path::new(".")));
     Ok(())
 }
 
@@ -955,8 +954,8 @@ mod tests {
         assert!(!abandoned.exists());
         assert!(fresh.exists() && kept_old.exists() && users.exists());
         // An output written into the folder takes what killed writes left there.
-        let abandoned = file(".incharacter-jkl.tmp", 2 * 3600);
-        write_output(&dir.path().join("out.json"), b"{}", &Kept::default()).unwrap();
+        let (abandoned, out) = (file(".incharacter-jkl.tmp", 2 * 3600), dir.path().join("out.json"));
+        write_output(&out, b"{}", &Kept::default()).unwrap();
         assert!(!abandoned.exists() && fresh.exists());
     }
 

@@ -272,6 +272,18 @@ pub struct MissingKey {
     pub unusable: bool,
 }
 
+/// Whether only its owner can read the file at `path`: the one place a key may be written.
+#[cfg(unix)]
+pub(super) fn private_file(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 == 0)
+}
+
+#[cfg(not(unix))]
+pub(super) fn private_file(_: &std::path::Path) -> bool {
+    false
+}
+
 /// Whether `name` can name an HTTP header: a token (letters, digits and ``!#$%&'*+-.^_`|~``).
 pub(super) fn header_name_ok(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))

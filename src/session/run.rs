@@ -148,16 +148,8 @@ impl<S: Study> Run<S> {
         let mut locked = None;
         let (id, dir, mut plan, name, prior) = match start {
             Start::Resume { id } => {
-                let dir = store.own(&id)?;
-                locked = Some(open_journal(&id, &dir)?);
-                let prior = store.load(&dir)?;
-                let plan = S::plan_of(&prior).cloned().ok_or_else(|| SessionError::WrongKind {
-                    id: id.clone(),
-                    expected: S::KIND.name(),
-                })?;
-                if crate::study::complete(&prior) {
-                    return Err(complete::<S>(id, &dir, &prior, &catalog));
-                }
+                let (dir, journal, plan, prior) = taken::<S>(store, &id, &catalog)?;
+                locked = Some(journal);
                 (id, dir, plan, None, prior)
             }
             Start::New { plan, name } => {
@@ -507,6 +499,27 @@ impl<S: Study> Run<S> {
     pub fn accounting(&self) -> Arc<crate::llm::accounting::Accounting> {
         self.shared.accounting.clone()
     }
+}
+
+/// The session `id` to resume: its folder, its journal taken (before it is read: what is read is
+/// then what no one else appends to), its plan and its records. A session of another kind, or one
+/// complete (a resume elsewhere may just have completed it), is refused.
+fn taken<S: Study>(
+    store: &Store,
+    id: &str,
+    catalog: &Catalog,
+) -> Result<(PathBuf, Journal, S::Plan, Vec<Event>), SessionError> {
+    let dir = store.own(id)?;
+    let journal = open_journal(id, &dir)?;
+    let prior = store.load(&dir)?;
+    let plan = S::plan_of(&prior).cloned().ok_or_else(|| SessionError::WrongKind {
+        id: id.to_string(),
+        expected: S::KIND.name(),
+    })?;
+    if crate::study::complete(&prior) {
+        return Err(complete::<S>(id.to_string(), &dir, &prior, catalog));
+    }
+    Ok((dir, journal, plan, prior))
 }
 
 /// [`SessionError::Complete`] for the complete session `id` (its folder `dir`, its records
