@@ -29,7 +29,7 @@ use crate::tui::keys::Command;
 use crate::tui::run_view::RunView;
 use crate::tui::theme::Theme;
 use crate::tui::vocab::Effect;
-use crate::tui::widgets::{ListView, block, first_fitting, pad, score_text};
+use crate::tui::widgets::{ListView, block, first_fitting, fit, pad, score_text};
 
 #[derive(Debug, Clone, Default)]
 pub struct Compare {
@@ -428,17 +428,19 @@ impl Compare {
         frame.render_widget(b, area);
         let rows = self.table_rows(ctx);
         let sort = ["plan order", "Acc_Dim ↓", "MAE ↑", "method"][self.sort % 4];
-        let mut lines = vec![Line::styled(
-            format!(
-                "{} {} {:<9} {:>7} {:>7}   sorted by {sort}",
-                pad("character", 22),
-                pad("scale", 16),
-                "method",
-                "Acc_Dim",
-                "MAE"
-            ),
-            theme.dim(),
-        )];
+        let columns = format!(
+            "{} {} {:<9} {:>7} {:>7}",
+            pad("character", 22),
+            pad("scale", 16),
+            "method",
+            "Acc_Dim",
+            "MAE"
+        );
+        // The order said in full, else its name alone, else cut with an ellipsis.
+        let width = usize::from(inner.width);
+        let (full, short) = (format!("{columns}   sorted by {sort}"), format!("{columns}  {sort}"));
+        let header = first_fitting([full, short.clone()], width).unwrap_or_else(|| fit(&short, width));
+        let mut lines = vec![Line::styled(header, theme.dim())];
         let height = inner.height.saturating_sub(1) as usize;
         let cursor = self.cursor.min(rows.len().saturating_sub(1));
         let first = self.view.first(rows.len(), cursor, height);

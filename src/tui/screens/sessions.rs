@@ -301,11 +301,19 @@ fn render_comparison(
     // The sessions whose columns fit; the others said, not cut off without a word.
     let fit_columns = usize::from(area.width.saturating_sub(2)).saturating_sub(30) / col;
     let title = if comparison.len() > fit_columns {
-        format!(
-            " Side by side (95% bootstrap interval over characters): {} of {} shown, widen the terminal or mark fewer ",
-            fit_columns,
-            comparison.len()
+        let (shown, of) = (fit_columns, comparison.len());
+        crate::tui::widgets::first_fitting(
+            [
+                format!(
+                    " Side by side (95% bootstrap interval over characters): {shown} of {of} shown, widen the terminal \
+                     or mark fewer "
+                ),
+                format!(" Side by side (95% intervals): {shown} of {of} shown, widen the terminal or mark fewer "),
+                format!(" Side by side: {shown} of {of} shown, widen the terminal or mark fewer "),
+            ],
+            usize::from(area.width.saturating_sub(2)),
         )
+        .unwrap_or_else(|| crate::text::fit(&format!(" Side by side: {shown} of {of} shown"), usize::from(area.width.saturating_sub(2))))
     } else {
         " Side by side (95% bootstrap interval over characters) ".to_string()
     };

@@ -114,6 +114,15 @@ impl Component for Welcome {
             ];
             hanging(&mut lines, head, &what, ratatui::style::Style::default(), inner.width);
         }
+        // Lines the screen has no room for are said to be there, not cut off without a word.
+        let height = usize::from(inner.height);
+        if lines.len() > height && height > 0 {
+            lines.truncate(height - 1);
+            lines.push(Line::styled(
+                crate::text::fit("  … more below: a taller terminal shows it, `incharacter doctor` too", usize::from(inner.width)),
+                theme.dim(),
+            ));
+        }
         frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
         Hits::default()
     }

@@ -454,10 +454,18 @@ fn render_case(frame: &mut Frame, area: Rect, ctx: &Ctx, case: &Case) {
     let character = ctx.catalog.character(&case.character);
     let scale = ctx.catalog.scale(&case.scale);
     let name = character.map_or(case.character.clone(), |c| c.name.clone());
-    let title = match case.item_id {
-        Some(id) => format!(" {name} · {} · {} · item {id} ", case.scale, case.dimension),
-        None => format!(" {name} · {} · {} ", case.scale, case.dimension),
-    };
+    // The whole title, else without the character's name (the exchanges say it), else cut with an
+    // ellipsis: never cut at the border.
+    let item = case.item_id.map(|id| format!(" · item {id}")).unwrap_or_default();
+    let room = usize::from(area.width.saturating_sub(2));
+    let title = crate::tui::widgets::first_fitting(
+        [
+            format!(" {name} · {} · {}{item} ", case.scale, case.dimension),
+            format!(" {} · {}{item} ", case.scale, case.dimension),
+        ],
+        room,
+    )
+    .unwrap_or_else(|| fit(&format!(" {}{item} · {}", case.scale, case.dimension), room));
     let b = block(title, true, theme);
     let inner = b.inner(area);
     frame.render_widget(b, area);
@@ -543,18 +551,18 @@ impl Annotate {
             Task::Subject => "subject task: a rating per trait from all the dialogues",
         };
         let sample = SAMPLES[self.sample % SAMPLES.len()].map_or("all cases".to_string(), |n| format!("sample of {n}"));
-        frame.render_widget(
-            Paragraph::new(Line::from(vec![
-                self.badge(ctx),
-                Span::raw(format!(
-                    " {task} · {sample} · case {}/{} ",
-                    self.cursor.min(cases - 1) + 1,
-                    cases
-                )),
-                Span::styled("tab task · s sample · n note · u unanswered", ctx.theme.dim()),
-            ])),
-            area,
-        );
+        let badge = self.badge(ctx);
+        let at = format!(" {task} · {sample} · case {}/{} ", self.cursor.min(cases - 1) + 1, cases);
+        // The hints go first when the row is short, then the rest is cut with an ellipsis.
+        let room = usize::from(area.width).saturating_sub(badge.width());
+        let hints = "tab task · s sample · n note · u unanswered";
+        let used = unicode_width::UnicodeWidthStr::width(at.as_str());
+        let line = if used + hints.len() <= room {
+            Line::from(vec![badge, Span::raw(at), Span::styled(hints, ctx.theme.dim())])
+        } else {
+            Line::from(vec![badge, Span::raw(fit(&at, room))])
+        };
+        frame.render_widget(Paragraph::new(line), area);
     }
 
     /// Panel: this case (the answer, the methods' judgements once answered, the note), then agreement.
