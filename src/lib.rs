@@ -7,7 +7,7 @@
 //! disk: lifecycle and store) → `cli` and `tui` (the two faces, which never import each other). `doctor`
 //! (whether this machine can do the main job) reads `llm` and `study` and serves both faces; so does
 //! `figures` (a session's pictures as SVG and PNG files), which reads `study`, `analysis` and `annotation`.
-//! `fault` (whose fault an error is), `files`, `journal`, `paths`, `png` and `text` are leaves any layer may use; so is `templates` (the method's prompt
+//! `fault` (whose fault an error is), `files`, `journal`, `paths`, `png`, `process` and `text` are leaves any layer may use; so is `templates` (the method's prompt
 //! templates as data), which reads only `domain` and `text`.
 //!
 //! The library's API is what the binary needs: [`cli`], [`tui`], [`paths`], [`text`] (the gate its
@@ -33,5 +33,5 @@ macro_rules! layers {
 
 layers!(
     analysis, annotation, catalog, config, doctor, domain, fault, figures, files, journal, llm, method, observer, png,
-    rpa, session, study, templates
+    process, rpa, session, study, templates
 );

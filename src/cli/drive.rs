@@ -217,7 +217,7 @@ fn go<S: Headless>(
     if let Start::Resume { id } = &start {
         let dir = store.own(id).map_err(|e| advise(e, S::KIND, None))?;
         let events = store.load(&dir).map_err(|e| advise(e, S::KIND, None))?;
-        if crate::study::complete(&events) && dir.join("results.json").exists() {
+        if crate::study::complete(&events) && crate::session::run::results_current::<S>(&dir, &events, &catalog) {
             let complete = SessionError::Complete {
                 id: id.clone(),
                 wrote: None,
@@ -376,11 +376,15 @@ async fn until_interrupted<T>(work: impl std::future::Future<Output = T>) -> Res
             Err(_) => std::future::pending().await,
         }
     };
+    // Under `nohup` a closed terminal is to be ignored, as it was before a handler would catch it.
+    let hangup_heard = !crate::process::ignored(1);
     #[cfg(unix)]
-    let (terminate, hangup) = (
-        on(tokio::signal::unix::SignalKind::terminate()),
-        on(tokio::signal::unix::SignalKind::hangup()),
-    );
+    let (terminate, hangup) = (on(tokio::signal::unix::SignalKind::terminate()), async move {
+        match hangup_heard {
+            true => on(tokio::signal::unix::SignalKind::hangup()).await,
+            false => std::future::pending().await,
+        }
+    });
     #[cfg(not(unix))]
     let (terminate, hangup) = (
         std::future::pending::<Option<()>>(),
@@ -406,8 +410,14 @@ fn nothing_to_resume<S: Headless>(
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     if exporting {
+        let wrote = match complete {
+            SessionError::Complete { wrote: Some(path), .. } => {
+                format!(" ({} written, which was missing or out of date)", path.display())
+            }
+            _ => String::new(),
+        };
         return Err(super::input_error(format!(
-            "session {id} is complete: no request is left to export"
+            "session {id} is complete: no request is left to export{wrote}"
         )));
     }
     match complete {

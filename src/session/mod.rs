@@ -43,12 +43,12 @@ pub enum SessionError {
     WrongKind { id: String, expected: &'static str },
     /// A resume of a session that has every answer and score (found once its journal was taken: a
     /// resume elsewhere may just have completed it). Nothing is sent or appended; a `results.json`
-    /// the last sitting could not write is written (`wrote`).
+    /// the last sitting could not write (missing, or one an earlier sitting left) is written (`wrote`).
     #[error(
         "session {} is complete: nothing to resume (nothing sent{})",
         id.to_string(),
         match wrote {
-            Some(path) => format!("; the missing {} written", path.display()),
+            Some(path) => format!("; {} written, which was missing or out of date", path.display()),
             None => ", nothing written".to_string(),
         }
     )]

@@ -526,14 +526,23 @@ fn taken<S: Study>(
 /// `events`), its `results.json` written first if the sitting that completed it could not (a full
 /// disk, a kill between the last record and the file).
 fn complete<S: Study>(id: String, dir: &std::path::Path, events: &[Event], catalog: &Catalog) -> SessionError {
-    let path = dir.join("results.json");
-    if path.exists() {
+    if results_current::<S>(dir, events, catalog) {
         return SessionError::Complete { id, wrote: None };
     }
+    let path = dir.join("results.json");
     match journal::write_atomic(&path, &S::export(events, catalog)) {
         Ok(()) => SessionError::Complete { id, wrote: Some(path) },
         Err(source) => SessionError::Results { path, source },
     }
+}
+
+/// Whether the session's `results.json` (in `dir`) holds what its records `events` export: not when
+/// it is missing, unreadable, or from before a sitting whose own could not be written.
+pub fn results_current<S: Study>(dir: &std::path::Path, events: &[Event], catalog: &Catalog) -> bool {
+    let written = std::fs::read(dir.join("results.json"))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
+    written.is_some() && written == serde_json::to_value(S::export(events, catalog)).ok()
 }
 
 /// Refuses to start re-assessing `parent` (its folder `dir`, its records `events`) before it ended:

@@ -55,11 +55,24 @@ where
     // A kill, a closed terminal or an interrupt from outside (ctrl-c itself is a key here) ends the
     // loop as a quit does: the terminal is given back as it was.
     use tokio::signal::unix::{SignalKind, signal};
+    // (One its parent set to be ignored stays ignored.)
+    let heard = |number: u32, kind: SignalKind| match crate::process::ignored(number) {
+        true => Ok(None),
+        false => signal(kind).map(Some),
+    };
     let (mut sigterm, mut sighup, mut sigint) = (
         signal(SignalKind::terminate())?,
-        signal(SignalKind::hangup())?,
-        signal(SignalKind::interrupt())?,
+        heard(1, SignalKind::hangup())?,
+        heard(2, SignalKind::interrupt())?,
     );
+    async fn on(s: &mut Option<tokio::signal::unix::Signal>) {
+        match s {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
     let mut dirty = true;
     let mut last_second = 0;
     let mut hits = Hits::default();
@@ -87,8 +100,8 @@ where
                 None => break,
             },
             _ = sigterm.recv() => break,
-            _ = sighup.recv() => break,
-            _ = sigint.recv() => break,
+            _ = on(&mut sighup) => break,
+            _ = on(&mut sigint) => break,
             Some(action) = rx.recv() => {
                 effects.extend(app.update(action));
                 // Take everything already waiting, so a burst of tokens costs one frame.

@@ -558,9 +558,19 @@ async fn a_session_completed_meanwhile_is_not_resumed_again() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
-        said.contains(&format!("the missing {} written", results.display())),
+        said.contains(&format!("{} written, which was missing", results.display())),
         "{said}"
     );
     assert_eq!(std::fs::read(&results).unwrap(), written);
+    // One an earlier sitting left (its failures since made good) is out of date: written again.
+    std::fs::write(&results, b"{\"from\": \"an earlier sitting\"}").unwrap();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id]).await;
+    assert!(String::from_utf8_lossy(&out.stderr).contains("out of date"));
+    assert_eq!(std::fs::read(&results).unwrap(), written);
+    // A folder where it goes is said, not passed over.
+    std::fs::remove_file(&results).unwrap();
+    std::fs::create_dir(&results).unwrap();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id]).await;
+    assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(std::fs::read(session.join("journal.jsonl")).unwrap(), journal);
 }

@@ -313,7 +313,12 @@ fn render_comparison(
             ],
             usize::from(area.width.saturating_sub(2)),
         )
-        .unwrap_or_else(|| crate::text::fit(&format!(" Side by side: {shown} of {of} shown"), usize::from(area.width.saturating_sub(2))))
+        .unwrap_or_else(|| {
+            crate::text::fit(
+                &format!(" Side by side: {shown} of {of} shown"),
+                usize::from(area.width.saturating_sub(2)),
+            )
+        })
     } else {
         " Side by side (95% bootstrap interval over characters) ".to_string()
     };

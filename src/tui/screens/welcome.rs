@@ -119,7 +119,10 @@ impl Component for Welcome {
         if lines.len() > height && height > 0 {
             lines.truncate(height - 1);
             lines.push(Line::styled(
-                crate::text::fit("  … more below: a taller terminal shows it, `incharacter doctor` too", usize::from(inner.width)),
+                crate::text::fit(
+                    "  … more below: a taller terminal shows it, `incharacter doctor` too",
+                    usize::from(inner.width),
+                ),
                 theme.dim(),
             ));
         }

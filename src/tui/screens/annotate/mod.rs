@@ -552,7 +552,11 @@ impl Annotate {
         };
         let sample = SAMPLES[self.sample % SAMPLES.len()].map_or("all cases".to_string(), |n| format!("sample of {n}"));
         let badge = self.badge(ctx);
-        let at = format!(" {task} · {sample} · case {}/{} ", self.cursor.min(cases - 1) + 1, cases);
+        let at = format!(
+            " {task} · {sample} · case {}/{} ",
+            self.cursor.min(cases - 1) + 1,
+            cases
+        );
         // The hints go first when the row is short, then the rest is cut with an ellipsis.
         let room = usize::from(area.width).saturating_sub(badge.width());
         let hints = "tab task · s sample · n note · u unanswered";
