@@ -14,7 +14,7 @@ pub fn ignored(signal: u32) -> bool {
 fn ignored_in(status: &str, signal: u32) -> Option<bool> {
     let mask = status.lines().find_map(|l| l.strip_prefix("SigIgn:"))?.trim();
     let mask = u64::from_str_radix(mask, 16).ok()?;
-    Some(signal >= 1 && signal <= 64 && mask & (1 << (signal - 1)) != 0)
+    Some((1..=64).contains(&signal) && mask & (1 << (signal - 1)) != 0)
 }
 
 #[cfg(test)]
