@@ -150,10 +150,30 @@ impl Journal {
     /// Opens (or creates) a journal for appending, waiting for another writer to finish first (an
     /// annotator's answers: each append is brief). A last line torn by a crash is cut off, so the
     /// next record starts on a line of its own.
+    /// A file removed or replaced while its lock was waited for is not the journal any more: the
+    /// path is opened again.
     pub fn open(path: &Path) -> std::io::Result<Journal> {
-        let file = create(path)?;
-        file.lock()?;
-        Self::locked(file, path, None)
+        use std::os::unix::fs::MetadataExt;
+        loop {
+            let file = create(path)?;
+            file.lock()?;
+            let (held, there) = (file.metadata()?, std::fs::metadata(path));
+            if there.is_ok_and(|m| m.dev() == held.dev() && m.ino() == held.ino()) {
+                return Self::locked(file, path, None);
+            }
+        }
+    }
+
+    /// The journal's length in bytes now.
+    pub fn size(&self) -> std::io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    /// Takes back what was appended after the journal was `len` bytes long (an import that could
+    /// not be written whole).
+    pub fn truncate(&mut self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)?;
+        self.file.sync_data()
     }
 
     /// Opens (or creates) a journal as its one writer: [`OpenError::Busy`] at once, touching

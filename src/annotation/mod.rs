@@ -32,11 +32,18 @@ pub enum AnnotationError {
     Annotator(String),
     #[error("cannot write {}: {source}", path.display())]
     Unwritable { path: PathBuf, source: std::io::Error },
-    /// A write that failed once an import had begun (a full disk): what was written stays.
+    /// A write that failed once an import had begun (a full disk): what it had written is taken back
+    /// (`written` 0), or, if that failed too, said.
     #[error(
-        "cannot write {}: {source}; {written} of {total} annotations were written before it (importing the file \
-         again once that is fixed is safe: each annotator's latest answer per case counts)",
-        path.display()
+        "cannot write {}: {source}; {}",
+        path.display(),
+        match written {
+            0 => format!("nothing of the {total} annotations was imported"),
+            n => format!(
+                "{n} of {total} annotations were written before it and could not be taken back (importing the \
+                 file again once that is fixed is safe: each annotator's latest answer per case counts)"
+            ),
+        }
     )]
     Stopped {
         path: PathBuf,
@@ -177,59 +184,63 @@ pub fn append(session: &Path, a: &Annotation) -> Result<(), AnnotationError> {
 
 /// The annotator's file, opened (made if new) and locked for appending.
 fn open_file(session: &Path, annotator: &str) -> Result<(PathBuf, Journal), AnnotationError> {
-    if !valid_annotator(annotator) {
-        return Err(AnnotationError::Annotator(annotator.to_string()));
-    }
-    let path = dir(session).join(format!("{annotator}.jsonl"));
-    // A FIFO or a device in its place would block or swallow the answers.
-    if let Ok(meta) = std::fs::metadata(&path)
-        && !meta.is_file()
-    {
-        return Err(crate::files::FileError::NotAFileToWrite(path.clone()).into());
-    }
+    let path = writable(session, annotator)?;
     match Journal::open(&path) {
         Ok(journal) => Ok((path, journal)),
         Err(source) => Err(AnnotationError::Unwritable { path, source }),
     }
 }
 
-/// Appends an import's `annotations` to their annotators' files. Every file is opened (made if new)
-/// and locked first, in the order of the annotators' names (two imports at once wait for each other,
-/// never for ever): one that cannot be written (its permissions, a FIFO in its place) stops the
-/// import before anything is written, and a file made for it is removed again. A write that fails
-/// after that (a full disk) says how many were written ([`AnnotationError::Stopped`]).
+/// Where the annotator's file is, if it can be one: a link in its place is not followed (the answers
+/// would go to the file it points to); a FIFO or a device would block or swallow them.
+fn writable(session: &Path, annotator: &str) -> Result<PathBuf, AnnotationError> {
+    if !valid_annotator(annotator) {
+        return Err(AnnotationError::Annotator(annotator.to_string()));
+    }
+    let path = dir(session).join(format!("{annotator}.jsonl"));
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(crate::files::FileError::Symlink(path).into()),
+        Ok(meta) if !meta.is_file() => Err(crate::files::FileError::NotAFileToWrite(path).into()),
+        _ => Ok(path),
+    }
+}
+
+/// Appends an import's `annotations` to their annotators' files, all or none. Every file is opened
+/// (made if new) and locked first, in the order of the annotators' names (two imports at once wait
+/// for each other, never for ever): one that cannot be written (its permissions, a link or a FIFO in
+/// its place) stops the import before anything is written. A write that fails after that (a full
+/// disk, a file size limit) takes back what the import had appended to every file, still locked
+/// ([`AnnotationError::Stopped`]); a file it made stays, empty.
 pub fn append_all(session: &Path, annotations: &[Annotation]) -> Result<(), AnnotationError> {
     let annotators: std::collections::BTreeSet<&str> = annotations.iter().map(|a| a.annotator.as_str()).collect();
-    let mut files: BTreeMap<&str, (PathBuf, Journal)> = BTreeMap::new();
-    let mut made = Vec::new();
+    // What can be told without making anything, first.
+    for annotator in &annotators {
+        writable(session, annotator)?;
+    }
+    let mut files: BTreeMap<&str, (PathBuf, Journal, u64)> = BTreeMap::new();
     for annotator in annotators {
-        let existed = dir(session).join(format!("{annotator}.jsonl")).exists();
-        match open_file(session, annotator) {
-            Ok((path, journal)) => {
-                if !existed {
-                    made.push(path.clone());
-                }
-                files.insert(annotator, (path, journal));
-            }
-            Err(e) => {
-                // Still locked by this import: empty, and no one else's yet.
-                for path in made {
-                    let _ = std::fs::remove_file(path);
-                }
-                return Err(e);
-            }
-        }
+        let (path, journal) = open_file(session, annotator)?;
+        let len = journal
+            .size()
+            .map_err(|source| AnnotationError::Unwritable { path: path.clone(), source })?;
+        files.insert(annotator, (path, journal, len));
     }
     for (written, a) in annotations.iter().enumerate() {
-        let Some((path, journal)) = files.get_mut(a.annotator.as_str()) else {
+        let Some((path, journal, _)) = files.get_mut(a.annotator.as_str()) else {
             continue;
         };
-        journal.append(a).map_err(|source| AnnotationError::Stopped {
-            path: path.clone(),
-            source,
-            written,
-            total: annotations.len(),
-        })?;
+        if let Err(source) = journal.append(a) {
+            let path = path.clone();
+            let kept = files
+                .values_mut()
+                .all(|(_, journal, len)| journal.truncate(*len).is_ok());
+            return Err(AnnotationError::Stopped {
+                path,
+                source,
+                written: if kept { 0 } else { written },
+                total: annotations.len(),
+            });
+        }
     }
     Ok(())
 }

@@ -198,12 +198,68 @@ async fn imported_ratings_agree_with_an_independent_computation() {
         String::from_utf8_lossy(&refused.stderr)
     );
     std::fs::remove_dir(annotations.join("bob.jsonl")).unwrap();
+    // Nor is a link in its place followed.
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, b"mine").unwrap();
+    std::os::unix::fs::symlink(&victim, annotations.join("bob.jsonl")).unwrap();
+    let refused = command(
+        &config,
+        &data,
+        &["annotations", "import", &id, csv_path.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("is a symbolic link"));
+    assert_eq!(std::fs::read(&victim).unwrap(), b"mine");
+    assert!(!annotations.join("ann.jsonl").exists());
+    std::fs::remove_file(annotations.join("bob.jsonl")).unwrap();
     let said = ok(command(
         &config,
         &data,
         &["annotations", "import", &id, csv_path.to_str().unwrap()],
     ));
     assert!(String::from_utf8_lossy(&said).contains("by ann, bob"));
+    // An import that cannot be written whole (bob's file past a file size limit, after cat's rows
+    // were appended) takes back what it wrote: all or none.
+    let kept: Vec<Vec<u8>> = ["ann", "bob"]
+        .iter()
+        .map(|a| std::fs::read(annotations.join(format!("{a}.jsonl"))).unwrap())
+        .collect();
+    assert!(
+        kept[1].len() > 4096,
+        "bob's file is past the limit below: {}",
+        kept[1].len()
+    );
+    let more = dir.path().join("more.csv");
+    let (dim, _) = &options[&1];
+    std::fs::write(
+        &more,
+        format!("annotator,task,character,scale,dimension,item_id,value\ncat,item,hermione-en,BFI,{dim},1,2\nbob,item,hermione-en,BFI,{dim},1,2\n"),
+    )
+    .unwrap();
+    let limited = Command::new("bash")
+        .args(["-c", "ulimit -f 4 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_incharacter"))
+        .args(["annotations", "import", &id, more.to_str().unwrap()])
+        .env("INCHARACTER_CONFIG", &config)
+        .env("INCHARACTER_DATA_DIR", &data)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&limited.stderr);
+    assert!(!limited.status.success(), "{said}");
+    assert!(said.contains("nothing of the 2 annotations was imported"), "{said}");
+    for (a, before) in ["ann", "bob"].iter().zip(&kept) {
+        assert_eq!(
+            &std::fs::read(annotations.join(format!("{a}.jsonl"))).unwrap(),
+            before,
+            "{a}"
+        );
+    }
+    assert!(
+        std::fs::read(annotations.join("cat.jsonl")).is_ok_and(|b| b.is_empty()),
+        "cat's taken back"
+    );
+    std::fs::remove_file(annotations.join("cat.jsonl")).unwrap();
 
     let report: Value = serde_json::from_slice(&ok(command(
         &config,
