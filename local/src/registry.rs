@@ -152,7 +152,7 @@ impl Identity {
 
 /// Where the file is and when it was last modified and changed, to the nanosecond: a copy kept with
 /// `cp -p` or moved into place has another inode and a new change time, even with the old times set.
-fn stamp(metadata: &std::fs::Metadata) -> String {
+pub(crate) fn stamp(metadata: &std::fs::Metadata) -> String {
     use std::os::unix::fs::MetadataExt;
     format!(
         "{}:{}:{}.{:09}:{}.{:09}",
@@ -177,12 +177,16 @@ fn verified_path(file: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Records the stamp `file` has now as the one its known SHA-256 was found with (best effort: a
-/// stamp not written only means the file is hashed again at its next use).
-pub(crate) fn mark_verified(file: &Path) {
+/// Records the stamp `file` has now as the one its known SHA-256 was found with, if it is still
+/// `hashed` (the stamp taken before it was hashed: a file written meanwhile is not marked). Best
+/// effort: a stamp not written only means the file is hashed again at its next use.
+pub(crate) fn mark_verified(file: &Path, hashed: Option<&str>) {
     let (Ok(metadata), Some(dir)) = (std::fs::metadata(file), file.parent()) else {
         return;
     };
+    if hashed.is_some_and(|was| was != stamp(&metadata)) {
+        return;
+    }
     if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir)
         && tmp.write_all(stamp(&metadata).as_bytes()).is_ok()
     {
@@ -370,7 +374,7 @@ pub fn resolve_entry(models: &Path, name: &str) -> Result<Registered, Error> {
             // A fetched model hashed again and the same: its stamp is kept beside it.
             Some(was) if KNOWN.iter().any(|k| k.name == m.name) => {
                 if was.stamp != stamp_before {
-                    mark_verified(&m.path);
+                    mark_verified(&m.path, stamp_before.as_deref());
                 }
             }
             // Registered before identities were kept: what the file is now is taken as its

@@ -78,12 +78,12 @@ impl Classify for Advised {
 }
 
 /// What an error says: its message, then each cause's that the messages before it do not already
-/// hold (an error that quotes its source, "cannot write F: Permission denied", would say it twice).
+/// end with (an error that quotes its source, "cannot write F: Permission denied", would say it twice).
 pub fn said(error: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in error.chain() {
         let text = cause.to_string();
-        if out.contains(&text) {
+        if out.ends_with(&text) {
             continue;
         }
         if !out.is_empty() {

@@ -25,8 +25,9 @@ impl Secret {
 /// base64 (standard or URL-safe, padded or not, wherever the value stands in what was encoded: `Bearer
 /// <key>` in base64 holds it too). Of the key, and of a header whose name says it is a credential
 /// (`api-key`, `Authorization`, a token, a cookie), any run of eight characters or more of it is taken
-/// out as well: a server that shows "sk-proj-****abcd" or the key but its last character gives away
-/// no more than four characters. Values shorter than eight characters are placeholders, not
+/// out as well (a run that mixes lower case, upper case and digits: a word of it could be any
+/// text's): a server that shows "sk-proj-****abcd" or the key but its last character gives away
+/// little more than four characters. Values shorter than eight characters are placeholders, not
 /// secrets, and are left alone.
 #[derive(Clone, Default)]
 pub struct Secrets(Vec<Kept>);
@@ -42,12 +43,16 @@ struct Kept {
 /// The shortest run of a secret's characters taken out on its own.
 const FRAGMENT: usize = 8;
 
-/// Whether a header's name says its value is a credential.
+/// Whether a header's name says its value is a credential: one of its words (between `-` and `_`)
+/// is one a credential goes by (`api-key`, `Authorization`, `X-Auth-Token`; not `X-Author` or
+/// `X-Tokenizer`).
 pub(super) fn credential(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    ["key", "auth", "token", "secret", "cookie", "signature", "password"]
-        .iter()
-        .any(|w| name.contains(w))
+    const WORDS: [&str; 10] = [
+        "key", "apikey", "auth", "authorization", "token", "secret", "cookie", "signature", "password", "credential",
+    ];
+    name.to_ascii_lowercase()
+        .split(['-', '_'])
+        .any(|w| WORDS.contains(&w))
 }
 
 impl Secrets {
@@ -134,7 +139,13 @@ fn replace_fragments(text: &str, secret: &[u8], instead: &str) -> String {
     if bytes.len() < FRAGMENT || secret.len() < FRAGMENT {
         return text.to_string();
     }
-    let windows: std::collections::HashSet<&[u8]> = secret.windows(FRAGMENT).collect();
+    // A run of one kind of character (a word, "required" of "sk-no-key-required") could be any
+    // text's: only runs mixing lower case, upper case and digits are taken for the key's.
+    let mixed = |w: &&[u8]| {
+        let kinds = [u8::is_ascii_lowercase, u8::is_ascii_uppercase, u8::is_ascii_digit];
+        kinds.iter().filter(|kind| w.iter().any(kind)).count() >= 2
+    };
+    let windows: std::collections::HashSet<&[u8]> = secret.windows(FRAGMENT).filter(mixed).collect();
     // Runs of the text covered by windows that stand in the secret.
     let mut runs: Vec<(usize, usize)> = Vec::new();
     for (at, window) in bytes.windows(FRAGMENT).enumerate() {
@@ -366,6 +377,13 @@ mod tests {
         assert_eq!(scrubbed(key, &text), "Incorrect API key provided: [the key]*****c123 head=[the key]");
         // Runs shorter than eight are not the key's alone.
         assert_eq!(scrubbed(key, "sk-SECR and abc123"), "sk-SECR and abc123");
+        // Nor is a word the key holds: llama.cpp's placeholder key and a server's words.
+        let placeholder = "sk-no-key-required";
+        assert_eq!(
+            scrubbed(placeholder, "field 'model' is required"),
+            "field 'model' is required"
+        );
+        assert_eq!(scrubbed(placeholder, "got sk-no-key-required"), "got [the key]");
         // Beside other letters: the run is taken out, and nothing around it.
         assert_eq!(scrubbed(key, "xxSECRET-abc1yy"), "xx[the key]yy");
         use base64::Engine;
@@ -388,12 +406,15 @@ mod tests {
         }
         // A header named as a credential is taken out in parts too; another header's value only whole.
         let headers = BTreeMap::from([
-            ("api-key".to_string(), "azure-0123456789".to_string()),
+            ("api-key".to_string(), "azure-4f9Qx2Lm7Rt1".to_string()),
             ("Content-Type".to_string(), "application/json".to_string()),
         ]);
         let secrets = Secrets::of(None, &headers);
-        assert_eq!(secrets.scrub("bad key azure-012345678"), "bad key [a header's value]");
+        assert_eq!(secrets.scrub("bad key azure-4f9Qx2Lm7Rt"), "bad key [a header's value]");
         assert_eq!(secrets.scrub("an application error"), "an application error");
         assert_eq!(secrets.scrub("application/json"), "[a header's value]");
+        for (name, is) in [("X-Auth-Token", true), ("Ocp-Apim-Subscription-Key", true), ("X-Author", false), ("X-Tokenizer", false)] {
+            assert_eq!(credential(name), is, "{name}");
+        }
     }
 }

@@ -56,9 +56,10 @@ pub fn fetch_known(
     let dir = models.join(known.name);
     let target = dir.join(known.file);
     let here = |progress: &mut dyn FnMut(&str)| {
+        let before = std::fs::metadata(&target).ok().map(|m| super::stamp(&m));
         let intact = target.is_file() && sha256_file(&target).is_ok_and(|d| d == known.sha256);
         if intact {
-            super::mark_verified(&target);
+            super::mark_verified(&target, before.as_deref());
             progress(&format!("{} is already here: {}", known.name, target.display()));
         }
         intact
@@ -352,7 +353,7 @@ impl Assembly {
         std::fs::rename(&self.path, target).map_err(io("cannot store", target))?;
         let _ = std::fs::remove_file(&self.record);
         // Checked as it was assembled: its stamp now stands for its SHA-256 until it changes.
-        super::mark_verified(target);
+        super::mark_verified(target, None);
         Ok(())
     }
 }

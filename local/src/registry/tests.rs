@@ -405,7 +405,10 @@ fn a_fetched_model_changed_in_place_is_hashed_again_and_refused() {
         "a file that is not the model is not marked"
     );
     // As a fetch leaves it: checked as it was assembled, its stamp kept beside it.
-    mark_verified(&file);
+    // Hashed as another file than it is now (written meanwhile): not marked.
+    mark_verified(&file, Some("0:0:0.0:0.0"));
+    assert!(!verified_path(&file).exists());
+    mark_verified(&file, None);
     assert_eq!(
         resolve(dir.path(), known.name).unwrap(),
         file,
