@@ -517,6 +517,7 @@ pub fn write_all_or_none(changes: &[Change<'_>]) -> Result<(), FileError> {
     for (path, old, _) in done {
         drop(old);
         sync_folder(path);
+        remove_abandoned(folder_of(path));
     }
     Ok(())
 }
