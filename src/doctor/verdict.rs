@@ -144,10 +144,13 @@ fn workbench_check(w: &Workbench) -> Check {
     }
     let detail = format!("{theme}, {} key binding(s) of the config's{skipped}", w.bindings);
     if unknown || !w.theme_errors.is_empty() {
-        Check::new(name, Status::Warn, detail).fix(if unknown {
-            "name a bundled theme (default-dark, light, high-contrast) or a theme file's `name`"
-        } else {
-            "correct the theme file where the message points"
+        Check::new(name, Status::Warn, detail).fix(match (unknown, w.theme_errors.is_empty()) {
+            (true, true) => "name a bundled theme (default-dark, light, high-contrast) or a theme file's `name`",
+            (true, false) => {
+                "correct the theme file where the message points (it may be the one named), or name a bundled theme \
+                 (default-dark, light, high-contrast)"
+            }
+            _ => "correct the theme file where the message points",
         })
     } else {
         Check::new(name, Status::Ok, detail)

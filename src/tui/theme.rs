@@ -159,12 +159,14 @@ pub fn default_theme() -> Theme {
 /// The largest theme file read (a theme is a few hundred bytes).
 const MAX_THEME: u64 = 1024 * 1024;
 
-/// Bundled themes, then those in `user_dir` (replacing bundled ones of the same name). Files that
-/// cannot be read or do not parse are reported and skipped.
 /// What the status line says of a configured theme there is none of, `using` the one drawn instead:
-/// a theme file that could not be read may be the one named, so where it is wrong is said too.
+/// a theme file that could not be read may be the one named, so where it is wrong is said too (the
+/// file named after it first).
 pub fn not_found(name: &str, using: &str, skipped: &[String]) -> String {
-    let skipped = match skipped {
+    let own = format!("/{name}.toml:");
+    let mut skipped: Vec<&String> = skipped.iter().collect();
+    skipped.sort_by_key(|e| !e.contains(&own));
+    let skipped = match skipped.as_slice() {
         [] => String::new(),
         [one] => format!(" (skipped: {one})"),
         [first, more @ ..] => format!(
@@ -175,6 +177,8 @@ pub fn not_found(name: &str, using: &str, skipped: &[String]) -> String {
     format!("no theme \"{name}\": using {using}{skipped}")
 }
 
+/// Bundled themes, then those in `user_dir` (replacing bundled ones of the same name). Files that
+/// cannot be read or do not parse are reported and skipped.
 pub fn load_all(user_dir: Option<&Path>) -> (Vec<Theme>, Vec<Diagnostic>) {
     let default = default_theme();
     let mut themes: Vec<Theme> = BUNDLED
@@ -237,8 +241,13 @@ mod tests {
             not_found("broken", "default-dark", &one),
             "no theme \"broken\": using default-dark (skipped: themes/broken.toml:3:6: \"#zzzzzz\" is not a colour)"
         );
-        let two = [one[0].clone(), "themes/x.toml:1:1: not UTF-8 text".to_string()];
-        assert!(not_found("broken", "default-dark", &two).ends_with("and 1 more: incharacter doctor lists them)"));
+        let two = ["themes/x.toml:1:1: not UTF-8 text".to_string(), one[0].clone()];
+        let said = not_found("broken", "default-dark", &two);
+        assert!(
+            said.contains("(skipped: themes/broken.toml:3:6:"),
+            "the named theme's file first: {said}"
+        );
+        assert!(said.ends_with("and 1 more: incharacter doctor lists them)"), "{said}");
     }
 
     #[test]
