@@ -451,6 +451,8 @@ mod tests {
         assert_eq!(terminal_safe("x\u{1b}]0;pwned\u{7}y"), "xy");
         assert_eq!(terminal_safe("x\u{1b}]8;;http://e\u{1b}\\link"), "xlink");
         assert_eq!(terminal_safe("a\rb\u{8}c\u{9b}d\u{202e}e\tf\n钟离"), "abcde f\n钟离");
+        // Directional marks too (a right-to-left mark reorders what stands around it).
+        assert_eq!(terminal_safe("self-\u{200f}doubting\u{200e}\u{61c}"), "self-doubting");
         assert_eq!(
             terminal_safe("A\u{2028}B\u{2029}C"),
             "A\nB\nC",

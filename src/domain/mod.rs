@@ -22,9 +22,13 @@ pub fn is_id(id: &str) -> bool {
 }
 
 /// Whether a terminal would act on `c` rather than draw it: a control character, a bidirectional
-/// override or isolate, a line or paragraph separator. A name (one line, drawn as it is) holds none.
+/// override, isolate or mark, a line or paragraph separator. A name (one line, drawn as it is) holds none.
 pub fn acts_on_terminal(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
+    c.is_control()
+        || matches!(
+            c,
+            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{61c}' | '\u{2028}' | '\u{2029}'
+        )
 }
 
 /// What [`is_id`] asks, said in an error.
