@@ -8,6 +8,7 @@ mod event_loop;
 #[cfg(any(test, feature = "testing"))]
 pub mod fixture;
 pub mod keys;
+mod options;
 mod replay;
 pub mod run_view;
 mod saving;
@@ -48,68 +49,10 @@ use crate::study::live::{LiveSink, Pause};
 use crate::study::{Event, Interviews, Kind, Observers, Rolebench, Study};
 use app::{Action, App, Effect, Replay};
 pub use event_loop::event_loop;
+pub use options::{Options, OptionsError};
 use replay::replay;
 pub use saving::save_character;
 use screens::Hits;
-
-#[derive(Debug, Default, Clone)]
-pub struct Options {
-    /// Open on the replay of this session (an id in the data dir, a session folder or a journal).
-    pub replay: Option<(String, Replay)>,
-    /// A guided tour: the app says what to look at next as the replay goes.
-    pub demo: bool,
-}
-
-/// Bad input to the workbench's options (exit 2).
-#[derive(Debug, thiserror::Error)]
-pub enum OptionsError {
-    #[error("--speed {0}: a positive number, or `instant`")]
-    Speed(String),
-    #[error("this build has no sample sessions (INCHARACTER_SAMPLES sets a folder of them)")]
-    NoSamples,
-    #[error("{}: no interview session to replay", .0.display())]
-    NoDemoSession(PathBuf),
-    #[error(
-        "the workbench needs a terminal, and standard input or output is not one here; without one, the \
-         headless subcommands work (run, assess, observe, rolebench, report, export, sessions, …: `incharacter --help`)"
-    )]
-    NoTerminal,
-}
-
-impl Options {
-    /// `replay <SESSION> --speed S`.
-    pub fn replay(session: String, speed: &str) -> anyhow::Result<Options> {
-        Ok(Options {
-            replay: Some((session, replay_speed(speed)?)),
-            demo: false,
-        })
-    }
-
-    /// `demo --speed S`: the guided tour on the newest interview sample.
-    pub fn demo(speed: &str) -> anyhow::Result<Options> {
-        let speed = replay_speed(speed)?;
-        let store = Store::new(&crate::paths::data_dir().unwrap_or_default());
-        let samples = store.samples().ok_or(OptionsError::NoSamples)?;
-        let first = store
-            .demo_session()
-            .ok_or_else(|| OptionsError::NoDemoSession(samples.to_path_buf()))?;
-        Ok(Options {
-            replay: Some((first.display().to_string(), speed)),
-            demo: true,
-        })
-    }
-}
-
-/// `--speed`: a positive factor, or `instant`.
-fn replay_speed(speed: &str) -> Result<Replay, OptionsError> {
-    Ok(match speed {
-        "instant" => Replay::Instant,
-        s => match s.parse::<f64>() {
-            Ok(f) if f > 0.0 && f.is_finite() => Replay::Speed(f),
-            _ => return Err(OptionsError::Speed(s.to_string())),
-        },
-    })
-}
 
 /// For each character, ER_batch scores on IPIP-50 from the newest session that has them.
 fn interview_scores(
@@ -789,6 +732,21 @@ impl Task {
         };
         let run = match tokio::task::spawn_blocking(open).await {
             Ok(Ok(run)) => run,
+            // Complete (another incharacter completed it since it was listed): opened to browse, as
+            // a session is, with what the resume found.
+            Ok(Err(complete @ crate::session::SessionError::Complete { .. })) => {
+                let _ = tx.send(Action::RunEnded(Ok(())));
+                if let crate::session::SessionError::Complete { id, .. } = &complete
+                    && let Ok(dir) = store.own(id)
+                    && let Ok(events) = store.load(&dir)
+                {
+                    let _ = tx.send(Action::Memories(load_memories(store.data(), &catalog, &events)));
+                    let _ = tx.send(Action::SessionDir(dir));
+                    let _ = tx.send(Action::SessionLoaded(events));
+                }
+                let _ = tx.send(Action::Flash(complete.to_string()));
+                return;
+            }
             Ok(Err(e)) => {
                 let _ = tx.send(Action::RunEnded(Err(e.to_string())));
                 return;
