@@ -8,6 +8,18 @@
 
 use std::io::{self, Write};
 
+/// `text` with each character a terminal would act on (but a line break or a tab) written as its
+/// escape, `\u{1b}`: a name that holds one is shown as it can be typed back, not as another name.
+pub fn visible(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\n' | '\t' => c.to_string(),
+            c if acts_on_terminal(c) => c.escape_unicode().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
 /// Removes escape sequences (CSI, OSC and lone ESC) and control characters other than newline and
 /// tab; tabs become spaces. Bidirectional-override characters are removed too.
 pub fn terminal_safe(text: &str) -> String {

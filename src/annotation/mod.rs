@@ -209,31 +209,48 @@ fn writable(session: &Path, annotator: &str) -> Result<PathBuf, AnnotationError>
 /// (made if new) and locked first, in the order of the annotators' names (two imports at once wait
 /// for each other, never for ever): one that cannot be written (its permissions, a link or a FIFO in
 /// its place) stops the import before anything is written. A write that fails after that (a full
-/// disk, a file size limit) takes back what the import had appended to every file, still locked
-/// ([`AnnotationError::Stopped`]); a file it made stays, empty.
+/// disk, a file size limit) takes back what the import had appended to every file, still locked,
+/// and removes the files it made ([`AnnotationError::Stopped`]).
 pub fn append_all(session: &Path, annotations: &[Annotation]) -> Result<(), AnnotationError> {
     let annotators: std::collections::BTreeSet<&str> = annotations.iter().map(|a| a.annotator.as_str()).collect();
     // What can be told without making anything, first.
     for annotator in &annotators {
         writable(session, annotator)?;
     }
-    let mut files: BTreeMap<&str, (PathBuf, Journal, u64)> = BTreeMap::new();
+    // Each file with its length before, and whether this import made it (then removed if it stops:
+    // a writer waiting for its lock opens the path again, see `Journal::open`).
+    let mut files: BTreeMap<&str, (PathBuf, Journal, u64, bool)> = BTreeMap::new();
+    let undo = |files: &mut BTreeMap<&str, (PathBuf, Journal, u64, bool)>| {
+        files.values_mut().all(|(path, journal, len, made)| match made {
+            true => std::fs::remove_file(&*path).is_ok(),
+            false => journal.truncate(*len).is_ok(),
+        })
+    };
     for annotator in annotators {
-        let (path, journal) = open_file(session, annotator)?;
-        let len = journal
-            .size()
-            .map_err(|source| AnnotationError::Unwritable { path: path.clone(), source })?;
-        files.insert(annotator, (path, journal, len));
+        let opened = made_if_new(session, annotator).and_then(|made| {
+            let (path, journal) = open_file(session, annotator)?;
+            let len = journal
+                .size()
+                .map_err(|source| AnnotationError::Unwritable { path: path.clone(), source })?;
+            Ok((path, journal, len, made))
+        });
+        match opened {
+            Ok(file) => {
+                files.insert(annotator, file);
+            }
+            Err(e) => {
+                undo(&mut files);
+                return Err(e);
+            }
+        }
     }
     for (written, a) in annotations.iter().enumerate() {
-        let Some((path, journal, _)) = files.get_mut(a.annotator.as_str()) else {
+        let Some((path, journal, ..)) = files.get_mut(a.annotator.as_str()) else {
             continue;
         };
         if let Err(source) = journal.append(a) {
             let path = path.clone();
-            let kept = files
-                .values_mut()
-                .all(|(_, journal, len)| journal.truncate(*len).is_ok());
+            let kept = undo(&mut files);
             return Err(AnnotationError::Stopped {
                 path,
                 source,
@@ -243,6 +260,19 @@ pub fn append_all(session: &Path, annotations: &[Annotation]) -> Result<(), Anno
         }
     }
     Ok(())
+}
+
+/// Makes the annotator's file if there is none; whether this call made it (one another process made
+/// meanwhile is not).
+fn made_if_new(session: &Path, annotator: &str) -> Result<bool, AnnotationError> {
+    let path = writable(session, annotator)?;
+    let unwritable = |source| AnnotationError::Unwritable { path: path.clone(), source };
+    std::fs::create_dir_all(dir(session)).map_err(unwritable)?;
+    match std::fs::File::options().write(true).create_new(true).open(&path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(unwritable(e)),
+    }
 }
 
 /// The values an answer to `case` may take: the scale's options (an item), its dimension scores (a

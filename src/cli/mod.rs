@@ -984,7 +984,8 @@ fn annotations(ctx: &Ctx, command: AnnotationsCommand, out: &mut dyn Write) -> a
 pub fn load_catalog(warn: &mut dyn Write) -> anyhow::Result<Catalog> {
     let catalog = Catalog::load_user()?;
     for problem in &catalog.problems {
-        writeln!(warn, "warning: skipped {}", problem)?;
+        // A file's name is the user's: what would act on the terminal in it is shown escaped.
+        writeln!(warn, "warning: skipped {}", crate::text::visible(&problem.to_string()))?;
     }
     Ok(catalog)
 }

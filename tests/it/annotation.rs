@@ -256,10 +256,9 @@ async fn imported_ratings_agree_with_an_independent_computation() {
         );
     }
     assert!(
-        std::fs::read(annotations.join("cat.jsonl")).is_ok_and(|b| b.is_empty()),
-        "cat's taken back"
+        !annotations.join("cat.jsonl").exists(),
+        "the file made for cat is taken back too"
     );
-    std::fs::remove_file(annotations.join("cat.jsonl")).unwrap();
 
     let report: Value = serde_json::from_slice(&ok(command(
         &config,

@@ -370,6 +370,11 @@ fn a_skipped_files_name_reaches_the_terminal_without_its_controls() {
         "{warned}"
     );
     assert!(!warned.contains(['\u{1b}', '\u{7}', '\u{9b}']), "{warned:?}");
+    // Shown as it can be typed back, not as another file's name.
+    assert!(
+        warned.contains("\\u{1b}]52;c;ZXZpbA==\\u{7}\\u{9b}31mcharacters.toml"),
+        "{warned}"
+    );
 }
 
 #[test]
