@@ -177,14 +177,15 @@ async fn imported_ratings_agree_with_an_independent_computation() {
     // One annotator's file cannot be written (a folder in its place): nothing is imported, for
     // neither annotator, and no file is left made for it.
     let annotations = data.join("sessions").join(&id).join("annotations");
+    let import = || {
+        command(
+            &config,
+            &data,
+            &["annotations", "import", &id, csv_path.to_str().unwrap()],
+        )
+    };
     std::fs::create_dir_all(annotations.join("bob.jsonl")).unwrap();
-    let refused = command(
-        &config,
-        &data,
-        &["annotations", "import", &id, csv_path.to_str().unwrap()],
-    )
-    .output()
-    .unwrap();
+    let refused = import().output().unwrap();
     assert!(!refused.status.success());
     let files: Vec<_> = std::fs::read_dir(&annotations)
         .unwrap()
@@ -202,22 +203,12 @@ async fn imported_ratings_agree_with_an_independent_computation() {
     let victim = dir.path().join("victim.txt");
     std::fs::write(&victim, b"mine").unwrap();
     std::os::unix::fs::symlink(&victim, annotations.join("bob.jsonl")).unwrap();
-    let refused = command(
-        &config,
-        &data,
-        &["annotations", "import", &id, csv_path.to_str().unwrap()],
-    )
-    .output()
-    .unwrap();
+    let refused = import().output().unwrap();
     assert!(String::from_utf8_lossy(&refused.stderr).contains("is a symbolic link"));
     assert_eq!(std::fs::read(&victim).unwrap(), b"mine");
     assert!(!annotations.join("ann.jsonl").exists());
     std::fs::remove_file(annotations.join("bob.jsonl")).unwrap();
-    let said = ok(command(
-        &config,
-        &data,
-        &["annotations", "import", &id, csv_path.to_str().unwrap()],
-    ));
+    let said = ok(import());
     assert!(String::from_utf8_lossy(&said).contains("by ann, bob"));
     // An import that cannot be written whole (bob's file past a file size limit, after cat's rows
     // were appended) takes back what it wrote: all or none.
