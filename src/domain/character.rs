@@ -365,11 +365,10 @@ struct RawCharacter {
     reference_id: Option<String>,
     name: Spanned<String>,
     #[serde(default)]
-    aliases: Vec<String>,
+    aliases: Vec<Spanned<String>>,
     language: Spanned<String>,
     experimenter: Spanned<String>,
-    #[serde(default)]
-    work: String,
+    work: Option<Spanned<String>>,
     description: Spanned<String>,
     #[serde(default)]
     post_history_instructions: String,
@@ -457,6 +456,15 @@ impl RawCharacter {
             if field.get_ref().trim().is_empty() {
                 errors.push(src.at(field.span(), format!("{what} is empty")));
             } else if what != "description" && field.get_ref().chars().any(super::acts_on_terminal) {
+                errors.push(src.at(
+                    field.span(),
+                    format!("{what} is one line: no line break, other control character or bidirectional override"),
+                ));
+            }
+        }
+        // Shown wherever the character is named or listed: one line too.
+        for (what, field) in self.aliases.iter().map(|a| ("an alias", a)).chain(self.work.iter().map(|w| ("work", w))) {
+            if field.get_ref().chars().any(super::acts_on_terminal) {
                 errors.push(src.at(
                     field.span(),
                     format!("{what} is one line: no line break, other control character or bidirectional override"),
@@ -560,10 +568,10 @@ impl RawCharacter {
             id: self.id.into_inner(),
             reference_id: self.reference_id,
             name: self.name.into_inner(),
-            aliases: self.aliases,
+            aliases: self.aliases.into_iter().map(Spanned::into_inner).collect(),
             language,
             experimenter: self.experimenter.into_inner(),
-            work: self.work,
+            work: self.work.map(Spanned::into_inner).unwrap_or_default(),
             description: self.description.into_inner(),
             post_history: self.post_history_instructions,
             catchphrases: self.catchphrases,
@@ -786,6 +794,23 @@ Warmth = { score = 4.2, type = "H" }
         assert!(e[0].message.contains("must be a number or \"X\""));
         let e = parse(&ANNA.replace("language = \"en\"", "language = \"fr\"")).unwrap_err();
         assert!(e[0].message.contains("\"en\" or \"zh\""));
+    }
+
+    /// Aliases and the work are shown wherever the character is listed: a control character or a
+    /// bidirectional override there is refused where it stands, as in the name.
+    #[test]
+    fn an_alias_or_work_that_would_act_on_a_terminal_is_located() {
+        let alias = ANNA.replace("language = \"en\"", "aliases = [\"Ann\", \"A\u{202e}nna\"]\nlanguage = \"en\"");
+        let e = parse(&alias).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), (3, 19), "{}", e[0]);
+        assert!(e[0].message.starts_with("an alias is one line"), "{}", e[0]);
+        let work = ANNA.replace("language = \"en\"", "work = \"Saga\\u2067\"\nlanguage = \"en\"");
+        let e = parse(&work).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), (3, 8), "{}", e[0]);
+        assert!(e[0].message.starts_with("work is one line"), "{}", e[0]);
+        let fine = ANNA.replace("language = \"en\"", "aliases = [\"Ann\"]\nwork = \"Saga\"\nlanguage = \"en\"");
+        let c = parse(&fine).unwrap();
+        assert_eq!((c.aliases, c.work.as_str()), (vec!["Ann".to_string()], "Saga"));
     }
 
     #[test]

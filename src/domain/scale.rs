@@ -307,7 +307,7 @@ struct RawScale {
 #[serde(deny_unknown_fields)]
 struct RawDimension {
     name: Spanned<String>,
-    name_zh: String,
+    name_zh: Spanned<String>,
     poles: Option<Spanned<[String; 2]>>,
     letters: Option<RawLetters>,
     low: Localized<String>,
@@ -322,8 +322,8 @@ struct RawDimension {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawLetters {
-    low: String,
-    high: String,
+    low: Spanned<String>,
+    high: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -505,9 +505,30 @@ fn dimension(d: RawDimension, src: Source<'_>, errors: &mut Vec<Diagnostic>) -> 
             ),
         ));
     }
+    // Shown in headers, legends and type codes: one line each.
+    let mut shown: Vec<(&str, &Spanned<String>)> = vec![("name_zh", &d.name_zh)];
+    if let Some(l) = &d.letters {
+        shown.extend([("a letter", &l.low), ("a letter", &l.high)]);
+    }
+    for (what, field) in shown {
+        if field.get_ref().chars().any(super::acts_on_terminal) {
+            errors.push(src.at(
+                field.span(),
+                format!("{what} is one line: no line break, other control character or bidirectional override"),
+            ));
+        }
+    }
+    if let Some(p) = &d.poles
+        && p.get_ref().iter().any(|pole| pole.chars().any(super::acts_on_terminal))
+    {
+        errors.push(src.at(
+            p.span(),
+            "a pole is one line: no line break, other control character or bidirectional override",
+        ));
+    }
     let mut letters = d.letters.map(|l| Letters {
-        low: l.low,
-        high: l.high,
+        low: l.low.into_inner(),
+        high: l.high.into_inner(),
     });
     let poles = match d.poles {
         Some(p) => {
@@ -525,7 +546,7 @@ fn dimension(d: RawDimension, src: Source<'_>, errors: &mut Vec<Diagnostic>) -> 
     };
     Dimension {
         name: d.name.into_inner(),
-        name_zh: d.name_zh,
+        name_zh: d.name_zh.into_inner(),
         poles,
         letters,
         low: d.low,
@@ -798,6 +819,24 @@ question = { en = "Tea?", zh = "茶吗？" }
         );
         assert_eq!(ok.dimensions[0].letter(Some(true)), "E");
         assert_eq!(ok.dimension_range(), (0.0, 100.0));
+    }
+
+    /// A dimension's Chinese name, poles and letters are shown in headers, legends and type codes:
+    /// a control character or a bidirectional override there is refused where it stands.
+    #[test]
+    fn dimension_labels_that_would_act_on_a_terminal_are_located() {
+        let zh = TINY.replace("name_zh = \"温暖\"", "name_zh = \"温\u{202e}暖\"");
+        let e = parse(&zh).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), (17, 11), "{e:?}");
+        assert!(e[0].message.starts_with("name_zh is one line"), "{e:?}");
+        let poled = TINY.replace("name = \"Warmth\"\n", "name = \"E/I\"\npoles = [\"E\", \"I\\u2066\"]\n");
+        let e = parse(&poled).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), (17, 9), "{e:?}");
+        assert!(e[0].message.starts_with("a pole is one line"), "{e:?}");
+        let letters = TINY.replace("name = \"Warmth\"\n", "name = \"Warmth\"\nletters = { low = \"C\", high = \"\\u001b\" }\n");
+        let e = parse(&letters).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), (17, 31), "{e:?}");
+        assert!(e[0].message.starts_with("a letter is one line"), "{e:?}");
     }
 
     #[test]
