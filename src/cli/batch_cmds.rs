@@ -72,7 +72,11 @@ pub enum BatchCommand {
         session: String,
         /// The results file (JSONL, lines in any order)
         results: PathBuf,
-        /// Print one JSON object: {"session", "requests"} while phases remain, else run's {"session", "path", "summary"}
+        /// Stop before writing the next phase once this sitting's imported results have cost USD (at
+        /// the providers' prices; see `max_cost` in the config)
+        #[arg(long, value_name = "USD", value_parser = drive::usd)]
+        max_cost: Option<f64>,
+        /// Print one JSON object: {"session", "requests", "usage"} while phases remain, else the run's {"session", "path", "summary", "usage"}
         #[arg(long)]
         json: bool,
     },
@@ -90,8 +94,13 @@ pub enum BatchCommand {
 
 pub fn batch(ctx: &Ctx, command: BatchCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let store = ctx.store()?;
-    let (session, json, batch) = match command {
-        BatchCommand::Import { session, results, json } => {
+    let (session, json, batch, max_cost) = match command {
+        BatchCommand::Import {
+            session,
+            results,
+            max_cost,
+            json,
+        } => {
             let session = store.own_id(&session)?;
             let own = store.own(&session)?;
             let events = store.load(&own)?;
@@ -104,7 +113,7 @@ pub fn batch(ctx: &Ctx, command: BatchCommand, out: &mut dyn Write) -> anyhow::R
                 mode: BatchMode::Files { dir, output: None },
                 import: Some(import),
             };
-            (session, json, batch)
+            (session, json, batch, max_cost)
         }
         BatchCommand::Export { session, output, json } => {
             // The session records the file it wrote (it made one named "-").
@@ -123,12 +132,13 @@ pub fn batch(ctx: &Ctx, command: BatchCommand, out: &mut dyn Write) -> anyhow::R
                 },
                 import: None,
             };
-            (session, json, batch)
+            (session, json, batch, None)
         }
     };
     let options = drive::Options {
         batch: Some(batch),
         json,
+        cost: drive::CostArgs { max_cost, yes: false },
         ..Default::default()
     };
     // The session goes on as its kind, as every resume does, in the files mode given here.

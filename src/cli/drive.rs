@@ -59,7 +59,7 @@ pub struct CostArgs {
     pub yes: bool,
 }
 
-fn usd(text: &str) -> Result<f64, String> {
+pub(super) fn usd(text: &str) -> Result<f64, String> {
     match text.trim_start_matches('$').parse::<f64>() {
         Ok(x) if x > 0.0 && x.is_finite() => Ok(x),
         _ => Err(format!("{text} is not an amount in USD > 0")),
@@ -308,11 +308,13 @@ fn go<S: Headless>(
     let events = match ended {
         Ended::Complete(events) => events,
         Ended::Waiting(requests) => {
+            // What the sitting wrote for the user's engine, and what the results it imported cost.
+            say_used();
             if json_output {
                 writeln!(
                     out,
                     "{}",
-                    crate::text::json_pretty(&json!({"session": id, "requests": requests}))?
+                    crate::text::json_pretty(&json!({"session": id, "requests": requests, "usage": used.rows()}))?
                 )?;
             } else {
                 writeln!(out, "session {id}: the next requests are in {}", requests.display())?;

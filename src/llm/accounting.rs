@@ -37,6 +37,10 @@ pub struct Counters {
     /// Replies taken from batch results kept in the session (paid for when their batch ended, in an
     /// earlier sitting, or made by an offline engine): neither a request nor a cost now.
     pub kept: u64,
+    /// Replies from a batch results file the user's engine made (`batch import`): not requests of
+    /// this run's, but their tokens and cost are counted here.
+    #[serde(default)]
+    pub imported: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     /// Replies whose server reported no usage: their tokens (and so their cost) are estimated
@@ -57,6 +61,7 @@ impl Counters {
         self.not_reached += o.not_reached;
         self.in_batch_file += o.in_batch_file;
         self.kept += o.kept;
+        self.imported += o.imported;
         self.prompt_tokens += o.prompt_tokens;
         self.completion_tokens += o.completion_tokens;
         self.estimated += o.estimated;
@@ -104,6 +109,9 @@ impl Snapshot {
                 }
                 if c.kept > 0 {
                     parts.push(format!("{} from kept batch results", c.kept));
+                }
+                if c.imported > 0 {
+                    parts.push(format!("{} from imported batch results", c.imported));
                 }
                 if c.cost > 0.0 {
                     parts.push(format!("${:.4}", c.cost));
@@ -269,6 +277,14 @@ impl Accounting {
         self.with(provider, role, |c| {
             c.requests = c.requests.saturating_sub(1);
             c.kept += 1;
+        });
+    }
+    /// An attempt answered from an imported results file (see [`Counters::imported`]): not a
+    /// request after all; its tokens are counted as a reply's.
+    pub fn imported(&self, provider: &str, role: Role) {
+        self.with(provider, role, |c| {
+            c.requests = c.requests.saturating_sub(1);
+            c.imported += 1;
         });
     }
     /// Counts a reply's tokens and their cost at `(in, out)` USD per million; `estimated` when the

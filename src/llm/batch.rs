@@ -26,7 +26,7 @@ use tokio::sync::{Notify, oneshot};
 
 use super::cache;
 use super::accounting::Holder;
-use super::client::{AttemptError, Finished, Transport};
+use super::client::{AttemptError, Came, Finished, Transport};
 use super::{ChatEvent, ChatModel, ChatRequest, EventStream, LlmError, ModelInfo, openai};
 use crate::config::{ProviderConfig, Secret};
 
@@ -212,18 +212,18 @@ impl Hub {
     }
 
     /// Replies that did not come from a phase of this sitting: the requests waiting for them are
-    /// answered, and later ones at once when they ask. `kept`: read from results kept in the session
-    /// or imported (not billed again); else returned by a batch followed from an earlier sitting
-    /// (billed now, as a phase's are).
-    pub fn load(&self, answers: &BTreeMap<String, Answer>, kept: bool) {
+    /// answered, and later ones at once when they ask. `came`: read from results kept in the
+    /// session (not billed again), imported from the user's engine (its tokens counted), or
+    /// returned by a batch followed from an earlier sitting (billed now, as a phase's are).
+    pub fn load(&self, answers: &BTreeMap<String, Answer>, came: Came) {
         let answers: BTreeMap<String, Answer> = answers
             .iter()
             .map(|(id, answer)| {
-                let answer = answer.clone().map(|reply| Reply { kept, ..reply });
+                let answer = answer.clone().map(|reply| Reply { came, ..reply });
                 (id.clone(), answer)
             })
             .collect();
-        if !kept {
+        if came != Came::Kept {
             let mut state = self.state();
             for (id, answer) in &answers {
                 if let Ok(empty) = answer
@@ -251,7 +251,7 @@ impl Hub {
                 Ok(empty) => {
                     // Given back later, it is not billed again.
                     let kept = Reply {
-                        kept: true,
+                        came: Came::Kept,
                         ..empty.clone()
                     };
                     let seen = state.empties.entry(id.clone()).or_insert((0, kept.clone()));
@@ -410,7 +410,7 @@ impl Transport for BatchTransport {
                     finish_reason: reply.finish_reason,
                     rate: Default::default(),
                     choices: reply.choices,
-                    kept: reply.kept,
+                    came: reply.came,
                 })
             }
             Some(Err(refusal)) => Err(AttemptError::Status {
@@ -853,7 +853,7 @@ mod tests {
                 }),
                 finish_reason: Some("stop".into()),
                 choices: Vec::new(),
-                kept: false,
+                came: Came::Sent,
             })
         );
         let b = answers["b"].clone().unwrap_err();
@@ -912,7 +912,7 @@ mod tests {
             usage: None,
             finish_reason: None,
             choices: Vec::new(),
-            kept: false,
+            came: Came::Sent,
         };
         let answers = BTreeMap::from([("y".to_string(), Ok(reply.clone()))]);
         hub.resolve(&["x".into(), "y".into()], &answers);

@@ -37,9 +37,21 @@ pub struct Finished {
     pub rate: RateHeaders,
     /// The tokens' rivals, when the request asked for `top_logprobs` and the provider gave them.
     pub choices: Vec<super::TokenChoice>,
-    /// Taken from batch results kept in the session rather than sent: paid for before, not billed
-    /// again.
-    pub kept: bool,
+    /// Sent by this sitting, or taken from batch results rather than sent (see [`Came`]).
+    pub came: Came,
+}
+
+/// Where a reply came from, which decides what the run's accounts count it as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Came {
+    /// Returned to a request of this sitting (streamed, or by a batch it followed): a request, billed.
+    #[default]
+    Sent,
+    /// Read from batch results an earlier sitting kept in the session: paid for then, not again.
+    Kept,
+    /// From a batch results file the user's own engine made (`batch import`): no request of this
+    /// run's, but its tokens are counted, and priced as the provider's config states.
+    Imported,
 }
 
 /// One request attempt against a model; no retries, no cache.
@@ -610,7 +622,7 @@ impl Client {
             } =>
             {
                 // A kept reply was billed in the sitting that got it.
-                if !finished.kept {
+                if finished.came != Came::Kept {
                     self.bill(role, tries, finished.usage, &tokens);
                 }
                 tries.empties += 1;
@@ -640,10 +652,13 @@ impl Client {
         if let Some((own, ..)) = &tries.places {
             own.succeeded();
         }
-        if finished.kept {
-            self.shared.accounting.kept(provider, role);
-        } else {
-            self.bill(role, tries, finished.usage, &tokens);
+        match finished.came {
+            Came::Kept => self.shared.accounting.kept(provider, role),
+            Came::Imported => {
+                self.shared.accounting.imported(provider, role);
+                self.bill(role, tries, finished.usage, &tokens);
+            }
+            Came::Sent => self.bill(role, tries, finished.usage, &tokens),
         }
         if let Some(u) = finished.usage {
             let _ = tx.send(ChatEvent::Usage(u));

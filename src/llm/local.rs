@@ -216,7 +216,7 @@ fn generate(
                     top: c.top,
                 })
                 .collect(),
-            kept: false,
+            came: crate::llm::client::Came::Sent,
         }),
         Err(embedded::Error::Cancelled) => Err(AttemptError::Cancelled),
         Err(e) => Err(AttemptError::Fatal(LlmError::Config(e.to_string()))),

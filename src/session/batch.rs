@@ -15,6 +15,7 @@ use super::SessionError;
 use crate::fault::Classify;
 use crate::journal;
 use crate::llm::LlmError;
+use crate::llm::client::Came;
 use crate::llm::batch::{self, Answer, Batch, BatchApi, Hub, Pending, Step};
 use crate::study::Event;
 
@@ -318,9 +319,10 @@ impl Batching {
     /// Sends every complete phase out until the study is done (the caller drops this then). In files
     /// mode it returns after writing the first phase it finds: the path of the requests file.
     ///
-    /// A cost cap (`cap`) is held between phases: a batch is paid for whole when it ends, and its
-    /// replies are read and journaled before the next phase would go out; once they have cost the
-    /// cap, that phase does not. The run's accounts learn which parked requests never went out.
+    /// A cost cap (`cap`) is held between phases: a batch is paid for whole when it ends (or its
+    /// results are imported, in files mode), and its replies are read and journaled before the next
+    /// phase would go out; once they have cost the cap, that phase does not. The run's accounts
+    /// learn which parked requests never went out.
     pub(super) async fn coordinate(
         &self,
         journal: &Journaler,
@@ -346,7 +348,7 @@ impl Batching {
                 }
             })?;
             // Paid for when their batch ended, in the sitting that kept them.
-            self.hub.load(&answers, true);
+            self.hub.load(&answers, Came::Kept);
         }
         if let Some(import) = self.import.as_ref().filter(|i| !i.already) {
             let results = self.keep(format!("phase-{}.out.jsonl", import.phase), &import.text)?;
@@ -358,8 +360,9 @@ impl Batching {
             };
             note(step.describe());
             self.journal(journal, step).await?;
-            // Made by the user's offline engine: this run pays nobody for them.
-            self.hub.load(&import.answers, true);
+            // Made by the user's engine: no request of this run's, but their tokens are counted
+            // (and priced as the config says, which the cost cap holds before the next phase).
+            self.hub.load(&import.answers, Came::Imported);
         }
         for (phase, provider, file, batch) in self.history.open() {
             let api = self.api(&provider)?;
@@ -379,7 +382,7 @@ impl Batching {
             ));
             let answers = self.follow(journal, note, phase, &provider, &api, batch).await?;
             // Ended in this sitting: billed now, as a phase's results are.
-            self.hub.load(&answers, false);
+            self.hub.load(&answers, Came::Sent);
         }
         let mut phase = self.history.last_phase();
         loop {
@@ -388,6 +391,13 @@ impl Batching {
                 continue;
             };
             phase += 1;
+            if let Some(cap) = cap {
+                let spent = accounting.cost();
+                if spent >= cap {
+                    not_sent(&pending, false);
+                    return Err(SessionError::CostCap { spent, cap });
+                }
+            }
             match &self.mode {
                 BatchMode::Files { dir, output } => {
                     let ids: Vec<String> = pending.iter().map(|p| p.custom_id.clone()).collect();
@@ -428,13 +438,6 @@ impl Batching {
                     return Ok(path);
                 }
                 BatchMode::Api => {
-                    if let Some(cap) = cap {
-                        let spent = accounting.cost();
-                        if spent >= cap {
-                            not_sent(&pending, false);
-                            return Err(SessionError::CostCap { spent, cap });
-                        }
-                    }
                     let mut by_provider: BTreeMap<&str, Vec<&Pending>> = BTreeMap::new();
                     for p in &pending {
                         by_provider.entry(p.provider.as_str()).or_default().push(p);

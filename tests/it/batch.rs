@@ -594,6 +594,74 @@ async fn a_cost_cap_stops_between_phases_after_journaling_every_reply_the_batch_
     assert_eq!(conclusions(&dir), expected);
 }
 
+/// Batch files mode: what a sitting writes for the user's engine is said (`used:`, and `usage` in
+/// the JSON), the results it imports are priced as the config says, and a cap they reach stops
+/// the run before the next phase is written (the stop journaled); a resume with a cap that holds
+/// writes that phase and the run ends as the streamed one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imported_batch_results_are_priced_and_a_cost_cap_holds_the_next_phase() {
+    let expected = streamed().await;
+    let s = common::setup(
+        FakeConfig::default(),
+        "price_in_per_mtok = 10000\nprice_out_per_mtok = 10000",
+    )
+    .await;
+    let files = s.dir.path().join("batches");
+    let dir_arg = files.display().to_string();
+    let mut args = RUN.to_vec();
+    args.extend(["--batch-files", &dir_arg, "--max-cost", "20", "--yes", "--json"]);
+    let out = common::output(&s.config, &s.data, &args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        stderr.contains("used: rpa fake: 0 requests, 0 tokens in, 0 out, 88 written to a batch file"),
+        "{stderr}"
+    );
+    let first = common::json_of(out);
+    assert_eq!(first["usage"][0]["in_batch_file"], 88, "{first}");
+    let id = first["session"].as_str().unwrap().to_string();
+    let input = std::fs::read_to_string(first["requests"].as_str().unwrap()).unwrap();
+    let results = files.join("results-1.jsonl");
+    std::fs::write(&results, batch_output_for(&FakeConfig::default(), &input).unwrap()).unwrap();
+    let results_arg = results.display().to_string();
+    let written = || std::fs::read_dir(&files).unwrap().count();
+    let before = written();
+    let out = common::output(
+        &s.config,
+        &s.data,
+        &["batch", "import", &id, &results_arg, "--max-cost", "20"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("reaching its cap of $20.00"), "{stderr}");
+    assert!(stderr.contains("88 from imported batch results, $"), "{stderr}");
+    assert!(
+        !stderr.contains("0 tokens in, 0 out, 88 from imported"),
+        "priced: {stderr}"
+    );
+    assert_eq!(written(), before, "the judge's phase was not written");
+    let journal = std::fs::read_to_string(session_dir(&s.data, &id).join("journal.jsonl")).unwrap();
+    assert!(journal.contains(r#""event":"stopped""#), "why it stopped is journaled");
+
+    // Resumed with a cap that holds: the judge's phase is written, then imported to the end.
+    let out = common::output(
+        &s.config,
+        &s.data,
+        &["run", "--resume", &id, "--max-cost", "1000000", "--json"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!stderr.contains("used: rpa"), "no interview asked again: {stderr}");
+    let next = common::json_of(out);
+    let input = std::fs::read_to_string(next["requests"].as_str().unwrap()).unwrap();
+    std::fs::write(&results, batch_output_for(&FakeConfig::default(), &input).unwrap()).unwrap();
+    let summary =
+        common::json_of(common::output(&s.config, &s.data, &["batch", "import", &id, &results_arg, "--json"]).await);
+    assert_all_assessed(&summary);
+    assert_eq!(conclusions(&session_dir(&s.data, &id)), expected);
+    assert_eq!(s.server.stats().requests, 0, "batch files send nothing");
+}
+
 /// A phase whose upload fails never became a batch: its parked requests are not counted as used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_whose_upload_fails_counts_no_request() {
@@ -622,7 +690,8 @@ async fn a_batch_whose_upload_fails_counts_no_request() {
 }
 
 /// Accounting: a reply read from results kept in the session is not billed again; one a batch
-/// followed this sitting returned is.
+/// followed this sitting returned is; one imported from the user's engine is no request of the
+/// run's, but its tokens and their cost are counted (the cost cap holds them).
 #[tokio::test]
 async fn batch_results_kept_from_an_earlier_sitting_are_neither_a_request_nor_a_cost_again() {
     use std::collections::BTreeMap;
@@ -630,7 +699,7 @@ async fn batch_results_kept_from_an_earlier_sitting_are_neither_a_request_nor_a_
 
     use incharacter::config::{CacheMode, ProviderConfig, ProviderKind};
     use incharacter::llm::batch::{self, BatchTransport, Hub, Reply};
-    use incharacter::llm::client::{Client, Shared};
+    use incharacter::llm::client::{Came, Client, Shared};
     use incharacter::llm::{ChatMessage, ChatRequest, Role, Usage, complete};
     let mut config = ProviderConfig::new("batchy", ProviderKind::Openai, "http://batchy/v1", "m");
     (config.price_in_per_mtok, config.price_out_per_mtok) = (1e6, 1e6);
@@ -650,7 +719,7 @@ async fn batch_results_kept_from_an_earlier_sitting_are_neither_a_request_nor_a_
             }),
             finish_reason: Some("stop".into()),
             choices: Vec::new(),
-            kept: false,
+            came: Came::Sent,
         })
     };
     let mut followed = ChatRequest::new(vec![ChatMessage::user("Rate the answer.")]);
@@ -658,10 +727,14 @@ async fn batch_results_kept_from_an_earlier_sitting_are_neither_a_request_nor_a_
     let mut kept = ChatRequest::new(vec![ChatMessage::user("Are you talkative?")]);
     kept.meta.role = Role::Rpa;
     let id = |r: &ChatRequest| batch::custom_id(&config.base_url, &config.model, r);
-    hub.load(&BTreeMap::from([(id(&kept), answer("Kept."))]), true);
-    hub.load(&BTreeMap::from([(id(&followed), answer("Followed."))]), false);
+    let mut imported = ChatRequest::new(vec![ChatMessage::user("Describe the scene.")]);
+    imported.meta.role = Role::Observer;
+    hub.load(&BTreeMap::from([(id(&kept), answer("Kept."))]), Came::Kept);
+    hub.load(&BTreeMap::from([(id(&followed), answer("Followed."))]), Came::Sent);
+    hub.load(&BTreeMap::from([(id(&imported), answer("Imported."))]), Came::Imported);
     assert_eq!(complete(&c, kept).await.unwrap().text, "Kept.");
     assert_eq!(complete(&c, followed).await.unwrap().text, "Followed.");
+    assert_eq!(complete(&c, imported).await.unwrap().text, "Imported.");
     let snapshot = c.accounting().snapshot();
     let rpa = snapshot.by_provider_role[&("batchy".to_string(), Role::Rpa)];
     assert_eq!(
@@ -675,9 +748,24 @@ async fn batch_results_kept_from_an_earlier_sitting_are_neither_a_request_nor_a_
         (1, 0, 5.0),
         "its batch ended in this one"
     );
+    let observer = snapshot.by_provider_role[&("batchy".to_string(), Role::Observer)];
+    assert_eq!(
+        (
+            observer.requests,
+            observer.imported,
+            observer.prompt_tokens,
+            observer.cost
+        ),
+        (0, 1, 3, 5.0),
+        "made by the user's engine, priced as the config says"
+    );
     let lines = snapshot.lines().join("\n");
     assert!(
         lines.contains("rpa batchy: 0 requests, 0 tokens in, 0 out, 1 from kept batch results"),
+        "{lines}"
+    );
+    assert!(
+        lines.contains("observer batchy: 0 requests, 3 tokens in, 2 out, 1 from imported batch results, $5.0000"),
         "{lines}"
     );
 }

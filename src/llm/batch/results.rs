@@ -15,9 +15,8 @@ pub struct Reply {
     pub finish_reason: Option<String>,
     /// The tokens' rivals, when the request asked for `top_logprobs`.
     pub choices: Vec<crate::llm::TokenChoice>,
-    /// Read from results kept in the session (paid for when their batch ended, or made offline), not
-    /// returned by a batch this sitting: not billed again.
-    pub kept: bool,
+    /// Returned by a batch this sitting, read from results an earlier sitting kept, or imported.
+    pub came: crate::llm::client::Came,
 }
 
 impl Reply {
@@ -118,7 +117,7 @@ fn answer_of(line: &Value) -> Result<Answer, String> {
                 usage,
                 finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_string),
                 choices: crate::llm::openai::token_choices(choice, &mut 0),
-                kept: false,
+                came: crate::llm::client::Came::Sent,
             }))
         }
         (status, error) => {

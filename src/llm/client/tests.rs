@@ -127,7 +127,7 @@ impl Transport for Scripted {
                     .collect(),
                 None => Vec::new(),
             },
-            kept: false,
+            came: Came::Sent,
         })
     }
 
