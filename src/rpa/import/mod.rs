@@ -499,6 +499,20 @@ fn character_path(data_dir: &Path, id: &str) -> PathBuf {
     data_dir.join("characters").join(format!("{id}.toml"))
 }
 
+/// Refuses a scale or character file the catalog would not read (it skips one over
+/// [`crate::catalog::MAX_FILE`]): nothing is written that could only be skipped afterwards.
+pub(super) fn too_large_for_the_catalog(origin: &str, what: &str, bytes: usize) -> Result<(), ImportError> {
+    if bytes as u64 > crate::catalog::MAX_FILE {
+        return Err(format!(
+            "{origin}: the {what} file would take {}, more than the {} a scale or character file may hold; nothing was written",
+            crate::files::size(bytes as u64),
+            crate::files::size(crate::catalog::MAX_FILE)
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// The most a memories file may hold: what the catalog and the agents will read back.
 pub(crate) const MAX_MEMORIES: u64 = super::memories::MAX_FILE;
 
@@ -518,6 +532,7 @@ fn write_files<'s>(
     card: Option<(&[u8], Option<&[u8]>)>,
 ) -> Result<Imported, ImportError> {
     let text = character.to_toml();
+    too_large_for_the_catalog(origin, "character", text.len())?;
     let parsed = Character::parse(Source::new(&character_file.display().to_string(), &text), scale)
         .map_err(|e| e.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))?;
     if parsed != character {

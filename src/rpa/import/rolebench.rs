@@ -164,4 +164,31 @@ mod tests {
         assert!(e.contains(".jsonl:2:1: a row needs \"act_id\""), "{e}");
         assert!(std::fs::read_dir(data.path()).unwrap().next().is_none());
     }
+
+    /// A description larger than the catalog reads a character file would be: refused before
+    /// anything is written (the file could only be skipped afterwards).
+    #[test]
+    fn a_character_too_large_for_the_catalog_is_refused_before_it_is_written() {
+        let dir = files(ROWS);
+        let huge = serde_json::json!({"Wren Ashby": "x".repeat(5 << 20)});
+        std::fs::write(dir.path().join("desc.json"), huge.to_string()).unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let e = rolebench_profile(
+            &dir.path().join("desc.json"),
+            &dir.path().join("profiles-eng-Wren Ashby.jsonl"),
+            "Wren Ashby",
+            data.path(),
+            &Options::default(),
+            |_| None,
+            |_| Existing::none(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("the character file would take"), "{e}");
+        assert!(e.contains("more than the 4 MiB a scale or character file may hold"), "{e}");
+        let left: Vec<_> = std::fs::read_dir(data.path().join("characters"))
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{left:?}");
+    }
 }

@@ -782,6 +782,7 @@ pub fn questionnaire<'s>(
         )
     };
     let generated = header + &body;
+    super::too_large_for_the_catalog(&origin.to_string(), "scale", generated.len())?;
     // What the questionnaire's own checks above do not catch (an item's keying that names no pole
     // of its dimension, say) is found in the scale file it would become, which is not written: each
     // problem is named at its item in the questionnaire, or at the questionnaire.

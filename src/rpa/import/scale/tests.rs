@@ -334,3 +334,36 @@ fn malformed_questionnaires_name_the_place_and_write_nothing() {
     }
     assert!(std::fs::read_dir(data.path()).unwrap().next().is_none());
 }
+
+/// A questionnaire whose scale file would be larger than the catalog reads (its text is written
+/// in both languages, as statement and question) is refused, and nothing is written: the file
+/// could only be skipped afterwards.
+#[test]
+fn a_scale_too_large_for_the_catalog_is_refused_before_it_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "x".repeat(1 << 20);
+    let file = write(
+        dir.path(),
+        "questionnaires.json",
+        serde_json::json!([{
+            "name": "Tiny", "scale": 6, "compute_mode": "AVG", "reverse": [],
+            "prompt": "1 denotes 'strongly disagree' and 5 denotes 'strongly agree'.",
+            "questions": {"1": long, "2": "I hate mornings."},
+            "categories": [{"cat_name": "Morningness", "cat_questions": [1, 2]}]
+        }]),
+    );
+    let data = tempfile::tempdir().unwrap();
+    let opts = ScaleOptions {
+        name: Some("Tiny".into()),
+        ..ScaleOptions::default()
+    };
+    let e = refused(&file, ScaleFormat::Psychobench, data.path(), &opts);
+    assert!(
+        e.contains("the scale file would take") && e.contains("more than the 4 MiB a scale or character file may hold"),
+        "{e}"
+    );
+    let written: Vec<_> = std::fs::read_dir(data.path().join("scales"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(written.is_empty(), "{written:?}");
+}
