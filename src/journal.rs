@@ -259,6 +259,17 @@ impl Journal {
         }
         let mut line = serde_json::to_string(&value)?;
         line.push('\n');
+        // A line the journal would not read back makes the whole session unreadable: never written.
+        if line.len() as u64 > MAX_LINE {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "a record of {} is more than the {} a journal line may hold; it was not written",
+                    crate::files::size(line.len() as u64),
+                    crate::files::size(MAX_LINE)
+                ),
+            ));
+        }
         Ok(line)
     }
 }
@@ -537,6 +548,24 @@ mod tests {
         j.defer(&serde_json::json!({"a": 5})).unwrap();
         drop(j);
         assert_eq!(a(&path), [1, 2, 3, 4], "nothing followed it");
+    }
+
+    /// A record longer than a journal line may be is refused, not written: the journal stays one
+    /// that reads back (and a new one is not made).
+    #[test]
+    fn a_record_too_long_to_read_back_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let huge = serde_json::json!({"a": "x".repeat(MAX_LINE as usize)});
+        let e = Journal::create_exclusive(&dir.path().join("new.jsonl"), &huge).err().expect("refused");
+        assert!(e.to_string().contains("a journal line may hold"), "{e}");
+        assert!(!dir.path().join("new.jsonl").exists());
+        let mut j = Journal::open(&path).unwrap();
+        j.append(&serde_json::json!({"a": 1})).unwrap();
+        let e = j.append(&huge).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+        let a: Vec<serde_json::Value> = read(&path).unwrap();
+        assert_eq!(a.len(), 1, "the journal reads back as it was");
     }
 
     #[test]

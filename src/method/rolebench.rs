@@ -27,6 +27,12 @@ use crate::llm::{ChatMessage, ChatRequest, ResponseSchema, Role};
 pub const MAX_FILE_BYTES: u64 = 256 << 20;
 /// The most rows a question file may hold (all of RoleBench is 168,093 samples).
 pub const MAX_ROWS: usize = 500_000;
+/// The most the rows of a question file may hold together, each counted with [`ROW_KEPT`] more: the
+/// questions are kept in the session's first journal record, which must stay a line the journal
+/// reads back ([`crate::journal::MAX_LINE`], less room for the rest of the record).
+pub const MAX_QUESTION_BYTES: usize = (crate::journal::MAX_LINE - (1 << 20)) as usize;
+/// What keeping a row adds to its text (its line number and the record's keys), at most.
+const ROW_KEPT: usize = 64;
 
 /// One benchmark question for one role.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,7 +75,14 @@ pub enum LoadError {
 /// Reads a question file: a regular file (symlinks followed) of at most [`MAX_FILE_BYTES`], UTF-8 jsonl.
 pub fn load_questions(path: &Path) -> Result<Vec<Question>, LoadError> {
     let text = read_bounded(path)?;
-    parse_questions(path, &text)
+    let questions = parse_questions(path, &text)?;
+    if questions.is_empty() {
+        return Err(LoadError::File {
+            path: path.to_path_buf(),
+            message: "holds no question (every line is blank)".into(),
+        });
+    }
+    Ok(questions)
 }
 
 /// Parses question rows; `path` only names the source in errors. Blank lines are skipped. A row is
@@ -78,6 +91,7 @@ pub fn load_questions(path: &Path) -> Result<Vec<Question>, LoadError> {
 /// neither a string, a list of strings, null nor absent. Unknown keys are ignored.
 pub fn parse_questions(path: &Path, text: &str) -> Result<Vec<Question>, LoadError> {
     let mut out = Vec::new();
+    let mut held = 0;
     for (i, line) in text.split('\n').enumerate() {
         let n = i + 1;
         // A byte-order mark may open the file; it is not a column (as editors show it).
@@ -97,6 +111,16 @@ pub fn parse_questions(path: &Path, text: &str) -> Result<Vec<Question>, LoadErr
         };
         if out.len() == MAX_ROWS {
             return Err(at(1, format!("more than {MAX_ROWS} rows")));
+        }
+        held += line.len() + ROW_KEPT;
+        if held > MAX_QUESTION_BYTES {
+            return Err(at(
+                1,
+                format!(
+                    "the rows up to here take more than the {} a session keeps of its questions",
+                    crate::files::size(MAX_QUESTION_BYTES as u64)
+                ),
+            ));
         }
         let start = line.len() - line.trim_start().len();
         if !line[start..].starts_with('{') {
@@ -639,6 +663,25 @@ mod tests {
             err(r#"{"role": "", "question": "q", "generated": ["a"]}"#),
             "q.jsonl:1:2: \"role\" is empty"
         );
+    }
+
+    /// The questions are kept in the session's first journal record: a file whose rows would make
+    /// it longer than the journal reads back is refused at the row that crosses the limit (it made
+    /// a session that could neither be listed nor resumed).
+    #[test]
+    fn rows_a_session_could_not_keep_are_refused_where_they_cross_the_limit() {
+        let row = |q: &str| format!("{{\"role\": \"x\", \"question\": \"{q}\", \"generated\": [\"a\"]}}\n");
+        let big = "q".repeat(MAX_QUESTION_BYTES / 2);
+        let text = row("small") + &row(&big) + &row(&big);
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.starts_with("q.jsonl:3:1: the rows up to here take more than the 31 MiB"), "{e}");
+        assert_eq!(parse(&(row("small") + &row(&big))).unwrap().len(), 2);
+        // A file of blank lines is named as well.
+        let dir = tempfile::tempdir().unwrap();
+        let blank = dir.path().join("blank.jsonl");
+        std::fs::write(&blank, "\n \n").unwrap();
+        let e = load_questions(&blank).unwrap_err().to_string();
+        assert_eq!(e, format!("{}: holds no question (every line is blank)", blank.display()));
     }
 
     #[test]
