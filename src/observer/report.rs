@@ -364,7 +364,8 @@ pub fn csv_rows(subjects: &[SubjectResult]) -> Vec<[String; 6]> {
 /// The paper-style tables as text: correlations with the latent levels, deviations observer − self,
 /// and the observers-count curve.
 pub fn tables(subjects: &[SubjectResult], st: &Statistics) -> String {
-    let f = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.3}"));
+    // A value that rounds to zero is zero, never -0.000.
+    let f = |v: Option<f64>| v.map_or("–".to_string(), |v| crate::text::decimals(v, 3, false));
     let mut out = String::new();
     out.push_str(&format!("{} subject(s)\n\n", subjects.len()));
     out.push_str("trait                    n   obs−self      t        p   Cohen d   ρ(latent, obs)  ρ(latent, self)\n");
@@ -400,6 +401,18 @@ pub fn tables(subjects: &[SubjectResult], st: &Statistics) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A curve value that rounds to zero (−8e-18, from averaging correlations) is printed as zero.
+    #[test]
+    fn a_value_that_rounds_to_zero_is_printed_without_a_sign() {
+        let st = Statistics {
+            observers_curve: vec![(2, Some(-8e-18)), (3, Some(-0.25))],
+            ..Statistics::default()
+        };
+        let text = tables(&[], &st);
+        assert!(text.contains("        2   0.000"), "{text}");
+        assert!(text.contains("-0.250") && !text.contains("-0.000"), "{text}");
+    }
     use crate::observer::{Draw, Side, Step, draw};
 
     #[test]
