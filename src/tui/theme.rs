@@ -195,6 +195,9 @@ pub fn load_all(user_dir: Option<&Path>) -> (Vec<Theme>, Vec<Diagnostic>) {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     files.sort();
+    // The user file each theme name came from: two files of one name are one mistake, said, and the
+    // first (in name order) is the one used.
+    let mut from: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     for path in files {
         let name = path.display().to_string();
         // As the config file is read: a FIFO or a device is refused unopened (it would never end),
@@ -216,10 +219,20 @@ pub fn load_all(user_dir: Option<&Path>) -> (Vec<Theme>, Vec<Diagnostic>) {
             }
         };
         match Theme::parse(Source::new(&name, &text), &default) {
-            Ok(t) => match themes.iter_mut().find(|x| x.name == t.name) {
-                Some(slot) => *slot = t,
-                None => themes.push(t),
-            },
+            Ok(t) => {
+                if let Some(first) = from.get(&t.name) {
+                    errors.push(Source::new(&name, &text).whole(format!(
+                        "theme \"{}\" is also in {first}, which is used: this file is skipped (give it another name)",
+                        t.name
+                    )));
+                    continue;
+                }
+                from.insert(t.name.clone(), name.clone());
+                match themes.iter_mut().find(|x| x.name == t.name) {
+                    Some(slot) => *slot = t,
+                    None => themes.push(t),
+                }
+            }
             Err(e) => errors.push(e),
         }
     }
@@ -302,5 +315,30 @@ mod tests {
         assert_eq!(mine.measured, default_theme().measured);
         assert_eq!(errors.len(), 1);
         assert!(errors[0].to_string().contains("bad.toml:3:10"), "{}", errors[0]);
+    }
+
+    /// Two user files giving one theme name: the first (in name order) is used, the other named as
+    /// skipped, not chosen between in silence.
+    #[test]
+    fn two_user_themes_of_one_name_are_said_and_the_first_used() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("d1.toml"),
+            "name = \"dup\"\n[colors]\naccent = \"#ff0000\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("d2.toml"),
+            "name = \"dup\"\n[colors]\naccent = \"#00ff00\"\n",
+        )
+        .unwrap();
+        let (themes, errors) = load_all(Some(dir.path()));
+        let dup: Vec<&Theme> = themes.iter().filter(|t| t.name == "dup").collect();
+        assert_eq!(dup.len(), 1);
+        assert_eq!(dup[0].accent, Color::Rgb(255, 0, 0));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        let said = errors[0].to_string();
+        assert!(said.contains("d2.toml:1:1: theme \"dup\" is also in"), "{said}");
+        assert!(said.contains("d1.toml, which is used"), "{said}");
     }
 }
