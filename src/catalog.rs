@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::domain::character::Character;
+use crate::domain::character::{Character, LabelSource};
 use crate::domain::diagnostic::{Diagnostic, Source};
 use crate::domain::scale::Scale;
 
@@ -191,6 +191,7 @@ impl Catalog {
     pub fn load(data_dir: Option<&Path>) -> Result<Catalog, Vec<Diagnostic>> {
         let mut catalog = Catalog::bundled()?;
         let Some(dir) = data_dir else { return Ok(catalog) };
+        let bundled_scales: Vec<Scale> = catalog.scales.iter().map(|e| e.value.clone()).collect();
         let mut scales = Vec::new();
         for path in toml_files(&dir.join("scales"), &mut catalog.problems) {
             let parsed = read(&path).and_then(|text| {
@@ -213,6 +214,7 @@ impl Catalog {
                 Err(several) => catalog.refuse(Kind::Scale, several),
             }
         }
+        catalog.recheck_bundled_characters(&bundled_scales);
         // Characters after every scale: their labels name scales.
         let mut characters = Vec::new();
         for path in toml_files(&dir.join("characters"), &mut catalog.problems) {
@@ -241,6 +243,63 @@ impl Catalog {
         }
         catalog.sort();
         Ok(catalog)
+    }
+
+    /// Checks the bundled characters' labels again once user scales replace bundled ones (whose
+    /// copies are `bundled_scales`): a label that does not fit the user's scale (a range or a
+    /// dimension changed) would make its metrics silently wrong, so the character's labels on the
+    /// replaced scales are left out, and that is said at the label, naming the user's file.
+    fn recheck_bundled_characters(&mut self, bundled_scales: &[Scale]) {
+        let replaced: Vec<(String, PathBuf)> = self
+            .scales
+            .iter()
+            .filter_map(|e| match &e.origin {
+                Origin::User {
+                    path,
+                    overrides_bundled: true,
+                } => Some((e.value.id.clone(), path.clone())),
+                _ => None,
+            })
+            .collect();
+        if replaced.is_empty() {
+            return;
+        }
+        for (name, text) in bundled::CHARACTERS {
+            let Err(errors) = Character::parse(Source::new(name, text), |id| self.scale(id)) else {
+                continue;
+            };
+            let as_bundled = Character::parse(Source::new(name, text), |id| {
+                bundled_scales.iter().find(|s| s.id.eq_ignore_ascii_case(id))
+            });
+            let Ok(mut character) = as_bundled else { continue };
+            let mut left_out = Vec::new();
+            for (scale, path) in &replaced {
+                let mut had = false;
+                for source in LabelSource::ALL {
+                    had |= character.labels.source_mut(source).remove(scale).is_some();
+                }
+                if had {
+                    left_out.push(format!("{scale} ({})", path.display()));
+                }
+            }
+            let first = &errors[0];
+            self.problems.push(Diagnostic {
+                message: format!(
+                    "{}: the bundled character {}'s labels on the user's scale {} are left out (they do not fit it)",
+                    first.message,
+                    character.id,
+                    left_out.join(", ")
+                ),
+                ..first.clone()
+            });
+            if let Some(entry) = self
+                .characters
+                .iter_mut()
+                .find(|e| e.origin == Origin::Bundled && e.value.id == character.id)
+            {
+                entry.value = character;
+            }
+        }
     }
 
     /// Uses none of `files` (which share an id) and says so at each of them, naming the others.

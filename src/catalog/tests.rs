@@ -424,3 +424,43 @@ fn a_layout_is_kept_but_for_the_keys_that_changed() {
     // What does not parse is not merged.
     assert_eq!(super::keep_layout("id = ", new), None);
 }
+
+/// A user scale that replaces a bundled one is what the bundled characters' labels on it are
+/// checked against: labels that do not fit it (GSE made 1–9, where Hermione's 4.0 "H" is below the
+/// middle) are left out and said at the label, naming the user's file; the rest of the character
+/// stays, and a replacement the labels fit keeps them.
+#[test]
+fn bundled_labels_that_do_not_fit_a_users_replacement_scale_are_left_out_and_said() {
+    let gse = include_str!("../../assets/scales/GSE.toml");
+    let nine = gse
+        .replace("range = [1, 4]", "range = [1, 9]")
+        .replace(
+            "en = [\"Not at all true\", \"Hardly true\", \"Moderately true\", \"Exactly true\"]",
+            "en = [\"1\", \"2\", \"3\", \"4\", \"5\", \"6\", \"7\", \"8\", \"9\"]",
+        )
+        .replace(
+            "zh = [\"完全不符合\", \"几乎不符合\", \"大体符合\", \"完全符合\"]",
+            "zh = [\"1\", \"2\", \"3\", \"4\", \"5\", \"6\", \"7\", \"8\", \"9\"]",
+        );
+    assert!(nine.contains("range = [1, 9]") && nine.contains("\"9\"]"), "the test changes the range");
+    let bundled = Catalog::bundled().unwrap();
+    let had = bundled.character("hermione-en").unwrap();
+    assert!(!had.labels.annotation["GSE"].is_empty(), "Hermione has GSE labels");
+
+    let data = data_with("scales", &[("GSE9.toml", &nine)]);
+    let c = Catalog::load(Some(data.path())).unwrap();
+    let hermione = c.character("hermione-en").unwrap();
+    assert!(hermione.labels.source(LabelSource::Annotation).get("GSE").is_none());
+    assert_eq!(hermione.labels.annotation.get("BFI"), had.labels.annotation.get("BFI"), "the rest stays");
+    let said: Vec<String> = c.problems.iter().map(ToString::to_string).collect();
+    let hers = said.iter().find(|p| p.contains("hermione-en's labels")).expect("said");
+    assert!(hers.contains("hermione-en.toml:"), "{hers}");
+    assert!(hers.contains("on the user's scale GSE (") && hers.contains("GSE9.toml)"), "{hers}");
+
+    // The same scale with only its name changed: every label fits and is kept, nothing said.
+    let renamed = gse.replacen("name = \"", "name = \"My ", 1);
+    let data = data_with("scales", &[("GSE.toml", &renamed)]);
+    let c = Catalog::load(Some(data.path())).unwrap();
+    assert_eq!(c.character("hermione-en").unwrap().labels, had.labels);
+    assert!(c.problems.is_empty(), "{:?}", c.problems);
+}
