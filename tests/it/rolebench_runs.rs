@@ -204,6 +204,9 @@ fn a_question_file_with_no_question_says_so_not_that_filters_matched_none() {
     let out = common::offline(&data, &["rolebench", "--data", &file]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains(&format!("{file}: holds no question")), "named: {stderr}");
+    assert!(
+        stderr.contains(&format!("{file}: holds no question")),
+        "named: {stderr}"
+    );
     assert!(!stderr.contains("filters"), "{stderr}");
 }
