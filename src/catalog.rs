@@ -245,61 +245,60 @@ impl Catalog {
         Ok(catalog)
     }
 
-    /// Checks the bundled characters' labels again once user scales replace bundled ones (whose
-    /// copies are `bundled_scales`): a label that does not fit the user's scale (a range or a
-    /// dimension changed) would make its metrics silently wrong, so the character's labels on the
-    /// replaced scales are left out, and that is said at the label, naming the user's file.
+    /// The bundled characters' labels on a bundled scale a user file replaces (the bundled ones are
+    /// `bundled_scales`) mean what they meant only if the replacement keeps the range and the
+    /// dimensions (names, poles, letters, in order): otherwise they would be measured against what
+    /// they were not given for (a 1–5 label on a 1–7 range, a % of E read as a % of I), silently.
+    /// They are then left out for that scale, and that is said at the user's file.
     fn recheck_bundled_characters(&mut self, bundled_scales: &[Scale]) {
-        let replaced: Vec<(String, PathBuf)> = self
-            .scales
-            .iter()
-            .filter_map(|e| match &e.origin {
-                Origin::User {
-                    path,
-                    overrides_bundled: true,
-                } => Some((e.value.id.clone(), path.clone())),
-                _ => None,
-            })
-            .collect();
-        if replaced.is_empty() {
-            return;
-        }
-        for (name, text) in bundled::CHARACTERS {
-            let Err(errors) = Character::parse(Source::new(name, text), |id| self.scale(id)) else {
+        let mut said = Vec::new();
+        for entry in &self.scales {
+            let Origin::User {
+                path,
+                overrides_bundled: true,
+            } = &entry.origin
+            else {
                 continue;
             };
-            let as_bundled = Character::parse(Source::new(name, text), |id| {
-                bundled_scales.iter().find(|s| s.id.eq_ignore_ascii_case(id))
-            });
-            let Ok(mut character) = as_bundled else { continue };
+            let new = &entry.value;
+            let Some(old) = bundled_scales.iter().find(|s| s.id.eq_ignore_ascii_case(&new.id)) else {
+                continue;
+            };
+            let changed = changes_for_labels(old, new);
+            if changed.is_empty() {
+                continue;
+            }
             let mut left_out = Vec::new();
-            for (scale, path) in &replaced {
+            for c in self.characters.iter_mut().filter(|c| c.origin == Origin::Bundled) {
                 let mut had = false;
                 for source in LabelSource::ALL {
-                    had |= character.labels.source_mut(source).remove(scale).is_some();
+                    had |= c.value.labels.source_mut(source).remove(&old.id).is_some();
                 }
                 if had {
-                    left_out.push(format!("{scale} ({})", path.display()));
+                    left_out.push(c.value.id.clone());
                 }
             }
-            let first = &errors[0];
-            self.problems.push(Diagnostic {
-                message: format!(
-                    "{}: the bundled character {}'s labels on the user's scale {} are left out (they do not fit it)",
-                    first.message,
-                    character.id,
-                    left_out.join(", ")
-                ),
-                ..first.clone()
-            });
-            if let Some(entry) = self
-                .characters
-                .iter_mut()
-                .find(|e| e.origin == Origin::Bundled && e.value.id == character.id)
-            {
-                entry.value = character;
+            if left_out.is_empty() {
+                continue;
             }
+            let shown: Vec<&str> = left_out.iter().take(4).map(String::as_str).collect();
+            let more = match left_out.len() - shown.len() {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            said.push(Diagnostic {
+                file: path.display().to_string(),
+                line: 1,
+                column: 1,
+                message: format!(
+                    "scale {} changes {} of the bundled one: the bundled characters' labels on it are left out ({}{more})",
+                    new.id,
+                    changed.join(" and "),
+                    shown.join(", ")
+                ),
+            });
         }
+        self.problems.extend(said);
     }
 
     /// Uses none of `files` (which share an id) and says so at each of them, naming the others.
@@ -654,6 +653,30 @@ pub struct Validation {
 }
 
 /// A path as the file system resolves it, to tell one file named twice from two files.
+/// What `new` changes of `old` that a label on the scale depends on: the range, and the dimensions
+/// (their names in order, poles and letters).
+fn changes_for_labels(old: &Scale, new: &Scale) -> Vec<String> {
+    let mut changed = Vec::new();
+    if (old.range.min, old.range.max) != (new.range.min, new.range.max) {
+        changed.push(format!(
+            "the range ([{}, {}] to [{}, {}])",
+            old.range.min, old.range.max, new.range.min, new.range.max
+        ));
+    }
+    let names = |s: &Scale| s.dimensions.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
+    if names(old) != names(new) {
+        changed.push("the dimensions".into());
+    } else if old
+        .dimensions
+        .iter()
+        .zip(&new.dimensions)
+        .any(|(a, b)| a.poles != b.poles || a.letters != b.letters)
+    {
+        changed.push("the poles or letters".into());
+    }
+    changed
+}
+
 fn canonical(path: &Path) -> PathBuf {
     fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }

@@ -425,23 +425,22 @@ fn a_layout_is_kept_but_for_the_keys_that_changed() {
     assert_eq!(super::keep_layout("id = ", new), None);
 }
 
-/// A user scale that replaces a bundled one is what the bundled characters' labels on it are
-/// checked against: labels that do not fit it (GSE made 1–9, where Hermione's 4.0 "H" is below the
-/// middle) are left out and said at the label, naming the user's file; the rest of the character
-/// stays, and a replacement the labels fit keeps them.
+/// A user scale that replaces a bundled one: the bundled characters' labels on it keep their
+/// meaning only if it keeps the range and the dimensions. GSE made 1–9 leaves them out (every
+/// character's, also one whose label types happen to fit the new range), and so do 16
+/// Personalities' poles swapped; it is said once, at the user's file; the other scales' labels stay,
+/// and a replacement that changes only wording keeps them.
 #[test]
-fn bundled_labels_that_do_not_fit_a_users_replacement_scale_are_left_out_and_said() {
+fn bundled_labels_on_a_users_replacement_scale_that_changes_their_meaning_are_left_out_and_said() {
     let gse = include_str!("../../assets/scales/GSE.toml");
-    let nine = gse
-        .replace("range = [1, 4]", "range = [1, 9]")
-        .replace(
-            "en = [\"Not at all true\", \"Hardly true\", \"Moderately true\", \"Exactly true\"]",
-            "en = [\"1\", \"2\", \"3\", \"4\", \"5\", \"6\", \"7\", \"8\", \"9\"]",
-        )
-        .replace(
-            "zh = [\"完全不符合\", \"几乎不符合\", \"大体符合\", \"完全符合\"]",
-            "zh = [\"1\", \"2\", \"3\", \"4\", \"5\", \"6\", \"7\", \"8\", \"9\"]",
-        );
+    let nine = gse.replace("range = [1, 4]", "range = [1, 9]").replace(
+        "[\"Not at all true\", \"Hardly true\", \"Moderately true\", \"Exactly true\"]",
+        "[\"1\", \"2\", \"3\", \"4\", \"5\", \"6\", \"7\", \"8\", \"9\"]",
+    );
+    let nine = nine.replace(
+        "[\"完全不符合\", \"几乎不符合\", \"大体符合\", \"完全符合\"]",
+        "[\"1\", \"2\", \"3\", \"4\", \"5\", \"6\", \"7\", \"8\", \"9\"]",
+    );
     assert!(nine.contains("range = [1, 9]") && nine.contains("\"9\"]"), "the test changes the range");
     let bundled = Catalog::bundled().unwrap();
     let had = bundled.character("hermione-en").unwrap();
@@ -449,15 +448,29 @@ fn bundled_labels_that_do_not_fit_a_users_replacement_scale_are_left_out_and_sai
 
     let data = data_with("scales", &[("GSE9.toml", &nine)]);
     let c = Catalog::load(Some(data.path())).unwrap();
+    for entry in c.characters.iter().filter(|e| e.origin == Origin::Bundled) {
+        for source in LabelSource::ALL {
+            assert!(entry.value.labels.source(source).get("GSE").is_none(), "{}", entry.value.id);
+        }
+    }
     let hermione = c.character("hermione-en").unwrap();
-    assert!(hermione.labels.source(LabelSource::Annotation).get("GSE").is_none());
     assert_eq!(hermione.labels.annotation.get("BFI"), had.labels.annotation.get("BFI"), "the rest stays");
     let said: Vec<String> = c.problems.iter().map(ToString::to_string).collect();
-    let hers = said.iter().find(|p| p.contains("hermione-en's labels")).expect("said");
-    assert!(hers.contains("hermione-en.toml:"), "{hers}");
-    assert!(hers.contains("on the user's scale GSE (") && hers.contains("GSE9.toml)"), "{hers}");
+    assert_eq!(said.len(), 1, "once: {said:?}");
+    assert!(said[0].contains("GSE9.toml:1:1: scale GSE changes the range ([1, 4] to [1, 9])"), "{said:?}");
+    assert!(said[0].contains("the bundled characters' labels on it are left out ("), "{said:?}");
 
-    // The same scale with only its name changed: every label fits and is kept, nothing said.
+    // 16 Personalities with its first dimension's poles swapped: a % of E would be read as one of I.
+    let p16 = include_str!("../../assets/scales/16Personalities.toml");
+    let swapped = p16.replacen("poles = [\"E\", \"I\"]", "poles = [\"I\", \"E\"]", 1);
+    assert_ne!(swapped, p16, "the test swaps the poles");
+    let data = data_with("scales", &[("16p.toml", &swapped)]);
+    let c = Catalog::load(Some(data.path())).unwrap();
+    assert!(!c.character("hermione-en").unwrap().labels.pdb.contains_key("16Personalities"));
+    let said: Vec<String> = c.problems.iter().map(ToString::to_string).collect();
+    assert!(said.iter().any(|p| p.contains("16p.toml:1:1: scale 16Personalities changes the poles or letters")), "{said:?}");
+
+    // The same scale with only its name changed: every label keeps its meaning, nothing said.
     let renamed = gse.replacen("name = \"", "name = \"My ", 1);
     let data = data_with("scales", &[("GSE.toml", &renamed)]);
     let c = Catalog::load(Some(data.path())).unwrap();
