@@ -374,6 +374,20 @@ impl Client {
     /// What an attempt used: the provider's pace learns it, and the run's accounts count it at the
     /// provider's prices (an empty reply too), as the server said, or estimated from the prompt and
     /// the reply's text when it said nothing (it ignores `stream_options.include_usage`).
+    /// Counts a reply by where it came from: sent (a request, billed), kept from an earlier sitting
+    /// (paid for then), or imported from the user's engine (no request, its tokens billed).
+    fn count(&self, role: super::Role, tries: &Tries, finished: &Finished, reply: &[String]) {
+        let provider = self.config.name.as_str();
+        match finished.came {
+            Came::Kept => self.shared.accounting.kept(provider, role),
+            Came::Imported => {
+                self.shared.accounting.imported(provider, role);
+                self.bill(role, tries, finished.usage, reply);
+            }
+            Came::Sent => self.bill(role, tries, finished.usage, reply),
+        }
+    }
+
     fn bill(&self, role: super::Role, tries: &Tries, usage: Option<Usage>, reply: &[String]) {
         let used = usage.unwrap_or_else(|| Usage {
             prompt_tokens: tries.prompt_tokens,
@@ -481,6 +495,7 @@ impl Client {
             attempt: 0,
             throttles: 0,
             empties: 0,
+            retrying: false,
         };
         let facts = self.learn().await;
         let mut measured = false;
@@ -590,6 +605,9 @@ impl Client {
             return None;
         }
         acc.request(provider, role);
+        if std::mem::take(&mut tries.retrying) {
+            acc.retry(provider, role);
+        }
         let mut tokens: Vec<String> = Vec::new();
         let mut on_token = |t: String| {
             tokens.push(t.clone());
@@ -621,10 +639,9 @@ impl Client {
                 super::is_empty_reply(&text[super::thought_len(&text)..])
             } =>
             {
-                // A kept reply was billed in the sitting that got it.
-                if finished.came != Came::Kept {
-                    self.bill(role, tries, finished.usage, &tokens);
-                }
+                // Counted as a reply is (see `answered`): a kept one was billed in the sitting that
+                // got it, an imported one was no request of this run's.
+                self.count(role, tries, &finished, &tokens);
                 tries.empties += 1;
                 Err(AttemptError::Empty {
                     finish_reason: finished.finish_reason,
@@ -652,14 +669,7 @@ impl Client {
         if let Some((own, ..)) = &tries.places {
             own.succeeded();
         }
-        match finished.came {
-            Came::Kept => self.shared.accounting.kept(provider, role),
-            Came::Imported => {
-                self.shared.accounting.imported(provider, role);
-                self.bill(role, tries, finished.usage, &tokens);
-            }
-            Came::Sent => self.bill(role, tries, finished.usage, &tokens),
-        }
+        self.count(role, tries, &finished, &tokens);
         if let Some(u) = finished.usage {
             let _ = tx.send(ChatEvent::Usage(u));
         }
@@ -705,7 +715,7 @@ impl Client {
         }
         let discarded_chars = tokens.iter().map(|t| t.chars().count()).sum();
         if error.rate_limited() && tries.throttles < RATE_LIMIT_RETRIES {
-            return self.ride_out(request, &error, reason, discarded_chars, tries, tx).await;
+            return self.ride_out(&error, reason, discarded_chars, tries, tx).await;
         }
         if !error.retryable() || tries.attempt >= self.config.max_retries {
             // Refused to the end: a server that is down stops the run rather than failing this
@@ -732,7 +742,7 @@ impl Client {
             return Some(Outcome::Over);
         }
         tries.attempt += 1;
-        self.shared.accounting.retry(provider, request.meta.role);
+        tries.retrying = true;
         let delay = tries
             .backoff
             .delay(tries.key_seed, tries.attempt, error.retry_after(tries.tokens_asked));
@@ -788,7 +798,6 @@ impl Client {
     /// wait the server asked for (or a backoff) announced and waited out.
     async fn ride_out(
         &self,
-        request: &ChatRequest,
         error: &AttemptError,
         reason: String,
         discarded_chars: usize,
@@ -800,7 +809,7 @@ impl Client {
             .places
             .take()
             .map_or_else(|| self.own.limit(), |(own, ..)| own.throttled());
-        self.shared.accounting.retry(&self.config.name, request.meta.role);
+        tries.retrying = true;
         let delay = tries.backoff.delay(
             tries.key_seed,
             tries.throttles.min(6),
@@ -930,6 +939,9 @@ struct Tries {
     throttles: u32,
     /// Attempts that came back empty, for the final error's words.
     empties: u32,
+    /// A retry is due: counted as one when it goes out (one held at the cost cap, or given up for
+    /// an unreachable provider, never did).
+    retrying: bool,
 }
 
 impl Tries {

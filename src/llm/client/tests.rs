@@ -676,3 +676,31 @@ async fn cached_replies_belong_to_the_models_file_not_only_its_name() {
         .unwrap();
     assert!(again.cached && again.text == "From the first file.", "{again:?}");
 }
+
+/// Where an attempt waits at the cost cap; this one lets it go at once (as a run that stops).
+struct Released;
+
+#[async_trait]
+impl crate::llm::accounting::Holder for Released {
+    async fn hold(&self) {}
+}
+
+/// A retry held at the cost cap never went out: it is neither a request nor a retry in what the
+/// run says it used (the empty reply that reached the cap was sent and billed; its retry waited).
+#[tokio::test]
+async fn a_retry_held_at_the_cost_cap_is_not_counted_as_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ProviderConfig::new("scripted", ProviderKind::Openai, "http://scripted", "m");
+    config.retry_base_ms = 1;
+    (config.price_in_per_mtok, config.price_out_per_mtok) = (1e6, 1e6);
+    let shared = Shared::new(4, Some(Cache::new(dir.path())), CacheMode::ReadWrite, 1);
+    let _ = shared.cap.set((1.0, Arc::new(Released)));
+    let transport = Arc::new(Scripted::new(&["", "A real answer."]));
+    let c = Client::new(transport.clone(), config, shared);
+    let asked = tokio::time::timeout(std::time::Duration::from_secs(10), complete(&c, request(Role::Rpa))).await;
+    assert!(asked.expect("the held request ends with the run").is_err());
+    assert_eq!(transport.attempts(), 1, "the retry was held");
+    let used = c.accounting().snapshot().total();
+    assert_eq!((used.requests, used.retries), (1, 0), "{used:?}");
+    assert!(used.cost >= 1.0, "the empty reply was billed: {used:?}");
+}
