@@ -221,10 +221,20 @@ pub fn load_all(user_dir: Option<&Path>) -> (Vec<Theme>, Vec<Diagnostic>) {
         match Theme::parse(Source::new(&name, &text), &default) {
             Ok(t) => {
                 if let Some(first) = from.get(&t.name) {
-                    errors.push(Source::new(&name, &text).whole(format!(
+                    /// Where the file gives its name.
+                    #[derive(Deserialize)]
+                    struct Named {
+                        name: toml::Spanned<String>,
+                    }
+                    let source = Source::new(&name, &text);
+                    let message = format!(
                         "theme \"{}\" is also in {first}, which is used: this file is skipped (give it another name)",
                         t.name
-                    )));
+                    );
+                    errors.push(match toml::from_str::<Named>(&text) {
+                        Ok(named) => source.at(named.name.span(), message),
+                        Err(_) => source.whole(message),
+                    });
                     continue;
                 }
                 from.insert(t.name.clone(), name.clone());
@@ -329,7 +339,7 @@ mod tests {
         .unwrap();
         std::fs::write(
             dir.path().join("d2.toml"),
-            "name = \"dup\"\n[colors]\naccent = \"#00ff00\"\n",
+            "# mine\nname = \"dup\"\n[colors]\naccent = \"#00ff00\"\n",
         )
         .unwrap();
         let (themes, errors) = load_all(Some(dir.path()));
@@ -338,7 +348,7 @@ mod tests {
         assert_eq!(dup[0].accent, Color::Rgb(255, 0, 0));
         assert_eq!(errors.len(), 1, "{errors:?}");
         let said = errors[0].to_string();
-        assert!(said.contains("d2.toml:1:1: theme \"dup\" is also in"), "{said}");
+        assert!(said.contains("d2.toml:2:8: theme \"dup\" is also in"), "{said}");
         assert!(said.contains("d1.toml, which is used"), "{said}");
     }
 }
