@@ -273,7 +273,9 @@ pub fn show_character(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Wri
 pub fn validate(catalog: &Catalog, paths: &[PathBuf], out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let result = catalog.validate_files(paths);
     for error in &result.errors {
-        writeln!(out, "{}", error)?;
+        // What the file holds that would act on the terminal is shown escaped (a name with a
+        // bidirectional override in it reads as the name it is, not as another), as skipped files are.
+        writeln!(out, "{}", crate::text::visible(&error.to_string()))?;
     }
     if result.errors.is_empty() && result.checked == 0 {
         // Nothing was checked: a mistyped folder, or one of other files, is not "valid".

@@ -268,6 +268,16 @@ fn validate_accepts_the_bundled_assets_and_catches_bad_labels() {
         stdout.contains(&format!("hermione.toml:{line}:")) && stdout.contains("contradicts"),
         "{stdout}"
     );
+
+    // A dimension name with a bidirectional override in it is shown with its escape: the error
+    // names the name it is, not one the scale has.
+    let text = "id = \"d6\"\nname = \"T\"\nlanguage = \"en\"\nexperimenter = \"Bob\"\ndescription = \"x\"\n[targets.BFI]\n\"Extra\\u202eversion\" = \"H\"\n";
+    let path = dir.path().join("d6.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = run(&["validate", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("no dimension \"Extra\\u{202e}version\""), "{stdout}");
 }
 
 #[test]
