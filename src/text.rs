@@ -338,12 +338,20 @@ pub fn decimals(x: f64, decimals: usize, signed: bool) -> String {
     }
 }
 
-/// An amount of USD as it reads: to the cent, or with the decimals (up to six) that cents would hide,
-/// so that a cap of $0.003 is not shown as $0.00.
+/// An amount of USD as it reads: to the cent, or with the decimals that cents would hide (as given,
+/// up to eight; else rounded to six), so that a cap of $0.003 is not shown as $0.00.
 pub fn usd(amount: f64) -> String {
     let cents = format!("{amount:.2}");
     if cents.parse::<f64>().is_ok_and(|c| (c - amount).abs() < 1e-9) {
         return cents;
+    }
+    // As given, where it was given in up to eight decimals (a cap of $0.0068375); a sum's float
+    // noise (0.006837500000000001) is rounded to six.
+    let given = format!("{amount}");
+    if let Some((_, d)) = given.split_once('.')
+        && (2..=8).contains(&d.len())
+    {
+        return given;
     }
     let fine = format!("{amount:.6}");
     let fine = fine.trim_end_matches('0');
@@ -481,6 +489,12 @@ mod tests {
         assert_eq!(usd(0.003), "0.003");
         assert_eq!(usd(0.005), "0.005");
         assert_eq!(usd(0.0051234567), "0.005123");
+        assert_eq!(usd(0.0068375), "0.0068375", "a cap as given");
+        assert_eq!(
+            usd(0.0001 * 3.0),
+            "0.0003",
+            "a product's noise (0.00030000000000000003) rounded"
+        );
         assert_eq!(usd(1.0000000001), "1.00");
         assert_eq!(usd(0.0), "0.00");
     }
