@@ -846,7 +846,11 @@ impl App {
         };
         let mut effects = Vec::new();
         if self.live.running {
+            // One replay at a time: the interview's stops for the observers', and that is said.
             effects.push(Effect::Cancel);
+            self.flash = Some(format!(
+                "{hint} (the interview's replay stopped: 5 lists the samples to replay it)"
+            ));
         }
         effects.push(Effect::Open(path));
         effects

@@ -250,6 +250,32 @@ mod live_screen {
         assert!(shown.contains("interviews 32/88"), "{shown}");
         assert!(shown.contains("eta 0:38:00"), "(56 + 20) to go at 2 a minute: {shown}");
     }
+
+    /// The tour's last step opens the observer sample: an interview replay still going is stopped
+    /// for it, and the step says so (it stopped without a word).
+    #[test]
+    fn the_tours_observer_step_says_it_stops_the_interview_replay() {
+        use crate::tui::app::{Demo, Effect};
+        use crate::tui::keys::Command;
+        let (mut app, _) = running(10, 0);
+        let sample = std::path::PathBuf::from("observers-sample");
+        app.demo = Some(Demo {
+            step: 3,
+            observers: Some(sample.clone()),
+            finished: None,
+        });
+        assert!(app.live.running, "the interview replays");
+        let effects = app.command(Command::DemoNext);
+        assert!(
+            matches!(effects.as_slice(), [Effect::Cancel, Effect::Open(p)] if *p == sample),
+            "{effects:?}"
+        );
+        let said = app.flash.clone().unwrap_or_default();
+        assert!(
+            said.starts_with("demo 5/5:") && said.contains("the interview's replay stopped"),
+            "{said}"
+        );
+    }
 }
 
 /// A chat reply is sampled as an interview answer is (the config's `[sampling.rpa]`), so an item
