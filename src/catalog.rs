@@ -138,6 +138,9 @@ pub struct Catalog {
     pub problems: Vec<Diagnostic>,
     /// Ids held by several user files (each also reported in `problems`).
     pub duplicates: Vec<Duplicate>,
+    /// What user files change that is said though nothing was skipped (bundled labels a replaced
+    /// scale no longer fits).
+    pub notes: Vec<Diagnostic>,
     /// What each user character file held when it was read: a save checks it is still there.
     read_as: BTreeMap<PathBuf, String>,
 }
@@ -214,7 +217,6 @@ impl Catalog {
                 Err(several) => catalog.refuse(Kind::Scale, several),
             }
         }
-        catalog.recheck_bundled_characters(&bundled_scales);
         // Characters after every scale: their labels name scales.
         let mut characters = Vec::new();
         for path in toml_files(&dir.join("characters"), &mut catalog.problems) {
@@ -241,6 +243,8 @@ impl Catalog {
                 Err(several) => catalog.refuse(Kind::Character, several),
             }
         }
+        // The bundled characters still in use, once the user's have replaced theirs.
+        catalog.recheck_bundled_characters(&bundled_scales);
         catalog.sort();
         Ok(catalog)
     }
@@ -249,7 +253,8 @@ impl Catalog {
     /// `bundled_scales`) mean what they meant only if the replacement keeps the range and the
     /// dimensions (names, poles, letters, in order): otherwise they would be measured against what
     /// they were not given for (a 1–5 label on a 1–7 range, a % of E read as a % of I), silently.
-    /// They are then left out for that scale, and that is said at the user's file.
+    /// They are then left out for that scale, and that is said at the user's file. Kept, they are
+    /// filed under the replacement's id as it is spelled (`bfi` for BFI), where they are looked up.
     fn recheck_bundled_characters(&mut self, bundled_scales: &[Scale]) {
         let mut said = Vec::new();
         for entry in &self.scales {
@@ -266,6 +271,16 @@ impl Catalog {
             };
             let changed = changes_for_labels(old, new);
             if changed.is_empty() {
+                if old.id != new.id {
+                    for c in self.characters.iter_mut().filter(|c| c.origin == Origin::Bundled) {
+                        for source in LabelSource::ALL {
+                            let set = c.value.labels.source_mut(source);
+                            if let Some(labels) = set.remove(&old.id) {
+                                set.insert(new.id.clone(), labels);
+                            }
+                        }
+                    }
+                }
                 continue;
             }
             let mut left_out = Vec::new();
@@ -298,7 +313,7 @@ impl Catalog {
                 ),
             });
         }
-        self.problems.extend(said);
+        self.notes.extend(said);
     }
 
     /// Uses none of `files` (which share an id) and says so at each of them, naming the others.
@@ -652,31 +667,25 @@ pub struct Validation {
     pub errors: Vec<Diagnostic>,
 }
 
-/// A path as the file system resolves it, to tell one file named twice from two files.
-/// What `new` changes of `old` that a label on the scale depends on: the range, and the dimensions
-/// (their names in order, poles and letters).
+/// What `new` changes of `old` that a label on the scale depends on: the range its dimensions are
+/// scored on, and the dimensions (their names in order, poles and letters as type codes read them).
 fn changes_for_labels(old: &Scale, new: &Scale) -> Vec<String> {
     let mut changed = Vec::new();
-    if (old.range.min, old.range.max) != (new.range.min, new.range.max) {
-        changed.push(format!(
-            "the range ([{}, {}] to [{}, {}])",
-            old.range.min, old.range.max, new.range.min, new.range.max
-        ));
+    let (a, b) = (old.dimension_range(), new.dimension_range());
+    if a != b {
+        changed.push(format!("the range ([{}, {}] to [{}, {}])", a.0, a.1, b.0, b.1));
     }
     let names = |s: &Scale| s.dimensions.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
+    let read = |d: &crate::domain::scale::Dimension| (d.poles.clone(), d.letter(Some(false)).to_string(), d.letter(Some(true)).to_string());
     if names(old) != names(new) {
         changed.push("the dimensions".into());
-    } else if old
-        .dimensions
-        .iter()
-        .zip(&new.dimensions)
-        .any(|(a, b)| a.poles != b.poles || a.letters != b.letters)
-    {
+    } else if old.dimensions.iter().zip(&new.dimensions).any(|(a, b)| read(a) != read(b)) {
         changed.push("the poles or letters".into());
     }
     changed
 }
 
+/// A path as the file system resolves it, to tell one file named twice from two files.
 fn canonical(path: &Path) -> PathBuf {
     fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }

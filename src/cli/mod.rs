@@ -987,5 +987,8 @@ pub fn load_catalog(warn: &mut dyn Write) -> anyhow::Result<Catalog> {
         // A file's name is the user's: what would act on the terminal in it is shown escaped.
         writeln!(warn, "warning: skipped {}", crate::text::visible(&problem.to_string()))?;
     }
+    for note in &catalog.notes {
+        writeln!(warn, "warning: {}", crate::text::visible(&note.to_string()))?;
+    }
     Ok(catalog)
 }

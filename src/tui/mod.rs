@@ -279,6 +279,9 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
             "{} data file(s) skipped: `incharacter validate` says why",
             skipped.len()
         ));
+    } else if let Some(note) = app.catalog.notes.first() {
+        // Labels a replaced scale no longer fits: said, as `incharacter characters` says it.
+        app.flash = Some(note.message.clone());
     }
     let mut first = vec![Effect::ListSessions];
     if let Some((what, speed)) = &options.replay {
