@@ -79,7 +79,7 @@ pub(super) fn advise(error: SessionError, kind: Kind, running: Option<&str>) -> 
             "the session is kept; once that is fixed: incharacter {} --resume {id}",
             kind.command()
         )),
-        (SessionError::Unwritable { .. }, None) => {
+        (SessionError::Unwritable { source, .. }, None) if source.kind() != std::io::ErrorKind::InvalidInput => {
             Some("the data dir must be writable (INCHARACTER_DATA_DIR moves it); nothing was changed".into())
         }
         _ => None,
@@ -185,13 +185,19 @@ fn estimate<S: Headless>(
         return Ok(());
     };
     let shown = crate::text::usd(cap);
+    // To the cent, but for an estimate below one (not "$0.00, above the cap of $0.003").
+    let estimate_shown = if estimate >= 0.01 {
+        format!("{estimate:.2}")
+    } else {
+        crate::text::usd(estimate)
+    };
     if estimate > cap && !yes {
         return Err(super::input_error(format!(
-            "the run is estimated at ${estimate:.2} ({what}), above the cap of ${shown}; nothing was \
+            "the run is estimated at ${estimate_shown} ({what}), above the cap of ${shown}; nothing was \
              started (raise --max-cost, or pass --yes to start anyway: it still stops at the cap)"
         )));
     }
-    crate::note!("estimate: ${estimate:.2} ({what}); the run stops if it spends ${shown}");
+    crate::note!("estimate: ${estimate_shown} ({what}); the run stops if it spends ${shown}");
     Ok(())
 }
 

@@ -27,12 +27,6 @@ use crate::llm::{ChatMessage, ChatRequest, ResponseSchema, Role};
 pub const MAX_FILE_BYTES: u64 = 256 << 20;
 /// The most rows a question file may hold (all of RoleBench is 168,093 samples).
 pub const MAX_ROWS: usize = 500_000;
-/// The most the rows of a question file may hold together, each counted with [`ROW_KEPT`] more: the
-/// questions are kept in the session's first journal record, which must stay a line the journal
-/// reads back ([`crate::journal::MAX_LINE`], less room for the rest of the record).
-pub const MAX_QUESTION_BYTES: usize = (crate::journal::MAX_LINE - (1 << 20)) as usize;
-/// What keeping a row adds to its text (its line number and the record's keys), at most.
-const ROW_KEPT: usize = 64;
 
 /// One benchmark question for one role.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,7 +85,6 @@ pub fn load_questions(path: &Path) -> Result<Vec<Question>, LoadError> {
 /// neither a string, a list of strings, null nor absent. Unknown keys are ignored.
 pub fn parse_questions(path: &Path, text: &str) -> Result<Vec<Question>, LoadError> {
     let mut out = Vec::new();
-    let mut held = 0;
     for (i, line) in text.split('\n').enumerate() {
         let n = i + 1;
         // A byte-order mark may open the file; it is not a column (as editors show it).
@@ -111,16 +104,6 @@ pub fn parse_questions(path: &Path, text: &str) -> Result<Vec<Question>, LoadErr
         };
         if out.len() == MAX_ROWS {
             return Err(at(1, format!("more than {MAX_ROWS} rows")));
-        }
-        held += line.len() + ROW_KEPT;
-        if held > MAX_QUESTION_BYTES {
-            return Err(at(
-                1,
-                format!(
-                    "the rows up to here take more than the {} a session keeps of its questions",
-                    crate::files::size(MAX_QUESTION_BYTES as u64)
-                ),
-            ));
         }
         let start = line.len() - line.trim_start().len();
         if !line[start..].starts_with('{') {
@@ -665,18 +648,9 @@ mod tests {
         );
     }
 
-    /// The questions are kept in the session's first journal record: a file whose rows would make
-    /// it longer than the journal reads back is refused at the row that crosses the limit (it made
-    /// a session that could neither be listed nor resumed).
+    /// A file of blank lines is refused, named.
     #[test]
-    fn rows_a_session_could_not_keep_are_refused_where_they_cross_the_limit() {
-        let row = |q: &str| format!("{{\"role\": \"x\", \"question\": \"{q}\", \"generated\": [\"a\"]}}\n");
-        let big = "q".repeat(MAX_QUESTION_BYTES / 2);
-        let text = row("small") + &row(&big) + &row(&big);
-        let e = parse(&text).unwrap_err().to_string();
-        assert!(e.starts_with("q.jsonl:3:1: the rows up to here take more than the 31 MiB"), "{e}");
-        assert_eq!(parse(&(row("small") + &row(&big))).unwrap().len(), 2);
-        // A file of blank lines is named as well.
+    fn a_file_without_a_question_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let blank = dir.path().join("blank.jsonl");
         std::fs::write(&blank, "\n \n").unwrap();

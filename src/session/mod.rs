@@ -190,8 +190,9 @@ impl Classify for SessionError {
             | SessionError::ScaleChanged { .. }
             | SessionError::ScaleMissing { .. }
             | SessionError::ParentUnfinished { .. } => true,
-            SessionError::Unwritable { .. }
-            | SessionError::Results { .. }
+            // A record too long for a journal line (what was asked for is too large) is the input's.
+            SessionError::Unwritable { source, .. } => source.kind() == std::io::ErrorKind::InvalidInput,
+            SessionError::Results { .. }
             | SessionError::Unreachable { .. }
             | SessionError::Refused { .. } => false,
             SessionError::Study(e) => e.is_input(),

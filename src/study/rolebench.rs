@@ -94,9 +94,6 @@ pub fn plan(
         roles: c.roles,
         types: c.types,
     };
-    if questions.is_empty() {
-        return Err("the question file holds no question".into());
-    }
     let mut questions = filter.apply(questions).map_err(|e| e.to_string())?;
     if let Some(n) = c.limit {
         questions = rolebench::sample(questions, n, c.seed);
@@ -177,6 +174,20 @@ pub fn plan(
         baseline_answers,
         characters,
     };
+    // The plan is the session's first journal record, which must stay a line the journal reads
+    // back: what is chosen is measured, after the filters and the sample (less room for the rest).
+    let room = crate::journal::MAX_LINE - (1 << 20);
+    let size = serde_json::to_vec(&plan).map_or(0, |v| v.len()) as u64;
+    if size > room {
+        return Err(format!(
+            "{}: the {} question(s) chosen, with their baseline answers, take {}, more than the {} a \
+             session keeps of them; choose fewer (--roles, --type, --limit)",
+            plan.data,
+            plan.questions.len(),
+            crate::files::size(size),
+            crate::files::size(room)
+        ));
+    }
     Ok((plan, notes))
 }
 

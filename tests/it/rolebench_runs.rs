@@ -210,3 +210,29 @@ fn a_question_file_with_no_question_says_so_not_that_filters_matched_none() {
     );
     assert!(!stderr.contains("filters"), "{stderr}");
 }
+
+/// The questions chosen are kept in the session's first journal record: a choice too large for a
+/// journal line is refused before a session is made (it made one that could be neither listed nor
+/// resumed), measured after the filters, so a large file is refused only for what is chosen of it.
+#[test]
+fn questions_a_session_could_not_keep_are_refused_before_it_is_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.jsonl");
+    let row =
+        |role: &str, q: &str| format!("{{\"role\": \"{role}\", \"question\": \"{q}\", \"generated\": [\"a\"]}}\n");
+    let long = "q".repeat(17 << 20);
+    std::fs::write(&big, row("Wren", &long) + &row("Wren", &long)).unwrap();
+    let data = dir.path().join("data");
+    let file = big.display().to_string();
+    let out = common::offline(&data, &["rolebench", "--data", &file]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{file}: the 2 question(s) chosen")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("choose fewer (--roles, --type, --limit)"), "{stderr}");
+    let sessions = data.join("sessions");
+    let made = std::fs::read_dir(&sessions).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(made, 0, "no session folder is left");
+}
