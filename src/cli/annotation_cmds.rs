@@ -417,7 +417,11 @@ pub fn agreement(
         writeln!(out, "{}", crate::text::json_pretty(&report)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let f = |v: &serde_json::Value| v.as_f64().map_or("–".to_string(), |x| format!("{x:.3}"));
+    // A value that rounds to zero is zero, never -0.000.
+    let f = |v: &serde_json::Value| {
+        v.as_f64()
+            .map_or("–".to_string(), |x| crate::text::decimals(x, 3, false))
+    };
     writeln!(
         out,
         "{} vs human annotators ({} task)",
