@@ -371,9 +371,6 @@ impl Client {
             .filter(|_| self.shared.cache_mode != CacheMode::Off)
     }
 
-    /// What an attempt used: the provider's pace learns it, and the run's accounts count it at the
-    /// provider's prices (an empty reply too), as the server said, or estimated from the prompt and
-    /// the reply's text when it said nothing (it ignores `stream_options.include_usage`).
     /// Counts a reply by where it came from: sent (a request, billed), kept from an earlier sitting
     /// (paid for then), or imported from the user's engine (no request, its tokens billed).
     fn count(&self, role: super::Role, tries: &Tries, finished: &Finished, reply: &[String]) {
@@ -388,6 +385,9 @@ impl Client {
         }
     }
 
+    /// What an attempt used: the provider's pace learns it, and the run's accounts count it at the
+    /// provider's prices (an empty reply too), as the server said, or estimated from the prompt and
+    /// the reply's text when it said nothing (it ignores `stream_options.include_usage`).
     fn bill(&self, role: super::Role, tries: &Tries, usage: Option<Usage>, reply: &[String]) {
         let used = usage.unwrap_or_else(|| Usage {
             prompt_tokens: tries.prompt_tokens,
@@ -605,7 +605,11 @@ impl Client {
             return None;
         }
         acc.request(provider, role);
-        if std::mem::take(&mut tries.retrying) {
+        // A streamed retry goes out now; a batched one parks until its phase goes out, which a
+        // phase held at the cost cap never does: it is counted once its batch answered it.
+        let retrying = std::mem::take(&mut tries.retrying);
+        let batched = self.transport.batched();
+        if retrying && !batched {
             acc.retry(provider, role);
         }
         let mut tokens: Vec<String> = Vec::new();
@@ -618,6 +622,15 @@ impl Client {
             .attempt(request, &mut on_token)
             .await
             .map_err(AttemptError::classified);
+        if retrying
+            && batched
+            && match &result {
+                Ok(finished) => finished.came == Came::Sent,
+                Err(e) => !matches!(e, AttemptError::Cancelled),
+            }
+        {
+            acc.retry(provider, role);
+        }
         match &result {
             Err(AttemptError::NoConnection(e)) => {
                 reach.connect_failed(provider, self.transport.base_url(), e);
