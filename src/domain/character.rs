@@ -455,21 +455,13 @@ impl RawCharacter {
         ] {
             if field.get_ref().trim().is_empty() {
                 errors.push(src.at(field.span(), format!("{what} is empty")));
-            } else if what != "description" && field.get_ref().chars().any(super::acts_on_terminal) {
-                errors.push(src.at(
-                    field.span(),
-                    format!("{what} is one line: no line break, other control character or bidirectional override"),
-                ));
+            } else if what != "description" {
+                super::one_line(src, (what, field.get_ref(), field.span()), &mut errors);
             }
         }
         // Shown wherever the character is named or listed: one line too.
         for (what, field) in self.aliases.iter().map(|a| ("an alias", a)).chain(self.work.iter().map(|w| ("work", w))) {
-            if field.get_ref().chars().any(super::acts_on_terminal) {
-                errors.push(src.at(
-                    field.span(),
-                    format!("{what} is one line: no line break, other control character or bidirectional override"),
-                ));
-            }
+            super::one_line(src, (what, field.get_ref(), field.span()), &mut errors);
         }
         let language = Language::parse(self.language.get_ref()).unwrap_or_else(|| {
             errors.push(src.at(

@@ -31,5 +31,20 @@ pub fn acts_on_terminal(c: char) -> bool {
         )
 }
 
+/// Refuses, at `span`, text shown as one line (a name, an alias, a pole) that holds a character a
+/// terminal would act on; `what` names it in the error ("an alias").
+pub(crate) fn one_line(
+    src: diagnostic::Source<'_>,
+    (what, text, span): (&str, &str, std::ops::Range<usize>),
+    errors: &mut Vec<diagnostic::Diagnostic>,
+) {
+    if text.chars().any(acts_on_terminal) {
+        errors.push(src.at(
+            span,
+            format!("{what} is one line: no line break, other control character or bidirectional override"),
+        ));
+    }
+}
+
 /// What [`is_id`] asks, said in an error.
 pub const ID_RULE: &str = "at most 64 ASCII letters, digits, '-' and '_', not starting with '-'";

@@ -287,8 +287,8 @@ impl Scale {
 #[serde(deny_unknown_fields)]
 struct RawScale {
     id: Spanned<String>,
-    name: String,
-    name_zh: String,
+    name: Spanned<String>,
+    name_zh: Spanned<String>,
     citation: Spanned<String>,
     /// `[min, max]`: read as a list so that one of another length is refused, not cut to two.
     range: Spanned<Vec<i32>>,
@@ -376,6 +376,10 @@ impl RawScale {
                 ));
             }
         }
+        // Shown in headers and lists: one line each.
+        for (what, field) in [("name", &self.name), ("name_zh", &self.name_zh)] {
+            super::one_line(src, (what, field.get_ref(), field.span()), &mut errors);
+        }
         let named_at: Vec<_> = self.dimensions.get_ref().iter().map(|d| d.name.span()).collect();
         let dimensions = dimensions(self.dimensions, src, &mut errors);
         let items = items(self.items, &dimensions, src, &mut errors);
@@ -394,8 +398,8 @@ impl RawScale {
         }
         Ok(Scale {
             id: self.id.into_inner(),
-            name: self.name,
-            name_zh: self.name_zh,
+            name: self.name.into_inner(),
+            name_zh: self.name_zh.into_inner(),
             citation: self.citation.into_inner(),
             range,
             options: self.options.into_inner(),
@@ -468,11 +472,8 @@ fn dimensions(raw: Spanned<Vec<RawDimension>>, src: Source<'_>, errors: &mut Vec
     for d in raw.into_inner() {
         if blank(d.name.get_ref()) {
             errors.push(src.at(d.name.span(), "dimension name is empty"));
-        } else if d.name.get_ref().chars().any(super::acts_on_terminal) {
-            errors.push(src.at(
-                d.name.span(),
-                "a dimension name is one line: no line break, other control character or bidirectional override",
-            ));
+        } else {
+            super::one_line(src, ("a dimension name", d.name.get_ref(), d.name.span()), errors);
         }
         if !names.insert(d.name.get_ref().clone()) {
             errors.push(src.at(d.name.span(), format!("duplicate dimension \"{}\"", d.name.get_ref())));
@@ -511,20 +512,10 @@ fn dimension(d: RawDimension, src: Source<'_>, errors: &mut Vec<Diagnostic>) -> 
         shown.extend([("a letter", &l.low), ("a letter", &l.high)]);
     }
     for (what, field) in shown {
-        if field.get_ref().chars().any(super::acts_on_terminal) {
-            errors.push(src.at(
-                field.span(),
-                format!("{what} is one line: no line break, other control character or bidirectional override"),
-            ));
-        }
+        super::one_line(src, (what, field.get_ref(), field.span()), errors);
     }
-    if let Some(p) = &d.poles
-        && p.get_ref().iter().any(|pole| pole.chars().any(super::acts_on_terminal))
-    {
-        errors.push(src.at(
-            p.span(),
-            "a pole is one line: no line break, other control character or bidirectional override",
-        ));
+    if let Some(p) = &d.poles {
+        super::one_line(src, ("a pole", &p.get_ref().concat(), p.span()), errors);
     }
     let mut letters = d.letters.map(|l| Letters {
         low: l.low.into_inner(),
@@ -837,6 +828,10 @@ question = { en = "Tea?", zh = "茶吗？" }
         let e = parse(&letters).unwrap_err();
         assert_eq!((e[0].line, e[0].column), (17, 31), "{e:?}");
         assert!(e[0].message.starts_with("a letter is one line"), "{e:?}");
+        let named = TINY.replacen("name = \"Tiny\"", "name = \"Ti\\u202eny\"", 1);
+        let e = parse(&named).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), (2, 8), "{e:?}");
+        assert!(e[0].message.starts_with("name is one line"), "{e:?}");
     }
 
     #[test]
