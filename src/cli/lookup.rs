@@ -9,10 +9,30 @@ use crate::llm::Role;
 use crate::study::Event;
 
 /// A session's records, by id (in the data dir or among the bundled samples), folder, or journal path.
+/// A scale of one's own edited since the session recorded it is said (its scores are read against
+/// the scale as it is now: another range or other poles would read them otherwise).
 pub(super) fn load_session(ctx: &Ctx, what: &str) -> anyhow::Result<(PathBuf, Vec<Event>)> {
     let store = ctx.store()?;
     let dir = store.find(what)?;
     let events = store.load(&dir)?;
+    if let Some(start) = events.iter().find_map(Event::start) {
+        let catalog = ctx.catalog()?;
+        for (scale, then) in start.scale_versions {
+            let Some(entry) = catalog.scale_entry(scale) else {
+                continue;
+            };
+            let user = catalog.user_files(crate::catalog::Kind::Scale, scale);
+            if let Some(file) = user.first()
+                && entry.value.version() != *then
+            {
+                crate::note!(
+                    "note: scale {scale} ({}) has changed since session {} recorded it: its scores are read against the scale as it is now",
+                    crate::text::visible(&file.display().to_string()),
+                    crate::text::visible(&dir.file_name().unwrap_or_default().to_string_lossy())
+                );
+            }
+        }
+    }
     Ok((dir, events))
 }
 

@@ -799,3 +799,31 @@ async fn a_resume_takes_a_sessions_folder_or_journal_path() {
     assert!(stderr.contains("is not one of the data dir's sessions"), "{stderr}");
     assert_eq!(std::fs::read(elsewhere.join("journal.jsonl")).unwrap(), before);
 }
+
+/// A scale of one's own edited after a session was recorded on it: reading the session says so (its
+/// scores are read against the scale as it is now), where nothing did; unedited, nothing is said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_scale_edited_since_a_session_is_said_when_the_session_is_read() {
+    let s = common::setup(FakeConfig::default(), "").await;
+    let scales = s.data.join("scales");
+    std::fs::create_dir_all(&scales).unwrap();
+    let gse = include_str!("../../assets/scales/GSE.toml");
+    std::fs::write(scales.join("GSE.toml"), gse).unwrap();
+    let args = common::run_hermione("GSE", "er-batch", &["--json"]);
+    let out = common::output(&s.config, &s.data, &args).await;
+    let id = common::json_of(out)["session"].as_str().unwrap().to_string();
+    let report = common::output(&s.config, &s.data, &["report", &id]).await;
+    let stderr = String::from_utf8_lossy(&report.stderr).to_string();
+    assert!(report.status.success(), "{stderr}");
+    assert!(!stderr.contains("has changed since"), "{stderr}");
+    let edited = gse.replacen("Measures general self-efficacy", "Measures self-efficacy in general", 1);
+    assert_ne!(edited, gse, "the test edits the scale");
+    std::fs::write(scales.join("GSE.toml"), edited).unwrap();
+    let report = common::output(&s.config, &s.data, &["report", &id]).await;
+    let stderr = String::from_utf8_lossy(&report.stderr).to_string();
+    assert!(report.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("note: scale GSE (") && stderr.contains(&format!("has changed since session {id} recorded it")),
+        "{stderr}"
+    );
+}
