@@ -615,9 +615,14 @@ impl App {
         self.compare.unit = 0;
         self.flash = Some(match self.demo.as_mut() {
             // The last step's session: its hint once, then the tour is over.
+            // (as the step said it, with the replay it stopped, if it stopped one).
             Some(d) if d.step == DEMO_STEPS.len() - 1 => {
                 d.step = DEMO_STEPS.len();
-                DEMO_STEPS[DEMO_STEPS.len() - 1].1.to_string()
+                let hint = DEMO_STEPS[DEMO_STEPS.len() - 1].1;
+                match self.flash.take() {
+                    Some(said) if said.starts_with(hint) => said,
+                    _ => hint.to_string(),
+                }
             }
             _ => format!(
                 "opened session {}",

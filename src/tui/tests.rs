@@ -270,6 +270,10 @@ mod live_screen {
             matches!(effects.as_slice(), [Effect::Cancel, Effect::Open(p)] if *p == sample),
             "{effects:?}"
         );
+        // The observer sample opens (its records are the fixture's here): the step's words stay.
+        let plan = fixture::plan(&["hermione-en"], &["BFI"], &[Method::ErBatch]);
+        let observed = fixture::session(&app.catalog, &plan);
+        app.update(Action::SessionLoaded(observed));
         let said = app.flash.clone().unwrap_or_default();
         assert!(
             said.starts_with("demo 5/5:") && said.contains("the interview's replay stopped"),
