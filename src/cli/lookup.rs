@@ -15,6 +15,12 @@ pub(super) fn load_session(ctx: &Ctx, what: &str) -> anyhow::Result<(PathBuf, Ve
     let store = ctx.store()?;
     let dir = store.find(what)?;
     let events = store.load(&dir)?;
+    say_changed_scales(ctx, &dir, &events)?;
+    Ok((dir, events))
+}
+
+/// Says (on stderr) each scale of one's own that changed since the session in `dir` recorded it.
+pub(super) fn say_changed_scales(ctx: &Ctx, dir: &std::path::Path, events: &[Event]) -> anyhow::Result<()> {
     if let Some(start) = events.iter().find_map(Event::start) {
         let catalog = ctx.catalog()?;
         for (scale, then) in start.scale_versions {
@@ -33,7 +39,7 @@ pub(super) fn load_session(ctx: &Ctx, what: &str) -> anyhow::Result<(PathBuf, Ve
             }
         }
     }
-    Ok((dir, events))
+    Ok(())
 }
 
 /// [`load_session`], named by its folder, however it was given (an id, a folder, a journal's path):

@@ -342,6 +342,10 @@ pub fn export(
     let catalog = &*ctx.catalog()?;
     let store = ctx.store()?;
     let dir = store.find(id)?;
+    // Markdown is the report's, which says it.
+    if format != "md" {
+        super::lookup::say_changed_scales(ctx, &dir, &store.load(&dir)?)?;
+    }
     if format == "json" {
         return write_export(
             &crate::text::json_pretty(&store.export(&dir, catalog)?)?,

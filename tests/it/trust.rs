@@ -825,5 +825,15 @@ async fn a_users_scale_edited_since_a_session_is_said_when_the_session_is_read()
     assert!(
         stderr.contains("note: scale GSE (") && stderr.contains(&format!("has changed since session {id} recorded it")),
         "{stderr}"
-    );
+    ); // Once, whatever the export's format.
+    for format in ["json", "csv", "md"] {
+        let out = common::output(&s.config, &s.data, &["export", &id, "--format", format]).await;
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{format}: {stderr}");
+        assert_eq!(
+            stderr.matches("has changed since session").count(),
+            1,
+            "{format}: {stderr}"
+        );
+    }
 }
