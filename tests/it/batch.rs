@@ -548,14 +548,13 @@ async fn a_batch_run_stopped_before_its_first_batch_goes_on_in_its_mode() {
     );
 }
 
+/// A provider's prices at a cent per token: any phase costs dollars.
+const CENT_A_TOKEN: &str = "price_in_per_mtok = 10000\nprice_out_per_mtok = 10000";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cost_cap_stops_between_phases_after_journaling_every_reply_the_batch_paid_for() {
     let expected = streamed().await;
-    let s = common::setup(
-        FakeConfig::default(),
-        "batch_poll_ms = 5\nprice_in_per_mtok = 10000\nprice_out_per_mtok = 10000",
-    )
-    .await;
+    let s = common::setup(FakeConfig::default(), &format!("batch_poll_ms = 5\n{CENT_A_TOKEN}")).await;
     let mut args = RUN.to_vec();
     args.extend(["--batch", "--max-cost", "20", "--yes"]);
     let out = common::output(&s.config, &s.data, &args).await;
@@ -601,11 +600,7 @@ async fn a_cost_cap_stops_between_phases_after_journaling_every_reply_the_batch_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn imported_batch_results_are_priced_and_a_cost_cap_holds_the_next_phase() {
     let expected = streamed().await;
-    let s = common::setup(
-        FakeConfig::default(),
-        "price_in_per_mtok = 10000\nprice_out_per_mtok = 10000",
-    )
-    .await;
+    let s = common::setup(FakeConfig::default(), CENT_A_TOKEN).await;
     let files = s.dir.path().join("batches");
     let dir_arg = files.display().to_string();
     let mut args = RUN.to_vec();

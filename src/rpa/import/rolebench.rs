@@ -106,6 +106,19 @@ mod tests {
         dir
     }
 
+    /// Imports `role` from the files in `dir` into `data`, as no other character holds its id.
+    fn profile(dir: &tempfile::TempDir, data: &tempfile::TempDir, role: &str) -> Result<Imported, super::super::ImportError> {
+        rolebench_profile(
+            &dir.path().join("desc.json"),
+            &dir.path().join("profiles-eng-Wren Ashby.jsonl"),
+            role,
+            data.path(),
+            &Options::default(),
+            |_| None,
+            |_| Existing::none(),
+        )
+    }
+
     const ROWS: &str = r#"{"act_id": 1, "diag_id": 0, "role": "Captain Hale", "content": "Any ships tonight?"}
 {"act_id": 1, "diag_id": 0, "role": "Wren Ashby", "content": "Only the gulls, Captain."}
 {"act_id": 1, "diag_id": 1, "role": "Captain Hale", "content": "The lamp?"}
@@ -116,15 +129,7 @@ mod tests {
     fn each_dialogue_becomes_one_chunk() {
         let dir = files(ROWS);
         let data = tempfile::tempdir().unwrap();
-        let got = rolebench_profile(
-            &dir.path().join("desc.json"),
-            &dir.path().join("profiles-eng-Wren Ashby.jsonl"),
-            "Wren Ashby",
-            data.path(),
-            &Options::default(),
-            |_| None,
-            |_| Existing::none(),
-        )
+        let got = profile(&dir, &data, "Wren Ashby")
         .unwrap();
         assert_eq!((got.id.as_str(), got.memories), ("wren-ashby-en", 2));
         let chunks: Vec<String> = serde_json::from_str(&std::fs::read_to_string(&got.memories_file).unwrap()).unwrap();
@@ -140,17 +145,7 @@ mod tests {
     fn unknown_roles_and_bad_rows_are_errors() {
         let dir = files(ROWS);
         let data = tempfile::tempdir().unwrap();
-        let run = |role: &str| {
-            rolebench_profile(
-                &dir.path().join("desc.json"),
-                &dir.path().join("profiles-eng-Wren Ashby.jsonl"),
-                role,
-                data.path(),
-                &Options::default(),
-                |_| None,
-                |_| Existing::none(),
-            )
-        };
+        let run = |role: &str| profile(&dir, &data, role);
         let e = run("Nobody").unwrap_err().to_string();
         assert!(e.contains("no role \"Nobody\"") && e.contains("Wren Ashby"), "{e}");
         let e = run("Other").unwrap_err().to_string();
@@ -173,15 +168,7 @@ mod tests {
         let huge = serde_json::json!({"Wren Ashby": "x".repeat(5 << 20)});
         std::fs::write(dir.path().join("desc.json"), huge.to_string()).unwrap();
         let data = tempfile::tempdir().unwrap();
-        let e = rolebench_profile(
-            &dir.path().join("desc.json"),
-            &dir.path().join("profiles-eng-Wren Ashby.jsonl"),
-            "Wren Ashby",
-            data.path(),
-            &Options::default(),
-            |_| None,
-            |_| Existing::none(),
-        )
+        let e = profile(&dir, &data, "Wren Ashby")
         .unwrap_err()
         .to_string();
         assert!(e.contains("the character file would take"), "{e}");
