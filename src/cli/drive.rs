@@ -344,7 +344,8 @@ fn go<S: Headless>(
                 .map_or(String::new(), |(role, m)| format!(", {role} {m}"));
             crate::note!("most often ({n}×{from}): {error}");
         }
-        crate::note!("{}", failed(failures, S::KIND, &id));
+        let parent = S::plan_of(&events).and_then(S::parent);
+        crate::note!("{}", failed(failures, S::KIND, &id, parent));
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
@@ -467,8 +468,9 @@ fn summarize<S: Headless>(
     Ok(())
 }
 
-/// The closing line of a run with failures (exit 1).
-fn failed(f: Failures, kind: Kind, id: &str) -> String {
+/// The closing line of a run with failures (exit 1). A re-assessment (`parent`) sends no interview
+/// request: the items its parent has no answer to are the parent's to ask again.
+fn failed(f: Failures, kind: Kind, id: &str, parent: Option<&str>) -> String {
     let (items, assessments) = match kind {
         Kind::Interviews => ("interview item(s)", "dimension assessment(s)"),
         Kind::Observers => ("dialogue step(s)", "report(s)"),
@@ -484,9 +486,16 @@ fn failed(f: Failures, kind: Kind, id: &str) -> String {
     if f.left_out > 0 {
         parts.push(format!("{} item(s) left out of scored dimensions", f.left_out));
     }
-    format!(
-        "failed: {} (the journal says why; `incharacter {} --resume {id}` asks what has no answer again)",
-        parts.join(", "),
-        kind.command()
-    )
+    let again = match parent {
+        Some(parent) if f.items > 0 => format!(
+            "the parent session has no answer to the items: `incharacter run --resume {parent}` asks them, \
+             then `incharacter assess --resume {id}` assesses them"
+        ),
+        Some(_) => format!("`incharacter assess --resume {id}` asks what has no answer again"),
+        None => format!(
+            "`incharacter {} --resume {id}` asks what has no answer again",
+            kind.command()
+        ),
+    };
+    format!("failed: {} (the journal says why; {again})", parts.join(", "))
 }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer, ScriptRule};
 use serde_json::{Value, json};
 
 use crate::common;
@@ -347,4 +347,50 @@ async fn one_bad_item_never_voids_an_option_conversion() {
         }
     }
     assert_eq!(compared, 4);
+}
+
+/// A parent with an item it has no answer to: its re-assessment cannot ask it (it sends only judge
+/// requests), so the closing line says to resume the parent first, and a resume that finds the parent
+/// unchanged does not journal the same failure again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reassessment_of_a_parent_missing_answers_says_to_resume_the_parent_and_records_each_failure_once() {
+    let s = setup_with(FakeConfig {
+        script: vec![ScriptRule {
+            contains: "how much of the conversation tends to come from you".into(),
+            reply: String::new(),
+        }],
+        ..FakeConfig::default()
+    })
+    .await;
+    let text = std::fs::read_to_string(&s.config).unwrap();
+    std::fs::write(
+        &s.config,
+        text.replace("max_concurrency = 4", "max_concurrency = 4\nmax_retries = 0"),
+    )
+    .unwrap();
+    let session = |out: &Output| -> String {
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["session"].as_str().unwrap().to_string()
+    };
+    let parent = session(&run(&s, "er-batch").await);
+    let out = binary(&s.config, &s.data, &["assess", &parent, "--json"]).await;
+    let child = session(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("`incharacter run --resume {parent}` asks them"))
+            && stderr.contains(&format!("then `incharacter assess --resume {child}` assesses them")),
+        "{stderr}"
+    );
+    let journal = s.data.join("sessions").join(&child).join("journal.jsonl");
+    let failed = || {
+        std::fs::read_to_string(&journal)
+            .unwrap()
+            .matches("\"event\":\"item_failed\"")
+            .count()
+    };
+    assert_eq!(failed(), 1);
+    let again = binary(&s.config, &s.data, &["assess", "--resume", &child]).await;
+    assert_eq!(again.status.code(), Some(1), "{again:?}");
+    assert_eq!(failed(), 1, "the parent still has no answer: said once");
 }

@@ -151,6 +151,9 @@ pub fn answer(e: &Event) -> Option<(AnswerKey, Exchange)> {
 pub struct Done {
     pub answers: BTreeMap<AnswerKey, Exchange>,
     pub assessed: BTreeSet<AssessmentKey>,
+    /// The last failure journaled for each item: a re-assessment's resume does not journal again
+    /// that its parent still has no answer.
+    pub failed: BTreeMap<AnswerKey, String>,
 }
 
 impl Done {
@@ -161,6 +164,17 @@ impl Done {
                 done.answers.insert(key, exchange);
             }
             match e {
+                Event::ItemFailed {
+                    character,
+                    scale,
+                    repeat,
+                    style,
+                    item_id,
+                    error,
+                } => {
+                    let key = (character.clone(), scale.clone(), *repeat, *style, *item_id);
+                    done.failed.insert(key, error.clone());
+                }
                 // A failed assessment, or one with failed items, is made again by a resume (its
                 // interview may be whole by then, and the judge may answer).
                 Event::DimensionAssessed(a) if !a.has_failures() => {
@@ -369,7 +383,7 @@ impl Interviews {
                 return (item.id, Some(e.clone()));
             }
             let Some(rpa) = &self.rpa else {
-                return (item.id, self.copy(plan, sink, key));
+                return (item.id, self.copy(plan, done, sink, key));
             };
             let seed = plan
                 .seed
@@ -424,26 +438,29 @@ impl Interviews {
     }
 
     /// A re-assessment's answer: the parent's, copied into this journal as it was recorded (or a failed
-    /// item, saying the parent has none).
-    fn copy(&self, plan: &RunPlan, sink: &UnboundedSender<Event>, key: AnswerKey) -> Option<Exchange> {
+    /// item, saying the parent has none, unless the journal says so already).
+    fn copy(&self, plan: &RunPlan, done: &Done, sink: &UnboundedSender<Event>, key: AnswerKey) -> Option<Exchange> {
         match self.inherited.get(&key).and_then(|e| Some((e, answer(e)?.1))) {
             Some((answered, exchange)) => {
                 let _ = sink.send(answered.clone());
                 Some(exchange)
             }
             None => {
-                let (character, scale, repeat, style, item_id) = key;
-                let _ = sink.send(Event::ItemFailed {
-                    character,
-                    scale,
-                    repeat,
-                    style,
-                    item_id,
-                    error: format!(
-                        "the parent session {} has no answer to this item",
-                        plan.parent.as_deref().unwrap_or("?")
-                    ),
-                });
+                let error = format!(
+                    "the parent session {} has no answer to this item",
+                    plan.parent.as_deref().unwrap_or("?")
+                );
+                if done.failed.get(&key) != Some(&error) {
+                    let (character, scale, repeat, style, item_id) = key;
+                    let _ = sink.send(Event::ItemFailed {
+                        character,
+                        scale,
+                        repeat,
+                        style,
+                        item_id,
+                        error,
+                    });
+                }
                 None
             }
         }
