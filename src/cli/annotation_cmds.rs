@@ -15,7 +15,7 @@ use super::{Ctx, input_error};
 use crate::annotation::subjects::{self, Part, TableRow};
 use crate::annotation::{self, Annotation, Answer, Case, Task};
 use crate::domain::scale::Scale;
-use crate::method::{Assessment, Method};
+use crate::method::Method;
 use crate::observer::ObservePlan;
 use crate::observer::report::SubjectResult;
 use crate::study::Event;
@@ -405,13 +405,8 @@ pub fn agreement(
         }
         return Ok(ExitCode::SUCCESS);
     };
-    let assessments: Vec<&Assessment> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::DimensionAssessed(a) => Some(a),
-            _ => None,
-        })
-        .collect();
+    // What a resume assessed again supersedes what it replaced, as in `export` and `report`.
+    let assessments = crate::study::interview::results::latest_assessments(&events);
     let report = annotation::report(&all, &assessments, method, &catalog);
     if json_output {
         writeln!(out, "{}", crate::text::json_pretty(&report)?)?;

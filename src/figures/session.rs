@@ -400,14 +400,7 @@ impl<'a> Session<'a> {
             }
             None => annotated,
         };
-        let assessments: Vec<&Assessment> = self
-            .events
-            .iter()
-            .filter_map(|e| match e {
-                Event::DimensionAssessed(a) => Some(a),
-                _ => None,
-            })
-            .collect();
+        let assessments = latest_assessments(self.events);
         let pairs = |scale: &Scale, method: Method| -> Vec<(usize, f64, f64)> {
             annotations
                 .values()

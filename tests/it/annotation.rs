@@ -8,7 +8,7 @@ use std::process::Command;
 
 use crate::common;
 
-use incharacter_testkit::fake_openai::{FakeConfig, FakeServer};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer, ScriptRule};
 use serde_json::Value;
 
 use crate::common::command;
@@ -340,5 +340,94 @@ async fn imported_ratings_agree_with_an_independent_computation() {
             &["annotations", "export", &id, "--format", "csv"]
         )),
         before
+    );
+}
+
+/// An assessment a resume made again supersedes the one it replaced: agreement is reckoned against
+/// what `export` shows, not against the first sitting's record of a dimension with a failed item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agreement_reads_the_assessment_a_resume_made_again() {
+    let failing = FakeServer::start(FakeConfig {
+        script: vec![ScriptRule {
+            contains: "how much of the conversation tends to come from you".into(),
+            reply: String::new(),
+        }],
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let server = FakeServer::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::fake_config(dir.path(), &failing, "max_retries = 0");
+    let data = dir.path().join("data");
+    let (c, d) = (config.clone(), data.clone());
+    let first = tokio::task::spawn_blocking(move || {
+        command(
+            &c,
+            &d,
+            &[
+                "run",
+                "--characters",
+                "hermione-en",
+                "--scales",
+                "BFI",
+                "--methods",
+                "oc",
+                "--json",
+            ],
+        )
+        .output()
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(first.status.code(), Some(1), "an item failed");
+    let id = serde_json::from_slice::<Value>(&first.stdout).unwrap()["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace(&failing.base_url(), &server.base_url())).unwrap();
+    let (c, d, i) = (config.clone(), data.clone(), id.clone());
+    tokio::task::spawn_blocking(move || ok(command(&c, &d, &["run", "--resume", &i])))
+        .await
+        .unwrap();
+    let export: Value =
+        serde_json::from_slice(&ok(command(&config, &data, &["export", &id, "--format", "json"]))).unwrap();
+    let mut csv = String::from("annotator,task,character,scale,dimension,item_id,value\n");
+    let (mut human, mut machine) = (Vec::new(), Vec::new());
+    for (dim, v) in export["assessments"][0]["dimensions"].as_object().unwrap() {
+        for item in v["items"].as_array().unwrap() {
+            let id = item["item_id"].as_u64().unwrap();
+            let value = 1 + (id * 7 % 5);
+            csv.push_str(&format!("ann,item,hermione-en,BFI,{dim},{id},{value}\n"));
+            if let Some(option) = item["option"].as_f64() {
+                human.push(value as f64);
+                machine.push(option);
+            }
+        }
+    }
+    assert!(
+        machine.len() > 30,
+        "the resume answered and converted the items: {export}"
+    );
+    let ratings = dir.path().join("ratings.csv");
+    std::fs::write(&ratings, csv).unwrap();
+    ok(command(
+        &config,
+        &data,
+        &["annotations", "import", &id, ratings.to_str().unwrap()],
+    ));
+    let report: Value = serde_json::from_slice(&ok(command(
+        &config,
+        &data,
+        &["agreement", "--session", &id, "--method", "oc", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(report["annotators"]["ann"]["n"], machine.len(), "{report}");
+    close(
+        pearson(&human, &machine),
+        &report["annotators"]["ann"]["pearson"],
+        "pearson",
     );
 }
