@@ -124,7 +124,7 @@ impl Sessions {
                     let writer = crate::journal::writer(&e.path.join("journal.jsonl"));
                     let refusal = if e.sample {
                         "sample sessions are read-only: replay them instead (r)".to_string()
-                    } else if e.status.starts_with("complete") {
+                    } else if e.status == "complete" {
                         "this session is complete".to_string()
                     } else if let Some(w) = writer {
                         format!(
@@ -438,5 +438,28 @@ mod tests {
         s.cursor = 2;
         s.set_list(list(&["e"]));
         assert_eq!(s.cursor, 0);
+    }
+
+    /// `u` refuses a complete session, but one complete with failures resumes as `--resume` does
+    /// (which asks its failed items again).
+    #[test]
+    fn a_session_complete_with_failures_resumes() {
+        let mut s = Sessions::default();
+        let mut failed = entry("f");
+        failed.status = "complete with failures".into();
+        s.set_list(vec![entry("c"), failed]);
+        let refused = s.command(Command::Resume);
+        assert!(
+            matches!(refused.as_slice(), [Request::Flash(m)] if m == "this session is complete"),
+            "{refused:?}"
+        );
+        s.cursor = 1;
+        let resumed = s.command(Command::Resume);
+        assert!(
+            resumed
+                .iter()
+                .any(|r| matches!(r, Request::Effect(Effect::Resume { id }) if id == "f")),
+            "{resumed:?}"
+        );
     }
 }
