@@ -727,7 +727,10 @@ impl Client {
             return Some(Outcome::Adapted);
         }
         let discarded_chars = tokens.iter().map(|t| t.chars().count()).sum();
-        if error.rate_limited() && tries.throttles < RATE_LIMIT_RETRIES {
+        // An interruption is another request's doing while the provider has more than one in
+        // flight, ridden out as a 429 is; with one, none of this run's did it: a failure like any.
+        let lone = matches!(error, AttemptError::Interrupted) && self.own.limit() <= 1;
+        if error.rate_limited() && !lone && tries.throttles < RATE_LIMIT_RETRIES {
             return self.ride_out(&error, reason, discarded_chars, tries, tx).await;
         }
         if !error.retryable() || tries.attempt >= self.config.max_retries {

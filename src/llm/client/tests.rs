@@ -366,6 +366,22 @@ async fn interrupted_requests_are_asked_again_with_fewer_in_flight() {
     assert_eq!(files(dir.path()), 1, "only the whole answer is cached");
 }
 
+/// A server that interrupts every request, even alone in flight: the limit halves down to one
+/// request at a time, and from there each interruption is an attempt of the bounded policy.
+#[tokio::test]
+async fn a_server_that_interrupts_every_request_is_given_up_on_within_the_retry_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let transport = Arc::new(Scripted::new(&["Never reached."]));
+    *transport.interrupted.lock().unwrap() = 1000;
+    let c = client(transport.clone(), dir.path());
+    let halvings = (c.own.limit() as f64).log2().ceil() as u32;
+    let error = complete(&c, request(Role::Rpa)).await.unwrap_err();
+    assert_eq!(c.own.limit(), 1);
+    // max_retries 3: four attempts at one in flight, after those that halved the limit.
+    assert_eq!(transport.attempts(), 4 + halvings, "{error}");
+    assert!(error.to_string().contains("no finish_reason"), "{error}");
+}
+
 #[tokio::test]
 async fn empty_and_blank_replies_are_retried_until_a_real_one() {
     let dir = tempfile::tempdir().unwrap();
