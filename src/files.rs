@@ -156,6 +156,26 @@ pub fn check_readable(path: &Path, limit: u64, what: &'static str) -> Result<u64
     Ok(meta.len())
 }
 
+/// `path` opened for reading, if it is a regular file (a link to one is read as it): a FIFO would
+/// block the open until something wrote to it, a device would never end.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    refuse_irregular(path)?;
+    std::fs::File::open(path)
+}
+
+/// An error if `path` is there and is not a regular file (a folder, a FIFO, a device, a socket).
+pub fn refuse_irregular(path: &Path) -> std::io::Result<()> {
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// The bytes of the regular file `path`, at most `limit` of them (checked before reading, and again
 /// while reading, for a file that grows meanwhile).
 pub fn read_limited(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, FileError> {

@@ -142,7 +142,7 @@ pub fn writer_path(path: &Path) -> PathBuf {
 
 /// The live process writing the journal at `path`, if any (read without the lock).
 pub fn writer(path: &Path) -> Option<Writer> {
-    let text = std::fs::read_to_string(writer_path(path)).ok()?;
+    let text = crate::files::read_text_limited(&writer_path(path), 64 * 1024, "a journal's writer").ok()?;
     serde_json::from_str::<Writer>(&text).ok().filter(Writer::alive)
 }
 
@@ -288,6 +288,7 @@ fn create(path: &Path) -> std::io::Result<File> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
+    crate::files::refuse_irregular(path)?;
     OpenOptions::new().create(true).read(true).append(true).open(path)
 }
 
@@ -338,7 +339,7 @@ pub fn read_timed<T: DeserializeOwned>(path: &Path) -> Result<Vec<(Option<u64>, 
 /// A journal's first record with its `ts_ms`, reading nothing after its first line (`None`: an
 /// empty journal, or a first line torn or damaged).
 pub fn read_first<T: DeserializeOwned>(path: &Path) -> Result<Option<(Option<u64>, T)>, JournalError> {
-    let file = File::open(path).map_err(|source| JournalError::Io {
+    let file = crate::files::open_regular(path).map_err(|source| JournalError::Io {
         path: path.to_path_buf(),
         source,
     })?;
@@ -375,7 +376,7 @@ fn read_lines<T>(
     path: &Path,
     parse: impl Fn(&str) -> Result<T, serde_json::Error>,
 ) -> Result<Vec<(usize, T)>, JournalError> {
-    let file = File::open(path).map_err(|source| JournalError::Io {
+    let file = crate::files::open_regular(path).map_err(|source| JournalError::Io {
         path: path.to_path_buf(),
         source,
     })?;

@@ -223,7 +223,7 @@ fn already_imported(
             input: true,
         });
     };
-    if std::fs::read_to_string(dir.join(results)).is_ok_and(|kept| kept == text) {
+    if crate::files::read_text_limited(&dir.join(results), MAX_RESULTS, "batch results").is_ok_and(|kept| kept == text) {
         return Ok(Import {
             from: from.to_path_buf(),
             phase,
@@ -337,7 +337,7 @@ impl Batching {
         };
         for relative in self.history.kept() {
             let path = self.dir.join(relative);
-            let text = std::fs::read_to_string(&path).map_err(|e| SessionError::Batch {
+            let text = crate::files::read_text_limited(&path, MAX_RESULTS, "batch results").map_err(|e| SessionError::Batch {
                 reason: format!("cannot read the kept results {}: {e}", path.display()),
                 input: false,
             })?;

@@ -539,7 +539,8 @@ fn complete<S: Study>(id: String, dir: &std::path::Path, events: &[Event], catal
 /// Whether the session's `results.json` (in `dir`) holds what its records `events` export: not when
 /// it is missing, unreadable, or from before a sitting whose own could not be written.
 pub fn results_current<S: Study>(dir: &std::path::Path, events: &[Event], catalog: &Catalog) -> bool {
-    let written = std::fs::read(dir.join("results.json"))
+    // Never larger than its journal, which a session's limits keep far below this.
+    let written = crate::files::read_limited(&dir.join("results.json"), 1 << 30, "a session's results")
         .ok()
         .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
     written.is_some() && written == serde_json::to_value(S::export(events, catalog)).ok()

@@ -834,3 +834,36 @@ fn an_output_never_replaces_a_sample_sessions_file_nor_goes_into_a_kept_folder()
     );
     assert_eq!(common::snapshot(&samples), before);
 }
+
+/// A FIFO standing in a session's folder (as its journal, its writer's note or its results) is never
+/// opened: opening one would wait for a writer that never comes. `sessions` names the folder and
+/// lists the rest; a resume says which file is in the way.
+#[test]
+fn a_fifo_in_a_sessions_folder_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let session = own_copy(&data, GSE);
+    let other = data.join("sessions").join("x");
+    std::fs::create_dir_all(&other).unwrap();
+    let fifo = |path: &Path| assert!(Command::new("mkfifo").arg(path).status().unwrap().success());
+    fifo(&other.join("journal.jsonl"));
+    fifo(&session.join("journal.writer"));
+    let out = common::offline(&data, &["sessions"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(GSE));
+    assert!(
+        stderr(&out).contains("x/journal.jsonl: not a regular file"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::remove_file(session.join("journal.writer")).unwrap();
+    let _ = std::fs::remove_file(session.join("results.json"));
+    fifo(&session.join("results.json"));
+    let out = common::offline(&data, &["run", "--resume", GSE]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("results.json: not a regular file"),
+        "{}",
+        stderr(&out)
+    );
+}
