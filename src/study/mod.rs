@@ -350,10 +350,21 @@ pub fn check_records(records: &[(usize, Event)], catalog: &Catalog) -> Result<()
     const SLACK: f64 = 1e-9;
     let within = |x: f64, (lo, hi): (f64, f64)| x.is_finite() && x >= lo - SLACK && x <= hi + SLACK;
     // An interview session's records are of the characters and scales its plan names.
-    let plan = records.iter().find_map(|(_, e)| match e {
-        Event::RunStarted { plan, .. } => Some(plan),
-        _ => None,
-    });
+    let (plan, versions) = records
+        .iter()
+        .find_map(|(_, e)| match e {
+            Event::RunStarted { plan, header, .. } => Some((plan, &header.scale_versions)),
+            _ => None,
+        })
+        .unzip();
+    // An item id is checked against the scale the session was recorded on: a bundled one, or one's
+    // own when its version is the one the session recorded (it may have changed since).
+    let unknown_item = |scale: &str, id: u32| {
+        let known = catalog.scale(scale)?;
+        let same = catalog.user_files(crate::catalog::Kind::Scale, &known.id).is_empty()
+            || versions.and_then(|v| v.get(scale).or_else(|| v.get(&known.id))) == Some(&known.version());
+        (same && known.item(id).is_none()).then(|| format!("scale {scale} has no item {id}"))
+    };
     // An item is answered once: a second answer (a line copied by hand) would be exported twice and
     // one of the two taken by a re-assessment.
     let mut answered = std::collections::HashMap::new();
@@ -400,6 +411,32 @@ pub fn check_records(records: &[(usize, Event)], catalog: &Catalog) -> Result<()
             if !among(&plan.scales, scale) {
                 return Err((*line, format!("scale \"{scale}\" is not in the session's plan")));
             }
+            let repeat = match event {
+                Event::ItemAnswered { repeat, .. } | Event::ItemFailed { repeat, .. } => *repeat,
+                Event::DimensionAssessed(a) => a.repeat,
+                _ => 0,
+            };
+            if repeat >= plan.repeats {
+                return Err((
+                    *line,
+                    format!("repeat {repeat} is past the session's plan, which has {} repeat(s), counted from 0", plan.repeats),
+                ));
+            }
+            if let Event::DimensionAssessed(a) = event
+                && !plan.methods.contains(&a.method)
+            {
+                return Err((*line, format!("method {} is not in the session's plan", a.method.name())));
+            }
+        }
+        let items: Vec<u32> = match event {
+            Event::ItemAnswered { item_id, .. } | Event::ItemFailed { item_id, .. } => vec![*item_id],
+            Event::DimensionAssessed(a) => a.items.iter().map(|i| i.item_id).collect(),
+            _ => Vec::new(),
+        };
+        if let Some((_, scale)) = named
+            && let Some(wrong) = items.into_iter().find_map(|id| unknown_item(scale, id))
+        {
+            return Err((*line, wrong));
         }
         let Event::DimensionAssessed(a) = event else { continue };
         let Some(scale) = catalog.scale(&a.scale) else { continue };

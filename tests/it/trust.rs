@@ -295,6 +295,41 @@ fn a_journal_that_no_run_could_have_written_is_a_located_error() {
         text(&out)
     );
 
+    // A repeat, a method or an item the plan and its scale do not have: not exported as if they were.
+    let cases: [(&str, fn(&mut Value), &str); 4] = [
+        (
+            "dimension_assessed",
+            |r| r["repeat"] = 3.into(),
+            "repeat 3 is past the session's plan, which has 1 repeat(s)",
+        ),
+        (
+            "item_answered",
+            |r| r["repeat"] = 1.into(),
+            "repeat 1 is past the session's plan",
+        ),
+        (
+            "dimension_assessed",
+            |r| r["method"] = "er-all".into(),
+            "method er-all is not in the session's plan",
+        ),
+        (
+            "item_answered",
+            |r| r["item_id"] = 999.into(),
+            "scale GSE has no item 999",
+        ),
+    ];
+    for (kind, edit, said) in cases {
+        let (_, dir) = copied_sample(data.path());
+        let line = damage(&dir, kind, edit);
+        let out = common::offline(data.path(), &["export", &id]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&format!("journal.jsonl:{line}: {said}")),
+            "{}",
+            text(&out)
+        );
+    }
+
     // An answer copied to a second line: exported twice, one of the two taken by a re-assessment.
     let (_, dir) = copied_sample(data.path());
     let path = dir.join("journal.jsonl");
