@@ -81,6 +81,8 @@ pub struct SessionInfo {
     pub providers: BTreeMap<String, ModelInfo>,
     /// What the run adapted to its providers (it changes what the method did).
     pub adaptations: Vec<crate::llm::adapt::Adaptation>,
+    /// Each character's versions the run recorded (at its start and at each resume), by id.
+    pub character_versions: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -258,6 +260,13 @@ impl RunView {
         m
     }
 
+    fn recorded_versions(&mut self, versions: &BTreeMap<String, String>) {
+        for (id, version) in versions {
+            let known = self.session.character_versions.entry(id.clone()).or_default();
+            known.insert(version.clone());
+        }
+    }
+
     pub fn apply_event(&mut self, event: &Event, catalog: &Catalog) {
         if let Some(start) = event.start() {
             self.session = SessionInfo {
@@ -267,7 +276,9 @@ impl RunView {
                 plan: None,
                 providers: start.providers.clone(),
                 adaptations: Vec::new(),
+                character_versions: BTreeMap::new(),
             };
+            self.recorded_versions(start.character_versions);
         }
         match event {
             Event::RunStarted { plan, .. } => {
@@ -275,7 +286,12 @@ impl RunView {
                 self.plan_items(plan, catalog);
                 self.sitting = Sitting::default();
             }
-            Event::Resumed { at, items_per_call, .. } => {
+            Event::Resumed {
+                at,
+                items_per_call,
+                character_versions,
+            } => {
+                self.recorded_versions(character_versions);
                 self.sitting = Sitting {
                     items_before: self.answered(),
                     assessments_before: self.assessments.iter().filter(|a| !a.has_failures()).count(),

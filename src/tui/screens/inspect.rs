@@ -816,7 +816,17 @@ impl Drilled<'_> {
                     item.question.get(lang),
                     &query,
                 );
-                let note = if assembled.retrieved == row.retrieved
+                // Rebuilt from the character as it is now: said when that is not what the run had.
+                let now = u.character.version(memories.map_or(&[][..], |m| &m.chunks));
+                let changed = ctx
+                    .run
+                    .session
+                    .character_versions
+                    .get(&u.character.id)
+                    .is_some_and(|had| had.len() > 1 || !had.contains(&now));
+                let note = if changed {
+                    " (rebuilt from the character as it is now: it was edited since, or during, the run)".into()
+                } else if assembled.retrieved == row.retrieved
                     || row.retrieved.is_empty() && assembled.retrieved.is_empty()
                 {
                     String::new()

@@ -448,6 +448,38 @@ fn the_inspector_rebuilds_prompts_from_the_sessions_templates_and_names_their_fi
     assert!(screen.contains("expert_rating (bundled)"), "{screen}");
 }
 
+/// The agent's prompt is rebuilt from the character as it is now: said when the session recorded
+/// another version of it, not when it recorded this one.
+#[test]
+fn the_inspector_says_when_the_agents_prompt_is_rebuilt_from_an_edited_character() {
+    for (recorded, said) in [(None, false), (Some("0123456789abcdef"), true)] {
+        let mut app = app();
+        let hermione = app.catalog.character("hermione-en").unwrap().version(&[]);
+        let mut events = fixture::session(&app.catalog, &plan());
+        if let Some(incharacter::study::Event::RunStarted { header, .. }) = events.first_mut() {
+            let version = recorded.map_or(hermione.clone(), String::from);
+            header.character_versions.insert("hermione-en".into(), version);
+        }
+        app.update(Action::SessionLoaded(events));
+        for k in [
+            KeyCode::Char('3'),
+            KeyCode::Char('m'),
+            KeyCode::Tab,
+            KeyCode::Down,
+            KeyCode::Enter,
+        ] {
+            key(&mut app, k);
+        }
+        let screen = render(&app, (160, 40));
+        assert!(screen.contains("prompt sent to the agent"), "{screen}");
+        assert_eq!(
+            screen.contains("rebuilt from the character as it is now"),
+            said,
+            "{recorded:?}: {screen}"
+        );
+    }
+}
+
 #[test]
 fn inspector_shows_batches_items_and_the_exact_prompts() {
     let mut app = with_session();
