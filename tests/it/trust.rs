@@ -296,7 +296,8 @@ fn a_journal_that_no_run_could_have_written_is_a_located_error() {
     );
 
     // A repeat, a method or an item the plan and its scale do not have: not exported as if they were.
-    let cases: [(&str, fn(&mut Value), &str); 4] = [
+    type Edit = fn(&mut Value);
+    let cases: [(&str, Edit, &str); 4] = [
         (
             "dimension_assessed",
             |r| r["repeat"] = 3.into(),
