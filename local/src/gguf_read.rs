@@ -42,7 +42,7 @@ const MAX_DIMS: usize = 4;
 pub enum GgufError {
     #[error("{0}")]
     Io(#[from] std::io::Error),
-    #[error("not a GGUF file (it starts with {0:02x?}, not \"GGUF\")")]
+    #[error("not a GGUF file (it starts with \"{}\", not \"GGUF\")", .0.escape_ascii())]
     NotGguf([u8; 4]),
     #[error("GGUF version {0} is not supported (2 and 3 are)")]
     Version(u32),

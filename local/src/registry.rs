@@ -207,11 +207,12 @@ fn registry_path(models: &Path) -> PathBuf {
 /// Held (locked) while `registry.toml` is read, changed and written back, so that two `model add`s at
 /// once each keep the other's entry.
 fn lock_registry(models: &Path) -> Result<File, Error> {
-    std::fs::create_dir_all(models).map_err(|e| Error::Input(format!("cannot create {}: {e}", models.display())))?;
+    // The machine's failures (an unwritable data dir, or one that is a file), not the user's input.
+    std::fs::create_dir_all(models).map_err(|e| Error::Model(format!("cannot create {}: {e}", models.display())))?;
     let path = models.join(".registry.lock");
-    let file = lock_file(&path).map_err(|e| Error::Input(format!("cannot open {}: {e}", path.display())))?;
+    let file = lock_file(&path).map_err(|e| Error::Model(format!("cannot open {}: {e}", path.display())))?;
     file.lock()
-        .map_err(|e| Error::Input(format!("cannot lock {}: {e}", path.display())))?;
+        .map_err(|e| Error::Model(format!("cannot lock {}: {e}", path.display())))?;
     Ok(file)
 }
 
@@ -251,10 +252,14 @@ fn read_registry(models: &Path) -> Result<Registry, Error> {
             Ok(registry)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Registry::default()),
-        Err(e) => Err(Error::Input(format!(
-            "cannot read {}: {e}",
-            registry_path(models).display()
-        ))),
+        // Text that is not UTF-8 is the file's fault; a registry that cannot be read, the machine's.
+        Err(e) => {
+            let said = format!("cannot read {}: {e}", registry_path(models).display());
+            Err(match e.kind() {
+                std::io::ErrorKind::InvalidData => Error::Input(said),
+                _ => Error::Model(said),
+            })
+        }
     }
 }
 
@@ -303,12 +308,12 @@ fn line_column(text: &str, at: usize) -> (usize, usize) {
 
 fn write_registry(models: &Path, registry: &Registry) -> Result<(), Error> {
     let text = toml::to_string(registry).map_err(|e| Error::Input(e.to_string()))?;
-    std::fs::create_dir_all(models).map_err(|e| Error::Input(format!("cannot create {}: {e}", models.display())))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(models).map_err(|e| Error::Input(e.to_string()))?;
-    tmp.write_all(text.as_bytes())
-        .map_err(|e| Error::Input(e.to_string()))?;
-    tmp.persist(registry_path(models))
-        .map_err(|e| Error::Input(e.to_string()))?;
+    let cannot =
+        |e: &dyn std::fmt::Display| Error::Model(format!("cannot write {}: {e}", registry_path(models).display()));
+    std::fs::create_dir_all(models).map_err(|e| Error::Model(format!("cannot create {}: {e}", models.display())))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(models).map_err(|e| cannot(&e))?;
+    tmp.write_all(text.as_bytes()).map_err(|e| cannot(&e))?;
+    tmp.persist(registry_path(models)).map_err(|e| cannot(&e))?;
     Ok(())
 }
 

@@ -167,7 +167,10 @@ pub fn add(path: &Path, name: Option<&str>, replace: bool, out: &mut dyn Write) 
             }
         }
     };
-    let (entry, facts) = local::add(&dir, path, &name, replace).map_err(|e| input_error(e.to_string()))?;
+    let (entry, facts) = local::add(&dir, path, &name, replace).map_err(|e| match e {
+        crate::llm::LlmError::Model(said) => anyhow::anyhow!(said),
+        other => input_error(other.to_string()),
+    })?;
     writeln!(
         out,
         "registered {} ({}): {}",

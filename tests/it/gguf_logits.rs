@@ -201,3 +201,21 @@ fn tiny_gemma3_qwen3_and_phi3_files_register_and_answer_schema_valid_json() {
         }
     }
 }
+
+/// A data dir that cannot hold the registry (here a file) is the machine's failure, exit 1, as the
+/// README's exit codes say; a file that is no GGUF model stays the user's, exit 2.
+#[test]
+fn model_add_into_a_data_dir_that_is_a_file_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("tiny-qwen3.gguf");
+    std::fs::copy(fixtures().join("tiny-qwen3-q4_k_m.gguf"), &copy).unwrap();
+    let data = dir.path().join("data");
+    std::fs::write(&data, b"not a folder").unwrap();
+    let out = crate::common::offline(&data, &["model", "add", &copy.display().to_string(), "--name", "tiny"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot create"));
+    let not_gguf = dir.path().join("notes.gguf");
+    std::fs::write(&not_gguf, b"GGUX and more").unwrap();
+    let out = crate::common::offline(&data, &["model", "add", &not_gguf.display().to_string(), "--name", "x"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
