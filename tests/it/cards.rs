@@ -694,18 +694,32 @@ fn an_import_that_fails_on_any_of_its_files_changes_none_of_them() {
 fn a_cards_bad_target_is_located_in_its_json() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path();
-    let mut card = mira();
-    card["data"]["extensions"] = json!({"incharacter": {"targets": {"BFI": {"Openness": "Q"}}}});
-    let text = serde_json::to_string_pretty(&card).unwrap();
-    let file = data.join("bad-target.json");
-    std::fs::write(&file, &text).unwrap();
-    let out = run(data, &["import", "card", file.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    let line = text.lines().position(|l| l.contains("\"Openness\": \"Q\"")).unwrap() + 1;
-    let column = text.lines().nth(line - 1).unwrap().find("\"Q\"").unwrap() + 1;
-    assert!(err.contains(&format!("bad-target.json:{line}:{column}: ")), "{err}");
-    assert!(!data.join("characters").exists(), "nothing written");
+    // A letter no target takes, and a dimension the scale does not have.
+    for (dimension, value, said) in [
+        ("Openness", "Q", ""),
+        ("Opennes", "L", "scale BFI has no dimension \"Opennes\""),
+    ] {
+        let mut card = mira();
+        card["data"]["extensions"] = json!({"incharacter": {"targets": {"BFI": {dimension: value}}}});
+        let text = serde_json::to_string_pretty(&card).unwrap();
+        let file = data.join("bad-target.json");
+        std::fs::write(&file, &text).unwrap();
+        let out = run(data, &["import", "card", file.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        let pair = format!("\"{dimension}\": \"{value}\"");
+        let line = text.lines().position(|l| l.contains(&pair)).unwrap() + 1;
+        let column = text
+            .lines()
+            .nth(line - 1)
+            .unwrap()
+            .find(&format!("\"{value}\""))
+            .unwrap()
+            + 1;
+        assert!(err.contains(&format!("bad-target.json:{line}:{column}: ")), "{err}");
+        assert!(err.contains(said), "{err}");
+        assert!(!data.join("characters").exists(), "nothing written");
+    }
 }
 
 /// A replace under the id spelled in another case replaces the character's files, leaving no second

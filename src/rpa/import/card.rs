@@ -189,6 +189,12 @@ fn read_targets<'s>(
         })?;
         let mut labels = std::collections::BTreeMap::new();
         for (dim, value) in dims {
+            if s.dimension_index(dim).is_none() {
+                return Err((
+                    at(&[id, dim]),
+                    format!("extensions.incharacter.targets.{id}: scale {} has no dimension \"{dim}\"", s.id),
+                ));
+            }
             let value = match value {
                 serde_json::Value::String(s) => s.clone(),
                 serde_json::Value::Number(n) => n.to_string(),
