@@ -388,6 +388,16 @@ fn imports_write_characters_and_scales_that_the_catalog_loads() {
     assert_eq!(tide["items"][1]["keying"], "negative");
     assert_eq!(tide["items"][2]["question"]["zh"], "你种东西吗？");
 
+    // Given as InCharacter's (the default format), a PsychoBench file is said to be one.
+    let out = run_in(data.path(), &["import", "scale", &arg("tide_psychobench.json")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("tide_psychobench.json:1:1: a list of questionnaires is a PsychoBench file"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // The same questionnaire from PsychoBench: same keying, generic questions, marked as filled.
     let out = run_in(
         data.path(),

@@ -275,6 +275,13 @@ fn categories(q: &Value, origin: &Origin) -> Result<Vec<(String, Vec<u32>)>, Str
 }
 
 fn incharacter(q: &Value, origin: &Origin) -> Result<Draft, String> {
+    if q.is_array() {
+        return Err(format!(
+            "{}: a list of questionnaires is a PsychoBench file, which an InCharacter one never is \
+             (import it with --format psychobench)",
+            origin.at(&[])
+        ));
+    }
     let name = q
         .get("name")
         .and_then(Value::as_str)
