@@ -59,6 +59,9 @@ pub enum FileError {
     /// An output the user named is in a folder that does not exist (a mistyped path).
     #[error("{}: the folder {} does not exist; nothing written (create it first)", shown(path), shown(folder))]
     NoFolder { path: PathBuf, folder: PathBuf },
+    /// An output the user named is under a path that is a file, not a folder.
+    #[error("{}: {} is a file, not a folder; nothing written", shown(path), shown(folder))]
+    FileAsFolder { path: PathBuf, folder: PathBuf },
     // `error`, not `source`: the message says it already, and a `source` would print it twice.
     #[error("cannot read {}: {error}", shown(path))]
     Read { path: PathBuf, error: std::io::Error },
@@ -81,7 +84,8 @@ impl Classify for FileError {
             | FileError::Symlink(_)
             | FileError::OwnFile { .. }
             | FileError::ConfigFile(_)
-            | FileError::NoFolder { .. } => true,
+            | FileError::NoFolder { .. }
+            | FileError::FileAsFolder { .. } => true,
         };
         if input { Fault::Input } else { Fault::Machine }
     }
@@ -319,12 +323,19 @@ pub const OWN_FOLDERS: [&str; 9] = [
 /// Refuses an output `path` whose folder does not exist: a mistyped folder is said, not made.
 pub fn folder_exists(path: &Path) -> Result<(), FileError> {
     let folder = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    match folder.is_dir() {
-        true => Ok(()),
-        false => Err(FileError::NoFolder {
-            path: path.to_path_buf(),
-            folder: folder.to_path_buf(),
-        }),
+    let (path, folder) = (path.to_path_buf(), folder.to_path_buf());
+    match std::fs::metadata(&folder) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(FileError::FileAsFolder { path, folder }),
+        // A file further up (a/b/c where a is a file) is as much in the way.
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            let file = folder.ancestors().find(|a| a.is_file()).map(Path::to_path_buf);
+            Err(FileError::FileAsFolder {
+                path,
+                folder: file.unwrap_or(folder),
+            })
+        }
+        Err(_) => Err(FileError::NoFolder { path, folder }),
     }
 }
 

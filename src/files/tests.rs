@@ -257,3 +257,20 @@ fn a_folder_with_nothing_written_whole_goes_once_it_is_old() {
     aged(&file, 2 * hour);
     assert!(!remove_abandoned_folder(&file), "not a folder");
 }
+
+/// An output under a missing folder asks for the folder; under a file, says the file is in the way
+/// (creating "it" could not work).
+#[test]
+fn an_output_under_a_file_says_the_file_is_in_the_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("afile");
+    std::fs::write(&file, b"x").unwrap();
+    for path in [file.join("x.json"), file.join("deeper").join("x.json")] {
+        let e = folder_exists(&path).unwrap_err();
+        assert!(matches!(e, FileError::FileAsFolder { ref folder, .. } if *folder == file), "{e}");
+        assert!(e.to_string().contains("afile is a file, not a folder"), "{e}");
+    }
+    let e = folder_exists(&dir.path().join("missing").join("x.json")).unwrap_err();
+    assert!(matches!(e, FileError::NoFolder { .. }), "{e}");
+    assert!(folder_exists(&dir.path().join("x.json")).is_ok());
+}
