@@ -232,7 +232,8 @@ impl Templates {
     /// The bundled templates, with those of which `dir` holds a `<name>.txt` read from there. Any other
     /// file (hidden ones aside) is refused, so a misspelt name never falls back to the bundled text.
     pub fn load_dir(dir: &Path) -> Result<Templates, TemplateError> {
-        let shown = |p: &Path| p.display().to_string();
+        // In errors, a name's control characters written out, so the file can be found.
+        let shown = |p: &Path| crate::text::visible(&p.display().to_string());
         let read_error = |p: &Path| {
             let path = shown(p);
             move |error: std::io::Error| TemplateError::Read { path, error }

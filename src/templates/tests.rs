@@ -125,6 +125,10 @@ fn a_folder_with_an_unknown_or_bad_file_is_refused() {
         matches!(&e, TemplateError::UnknownFile { path, known } if path.ends_with("expert-rating.txt") && known.contains("self_report_cot.zh.txt")),
         "{e}"
     );
+    // A name with an escape in it is named with the escape written out, so it can be found.
+    let dir = folder(&[("expert\x1b[31m.txt", b"{dimension}")]);
+    let e = Templates::load_dir(dir.path()).unwrap_err().to_string();
+    assert!(e.contains("expert\\u{1b}[31m.txt: not a prompt template"), "{e}");
     let dir = folder(&[("interviewer.txt", b"{experimenter}: \xff{question}")]);
     let e = Templates::load_dir(dir.path()).unwrap_err().to_string();
     assert!(e.ends_with("interviewer.txt:1:17: not UTF-8 text"), "{e}");
