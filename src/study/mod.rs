@@ -242,11 +242,18 @@ pub fn commonest_error(events: &[Event]) -> Option<(String, usize, Option<&'stat
         .iter()
         .rposition(|e| matches!(e, Event::Resumed { .. }))
         .unwrap_or(0);
-    let mut counts: BTreeMap<(&str, Option<&'static str>), usize> = BTreeMap::new();
+    // Errors that differ only in their numbers (a prompt's tokens, an item's id) are one error,
+    // said in the words of its first record.
+    let mut counts: BTreeMap<(String, Option<&'static str>), (usize, &str)> = BTreeMap::new();
     for e in &events[since..] {
         let error = match e {
             Event::ItemFailed { error, .. } => Some((error.as_str(), Some("rpa"))),
-            Event::DimensionAssessed(a) => a.failure.as_deref().map(|f| (f, Some("judge"))),
+            // Not assessed because its answers failed: those failures are counted, not this.
+            Event::DimensionAssessed(a) => a
+                .failure
+                .as_deref()
+                .filter(|f| !f.starts_with(interview::ITEMS_FAILED))
+                .map(|f| (f, Some("judge"))),
             // A dialogue's turns are both sides': whose failed the record does not say.
             Event::Observed(crate::observer::Step::Failed { error, what, .. }) => Some((
                 error.as_str(),
@@ -260,12 +267,16 @@ pub fn commonest_error(events: &[Event]) -> Option<(String, usize, Option<&'stat
             Event::Rolebench(rolebench::Step::Judged { failure, .. }) => failure.as_deref().map(|f| (f, Some("judge"))),
             _ => None,
         };
-        if let Some(key) = error {
-            *counts.entry(key).or_default() += 1;
+        if let Some((error, role)) = error {
+            let shape: String = error
+                .chars()
+                .map(|c| if c.is_ascii_digit() { '0' } else { c })
+                .collect();
+            counts.entry((shape, role)).or_insert((0, error)).0 += 1;
         }
     }
     // The most frequent; among equals, the first in text order (deterministic).
-    let ((error, role), n) = counts.into_iter().rev().max_by_key(|(_, n)| *n)?;
+    let ((_, role), (n, error)) = counts.into_iter().rev().max_by_key(|(_, (n, _))| *n)?;
     Some((error.to_string(), n, role))
 }
 
@@ -740,6 +751,38 @@ mod tests {
                 "{what}"
             );
         }
+    }
+
+    /// Items refused as too long for the context (each with its own token count) are the run's
+    /// commonest error, the answerer's; the dimensions they left unassessed are not the judge's.
+    #[test]
+    fn the_commonest_failure_groups_numbers_and_leaves_out_what_failed_items_caused() {
+        let item = |id: u32, tokens: u32| Event::ItemFailed {
+            character: "c".into(),
+            scale: "GSE".into(),
+            repeat: 0,
+            style: QueryStyle::Open,
+            item_id: id,
+            error: format!("the prompt has {tokens} tokens; the model's context is 500"),
+        };
+        let unassessed = |dimension: &str| {
+            let mut a: crate::method::Assessment = serde_json::from_value(serde_json::json!({
+                "character": "c", "scale": "GSE", "method": "er-batch", "repeat": 0,
+                "dimension": dimension, "score": null
+            }))
+            .unwrap();
+            a.failure = Some("interview items [1, 2] failed".into());
+            Event::DimensionAssessed(a)
+        };
+        let events = [item(1, 612), item(2, 587), unassessed("GSE"), unassessed("GSE"), unassessed("GSE")];
+        assert_eq!(
+            commonest_error(&events),
+            Some((
+                "the prompt has 612 tokens; the model's context is 500".to_string(),
+                2,
+                Some("rpa")
+            ))
+        );
     }
 
     #[test]

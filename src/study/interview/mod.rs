@@ -146,6 +146,10 @@ pub fn answer(e: &Event) -> Option<(AnswerKey, Exchange)> {
     }
 }
 
+/// How an assessment's failure begins when it was not assessed because interview items failed: the
+/// consequence of the answerer's failures, not a judge's.
+pub const ITEMS_FAILED: &str = "interview items";
+
 /// What a journal already holds.
 #[derive(Debug, Default, Clone)]
 pub struct Done {
@@ -227,7 +231,7 @@ impl Assessing<'_> {
         let _ = self.sink.send(Event::DimensionAssessed(assessment));
     }
 
-    /// Dimension `d`'s answers, or which of its interview items failed.
+    /// Dimension `d`'s answers, or which of its interview items failed ([`ITEMS_FAILED`]).
     fn answers_of(&self, d: usize) -> Result<Vec<Exchange>, String> {
         let mine: Vec<&(u32, Option<Exchange>)> = self
             .answers
@@ -236,7 +240,7 @@ impl Assessing<'_> {
             .collect();
         let failed: Vec<u32> = mine.iter().filter(|(_, e)| e.is_none()).map(|(id, _)| *id).collect();
         if !failed.is_empty() {
-            return Err(format!("interview items {failed:?} failed"));
+            return Err(format!("{ITEMS_FAILED} {failed:?} failed"));
         }
         Ok(mine.iter().filter_map(|(_, e)| e.clone()).collect())
     }
