@@ -215,7 +215,20 @@ impl Journal {
         if len > 0 {
             let whole = whole_lines(&mut file, len)?;
             if whole < len {
-                file.set_len(whole)?;
+                // A last record whole but for its newline (a file an editor saved) is what a read
+                // takes: ended, not cut. Anything else after the last newline a write tore.
+                let mut tail = Vec::new();
+                {
+                    use std::io::{Read, Seek, SeekFrom};
+                    file.seek(SeekFrom::Start(whole))?;
+                    (&mut file).take(MAX_LINE + 1).read_to_end(&mut tail)?;
+                }
+                if serde_json::from_slice::<serde_json::Value>(&tail).is_ok_and(|v| v.is_object()) {
+                    file.write_all(b"\n")?;
+                    file.flush()?;
+                } else {
+                    file.set_len(whole)?;
+                }
             }
         }
         Ok(Journal {
@@ -504,6 +517,23 @@ mod tests {
         std::fs::write(&path, "{\"a\": 1}\n{oops\n{\"a\": 2}\n").unwrap();
         let e = read::<serde_json::Value>(&path).unwrap_err().to_string();
         assert!(e.contains("j.jsonl:2:"), "{e}");
+    }
+
+    /// A journal saved by an editor that leaves no newline after its last record: a read takes that
+    /// record, and a reopen keeps it (ended with its newline) rather than cutting it as torn.
+    #[test]
+    fn a_whole_last_record_without_its_newline_is_kept_by_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        std::fs::write(&path, "{\"a\": 1}\n{\"a\": 2}").unwrap();
+        assert_eq!(read::<serde_json::Value>(&path).unwrap().len(), 2);
+        let mut j = Journal::open(&path).unwrap();
+        j.append(&serde_json::json!({"a": 3})).unwrap();
+        let records: Vec<serde_json::Value> = read(&path).unwrap();
+        assert_eq!(
+            records.iter().map(|r| r["a"].as_i64().unwrap()).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
     }
 
     #[test]
