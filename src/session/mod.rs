@@ -24,6 +24,9 @@ use crate::fault::{Classify, Fault};
 pub enum SessionError {
     #[error("no session \"{}\" (`incharacter sessions` lists them)", .0.to_string())]
     NotFound(String),
+    /// A session's folder whose journal is missing or is no file: said why, not just "no session".
+    #[error("{}: no session, {why}", crate::text::visible(&.dir.display().to_string()))]
+    NoJournal { dir: PathBuf, why: String },
     /// A bundled sample asked to be written (resumed): samples are read-only.
     #[error(
         "session {id} is a bundled sample, which is read-only: to go on with it, copy its folder {} into {}",
@@ -176,6 +179,7 @@ impl Classify for SessionError {
     fn fault(&self) -> Fault {
         let input = match self {
             SessionError::NotFound(_)
+            | SessionError::NoJournal { .. }
             | SessionError::Sample { .. }
             | SessionError::NotOwn { .. }
             | SessionError::WrongKind { .. }

@@ -60,6 +60,21 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// Why the folder `dir` holds no session: its journal is missing, or is not a file.
+fn no_journal(dir: &Path) -> SessionError {
+    let journal = dir.join("journal.jsonl");
+    let why = match std::fs::metadata(&journal) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "it has no journal.jsonl".to_string(),
+        Err(e) => format!("its journal.jsonl cannot be read: {e}"),
+        Ok(m) if m.is_dir() => "its journal.jsonl is a folder".to_string(),
+        Ok(_) => "its journal.jsonl is not a regular file".to_string(),
+    };
+    SessionError::NoJournal {
+        dir: dir.to_path_buf(),
+        why,
+    }
+}
+
 impl Store {
     /// The sessions of `data`, with the samples this build knows.
     pub fn new(data: &Path) -> Store {
@@ -107,6 +122,9 @@ impl Store {
                     from: samples.join(id),
                     to: sessions_dir(&self.data),
                 });
+            }
+            if !id.contains('/') && !id.contains("..") && !id.is_empty() && dir.is_dir() {
+                return Err(no_journal(&dir));
             }
             return Err(SessionError::NotFound(id.to_string()));
         }
@@ -170,6 +188,10 @@ impl Store {
         }
         if p.join("journal.jsonl").is_file() {
             return Ok(p.to_path_buf());
+        }
+        // A folder given by its path (not an id) that holds no journal.
+        if p.components().count() > 1 && p.is_dir() {
+            return Err(no_journal(p));
         }
         self.own(what).or_else(|e| match &self.samples {
             Some(samples) if !what.contains("..") && samples.join(what).join("journal.jsonl").is_file() => {
@@ -704,5 +726,25 @@ mod tests {
             assert!(others.into_iter().all(|(dir, _)| dir < &found), "{found:?} is the newest {kind:?} sample");
         }
         assert!(matches!(store.find("../etc"), Err(SessionError::NotFound(_))));
+    }
+
+    /// A session folder whose journal is a folder, or missing, says so, by id or by path.
+    #[test]
+    fn a_folder_without_a_journal_says_why_it_is_no_session() {
+        let data = tempfile::tempdir().unwrap();
+        let store = Store::with_samples(data.path(), None);
+        let sessions = sessions_dir(data.path());
+        std::fs::create_dir_all(sessions.join("a").join("journal.jsonl")).unwrap();
+        std::fs::create_dir_all(sessions.join("b")).unwrap();
+        for (what, why) in [
+            ("a".to_string(), "its journal.jsonl is a folder"),
+            ("b".to_string(), "it has no journal.jsonl"),
+            (sessions.join("a").display().to_string(), "its journal.jsonl is a folder"),
+        ] {
+            let e = store.find(&what).unwrap_err();
+            assert!(matches!(e, SessionError::NoJournal { .. }), "{what}: {e}");
+            assert!(e.to_string().ends_with(&format!("no session, {why}")), "{e}");
+        }
+        assert!(matches!(store.find("c"), Err(SessionError::NotFound(_))));
     }
 }
