@@ -410,7 +410,8 @@ pub fn fitted(calls: &[ConversionCall], mine: &[u32]) -> Option<String> {
     };
     let made: Vec<&ConversionCall> = calls.iter().filter(|c| !c.split).filter(touches).collect();
     Some(format!(
-        "the judge's context could not hold a call of {} items: converted in calls of {} items",
+        "the judge's context could not hold a call of {} items: converted in calls of {} items (those that held \
+         this dimension's items)",
         sizes(&split),
         sizes(&made)
     ))
