@@ -425,7 +425,19 @@ fn psychobench(q: &Value, origin: &Origin) -> Result<Draft, String> {
     let prompt = q.get("prompt").and_then(Value::as_str).unwrap_or_default();
     let range = match stated_range(prompt) {
         Some([0, b]) if b == top => [0, top],
-        _ => [1, top.saturating_sub(1)],
+        None => [1, top.saturating_sub(1)],
+        Some([1, b]) if b == top.saturating_sub(1) => [1, b],
+        // A prompt that asks for other numbers than the scores would read: which is meant cannot
+        // be told, and a guess would score every answer on the wrong range.
+        Some([a, b]) => {
+            return Err(format!(
+                "{}: the prompt asks for numbers from {a} to {b}, but \"scale\" {top} reads them as {} to {} \
+                 (or 0 to {top}); make the two agree",
+                origin.at(&["prompt"]),
+                1,
+                top.saturating_sub(1)
+            ));
+        }
     };
     if let Some(problem) = range_problem(range) {
         return Err(format!("{}: \"scale\" {top}: {problem}", origin.at(&["scale"])));

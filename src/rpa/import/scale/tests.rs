@@ -367,3 +367,37 @@ fn a_scale_too_large_for_the_catalog_is_refused_before_it_is_written() {
         .unwrap_or_default();
     assert!(written.is_empty(), "{written:?}");
 }
+
+/// A prompt that asks for other numbers than "scale" reads answers as is refused where it says so;
+/// PsychoBench's own two readings ([1, scale − 1], [0, scale]) are taken.
+#[test]
+fn a_psychobench_prompt_that_contradicts_its_scale_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let p = dir.path().join("questionnaires.json");
+    let options = ScaleOptions {
+        name: Some("Tiny".into()),
+        ..ScaleOptions::default()
+    };
+    let tiny = |prompt: &str| {
+        serde_json::to_string_pretty(&serde_json::json!([{
+            "name": "Tiny", "scale": 5, "prompt": prompt,
+            "questions": {"1": "I like mornings.", "2": "I hate mornings."},
+            "categories": [{"cat_name": "A", "cat_questions": [1, 2]}]
+        }]))
+        .unwrap()
+    };
+    let text = tiny("You can only reply numbers from 0 to 4.");
+    std::fs::write(&p, &text).unwrap();
+    let e = refused(&p, ScaleFormat::Psychobench, data.path(), &options);
+    let line = text.lines().position(|l| l.contains("\"prompt\"")).unwrap() + 1;
+    assert!(e.starts_with(&format!("{}:{line}:", p.display())), "{e}");
+    assert!(e.contains("asks for numbers from 0 to 4, but \"scale\" 5 reads them as 1 to 4"), "{e}");
+    for (prompt, range) in [("from 1 to 4.", "[1, 4]"), ("from 0 to 5.", "[0, 5]"), ("no numbers", "[1, 4]")] {
+        std::fs::write(&p, tiny(prompt)).unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let got = questionnaire(&p, ScaleFormat::Psychobench, data.path(), &options, |_| Existing::none()).unwrap();
+        let written = std::fs::read_to_string(&got.file).unwrap();
+        assert!(written.contains(&format!("range = {range}")), "{prompt}: {written}");
+    }
+}
