@@ -98,7 +98,7 @@ pub struct Writer {
 }
 
 impl Writer {
-    fn me() -> Writer {
+    pub(crate) fn me() -> Writer {
         let pid = std::process::id();
         Writer {
             pid,

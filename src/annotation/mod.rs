@@ -211,7 +211,11 @@ fn writable(session: &Path, annotator: &str) -> Result<PathBuf, AnnotationError>
 /// its place) stops the import before anything is written. A write that fails after that (a full
 /// disk, a file size limit) takes back what the import had appended to every file, still locked,
 /// and removes the files it made ([`AnnotationError::Stopped`]).
-pub fn append_all(session: &Path, annotations: &[Annotation]) -> Result<(), AnnotationError> {
+///
+/// While it writes, a note of the import stands in the annotations folder (who writes, from which
+/// file): one whose process is gone tells that a kill stopped an import part way
+/// ([`stopped_imports`]); it goes once an import ends.
+pub fn append_all(session: &Path, from: &Path, annotations: &[Annotation]) -> Result<(), AnnotationError> {
     let annotators: std::collections::BTreeSet<&str> = annotations.iter().map(|a| a.annotator.as_str()).collect();
     // What can be told without making anything, first.
     for annotator in &annotators {
@@ -244,6 +248,18 @@ pub fn append_all(session: &Path, annotations: &[Annotation]) -> Result<(), Anno
             }
         }
     }
+    let note = importing(session, std::process::id());
+    let said = ImportNote {
+        writer: crate::journal::Writer::me(),
+        from: from.display().to_string(),
+    };
+    if let Err(source) = serde_json::to_vec(&said)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| crate::files::write_atomic(&note, &bytes).map_err(std::io::Error::other))
+    {
+        undo(&mut files);
+        return Err(AnnotationError::Unwritable { path: note, source });
+    }
     for (written, a) in annotations.iter().enumerate() {
         let Some((path, journal, ..)) = files.get_mut(a.annotator.as_str()) else {
             continue;
@@ -251,6 +267,7 @@ pub fn append_all(session: &Path, annotations: &[Annotation]) -> Result<(), Anno
         if let Err(source) = journal.append(a) {
             let path = path.clone();
             let kept = undo(&mut files);
+            let _ = std::fs::remove_file(&note);
             return Err(AnnotationError::Stopped {
                 path,
                 source,
@@ -259,7 +276,56 @@ pub fn append_all(session: &Path, annotations: &[Annotation]) -> Result<(), Anno
             });
         }
     }
+    let _ = std::fs::remove_file(&note);
+    forget_stopped_imports(session, &said.from);
     Ok(())
+}
+
+/// An import's note while it writes (see [`append_all`]).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ImportNote {
+    #[serde(flatten)]
+    writer: crate::journal::Writer,
+    from: String,
+}
+
+/// The note of an import by process `pid` into `session`.
+fn importing(session: &Path, pid: u32) -> PathBuf {
+    dir(session).join(format!(".importing-{pid}.json"))
+}
+
+/// The files of the imports into `session` that a kill stopped part way (their notes stand, their
+/// processes are gone): importing such a file again completes it, each annotator's latest answer
+/// per case counting.
+pub fn stopped_imports(session: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir(session)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".importing-"))
+        .filter_map(|e| crate::files::read_text_limited(&e.path(), 64 * 1024, "an import's note").ok())
+        .filter_map(|text| serde_json::from_str::<ImportNote>(&text).ok())
+        .filter(|n| !n.writer.alive())
+        .map(|n| n.from)
+        .collect();
+    out.sort();
+    out
+}
+
+/// Removes the notes of stopped imports of the file `from`: importing it whole has completed them.
+fn forget_stopped_imports(session: &Path, from: &str) {
+    let Ok(entries) = std::fs::read_dir(dir(session)) else { return };
+    for e in entries.flatten() {
+        let dead = e.file_name().to_string_lossy().starts_with(".importing-")
+            && crate::files::read_text_limited(&e.path(), 64 * 1024, "an import's note")
+                .ok()
+                .and_then(|text| serde_json::from_str::<ImportNote>(&text).ok())
+                .is_some_and(|n| !n.writer.alive() && n.from == from);
+        if dead {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Makes the annotator's file if there is none; whether this call made it (one another process made
@@ -574,6 +640,42 @@ mod tests {
             item_id: Some(item),
             observer: None,
         }
+    }
+
+    /// An import's note stands while it writes and goes when it ends; one a killed import left (its
+    /// process gone) is told, until the same file is imported again.
+    #[test]
+    fn an_import_a_kill_stopped_is_told_until_its_file_is_imported_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Annotation {
+            annotator: "ann".into(),
+            case: case(1, "Openness"),
+            value: Answer::parse("2").unwrap(),
+            note: None,
+            at: String::new(),
+        };
+        let (csv, other) = (Path::new("/r/ratings.csv"), Path::new("/r/other.csv"));
+        append_all(dir.path(), csv, std::slice::from_ref(&a)).unwrap();
+        assert!(stopped_imports(dir.path()).is_empty(), "an import that ended leaves no note");
+        // What a killed import leaves: its note, of a process that is gone.
+        let gone = crate::journal::Writer {
+            pid: u32::MAX,
+            since: String::new(),
+            process_start: Some(1),
+        };
+        let note = |from: &Path| ImportNote {
+            writer: gone.clone(),
+            from: from.display().to_string(),
+        };
+        for (pid, from) in [(1, csv), (2, other)] {
+            let bytes = serde_json::to_vec(&note(from)).unwrap();
+            std::fs::write(importing(dir.path(), pid), bytes).unwrap();
+        }
+        assert_eq!(stopped_imports(dir.path()), ["/r/other.csv", "/r/ratings.csv"]);
+        append_all(dir.path(), csv, &[a]).unwrap();
+        assert_eq!(stopped_imports(dir.path()), ["/r/other.csv"], "the same file again completes it");
+        let catalog = Catalog::bundled().unwrap();
+        assert_eq!(load(dir.path(), &catalog).unwrap()["ann"].len(), 1, "the note is no annotator");
     }
 
     #[test]

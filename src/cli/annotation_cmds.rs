@@ -65,6 +65,7 @@ pub fn export(
     let format = format.as_str();
     let (dir, _) = super::lookup::load_session(ctx, id)?;
     let all = annotation::load(&dir, &*ctx.catalog()?)?;
+    say_stopped_imports(&dir);
     let list: Vec<&Annotation> = all.values().flat_map(|m| m.values()).collect();
     let text = match format {
         "json" => {
@@ -145,6 +146,17 @@ mod col {
 }
 
 /// Checks every row against the session first; appends only when all rows are valid.
+/// Says (on stderr) each import into the session in `dir` that a kill stopped part way.
+fn say_stopped_imports(dir: &Path) {
+    for from in annotation::stopped_imports(dir) {
+        crate::note!(
+            "warning: an import of {} into this session was stopped part way (killed): some of its annotations are \
+             missing; import that file again to complete it",
+            crate::text::visible(&from)
+        );
+    }
+}
+
 pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     // Before anything is read: a device or a FIFO would never end, a runaway file would fill memory.
     crate::files::check_readable(csv_path, MAX_IMPORT_BYTES, "an annotations CSV")?;
@@ -236,7 +248,8 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
             at: crate::journal::now_rfc3339(),
         });
     }
-    annotation::append_all(&dir, &found)?;
+    let from = std::path::absolute(csv_path).unwrap_or_else(|_| csv_path.to_path_buf());
+    annotation::append_all(&dir, &from, &found)?;
     let annotators: std::collections::BTreeSet<&str> = found.iter().map(|a| a.annotator.as_str()).collect();
     writeln!(
         out,
@@ -386,6 +399,7 @@ pub fn agreement(
         )
     };
     let all = annotation::load(&dir, &*ctx.catalog()?)?;
+    say_stopped_imports(&dir);
     if all.is_empty() {
         return Err(input_error(format!(
             "session {} has no annotations yet (annotate it in the workbench, or `incharacter annotations import`)",
