@@ -235,14 +235,19 @@ impl Character {
     pub fn answers_to(&self, name: &str) -> bool {
         let n = name.trim();
         let suffix = format!("-{}", self.language.code());
+        // A name in any Unicode normal form ("Zoë" composed, or e + U+0308) is the same name.
+        let same = |a: &str| {
+            use unicode_normalization::UnicodeNormalization;
+            a.eq_ignore_ascii_case(n) || (!n.is_ascii() && a.nfc().eq(n.nfc()))
+        };
         self.id.eq_ignore_ascii_case(n)
             || self
                 .id
                 .strip_suffix(&suffix)
                 .is_some_and(|base| base.eq_ignore_ascii_case(n))
             || self.reference_id.as_deref().is_some_and(|r| r.eq_ignore_ascii_case(n))
-            || self.name.eq_ignore_ascii_case(n)
-            || self.aliases.iter().any(|a| a.eq_ignore_ascii_case(n))
+            || same(&self.name)
+            || self.aliases.iter().any(|a| same(a))
     }
 
     /// The version of what the role-playing agent is given: the lowercase hex SHA-256 of the prompt,
@@ -737,6 +742,12 @@ Warmth = { score = 4.2, type = "H" }
         let scale = Scale::parse(Source::new("tiny.toml", TINY)).unwrap();
         assert_eq!(c.code(&scale, LabelSource::Annotation).as_deref(), Some("H"));
         assert!(c.answers_to("ANNA-EN") && c.answers_to("anna") && !c.answers_to("anna-zh"));
+        // A name in either Unicode normal form is the same name.
+        let mut zoe = c.clone();
+        zoe.name = "Zo\u{eb}".into();
+        zoe.aliases = vec!["Chlo\u{e9}".into()];
+        assert!(zoe.answers_to("Zoe\u{308}") && zoe.answers_to("Zo\u{eb}") && zoe.answers_to("Chloe\u{301}"));
+        assert!(!zoe.answers_to("Zoe"));
     }
 
     /// A scale id is read in any case, as everywhere: labels and targets under `tiny` are TINY's

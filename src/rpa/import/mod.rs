@@ -330,8 +330,14 @@ fn trailing_digits(s: &str) -> &str {
     &s[s.trim_end_matches(|c: char| c.is_ascii_digit()).len()..]
 }
 
+/// `name` in lower-case ASCII letters and digits joined by `-`; accents are taken off ("Zoë",
+/// composed or not, is `zoe`), any other character is a break.
 fn slug(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
     let slug: String = name
+        .nfkd()
+        .filter(|c| !unicode_normalization::char::is_combining_mark(*c))
+        .collect::<String>()
         .to_lowercase()
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
@@ -584,6 +590,14 @@ fn detect_language<'a>(texts: impl Iterator<Item = &'a str> + Clone) -> Language
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slug_takes_accents_off_whatever_the_normal_form() {
+        assert_eq!(slug("Zo\u{eb}"), "zoe");
+        assert_eq!(slug("Zoe\u{308}"), "zoe");
+        assert_eq!(slug("Jos\u{e9} Mar\u{ed}a"), "jose-maria");
+        assert_eq!(slug("\u{949f}\u{79bb}"), "", "no Latin letters: the fallback names it");
+    }
 
     fn held(files: &[&Path], bundled: bool) -> Existing<'static, Character> {
         Existing {
