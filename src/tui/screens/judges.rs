@@ -205,6 +205,14 @@ impl Component for JudgesView {
         let height = usize::from(inner.height.saturating_sub(2));
         let cursor = self.cursor.min(pairs.len().saturating_sub(1));
         let first = self.view.first(pairs.len(), cursor, height);
+        // More pairs than rows: which are shown, and that ↑/↓ bring the others.
+        if pairs.len() > height && height > 0 {
+            let last = (first + height).min(pairs.len());
+            lines[0].push_span(Span::styled(
+                format!("   {}–{last} of {} (↑/↓)", first + 1, pairs.len()),
+                theme.dim(),
+            ));
+        }
         let index = |id: &str| sessions.iter().position(|x| x.id == id).unwrap_or(0);
         let cell = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.3}"));
         for (row, p) in pairs.iter().enumerate().skip(first).take(height) {

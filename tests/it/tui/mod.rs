@@ -2263,3 +2263,26 @@ fn rolebench_scores_an_answer_as_it_came_and_draws_it_safe() {
     assert!(!screen.contains('\u{1b}') && !screen.contains('\u{7}'), "{screen}");
     assert!(screen.contains("Yes I like rain"), "{screen}");
 }
+
+/// More pairs of assessments than the agreement table has rows: it says which it shows, of how many.
+#[test]
+fn the_agreement_table_says_which_pairs_it_shows_of_how_many() {
+    let mut app = with_session();
+    key(&mut app, KeyCode::Char('4'));
+    key(&mut app, KeyCode::Char('J'));
+    let parent = session_events(&app.catalog);
+    let ids: Vec<String> = (1..=6).map(|i| format!("20261129-1{i}0000-fixture-000{i}")).collect();
+    let mut sessions = vec![parent.clone()];
+    for (i, id) in ids.iter().enumerate().skip(1) {
+        sessions.push(fixture::reassessment(&app.catalog, &parent, id, i as u32));
+    }
+    let events: Vec<(&str, &[Event])> = ids
+        .iter()
+        .map(String::as_str)
+        .zip(sessions.iter().map(Vec::as_slice))
+        .collect();
+    let judges = incharacter::analysis::judges::compare(&events, &app.catalog).unwrap();
+    app.update(Action::Judged(Ok(judges)));
+    let screen = render(&app, (120, 32));
+    assert!(screen.contains("1–") && screen.contains("of 15 (↑/↓)"), "{screen}");
+}
