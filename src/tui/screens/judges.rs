@@ -12,7 +12,7 @@ use ratatui::widgets::Paragraph;
 
 use super::compare::{browse, page_note, series_color};
 use super::{Component, Ctx, Hits, move_cursor};
-use crate::analysis::judges::Judges;
+use crate::analysis::judges::{Judges, Pair};
 use crate::domain::character::LabelSource;
 use crate::method::Method;
 use crate::tui::keys::Command;
@@ -109,7 +109,9 @@ impl Component for JudgesView {
         };
         let sessions = &self.judges.sessions;
         let pairs: Vec<_> = self.judges.pairs.iter().filter(|p| p.method == method).collect();
-        let pairs_height = pairs.len().clamp(1, 4) as u16 + 4;
+        // At least four rows of pairs, more on a tall terminal.
+        let rows = usize::from(area.height / 4).max(4);
+        let pairs_height = pairs.len().clamp(1, rows) as u16 + 4;
         let [header, list_area, dots_area, pairs_area] = Layout::vertical([
             Constraint::Length(1),
             Constraint::Length(sessions.len() as u16 + 3),
@@ -187,6 +189,22 @@ impl Component for JudgesView {
 
         render_dots(self, frame, dots_area, ctx, (c, s, method));
 
+        self.render_pairs(frame, pairs_area, ctx, (&pairs, s, method));
+        Hits::default()
+    }
+}
+
+impl JudgesView {
+    /// The agreement of every pair of sessions on `method`, and the scale's sensitivity to the judge.
+    fn render_pairs(
+        &self,
+        frame: &mut Frame,
+        pairs_area: Rect,
+        ctx: &Ctx,
+        (pairs, s, method): (&[&Pair], &str, Method),
+    ) {
+        let theme = ctx.theme;
+        let sessions = &self.judges.sessions;
         // Agreement of every pair on this method, and the scale's sensitivity.
         let b = block(
             format!(" Agreement on {} (all characters and scales, 0–1) ", method.name()),
@@ -238,7 +256,7 @@ impl Component for JudgesView {
         if pairs.is_empty() {
             lines.push(Line::styled("  no two sessions assessed with this method", theme.dim()));
         }
-        let sensitivity = self.judges.scales.get(s.as_str());
+        let sensitivity = self.judges.scales.get(s);
         lines.push(Line::styled(
             format!(
                 "  {} sensitivity to the judge {} (mean sd across sessions on 0–1, n {})",
@@ -249,7 +267,6 @@ impl Component for JudgesView {
             theme.fg(theme.accent),
         ));
         frame.render_widget(Paragraph::new(lines), inner);
-        Hits::default()
     }
 }
 
