@@ -265,7 +265,7 @@ impl Journal {
         Ok(())
     }
 
-    fn line<T: Serialize>(record: &T) -> std::io::Result<String> {
+    pub(crate) fn line<T: Serialize>(record: &T) -> std::io::Result<String> {
         let mut value = serde_json::to_value(record)?;
         if let serde_json::Value::Object(map) = &mut value {
             map.insert("ts_ms".into(), unix_ms().into());

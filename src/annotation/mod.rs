@@ -55,6 +55,16 @@ pub enum AnnotationError {
     Journal(#[from] JournalError),
     #[error(transparent)]
     File(#[from] crate::files::FileError),
+    /// An import that would make an annotator's file larger than it may be read back.
+    #[error(
+        "{}: the import would make it {} (it holds {} now), more than the {} an annotator's answers may hold; \
+         nothing was imported (each annotator's latest answer per case counts: import only the rows that changed)",
+        path.display(),
+        crate::files::size(*after),
+        crate::files::size(*before),
+        crate::files::size(MAX_FILE_BYTES)
+    )]
+    TooLarge { path: PathBuf, before: u64, after: u64 },
 }
 
 impl Classify for AnnotationError {
@@ -64,7 +74,9 @@ impl Classify for AnnotationError {
             AnnotationError::File(e) => e.is_input(),
             e => matches!(
                 e,
-                AnnotationError::Annotator(_) | AnnotationError::Journal(JournalError::Damaged { .. })
+                AnnotationError::Annotator(_)
+                    | AnnotationError::Journal(JournalError::Damaged { .. })
+                    | AnnotationError::TooLarge { .. }
             ),
         };
         if input { Fault::Input } else { Fault::Machine }
@@ -246,6 +258,26 @@ pub fn append_all(session: &Path, from: &Path, annotations: &[Annotation]) -> Re
                 undo(&mut files);
                 return Err(e);
             }
+        }
+    }
+    // What the files will hold, before anything is written: a file past what is read back would
+    // leave every annotator of the session unreadable.
+    let mut adding: BTreeMap<&str, u64> = BTreeMap::new();
+    for a in annotations {
+        let line = Journal::line(a).map_or(u64::MAX / 4, |l| l.len() as u64);
+        *adding.entry(a.annotator.as_str()).or_default() += line;
+    }
+    for (annotator, added) in adding {
+        if let Some((path, _, before, _)) = files.get(annotator)
+            && before + added > MAX_FILE_BYTES
+        {
+            let (path, before) = (path.clone(), *before);
+            undo(&mut files);
+            return Err(AnnotationError::TooLarge {
+                path,
+                before,
+                after: before + added,
+            });
         }
     }
     let note = importing(session, std::process::id());
@@ -676,6 +708,32 @@ mod tests {
         assert_eq!(stopped_imports(dir.path()), ["/r/other.csv"], "the same file again completes it");
         let catalog = Catalog::bundled().unwrap();
         assert_eq!(load(dir.path(), &catalog).unwrap()["ann"].len(), 1, "the note is no annotator");
+    }
+
+    /// An import that would take an annotator's file past what is read back writes nothing.
+    #[test]
+    fn an_import_past_what_an_annotators_file_may_hold_writes_nothing() {
+        use std::io::{Seek, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let a = |annotator: &str| Annotation {
+            annotator: annotator.into(),
+            case: case(1, "Openness"),
+            value: Answer::parse("2").unwrap(),
+            note: None,
+            at: String::new(),
+        };
+        let full = super::dir(dir.path()).join("ann.jsonl");
+        std::fs::create_dir_all(super::dir(dir.path())).unwrap();
+        let mut f = std::fs::File::create(&full).unwrap();
+        f.seek(std::io::SeekFrom::Start(MAX_FILE_BYTES - 100)).unwrap();
+        f.write_all(b"\n").unwrap();
+        drop(f);
+        let e = append_all(dir.path(), Path::new("/r.csv"), &[a("bob"), a("ann")]).unwrap_err();
+        assert!(matches!(e, AnnotationError::TooLarge { .. }), "{e}");
+        assert!(e.to_string().contains("nothing was imported"), "{e}");
+        assert_eq!(std::fs::metadata(&full).unwrap().len(), MAX_FILE_BYTES - 99);
+        assert!(!super::dir(dir.path()).join("bob.jsonl").exists(), "the file made for bob is taken back");
+        assert!(stopped_imports(dir.path()).is_empty());
     }
 
     #[test]

@@ -248,7 +248,10 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
             at: crate::journal::now_rfc3339(),
         });
     }
-    let from = std::path::absolute(csv_path).unwrap_or_else(|_| csv_path.to_path_buf());
+    // One file however it is named (a link, `..`): its stopped import is completed by any of them.
+    let from = std::fs::canonicalize(csv_path)
+        .or_else(|_| std::path::absolute(csv_path))
+        .unwrap_or_else(|_| csv_path.to_path_buf());
     annotation::append_all(&dir, &from, &found)?;
     let annotators: std::collections::BTreeSet<&str> = found.iter().map(|a| a.annotator.as_str()).collect();
     writeln!(

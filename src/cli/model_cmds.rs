@@ -167,10 +167,7 @@ pub fn add(path: &Path, name: Option<&str>, replace: bool, out: &mut dyn Write) 
             }
         }
     };
-    let (entry, facts) = local::add(&dir, path, &name, replace).map_err(|e| match e {
-        crate::llm::LlmError::Model(said) => anyhow::anyhow!(said),
-        other => input_error(other.to_string()),
-    })?;
+    let (entry, facts) = local::add(&dir, path, &name, replace).map_err(registry_error)?;
     writeln!(
         out,
         "registered {} ({}): {}",
@@ -208,9 +205,18 @@ pub fn add(path: &Path, name: Option<&str>, replace: bool, out: &mut dyn Write) 
 }
 
 /// `model remove NAME`.
+/// A registry change refused: the machine's failure (the data dir cannot be written, exit 1), else
+/// what the user gave (exit 2).
+fn registry_error(e: crate::llm::LlmError) -> anyhow::Error {
+    match e {
+        crate::llm::LlmError::Model(said) => anyhow::anyhow!(said),
+        other => input_error(other.to_string()),
+    }
+}
+
 pub fn remove(name: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let dir = models_dir()?;
-    match local::remove(&dir, name).map_err(|e| input_error(e.to_string()))? {
+    match local::remove(&dir, name).map_err(registry_error)? {
         local::Removed::Unregistered(path) => writeln!(
             out,
             "unregistered {name}; the file is left where it was: {}",
