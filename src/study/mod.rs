@@ -370,11 +370,20 @@ pub fn check_records(records: &[(usize, Event)], catalog: &Catalog) -> Result<()
         .unzip();
     // An item id is checked against the scale the session was recorded on: a bundled one, or one's
     // own when its version is the one the session recorded (it may have changed since).
-    let unknown_item = |scale: &str, id: u32| {
+    // An assessment's items are of its dimension.
+    let unknown_item = |scale: &str, id: u32, of: Option<&str>| {
         let known = catalog.scale(scale)?;
         let same = catalog.user_files(crate::catalog::Kind::Scale, &known.id).is_empty()
             || versions.and_then(|v| v.get(scale).or_else(|| v.get(&known.id))) == Some(&known.version());
-        (same && known.item(id).is_none()).then(|| format!("scale {scale} has no item {id}"))
+        if !same {
+            return None;
+        }
+        let Some(item) = known.item(id) else {
+            return Some(format!("scale {scale} has no item {id}"));
+        };
+        let dimension = of?;
+        (known.dimension_index(dimension).is_some() && item.dimension() != known.dimension_index(dimension))
+            .then(|| format!("item {id} of {scale} is not of its dimension {dimension}"))
     };
     // An item is answered once: a second answer (a line copied by hand) would be exported twice and
     // one of the two taken by a re-assessment.
@@ -439,15 +448,28 @@ pub fn check_records(records: &[(usize, Event)], catalog: &Catalog) -> Result<()
                 return Err((*line, format!("method {} is not in the session's plan", a.method.name())));
             }
         }
-        let items: Vec<u32> = match event {
-            Event::ItemAnswered { item_id, .. } | Event::ItemFailed { item_id, .. } => vec![*item_id],
-            Event::DimensionAssessed(a) => a.items.iter().map(|i| i.item_id).collect(),
-            _ => Vec::new(),
+        let (items, of): (Vec<u32>, Option<&str>) = match event {
+            Event::ItemAnswered { item_id, .. } | Event::ItemFailed { item_id, .. } => (vec![*item_id], None),
+            Event::DimensionAssessed(a) => {
+                let converted = a.items.iter().map(|i| i.item_id);
+                let rated = a.batches.iter().flat_map(|b| b.item_ids.iter().copied());
+                (converted.chain(rated).collect(), Some(a.dimension.as_str()))
+            }
+            _ => (Vec::new(), None),
         };
         if let Some((_, scale)) = named
-            && let Some(wrong) = items.into_iter().find_map(|id| unknown_item(scale, id))
+            && let Some(wrong) = items.into_iter().find_map(|id| unknown_item(scale, id, of))
         {
             return Err((*line, wrong));
+        }
+        if let Event::DimensionAssessed(a) = event {
+            let mut seen = std::collections::BTreeSet::new();
+            if let Some(twice) = a.items.iter().find(|i| !seen.insert(i.item_id)) {
+                return Err((
+                    *line,
+                    format!("{} {}: item {} is converted twice", a.scale, a.dimension, twice.item_id),
+                ));
+            }
         }
         let Event::DimensionAssessed(a) = event else { continue };
         let Some(scale) = catalog.scale(&a.scale) else { continue };

@@ -297,7 +297,12 @@ fn a_journal_that_no_run_could_have_written_is_a_located_error() {
 
     // A repeat, a method or an item the plan and its scale do not have: not exported as if they were.
     type Edit = fn(&mut Value);
-    let cases: [(&str, Edit, &str); 4] = [
+    let cases: [(&str, Edit, &str); 5] = [
+        (
+            "dimension_assessed",
+            |r| r["items"][1]["item_id"] = r["items"][0]["item_id"].clone(),
+            "is converted twice",
+        ),
         (
             "dimension_assessed",
             |r| r["repeat"] = 3.into(),
@@ -324,12 +329,30 @@ fn a_journal_that_no_run_could_have_written_is_a_located_error() {
         let line = damage(&dir, kind, edit);
         let out = common::offline(data.path(), &["export", &id]);
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            String::from_utf8_lossy(&out.stderr).contains(&format!("journal.jsonl:{line}: {said}")),
+            stderr.contains(&format!("journal.jsonl:{line}: ")) && stderr.contains(said),
             "{}",
             text(&out)
         );
     }
+
+    // An assessment listing an item of another dimension.
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
+    let bfi = "20261130-231918-bfi-and-16p-on-the-local-model-248f";
+    let dir = data.path().join("sessions").join(bfi);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(samples.join(bfi).join("journal.jsonl"), dir.join("journal.jsonl")).unwrap();
+    let line = damage(&dir, "dimension_assessed", |r| r["items"][0]["item_id"] = 2.into());
+    let out = common::offline(data.path(), &["export", bfi]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!(
+            "journal.jsonl:{line}: item 2 of BFI is not of its dimension Extraversion"
+        )),
+        "{}",
+        text(&out)
+    );
 
     // An answer copied to a second line: exported twice, one of the two taken by a re-assessment.
     let (_, dir) = copied_sample(data.path());
