@@ -297,6 +297,10 @@ pub fn write_output(path: &Path, bytes: &[u8], kept: &Kept) -> Result<(), FileEr
 /// ([`not_own`]), and in a folder that exists — the data dir's `exports`, made when it is wanted as
 /// the workbench makes it, aside.
 pub fn check_output(path: &Path, kept: &Kept) -> Result<(), FileError> {
+    // `out/` names a folder, never a file to write.
+    if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        return Err(FileError::NotAFileToWrite(path.to_path_buf()));
+    }
     not_own(path, kept)?;
     let exports = kept.data_dir.as_deref().and_then(resolved).map(|d| d.join("exports"));
     let into_exports = exports.is_some_and(|e| path.parent().and_then(resolved) == Some(e));

@@ -326,36 +326,35 @@ fn importing(session: &Path, pid: u32) -> PathBuf {
     dir(session).join(format!(".importing-{pid}.json"))
 }
 
-/// The files of the imports into `session` that a kill stopped part way (their notes stand, their
-/// processes are gone): importing such a file again completes it, each annotator's latest answer
-/// per case counting.
-pub fn stopped_imports(session: &Path) -> Vec<String> {
+/// The notes of the imports into `session` whose processes are gone: imports a kill stopped part way.
+fn stopped_notes(session: &Path) -> Vec<(PathBuf, ImportNote)> {
     let Ok(entries) = std::fs::read_dir(dir(session)) else {
         return Vec::new();
     };
-    let mut out: Vec<String> = entries
+    entries
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with(".importing-"))
-        .filter_map(|e| crate::files::read_text_limited(&e.path(), 64 * 1024, "an import's note").ok())
-        .filter_map(|text| serde_json::from_str::<ImportNote>(&text).ok())
-        .filter(|n| !n.writer.alive())
-        .map(|n| n.from)
-        .collect();
+        .filter_map(|e| {
+            let text = crate::files::read_text_limited(&e.path(), 64 * 1024, "an import's note").ok()?;
+            Some((e.path(), serde_json::from_str::<ImportNote>(&text).ok()?))
+        })
+        .filter(|(_, n)| !n.writer.alive())
+        .collect()
+}
+
+/// The files of the imports into `session` that a kill stopped part way: importing such a file again
+/// completes it, each annotator's latest answer per case counting.
+pub fn stopped_imports(session: &Path) -> Vec<String> {
+    let mut out: Vec<String> = stopped_notes(session).into_iter().map(|(_, n)| n.from).collect();
     out.sort();
     out
 }
 
 /// Removes the notes of stopped imports of the file `from`: importing it whole has completed them.
 fn forget_stopped_imports(session: &Path, from: &str) {
-    let Ok(entries) = std::fs::read_dir(dir(session)) else { return };
-    for e in entries.flatten() {
-        let dead = e.file_name().to_string_lossy().starts_with(".importing-")
-            && crate::files::read_text_limited(&e.path(), 64 * 1024, "an import's note")
-                .ok()
-                .and_then(|text| serde_json::from_str::<ImportNote>(&text).ok())
-                .is_some_and(|n| !n.writer.alive() && n.from == from);
-        if dead {
-            let _ = std::fs::remove_file(e.path());
+    for (path, note) in stopped_notes(session) {
+        if note.from == from {
+            let _ = std::fs::remove_file(path);
         }
     }
 }

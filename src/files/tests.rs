@@ -272,5 +272,11 @@ fn an_output_under_a_file_says_the_file_is_in_the_way() {
     }
     let e = folder_exists(&dir.path().join("missing").join("x.json")).unwrap_err();
     assert!(matches!(e, FileError::NoFolder { .. }), "{e}");
+    // A path ending in a slash names a folder: not a file to write, whether it exists or not.
+    let kept = Kept::default();
+    for named in ["afile/", "missing/"] {
+        let e = check_output(Path::new(&format!("{}/{named}", dir.path().display())), &kept).unwrap_err();
+        assert!(matches!(e, FileError::NotAFileToWrite(_)), "{named}: {e}");
+    }
     assert!(folder_exists(&dir.path().join("x.json")).is_ok());
 }
