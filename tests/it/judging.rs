@@ -383,14 +383,26 @@ async fn a_reassessment_of_a_parent_missing_answers_says_to_resume_the_parent_an
         "{stderr}"
     );
     let journal = s.data.join("sessions").join(&child).join("journal.jsonl");
-    let failed = || {
+    let count = |what: &str| {
         std::fs::read_to_string(&journal)
             .unwrap()
-            .matches("\"event\":\"item_failed\"")
+            .matches(&format!("\"event\":\"{what}\""))
             .count()
     };
-    assert_eq!(failed(), 1);
+    assert_eq!(count("item_failed"), 1);
+    let assessed = count("dimension_assessed");
+    assert!(assessed > 0);
     let again = binary(&s.config, &s.data, &["assess", "--resume", &child]).await;
     assert_eq!(again.status.code(), Some(1), "{again:?}");
-    assert_eq!(failed(), 1, "the parent still has no answer: said once");
+    assert_eq!(count("item_failed"), 1, "the parent still has no answer: said once");
+    assert_eq!(
+        count("dimension_assessed"),
+        assessed,
+        "nothing changed: no dimension is assessed again"
+    );
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        stderr.contains(&format!("`incharacter run --resume {parent}` asks them")),
+        "{stderr}"
+    );
 }

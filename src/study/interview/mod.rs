@@ -158,6 +158,9 @@ pub struct Done {
     /// The last failure journaled for each item: a re-assessment's resume does not journal again
     /// that its parent still has no answer.
     pub failed: BTreeMap<AnswerKey, String>,
+    /// Assessments whose last record says interview items failed ([`ITEMS_FAILED`]), with that
+    /// failure: a resume that finds the same items still failed has nothing new to assess or record.
+    pub items_failed: BTreeMap<AssessmentKey, String>,
 }
 
 impl Done {
@@ -181,14 +184,25 @@ impl Done {
                 }
                 // A failed assessment, or one with failed items, is made again by a resume (its
                 // interview may be whole by then, and the judge may answer).
-                Event::DimensionAssessed(a) if !a.has_failures() => {
-                    done.assessed.insert((
+                Event::DimensionAssessed(a) => {
+                    let key = (
                         a.character.clone(),
                         a.scale.clone(),
                         a.method,
                         a.repeat,
                         a.dimension.clone(),
-                    ));
+                    );
+                    match &a.failure {
+                        Some(why) if why.starts_with(ITEMS_FAILED) => {
+                            done.items_failed.insert(key.clone(), why.clone());
+                        }
+                        _ => {
+                            done.items_failed.remove(&key);
+                        }
+                    }
+                    if !a.has_failures() {
+                        done.assessed.insert(key);
+                    }
                 }
                 _ => {}
             }
@@ -483,16 +497,6 @@ impl Interviews {
         answers: &[(u32, Option<Exchange>)],
         masker: &Masker,
     ) {
-        let pending: Vec<usize> = (0..s.dimensions.len())
-            .filter(|&d| {
-                !done
-                    .assessed
-                    .contains(&(c.id.clone(), s.id.clone(), method, repeat, s.dimensions[d].name.clone()))
-            })
-            .collect();
-        if pending.is_empty() {
-            return;
-        }
         let a = Assessing {
             plan,
             sink,
@@ -503,6 +507,18 @@ impl Interviews {
             answers,
             masker,
         };
+        // Not assessed yet, unless the last assessment failed on the very items that are still
+        // without an answer: assessing it again would record the same failure.
+        let pending: Vec<usize> = (0..s.dimensions.len())
+            .filter(|&d| {
+                let key = (c.id.clone(), s.id.clone(), method, repeat, s.dimensions[d].name.clone());
+                !done.assessed.contains(&key)
+                    && !matches!((a.answers_of(d), done.items_failed.get(&key)), (Err(now), Some(then)) if &now == then)
+            })
+            .collect();
+        if pending.is_empty() {
+            return;
+        }
         match method {
             Method::ErBatch | Method::ErAll => self.assess_by_rating(&a, &pending).await,
             Method::Oc | Method::DOc | Method::Sr | Method::SrCot => self.assess_by_conversion(&a, &pending).await,
