@@ -254,14 +254,15 @@ impl Accounting {
     pub fn not_reached(&self, provider: &str, role: Role) {
         self.with(provider, role, |c| c.not_reached += 1);
     }
-    /// `n` requests of a batch that was never sent (a phase held at the cost cap, or a batch file
-    /// that could not be written): not requests after all. `to_file`: written to a batch file for
-    /// the user's engine instead.
+    /// A batch line's `n` attempts (requests asking the same, answered by the one line) that were
+    /// never sent (a phase held at the cost cap, or a batch file that could not be written): not
+    /// requests after all. `to_file`: the line was written to a batch file for the user's engine
+    /// instead.
     pub fn not_sent(&self, provider: &str, role: Role, n: u64, to_file: bool) {
         self.with(provider, role, |c| {
             c.requests = c.requests.saturating_sub(n);
             if to_file {
-                c.in_batch_file += n;
+                c.in_batch_file += 1;
             }
         });
     }

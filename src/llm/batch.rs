@@ -92,14 +92,16 @@ struct State {
     waiting: BTreeMap<String, Waiting>,
     /// Replies already returned (by a phase, or by results kept from earlier sittings).
     answers: HashMap<String, Reply>,
-    /// Empty replies each request got (this sitting's and those kept from earlier ones), with the
-    /// last: asked again once it had as many as its attempts allow, it gets that one back at once,
-    /// so the client's retries end within a sitting instead of going out in phase after phase.
-    empties: HashMap<String, (u32, Reply)>,
-    /// Empty replies a batch followed from an earlier sitting returned and no request has been given
-    /// yet: each is given once (billed, a failed attempt its request retries) before it goes out
-    /// again, as it would have been had the sitting that sent it lived to read it.
-    unbilled: HashMap<String, Reply>,
+    /// Failed attempts each request met (empty replies and refusals; this sitting's and those kept
+    /// from earlier sittings of the run), with the last: asked again once it met as many as its
+    /// attempts allow, or a refusal not worth retrying, it gets that one back at once, so the
+    /// client's retries end within a sitting instead of going out in phase after phase.
+    failures: HashMap<String, (u32, Answer)>,
+    /// Failures that results imported, or a batch followed from an earlier sitting, returned and no
+    /// request has been given yet: each is given once (an empty reply billed; a failed attempt its
+    /// request retries) before it goes out again, as it would have been had the sitting that sent
+    /// it lived to read it.
+    unbilled: HashMap<String, Answer>,
     /// The study's future is being polled, or was woken since.
     polling: bool,
     woken: bool,
@@ -136,16 +138,18 @@ impl Hub {
     ) -> Option<Answer> {
         let rx = {
             let mut state = self.state();
-            if let Some(reply) = state.answers.get(&id) {
-                return Some(Ok(reply.clone()));
+            if let Some(reply) = state.answers.get_mut(&id) {
+                // Billed once, to the first that gets it.
+                let came = std::mem::replace(&mut reply.came, Came::Kept);
+                return Some(Ok(Reply { came, ..reply.clone() }));
             }
-            if let Some(reply) = state.unbilled.remove(&id) {
-                return Some(Ok(reply));
+            if let Some(failure) = state.unbilled.remove(&id) {
+                return Some(failure);
             }
-            if let Some((n, reply)) = state.empties.get(&id)
-                && *n >= attempts
+            if let Some((n, last)) = state.failures.get(&id)
+                && (*n >= attempts || final_refusal(last))
             {
-                return Some(Ok(reply.clone()));
+                return Some(last.clone());
             }
             let (tx, rx) = oneshot::channel();
             state
@@ -226,10 +230,8 @@ impl Hub {
         if came != Came::Kept {
             let mut state = self.state();
             for (id, answer) in &answers {
-                if let Ok(empty) = answer
-                    && !empty.usable()
-                {
-                    state.unbilled.insert(id.clone(), empty.clone());
+                if !answer.as_ref().is_ok_and(Reply::usable) {
+                    state.unbilled.insert(id.clone(), answer.clone());
                 }
             }
         }
@@ -238,9 +240,10 @@ impl Hub {
 
     /// Keeps the replies and answers the waiting requests in one hold of the lock, so no request can
     /// park between the two unanswered.
-    /// An empty reply is given to the requests that asked in this phase (a failed attempt, which
-    /// they retry) but never kept: asked again, it goes out in the next phase, as streaming sends it
-    /// again, instead of being read back empty.
+    /// An empty reply or a refusal is given to the requests that asked in this phase (a failed
+    /// attempt, which they retry) but never kept as their answer: asked again, it goes out in the
+    /// next phase, as streaming sends it again, instead of being read back. Each is counted
+    /// against the request's attempts.
     fn answer(&self, asked: Option<&[String]>, answers: &BTreeMap<String, Answer>) {
         let mut state = self.state();
         for (id, answer) in answers {
@@ -248,23 +251,27 @@ impl Hub {
                 Ok(reply) if reply.usable() => {
                     state.answers.insert(id.clone(), reply.clone());
                 }
-                Ok(empty) => {
+                failure => {
                     // Given back later, it is not billed again.
-                    let kept = Reply {
+                    let kept = failure.clone().map(|empty| Reply {
                         came: Came::Kept,
-                        ..empty.clone()
-                    };
-                    let seen = state.empties.entry(id.clone()).or_insert((0, kept.clone()));
+                        ..empty
+                    });
+                    let seen = state.failures.entry(id.clone()).or_insert((0, kept.clone()));
                     *seen = (seen.0 + 1, kept);
                 }
-                Err(_) => {}
             }
         }
-        // Kept replies answer the requests waiting for them: a usable one, or the last empty one
-        // of a request that got as many as its attempts allow (it parked before they were read).
-        // An empty one not yet billed is given too, once (see `State::unbilled`).
+        // Kept replies answer the requests waiting for them: a usable one, or the last failure of
+        // a request that met as many as its attempts allow, or one not worth retrying (it parked
+        // before they were read). A failure not yet given is given too, once (see
+        // `State::unbilled`).
         let settled = |id: &String, w: &Waiting| {
-            state.unbilled.contains_key(id) || state.empties.get(id).is_some_and(|(n, _)| *n >= w.attempts)
+            state.unbilled.contains_key(id)
+                || state
+                    .failures
+                    .get(id)
+                    .is_some_and(|(n, last)| *n >= w.attempts || final_refusal(last))
         };
         let ids: Vec<String> = match asked {
             Some(asked) => asked.to_vec(),
@@ -280,10 +287,10 @@ impl Hub {
                 continue;
             };
             let unbilled = if asked.is_none() { state.unbilled.remove(&id) } else { None };
-            let answer = match (answers.get(&id), state.empties.get(&id)) {
+            let answer = match (answers.get(&id), state.failures.get(&id)) {
                 (Some(Ok(reply)), _) if reply.usable() => Ok(reply.clone()),
-                _ if unbilled.is_some() => Ok(unbilled.expect("checked")),
-                (_, Some((n, empty))) if asked.is_none() && *n >= waiting.attempts => Ok(empty.clone()),
+                _ if unbilled.is_some() => unbilled.expect("checked"),
+                (_, Some((n, last))) if asked.is_none() && (*n >= waiting.attempts || final_refusal(last)) => last.clone(),
                 (Some(answer), _) => answer.clone(),
                 (None, _) => Err(Refusal {
                     status: 503,
@@ -293,8 +300,16 @@ impl Hub {
                 }),
             };
             state.parked -= waiting.waiters.len();
-            for tx in waiting.waiters {
-                let _ = tx.send(answer.clone());
+            // One line answered them all: billed once, to the first (the others asked the same).
+            let kept = answer.clone().map(|reply| Reply {
+                came: Came::Kept,
+                ..reply
+            });
+            if let Some(stored) = state.answers.get_mut(&id) {
+                stored.came = Came::Kept;
+            }
+            for (i, tx) in waiting.waiters.into_iter().enumerate() {
+                let _ = tx.send(if i == 0 { answer.clone() } else { kept.clone() });
             }
         }
         let ready = state.complete();
@@ -316,6 +331,14 @@ impl Hub {
             self.changed.notify_one();
         }
     }
+}
+
+/// A refusal the client does not retry (a 400): asked again, a request gets it at once, as a
+/// streamed request would get it again.
+fn final_refusal(answer: &Answer) -> bool {
+    answer
+        .as_ref()
+        .is_err_and(|refusal| !crate::llm::policy::retryable_status(refusal.status))
 }
 
 /// A cost cap's hold: the attempt counts as parked for good, so the hub is [idle](Hub::until_idle)
@@ -809,133 +832,4 @@ impl Step {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::ProviderKind;
-    use crate::llm::{ChatMessage, Usage};
-
-    fn request(text: &str) -> ChatRequest {
-        ChatRequest::new(vec![ChatMessage::system("You are Hermione."), ChatMessage::user(text)])
-    }
-
-    #[test]
-    fn a_line_is_the_streaming_body_without_stream() {
-        let config = ProviderConfig::new("p", ProviderKind::Openai, "http://x/v1", "m");
-        let r = request("Do you talk a lot?");
-        let streaming = openai::request_body(&config.model, &r, true);
-        let batch = body(&config, &r);
-        let keys: Vec<&String> = batch.as_object().unwrap().keys().collect();
-        let mut expected: Vec<&String> = streaming.as_object().unwrap().keys().collect();
-        expected.retain(|k| *k != "stream" && *k != "stream_options");
-        assert_eq!(keys, expected, "the same keys in the same order");
-        let line: Value = serde_json::from_str(&line("ic-1", &batch)).unwrap();
-        assert_eq!(line["url"], ENDPOINT);
-        assert_eq!(line["body"]["messages"], streaming["messages"]);
-        assert_eq!(custom_id("http://x/v1", "m", &r), custom_id("http://x/v1", "m", &r));
-        assert_ne!(custom_id("http://x/v1", "m", &r), custom_id("http://x/v1", "m", &request("Other?")));
-    }
-
-    const OK: &str = r#"{"id":"r1","custom_id":"a","response":{"status_code":200,"body":{"choices":[{"index":0,"message":{"role":"assistant","content":"Yes."},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2}}},"error":null}"#;
-    const REFUSED: &str = r#"{"id":"r2","custom_id":"b","response":{"status_code":400,"body":{"error":{"message":"bad temperature","param":"temperature"}}},"error":null}"#;
-    const EXPIRED: &str = r#"{"id":"r3","custom_id":"c","response":null,"error":{"code":"batch_expired","message":"This request could not be executed before the completion window expired."}}"#;
-
-    #[test]
-    fn results_lines_give_replies_and_refusals_in_any_order() {
-        let text = format!("{EXPIRED}\n\n{REFUSED}\n{OK}\n");
-        let answers = parse_results("out.jsonl", &text, &|_| true).unwrap();
-        assert_eq!(
-            answers["a"],
-            Ok(Reply {
-                text: "Yes.".into(),
-                usage: Some(Usage {
-                    prompt_tokens: 9,
-                    completion_tokens: 2
-                }),
-                finish_reason: Some("stop".into()),
-                choices: Vec::new(),
-                came: Came::Sent,
-            })
-        );
-        let b = answers["b"].clone().unwrap_err();
-        assert_eq!((b.status, b.param.as_deref()), (400, Some("temperature")));
-        let c = answers["c"].clone().unwrap_err();
-        assert_eq!((c.status, c.code.as_deref()), (503, Some("batch_expired")));
-    }
-
-    #[test]
-    fn a_bad_line_is_located_and_refuses_the_file() {
-        let text = format!("{OK}\n{{\"custom_id\": \"b\", oops}}\n");
-        let e = parse_results("out.jsonl", &text, &|_| true).unwrap_err();
-        assert_eq!((e.line, e.column), (2, 20), "{e}");
-        assert!(e.to_string().starts_with("out.jsonl:2:20: not JSON"), "{e}");
-        let e = parse_results("out.jsonl", &format!("{REFUSED}\n{OK}"), &|id| id == "b").unwrap_err();
-        assert_eq!(e.line, 2);
-        assert!(e.message.contains("custom_id a is not a request of this batch"), "{e}");
-        assert_eq!(e.column, OK.find("\"custom_id\"").unwrap() + 1);
-        let e = parse_results("out.jsonl", &format!("{OK}\n{OK}"), &|_| true).unwrap_err();
-        assert!(e.message.contains("answered twice"), "{e}");
-        // Columns in characters, a byte order mark not one of them.
-        let e = parse_results("out.jsonl", "\u{feff}{\"custom_id\": \"日本\", oops}", &|_| true).unwrap_err();
-        assert_eq!((e.line, e.column), (1, 21), "{e}");
-        assert_eq!(parse_results("out.jsonl", &format!("\u{feff}{OK}"), &|_| true).unwrap().len(), 1);
-    }
-
-    #[tokio::test]
-    async fn a_phase_is_complete_when_every_started_request_is_parked() {
-        let hub = Arc::new(Hub::default());
-        assert_eq!(hub.phase(), None, "nothing started");
-        hub.update(|s| s.outstanding = 2);
-        let first = tokio::spawn({
-            let hub = hub.clone();
-            async move { hub.ask(("p", crate::config::Role::Rpa), "x".into(), json!({"n": 1}), 5).await }
-        });
-        while hub.state().parked < 1 {
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(hub.phase(), None, "one of two started requests is not parked yet");
-        let second = tokio::spawn({
-            let hub = hub.clone();
-            async move { hub.ask(("p", crate::config::Role::Rpa), "y".into(), json!({"n": 2}), 5).await }
-        });
-        let phase = loop {
-            if let Some(p) = hub.phase() {
-                break p;
-            }
-            hub.changed().await;
-        };
-        let ids: Vec<&str> = phase.iter().map(|p| p.custom_id.as_str()).collect();
-        assert_eq!(ids, ["x", "y"]);
-        hub.update(|s| s.woken = true);
-        assert_eq!(hub.phase(), None, "a woken study may still start requests");
-        let reply = Reply {
-            text: "hi".into(),
-            usage: None,
-            finish_reason: None,
-            choices: Vec::new(),
-            came: Came::Sent,
-        };
-        let answers = BTreeMap::from([("y".to_string(), Ok(reply.clone()))]);
-        hub.resolve(&["x".into(), "y".into()], &answers);
-        assert_eq!(second.await.unwrap(), Some(Ok(reply.clone())));
-        let missing = first.await.unwrap().unwrap().unwrap_err();
-        assert_eq!(missing.status, 503, "no result: asked again in the next phase");
-        assert_eq!(hub.state().parked, 0);
-        assert_eq!(hub.ask(("p", crate::config::Role::Rpa), "y".into(), json!({}), 5).await, Some(Ok(reply)), "kept for a second asking");
-    }
-
-    #[tokio::test]
-    async fn a_parked_attempt_dropped_leaves_the_count_right() {
-        let hub = Arc::new(Hub::default());
-        let task = tokio::spawn({
-            let hub = hub.clone();
-            async move { hub.ask(("p", crate::config::Role::Rpa), "x".into(), json!({}), 5).await }
-        });
-        while hub.state().parked < 1 {
-            tokio::task::yield_now().await;
-        }
-        task.abort();
-        let _ = task.await;
-        assert_eq!(hub.state().parked, 0);
-        assert!(hub.state().waiting.is_empty());
-    }
-}
+mod tests;

@@ -730,7 +730,9 @@ impl Client {
         // An interruption is another request's doing while the provider has more than one in
         // flight, ridden out as a 429 is; with one, none of this run's did it: a failure like any.
         let lone = matches!(error, AttemptError::Interrupted) && self.own.limit() <= 1;
-        if error.rate_limited() && !lone && tries.throttles < RATE_LIMIT_RETRIES {
+        // A batch's 429 is a line of its results, not this run's pace: a failed attempt like any,
+        // within the retry policy (ridden out, it would go out in phase after phase).
+        if error.rate_limited() && !lone && !self.transport.batched() && tries.throttles < RATE_LIMIT_RETRIES {
             return self.ride_out(&error, reason, discarded_chars, tries, tx).await;
         }
         if !error.retryable() || tries.attempt >= self.config.max_retries {

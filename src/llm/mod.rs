@@ -8,6 +8,7 @@ pub mod adapt;
 pub mod batch;
 pub mod cache;
 pub mod client;
+pub mod coalesce;
 #[cfg(feature = "local-model")]
 pub mod local;
 pub mod openai;

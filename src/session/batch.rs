@@ -65,19 +65,22 @@ pub struct Import {
 #[derive(Debug, Clone, Default)]
 pub struct History {
     pub steps: Vec<Step>,
+    /// How many of `steps` came before the run last finished: their failures were the concluded
+    /// run's, and a resume asks again with a whole retry policy.
+    finished: usize,
 }
 
 impl History {
     pub fn of(events: &[Event]) -> History {
-        History {
-            steps: events
-                .iter()
-                .filter_map(|e| match e {
-                    Event::Batch(step) => Some(step.clone()),
-                    _ => None,
-                })
-                .collect(),
+        let mut history = History::default();
+        for e in events {
+            match e {
+                Event::Batch(step) => history.steps.push(step.clone()),
+                Event::RunFinished { .. } => history.finished = history.steps.len(),
+                _ => {}
+            }
         }
+        history
     }
 
     pub fn last_phase(&self) -> u32 {
@@ -110,12 +113,16 @@ impl History {
         }
     }
 
-    /// The results kept in the session's folder, relative to it.
-    fn kept(&self) -> Vec<&str> {
+    /// The results kept in the session's folder, relative to it, each with whether it is of the run
+    /// going on (not one that finished before it).
+    fn kept(&self) -> Vec<(&str, bool)> {
         self.steps
             .iter()
-            .filter_map(|s| match s {
-                Step::Ended { results, .. } | Step::Imported { results, .. } => Some(results.as_str()),
+            .enumerate()
+            .filter_map(|(i, s)| match s {
+                Step::Ended { results, .. } | Step::Imported { results, .. } => {
+                    Some((results.as_str(), i >= self.finished))
+                }
                 _ => None,
             })
             .collect()
@@ -335,18 +342,23 @@ impl Batching {
                 accounting.not_sent(&p.provider, p.role, p.attempts as u64, to_file);
             }
         };
-        for relative in self.history.kept() {
+        for (relative, ongoing) in self.history.kept() {
             let path = self.dir.join(relative);
             let text = crate::files::read_text_limited(&path, MAX_RESULTS, "batch results").map_err(|e| SessionError::Batch {
                 reason: format!("cannot read the kept results {}: {e}", path.display()),
                 input: false,
             })?;
-            let answers = batch::parse_results(&path.display().to_string(), &text, &|_| true).map_err(|bad| {
+            let mut answers = batch::parse_results(&path.display().to_string(), &text, &|_| true).map_err(|bad| {
                 SessionError::Batch {
                     reason: format!("the kept results are damaged: {bad}"),
                     input: false,
                 }
             })?;
+            // A finished run's failures are not this one's: its replies are read back, its failed
+            // requests asked again.
+            if !ongoing {
+                answers.retain(|_, answer| answer.as_ref().is_ok_and(batch::Reply::usable));
+            }
             // Paid for when their batch ended, in the sitting that kept them.
             self.hub.load(&answers, Came::Kept);
         }

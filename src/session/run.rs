@@ -330,6 +330,17 @@ impl<S: Study> Run<S> {
             });
         }
         let hub = self.watch();
+        // Identical requests at once go one after the other: the second is read from the cache.
+        // Outermost, so a waiting one is neither in flight nor parked (see `crate::llm::coalesce`).
+        if self.shared.cache.is_some() && self.shared.cache_mode == crate::config::CacheMode::ReadWrite {
+            let flights = Arc::new(crate::llm::coalesce::Flights::default());
+            self.study.wrap_models(&|inner| {
+                Arc::new(crate::llm::coalesce::Coalesced {
+                    inner,
+                    flights: flights.clone(),
+                }) as Arc<dyn ChatModel>
+            });
+        }
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<S::Step>();
         let (batch_tx, mut batch_rx) = tokio::sync::mpsc::unbounded_channel::<(Event, oneshot::Sender<bool>)>();
         let shared = self.shared.clone();

@@ -437,6 +437,48 @@ async fn an_empty_reply_in_a_batch_goes_out_again_in_the_next_phase() {
     assert_eq!(s.server.stats().requests, 0, "batch files send nothing");
 }
 
+/// What importing phase after phase left: each phase's requests (lines), each import's `--json`
+/// summary, and the last import's exit code.
+struct Imported {
+    written: Vec<usize>,
+    summaries: Vec<Value>,
+    code: Option<i32>,
+}
+
+/// Answers the batch files session `id`'s phases, the first written to `requests`, with `answer`
+/// (a phase's requests file's text gives its results file's text), importing each, until an import
+/// writes no further phase; at most six.
+async fn import_phases(
+    s: &common::Setup,
+    id: &str,
+    mut requests: String,
+    mut answer: impl FnMut(&str) -> String,
+) -> Imported {
+    let files = s.dir.path().join("batches");
+    let (mut written, mut summaries) = (Vec::new(), Vec::new());
+    loop {
+        let phase = written.len() + 1;
+        assert!(phase <= 6, "requests are not written out for ever");
+        let input = std::fs::read_to_string(&requests).unwrap();
+        written.push(input.lines().count());
+        let path = files.join(format!("results-{phase}.jsonl"));
+        std::fs::write(&path, answer(&input)).unwrap();
+        let path_arg = path.display().to_string();
+        let out = common::output(&s.config, &s.data, &["batch", "import", id, &path_arg, "--json"]).await;
+        summaries.push(serde_json::from_slice::<Value>(&out.stdout).unwrap_or_default());
+        match summaries.last().and_then(|v| v["requests"].as_str()) {
+            Some(next) => requests = next.to_string(),
+            None => {
+                return Imported {
+                    written,
+                    summaries,
+                    code: out.status.code(),
+                };
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_a_batch_engine_always_answers_empty_fails_after_its_retries() {
     // Each import is a sitting of its own: the retries are counted across them, from the results
@@ -447,17 +489,10 @@ async fn a_request_a_batch_engine_always_answers_empty_fails_after_its_retries()
     let args = common::run_hermione("BFI", "er-batch", &["--batch-files", &dir_arg, "--json"]);
     let first = common::json_of(common::output(&s.config, &s.data, &args).await);
     let id = first["session"].as_str().unwrap().to_string();
-    let mut requests = first["requests"].as_str().unwrap().to_string();
+    let requests = first["requests"].as_str().unwrap().to_string();
     let mut blank: Option<String> = None;
-    let mut phases = 0;
-    loop {
-        phases += 1;
-        assert!(
-            phases <= 6,
-            "a request answered empty each time is not written out for ever"
-        );
-        let input = std::fs::read_to_string(&requests).unwrap();
-        let answered = batch_output_for(&FakeConfig::default(), &input).unwrap();
+    let imported = import_phases(&s, &id, requests, |input| {
+        let answered = batch_output_for(&FakeConfig::default(), input).unwrap();
         let lines: Vec<String> = answered
             .lines()
             .map(|line| {
@@ -471,16 +506,9 @@ async fn a_request_a_batch_engine_always_answers_empty_fails_after_its_retries()
                 v.to_string()
             })
             .collect();
-        let results = files.join(format!("results-{phases}.jsonl"));
-        std::fs::write(&results, lines.join("\n") + "\n").unwrap();
-        let results_arg = results.display().to_string();
-        let out = common::output(&s.config, &s.data, &["batch", "import", &id, &results_arg, "--json"]).await;
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        match v["requests"].as_str() {
-            Some(next) => requests = next.to_string(),
-            None => break,
-        }
-    }
+        lines.join("\n") + "\n"
+    })
+    .await;
     let journal = std::fs::read_to_string(session_dir(&s.data, &id).join("journal.jsonl")).unwrap();
     assert!(journal.contains("\"event\":\"item_failed\""), "{journal}");
     assert!(
@@ -493,7 +521,138 @@ async fn a_request_a_batch_engine_always_answers_empty_fails_after_its_retries()
         let kept = session_dir(&s.data, &id).join(format!("batches/phase-{phase}.out.jsonl"));
         assert!(kept.exists(), "phase {phase}'s results kept");
     }
-    assert_eq!(phases, 4, "three phases of interviews, then the judge's: {journal}");
+    assert_eq!(
+        imported.written.len(),
+        4,
+        "three phases of interviews, then the judge's: {journal}"
+    );
+}
+
+/// The results of a requests file as a batch engine gives them, the lines of `refused` (custom_id,
+/// status) answered with that status's error instead.
+fn refusing(input: &str, refused: &[(&str, u16)]) -> String {
+    let answered = batch_output_for(&FakeConfig::default(), input).unwrap();
+    answered
+        .lines()
+        .map(|line| {
+            let mut v: Value = serde_json::from_str(line).unwrap();
+            let id = v["custom_id"].as_str().unwrap().to_string();
+            if let Some((_, status)) = refused.iter().find(|(r, _)| *r == id) {
+                v["response"] = serde_json::json!({
+                    "status_code": status,
+                    "body": {"error": {"message": format!("refused with {status}"), "type": "server_error"}}
+                });
+            }
+            v.to_string() + "\n"
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_in_imported_results_are_retried_within_the_policy_then_fail_the_item() {
+    // A 500 is worth retrying: asked again in the next phases, as many times as the policy allows
+    // (counted across the imports, each a sitting of its own), then failed. A 400 is not: it fails
+    // its item at the first import. Neither is written out for ever.
+    let s = common::setup(FakeConfig::default(), "retry_base_ms = 1\nmax_retries = 2").await;
+    let files = s.dir.path().join("batches");
+    let dir_arg = files.display().to_string();
+    let args = common::run_hermione("GSE", "er-batch", &["--batch-files", &dir_arg, "--json"]);
+    let first = common::json_of(common::output(&s.config, &s.data, &args).await);
+    let id = first["session"].as_str().unwrap().to_string();
+    let requests = first["requests"].as_str().unwrap().to_string();
+    let input = std::fs::read_to_string(&requests).unwrap();
+    let ids: Vec<String> = input
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["custom_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let (retried, refused) = (ids[0].clone(), ids[1].clone());
+    let imported = import_phases(&s, &id, requests, |input| {
+        refusing(input, &[(&retried, 500), (&refused, 400)])
+    })
+    .await;
+    assert_eq!(imported.code, Some(1), "the run concludes with failed items");
+    // Ten items, then the one refused with 500 twice more; GSE's one dimension fails with its
+    // items, so no judge's phase.
+    assert_eq!(imported.written, [10, 1, 1]);
+    let journal = std::fs::read_to_string(session_dir(&s.data, &id).join("journal.jsonl")).unwrap();
+    let failed: Vec<Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "item_failed")
+        .collect();
+    assert_eq!(failed.len(), 2, "{journal}");
+    let errors: Vec<&str> = failed.iter().map(|e| e["error"].as_str().unwrap()).collect();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("HTTP 400") && e.contains("refused with 400")),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("HTTP 500") && e.contains("gave up after 3 attempts")),
+        "{errors:?}"
+    );
+}
+
+/// The `usage` row of `role` in a run's `--json` summary.
+fn usage_of<'a>(summary: &'a Value, role: &str) -> &'a Value {
+    summary["usage"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["role"] == role)
+        .unwrap_or_else(|| panic!("no {role} usage: {summary}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_two_methods_ask_alike_is_sent_and_counted_once() {
+    // CABIN's dimensions hold four items each: ER_batch and ER_all send the same prompt for each of
+    // its 41. Streamed, the second waits for the first and is read from the cache; in a batch file
+    // it is one line, counted once, its tokens once.
+    let plan = common::run_hermione("CABIN", "er-batch,er-all", &["--json"]);
+    let s = common::setup(FakeConfig::default(), "max_concurrency = 8").await;
+    let summary = common::json_of(common::output(&s.config, &s.data, &plan).await);
+    let judge = usage_of(&summary, "judge");
+    assert_eq!(
+        (judge["requests"].as_u64(), judge["cache_hits"].as_u64()),
+        (Some(41), Some(41)),
+        "{judge}"
+    );
+    assert_eq!(s.server.stats().requests, 164 + 41, "each prompt sent once");
+    let streamed_tokens = judge["prompt_tokens"].as_u64().unwrap();
+
+    let s = common::setup(FakeConfig::default(), "").await;
+    let files = s.dir.path().join("batches");
+    let dir_arg = files.display().to_string();
+    let args = common::run_hermione("CABIN", "er-batch,er-all", &["--batch-files", &dir_arg, "--json"]);
+    let first = common::json_of(common::output(&s.config, &s.data, &args).await);
+    let id = first["session"].as_str().unwrap().to_string();
+    let requests = first["requests"].as_str().unwrap().to_string();
+    let imported = import_phases(&s, &id, requests, |input| {
+        batch_output_for(&FakeConfig::default(), input).unwrap()
+    })
+    .await;
+    assert_eq!(imported.written, [164, 41], "one line a prompt");
+    let after_interviews = &imported.summaries[0];
+    assert_eq!(
+        usage_of(after_interviews, "judge")["in_batch_file"].as_u64(),
+        Some(41),
+        "{after_interviews}"
+    );
+    let judge = usage_of(imported.summaries.last().unwrap(), "judge");
+    assert_eq!(judge["imported"].as_u64(), Some(41), "{judge}");
+    assert_eq!(
+        judge["prompt_tokens"].as_u64(),
+        Some(streamed_tokens),
+        "billed once, as streamed: {judge}"
+    );
 }
 
 /// A session's journal cut back to its first record: what a kill leaves just after the session began,

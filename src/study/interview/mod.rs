@@ -155,8 +155,8 @@ pub const ITEMS_FAILED: &str = "interview items";
 pub struct Done {
     pub answers: BTreeMap<AnswerKey, Exchange>,
     pub assessed: BTreeSet<AssessmentKey>,
-    /// The last failure journaled for each item: a re-assessment's resume does not journal again
-    /// that its parent still has no answer.
+    /// The last failure journaled for each item: a resume does not journal the same failure again
+    /// (a re-assessment's parent still without the answer; a batch request failed for good).
     pub failed: BTreeMap<AnswerKey, String>,
     /// Assessments whose last record says interview items failed ([`ITEMS_FAILED`]), with that
     /// failure: a resume that finds the same items still failed has nothing new to assess or record.
@@ -440,14 +440,19 @@ impl Interviews {
                     (item.id, Some(e))
                 }
                 Err(err) => {
-                    let _ = sink.send(Event::ItemFailed {
-                        character: c.id.clone(),
-                        scale: s.id.clone(),
-                        repeat,
-                        style,
-                        item_id: item.id,
-                        error: err.to_string(),
-                    });
+                    // The same failure as the journal's last for the item (a batch run's imports
+                    // give a request that failed for good its failure again at once) is not news.
+                    let error = err.to_string();
+                    if done.failed.get(&key) != Some(&error) {
+                        let _ = sink.send(Event::ItemFailed {
+                            character: c.id.clone(),
+                            scale: s.id.clone(),
+                            repeat,
+                            style,
+                            item_id: item.id,
+                            error,
+                        });
+                    }
                     (item.id, None)
                 }
             }
