@@ -614,13 +614,26 @@ pub fn report(
     let mut annotators = serde_json::Map::new();
     for (name, cases) in annotations {
         let mut all = Vec::new();
-        let mut by_dim: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+        // By scale and dimension: scales share dimension names (BFI's and EPQ-R's Extraversion) on
+        // ranges of their own.
+        let mut by_dim: BTreeMap<(&str, &str), Vec<(f64, f64)>> = BTreeMap::new();
         for (case, h, m) in rated(cases, assessments, method, catalog) {
             all.push((h, m));
-            by_dim.entry(case.dimension.clone()).or_default().push((h, m));
+            by_dim.entry((&case.scale, &case.dimension)).or_default().push((h, m));
         }
         let mut entry = agreement(&all);
-        entry["dimensions"] = Value::Object(by_dim.iter().map(|(d, p)| (d.clone(), agreement(p))).collect());
+        entry["dimensions"] = Value::Array(
+            by_dim
+                .iter()
+                .map(|((scale, dimension), p)| {
+                    let mut row = json!({"scale": scale, "dimension": dimension});
+                    if let (Some(row), Value::Object(stats)) = (row.as_object_mut(), agreement(p)) {
+                        row.extend(stats);
+                    }
+                    row
+                })
+                .collect(),
+        );
         annotators.insert(name.clone(), entry);
     }
     json!({"method": method.name(), "task": task, "annotators": annotators, "inter_annotator": inter_annotator(annotations, task)})

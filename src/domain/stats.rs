@@ -167,9 +167,12 @@ fn inversions(v: &mut [f64]) -> u64 {
 
 /// Cohen's kappa with quadratic weights (sklearn.metrics.cohen_kappa_score(weights="quadratic")):
 /// categories are the sorted distinct values of both raters; a disagreement between the i-th and the
-/// j-th category weighs (i − j)².
+/// j-th category weighs (i − j)². Undefined (`None`) for fewer than two pairs or a rater who gave one
+/// value throughout: then the chance agreement is all there is to measure (sklearn says 0 for a
+/// constant rater who disagrees and NaN for one who agrees, which says nothing either way).
 pub fn quadratic_weighted_kappa(a: &[i64], b: &[i64]) -> Option<f64> {
-    if a.len() != b.len() || a.is_empty() {
+    let constant = |v: &[i64]| v.windows(2).all(|w| w[0] == w[1]);
+    if a.len() != b.len() || a.len() < 2 || constant(a) || constant(b) {
         return None;
     }
     let mut labels: Vec<i64> = a.iter().chain(b).copied().collect();
@@ -395,6 +398,11 @@ mod tests {
         // rows [1,1], cols [1,1] → den = (1·1 + 1·1)/2 = 1 → κ = −1.
         assert!(close(quadratic_weighted_kappa(&[1, 5], &[5, 1]).unwrap(), -1.0));
         assert_eq!(quadratic_weighted_kappa(&[2, 2], &[2, 2]), None);
+        // One pair, or one rater constant: undefined whether they agree or not.
+        assert_eq!(quadratic_weighted_kappa(&[5], &[3]), None);
+        assert_eq!(quadratic_weighted_kappa(&[5], &[5]), None);
+        assert_eq!(quadratic_weighted_kappa(&[5, 5, 5, 5], &[3, 4, 5, 2]), None);
+        assert_eq!(quadratic_weighted_kappa(&[3, 4, 5, 2], &[1, 1, 1, 1]), None);
     }
 
     #[test]

@@ -526,7 +526,8 @@ impl RunView {
                 self.log(format!("retry {attempt}: {}: {}", live.purpose, reason));
             }
             (LiveKind::Done { cached, usage }, i) => {
-                if let Some(u) = usage {
+                // A reply read from the cache was paid for when it was made.
+                if let Some(u) = usage.filter(|_| !*cached) {
                     self.tokens += u.prompt_tokens + u.completion_tokens;
                     let entry = self.usage.entry(role).or_default();
                     entry.0 += u.prompt_tokens;

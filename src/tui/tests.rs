@@ -229,6 +229,41 @@ mod live_screen {
         insta::assert_snapshot!("live_progress_judge_80", progress(&render(&app, (80, 24))));
     }
 
+    /// Replies read from the cache cost nothing now: the figures do not count their tokens; while
+    /// the run goes on here they are the run's accounts (which know kept batch results too).
+    #[test]
+    fn replies_from_the_cache_add_no_tokens_and_the_accounts_give_the_figures() {
+        let (mut app, _) = running(1 + 2, 60_000);
+        let usage = crate::llm::Usage {
+            prompt_tokens: 900,
+            completion_tokens: 100,
+        };
+        let report = |cached| {
+            Action::Live(Report {
+                role: Role::Judge,
+                purpose: "ER BFI Openness (attempt 1)".into(),
+                repeat: 0,
+                kind: LiveKind::Done {
+                    cached,
+                    usage: Some(usage),
+                },
+            })
+        };
+        app.update(report(true));
+        app.update(report(true));
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(shown.contains("tokens 0 "), "{shown}");
+        app.update(report(false));
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(shown.contains("tokens 1000 "), "{shown}");
+        let accounting = Arc::new(Accounting::default());
+        accounting.usage("fixture", Role::Judge, usage, false, (0.0, 0.0));
+        accounting.usage("fixture", Role::Rpa, usage, false, (0.0, 0.0));
+        app.update(Action::Accounting(accounting));
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(shown.contains("tokens 2000 "), "{shown}");
+    }
+
     #[test]
     fn a_resumed_run_has_no_eta_until_it_has_made_something() {
         let (mut app, events) = running(1 + 30, 0);

@@ -431,3 +431,55 @@ async fn agreement_reads_the_assessment_a_resume_made_again() {
         "pearson",
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agreement_keeps_a_dimension_of_each_scale_apart() {
+    // BFI and EPQ-R both have an Extraversion, on ranges of their own (1–5 and 0–1): pooled, its
+    // statistics would mean nothing.
+    let s = common::setup(FakeConfig::default(), "max_concurrency = 4").await;
+    let args = common::run_hermione("BFI,EPQ-R", "oc", &["--json"]);
+    let id = common::json_of(common::output(&s.config, &s.data, &args).await)["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let export = common::json_of(common::output(&s.config, &s.data, &["export", &id, "--format", "json"]).await);
+    let mut csv = String::from("annotator,task,character,scale,dimension,item_id,value\n");
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for a in export["assessments"].as_array().unwrap() {
+        let scale = a["scale"].as_str().unwrap();
+        let d = &a["dimensions"]["Extraversion"];
+        for item in d["items"].as_array().unwrap() {
+            let value = if scale == "BFI" { 3 } else { 1 };
+            csv.push_str(&format!(
+                "ann,item,hermione-en,{scale},Extraversion,{},{value}\n",
+                item["item_id"]
+            ));
+            // Pairs the interviewer converted to a number count.
+            *counts.entry(scale.to_string()).or_default() += usize::from(item["option"].is_number());
+        }
+    }
+    let path = s.dir.path().join("ratings.csv");
+    std::fs::write(&path, csv).unwrap();
+    let path_arg = path.display().to_string();
+    let imported = common::output(&s.config, &s.data, &["annotations", "import", &id, &path_arg]).await;
+    assert!(imported.status.success(), "{imported:?}");
+    let report = common::json_of(
+        common::output(
+            &s.config,
+            &s.data,
+            &["agreement", "--session", &id, "--method", "oc", "--json"],
+        )
+        .await,
+    );
+    let rows = report["annotators"]["ann"]["dimensions"].as_array().unwrap();
+    let got: BTreeMap<String, u64> = rows
+        .iter()
+        .map(|r| {
+            assert_eq!(r["dimension"], "Extraversion", "{r}");
+            (r["scale"].as_str().unwrap().to_string(), r["n"].as_u64().unwrap())
+        })
+        .collect();
+    let expected: BTreeMap<String, u64> = counts.into_iter().map(|(k, v)| (k, v as u64)).collect();
+    assert_eq!(got, expected, "{report}");
+    assert_eq!(got.len(), 2);
+}

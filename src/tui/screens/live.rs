@@ -430,8 +430,8 @@ impl Live {
         let figures = [
             ("elapsed", clock(elapsed)),
             ("eta", eta),
-            ("tokens", run.tokens.to_string()),
-            ("cost", cost(ctx)),
+            ("tokens", self.tokens(run).to_string()),
+            ("cost", self.cost(ctx)),
             ("retries", run.retries.to_string()),
         ];
         let room = usize::from(rows[2].width);
@@ -599,26 +599,48 @@ fn latest_whole<'a>(ctx: &Ctx) -> Line<'a> {
     Line::from(spans)
 }
 
-/// "$0.0123" from the run's token usage and the providers' prices, "–" without prices.
-fn cost(ctx: &Ctx) -> String {
-    let Some(plan) = &ctx.run.session.plan else {
-        return "–".into();
-    };
-    let price = |name: &str| ctx.prices.iter().find(|(n, _, _)| n == name).map(|(_, i, o)| (*i, *o));
-    let mut total = 0.0;
-    let mut priced = false;
-    for (role, provider) in [("rpa", &plan.rpa), ("judge", &plan.judge)] {
-        if let (Some((pin, pout)), Some((tin, tout))) = (price(provider), ctx.run.usage.get(role))
-            && (pin > 0.0 || pout > 0.0)
-        {
-            priced = true;
-            total += (*tin as f64 * pin + *tout as f64 * pout) / 1e6;
+impl Live {
+    /// The tokens this sitting used: the run's accounts while it runs here (a reply from the cache
+    /// or kept batch results costs nothing now), else what the replies it shows reported.
+    fn tokens(&self, run: &RunView) -> u64 {
+        match &self.accounting {
+            Some(a) => a
+                .snapshot()
+                .by_provider_role
+                .values()
+                .map(|c| c.prompt_tokens + c.completion_tokens)
+                .sum(),
+            None => run.tokens,
         }
     }
-    if priced { format!("${total:.4}") } else { "–".into() }
-}
 
-impl Live {
+    /// "$0.0123" at the providers' prices, from the run's accounts or else the replies' usage; "–"
+    /// without prices.
+    fn cost(&self, ctx: &Ctx) -> String {
+        let Some(plan) = &ctx.run.session.plan else {
+            return "–".into();
+        };
+        let price = |name: &str| ctx.prices.iter().find(|(n, _, _)| n == name).map(|(_, i, o)| (*i, *o));
+        let mut total = 0.0;
+        let mut priced = false;
+        for (role, provider) in [("rpa", &plan.rpa), ("judge", &plan.judge)] {
+            if let Some((pin, pout)) = price(provider)
+                && (pin > 0.0 || pout > 0.0)
+            {
+                priced = true;
+                if self.accounting.is_none()
+                    && let Some((tin, tout)) = ctx.run.usage.get(role)
+                {
+                    total += (*tin as f64 * pin + *tout as f64 * pout) / 1e6;
+                }
+            }
+        }
+        if let Some(a) = &self.accounting {
+            total = a.cost();
+        }
+        if priced { format!("${total:.4}") } else { "–".into() }
+    }
+
     /// The last `height` wrapped lines of `messages` (less the scroll offset).
     fn transcript_tail<'a>(
         &self,

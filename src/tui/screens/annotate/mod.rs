@@ -664,9 +664,18 @@ impl Annotate {
                 f(&me["spearman"]),
                 f(&me["kendall_tau_b"])
             )));
-            for (d, v) in me["dimensions"].as_object().into_iter().flatten().take(6) {
+            let dimensions = me["dimensions"].as_array().map_or(&[][..], Vec::as_slice);
+            let scales: std::collections::BTreeSet<&str> =
+                dimensions.iter().filter_map(|v| v["scale"].as_str()).collect();
+            for v in dimensions.iter().take(6) {
+                let dimension = v["dimension"].as_str().unwrap_or_default();
+                // A session of several scales names each dimension's.
+                let d = match scales.len() {
+                    1 => dimension.to_string(),
+                    _ => format!("{} {dimension}", v["scale"].as_str().unwrap_or_default()),
+                };
                 lines.push(Line::styled(
-                    format!("  {} n={} acc {}", pad(d, 20), v["n"], f(&v["accuracy"])),
+                    format!("  {} n={} acc {}", pad(&d, 20), v["n"], f(&v["accuracy"])),
                     theme.dim(),
                 ));
             }
