@@ -471,21 +471,6 @@ fn summarize<S: Headless>(
 /// The closing line of a run with failures (exit 1). A re-assessment (`parent`) sends no interview
 /// request: the items its parent has no answer to are the parent's to ask again.
 fn failed(f: Failures, kind: Kind, id: &str, parent: Option<&str>) -> String {
-    let (items, assessments) = match kind {
-        Kind::Interviews => ("interview item(s)", "dimension assessment(s)"),
-        Kind::Observers => ("dialogue step(s)", "report(s)"),
-        Kind::Rolebench => ("question(s) unanswered", "verdict(s)"),
-    };
-    let mut parts = Vec::new();
-    if f.items > 0 {
-        parts.push(format!("{} {items}", f.items));
-    }
-    if f.assessments > 0 {
-        parts.push(format!("{} {assessments}", f.assessments));
-    }
-    if f.left_out > 0 {
-        parts.push(format!("{} item(s) left out of scored dimensions", f.left_out));
-    }
     let again = match parent {
         Some(parent) if f.items > 0 => format!(
             "the parent session has no answer to the items: `incharacter run --resume {parent}` asks them, \
@@ -497,5 +482,5 @@ fn failed(f: Failures, kind: Kind, id: &str, parent: Option<&str>) -> String {
             kind.command()
         ),
     };
-    format!("failed: {} (the journal says why; {again})", parts.join(", "))
+    format!("failed: {} (the journal says why; {again})", f.describe(kind))
 }

@@ -23,9 +23,9 @@ pub struct ObserveArgs {
     /// Latent levels 1–6 of a synthetic subject as O,C,E,A,N [default: drawn from the seed]
     #[arg(long)]
     pub latent: Option<String>,
-    /// How many synthetic subjects
-    #[arg(long, default_value_t = 1)]
-    pub subjects: usize,
+    /// How many synthetic subjects [default: 1]
+    #[arg(long)]
+    pub subjects: Option<usize>,
     /// Observers per subject, spread over the contexts [default: 6]
     #[arg(long)]
     pub observers: Option<usize>,
@@ -80,6 +80,22 @@ pub fn spread(n: usize, contexts: &[Context]) -> Vec<(Context, usize)> {
         .collect()
 }
 
+/// The largest observer session `observe` plans: sizes past them are typing slips, and would fill
+/// memory (every subject's observers and dialogues are drawn up front) or send schemas no server
+/// takes. The paper's design is 6 observers, 3 scenarios and 10 turns.
+pub const MAX_SUBJECTS: usize = 10_000;
+pub const MAX_OBSERVERS: usize = 64;
+pub const MAX_SCENARIOS: usize = 32;
+pub const MAX_TURNS: usize = 100;
+
+/// `value` of `flag` within `1..=max` (`min` its least).
+fn bounded(flag: &str, value: usize, min: usize, max: usize) -> anyhow::Result<usize> {
+    if (min..=max).contains(&value) {
+        return Ok(value);
+    }
+    Err(input_error(format!("{flag} {value}: from {min} to {max}")))
+}
+
 fn plan(catalog: &Catalog, config: &crate::config::Config, a: &ObserveArgs) -> anyhow::Result<ObservePlan> {
     let subject = a
         .subject
@@ -100,13 +116,18 @@ fn plan(catalog: &Catalog, config: &crate::config::Config, a: &ObserveArgs) -> a
         }
     };
     let (characters, synthetic) = if subject == "synthetic" {
-        if a.subjects == 0 {
-            return Err(input_error("--subjects must be at least 1"));
-        }
-        (Vec::new(), a.subjects)
+        (
+            Vec::new(),
+            bounded("--subjects", a.subjects.unwrap_or(1), 1, MAX_SUBJECTS)?,
+        )
     } else {
         if latent.is_some() {
             return Err(input_error("--latent is for synthetic subjects"));
+        }
+        if a.subjects.is_some() {
+            return Err(input_error(
+                "--subjects is for synthetic subjects: characters are named in --subject, comma-separated",
+            ));
         }
         let ids = super::lookup::ids("--subject", subject, |n| super::lookup::character_id(catalog, n))?;
         (ids, 0)
@@ -168,6 +189,9 @@ fn plan(catalog: &Catalog, config: &crate::config::Config, a: &ObserveArgs) -> a
             "--observers and --scenarios must be at least 1, --turns at least 2",
         ));
     }
+    bounded("--observers", observers.iter().map(|(_, n)| n).sum(), 1, MAX_OBSERVERS)?;
+    bounded("--scenarios", a.scenarios, 1, MAX_SCENARIOS)?;
+    bounded("--turns", a.turns, 2, MAX_TURNS)?;
     let self_report = match a.self_report.as_str() {
         "batched" => SelfReportMode::Batched,
         "items" => SelfReportMode::Items,

@@ -651,6 +651,26 @@ impl Failures {
     pub fn any(self) -> bool {
         self.items + self.assessments + self.left_out > 0
     }
+
+    /// What failed in a session of `kind`, in words: "2 interview item(s), 1 dimension assessment(s)".
+    pub fn describe(self, kind: Kind) -> String {
+        let (items, assessments) = match kind {
+            Kind::Interviews => ("interview item(s)", "dimension assessment(s)"),
+            Kind::Observers => ("dialogue step(s)", "report(s)"),
+            Kind::Rolebench => ("question(s) unanswered", "verdict(s)"),
+        };
+        let mut parts = Vec::new();
+        if self.items > 0 {
+            parts.push(format!("{} {items}", self.items));
+        }
+        if self.assessments > 0 {
+            parts.push(format!("{} {assessments}", self.assessments));
+        }
+        if self.left_out > 0 {
+            parts.push(format!("{} item(s) left out of scored dimensions", self.left_out));
+        }
+        parts.join(", ")
+    }
 }
 
 /// One kind of run. The session lifecycle (open → journal → execute → finish → resume) is generic over

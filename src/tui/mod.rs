@@ -830,6 +830,16 @@ impl Task {
                 if let Some(last @ Event::RunFinished { .. }) = events.last() {
                     let _ = tx.send(Action::Engine(last.clone()));
                 }
+                let failures = crate::study::failures_any(&events);
+                if failures.any() {
+                    let kind = crate::study::kind_of(&events).unwrap_or(crate::study::Kind::Interviews);
+                    let _ = tx.send(Action::RunEnded(Ok(())));
+                    let _ = tx.send(Action::Flash(format!(
+                        "run finished with failures: {} (the journal says why; Sessions u asks them again)",
+                        failures.describe(kind)
+                    )));
+                    return;
+                }
                 Ok(())
             }
             Err(e) => {

@@ -524,6 +524,13 @@ fn a_list_naming_something_twice_starts_nothing() {
     }
     let out = common::offline(data.path(), &["observe", "--subject", "hermione,hermione-en"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let out = common::offline(data.path(), &["observe", "--subject", "hermione", "--subjects", "5"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("--subjects is for synthetic subjects"),
+        "{}",
+        text(&out)
+    );
     // A temperature that is no number (it would be journaled as null) and no synthetic subject.
     for (args, said) in [
         (["--temperature", "nan"], "\"nan\" is not a temperature between 0 and 2"),
@@ -531,7 +538,15 @@ fn a_list_naming_something_twice_starts_nothing() {
             ["--temperature=-1", "--seed=0"],
             "\"-1\" is not a temperature between 0 and 2",
         ),
-        (["--subjects", "0"], "--subjects must be at least 1"),
+        (["--subjects", "0"], "--subjects 0: from 1 to 10000"),
+        // Sizes past any design are refused before anything is drawn (they filled memory).
+        (["--subjects", "4294967295"], "--subjects 4294967295: from 1 to 10000"),
+        (["--observers", "4294967295"], "--observers 4294967295: from 1 to 64"),
+        (["--scenarios", "4294967295"], "--scenarios 4294967295: from 1 to 32"),
+        (
+            ["--turns", "18446744073709551615"],
+            "--turns 18446744073709551615: from 2 to 100",
+        ),
     ] {
         let out = common::offline(
             data.path(),

@@ -196,7 +196,31 @@ impl Component for Observers {
 
         let [cards_area, dialogue_area] = Layout::horizontal([Constraint::Length(40), Constraint::Min(30)]).areas(body);
         let selected = self.observer % s.observers.len().max(1);
-        render_cards(frame, cards_area, theme, s, selected);
+        // The observers whose last step is a failure (a resume asks again), and why.
+        let mut failed: BTreeMap<&str, &str> = BTreeMap::new();
+        for step in &ctx.run.steps {
+            use crate::observer::Step;
+            match step {
+                Step::Failed {
+                    subject,
+                    observer: Some(o),
+                    error,
+                    ..
+                } if *subject == s.id => {
+                    failed.insert(o, error);
+                }
+                Step::Relationship { subject, observer, .. }
+                | Step::Scenarios { subject, observer, .. }
+                | Step::Turn { subject, observer, .. }
+                | Step::Report { subject, observer, .. }
+                    if *subject == s.id =>
+                {
+                    failed.remove(observer.as_str());
+                }
+                _ => {}
+            }
+        }
+        render_cards(frame, cards_area, theme, s, selected, &failed);
         let top = self.render_dialogues(frame, dialogue_area, ctx, s, selected);
         self.render_traits(frame, bars_area, ctx, s);
         Hits {
@@ -232,7 +256,14 @@ fn render_empty(frame: &mut Frame, area: Rect, ctx: &Ctx) {
 }
 
 /// The subject's observers as cards: who, in which context, how far, and their relationship.
-fn render_cards(frame: &mut Frame, area: Rect, theme: &Theme, s: &SubjectResult, selected: usize) {
+fn render_cards(
+    frame: &mut Frame,
+    area: Rect,
+    theme: &Theme,
+    s: &SubjectResult,
+    selected: usize,
+    failed: &BTreeMap<&str, &str>,
+) {
     let b = block(format!(" Observers ({}) ", s.observers.len()), false, theme);
     let inner = b.inner(area);
     frame.render_widget(b, area);
@@ -241,6 +272,8 @@ fn render_cards(frame: &mut Frame, area: Rect, theme: &Theme, s: &SubjectResult,
     for (i, o) in s.observers.iter().enumerate() {
         let status = if o.report.is_some() {
             Span::styled(" reported", theme.fg(theme.positive))
+        } else if failed.contains_key(o.id.as_str()) {
+            Span::styled(" failed", theme.fg(theme.error))
         } else {
             let turns: usize = o.scenarios.iter().map(|sc| sc.dialogue.len()).sum();
             Span::styled(format!(" {turns} turns"), theme.fg(theme.streaming))
@@ -256,6 +289,14 @@ fn render_cards(frame: &mut Frame, area: Rect, theme: &Theme, s: &SubjectResult,
             ),
             status,
         ]));
+        if let (None, Some(why)) = (&o.report, failed.get(o.id.as_str())) {
+            for l in wrap(&crate::text::terminal_safe(why), width.saturating_sub(2))
+                .into_iter()
+                .take(2)
+            {
+                lines.push(Line::styled(format!("  {l}"), theme.fg(theme.error)));
+            }
+        }
         if let Some(r) = &o.relationship {
             for l in wrap(r, width.saturating_sub(2)).into_iter().take(2) {
                 lines.push(Line::styled(format!("  {l}"), theme.dim()));

@@ -356,6 +356,29 @@ fn highlighted<'a>(text: &str, ranges: &[Range<usize>], hit: Style) -> Vec<Span<
     spans
 }
 
+/// Spans as the lines their text was written in: a line break (`\n`, `\r\n` or `\r`) starts a
+/// new line (drawn as one line, the words on either side of it would run together).
+fn broken<'a>(spans: Vec<Span<'a>>) -> Vec<Line<'a>> {
+    let mut lines = vec![Line::default()];
+    for span in spans {
+        let text = span.content.replace("\r\n", "\n").replace('\r', "\n");
+        for (i, part) in text.split('\n').enumerate() {
+            if i > 0 {
+                lines.push(Line::default());
+            }
+            if let (false, Some(line)) = (part.is_empty(), lines.last_mut()) {
+                line.push_span(Span::styled(part.to_string(), span.style));
+            }
+        }
+    }
+    lines
+}
+
+/// `text` in `style`, as the lines it was written in (see [`broken`]).
+fn text_lines<'a>(text: &str, style: Style) -> Vec<Line<'a>> {
+    broken(vec![Span::styled(text.to_string(), style)])
+}
+
 impl Rolebench {
     fn render_detail(&self, frame: &mut Frame, ctx: &Ctx, items: &[Item], area: Rect) {
         let theme = ctx.theme;
@@ -411,36 +434,36 @@ impl Rolebench {
                     ),
                     theme.fg(theme.character),
                 ));
-                lines.push(Line::from(highlighted(answer, &h.candidate, hit)));
+                lines.extend(broken(highlighted(answer, &h.candidate, hit)));
                 lines.push(Line::raw(""));
                 lines.push(Line::styled(
                     format!("Reference {} (common subsequence highlighted)", best + 1),
                     theme.fg(theme.character),
                 ));
-                lines.push(Line::from(highlighted(reference, &h.reference, hit)));
+                lines.extend(broken(highlighted(reference, &h.reference, hit)));
                 for (i, other) in item.references.iter().enumerate().filter(|(i, _)| i != best) {
                     lines.push(Line::raw(""));
                     lines.push(Line::styled(format!("Reference {}", i + 1), theme.dim()));
-                    lines.push(Line::styled(other.to_string(), theme.dim()));
+                    lines.extend(text_lines(other, theme.dim()));
                 }
             }
             (Some(answer), None) => {
                 lines.push(Line::styled("Answer", theme.fg(theme.character)));
-                lines.push(Line::raw(answer.to_string()));
+                lines.extend(text_lines(answer, Style::default()));
             }
             (None, _) => {
                 if let Some(e) = &item.error {
                     lines.push(Line::styled(format!("failed: {}", e), theme.fg(theme.error)));
                 } else if let Some(text) = streaming {
                     lines.push(Line::styled("Answer (streaming)", theme.fg(theme.streaming)));
-                    lines.push(Line::raw(text.to_string()));
+                    lines.extend(text_lines(text, Style::default()));
                 } else {
                     lines.push(Line::styled("not answered yet", theme.dim()));
                 }
                 for (i, r) in item.references.iter().enumerate() {
                     lines.push(Line::raw(""));
                     lines.push(Line::styled(format!("Reference {}", i + 1), theme.dim()));
-                    lines.push(Line::raw(r.to_string()));
+                    lines.extend(text_lines(r, Style::default()));
                 }
             }
         }
@@ -525,4 +548,34 @@ fn render_bars(frame: &mut Frame, theme: &Theme, items: &[Item], area: Rect) {
         ));
     }
     frame.render_widget(Paragraph::new(lines).block(b), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Paragraphs and CRLF lines of an answer stay lines, highlights kept where they were.
+    #[test]
+    fn an_answers_line_breaks_start_lines() {
+        let hit = Style::default().add_modifier(ratatui::style::Modifier::BOLD);
+        let text = "para one.\n\npara two.\r\nline three";
+        let lines = broken(highlighted(text, &[5..8, 16..19], hit));
+        let shown: Vec<String> = lines
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect();
+        assert_eq!(shown, ["para one.", "", "para two.", "line three"]);
+        let bold: Vec<&str> = lines
+            .iter()
+            .flat_map(|l| &l.spans)
+            .filter(|s| s.style == hit)
+            .map(|s| s.content.as_ref())
+            .collect();
+        assert_eq!(bold, ["one", "two"]);
+        let crlf: Vec<usize> = text_lines("crlf one\r\ncrlf two\rthree", Style::default())
+            .iter()
+            .map(Line::width)
+            .collect();
+        assert_eq!(crlf, [8, 8, 5]);
+    }
 }

@@ -1337,6 +1337,54 @@ fn a_character_subject_shows_its_interview_beside_its_observers() {
 }
 
 #[test]
+fn an_observer_whose_run_failed_is_marked_failed_with_its_reason() {
+    use incharacter::observer::{self, Context, Draw, Step};
+    let mut app = app();
+    let subjects = observer::draw(&Draw {
+        characters: &["hermione-en".to_string()],
+        synthetic: 0,
+        latent: None,
+        observers: &[(Context::Friend, 2)],
+        seed: 2,
+    });
+    let subject = subjects[0].id.clone();
+    let (first, second) = (subjects[0].observers[0].id.clone(), subjects[0].observers[1].id.clone());
+    app.update(Action::Engine(Event::ObserveStarted {
+        header: header("20261129-120000-observe-0004", "2026-11-29T12:00:00Z"),
+        plan: observe_plan(subjects, 4, 2),
+        providers: Default::default(),
+    }));
+    let failed = |observer: &str| {
+        Event::Observed(Step::Failed {
+            subject: subject.clone(),
+            observer: Some(observer.to_string()),
+            what: "turn".into(),
+            error: "no usable reply after 3 attempts".into(),
+        })
+    };
+    app.update(Action::Engine(failed(&first)));
+    app.update(Action::Engine(failed(&second)));
+    // The second observer's run went on after its failure (a resume): no longer failed.
+    app.update(Action::Engine(Event::Observed(Step::Relationship {
+        subject: subject.clone(),
+        observer: second.clone(),
+        relationship: "Old friends from school.".into(),
+    })));
+    app.screen = Screen::Observers;
+    let screen = render(&app, (120, 40));
+    let card = |id: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains(&format!("│{id} ")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(card(&first).contains(" failed"), "{screen}");
+    assert!(!card(&second).contains(" failed"), "{screen}");
+    assert!(screen.contains("no usable reply after 3 attempts"), "{screen}");
+}
+
+#[test]
 fn annotations_that_cannot_be_read_are_shown_as_such_and_nothing_is_written() {
     let mut app = with_session();
     let dir = tempfile::tempdir().unwrap();
