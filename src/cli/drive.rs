@@ -346,6 +346,12 @@ fn go<S: Headless>(
         }
         let parent = S::plan_of(&events).and_then(S::parent);
         crate::note!("{}", failed(failures, S::KIND, &id, parent));
+        // A reply that could not be used was cached as the server gave it: a resume reads it back.
+        if ctx.config().is_ok_and(|c| c.cache != crate::config::CacheMode::Off) {
+            crate::note!(
+                "a reply that could not be used is read back from the response cache as it was: with `cache = \"off\"` in the config, a resume asks anew"
+            );
+        }
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)

@@ -48,13 +48,42 @@ pub(super) fn load_named(ctx: &Ctx, what: &str) -> anyhow::Result<(String, Vec<E
     load_found(ctx, what).map(|(name, _, events)| (name, events))
 }
 
-/// [`load_named`], with the session's folder.
+/// [`load_named`], with the session's folder; a session whose run has not finished is said (on
+/// stderr): what is computed from it is of what its journal holds so far.
 pub(super) fn load_found(ctx: &Ctx, what: &str) -> anyhow::Result<(String, PathBuf, Vec<Event>)> {
     let (dir, events) = load_session(ctx, what)?;
     let name = dir
         .file_name()
         .map_or_else(|| what.to_string(), |n| n.to_string_lossy().into_owned());
+    say_unfinished(&name, &dir, &events);
     Ok((name, dir, events))
+}
+
+/// Says (on stderr) that session `id` (its folder `dir`, its records `events`) has not finished its
+/// run: running in another process, or stopped before its end.
+pub(super) fn say_unfinished(id: &str, dir: &std::path::Path, events: &[Event]) {
+    if crate::study::finished(events) {
+        return;
+    }
+    let id = crate::text::visible(id);
+    match crate::journal::writer(&dir.join("journal.jsonl")) {
+        Some(w) => crate::note!(
+            "note: session {id} is still running (incharacter pid {}): what follows is of what its journal holds so far",
+            w.pid
+        ),
+        None => {
+            let reassessment = events
+                .iter()
+                .any(|e| matches!(e, Event::RunStarted { plan, .. } if plan.parent.is_some()));
+            let command = match crate::study::kind_of(events) {
+                _ if reassessment => "assess",
+                kind => kind.map_or("run", |k| k.command()),
+            };
+            crate::note!(
+                "note: session {id} has not finished (`incharacter {command} --resume {id}` finishes it): what follows is of what its journal holds so far"
+            );
+        }
+    }
 }
 
 /// The ids a comma-separated `list` of `option` names, each found by `find` (which says why one is

@@ -89,6 +89,7 @@ pub fn plot(ctx: &Ctx, args: PlotArgs, out: &mut dyn Write) -> anyhow::Result<Ex
     let format = format_of(&args.output)?;
     let catalog = ctx.catalog()?;
     let (dir, events) = load_session(ctx, &args.session)?;
+    super::lookup::say_unfinished(&dir.file_name().unwrap_or_default().to_string_lossy(), &dir, &events);
     let kind = Kind::from(args.kind);
     let annotations = if kind == Kind::Agreement {
         annotation::load(&dir, &catalog)?

@@ -911,3 +911,35 @@ async fn a_users_scale_edited_since_a_session_is_said_when_the_session_is_read()
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn figures_of_a_session_that_has_not_finished_say_so() {
+    let s = common::setup(FakeConfig::default(), "").await;
+    let args = common::run_hermione("GSE", "er-batch", &["--json"]);
+    let id = common::json_of(common::output(&s.config, &s.data, &args).await)["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let said = |out: &std::process::Output| String::from_utf8_lossy(&out.stderr).contains("has not finished");
+    let report = common::output(&s.config, &s.data, &["report", &id]).await;
+    assert!(report.status.success() && !said(&report), "{report:?}");
+    // What a kill before the run's last record leaves.
+    let journal = s.data.join("sessions").join(&id).join("journal.jsonl");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let kept: Vec<&str> = text.lines().filter(|l| !l.contains("\"run_finished\"")).collect();
+    std::fs::write(&journal, kept.join("\n") + "\n").unwrap();
+    for args in [
+        vec!["report", &id],
+        vec!["report", &id, "--format", "json"],
+        vec!["judges", &id, &id],
+    ] {
+        let out = common::output(&s.config, &s.data, &args).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "session {id} has not finished (`incharacter run --resume {id}` finishes it)"
+            )),
+            "{args:?}: {stderr}"
+        );
+    }
+}
