@@ -92,6 +92,20 @@ pub enum BatchCommand {
     },
 }
 
+/// Refuses `batch import` and `export` on a session whose batch went through a Batch API and has not
+/// ended: its results come from the provider, which `run --resume` polls.
+fn not_following_an_api_batch(session: &str, events: &[crate::study::Event]) -> anyhow::Result<()> {
+    let history = batch::History::of(events);
+    let Some((phase, provider, _, id)) = history.open().into_iter().next() else {
+        return Ok(());
+    };
+    let id = id.map_or_else(|| "being created".to_string(), |id| crate::text::visible(&id));
+    Err(super::input_error(format!(
+        "session {session} waits for {provider}'s batch {id} (phase {phase}, sent through the Batch API), \
+         not for a results file: `incharacter run --resume {session}` follows it to its end"
+    )))
+}
+
 pub fn batch(ctx: &Ctx, command: BatchCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let store = ctx.store()?;
     let (session, json, batch, max_cost) = match command {
@@ -104,6 +118,7 @@ pub fn batch(ctx: &Ctx, command: BatchCommand, out: &mut dyn Write) -> anyhow::R
             let session = store.own_id(&session)?;
             let own = store.own(&session)?;
             let events = store.load(&own)?;
+            not_following_an_api_batch(&session, &events)?;
             let import = batch::check_import(&events, &own, &results)?;
             let dir = match Resume::from_events(&session, &events).and_then(|how| how.batch) {
                 Some(BatchMode::Files { dir, .. }) => dir,
@@ -124,6 +139,12 @@ pub fn batch(ctx: &Ctx, command: BatchCommand, out: &mut dyn Write) -> anyhow::R
             }
             let output = std::path::absolute(&output).unwrap_or(output);
             crate::files::check_output(&output, &crate::session::store::kept())?;
+            if let Ok(id) = store.own_id(&session)
+                && let Ok(own) = store.own(&id)
+                && let Ok(events) = store.load(&own)
+            {
+                not_following_an_api_batch(&id, &events)?;
+            }
             let dir = output.parent().map(Path::to_path_buf).unwrap_or_default();
             let batch = Batch {
                 mode: BatchMode::Files {

@@ -349,7 +349,7 @@ fn go<S: Headless>(
         // A reply that could not be used was cached as the server gave it: a resume reads it back.
         if ctx.config().is_ok_and(|c| c.cache != crate::config::CacheMode::Off) {
             crate::note!(
-                "a reply that could not be used is read back from the response cache as it was: with `cache = \"off\"` in the config, a resume asks anew"
+                "if a failure above is a reply that could not be used (not an error of the server's), a resume reads it back from the response cache as it came: with `cache = \"off\"` in the config it asks anew"
             );
         }
         return Ok(ExitCode::FAILURE);

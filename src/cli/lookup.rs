@@ -71,6 +71,10 @@ pub(super) fn say_unfinished(id: &str, dir: &std::path::Path, events: &[Event]) 
             "note: session {id} is still running (incharacter pid {}): what follows is of what its journal holds so far",
             w.pid
         ),
+        None if let Some((phase, path, _)) = crate::session::batch::History::of(events).waiting() => crate::note!(
+            "note: session {id} waits for the results of its batch file {} (phase {phase}; `incharacter batch import {id} RESULTS` goes on): what follows is of what its journal holds so far",
+            crate::text::visible(path)
+        ),
         None => {
             let reassessment = events
                 .iter()

@@ -87,6 +87,8 @@ pub const MAX_SUBJECTS: usize = 10_000;
 pub const MAX_OBSERVERS: usize = 64;
 pub const MAX_SCENARIOS: usize = 32;
 pub const MAX_TURNS: usize = 100;
+/// Subjects × observers: the plan that lists them is one journal record.
+pub const MAX_OBSERVERS_IN_ALL: usize = 50_000;
 
 /// `value` of `flag` within `1..=max` (`min` its least).
 fn bounded(flag: &str, value: usize, min: usize, max: usize) -> anyhow::Result<usize> {
@@ -189,7 +191,15 @@ fn plan(catalog: &Catalog, config: &crate::config::Config, a: &ObserveArgs) -> a
             "--observers and --scenarios must be at least 1, --turns at least 2",
         ));
     }
-    bounded("--observers", observers.iter().map(|(_, n)| n).sum(), 1, MAX_OBSERVERS)?;
+    let per_subject = bounded("--observers", observers.iter().map(|(_, n)| n).sum(), 1, MAX_OBSERVERS)?;
+    // The plan, every subject's observers in it, is the session's first record.
+    let subjects = characters.len().max(synthetic);
+    if subjects * per_subject > MAX_OBSERVERS_IN_ALL {
+        return Err(input_error(format!(
+            "{subjects} subject(s) × {per_subject} observer(s) is more than the {MAX_OBSERVERS_IN_ALL} observers a session holds: \
+             split it into sessions"
+        )));
+    }
     bounded("--scenarios", a.scenarios, 1, MAX_SCENARIOS)?;
     bounded("--turns", a.turns, 2, MAX_TURNS)?;
     let self_report = match a.self_report.as_str() {

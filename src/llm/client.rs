@@ -854,9 +854,13 @@ impl Client {
     fn give_up(&self, request: &ChatRequest, error: AttemptError, reason: String, tries: &Tries) -> LlmError {
         let provider = self.config.name.as_str();
         let reach = &self.shared.reach;
-        // The same refusal, request after request, stops the run (see `REFUSED_AFTER`).
+        // The same refusal, request after request, stops the run (see `REFUSED_AFTER`). A batch's
+        // refusals are lines of its results, read back at every sitting: each fails its item, and
+        // the run goes on to its end (a stop would come back at every resume).
+        let batched = self.transport.batched();
         if let AttemptError::Status { status, message, .. } = &error
             && !error.retryable()
+            && !batched
         {
             reach.refused(
                 provider,

@@ -59,6 +59,8 @@ pub struct Import {
     pub answers: BTreeMap<String, Answer>,
     /// The results the session last imported, given again: the run goes on from the kept copy.
     pub already: bool,
+    /// The phase's requests the file has no result for (they go out again in the next phase).
+    pub missing: usize,
 }
 
 /// What a session's journal records of its batches.
@@ -129,7 +131,7 @@ impl History {
     }
 
     /// Batches uploaded or submitted that have not ended: (phase, provider, file, batch).
-    fn open(&self) -> Vec<(u32, String, String, Option<String>)> {
+    pub fn open(&self) -> Vec<(u32, String, String, Option<String>)> {
         let mut open: BTreeMap<(u32, String), (String, Option<String>)> = BTreeMap::new();
         for step in &self.steps {
             match step {
@@ -203,6 +205,7 @@ pub fn check_import(events: &[Event], dir: &Path, from: &Path) -> Result<Import,
     Ok(Import {
         from: from.to_path_buf(),
         phase,
+        missing: requests.len().saturating_sub(answers.len()),
         text,
         answers,
         already: false,
@@ -237,6 +240,7 @@ fn already_imported(
             text,
             answers: BTreeMap::new(),
             already: true,
+            missing: 0,
         });
     }
     let session = events.iter().find_map(Event::start);
@@ -297,7 +301,11 @@ impl Batching {
             .get(provider)
             .cloned()
             .ok_or_else(|| SessionError::Batch {
-                reason: format!("provider {provider} is not connected for batches"),
+                reason: format!(
+                    "provider {provider} has a batch of session {} open through the Batch API, which this run does not \
+                     follow: `incharacter run --resume {}` (without --batch-files) follows it to its end",
+                    self.session, self.session
+                ),
                 input: true,
             })
     }
@@ -371,6 +379,15 @@ impl Batching {
                 lines: import.answers.len(),
             };
             note(step.describe());
+            if import.missing > 0 {
+                note(format!(
+                    "batch phase {}: {} of its {} requests have no result in {}: they go out again in the next phase",
+                    import.phase,
+                    import.missing,
+                    import.missing + import.answers.len(),
+                    crate::text::visible(&import.from.display().to_string())
+                ));
+            }
             self.journal(journal, step).await?;
             // Made by the user's engine: no request of this run's, but their tokens are counted
             // (and priced as the config says, which the cost cap holds before the next phase).

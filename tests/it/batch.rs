@@ -293,6 +293,22 @@ async fn a_killed_batch_run_polls_the_same_batch_when_resumed() {
     )
     .unwrap();
     let id = session.file_name().unwrap().to_string_lossy().to_string();
+    // Its results come from the provider: a results file or a batch file is not what it waits for.
+    let elsewhere = s.dir.path().join("m.jsonl").display().to_string();
+    std::fs::write(&elsewhere, "").unwrap();
+    for args in [
+        vec!["batch", "import", &id, &elsewhere],
+        vec!["batch", "export", &id, "-o", &elsewhere],
+    ] {
+        let out = common::output(&s.config, &s.data, &args).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("sent through the Batch API")
+                && stderr.contains(&format!("`incharacter run --resume {id}` follows it")),
+            "{args:?}: {stderr}"
+        );
+    }
     let out = common::output(&s.config, &s.data, &["run", "--resume", &id, "--json"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let summary = common::json_of(out);
@@ -570,11 +586,11 @@ async fn refusals_in_imported_results_are_retried_within_the_policy_then_fail_th
                 .to_string()
         })
         .collect();
-    let (retried, refused) = (ids[0].clone(), ids[1].clone());
-    let imported = import_phases(&s, &id, requests, |input| {
-        refusing(input, &[(&retried, 500), (&refused, 400)])
-    })
-    .await;
+    // One line refused with 500, the nine others with 400: more of the same refusal than stop a
+    // streamed run (a batch's come back at every sitting; each fails its item instead).
+    let mut refusals: Vec<(&str, u16)> = ids.iter().map(|id| (id.as_str(), 400)).collect();
+    refusals[0].1 = 500;
+    let imported = import_phases(&s, &id, requests, |input| refusing(input, &refusals)).await;
     assert_eq!(imported.code, Some(1), "the run concludes with failed items");
     // Ten items, then the one refused with 500 twice more; GSE's one dimension fails with its
     // items, so no judge's phase.
@@ -585,7 +601,7 @@ async fn refusals_in_imported_results_are_retried_within_the_policy_then_fail_th
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|e| e["event"] == "item_failed")
         .collect();
-    assert_eq!(failed.len(), 2, "{journal}");
+    assert_eq!(failed.len(), 10, "each item failed once: {journal}");
     let errors: Vec<&str> = failed.iter().map(|e| e["error"].as_str().unwrap()).collect();
     assert!(
         errors
@@ -922,4 +938,29 @@ async fn batch_results_kept_from_an_earlier_sitting_are_neither_a_request_nor_a_
         lines.contains("observer batchy: 0 requests, 3 tokens in, 2 out, 1 from imported batch results, $5.0000"),
         "{lines}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_missing_some_requests_are_taken_and_the_rest_said_to_go_out_again() {
+    let s = common::setup(FakeConfig::default(), "").await;
+    let files = s.dir.path().join("batches");
+    let dir_arg = files.display().to_string();
+    let args = common::run_hermione("GSE", "er-batch", &["--batch-files", &dir_arg, "--json"]);
+    let first = common::json_of(common::output(&s.config, &s.data, &args).await);
+    let id = first["session"].as_str().unwrap().to_string();
+    let input = std::fs::read_to_string(first["requests"].as_str().unwrap()).unwrap();
+    let answered = batch_output_for(&FakeConfig::default(), &input).unwrap();
+    let partial: String = answered.lines().skip(3).map(|l| format!("{l}\n")).collect();
+    let path = files.join("partial.jsonl");
+    std::fs::write(&path, partial).unwrap();
+    let path_arg = path.display().to_string();
+    let out = common::output(&s.config, &s.data, &["batch", "import", &id, &path_arg, "--json"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let next = common::json_of(out);
+    assert!(
+        stderr.contains("batch phase 1: 3 of its 10 requests have no result in") && stderr.contains("partial.jsonl"),
+        "{stderr}"
+    );
+    let again = std::fs::read_to_string(next["requests"].as_str().unwrap()).unwrap();
+    assert_eq!(again.lines().count(), 3, "the three go out again");
 }

@@ -547,6 +547,10 @@ fn a_list_naming_something_twice_starts_nothing() {
             ["--turns", "18446744073709551615"],
             "--turns 18446744073709551615: from 2 to 100",
         ),
+        (
+            ["--subjects", "10000"],
+            "10000 subject(s) × 6 observer(s) is more than the 50000 observers a session holds",
+        ),
     ] {
         let out = common::offline(
             data.path(),

@@ -290,9 +290,11 @@ fn render_cards(
             status,
         ]));
         if let (None, Some(why)) = (&o.report, failed.get(o.id.as_str())) {
+            // The last problem is the cause: "no usable reply after …; last problem: HTTP 500 …".
+            let why = why.rsplit("last problem: ").next().unwrap_or(why);
             for l in wrap(&crate::text::terminal_safe(why), width.saturating_sub(2))
                 .into_iter()
-                .take(2)
+                .take(3)
             {
                 lines.push(Line::styled(format!("  {l}"), theme.fg(theme.error)));
             }
