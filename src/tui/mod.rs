@@ -541,6 +541,15 @@ impl Driver {
                 // Its folder first: the session is named by it (a copy's folder is not its journal's id).
                 let _ = tx.send(Action::SessionDir(path.clone()));
                 let _ = tx.send(Action::SessionLoaded(events));
+                // Another process goes on writing it: what is shown is what its journal held.
+                if let Some(writer) = crate::journal::writer(&path.join("journal.jsonl")) {
+                    let _ = tx.send(Action::Flash(format!(
+                        "session {} is being written by another incharacter (pid {}): shown as its journal was when \
+                         opened; open it again from Sessions to read it anew",
+                        path.file_name().unwrap_or_default().to_string_lossy(),
+                        writer.pid
+                    )));
+                }
             }
             Err(e) => {
                 let _ = tx.send(Action::Flash(e.to_string()));

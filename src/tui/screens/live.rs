@@ -180,6 +180,14 @@ impl Live {
                     Effect::Cancel.into(),
                 ];
             }
+            // Nothing of this workbench's is going: a session opened is what its journal held.
+            Command::Pause | Command::Cancel if !run.items.is_empty() => {
+                return vec![Request::Flash(format!(
+                    "no run or replay of this workbench is going: session {} is shown as its journal was when opened \
+                     (open it again from Sessions to read it anew; u resumes one that is not running)",
+                    run.session.id
+                ))];
+            }
             Command::Speed => {
                 if let Some(r) = self.replay {
                     let next = r.next();

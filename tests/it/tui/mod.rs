@@ -2334,3 +2334,19 @@ fn the_agreement_table_says_which_pairs_it_shows_of_how_many() {
     let screen = render(&app, (120, 32));
     assert!(screen.contains("1–") && screen.contains("of 15 (↑/↓)"), "{screen}");
 }
+
+#[test]
+fn pause_and_cancel_on_an_opened_session_say_nothing_of_this_workbenchs_is_going() {
+    let mut app = with_session();
+    key(&mut app, KeyCode::Char('2'));
+    assert_eq!(app.screen, Screen::Live);
+    for c in ['p', 'x'] {
+        app.flash = None;
+        key(&mut app, KeyCode::Char(c));
+        let flash = app.flash.clone().unwrap_or_default();
+        assert!(
+            flash.starts_with("no run or replay of this workbench is going") && flash.contains("open it again"),
+            "{c}: {flash}"
+        );
+    }
+}
