@@ -947,3 +947,25 @@ async fn figures_of_a_session_that_has_not_finished_say_so() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pairs_no_label_covers_are_counted_excluded_when_none_is_scored() {
+    // Against targets no bundled character has, nothing is scored: every measured pair is excluded.
+    let s = common::setup(FakeConfig::default(), "").await;
+    let args = common::run_hermione("BFI", "er-batch", &["--json"]);
+    let id = common::json_of(common::output(&s.config, &s.data, &args).await)["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let report = common::json_of(
+        common::output(
+            &s.config,
+            &s.data,
+            &["report", &id, "--labels", "target", "--format", "json"],
+        )
+        .await,
+    );
+    let text = report.to_string();
+    assert!(text.contains("\"excluded\":5"), "BFI's five dimensions: {text}");
+    assert!(text.contains("\"count\":0"), "{text}");
+}

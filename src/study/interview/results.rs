@@ -307,7 +307,14 @@ pub fn summary_with(
         };
         let (min, max) = scale.dimension_range();
         let order: Vec<String> = scale.dimensions.iter().map(|d| d.name.clone()).collect();
-        let alignment = metrics::alignment((min, max), &order, &rows(catalog, &scale_id, &list, labels));
+        let labelled = rows(catalog, &scale_id, &list, labels);
+        let alignment = metrics::alignment((min, max), &order, &labelled);
+        // With no pair scorable there is no alignment, and every pair measured is excluded.
+        let unscorable = labelled
+            .iter()
+            .map(|r| (r.character.as_str(), r.dimension.as_str()))
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
         let repeats = list.iter().map(|a| a.repeat).max().map_or(0, |r| r + 1);
         let item_span = scale.range.span();
         let several = repeats > 1;
@@ -374,7 +381,7 @@ pub fn summary_with(
             std_dim,
             std_score,
             count: alignment.as_ref().map_or(0, |a| a.overall.count),
-            excluded: alignment.as_ref().map_or(0, |a| a.overall.excluded),
+            excluded: alignment.as_ref().map_or(unscorable, |a| a.overall.excluded),
             refusals: list.iter().flat_map(|a| &a.items).filter(|i| i.refused).count(),
             failed_dimensions: list.iter().filter(|a| a.score.is_none()).count(),
             failed_items: list
