@@ -608,6 +608,10 @@ impl App {
     /// A session opened to browse: it shows on the screen of its kind.
     fn session_loaded(&mut self, events: &[Event]) {
         self.run = RunView::default();
+        // A session opened, not run here: no clock of its own.
+        if !self.live.running {
+            self.live.ended_ms = None;
+        }
         for e in events {
             self.run.apply_event(e, &self.catalog);
         }

@@ -264,6 +264,41 @@ mod live_screen {
         assert!(shown.contains("tokens 2000 "), "{shown}");
     }
 
+    /// The pause key, `p`.
+    fn pause() -> Action {
+        use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+        Action::Key(KeyEvent::new(KeyCode::Char('p'), KeyModifiers::NONE))
+    }
+
+    /// Paused, a run's clock stops and it has no ETA; a replay has none at all (its pace is its
+    /// speed's).
+    #[test]
+    fn the_clock_stops_while_paused_and_a_replay_has_no_eta() {
+        let (mut app, _) = running(1 + 24, 120_000);
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(
+            shown.contains("elapsed 0:02:00") && shown.contains("eta 0:07:00"),
+            "{shown}"
+        );
+        app.update(pause());
+        app.update(Action::Tick(180_000));
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(
+            shown.contains("elapsed 0:02:00") && shown.contains("eta –"),
+            "paused: {shown}"
+        );
+        app.update(pause());
+        app.update(Action::Tick(190_000));
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(
+            shown.contains("elapsed 0:02:10"),
+            "the minute paused does not count: {shown}"
+        );
+        app.live.replay = Some(crate::tui::vocab::Replay::Speed(1.0));
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(shown.contains("eta –"), "a replay: {shown}");
+    }
+
     #[test]
     fn a_resumed_run_has_no_eta_until_it_has_made_something() {
         let (mut app, events) = running(1 + 30, 0);

@@ -34,6 +34,9 @@ pub struct Live {
     pub ended_ms: Option<u64>,
     /// When this sitting began (the run started, or was resumed): the ETA goes by its rate.
     pub sitting_ms: u64,
+    /// Since when the run is paused, and how long it was paused before: the clock stops meanwhile.
+    pub paused_at: Option<u64>,
+    pub paused_ms: u64,
     /// The accounts of the run going: how many of its requests wait for a place and hold one.
     pub accounting: Option<Arc<Accounting>>,
     /// The providers a rate limit holds below their maximum, while a run goes.
@@ -93,6 +96,7 @@ impl Live {
         self.running = true;
         self.ended_ms = None;
         self.paused = false;
+        (self.paused_at, self.paused_ms) = (None, 0);
         self.replay = replay;
         self.batch = None;
         self.refused = None;
@@ -107,6 +111,9 @@ impl Live {
     pub fn stopped(&mut self, now_ms: u64) {
         self.running = false;
         self.paused = false;
+        if let Some(at) = self.paused_at.take() {
+            self.paused_ms += now_ms.saturating_sub(at);
+        }
         self.held.clear();
         self.ended_ms = Some(now_ms);
     }
@@ -153,6 +160,10 @@ impl Live {
             Command::ScrollDown => self.scroll.scroll_down(5),
             Command::Pause if self.running => {
                 self.paused = !self.paused;
+                match self.paused_at.take() {
+                    Some(at) => self.paused_ms += ctx.now_ms.saturating_sub(at),
+                    None => self.paused_at = Some(ctx.now_ms),
+                }
                 let note = match (self.paused, self.replay.is_some()) {
                     (true, true) => "replay paused (p goes on)",
                     (true, false) => "paused: calls in flight finish, no new ones start",
@@ -297,7 +308,9 @@ impl Component for Live {
                 let k = &row.key;
                 // The query style only when the run has more than one.
                 let style_col = if styles.len() > 1 {
-                    format!(" {}", k.style.name())
+                    // As wide as the widest, so every row's columns line up.
+                    let widest = styles.iter().map(|s| s.name().chars().count()).max().unwrap_or(0);
+                    format!(" {:<widest$}", k.style.name())
                 } else {
                     String::new()
                 };
@@ -429,14 +442,21 @@ impl Live {
                 rows[1].width,
             ));
         frame.render_widget(judge, rows[1]);
-        let elapsed = self.ended_ms.unwrap_or(ctx.now_ms).saturating_sub(self.started_ms);
+        // The time the run went (not paused); none for a session only opened here.
+        let end = self.paused_at.or(self.ended_ms).unwrap_or(ctx.now_ms);
+        let elapsed = if self.running || self.ended_ms.is_some() {
+            clock(end.saturating_sub(self.started_ms).saturating_sub(self.paused_ms))
+        } else {
+            "–".into()
+        };
         let remaining = (total + dims_total).saturating_sub(done + assessed);
+        // A replay's pace is its speed's, not a rate of its own: no ETA; nor while paused.
         let eta = eta_ms(remaining, sitting.made(), ctx.now_ms.saturating_sub(self.sitting_ms))
-            .filter(|_| self.running)
+            .filter(|_| self.running && self.replay.is_none() && !self.paused)
             .map_or("–".into(), clock);
         // The figures that fit, whole, in this order: time first, then what the run used.
         let figures = [
-            ("elapsed", clock(elapsed)),
+            ("elapsed", elapsed),
             ("eta", eta),
             ("tokens", self.tokens(run).to_string()),
             ("cost", self.cost(ctx)),

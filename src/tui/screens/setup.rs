@@ -47,6 +47,9 @@ pub struct Setup {
     pub rpa: String,
     pub judge: String,
     pub providers: Vec<String>,
+    /// A recorded plan shown (the tour's) whose providers this config lacks: their names, said
+    /// beside the selectors, which show this config's.
+    pub recorded_providers: Option<(String, String)>,
     pub seed: u64,
     /// From the config's `[sampling]` (the setup does not edit them; the plan records them).
     pub answer_sampling: crate::method::interview::AnswerSampling,
@@ -94,6 +97,7 @@ impl Setup {
             rpa,
             judge,
             providers,
+            recorded_providers: None,
             seed: 0,
             answer_sampling: Default::default(),
             judge_temperature: 0.0,
@@ -125,6 +129,8 @@ impl Setup {
                 role.clone_from(name);
             }
         }
+        let known = self.providers.contains(&plan.rpa) && self.providers.contains(&plan.judge);
+        self.recorded_providers = (!known).then(|| (plan.rpa.clone(), plan.judge.clone()));
     }
 
     /// Characters matching the filter (name, alias, id, work, language).
@@ -521,6 +527,12 @@ impl Setup {
                 theme.base()
             };
             lines.push(Line::styled(pad(&text, inner.width as usize), style));
+        }
+        if let Some((rpa, judge)) = &self.recorded_providers {
+            let said = format!("recorded with rpa {rpa} · judge {judge}, which this config does not have");
+            for part in crate::tui::wrap::wrap(&crate::text::terminal_safe(&said), inner.width as usize) {
+                lines.push(Line::styled(part, theme.dim()));
+            }
         }
         lines.push(Line::raw(""));
         lines.extend(self.estimate_lines(ctx, inner.width as usize));

@@ -2350,3 +2350,28 @@ fn pause_and_cancel_on_an_opened_session_say_nothing_of_this_workbenchs_is_going
         );
     }
 }
+
+#[test]
+fn the_setup_of_a_recorded_plan_names_providers_this_config_lacks() {
+    let mut app = app();
+    let events = session_events(&app.catalog);
+    let Some(Event::RunStarted { plan, .. }) = events.first() else {
+        panic!("a run's first record")
+    };
+    let mut plan = (**plan).clone();
+    (plan.rpa, plan.judge) = ("q15".into(), "q15".into());
+    app.setup.show_plan(&plan);
+    app.screen = Screen::Setup;
+    let screen = render(&app, (120, 40));
+    // The run pane is narrow: the words as they wrap there.
+    let words: String = screen
+        .lines()
+        .filter_map(|l| l.split("││").nth(1))
+        .map(|l| l.trim_end_matches('│').trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        words.contains("recorded with rpa q15 · judge q15, which this config does not have"),
+        "{screen}"
+    );
+}
