@@ -802,7 +802,7 @@ pub enum SaveError {
     /// The file no longer holds the character the edit began from.
     #[error(
         "{} changed since it was read (another program wrote it): nothing saved; the list now shows it as \
-         it is, and the edit must begin again from there",
+         it is; this edit stays open to copy from, and Esc leaves it (its changes are not saved)",
         .0.display()
     )]
     Changed(PathBuf),
