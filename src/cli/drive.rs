@@ -336,25 +336,31 @@ fn go<S: Headless>(
     }
     let failures = S::failures(&events);
     if failures.any() {
-        if let Some((error, n, role)) = crate::study::commonest_error(&events) {
-            // Which provider it came from, where the record says whose request it was.
-            let providers = events.iter().find_map(Event::start).map(|s| s.providers);
-            let from = role
-                .and_then(|role| Some((role, providers?.get(role)?)))
-                .map_or(String::new(), |(role, m)| format!(", {role} {m}"));
-            crate::note!("most often ({n}×{from}): {error}");
-        }
-        let parent = S::plan_of(&events).and_then(S::parent);
-        crate::note!("{}", failed(failures, S::KIND, &id, parent));
-        // A reply that could not be used was cached as the server gave it: a resume reads it back.
-        if ctx.config().is_ok_and(|c| c.cache != crate::config::CacheMode::Off) {
-            crate::note!(
-                "if a failure above is a reply that could not be used (not an error of the server's), a resume reads it back from the response cache as it came: with `cache = \"off\"` in the config it asks anew"
-            );
-        }
+        say_failures::<S>(ctx, &events, failures, &id);
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The closing lines of a run of session `id` that ended with `failures`: the commonest error and
+/// whose request it was, how to go on, and what the response cache does with unusable replies.
+fn say_failures<S: Headless>(ctx: &Ctx, events: &[Event], failures: Failures, id: &str) {
+    if let Some((error, n, role)) = crate::study::commonest_error(events) {
+        // Which provider it came from, where the record says whose request it was.
+        let providers = events.iter().find_map(Event::start).map(|s| s.providers);
+        let from = role
+            .and_then(|role| Some((role, providers?.get(role)?)))
+            .map_or(String::new(), |(role, m)| format!(", {role} {m}"));
+        crate::note!("most often ({n}×{from}): {error}");
+    }
+    let parent = S::plan_of(events).and_then(S::parent);
+    crate::note!("{}", failed(failures, S::KIND, id, parent));
+    // A reply that could not be used was cached as the server gave it: a resume reads it back.
+    if ctx.config().is_ok_and(|c| c.cache != crate::config::CacheMode::Off) {
+        crate::note!(
+            "if a failure above is a reply that could not be used (not an error of the server's), a resume reads it back from the response cache as it came: with `cache = \"off\"` in the config it asks anew"
+        );
+    }
 }
 
 /// Says how to go on after `signal` stopped the run of session `id`, by the command that made it

@@ -370,29 +370,7 @@ impl Batching {
             // Paid for when their batch ended, in the sitting that kept them.
             self.hub.load(&answers, Came::Kept);
         }
-        if let Some(import) = self.import.as_ref().filter(|i| !i.already) {
-            let results = self.keep(format!("phase-{}.out.jsonl", import.phase), &import.text)?;
-            let step = Step::Imported {
-                phase: import.phase,
-                from: import.from.display().to_string(),
-                results,
-                lines: import.answers.len(),
-            };
-            note(step.describe());
-            if import.missing > 0 {
-                note(format!(
-                    "batch phase {}: {} of its {} requests have no result in {}: they go out again in the next phase",
-                    import.phase,
-                    import.missing,
-                    import.missing + import.answers.len(),
-                    crate::text::visible(&import.from.display().to_string())
-                ));
-            }
-            self.journal(journal, step).await?;
-            // Made by the user's engine: no request of this run's, but their tokens are counted
-            // (and priced as the config says, which the cost cap holds before the next phase).
-            self.hub.load(&import.answers, Came::Imported);
-        }
+        self.take_import(journal, note).await?;
         for (phase, provider, file, batch) in self.history.open() {
             let api = self.api(&provider)?;
             let batch = match batch {
@@ -488,6 +466,37 @@ impl Batching {
                 }
             }
         }
+    }
+
+    /// The results this sitting imported (`batch import`), unless that phase was imported before:
+    /// kept in the session, journaled, and loaded into the hub as the user's engine's (their tokens
+    /// counted); requests they do not answer are said to go out again.
+    async fn take_import(&self, journal: &Journaler, note: &(dyn Fn(String) + Send + Sync)) -> Result<(), SessionError> {
+        let Some(import) = self.import.as_ref().filter(|i| !i.already) else {
+            return Ok(());
+        };
+        let results = self.keep(format!("phase-{}.out.jsonl", import.phase), &import.text)?;
+        let step = Step::Imported {
+            phase: import.phase,
+            from: import.from.display().to_string(),
+            results,
+            lines: import.answers.len(),
+        };
+        note(step.describe());
+        if import.missing > 0 {
+            note(format!(
+                "batch phase {}: {} of its {} requests have no result in {}: they go out again in the next phase",
+                import.phase,
+                import.missing,
+                import.missing + import.answers.len(),
+                crate::text::visible(&import.from.display().to_string())
+            ));
+        }
+        self.journal(journal, step).await?;
+        // Made by the user's engine: no request of this run's, but their tokens are counted
+        // (and priced as the config says, which the cost cap holds before the next phase).
+        self.hub.load(&import.answers, Came::Imported);
+        Ok(())
     }
 
     /// One provider's share of a phase: uploaded, submitted, followed to its end.
