@@ -258,6 +258,15 @@ impl Component for Live {
                     Line::raw(why.clone()),
                     Line::raw(""),
                 ],
+                // An observer or RoleBench session has no interview items: it is shown on its own screen.
+                None if run.observe.is_some() => vec![Line::raw(format!(
+                    "This session is an observer run: its dialogues and reports are on Observers ({}).",
+                    ctx.key(Command::GoObservers)
+                ))],
+                None if run.rolebench.is_some() => vec![Line::raw(format!(
+                    "This session is a RoleBench run: its questions and scores are on RoleBench ({}).",
+                    ctx.key(Command::GoRolebench)
+                ))],
                 None => vec![Line::raw("No run yet.")],
             };
             lines.push(Line::styled(

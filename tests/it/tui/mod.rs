@@ -2310,6 +2310,32 @@ fn rolebench_scores_an_answer_as_it_came_and_draws_it_safe() {
     assert!(screen.contains(&said), "{said} missing:\n{screen}");
     assert!(!screen.contains('\u{1b}') && !screen.contains('\u{7}'), "{screen}");
     assert!(screen.contains("Yes I like rain"), "{screen}");
+    // Live has no interview items to show: it points to the screen that shows this session.
+    app.screen = Screen::Live;
+    let live = render(&app, (120, 40));
+    assert!(
+        live.contains("is a RoleBench run") && !live.contains("No run yet"),
+        "{live}"
+    );
+}
+
+/// The demo tour's last step opens the observer sample; Live then says where that session is shown
+/// instead of "No run yet." (the same goes for any observer session, opened or running).
+#[test]
+fn live_points_an_observer_session_to_the_observers_screen() {
+    let mut app = app();
+    app.update(Action::SessionLoaded(sample(
+        "20261203-125048-three-observers-of-hermione-on-qwen2-5-c-49ec",
+    )));
+    assert_eq!(app.screen, Screen::Observers);
+    key(&mut app, KeyCode::Char('2'));
+    assert_eq!(app.screen, Screen::Live);
+    let live = render(&app, (120, 40));
+    assert!(
+        live.contains("This session is an observer run: its dialogues and reports are on Observers (7).")
+            && !live.contains("No run yet"),
+        "{live}"
+    );
 }
 
 /// More pairs of assessments than the agreement table has rows: it says which it shows, of how many.
