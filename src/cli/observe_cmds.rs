@@ -257,11 +257,12 @@ pub fn observe(ctx: &Ctx, args: ObserveArgs, out: &mut dyn Write) -> anyhow::Res
     drive::drive::<Observers>(ctx, start, options, out)
 }
 
-/// Turns, reports and failures so far.
+/// Turns, reports, replies re-asked and failures so far.
 struct Counts {
     line: Counter,
     turns: usize,
     reports: usize,
+    reasked: usize,
     failures: usize,
 }
 
@@ -273,6 +274,7 @@ impl Progress for Counts {
         match step {
             Step::Turn { .. } => self.turns += 1,
             Step::Report { .. } | Step::SelfReport { .. } => self.reports += 1,
+            Step::Reasked { .. } => self.reasked += 1,
             Step::Failed {
                 subject,
                 observer,
@@ -289,8 +291,8 @@ impl Progress for Counts {
             _ => {}
         }
         let counts = format!(
-            "{} turns, {} reports, {} failures",
-            self.turns, self.reports, self.failures
+            "{} turns, {} reports, {} re-asked, {} failures",
+            self.turns, self.reports, self.reasked, self.failures
         );
         self.line.show(counts, !matches!(step, Step::Turn { .. }));
     }
@@ -315,6 +317,7 @@ impl Headless for Observers {
             line: Counter::new(live, "observers"),
             turns: 0,
             reports: 0,
+            reasked: 0,
             failures: 0,
         })
     }
@@ -345,10 +348,19 @@ impl Headless for Observers {
                 items.join(", ")
             ));
         }
+        // Replies taken only after a re-ask: the policy's work, recorded, not hidden.
+        let reasked = observe::reasked(events);
+        if reasked > 0 {
+            table.push_str(&format!(
+                "re-asked: {reasked} repl{} could not be used at first and were asked again until one could (every attempt is in the journal)\n",
+                if reasked == 1 { "y" } else { "ies" }
+            ));
+        }
         let fields = [
             ("subjects".to_string(), json!(summary)),
             ("statistics".to_string(), json!(stats)),
             ("left_out".to_string(), json!(left_out)),
+            ("reasked".to_string(), json!(reasked)),
         ];
         Ok((table, fields.into_iter().collect()))
     }

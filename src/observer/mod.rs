@@ -188,6 +188,10 @@ pub enum Step {
         /// Items no reply answered usably, asked again alone, and left out of the scores.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         left_out: Vec<u32>,
+        /// Items the first reply had no usable option for, asked again on their own (the ones
+        /// answered then are in `items`, the others in `left_out`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        asked_again: Vec<u32>,
     },
     Report {
         subject: String,
@@ -197,6 +201,9 @@ pub enum Step {
         /// As a self-report's.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         left_out: Vec<u32>,
+        /// As a self-report's.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        asked_again: Vec<u32>,
     },
     Failed {
         subject: String,
@@ -204,6 +211,16 @@ pub enum Step {
         observer: Option<String>,
         what: String,
         error: String,
+    },
+    /// A reply that could not be used, asked again until one could (the re-ask policy, bounded by
+    /// `max_attempts`): every attempt, the one taken last. Written before the step it made.
+    Reasked {
+        subject: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        observer: Option<String>,
+        /// The request's purpose ("dialogue hermione-en o1 1 turn 3", "report hermione-en o1", …).
+        what: String,
+        attempts: Vec<crate::method::judge::Attempt>,
     },
 }
 
@@ -301,7 +318,7 @@ impl Done {
                 } => {
                     done.reports.insert((subject.clone(), observer.clone()), items.clone());
                 }
-                Step::Failed { .. } => {}
+                Step::Failed { .. } | Step::Reasked { .. } => {}
             }
         }
         done
@@ -372,6 +389,7 @@ mod tests {
         assert_eq!(serde_json::from_str::<Step>(&json).unwrap(), step);
         let report = Step::Report {
             left_out: Vec::new(),
+            asked_again: Vec::new(),
             subject: "s1".into(),
             observer: "o1".into(),
             items: [(1, ItemOption::Value(4)), (2, ItemOption::Refused)]

@@ -443,18 +443,21 @@ mod tests {
         let steps = vec![
             Step::Report {
                 left_out: Vec::new(),
+                asked_again: Vec::new(),
                 subject: "s1".into(),
                 observer: "o1".into(),
                 items: all(2),
             },
             Step::Report {
                 left_out: Vec::new(),
+                asked_again: Vec::new(),
                 subject: "s1".into(),
                 observer: "o2".into(),
                 items: all(4),
             },
             Step::SelfReport {
                 left_out: Vec::new(),
+                asked_again: Vec::new(),
                 subject: "s1".into(),
                 mode: super::super::SelfReportMode::Batched,
                 items: all(5),

@@ -83,6 +83,27 @@ impl Pair<'_> {
     }
 }
 
+/// A questionnaire's usable options, and the items asked again on their own (their first reply
+/// had no usable option for them; those still without one are left out).
+type Questionnaire = (BTreeMap<u32, ItemOption>, Vec<u32>);
+
+/// Where a call's re-asks are recorded: the run's sink, and whose step the call is.
+struct Trace<'a> {
+    sink: &'a UnboundedSender<Step>,
+    subject: &'a str,
+    observer: Option<&'a str>,
+}
+
+impl Pair<'_> {
+    fn trace(&self) -> Trace<'_> {
+        Trace {
+            sink: self.sink,
+            subject: &self.s.id,
+            observer: Some(&self.o.id),
+        }
+    }
+}
+
 fn hash(parts: &[&str]) -> u64 {
     parts.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, p| {
         p.bytes()
@@ -191,12 +212,13 @@ impl ObserveEngine {
             if done.self_reports.contains_key(&s.id) {
                 return;
             }
-            match self.self_report(plan, s, &who).await {
-                Ok(items) => {
+            match self.self_report((plan, sink), s, &who).await {
+                Ok((items, asked_again)) => {
                     let _ = sink.send(Step::SelfReport {
                         subject: s.id.clone(),
                         mode: plan.self_report,
                         left_out: self.left_out(&items),
+                        asked_again,
                         items,
                     });
                 }
@@ -224,8 +246,11 @@ impl ObserveEngine {
         tokio::join!(self_report, observers);
     }
 
+    /// `request` asked until its reply parses (the judge's bounded re-ask policy); a usable reply
+    /// that took more than one attempt is recorded on `trace` with every attempt.
     async fn json<T>(
         &self,
+        trace: &Trace<'_>,
         model: &dyn ChatModel,
         mut request: ChatRequest,
         temperature: f32,
@@ -233,7 +258,16 @@ impl ObserveEngine {
         parse: impl Fn(&str) -> Result<T, ReplyError>,
     ) -> Result<T, JudgeFailure> {
         request.sampling.temperature = Some(temperature);
-        judge::ask_at(model, &request, attempts, temperature, parse).await.0
+        let (result, attempts) = judge::ask_at(model, &request, attempts, temperature, parse).await;
+        if result.is_ok() && attempts.len() > 1 {
+            let _ = trace.sink.send(Step::Reasked {
+                subject: trace.subject.to_string(),
+                observer: trace.observer.map(str::to_string),
+                what: request.meta.purpose.clone(),
+                attempts,
+            });
+        }
+        result
     }
 
     fn request(
@@ -275,11 +309,12 @@ impl ObserveEngine {
             return;
         }
         match self.report(&pair, &relationship, &dialogues).await {
-            Ok(items) => {
+            Ok((items, asked_again)) => {
                 let _ = pair.sink.send(Step::Report {
                     subject: pair.s.id.clone(),
                     observer: pair.o.id.clone(),
                     left_out: self.left_out(&items),
+                    asked_again,
                     items,
                 });
             }
@@ -319,6 +354,7 @@ impl ObserveEngine {
         let parse = |r: &str| text_field(&judge_json::extract(r)?, "relationship");
         let r = self
             .json(
+                &pair.trace(),
                 self.observer_model.as_ref(),
                 request,
                 pair.plan.temperature,
@@ -364,6 +400,7 @@ impl ObserveEngine {
         );
         let list = self
             .json(
+                &pair.trace(),
                 self.observer_model.as_ref(),
                 request,
                 pair.plan.temperature,
@@ -478,6 +515,7 @@ impl ObserveEngine {
         );
         let (utterance, end) = self
             .json(
+                &pair.trace(),
                 model,
                 request,
                 pair.plan.temperature,
@@ -498,7 +536,7 @@ impl ObserveEngine {
         pair: &Pair<'_>,
         relationship: &str,
         dialogues: &[(String, Vec<Turn>)],
-    ) -> Result<BTreeMap<u32, ItemOption>, JudgeFailure> {
+    ) -> Result<Questionnaire, JudgeFailure> {
         let (s, o, who) = (pair.s, pair.o, pair.who);
         let transcript: Vec<String> = dialogues
             .iter()
@@ -526,7 +564,7 @@ impl ObserveEngine {
             intro,
             format!("report {} {}", s.id, o.id),
             pair.seed("report"),
-            pair.plan,
+            (pair.plan, &pair.trace()),
         )
         .await
     }
@@ -538,11 +576,16 @@ impl ObserveEngine {
 
     async fn self_report(
         &self,
-        plan: &ObservePlan,
+        (plan, sink): (&ObservePlan, &UnboundedSender<Step>),
         s: &SubjectSpec,
         who: &Who,
-    ) -> Result<BTreeMap<u32, ItemOption>, JudgeFailure> {
+    ) -> Result<Questionnaire, JudgeFailure> {
         let scale = self.scale();
+        let trace = Trace {
+            sink,
+            subject: &s.id,
+            observer: None,
+        };
         let seed = plan.seed ^ hash(&[&s.id, "self"]);
         let intro = "Rate how accurately each statement describes you, as you really are.".to_string();
         match plan.self_report {
@@ -554,7 +597,7 @@ impl ObserveEngine {
                     intro,
                     format!("self-report {}", s.id),
                     seed,
-                    plan,
+                    (plan, &trace),
                     scale.scored_items().map(|i| i.id).collect(),
                 )
                 .await
@@ -568,25 +611,28 @@ impl ObserveEngine {
                         intro.clone(),
                         format!("self-report {} item {}", s.id, item.id),
                         seed ^ u64::from(item.id),
-                        plan,
+                        (plan, &trace),
                         vec![item.id],
                     )
                 });
                 // An item whose replies stayed unusable is left out, as in a batched self-report;
                 // one whose request itself failed (the server) fails the self-report, to be asked
                 // again on resume.
-                let mut items = BTreeMap::new();
+                let (mut items, mut asked_again) = (BTreeMap::new(), Vec::new());
                 let mut unusable = None;
                 for r in join_all(asks).await {
                     match r {
-                        Ok(answered) => items.extend(answered),
+                        Ok((answered, again)) => {
+                            items.extend(answered);
+                            asked_again.extend(again);
+                        }
                         Err(e) if e.cause.is_none() => unusable = Some(e),
                         Err(e) => return Err(e),
                     }
                 }
                 match (items.is_empty(), unusable) {
                     (true, Some(e)) => Err(e),
-                    _ => Ok(items),
+                    _ => Ok((items, asked_again)),
                 }
             }
         }
@@ -599,8 +645,8 @@ impl ObserveEngine {
         intro: String,
         purpose: String,
         seed: u64,
-        plan: &ObservePlan,
-    ) -> Result<BTreeMap<u32, ItemOption>, JudgeFailure> {
+        asking: (&ObservePlan, &Trace<'_>),
+    ) -> Result<Questionnaire, JudgeFailure> {
         let ids = scale.scored_items().map(|i| i.id).collect();
         self.questionnaire_with(
             (self.observer_model.as_ref(), Role::Observer),
@@ -609,7 +655,7 @@ impl ObserveEngine {
             intro,
             purpose,
             seed,
-            plan,
+            asking,
             ids,
         )
         .await
@@ -631,10 +677,11 @@ impl ObserveEngine {
         intro: String,
         purpose: String,
         seed: u64,
-        plan: &ObservePlan,
+        asking: (&ObservePlan, &Trace<'_>),
         ids: Vec<u32>,
-    ) -> Result<BTreeMap<u32, ItemOption>, JudgeFailure> {
+    ) -> Result<Questionnaire, JudgeFailure> {
         let mut got = BTreeMap::new();
+        let mut asked_again = Vec::new();
         let mut ids = ids;
         for round in 0..2u64 {
             let (purpose, seed) = match round {
@@ -642,7 +689,7 @@ impl ObserveEngine {
                 _ => (format!("{purpose}, items asked again"), seed ^ 0x5EED),
             };
             let asked = self
-                .items(who, scale, system.clone(), &intro, purpose, seed, plan, &ids)
+                .items(who, scale, system.clone(), &intro, purpose, seed, asking, &ids)
                 .await;
             let (good, bad) = match asked {
                 Ok(answered) => answered,
@@ -655,12 +702,13 @@ impl ObserveEngine {
                 }
             };
             got.extend(good);
-            if bad.is_empty() {
+            if bad.is_empty() || round == 1 {
                 break;
             }
+            asked_again.clone_from(&bad);
             ids = bad;
         }
-        Ok(got)
+        Ok((got, asked_again))
     }
 
     /// One request for the items `ids`: the usable options, and the ids of the items that were not
@@ -674,7 +722,7 @@ impl ObserveEngine {
         intro: &str,
         purpose: String,
         seed: u64,
-        plan: &ObservePlan,
+        (plan, trace): (&ObservePlan, &Trace<'_>),
         ids: &[u32],
     ) -> Result<(BTreeMap<u32, ItemOption>, Vec<u32>), JudgeFailure> {
         let keys: Vec<String> = ids.iter().map(u32::to_string).collect();
@@ -728,7 +776,7 @@ impl ObserveEngine {
             bad.sort_unstable();
             Ok((good, bad))
         };
-        self.json(model, request, 0.0, plan.max_attempts, parse).await
+        self.json(trace, model, request, 0.0, plan.max_attempts, parse).await
     }
 }
 

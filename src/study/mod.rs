@@ -932,6 +932,7 @@ mod tests {
         use crate::domain::scoring::ItemOption;
         let event = Event::Observed(crate::observer::Step::Report {
             left_out: Vec::new(),
+            asked_again: Vec::new(),
             subject: "s1".into(),
             observer: "o1".into(),
             items: [(1, ItemOption::Value(4)), (2, ItemOption::Refused)]

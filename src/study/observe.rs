@@ -152,8 +152,17 @@ fn export(events: &[Event], catalog: &Catalog) -> serde_json::Value {
     let mut export = report::export(session, &subjects, &stats);
     if let Some(object) = export.as_object_mut() {
         object.insert("left_out".into(), serde_json::json!(left_out(events)));
+        object.insert("reasked".into(), serde_json::json!(reasked(events)));
     }
     export
+}
+
+/// How many replies were usable only after a re-ask (each a `reasked` record with its attempts).
+pub fn reasked(events: &[Event]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e, Event::Observed(crate::observer::Step::Reasked { .. })))
+        .count()
 }
 
 /// What one questionnaire left out (no usable answer after each item's own re-ask).

@@ -452,6 +452,24 @@ impl RunView {
                 error
             ));
         }
+        if let crate::observer::Step::Reasked {
+            subject,
+            observer,
+            what,
+            attempts,
+        } = step
+        {
+            let last = attempts
+                .iter()
+                .rev()
+                .find_map(|a| a.error.as_deref())
+                .unwrap_or_default();
+            self.log(format!(
+                "re-asked: {subject} {} {what}: usable after {} attempts (before: {last})",
+                observer.as_deref().unwrap_or(""),
+                attempts.len()
+            ));
+        }
         if matches!(step, crate::observer::Step::Turn { .. }) {
             self.streaming_turn = None;
         }

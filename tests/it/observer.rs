@@ -180,6 +180,11 @@ async fn one_unusable_item_never_voids_a_questionnaire() {
         4,
         "what was left out is journaled: {journal}"
     );
+    assert_eq!(
+        journal.matches(r#""asked_again":[7]"#).count(),
+        4,
+        "and that it was asked again on its own: {journal}"
+    );
     let e = export(config, data, out["session"].as_str().unwrap());
     let (dims, keying) = ipip_keying(config, data);
     let subject = &e["subjects"][0];
@@ -228,6 +233,49 @@ async fn one_unusable_item_never_voids_a_questionnaire() {
         .find(|l| l["observer"].is_null())
         .expect("the self-report's");
     assert_eq!(own["items"], serde_json::json!([7]), "{left:?}");
+}
+
+/// A reply that cannot be used at first and can after a re-ask is recorded with every attempt, and
+/// the summary and the export count it: the policy's work is never hidden.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_usable_only_after_a_reask_are_recorded_with_their_attempts() {
+    let fake = FakeConfig {
+        // The scenarios' first request gets prose; its re-ask (a new last message) gets JSON.
+        script: vec![incharacter_testkit::fake_openai::ScriptRule {
+            contains: "everyday scenarios".into(),
+            reply: "I would rather tell you a story instead.".into(),
+        }],
+        ..FakeConfig::default()
+    };
+    let s = common::setup(fake, PROVIDER).await;
+    let (config, data) = (s.config.as_path(), s.data.as_path());
+    let out = run(config, data, SYNTHETIC).await;
+    let journal = std::fs::read_to_string(Path::new(out["path"].as_str().unwrap()).join("journal.jsonl")).unwrap();
+    let reasked: Vec<Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["step"] == "reasked")
+        .collect();
+    assert_eq!(reasked.len(), 3, "one per observer's scenarios: {journal}");
+    for r in &reasked {
+        assert!(r["what"].as_str().unwrap().starts_with("scenarios "), "{r}");
+        assert!(r["observer"].is_string(), "{r}");
+        let attempts = r["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), 2, "{r}");
+        assert_eq!(attempts[0]["reply"], "I would rather tell you a story instead.");
+        assert!(
+            attempts[0]["error"].is_string() && attempts[1]["error"].is_null(),
+            "{r}"
+        );
+    }
+    assert_eq!(out["reasked"], 3, "{out}");
+    assert_eq!(export(config, data, out["session"].as_str().unwrap())["reasked"], 3);
+    // Every observer still has its two scenarios and its report.
+    let e = export(config, data, out["session"].as_str().unwrap());
+    for o in e["subjects"][0]["observers"].as_array().unwrap() {
+        assert_eq!(o["scenarios"].as_array().unwrap().len(), 2, "{o}");
+        assert!(o["report"].is_object(), "{o}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

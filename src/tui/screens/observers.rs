@@ -198,6 +198,8 @@ impl Component for Observers {
         let selected = self.observer % s.observers.len().max(1);
         // The observers whose last step is a failure (a resume asks again), and why.
         let mut failed: BTreeMap<&str, &str> = BTreeMap::new();
+        // How many of each observer's replies were usable only after a re-ask.
+        let mut reasked: BTreeMap<&str, usize> = BTreeMap::new();
         for step in &ctx.run.steps {
             use crate::observer::Step;
             match step {
@@ -209,6 +211,11 @@ impl Component for Observers {
                 } if *subject == s.id => {
                     failed.insert(o, error);
                 }
+                Step::Reasked {
+                    subject,
+                    observer: Some(o),
+                    ..
+                } if *subject == s.id => *reasked.entry(o).or_default() += 1,
                 Step::Relationship { subject, observer, .. }
                 | Step::Scenarios { subject, observer, .. }
                 | Step::Turn { subject, observer, .. }
@@ -220,7 +227,7 @@ impl Component for Observers {
                 _ => {}
             }
         }
-        render_cards(frame, cards_area, theme, s, selected, &failed);
+        render_cards(frame, cards_area, theme, s, selected, (&failed, &reasked));
         let top = self.render_dialogues(frame, dialogue_area, ctx, s, selected);
         self.render_traits(frame, bars_area, ctx, s);
         Hits {
@@ -262,7 +269,7 @@ fn render_cards(
     theme: &Theme,
     s: &SubjectResult,
     selected: usize,
-    failed: &BTreeMap<&str, &str>,
+    (failed, reasked): (&BTreeMap<&str, &str>, &BTreeMap<&str, usize>),
 ) {
     let b = block(format!(" Observers ({}) ", s.observers.len()), false, theme);
     let inner = b.inner(area);
@@ -298,6 +305,13 @@ fn render_cards(
             {
                 lines.push(Line::styled(format!("  {l}"), theme.fg(theme.error)));
             }
+        }
+        if let Some(n) = reasked.get(o.id.as_str()) {
+            let replies = if *n == 1 { "reply" } else { "replies" };
+            lines.push(Line::styled(
+                format!("  {n} {replies} usable after a re-ask"),
+                theme.dim(),
+            ));
         }
         if let Some(r) = &o.relationship {
             for l in wrap(r, width.saturating_sub(2)).into_iter().take(2) {

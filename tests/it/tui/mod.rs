@@ -1264,12 +1264,14 @@ fn observers_show_cards_dialogues_and_traits() {
         },
         Step::SelfReport {
             left_out: Vec::new(),
+            asked_again: Vec::new(),
             subject: "s1".into(),
             mode: SelfReportMode::Batched,
             items: items(1),
         },
         Step::Report {
             left_out: Vec::new(),
+            asked_again: Vec::new(),
             subject: "s1".into(),
             observer: "o1".into(),
             items: items(2),
@@ -1382,6 +1384,29 @@ fn an_observer_whose_run_failed_is_marked_failed_with_its_reason() {
     assert!(card(&first).contains(" failed"), "{screen}");
     assert!(!card(&second).contains(" failed"), "{screen}");
     assert!(screen.contains("no usable reply after 3 attempts"), "{screen}");
+    // A reply usable only after a re-ask: the card counts it, the run's log says what was wrong.
+    let attempt = |reply: &str, error: Option<&str>| incharacter::method::judge::Attempt {
+        temperature: 0.0,
+        reply: reply.into(),
+        error: error.map(str::to_string),
+        cached: false,
+    };
+    app.update(Action::Engine(Event::Observed(Step::Reasked {
+        subject: subject.clone(),
+        observer: Some(second.clone()),
+        what: format!("scenarios {subject} {second}"),
+        attempts: vec![
+            attempt("a story", Some("not a JSON object")),
+            attempt("{\"scenarios\": [\"a\"]}", None),
+        ],
+    })));
+    let screen = render(&app, (120, 40));
+    assert!(screen.contains("1 reply usable after a re-ask"), "{screen}");
+    assert!(
+        app.run.log.iter().any(|l| l.contains("re-asked:") && l.contains("not a JSON object")),
+        "{:?}",
+        app.run.log
+    );
 }
 
 #[test]

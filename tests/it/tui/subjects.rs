@@ -41,6 +41,7 @@ fn observer_session() -> Vec<Event> {
         let k = k as i32 + 1;
         events.push(Event::Observed(Step::SelfReport {
             left_out: Vec::new(),
+            asked_again: Vec::new(),
             subject: s.id.clone(),
             mode: SelfReportMode::Batched,
             items: items(k),
@@ -80,6 +81,7 @@ fn observer_session() -> Vec<Event> {
                 },
                 Step::Report {
                     left_out: Vec::new(),
+                    asked_again: Vec::new(),
                     subject,
                     observer,
                     items: items(k + j as i32 + 1),
