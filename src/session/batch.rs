@@ -221,11 +221,11 @@ fn already_imported(
     from: &Path,
     text: String,
 ) -> Result<Import, SessionError> {
-    let last = history.steps.iter().rev().find_map(|s| match s {
-        Step::Imported { phase, results, .. } => Some((*phase, results.as_str())),
+    let last = history.steps.iter().enumerate().rev().find_map(|(i, s)| match s {
+        Step::Imported { phase, results, .. } => Some((i, *phase, results.as_str())),
         _ => None,
     });
-    let Some((phase, results)) = last else {
+    let Some((at, phase, results)) = last else {
         return Err(SessionError::Batch {
             reason: "the session waits for no batch results (`run --batch-files DIR` writes a phase's requests; \
                      `batch export` writes them again)"
@@ -233,7 +233,24 @@ fn already_imported(
             input: true,
         });
     };
-    if crate::files::read_text_limited(&dir.join(results), MAX_RESULTS, "batch results").is_ok_and(|kept| kept == text) {
+    let session = events.iter().find_map(Event::start);
+    let (id, command) = session.map_or(("<ID>".to_string(), "run"), |s| {
+        (s.session.to_string(), s.kind.command())
+    });
+    let same = crate::files::read_text_limited(&dir.join(results), MAX_RESULTS, "batch results").is_ok_and(|kept| kept == text);
+    // The run those results went on with has finished since, with failures: a resume asks them
+    // again, as a new sitting that writes a new phase; importing the same file again is not one.
+    if same && at < history.finished && crate::study::failures_any(events).any() {
+        return Err(SessionError::Batch {
+            reason: format!(
+                "phase {phase}'s results were imported already, and the run they went on with has finished with \
+                 failures; nothing was imported. To ask the failed requests again (written as a new phase's \
+                 batch file): incharacter {command} --resume {id}"
+            ),
+            input: true,
+        });
+    }
+    if same {
         return Ok(Import {
             from: from.to_path_buf(),
             phase,
@@ -243,10 +260,6 @@ fn already_imported(
             missing: 0,
         });
     }
-    let session = events.iter().find_map(Event::start);
-    let (id, command) = session.map_or(("<ID>".to_string(), "run"), |s| {
-        (s.session.to_string(), s.kind.command())
-    });
     Err(SessionError::Batch {
         reason: format!(
             "phase {phase}'s results were imported already (kept in {}), and the session waits for no others; \

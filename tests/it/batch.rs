@@ -615,6 +615,20 @@ async fn refusals_in_imported_results_are_retried_within_the_policy_then_fail_th
             .any(|e| e.contains("HTTP 500") && e.contains("gave up after 3 attempts")),
         "{errors:?}"
     );
+    // The last results given again: the run they went on with has finished, with failures. Not a
+    // new sitting without a word: refused, nothing changed, and the resume that asks again named.
+    let journal_path = session_dir(&s.data, &id).join("journal.jsonl");
+    let before = std::fs::read(&journal_path).unwrap();
+    let last = s.dir.path().join("batches/results-3.jsonl").display().to_string();
+    let out = common::output(&s.config, &s.data, &["batch", "import", &id, &last]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("finished with failures; nothing was imported")
+            && stderr.contains(&format!("incharacter run --resume {id}")),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&journal_path).unwrap(), before, "nothing appended");
 }
 
 /// The `usage` row of `role` in a run's `--json` summary.
