@@ -117,6 +117,9 @@ pub enum Action {
     Probed(Box<Result<crate::tui::screens::persona::Probed, String>>),
     /// The characters' versions: recorded by sessions, and as they are now.
     Versions(Box<crate::tui::screens::persona::Versions>),
+    /// The data folder's character and scale files changed (written outside the workbench): the
+    /// catalog as read again.
+    CatalogReread(Arc<Catalog>),
 }
 
 /// What arrives from a run, a journal, a model or another process, as the app keeps it: without
@@ -482,6 +485,7 @@ impl App {
                 self.flash = Some(format!("not saved: {e}"));
             }
             Action::Probed(result) => self.probed(*result),
+            Action::CatalogReread(catalog) => self.reread(catalog),
             Action::Versions(versions) => {
                 self.chat.greetings = versions.greetings.clone();
                 self.persona.versions = *versions;
@@ -575,19 +579,6 @@ impl App {
             }
             Err(e) => FetchState::Failed(e),
         });
-    }
-
-    /// Character `id` saved: the catalog as loaded again, with the persona list on it.
-    fn saved(&mut self, id: &str, catalog: Arc<Catalog>) {
-        self.catalog = catalog;
-        self.persona.draft = None;
-        if let Some(i) = crate::tui::screens::persona::listed(&self.catalog)
-            .iter()
-            .position(|e| e.value.id == id)
-        {
-            self.persona.cursor = i;
-        }
-        self.flash = Some(format!("saved {id}"));
     }
 
     /// A probe measured against the session before it, or why there is no before/after.

@@ -35,6 +35,7 @@ where
     D: Into<Hits>,
 {
     let (tx, mut rx) = unbounded_channel::<Action>();
+    let catalog_files = super::reread::CatalogFiles::of(store.data());
     let mut driver = Driver {
         tx: tx.clone(),
         models: BTreeMap::new(),
@@ -45,6 +46,7 @@ where
         task: None,
         pause: Pause::default(),
         speed: watch::channel(Replay::Speed(1.0)).0,
+        catalog_files,
     };
     for e in first {
         driver.perform(e);
@@ -75,6 +77,8 @@ where
     }
     let mut dirty = true;
     let mut last_second = 0;
+    // The data folder's files are looked at every two seconds (a few directory entries).
+    let mut last_look = 0;
     let mut hits = Hits::default();
     loop {
         let mut effects = Vec::new();
@@ -116,6 +120,10 @@ where
                 if ms / 1000 != last_second && app.live.running {
                     last_second = ms / 1000;
                     dirty = true;
+                }
+                if ms / 2000 != last_look {
+                    last_look = ms / 2000;
+                    driver.reread_catalog();
                 }
                 now = dirty;
             }

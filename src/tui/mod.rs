@@ -10,6 +10,7 @@ pub mod fixture;
 pub mod keys;
 mod options;
 mod replay;
+mod reread;
 pub mod run_view;
 mod saving;
 pub mod screens;
@@ -344,6 +345,8 @@ struct Driver {
     task: Option<tokio::task::JoinHandle<()>>,
     pause: Pause,
     speed: watch::Sender<Replay>,
+    /// The data folder's character and scale files as the catalog last read them.
+    catalog_files: reread::CatalogFiles,
 }
 
 impl Driver {
@@ -659,7 +662,12 @@ impl Driver {
         let tx = self.tx.clone();
         let saved = save_character(&self.catalog, &self.data, character, was, copy_of);
         match &saved {
-            Ok(catalog) | Err((_, Some(catalog))) => self.catalog = catalog.clone(),
+            Ok(catalog) | Err((_, Some(catalog))) => {
+                self.catalog = catalog.clone();
+                self.store = self.store.clone().checked(catalog.clone());
+                // Written here, and read with it: not a change from outside to say again.
+                self.catalog_files = reread::CatalogFiles::of(&self.data);
+            }
             Err(_) => {}
         }
         let _ = tx.send(Action::Saved(saved.map(|catalog| (character.id.clone(), catalog))));

@@ -48,5 +48,6 @@ mod trust;
 mod trust_imports;
 mod trust_writes;
 mod tui;
+mod tui_catalog;
 mod tui_resume;
 mod uncertainty;

@@ -1403,7 +1403,10 @@ fn an_observer_whose_run_failed_is_marked_failed_with_its_reason() {
     let screen = render(&app, (120, 40));
     assert!(screen.contains("1 reply usable after a re-ask"), "{screen}");
     assert!(
-        app.run.log.iter().any(|l| l.contains("re-asked:") && l.contains("not a JSON object")),
+        app.run
+            .log
+            .iter()
+            .any(|l| l.contains("re-asked:") && l.contains("not a JSON object")),
         "{:?}",
         app.run.log
     );

@@ -1,0 +1,142 @@
+//! The catalog read again while the workbench runs: the driver looks at the data folder's character
+//! and scale files, reads the catalog when they change, and the app takes it and says what changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::Driver;
+use super::app::{Action, App};
+use crate::catalog::Catalog;
+
+/// The user's character and scale files (name, size, modification time): what tells that the
+/// catalog has to be read again.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CatalogFiles(Vec<(PathBuf, u64, Option<std::time::SystemTime>)>);
+
+impl CatalogFiles {
+    pub fn of(data: &Path) -> CatalogFiles {
+        let mut files = Vec::new();
+        for dir in ["characters", "scales"] {
+            let Ok(entries) = std::fs::read_dir(data.join(dir)) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let meta = e.metadata().ok();
+                files.push((
+                    e.path(),
+                    meta.as_ref().map_or(0, std::fs::Metadata::len),
+                    meta.and_then(|m| m.modified().ok()),
+                ));
+            }
+        }
+        files.sort();
+        CatalogFiles(files)
+    }
+}
+
+impl Driver {
+    /// Reads the catalog again if the data folder's character or scale files changed since it was
+    /// last read (written by an editor, `characters import`, another workbench): the app is told,
+    /// and runs started from now on, and the sessions opened, use it. A catalog that cannot be read
+    /// (a bundled file broken) keeps the one in use.
+    pub(super) fn reread_catalog(&mut self) {
+        let files = CatalogFiles::of(&self.data);
+        if files == self.catalog_files {
+            return;
+        }
+        self.catalog_files = files;
+        let Ok(catalog) = Catalog::load(Some(&self.data)) else {
+            return;
+        };
+        let catalog = Arc::new(catalog);
+        self.catalog = catalog.clone();
+        self.store = self.store.clone().checked(catalog.clone());
+        let _ = self.tx.send(Action::CatalogReread(catalog));
+    }
+}
+
+impl App {
+    /// The catalog read again after its files changed outside the workbench: what changed is said,
+    /// the persona list keeps the character under its cursor, and the setup forgets characters and
+    /// scales that are gone.
+    pub(super) fn reread(&mut self, catalog: Arc<Catalog>) {
+        let ids = |c: &Catalog| -> BTreeMap<String, crate::domain::character::Character> {
+            c.characters
+                .iter()
+                .map(|e| (e.value.id.clone(), e.value.clone()))
+                .collect()
+        };
+        let (before, after) = (ids(&self.catalog), ids(&catalog));
+        let under = crate::tui::screens::persona::listed(&self.catalog)
+            .get(self.persona.cursor)
+            .map(|e| e.value.id.clone());
+        let added: Vec<&str> = after
+            .keys()
+            .filter(|id| !before.contains_key(*id))
+            .map(String::as_str)
+            .collect();
+        let removed: Vec<&str> = before
+            .keys()
+            .filter(|id| !after.contains_key(*id))
+            .map(String::as_str)
+            .collect();
+        let changed: Vec<&str> = after
+            .iter()
+            .filter(|(id, c)| before.get(*id).is_some_and(|b| b != *c))
+            .map(|(id, _)| id.as_str())
+            .collect();
+        let scale_ids = |c: &Catalog| -> BTreeSet<String> { c.scales.iter().map(|e| e.value.id.clone()).collect() };
+        let (scales_before, scales_after) = (scale_ids(&self.catalog), scale_ids(&catalog));
+        let scales_changed = scales_before != scales_after
+            || self
+                .catalog
+                .scales
+                .iter()
+                .zip(&catalog.scales)
+                .any(|(a, b)| a.value != b.value);
+        let problems = catalog.problems.len();
+        self.catalog = catalog;
+        self.setup.characters.retain(|id| after.contains_key(id));
+        self.setup.scales.retain(|id| scales_after.contains(id));
+        self.setup.scale_cursor = self.setup.scale_cursor.min(scales_after.len().saturating_sub(1));
+        let listed = crate::tui::screens::persona::listed(&self.catalog);
+        self.persona.cursor = under
+            .and_then(|id| listed.iter().position(|e| e.value.id == id))
+            .unwrap_or(self.persona.cursor)
+            .min(listed.len().saturating_sub(1));
+        let names = |what: &str, ids: &[&str]| {
+            (!ids.is_empty()).then(|| format!("{what} {}", crate::text::visible(&ids.join(", "))))
+        };
+        let mut said: Vec<String> = [
+            names("added", &added),
+            names("changed", &changed),
+            names("removed", &removed),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if scales_changed {
+            said.push("scales changed".into());
+        }
+        if problems > 0 {
+            said.push(format!("{problems} file(s) skipped: `incharacter validate` says why"));
+        }
+        if !said.is_empty() {
+            self.flash = Some(format!("data folder read again: {}", said.join("; ")));
+        }
+    }
+
+    /// Character `id` saved: the catalog as loaded again, with the persona list on it.
+    pub(super) fn saved(&mut self, id: &str, catalog: Arc<Catalog>) {
+        self.catalog = catalog;
+        self.persona.draft = None;
+        if let Some(i) = crate::tui::screens::persona::listed(&self.catalog)
+            .iter()
+            .position(|e| e.value.id == id)
+        {
+            self.persona.cursor = i;
+        }
+        self.flash = Some(format!("saved {id}"));
+    }
+}

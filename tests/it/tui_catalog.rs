@@ -1,0 +1,109 @@
+//! Character files written outside the workbench (an editor, `characters import`, another
+//! workbench) while it runs: its own event loop reads the data folder again and every screen sees the
+//! new catalog, with what changed said on the status line; a selection of a character that is gone
+//! is forgotten.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use incharacter::catalog::Catalog;
+use incharacter::config::Config;
+use incharacter::session::Store;
+use incharacter::tui::app::{Action, App, Screen};
+use incharacter::tui::keys::Keymap;
+use incharacter::tui::{event_loop, theme, ui};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::Event as CtEvent;
+use tokio::sync::mpsc;
+
+/// The bundled Hermione as a user's file with id `id`.
+fn character_file(id: &str, name: &str) -> String {
+    let bundled =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/characters/hermione-en.toml"))
+            .unwrap();
+    let mut lines: Vec<String> = bundled.lines().map(str::to_string).collect();
+    for line in &mut lines {
+        if line.starts_with("id = ") {
+            *line = format!("id = \"{id}\"");
+        } else if line.starts_with("name = ") {
+            *line = format!("name = \"{name}\"");
+        }
+    }
+    lines.join("\n") + "\n"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_character_file_written_while_the_workbench_runs_is_read_and_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("characters")).unwrap();
+    let gone = data.join("characters/gone-en.toml");
+    std::fs::write(&gone, character_file("gone-en", "Gone")).unwrap();
+    let config = Config::defaults(&|_| None);
+    let catalog = Arc::new(Catalog::load(Some(&data)).unwrap());
+    assert!(catalog.character("gone-en").is_some());
+    let (themes, _) = theme::load_all(None);
+    let mut app = App::new(catalog, &config, Some(&data), Keymap::default(), themes, 0);
+    app.screen = Screen::Setup;
+    app.setup.characters.insert("gone-en".into());
+    let (keys, rx) = mpsc::unbounded_channel::<CtEvent>();
+    let input = Box::pin(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok(e), rx))
+    }));
+    let mut keys = Some(keys);
+    let (mut written, mut seen) = (false, None);
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    let mut draw = |app: &App| -> anyhow::Result<()> {
+        terminal.draw(|f| ui::render(f, app))?;
+        if !written {
+            // Written after the workbench read the folder: one added, one removed.
+            written = true;
+            std::fs::write(
+                data.join("characters/added-en.toml"),
+                character_file("added-en", "Added"),
+            )?;
+            std::fs::remove_file(&gone)?;
+        } else if seen.is_none()
+            && app
+                .flash
+                .as_deref()
+                .is_some_and(|f| f.starts_with("data folder read again"))
+        {
+            seen = Some((
+                app.flash.clone().unwrap_or_default(),
+                app.catalog.character("added-en").is_some(),
+                app.setup.characters.clone(),
+            ));
+            // The input ends: so does the loop.
+            keys = None;
+        }
+        Ok(())
+    };
+    let store = Store::with_samples(&data, None);
+    let run = event_loop(input, app, config.clone(), store, Vec::new(), &mut draw);
+    tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the change is seen")
+        .unwrap();
+    let (flash, added, selected) = seen.expect("the folder was read again");
+    assert_eq!(flash, "data folder read again: added added-en; removed gone-en");
+    assert!(added, "the app's catalog has the new character");
+    assert!(
+        selected.is_empty(),
+        "the removed character is no longer selected: {selected:?}"
+    );
+}
+
+/// Only a change is said: the catalog read again with the same characters says nothing.
+#[test]
+fn a_catalog_read_again_unchanged_says_nothing() {
+    let catalog = Arc::new(Catalog::load(None).unwrap());
+    let config = Config::defaults(&|_| None);
+    let (themes, _) = theme::load_all(None);
+    let mut app = App::new(catalog, &config, None, Keymap::default(), themes, 0);
+    app.flash = None;
+    app.update(Action::CatalogReread(Arc::new(Catalog::load(None).unwrap())));
+    assert_eq!(app.flash, None);
+}
