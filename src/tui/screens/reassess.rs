@@ -332,6 +332,10 @@ impl Component for ReassessDialog {
             for part in wrap(&text, text_width.saturating_sub(1)) {
                 lines.push(Line::styled(format!(" {part}"), theme.fg(theme.error)));
             }
+            // On a short terminal the problem is what must be read: the three lines introducing the
+            // dialog give way first.
+            let spare = (lines.len() + 2).saturating_sub(usize::from(area.height));
+            lines.drain(..spare.min(3));
         }
         let height = (lines.len() as u16 + 2).min(area.height);
         let inner = popup(frame, centered(area, width, height), " Re-assess with… ", theme);

@@ -939,6 +939,15 @@ fn sessions_and_the_inspector_reassess_a_session_with_another_judge_prompt_set_a
         "{:?}",
         dialog.error
     );
+    // On the smallest terminal a longer error (a deep prompt folder) is still read whole: the
+    // dialog's introduction gives way.
+    let long = format!(
+        "the prompt set broken cannot be used: {}/broken/reask.txt:1:8: unknown placeholder {{problme}} (end)",
+        "/home/someone/a/rather/deep/folder/of/data/incharacter/prompts".repeat(3)
+    );
+    app.reassess.as_mut().unwrap().error = Some(long);
+    let short = render(&app, (80, 24));
+    assert!(short.contains("(end)") && short.contains("prompt set"), "{short}");
     // The strict set, temperature 0.7, expected scores, OC off and d-OC on; SR cannot be chosen.
     key(&mut app, KeyCode::Right);
     key(&mut app, KeyCode::Down);
