@@ -192,6 +192,15 @@ pub fn check_import(events: &[Event], dir: &Path, from: &Path) -> Result<Import,
     let Some((phase, _, requests)) = history.waiting() else {
         return already_imported(&history, events, dir, from, text);
     };
+    // A phase that asks again what an earlier one asked has the same request ids: the earlier
+    // phase's results would pass for this one's, their errors counted as new attempts.
+    if let Some(earlier) = imported_as(&history, dir, from, &text) {
+        return Err(refused(format!(
+            "{name}: these are phase {earlier}'s results, imported already; phase {phase} waits for the results of \
+             its own {} requests; nothing was imported",
+            requests.len()
+        )));
+    }
     if text.trim().is_empty() {
         return Err(refused(format!(
             "{}: no results (an empty file); phase {phase} waits for the results of its {} requests; nothing was imported",
@@ -209,6 +218,26 @@ pub fn check_import(events: &[Event], dir: &Path, from: &Path) -> Result<Import,
         text,
         answers,
         already: false,
+    })
+}
+
+/// The phase an earlier import took this very file for: the same path, and what it kept the same
+/// text. (The same text alone is no proof: a deterministic engine answers a request asked again
+/// alike, to the byte.)
+fn imported_as(history: &History, dir: &Path, from: &Path, text: &str) -> Option<u32> {
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    history.steps.iter().find_map(|s| match s {
+        Step::Imported {
+            phase,
+            from: was,
+            results,
+            ..
+        } if absolute(Path::new(was)) == absolute(from) => {
+            crate::files::read_text_limited(&dir.join(results), MAX_RESULTS, "batch results")
+                .is_ok_and(|kept| kept == text)
+                .then_some(*phase)
+        }
+        _ => None,
     })
 }
 
@@ -238,9 +267,10 @@ fn already_imported(
         (s.session.to_string(), s.kind.command())
     });
     let same = crate::files::read_text_limited(&dir.join(results), MAX_RESULTS, "batch results").is_ok_and(|kept| kept == text);
+    let finished = at < history.finished;
     // The run those results went on with has finished since, with failures: a resume asks them
-    // again, as a new sitting that writes a new phase; importing the same file again is not one.
-    if same && at < history.finished && crate::study::failures_any(events).any() {
+    // again, as a new sitting that writes a new phase; importing a file again is not one.
+    if finished && crate::study::failures_any(events).any() {
         return Err(SessionError::Batch {
             reason: format!(
                 "phase {phase}'s results were imported already, and the run they went on with has finished with \
@@ -258,6 +288,14 @@ fn already_imported(
             answers: BTreeMap::new(),
             already: true,
             missing: 0,
+        });
+    }
+    if finished {
+        return Err(SessionError::Batch {
+            reason: format!(
+                "session {id} is complete and waits for no batch results (phase {phase}'s were its last); nothing was imported"
+            ),
+            input: true,
         });
     }
     Err(SessionError::Batch {

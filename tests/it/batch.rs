@@ -464,6 +464,16 @@ struct Imported {
 /// Answers the batch files session `id`'s phases, the first written to `requests`, with `answer`
 /// (a phase's requests file's text gives its results file's text), importing each, until an import
 /// writes no further phase; at most six.
+/// Hermione × `scale` × ER_batch begun in batch files mode (under `batches/` of the setup's dir):
+/// the session's id and its first requests file.
+async fn batch_files_run(s: &common::Setup, scale: &str) -> (String, String) {
+    let dir_arg = s.dir.path().join("batches").display().to_string();
+    let args = common::run_hermione(scale, "er-batch", &["--batch-files", &dir_arg, "--json"]);
+    let first = common::json_of(common::output(&s.config, &s.data, &args).await);
+    let id = first["session"].as_str().unwrap().to_string();
+    (id, first["requests"].as_str().unwrap().to_string())
+}
+
 async fn import_phases(
     s: &common::Setup,
     id: &str,
@@ -500,12 +510,7 @@ async fn a_request_a_batch_engine_always_answers_empty_fails_after_its_retries()
     // Each import is a sitting of its own: the retries are counted across them, from the results
     // the session kept, or the request would be written out again for ever.
     let s = common::setup(FakeConfig::default(), "retry_base_ms = 1\nmax_retries = 2").await;
-    let files = s.dir.path().join("batches");
-    let dir_arg = files.display().to_string();
-    let args = common::run_hermione("BFI", "er-batch", &["--batch-files", &dir_arg, "--json"]);
-    let first = common::json_of(common::output(&s.config, &s.data, &args).await);
-    let id = first["session"].as_str().unwrap().to_string();
-    let requests = first["requests"].as_str().unwrap().to_string();
+    let (id, requests) = batch_files_run(&s, "BFI").await;
     let mut blank: Option<String> = None;
     let imported = import_phases(&s, &id, requests, |input| {
         let answered = batch_output_for(&FakeConfig::default(), input).unwrap();
@@ -570,12 +575,7 @@ async fn refusals_in_imported_results_are_retried_within_the_policy_then_fail_th
     // (counted across the imports, each a sitting of its own), then failed. A 400 is not: it fails
     // its item at the first import. Neither is written out for ever.
     let s = common::setup(FakeConfig::default(), "retry_base_ms = 1\nmax_retries = 2").await;
-    let files = s.dir.path().join("batches");
-    let dir_arg = files.display().to_string();
-    let args = common::run_hermione("GSE", "er-batch", &["--batch-files", &dir_arg, "--json"]);
-    let first = common::json_of(common::output(&s.config, &s.data, &args).await);
-    let id = first["session"].as_str().unwrap().to_string();
-    let requests = first["requests"].as_str().unwrap().to_string();
+    let (id, requests) = batch_files_run(&s, "GSE").await;
     let input = std::fs::read_to_string(&requests).unwrap();
     let ids: Vec<String> = input
         .lines()
@@ -629,6 +629,42 @@ async fn refusals_in_imported_results_are_retried_within_the_policy_then_fail_th
         "{stderr}"
     );
     assert_eq!(std::fs::read(&journal_path).unwrap(), before, "nothing appended");
+}
+
+/// A phase that asks again what the one before it asked has the same request ids: the earlier
+/// phase's results file is refused for it, not taken as new results (its errors as new attempts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_earlier_phases_results_are_refused_for_a_phase_asking_the_same_requests() {
+    let s = common::setup(FakeConfig::default(), "retry_base_ms = 1\nmax_retries = 2").await;
+    let (id, mut requests) = batch_files_run(&s, "GSE").await;
+    let files = s.dir.path().join("batches");
+    let input = std::fs::read_to_string(&requests).unwrap();
+    let line: Value = serde_json::from_str(input.lines().next().unwrap()).unwrap();
+    let refused = line["custom_id"].as_str().unwrap().to_string();
+    // Phases 1 and 2: the same request refused with 500, so phase 3 asks it once more.
+    for phase in 1..=2 {
+        let input = std::fs::read_to_string(&requests).unwrap();
+        let path = files.join(format!("results-{phase}.jsonl"));
+        std::fs::write(&path, refusing(&input, &[(refused.as_str(), 500)])).unwrap();
+        let path_arg = path.display().to_string();
+        let out =
+            common::json_of(common::output(&s.config, &s.data, &["batch", "import", &id, &path_arg, "--json"]).await);
+        requests = out["requests"].as_str().expect("a next phase").to_string();
+    }
+    let asked: Value =
+        serde_json::from_str(std::fs::read_to_string(&requests).unwrap().lines().next().unwrap()).unwrap();
+    assert_eq!(asked["custom_id"], refused.as_str(), "phase 3 asks what phase 2 asked");
+    let journal = session_dir(&s.data, &id).join("journal.jsonl");
+    let before = std::fs::read(&journal).unwrap();
+    let again = files.join("results-2.jsonl").display().to_string();
+    let out = common::output(&s.config, &s.data, &["batch", "import", &id, &again]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("these are phase 2's results, imported already"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&journal).unwrap(), before, "nothing appended");
 }
 
 /// The `usage` row of `role` in a run's `--json` summary.
