@@ -157,12 +157,20 @@ fn export(events: &[Event], catalog: &Catalog) -> serde_json::Value {
     export
 }
 
-/// How many replies were usable only after a re-ask (each a `reasked` record with its attempts).
+/// How many calls took a reply only after a re-ask (each a `reasked` record with its attempts). A
+/// call is counted once: one killed after its record and before its step is made again on resume,
+/// and records itself again.
 pub fn reasked(events: &[Event]) -> usize {
-    events
+    let calls: std::collections::BTreeSet<_> = events
         .iter()
-        .filter(|e| matches!(e, Event::Observed(crate::observer::Step::Reasked { .. })))
-        .count()
+        .filter_map(|e| match e {
+            Event::Observed(crate::observer::Step::Reasked {
+                subject, observer, what, ..
+            }) => Some((subject, observer, what)),
+            _ => None,
+        })
+        .collect();
+    calls.len()
 }
 
 /// What one questionnaire left out (no usable answer after each item's own re-ask).

@@ -270,6 +270,13 @@ async fn replies_usable_only_after_a_reask_are_recorded_with_their_attempts() {
     }
     assert_eq!(out["reasked"], 3, "{out}");
     assert_eq!(export(config, data, out["session"].as_str().unwrap())["reasked"], 3);
+    // A kill between a call's record and its step makes the call again on resume, and records it
+    // again: one call, counted once.
+    let journal_path = Path::new(out["path"].as_str().unwrap()).join("journal.jsonl");
+    let first = journal.lines().find(|l| l.contains(r#""step":"reasked""#)).unwrap();
+    let doubled = journal.replacen(first, &format!("{first}\n{first}"), 1);
+    std::fs::write(&journal_path, doubled).unwrap();
+    assert_eq!(export(config, data, out["session"].as_str().unwrap())["reasked"], 3);
     // Every observer still has its two scenarios and its report.
     let e = export(config, data, out["session"].as_str().unwrap());
     for o in e["subjects"][0]["observers"].as_array().unwrap() {

@@ -224,6 +224,15 @@ fn clock(ms: u64) -> String {
 
 impl Component for Live {
     fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
+        // An observer or RoleBench session only opened: nothing here to pause, follow or inspect.
+        if !self.running && ctx.run.items.is_empty() {
+            if ctx.run.observe.is_some() {
+                return vec![(ctx.key(Command::GoObservers), "observers")];
+            }
+            if ctx.run.rolebench.is_some() {
+                return vec![(ctx.key(Command::GoRolebench), "RoleBench")];
+            }
+        }
         if self.running && self.replay.is_some() {
             vec![
                 (ctx.key(Command::Speed), "faster"),

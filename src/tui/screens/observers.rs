@@ -171,6 +171,26 @@ impl Component for Observers {
         };
         let [header, body, bars_area] =
             Layout::vertical([Constraint::Length(1), Constraint::Min(8), Constraint::Length(9)]).areas(area);
+        // The subject's own calls (its self-report) whose reply was usable only after a re-ask.
+        let own_reasked: std::collections::BTreeSet<&str> = ctx
+            .run
+            .steps
+            .iter()
+            .filter_map(|step| match step {
+                crate::observer::Step::Reasked {
+                    subject,
+                    observer: None,
+                    what,
+                    ..
+                } if *subject == s.id => Some(what.as_str()),
+                _ => None,
+            })
+            .collect();
+        let own_reasked = match own_reasked.len() {
+            0 => String::new(),
+            1 => "   self-report: 1 reply usable after a re-ask".to_string(),
+            n => format!("   self-report: {n} replies usable after a re-ask"),
+        };
         frame.render_widget(
             Paragraph::new(Line::from(vec![
                 Span::styled(
@@ -190,6 +210,7 @@ impl Component for Observers {
                     ),
                     theme.dim(),
                 ),
+                Span::styled(own_reasked, theme.dim()),
             ])),
             header,
         );
@@ -198,8 +219,9 @@ impl Component for Observers {
         let selected = self.observer % s.observers.len().max(1);
         // The observers whose last step is a failure (a resume asks again), and why.
         let mut failed: BTreeMap<&str, &str> = BTreeMap::new();
-        // How many of each observer's replies were usable only after a re-ask.
-        let mut reasked: BTreeMap<&str, usize> = BTreeMap::new();
+        // Each observer's calls whose reply was usable only after a re-ask (a call made again after
+        // a kill records itself again: counted once).
+        let mut reasked_calls: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
         for step in &ctx.run.steps {
             use crate::observer::Step;
             match step {
@@ -214,8 +236,11 @@ impl Component for Observers {
                 Step::Reasked {
                     subject,
                     observer: Some(o),
+                    what,
                     ..
-                } if *subject == s.id => *reasked.entry(o).or_default() += 1,
+                } if *subject == s.id => {
+                    reasked_calls.entry(o).or_default().insert(what);
+                }
                 Step::Relationship { subject, observer, .. }
                 | Step::Scenarios { subject, observer, .. }
                 | Step::Turn { subject, observer, .. }
@@ -227,6 +252,7 @@ impl Component for Observers {
                 _ => {}
             }
         }
+        let reasked: BTreeMap<&str, usize> = reasked_calls.iter().map(|(o, calls)| (*o, calls.len())).collect();
         render_cards(frame, cards_area, theme, s, selected, (&failed, &reasked));
         let top = self.render_dialogues(frame, dialogue_area, ctx, s, selected);
         self.render_traits(frame, bars_area, ctx, s);

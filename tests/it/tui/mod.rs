@@ -1409,8 +1409,19 @@ fn an_observer_whose_run_failed_is_marked_failed_with_its_reason() {
             attempt("{\"scenarios\": [\"a\"]}", None),
         ],
     })));
+    // The subject's own (its self-report's), on the subject's line.
+    app.update(Action::Engine(Event::Observed(Step::Reasked {
+        subject: subject.clone(),
+        observer: None,
+        what: format!("self-report {subject}"),
+        attempts: vec![attempt("prose", Some("not a JSON object")), attempt("{}", None)],
+    })));
     let screen = render(&app, (120, 40));
     assert!(screen.contains("1 reply usable after a re-ask"), "{screen}");
+    assert!(
+        screen.contains("self-report: 1 reply usable after a re-ask"),
+        "{screen}"
+    );
     assert!(
         app.run
             .log
@@ -2373,6 +2384,9 @@ fn live_points_an_observer_session_to_the_observers_screen() {
             && !live.contains("No run yet"),
         "{live}"
     );
+    // Nothing here to pause, follow or inspect: the keys offered are the way to its screen.
+    let keys = live.lines().last().unwrap();
+    assert!(keys.contains("7  observers") && !keys.contains("pause"), "{keys}");
 }
 
 /// More pairs of assessments than the agreement table has rows: it says which it shows, of how many.
