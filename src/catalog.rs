@@ -437,6 +437,11 @@ impl Catalog {
                 )));
             }
         };
+        // An edit of this very character whose file is gone: removed since it was read, not to be
+        // written anew without a word.
+        if was.is_some_and(|w| w.id == character.id) && fs::symlink_metadata(&path).is_err() {
+            return Err(SaveError::Removed(path));
+        }
         // Read once: what is checked for changes is what an edit keeps the layout of.
         let current = was.filter(|_| fs::symlink_metadata(&path).is_ok()).and_then(|_| read(&path).ok());
         if let Some(was) = was
@@ -784,6 +789,8 @@ fn toml_files(dir: &Path, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
     };
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
+        // Hidden files are an editor's (Emacs' `.#name.toml` lock links, backups), not the user's.
+        .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
         .filter(|p| !p.is_dir() && p.extension().is_some_and(|x| x == "toml"))
         .collect();
     files.sort();
@@ -806,6 +813,13 @@ pub enum SaveError {
         .0.display()
     )]
     Changed(PathBuf),
+    /// The file the edit began from is gone.
+    #[error(
+        "{} was removed since it was read (by another program): nothing saved; this edit stays open to \
+         copy from, and Esc leaves it (its changes are not saved)",
+        .0.display()
+    )]
+    Removed(PathBuf),
 }
 
 /// The scales and characters built into the binary do not parse: a build problem, never the user's.

@@ -390,6 +390,15 @@ fn a_save_never_replaces_another_character_or_a_change_made_since_the_read() {
         ..now.clone()
     };
     c.save_character(data.path(), &edited, Some(&now)).unwrap();
+
+    // Another program removes the file while the character is being edited: not written anew.
+    let c = Catalog::load(Some(data.path())).unwrap();
+    let now = c.character("wren-en").unwrap().clone();
+    std::fs::remove_file(data.path().join("characters/my-wren.toml")).unwrap();
+    let e = c.save_character(data.path(), &now, Some(&now)).unwrap_err();
+    assert!(matches!(e, SaveError::Removed(_)), "{e}");
+    assert!(e.to_string().contains("my-wren.toml was removed since it was read"), "{e}");
+    assert!(!data.path().join("characters/my-wren.toml").exists());
 }
 
 #[test]

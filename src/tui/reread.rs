@@ -76,11 +76,28 @@ impl App {
             .filter(|id| !before.contains_key(*id))
             .map(String::as_str)
             .collect();
+        // A character whose file is still there but cannot be read now (caught half-written, or
+        // broken by an edit) is not removed: said as unreadable, and its pick kept.
+        let unreadable: BTreeSet<String> = self
+            .catalog
+            .characters
+            .iter()
+            .filter(|e| !after.contains_key(&e.value.id))
+            .filter(|e| match &e.origin {
+                crate::catalog::Origin::User { path, .. } => {
+                    let file = path.display().to_string();
+                    catalog.problems.iter().any(|p| p.file == file)
+                }
+                crate::catalog::Origin::Bundled => false,
+            })
+            .map(|e| e.value.id.clone())
+            .collect();
         let removed: Vec<&str> = before
             .keys()
-            .filter(|id| !after.contains_key(*id))
+            .filter(|id| !after.contains_key(*id) && !unreadable.contains(*id))
             .map(String::as_str)
             .collect();
+        let unreadable_ids: Vec<&str> = unreadable.iter().map(String::as_str).collect();
         let changed: Vec<&str> = after
             .iter()
             .filter(|(id, c)| before.get(*id).is_some_and(|b| b != *c))
@@ -95,9 +112,11 @@ impl App {
                 .iter()
                 .zip(&catalog.scales)
                 .any(|(a, b)| a.value != b.value);
-        let problems = catalog.problems.len();
+        let (problems, problems_before) = (catalog.problems.len(), self.catalog.problems.len());
         self.catalog = catalog;
-        self.setup.characters.retain(|id| after.contains_key(id));
+        self.setup
+            .characters
+            .retain(|id| after.contains_key(id) || unreadable.contains(id));
         self.setup.scales.retain(|id| scales_after.contains(id));
         self.setup.scale_cursor = self.setup.scale_cursor.min(scales_after.len().saturating_sub(1));
         let listed = crate::tui::screens::persona::listed(&self.catalog);
@@ -112,6 +131,7 @@ impl App {
             names("added", &added),
             names("changed", &changed),
             names("removed", &removed),
+            names("unreadable now", &unreadable_ids),
         ]
         .into_iter()
         .flatten()
@@ -121,6 +141,8 @@ impl App {
         }
         if problems > 0 {
             said.push(format!("{problems} file(s) skipped: `incharacter validate` says why"));
+        } else if problems_before > 0 {
+            said.push("no file skipped now".into());
         }
         if !said.is_empty() {
             self.flash = Some(format!("data folder read again: {}", said.join("; ")));

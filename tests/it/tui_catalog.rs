@@ -41,9 +41,12 @@ async fn a_character_file_written_while_the_workbench_runs_is_read_and_said() {
     std::fs::create_dir_all(data.join("characters")).unwrap();
     let gone = data.join("characters/gone-en.toml");
     std::fs::write(&gone, character_file("gone-en", "Gone")).unwrap();
+    // An editor's lock link (Emacs' `.#name`) is no character file, nor a broken one.
+    std::os::unix::fs::symlink("someone@host.1234:1700000000", data.join("characters/.#gone-en.toml")).unwrap();
     let config = Config::defaults(&|_| None);
     let catalog = Arc::new(Catalog::load(Some(&data)).unwrap());
     assert!(catalog.character("gone-en").is_some());
+    assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
     let (themes, _) = theme::load_all(None);
     let mut app = App::new(catalog, &config, Some(&data), Keymap::default(), themes, 0);
     app.screen = Screen::Setup;
@@ -106,4 +109,35 @@ fn a_catalog_read_again_unchanged_says_nothing() {
     app.flash = None;
     app.update(Action::CatalogReread(Arc::new(Catalog::load(None).unwrap())));
     assert_eq!(app.flash, None);
+}
+
+/// A file caught half-written (or broken by an edit) is not a removed character: said as unreadable,
+/// its pick kept; once it reads again, and the skipped count goes back to none, that is said too.
+#[test]
+fn a_character_file_that_cannot_be_read_for_now_keeps_its_pick() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("characters")).unwrap();
+    let file = data.join("characters/half-en.toml");
+    let whole = character_file("half-en", "Half");
+    std::fs::write(&file, &whole).unwrap();
+    let config = Config::defaults(&|_| None);
+    let (themes, _) = theme::load_all(None);
+    let catalog = Arc::new(Catalog::load(Some(&data)).unwrap());
+    let mut app = App::new(catalog, &config, Some(&data), Keymap::default(), themes, 0);
+    app.setup.characters.insert("half-en".into());
+    std::fs::write(&file, &whole[..whole.len() / 3]).unwrap();
+    app.update(Action::CatalogReread(Arc::new(Catalog::load(Some(&data)).unwrap())));
+    assert_eq!(
+        app.flash.as_deref(),
+        Some("data folder read again: unreadable now half-en; 1 file(s) skipped: `incharacter validate` says why")
+    );
+    assert!(app.setup.characters.contains("half-en"), "the pick is kept");
+    std::fs::write(&file, &whole).unwrap();
+    app.update(Action::CatalogReread(Arc::new(Catalog::load(Some(&data)).unwrap())));
+    assert_eq!(
+        app.flash.as_deref(),
+        Some("data folder read again: added half-en; no file skipped now")
+    );
+    assert!(app.setup.characters.contains("half-en"));
 }
