@@ -27,14 +27,14 @@ pub struct Live {
     /// Lines scrolled up from the bottom of the transcript.
     pub scroll: TailScroll,
     pub running: bool,
-    pub paused: bool,
     pub replay: Option<Replay>,
     pub started_ms: u64,
     /// When the run shown ended (the clock stops there), while none goes.
     pub ended_ms: Option<u64>,
     /// When this sitting began (the run started, or was resumed): the ETA goes by its rate.
     pub sitting_ms: u64,
-    /// Since when the run is paused, and how long it was paused before: the clock stops meanwhile.
+    /// Since when the run is paused (none while it goes), and how long it was paused before in this
+    /// sitting: the clock stops meanwhile, and the ETA leaves that time out.
     pub paused_at: Option<u64>,
     pub paused_ms: u64,
     /// The accounts of the run going: how many of its requests wait for a place and hold one.
@@ -95,7 +95,6 @@ impl Live {
     pub fn start(&mut self, replay: Option<Replay>, follow: bool) {
         self.running = true;
         self.ended_ms = None;
-        self.paused = false;
         (self.paused_at, self.paused_ms) = (None, 0);
         self.replay = replay;
         self.batch = None;
@@ -110,12 +109,20 @@ impl Live {
     /// paused, nothing held back, the clock stopped.
     pub fn stopped(&mut self, now_ms: u64) {
         self.running = false;
-        self.paused = false;
+        self.go_on(now_ms);
+        self.held.clear();
+        self.ended_ms = Some(now_ms);
+    }
+
+    pub fn paused(&self) -> bool {
+        self.paused_at.is_some()
+    }
+
+    /// Not paused from `now_ms`: the time paused is added to the sitting's.
+    fn go_on(&mut self, now_ms: u64) {
         if let Some(at) = self.paused_at.take() {
             self.paused_ms += now_ms.saturating_sub(at);
         }
-        self.held.clear();
-        self.ended_ms = Some(now_ms);
     }
 
     /// Following the run: the cursor is on the item streaming.
@@ -159,21 +166,21 @@ impl Live {
             Command::ScrollUp => self.scroll.scroll_up(5),
             Command::ScrollDown => self.scroll.scroll_down(5),
             Command::Pause if self.running => {
-                self.paused = !self.paused;
-                match self.paused_at.take() {
-                    Some(at) => self.paused_ms += ctx.now_ms.saturating_sub(at),
-                    None => self.paused_at = Some(ctx.now_ms),
+                if self.paused() {
+                    self.go_on(ctx.now_ms);
+                } else {
+                    self.paused_at = Some(ctx.now_ms);
                 }
-                let note = match (self.paused, self.replay.is_some()) {
+                let note = match (self.paused(), self.replay.is_some()) {
                     (true, true) => "replay paused (p goes on)",
                     (true, false) => "paused: calls in flight finish, no new ones start",
                     (false, _) => "resumed",
                 };
-                return vec![Request::Flash(note.into()), Effect::SetPause(self.paused).into()];
+                return vec![Request::Flash(note.into()), Effect::SetPause(self.paused()).into()];
             }
             // A replay has nothing to cancel: x plays the rest at once, so every screen shows the whole session.
             Command::Cancel if self.running && self.replay.is_some() => {
-                self.paused = false;
+                self.go_on(ctx.now_ms);
                 self.replay = Some(Replay::Instant);
                 return vec![
                     Request::Flash("replay: skipped to the end".into()),
@@ -236,7 +243,7 @@ impl Component for Live {
         if self.running && self.replay.is_some() {
             vec![
                 (ctx.key(Command::Speed), "faster"),
-                (ctx.key(Command::Pause), if self.paused { "go on" } else { "pause" }),
+                (ctx.key(Command::Pause), if self.paused() { "go on" } else { "pause" }),
                 (ctx.key(Command::Cancel), "skip to end"),
                 (ctx.key(Command::Select), "inspect"),
             ]
@@ -365,7 +372,7 @@ impl Component for Live {
                 .and_then(|r| r.message)
                 .map_or(run.transcript.len(), |m| m + 1)
         };
-        let status = if self.paused {
+        let status = if self.paused() {
             " · PAUSED".to_string()
         } else if let Some(r) = self.replay {
             if self.running {
@@ -469,8 +476,12 @@ impl Live {
         };
         let remaining = (total + dims_total).saturating_sub(done + assessed);
         // A replay's pace is its speed's, not a rate of its own: no ETA; nor while paused.
-        let eta = eta_ms(remaining, sitting.made(), ctx.now_ms.saturating_sub(self.sitting_ms))
-            .filter(|_| self.running && self.replay.is_none() && !self.paused)
+        let went = ctx
+            .now_ms
+            .saturating_sub(self.sitting_ms)
+            .saturating_sub(self.paused_ms);
+        let eta = eta_ms(remaining, sitting.made(), went)
+            .filter(|_| self.running && self.replay.is_none() && !self.paused())
             .map_or("–".into(), clock);
         // The figures that fit, whole, in this order: time first, then what the run used.
         let figures = [

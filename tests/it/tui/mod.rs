@@ -1114,7 +1114,7 @@ fn a_replay_pauses_and_skips_to_its_end_instead_of_cancelling() {
         key(&mut app, KeyCode::Char('x')),
         [Effect::SetPause(false), Effect::ReplaySpeed(Replay::Instant)]
     );
-    assert!(app.live.running && !app.live.paused, "the replay plays out, at once");
+    assert!(app.live.running && !app.live.paused(), "the replay plays out, at once");
     // An observer session replayed from Sessions plays on the Observers screen.
     let journal = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("sample-sessions/20261129-231052-three-observers-on-the-local-model-038d/journal.jsonl");
