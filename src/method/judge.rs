@@ -13,6 +13,8 @@ pub const DEFAULT_ATTEMPTS: u32 = 5;
 /// One request to the judge (or another model whose reply must parse) and what became of its reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
+    /// Written as the decimal it was set as (0.2, not 0.20000000298023224).
+    #[serde(serialize_with = "crate::domain::decimal::short")]
     pub temperature: f32,
     pub reply: String,
     /// Why the reply was rejected (or the request failed); `None` for the accepted one.

@@ -154,8 +154,9 @@ fn parse_scenarios(reply: &str, k: usize) -> Result<Vec<String>, ReplyError> {
     let v = judge_json::extract(reply)?;
     let list = object(&v)?
         .get("scenarios")
-        .and_then(Value::as_array)
-        .ok_or_else(|| ReplyError::MissingKey("scenarios".into()))?;
+        .ok_or_else(|| ReplyError::MissingKey("scenarios".into()))?
+        .as_array()
+        .ok_or_else(|| ReplyError::Invalid("\"scenarios\" must be a list of strings".into()))?;
     let scenarios: Vec<String> = list
         .iter()
         .filter_map(|s| s.as_str().map(|s| s.trim().to_string()))
@@ -797,5 +798,14 @@ mod tests {
             ["a", "b"]
         );
         assert!(parse_scenarios("{\"scenarios\": [\"a\"]}", 2).is_err());
+        // A wrong type is said as such, not as a missing key: the re-ask quotes this to the model.
+        assert_eq!(
+            parse_scenarios("{\"scenarios\": \"a, b\"}", 2).unwrap_err().to_string(),
+            "\"scenarios\" must be a list of strings"
+        );
+        assert_eq!(
+            parse_scenarios("{\"scenes\": [\"a\", \"b\"]}", 2).unwrap_err().to_string(),
+            "key \"scenarios\" is missing"
+        );
     }
 }

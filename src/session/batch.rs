@@ -203,8 +203,9 @@ pub fn check_import(events: &[Event], dir: &Path, from: &Path) -> Result<Import,
     }
     if text.trim().is_empty() {
         return Err(refused(format!(
-            "{}: no results (an empty file); phase {phase} waits for the results of its {} requests; nothing was imported",
+            "{}: no results ({}); phase {phase} waits for the results of its {} requests; nothing was imported",
             name,
+            if text.is_empty() { "an empty file" } else { "only blank lines" },
             requests.len()
         )));
     }

@@ -61,21 +61,16 @@ impl App {
     /// the persona list keeps the character under its cursor, and the setup forgets characters and
     /// scales that are gone.
     pub(super) fn reread(&mut self, catalog: Arc<Catalog>) {
-        let ids = |c: &Catalog| -> BTreeMap<String, crate::domain::character::Character> {
+        let characters = |c: &Catalog| -> BTreeMap<String, crate::domain::character::Character> {
             c.characters
                 .iter()
                 .map(|e| (e.value.id.clone(), e.value.clone()))
                 .collect()
         };
-        let (before, after) = (ids(&self.catalog), ids(&catalog));
+        let (before, after) = (characters(&self.catalog), characters(&catalog));
         let under = crate::tui::screens::persona::listed(&self.catalog)
             .get(self.persona.cursor)
             .map(|e| e.value.id.clone());
-        let added: Vec<&str> = after
-            .keys()
-            .filter(|id| !before.contains_key(*id))
-            .map(String::as_str)
-            .collect();
         // A character whose file is still there but cannot be read now (caught half-written, or
         // broken by an edit) is not removed: said as unreadable, and its pick kept.
         let unreadable: BTreeSet<String> = self
@@ -92,53 +87,34 @@ impl App {
             })
             .map(|e| e.value.id.clone())
             .collect();
-        let removed: Vec<&str> = before
-            .keys()
-            .filter(|id| !after.contains_key(*id) && !unreadable.contains(*id))
-            .map(String::as_str)
-            .collect();
-        let unreadable_ids: Vec<&str> = unreadable.iter().map(String::as_str).collect();
-        let changed: Vec<&str> = after
-            .iter()
-            .filter(|(id, c)| before.get(*id).is_some_and(|b| b != *c))
-            .map(|(id, _)| id.as_str())
-            .collect();
-        let scale_ids = |c: &Catalog| -> BTreeSet<String> { c.scales.iter().map(|e| e.value.id.clone()).collect() };
-        let (scales_before, scales_after) = (scale_ids(&self.catalog), scale_ids(&catalog));
-        let scales_changed = scales_before != scales_after
-            || self
-                .catalog
-                .scales
-                .iter()
-                .zip(&catalog.scales)
-                .any(|(a, b)| a.value != b.value);
+        let people = Changes::between(&before, &after, &unreadable);
+        let scales = |c: &Catalog| -> BTreeMap<String, crate::domain::scale::Scale> {
+            c.scales.iter().map(|e| (e.value.id.clone(), e.value.clone())).collect()
+        };
+        let (scales_before, scales_after) = (scales(&self.catalog), scales(&catalog));
+        let scale_changes = Changes::between(&scales_before, &scales_after, &BTreeSet::new());
         let (problems, problems_before) = (catalog.problems.len(), self.catalog.problems.len());
         self.catalog = catalog;
         self.setup
             .characters
             .retain(|id| after.contains_key(id) || unreadable.contains(id));
-        self.setup.scales.retain(|id| scales_after.contains(id));
+        self.setup.scales.retain(|id| scales_after.contains_key(id));
         self.setup.scale_cursor = self.setup.scale_cursor.min(scales_after.len().saturating_sub(1));
         let listed = crate::tui::screens::persona::listed(&self.catalog);
         self.persona.cursor = under
             .and_then(|id| listed.iter().position(|e| e.value.id == id))
             .unwrap_or(self.persona.cursor)
             .min(listed.len().saturating_sub(1));
-        let names = |what: &str, ids: &[&str]| {
-            (!ids.is_empty()).then(|| format!("{what} {}", crate::text::visible(&ids.join(", "))))
-        };
+        let unreadable: Vec<String> = unreadable.into_iter().collect();
         let mut said: Vec<String> = [
-            names("added", &added),
-            names("changed", &changed),
-            names("removed", &removed),
-            names("unreadable now", &unreadable_ids),
+            people.said(""),
+            vec![named("unreadable now", &unreadable)],
+            scale_changes.said("scale "),
         ]
         .into_iter()
         .flatten()
+        .flatten()
         .collect();
-        if scales_changed {
-            said.push("scales changed".into());
-        }
         if problems > 0 {
             said.push(format!("{problems} file(s) skipped: `incharacter validate` says why"));
         } else if problems_before > 0 {
@@ -161,4 +137,45 @@ impl App {
         }
         self.flash = Some(format!("saved {id}"));
     }
+}
+
+/// What one kind of catalog entry (characters, scales) gained, changed and lost, by id.
+struct Changes {
+    added: Vec<String>,
+    changed: Vec<String>,
+    removed: Vec<String>,
+}
+
+impl Changes {
+    /// The ids in `after` only, in both but different, and in `before` only less `kept` (entries whose
+    /// file cannot be read now, said apart).
+    fn between<T: PartialEq>(
+        before: &BTreeMap<String, T>,
+        after: &BTreeMap<String, T>,
+        kept: &BTreeSet<String>,
+    ) -> Changes {
+        let ids = |f: &dyn Fn(&String, &T) -> bool, of: &BTreeMap<String, T>| -> Vec<String> {
+            of.iter().filter(|(id, v)| f(id, v)).map(|(id, _)| id.clone()).collect()
+        };
+        Changes {
+            added: ids(&|id, _| !before.contains_key(id), after),
+            changed: ids(&|id, v| before.get(id).is_some_and(|b| b != v), after),
+            removed: ids(&|id, _| !after.contains_key(id) && !kept.contains(id), before),
+        }
+    }
+
+    /// "added a, b", "changed c", "removed d", each said only when it names something; `kind` goes
+    /// before the verb ("scale added BFI").
+    fn said(&self, kind: &str) -> Vec<Option<String>> {
+        vec![
+            named(&format!("{kind}added"), &self.added),
+            named(&format!("{kind}changed"), &self.changed),
+            named(&format!("{kind}removed"), &self.removed),
+        ]
+    }
+}
+
+/// "`what` a, b" with the ids made safe to draw, or nothing for no ids.
+fn named(what: &str, ids: &[String]) -> Option<String> {
+    (!ids.is_empty()).then(|| format!("{what} {}", crate::text::visible(&ids.join(", "))))
 }

@@ -652,6 +652,14 @@ async fn batch_results_that_are_empty_endless_or_not_a_file_are_refused_and_a_ki
         "{}",
         text(&out)
     );
+    std::fs::write(&empty, "\n \n\t\n").unwrap();
+    let out = import(&empty).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("empty.jsonl: no results (only blank lines)"),
+        "{}",
+        text(&out)
+    );
 
     let out = import(Path::new("/dev/zero")).await;
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));

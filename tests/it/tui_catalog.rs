@@ -141,3 +141,46 @@ fn a_character_file_that_cannot_be_read_for_now_keeps_its_pick() {
     );
     assert!(app.setup.characters.contains("half-en"));
 }
+
+/// A user's scale added, edited and deleted while the workbench runs is named, as characters are; its
+/// pick goes with its file.
+#[test]
+fn a_scale_file_added_edited_and_removed_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("scales")).unwrap();
+    let bundled =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scales/BFI.toml")).unwrap();
+    let mine = bundled.replacen("id = \"BFI\"", "id = \"BFI-mine\"", 1);
+    assert_ne!(mine, bundled);
+    let config = Config::defaults(&|_| None);
+    let (themes, _) = theme::load_all(None);
+    let catalog = Arc::new(Catalog::load(Some(&data)).unwrap());
+    let mut app = App::new(catalog, &config, Some(&data), Keymap::default(), themes, 0);
+    let file = data.join("scales/BFI-mine.toml");
+    let reread = |app: &mut App| {
+        app.flash = None;
+        app.update(Action::CatalogReread(Arc::new(Catalog::load(Some(&data)).unwrap())));
+        app.flash.clone()
+    };
+    std::fs::write(&file, &mine).unwrap();
+    assert_eq!(
+        reread(&mut app).as_deref(),
+        Some("data folder read again: scale added BFI-mine")
+    );
+    app.setup.scales.insert("BFI-mine".into());
+    let renamed = mine.replacen("name = \"", "name = \"Mine: ", 1);
+    assert_ne!(renamed, mine);
+    std::fs::write(&file, &renamed).unwrap();
+    assert_eq!(
+        reread(&mut app).as_deref(),
+        Some("data folder read again: scale changed BFI-mine")
+    );
+    assert!(app.setup.scales.contains("BFI-mine"));
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(
+        reread(&mut app).as_deref(),
+        Some("data folder read again: scale removed BFI-mine")
+    );
+    assert!(!app.setup.scales.contains("BFI-mine"), "the pick went with the file");
+}
