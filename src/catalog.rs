@@ -415,6 +415,12 @@ impl Catalog {
         let held = self.user_files(Kind::Character, &character.id);
         let default = data_dir.join("characters").join(format!("{}.toml", character.id));
         let path = match held.as_slice() {
+            // An edit of a character the catalog no longer holds: its file was removed, or cannot be
+            // read now, since the edit began. Which file it was is not known here; `default` may be
+            // another one.
+            [] if was.is_some_and(|w| w.id == character.id) => {
+                return Err(SaveError::Gone(character.id.clone()));
+            }
             [] if fs::symlink_metadata(&default).is_ok() => {
                 return Err(SaveError::Invalid(format!(
                     "{} is there already and is not this character's file (it holds another id, or it is \
@@ -789,12 +795,19 @@ fn toml_files(dir: &Path, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
     };
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        // Hidden files are an editor's (Emacs' `.#name.toml` lock links, backups), not the user's.
-        .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
-        .filter(|p| !p.is_dir() && p.extension().is_some_and(|x| x == "toml"))
+        .filter(|p| is_catalog_file(p))
         .collect();
     files.sort();
     files
+}
+
+/// Whether the catalog reads `path` (in a data folder's `characters/` or `scales/`): a `.toml`
+/// entry other than a folder. Hidden files are an editor's (Emacs' `.#name.toml` lock links,
+/// backups), not the user's.
+pub fn is_catalog_file(path: &Path) -> bool {
+    !path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        && !path.is_dir()
+        && path.extension().is_some_and(|x| x == "toml")
 }
 
 /// Why a character was not saved.
@@ -820,6 +833,14 @@ pub enum SaveError {
         .0.display()
     )]
     Removed(PathBuf),
+    /// The character the edit began from is no longer in the catalog: its file removed, or
+    /// unreadable now.
+    #[error(
+        "character {0}'s file was removed, or cannot be read now (`incharacter validate` says why), since \
+         the edit began: nothing saved; this edit stays open to copy from, and Esc leaves it (its changes \
+         are not saved)"
+    )]
+    Gone(String),
 }
 
 /// The scales and characters built into the binary do not parse: a build problem, never the user's.

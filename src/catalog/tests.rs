@@ -399,6 +399,14 @@ fn a_save_never_replaces_another_character_or_a_change_made_since_the_read() {
     assert!(matches!(e, SaveError::Removed(_)), "{e}");
     assert!(e.to_string().contains("my-wren.toml was removed since it was read"), "{e}");
     assert!(!data.path().join("characters/my-wren.toml").exists());
+
+    // The catalog read again meanwhile (the workbench looks every two seconds) no longer holds it:
+    // said by id, not as `characters/wren-en.toml`, a file it never had; nor is that file written.
+    let c = Catalog::load(Some(data.path())).unwrap();
+    let e = c.save_character(data.path(), &now, Some(&now)).unwrap_err();
+    assert!(matches!(e, SaveError::Gone(_)), "{e}");
+    assert!(e.to_string().starts_with("character wren-en's file was removed, or cannot be read now"), "{e}");
+    assert!(!data.path().join("characters/wren-en.toml").exists());
 }
 
 #[test]

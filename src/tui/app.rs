@@ -478,12 +478,7 @@ impl App {
             Action::ChatRetry => self.chat.retry(),
             Action::ChatDone(result) => self.chat.done(result),
             Action::Saved(Ok((id, catalog))) => self.saved(&id, catalog),
-            Action::Saved(Err((e, catalog))) => {
-                if let Some(catalog) = catalog {
-                    self.catalog = catalog;
-                }
-                self.flash = Some(format!("not saved: {e}"));
-            }
+            Action::Saved(Err((e, catalog))) => self.not_saved(&e.to_string(), catalog),
             Action::Probed(result) => self.probed(*result),
             Action::CatalogReread(catalog) => self.reread(catalog),
             Action::Versions(versions) => {

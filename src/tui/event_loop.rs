@@ -35,7 +35,10 @@ where
     D: Into<Hits>,
 {
     let (tx, mut rx) = unbounded_channel::<Action>();
-    let catalog_files = super::reread::CatalogFiles::of(store.data());
+    // Not what the folder holds now: what it held when the app's catalog was read, before, is not
+    // known. The first look reads the catalog again if the folder has files of its own; the app
+    // says only what differs.
+    let catalog_files = super::reread::CatalogFiles::default();
     let mut driver = Driver {
         tx: tx.clone(),
         models: BTreeMap::new(),

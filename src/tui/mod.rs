@@ -665,8 +665,6 @@ impl Driver {
             Ok(catalog) | Err((_, Some(catalog))) => {
                 self.catalog = catalog.clone();
                 self.store = self.store.clone().checked(catalog.clone());
-                // Written here, and read with it: not a change from outside to say again.
-                self.catalog_files = reread::CatalogFiles::of(&self.data);
             }
             Err(_) => {}
         }

@@ -25,9 +25,11 @@ pub fn save_character(
         Ok((path, text)) => write_character(data, &path, &text, &character.id, copy_of)
             .and_then(|()| reload())
             .map_err(|e| (e, None)),
-        Err(e @ (crate::catalog::SaveError::Changed(_) | crate::catalog::SaveError::Removed(_))) => {
-            Err((e.to_string(), reload().ok()))
-        }
+        Err(
+            e @ (crate::catalog::SaveError::Changed(_)
+            | crate::catalog::SaveError::Removed(_)
+            | crate::catalog::SaveError::Gone(_)),
+        ) => Err((e.to_string(), reload().ok())),
         Err(e) => Err((e.to_string(), None)),
     }
 }

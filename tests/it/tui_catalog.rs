@@ -15,7 +15,7 @@ use incharacter::tui::keys::Keymap;
 use incharacter::tui::{event_loop, theme, ui};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use ratatui::crossterm::event::Event as CtEvent;
+use ratatui::crossterm::event::{Event as CtEvent, KeyCode, KeyEvent, KeyModifiers};
 use tokio::sync::mpsc;
 
 /// The bundled Hermione as a user's file with id `id`.
@@ -133,13 +133,32 @@ fn a_character_file_that_cannot_be_read_for_now_keeps_its_pick() {
         Some("data folder read again: unreadable now half-en; 1 file(s) skipped: `incharacter validate` says why")
     );
     assert!(app.setup.characters.contains("half-en"), "the pick is kept");
+    // While it stays broken, another change does not say the skipped file again.
+    std::fs::write(data.join("characters/two-en.toml"), character_file("two-en", "Two")).unwrap();
+    app.update(Action::CatalogReread(Arc::new(Catalog::load(Some(&data)).unwrap())));
+    assert_eq!(app.flash.as_deref(), Some("data folder read again: added two-en"));
     std::fs::write(&file, &whole).unwrap();
     app.update(Action::CatalogReread(Arc::new(Catalog::load(Some(&data)).unwrap())));
     assert_eq!(
         app.flash.as_deref(),
-        Some("data folder read again: added half-en; no file skipped now")
+        Some("data folder read again: readable again half-en; no file skipped now")
     );
     assert!(app.setup.characters.contains("half-en"));
+
+    // Started while its file cannot be read, the run does not go without it silently: refused, the
+    // pick (no longer listed, so not to be unpicked by hand) dropped.
+    std::fs::write(&file, "id = ").unwrap();
+    app.update(Action::CatalogReread(Arc::new(Catalog::load(Some(&data)).unwrap())));
+    app.screen = Screen::Setup;
+    app.setup.scales.insert("BFI".into());
+    app.update(Action::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
+    let flash = app.flash.clone().unwrap_or_default();
+    assert!(
+        flash.starts_with("not started: half-en cannot be read now (`incharacter validate` says why); unpicked"),
+        "{flash}"
+    );
+    assert!(!app.setup.characters.contains("half-en"));
+    assert!(!app.live.running, "no run started");
 }
 
 /// A user's scale added, edited and deleted while the workbench runs is named, as characters are; its
@@ -183,4 +202,38 @@ fn a_scale_file_added_edited_and_removed_is_named() {
         Some("data folder read again: scale removed BFI-mine")
     );
     assert!(!app.setup.scales.contains("BFI-mine"), "the pick went with the file");
+}
+
+/// A save reads the catalog again: what another program changed meanwhile is said after it, and a
+/// character it removed is unpicked, as a look at the folder would have done; the saved character
+/// itself is no news.
+#[test]
+fn a_save_says_what_else_changed_in_the_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("characters")).unwrap();
+    for id in ["kept-en", "other-en"] {
+        std::fs::write(data.join(format!("characters/{id}.toml")), character_file(id, id)).unwrap();
+    }
+    let config = Config::defaults(&|_| None);
+    let (themes, _) = theme::load_all(None);
+    let catalog = Arc::new(Catalog::load(Some(&data)).unwrap());
+    let mut app = App::new(catalog, &config, Some(&data), Keymap::default(), themes, 0);
+    app.setup
+        .characters
+        .extend(["kept-en".to_string(), "other-en".to_string()]);
+    // The save wrote kept-en anew while another program removed other-en.
+    std::fs::write(
+        data.join("characters/kept-en.toml"),
+        character_file("kept-en", "Kept, edited"),
+    )
+    .unwrap();
+    std::fs::remove_file(data.join("characters/other-en.toml")).unwrap();
+    let after = Arc::new(Catalog::load(Some(&data)).unwrap());
+    app.update(Action::Saved(Ok(("kept-en".into(), after))));
+    assert_eq!(
+        app.flash.as_deref(),
+        Some("saved kept-en; data folder read again: removed other-en")
+    );
+    assert_eq!(app.setup.characters.iter().collect::<Vec<_>>(), ["kept-en"]);
 }
