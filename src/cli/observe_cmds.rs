@@ -262,7 +262,8 @@ struct Counts {
     line: Counter,
     turns: usize,
     reports: usize,
-    reasked: usize,
+    /// Calls usable only after a re-ask, each once (as the summary counts them).
+    reasked: std::collections::BTreeSet<(String, Option<String>, String)>,
     failures: usize,
 }
 
@@ -274,25 +275,29 @@ impl Progress for Counts {
         match step {
             Step::Turn { .. } => self.turns += 1,
             Step::Report { .. } | Step::SelfReport { .. } => self.reports += 1,
-            Step::Reasked { .. } => self.reasked += 1,
-            Step::Failed {
+            Step::Reasked {
                 subject,
                 observer,
-                what,
-                error,
+                purpose,
+                ..
             } => {
+                self.reasked
+                    .insert((subject.clone(), observer.clone(), purpose.clone()));
+            }
+            Step::Failed { .. } => {
                 self.failures += 1;
-                self.line.say(format!(
-                    "failed: {subject} {} {what}: {}",
-                    observer.as_deref().unwrap_or(""),
-                    error
-                ));
+                if let Some(note) = step.note() {
+                    self.line.say(note);
+                }
             }
             _ => {}
         }
         let counts = format!(
             "{} turns, {} reports, {} re-asked, {} failures",
-            self.turns, self.reports, self.reasked, self.failures
+            self.turns,
+            self.reports,
+            self.reasked.len(),
+            self.failures
         );
         self.line.show(counts, !matches!(step, Step::Turn { .. }));
     }
@@ -317,7 +322,7 @@ impl Headless for Observers {
             line: Counter::new(live, "observers"),
             turns: 0,
             reports: 0,
-            reasked: 0,
+            reasked: Default::default(),
             failures: 0,
         })
     }

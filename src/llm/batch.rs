@@ -786,8 +786,17 @@ pub enum Step {
         counts: Counts,
         results: String,
     },
-    /// A results file imported (`batch import`), kept in the session's folder.
-    Imported { phase: u32, from: String, results: String, lines: usize },
+    /// A results file imported (`batch import`), kept in the session's folder; `modified_ms`, when
+    /// the file was last written then (milliseconds since 1970; none in older journals), tells it
+    /// given again untouched from one rewritten.
+    Imported {
+        phase: u32,
+        from: String,
+        results: String,
+        lines: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        modified_ms: Option<u64>,
+    },
 }
 
 impl Step {

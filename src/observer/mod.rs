@@ -218,10 +218,65 @@ pub enum Step {
         subject: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         observer: Option<String>,
-        /// The request's purpose ("dialogue hermione-en o1 1 turn 3", "report hermione-en o1", …).
-        what: String,
+        /// The request's purpose ("dialogue hermione-en o1 1 turn 3", "report hermione-en o1", …),
+        /// which names the subject and observer too.
+        #[serde(alias = "what")]
+        purpose: String,
         attempts: Vec<crate::method::judge::Attempt>,
     },
+}
+
+impl Step {
+    /// The line a failure or a re-ask is said with, in the progress and the Live log; none for the
+    /// steps that make the run.
+    pub fn note(&self) -> Option<String> {
+        match self {
+            Step::Failed {
+                subject,
+                observer,
+                what,
+                error,
+            } => {
+                let who: Vec<&str> = [Some(subject.as_str()), observer.as_deref(), Some(what.as_str())]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                Some(format!("failed: {}: {error}", who.join(" ")))
+            }
+            Step::Reasked { purpose, attempts, .. } => {
+                let last = attempts.iter().rev().find_map(|a| a.error.as_deref()).unwrap_or_default();
+                Some(format!(
+                    "re-asked: {purpose}: usable after {} attempts (before: {last})",
+                    attempts.len()
+                ))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The calls whose reply was usable only after a re-ask, by (subject, observer; none for the
+/// subject's self-report): their purposes. A call is there once: one killed after its record and
+/// before its step is made again on resume, and records itself again.
+pub fn reasked_calls<'a>(
+    steps: impl IntoIterator<Item = &'a Step>,
+) -> BTreeMap<(&'a str, Option<&'a str>), std::collections::BTreeSet<&'a str>> {
+    let mut calls: BTreeMap<_, std::collections::BTreeSet<&str>> = BTreeMap::new();
+    for step in steps {
+        if let Step::Reasked {
+            subject,
+            observer,
+            purpose,
+            ..
+        } = step
+        {
+            calls
+                .entry((subject.as_str(), observer.as_deref()))
+                .or_default()
+                .insert(purpose.as_str());
+        }
+    }
+    calls
 }
 
 /// Item options as `{"12": 4, "13": "x"}` (string keys, so the map survives the tagged enum around it).
@@ -399,5 +454,31 @@ mod tests {
         let json = serde_json::to_string(&report).unwrap();
         assert!(json.contains("\"items\":{\"1\":4,\"2\":\"x\"}"), "{json}");
         assert_eq!(serde_json::from_str::<Step>(&json).unwrap(), report);
+    }
+
+    /// A failure without an observer (the self-report's) is said without a gap; a re-ask by its
+    /// purpose alone (which names the subject and observer already), and a journal of the first
+    /// version, whose key was `what`, still reads.
+    #[test]
+    fn failures_and_reasks_are_said_once_each_and_old_records_read() {
+        let failed = |observer: Option<&str>| Step::Failed {
+            subject: "s1".into(),
+            observer: observer.map(str::to_string),
+            what: "self-report".into(),
+            error: "no usable reply".into(),
+        };
+        assert_eq!(failed(None).note().unwrap(), "failed: s1 self-report: no usable reply");
+        assert_eq!(failed(Some("o1")).note().unwrap(), "failed: s1 o1 self-report: no usable reply");
+        let old = r#"{"step":"reasked","subject":"s1","what":"self-report s1","attempts":[
+            {"temperature":0.0,"reply":"prose","error":"the reply holds no JSON object","cached":false},
+            {"temperature":0.20000000298023224,"reply":"{}","error":null,"cached":false}]}"#;
+        let step: Step = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            step.note().unwrap(),
+            "re-asked: self-report s1: usable after 2 attempts (before: the reply holds no JSON object)"
+        );
+        let again = serde_json::to_string(&step).unwrap();
+        assert!(again.contains(r#""purpose":"self-report s1""#) && again.contains(r#""temperature":0.2,"#), "{again}");
+        assert_eq!(reasked_calls([&step, &step]).values().map(|c| c.len()).sum::<usize>(), 1);
     }
 }

@@ -264,7 +264,7 @@ impl ObserveEngine {
             let _ = trace.sink.send(Step::Reasked {
                 subject: trace.subject.to_string(),
                 observer: trace.observer.map(str::to_string),
-                what: request.meta.purpose.clone(),
+                purpose: request.meta.purpose.clone(),
                 attempts,
             });
         }

@@ -53,7 +53,10 @@ impl BatchMode {
 /// A results file checked against the phase that waits for it, to import when the run resumes.
 #[derive(Debug, Clone)]
 pub struct Import {
+    /// The file, as an absolute path (how it was spelled, relative to where, is not what matters).
     pub from: PathBuf,
+    /// When the file was last written, as read (see [`Step::Imported`]).
+    pub modified_ms: Option<u64>,
     pub phase: u32,
     pub text: String,
     pub answers: BTreeMap<String, Answer>,
@@ -194,7 +197,8 @@ pub fn check_import(events: &[Event], dir: &Path, from: &Path) -> Result<Import,
     };
     // A phase that asks again what an earlier one asked has the same request ids: the earlier
     // phase's results would pass for this one's, their errors counted as new attempts.
-    if let Some(earlier) = imported_as(&history, dir, from, &text) {
+    let modified_ms = modified_ms(from);
+    if let Some(earlier) = imported_as(&history, dir, from, modified_ms, &text) {
         return Err(refused(format!(
             "{name}: these are phase {earlier}'s results, imported already; phase {phase} waits for the results of \
              its own {} requests; nothing was imported",
@@ -213,7 +217,8 @@ pub fn check_import(events: &[Event], dir: &Path, from: &Path) -> Result<Import,
     let answers = batch::parse_results(&name, &text, &|id| known.contains(id))
         .map_err(|bad| refused(format!("{bad} (phase {phase}'s results; nothing was imported)")))?;
     Ok(Import {
-        from: from.to_path_buf(),
+        from: std::path::absolute(from).unwrap_or_else(|_| from.to_path_buf()),
+        modified_ms,
         phase,
         missing: requests.len().saturating_sub(answers.len()),
         text,
@@ -222,24 +227,32 @@ pub fn check_import(events: &[Event], dir: &Path, from: &Path) -> Result<Import,
     })
 }
 
-/// The phase an earlier import took this very file for: the same path, and what it kept the same
-/// text. (The same text alone is no proof: a deterministic engine answers a request asked again
-/// alike, to the byte.)
-fn imported_as(history: &History, dir: &Path, from: &Path, text: &str) -> Option<u32> {
+/// The phase an earlier import took this very file for: the same path, not written since (when the
+/// import recorded when it was), and what it kept the same text. (The same text alone is no proof:
+/// a deterministic engine answers a request asked again alike, to the byte, and a user may have it
+/// write every phase's results to one file.)
+fn imported_as(history: &History, dir: &Path, from: &Path, modified_ms: Option<u64>, text: &str) -> Option<u32> {
     let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     history.steps.iter().find_map(|s| match s {
         Step::Imported {
             phase,
             from: was,
             results,
+            modified_ms: then,
             ..
-        } if absolute(Path::new(was)) == absolute(from) => {
+        } if absolute(Path::new(was)) == absolute(from) && (then.is_none() || *then == modified_ms) => {
             crate::files::read_text_limited(&dir.join(results), MAX_RESULTS, "batch results")
                 .is_ok_and(|kept| kept == text)
                 .then_some(*phase)
         }
         _ => None,
     })
+}
+
+/// When `file` was last written, in milliseconds since 1970, if the system says.
+fn modified_ms(file: &Path) -> Option<u64> {
+    let at = std::fs::metadata(file).and_then(|m| m.modified()).ok()?;
+    at.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_millis() as u64)
 }
 
 /// A results file given when the session waits for none: the very results it last imported (a kill
@@ -267,7 +280,6 @@ fn already_imported(
     let (id, command) = session.map_or(("<ID>".to_string(), "run"), |s| {
         (s.session.to_string(), s.kind.command())
     });
-    let same = crate::files::read_text_limited(&dir.join(results), MAX_RESULTS, "batch results").is_ok_and(|kept| kept == text);
     let finished = at < history.finished;
     // The run those results went on with has finished since, with failures: a resume asks them
     // again, as a new sitting that writes a new phase; importing a file again is not one.
@@ -281,9 +293,11 @@ fn already_imported(
             input: true,
         });
     }
-    if same {
+    let kept = crate::files::read_text_limited(&dir.join(results), MAX_RESULTS, "batch results");
+    if kept.is_ok_and(|kept| kept == text) {
         return Ok(Import {
             from: from.to_path_buf(),
+            modified_ms: None,
             phase,
             text,
             answers: BTreeMap::new(),
@@ -533,6 +547,7 @@ impl Batching {
             from: import.from.display().to_string(),
             results,
             lines: import.answers.len(),
+            modified_ms: import.modified_ms,
         };
         note(step.describe());
         if import.missing > 0 {

@@ -157,20 +157,14 @@ fn export(events: &[Event], catalog: &Catalog) -> serde_json::Value {
     export
 }
 
-/// How many calls took a reply only after a re-ask (each a `reasked` record with its attempts). A
-/// call is counted once: one killed after its record and before its step is made again on resume,
-/// and records itself again.
+/// How many calls took a reply only after a re-ask (each a `reasked` record with its attempts),
+/// each once ([`crate::observer::reasked_calls`]).
 pub fn reasked(events: &[Event]) -> usize {
-    let calls: std::collections::BTreeSet<_> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Observed(crate::observer::Step::Reasked {
-                subject, observer, what, ..
-            }) => Some((subject, observer, what)),
-            _ => None,
-        })
-        .collect();
-    calls.len()
+    let steps = events.iter().filter_map(|e| match e {
+        Event::Observed(step) => Some(step),
+        _ => None,
+    });
+    crate::observer::reasked_calls(steps).values().map(|calls| calls.len()).sum()
 }
 
 /// What one questionnaire left out (no usable answer after each item's own re-ask).

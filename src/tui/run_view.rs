@@ -439,36 +439,8 @@ impl RunView {
 
     /// A step of an observer run; a finished turn ends the one streaming.
     fn observed(&mut self, step: &crate::observer::Step) {
-        if let crate::observer::Step::Failed {
-            subject,
-            observer,
-            what,
-            error,
-        } = step
-        {
-            self.log(format!(
-                "failed: {subject} {} {what}: {}",
-                observer.as_deref().unwrap_or(""),
-                error
-            ));
-        }
-        if let crate::observer::Step::Reasked {
-            subject,
-            observer,
-            what,
-            attempts,
-        } = step
-        {
-            let last = attempts
-                .iter()
-                .rev()
-                .find_map(|a| a.error.as_deref())
-                .unwrap_or_default();
-            self.log(format!(
-                "re-asked: {subject} {} {what}: usable after {} attempts (before: {last})",
-                observer.as_deref().unwrap_or(""),
-                attempts.len()
-            ));
+        if let Some(note) = step.note() {
+            self.log(note);
         }
         if matches!(step, crate::observer::Step::Turn { .. }) {
             self.streaming_turn = None;

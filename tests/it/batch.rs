@@ -461,9 +461,6 @@ struct Imported {
     code: Option<i32>,
 }
 
-/// Answers the batch files session `id`'s phases, the first written to `requests`, with `answer`
-/// (a phase's requests file's text gives its results file's text), importing each, until an import
-/// writes no further phase; at most six.
 /// Hermione × `scale` × ER_batch begun in batch files mode (under `batches/` of the setup's dir):
 /// the session's id and its first requests file.
 async fn batch_files_run(s: &common::Setup, scale: &str) -> (String, String) {
@@ -474,6 +471,9 @@ async fn batch_files_run(s: &common::Setup, scale: &str) -> (String, String) {
     (id, first["requests"].as_str().unwrap().to_string())
 }
 
+/// Answers the batch files session `id`'s phases, the first written to `requests`, with `answer`
+/// (a phase's requests file's text gives its results file's text), importing each, until an import
+/// writes no further phase; at most six.
 async fn import_phases(
     s: &common::Setup,
     id: &str,
@@ -664,7 +664,30 @@ async fn an_earlier_phases_results_are_refused_for_a_phase_asking_the_same_reque
         stderr.contains("these are phase 2's results, imported already"),
         "{stderr}"
     );
+    // The same file spelled from another folder is the same file.
+    let mut c = common::command(&s.config, &s.data, &["batch", "import", &id, "results-2.jsonl"]);
+    c.current_dir(&files);
+    let out = tokio::task::spawn_blocking(move || c.output().unwrap()).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("these are phase 2's results"), "{stderr}");
     assert_eq!(std::fs::read(&journal).unwrap(), before, "nothing appended");
+    // Written anew (an engine that answers alike, to the byte, into the one file it writes), it is
+    // phase 3's results.
+    let file = std::fs::File::options()
+        .write(true)
+        .open(files.join("results-2.jsonl"))
+        .unwrap();
+    let written = file.metadata().unwrap().modified().unwrap();
+    file.set_modified(written + std::time::Duration::from_secs(1)).unwrap();
+    let out = common::output(&s.config, &s.data, &["batch", "import", &id, &again, "--json"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(2), "{stderr}");
+    let journal = std::fs::read_to_string(&journal).unwrap();
+    assert!(
+        journal.contains("\"step\":\"imported\",\"phase\":3"),
+        "phase 3 imported: {stderr}"
+    );
 }
 
 /// The `usage` row of `role` in a run's `--json` summary.

@@ -258,7 +258,7 @@ async fn replies_usable_only_after_a_reask_are_recorded_with_their_attempts() {
         .collect();
     assert_eq!(reasked.len(), 3, "one per observer's scenarios: {journal}");
     for r in &reasked {
-        assert!(r["what"].as_str().unwrap().starts_with("scenarios "), "{r}");
+        assert!(r["purpose"].as_str().unwrap().starts_with("scenarios "), "{r}");
         assert!(r["observer"].is_string(), "{r}");
         let attempts = r["attempts"].as_array().unwrap();
         assert_eq!(attempts.len(), 2, "{r}");

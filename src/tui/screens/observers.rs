@@ -172,21 +172,9 @@ impl Component for Observers {
         let [header, body, bars_area] =
             Layout::vertical([Constraint::Length(1), Constraint::Min(8), Constraint::Length(9)]).areas(area);
         // The subject's own calls (its self-report) whose reply was usable only after a re-ask.
-        let own_reasked: std::collections::BTreeSet<&str> = ctx
-            .run
-            .steps
-            .iter()
-            .filter_map(|step| match step {
-                crate::observer::Step::Reasked {
-                    subject,
-                    observer: None,
-                    what,
-                    ..
-                } if *subject == s.id => Some(what.as_str()),
-                _ => None,
-            })
-            .collect();
-        let own_reasked = match own_reasked.len() {
+        let reasked_calls = crate::observer::reasked_calls(&ctx.run.steps);
+        let reasked_of = |observer: Option<&str>| reasked_calls.get(&(s.id.as_str(), observer)).map_or(0, |c| c.len());
+        let own_reasked = match reasked_of(None) {
             0 => String::new(),
             1 => "   self-report: 1 reply usable after a re-ask".to_string(),
             n => format!("   self-report: {n} replies usable after a re-ask"),
@@ -219,9 +207,6 @@ impl Component for Observers {
         let selected = self.observer % s.observers.len().max(1);
         // The observers whose last step is a failure (a resume asks again), and why.
         let mut failed: BTreeMap<&str, &str> = BTreeMap::new();
-        // Each observer's calls whose reply was usable only after a re-ask (a call made again after
-        // a kill records itself again: counted once).
-        let mut reasked_calls: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
         for step in &ctx.run.steps {
             use crate::observer::Step;
             match step {
@@ -232,14 +217,6 @@ impl Component for Observers {
                     ..
                 } if *subject == s.id => {
                     failed.insert(o, error);
-                }
-                Step::Reasked {
-                    subject,
-                    observer: Some(o),
-                    what,
-                    ..
-                } if *subject == s.id => {
-                    reasked_calls.entry(o).or_default().insert(what);
                 }
                 Step::Relationship { subject, observer, .. }
                 | Step::Scenarios { subject, observer, .. }
@@ -252,7 +229,13 @@ impl Component for Observers {
                 _ => {}
             }
         }
-        let reasked: BTreeMap<&str, usize> = reasked_calls.iter().map(|(o, calls)| (*o, calls.len())).collect();
+        // Each observer's calls whose reply was usable only after a re-ask.
+        let reasked: BTreeMap<&str, usize> = s
+            .observers
+            .iter()
+            .map(|o| (o.id.as_str(), reasked_of(Some(&o.id))))
+            .filter(|(_, n)| *n > 0)
+            .collect();
         render_cards(frame, cards_area, theme, s, selected, (&failed, &reasked));
         let top = self.render_dialogues(frame, dialogue_area, ctx, s, selected);
         self.render_traits(frame, bars_area, ctx, s);

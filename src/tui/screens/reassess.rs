@@ -333,9 +333,9 @@ impl Component for ReassessDialog {
                 lines.push(Line::styled(format!(" {part}"), theme.fg(theme.error)));
             }
             // On a short terminal the problem is what must be read: the three lines introducing the
-            // dialog give way first.
+            // dialog give way first, the blank one first and what it re-assesses last.
             let spare = (lines.len() + 2).saturating_sub(usize::from(area.height));
-            lines.drain(..spare.min(3));
+            lines.drain(3 - spare.min(3)..3);
         }
         let height = (lines.len() as u16 + 2).min(area.height);
         let inner = popup(frame, centered(area, width, height), " Re-assess with… ", theme);

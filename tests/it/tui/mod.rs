@@ -947,7 +947,12 @@ fn sessions_and_the_inspector_reassess_a_session_with_another_judge_prompt_set_a
     );
     app.reassess.as_mut().unwrap().error = Some(long);
     let short = render(&app, (80, 24));
-    assert!(short.contains("(end)") && short.contains("prompt set"), "{short}");
+    assert!(
+        short.contains("(end)") && short.contains("the prompt set broken cannot"),
+        "{short}"
+    );
+    // The blank line went first; what is re-assessed stays.
+    assert!(short.contains("the interviews of parent"), "{short}");
     // The strict set, temperature 0.7, expected scores, OC off and d-OC on; SR cannot be chosen.
     key(&mut app, KeyCode::Right);
     key(&mut app, KeyCode::Down);
@@ -1403,7 +1408,7 @@ fn an_observer_whose_run_failed_is_marked_failed_with_its_reason() {
     app.update(Action::Engine(Event::Observed(Step::Reasked {
         subject: subject.clone(),
         observer: Some(second.clone()),
-        what: format!("scenarios {subject} {second}"),
+        purpose: format!("scenarios {subject} {second}"),
         attempts: vec![
             attempt("a story", Some("not a JSON object")),
             attempt("{\"scenarios\": [\"a\"]}", None),
@@ -1413,7 +1418,7 @@ fn an_observer_whose_run_failed_is_marked_failed_with_its_reason() {
     app.update(Action::Engine(Event::Observed(Step::Reasked {
         subject: subject.clone(),
         observer: None,
-        what: format!("self-report {subject}"),
+        purpose: format!("self-report {subject}"),
         attempts: vec![attempt("prose", Some("not a JSON object")), attempt("{}", None)],
     })));
     let screen = render(&app, (120, 40));
@@ -1423,10 +1428,9 @@ fn an_observer_whose_run_failed_is_marked_failed_with_its_reason() {
         "{screen}"
     );
     assert!(
-        app.run
-            .log
-            .iter()
-            .any(|l| l.contains("re-asked:") && l.contains("not a JSON object")),
+        app.run.log.iter().any(|l| l.ends_with(&format!(
+            "re-asked: self-report {subject}: usable after 2 attempts (before: not a JSON object)"
+        ))),
         "{:?}",
         app.run.log
     );
