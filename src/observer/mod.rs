@@ -185,11 +185,13 @@ pub enum Step {
         mode: SelfReportMode,
         #[serde(with = "options_map")]
         items: BTreeMap<u32, ItemOption>,
-        /// Items no reply answered usably, asked again alone, and left out of the scores.
+        /// Items no reply answered usably, left out of the scores (in `batched` mode after being
+        /// asked again alone; in `items` mode each is asked alone from the start, with its re-asks).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         left_out: Vec<u32>,
         /// Items the first reply had no usable option for, asked again on their own (the ones
-        /// answered then are in `items`, the others in `left_out`).
+        /// answered then are in `items`, the others in `left_out`). Only in `batched` mode: an item
+        /// asked alone is not asked alone again.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         asked_again: Vec<u32>,
     },
@@ -257,7 +259,8 @@ impl Step {
 
 /// The calls whose reply was usable only after a re-ask, by (subject, observer; none for the
 /// subject's self-report): their purposes. A call is there once: one killed after its record and
-/// before its step is made again on resume, and records itself again.
+/// before its step is made again on resume, and records itself again. (Made again with the response
+/// cache off, it may take its first reply then: it counts still, as a call that was re-asked once.)
 pub fn reasked_calls<'a>(
     steps: impl IntoIterator<Item = &'a Step>,
 ) -> BTreeMap<(&'a str, Option<&'a str>), std::collections::BTreeSet<&'a str>> {

@@ -298,6 +298,10 @@ impl Component for Live {
         let left_width = if area.width >= 110 { 46 } else { 38 };
         let [left, right] = Layout::horizontal([Constraint::Length(left_width), Constraint::Min(30)]).areas(area);
         let styles: std::collections::BTreeSet<_> = run.items.iter().map(|r| r.key.style).collect();
+        // The query style's column only when the run has more than one, as wide as the widest, so
+        // every row's columns line up.
+        let style_width =
+            (styles.len() > 1).then(|| styles.iter().map(|s| s.name().chars().count()).max().unwrap_or(0));
         let [transcript_area, gauges_area, log_area] =
             Layout::vertical([Constraint::Min(6), Constraint::Length(6), Constraint::Length(4)]).areas(right);
 
@@ -331,14 +335,7 @@ impl Component for Live {
                     (row.status.label(), color)
                 };
                 let k = &row.key;
-                // The query style only when the run has more than one.
-                let style_col = if styles.len() > 1 {
-                    // As wide as the widest, so every row's columns line up.
-                    let widest = styles.iter().map(|s| s.name().chars().count()).max().unwrap_or(0);
-                    format!(" {:<widest$}", k.style.name())
-                } else {
-                    String::new()
-                };
+                let style_col = style_width.map_or_else(String::new, |w| format!(" {:<w$}", k.style.name()));
                 // The character column gives way first, so the item number and status always show.
                 let cw = (inner.width as usize)
                     .saturating_sub(26 + style_col.chars().count())

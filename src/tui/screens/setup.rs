@@ -47,9 +47,10 @@ pub struct Setup {
     pub rpa: String,
     pub judge: String,
     pub providers: Vec<String>,
-    /// A recorded plan shown (the tour's) whose providers this config lacks: their names, said
-    /// beside the selectors, which show this config's.
-    pub recorded_providers: Option<(String, String)>,
+    /// A recorded plan shown (the tour's) whose providers this config lacks: each such role and the
+    /// provider it was recorded with, said beside the selectors (which show this config's) until
+    /// that role's selector is changed.
+    pub recorded_providers: Vec<(&'static str, String)>,
     pub seed: u64,
     /// From the config's `[sampling]` (the setup does not edit them; the plan records them).
     pub answer_sampling: crate::method::interview::AnswerSampling,
@@ -97,7 +98,7 @@ impl Setup {
             rpa,
             judge,
             providers,
-            recorded_providers: None,
+            recorded_providers: Vec::new(),
             seed: 0,
             answer_sampling: Default::default(),
             judge_temperature: 0.0,
@@ -129,8 +130,11 @@ impl Setup {
                 role.clone_from(name);
             }
         }
-        let known = self.providers.contains(&plan.rpa) && self.providers.contains(&plan.judge);
-        self.recorded_providers = (!known).then(|| (plan.rpa.clone(), plan.judge.clone()));
+        self.recorded_providers = [("rpa", &plan.rpa), ("judge", &plan.judge)]
+            .into_iter()
+            .filter(|(_, name)| !self.providers.contains(name))
+            .map(|(role, name)| (role, name.clone()))
+            .collect();
     }
 
     /// Characters matching the filter (name, alias, id, work, language).
@@ -330,8 +334,10 @@ impl Setup {
                     self.style = styles[(i + delta).rem_euclid(3) as usize];
                 } else if row == n + 2 {
                     self.rpa = cycle(&self.providers, &self.rpa);
+                    self.recorded_providers.retain(|(role, _)| *role != "rpa");
                 } else {
                     self.judge = cycle(&self.providers, &self.judge);
+                    self.recorded_providers.retain(|(role, _)| *role != "judge");
                 }
             }
         }
@@ -545,8 +551,13 @@ impl Setup {
             };
             lines.push(Line::styled(pad(&text, inner.width as usize), style));
         }
-        if let Some((rpa, judge)) = &self.recorded_providers {
-            let said = format!("recorded with rpa {rpa} · judge {judge}, which this config does not have");
+        if !self.recorded_providers.is_empty() {
+            let roles: Vec<String> = self
+                .recorded_providers
+                .iter()
+                .map(|(role, name)| format!("{role} {name}"))
+                .collect();
+            let said = format!("recorded with {}, which this config does not have", roles.join(" · "));
             for part in crate::tui::wrap::wrap(&crate::text::terminal_safe(&said), inner.width as usize) {
                 lines.push(Line::styled(part, theme.dim()));
             }

@@ -2455,4 +2455,18 @@ fn the_setup_of_a_recorded_plan_names_providers_this_config_lacks() {
         words.contains("recorded with rpa q15 · judge q15, which this config does not have"),
         "{screen}"
     );
+    // Only the roles this config lacks are named; a role's selector changed, that role no longer.
+    let known = app.setup.rpa.clone();
+    plan.judge = known;
+    app.setup.show_plan(&plan);
+    assert_eq!(app.setup.recorded_providers, [("rpa", "q15".to_string())]);
+    app.setup.pane = incharacter::tui::screens::setup::SetupPane::Options;
+    // The rpa row: the one before the judge's, the last.
+    app.setup.option_cursor = incharacter::tui::screens::setup::OPTION_ROWS - 2;
+    key(&mut app, KeyCode::Right);
+    assert!(
+        app.setup.recorded_providers.is_empty(),
+        "{:?}",
+        app.setup.recorded_providers
+    );
 }
