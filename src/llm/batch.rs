@@ -403,11 +403,21 @@ impl Drop for Parked<'_> {
 pub struct BatchTransport {
     hub: Arc<Hub>,
     config: ProviderConfig,
+    /// Who answers, as a refusal says it: the provider's server (the Batch API), or the results
+    /// file an offline engine wrote.
+    answerer: String,
 }
 
 impl BatchTransport {
-    pub fn new(hub: Arc<Hub>, config: ProviderConfig) -> Self {
-        BatchTransport { hub, config }
+    /// `files`: the phases' results come from files an offline engine wrote, not from the
+    /// provider's server.
+    pub fn new(hub: Arc<Hub>, config: ProviderConfig, files: bool) -> Self {
+        let answerer = if files {
+            "the batch results file".to_string()
+        } else {
+            config.base_url.clone()
+        };
+        BatchTransport { hub, config, answerer }
     }
 }
 
@@ -452,6 +462,10 @@ impl Transport for BatchTransport {
 
     fn base_url(&self) -> &str {
         &self.config.base_url
+    }
+
+    fn answerer(&self) -> &str {
+        &self.answerer
     }
 
     fn batched(&self) -> bool {

@@ -74,6 +74,12 @@ pub trait Transport: Send + Sync {
     /// Where the model lives; part of the cache key.
     fn base_url(&self) -> &str;
 
+    /// Who answered a refusal, as its error says it: the server at `base_url` unless the replies
+    /// come from elsewhere (a batch results file an offline engine wrote).
+    fn answerer(&self) -> &str {
+        self.base_url()
+    }
+
     /// Whether attempts wait for a batch (batch mode) instead of going out one by one; then the
     /// first request of a shape is not sent alone (its batch holds every request of its phase).
     fn batched(&self) -> bool {
@@ -720,7 +726,7 @@ impl Client {
         tx: &mpsc::UnboundedSender<ChatEvent>,
     ) -> Option<Outcome> {
         let provider = self.config.name.as_str();
-        let reason = error.describe(self.transport.base_url());
+        let reason = error.describe(self.transport.answerer());
         let attempt = tries.attempt;
         tracing::info!(provider, attempt, purpose = %request.meta.purpose, %reason, "attempt failed");
         if self.adapt_to(request, &error) {
@@ -905,7 +911,7 @@ impl Client {
                 finish_reason,
             },
             AttemptError::Status { status, message, .. } if !error.retryable() => LlmError::Http {
-                base_url: self.transport.base_url().to_string(),
+                base_url: self.transport.answerer().to_string(),
                 status,
                 message: message + &hint,
             },

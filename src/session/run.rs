@@ -105,7 +105,8 @@ fn batch_connector<'a>(
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(provider.name.clone(), api);
         }
-        let transport = Arc::new(BatchTransport::new(batching.hub.clone(), provider.clone()));
+        let files = batching.mode != BatchMode::Api;
+        let transport = Arc::new(BatchTransport::new(batching.hub.clone(), provider.clone(), files));
         Ok(Arc::new(Client::new(transport, provider, shared.clone())) as Arc<dyn ChatModel>)
     }
 }

@@ -606,9 +606,10 @@ async fn refusals_in_imported_results_are_retried_within_the_policy_then_fail_th
     assert!(
         errors
             .iter()
-            .any(|e| e.contains("HTTP 400") && e.contains("refused with 400")),
-        "{errors:?}"
+            .any(|e| e.contains("the batch results file answered HTTP 400: refused with 400")),
+        "an imported refusal names no server it never went to: {errors:?}"
     );
+    assert!(!errors.iter().any(|e| e.contains("http://")), "{errors:?}");
     assert!(
         errors
             .iter()
@@ -949,7 +950,7 @@ async fn batch_results_kept_from_an_earlier_sitting_are_neither_a_request_nor_a_
     let hub = Arc::new(Hub::default());
     let shared = Shared::new(4, None, CacheMode::Off, 1);
     let c = Client::new(
-        Arc::new(BatchTransport::new(hub.clone(), config.clone())),
+        Arc::new(BatchTransport::new(hub.clone(), config.clone(), false)),
         config.clone(),
         shared,
     );
