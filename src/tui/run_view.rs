@@ -228,9 +228,11 @@ impl RunView {
         self.log.push_back(line);
     }
 
+    /// Who asks and who answers: the character's names, or, for a character the catalog no longer
+    /// holds (its file removed since the session was recorded), its role and id.
     fn names(&self, catalog: &Catalog, character: &str) -> (String, String) {
         catalog.character(character).map_or_else(
-            || ("?".into(), character.to_string()),
+            || ("experimenter".into(), character.to_string()),
             |c| (c.experimenter.clone(), c.name.clone()),
         )
     }

@@ -264,6 +264,27 @@ mod live_screen {
         assert!(shown.contains("tokens 2000 "), "{shown}");
     }
 
+    /// A session whose character the catalog no longer holds (its file removed since) is shown with
+    /// the character's id and the experimenter's role, not a question mark.
+    #[test]
+    fn a_character_gone_from_the_catalog_is_shown_by_its_id() {
+        let mut app = app();
+        let plan = fixture::plan(&["hermione-en"], &["BFI"], &[Method::ErBatch]);
+        let events = fixture::session(&app.catalog, &plan);
+        let mut catalog = (*app.catalog).clone();
+        catalog.characters.retain(|e| e.value.id != "hermione-en");
+        app.catalog = Arc::new(catalog);
+        for e in events.iter().take(3) {
+            app.update(Action::Engine(e.clone()));
+        }
+        let shown = render(&app, (120, 30));
+        assert!(
+            shown.contains("experimenter") && shown.contains("hermione-en"),
+            "{shown}"
+        );
+        assert!(!shown.contains("││?"), "no speaker shown as a question mark: {shown}");
+    }
+
     /// The pause key, `p`.
     fn pause() -> Action {
         use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
