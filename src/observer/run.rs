@@ -74,12 +74,17 @@ impl Pair<'_> {
     }
 
     fn fail(&self, what: &str, e: JudgeFailure) {
-        let _ = self.sink.send(Step::Failed {
-            subject: self.s.id.clone(),
-            observer: Some(self.o.id.clone()),
-            what: what.into(),
-            error: e.to_string(),
-        });
+        self.asker().fail(what, e);
+    }
+
+    /// Who asks on this pair's behalf: its observer, about its subject.
+    fn asker(&self) -> Asker<'_> {
+        Asker {
+            plan: self.plan,
+            sink: self.sink,
+            subject: &self.s.id,
+            observer: Some(&self.o.id),
+        }
     }
 }
 
@@ -87,20 +92,32 @@ impl Pair<'_> {
 /// had no usable option for them; those still without one are left out).
 type Questionnaire = (BTreeMap<u32, ItemOption>, Vec<u32>);
 
-/// Where a call's re-asks are recorded: the run's sink, and whose step the call is.
-struct Trace<'a> {
+/// Whose calls these are (a subject's own, or an observer's about it), under which plan, and where
+/// their re-asks and failures are recorded.
+struct Asker<'a> {
+    plan: &'a ObservePlan,
     sink: &'a UnboundedSender<Step>,
     subject: &'a str,
     observer: Option<&'a str>,
 }
 
-impl Pair<'_> {
-    fn trace(&self) -> Trace<'_> {
-        Trace {
-            sink: self.sink,
-            subject: &self.s.id,
-            observer: Some(&self.o.id),
-        }
+impl Asker<'_> {
+    fn fail(&self, what: &str, e: JudgeFailure) {
+        let _ = self.sink.send(Step::Failed {
+            subject: self.subject.to_string(),
+            observer: self.observer.map(str::to_string),
+            what: what.into(),
+            error: e.to_string(),
+        });
+    }
+
+    fn reasked(&self, purpose: &str, attempts: Vec<judge::Attempt>) {
+        let _ = self.sink.send(Step::Reasked {
+            subject: self.subject.to_string(),
+            observer: self.observer.map(str::to_string),
+            purpose: purpose.to_string(),
+            attempts,
+        });
     }
 }
 
@@ -209,11 +226,17 @@ impl ObserveEngine {
 
     async fn subject(&self, plan: &ObservePlan, done: &Done, sink: &UnboundedSender<Step>, s: &SubjectSpec) {
         let who = self.who(s);
+        let own = Asker {
+            plan,
+            sink,
+            subject: &s.id,
+            observer: None,
+        };
         let self_report = async {
             if done.self_reports.contains_key(&s.id) {
                 return;
             }
-            match self.self_report((plan, sink), s, &who).await {
+            match self.self_report(&own, s, &who).await {
                 Ok((items, asked_again)) => {
                     let _ = sink.send(Step::SelfReport {
                         subject: s.id.clone(),
@@ -223,14 +246,7 @@ impl ObserveEngine {
                         items,
                     });
                 }
-                Err(e) => {
-                    let _ = sink.send(Step::Failed {
-                        subject: s.id.clone(),
-                        observer: None,
-                        what: "self-report".into(),
-                        error: e.to_string(),
-                    });
-                }
+                Err(e) => own.fail("self-report", e),
             }
         };
         let who = &who;
@@ -248,10 +264,10 @@ impl ObserveEngine {
     }
 
     /// `request` asked until its reply parses (the judge's bounded re-ask policy); a usable reply
-    /// that took more than one attempt is recorded on `trace` with every attempt.
+    /// that took more than one attempt is recorded by `asker` with every attempt.
     async fn json<T>(
         &self,
-        trace: &Trace<'_>,
+        asker: &Asker<'_>,
         model: &dyn ChatModel,
         mut request: ChatRequest,
         temperature: f32,
@@ -261,12 +277,7 @@ impl ObserveEngine {
         request.sampling.temperature = Some(temperature);
         let (result, attempts) = judge::ask_at(model, &request, attempts, temperature, parse).await;
         if result.is_ok() && attempts.len() > 1 {
-            let _ = trace.sink.send(Step::Reasked {
-                subject: trace.subject.to_string(),
-                observer: trace.observer.map(str::to_string),
-                purpose: request.meta.purpose.clone(),
-                attempts,
-            });
+            asker.reasked(&request.meta.purpose, attempts);
         }
         result
     }
@@ -355,7 +366,7 @@ impl ObserveEngine {
         let parse = |r: &str| text_field(&judge_json::extract(r)?, "relationship");
         let r = self
             .json(
-                &pair.trace(),
+                &pair.asker(),
                 self.observer_model.as_ref(),
                 request,
                 pair.plan.temperature,
@@ -401,7 +412,7 @@ impl ObserveEngine {
         );
         let list = self
             .json(
-                &pair.trace(),
+                &pair.asker(),
                 self.observer_model.as_ref(),
                 request,
                 pair.plan.temperature,
@@ -516,7 +527,7 @@ impl ObserveEngine {
         );
         let (utterance, end) = self
             .json(
-                &pair.trace(),
+                &pair.asker(),
                 model,
                 request,
                 pair.plan.temperature,
@@ -565,7 +576,7 @@ impl ObserveEngine {
             intro,
             format!("report {} {}", s.id, o.id),
             pair.seed("report"),
-            (pair.plan, &pair.trace()),
+            &pair.asker(),
         )
         .await
     }
@@ -577,16 +588,11 @@ impl ObserveEngine {
 
     async fn self_report(
         &self,
-        (plan, sink): (&ObservePlan, &UnboundedSender<Step>),
+        asker: &Asker<'_>,
         s: &SubjectSpec,
         who: &Who,
     ) -> Result<Questionnaire, JudgeFailure> {
-        let scale = self.scale();
-        let trace = Trace {
-            sink,
-            subject: &s.id,
-            observer: None,
-        };
+        let (scale, plan) = (self.scale(), asker.plan);
         let seed = plan.seed ^ hash(&[&s.id, "self"]);
         let intro = "Rate how accurately each statement describes you, as you really are.".to_string();
         match plan.self_report {
@@ -598,7 +604,7 @@ impl ObserveEngine {
                     intro,
                     format!("self-report {}", s.id),
                     seed,
-                    (plan, &trace),
+                    asker,
                     scale.scored_items().map(|i| i.id).collect(),
                 )
                 .await
@@ -612,7 +618,7 @@ impl ObserveEngine {
                         intro.clone(),
                         format!("self-report {} item {}", s.id, item.id),
                         seed ^ u64::from(item.id),
-                        (plan, &trace),
+                        asker,
                         vec![item.id],
                     )
                 });
@@ -646,7 +652,7 @@ impl ObserveEngine {
         intro: String,
         purpose: String,
         seed: u64,
-        asking: (&ObservePlan, &Trace<'_>),
+        asker: &Asker<'_>,
     ) -> Result<Questionnaire, JudgeFailure> {
         let ids = scale.scored_items().map(|i| i.id).collect();
         self.questionnaire_with(
@@ -656,7 +662,7 @@ impl ObserveEngine {
             intro,
             purpose,
             seed,
-            asking,
+            asker,
             ids,
         )
         .await
@@ -678,7 +684,7 @@ impl ObserveEngine {
         intro: String,
         purpose: String,
         seed: u64,
-        asking: (&ObservePlan, &Trace<'_>),
+        asker: &Asker<'_>,
         ids: Vec<u32>,
     ) -> Result<Questionnaire, JudgeFailure> {
         let mut got = BTreeMap::new();
@@ -690,7 +696,7 @@ impl ObserveEngine {
                 _ => (format!("{purpose}, items asked again"), seed ^ 0x5EED),
             };
             let asked = self
-                .items(who, scale, system.clone(), &intro, purpose, seed, asking, &ids)
+                .items(who, scale, system.clone(), &intro, purpose, seed, asker, &ids)
                 .await;
             let (good, bad) = match asked {
                 Ok(answered) => answered,
@@ -723,7 +729,7 @@ impl ObserveEngine {
         intro: &str,
         purpose: String,
         seed: u64,
-        (plan, trace): (&ObservePlan, &Trace<'_>),
+        asker: &Asker<'_>,
         ids: &[u32],
     ) -> Result<(BTreeMap<u32, ItemOption>, Vec<u32>), JudgeFailure> {
         let keys: Vec<String> = ids.iter().map(u32::to_string).collect();
@@ -777,7 +783,7 @@ impl ObserveEngine {
             bad.sort_unstable();
             Ok((good, bad))
         };
-        self.json(trace, model, request, 0.0, plan.max_attempts, parse).await
+        self.json(asker, model, request, 0.0, asker.plan.max_attempts, parse).await
     }
 }
 
