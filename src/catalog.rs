@@ -836,9 +836,9 @@ pub enum SaveError {
     /// The character the edit began from is no longer in the catalog: its file removed, or
     /// unreadable now.
     #[error(
-        "character {0}'s file was removed, or cannot be read now (`incharacter validate` says why), since \
-         the edit began: nothing saved; this edit stays open to copy from, and Esc leaves it (its changes \
-         are not saved)"
+        "character {0} is no longer in the data folder as the edit found it (its file removed, given another \
+         id, or unreadable now: `incharacter validate` says which): nothing saved; this edit stays open to \
+         copy from, and Esc leaves it (its changes are not saved)"
     )]
     Gone(String),
 }

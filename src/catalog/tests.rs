@@ -405,7 +405,7 @@ fn a_save_never_replaces_another_character_or_a_change_made_since_the_read() {
     let c = Catalog::load(Some(data.path())).unwrap();
     let e = c.save_character(data.path(), &now, Some(&now)).unwrap_err();
     assert!(matches!(e, SaveError::Gone(_)), "{e}");
-    assert!(e.to_string().starts_with("character wren-en's file was removed, or cannot be read now"), "{e}");
+    assert!(e.to_string().starts_with("character wren-en is no longer in the data folder"), "{e}");
     assert!(!data.path().join("characters/wren-en.toml").exists());
 }
 

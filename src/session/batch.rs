@@ -232,7 +232,6 @@ pub fn check_import(events: &[Event], dir: &Path, from: &Path) -> Result<Import,
 /// a deterministic engine answers a request asked again alike, to the byte, and a user may have it
 /// write every phase's results to one file.)
 fn imported_as(history: &History, dir: &Path, from: &Path, modified_ms: Option<u64>, text: &str) -> Option<u32> {
-    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     history.steps.iter().find_map(|s| match s {
         Step::Imported {
             phase,
@@ -240,13 +239,26 @@ fn imported_as(history: &History, dir: &Path, from: &Path, modified_ms: Option<u
             results,
             modified_ms: then,
             ..
-        } if absolute(Path::new(was)) == absolute(from) && (then.is_none() || *then == modified_ms) => {
+        } if same_file(Path::new(was), from) && (then.is_none() || *then == modified_ms) => {
             crate::files::read_text_limited(&dir.join(results), MAX_RESULTS, "batch results")
                 .is_ok_and(|kept| kept == text)
                 .then_some(*phase)
         }
         _ => None,
     })
+}
+
+/// Whether `a` and `b` reach one file, however each is spelled: through `..`, a link to it or to its
+/// folder, another hard link. (A path gone since is compared as written, made absolute.)
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => {
+            let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+            absolute(a) == absolute(b)
+        }
+    }
 }
 
 /// When `file` was last written, in milliseconds since 1970, if the system says.

@@ -156,6 +156,8 @@ fn inert(action: Action) -> Action {
 
 pub struct App {
     pub catalog: Arc<Catalog>,
+    /// Characters and scales whose file cannot be read for now (see `reread`).
+    pub unreadable: super::reread::Unreadable,
     pub keymap: Keymap,
     pub themes: Vec<Theme>,
     pub theme: usize,
@@ -297,6 +299,7 @@ impl App {
             .collect();
         App {
             catalog,
+            unreadable: Default::default(),
             keymap,
             themes,
             theme,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::Driver;
 use super::app::{Action, App};
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Entry, Origin};
 
 /// The user's character and scale files, those the catalog reads (name, size, modification time):
 /// what tells that the catalog has to be read again. An editor's swap or backup file is not one.
@@ -22,7 +22,8 @@ impl CatalogFiles {
                 continue;
             };
             for e in entries.flatten().filter(|e| crate::catalog::is_catalog_file(&e.path())) {
-                let meta = e.metadata().ok();
+                // A link's target: what the catalog reads.
+                let meta = std::fs::metadata(e.path()).ok();
                 files.push((
                     e.path(),
                     meta.as_ref().map_or(0, std::fs::Metadata::len),
@@ -67,83 +68,50 @@ impl App {
 
     /// Takes `catalog`, read anew (after a change outside, or a save of character `saved`): the
     /// persona list keeps the character under its cursor, the setup forgets characters and scales
-    /// that are gone. Returns what changed but `saved`, to be said.
+    /// that are gone (not those whose file cannot be read for now). Returns what changed but
+    /// `saved`, to be said.
     fn take_catalog(&mut self, catalog: Arc<Catalog>, saved: Option<&str>) -> Vec<String> {
-        let characters = |c: &Catalog| -> BTreeMap<String, crate::domain::character::Character> {
-            c.characters
-                .iter()
-                .map(|e| (e.value.id.clone(), e.value.clone()))
-                .collect()
-        };
-        let (before, after) = (characters(&self.catalog), characters(&catalog));
         let under = crate::tui::screens::persona::listed(&self.catalog)
             .get(self.persona.cursor)
             .map(|e| e.value.id.clone());
-        // A character whose file is still there but cannot be read now (caught half-written, or
-        // broken by an edit) is not removed: said as unreadable, and its pick kept.
-        let unreadable: BTreeSet<String> = self
-            .catalog
-            .characters
-            .iter()
-            .filter(|e| !after.contains_key(&e.value.id))
-            .filter(|e| match &e.origin {
-                crate::catalog::Origin::User { path, .. } => {
-                    let file = path.display().to_string();
-                    catalog.problems.iter().any(|p| p.file == file)
-                }
-                crate::catalog::Origin::Bundled => false,
-            })
-            .map(|e| e.value.id.clone())
-            .collect();
-        let mut people = Changes::between(&before, &after, &unreadable);
+        let skipped = |c: &Catalog| -> BTreeSet<String> { c.problems.iter().map(|p| p.file.clone()).collect() };
+        let (problems, problems_before) = (skipped(&catalog), skipped(&self.catalog));
+        let mut people = Changes::look(
+            (&self.catalog.characters, &catalog.characters),
+            |c| &c.id,
+            &problems,
+            &mut self.unreadable.characters,
+        );
         for ids in [&mut people.added, &mut people.changed] {
             ids.retain(|id| Some(id.as_str()) != saved);
         }
-        // One whose file was skipped before, and reads now, is not new: it is readable again.
-        let was_skipped = |id: &String| {
-            catalog.characters.iter().any(|e| {
-                &e.value.id == id
-                    && matches!(&e.origin, crate::catalog::Origin::User { path, .. }
-                        if self.catalog.problems.iter().any(|p| p.file == path.display().to_string()))
-            })
-        };
-        let readable_again: Vec<String> = people.added.iter().filter(|id| was_skipped(id)).cloned().collect();
-        people.added.retain(|id| !readable_again.contains(id));
-        let scales = |c: &Catalog| -> BTreeMap<String, crate::domain::scale::Scale> {
-            c.scales.iter().map(|e| (e.value.id.clone(), e.value.clone())).collect()
-        };
-        let (scales_before, scales_after) = (scales(&self.catalog), scales(&catalog));
-        let scale_changes = Changes::between(&scales_before, &scales_after, &BTreeSet::new());
-        let skipped = |c: &Catalog| -> BTreeSet<String> { c.problems.iter().map(|p| p.file.clone()).collect() };
-        let (problems, problems_before) = (skipped(&catalog), skipped(&self.catalog));
+        let scales = Changes::look(
+            (&self.catalog.scales, &catalog.scales),
+            |s| &s.id,
+            &problems,
+            &mut self.unreadable.scales,
+        );
         self.catalog = catalog;
-        // Only a character gone with this change is unpicked: a pick already missing from the catalog
-        // before was kept while its file cannot be read, and stays kept.
+        let (catalog, unreadable) = (&self.catalog, &self.unreadable);
         self.setup
             .characters
-            .retain(|id| after.contains_key(id) || !before.contains_key(id) || unreadable.contains(id));
-        self.setup.scales.retain(|id| scales_after.contains_key(id));
-        self.setup.scale_cursor = self.setup.scale_cursor.min(scales_after.len().saturating_sub(1));
-        let listed_here = self.setup.filtered_characters(&self.catalog).len();
+            .retain(|id| catalog.character(id).is_some() || unreadable.characters.contains_key(id));
+        self.setup
+            .scales
+            .retain(|id| catalog.scale(id).is_some() || unreadable.scales.contains_key(id));
+        self.setup.scale_cursor = self.setup.scale_cursor.min(catalog.scales.len().saturating_sub(1));
+        let listed_here = self.setup.filtered_characters(catalog).len();
         self.setup.char_cursor = self.setup.char_cursor.min(listed_here.saturating_sub(1));
-        let listed = crate::tui::screens::persona::listed(&self.catalog);
+        let listed = crate::tui::screens::persona::listed(catalog);
         self.persona.cursor = under
             .and_then(|id| listed.iter().position(|e| e.value.id == id))
             .unwrap_or(self.persona.cursor)
             .min(listed.len().saturating_sub(1));
-        let unreadable: Vec<String> = unreadable.into_iter().collect();
-        let mut said: Vec<String> = [
-            people.said(""),
-            vec![
-                named("unreadable now", &unreadable),
-                named("readable again", &readable_again),
-            ],
-            scale_changes.said("scale "),
-        ]
-        .into_iter()
-        .flatten()
-        .flatten()
-        .collect();
+        let mut said: Vec<String> = [people.said(""), scales.said("scale ")]
+            .into_iter()
+            .flatten()
+            .flatten()
+            .collect();
         // Said when which files are skipped changes, not at every look while one stays broken.
         if problems != problems_before {
             if problems.is_empty() {
@@ -179,39 +147,89 @@ impl App {
     }
 }
 
+/// Characters and scales whose file is there but cannot be read now (caught half-written, broken by
+/// an edit): by id, that file. They are not removed (their picks are kept) until the file reads again
+/// or is gone.
+#[derive(Debug, Clone, Default)]
+pub struct Unreadable {
+    pub characters: BTreeMap<String, String>,
+    pub scales: BTreeMap<String, String>,
+}
+
 /// What one kind of catalog entry (characters, scales) gained, changed and lost, by id.
+#[derive(Debug, Default)]
 struct Changes {
     added: Vec<String>,
     changed: Vec<String>,
     removed: Vec<String>,
+    unreadable: Vec<String>,
+    readable_again: Vec<String>,
 }
 
 impl Changes {
-    /// The ids in `after` only, in both but different, and in `before` only less `kept` (entries whose
-    /// file cannot be read now, said apart).
-    fn between<T: PartialEq>(
-        before: &BTreeMap<String, T>,
-        after: &BTreeMap<String, T>,
-        kept: &BTreeSet<String>,
+    /// The entries of one kind, `before` and `after` a look at the folder, with `problems` the files
+    /// skipped now; `unreadable` (this kind's) is kept up to date: an entry gone whose file is
+    /// skipped is unreadable, not removed; one back is readable again, not added; an unreadable one
+    /// whose file is no longer skipped (deleted, or read as another id) is removed.
+    fn look<T: PartialEq>(
+        (before, after): (&[Entry<T>], &[Entry<T>]),
+        id: impl Fn(&T) -> &String,
+        problems: &BTreeSet<String>,
+        unreadable: &mut BTreeMap<String, String>,
     ) -> Changes {
-        let ids = |f: &dyn Fn(&String, &T) -> bool, of: &BTreeMap<String, T>| -> Vec<String> {
-            of.iter().filter(|(id, v)| f(id, v)).map(|(id, _)| id.clone()).collect()
+        let by_id = |entries: &[Entry<T>]| -> BTreeMap<String, usize> {
+            entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (id(&e.value).clone(), i))
+                .collect()
         };
-        Changes {
-            added: ids(&|id, _| !before.contains_key(id), after),
-            changed: ids(&|id, v| before.get(id).is_some_and(|b| b != v), after),
-            removed: ids(&|id, _| !after.contains_key(id) && !kept.contains(id), before),
+        let (was, now) = (by_id(before), by_id(after));
+        let mut c = Changes::default();
+        for (key, &i) in &was {
+            match now.get(key) {
+                Some(&j) if before[i].value != after[j].value => c.changed.push(key.clone()),
+                Some(_) => {}
+                None => match &before[i].origin {
+                    Origin::User { path, .. } if problems.contains(&path.display().to_string()) => {
+                        unreadable.insert(key.clone(), path.display().to_string());
+                        c.unreadable.push(key.clone());
+                    }
+                    _ => c.removed.push(key.clone()),
+                },
+            }
         }
+        for key in now.keys().filter(|k| !was.contains_key(*k)) {
+            if unreadable.remove(key).is_some() {
+                c.readable_again.push(key.clone());
+            } else {
+                c.added.push(key.clone());
+            }
+        }
+        unreadable.retain(|key, file| {
+            let still = problems.contains(file) || c.unreadable.contains(key);
+            if !still {
+                c.removed.push(key.clone());
+            }
+            still
+        });
+        c.removed.sort();
+        c
     }
 
-    /// "added a, b", "changed c", "removed d", each said only when it names something; `kind` goes
-    /// before the verb ("scale added BFI").
+    /// "added a, b", "changed c", "removed d", "unreadable now e", "readable again f", each said
+    /// only when it names something; `kind` goes before the verb ("scale added BFI").
     fn said(&self, kind: &str) -> Vec<Option<String>> {
-        vec![
-            named(&format!("{kind}added"), &self.added),
-            named(&format!("{kind}changed"), &self.changed),
-            named(&format!("{kind}removed"), &self.removed),
+        [
+            ("added", &self.added),
+            ("changed", &self.changed),
+            ("removed", &self.removed),
+            ("unreadable now", &self.unreadable),
+            ("readable again", &self.readable_again),
         ]
+        .into_iter()
+        .map(|(what, ids)| named(&format!("{kind}{what}"), ids))
+        .collect()
     }
 }
 

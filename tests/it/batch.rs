@@ -672,6 +672,20 @@ async fn an_earlier_phases_results_are_refused_for_a_phase_asking_the_same_reque
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("these are phase 2's results"), "{stderr}");
+    // Nor through `..`, a link to it, or another hard link.
+    std::os::unix::fs::symlink(files.join("results-2.jsonl"), files.join("link.jsonl")).unwrap();
+    std::fs::hard_link(files.join("results-2.jsonl"), files.join("hard.jsonl")).unwrap();
+    for other in [
+        files.join("../batches/results-2.jsonl"),
+        files.join("link.jsonl"),
+        files.join("hard.jsonl"),
+    ] {
+        let other = other.display().to_string();
+        let out = common::output(&s.config, &s.data, &["batch", "import", &id, &other]).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{other}: {stderr}");
+        assert!(stderr.contains("these are phase 2's results"), "{other}: {stderr}");
+    }
     assert_eq!(std::fs::read(&journal).unwrap(), before, "nothing appended");
     // Written anew (an engine that answers alike, to the byte, into the one file it writes), it is
     // phase 3's results.

@@ -237,3 +237,69 @@ fn a_save_says_what_else_changed_in_the_folder() {
     );
     assert_eq!(app.setup.characters.iter().collect::<Vec<_>>(), ["kept-en"]);
 }
+
+/// What a look at the folder says of files that break and mend, as a person editing them sees it:
+/// a scale caught broken keeps its pick as a character does; a file that never read, once it does,
+/// is new; a broken file deleted is a removed character, its pick dropped.
+#[test]
+fn files_that_break_mend_and_go_are_said_for_what_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("characters")).unwrap();
+    std::fs::create_dir_all(data.join("scales")).unwrap();
+    let scale = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scales/LOT-R.toml"))
+        .unwrap()
+        .replacen("id = \"LOT-R\"", "id = \"MYLOT\"", 1);
+    let scale_file = data.join("scales/mylot.toml");
+    std::fs::write(&scale_file, &scale).unwrap();
+    let alpha = data.join("characters/alpha.toml");
+    std::fs::write(&alpha, character_file("alpha-en", "Alpha")).unwrap();
+    let config = Config::defaults(&|_| None);
+    let (themes, _) = theme::load_all(None);
+    let catalog = Arc::new(Catalog::load(Some(&data)).unwrap());
+    let mut app = App::new(catalog, &config, Some(&data), Keymap::default(), themes, 0);
+    app.setup.scales.insert("MYLOT".into());
+    app.setup.characters.insert("alpha-en".into());
+    let look = |app: &mut App| {
+        app.flash = None;
+        app.update(Action::CatalogReread(Arc::new(Catalog::load(Some(&data)).unwrap())));
+        app.flash.clone().unwrap_or_default()
+    };
+
+    std::fs::write(&scale_file, format!("{scale}\nrange = [")).unwrap();
+    assert!(look(&mut app).starts_with("data folder read again: scale unreadable now MYLOT; 1 file(s) skipped"));
+    assert!(app.setup.scales.contains("MYLOT"), "the pick is kept");
+    std::fs::write(&scale_file, &scale).unwrap();
+    assert_eq!(
+        look(&mut app),
+        "data folder read again: scale readable again MYLOT; no file skipped now"
+    );
+    assert!(app.setup.scales.contains("MYLOT"));
+
+    // A file that never read, then reads: a new character, not one readable again.
+    let omega = data.join("characters/omega.toml");
+    std::fs::write(&omega, "id = \"omega-en\"\nname = \"Om").unwrap();
+    assert_eq!(
+        look(&mut app),
+        "data folder read again: 1 file(s) skipped: `incharacter validate` says why"
+    );
+    std::fs::write(&omega, character_file("omega-en", "Omega")).unwrap();
+    assert_eq!(
+        look(&mut app),
+        "data folder read again: added omega-en; no file skipped now"
+    );
+
+    // Broken, then deleted: removed, and its pick goes with it.
+    std::fs::write(&alpha, "id = \"alpha-en\"\nname = ").unwrap();
+    assert!(look(&mut app).starts_with("data folder read again: unreadable now alpha-en"));
+    assert!(app.setup.characters.contains("alpha-en"));
+    std::fs::remove_file(&alpha).unwrap();
+    assert_eq!(
+        look(&mut app),
+        "data folder read again: removed alpha-en; no file skipped now"
+    );
+    assert!(
+        !app.setup.characters.contains("alpha-en"),
+        "the pick went with the file"
+    );
+}

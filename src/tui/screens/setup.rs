@@ -257,14 +257,14 @@ impl Setup {
                 // A pick kept while its file cannot be read (caught half-written, broken by an edit)
                 // is not left out of the run without a word: said, and unpicked (it is not listed to
                 // unpick), so the next start goes without it.
-                let unreadable: Vec<String> = self
-                    .characters
-                    .iter()
+                let unreadable: Vec<String> = (self.characters.iter())
                     .filter(|id| catalog.character(id).is_none())
+                    .chain(self.scales.iter().filter(|id| catalog.scale(id).is_none()))
                     .cloned()
                     .collect();
                 if !unreadable.is_empty() {
                     self.characters.retain(|id| !unreadable.contains(id));
+                    self.scales.retain(|id| !unreadable.contains(id));
                     return vec![Request::Flash(format!(
                         "not started: {} cannot be read now (`incharacter validate` says why); unpicked: start \
                          again without it, or mend the file and pick it again",
