@@ -48,6 +48,14 @@ pub struct Entry<T> {
     pub origin: Origin,
 }
 
+/// Characters and scales whose file is there but cannot be read now (caught half-written, broken by
+/// an edit), as the workbench tells them from removed ones between two reads: by id, that file.
+#[derive(Debug, Clone, Default)]
+pub struct Unreadable {
+    pub characters: BTreeMap<String, String>,
+    pub scales: BTreeMap<String, String>,
+}
+
 /// The file `old` with the keys whose values differ from `new`'s (both TOML documents) replaced,
 /// added or removed as in `new`, and everything else — comments, blank lines, key order, how each
 /// untouched value is written — as it was. `None` when either does not parse.

@@ -157,7 +157,7 @@ fn inert(action: Action) -> Action {
 pub struct App {
     pub catalog: Arc<Catalog>,
     /// Characters and scales whose file cannot be read for now (see `reread`).
-    pub unreadable: super::reread::Unreadable,
+    pub unreadable: crate::catalog::Unreadable,
     pub keymap: Keymap,
     pub themes: Vec<Theme>,
     pub theme: usize,

@@ -147,15 +147,6 @@ impl App {
     }
 }
 
-/// Characters and scales whose file is there but cannot be read now (caught half-written, broken by
-/// an edit): by id, that file. They are not removed (their picks are kept) until the file reads again
-/// or is gone.
-#[derive(Debug, Clone, Default)]
-pub struct Unreadable {
-    pub characters: BTreeMap<String, String>,
-    pub scales: BTreeMap<String, String>,
-}
-
 /// What one kind of catalog entry (characters, scales) gained, changed and lost, by id.
 #[derive(Debug, Default)]
 struct Changes {
