@@ -417,6 +417,11 @@ impl Catalog {
                 )));
             }
             if e.origin == Origin::Bundled {
+                // An edit that began from the user's file of this id, broken or removed since: the
+                // bundled one stands in, but it is not what was edited.
+                if was.is_some_and(|w| w.id == character.id && *w != e.value) {
+                    return Err(SaveError::Gone(character.id.clone()));
+                }
                 return Err(SaveError::Bundled(character.id.clone()));
             }
         }

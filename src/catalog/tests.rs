@@ -506,3 +506,26 @@ fn bundled_labels_on_a_users_replacement_scale_that_changes_their_meaning_are_le
     assert_eq!(hermione.labels.annotation.get("gse"), had.labels.annotation.get("GSE"));
     assert!(c.notes.is_empty(), "{:?}", c.notes);
 }
+
+/// An edit of the user's file that overrides a bundled character, the file broken since: the bundled
+/// one stands in, but the refusal says the edited file is gone, not that the character is bundled.
+#[test]
+fn an_override_broken_during_its_edit_is_said_gone() {
+    let data = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(data.path().join("characters")).unwrap();
+    let bundled = Catalog::load(None).unwrap().character("hermione-en").unwrap().clone();
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/characters/hermione-en.toml"))
+        .unwrap()
+        .replacen("name = \"", "name = \"Mine: ", 1);
+    let file = data.path().join("characters/hermione-en.toml");
+    std::fs::write(&file, &text).unwrap();
+    let now = Catalog::load(Some(data.path())).unwrap().character("hermione-en").unwrap().clone();
+    assert_ne!(now, bundled);
+    std::fs::write(&file, format!("{text}x = [\n")).unwrap();
+    let c = Catalog::load(Some(data.path())).unwrap();
+    let e = c.save_character(data.path(), &now, Some(&now)).unwrap_err();
+    assert!(matches!(e, SaveError::Gone(_)), "{e}");
+    // Editing the bundled one itself is still refused as bundled.
+    let e = c.save_character(data.path(), &bundled, Some(&bundled)).unwrap_err();
+    assert!(matches!(e, SaveError::Bundled(_)), "{e}");
+}

@@ -227,10 +227,11 @@ pub fn check_import(events: &[Event], dir: &Path, from: &Path) -> Result<Import,
     })
 }
 
-/// The phase an earlier import took this very file for: the same path, not written since (when the
-/// import recorded when it was), and what it kept the same text. (The same text alone is no proof:
-/// a deterministic engine answers a request asked again alike, to the byte, and a user may have it
-/// write every phase's results to one file.)
+/// The phase an earlier import took this very file for: written when that import read it (to the
+/// millisecond; moved or linked since or not), and what it kept the same text. (The same text alone
+/// is no proof: a deterministic engine answers a request asked again alike, to the byte, and a user
+/// may have it write every phase's results to one file.) Journals of an earlier version recorded no
+/// time: there, the same file by where it was.
 fn imported_as(history: &History, dir: &Path, from: &Path, modified_ms: Option<u64>, text: &str) -> Option<u32> {
     history.steps.iter().find_map(|s| match s {
         Step::Imported {
@@ -239,7 +240,9 @@ fn imported_as(history: &History, dir: &Path, from: &Path, modified_ms: Option<u
             results,
             modified_ms: then,
             ..
-        } if same_file(Path::new(was), from) && (then.is_none() || *then == modified_ms) => {
+            // Written when it was (to the millisecond), wherever it is now (moved, linked); an
+            // import of an earlier version, which recorded no time, by where it was.
+        } if then.map_or_else(|| same_file(Path::new(was), from), |then| Some(then) == modified_ms) => {
             crate::files::read_text_limited(&dir.join(results), MAX_RESULTS, "batch results")
                 .is_ok_and(|kept| kept == text)
                 .then_some(*phase)

@@ -93,12 +93,20 @@ impl App {
         );
         self.catalog = catalog;
         let (catalog, unreadable) = (&self.catalog, &self.unreadable);
-        self.setup
+        // A pick goes with its file (even if another file of its id comes), and stays while the file
+        // cannot be read.
+        self.setup.characters.retain(|id| {
+            !people.removed.contains(id) && (catalog.character(id).is_some() || unreadable.characters.contains_key(id))
+        });
+        self.setup.scales.retain(|id| {
+            !scales.removed.contains(id) && (catalog.scale(id).is_some() || unreadable.scales.contains_key(id))
+        });
+        self.setup.unreadable = unreadable
             .characters
-            .retain(|id| catalog.character(id).is_some() || unreadable.characters.contains_key(id));
-        self.setup
-            .scales
-            .retain(|id| catalog.scale(id).is_some() || unreadable.scales.contains_key(id));
+            .keys()
+            .chain(unreadable.scales.keys())
+            .cloned()
+            .collect();
         self.setup.scale_cursor = self.setup.scale_cursor.min(catalog.scales.len().saturating_sub(1));
         let listed_here = self.setup.filtered_characters(catalog).len();
         self.setup.char_cursor = self.setup.char_cursor.min(listed_here.saturating_sub(1));
@@ -176,25 +184,40 @@ impl Changes {
                 .collect()
         };
         let (was, now) = (by_id(before), by_id(after));
+        let user_file = |e: &Entry<T>| match &e.origin {
+            Origin::User { path, .. } => Some(path.display().to_string()),
+            Origin::Bundled => None,
+        };
         let mut c = Changes::default();
         for (key, &i) in &was {
-            match now.get(key) {
-                Some(&j) if before[i].value != after[j].value => c.changed.push(key.clone()),
-                Some(_) => {}
-                None => match &before[i].origin {
-                    Origin::User { path, .. } if problems.contains(&path.display().to_string()) => {
-                        unreadable.insert(key.clone(), path.display().to_string());
-                        c.unreadable.push(key.clone());
-                    }
-                    _ => c.removed.push(key.clone()),
-                },
+            // Unreadable already, a bundled one of its id standing in: said below.
+            if unreadable.contains_key(key) {
+                continue;
+            }
+            let skipped = user_file(&before[i]).filter(|f| problems.contains(f));
+            match (now.get(key), skipped) {
+                // Its file skipped now: gone, or the bundled one of its id in its place.
+                (None, Some(file)) | (Some(_), Some(file)) => {
+                    unreadable.insert(key.clone(), file);
+                    c.unreadable.push(key.clone());
+                }
+                (Some(&j), None) if before[i].value != after[j].value => c.changed.push(key.clone()),
+                (Some(_), None) => {}
+                (None, None) => c.removed.push(key.clone()),
             }
         }
-        for key in now.keys().filter(|k| !was.contains_key(*k)) {
-            if unreadable.remove(key).is_some() {
-                c.readable_again.push(key.clone());
-            } else {
-                c.added.push(key.clone());
+        for (key, &j) in &now {
+            match unreadable.get(key) {
+                // Read again from the file that could not be: readable again.
+                Some(file) if user_file(&after[j]).as_ref() == Some(file) => {
+                    unreadable.remove(key);
+                    c.readable_again.push(key.clone());
+                }
+                // Another file of its id (the broken one is said removed below when it goes).
+                Some(_) if !was.contains_key(key) => c.added.push(key.clone()),
+                Some(_) => {}
+                None if !was.contains_key(key) => c.added.push(key.clone()),
+                None => {}
             }
         }
         unreadable.retain(|key, file| {

@@ -675,10 +675,13 @@ async fn an_earlier_phases_results_are_refused_for_a_phase_asking_the_same_reque
     // Nor through `..`, a link to it, or another hard link.
     std::os::unix::fs::symlink(files.join("results-2.jsonl"), files.join("link.jsonl")).unwrap();
     std::fs::hard_link(files.join("results-2.jsonl"), files.join("hard.jsonl")).unwrap();
+    // Nor moved elsewhere (after the links to it were made).
+    std::fs::create_dir_all(s.dir.path().join("elsewhere")).unwrap();
+    std::fs::rename(files.join("hard.jsonl"), s.dir.path().join("elsewhere/moved.jsonl")).unwrap();
     for other in [
         files.join("../batches/results-2.jsonl"),
         files.join("link.jsonl"),
-        files.join("hard.jsonl"),
+        s.dir.path().join("elsewhere/moved.jsonl"),
     ] {
         let other = other.display().to_string();
         let out = common::output(&s.config, &s.data, &["batch", "import", &id, &other]).await;

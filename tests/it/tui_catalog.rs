@@ -303,3 +303,57 @@ fn files_that_break_mend_and_go_are_said_for_what_they_are() {
         "the pick went with the file"
     );
 }
+
+/// A user's file that overrides a bundled character, caught broken, is unreadable, not "changed" to
+/// the bundled one standing in: a run would measure another character. Two files of one id: the
+/// one picked deleted, the other is news, and the pick goes.
+#[test]
+fn an_override_caught_broken_and_a_second_file_of_an_id_are_not_taken_for_the_pick() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("characters")).unwrap();
+    let mine = data.join("characters/hermione-en.toml");
+    let whole = character_file("hermione-en", "Hermione Mine");
+    std::fs::write(&mine, &whole).unwrap();
+    let config = Config::defaults(&|_| None);
+    let (themes, _) = theme::load_all(None);
+    let catalog = Arc::new(Catalog::load(Some(&data)).unwrap());
+    let mut app = App::new(catalog, &config, Some(&data), Keymap::default(), themes, 0);
+    app.setup.characters.insert("hermione-en".into());
+    let look = |app: &mut App| {
+        app.flash = None;
+        app.update(Action::CatalogReread(Arc::new(Catalog::load(Some(&data)).unwrap())));
+        app.flash.clone().unwrap_or_default()
+    };
+    std::fs::write(&mine, format!("{whole}x = [\n")).unwrap();
+    assert!(look(&mut app).starts_with("data folder read again: unreadable now hermione-en; 1 file(s) skipped"));
+    app.screen = Screen::Setup;
+    app.setup.scales.insert("BFI".into());
+    app.update(Action::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
+    let flash = app.flash.clone().unwrap_or_default();
+    assert!(
+        flash.starts_with("not started: hermione-en cannot be read now"),
+        "{flash}"
+    );
+    assert!(!app.live.running, "the bundled Hermione is not run in the user's place");
+    app.setup.characters.insert("hermione-en".into());
+    std::fs::write(&mine, &whole).unwrap();
+    assert_eq!(
+        look(&mut app),
+        "data folder read again: readable again hermione-en; no file skipped now"
+    );
+
+    let (one, two) = (data.join("characters/dup1.toml"), data.join("characters/dup2.toml"));
+    std::fs::write(&one, character_file("dup-en", "Dup One")).unwrap();
+    look(&mut app);
+    app.setup.characters.insert("dup-en".into());
+    std::fs::write(&two, character_file("dup-en", "Dup Two")).unwrap();
+    assert!(look(&mut app).starts_with("data folder read again: unreadable now dup-en; 2 file(s) skipped"));
+    std::fs::remove_file(&one).unwrap();
+    assert_eq!(
+        look(&mut app),
+        "data folder read again: added dup-en; removed dup-en; no file skipped now"
+    );
+    assert!(!app.setup.characters.contains("dup-en"), "Dup Two is not the pick");
+    assert!(app.setup.characters.contains("hermione-en"));
+}

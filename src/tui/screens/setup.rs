@@ -40,6 +40,9 @@ pub struct Setup {
     pub characters: BTreeSet<String>,
     pub scale_cursor: usize,
     pub scales: BTreeSet<String>,
+    /// Characters and scales whose user file cannot be read now (a bundled one of the same id may
+    /// stand in meanwhile): picked, they are not run.
+    pub unreadable: BTreeSet<String>,
     pub option_cursor: usize,
     pub methods: BTreeSet<Method>,
     pub repeats: u32,
@@ -89,6 +92,7 @@ impl Setup {
             pane: SetupPane::Characters,
             char_cursor: 0,
             characters: BTreeSet::new(),
+            unreadable: BTreeSet::new(),
             scale_cursor: 0,
             scales: BTreeSet::new(),
             option_cursor: 0,
@@ -258,8 +262,10 @@ impl Setup {
                 // is not left out of the run without a word: said, and unpicked (it is not listed to
                 // unpick), so the next start goes without it.
                 let unreadable: Vec<String> = (self.characters.iter())
-                    .filter(|id| catalog.character(id).is_none())
-                    .chain(self.scales.iter().filter(|id| catalog.scale(id).is_none()))
+                    .filter(|id| catalog.character(id).is_none() || self.unreadable.contains(*id))
+                    .chain(
+                        (self.scales.iter()).filter(|id| catalog.scale(id).is_none() || self.unreadable.contains(*id)),
+                    )
                     .cloned()
                     .collect();
                 if !unreadable.is_empty() {
