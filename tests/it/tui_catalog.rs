@@ -34,6 +34,21 @@ fn character_file(id: &str, name: &str) -> String {
     lines.join("\n") + "\n"
 }
 
+/// The workbench on the data folder `data`, its catalog read from there.
+fn app_on(data: &Path) -> App {
+    let config = Config::defaults(&|_| None);
+    let (themes, _) = theme::load_all(None);
+    let catalog = Arc::new(Catalog::load(Some(data)).unwrap());
+    App::new(catalog, &config, Some(data), Keymap::default(), themes, 0)
+}
+
+/// The catalog read again from `data`, as the look every two seconds does it: what the app said.
+fn look(app: &mut App, data: &Path) -> String {
+    app.flash = None;
+    app.update(Action::CatalogReread(Arc::new(Catalog::load(Some(data)).unwrap())));
+    app.flash.clone().unwrap_or_default()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_character_file_written_while_the_workbench_runs_is_read_and_said() {
     let dir = tempfile::tempdir().unwrap();
@@ -102,13 +117,9 @@ async fn a_character_file_written_while_the_workbench_runs_is_read_and_said() {
 /// Only a change is said: the catalog read again with the same characters says nothing.
 #[test]
 fn a_catalog_read_again_unchanged_says_nothing() {
-    let catalog = Arc::new(Catalog::load(None).unwrap());
-    let config = Config::defaults(&|_| None);
-    let (themes, _) = theme::load_all(None);
-    let mut app = App::new(catalog, &config, None, Keymap::default(), themes, 0);
-    app.flash = None;
-    app.update(Action::CatalogReread(Arc::new(Catalog::load(None).unwrap())));
-    assert_eq!(app.flash, None);
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = app_on(dir.path());
+    assert_eq!(look(&mut app, dir.path()), "");
 }
 
 /// A file caught half-written (or broken by an edit) is not a removed character: said as unreadable,
@@ -121,27 +132,21 @@ fn a_character_file_that_cannot_be_read_for_now_keeps_its_pick() {
     let file = data.join("characters/half-en.toml");
     let whole = character_file("half-en", "Half");
     std::fs::write(&file, &whole).unwrap();
-    let config = Config::defaults(&|_| None);
-    let (themes, _) = theme::load_all(None);
-    let catalog = Arc::new(Catalog::load(Some(&data)).unwrap());
-    let mut app = App::new(catalog, &config, Some(&data), Keymap::default(), themes, 0);
+    let mut app = app_on(&data);
     app.setup.characters.insert("half-en".into());
     std::fs::write(&file, &whole[..whole.len() / 3]).unwrap();
-    app.update(Action::CatalogReread(Arc::new(Catalog::load(Some(&data)).unwrap())));
     assert_eq!(
-        app.flash.as_deref(),
-        Some("data folder read again: unreadable now half-en; 1 file(s) skipped: `incharacter validate` says why")
+        look(&mut app, &data),
+        "data folder read again: unreadable now half-en; 1 file(s) skipped: `incharacter validate` says why"
     );
     assert!(app.setup.characters.contains("half-en"), "the pick is kept");
     // While it stays broken, another change does not say the skipped file again.
     std::fs::write(data.join("characters/two-en.toml"), character_file("two-en", "Two")).unwrap();
-    app.update(Action::CatalogReread(Arc::new(Catalog::load(Some(&data)).unwrap())));
-    assert_eq!(app.flash.as_deref(), Some("data folder read again: added two-en"));
+    assert_eq!(look(&mut app, &data), "data folder read again: added two-en");
     std::fs::write(&file, &whole).unwrap();
-    app.update(Action::CatalogReread(Arc::new(Catalog::load(Some(&data)).unwrap())));
     assert_eq!(
-        app.flash.as_deref(),
-        Some("data folder read again: readable again half-en; no file skipped now")
+        look(&mut app, &data),
+        "data folder read again: readable again half-en; no file skipped now"
     );
     assert!(app.setup.characters.contains("half-en"));
 
@@ -172,35 +177,18 @@ fn a_scale_file_added_edited_and_removed_is_named() {
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scales/BFI.toml")).unwrap();
     let mine = bundled.replacen("id = \"BFI\"", "id = \"BFI-mine\"", 1);
     assert_ne!(mine, bundled);
-    let config = Config::defaults(&|_| None);
-    let (themes, _) = theme::load_all(None);
-    let catalog = Arc::new(Catalog::load(Some(&data)).unwrap());
-    let mut app = App::new(catalog, &config, Some(&data), Keymap::default(), themes, 0);
+    let mut app = app_on(&data);
     let file = data.join("scales/BFI-mine.toml");
-    let reread = |app: &mut App| {
-        app.flash = None;
-        app.update(Action::CatalogReread(Arc::new(Catalog::load(Some(&data)).unwrap())));
-        app.flash.clone()
-    };
     std::fs::write(&file, &mine).unwrap();
-    assert_eq!(
-        reread(&mut app).as_deref(),
-        Some("data folder read again: scale added BFI-mine")
-    );
+    assert_eq!(look(&mut app, &data), "data folder read again: scale added BFI-mine");
     app.setup.scales.insert("BFI-mine".into());
     let renamed = mine.replacen("name = \"", "name = \"Mine: ", 1);
     assert_ne!(renamed, mine);
     std::fs::write(&file, &renamed).unwrap();
-    assert_eq!(
-        reread(&mut app).as_deref(),
-        Some("data folder read again: scale changed BFI-mine")
-    );
+    assert_eq!(look(&mut app, &data), "data folder read again: scale changed BFI-mine");
     assert!(app.setup.scales.contains("BFI-mine"));
     std::fs::remove_file(&file).unwrap();
-    assert_eq!(
-        reread(&mut app).as_deref(),
-        Some("data folder read again: scale removed BFI-mine")
-    );
+    assert_eq!(look(&mut app, &data), "data folder read again: scale removed BFI-mine");
     assert!(!app.setup.scales.contains("BFI-mine"), "the pick went with the file");
 }
 
@@ -215,10 +203,7 @@ fn a_save_says_what_else_changed_in_the_folder() {
     for id in ["kept-en", "other-en"] {
         std::fs::write(data.join(format!("characters/{id}.toml")), character_file(id, id)).unwrap();
     }
-    let config = Config::defaults(&|_| None);
-    let (themes, _) = theme::load_all(None);
-    let catalog = Arc::new(Catalog::load(Some(&data)).unwrap());
-    let mut app = App::new(catalog, &config, Some(&data), Keymap::default(), themes, 0);
+    let mut app = app_on(&data);
     app.setup
         .characters
         .extend(["kept-en".to_string(), "other-en".to_string()]);
@@ -254,24 +239,16 @@ fn files_that_break_mend_and_go_are_said_for_what_they_are() {
     std::fs::write(&scale_file, &scale).unwrap();
     let alpha = data.join("characters/alpha.toml");
     std::fs::write(&alpha, character_file("alpha-en", "Alpha")).unwrap();
-    let config = Config::defaults(&|_| None);
-    let (themes, _) = theme::load_all(None);
-    let catalog = Arc::new(Catalog::load(Some(&data)).unwrap());
-    let mut app = App::new(catalog, &config, Some(&data), Keymap::default(), themes, 0);
+    let mut app = app_on(&data);
     app.setup.scales.insert("MYLOT".into());
     app.setup.characters.insert("alpha-en".into());
-    let look = |app: &mut App| {
-        app.flash = None;
-        app.update(Action::CatalogReread(Arc::new(Catalog::load(Some(&data)).unwrap())));
-        app.flash.clone().unwrap_or_default()
-    };
 
     std::fs::write(&scale_file, format!("{scale}\nrange = [")).unwrap();
-    assert!(look(&mut app).starts_with("data folder read again: scale unreadable now MYLOT; 1 file(s) skipped"));
+    assert!(look(&mut app, &data).starts_with("data folder read again: scale unreadable now MYLOT; 1 file(s) skipped"));
     assert!(app.setup.scales.contains("MYLOT"), "the pick is kept");
     std::fs::write(&scale_file, &scale).unwrap();
     assert_eq!(
-        look(&mut app),
+        look(&mut app, &data),
         "data folder read again: scale readable again MYLOT; no file skipped now"
     );
     assert!(app.setup.scales.contains("MYLOT"));
@@ -280,22 +257,22 @@ fn files_that_break_mend_and_go_are_said_for_what_they_are() {
     let omega = data.join("characters/omega.toml");
     std::fs::write(&omega, "id = \"omega-en\"\nname = \"Om").unwrap();
     assert_eq!(
-        look(&mut app),
+        look(&mut app, &data),
         "data folder read again: 1 file(s) skipped: `incharacter validate` says why"
     );
     std::fs::write(&omega, character_file("omega-en", "Omega")).unwrap();
     assert_eq!(
-        look(&mut app),
+        look(&mut app, &data),
         "data folder read again: added omega-en; no file skipped now"
     );
 
     // Broken, then deleted: removed, and its pick goes with it.
     std::fs::write(&alpha, "id = \"alpha-en\"\nname = ").unwrap();
-    assert!(look(&mut app).starts_with("data folder read again: unreadable now alpha-en"));
+    assert!(look(&mut app, &data).starts_with("data folder read again: unreadable now alpha-en"));
     assert!(app.setup.characters.contains("alpha-en"));
     std::fs::remove_file(&alpha).unwrap();
     assert_eq!(
-        look(&mut app),
+        look(&mut app, &data),
         "data folder read again: removed alpha-en; no file skipped now"
     );
     assert!(
@@ -315,18 +292,10 @@ fn an_override_caught_broken_and_a_second_file_of_an_id_are_not_taken_for_the_pi
     let mine = data.join("characters/hermione-en.toml");
     let whole = character_file("hermione-en", "Hermione Mine");
     std::fs::write(&mine, &whole).unwrap();
-    let config = Config::defaults(&|_| None);
-    let (themes, _) = theme::load_all(None);
-    let catalog = Arc::new(Catalog::load(Some(&data)).unwrap());
-    let mut app = App::new(catalog, &config, Some(&data), Keymap::default(), themes, 0);
+    let mut app = app_on(&data);
     app.setup.characters.insert("hermione-en".into());
-    let look = |app: &mut App| {
-        app.flash = None;
-        app.update(Action::CatalogReread(Arc::new(Catalog::load(Some(&data)).unwrap())));
-        app.flash.clone().unwrap_or_default()
-    };
     std::fs::write(&mine, format!("{whole}x = [\n")).unwrap();
-    assert!(look(&mut app).starts_with("data folder read again: unreadable now hermione-en; 1 file(s) skipped"));
+    assert!(look(&mut app, &data).starts_with("data folder read again: unreadable now hermione-en; 1 file(s) skipped"));
     app.screen = Screen::Setup;
     app.setup.scales.insert("BFI".into());
     app.update(Action::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
@@ -339,19 +308,19 @@ fn an_override_caught_broken_and_a_second_file_of_an_id_are_not_taken_for_the_pi
     app.setup.characters.insert("hermione-en".into());
     std::fs::write(&mine, &whole).unwrap();
     assert_eq!(
-        look(&mut app),
+        look(&mut app, &data),
         "data folder read again: readable again hermione-en; no file skipped now"
     );
 
     let (one, two) = (data.join("characters/dup1.toml"), data.join("characters/dup2.toml"));
     std::fs::write(&one, character_file("dup-en", "Dup One")).unwrap();
-    look(&mut app);
+    look(&mut app, &data);
     app.setup.characters.insert("dup-en".into());
     std::fs::write(&two, character_file("dup-en", "Dup Two")).unwrap();
-    assert!(look(&mut app).starts_with("data folder read again: unreadable now dup-en; 2 file(s) skipped"));
+    assert!(look(&mut app, &data).starts_with("data folder read again: unreadable now dup-en; 2 file(s) skipped"));
     std::fs::remove_file(&one).unwrap();
     assert_eq!(
-        look(&mut app),
+        look(&mut app, &data),
         "data folder read again: added dup-en; removed dup-en; no file skipped now"
     );
     assert!(!app.setup.characters.contains("dup-en"), "Dup Two is not the pick");
