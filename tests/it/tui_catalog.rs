@@ -297,6 +297,17 @@ fn an_override_caught_broken_and_a_second_file_of_an_id_are_not_taken_for_the_pi
     std::fs::write(&mine, format!("{whole}x = [\n")).unwrap();
     assert!(look(&mut app, &data).starts_with("data folder read again: unreadable now hermione-en; 1 file(s) skipped"));
     app.screen = Screen::Setup;
+    // The row shows the bundled Hermione standing in; its box says the pick cannot be run.
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    terminal.draw(|f| ui::render(f, &app)).unwrap();
+    let screen: String = terminal
+        .backend()
+        .buffer()
+        .content()
+        .iter()
+        .map(|c| c.symbol())
+        .collect();
+    assert!(screen.contains("[!] Hermione Granger"), "{screen}");
     app.setup.scales.insert("BFI".into());
     app.update(Action::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
     let flash = app.flash.clone().unwrap_or_default();

@@ -450,7 +450,7 @@ impl Setup {
                     .map_or("", |e| if e.origin == Origin::Bundled { "" } else { " user" });
                 let text = format!(
                     "{} {} {} {} {} {}{}",
-                    if picked { "[x]" } else { "[ ]" },
+                    mark(picked, self.unreadable.contains(&c.id)),
                     pad(&c.name, 18),
                     c.language.code(),
                     pad(&code(bfi), 5),
@@ -493,7 +493,7 @@ impl Setup {
             .map(|(i, e)| {
                 let sc = &e.value;
                 let picked = self.scales.contains(&sc.id);
-                let mark = if picked { "[x]" } else { "[ ]" };
+                let mark = mark(picked, self.unreadable.contains(&sc.id));
                 let width = inner.width as usize;
                 // Counts when there is room for them next to the full id.
                 let text = if width >= 30 {
@@ -702,6 +702,16 @@ pub fn style_name(style: crate::rpa::prompt::RpaStyle) -> &'static str {
         crate::rpa::prompt::RpaStyle::Description => "description",
         crate::rpa::prompt::RpaStyle::Chatharuhi => "chatharuhi",
         crate::rpa::prompt::RpaStyle::Rolegpt => "rolegpt",
+    }
+}
+
+/// A row's pick box: `[!]` for a pick whose own file cannot be read now (the row shown may be the
+/// bundled one of its id, standing in), which a start refuses.
+fn mark(picked: bool, unreadable: bool) -> &'static str {
+    match (picked, unreadable) {
+        (true, true) => "[!]",
+        (true, false) => "[x]",
+        (false, _) => "[ ]",
     }
 }
 
