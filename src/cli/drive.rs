@@ -343,7 +343,7 @@ fn go<S: Headless>(
 }
 
 /// The closing lines of a run of session `id` that ended with `failures`: the commonest error and
-/// whose request it was, how to go on, and what the response cache does with unusable replies.
+/// whose request it was, how to go on, and what a read-only response cache does with unusable replies.
 fn say_failures<S: Headless>(ctx: &Ctx, events: &[Event], failures: Failures, id: &str) {
     if let Some((error, n, role)) = crate::study::commonest_error(events) {
         // Which provider it came from, where the record says whose request it was.
@@ -355,10 +355,13 @@ fn say_failures<S: Headless>(ctx: &Ctx, events: &[Event], failures: Failures, id
     }
     let parent = S::plan_of(events).and_then(S::parent);
     crate::note!("{}", failed(failures, S::KIND, id, parent));
-    // A reply that could not be used was cached as the server gave it: a resume reads it back.
-    if ctx.config().is_ok_and(|c| c.cache != crate::config::CacheMode::Off) {
+    // A read-write cache forgets the replies of a failed judgment; a read-only one cannot.
+    if ctx
+        .config()
+        .is_ok_and(|c| c.cache == crate::config::CacheMode::ReadOnly)
+    {
         crate::note!(
-            "if a failure above is a reply that could not be used (not an error of the server's), a resume reads it back from the response cache as it came: with `cache = \"off\"` in the config it asks anew"
+            "the response cache is read-only: a reply in it that could not be used is read back by a resume as it came; with `cache = \"off\"` in the config a resume asks anew"
         );
     }
 }

@@ -512,6 +512,10 @@ impl ChatModel for Counted {
     fn context_tokens(&self) -> Option<usize> {
         self.inner.context_tokens()
     }
+
+    fn forget(&self, request: &ChatRequest) {
+        self.inner.forget(request);
+    }
 }
 
 /// The study's future, watched: the hub knows when it is being polled and when it was woken.

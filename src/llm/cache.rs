@@ -121,6 +121,15 @@ impl Cache {
         tmp.persist(&path).map_err(|e| e.error)?;
         Ok(())
     }
+
+    /// Drops the entry for `key`, when there is one: its reply is not to be served again.
+    pub fn remove(&self, key: &str) {
+        match std::fs::remove_file(self.path(key)) {
+            Ok(()) => tracing::info!(key, "a reply that could not be used is dropped from the cache"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(key, error = %e, "could not drop the cache entry"),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -278,6 +278,18 @@ impl ChatModel for Client {
         self.transport.info()
     }
 
+    /// Drops the reply from the cache under the key it was stored by: the request as the provider's
+    /// adaptations shape it now, or as it was asked (an adaptation learned since it was stored).
+    fn forget(&self, request: &ChatRequest) {
+        let (Some(cache), CacheMode::ReadWrite) = (self.cache(), self.shared.cache_mode) else {
+            return;
+        };
+        let adapted = self.shared.adapter.quirks(&self.config.name, &self.config.model).apply(request);
+        for r in [&adapted, request] {
+            cache.remove(&self.key(r));
+        }
+    }
+
     fn context_tokens(&self) -> Option<usize> {
         let learned = self
             .server
@@ -331,14 +343,9 @@ impl Client {
         let adapter = &self.shared.adapter;
         let shape = adapt::shape(&request);
         let cache = self.cache();
-        // An embedded model's replies are its file's: a name pointed at another file is another model.
-        let model_key = match self.transport.info().sha256 {
-            Some(sha) => format!("{model}@{sha}"),
-            None => model.to_string(),
-        };
         loop {
             let adapted = adapter.quirks(provider, model).apply(&request);
-            let key = cache::key(self.transport.base_url(), &model_key, &adapted);
+            let key = self.key(&adapted);
             if let Some(entry) = cache.and_then(|c| c.get(&key)) {
                 self.replay(&adapted, entry, &tx);
                 return;
@@ -367,6 +374,16 @@ impl Client {
                 Outcome::Adapted => {}
             }
         }
+    }
+
+    /// The cache key of `request` as sent. An embedded model's replies are its file's: a name pointed
+    /// at another file is another model.
+    fn key(&self, request: &ChatRequest) -> String {
+        let model = match self.transport.info().sha256 {
+            Some(sha) => format!("{}@{sha}", self.config.model),
+            None => self.config.model.clone(),
+        };
+        cache::key(self.transport.base_url(), &model, request)
     }
 
     /// The cache, unless it is off.

@@ -99,6 +99,10 @@ impl ChatModel for Coalesced {
     fn context_tokens(&self) -> Option<usize> {
         self.inner.context_tokens()
     }
+
+    fn forget(&self, request: &ChatRequest) {
+        self.inner.forget(request);
+    }
 }
 
 #[cfg(test)]

@@ -429,6 +429,12 @@ pub trait ChatModel: Send + Sync {
     fn context_tokens(&self) -> Option<usize> {
         None
     }
+
+    /// `request`'s reply could not be used after every attempt its caller allows: it is not served
+    /// again from the response cache, so a resume or a rerun asks anew. A model that keeps no cache,
+    /// or one whose cache is read-only or off, has nothing to forget; a model that wraps another
+    /// passes it on.
+    fn forget(&self, _request: &ChatRequest) {}
 }
 
 /// A finished reply.

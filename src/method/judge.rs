@@ -1,6 +1,7 @@
 //! Asking the judge until its reply can be used: attempt 0 at temperature 0, later attempts at 0.2 with
 //! the reason the previous reply was rejected; bounded (default 5 attempts); every attempt recorded.
-//! Running out of attempts is a recorded failure — never a silent midpoint.
+//! Running out of attempts is a recorded failure — never a silent midpoint — and the response cache
+//! forgets the rejected replies, so that a resume asks again.
 
 use serde::{Deserialize, Serialize};
 
@@ -76,6 +77,8 @@ impl Judge<'_> {
         let mut messages = request.messages.clone();
         let base_seed = request.sampling.seed.unwrap_or(0);
         let mut cause = None;
+        // The requests whose replies were rejected: forgotten by the cache if none is accepted.
+        let mut rejected = Vec::new();
         for n in 0..max_attempts.max(1) {
             let temperature = if n == 0 || temperature > 0.0 { temperature } else { 0.2 };
             let mut r = request.clone();
@@ -84,7 +87,7 @@ impl Judge<'_> {
             r.sampling.seed = Some(base_seed.wrapping_add(u64::from(n)));
             r.sampling.top_logprobs = self.expected.then_some(super::weigh::TOP_LOGPROBS);
             r.meta.purpose = format!("{} (attempt {})", request.meta.purpose, n + 1);
-            match complete(judge, r).await {
+            match complete(judge, r.clone()).await {
                 // The client has its own bounded retries for what a retry can mend (429, 5xx, broken
                 // streams, empty replies); what it gives up on, or a refusal, is not mended by asking
                 // again. So a judge that only ever replies with nothing is one failed attempt here,
@@ -122,9 +125,16 @@ impl Judge<'_> {
                             error: Some(problem),
                             cached: reply.cached,
                         });
+                        rejected.push(r);
                     }
                 },
             }
+        }
+        // No reply was usable: none is kept to be read back, so a resume asks again rather than
+        // failing the same way. A chain that ends accepted keeps its rejected replies too: a rerun
+        // replays it as it went.
+        for r in &rejected {
+            judge.forget(r);
         }
         let last = attempts.last().and_then(|a| a.error.clone()).unwrap_or_default();
         (
@@ -180,24 +190,26 @@ mod tests {
     use crate::llm::client::{AttemptError, Finished, Shared, Transport};
     use crate::llm::{Client, ModelInfo, Role};
 
-    /// A judge that replies with nothing, counting the attempts that reach it.
-    struct Silent(AtomicU32);
+    /// A judge that gives its scripted replies in turn (the last one ever after), counting them.
+    struct Scripted(std::sync::Mutex<Vec<&'static str>>, AtomicU32);
 
     #[async_trait]
-    impl Transport for Silent {
+    impl Transport for Scripted {
         async fn attempt(
             &self,
             _: &ChatRequest,
             on_token: &mut (dyn FnMut(String) -> bool + Send),
         ) -> Result<Finished, AttemptError> {
-            self.0.fetch_add(1, Ordering::SeqCst);
-            on_token(" ".into());
+            self.1.fetch_add(1, Ordering::SeqCst);
+            let mut replies = self.0.lock().unwrap();
+            let reply = if replies.len() > 1 { replies.remove(0) } else { replies[0] };
+            on_token(reply.into());
             Ok(Finished::default())
         }
 
         fn info(&self) -> ModelInfo {
             ModelInfo {
-                provider: "silent".into(),
+                provider: "scripted".into(),
                 kind: "test".into(),
                 model: "m".into(),
                 sha256: None,
@@ -205,14 +217,63 @@ mod tests {
         }
 
         fn base_url(&self) -> &str {
-            "http://silent"
+            "http://scripted"
         }
+    }
+
+    /// Asks `replies`' judge twice for a reply that reads "ok", with the cache in `dir` in `mode`:
+    /// the two outcomes, and how many replies the judge gave each time.
+    async fn asked_twice(dir: &std::path::Path, mode: CacheMode, replies: Vec<&'static str>) -> [(bool, u32); 2] {
+        let transport = Arc::new(Scripted(std::sync::Mutex::new(replies), AtomicU32::new(0)));
+        let config = ProviderConfig::new("scripted", ProviderKind::Openai, "http://scripted", "m");
+        let cache = Some(crate::llm::cache::Cache::new(dir));
+        let client = Client::new(transport.clone(), config, Shared::new(2, cache, mode, 0));
+        let request = ChatRequest::new(vec![ChatMessage::user("Rate the answers.")]);
+        let parse = |reply: &str| if reply == "ok" { Ok(()) } else { Err(ReplyError::NoJson) };
+        let mut outcomes = [(false, 0); 2];
+        for outcome in &mut outcomes {
+            let before = transport.1.load(Ordering::SeqCst);
+            let (result, _) = ask(&client, &request, 2, parse).await;
+            *outcome = (result.is_ok(), transport.1.load(Ordering::SeqCst) - before);
+        }
+        outcomes
+    }
+
+    #[tokio::test]
+    async fn the_cache_forgets_the_replies_of_a_failed_judgment_and_keeps_an_accepted_chain() {
+        // Two rejected replies: a failure, and asked again the judge is asked again, not the cache.
+        let dir = tempfile::tempdir().unwrap();
+        let failed = asked_twice(dir.path(), CacheMode::ReadWrite, vec!["no", "no", "ok"]).await;
+        assert_eq!(failed, [(false, 2), (true, 1)]);
+        // A rejected reply and an accepted one: the second time both come from the cache.
+        let dir = tempfile::tempdir().unwrap();
+        let accepted = asked_twice(dir.path(), CacheMode::ReadWrite, vec!["no", "ok"]).await;
+        assert_eq!(accepted, [(true, 2), (true, 0)]);
+        // A judge that never gives a usable reply leaves nothing in the cache.
+        let dir = tempfile::tempdir().unwrap();
+        let never = asked_twice(dir.path(), CacheMode::ReadWrite, vec!["no"]).await;
+        assert_eq!(never, [(false, 2), (false, 2)]);
+        let kept = walkdir(dir.path());
+        assert!(kept.is_empty(), "{kept:?}");
+    }
+
+    /// The files under `dir`.
+    fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            if entry.path().is_dir() {
+                files.extend(walkdir(&entry.path()));
+            } else {
+                files.push(entry.path());
+            }
+        }
+        files
     }
 
     #[tokio::test]
     async fn a_judge_that_only_replies_empty_fails_once_without_re_asks() {
-        let transport = Arc::new(Silent(AtomicU32::new(0)));
-        let mut config = ProviderConfig::new("silent", ProviderKind::Openai, "http://silent", "m");
+        let transport = Arc::new(Scripted(std::sync::Mutex::new(vec![" "]), AtomicU32::new(0)));
+        let mut config = ProviderConfig::new("silent", ProviderKind::Openai, "http://scripted", "m");
         config.retry_base_ms = 1;
         config.max_retries = 2;
         let client = Client::new(transport.clone(), config, Shared::new(2, None, CacheMode::Off, 0));
@@ -230,7 +291,7 @@ mod tests {
             failure.last
         );
         assert_eq!(attempts.len(), 1);
-        assert_eq!(transport.0.load(Ordering::SeqCst), 3, "the client's retries only");
+        assert_eq!(transport.1.load(Ordering::SeqCst), 3, "the client's retries only");
         let counted = client.accounting().snapshot().total();
         assert_eq!((counted.requests, counted.retries, counted.failures), (3, 2, 1));
     }

@@ -71,6 +71,10 @@ impl ChatModel for Observed {
     fn context_tokens(&self) -> Option<usize> {
         self.inner.context_tokens()
     }
+
+    fn forget(&self, request: &ChatRequest) {
+        self.inner.forget(request);
+    }
 }
 
 fn async_stream(

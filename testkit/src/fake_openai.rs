@@ -64,6 +64,9 @@ pub enum Fault {
     Empty,
     /// A complete reply whose text is only whitespace.
     Blank,
+    /// A complete reply of prose whatever was asked: an answer to a role-play question, never a
+    /// structured reply a judge's parser can use.
+    Prose,
 }
 
 impl Fault {
@@ -79,15 +82,17 @@ impl Fault {
             "stall" => Fault::Stall,
             "empty" => Fault::Empty,
             "blank" => Fault::Blank,
+            "prose" => Fault::Prose,
             _ => return None,
         })
     }
 
-    /// The text of a reply this fault empties, if it is one of those.
-    pub fn empty_reply(self) -> Option<&'static str> {
+    /// The text of the complete reply this fault answers with, if it is one of those.
+    pub fn replied(self) -> Option<&'static str> {
         match self {
             Fault::Empty => Some(""),
             Fault::Blank => Some("\n \n"),
+            Fault::Prose => Some("I would rather not put a number on it."),
             _ => None,
         }
     }
@@ -524,7 +529,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         return with_headers(response, &window);
     }
 
-    let reply = match fault.and_then(Fault::empty_reply) {
+    let reply = match fault.and_then(Fault::replied) {
         Some(text) => text.to_string(),
         None => reply_for(config, &request, &content_key),
     };

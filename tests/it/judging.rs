@@ -2,12 +2,13 @@
 //! requests, copies the parent's answers into its own journal and, with the same judge, measures what
 //! the parent measured; methods whose interviews the parent lacks are refused before anything is
 //! sent; a killed re-assessment resumes without asking twice. Interview requests carry the recorded
-//! temperature. One item the judge always gets wrong does not void its option-conversion call.
+//! temperature. One item the judge always gets wrong does not void its option-conversion call. A
+//! judgment that failed is asked again on a resume, not read back from the response cache.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use incharacter_testkit::fake_openai::{FakeConfig, FakeServer, ScriptRule};
+use incharacter_testkit::fake_openai::{FakeConfig, FakeServer, Fault, ScriptRule};
 use serde_json::{Value, json};
 
 use crate::common;
@@ -283,6 +284,41 @@ async fn a_reassessment_resumed_on_its_answerers_model_is_refused_before_connect
     assert!(!said.contains("INCHARACTER_TEST_UNSET_KEY"), "{said}");
     let after = std::fs::read_to_string(s.data.join("sessions").join(&id).join("journal.jsonl")).unwrap();
     assert_eq!(after, journal, "nothing written");
+}
+
+/// A judgment whose every attempt the judge answered unusably leaves nothing in the response cache:
+/// a resume with the cache on asks the judge again instead of reading the same failure back. The
+/// fake server answers the first attempt of each distinct request with prose, so each re-ask of the
+/// first sitting (a request of its own) is rejected too, and the resume's first attempts are answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_asks_the_judge_again_instead_of_reading_back_a_failed_judgment() {
+    let s = setup_with(FakeConfig {
+        fault_share: 1.0,
+        faults_per_request: 1,
+        faults: vec![Fault::Prose],
+        ..FakeConfig::default()
+    })
+    .await;
+    let text = std::fs::read_to_string(&s.config).unwrap();
+    std::fs::write(&s.config, text.replacen("cache = \"off\"\n", "", 1)).unwrap();
+    let first = run(&s, "er-batch").await;
+    assert_eq!(first.status.code(), Some(1), "every judgment failed: {first:?}");
+    let first: Value = serde_json::from_slice(&first.stdout).unwrap();
+    let id = first["session"].as_str().unwrap().to_string();
+    let asked = s.server.requests();
+    let judged = asked.iter().filter(|r| !is_role_play(r)).count();
+    assert!(judged > 0 && judged % 5 == 0, "5 attempts of each judgment: {judged}");
+
+    let out = binary(&s.config, &s.data, &["run", "--resume", &id, "--json"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let resumed = &s.server.requests()[asked.len()..];
+    assert!(
+        resumed.iter().all(|r| !is_role_play(r)),
+        "the answers come from the journal"
+    );
+    assert_eq!(resumed.len(), judged / 5, "each judgment asked once more, and answered");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!said.contains("response cache"), "{said}");
 }
 
 /// OC over BFI with one item that the judge always gets wrong: the other items of the call keep their

@@ -44,7 +44,7 @@ struct Args {
     /// How many first attempts of a faulty request fail
     #[arg(long, default_value_t = 1)]
     faults_per_request: u32,
-    /// Faults to inject, comma-separated: 429,500,503,400,drop,cut,in-stream-error,stall,empty,blank
+    /// Faults to inject, comma-separated: 429,500,503,400,drop,cut,in-stream-error,stall,empty,blank,prose
     #[arg(long, value_delimiter = ',')]
     faults: Vec<String>,
     /// How long a `stall` fault stays silent before closing, in milliseconds
@@ -116,7 +116,9 @@ async fn main() -> anyhow::Result<()> {
         .iter()
         .map(|f| {
             Fault::parse(f).ok_or_else(|| {
-                anyhow::anyhow!("unknown fault \"{f}\" (429,500,503,400,drop,cut,in-stream-error,stall,empty,blank)")
+                anyhow::anyhow!(
+                    "unknown fault \"{f}\" (429,500,503,400,drop,cut,in-stream-error,stall,empty,blank,prose)"
+                )
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;

@@ -207,7 +207,7 @@ fn answer(config: &FakeConfig, line: &BatchLine, attempts: &mut HashMap<String, 
             refusal
         } else if let Some(injected) = injected_fault(config, &content_key, attempt) {
             fault = true;
-            match injected.empty_reply() {
+            match injected.replied() {
                 Some(text) => (
                     StatusCode::OK,
                     completion_of(config, &request, &content_key, text.into()),
@@ -256,7 +256,8 @@ fn fault_reply(fault: Fault) -> (StatusCode, Value) {
         | Fault::InStreamError
         | Fault::Stall
         | Fault::Empty
-        | Fault::Blank => (StatusCode::INTERNAL_SERVER_ERROR, "injected server error"),
+        | Fault::Blank
+        | Fault::Prose => (StatusCode::INTERNAL_SERVER_ERROR, "injected server error"),
     };
     (status, error_body(message))
 }
