@@ -28,8 +28,8 @@ use crate::study::Event;
 /// Why an annotation could not be kept or read.
 #[derive(Debug, thiserror::Error)]
 pub enum AnnotationError {
-    #[error("annotator {0:?}: letters, digits, '-', '_' and '.' only")]
-    Annotator(String),
+    #[error("annotator {0:?}: {1}")]
+    Annotator(String, &'static str),
     #[error("cannot write {}: {source}", path.display())]
     Unwritable { path: PathBuf, source: std::io::Error },
     /// A write that failed once an import had begun (a full disk): what it had written is taken back
@@ -74,7 +74,7 @@ impl Classify for AnnotationError {
             AnnotationError::File(e) => e.is_input(),
             e => matches!(
                 e,
-                AnnotationError::Annotator(_)
+                AnnotationError::Annotator(..)
                     | AnnotationError::Journal(JournalError::Damaged { .. })
                     | AnnotationError::TooLarge { .. }
             ),
@@ -171,13 +171,24 @@ pub struct Annotation {
     pub at: String,
 }
 
+/// Whether `name` can name an annotator (and its file, `<name>.jsonl`).
 pub fn valid_annotator(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
-        && !name.starts_with('.')
+    annotator_problem(name).is_none()
+}
+
+/// What keeps `name` from naming an annotator, if anything.
+pub fn annotator_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("a name is needed")
+    } else if name.len() > 64 {
+        Some("64 bytes at most")
+    } else if !name.chars().all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.') {
+        Some("letters, digits, '-', '_' and '.' only")
+    } else if name.starts_with('.') {
+        Some("not beginning with '.' (the file would be hidden, or a folder's)")
+    } else {
+        None
+    }
 }
 
 /// The largest annotator's file read: some 300,000 answers, far more than a person gives, far less
@@ -206,8 +217,8 @@ fn open_file(session: &Path, annotator: &str) -> Result<(PathBuf, Journal), Anno
 /// Where the annotator's file is, if it can be one: a link in its place is not followed (the answers
 /// would go to the file it points to); a FIFO or a device would block or swallow them.
 fn writable(session: &Path, annotator: &str) -> Result<PathBuf, AnnotationError> {
-    if !valid_annotator(annotator) {
-        return Err(AnnotationError::Annotator(annotator.to_string()));
+    if let Some(problem) = annotator_problem(annotator) {
+        return Err(AnnotationError::Annotator(annotator.to_string(), problem));
     }
     let path = dir(session).join(format!("{annotator}.jsonl"));
     match std::fs::symlink_metadata(&path) {
@@ -723,6 +734,22 @@ mod tests {
     }
 
     /// An import that would take an annotator's file past what is read back writes nothing.
+    #[test]
+    fn a_refused_annotator_is_told_what_is_wrong_with_the_name() {
+        for (name, problem) in [
+            ("", "a name is needed"),
+            (".", "not beginning with '.' (the file would be hidden, or a folder's)"),
+            ("..", "not beginning with '.' (the file would be hidden, or a folder's)"),
+            ("a/b", "letters, digits, '-', '_' and '.' only"),
+            (&"x".repeat(65), "64 bytes at most"),
+        ] {
+            assert_eq!(annotator_problem(name), Some(problem), "{name:?}");
+        }
+        for name in ["ana", "rater-2.b", "Zoë_1"] {
+            assert!(valid_annotator(name), "{name}");
+        }
+    }
+
     #[test]
     fn an_import_past_what_an_annotators_file_may_hold_writes_nothing() {
         use std::io::{Seek, Write};

@@ -172,12 +172,12 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
     for row in &rows {
         let f = &row.fields;
         let err = |i: usize, m: String| located(csv_path, row, i, m);
-        if !annotation::valid_annotator(&f[col::ANNOTATOR]) {
+        if let Some(problem) = annotation::annotator_problem(&f[col::ANNOTATOR]) {
             return Err(err(
                 col::ANNOTATOR,
                 // Escaped, so what makes it wrong shows (an escape sequence would be taken out).
                 format!(
-                    "annotator {}: letters, digits, '-', '_' and '.' only",
+                    "annotator {}: {problem}",
                     crate::text::fit(&format!("{:?}", f[col::ANNOTATOR]), 82)
                 ),
             ));
@@ -244,7 +244,7 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
             case,
             value,
             // An export's guard against spreadsheet formulas is taken off again.
-            note: Some(crate::text::from_csv_cell(f[col::NOTE].trim()).to_string()).filter(|n| !n.is_empty()),
+            note: Some(crate::text::from_csv_cell(&f[col::NOTE]).to_string()).filter(|n| !n.trim().is_empty()),
             at: crate::journal::now_rfc3339(),
         });
     }

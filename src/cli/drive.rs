@@ -472,7 +472,8 @@ fn summarize<S: Headless>(
     if json {
         let mut object = Map::new();
         object.insert("session".into(), json!(id));
-        object.insert("path".into(), json!(dir));
+        // JSON holds Unicode: a path that is not is written with its stray bytes replaced.
+        object.insert("path".into(), json!(dir.to_string_lossy()));
         object.extend(fields);
         object.insert("usage".into(), Value::Array(usage));
         writeln!(out, "{}", crate::text::json_pretty(&Value::Object(object))?)?;

@@ -38,7 +38,7 @@ pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -
     let name = path.display().to_string();
     let bytes = crate::files::read_limited(path, MAX_CSV, "a CSV table")?;
     let mut reader = csv::ReaderBuilder::new()
-        .trim(csv::Trim::All)
+        .trim(csv::Trim::Headers)
         .flexible(false)
         .from_reader(bytes.as_slice());
     let lines = LineStarts::of(&bytes);
@@ -89,9 +89,19 @@ pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -
         // (files saved by Excel or Python's csv module) and blank lines.
         let start = record.position().map_or(0, |p| record_start(&bytes, p.byte()));
         let line = lines.line_of(start);
+        // Values are read without the spaces around them; a note is text, kept as it was written.
         let fields = positions
             .iter()
-            .map(|i| i.and_then(|i| record.get(i)).unwrap_or("").to_string())
+            .zip(required.iter().chain(optional))
+            .map(|(i, col)| {
+                let field = i.and_then(|i| record.get(i)).unwrap_or("");
+                if col.eq_ignore_ascii_case("note") {
+                    field
+                } else {
+                    field.trim()
+                }
+                .to_string()
+            })
             .collect();
         let starts = field_starts(&bytes[start..]);
         let places = positions

@@ -291,7 +291,8 @@ fn cell(
     }
 }
 
-/// `text` with LaTeX's special characters escaped.
+/// `text` with LaTeX's special characters escaped, and those the default (OT1) font encoding draws
+/// as other glyphs (`<` as ¡, `>` as ¿, `|` as a dash, `"` as a closing quote) written by name.
 fn tex(text: &str) -> String {
     let mut out = String::new();
     for c in text.chars() {
@@ -303,6 +304,10 @@ fn tex(text: &str) -> String {
             }
             '~' => out.push_str("\\textasciitilde{}"),
             '^' => out.push_str("\\textasciicircum{}"),
+            '<' => out.push_str("\\textless{}"),
+            '>' => out.push_str("\\textgreater{}"),
+            '|' => out.push_str("\\textbar{}"),
+            '"' => out.push_str("{\\ttfamily\\char34}"),
             c if c.is_control() => {}
             c => out.push(c),
         }
@@ -420,4 +425,15 @@ fn latex(sessions: &[Row], labels: Option<crate::domain::character::LabelSource>
     ));
     t.push_str("\\end{table}\n");
     t
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tex_writes_what_ot1_would_draw_as_another_glyph_by_name() {
+        assert_eq!(
+            super::tex(r#"x<y&z"]]>|a\b_c"#),
+            r"x\textless{}y\&z{\ttfamily\char34}]]\textgreater{}\textbar{}a\textbackslash{}b\_c"
+        );
+    }
 }

@@ -307,7 +307,7 @@ pub fn sessions(ctx: &Ctx, json_output: bool, out: &mut dyn Write) -> anyhow::Re
             .iter()
             .map(|s| {
                 json!({"id": s.id, "name": s.name, "created": s.created, "status": s.status,
-                       "model": s.model, "models": s.models, "sample": s.sample, "path": s.path})
+                       "model": s.model, "models": s.models, "sample": s.sample, "path": s.path.to_string_lossy()})
             })
             .collect();
         writeln!(out, "{}", crate::text::json_pretty(&rows)?)?;

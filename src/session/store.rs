@@ -312,6 +312,20 @@ fn samples_of(samples: &Path) -> Vec<(PathBuf, Vec<Event>)> {
 }
 
 /// The sessions in `dir`, and its folders that hold none that can be read, with why.
+/// Why a folder of this name cannot be a session's, if it cannot: its name is the session's id, and
+/// one that is not UTF-8, or that holds characters a terminal acts on, can be neither typed nor shown.
+fn unnameable(name: &std::ffi::OsStr) -> Option<String> {
+    let Some(name) = name.to_str() else {
+        return Some("its name is not UTF-8, so no command can name the session: rename the folder".into());
+    };
+    name.chars().any(crate::text::acts_on_terminal).then(|| {
+        format!(
+            "its name, {}, holds characters a terminal acts on, so no command can name the session: rename the folder",
+            crate::text::visible(name)
+        )
+    })
+}
+
 fn list_in(dir: &Path, sample: bool) -> (Vec<SessionEntry>, Vec<(PathBuf, String)>) {
     let mut found = Vec::new();
     let mut unreadable = Vec::new();
@@ -331,6 +345,11 @@ fn list_in(dir: &Path, sample: bool) -> (Vec<SessionEntry>, Vec<(PathBuf, String
     for entry in entries.into_iter().flatten().flatten() {
         let path = entry.path();
         if !path.is_dir() {
+            continue;
+        }
+        // A session goes by its folder's name: one no command can be given is not a session's.
+        if let Some(why) = unnameable(&entry.file_name()) {
+            unreadable.push((path, why));
             continue;
         }
         let journal_file = path.join("journal.jsonl");
@@ -585,6 +604,16 @@ mod tests {
         std::fs::create_dir_all(sessions.join("empty")).unwrap();
         std::fs::write(sessions.join("empty/journal.jsonl"), "").unwrap();
         std::fs::create_dir_all(sessions.join("bare")).unwrap();
+        // Names no command can be given: copies of the session under them are named, not listed.
+        std::fs::create_dir_all(sessions.join("esc\u{1b}]0;t\u{7}x")).unwrap();
+        std::fs::copy(copy.join("journal.jsonl"), sessions.join("esc\u{1b}]0;t\u{7}x/journal.jsonl")).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let bytes = sessions.join(std::ffi::OsStr::from_bytes(b"not\xffutf"));
+            std::fs::create_dir_all(&bytes).unwrap();
+            std::fs::copy(copy.join("journal.jsonl"), bytes.join("journal.jsonl")).unwrap();
+        }
         let store = Store::with_samples(data.path(), None);
         let (listed, unreadable) = store.list_with_unreadable();
         let ids: Vec<&str> = listed.iter().map(|e| e.id.as_str()).collect();
@@ -601,7 +630,16 @@ mod tests {
                 (
                     "empty".to_string(),
                     "its journal is empty (a run stopped as it began: nothing was recorded; remove the folder)"
-                )
+                ),
+                (
+                    "esc\u{1b}]0;t\u{7}x".to_string(),
+                    "its name, esc\\u{1b}]0;t\\u{7}x, holds characters a terminal acts on, so no command can name the session: rename the folder"
+                ),
+                #[cfg(unix)]
+                (
+                    "not\u{fffd}utf".to_string(),
+                    "its name is not UTF-8, so no command can name the session: rename the folder"
+                ),
             ]
         );
     }

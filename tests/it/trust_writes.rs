@@ -581,6 +581,7 @@ fn annotations_export_neutralises_formulas_and_prints_no_escape_sequences() {
         clipboard,
         hidden,
         "two\nlines",
+        "  spaces kept around a note ",
     ];
     let sheet = hostile_sheet(&data, &notes);
     ok(common::offline(

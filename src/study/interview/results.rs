@@ -260,12 +260,13 @@ fn shares(list: &[&Assessment], rows: Vec<AlignmentRow>) -> BTreeMap<String, Sha
     let mut per_dim: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
     for a in list {
         let share = out.entry(a.character.clone()).or_default();
-        if let Some(s) = a.score {
-            per_dim
-                .entry((a.character.clone(), a.dimension.clone()))
-                .or_default()
-                .push(s);
-        }
+        // A dimension that failed has no score, and its items count in no spread either: a row's
+        // consistency is that of the scores it reports.
+        let Some(s) = a.score else { continue };
+        per_dim
+            .entry((a.character.clone(), a.dimension.clone()))
+            .or_default()
+            .push(s);
         let scores: Vec<f64> = a.items.iter().filter_map(|i| i.score).collect();
         if !scores.is_empty() {
             share.per_dim_repeat.push(scores);
@@ -492,6 +493,52 @@ pub fn csv(events: &[Event], catalog: &Catalog) -> csv::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An OC assessment of `dimension` at `repeat` with these item scores, scored or failed.
+    fn assessed(dimension: &str, repeat: u32, items: &[f64], scored: bool) -> Assessment {
+        Assessment {
+            character: "c".into(),
+            scale: "BFI".into(),
+            method: Method::Oc,
+            repeat,
+            dimension: dimension.into(),
+            score: scored.then(|| items.iter().sum::<f64>() / items.len() as f64),
+            batches: Vec::new(),
+            calls: Vec::new(),
+            items: items
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| crate::method::convert::ConvertedItem {
+                    item_id: i as u32 + 1,
+                    option: None,
+                    score: Some(s),
+                    refused: false,
+                    weighed: None,
+                })
+                .collect(),
+            failure: (!scored).then(|| "interview items [3] failed".into()),
+            fitted: None,
+        }
+    }
+
+    #[test]
+    fn a_failed_dimension_counts_in_no_spread() {
+        let list = [
+            assessed("E", 0, &[1.0, 5.0], false),
+            assessed("E", 1, &[2.0, 4.0], false),
+            assessed("A", 0, &[3.0, 3.0], true),
+            assessed("A", 1, &[4.0, 2.0], true),
+        ];
+        let all = shares(&list.iter().collect::<Vec<_>>(), Vec::new());
+        let share = &all["c"];
+        assert_eq!(share.per_dim_repeat, vec![vec![3.0, 3.0], vec![4.0, 2.0]]);
+        assert_eq!(share.per_item, vec![vec![3.0, 4.0], vec![3.0, 2.0]]);
+        assert_eq!(share.per_dim, vec![vec![3.0, 3.0]]);
+        // Every dimension failed: the character is there, with no spread at all.
+        let failed = shares(&list[..2].iter().collect::<Vec<_>>(), Vec::new());
+        let share = &failed["c"];
+        assert!(share.per_dim_repeat.is_empty() && share.per_item.is_empty() && share.per_dim.is_empty());
+    }
 
     #[test]
     fn every_cell_is_neutralised_and_numbers_stay_numbers() {

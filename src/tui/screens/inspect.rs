@@ -677,7 +677,8 @@ fn messages_lines<'a>(
     for m in messages {
         let role = m.role.name();
         lines.push(Line::styled(format!("[{role}]"), theme.fg(theme.accent)));
-        for l in wrap(&m.content.to_string(), width.saturating_sub(2)) {
+        // Rebuilt from the catalog (a user's files), not from the journal the app keeps inert.
+        for l in wrap(&crate::text::terminal_safe(&m.content), width.saturating_sub(2)) {
             lines.push(Line::raw(format!("  {l}")));
         }
     }
