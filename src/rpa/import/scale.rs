@@ -131,13 +131,39 @@ fn option_labels(text: &str) -> BTreeMap<i32, String> {
     out
 }
 
-/// "numbers from A to B" in a prompt.
+/// The numbers a prompt asks for: its first "A to B" ("from 1 to 7", "a scale of 1 to 7"), "between
+/// A and B" or "A-B" / "A–B", the numbers signed ("from -3 to 3" is read as such, not passed over for
+/// a range the prompt never said).
 fn stated_range(text: &str) -> Option<[i32; 2]> {
-    let rest = &text[text.find("from ")? + 5..];
-    let a: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    let rest = rest[a.len()..].strip_prefix(" to ")?;
-    let b: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    Some([a.parse().ok()?, b.parse().ok()?])
+    /// The signed integer `text` starts with, and what follows it.
+    fn number(text: &str) -> Option<(i32, &str)> {
+        let sign = match text.chars().next() {
+            Some(c @ ('-' | '−')) => c.len_utf8(),
+            _ => 0,
+        };
+        let len = text[sign..].bytes().take_while(u8::is_ascii_digit).count();
+        let n: i32 = text[sign..sign + len].parse().ok()?;
+        Some((if sign > 0 { -n } else { n }, &text[sign + len..]))
+    }
+    let starts = text.char_indices().filter(|&(i, c)| {
+        (c.is_ascii_digit() || c == '-' || c == '−')
+            && !text[..i].ends_with(|p: char| p.is_ascii_digit() || p.is_alphabetic())
+    });
+    for (i, _) in starts {
+        let Some((a, rest)) = number(&text[i..]) else { continue };
+        let between = text[..i].trim_end().to_lowercase().ends_with("between");
+        let joined = if between {
+            rest.strip_prefix(" and ")
+        } else {
+            rest.strip_prefix(" to ").or_else(|| rest.strip_prefix(['-', '–']))
+        };
+        if let Some((b, after)) = joined.and_then(number)
+            && !after.starts_with(|c: char| c.is_alphanumeric())
+        {
+            return Some([a, b]);
+        }
+    }
+    None
 }
 
 fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {

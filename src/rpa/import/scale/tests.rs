@@ -90,6 +90,19 @@ fn a_psychobench_questionnaire_is_filled_and_marked() {
         ..ScaleOptions::default()
     };
     assert_eq!(stated_range("reply numbers from 0 to 4 in"), Some([0, 4]));
+    for (prompt, range) in [
+        ("Score each statement on a scale of 1 to 7, with 1 being agree", Some([1, 7])),
+        ("reply numbers from -3 to 3 in the following", Some([-3, 3])),
+        ("Answer between 1 and 5.", Some([1, 5])),
+        ("Rate it 0-10: 0 never, 10 always.", Some([0, 10])),
+        ("Rate it 1–5.", Some([1, 5])),
+        ("numbers 1 to 7 … please give points between 2-6", Some([1, 7])),
+        ("Here are the 30 statements, score them.", None),
+        ("COVID-19 worries, rated as you like", None),
+        ("item 12 to item 20", None),
+    ] {
+        assert_eq!(stated_range(prompt), range, "{prompt}");
+    }
     let bundled = |_: &str| Existing {
         entry: None,
         files: Vec::new(),
