@@ -20,8 +20,9 @@ pub fn visible(text: &str) -> String {
         .collect()
 }
 
-/// Removes escape sequences (CSI, OSC and lone ESC) and control characters other than newline and
-/// tab; tabs become spaces. Bidirectional-override characters are removed too.
+/// Removes escape sequences (CSI, OSC, DCS and the other strings, in their ESC and their C1 forms;
+/// a charset's designation; a lone ESC) and control characters other than newline and tab; tabs
+/// become spaces. Bidirectional-override characters are removed too.
 pub fn terminal_safe(text: &str) -> String {
     strip(text, false)
 }
@@ -30,42 +31,72 @@ fn strip(text: &str, keep_tabs: bool) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
-        match c {
+        // A sequence's introducer, in its 7-bit (ESC and a letter) or its 8-bit (C1) form.
+        let introducer = match c {
             '\u{1b}' => match chars.peek() {
-                Some('[') => {
+                Some(&next @ ('[' | ']' | 'P' | 'X' | '^' | '_')) => {
                     chars.next();
-                    // CSI: parameters and intermediates up to a final byte in '@'..='~'.
-                    for c in chars.by_ref() {
-                        if ('@'..='~').contains(&c) {
-                            break;
-                        }
+                    Some(next)
+                }
+                Some(&next) => {
+                    // Two characters, or intermediates (a charset's `ESC ( B`) and a final one.
+                    chars.next();
+                    if (' '..='/').contains(&next) {
+                        while chars.next_if(|c| (' '..='/').contains(c)).is_some() {}
+                        chars.next();
                     }
+                    None
                 }
-                Some(']') => {
-                    chars.next();
-                    // OSC: up to BEL or ST (ESC \).
-                    while let Some(c) = chars.next() {
-                        if c == '\u{7}' {
-                            break;
-                        }
-                        if c == '\u{1b}' && chars.peek() == Some(&'\\') {
-                            chars.next();
-                            break;
-                        }
-                    }
-                }
-                Some(_) => {
-                    chars.next();
-                }
-                None => {}
+                None => None,
             },
-            // A line or paragraph separator is a line break: as one, not as a character a terminal
-            // draws in a width of its own (it left the previous frame's characters behind).
-            '\n' | '\u{2028}' | '\u{2029}' => out.push('\n'),
-            '\t' if keep_tabs => out.push('\t'),
-            '\t' => out.push(' '),
-            c if acts_on_terminal(c) => {}
-            c => out.push(c),
+            '\u{9b}' => Some('['),
+            '\u{9d}' => Some(']'),
+            '\u{90}' => Some('P'),
+            '\u{98}' => Some('X'),
+            '\u{9e}' => Some('^'),
+            '\u{9f}' => Some('_'),
+            '\n' | '\u{2028}' | '\u{2029}' => {
+                // A line or paragraph separator is a line break: as one, not as a character a
+                // terminal draws in a width of its own (it left the previous frame's characters behind).
+                out.push('\n');
+                continue;
+            }
+            '\t' if keep_tabs => {
+                out.push('\t');
+                continue;
+            }
+            '\t' => {
+                out.push(' ');
+                continue;
+            }
+            c if acts_on_terminal(c) => continue,
+            c => {
+                out.push(c);
+                continue;
+            }
+        };
+        match introducer {
+            // CSI: parameters and intermediates up to a final byte in '@'..='~'.
+            Some('[') => {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            // OSC, DCS, SOS, PM, APC: a string up to BEL or ST (ESC \ or its C1 form).
+            Some(_) => {
+                while let Some(c) = chars.next() {
+                    if c == '\u{7}' || c == '\u{9c}' {
+                        break;
+                    }
+                    if c == '\u{1b}' && chars.peek() == Some(&'\\') {
+                        chars.next();
+                        break;
+                    }
+                }
+            }
+            None => {}
         }
     }
     out
@@ -470,7 +501,20 @@ mod tests {
         assert_eq!(terminal_safe("a\u{1b}[31mred\u{1b}[0m b"), "ared b");
         assert_eq!(terminal_safe("x\u{1b}]0;pwned\u{7}y"), "xy");
         assert_eq!(terminal_safe("x\u{1b}]8;;http://e\u{1b}\\link"), "xlink");
-        assert_eq!(terminal_safe("a\rb\u{8}c\u{9b}d\u{202e}e\tf\n钟离"), "abcde f\n钟离");
+        assert_eq!(terminal_safe("a\rb\u{8}c\u{85}d\u{202e}e\tf\n钟离"), "abcde f\n钟离");
+        // C1 introducers take their sequences with them, as their ESC forms do.
+        assert_eq!(terminal_safe("\u{9b}31mred\u{9b}0m end"), "red end");
+        assert_eq!(terminal_safe("a\u{9d}0;title\u{9c}b\u{90}+q\u{9c}c"), "abc");
+        // DCS, SOS, PM and APC strings up to ST; a charset's designation; a cursor save.
+        assert_eq!(terminal_safe("y \u{1b}P+q\u{1b}\\ z"), "y  z");
+        assert_eq!(
+            terminal_safe("a\u{1b}_apc\u{1b}\\b\u{1b}^pm\u{7}c\u{1b}Xsos\u{9c}d"),
+            "abcd"
+        );
+        assert_eq!(
+            terminal_safe("\u{1b}(Bplain \u{1b}7saved\u{1b}8 \u{1b}c"),
+            "plain saved "
+        );
         // Directional marks too (a right-to-left mark reorders what stands around it).
         assert_eq!(terminal_safe("self-\u{200f}doubting\u{200e}\u{61c}"), "self-doubting");
         assert_eq!(
