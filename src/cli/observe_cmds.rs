@@ -357,8 +357,9 @@ impl Headless for Observers {
         let reasked = observe::reasked(events);
         if reasked > 0 {
             table.push_str(&format!(
-                "re-asked: {reasked} repl{} could not be used at first and were asked again until one could (every attempt is in the journal)\n",
-                if reasked == 1 { "y" } else { "ies" }
+                "re-asked: {reasked} {} not be used at first and {} asked again until one could (every attempt is in the journal)\n",
+                if reasked == 1 { "reply could" } else { "replies could" },
+                if reasked == 1 { "was" } else { "were" }
             ));
         }
         let fields = [

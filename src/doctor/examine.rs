@@ -9,7 +9,7 @@ use crate::config::ProviderKind;
 use crate::llm::LlmError;
 
 /// A provider's tiny request waits at most this long for a connection and for its first token: the
-/// doctor says "does not answer" in seconds, where a run would wait and retry.
+/// doctor says "no usable answer" in seconds, where a run would wait and retry.
 const PROBE_CONNECT_S: f64 = 5.0;
 const PROBE_FIRST_TOKEN_S: f64 = 20.0;
 

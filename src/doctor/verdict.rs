@@ -311,11 +311,12 @@ fn provider_check(p: &Provider) -> Check {
                     local_model(c)
                 ),
                 (_, false) => format!(
-                    "start the server at {}, or correct base_url; `incharacter providers check {}` says more",
+                    "start the server at {} if nothing answers there, or correct base_url (the server's \
+                     OpenAI-compatible API, not a web page); `incharacter providers check {}` says more",
                     c.base_url, c.name
                 ),
             };
-            Check::new(name, failing, format!("{detail}; does not answer: {error}")).fix(fix)
+            Check::new(name, failing, format!("{detail}; no usable answer: {error}")).fix(fix)
         }
     }
 }
@@ -504,7 +505,7 @@ mod tests {
         assert!(!report.ok);
         let lab = check(&report, "provider lab");
         assert_eq!(lab.status, Status::Fail);
-        assert!(lab.detail.contains("does not answer: cannot connect"), "{}", lab.detail);
+        assert!(lab.detail.contains("no usable answer: cannot connect"), "{}", lab.detail);
         assert!(
             lab.fix
                 .as_deref()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 use super::accounting::Accounting;
 use super::adapt::{self, Adapter};
@@ -22,7 +22,9 @@ use crate::config::{CacheMode, ProviderConfig};
 use crate::text::approx_tokens;
 
 mod attempt;
+mod pause;
 pub use attempt::AttemptError;
+pub use pause::Pause;
 
 /// Rate-limit refusals one request rides out (with `Retry-After` or backoff up to 30 s each) before
 /// it fails; they do not count against `max_retries`.
@@ -136,28 +138,6 @@ impl Servers {
     /// What was learned of `provider`'s server, if it has been asked.
     pub fn facts(&self, provider: &str) -> Option<Arc<Facts>> {
         self.state(provider).facts.get().cloned().flatten()
-    }
-}
-
-/// Pauses and resumes the calls of a run: a paused run starts no call (calls in flight finish).
-#[derive(Clone)]
-pub struct Pause(Arc<watch::Sender<bool>>);
-
-impl Default for Pause {
-    fn default() -> Self {
-        Pause(Arc::new(watch::channel(false).0))
-    }
-}
-
-impl Pause {
-    pub fn set(&self, paused: bool) {
-        self.0.send_replace(paused);
-    }
-
-    /// Returns once the run is not paused.
-    pub async fn wait(&self) {
-        let mut rx = self.0.subscribe();
-        let _ = rx.wait_for(|paused| !paused).await;
     }
 }
 
@@ -892,6 +872,8 @@ impl Client {
             );
         } else if let AttemptError::Fatal(e @ LlmError::Unauthorized { .. }) = &error {
             reach.refused(provider, self.transport.base_url(), &e.to_string());
+        } else if let AttemptError::NotAnApi(page) = &error {
+            reach.refused(provider, self.transport.base_url(), page);
         }
         // Servers built on llama.cpp (and older vLLM) refuse `json_schema`: say what fixes it.
         let hint = match &error {
@@ -927,6 +909,7 @@ impl Client {
                 empty: tries.empties,
                 finish_reason,
             },
+            AttemptError::NotAnApi(_) => LlmError::Transport(reason),
             AttemptError::Status { status, message, .. } if !error.retryable() => LlmError::Http {
                 base_url: self.transport.answerer().to_string(),
                 status,

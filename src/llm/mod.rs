@@ -251,7 +251,8 @@ pub enum LlmError {
     /// `attempts` counts every request sent, `throttled` those of them refused for the rate limit
     /// (waited out on their own budget, beside `max_retries`).
     #[error(
-        "gave up after {attempts} attempts{}: {last}",
+        "gave up after {attempts} attempt{}{}: {last}",
+        if *attempts == 1 { "" } else { "s" },
         match throttled { 0 => String::new(), n => format!(" ({n} waited out for the rate limit)") }
     )]
     Exhausted { attempts: u32, throttled: u32, last: String },

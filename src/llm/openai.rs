@@ -329,6 +329,7 @@ fn redacted(e: AttemptError, secrets: &Secrets) -> AttemptError {
             code: code.map(clean),
         },
         AttemptError::Cut(m) => AttemptError::Cut(clean(m)),
+        AttemptError::NotAnApi(m) => AttemptError::NotAnApi(clean(m)),
         AttemptError::InStream(m) => AttemptError::InStream(clean(m)),
         AttemptError::Connect(m) => AttemptError::Connect(clean(m)),
         AttemptError::NoConnection(m) => AttemptError::NoConnection(clean(m)),
@@ -370,7 +371,7 @@ fn whole_reply(
 ) -> Result<Finished, AttemptError> {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let Some(v) = parsed.filter(|v| v.is_object()) else {
-        return Err(AttemptError::Cut(format!(
+        return Err(AttemptError::NotAnApi(format!(
             "the server answered {content_type}, not an event stream: {}",
             error_message(body)
         )));
@@ -383,7 +384,7 @@ fn whole_reply(
         choice.and_then(|c| c.pointer("/message/content")).and_then(Value::as_str),
         choice.and_then(|c| c.get("finish_reason")).and_then(Value::as_str),
     ) else {
-        return Err(AttemptError::Cut(format!(
+        return Err(AttemptError::NotAnApi(format!(
             "the server answered JSON that is neither a completion nor an error: {}",
             error_message(body)
         )));
@@ -881,11 +882,11 @@ mod tests {
             AttemptError::InStream("model overloaded, try later".into())
         );
         let page = "<html><body><h1>Gateway login</h1></body></html>";
-        let AttemptError::Cut(said) = whole_reply("text/html", page, &mut take).unwrap_err() else {
+        let AttemptError::NotAnApi(said) = whole_reply("text/html", page, &mut take).unwrap_err() else {
             unreachable!()
         };
         assert!(said.contains("text/html, not an event stream") && said.contains("Gateway login"), "{said}");
-        assert!(matches!(whole_reply("application/json", "{}", &mut take), Err(AttemptError::Cut(_))));
+        assert!(matches!(whole_reply("application/json", "{}", &mut take), Err(AttemptError::NotAnApi(_))));
     }
 
     #[test]

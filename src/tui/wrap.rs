@@ -52,8 +52,31 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
     out
 }
 
+/// [`wrap`] kept to `lines` lines, the last ending in `…` when text was left out.
+pub fn wrap_at_most(text: &str, width: usize, lines: usize) -> Vec<String> {
+    let mut out = wrap(text, width);
+    if out.len() > lines {
+        out.truncate(lines);
+        if let Some(last) = out.pop() {
+            out.push(crate::text::fit(&format!("{last} …"), width.max(2)));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn text_kept_to_some_lines_says_that_more_was_left_out() {
+        let text = "I suppose I do enjoy a good conversation, though I pick my moments.";
+        assert_eq!(
+            super::wrap_at_most(text, 30, 2),
+            ["I suppose I do enjoy a good", "conversation, though I pick …"]
+        );
+        assert_eq!(super::wrap_at_most(text, 28, 2)[1], "conversation, though I pick…");
+        assert_eq!(super::wrap_at_most("short", 30, 2), ["short"]);
+    }
+
     use super::*;
 
     #[test]

@@ -26,6 +26,9 @@ pub enum AttemptError {
     },
     /// The stream ended or broke before `[DONE]`.
     Cut(String),
+    /// A success status whose body is neither an event stream nor a completion (a proxy's login
+    /// page, a web server at the wrong path): asked again, the same page comes back.
+    NotAnApi(String),
     /// `[DONE]` came without a `finish_reason`: the server ended the request early to serve another
     /// (llama-cpp-python serves one at a time). Asked again, and taken as a sign of too many in
     /// flight, as a 429 is.
@@ -63,7 +66,10 @@ impl AttemptError {
             | AttemptError::IdleTimeout
             | AttemptError::Empty { .. } => true,
             AttemptError::Status { status, .. } => policy::retryable_status(*status),
-            AttemptError::Fatal(_) | AttemptError::Cancelled | AttemptError::ContextRefused { .. } => false,
+            AttemptError::Fatal(_)
+            | AttemptError::Cancelled
+            | AttemptError::ContextRefused { .. }
+            | AttemptError::NotAnApi(_) => false,
         }
     }
 
@@ -90,6 +96,7 @@ impl AttemptError {
             AttemptError::Connect(e) | AttemptError::NoConnection(e) => format!("cannot reach {base_url}: {e}"),
             AttemptError::Status { status, message, .. } => format!("HTTP {status} from {base_url}: {message}"),
             AttemptError::Cut(e) => e.clone(),
+            AttemptError::NotAnApi(e) => format!("{e} (is {base_url} the server's OpenAI-compatible API?)"),
             AttemptError::Interrupted => {
                 "the stream ended with [DONE] but no finish_reason: the server interrupted the request".into()
             }

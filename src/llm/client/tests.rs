@@ -19,6 +19,8 @@ struct Scripted {
     interrupted: Mutex<u32>,
     /// Every attempt is refused with this status and body message.
     refusal: Option<(u16, &'static str)>,
+    /// Every attempt is answered with a web page of this text.
+    page: Option<&'static str>,
     /// What the server says of itself.
     facts: Option<Facts>,
     /// Whether the model behind it may refuse a request's shape.
@@ -44,6 +46,7 @@ impl Scripted {
             batched: false,
             interrupted: Mutex::new(0),
             refusal: None,
+            page: None,
             facts: None,
             may_refuse: true,
             together: None,
@@ -73,6 +76,11 @@ impl Transport for Scripted {
                 .is_ok()
         {
             *self.met.lock().unwrap() += 1;
+        }
+        if let Some(page) = self.page {
+            return Err(AttemptError::NotAnApi(format!(
+                "the server answered text/html, not an event stream: {page}"
+            )));
         }
         if let Some((status, message)) = self.refusal {
             return Err(AttemptError::Status {
@@ -380,6 +388,28 @@ async fn a_server_that_interrupts_every_request_is_given_up_on_within_the_retry_
     // max_retries 3: four attempts at one in flight, after those that halved the limit.
     assert_eq!(transport.attempts(), 4 + halvings, "{error}");
     assert!(error.to_string().contains("no finish_reason"), "{error}");
+}
+
+#[tokio::test]
+async fn a_page_where_an_answer_was_asked_is_not_asked_again_and_the_same_page_stops_the_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut scripted = Scripted::new(&["Never reached."]);
+    scripted.page = Some("Please sign in");
+    let transport = Arc::new(scripted);
+    let c = client(transport.clone(), dir.path());
+    let error = complete(&c, request(Role::Rpa)).await.unwrap_err();
+    assert_eq!(transport.attempts(), 1, "a page is not retried: {error}");
+    assert_eq!(
+        error.to_string(),
+        "the server answered text/html, not an event stream: Please sign in \
+         (is http://scripted the server's OpenAI-compatible API?)"
+    );
+    assert!(c.shared.unreachable_now().is_none(), "one page is not yet the server's way");
+    for _ in 1..crate::llm::policy::REFUSED_AFTER {
+        let _ = complete(&c, request(Role::Rpa)).await;
+    }
+    let stopped = c.shared.unreachable_now().expect("the same page, request after request");
+    assert!(stopped.reason.contains("Please sign in"), "{}", stopped.reason);
 }
 
 #[tokio::test]

@@ -18,7 +18,7 @@ use crate::tui::keys::Command;
 use crate::tui::theme::Theme;
 use crate::tui::vocab::{DEMO_STEPS, Effect};
 use crate::tui::widgets::{block, fit, pad};
-use crate::tui::wrap::wrap;
+use crate::tui::wrap::{wrap, wrap_at_most};
 
 #[derive(Debug, Clone, Default)]
 pub struct Observers {
@@ -292,7 +292,8 @@ fn render_cards(
             Span::styled(" failed", theme.fg(theme.error))
         } else {
             let turns: usize = o.scenarios.iter().map(|sc| sc.dialogue.len()).sum();
-            Span::styled(format!(" {turns} turns"), theme.fg(theme.streaming))
+            let s = if turns == 1 { "" } else { "s" };
+            Span::styled(format!(" {turns} turn{s}"), theme.fg(theme.streaming))
         };
         let style = if i == selected { theme.selected() } else { theme.base() };
         lines.push(Line::from(vec![
@@ -308,10 +309,7 @@ fn render_cards(
         if let (None, Some(why)) = (&o.report, failed.get(o.id.as_str())) {
             // The last problem is the cause: "no usable reply after …; last problem: HTTP 500 …".
             let why = why.rsplit("last problem: ").next().unwrap_or(why);
-            for l in wrap(&crate::text::terminal_safe(why), width.saturating_sub(2))
-                .into_iter()
-                .take(3)
-            {
+            for l in wrap_at_most(&crate::text::terminal_safe(why), width.saturating_sub(2), 3) {
                 lines.push(Line::styled(format!("  {l}"), theme.fg(theme.error)));
             }
         }
@@ -323,7 +321,7 @@ fn render_cards(
             ));
         }
         if let Some(r) = &o.relationship {
-            for l in wrap(r, width.saturating_sub(2)).into_iter().take(2) {
+            for l in wrap_at_most(r, width.saturating_sub(2), 2) {
                 lines.push(Line::styled(format!("  {l}"), theme.dim()));
             }
         }
