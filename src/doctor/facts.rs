@@ -244,6 +244,8 @@ pub struct Facts {
     pub config_file: Option<PathBuf>,
     /// Whether the config file exists (without one, the defaults apply).
     pub config_found: bool,
+    /// Whether `$INCHARACTER_CONFIG` named it (one named and missing is likely a mistyped path).
+    pub config_named: bool,
     /// The config, or the loader's message (it names file:line:column).
     pub config: Result<Config, String>,
     pub data_dir: Option<DataDir>,
@@ -286,6 +288,7 @@ impl Facts {
         let providers = config.as_ref().map_or_else(|_| Vec::new(), |c| providers(c, data, env));
         Facts {
             config_found: config_file.as_deref().is_some_and(Path::is_file),
+            config_named: env("INCHARACTER_CONFIG").is_some_and(|v| !v.is_empty()),
             config_file,
             config,
             model: Model {

@@ -118,6 +118,13 @@ fn config_check(facts: &Facts) -> Check {
             Status::Ok,
             format!("{file}: valid, {} provider(s)", config.providers.len()),
         ),
+        // Named by the variable and not there: most likely a path typed wrong, said before it misleads.
+        (Ok(_), false) if facts.config_named => Check::new(
+            name,
+            Status::Warn,
+            format!("{file}: no file, the defaults apply (INCHARACTER_CONFIG names it)"),
+        )
+        .fix("write the config there, or correct INCHARACTER_CONFIG (unset, the platform's config.toml is read)"),
         (Ok(_), false) => Check::new(name, Status::Ok, format!("{file}: no file, the defaults apply")),
     }
 }
@@ -398,6 +405,7 @@ mod tests {
         Facts {
             config_file: Some(CONFIG.into()),
             config_found: false,
+            config_named: false,
             providers: config.as_ref().map_or_else(|_| Vec::new(), |c| providers(c, None, env)),
             config,
             data_dir: Some(DataDir {
@@ -660,6 +668,20 @@ mod tests {
                 .unwrap()
                 .starts_with("set structured_output = false for provider \"lab\"")
         );
+    }
+
+    #[test]
+    fn a_config_file_the_variable_names_and_that_is_not_there_is_a_warning() {
+        let config = config_with(vec![remote("lab", "LAB_KEY")], "lab");
+        let mut named = facts(Ok(config), &no_env);
+        let unnamed = check(&judge(&examined(named.clone())), "config").clone();
+        assert_eq!(unnamed.status, Status::Ok, "the platform's default path, not there: the defaults");
+        named.config_named = true;
+        let report = judge(&examined(named));
+        let config = check(&report, "config");
+        assert_eq!(config.status, Status::Warn);
+        assert!(config.detail.ends_with("(INCHARACTER_CONFIG names it)"), "{}", config.detail);
+        assert!(config.fix.as_deref().unwrap().contains("correct INCHARACTER_CONFIG"));
     }
 
     #[test]

@@ -121,8 +121,8 @@ pub enum SessionError {
     /// would mix two models under the first one's name.
     #[error(
         "session {id} ran its {role} on {was}; the config now gives {now}. A resume goes on with the models the \
-         session started with: restore them in the config, or start a new run (`assess` re-assesses a \
-         session's answers with another judge)"
+         session started with: restore them in the config, or start a new run{}",
+        if role == "judge" { " (`assess` re-assesses a session's answers with another judge)" } else { "" }
     )]
     ModelChanged {
         id: String,
@@ -130,6 +130,20 @@ pub enum SessionError {
         /// Both as `provider (kind: model)`.
         was: String,
         now: String,
+    },
+    /// A resume whose config no longer defines a provider the session ran a role on.
+    #[error(
+        "session {id} ran its {role} on {was}, a provider the config no longer defines. A resume goes on with \
+         the models the session started with: put provider \"{provider}\" back in the config, or start a new \
+         run{}",
+        if role == "judge" { " (`assess` re-assesses a session's answers with another judge)" } else { "" }
+    )]
+    ProviderGone {
+        id: String,
+        role: String,
+        /// As `provider (kind: model)`.
+        was: String,
+        provider: String,
     },
     /// A resume whose scale of one's own was edited since the session started: its items would be
     /// asked and scored in two versions.
@@ -191,6 +205,7 @@ impl Classify for SessionError {
             SessionError::Empty(_)
             | SessionError::Invalid { .. }
             | SessionError::ModelChanged { .. }
+            | SessionError::ProviderGone { .. }
             | SessionError::ScaleChanged { .. }
             | SessionError::ScaleMissing { .. }
             | SessionError::ParentUnfinished { .. } => true,

@@ -651,7 +651,7 @@ fn same_model_configured(
     name: &str,
     copied: bool,
 ) -> Result<(), SessionError> {
-    let (Some(start), Some(now)) = (prior.iter().find_map(Event::start), llm::describe(config, name)) else {
+    let Some(start) = prior.iter().find_map(Event::start) else {
         return Ok(());
     };
     let connected = |role: &str| !(copied && role == crate::config::Role::Rpa.name());
@@ -660,6 +660,17 @@ fn same_model_configured(
         .iter()
         .filter(|(role, was)| was.provider == name && connected(role))
         .collect();
+    let Some(now) = llm::describe(config, name) else {
+        return match ran.first() {
+            Some((role, was)) => Err(SessionError::ProviderGone {
+                id: id.to_string(),
+                role: role.to_string(),
+                was: was.to_string(),
+                provider: name.to_string(),
+            }),
+            None => Ok(()),
+        };
+    };
     match ran.first() {
         Some((role, was)) if ran.iter().all(|(_, was)| was.model != now.model) => Err(SessionError::ModelChanged {
             id: id.to_string(),

@@ -450,6 +450,21 @@ async fn a_resume_on_another_model_is_refused_touching_nothing() {
         before,
         "nothing written"
     );
+    // The provider renamed: said as gone, with the name to put back.
+    std::fs::write(&s.config, config.replace("\"fake\"", "\"renamed\"")).unwrap();
+    let out = common::command(&s.config, &s.data, &["run", "--resume", &id])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!(
+            "session {id} ran its judge on fake (openai: fake-model), a provider the config no longer defines. \
+             A resume goes on with the models the session started with: put provider \"fake\" back in the config"
+        )),
+        "{said}"
+    );
+    assert_eq!(std::fs::read(session.join("journal.jsonl")).unwrap(), before);
     // With the session's model back in the config, it goes on to its end.
     std::fs::write(&s.config, config).unwrap();
     let out = common::command(&s.config, &s.data, &["run", "--resume", &id])
