@@ -270,13 +270,27 @@ fn exported_cards_import_back_to_the_same_prompt() {
         assert_eq!(memories(id), memories("mira-vance-en"), "{ext}: memories");
     }
 
-    // A bundled character, exported on stdout, has no memories; it imports back to the same prompt.
+    // A bundled character, exported on stdout, has no memories; it imports back to the same prompt,
+    // aliases (which mask answers), catchphrases and work.
     let card: Value = serde_json::from_str(&ok(run(data, &["export-card", "hermione-en"]))).unwrap();
     assert_eq!(card["spec"], "chara_card_v2");
     assert_eq!(card["data"]["name"], "Hermione Granger");
+    let ours = &card["data"]["extensions"]["incharacter"];
     assert_eq!(
-        card["data"]["extensions"]["incharacter"],
-        json!({"id": "hermione-en", "language": "en", "experimenter": "Harry"})
+        [
+            &ours["id"],
+            &ours["language"],
+            &ours["experimenter"],
+            &ours["aliases"],
+            &ours["work"]
+        ],
+        [
+            &json!("hermione-en"),
+            &json!("en"),
+            &json!("Harry"),
+            &json!(["Hermione"]),
+            &json!("Harry Potter (J. K. Rowling)")
+        ]
     );
     let file = data.join("hermione.json");
     std::fs::write(&file, card.to_string()).unwrap();
@@ -285,8 +299,15 @@ fn exported_cards_import_back_to_the_same_prompt() {
         &["import", "card", file.to_str().unwrap(), "--id", "hermione-copy-en"],
     ));
     let (copy, bundled) = (character(data, "hermione-copy-en"), character(data, "hermione-en"));
-    assert_eq!(copy["description"], bundled["description"]);
-    assert_eq!(copy["experimenter"], "Harry");
+    for key in ["description", "experimenter", "catchphrases", "work"] {
+        assert_eq!(copy[key], bundled[key], "{key}");
+    }
+    let aliases = |c: &Value| {
+        let mut all: Vec<String> = c["aliases"].as_array().unwrap().iter().map(|a| a.to_string()).collect();
+        all.sort();
+        all
+    };
+    assert_eq!(aliases(&copy), aliases(&bundled));
 
     let out = run(data, &["export-card", "nobody-en"]);
     assert_eq!(out.status.code(), Some(2));

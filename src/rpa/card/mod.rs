@@ -78,6 +78,11 @@ pub struct Ours {
     pub experimenter: Option<String>,
     /// scale id → dimension → "H" | "L" | number, as a character file's `[targets]`.
     pub targets: Option<Map<String, Value>>,
+    /// What a character file has and a card has not: the other names answers are masked by, the
+    /// catchphrases, the work the character comes from.
+    pub aliases: Vec<String>,
+    pub catchphrases: Vec<String>,
+    pub work: Option<String>,
 }
 
 impl Ours {
@@ -215,11 +220,18 @@ pub fn parse(text: &str) -> Result<Card, CardError> {
 fn ours(fields: &Map<String, Value>) -> Option<Ours> {
     let ours = fields.get("extensions")?.get("incharacter")?.as_object()?;
     let get = |k: &str| ours.get(k).and_then(Value::as_str).map(str::to_string);
+    let list = |k: &str| -> Vec<String> {
+        let items = ours.get(k).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        items.iter().filter_map(Value::as_str).map(str::to_string).collect()
+    };
     Some(Ours {
         id: get("id"),
         language: get("language"),
         experimenter: get("experimenter"),
         targets: ours.get("targets").and_then(Value::as_object).cloned(),
+        aliases: list("aliases"),
+        catchphrases: list("catchphrases"),
+        work: get("work"),
     })
 }
 
@@ -538,10 +550,11 @@ fn example(chunk: &str, c: &Character) -> String {
 
 /// Greetings (`first_mes`, `alternate_greetings`) and `mes_example` from memory chunks: leading
 /// chunks that are one utterance of the character alone are its greetings, the others example
-/// dialogues.
+/// dialogues. An utterance an import would take for narration (an action alone, words about someone
+/// in the third person: see [`is_narration`]) is written as an example, where its speaker stays.
 fn greetings_and_examples(c: &Character, memories: &[String]) -> (String, Vec<String>, String) {
     let greeting_of = |chunk: &String| match segments(chunk).as_slice() {
-        [Segment::Said(who, text)] if *who == c.name => Some(text.to_string()),
+        [Segment::Said(who, text)] if *who == c.name && !is_narration(text, &c.name) => Some(text.to_string()),
         _ => None,
     };
     let mut greetings: Vec<String> = memories.iter().map_while(greeting_of).collect();
@@ -592,7 +605,8 @@ fn targets_json(targets: &LabelSet) -> Value {
 
 /// `character` (with its memory chunks) as a V2 card. Leading memories that are one utterance of the
 /// character alone are its greetings (`first_mes`, then `alternate_greetings`), the other memories its
-/// example dialogues; `extensions.incharacter` keeps the id, language, experimenter and targets, and
+/// example dialogues; `extensions.incharacter` keeps the id, language, experimenter, targets,
+/// other aliases, catchphrases and work, and
 /// says that `description` is the whole role-play prompt. A character imported from a card before
 /// imports kept the card (its `work` says so, its prompt has the "You are" line) has its prompt split
 /// back into the card's parts instead, names made macros again, and no id in `extensions.incharacter`.
@@ -607,6 +621,16 @@ pub fn export(character: &Character, memories: &[String]) -> Value {
     if !from_card {
         ours.insert("id".into(), json!(c.id));
         ours.insert("language".into(), json!(c.language.code()));
+        let aliases: Vec<&String> = c.aliases.iter().filter(|a| **a != c.name).collect();
+        if !aliases.is_empty() {
+            ours.insert("aliases".into(), json!(aliases));
+        }
+        if !c.catchphrases.is_empty() {
+            ours.insert("catchphrases".into(), json!(c.catchphrases));
+        }
+        if !c.work.is_empty() {
+            ours.insert("work".into(), json!(c.work));
+        }
     }
     if !from_card || user != "User" {
         ours.insert("experimenter".into(), json!(user));

@@ -341,6 +341,22 @@ fn a_character_imported_before_cards_were_kept_exports_the_cards_parts() {
 }
 
 #[test]
+fn the_characters_own_lines_come_back_as_its_lines_not_as_narration() {
+    let card = parse(CARD).unwrap();
+    let mut c = imported(&card);
+    c.work = "Harry Potter".into();
+    let chunks = vec![
+        "Ann:「*waves*」".to_string(),
+        "Ann:「She is busy; come back later, Bo.」".to_string(),
+        "Ann:「Morning.」".to_string(),
+        "Bo:「Hi.」\nAnn:「*nods*」".to_string(),
+    ];
+    let back = parse(&export(&c, &chunks).to_string()).unwrap();
+    let again: Vec<String> = memories(&back, "Ann", "Bo").into_iter().map(|(m, _)| m).collect();
+    assert_eq!(again, chunks);
+}
+
+#[test]
 fn a_v3_png_card_carries_a_v2_copy_for_older_readers() {
     let card = parse(CARD).unwrap();
     let texts = png_texts(&card.json);

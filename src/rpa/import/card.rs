@@ -126,7 +126,12 @@ pub fn character_card<'s>(
     } else {
         format!(" by {}", info.creator)
     };
-    let work = format!("imported from a character card{by}");
+    // A card the workbench wrote of a character of its own brings back what a card has no field for.
+    let own = ours.as_ref().filter(|o| o.whole_prompt());
+    let work = match own.and_then(|o| o.work.as_deref()).map(one_line) {
+        Some(work) if !work.is_empty() => work,
+        _ => format!("imported from a character card{by}"),
+    };
     let targets = match ours.as_ref().and_then(|o| o.targets.as_ref()) {
         Some(targets) => Some(read_targets(targets, &scale).map_err(|(at, e)| {
             // Located in a JSON card (a V2 card's fields are under "data"); a PNG's has no lines.
@@ -154,6 +159,14 @@ pub fn character_card<'s>(
     };
     if let Some(targets) = targets.clone() {
         character.labels.target = targets;
+    }
+    if let Some(own) = own {
+        for alias in own.aliases.iter().map(|a| one_line(a)).filter(|a| !a.is_empty()) {
+            if !character.aliases.contains(&alias) {
+                character.aliases.push(alias);
+            }
+        }
+        character.catchphrases = own.catchphrases.iter().map(|c| one_line(c)).filter(|c| !c.is_empty()).collect();
     }
     let report = report(&card, &character, &memories, whole_prompt, image.is_some(), targets.as_ref());
     let stored = serde_json::to_vec_pretty(&card.json).map_err(|e| e.to_string())?;
