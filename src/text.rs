@@ -135,31 +135,8 @@ pub fn inert<T: serde::Serialize + serde::de::DeserializeOwned + Clone>(value: &
 /// isolate), or a line or paragraph separator: never shown as it is (the rule names follow too).
 pub use crate::domain::acts_on_terminal;
 
-/// A character that shows nothing where it stands (Unicode's default-ignorable code points, such as
-/// zero-width spaces and joiners, the soft hyphen, variation selectors and tags): a name holding one
-/// looks like a name without it, and cannot be typed back from what is seen.
-pub fn shows_nothing(c: char) -> bool {
-    matches!(
-        c,
-        '\u{ad}'
-            | '\u{34f}'
-            | '\u{61c}'
-            | '\u{115f}'..='\u{1160}'
-            | '\u{17b4}'..='\u{17b5}'
-            | '\u{180b}'..='\u{180f}'
-            | '\u{200b}'..='\u{200f}'
-            | '\u{202a}'..='\u{202e}'
-            | '\u{2060}'..='\u{206f}'
-            | '\u{3164}'
-            | '\u{fe00}'..='\u{fe0f}'
-            | '\u{feff}'
-            | '\u{ffa0}'
-            | '\u{fff0}'..='\u{fff8}'
-            | '\u{1bca0}'..='\u{1bca3}'
-            | '\u{1d173}'..='\u{1d17a}'
-            | '\u{e0000}'..='\u{e0fff}'
-    )
-}
+/// A character that shows nothing where it stands (the rule lives with the names it keeps out).
+pub use crate::domain::shows_nothing;
 
 /// A writer whose output a terminal cannot act on: what is written reaches `inner` a line at a time,
 /// each line as [`terminal_safe`] leaves it (tabs kept, and a line's end as written, `\n` or `\r\n`).

@@ -305,7 +305,9 @@ fn read_schema(path: &Path) -> anyhow::Result<ResponseSchema> {
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| input_error(crate::files::json_error(path, &text, &e)))?;
     // Either {"name", "schema", "strict"?} or a bare JSON Schema.
+    let not_a_schema = |at: String, why: &str| input_error(format!("{}: not a JSON Schema: {at}{why}", path.display()));
     if let (Some(n), Some(schema)) = (value.get("name").and_then(|n| n.as_str()), value.get("schema")) {
+        schema_shape(schema, "schema").map_err(|(at, why)| not_a_schema(at, why))?;
         let strict = value.get("strict").and_then(|s| s.as_bool()).unwrap_or(true);
         return Ok(ResponseSchema {
             strict,
@@ -325,7 +327,65 @@ fn read_schema(path: &Path) -> anyhow::Result<ResponseSchema> {
             }
         })
         .collect();
+    schema_shape(&value, "").map_err(|(at, why)| not_a_schema(at, why))?;
     Ok(ResponseSchema::new(name, value))
+}
+
+/// Whether `schema` has a JSON Schema's shape where a provider would refuse it otherwise (an object or
+/// a boolean; `type` one of its seven types; the same below, in `properties`, `items`, `anyOf`, …):
+/// the place (`at`, a path of keys) and why, if not.
+fn schema_shape(schema: &serde_json::Value, at: &str) -> Result<(), (String, &'static str)> {
+    use serde_json::Value;
+    const TYPES: [&str; 7] = ["object", "array", "string", "number", "integer", "boolean", "null"];
+    let place = |key: &str| {
+        if at.is_empty() {
+            key.to_string()
+        } else {
+            format!("{at}.{key}")
+        }
+    };
+    let map = match schema {
+        Value::Bool(_) => return Ok(()),
+        Value::Object(map) => map,
+        _ => {
+            let at = if at.is_empty() {
+                String::new()
+            } else {
+                format!("{at}: ")
+            };
+            return Err((at, "a schema is a JSON object (or true or false)"));
+        }
+    };
+    let known = |t: &Value| t.as_str().is_some_and(|t| TYPES.contains(&t));
+    match map.get("type") {
+        None => {}
+        Some(Value::Array(types)) if !types.is_empty() && types.iter().all(known) => {}
+        Some(t) if known(t) => {}
+        Some(_) => {
+            return Err((
+                format!("{}: ", place("type")),
+                "object, array, string, number, integer, boolean or null (or a list of them)",
+            ));
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(inner @ (Value::Object(_) | Value::Bool(_))) = map.get(key) {
+            schema_shape(inner, &place(key))?;
+        }
+    }
+    if let Some(Value::Object(properties)) = map.get("properties") {
+        for (name, inner) in properties {
+            schema_shape(inner, &place(&format!("properties.{name}")))?;
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(all)) = map.get(key) {
+            for (i, inner) in all.iter().enumerate() {
+                schema_shape(inner, &place(&format!("{key}[{i}]")))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 pub struct ChatArgs<'a> {
@@ -453,6 +513,49 @@ pub fn providers(
                 },
             };
             check(ctx, &target, timeout, json, out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn what_is_not_a_schema_is_said_where() {
+        let shape = |v: serde_json::Value| super::schema_shape(&v, "").map_err(|(at, why)| format!("{at}{why}"));
+        assert_eq!(
+            shape(json!([1, 2])),
+            Err("a schema is a JSON object (or true or false)".into())
+        );
+        assert_eq!(
+            shape(json!({"type": "nonsense"})),
+            Err("type: object, array, string, number, integer, boolean or null (or a list of them)".into())
+        );
+        assert_eq!(
+            shape(json!({"type": "object", "properties": {"a": {"type": "array", "items": 5}}})),
+            Ok(()),
+            "a value where no schema can be is the provider's to judge"
+        );
+        assert_eq!(
+            shape(json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "int"}]}}})),
+            Err(
+                "properties.a.anyOf[0].type: object, array, string, number, integer, boolean or null (or a list of \
+                 them)"
+                    .into()
+            )
+        );
+        assert_eq!(
+            shape(json!({"properties": {"a": 5}})),
+            Err("properties.a: a schema is a JSON object (or true or false)".into())
+        );
+        for good in [
+            json!(true),
+            json!({}),
+            json!({"type": ["string", "null"]}),
+            json!({"type": "object", "additionalProperties": false}),
+        ] {
+            assert_eq!(shape(good.clone()), Ok(()), "{good}");
         }
     }
 }

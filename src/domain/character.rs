@@ -650,14 +650,25 @@ fn read_targets<'s>(
             let offset = dimension.and_then(|d| text.find(d)).unwrap_or(0);
             span.start + offset..span.end
         };
-        match RawTargets::of(raw.into_inner()).and_then(|raw| targets(scale, raw)) {
+        match RawTargets::of(raw.into_inner())
+            .map_err(|e| vec![e])
+            .and_then(|raw| targets(scale, raw))
+        {
             Ok(set) => {
                 labels.target.insert(scale.id.clone(), set);
             }
-            Err(message) => {
-                let dimension = scale.dimensions.iter().map(|d| d.name.as_str()).find(|d| message.contains(&format!(" {d}:")) || message.contains(&format!("\"{d}\"")));
-                let unknown = message.split('"').nth(1).filter(|_| message.contains("no dimension"));
-                errors.push(src.at(at(dimension.or(unknown)), message));
+            Err(messages) => {
+                let mut located: Vec<Diagnostic> = messages
+                    .into_iter()
+                    .map(|message| {
+                        let dimension = scale.dimensions.iter().map(|d| d.name.as_str()).find(|d| message.contains(&format!(" {d}:")) || message.contains(&format!("\"{d}\"")));
+                        let unknown = message.split('"').nth(1).filter(|_| message.contains("no dimension"));
+                        src.at(at(dimension.or(unknown)), message)
+                    })
+                    .collect();
+                // In the file's order, as they are read.
+                located.sort_by_key(|d| (d.line, d.column));
+                errors.extend(located);
             }
         }
     }
@@ -665,19 +676,17 @@ fn read_targets<'s>(
 
 /// A scale's targets, from a type code (one letter per dimension, as `Character::code` writes them;
 /// "X" leaves a dimension without a target) or per dimension.
-fn targets(scale: &Scale, raw: RawTargets) -> Result<BTreeMap<String, Label>, String> {
+fn targets(scale: &Scale, raw: RawTargets) -> Result<BTreeMap<String, Label>, Vec<String>> {
     let mut out = BTreeMap::new();
     match raw {
         RawTargets::Code(code) => {
             let letters: Vec<char> = code.trim().chars().collect();
             let expected: String = scale.dimensions.iter().map(|d| d.letter(Some(true)).to_string() + "/" + d.letter(Some(false))).collect::<Vec<_>>().join(" ");
             if letters.len() != scale.dimensions.len() {
-                return Err(
-                    format!(
-                        "{}: the code \"{code}\" needs one letter per dimension ({expected})",
-                        scale.id
-                    ),
-                );
+                return Err(vec![format!(
+                    "{}: the code \"{code}\" needs one letter per dimension ({expected})",
+                    scale.id
+                )]);
             }
             for (d, c) in scale.dimensions.iter().zip(letters) {
                 let is = |high: bool| d.letter(Some(high)).eq_ignore_ascii_case(&c.to_string());
@@ -688,20 +697,31 @@ fn targets(scale: &Scale, raw: RawTargets) -> Result<BTreeMap<String, Label>, St
                 } else if c.eq_ignore_ascii_case(&'x') {
                     continue;
                 } else {
-                    return Err(
-                        format!("{}: \"{c}\" in \"{code}\" is not a letter of {} ({})", scale.id, d.name, expected),
-                    );
+                    return Err(vec![format!(
+                        "{}: \"{c}\" in \"{code}\" is not a letter of {} ({})",
+                        scale.id, d.name, expected
+                    )]);
                 };
                 out.insert(d.name.clone(), Label { score: None, kind });
             }
         }
         RawTargets::Dimensions(dims) => {
+            // Every dimension's problem, as labels are checked: not only the first.
+            let mut problems = Vec::new();
             for (dim, raw) in dims {
                 if scale.dimension_index(&dim).is_none() {
-                    return Err(format!("scale {} has no dimension \"{dim}\"", scale.id));
+                    problems.push(format!("scale {} has no dimension \"{dim}\"", scale.id));
+                    continue;
                 }
-                let label = dimension_target(scale, &dim, raw)?;
-                out.insert(dim, label);
+                match dimension_target(scale, &dim, raw) {
+                    Ok(label) => {
+                        out.insert(dim, label);
+                    }
+                    Err(problem) => problems.push(problem),
+                }
+            }
+            if !problems.is_empty() {
+                return Err(problems);
             }
         }
     }
@@ -726,6 +746,16 @@ Warmth = { score = 4.2, type = "H" }
     fn parse(text: &str) -> Result<Character, Vec<Diagnostic>> {
         let scale = Scale::parse(Source::new("tiny.toml", TINY)).unwrap();
         Character::parse(Source::new("anna.toml", text), |id| (id == "TINY").then_some(&scale))
+    }
+
+    #[test]
+    fn every_bad_target_of_a_table_is_said_in_the_files_order() {
+        let bad = ANNA.to_string() + "\n[targets.TINY]\nWarmth = 7\nNope = 2\n";
+        let e = parse(&bad).unwrap_err();
+        let said: Vec<(usize, &str)> = e.iter().map(|d| (d.line, d.message.as_str())).collect();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert_eq!((said[0].0, said[1].0), (11, 12), "{said:?}");
+        assert!(said[0].1.contains("Warmth") && said[1].1.contains("no dimension \"Nope\""), "{said:?}");
     }
 
     #[test]
@@ -811,6 +841,10 @@ Warmth = { score = 4.2, type = "H" }
         let e = parse(&work).unwrap_err();
         assert_eq!((e[0].line, e[0].column), (3, 8), "{}", e[0]);
         assert!(e[0].message.starts_with("work is one line"), "{}", e[0]);
+        // A name or alias of invisible characters alone looks blank wherever it is listed.
+        let blank = ANNA.replace("language = \"en\"", "aliases = [\"\\u200b \\u2060\"]\nlanguage = \"en\"");
+        let e = parse(&blank).unwrap_err();
+        assert_eq!(e[0].message, "an alias shows nothing: it holds only invisible characters", "{}", e[0]);
         let fine = ANNA.replace("language = \"en\"", "aliases = [\"Ann\"]\nwork = \"Saga\"\nlanguage = \"en\"");
         let c = parse(&fine).unwrap();
         assert_eq!((c.aliases, c.work.as_str()), (vec!["Ann".to_string()], "Saga"));

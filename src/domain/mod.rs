@@ -31,8 +31,34 @@ pub fn acts_on_terminal(c: char) -> bool {
         )
 }
 
+/// A character that shows nothing where it stands (Unicode's default-ignorable code points, such as
+/// zero-width spaces and joiners, the soft hyphen, variation selectors and tags): a name holding one
+/// looks like a name without it, and cannot be typed back from what is seen.
+pub fn shows_nothing(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}'
+            | '\u{34f}'
+            | '\u{61c}'
+            | '\u{115f}'..='\u{1160}'
+            | '\u{17b4}'..='\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff0}'..='\u{fff8}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e0fff}'
+    )
+}
+
 /// Refuses, at `span`, text shown as one line (a name, an alias, a pole) that holds a character a
-/// terminal would act on; `what` names it in the error ("an alias").
+/// terminal would act on, or that shows nothing; `what` names it in the error ("an alias").
 pub(crate) fn one_line(
     src: diagnostic::Source<'_>,
     (what, text, span): (&str, &str, std::ops::Range<usize>),
@@ -43,6 +69,8 @@ pub(crate) fn one_line(
             span,
             format!("{what} is one line: no line break, other control character or bidirectional override"),
         ));
+    } else if !text.is_empty() && text.chars().all(|c| c.is_whitespace() || shows_nothing(c)) {
+        errors.push(src.at(span, format!("{what} shows nothing: it holds only invisible characters")));
     }
 }
 

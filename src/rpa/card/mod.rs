@@ -192,8 +192,8 @@ pub fn parse(text: &str) -> Result<Card, CardError> {
         return Err(shape(format!("not a character card: no \"{prefix}name\"")));
     }
     let name = text("name")?;
-    if name.trim().is_empty() {
-        return Err(shape(format!("{prefix}name is empty")));
+    if name.chars().all(|c| c.is_whitespace() || crate::domain::shows_nothing(c)) {
+        return Err(shape(format!("{prefix}name is empty, or shows nothing")));
     }
     let v1 = spec == Spec::V1;
     let later = |key: &str| if v1 { Ok(String::new()) } else { text(key) };
