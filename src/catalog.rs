@@ -600,6 +600,9 @@ impl Catalog {
         let mut seen = std::collections::HashSet::new();
         files.retain(|p| seen.insert(canonical(p)));
         let mut scales: Vec<Parsed<Scale>> = Vec::new();
+        // The scales whose files have errors, by their id (or, unread, their file's name): a
+        // character naming one is told why it is unknown.
+        let mut broken: Vec<String> = Vec::new();
         let mut characters = Vec::new();
         let mut checked = 0;
         for path in &files {
@@ -612,8 +615,12 @@ impl Catalog {
                 }
             };
             let source = Source::new(&name, &text);
+            let stem = || path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
             match toml::from_str::<toml::Table>(&text) {
-                Err(e) => errors.push(source.toml_error(&e)),
+                Err(e) => {
+                    errors.push(source.toml_error(&e));
+                    broken.push(stem());
+                }
                 Ok(table) if table.contains_key("items") => {
                     checked += 1;
                     match Scale::parse(source) {
@@ -623,7 +630,10 @@ impl Catalog {
                             path: path.clone(),
                             text,
                         }),
-                        Err(e) => errors.extend(e),
+                        Err(e) => {
+                            errors.extend(e);
+                            broken.push(table.get("id").and_then(|v| v.as_str()).map_or_else(stem, str::to_string));
+                        }
                     }
                 }
                 Ok(table) if table.contains_key("experimenter") => characters.push((path.clone(), text)),
@@ -648,7 +658,7 @@ impl Catalog {
                     path,
                     text,
                 }),
-                Err(e) => errors.extend(e),
+                Err(e) => errors.extend(e.into_iter().map(|d| because_broken(d, &broken))),
             }
         }
         let scales = scales.into_iter().map(|s| Parsed {
@@ -860,6 +870,18 @@ pub enum SaveError {
 #[derive(Debug, thiserror::Error)]
 #[error("the bundled assets are invalid (a build problem):\n{}", .0.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))]
 pub struct BundledInvalid(pub Vec<Diagnostic>);
+
+/// `d`, said of a scale whose file was checked beside it and has errors (`broken`), with that reason:
+/// "unknown scale" alone sent one looking for a missing file.
+fn because_broken(mut d: Diagnostic, broken: &[String]) -> Diagnostic {
+    let named = d.message.split('"').nth(1).filter(|_| d.message.contains("name unknown scale \""));
+    if let Some(id) = named
+        && broken.iter().any(|b| b.eq_ignore_ascii_case(id))
+    {
+        d.message.push_str(": its file, checked here, has errors (said above)");
+    }
+    d
+}
 
 #[cfg(test)]
 mod tests;

@@ -28,78 +28,88 @@ pub fn terminal_safe(text: &str) -> String {
 }
 
 fn strip(text: &str, keep_tabs: bool) -> String {
+    // Where the last string terminator (BEL, ST, ESC \) stands: a string opened after it never ends,
+    // so only its opener goes and nothing after it is lost (a lone ESC before "Please", mojibake).
+    let last_end = ['\u{7}', '\u{9c}']
+        .iter()
+        .filter_map(|t| text.rfind(*t))
+        .chain(text.rfind("\u{1b}\\"))
+        .max();
+    let ends_later = |i: usize| last_end.is_some_and(|end| end > i);
     let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        // A sequence's introducer, in its 7-bit (ESC and a letter) or its 8-bit (C1) form.
-        let introducer = match c {
-            '\u{1b}' => match chars.peek() {
-                Some(&next @ ('[' | ']' | 'P' | 'X' | '^' | '_')) => {
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let string = match c {
+            '\u{1b}' => match chars.peek().map(|&(_, n)| n) {
+                Some('[') => {
                     chars.next();
-                    Some(next)
+                    csi(&mut chars, false);
+                    false
                 }
-                Some(&next) => {
-                    // Two characters, or intermediates (a charset's `ESC ( B`) and a final one.
+                Some(']' | 'P' | 'X' | '^' | '_') if ends_later(i) => {
                     chars.next();
-                    if (' '..='/').contains(&next) {
-                        while chars.next_if(|c| (' '..='/').contains(c)).is_some() {}
-                        chars.next();
-                    }
-                    None
+                    true
                 }
-                None => None,
+                // `ESC ( B` and the like: intermediates, then a final character (a space after ESC
+                // is more likely text than the rare `ESC SP F`).
+                Some(n) if ('!'..='/').contains(&n) => {
+                    while chars.next_if(|&(_, c)| ('!'..='/').contains(&c)).is_some() {}
+                    chars.next_if(|&(_, c)| ('0'..='~').contains(&c));
+                    false
+                }
+                // A two-character escape (`ESC 7`, `ESC c`, `ESC M`); not an opener without an end.
+                Some(n) if ('0'..='~').contains(&n) && !matches!(n, ']' | 'P' | 'X' | '^' | '_') => {
+                    chars.next();
+                    false
+                }
+                _ => false,
             },
-            '\u{9b}' => Some('['),
-            '\u{9d}' => Some(']'),
-            '\u{90}' => Some('P'),
-            '\u{98}' => Some('X'),
-            '\u{9e}' => Some('^'),
-            '\u{9f}' => Some('_'),
-            '\n' | '\u{2028}' | '\u{2029}' => {
-                // A line or paragraph separator is a line break: as one, not as a character a
-                // terminal draws in a width of its own (it left the previous frame's characters behind).
-                out.push('\n');
-                continue;
+            '\u{9b}' => {
+                csi(&mut chars, true);
+                false
             }
-            '\t' if keep_tabs => {
-                out.push('\t');
-                continue;
+            '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => ends_later(i),
+            // A line or paragraph separator is a line break: as one, not as a character a terminal
+            // draws in a width of its own (it left the previous frame's characters behind).
+            '\n' | '\u{2028}' | '\u{2029}' => {
+                out.push('\n');
+                false
             }
             '\t' => {
-                out.push(' ');
-                continue;
+                out.push(if keep_tabs { '\t' } else { ' ' });
+                false
             }
-            c if acts_on_terminal(c) => continue,
+            c if acts_on_terminal(c) => false,
             c => {
                 out.push(c);
-                continue;
+                false
             }
         };
-        match introducer {
-            // CSI: parameters and intermediates up to a final byte in '@'..='~'.
-            Some('[') => {
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
+        // OSC, DCS, SOS, PM, APC: a string up to BEL or ST (ESC \ or its C1 form).
+        if string {
+            while let Some((_, c)) = chars.next() {
+                if c == '\u{7}' || c == '\u{9c}' || c == '\u{1b}' && chars.next_if(|&(_, c)| c == '\\').is_some() {
+                    break;
                 }
             }
-            // OSC, DCS, SOS, PM, APC: a string up to BEL or ST (ESC \ or its C1 form).
-            Some(_) => {
-                while let Some(c) = chars.next() {
-                    if c == '\u{7}' || c == '\u{9c}' {
-                        break;
-                    }
-                    if c == '\u{1b}' && chars.peek() == Some(&'\\') {
-                        chars.next();
-                        break;
-                    }
-                }
-            }
-            None => {}
         }
     }
     out
+}
+
+/// After a CSI's introducer: its parameters and intermediates, and its final character if one
+/// follows. The one-character C1 introducer (U+009B, also `›` read in the wrong encoding) takes
+/// them only when there is a parameter and a final character: otherwise it goes alone.
+fn csi(chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>, c1: bool) {
+    let mut ahead = chars.clone();
+    let mut parameters = 0;
+    while ahead.next_if(|&(_, c)| (' '..='?').contains(&c)).is_some() {
+        parameters += 1;
+    }
+    let ended = ahead.next_if(|&(_, c)| ('@'..='~').contains(&c)).is_some();
+    if !c1 || parameters > 0 && ended {
+        *chars = ahead;
+    }
 }
 
 /// `value` with every string in it (map keys too) as [`terminal_safe`] leaves it, tabs kept: a whole
@@ -492,6 +502,13 @@ mod tests {
             terminal_safe("\u{1b}(Bplain \u{1b}7saved\u{1b}8 \u{1b}c"),
             "plain saved "
         );
+        // An opener with no end goes alone, and what follows stays: a lone ESC before a word,
+        // UTF-8 read as Latin-1 (ß as Ã and U+009F), `›` read the same way.
+        assert_eq!(terminal_safe("\u{1b}Please read"), "Please read");
+        assert_eq!(terminal_safe("StraÃ\u{9f}e in München"), "StraÃe in München");
+        assert_eq!(terminal_safe("\u{9b}Hello \u{9d}there"), "Hello there");
+        assert_eq!(terminal_safe("\u{1b} of \u{1b}(\nx \u{1b}\u{1b}[31my"), " of \nx y");
+        assert_eq!(terminal_safe("\u{1b}[31"), "");
         // Directional marks too (a right-to-left mark reorders what stands around it).
         assert_eq!(terminal_safe("self-\u{200f}doubting\u{200e}\u{61c}"), "self-doubting");
         assert_eq!(

@@ -733,7 +733,6 @@ mod tests {
         assert_eq!(load(dir.path(), &catalog).unwrap()["ann"].len(), 1, "the note is no annotator");
     }
 
-    /// An import that would take an annotator's file past what is read back writes nothing.
     #[test]
     fn a_refused_annotator_is_told_what_is_wrong_with_the_name() {
         for (name, problem) in [
@@ -750,6 +749,7 @@ mod tests {
         }
     }
 
+    /// An import that would take an annotator's file past what is read back writes nothing.
     #[test]
     fn an_import_past_what_an_annotators_file_may_hold_writes_nothing() {
         use std::io::{Seek, Write};

@@ -355,6 +355,12 @@ fn say_failures<S: Headless>(ctx: &Ctx, events: &[Event], failures: Failures, id
     }
     let parent = S::plan_of(events).and_then(S::parent);
     crate::note!("{}", failed(failures, S::KIND, id, parent));
+    // A batch session's kept results answer its resume before any cache, rejected replies among them.
+    if S::KIND == crate::study::Kind::Interviews && events.iter().any(|e| matches!(e, Event::Batch(_))) {
+        crate::note!(
+            "this session's kept batch results answer a resume as they came, a reply that could not be used among them: `incharacter assess {id}` judges the answers again"
+        );
+    }
     // A read-write cache forgets the replies of a failed judgment; a read-only one cannot.
     if ctx
         .config()

@@ -307,7 +307,7 @@ fn read_schema(path: &Path) -> anyhow::Result<ResponseSchema> {
     // Either {"name", "schema", "strict"?} or a bare JSON Schema.
     let not_a_schema = |at: String, why: &str| input_error(format!("{}: not a JSON Schema: {at}{why}", path.display()));
     if let (Some(n), Some(schema)) = (value.get("name").and_then(|n| n.as_str()), value.get("schema")) {
-        schema_shape(schema, "schema").map_err(|(at, why)| not_a_schema(at, why))?;
+        root_shape(schema, "schema").map_err(|(at, why)| not_a_schema(at, why))?;
         let strict = value.get("strict").and_then(|s| s.as_bool()).unwrap_or(true);
         return Ok(ResponseSchema {
             strict,
@@ -327,8 +327,21 @@ fn read_schema(path: &Path) -> anyhow::Result<ResponseSchema> {
             }
         })
         .collect();
-    schema_shape(&value, "").map_err(|(at, why)| not_a_schema(at, why))?;
+    root_shape(&value, "").map_err(|(at, why)| not_a_schema(at, why))?;
     Ok(ResponseSchema::new(name, value))
+}
+
+/// [`schema_shape`] of a whole schema: an object (`response_format` takes no `true` or `false`).
+fn root_shape(schema: &serde_json::Value, at: &str) -> Result<(), (String, &'static str)> {
+    if !schema.is_object() {
+        let at = if at.is_empty() {
+            String::new()
+        } else {
+            format!("{at}: ")
+        };
+        return Err((at, "a schema is a JSON object"));
+    }
+    schema_shape(schema, at)
 }
 
 /// Whether `schema` has a JSON Schema's shape where a provider would refuse it otherwise (an object or
@@ -368,17 +381,28 @@ fn schema_shape(schema: &serde_json::Value, at: &str) -> Result<(), (String, &'s
             ));
         }
     }
-    for key in ["items", "additionalProperties", "not"] {
+    for key in [
+        "items",
+        "additionalProperties",
+        "not",
+        "if",
+        "then",
+        "else",
+        "contains",
+        "propertyNames",
+    ] {
         if let Some(inner @ (Value::Object(_) | Value::Bool(_))) = map.get(key) {
             schema_shape(inner, &place(key))?;
         }
     }
-    if let Some(Value::Object(properties)) = map.get("properties") {
-        for (name, inner) in properties {
-            schema_shape(inner, &place(&format!("properties.{name}")))?;
+    for key in ["properties", "patternProperties", "$defs", "definitions"] {
+        if let Some(Value::Object(named)) = map.get(key) {
+            for (name, inner) in named {
+                schema_shape(inner, &place(&format!("{key}.{name}")))?;
+            }
         }
     }
-    for key in ["anyOf", "oneOf", "allOf"] {
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
         if let Some(Value::Array(all)) = map.get(key) {
             for (i, inner) in all.iter().enumerate() {
                 schema_shape(inner, &place(&format!("{key}[{i}]")))?;
@@ -523,10 +547,12 @@ mod tests {
 
     #[test]
     fn what_is_not_a_schema_is_said_where() {
-        let shape = |v: serde_json::Value| super::schema_shape(&v, "").map_err(|(at, why)| format!("{at}{why}"));
+        let shape = |v: serde_json::Value| super::root_shape(&v, "").map_err(|(at, why)| format!("{at}{why}"));
+        assert_eq!(shape(json!([1, 2])), Err("a schema is a JSON object".into()));
+        assert_eq!(shape(json!(true)), Err("a schema is a JSON object".into()));
         assert_eq!(
-            shape(json!([1, 2])),
-            Err("a schema is a JSON object (or true or false)".into())
+            shape(json!({"$defs": {"x": {"type": "int"}}})),
+            Err("$defs.x.type: object, array, string, number, integer, boolean or null (or a list of them)".into())
         );
         assert_eq!(
             shape(json!({"type": "nonsense"})),
@@ -550,7 +576,7 @@ mod tests {
             Err("properties.a: a schema is a JSON object (or true or false)".into())
         );
         for good in [
-            json!(true),
+            json!({"properties": {"a": true}}),
             json!({}),
             json!({"type": ["string", "null"]}),
             json!({"type": "object", "additionalProperties": false}),

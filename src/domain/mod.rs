@@ -69,7 +69,7 @@ pub(crate) fn one_line(
             span,
             format!("{what} is one line: no line break, other control character or bidirectional override"),
         ));
-    } else if !text.is_empty() && text.chars().all(|c| c.is_whitespace() || shows_nothing(c)) {
+    } else if text.chars().any(shows_nothing) && text.chars().all(|c| c.is_whitespace() || shows_nothing(c)) {
         errors.push(src.at(span, format!("{what} shows nothing: it holds only invisible characters")));
     }
 }

@@ -122,8 +122,15 @@ impl Cache {
         Ok(())
     }
 
-    /// Drops the entry for `key`, when there is one: its reply is not to be served again.
-    pub fn remove(&self, key: &str) {
+    /// Drops the entry for `key` when it holds `reply` (as a caller read it: without a leading
+    /// thought): that reply is not to be served again. An entry holding another reply (another
+    /// process's, accepted, written since) is kept.
+    pub fn forget(&self, key: &str, reply: &str) {
+        let Some(entry) = self.get(key) else { return };
+        let text = entry.tokens.concat();
+        if text[super::thought_len(&text)..] != *reply {
+            return;
+        }
         match std::fs::remove_file(self.path(key)) {
             Ok(()) => tracing::info!(key, "a reply that could not be used is dropped from the cache"),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -198,6 +205,27 @@ mod tests {
         assert!(cache.get(&k).unwrap().choices.is_empty());
         std::fs::write(cache.path(&k), "{ torn").unwrap();
         assert_eq!(cache.get(&k), None);
+    }
+
+    #[test]
+    fn a_reply_is_forgotten_only_while_the_entry_still_holds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path());
+        let k = key("u", "m", &request());
+        let entry = |text: &str| CacheEntry {
+            tokens: vec![text.into()],
+            usage: None,
+            finish_reason: Some("stop".into()),
+            model: "m".into(),
+            created_unix: 1,
+            choices: Vec::new(),
+        };
+        cache.put(&k, &entry("ok")).unwrap();
+        cache.forget(&k, "no");
+        assert!(cache.get(&k).is_some(), "another reply, stored since, is kept");
+        cache.put(&k, &entry("<think>hm</think>no")).unwrap();
+        cache.forget(&k, "no");
+        assert_eq!(cache.get(&k), None, "the reply as the caller read it, its thought left out");
     }
 
     #[test]

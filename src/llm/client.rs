@@ -260,13 +260,13 @@ impl ChatModel for Client {
 
     /// Drops the reply from the cache under the key it was stored by: the request as the provider's
     /// adaptations shape it now, or as it was asked (an adaptation learned since it was stored).
-    fn forget(&self, request: &ChatRequest) {
+    fn forget(&self, request: &ChatRequest, reply: &str) {
         let (Some(cache), CacheMode::ReadWrite) = (self.cache(), self.shared.cache_mode) else {
             return;
         };
         let adapted = self.shared.adapter.quirks(&self.config.name, &self.config.model).apply(request);
         for r in [&adapted, request] {
-            cache.remove(&self.key(r));
+            cache.forget(&self.key(r), reply);
         }
     }
 
@@ -872,8 +872,12 @@ impl Client {
             );
         } else if let AttemptError::Fatal(e @ LlmError::Unauthorized { .. }) = &error {
             reach.refused(provider, self.transport.base_url(), &e.to_string());
-        } else if let AttemptError::NotAnApi(page) = &error {
-            reach.refused(provider, self.transport.base_url(), page);
+        } else if let AttemptError::NotAnApi(page) = &error
+            && !batched
+        {
+            // Counted by what came (a page's text changes with its tokens and times), said whole.
+            let kind = page.split(": ").next().unwrap_or(page);
+            reach.refused(provider, self.transport.base_url(), kind);
         }
         // Servers built on llama.cpp (and older vLLM) refuse `json_schema`: say what fixes it.
         let hint = match &error {

@@ -100,8 +100,8 @@ impl ChatModel for Coalesced {
         self.inner.context_tokens()
     }
 
-    fn forget(&self, request: &ChatRequest) {
-        self.inner.forget(request);
+    fn forget(&self, request: &ChatRequest, reply: &str) {
+        self.inner.forget(request, reply);
     }
 }
 

@@ -431,11 +431,11 @@ pub trait ChatModel: Send + Sync {
         None
     }
 
-    /// `request`'s reply could not be used after every attempt its caller allows: it is not served
-    /// again from the response cache, so a resume or a rerun asks anew. A model that keeps no cache,
-    /// or one whose cache is read-only or off, has nothing to forget; a model that wraps another
-    /// passes it on.
-    fn forget(&self, _request: &ChatRequest) {}
+    /// `request`'s reply, `reply`, could not be used after every attempt its caller allows: it is not
+    /// served again from the response cache, so a resume or a rerun asks anew. A model that keeps no
+    /// cache, or one whose cache is read-only or off, has nothing to forget; a model that wraps
+    /// another passes it on.
+    fn forget(&self, _request: &ChatRequest, _reply: &str) {}
 }
 
 /// A finished reply.

@@ -119,22 +119,25 @@ impl Judge<'_> {
                         messages.push(ChatMessage::user(
                             self.templates.render(Template::Reask, &[("problem", &problem)]),
                         ));
+                        rejected.push((r, reply.text.clone()));
                         attempts.push(Attempt {
                             temperature,
                             reply: reply.text,
                             error: Some(problem),
                             cached: reply.cached,
                         });
-                        rejected.push(r);
                     }
                 },
             }
         }
-        // No reply was usable: none is kept to be read back, so a resume asks again rather than
-        // failing the same way. A chain that ends accepted keeps its rejected replies too: a rerun
-        // replays it as it went.
-        for r in &rejected {
-            judge.forget(r);
+        // Every attempt was used up on replies that could not be used: none is kept to be read
+        // back, so a resume asks again rather than failing the same way. A chain that ends accepted
+        // keeps its rejected replies, and so does one a failed request cut short (stopped, out of
+        // budget, unreachable): a rerun or resume replays them as they went.
+        if cause.is_none() {
+            for (r, reply) in &rejected {
+                judge.forget(r, reply);
+            }
         }
         let last = attempts.last().and_then(|a| a.error.clone()).unwrap_or_default();
         (

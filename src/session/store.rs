@@ -311,7 +311,6 @@ fn samples_of(samples: &Path) -> Vec<(PathBuf, Vec<Event>)> {
         .collect()
 }
 
-/// The sessions in `dir`, and its folders that hold none that can be read, with why.
 /// Why a folder of this name cannot be a session's, if it cannot: its name is the session's id, and
 /// one that is not UTF-8, or that holds characters a terminal acts on, can be neither typed nor shown.
 fn unnameable(name: &std::ffi::OsStr) -> Option<String> {
@@ -326,6 +325,7 @@ fn unnameable(name: &std::ffi::OsStr) -> Option<String> {
     })
 }
 
+/// The sessions in `dir`, and its folders that hold none that can be read, with why.
 fn list_in(dir: &Path, sample: bool) -> (Vec<SessionEntry>, Vec<(PathBuf, String)>) {
     let mut found = Vec::new();
     let mut unreadable = Vec::new();
@@ -347,11 +347,6 @@ fn list_in(dir: &Path, sample: bool) -> (Vec<SessionEntry>, Vec<(PathBuf, String
         if !path.is_dir() {
             continue;
         }
-        // A session goes by its folder's name: one no command can be given is not a session's.
-        if let Some(why) = unnameable(&entry.file_name()) {
-            unreadable.push((path, why));
-            continue;
-        }
         let journal_file = path.join("journal.jsonl");
         if !journal_file.exists() {
             // A run killed as it began, an hour ago or more, leaves a folder with nothing recorded.
@@ -359,6 +354,11 @@ fn list_in(dir: &Path, sample: bool) -> (Vec<SessionEntry>, Vec<(PathBuf, String
                 continue;
             }
             unreadable.push((path, "it holds no journal.jsonl".into()));
+            continue;
+        }
+        // A session goes by its folder's name: one no command can be given is not a session's.
+        if let Some(why) = unnameable(&entry.file_name()) {
+            unreadable.push((path, why));
             continue;
         }
         let timed = match journal::read_timed::<Event>(&journal_file) {

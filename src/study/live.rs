@@ -72,8 +72,8 @@ impl ChatModel for Observed {
         self.inner.context_tokens()
     }
 
-    fn forget(&self, request: &ChatRequest) {
-        self.inner.forget(request);
+    fn forget(&self, request: &ChatRequest, reply: &str) {
+        self.inner.forget(request, reply);
     }
 }
 

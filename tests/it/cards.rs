@@ -308,6 +308,26 @@ fn exported_cards_import_back_to_the_same_prompt() {
         all
     };
     assert_eq!(aliases(&copy), aliases(&bundled));
+    // A card's aliases that would mask more than a name are left out, and said so.
+    let mut odd = card.clone();
+    odd["data"]["extensions"]["incharacter"]["aliases"] = json!(["Hermione", "I", "Mi\u{202e}ne"]);
+    std::fs::write(&file, odd.to_string()).unwrap();
+    let said = ok(run(
+        data,
+        &["import", "card", file.to_str().unwrap(), "--id", "hermione-odd-en"],
+    ));
+    // (A card's text is made inert as it is read: the override goes, "Mine" stays.)
+    assert!(
+        said.contains("alias \"I\" left out") && said.contains("alias Mine;"),
+        "{said}"
+    );
+    let odd = character(data, "hermione-odd-en");
+    let kept = odd["aliases"].as_array().unwrap();
+    assert!(
+        kept.iter()
+            .all(|a| a != "I" && !a.as_str().unwrap().contains('\u{202e}')),
+        "{kept:?}"
+    );
 
     let out = run(data, &["export-card", "nobody-en"]);
     assert_eq!(out.status.code(), Some(2));

@@ -278,6 +278,26 @@ fn validate_accepts_the_bundled_assets_and_catches_bad_labels() {
     assert_eq!(out.status.code(), Some(2));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("no dimension \"Extra\\u{202e}version\""), "{stdout}");
+
+    // A character naming a scale whose file, checked beside it, does not read: said as such.
+    let folder = dir.path().join("mine");
+    std::fs::create_dir_all(&folder).unwrap();
+    let gse = include_str!("../../assets/scales/GSE.toml").replace("id = \"GSE\"", "id = \"MYS\"");
+    std::fs::write(
+        folder.join("MYS.toml"),
+        gse.replacen("range = [1, 4]", "range = [1, 4", 1),
+    )
+    .unwrap();
+    let anna = "id = \"anna-en\"\nname = \"Anna\"\nlanguage = \"en\"\nexperimenter = \"Bo\"\ndescription = \"x\"\n\
+                [labels.annotation.MYS]\n\"Self-efficacy\" = { score = 3.0, type = \"H\" }\n";
+    std::fs::write(folder.join("anna.toml"), anna).unwrap();
+    let out = run(&["validate", folder.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("labels name unknown scale \"MYS\": its file, checked here, has errors (said above)"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -26,8 +26,8 @@ pub enum AttemptError {
     },
     /// The stream ended or broke before `[DONE]`.
     Cut(String),
-    /// A success status whose body is neither an event stream nor a completion (a proxy's login
-    /// page, a web server at the wrong path): asked again, the same page comes back.
+    /// A success status whose body is not JSON nor an event stream (a proxy's login page, a web
+    /// server at the wrong path): asked again, the same page comes back.
     NotAnApi(String),
     /// `[DONE]` came without a `finish_reason`: the server ended the request early to serve another
     /// (llama-cpp-python serves one at a time). Asked again, and taken as a sign of too many in

@@ -129,7 +129,12 @@ pub fn character_card<'s>(
     // A card the workbench wrote of a character of its own brings back what a card has no field for.
     let own = ours.as_ref().filter(|o| o.whole_prompt());
     let work = match own.and_then(|o| o.work.as_deref()).map(one_line) {
-        Some(work) if !work.is_empty() => work,
+        Some(work)
+            if !work.is_empty()
+                && !work.chars().any(|c| crate::domain::acts_on_terminal(c) || crate::domain::shows_nothing(c)) =>
+        {
+            work
+        }
         _ => format!("imported from a character card{by}"),
     };
     let targets = match ours.as_ref().and_then(|o| o.targets.as_ref()) {
@@ -160,15 +165,11 @@ pub fn character_card<'s>(
     if let Some(targets) = targets.clone() {
         character.labels.target = targets;
     }
-    if let Some(own) = own {
-        for alias in own.aliases.iter().map(|a| one_line(a)).filter(|a| !a.is_empty()) {
-            if !character.aliases.contains(&alias) {
-                character.aliases.push(alias);
-            }
-        }
-        character.catchphrases = own.catchphrases.iter().map(|c| one_line(c)).filter(|c| !c.is_empty()).collect();
+    let restored = own.map(|own| restore(&mut character, own)).unwrap_or_default();
+    let mut report = report(&card, &character, &memories, whole_prompt, image.is_some(), targets.as_ref());
+    if !restored.is_empty() {
+        report.push(format!("from extensions.incharacter: {}", restored.join("; ")));
     }
-    let report = report(&card, &character, &memories, whole_prompt, image.is_some(), targets.as_ref());
     let stored = serde_json::to_vec_pretty(&card.json).map_err(|e| e.to_string())?;
     let mut imported = write_files(
         data_dir,
@@ -182,6 +183,35 @@ pub fn character_card<'s>(
     )?;
     imported.report = report;
     Ok(imported)
+}
+
+/// What a card the workbench wrote of a character of its own (`own`) brings back that a card has no
+/// field for: its other aliases and catchphrases (its work is taken with the rest); what was taken,
+/// and left out, in the report's words.
+fn restore(character: &mut Character, own: &card::Ours) -> Vec<String> {
+    let mut restored = Vec::new();
+    // Aliases mask answers wherever they stand: one a file could not hold, or of one letter ("I",
+    // "a"), would mask far more than a name; said in the report either way.
+    let fit = |a: &String| {
+        !a.chars().any(|c| crate::domain::acts_on_terminal(c) || crate::domain::shows_nothing(c))
+            && a.chars().filter(|c| c.is_alphanumeric()).count() >= 2
+    };
+    for alias in own.aliases.iter().map(|a| one_line(a)).filter(|a| !a.is_empty()) {
+        if !fit(&alias) {
+            restored.push(format!("alias {:?} left out (it would mask more than a name)", alias));
+        } else if !character.aliases.contains(&alias) {
+            restored.push(format!("alias {alias}"));
+            character.aliases.push(alias);
+        }
+    }
+    character.catchphrases = own.catchphrases.iter().map(|c| one_line(c)).filter(|c| !c.is_empty()).collect();
+    if !character.catchphrases.is_empty() {
+        restored.push(format!("{} catchphrase(s)", character.catchphrases.len()));
+    }
+    if !character.work.starts_with("imported from a character card") {
+        restored.push(format!("work {}", character.work));
+    }
+    restored
 }
 
 /// `extensions.incharacter.targets` (scale → dimension → "H" | "L" | number) as the character's targets,

@@ -131,9 +131,10 @@ fn option_labels(text: &str) -> BTreeMap<i32, String> {
     out
 }
 
-/// The numbers a prompt asks for: its first "A to B" ("from 1 to 7", "a scale of 1 to 7"), "between
-/// A and B" or "A-B" / "A–B", the numbers signed ("from -3 to 3" is read as such, not passed over for
-/// a range the prompt never said).
+/// The numbers a prompt asks for: its first "A to B" ("from 1 to 7", "a scale of 1 to 7") or "between
+/// A and B", else its first "A-B" / "A–B", the numbers signed ("from -3 to 3" is read as such, not
+/// passed over for a range the prompt never said). Decimals, dates and numbering ("0.5 to 1.0",
+/// "2023-2024-05") are no range of whole numbers.
 fn stated_range(text: &str) -> Option<[i32; 2]> {
     /// The signed integer `text` starts with, and what follows it.
     fn number(text: &str) -> Option<(i32, &str)> {
@@ -145,22 +146,38 @@ fn stated_range(text: &str) -> Option<[i32; 2]> {
         let n: i32 = text[sign..sign + len].parse().ok()?;
         Some((if sign > 0 { -n } else { n }, &text[sign + len..]))
     }
-    let starts = text.char_indices().filter(|&(i, c)| {
-        (c.is_ascii_digit() || c == '-' || c == '−')
-            && !text[..i].ends_with(|p: char| p.is_ascii_digit() || p.is_alphabetic())
-    });
-    for (i, _) in starts {
-        let Some((a, rest)) = number(&text[i..]) else { continue };
-        let between = text[..i].trim_end().to_lowercase().ends_with("between");
-        let joined = if between {
-            rest.strip_prefix(" and ")
-        } else {
-            rest.strip_prefix(" to ").or_else(|| rest.strip_prefix(['-', '–']))
-        };
-        if let Some((b, after)) = joined.and_then(number)
-            && !after.starts_with(|c: char| c.is_alphanumeric())
-        {
-            return Some([a, b]);
+    // A number ends a range where no digit, letter, decimal point, further dash or slash goes on.
+    let ends = |after: &str| {
+        let mut rest = after.chars();
+        match rest.next() {
+            None => true,
+            Some('.') => !rest.next().is_some_and(|c| c.is_ascii_digit()),
+            Some(c) => !(c.is_alphanumeric() || matches!(c, '-' | '–' | '/')),
+        }
+    };
+    let starts: Vec<usize> = text
+        .char_indices()
+        .filter(|&(i, c)| {
+            (c.is_ascii_digit() || c == '-' || c == '−')
+                && !text[..i].ends_with(|p: char| p.is_alphanumeric() || matches!(p, '.' | '/' | ':' | '-' | '–'))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    for worded in [true, false] {
+        for &i in &starts {
+            let Some((a, rest)) = number(&text[i..]) else { continue };
+            let head = text[..i].trim_end();
+            let between = head.len() >= 7 && head.get(head.len() - 7..).is_some_and(|w| w.eq_ignore_ascii_case("between"));
+            let joined = match (worded, between) {
+                (true, true) => rest.strip_prefix(" and "),
+                (true, false) => rest.strip_prefix(" to "),
+                (false, _) => rest.strip_prefix(['-', '–']),
+            };
+            if let Some((b, after)) = joined.and_then(number)
+                && ends(after)
+            {
+                return Some([a, b]);
+            }
         }
     }
     None

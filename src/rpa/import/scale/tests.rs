@@ -100,6 +100,10 @@ fn a_psychobench_questionnaire_is_filled_and_marked() {
         ("Here are the 30 statements, score them.", None),
         ("COVID-19 worries, rated as you like", None),
         ("item 12 to item 20", None),
+        ("a weight from 0.5 to 1.0", None),
+        ("written 2023-2024-05, answer from 1 to 5", Some([1, 5])),
+        ("items 1-30 below; reply from 1 to 5", Some([1, 5])),
+        ("call 555-1234-567", None),
     ] {
         assert_eq!(stated_range(prompt), range, "{prompt}");
     }
