@@ -300,7 +300,10 @@ fn summary_table(rows: &[results::SummaryRow]) -> String {
 pub fn sessions(ctx: &Ctx, json_output: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let (list, unreadable) = ctx.store()?.list_with_unreadable();
     for (path, why) in &unreadable {
-        crate::note!("warning: {} is not listed: {why}", path.display());
+        crate::note!(
+            "warning: {} is not listed: {why}",
+            crate::text::visible(&path.display().to_string())
+        );
     }
     if json_output {
         let rows: Vec<serde_json::Value> = list

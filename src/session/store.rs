@@ -318,10 +318,9 @@ fn unnameable(name: &std::ffi::OsStr) -> Option<String> {
         return Some("its name is not UTF-8, so no command can name the session: rename the folder".into());
     };
     name.chars().any(crate::text::acts_on_terminal).then(|| {
-        format!(
-            "its name, {}, holds characters a terminal acts on, so no command can name the session: rename the folder",
-            crate::text::visible(name)
-        )
+        "its name holds characters a terminal acts on (shown escaped), so no command can name the session: rename \
+         the folder"
+            .to_string()
     })
 }
 
@@ -633,7 +632,7 @@ mod tests {
                 ),
                 (
                     "esc\u{1b}]0;t\u{7}x".to_string(),
-                    "its name, esc\\u{1b}]0;t\\u{7}x, holds characters a terminal acts on, so no command can name the session: rename the folder"
+                    "its name holds characters a terminal acts on (shown escaped), so no command can name the session: rename the folder"
                 ),
                 #[cfg(unix)]
                 (

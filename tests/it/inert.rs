@@ -183,6 +183,13 @@ async fn escape_sequences_from_every_source_reach_stdout_and_stderr_inert() {
         }
         ok("report", run(c, d, &["report", &id]));
         ok("sessions", run(c, d, &["sessions"]));
+        // A copy under a name holding a sequence is not listed, and named with it written out.
+        let odd = d.join("sessions").join("odd\u{1b}[2Jx");
+        std::fs::create_dir_all(&odd).unwrap();
+        std::fs::write(odd.join("journal.jsonl"), &journal).unwrap();
+        let listed = ok("sessions", run(c, d, &["sessions"]));
+        let said = String::from_utf8_lossy(&listed.stderr);
+        assert!(said.contains("odd\\u{1b}[2Jx is not listed: its name holds"), "{said}");
         // Every --json keeps what it cannot show raw as an escape, the same JSON: never drops it.
         let again = common::session_id(&ok(
             "run again",

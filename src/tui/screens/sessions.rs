@@ -168,7 +168,8 @@ impl Sessions {
                     )
                 } else {
                     // The reason names the journal by its whole path: the folder's is said once.
-                    let folder = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+                    // Escaped, as the reason says it: a name with a sequence in it shows what it holds.
+                    let folder = path.file_name().map(|n| crate::text::visible(&n.to_string_lossy())).unwrap_or_default();
                     let why = why.replace(&format!("{}/", path.display()), "");
                     format!("   not listed: {folder}: {why}")
                 };
