@@ -28,14 +28,18 @@ pub fn terminal_safe(text: &str) -> String {
 }
 
 fn strip(text: &str, keep_tabs: bool) -> String {
-    // Where the last string terminator (BEL, ST, ESC \) stands: a string opened after it never ends,
-    // so only its opener goes and nothing after it is lost (a lone ESC before "Please", mojibake).
-    let last_end = ['\u{7}', '\u{9c}']
-        .iter()
-        .filter_map(|t| text.rfind(*t))
-        .chain(text.rfind("\u{1b}\\"))
-        .max();
-    let ends_later = |i: usize| last_end.is_some_and(|end| end > i);
+    // A string (OSC, DCS, …) is one only when its terminator (BEL, ST, ESC \) is the next of those or
+    // of any other ESC: else its opener goes alone and nothing after it is lost (a lone ESC before
+    // "Please", UTF-8 read as Latin-1 before a sequence of its own).
+    let stops: Vec<(usize, bool)> = text
+        .char_indices()
+        .filter(|&(_, c)| matches!(c, '\u{7}' | '\u{9c}' | '\u{1b}'))
+        .map(|(i, c)| (i, c != '\u{1b}' || text[i + 1..].starts_with('\\')))
+        .collect();
+    let ends_later = |i: usize| {
+        let next = stops.partition_point(|&(at, _)| at <= i);
+        stops.get(next).is_some_and(|&(_, ends)| ends)
+    };
     let mut out = String::with_capacity(text.len());
     let mut chars = text.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
@@ -509,6 +513,12 @@ mod tests {
         assert_eq!(terminal_safe("\u{9b}Hello \u{9d}there"), "Hello there");
         assert_eq!(terminal_safe("\u{1b} of \u{1b}(\nx \u{1b}\u{1b}[31my"), " of \nx y");
         assert_eq!(terminal_safe("\u{1b}[31"), "");
+        // A sequence of its own after the mojibake is not the end of a string it opened.
+        assert_eq!(
+            terminal_safe("StraÃ\u{9f}e in München \u{1b}]0;t\u{7}ok"),
+            "StraÃe in München ok"
+        );
+        assert_eq!(terminal_safe("a\u{1b}]0;t\u{1b}[31mb\u{7}c"), "a]0;tbc");
         // Directional marks too (a right-to-left mark reorders what stands around it).
         assert_eq!(terminal_safe("self-\u{200f}doubting\u{200e}\u{61c}"), "self-doubting");
         assert_eq!(
