@@ -424,19 +424,31 @@ fn concurrency_zero_or_past_the_most_is_refused_as_bad_input() {
     }
 }
 
+/// Resumes the session with `config` in place of its config file: the resume must be refused as
+/// bad input (exit 2) and leave the journal as it was. Returns what it said.
+fn refused(s: &common::Setup, session: &Path, config: &str) -> String {
+    let before = std::fs::read(session.join("journal.jsonl")).unwrap();
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    std::fs::write(&s.config, config).unwrap();
+    let out = common::command(&s.config, &s.data, &["run", "--resume", &id])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(
+        std::fs::read(session.join("journal.jsonl")).unwrap(),
+        before,
+        "nothing written"
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_on_another_model_is_refused_touching_nothing() {
     let s = common::setup(FakeConfig::default(), "max_concurrency = 2").await;
     let session = common::kill_after_requests(&s.config, &s.data, RUN, &s.server, 6).await;
     let id = session.file_name().unwrap().to_string_lossy().to_string();
-    let before = std::fs::read(session.join("journal.jsonl")).unwrap();
     let config = std::fs::read_to_string(&s.config).unwrap();
-    std::fs::write(&s.config, config.replace("fake-model", "other-model")).unwrap();
-    let out = common::command(&s.config, &s.data, &["run", "--resume", &id])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    let said = String::from_utf8_lossy(&out.stderr);
+    let said = refused(&s, &session, &config.replace("fake-model", "other-model"));
     assert!(
         // Roles in order: the judge's is named first.
         said.contains(&format!(
@@ -445,18 +457,8 @@ async fn a_resume_on_another_model_is_refused_touching_nothing() {
         )),
         "{said}"
     );
-    assert_eq!(
-        std::fs::read(session.join("journal.jsonl")).unwrap(),
-        before,
-        "nothing written"
-    );
     // The provider renamed: said as gone, with the name to put back.
-    std::fs::write(&s.config, config.replace("\"fake\"", "\"renamed\"")).unwrap();
-    let out = common::command(&s.config, &s.data, &["run", "--resume", &id])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    let said = String::from_utf8_lossy(&out.stderr);
+    let said = refused(&s, &session, &config.replace("\"fake\"", "\"renamed\""));
     assert!(
         said.contains(&format!(
             "session {id} ran its judge on fake (openai: fake-model), a provider the config no longer defines. \
@@ -464,7 +466,6 @@ async fn a_resume_on_another_model_is_refused_touching_nothing() {
         )),
         "{said}"
     );
-    assert_eq!(std::fs::read(session.join("journal.jsonl")).unwrap(), before);
     // With the session's model back in the config, it goes on to its end.
     std::fs::write(&s.config, config).unwrap();
     let out = common::command(&s.config, &s.data, &["run", "--resume", &id])
