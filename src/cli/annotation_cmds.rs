@@ -167,7 +167,7 @@ pub fn import(ctx: &Ctx, id: &str, csv_path: &Path, out: &mut dyn Write) -> anyh
         None => Session::Interviews(annotation::cases(&events, catalog)),
     };
     let observers = matches!(session, Session::Observers(..));
-    let rows = read_csv_with(csv_path, &REQUIRED, &OPTIONAL)?;
+    let rows = read_csv_with(csv_path, &REQUIRED, &OPTIONAL, &["note"])?;
     let mut found = Vec::new();
     for row in &rows {
         let f = &row.fields;

@@ -30,11 +30,18 @@ pub(super) struct Row {
 pub(super) const MAX_CSV: u64 = 256 * 1024 * 1024;
 
 pub(super) fn read_csv(path: &Path, required: &[&str]) -> anyhow::Result<Vec<Row>> {
-    read_csv_with(path, required, &[])
+    read_csv_with(path, required, &[], &[])
 }
 
 /// [`read_csv`], then the fields of the `optional` columns the header names ("" where it does not).
-pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -> anyhow::Result<Vec<Row>> {
+/// Values are read without the spaces around them, except in the `verbatim` columns (text such as a
+/// note, kept as it was written).
+pub(super) fn read_csv_with(
+    path: &Path,
+    required: &[&str],
+    optional: &[&str],
+    verbatim: &[&str],
+) -> anyhow::Result<Vec<Row>> {
     let name = path.display().to_string();
     let bytes = crate::files::read_limited(path, MAX_CSV, "a CSV table")?;
     let mut reader = csv::ReaderBuilder::new()
@@ -89,13 +96,12 @@ pub(super) fn read_csv_with(path: &Path, required: &[&str], optional: &[&str]) -
         // (files saved by Excel or Python's csv module) and blank lines.
         let start = record.position().map_or(0, |p| record_start(&bytes, p.byte()));
         let line = lines.line_of(start);
-        // Values are read without the spaces around them; a note is text, kept as it was written.
         let fields = positions
             .iter()
             .zip(required.iter().chain(optional))
             .map(|(i, col)| {
                 let field = i.and_then(|i| record.get(i)).unwrap_or("");
-                if col.eq_ignore_ascii_case("note") {
+                if verbatim.iter().any(|v| v.eq_ignore_ascii_case(col)) {
                     field
                 } else {
                     field.trim()
@@ -510,6 +516,17 @@ mod tests {
         let path = dir.path().join("t.csv");
         std::fs::write(&path, text).unwrap();
         read_csv(&path, &["a", "b"]).unwrap()
+    }
+
+    #[test]
+    fn values_are_trimmed_except_in_the_columns_kept_verbatim() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv");
+        std::fs::write(&path, "a, Note ,c\n 1 ,  two  spaces ,\" 3 \"\n").unwrap();
+        let rows = read_csv_with(&path, &["a"], &["note", "c"], &["NOTE"]).unwrap();
+        assert_eq!(rows[0].fields, ["1", "  two  spaces ", "3"]);
+        let rows = read_csv_with(&path, &["a"], &["note", "c"], &[]).unwrap();
+        assert_eq!(rows[0].fields, ["1", "two  spaces", "3"]);
     }
 
     #[test]
