@@ -105,7 +105,7 @@ pub struct AssessArgs {
     /// Requests in flight across providers, 1 or more [default: the config's max_concurrency]
     #[arg(long, value_parser = super::concurrency)]
     pub concurrency: Option<usize>,
-    /// A name for the session
+    /// A name for the session [default: "<the session's name or id>, re-assessed by <judge>"]
     #[arg(long)]
     pub name: Option<String>,
     /// Finish an interrupted re-assessment instead of starting one
@@ -140,10 +140,8 @@ pub fn assess(ctx: &Ctx, args: AssessArgs, out: &mut dyn Write) -> anyhow::Resul
             for note in reassess::with_prompts(&mut plan, folder) {
                 crate::note!("note: {note}");
             }
-            Start::New {
-                plan,
-                name: args.name.clone(),
-            }
+            let name = (args.name.clone()).unwrap_or_else(|| reassess::default_name(&id, &events, &plan.judge));
+            Start::New { plan, name: Some(name) }
         }
         (None, None) => return Err(input_error("name the session to re-assess, or --resume <ID>")),
     };

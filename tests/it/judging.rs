@@ -143,6 +143,23 @@ async fn assess_sends_only_judge_requests_and_the_same_judge_measures_the_same()
     assert_eq!(first["plan"]["parent"], Value::String(parent.clone()));
     assert_eq!(first["providers"]["rpa"]["model"], "fake-model");
     assert_eq!(journal.matches("\"event\":\"item_answered\"").count(), 44);
+    // Without --name, a re-assessment is called after what it re-assesses and its judge.
+    let out = common::json_of(
+        binary(
+            &s.config,
+            &s.data,
+            &["assess", &child, "--json", "--methods", "er-batch"],
+        )
+        .await,
+    );
+    let listed = common::json_of(binary(&s.config, &s.data, &["sessions", "--json"]).await);
+    let named = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == out["session"])
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(named["name"], "again, re-assessed by fake", "{listed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

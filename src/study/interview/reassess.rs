@@ -127,6 +127,23 @@ pub fn parent_id(dir: &Path, events: &[Event]) -> String {
         .unwrap_or_default()
 }
 
+/// What a re-assessment is called when it is given no name: the session it re-assesses (by its
+/// name, else its id) and the judge. A re-assessment of a re-assessment names the first one's
+/// session once, not a chain of judges.
+pub fn default_name(parent: &str, events: &[Event], judge: &str) -> String {
+    let named = events
+        .iter()
+        .find_map(|e| e.start().and_then(|s| s.name.clone()))
+        .filter(|n| !n.trim().is_empty());
+    let of = match &named {
+        Some(name) => name.split(RE_ASSESSED).next().unwrap_or(name),
+        None => parent,
+    };
+    format!("{of}{RE_ASSESSED}{judge}")
+}
+
+const RE_ASSESSED: &str = ", re-assessed by ";
+
 /// Gives `plan` the judge's templates of a prompt folder (`folder`, as [`Templates::record`] gives
 /// it; the rest bundled) while the interviews keep the parent's wording, since they were asked with
 /// it. Returns a note for each interview template the folder holds, which a re-assessment ignores.
@@ -197,6 +214,23 @@ mod tests {
             answered(2, "second"),
             answered(1, "first, asked again"),
         ]
+    }
+
+    #[test]
+    fn a_re_assessment_is_named_after_its_session_and_judge_once() {
+        let mut events = parent(&[Method::ErBatch], None);
+        let name = |events: &mut Vec<Event>, name: &str| {
+            let Event::RunStarted { header, .. } = &mut events[0] else { unreachable!() };
+            header.name = Some(name.into());
+        };
+        assert_eq!(default_name("p", &events, "gpt"), "p, re-assessed by gpt");
+        name(&mut events, "  ");
+        assert_eq!(default_name("p", &events, "gpt"), "p, re-assessed by gpt", "a blank name is none");
+        name(&mut events, "BFI today");
+        assert_eq!(default_name("p", &events, "gpt"), "BFI today, re-assessed by gpt");
+        let again = default_name("p", &events, "gpt");
+        name(&mut events, &again);
+        assert_eq!(default_name("q", &events, "local"), "BFI today, re-assessed by local");
     }
 
     fn answered(item_id: u32, response: &str) -> Event {

@@ -214,7 +214,8 @@ impl ReassessDialog {
     fn start(&mut self) -> Outcome {
         match self.plan() {
             Ok((plan, notes)) => {
-                let mut requests = start_run(plan, None);
+                let name = reassess::default_name(&self.parent, &self.events, &plan.judge);
+                let mut requests = start_run(plan, Some(name));
                 requests.extend(notes.into_iter().map(Request::Flash));
                 Outcome::Closed(requests)
             }

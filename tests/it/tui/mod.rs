@@ -977,10 +977,11 @@ fn sessions_and_the_inspector_reassess_a_session_with_another_judge_prompt_set_a
             .is_some_and(|e| e.starts_with("sr: not asked"))
     );
     let effects = key(&mut app, KeyCode::Enter);
-    let [Effect::StartRun { plan, name: None }] = &effects[..] else {
+    let [Effect::StartRun { plan, name: Some(name) }] = &effects[..] else {
         panic!("enter starts the re-assessment: {effects:?}")
     };
     assert_eq!(plan.parent.as_deref(), Some("parent"));
+    assert_eq!(name, &format!("fixture, re-assessed by {}", plan.judge));
     assert_eq!(plan.methods, [Method::ErBatch, Method::DOc]);
     assert!(plan.expected_scores);
     assert_eq!(
