@@ -125,7 +125,8 @@ pub(super) fn read_csv_with(
     Ok(rows)
 }
 
-/// Where each line of a file starts, to turn a byte offset into a line number in O(log n).
+/// Where each line of a file starts, to turn a byte offset into a line number in O(log n). A line
+/// ends as the CSV reader ends a record: at `\n`, `\r\n` or a `\r` alone (old Mac files).
 struct LineStarts(Vec<usize>);
 
 impl LineStarts {
@@ -133,7 +134,7 @@ impl LineStarts {
         let ends = bytes
             .iter()
             .enumerate()
-            .filter(|&(_, &b)| b == b'\n')
+            .filter(|&(i, &b)| line_end(bytes, i, b))
             .map(|(i, _)| i + 1);
         LineStarts(std::iter::once(0).chain(ends).collect())
     }
@@ -142,6 +143,11 @@ impl LineStarts {
     fn line_of(&self, offset: usize) -> u64 {
         self.0.partition_point(|&start| start <= offset) as u64
     }
+}
+
+/// Whether byte `b` at `at` of `bytes` ends a line: a `\n`, or a `\r` not followed by one.
+fn line_end(bytes: &[u8], at: usize, b: u8) -> bool {
+    b == b'\n' || (b == b'\r' && bytes.get(at + 1) != Some(&b'\n'))
 }
 
 /// The first byte of the record the reader says starts at `offset`: its offset may point at the line
@@ -185,7 +191,7 @@ fn field_starts(raw: &[u8]) -> Vec<(u64, usize, usize)> {
             b'"' => quoted = !quoted,
             b',' if !quoted => field_start = true,
             b'\n' | b'\r' if !quoted => break,
-            b'\n' => (below, column) = (below + 1, 0),
+            _ if line_end(raw, at, b) => (below, column) = (below + 1, 0),
             _ => {}
         }
     }
@@ -530,21 +536,28 @@ mod tests {
     }
 
     #[test]
-    fn rows_know_their_line_with_lf_and_crlf_line_ends() {
-        for end in ["\n", "\r\n"] {
+    fn rows_know_their_line_with_lf_crlf_and_cr_line_ends() {
+        for end in ["\n", "\r\n", "\r"] {
             let text = ["a,b", "1,2", "", "3,4", "5,6"].join(end) + end;
             let lines: Vec<u64> = rows(&text).iter().map(|r| r.places[0].0).collect();
             assert_eq!(lines, [2, 4, 5], "line end {end:?}");
         }
+        let mixed: Vec<u64> = rows("a,b\r\n1,2\n\r3,4\r5,6\r\n")
+            .iter()
+            .map(|r| r.places[0].0)
+            .collect();
+        assert_eq!(mixed, [2, 4, 5], "line ends mixed");
     }
 
     #[test]
-    fn a_ragged_row_is_located_at_its_line_with_crlf_line_ends() {
+    fn a_ragged_row_is_located_at_its_line_with_crlf_or_cr_line_ends() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.csv");
-        std::fs::write(&path, "a,b\r\n1,2\r\n3,4\r\n5\r\n").unwrap();
-        let err = read_csv(&path, &["a", "b"]).err().unwrap().to_string();
-        assert!(err.contains("t.csv:4:1:"), "{err}");
+        for end in ["\r\n", "\r"] {
+            std::fs::write(&path, ["a,b", "1,2", "3,4", "5", ""].join(end)).unwrap();
+            let err = read_csv(&path, &["a", "b"]).err().unwrap().to_string();
+            assert!(err.contains("t.csv:4:1:"), "line end {end:?}: {err}");
+        }
     }
 
     #[test]
@@ -580,7 +593,7 @@ mod tests {
 
     #[test]
     fn a_field_after_a_quoted_one_spanning_lines_is_located_on_its_own_line() {
-        for end in ["\n", "\r\n"] {
+        for end in ["\n", "\r\n", "\r"] {
             let text = format!("a,note,b{end}1,\"first{end}second{end}third\",  x{end}2,n,3{end}");
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("t.csv");
