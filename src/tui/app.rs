@@ -931,8 +931,9 @@ impl App {
     }
 
     /// Does what the screens asked of the app; returns what is left for the driver. What starts a
-    /// task while a run goes (a run, a probe, a resume, a replay) is asked about first: it would
-    /// stop that run.
+    /// task while a run goes (a run, a probe, a resume, a replay) or opens another session in its
+    /// place is asked about first: it would stop that run. A replay going is stopped without asking
+    /// by another replay or session opened, but a run (which may cost) is asked about over it too.
     fn apply(&mut self, requests: Vec<Request>) -> Vec<Effect> {
         // Which start, from which screen: only the same one again confirms it.
         let start = requests.iter().find_map(|r| match r {
@@ -941,23 +942,45 @@ impl App {
             Request::Effect(Effect::StartRolebench { .. }) => Some("rolebench"),
             Request::Effect(Effect::Resume { .. }) => Some("resume"),
             Request::Effect(Effect::Replay { .. }) => Some("replay"),
+            Request::Effect(Effect::Open(_)) => Some("open"),
             _ => None,
         });
         let start = start.map(|kind| (self.screen, kind));
         let confirmed = std::mem::take(&mut self.start_confirmed);
-        if start.is_some() && self.live.running && self.live.replay.is_none() && confirmed != start {
+        let replaying = self.live.replay.is_some();
+        let asked = match start {
+            Some((_, kind)) if self.live.running && confirmed != start => {
+                !(replaying && matches!(kind, "replay" | "open"))
+            }
+            _ => false,
+        };
+        if asked {
             self.start_asked = start;
             self.start_held = true;
-            let going = match self.run.session.id.as_str() {
-                "" => "a run is going".to_string(),
-                id => format!("the run of {id} is going"),
+            let going = match (replaying, self.run.session.id.as_str()) {
+                (true, _) => "a replay is going".to_string(),
+                (false, "") => "a run is going".to_string(),
+                (false, id) => format!("the run of {id} is going"),
             };
-            self.flash = Some(format!(
-                "{going}: the same again stops it (its session keeps what was done; u on Sessions resumes it) and starts this"
-            ));
+            let keeps = if replaying {
+                ""
+            } else {
+                " (its session keeps what was done; u on Sessions resumes it)"
+            };
+            let this = if start.is_some_and(|(_, kind)| kind == "open") {
+                "opens this session"
+            } else {
+                "starts this"
+            };
+            self.flash = Some(format!("{going}: the same again stops it{keeps} and {this}"));
             return Vec::new();
         }
         let mut effects = Vec::new();
+        // The session opened takes the run's place on every screen: the run stops first, as the
+        // question said (a session opened after a run has ended has nothing to stop).
+        if self.live.running && start.is_some_and(|(_, kind)| kind == "open") {
+            effects.push(Effect::Cancel);
+        }
         for request in requests {
             match request {
                 Request::Effect(effect) => effects.push(effect),

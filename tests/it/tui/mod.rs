@@ -1482,6 +1482,24 @@ fn annotate_answers_with_number_keys_blind_until_answered() {
     assert_eq!(app.screen, Screen::Annotate);
     let screen = render(&app, (120, 40));
     assert!(screen.contains("hidden (v reveals)"), "blind by default: {screen}");
+    // v reveals this case only: the next one is blind again, and v again hides it.
+    key(&mut app, KeyCode::Char('v'));
+    assert!(!render(&app, (120, 40)).contains("hidden (v reveals)"), "revealed");
+    key(&mut app, KeyCode::Right);
+    assert!(
+        render(&app, (120, 40)).contains("hidden (v reveals)"),
+        "the next case is blind"
+    );
+    key(&mut app, KeyCode::Left);
+    assert!(
+        !render(&app, (120, 40)).contains("hidden (v reveals)"),
+        "back: still revealed"
+    );
+    key(&mut app, KeyCode::Char('v'));
+    assert!(
+        render(&app, (120, 40)).contains("hidden (v reveals)"),
+        "v again hides it"
+    );
     let mut written = Vec::new();
     for c in ['4', '2', 'x'] {
         for e in key(&mut app, KeyCode::Char(c)) {
@@ -2277,6 +2295,48 @@ fn only_the_same_start_again_confirms_it() {
         "{:?}",
         app.flash
     );
+    let effects = key(&mut app, KeyCode::Char('u'));
+    assert!(matches!(&effects[..], [Effect::Resume { .. }]), "{effects:?}");
+}
+
+/// A session opened while a run goes would take the run's place on every screen: it is asked about
+/// like a start, and confirmed it stops the run first. A replay going is stopped without asking,
+/// but a run started over it (which may cost) is asked about.
+#[test]
+fn a_session_opened_while_a_run_goes_is_asked_about_and_stops_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("20261129-130000-b-0002");
+    let mut app = with_session();
+    app.live.start(None, true);
+    app.update(Action::Sessions(vec![interrupted(path.clone())]));
+    key(&mut app, KeyCode::Char('5'));
+    assert!(key(&mut app, KeyCode::Enter).is_empty(), "asked about");
+    let said = app.flash.clone().unwrap_or_default();
+    assert!(
+        said.contains("is going: the same again stops it") && said.ends_with("opens this session"),
+        "{said}"
+    );
+    let effects = key(&mut app, KeyCode::Enter);
+    assert!(
+        matches!(&effects[..], [Effect::Cancel, Effect::Open(p)] if *p == path),
+        "{effects:?}"
+    );
+
+    let mut app = with_session();
+    app.live.start(Some(incharacter::tui::app::Replay::Speed(1.0)), true);
+    app.update(Action::Sessions(vec![interrupted(path.clone())]));
+    key(&mut app, KeyCode::Char('5'));
+    let effects = key(&mut app, KeyCode::Enter);
+    assert!(
+        matches!(&effects[..], [Effect::Cancel, Effect::Open(p)] if *p == path),
+        "a replay stops for it: {effects:?}"
+    );
+    assert!(
+        key(&mut app, KeyCode::Char('u')).is_empty(),
+        "a resume over a replay is asked about"
+    );
+    let said = app.flash.clone().unwrap_or_default();
+    assert_eq!(said, "a replay is going: the same again stops it and starts this");
     let effects = key(&mut app, KeyCode::Char('u'));
     assert!(matches!(&effects[..], [Effect::Resume { .. }]), "{effects:?}");
 }

@@ -137,6 +137,15 @@ fn subjects_are_rated_blind_per_trait_autosaved_and_resumed() {
     );
     assert!(screen.contains("stay hidden until you"), "blind: {screen}");
     snap("annotate_subjects", &app);
+    // v reveals this subject only: the next one is blind again.
+    key(&mut app, KeyCode::Char('v'));
+    assert!(!render(&app, (120, 40)).contains("stay hidden"), "revealed");
+    key(&mut app, KeyCode::Right);
+    assert!(
+        render(&app, (120, 40)).contains("stay hidden"),
+        "the next subject is blind"
+    );
+    key(&mut app, KeyCode::Left);
 
     // Three traits typed with decimals, one "cannot tell", one more: the subject is rated.
     let mut written = rate(&mut app, "3.5", true);

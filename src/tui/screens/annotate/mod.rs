@@ -33,13 +33,21 @@ pub const SAMPLE_READ_ONLY: &str =
 /// Sample sizes the screen cycles through (`None`: every case).
 pub const SAMPLES: [Option<usize>; 4] = [None, Some(100), Some(50), Some(20)];
 
+/// What `v` revealed: a case of the item or dimension task, or a unit of the subject task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Revealed {
+    Case(Case),
+    Unit(subjects::Unit),
+}
+
 pub struct Annotate {
     pub annotator: String,
     pub task: Task,
     pub sample: usize,
     pub cursor: usize,
-    /// The interviewer's judgement is shown before answering.
-    pub reveal: bool,
+    /// The case (or, rating subjects, the unit) whose judgements `v` showed before it was answered:
+    /// that one only, so the next case is blind again.
+    pub reveal: Option<Revealed>,
     /// Digits typed for a multi-digit answer (0–100 scales).
     pub typed: String,
     /// Every annotator's latest answers in the open session.
@@ -65,7 +73,7 @@ impl Default for Annotate {
             task: Task::Item,
             sample: 0,
             cursor: 0,
-            reveal: false,
+            reveal: None,
             typed: String::new(),
             answers: BTreeMap::new(),
             note: tui_textarea::TextArea::default(),
@@ -295,7 +303,14 @@ impl Annotate {
             Command::PageUp => self.cursor = self.cursor.saturating_sub(10),
             Command::Top => self.cursor = 0,
             Command::Bottom => self.cursor = len.saturating_sub(1),
-            Command::Reveal => self.reveal = !self.reveal,
+            Command::Reveal => {
+                let case = self
+                    .cases(ctx.run, ctx.catalog)
+                    .get(self.cursor)
+                    .cloned()
+                    .map(Revealed::Case);
+                self.reveal = if self.reveal == case { None } else { case };
+            }
             Command::NextPane => {
                 self.task = match self.task {
                     Task::Item => Task::Dimension,
@@ -600,7 +615,7 @@ impl Annotate {
             ),
         ])];
         for m in methods {
-            let shown = self.reveal || given.is_some();
+            let shown = self.reveal.as_ref() == Some(&Revealed::Case(case.clone())) || given.is_some();
             let value = annotation::machine(&assessments, case, m, ctx.catalog);
             lines.push(Line::from(vec![
                 Span::raw(format!("{:<9}", m.name())),

@@ -11,7 +11,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Gauge, Paragraph};
 use serde_json::Value;
 
-use super::{Annotate, SAMPLE_READ_ONLY, answer_text};
+use super::{Annotate, Revealed, SAMPLE_READ_ONLY, answer_text};
 use crate::annotation::subjects::{self, RANGE};
 use crate::annotation::{Annotation, Answer, Case, Refusal};
 use crate::observer::report::SubjectResult;
@@ -37,7 +37,7 @@ pub struct SubjectTask {
 }
 
 /// A unit of the task: the subject's id, and the observer's when rating per observer.
-type Unit = (String, Option<String>);
+pub type Unit = (String, Option<String>);
 
 impl Annotate {
     /// The units in the session's seeded order.
@@ -180,7 +180,10 @@ impl Annotate {
             Command::PageDown | Command::ScrollDown => task.scroll = task.scroll.saturating_add(10),
             Command::PageUp | Command::ScrollUp => task.scroll = task.scroll.saturating_sub(10),
             Command::Top => task.scroll = 0,
-            Command::Reveal => self.reveal = !self.reveal,
+            Command::Reveal => {
+                let unit = self.units(ctx).get(self.subjects.unit).cloned().map(Revealed::Unit);
+                self.reveal = if self.reveal == unit { None } else { unit };
+            }
             Command::NextPane | Command::PrevPane => {
                 task.per_observer = !task.per_observer;
                 (task.unit, task.trait_index, task.scroll) = (0, 0, 0);
@@ -341,7 +344,7 @@ impl Annotate {
         width: usize,
     ) -> Vec<Line<'static>> {
         let theme = ctx.theme;
-        let shown = self.rated(unit, traits) || self.reveal;
+        let shown = self.rated(unit, traits) || self.reveal.as_ref() == Some(&Revealed::Unit(unit.clone()));
         let observer = unit.1.as_ref().and_then(|o| s.observers.iter().find(|x| &x.id == o));
         // One column of the marker, 21 of trait (the longest, Intellect/Imagination), 6 for yours and 5
         // for each revealed value: 43 of the panel's 44.
