@@ -788,12 +788,8 @@ impl App {
             self.flash = Some("still editing (the paste only took the question back)".into());
             return Vec::new();
         }
-        let text: String = text
-            .replace("\r\n", "\n")
-            .replace('\r', "\n")
-            .chars()
-            .filter(|c| !crate::text::acts_on_terminal(*c) || matches!(c, '\n' | '\t'))
-            .collect();
+        // Whole escape sequences go, not only their ESC: a pasted "ESC[2J" leaves nothing behind.
+        let text: String = crate::text::inert(&text.replace("\r\n", "\n").replace('\r', "\n"));
         let took = !self.help
             && match self.screen {
                 Screen::Persona => self.persona.paste(&text),

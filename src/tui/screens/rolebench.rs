@@ -278,7 +278,9 @@ impl Rolebench {
                 .skip(self.role_cursor.saturating_sub(rows.saturating_sub(1)))
                 .map(|(i, (role, n))| {
                     let mark = if self.picked.contains(role) { "[x]" } else { "[ ]" };
-                    let text = fit(&format!("{mark} {} ({n})", role), width);
+                    // The role as the file names it (the plan asks it so), drawn without its escapes.
+                    let role = crate::text::terminal_safe(role);
+                    let text = fit(&format!("{mark} {role} ({n})"), width);
                     if i == self.role_cursor && self.pane == 1 {
                         Line::styled(text, theme.selected())
                     } else {

@@ -400,19 +400,20 @@ fn pasted_text_is_text_in_the_field_not_keys() {
     key(&mut app, KeyCode::Char('0'));
     keys(&mut app, "a");
     clear(&mut app, 30);
-    app.update(Action::Paste("Wren\nof the\tcoast".into()));
+    app.update(Action::Paste("Wren\nof the\tcoast\u{1b}[2J".into()));
     for _ in 0..4 {
         key(&mut app, KeyCode::Tab);
     }
     let targets_before = app.persona.draft.as_ref().unwrap().targets.clone();
     app.update(Action::Paste(
-        "She likes\tlists: high, low, 4 or 5.\r\nSecond line\u{1b}[31m red".into(),
+        "She likes\tlists: high, low, 4 or 5.\r\nSecond line\u{1b}[31m red\u{1b}]0;title\u{7}.".into(),
     ));
     let draft = app.persona.draft.as_ref().unwrap();
     assert_eq!(draft.name, "Wren of the coast");
     assert_eq!(
         draft.prompt.lines().join("\n"),
-        "She likes\tlists: high, low, 4 or 5.\nSecond line[31m red"
+        "She likes\tlists: high, low, 4 or 5.\nSecond line red.",
+        "whole sequences go, not only their ESC"
     );
     assert_eq!(draft.targets, targets_before, "no target was set by the paste");
     // A long paste is one action, not thousands of keys.

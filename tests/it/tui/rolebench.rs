@@ -20,8 +20,17 @@ fn an_opened_rolebench_session_names_its_file_roles_and_sample_and_the_files_are
     key(&mut app, KeyCode::Char('9'));
     app.update(Action::RolebenchLoaded(
         file,
-        Ok(vec![question(1, "Jack Sparrow"), question(2, "Jack Sparrow")]),
+        Ok(vec![
+            question(1, "Jack Sparrow"),
+            question(2, "Jack Sparrow"),
+            question(3, "Zed \u{1b}[31mTest\u{1b}]0;RB\u{7}"),
+        ]),
     ));
+    let screen = render(&app, (120, 40));
+    assert!(
+        screen.contains("[ ] Zed Test (1)"),
+        "a role drawn without its escapes:\n{screen}"
+    );
     key(&mut app, KeyCode::Char(' '));
     let effects = app.update(Action::Key(KeyEvent::new(KeyCode::Char('r'), KeyModifiers::CONTROL)));
     let [Effect::StartRolebench { plan }] = effects.as_slice() else {
