@@ -202,6 +202,11 @@ impl Catalog {
     pub fn load(data_dir: Option<&Path>) -> Result<Catalog, Vec<Diagnostic>> {
         let mut catalog = Catalog::bundled()?;
         let Some(dir) = data_dir else { return Ok(catalog) };
+        // A write of several files killed in the middle (an import, a save) is undone first: a
+        // character is read as it was before it, never half old and half new.
+        for folder in ["scales", "characters"] {
+            crate::files::recover(&dir.join(folder));
+        }
         let bundled_scales: Vec<Scale> = catalog.scales.iter().map(|e| e.value.clone()).collect();
         let mut scales = Vec::new();
         for path in toml_files(&dir.join("scales"), &mut catalog.problems) {

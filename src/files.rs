@@ -523,9 +523,16 @@ pub type Change<'a> = (PathBuf, Option<&'a [u8]>);
 /// new content is first written beside its target and synced, so a refused target (a link, a folder)
 /// or a full disk changes nothing; then each old file is kept aside (a second link to it, so the
 /// target never goes missing) and its new content renamed over it; a failure there puts every old
-/// file back. The kept copies are removed last. (A kill in between leaves them beside their targets
-/// as `.incharacter-*.old`.)
+/// file back. While it changes them, an undo record beside the first target names each change: a
+/// kill in between leaves it, and the next write in that folder (or [`recover`]) puts every old file
+/// back. Removing the record makes the write final; the kept copies are removed last.
 pub fn write_all_or_none(changes: &[Change<'_>]) -> Result<(), FileError> {
+    let Some((first, _)) = changes.first() else {
+        return Ok(());
+    };
+    for (path, _) in changes {
+        recover(folder_of(path));
+    }
     let mut prepared = Vec::new();
     for (path, bytes) in changes {
         let tmp = match bytes {
@@ -537,17 +544,48 @@ pub fn write_all_or_none(changes: &[Change<'_>]) -> Result<(), FileError> {
         };
         prepared.push((path.as_path(), tmp));
     }
+    let write_error = |path: &Path| {
+        let path = path.to_path_buf();
+        move |error| FileError::Write { path, error }
+    };
+    let mut record = undo::Undo::begin(folder_of(first)).map_err(write_error(first))?;
     let mut done: Vec<(&Path, Option<tempfile::TempPath>, bool)> = Vec::new();
+    let mut failed = None;
     for (index, (path, tmp)) in prepared.into_iter().enumerate() {
-        match failing_swap(index, path).and_then(|()| swap_in(path, tmp)) {
+        let new = tmp.as_ref().map(|t| undo::id_of_file(t.as_file()));
+        let before = |old: Option<&Path>| record.record(path, old, new);
+        match failing_swap(index, path).and_then(|()| swap_in(path, tmp, before)) {
             Ok((old, placed)) => done.push((path, old, placed)),
             Err(e) => {
-                for (path, old, placed) in done.into_iter().rev() {
-                    put_back(path, old, placed);
-                }
-                return Err(e);
+                failed = Some(e);
+                break;
             }
         }
+        #[cfg(test)]
+        if KILL_AFTER_SWAP.with(std::cell::Cell::get) == Some(index) {
+            // As a kill leaves it: the kept copies and the record stay, its lock released with its file.
+            for (_, old, _) in done {
+                if let Some(old) = old {
+                    let _ = old.keep();
+                }
+            }
+            drop(record);
+            return Ok(());
+        }
+    }
+    let failed = match failed {
+        None => record.commit().err().map(write_error(first)),
+        failed => failed,
+    };
+    if let Some(e) = failed {
+        let whole = done
+            .into_iter()
+            .rev()
+            .fold(true, |whole, (path, old, placed)| put_back(path, old, placed) && whole);
+        if whole {
+            record.discard();
+        }
+        return Err(e);
     }
     for (path, old, _) in done {
         drop(old);
@@ -561,6 +599,8 @@ pub fn write_all_or_none(changes: &[Change<'_>]) -> Result<(), FileError> {
 thread_local! {
     /// The swap of [`write_all_or_none`] that fails in a test (by its index).
     static FAIL_SWAP: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    /// The swap of [`write_all_or_none`] after which a test's process is as if killed.
+    static KILL_AFTER_SWAP: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
 }
 
 /// The failure a test asks of swap `index`, as a rename can fail (the target's folder gone, a disk
@@ -578,33 +618,37 @@ fn failing_swap(index: usize, path: &Path) -> Result<(), FileError> {
 }
 
 /// Undoes [`swap_in`]: the old file back at `path` (over the new one), or the new one removed where
-/// there was none. An old file that cannot be put back stays where it was kept, and the log says so.
-fn put_back(path: &Path, old: Option<tempfile::TempPath>, placed: bool) {
+/// there was none. An old file that cannot be put back stays where it was kept, and the log says so;
+/// returns whether it was put back.
+fn put_back(path: &Path, old: Option<tempfile::TempPath>, placed: bool) -> bool {
     match old {
-        Some(old) => {
-            if let Err(e) = old.persist(path) {
+        Some(old) => match old.persist(path) {
+            Ok(()) => true,
+            Err(e) => {
                 let kept = e.path.keep().ok();
                 tracing::error!(path = %path.display(), kept = ?kept, error = %e.error, "could not put the old file back");
+                false
             }
-        }
-        None if placed => {
-            let _ = std::fs::remove_file(path);
-        }
-        None => {}
+        },
+        None if placed => std::fs::remove_file(path).is_ok(),
+        None => true,
     }
 }
 
 /// Keeps `path`'s file aside (returned, removed when dropped) and renames `tmp` over it (`placed`),
-/// or removes it (no `tmp`).
+/// or removes it (no `tmp`). `before` is told where the old file is kept (none: there is none)
+/// before the target changes; an error from it changes nothing.
 fn swap_in(
     path: &Path,
     tmp: Option<tempfile::NamedTempFile>,
+    before: impl FnOnce(Option<&Path>) -> std::io::Result<()>,
 ) -> Result<(Option<tempfile::TempPath>, bool), FileError> {
     let write_error = |error| FileError::Write {
         path: path.to_path_buf(),
         error,
     };
-    let (old, moved) = match std::fs::symlink_metadata(path) {
+    // (`to_move`: kept by moving it aside, over a placeholder, once `before` has been told.)
+    let (old, to_move) = match std::fs::symlink_metadata(path) {
         Ok(_) => {
             let kept = tempfile::Builder::new()
                 .prefix(".incharacter-")
@@ -620,7 +664,6 @@ fn swap_in(
                         .tempfile_in(folder_of(path))
                         .map_err(write_error)?
                         .into_temp_path();
-                    std::fs::rename(path, &aside).map_err(write_error)?;
                     (Some(aside), true)
                 }
             }
@@ -628,11 +671,18 @@ fn swap_in(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, false),
         Err(e) => return Err(write_error(e)),
     };
-    let result = match tmp {
-        Some(tmp) => tmp.persist(path).map(|_| true).map_err(|e| e.error),
-        None if old.is_some() && !moved => std::fs::remove_file(path).map(|_| false),
-        None => Ok(false),
-    };
+    let mut moved = false;
+    let result = before(old.as_deref()).and_then(|()| {
+        if let (true, Some(aside)) = (to_move, &old) {
+            std::fs::rename(path, aside)?;
+            moved = true;
+        }
+        match tmp {
+            Some(tmp) => tmp.persist(path).map(|_| true).map_err(|e| e.error),
+            None if old.is_some() && !moved => std::fs::remove_file(path).map(|_| false),
+            None => Ok(false),
+        }
+    });
     match result {
         Ok(placed) => Ok((old, placed)),
         Err(error) => {
@@ -778,3 +828,6 @@ fn new_file_permissions() -> Option<std::fs::Permissions> {
 
 #[cfg(test)]
 mod tests;
+mod undo;
+
+pub use undo::recover;

@@ -1,5 +1,15 @@
 use super::*;
 
+/// The names in folder `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut n: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    n.sort();
+    n
+}
+
 #[test]
 fn files_written_together_change_all_or_none() {
     let dir = tempfile::tempdir().unwrap();
@@ -7,14 +17,7 @@ fn files_written_together_change_all_or_none() {
     std::fs::write(&a, "old a").unwrap();
     std::fs::write(&gone, "old").unwrap();
     std::fs::create_dir(&c).unwrap();
-    let names = || {
-        let mut n: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        n.sort();
-        n
-    };
+    let names = || names(dir.path());
     let e = write_all_or_none(&[
         (a.clone(), Some(b"new a".as_slice())),
         (gone.clone(), None),
@@ -279,4 +282,57 @@ fn an_output_under_a_file_says_the_file_is_in_the_way() {
         assert!(matches!(e, FileError::NotAFileToWrite(_)), "{named}: {e}");
     }
     assert!(folder_exists(&dir.path().join("x.json")).is_ok());
+}
+
+/// A write killed between its swaps leaves its undo record: the next write in the folder (or
+/// `recover`) first puts every old file back, so no mix of old and new files is ever read as one.
+#[test]
+fn a_write_killed_between_its_swaps_is_undone_before_anything_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let [a, b, gone] = ["a", "b", "gone"].map(|n| dir.path().join(n));
+    let names = || names(dir.path());
+    let changes = [
+        (a.clone(), Some(b"new a".as_slice())),
+        (gone.clone(), None),
+        (b.clone(), Some(b"new b".as_slice())),
+    ];
+    for killed_after in 0..3 {
+        std::fs::write(&a, "old a").unwrap();
+        std::fs::write(&gone, "old gone").unwrap();
+        let _ = std::fs::remove_file(&b);
+        KILL_AFTER_SWAP.with(|k| k.set(Some(killed_after)));
+        write_all_or_none(&changes).unwrap();
+        KILL_AFTER_SWAP.with(|k| k.set(None));
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "new a", "killed after {killed_after}");
+        assert!(names().iter().any(|n| n.ends_with(".undo")), "{:?}", names());
+        let restored = recover(dir.path());
+        assert_eq!(restored.len(), killed_after + 1, "killed after {killed_after}: {restored:?}");
+        assert_eq!(names(), ["a", "gone"], "as before, nothing left aside (killed after {killed_after})");
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "old a");
+        assert_eq!(std::fs::read_to_string(&gone).unwrap(), "old gone");
+        assert!(recover(dir.path()).is_empty(), "once");
+    }
+
+    // The next write puts the killed one's files back before its own.
+    KILL_AFTER_SWAP.with(|k| k.set(Some(1)));
+    write_all_or_none(&changes).unwrap();
+    KILL_AFTER_SWAP.with(|k| k.set(None));
+    write_all_or_none(&[(b.clone(), Some(b"other b".as_slice()))]).unwrap();
+    assert_eq!(names(), ["a", "b", "gone"]);
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "old a");
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), "other b");
+
+    // A target written since the killed write is left as it is; a record still held is of a write
+    // going on, and is not touched.
+    KILL_AFTER_SWAP.with(|k| k.set(Some(0)));
+    write_all_or_none(&changes[..1]).unwrap();
+    KILL_AFTER_SWAP.with(|k| k.set(None));
+    write_atomic(&a, b"written since").unwrap();
+    assert!(recover(dir.path()).is_empty());
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "written since");
+    assert_eq!(names(), ["a", "b", "gone"], "the record and the kept copy went");
+    let held = undo::Undo::begin(dir.path()).unwrap();
+    assert!(recover(dir.path()).is_empty());
+    assert!(names().iter().any(|n| n.ends_with(".undo")), "held: left");
+    held.discard();
 }

@@ -932,43 +932,17 @@ impl App {
     /// by another replay or session opened, but a run (which may cost) is asked about over it too.
     fn apply(&mut self, requests: Vec<Request>) -> Vec<Effect> {
         // Which start, from which screen: only the same one again confirms it.
-        let start = requests.iter().find_map(|r| match r {
-            Request::Effect(Effect::StartRun { .. }) => Some("run"),
-            Request::Effect(Effect::StartObserve { .. }) => Some("observe"),
-            Request::Effect(Effect::StartRolebench { .. }) => Some("rolebench"),
-            Request::Effect(Effect::Resume { .. }) => Some("resume"),
-            Request::Effect(Effect::Replay { .. }) => Some("replay"),
-            Request::Effect(Effect::Open(_)) => Some("open"),
-            _ => None,
-        });
-        let start = start.map(|kind| (self.screen, kind));
+        let start = super::starts::kind(&requests).map(|kind| (self.screen, kind));
         let confirmed = std::mem::take(&mut self.start_confirmed);
         let replaying = self.live.replay.is_some();
-        let asked = match start {
-            Some((_, kind)) if self.live.running && confirmed != start => {
-                !(replaying && matches!(kind, "replay" | "open"))
-            }
-            _ => false,
-        };
-        if asked {
+        if let Some((_, kind)) = start
+            && self.live.running
+            && confirmed != start
+            && super::starts::asked(replaying, kind)
+        {
             self.start_asked = start;
             self.start_held = true;
-            let going = match (replaying, self.run.session.id.as_str()) {
-                (true, _) => "a replay is going".to_string(),
-                (false, "") => "a run is going".to_string(),
-                (false, id) => format!("the run of {id} is going"),
-            };
-            let keeps = if replaying {
-                ""
-            } else {
-                " (its session keeps what was done; u on Sessions resumes it)"
-            };
-            let this = if start.is_some_and(|(_, kind)| kind == "open") {
-                "opens this session"
-            } else {
-                "starts this"
-            };
-            self.flash = Some(format!("{going}: the same again stops it{keeps} and {this}"));
+            self.flash = Some(super::starts::question(replaying, &self.run.session.id, kind));
             return Vec::new();
         }
         let mut effects = Vec::new();

@@ -14,6 +14,7 @@ mod reread;
 pub mod run_view;
 mod saving;
 pub mod screens;
+mod starts;
 pub mod theme;
 pub mod ui;
 pub mod vocab;

@@ -156,7 +156,11 @@ fn one_import_at_a_time(data_dir: &Path, waiting: Option<fn(&Path)>) -> Result<s
         }
         Err(std::fs::TryLockError::Error(e)) => return Err(failed(e).into()),
     }
-    // What an import killed in the middle left beside the characters goes with the next one.
+    // A write killed in the middle is undone before anything is looked at (what holds an id), and
+    // what it left beside the characters goes with the next import.
+    for folder in ["characters", "scales"] {
+        crate::files::recover(&data_dir.join(folder));
+    }
     crate::files::remove_abandoned(&data_dir.join("characters"));
     Ok(file)
 }

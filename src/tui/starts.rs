@@ -1,0 +1,44 @@
+//! What starts a task in the workbench's place, and the question asked before one stops a run.
+
+use super::screens::Request;
+use super::vocab::Effect;
+
+/// The kind of start among `requests`, if one is: a run, a probe (a run), a resume, a replay, or
+/// a session opened in the run's place.
+pub(super) fn kind(requests: &[Request]) -> Option<&'static str> {
+    requests.iter().find_map(|r| match r {
+        Request::Effect(Effect::StartRun { .. }) => Some("run"),
+        Request::Effect(Effect::StartObserve { .. }) => Some("observe"),
+        Request::Effect(Effect::StartRolebench { .. }) => Some("rolebench"),
+        Request::Effect(Effect::Resume { .. }) => Some("resume"),
+        Request::Effect(Effect::Replay { .. }) => Some("replay"),
+        Request::Effect(Effect::Open(_)) => Some("open"),
+        _ => None,
+    })
+}
+
+/// Whether a start of `kind` is asked about over what goes: always over a run, and over a replay
+/// unless it is another replay or a session opened (a run may cost; a replay is stopped freely).
+pub(super) fn asked(replaying: bool, kind: &str) -> bool {
+    !(replaying && matches!(kind, "replay" | "open"))
+}
+
+/// The question: what goes (the run of `session`, or a replay), what the same again does.
+pub(super) fn question(replaying: bool, session: &str, kind: &str) -> String {
+    let going = match (replaying, session) {
+        (true, _) => "a replay is going".to_string(),
+        (false, "") => "a run is going".to_string(),
+        (false, id) => format!("the run of {id} is going"),
+    };
+    let keeps = if replaying {
+        ""
+    } else {
+        " (its session keeps what was done; u on Sessions resumes it)"
+    };
+    let this = if kind == "open" {
+        "opens this session"
+    } else {
+        "starts this"
+    };
+    format!("{going}: the same again stops it{keeps} and {this}")
+}
