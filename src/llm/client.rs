@@ -346,7 +346,7 @@ impl Client {
             if gate.is_some() && adapter.quirks(provider, model).apply(&request) != adapted {
                 continue;
             }
-            match self.attempts(&adapted, &key, &tx, _first.take()).await {
+            match self.attempts(&adapted, &key, &tx, (_first.take(), &shape)).await {
                 Outcome::Over => {
                     adapter.open(provider, model, &shape);
                     return;
@@ -482,12 +482,13 @@ impl Client {
     }
 
     /// The attempts of one request under the retry policy.
-    async fn attempts(&self, request: &ChatRequest, key: &str, tx: &mpsc::UnboundedSender<ChatEvent>, first: First) -> Outcome {
+    async fn attempts(&self, request: &ChatRequest, key: &str, tx: &Sender, (first, shape): (First, &str)) -> Outcome {
         let provider = self.config.name.as_str();
         let role = request.meta.role;
         let mut tries = Tries {
             places: None,
             first,
+            shape: shape.to_string(),
             backoff: Backoff {
                 base: Duration::from_millis(self.config.retry_base_ms),
                 seed: self.shared.seed,
@@ -640,6 +641,11 @@ impl Client {
             }
             Err(AttemptError::Cancelled | AttemptError::Connect(_)) => {}
             _ => reach.connected(provider),
+        }
+        // A reply came, whatever is in it: the server takes requests of this shape, and the others
+        // waiting for the first need not wait for its retries.
+        if result.is_ok() && tries.first.take().is_some() {
+            self.shared.adapter.open(provider, &self.config.model, &tries.shape);
         }
         match &result {
             Ok(Finished { rate, .. }) => self.pace.observe(rate, ticket),
@@ -949,6 +955,9 @@ type Places = (
 );
 
 /// One request's way through its attempts: the places it holds and what the retry policy counted.
+/// Where a request's events go.
+type Sender = mpsc::UnboundedSender<ChatEvent>;
+
 /// The lock of a request sent alone as the first of its shape (see `Client::run`).
 type First = Option<tokio::sync::OwnedMutexGuard<()>>;
 
@@ -958,6 +967,8 @@ struct Tries {
     /// limit, so refused requests do not go on hammering the server as wide as before.
     places: Option<Places>,
     first: First,
+    /// The request's shape (`adapt::shape`), whose lock `first` is.
+    shape: String,
     backoff: Backoff,
     /// The jitter's seed for this request (from its cache key).
     key_seed: u64,

@@ -236,6 +236,28 @@ async fn the_first_requests_wait_for_a_first_reply_only_where_a_shape_may_be_ref
     }
 }
 
+/// The first of a shape is sent alone until a reply comes, whatever the reply holds: its retries of
+/// an empty one do not hold up the others, which the server has shown it takes.
+#[tokio::test]
+async fn the_others_go_once_the_first_gets_a_reply_even_one_it_must_ask_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut transport = Scripted::new(&["", "Real one.", "Real two."]);
+    // (The first attempt's arrival, alone, still counts at the barrier: the third to come opens it.)
+    transport.together = Some(tokio::sync::Barrier::new(3));
+    let transport = Arc::new(transport);
+    let c = client(transport.clone(), dir.path());
+    let asked = (0..2).map(|i| {
+        let mut r = request(Role::Judge);
+        r.messages[0].content = format!("Question {i}?");
+        r
+    });
+    let replies = futures_util::future::join_all(asked.map(|r| complete(&c, r))).await;
+    assert!(replies.iter().all(Result::is_ok), "{replies:?}");
+    assert_eq!(transport.attempts(), 3, "the first asked twice");
+    // The first's retry and the second went side by side.
+    assert_eq!(*transport.met.lock().unwrap(), 2);
+}
+
 #[tokio::test]
 async fn token_choices_come_with_the_reply_and_from_the_cache() {
     let dir = tempfile::tempdir().unwrap();
