@@ -535,6 +535,18 @@ impl RunView {
                 }
             }
             (LiveKind::Failed(e), i) => {
+                // An item's request failed for good: the item failed, whether or not its journal
+                // says so again (a resume that fails as the last sitting did records nothing new).
+                if let Some(i) = i
+                    && !matches!(self.items[i].status, Status::Answered | Status::Cached | Status::Failed)
+                {
+                    self.sitting.items += 1;
+                    self.items[i].status = Status::Failed;
+                    self.items[i].error.get_or_insert_with(|| e.clone());
+                    if let Some(m) = self.items[i].message {
+                        self.transcript[m].streaming = false;
+                    }
+                }
                 if i.is_none() && live.role == Role::Judge {
                     self.judge_done += 1;
                     self.judge_active = self.judge_active.saturating_sub(1);

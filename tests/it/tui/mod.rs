@@ -393,6 +393,30 @@ fn a_cancelled_runs_calls_stop_streaming_on_screen() {
     assert_eq!(elapsed(&render(&app, (120, 40))), stopped);
 }
 
+/// An item whose request fails for good is failed on screen at once, whether or not a journal
+/// record follows (a resume that fails as the last sitting did records nothing new).
+#[test]
+fn an_item_whose_request_failed_is_failed_without_waiting_for_its_record() {
+    let mut app = live_app();
+    let live = |kind| {
+        Action::Live(Live {
+            role: Role::Rpa,
+            purpose: interview::purpose("hermione-en", "BFI", 30, QueryStyle::Open),
+            repeat: 0,
+            kind,
+        })
+    };
+    let failed = app.run.failed();
+    app.update(live(LiveKind::Token("Half ".into())));
+    app.update(live(LiveKind::Failed("the reply was empty 5 times".into())));
+    app.update(Action::RunEnded(Ok(())));
+    assert_eq!(app.run.failed(), failed + 1);
+    let row = app.run.items.iter().find(|r| r.key.item_id == 30).unwrap();
+    assert_eq!(row.status.label(), "failed");
+    assert_eq!(row.error.as_deref(), Some("the reply was empty 5 times"));
+    assert!(!render(&app, (120, 40)).contains("streaming"));
+}
+
 #[test]
 fn live_names_the_providers_a_rate_limit_holds_back_while_the_run_goes() {
     let mut app = live_app();
