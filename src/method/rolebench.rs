@@ -56,7 +56,7 @@ impl Question {
 pub enum LoadError {
     #[error("{}: {message}", path.display())]
     File { path: PathBuf, message: String },
-    /// `column` is 1-based and counts bytes, as serde_json does.
+    /// `column` is 1-based and counts characters, as every located error does.
     #[error("{}:{line}:{column}: {message}", path.display())]
     Row {
         path: PathBuf,
@@ -219,7 +219,8 @@ fn read_bounded(path: &Path) -> Result<String, LoadError> {
         LoadError::Row {
             path: path.to_path_buf(),
             line: before.iter().filter(|&&b| b == b'\n').count() + 1,
-            column: bad - line_start + 1,
+            // (What comes before the bad byte is valid UTF-8.)
+            column: String::from_utf8_lossy(&before[line_start..]).chars().count() + 1,
             message: "not UTF-8".into(),
         }
     })
@@ -656,6 +657,18 @@ mod tests {
         std::fs::write(&blank, "\n \n").unwrap();
         let e = load_questions(&blank).unwrap_err().to_string();
         assert_eq!(e, format!("{}: holds no question (every line is blank)", blank.display()));
+    }
+
+    /// A byte that is not UTF-8 is located in characters, as every other error is.
+    #[test]
+    fn a_byte_that_is_not_utf8_is_located_in_characters() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("q.jsonl");
+        let mut bytes = "{\"role\": \"李白\", \"question\": \"".as_bytes().to_vec();
+        bytes.extend(b"\xff\"}\n");
+        std::fs::write(&file, [b"\n".as_slice(), &bytes].concat()).unwrap();
+        let e = load_questions(&file).unwrap_err().to_string();
+        assert_eq!(e, format!("{}:2:29: not UTF-8", file.display()), "33 in bytes");
     }
 
     #[test]

@@ -830,3 +830,30 @@ fn a_chatharuhi_characters_card_imports_back_to_the_same_memories() {
     );
     assert_eq!(after, before);
 }
+
+/// A card near the size a card may have is kept so that export-card reads it back: pretty-printed,
+/// its lore book's 6,000 entries would pass the limit, so it is kept compact.
+#[test]
+fn a_card_near_the_size_limit_is_kept_so_that_it_exports() {
+    let mut card = mira();
+    let entries: Vec<Value> = (0..6000)
+        .map(|i| json!({"keys": ["a", "b", "c", "d", format!("k{i}")], "content": "x".repeat(200), "enabled": true}))
+        .collect();
+    card["data"]["character_book"] = json!({"entries": entries});
+    let compact = card.to_string();
+    assert!(compact.len() < 2 << 20 && serde_json::to_vec_pretty(&card).unwrap().len() > 2 << 20);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lore.json");
+    std::fs::write(&file, &compact).unwrap();
+    ok(run(
+        dir.path(),
+        &["import", "card", file.to_str().unwrap(), "--id", "lore"],
+    ));
+    let out = dir.path().join("back.json");
+    ok(run(dir.path(), &["export-card", "lore", "-o", out.to_str().unwrap()]));
+    let back: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(
+        back["data"]["character_book"]["entries"].as_array().map(Vec::len),
+        Some(6000)
+    );
+}

@@ -444,6 +444,39 @@ fn validate_refuses_devices_fifos_and_oversized_files_before_reading() {
     );
 }
 
+/// Something in the import lock's place is said, not waited on (a FIFO would block its open), and a
+/// link given to import is named as one, with where it points.
+#[cfg(unix)]
+#[test]
+fn an_import_names_a_fifo_in_its_locks_place_and_a_link_given_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let card = data.join("wren.json");
+    std::fs::write(&card, r#"{"name": "Wren", "description": "{{char}} keeps bees."}"#).unwrap();
+    let link = data.join("link.json");
+    std::os::unix::fs::symlink(&card, &link).unwrap();
+    let out = run(data, &["import", "card", link.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!("link.json: a symbolic link (to {})", card.display())),
+        "{said}"
+    );
+    let lock = data.join(".import.lock");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&lock)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = run(data, &["import", "card", card.to_str().unwrap()]);
+    assert_ne!(out.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains(".import.lock: not a regular file"), "{said}");
+    assert!(!data.join("characters").join("wren.toml").exists());
+}
+
 /// A `desc.json` an editor saved with a byte order mark reads as the same file without it (as the
 /// profiles, question files and annotation CSVs do); an error in it is then located as the editor
 /// shows it.

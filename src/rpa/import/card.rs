@@ -170,7 +170,12 @@ pub fn character_card<'s>(
     if !restored.is_empty() {
         report.push(format!("from extensions.incharacter: {}", restored.join("; ")));
     }
-    let stored = serde_json::to_vec_pretty(&card.json).map_err(|e| e.to_string())?;
+    // Kept readable, unless that would pass the size a card may have (a card near it, read
+    // compact): then compact, as it came, so that export-card reads it back.
+    let stored = match serde_json::to_vec_pretty(&card.json).map_err(|e| e.to_string())? {
+        pretty if pretty.len() <= MAX_JSON => pretty,
+        _ => serde_json::to_vec(&card.json).map_err(|e| e.to_string())?,
+    };
     let mut imported = write_files(
         data_dir,
         character,

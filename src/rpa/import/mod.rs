@@ -140,6 +140,10 @@ fn one_import_at_a_time(data_dir: &Path, waiting: Option<fn(&Path)>) -> Result<s
         error,
     };
     std::fs::create_dir_all(data_dir).map_err(failed)?;
+    // Something else in its place (a FIFO would hold the open forever) is said, not waited on.
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+        return Err(FileError::NotAFileToWrite(path).into());
+    }
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -217,6 +221,13 @@ fn claim<T>(
 /// path itself, before anything is read.
 fn not_a_link(path: &Path) -> Result<(), String> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.file_type().is_symlink() {
+        let to = std::fs::read_link(path).map_or_else(|_| "?".into(), |t| crate::text::visible(&t.to_string_lossy()));
+        return Err(format!(
+            "{}: a symbolic link (to {to}): an import reads no link, which could point anywhere; give the path of the file it points to",
+            crate::text::visible(&path.display().to_string())
+        ));
+    }
     if !meta.is_file() {
         return Err(FileError::NotRegular(path.to_path_buf()).to_string());
     }
@@ -716,7 +727,7 @@ mod tests {
         let link = dir.path().join("zero.json");
         std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
         let e = read_bytes(&link, MAX_FILE, "a test file").unwrap_err();
-        assert!(e.contains("zero.json: not a regular file"), "{e}");
+        assert!(e.contains("zero.json: a symbolic link (to /dev/zero)"), "{e}");
     }
 
     #[test]
