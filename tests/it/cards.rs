@@ -857,3 +857,49 @@ fn a_card_near_the_size_limit_is_kept_so_that_it_exports() {
         Some(6000)
     );
 }
+
+/// Memories whose lines a card's `{{char}}:`/`{{user}}:` messages would swallow come back whole:
+/// narration named as a speaker (`旁白: …`), an utterance with an action after it, empty utterances
+/// and someone's utterance over two lines are written as memories write them.
+#[test]
+fn memories_a_cards_messages_would_swallow_come_back_from_its_card() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let folder = data.join("H");
+    std::fs::create_dir_all(folder.join("texts")).unwrap();
+    std::fs::write(folder.join("system_prompt.txt"), "You are Haruhi.").unwrap();
+    let texts = [
+        "Kyon:「I am up.」\n旁白: Kyon strikes out\nHaruhi:「Idiot!」",
+        "Kyon:「We leave.」\nHaruhi:「Fine」(points the bat)",
+        "Kyon:「」\nHaruhi:「Good evening.」",
+        "Kyon:「」\nHaruhi:「」",
+        "Haruhi:「Listen.」\nMikuru:「I was\nlate again」\nHaruhi:「Again!」",
+        "Kyon:「Plain?」\nHaruhi:「Plain.」",
+    ];
+    for (i, text) in texts.iter().enumerate() {
+        std::fs::write(folder.join("texts").join(format!("text_{i}.txt")), text).unwrap();
+    }
+    let args = [
+        "import",
+        "chatharuhi",
+        folder.to_str().unwrap(),
+        "--name",
+        "Haruhi",
+        "--id",
+        "h1",
+    ];
+    ok(run(data, &args));
+    let card = data.join("h1.json");
+    ok(run(data, &["export-card", "h1", "-o", card.to_str().unwrap()]));
+    let exported: Value = serde_json::from_slice(&std::fs::read(&card).unwrap()).unwrap();
+    let examples = exported["data"]["mes_example"].as_str().unwrap();
+    assert!(
+        examples.contains("{{user}}: Plain?\n{{char}}: Plain."),
+        "still messages where they come back: {examples}"
+    );
+    ok(run(data, &["import", "card", card.to_str().unwrap(), "--id", "h2"]));
+    let memories = |id: &str| incharacter::rpa::memories::chunks(data, id).unwrap().unwrap();
+    let (before, after) = (memories("h1"), memories("h2"));
+    assert_eq!(before.len(), texts.len(), "{before:?}");
+    assert_eq!(after, before);
+}

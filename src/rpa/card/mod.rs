@@ -499,12 +499,13 @@ fn dialogue(block: &str, name: &str, user: &str) -> String {
         // `Name:「…」` is already a memory line.
         (!rest.trim_start().starts_with('「')).then(|| rest.trim().to_string())
     };
-    let mut lines: Vec<String> = Vec::new();
+    // (`None`: a message that said nothing, left out.)
+    let mut lines: Vec<Option<String>> = Vec::new();
     // The open message: its line in `lines`, speaker and text so far.
     let mut open: Option<(usize, &str, String)> = None;
-    let close = |open: &mut Option<(usize, &str, String)>, lines: &mut Vec<String>| {
+    let close = |open: &mut Option<(usize, &str, String)>, lines: &mut Vec<Option<String>>| {
         if let Some((at, who, text)) = open.take() {
-            lines[at] = format!("{who}:「{}」", text.trim());
+            lines[at] = Some(format!("{who}:「{}」", text.trim())).filter(|_| !text.trim().is_empty());
         }
     };
     for line in block.lines().map(str::trim_end) {
@@ -513,30 +514,63 @@ fn dialogue(block: &str, name: &str, user: &str) -> String {
             .find_map(|who| speaking(line, who).map(|text| (who, text)))
         {
             close(&mut open, &mut lines);
-            lines.push(String::new());
+            lines.push(None);
             open = Some((lines.len() - 1, who, text));
         } else if let Some((_, _, text)) = open
             .as_mut()
-            // A line that is a memory's own (an utterance, or narration written `:…` as memories
-            // write it, which an export puts in an example) is not the open message's.
-            .filter(|_| utterance(line).is_none() && !line.trim_start().starts_with([':', '：']))
+            .filter(|_| !own_line(line))
         {
             text.push('\n');
             text.push_str(line);
         } else if !line.trim().is_empty() {
             close(&mut open, &mut lines);
-            lines.push(line.trim().to_string());
+            lines.push(Some(line.trim().to_string()));
         }
     }
     close(&mut open, &mut lines);
-    lines.retain(|l| !l.ends_with(":「」"));
-    lines.join("\n")
+    lines.into_iter().flatten().collect::<Vec<_>>().join("\n")
+}
+
+/// Whether a line of an example block is a memory's own, never the message before it going on: an
+/// utterance `Name:「…」`, or narration written `:…` as memories write it.
+fn own_line(line: &str) -> bool {
+    utterance(line).is_some() || line.trim_start().starts_with([':', '：'])
+}
+
+/// Whether a chunk written as `{{char}}:`/`{{user}}:` messages imports back as it was: not when a
+/// line after one of them would be read as that message going on (narration such as `旁白: …`, an
+/// utterance with an action after it, someone's utterance over several lines, a blank line), nor
+/// when one of them is empty (an import leaves out an empty message).
+fn comes_back(segments: &[Segment<'_>], c: &Character) -> bool {
+    let mut open = false;
+    for s in segments {
+        match s {
+            Segment::Said(who, text) if *who == c.name || *who == c.experimenter => {
+                if text.trim().is_empty() {
+                    return false;
+                }
+                open = true;
+            }
+            Segment::Said(_, text) if open && text.contains('\n') => return false,
+            Segment::Said(..) => open = false,
+            Segment::Line(line) if own_line(line) => open = false,
+            Segment::Line(_) if open => return false,
+            Segment::Line(_) => {}
+        }
+    }
+    true
 }
 
 /// A memory chunk as an example block: the character's and the experimenter's `Name:「text」`
-/// utterances become `{{char}}: text` and `{{user}}: text`, other lines stay as they are.
+/// utterances become `{{char}}: text` and `{{user}}: text`, other lines stay as they are. A chunk
+/// that would not import back so (see [`comes_back`]) is written as memories write it, each line
+/// its own, which an import keeps as it is.
 fn example(chunk: &str, c: &Character) -> String {
-    segments(chunk)
+    let parts = segments(chunk);
+    if !comes_back(&parts, c) {
+        return chunk.to_string();
+    }
+    parts
         .into_iter()
         .map(|s| match s {
             Segment::Said(who, text) if who == c.name => format!("{{{{char}}}}: {text}"),
