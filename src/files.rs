@@ -493,6 +493,8 @@ fn identity() -> Option<Identity> {
 /// rename (see the module's paragraph for links). A new file gets mode 0644, a replaced one keeps
 /// its mode.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    // A write of several files killed in this folder is undone first: this one is not undone by it.
+    recover(folder_of(path));
     let tmp = staged(path, bytes)?;
     tmp.persist(path).map_err(|e| FileError::Write {
         path: path.to_path_buf(),
@@ -507,6 +509,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
 /// Writes a new file `path` holding `bytes` whole, or nothing: as [`write_atomic`], but an existing
 /// `path` is never replaced (its error kind is `AlreadyExists`).
 pub fn write_new(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    recover(folder_of(path));
     let tmp = staged(path, bytes)?;
     tmp.persist_noclobber(path).map_err(|e| FileError::Write {
         path: path.to_path_buf(),
@@ -523,16 +526,22 @@ pub type Change<'a> = (PathBuf, Option<&'a [u8]>);
 /// new content is first written beside its target and synced, so a refused target (a link, a folder)
 /// or a full disk changes nothing; then each old file is kept aside (a second link to it, so the
 /// target never goes missing) and its new content renamed over it; a failure there puts every old
-/// file back. While it changes them, an undo record beside the first target names each change: a
-/// kill in between leaves it, and the next write in that folder (or [`recover`]) puts every old file
-/// back. Removing the record makes the write final; the kept copies are removed last.
+/// file back. The files are of one folder: while they change, an undo record there names each
+/// change, so that a kill in between leaves it, and the next write in that folder (or [`recover`])
+/// puts every old file back. Removing the record makes the write final; the kept copies are removed
+/// last.
 pub fn write_all_or_none(changes: &[Change<'_>]) -> Result<(), FileError> {
     let Some((first, _)) = changes.first() else {
         return Ok(());
     };
-    for (path, _) in changes {
-        recover(folder_of(path));
+    let folder = folder_of(first);
+    if let Some((apart, _)) = changes.iter().find(|(path, _)| folder_of(path) != folder) {
+        return Err(FileError::Write {
+            path: apart.clone(),
+            error: std::io::Error::other(format!("not in {}, where the files written with it are", folder.display())),
+        });
     }
+    recover(folder);
     let mut prepared = Vec::new();
     for (path, bytes) in changes {
         let tmp = match bytes {
@@ -548,11 +557,11 @@ pub fn write_all_or_none(changes: &[Change<'_>]) -> Result<(), FileError> {
         let path = path.to_path_buf();
         move |error| FileError::Write { path, error }
     };
-    let mut record = undo::Undo::begin(folder_of(first)).map_err(write_error(first))?;
+    let mut record = undo::Undo::begin(folder).map_err(write_error(first))?;
     let mut done: Vec<(&Path, Option<tempfile::TempPath>, bool)> = Vec::new();
     let mut failed = None;
     for (index, (path, tmp)) in prepared.into_iter().enumerate() {
-        let new = tmp.as_ref().map(|t| undo::id_of_file(t.as_file()));
+        let new = tmp.as_ref().map(|t| undo::stamp_of_file(t.as_file()));
         let before = |old: Option<&Path>| record.record(path, old, new);
         match failing_swap(index, path).and_then(|()| swap_in(path, tmp, before)) {
             Ok((old, placed)) => done.push((path, old, placed)),
@@ -641,19 +650,25 @@ fn put_back(path: &Path, old: Option<tempfile::TempPath>, placed: bool) -> bool 
 fn swap_in(
     path: &Path,
     tmp: Option<tempfile::NamedTempFile>,
-    before: impl FnOnce(Option<&Path>) -> std::io::Result<()>,
+    mut before: impl FnMut(Option<&Path>) -> std::io::Result<()>,
 ) -> Result<(Option<tempfile::TempPath>, bool), FileError> {
     let write_error = |error| FileError::Write {
         path: path.to_path_buf(),
         error,
     };
-    // (`to_move`: kept by moving it aside, over a placeholder, once `before` has been told.)
+    // (`to_move`: kept by moving it aside, over a placeholder, once `before` has been told; `told`:
+    // `before` was told of the second link before it was made.)
+    let mut told = false;
     let (old, to_move) = match std::fs::symlink_metadata(path) {
         Ok(_) => {
             let kept = tempfile::Builder::new()
                 .prefix(".incharacter-")
                 .suffix(".old")
-                .make_in(folder_of(path), |aside| std::fs::hard_link(path, aside));
+                .make_in(folder_of(path), |aside| {
+                    before(Some(aside))?;
+                    told = true;
+                    std::fs::hard_link(path, aside)
+                });
             match kept {
                 Ok(linked) => (Some(linked.into_temp_path()), false),
                 // A filesystem without hard links: the old file is moved aside instead.
@@ -672,7 +687,8 @@ fn swap_in(
         Err(e) => return Err(write_error(e)),
     };
     let mut moved = false;
-    let result = before(old.as_deref()).and_then(|()| {
+    let told = if told && !to_move { Ok(()) } else { before(old.as_deref()) };
+    let result = told.and_then(|()| {
         if let (true, Some(aside)) = (to_move, &old) {
             std::fs::rename(path, aside)?;
             moved = true;
@@ -722,12 +738,14 @@ const ABANDONED: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Removes from `dir` the staged files (`.incharacter-*.tmp`) that a killed write left behind: those
 /// older than an hour. They never hold the only copy of anything (the target keeps its old content
-/// until the staged file is renamed over it). Kept old files (`.incharacter-*.old`) are left: one
-/// may be what a swap cut short needs.
+/// until the staged file is renamed over it). Kept old files (`.incharacter-*.old`) an hour old go
+/// too, unless the folder holds an undo record, which may need them (a kill after a write's commit
+/// leaves them named by none).
 pub fn remove_abandoned(dir: &Path) {
+    let records = undo::any_record(dir);
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if !staged_name(&name) {
+        if !staged_name(&name) && (records || !undo::ours(&name, "old")) {
             continue;
         }
         let old = entry
@@ -779,8 +797,7 @@ pub fn remove_abandoned_folder(dir: &Path) -> bool {
 /// Whether `name` is one [`staged`] gives (`.incharacter-` and six random letters or digits before
 /// `.tmp`): nothing else is removed as one.
 fn staged_name(name: &str) -> bool {
-    let random = name.strip_prefix(".incharacter-").and_then(|n| n.strip_suffix(".tmp"));
-    random.is_some_and(|r| r.len() == 6 && r.bytes().all(|b| b.is_ascii_alphanumeric()))
+    undo::ours(name, "tmp")
 }
 
 /// `bytes` in a synced temporary file beside `path`, with the mode `path` will have; `path` itself

@@ -336,3 +336,33 @@ fn a_write_killed_between_its_swaps_is_undone_before_anything_else() {
     assert!(names().iter().any(|n| n.ends_with(".undo")), "held: left");
     held.discard();
 }
+
+/// A record is followed no further than its folder: a target that is not a plain name there, or a
+/// kept copy that is not one of ours, is not touched; a line cut by the kill is of a change not
+/// begun; a copy recorded before its target changed is removed, the target left.
+#[test]
+fn a_record_is_followed_only_inside_its_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("characters");
+    std::fs::create_dir(&folder).unwrap();
+    let outside = dir.path().join("thesis.tex");
+    std::fs::write(&outside, "years of work").unwrap();
+    let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+    let kept = folder.join(".incharacter-abc123.old");
+    std::fs::write(folder.join("x.toml"), "as it is").unwrap();
+    std::fs::hard_link(folder.join("x.toml"), &kept).unwrap();
+    let lines = [
+        // A kept copy outside the folder, and one named as ours would not be.
+        format!(r#"{{"target":"{}","old":"{}","new":null}}"#, hex("x.toml"), hex("../thesis.tex")),
+        format!(r#"{{"target":"{}","old":"{}","new":null}}"#, hex("../thesis.tex"), hex(".incharacter-abc123.old")),
+        format!(r#"{{"target":"{}","old":"{}","new":null}}"#, hex("x.toml"), hex("thesis.tex")),
+        // The copy of a target the kill left unchanged.
+        format!(r#"{{"target":"{}","old":"{}","new":{{"stamp":[1,2,3,4]}}}}"#, hex("x.toml"), hex(".incharacter-abc123.old")),
+        r#"{"target":"78"#.to_string(),
+    ];
+    std::fs::write(folder.join(".incharacter-zz9999.undo"), lines.join("\n")).unwrap();
+    assert!(recover(&folder).is_empty());
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "years of work");
+    assert_eq!(std::fs::read_to_string(folder.join("x.toml")).unwrap(), "as it is");
+    assert_eq!(names(&folder), ["x.toml"], "the copy and the record went");
+}

@@ -1,9 +1,14 @@
-//! The undo record of [`super::write_all_or_none`]: what a write of several files changed, kept on
-//! disk while it changes them, so that a process killed in the middle leaves a way back. It names, in
-//! order, each target, where its old content was kept (none: there was no file) and the file the new
-//! content came in (by device and inode), and it is locked while its writer lives. A record that no
-//! live process holds is of a write that never finished: [`recover`] puts every target it changed
-//! back, and removes it. Removing the record is what commits the write.
+//! The undo record of [`super::write_all_or_none`]: what a write of several files of one folder
+//! changed, kept in that folder while it changes them, so that a process killed in the middle leaves a
+//! way back. It names, in order, each target, where its old content was kept (none: there was no
+//! file) and the file its new content came in, all by name in the record's own folder; it is locked
+//! while its writer lives. A record that no live process holds is of a write that never finished:
+//! [`recover`] puts every target it changed back, and removes it. Removing the record is what commits
+//! the write.
+//!
+//! A record is trusted no further than its folder: a target is a plain name there, a kept copy one of
+//! this module's `.incharacter-XXXXXX.old` names, and a record file that is not a regular file, or was
+//! renamed or removed while it was being locked, is not read.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -11,78 +16,90 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// A file's identity on disk: device and inode (`None` where that cannot be told).
-type FileId = Option<(u64, u64)>;
+/// What tells a file from any other: device, inode, size and modification time (an inode number is
+/// soon used again; with the size and the time to the nanosecond, another file does not pass for
+/// this one). `None` where that cannot be told (a system without inodes): such a write is never
+/// undone, only its kept copies removed.
+pub(super) type Stamp = Option<(u64, u64, u64, i128)>;
 
 #[cfg(unix)]
-fn id_of(meta: &std::fs::Metadata) -> FileId {
+fn stamp_of(meta: &std::fs::Metadata) -> Stamp {
     use std::os::unix::fs::MetadataExt;
-    Some((meta.dev(), meta.ino()))
+    let mtime = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+    Some((meta.dev(), meta.ino(), meta.len(), mtime))
 }
 
 #[cfg(not(unix))]
-fn id_of(_: &std::fs::Metadata) -> FileId {
+fn stamp_of(_: &std::fs::Metadata) -> Stamp {
     None
 }
 
-/// The identity of the file (not a link's target) at `path`, if there is one.
-fn id_at(path: &Path) -> Option<FileId> {
-    std::fs::symlink_metadata(path).ok().map(|m| id_of(&m))
+/// The stamp of the file (not a link's target) at `path`, if there is one.
+fn stamp_at(path: &Path) -> Option<Stamp> {
+    std::fs::symlink_metadata(path).ok().map(|m| stamp_of(&m))
 }
 
-/// The identity of an open file.
-pub(super) fn id_of_file(file: &File) -> FileId {
-    file.metadata().ok().and_then(|m| id_of(&m))
+/// The stamp of an open file.
+pub(super) fn stamp_of_file(file: &File) -> Stamp {
+    file.metadata().ok().and_then(|m| stamp_of(&m))
 }
 
-/// One target of the write, as recorded before it changed.
+/// One target of the write, as recorded before it changed: names in the record's folder.
 #[derive(Serialize, Deserialize)]
 struct Entry {
-    target: Bytes,
-    /// Where its old content was kept (a second link, or the file moved aside); none: no old file.
-    old: Option<Bytes>,
+    target: Name,
+    /// Where its old content is kept; none: it had none.
+    old: Option<Name>,
     /// The file its new content came in; none: the target was to be removed.
-    new: Option<FileId>,
+    new: Option<NewFile>,
 }
 
-/// A path as its bytes (hex): exact whatever the name holds.
 #[derive(Serialize, Deserialize)]
-struct Bytes(String);
+struct NewFile {
+    stamp: Stamp,
+}
 
-impl Bytes {
-    fn of(path: &Path) -> Bytes {
-        Bytes(path_bytes(path).iter().map(|b| format!("{b:02x}")).collect())
+/// A file name as its bytes (hex): exact whatever the name holds.
+#[derive(Serialize, Deserialize)]
+struct Name(String);
+
+impl Name {
+    fn of(path: &Path) -> Name {
+        let name = path.file_name().map(name_bytes).unwrap_or_default();
+        Name(name.iter().map(|b| format!("{b:02x}")).collect())
     }
 
-    fn path(&self) -> Option<PathBuf> {
+    /// The name, if it is one a record may hold: a plain name, neither `.` nor `..`.
+    fn get(&self) -> Option<std::ffi::OsString> {
         let bytes = (0..self.0.len())
             .step_by(2)
             .map(|i| self.0.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
             .collect::<Option<Vec<u8>>>()?;
-        Some(path_of(bytes))
+        let plain = !bytes.is_empty() && !bytes.contains(&b'/') && !bytes.contains(&0) && bytes != b"." && bytes != b"..";
+        plain.then(|| name_of(bytes))
     }
 }
 
 #[cfg(unix)]
-fn path_bytes(path: &Path) -> Vec<u8> {
+fn name_bytes(name: &std::ffi::OsStr) -> Vec<u8> {
     use std::os::unix::ffi::OsStrExt;
-    path.as_os_str().as_bytes().to_vec()
+    name.as_bytes().to_vec()
 }
 
 #[cfg(unix)]
-fn path_of(bytes: Vec<u8>) -> PathBuf {
+fn name_of(bytes: Vec<u8>) -> std::ffi::OsString {
     use std::os::unix::ffi::OsStringExt;
-    PathBuf::from(std::ffi::OsString::from_vec(bytes))
+    std::ffi::OsString::from_vec(bytes)
 }
 
 #[cfg(not(unix))]
-fn path_bytes(path: &Path) -> Vec<u8> {
-    path.to_string_lossy().into_owned().into_bytes()
+fn name_bytes(name: &std::ffi::OsStr) -> Vec<u8> {
+    name.to_string_lossy().into_owned().into_bytes()
 }
 
 #[cfg(not(unix))]
-fn path_of(bytes: Vec<u8>) -> PathBuf {
-    PathBuf::from(String::from_utf8_lossy(&bytes).into_owned())
+fn name_of(bytes: Vec<u8>) -> std::ffi::OsString {
+    String::from_utf8_lossy(&bytes).into_owned().into()
 }
 
 /// The record of a write going on, locked until it is committed or dropped.
@@ -92,27 +109,43 @@ pub(super) struct Undo {
 }
 
 impl Undo {
-    /// A new record in `folder`, durable (and locked) before anything changes.
+    /// A new record in `folder`, locked before it takes its name there (so that no one reads it
+    /// unlocked) and durable before anything changes.
     pub(super) fn begin(folder: &Path) -> io::Result<Undo> {
-        let (file, path) = tempfile::Builder::new()
-            .prefix(".incharacter-")
-            .suffix(".undo")
-            .tempfile_in(folder)?
-            .keep()
-            .map_err(|e| e.error)?;
-        let undo = Undo { file, path };
-        undo.file.lock()?;
-        super::sync_folder(&undo.path);
-        Ok(undo)
+        loop {
+            let (file, new) = tempfile::Builder::new()
+                .prefix(".incharacter-")
+                .suffix(".undo-new")
+                .tempfile_in(folder)?
+                .keep()
+                .map_err(|e| e.error)?;
+            file.lock()?;
+            let path = PathBuf::from(new.to_string_lossy().trim_end_matches("-new"));
+            // A second name for the same file, refused where another record has it (renamed, on a
+            // filesystem without hard links).
+            match std::fs::hard_link(&new, &path) {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&new);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    let _ = std::fs::remove_file(&new);
+                    continue;
+                }
+                Err(_) => std::fs::rename(&new, &path)?,
+            }
+            super::sync_folder(&path);
+            return Ok(Undo { file, path });
+        }
     }
 
-    /// Records that `target` is about to change: its old content is at `old` (none: it has none),
-    /// its new content comes in the file `new` (none: it is removed). Synced before it returns.
-    pub(super) fn record(&mut self, target: &Path, old: Option<&Path>, new: Option<FileId>) -> io::Result<()> {
+    /// Records that `target` (in the record's folder) is about to change: its old content is to be
+    /// kept at `old` (none: it has none), its new content comes in the file `new` (none: it is
+    /// removed). Synced before it returns.
+    pub(super) fn record(&mut self, target: &Path, old: Option<&Path>, new: Option<Stamp>) -> io::Result<()> {
         let entry = Entry {
-            target: Bytes::of(target),
-            old: old.map(Bytes::of),
-            new,
+            target: Name::of(target),
+            old: old.map(Name::of),
+            new: new.map(|stamp| NewFile { stamp }),
         };
         let mut line = serde_json::to_vec(&entry).map_err(io::Error::other)?;
         line.push(b'\n');
@@ -136,9 +169,21 @@ impl Undo {
 /// The most a record can hold (thousands of targets; a larger file is not one of ours).
 const MAX_RECORD: u64 = 4 * 1024 * 1024;
 
-fn record_name(name: &str) -> bool {
-    let random = name.strip_prefix(".incharacter-").and_then(|n| n.strip_suffix(".undo"));
+/// `.incharacter-XXXXXX.<suffix>`, as this module and the staging name their files.
+pub(super) fn ours(name: &str, suffix: &str) -> bool {
+    let random = name
+        .strip_prefix(".incharacter-")
+        .and_then(|n| n.strip_suffix(suffix))
+        .and_then(|n| n.strip_suffix('.'));
     random.is_some_and(|r| r.len() == 6 && r.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+/// Whether `folder` holds a record, finished or being made: its kept copies may be needed.
+pub(super) fn any_record(folder: &Path) -> bool {
+    std::fs::read_dir(folder).into_iter().flatten().flatten().any(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        ours(&name, "undo") || ours(&name, "undo-new")
+    })
 }
 
 /// Puts back what writes killed in the middle changed, for every record in `folder` that no live
@@ -149,17 +194,13 @@ fn record_name(name: &str) -> bool {
 pub fn recover(folder: &Path) -> Vec<PathBuf> {
     let mut restored = Vec::new();
     for entry in std::fs::read_dir(folder).into_iter().flatten().flatten() {
-        if !record_name(&entry.file_name().to_string_lossy()) {
+        if !ours(&entry.file_name().to_string_lossy(), "undo") {
             continue;
         }
         let path = entry.path();
-        let Ok(file) = OpenOptions::new().read(true).write(true).open(&path) else {
+        let Some(file) = held_by_none(&path) else {
             continue;
         };
-        // Held: its write is going on. (Released when the process holding it ends, however.)
-        if file.try_lock().is_err() {
-            continue;
-        }
         let mut text = String::new();
         if (&file).take(MAX_RECORD).read_to_string(&mut text).is_err() {
             continue;
@@ -168,7 +209,7 @@ pub fn recover(folder: &Path) -> Vec<PathBuf> {
         let entries: Vec<Entry> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
         let mut whole = true;
         for e in entries.iter().rev() {
-            match undo(e) {
+            match undo(folder, e) {
                 Ok(Some(target)) => restored.push(target),
                 Ok(None) => {}
                 Err(error) => {
@@ -185,20 +226,41 @@ pub fn recover(folder: &Path) -> Vec<PathBuf> {
     restored
 }
 
+/// The record at `path`, locked, when it is a regular file that no live process holds and still the
+/// file of that name once locked (a writer that committed meanwhile has removed it).
+fn held_by_none(path: &Path) -> Option<File> {
+    let before = std::fs::symlink_metadata(path).ok().filter(std::fs::Metadata::is_file)?;
+    let file = OpenOptions::new().read(true).open(path).ok()?;
+    // Held: its write is going on. (Released when the process holding it ends, however.)
+    file.try_lock().ok()?;
+    let locked = stamp_of_file(&file);
+    let same = |stamp: Stamp| stamp.map(|(dev, ino, ..)| (dev, ino));
+    let now = stamp_at(path)?;
+    (locked.is_some() && same(locked) == same(now) && same(now) == same(stamp_of(&before))).then_some(file)
+}
+
 /// Undoes one change; returns the target if it was put back.
-fn undo(e: &Entry) -> io::Result<Option<PathBuf>> {
-    let (Some(target), old) = (e.target.path(), e.old.as_ref().and_then(Bytes::path)) else {
+fn undo(folder: &Path, e: &Entry) -> io::Result<Option<PathBuf>> {
+    let Some(target) = e.target.get().map(|n| folder.join(n)) else {
         return Ok(None);
     };
-    let now = id_at(&target);
-    let new_in_place = match (now, e.new) {
+    // A kept copy is one of ours, or the entry is not followed.
+    let old = match &e.old {
+        None => None,
+        Some(name) => match name.get().filter(|n| ours(&n.to_string_lossy(), "old")) {
+            Some(n) => Some(folder.join(n)),
+            None => return Ok(None),
+        },
+    };
+    let now = stamp_at(&target);
+    let new_in_place = match (now, e.new.as_ref().map(|n| n.stamp)) {
         (Some(now), Some(new)) => now.is_some() && now == new,
         (Some(_), None) => false,
         // Removed by the write (or moved aside before its new content came): back, if kept.
         (None, _) => true,
     };
     let put_back = match &old {
-        Some(old) if new_in_place && id_at(old).is_some() => {
+        Some(old) if new_in_place && stamp_at(old).is_some() => {
             std::fs::rename(old, &target)?;
             true
         }
@@ -208,7 +270,7 @@ fn undo(e: &Entry) -> io::Result<Option<PathBuf>> {
         }
         _ => false,
     };
-    if let Some(old) = old.filter(|o| id_at(o).is_some() && !put_back) {
+    if let Some(old) = old.filter(|o| stamp_at(o).is_some() && !put_back) {
         let _ = std::fs::remove_file(old);
     }
     if put_back {

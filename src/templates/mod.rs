@@ -238,6 +238,8 @@ impl Templates {
             let path = shown(p);
             move |error: std::io::Error| TemplateError::Read { path, error }
         };
+        // A `prompts export` killed in the middle is undone first: never a mix of two sets.
+        crate::files::recover(dir);
         let mut files = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(read_error(dir))? {
             let entry = entry.map_err(read_error(dir))?;

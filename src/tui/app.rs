@@ -931,6 +931,17 @@ impl App {
     /// place is asked about first: it would stop that run. A replay going is stopped without asking
     /// by another replay or session opened, but a run (which may cost) is asked about over it too.
     fn apply(&mut self, requests: Vec<Request>) -> Vec<Effect> {
+        // The session of the run going, opened: it is on Live already, as it goes.
+        if self.live.running
+            && self.live.replay.is_none()
+            && requests.iter().any(
+                |r| matches!(r, Request::Effect(Effect::Open(p)) if super::starts::is_session(p, &self.run.session.id)),
+            )
+        {
+            self.screen = Screen::Live;
+            self.flash = Some("this is the run going: shown here as it goes".into());
+            return Vec::new();
+        }
         // Which start, from which screen: only the same one again confirms it.
         let start = super::starts::kind(&requests).map(|kind| (self.screen, kind));
         let confirmed = std::mem::take(&mut self.start_confirmed);

@@ -406,7 +406,10 @@ impl RunView {
             key.character, key.scale, key.item_id
         ));
         if let Some(&i) = self.index.get(key) {
-            self.sitting.items += 1;
+            // (Counted once: its request's failure may have marked it already.)
+            if self.items[i].status != Status::Failed {
+                self.sitting.items += 1;
+            }
             self.items[i].status = Status::Failed;
             self.items[i].error = Some(error);
             if let Some(m) = self.items[i].message {

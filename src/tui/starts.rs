@@ -42,3 +42,8 @@ pub(super) fn question(replaying: bool, session: &str, kind: &str) -> String {
     };
     format!("{going}: the same again stops it{keeps} and {this}")
 }
+
+/// Whether the session folder `path` is session `id`'s (none when no session is named yet).
+pub(super) fn is_session(path: &std::path::Path, id: &str) -> bool {
+    !id.is_empty() && path.file_name().is_some_and(|n| n == id)
+}

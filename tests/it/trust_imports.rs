@@ -471,7 +471,7 @@ fn an_import_names_a_fifo_in_its_locks_place_and_a_link_given_to_it() {
             .success()
     );
     let out = run(data, &["import", "card", card.to_str().unwrap()]);
-    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(2));
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains(".import.lock: not a regular file"), "{said}");
     assert!(!data.join("characters").join("wren.toml").exists());

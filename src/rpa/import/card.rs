@@ -170,12 +170,7 @@ pub fn character_card<'s>(
     if !restored.is_empty() {
         report.push(format!("from extensions.incharacter: {}", restored.join("; ")));
     }
-    // Kept readable, unless that would pass the size a card may have (a card near it, read
-    // compact): then compact, as it came, so that export-card reads it back.
-    let stored = match serde_json::to_vec_pretty(&card.json).map_err(|e| e.to_string())? {
-        pretty if pretty.len() <= MAX_JSON => pretty,
-        _ => serde_json::to_vec(&card.json).map_err(|e| e.to_string())?,
-    };
+    let stored = kept(&card.json, &shown.to_string())?;
     let mut imported = write_files(
         data_dir,
         character,
@@ -403,6 +398,23 @@ fn is_empty(value: &serde_json::Value) -> bool {
 enum Came {
     Png(Vec<u8>),
     Json(String),
+}
+
+/// The card as it is kept beside the character: readable, unless that would pass the size a card may
+/// have (a card near it, read compact), then compact, as it came, so that export-card reads it back.
+/// (Written again, a card may grow: `1e2` becomes `100.0`.) One that would still pass it is refused.
+fn kept(json: &serde_json::Value, shown: &str) -> Result<Vec<u8>, String> {
+    let stored = match serde_json::to_vec_pretty(json).map_err(|e| e.to_string())? {
+        pretty if pretty.len() <= MAX_JSON => pretty,
+        _ => serde_json::to_vec(json).map_err(|e| e.to_string())?,
+    };
+    if stored.len() > MAX_JSON {
+        return Err(format!(
+            "{shown}: {} bytes once kept, more than the {MAX_JSON} a card may hold",
+            stored.len()
+        ));
+    }
+    Ok(stored)
 }
 
 fn read(file: &Path) -> Result<(Card, Came), String> {

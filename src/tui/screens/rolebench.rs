@@ -279,7 +279,7 @@ impl Rolebench {
                 .map(|(i, (role, n))| {
                     let mark = if self.picked.contains(role) { "[x]" } else { "[ ]" };
                     // The role as the file names it (the plan asks it so), drawn without its escapes.
-                    let role = crate::text::terminal_safe(role);
+                    let role = crate::text::terminal_safe(role).replace('\n', " ");
                     let text = fit(&format!("{mark} {role} ({n})"), width);
                     if i == self.role_cursor && self.pane == 1 {
                         Line::styled(text, theme.selected())

@@ -406,11 +406,21 @@ fn an_item_whose_request_failed_is_failed_without_waiting_for_its_record() {
             kind,
         })
     };
-    let failed = app.run.failed();
+    let (failed, done) = (app.run.failed(), app.run.sitting.items_done());
     app.update(live(LiveKind::Token("Half ".into())));
     app.update(live(LiveKind::Failed("the reply was empty 5 times".into())));
+    assert_eq!((app.run.failed(), app.run.sitting.items_done()), (failed + 1, done + 1));
+    // The record that follows in a first sitting counts nothing twice.
+    app.update(Action::Engine(Event::ItemFailed {
+        character: "hermione-en".into(),
+        scale: "BFI".into(),
+        repeat: 0,
+        style: QueryStyle::Open,
+        item_id: 30,
+        error: "the reply was empty 5 times".into(),
+    }));
     app.update(Action::RunEnded(Ok(())));
-    assert_eq!(app.run.failed(), failed + 1);
+    assert_eq!((app.run.failed(), app.run.sitting.items_done()), (failed + 1, done + 1));
     let row = app.run.items.iter().find(|r| r.key.item_id == 30).unwrap();
     assert_eq!(row.status.label(), "failed");
     assert_eq!(row.error.as_deref(), Some("the reply was empty 5 times"));
@@ -2345,6 +2355,15 @@ fn a_session_opened_while_a_run_goes_is_asked_about_and_stops_the_run() {
         matches!(&effects[..], [Effect::Cancel, Effect::Open(p)] if *p == path),
         "{effects:?}"
     );
+    // The running session itself is shown on Live, where it goes on.
+    let mut app = with_session();
+    app.live.start(None, true);
+    let own = dir.path().join(&app.run.session.id);
+    app.update(Action::Sessions(vec![interrupted(own)]));
+    key(&mut app, KeyCode::Char('5'));
+    assert!(key(&mut app, KeyCode::Enter).is_empty());
+    assert_eq!(app.screen, Screen::Live);
+    assert!(app.live.running);
 
     let mut app = with_session();
     app.live.start(Some(incharacter::tui::app::Replay::Speed(1.0)), true);

@@ -91,6 +91,8 @@ impl Annotate {
         self.unreadable = None;
         self.cursor = 0;
         self.subjects = subjects::SubjectTask::default();
+        // Another session is blind again, even where its cases are named alike.
+        self.reveal = None;
     }
 
     /// The session's annotations, read: carry on where this annotator stopped.
