@@ -44,6 +44,12 @@ pub(super) fn read_csv_with(
 ) -> anyhow::Result<Vec<Row>> {
     let name = path.display().to_string();
     let bytes = crate::files::read_limited(path, MAX_CSV, "a CSV table")?;
+    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(input_error(format!(
+            "{name}: the file is empty (a header naming {} first, then a row per line)",
+            required.join(",")
+        )));
+    }
     let mut reader = csv::ReaderBuilder::new()
         .trim(csv::Trim::Headers)
         .flexible(false)
@@ -72,8 +78,14 @@ pub(super) fn read_csv_with(
         .iter()
         .map(|col| {
             header.iter().position(|h| h.eq_ignore_ascii_case(col)).ok_or_else(|| {
+                // One column holding the names, split another way: said.
+                let split = match header.iter().collect::<Vec<_>>()[..] {
+                    [one] if one.contains(';') => "; its fields are split by ';', not ','",
+                    [one] if one.contains('\t') => "; its fields are split by tabs, not ','",
+                    _ => "",
+                };
                 input_error(format!(
-                    "{}:{header_line}:1: missing column \"{col}\" (the header must name {})",
+                    "{}:{header_line}:1: missing column \"{col}\" (the header must name {}{split})",
                     name,
                     required.join(",")
                 ))
@@ -223,15 +235,12 @@ pub(super) fn located(path: &Path, row: &Row, field: usize, message: String) -> 
 
 fn parse_number(path: &Path, row: &Row, field: usize, what: &str) -> anyhow::Result<f64> {
     let text = &row.fields[field];
-    match text.parse::<f64>() {
-        Ok(v) if v.is_finite() => Ok(v),
-        _ => Err(located(
-            path,
-            row,
-            field,
-            format!("{what} \"{}\" is not a number", text),
-        )),
-    }
+    let problem = match text.parse::<f64>() {
+        Ok(v) if v.is_finite() => return Ok(v),
+        Ok(v) if v.is_infinite() && !text.to_ascii_lowercase().contains("inf") => "is too large a number",
+        _ => "is not a number",
+    };
+    Err(located(path, row, field, format!("{what} \"{text}\" {problem}")))
 }
 
 /// `metrics`: each prediction set against the character's label, then accuracy and error per
@@ -522,6 +531,35 @@ mod tests {
         let path = dir.path().join("t.csv");
         std::fs::write(&path, text).unwrap();
         read_csv(&path, &["a", "b"]).unwrap()
+    }
+
+    #[test]
+    fn an_empty_file_a_file_split_otherwise_and_a_huge_number_are_said_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv");
+        std::fs::write(&path, " \n").unwrap();
+        let err = read_csv(&path, &["a", "b"]).err().unwrap().to_string();
+        assert!(
+            err.ends_with("t.csv: the file is empty (a header naming a,b first, then a row per line)"),
+            "{err}"
+        );
+        for (split, said) in [(";", "';'"), ("\t", "tabs")] {
+            std::fs::write(&path, format!("a{split}b\n1{split}2\n")).unwrap();
+            let err = read_csv(&path, &["a", "b"]).err().unwrap().to_string();
+            assert!(
+                err.ends_with(&format!("its fields are split by {said}, not ',')")),
+                "{err}"
+            );
+        }
+        std::fs::write(&path, "a,b\n1e400,inf\n").unwrap();
+        let rows = read_csv(&path, &["a", "b"]).unwrap();
+        let err = parse_number(&path, &rows[0], 0, "score").unwrap_err().to_string();
+        assert!(
+            err.ends_with("t.csv:2:1: score \"1e400\" is too large a number"),
+            "{err}"
+        );
+        let err = parse_number(&path, &rows[0], 1, "score").unwrap_err().to_string();
+        assert!(err.ends_with("t.csv:2:7: score \"inf\" is not a number"), "{err}");
     }
 
     #[test]
