@@ -670,7 +670,12 @@ impl Driver {
             Err(_) => {}
         }
         let _ = tx.send(Action::Saved(saved.map(|catalog| (character.id.clone(), catalog))));
-        let (store, catalog) = (self.store.clone(), self.catalog.clone());
+        self.read_versions();
+    }
+
+    /// Reads the characters' versions (and greetings) anew, for the catalog now in use.
+    fn read_versions(&self) {
+        let (tx, store, catalog) = (self.tx.clone(), self.store.clone(), self.catalog.clone());
         tokio::task::spawn_blocking(move || {
             let _ = tx.send(Action::Versions(Box::new(versions(&store, &catalog))));
         });

@@ -54,6 +54,8 @@ impl Driver {
         self.catalog = catalog.clone();
         self.store = self.store.clone().checked(catalog.clone());
         let _ = self.tx.send(Action::CatalogReread(catalog));
+        // A character imported meanwhile gets its version and greeting now, not at the next listing.
+        self.read_versions();
     }
 }
 
