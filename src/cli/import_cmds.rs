@@ -12,15 +12,25 @@ use crate::domain::character::Character;
 use crate::domain::scale::Scale;
 use crate::rpa::import::{self, Existing, Imported, Options, Replaced, ScaleFormat, ScaleOptions};
 
-fn options(args: CharacterImportArgs) -> Options {
-    Options {
+/// The import's options; a name given that shows nothing is refused as the option it is (not as the
+/// file it would have been written to).
+fn options(args: CharacterImportArgs) -> anyhow::Result<Options> {
+    for (option, value) in [("--name", &args.name), ("--experimenter", &args.experimenter)] {
+        if value.as_deref().is_some_and(|v| {
+            v.chars()
+                .all(|c| c.is_whitespace() || crate::text::shows_nothing(c) || crate::text::acts_on_terminal(c))
+        }) {
+            return Err(input_error(format!("{option} is empty (or shows nothing)")));
+        }
+    }
+    Ok(Options {
         id: args.id,
         name: args.name,
         experimenter: args.experimenter,
         language: args.language,
         replace: args.replace,
         waiting: Some(waiting),
-    }
+    })
 }
 
 /// Said when another import holds the data dir: the command then waits for it instead of looking hung.
@@ -78,7 +88,7 @@ pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut 
     let characters = |id: &str| character_holders(catalog, id);
     match command {
         ImportCommand::Chatharuhi { path, character } => {
-            let options = options(character);
+            let options = options(character)?;
             let imported = if path.is_dir() {
                 import::chatharuhi_folder(&path, data, &options, |s| catalog.scale(s), characters)
             } else {
@@ -98,7 +108,7 @@ pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut 
                 &profiles,
                 &role,
                 data,
-                &options(character),
+                &options(character)?,
                 |s| catalog.scale(s),
                 characters,
             )
@@ -106,7 +116,7 @@ pub fn import(command: ImportCommand, catalog: &Catalog, data: &Path, out: &mut 
             print_character(imported, out)
         }
         ImportCommand::Card { file, character, json } => {
-            let options = options(character);
+            let options = options(character)?;
             let imported =
                 import::character_card(&file, data, &options, |s| catalog.scale(s), characters).map_err(failed)?;
             if json {

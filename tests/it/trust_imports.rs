@@ -462,6 +462,16 @@ fn an_import_names_a_fifo_in_its_locks_place_and_a_link_given_to_it() {
         said.contains(&format!("link.json: a symbolic link (to {})", card.display())),
         "{said}"
     );
+    // An option that shows nothing is refused as the option it is.
+    for option in ["--experimenter", "--name"] {
+        let out = run(data, &["import", "card", card.to_str().unwrap(), option, " \u{200b}"]);
+        assert_eq!(out.status.code(), Some(2));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            said.contains(&format!("{option} is empty (or shows nothing)")),
+            "{said}"
+        );
+    }
     let lock = data.join(".import.lock");
     assert!(
         std::process::Command::new("mkfifo")
