@@ -206,6 +206,14 @@ impl Catalog {
         // character is read as it was before it, never half old and half new.
         for folder in ["scales", "characters"] {
             crate::files::recover(&dir.join(folder));
+            // One that could not be undone (a folder this user may not write) is said, not read past.
+            for record in crate::files::stale(&dir.join(folder)) {
+                catalog.problems.push(Source::new(&record.display().to_string(), "").whole(
+                    "a write killed in the middle could not be undone here (see the log): the files it \
+                     changed may be half old and half new; run any import as a user who may write this \
+                     folder to undo it",
+                ));
+            }
         }
         let bundled_scales: Vec<Scale> = catalog.scales.iter().map(|e| e.value.clone()).collect();
         let mut scales = Vec::new();

@@ -561,8 +561,8 @@ pub fn write_all_or_none(changes: &[Change<'_>]) -> Result<(), FileError> {
     let mut done: Vec<(&Path, Option<tempfile::TempPath>, bool)> = Vec::new();
     let mut failed = None;
     for (index, (path, tmp)) in prepared.into_iter().enumerate() {
-        let new = tmp.as_ref().map(|t| undo::stamp_of_file(t.as_file()));
-        let before = |old: Option<&Path>| record.record(path, old, new);
+        let new = changes[index].1.map(undo::stamp_of);
+        let before = |old: Option<&Path>| record.record(path, old, new.as_ref());
         match failing_swap(index, path).and_then(|()| swap_in(path, tmp, before)) {
             Ok((old, placed)) => done.push((path, old, placed)),
             Err(e) => {
@@ -847,4 +847,4 @@ fn new_file_permissions() -> Option<std::fs::Permissions> {
 mod tests;
 mod undo;
 
-pub use undo::recover;
+pub use undo::{recover, stale};

@@ -100,6 +100,8 @@ pub fn export(dir: &Path, force: bool, json_output: bool, out: &mut dyn Write) -
     if let Some((_, first)) = targets.first() {
         crate::files::not_own(first, &kept)?;
     }
+    // An export killed in the middle is undone first: its files are not there to be refused.
+    crate::files::recover(dir);
     let mut existing = Vec::new();
     for (_, path) in &targets {
         match std::fs::symlink_metadata(path) {

@@ -357,7 +357,7 @@ fn a_record_is_followed_only_inside_its_folder() {
         format!(r#"{{"target":"{}","old":"{}","new":null}}"#, hex("../thesis.tex"), hex(".incharacter-abc123.old")),
         format!(r#"{{"target":"{}","old":"{}","new":null}}"#, hex("x.toml"), hex("thesis.tex")),
         // The copy of a target the kill left unchanged.
-        format!(r#"{{"target":"{}","old":"{}","new":{{"stamp":[1,2,3,4]}}}}"#, hex("x.toml"), hex(".incharacter-abc123.old")),
+        format!(r#"{{"target":"{}","old":"{}","new":{{"stamp":[1,"00"]}}}}"#, hex("x.toml"), hex(".incharacter-abc123.old")),
         r#"{"target":"78"#.to_string(),
     ];
     std::fs::write(folder.join(".incharacter-zz9999.undo"), lines.join("\n")).unwrap();
@@ -365,4 +365,35 @@ fn a_record_is_followed_only_inside_its_folder() {
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "years of work");
     assert_eq!(std::fs::read_to_string(folder.join("x.toml")).unwrap(), "as it is");
     assert_eq!(names(&folder), ["x.toml"], "the copy and the record went");
+}
+
+/// A record left by a kill still undoes its write once the folder was copied elsewhere (new inodes,
+/// the same content); a record its writer never named is removed; one no live process holds and that
+/// cannot be undone is reported as stale.
+#[test]
+fn a_killed_write_is_undone_in_a_copy_of_its_folder_and_leftovers_are_known() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, copy) = (dir.path().join("first"), dir.path().join("copy"));
+    std::fs::create_dir(&first).unwrap();
+    std::fs::write(first.join("a"), "old a").unwrap();
+    KILL_AFTER_SWAP.with(|k| k.set(Some(0)));
+    write_all_or_none(&[
+        (first.join("a"), Some(b"new a".as_slice())),
+        (first.join("b"), Some(b"new b".as_slice())),
+    ])
+    .unwrap();
+    KILL_AFTER_SWAP.with(|k| k.set(None));
+    std::fs::create_dir(&copy).unwrap();
+    for name in names(&first) {
+        std::fs::copy(first.join(&name), copy.join(&name)).unwrap();
+    }
+    assert_eq!(stale(&copy).len(), 1, "{:?}", names(&copy));
+    assert_eq!(recover(&copy), [copy.join("a")]);
+    assert_eq!(std::fs::read_to_string(copy.join("a")).unwrap(), "old a");
+    assert_eq!(names(&copy), ["a"]);
+    assert!(stale(&copy).is_empty());
+
+    std::fs::write(copy.join(".incharacter-abc123.undo-new"), "").unwrap();
+    assert!(recover(&copy).is_empty());
+    assert_eq!(names(&copy), ["a"], "a record never named goes");
 }

@@ -16,33 +16,30 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// What tells a file from any other: device, inode, size and modification time (an inode number is
-/// soon used again; with the size and the time to the nanosecond, another file does not pass for
-/// this one). `None` where that cannot be told (a system without inodes): such a write is never
-/// undone, only its kept copies removed.
-pub(super) type Stamp = Option<(u64, u64, u64, i128)>;
+/// What tells the write's new content from any other: its length and SHA-256 (hex). Content, not an
+/// inode: a data dir copied or restored elsewhere keeps it, and a later write of other content does
+/// not pass for it.
+pub(super) type Stamp = (u64, String);
 
-#[cfg(unix)]
-fn stamp_of(meta: &std::fs::Metadata) -> Stamp {
-    use std::os::unix::fs::MetadataExt;
-    let mtime = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
-    Some((meta.dev(), meta.ino(), meta.len(), mtime))
+/// The stamp of `bytes`.
+pub(super) fn stamp_of(bytes: &[u8]) -> Stamp {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(bytes);
+    (bytes.len() as u64, digest.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-#[cfg(not(unix))]
-fn stamp_of(_: &std::fs::Metadata) -> Stamp {
-    None
+/// The stamp of the file (not a link's target) at `path`: `None` where there is none, `Some(None)`
+/// where it cannot be read (a folder, a file larger than any write of ours).
+fn stamp_at(path: &Path) -> Option<Option<Stamp>> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > MAX_COMPARED {
+        return Some(None);
+    }
+    Some(std::fs::read(path).ok().map(|b| stamp_of(&b)))
 }
 
-/// The stamp of the file (not a link's target) at `path`, if there is one.
-fn stamp_at(path: &Path) -> Option<Stamp> {
-    std::fs::symlink_metadata(path).ok().map(|m| stamp_of(&m))
-}
-
-/// The stamp of an open file.
-pub(super) fn stamp_of_file(file: &File) -> Stamp {
-    file.metadata().ok().and_then(|m| stamp_of(&m))
-}
+/// The largest target compared by content (a memories file may hold 128 MiB).
+const MAX_COMPARED: u64 = 256 * 1024 * 1024;
 
 /// One target of the write, as recorded before it changed: names in the record's folder.
 #[derive(Serialize, Deserialize)]
@@ -120,7 +117,9 @@ impl Undo {
                 .keep()
                 .map_err(|e| e.error)?;
             file.lock()?;
-            let path = PathBuf::from(new.to_string_lossy().trim_end_matches("-new"));
+            // (The name is ours and ASCII; the folder's is kept as it is, UTF-8 or not.)
+            let name = new.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let path = new.with_file_name(name.trim_end_matches("-new"));
             // A second name for the same file, refused where another record has it (renamed, on a
             // filesystem without hard links).
             match std::fs::hard_link(&new, &path) {
@@ -141,11 +140,11 @@ impl Undo {
     /// Records that `target` (in the record's folder) is about to change: its old content is to be
     /// kept at `old` (none: it has none), its new content comes in the file `new` (none: it is
     /// removed). Synced before it returns.
-    pub(super) fn record(&mut self, target: &Path, old: Option<&Path>, new: Option<Stamp>) -> io::Result<()> {
+    pub(super) fn record(&mut self, target: &Path, old: Option<&Path>, new: Option<&Stamp>) -> io::Result<()> {
         let entry = Entry {
             target: Name::of(target),
             old: old.map(Name::of),
-            new: new.map(|stamp| NewFile { stamp }),
+            new: new.map(|stamp| NewFile { stamp: stamp.clone() }),
         };
         let mut line = serde_json::to_vec(&entry).map_err(io::Error::other)?;
         line.push(b'\n');
@@ -178,13 +177,36 @@ pub(super) fn ours(name: &str, suffix: &str) -> bool {
     random.is_some_and(|r| r.len() == 6 && r.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
-/// Whether `folder` holds a record, finished or being made: its kept copies may be needed.
+/// Whether `folder` holds a record: its kept copies may be needed.
 pub(super) fn any_record(folder: &Path) -> bool {
-    std::fs::read_dir(folder).into_iter().flatten().flatten().any(|e| {
-        let name = e.file_name().to_string_lossy().into_owned();
-        ours(&name, "undo") || ours(&name, "undo-new")
-    })
+    std::fs::read_dir(folder)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| ours(&e.file_name().to_string_lossy(), "undo"))
 }
+
+/// The records left in `folder` that no live process holds: writes killed in the middle that
+/// [`recover`] could not undo (a folder it may not write, say). What they changed may be half
+/// written; the catalog says so.
+pub fn stale(folder: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(folder)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| ours(&e.file_name().to_string_lossy(), "undo"))
+        .map(|e| e.path())
+        .filter(|path| {
+            File::open(path).is_ok_and(|f| match f.try_lock_shared() {
+                Ok(()) => true,
+                Err(_) => false,
+            })
+        })
+        .collect()
+}
+
+/// How long a reader waits for a write going on in the folder to end before it reads anyway.
+const WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Puts back what writes killed in the middle changed, for every record in `folder` that no live
 /// process holds: each target back to its old content (or removed, where it had none), in the
@@ -194,7 +216,17 @@ pub(super) fn any_record(folder: &Path) -> bool {
 pub fn recover(folder: &Path) -> Vec<PathBuf> {
     let mut restored = Vec::new();
     for entry in std::fs::read_dir(folder).into_iter().flatten().flatten() {
-        if !ours(&entry.file_name().to_string_lossy(), "undo") {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // A record its writer never named (killed before its first change): nothing to undo.
+        if ours(&name, "undo-new") {
+            if let Ok(file) = File::open(entry.path())
+                && file.try_lock().is_ok()
+            {
+                let _ = std::fs::remove_file(entry.path());
+            }
+            continue;
+        }
+        if !ours(&name, "undo") {
             continue;
         }
         let path = entry.path();
@@ -227,16 +259,36 @@ pub fn recover(folder: &Path) -> Vec<PathBuf> {
 }
 
 /// The record at `path`, locked, when it is a regular file that no live process holds and still the
-/// file of that name once locked (a writer that committed meanwhile has removed it).
+/// file of that name once locked (a writer that committed meanwhile has removed it). A write going
+/// on is waited for (a few milliseconds, as a rule; [`WAIT`] at most).
 fn held_by_none(path: &Path) -> Option<File> {
-    let before = std::fs::symlink_metadata(path).ok().filter(std::fs::Metadata::is_file)?;
+    std::fs::symlink_metadata(path).ok().filter(std::fs::Metadata::is_file)?;
     let file = OpenOptions::new().read(true).open(path).ok()?;
-    // Held: its write is going on. (Released when the process holding it ends, however.)
-    file.try_lock().ok()?;
-    let locked = stamp_of_file(&file);
-    let same = |stamp: Stamp| stamp.map(|(dev, ino, ..)| (dev, ino));
-    let now = stamp_at(path)?;
-    (locked.is_some() && same(locked) == same(now) && same(now) == same(stamp_of(&before))).then_some(file)
+    let until = std::time::Instant::now() + WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(_) => return None,
+        }
+    }
+    // Still the file of that name: the same inode, linked.
+    let locked = file.metadata().ok()?;
+    let now = std::fs::symlink_metadata(path).ok()?;
+    same_file(&locked, &now).then_some(file)
+}
+
+#[cfg(unix)]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.nlink() > 0 && (a.dev(), a.ino()) == (b.dev(), b.ino())
+}
+
+#[cfg(not(unix))]
+fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
+    false
 }
 
 /// Undoes one change; returns the target if it was put back.
@@ -253,8 +305,8 @@ fn undo(folder: &Path, e: &Entry) -> io::Result<Option<PathBuf>> {
         },
     };
     let now = stamp_at(&target);
-    let new_in_place = match (now, e.new.as_ref().map(|n| n.stamp)) {
-        (Some(now), Some(new)) => now.is_some() && now == new,
+    let new_in_place = match (&now, e.new.as_ref().map(|n| &n.stamp)) {
+        (Some(now), Some(new)) => now.as_ref() == Some(new),
         (Some(_), None) => false,
         // Removed by the write (or moved aside before its new content came): back, if kept.
         (None, _) => true,

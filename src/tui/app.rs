@@ -170,11 +170,11 @@ pub struct App {
     quit_asked: bool,
     /// Session folders the last listing left out (said when the number changes).
     unlisted: usize,
-    /// A start (its screen and kind) asked about once while a run goes: the same one asked again
-    /// with the next key stops that run.
-    start_asked: Option<(Screen, &'static str)>,
+    /// A start (its screen, kind and what exactly it starts) asked about once while a run goes: the
+    /// same one asked again with the next key stops that run.
+    start_asked: Option<super::starts::Start>,
     /// The start the key being handled may confirm (the one asked about just before).
-    start_confirmed: Option<(Screen, &'static str)>,
+    start_confirmed: Option<super::starts::Start>,
     /// A start was held back by the question (what the screen set up for it is taken back).
     start_held: bool,
     pub flash: Option<String>,
@@ -639,6 +639,8 @@ impl App {
         if self.reassess.is_some() {
             return Vec::new();
         }
+        // A click takes a start's question back, as another key does; it confirms none.
+        (self.start_asked, self.start_confirmed) = (None, None);
         let at = Position::new(m.column, m.row);
         let list = hits.lists.iter().find(|(r, _, _)| r.contains(at));
         match m.kind {
@@ -943,10 +945,10 @@ impl App {
             return Vec::new();
         }
         // Which start, from which screen: only the same one again confirms it.
-        let start = super::starts::kind(&requests).map(|kind| (self.screen, kind));
+        let start = super::starts::kind(&requests).map(|(kind, what)| (self.screen, kind, what));
         let confirmed = std::mem::take(&mut self.start_confirmed);
         let replaying = self.live.replay.is_some();
-        if let Some((_, kind)) = start
+        if let Some((_, kind, _)) = start
             && self.live.running
             && confirmed != start
             && super::starts::asked(replaying, kind)
@@ -959,7 +961,7 @@ impl App {
         let mut effects = Vec::new();
         // The session opened takes the run's place on every screen: the run stops first, as the
         // question said (a session opened after a run has ended has nothing to stop).
-        if self.live.running && start.is_some_and(|(_, kind)| kind == "open") {
+        if self.live.running && start.as_ref().is_some_and(|(_, kind, _)| *kind == "open") {
             effects.push(Effect::Cancel);
         }
         for request in requests {

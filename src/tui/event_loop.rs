@@ -21,7 +21,8 @@ use crate::study::live::Pause;
 /// engine reports on the action channel, and a 60 Hz tick. Input is handled on arrival and its frame
 /// drawn at once; everything else marks the screen dirty and is drawn on the next tick, so a burst of
 /// tokens costs one frame. `draw` renders a frame (into the terminal, or a TestBackend) and returns
-/// what it drew where; the mouse is tested against the last frame's.
+/// what it drew where; the mouse is tested against the last frame's. Returns the signal that ended
+/// it, if one did (the caller exits as killed by it, once the terminal is given back).
 pub async fn event_loop<S, D>(
     mut input: S,
     mut app: App,
@@ -29,7 +30,7 @@ pub async fn event_loop<S, D>(
     store: Store,
     first: Vec<Effect>,
     draw: &mut dyn FnMut(&App) -> anyhow::Result<D>,
-) -> anyhow::Result<()>
+) -> anyhow::Result<Option<i32>>
 where
     S: futures_util::Stream<Item = std::io::Result<CtEvent>> + Unpin,
     D: Into<Hits>,
@@ -83,7 +84,7 @@ where
     // The data folder's files are looked at every two seconds (a few directory entries).
     let mut last_look = 0;
     let mut hits = Hits::default();
-    loop {
+    let signal = loop {
         let mut effects = Vec::new();
         let mut now = false;
         tokio::select! {
@@ -104,11 +105,11 @@ where
                 Some(Ok(CtEvent::Resize(..))) => now = true,
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(e.into()),
-                None => break,
+                None => break None,
             },
-            _ = sigterm.recv() => break,
-            _ = on(&mut sighup) => break,
-            _ = on(&mut sigint) => break,
+            _ = sigterm.recv() => break Some(libc::SIGTERM),
+            _ = on(&mut sighup) => break Some(libc::SIGHUP),
+            _ = on(&mut sigint) => break Some(libc::SIGINT),
             Some(action) = rx.recv() => {
                 effects.extend(app.update(action));
                 // Take everything already waiting, so a burst of tokens costs one frame.
@@ -134,19 +135,19 @@ where
         for e in effects {
             if e == Effect::Quit {
                 driver.stop();
-                return Ok(());
+                return Ok(None);
             }
             driver.perform(e);
         }
         if app.quit {
-            break;
+            break None;
         }
         if now {
             hits = draw(&app)?.into();
             app.laid_out(&hits);
             dirty = false;
         }
-    }
+    };
     driver.stop();
-    Ok(())
+    Ok(signal)
 }

@@ -332,7 +332,11 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
     let result = runtime.block_on(event_loop(ct::EventStream::new(), app, config, store, first, &mut draw));
     let _ = execute!(std::io::stdout(), DisableMouseCapture, DisableBracketedPaste);
     ratatui::restore();
-    result
+    // Ended by a signal: the exit says so, as a shell reports a process the signal killed.
+    if let Ok(Some(signal)) = result {
+        std::process::exit(128 + signal);
+    }
+    result.map(|_| ())
 }
 
 struct Driver {

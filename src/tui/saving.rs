@@ -21,6 +21,12 @@ pub fn save_character(
             .map(Arc::new)
             .map_err(|_| "the bundled assets are invalid".to_string())
     };
+    // Held as an import holds it, from the look at what holds the id to the last file written: a save
+    // and an import of one id at once would each find it free and mix their files.
+    let _one = match crate::rpa::import::one_import_at_a_time(data, None) {
+        Ok(lock) => lock,
+        Err(e) => return Err((e.to_string(), None)),
+    };
     match catalog.character_file(data, character, was) {
         Ok((path, text)) => write_character(data, &path, &text, &character.id, copy_of)
             .and_then(|()| reload())

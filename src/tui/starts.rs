@@ -3,17 +3,25 @@
 use super::screens::Request;
 use super::vocab::Effect;
 
-/// The kind of start among `requests`, if one is: a run, a probe (a run), a resume, a replay, or
-/// a session opened in the run's place.
-pub(super) fn kind(requests: &[Request]) -> Option<&'static str> {
-    requests.iter().find_map(|r| match r {
-        Request::Effect(Effect::StartRun { .. }) => Some("run"),
-        Request::Effect(Effect::StartObserve { .. }) => Some("observe"),
-        Request::Effect(Effect::StartRolebench { .. }) => Some("rolebench"),
-        Request::Effect(Effect::Resume { .. }) => Some("resume"),
-        Request::Effect(Effect::Replay { .. }) => Some("replay"),
-        Request::Effect(Effect::Open(_)) => Some("open"),
-        _ => None,
+/// A start asked about: the screen it came from, its kind, and what exactly it starts (the effect
+/// written out), so that only the very same start confirms it.
+pub(super) type Start = (super::vocab::Screen, &'static str, String);
+
+/// The kind of start among `requests`, if one is (a run, a probe (a run), a resume, a replay, or a
+/// session opened in the run's place), with what exactly it starts.
+pub(super) fn kind(requests: &[Request]) -> Option<(&'static str, String)> {
+    requests.iter().find_map(|r| {
+        let Request::Effect(effect) = r else { return None };
+        let kind = match effect {
+            Effect::StartRun { .. } => "run",
+            Effect::StartObserve { .. } => "observe",
+            Effect::StartRolebench { .. } => "rolebench",
+            Effect::Resume { .. } => "resume",
+            Effect::Replay { .. } => "replay",
+            Effect::Open(_) => "open",
+            _ => return None,
+        };
+        Some((kind, format!("{effect:?}")))
     })
 }
 

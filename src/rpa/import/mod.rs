@@ -133,7 +133,7 @@ pub struct Imported {
 /// scales folders as they were. Released when dropped, or when the process ends. `waiting` is told
 /// before this waits for another import. Once held, the staged files an import killed in the
 /// middle left beside the characters (an hour old) are removed.
-fn one_import_at_a_time(data_dir: &Path, waiting: Option<fn(&Path)>) -> Result<std::fs::File, ImportError> {
+pub fn one_import_at_a_time(data_dir: &Path, waiting: Option<fn(&Path)>) -> Result<std::fs::File, ImportError> {
     let path = data_dir.join(".import.lock");
     let failed = |error| FileError::Write {
         path: path.clone(),

@@ -2331,6 +2331,25 @@ fn only_the_same_start_again_confirms_it() {
     );
     let effects = key(&mut app, KeyCode::Char('u'));
     assert!(matches!(&effects[..], [Effect::Resume { .. }]), "{effects:?}");
+
+    // Two starts of one kind on one screen are two starts: an observer run on a synthetic subject
+    // asked about is not confirmed by one on the character.
+    let mut app = with_session();
+    app.live.start(None, true);
+    app.setup.characters.insert("hermione-en".into());
+    key(&mut app, KeyCode::Char('7'));
+    assert!(key(&mut app, KeyCode::Char('s')).is_empty(), "asked");
+    assert!(
+        key(&mut app, KeyCode::Char('c')).is_empty(),
+        "another start: asked in its turn"
+    );
+    assert!(
+        app.flash.as_deref().unwrap_or_default().contains("is going"),
+        "{:?}",
+        app.flash
+    );
+    let effects = key(&mut app, KeyCode::Char('c'));
+    assert!(matches!(&effects[..], [Effect::StartObserve { .. }]), "{effects:?}");
 }
 
 /// A session opened while a run goes would take the run's place on every screen: it is asked about

@@ -136,3 +136,24 @@ fn a_click_on_a_long_message_clears_it_and_reaches_nothing_beneath() {
     let (_, hits) = draw(&mut app, (80, 24));
     assert!(hits.covered.is_none());
 }
+
+/// A click takes back a start's question as another key does: the next Enter asks again.
+#[test]
+fn a_click_takes_back_a_starts_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = with_session();
+    app.live.start(None, true);
+    app.update(Action::Sessions(vec![super::interrupted(
+        dir.path().join("20261129-130000-b-0002"),
+    )]));
+    key(&mut app, KeyCode::Char('5'));
+    assert!(key(&mut app, KeyCode::Enter).is_empty(), "asked");
+    app.mouse(at(MouseEventKind::ScrollDown, 0, 0), &Hits::default());
+    assert_eq!(app.screen, Screen::Sessions);
+    assert!(key(&mut app, KeyCode::Enter).is_empty(), "asked again after the click");
+    assert!(
+        app.flash.as_deref().unwrap_or_default().ends_with("opens this session"),
+        "{:?}",
+        app.flash
+    );
+}
