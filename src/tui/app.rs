@@ -522,9 +522,9 @@ impl App {
 
     /// The run task ended: say how, and list the sessions again (a finished probe is measured first).
     fn run_ended(&mut self, result: Result<(), String>) -> Vec<Effect> {
+        // (Its accounts stay: what the run spent, failed attempts too; nothing is in flight once it
+        // has ended, whatever their last counts said.)
         self.live.stopped(self.now_ms);
-        // Nothing is in flight or queued once the run has ended, whatever its last counts said.
-        self.live.accounting = None;
         self.run.calls_ended();
         // A probe that finished is measured against the session before it.
         let probe = self.persona.probe.take().filter(|c| {

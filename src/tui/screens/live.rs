@@ -433,7 +433,11 @@ impl Live {
         let inner = b.inner(gauges_area);
         frame.render_widget(b, gauges_area);
         let rows = Layout::vertical([Constraint::Length(1); 4]).split(inner);
-        let flight = |role| self.accounting.as_ref().map_or(Flight::default(), |a| a.flight(role));
+        let flight = |role| {
+            (self.accounting.as_ref())
+                .filter(|_| self.running)
+                .map_or(Flight::default(), |a| a.flight(role))
+        };
         let sitting = run.sitting;
         let total = run.items.len();
         let done = sitting.items_done();

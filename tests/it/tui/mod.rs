@@ -393,6 +393,31 @@ fn a_cancelled_runs_calls_stop_streaming_on_screen() {
     assert_eq!(elapsed(&render(&app, (120, 40))), stopped);
 }
 
+/// What a run spent (failed attempts too) stays on Live once it has ended: the figure does not fall
+/// back to what its replies alone used.
+#[test]
+fn a_runs_tokens_stay_what_it_spent_once_it_ends() {
+    let mut app = live_app();
+    let accounts = Arc::new(incharacter::llm::accounting::Accounting::default());
+    let used = incharacter::llm::Usage {
+        prompt_tokens: 90_000,
+        completion_tokens: 1_234,
+    };
+    accounts.usage("fake", Role::Rpa, used, false, (0.0, 0.0));
+    app.update(Action::Accounting(accounts));
+    let tokens = |app: &App| {
+        let screen = render(app, (120, 40));
+        screen
+            .lines()
+            .find(|l| l.contains("tokens"))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    assert!(tokens(&app).contains("91234"), "{}", tokens(&app));
+    app.update(Action::RunEnded(Ok(())));
+    assert!(tokens(&app).contains("91234"), "{}", tokens(&app));
+}
+
 /// An item whose request fails for good is failed on screen at once, whether or not a journal
 /// record follows (a resume that fails as the last sitting did records nothing new).
 #[test]

@@ -197,6 +197,24 @@ fn a_probe_is_the_setups_run_narrowed_to_the_character() {
     assert_eq!(app.persona.probe.as_deref(), Some("hermione-en"));
 }
 
+/// A probe runs on the scale of the character's targets, whatever scale the targets pane was last
+/// left on for another character.
+#[test]
+fn a_probe_runs_on_the_scale_of_the_characters_targets() {
+    let data = tempfile::tempdir().unwrap();
+    let mut app = fetched();
+    app.catalog = with_targets(data.path());
+    key(&mut app, KeyCode::Char('0'));
+    on(&mut app, "hermione-en");
+    key(&mut app, KeyCode::Right);
+    key(&mut app, KeyCode::Right);
+    let effects = ctrl(&mut app, 'r');
+    let Some(Effect::StartRun { plan, .. }) = effects.first() else {
+        panic!("{effects:?}")
+    };
+    assert_eq!(plan.scales, ["BFI"]);
+}
+
 const BFI_1: &str = "20261129-233202-bfi-on-the-local-model-e80e";
 const BFI_2: &str = "20261130-231918-bfi-and-16p-on-the-local-model-248f";
 

@@ -317,10 +317,17 @@ impl Persona {
         let id = entry.value.id.clone();
         let mut setup = ctx.setup.clone();
         setup.characters = [id.clone()].into();
+        // The scale the targets pane shows, when the character has targets on it (or none at all);
+        // else the first scale it has targets on.
+        let targets = &entry.value.labels.target;
+        let scale = (self.scale(ctx.catalog))
+            .filter(|s| targets.is_empty() || targets.contains_key(&s.id))
+            .map(|s| s.id.clone())
+            .or_else(|| targets.keys().find(|id| ctx.catalog.scale(id).is_some()).cloned());
         if setup.scales.is_empty()
-            && let Some(scale) = self.scale(ctx.catalog)
+            && let Some(scale) = scale
         {
-            setup.scales = [scale.id.clone()].into();
+            setup.scales = [scale].into();
         }
         let plan = match setup.plan(ctx.catalog, ctx.providers) {
             Ok(plan) => plan,
