@@ -179,29 +179,25 @@ pub(super) fn ours(name: &str, suffix: &str) -> bool {
 
 /// Whether `folder` holds a record: its kept copies may be needed.
 pub(super) fn any_record(folder: &Path) -> bool {
-    std::fs::read_dir(folder)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|e| ours(&e.file_name().to_string_lossy(), "undo"))
+    records(folder).next().is_some()
 }
 
-/// The records left in `folder` that no live process holds: writes killed in the middle that
-/// [`recover`] could not undo (a folder it may not write, say). What they changed may be half
-/// written; the catalog says so.
-pub fn stale(folder: &Path) -> Vec<PathBuf> {
+/// The records in `folder`, held or not.
+fn records(folder: &Path) -> impl Iterator<Item = PathBuf> {
     std::fs::read_dir(folder)
         .into_iter()
         .flatten()
         .flatten()
         .filter(|e| ours(&e.file_name().to_string_lossy(), "undo"))
         .map(|e| e.path())
-        .filter(|path| {
-            File::open(path).is_ok_and(|f| match f.try_lock_shared() {
-                Ok(()) => true,
-                Err(_) => false,
-            })
-        })
+}
+
+/// The records left in `folder` that no live process holds: writes killed in the middle that
+/// [`recover`] could not undo (a folder it may not write, say). What they changed may be half
+/// written; the catalog says so.
+pub fn stale(folder: &Path) -> Vec<PathBuf> {
+    records(folder)
+        .filter(|path| File::open(path).is_ok_and(|f| f.try_lock_shared().is_ok()))
         .collect()
 }
 
