@@ -7,13 +7,11 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use async_trait::async_trait;
 use tokio::sync::mpsc;
 
 use super::accounting::Accounting;
 use super::adapt::{self, Adapter};
 use super::cache::{self, Cache, CacheEntry};
-use super::pace::RateHeaders;
 pub use super::policy::Unreachable;
 use super::policy::{self, Backoff, Limits, Reachability};
 use super::server::Facts;
@@ -23,89 +21,15 @@ use crate::text::approx_tokens;
 
 mod attempt;
 mod pause;
+mod transport;
 pub use attempt::AttemptError;
 pub use pause::Pause;
+pub use transport::{Came, Finished, Transport};
 
 /// Rate-limit refusals one request rides out (with `Retry-After` or backoff up to 30 s each) before
 /// it fails; they do not count against `max_retries`.
 pub const RATE_LIMIT_RETRIES: u32 = 50;
 
-/// How one attempt ended well.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Finished {
-    pub usage: Option<Usage>,
-    pub finish_reason: Option<String>,
-    /// What the reply's headers said of the provider's rate-limit budgets.
-    pub rate: RateHeaders,
-    /// The tokens' rivals, when the request asked for `top_logprobs` and the provider gave them.
-    pub choices: Vec<super::TokenChoice>,
-    /// Sent by this sitting, or taken from batch results rather than sent (see [`Came`]).
-    pub came: Came,
-}
-
-/// Where a reply came from, which decides what the run's accounts count it as.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Came {
-    /// Returned to a request of this sitting (streamed, or by a batch it followed): a request, billed.
-    #[default]
-    Sent,
-    /// Read from batch results an earlier sitting kept in the session: paid for then, not again.
-    Kept,
-    /// From a batch results file the user's own engine made (`batch import`): no request of this
-    /// run's, but its tokens are counted, and priced as the provider's config states.
-    Imported,
-}
-
-/// One request attempt against a model; no retries, no cache.
-#[async_trait]
-pub trait Transport: Send + Sync {
-    /// Streams the reply's pieces to `on_token` (which returns false when nobody listens any more).
-    async fn attempt(
-        &self,
-        request: &ChatRequest,
-        on_token: &mut (dyn FnMut(String) -> bool + Send),
-    ) -> Result<Finished, AttemptError>;
-
-    fn info(&self) -> ModelInfo;
-
-    /// The model's context in tokens, when the transport knows it.
-    fn context_tokens(&self) -> Option<usize> {
-        None
-    }
-
-    /// Where the model lives; part of the cache key.
-    fn base_url(&self) -> &str;
-
-    /// Who answered a refusal, as its error says it: the server at `base_url` unless the replies
-    /// come from elsewhere (a batch results file an offline engine wrote).
-    fn answerer(&self) -> &str {
-        self.base_url()
-    }
-
-    /// Whether attempts wait for a batch (batch mode) instead of going out one by one; then the
-    /// first request of a shape is not sent alone (its batch holds every request of its phase).
-    fn batched(&self) -> bool {
-        false
-    }
-
-    /// Whether the model behind it may refuse a request's shape in a way the run adapts to (a
-    /// server's `max_tokens`, temperature or schema rules): then the first request of a shape goes
-    /// alone. The embedded model takes every shape, so its requests need not wait for a first reply.
-    fn may_refuse_shapes(&self) -> bool {
-        true
-    }
-
-    /// What the server says about itself, asked once on first contact ([`super::server::learn`]);
-    /// `None` for a transport with nothing to ask.
-    async fn learn(&self) -> Option<Facts> {
-        None
-    }
-
-    /// The server's own count of `request`'s prompt tokens, when it offers one (`how`).
-    async fn count_tokens(&self, _request: &ChatRequest, _how: super::server::Tokenize) -> Option<usize> {
-        None
-    }
-}
 
 /// What the run learned of each provider's server, and what is not yet journaled.
 #[derive(Default)]
@@ -326,7 +250,8 @@ impl Client {
         loop {
             let adapted = adapter.quirks(provider, model).apply(&request);
             let key = self.key(&adapted);
-            if let Some(entry) = cache.and_then(|c| c.get(&key)) {
+            let cached = cache.filter(|_| !self.transport.uncounted(&adapted));
+            if let Some(entry) = cached.and_then(|c| c.get(&key)) {
                 self.replay(&adapted, entry, &tx);
                 return;
             }

@@ -73,6 +73,8 @@ pub struct History {
     /// How many of `steps` came before the run last finished: their failures were the concluded
     /// run's, and a resume asks again with a whole retry policy.
     finished: usize,
+    /// How many of `steps` came before the run last stopped at its cost cap.
+    stopped: usize,
 }
 
 impl History {
@@ -82,6 +84,7 @@ impl History {
             match e {
                 Event::Batch(step) => history.steps.push(step.clone()),
                 Event::RunFinished { .. } => history.finished = history.steps.len(),
+                Event::Stopped { .. } => history.stopped = history.steps.len(),
                 _ => {}
             }
         }
@@ -119,16 +122,22 @@ impl History {
     }
 
     /// The results kept in the session's folder, relative to it, each with whether it is of the run
-    /// going on (not one that finished before it).
-    fn kept(&self) -> Vec<(&str, bool)> {
+    /// going on (not one that finished before it), and how they count in this sitting's accounts.
+    /// Results are paid for in the sitting that kept them, but for the last imported ones when
+    /// nothing came after them, neither a next phase, nor a stop at the cap, nor the run's end: the
+    /// sitting that imported them was killed before its cap held them, so this one prices them.
+    fn kept(&self) -> Vec<(&str, bool, Came)> {
+        let last = self.steps.len().checked_sub(1);
         self.steps
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| match s {
-                Step::Ended { results, .. } | Step::Imported { results, .. } => {
-                    Some((results.as_str(), i >= self.finished))
-                }
-                _ => None,
+            .filter_map(|(i, s)| {
+                let (Step::Ended { results, .. } | Step::Imported { results, .. }) = s else {
+                    return None;
+                };
+                let unsettled =
+                    matches!(s, Step::Imported { .. }) && Some(i) == last && i >= self.finished && i >= self.stopped;
+                Some((results.as_str(), i >= self.finished, if unsettled { Came::Imported } else { Came::Kept }))
             })
             .collect()
     }
@@ -412,6 +421,32 @@ impl Batching {
         Ok(relative)
     }
 
+    /// The results kept in the session's folder, loaded into the hub before the study asks
+    /// anything, so each request is answered from them, not from the cache or a new phase.
+    pub(super) fn load_kept(&self) -> Result<(), SessionError> {
+        for (relative, ongoing, came) in self.history.kept() {
+            let path = self.dir.join(relative);
+            let text = crate::files::read_text_limited(&path, MAX_RESULTS, "batch results").map_err(|e| SessionError::Batch {
+                reason: format!("cannot read the kept results {}: {e}", path.display()),
+                input: false,
+            })?;
+            let mut answers = batch::parse_results(&path.display().to_string(), &text, &|_| true).map_err(|bad| {
+                SessionError::Batch {
+                    reason: format!("the kept results are damaged: {bad}"),
+                    input: false,
+                }
+            })?;
+            // A finished run's failures are not this one's: its replies are read back, its failed
+            // requests asked again.
+            if !ongoing {
+                answers.retain(|_, answer| answer.as_ref().is_ok_and(batch::Reply::usable));
+            }
+            // Paid for when their batch ended, in the sitting that kept them (see `History::kept`).
+            self.hub.load(&answers, came);
+        }
+        Ok(())
+    }
+
     /// Sends every complete phase out until the study is done (the caller drops this then). In files
     /// mode it returns after writing the first phase it finds: the path of the requests file.
     ///
@@ -431,26 +466,6 @@ impl Batching {
                 accounting.not_sent(&p.provider, p.role, p.attempts as u64, to_file);
             }
         };
-        for (relative, ongoing) in self.history.kept() {
-            let path = self.dir.join(relative);
-            let text = crate::files::read_text_limited(&path, MAX_RESULTS, "batch results").map_err(|e| SessionError::Batch {
-                reason: format!("cannot read the kept results {}: {e}", path.display()),
-                input: false,
-            })?;
-            let mut answers = batch::parse_results(&path.display().to_string(), &text, &|_| true).map_err(|bad| {
-                SessionError::Batch {
-                    reason: format!("the kept results are damaged: {bad}"),
-                    input: false,
-                }
-            })?;
-            // A finished run's failures are not this one's: its replies are read back, its failed
-            // requests asked again.
-            if !ongoing {
-                answers.retain(|_, answer| answer.as_ref().is_ok_and(batch::Reply::usable));
-            }
-            // Paid for when their batch ended, in the sitting that kept them.
-            self.hub.load(&answers, Came::Kept);
-        }
         self.take_import(journal, note).await?;
         for (phase, provider, file, batch) in self.history.open() {
             let api = self.api(&provider)?;

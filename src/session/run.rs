@@ -173,6 +173,10 @@ impl<S: Study> Run<S> {
             });
         }
         let batching = batch.map(|(mode, import)| Batching::new(mode, &prior, import, dir.clone(), id.clone()));
+        // Before the study asks anything: a request kept results answer is not read from the cache.
+        if let Some(b) = &batching {
+            b.load_kept()?;
+        }
         let concurrency = match &batching {
             Some(_) => Some(crate::llm::batch::UNLIMITED),
             None => concurrency,

@@ -2,10 +2,13 @@
 use std::sync::Mutex;
 
 use futures_util::StreamExt;
+use async_trait::async_trait;
+
 
 use super::*;
 use crate::config::ProviderKind;
 use crate::fault::Classify;
+use crate::llm::pace::RateHeaders;
 use crate::llm::{ChatMessage, Completion, ResponseSchema, Role, complete};
 
 /// A transport that replies from a script, one reply per attempt (the last one again once the
