@@ -168,6 +168,8 @@ pub struct App {
     pub quit: bool,
     /// Quit was asked once with a character's edits unsaved: asked again, the workbench quits.
     quit_asked: bool,
+    /// The last frame was too small to show the screen: keys other than ctrl-c do nothing unseen.
+    too_small: bool,
     /// Session folders the last listing left out (said when the number changes).
     unlisted: usize,
     /// A start (its screen, kind and what exactly it starts) asked about once while a run goes: the
@@ -308,6 +310,7 @@ impl App {
             help_scroll: std::cell::Cell::new(0),
             quit: false,
             quit_asked: false,
+            too_small: false,
             unlisted: 0,
             start_asked: None,
             start_confirmed: None,
@@ -686,6 +689,7 @@ impl App {
     /// What the last frame learnt that keys need: how far its tail-anchored text can scroll up, and
     /// its top-anchored text down.
     pub fn laid_out(&mut self, hits: &Hits) {
+        self.too_small = hits.too_small;
         if let (Some(end), Screen::Inspector) = (hits.scroll_end, self.screen) {
             self.inspect.scroll_end = end;
         }
@@ -702,6 +706,15 @@ impl App {
         let Some(key) = Key::from_event(&event) else {
             return Vec::new();
         };
+        let ctrl_c = event
+            .modifiers
+            .contains(ratatui::crossterm::event::KeyModifiers::CONTROL)
+            && event.code == ratatui::crossterm::event::KeyCode::Char('c');
+        if self.too_small && !ctrl_c {
+            self.flash =
+                Some("the terminal is too small to show what a key would do: enlarge it (ctrl-c quits)".into());
+            return Vec::new();
+        }
         self.flash = None;
         // A quit or a start asked about stays asked only until the next key.
         let quit_asked = std::mem::take(&mut self.quit_asked);
@@ -714,12 +727,7 @@ impl App {
             && event.code == ratatui::crossterm::event::KeyCode::Char('s');
         // Where keys are typed, only ctrl-c quits (`q` is a letter there).
         let quits = match self.typing() {
-            true => {
-                event
-                    .modifiers
-                    .contains(ratatui::crossterm::event::KeyModifiers::CONTROL)
-                    && event.code == ratatui::crossterm::event::KeyCode::Char('c')
-            }
+            true => ctrl_c,
             false => self.keymap.command(self.ctx().mode, key) == Some(Command::Quit),
         };
         if quit_asked
@@ -778,6 +786,11 @@ impl App {
     /// an annotation's note), its line ends made `\n` and other control characters left out; it is
     /// never read as keys (a tab would move focus, a newline send a message).
     fn on_paste(&mut self, text: &str) -> Vec<Effect> {
+        if self.too_small {
+            self.flash =
+                Some("the terminal is too small to show where a paste would go: enlarge it and paste again".into());
+            return Vec::new();
+        }
         // Like a key, a paste takes back a question about leaving unsaved edits, and does nothing
         // else then.
         let quit = std::mem::take(&mut self.quit_asked);

@@ -147,6 +147,8 @@ pub struct Hits {
     pub scroll_end: Option<u16>,
     /// The rows a long status message covers above the status line (a click there only clears it).
     pub covered: Option<Rect>,
+    /// The terminal was too small to draw the screen: only its request to enlarge it was drawn.
+    pub too_small: bool,
 }
 
 impl Hits {

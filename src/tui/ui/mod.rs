@@ -114,7 +114,10 @@ fn draw_screen(frame: &mut Frame, app: &App) -> Hits {
             text.push(Line::styled(flash.clone(), theme.title()));
         }
         frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);
-        return Hits::default();
+        return Hits {
+            too_small: true,
+            ..Hits::default()
+        };
     }
     let [tabs, main, status] =
         Layout::vertical([Constraint::Length(1), Constraint::Min(0), Constraint::Length(1)]).areas(area);

@@ -2618,3 +2618,33 @@ fn the_setup_of_a_recorded_plan_names_providers_this_config_lacks() {
         app.setup.recorded_providers
     );
 }
+
+/// Drawn too small, the workbench shows only its request to enlarge the terminal: a key or a paste
+/// then does nothing it cannot show (it says so), but ctrl-c still quits; enlarged, keys act again.
+#[test]
+fn keys_do_nothing_unseen_while_the_terminal_is_too_small() {
+    let mut app = self::app();
+    let small = render_laid_out(&mut app, (60, 15));
+    assert!(small.contains("Please enlarge"), "{small}");
+    let screen = app.screen;
+    assert_eq!(key(&mut app, KeyCode::Char('5')), []);
+    assert_eq!(app.screen, screen, "no screen changed unseen");
+    assert!(
+        app.flash.as_deref().is_some_and(|f| f.contains("too small")),
+        "{:?}",
+        app.flash
+    );
+    assert!(
+        render(&app, (60, 15)).contains("too small to show"),
+        "said on the small screen"
+    );
+    assert_eq!(app.update(Action::Paste("hello".into())), []);
+    let quit = app.update(Action::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)));
+    assert_eq!(quit, [Effect::Quit], "ctrl-c quits");
+
+    let mut app = self::app();
+    render_laid_out(&mut app, (60, 15));
+    render_laid_out(&mut app, (120, 40));
+    assert_eq!(key(&mut app, KeyCode::Char('5')), [Effect::ListSessions]);
+    assert_eq!(app.screen, Screen::Sessions);
+}
