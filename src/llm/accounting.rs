@@ -41,6 +41,10 @@ pub struct Counters {
     /// this run's, but their tokens and cost are counted here.
     #[serde(default)]
     pub imported: u64,
+    /// Replies the cache was to keep but could not be written to (a read-only folder, a full
+    /// disk): asked again, they are paid for again.
+    #[serde(default)]
+    pub not_cached: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     /// Replies whose server reported no usage: their tokens (and so their cost) are estimated
@@ -62,6 +66,7 @@ impl Counters {
         self.in_batch_file += o.in_batch_file;
         self.kept += o.kept;
         self.imported += o.imported;
+        self.not_cached += o.not_cached;
         self.prompt_tokens += o.prompt_tokens;
         self.completion_tokens += o.completion_tokens;
         self.estimated += o.estimated;
@@ -115,6 +120,12 @@ impl Snapshot {
                 }
                 if c.cost > 0.0 {
                     parts.push(format!("${:.4}", c.cost));
+                }
+                if c.not_cached > 0 {
+                    parts.push(format!(
+                        "{} not written to the cache, which could not be written (see the log)",
+                        plural(c.not_cached, "reply", "replies")
+                    ));
                 }
                 if c.estimated > 0 {
                     parts.push(format!(
@@ -269,6 +280,10 @@ impl Accounting {
     /// A request kept back because it would not fit the server's context.
     pub fn too_long(&self, provider: &str, role: Role) {
         self.with(provider, role, |c| c.too_long += 1);
+    }
+    /// A reply the cache could not keep.
+    pub fn not_cached(&self, provider: &str, role: Role) {
+        self.with(provider, role, |c| c.not_cached += 1);
     }
     pub fn cache_hit(&self, provider: &str, role: Role) {
         self.with(provider, role, |c| c.cache_hits += 1);

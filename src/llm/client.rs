@@ -631,6 +631,7 @@ impl Client {
             };
             if let Err(e) = cache.put(key, &entry) {
                 tracing::warn!(provider, error = %e, "could not write the cache entry");
+                self.shared.accounting.not_cached(provider, role);
             }
         }
         tries.places = None;

@@ -778,3 +778,23 @@ async fn a_retry_held_at_the_cost_cap_is_not_counted_as_sent() {
     assert_eq!((used.requests, used.retries), (1, 0), "{used:?}");
     assert!(used.cost >= 1.0, "the empty reply was billed: {used:?}");
 }
+
+/// A cache that cannot be written (here a file stands where its folder would be) loses no reply,
+/// but each reply it could not keep is counted and said in the `used:` line: asked again, it is
+/// paid for again.
+#[tokio::test]
+async fn a_reply_the_cache_could_not_keep_is_counted_and_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocked = dir.path().join("cache");
+    std::fs::write(&blocked, "not a folder").unwrap();
+    let transport = Arc::new(Scripted::new(&["I am, rather."]));
+    let c = client(transport, &blocked);
+    assert_eq!(complete(&c, request(Role::Rpa)).await.unwrap().text, "I am, rather.");
+    let snapshot = c.accounting().snapshot();
+    assert_eq!(snapshot.total().not_cached, 1);
+    let lines = snapshot.lines().join("\n");
+    assert!(
+        lines.contains("1 reply not written to the cache, which could not be written (see the log)"),
+        "{lines}"
+    );
+}
