@@ -163,6 +163,12 @@ pub enum SessionError {
          read now: see the warnings above); put it back to go on"
     )]
     ScaleMissing { id: String, scale: String },
+    /// A resume whose character is no longer in the catalog.
+    #[error(
+        "session {id} asks character {character}, which is no longer in the catalog (its file was removed or \
+         cannot be read now: see the warnings above); put it back to go on"
+    )]
+    CharacterMissing { id: String, character: String },
     /// A provider refused every request the same way: the run stopped early.
     #[error("{provider} at {base_url} refused {n} requests in a row the same way ({reason}); the run stopped")]
     Refused {
@@ -208,6 +214,7 @@ impl Classify for SessionError {
             | SessionError::ProviderGone { .. }
             | SessionError::ScaleChanged { .. }
             | SessionError::ScaleMissing { .. }
+            | SessionError::CharacterMissing { .. }
             | SessionError::ParentUnfinished { .. } => true,
             // A record too long for a journal line (what was asked for is too large) is the input's.
             SessionError::Unwritable { source, .. } => source.kind() == std::io::ErrorKind::InvalidInput,

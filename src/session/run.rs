@@ -205,6 +205,7 @@ impl<S: Study> Run<S> {
         shared.adapter.known(&crate::study::adaptations(&prior));
         // Checked before anything is connected (a local model loaded for nothing).
         let scale_notes = same_scales(&id, &prior, &catalog)?;
+        same_characters(&id, &prior, &catalog)?;
         let mut prepared = {
             let streaming = connector(config, store, &shared);
             let batched = batching.as_ref().map(|b| batch_connector(config, &shared, b));
@@ -641,6 +642,28 @@ fn same_scales(id: &str, prior: &[Event], catalog: &Catalog) -> Result<Vec<Strin
         }
     }
     Ok(notes)
+}
+
+/// Refuses a resume whose character is gone from the catalog: its items would be left out, unasked,
+/// and the session would end complete without them.
+fn same_characters(id: &str, prior: &[Event], catalog: &Catalog) -> Result<(), SessionError> {
+    let Some(start) = prior.iter().find_map(Event::start) else {
+        return Ok(());
+    };
+    let mut asked: Vec<&str> = start.character_versions.keys().map(String::as_str).collect();
+    if let Some(plan) = prior.iter().find_map(|e| match e {
+        Event::RunStarted { plan, .. } => Some(plan),
+        _ => None,
+    }) {
+        asked.extend(plan.characters.iter().map(String::as_str));
+    }
+    match asked.into_iter().find(|c| catalog.character(c).is_none()) {
+        Some(character) => Err(SessionError::CharacterMissing {
+            id: id.to_string(),
+            character: character.to_string(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Refuses, before provider `name` is connected, a resume for which the configuration now gives it

@@ -736,6 +736,57 @@ async fn batch_results_that_are_empty_endless_or_not_a_file_are_refused_and_a_ki
     assert_eq!(answered(&events).len(), 2 * 44);
 }
 
+/// A character of one's own removed between two sittings: the resume is refused (exit 2, the journal
+/// as it was) instead of ending complete without its items; put back, the session goes on to the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_after_its_character_was_removed_is_refused() {
+    let s = common::setup(FakeConfig::default(), "").await;
+    let file = s.data.join("characters").join("wren-en.toml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let wren = "id = \"wren-en\"\nname = \"Wren\"\nlanguage = \"en\"\nexperimenter = \"Sam\"\n\
+                description = \"You are Wren, a quiet lighthouse keeper.\"\n";
+    std::fs::write(&file, wren).unwrap();
+    let args = [
+        "run",
+        "--characters",
+        "wren-en",
+        "--scales",
+        "GSE",
+        "--methods",
+        "er-batch",
+        "--json",
+    ];
+    let id = common::session_id(&common::output(&s.config, &s.data, &args).await);
+    let journal = s.data.join("sessions").join(&id).join("journal.jsonl");
+    let cut: String = std::fs::read_to_string(&journal)
+        .unwrap()
+        .lines()
+        .take(4)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&journal, &cut).unwrap();
+
+    std::fs::remove_file(&file).unwrap();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("asks character wren-en, which is no longer in the catalog"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&journal).unwrap(), cut, "nothing written");
+
+    std::fs::write(&file, wren).unwrap();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id, "--json"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let events = std::fs::read_to_string(&journal).unwrap();
+    assert_eq!(
+        events.matches(r#""event":"item_answered""#).count(),
+        10,
+        "every item asked"
+    );
+}
+
 /// A scale of one's own edited between two sittings: the resume is refused (exit 2, the file named,
 /// the journal as it was) instead of asking and scoring its items in two versions; put back, or
 /// only reformatted (a comment, its keys in another layout), the session goes on.
