@@ -140,10 +140,18 @@ pub fn writer_path(path: &Path) -> PathBuf {
     path.with_extension("writer")
 }
 
-/// The live process writing the journal at `path`, if any (read without the lock).
+/// The live process writing the journal at `path`, if any: its record names a process still alive,
+/// and the journal's lock is held (a record copied with its folder names a process that writes
+/// another journal). Only tested, never waited for.
 pub fn writer(path: &Path) -> Option<Writer> {
     let text = crate::files::read_text_limited(&writer_path(path), 64 * 1024, "a journal's writer").ok()?;
-    serde_json::from_str::<Writer>(&text).ok().filter(Writer::alive)
+    let writer = serde_json::from_str::<Writer>(&text).ok().filter(Writer::alive)?;
+    let held = match std::fs::File::open(path) {
+        Ok(file) => matches!(file.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock)),
+        // Cannot be told: the record is believed.
+        Err(_) => true,
+    };
+    held.then_some(writer)
 }
 
 impl Journal {
@@ -642,6 +650,21 @@ mod tests {
         assert!(!writer_path(&path).exists());
         let mut again = Journal::open_exclusive(&path).unwrap();
         again.append(&serde_json::json!({"a": 2})).unwrap();
+    }
+
+    #[test]
+    fn a_writer_record_copied_with_its_folder_is_not_a_writer_of_the_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let mut first = Journal::open_exclusive(&path).unwrap();
+        first.append(&serde_json::json!({"a": 1})).unwrap();
+        let copy = dir.path().join("copy");
+        std::fs::create_dir(&copy).unwrap();
+        std::fs::copy(&path, copy.join("journal.jsonl")).unwrap();
+        std::fs::copy(writer_path(&path), writer_path(&copy.join("journal.jsonl"))).unwrap();
+        assert!(writer(&path).is_some(), "the original is written");
+        assert!(writer(&copy.join("journal.jsonl")).is_none(), "nobody holds the copy");
+        drop(first);
     }
 
     #[test]

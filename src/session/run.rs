@@ -564,14 +564,16 @@ pub fn results_current<S: Study>(dir: &std::path::Path, events: &[Event], catalo
 }
 
 /// Refuses to start re-assessing `parent` (its folder `dir`, its records `events`) before it ended:
-/// its missing answers would be recorded as failed items of the new session.
+/// its missing answers would be recorded as failed items of the new session. Ended is its last
+/// sitting's end, with no run writing it now (a resume journals nothing before its first answer).
 fn finished_parent(parent: &str, dir: &std::path::Path, events: &[Event]) -> Result<(), SessionError> {
-    if events.iter().any(|e| matches!(e, Event::RunFinished { .. })) {
+    let writer = journal::writer(&dir.join("journal.jsonl"));
+    if crate::study::finished(events) && writer.is_none() {
         return Ok(());
     }
     Err(SessionError::ParentUnfinished {
         parent: parent.to_string(),
-        writer: journal::writer(&dir.join("journal.jsonl")).map(|w| w.pid),
+        writer: writer.map(|w| w.pid),
     })
 }
 

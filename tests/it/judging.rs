@@ -200,6 +200,20 @@ async fn a_session_that_has_not_ended_is_not_reassessed() {
     assert_eq!(s.server.stats().requests, before, "nothing asked");
     let sessions = std::fs::read_dir(s.data.join("sessions")).unwrap().count();
     assert_eq!(sessions, 1, "no re-assessment session started");
+
+    // Ended once, then resumed and killed after its resume was journaled: not ended either.
+    let out = binary(&s.config, &s.data, &["run", "--resume", &id]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let journal = session.join("journal.jsonl");
+    let ended = std::fs::read_to_string(&journal).unwrap();
+    let resumed = r#"{"event":"resumed","at":"2026-12-07T10:00:00Z"}"#;
+    std::fs::write(&journal, format!("{ended}{resumed}\n")).unwrap();
+    let out = binary(&s.config, &s.data, &["assess", &id, "--methods", "oc"]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("session {id} has not ended: it was interrupted")));
+    std::fs::write(&journal, ended).unwrap();
+    let out = binary(&s.config, &s.data, &["assess", &id, "--methods", "oc"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Slow replies, so a kill lands while judge calls are still to come.
