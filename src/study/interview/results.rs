@@ -454,20 +454,22 @@ pub fn csv(events: &[Event], catalog: &Catalog) -> csv::Result<String> {
         "label_type",
         "correct",
     ])?;
+    // A character or scale no longer in the catalog keeps its rows: its scores are the session's,
+    // only its labels (or, without the scale's range, its predicted type) are left blank.
     for a in latest_assessments(events) {
-        let (Some(c), Some(scale)) = (catalog.character(&a.character), catalog.scale(&a.scale)) else {
-            continue;
-        };
+        let (c, scale) = (catalog.character(&a.character), catalog.scale(&a.scale));
         let label = |src| {
-            c.labels
-                .get(src, &a.scale, &a.dimension)
+            c.and_then(|c| c.labels.get(src, &a.scale, &a.dimension))
                 .map_or(String::new(), |l| l.score.map_or("X".into(), |s| s.to_string()))
         };
-        let exclusion = c
-            .labels
-            .get(c.labels.exclusion_source(&a.scale), &a.scale, &a.dimension);
-        let (min, max) = scale.dimension_range();
-        let pred = a.score.map(|s| if s > (min + max) / 2.0 { "H" } else { "L" });
+        let exclusion = c.and_then(|c| {
+            c.labels
+                .get(c.labels.exclusion_source(&a.scale), &a.scale, &a.dimension)
+        });
+        let pred = scale.and_then(|scale| {
+            let (min, max) = scale.dimension_range();
+            a.score.map(|s| if s > (min + max) / 2.0 { "H" } else { "L" })
+        });
         let label_type = exclusion.map(|l| format!("{:?}", l.kind)).unwrap_or_default();
         let correct = match (pred, exclusion.map(|l| l.kind)) {
             (Some(_), Some(LabelType::X)) | (None, _) | (_, None) => String::new(),
@@ -538,6 +540,22 @@ mod tests {
         let failed = shares(&list[..2].iter().collect::<Vec<_>>(), Vec::new());
         let share = &failed["c"];
         assert!(share.per_dim_repeat.is_empty() && share.per_item.is_empty() && share.per_dim.is_empty());
+    }
+
+    #[test]
+    fn a_character_no_longer_in_the_catalog_keeps_its_rows_without_labels() {
+        let catalog = Catalog::load(None).unwrap();
+        let mut gone = assessed("Extraversion", 0, &[4.0, 5.0], true);
+        gone.character = "gone-en".into();
+        let mut known = gone.clone();
+        known.character = "hermione-en".into();
+        let events = [Event::DimensionAssessed(gone), Event::DimensionAssessed(known)];
+        let text = csv(&events, &catalog).unwrap();
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(rows.len(), 3, "{text}");
+        assert_eq!(rows[1], "gone-en,BFI,oc,0,Extraversion,4.5,,,H,,", "{text}");
+        assert!(rows[2].starts_with("hermione-en,BFI,oc,0,Extraversion,4.5,"), "{text}");
+        assert_ne!(rows[2], "hermione-en,BFI,oc,0,Extraversion,4.5,,,H,,", "labelled: {text}");
     }
 
     #[test]

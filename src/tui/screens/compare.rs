@@ -309,10 +309,11 @@ impl Component for Compare {
         let pairs = pairs(ctx.run);
         let methods = ctx.methods();
         let (Some((c, s)), false) = (pairs.get(self.unit % pairs.len().max(1)), methods.is_empty()) else {
-            render_empty(frame, area, ctx.theme);
+            render_empty(frame, area, ctx);
             return Hits::default();
         };
         let (Some(character), Some(scale)) = (ctx.catalog.character(c), ctx.catalog.scale(s)) else {
+            render_empty(frame, area, ctx);
             return Hits::default();
         };
         let shown: Vec<(usize, Method)> = if self.all_methods {
@@ -364,17 +365,27 @@ impl Component for Compare {
 }
 
 /// The compare screen before there is anything to compare.
-fn render_empty(frame: &mut Frame, area: Rect, theme: &Theme) {
+fn render_empty(frame: &mut Frame, area: Rect, ctx: &Ctx) {
+    let theme = ctx.theme;
     let b = block(" Compare ", false, theme);
     let inner = b.inner(area);
     frame.render_widget(b, area);
-    frame.render_widget(
-        Paragraph::new(vec![
+    let text = match ctx.missing() {
+        Some(missing) => vec![
+            Line::raw(format!(
+                "The session's {missing} is no longer in the catalog: nothing to compare it with."
+            )),
+            Line::styled(
+                "Put its file back to see it here; the session's answers and scores are kept (export has them).",
+                theme.dim(),
+            ),
+        ],
+        None => vec![
             Line::raw("No results to compare yet."),
             Line::styled("Finish a run, or open a session (5).", theme.dim()),
-        ]),
-        inner,
-    );
+        ],
+    };
+    frame.render_widget(Paragraph::new(text).wrap(ratatui::widgets::Wrap { trim: true }), inner);
 }
 
 impl Compare {

@@ -352,7 +352,7 @@ impl Component for Inspect {
     fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
         let mut hits = Hits::default();
         let Some(u) = unit(ctx, self.unit) else {
-            render_empty(frame, area, ctx.theme);
+            render_empty(frame, area, ctx);
             return hits;
         };
         let methods = ctx.methods();
@@ -389,17 +389,27 @@ impl Component for Inspect {
 }
 
 /// The inspector before there is a unit to inspect.
-fn render_empty(frame: &mut Frame, area: Rect, theme: &Theme) {
+fn render_empty(frame: &mut Frame, area: Rect, ctx: &Ctx) {
+    let theme = ctx.theme;
     let b = block(" Inspector ", false, theme);
     let inner = b.inner(area);
     frame.render_widget(b, area);
-    frame.render_widget(
-        Paragraph::new(vec![
+    let text = match ctx.missing() {
+        Some(missing) => vec![
+            Line::raw(format!(
+                "The session's {missing} is no longer in the catalog: its prompts cannot be shown."
+            )),
+            Line::styled(
+                "Put its file back to inspect it; the session's answers and scores are kept (export has them).",
+                theme.dim(),
+            ),
+        ],
+        None => vec![
             Line::raw("Nothing to inspect yet."),
             Line::styled("Run an interview (1) or open a session (5).", theme.dim()),
-        ]),
-        inner,
-    );
+        ],
+    };
+    frame.render_widget(Paragraph::new(text).wrap(ratatui::widgets::Wrap { trim: true }), inner);
 }
 
 impl Inspect {

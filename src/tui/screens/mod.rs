@@ -69,6 +69,17 @@ impl Ctx<'_> {
         }
     }
 
+    /// What the shown run's plan names that the catalog no longer holds ("character wren-en"), as
+    /// the screens that need it say instead of showing nothing.
+    pub fn missing(&self) -> Option<String> {
+        let plan = self.run.session.plan.as_ref()?;
+        let character = plan.characters.iter().find(|c| self.catalog.character(c).is_none());
+        let scale = plan.scales.iter().find(|s| self.catalog.scale(s).is_none());
+        character
+            .map(|c| format!("character {}", crate::text::visible(c)))
+            .or_else(|| scale.map(|s| format!("scale {}", crate::text::visible(s))))
+    }
+
     /// The key bound to `cmd` on the current screen, as the key bar shows it.
     pub fn key(&self, cmd: Command) -> String {
         self.keymap.key_for(self.mode, cmd)

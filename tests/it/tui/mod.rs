@@ -2648,3 +2648,26 @@ fn keys_do_nothing_unseen_while_the_terminal_is_too_small() {
     assert_eq!(key(&mut app, KeyCode::Char('5')), [Effect::ListSessions]);
     assert_eq!(app.screen, Screen::Sessions);
 }
+
+/// A session whose characters are no longer in the catalog (their files removed since) is not shown
+/// as nothing: Compare and the Inspector say what is missing and that the session keeps its scores.
+#[test]
+fn compare_and_the_inspector_say_a_sessions_character_is_gone() {
+    let mut app = self::app();
+    let text = serde_json::to_string(&session_events(&app.catalog)).unwrap();
+    let gone = text.replace("hermione-en", "gone-en").replace("zhongli-zh", "gone-zh");
+    let events: Vec<Event> = serde_json::from_str(&gone).unwrap();
+    app.update(Action::SessionLoaded(events));
+    key(&mut app, KeyCode::Char('4'));
+    let compare = render(&app, (120, 40));
+    assert!(
+        compare.contains("The session's character gone-en is no longer in the catalog"),
+        "{compare}"
+    );
+    key(&mut app, KeyCode::Char('3'));
+    let inspector = render(&app, (120, 40));
+    assert!(
+        inspector.contains("The session's character gone-en is no longer in the catalog"),
+        "{inspector}"
+    );
+}
