@@ -808,7 +808,7 @@ impl App {
         let took = !self.help
             && match self.screen {
                 Screen::Persona => self.persona.paste(&text),
-                Screen::Chat => self.chat.paste(&text),
+                Screen::Chat => self.chat.paste(&text, &ctx!(self)),
                 Screen::Annotate => self.annotate.paste(&text),
                 Screen::Setup => self.setup.paste(&text),
                 _ => false,

@@ -209,6 +209,11 @@ impl Chat {
         }
         let plain = !event.modifiers.contains(KeyModifiers::CONTROL)
             && !matches!(key.code, KeyName::F(_) | KeyName::Esc | KeyName::Tab | KeyName::BackTab);
+        // With no character shown, nothing is typed where it could not be seen (and later sent to
+        // whichever character comes next).
+        if self.character(ctx).is_none() && (plain || command.is_none()) {
+            return Some(vec![Request::Flash(self.nobody(ctx))]);
+        }
         if key.code == KeyName::Enter && !event.modifiers.contains(KeyModifiers::ALT) {
             let text = self.input.lines().join("\n");
             if text.trim().is_empty() {
@@ -231,13 +236,31 @@ impl Chat {
         None
     }
 
-    /// Pasted text into the message being written (sent with enter, as typed text is).
-    pub fn paste(&mut self, text: &str) -> bool {
-        if self.finder.is_some() {
+    /// Pasted text into the message being written (sent with enter, as typed text is); none while
+    /// no character is shown.
+    pub fn paste(&mut self, text: &str, ctx: &Ctx) -> bool {
+        if self.finder.is_some() || self.character(ctx).is_none() {
             return false;
         }
         self.input.insert_str(text);
         true
+    }
+
+    /// Why there is no one to talk to: no character picked yet, or the one in focus gone from the
+    /// catalog (its file removed).
+    fn nobody(&self, ctx: &Ctx) -> String {
+        let pick = format!(
+            "pick one in Setup ({}), or press {} here to go through them",
+            ctx.key(Command::GoSetup),
+            ctx.key(Command::NextUnit)
+        );
+        match self.character.is_empty() {
+            true => format!("no character to talk to yet: {pick}"),
+            false => format!(
+                "the character {} is no longer in the catalog (its file was removed): {pick}",
+                crate::text::visible(&self.character)
+            ),
+        }
     }
 
     pub fn command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
@@ -341,10 +364,17 @@ impl Component for Chat {
             let b = block(" Chat ", false, theme);
             let inner = b.inner(area);
             frame.render_widget(b, area);
+            // The keys of this screen: digits are typed here, so Setup is its F-key.
+            let first = match self.character.is_empty() {
+                true => "No character yet.".to_string(),
+                false => format!(
+                    "The character {} is no longer in the catalog (its file was removed).",
+                    crate::text::visible(&self.character)
+                ),
+            };
             frame.render_widget(
                 Paragraph::new(vec![
-                    Line::raw("No character yet."),
-                    // The keys of this screen: digits are typed here, so Setup is its F-key.
+                    Line::raw(first),
                     Line::styled(
                         format!(
                             "Pick one in Setup ({}), or press {} here to go through them.",
@@ -353,7 +383,8 @@ impl Component for Chat {
                         ),
                         theme.dim(),
                     ),
-                ]),
+                ])
+                .wrap(ratatui::widgets::Wrap { trim: true }),
                 inner,
             );
             return Hits::default();

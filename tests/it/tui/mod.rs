@@ -2142,6 +2142,45 @@ fn chat_without_a_character_names_the_keys_that_work_there() {
     );
 }
 
+/// With no character shown, typing and pasting go nowhere (said, not kept hidden for the next
+/// character); a character in focus whose file was removed is named as gone, not "not yet".
+#[test]
+fn chat_with_no_character_shown_takes_no_typing() {
+    let mut app = app();
+    key(&mut app, KeyCode::F(7));
+    keys(&mut app, "typed blind");
+    assert!(
+        app.flash
+            .as_deref()
+            .is_some_and(|f| f.contains("no character to talk to yet")),
+        "{:?}",
+        app.flash
+    );
+    app.update(Action::Paste("pasted blind".into()));
+    app.update(Action::Key(KeyEvent::new(KeyCode::Char('n'), KeyModifiers::CONTROL)));
+    assert_eq!(app.chat.character, app.catalog.characters[0].value.id);
+    let screen = render(&app, (120, 40));
+    assert!(
+        !screen.contains("typed blind") && !screen.contains("pasted blind"),
+        "{screen}"
+    );
+
+    app.chat.character = "gone-en".into();
+    let screen = render(&app, (120, 40));
+    assert!(
+        screen.contains("The character gone-en is no longer in the catalog"),
+        "{screen}"
+    );
+    keys(&mut app, "x");
+    assert!(
+        app.flash
+            .as_deref()
+            .is_some_and(|f| f.contains("gone-en is no longer in the catalog")),
+        "{:?}",
+        app.flash
+    );
+}
+
 /// Chat talks to the character in focus on Persona, opens on its greeting (and sends it as the
 /// agent's first message), finds another by name, and keeps each character's conversation.
 #[test]
