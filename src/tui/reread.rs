@@ -152,6 +152,9 @@ impl App {
 
     /// A save refused (`e`), with the catalog as it was read to check it, when it was.
     pub(super) fn not_saved(&mut self, e: &str, catalog: Option<Arc<Catalog>>) {
+        if let Some(draft) = self.persona.draft.as_mut() {
+            draft.saving = false;
+        }
         let said = catalog.map(|c| self.take_catalog(c, None)).unwrap_or_default();
         self.flash = Some(also(format!("not saved: {e}"), &said));
     }

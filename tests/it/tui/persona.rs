@@ -463,7 +463,12 @@ fn unsaved_edits_are_asked_about_before_they_are_left() {
         matches!(effects.as_slice(), [Effect::SaveCharacter { .. }]),
         "{effects:?}"
     );
+    // Keys before the save answers (a second ctrl-s, typing) are held off, not saved twice or lost.
+    assert_eq!(ctrl(&mut app, 's'), []);
+    keys(&mut app, "zz");
+    assert_eq!(app.flash.as_deref(), Some("saving: wait for it"));
     app.update(Action::Saved(Err(("cannot write: Permission denied".into(), None))));
+    assert!(!app.persona.draft.as_ref().unwrap().name.contains("zz"));
     let draft = app.persona.draft.as_ref().expect("still editing");
     assert!(draft.new && draft.unsaved(), "the failed save left it new");
     // Saved, then opened again untouched: esc leaves at once.

@@ -51,6 +51,8 @@ pub struct Draft {
     unedited: Character,
     /// Esc was pressed once with edits unsaved: a second leaves without saving.
     pub leaving: bool,
+    /// Its save was asked and has not answered yet: the draft takes no key until it does.
+    pub saving: bool,
 }
 
 impl Draft {
@@ -72,6 +74,7 @@ impl Draft {
             typed: String::new(),
             unedited: base.clone(),
             leaving: false,
+            saving: false,
             base,
         };
         draft.unedited = draft.character();

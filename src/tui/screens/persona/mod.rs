@@ -135,6 +135,11 @@ impl Persona {
         let scale = self.scale(catalog).cloned();
         let draft = self.draft.as_mut()?;
         let ctrl = event.modifiers.contains(KeyModifiers::CONTROL);
+        // Keys that come before the save has answered would be lost with the draft it closes (or,
+        // ctrl-s again, saved a second time): only quitting and the other screens' keys go on.
+        if draft.saving && !matches!(key.code, KeyName::F(_)) && !(ctrl && key.code == KeyName::Char('c')) {
+            return Some(vec![Request::Flash("saving: wait for it".into())]);
+        }
         // A key that answers "esc again leaves" with anything but esc takes the question back and does
         // nothing else (ctrl-s, which the question offers, still saves).
         let saving = ctrl && key.code == KeyName::Char('s');
@@ -419,7 +424,7 @@ fn target_key(draft: &mut Draft, scale: &Scale, key: Key, step: Option<bool>) ->
     Ok(None)
 }
 
-fn save(draft: &Draft, catalog: &Catalog) -> Vec<Request> {
+fn save(draft: &mut Draft, catalog: &Catalog) -> Vec<Request> {
     let c = draft.character();
     if !crate::domain::is_id(&c.id) {
         return vec![Request::Flash(format!("id: {} (e.g. wren-en)", crate::domain::ID_RULE))];
@@ -437,6 +442,7 @@ fn save(draft: &Draft, catalog: &Catalog) -> Vec<Request> {
     }
     // The draft stays as it is (new, if it was) until the save is done: a failed save leaves it
     // editable as before.
+    draft.saving = true;
     vec![
         Effect::SaveCharacter {
             character: Box::new(c),
