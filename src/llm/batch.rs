@@ -228,7 +228,10 @@ impl Hub {
         let answers: BTreeMap<String, Answer> = answers
             .iter()
             .map(|(id, answer)| {
-                let answer = answer.clone().map(|reply| Reply { came, ..reply });
+                let answer = answer
+                    .clone()
+                    .map(|reply| Reply { came, ..reply })
+                    .map_err(|refusal| Refusal { came, ..refusal });
                 (id.clone(), answer)
             })
             .collect();
@@ -258,10 +261,16 @@ impl Hub {
                 }
                 failure => {
                     // Given back later, it is not billed again.
-                    let kept = failure.clone().map(|empty| Reply {
-                        came: Came::Kept,
-                        ..empty
-                    });
+                    let kept = failure
+                        .clone()
+                        .map(|empty| Reply {
+                            came: Came::Kept,
+                            ..empty
+                        })
+                        .map_err(|refusal| Refusal {
+                            came: Came::Kept,
+                            ..refusal
+                        });
                     let seen = state.failures.entry(id.clone()).or_insert((0, kept.clone()));
                     *seen = (seen.0 + 1, kept);
                 }
@@ -302,14 +311,21 @@ impl Hub {
                     message: "the batch returned no result for this request".into(),
                     param: None,
                     code: None,
+                    came: Came::Sent,
                 }),
             };
             state.parked -= waiting.waiters.len();
             // One line answered them all: billed once, to the first (the others asked the same).
-            let kept = answer.clone().map(|reply| Reply {
-                came: Came::Kept,
-                ..reply
-            });
+            let kept = answer
+                .clone()
+                .map(|reply| Reply {
+                    came: Came::Kept,
+                    ..reply
+                })
+                .map_err(|refusal| Refusal {
+                    came: Came::Kept,
+                    ..refusal
+                });
             if let Some(stored) = state.answers.get_mut(&id) {
                 stored.came = Came::Kept;
             }
@@ -411,18 +427,30 @@ pub struct BatchTransport {
     /// Who answers, as a refusal says it: the provider's server (the Batch API), or the results
     /// file an offline engine wrote.
     answerer: String,
+    /// The run's accounts: a refusal read from results (kept or imported) is no request.
+    accounting: Arc<crate::llm::accounting::Accounting>,
 }
 
 impl BatchTransport {
     /// `files`: the phases' results come from files an offline engine wrote, not from the
     /// provider's server.
-    pub fn new(hub: Arc<Hub>, config: ProviderConfig, files: bool) -> Self {
+    pub fn new(
+        hub: Arc<Hub>,
+        config: ProviderConfig,
+        files: bool,
+        accounting: Arc<crate::llm::accounting::Accounting>,
+    ) -> Self {
         let answerer = if files {
             "the batch results file".to_string()
         } else {
             config.base_url.clone()
         };
-        BatchTransport { hub, config, answerer }
+        BatchTransport {
+            hub,
+            config,
+            answerer,
+            accounting,
+        }
     }
 }
 
@@ -451,13 +479,22 @@ impl Transport for BatchTransport {
                     came: reply.came,
                 })
             }
-            Some(Err(refusal)) => Err(AttemptError::Status {
-                status: refusal.status,
-                rate: Box::default(),
-                message: refusal.message,
-                param: refusal.param,
-                code: refusal.code,
-            }),
+            Some(Err(refusal)) => {
+                // Counted as a reply from results is (see `Client::count`): not a request.
+                let (provider, role) = asker;
+                match refusal.came {
+                    Came::Kept => self.accounting.kept(provider, role),
+                    Came::Imported => self.accounting.imported(provider, role),
+                    Came::Sent => {}
+                }
+                Err(AttemptError::Status {
+                    status: refusal.status,
+                    rate: Box::default(),
+                    message: refusal.message,
+                    param: refusal.param,
+                    code: refusal.code,
+                })
+            }
         }
     }
 

@@ -106,7 +106,7 @@ fn batch_connector<'a>(
                 .insert(provider.name.clone(), api);
         }
         let files = batching.mode != BatchMode::Api;
-        let transport = Arc::new(BatchTransport::new(batching.hub.clone(), provider.clone(), files));
+        let transport = Arc::new(BatchTransport::new(batching.hub.clone(), provider.clone(), files, shared.accounting.clone()));
         Ok(Arc::new(Client::new(transport, provider, shared.clone())) as Arc<dyn ChatModel>)
     }
 }

@@ -595,6 +595,17 @@ async fn refusals_in_imported_results_are_retried_within_the_policy_then_fail_th
     // Ten items, then the one refused with 500 twice more; GSE's one dimension fails with its
     // items, so no judge's phase.
     assert_eq!(imported.written, [10, 1, 1]);
+    // Batch files send nothing: a refused line, like a reply, is an imported result, not a request.
+    for summary in &imported.summaries {
+        for row in summary["usage"].as_array().into_iter().flatten() {
+            assert_eq!(row["requests"], 0, "{summary}");
+        }
+    }
+    assert_eq!(
+        imported.summaries[0]["usage"][0]["imported"], 10,
+        "{:?}",
+        imported.summaries
+    );
     let journal = std::fs::read_to_string(session_dir(&s.data, &id).join("journal.jsonl")).unwrap();
     let failed: Vec<Value> = journal
         .lines()
@@ -1017,7 +1028,12 @@ async fn batch_results_kept_from_an_earlier_sitting_are_neither_a_request_nor_a_
     let hub = Arc::new(Hub::default());
     let shared = Shared::new(4, None, CacheMode::Off, 1);
     let c = Client::new(
-        Arc::new(BatchTransport::new(hub.clone(), config.clone(), false)),
+        Arc::new(BatchTransport::new(
+            hub.clone(),
+            config.clone(),
+            false,
+            shared.accounting.clone(),
+        )),
         config.clone(),
         shared,
     );

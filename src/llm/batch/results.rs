@@ -35,6 +35,8 @@ pub struct Refusal {
     pub message: String,
     pub param: Option<String>,
     pub code: Option<String>,
+    /// As a reply's: returned by a batch this sitting, kept from an earlier one, or imported.
+    pub came: crate::llm::client::Came,
 }
 
 pub type Answer = Result<Reply, Refusal>;
@@ -131,6 +133,7 @@ fn answer_of(line: &Value) -> Result<Answer, String> {
                 message: field(inner, "message").unwrap_or_else(|| "the batch reported an error".into()),
                 param: field(inner, "param"),
                 code: field(inner, "code"),
+                came: crate::llm::client::Came::Sent,
             }))
         }
     }

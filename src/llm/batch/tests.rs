@@ -131,6 +131,7 @@ async fn refusals_from_results_count_against_the_attempts_and_a_400_ends_at_once
             message: format!("status {status}"),
             param: None,
             code: None,
+            came: Came::Sent,
         })
     };
     async fn ask(hub: &Hub, id: &str) -> Result<Option<Answer>, tokio::time::error::Elapsed> {
@@ -144,14 +145,16 @@ async fn refusals_from_results_count_against_the_attempts_and_a_400_ends_at_once
     hub.load(&kept, Came::Kept);
     let imported = BTreeMap::from([("a".to_string(), refusal(500)), ("c".to_string(), refusal(400))]);
     hub.load(&imported, Came::Imported);
+    // Given as it came (imported: its tokens this sitting's), then as kept (counted already).
+    let came = |status: u16, came: Came| Some(refusal(status).map_err(|r| Refusal { came, ..r }));
     // a: imported, given once, then met its three attempts: at once from then on.
-    assert_eq!(ask(&hub, "a").await.unwrap(), Some(refusal(500)));
-    assert_eq!(ask(&hub, "a").await.unwrap(), Some(refusal(500)));
+    assert_eq!(ask(&hub, "a").await.unwrap(), came(500, Came::Imported));
+    assert_eq!(ask(&hub, "a").await.unwrap(), came(500, Came::Kept));
     // b: two of three attempts spent in earlier sittings: asked again, it waits for a phase.
     assert!(ask(&hub, "b").await.is_err(), "parked for the next phase");
     // c: a 400 is not asked again.
-    assert_eq!(ask(&hub, "c").await.unwrap(), Some(refusal(400)));
-    assert_eq!(ask(&hub, "c").await.unwrap(), Some(refusal(400)));
+    assert_eq!(ask(&hub, "c").await.unwrap(), came(400, Came::Imported));
+    assert_eq!(ask(&hub, "c").await.unwrap(), came(400, Came::Kept));
 }
 
 #[tokio::test]
