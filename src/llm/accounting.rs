@@ -265,17 +265,9 @@ impl Accounting {
     pub fn not_reached(&self, provider: &str, role: Role) {
         self.with(provider, role, |c| c.not_reached += 1);
     }
-    /// A batch line's `n` attempts (requests asking the same, answered by the one line) that were
-    /// never sent (a phase held at the cost cap, or a batch file that could not be written): not
-    /// requests after all. `to_file`: the line was written to a batch file for the user's engine
-    /// instead.
-    pub fn not_sent(&self, provider: &str, role: Role, n: u64, to_file: bool) {
-        self.with(provider, role, |c| {
-            c.requests = c.requests.saturating_sub(n);
-            if to_file {
-                c.in_batch_file += 1;
-            }
-        });
+    /// A batch line written to a batch file for the user's engine instead of being sent.
+    pub fn in_batch_file(&self, provider: &str, role: Role) {
+        self.with(provider, role, |c| c.in_batch_file += 1);
     }
     /// A request kept back because it would not fit the server's context.
     pub fn too_long(&self, provider: &str, role: Role) {
@@ -288,20 +280,15 @@ impl Accounting {
     pub fn cache_hit(&self, provider: &str, role: Role) {
         self.with(provider, role, |c| c.cache_hits += 1);
     }
-    /// An attempt answered from kept batch results (see [`Counters::kept`]): not a request after all.
+    /// An attempt answered from kept batch results (see [`Counters::kept`]): not a request (a
+    /// batch's attempt is a request only once a batch of this sitting answers it).
     pub fn kept(&self, provider: &str, role: Role) {
-        self.with(provider, role, |c| {
-            c.requests = c.requests.saturating_sub(1);
-            c.kept += 1;
-        });
+        self.with(provider, role, |c| c.kept += 1);
     }
     /// An attempt answered from an imported results file (see [`Counters::imported`]): not a
-    /// request after all; its tokens are counted as a reply's.
+    /// request; its tokens are counted as a reply's.
     pub fn imported(&self, provider: &str, role: Role) {
-        self.with(provider, role, |c| {
-            c.requests = c.requests.saturating_sub(1);
-            c.imported += 1;
-        });
+        self.with(provider, role, |c| c.imported += 1);
     }
     /// Counts a reply's tokens and their cost at `(in, out)` USD per million; `estimated` when the
     /// server did not report them.

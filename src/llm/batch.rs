@@ -465,7 +465,17 @@ impl Transport for BatchTransport {
         let asker = (self.config.name.as_str(), request.meta.role);
         // Every attempt the client may make: a request answered empty that often is answered so.
         let attempts = self.config.max_retries.saturating_add(1);
-        match self.hub.ask(asker, id, body(&self.config, request), attempts).await {
+        let answer = self.hub.ask(asker, id, body(&self.config, request), attempts).await;
+        // A request once a batch of this sitting answered it (see `Client::send_once`).
+        let came = match &answer {
+            Some(Ok(reply)) => Some(reply.came),
+            Some(Err(refusal)) => Some(refusal.came),
+            None => None,
+        };
+        if came == Some(Came::Sent) {
+            self.accounting.request(asker.0, asker.1);
+        }
+        match answer {
             None => Err(AttemptError::Cancelled),
             Some(Ok(reply)) => {
                 if !reply.text.is_empty() && !on_token(reply.text) {
@@ -480,7 +490,7 @@ impl Transport for BatchTransport {
                 })
             }
             Some(Err(refusal)) => {
-                // Counted as a reply from results is (see `Client::count`): not a request.
+                // Counted as a reply from results is (see `Client::count`).
                 let (provider, role) = asker;
                 match refusal.came {
                     Came::Kept => self.accounting.kept(provider, role),

@@ -533,11 +533,14 @@ impl Client {
             self.not_reached(request, tries, tx).await;
             return None;
         }
-        acc.request(provider, role);
-        // A streamed retry goes out now; a batched one parks until its phase goes out, which a
-        // phase held at the cost cap never does: it is counted once its batch answered it.
+        // A streamed attempt is a request now; a batched one parks until its phase goes out, which a
+        // phase held at the cost cap, written to a file, or stopped with its sitting never does: it
+        // is counted by its transport once a batch of this sitting answers it, and so is its retry.
         let retrying = std::mem::take(&mut tries.retrying);
         let batched = self.transport.batched();
+        if !batched {
+            acc.request(provider, role);
+        }
         if retrying && !batched {
             acc.retry(provider, role);
         }

@@ -453,19 +453,13 @@ impl Batching {
     /// A cost cap (`cap`) is held between phases: a batch is paid for whole when it ends (or its
     /// results are imported, in files mode), and its replies are read and journaled before the next
     /// phase would go out; once they have cost the cap, that phase does not. The run's accounts
-    /// learn which parked requests never went out.
+    /// learn which lines went to a batch file.
     pub(super) async fn coordinate(
         &self,
         journal: &Journaler,
         note: &(dyn Fn(String) + Send + Sync),
         (accounting, cap): (&crate::llm::accounting::Accounting, Option<f64>),
     ) -> Result<PathBuf, SessionError> {
-        // A phase that does not go out was counted as requests when its attempts parked.
-        let not_sent = |pending: &[Pending], to_file: bool| {
-            for p in pending {
-                accounting.not_sent(&p.provider, p.role, p.attempts as u64, to_file);
-            }
-        };
         self.take_import(journal, note).await?;
         for (phase, provider, file, batch) in self.history.open() {
             let api = self.api(&provider)?;
@@ -497,7 +491,6 @@ impl Batching {
             if let Some(cap) = cap {
                 let spent = accounting.cost();
                 if spent >= cap {
-                    not_sent(&pending, false);
                     return Err(SessionError::CostCap { spent, cap });
                 }
             }
@@ -527,7 +520,11 @@ impl Batching {
                     // The user's file: whole or not at all, never through a link; a full disk is
                     // the machine's failure, a link or a folder in the way the user's.
                     let written = crate::files::write_atomic(&path, text.as_bytes());
-                    not_sent(&pending, written.is_ok());
+                    if written.is_ok() {
+                        for p in &pending {
+                            accounting.in_batch_file(&p.provider, p.role);
+                        }
+                    }
                     written.map_err(|e| SessionError::Batch {
                         input: e.is_input(),
                         reason: e.to_string(),
@@ -545,16 +542,9 @@ impl Batching {
                     for p in &pending {
                         by_provider.entry(p.provider.as_str()).or_default().push(p);
                     }
-                    // A provider's share that never became a batch (its upload or its creation
-                    // failed) was not sent: the parked attempts were no requests.
-                    let unsent = |pending: &[&Pending]| {
-                        for p in pending {
-                            accounting.not_sent(&p.provider, p.role, p.attempts as u64, false);
-                        }
-                    };
                     let sent = by_provider
                         .into_iter()
-                        .map(|(provider, pending)| self.submit(journal, note, phase, provider, pending, &unsent));
+                        .map(|(provider, pending)| self.submit(journal, note, phase, provider, pending));
                     for result in futures_util::future::join_all(sent).await {
                         let (asked, answers) = result?;
                         self.hub.resolve(&asked, &answers);
@@ -604,19 +594,14 @@ impl Batching {
         phase: u32,
         provider: &str,
         pending: Vec<&Pending>,
-        unsent: &(dyn Fn(&[&Pending]) + Sync),
     ) -> Result<(Vec<String>, BTreeMap<String, Answer>), SessionError> {
-        let not_a_batch = |e: SessionError| {
-            unsent(&pending);
-            e
-        };
-        let api = self.api(provider).map_err(not_a_batch)?;
+        let api = self.api(provider)?;
         let asked: Vec<String> = pending.iter().map(|p| p.custom_id.clone()).collect();
         let name = format!("{}-phase{phase}-{provider}.jsonl", self.session);
         let file = api
             .upload(&name, &lines(pending.iter().copied()))
             .await
-            .map_err(|e| not_a_batch(api_error(provider, e)))?;
+            .map_err(|e| api_error(provider, e))?;
         let uploaded = Step::Uploaded {
             phase,
             provider: provider.to_string(),
@@ -625,10 +610,7 @@ impl Batching {
         };
         note(uploaded.describe());
         self.journal(journal, uploaded).await?;
-        let batch = api
-            .create(&file)
-            .await
-            .map_err(|e| not_a_batch(api_error(provider, e)))?;
+        let batch = api.create(&file).await.map_err(|e| api_error(provider, e))?;
         self.journal(
             journal,
             Step::Submitted {

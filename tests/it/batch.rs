@@ -278,6 +278,65 @@ async fn killed_once_submitted(s: &common::Setup, args: &[&str]) -> std::path::P
     session
 }
 
+/// A batch's lines are requests of the sitting that reads its results: a sitting stopped (ctrl-c)
+/// while its batch runs says none, and the resume that follows the batch to its end counts each
+/// once, so the sittings' requests add up to the lines the provider ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_stopped_while_it_runs_is_counted_once_across_its_sittings() {
+    let s = common::setup(FakeConfig::default(), "batch_poll_ms = 60000").await;
+    let mut args = RUN.to_vec();
+    args.push("--batch");
+    let mut child = common::command(&s.config, &s.data, &args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let session = loop {
+        let submitted = std::fs::read_dir(s.data.join("sessions"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                std::fs::read_to_string(p.join("journal.jsonl")).is_ok_and(|j| j.contains(r#""step":"submitted""#))
+            });
+        if let Some(dir) = submitted {
+            break dir;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before its batch was submitted"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    // SAFETY: a signal to the child this test started and has not yet waited for.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("incharacter run --resume"), "{stderr}");
+    assert!(
+        !stderr.contains("used: rpa"),
+        "the batch has not answered yet: {stderr}"
+    );
+
+    std::fs::write(
+        &s.config,
+        std::fs::read_to_string(&s.config).unwrap().replace("60000", "5"),
+    )
+    .unwrap();
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    let resumed = common::json_of(common::output(&s.config, &s.data, &["run", "--resume", &id, "--json"]).await);
+    let rpa = resumed["usage"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["role"] == "rpa")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(rpa["requests"], 88, "the followed batch's lines, once: {resumed}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_batch_run_polls_the_same_batch_when_resumed() {
     let expected = streamed().await;
