@@ -9,8 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ratatui::crossterm::event::{KeyEvent, MouseEvent, MouseEventKind};
-use ratatui::layout::Position;
+use ratatui::crossterm::event::KeyEvent;
 
 use super::keys::{Command, Key, Keymap, Mode};
 use super::run_view::RunView;
@@ -25,7 +24,7 @@ use super::screens::rolebench::Rolebench;
 use super::screens::sessions::Sessions;
 use super::screens::setup::{Setup, SetupPane};
 use super::screens::welcome::{FetchState, Welcome};
-use super::screens::{Component, Ctx, Hits, ListId, Request};
+use super::screens::{Component, Ctx, Request};
 use super::theme::Theme;
 use crate::annotation::{Annotation, Case};
 use crate::catalog::Catalog;
@@ -169,14 +168,14 @@ pub struct App {
     /// Quit was asked once with a character's edits unsaved: asked again, the workbench quits.
     quit_asked: bool,
     /// The last frame was too small to show the screen: keys other than ctrl-c do nothing unseen.
-    too_small: bool,
+    pub(super) too_small: bool,
     /// Session folders the last listing left out (said when the number changes).
     unlisted: usize,
     /// A start (its screen, kind and what exactly it starts) asked about once while a run goes: the
     /// same one asked again with the next key stops that run.
-    start_asked: Option<super::starts::Start>,
+    pub(super) start_asked: Option<super::starts::Start>,
     /// The start the key being handled may confirm (the one asked about just before).
-    start_confirmed: Option<super::starts::Start>,
+    pub(super) start_confirmed: Option<super::starts::Start>,
     /// A start was held back by the question (what the screen set up for it is taken back).
     start_held: bool,
     pub flash: Option<String>,
@@ -635,71 +634,6 @@ impl App {
         } else {
             Screen::Compare
         };
-    }
-
-    /// A mouse event, tested against what the last frame drew (`hits`).
-    pub fn mouse(&mut self, m: MouseEvent, hits: &Hits) -> Vec<Effect> {
-        if self.reassess.is_some() {
-            return Vec::new();
-        }
-        // A click takes a start's question back, as another key does; it confirms none.
-        (self.start_asked, self.start_confirmed) = (None, None);
-        let at = Position::new(m.column, m.row);
-        let list = hits.lists.iter().find(|(r, _, _)| r.contains(at));
-        match m.kind {
-            MouseEventKind::ScrollDown | MouseEventKind::ScrollUp => {
-                if let Some((_, _, list)) = list {
-                    self.click(*list, None);
-                }
-                let down = m.kind == MouseEventKind::ScrollDown;
-                self.command(if down { Command::Down } else { Command::Up })
-            }
-            MouseEventKind::Down(_) => {
-                if let Some((_, screen)) = hits.tabs.iter().find(|(r, _)| r.contains(at)) {
-                    // As its key does: a screen that reads what it shows when entered reads it.
-                    return self.command(screen.go());
-                } else if hits.covered.is_some_and(|r| r.contains(at)) {
-                    // What a long message covers is not clicked through: the click clears it.
-                    self.flash = None;
-                } else if let Some((r, first, list)) = list {
-                    self.click(*list, Some(first + usize::from(m.row - r.y)));
-                }
-                Vec::new()
-            }
-            _ => Vec::new(),
-        }
-    }
-
-    /// A click (`row`) or the wheel (`None`) on a list: the list takes the focus, a click its cursor.
-    fn click(&mut self, list: ListId, row: Option<usize>) {
-        match list {
-            ListId::Characters | ListId::Scales | ListId::Options => self.setup.click(list, row, &self.catalog),
-            ListId::Items => self.live.click(row, self.run.items.len()),
-            ListId::Dimensions | ListId::InspectItems => self.inspect.click(list, row),
-            ListId::Sessions => self.sessions.click(row),
-            ListId::CompareTable => self.compare.click(row),
-            ListId::PersonaCharacters => {
-                if let Some(row) = row {
-                    self.persona.cursor = row.min(self.catalog.characters.len().saturating_sub(1));
-                }
-            }
-        }
-    }
-
-    /// What the last frame learnt that keys need: how far its tail-anchored text can scroll up, and
-    /// its top-anchored text down.
-    pub fn laid_out(&mut self, hits: &Hits) {
-        self.too_small = hits.too_small;
-        if let (Some(end), Screen::Inspector) = (hits.scroll_end, self.screen) {
-            self.inspect.scroll_end = end;
-        }
-        let Some(top) = hits.tail_top else { return };
-        match self.screen {
-            Screen::Live => self.live.scroll.set_limit(top),
-            Screen::Observers => self.observers.scroll.set_limit(top),
-            Screen::Chat => self.chat.scroll.set_limit(top),
-            _ => {}
-        }
     }
 
     fn on_key(&mut self, event: KeyEvent) -> Vec<Effect> {

@@ -9,6 +9,7 @@ mod event_loop;
 pub mod fixture;
 pub mod keys;
 mod options;
+mod pointer;
 mod replay;
 mod reread;
 pub mod run_view;

@@ -259,7 +259,15 @@ async fn killed_once_submitted(s: &common::Setup, args: &[&str]) -> std::path::P
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let session = loop {
+    let session = once_submitted(s, &mut child).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    session
+}
+
+/// The folder of the session `child` runs on `s`, once its first batch is created and journaled.
+async fn once_submitted(s: &common::Setup, child: &mut std::process::Child) -> std::path::PathBuf {
+    loop {
         let journaled = std::fs::read_dir(s.data.join("sessions"))
             .into_iter()
             .flatten()
@@ -269,13 +277,14 @@ async fn killed_once_submitted(s: &common::Setup, args: &[&str]) -> std::path::P
                 std::fs::read_to_string(p.join("journal.jsonl")).is_ok_and(|j| j.contains(r#""step":"submitted""#))
             });
         if let Some(dir) = journaled {
-            break dir;
+            return dir;
         }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before its batch was submitted"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
-    child.kill().unwrap();
-    child.wait().unwrap();
-    session
+    }
 }
 
 /// A batch's lines are requests of the sitting that reads its results: a sitting stopped (ctrl-c)
@@ -291,24 +300,7 @@ async fn a_batch_stopped_while_it_runs_is_counted_once_across_its_sittings() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let session = loop {
-        let submitted = std::fs::read_dir(s.data.join("sessions"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| {
-                std::fs::read_to_string(p.join("journal.jsonl")).is_ok_and(|j| j.contains(r#""step":"submitted""#))
-            });
-        if let Some(dir) = submitted {
-            break dir;
-        }
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended before its batch was submitted"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let session = once_submitted(&s, &mut child).await;
     // SAFETY: a signal to the child this test started and has not yet waited for.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
