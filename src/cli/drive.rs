@@ -355,10 +355,15 @@ fn say_failures<S: Headless>(ctx: &Ctx, events: &[Event], failures: Failures, id
     }
     let parent = S::plan_of(events).and_then(S::parent);
     crate::note!("{}", failed(failures, S::KIND, id, parent));
-    // A batch session's kept results answer its resume before any cache, rejected replies among them.
-    if S::KIND == crate::study::Kind::Interviews && events.iter().any(|e| matches!(e, Event::Batch(_))) {
+    // A batch session's kept results answer its resume before any cache: a judge's reply that came
+    // back but could not be read answers it again. (Failed requests and empty replies are asked
+    // again; only a failed assessment can be such a reply.)
+    if S::KIND == crate::study::Kind::Interviews
+        && failures.assessments > 0
+        && events.iter().any(|e| matches!(e, Event::Batch(_)))
+    {
         crate::note!(
-            "this session's kept batch results answer a resume as they came, a reply that could not be used among them: `incharacter assess {id}` judges the answers again"
+            "a resume asks the failed requests again, but a judge's reply the batch returned that could not be read is kept and answers it the same: `incharacter assess {id}` judges the answers again"
         );
     }
     // A read-write cache forgets the replies of a failed judgment; a read-only one cannot.
