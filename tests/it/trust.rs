@@ -888,6 +888,25 @@ fn a_file_where_the_data_dir_or_its_sessions_should_be_is_said() {
             "{args:?}: {stderr}"
         );
     }
+    // A link to nothing is said as such, not as "File exists" when a folder is made in it.
+    let dangling = dir.path().join("dangling");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+    for args in [
+        &["run", "--characters", "hermione", "--scales", "GSE", "--methods", "oc"][..],
+        &["sessions"],
+    ] {
+        let out = common::command(&config, &dangling, args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "the data dir {} is a link to {}, which does not exist",
+                dangling.display(),
+                dir.path().join("nowhere").display()
+            )),
+            "{args:?}: {stderr}"
+        );
+    }
     let data = dir.path().join("d");
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(data.join("sessions"), "x").unwrap();
