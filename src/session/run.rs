@@ -502,7 +502,7 @@ impl<S: Study> Run<S> {
             })?;
         let events: Vec<Event> = journal::read(&self.journal.path)?;
         let path = self.dir.join("results.json");
-        journal::write_atomic(&path, &S::export(&events, &self.catalog))
+        journal::write_atomic(&path, &crate::study::export_in(&self.dir, S::export(&events, &self.catalog)))
             .map_err(|source| SessionError::Results { path, source })?;
         Ok(events)
     }
@@ -547,7 +547,7 @@ fn complete<S: Study>(id: String, dir: &std::path::Path, events: &[Event], catal
         return SessionError::Complete { id, wrote: None };
     }
     let path = dir.join("results.json");
-    match journal::write_atomic(&path, &S::export(events, catalog)) {
+    match journal::write_atomic(&path, &crate::study::export_in(dir, S::export(events, catalog))) {
         Ok(()) => SessionError::Complete { id, wrote: Some(path) },
         Err(source) => SessionError::Results { path, source },
     }
@@ -560,7 +560,7 @@ pub fn results_current<S: Study>(dir: &std::path::Path, events: &[Event], catalo
     let written = crate::files::read_limited(&dir.join("results.json"), 1 << 30, "a session's results")
         .ok()
         .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
-    written.is_some() && written == serde_json::to_value(S::export(events, catalog)).ok()
+    written.is_some() && written == Some(crate::study::export_in(dir, S::export(events, catalog)))
 }
 
 /// Refuses to start re-assessing `parent` (its folder `dir`, its records `events`) before it ended:

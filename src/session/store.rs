@@ -227,7 +227,7 @@ impl Store {
     /// A session's JSON export (what `export --format json` prints and `results.json` holds), by the
     /// kind of study its journal is of.
     pub fn export(&self, dir: &Path, catalog: &Catalog) -> Result<serde_json::Value, SessionError> {
-        Ok(crate::study::export_any(&self.load(dir)?, catalog))
+        Ok(crate::study::export_in(dir, crate::study::export_any(&self.load(dir)?, catalog)))
     }
 
     /// The data dir's sessions, then the samples, each oldest first.

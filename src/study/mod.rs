@@ -723,6 +723,21 @@ pub trait Study: Sized + Send + Sync + 'static {
 }
 
 /// The JSON export of any session, by the kind its journal is of.
+/// A session's export as kept in the folder `dir`: its `session.id` is the folder's name, which every
+/// command finds it by (a copied or renamed folder is a session of that name); the id its journal
+/// was started under, when another, is `session.started_as`.
+pub fn export_in(dir: &std::path::Path, export: serde_json::Value) -> serde_json::Value {
+    let mut export = export;
+    let folder = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+    if let (Some(folder), Some(session)) = (folder, export.get_mut("session").and_then(|s| s.as_object_mut()))
+        && session.get("id").and_then(|id| id.as_str()).is_some_and(|id| id != folder)
+        && let Some(was) = session.insert("id".into(), folder.into())
+    {
+        session.insert("started_as".into(), was);
+    }
+    export
+}
+
 pub fn export_any(events: &[Event], catalog: &Catalog) -> serde_json::Value {
     match kind_of(events) {
         Some(Kind::Rolebench) => Rolebench::export(events, catalog),
@@ -881,6 +896,17 @@ mod tests {
 
     /// A resume compares with the last versions the journal records, and a journal older than
     /// versions compares with nothing.
+    #[test]
+    fn an_export_names_the_session_by_its_folder_and_keeps_the_id_it_started_under() {
+        let export = serde_json::json!({"session": {"id": "20261207-1", "name": "x"}, "interviews": []});
+        let copied = export_in(std::path::Path::new("/data/sessions/my-copy"), export.clone());
+        assert_eq!(copied["session"]["id"], "my-copy");
+        assert_eq!(copied["session"]["started_as"], "20261207-1");
+        assert_eq!(copied["interviews"], export["interviews"]);
+        let same = export_in(std::path::Path::new("/data/sessions/20261207-1"), export.clone());
+        assert_eq!(same, export, "a folder of its own id: as it was");
+    }
+
     #[test]
     fn a_resume_finds_the_characters_edited_since_the_last_record() {
         let versions = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
