@@ -127,10 +127,13 @@ impl Sessions {
                     } else if e.status == "complete" {
                         "this session is complete".to_string()
                     } else if let Some(w) = writer {
-                        format!(
-                            "this session is being written by a run (pid {}): wait for it to end, or stop it",
-                            w.pid
-                        )
+                        match w.pid == std::process::id() {
+                            true => "this workbench is running this session: Live shows it, and stops it".to_string(),
+                            false => format!(
+                                "this session is being written by another incharacter (pid {}): wait for it to end, or stop it",
+                                w.pid
+                            ),
+                        }
                     } else {
                         return vec![
                             Request::Show(Screen::Live),

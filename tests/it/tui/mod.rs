@@ -2710,3 +2710,30 @@ fn compare_and_the_inspector_say_a_sessions_character_is_gone() {
         "{inspector}"
     );
 }
+
+/// `u` on a session this very workbench is running says so, instead of naming its own pid as
+/// another run's.
+#[test]
+fn resuming_the_session_this_workbench_runs_says_so() {
+    let mut app = self::app();
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("20261207-110000-mine-0001");
+    std::fs::create_dir(&session).unwrap();
+    let _held = incharacter::journal::Journal::open_exclusive(&session.join("journal.jsonl")).unwrap();
+    app.update(Action::Sessions(vec![SessionEntry {
+        id: "20261207-110000-mine-0001".into(),
+        name: None,
+        created: "2026-12-07T11:00:00Z".into(),
+        status: "running".into(),
+        model: "fake".into(),
+        models: Default::default(),
+        path: session.clone(),
+        sample: false,
+    }]));
+    key(&mut app, KeyCode::Char('5'));
+    key(&mut app, KeyCode::Char('u'));
+    assert_eq!(
+        app.flash.as_deref(),
+        Some("this workbench is running this session: Live shows it, and stops it")
+    );
+}
