@@ -2296,15 +2296,38 @@ fn a_session_another_run_writes_is_not_resumed() {
     let held = dir.path().join("20261129-130000-b-0002");
     let _writer = incharacter::journal::Journal::open_exclusive(&held.join("journal.jsonl")).unwrap();
     let mut app = with_session();
-    app.update(Action::Sessions(vec![interrupted(held)]));
+    app.update(Action::Sessions(vec![interrupted(held.clone())]));
     key(&mut app, KeyCode::Char('5'));
     let screen = app.screen;
     let effects = key(&mut app, KeyCode::Char('u'));
     assert!(effects.is_empty(), "{effects:?}");
     assert_eq!(app.screen, screen);
     let flash = app.flash.clone().unwrap_or_default();
+    assert_eq!(
+        flash,
+        "this workbench is running this session: Live shows it, and stops it"
+    );
+
+    // Another process's run is named by its pid (its record names it; the lock is held).
+    let mut other = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", other.id())).unwrap();
+    let start: u64 = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let record = serde_json::json!({"pid": other.id(), "since": "2026-12-07T11:00:00Z", "process_start": start});
+    std::fs::write(held.join("journal.writer"), record.to_string()).unwrap();
+    key(&mut app, KeyCode::Char('u'));
+    let flash = app.flash.clone().unwrap_or_default();
+    other.kill().unwrap();
+    other.wait().unwrap();
     assert!(
-        flash.contains(&format!("being written by a run (pid {})", std::process::id())),
+        flash.contains(&format!("being written by another incharacter (pid {})", other.id())),
         "{flash}"
     );
 }
@@ -2708,32 +2731,5 @@ fn compare_and_the_inspector_say_a_sessions_character_is_gone() {
     assert!(
         inspector.contains("The session's character gone-en is no longer in the catalog"),
         "{inspector}"
-    );
-}
-
-/// `u` on a session this very workbench is running says so, instead of naming its own pid as
-/// another run's.
-#[test]
-fn resuming_the_session_this_workbench_runs_says_so() {
-    let mut app = self::app();
-    let dir = tempfile::tempdir().unwrap();
-    let session = dir.path().join("20261207-110000-mine-0001");
-    std::fs::create_dir(&session).unwrap();
-    let _held = incharacter::journal::Journal::open_exclusive(&session.join("journal.jsonl")).unwrap();
-    app.update(Action::Sessions(vec![SessionEntry {
-        id: "20261207-110000-mine-0001".into(),
-        name: None,
-        created: "2026-12-07T11:00:00Z".into(),
-        status: "running".into(),
-        model: "fake".into(),
-        models: Default::default(),
-        path: session.clone(),
-        sample: false,
-    }]));
-    key(&mut app, KeyCode::Char('5'));
-    key(&mut app, KeyCode::Char('u'));
-    assert_eq!(
-        app.flash.as_deref(),
-        Some("this workbench is running this session: Live shows it, and stops it")
     );
 }

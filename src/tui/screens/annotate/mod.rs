@@ -599,10 +599,16 @@ impl Annotate {
         let b = block(" Your answer · agreement ", false, theme);
         let inner = b.inner(area);
         frame.render_widget(b, area);
-        let methods: [Method; 2] = match self.task {
+        // The methods of the task's kind that the interview session ran (one that never ran d-OC
+        // shows none).
+        let ran = ctx.run.session.plan.as_ref().map(|p| &p.methods);
+        let methods: Vec<Method> = match self.task {
             Task::Item => [Method::Oc, Method::DOc],
             Task::Dimension | Task::Subject => [Method::ErBatch, Method::ErAll],
-        };
+        }
+        .into_iter()
+        .filter(|m| self.task == Task::Subject || ran.is_none_or(|ran| ran.contains(m)))
+        .collect();
         let assessments: Vec<&Assessment> = ctx.run.assessments.iter().collect();
         let given = mine.and_then(|m| m.get(case));
         let mut lines = vec![Line::from(vec![
@@ -616,7 +622,7 @@ impl Annotate {
                 theme.fg(theme.accent).add_modifier(Modifier::BOLD),
             ),
         ])];
-        for m in methods {
+        for &m in &methods {
             let shown = self.reveal.as_ref() == Some(&Revealed::Case(case.clone())) || given.is_some();
             let value = annotation::machine(&assessments, case, m, ctx.catalog);
             lines.push(Line::from(vec![
@@ -638,7 +644,7 @@ impl Annotate {
             ));
         }
         lines.push(Line::raw(""));
-        lines.extend(self.agreement_lines(ctx, methods, &assessments, mine));
+        lines.extend(self.agreement_lines(ctx, &methods, &assessments, mine));
         if self.editing_note {
             let [rest, note_area] = Layout::vertical([Constraint::Min(4), Constraint::Length(4)]).areas(inner);
             frame.render_widget(Paragraph::new(lines), rest);
@@ -654,7 +660,7 @@ impl Annotate {
     fn agreement_lines(
         &self,
         ctx: &Ctx,
-        methods: [Method; 2],
+        methods: &[Method],
         assessments: &[&Assessment],
         mine: Option<&BTreeMap<Case, Annotation>>,
     ) -> Vec<Line<'static>> {
@@ -662,7 +668,7 @@ impl Annotate {
         let mut lines = Vec::new();
         let only_me: std::collections::BTreeMap<_, _> =
             mine.map(|m| (self.annotator.clone(), m.clone())).into_iter().collect();
-        for m in methods {
+        for &m in methods {
             let r = annotation::report(&only_me, assessments, m, ctx.catalog);
             let me = &r["annotators"][&self.annotator];
             let f = |v: &serde_json::Value| v.as_f64().map_or("–".to_string(), |x| format!("{x:.2}"));
