@@ -11,7 +11,8 @@ use super::vocab::Screen;
 impl App {
     /// A mouse event, tested against what the last frame drew (`hits`).
     pub fn mouse(&mut self, m: MouseEvent, hits: &Hits) -> Vec<Effect> {
-        if self.reassess.is_some() {
+        // Nothing the pointer could aim at is drawn while the terminal is too small.
+        if self.reassess.is_some() || self.too_small {
             return Vec::new();
         }
         // A click takes a start's question back, as another key does; it confirms none.

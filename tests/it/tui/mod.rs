@@ -2701,6 +2701,13 @@ fn keys_do_nothing_unseen_while_the_terminal_is_too_small() {
         "said on the small screen"
     );
     assert_eq!(app.update(Action::Paste("hello".into())), []);
+    let wheel = ratatui::crossterm::event::MouseEvent {
+        kind: ratatui::crossterm::event::MouseEventKind::ScrollDown,
+        column: 5,
+        row: 5,
+        modifiers: KeyModifiers::NONE,
+    };
+    assert_eq!(app.mouse(wheel, &Default::default()), []);
     let quit = app.update(Action::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)));
     assert_eq!(quit, [Effect::Quit], "ctrl-c quits");
 
