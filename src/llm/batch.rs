@@ -127,11 +127,6 @@ impl Hub {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether it holds an imported reply to request `id` that no one has been given yet.
-    pub fn imported(&self, id: &str) -> bool {
-        self.state().answers.get(id).is_some_and(|r| r.came == Came::Imported)
-    }
-
     /// The answer to request `id`: at once if a phase already returned it, else once its phase has
     /// come back. `None` when the hub is gone (the run stopped).
     pub async fn ask(
@@ -522,11 +517,6 @@ impl Transport for BatchTransport {
 
     fn batched(&self) -> bool {
         true
-    }
-
-    fn uncounted(&self, request: &ChatRequest) -> bool {
-        self.hub
-            .imported(&custom_id(&self.config.base_url, &self.config.model, request))
     }
 }
 

@@ -250,8 +250,7 @@ impl Client {
         loop {
             let adapted = adapter.quirks(provider, model).apply(&request);
             let key = self.key(&adapted);
-            let cached = cache.filter(|_| !self.transport.uncounted(&adapted));
-            if let Some(entry) = cached.and_then(|c| c.get(&key)) {
+            if let Some(entry) = cache.and_then(|c| c.get(&key)) {
                 self.replay(&adapted, entry, &tx);
                 return;
             }

@@ -73,8 +73,6 @@ pub struct History {
     /// How many of `steps` came before the run last finished: their failures were the concluded
     /// run's, and a resume asks again with a whole retry policy.
     finished: usize,
-    /// How many of `steps` came before the run last stopped at its cost cap.
-    stopped: usize,
 }
 
 impl History {
@@ -84,7 +82,6 @@ impl History {
             match e {
                 Event::Batch(step) => history.steps.push(step.clone()),
                 Event::RunFinished { .. } => history.finished = history.steps.len(),
-                Event::Stopped { .. } => history.stopped = history.steps.len(),
                 _ => {}
             }
         }
@@ -122,22 +119,16 @@ impl History {
     }
 
     /// The results kept in the session's folder, relative to it, each with whether it is of the run
-    /// going on (not one that finished before it), and how they count in this sitting's accounts.
-    /// Results are paid for in the sitting that kept them, but for the last imported ones when
-    /// nothing came after them, neither a next phase, nor a stop at the cap, nor the run's end: the
-    /// sitting that imported them was killed before its cap held them, so this one prices them.
-    fn kept(&self) -> Vec<(&str, bool, Came)> {
-        let last = self.steps.len().checked_sub(1);
+    /// going on (not one that finished before it).
+    fn kept(&self) -> Vec<(&str, bool)> {
         self.steps
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| {
-                let (Step::Ended { results, .. } | Step::Imported { results, .. }) = s else {
-                    return None;
-                };
-                let unsettled =
-                    matches!(s, Step::Imported { .. }) && Some(i) == last && i >= self.finished && i >= self.stopped;
-                Some((results.as_str(), i >= self.finished, if unsettled { Came::Imported } else { Came::Kept }))
+            .filter_map(|(i, s)| match s {
+                Step::Ended { results, .. } | Step::Imported { results, .. } => {
+                    Some((results.as_str(), i >= self.finished))
+                }
+                _ => None,
             })
             .collect()
     }
@@ -424,7 +415,7 @@ impl Batching {
     /// The results kept in the session's folder, loaded into the hub before the study asks
     /// anything, so each request is answered from them, not from the cache or a new phase.
     pub(super) fn load_kept(&self) -> Result<(), SessionError> {
-        for (relative, ongoing, came) in self.history.kept() {
+        for (relative, ongoing) in self.history.kept() {
             let path = self.dir.join(relative);
             let text = crate::files::read_text_limited(&path, MAX_RESULTS, "batch results").map_err(|e| SessionError::Batch {
                 reason: format!("cannot read the kept results {}: {e}", path.display()),
@@ -441,8 +432,8 @@ impl Batching {
             if !ongoing {
                 answers.retain(|_, answer| answer.as_ref().is_ok_and(batch::Reply::usable));
             }
-            // Paid for when their batch ended, in the sitting that kept them (see `History::kept`).
-            self.hub.load(&answers, came);
+            // Paid for when their batch ended (or were imported), in the sitting that kept them.
+            self.hub.load(&answers, Came::Kept);
         }
         Ok(())
     }

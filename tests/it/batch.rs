@@ -985,56 +985,6 @@ async fn imported_batch_results_are_priced_and_a_cost_cap_holds_the_next_phase()
     assert_eq!(s.server.stats().requests, 0, "batch files send nothing");
 }
 
-/// Batch files mode, killed just after an import was journaled (before the next phase was written):
-/// that sitting's cap never held the imported replies, so the sitting that goes on from them prices
-/// them and its cap holds them; once a sitting has stopped at its cap, they are kept results, not a
-/// cost again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn results_an_import_killed_before_going_on_kept_are_priced_by_the_sitting_that_goes_on() {
-    let s = common::setup(FakeConfig::default(), CENT_A_TOKEN).await;
-    let files = s.dir.path().join("batches");
-    let dir_arg = files.display().to_string();
-    let mut args = RUN.to_vec();
-    args.extend(["--batch-files", &dir_arg, "--json"]);
-    let first = common::json_of(common::output(&s.config, &s.data, &args).await);
-    let id = first["session"].as_str().unwrap().to_string();
-    let input = std::fs::read_to_string(first["requests"].as_str().unwrap()).unwrap();
-    let results = files.join("results-1.jsonl");
-    std::fs::write(&results, batch_output_for(&FakeConfig::default(), &input).unwrap()).unwrap();
-    let results_arg = results.display().to_string();
-    let out = common::output(&s.config, &s.data, &["batch", "import", &id, &results_arg, "--json"]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    // What a kill leaves just after the import was journaled.
-    let journal = session_dir(&s.data, &id).join("journal.jsonl");
-    let text = std::fs::read_to_string(&journal).unwrap();
-    let upto: String = text
-        .split_inclusive('\n')
-        .take_while(|l| !l.contains(r#""step":"imported""#))
-        .collect();
-    let imported = text[upto.len()..].split_inclusive('\n').next().unwrap();
-    assert!(imported.contains(r#""step":"imported""#), "{text}");
-    std::fs::write(&journal, format!("{upto}{imported}")).unwrap();
-
-    let again = ["batch", "import", &id, &results_arg, "--max-cost", "20"];
-    let out = common::output(&s.config, &s.data, &again).await;
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("reaching its cap of $20.00"), "{stderr}");
-    assert!(stderr.contains("88 from imported batch results, $"), "priced: {stderr}");
-
-    // Stopped at the cap, every answer journaled: the next sitting neither asks nor prices them again,
-    // and writes the judge's phase.
-    let out = common::output(&s.config, &s.data, &again).await;
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(!stderr.contains("used: rpa"), "{stderr}");
-    assert!(
-        stderr.contains("used: judge fake: 0 requests, 0 tokens in, 0 out, 28 written to a batch file"),
-        "{stderr}"
-    );
-    assert_eq!(s.server.stats().requests, 0, "batch files send nothing");
-}
-
 /// A phase whose upload fails never became a batch: its parked requests are not counted as used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_whose_upload_fails_counts_no_request() {

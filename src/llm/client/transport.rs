@@ -65,12 +65,6 @@ pub trait Transport: Send + Sync {
         false
     }
 
-    /// Whether it holds a reply to `request` that no sitting has counted yet (batch results
-    /// imported): read from there, not from the cache, so this sitting's accounts price it.
-    fn uncounted(&self, _request: &ChatRequest) -> bool {
-        false
-    }
-
     /// Whether the model behind it may refuse a request's shape in a way the run adapts to (a
     /// server's `max_tokens`, temperature or schema rules): then the first request of a shape goes
     /// alone. The embedded model takes every shape, so its requests need not wait for a first reply.
