@@ -187,20 +187,7 @@ impl<S: Study> Run<S> {
             config.cache,
             S::seed(&plan),
         );
-        // A new re-assessment needs its parent; a resumed one has copied what it could read of it.
-        let parent = match S::parent(&plan) {
-            None => None,
-            Some(parent) => match store.find(parent).and_then(|dir| Ok((store.load(&dir)?, dir))) {
-                Ok((events, dir)) => {
-                    if prior.is_empty() {
-                        finished_parent(parent, &dir, &events)?;
-                    }
-                    Some(events)
-                }
-                Err(e) if prior.is_empty() => return Err(e),
-                Err(_) => None,
-            },
-        };
+        let parent = parent_events(store, S::parent(&plan), &prior, &catalog)?;
         // A resume starts with what the providers already refused.
         shared.adapter.known(&crate::study::adaptations(&prior));
         // Checked before anything is connected (a local model loaded for nothing).
@@ -561,6 +548,30 @@ pub fn results_current<S: Study>(dir: &std::path::Path, events: &[Event], catalo
         .ok()
         .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
     written.is_some() && written == Some(crate::study::export_in(dir, S::export(events, catalog)))
+}
+
+/// The records of a re-assessment's parent (`parent`): a new re-assessment needs them, and refuses
+/// a parent that has not ended or whose character is gone; a resumed one has copied what it could
+/// read of them.
+fn parent_events(
+    store: &Store,
+    parent: Option<&str>,
+    prior: &[Event],
+    catalog: &Catalog,
+) -> Result<Option<Vec<Event>>, SessionError> {
+    let Some(parent) = parent else { return Ok(None) };
+    match store.find(parent).and_then(|dir| Ok((store.load(&dir)?, dir))) {
+        Ok((events, dir)) => {
+            if prior.is_empty() {
+                finished_parent(parent, &dir, &events)?;
+                // Its characters judged anew: one gone would be left out, unassessed.
+                same_characters(parent, &events, catalog)?;
+            }
+            Ok(Some(events))
+        }
+        Err(e) if prior.is_empty() => Err(e),
+        Err(_) => Ok(None),
+    }
 }
 
 /// Refuses to start re-assessing `parent` (its folder `dir`, its records `events`) before it ended:

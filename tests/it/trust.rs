@@ -785,6 +785,21 @@ async fn a_resume_after_its_character_was_removed_is_refused() {
         10,
         "every item asked"
     );
+
+    // Re-assessed once it is gone: refused too, rather than a re-assessment that judges nothing.
+    std::fs::remove_file(&file).unwrap();
+    let out = common::output(&s.config, &s.data, &["assess", &id, "--methods", "er-all"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("asks character wren-en, which is no longer in the catalog"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_dir(s.data.join("sessions")).unwrap().count(),
+        1,
+        "no session started"
+    );
 }
 
 /// A scale of one's own edited between two sittings: the resume is refused (exit 2, the file named,
