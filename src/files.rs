@@ -677,7 +677,7 @@ fn swap_in(
                         .prefix(".incharacter-")
                         .suffix(".old")
                         .tempfile_in(folder_of(path))
-                        .map_err(write_error)?
+                        .map_err(|e| write_error(unnamed(e)))?
                         .into_temp_path();
                     (Some(aside), true)
                 }
@@ -802,6 +802,26 @@ fn staged_name(name: &str) -> bool {
 
 /// `bytes` in a synced temporary file beside `path`, with the mode `path` will have; `path` itself
 /// untouched. Dropping it removes it.
+/// A temporary file's error without the temporary's name, which tempfile adds ("at path
+/// .../.incharacter-6z23HN.tmp") and which names a file that never came to exist: the message is the
+/// target's.
+pub fn unnamed(error: std::io::Error) -> std::io::Error {
+    // Its type is private to tempfile: only its words say where the path begins.
+    let text = error.to_string();
+    let Some(at) = text.rfind(" at path ") else {
+        return error;
+    };
+    let said = &text[..at];
+    let code = said
+        .rsplit_once("(os error ")
+        .and_then(|(_, n)| n.strip_suffix(')'))
+        .and_then(|n| n.parse::<i32>().ok());
+    match code {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => std::io::Error::new(error.kind(), said),
+    }
+}
+
 fn staged(path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile, FileError> {
     let write_error = |error| FileError::Write {
         path: path.to_path_buf(),
@@ -815,7 +835,7 @@ fn staged(path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile, FileErro
         .prefix(".incharacter-")
         .suffix(".tmp")
         .tempfile_in(dir)
-        .map_err(write_error)?;
+        .map_err(|e| write_error(unnamed(e)))?;
     tmp.as_file_mut().write_all(bytes).map_err(write_error)?;
     tmp.as_file().sync_all().map_err(write_error)?;
     if let Some(permissions) = existing.or_else(new_file_permissions) {

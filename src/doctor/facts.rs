@@ -22,7 +22,7 @@ impl DataDir {
     /// Creates the folder if needed, then makes and removes a temporary file in it.
     pub fn look(path: PathBuf) -> DataDir {
         let writable = std::fs::create_dir_all(&path)
-            .and_then(|()| tempfile::NamedTempFile::new_in(&path).map(drop))
+            .and_then(|()| tempfile::NamedTempFile::new_in(&path).map(drop).map_err(crate::files::unnamed))
             .map_err(|e| e.to_string());
         let bytes = size_on_disk(&path);
         DataDir { path, writable, bytes }

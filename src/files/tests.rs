@@ -397,3 +397,16 @@ fn a_killed_write_is_undone_in_a_copy_of_its_folder_and_leftovers_are_known() {
     assert!(recover(&copy).is_empty());
     assert_eq!(names(&copy), ["a"], "a record never named goes");
 }
+
+#[test]
+fn a_temporary_files_error_does_not_name_the_temporary() {
+    // Nothing can be created in /proc, not even by root.
+    let error = tempfile::Builder::new()
+        .prefix(".incharacter-")
+        .tempfile_in("/proc")
+        .unwrap_err();
+    assert!(error.to_string().contains("at path"), "{error}");
+    let said = super::unnamed(error).to_string();
+    assert!(!said.contains("at path") && !said.contains(".incharacter-"), "{said}");
+    assert!(said.contains("os error"), "the system's words are kept: {said}");
+}
