@@ -125,6 +125,9 @@ pub struct Sitting {
     pub items: usize,
     /// Dimensions assessed (or failed) in the sitting.
     pub assessments: usize,
+    /// Of `items`, those answered with no request of the sitting seen for them (copied from the
+    /// session a re-assessment judges, or read from the cache at once): no part of its pace.
+    pub free: usize,
 }
 
 impl Sitting {
@@ -138,9 +141,9 @@ impl Sitting {
         self.assessments_before + self.assessments
     }
 
-    /// Everything the sitting has made.
+    /// What the sitting has made at its pace: not what it copied or read at once.
     pub fn made(&self) -> usize {
-        self.items + self.assessments
+        self.items.saturating_sub(self.free) + self.assessments
     }
 }
 
@@ -297,8 +300,7 @@ impl RunView {
                 self.sitting = Sitting {
                     items_before: self.answered(),
                     assessments_before: self.assessments.iter().filter(|a| !a.has_failures()).count(),
-                    items: 0,
-                    assessments: 0,
+                    ..Sitting::default()
                 };
                 self.log(match items_per_call {
                     Some(n) => format!("resumed at {at}; {n} items per conversion call from here on"),
@@ -383,6 +385,9 @@ impl RunView {
     ) {
         let Some(&i) = self.index.get(key) else { return };
         self.sitting.items += 1;
+        if !matches!(self.items[i].status, Status::Streaming | Status::Retrying) {
+            self.sitting.free += 1;
+        }
         let question = question.to_string();
         let response = response.to_string();
         let m = self.open_message(catalog, i, &question);

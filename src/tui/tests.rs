@@ -127,10 +127,35 @@ mod live_screen {
         let plan = fixture::plan(&["hermione-en", "zhongli-zh"], &["BFI"], &[Method::ErBatch, Method::Oc]);
         let events = fixture::session(&app.catalog, &plan);
         for e in events.iter().take(records) {
-            app.update(Action::Engine(e.clone()));
+            record(&mut app, e);
         }
         app.update(Action::Tick(now_ms));
         (app, events)
+    }
+
+    /// A record as a run makes it: an answer after its request went out and streamed (a copied one
+    /// has none, a cached one comes whole).
+    fn record(app: &mut App, e: &Event) {
+        if let Event::ItemAnswered {
+            character,
+            scale,
+            repeat,
+            style,
+            item_id,
+            ..
+        } = e
+        {
+            let purpose = crate::method::interview::purpose(character, scale, *item_id, *style);
+            for kind in [LiveKind::Started { prompt: String::new() }, LiveKind::Token("I".into())] {
+                app.update(Action::Live(Report {
+                    role: Role::Rpa,
+                    purpose: purpose.clone(),
+                    repeat: *repeat,
+                    kind,
+                }));
+            }
+        }
+        app.update(Action::Engine(e.clone()));
     }
 
     fn render(app: &App, (w, h): (u16, u16)) -> String {
@@ -191,7 +216,7 @@ mod live_screen {
             .skip(1 + 44)
             .filter(|e| matches!(e, Event::ItemAnswered { .. }))
         {
-            app.update(Action::Engine(e.clone()));
+            record(&mut app, e);
         }
         for e in events
             .iter()
@@ -336,10 +361,29 @@ mod live_screen {
         assert!(shown.contains("eta –"), "what the journal held is no rate: {shown}");
         // The sitting answers 2 items in its first minute: 56 to go take 28 minutes.
         for e in events.iter().skip(1 + 30).take(2) {
-            app.update(Action::Engine(e.clone()));
+            record(&mut app, e);
         }
         let shown = progress(&render(&app, (120, 30)));
         assert!(shown.contains("interviews 32/88"), "{shown}");
+        assert!(shown.contains("eta 0:38:00"), "(56 + 20) to go at 2 a minute: {shown}");
+    }
+
+    /// Answers that came with no request of the sitting (copied from the session a re-assessment
+    /// judges) are no pace: with only those, no ETA, rather than a rate of hundreds a minute.
+    #[test]
+    fn copied_answers_give_the_eta_no_rate() {
+        let (mut app, events) = running(1, 0);
+        for e in events.iter().skip(1).take(30) {
+            app.update(Action::Engine(e.clone()));
+        }
+        app.update(Action::Tick(60_000));
+        let shown = progress(&render(&app, (120, 30)));
+        assert!(shown.contains("interviews 30/88"), "{shown}");
+        assert!(shown.contains("eta –"), "{shown}");
+        for e in events.iter().skip(1 + 30).take(2) {
+            record(&mut app, e);
+        }
+        let shown = progress(&render(&app, (120, 30)));
         assert!(shown.contains("eta 0:38:00"), "(56 + 20) to go at 2 a minute: {shown}");
     }
 
