@@ -413,7 +413,15 @@ impl App {
         match inert(action) {
             Action::Key(key) => return self.on_key(key),
             Action::Paste(text) => return self.on_paste(&text),
-            Action::Engine(event) => self.engine(&event),
+            Action::Engine(event) => {
+                self.engine(&event);
+                // A run that begins is a session from now on: listed (Setup's recent sessions,
+                // Sessions) before it ends.
+                if let Event::RunStarted { .. } | Event::ObserveStarted { .. } | Event::RolebenchStarted { .. } = event
+                {
+                    return vec![Effect::ListSessions];
+                }
+            }
             Action::Live(live) => {
                 self.run.apply_live(&live, &self.catalog);
                 self.live.follow_streaming(&self.run);

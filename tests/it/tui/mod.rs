@@ -2740,3 +2740,14 @@ fn compare_and_the_inspector_say_a_sessions_character_is_gone() {
         "{inspector}"
     );
 }
+
+/// A run that begins asks for the sessions to be listed again: it is one of them (Setup's recent
+/// sessions, Sessions) before it ends.
+#[test]
+fn a_run_that_begins_is_listed_before_it_ends() {
+    let mut app = self::app();
+    let events = session_events(&app.catalog);
+    assert!(matches!(events[0], Event::RunStarted { .. }));
+    assert_eq!(app.update(Action::Engine(events[0].clone())), [Effect::ListSessions]);
+    assert_eq!(app.update(Action::Engine(events[1].clone())), []);
+}
