@@ -265,6 +265,18 @@ async fn killed_once_submitted(s: &common::Setup, args: &[&str]) -> std::path::P
     session
 }
 
+/// The `--json` summary of `run --resume` of `session`, its batches polled every 5 ms from now on
+/// (the sitting it follows was started polling once a minute).
+async fn resumed_polling_fast(s: &common::Setup, session: &std::path::Path) -> Value {
+    std::fs::write(
+        &s.config,
+        std::fs::read_to_string(&s.config).unwrap().replace("60000", "5"),
+    )
+    .unwrap();
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    common::json_of(common::output(&s.config, &s.data, &["run", "--resume", &id, "--json"]).await)
+}
+
 /// The folder of the session `child` runs on `s`, once its first batch is created and journaled.
 async fn once_submitted(s: &common::Setup, child: &mut std::process::Child) -> std::path::PathBuf {
     loop {
@@ -312,13 +324,7 @@ async fn a_batch_stopped_while_it_runs_is_counted_once_across_its_sittings() {
         "the batch has not answered yet: {stderr}"
     );
 
-    std::fs::write(
-        &s.config,
-        std::fs::read_to_string(&s.config).unwrap().replace("60000", "5"),
-    )
-    .unwrap();
-    let id = session.file_name().unwrap().to_string_lossy().to_string();
-    let resumed = common::json_of(common::output(&s.config, &s.data, &["run", "--resume", &id, "--json"]).await);
+    let resumed = resumed_polling_fast(&s, &session).await;
     let rpa = resumed["usage"]
         .as_array()
         .unwrap()
@@ -420,13 +426,7 @@ async fn a_batch_followed_from_an_earlier_sitting_is_billed_as_an_uninterrupted_
     let s = common::setup(faulty(), &format!("{prices}\nbatch_poll_ms = 60000")).await;
     // Killed before anything came back: the first sitting billed nothing.
     let session = killed_once_submitted(&s, &args).await;
-    std::fs::write(
-        &s.config,
-        std::fs::read_to_string(&s.config).unwrap().replace("60000", "5"),
-    )
-    .unwrap();
-    let id = session.file_name().unwrap().to_string_lossy().to_string();
-    let resumed = common::json_of(common::output(&s.config, &s.data, &["run", "--resume", &id, "--json"]).await);
+    let resumed = resumed_polling_fast(&s, &session).await;
     assert_eq!(used(&resumed), used(&uninterrupted), "{resumed}\n{uninterrupted}");
 }
 
