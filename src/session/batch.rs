@@ -452,25 +452,22 @@ impl Batching {
         (accounting, cap): (&crate::llm::accounting::Accounting, Option<f64>),
     ) -> Result<PathBuf, SessionError> {
         self.take_import(journal, note).await?;
+        // A provider this run does not connect is refused before any batch is followed.
+        for (_, provider, ..) in self.history.open() {
+            self.api(&provider)?;
+        }
+        // A batch that cannot be followed does not keep the others' answers from this sitting.
+        let mut failed = None;
         for (phase, provider, file, batch) in self.history.open() {
-            let api = self.api(&provider)?;
-            let batch = match batch {
-                Some(id) => api.get(&id).await,
-                // Uploaded, then killed before the batch was journaled: find it, or create it now.
-                None => match api.find(&file).await {
-                    Ok(Some(found)) => Ok(found),
-                    Ok(None) => api.create(&file).await,
-                    Err(e) => Err(e),
-                },
+            match self.follow_open(journal, note, (phase, &provider, &file, batch)).await {
+                // Ended in this sitting: billed now, as a phase's results are.
+                Ok(answers) => self.hub.load(&answers, Came::Sent),
+                Err(e) => failed = failed.or(Some(e)),
             }
-            .map_err(|e| api_error(&provider, e))?;
-            note(format!(
-                "batch phase {phase}: following {provider} batch {} from the last sitting",
-                batch.id
-            ));
-            let answers = self.follow(journal, note, phase, &provider, &api, batch).await?;
-            // Ended in this sitting: billed now, as a phase's results are.
-            self.hub.load(&answers, Came::Sent);
+        }
+        if let Some(e) = failed {
+            self.hub.until_idle().await;
+            return Err(e);
         }
         let mut phase = self.history.last_phase();
         loop {
@@ -536,9 +533,20 @@ impl Batching {
                     let sent = by_provider
                         .into_iter()
                         .map(|(provider, pending)| self.submit(journal, note, phase, provider, pending));
+                    // Every share that came back is read, even when another failed: its batch
+                    // is paid for and journaled as ended, so its answers are this sitting's to
+                    // journal and count. The run stops once they have been (the failed share's
+                    // requests stay parked).
+                    let mut failed = None;
                     for result in futures_util::future::join_all(sent).await {
-                        let (asked, answers) = result?;
-                        self.hub.resolve(&asked, &answers);
+                        match result {
+                            Ok((asked, answers)) => self.hub.resolve(&asked, &answers),
+                            Err(e) => failed = failed.or(Some(e)),
+                        }
+                    }
+                    if let Some(e) = failed {
+                        self.hub.until_idle().await;
+                        return Err(e);
                     }
                 }
             }
@@ -575,6 +583,32 @@ impl Batching {
         // (and priced as the config says, which the cost cap holds before the next phase).
         self.hub.load(&import.answers, Came::Imported);
         Ok(())
+    }
+
+    /// A batch an earlier sitting left open (`batch` unless it was killed between upload and
+    /// submission), followed to its end.
+    async fn follow_open(
+        &self,
+        journal: &Journaler,
+        note: &(dyn Fn(String) + Send + Sync),
+        (phase, provider, file, batch): (u32, &str, &str, Option<String>),
+    ) -> Result<BTreeMap<String, Answer>, SessionError> {
+        let api = self.api(provider)?;
+        let batch = match batch {
+            Some(id) => api.get(&id).await,
+            // Uploaded, then killed before the batch was journaled: find it, or create it now.
+            None => match api.find(file).await {
+                Ok(Some(found)) => Ok(found),
+                Ok(None) => api.create(file).await,
+                Err(e) => Err(e),
+            },
+        }
+        .map_err(|e| api_error(provider, e))?;
+        note(format!(
+            "batch phase {phase}: following {provider} batch {} from the last sitting",
+            batch.id
+        ));
+        self.follow(journal, note, phase, provider, &api, batch).await
     }
 
     /// One provider's share of a phase: uploaded, submitted, followed to its end.

@@ -1122,3 +1122,99 @@ async fn results_missing_some_requests_are_taken_and_the_rest_said_to_go_out_aga
     let again = std::fs::read_to_string(next["requests"].as_str().unwrap()).unwrap();
     assert_eq!(again.lines().count(), 3, "the three go out again");
 }
+
+/// A phase sent to two providers, one of whose shares fails: the other's batch ended and was paid
+/// for, so its answers are journaled and counted in the sitting that read them, not left for a
+/// resume to take as kept results no request paid for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phase_whose_other_share_failed_still_journals_and_counts_the_share_that_came_back() {
+    let good = incharacter_testkit::fake_openai::FakeServer::start(FakeConfig::default())
+        .await
+        .unwrap();
+    let broken = incharacter_testkit::fake_openai::FakeServer::start(FakeConfig {
+        fail_all: true,
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let data = dir.path().join("data");
+    let provider = |name: &str, server: &incharacter_testkit::fake_openai::FakeServer| {
+        format!(
+            "[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nbatch_poll_ms = 5\nmax_retries = 0\n\n",
+            server.base_url()
+        )
+    };
+    std::fs::write(
+        &config,
+        provider("good", &good) + &provider("broken", &broken) + "[roles]\nrpa = \"good\"\njudge = \"good\"\n",
+    )
+    .unwrap();
+    // Hermione's answers in the cache: in the batch run her interview is read from it at once, so
+    // the first phase holds her judge's requests (the broken provider's share) beside Snape's
+    // interview (the good one's).
+    let first = common::output(&config, &data, &common::run_hermione("GSE", "er-batch", &[])).await;
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let both = "run --characters hermione-en,snape-en --scales GSE --methods er-batch --judge broken --batch --yes";
+    let out = common::output(&config, &data, &both.split(' ').collect::<Vec<_>>()).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("broken"), "the failed share is named: {stderr}");
+    let sessions: Vec<std::path::PathBuf> = std::fs::read_dir(data.join("sessions"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    let journal = sessions
+        .iter()
+        .map(|p| std::fs::read_to_string(p.join("journal.jsonl")).unwrap())
+        .find(|j| j.contains(r#""step":"ended""#))
+        .expect("the batch session");
+    let snape = journal
+        .lines()
+        .filter(|l| l.contains(r#""event":"item_answered""#) && l.contains("snape-en"))
+        .count();
+    assert_eq!(snape, 10, "Snape's answers came back and are journaled: {journal}");
+    assert!(
+        stderr.contains("used: rpa") && stderr.contains("10 requests"),
+        "the good provider's batch lines are this sitting's requests: {stderr}"
+    );
+    assert_eq!(good.stats().batch_lines, 10, "{stderr}");
+
+    // The broken share's provider mended: the resume asks only what has no answer yet.
+    let broken_url = broken.base_url().to_string();
+    let mended = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace(&broken_url, &good.base_url());
+    std::fs::write(&config, mended).unwrap();
+    let session = sessions
+        .iter()
+        .find(|p| {
+            std::fs::read_to_string(p.join("journal.jsonl"))
+                .unwrap()
+                .contains(r#""step":"ended""#)
+        })
+        .unwrap();
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    let resumed = common::output(&config, &data, &["run", "--resume", &id]).await;
+    assert_eq!(
+        resumed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let journal = std::fs::read_to_string(session.join("journal.jsonl")).unwrap();
+    let answered = journal
+        .lines()
+        .filter(|l| l.contains(r#""event":"item_answered""#))
+        .count();
+    assert_eq!(answered, 20, "the answers are not asked again: {journal}");
+    // Then Snape's judge's three calls (Hermione's, asked of the same server before, are cached).
+    assert_eq!(good.stats().batch_lines, 13, "{journal}");
+}
