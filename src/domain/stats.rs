@@ -21,8 +21,20 @@ pub fn sample_std(x: &[f64]) -> Option<f64> {
     if x.len() < 2 {
         return None;
     }
+    // Equal values have no spread, however their mean rounds (3.2 three times averages to
+    // 3.2000000000000006, which would leave a spread of 5e-16).
+    if x.iter().all(|v| *v == x[0]) {
+        return Some(0.0);
+    }
     let m = mean(x)?;
     Some((x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64).sqrt())
+}
+
+/// Whether a spread `sd` of `values` is no spread but rounding: below what the last bits of values
+/// of their size can make (differences of ratings such as 3.2 − 3.1, equal on paper, differ there).
+fn rounding_only(sd: f64, values: &[f64]) -> bool {
+    let size = values.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+    sd <= 64.0 * f64::EPSILON * size
 }
 
 /// Pearson's r (scipy.stats.pearsonr): `None` when either side is constant (no variance, however
@@ -216,7 +228,7 @@ pub fn paired_t_test(a: &[f64], b: &[f64]) -> Option<TTest> {
     }
     let d: Vec<f64> = a.iter().zip(b).map(|(x, y)| x - y).collect();
     let sd = sample_std(&d)?;
-    if sd == 0.0 {
+    if rounding_only(sd, a) || rounding_only(sd, b) {
         return None;
     }
     let n = d.len() as f64;
@@ -231,7 +243,7 @@ pub fn paired_t_test(a: &[f64], b: &[f64]) -> Option<TTest> {
 /// root mean of their sample variances, √((s_a² + s_b²) / 2).
 pub fn cohens_d(a: &[f64], b: &[f64]) -> Option<f64> {
     let pooled = ((sample_std(a)?.powi(2) + sample_std(b)?.powi(2)) / 2.0).sqrt();
-    if pooled == 0.0 {
+    if rounding_only(pooled, a) || rounding_only(pooled, b) {
         return None;
     }
     Some((mean(a)? - mean(b)?) / pooled)
@@ -285,6 +297,19 @@ mod tests {
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-12
+    }
+
+    /// Ratings with no spread have no effect size and no t, however their means round: before, 3.2
+    /// three times against 3.0 three times gave d = 5.2e14.
+    #[test]
+    fn constant_ratings_have_no_effect_size_however_their_means_round() {
+        assert_eq!(sample_std(&[3.2, 3.2, 3.2]), Some(0.0));
+        assert_eq!(cohens_d(&[3.2, 3.2, 3.2], &[3.0, 3.0, 3.0]), None);
+        // Differences equal on paper, apart in their last bits.
+        let (a, b) = ([3.2, 3.3, 3.4], [3.1, 3.2, 3.3]);
+        assert_eq!(paired_t_test(&a, &b), None);
+        assert!(cohens_d(&[3.2, 3.4, 3.0], &[3.0, 3.0, 3.0]).is_some_and(f64::is_finite));
+        assert!(paired_t_test(&[3.2, 3.4, 3.0], &[3.0, 3.1, 3.0]).is_some());
     }
 
     #[test]

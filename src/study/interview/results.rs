@@ -354,8 +354,15 @@ pub fn summary_with(
                 let a = metrics::overall_of(drawn.iter().map(|&u| &tallies[u]));
                 [a.map(|a| a.0), a.map(|a| a.1), a.map(|a| a.2)]
             });
-            let [i, d, s] = resample::intervals(units.len(), stream, |drawn| {
-                let drawn_shares: Vec<&Share> = drawn.iter().map(|&u| units[u]).collect();
+            // The consistency figures resample the characters that have one: a character whose
+            // every assessment failed is no unit of theirs.
+            let consistent: Vec<&Share> = units
+                .iter()
+                .copied()
+                .filter(|u| consistency(&[u]).iter().any(Option::is_some))
+                .collect();
+            let [i, d, s] = resample::intervals(consistent.len(), stream, |drawn| {
+                let drawn_shares: Vec<&Share> = drawn.iter().map(|&u| consistent[u]).collect();
                 consistency(&drawn_shares)
             });
             let cis = [acc_dim, acc_full, mae, i, d, s];
@@ -540,6 +547,29 @@ mod tests {
         let failed = shares(&list[..2].iter().collect::<Vec<_>>(), Vec::new());
         let share = &failed["c"];
         assert!(share.per_dim_repeat.is_empty() && share.per_item.is_empty() && share.per_dim.is_empty());
+    }
+
+    /// Two characters, one whose every assessment failed: one character has a spread, so there is
+    /// no interval of it (before, a one-character resample printed [v, v]).
+    #[test]
+    fn a_spread_of_one_character_among_two_has_no_interval() {
+        let catalog = Catalog::load(None).unwrap();
+        let mut events = Vec::new();
+        for (character, scored) in [("hermione-en", true), ("snape-en", false)] {
+            for dimension in ["Extraversion", "Agreeableness"] {
+                let mut a = assessed(dimension, 0, &[4.0, 2.0, 5.0], scored);
+                a.character = character.into();
+                events.push(Event::DimensionAssessed(a));
+            }
+        }
+        let bootstrap = Bootstrap {
+            resamples: 200,
+            seed: 1,
+        };
+        let rows = summary_with(&events, &catalog, None, Some(bootstrap));
+        let std_dim = rows[0].intervals.as_ref().unwrap().std_dim.unwrap();
+        assert!(std_dim.value.is_some(), "{:?}", rows[0]);
+        assert_eq!(std_dim.ci, None, "{:?}", rows[0]);
     }
 
     #[test]
