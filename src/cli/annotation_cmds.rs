@@ -382,25 +382,69 @@ fn subject_case(
     Ok(case)
 }
 
+/// The method whose judgments `agreement` compares with the annotations: one the session ran
+/// (by default OC, else the first it ran that annotators can rate), or none for an observer session, which
+/// has one task, the subject task.
+fn agreed_method(id: &str, events: &[crate::study::Event], asked: Option<&str>) -> anyhow::Result<Option<Method>> {
+    use crate::study::Study;
+    if crate::study::kind_of(events) == Some(crate::study::Kind::Observers) {
+        return match asked {
+            Some(m) => Err(input_error(format!(
+                "--method {m}: session {id} is an observer session, whose annotations are of one task (the subjects): leave --method out"
+            ))),
+            None => Ok(None),
+        };
+    }
+    let ran: Vec<Method> = crate::study::interview::Interviews::plan_of(events)
+        .map(|p| {
+            p.methods
+                .iter()
+                .copied()
+                .filter(|m| annotation::task_of(*m).is_some())
+                .collect()
+        })
+        .unwrap_or_default();
+    let names = || ran.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ");
+    match asked {
+        None => ran
+            .iter()
+            .find(|m| **m == Method::Oc)
+            .or(ran.first())
+            .copied()
+            .map(Some)
+            .ok_or_else(|| {
+                input_error(format!(
+                    "session {id} ran none of the methods annotators rate (oc, d-oc, er-batch, er-all)"
+                ))
+            }),
+        Some(name) => {
+            let method = Method::parse(name)
+                .filter(|m| annotation::task_of(*m).is_some())
+                .ok_or_else(|| input_error(format!("--method {name}: oc, d-oc, er-batch or er-all")))?;
+            if !ran.contains(&method) {
+                return Err(input_error(format!(
+                    "--method {name}: session {id} did not run it; it ran {}",
+                    if ran.is_empty() {
+                        "none that annotators rate".to_string()
+                    } else {
+                        names()
+                    }
+                )));
+            }
+            Ok(Some(method))
+        }
+    }
+}
+
 pub fn agreement(
     ctx: &Ctx,
     id: &str,
-    method: &str,
+    method: Option<&str>,
     json_output: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     let (dir, events) = super::lookup::load_session(ctx, id)?;
-    let observers = crate::study::kind_of(&events) == Some(crate::study::Kind::Observers);
-    // An observer session has one task, the subject task: --method does not apply.
-    let method = if observers {
-        None
-    } else {
-        Some(
-            Method::parse(method)
-                .filter(|m| annotation::task_of(*m).is_some())
-                .ok_or_else(|| input_error(format!("--method {}: oc, d-oc, er-batch or er-all", method)))?,
-        )
-    };
+    let method = agreed_method(id, &events, method)?;
     let all = annotation::load(&dir, &*ctx.catalog()?)?;
     say_stopped_imports(&dir);
     if all.is_empty() {

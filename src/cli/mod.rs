@@ -350,9 +350,10 @@ pub enum Command {
         /// ratings against the self- and observer reports)
         #[arg(long)]
         session: Option<String>,
-        /// With --session of an interview session: oc, d-oc (item task) or er-batch, er-all (dimension task)
-        #[arg(long, default_value = "oc")]
-        method: String,
+        /// With --session of an interview session: oc, d-oc (item task) or er-batch, er-all (dimension
+        /// task) [default: oc if the session ran it, else the first of these it ran]
+        #[arg(long)]
+        method: Option<String>,
         /// Print JSON instead of a table
         #[arg(long)]
         json: bool,
@@ -637,9 +638,9 @@ pub enum CharactersCommand {
 /// The seeded bootstrap of `report`'s intervals and `compare`'s (and its Monte Carlo sign flips).
 #[derive(clap::Args, Debug, Clone, Copy)]
 pub struct BootstrapArgs {
-    /// Bootstrap resamples over characters for the 95% intervals (200 or more: fewer cannot place
-    /// their 2.5th and 97.5th percentiles)
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(200..))]
+    /// Bootstrap resamples over characters for the 95% intervals (200 to 100,000: fewer cannot
+    /// place their 2.5th and 97.5th percentiles, more only take longer)
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(200..=100_000))]
     bootstrap: u32,
     /// Seed of the resampling (the same seed gives the same figures)
     #[arg(long, default_value_t = 1)]
@@ -755,7 +756,7 @@ pub fn run(command: Command, ctx: &Ctx, out: &mut dyn Write) -> anyhow::Result<E
             session,
             method,
             json,
-        } => agreement(ctx, pairs, session, &method, json, out),
+        } => agreement(ctx, pairs, session, method.as_deref(), json, out),
         Command::Report {
             ids,
             format,
@@ -877,11 +878,12 @@ fn agreement(
     ctx: &Ctx,
     pairs: Option<PathBuf>,
     session: Option<String>,
-    method: &str,
+    method: Option<&str>,
     json: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     match (pairs, session) {
+        (Some(_), _) if method.is_some() => Err(input_error("--method goes with --session, not --pairs")),
         (Some(pairs), _) => metrics_cmds::agreement(&pairs, json, out),
         (None, Some(id)) => annotation_cmds::agreement(ctx, &id, method, json, out),
         (None, None) => Err(input_error("--pairs <CSV> or --session <ID>")),

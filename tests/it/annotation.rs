@@ -290,6 +290,13 @@ async fn imported_ratings_agree_with_an_independent_computation() {
     for row in &lines[header + 1..header + 1 + expected.len()] {
         assert_eq!(row.chars().count(), lines[header].chars().count(), "{table}");
     }
+    // A method the session never ran has no judgments to agree with: refused, never a table of
+    // zeros; an observer session's task takes no --method either.
+    let mut never = command(&config, &data, &["agreement", "--session", &id, "--method", "er-all"]);
+    let never = never.output().unwrap();
+    assert_eq!(never.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&never.stderr);
+    assert!(said.contains("did not run it; it ran oc, er-batch"), "{said}");
 
     let before = ok(command(
         &config,

@@ -273,9 +273,12 @@ async fn imported_subject_ratings_agree_with_an_independent_computation() {
     let rounded = |v: &[f64]| v.iter().map(|x| x.round() as i64).collect::<Vec<_>>();
     same(qwk(&rounded(&a), &rounded(&b)), &pair["qwk"], "inter-annotator qwk");
 
-    // The table: a row per trait under an aligned header, ρ latent for synthetic subjects.
-    let table =
-        String::from_utf8(ok(&config, &data, &["agreement", "--session", &id, "--method", "er-all"]).await).unwrap();
+    // The table: a row per trait under an aligned header, ρ latent for synthetic subjects. An
+    // interview's --method has no meaning here: refused, not ignored.
+    let method = common::output(&config, &data, &["agreement", "--session", &id, "--method", "er-all"]).await;
+    assert_eq!(method.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&method.stderr).contains("leave --method out"));
+    let table = String::from_utf8(ok(&config, &data, &["agreement", "--session", &id]).await).unwrap();
     let lines: Vec<&str> = table.lines().collect();
     let header = lines.iter().position(|l| l.starts_with("trait ")).unwrap();
     assert!(lines[header].ends_with("ρ latent"), "{table}");

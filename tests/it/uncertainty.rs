@@ -77,6 +77,9 @@ fn every_interval_contains_its_value_and_a_seed_gives_the_same_json() {
     // Too few resamples to place a 95% interval's ends: refused, not printed as one.
     let few = crate::common::offline(data, &["report", BFI, "--bootstrap", "1"]);
     assert_eq!(few.status.code(), Some(2));
+    // Four billion would be 32 GiB per figure: refused too, never an abort.
+    let many = crate::common::offline(data, &["report", BFI, "--bootstrap", "4294967295"]);
+    assert_eq!(many.status.code(), Some(2), "{}", String::from_utf8_lossy(&many.stderr));
 }
 
 #[test]
