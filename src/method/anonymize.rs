@@ -21,14 +21,23 @@ fn is_word_char(c: char) -> bool {
 
 impl Masker {
     pub fn new(aliases: &[String], experimenter: &str) -> Self {
+        Masker::with(aliases, &[experimenter.to_string()])
+    }
+
+    /// Masks every name of `aliases` and every one of `experimenters` (a character's names across
+    /// its edits).
+    pub fn with(aliases: &[String], experimenters: &[String]) -> Self {
         let mut names: Vec<(Vec<char>, &'static str)> = aliases
             .iter()
             .filter(|a| !a.trim().is_empty())
             .map(|a| (a.trim().chars().collect(), PARTICIPANT))
             .collect();
-        if !experimenter.trim().is_empty() {
-            names.push((experimenter.trim().chars().collect(), EXPERIMENTER));
-        }
+        names.extend(
+            experimenters
+                .iter()
+                .filter(|e| !e.trim().is_empty())
+                .map(|e| (e.trim().chars().collect(), EXPERIMENTER)),
+        );
         // Longest first, so "Hermione Granger" wins over "Hermione".
         names.sort_by_key(|n| std::cmp::Reverse(n.0.len()));
         names.dedup_by(|a, b| a.0 == b.0);

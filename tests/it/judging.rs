@@ -471,3 +471,71 @@ async fn a_reassessment_of_a_parent_missing_answers_says_to_resume_the_parent_an
         "{stderr}"
     );
 }
+
+/// A character renamed after its interview (a hand edit, or a card imported over it) keeps the
+/// names its answers were given under hidden from a re-assessment's judge: the session records
+/// the names it masked, and the re-assessment masks those and the current ones.
+#[tokio::test]
+async fn a_reassessment_after_a_rename_hides_the_names_the_answers_were_given_under() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let fake = FakeConfig {
+        script: vec![ScriptRule {
+            contains: "Bob:".into(),
+            reply: "I am Quinn Alpha, and Quinn always wins, Bob.".into(),
+        }],
+        log: Some(log.clone()),
+        ..FakeConfig::default()
+    };
+    let s = common::setup(fake, "").await;
+    let file = s.data.join("characters").join("quinn-en.toml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let card = |name: &str, aliases: &str, experimenter: &str| {
+        format!(
+            "id = \"quinn-en\"\nname = \"{name}\"\naliases = [{aliases}]\nlanguage = \"en\"\nexperimenter = \"{experimenter}\"\ndescription = \"\"\"You are {name}.\"\"\"\n"
+        )
+    };
+    std::fs::write(&file, card("Quinn Alpha", "\"Quinn\", \"Quinn Alpha\"", "Bob")).unwrap();
+    let run = binary(
+        &s.config,
+        &s.data,
+        &[
+            "run",
+            "--characters",
+            "quinn-en",
+            "--scales",
+            "GSE",
+            "--methods",
+            "er-batch",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    let parent = common::session_id(&run);
+    let asked = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        asked.contains("<the participant> always wins, <the experimenter>"),
+        "the judge reads the answers masked: {asked}"
+    );
+
+    std::fs::write(&file, card("Zed Beta", "\"Zed\"", "Ann")).unwrap();
+    std::fs::write(&log, "").unwrap();
+    // Another temperature, so the judge is asked again rather than read from the cache.
+    let again = binary(&s.config, &s.data, &["assess", &parent, "--judge-temperature", "0.5"]).await;
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let judged = std::fs::read_to_string(&log).unwrap();
+    assert!(!judged.is_empty());
+    for name in ["Quinn", "Bob"] {
+        assert!(!judged.contains(name), "{name} reached the judge: {judged}");
+    }
+    assert!(
+        judged.contains("<the participant> always wins, <the experimenter>"),
+        "{judged}"
+    );
+}

@@ -71,6 +71,41 @@ pub struct RunPlan {
     /// written option.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expected_scores: bool,
+    /// The names masked in each character's answers before the judge reads them: every name and
+    /// experimenter the character had when a session of these answers ran (a re-assessment keeps
+    /// its parent's), with the catalog's current ones added at each sitting. A character renamed
+    /// since its answers were given keeps its old names hidden. Sessions older than the field mask
+    /// the current names only.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub masked: BTreeMap<String, Masked>,
+}
+
+/// Names a judge never reads (see [`RunPlan::masked`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Masked {
+    /// The character's aliases (its names as the catalog lists them): each becomes
+    /// `<the participant>`.
+    pub participant: Vec<String>,
+    /// Its experimenters: each becomes `<the experimenter>`.
+    pub experimenter: Vec<String>,
+}
+
+impl Masked {
+    /// Adds the character's names as they are now.
+    fn add(&mut self, c: &Character) {
+        for alias in &c.aliases {
+            if !alias.trim().is_empty() && !self.participant.contains(alias) {
+                self.participant.push(alias.clone());
+            }
+        }
+        if !c.experimenter.trim().is_empty() && !self.experimenter.contains(&c.experimenter) {
+            self.experimenter.push(c.experimenter.clone());
+        }
+    }
+
+    pub fn masker(&self) -> Masker {
+        Masker::with(&self.participant, &self.experimenter)
+    }
 }
 
 fn default_items_per_call() -> u32 {
@@ -115,6 +150,7 @@ impl RunPlan {
             parent: None,
             prompts: PromptSet::new(),
             expected_scores: false,
+            masked: BTreeMap::new(),
         }
     }
 }
@@ -375,7 +411,7 @@ impl Interviews {
             .into_iter()
             .map(|style| async move { (style, self.interview(plan, done, sink, c, s, repeat, style).await) });
         let interviews: BTreeMap<QueryStyle, _> = join_all(asks).await.into_iter().collect();
-        let masker = Masker::new(&c.aliases, &c.experimenter);
+        let masker = plan.masked.get(character).map_or_else(|| Masker::new(&c.aliases, &c.experimenter), Masked::masker);
         let assessments = plan.methods.iter().map(|&method| {
             let exchanges = &interviews[&method.query_style()];
             self.assess(plan, done, sink, c, s, repeat, method, exchanges, &masker)
@@ -786,6 +822,13 @@ impl Study for Interviews {
         if fits < plan.items_per_call {
             plan.items_per_call = fits;
             items_per_call = (!prior.is_empty()).then_some(fits);
+        }
+        // The names hidden from the judge: those recorded (the session's start, or the parent's),
+        // and the current ones.
+        for id in &plan.characters {
+            if let Some(c) = env.catalog.character(id) {
+                plan.masked.entry(id.clone()).or_default().add(c);
+            }
         }
         let mut notes = Vec::new();
         let mut memories = BTreeMap::new();
