@@ -18,6 +18,22 @@ pub fn data_dir() -> Option<PathBuf> {
     }
 }
 
+/// The config file `$INCHARACTER_CONFIG` names, when there is none there (the defaults apply, as
+/// with no config at all, but a path set on purpose and missing is likely mistyped: said).
+pub fn named_config_missing() -> Option<PathBuf> {
+    let named = PathBuf::from(std::env::var_os("INCHARACTER_CONFIG").filter(|p| !p.is_empty())?);
+    // A link to nothing is missing too; anything else there is the loader's to refuse.
+    (!named.exists()).then_some(named)
+}
+
+/// What commands say of [`named_config_missing`].
+pub fn config_missing_warning(path: &std::path::Path) -> String {
+    format!(
+        "warning: INCHARACTER_CONFIG names {}, which does not exist: the defaults apply (only the embedded model)",
+        crate::text::visible(&path.display().to_string())
+    )
+}
+
 /// The config file: `$INCHARACTER_CONFIG`, else `config.toml` in the platform's config dir.
 pub fn config_file() -> Option<PathBuf> {
     match std::env::var_os("INCHARACTER_CONFIG") {

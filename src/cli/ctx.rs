@@ -59,6 +59,9 @@ impl Ctx {
             return Ok(c);
         }
         let config = Config::load_user()?;
+        if let Some(path) = paths::named_config_missing() {
+            crate::note!("{}", paths::config_missing_warning(&path));
+        }
         Ok(self.config.get_or_init(|| config))
     }
 

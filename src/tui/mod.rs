@@ -282,6 +282,8 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
             "{} data file(s) skipped: `incharacter validate` says why",
             skipped.len()
         ));
+    } else if let Some(path) = crate::paths::named_config_missing() {
+        app.flash = Some(crate::paths::config_missing_warning(&path));
     } else if let Some(note) = app.catalog.notes.first() {
         // Labels a replaced scale no longer fits: said, as `incharacter characters` says it.
         app.flash = Some(note.message.clone());

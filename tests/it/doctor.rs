@@ -75,6 +75,25 @@ async fn a_fresh_data_dir_without_the_model_says_to_fetch_it_and_exits_1() {
             .contains("no-config.toml: no file, the defaults apply (INCHARACTER_CONFIG names it)"),
         "{config_check}"
     );
+    // Every other command says it too, once, and goes on with the defaults; a config that is
+    // there says nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo.toml");
+    let providers = common::command(&typo, &dir.path().join("data"), &["providers"])
+        .output()
+        .unwrap();
+    assert_eq!(providers.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&providers.stderr);
+    assert_eq!(said.matches("INCHARACTER_CONFIG names").count(), 1, "{said}");
+    assert!(
+        said.contains("typo.toml, which does not exist: the defaults apply"),
+        "{said}"
+    );
+    std::fs::write(&typo, "").unwrap();
+    let there = common::command(&typo, &dir.path().join("data"), &["providers"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&there.stderr), "");
     assert_eq!(check(&report, "data dir")["status"], "ok");
     // Run from a script: no terminal, which headless commands do not need.
     let terminal = check(&report, "terminal");
