@@ -85,6 +85,23 @@ pub fn facts(path: &Path) -> Result<Facts, Error> {
             path.display()
         )));
     }
+    // A header with no weights behind it (or fewer tensors than the blocks it claims) is refused
+    // here, not at its first load.
+    if !content.tensors.iter().any(|t| t.name == "token_embd.weight") {
+        return Err(Error::Input(format!(
+            "{}: the file holds no token embeddings (token_embd.weight): it is not a whole model",
+            path.display()
+        )));
+    }
+    if let Some(blocks) = meta(&format!("{architecture}.block_count")).and_then(|v| v.as_u32())
+        && blocks as usize > content.tensors.len()
+    {
+        return Err(Error::Input(format!(
+            "{}: {architecture}.block_count says {blocks} blocks, the file holds {} tensors: it is not a whole model",
+            path.display(),
+            content.tensors.len()
+        )));
+    }
     let named = meta("general.file_type")
         .and_then(|v| v.as_u32())
         .and_then(|t| FILE_TYPES.iter().find(|(n, _)| *n == t))
@@ -145,6 +162,34 @@ mod tests {
         )
         .unwrap();
         path
+    }
+
+    /// A header with no weights, or fewer tensors than its blocks: refused when it is added, not
+    /// registered to fail at its first load.
+    #[test]
+    fn a_header_without_the_weights_it_claims_is_no_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let metadata = [
+            ("general.architecture", Value::String("llama".into())),
+            ("tokenizer.ggml.model", Value::String("gpt2".into())),
+            ("llama.block_count", Value::U32(1)),
+        ];
+        let empty = dir.path().join("empty.gguf");
+        std::fs::write(&empty, gguf(&metadata, &[])).unwrap();
+        let Err(Error::Input(e)) = facts(&empty) else {
+            panic!("a file with no tensors taken as a model");
+        };
+        assert!(e.contains("holds no token embeddings"), "{e}");
+        let mut claims = metadata.to_vec();
+        claims[2] = ("llama.block_count", Value::U32(30));
+        let Err(Error::Input(e)) = facts(&tiny_gguf(dir.path(), &claims)) else {
+            panic!("30 blocks in one tensor taken as a model");
+        };
+        assert!(
+            e.contains("block_count says 30 blocks, the file holds 1 tensors"),
+            "{e}"
+        );
+        assert!(facts(&tiny_gguf(dir.path(), &metadata)).is_ok());
     }
 
     #[test]
