@@ -345,7 +345,12 @@ pub fn export(
     let dir = store.find(id)?;
     // Markdown is the report's, which says it.
     if format != "md" {
-        super::lookup::say_changed_scales(ctx, &dir, &store.load(&dir)?)?;
+        let events = store.load(&dir)?;
+        super::lookup::say_changed_scales(ctx, &dir, &events)?;
+        let name = dir
+            .file_name()
+            .map_or_else(|| id.to_string(), |n| n.to_string_lossy().into_owned());
+        super::lookup::say_unfinished(&name, &dir, &events);
     }
     if format == "json" {
         return write_export(

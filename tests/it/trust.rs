@@ -1045,6 +1045,8 @@ async fn figures_of_a_session_that_has_not_finished_say_so() {
         vec!["report", &id],
         vec!["report", &id, "--format", "json"],
         vec!["judges", &id, &id],
+        vec!["export", &id],
+        vec!["export", &id, "--format", "csv"],
     ] {
         let out = common::output(&s.config, &s.data, &args).await;
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -121,7 +121,46 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
         }
     }
     session["status"] = json!(status);
+    // Versions a resume went on with (a character edited while its session was interrupted).
+    let later: BTreeMap<&String, Vec<String>> = session["character_versions"]
+        .as_object()
+        .map(|versions| {
+            versions
+                .keys()
+                .map(|c| (c, crate::study::later_versions(events, c)))
+                .filter(|(_, later)| !later.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    if !later.is_empty() {
+        session["later_character_versions"] = json!(later);
+    }
+    let style_name = |style: &crate::study::QueryStyle| {
+        serde_json::to_value(style)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    let dimension_of = |scale: &str, item_id: u32| {
+        catalog.scale(scale).and_then(|s| {
+            s.item(item_id)
+                .and_then(|i| i.dimension())
+                .map(|d| s.dimensions[d].name.clone())
+        })
+    };
     let mut interviews: BTreeMap<(String, String, u32, String), Vec<Value>> = BTreeMap::new();
+    // Items that failed for good (no later answer): listed with why, so none goes missing unsaid.
+    let mut failed: BTreeMap<(String, String, u32, String), BTreeMap<u32, Value>> = BTreeMap::new();
+    let done = super::Done::from_events(events);
+    for ((character, scale, repeat, style, item_id), error) in &done.failed {
+        if done.answers.contains_key(&(character.clone(), scale.clone(), *repeat, *style, *item_id)) {
+            continue;
+        }
+        failed
+            .entry((character.clone(), scale.clone(), *repeat, style_name(style)))
+            .or_default()
+            .insert(*item_id, json!({"item_id": item_id, "dimension": dimension_of(scale, *item_id), "error": error}));
+    }
     for e in events {
         if let Event::ItemAnswered {
             character,
@@ -135,26 +174,30 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
             truncated,
         } = e
         {
-            let style = serde_json::to_value(style)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
-            let dimension = catalog.scale(scale).and_then(|s| {
-                s.item(*item_id)
-                    .and_then(|i| i.dimension())
-                    .map(|d| s.dimensions[d].name.clone())
-            });
+            let style = style_name(style);
+            let dimension = dimension_of(scale, *item_id);
+            let key = (character.clone(), scale.clone(), *repeat, style);
             interviews
-                .entry((character.clone(), scale.clone(), *repeat, style))
+                .entry(key)
                 .or_default()
                 .push(json!({"item_id": item_id, "dimension": dimension, "question": question, "response": response, "retrieved": retrieved, "truncated": truncated}));
         }
     }
+    for (key, f) in &failed {
+        if !f.is_empty() {
+            interviews.entry(key.clone()).or_default();
+        }
+    }
     let interviews: Vec<Value> = interviews
         .into_iter()
-        .map(|((character, scale, repeat, style), mut items)| {
+        .map(|(key, mut items)| {
             items.sort_by_key(|i| i["item_id"].as_u64());
-            json!({"character": character, "scale": scale, "repeat": repeat, "style": style, "items": items})
+            let (character, scale, repeat, style) = &key;
+            let mut interview = json!({"character": character, "scale": scale, "repeat": repeat, "style": style, "items": items});
+            if let Some(f) = failed.get(&key).filter(|f| !f.is_empty()) {
+                interview["failed"] = json!(f.values().collect::<Vec<_>>());
+            }
+            interview
         })
         .collect();
     let mut grouped: BTreeMap<(String, String, Method, u32), serde_json::Map<String, Value>> = BTreeMap::new();
@@ -570,6 +613,44 @@ mod tests {
         let std_dim = rows[0].intervals.as_ref().unwrap().std_dim.unwrap();
         assert!(std_dim.value.is_some(), "{:?}", rows[0]);
         assert_eq!(std_dim.ci, None, "{:?}", rows[0]);
+    }
+
+    /// An export lists the items that failed for good with why (one a resume answered is not
+    /// among them), and the versions a resume went on with.
+    #[test]
+    fn an_export_says_which_items_failed_and_every_version_it_ran() {
+        let catalog = Catalog::load(None).unwrap();
+        let lines = [
+            r#"{"event":"run_started","session":"s","name":null,"created":"2026-01-01T00:00:00Z","app_version":"0.1.0","character_versions":{"hermione-en":"v1"},"plan":{"characters":["hermione-en"],"scales":["GSE"],"methods":["er-batch"],"repeats":1,"rpa":"p","judge":"p","style":"description","seed":1,"max_attempts":5},"providers":{}}"#,
+            r#"{"event":"item_failed","character":"hermione-en","scale":"GSE","repeat":0,"style":"open","item_id":2,"error":"gave up after 5 attempts"}"#,
+            r#"{"event":"item_failed","character":"hermione-en","scale":"GSE","repeat":0,"style":"open","item_id":5,"error":"refused (400)"}"#,
+            r#"{"event":"item_answered","character":"hermione-en","scale":"GSE","repeat":0,"style":"open","item_id":1,"question":"q","response":"r"}"#,
+            r#"{"event":"resumed","at":"2026-01-02T00:00:00Z","character_versions":{"hermione-en":"v2"}}"#,
+            r#"{"event":"item_answered","character":"hermione-en","scale":"GSE","repeat":0,"style":"open","item_id":2,"question":"q","response":"r"}"#,
+        ];
+        let events: Vec<Event> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let export = export(&events, &catalog);
+        let interview = &export["interviews"][0];
+        assert_eq!(interview["items"].as_array().unwrap().len(), 2, "{export:#}");
+        let failed = interview["failed"].as_array().unwrap();
+        assert_eq!(failed.len(), 1, "item 2 was answered on the resume: {export:#}");
+        assert_eq!(failed[0]["item_id"], 5);
+        assert_eq!(failed[0]["error"], "refused (400)");
+        assert_eq!(export["session"]["later_character_versions"], json!({"hermione-en": ["v2"]}));
+        // A session with no failure and no resume exports as before.
+        let clean = export_of_first(&events);
+        assert!(clean["interviews"][0].get("failed").is_none(), "{clean:#}");
+        assert!(clean["session"].get("later_character_versions").is_none(), "{clean:#}");
+    }
+
+    fn export_of_first(events: &[Event]) -> Value {
+        let kept: Vec<Event> = events
+            .iter()
+            .filter(|e| matches!(e, Event::RunStarted { .. } | Event::ItemAnswered { .. }))
+            .take(2)
+            .cloned()
+            .collect();
+        export(&kept, &Catalog::load(None).unwrap())
     }
 
     #[test]
