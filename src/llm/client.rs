@@ -260,7 +260,12 @@ impl Client {
                 .then(|| adapter.gate(provider, model, &shape))
                 .flatten();
             let mut _first = match &gate {
-                Some(g) => Some(g.clone().lock_owned().await),
+                // Waiting for the first of its shape, it is queued as a request waiting for its
+                // places is (the progress counts it).
+                Some(g) => {
+                    let _queued = self.shared.accounting.queue(provider, request.meta.role);
+                    Some(g.clone().lock_owned().await)
+                }
                 None => None,
             };
             if gate.is_some() && adapter.gate(provider, model, &shape).is_none() {
@@ -571,8 +576,11 @@ impl Client {
         }
         // A reply came, whatever is in it: the server takes requests of this shape, and the others
         // waiting for the first need not wait for its retries.
-        if result.is_ok() && tries.first.take().is_some() {
+        // Opened before the lock is given up, so that no waiter takes the lock while the shape is
+        // still closed and goes alone as a second first.
+        if result.is_ok() && tries.first.is_some() {
             self.shared.adapter.open(provider, &self.config.model, &tries.shape);
+            tries.first = None;
         }
         match &result {
             Ok(Finished { rate, .. }) => self.pace.observe(rate, ticket),

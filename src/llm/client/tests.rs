@@ -239,6 +239,41 @@ async fn the_first_requests_wait_for_a_first_reply_only_where_a_shape_may_be_ref
     }
 }
 
+/// Requests waiting for the first of their shape to come back are queued, and the progress says
+/// so: before, they were neither queued nor in flight (`0/10 · 1 in flight · 0 queued`).
+#[tokio::test]
+async fn requests_waiting_for_the_first_of_their_shape_are_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut transport = Scripted::new(&["One.", "Two.", "Three."]);
+    // The first attempt waits there for this test.
+    transport.together = Some(tokio::sync::Barrier::new(2));
+    let transport = Arc::new(transport);
+    let c = Arc::new(client(transport.clone(), dir.path()));
+    let asked: Vec<_> = (0..3)
+        .map(|i| {
+            let (c, mut r) = (c.clone(), request(Role::Judge));
+            r.messages[0].content = format!("Question {i}?");
+            tokio::spawn(async move { complete(c.as_ref(), r).await })
+        })
+        .collect();
+    let accounting = c.shared.accounting.clone();
+    // (One thread: each yield runs every task that can run until it waits.)
+    for _ in 0..1000 {
+        if transport.attempts() == 1 && accounting.flight(Role::Judge).queued == 2 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    let flight = accounting.flight(Role::Judge);
+    assert_eq!((flight.in_flight, flight.queued), (1, 2));
+    transport.together.as_ref().unwrap().wait().await;
+    for replied in futures_util::future::join_all(asked).await {
+        assert!(replied.unwrap().is_ok());
+    }
+    let flight = accounting.flight(Role::Judge);
+    assert_eq!((flight.in_flight, flight.queued), (0, 0));
+}
+
 /// The first of a shape is sent alone until a reply comes, whatever the reply holds: its retries of
 /// an empty one do not hold up the others, which the server has shown it takes.
 #[tokio::test]
