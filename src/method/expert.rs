@@ -10,7 +10,6 @@ use super::judge::{Attempt, Judge};
 use super::judge_json;
 use super::texts;
 use super::weigh::{self, Weighed};
-use crate::domain::rng::SplitMix64;
 use crate::domain::scale::{Language, Scale};
 use crate::llm::{ChatMessage, ChatRequest, ResponseSchema, Role};
 use crate::templates::{Template, Templates};
@@ -49,15 +48,28 @@ pub fn batches(n: usize) -> Vec<Vec<usize>> {
 }
 
 /// The order in which a repeat presents exchanges: as asked for repeat 0, shuffled with seed `repeat`
-/// otherwise (Fisher–Yates, SplitMix64).
+/// otherwise, as the original pipeline shuffles them (`random.seed(repeat); random.shuffle(…)` in
+/// Python: the Mersenne Twister seeded by key, Fisher–Yates drawing each index by rejection from
+/// the fewest bits that hold it), so repeats batch the same answers together as it does.
 pub fn order(n: usize, repeat: u32) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..n).collect();
     if repeat == 0 {
         return idx;
     }
-    let mut rng = SplitMix64(u64::from(repeat));
+    // Python seeds with the 32-bit words of the integer's magnitude: one word here.
+    let mut mt = rand_mt::Mt::new_with_key([repeat]);
+    // `random._randbelow`: the `bits` high bits of a 32-bit draw, again until below `bound`.
+    let mut below = |bound: usize| -> usize {
+        let bits = usize::BITS - bound.leading_zeros();
+        loop {
+            let r = (mt.next_u32() >> (32 - bits)) as usize;
+            if r < bound {
+                return r;
+            }
+        }
+    };
     for i in (1..n).rev() {
-        let j = rng.below(i + 1);
+        let j = below(i + 1);
         idx.swap(i, j);
     }
     idx
@@ -333,6 +345,18 @@ mod tests {
     #[test]
     fn repeats_shuffle_reproducibly() {
         assert_eq!(order(5, 0), vec![0, 1, 2, 3, 4]);
+        // What `random.seed(s); random.shuffle(list(range(n)))` gives in Python 3.
+        for (n, seed, python) in [
+            (8, 1, &[3, 6, 1, 5, 7, 0, 4, 2][..]),
+            (12, 1, &[7, 11, 0, 8, 5, 6, 3, 10, 4, 1, 9, 2]),
+            (12, 2, &[9, 11, 3, 4, 7, 6, 8, 2, 5, 10, 1, 0]),
+            (9, 3, &[1, 5, 6, 0, 8, 4, 7, 2, 3]),
+            (15, 7, &[3, 12, 14, 7, 11, 4, 13, 9, 8, 1, 0, 10, 6, 2, 5]),
+            (1, 1, &[0]),
+            (2, 5, &[0, 1]),
+        ] {
+            assert_eq!(order(n, seed), python, "n {n}, seed {seed}");
+        }
         assert_eq!(order(12, 1), order(12, 1));
         assert_ne!(order(12, 1), order(12, 2));
         let mut o = order(12, 3);
