@@ -260,30 +260,30 @@ pub fn some_options(v: &Value, keys: &[String], range: ScoreRange) -> Result<Som
     }
 }
 
-/// A self-report answered "with the number only": the reply is just a number in range (or "x"), also
-/// when wrapped the way role-play agents answer: after one of the `speakers`' names and a colon
-/// (`Hermione: 4`, `赫敏：4`), in quotes or corner brackets (`"4"`, `「4」`), with a closing full stop.
-/// Any other words (`I'd say 4`) make it an answer for the judge to read.
+/// A self-report answered "with the number only", read as the original pipeline reads it: the
+/// `speakers`' names taken out, then what follows the first colon (`:`, else `：`) kept, then every
+/// character but ASCII letters and digits and CJK ideographs (U+4E00–U+9FA5) dropped; the reply
+/// is an option if what is left is one's number as written (`Hermione: 4`, `赫敏：「4」。`, `**3**`,
+/// `4.`). Anything else (`I'd say 4`, `3.5`, `x`) is an answer for the judge to read.
 pub fn bare_option(reply: &str, range: ScoreRange, speakers: &[&str]) -> Option<ItemOption> {
-    let mut t = reply.trim();
-    for name in speakers.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-        if let Some(rest) = t.strip_prefix(name) {
-            let rest = rest.trim_start();
-            if let Some(rest) = rest.strip_prefix(':').or_else(|| rest.strip_prefix('：')) {
-                t = rest.trim();
-                break;
-            }
-        }
+    let mut names: Vec<&str> = speakers.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).collect();
+    // Longest first, so that "Hermione Granger" goes whole.
+    names.sort_by_key(|n| std::cmp::Reverse(n.chars().count()));
+    let mut t = reply.to_string();
+    for name in names {
+        t = t.replace(name, "");
     }
-    let stop = |s: &str| s.trim().trim_end_matches(['.', '。']).trim().to_string();
-    let mut t = stop(t);
-    for (open, close) in [('"', '"'), ('\'', '\''), ('“', '”'), ('「', '」'), ('『', '』')] {
-        if let Some(inner) = t.strip_prefix(open).and_then(|r| r.strip_suffix(close)) {
-            t = stop(inner);
-            break;
-        }
-    }
-    option("answer", &Value::String(t), range).ok()
+    let after = match t.split_once(':').or_else(|| t.split_once('：')) {
+        Some((_, rest)) => rest,
+        None => &t,
+    };
+    let kept: String = after
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || ('\u{4e00}'..='\u{9fa5}').contains(c))
+        .collect();
+    (range.min..=range.max)
+        .find(|n| n.to_string() == kept)
+        .map(ItemOption::Value)
 }
 
 #[cfg(test)]

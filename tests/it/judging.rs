@@ -539,3 +539,47 @@ async fn a_reassessment_after_a_rename_hides_the_names_the_answers_were_given_un
         "{judged}"
     );
 }
+
+/// A self-report with reasons whose reply is only the number is read as the original reads it, as
+/// a plain self-report's is: no judge call, the option as written (`**3**` too).
+#[tokio::test]
+async fn a_bare_number_is_read_for_both_self_reports_without_the_judge() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let fake = FakeConfig {
+        script: vec![
+            ScriptRule {
+                contains: "number alone on the last line".into(),
+                reply: "**3**".into(),
+            },
+            ScriptRule {
+                contains: "number only".into(),
+                reply: "Hermione: 「2」".into(),
+            },
+        ],
+        log: Some(log.clone()),
+        ..FakeConfig::default()
+    };
+    let s = common::setup(fake, "").await;
+    let args = common::run_hermione("GSE", "sr,sr-cot", &["--json"]);
+    let out = binary(&s.config, &s.data, &args).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let requests: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(requests.len(), 20, "ten items each, no conversion call");
+    assert!(
+        requests.iter().all(|r| r["response_format"].is_null()),
+        "no judge request"
+    );
+    let id = common::session_id(&out);
+    let export = common::json_of(common::command(&s.config, &s.data, &["export", &id]).output().unwrap());
+    for a in export["assessments"].as_array().unwrap() {
+        let want = if a["method"] == "sr-cot" { 3 } else { 2 };
+        for item in a["dimensions"]["Self-efficacy"]["items"].as_array().unwrap() {
+            assert_eq!(item["option"], want, "{a}");
+        }
+    }
+}

@@ -679,7 +679,9 @@ impl Interviews {
         let mut calls = Vec::new();
         let mut unparsed = Vec::new();
         for e in answers {
-            let bare = if method == Method::Sr {
+            // Both self-reports end with the number: a reply that is only that is read, as the
+            // original reads both (SR-CoT's reasons, when given, go to the judge).
+            let bare = if matches!(method, Method::Sr | Method::SrCot) {
                 let speakers: Vec<&str> = std::iter::once(c.name.as_str())
                     .chain(c.aliases.iter().map(String::as_str))
                     .collect();
