@@ -48,6 +48,7 @@ where
         store,
         catalog: app.catalog.clone(),
         task: None,
+        chat: None,
         pause: Pause::default(),
         speed: watch::channel(Replay::Speed(1.0)).0,
         catalog_files,

@@ -351,6 +351,8 @@ struct Driver {
     store: Store,
     catalog: Arc<Catalog>,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// The chat reply being written, if one is (ctrl-x stops it).
+    chat: Option<tokio::task::JoinHandle<()>>,
     pause: Pause,
     speed: watch::Sender<Replay>,
     /// The data folder's character and scale files as the catalog last read them.
@@ -506,7 +508,7 @@ impl Driver {
                 let (data, catalog) = (self.data.clone(), self.catalog.clone());
                 let sampling =
                     sampling.unwrap_or_else(|| crate::study::interview::answer_sampling(&self.config, None, None));
-                tokio::spawn(async move {
+                self.chat = Some(tokio::spawn(async move {
                     let said = Said {
                         greeting: greeting.as_deref(),
                         history: &history,
@@ -515,7 +517,19 @@ impl Driver {
                     };
                     let result = chat(model, &catalog, &data, &character, style, said, &tx).await;
                     let _ = tx.send(Action::ChatDone(result));
-                });
+                }));
+            }
+            Effect::StopChat => {
+                // Aborted before it said it was done, it is said stopped here; one that had
+                // finished already said so.
+                if let Some(task) = self.chat.take()
+                    && !task.is_finished()
+                {
+                    task.abort();
+                    let _ = tx.send(Action::ChatDone(Err(
+                        "stopped (ctrl-x): the reply was not finished".into()
+                    )));
+                }
             }
             Effect::FetchModel => {
                 let data = self.data.clone();

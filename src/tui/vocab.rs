@@ -259,6 +259,8 @@ pub enum Effect {
         /// again, as the session recorded its answers.
         sampling: Option<crate::method::interview::AnswerSampling>,
     },
+    /// Stop the chat reply being written (what streamed stays, marked stopped).
+    StopChat,
     /// Write a character to the data dir and load the catalog again. `was`: the character as the
     /// edit began (`None`: a new one); `copy_of`: the character a copy was made from, whose memories
     /// and card go with it.

@@ -127,7 +127,10 @@ impl Chat {
                 .catalog
                 .character(waiting)
                 .map_or(waiting.clone(), |c| c.name.clone());
-            return vec![Request::Flash(format!("wait for {name}'s answer first"))];
+            return vec![Request::Flash(format!(
+                "wait for {name}'s answer first, or stop it ({})",
+                ctx.key(Command::Cancel)
+            ))];
         }
         let character = c.id.clone();
         let turns = self.conversations.entry(character.clone()).or_default();
@@ -282,6 +285,12 @@ impl Chat {
                 self.show(ids.get(next).cloned().unwrap_or_default());
             }
             Command::Find => self.finder = Some(Finder::default()),
+            Command::Cancel => {
+                return match self.pending {
+                    Some(_) => vec![Effect::StopChat.into()],
+                    None => vec![Request::Flash("no reply is being written".into())],
+                };
+            }
             Command::Clear => {
                 let Some(c) = self.character(ctx) else {
                     return Vec::new();
@@ -347,6 +356,13 @@ impl Component for Chat {
                 ("enter".into(), "talk to"),
                 ("↑/↓".into(), "move"),
                 ("esc".into(), "close"),
+            ];
+        }
+        if self.pending.is_some() {
+            return vec![
+                (ctx.key(Command::Cancel), "stop the reply"),
+                (ctx.key(Command::NextUnit), "next"),
+                (ctx.key(Command::Prompt), "prompt"),
             ];
         }
         vec![

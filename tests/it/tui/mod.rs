@@ -1271,7 +1271,18 @@ fn chat_reasks_an_item_next_to_the_recorded_answer() {
     for _ in 0.."and you?".len() {
         key(&mut app, KeyCode::Backspace);
     }
-    app.update(Action::ChatDone(Ok(())));
+    // A reply that does not come (a stalled provider) is stopped with ctrl-x: the driver aborts it
+    // and says so; the conversation goes on.
+    assert!(render(&app, (120, 32)).contains("stop the reply"));
+    assert!(matches!(&ctrl(&mut app, 'x')[..], [Effect::StopChat]));
+    app.update(Action::ChatToken("Well".into()));
+    app.update(Action::ChatDone(Err(
+        "stopped (ctrl-x): the reply was not finished".into()
+    )));
+    let shown = render(&app, (120, 32));
+    assert!(shown.contains("stopped (ctrl-x)"), "{shown}");
+    assert!(ctrl(&mut app, 'x').is_empty());
+    assert_eq!(app.flash.as_deref(), Some("no reply is being written"));
     // Pasted paragraphs stay one message: nothing is sent until enter.
     let effects = app.update(Action::Paste("first paragraph\nsecond paragraph\nthird".into()));
     assert!(effects.is_empty(), "{effects:?}");
