@@ -56,6 +56,8 @@ pub fn order(n: usize, repeat: u32) -> Vec<usize> {
     if repeat == 0 {
         return idx;
     }
+    // `_randbelow` draws from one 32-bit word here: a dimension has far fewer answers.
+    assert!(n <= u32::MAX as usize, "{n} answers to shuffle");
     // Python seeds with the 32-bit words of the integer's magnitude: one word here.
     let mut mt = rand_mt::Mt::new_with_key([repeat]);
     // `random._randbelow`: the `bits` high bits of a 32-bit draw, again until below `bound`.
@@ -70,6 +72,44 @@ pub fn order(n: usize, repeat: u32) -> Vec<usize> {
     };
     for i in (1..n).rev() {
         let j = below(i + 1);
+        idx.swap(i, j);
+    }
+    idx
+}
+
+/// How a repeat orders a dimension's answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// As the original pipeline ([`order`]).
+    Original,
+    /// As sessions started before that did ([`order_before`]).
+    Before,
+}
+
+impl Order {
+    /// The order of a plan that reads as the original does (`RunPlan::original_reading`), or not.
+    pub fn of(original: bool) -> Order {
+        if original { Order::Original } else { Order::Before }
+    }
+
+    fn order(self, n: usize, repeat: u32) -> Vec<usize> {
+        match self {
+            Order::Original => order(n, repeat),
+            Order::Before => order_before(n, repeat),
+        }
+    }
+}
+
+/// How sessions started before [`order`] shuffled a repeat's answers (Fisher–Yates, SplitMix64);
+/// kept so that their resumes batch as they began.
+pub fn order_before(n: usize, repeat: u32) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..n).collect();
+    if repeat == 0 {
+        return idx;
+    }
+    let mut rng = crate::domain::rng::SplitMix64(u64::from(repeat));
+    for i in (1..n).rev() {
+        let j = rng.below(i + 1);
         idx.swap(i, j);
     }
     idx
@@ -198,9 +238,10 @@ pub async fn rate(
     masker: &Masker,
     exchanges: &[Exchange],
     grouping: Grouping,
-    repeat: u32,
+    (repeat, shuffle): (u32, Order),
 ) -> DimensionRating {
-    let ordered: Vec<&Exchange> = order(exchanges.len(), repeat)
+    let ordered: Vec<&Exchange> = shuffle
+        .order(exchanges.len(), repeat)
         .into_iter()
         .map(|i| &exchanges[i])
         .collect();
@@ -357,6 +398,10 @@ mod tests {
         ] {
             assert_eq!(order(n, seed), python, "n {n}, seed {seed}");
         }
+        // Sessions started before keep their own shuffle, so a resume batches as they began.
+        assert_eq!(Order::of(false).order(12, 1), order_before(12, 1));
+        assert_ne!(order_before(12, 1), order(12, 1));
+        assert_eq!(order_before(12, 1), [4, 6, 7, 9, 11, 3, 10, 1, 2, 0, 8, 5]);
         assert_eq!(order(12, 1), order(12, 1));
         assert_ne!(order(12, 1), order(12, 2));
         let mut o = order(12, 3);

@@ -286,6 +286,33 @@ pub fn bare_option(reply: &str, range: ScoreRange, speakers: &[&str]) -> Option<
         .map(ItemOption::Value)
 }
 
+/// How sessions started before [`bare_option`] read a self-report (SR only; kept so that their
+/// resumes read as they began): the reply is just a number in range (or "x"), also
+/// when wrapped the way role-play agents answer: after one of the `speakers`' names and a colon
+/// (`Hermione: 4`, `赫敏：4`), in quotes or corner brackets (`"4"`, `「4」`), with a closing full stop.
+/// Any other words (`I'd say 4`) make it an answer for the judge to read.
+pub fn bare_option_before(reply: &str, range: ScoreRange, speakers: &[&str]) -> Option<ItemOption> {
+    let mut t = reply.trim();
+    for name in speakers.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        if let Some(rest) = t.strip_prefix(name) {
+            let rest = rest.trim_start();
+            if let Some(rest) = rest.strip_prefix(':').or_else(|| rest.strip_prefix('：')) {
+                t = rest.trim();
+                break;
+            }
+        }
+    }
+    let stop = |s: &str| s.trim().trim_end_matches(['.', '。']).trim().to_string();
+    let mut t = stop(t);
+    for (open, close) in [('"', '"'), ('\'', '\''), ('“', '”'), ('「', '」'), ('『', '』')] {
+        if let Some(inner) = t.strip_prefix(open).and_then(|r| r.strip_suffix(close)) {
+            t = stop(inner);
+            break;
+        }
+    }
+    option("answer", &Value::String(t), range).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -228,7 +228,8 @@ pub async fn check(
             let (model, shared) = fresh()?;
             let judge = checking(model.as_ref(), templates);
             let ex = exchanges(scale);
-            let r = expert::rate(judge, scale, 0, c.language, &masker, &ex, Grouping::All, 0).await;
+            let first = (0, expert::Order::Original);
+            let r = expert::rate(judge, scale, 0, c.language, &masker, &ex, Grouping::All, first).await;
             let failure = r.score.is_none().then(|| {
                 r.batches
                     .first()

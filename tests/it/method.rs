@@ -15,6 +15,9 @@ use incharacter::method::interview::{self, QueryStyle};
 use incharacter::templates::Templates;
 use serde_json::{Value, json};
 
+/// A first repeat, in the order the answers were given.
+const FIRST: (u32, expert::Order) = (0, expert::Order::Original);
+
 /// Replies with `reply(request)`; records every request.
 struct Scripted<F: Fn(&ChatRequest) -> String + Send + Sync> {
     reply: F,
@@ -91,7 +94,7 @@ async fn er_batch_and_all_scores_are_batch_means() {
                 &masker,
                 &exchanges,
                 Grouping::Batch,
-                repeat,
+                (repeat, expert::Order::Original),
             )
             .await;
             let expected_batches = expert::batches(exchanges.len());
@@ -114,7 +117,7 @@ async fn er_batch_and_all_scores_are_batch_means() {
                 &masker,
                 &exchanges,
                 Grouping::All,
-                repeat,
+                (repeat, expert::Order::Original),
             )
             .await;
             assert_eq!(all.score.unwrap(), 1.0 + (exchanges.len() % 5) as f64);
@@ -142,7 +145,17 @@ async fn sixteen_p_er_reports_the_first_pole_share() {
             response: "嗯。".into(),
         })
         .collect();
-    let r = expert::rate(at5(&judge), p16, 0, c.language, &masker, &exchanges, Grouping::Batch, 0).await;
+    let r = expert::rate(
+        at5(&judge),
+        p16,
+        0,
+        c.language,
+        &masker,
+        &exchanges,
+        Grouping::Batch,
+        FIRST,
+    )
+    .await;
     let expected: f64 = r.batches.iter().map(|b| 10.0 * b.item_ids.len() as f64).sum::<f64>() / r.batches.len() as f64;
     assert!((r.score.unwrap() - expected).abs() < 1e-9);
 }
@@ -170,7 +183,17 @@ async fn bad_replies_are_re_asked_and_exhaustion_is_a_visible_failure() {
             r#"{"analysis": "b", "result": 3}"#.into()
         }
     });
-    let r = expert::rate(at5(&judge), gse, 0, c.language, &masker, &exchanges, Grouping::Batch, 0).await;
+    let r = expert::rate(
+        at5(&judge),
+        gse,
+        0,
+        c.language,
+        &masker,
+        &exchanges,
+        Grouping::Batch,
+        FIRST,
+    )
+    .await;
     assert_eq!(r.score, Some(3.0));
     let attempts = &r.batches[0].attempts;
     assert_eq!(attempts.len(), 2);
@@ -192,7 +215,17 @@ async fn bad_replies_are_re_asked_and_exhaustion_is_a_visible_failure() {
     );
     // Never usable: no score, five recorded attempts.
     let judge = scripted(|_: &ChatRequest| "I cannot rate this.".into());
-    let r = expert::rate(at5(&judge), gse, 0, c.language, &masker, &exchanges, Grouping::Batch, 0).await;
+    let r = expert::rate(
+        at5(&judge),
+        gse,
+        0,
+        c.language,
+        &masker,
+        &exchanges,
+        Grouping::Batch,
+        FIRST,
+    )
+    .await;
     assert_eq!(r.score, None);
     assert_eq!(r.batches[0].attempts.len(), 5);
 }
@@ -449,7 +482,7 @@ async fn expected_scores_weigh_each_written_option() {
         &masker,
         &exchanges,
         Grouping::Batch,
-        0,
+        FIRST,
     )
     .await;
     for b in &r.batches {
@@ -476,7 +509,7 @@ async fn expected_scores_weigh_each_written_option() {
         &masker,
         &exchanges,
         Grouping::Batch,
-        0,
+        FIRST,
     )
     .await;
     assert!(plain.batches.iter().all(|b| b.weighed.is_none()));

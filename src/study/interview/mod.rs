@@ -78,6 +78,12 @@ pub struct RunPlan {
     /// the current names only.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub masked: BTreeMap<String, Masked>,
+    /// ER's repeats shuffle the answers as the original pipeline does, and both self-reports read
+    /// a bare number as it does ([`expert::Order::Original`], [`judge_json::bare_option`]). Sessions
+    /// older than the field go on as they started: their own shuffle, and SR alone reading a bare
+    /// number ([`judge_json::bare_option_before`]), so a resume never mixes the two.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub original_reading: bool,
 }
 
 /// Names a judge never reads (see [`RunPlan::masked`]).
@@ -151,6 +157,7 @@ impl RunPlan {
             prompts: PromptSet::new(),
             expected_scores: false,
             masked: BTreeMap::new(),
+            original_reading: true,
         }
     }
 }
@@ -585,7 +592,7 @@ impl Interviews {
                         a.masker,
                         &ex,
                         grouping,
-                        a.repeat,
+                        (a.repeat, expert::Order::of(a.plan.original_reading)),
                     )
                     .await;
                     // The last problem of a failed batch: the provider's words, or why its
@@ -680,14 +687,20 @@ impl Interviews {
         let mut unparsed = Vec::new();
         for e in answers {
             // Both self-reports end with the number: a reply that is only that is read, as the
-            // original reads both (SR-CoT's reasons, when given, go to the judge).
-            let bare = if matches!(method, Method::Sr | Method::SrCot) {
-                let speakers: Vec<&str> = std::iter::once(c.name.as_str())
-                    .chain(c.aliases.iter().map(String::as_str))
-                    .collect();
-                judge_json::bare_option(&e.response, s.range, &speakers)
-            } else {
-                None
+            // original reads both (SR-CoT's reasons, when given, go to the judge), taking out the
+            // name it takes out (the first alias). Sessions before that read SR's alone.
+            let bare = match (plan.original_reading, method) {
+                (true, Method::Sr | Method::SrCot) => {
+                    let name = c.aliases.first().unwrap_or(&c.name);
+                    judge_json::bare_option(&e.response, s.range, &[name.as_str()])
+                }
+                (false, Method::Sr) => {
+                    let speakers: Vec<&str> = std::iter::once(c.name.as_str())
+                        .chain(c.aliases.iter().map(String::as_str))
+                        .collect();
+                    judge_json::bare_option_before(&e.response, s.range, &speakers)
+                }
+                _ => None,
             };
             match bare.and_then(|o| convert::score(s, e.item_id, o, Conversion::Statement).map(|sc| (o, sc))) {
                 Some((option, sc)) => items.push(ConvertedItem {

@@ -82,6 +82,8 @@ pub fn plan(parent: &str, events: &[Event], change: &Reassess) -> Result<RunPlan
     // Conversion calls are fitted to this judge when the session opens, not kept at the parent's.
     plan.items_per_call = crate::method::convert::MAX_ITEMS_PER_CALL as u32;
     plan.parent = Some(source.parent.clone().unwrap_or_else(|| parent.to_string()));
+    // A new session: it reads and orders answers as new runs do.
+    plan.original_reading = true;
     Ok(plan)
 }
 
@@ -231,6 +233,22 @@ mod tests {
         let again = default_name("p", &events, "gpt");
         name(&mut events, &again);
         assert_eq!(default_name("q", &events, "local"), "BFI today, re-assessed by local");
+    }
+
+    /// A plan recorded before the original's reading keeps the earlier one (its resumes read as it
+    /// began); new plans, and re-assessments of old sessions, which are new sessions, read as the
+    /// original does.
+    #[test]
+    fn only_new_sessions_read_as_the_original_does() {
+        let mut events = parent(&[Method::ErBatch], None);
+        let Event::RunStarted { plan, .. } = &mut events[0] else { unreachable!() };
+        assert!(plan.original_reading);
+        let mut json = serde_json::to_value(&**plan).unwrap();
+        json.as_object_mut().unwrap().remove("original_reading");
+        let old: RunPlan = serde_json::from_value(json).unwrap();
+        assert!(!old.original_reading, "recorded before the field");
+        **plan = old;
+        assert!(super::plan("p", &events, &change(None)).unwrap().original_reading);
     }
 
     fn answered(item_id: u32, response: &str) -> Event {
