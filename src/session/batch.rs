@@ -462,7 +462,9 @@ impl Batching {
             match self.follow_open(journal, note, (phase, &provider, &file, batch)).await {
                 // Ended in this sitting: billed now, as a phase's results are.
                 Ok(answers) => self.hub.load(&answers, Came::Sent),
-                Err(e) => failed = failed.or(Some(e)),
+                // The first is the run's error; any other is said here.
+                Err(e) if failed.is_some() => note(format!("batch phase {phase}: {e}")),
+                Err(e) => failed = Some(e),
             }
         }
         if let Some(e) = failed {
@@ -541,7 +543,8 @@ impl Batching {
                     for result in futures_util::future::join_all(sent).await {
                         match result {
                             Ok((asked, answers)) => self.hub.resolve(&asked, &answers),
-                            Err(e) => failed = failed.or(Some(e)),
+                            Err(e) if failed.is_some() => note(format!("batch phase {phase}: {e}")),
+                            Err(e) => failed = Some(e),
                         }
                     }
                     if let Some(e) = failed {
@@ -678,26 +681,27 @@ impl Batching {
             tokio::time::sleep(api.poll_interval()).await;
             batch = api.get(&batch.id).await.map_err(|e| api_error(provider, e))?;
         }
-        if batch.status == "failed" && batch.output_file_id.is_none() {
-            return Err(SessionError::Batch {
-                reason: format!("{provider}: {}", batch.failure()),
-                input: false,
-            });
-        }
+        // Failed with no results: ended all the same, journaled so, so that a resume sends its
+        // requests again in a new phase instead of following a batch that will never have any.
+        let unanswered = batch.status == "failed" && batch.output_file_id.is_none();
         let mut text = String::new();
-        for file in [&batch.output_file_id, &batch.error_file_id].into_iter().flatten() {
+        let files = [&batch.output_file_id, &batch.error_file_id];
+        for file in files.into_iter().flatten().filter(|_| !unanswered) {
             let part = api.content(file).await.map_err(|e| api_error(provider, e))?;
             text.push_str(part.trim_end());
             text.push('\n');
         }
         let results = self.keep(format!("phase-{phase}-{provider}.out.jsonl"), &text)?;
-        let answers =
+        let answers = if unanswered {
+            BTreeMap::new()
+        } else {
             batch::parse_results(&format!("{provider} batch {}", batch.id), &text, &|_| true).map_err(|bad| {
                 SessionError::Batch {
                     reason: format!("{provider} returned results that cannot be read: {bad}"),
                     input: false,
                 }
-            })?;
+            })?
+        };
         self.journal(
             journal,
             Step::Ended {
@@ -710,6 +714,12 @@ impl Batching {
             },
         )
         .await?;
+        if unanswered {
+            return Err(SessionError::Batch {
+                reason: format!("{provider}: {}", batch.failure()),
+                input: false,
+            });
+        }
         Ok(answers)
     }
 }

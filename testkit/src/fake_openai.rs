@@ -156,6 +156,9 @@ pub struct FakeConfig {
     pub ollama_modelfile_ctx: bool,
     /// Every route answers 500 with a Python traceback (a server that is up but broken).
     pub fail_all: bool,
+    /// Every batch fails when it is validated, with no output file (as one past the organisation's
+    /// enqueued-token limit does); its files and the streaming path are unaffected.
+    pub fail_batches: bool,
 }
 
 impl Default for FakeConfig {
@@ -185,6 +188,7 @@ impl Default for FakeConfig {
             slots: 1,
             ollama_modelfile_ctx: true,
             fail_all: false,
+            fail_batches: false,
         }
     }
 }

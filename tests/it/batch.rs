@@ -985,6 +985,18 @@ async fn imported_batch_results_are_priced_and_a_cost_cap_holds_the_next_phase()
     assert_eq!(s.server.stats().requests, 0, "batch files send nothing");
 }
 
+/// A `--batch` run of [`RUN`] on a server behaving as `fake` (batches polled every 5 ms, `extra`
+/// more provider lines), which fails: the setup and what it printed.
+async fn failed_batch_run(fake: FakeConfig, extra: &str) -> (common::Setup, String) {
+    let s = common::setup(fake, &format!("batch_poll_ms = 5\n{extra}")).await;
+    let mut args = RUN.to_vec();
+    args.extend(["--batch", "--yes"]);
+    let out = common::output(&s.config, &s.data, &args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    (s, stderr)
+}
+
 /// A phase whose upload fails never became a batch: its parked requests are not counted as used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_whose_upload_fails_counts_no_request() {
@@ -992,12 +1004,7 @@ async fn a_batch_whose_upload_fails_counts_no_request() {
         fail_all: true,
         ..FakeConfig::default()
     };
-    let s = common::setup(fake, "batch_poll_ms = 5\nmax_retries = 0").await;
-    let mut args = RUN.to_vec();
-    args.extend(["--batch", "--yes"]);
-    let out = common::output(&s.config, &s.data, &args).await;
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    let (s, stderr) = failed_batch_run(fake, "max_retries = 0").await;
     assert!(
         stderr.contains("upload the batch file"),
         "the failure is named: {stderr}"
@@ -1217,4 +1224,46 @@ async fn a_phase_whose_other_share_failed_still_journals_and_counts_the_share_th
     assert_eq!(answered, 20, "the answers are not asked again: {journal}");
     // Then Snape's judge's three calls (Hermione's, asked of the same server before, are cached).
     assert_eq!(good.stats().batch_lines, 13, "{journal}");
+}
+
+/// A batch the provider failed with no results (past its enqueued-token limit) is journaled as
+/// ended: the resume sends its requests again in a new phase, instead of following, at every
+/// resume, a batch that will never have results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_that_failed_with_no_results_is_asked_again_by_the_resume() {
+    let fake = FakeConfig {
+        fail_batches: true,
+        ..FakeConfig::default()
+    };
+    let (s, stderr) = failed_batch_run(fake, "").await;
+    assert!(
+        stderr.contains("Enqueued token limit"),
+        "the provider's reason: {stderr}"
+    );
+    let (session, answered) = common::only_session(&s.data);
+    assert_eq!(answered, 0);
+    let journal = std::fs::read_to_string(session.join("journal.jsonl")).unwrap();
+    assert!(
+        journal.contains(r#""step":"ended""#) && journal.contains(r#""status":"failed""#),
+        "{journal}"
+    );
+
+    // The same provider, mended (another server, as after the limit was raised).
+    let good = incharacter_testkit::fake_openai::FakeServer::start(FakeConfig::default())
+        .await
+        .unwrap();
+    let mended = std::fs::read_to_string(&s.config)
+        .unwrap()
+        .replace(&s.server.base_url(), &good.base_url());
+    std::fs::write(&s.config, mended).unwrap();
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    let resumed = common::output(&s.config, &s.data, &["run", "--resume", &id, "--json"]).await;
+    assert_eq!(
+        resumed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    assert_all_assessed(&common::json_of(resumed));
+    assert_eq!(conclusions(&session), streamed().await);
 }

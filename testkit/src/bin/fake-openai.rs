@@ -103,6 +103,9 @@ struct Args {
     /// Answer every route with 500 and a Python traceback
     #[arg(long)]
     fail_all: bool,
+    /// Fail every batch when it is validated, with no output file (as a batch past the enqueued-token limit)
+    #[arg(long)]
+    fail_batches: bool,
     /// Where `--answer-batch` writes its results
     #[arg(short, long, value_name = "OUT.jsonl", requires = "answer_batch")]
     output: Option<PathBuf>,
@@ -156,6 +159,7 @@ async fn main() -> anyhow::Result<()> {
         slots: args.slots,
         ollama_modelfile_ctx: !args.ollama_default_context,
         fail_all: args.fail_all,
+        fail_batches: args.fail_batches,
         ..FakeConfig::default()
     };
     if let (Some(input), Some(output)) = (&args.answer_batch, &args.output) {

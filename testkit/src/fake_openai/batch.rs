@@ -587,6 +587,11 @@ async fn create(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         );
     };
     let lines = match std::str::from_utf8(&file.bytes) {
+        _ if shared.config.fail_batches => Err(InvalidBatch(vec![LineError {
+            code: "token_limit_exceeded",
+            message: "Enqueued token limit reached for this organization.".into(),
+            line: None,
+        }])),
         Ok(text) => parse(text),
         Err(_) => Err(InvalidBatch(vec![LineError {
             code: "invalid_file",
