@@ -4,6 +4,7 @@
 //! behind frames. The terminal is restored on quit, on panic and on SIGTERM.
 
 pub mod app;
+mod chat_task;
 mod event_loop;
 #[cfg(any(test, feature = "testing"))]
 pub mod fixture;
@@ -22,12 +23,12 @@ pub mod vocab;
 pub mod widgets;
 pub mod wrap;
 
+use chat_task::{Said, chat};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use futures_util::StreamExt;
 use ratatui::crossterm::event::{
     self as ct, DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
 };
@@ -40,8 +41,6 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::domain::character::Character;
 
-use crate::llm::Role;
-use crate::method::interview;
 use crate::rpa::memories::Memories;
 use crate::session::batch::BatchMode;
 use crate::session::resume::Resume;
@@ -360,6 +359,42 @@ struct Driver {
 }
 
 impl Driver {
+    /// Starts the chat turn `effect` asks for (an [`Effect::Chat`]): its reply streams to `tx`,
+    /// and ctrl-x can stop it.
+    fn start_chat(&mut self, effect: Effect, tx: UnboundedSender<Action>) {
+        let Effect::Chat {
+            character,
+            style,
+            provider,
+            greeting,
+            history,
+            text,
+            sampling,
+        } = effect
+        else {
+            return;
+        };
+        let model = match self.model(&provider) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = tx.send(Action::ChatDone(Err(e.to_string())));
+                return;
+            }
+        };
+        let (data, catalog) = (self.data.clone(), self.catalog.clone());
+        let sampling = sampling.unwrap_or_else(|| crate::study::interview::answer_sampling(&self.config, None, None));
+        self.chat = Some(tokio::spawn(async move {
+            let said = Said {
+                greeting: greeting.as_deref(),
+                history: &history,
+                text: &text,
+                sampling,
+            };
+            let result = chat(model, &catalog, &data, &character, style, said, &tx).await;
+            let _ = tx.send(Action::ChatDone(result));
+        }));
+    }
+
     /// A provider for the chat screen (no cache: asking again should give a fresh answer).
     fn model(&mut self, provider: &str) -> Result<Arc<dyn crate::llm::ChatModel>, crate::llm::LlmError> {
         if let Some(m) = self.models.get(provider) {
@@ -489,36 +524,7 @@ impl Driver {
                     let _ = tx.send(Action::Probed(Box::new(result)));
                 });
             }
-            Effect::Chat {
-                character,
-                style,
-                provider,
-                greeting,
-                history,
-                text,
-                sampling,
-            } => {
-                let model = match self.model(&provider) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        let _ = tx.send(Action::ChatDone(Err(e.to_string())));
-                        return;
-                    }
-                };
-                let (data, catalog) = (self.data.clone(), self.catalog.clone());
-                let sampling =
-                    sampling.unwrap_or_else(|| crate::study::interview::answer_sampling(&self.config, None, None));
-                self.chat = Some(tokio::spawn(async move {
-                    let said = Said {
-                        greeting: greeting.as_deref(),
-                        history: &history,
-                        text: &text,
-                        sampling,
-                    };
-                    let result = chat(model, &catalog, &data, &character, style, said, &tx).await;
-                    let _ = tx.send(Action::ChatDone(result));
-                }));
-            }
+            chat @ Effect::Chat { .. } => self.start_chat(chat, tx),
             Effect::StopChat => {
                 // Aborted before it said it was done, it is said stopped here; one that had
                 // finished already said so.
@@ -913,78 +919,6 @@ fn rolebench_files(dir: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
-}
-
-/// What a chat request carries of the conversation: the greeting it opened on, the earlier turns
-/// (question, reply) and the new question.
-struct Said<'a> {
-    greeting: Option<&'a str>,
-    history: &'a [(String, String)],
-    text: &'a str,
-    /// How an interview answer is sampled (the config's `[sampling.rpa]`): a chat reply, and an
-    /// item asked again beside its recorded answer, are sampled alike.
-    sampling: interview::AnswerSampling,
-}
-
-/// One chat turn: the prompt as the engine would build it for an interview, with the greeting (the
-/// agent's first message, as chat UIs send a card's) and the earlier turns before the new line,
-/// streamed back as actions.
-async fn chat(
-    model: Arc<dyn crate::llm::ChatModel>,
-    catalog: &Catalog,
-    data: &Path,
-    character: &str,
-    style: crate::rpa::prompt::RpaStyle,
-    said: Said<'_>,
-    tx: &UnboundedSender<Action>,
-) -> Result<(), String> {
-    let Said {
-        greeting,
-        history,
-        text,
-        sampling,
-    } = said;
-    use crate::llm::{ChatEvent, ChatMessage, ChatRequest};
-    use crate::rpa::prompt;
-    let c = catalog
-        .character(character)
-        .ok_or_else(|| format!("unknown character {character}"))?;
-    let memories = Memories::load(data, &c.id, &c.name).ok().flatten();
-    let templates = crate::templates::Templates::bundled();
-    let line = prompt::experimenter_line(templates, c, text);
-    let mut assembled = prompt::assemble(templates, c, style, memories.as_ref(), text, &line);
-    let last = assembled.messages.pop();
-    if let Some(greeting) = greeting {
-        assembled.messages.push(ChatMessage::assistant(greeting.to_string()));
-    }
-    for (user, reply) in history {
-        assembled
-            .messages
-            .push(ChatMessage::user(prompt::experimenter_line(templates, c, user)));
-        assembled.messages.push(ChatMessage::assistant(reply.clone()));
-    }
-    assembled.messages.extend(last);
-    let _ = tx.send(Action::ChatPrompt(assembled.messages.clone()));
-    let mut request = ChatRequest::new(assembled.messages);
-    request.meta.role = Role::Rpa;
-    request.meta.purpose = format!("chat {}", c.id);
-    request.sampling.max_tokens = Some(sampling.max_tokens);
-    request.sampling.temperature = sampling.temperature;
-    let mut events = model.stream(request);
-    while let Some(event) = events.next().await {
-        match event {
-            ChatEvent::Token(t) => {
-                let _ = tx.send(Action::ChatToken(t));
-            }
-            ChatEvent::Retry { .. } => {
-                let _ = tx.send(Action::ChatRetry);
-            }
-            ChatEvent::Usage(_) | ChatEvent::Choices(_) => {}
-            ChatEvent::Done { .. } => return Ok(()),
-            ChatEvent::Error(e) => return Err(e.to_string()),
-        }
-    }
-    Err("the reply ended without finishing".into())
 }
 
 fn fetch_model(data: &Path, tx: &UnboundedSender<Action>) -> Result<String, String> {
