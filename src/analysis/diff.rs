@@ -806,6 +806,7 @@ mod tests {
                 at: "later".into(),
                 items_per_call: None,
                 character_versions: [(H.to_string(), "v2".to_string())].into(),
+                masked: Default::default(),
             },
         );
         let d = named(&a, &a, &catalog, None).unwrap();

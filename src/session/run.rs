@@ -253,6 +253,7 @@ impl<S: Study> Run<S> {
                     at: journal::now_rfc3339(),
                     items_per_call: prepared.items_per_call,
                     character_versions: prepared.character_versions,
+                    masked: prepared.masked,
                 };
                 journal.defer(&resumed).map_err(unwritable)?;
                 (journal, Some(resumed))

@@ -85,6 +85,11 @@ pub enum Event {
         /// edited since the session started).
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         character_versions: BTreeMap<String, String>,
+        /// Interviews: the names masked from here on, when they are more than the plan records (a
+        /// character renamed while its session was interrupted): later sittings and
+        /// re-assessments mask them too.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        masked: BTreeMap<String, crate::study::interview::Masked>,
     },
     ItemAnswered {
         character: String,
@@ -608,6 +613,8 @@ pub struct Prepared<S> {
     /// The versions of the scales the study asks or scores with, by id (recorded in the first
     /// record; a resume on another version is refused).
     pub scale_versions: BTreeMap<String, String>,
+    /// Interviews: names a resume masks beyond what its records hold (journaled in `Resumed`).
+    pub masked: BTreeMap<String, crate::study::interview::Masked>,
 }
 
 /// Why a study could not be prepared.
@@ -930,6 +937,7 @@ mod tests {
             at: "later".into(),
             items_per_call: None,
             character_versions: now.clone(),
+            masked: BTreeMap::new(),
         });
         assert!(version_changes(&journal, &now).is_empty(), "the resume recorded them");
         assert_eq!(later_versions(&journal, "anna"), ["a2"]);

@@ -67,6 +67,7 @@ impl Study for Observers {
             },
             providers,
             notes: Vec::new(),
+            masked: Default::default(),
             items_per_call: None,
             character_versions: Default::default(),
             scale_versions: env

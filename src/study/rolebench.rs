@@ -410,6 +410,7 @@ impl Study for Rolebench {
             }
         }
         Ok(Prepared {
+            masked: BTreeMap::new(),
             study: Rolebench {
                 catalog: env.catalog.clone(),
                 rpa,

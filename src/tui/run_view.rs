@@ -295,6 +295,7 @@ impl RunView {
                 at,
                 items_per_call,
                 character_versions,
+                ..
             } => {
                 self.recorded_versions(character_versions);
                 self.sitting = Sitting {

@@ -354,6 +354,7 @@ mod live_screen {
             at: "2026-11-29T13:00:00Z".into(),
             items_per_call: None,
             character_versions: Default::default(),
+            masked: Default::default(),
         }));
         app.update(Action::Tick(65_000));
         let shown = progress(&render(&app, (120, 30)));

@@ -583,3 +583,81 @@ async fn a_bare_number_is_read_for_both_self_reports_without_the_judge() {
         }
     }
 }
+
+/// A character renamed twice while its session was interrupted: each sitting's names are recorded
+/// (the middle one's in its `resumed` record), so a re-assessment hides all three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_of_every_sitting_stay_hidden_from_the_judge() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let said = |experimenter: &str, name: &str| ScriptRule {
+        contains: format!("{experimenter}:"),
+        reply: format!("I am {name}, {experimenter}."),
+    };
+    let fake = FakeConfig {
+        first_byte: std::time::Duration::from_millis(30),
+        script: vec![said("Bob", "Quinn"), said("Cat", "Zed"), said("Dan", "Yann")],
+        log: Some(log.clone()),
+        ..FakeConfig::default()
+    };
+    let s = common::setup(fake, "max_concurrency = 1").await;
+    let file = s.data.join("characters").join("quinn-en.toml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let card = |name: &str, experimenter: &str| {
+        format!(
+            "id = \"quinn-en\"\nname = \"{name}\"\naliases = [\"{name}\"]\nlanguage = \"en\"\nexperimenter = \"{experimenter}\"\ndescription = \"\"\"You are {name}.\"\"\"\n"
+        )
+    };
+    std::fs::write(&file, card("Quinn", "Bob")).unwrap();
+    let args = [
+        "run",
+        "--characters",
+        "quinn-en",
+        "--scales",
+        "GSE",
+        "--methods",
+        "er-batch",
+    ];
+    let session = common::kill_after_requests(&s.config, &s.data, &args, &s.server, 3).await;
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    std::fs::write(&file, card("Zed", "Cat")).unwrap();
+    let resume = ["run", "--resume", id.as_str()];
+    common::kill_after_requests(&s.config, &s.data, &resume, &s.server, 6).await;
+    std::fs::write(&file, card("Yann", "Dan")).unwrap();
+    let done = binary(&s.config, &s.data, &resume).await;
+    assert_eq!(done.status.code(), Some(0), "{}", String::from_utf8_lossy(&done.stderr));
+    let journal = std::fs::read_to_string(session.join("journal.jsonl")).unwrap();
+    for name in ["Quinn", "Zed", "Yann"] {
+        assert!(
+            journal.contains(&format!("I am {name}")),
+            "an answer given as {name}: {journal}"
+        );
+    }
+    // The last sitting's judge, as the re-assessment's below.
+    let hidden = |log: &str| {
+        for request in log.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()) {
+            if request["response_format"].is_null() {
+                continue;
+            }
+            for name in ["Quinn", "Zed", "Yann", "Bob", "Cat", "Dan"] {
+                assert!(
+                    !request.to_string().contains(name),
+                    "{name} reached the judge: {request}"
+                );
+            }
+        }
+    };
+    hidden(&std::fs::read_to_string(&log).unwrap());
+
+    std::fs::write(&log, "").unwrap();
+    let again = binary(&s.config, &s.data, &["assess", &id, "--judge-temperature", "0.5"]).await;
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let judged = std::fs::read_to_string(&log).unwrap();
+    assert!(!judged.is_empty());
+    hidden(&judged);
+}

@@ -4,11 +4,14 @@
 //! OC and d-OC. Given what a journal already holds, it asks and assesses only what is missing.
 
 pub mod estimate;
+mod masked;
 pub mod reassess;
 pub mod requests;
 pub mod markdown;
 pub mod results;
 pub mod spread;
+
+pub use masked::{Masked, fold_masked};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -86,33 +89,6 @@ pub struct RunPlan {
     pub original_reading: bool,
 }
 
-/// Names a judge never reads (see [`RunPlan::masked`]).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Masked {
-    /// The character's aliases (its names as the catalog lists them): each becomes
-    /// `<the participant>`.
-    pub participant: Vec<String>,
-    /// Its experimenters: each becomes `<the experimenter>`.
-    pub experimenter: Vec<String>,
-}
-
-impl Masked {
-    /// Adds the character's names as they are now.
-    fn add(&mut self, c: &Character) {
-        for alias in &c.aliases {
-            if !alias.trim().is_empty() && !self.participant.contains(alias) {
-                self.participant.push(alias.clone());
-            }
-        }
-        if !c.experimenter.trim().is_empty() && !self.experimenter.contains(&c.experimenter) {
-            self.experimenter.push(c.experimenter.clone());
-        }
-    }
-
-    pub fn masker(&self) -> Masker {
-        Masker::with(&self.participant, &self.experimenter)
-    }
-}
 
 fn default_items_per_call() -> u32 {
     convert::MAX_ITEMS_PER_CALL as u32
@@ -159,6 +135,14 @@ impl RunPlan {
             masked: BTreeMap::new(),
             original_reading: true,
         }
+    }
+
+    /// What hides character `c`'s names from the judge: the names the plan records for it and
+    /// its current ones.
+    pub fn masker(&self, c: &Character) -> Masker {
+        let mut masked = self.masked.get(&c.id).cloned().unwrap_or_default();
+        masked.add(c);
+        masked.masker()
     }
 }
 
@@ -418,7 +402,7 @@ impl Interviews {
             .into_iter()
             .map(|style| async move { (style, self.interview(plan, done, sink, c, s, repeat, style).await) });
         let interviews: BTreeMap<QueryStyle, _> = join_all(asks).await.into_iter().collect();
-        let masker = plan.masked.get(character).map_or_else(|| Masker::new(&c.aliases, &c.experimenter), Masked::masker);
+        let masker = plan.masker(c);
         let assessments = plan.methods.iter().map(|&method| {
             let exchanges = &interviews[&method.query_style()];
             self.assess(plan, done, sink, c, s, repeat, method, exchanges, &masker)
@@ -838,13 +822,24 @@ impl Study for Interviews {
             plan.items_per_call = fits;
             items_per_call = (!prior.is_empty()).then_some(fits);
         }
-        // The names hidden from the judge: those recorded (the session's start, or the parent's),
-        // and the current ones.
+        // The names hidden from the judge: those recorded (the session's start and its resumes, or
+        // the parent's), and the current ones; those the records lack are journaled with the resume.
+        fold_masked(&mut plan.masked, prior);
+        let recorded = plan.masked.clone();
         for id in &plan.characters {
             if let Some(c) = env.catalog.character(id) {
                 plan.masked.entry(id.clone()).or_default().add(c);
             }
         }
+        let masked: BTreeMap<String, Masked> = match prior.is_empty() {
+            true => BTreeMap::new(),
+            false => plan
+                .masked
+                .iter()
+                .filter(|(id, m)| recorded.get(*id) != Some(*m))
+                .map(|(id, m)| (id.clone(), m.clone()))
+                .collect(),
+        };
         let mut notes = Vec::new();
         let mut memories = BTreeMap::new();
         for id in &plan.characters {
@@ -907,6 +902,7 @@ impl Study for Interviews {
             items_per_call,
             character_versions,
             scale_versions,
+            masked,
         })
     }
 

@@ -82,6 +82,8 @@ pub fn plan(parent: &str, events: &[Event], change: &Reassess) -> Result<RunPlan
     // Conversion calls are fitted to this judge when the session opens, not kept at the parent's.
     plan.items_per_call = crate::method::convert::MAX_ITEMS_PER_CALL as u32;
     plan.parent = Some(source.parent.clone().unwrap_or_else(|| parent.to_string()));
+    // Names the parent's resumes masked besides its plan's.
+    super::fold_masked(&mut plan.masked, events);
     // A new session: it reads and orders answers as new runs do.
     plan.original_reading = true;
     Ok(plan)

@@ -865,7 +865,11 @@ impl Drilled<'_> {
     fn readings(&self) -> Vec<Line<'static>> {
         let (ctx, u, item, dim) = (self.ctx, self.u, self.item, self.dim);
         let theme = ctx.theme;
-        let masker = Masker::new(&u.character.aliases, &u.character.experimenter);
+        // What the session's judge read: its recorded names hidden too.
+        let masker = match &ctx.run.session.plan {
+            Some(plan) => plan.masker(u.character),
+            None => Masker::new(&u.character.aliases, &u.character.experimenter),
+        };
         let mut lines = Vec::new();
         for method in ctx.methods() {
             let Some(a) = assessment(ctx.run, u, method, &u.scale.dimensions[dim].name) else {
