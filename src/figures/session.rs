@@ -161,8 +161,9 @@ impl<'a> Session<'a> {
                 }
                 e if e.start().is_some() => {
                     let start = e.start().map(|s| (s.session, s.kind.name())).unwrap_or_default();
+                    let article = if start.1.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
                     return Err(Unavailable(format!(
-                        "{} is an {} session: plot draws interview sessions (`incharacter run`)",
+                        "{} is {article} {} session: plot draws interview sessions (`incharacter run`)",
                         start.0, start.1
                     )));
                 }
@@ -308,6 +309,15 @@ impl<'a> Session<'a> {
         let range = scale.dimension_range();
         let span = range.1 - range.0;
         let all = spreads(self.events);
+        // A heatmap of nothing but "n/a" is refused, as a radar of nothing is.
+        if !all.keys().any(|(_, s, m, _)| *s == scale.id && *m == method) {
+            return Err(Unavailable(format!(
+                "session {} has no {} scores by {} (not assessed yet, or every assessment failed)",
+                self.id,
+                scale.id,
+                method.name()
+            )));
+        }
         let mut names = Vec::new();
         let mut cells = Vec::new();
         for id in &self.plan.characters {

@@ -202,6 +202,11 @@ fn what_a_session_cannot_give_exits_2_naming_what_it_has() {
             vec!["--kind", "heatmap", "--character", "hermione"],
             "--character does not apply to a heatmap",
         ),
+        // Every 16P ER_batch judgment of the sample failed: no heatmap of nothing but "n/a".
+        (
+            vec!["--kind", "heatmap", "--scale", "16Personalities"],
+            "has no 16Personalities scores by er-batch (not assessed yet, or every assessment failed)",
+        ),
     ] {
         let mut all = vec!["plot", BFI_16P, "-o", svg];
         all.extend(args);
@@ -225,7 +230,7 @@ fn what_a_session_cannot_give_exits_2_naming_what_it_has() {
         svg,
     ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("plot draws interview sessions"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is an observers session: plot draws interview sessions"));
     let out = run(&["plot", BFI_16P, "--kind", "radar", "--width", "20", "-o", svg]);
     assert_eq!(out.status.code(), Some(2));
 }
