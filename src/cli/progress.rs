@@ -305,6 +305,8 @@ impl Progress for Bars {
 pub(super) struct Counter {
     line: Option<indicatif::ProgressBar>,
     last: String,
+    /// The counts a plain stderr last heard (the end says them only if they changed since).
+    printed: String,
 }
 
 impl Counter {
@@ -321,6 +323,7 @@ impl Counter {
         Counter {
             line,
             last: String::new(),
+            printed: String::new(),
         }
     }
 
@@ -328,7 +331,10 @@ impl Counter {
     pub(super) fn show(&mut self, counts: String, worth_a_line: bool) {
         match &self.line {
             Some(line) => line.set_message(terminal_safe(&counts)),
-            None if worth_a_line => crate::note!("{counts}"),
+            None if worth_a_line => {
+                crate::note!("{counts}");
+                self.printed = counts.clone();
+            }
             None => {}
         }
         self.last = counts;
@@ -346,7 +352,7 @@ impl Counter {
     pub(super) fn finish(&self) {
         match &self.line {
             Some(line) => line.abandon(),
-            None if !self.last.is_empty() => crate::note!("{}", self.last),
+            None if !self.last.is_empty() && self.last != self.printed => crate::note!("{}", self.last),
             None => {}
         }
     }

@@ -24,7 +24,7 @@ pub struct Attempt {
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("no usable reply after {attempts} attempts; last problem: {last}")]
+#[error("no usable reply after {attempts} attempt{}; last problem: {last}", if *.attempts == 1 { "" } else { "s" })]
 pub struct JudgeFailure {
     pub attempts: u32,
     pub last: String,

@@ -249,7 +249,9 @@ pub fn commonest_error(events: &[Event]) -> Option<(String, usize, Option<&'stat
         .unwrap_or(0);
     // Errors that differ only in their numbers (a prompt's tokens, an item's id) are one error,
     // said in the words of its first record.
-    let mut counts: BTreeMap<(String, Option<&'static str>), (usize, &str)> = BTreeMap::new();
+    // One error of several roles (a provider down for subject and observer alike) is one error,
+    // whose role is said only when it is one.
+    let mut counts: BTreeMap<String, (usize, &str, Option<Option<&'static str>>)> = BTreeMap::new();
     for e in &events[since..] {
         let error = match e {
             Event::ItemFailed { error, .. } => Some((error.as_str(), Some("rpa"))),
@@ -277,12 +279,16 @@ pub fn commonest_error(events: &[Event]) -> Option<(String, usize, Option<&'stat
                 .chars()
                 .map(|c| if c.is_ascii_digit() { '0' } else { c })
                 .collect();
-            counts.entry((shape, role)).or_insert((0, error)).0 += 1;
+            let seen = counts.entry(shape).or_insert((0, error, Some(role)));
+            seen.0 += 1;
+            if seen.2 != Some(role) {
+                seen.2 = None;
+            }
         }
     }
     // The most frequent; among equals, the first in text order (deterministic).
-    let ((_, role), (n, error)) = counts.into_iter().rev().max_by_key(|(_, (n, _))| *n)?;
-    Some((error.to_string(), n, role))
+    let (_, (n, error, role)) = counts.into_iter().rev().max_by_key(|(_, (n, ..))| *n)?;
+    Some((error.to_string(), n, role.flatten()))
 }
 
 /// The kinds of study, as sessions lists and exports name them.
@@ -815,6 +821,10 @@ mod tests {
                 "{what}"
             );
         }
+        // One provider down for subject and observer alike: one error, counted whole, whose role
+        // is not one (before: 1× the subject's, as often as the observer's).
+        let both = [failed("self-report"), failed("relationship"), failed("dialogue 1")];
+        assert_eq!(commonest_error(&both), Some(("no usable reply".to_string(), 3, None)));
     }
 
     /// Items refused as too long for the context (each with its own token count) are the run's
