@@ -136,6 +136,9 @@ pub fn check(ctx: &Ctx, args: &CheckArgs, json_output: bool, out: &mut dyn Write
     });
     let done = Done::from_events(&events);
     let answers = |query: QueryStyle| requests::answers_in(&done, scale, character, query);
+    // The names the session's judge had hidden, its resumes' too.
+    let mut masked = plan.as_ref().map(|p| p.masked.clone()).unwrap_or_default();
+    crate::study::interview::fold_masked(&mut masked, &events);
     let subject = Subject {
         templates: &templates,
         scale,
@@ -144,6 +147,7 @@ pub fn check(ctx: &Ctx, args: &CheckArgs, json_output: bool, out: &mut dyn Write
         memories: memories.as_ref(),
         per_call,
         answers: &answers,
+        masked: masked.get(&character.id),
     };
     let mut listed = Vec::new();
     for shape in shapes {

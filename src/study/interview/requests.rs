@@ -8,7 +8,6 @@
 use crate::domain::character::Character;
 use crate::domain::scale::Scale;
 use crate::llm::{ChatMessage, ResponseSchema};
-use crate::method::anonymize::Masker;
 use crate::method::convert;
 use crate::method::expert::{self, Exchange};
 use crate::method::interview::{self, QueryStyle};
@@ -95,6 +94,9 @@ pub struct Subject<'a> {
     pub per_call: usize,
     /// The answers of each query style, in questionnaire order.
     pub answers: &'a dyn Fn(QueryStyle) -> Vec<Exchange>,
+    /// The names a session recorded as masked for the character (its current ones are masked
+    /// too), as its judge had them hidden.
+    pub masked: Option<&'a super::Masked>,
 }
 
 impl Subject<'_> {
@@ -107,7 +109,9 @@ impl Subject<'_> {
             messages,
             schema,
         };
-        let masker = Masker::new(&c.aliases, &c.experimenter);
+        let mut masked = self.masked.cloned().unwrap_or_default();
+        masked.add(c);
+        let masker = masked.masker();
         let answers = (self.answers)(shape.reads());
         match shape {
             Shape::Interview | Shape::SelfReport | Shape::SelfReportCot => s

@@ -64,6 +64,7 @@ fn rendered_now() -> Vec<String> {
                     memories: None,
                     per_call: plan.items_per_call as usize,
                     answers: &answers,
+                    masked: None,
                 };
                 let name = dir.file_name().unwrap().to_string_lossy().into_owned();
                 lines_of(&subject, &format!("{name} · {c} · {s}"), &mut out);
@@ -83,6 +84,7 @@ fn rendered_now() -> Vec<String> {
                 memories: None,
                 per_call: 14,
                 answers: &answers,
+                masked: None,
             };
             lines_of(&subject, &format!("synthetic · {c} · {}", scale.id), &mut out);
         }
@@ -107,6 +109,7 @@ fn rendered_now() -> Vec<String> {
                 memories: Some(&memories),
                 per_call: 14,
                 answers: &answers,
+                masked: None,
             };
             lines_of(&subject, &format!("synthetic · {c} · BFI · {style:?}"), &mut out);
         }
