@@ -148,15 +148,44 @@ fn probed(
         .position(|e| e.id == session)
         .ok_or_else(|| format!("session {} is not in the data dir", session))?;
     let after = store.load(&own[at].path).map_err(|e| e.to_string())?;
-    for earlier in own[..at].iter().rev() {
-        let Ok(before) = store.load(&earlier.path) else {
+    // The session before is one asked and judged as the probe was (models, style, prompts,
+    // sampling), so what moved is the character's edit; only if none was, any with the same scale
+    // and method.
+    use crate::study::Study;
+    let setup = |events: &[crate::study::Event]| {
+        crate::study::interview::Interviews::plan_of(events).map(|p| {
+            (
+                p.rpa.clone(),
+                p.judge.clone(),
+                p.style,
+                p.prompts.clone(),
+                p.answer_sampling,
+                p.judge_temperature.to_bits(),
+                p.expected_scores,
+            )
+        })
+    };
+    let probe = setup(&after);
+    let compared = |entry: &SessionEntry, before: &[crate::study::Event]| {
+        diff((&entry.id, before), (&own[at].id, &after), catalog, Some(character))
+            .ok()
+            .filter(|d| !d.dimensions.is_empty())
+    };
+    let mut unlike = Vec::new();
+    for entry in own[..at].iter().rev() {
+        let Ok(before) = store.load(&entry.path) else {
             continue;
         };
-        if let Ok(d) = diff((&earlier.id, &before), (&own[at].id, &after), catalog, Some(character))
-            && !d.dimensions.is_empty()
-        {
-            return Ok(screens::persona::Probed::new(d, false));
+        if setup(&before) == probe {
+            if let Some(d) = compared(entry, &before) {
+                return Ok(screens::persona::Probed::new(d, false));
+            }
+        } else {
+            unlike.push((entry, before));
         }
+    }
+    if let Some(d) = unlike.iter().find_map(|(entry, before)| compared(entry, before)) {
+        return Ok(screens::persona::Probed::new(d, false));
     }
     let alone = diff((session, &after), (session, &after), catalog, Some(character)).map_err(|e| e.to_string())?;
     Ok(screens::persona::Probed::new(alone, true))

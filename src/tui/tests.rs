@@ -37,7 +37,7 @@ const GSE: &str = "20261129-201520-gse-on-the-local-model-e700";
 fn a_probe_is_measured_against_the_newest_earlier_session_of_its_character() {
     let catalog = Catalog::load(None).unwrap();
     // The GSE session is older than the second BFI one but shares no scale with it: skipped.
-    let (_data, store) = store_with(&[BFI_1, GSE, BFI_2]);
+    let (data, store) = store_with(&[BFI_1, GSE, BFI_2]);
     let p = probed(&store, &catalog, BFI_2, "hermione-en").unwrap();
     assert!(!p.first);
     assert_eq!(p.diff.a.session, BFI_1);
@@ -48,6 +48,36 @@ fn a_probe_is_measured_against_the_newest_earlier_session_of_its_character() {
         p.diff.dimensions
     );
     assert_eq!(p.diff.dimensions.len(), 10, "5 BFI dimensions × ER_batch and d-OC");
+
+    // A newer session judged otherwise (another judge) is passed over for one judged alike: what
+    // moved would be the judge's doing, not the character's.
+    let judged = "20261130-120000-bfi-by-another-judge-0001";
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("sample-sessions")
+            .join(BFI_1)
+            .join("journal.jsonl"),
+    )
+    .unwrap()
+    .replacen("\"judge\":\"local\"", "\"judge\":\"other\"", 1)
+    .replacen("2026-11-29T23:32:03Z", "2026-11-30T12:00:00Z", 1)
+    .replacen(BFI_1, judged, 1);
+    let to = crate::session::sessions_dir(data.path()).join(judged);
+    std::fs::create_dir_all(&to).unwrap();
+    std::fs::write(to.join("journal.jsonl"), text).unwrap();
+    let store = Store::with_samples(data.path(), None);
+    assert_eq!(
+        probed(&store, &catalog, BFI_2, "hermione-en").unwrap().diff.a.session,
+        BFI_1
+    );
+    std::fs::remove_dir_all(crate::session::sessions_dir(data.path()).join(BFI_1)).unwrap();
+    let store = Store::with_samples(data.path(), None);
+    assert_eq!(
+        probed(&store, &catalog, BFI_2, "hermione-en").unwrap().diff.a.session,
+        judged,
+        "none judged alike: the newest that shares a scale and method"
+    );
+    let (_fresh, store) = store_with(&[BFI_1, GSE, BFI_2]);
 
     // The oldest session has nothing before it: the probe is shown alone.
     let p = probed(&store, &catalog, BFI_1, "hermione-en").unwrap();
