@@ -655,7 +655,12 @@ pub fn export(character: &Character, memories: &[String]) -> Value {
     if !from_card {
         ours.insert("id".into(), json!(c.id));
         ours.insert("language".into(), json!(c.language.code()));
-        let aliases: Vec<&String> = c.aliases.iter().filter(|a| **a != c.name).collect();
+        // The other aliases; all of them, the name in its place, when the name is not the first
+        // (the first alias is the one prompts name, so their order comes back too).
+        let aliases: Vec<&String> = match c.aliases.first() {
+            Some(first) if *first != c.name && c.aliases.contains(&c.name) => c.aliases.iter().collect(),
+            _ => c.aliases.iter().filter(|a| **a != c.name).collect(),
+        };
         if !aliases.is_empty() {
             ours.insert("aliases".into(), json!(aliases));
         }

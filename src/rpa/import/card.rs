@@ -196,12 +196,25 @@ fn restore(character: &mut Character, own: &card::Ours) -> Vec<String> {
         !a.chars().any(|c| crate::domain::acts_on_terminal(c) || crate::domain::shows_nothing(c))
             && a.chars().filter(|c| c.is_alphanumeric()).count() >= 2
     };
+    // In the card's order; what the card brought first (its name) after them unless the list
+    // places it (a card the workbench wrote lists the name where the character had it).
+    let before = std::mem::take(&mut character.aliases);
     for alias in own.aliases.iter().map(|a| one_line(a)).filter(|a| !a.is_empty()) {
         if !fit(&alias) {
             restored.push(format!("alias {:?} left out (it would mask more than a name)", alias));
         } else if !character.aliases.contains(&alias) {
-            restored.push(format!("alias {alias}"));
+            if !before.contains(&alias) {
+                restored.push(format!("alias {alias}"));
+            }
             character.aliases.push(alias);
+        }
+    }
+    let placed = character.aliases.iter().any(|a| before.contains(a));
+    let missing: Vec<String> = before.into_iter().filter(|a| !character.aliases.contains(a)).collect();
+    match placed {
+        true => character.aliases.extend(missing),
+        false => {
+            character.aliases.splice(0..0, missing);
         }
     }
     character.catchphrases = own.catchphrases.iter().map(|c| one_line(c)).filter(|c| !c.is_empty()).collect();
