@@ -410,11 +410,26 @@ pub fn load(session: &Path, catalog: &Catalog) -> Result<BTreeMap<String, BTreeM
     files.sort();
     for f in files {
         crate::files::check_readable(&f, MAX_FILE_BYTES, "an annotator's answers")?;
+        // The file is its annotator's: a record of another (edited in by hand) would be counted as
+        // someone no file names.
+        let owner = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         for (line, a) in journal::read_numbered::<Annotation>(&f)? {
             if let (Some(v), Some((min, max))) = (a.value.value(), value_range(catalog, &a.case))
                 && !(min..=max).contains(&v)
             {
-                return Err(outside(&f, line, format!("value {v} is outside [{min}, {max}]")));
+                return Err(outside(&f, line, "value", format!("value {v} is outside [{min}, {max}]")));
+            }
+            if a.annotator != owner {
+                return Err(outside(
+                    &f,
+                    line,
+                    "annotator",
+                    format!(
+                        "annotator {:?} in the file of {:?}: each annotator's answers are in their own file",
+                        crate::text::visible(&a.annotator),
+                        crate::text::visible(&owner)
+                    ),
+                ));
             }
             out.entry(a.annotator.clone()).or_default().insert(a.case.clone(), a);
         }
@@ -422,14 +437,14 @@ pub fn load(session: &Path, catalog: &Catalog) -> Result<BTreeMap<String, BTreeM
     Ok(out)
 }
 
-/// An answer refused at line `line` of `file`, located at its value.
-fn outside(file: &Path, line: usize, message: String) -> AnnotationError {
+/// An answer refused at line `line` of `file`, located at its field `key`.
+fn outside(file: &Path, line: usize, key: &str, message: String) -> AnnotationError {
     let text = std::fs::read_to_string(file).unwrap_or_default();
     let at = text.lines().nth(line - 1).unwrap_or_default();
     // A byte-order mark before the first record is a column of its own.
     let (at, marked) = at.strip_prefix('\u{feff}').map_or((at, 0), |rest| (rest, 1));
     let column = crate::domain::diagnostic::Source::new("", at)
-        .json_at(&["value"])
+        .json_at(&[key])
         .map_or(1, |(_, column)| column + marked);
     AnnotationError::Journal(JournalError::Damaged {
         path: file.to_path_buf(),
@@ -828,6 +843,15 @@ mod tests {
         std::fs::write(&file, format!("\u{feff}{}\n", lines[1])).unwrap();
         let e = load(dir.path(), &catalog).unwrap_err();
         assert!(e.to_string().contains(&format!("evil.jsonl:1:{}: value 99", column + 1)), "{e}");
+        // Another annotator's record in this one's file: refused, at its name.
+        let carol = serde_json::to_string(&Annotation {
+            annotator: "carol".into(),
+            ..answer(3.0)
+        })
+        .unwrap();
+        std::fs::write(&file, format!("{good}{carol}\n")).unwrap();
+        let e = load(dir.path(), &catalog).unwrap_err();
+        assert!(e.to_string().contains("evil.jsonl:2:14: annotator \"carol\" in the file of \"evil\""), "{e}");
     }
 
     #[cfg(unix)]
