@@ -34,6 +34,24 @@ pub fn config_missing_warning(path: &std::path::Path) -> String {
     )
 }
 
+/// What is wrong with `dir` as the data dir, if something is that making it would not say well:
+/// a link to nothing ("File exists", it would say), or a file.
+pub fn data_dir_problem(dir: &std::path::Path) -> Option<String> {
+    let shown = crate::text::visible(&dir.display().to_string());
+    if !dir.exists()
+        && let Ok(target) = std::fs::read_link(dir)
+    {
+        return Some(format!(
+            "the data dir {shown} is a link to {}, which does not exist: create that folder, or set \
+             INCHARACTER_DATA_DIR to a folder",
+            crate::text::visible(&target.display().to_string())
+        ));
+    }
+    (dir.exists() && !dir.is_dir()).then(|| {
+        format!("the data dir {shown} is a file, not a folder: move it away, or set INCHARACTER_DATA_DIR to a folder")
+    })
+}
+
 /// The config file: `$INCHARACTER_CONFIG`, else `config.toml` in the platform's config dir.
 pub fn config_file() -> Option<PathBuf> {
     match std::env::var_os("INCHARACTER_CONFIG") {

@@ -84,23 +84,8 @@ impl Ctx {
 /// A data dir that is a file (or a link to one) is the machine's setup, not the command's input: said as
 /// such before anything in it is read (exit 1).
 fn not_a_file(dir: &Path) -> anyhow::Result<()> {
-    // A link to nothing: `exists` follows it and says no, and creating the folder would say only
-    // "File exists".
-    if !dir.exists()
-        && let Ok(target) = std::fs::read_link(dir)
-    {
-        anyhow::bail!(
-            "the data dir {} is a link to {}, which does not exist: create that folder, or set INCHARACTER_DATA_DIR \
-             to a folder",
-            crate::text::visible(&dir.display().to_string()),
-            crate::text::visible(&target.display().to_string())
-        );
+    match paths::data_dir_problem(dir) {
+        Some(problem) => anyhow::bail!("{problem}"),
+        None => Ok(()),
     }
-    if dir.exists() && !dir.is_dir() {
-        anyhow::bail!(
-            "the data dir {} is a file, not a folder: move it away, or set INCHARACTER_DATA_DIR to a folder",
-            dir.display()
-        );
-    }
-    Ok(())
 }

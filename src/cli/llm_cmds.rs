@@ -307,6 +307,16 @@ fn read_schema(path: &Path) -> anyhow::Result<ResponseSchema> {
     // Either {"name", "schema", "strict"?} or a bare JSON Schema.
     let not_a_schema = |at: String, why: &str| input_error(format!("{}: not a JSON Schema: {at}{why}", path.display()));
     if let (Some(n), Some(schema)) = (value.get("name").and_then(|n| n.as_str()), value.get("schema")) {
+        // OpenAI refuses any other name (a 400 after the file was taken): said here.
+        let named =
+            !n.is_empty() && n.len() <= 64 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !named {
+            return Err(input_error(format!(
+                "{}: the schema's name {:?} must be 1 to 64 ASCII letters, digits, `_` or `-` (as OpenAI takes it)",
+                path.display(),
+                crate::text::visible(n)
+            )));
+        }
         root_shape(schema, "schema").map_err(|(at, why)| not_a_schema(at, why))?;
         let strict = value.get("strict").and_then(|s| s.as_bool()).unwrap_or(true);
         return Ok(ResponseSchema {
@@ -326,6 +336,7 @@ fn read_schema(path: &Path) -> anyhow::Result<ResponseSchema> {
                 '_'
             }
         })
+        .take(64)
         .collect();
     root_shape(&value, "").map_err(|(at, why)| not_a_schema(at, why))?;
     Ok(ResponseSchema::new(name, value))
@@ -544,6 +555,21 @@ pub fn providers(
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    /// A wrapped schema's name is one OpenAI takes, or the file is refused before anything is sent.
+    #[test]
+    fn a_schema_name_openai_would_refuse_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.json");
+        for (name, ok) in [("bad name!", false), ("", false), ("ok_name-1", true)] {
+            std::fs::write(&file, json!({"name": name, "schema": {"type": "object"}}).to_string()).unwrap();
+            let read = super::read_schema(&file);
+            assert_eq!(read.is_ok(), ok, "{name:?}: {:?}", read.err());
+        }
+        let long = dir.path().join(format!("{}.json", "x".repeat(80)));
+        std::fs::write(&long, json!({"type": "object"}).to_string()).unwrap();
+        assert_eq!(super::read_schema(&long).unwrap().name.len(), 64);
+    }
 
     #[test]
     fn what_is_not_a_schema_is_said_where() {

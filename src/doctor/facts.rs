@@ -21,9 +21,12 @@ pub struct DataDir {
 impl DataDir {
     /// Creates the folder if needed, then makes and removes a temporary file in it.
     pub fn look(path: PathBuf) -> DataDir {
-        let writable = std::fs::create_dir_all(&path)
-            .and_then(|()| tempfile::NamedTempFile::new_in(&path).map(drop).map_err(crate::files::unnamed))
-            .map_err(|e| e.to_string());
+        let writable = match crate::paths::data_dir_problem(&path) {
+            Some(problem) => Err(problem),
+            None => std::fs::create_dir_all(&path)
+                .and_then(|()| tempfile::NamedTempFile::new_in(&path).map(drop).map_err(crate::files::unnamed))
+                .map_err(|e| e.to_string()),
+        };
         let bytes = size_on_disk(&path);
         DataDir { path, writable, bytes }
     }

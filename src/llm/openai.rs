@@ -511,6 +511,14 @@ where
         let event = match timeout_at(deadline, events.next()).await {
             Err(_) if got_first => return Err(AttemptError::IdleTimeout),
             Err(_) => return Err(AttemptError::FirstTokenTimeout),
+            // An empty stream is how llama-cpp-python refuses a prompt past its context.
+            Ok(None) if !got_first => {
+                return Err(AttemptError::Cut(
+                    "the server ended the stream before any reply (llama-cpp-python does so for a prompt longer than \
+                     its context: if that is the server, set the provider's context_tokens)"
+                        .into(),
+                ));
+            }
             Ok(None) => return Err(AttemptError::Cut("the stream ended before [DONE]".into())),
             Ok(Some(Err(e))) => return Err(AttemptError::Cut(format!("the stream broke: {e}"))),
             Ok(Some(Ok(event))) => event,

@@ -170,6 +170,17 @@ async fn llama_cpp_python_is_recognised_and_asked_one_at_a_time_so_nothing_is_in
     cache_holds_no_empty_reply(&s.data);
 }
 
+/// llama-cpp-python with less context than the 2,048 assumed for it refuses the longer prompts
+/// with an empty stream: what finally fails names the likely cause and the setting that fixes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_stream_from_llama_cpp_python_names_its_context() {
+    let s = common::setup(persona(Persona::LlamaCppPython, 1024, 1), "retry_base_ms = 1").await;
+    let out = common::output(&s.config, &s.data, RUN).await;
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("set the provider's context_tokens"), "{said}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn interruptions_of_a_one_request_server_stop_soon_when_the_config_asks_for_more() {
     // The config insists on 8 in flight: the server ends the running stream for each newcomer.
