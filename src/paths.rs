@@ -29,7 +29,7 @@ pub fn named_config_missing() -> Option<PathBuf> {
 /// What commands say of [`named_config_missing`].
 pub fn config_missing_warning(path: &std::path::Path) -> String {
     format!(
-        "warning: INCHARACTER_CONFIG names {}, which does not exist: the defaults apply (only the embedded model)",
+        "warning: INCHARACTER_CONFIG names {}, which does not exist: the defaults apply",
         crate::text::visible(&path.display().to_string())
     )
 }
