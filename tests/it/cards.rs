@@ -304,6 +304,28 @@ fn exported_cards_import_back_to_the_same_prompt() {
     }
     // In their order too: the first alias is the one prompts name.
     assert_eq!(copy["aliases"], bundled["aliases"]);
+    // A card listing the name first, then one written without the name (by an earlier version),
+    // imported over it: the order stays the character's.
+    let mut named_first = card.clone();
+    named_first["data"]["extensions"]["incharacter"]["aliases"] = json!(["Hermione Granger", "Hermione"]);
+    std::fs::write(&file, named_first.to_string()).unwrap();
+    let file_arg = file.to_str().unwrap();
+    ok(run(data, &["import", "card", file_arg, "--id", "hermione-first-en"]));
+    let first = json!(["Hermione Granger", "Hermione"]);
+    assert_eq!(character(data, "hermione-first-en")["aliases"], first);
+    let mut earlier = card.clone();
+    earlier["data"]["extensions"]["incharacter"]["aliases"] = json!(["Hermione"]);
+    std::fs::write(&file, earlier.to_string()).unwrap();
+    ok(run(
+        data,
+        &["import", "card", file_arg, "--id", "hermione-first-en", "--replace"],
+    ));
+    assert_eq!(character(data, "hermione-first-en")["aliases"], first);
+    // A character whose name is none of its aliases keeps its first alias.
+    let jigsaw: Value = serde_json::from_str(&ok(run(data, &["export-card", "jigsaw-en"]))).unwrap();
+    std::fs::write(&file, jigsaw.to_string()).unwrap();
+    ok(run(data, &["import", "card", file_arg, "--id", "jigsaw-copy-en"]));
+    assert_eq!(character(data, "jigsaw-copy-en")["aliases"][0], "Jigsaw");
     // A card's aliases that would mask more than a name are left out, and said so.
     let mut odd = card.clone();
     odd["data"]["extensions"]["incharacter"]["aliases"] = json!(["Hermione", "I", "Mi\u{202e}ne"]);

@@ -655,10 +655,17 @@ pub fn export(character: &Character, memories: &[String]) -> Value {
     if !from_card {
         ours.insert("id".into(), json!(c.id));
         ours.insert("language".into(), json!(c.language.code()));
-        // The other aliases; all of them, the name in its place, when the name is not the first
-        // (the first alias is the one prompts name, so their order comes back too).
+        // The other aliases; all of them, the name in its place (or last, where it is none), when
+        // the name is not the first (the first alias is the one prompts name, so their order comes
+        // back too: import puts the name first unless the list places it).
         let aliases: Vec<&String> = match c.aliases.first() {
-            Some(first) if *first != c.name && c.aliases.contains(&c.name) => c.aliases.iter().collect(),
+            Some(first) if *first != c.name => {
+                let mut all: Vec<&String> = c.aliases.iter().collect();
+                if !c.aliases.contains(&c.name) {
+                    all.push(&c.name);
+                }
+                all
+            }
             _ => c.aliases.iter().filter(|a| **a != c.name).collect(),
         };
         if !aliases.is_empty() {

@@ -196,8 +196,9 @@ fn restore(character: &mut Character, own: &card::Ours) -> Vec<String> {
         !a.chars().any(|c| crate::domain::acts_on_terminal(c) || crate::domain::shows_nothing(c))
             && a.chars().filter(|c| c.is_alphanumeric()).count() >= 2
     };
-    // In the card's order; what the card brought first (its name) after them unless the list
-    // places it (a card the workbench wrote lists the name where the character had it).
+    // In the card's order when it places the name (a card the workbench wrote lists it where the
+    // character had it), the character's own aliases after; else, as cards without it were read,
+    // the character's (its name first) and then the card's new ones.
     let before = std::mem::take(&mut character.aliases);
     for alias in own.aliases.iter().map(|a| one_line(a)).filter(|a| !a.is_empty()) {
         if !fit(&alias) {
@@ -209,14 +210,17 @@ fn restore(character: &mut Character, own: &card::Ours) -> Vec<String> {
             character.aliases.push(alias);
         }
     }
-    let placed = character.aliases.iter().any(|a| before.contains(a));
-    let missing: Vec<String> = before.into_iter().filter(|a| !character.aliases.contains(a)).collect();
-    match placed {
-        true => character.aliases.extend(missing),
-        false => {
-            character.aliases.splice(0..0, missing);
+    let listed = std::mem::take(&mut character.aliases);
+    character.aliases = match listed.contains(&character.name) {
+        true => {
+            let missing: Vec<String> = before.into_iter().filter(|a| !listed.contains(a)).collect();
+            listed.into_iter().chain(missing).collect()
         }
-    }
+        false => {
+            let new: Vec<String> = listed.into_iter().filter(|a| !before.contains(a)).collect();
+            before.into_iter().chain(new).collect()
+        }
+    };
     character.catchphrases = own.catchphrases.iter().map(|c| one_line(c)).filter(|c| !c.is_empty()).collect();
     if !character.catchphrases.is_empty() {
         restored.push(format!("{} catchphrase(s)", character.catchphrases.len()));
