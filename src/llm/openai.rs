@@ -304,7 +304,19 @@ impl OpenAi {
             let finished = whole_reply(&content_type, &text, on_token)?;
             return Ok(Finished { rate, ..finished });
         }
-        let finished = read_events(response.bytes_stream(), first_token_deadline, idle, on_token).await?;
+        let finished = read_events(response.bytes_stream(), first_token_deadline, idle, on_token)
+            .await
+            .map_err(|e| match e {
+                // An event stream with no event is how llama-cpp-python refuses a prompt past its
+                // context; from anything else (a page, an empty body) it means nothing of the kind.
+                AttemptError::Cut(m) if m == NO_EVENT && content_type.starts_with("text/event-stream") => {
+                    AttemptError::Cut(format!(
+                        "{m} (llama-cpp-python does so for a prompt longer than its context: if that is the server, \
+                         set the provider's context_tokens)"
+                    ))
+                }
+                e => e,
+            })?;
         Ok(Finished { rate, ..finished })
     }
 }
@@ -462,6 +474,9 @@ pub(crate) fn info(config: &ProviderConfig) -> ModelInfo {
     }
 }
 
+/// A stream that ended before its first event.
+const NO_EVENT: &str = "the server ended the stream before any reply";
+
 /// Reads an SSE body (bytes split anywhere, events split across chunks) up to `[DONE]`, passing each
 /// piece of content to `on_token`.
 pub async fn read_events<S, B, E>(
@@ -511,14 +526,7 @@ where
         let event = match timeout_at(deadline, events.next()).await {
             Err(_) if got_first => return Err(AttemptError::IdleTimeout),
             Err(_) => return Err(AttemptError::FirstTokenTimeout),
-            // An empty stream is how llama-cpp-python refuses a prompt past its context.
-            Ok(None) if !got_first => {
-                return Err(AttemptError::Cut(
-                    "the server ended the stream before any reply (llama-cpp-python does so for a prompt longer than \
-                     its context: if that is the server, set the provider's context_tokens)"
-                        .into(),
-                ));
-            }
+            Ok(None) if !got_first => return Err(AttemptError::Cut(NO_EVENT.into())),
             Ok(None) => return Err(AttemptError::Cut("the stream ended before [DONE]".into())),
             Ok(Some(Err(e))) => return Err(AttemptError::Cut(format!("the stream broke: {e}"))),
             Ok(Some(Ok(event))) => event,

@@ -295,8 +295,12 @@ impl RunView {
                 at,
                 items_per_call,
                 character_versions,
-                ..
+                masked,
             } => {
+                // The names the resume masked besides the plan's, as the Inspector shows prompts.
+                if let Some(plan) = self.session.plan.as_mut() {
+                    crate::study::interview::merge_masked(&mut plan.masked, masked);
+                }
                 self.recorded_versions(character_versions);
                 self.sitting = Sitting {
                     items_before: self.answered(),

@@ -13,18 +13,23 @@ use crate::study::Event;
 pub fn fold_masked(masked: &mut BTreeMap<String, Masked>, events: &[Event]) {
     for e in events {
         if let Event::Resumed { masked: more, .. } = e {
-            for (id, m) in more {
-                let into = masked.entry(id.clone()).or_default();
-                for name in &m.participant {
-                    if !into.participant.contains(name) {
-                        into.participant.push(name.clone());
-                    }
-                }
-                for name in &m.experimenter {
-                    if !into.experimenter.contains(name) {
-                        into.experimenter.push(name.clone());
-                    }
-                }
+            merge_masked(masked, more);
+        }
+    }
+}
+
+/// Adds to `masked` the names of `more`, each once.
+pub fn merge_masked(masked: &mut BTreeMap<String, Masked>, more: &BTreeMap<String, Masked>) {
+    for (id, m) in more {
+        let into = masked.entry(id.clone()).or_default();
+        for name in &m.participant {
+            if !into.participant.contains(name) {
+                into.participant.push(name.clone());
+            }
+        }
+        for name in &m.experimenter {
+            if !into.experimenter.contains(name) {
+                into.experimenter.push(name.clone());
             }
         }
     }

@@ -11,7 +11,7 @@ pub mod markdown;
 pub mod results;
 pub mod spread;
 
-pub use masked::{Masked, fold_masked};
+pub use masked::{Masked, fold_masked, merge_masked};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
