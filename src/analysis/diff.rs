@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Serialize, Serializer};
 
+use super::setup::SetupDifference;
 use crate::catalog::Catalog;
 use crate::domain::character::{Character, Label, LabelSource, LabelType};
 use crate::method::expert::Exchange;
@@ -187,6 +188,8 @@ pub struct Diff {
     pub character: String,
     pub a: Side,
     pub b: Side,
+    /// Where B was asked or judged otherwise than A (empty: alike): what moved may be their doing.
+    pub setup: Vec<SetupDifference>,
     /// By scale, method, then the scale's dimension order.
     pub dimensions: Vec<DimensionDiff>,
     /// Every item of those dimensions: the ones whose score changed most first, then those without
@@ -451,6 +454,7 @@ pub fn diff(
         character: id.clone(),
         a: side(a_id, a),
         b: side(b_id, b),
+        setup: super::setup::differences(a, b),
         dimensions,
         items,
     })

@@ -138,6 +138,15 @@ fn text(d: &Diff) -> String {
     let mut s = format!("character {}\n", d.character);
     s += &version_line("A", &d.a);
     s += &version_line("B", &d.b);
+    if !d.setup.is_empty() {
+        s += "asked or judged otherwise (what moved may be their doing, not the character's):
+";
+        let mut t = Table::new(&["", "A", "B"]);
+        for x in &d.setup {
+            t.row(vec![x.what.clone(), x.a.clone(), x.b.clone()]);
+        }
+        s += &t.render();
+    }
     let mut groups: Vec<((&str, crate::method::Method), Vec<&DimensionDiff>)> = Vec::new();
     for row in &d.dimensions {
         match groups.last_mut() {

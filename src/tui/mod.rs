@@ -149,23 +149,8 @@ fn probed(
         .ok_or_else(|| format!("session {} is not in the data dir", session))?;
     let after = store.load(&own[at].path).map_err(|e| e.to_string())?;
     // The session before is one asked and judged as the probe was (models, style, prompts,
-    // sampling), so what moved is the character's edit; only if none was, any with the same scale
+    // sampling, reading: `analysis::setup`), so what moved is the character's edit; only if none was, any with the same scale
     // and method.
-    use crate::study::Study;
-    let setup = |events: &[crate::study::Event]| {
-        crate::study::interview::Interviews::plan_of(events).map(|p| {
-            (
-                p.rpa.clone(),
-                p.judge.clone(),
-                p.style,
-                p.prompts.clone(),
-                p.answer_sampling,
-                p.judge_temperature.to_bits(),
-                p.expected_scores,
-            )
-        })
-    };
-    let probe = setup(&after);
     let compared = |entry: &SessionEntry, before: &[crate::study::Event]| {
         diff((&entry.id, before), (&own[at].id, &after), catalog, Some(character))
             .ok()
@@ -176,7 +161,7 @@ fn probed(
         let Ok(before) = store.load(&entry.path) else {
             continue;
         };
-        if setup(&before) == probe {
+        if crate::analysis::setup::differences(&before, &after).is_empty() {
             if let Some(d) = compared(entry, &before) {
                 return Ok(screens::persona::Probed::new(d, false));
             }

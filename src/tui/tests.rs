@@ -59,7 +59,11 @@ fn a_probe_is_measured_against_the_newest_earlier_session_of_its_character() {
             .join("journal.jsonl"),
     )
     .unwrap()
-    .replacen("\"judge\":\"local\"", "\"judge\":\"other\"", 1)
+    .replacen(
+        "\"judge\":{\"provider\":\"local\",\"kind\":\"local\",\"model\":\"smollm2-135m\"}",
+        "\"judge\":{\"provider\":\"local\",\"kind\":\"local\",\"model\":\"qwen2.5-coder-1.5b\"}",
+        1,
+    )
     .replacen("2026-11-29T23:32:03Z", "2026-11-30T12:00:00Z", 1)
     .replacen(BFI_1, judged, 1);
     let to = crate::session::sessions_dir(data.path()).join(judged);
@@ -374,6 +378,36 @@ mod live_screen {
         app.live.replay = Some(crate::tui::vocab::Replay::Speed(1.0));
         let shown = progress(&render(&app, (120, 30)));
         assert!(shown.contains("eta –"), "a replay: {shown}");
+    }
+
+    /// The names a resume masked (a character renamed while the session was interrupted) stay
+    /// masked in what the Inspector shows of the judge's prompts, as the judge read them.
+    #[test]
+    fn the_names_a_resume_masked_stay_masked_for_the_inspector() {
+        let (mut app, _) = running(1, 0);
+        let masked = [(
+            "hermione-en".to_string(),
+            crate::study::interview::Masked {
+                participant: vec!["Hermy Grangerson".into()],
+                experimenter: vec!["Ronald".into()],
+            },
+        )]
+        .into();
+        app.update(Action::Engine(Event::Resumed {
+            at: "2026-11-29T13:00:00Z".into(),
+            items_per_call: None,
+            character_versions: Default::default(),
+            masked,
+        }));
+        let plan = app.run.session.plan.as_ref().unwrap();
+        let hermione = app.catalog.character("hermione-en").unwrap();
+        let shown = plan
+            .masker(hermione)
+            .mask("Hermy Grangerson told Ronald what Hermione thinks.");
+        assert!(
+            !shown.contains("Hermy") && !shown.contains("Ronald") && !shown.contains("Hermione"),
+            "{shown}"
+        );
     }
 
     #[test]

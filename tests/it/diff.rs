@@ -95,6 +95,7 @@ async fn two_versions_of_a_character_are_recorded_and_diffed_against_its_targets
         (Some(a.as_str()), Some(v1.as_str()))
     );
     assert_eq!(diff["b"]["version"], v2.as_str());
+    assert_eq!(diff["setup"], serde_json::json!([]), "asked and judged alike");
     let rows = diff["dimensions"].as_array().unwrap();
     for method in ["er-batch", "oc"] {
         let names: Vec<&str> = rows
@@ -256,6 +257,23 @@ async fn two_versions_of_a_character_are_recorded_and_diffed_against_its_targets
     assert!(
         (er["mae"].as_f64().unwrap() - mae).abs() < 1e-12,
         "{er} against {metrics}"
+    );
+
+    // A session judged at another temperature: diff says so before its tables.
+    let mut colder = run_args.to_vec();
+    colder.extend(["--judge-temperature", "0.3"]);
+    let c = common::session_id(&common::output(&config, &data, &colder).await);
+    let other = common::json_of(common::output(&config, &data, &["diff", &b, &c, "--json"]).await);
+    assert_eq!(
+        other["setup"],
+        serde_json::json!([{"what": "judge temperature", "a": "0", "b": "0.3"}])
+    );
+    let out = common::output(&config, &data, &["diff", &b, &c]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let said = text.find("asked or judged otherwise").expect(&text);
+    assert!(
+        said < text.find("BFI ").unwrap() && text.contains("judge temperature  0"),
+        "{text}"
     );
 
     // What the user gets wrong exits 2, saying what.

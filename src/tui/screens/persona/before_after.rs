@@ -154,6 +154,17 @@ impl Probed {
             if !edited.is_empty() {
                 lines.push(Line::styled(format!("        {edited}"), theme.dim()));
             }
+            // No earlier session was asked and judged alike: what moved may be the setup's doing.
+            if !self.diff.setup.is_empty() {
+                let what: Vec<&str> = self.diff.setup.iter().map(|d| d.what.as_str()).collect();
+                lines.push(Line::styled(
+                    format!(
+                        "        asked or judged otherwise: {} (`incharacter diff` lists how)",
+                        what.join(", ")
+                    ),
+                    theme.fg(theme.warning),
+                ));
+            }
         }
         lines
     }
