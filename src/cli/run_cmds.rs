@@ -372,6 +372,19 @@ pub fn export(
             for row in crate::observer::report::csv_rows(&subjects) {
                 w.record(&row)?;
             }
+            // A questionnaire that failed for good has no scores: a row says so (its score empty).
+            let context = |subject: &str, observer: &str| {
+                subjects
+                    .iter()
+                    .filter(|s| s.id == subject)
+                    .flat_map(|s| &s.observers)
+                    .find(|o| o.id == observer)
+                    .map_or("", |o| o.context.name())
+            };
+            for f in crate::study::observe::failed(&events) {
+                let observer = f.observer.as_deref().unwrap_or("");
+                w.record([&f.subject, observer, context(&f.subject, observer), "", "", "failed"])?;
+            }
             w.finish()?
         }
         ("md", Some((plan, subjects))) => {

@@ -408,7 +408,12 @@ impl<'a> Session<'a> {
                 }
                 vec![m]
             }
-            None => annotated,
+            // As `agreement` defaults: OC first, then the plan's order.
+            None => {
+                let mut ordered = annotated;
+                ordered.sort_by_key(|m| *m != Method::Oc);
+                ordered
+            }
         };
         let assessments = latest_assessments(self.events);
         let pairs = |scale: &Scale, method: Method| -> Vec<(usize, f64, f64)> {

@@ -153,9 +153,58 @@ fn export(events: &[Event], catalog: &Catalog) -> serde_json::Value {
     let mut export = report::export(session, &subjects, &stats);
     if let Some(object) = export.as_object_mut() {
         object.insert("left_out".into(), serde_json::json!(left_out(events)));
+        object.insert("failed".into(), serde_json::json!(failed(events)));
         object.insert("reasked".into(), serde_json::json!(reasked(events)));
     }
     export
+}
+
+/// A questionnaire the session lacks, and the failure that ended it (the last journaled).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Failure {
+    pub subject: String,
+    /// `None` for the subject's self-report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observer: Option<String>,
+    /// The step that failed: "self-report", "relationship", "scenarios", "dialogue N", "report".
+    pub what: String,
+    pub error: String,
+}
+
+/// The self-reports and observer reports the plan asks for and the journal lacks, each with the
+/// failure that left it out (one whose run was only interrupted has none and is not listed).
+pub fn failed(events: &[Event]) -> Vec<Failure> {
+    use crate::observer::Step;
+    let Some(plan) = Observers::plan_of(events) else {
+        return Vec::new();
+    };
+    let done = Done::from_steps(steps(events));
+    let missing = |subject: &str, observer: Option<&str>| match observer {
+        None => !done.self_reports.contains_key(subject),
+        Some(o) => !done.reports.contains_key(&(subject.to_string(), o.to_string())),
+    };
+    let mut out: Vec<Failure> = Vec::new();
+    for step in steps(events) {
+        if let Step::Failed {
+            subject,
+            observer,
+            what,
+            error,
+        } = step
+        {
+            if !plan.subjects.iter().any(|s| s.id == *subject) || !missing(subject, observer.as_deref()) {
+                continue;
+            }
+            out.retain(|f| (&f.subject, &f.observer) != (subject, observer));
+            out.push(Failure {
+                subject: subject.clone(),
+                observer: observer.clone(),
+                what: what.clone(),
+                error: error.clone(),
+            });
+        }
+    }
+    out
 }
 
 /// How many calls took a reply only after a re-ask (each a `reasked` record with its attempts),

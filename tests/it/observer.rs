@@ -435,3 +435,64 @@ async fn the_subjects_self_report_counts_as_the_subjects() {
         "50 items asked one by one: {subject}"
     );
 }
+
+/// A questionnaire that failed for good is named in the export with the failure that ended it (JSON
+/// `failed`, a `failed` row in the CSV), so a missing report is never missing unsaid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_names_the_reports_that_failed_and_why() {
+    use incharacter_testkit::fake_openai::ScriptRule;
+    let prose = "I would rather tell you a story instead.";
+    let fake = FakeConfig {
+        // Every observer's scenarios, and every re-ask of them, get prose: no observer reports.
+        script: vec![
+            ScriptRule {
+                contains: "everyday scenarios".into(),
+                reply: prose.into(),
+            },
+            ScriptRule {
+                contains: "That reply cannot be used".into(),
+                reply: prose.into(),
+            },
+        ],
+        ..FakeConfig::default()
+    };
+    let s = common::setup(fake, PROVIDER).await;
+    let (config, data) = (s.config.as_path(), s.data.as_path());
+    let out = command(config, data, SYNTHETIC).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let id = common::session_id(&out);
+    let e = export(config, data, &id);
+    let failed = e["failed"].as_array().unwrap();
+    assert_eq!(failed.len(), 3, "one per observer: {failed:?}");
+    for f in failed {
+        assert_eq!(f["subject"], "s1", "{f}");
+        assert!(f["observer"].is_string(), "{f}");
+        assert_eq!(f["what"], "scenarios", "{f}");
+        assert!(!f["error"].as_str().unwrap().is_empty(), "{f}");
+    }
+    let out = command(config, data, &["export", &id, "--format", "csv"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = csv.lines().filter(|l| l.ends_with(",failed")).collect();
+    assert_eq!(rows.len(), 3, "{csv}");
+    for (row, f) in rows.iter().zip(failed) {
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells[0], "s1");
+        assert_eq!(cells[1], f["observer"].as_str().unwrap());
+        assert!(!cells[2].is_empty(), "the observer's context: {row}");
+        assert_eq!(&cells[3..], ["", "", "failed"], "{row}");
+    }
+    assert_eq!(
+        csv.lines().filter(|l| l.ends_with(",self")).count(),
+        5,
+        "the self-report's traits: {csv}"
+    );
+    // A resume asks the failed ones again (and they fail again here).
+    let before = s.server.stats().requests;
+    let out = command(config, data, &["observe", "--resume", &id]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(s.server.stats().requests > before);
+    assert_eq!(export(config, data, &id)["failed"].as_array().unwrap().len(), 3);
+}

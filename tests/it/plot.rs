@@ -498,3 +498,49 @@ fn letter_targets_are_drawn_as_their_bands() {
         assert!(decimals.iter().all(|d| *d == 2), "{v}");
     }
 }
+
+/// Without `--method` the agreement figure takes what `agreement` takes: OC when it has rated cases,
+/// though the plan lists ER_batch first.
+#[test]
+fn the_agreement_scatter_defaults_to_oc_as_agreement_does() {
+    const QWEN: &str = "20261203-093314-five-characters-bfi-on-qwen2-5-coder-1-5-051e";
+    let data = tempfile::tempdir().unwrap();
+    let to = data.path().join("sessions").join(QWEN);
+    std::fs::create_dir_all(&to).unwrap();
+    std::fs::copy(
+        root().join("sample-sessions").join(QWEN).join("journal.jsonl"),
+        to.join("journal.jsonl"),
+    )
+    .unwrap();
+    let mut csv = String::from("annotator,task,character,scale,dimension,item_id,value\n");
+    for (d, dimension) in dimensions("BFI").iter().enumerate() {
+        csv += &format!("ann,dimension,hermione-en,BFI,{dimension},,{}\n", 1 + d % 5);
+    }
+    let catalog = Catalog::bundled().unwrap();
+    let bfi = catalog.scale("BFI").unwrap();
+    for item in bfi.items.iter().take(10) {
+        let dimension = &bfi.dimensions[item.dimension().unwrap()].name;
+        csv += &format!("ann,item,hermione-en,BFI,{dimension},{},{}\n", item.id, 1 + item.id % 5);
+    }
+    let file = data.path().join("ann.csv");
+    std::fs::write(&file, csv).unwrap();
+    ok(run_in(
+        data.path(),
+        &["annotations", "import", QWEN, file.to_str().unwrap()],
+    ));
+    let out = ok(run_in(data.path(), &["agreement", "--session", QWEN, "--json"]));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["method"], "oc", "{report}");
+    let n = report["annotators"]["ann"]["n"].as_u64().unwrap();
+    assert!(n > 0, "{report}");
+    let svg = data.path().join("agreement.svg");
+    ok(run_in(
+        data.path(),
+        &["plot", QWEN, "--kind", "agreement", "-o", svg.to_str().unwrap()],
+    ));
+    let shown = texts(&std::fs::read_to_string(&svg).unwrap());
+    assert!(
+        shown[0].starts_with(&format!("oc vs human on BFI: n = {n}, ")),
+        "{shown:?}"
+    );
+}
