@@ -14,7 +14,7 @@ use crate::rpa::prompt::RpaStyle;
 use crate::study::Event;
 use crate::study::interview::requests::{self, Shape, Subject};
 use crate::study::interview::{Done, RunPlan};
-use crate::templates::Templates;
+use crate::templates::{TemplateError, Templates};
 
 /// Render every request a run of SCALE sends — interview, self-report, ER_batch, ER_all, OC, d-OC and
 /// the self-report conversions — with the template set in DIR (the bundled set without one), on a
@@ -149,6 +149,12 @@ pub fn check(ctx: &Ctx, args: &CheckArgs, json_output: bool, out: &mut dyn Write
         answers: &answers,
         masked: masked.get(&character.id),
     };
+    // A conversion template that would give the judge no options is refused as a run refuses it.
+    let oc = shapes
+        .iter()
+        .any(|s| matches!(s, Shape::Oc | Shape::SrConversion | Shape::SrCotConversion));
+    let doc = shapes.contains(&Shape::DOc);
+    crate::method::convert::templates_fill(&templates, scale, character, oc, doc).map_err(TemplateError::Invalid)?;
     let mut listed = Vec::new();
     for shape in shapes {
         for r in subject.render(shape) {

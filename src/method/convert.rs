@@ -17,6 +17,7 @@ use super::judge_json;
 use super::texts;
 use super::weigh::{self, Weighed};
 use crate::domain::character::Character;
+use crate::domain::diagnostic::Diagnostic;
 use crate::domain::scale::{Scale, ScoreRange};
 use crate::domain::scoring::{ItemOption, ItemScore, Orientation, item_score};
 use crate::llm::{ChatMessage, ChatRequest, ResponseSchema, Role};
@@ -87,6 +88,28 @@ pub struct ConversionCall {
     /// (a departure from the method, recorded with the assessment).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub split: bool,
+    /// No reply to the call could be used (every attempt rejected): its items went in two calls of
+    /// half as many, so that the item a judge cannot convert fails alone (recorded as `split` is).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub halved: bool,
+}
+
+impl ConversionCall {
+    /// The call's items were asked again in smaller calls (for the context, or to narrow a failure).
+    pub fn replaced(&self) -> bool {
+        self.split || self.halved
+    }
+}
+
+/// Why a conversion call gave no option at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failed {
+    /// Too long for the judge's context.
+    Context,
+    /// Every reply was rejected.
+    Rejected,
+    /// The request itself failed (the provider's error).
+    Request,
 }
 
 /// The schema: one property per item id, each a whole option in range or "x".
@@ -122,19 +145,25 @@ fn example(ids: &[String], range: ScoreRange) -> String {
     Value::Object(sample).to_string()
 }
 
+/// What the `option_conversion` template is filled with, for the items `ids`.
+fn oc_values(templates: &Templates, scale: &Scale, character: &Character, ids: &[String]) -> texts::Values {
+    let mut values = texts::range(scale);
+    values.extend(texts::questionnaire(scale, &character.name, character.language));
+    values.extend([
+        ("character", character.name.clone()),
+        ("character.alias", character.first_alias().to_string()),
+        ("options", option_list(templates, scale)),
+        ("example", example(ids, scale.range)),
+    ]);
+    values
+}
+
 /// OC messages for some items (the `option_conversion` template): the samples go as a JSON object
 /// keyed by item id (`oc_samples`, each item by `oc_sample`).
 pub fn oc_messages(templates: &Templates, scale: &Scale, character: &Character, exchanges: &[&Exchange]) -> Vec<ChatMessage> {
     let ids: Vec<String> = exchanges.iter().map(|e| e.item_id.to_string()).collect();
     let alias = character.first_alias().to_string();
-    let mut values = texts::range(scale);
-    values.extend(texts::questionnaire(scale, &character.name, character.language));
-    values.extend([
-        ("character", character.name.clone()),
-        ("character.alias", alias.clone()),
-        ("options", option_list(templates, scale)),
-        ("example", example(&ids, scale.range)),
-    ]);
+    let values = oc_values(templates, scale, character, &ids);
     let system = templates.render(Template::OptionConversion, &texts::pairs(&values));
     let samples = templates.join(exchanges, Template::OcSample, Template::OcSampleSeparator, |_, e| {
         vec![
@@ -177,16 +206,8 @@ fn doc_label(templates: &Templates, scale: &Scale, d: usize, v: i32) -> String {
     }
 }
 
-/// d-OC messages for one dimension's items (the `dimension_conversion` template; anonymized; the
-/// samples by `doc_samples` and `doc_sample`).
-pub fn doc_messages(
-    templates: &Templates,
-    scale: &Scale,
-    dimension: usize,
-    masker: &Masker,
-    exchanges: &[&Exchange],
-) -> Vec<ChatMessage> {
-    let ids: Vec<String> = exchanges.iter().map(|e| e.item_id.to_string()).collect();
+/// What the `dimension_conversion` template is filled with, for dimension `dimension`'s items `ids`.
+fn doc_values(templates: &Templates, scale: &Scale, dimension: usize, ids: &[String]) -> texts::Values {
     let points: Vec<i32> = (scale.range.min..=scale.range.max).collect();
     let options = templates.join(&points, Template::DocOption, Template::DocOptionSeparator, |_, v| {
         vec![("value", v.to_string()), ("label", doc_label(templates, scale, dimension, *v))]
@@ -199,8 +220,48 @@ pub fn doc_messages(
         ("participant", PARTICIPANT.to_string()),
         ("experimenter", EXPERIMENTER.to_string()),
         ("options", options),
-        ("example", example(&ids, scale.range)),
+        ("example", example(ids, scale.range)),
     ]);
+    values
+}
+
+/// Checks, before anything is sent, that the conversion templates give the judge `scale`'s options
+/// (OC with `oc`, each dimension's with `doc`): a template may read them from a text of the scale
+/// file that this scale lacks (see [`Templates::filled`]).
+pub fn templates_fill(
+    templates: &Templates,
+    scale: &Scale,
+    character: &Character,
+    oc: bool,
+    doc: bool,
+) -> Result<(), Diagnostic> {
+    let ids: Vec<String> = scale.items.iter().take(2).map(|i| i.id.to_string()).collect();
+    if oc {
+        let values = oc_values(templates, scale, character, &ids);
+        let whose = format!("scale {}", scale.id);
+        templates.filled(Template::OptionConversion, &texts::pairs(&values), &whose)?;
+    }
+    if doc {
+        for (d, dim) in scale.dimensions.iter().enumerate() {
+            let values = doc_values(templates, scale, d, &ids);
+            let whose = format!("dimension {} of scale {}", dim.name, scale.id);
+            templates.filled(Template::DimensionConversion, &texts::pairs(&values), &whose)?;
+        }
+    }
+    Ok(())
+}
+
+/// d-OC messages for one dimension's items (the `dimension_conversion` template; anonymized; the
+/// samples by `doc_samples` and `doc_sample`).
+pub fn doc_messages(
+    templates: &Templates,
+    scale: &Scale,
+    dimension: usize,
+    masker: &Masker,
+    exchanges: &[&Exchange],
+) -> Vec<ChatMessage> {
+    let ids: Vec<String> = exchanges.iter().map(|e| e.item_id.to_string()).collect();
+    let values = doc_values(templates, scale, dimension, &ids);
     let system = templates.render(Template::DimensionConversion, &texts::pairs(&values));
     let samples = templates.join(exchanges, Template::DocSample, Template::DocSampleSeparator, |_, e| {
         vec![
@@ -293,43 +354,80 @@ struct Converter<'a> {
 }
 
 impl<'a> Converter<'a> {
-    /// Asks one group; a call too long for the context is split in halves (recursively).
+    /// Asks one group; a call too long for the context is split in halves (recursively), and one
+    /// whose replies were all rejected is narrowed ([`Converter::narrowed`]).
     fn fitted(
         self,
         messages: Vec<ChatMessage>,
         ids: Vec<u32>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Asked> + Send + 'a>> {
         Box::pin(async move {
-            let (options, retry, mut call, too_long) = self.ask(messages, ids.clone(), false).await;
-            if !too_long || ids.len() < 2 {
-                return (options, retry, vec![call]);
+            let (options, retry, mut call, failed) = self.ask(messages, ids.clone(), false).await;
+            match failed {
+                Some(Failed::Context) if ids.len() >= 2 => {
+                    call.split = true;
+                    let (a, b) = ids.split_at(ids.len().div_ceil(2));
+                    let (first, second) = futures_util::future::join(
+                        self.fitted((self.subset)(a), a.to_vec()),
+                        self.fitted((self.subset)(b), b.to_vec()),
+                    )
+                    .await;
+                    let mut calls = vec![call];
+                    let (mut options, mut retry) = (BTreeMap::new(), Vec::new());
+                    for (o, r, c) in [first, second] {
+                        options.extend(o);
+                        retry.extend(r);
+                        calls.extend(c);
+                    }
+                    (options, retry, calls)
+                }
+                Some(Failed::Rejected) if ids.len() >= 2 => self.narrowed(call).await,
+                _ => (options, retry, vec![call]),
             }
-            call.split = true;
+        })
+    }
+
+    /// A call none of whose replies could be used, asked again in two halves: one bad item then
+    /// voids only the half it is in, which is halved again, down to the item alone. When both halves
+    /// fail too, the fault is the judge's and not one item's: their items stay without an option
+    /// (and a resume asks them again), for a cost of three calls rather than one per item.
+    fn narrowed(self, mut call: ConversionCall) -> std::pin::Pin<Box<dyn std::future::Future<Output = Asked> + Send + 'a>> {
+        Box::pin(async move {
+            call.halved = true;
+            let ids = call.item_ids.clone();
             let (a, b) = ids.split_at(ids.len().div_ceil(2));
             let (first, second) = futures_util::future::join(
-                self.fitted((self.subset)(a), a.to_vec()),
-                self.fitted((self.subset)(b), b.to_vec()),
+                self.ask((self.subset)(a), a.to_vec(), false),
+                self.ask((self.subset)(b), b.to_vec(), false),
             )
             .await;
+            let both = first.3 == Some(Failed::Rejected) && second.3 == Some(Failed::Rejected);
             let mut calls = vec![call];
             let (mut options, mut retry) = (BTreeMap::new(), Vec::new());
-            for (o, r, c) in [first, second] {
-                options.extend(o);
-                retry.extend(r);
-                calls.extend(c);
+            for (o, r, c, failed) in [first, second] {
+                if failed == Some(Failed::Rejected) && !both && c.item_ids.len() >= 2 {
+                    let (o, r, cs) = self.narrowed(c).await;
+                    options.extend(o);
+                    retry.extend(r);
+                    calls.extend(cs);
+                } else {
+                    options.extend(o);
+                    retry.extend(r);
+                    calls.push(c);
+                }
             }
             (options, retry, calls)
         })
     }
 
-    /// One call: the usable options, the items to ask again alone, the call, and whether it was too
-    /// long for the judge's context.
+    /// One call: the usable options, the items to ask again alone, the call, and why it gave no
+    /// option at all if it did not.
     async fn ask(
         self,
         messages: Vec<ChatMessage>,
         ids: Vec<u32>,
         alone: bool,
-    ) -> (BTreeMap<u32, Usable>, Vec<u32>, ConversionCall, bool) {
+    ) -> (BTreeMap<u32, Usable>, Vec<u32>, ConversionCall, Option<Failed>) {
         let Converter {
             judge,
             scale,
@@ -365,23 +463,31 @@ impl<'a> Converter<'a> {
             })
             .await;
         // Items the judge gave no usable option for are asked again alone; a reply that never
-        // parsed has had its attempts, and leaves every item without an option.
-        let (options, retry, too_long) = match result {
+        // parsed has had its attempts, and leaves every item of this call without an option.
+        let (options, retry, failed) = match result {
             Ok((good, bad)) => (
                 good.into_iter()
                     .filter_map(|(k, o)| Some((k.parse().ok()?, o)))
                     .collect(),
                 bad.iter().filter_map(|(k, _)| k.parse().ok()).collect(),
-                false,
+                None,
             ),
-            Err(failure) => (BTreeMap::new(), Vec::new(), failure.is_context()),
+            Err(failure) => {
+                let why = match &failure.cause {
+                    _ if failure.is_context() => Failed::Context,
+                    Some(_) => Failed::Request,
+                    None => Failed::Rejected,
+                };
+                (BTreeMap::new(), Vec::new(), Some(why))
+            }
         };
         let call = ConversionCall {
             item_ids: ids,
             attempts,
             split: false,
+            halved: false,
         };
-        (options, retry, call, too_long)
+        (options, retry, call, failed)
     }
 }
 
@@ -408,7 +514,7 @@ pub fn fitted(calls: &[ConversionCall], mine: &[u32]) -> Option<String> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let made: Vec<&ConversionCall> = calls.iter().filter(|c| !c.split).filter(touches).collect();
+    let made: Vec<&ConversionCall> = calls.iter().filter(|c| !c.replaced()).filter(touches).collect();
     Some(format!(
         "the judge's context could not hold a call of {} items: converted in calls of {} items (those that held \
          this dimension's items)",

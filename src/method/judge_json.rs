@@ -265,6 +265,12 @@ pub fn some_options(v: &Value, keys: &[String], range: ScoreRange) -> Result<Som
 /// character but ASCII letters and digits and CJK ideographs (U+4E00–U+9FA5) dropped; the reply
 /// is an option if what is left is one's number as written (`Hermione: 4`, `赫敏：「4」。`, `**3**`,
 /// `4.`). Anything else (`I'd say 4`, `3.5`, `x`) is an answer for the judge to read.
+///
+/// One departure: a number that dropping characters would take apart is the judge's too, where the
+/// original reads `-2` as 2, `3.5` as 35, `1.0` as 10 and `1-2` as 12 (an option on a scale of
+/// negative options or of more than nine): what is read must be one run of digits with no minus
+/// sign before it. On the bundled scales this changes only a negative reply the original read as
+/// its absolute value.
 pub fn bare_option(reply: &str, range: ScoreRange, speakers: &[&str]) -> Option<ItemOption> {
     let mut names: Vec<&str> = speakers.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).collect();
     // Longest first, so that "Hermione Granger" goes whole.
@@ -277,6 +283,14 @@ pub fn bare_option(reply: &str, range: ScoreRange, speakers: &[&str]) -> Option<
         Some((_, rest)) => rest,
         None => &t,
     };
+    let runs = after.split(|c: char| !c.is_ascii_digit()).filter(|r| !r.is_empty()).count();
+    let signed = after.char_indices().any(|(i, c)| {
+        matches!(c, '-' | '\u{2212}' | '\u{2013}' | '\u{ff0d}')
+            && after[i + c.len_utf8()..].starts_with(|d: char| d.is_ascii_digit())
+    });
+    if runs != 1 || signed {
+        return None;
+    }
     let kept: String = after
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || ('\u{4e00}'..='\u{9fa5}').contains(c))
@@ -379,5 +393,21 @@ mod tests {
         );
         assert_eq!(bare_option(" 3.\n", r, &[]), Some(ItemOption::Value(3)));
         assert_eq!(bare_option("I'd say 3", r, &[]), None);
+    }
+
+    #[test]
+    fn a_number_taken_apart_by_the_reading_is_left_to_the_judge() {
+        let signed = ScoreRange { min: -3, max: 3 };
+        for reply in ["-2", "\u{2212}3", "Hermione: -1", "「-2」"] {
+            assert_eq!(bare_option(reply, signed, &["Hermione"]), None, "{reply}");
+        }
+        assert_eq!(bare_option("2", signed, &[]), Some(ItemOption::Value(2)));
+        assert_eq!(bare_option("- 2", signed, &[]), Some(ItemOption::Value(2)), "a bullet");
+        let wide = ScoreRange { min: 0, max: 100 };
+        for reply in ["1.0", "3.5", "4/5", "1-2", "2 30"] {
+            assert_eq!(bare_option(reply, wide, &[]), None, "{reply}");
+        }
+        assert_eq!(bare_option("**35**", wide, &[]), Some(ItemOption::Value(35)));
+        assert_eq!(bare_option("Hermione: 2:30", wide, &["Hermione"]), None);
     }
 }

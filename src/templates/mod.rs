@@ -369,6 +369,47 @@ impl Templates {
         fill(self.text(template), values)
     }
 
+    /// Checks that `values` fill every required group of `template`: a group whose placeholders the
+    /// template uses all render empty (an `option_conversion` that reads its options only from
+    /// `{scale.conversion_instruction}`, on a scale that has none) would leave the model without what
+    /// the method needs. `whose` says where the values come from ("scale gse"); the error names the
+    /// first such placeholder at its `file:line:column`.
+    pub fn filled(&self, template: Template, values: &[(&str, &str)], whose: &str) -> Result<(), Diagnostic> {
+        let text = self.text(template);
+        let used: Vec<(&str, usize)> = pieces(text)
+            .into_iter()
+            .filter_map(|p| match p {
+                Piece::Slot { name, at } => Some((name, at)),
+                Piece::Text(_) => None,
+            })
+            .collect();
+        let empty = |name: &str| {
+            values
+                .iter()
+                .find(|(n, _)| *n == name)
+                .is_none_or(|(_, v)| v.trim().is_empty())
+        };
+        for group in template.required() {
+            let in_group: Vec<&(&str, usize)> = used.iter().filter(|(n, _)| group.contains(n)).collect();
+            let Some(&&(first, at)) = in_group.first() else {
+                continue;
+            };
+            if in_group.iter().all(|(n, _)| empty(n)) {
+                let names: Vec<String> = group.iter().map(|n| format!("{{{n}}}")).collect();
+                return Err(Source::new(self.origin(template), text).at(
+                    at..at,
+                    format!(
+                        "{{{first}}} is empty for {whose}, and the {} template has no other of {}: the model \
+                         would read the prompt without it",
+                        template.name(),
+                        names.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// How a reply's `schema` is described in the prompt where it cannot go as `response_format`: the
     /// set's `schema_instruction`, or `None` for the bundled one (which the transports use themselves).
     pub fn schema_instruction(&self, schema: &serde_json::Value) -> Option<String> {

@@ -251,3 +251,41 @@ fn a_json_template_escapes_every_value_and_keeps_its_own_text() {
     );
     assert_eq!(json_escaped("钟离\u{1b}[2J"), "钟离\\u001b[2J");
 }
+
+#[test]
+fn a_required_group_that_renders_empty_is_located_at_its_first_placeholder() {
+    let dir = folder(&[(
+        "dimension_conversion.txt",
+        b"Rate {dimension}.\n  {dimension.conversion_instruction} and {dimension.conversion_instruction}",
+    )]);
+    let t = Templates::load_dir(dir.path()).unwrap();
+    let filled = |instruction: &str| {
+        t.filled(
+            Template::DimensionConversion,
+            &[("dimension", "Extraversion"), ("dimension.conversion_instruction", instruction)],
+            "dimension E of scale X",
+        )
+    };
+    // The dimension's name fills the first group; the options' group rests on the instruction alone.
+    let e = filled(" \n").unwrap_err().to_string();
+    let file = dir.path().join("dimension_conversion.txt");
+    assert!(
+        e.starts_with(&format!(
+            "{}:2:3: {{dimension.conversion_instruction}} is empty for dimension E of scale X, and the \
+             dimension_conversion template has no other of {{options}}, {{dimension.conversion_instruction}}",
+            file.display()
+        )),
+        "{e}"
+    );
+    assert!(filled("1 = low … 5 = high").is_ok());
+    // The bundled template lists the options itself.
+    assert!(
+        Templates::bundled()
+            .filled(
+                Template::DimensionConversion,
+                &[("dimension", "E"), ("options", "1 = low")],
+                "x"
+            )
+            .is_ok()
+    );
+}

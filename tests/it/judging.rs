@@ -661,3 +661,89 @@ async fn names_of_every_sitting_stay_hidden_from_the_judge() {
     assert!(!judged.is_empty());
     hidden(&judged);
 }
+
+/// The judge's requests (those with a reply schema) in a request log.
+fn judge_requests(log: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| !r["response_format"].is_null())
+        .collect()
+}
+
+/// An answer the judge cannot convert (every reply to a call holding it, re-asks included, is
+/// prose) voids only itself: the call is asked again in halves, the half without it converts, the
+/// other is halved again, down to the item alone. When both halves fail too, the judge is at fault
+/// and halving stops there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_answer_the_judge_cannot_convert_voids_only_its_own_item() {
+    let prose = |contains: &str| ScriptRule {
+        contains: contains.into(),
+        reply: "I would rather not rate these.".into(),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let fake = FakeConfig {
+        script: vec![
+            // A call that holds item 3's answer, and every re-ask (only those calls are re-asked).
+            prose("POISON"),
+            prose("That reply cannot be used"),
+            ScriptRule {
+                contains: "how certain do you feel that you will actually reach it".into(),
+                reply: "POISON, I say.".into(),
+            },
+        ],
+        log: Some(log.clone()),
+        ..FakeConfig::default()
+    };
+    let s = common::setup(fake, "retry_base_ms = 1").await;
+    let args = common::run_hermione("GSE", "oc", &["--json"]);
+    let out = binary(&s.config, &s.data, &args).await;
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "an item failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut calls: Vec<usize> = judge_requests(&log)
+        .iter()
+        .map(|r| {
+            let samples = r["messages"].as_array().unwrap().last().unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            samples.matches("\"statement\":").count()
+        })
+        .filter(|n| *n > 0)
+        .collect();
+    // (The two halves of a call are asked together: their order in the log is either.)
+    calls.sort_unstable_by(|a, b| b.cmp(a));
+    // 10 items (5 attempts), then 5 (5 attempts) and 5, then 3 (5 attempts) and 2, then 2 and 1
+    // (5 attempts); re-asks hold no samples.
+    assert_eq!(calls, [10, 5, 5, 3, 2, 2, 1], "{calls:?}");
+    let id = common::session_id(&out);
+    let export = common::json_of(common::command(&s.config, &s.data, &["export", &id]).output().unwrap());
+    let oc = &export["assessments"][0]["dimensions"]["Self-efficacy"];
+    assert!(oc["score"].is_number(), "9 of 10 items converted: {oc}");
+    let unconverted: Vec<&Value> = oc["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["option"].is_null())
+        .map(|i| &i["item_id"])
+        .collect();
+    assert_eq!(unconverted, [3], "{oc}");
+
+    // A judge that converts nothing: the whole call, its two halves, and no more.
+    let log = dir.path().join("broken.jsonl");
+    let fake = FakeConfig {
+        script: vec![prose("\"statement\":"), prose("That reply cannot be used")],
+        log: Some(log.clone()),
+        ..FakeConfig::default()
+    };
+    let s = common::setup(fake, "retry_base_ms = 1").await;
+    let out = binary(&s.config, &s.data, &args).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(judge_requests(&log).len(), 15, "three calls of five attempts");
+}

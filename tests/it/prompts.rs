@@ -159,3 +159,65 @@ fn the_benchmark_prompt_sets_load() {
     }
     assert!(sets >= 1);
 }
+
+/// A conversion template may read the options from a text of the scale file instead of `{options}`;
+/// on a scale without that text the judge would see no options. Refused, at the placeholder, by the
+/// run and by `prompts check`, before anything is sent; with `{options}` beside it, taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversion_template_that_renders_no_options_for_the_scale_is_refused() {
+    let (server, dir, config, data) = setup().await;
+    let prompts = dir.path().join("prompts");
+    std::fs::create_dir(&prompts).unwrap();
+    let file = prompts.join("option_conversion.txt");
+    std::fs::write(
+        &file,
+        "Rate {character} on each item.\n  {scale.conversion_instruction}\n",
+    )
+    .unwrap();
+    let located = format!(
+        "{}:2:3: {{scale.conversion_instruction}} is empty for scale GSE",
+        file.display()
+    );
+    let p = prompts.to_str().unwrap().to_string();
+    let run = |method: &'static str| -> Vec<String> {
+        let line = format!("run --characters hermione-en --scales GSE --methods {method} --prompts");
+        let mut args: Vec<String> = line.split(' ').map(str::to_string).collect();
+        args.push(p.clone());
+        args
+    };
+    let check = |shapes: Option<&str>| -> Vec<String> {
+        let mut args: Vec<String> = ["prompts", "check", &p, "--scale", "GSE", "--character", "hermione-en"]
+            .map(str::to_string)
+            .to_vec();
+        if let Some(shapes) = shapes {
+            args.extend(["--shapes".to_string(), shapes.to_string()]);
+        }
+        args
+    };
+    let output = |args: &[String]| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::command(&config, &data, &args).output().unwrap()
+    };
+    // SR's replies that are no bare number are converted with the same template.
+    for args in [run("oc"), run("sr"), check(None), check(Some("oc"))] {
+        let out = output(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(&located), "{args:?}: {stderr}");
+    }
+    assert_eq!(server.stats().requests, 0);
+    assert!(!data.join("sessions").exists(), "no session was started");
+    // Shapes that do not read the template are not held up by it.
+    let shown = |shapes: &str| {
+        let out = output(&check(Some(shapes)));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    shown("er-batch");
+    std::fs::write(
+        &file,
+        "Rate {character} on each item.\n  {scale.conversion_instruction}\n{options}\n",
+    )
+    .unwrap();
+    assert!(shown("oc").contains("1 = Not at all true"));
+}

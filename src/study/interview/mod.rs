@@ -35,7 +35,7 @@ use crate::method::judge::Judge;
 use crate::method::{Assessment, Method, judge_json};
 use crate::rpa::memories::Memories;
 use crate::rpa::prompt::RpaStyle;
-use crate::templates::{PromptSet, Templates};
+use crate::templates::{PromptSet, TemplateError, Templates};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunPlan {
@@ -300,16 +300,16 @@ impl Assessing<'_> {
             Err(why) => Some(why),
             Ok(_) if score.is_none() => {
                 // The last problem of a call on this dimension's items: the provider's
-                // words, or why its replies were rejected. A call split for the context was
-                // asked again in parts: what those parts met is the reason, not the refusal
-                // that split it.
+                // words, or why its replies were rejected. A call split for the context (or
+                // halved after its replies were all rejected) was asked again in parts: what
+                // those parts met is the reason, not what replaced it.
                 let touches = |call: &&ConversionCall| call.item_ids.iter().any(|id| mine.iter().any(|i| i.item_id == *id));
                 let last_problem = |split: bool| {
                     calls
                         .iter()
                         .rev()
                         .filter(touches)
-                        .filter(|call| call.split == split)
+                        .filter(|call| call.replaced() == split)
                         .flat_map(|call| call.attempts.iter().rev())
                         .find_map(|a| a.error.clone())
                 };
@@ -326,7 +326,7 @@ impl Assessing<'_> {
         let score = if failure.is_none() { score } else { None };
         let of_this: Vec<Vec<u32>> = calls
             .iter()
-            .filter(|call| !call.split)
+            .filter(|call| !call.replaced())
             .filter(|call| call.item_ids.iter().any(|id| mine.iter().any(|i| i.item_id == *id)))
             .map(|call| call.item_ids.clone())
             .collect();
@@ -778,6 +778,14 @@ impl Study for Interviews {
 
     fn prepare(plan: &mut RunPlan, prior: &[Event], env: &Env<'_>) -> Result<Prepared<Self>, StudyError> {
         let templates = Templates::from_record(&plan.prompts)?;
+        // Before anything is connected: conversion templates that would give the judge no options.
+        let oc = plan.methods.iter().any(|m| matches!(m, Method::Oc | Method::Sr | Method::SrCot));
+        let doc = plan.methods.contains(&Method::DOc);
+        for scale in plan.scales.iter().filter_map(|id| env.catalog.scale(id)) {
+            for c in plan.characters.iter().filter_map(|id| env.catalog.character(id)) {
+                convert::templates_fill(&templates, scale, c, oc, doc).map_err(TemplateError::Invalid)?;
+            }
+        }
         let done = Done::from_events(prior);
         // A re-assessment reads its answers from the parent and connects only the judge.
         let (rpa, rpa_info, inherited) = match &plan.parent {
