@@ -87,7 +87,7 @@ pub enum CompareError {
     #[error("{} is not an interview session", .0.to_string())]
     NotInterviews(String),
     #[error(
-        "the sessions share no scored character × dimension{}: {} measured {}; {} measured {}",
+        "the sessions share no scored character × dimension{}: {} scored {}; {} scored {}",
         .filter, .a.0.to_string(), list(&.a.1), .b.0.to_string(), list(&.b.1)
     )]
     Nothing {
@@ -99,7 +99,7 @@ pub enum CompareError {
 
 fn list(groups: &[String]) -> String {
     if groups.is_empty() {
-        return "nothing".into();
+        return "nothing against a label (no character × dimension it measured has one)".into();
     }
     groups.join(", ")
 }

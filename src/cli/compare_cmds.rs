@@ -80,11 +80,11 @@ pub fn text(c: &Comparison, labels: Option<LabelSource>) -> String {
         .iter()
         .map(|g| format!("{} × {} ({})", g.scale, g.method, g.n))
         .collect();
-    let against = labels.map_or("PDb labels, else annotations".to_string(), |l| {
+    let against = labels.map_or("PDb labels, else annotations, else targets".to_string(), |l| {
         format!("{} labels", l.name())
     });
     s.push_str(&format!(
-        "n = {} pairs (character × dimension) of {} character(s): {}; against the {against}\n\n",
+        "n = {} pairs (character × dimension, per scale × method) of {} character(s): {}; against the {against}\n\n",
         c.n,
         c.characters,
         groups.join(", ")

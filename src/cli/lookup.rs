@@ -9,8 +9,9 @@ use crate::llm::Role;
 use crate::study::Event;
 
 /// A session's records, by id (in the data dir or among the bundled samples), folder, or journal path.
-/// A scale of one's own edited since the session recorded it is said (its scores are read against
-/// the scale as it is now: another range or other poles would read them otherwise).
+/// A scale of one's own edited since the session recorded it is said (its recorded scores are read
+/// with the scale as it is now: another range or other poles would read them otherwise), and one the
+/// catalog lacks.
 pub(super) fn load_session(ctx: &Ctx, what: &str) -> anyhow::Result<(PathBuf, Vec<Event>)> {
     let store = ctx.store()?;
     let dir = store.find(what)?;
@@ -19,12 +20,19 @@ pub(super) fn load_session(ctx: &Ctx, what: &str) -> anyhow::Result<(PathBuf, Ve
     Ok((dir, events))
 }
 
-/// Says (on stderr) each scale of one's own that changed since the session in `dir` recorded it.
+/// Says (on stderr) each scale of one's own that changed since the session in `dir` recorded it, and
+/// each the catalog no longer has (its results cannot be scored without it).
 pub(super) fn say_changed_scales(ctx: &Ctx, dir: &std::path::Path, events: &[Event]) -> anyhow::Result<()> {
     if let Some(start) = events.iter().find_map(Event::start) {
         let catalog = ctx.catalog()?;
+        let session = crate::text::visible(&dir.file_name().unwrap_or_default().to_string_lossy());
         for (scale, then) in start.scale_versions {
             let Some(entry) = catalog.scale_entry(scale) else {
+                crate::note!(
+                    "note: scale {} of session {session} is not in the catalog (its file was removed, or fails \
+                     `incharacter validate`): its results are left out until it is back",
+                    crate::text::visible(scale)
+                );
                 continue;
             };
             let user = catalog.user_files(crate::catalog::Kind::Scale, scale);
@@ -32,9 +40,10 @@ pub(super) fn say_changed_scales(ctx: &Ctx, dir: &std::path::Path, events: &[Eve
                 && entry.value.version() != *then
             {
                 crate::note!(
-                    "note: scale {scale} ({}) has changed since session {} recorded it: its scores are read against the scale as it is now",
+                    "note: scale {scale} ({}) has changed since session {session} recorded it: the scores it \
+                     recorded stand (keyed as they were), and what is read from the scale (its range, \
+                     dimensions and poles, the labels on it) is read as it is now",
                     crate::text::visible(&file.display().to_string()),
-                    crate::text::visible(&dir.file_name().unwrap_or_default().to_string_lossy())
                 );
             }
         }

@@ -12,6 +12,7 @@ use super::{Ctx, input_error};
 use crate::analysis::targets::TargetCheck;
 use crate::domain::resample::Bootstrap;
 use crate::study::Event;
+use crate::study::Study;
 use crate::study::interview::results;
 
 /// Summary tables of one or more sessions, recomputed from their journals, side by side.
@@ -64,6 +65,17 @@ pub fn report(
             let human = super::annotation_cmds::human_ratings(&dir, catalog, &events, &plan, &subjects, scale)?;
             observer_sessions.push((id.clone(), subjects, stats, human));
             continue;
+        }
+        // (A scale the catalog lacks is said by the session's loading; none of them: nothing to say.)
+        if let Some(plan) = crate::study::interview::Interviews::plan_of(&events)
+            && !plan.scales.is_empty()
+            && plan.scales.iter().all(|s| catalog.scale(s).is_none())
+        {
+            return Err(input_error(format!(
+                "session {id} measured {}, which the catalog no longer has (a file removed, or one that fails \
+                 `incharacter validate`): nothing to report",
+                plan.scales.join(", ")
+            )));
         }
         let providers = events.iter().find_map(|e| match e {
             Event::RunStarted { providers, .. } => Some(providers.clone()),

@@ -81,8 +81,15 @@ impl Tally {
     }
 }
 
-/// One row as the metrics score it: whether its predicted type (H when predicted > the middle of
-/// `range`, a tie is L) is the label's, and its signed error on 0–1 (divided by the range's span).
+/// Whether a score on `range` is high (H): above the middle, a tie being low (L). A mean that is the
+/// middle but for its last bits (67.2, 86.4, 16.1 and 30.3 average to 50.00000000000001) is a tie:
+/// within a billionth of the range of the middle, a score is the middle.
+pub fn is_high(score: f64, (min, max): (f64, f64)) -> bool {
+    score - (min + max) / 2.0 > 1e-9 * (max - min)
+}
+
+/// One row as the metrics score it: whether its predicted type ([`is_high`]: H when predicted > the
+/// middle of `range`, a tie is L) is the label's, and its signed error on 0–1 (divided by the range's span).
 /// A letter target (H or L without a score) is its band, ≥ 0.6 or ≤ 0.4 of the range: the error is
 /// the distance to the band, 0 inside it (labels of the paper always have a score or are X).
 /// `None`: the row is not scored (marginal, or an X label without a score).
@@ -94,7 +101,7 @@ pub fn judge(row: &AlignmentRow, (min, max): (f64, f64)) -> Option<(bool, f64)> 
         (false, None, LabelType::L) => (row.predicted - (min + 0.4 * span)).max(0.0) / span,
         _ => return None,
     };
-    let predicted_type = if row.predicted > (min + max) / 2.0 {
+    let predicted_type = if is_high(row.predicted, (min, max)) {
         LabelType::H
     } else {
         LabelType::L
@@ -384,6 +391,15 @@ mod tests {
         assert_eq!(e.count, 3);
         let n = a.dimensions[1].1;
         assert_eq!((n.acc, n.count), (0.0, 1));
+    }
+
+    #[test]
+    fn a_mean_at_the_middle_but_for_its_last_bits_is_a_tie() {
+        let mean = [67.2, 86.4, 16.1, 30.3].iter().sum::<f64>() / 4.0;
+        assert!(mean > 50.0, "the float sum lands a hair above: {mean}");
+        assert!(!is_high(mean, (0.0, 100.0)));
+        assert!(is_high(50.000001, (0.0, 100.0)));
+        assert!(!is_high(3.0, (1.0, 5.0)) && is_high(3.01, (1.0, 5.0)));
     }
 
     #[test]

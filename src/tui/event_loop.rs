@@ -85,15 +85,19 @@ where
     // The data folder's files are looked at every two seconds (a few directory entries).
     let mut last_look = 0;
     let mut hits = Hits::default();
+    let mut stray = super::stray_input::StrayInput::default();
     let signal = loop {
         let mut effects = Vec::new();
         let mut now = false;
         tokio::select! {
             biased;
             event = input.next() => match event {
+                // (The keys of a sequence the parser did not know are dropped: `stray_input`.)
                 Some(Ok(CtEvent::Key(key))) if key.kind != ct::KeyEventKind::Release => {
-                    effects = app.update(Action::Key(key));
-                    now = true;
+                    if !stray.drops(&key, Instant::now()) {
+                        effects = app.update(Action::Key(key));
+                        now = true;
+                    }
                 }
                 Some(Ok(CtEvent::Mouse(m))) => {
                     effects = app.mouse(m, &hits);

@@ -17,6 +17,7 @@ pub mod run_view;
 mod saving;
 pub mod screens;
 mod starts;
+mod stray_input;
 pub mod theme;
 pub mod ui;
 pub mod vocab;
@@ -24,11 +25,12 @@ pub mod widgets;
 pub mod wrap;
 
 use chat_task::{Said, chat};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use ratatui::crossterm::cursor::Show;
 use ratatui::crossterm::event::{
     self as ct, DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
 };
@@ -263,6 +265,8 @@ pub fn check_tui_section(config: &Config) -> crate::doctor::Workbench {
 pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Result<()> {
     let catalog = Catalog::load_user()?;
     let skipped: Vec<String> = catalog.problems.iter().map(|p| p.to_string()).collect();
+    // (A file of several errors is one file.)
+    let skipped_files = catalog.problems.iter().map(|p| &p.file).collect::<BTreeSet<_>>().len();
     let config = Config::load_user()?;
     let data = crate::paths::data_dir().ok_or_else(|| anyhow::anyhow!("no data dir: set INCHARACTER_DATA_DIR"))?;
     let catalog = Arc::new(catalog);
@@ -293,7 +297,7 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
         tracing::warn!("skipped: {}", skipped.join("; "));
         app.flash = Some(format!(
             "{} data file(s) skipped: `incharacter validate` says why",
-            skipped.len()
+            skipped_files
         ));
     } else if let Some(path) = crate::paths::named_config_missing() {
         app.flash = Some(crate::paths::config_missing_warning(&path));
@@ -333,7 +337,7 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
     let mut terminal = ratatui::init();
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let _ = execute!(std::io::stdout(), DisableMouseCapture, DisableBracketedPaste);
+        let _ = execute!(std::io::stdout(), DisableMouseCapture, DisableBracketedPaste, Show);
         hook(info);
     }));
     // Pasted text arrives whole (bracketed), not as keys.
@@ -346,7 +350,8 @@ pub fn main(options: Options, runtime: &tokio::runtime::Handle) -> anyhow::Resul
         Ok(hits)
     };
     let result = runtime.block_on(event_loop(ct::EventStream::new(), app, config, store, first, &mut draw));
-    let _ = execute!(std::io::stdout(), DisableMouseCapture, DisableBracketedPaste);
+    // (The cursor too: an exit by a signal below leaves before the terminal's drop would show it.)
+    let _ = execute!(std::io::stdout(), DisableMouseCapture, DisableBracketedPaste, Show);
     ratatui::restore();
     // Ended by a signal: the exit says so, as a shell reports a process the signal killed.
     if let Ok(Some(signal)) = result {

@@ -843,7 +843,7 @@ fn compare_and_diff_name_copied_sessions_by_their_folders() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("mine-before measured") && stderr.contains("mine-gse measured"),
+        stderr.contains("mine-before scored") && stderr.contains("mine-gse scored"),
         "{stderr}"
     );
     let json = json_of(&run_in(

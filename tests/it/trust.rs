@@ -1023,6 +1023,24 @@ async fn a_users_scale_edited_since_a_session_is_said_when_the_session_is_read()
             "{format}: {stderr}"
         );
     }
+
+    // A scale of one's own that is gone: said where the session is read, and `report` has nothing
+    // to report rather than an empty table.
+    std::fs::write(scales.join("MYG.toml"), gse.replacen("id = \"GSE\"", "id = \"MYG\"", 1)).unwrap();
+    let args = common::run_hermione("MYG", "er-batch", &["--json"]);
+    let out = common::output(&s.config, &s.data, &args).await;
+    let id = common::json_of(out)["session"].as_str().unwrap().to_string();
+    std::fs::remove_file(scales.join("MYG.toml")).unwrap();
+    let report = common::output(&s.config, &s.data, &["report", &id]).await;
+    let stderr = String::from_utf8_lossy(&report.stderr).to_string();
+    assert_eq!(report.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("note: scale MYG of session {id} is not in the catalog"))
+            && stderr.contains(&format!("session {id} measured MYG, which the catalog no longer has")),
+        "{stderr}"
+    );
+    let out = common::output(&s.config, &s.data, &["export", &id, "--format", "csv"]).await;
+    assert!(String::from_utf8_lossy(&out.stderr).contains("note: scale MYG of session"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -518,7 +518,7 @@ pub fn csv(events: &[Event], catalog: &Catalog) -> csv::Result<String> {
         });
         let pred = scale.and_then(|scale| {
             let (min, max) = scale.dimension_range();
-            a.score.map(|s| if s > (min + max) / 2.0 { "H" } else { "L" })
+            a.score.map(|s| if crate::domain::metrics::is_high(s, (min, max)) { "H" } else { "L" })
         });
         let label_type = exclusion.map(|l| format!("{:?}", l.kind)).unwrap_or_default();
         let correct = match (pred, exclusion.map(|l| l.kind)) {

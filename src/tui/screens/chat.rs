@@ -349,6 +349,44 @@ impl Chat {
     }
 }
 
+impl Chat {
+    /// Chat with no character to show: how to pick one, and the finder when it is open.
+    fn render_no_character(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) {
+        let theme = ctx.theme;
+        let b = block(" Chat ", false, theme);
+        let inner = b.inner(area);
+        frame.render_widget(b, area);
+        // The keys of this screen: digits are typed here, so Setup is its F-key.
+        let first = match self.character.is_empty() {
+            true => "No character yet.".to_string(),
+            false => format!(
+                "The character {} is no longer in the catalog (its file was removed).",
+                crate::text::visible(&self.character)
+            ),
+        };
+        frame.render_widget(
+            Paragraph::new(vec![
+                Line::raw(first),
+                Line::styled(
+                    format!(
+                        "Pick one in Setup ({}), press {} here to find one, or {} to go through them.",
+                        ctx.key(Command::GoSetup),
+                        ctx.key(Command::Find),
+                        ctx.key(Command::NextUnit)
+                    ),
+                    theme.dim(),
+                ),
+            ])
+            .wrap(ratatui::widgets::Wrap { trim: true }),
+            inner,
+        );
+        // ctrl-o's finder opens here too: the way to a first character.
+        if let Some(finder) = &self.finder {
+            render_finder(frame, area, finder, ctx);
+        }
+    }
+}
+
 impl Component for Chat {
     fn hints(&self, ctx: &Ctx) -> Vec<(String, &'static str)> {
         if self.finder.is_some() {
@@ -377,32 +415,7 @@ impl Component for Chat {
     fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
         let theme = ctx.theme;
         let Some(c) = self.character(ctx) else {
-            let b = block(" Chat ", false, theme);
-            let inner = b.inner(area);
-            frame.render_widget(b, area);
-            // The keys of this screen: digits are typed here, so Setup is its F-key.
-            let first = match self.character.is_empty() {
-                true => "No character yet.".to_string(),
-                false => format!(
-                    "The character {} is no longer in the catalog (its file was removed).",
-                    crate::text::visible(&self.character)
-                ),
-            };
-            frame.render_widget(
-                Paragraph::new(vec![
-                    Line::raw(first),
-                    Line::styled(
-                        format!(
-                            "Pick one in Setup ({}), or press {} here to go through them.",
-                            ctx.key(Command::GoSetup),
-                            ctx.key(Command::NextUnit)
-                        ),
-                        theme.dim(),
-                    ),
-                ])
-                .wrap(ratatui::widgets::Wrap { trim: true }),
-                inner,
-            );
+            self.render_no_character(frame, area, ctx);
             return Hits::default();
         };
         let [main, input_area] = Layout::vertical([Constraint::Min(6), Constraint::Length(5)]).areas(area);

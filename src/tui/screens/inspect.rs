@@ -301,10 +301,9 @@ pub fn verdict(
     let Some(label) = label else {
         return ("–".into(), None, None);
     };
-    let (min, max) = u.scale.dimension_range();
-    let mid = (min + max) / 2.0;
+    let range = u.scale.dimension_range();
     let correct = match (label.kind.is_high(), score) {
-        (Some(high), Some(s)) => Some((s > mid) == high || (s == mid && !high)),
+        (Some(high), Some(s)) => Some(crate::domain::metrics::is_high(s, range) == high),
         _ => None,
     };
     (

@@ -1570,6 +1570,10 @@ fn annotate_answers_with_number_keys_blind_until_answered() {
         render(&app, (120, 40)).contains("hidden (v reveals)"),
         "v again hides it"
     );
+    // Alt plus a digit (Esc then a digit read as one key) answers nothing.
+    let alt = app.update(Action::Key(KeyEvent::new(KeyCode::Char('4'), KeyModifiers::ALT)));
+    assert!(alt.is_empty(), "{alt:?}");
+    assert_eq!(app.screen, Screen::Annotate);
     let mut written = Vec::new();
     for c in ['4', '2', 'x'] {
         for e in key(&mut app, KeyCode::Char(c)) {
@@ -2148,9 +2152,19 @@ fn chat_without_a_character_names_the_keys_that_work_there() {
     let screen = render(&app, (120, 40));
     assert!(screen.contains("No character yet."), "{screen}");
     assert!(
-        screen.contains("Pick one in Setup (f2), or press ctrl-n here"),
+        screen.contains("Pick one in Setup (f2), press ctrl-o here to find one, or ctrl-n"),
         "{screen}"
     );
+    // The finder is drawn there too, and talks to the character picked.
+    ctrl(&mut app, 'o');
+    keys(&mut app, "snap");
+    let screen = render(&app, (120, 40));
+    assert!(
+        screen.contains("Talk to") && screen.contains("Severus Snape"),
+        "{screen}"
+    );
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(app.chat.character, "snape-en");
 }
 
 /// With no character shown, typing and pasting go nowhere (said, not kept hidden for the next

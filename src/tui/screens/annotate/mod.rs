@@ -183,6 +183,10 @@ impl Annotate {
         if event.modifiers.contains(KeyModifiers::CONTROL) {
             return None;
         }
+        // Alt plus a digit (or Esc then a digit, read as one key) is no answer.
+        if event.modifiers.contains(KeyModifiers::ALT) {
+            return Some(Vec::new());
+        }
         if ctx.run.observe.is_some() {
             return self.subject_key(key, ctx);
         }
