@@ -496,8 +496,8 @@ fn dialogue(block: &str, name: &str, user: &str) -> String {
     let speaking = |line: &str, who: &str| {
         let rest = line.trim().strip_prefix(who)?;
         let rest = rest.strip_prefix(':').or_else(|| rest.strip_prefix('：'))?;
-        // `Name:「…」` is already a memory line.
-        (!rest.trim_start().starts_with('「')).then(|| rest.trim().to_string())
+        // `Name:「…」` (or `Name:(action)「…」`) is already a memory line.
+        (!rest.trim_start().starts_with('「') && !acted(line)).then(|| rest.trim().to_string())
     };
     // (`None`: a message that said nothing, left out.)
     let mut lines: Vec<Option<String>> = Vec::new();
@@ -534,7 +534,18 @@ fn dialogue(block: &str, name: &str, user: &str) -> String {
 /// Whether a line of an example block is a memory's own, never the message before it going on: an
 /// utterance `Name:「…」`, or narration written `:…` as memories write it.
 fn own_line(line: &str) -> bool {
-    utterance(line).is_some() || line.trim_start().starts_with([':', '：'])
+    utterance(line).is_some() || acted(line) || line.trim_start().starts_with([':', '：'])
+}
+
+/// Whether a line is a memory's utterance with an action before the words, as ChatHaruhi writes
+/// them: `小明:(举手)「我知道答案！」`.
+fn acted(line: &str) -> bool {
+    line.split_once(':')
+        .or_else(|| line.split_once('：'))
+        .is_some_and(|(who, rest)| {
+            let who = who.trim();
+            !who.is_empty() && who.chars().count() <= 40 && rest.contains('「') && rest.trim_end().ends_with('」')
+        })
 }
 
 /// Whether a chunk written as `{{char}}:`/`{{user}}:` messages imports back as it was: not when a
@@ -570,7 +581,7 @@ fn example(chunk: &str, c: &Character) -> String {
     if !comes_back(&parts, c) {
         return chunk.to_string();
     }
-    parts
+    let written = parts
         .into_iter()
         .map(|s| match s {
             Segment::Said(who, text) if who == c.name => format!("{{{{char}}}}: {text}"),
@@ -579,7 +590,10 @@ fn example(chunk: &str, c: &Character) -> String {
             Segment::Line(line) => line.to_string(),
         })
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    // What the reading of an utterance trims (a space inside 「 」) would not come back either.
+    let back = dialogue(&resolve(&written, &c.name, &c.experimenter), &c.name, &c.experimenter);
+    if clean(&back) == clean(chunk) { written } else { chunk.to_string() }
 }
 
 /// Greetings (`first_mes`, `alternate_greetings`) and `mes_example` from memory chunks: leading

@@ -369,3 +369,20 @@ fn a_v3_png_card_carries_a_v2_copy_for_older_readers() {
     assert_eq!(decode(&texts[0].1)["spec"], "chara_card_v2");
     assert_eq!(decode(&texts[0].1)["data"], card.json["data"]);
 }
+
+/// Memory lines the example form would not give back are written as memories write them, and an
+/// import keeps them as they are: an utterance with an action before its words, a space inside 「 」.
+#[test]
+fn memory_lines_of_every_form_come_back_from_a_card() {
+    let text = "id = \"ming-zh\"\nname = \"小明\"\nlanguage = \"zh\"\nexperimenter = \"老师\"\ndescription = \"你是小明。\"\n";
+    let c = Character::parse(crate::domain::diagnostic::Source::new("ming", text), |_| None).unwrap();
+    let chunks = [
+        "老师:「谁知道？」\n小明:(举手)「我知道答案！」",
+        "老师:「 为什么? 」\n小明:「因为。」",
+        "老师:「好。」\n小明:「好的。」",
+    ];
+    let (_, _, mes_example) = greetings_and_examples(&c, &chunks.map(str::to_string));
+    let back = examples(&mes_example, "小明", "老师");
+    assert_eq!(back, chunks, "{mes_example}");
+    assert!(mes_example.contains("{{char}}: 好的。"), "the plain one in the card's form: {mes_example}");
+}

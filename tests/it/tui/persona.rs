@@ -439,6 +439,25 @@ fn pasted_text_is_text_in_the_field_not_keys() {
     assert!(app.persona.draft.as_ref().unwrap().prompt.lines().join("\n").len() > 100_000);
 }
 
+/// A long value in a field shows its end, where one types, measured in columns: a CJK name scrolls
+/// as an ASCII one does, and what is typed at its end is in view.
+#[test]
+fn the_end_of_a_long_wide_value_is_in_view_as_it_is_typed() {
+    let mut app = app();
+    key(&mut app, KeyCode::Char('0'));
+    keys(&mut app, "a");
+    clear(&mut app, 30);
+    app.update(Action::Paste("赫敏".repeat(24)));
+    keys(&mut app, "ABC");
+    let screen = render(&app, (80, 24));
+    let line = screen
+        .lines()
+        .find(|l| l.contains("name "))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(line.contains("…") && line.contains("ABC▏"), "{line}");
+    assert!(unicode_width::UnicodeWidthStr::width(line) <= 80, "{line}");
+}
+
 /// Unsaved edits are not lost to one key: esc and quit ask first (any other key takes the question
 /// back), an untouched character is left at once; a save that fails leaves the draft as it was.
 #[test]

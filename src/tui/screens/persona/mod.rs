@@ -16,6 +16,7 @@ use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 use unicode_segmentation::UnicodeSegmentation;
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use super::{Component, Ctx, Hits, ListId, Request, move_cursor};
 use crate::catalog::{Catalog, Origin};
@@ -733,9 +734,19 @@ fn render_draft(frame: &mut Frame, area: Rect, draft: &Draft, scale: Option<&Sca
         let style = if focus(f) { theme.selected() } else { theme.base() };
         // The end of a long line is where one types: show that end.
         let value = value.to_string();
-        let shown = if focus(f) && value.chars().count() > room {
-            let skip = value.chars().count() - room;
-            format!("…{}▏", value.chars().skip(skip + 1).collect::<String>())
+        // (In display columns: a CJK character takes two.)
+        let shown = if focus(f) && value.width() > room {
+            let mut tail: Vec<char> = Vec::new();
+            let mut used = 0;
+            for c in value.chars().rev() {
+                let w = c.width().unwrap_or(0);
+                if used + w > room.saturating_sub(1) {
+                    break;
+                }
+                used += w;
+                tail.push(c);
+            }
+            format!("…{}▏", tail.iter().rev().collect::<String>())
         } else if focus(f) {
             format!("{value}▏")
         } else {
