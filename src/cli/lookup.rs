@@ -21,7 +21,9 @@ pub(super) fn load_session(ctx: &Ctx, what: &str) -> anyhow::Result<(PathBuf, Ve
 }
 
 /// Says (on stderr) each scale of one's own that changed since the session in `dir` recorded it, and
-/// each the catalog no longer has (its results cannot be scored without it).
+/// each the catalog no longer has (its results cannot be scored without it); each character the
+/// catalog no longer has, and each edited while the session was interrupted (its answers come from
+/// several versions).
 pub(super) fn say_changed_scales(ctx: &Ctx, dir: &std::path::Path, events: &[Event]) -> anyhow::Result<()> {
     if let Some(start) = events.iter().find_map(Event::start) {
         let catalog = ctx.catalog()?;
@@ -44,6 +46,29 @@ pub(super) fn say_changed_scales(ctx: &Ctx, dir: &std::path::Path, events: &[Eve
                      recorded stand (keyed as they were), and what is read from the scale (its range, \
                      dimensions and poles, the labels on it) is read as it is now",
                     crate::text::visible(&file.display().to_string()),
+                );
+            }
+        }
+        for (character, first) in start.character_versions {
+            if catalog.character(character).is_none_or(|c| c.id != *character) {
+                crate::note!(
+                    "note: character {} of session {session} is not in the catalog (its file was removed, or \
+                     fails `incharacter validate`): figures against its labels leave it out until it is back",
+                    crate::text::visible(character)
+                );
+                continue;
+            }
+            let later = crate::study::later_versions(events, character);
+            if !later.is_empty() {
+                let all: Vec<&str> = std::iter::once(first)
+                    .chain(&later)
+                    .map(|v| crate::study::short_version(v))
+                    .collect();
+                crate::note!(
+                    "note: character {} was edited while session {session} was interrupted: its answers come \
+                     from versions {} (the figures pool them)",
+                    crate::text::visible(character),
+                    all.join(", ")
                 );
             }
         }
@@ -116,6 +141,22 @@ pub(super) fn ids(
 pub(super) fn character_id(catalog: &Catalog, name: &str) -> anyhow::Result<String> {
     catalog.named_character(name).map(|c| c.id.clone()).map_err(|several| {
         if several.is_empty() {
+            // A file of that name the catalog skipped: its errors, not a missing file, are why.
+            let skipped = catalog.problems.iter().find(|d| {
+                let path = std::path::Path::new(&d.file);
+                path.parent()
+                    .and_then(|p| p.file_name())
+                    .is_some_and(|p| p == "characters")
+                    && path
+                        .file_stem()
+                        .is_some_and(|s| s.to_string_lossy().eq_ignore_ascii_case(name.trim()))
+            });
+            if let Some(d) = skipped {
+                return input_error(format!(
+                    "character \"{name}\" is not in the catalog: its file was skipped for an error ({d}; \
+                     `incharacter validate` lists every one)"
+                ));
+            }
             return input_error(format!(
                 "unknown character \"{name}\" (`incharacter characters` lists them)"
             ));

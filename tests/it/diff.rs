@@ -320,4 +320,23 @@ async fn two_versions_of_a_character_are_recorded_and_diffed_against_its_targets
     let again = common::json_of(common::output(&config, &data, &["diff", &a, &b, "--json"]).await);
     assert_eq!(again["a"]["version"], v1.as_str(), "the first record's");
     assert_eq!(again["a"]["later_versions"][0], v2.as_str());
+    // Where the session is read, the pooling of two versions is said.
+    let out = common::output(&config, &data, &["report", &a]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "note: character {ID} was edited while session {a} was interrupted: its answers come from versions {}, {}",
+            &v1[..12],
+            &v2[..12]
+        )),
+        "{stderr}"
+    );
+    // A character whose file is gone is said too (its figures leave it out).
+    std::fs::remove_file(&file).unwrap();
+    let out = common::output(&config, &data, &["export", &b, "--format", "csv"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("note: character {ID} of session {b} is not in the catalog")),
+        "{stderr}"
+    );
 }

@@ -518,3 +518,49 @@ fn a_rolebench_desc_with_a_byte_order_mark_imports() {
     let error = refused(run(&data, &owned.iter().map(String::as_str).collect::<Vec<_>>()));
     assert!(error.contains("desc.json:1:16:"), "{error}");
 }
+
+/// A character whose file the catalog skipped (labels on a scale whose own file has errors) is not
+/// "unknown" to a command that names it: the error says its file was skipped, and why.
+#[test]
+fn a_character_skipped_for_an_error_is_named_as_skipped() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path();
+    std::fs::create_dir_all(dir.join("characters")).unwrap();
+    std::fs::create_dir_all(dir.join("scales")).unwrap();
+    std::fs::write(dir.join("scales").join("ODD.toml"), "id = \"ODD\"\nname = [\n").unwrap();
+    std::fs::write(
+        dir.join("characters").join("lab-en.toml"),
+        "id = \"lab-en\"\nname = \"Lab\"\nlanguage = \"en\"\nexperimenter = \"Bo\"\ndescription = \"You are Lab.\"\n\n[labels.pdb.ODD]\nA = { score = 4.0, type = \"H\" }\n",
+    )
+    .unwrap();
+    let e = refused(run(
+        dir,
+        &[
+            "run",
+            "--characters",
+            "lab-en",
+            "--scales",
+            "GSE",
+            "--methods",
+            "er-batch",
+        ],
+    ));
+    assert!(
+        e.contains("character \"lab-en\" is not in the catalog: its file was skipped for an error")
+            && e.contains("unknown scale \"ODD\""),
+        "{e}"
+    );
+    let e = refused(run(
+        dir,
+        &[
+            "run",
+            "--characters",
+            "nobody",
+            "--scales",
+            "GSE",
+            "--methods",
+            "er-batch",
+        ],
+    ));
+    assert!(e.contains("unknown character \"nobody\""), "{e}");
+}
