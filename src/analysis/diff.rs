@@ -538,6 +538,7 @@ mod tests {
                     score: Some(s),
                     refused: false,
                     weighed: None,
+                    error: None,
                 })
                 .collect(),
             failure: None,

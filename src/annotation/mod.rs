@@ -888,6 +888,7 @@ mod tests {
             score: None,
             refused: false,
             weighed: None,
+            error: None,
         };
         Assessment {
             character: "c".into(),

@@ -78,6 +78,9 @@ pub struct ConvertedItem {
     /// score, keyed as the written one would be).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weighed: Option<Weighed>,
+    /// Why the item has no option: the last problem of the last call that held it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,16 +91,16 @@ pub struct ConversionCall {
     /// (a departure from the method, recorded with the assessment).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub split: bool,
-    /// No reply to the call could be used (every attempt rejected): its items went in two calls of
-    /// half as many, so that the item a judge cannot convert fails alone (recorded as `split` is).
+    /// No reply to the call could be used (every attempt rejected): its items were asked again alone,
+    /// so that an answer the judge cannot convert fails alone ([`fitted`] says so).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub halved: bool,
+    pub itemized: bool,
 }
 
 impl ConversionCall {
-    /// The call's items were asked again in smaller calls (for the context, or to narrow a failure).
+    /// The call's items were asked again in other calls (smaller ones for the context, or alone).
     pub fn replaced(&self) -> bool {
-        self.split || self.halved
+        self.split || self.itemized
     }
 }
 
@@ -330,6 +333,17 @@ pub async fn convert(
                 score: expected.or(scored.map(|s| s.value)),
                 refused: scored.is_some_and(|s| s.refused),
                 weighed: weighed.filter(|_| expected.is_some()),
+                // The last problem of the last call that held it (its own, when it was asked alone).
+                error: option
+                    .is_none()
+                    .then(|| {
+                        calls
+                            .iter()
+                            .rev()
+                            .filter(|c| c.item_ids.contains(id))
+                            .find_map(|c| c.attempts.iter().rev().find_map(|a| a.error.clone()))
+                    })
+                    .flatten(),
             });
         }
         all_calls.extend(calls);
@@ -355,7 +369,7 @@ struct Converter<'a> {
 
 impl<'a> Converter<'a> {
     /// Asks one group; a call too long for the context is split in halves (recursively), and one
-    /// whose replies were all rejected is narrowed ([`Converter::narrowed`]).
+    /// whose replies were all rejected is asked item by item ([`Converter::narrowed`]).
     fn fitted(
         self,
         messages: Vec<ChatMessage>,
@@ -387,36 +401,33 @@ impl<'a> Converter<'a> {
         })
     }
 
-    /// A call none of whose replies could be used, asked again in two halves: one bad item then
-    /// voids only the half it is in, which is halved again, down to the item alone. When both halves
-    /// fail too, the fault is the judge's and not one item's: their items stay without an option
-    /// (and a resume asks them again), for a cost of three calls rather than one per item.
+    /// A call none of whose replies could be used: its items are asked again alone, as an item with
+    /// an unusable option is, so that an answer the judge cannot convert fails alone. The first and
+    /// the last item go first; when neither converts alone either, the fault is the judge's and not
+    /// an item's, and the rest are not asked (they stay without an option, and a resume asks them
+    /// again): a judge that converts nothing costs three calls, not one per item.
     fn narrowed(self, mut call: ConversionCall) -> std::pin::Pin<Box<dyn std::future::Future<Output = Asked> + Send + 'a>> {
         Box::pin(async move {
-            call.halved = true;
+            call.itemized = true;
             let ids = call.item_ids.clone();
-            let (a, b) = ids.split_at(ids.len().div_ceil(2));
-            let (first, second) = futures_util::future::join(
-                self.ask((self.subset)(a), a.to_vec(), false),
-                self.ask((self.subset)(b), b.to_vec(), false),
+            let (first, last) = (ids[0], ids[ids.len() - 1]);
+            let (a, b) = futures_util::future::join(
+                self.ask((self.subset)(&[first]), vec![first], true),
+                self.ask((self.subset)(&[last]), vec![last], true),
             )
             .await;
-            let both = first.3 == Some(Failed::Rejected) && second.3 == Some(Failed::Rejected);
+            let judge_failed = a.3.is_some() && b.3.is_some();
             let mut calls = vec![call];
-            let (mut options, mut retry) = (BTreeMap::new(), Vec::new());
-            for (o, r, c, failed) in [first, second] {
-                if failed == Some(Failed::Rejected) && !both && c.item_ids.len() >= 2 {
-                    let (o, r, cs) = self.narrowed(c).await;
-                    options.extend(o);
-                    retry.extend(r);
-                    calls.extend(cs);
-                } else {
-                    options.extend(o);
-                    retry.extend(r);
-                    calls.push(c);
-                }
+            let mut options = BTreeMap::new();
+            for (o, _, c, _) in [a, b] {
+                options.extend(o);
+                calls.push(c);
             }
-            (options, retry, calls)
+            let rest = match judge_failed {
+                true => Vec::new(),
+                false => ids.into_iter().filter(|id| *id != first && *id != last).collect(),
+            };
+            (options, rest, calls)
         })
     }
 
@@ -485,42 +496,51 @@ impl<'a> Converter<'a> {
             item_ids: ids,
             attempts,
             split: false,
-            halved: false,
+            itemized: false,
         };
         (options, retry, call, failed)
     }
 }
 
-/// How conversion calls departed from the method to fit the judge's context, for the assessment of
-/// the items in `mine`: `None` when no call holding one of them was split.
+/// How conversion calls departed from the method, for the assessment of the items in `mine`: a
+/// call split to fit the judge's context, one whose items were asked one at a time after no reply
+/// to it could be used; `None` when no call holding one of them was either.
 pub fn fitted(calls: &[ConversionCall], mine: &[u32]) -> Option<String> {
     let touches = |c: &&ConversionCall| c.item_ids.iter().any(|id| mine.contains(id));
-    let split: Vec<&ConversionCall> = calls.iter().filter(|c| c.split).filter(touches).collect();
-    if split.is_empty() {
-        return None;
-    }
-    // The planned calls: those split that no larger split call holds.
-    let within = |c: &ConversionCall, o: &ConversionCall| {
-        o.item_ids.len() > c.item_ids.len() && c.item_ids.iter().all(|id| o.item_ids.contains(id))
-    };
-    let split: Vec<&ConversionCall> = split
-        .iter()
-        .filter(|c| !split.iter().any(|o| within(c, o)))
-        .copied()
-        .collect();
     let sizes = |cs: &[&ConversionCall]| {
         cs.iter()
             .map(|c| c.item_ids.len().to_string())
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let made: Vec<&ConversionCall> = calls.iter().filter(|c| !c.replaced()).filter(touches).collect();
-    Some(format!(
-        "the judge's context could not hold a call of {} items: converted in calls of {} items (those that held \
-         this dimension's items)",
-        sizes(&split),
-        sizes(&made)
-    ))
+    let mut said = Vec::new();
+    let split: Vec<&ConversionCall> = calls.iter().filter(|c| c.split).filter(touches).collect();
+    if !split.is_empty() {
+        // The planned calls: those split that no larger split call holds.
+        let within = |c: &ConversionCall, o: &ConversionCall| {
+            o.item_ids.len() > c.item_ids.len() && c.item_ids.iter().all(|id| o.item_ids.contains(id))
+        };
+        let split: Vec<&ConversionCall> = split
+            .iter()
+            .filter(|c| !split.iter().any(|o| within(c, o)))
+            .copied()
+            .collect();
+        let made: Vec<&ConversionCall> = calls.iter().filter(|c| !c.replaced()).filter(touches).collect();
+        said.push(format!(
+            "the judge's context could not hold a call of {} items: converted in calls of {} items (those that held \
+             this dimension's items)",
+            sizes(&split),
+            sizes(&made)
+        ));
+    }
+    let itemized: Vec<&ConversionCall> = calls.iter().filter(|c| c.itemized).filter(touches).collect();
+    if !itemized.is_empty() {
+        said.push(format!(
+            "no reply to a call of {} items could be used: its items were asked again one at a time",
+            sizes(&itemized)
+        ));
+    }
+    (!said.is_empty()).then(|| said.join("; "))
 }
 
 /// The item score of a converted option (statement options follow keying; dimension options do not).
@@ -649,6 +669,7 @@ mod tests {
             }),
             refused: false,
             weighed: None,
+            error: None,
         };
         let all: Vec<ConvertedItem> = ids.iter().map(|&id| item(id, true)).collect();
         let whole = dimension_scores(bfi, &all)[0].unwrap().value;

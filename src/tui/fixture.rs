@@ -114,6 +114,7 @@ pub fn session(catalog: &Catalog, plan: &RunPlan) -> Vec<Event> {
                                     score: Some(f64::from(scored)),
                                     refused,
                                     weighed: None,
+                                    error: None,
                                 }
                             })
                             .collect();

@@ -672,27 +672,44 @@ fn judge_requests(log: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
-/// An answer the judge cannot convert (every reply to a call holding it, re-asks included, is
-/// prose) voids only itself: the call is asked again in halves, the half without it converts, the
-/// other is halved again, down to the item alone. When both halves fail too, the judge is at fault
-/// and halving stops there.
+/// The items of each judge request in a request log (a re-ask holds none), largest call first.
+fn call_sizes(log: &std::path::Path) -> Vec<usize> {
+    let mut calls: Vec<usize> = judge_requests(log)
+        .iter()
+        .map(|r| {
+            let last = &r["messages"].as_array().unwrap().last().unwrap()["content"];
+            last.as_str().unwrap().matches("\"statement\":").count()
+        })
+        .filter(|n| *n > 0)
+        .collect();
+    // (Calls asked together are in the log in either order.)
+    calls.sort_unstable_by(|a, b| b.cmp(a));
+    calls
+}
+
+/// Answers the judge cannot convert (every reply to a call holding one, re-asks included, is prose)
+/// void only themselves: the call's items are asked again one at a time, the first and the last
+/// first; the journal says so, and why each item failed. When neither of those two converts alone,
+/// the judge is at fault and the rest are not asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_answer_the_judge_cannot_convert_voids_only_its_own_item() {
+async fn answers_the_judge_cannot_convert_void_only_their_own_items() {
     let prose = |contains: &str| ScriptRule {
         contains: contains.into(),
         reply: "I would rather not rate these.".into(),
+    };
+    let answer = |question: &str| ScriptRule {
+        contains: question.into(),
+        reply: "POISON, I say.".into(),
     };
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("requests.jsonl");
     let fake = FakeConfig {
         script: vec![
-            // A call that holds item 3's answer, and every re-ask (only those calls are re-asked).
+            // A call that holds item 3's or item 8's answer, and every re-ask (only those are re-asked).
             prose("POISON"),
             prose("That reply cannot be used"),
-            ScriptRule {
-                contains: "how certain do you feel that you will actually reach it".into(),
-                reply: "POISON, I say.".into(),
-            },
+            answer("how certain do you feel that you will actually reach it"),
+            answer("how many different ways of solving it do you typically come up with"),
         ],
         log: Some(log.clone()),
         ..FakeConfig::default()
@@ -703,39 +720,33 @@ async fn one_answer_the_judge_cannot_convert_voids_only_its_own_item() {
     assert_eq!(
         out.status.code(),
         Some(1),
-        "an item failed: {}",
+        "items failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut calls: Vec<usize> = judge_requests(&log)
-        .iter()
-        .map(|r| {
-            let samples = r["messages"].as_array().unwrap().last().unwrap()["content"]
-                .as_str()
-                .unwrap()
-                .to_string();
-            samples.matches("\"statement\":").count()
-        })
-        .filter(|n| *n > 0)
-        .collect();
-    // (The two halves of a call are asked together: their order in the log is either.)
-    calls.sort_unstable_by(|a, b| b.cmp(a));
-    // 10 items (5 attempts), then 5 (5 attempts) and 5, then 3 (5 attempts) and 2, then 2 and 1
-    // (5 attempts); re-asks hold no samples.
-    assert_eq!(calls, [10, 5, 5, 3, 2, 2, 1], "{calls:?}");
+    // 10 items (5 attempts), then each alone: items 1 and 10, then the other 8; items 3 and 8 have
+    // 5 attempts each (re-asks hold no samples).
+    assert_eq!(call_sizes(&log), [10, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]);
     let id = common::session_id(&out);
     let export = common::json_of(common::command(&s.config, &s.data, &["export", &id]).output().unwrap());
     let oc = &export["assessments"][0]["dimensions"]["Self-efficacy"];
-    assert!(oc["score"].is_number(), "9 of 10 items converted: {oc}");
+    assert!(oc["score"].is_number(), "8 of 10 items converted: {oc}");
     let unconverted: Vec<&Value> = oc["items"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|i| i["option"].is_null())
-        .map(|i| &i["item_id"])
         .collect();
-    assert_eq!(unconverted, [3], "{oc}");
+    let ids: Vec<&Value> = unconverted.iter().map(|i| &i["item_id"]).collect();
+    assert_eq!(ids, [3, 8], "{oc}");
+    for i in unconverted {
+        assert!(i["error"].as_str().unwrap().contains("holds no JSON"), "{i}");
+    }
+    assert_eq!(
+        oc["fitted"],
+        "no reply to a call of 10 items could be used: its items were asked again one at a time"
+    );
 
-    // A judge that converts nothing: the whole call, its two halves, and no more.
+    // A judge that converts nothing: the whole call, the first and the last item, and no more.
     let log = dir.path().join("broken.jsonl");
     let fake = FakeConfig {
         script: vec![prose("\"statement\":"), prose("That reply cannot be used")],
@@ -745,5 +756,6 @@ async fn one_answer_the_judge_cannot_convert_voids_only_its_own_item() {
     let s = common::setup(fake, "retry_base_ms = 1").await;
     let out = binary(&s.config, &s.data, &args).await;
     assert_eq!(out.status.code(), Some(1));
+    assert_eq!(call_sizes(&log), [10, 1, 1]);
     assert_eq!(judge_requests(&log).len(), 15, "three calls of five attempts");
 }

@@ -693,6 +693,7 @@ impl Interviews {
                     score: Some(sc.value),
                     refused: option == ItemOption::Refused,
                     weighed: None,
+                    error: None,
                 }),
                 None => unparsed.push(e.clone()),
             }

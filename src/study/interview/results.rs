@@ -207,7 +207,15 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
             dim["batches"] = json!(a.batches.iter().map(|b| json!({"item_ids": b.item_ids, "score": b.score, "analysis": b.analysis, "attempts": b.attempts})).collect::<Vec<_>>());
         }
         if !a.items.is_empty() {
-            dim["items"] = json!(a.items.iter().map(|i| json!({"item_id": i.item_id, "option": option_json(i.option), "score": i.score, "refused": i.refused})).collect::<Vec<_>>());
+            let item = |i: &crate::method::convert::ConvertedItem| {
+                let mut v = json!({"item_id": i.item_id, "option": option_json(i.option), "score": i.score, "refused": i.refused});
+                // Why an item has no option, as the journal records it.
+                if let Some(e) = &i.error {
+                    v["error"] = json!(e);
+                }
+                v
+            };
+            dim["items"] = json!(a.items.iter().map(item).collect::<Vec<_>>());
         }
         if !a.calls.is_empty() {
             dim["calls"] = json!(a.calls);
@@ -215,7 +223,8 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
         if let Some(f) = &a.failure {
             dim["failure"] = json!(f);
         }
-        // A departure from the method to fit the judge's context is part of the result.
+        // A departure from the method (to fit the judge's context, or to narrow a failure) is part
+        // of the result.
         if let Some(f) = &a.fitted {
             dim["fitted"] = json!(f);
         }
@@ -566,6 +575,7 @@ mod tests {
                     score: Some(s),
                     refused: false,
                     weighed: None,
+                    error: None,
                 })
                 .collect(),
             failure: (!scored).then(|| "interview items [3] failed".into()),

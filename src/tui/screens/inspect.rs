@@ -923,6 +923,11 @@ impl Drilled<'_> {
                 "option {option} → item score {}",
                 score_text(c.score)
             )));
+            if let Some(e) = &c.error {
+                for l in wrap(&format!("no option: {e}"), self.width.saturating_sub(2)) {
+                    lines.push(Line::styled(format!("  {l}"), ctx.theme.fg(ctx.theme.error)));
+                }
+            }
         }
         // The call that converted this item: as journaled, or (older sessions) regrouped by the plan.
         let recorded = a.calls.iter().find(|ids| ids.contains(&item.id)).map(|ids| {
