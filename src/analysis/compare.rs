@@ -99,7 +99,7 @@ pub enum CompareError {
 
 fn list(groups: &[String]) -> String {
     if groups.is_empty() {
-        return "nothing against a label (no character × dimension it measured has one)".into();
+        return "nothing against a label (no character × dimension it scored has one, or it scored none)".into();
     }
     groups.join(", ")
 }

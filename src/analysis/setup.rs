@@ -8,6 +8,7 @@
 use serde::Serialize;
 
 use crate::llm::ModelInfo;
+use crate::method::Method;
 use crate::study::Event;
 use crate::study::interview::RunPlan;
 use crate::templates::{BUNDLED, PromptFile, PromptSet, Template};
@@ -37,7 +38,7 @@ fn model_text(m: Option<&ModelInfo>, with_file: bool) -> String {
     match m {
         None => "not recorded".to_string(),
         Some(m) => match (&m.sha256, with_file) {
-            (Some(sha), true) => format!("{m}, file {}", &sha[..sha.len().min(12)]),
+            (Some(sha), true) => format!("{m}, file {}", short(sha)),
             _ => m.to_string(),
         },
     }
@@ -46,19 +47,45 @@ fn model_text(m: Option<&ModelInfo>, with_file: bool) -> String {
 fn template_text(file: Option<&PromptFile>) -> String {
     match file {
         None => BUNDLED.to_string(),
-        Some(f) => format!("{} (sha256 {})", f.origin, &f.sha256[..f.sha256.len().min(12)]),
+        Some(f) => format!("{} (sha256 {})", f.origin, short(&f.sha256)),
     }
 }
 
-/// The templates the two sets read differently, in the bundle's order (a set lists only the files it
-/// did not take from the bundle).
-fn templates(a: &PromptSet, b: &PromptSet) -> Vec<SetupDifference> {
+/// Whether a run of `methods` reads template `t`: the expert rating's for ER, the option
+/// conversion's for OC and the self-reports (whose replies that are no bare number it converts), the
+/// dimension conversion's for d-OC, the self-report questions for SR; the interviewer's, the re-ask
+/// and the others for every method.
+fn read_by(t: Template, methods: &[Method]) -> bool {
+    let name = t.name();
+    let any = |of: &[Method]| methods.iter().any(|m| of.contains(m));
+    if name.starts_with("expert_") {
+        any(&[Method::ErBatch, Method::ErAll])
+    } else if name.starts_with("option_conversion") || name.starts_with("oc_") {
+        any(&[Method::Oc, Method::Sr, Method::SrCot])
+    } else if name.starts_with("dimension_conversion") || name.starts_with("doc_") {
+        any(&[Method::DOc])
+    } else if name.starts_with("self_report") || name.starts_with("sr_") {
+        any(&[Method::Sr, Method::SrCot])
+    } else {
+        true
+    }
+}
+
+/// The first twelve characters of a SHA-256 as recorded (a journal edited by hand may hold anything).
+fn short(sha: &str) -> String {
+    sha.chars().take(12).collect()
+}
+
+/// The templates the two sets read differently that a run of `methods` reads, in the bundle's order
+/// (a set lists only the files it did not take from the bundle).
+fn templates(a: &PromptSet, b: &PromptSet, methods: &[Method]) -> Vec<SetupDifference> {
     let sha = |set: &PromptSet, t: Template| {
         set.get(t.name())
             .map_or_else(|| crate::templates::sha256(t.bundled_text()), |f| f.sha256.clone())
     };
     Template::ALL
         .into_iter()
+        .filter(|t| read_by(*t, methods))
         .filter(|t| sha(a, *t) != sha(b, *t))
         .map(|t| SetupDifference {
             what: format!("prompt template {}", t.name()),
@@ -90,8 +117,9 @@ fn reading(p: &RunPlan) -> String {
     }
 }
 
-/// Every way session `a` was asked or judged otherwise than session `b` (none: alike). Sessions that
-/// are not interview runs have no setup to compare.
+/// Every way session `a` was asked or judged otherwise than session `b` (none: alike): of the
+/// templates, those the methods both ran read. Sessions that are not interview runs have no setup
+/// to compare.
 pub fn differences(a: &[Event], b: &[Event]) -> Vec<SetupDifference> {
     let (Some(pa), Some(pb)) = (plan_of(a), plan_of(b)) else {
         return Vec::new();
@@ -130,7 +158,9 @@ pub fn differences(a: &[Event], b: &[Event]) -> Vec<SetupDifference> {
         pb.expected_scores.to_string(),
     );
     differ("reading of replies", reading(pa), reading(pb));
-    out.extend(templates(&pa.prompts, &pb.prompts));
+    // The templates of the methods both ran (what the two can be compared on).
+    let methods: Vec<Method> = pa.methods.iter().copied().filter(|m| pb.methods.contains(m)).collect();
+    out.extend(templates(&pa.prompts, &pb.prompts, &methods));
     out
 }
 
@@ -192,6 +222,22 @@ mod tests {
         );
         assert!(d[0].b.ends_with("file abababababab"), "{d:#?}");
         assert_eq!(d[3].a, "bundled");
+        // A template none of the methods both ran reads is no difference (the sample ran ER_batch
+        // and d-OC: no self-report).
+        for e in &mut b {
+            if let Event::RunStarted { plan, .. } = e {
+                let text = "{stem}\n".to_string();
+                plan.prompts.insert(
+                    "self_report.en".into(),
+                    PromptFile {
+                        origin: "/p/self_report.en.txt".into(),
+                        sha256: crate::templates::sha256(&text),
+                        text: Some(text),
+                    },
+                );
+            }
+        }
+        assert_eq!(differences(&a, &b), d);
         assert!(d[3].b.starts_with("/p/expert_rating.txt (sha256 "), "{d:#?}");
     }
 }

@@ -32,7 +32,8 @@ pub(super) fn say_changed_scales(ctx: &Ctx, dir: &std::path::Path, events: &[Eve
             let Some(entry) = catalog.scale_entry(scale) else {
                 crate::note!(
                     "note: scale {} of session {session} is not in the catalog (its file was removed, or fails \
-                     `incharacter validate`): its results are left out until it is back",
+                     `incharacter validate`): its recorded results stay, and what needs the scale (scores \
+                     against labels, figures, reports) leaves them out until it is back",
                     crate::text::visible(scale)
                 );
                 continue;

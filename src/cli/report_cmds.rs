@@ -51,6 +51,7 @@ pub fn report(
     // Against the targets: each session's dimensions on target or not.
     let mut targets: Vec<Vec<TargetCheck>> = Vec::new();
     let against_targets = labels == Some(crate::domain::character::LabelSource::Target);
+    let mut unscorable: Vec<String> = Vec::new();
     for (id, dir, events) in each_once(ctx, ids)? {
         let id = &id;
         if let Some((_, items)) = crate::study::rolebench::items(&events) {
@@ -66,16 +67,18 @@ pub fn report(
             observer_sessions.push((id.clone(), subjects, stats, human));
             continue;
         }
-        // (A scale the catalog lacks is said by the session's loading; none of them: nothing to say.)
+        // (A scale the catalog lacks is said by the session's loading; none of them: nothing to
+        // report of that session.)
         if let Some(plan) = crate::study::interview::Interviews::plan_of(&events)
             && !plan.scales.is_empty()
             && plan.scales.iter().all(|s| catalog.scale(s).is_none())
         {
-            return Err(input_error(format!(
+            unscorable.push(format!(
                 "session {id} measured {}, which the catalog no longer has (a file removed, or one that fails \
-                 `incharacter validate`): nothing to report",
+                 `incharacter validate`)",
                 plan.scales.join(", ")
-            )));
+            ));
+            continue;
         }
         let providers = events.iter().find_map(|e| match e {
             Event::RunStarted { providers, .. } => Some(providers.clone()),
@@ -95,6 +98,12 @@ pub fn report(
         ));
         adapted.push((id.clone(), crate::study::adaptation_lines(&events)));
         targets.push(crate::analysis::targets::checks(&events, catalog));
+    }
+    if sessions.is_empty() && observer_sessions.is_empty() && rolebench_sessions.is_empty() && !unscorable.is_empty() {
+        return Err(input_error(format!("{}: nothing to report", unscorable.join("; "))));
+    }
+    for why in &unscorable {
+        crate::note!("note: {why}: left out of the report");
     }
     match format {
         "json" => {

@@ -285,7 +285,8 @@ pub fn bare_option(reply: &str, range: ScoreRange, speakers: &[&str]) -> Option<
     };
     let runs = after.split(|c: char| !c.is_ascii_digit()).filter(|r| !r.is_empty()).count();
     let signed = after.char_indices().any(|(i, c)| {
-        matches!(c, '-' | '\u{2212}' | '\u{2013}' | '\u{ff0d}')
+        // Hyphen-minus, the hyphens and dashes U+2010–U+2015, minus, small and full-width hyphen-minus.
+        matches!(c, '-' | '\u{2010}'..='\u{2015}' | '\u{2212}' | '\u{fe63}' | '\u{ff0d}')
             && after[i + c.len_utf8()..].starts_with(|d: char| d.is_ascii_digit())
     });
     if runs != 1 || signed {
@@ -398,7 +399,7 @@ mod tests {
     #[test]
     fn a_number_taken_apart_by_the_reading_is_left_to_the_judge() {
         let signed = ScoreRange { min: -3, max: 3 };
-        for reply in ["-2", "\u{2212}3", "Hermione: -1", "「-2」"] {
+        for reply in ["-2", "\u{2212}3", "\u{2010}2", "\u{2014}1", "Hermione: -1", "「-2」"] {
             assert_eq!(bare_option(reply, signed, &["Hermione"]), None, "{reply}");
         }
         assert_eq!(bare_option("2", signed, &[]), Some(ItemOption::Value(2)));

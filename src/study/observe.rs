@@ -185,20 +185,26 @@ pub fn failed(events: &[Event]) -> Vec<Failure> {
     };
     let mut out: Vec<Failure> = Vec::new();
     for step in steps(events) {
-        if let Step::Failed {
-            subject,
-            observer,
-            what,
-            error,
-        } = step
-        {
-            if !plan.subjects.iter().any(|s| s.id == *subject) || !missing(subject, observer.as_deref()) {
-                continue;
+        let (subject, observer) = match step {
+            Step::Relationship { subject, observer, .. }
+            | Step::Scenarios { subject, observer, .. }
+            | Step::Turn { subject, observer, .. }
+            | Step::Report { subject, observer, .. } => (subject, Some(observer)),
+            Step::SelfReport { subject, .. } => (subject, None),
+            Step::Failed { subject, observer, .. } | Step::Reasked { subject, observer, .. } => {
+                (subject, observer.as_ref())
             }
-            out.retain(|f| (&f.subject, &f.observer) != (subject, observer));
+        };
+        // A later step of the same questionnaire's run (a resume that got past the failure) makes
+        // the failure history: only the last one that ended it counts.
+        out.retain(|f| (&f.subject, f.observer.as_ref()) != (subject, observer));
+        if let Step::Failed { what, error, .. } = step
+            && plan.subjects.iter().any(|s| s.id == *subject)
+            && missing(subject, observer.map(String::as_str))
+        {
             out.push(Failure {
                 subject: subject.clone(),
-                observer: observer.clone(),
+                observer: observer.cloned(),
                 what: what.clone(),
                 error: error.clone(),
             });

@@ -395,14 +395,18 @@ impl Templates {
                 continue;
             };
             if in_group.iter().all(|(n, _)| empty(n)) {
-                let names: Vec<String> = group.iter().map(|n| format!("{{{n}}}")).collect();
+                let others: Vec<String> = group
+                    .iter()
+                    .filter(|n| !in_group.iter().any(|(u, _)| u == *n))
+                    .map(|n| format!("{{{n}}}"))
+                    .collect();
                 return Err(Source::new(self.origin(template), text).at(
                     at..at,
                     format!(
-                        "{{{first}}} is empty for {whose}, and the {} template has no other of {}: the model \
-                         would read the prompt without it",
+                        "{{{first}}} is empty for {whose}, and the {} template uses nothing in its place \
+                         (it may use {}): the model would read the prompt without it",
                         template.name(),
-                        names.join(", ")
+                        others.join(" or ")
                     ),
                 ));
             }

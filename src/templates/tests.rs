@@ -272,7 +272,7 @@ fn a_required_group_that_renders_empty_is_located_at_its_first_placeholder() {
     assert!(
         e.starts_with(&format!(
             "{}:2:3: {{dimension.conversion_instruction}} is empty for dimension E of scale X, and the \
-             dimension_conversion template has no other of {{options}}, {{dimension.conversion_instruction}}",
+             dimension_conversion template uses nothing in its place (it may use {{options}})",
             file.display()
         )),
         "{e}"

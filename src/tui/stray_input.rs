@@ -1,10 +1,11 @@
-//! Terminal replies and sequences the input parser does not know, dropped whole. crossterm reads an
-//! escape sequence it cannot parse (a terminal's answer to a colour query, `ESC ] 11 ; rgb:… BEL`; a
-//! DCS or APC string; a long CSI) as Alt plus its second byte, then the rest as typed characters:
-//! `1`, `1`, `;`, … — keys that would switch screens or record an annotation. A key that opens such a
-//! sequence starts swallowing the keys of its body until its terminator (BEL or `ESC \` for the
-//! string kinds, a final byte for CSI), a key no sequence holds, or a pause between keys no terminal
-//! reply has (a person typing after a stray Alt-`]` loses nothing after the pause).
+//! Terminal replies the input parser does not know, dropped whole. crossterm reads a string sequence
+//! (a terminal's answer to a colour query, `ESC ] 11 ; rgb:… BEL`; a DCS or APC string) as Alt plus
+//! its second byte, then the rest as typed characters: `1`, `1`, `;`, … — keys that would switch
+//! screens or record an annotation. A key that opens such a sequence starts swallowing the keys of
+//! its body until its terminator (BEL, or `ESC \`), a key no such body holds, or a pause between keys
+//! no terminal reply has (a person typing after a stray Alt-`]` loses nothing after the pause).
+//! (`ESC [` goes to crossterm's CSI parser, never here: the parameters of a CSI it rejects arrive as
+//! plain keys with no opener, which no filter can tell from typing.)
 
 use std::time::{Duration, Instant};
 
@@ -15,18 +16,11 @@ const BURST: Duration = Duration::from_millis(30);
 /// The longest body swallowed: a sequence that long is a flood, and what follows is let through.
 const MAX_BODY: usize = 4096;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// OSC, DCS, APC, PM, SOS: a string ended by BEL or ST (`ESC \`).
-    String,
-    /// A control sequence: parameter and intermediate bytes, then one final byte.
-    Csi,
-}
-
-/// The filter's state: inside a sequence's body or not.
+/// The filter's state: inside the body of an OSC, DCS, APC, PM or SOS string (ended by BEL or ST,
+/// `ESC \`) or not; when the last of its keys came, and how many.
 #[derive(Debug, Default)]
 pub struct StrayInput {
-    inside: Option<(Kind, Instant, usize)>,
+    inside: Option<(Instant, usize)>,
 }
 
 fn alt_char(key: &KeyEvent) -> Option<char> {
@@ -39,44 +33,26 @@ fn alt_char(key: &KeyEvent) -> Option<char> {
 impl StrayInput {
     /// Whether `key`, arrived at `at`, is to be dropped as part of a sequence.
     pub fn drops(&mut self, key: &KeyEvent, at: Instant) -> bool {
-        if let Some((kind, last, n)) = self.inside {
-            let close = at.duration_since(last) <= BURST && n < MAX_BODY;
-            if close {
-                let plain = key.modifiers.difference(KeyModifiers::SHIFT).is_empty();
-                match (kind, key.code) {
-                    // BEL is ctrl-g; ST is ESC then `\` (Alt-`\`).
-                    (Kind::String, KeyCode::Char('g')) if key.modifiers == KeyModifiers::CONTROL => {
-                        self.inside = None;
-                        return true;
-                    }
-                    (Kind::String, _) if alt_char(key) == Some('\\') => {
-                        self.inside = None;
-                        return true;
-                    }
-                    (Kind::String, KeyCode::Char(_)) if plain => {
-                        self.inside = Some((kind, at, n + 1));
-                        return true;
-                    }
-                    (Kind::Csi, KeyCode::Char(c)) if plain && (' '..='?').contains(&c) => {
-                        self.inside = Some((kind, at, n + 1));
-                        return true;
-                    }
-                    (Kind::Csi, KeyCode::Char(c)) if plain && ('@'..='~').contains(&c) => {
-                        self.inside = None;
-                        return true;
-                    }
-                    _ => {}
-                }
+        if let Some((last, n)) = self.inside.take()
+            && at.duration_since(last) <= BURST
+            && n < MAX_BODY
+        {
+            let plain = key.modifiers.difference(KeyModifiers::SHIFT).is_empty();
+            // BEL is ctrl-g; ST is ESC then `\` (Alt-`\`).
+            let bel = key.code == KeyCode::Char('g') && key.modifiers == KeyModifiers::CONTROL;
+            if bel || alt_char(key) == Some('\\') {
+                return true;
             }
-            self.inside = None;
+            if plain && matches!(key.code, KeyCode::Char(_)) {
+                self.inside = Some((at, n + 1));
+                return true;
+            }
         }
-        let kind = match alt_char(key) {
-            Some(']' | 'P' | '_' | '^' | 'X') => Kind::String,
-            Some('[') => Kind::Csi,
-            _ => return false,
-        };
-        self.inside = Some((kind, at, 0));
-        true
+        if matches!(alt_char(key), Some(']' | 'P' | '_' | '^' | 'X')) {
+            self.inside = Some((at, 0));
+            return true;
+        }
+        false
     }
 }
 
@@ -115,11 +91,6 @@ mod tests {
         let now = Instant::now();
         assert_eq!(kept(&mut f, "\u{1b}]11;rgb:0000/0000/0000\u{7}3", now), "3");
         assert_eq!(kept(&mut f, "\u{1b}P1$r0m\u{1b}\\4", now), "4", "a DCS ended by ST");
-        assert_eq!(
-            kept(&mut f, "\u{1b}[?1;2;4;6;9999999c5", now),
-            "5",
-            "a CSI ended by its final byte"
-        );
         assert_eq!(kept(&mut f, "12x", now), "12x", "plain keys pass");
     }
 

@@ -540,8 +540,9 @@ fn own_line(line: &str) -> bool {
 /// Whether a line is a memory's utterance with an action before the words, as ChatHaruhi writes
 /// them: `小明:(举手)「我知道答案！」`.
 fn acted(line: &str) -> bool {
-    line.split_once(':')
-        .or_else(|| line.split_once('：'))
+    // At the first colon of either width (the words may hold the other: `「3:00 见」`).
+    line.find([':', '：'])
+        .map(|at| (&line[..at], &line[at + line[at..].chars().next().map_or(1, char::len_utf8)..]))
         .is_some_and(|(who, rest)| {
             let who = who.trim();
             !who.is_empty() && who.chars().count() <= 40 && rest.contains('「') && rest.trim_end().ends_with('」')

@@ -380,6 +380,7 @@ fn memory_lines_of_every_form_come_back_from_a_card() {
         "老师:「谁知道？」\n小明:(举手)「我知道答案！」",
         "老师:「 为什么? 」\n小明:「因为。」",
         "老师:「好。」\n小明:「好的。」",
+        "老师：「几点？」\n小明：(看表)「3:00 见」",
     ];
     let (_, _, mes_example) = greetings_and_examples(&c, &chunks.map(str::to_string));
     let back = examples(&mes_example, "小明", "老师");

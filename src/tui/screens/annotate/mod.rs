@@ -183,9 +183,11 @@ impl Annotate {
         if event.modifiers.contains(KeyModifiers::CONTROL) {
             return None;
         }
-        // Alt plus a digit (or Esc then a digit, read as one key) is no answer.
+        // Alt plus what answers (or Esc then it, read as one key) is no answer; other Alt keys go
+        // to the key bindings.
         if event.modifiers.contains(KeyModifiers::ALT) {
-            return Some(Vec::new());
+            return matches!(key.code, KeyName::Char(c) if c.is_ascii_digit() || matches!(c, 'x' | 'X' | '.'))
+                .then(Vec::new);
         }
         if ctx.run.observe.is_some() {
             return self.subject_key(key, ctx);
