@@ -240,6 +240,7 @@ fn go<S: Headless>(
         estimate::<S>(plan, &catalog, config, cap, cost.yes)?;
     }
     let exporting = batch.as_ref().and_then(Batch::export_path);
+    let batched = batch.is_some();
     let importing = batch.as_ref().is_some_and(|b| b.import.is_some());
     let opened = match batch {
         Some(Batch { mode, import }) => Run::<S>::open_batch(catalog.clone(), config, &store, start, mode, import),
@@ -331,6 +332,20 @@ fn go<S: Headless>(
     };
     summarize::<S>(&events, &catalog, &id, &dir, used.rows(), json_output, out)?;
     say_used();
+    // A batch is paid whole: the cap, held between phases, can be passed by the last one. Said,
+    // and the exit says it too.
+    let over_cap = match max_cost {
+        Some(cap) if batched && accounting.cost() > cap => {
+            crate::note!(
+                "warning: this sitting spent ${}, above its cap of ${}: in batch mode the cap is held between \
+                 phases, and a phase once submitted is paid whole",
+                crate::text::usd(accounting.cost()),
+                crate::text::usd(cap)
+            );
+            true
+        }
+        _ => false,
+    };
     for line in crate::study::adaptation_lines(&events) {
         crate::note!("adapted: {line}");
     }
@@ -339,7 +354,7 @@ fn go<S: Headless>(
         say_failures::<S>(ctx, &events, failures, &id);
         return Ok(ExitCode::FAILURE);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if over_cap { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 /// The closing lines of a run of session `id` that ended with `failures`: the commonest error and

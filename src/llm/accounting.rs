@@ -294,8 +294,8 @@ impl Accounting {
     /// server did not report them.
     pub fn usage(&self, provider: &str, role: Role, usage: Usage, estimated: bool, (price_in_per_mtok, price_out_per_mtok): (f64, f64)) {
         self.with(provider, role, |c| {
-            c.prompt_tokens += usage.prompt_tokens;
-            c.completion_tokens += usage.completion_tokens;
+            c.prompt_tokens = c.prompt_tokens.saturating_add(usage.prompt_tokens);
+            c.completion_tokens = c.completion_tokens.saturating_add(usage.completion_tokens);
             c.estimated += u64::from(estimated);
             c.cost += (usage.prompt_tokens as f64 * price_in_per_mtok
                 + usage.completion_tokens as f64 * price_out_per_mtok)

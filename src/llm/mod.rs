@@ -194,6 +194,10 @@ impl ChatRequest {
     }
 }
 
+/// The most tokens one reply may count: more than any context holds. A count above it (a results
+/// file edited by hand, a server's bug) is no usage, and the reply's tokens are estimated instead.
+pub const MOST_TOKENS: u64 = 1 << 30;
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: u64,

@@ -404,10 +404,7 @@ fn whole_reply(
     if !text.is_empty() && !on_token(text.to_string()) {
         return Err(AttemptError::Cancelled);
     }
-    let usage = v.get("usage").filter(|u| !u.is_null()).map(|u| Usage {
-        prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-        completion_tokens: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
-    });
+    let usage = v.get("usage").and_then(usage_of);
     Ok(Finished {
         usage,
         finish_reason: Some(reason.to_string()),
@@ -561,11 +558,8 @@ where
                 &json!({"error": error}).to_string(),
             )));
         }
-        if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
-            usage = Some(Usage {
-                prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-                completion_tokens: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
-            });
+        if let Some(u) = chunk.get("usage").and_then(usage_of) {
+            usage = Some(u);
         }
         for choice in chunk.get("choices").and_then(Value::as_array).into_iter().flatten() {
             let text = choice
@@ -637,6 +631,19 @@ pub(crate) fn without_url(e: &reqwest::Error) -> String {
         message.push_str(&format!(": {root}"));
     }
     message
+}
+
+/// A reply's `usage` object (`None` for null, or for counts no reply can have).
+fn usage_of(u: &Value) -> Option<Usage> {
+    if u.is_null() {
+        return None;
+    }
+    let count = |key: &str| u.get(key).and_then(Value::as_u64).unwrap_or(0);
+    let usage = Usage {
+        prompt_tokens: count("prompt_tokens"),
+        completion_tokens: count("completion_tokens"),
+    };
+    (usage.prompt_tokens <= super::MOST_TOKENS && usage.completion_tokens <= super::MOST_TOKENS).then_some(usage)
 }
 
 #[cfg(test)]
@@ -936,5 +943,15 @@ mod tests {
         let m = error_message(appended);
         assert!(m.contains("Input should be 'text' or 'json_object'"), "{m}");
         assert!(!m.contains("File") && !m.contains("app.py"), "{m}");
+    }
+
+    #[test]
+    fn a_usage_no_reply_can_have_is_none() {
+        assert_eq!(
+            usage_of(&json!({"prompt_tokens": 7, "completion_tokens": 2})),
+            Some(Usage { prompt_tokens: 7, completion_tokens: 2 })
+        );
+        assert_eq!(usage_of(&json!({"prompt_tokens": u64::MAX, "completion_tokens": 2})), None);
+        assert_eq!(usage_of(&Value::Null), None);
     }
 }

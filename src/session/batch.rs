@@ -598,7 +598,10 @@ impl Batching {
     ) -> Result<BTreeMap<String, Answer>, SessionError> {
         let api = self.api(provider)?;
         let batch = match batch {
-            Some(id) => api.get(&id).await,
+            Some(id) => match api.get(&id).await {
+                Err(e) if gone(&e) => return self.gone(journal, phase, provider, &id, e).await,
+                other => other,
+            },
             // Uploaded, then killed before the batch was journaled: find it, or create it now.
             None => match api.find(file).await {
                 Ok(Some(found)) => Ok(found),
@@ -679,7 +682,10 @@ impl Batching {
                 break;
             }
             tokio::time::sleep(api.poll_interval()).await;
-            batch = api.get(&batch.id).await.map_err(|e| api_error(provider, e))?;
+            batch = match api.get(&batch.id).await {
+                Err(e) if gone(&e) => return self.gone(journal, phase, provider, &batch.id, e).await,
+                other => other.map_err(|e| api_error(provider, e))?,
+            };
         }
         // Failed with no results: ended all the same, journaled so, so that a resume sends its
         // requests again in a new phase instead of following a batch that will never have any.
@@ -687,7 +693,11 @@ impl Batching {
         let mut text = String::new();
         let files = [&batch.output_file_id, &batch.error_file_id];
         for file in files.into_iter().flatten().filter(|_| !unanswered) {
-            let part = api.content(file).await.map_err(|e| api_error(provider, e))?;
+            let part = match api.content(file).await {
+                // Its results deleted at the provider: as good as none.
+                Err(e) if gone(&e) => return self.gone(journal, phase, provider, &batch.id, e).await,
+                other => other.map_err(|e| api_error(provider, e))?,
+            };
             text.push_str(part.trim_end());
             text.push('\n');
         }
@@ -721,6 +731,47 @@ impl Batching {
             });
         }
         Ok(answers)
+    }
+}
+
+/// Whether the provider answered that it does not know what was asked for (a batch it forgot, a
+/// results file deleted): nothing to wait for.
+fn gone(e: &LlmError) -> bool {
+    matches!(e, LlmError::Http { status: 404, .. })
+}
+
+impl Batching {
+    /// A batch the provider no longer knows (or whose results it no longer has): journaled as ended
+    /// with no results, so that a resume sends its requests again in a new phase instead of asking
+    /// for it for ever.
+    async fn gone(
+        &self,
+        journal: &Journaler,
+        phase: u32,
+        provider: &str,
+        batch: &str,
+        e: LlmError,
+    ) -> Result<BTreeMap<String, Answer>, SessionError> {
+        let results = self.keep(format!("phase-{phase}-{provider}.out.jsonl"), "")?;
+        self.journal(
+            journal,
+            Step::Ended {
+                phase,
+                provider: provider.to_string(),
+                batch: batch.to_string(),
+                status: "gone".into(),
+                counts: Default::default(),
+                results,
+            },
+        )
+        .await?;
+        Err(SessionError::Batch {
+            reason: format!(
+                "{provider} no longer has batch {batch} or its results ({e}): journaled as ended with none; a resume \
+                 sends its requests again"
+            ),
+            input: false,
+        })
     }
 }
 

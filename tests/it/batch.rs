@@ -1267,3 +1267,45 @@ async fn a_batch_that_failed_with_no_results_is_asked_again_by_the_resume() {
     assert_all_assessed(&common::json_of(resumed));
     assert_eq!(conclusions(&session), streamed().await);
 }
+
+/// A batch the provider no longer knows (HTTP 404: a server restarted, a batch deleted) is not a dead
+/// end: the resume that meets it journals it as ended with no results, and the next sends its
+/// requests again, ending as a streamed run does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_the_provider_no_longer_knows_is_asked_again() {
+    let s = common::setup(FakeConfig::default(), "batch_poll_ms = 5\nmax_concurrency = 8").await;
+    let mut args = RUN.to_vec();
+    args.extend(["--batch", "--yes", "--json"]);
+    let summary = common::json_of(common::output(&s.config, &s.data, &args).await);
+    let id = summary["session"].as_str().unwrap().to_string();
+    let session = session_dir(&s.data, &id);
+    // As if killed while the first batch ran: the journal up to its submission.
+    let path = session.join("journal.jsonl");
+    let journal = std::fs::read_to_string(&path).unwrap();
+    let submitted = journal.find(r#""step":"submitted""#).unwrap();
+    let end = submitted + journal[submitted..].find('\n').unwrap() + 1;
+    std::fs::write(&path, &journal[..end]).unwrap();
+    // Another server, which never heard of that batch.
+    let other = incharacter_testkit::fake_openai::FakeServer::start(FakeConfig::default())
+        .await
+        .unwrap();
+    let moved = std::fs::read_to_string(&s.config)
+        .unwrap()
+        .replace(&s.server.base_url(), &other.base_url());
+    std::fs::write(&s.config, moved).unwrap();
+    let first = common::output(&s.config, &s.data, &["run", "--resume", &id]).await;
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert_ne!(first.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("no longer has batch"), "{stderr}");
+    let journal = std::fs::read_to_string(&path).unwrap();
+    assert!(journal.contains(r#""status":"gone""#), "{journal}");
+    let second = common::output(&s.config, &s.data, &["run", "--resume", &id, "--json"]).await;
+    assert_eq!(
+        second.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert_all_assessed(&common::json_of(second));
+    assert_eq!(conclusions(&session), streamed().await);
+}

@@ -193,3 +193,25 @@ async fn a_cap_reached_as_the_judges_first_request_of_its_shape_goes_still_stops
         "no judge request went out"
     );
 }
+
+/// In batch mode a phase once submitted is paid whole: a sitting whose last phase took it past its
+/// cap says so and exits 1, where it ended as if the cap had held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_sitting_that_ended_above_its_cap_says_so() {
+    let s = common::setup(FakeConfig::default(), &format!("{PRICED}\nbatch_poll_ms = 5")).await;
+    let args = common::run_hermione("GSE", "er-batch", &["--batch", "--max-cost", "0.01", "--yes"]);
+    let out = common::output(&s.config, &s.data, &args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Phase 1 (the interviews) went out below the cap and came back above it: phase 2 does not.
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("warning: this sitting spent"), "{stderr}");
+    let (session, _) = common::only_session(&s.data);
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id, "--max-cost", "0.01"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("warning: this sitting spent $") && stderr.contains("above its cap of $0.01"),
+        "{stderr}"
+    );
+}

@@ -108,12 +108,16 @@ fn answer_of(line: &Value) -> Result<Answer, String> {
                 Some(Value::Null) | None => String::new(),
                 Some(_) => return Err("message.content is not text".into()),
             };
-            let usage = body.get("usage").and_then(|u| {
-                Some(Usage {
-                    prompt_tokens: u.get("prompt_tokens")?.as_u64()?,
-                    completion_tokens: u.get("completion_tokens")?.as_u64()?,
+            // (Counts no reply can have are no usage: the reply's tokens are estimated.)
+            let usage = body
+                .get("usage")
+                .and_then(|u| {
+                    Some(Usage {
+                        prompt_tokens: u.get("prompt_tokens")?.as_u64()?,
+                        completion_tokens: u.get("completion_tokens")?.as_u64()?,
+                    })
                 })
-            });
+                .filter(|u| u.prompt_tokens <= crate::llm::MOST_TOKENS && u.completion_tokens <= crate::llm::MOST_TOKENS);
             Ok(Ok(Reply {
                 text,
                 usage,

@@ -50,6 +50,15 @@ fn results_lines_give_replies_and_refusals_in_any_order() {
     assert_eq!((c.status, c.code.as_deref()), (503, Some("batch_expired")));
 }
 
+/// A count no reply can have (2^64 − 1 tokens, which would wrap a sum) is no usage: the reply's
+/// tokens are estimated from its text.
+#[test]
+fn a_usage_no_reply_can_have_is_none() {
+    let huge = OK.replace("\"prompt_tokens\":9", "\"prompt_tokens\":18446744073709551615");
+    let answers = parse_results("out.jsonl", &huge, &|_| true).unwrap();
+    assert_eq!(answers["a"].as_ref().unwrap().usage, None);
+}
+
 #[test]
 fn a_bad_line_is_located_and_refuses_the_file() {
     let text = format!("{OK}\n{{\"custom_id\": \"b\", oops}}\n");
