@@ -332,20 +332,7 @@ fn go<S: Headless>(
     };
     summarize::<S>(&events, &catalog, &id, &dir, used.rows(), json_output, out)?;
     say_used();
-    // A batch is paid whole: the cap, held between phases, can be passed by the last one. Said,
-    // and the exit says it too.
-    let over_cap = match max_cost {
-        Some(cap) if batched && accounting.cost() > cap => {
-            crate::note!(
-                "warning: this sitting spent ${}, above its cap of ${}: in batch mode the cap is held between \
-                 phases, and a phase once submitted is paid whole",
-                crate::text::usd(accounting.cost()),
-                crate::text::usd(cap)
-            );
-            true
-        }
-        _ => false,
-    };
+    let over_cap = batched && said_over_cap(max_cost, accounting.cost());
     for line in crate::study::adaptation_lines(&events) {
         crate::note!("adapted: {line}");
     }
@@ -355,6 +342,21 @@ fn go<S: Headless>(
         return Ok(ExitCode::FAILURE);
     }
     Ok(if over_cap { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// Whether a batch-mode sitting that `spent` ended above its cap, said if so: a batch is paid
+/// whole, and the cap, held between phases, can be passed by the last one.
+fn said_over_cap(cap: Option<f64>, spent: f64) -> bool {
+    let Some(cap) = cap.filter(|cap| spent > *cap) else {
+        return false;
+    };
+    crate::note!(
+        "warning: this sitting spent ${}, above its cap of ${}: in batch mode the cap is held between phases, \
+         and a phase once submitted is paid whole",
+        crate::text::usd(spent),
+        crate::text::usd(cap)
+    );
+    true
 }
 
 /// The closing lines of a run of session `id` that ended with `failures`: the commonest error and
