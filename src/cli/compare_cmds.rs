@@ -114,5 +114,21 @@ pub fn text(c: &Comparison, labels: Option<LabelSource>) -> String {
          {} resamples, seed {}; p: paired sign-flip permutation over characters, {how}.\n",
         c.bootstrap.resamples, c.bootstrap.seed
     ));
+    // A percentile bootstrap over a handful of characters is too narrow (it can exclude 0 where the
+    // exact test does not reject): said where it would mislead.
+    if c.characters < FEW_CHARACTERS {
+        s.push_str(&format!(
+            "With {} character(s) the bootstrap interval runs narrow: go by p{}.\n",
+            c.characters,
+            if c.permutation.exact {
+                " (exact at this size)"
+            } else {
+                ""
+            }
+        ));
+    }
     s
 }
+
+/// Below this many characters, a percentile bootstrap interval is said to run narrow.
+const FEW_CHARACTERS: usize = 10;

@@ -217,6 +217,14 @@ fn a_session_compared_with_itself_differs_by_nothing() {
     assert_eq!(c["n"], 67, "3 characters × (BFI × 3 methods + 16P × 2 scored)");
     assert_eq!(c["characters"], 3);
     assert_eq!(c["permutation"], serde_json::json!({"exact": true, "resamples": 8}));
+    // Three characters: the text says the interval runs narrow and p is the one to go by.
+    let text = incharacter(data.path(), &["compare", BFI, BFI]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout)
+            .contains("With 3 character(s) the bootstrap interval runs narrow: go by p (exact at this size)."),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
     // Filters narrow it; a filter leaving nothing in common says what each measured.
     let er = json(
         data.path(),
