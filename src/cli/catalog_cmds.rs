@@ -155,7 +155,7 @@ pub fn show_scale(catalog: &Catalog, id: &str, json: bool, out: &mut dyn Write) 
 
 /// `{pdb: {scale: {dim: {score, type}}}, annotation: {…}}`.
 fn labels_json(c: &Character) -> serde_json::Value {
-    json!({ "pdb": c.labels.pdb, "annotation": c.labels.annotation })
+    json!({ "pdb": c.labels.pdb, "annotation": c.labels.annotation, "target": c.labels.target })
 }
 
 pub fn list_characters(catalog: &Catalog, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {

@@ -65,9 +65,11 @@ impl Label {
 impl Serialize for Label {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut s = serializer.serialize_struct("Label", 2)?;
-        match self.score {
-            Some(score) => s.serialize_field("score", &score)?,
-            None => s.serialize_field("score", "X")?,
+        // "X": unknown, marginal; a letter target (H or L without a score) has none.
+        match (self.score, self.kind) {
+            (Some(score), _) => s.serialize_field("score", &score)?,
+            (None, LabelType::X) => s.serialize_field("score", "X")?,
+            (None, _) => s.serialize_field("score", &None::<f64>)?,
         }
         s.serialize_field("type", &self.kind)?;
         s.end()
@@ -731,6 +733,23 @@ fn targets(scale: &Scale, raw: RawTargets) -> Result<BTreeMap<String, Label>, Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_letter_target_has_no_score_and_an_unknown_label_says_x() {
+        let json = |label: Label| serde_json::to_value(label).unwrap();
+        assert_eq!(
+            json(Label { score: None, kind: LabelType::H }),
+            serde_json::json!({"score": null, "type": "H"})
+        );
+        assert_eq!(
+            json(Label { score: None, kind: LabelType::X }),
+            serde_json::json!({"score": "X", "type": "X"})
+        );
+        assert_eq!(
+            json(Label { score: Some(4.5), kind: LabelType::H }),
+            serde_json::json!({"score": 4.5, "type": "H"})
+        );
+    }
     use crate::domain::scale::tests::TINY;
 
     const ANNA: &str = r#"id = "anna-en"

@@ -46,8 +46,30 @@ pub fn inert_cells(buffer: &mut ratatui::buffer::Buffer) {
             cell.set_symbol(if shows { &kept } else { " " });
         } else if let Some(joined) = stray_joiners_dropped(cell.symbol()) {
             cell.set_symbol(if joined.is_empty() { " " } else { &joined });
+        } else if let Some(letters) = flag_letters(cell.symbol()) {
+            cell.set_symbol(&letters);
         }
     }
+}
+
+/// A flag (two regional indicators, 🇯🇵) as its two letters, JP (`None` for a cell without one). The
+/// layout counts a flag two columns, as one character; terminals differ (tmux gives each indicator a
+/// cell of its own), and then the line runs a column long and leaves stray halves behind. The
+/// letters take the two columns everywhere.
+fn flag_letters(symbol: &str) -> Option<String> {
+    let indicator = |c: char| ('\u{1f1e6}'..='\u{1f1ff}').contains(&c);
+    if !symbol.chars().any(indicator) {
+        return None;
+    }
+    Some(
+        symbol
+            .chars()
+            .map(|c| match indicator(c) {
+                true => char::from(b'A' + (c as u32 - 0x1f1e6) as u8),
+                false => c,
+            })
+            .collect(),
+    )
 }
 
 /// A cell's text without the zero-width joiners that join no two pictographs (`None` when it has

@@ -98,6 +98,21 @@ fn stray_joiners_leave_the_cells_and_an_emojis_own_stay() {
     assert!(text.starts_with("a ★ b"), "{symbols:?}");
 }
 
+/// A flag takes its two columns as its letters: terminals differ on how wide its two regional
+/// indicators are, and then a line ran a column long and left a stray half behind.
+#[test]
+fn a_flag_is_shown_as_its_letters_in_the_columns_it_takes() {
+    use ratatui::buffer::Buffer;
+    use ratatui::layout::Rect;
+    let mut buffer = Buffer::empty(Rect::new(0, 0, 20, 1));
+    buffer.set_string(0, 0, "flag 🇯🇵 end|", ratatui::style::Style::default());
+    incharacter::tui::ui::inert_cells(&mut buffer);
+    let symbols: Vec<&str> = buffer.content.iter().map(|c| c.symbol()).collect();
+    // Two columns, as the flag took: the cell after it, under its second column, is never drawn.
+    assert_eq!(symbols[5], "JP", "{symbols:?}");
+    assert_eq!(symbols[7..12].concat(), " end|", "{symbols:?}");
+}
+
 /// A character a terminal would act on takes no column, so it shares the cell of the one before it:
 /// only it leaves, the character stays (a bidi isolate after a name blanked the name's last letter).
 #[test]
