@@ -182,6 +182,11 @@ mod tests {
         }
     }
 
+    /// A user's template file as a plan records it.
+    fn prompt_file(origin: &str, text: &str) -> PromptFile {
+        PromptFile { origin: origin.into(), sha256: crate::templates::sha256(text), text: Some(text.into()) }
+    }
+
     #[test]
     fn a_session_against_itself_differs_in_nothing_and_each_change_is_named() {
         let mut a = sample("20261129-233202-bfi-on-the-local-model-e80e");
@@ -194,15 +199,7 @@ mod tests {
                 plan.judge_temperature = 0.5;
                 plan.original_reading = !plan.original_reading;
                 plan.judge = "renamed".into();
-                let text = "{dimension} {answer}\n".to_string();
-                plan.prompts.insert(
-                    "expert_rating".into(),
-                    PromptFile {
-                        origin: "/p/expert_rating.txt".into(),
-                        sha256: crate::templates::sha256(&text),
-                        text: Some(text),
-                    },
-                );
+                plan.prompts.insert("expert_rating".into(), prompt_file("/p/expert_rating.txt", "{dimension} {answer}\n"));
                 // The same model under another provider name is the same model; another file of one
                 // name (above) is not.
                 providers.get_mut("judge").unwrap().provider = "elsewhere".into();
@@ -226,15 +223,7 @@ mod tests {
         // and d-OC: no self-report).
         for e in &mut b {
             if let Event::RunStarted { plan, .. } = e {
-                let text = "{stem}\n".to_string();
-                plan.prompts.insert(
-                    "self_report.en".into(),
-                    PromptFile {
-                        origin: "/p/self_report.en.txt".into(),
-                        sha256: crate::templates::sha256(&text),
-                        text: Some(text),
-                    },
-                );
+                plan.prompts.insert("self_report.en".into(), prompt_file("/p/self_report.en.txt", "{stem}\n"));
             }
         }
         assert_eq!(differences(&a, &b), d);

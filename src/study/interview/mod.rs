@@ -301,7 +301,7 @@ impl Assessing<'_> {
             Ok(_) if score.is_none() => {
                 // The last problem of a call on this dimension's items: the provider's
                 // words, or why its replies were rejected. A call split for the context (or
-                // halved after its replies were all rejected) was asked again in parts: what
+                // itemized after its replies were all rejected) was asked again in parts: what
                 // those parts met is the reason, not what replaced it.
                 let touches = |call: &&ConversionCall| call.item_ids.iter().any(|id| mine.iter().any(|i| i.item_id == *id));
                 let last_problem = |split: bool| {
