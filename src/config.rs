@@ -778,14 +778,18 @@ impl Reader<'_> {
         if let Some(v) = p.max_retries {
             c.max_retries = v;
         }
-        if let Some(v) = p.retry_base_ms {
-            c.retry_base_ms = v;
-        }
-        if let Some(v) = &p.batch_poll_ms {
-            if *v.get_ref() == 0 {
-                self.error(v.span(), "batch_poll_ms must be at least 1");
+        // Waits in milliseconds, bounded: a typo of a few zeros would leave a run asleep for days.
+        for (value, field, name, most, what) in [
+            (&p.retry_base_ms, &mut c.retry_base_ms, "retry_base_ms", MAX_RETRY_BASE_MS, "a minute"),
+            (&p.batch_poll_ms, &mut c.batch_poll_ms, "batch_poll_ms", MAX_BATCH_POLL_MS, "an hour"),
+        ] {
+            if let Some(v) = value {
+                let ms = *v.get_ref();
+                if !(1..=most).contains(&ms) {
+                    self.error(v.span(), format!("{name} must be at least 1 and at most {most} ({what})"));
+                }
+                *field = ms.clamp(1, most);
             }
-            c.batch_poll_ms = (*v.get_ref()).max(1);
         }
         if let Some(v) = p.structured_output {
             c.structured_output = v;
@@ -936,6 +940,10 @@ pub const MAX_CONCURRENCY: usize = 1024;
 
 /// The longest timeout, in seconds.
 const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// The longest first backoff of a retry, and the longest wait between polls of a batch (ms).
+const MAX_RETRY_BASE_MS: u64 = 60_000;
+const MAX_BATCH_POLL_MS: u64 = 3_600_000;
 
 /// Whether `name` reads as an environment variable's name: capitals, digits and `_`, not a digit
 /// first. (Lower case is refused too: many keys, such as `gsk_…` and `AIza…`, are otherwise made of

@@ -308,10 +308,16 @@ fn go<S: Headless>(
             return Ok(interrupted(ctx, S::KIND, &id, signal));
         }
     };
-    let ended = result.map_err(|e| {
-        say_used();
-        advise_sitting(e, S::KIND, &id, exporting.as_deref())
-    })?;
+    let ended = match result {
+        Ok(ended) => ended,
+        Err(e) => {
+            say_used();
+            if json_output {
+                stopped_at_cap(&e, &id, used.rows(), out)?;
+            }
+            return Err(advise_sitting(e, S::KIND, &id, exporting.as_deref()));
+        }
+    };
     let events = match ended {
         Ended::Complete(events) => events,
         Ended::Waiting(requests) => {
@@ -342,6 +348,30 @@ fn go<S: Headless>(
         return Ok(ExitCode::FAILURE);
     }
     Ok(if over_cap { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// A sitting of session `id` that stopped at its cost cap (`error`), as JSON on `out` for a script:
+/// why, and what the sitting used (the error goes to stderr as ever).
+fn stopped_at_cap(
+    error: &SessionError,
+    id: &str,
+    usage: Vec<serde_json::Value>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    if let SessionError::CostCap { spent, cap, next } = error {
+        let stopped = json!({
+            "reason": "cost cap",
+            "spent_usd": spent,
+            "cap_usd": cap,
+            "next_phase": next.map(|n| json!({"phase": n.phase, "requests": n.requests, "estimate_usd": n.estimate})),
+        });
+        writeln!(
+            out,
+            "{}",
+            crate::text::json_pretty(&json!({"session": id, "stopped": stopped, "usage": usage}))?
+        )?;
+    }
+    Ok(())
 }
 
 /// Whether a batch-mode sitting that `spent` ended above its cap, said if so: a batch is paid

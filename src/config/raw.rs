@@ -53,7 +53,7 @@ pub(super) struct RawProvider {
     pub(super) timeout_first_token_s: Option<Spanned<f64>>,
     pub(super) timeout_idle_s: Option<Spanned<f64>>,
     pub(super) max_retries: Option<u32>,
-    pub(super) retry_base_ms: Option<u64>,
+    pub(super) retry_base_ms: Option<Spanned<u64>>,
     pub(super) batch_poll_ms: Option<Spanned<u64>>,
     pub(super) structured_output: Option<bool>,
     pub(super) price_in_per_mtok: Option<Spanned<f64>>,

@@ -68,6 +68,20 @@ fn a_negative_price_is_located() {
 }
 
 #[test]
+fn waits_beyond_their_bounds_are_located() {
+    let text = OLLAMA.replace("max_concurrency = 2", "retry_base_ms = 0\nbatch_poll_ms = 36000000000");
+    let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+    assert_eq!((e[0].line, e[0].column), (7, 17), "{}", e[0]);
+    assert!(e[0].message.contains("retry_base_ms must be at least 1 and at most 60000 (a minute)"), "{}", e[0]);
+    assert_eq!((e[1].line, e[1].column), (8, 17), "{}", e[1]);
+    assert!(e[1].message.contains("batch_poll_ms must be at least 1 and at most 3600000 (an hour)"), "{}", e[1]);
+    let text = OLLAMA.replace("max_concurrency = 2", "retry_base_ms = 60000\nbatch_poll_ms = 3600000");
+    let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
+    let p = c.provider("ollama").unwrap();
+    assert_eq!((p.retry_base_ms, p.batch_poll_ms), (60_000, 3_600_000));
+}
+
+#[test]
 fn rate_limits_are_read_and_bad_ones_located() {
     let text = OLLAMA.replace(
         "max_concurrency = 2",

@@ -307,7 +307,8 @@ impl Accounting {
     /// What the replies so far cost, in USD at the providers' prices.
     pub fn cost(&self) -> f64 {
         let snap = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        snap.by_provider_role.values().map(|c| c.cost).sum()
+        // From +0 (a float sum starts at −0, which prints as "-0.00").
+        snap.by_provider_role.values().fold(0.0, |sum, c| sum + c.cost)
     }
 
     /// Waits until the replies' cost reaches `cap` USD; the cost then.
@@ -365,6 +366,13 @@ impl Accounting {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nothing_spent_is_a_plain_zero() {
+        // Not −0, which a cap's message would print as "$-0.00".
+        assert!(Accounting::default().cost().is_sign_positive());
+        assert_eq!(crate::text::usd(Accounting::default().cost()), "0.00");
+    }
 
     #[test]
     fn counts_and_costs_per_provider_and_role() {

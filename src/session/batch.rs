@@ -353,6 +353,23 @@ pub struct Batching {
     /// The session's folder and id.
     pub(super) dir: PathBuf,
     pub(super) session: String,
+    /// Each connected provider's prices (USD per million tokens in, out): what a phase is
+    /// estimated at before it goes out under a cost cap.
+    pub(super) prices: Mutex<BTreeMap<String, (f64, f64)>>,
+}
+
+/// The reply tokens a phase's request is estimated at before it goes out under a cost cap: above
+/// an interview answer's or a judge's usual length (about 90 each with the bundled prompts), so
+/// that a phase of usual replies is not estimated below what it costs.
+pub const REPLY_ALLOWANCE: u64 = 150;
+
+/// The text of a message's `content`: a string, or the text parts of a list of parts.
+fn content_text(content: &serde_json::Value) -> String {
+    match content {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"),
+        _ => String::new(),
+    }
 }
 
 fn api_error(provider: &str, e: LlmError) -> SessionError {
@@ -372,7 +389,28 @@ impl Batching {
             import,
             dir,
             session,
+            prices: Mutex::default(),
         }
+    }
+
+    /// What the requests of a phase would cost at their providers' prices: their prompts as
+    /// [`estimate_text`](crate::llm::server::estimate_text) counts them, and each reply at
+    /// [`REPLY_ALLOWANCE`] tokens (or the request's own cap on its reply, if lower).
+    fn phase_cost(&self, pending: &[Pending]) -> f64 {
+        use crate::llm::server::{MARGIN, TEMPLATE_FIXED, TEMPLATE_PER_MESSAGE, estimate_text};
+        let prices = self.prices.lock().unwrap_or_else(|p| p.into_inner());
+        pending
+            .iter()
+            .map(|p| {
+                let (price_in, price_out) = prices.get(&p.provider).copied().unwrap_or_default();
+                let messages = p.body["messages"].as_array().map_or(&[][..], Vec::as_slice);
+                let text: usize = messages.iter().map(|m| content_text(&m["content"])).map(|t| estimate_text(&t)).sum();
+                let prompt = (text as f64 * MARGIN).ceil() + (TEMPLATE_FIXED + TEMPLATE_PER_MESSAGE * messages.len()) as f64;
+                let cap = ["max_completion_tokens", "max_tokens"].iter().find_map(|k| p.body[k].as_u64());
+                let reply = cap.map_or(REPLY_ALLOWANCE, |c| c.min(REPLY_ALLOWANCE)) as f64;
+                (prompt * price_in + reply * price_out) / 1_000_000.0
+            })
+            .sum()
     }
 
     fn api(&self, provider: &str) -> Result<Arc<BatchApi>, SessionError> {
@@ -479,9 +517,17 @@ impl Batching {
             };
             phase += 1;
             if let Some(cap) = cap {
+                // A phase is paid whole once it goes: one that would take the sitting past its
+                // cap does not go (nor does any once the cap is reached).
                 let spent = accounting.cost();
-                if spent >= cap {
-                    return Err(SessionError::CostCap { spent, cap });
+                let estimate = self.phase_cost(&pending);
+                if spent >= cap || spent + estimate > cap {
+                    let next = (spent < cap).then_some(super::NextPhase {
+                        phase,
+                        requests: pending.len(),
+                        estimate,
+                    });
+                    return Err(SessionError::CostCap { spent, cap, next });
                 }
             }
             match &self.mode {

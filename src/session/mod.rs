@@ -98,9 +98,10 @@ pub enum SessionError {
         base_url: String,
         reason: String,
     },
-    /// What the run spent reached its cap (`--max-cost`): it stopped cleanly.
-    #[error("the run spent ${} at the providers' prices, reaching its cap of ${}; it stopped", crate::text::usd(*spent), crate::text::usd(*cap))]
-    CostCap { spent: f64, cap: f64 },
+    /// What the run spent reached its cap (`--max-cost`), or in batch mode its next phase was
+    /// estimated to take it past the cap (`next`): it stopped cleanly.
+    #[error("{}", capped(*spent, *cap, next.as_ref()))]
+    CostCap { spent: f64, cap: f64, next: Option<NextPhase> },
     /// Batch mode could not go on (a results file refused, a batch that failed, a Batch API that
     /// answers no more); `input` when the user's file or config is at fault.
     #[error("{}", reason.to_string())]
@@ -226,6 +227,37 @@ impl Classify for SessionError {
             SessionError::CostCap { .. } => false,
         };
         if input { Fault::Input } else { Fault::Machine }
+    }
+}
+
+/// A batch phase held back at the cost cap: its number, its requests and what they were estimated
+/// to cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NextPhase {
+    pub phase: u32,
+    pub requests: usize,
+    pub estimate: f64,
+}
+
+/// Why a sitting stopped at its cost cap, in words.
+pub fn capped(spent: f64, cap: f64, next: Option<&NextPhase>) -> String {
+    let usd = crate::text::usd;
+    match next {
+        None => format!(
+            "the run spent ${} at the providers' prices, reaching its cap of ${}; it stopped",
+            usd(spent),
+            usd(cap)
+        ),
+        Some(n) => format!(
+            "batch phase {} ({} request{}) is estimated at ${}, which would take this sitting from ${} past its cap of \
+             ${}; it was not sent, and the run stopped",
+            n.phase,
+            n.requests,
+            if n.requests == 1 { "" } else { "s" },
+            usd(n.estimate),
+            usd(spent),
+            usd(cap)
+        ),
     }
 }
 

@@ -91,6 +91,11 @@ fn batch_connector<'a>(
                  (the Batch API, or a model name for an offline engine's batch file)"
             )));
         }
+        batching
+            .prices
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(provider.name.clone(), (provider.price_in_per_mtok, provider.price_out_per_mtok));
         // A batch holds a whole phase; the provider's pace is for requests sent one by one.
         let mut provider = provider.clone();
         provider.max_concurrency = UNLIMITED;
@@ -449,7 +454,7 @@ impl<S: Study> Run<S> {
             return match stop {
                 Stop::Unreachable(u) => Err(unreachable_error(u)),
                 Stop::Batch(written) => written.map(Ended::Waiting),
-                Stop::Capped { spent, cap } => Err(SessionError::CostCap { spent, cap }),
+                Stop::Capped { spent, cap } => Err(SessionError::CostCap { spent, cap, next: None }),
             };
         }
         self.finish().map(Ended::Complete)
@@ -760,16 +765,23 @@ impl Stop {
     /// What the journal keeps of a stop the session should show: one at the cost cap (`sessions`:
     /// stopped at its cost cap).
     fn record(&self) -> Option<Event> {
-        let (spent, cap) = match self {
-            Stop::Capped { spent, cap } | Stop::Batch(Err(SessionError::CostCap { spent, cap })) => (*spent, *cap),
+        let reason = match self {
+            Stop::Capped { spent, cap } | Stop::Batch(Err(SessionError::CostCap { spent, cap, next: None })) => format!(
+                "the sitting spent ${}, reaching its cost cap of ${}",
+                crate::text::usd(*spent),
+                crate::text::usd(*cap)
+            ),
+            Stop::Batch(Err(SessionError::CostCap { spent, cap, next: Some(next) })) => format!(
+                "batch phase {} was estimated at ${}, past the sitting's cost cap of ${} with the ${} spent",
+                next.phase,
+                crate::text::usd(next.estimate),
+                crate::text::usd(*cap),
+                crate::text::usd(*spent)
+            ),
             _ => return None,
         };
         Some(Event::Stopped {
-            reason: format!(
-                "the sitting spent ${}, reaching its cost cap of ${}",
-                crate::text::usd(spent),
-                crate::text::usd(cap)
-            ),
+            reason,
             at: journal::now_rfc3339(),
         })
     }

@@ -1,7 +1,7 @@
 //! A cost cap: a run estimated above `--max-cost` does not start (exit 2, the estimate printed, no
 //! session made); a run that reaches its cap while running stops cleanly, and `--resume` finishes it.
 
-use incharacter_testkit::fake_openai::FakeConfig;
+use incharacter_testkit::fake_openai::{FakeConfig, ScriptRule};
 
 use crate::common;
 
@@ -45,6 +45,15 @@ async fn a_run_that_reaches_its_cap_stops_cleanly_and_resumes() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("reaching its cap of $20.00; it stopped"), "{stderr}");
     assert!(stderr.contains("--resume"), "{stderr}");
+    // With --json, the stop is an object on stdout too.
+    let stopped: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object on stdout");
+    assert_eq!(stopped["stopped"]["reason"], "cost cap", "{stopped}");
+    assert_eq!(stopped["stopped"]["cap_usd"], 20.0, "{stopped}");
+    assert!(stopped["stopped"]["next_phase"].is_null(), "{stopped}");
+    assert!(
+        stopped["session"].is_string() && stopped["usage"].is_array(),
+        "{stopped}"
+    );
     // What the stopped sitting spent is said too, at the providers' prices.
     let used = stderr
         .lines()
@@ -194,24 +203,87 @@ async fn a_cap_reached_as_the_judges_first_request_of_its_shape_goes_still_stops
     );
 }
 
-/// In batch mode a phase once submitted is paid whole: a sitting whose last phase took it past its
-/// cap says so and exits 1, where it ended as if the cap had held.
+/// In batch mode a phase once submitted is paid whole: one estimated to take the sitting past its
+/// cap is not sent. The stop is journaled, said (with `--json`, as an object on stdout too), and a
+/// resume with a higher cap sends it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_batch_sitting_that_ended_above_its_cap_says_so() {
+async fn a_batch_phase_estimated_past_the_cap_is_not_sent() {
     let s = common::setup(FakeConfig::default(), &format!("{PRICED}\nbatch_poll_ms = 5")).await;
-    let args = common::run_hermione("GSE", "er-batch", &["--batch", "--max-cost", "0.01", "--yes"]);
+    let args = common::run_hermione("GSE", "er-batch", &["--batch", "--max-cost", "0.5", "--yes", "--json"]);
     let out = common::output(&s.config, &s.data, &args).await;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    // Phase 1 (the interviews) went out below the cap and came back above it: phase 2 does not.
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(!stderr.contains("warning: this sitting spent"), "{stderr}");
-    let (session, _) = common::only_session(&s.data);
-    let id = session.file_name().unwrap().to_string_lossy().to_string();
-    let out = common::output(&s.config, &s.data, &["run", "--resume", &id, "--max-cost", "0.01"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("warning: this sitting spent $") && stderr.contains("above its cap of $0.01"),
+        stderr.contains("batch phase 1 (10 requests) is estimated at $")
+            && stderr.contains("which would take this sitting from $0.00 past its cap of $0.50; it was not sent"),
         "{stderr}"
     );
+    assert_eq!(s.server.stats().batches, 0, "nothing submitted");
+    let stopped: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object on stdout");
+    assert_eq!(stopped["stopped"]["reason"], "cost cap", "{stopped}");
+    assert_eq!(stopped["stopped"]["next_phase"]["requests"], 10, "{stopped}");
+    let estimate = stopped["stopped"]["next_phase"]["estimate_usd"].as_f64().unwrap();
+    assert!(estimate > 0.5, "{stopped}");
+    let (dir, answered) = common::only_session(&s.data);
+    assert_eq!(answered, 0);
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    assert!(
+        journal.contains(r#""event":"stopped""#) && journal.contains("batch phase 1 was estimated at $"),
+        "{journal}"
+    );
+
+    // Estimated close from above: the sitting that sends it spends less than the estimate said.
+    let id = dir.file_name().unwrap().to_string_lossy().to_string();
+    let out = common::output(
+        &s.config,
+        &s.data,
+        &["run", "--resume", &id, "--max-cost", "1000", "--json"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rpa_cost: f64 = summary["usage"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["role"] == "rpa")
+        .map(|r| r["cost"].as_f64().unwrap())
+        .sum();
+    assert!(
+        rpa_cost > 0.0 && rpa_cost <= estimate,
+        "spent {rpa_cost} against an estimate of {estimate}"
+    );
+}
+
+/// A phase's estimate takes each reply at 150 tokens: replies far longer cost more than it said,
+/// and a sitting whose last phase took it past the cap says so and exits 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_sitting_that_ended_above_its_cap_says_so() {
+    let long = format!(
+        "{{\"analysis\": \"{}\", \"result\": 3}}",
+        "She weighs every side of it before she answers. ".repeat(200)
+    );
+    let fake = FakeConfig {
+        script: vec![ScriptRule {
+            contains: "The conversation:".into(),
+            reply: long,
+        }],
+        ..FakeConfig::default()
+    };
+    // Only replies are priced (a cent a token): the estimate is what it allows for them.
+    let s = common::setup(
+        fake,
+        "price_out_per_mtok = 10000\nmax_concurrency = 2\nbatch_poll_ms = 5",
+    )
+    .await;
+    let args = common::run_hermione("GSE", "er-batch", &["--batch", "--max-cost", "25"]);
+    let out = common::output(&s.config, &s.data, &args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("warning: this sitting spent $") && stderr.contains("above its cap of $25.00"),
+        "{stderr}"
+    );
+    assert_eq!(s.server.stats().batches, 2, "{stderr}");
 }
