@@ -940,7 +940,6 @@ pub const MAX_CONCURRENCY: usize = 1024;
 
 /// The longest timeout, in seconds.
 const MAX_TIMEOUT_S: f64 = 86_400.0;
-
 /// The longest first backoff of a retry, and the longest wait between polls of a batch (ms).
 const MAX_RETRY_BASE_MS: u64 = 60_000;
 const MAX_BATCH_POLL_MS: u64 = 3_600_000;

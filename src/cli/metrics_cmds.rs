@@ -50,11 +50,22 @@ pub(super) fn read_csv_with(
             required.join(",")
         )));
     }
+    let lines = LineStarts::of(&bytes);
+    // The reader takes a quote never closed to hold the rest of the file: every row after it
+    // would be read as one field's text, unsaid.
+    if let Some(at) = unclosed_quote(&bytes) {
+        let line = lines.line_of(at);
+        let start = lines.0[line as usize - 1];
+        let column = String::from_utf8_lossy(&bytes[start..at]).chars().count() + 1;
+        return Err(input_error(format!(
+            "{name}:{line}:{column}: this quote is never closed, so the rest of the file would be read as one \
+             field (a quote inside a field is written twice, \"\", in a field that is quoted whole)"
+        )));
+    }
     let mut reader = csv::ReaderBuilder::new()
         .trim(csv::Trim::Headers)
         .flexible(false)
         .from_reader(bytes.as_slice());
-    let lines = LineStarts::of(&bytes);
     let header = reader
         .headers()
         .map_err(|e| csv_error(&name, &bytes, &lines, &e))?
@@ -155,6 +166,25 @@ impl LineStarts {
     fn line_of(&self, offset: usize) -> u64 {
         self.0.partition_point(|&start| start <= offset) as u64
     }
+}
+
+/// The byte offset of a quote that opens a field and is never closed, as the CSV reader reads
+/// quotes: special only at a field's start, `""` inside a quoted field is a quote of its text.
+fn unclosed_quote(bytes: &[u8]) -> Option<usize> {
+    let (mut at, mut field_start, mut opened) = (0, true, None);
+    while at < bytes.len() {
+        let b = bytes[at];
+        match opened {
+            Some(_) if b == b'"' && bytes.get(at + 1) == Some(&b'"') => at += 1,
+            Some(_) if b == b'"' => opened = None,
+            Some(_) => {}
+            None if field_start && b == b'"' => opened = Some(at),
+            None => {}
+        }
+        field_start = opened.is_none() && matches!(b, b',' | b'\n' | b'\r');
+        at += 1;
+    }
+    opened
 }
 
 /// Whether byte `b` at `at` of `bytes` ends a line: a `\n`, or a `\r` not followed by one.
@@ -524,6 +554,25 @@ pub fn agreement(pairs: &Path, json: bool, out: &mut dyn Write) -> anyhow::Resul
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_quote_never_closed_is_found_where_it_opens() {
+        use super::unclosed_quote;
+        assert_eq!(unclosed_quote(b"a,b\n1,\"oops\n3,3\n"), Some(6));
+        // Closed, doubled inside, or inside an unquoted field: none.
+        for fine in [
+            &b"a,b\n1,\"x, \"\"y\"\"\nz\"\n"[..],
+            b"a,b\n1,ab\"c\n",
+            b"\"a\",\"\"\r\n1,2\n",
+        ] {
+            assert_eq!(unclosed_quote(fine), None, "{}", String::from_utf8_lossy(fine));
+        }
+        assert_eq!(
+            unclosed_quote(b"a,b\n1,\"x\"\"\n"),
+            Some(6),
+            "a doubled quote at the end closes nothing"
+        );
+    }
+
     use super::*;
 
     fn rows(text: &str) -> Vec<Row> {

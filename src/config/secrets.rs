@@ -99,8 +99,116 @@ impl Secrets {
         for kept in self.0.iter().filter(|k| k.fragments) {
             out = replace_fragments(&out, kept.value.as_bytes(), kept.instead);
         }
-        out
+        replace_encoded(&out, &self.0)
     }
+}
+
+/// `text` with every run of base64 whose decoding holds a secret (or, of a key or a credential, a
+/// run of [`FRAGMENT`] of its characters) replaced by what it is. A run is read across the line
+/// breaks and spaces that wrap an encoding (MIME wraps at 76 columns), from each of the four places
+/// a group of four can start at, in either alphabet; so an encoding cut short, or wrapped inside the
+/// key, gives nothing away either. The words of the run the secret was read from are replaced whole.
+fn replace_encoded(text: &str, kept: &[Kept]) -> String {
+    use base64::Engine;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    let lenient = GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent);
+    let engines = [
+        GeneralPurpose::new(&base64::alphabet::STANDARD, lenient),
+        GeneralPurpose::new(&base64::alphabet::URL_SAFE, lenient),
+    ];
+    let symbol = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_');
+    let bytes = text.as_bytes();
+    // Words of base64 symbols (a padding `=` ends one), then chains of words apart by whitespace.
+    let mut words: Vec<(usize, usize)> = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        if symbol(bytes[at]) {
+            let start = at;
+            while at < bytes.len() && symbol(bytes[at]) {
+                at += 1;
+            }
+            words.push((start, at));
+        } else {
+            at += 1;
+        }
+    }
+    let apart_by_space = |a: (usize, usize), b: (usize, usize)| bytes[a.1..b.0].iter().all(|c| matches!(c, b' ' | b'\t' | b'\r' | b'\n' | b'='));
+    let mut spans: Vec<(usize, usize, &'static str)> = Vec::new();
+    let mut first = 0;
+    while first < words.len() {
+        let mut last = first;
+        while last + 1 < words.len() && apart_by_space(words[last], words[last + 1]) {
+            last += 1;
+        }
+        let chain = &words[first..=last];
+        // The chain's symbols joined, each with the word it came from.
+        let mut joined = Vec::new();
+        let mut word_of = Vec::new();
+        for (w, &(start, end)) in chain.iter().enumerate() {
+            joined.extend_from_slice(&bytes[start..end]);
+            word_of.extend(std::iter::repeat_n(first + w, end - start));
+        }
+        if joined.len() >= 12 {
+            for offset in 0..4.min(joined.len()) {
+                let usable = (joined.len() - offset) / 4 * 4;
+                for engine in &engines {
+                    let Ok(decoded) = engine.decode(&joined[offset..offset + usable]) else {
+                        continue;
+                    };
+                    for k in kept {
+                        for (from, to) in found_in(&decoded, k) {
+                            // Decoded bytes [from, to) came from symbols [from/3·4, ⌈to/3⌉·4).
+                            let a = offset + from / 3 * 4;
+                            let b = (offset + to.div_ceil(3) * 4).min(joined.len()) - 1;
+                            spans.push((words[word_of[a]].0, words[word_of[b]].1, k.instead));
+                        }
+                    }
+                }
+            }
+        }
+        first = last + 1;
+    }
+    if spans.is_empty() {
+        return text.to_string();
+    }
+    spans.sort();
+    let (mut out, mut copied) = (String::new(), 0);
+    for (start, end, instead) in spans {
+        if end <= copied {
+            continue;
+        }
+        let start = start.max(copied);
+        out.push_str(&text[copied..start]);
+        if !out.ends_with(instead) || start > copied {
+            out.push_str(instead);
+        }
+        copied = end;
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// Where in `decoded` `kept` stands: the whole of it, and, of a key or a credential, each run of
+/// [`FRAGMENT`] bytes or more of it (merged where they touch).
+fn found_in(decoded: &[u8], kept: &Kept) -> Vec<(usize, usize)> {
+    let secret = kept.value.as_bytes();
+    let width = if kept.fragments { FRAGMENT } else { secret.len() };
+    if decoded.len() < width || secret.len() < width {
+        return Vec::new();
+    }
+    let windows: std::collections::HashSet<&[u8]> = secret.windows(width).collect();
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for (at, window) in decoded.windows(width).enumerate() {
+        if windows.contains(window) {
+            match runs.last_mut() {
+                Some((_, end)) if *end >= at => *end = at + width,
+                _ => runs.push((at, at + width)),
+            }
+        }
+    }
+    runs
 }
 
 /// What of `secret`'s base64 (standard and URL-safe) is the same wherever it stands in what was
@@ -365,6 +473,52 @@ mod tests {
         assert_eq!(scrubbed(&long, &text), "echo [the key]");
         // A placeholder is no secret.
         assert_eq!(scrubbed("none", "none left"), "none left");
+    }
+
+    /// A server that writes what it was sent in base64 wrapped at 76 columns (as MIME and debug dumps
+    /// do), or cut short: the key read across the break, or its first part, is taken out.
+    #[test]
+    fn a_key_in_wrapped_or_cut_base64_is_taken_out() {
+        use base64::Engine;
+        let key = "sk-proj-Zx9Qw7Er5Ty3Ui1Op+As/Df8Gh";
+        let headers = format!("{{\"host\": \"127.0.0.1:18218\", \"authorization\": \"Bearer {key}\"}}");
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&headers);
+        for wrap in [76, 60, 7] {
+            let wrapped: Vec<String> = encoded.as_bytes().chunks(wrap).map(|c| String::from_utf8_lossy(c).into()).collect();
+            for joint in ["\n", "\r\n", " "] {
+                let out = scrubbed(key, &format!("debug: {}", wrapped.join(joint)));
+                assert!(out.contains("[the key]"), "{wrap} {joint:?}: {out}");
+                for part in [&key[..10], &key[8..18], &key[20..]] {
+                    assert!(!decoded_text(&out).contains(part), "{wrap} {joint:?}: {out}");
+                }
+            }
+        }
+        // Cut short inside the key, and from either alphabet.
+        let cut = &encoded[..encoded.find("Bearer").map_or(encoded.len() / 2, |_| encoded.len() - 30)];
+        let out = scrubbed(key, &format!("digest {cut}…"));
+        assert!(!decoded_text(&out).contains(&key[..12]), "{out}");
+        let url = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("Bearer {key}"));
+        assert!(scrubbed(key, &url[..url.len() - 6]).contains("[the key]"));
+        // Words around it stay; text with no key in it is as it was.
+        let out = scrubbed(key, &format!("before {encoded} after"));
+        assert!(out.starts_with("before ") && out.ends_with(" after") && out.contains("[the key]"), "{out}");
+        let plain = "The quick brown fox jumps over the lazy dog again and again 0123456789";
+        assert_eq!(scrubbed(key, plain), plain);
+    }
+
+    /// What each base64 word of `text` decodes to, joined (for asserting nothing of the key is left).
+    fn decoded_text(text: &str) -> String {
+        use base64::Engine;
+        let joined: String = text.chars().filter(|c| c.is_ascii_alphanumeric() || "+/".contains(*c)).collect();
+        (0..4)
+            .filter_map(|o| {
+                let part = joined.get(o..)?;
+                let part = &part[..part.len() / 4 * 4];
+                base64::engine::general_purpose::STANDARD_NO_PAD.decode(part).ok()
+            })
+            .map(|d| String::from_utf8_lossy(&d).into_owned())
+            .collect::<Vec<_>>()
+            .join("|")
     }
 
     /// What servers write back of a key they refused: its start and end around stars (OpenAI's

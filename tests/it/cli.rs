@@ -157,6 +157,20 @@ fn agreement_equals_scipy_and_sklearn() {
     }
 }
 
+/// A quote opened and never closed would make the reader take every row after it for one field's
+/// text (agreement over the first rows only, unsaid): refused where it opens.
+#[test]
+fn a_csv_with_a_quote_never_closed_is_refused_where_it_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("q.csv");
+    std::fs::write(&csv, "a,b,comment\n1,1,ok\n2,2,\"oops\n3,3,x\n4,4,y\n5,1,z\n").unwrap();
+    let out = run(&["agreement", "--pairs", csv.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("q.csv:3:5: this quote is never closed"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
 #[test]
 fn metrics_equal_an_independent_implementation_of_the_original_formulas() {
     let dir = fixtures().join("metrics");
