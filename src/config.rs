@@ -13,6 +13,7 @@ use toml::Spanned;
 
 use crate::domain::diagnostic::{Diagnostic, Source};
 
+mod keys;
 mod raw;
 mod secrets;
 use raw::{RawConfig, RawProvider, RawSampling, RawTui};
@@ -641,37 +642,7 @@ impl Reader<'_> {
                 self.error(p.name.span(), format!("provider \"{name}\": model is required"));
             }
         }
-        let key_env = p.api_key_env.as_ref();
-        let key_env_at = key_env.map_or(p.name.span(), Spanned::span);
-        if key_env.is_some_and(|e| e.get_ref().trim().is_empty()) {
-            self.error(
-                key_env_at.clone(),
-                format!("provider \"{name}\": api_key_env is empty: name the environment variable that holds the key"),
-            );
-        } else if key_env.is_some_and(|e| !env_var_name(e.get_ref())) {
-            // Not repeated: what is there is often the key itself, pasted in the wrong place.
-            self.error(
-                key_env_at,
-                format!(
-                    "provider \"{name}\": api_key_env names the environment variable that holds the key (capitals, \
-                     digits and _, not a digit first), not the key itself"
-                ),
-            );
-        }
-        c.api_key_env = p.api_key_env.as_ref().map(|e| e.get_ref().clone());
-        if let Some(key) = &p.api_key {
-            if !self.private {
-                self.error(
-                    key.span(),
-                    "an api_key written in the config file is accepted only if the file is private (chmod 600); \
-                     better: put the key in an environment variable and name it in api_key_env",
-                );
-            }
-            if !header_value_ok(key.get_ref()) {
-                self.error(key.span(), "a line break or another control character cannot go in a request header");
-            }
-            c.api_key = Some(Secret::new(key.get_ref().clone()));
-        }
+        self.keys(&mut c, &p, &name);
         if let Some(n) = preset.as_ref().and_then(|(x, _)| x.max_concurrency) {
             c.max_concurrency = n.max(1);
             c.concurrency_stated = true;

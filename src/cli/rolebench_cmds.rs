@@ -219,12 +219,14 @@ pub fn tables(t: &Totals) -> String {
         ]);
     }
     let o = &t.rouge_l.overall;
+    // Nothing answered has no Rouge-L, not one of 0.
+    let shown = |x: f64| o.of(x).map_or("—".into(), |x| format!("{x:.4}"));
     roles.row(vec![
         "all".into(),
         o.count.to_string(),
-        format!("{:.4}", o.p),
-        format!("{:.4}", o.r),
-        format!("{:.4}", o.f),
+        shown(o.p),
+        shown(o.r),
+        shown(o.f),
         t.win_rate.map_or("—".into(), |w| format!("{:.1} %", w * 100.0)),
     ]);
     let mut text = roles.render();

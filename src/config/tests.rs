@@ -294,6 +294,11 @@ fn literal_keys_need_a_private_file_and_env_keys_must_exist() {
     let e = Config::parse(Source::new("c.toml", &text), true, &no_env).unwrap_err();
     assert_eq!((e[0].line, e[0].column), (7, 11), "{}", e[0]);
     assert!(!e[0].to_string().contains("Injected"), "{}", e[0]);
+    // A key in the file and a variable named for it: which is sent would be a guess.
+    let text = OLLAMA.replace("max_concurrency = 2", "api_key = \"sk-secret-1\"\napi_key_env = \"MY_KEY\"");
+    let e = Config::parse(Source::new("c.toml", &text), true, &no_env).unwrap_err();
+    assert_eq!((e[0].line, e[0].column), (7, 11), "{}", e[0]);
+    assert!(e[0].message.contains("both api_key and api_key_env"), "{}", e[0]);
 }
 
 #[test]

@@ -361,13 +361,17 @@ fn empty_hint(finish_reason: Option<&str>) -> String {
     }
 }
 
-/// Whether a reply holds nothing to read: no text, or only whitespace and invisible marks (zero-width
-/// spaces and joiners, a byte order mark). Such a reply is a failed attempt, never an answer, for
+/// Whether a reply holds nothing to read: no text, or only whitespace, control characters and
+/// invisible marks (zero-width spaces and joiners, direction marks and overrides, a byte order mark). Such a reply is a failed attempt, never an answer, for
 /// every role and every transport (a server dropping requests under load, an embedded model's
 /// immediate end of sequence).
 pub fn is_empty_reply(text: &str) -> bool {
-    text.chars()
-        .all(|c| c.is_whitespace() || matches!(c, '\u{200B}' | '\u{200C}' | '\u{200D}' | '\u{2060}' | '\u{FEFF}'))
+    text.chars().all(|c| {
+        c.is_whitespace()
+            || c.is_control()
+            // Zero-width characters, direction marks and overrides, the soft hyphen: nothing to read.
+            || matches!(c, '\u{00AD}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+    })
 }
 
 /// How many leading bytes of a reply are a reasoning model's thought (`<think>…</think>` and the

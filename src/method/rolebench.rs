@@ -378,13 +378,47 @@ pub struct Scored<'a> {
     pub rouge: RougeL,
 }
 
-/// Mean ROUGE-L of a group of questions. A group of 0 has means of 0.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+/// Mean ROUGE-L of a group of questions. A group of 0 has no means: 0 here, `null` in JSON (not a
+/// score of 0 that an average over sessions would take in).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
 pub struct Mean {
     pub count: usize,
+    #[serde(deserialize_with = "zero_if_null")]
     pub p: f64,
+    #[serde(deserialize_with = "zero_if_null")]
     pub r: f64,
+    #[serde(deserialize_with = "zero_if_null")]
     pub f: f64,
+}
+
+impl Mean {
+    /// `x` of a group that has questions; none of an empty one.
+    pub fn of(&self, x: f64) -> Option<f64> {
+        (self.count > 0).then_some(x)
+    }
+}
+
+impl Serialize for Mean {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Shown {
+            count: usize,
+            p: Option<f64>,
+            r: Option<f64>,
+            f: Option<f64>,
+        }
+        Shown {
+            count: self.count,
+            p: self.of(self.p),
+            r: self.of(self.r),
+            f: self.of(self.f),
+        }
+        .serialize(serializer)
+    }
+}
+
+fn zero_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(0.0))
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -561,6 +595,20 @@ pub fn win_rate(scores: &[f64]) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_group_with_no_answer_has_no_mean_in_json_and_reads_back() {
+        let none = summarize(std::iter::empty());
+        let json = serde_json::to_value(&none).unwrap();
+        assert_eq!(json["overall"], serde_json::json!({"count": 0, "p": null, "r": null, "f": null}));
+        let back: Summary = serde_json::from_value(json).unwrap();
+        assert_eq!(back, none);
+        // As older sessions wrote it: zeros.
+        let old: Mean = serde_json::from_str(r#"{"count": 0, "p": 0.0, "r": 0.0, "f": 0.0}"#).unwrap();
+        assert_eq!(old, Mean::default());
+        let some = Mean { count: 2, p: 0.5, r: 0.25, f: 0.3 };
+        assert_eq!(serde_json::from_value::<Mean>(serde_json::to_value(some).unwrap()).unwrap(), some);
+    }
+
     use super::*;
 
     fn parse(text: &str) -> Result<Vec<Question>, LoadError> {

@@ -189,7 +189,8 @@ impl Persona {
     /// The system prompt of the agent playing this persona.
     pub fn system_prompt(&self) -> String {
         format!(
-            "You are {}. Live this personality in everything you say and do, without ever naming it or \
+            // The profile ends with its own full stop.
+            "You are {} Live this personality in everything you say and do, without ever naming it or \
              describing yourself in these words. Speak in the first person, as yourself, in one to three sentences.",
             self.profile()
         )

@@ -144,7 +144,8 @@ fn text_field(v: &Value, key: &str) -> Result<String, ReplyError> {
         .ok_or_else(|| ReplyError::Invalid(format!("\"{key}\" must be a string")))?
         .trim()
         .to_string();
-    if s.is_empty() {
+    // Only zero-width characters, direction marks or control characters say nothing either.
+    if crate::llm::is_empty_reply(&s) {
         return Err(ReplyError::Invalid(format!("\"{key}\" is empty")));
     }
     Ok(s)
@@ -798,6 +799,10 @@ mod tests {
             ("Hi!".to_string(), false)
         );
         assert!(parse_turn("{\"utterance\": \"  \", \"end\": true}").is_err());
+        // Invisible or control characters only: nothing said, asked again.
+        assert!(parse_turn("{\"utterance\": \"\\u200b\\u200b\\ufeff\\u202e\", \"end\": true}").is_err());
+        assert!(text_field(&serde_json::json!({"relationship": "\u{1b}[0m\u{7}"}), "relationship").is_ok(), "[0m is text");
+        assert!(text_field(&serde_json::json!({"relationship": "\u{1b}\u{7}"}), "relationship").is_err());
         assert!(parse_turn("{\"utterance\": \"Hi\"}").is_err());
         assert_eq!(
             parse_scenarios("{\"scenarios\": [\"a\", \"b\", \"c\"]}", 2).unwrap(),

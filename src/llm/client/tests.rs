@@ -650,10 +650,12 @@ async fn replies_without_usage_are_counted_and_priced_by_estimate() {
 
 #[test]
 fn whitespace_and_invisible_marks_are_empty_but_any_text_is_not() {
-    for empty in ["", " ", "\n\r\t", "\u{3000}", "\u{200B}\u{FEFF}", " \u{2060} "] {
+    // Direction overrides and control characters (an escape sequence's ESC and BEL) say nothing
+    // either, as a model's "reply" of them showed.
+    for empty in ["", " ", "\n\r\t", "\u{3000}", "\u{200B}\u{FEFF}", " \u{2060} ", "\u{200b}\u{200b}\u{feff}\u{202e}", "\u{1b}\u{7}\u{0}\u{ad}"] {
         assert!(crate::llm::is_empty_reply(empty), "{empty:?}");
     }
-    for text in [".", " 1 ", "{}", "嗯"] {
+    for text in [".", " 1 ", "{}", "嗯", "\u{1b}[0m"] {
         assert!(!crate::llm::is_empty_reply(text), "{text:?}");
     }
 }

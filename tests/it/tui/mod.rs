@@ -1635,6 +1635,62 @@ fn annotate_answers_with_number_keys_blind_until_answered() {
     );
 }
 
+/// What the keys typed give, written as the app asks: each answer once, in order.
+fn typed(app: &mut App, keys: &str) -> Vec<incharacter::annotation::Annotation> {
+    let mut written = Vec::new();
+    for c in keys.chars() {
+        let code = if c == '\n' { KeyCode::Enter } else { KeyCode::Char(c) };
+        for e in key(app, code) {
+            if let Effect::Annotate { dir, annotation } = e {
+                incharacter::annotation::append(&dir, &annotation).unwrap();
+                written.push(annotation);
+            }
+        }
+    }
+    written
+}
+
+/// "3.5" is one answer or none, never 3 for this case and 5 for the next: a dimension's score takes
+/// decimals and waits for enter; an item's options are whole numbers, and what follows a point
+/// answers nothing. On a scale from 0, a 0 is taken at once (it grows into no other option).
+#[test]
+fn annotate_takes_a_decimal_as_one_answer_and_a_zero_at_once() {
+    use incharacter::annotation::Answer;
+    let mut app = with_session();
+    let dir = tempfile::tempdir().unwrap();
+    app.update(Action::SessionDir(dir.path().to_path_buf()));
+    app.update(Action::Annotations(Default::default()));
+    key(&mut app, KeyCode::Char('8'));
+    let written = typed(&mut app, "3.5\n");
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert_eq!(written[0].value, Answer::Value(3.0));
+    assert_eq!(app.annotate.cursor, 1, "the 5 after the point answered nothing");
+    assert!(
+        app.annotate.typed.is_empty(),
+        "enter refused and cleared {:?}",
+        app.annotate.typed
+    );
+    // The dimension task: 3.5 is one score; 9 is outside 1–5 and answers nothing.
+    key(&mut app, KeyCode::Tab);
+    let written = typed(&mut app, "3.5\n9\n");
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert_eq!(written[0].value, Answer::Value(3.5));
+    assert_eq!(written[0].case.item_id, None, "a dimension's case");
+
+    // EPQ-R's options are 0 (no) and 1 (yes): "01" is two answers, not 1 for the first item.
+    let mut app = self::app();
+    let plan = fixture::plan(&["hermione-en"], &["EPQ-R"], &[Method::Oc]);
+    app.update(Action::SessionLoaded(fixture::session(&app.catalog, &plan)));
+    let dir = tempfile::tempdir().unwrap();
+    app.update(Action::SessionDir(dir.path().to_path_buf()));
+    app.update(Action::Annotations(Default::default()));
+    key(&mut app, KeyCode::Char('8'));
+    let written = typed(&mut app, "01");
+    let values: Vec<Answer> = written.iter().map(|a| a.value).collect();
+    assert_eq!(values, [Answer::Value(0.0), Answer::Value(1.0)]);
+    assert_ne!(written[0].case, written[1].case);
+}
+
 /// What another window (or annotator) writes meanwhile is read again when the screen is entered
 /// and after each answer, the cursor left where the user put it; a file damaged since is said.
 #[test]

@@ -59,17 +59,41 @@ pub struct Annotate {
     /// Why the session's annotations could not be read: shown instead of the cases, and nothing is
     /// written until they are (an answer would be taken for the annotator's first, hiding the rest).
     pub unreadable: Option<String>,
+    /// Why `INCHARACTER_ANNOTATOR` names no annotator, if it is set and cannot: nothing is written
+    /// (under another name, one person's answers would replace another's).
+    pub misnamed: Option<String>,
+}
+
+/// The annotator `INCHARACTER_ANNOTATOR` names (`given`), else the user, else `annotator`; and why
+/// the one given cannot be, if so.
+fn annotator_from(given: Option<String>, user: Option<String>) -> (String, Option<String>) {
+    match given {
+        Some(name) => match annotation::annotator_problem(&name) {
+            None => (name, None),
+            Some(problem) => (
+                "annotator".into(),
+                Some(format!(
+                    "INCHARACTER_ANNOTATOR is {}, which cannot name an annotator ({problem}); set it to a name that can and start again",
+                    crate::text::visible(&format!("{name:?}"))
+                )),
+            ),
+        },
+        None => (
+            user.filter(|n| annotation::valid_annotator(n))
+                .unwrap_or_else(|| "annotator".into()),
+            None,
+        ),
+    }
 }
 
 impl Default for Annotate {
     /// The annotator is named by `INCHARACTER_ANNOTATOR`, else the user.
     fn default() -> Self {
+        let (annotator, misnamed) =
+            annotator_from(std::env::var("INCHARACTER_ANNOTATOR").ok(), std::env::var("USER").ok());
         Annotate {
-            annotator: std::env::var("INCHARACTER_ANNOTATOR")
-                .or_else(|_| std::env::var("USER"))
-                .ok()
-                .filter(|n| annotation::valid_annotator(n))
-                .unwrap_or_else(|| "annotator".into()),
+            annotator,
+            misnamed,
             task: Task::Item,
             sample: 0,
             cursor: 0,
@@ -160,12 +184,19 @@ impl Annotate {
     }
 
     pub fn key(&mut self, event: KeyEvent, key: Key, ctx: &Ctx) -> Option<Vec<Request>> {
-        if self.unreadable.is_some() && !event.modifiers.contains(KeyModifiers::CONTROL) {
+        let blocked = match (&self.misnamed, &self.unreadable) {
+            (Some(why), _) => Some(format!("nothing is written: {why}")),
+            (None, Some(_)) => {
+                Some("nothing is written while the session's annotations cannot be read (see the screen)".into())
+            }
+            (None, None) => None,
+        };
+        if let Some(why) = blocked
+            && !event.modifiers.contains(KeyModifiers::CONTROL)
+        {
             if let KeyName::Char(_) | KeyName::Enter | KeyName::Backspace = key.code {
                 self.editing_note = false;
-                return Some(vec![Request::Flash(
-                    "nothing is written while the session's annotations cannot be read (see the screen)".into(),
-                )]);
+                return Some(vec![Request::Flash(why)]);
             }
             return None;
         }
@@ -193,7 +224,7 @@ impl Annotate {
             return self.subject_key(key, ctx);
         }
         match key.code {
-            KeyName::Char(c) if c.is_ascii_digit() => Some(self.digit(c, ctx)),
+            KeyName::Char(c) if c.is_ascii_digit() || c == '.' => Some(self.digit(c, ctx)),
             KeyName::Char('x') | KeyName::Char('X') => Some(self.answer(Answer::Refused(Refusal::X), ctx)),
             KeyName::Backspace => {
                 self.typed.pop();
@@ -201,9 +232,19 @@ impl Annotate {
             }
             KeyName::Enter if !self.typed.is_empty() => {
                 let typed = std::mem::take(&mut self.typed);
-                Some(match typed.parse::<f64>() {
-                    Ok(v) => self.answer(Answer::Value(v), ctx),
-                    Err(_) => Vec::new(),
+                let range = self
+                    .cases(ctx.run, ctx.catalog)
+                    .get(self.cursor)
+                    .map(|case| Self::answer_range(case, ctx.catalog));
+                let item = self.task == Task::Item;
+                Some(match (typed.parse::<f64>(), range) {
+                    (Ok(v), Some((min, max))) if (min..=max).contains(&v) && !(item && v.fract() != 0.0) => {
+                        self.answer(Answer::Value(v), ctx)
+                    }
+                    (_, Some((min, max))) => {
+                        vec![Request::Flash(format!("{typed} is not an answer from {min} to {max}"))]
+                    }
+                    _ => Vec::new(),
                 })
             }
             _ => None,
@@ -228,12 +269,30 @@ impl Annotate {
             return Vec::new();
         };
         let (min, max) = Self::answer_range(case, ctx.catalog);
+        // A dimension's score may have decimals (3.5): typed, then enter. An item's answer is one
+        // of its options, whole numbers.
+        let decimals = case.task != Task::Item;
+        if c == '.' {
+            // Kept where it shows, so that the digits after it answer nothing until enter (which
+            // refuses a fraction of an option) or backspace: "3.5" is not 3, then 5 for the next.
+            if !self.typed.contains('.') {
+                self.typed.push('.');
+            }
+            return match decimals {
+                true => Vec::new(),
+                false => vec![Request::Flash(format!("the options are whole numbers, {min} to {max}"))],
+            };
+        }
+        if self.typed.len() >= 8 {
+            return Vec::new();
+        }
         self.typed.push(c);
         let Ok(v) = self.typed.parse::<f64>() else {
             return Vec::new();
         };
-        // Answer at once when no further digit could make a valid answer (1–5, 1–7 …).
-        if v * 10.0 > max {
+        // An item's answer is taken at once when no further digit could make another option (1–5,
+        // 1–7; a 0 grows into none); a dimension's waits for enter.
+        if !decimals && !self.typed.contains('.') && (v * 10.0 > max || v == 0.0) {
             let typed = std::mem::take(&mut self.typed);
             if (min..=max).contains(&v) {
                 return self.answer(Answer::Value(v), ctx);
@@ -391,6 +450,20 @@ impl Component for Annotate {
     }
 
     fn render(&self, frame: &mut Frame, area: Rect, ctx: &Ctx) -> Hits {
+        if let Some(why) = &self.misnamed {
+            let theme = ctx.theme;
+            let lines = vec![
+                Line::styled("No annotator to write as:", theme.fg(theme.error)),
+                Line::raw(why.clone()),
+                Line::raw(""),
+                Line::styled(
+                    "Letters, digits, '-', '_' and '.' make a name (its file is annotations/<name>.jsonl).",
+                    theme.dim(),
+                ),
+            ];
+            render_message(frame, area, ctx, lines);
+            return Hits::default();
+        }
         if let Some(why) = &self.unreadable {
             render_unreadable(frame, area, ctx, why);
             return Hits::default();
@@ -727,5 +800,22 @@ impl Annotate {
             )));
         }
         lines
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_annotator_name_that_cannot_be_one_writes_nothing_under_another() {
+        use super::annotator_from;
+        assert_eq!(
+            annotator_from(Some("zoe".into()), Some("root".into())),
+            ("zoe".into(), None)
+        );
+        assert_eq!(annotator_from(None, Some("root".into())), ("root".into(), None));
+        assert_eq!(annotator_from(None, Some("a b".into())), ("annotator".into(), None));
+        let (_, why) = annotator_from(Some("Zoë R.".into()), Some("root".into()));
+        let why = why.expect("refused");
+        assert!(why.contains("\"Zoë R.\"") && why.contains("letters, digits"), "{why}");
     }
 }
