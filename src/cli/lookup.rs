@@ -42,10 +42,20 @@ pub(super) fn say_changed_scales(ctx: &Ctx, dir: &std::path::Path, events: &[Eve
             if let Some(file) = user.first()
                 && entry.value.version() != *then
             {
+                // An observer session records the options given, not scores: its traits are scored
+                // from the scale as it is.
+                let what = match crate::study::kind_of(events) {
+                    Some(crate::study::Kind::Observers) => {
+                        "its reports recorded the options given, and every trait score is computed from them \
+                         with the scale as it is now (its keying and dimensions)"
+                    }
+                    _ => {
+                        "the scores it recorded stand (keyed as they were), and what is read from the scale \
+                         (its range, dimensions and poles, the labels on it) is read as it is now"
+                    }
+                };
                 crate::note!(
-                    "note: scale {scale} ({}) has changed since session {session} recorded it: the scores it \
-                     recorded stand (keyed as they were), and what is read from the scale (its range, \
-                     dimensions and poles, the labels on it) is read as it is now",
+                    "note: scale {scale} ({}) has changed since session {session} recorded it: {what}",
                     crate::text::visible(&file.display().to_string()),
                 );
             }

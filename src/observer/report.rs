@@ -21,15 +21,30 @@ pub type Traits = BTreeMap<String, f64>;
 
 /// Trait scores of a questionnaire's items (IPIP keying).
 pub fn traits(scale: &Scale, items: &BTreeMap<u32, ItemOption>) -> Traits {
+    let short = short_traits(scale, items);
     match score_scale(scale, items, Orientation::Statement) {
         Ok(scores) => scale
             .dimensions
             .iter()
             .zip(scores)
+            .filter(|(d, _)| !short.contains(&d.name))
             .filter_map(|(d, s)| s.map(|s| (d.name.clone(), s.value)))
             .collect(),
         Err(_) => Traits::new(),
     }
+}
+
+/// The traits fewer than half of whose items `items` answers: left unscored rather than guessed
+/// from a few (as an interview's dimensions are).
+pub fn short_traits(scale: &Scale, items: &BTreeMap<u32, ItemOption>) -> Vec<String> {
+    (0..scale.dimensions.len())
+        .filter(|&d| {
+            let all = scale.items_of(d).count();
+            let answered = scale.items_of(d).filter(|i| items.contains_key(&i.id)).count();
+            answered * 2 < all
+        })
+        .map(|d| scale.dimensions[d].name.clone())
+        .collect()
 }
 
 /// Latent levels by IPIP dimension name.

@@ -237,7 +237,7 @@ impl ObserveEngine {
             if done.self_reports.contains_key(&s.id) {
                 return;
             }
-            match self.self_report(&own, s, &who).await {
+            match self.self_report(&own, s, &who).await.and_then(|q| self.scorable(q)) {
                 Ok((items, asked_again)) => {
                     let _ = sink.send(Step::SelfReport {
                         subject: s.id.clone(),
@@ -321,7 +321,7 @@ impl ObserveEngine {
         if pair.done.reports.contains_key(&pair.key()) {
             return;
         }
-        match self.report(&pair, &relationship, &dialogues).await {
+        match self.report(&pair, &relationship, &dialogues).await.and_then(|q| self.scorable(q)) {
             Ok((items, asked_again)) => {
                 let _ = pair.sink.send(Step::Report {
                     subject: pair.s.id.clone(),
@@ -580,6 +580,25 @@ impl ObserveEngine {
             &pair.asker(),
         )
         .await
+    }
+
+    /// A questionnaire every trait of which can be scored: at least half of each trait's items
+    /// answered (as an interview's dimension is scored from the rest). One with a trait below that
+    /// is a failure, said by trait and asked again whole by a resume, not a report of guesses.
+    fn scorable(&self, (items, asked_again): Questionnaire) -> Result<Questionnaire, JudgeFailure> {
+        let short = super::report::short_traits(self.scale(), &items);
+        if short.is_empty() {
+            return Ok((items, asked_again));
+        }
+        Err(JudgeFailure {
+            attempts: 2,
+            last: format!(
+                "fewer than half of the items of {} had a usable answer (left out: items {})",
+                short.join(", "),
+                self.left_out(&items).iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            ),
+            cause: None,
+        })
     }
 
     /// The questionnaire's items a report has no option for.

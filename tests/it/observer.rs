@@ -235,6 +235,80 @@ async fn one_unusable_item_never_voids_a_questionnaire() {
     assert_eq!(own["items"], serde_json::json!([7]), "{left:?}");
 }
 
+/// A self-report that only ever answers item 1 (and whose re-asks answer nothing) is no self-report:
+/// four traits would have no item and Extraversion one of ten. It fails, naming the traits, the run
+/// exits 1, the export lists it, and no trait is scored from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_questionnaire_that_leaves_out_half_a_traits_items_fails_rather_than_guesses() {
+    use incharacter_testkit::fake_openai::ScriptRule;
+    let fake = FakeConfig {
+        script: vec![
+            ScriptRule {
+                contains: "That reply cannot be used".into(),
+                reply: "{\"oops\": true}".into(),
+            },
+            ScriptRule {
+                contains: "each statement describes you".into(),
+                reply: "{\"1\": 5}".into(),
+            },
+        ],
+        ..FakeConfig::default()
+    };
+    let s = common::setup(fake, PROVIDER).await;
+    let (config, data) = (s.config.as_path(), s.data.as_path());
+    let out = command(config, data, SYNTHETIC).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let id = common::session_id(&out);
+    let e = export(config, data, &id);
+    let failed = e["failed"].as_array().unwrap();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0]["observer"].is_null(), "the self-report: {failed:?}");
+    let error = failed[0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("fewer than half of the items of")
+            && error.contains("Agreeableness")
+            && error.contains("Extraversion"),
+        "{error}"
+    );
+    assert!(e["subjects"][0]["self_report"].is_null(), "{}", e["subjects"][0]);
+    // The observers' reports are whole and scored as ever.
+    for o in e["subjects"][0]["observers"].as_array().unwrap() {
+        assert_eq!(o["report"]["traits"].as_object().unwrap().len(), 5, "{o}");
+    }
+}
+
+/// An observer session records options, not scores: once IPIP-50 is edited, its traits are scored
+/// with the scale as it is, and reading it says so (not that the recorded scores stand).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_ipip_is_said_to_rescore_an_observer_session() {
+    let s = common::setup(FakeConfig::default(), PROVIDER).await;
+    let (config, data) = (s.config.as_path(), s.data.as_path());
+    let out = run(config, data, SYNTHETIC).await;
+    let id = out["session"].as_str().unwrap().to_string();
+    let before = export(config, data, &id);
+    let scale = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/scales/IPIP-50.toml")).unwrap();
+    let first = "id = 1\ndimension = \"Extraversion\"\nkeying = \"positive\"";
+    assert!(scale.contains(first));
+    std::fs::create_dir_all(data.join("scales")).unwrap();
+    std::fs::write(
+        data.join("scales/IPIP-50.toml"),
+        scale.replace(first, &first.replace("positive", "negative")),
+    )
+    .unwrap();
+    let shown = command(config, data, &["export", &id]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&shown.stderr);
+    assert!(shown.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("has changed since session")
+            && stderr.contains("every trait score is computed from them with the scale as it is now")
+            && !stderr.contains("stand (keyed as they were)"),
+        "{stderr}"
+    );
+    let after: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_ne!(before["subjects"], after["subjects"], "re-keyed, as said");
+}
+
 /// A reply that cannot be used at first and can after a re-ask is recorded with every attempt, and
 /// the summary and the export count it: the policy's work is never hidden.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
