@@ -644,11 +644,28 @@ pub fn report(
         // By scale and dimension: scales share dimension names (BFI's and EPQ-R's Extraversion) on
         // ranges of their own.
         let mut by_dim: BTreeMap<(&str, &str), Vec<(f64, f64)>> = BTreeMap::new();
+        let mut by_scale: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
         for (case, h, m) in rated(cases, assessments, method, catalog) {
             all.push((h, m));
             by_dim.entry((&case.scale, &case.dimension)).or_default().push((h, m));
+            by_scale.entry(&case.scale).or_default().push((h, m));
         }
         let mut entry = agreement(&all);
+        // Pooled over scales of other ranges (1–7 and 0–1), a correlation follows the scales' means
+        // more than the ratings, and right/close/wrong is in each scale's own points: per scale too.
+        entry["pooled_scales"] = json!(by_scale.len());
+        entry["scales"] = Value::Array(
+            by_scale
+                .iter()
+                .map(|(scale, p)| {
+                    let mut row = json!({"scale": scale});
+                    if let (Some(row), Value::Object(stats)) = (row.as_object_mut(), agreement(p)) {
+                        row.extend(stats);
+                    }
+                    row
+                })
+                .collect(),
+        );
         entry["dimensions"] = Value::Array(
             by_dim
                 .iter()

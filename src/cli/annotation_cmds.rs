@@ -489,20 +489,37 @@ pub fn agreement(
         "{:<16} {:>5} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9}",
         "annotator", "n", "pearson", "spearman", "kendall", "right", "close", "wrong", "accuracy"
     )?;
+    let mut pooled = false;
     for (name, a) in report["annotators"].as_object().into_iter().flatten() {
+        let row = |label: &str, a: &serde_json::Value| {
+            format!(
+                "{:<16} {:>5} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9}",
+                label,
+                // A JSON value's Display ignores width and alignment: pad its text.
+                a["n"].to_string(),
+                f(&a["pearson"]),
+                f(&a["spearman"]),
+                f(&a["kendall_tau_b"]),
+                a["right"].to_string(),
+                a["close"].to_string(),
+                a["wrong"].to_string(),
+                f(&a["accuracy"])
+            )
+        };
+        writeln!(out, "{}", row(name, a))?;
+        // Several scales: each on its own line below the pooled one.
+        if a["pooled_scales"].as_u64().unwrap_or(0) > 1 {
+            pooled = true;
+            for s in a["scales"].as_array().into_iter().flatten() {
+                writeln!(out, "{}", row(&format!("  {}", s["scale"].as_str().unwrap_or("")), s))?;
+            }
+        }
+    }
+    if pooled {
         writeln!(
             out,
-            "{:<16} {:>5} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9}",
-            name,
-            // A JSON value's Display ignores width and alignment: pad its text.
-            a["n"].to_string(),
-            f(&a["pearson"]),
-            f(&a["spearman"]),
-            f(&a["kendall_tau_b"]),
-            a["right"].to_string(),
-            a["close"].to_string(),
-            a["wrong"].to_string(),
-            f(&a["accuracy"])
+            "(the first line of an annotator pools scales of different ranges: its correlations follow the scales' \
+             means as much as the ratings, and right/close/wrong counts each scale's own points; read the lines per scale)"
         )?;
     }
     writeln!(

@@ -489,4 +489,21 @@ async fn agreement_keeps_a_dimension_of_each_scale_apart() {
     let expected: BTreeMap<String, u64> = counts.into_iter().map(|(k, v)| (k, v as u64)).collect();
     assert_eq!(got, expected, "{report}");
     assert_eq!(got.len(), 2);
+    // The overall line pools the two scales: each also has its own, and the table says which to read.
+    let ann = &report["annotators"]["ann"];
+    assert_eq!(ann["pooled_scales"], 2, "{ann}");
+    let scales: BTreeMap<String, u64> = ann["scales"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["scale"].as_str().unwrap().to_string(), r["n"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(scales, expected, "{ann}");
+    let table = common::output(&s.config, &s.data, &["agreement", "--session", &id, "--method", "oc"]).await;
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.lines().any(|l| l.starts_with("  BFI ")) && text.lines().any(|l| l.starts_with("  EPQ-R ")),
+        "{text}"
+    );
+    assert!(text.contains("pools scales of different ranges"), "{text}");
 }
