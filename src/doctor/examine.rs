@@ -11,7 +11,7 @@ use crate::llm::LlmError;
 /// A provider's tiny request waits at most this long for a connection and for its first token: the
 /// doctor says "no usable answer" in seconds, where a run would wait and retry.
 const PROBE_CONNECT_S: f64 = 5.0;
-const PROBE_FIRST_TOKEN_S: f64 = 20.0;
+pub(super) const PROBE_FIRST_TOKEN_S: f64 = 20.0;
 
 /// Adds the slow facts: each provider's tiny request (short timeouts, no retries), the embedded
 /// model's checksum and load, pip. They run side by side.
@@ -53,7 +53,7 @@ pub async fn examine(mut facts: Facts, env: &(dyn Fn(&str) -> Option<String> + S
             Ok((client, shared)) => {
                 let probe = crate::study::check::probe(&client).await;
                 let adapted = shared.adapter.all().iter().map(|a| a.kind.describe().to_string()).collect();
-                reach_of(&probe, adapted)
+                reach_of(&probe, adapted, crate::llm::ChatModel::context_tokens(&client))
             }
             Err(e) => failed(&e),
         };
@@ -88,6 +88,7 @@ pub async fn examine(mut facts: Facts, env: &(dyn Fn(&str) -> Option<String> + S
             Some(Err(error)) => Reach::Failed {
                 error,
                 unauthorized: false,
+                slow: false,
             },
             None => Reach::Untried,
         };
@@ -100,15 +101,17 @@ fn failed(e: &LlmError) -> Reach {
     Reach::Failed {
         error: e.to_string(),
         unauthorized: matches!(e, LlmError::Unauthorized { .. }),
+        slow: matches!(e, LlmError::Exhausted { last, .. } if last.contains("no first token in time")),
     }
 }
 
-fn reach_of(probe: &crate::study::check::Probe, adapted: Vec<String>) -> Reach {
+fn reach_of(probe: &crate::study::check::Probe, adapted: Vec<String>, context: Option<usize>) -> Reach {
     match &probe.reply {
         Ok(_) => Reach::Answered {
             ms: probe.total.as_millis() as u64,
             json: probe.valid_json() == Some(true),
             adapted,
+            context,
         },
         Err(e) => failed(e),
     }

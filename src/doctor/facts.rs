@@ -78,14 +78,23 @@ pub struct Model {
 pub enum Reach {
     /// Not tried: not examined yet, or something stops it before any request.
     Untried,
-    /// The tiny request came back: after `ms`, as valid JSON or not, with what had to be adapted.
-    Answered { ms: u64, json: bool, adapted: Vec<String> },
+    /// The tiny request came back: after `ms`, as valid JSON or not, with what had to be adapted,
+    /// and the context the server then said it has (or the config states).
+    Answered {
+        ms: u64,
+        json: bool,
+        adapted: Vec<String>,
+        context: Option<usize>,
+    },
     /// A local provider's model loaded.
     Loaded(Duration),
     Failed {
         error: String,
         /// The key was rejected (401/403).
         unauthorized: bool,
+        /// No first token within the probe's wait, which is shorter than a run's: slow, perhaps
+        /// loading its model, not necessarily down.
+        slow: bool,
     },
 }
 
@@ -146,8 +155,14 @@ impl Provider {
         }
     }
 
+    /// Whether it answered (in a context an interview's requests fit in) or loaded; or is only slower
+    /// to its first token than the doctor waits (a run waits longer: its check warns).
     pub(super) fn serves(&self) -> bool {
-        matches!(self.reach, Reach::Answered { .. } | Reach::Loaded(_))
+        match self.reach {
+            Reach::Answered { context, .. } => context.is_none_or(|n| n >= super::verdict::SMALLEST_CONTEXT),
+            Reach::Loaded(_) | Reach::Failed { slow: true, .. } => true,
+            _ => false,
+        }
     }
 }
 

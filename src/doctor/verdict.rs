@@ -236,6 +236,10 @@ fn pip_check(pip: &Result<String, String>, model: &Model, blocking: Status) -> C
     }
 }
 
+/// The smallest context an interview's requests fit in (the config refuses a `context_tokens`
+/// below it): a server that says it has less fails the doctor for the roles that need it.
+pub(super) const SMALLEST_CONTEXT: usize = 1024;
+
 fn provider_check(p: &Provider) -> Check {
     let c = &p.config;
     let name = format!("provider {}", c.name);
@@ -276,7 +280,17 @@ fn provider_check(p: &Provider) -> Check {
     match &p.reach {
         Reach::Untried => Check::new(name, Status::Ok, detail),
         Reach::Loaded(d) => Check::new(name, Status::Ok, format!("{detail}; loads in {}", seconds(*d))),
-        Reach::Answered { ms, json, adapted } => {
+        Reach::Answered { context: Some(n), .. } if *n < SMALLEST_CONTEXT && failing == Status::Fail => Check::new(
+            name,
+            failing,
+            format!("{detail}; answers, but its context is {n} tokens: no interview's request fits in fewer than {SMALLEST_CONTEXT}"),
+        )
+        .fix(format!(
+            "start the server with a larger context (llama.cpp: -c 8192; Ollama: num_ctx), or set context_tokens if it \
+             has more than it says; `incharacter providers check {}` tries the method's requests",
+            c.name
+        )),
+        Reach::Answered { ms, json, adapted, .. } => {
             let structured = match (c.structured_output, *json, adapted.is_empty()) {
                 (true, true, true) => "structured output works".to_string(),
                 (true, true, false) => format!("structured output works, adapted: {}", adapted.join("; ")),
@@ -303,7 +317,20 @@ fn provider_check(p: &Provider) -> Check {
                 ))
             }
         }
-        Reach::Failed { error, unauthorized } => {
+        Reach::Failed { error, slow: true, .. } => Check::new(
+            name,
+            Status::Warn,
+            format!(
+                "{detail}; no first token within the doctor's {} s ({error}): a run waits up to {} s",
+                super::examine::PROBE_FIRST_TOKEN_S,
+                c.timeout_first_token_s
+            ),
+        )
+        .fix(format!(
+            "a server loading its model answers late the first time: `incharacter providers check {}` waits as a run does",
+            c.name
+        )),
+        Reach::Failed { error, unauthorized, .. } => {
             let fix = match (&c.api_key_env, *unauthorized) {
                 (Some(var), true) => format!("check the key in {var}"),
                 (None, true) if c.api_key.is_some() => "check the key in the config file".to_string(),
@@ -509,6 +536,7 @@ mod tests {
         let report = judge(&lab(Reach::Failed {
             error: "cannot connect to https://llm.example/v1: connection refused".into(),
             unauthorized: false,
+            slow: false,
         }));
         assert!(!report.ok);
         let lab = check(&report, "provider lab");
@@ -565,6 +593,7 @@ mod tests {
         facts.providers[0].reach = Reach::Failed {
             error: "not a GGUF file".into(),
             unauthorized: false,
+            slow: false,
         };
         let report = judge(&facts);
         assert!(!report.ok);
@@ -631,6 +660,7 @@ mod tests {
             ms: 42,
             json: true,
             adapted: Vec::new(),
+            context: Some(8192),
         });
         facts.pip = Some(Err("python3 cannot be run: not found".into()));
         let report = judge(&facts);
@@ -650,12 +680,43 @@ mod tests {
         assert_eq!(check(&report, "provider local").status, Status::Warn);
     }
 
+    /// A server whose context holds no interview answers the doctor's tiny request: it fails for
+    /// the roles that need it all the same. One slow to its first token is a warning, not "start the
+    /// server".
+    #[test]
+    fn a_server_too_small_fails_and_one_slow_to_answer_is_a_warning() {
+        let small = lab(Reach::Answered {
+            ms: 42,
+            json: true,
+            adapted: Vec::new(),
+            context: Some(100),
+        });
+        let report = judge(&small);
+        assert!(!report.ok, "{report:#?}");
+        let entry = check(&report, "provider lab");
+        assert_eq!(entry.status, Status::Fail);
+        assert!(entry.detail.contains("its context is 100 tokens"), "{}", entry.detail);
+        assert!(entry.fix.as_deref().unwrap().contains("larger context"));
+        let slow = lab(Reach::Failed {
+            error: "no usable reply after 1 attempt; last problem: no first token in time".into(),
+            unauthorized: false,
+            slow: true,
+        });
+        let report = judge(&slow);
+        assert!(report.ok, "{report:#?}");
+        let entry = check(&report, "provider lab");
+        assert_eq!(entry.status, Status::Warn);
+        assert!(entry.detail.contains("a run waits up to 120 s"), "{}", entry.detail);
+        assert!(!entry.fix.as_deref().unwrap().contains("start the server"));
+    }
+
     #[test]
     fn a_reply_that_is_not_json_is_a_warning_with_a_fix() {
         let facts = lab(Reach::Answered {
             ms: 42,
             json: false,
             adapted: Vec::new(),
+            context: None,
         });
         let lab = judge(&facts)
             .checks
