@@ -4,14 +4,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::facts::{Checksum, Facts, Reach, local_model, local_model_path};
+use super::facts::{Checksum, Facts, PROBE_FIRST_TOKEN_S, Reach, local_model, local_model_path};
 use crate::config::ProviderKind;
 use crate::llm::LlmError;
 
-/// A provider's tiny request waits at most this long for a connection and for its first token: the
-/// doctor says "no usable answer" in seconds, where a run would wait and retry.
+/// A provider's tiny request waits at most this long for a connection: the doctor says "no usable
+/// answer" in seconds, where a run would wait and retry (for its first token, [`PROBE_FIRST_TOKEN_S`]).
 const PROBE_CONNECT_S: f64 = 5.0;
-pub(super) const PROBE_FIRST_TOKEN_S: f64 = 20.0;
 
 /// Adds the slow facts: each provider's tiny request (short timeouts, no retries), the embedded
 /// model's checksum and load, pip. They run side by side.

@@ -98,6 +98,14 @@ pub enum Reach {
     },
 }
 
+/// The smallest context an interview's requests fit in (the config refuses a `context_tokens`
+/// below it): a server that says it has less fails the doctor for the roles that need it.
+pub(super) const SMALLEST_CONTEXT: usize = 1024;
+
+/// How long a provider's tiny request waits for its first token: shorter than a run's wait, so one
+/// slower than this is said to be slow, not down.
+pub(super) const PROBE_FIRST_TOKEN_S: f64 = 20.0;
+
 /// One configured provider.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Provider {
@@ -159,7 +167,7 @@ impl Provider {
     /// to its first token than the doctor waits (a run waits longer: its check warns).
     pub(super) fn serves(&self) -> bool {
         match self.reach {
-            Reach::Answered { context, .. } => context.is_none_or(|n| n >= super::verdict::SMALLEST_CONTEXT),
+            Reach::Answered { context, .. } => context.is_none_or(|n| n >= SMALLEST_CONTEXT),
             Reach::Loaded(_) | Reach::Failed { slow: true, .. } => true,
             _ => false,
         }

@@ -236,10 +236,6 @@ fn pip_check(pip: &Result<String, String>, model: &Model, blocking: Status) -> C
     }
 }
 
-/// The smallest context an interview's requests fit in (the config refuses a `context_tokens`
-/// below it): a server that says it has less fails the doctor for the roles that need it.
-pub(super) const SMALLEST_CONTEXT: usize = 1024;
-
 fn provider_check(p: &Provider) -> Check {
     let c = &p.config;
     let name = format!("provider {}", c.name);
@@ -280,10 +276,13 @@ fn provider_check(p: &Provider) -> Check {
     match &p.reach {
         Reach::Untried => Check::new(name, Status::Ok, detail),
         Reach::Loaded(d) => Check::new(name, Status::Ok, format!("{detail}; loads in {}", seconds(*d))),
-        Reach::Answered { context: Some(n), .. } if *n < SMALLEST_CONTEXT && failing == Status::Fail => Check::new(
+        Reach::Answered { context: Some(n), .. } if *n < super::facts::SMALLEST_CONTEXT && failing == Status::Fail => Check::new(
             name,
             failing,
-            format!("{detail}; answers, but its context is {n} tokens: no interview's request fits in fewer than {SMALLEST_CONTEXT}"),
+            format!(
+                "{detail}; answers, but its context is {n} tokens: no interview's request fits in fewer than {}",
+                super::facts::SMALLEST_CONTEXT
+            ),
         )
         .fix(format!(
             "start the server with a larger context (llama.cpp: -c 8192; Ollama: num_ctx), or set context_tokens if it \
@@ -322,7 +321,7 @@ fn provider_check(p: &Provider) -> Check {
             Status::Warn,
             format!(
                 "{detail}; no first token within the doctor's {} s ({error}): a run waits up to {} s",
-                super::examine::PROBE_FIRST_TOKEN_S,
+                super::facts::PROBE_FIRST_TOKEN_S,
                 c.timeout_first_token_s
             ),
         )
