@@ -61,7 +61,33 @@ pub fn resolve_entry(models: &Path, name: &str) -> Result<Registered, LlmError> 
 
 /// Registers a user's GGUF under `name` (a name registered for another file only with `replace`).
 pub fn add(models: &Path, path: &Path, name: &str, replace: bool) -> Result<(Registered, Facts), LlmError> {
+    usable(path)?;
     Ok(embedded::add(models, path, name, replace)?)
+}
+
+/// The fewest positions a registered model must hold: a question and its answer.
+const FEWEST_POSITIONS: usize = 256;
+
+/// Whether the GGUF at `path` is a model this engine can run, checked before it is registered (a file
+/// whose header reads but whose shapes or tokenizer do not, registered, failed every use): it loads,
+/// its tokenizer reads a line of text in two scripts, and its context holds a question and an answer.
+/// What stops it is the user's file's problem (exit 2).
+fn usable(path: &Path) -> Result<(), LlmError> {
+    let refuse = |why: String| LlmError::Config(format!("{} cannot be used as a model: {why}", path.display()));
+    let model = embedded::Model::load("checking", path, crate::config::LLAMA_CONTEXT).map_err(|e| match e {
+        embedded::Error::Model(why) | embedded::Error::Input(why) => refuse(why),
+        other => other.into(),
+    })?;
+    model
+        .encode("Hello, Hermione: what would you do? 你好。")
+        .map_err(|e| refuse(format!("its tokenizer cannot read text ({e})")))?;
+    if model.context() < FEWEST_POSITIONS {
+        return Err(refuse(format!(
+            "its context is {} positions, fewer than the {FEWEST_POSITIONS} a question and its answer need",
+            model.context()
+        )));
+    }
+    Ok(())
 }
 
 /// Forgets a model: a registered file is unregistered (left where it is), a fetched model deleted.

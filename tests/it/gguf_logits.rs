@@ -202,6 +202,34 @@ fn tiny_gemma3_qwen3_and_phi3_files_register_and_answer_schema_valid_json() {
     }
 }
 
+/// A file whose header reads but that no request could run on (here a context of 16 positions) is
+/// refused when it is added, as the user's file (exit 2), not registered to fail every use.
+#[test]
+fn model_add_refuses_a_file_that_loads_no_usable_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(fixtures().join("tiny-qwen3-q4_k_m.gguf")).unwrap();
+    let key = b"qwen3.context_length";
+    let at = bytes.windows(key.len()).position(|w| w == key).expect("the key") + key.len();
+    // The value's type (u32 = 4), then the value.
+    assert_eq!(u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()), 4);
+    bytes[at + 4..at + 8].copy_from_slice(&16u32.to_le_bytes());
+    let copy = dir.path().join("short.gguf");
+    std::fs::write(&copy, bytes).unwrap();
+    let data = dir.path().join("data");
+    let out = crate::common::offline(&data, &["model", "add", &copy.display().to_string(), "--name", "short"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot be used as a model: its context is 16 positions"),
+        "{stderr}"
+    );
+    let listed = crate::common::offline(&data, &["model", "list", "--json"]);
+    assert!(
+        !String::from_utf8_lossy(&listed.stdout).contains("\"short\""),
+        "not registered"
+    );
+}
+
 /// A data dir that cannot hold the registry (here a file) is the machine's failure, exit 1, as the
 /// README's exit codes say; a file that is no GGUF model stays the user's, exit 2.
 #[test]

@@ -285,7 +285,12 @@ fn render_cards(
     frame.render_widget(b, area);
     let width = inner.width as usize;
     let mut lines = Vec::new();
+    // The selected card's lines: kept in view when the cards are taller than the pane.
+    let mut card = (0, 0);
     for (i, o) in s.observers.iter().enumerate() {
+        if i == selected {
+            card.0 = lines.len();
+        }
         let status = if o.report.is_some() {
             Span::styled(" reported", theme.fg(theme.positive))
         } else if failed.contains_key(o.id.as_str()) {
@@ -325,8 +330,21 @@ fn render_cards(
                 lines.push(Line::styled(format!("  {l}"), theme.dim()));
             }
         }
+        if i == selected {
+            card.1 = lines.len();
+        }
     }
-    frame.render_widget(Paragraph::new(lines), inner);
+    frame.render_widget(
+        Paragraph::new(lines).scroll((card_top(card, inner.height as usize), 0)),
+        inner,
+    );
+}
+
+/// The first line shown of a list of cards `height` lines high, so that the card on lines
+/// `start..end` is in view (its top, when it is taller than the pane).
+fn card_top((start, end): (usize, usize), height: usize) -> u16 {
+    let top = end.saturating_sub(height).min(start);
+    u16::try_from(top).unwrap_or(u16::MAX)
 }
 
 impl Observers {
@@ -448,6 +466,14 @@ impl Observers {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_selected_card_is_kept_in_view() {
+        use super::card_top;
+        assert_eq!(card_top((0, 4), 20), 0, "all fit");
+        assert_eq!(card_top((40, 44), 20), 24, "the last card at the bottom");
+        assert_eq!(card_top((10, 40), 20), 10, "a card taller than the pane: its top");
+    }
+
     use super::partial_utterance;
 
     #[test]
