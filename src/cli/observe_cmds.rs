@@ -341,35 +341,60 @@ impl Headless for Observers {
                        "aggregate": s.aggregate, "observers": s.observers.iter().filter(|o| o.report.is_some()).count()})
             })
             .collect();
-        // Each trait of a questionnaire that left items out was scored from the rest, which the
-        // tables alone would not say.
-        let left_out = observe::left_out(events);
         let mut table = report::tables(&subjects, &stats);
-        for l in &left_out {
-            let items: Vec<String> = l.items.iter().map(u32::to_string).collect();
-            table.push_str(&format!(
-                "left out of {}: item(s) {} (no usable answer; its traits scored from the rest)\n",
-                l.whose(),
-                items.join(", ")
-            ));
-        }
-        // Replies taken only after a re-ask: the policy's work, recorded, not hidden.
-        let reasked = observe::reasked(events);
-        if reasked > 0 {
-            table.push_str(&format!(
-                "re-asked: {reasked} {} not be used at first and {} asked again until one could (every attempt is in the journal)\n",
-                if reasked == 1 { "reply could" } else { "replies could" },
-                if reasked == 1 { "was" } else { "were" }
-            ));
-        }
-        let fields = [
+        let (notes, what) = questionnaire_notes(events);
+        table.push_str(&notes);
+        let mut fields: Map<String, Value> = [
             ("subjects".to_string(), json!(summary)),
             ("statistics".to_string(), json!(stats)),
-            ("left_out".to_string(), json!(left_out)),
-            ("reasked".to_string(), json!(reasked)),
-        ];
-        Ok((table, fields.into_iter().collect()))
+        ]
+        .into_iter()
+        .collect();
+        fields.extend(what);
+        Ok((table, fields))
     }
+}
+
+/// What an observer session's tables alone would not say, as lines below them and as JSON fields
+/// (`left_out`, `failed`, `reasked`): items left out (their traits scored from the rest), the
+/// questionnaires missing for a failure and why, and the replies used only after a re-ask.
+pub(super) fn questionnaire_notes(events: &[Event]) -> (String, Map<String, Value>) {
+    let mut text = String::new();
+    let left_out = observe::left_out(events);
+    for l in &left_out {
+        let items: Vec<String> = l.items.iter().map(u32::to_string).collect();
+        text.push_str(&format!(
+            "left out of {}: item(s) {} (no usable answer; its traits scored from the rest)\n",
+            l.whose(),
+            items.join(", ")
+        ));
+    }
+    let failed = observe::failed(events);
+    for f in &failed {
+        let whose = match &f.observer {
+            Some(o) => format!("{}'s report on {}", o, f.subject),
+            None => format!("{}'s self-report", f.subject),
+        };
+        text.push_str(&format!(
+            "failed: {whose} ({}): {}\n",
+            f.what,
+            crate::text::terminal_safe(&f.error)
+        ));
+    }
+    let reasked = observe::reasked(events);
+    if reasked > 0 {
+        text.push_str(&format!(
+            "re-asked: {reasked} {} not be used at first and {} asked again until one could (every attempt is in the journal)\n",
+            if reasked == 1 { "reply could" } else { "replies could" },
+            if reasked == 1 { "was" } else { "were" }
+        ));
+    }
+    let fields = [
+        ("left_out".to_string(), json!(left_out)),
+        ("failed".to_string(), json!(failed)),
+        ("reasked".to_string(), json!(reasked)),
+    ];
+    (text, fields.into_iter().collect())
 }
 
 #[cfg(test)]

@@ -64,7 +64,8 @@ pub fn report(
                 .ok_or_else(|| input_error("the IPIP-50 scale is missing"))?;
             let stats = crate::observer::report::statistics(&subjects, scale, plan.seed);
             let human = super::annotation_cmds::human_ratings(&dir, catalog, &events, &plan, &subjects, scale)?;
-            observer_sessions.push((id.clone(), subjects, stats, human));
+            let notes = super::observe_cmds::questionnaire_notes(&events);
+            observer_sessions.push((id.clone(), subjects, stats, human, notes));
             continue;
         }
         // (A scale the catalog lacks is said by the session's loading; none of them: nothing to
@@ -112,13 +113,11 @@ pub fn report(
                 .zip(&adapted)
                 .zip(&targets)
                 .map(|((row, (_, adapted)), targets)| interview_entry(row, adapted, targets, labels, bootstrap))
-                .chain(observer_sessions.iter().map(|(id, _, stats, human)| {
-                    let mut entry = json!({"session": id, "kind": "observers", "statistics": stats});
-                    if let Some(h) = human {
-                        entry["human_ratings"] = h.to_json();
-                    }
-                    entry
-                }))
+                .chain(
+                    observer_sessions
+                        .iter()
+                        .map(|(id, _, stats, human, (_, notes))| observer_entry(id, stats, human.as_ref(), notes)),
+                )
                 .chain(
                     rolebench_sessions
                         .iter()
@@ -140,14 +139,15 @@ pub fn report(
                 write!(out, "{}", super::rolebench_cmds::tables(totals))?;
                 writeln!(out, "```\n")?;
             }
-            for (id, subjects, stats, _) in &observer_sessions {
+            for (id, subjects, stats, _, (notes, _)) in &observer_sessions {
                 writeln!(out, "## {id} (observers)\n\n```text")?;
                 write!(out, "{}", crate::observer::report::tables(subjects, stats))?;
+                write!(out, "{notes}")?;
                 writeln!(out, "```\n")?;
             }
             let rated: Vec<(&str, &_)> = observer_sessions
                 .iter()
-                .filter_map(|(id, _, _, human)| Some((id.as_str(), human.as_ref()?)))
+                .filter_map(|(id, _, _, human, _)| Some((id.as_str(), human.as_ref()?)))
                 .collect();
             if !rated.is_empty() {
                 writeln!(out, "## Human ratings of the subjects (Tables 3 and 4)\n\n```text")?;
@@ -200,6 +200,24 @@ fn interview_entry(
 }
 
 /// The sessions' summary rows as one Markdown table (every cell kept in its column).
+/// An observer session's entry in `report --format json`: its statistics, what its tables alone do
+/// not say (`failed`, `left_out`, `reasked`), and its human ratings if any.
+fn observer_entry(
+    id: &str,
+    stats: &crate::observer::report::Statistics,
+    human: Option<&super::annotation_cmds::HumanRatings>,
+    notes: &serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Value {
+    let mut entry = serde_json::Value::Object(notes.clone());
+    entry["session"] = json!(id);
+    entry["kind"] = json!("observers");
+    entry["statistics"] = json!(stats);
+    if let Some(h) = human {
+        entry["human_ratings"] = h.to_json();
+    }
+    entry
+}
+
 fn summary_table(sessions: &[Row]) -> String {
     use crate::text::md_cell as md;
     let mut t = String::from(

@@ -393,8 +393,9 @@ pub fn export(
                 .ok_or_else(|| input_error("the IPIP-50 scale is missing"))?;
             let stats = crate::observer::report::statistics(&subjects, scale, plan.seed);
             format!(
-                "# Session {id}\n\n```text\n{}```\n",
-                crate::observer::report::tables(&subjects, &stats)
+                "# Session {id}\n\n```text\n{}{}```\n",
+                crate::observer::report::tables(&subjects, &stats),
+                super::observe_cmds::questionnaire_notes(&events).0
             )
         }
         (_, observers) => return export_interviews(ctx, id, format, &events, observers.is_some(), output, out),

@@ -563,10 +563,32 @@ async fn an_export_names_the_reports_that_failed_and_why() {
         5,
         "the self-report's traits: {csv}"
     );
+    // Where results are read, the missing reports are said, not only counted in n.
+    let report = command(config, data, &["report", &id]).output().unwrap();
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert_eq!(text.matches("failed: o").count(), 3, "{text}");
+    assert!(text.contains("'s report on s1 (scenarios): "), "{text}");
+    let md = command(config, data, &["export", &id, "--format", "md"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&md.stdout).matches("failed: o").count(), 3);
+    let json = command(config, data, &["report", &id, "--format", "json"])
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json[0]["failed"].as_array().unwrap().len(), 3, "{json}");
     // A resume asks the failed ones again (and they fail again here).
     let before = s.server.stats().requests;
-    let out = command(config, data, &["observe", "--resume", &id]).output().unwrap();
+    let out = command(config, data, &["observe", "--resume", &id, "--json"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(s.server.stats().requests > before);
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary["failed"].as_array().unwrap().len(),
+        3,
+        "--json says them too: {summary}"
+    );
     assert_eq!(export(config, data, &id)["failed"].as_array().unwrap().len(), 3);
 }
