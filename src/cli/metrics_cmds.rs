@@ -58,8 +58,8 @@ pub(super) fn read_csv_with(
         let start = lines.0[line as usize - 1];
         let column = String::from_utf8_lossy(&bytes[start..at]).chars().count() + 1;
         return Err(input_error(format!(
-            "{name}:{line}:{column}: this quote is never closed, so the rest of the file would be read as one \
-             field (a quote inside a field is written twice, \"\", in a field that is quoted whole)"
+            "{name}:{line}:{column}: this quote is never closed, or only after whole rows, which would be read \
+             as this one field's text (a quote inside a field is written twice, \"\", in a field quoted whole)"
         )));
     }
     let mut reader = csv::ReaderBuilder::new()
@@ -168,15 +168,29 @@ impl LineStarts {
     }
 }
 
-/// The byte offset of a quote that opens a field and is never closed, as the CSV reader reads
-/// quotes: special only at a field's start, `""` inside a quoted field is a quote of its text.
+/// The byte offset of a quote that opens a field and runs away with rows: never closed, or closed
+/// only after a line that holds as many commas as the header (a row of its own, taken into one
+/// field's text by a stray quote before it). Quotes as the CSV reader reads them: special only at a
+/// field's start, `""` inside a quoted field is a quote of its text. A note over several lines
+/// (`annotations export` writes them) has no line like a row.
 fn unclosed_quote(bytes: &[u8]) -> Option<usize> {
+    let header = bytes
+        .split(|&b| b == b'\n')
+        .find(|l| !l.iter().all(u8::is_ascii_whitespace));
+    let commas = header.map_or(0, |h| h.iter().filter(|&&b| b == b',').count());
+    let row_like = |line: &[u8]| commas > 0 && line.iter().filter(|&&b| b == b',').count() >= commas;
     let (mut at, mut field_start, mut opened) = (0, true, None);
     while at < bytes.len() {
         let b = bytes[at];
         match opened {
             Some(_) if b == b'"' && bytes.get(at + 1) == Some(&b'"') => at += 1,
             Some(_) if b == b'"' => opened = None,
+            Some(open) if b == b'\n' => {
+                let line = bytes[at + 1..].split(|&b| b == b'\n').next().unwrap_or_default();
+                if row_like(line) {
+                    return Some(open);
+                }
+            }
             Some(_) => {}
             None if field_start && b == b'"' => opened = Some(at),
             None => {}
@@ -570,6 +584,16 @@ mod tests {
             unclosed_quote(b"a,b\n1,\"x\"\"\n"),
             Some(6),
             "a doubled quote at the end closes nothing"
+        );
+        // Closed, but only after rows of their own: a stray quote, then a quoted field further down.
+        assert_eq!(
+            unclosed_quote(b"a,b,c\n1,1,ok\n2,2,\"oops\n3,3,x\n5,1,\"z\"\n"),
+            Some(17)
+        );
+        // A note over lines that are no rows stays one field.
+        assert_eq!(
+            unclosed_quote(b"a,b,note\n1,2,\"first line\nsecond, line\"\n3,4,\n"),
+            None
         );
     }
 

@@ -103,72 +103,16 @@ impl Secrets {
     }
 }
 
-/// `text` with every run of base64 whose decoding holds a secret (or, of a key or a credential, a
-/// run of [`FRAGMENT`] of its characters) replaced by what it is. A run is read across the line
-/// breaks and spaces that wrap an encoding (MIME wraps at 76 columns), from each of the four places
-/// a group of four can start at, in either alphabet; so an encoding cut short, or wrapped inside the
-/// key, gives nothing away either. The words of the run the secret was read from are replaced whole.
+/// `text` with every run of base64 or hexadecimal whose decoding holds a secret (or, of a key or a
+/// credential, a run of [`FRAGMENT`] of its characters) replaced by what it is. A run is read across
+/// what wraps or spaces an encoding (MIME wraps base64 at 76 columns; a dump writes hex in pairs apart
+/// by spaces or colons), from each place a group can start at, in either base64 alphabet; so an
+/// encoding cut short, or broken inside the key, gives nothing away either. The words of the run the
+/// secret was read from are replaced whole.
 fn replace_encoded(text: &str, kept: &[Kept]) -> String {
-    use base64::Engine;
-    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
-    let lenient = GeneralPurposeConfig::new()
-        .with_decode_allow_trailing_bits(true)
-        .with_decode_padding_mode(DecodePaddingMode::Indifferent);
-    let engines = [
-        GeneralPurpose::new(&base64::alphabet::STANDARD, lenient),
-        GeneralPurpose::new(&base64::alphabet::URL_SAFE, lenient),
-    ];
-    let symbol = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_');
-    let bytes = text.as_bytes();
-    // Words of base64 symbols (a padding `=` ends one), then chains of words apart by whitespace.
-    let mut words: Vec<(usize, usize)> = Vec::new();
-    let mut at = 0;
-    while at < bytes.len() {
-        if symbol(bytes[at]) {
-            let start = at;
-            while at < bytes.len() && symbol(bytes[at]) {
-                at += 1;
-            }
-            words.push((start, at));
-        } else {
-            at += 1;
-        }
-    }
-    let apart_by_space = |a: (usize, usize), b: (usize, usize)| bytes[a.1..b.0].iter().all(|c| matches!(c, b' ' | b'\t' | b'\r' | b'\n' | b'='));
-    let mut spans: Vec<(usize, usize, &'static str)> = Vec::new();
-    let mut first = 0;
-    while first < words.len() {
-        let mut last = first;
-        while last + 1 < words.len() && apart_by_space(words[last], words[last + 1]) {
-            last += 1;
-        }
-        let chain = &words[first..=last];
-        // The chain's symbols joined, each with the word it came from.
-        let mut joined = Vec::new();
-        let mut word_of = Vec::new();
-        for (w, &(start, end)) in chain.iter().enumerate() {
-            joined.extend_from_slice(&bytes[start..end]);
-            word_of.extend(std::iter::repeat_n(first + w, end - start));
-        }
-        if joined.len() >= 12 {
-            for offset in 0..4.min(joined.len()) {
-                let usable = (joined.len() - offset) / 4 * 4;
-                for engine in &engines {
-                    let Ok(decoded) = engine.decode(&joined[offset..offset + usable]) else {
-                        continue;
-                    };
-                    for k in kept {
-                        for (from, to) in found_in(&decoded, k) {
-                            // Decoded bytes [from, to) came from symbols [from/3·4, ⌈to/3⌉·4).
-                            let a = offset + from / 3 * 4;
-                            let b = (offset + to.div_ceil(3) * 4).min(joined.len()) - 1;
-                            spans.push((words[word_of[a]].0, words[word_of[b]].1, k.instead));
-                        }
-                    }
-                }
-            }
-        }
-        first = last + 1;
+    let mut spans = Vec::new();
+    for encoding in [&BASE64, &HEX] {
+        spans.extend(encoded_spans(text.as_bytes(), kept, encoding));
     }
     if spans.is_empty() {
         return text.to_string();
@@ -188,6 +132,96 @@ fn replace_encoded(text: &str, kept: &[Kept]) -> String {
     }
     out.push_str(&text[copied..]);
     out
+}
+
+/// A text encoding of bytes a server may write a secret in.
+struct Encoding {
+    /// A character of an encoded word.
+    symbol: fn(u8) -> bool,
+    /// What may stand between two words of one run.
+    between: fn(u8) -> bool,
+    /// Bytes decoded from a group of characters, and the group's characters.
+    group: (usize, usize),
+    /// The readings of a run of whole groups (none that fail to decode).
+    decode: fn(&[u8]) -> Vec<Vec<u8>>,
+}
+
+const BASE64: Encoding = Encoding {
+    symbol: |b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_'),
+    between: |b| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'='),
+    group: (3, 4),
+    decode: |run| {
+        use base64::Engine;
+        use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+        let lenient = GeneralPurposeConfig::new()
+            .with_decode_allow_trailing_bits(true)
+            .with_decode_padding_mode(DecodePaddingMode::Indifferent);
+        [&base64::alphabet::STANDARD, &base64::alphabet::URL_SAFE]
+            .into_iter()
+            .filter_map(|alphabet| GeneralPurpose::new(alphabet, lenient).decode(run).ok())
+            .collect()
+    },
+};
+
+const HEX: Encoding = Encoding {
+    symbol: |b| b.is_ascii_hexdigit(),
+    between: |b| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b':' | b'-' | b','),
+    group: (1, 2),
+    decode: |run| {
+        let digit = |d: u8| (d as char).to_digit(16).unwrap_or(0) as u8;
+        vec![run.chunks_exact(2).map(|p| digit(p[0]) << 4 | digit(p[1])).collect()]
+    },
+};
+
+/// Where in `bytes` runs of `encoding` decode to one of `kept`: (start, end, what it is).
+fn encoded_spans(bytes: &[u8], kept: &[Kept], encoding: &Encoding) -> Vec<(usize, usize, &'static str)> {
+    let (per_group, chars) = encoding.group;
+    // Words of symbols, then chains of words with only separators between them.
+    let mut words: Vec<(usize, usize)> = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let start = at;
+        while at < bytes.len() && (encoding.symbol)(bytes[at]) {
+            at += 1;
+        }
+        if at > start {
+            words.push((start, at));
+        } else {
+            at += 1;
+        }
+    }
+    let apart = |a: (usize, usize), b: (usize, usize)| bytes[a.1..b.0].iter().all(|&c| (encoding.between)(c));
+    let mut spans = Vec::new();
+    let mut first = 0;
+    while first < words.len() {
+        let mut last = first;
+        while last + 1 < words.len() && apart(words[last], words[last + 1]) {
+            last += 1;
+        }
+        // The chain's symbols joined, each with the word it came from.
+        let (mut joined, mut word_of) = (Vec::new(), Vec::new());
+        for (w, &(start, end)) in words[first..=last].iter().enumerate() {
+            joined.extend_from_slice(&bytes[start..end]);
+            word_of.extend(std::iter::repeat_n(first + w, end - start));
+        }
+        if joined.len() >= 2 * FRAGMENT {
+            for offset in 0..chars.min(joined.len()) {
+                let usable = (joined.len() - offset) / chars * chars;
+                for decoded in (encoding.decode)(&joined[offset..offset + usable]) {
+                    for k in kept {
+                        for (from, to) in found_in(&decoded, k) {
+                            // Decoded bytes [from, to) came from the symbols of their groups.
+                            let a = offset + from / per_group * chars;
+                            let b = (offset + to.div_ceil(per_group) * chars).min(joined.len()) - 1;
+                            spans.push((words[word_of[a]].0, words[word_of[b]].1, k.instead));
+                        }
+                    }
+                }
+            }
+        }
+        first = last + 1;
+    }
+    spans
 }
 
 /// Where in `decoded` `kept` stands: the whole of it, and, of a key or a credential, each run of
@@ -500,6 +534,17 @@ mod tests {
         let url = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("Bearer {key}"));
         assert!(scrubbed(key, &url[..url.len() - 6]).contains("[the key]"));
         // Words around it stay; text with no key in it is as it was.
+        // In hexadecimal, pairs apart by spaces, colons or line breaks, as dumps write them.
+        let hex: Vec<String> = headers.bytes().map(|b| format!("{b:02x}")).collect();
+        for joint in [" ", ":", "\n"] {
+            let out = scrubbed(key, &format!("dump: {}", hex.join(joint)));
+            assert!(out.contains("[the key]"), "{joint:?}: {out}");
+            let left: String = out.split(|c: char| !c.is_ascii_hexdigit()).filter(|w| w.len() == 2).collect();
+            let bytes: Vec<u8> = (0..left.len() / 2).map(|i| u8::from_str_radix(&left[2 * i..2 * i + 2], 16).unwrap()).collect();
+            assert!(!String::from_utf8_lossy(&bytes).contains(&key[..8]), "{joint:?}: {out}");
+        }
+        let wrapped = hex.concat().as_bytes().chunks(32).map(|c| String::from_utf8_lossy(c).into_owned()).collect::<Vec<_>>().join("\n");
+        assert!(scrubbed(key, &wrapped).contains("[the key]"));
         let out = scrubbed(key, &format!("before {encoded} after"));
         assert!(out.starts_with("before ") && out.ends_with(" after") && out.contains("[the key]"), "{out}");
         let plain = "The quick brown fox jumps over the lazy dog again and again 0123456789";

@@ -59,7 +59,13 @@ pub async fn examine(mut facts: Facts, env: &(dyn Fn(&str) -> Option<String> + S
         (i, reach)
     }))
     .await;
-    for (i, reach) in probes {
+    for (i, mut reach) in probes {
+        // Slow only if a run waits longer than the probe did: one that waits no longer times out too.
+        if let Reach::Failed { slow, .. } = &mut reach
+            && facts.providers[i].config.timeout_first_token_s <= PROBE_FIRST_TOKEN_S
+        {
+            *slow = false;
+        }
         facts.providers[i].reach = reach;
     }
     if let Ok(Some((checksum, load))) = model.await {

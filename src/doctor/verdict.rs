@@ -343,6 +343,11 @@ fn provider_check(p: &Provider) -> Check {
                     local_model(c),
                     local_model(c)
                 ),
+                (_, false) if error.contains("no first token in time") => format!(
+                    "no first token within the provider's timeout_first_token_s ({} s), which a run waits too: raise \
+                     it for a slow server; `incharacter providers check {}` says more",
+                    c.timeout_first_token_s, c.name
+                ),
                 (_, false) => format!(
                     "start the server at {} if nothing answers there, or correct base_url (the server's \
                      OpenAI-compatible API, not a web page); `incharacter providers check {}` says more",
@@ -707,6 +712,20 @@ mod tests {
         assert_eq!(entry.status, Status::Warn);
         assert!(entry.detail.contains("a run waits up to 120 s"), "{}", entry.detail);
         assert!(!entry.fix.as_deref().unwrap().contains("start the server"));
+        // A provider whose own wait is no longer than the probe's times out in a run too: it fails.
+        let mut short = lab(Reach::Failed {
+            error: "no usable reply after 1 attempt; last problem: no first token in time".into(),
+            unauthorized: false,
+            slow: false,
+        });
+        for p in short.providers.iter_mut().filter(|p| p.config.name == "lab") {
+            p.config.timeout_first_token_s = 5.0;
+        }
+        let report = judge(&short);
+        assert!(!report.ok);
+        let entry = check(&report, "provider lab");
+        assert_eq!(entry.status, Status::Fail);
+        assert!(entry.fix.as_deref().unwrap().contains("timeout_first_token_s (5 s)"), "{entry:?}");
     }
 
     #[test]

@@ -366,11 +366,17 @@ fn empty_hint(finish_reason: Option<&str>) -> String {
 /// every role and every transport (a server dropping requests under load, an embedded model's
 /// immediate end of sequence).
 pub fn is_empty_reply(text: &str) -> bool {
-    text.chars().all(|c| {
+    use unicode_width::UnicodeWidthChar;
+    // A terminal's escape sequences go whole (`ESC [0m` leaves no "[0m" to read).
+    crate::text::terminal_safe(text).chars().all(|c| {
         c.is_whitespace()
             || c.is_control()
-            // Zero-width characters, direction marks and overrides, the soft hyphen: nothing to read.
-            || matches!(c, '\u{00AD}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+            // What takes no column: zero-width characters, combining marks alone, variation
+            // selectors, tag characters.
+            || c.width() == Some(0)
+            // Direction marks and overrides, the soft hyphen; and blanks drawn as nothing (Hangul
+            // fillers, the braille blank).
+            || matches!(c, '\u{00AD}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{115F}' | '\u{1160}' | '\u{3164}' | '\u{FFA0}' | '\u{2800}')
     })
 }
 

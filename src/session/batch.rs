@@ -526,6 +526,7 @@ impl Batching {
                         phase,
                         requests: pending.len(),
                         estimate,
+                        files: matches!(self.mode, BatchMode::Files { .. }),
                     });
                     return Err(SessionError::CostCap { spent, cap, next });
                 }

@@ -237,6 +237,8 @@ pub struct NextPhase {
     pub phase: u32,
     pub requests: usize,
     pub estimate: f64,
+    /// A phase of batch files mode: written for the user's engine, not sent.
+    pub files: bool,
 }
 
 /// Why a sitting stopped at its cost cap, in words.
@@ -250,13 +252,14 @@ pub fn capped(spent: f64, cap: f64, next: Option<&NextPhase>) -> String {
         ),
         Some(n) => format!(
             "batch phase {} ({} request{}) is estimated at ${}, which would take this sitting from ${} past its cap of \
-             ${}; it was not sent, and the run stopped",
+             ${}; it was not {}, and the run stopped",
             n.phase,
             n.requests,
             if n.requests == 1 { "" } else { "s" },
             usd(n.estimate),
             usd(spent),
-            usd(cap)
+            usd(cap),
+            if n.files { "written" } else { "sent" }
         ),
     }
 }

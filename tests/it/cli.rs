@@ -169,6 +169,11 @@ fn a_csv_with_a_quote_never_closed_is_refused_where_it_opens() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("q.csv:3:5: this quote is never closed"), "{stderr}");
     assert!(out.stdout.is_empty());
+    // Closed by a quoted field three rows down: the rows between would be its text.
+    std::fs::write(&csv, "a,b,comment\n1,1,ok\n2,2,\"oops\n3,3,x\n4,4,y\n5,1,\"z\"\n").unwrap();
+    let out = run(&["agreement", "--pairs", csv.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("q.csv:3:5: "));
 }
 
 #[test]

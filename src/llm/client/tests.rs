@@ -655,7 +655,10 @@ fn whitespace_and_invisible_marks_are_empty_but_any_text_is_not() {
     for empty in ["", " ", "\n\r\t", "\u{3000}", "\u{200B}\u{FEFF}", " \u{2060} ", "\u{200b}\u{200b}\u{feff}\u{202e}", "\u{1b}\u{7}\u{0}\u{ad}"] {
         assert!(crate::llm::is_empty_reply(empty), "{empty:?}");
     }
-    for text in [".", " 1 ", "{}", "嗯", "\u{1b}[0m"] {
+    for more in ["\u{1b}[0m\u{7}", "\u{3164}\u{2800}", "\u{301}\u{fe0f}", "\u{e0020}\u{e0041}", "\u{1b}]0;title\u{7}"] {
+        assert!(crate::llm::is_empty_reply(more), "{more:?}");
+    }
+    for text in [".", " 1 ", "{}", "嗯", "e\u{301}", "[0m"] {
         assert!(!crate::llm::is_empty_reply(text), "{text:?}");
     }
 }

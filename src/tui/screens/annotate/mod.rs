@@ -78,11 +78,22 @@ fn annotator_from(given: Option<String>, user: Option<String>) -> (String, Optio
                 )),
             ),
         },
-        None => (
-            user.filter(|n| annotation::valid_annotator(n))
-                .unwrap_or_else(|| "annotator".into()),
-            None,
-        ),
+        // A user name that cannot name a file is no reason to write as "annotator", whose file
+        // another such user would share.
+        None => match user {
+            Some(name) => match annotation::annotator_problem(&name) {
+                None => (name, None),
+                Some(problem) => (
+                    "annotator".into(),
+                    Some(format!(
+                        "the user name {} cannot name an annotator ({problem}); set INCHARACTER_ANNOTATOR to a name that \
+                         can and start again",
+                        crate::text::visible(&format!("{name:?}"))
+                    )),
+                ),
+            },
+            None => ("annotator".into(), None),
+        },
     }
 }
 
@@ -224,7 +235,10 @@ impl Annotate {
             return self.subject_key(key, ctx);
         }
         match key.code {
-            KeyName::Char(c) if c.is_ascii_digit() || c == '.' => Some(self.digit(c, ctx)),
+            // A decimal comma is a point.
+            KeyName::Char(c) if c.is_ascii_digit() || c == '.' || c == ',' => {
+                Some(self.digit(if c == ',' { '.' } else { c }, ctx))
+            }
             KeyName::Char('x') | KeyName::Char('X') => Some(self.answer(Answer::Refused(Refusal::X), ctx)),
             KeyName::Backspace => {
                 self.typed.pop();
@@ -272,6 +286,9 @@ impl Annotate {
         // A dimension's score may have decimals (3.5): typed, then enter. An item's answer is one
         // of its options, whole numbers.
         let decimals = case.task != Task::Item;
+        if c == '.' && self.typed.contains('.') {
+            return vec![Request::Flash(format!("{}. is not a number", self.typed))];
+        }
         if c == '.' {
             // Kept where it shows, so that the digits after it answer nothing until enter (which
             // refuses a fraction of an option) or backspace: "3.5" is not 3, then 5 for the next.
@@ -813,7 +830,9 @@ mod tests {
             ("zoe".into(), None)
         );
         assert_eq!(annotator_from(None, Some("root".into())), ("root".into(), None));
-        assert_eq!(annotator_from(None, Some("a b".into())), ("annotator".into(), None));
+        assert_eq!(annotator_from(None, None), ("annotator".into(), None));
+        let (_, why) = annotator_from(None, Some("Zo R.".into()));
+        assert!(why.expect("refused").contains("INCHARACTER_ANNOTATOR"));
         let (_, why) = annotator_from(Some("Zoë R.".into()), Some("root".into()));
         let why = why.expect("refused");
         assert!(why.contains("\"Zoë R.\"") && why.contains("letters, digits"), "{why}");
