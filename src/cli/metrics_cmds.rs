@@ -178,7 +178,22 @@ fn unclosed_quote(bytes: &[u8]) -> Option<usize> {
         .split(|&b| b == b'\n')
         .find(|l| !l.iter().all(u8::is_ascii_whitespace));
     let commas = header.map_or(0, |h| h.iter().filter(|&&b| b == b',').count());
-    let row_like = |line: &[u8]| commas > 0 && line.iter().filter(|&&b| b == b',').count() >= commas;
+    // A line read whole inside the open field (the quote still open at its end) with as many
+    // commas as the header: a row swallowed. One the field ends on is the rest of its own row.
+    let row_like = |line: &[u8]| {
+        let mut open = true;
+        let mut i = 0;
+        while i < line.len() {
+            match (open, line[i]) {
+                (true, b'"') if line.get(i + 1) == Some(&b'"') => i += 1,
+                (true, b'"') => open = false,
+                (false, b'"') if i == 0 || line[i - 1] == b',' => open = true,
+                _ => {}
+            }
+            i += 1;
+        }
+        open && commas > 0 && line.iter().filter(|&&b| b == b',').count() >= commas
+    };
     let (mut at, mut field_start, mut opened) = (0, true, None);
     while at < bytes.len() {
         let b = bytes[at];
@@ -593,6 +608,13 @@ mod tests {
         // A note over lines that are no rows stays one field.
         assert_eq!(
             unclosed_quote(b"a,b,note\n1,2,\"first line\nsecond, line\"\n3,4,\n"),
+            None
+        );
+        // In any column, commas and all: the line the field ends on is the rest of its row.
+        assert_eq!(unclosed_quote(b"a,b,c\n\"x\ny\",1,2\n"), None);
+        assert_eq!(unclosed_quote(b"a,b,note\n1,2,\"first\nred, green, blue\"\n"), None);
+        assert_eq!(
+            unclosed_quote(b"character,reply,dimension,repeat,score\nAlice,\"Well.\nWell, I think so\",O,0,3.5\n"),
             None
         );
     }

@@ -110,9 +110,14 @@ impl Secrets {
 /// encoding cut short, or broken inside the key, gives nothing away either. The words of the run the
 /// secret was read from are replaced whole.
 fn replace_encoded(text: &str, kept: &[Kept]) -> String {
+    if kept.is_empty() || text.len() < 2 * FRAGMENT {
+        return text.to_string();
+    }
+    // Each secret's windows, found once for the whole text.
+    let wanted: Vec<Wanted> = kept.iter().map(Wanted::of).collect();
     let mut spans = Vec::new();
-    for encoding in [&BASE64, &HEX] {
-        spans.extend(encoded_spans(text.as_bytes(), kept, encoding));
+    for encoding in [&BASE64, &BASE64_URL, &HEX] {
+        spans.extend(encoded_spans(text.as_bytes(), &wanted, encoding));
     }
     if spans.is_empty() {
         return text.to_string();
@@ -146,22 +151,29 @@ struct Encoding {
     decode: fn(&[u8]) -> Vec<Vec<u8>>,
 }
 
+/// A run of base64 in one alphabet: a word of the other's (`auth-proxy` beside `+/`) breaks it.
 const BASE64: Encoding = Encoding {
-    symbol: |b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_'),
+    symbol: |b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/'),
     between: |b| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'='),
     group: (3, 4),
-    decode: |run| {
-        use base64::Engine;
-        use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
-        let lenient = GeneralPurposeConfig::new()
-            .with_decode_allow_trailing_bits(true)
-            .with_decode_padding_mode(DecodePaddingMode::Indifferent);
-        [&base64::alphabet::STANDARD, &base64::alphabet::URL_SAFE]
-            .into_iter()
-            .filter_map(|alphabet| GeneralPurpose::new(alphabet, lenient).decode(run).ok())
-            .collect()
-    },
+    decode: |run| base64_decoded(run, &base64::alphabet::STANDARD),
 };
+
+const BASE64_URL: Encoding = Encoding {
+    symbol: |b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'),
+    between: |b| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'='),
+    group: (3, 4),
+    decode: |run| base64_decoded(run, &base64::alphabet::URL_SAFE),
+};
+
+fn base64_decoded(run: &[u8], alphabet: &base64::alphabet::Alphabet) -> Vec<Vec<u8>> {
+    use base64::Engine;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    let lenient = GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent);
+    GeneralPurpose::new(alphabet, lenient).decode(run).into_iter().collect()
+}
 
 const HEX: Encoding = Encoding {
     symbol: |b| b.is_ascii_hexdigit(),
@@ -174,7 +186,7 @@ const HEX: Encoding = Encoding {
 };
 
 /// Where in `bytes` runs of `encoding` decode to one of `kept`: (start, end, what it is).
-fn encoded_spans(bytes: &[u8], kept: &[Kept], encoding: &Encoding) -> Vec<(usize, usize, &'static str)> {
+fn encoded_spans(bytes: &[u8], wanted: &[Wanted], encoding: &Encoding) -> Vec<(usize, usize, &'static str)> {
     let (per_group, chars) = encoding.group;
     // Words of symbols, then chains of words with only separators between them.
     let mut words: Vec<(usize, usize)> = Vec::new();
@@ -208,8 +220,8 @@ fn encoded_spans(bytes: &[u8], kept: &[Kept], encoding: &Encoding) -> Vec<(usize
             for offset in 0..chars.min(joined.len()) {
                 let usable = (joined.len() - offset) / chars * chars;
                 for decoded in (encoding.decode)(&joined[offset..offset + usable]) {
-                    for k in kept {
-                        for (from, to) in found_in(&decoded, k) {
+                    for k in wanted {
+                        for (from, to) in k.found_in(&decoded) {
                             // Decoded bytes [from, to) came from the symbols of their groups.
                             let a = offset + from / per_group * chars;
                             let b = (offset + to.div_ceil(per_group) * chars).min(joined.len()) - 1;
@@ -224,25 +236,57 @@ fn encoded_spans(bytes: &[u8], kept: &[Kept], encoding: &Encoding) -> Vec<(usize
     spans
 }
 
-/// Where in `decoded` `kept` stands: the whole of it, and, of a key or a credential, each run of
-/// [`FRAGMENT`] bytes or more of it (merged where they touch).
-fn found_in(decoded: &[u8], kept: &Kept) -> Vec<(usize, usize)> {
-    let secret = kept.value.as_bytes();
-    let width = if kept.fragments { FRAGMENT } else { secret.len() };
-    if decoded.len() < width || secret.len() < width {
-        return Vec::new();
-    }
-    let windows: std::collections::HashSet<&[u8]> = secret.windows(width).collect();
-    let mut runs: Vec<(usize, usize)> = Vec::new();
-    for (at, window) in decoded.windows(width).enumerate() {
-        if windows.contains(window) {
-            match runs.last_mut() {
-                Some((_, end)) if *end >= at => *end = at + width,
-                _ => runs.push((at, at + width)),
-            }
+/// A secret as [`encoded_spans`] looks for it: the whole of it, and, of a key or a credential, its
+/// runs of [`FRAGMENT`] bytes that mix lower case, upper case and digits (as [`replace_fragments`]
+/// takes them: a word of it could be any text's).
+struct Wanted<'a> {
+    whole: &'a [u8],
+    windows: std::collections::HashSet<&'a [u8]>,
+    instead: &'static str,
+}
+
+impl<'a> Wanted<'a> {
+    fn of(kept: &'a Kept) -> Wanted<'a> {
+        let whole = kept.value.as_bytes();
+        let mixed = |w: &&[u8]| {
+            let kinds = [u8::is_ascii_lowercase, u8::is_ascii_uppercase, u8::is_ascii_digit];
+            kinds.iter().filter(|kind| w.iter().any(kind)).count() >= 2
+        };
+        let windows = match kept.fragments {
+            true => whole.windows(FRAGMENT).filter(mixed).collect(),
+            false => std::collections::HashSet::new(),
+        };
+        Wanted {
+            whole,
+            windows,
+            instead: kept.instead,
         }
     }
-    runs
+
+    /// Where in `decoded` it stands (runs merged where they touch).
+    fn found_in(&self, decoded: &[u8]) -> Vec<(usize, usize)> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        let mut add = |at: usize, width: usize| match runs.last_mut() {
+            Some((_, end)) if *end >= at => *end = (*end).max(at + width),
+            _ => runs.push((at, at + width)),
+        };
+        if !self.whole.is_empty() {
+            for (at, window) in decoded.windows(self.whole.len()).enumerate() {
+                if window == self.whole {
+                    add(at, self.whole.len());
+                }
+            }
+        }
+        if !self.windows.is_empty() {
+            for (at, window) in decoded.windows(FRAGMENT).enumerate() {
+                if self.windows.contains(window) {
+                    add(at, FRAGMENT);
+                }
+            }
+        }
+        runs.sort_unstable();
+        runs
+    }
 }
 
 /// What of `secret`'s base64 (standard and URL-safe) is the same wherever it stands in what was
@@ -528,9 +572,26 @@ mod tests {
             }
         }
         // Cut short inside the key, and from either alphabet.
-        let cut = &encoded[..encoded.find("Bearer").map_or(encoded.len() / 2, |_| encoded.len() - 30)];
+        // Cut ten characters into the key (its byte offset in the headers, as base64 characters).
+        let at = headers.find(key).unwrap() + 10;
+        let cut = &encoded[..at / 3 * 4];
+        assert!(decoded_text(cut).contains(&key[..8]), "the cut holds the key's start");
         let out = scrubbed(key, &format!("digest {cut}…"));
-        assert!(!decoded_text(&out).contains(&key[..12]), "{out}");
+        assert!(out.contains("[the key]") && !decoded_text(&out).contains(&key[..8]), "{out}");
+        // A word of the other alphabet beside it (a proxy's name) does not hide it.
+        let with_url = format!("{{\"model\": \"gpt-4o/mini\", \"authorization\": \"Bearer {key}\"}}");
+        let wrapped = base64::engine::general_purpose::STANDARD
+            .encode(&with_url)
+            .as_bytes()
+            .chunks(76)
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let out = scrubbed(key, &format!("rejected by auth-proxy\n{wrapped}"));
+        assert!(!decoded_text(&out).contains(&key[8..16]), "{out}");
+        // Not a key's words: llama.cpp's placeholder key in an error's base64 is left alone.
+        let error = base64::engine::general_purpose::STANDARD.encode("{\"error\": \"field messages is required\"}");
+        assert_eq!(scrubbed("sk-no-key-required", &format!("trace {error}")), format!("trace {error}"));
         let url = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("Bearer {key}"));
         assert!(scrubbed(key, &url[..url.len() - 6]).contains("[the key]"));
         // Words around it stay; text with no key in it is as it was.

@@ -276,7 +276,7 @@ fn provider_check(p: &Provider) -> Check {
     match &p.reach {
         Reach::Untried => Check::new(name, Status::Ok, detail),
         Reach::Loaded(d) => Check::new(name, Status::Ok, format!("{detail}; loads in {}", seconds(*d))),
-        Reach::Answered { context: Some(n), .. } if *n < super::facts::SMALLEST_CONTEXT && failing == Status::Fail => Check::new(
+        Reach::Answered { context: Some(n), .. } if *n < super::facts::SMALLEST_CONTEXT => Check::new(
             name,
             failing,
             format!(

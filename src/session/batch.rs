@@ -404,7 +404,11 @@ impl Batching {
             .map(|p| {
                 let (price_in, price_out) = prices.get(&p.provider).copied().unwrap_or_default();
                 let messages = p.body["messages"].as_array().map_or(&[][..], Vec::as_slice);
-                let text: usize = messages.iter().map(|m| content_text(&m["content"])).map(|t| estimate_text(&t)).sum();
+                let mut text: usize = messages.iter().map(|m| content_text(&m["content"])).map(|t| estimate_text(&t)).sum();
+                // A schema the server reads (or turns into a grammar) is counted as the context check counts it.
+                if let Some(format) = p.body.get("response_format") {
+                    text += estimate_text(&format.to_string());
+                }
                 let prompt = (text as f64 * MARGIN).ceil() + (TEMPLATE_FIXED + TEMPLATE_PER_MESSAGE * messages.len()) as f64;
                 let cap = ["max_completion_tokens", "max_tokens"].iter().find_map(|k| p.body[k].as_u64());
                 let reply = cap.map_or(REPLY_ALLOWANCE, |c| c.min(REPLY_ALLOWANCE)) as f64;

@@ -228,7 +228,7 @@ impl Annotate {
         // Alt plus what answers (or Esc then it, read as one key) is no answer; other Alt keys go
         // to the key bindings.
         if event.modifiers.contains(KeyModifiers::ALT) {
-            return matches!(key.code, KeyName::Char(c) if c.is_ascii_digit() || matches!(c, 'x' | 'X' | '.'))
+            return matches!(key.code, KeyName::Char(c) if c.is_ascii_digit() || matches!(c, 'x' | 'X' | '.' | ','))
                 .then(Vec::new);
         }
         if ctx.run.observe.is_some() {
