@@ -206,27 +206,27 @@ impl Headless for Rolebench {
 /// Rouge-L per role and per type, with the win rate where a judge ran.
 pub fn tables(t: &Totals) -> String {
     let mut roles = Table::new(&["role", "questions", "Rouge-L P", "R", "F", "win rate"]);
+    // Nothing answered has no Rouge-L, not one of 0.
+    let shown = |m: &crate::method::rolebench::Mean, x: f64| m.of(x).map_or("—".into(), |x| format!("{x:.4}"));
     for (role, m) in &t.rouge_l.by_role {
         roles.row(vec![
             role.to_string(),
             m.count.to_string(),
-            format!("{:.4}", m.p),
-            format!("{:.4}", m.r),
-            format!("{:.4}", m.f),
+            shown(m, m.p),
+            shown(m, m.r),
+            shown(m, m.f),
             t.win_rate_by_role
                 .get(role)
                 .map_or("—".into(), |w| format!("{:.1} %", w * 100.0)),
         ]);
     }
     let o = &t.rouge_l.overall;
-    // Nothing answered has no Rouge-L, not one of 0.
-    let shown = |x: f64| o.of(x).map_or("—".into(), |x| format!("{x:.4}"));
     roles.row(vec![
         "all".into(),
         o.count.to_string(),
-        shown(o.p),
-        shown(o.r),
-        shown(o.f),
+        shown(o, o.p),
+        shown(o, o.r),
+        shown(o, o.f),
         t.win_rate.map_or("—".into(), |w| format!("{:.1} %", w * 100.0)),
     ]);
     let mut text = roles.render();
@@ -250,4 +250,37 @@ pub fn tables(t: &Totals) -> String {
         }
     ));
     text
+}
+
+#[cfg(test)]
+mod tests {
+    /// A role with no answer shows dashes, not a Rouge-L of 0.
+    #[test]
+    fn a_role_with_no_answer_shows_dashes() {
+        use crate::method::rolebench::{Mean, Summary};
+        let answered = Mean {
+            count: 1,
+            p: 0.5,
+            r: 0.5,
+            f: 0.5,
+        };
+        let t = super::Totals {
+            questions: 3,
+            answered: 1,
+            failed: 2,
+            rouge_l: Summary {
+                overall: answered,
+                by_role: [("R1".to_string(), answered), ("R2".to_string(), Mean::default())]
+                    .into_iter()
+                    .collect(),
+                by_type: Default::default(),
+            },
+            win_rate: None,
+            judged: 0,
+            win_rate_by_role: Default::default(),
+        };
+        let table = super::tables(&t);
+        let r2 = table.lines().find(|l| l.starts_with("R2")).expect(&table);
+        assert!(r2.contains('—') && !r2.contains("0.0000"), "{table}");
+    }
 }

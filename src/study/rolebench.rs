@@ -533,7 +533,11 @@ pub fn totals(items: &[Item]) -> Totals {
             rouge: r,
         })
     });
-    let rouge_l = rolebench::summarize(scored);
+    let mut rouge_l = rolebench::summarize(scored);
+    // A role none of whose questions was answered is a row without means, not a row missing.
+    for i in items {
+        rouge_l.by_role.entry(i.role.clone()).or_default();
+    }
     let score_of = |i: &Item| match &i.judge {
         Some(Step::Judged { score, .. }) => *score,
         _ => None,
@@ -610,4 +614,34 @@ fn export(events: &[Event]) -> Value {
         })
         .collect();
     json!({"session": session, "rolebench": rows, "summary": totals(&items)})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(role: &str, rouge: Option<f64>) -> Item {
+        Item {
+            line: 1,
+            role: role.into(),
+            question: "q".into(),
+            types: Vec::new(),
+            references: vec!["r".into()],
+            response: rouge.map(|_| "a".into()),
+            error: rouge.is_none().then(|| "HTTP 500".into()),
+            best: rouge.map(|f| (0, RougeL { p: f, r: f, f })),
+            judge: None,
+        }
+    }
+
+    /// A role none of whose questions was answered is a row without means (null in JSON), not a
+    /// role missing from the table.
+    #[test]
+    fn a_role_with_no_answer_is_a_row_without_means() {
+        let totals = totals(&[item("R1", Some(0.5)), item("R2", None), item("R2", None)]);
+        let r2 = &totals.rouge_l.by_role["R2"];
+        assert_eq!(r2.count, 0);
+        assert_eq!(serde_json::to_value(r2).unwrap()["f"], serde_json::Value::Null);
+        assert_eq!(totals.rouge_l.by_role["R1"].count, 1);
+    }
 }

@@ -96,7 +96,8 @@ fn rolebench_scores(
             continue;
         };
         let totals = crate::study::rolebench::totals(&items);
-        for (role, mean) in &totals.rouge_l.by_role {
+        // A role with no answer has no Rouge-L to show.
+        for (role, mean) in totals.rouge_l.by_role.iter().filter(|(_, m)| m.count > 0) {
             let id = plan
                 .characters
                 .get(role)

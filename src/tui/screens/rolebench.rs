@@ -523,7 +523,8 @@ fn render_bars(frame: &mut Frame, theme: &Theme, items: &[Item], area: Rect) {
             Line::from(vec![
                 Span::raw(pad(&fit(&role.to_string(), name_width), name_width + 1)),
                 Span::styled(bar(m.f, bar_width), theme.fg(theme.measured)),
-                Span::raw(format!(" {:.3} ", m.f)),
+                // A role with no answer yet has no F.
+                Span::raw(m.of(m.f).map_or(" –     ".to_string(), |f| format!(" {f:.3} "))),
                 Span::styled(
                     win.map_or(" ".repeat(bar_width), |w| bar(*w, bar_width)),
                     theme.fg(theme.label_pdb),
@@ -532,8 +533,8 @@ fn render_bars(frame: &mut Frame, theme: &Theme, items: &[Item], area: Rect) {
             ])
         })
         .collect();
-    if lines.is_empty() {
-        lines.push(Line::styled("no answers yet", theme.dim()));
+    if totals.rouge_l.overall.count == 0 {
+        lines = vec![Line::styled("no answers yet", theme.dim())];
     } else {
         lines.push(Line::styled(
             format!(
