@@ -248,12 +248,8 @@ struct Wanted<'a> {
 impl<'a> Wanted<'a> {
     fn of(kept: &'a Kept) -> Wanted<'a> {
         let whole = kept.value.as_bytes();
-        let mixed = |w: &&[u8]| {
-            let kinds = [u8::is_ascii_lowercase, u8::is_ascii_uppercase, u8::is_ascii_digit];
-            kinds.iter().filter(|kind| w.iter().any(kind)).count() >= 2
-        };
         let windows = match kept.fragments {
-            true => whole.windows(FRAGMENT).filter(mixed).collect(),
+            true => whole.windows(FRAGMENT).filter(|w| mixed(w)).collect(),
             false => std::collections::HashSet::new(),
         };
         Wanted {
@@ -318,6 +314,13 @@ fn base64_forms(secret: &[u8]) -> Vec<String> {
     forms
 }
 
+/// Whether a run of a secret's characters mixes lower case, upper case and digits: one of a single
+/// kind (a word, "required" of "sk-no-key-required") could be any text's.
+fn mixed(w: &[u8]) -> bool {
+    let kinds = [u8::is_ascii_lowercase, u8::is_ascii_uppercase, u8::is_ascii_digit];
+    kinds.iter().filter(|kind| w.iter().any(kind)).count() >= 2
+}
+
 /// `text` with every run of [`FRAGMENT`] bytes or more that also stands in `secret` replaced by
 /// `instead` (widened to whole characters).
 fn replace_fragments(text: &str, secret: &[u8], instead: &str) -> String {
@@ -327,11 +330,7 @@ fn replace_fragments(text: &str, secret: &[u8], instead: &str) -> String {
     }
     // A run of one kind of character (a word, "required" of "sk-no-key-required") could be any
     // text's: only runs mixing lower case, upper case and digits are taken for the key's.
-    let mixed = |w: &&[u8]| {
-        let kinds = [u8::is_ascii_lowercase, u8::is_ascii_uppercase, u8::is_ascii_digit];
-        kinds.iter().filter(|kind| w.iter().any(kind)).count() >= 2
-    };
-    let windows: std::collections::HashSet<&[u8]> = secret.windows(FRAGMENT).filter(mixed).collect();
+    let windows: std::collections::HashSet<&[u8]> = secret.windows(FRAGMENT).filter(|w| mixed(w)).collect();
     // Runs of the text covered by windows that stand in the secret.
     let mut runs: Vec<(usize, usize)> = Vec::new();
     for (at, window) in bytes.windows(FRAGMENT).enumerate() {
