@@ -48,7 +48,7 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     if app.screen == Screen::Annotate {
         row(
             "0–9",
-            "answer: a value in the scale's range, taken at once when no further digit fits (else enter)",
+            "answer: an item's option, taken at once when no further digit fits (else enter); a dimension's score, decimals allowed (. or ,), then enter",
             &mut lines,
         );
         row("x", "refuses: the answer is unrelated or gives no option", &mut lines);
