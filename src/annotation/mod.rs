@@ -171,12 +171,7 @@ pub struct Annotation {
     pub at: String,
 }
 
-/// Whether `name` can name an annotator (and its file, `<name>.jsonl`).
-pub fn valid_annotator(name: &str) -> bool {
-    annotator_problem(name).is_none()
-}
-
-/// What keeps `name` from naming an annotator, if anything.
+/// What keeps `name` from naming an annotator (and its file, `<name>.jsonl`), if anything.
 pub fn annotator_problem(name: &str) -> Option<&'static str> {
     if name.is_empty() {
         Some("a name is needed")
@@ -778,7 +773,7 @@ mod tests {
             assert_eq!(annotator_problem(name), Some(problem), "{name:?}");
         }
         for name in ["ana", "rater-2.b", "Zoë_1"] {
-            assert!(valid_annotator(name), "{name}");
+            assert_eq!(annotator_problem(name), None, "{name}");
         }
     }
 
