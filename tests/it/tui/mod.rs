@@ -1676,6 +1676,19 @@ fn annotate_takes_a_decimal_as_one_answer_and_a_zero_at_once() {
     assert_eq!(written.len(), 1, "{written:?}");
     assert_eq!(written[0].value, Answer::Value(3.5));
     assert_eq!(written[0].case.item_id, None, "a dimension's case");
+    // A score typed and left without its enter is said not to be recorded; one still being typed
+    // survives what does not move the cursor.
+    let written = typed(&mut app, "2.5");
+    assert!(written.is_empty(), "{written:?}");
+    key(&mut app, KeyCode::Char('v'));
+    assert_eq!(app.annotate.typed, "2.5", "revealing the judgement keeps the case");
+    key(&mut app, KeyCode::Down);
+    assert!(app.annotate.typed.is_empty());
+    assert_eq!(
+        app.flash.as_deref(),
+        Some("2.5 was not recorded (typed, then enter)"),
+        "moving on says what it dropped"
+    );
 
     // EPQ-R's options are 0 (no) and 1 (yes): "01" is two answers, not 1 for the first item.
     let mut app = self::app();
@@ -1689,6 +1702,41 @@ fn annotate_takes_a_decimal_as_one_answer_and_a_zero_at_once() {
     let values: Vec<Answer> = written.iter().map(|a| a.value).collect();
     assert_eq!(values, [Answer::Value(0.0), Answer::Value(1.0)]);
     assert_ne!(written[0].case, written[1].case);
+}
+
+/// In a session of two scales the live panel's agreement is the shown case's scale's alone, said as
+/// such: answers on 1–5 and 1–7 are not one correlation (as `agreement` keeps them apart).
+#[test]
+fn annotate_keeps_each_scales_agreement_apart() {
+    let mut app = self::app();
+    let plan = fixture::plan(&["hermione-en"], &["BFI", "16Personalities"], &[Method::Oc]);
+    app.update(Action::SessionLoaded(fixture::session(&app.catalog, &plan)));
+    let dir = tempfile::tempdir().unwrap();
+    app.update(Action::SessionDir(dir.path().to_path_buf()));
+    app.update(Action::Annotations(Default::default()));
+    key(&mut app, KeyCode::Char('8'));
+    let first_scale = |app: &App| {
+        app.annotate.cases(&app.run, &app.catalog)[app.annotate.cursor]
+            .scale
+            .clone()
+    };
+    let scale = first_scale(&app);
+    let written = typed(&mut app, "4444");
+    assert_eq!(written.len(), 4);
+    let screen = render(&app, (160, 50));
+    assert!(screen.contains(&format!("on {scale} (its own range")), "{screen}");
+    assert!(screen.contains("n=4 right"), "the four answers on {scale}: {screen}");
+    // On the other scale's first case, none of them counts.
+    let cases = app.annotate.cases(&app.run, &app.catalog);
+    let other = cases
+        .iter()
+        .position(|c| c.scale != scale)
+        .expect("a case of the other scale");
+    app.annotate.cursor = other;
+    let screen = render(&app, (160, 50));
+    let other_scale = &cases[other].scale;
+    assert!(screen.contains(&format!("on {other_scale} (its own range")), "{screen}");
+    assert!(screen.contains("n=0 right"), "{screen}");
 }
 
 /// What another window (or annotator) writes meanwhile is read again when the screen is entered

@@ -375,11 +375,35 @@ impl Annotate {
     }
 
     pub fn command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
-        if ctx.run.observe.is_some() {
-            return self.subject_command(cmd, ctx);
+        let typed = std::mem::take(&mut self.typed);
+        let at = self.position();
+        let requests = if ctx.run.observe.is_some() {
+            self.subject_command(cmd, ctx)
+        } else {
+            let len = self.cases(ctx.run, ctx.catalog).len();
+            self.case_command(cmd, ctx, len)
+        };
+        if at == self.position() {
+            // Still on the same case: what was typed waits for its enter.
+            self.typed = typed;
+            return requests;
         }
-        let len = self.cases(ctx.run, ctx.catalog).len();
-        self.typed.clear();
+        if typed.is_empty() {
+            return requests;
+        }
+        // Moving on does not answer: what was typed for the case left is said to be dropped.
+        let mut requests = requests;
+        requests.push(Request::Flash(format!("{typed} was not recorded (typed, then enter)")));
+        requests
+    }
+
+    /// Where the answer being typed goes: the case, or the subject unit and trait.
+    fn position(&self) -> (usize, Task, usize, usize, bool) {
+        let s = &self.subjects;
+        (self.cursor, self.task, s.unit, s.trait_index, s.per_observer)
+    }
+
+    fn case_command(&mut self, cmd: Command, ctx: &Ctx, len: usize) -> Vec<Request> {
         match cmd {
             Command::NextUnit | Command::Down => self.cursor = (self.cursor + 1).min(len.saturating_sub(1)),
             Command::PrevUnit | Command::Up => self.cursor = self.cursor.saturating_sub(1),
@@ -740,7 +764,7 @@ impl Annotate {
             ));
         }
         lines.push(Line::raw(""));
-        lines.extend(self.agreement_lines(ctx, &methods, &assessments, mine));
+        lines.extend(self.agreement_lines(ctx, &methods, &assessments, mine, &case.scale));
         if self.editing_note {
             let [rest, note_area] = Layout::vertical([Constraint::Min(4), Constraint::Length(4)]).areas(inner);
             frame.render_widget(Paragraph::new(lines), rest);
@@ -752,18 +776,41 @@ impl Annotate {
         }
     }
 
-    /// This annotator's agreement with each method, overall and per dimension, and with the others.
+    /// This annotator's agreement with each method on the shown case's scale, overall and per
+    /// dimension, and with the others. Scales of different ranges are not pooled into one
+    /// correlation (`agreement` keeps them apart the same way).
     fn agreement_lines(
         &self,
         ctx: &Ctx,
         methods: &[Method],
         assessments: &[&Assessment],
         mine: Option<&BTreeMap<Case, Annotation>>,
+        scale: &str,
     ) -> Vec<Line<'static>> {
         let theme = ctx.theme;
         let mut lines = Vec::new();
-        let only_me: std::collections::BTreeMap<_, _> =
-            mine.map(|m| (self.annotator.clone(), m.clone())).into_iter().collect();
+        let this_scale = |m: &BTreeMap<Case, Annotation>| -> BTreeMap<Case, Annotation> {
+            m.iter()
+                .filter(|(c, _)| c.scale == scale)
+                .map(|(c, a)| (c.clone(), a.clone()))
+                .collect()
+        };
+        let only_me: std::collections::BTreeMap<_, _> = mine
+            .map(|m| (self.annotator.clone(), this_scale(m)))
+            .into_iter()
+            .collect();
+        let scales: std::collections::BTreeSet<&str> = self
+            .answers
+            .values()
+            .flat_map(|m| m.keys().map(|c| c.scale.as_str()))
+            .chain(ctx.run.assessments.iter().map(|a| a.scale.as_str()))
+            .collect();
+        if scales.len() > 1 {
+            lines.push(Line::styled(
+                format!("on {scale} (its own range; the others apart)"),
+                theme.dim(),
+            ));
+        }
         for &m in methods {
             let r = annotation::report(&only_me, assessments, m, ctx.catalog);
             let me = &r["annotators"][&self.annotator];
@@ -784,17 +831,10 @@ impl Annotate {
                 f(&me["kendall_tau_b"])
             )));
             let dimensions = me["dimensions"].as_array().map_or(&[][..], Vec::as_slice);
-            let scales: std::collections::BTreeSet<&str> =
-                dimensions.iter().filter_map(|v| v["scale"].as_str()).collect();
             for v in dimensions.iter().take(6) {
-                let dimension = v["dimension"].as_str().unwrap_or_default();
-                // A session of several scales names each dimension's.
-                let d = match scales.len() {
-                    1 => dimension.to_string(),
-                    _ => format!("{} {dimension}", v["scale"].as_str().unwrap_or_default()),
-                };
+                let d = v["dimension"].as_str().unwrap_or_default();
                 lines.push(Line::styled(
-                    format!("  {} n={} acc {}", pad(&d, 20), v["n"], f(&v["accuracy"])),
+                    format!("  {} n={} acc {}", pad(d, 20), v["n"], f(&v["accuracy"])),
                     theme.dim(),
                 ));
             }

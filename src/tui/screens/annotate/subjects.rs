@@ -164,7 +164,6 @@ impl Annotate {
 
     pub(super) fn subject_command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
         let (units, traits) = (self.units(ctx).len(), Self::traits(ctx).len());
-        self.typed.clear();
         let task = &mut self.subjects;
         match cmd {
             Command::NextUnit => {
