@@ -73,6 +73,9 @@ fn print_character(imported: Imported, out: &mut dyn Write) -> anyhow::Result<Ex
         imported.memories_file.display(),
         imported.memories
     )?;
+    for line in &imported.report {
+        writeln!(out, "  {line}")?;
+    }
     if let Some(replaced) = &imported.replaced {
         writeln!(out, "  {}", replaced_line(Kind::Character, replaced))?;
     }

@@ -180,8 +180,35 @@ fn a_bundled_id_is_refused_then_overridden_with_replace() {
     );
     let entry = listed(data, "characters", "hermione-en").unwrap();
     assert_eq!(entry["origin"]["overrides_bundled"], true, "{entry}");
-    // The bundled character's labels stay with the override.
+    // The bundled character's labels stay with the override, and the import says so.
     assert!(entry["labels"]["pdb"]["BFI"].is_object(), "{entry}");
+    assert!(
+        said.contains("kept from the Hermione Granger it replaces: labels (") && said.contains("experimenter Harry"),
+        "{said}"
+    );
+}
+
+/// Another character imported over an id starts afresh: scored against the old one's labels, with its
+/// aliases masking answers and its experimenter asking, it would be measured as someone else.
+#[test]
+fn a_replace_by_another_character_carries_nothing_of_the_old_one_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let file = card(data, "alice.json", "Alice", "{{char}} is a test. {{user}} asks.");
+    let said = ok(run(data, &["import", "card", &file, "--id", "luna-en", "--replace"]));
+    assert!(
+        said.contains("replaces Luna Lovegood, another name: its labels (") && said.contains("are not carried over"),
+        "{said}"
+    );
+    let entry: Value = serde_json::from_str(&ok(run(data, &["characters", "show", "luna-en", "--json"]))).unwrap();
+    assert_eq!(entry["experimenter"], "User", "{entry}");
+    assert_eq!(entry["aliases"], json!(["Alice"]), "{entry}");
+    let pdb = &entry["labels"]["pdb"];
+    assert!(
+        pdb.is_null() || pdb.as_object().is_some_and(|m| m.is_empty()),
+        "{entry}"
+    );
+    assert!(entry["description"].as_str().unwrap().contains("User asks"), "{entry}");
 }
 
 #[test]

@@ -95,7 +95,7 @@ pub fn character_card<'s>(
         &holders,
         options.replace,
     )?;
-    let existing = holders.entry;
+    let (existing, carried) = super::carried_over(holders.entry, &name);
     let experimenter = options
         .experimenter
         .as_deref()
@@ -170,6 +170,7 @@ pub fn character_card<'s>(
     if !restored.is_empty() {
         report.push(format!("from extensions.incharacter: {}", restored.join("; ")));
     }
+    report.extend(carried);
     let stored = kept(&card.json, &shown.to_string())?;
     let mut imported = write_files(
         data_dir,

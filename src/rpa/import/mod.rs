@@ -449,7 +449,7 @@ fn write_character<'s>(
         &holders,
         options.replace,
     )?;
-    let existing = holders.entry;
+    let (existing, carried) = carried_over(holders.entry, &name);
     let experimenter = match (&options.experimenter, existing) {
         (Some(e), _) => e.clone(),
         (None, Some(c)) => c.experimenter.clone(),
@@ -471,7 +471,51 @@ fn write_character<'s>(
         work,
         description.trim().to_string(),
     );
-    write_files(data_dir, character, &chunks, scale, &origin, path, replaced, None)
+    let mut imported = write_files(data_dir, character, &chunks, scale, &origin, path, replaced, None)?;
+    imported.report.extend(carried);
+    Ok(imported)
+}
+
+/// What a replace carries over from the character it replaces, and the report's line on it. What is
+/// known about a character (its labels and targets, aliases, experimenter, reference id) stays when
+/// the import is of the same character, its name being the old one's or one of its aliases; a
+/// different character under the id starts without them, else it would be scored against the
+/// other's labels and its answers masked with the other's names.
+pub(super) fn carried_over<'a>(existing: Option<&'a Character>, name: &str) -> (Option<&'a Character>, Option<String>) {
+    let Some(old) = existing else {
+        return (None, None);
+    };
+    let folded = |s: &str| s.trim().to_lowercase();
+    let same = std::iter::once(&old.name)
+        .chain(&old.aliases)
+        .any(|n| folded(n) == folded(name));
+    let labels: Vec<&str> = old
+        .labels
+        .pdb
+        .keys()
+        .chain(old.labels.annotation.keys())
+        .chain(old.labels.target.keys())
+        .map(String::as_str)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let labels = match labels.is_empty() {
+        true => "no labels".to_string(),
+        false => format!("labels ({})", labels.join(", ")),
+    };
+    let line = match same {
+        true => format!(
+            "kept from the {} it replaces: {labels}, aliases ({}), experimenter {}",
+            old.name,
+            old.aliases.join(", "),
+            old.experimenter
+        ),
+        false => format!(
+            "replaces {}, another name: its {labels}, aliases and experimenter are not carried over",
+            old.name
+        ),
+    };
+    (same.then_some(old), Some(line))
 }
 
 /// The character an import makes: the profile it brings, and what the catalog already knows of the
