@@ -38,10 +38,13 @@ pub(super) fn say_changed_scales(ctx: &Ctx, dir: &std::path::Path, events: &[Eve
                 );
                 continue;
             };
-            let user = catalog.user_files(crate::catalog::Kind::Scale, scale);
-            if let Some(file) = user.first()
-                && entry.value.version() != *then
-            {
+            if entry.value.version() != *then {
+                // A user's file now, or the bundled scale (a user's file removed since, or another
+                // build's wording): either way not the version recorded.
+                let now = match catalog.user_files(crate::catalog::Kind::Scale, scale).first() {
+                    Some(file) => crate::text::visible(&file.display().to_string()),
+                    None => "the bundled one now".to_string(),
+                };
                 // An observer session records the options given, not scores: its traits are scored
                 // from the scale as it is.
                 let what = match crate::study::kind_of(events) {
@@ -54,10 +57,7 @@ pub(super) fn say_changed_scales(ctx: &Ctx, dir: &std::path::Path, events: &[Eve
                          (its range, dimensions and poles, the labels on it) is read as it is now"
                     }
                 };
-                crate::note!(
-                    "note: scale {scale} ({}) has changed since session {session} recorded it: {what}",
-                    crate::text::visible(&file.display().to_string()),
-                );
+                crate::note!("note: scale {scale} ({now}) has changed since session {session} recorded it: {what}");
             }
         }
         for (character, first) in start.character_versions {

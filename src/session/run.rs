@@ -196,9 +196,9 @@ impl<S: Study> Run<S> {
         // A resume starts with what the providers already refused.
         shared.adapter.known(&crate::study::adaptations(&prior));
         // Checked before anything is connected (a local model loaded for nothing).
-        let scale_notes = same_scales(&id, &prior, &catalog)?;
+        same_scales(&id, &prior, &catalog)?;
         same_characters(&id, &prior, &catalog)?;
-        let mut prepared = {
+        let prepared = {
             let streaming = connector(config, store, &shared);
             let batched = batching.as_ref().map(|b| batch_connector(config, &shared, b));
             // A resume on another model is refused before that model is connected (or loaded).
@@ -228,7 +228,6 @@ impl<S: Study> Run<S> {
                 None => prepared?,
             }
         };
-        prepared.notes.extend(scale_notes);
         same_models(&id, &prior, &prepared.providers)?;
         let path = dir.join("journal.jsonl");
         let unwritable = |source| SessionError::Unwritable {
@@ -620,12 +619,12 @@ fn same_models(id: &str, prior: &[Event], now: &crate::study::Providers) -> Resu
     Ok(())
 }
 
-/// Refuses a resume whose scale is gone from the catalog, or whose scale of one's own was edited since
-/// the session started (sessions that recorded its version). A bundled scale changed by another
-/// build of the workbench is only said (the notes returned): nothing the user can put back.
-fn same_scales(id: &str, prior: &[Event], catalog: &Catalog) -> Result<Vec<String>, SessionError> {
+/// Refuses a resume whose scale is gone from the catalog, or is not the version the session started
+/// with (sessions that recorded it): a file of one's own edited since, or the bundled scale where the
+/// session had a file of one's own since removed (or another build's wording).
+fn same_scales(id: &str, prior: &[Event], catalog: &Catalog) -> Result<(), SessionError> {
     let Some(start) = prior.iter().find_map(Event::start) else {
-        return Ok(Vec::new());
+        return Ok(());
     };
     let mut asked: Vec<&str> = start.scale_versions.keys().map(String::as_str).collect();
     if let Some(plan) = prior.iter().find_map(|e| match e {
@@ -634,7 +633,6 @@ fn same_scales(id: &str, prior: &[Event], catalog: &Catalog) -> Result<Vec<Strin
     }) {
         asked.extend(plan.scales.iter().map(String::as_str));
     }
-    let mut notes = Vec::new();
     for scale in asked {
         let Some(entry) = catalog.scale_entry(scale) else {
             return Err(SessionError::ScaleMissing {
@@ -646,21 +644,21 @@ fn same_scales(id: &str, prior: &[Event], catalog: &Catalog) -> Result<Vec<Strin
         if entry.value.version() == *was {
             continue;
         }
-        match catalog.user_files(crate::catalog::Kind::Scale, scale).first() {
-            Some(file) => {
-                return Err(SessionError::ScaleChanged {
-                    id: id.to_string(),
-                    scale: scale.to_string(),
-                    where_: format!(" ({})", file.display()),
-                });
-            }
-            None => notes.push(format!(
-                "the bundled scale {scale} differs from the one session {id} started with (another build of \
-                 the workbench): the rest of its items are asked as this build words them"
-            )),
-        }
+        // Whether a file of one's own now, or the bundled scale (the file the session started with
+        // removed since, or another build's wording): the rest would be asked, and scored, otherwise.
+        let where_ = match catalog.user_files(crate::catalog::Kind::Scale, scale).first() {
+            Some(file) => format!(" ({})", file.display()),
+            None => " (it is the bundled one now: a file of one's own it started with was removed, or the \
+                      workbench was built with another)"
+                .to_string(),
+        };
+        return Err(SessionError::ScaleChanged {
+            id: id.to_string(),
+            scale: scale.to_string(),
+            where_,
+        });
     }
-    Ok(notes)
+    Ok(())
 }
 
 /// Refuses a resume whose character is gone from the catalog: its items would be left out, unasked,

@@ -874,6 +874,53 @@ async fn a_resume_after_a_scale_of_ones_own_was_edited_is_refused() {
     );
 }
 
+/// A file of one's own that overrode a bundled scale, removed between two sittings: the bundled scale
+/// is another instrument (here item 1 keyed the other way), so the resume is refused as for an edit,
+/// rather than scoring the first answers with one keying and the rest with the other; and a reader
+/// of such a session notes it, the bundled scale not being the version recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_after_an_override_of_a_bundled_scale_was_removed_is_refused() {
+    let s = common::setup(FakeConfig::default(), "").await;
+    let file = s.data.join("scales").join("GSE.toml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let bundled = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/scales/GSE.toml")).unwrap();
+    let reversed = bundled.replacen("keying = \"positive\"", "keying = \"negative\"", 1);
+    assert_ne!(reversed, bundled);
+    std::fs::write(&file, &reversed).unwrap();
+    let args = common::run_hermione("GSE", "er-batch", &["--json"]);
+    let id = common::session_id(&common::output(&s.config, &s.data, &args).await);
+    let journal = s.data.join("sessions").join(&id).join("journal.jsonl");
+    let whole = std::fs::read_to_string(&journal).unwrap();
+    let cut: String = whole.lines().take(4).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&journal, &cut).unwrap();
+
+    std::fs::remove_file(&file).unwrap();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "scale GSE has changed since session {id} started (it is the bundled one now: a file of one's own \
+             it started with was removed"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&journal).unwrap(), cut, "nothing written");
+
+    let out = common::output(&s.config, &s.data, &["report", &id]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "note: scale GSE (the bundled one now) has changed since session {id} recorded it"
+        )),
+        "{stderr}"
+    );
+    // Put back, the session goes on.
+    std::fs::write(&file, &reversed).unwrap();
+    let out = common::output(&s.config, &s.data, &["run", "--resume", &id]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// A data dir that is a file is the machine's setup, said as such (exit 1) before anything in it is
 /// read; a file where the sessions folder should be is named by `sessions`, not passed over.
 #[test]
