@@ -124,8 +124,9 @@ pub enum Action {
 /// What arrives from a run, a journal, a model or another process, as the app keeps it: without
 /// anything a terminal would act on (an escape sequence a model streamed, an OSC title in a journal
 /// note, pip's coloured stderr). The one place the TUI cleans text; what it draws is gated again cell
-/// by cell (`ui::inert_cells`). A RoleBench answer is the one text kept as it came: it is scored
-/// (Rouge-L, as `report` scores it), so the RoleBench screen makes it safe where it draws it.
+/// by cell (`ui::inert_cells`). A RoleBench answer is kept as it came: it is scored (Rouge-L, as
+/// `report` scores it), so the RoleBench screen makes it safe where it draws it; and so are a
+/// session's recorded prompt templates, whose text is checked against its SHA-256.
 fn inert(action: Action) -> Action {
     use crate::text::inert as clean;
     let scored = |e: &crate::study::Event| {
@@ -134,7 +135,21 @@ fn inert(action: Action) -> Action {
             crate::study::Event::Rolebench(crate::study::rolebench::Step::Answered { .. })
         )
     };
-    let event = |e: &crate::study::Event| if scored(e) { e.clone() } else { clean(e) };
+    let event = |e: &crate::study::Event| {
+        if scored(e) {
+            return e.clone();
+        }
+        let mut cleaned = clean(e);
+        // The templates a session recorded are checked against their SHA-256 (a CRLF file's carriage
+        // returns included) before the Inspector rebuilds prompts from them: kept as recorded, and
+        // drawn through the cell gate like the rest.
+        if let (crate::study::Event::RunStarted { plan, .. }, crate::study::Event::RunStarted { plan: kept, .. }) =
+            (e, &mut cleaned)
+        {
+            kept.prompts = plan.prompts.clone();
+        }
+        cleaned
+    };
     match action {
         Action::Engine(e) => Action::Engine(event(&e)),
         Action::Live(live) => Action::Live(clean(&live)),

@@ -480,9 +480,17 @@ fn live_names_the_providers_a_rate_limit_holds_back_while_the_run_goes() {
 
 #[test]
 fn the_inspector_rebuilds_prompts_from_the_sessions_templates_and_names_their_files() {
+    // A file saved with CRLF line ends (or any control character) is the template that was sent,
+    // not one whose recorded SHA-256 the screen's own cleaning broke.
+    for text in ["{experimenter} asks: {question}", "{experimenter} asks: {question}\r\n"] {
+        inspector_rebuilds_prompts_from(text);
+    }
+}
+
+fn inspector_rebuilds_prompts_from(text: &str) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("interviewer.txt");
-    std::fs::write(&file, "{experimenter} asks: {question}").unwrap();
+    std::fs::write(&file, text).unwrap();
     let mut plan = plan();
     plan.prompts = Templates::load_dir(dir.path()).unwrap().record();
     let mut app = app();
