@@ -308,9 +308,16 @@ impl<'a> Session<'a> {
         let method = self.method(request.method)?;
         let range = scale.dimension_range();
         let span = range.1 - range.0;
-        let all = spreads(self.events);
+        // Each repeat's score: a cell is the mean of their errors, as MAE takes them (the error of
+        // the mean score would understate repeats on both sides of the label).
+        let mut all: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
+        for a in latest_assessments(self.events) {
+            if let (Some(score), true) = (a.score, a.scale == scale.id && a.method == method) {
+                all.entry((a.character.as_str(), a.dimension.as_str())).or_default().push(score);
+            }
+        }
         // A heatmap of nothing but "n/a" is refused, as a radar of nothing is.
-        if !all.keys().any(|(_, s, m, _)| *s == scale.id && *m == method) {
+        if all.is_empty() {
             return Err(Unavailable(format!(
                 "session {} has no {} scores by {} (not assessed yet, or every assessment failed)",
                 self.id,
@@ -320,21 +327,27 @@ impl<'a> Session<'a> {
         }
         let mut names = Vec::new();
         let mut cells = Vec::new();
+        let mut targets = false;
         for id in &self.plan.characters {
             let character = self.character(catalog, Some(id))?;
             names.push(character.name.clone());
             let source = request
                 .labels
                 .unwrap_or_else(|| character.labels.exclusion_source(&scale.id));
+            targets |= source == LabelSource::Target;
             cells.push(
                 scale
                     .dimensions
                     .iter()
                     .map(|d| {
-                        let spread = all.get(&(id.clone(), scale.id.clone(), method, d.name.clone()))?;
+                        let scores = all.get(&(id.as_str(), d.name.as_str()))?;
                         let (label, marginal) = label_of(character, scale, source, &d.name)?;
-                        let error = Reference::of(label)?.distance(spread.value, range) / span;
-                        Some(Cell { error, marginal })
+                        let reference = Reference::of(label)?;
+                        let errors: Vec<f64> = scores.iter().map(|&v| reference.distance(v, range) / span).collect();
+                        Some(Cell {
+                            error: crate::domain::stats::mean(&errors)?,
+                            marginal,
+                        })
                     })
                     .collect(),
             );
@@ -356,7 +369,13 @@ impl<'a> Session<'a> {
                 subtitle: format!(
                     "{} against {}, session {}",
                     method.name(),
-                    labels_name(request.labels),
+                    match (request.labels, targets) {
+                        // A character of one's own has only its targets, which are then drawn.
+                        (None, true) => "the labels (pdb where a character has them, else annotation, else its \
+                                         targets)"
+                            .to_string(),
+                        (given, _) => labels_name(given),
+                    },
                     self.id
                 ),
             },

@@ -544,3 +544,69 @@ fn the_agreement_scatter_defaults_to_oc_as_agreement_does() {
         "{shown:?}"
     );
 }
+
+/// A heatmap cell is the mean of its repeats' errors, as MAE takes them: two repeats on either side
+/// of the label are as far from it as each, not a perfect score for their mean.
+#[test]
+fn a_heatmap_cell_averages_the_errors_of_its_repeats() {
+    use incharacter::domain::character::LabelSource;
+    use incharacter::method::Method;
+    let catalog = Catalog::bundled().unwrap();
+    let journal = events(BFI_16P);
+    let mut all = journal.clone();
+    let scale = catalog.scale("BFI").unwrap();
+    let (lo, hi) = scale.dimension_range();
+    let label = |character: &str, dimension: &str| {
+        catalog
+            .character(character)
+            .and_then(|c| c.labels.get(LabelSource::Pdb, "BFI", dimension))
+            .and_then(|l| l.score)
+    };
+    // Each BFI ER_batch score again as a second repeat, mirrored about the label.
+    let mirrored: Vec<Event> = journal
+        .iter()
+        .filter_map(|e| match e {
+            Event::DimensionAssessed(a) if a.scale == "BFI" && a.method == Method::ErBatch => {
+                let (score, label) = (a.score?, label(&a.character, &a.dimension)?);
+                let mut b = a.clone();
+                b.repeat = 1;
+                b.score = Some(2.0 * label - score);
+                Some(Event::DimensionAssessed(b))
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(!mirrored.is_empty());
+    all.extend(mirrored);
+    let mut asked = request(Kind::Heatmap, None);
+    asked.scale = Some("BFI");
+    asked.method = Some("er-batch");
+    asked.labels = Some(LabelSource::Pdb);
+    let Figure::Heatmap(heatmap) = session::figure(&all, &Default::default(), &catalog, &asked).unwrap() else {
+        panic!("a heatmap")
+    };
+    let mut checked = 0;
+    for e in &journal {
+        let Event::DimensionAssessed(a) = e else { continue };
+        if a.scale != "BFI" || a.method != Method::ErBatch {
+            continue;
+        }
+        let (Some(score), Some(l)) = (a.score, label(&a.character, &a.dimension)) else {
+            continue;
+        };
+        let name = &catalog.character(&a.character).unwrap().name;
+        let row = heatmap.characters.iter().position(|c| c == name).unwrap();
+        let column = scale.dimensions.iter().position(|d| d.name == a.dimension).unwrap();
+        let cell = heatmap.cells[row][column].expect("a cell");
+        let each = (score - l).abs() / (hi - lo);
+        assert!(
+            (cell.error - each).abs() < 1e-12,
+            "{} {}: {} vs {each}",
+            a.character,
+            a.dimension,
+            cell.error
+        );
+        checked += 1;
+    }
+    assert!(checked >= 10, "{checked}");
+}
