@@ -377,10 +377,9 @@ struct RawCharacter {
     experimenter: Spanned<String>,
     work: Option<Spanned<String>>,
     description: Spanned<String>,
+    post_history_instructions: Option<Spanned<String>>,
     #[serde(default)]
-    post_history_instructions: String,
-    #[serde(default)]
-    catchphrases: Vec<String>,
+    catchphrases: Vec<Spanned<String>>,
     #[serde(default)]
     agents: BTreeMap<String, String>,
     #[serde(default)]
@@ -465,6 +464,14 @@ impl RawCharacter {
             } else if what != "description" {
                 super::one_line(src, (what, field.get_ref(), field.span()), &mut errors);
             }
+        }
+        // What the agent reads: lines, but nothing else a terminal would act on (an escape sequence
+        // would reach the model, and every screen that shows the prompt).
+        let prose = std::iter::once(("description", &self.description))
+            .chain(self.post_history_instructions.iter().map(|p| ("post_history_instructions", p)))
+            .chain(self.catchphrases.iter().map(|c| ("a catchphrase", c)));
+        for (what, field) in prose {
+            super::prose(src, (what, field.get_ref(), field.span()), &mut errors);
         }
         // Shown wherever the character is named or listed: one line too.
         for (what, field) in self.aliases.iter().map(|a| ("an alias", a)).chain(self.work.iter().map(|w| ("work", w))) {
@@ -572,8 +579,8 @@ impl RawCharacter {
             experimenter: self.experimenter.into_inner(),
             work: self.work.map(Spanned::into_inner).unwrap_or_default(),
             description: self.description.into_inner(),
-            post_history: self.post_history_instructions,
-            catchphrases: self.catchphrases,
+            post_history: self.post_history_instructions.map(Spanned::into_inner).unwrap_or_default(),
+            catchphrases: self.catchphrases.into_iter().map(Spanned::into_inner).collect(),
             agents: self.agents,
             labels,
             card: self.card,
@@ -846,6 +853,25 @@ Warmth = { score = 4.2, type = "H" }
         assert!(e[0].message.contains("must be a number or \"X\""));
         let e = parse(&ANNA.replace("language = \"en\"", "language = \"fr\"")).unwrap_err();
         assert!(e[0].message.contains("\"en\" or \"zh\""));
+    }
+
+    /// What the agent reads takes lines (and a file's CRLF) but no escape sequence or other control
+    /// character, located where the value stands.
+    #[test]
+    fn a_prompt_that_would_act_on_a_terminal_is_located() {
+        let esc = ANNA.replace("\"You are Anna.\"", "\"You are \\u001b[2JAnna.\"");
+        let e = parse(&esc).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), (5, 15), "{}", e[0]);
+        assert!(e[0].message.starts_with("description holds \\u{1b}"), "{}", e[0]);
+        let more = ANNA.replace(
+            "language = \"en\"",
+            "post_history_instructions = \"Short.\\u0007\"\ncatchphrases = [\"Well\", \"Oh\\u202e\"]\nlanguage = \"en\"",
+        );
+        let e = parse(&more).unwrap_err();
+        let said: Vec<&str> = e.iter().map(|d| d.message.split(',').next().unwrap()).collect();
+        assert_eq!(said, ["post_history_instructions holds \\u{7}", "a catchphrase holds \\u{202e}"]);
+        let lines = ANNA.replace("\"You are Anna.\"", "\"You are Anna.\\r\\n\\tKind.\\nBrave.\"");
+        assert!(parse(&lines).is_ok());
     }
 
     /// Aliases and the work are shown wherever the character is listed: a control character or a

@@ -74,5 +74,24 @@ pub(crate) fn one_line(
     }
 }
 
+/// Refuses, at `span`, text of several lines (a description, an instruction) that holds a character a
+/// terminal would act on other than a line break, a tab or a carriage return (a file saved with CRLF).
+pub(crate) fn prose(
+    src: diagnostic::Source<'_>,
+    (what, text, span): (&str, &str, std::ops::Range<usize>),
+    errors: &mut Vec<diagnostic::Diagnostic>,
+) {
+    if let Some(c) = text.chars().find(|&c| acts_on_terminal(c) && !matches!(c, '\n' | '\t' | '\r')) {
+        errors.push(src.at(
+            span,
+            format!(
+                "{what} holds {}, which a terminal would act on (an escape sequence, a control character or a \
+                 bidirectional override): take it out",
+                c.escape_unicode()
+            ),
+        ));
+    }
+}
+
 /// What [`is_id`] asks, said in an error.
 pub const ID_RULE: &str = "at most 64 ASCII letters, digits, '-' and '_', not starting with '-'";

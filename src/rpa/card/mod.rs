@@ -286,7 +286,9 @@ pub fn unresolve(text: &str, name: &str, user: &str) -> String {
 
 /// Text without control characters other than newlines and tabs, trimmed.
 pub(crate) fn clean(text: &str) -> String {
-    text.chars()
+    // Escape sequences go whole, not their ESC alone (an option such as `--name` is not read as a card).
+    crate::text::inert(&text.to_string())
+        .chars()
         .filter(|c| !c.is_control() || matches!(c, '\n' | '\t'))
         .collect::<String>()
         .trim()

@@ -265,10 +265,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("令狐冲.jsonl");
         let rows = [
-            serde_json::json!({"enc_text": b64("你是令狐冲。"), "bge_zh_s15": "system_prompt"}),
+            serde_json::json!({"enc_text": b64("你是\u{1b}[31m令狐冲\u{1b}]0;x\u{7}。"), "bge_zh_s15": "system_prompt"}),
             serde_json::json!({"text": "", "bge_zh_s15": "config"}),
             serde_json::json!({"enc_text": b64("岳灵珊:「大师哥！」\n令狐冲:「小师妹。」"), "bge_zh_s15": "AAAA"}),
-            serde_json::json!({"text": "岳不群:「冲儿。」\n令狐冲:「师父。」\u{1b}[31m", "bge_zh_s15": [0.1, 0.2]}),
+            serde_json::json!({"text": "岳不群:「冲儿。」\n令狐冲:「师父\u{1b}[2J。」\u{1b}[31m", "bge_zh_s15": [0.1, 0.2]}),
         ];
         let text: String = rows.iter().map(|r| format!("{r}\n\n")).collect();
         std::fs::write(&file, text).unwrap();
@@ -281,12 +281,12 @@ mod tests {
         assert_eq!(got.memories, 2);
         let toml = std::fs::read_to_string(&got.character_file).unwrap();
         assert!(
-            toml.contains("language = \"zh\"") && toml.contains("你是令狐冲"),
+            toml.contains("language = \"zh\"") && toml.contains("你是令狐冲。"),
             "{toml}"
         );
         let chunks: Vec<String> = serde_json::from_str(&std::fs::read_to_string(&got.memories_file).unwrap()).unwrap();
         assert!(
-            chunks[0].starts_with("岳灵珊") && !chunks[1].contains('\u{1b}'),
+            chunks[0].starts_with("岳灵珊") && chunks[1] == "岳不群:「冲儿。」\n令狐冲:「师父。」",
             "{chunks:?}"
         );
     }

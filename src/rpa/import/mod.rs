@@ -333,7 +333,10 @@ fn row_at(file: &Path, line: usize, text: &str, key: &str) -> String {
 
 /// Text without control characters other than newlines, trimmed.
 fn clean(text: &str) -> String {
-    text.chars()
+    // Escape sequences go whole (`ESC [ 2 J`, not `[2J` left in the text), then what is left of a
+    // terminal's controls.
+    crate::text::inert(&text.to_string())
+        .chars()
         .filter(|c| !c.is_control() || *c == '\n')
         .collect::<String>()
         .trim()
@@ -413,6 +416,8 @@ fn write_character<'s>(
     if chunks.is_empty() {
         return Err(format!("{origin}: no dialogue to use as memories").into());
     }
+    // The prompt the agent reads: without what a terminal would act on, as a card's is.
+    let description = crate::rpa::card::clean(&description);
     if description.trim().is_empty() {
         return Err(format!("{origin}: the profile has no description").into());
     }

@@ -933,7 +933,7 @@ fn a_save_keeps_the_files_comments_and_layout() {
                    description = \"\"\"\n\
                    You are Hand.\n\
                    \n\
-                   You speak plainly. \\u001B\"\"\"\n\
+                   You speak plainly. \\u00E9\"\"\"\n\
                    catchphrases = ['ends with \\', \"  spaced  \"]\n";
     std::fs::write(&file, written).unwrap();
     let mut app = app();
