@@ -773,7 +773,12 @@ pub fn export_stored(card: &Card, character: &Character, memories: &[String]) ->
     let Some(data) = data else {
         return card.json.clone();
     };
+    // What this export writes that only a V2 card has: a V1 card given one becomes V2 (below), else
+    // an import would read past it (a V1 card has no alternate greetings).
+    let mut beyond_v1 = false;
     let mut set = |key: &str, value: Value| {
+        let empty = value.as_str() == Some("") || value.as_array().is_some_and(Vec::is_empty);
+        beyond_v1 |= !empty && !V1_FIELDS.contains(&key);
         data.insert(key.to_string(), value);
     };
     // An edited text in the author's form: either name, and either experimenter, as placeholders.
@@ -856,9 +861,16 @@ pub fn export_stored(card: &Card, character: &Character, memories: &[String]) ->
                 };
             }
         }
+        beyond_v1 = true;
     }
-    root
+    match (card.spec, beyond_v1) {
+        (Spec::V1, true) => json!({"spec": "chara_card_v2", "spec_version": "2.0", "data": root}),
+        _ => root,
+    }
 }
+
+/// The fields of a V1 card (flat JSON).
+const V1_FIELDS: [&str; 6] = ["name", "description", "personality", "scenario", "first_mes", "mes_example"];
 
 /// The text chunks a PNG carries for `card` (JSON), keyword and base64: `chara`, and for a V3 card
 /// also `ccv3` (the `chara` then holds the same card marked V2, for readers that know only V2).

@@ -387,3 +387,26 @@ fn memory_lines_of_every_form_come_back_from_a_card() {
     assert_eq!(back, chunks, "{mes_example}");
     assert!(mes_example.contains("{{char}}: 好的。"), "the plain one in the card's form: {mes_example}");
 }
+
+/// A V1 card whose export needs a field only V2 has (a second greeting, here) is written as V2, so
+/// that importing it again reads that field; unedited, or edited within V1's fields, it stays V1.
+#[test]
+fn a_v1_card_given_what_only_v2_holds_is_exported_as_v2() {
+    let v1 = r#"{"name": "Ann", "description": "{{char}} runs the ferry.", "personality": "calm",
+        "scenario": "", "first_mes": "Morning, {{user}}.", "mes_example": "<START>\n{{user}}: Hi\n{{char}}: Hello"}"#;
+    let card = parse(v1).unwrap();
+    assert_eq!(card.spec, Spec::V1);
+    let mut c = imported(&card);
+    c.experimenter = "User".into();
+    c.description = prompt(&card, "Ann", "User", Language::En);
+    let chunks: Vec<String> = memories(&card, "Ann", "User").into_iter().map(|(m, _)| m).collect();
+    assert_eq!(export_stored(&card, &c, &chunks), card.json, "unedited: as it was");
+    let mut more = chunks.clone();
+    more.insert(1, "Ann:「Evening already?」".into());
+    let got = export_stored(&card, &c, &more);
+    assert_eq!(got["spec"], "chara_card_v2", "{got}");
+    assert_eq!(got["data"]["personality"], "calm", "{got}");
+    let back = parse(&got.to_string()).unwrap();
+    let read: Vec<String> = memories(&back, "Ann", "User").into_iter().map(|(m, _)| m).collect();
+    assert_eq!(read.len(), more.len(), "{read:?}");
+}
