@@ -167,7 +167,8 @@ async fn a_full_run_exports_scores_that_recompute_from_its_transcripts() {
     )
     .unwrap();
     assert!(csv.starts_with(
-        "character,scale,method,repeat,dimension,score,label_pdb,label_annotation,pred_type,label_type,correct\n"
+        "character,scale,method,repeat,dimension,score,label_pdb,label_annotation,pred_type,label_type,correct,label_target,\
+         label_source\n"
     ));
     assert_eq!(csv.lines().count(), 1 + 2 * 2 * 6 * 9);
     // Side by side with a copy of itself (a session is given once: the copy is another folder).

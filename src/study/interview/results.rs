@@ -497,7 +497,8 @@ impl SafeCsv {
 pub use crate::text::json_for_terminal;
 
 
-/// Tidy rows: `character,scale,method,repeat,dimension,score,label_pdb,label_annotation,pred_type,label_type,correct`.
+/// Tidy rows: `character,scale,method,repeat,dimension,score,label_pdb,label_annotation,pred_type,label_type,correct,label_target,label_source`
+/// (`label_type` and `correct` are against `label_source`'s label, the one MAE counts by default).
 pub fn csv(events: &[Event], catalog: &Catalog) -> csv::Result<String> {
     let mut w = SafeCsv::new();
     w.record([
@@ -512,19 +513,20 @@ pub fn csv(events: &[Event], catalog: &Catalog) -> csv::Result<String> {
         "pred_type",
         "label_type",
         "correct",
+        "label_target",
+        "label_source",
     ])?;
     // A character or scale no longer in the catalog keeps its rows: its scores are the session's,
     // only its labels (or, without the scale's range, its predicted type) are left blank.
     for a in latest_assessments(events) {
         let (c, scale) = (catalog.character(&a.character), catalog.scale(&a.scale));
+        // A label's score, else its letter (a target "H" has no score; a label without one is "X").
         let label = |src| {
             c.and_then(|c| c.labels.get(src, &a.scale, &a.dimension))
-                .map_or(String::new(), |l| l.score.map_or("X".into(), |s| s.to_string()))
+                .map_or(String::new(), |l| l.score.map_or(format!("{:?}", l.kind), |s| s.to_string()))
         };
-        let exclusion = c.and_then(|c| {
-            c.labels
-                .get(c.labels.exclusion_source(&a.scale), &a.scale, &a.dimension)
-        });
+        let source = c.map(|c| c.labels.exclusion_source(&a.scale));
+        let exclusion = c.zip(source).and_then(|(c, source)| c.labels.get(source, &a.scale, &a.dimension));
         let pred = scale.and_then(|scale| {
             let (min, max) = scale.dimension_range();
             a.score.map(|s| if crate::domain::metrics::is_high(s, (min, max)) { "H" } else { "L" })
@@ -546,6 +548,8 @@ pub fn csv(events: &[Event], catalog: &Catalog) -> csv::Result<String> {
             pred.unwrap_or("").to_string(),
             label_type,
             correct,
+            label(LabelSource::Target),
+            source.map_or(String::new(), |s| s.name().to_string()),
         ])?;
     }
     w.finish()
@@ -674,9 +678,32 @@ mod tests {
         let text = csv(&events, &catalog).unwrap();
         let rows: Vec<&str> = text.lines().collect();
         assert_eq!(rows.len(), 3, "{text}");
-        assert_eq!(rows[1], "gone-en,BFI,oc,0,Extraversion,4.5,,,H,,", "{text}");
+        assert_eq!(rows[1], "gone-en,BFI,oc,0,Extraversion,4.5,,,H,,,,", "{text}");
         assert!(rows[2].starts_with("hermione-en,BFI,oc,0,Extraversion,4.5,"), "{text}");
-        assert_ne!(rows[2], "hermione-en,BFI,oc,0,Extraversion,4.5,,,H,,", "labelled: {text}");
+        assert!(rows[2].ends_with(",,pdb"), "labelled, against PDb: {text}");
+    }
+
+    /// A character with targets only is scored against them: the row carries the target (a score,
+    /// or its letter) and says which label its type and correctness are against.
+    #[test]
+    fn a_target_is_a_column_and_the_label_compared_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("characters")).unwrap();
+        std::fs::write(
+            dir.path().join("characters").join("c.toml"),
+            "id = \"c\"\nname = \"C\"\nlanguage = \"en\"\nexperimenter = \"B\"\ndescription = \"x\"\n\
+             [targets.BFI]\nExtraversion = \"H\"\nAgreeableness = 2.0\n",
+        )
+        .unwrap();
+        let catalog = Catalog::load(Some(dir.path())).unwrap();
+        let events = [
+            Event::DimensionAssessed(assessed("Extraversion", 0, &[2.0, 3.0], true)),
+            Event::DimensionAssessed(assessed("Agreeableness", 0, &[2.0, 3.0], true)),
+        ];
+        let text = csv(&events, &catalog).unwrap();
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(rows[1], "c,BFI,oc,0,Agreeableness,2.5,,,L,L,true,2,target", "{text}");
+        assert_eq!(rows[2], "c,BFI,oc,0,Extraversion,2.5,,,L,H,false,H,target", "{text}");
     }
 
     #[test]
