@@ -347,6 +347,15 @@ fn list_in(dir: &Path, sample: bool) -> (Vec<SessionEntry>, Vec<(PathBuf, String
             continue;
         }
         let journal_file = path.join("journal.jsonl");
+        // A folder that cannot be searched (no permission) hides whether it holds a journal: said as
+        // such, not as a folder without one.
+        match std::fs::symlink_metadata(&journal_file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                unreadable.push((path, format!("it cannot be read: {e}")));
+                continue;
+            }
+            _ => {}
+        }
         if !journal_file.exists() {
             // A run killed as it began, an hour ago or more, leaves a folder with nothing recorded.
             if !sample && crate::files::remove_abandoned_folder(&path) {
