@@ -16,7 +16,7 @@ pub struct Options {
 /// Bad input to the workbench's options (exit 2).
 #[derive(Debug, thiserror::Error)]
 pub enum OptionsError {
-    #[error("--speed {0}: a positive number, or `instant`")]
+    #[error("--speed {0}: a number from {MIN_SPEED} up (1 is the original timing), or `instant`")]
     Speed(String),
     #[error("this build has no sample sessions (INCHARACTER_SAMPLES sets a folder of them)")]
     NoSamples,
@@ -53,12 +53,15 @@ impl Options {
     }
 }
 
-/// `--speed`: a positive factor, or `instant`.
+/// The slowest replay: a hundredth of the original pace (a minute's gap, 100 minutes).
+pub const MIN_SPEED: f64 = 0.01;
+
+/// `--speed`: a factor from [`MIN_SPEED`] up, or `instant`.
 fn replay_speed(speed: &str) -> Result<Replay, OptionsError> {
     Ok(match speed {
         "instant" => Replay::Instant,
         s => match s.parse::<f64>() {
-            Ok(f) if f > 0.0 && f.is_finite() => Replay::Speed(f),
+            Ok(f) if f >= MIN_SPEED && f.is_finite() => Replay::Speed(f),
             _ => return Err(OptionsError::Speed(s.to_string())),
         },
     })

@@ -45,10 +45,12 @@ pub(super) async fn replay(
     let timed: Vec<(Option<u64>, Event)> =
         journal::read_timed(&dir.join("journal.jsonl")).map_err(|e| e.to_string())?;
     let events: Vec<Event> = timed.iter().map(|(_, e)| e.clone()).collect();
+    // Another process goes on writing it: what is replayed is what its journal held at the start.
+    let writer = journal::writer(&dir.join("journal.jsonl"));
     let _ = tx.send(Action::Memories(load_memories(data, catalog, &events)));
     let wait = |ms: u64| {
         let factor = match *speed.borrow() {
-            Replay::Speed(s) => 1.0 / s.max(0.01),
+            Replay::Speed(s) => 1.0 / s.max(super::options::MIN_SPEED),
             Replay::Instant => 0.0,
         };
         Duration::from_millis((ms as f64 * factor) as u64)
@@ -103,6 +105,13 @@ pub(super) async fn replay(
             tokio::task::yield_now().await;
         }
         let _ = tx.send(Action::Engine(event));
+    }
+    if let Some(journal::Writer { pid, .. }) = writer {
+        let _ = tx.send(Action::Flash(format!(
+            "replayed as its journal was when the replay began: session {} is being written by another \
+             incharacter (pid {pid}), unfinished; open it from Sessions to read it anew",
+            dir.file_name().unwrap_or_default().to_string_lossy()
+        )));
     }
     Ok(())
 }

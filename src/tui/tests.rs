@@ -546,3 +546,44 @@ mod chat_sampling {
         assert_eq!(asked[0].sampling.max_tokens, Some(123));
     }
 }
+
+/// A replay of a session another process is writing says so at its end: it showed the journal as it
+/// was when it began, and the session is not finished.
+#[tokio::test]
+async fn a_replay_of_a_session_being_written_says_so() {
+    let id = "20261129-201520-gse-on-the-local-model-e700";
+    let (data, _store) = store_with(&[id]);
+    let dir = crate::session::sessions_dir(data.path()).join(id);
+    let replay = |tx| {
+        let (data, dir) = (data.path().to_path_buf(), dir.clone());
+        async move {
+            let catalog = Catalog::load(None).unwrap();
+            let (_speed, rx) = tokio::sync::watch::channel(Replay::Instant);
+            super::replay::replay(&dir, &data, &catalog, &tx, rx, &Default::default()).await
+        }
+    };
+    let flashes = |mut rx: tokio::sync::mpsc::UnboundedReceiver<Action>| {
+        let mut said = Vec::new();
+        while let Ok(action) = rx.try_recv() {
+            if let Action::Flash(text) = action {
+                said.push(text);
+            }
+        }
+        said
+    };
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    replay(tx).await.unwrap();
+    assert_eq!(flashes(rx), Vec::<String>::new(), "a finished session: nothing to say");
+    let _writing = crate::journal::Journal::open_exclusive(&dir.join("journal.jsonl")).unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    replay(tx).await.unwrap();
+    let said = flashes(rx);
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].contains(&format!(
+            "session {id} is being written by another incharacter (pid {})",
+            std::process::id()
+        )),
+        "{said:?}"
+    );
+}

@@ -464,7 +464,12 @@ impl Live {
             .gauge_style(theme.fg(theme.label_pdb))
             .ratio((assessed as f64 / dims_total.max(1) as f64).min(1.0))
             .label(fitting(
-                assessments_labels(assessed, dims_total, run.judge_done, flight(Role::Judge)),
+                assessments_labels(
+                    assessed,
+                    dims_total,
+                    self.seen_live().then_some(run.judge_done),
+                    flight(Role::Judge),
+                ),
                 rows[1].width,
             ));
         frame.render_widget(judge, rows[1]);
@@ -488,7 +493,7 @@ impl Live {
         let figures = [
             ("elapsed", elapsed),
             ("eta", eta),
-            ("tokens", self.tokens(run).to_string()),
+            ("tokens", self.tokens(run)),
             ("cost", self.cost(ctx)),
             ("retries", run.retries.to_string()),
         ];
@@ -571,17 +576,25 @@ fn interviews_labels(done: usize, total: usize, flight: Flight, failed: usize) -
 
 /// The assessments gauge's label, from the longest to the shortest: dimensions assessed of all, the
 /// judge's calls done, holding a place and waiting for one.
-fn assessments_labels(assessed: usize, total: usize, calls_done: usize, flight: Flight) -> Vec<String> {
+/// `calls_done` is `None` where the calls were not seen (a replay, a session opened here: the journal
+/// records assessments, not each call as it ended).
+fn assessments_labels(assessed: usize, total: usize, calls_done: Option<usize>, flight: Flight) -> Vec<String> {
     let (flying, queued) = (flight.in_flight, flight.queued);
-    vec![
-        format!(
-            "assessments {assessed}/{total} · judge calls {calls_done} done · {flying} in flight · {queued} queued"
-        ),
-        format!("assessments {assessed}/{total} · judge {calls_done} done · {flying} in flight · {queued} queued"),
+    let mut labels = Vec::new();
+    if let Some(calls_done) = calls_done {
+        labels.extend([
+            format!(
+                "assessments {assessed}/{total} · judge calls {calls_done} done · {flying} in flight · {queued} queued"
+            ),
+            format!("assessments {assessed}/{total} · judge {calls_done} done · {flying} in flight · {queued} queued"),
+        ]);
+    }
+    labels.extend([
         format!("assessments {assessed}/{total} · {flying} in flight · {queued} queued"),
         format!("assessments {assessed}/{total} · {flying} flying · {queued} queued"),
         format!("{assessed}/{total} · {flying} in flight · {queued} queued"),
-    ]
+    ]);
+    labels
 }
 
 /// The first label that fits `width` columns, else the shortest.
@@ -660,24 +673,35 @@ fn latest_whole<'a>(ctx: &Ctx) -> Line<'a> {
 impl Live {
     /// The tokens this sitting used: the run's accounts while it runs here (a reply from the cache
     /// or kept batch results costs nothing now), else what the replies it shows reported.
-    fn tokens(&self, run: &RunView) -> u64 {
+    /// Whether this screen saw the run's requests as they went (run here, not replayed or opened):
+    /// else what they used and how many there were is not known here ("–").
+    fn seen_live(&self) -> bool {
+        self.accounting.is_some() || (self.replay.is_none() && (self.running || self.ended_ms.is_some()))
+    }
+
+    fn tokens(&self, run: &RunView) -> String {
         match &self.accounting {
             Some(a) => a
                 .snapshot()
                 .by_provider_role
                 .values()
                 .map(|c| c.prompt_tokens + c.completion_tokens)
-                .sum(),
-            None => run.tokens,
+                .sum::<u64>()
+                .to_string(),
+            None if self.seen_live() => run.tokens.to_string(),
+            None => "–".into(),
         }
     }
 
     /// "$0.0123" at the providers' prices, from the run's accounts or else the replies' usage; "–"
-    /// without prices.
+    /// without prices, or for a run not seen here (its usage is not in a replay).
     fn cost(&self, ctx: &Ctx) -> String {
         let Some(plan) = &ctx.run.session.plan else {
             return "–".into();
         };
+        if !self.seen_live() {
+            return "–".into();
+        }
         let price = |name: &str| ctx.prices.iter().find(|(n, _, _)| n == name).map(|(_, i, o)| (*i, *o));
         let mut total = 0.0;
         let mut priced = false;
@@ -764,11 +788,14 @@ mod tests {
             queued: 12,
             in_flight: 1,
         };
-        let labels = assessments_labels(3, 20, 1, flight);
+        let labels = assessments_labels(3, 20, Some(1), flight);
         assert_eq!(
             fitting(labels.clone(), 200),
             "assessments 3/20 · judge calls 1 done · 1 in flight · 12 queued"
         );
+        // Calls not seen (a replay) are not said to be none.
+        let unseen = assessments_labels(3, 20, None, flight);
+        assert_eq!(fitting(unseen, 200), "assessments 3/20 · 1 in flight · 12 queued");
         assert_eq!(fitting(labels.clone(), 40), "assessments 3/20 · 1 flying · 12 queued");
         assert_eq!(fitting(labels, 10), "3/20 · 1 in flight · 12 queued", "the shortest");
         let labels = interviews_labels(6, 10, Flight::default(), 2);
