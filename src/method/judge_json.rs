@@ -38,12 +38,97 @@ pub enum ReplyError {
     BadSum { sum: f64 },
 }
 
-/// Finds the JSON object in a reply and repairs the usual damage.
+/// Finds the JSON object in a reply and repairs the usual damage. A reply holding two different
+/// objects (an example, then the answer) or a key written twice is not read as either: which one
+/// was meant is not known, so the judge is asked again.
 pub fn extract(reply: &str) -> Result<Value, ReplyError> {
     let start = reply.find('{').ok_or(ReplyError::NoJson)?;
     let body = balanced(&reply[start..]).ok_or_else(|| ReplyError::Syntax("the object is never closed".into()))?;
+    let first = read(body);
+    // Another object after it (prose braces that are no JSON aside).
+    let mut rest = &reply[start + body.len()..];
+    let mut read_first = first.as_ref().ok().cloned();
+    while let Some(at) = rest.find('{') {
+        let Some(next) = balanced(&rest[at..]) else { break };
+        if let Ok(other) = read(next) {
+            match &read_first {
+                None => read_first = Some(other),
+                Some(value) if *value == other => {}
+                Some(_) => {
+                    return Err(ReplyError::Invalid(
+                        "the reply holds two different JSON objects: which one is the answer is not known".into(),
+                    ));
+                }
+            }
+        }
+        rest = &rest[at + next.len()..];
+    }
+    match read_first {
+        Some(value) => Ok(value),
+        None => first,
+    }
+}
+
+/// One object's text, repaired and read; refused when it writes a key twice (JSON keeps the last,
+/// silently).
+fn read(body: &str) -> Result<Value, ReplyError> {
     let cleaned = clean(body);
+    serde_json::from_str::<Once>(&cleaned).map_err(|e| ReplyError::Syntax(e.to_string()))?;
     serde_json::from_str(&cleaned).map_err(|e| ReplyError::Syntax(e.to_string()))
+}
+
+/// Reads any JSON, refusing an object that holds a key twice (at any depth).
+struct Once;
+
+impl<'de> serde::Deserialize<'de> for Once {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Once, D::Error> {
+        d.deserialize_any(OnceVisitor)
+    }
+}
+
+struct OnceVisitor;
+
+impl<'de> serde::de::Visitor<'de> for OnceVisitor {
+    type Value = Once;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Once, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                return Err(serde::de::Error::custom(format!("key \"{key}\" is written twice")));
+            }
+            map.next_value::<Once>()?;
+        }
+        Ok(Once)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Once, A::Error> {
+        while seq.next_element::<Once>()?.is_some() {}
+        Ok(Once)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Once, E> {
+        Ok(Once)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Once, E> {
+        Ok(Once)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Once, E> {
+        Ok(Once)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Once, E> {
+        Ok(Once)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Once, E> {
+        Ok(Once)
+    }
+    fn visit_unit<E>(self) -> Result<Once, E> {
+        Ok(Once)
+    }
 }
 
 /// The text from the first `{` to its matching `}` (strings and escapes respected).
@@ -345,6 +430,31 @@ mod tests {
         assert!(matches!(bad[0].1, ReplyError::OutOfRange { .. }));
         let none = some_options(&json!({"1": 0, "3": "many"}), &keys, range).unwrap_err();
         assert!(matches!(none, ReplyError::OutOfRange { .. }), "{none}");
+    }
+
+    /// Two different objects (an example before the answer), or a key written twice, are not read
+    /// as either; the same object twice is that object, and prose braces are no object.
+    #[test]
+    fn a_reply_that_says_two_things_is_not_read_as_one() {
+        for reply in [
+            r#"For example {"1": 9, "2": "x"}. My answer: {"1": 2, "2": 3}"#,
+            "{\"result\": 1}\n{\"result\": 5}",
+        ] {
+            let e = extract(reply).unwrap_err();
+            assert!(e.to_string().contains("two different JSON objects"), "{reply}: {e}");
+        }
+        let e = extract(r#"{"result": 4, "result": 1}"#).unwrap_err();
+        assert!(e.to_string().contains("key \"result\" is written twice"), "{e}");
+        let e = extract(r#"{"scores": {"1": 2, "1": 4}}"#).unwrap_err();
+        assert!(e.to_string().contains("key \"1\" is written twice"), "{e}");
+        assert_eq!(
+            extract("{\"result\": 3}\nAgain: {\"result\": 3}").unwrap(),
+            serde_json::json!({"result": 3})
+        );
+        assert_eq!(
+            extract("I weigh {the answers} first. {\"result\": 2} {and done}").unwrap(),
+            serde_json::json!({"result": 2})
+        );
     }
 
     #[test]
