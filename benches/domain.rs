@@ -36,7 +36,7 @@ fn bench(c: &mut Criterion) {
             character: format!("c{ch}"),
             dimension: dims[d].clone(),
             repeat: r,
-            predicted: 1.0 + ((r as usize + ch + d) % 9) as f64 / 2.0,
+            predicted: Some(1.0 + ((r as usize + ch + d) % 9) as f64 / 2.0),
             label: Label {
                 score: Some(1.0 + ((ch * d) % 5) as f64),
                 kind: if (ch * d) % 5 >= 3 { LabelType::H } else { LabelType::L },

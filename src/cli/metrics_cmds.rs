@@ -336,7 +336,7 @@ pub fn metrics(
         across
             .entry((&r.character, &r.dimension))
             .or_default()
-            .push(r.predicted);
+            .extend(r.predicted);
     }
     let spread = std_score(across.values().map(Vec::as_slice), max - min);
     let labels_used: Vec<&str> = sources.iter().map(|&s| s.name()).collect();
@@ -429,7 +429,7 @@ fn read_predictions(
             character: c.id.clone(),
             dimension: d.name.clone(),
             repeat,
-            predicted: score,
+            predicted: Some(score),
             label,
             marginal,
         });

@@ -15,7 +15,10 @@ pub struct AlignmentRow {
     pub character: String,
     pub dimension: String,
     pub repeat: u32,
-    pub predicted: f64,
+    /// `None`: the dimension was not measured (its assessment failed). It scores no pair, and its
+    /// character is not all correct in that repeat (Acc_Full): a full profile needs every labelled
+    /// dimension measured.
+    pub predicted: Option<f64>,
     /// The label compared against (from the chosen label source).
     pub label: Label,
     /// The exclusion source marks this pair as marginal (X): left out of every metric.
@@ -95,18 +98,26 @@ pub fn is_high(score: f64, (min, max): (f64, f64)) -> bool {
 /// `None`: the row is not scored (marginal, or an X label without a score).
 pub fn judge(row: &AlignmentRow, (min, max): (f64, f64)) -> Option<(bool, f64)> {
     let span = max - min;
+    let predicted = row.predicted?;
     let error = match (row.marginal, row.label.score, row.label.kind) {
-        (false, Some(s), _) => (row.predicted - s) / span,
-        (false, None, LabelType::H) => (row.predicted - (min + 0.6 * span)).min(0.0) / span,
-        (false, None, LabelType::L) => (row.predicted - (min + 0.4 * span)).max(0.0) / span,
+        (false, Some(s), _) => (predicted - s) / span,
+        (false, None, LabelType::H) => (predicted - (min + 0.6 * span)).min(0.0) / span,
+        (false, None, LabelType::L) => (predicted - (min + 0.4 * span)).max(0.0) / span,
         _ => return None,
     };
-    let predicted_type = if is_high(row.predicted, (min, max)) {
+    let predicted_type = if is_high(predicted, (min, max)) {
         LabelType::H
     } else {
         LabelType::L
     };
     Some((predicted_type == row.label.kind, error))
+}
+
+/// Whether a row not measured (its assessment failed) had a label it would have been scored against.
+fn failed_against_a_label(row: &AlignmentRow) -> bool {
+    row.predicted.is_none()
+        && !row.marginal
+        && (row.label.score.is_some() || matches!(row.label.kind, LabelType::H | LabelType::L))
 }
 
 /// One character's part of a scale's overall alignment, per repeat: scored pairs, correct ones, the
@@ -129,6 +140,9 @@ impl CharacterTally {
                 t.2 += error.abs();
                 t.3 &= correct;
             }
+        }
+        for row in rows.iter().filter(|r| failed_against_a_label(r)) {
+            per_repeat.entry(row.repeat).or_insert((0, 0, 0.0, true)).3 = false;
         }
         CharacterTally { per_repeat }
     }
@@ -156,6 +170,8 @@ pub fn overall_of<'a>(characters: impl IntoIterator<Item = &'a CharacterTally>) 
             t.4 += usize::from(*all);
         }
     }
+    // A repeat in which nothing was scored (every dimension failed) has no figures.
+    by.retain(|_, t| t.0 > 0);
     if by.is_empty() {
         return None;
     }
@@ -183,8 +199,16 @@ pub fn alignment(range: (f64, f64), dimension_order: &[String], rows: &[Alignmen
     let mut excluded = BTreeSet::new();
     let mut dim_chars: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
 
+    // repeat → characters with a labelled dimension not measured: not all correct.
+    let mut unmeasured: BTreeSet<(u32, &str)> = BTreeSet::new();
     for row in rows {
         let pair = (row.character.as_str(), row.dimension.as_str());
+        if row.predicted.is_none() {
+            if failed_against_a_label(row) {
+                unmeasured.insert((row.repeat, pair.0));
+            }
+            continue;
+        }
         let Some((correct, error)) = judge(row, range) else {
             excluded.insert(pair);
             continue;
@@ -204,6 +228,10 @@ pub fn alignment(range: (f64, f64), dimension_order: &[String], rows: &[Alignmen
     if overall.is_empty() {
         return None;
     }
+    for (repeat, character) in unmeasured {
+        *full.entry(repeat).or_default().entry(character).or_insert(true) = false;
+    }
+    full.retain(|repeat, _| overall.contains_key(repeat));
     let mean_over = |values: Vec<f64>| values.iter().sum::<f64>() / values.len() as f64;
     let overall_alignment = OverallAlignment {
         acc_dim: mean_over(overall.values().map(Tally::acc).collect()),
@@ -287,7 +315,8 @@ mod tests {
                         character: format!("c{c}"),
                         dimension: d.clone(),
                         repeat,
-                        predicted: 1.0 + 4.0 * rng.unit(),
+                        // Now and then a dimension not measured (its assessment failed).
+                        predicted: (rng.below(6) != 0).then(|| 1.0 + 4.0 * rng.unit()),
                         label: label(1.0 + 4.0 * rng.unit()),
                         marginal: rng.below(7) == 0,
                     });
@@ -317,6 +346,30 @@ mod tests {
         assert_eq!(overall_of(std::iter::empty()), None);
     }
 
+    /// A dimension that failed scores no pair, but its character's profile is not all correct: the
+    /// more a judge fails, the higher Acc_Full would otherwise go.
+    #[test]
+    fn a_failed_dimension_keeps_its_character_from_full_accuracy() {
+        let order: Vec<String> = ["A", "B", "C"].iter().map(|s| s.to_string()).collect();
+        let mut rows = vec![
+            row("c", "A", 0, 4.0, Some(4.5), LabelType::H, false),
+            row("c", "B", 0, 2.0, Some(1.5), LabelType::L, false),
+            row("c", "C", 0, 0.0, Some(4.0), LabelType::H, false),
+        ];
+        rows[2].predicted = None;
+        let a = alignment((1.0, 5.0), &order, &rows).unwrap().overall;
+        assert_eq!((a.acc_dim, a.acc_full, a.count), (1.0, 0.0, 2));
+        let tally = CharacterTally::of(&rows, (1.0, 5.0));
+        assert_eq!(overall_of([&tally]).map(|o| o.1), Some(0.0));
+        // A failed dimension without a label (marginal) asks nothing of the profile.
+        rows[2].marginal = true;
+        assert_eq!(alignment((1.0, 5.0), &order, &rows).unwrap().overall.acc_full, 1.0);
+        // Nothing measured at all: no figures, rather than a division by nothing.
+        let none: Vec<AlignmentRow> = rows.iter().map(|r| AlignmentRow { predicted: None, marginal: false, ..r.clone() }).collect();
+        assert!(alignment((1.0, 5.0), &order, &none).is_none());
+        assert_eq!(overall_of([&CharacterTally::of(&none, (1.0, 5.0))]), None);
+    }
+
     #[test]
     fn a_letter_target_is_scored_by_its_band() {
         let order = vec!["A".to_string()];
@@ -326,7 +379,7 @@ mod tests {
                 character: "c".into(),
                 dimension: "A".into(),
                 repeat: 0,
-                predicted: p,
+                predicted: Some(p),
                 label: target(kind),
                 marginal: false,
             };
@@ -343,7 +396,7 @@ mod tests {
             character: "c".into(),
             dimension: "A".into(),
             repeat: 0,
-            predicted: 3.0,
+            predicted: Some(3.0),
             label: target(LabelType::X),
             marginal: false,
         };
@@ -355,7 +408,7 @@ mod tests {
             character: c.into(),
             dimension: d.into(),
             repeat: r,
-            predicted: p,
+            predicted: Some(p),
             label: Label { score, kind },
             marginal,
         }

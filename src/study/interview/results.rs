@@ -256,7 +256,6 @@ pub fn rows(catalog: &Catalog, scale_id: &str, list: &[&Assessment], labels: Opt
     list.iter()
         .filter_map(|a| {
             let c = catalog.character(&a.character)?;
-            let score = a.score?;
             let source = labels.unwrap_or_else(|| c.labels.exclusion_source(scale_id));
             // A dimension the source has no label for is left out as a marginal one is, and counted
             // among the excluded pairs.
@@ -268,7 +267,7 @@ pub fn rows(catalog: &Catalog, scale_id: &str, list: &[&Assessment], labels: Opt
                 character: a.character.clone(),
                 dimension: a.dimension.clone(),
                 repeat: a.repeat,
-                predicted: score,
+                predicted: a.score,
                 label,
                 marginal,
             })
