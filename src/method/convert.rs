@@ -202,10 +202,20 @@ fn doc_label(templates: &Templates, scale: &Scale, d: usize, v: i32) -> String {
             Template::DocLabelMiddle,
             &[("dimension.low", &dim.low.en), ("dimension.high", &dim.high.en)],
         )
-    } else if f64::from(v) < mid {
-        templates.render(Template::DocLabelSide, &low)
     } else {
-        templates.render(Template::DocLabelSide, &high)
+        // A side option's grade: `doc_label_side`'s line k holds the labels of a side with k options,
+        // from the end inward, apart by " | " (16Personalities' 1–7: "moderately", then "somewhat";
+        // DTDD's 1–9: three). A side longer than the lines reuses the last line, its last label after.
+        let (pole, from_end) = if f64::from(v) < mid { (low, v - min - 1) } else { (high, max - v - 1) };
+        let side = (min + 1..=max - 1).filter(|&o| f64::from(o) < mid).count().max(1);
+        let text = templates.render(Template::DocLabelSide, &pole);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let Some(line) = lines.get(side - 1).or(lines.last()) else {
+            return text;
+        };
+        let labels: Vec<&str> = line.split(" | ").map(str::trim).collect();
+        let at = usize::try_from(from_end).unwrap_or(0).min(labels.len() - 1);
+        labels[at].to_string()
     }
 }
 
@@ -630,6 +640,27 @@ pub fn dimension_scores(scale: &Scale, items: &[ConvertedItem]) -> Vec<Option<cr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No two options of a d-OC dimension read alike, whatever the range: a side of three options
+    /// is graded moderately, somewhat, slightly, from the end inward.
+    #[test]
+    fn every_d_oc_option_has_its_own_label() {
+        let catalog = crate::catalog::Catalog::bundled().unwrap();
+        let templates = Templates::bundled();
+        for id in ["BFI", "16Personalities", "DTDD", "ICB", "ECR-R", "BSRI", "WLEIS", "Empathy", "CABIN"] {
+            let scale = catalog.scale(id).unwrap();
+            for d in 0..scale.dimensions.len() {
+                let labels: Vec<String> =
+                    (scale.range.min..=scale.range.max).map(|v| doc_label(templates, scale, d, v)).collect();
+                let distinct: std::collections::BTreeSet<&String> = labels.iter().collect();
+                assert_eq!(distinct.len(), labels.len(), "{id} {d}: {labels:?}");
+            }
+        }
+        let dtdd = catalog.scale("DTDD").unwrap();
+        let labels: Vec<String> = (1..=9).map(|v| doc_label(templates, dtdd, 0, v)).collect();
+        assert_eq!(labels[1..4], ["moderately sincere", "somewhat sincere", "slightly sincere"]);
+        assert_eq!(labels[5..8], ["slightly manipulative", "somewhat manipulative", "moderately manipulative"]);
+    }
 
     #[test]
     fn groups_are_as_few_and_as_even_as_the_cap_allows() {
