@@ -543,6 +543,7 @@ mod tests {
                 .collect(),
             failure: None,
             fitted: None,
+            conversions: Vec::new(),
         })
     }
 

@@ -472,6 +472,7 @@ mod tests {
                 items: vec![],
                 failure: None,
                 fitted: None,
+                conversions: Vec::new(),
             }));
         }
         events

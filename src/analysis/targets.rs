@@ -126,6 +126,7 @@ mod tests {
                     items: Vec::new(),
                     failure: None,
                     fitted: None,
+                    conversions: Vec::new(),
                 })
             })
             .collect();

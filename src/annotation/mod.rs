@@ -914,6 +914,7 @@ mod tests {
             items: vec![item(1), item(6)],
             failure: None,
             fitted: None,
+            conversions: Vec::new(),
         }
     }
 

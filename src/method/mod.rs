@@ -93,6 +93,11 @@ pub struct Assessment {
     /// smaller ones), when they had to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fitted: Option<String>,
+    /// OC, d-OC, SR: the judge calls whose first dimension this is, with every reply and why each
+    /// rejected one was (a call converts several dimensions' items: it is recorded once, with the
+    /// first of them), as ER's batches keep theirs. Absent in sessions older than the field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conversions: Vec<convert::ConversionCall>,
 }
 
 impl Assessment {

@@ -147,6 +147,7 @@ pub fn session(catalog: &Catalog, plan: &RunPlan) -> Vec<Event> {
                         items,
                         failure: None,
                         fitted: None,
+                        conversions: Vec::new(),
                     }));
                 }
             }

@@ -412,6 +412,32 @@ async fn one_bad_item_never_voids_an_option_conversion() {
         }
     }
     assert_eq!(compared, 4);
+    // Every reply is in the journal, each call once (with the first dimension it converts), and why
+    // each rejected one was: the 5 replies to item 12 alone, all rejected.
+    let calls: Vec<&Value> = bad_dims
+        .values()
+        .flat_map(|d| d["conversions"].as_array().into_iter().flatten())
+        .collect();
+    let attempts: Vec<&Value> = calls.iter().flat_map(|c| c["attempts"].as_array().unwrap()).collect();
+    assert_eq!(attempts.len(), judge_requests.len(), "{calls:#?}");
+    assert!(
+        attempts
+            .iter()
+            .all(|a| a["reply"].as_str().is_some_and(|r| !r.is_empty()))
+    );
+    let alone: Vec<&&Value> = calls
+        .iter()
+        .filter(|c| c["item_ids"] == serde_json::json!([12]))
+        .collect();
+    assert_eq!(alone.len(), 1, "{calls:#?}");
+    let errors = alone[0]["attempts"].as_array().unwrap();
+    assert_eq!(errors.len(), 5);
+    assert!(
+        errors
+            .iter()
+            .all(|a| a["error"].as_str().is_some_and(|e| e.contains("12"))),
+        "{errors:#?}"
+    );
 }
 
 /// A parent with an item it has no answer to: its re-assessment cannot ask it (it sends only judge

@@ -265,6 +265,7 @@ impl Assessing<'_> {
             items: Vec::new(),
             failure: None,
             fitted: None,
+            conversions: Vec::new(),
         }
     }
 
@@ -332,12 +333,17 @@ impl Assessing<'_> {
             .collect();
         let ids: Vec<u32> = mine.iter().map(|i| i.item_id).collect();
         let fitted = convert::fitted(calls, &ids);
+        // Each call (replies included) once, with the first dimension among its items.
+        let first_dimension =
+            |call: &ConversionCall| call.item_ids.iter().filter_map(|id| s.item(*id).and_then(|it| it.dimension())).min();
+        let conversions = calls.iter().filter(|call| first_dimension(call) == Some(d)).cloned().collect();
         Assessment {
             score,
             items: mine,
             calls: of_this,
             failure,
             fitted,
+            conversions,
             ..self.blank(d)
         }
     }

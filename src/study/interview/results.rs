@@ -220,6 +220,10 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
         if !a.calls.is_empty() {
             dim["calls"] = json!(a.calls);
         }
+        // The conversion calls recorded with this dimension (their first), every reply included.
+        if !a.conversions.is_empty() {
+            dim["conversions"] = json!(a.conversions);
+        }
         if let Some(f) = &a.failure {
             dim["failure"] = json!(f);
         }
@@ -583,6 +587,7 @@ mod tests {
                 .collect(),
             failure: (!scored).then(|| "interview items [3] failed".into()),
             fitted: None,
+            conversions: Vec::new(),
         }
     }
 

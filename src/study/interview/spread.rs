@@ -109,6 +109,7 @@ mod tests {
             items: Vec::new(),
             failure: None,
             fitted: None,
+            conversions: Vec::new(),
         })
     }
 
