@@ -101,6 +101,41 @@ fn option_json(o: Option<ItemOption>) -> Value {
     }
 }
 
+/// One assessed dimension as `export` writes it: its score, and what it was made of.
+fn dimension_json(a: &crate::method::Assessment) -> Value {
+    let mut dim = json!({"score": a.score});
+    if !a.batches.is_empty() {
+        dim["batches"] = json!(a.batches.iter().map(|b| json!({"item_ids": b.item_ids, "score": b.score, "analysis": b.analysis, "attempts": b.attempts})).collect::<Vec<_>>());
+    }
+    if !a.items.is_empty() {
+        let item = |i: &crate::method::convert::ConvertedItem| {
+            let mut v = json!({"item_id": i.item_id, "option": option_json(i.option), "score": i.score, "refused": i.refused});
+            // Why an item has no option, as the journal records it.
+            if let Some(e) = &i.error {
+                v["error"] = json!(e);
+            }
+            v
+        };
+        dim["items"] = json!(a.items.iter().map(item).collect::<Vec<_>>());
+    }
+    if !a.calls.is_empty() {
+        dim["calls"] = json!(a.calls);
+    }
+    // The conversion calls recorded with this dimension (their first), every reply included.
+    if !a.conversions.is_empty() {
+        dim["conversions"] = json!(a.conversions);
+    }
+    if let Some(f) = &a.failure {
+        dim["failure"] = json!(f);
+    }
+    // A departure from the method (to fit the judge's context, or to narrow a failure) is part
+    // of the result.
+    if let Some(f) = &a.fitted {
+        dim["fitted"] = json!(f);
+    }
+    dim
+}
+
 pub fn export(events: &[Event], catalog: &Catalog) -> Value {
     let mut session = json!({});
     let mut status = "incomplete".to_string();
@@ -202,36 +237,7 @@ pub fn export(events: &[Event], catalog: &Catalog) -> Value {
         .collect();
     let mut grouped: BTreeMap<(String, String, Method, u32), serde_json::Map<String, Value>> = BTreeMap::new();
     for a in latest_assessments(events) {
-        let mut dim = json!({"score": a.score});
-        if !a.batches.is_empty() {
-            dim["batches"] = json!(a.batches.iter().map(|b| json!({"item_ids": b.item_ids, "score": b.score, "analysis": b.analysis, "attempts": b.attempts})).collect::<Vec<_>>());
-        }
-        if !a.items.is_empty() {
-            let item = |i: &crate::method::convert::ConvertedItem| {
-                let mut v = json!({"item_id": i.item_id, "option": option_json(i.option), "score": i.score, "refused": i.refused});
-                // Why an item has no option, as the journal records it.
-                if let Some(e) = &i.error {
-                    v["error"] = json!(e);
-                }
-                v
-            };
-            dim["items"] = json!(a.items.iter().map(item).collect::<Vec<_>>());
-        }
-        if !a.calls.is_empty() {
-            dim["calls"] = json!(a.calls);
-        }
-        // The conversion calls recorded with this dimension (their first), every reply included.
-        if !a.conversions.is_empty() {
-            dim["conversions"] = json!(a.conversions);
-        }
-        if let Some(f) = &a.failure {
-            dim["failure"] = json!(f);
-        }
-        // A departure from the method (to fit the judge's context, or to narrow a failure) is part
-        // of the result.
-        if let Some(f) = &a.fitted {
-            dim["fitted"] = json!(f);
-        }
+        let dim = dimension_json(a);
         grouped
             .entry((a.character.clone(), a.scale.clone(), a.method, a.repeat))
             .or_default()
