@@ -161,13 +161,14 @@ pub fn parse(text: &str) -> Result<Card, CardError> {
     };
     // A field of the wrong kind is named where its value begins, when it can be found.
     // (the key of the root object, or of the one under the root's `"data"` for a V2/V3 field).
-    let wrong = |key: &str, message: String| {
-        let path: &[&str] = if prefix.is_empty() { &[key] } else { &["data", key] };
-        match crate::domain::diagnostic::Source::new("", raw).json_at(path) {
+    let located = |within: &[&str], message: String| {
+        let path: Vec<&str> = (!prefix.is_empty()).then_some("data").into_iter().chain(within.iter().copied()).collect();
+        match crate::domain::diagnostic::Source::new("", raw).json_at(&path) {
             Some((line, column)) => CardError::Field { line, column, message },
             None => shape(message),
         }
     };
+    let wrong = |key: &str, message: String| located(&[key], message);
     let text = |key: &str| match fields.get(key) {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
@@ -212,27 +213,53 @@ pub fn parse(text: &str) -> Result<Card, CardError> {
         creator: later("creator")?,
         character_version: later("character_version")?,
         creator_notes: later("creator_notes")?,
-        ours: ours(fields),
+        ours: ours(fields, &|key, message| located(&["extensions", "incharacter", key], message))?,
         json: value.clone(),
     })
 }
 
-fn ours(fields: &Map<String, Value>) -> Option<Ours> {
-    let ours = fields.get("extensions")?.get("incharacter")?.as_object()?;
-    let get = |k: &str| ours.get(k).and_then(Value::as_str).map(str::to_string);
-    let list = |k: &str| -> Vec<String> {
-        let items = ours.get(k).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-        items.iter().filter_map(Value::as_str).map(str::to_string).collect()
+/// What the workbench wrote into `extensions.incharacter`. A field of the wrong kind is refused
+/// where it stands (`wrong`): read past, a card's targets or experimenter would vanish unsaid.
+fn ours(fields: &Map<String, Value>, wrong: &dyn Fn(&str, String) -> CardError) -> Result<Option<Ours>, CardError> {
+    let Some(ours) = fields.get("extensions").and_then(|e| e.get("incharacter")) else {
+        return Ok(None);
     };
-    Some(Ours {
-        id: get("id"),
-        language: get("language"),
-        experimenter: get("experimenter"),
-        targets: ours.get("targets").and_then(Value::as_object).cloned(),
-        aliases: list("aliases"),
-        catchphrases: list("catchphrases"),
-        work: get("work"),
-    })
+    let Value::Object(ours) = ours else {
+        return Err(wrong("", format!("extensions.incharacter must be an object, not {}", kind_of(ours))));
+    };
+    let get = |k: &str| match ours.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(wrong(k, format!("extensions.incharacter.{k} must be a string, not {}", kind_of(other)))),
+    };
+    let list = |k: &str| match ours.get(k) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| wrong(k, format!("extensions.incharacter.{k} must be a list of strings"))),
+        Some(other) => Err(wrong(k, format!("extensions.incharacter.{k} must be a list of strings, not {}", kind_of(other)))),
+    };
+    let targets = match ours.get("targets") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(t)) => Some(t.clone()),
+        Some(other) => {
+            return Err(wrong(
+                "targets",
+                format!("extensions.incharacter.targets must be an object (scale → targets), not {}", kind_of(other)),
+            ));
+        }
+    };
+    Ok(Some(Ours {
+        id: get("id")?,
+        language: get("language")?,
+        experimenter: get("experimenter")?,
+        targets,
+        aliases: list("aliases")?,
+        catchphrases: list("catchphrases")?,
+        work: get("work")?,
+    }))
 }
 
 /// `text` with `{{char}}` / `<BOT>` replaced by `name` and `{{user}}` / `<USER>` by `user`

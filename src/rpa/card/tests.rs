@@ -410,3 +410,26 @@ fn a_v1_card_given_what_only_v2_holds_is_exported_as_v2() {
     let read: Vec<String> = memories(&back, "Ann", "User").into_iter().map(|(m, _)| m).collect();
     assert_eq!(read.len(), more.len(), "{read:?}");
 }
+
+/// What the workbench reads from `extensions.incharacter` is refused where it stands when it is of
+/// the wrong kind, rather than read past (targets or an experimenter vanishing unsaid).
+#[test]
+fn a_wrong_kind_in_the_workbenchs_extension_is_located() {
+    let card = |ours: &str| {
+        format!(
+            "{{\"spec\": \"chara_card_v2\", \"data\": {{\"name\": \"Ann\",\n\"extensions\": {{\"incharacter\": {{{ours}}}}}}}}}"
+        )
+    };
+    for (ours, said) in [
+        (r#""id": "t", "targets": "H""#, "2:54: extensions.incharacter.targets must be an object"),
+        (r#""experimenter": 5"#, "2:48: extensions.incharacter.experimenter must be a string, not a number"),
+        (r#""id": 5"#, "2:38: extensions.incharacter.id must be a string, not a number"),
+        (r#""aliases": ["A", 2]"#, "2:43: extensions.incharacter.aliases must be a list of strings"),
+    ] {
+        let e = parse(&card(ours)).unwrap_err().to_string();
+        assert!(e.starts_with(said), "{ours}: {e}");
+    }
+    assert!(parse(&card(r#""experimenter": "Bo", "targets": {"BFI": {"Openness": "H"}}"#)).is_ok());
+    let e = parse("{\"name\": \"Ann\", \"extensions\": {\"incharacter\": []}}").unwrap_err().to_string();
+    assert!(e.contains("extensions.incharacter must be an object, not a list"), "{e}");
+}
