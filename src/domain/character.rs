@@ -865,11 +865,12 @@ Warmth = { score = 4.2, type = "H" }
         assert!(e[0].message.starts_with("description holds \\u{1b}"), "{}", e[0]);
         let more = ANNA.replace(
             "language = \"en\"",
-            "post_history_instructions = \"Short.\\u0007\"\ncatchphrases = [\"Well\", \"Oh\\u202e\"]\nlanguage = \"en\"",
+            "post_history_instructions = \"Short.\\u0007\"\ncatchphrases = [\"Well\", \"Oh\\u009b2J\", \"Ah\\u202e\"]\nlanguage = \"en\"",
         );
         let e = parse(&more).unwrap_err();
         let said: Vec<&str> = e.iter().map(|d| d.message.split(',').next().unwrap()).collect();
-        assert_eq!(said, ["post_history_instructions holds \\u{7}", "a catchphrase holds \\u{202e}"]);
+        // A direction mark (which earlier imports kept) is no control character: shown inert.
+        assert_eq!(said, ["post_history_instructions holds \\u{7}", "a catchphrase holds \\u{9b}"]);
         let lines = ANNA.replace("\"You are Anna.\"", "\"You are Anna.\\r\\n\\tKind.\\nBrave.\"");
         assert!(parse(&lines).is_ok());
     }

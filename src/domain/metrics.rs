@@ -16,8 +16,8 @@ pub struct AlignmentRow {
     pub dimension: String,
     pub repeat: u32,
     /// `None`: the dimension was not measured (its assessment failed). It scores no pair, and its
-    /// character is not all correct in that repeat (Acc_Full): a full profile needs every labelled
-    /// dimension measured.
+    /// character, when another of its dimensions was scored, is not all correct in that repeat
+    /// (Acc_Full): a full profile needs every labelled dimension measured.
     pub predicted: Option<f64>,
     /// The label compared against (from the chosen label source).
     pub label: Label,
@@ -142,7 +142,9 @@ impl CharacterTally {
             }
         }
         for row in rows.iter().filter(|r| failed_against_a_label(r)) {
-            per_repeat.entry(row.repeat).or_insert((0, 0, 0.0, true)).3 = false;
+            if let Some(t) = per_repeat.get_mut(&row.repeat) {
+                t.3 = false;
+            }
         }
         CharacterTally { per_repeat }
     }
@@ -228,10 +230,13 @@ pub fn alignment(range: (f64, f64), dimension_order: &[String], rows: &[Alignmen
     if overall.is_empty() {
         return None;
     }
+    // Among the characters with a scored dimension (Acc_Full's), one with a labelled dimension not
+    // measured is not all correct.
     for (repeat, character) in unmeasured {
-        *full.entry(repeat).or_default().entry(character).or_insert(true) = false;
+        if let Some(all) = full.get_mut(&repeat).and_then(|chars| chars.get_mut(character)) {
+            *all = false;
+        }
     }
-    full.retain(|repeat, _| overall.contains_key(repeat));
     let mean_over = |values: Vec<f64>| values.iter().sum::<f64>() / values.len() as f64;
     let overall_alignment = OverallAlignment {
         acc_dim: mean_over(overall.values().map(Tally::acc).collect()),
@@ -364,6 +369,15 @@ mod tests {
         // A failed dimension without a label (marginal) asks nothing of the profile.
         rows[2].marginal = true;
         assert_eq!(alignment((1.0, 5.0), &order, &rows).unwrap().overall.acc_full, 1.0);
+        // A character none of whose dimensions was measured is not among Acc_Full's characters (it
+        // has no scored dimension), nor a unit of the bootstrap's.
+        let mut two = rows.clone();
+        two[2].marginal = false;
+        two.extend(rows.iter().map(|r| AlignmentRow { character: "d".into(), predicted: None, marginal: false, ..r.clone() }));
+        let a = alignment((1.0, 5.0), &order, &two).unwrap().overall;
+        assert_eq!((a.acc_dim, a.acc_full), (1.0, 0.0), "c alone counts, and is not all correct");
+        let d: Vec<AlignmentRow> = two.iter().filter(|r| r.character == "d").cloned().collect();
+        assert!(!CharacterTally::of(&d, (1.0, 5.0)).scored());
         // Nothing measured at all: no figures, rather than a division by nothing.
         let none: Vec<AlignmentRow> = rows.iter().map(|r| AlignmentRow { predicted: None, marginal: false, ..r.clone() }).collect();
         assert!(alignment((1.0, 5.0), &order, &none).is_none());

@@ -74,19 +74,20 @@ pub(crate) fn one_line(
     }
 }
 
-/// Refuses, at `span`, text of several lines (a description, an instruction) that holds a character a
-/// terminal would act on other than a line break, a tab or a carriage return (a file saved with CRLF).
+/// Refuses, at `span`, text of several lines (a description, an instruction) that holds a control
+/// character other than a line break, a tab or a carriage return (a file saved with CRLF): an escape
+/// sequence would reach the model. (Direction marks, which an earlier import kept, are shown inert.)
 pub(crate) fn prose(
     src: diagnostic::Source<'_>,
     (what, text, span): (&str, &str, std::ops::Range<usize>),
     errors: &mut Vec<diagnostic::Diagnostic>,
 ) {
-    if let Some(c) = text.chars().find(|&c| acts_on_terminal(c) && !matches!(c, '\n' | '\t' | '\r')) {
+    if let Some(c) = text.chars().find(|&c| c.is_control() && !matches!(c, '\n' | '\t' | '\r')) {
         errors.push(src.at(
             span,
             format!(
-                "{what} holds {}, which a terminal would act on (an escape sequence, a control character or a \
-                 bidirectional override): take it out",
+                "{what} holds {}, a control character (an escape sequence's, say) that would reach the model: \
+                 take it out",
                 c.escape_unicode()
             ),
         ));

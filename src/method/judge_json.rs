@@ -45,27 +45,52 @@ pub fn extract(reply: &str) -> Result<Value, ReplyError> {
     let start = reply.find('{').ok_or(ReplyError::NoJson)?;
     let body = balanced(&reply[start..]).ok_or_else(|| ReplyError::Syntax("the object is never closed".into()))?;
     let first = read(body);
-    // Another object after it (prose braces that are no JSON aside).
+    // A key written twice is refused as such, not passed over for a later object.
+    if let Err(e @ ReplyError::Syntax(why)) = &first
+        && why.contains("is written twice")
+    {
+        return Err(e.clone());
+    }
+    // Another object after it (prose braces that are no JSON, and an empty object, aside).
     let mut rest = &reply[start + body.len()..];
     let mut read_first = first.as_ref().ok().cloned();
     while let Some(at) = rest.find('{') {
-        let Some(next) = balanced(&rest[at..]) else { break };
-        if let Ok(other) = read(next) {
-            match &read_first {
+        let Some(next) = balanced(&rest[at..]) else {
+            rest = &rest[at + 1..];
+            continue;
+        };
+        match read(next) {
+            Err(e @ ReplyError::Syntax(_)) if e.to_string().contains("is written twice") => return Err(e),
+            Ok(other) if other.as_object().is_some_and(|o| !o.is_empty()) => match &read_first {
                 None => read_first = Some(other),
-                Some(value) if *value == other => {}
+                Some(value) if same(value, &other) => {}
                 Some(_) => {
                     return Err(ReplyError::Invalid(
                         "the reply holds two different JSON objects: which one is the answer is not known".into(),
                     ));
                 }
-            }
+            },
+            _ => {}
         }
         rest = &rest[at + next.len()..];
     }
     match read_first {
         Some(value) => Ok(value),
         None => first,
+    }
+}
+
+/// Whether two objects say the same: numbers alike however written (4, 4.0, "4").
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same(v, w)),
+        _ => match (number(a), number(b)) {
+            (Some(x), Some(y)) => x == y,
+            _ => a == b,
+        },
     }
 }
 
@@ -455,6 +480,14 @@ mod tests {
             extract("I weigh {the answers} first. {\"result\": 2} {and done}").unwrap(),
             serde_json::json!({"result": 2})
         );
+        // The same answer written otherwise, or an empty object after it, is still that answer; a
+        // different one after an unclosed brace is still found; a key twice in the first object is
+        // said even when a later object is clean.
+        assert_eq!(extract(r#"{"1": 4} then {"1": "4.0"} {}"#).unwrap(), serde_json::json!({"1": 4}));
+        let e = extract(r#"{"1": 4} note: { oops {"1": 2}"#).unwrap_err();
+        assert!(e.to_string().contains("two different JSON objects"), "{e}");
+        let e = extract(r#"{"1": 4, "1": 2} {"1": 3}"#).unwrap_err();
+        assert!(e.to_string().contains("written twice"), "{e}");
     }
 
     #[test]

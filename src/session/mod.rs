@@ -155,7 +155,7 @@ pub enum SessionError {
     ScaleChanged {
         id: String,
         scale: String,
-        /// ` (FILE)` for a user's scale file, else empty.
+        /// ` (FILE)` for a user's scale file, else what the bundled one now stands for.
         where_: String,
     },
     /// A resume whose scale is no longer in the catalog (its file removed, or unreadable now).

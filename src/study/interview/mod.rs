@@ -289,7 +289,16 @@ impl Assessing<'_> {
 
     /// Dimension `d` from the converted items: its `score` unless its interview or too many of its
     /// conversions failed, with the calls that converted its items.
-    fn converted(&self, d: usize, items: &[ConvertedItem], calls: &[ConversionCall], score: Option<f64>) -> Assessment {
+    /// Dimension `d`'s assessment from a conversion's `items` and `calls`, of which `pending` (the
+    /// dimensions this sitting records) are all emitted.
+    fn converted(
+        &self,
+        d: usize,
+        pending: &[usize],
+        items: &[ConvertedItem],
+        calls: &[ConversionCall],
+        score: Option<f64>,
+    ) -> Assessment {
         let s = self.s;
         let mine: Vec<ConvertedItem> = items
             .iter()
@@ -333,10 +342,18 @@ impl Assessing<'_> {
             .collect();
         let ids: Vec<u32> = mine.iter().map(|i| i.item_id).collect();
         let fitted = convert::fitted(calls, &ids);
-        // Each call (replies included) once, with the first dimension among its items.
-        let first_dimension =
-            |call: &ConversionCall| call.item_ids.iter().filter_map(|id| s.item(*id).and_then(|it| it.dimension())).min();
-        let conversions = calls.iter().filter(|call| first_dimension(call) == Some(d)).cloned().collect();
+        // Each call (replies included) once, with the first dimension among its items that this
+        // sitting records (a resume converts a scored dimension's answers again, unrecorded), else
+        // with the first of those.
+        let owner = |call: &ConversionCall| {
+            call.item_ids
+                .iter()
+                .filter_map(|id| s.item(*id).and_then(|it| it.dimension()))
+                .filter(|dim| pending.contains(dim))
+                .min()
+                .or_else(|| pending.iter().copied().min())
+        };
+        let conversions = calls.iter().filter(|call| owner(call) == Some(d)).cloned().collect();
         Assessment {
             score,
             items: mine,
@@ -622,7 +639,7 @@ impl Interviews {
         let (items, calls) = self.convert_answers(a).await;
         let scores = convert::dimension_scores(a.s, &items);
         for &d in pending {
-            a.emit(a.converted(d, &items, &calls, scores[d].map(|x| x.value)));
+            a.emit(a.converted(d, pending, &items, &calls, scores[d].map(|x| x.value)));
         }
     }
 

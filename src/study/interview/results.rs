@@ -374,6 +374,7 @@ pub fn summary_with(
         // With no pair scorable there is no alignment, and every pair measured is excluded.
         let unscorable = labelled
             .iter()
+            .filter(|r| r.predicted.is_some())
             .map(|r| (r.character.as_str(), r.dimension.as_str()))
             .collect::<std::collections::BTreeSet<_>>()
             .len();
@@ -558,7 +559,8 @@ pub fn csv(events: &[Event], catalog: &Catalog) -> csv::Result<String> {
             label_type,
             correct,
             label(LabelSource::Target),
-            source.map_or(String::new(), |s| s.name().to_string()),
+            // Only where a label is compared (a character without one on the scale has none).
+            source.filter(|_| exclusion.is_some()).map_or(String::new(), |s| s.name().to_string()),
         ])?;
     }
     w.finish()

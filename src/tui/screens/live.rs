@@ -671,14 +671,15 @@ fn latest_whole<'a>(ctx: &Ctx) -> Line<'a> {
 }
 
 impl Live {
-    /// The tokens this sitting used: the run's accounts while it runs here (a reply from the cache
-    /// or kept batch results costs nothing now), else what the replies it shows reported.
     /// Whether this screen saw the run's requests as they went (run here, not replayed or opened):
     /// else what they used and how many there were is not known here ("–").
     fn seen_live(&self) -> bool {
         self.accounting.is_some() || (self.replay.is_none() && (self.running || self.ended_ms.is_some()))
     }
 
+    /// The tokens this sitting used: the run's accounts while it runs here (a reply from the cache
+    /// or kept batch results costs nothing now), else what the replies it saw reported; "–" for a
+    /// run it did not see.
     fn tokens(&self, run: &RunView) -> String {
         match &self.accounting {
             Some(a) => a

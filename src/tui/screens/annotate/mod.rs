@@ -376,14 +376,14 @@ impl Annotate {
 
     pub fn command(&mut self, cmd: Command, ctx: &Ctx) -> Vec<Request> {
         let typed = std::mem::take(&mut self.typed);
-        let at = self.position();
+        let at = self.position(ctx);
         let requests = if ctx.run.observe.is_some() {
             self.subject_command(cmd, ctx)
         } else {
             let len = self.cases(ctx.run, ctx.catalog).len();
             self.case_command(cmd, ctx, len)
         };
-        if at == self.position() {
+        if at == self.position(ctx) {
             // Still on the same case: what was typed waits for its enter.
             self.typed = typed;
             return requests;
@@ -397,10 +397,12 @@ impl Annotate {
         requests
     }
 
-    /// Where the answer being typed goes: the case, or the subject unit and trait.
-    fn position(&self) -> (usize, Task, usize, usize, bool) {
+    /// Where the answer being typed goes: the case under the cursor (another sample lists other
+    /// cases at the same place), or the subject unit and trait.
+    fn position(&self, ctx: &Ctx) -> (Option<Case>, Task, usize, usize, bool) {
         let s = &self.subjects;
-        (self.cursor, self.task, s.unit, s.trait_index, s.per_observer)
+        let case = self.cases(ctx.run, ctx.catalog).get(self.cursor).cloned();
+        (case, self.task, s.unit, s.trait_index, s.per_observer)
     }
 
     fn case_command(&mut self, cmd: Command, ctx: &Ctx, len: usize) -> Vec<Request> {
@@ -848,6 +850,7 @@ impl Annotate {
                 .into_iter()
                 .flatten()
                 .filter(|p| p["a"] == self.annotator.as_str() || p["b"] == self.annotator.as_str())
+                .filter(|p| p["scale"].as_str().is_none_or(|s| s == scale))
                 .filter_map(|p| p["qwk"].as_f64())
                 .collect();
             let mean = (!yours.is_empty()).then(|| yours.iter().sum::<f64>() / yours.len() as f64);
