@@ -169,26 +169,9 @@ pub fn parse(text: &str) -> Result<Card, CardError> {
         }
     };
     let wrong = |key: &str, message: String| located(&[key], message);
-    let text = |key: &str| match fields.get(key) {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(wrong(
-            key,
-            format!("{prefix}{key} must be a string, not {}", kind_of(other)),
-        )),
-    };
-    let list = |key: &str| match fields.get(key) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| v.as_str().map(str::to_string))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| wrong(key, format!("{prefix}{key} must be a list of strings"))),
-        Some(other) => Err(wrong(
-            key,
-            format!("{prefix}{key} must be a list of strings, not {}", kind_of(other)),
-        )),
-    };
+    let card = Fields { object: fields, prefix, wrong: &wrong };
+    let text = |key: &str| card.string(key).map(Option::unwrap_or_default);
+    let list = |key: &str| card.list(key);
     if !fields.contains_key("name") {
         return Err(shape(format!("not a character card: no \"{prefix}name\"")));
     }
@@ -227,20 +210,9 @@ fn ours(fields: &Map<String, Value>, wrong: &dyn Fn(&str, String) -> CardError) 
     let Value::Object(ours) = ours else {
         return Err(wrong("", format!("extensions.incharacter must be an object, not {}", kind_of(ours))));
     };
-    let get = |k: &str| match ours.get(k) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(wrong(k, format!("extensions.incharacter.{k} must be a string, not {}", kind_of(other)))),
-    };
-    let list = |k: &str| match ours.get(k) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| v.as_str().map(str::to_string))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| wrong(k, format!("extensions.incharacter.{k} must be a list of strings"))),
-        Some(other) => Err(wrong(k, format!("extensions.incharacter.{k} must be a list of strings, not {}", kind_of(other)))),
-    };
+    let fields = Fields { object: ours, prefix: "extensions.incharacter.", wrong };
+    let get = |k: &str| fields.string(k);
+    let list = |k: &str| fields.list(k);
     let targets = match ours.get("targets") {
         None | Some(Value::Null) => None,
         Some(Value::Object(t)) => Some(t.clone()),
@@ -260,6 +232,39 @@ fn ours(fields: &Map<String, Value>, wrong: &dyn Fn(&str, String) -> CardError) 
         catchphrases: list("catchphrases")?,
         work: get("work")?,
     }))
+}
+
+/// One object of a card, read field by field: a field of the wrong kind is refused where it
+/// stands (`wrong`), named with its path (`prefix`, e.g. `data.`).
+struct Fields<'a> {
+    object: &'a Map<String, Value>,
+    prefix: &'a str,
+    wrong: &'a dyn Fn(&str, String) -> CardError,
+}
+
+impl Fields<'_> {
+    /// A string field; absent or null is `None`.
+    fn string(&self, key: &str) -> Result<Option<String>, CardError> {
+        match self.object.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err((self.wrong)(key, format!("{}{key} must be a string, not {}", self.prefix, kind_of(other)))),
+        }
+    }
+
+    /// A list of strings; absent or null is empty.
+    fn list(&self, key: &str) -> Result<Vec<String>, CardError> {
+        let prefix = self.prefix;
+        match self.object.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| (self.wrong)(key, format!("{prefix}{key} must be a list of strings"))),
+            Some(other) => Err((self.wrong)(key, format!("{prefix}{key} must be a list of strings, not {}", kind_of(other)))),
+        }
+    }
 }
 
 /// `text` with `{{char}}` / `<BOT>` replaced by `name` and `{{user}}` / `<USER>` by `user`
