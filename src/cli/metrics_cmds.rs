@@ -378,20 +378,7 @@ fn read_predictions(
             .dimensions
             .iter()
             .find(|d| d.name.eq_ignore_ascii_case(dimension))
-            .ok_or_else(|| {
-                let names: Vec<&str> = scale.dimensions.iter().map(|d| d.name.as_str()).collect();
-                located(
-                    predictions,
-                    &row,
-                    1,
-                    format!(
-                        "{} has no dimension \"{}\" (it has: {})",
-                        scale.id,
-                        dimension,
-                        names.join(", ")
-                    ),
-                )
-            })?;
+            .ok_or_else(|| located(predictions, &row, 1, scale.no_dimension(dimension)))?;
         let repeat: u32 = repeat.parse().map_err(|_| {
             located(
                 predictions,

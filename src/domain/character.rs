@@ -517,7 +517,7 @@ impl RawCharacter {
                     if scale.dimension_index(dim.get_ref()).is_none() {
                         errors.push(src.at(
                             dim.span(),
-                            format!("scale {} has no dimension \"{}\"", scale.id, dim.get_ref()),
+                            scale.no_dimension(dim.get_ref()),
                         ));
                         continue;
                     }
@@ -719,7 +719,7 @@ fn targets(scale: &Scale, raw: RawTargets) -> Result<BTreeMap<String, Label>, Ve
             let mut problems = Vec::new();
             for (dim, raw) in dims {
                 if scale.dimension_index(&dim).is_none() {
-                    problems.push(format!("scale {} has no dimension \"{dim}\"", scale.id));
+                    problems.push(scale.no_dimension(&dim));
                     continue;
                 }
                 match dimension_target(scale, &dim, raw) {

@@ -264,6 +264,12 @@ impl Scale {
         self.dimensions.iter().position(|d| d.name == name)
     }
 
+    /// What to say of a dimension name this scale does not have: the names it does have.
+    pub fn no_dimension(&self, name: &str) -> String {
+        let names: Vec<&str> = self.dimensions.iter().map(|d| d.name.as_str()).collect();
+        format!("scale {} has no dimension \"{name}\" (it has: {})", self.id, names.join(", "))
+    }
+
     pub fn scored_items(&self) -> impl Iterator<Item = &Item> {
         self.items.iter().filter(|i| i.dimension().is_some())
     }
@@ -450,7 +456,23 @@ impl RawScale {
                     ),
                 ));
             }
-            if !self.self_report_stem.get_ref().get(language).contains("{statement}") {
+            if let Some(at) = options.iter().position(|o| blank(o)) {
+                errors.push(src.at(
+                    self.options.span(),
+                    format!("options.{}: label {} is empty", language.code(), at + 1),
+                ));
+            }
+            let stem = self.self_report_stem.get_ref().get(language);
+            if let Some(other) = placeholders(stem).find(|p| *p != "statement") {
+                errors.push(src.at(
+                    self.self_report_stem.span(),
+                    format!(
+                        "self_report_stem.{}: unknown placeholder {{{other}}}; the only one is {{statement}}",
+                        language.code()
+                    ),
+                ));
+            }
+            if !stem.contains("{statement}") {
                 errors.push(src.at(
                     self.self_report_stem.span(),
                     format!(
@@ -475,8 +497,11 @@ fn dimensions(raw: Spanned<Vec<RawDimension>>, src: Source<'_>, errors: &mut Vec
         } else {
             super::one_line(src, ("a dimension name", d.name.get_ref(), d.name.span()), errors);
         }
-        if !names.insert(d.name.get_ref().clone()) {
-            errors.push(src.at(d.name.span(), format!("duplicate dimension \"{}\"", d.name.get_ref())));
+        // Names that look the same are the same name: one differing by an invisible character
+        // would read as a duplicate in every table.
+        if !names.insert(seen_as(d.name.get_ref())) {
+            let hidden = if seen_as(d.name.get_ref()) == *d.name.get_ref() { "" } else { " (it differs from another only by characters that show nothing)" };
+            errors.push(src.at(d.name.span(), format!("duplicate dimension \"{}\"{hidden}", d.name.get_ref())));
         }
         dimensions.push(dimension(d, src, errors));
     }
@@ -491,6 +516,19 @@ fn dimensions(raw: Spanned<Vec<RawDimension>>, src: Source<'_>, errors: &mut Vec
         errors.push(src.at(dimensions_span, "a scale needs at least one [[dimensions]] entry"));
     }
     dimensions
+}
+
+/// A name as a reader sees it: without characters that show nothing, and without outer space.
+fn seen_as(name: &str) -> String {
+    name.chars().filter(|c| !super::shows_nothing(*c)).collect::<String>().trim().to_string()
+}
+
+/// The `{word}` placeholders in a template text.
+fn placeholders(text: &str) -> impl Iterator<Item = &str> {
+    text.split('{').skip(1).filter_map(|rest| {
+        let word = rest.split_once('}')?.0;
+        (!word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some(word)
+    })
 }
 
 /// One dimension: both descriptions, and two different poles if it has any (whose letters stand
@@ -751,6 +789,24 @@ question = { en = "Tea?", zh = "茶吗？" }
         assert!(e.message.contains("string"), "{e}");
         let unknown_field = TINY.replace("name_zh = \"小\"", "name_zh = \"小\"\ncolour = 1");
         assert!(parse(&unknown_field).unwrap_err()[0].message.contains("colour"));
+    }
+
+    #[test]
+    fn what_would_read_wrongly_in_a_prompt_or_a_table_is_located() {
+        let said = |text: &str| parse(text).unwrap_err().into_iter().map(|e| format!("{}:{} {}", e.line, e.column, e.message)).collect::<Vec<_>>();
+        let empty_option = TINY.replace("en = [\"1\", \"2\", \"3\"", "en = [\"1\", \" \", \"3\"");
+        assert_eq!(said(&empty_option), ["7:1 options.en: label 2 is empty"]);
+        let typo = TINY.replace("Does \\\"{statement}\\\" fit you?", "Does {statment} fit {statement}?");
+        let typo = said(&typo);
+        assert!(typo.len() == 1 && typo[0].contains("unknown placeholder {statment}"), "{typo:?}");
+        // JSON-like braces in a stem are not placeholders.
+        assert!(parse(&TINY.replace("fit you?", "fit you? {\\\"a\\\": 1}")).is_ok());
+        let twin = TINY.replace(
+            "[[items]]\nid = 1",
+            "[[dimensions]]\nname = \"War\u{200b}mth\"\nname_zh = \"暖\"\nlow = { en = \"a\", zh = \"a\" }\nhigh = { en = \"b\", zh = \"b\" }\ndescription = { en = \"d\", zh = \"d\" }\n\n[[items]]\nid = 1",
+        );
+        let twin = said(&twin);
+        assert!(twin.iter().any(|e| e.contains("duplicate dimension") && e.contains("only by characters that show nothing")), "{twin:?}");
     }
 
     #[test]

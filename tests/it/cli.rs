@@ -347,7 +347,7 @@ fn bad_prediction_rows_are_located() {
         ),
         (
             "character,dimension,repeat,score\nhermione-en,Extraversionn,0,4\n",
-            ":2:13: BFI has no dimension",
+            ":2:13: scale BFI has no dimension",
         ),
         (
             "character,dimension,repeat,score\nhermione-en,Extraversion,0,6\n",
