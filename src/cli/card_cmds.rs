@@ -75,5 +75,48 @@ pub fn export_card(
     };
     crate::files::write_output(path, &bytes, &crate::session::store::kept())?;
     writeln!(out, "wrote {}", path.display())?;
+    if let Some(over) = past_import(&card, png, bytes.len()) {
+        crate::note!("note: {over}: `import card` will not read this file back (other tools may)");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What makes a written card larger than `import card` reads, if anything: its JSON, a PNG's card
+/// chunk, or the PNG file.
+fn past_import(card: &serde_json::Value, png: bool, written: usize) -> Option<String> {
+    let over = |what: &str, bytes: usize, limit: u64| {
+        (bytes as u64 > limit).then(|| format!("{what} is {bytes} bytes, more than the {}", crate::files::size(limit)))
+    };
+    let json = if png { card.to_string().len() } else { written };
+    over("the card's JSON", json, card::MAX_JSON as u64)
+        .or_else(|| {
+            let chunk = card::png_texts(card)
+                .into_iter()
+                .map(|(_, text)| text.len())
+                .max()
+                .unwrap_or(0);
+            png.then(|| over("the PNG's card chunk", chunk, png::MAX_TEXT as u64))
+                .flatten()
+        })
+        .or_else(|| png.then(|| over("the PNG", written, card::MAX_PNG)).flatten())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_card_larger_than_an_import_reads_is_said() {
+        let card = |len: usize| serde_json::json!({"spec": "chara_card_v2", "data": {"name": "A", "description": "x".repeat(len)}});
+        assert_eq!(past_import(&card(100), false, 150), None);
+        let big = card(card::MAX_JSON);
+        let said = past_import(&big, false, big.to_string().len()).unwrap();
+        assert!(
+            said.starts_with("the card's JSON is ") && said.ends_with("more than the 2 MiB"),
+            "{said}"
+        );
+        assert!(past_import(&big, true, 100).unwrap().starts_with("the card's JSON"));
+        let said = past_import(&card(100), true, (card::MAX_PNG + 1) as usize).unwrap();
+        assert!(said.starts_with("the PNG is ") && said.ends_with("16 MiB"), "{said}");
+    }
 }
