@@ -300,11 +300,11 @@ struct RawScale {
     range: Spanned<Vec<i32>>,
     options: Spanned<Localized<Vec<String>>>,
     self_report_stem: Spanned<Localized<String>>,
-    self_report_instruction: Option<Localized<String>>,
-    conversion_instruction: Option<String>,
-    questionnaire_prompt: Option<String>,
-    conversion_prompt: Option<String>,
-    questionnaire_setting: Option<String>,
+    self_report_instruction: Option<Spanned<Localized<String>>>,
+    conversion_instruction: Option<Spanned<String>>,
+    questionnaire_prompt: Option<Spanned<String>>,
+    conversion_prompt: Option<Spanned<String>>,
+    questionnaire_setting: Option<Spanned<String>>,
     dimensions: Spanned<Vec<RawDimension>>,
     items: Spanned<Vec<RawItem>>,
 }
@@ -316,13 +316,13 @@ struct RawDimension {
     name_zh: Spanned<String>,
     poles: Option<Spanned<[String; 2]>>,
     letters: Option<RawLetters>,
-    low: Localized<String>,
-    high: Localized<String>,
+    low: Spanned<Localized<String>>,
+    high: Spanned<Localized<String>>,
     description: Spanned<Localized<String>>,
-    note: Option<String>,
-    conversion_instruction: Option<String>,
+    note: Option<Spanned<String>>,
+    conversion_instruction: Option<Spanned<String>>,
     option_labels: Option<Spanned<Vec<String>>>,
-    conversion_prompt: Option<String>,
+    conversion_prompt: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -344,6 +344,11 @@ struct RawItem {
     question: Spanned<Localized<String>>,
 }
 
+/// The placeholders a scale text may hold (filled when it is sent).
+type Known = &'static [&'static str];
+/// A scale text to check: what it is, the text, where it stands, its placeholders.
+type Text<'a> = (String, &'a str, std::ops::Range<usize>, Known);
+
 /// Bounds that keep range arithmetic far from overflow; real instruments use 0–9.
 const MAX_OPTION: i32 = 1000;
 const MAX_OPTIONS: i64 = 101;
@@ -361,14 +366,16 @@ pub fn range_problem([min, max]: [i32; 2]) -> Option<String> {
     })
 }
 
+/// Empty, or nothing a reader would see.
 fn blank(s: &str) -> bool {
-    s.trim().is_empty()
+    s.chars().all(|c| c.is_whitespace() || super::shows_nothing(c))
 }
 
 impl RawScale {
     fn validate(self, src: Source<'_>) -> Result<Scale, Vec<Diagnostic>> {
         let mut errors = Vec::new();
         let range = self.check_header(src, &mut errors);
+        self.check_texts(src, &mut errors);
         for d in self.dimensions.get_ref() {
             let Some(labels) = &d.option_labels else { continue };
             if range.min < range.max && labels.get_ref().len() != range.len() || labels.get_ref().iter().any(|l| blank(l)) {
@@ -410,14 +417,80 @@ impl RawScale {
             range,
             options: self.options.into_inner(),
             self_report_stem: self.self_report_stem.into_inner(),
-            self_report_instruction: self.self_report_instruction,
-            conversion_instruction: self.conversion_instruction,
-            questionnaire_prompt: self.questionnaire_prompt,
-            conversion_prompt: self.conversion_prompt,
-            questionnaire_setting: self.questionnaire_setting,
+            self_report_instruction: self.self_report_instruction.map(Spanned::into_inner),
+            conversion_instruction: self.conversion_instruction.map(Spanned::into_inner),
+            questionnaire_prompt: self.questionnaire_prompt.map(Spanned::into_inner),
+            conversion_prompt: self.conversion_prompt.map(Spanned::into_inner),
+            questionnaire_setting: self.questionnaire_setting.map(Spanned::into_inner),
             dimensions,
             items,
         })
+    }
+
+    /// Checks that no text the model reads holds a control character, and that the placeholders in
+    /// each are ones it fills: a stray one would be sent as written.
+    fn check_texts(&self, src: Source<'_>, errors: &mut Vec<Diagnostic>) {
+        fn localized<'a>(texts: &mut Vec<Text<'a>>, what: &str, field: &'a Spanned<Localized<String>>, known: Known) {
+            for language in [Language::En, Language::Zh] {
+                texts.push((format!("{what}.{}", language.code()), field.get_ref().get(language), field.span(), known));
+            }
+        }
+        fn plain<'a>(texts: &mut Vec<Text<'a>>, what: String, field: Option<&'a Spanned<String>>, known: Known) {
+            texts.extend(field.map(|f| (what, f.get_ref().as_str(), f.span(), known)));
+        }
+        let mut texts = Vec::new();
+        localized(&mut texts, "self_report_stem", &self.self_report_stem, &["statement"]);
+        if let Some(i) = &self.self_report_instruction {
+            localized(&mut texts, "self_report_instruction", i, &[]);
+        }
+        plain(&mut texts, "citation".into(), Some(&self.citation), &[]);
+        for (what, field, known) in [
+            ("conversion_instruction", &self.conversion_instruction, &["character"][..]),
+            ("questionnaire_prompt", &self.questionnaire_prompt, &[]),
+            ("conversion_prompt", &self.conversion_prompt, &["character"]),
+            ("questionnaire_setting", &self.questionnaire_setting, &[]),
+        ] {
+            plain(&mut texts, what.into(), field.as_ref(), known);
+        }
+        for d in self.dimensions.get_ref() {
+            let name = format!("dimension \"{}\"", d.name.get_ref());
+            localized(&mut texts, &format!("{name}: description"), &d.description, &[]);
+            localized(&mut texts, &format!("{name}: low"), &d.low, &[]);
+            localized(&mut texts, &format!("{name}: high"), &d.high, &[]);
+            for (what, field, known) in [
+                ("note", &d.note, &[][..]),
+                ("conversion_instruction", &d.conversion_instruction, &["character"]),
+                ("conversion_prompt", &d.conversion_prompt, &["character"]),
+            ] {
+                plain(&mut texts, format!("{name}: {what}"), field.as_ref(), known);
+            }
+        }
+        for it in self.items.get_ref() {
+            localized(&mut texts, &format!("item {}: statement", it.id.get_ref()), &it.statement, &[]);
+            localized(&mut texts, &format!("item {}: question", it.id.get_ref()), &it.question, &[]);
+        }
+        for (what, text, span, known) in texts {
+            super::prose(src, (&what, text, span.clone()), errors);
+            if let Some(other) = placeholders(text).find(|p| !known.contains(p)) {
+                let filled = match known {
+                    [] => "it has none".to_string(),
+                    known => format!("it has {}", known.iter().map(|k| format!("{{{k}}}")).collect::<Vec<_>>().join(", ")),
+                };
+                errors.push(src.at(span, format!("{what}: unknown placeholder {{{other}}}; {filled}")));
+            }
+        }
+        let labels = self.options.get_ref();
+        for (language, options) in [("en", &labels.en), ("zh", &labels.zh)] {
+            for label in options.iter().filter(|l| !blank(l)) {
+                super::one_line(src, (&format!("an option label in options.{language}"), label, self.options.span()), errors);
+            }
+        }
+        for d in self.dimensions.get_ref() {
+            for label in d.option_labels.iter().flat_map(|l| l.get_ref()) {
+                let what = format!("dimension \"{}\": an option label", d.name.get_ref());
+                super::one_line(src, (&what, label, d.option_labels.as_ref().map_or(d.name.span(), Spanned::span)), errors);
+            }
+        }
     }
 
     /// Checks the id, citation, range, option labels and self-report stem; the range as given.
@@ -462,17 +535,7 @@ impl RawScale {
                     format!("options.{}: label {} is empty", language.code(), at + 1),
                 ));
             }
-            let stem = self.self_report_stem.get_ref().get(language);
-            if let Some(other) = placeholders(stem).find(|p| *p != "statement") {
-                errors.push(src.at(
-                    self.self_report_stem.span(),
-                    format!(
-                        "self_report_stem.{}: unknown placeholder {{{other}}}; the only one is {{statement}}",
-                        language.code()
-                    ),
-                ));
-            }
-            if !stem.contains("{statement}") {
+            if !self.self_report_stem.get_ref().get(language).contains("{statement}") {
                 errors.push(src.at(
                     self.self_report_stem.span(),
                     format!(
@@ -497,11 +560,20 @@ fn dimensions(raw: Spanned<Vec<RawDimension>>, src: Source<'_>, errors: &mut Vec
         } else {
             super::one_line(src, ("a dimension name", d.name.get_ref(), d.name.span()), errors);
         }
-        // Names that look the same are the same name: one differing by an invisible character
-        // would read as a duplicate in every table.
-        if !names.insert(seen_as(d.name.get_ref())) {
-            let hidden = if seen_as(d.name.get_ref()) == *d.name.get_ref() { "" } else { " (it differs from another only by characters that show nothing)" };
-            errors.push(src.at(d.name.span(), format!("duplicate dimension \"{}\"{hidden}", d.name.get_ref())));
+        // A name is matched by labels, targets and tables as written: one with a character that shows
+        // nothing would look like another name and match none.
+        if let Some(c) = d.name.get_ref().chars().find(|c| super::shows_nothing(*c)) {
+            errors.push(src.at(
+                d.name.span(),
+                format!(
+                    "dimension \"{}\" holds {}, a character that shows nothing: it would look like another name",
+                    d.name.get_ref(),
+                    c.escape_unicode()
+                ),
+            ));
+        }
+        if !names.insert(d.name.get_ref().clone()) {
+            errors.push(src.at(d.name.span(), format!("duplicate dimension \"{}\"", d.name.get_ref())));
         }
         dimensions.push(dimension(d, src, errors));
     }
@@ -518,16 +590,12 @@ fn dimensions(raw: Spanned<Vec<RawDimension>>, src: Source<'_>, errors: &mut Vec
     dimensions
 }
 
-/// A name as a reader sees it: without characters that show nothing, and without outer space.
-fn seen_as(name: &str) -> String {
-    name.chars().filter(|c| !super::shows_nothing(*c)).collect::<String>().trim().to_string()
-}
-
 /// The `{word}` placeholders in a template text.
 fn placeholders(text: &str) -> impl Iterator<Item = &str> {
     text.split('{').skip(1).filter_map(|rest| {
         let word = rest.split_once('}')?.0;
-        (!word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some(word)
+        let starts = word.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        (starts && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')).then_some(word)
     })
 }
 
@@ -578,13 +646,13 @@ fn dimension(d: RawDimension, src: Source<'_>, errors: &mut Vec<Diagnostic>) -> 
         name_zh: d.name_zh.into_inner(),
         poles,
         letters,
-        low: d.low,
-        high: d.high,
+        low: d.low.into_inner(),
+        high: d.high.into_inner(),
         description: d.description.into_inner(),
-        note: d.note,
-        conversion_instruction: d.conversion_instruction,
+        note: d.note.map(Spanned::into_inner),
+        conversion_instruction: d.conversion_instruction.map(Spanned::into_inner),
         option_labels: d.option_labels.map(Spanned::into_inner),
-        conversion_prompt: d.conversion_prompt,
+        conversion_prompt: d.conversion_prompt.map(Spanned::into_inner),
     }
 }
 
@@ -806,7 +874,19 @@ question = { en = "Tea?", zh = "茶吗？" }
             "[[dimensions]]\nname = \"War\u{200b}mth\"\nname_zh = \"暖\"\nlow = { en = \"a\", zh = \"a\" }\nhigh = { en = \"b\", zh = \"b\" }\ndescription = { en = \"d\", zh = \"d\" }\n\n[[items]]\nid = 1",
         );
         let twin = said(&twin);
-        assert!(twin.iter().any(|e| e.contains("duplicate dimension") && e.contains("only by characters that show nothing")), "{twin:?}");
+        assert!(twin.iter().any(|e| e.contains("holds \\u{200b}, a character that shows nothing")), "{twin:?}");
+        let invisible = TINY.replace("en = [\"1\", \"2\"", "en = [\"1\", \"\\u200b\"");
+        assert_eq!(said(&invisible), ["7:1 options.en: label 2 is empty"]);
+        // Every text a model reads: no escape sequence, no placeholder that nothing fills.
+        let escape = TINY.replace("question = { en = \"Warm?\"", "question = { en = \"\\u001b]0;x\\u0007Warm?\"");
+        let escape = said(&escape);
+        assert!(escape.len() == 1 && escape[0].contains("item 1: question.en holds \\u{1b}"), "{escape:?}");
+        let note = TINY.replace("high = { en = \"warm\"", "note = \"Judge {participant}\"\nhigh = { en = \"warm\"");
+        let note = said(&note);
+        assert!(note.len() == 1 && note[0].contains("dimension \"Warmth\": note: unknown placeholder {participant}; it has none"), "{note:?}");
+        let named = TINY.replace("range = [1, 5]", "range = [1, 5]\nconversion_instruction = \"Rate {character}, not {charcter}.\"");
+        let named = said(&named);
+        assert!(named.len() == 1 && named[0].starts_with("6:26 conversion_instruction: unknown placeholder {charcter}; it has {character}"), "{named:?}");
     }
 
     #[test]
