@@ -674,6 +674,13 @@ fn same_characters(id: &str, prior: &[Event], catalog: &Catalog) -> Result<(), S
     }) {
         asked.extend(plan.characters.iter().map(String::as_str));
     }
+    // An observer session recorded no versions before it kept its subjects' characters.
+    if let Some(plan) = prior.iter().find_map(|e| match e {
+        Event::ObserveStarted { plan, .. } => Some(plan),
+        _ => None,
+    }) {
+        asked.extend(plan.subjects.iter().filter_map(|s| s.character.as_deref()));
+    }
     match asked.into_iter().find(|c| catalog.character(c).is_none()) {
         Some(character) => Err(SessionError::CharacterMissing {
             id: id.to_string(),

@@ -69,7 +69,15 @@ impl Study for Observers {
             notes: Vec::new(),
             masked: Default::default(),
             items_per_call: None,
-            character_versions: Default::default(),
+            // The characters whose prompts the subjects speak from: a resume is refused without one,
+            // and says which were edited since.
+            character_versions: plan
+                .subjects
+                .iter()
+                .filter_map(|s| s.character.as_deref())
+                .filter_map(|id| env.catalog.character(id))
+                .map(|c| (c.id.clone(), c.version(&[])))
+                .collect(),
             scale_versions: env
                 .catalog
                 .scale(crate::observer::SCALE)

@@ -592,3 +592,72 @@ async fn an_export_names_the_reports_that_failed_and_why() {
     );
     assert_eq!(export(config, data, &id)["failed"].as_array().unwrap().len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_whose_subject_character_is_gone_is_refused_and_an_edited_one_is_said() {
+    let server = FakeServer::start(FakeConfig {
+        tokens_per_s: 3000.0,
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &server);
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("characters")).unwrap();
+    let own = data.join("characters/wren-en.toml");
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/assets/characters/hermione-en.toml"
+    ))
+    .unwrap()
+    .replace("id = \"hermione-en\"", "id = \"wren-en\"");
+    std::fs::write(&own, &text).unwrap();
+    let args = [
+        "observe",
+        "--subject",
+        "wren-en",
+        "--observers",
+        "2",
+        "--scenarios",
+        "2",
+        "--provider",
+        "fake",
+        "--seed",
+        "4",
+    ];
+    let session = common::kill_after_requests(&config, &data, &args, &server, 6).await;
+    let id = session.file_name().unwrap().to_string_lossy().to_string();
+    let journal = std::fs::read_to_string(session.join("journal.jsonl")).unwrap();
+    assert!(
+        journal.lines().next().unwrap().contains("\"wren-en\":"),
+        "its version is recorded: {journal}"
+    );
+
+    std::fs::rename(&own, dir.path().join("wren-en.toml")).unwrap();
+    let out = command(&config, &data, &["observe", "--resume", &id]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("asks character wren-en, which is no longer in the catalog") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(session.join("journal.jsonl")).unwrap(),
+        journal,
+        "nothing written"
+    );
+
+    std::fs::write(
+        &own,
+        text.replacen("description = \"\"\"", "description = \"\"\"Edited. ", 1),
+    )
+    .unwrap();
+    let out = command(&config, &data, &["observe", "--resume", &id]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("character wren-en changed since the session recorded it"),
+        "the edit is said: {stderr}"
+    );
+}
