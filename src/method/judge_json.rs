@@ -298,6 +298,13 @@ pub fn expert_poles(v: &Value, poles: [&str; 2]) -> Result<(f64, String), ReplyE
         .unwrap_or("")
         .to_string();
     let result = field(v, "result")?;
+    // One number where each pole's share was asked: said so, so that a re-ask can correct it.
+    if !result.is_object() {
+        return Err(ReplyError::Invalid(format!(
+            "\"result\" is {result}, not an object giving each pole's percentage, e.g. {{\"{}\": 60, \"{}\": 40}}",
+            poles[0], poles[1]
+        )));
+    }
     let mut shares = [0.0; 2];
     for (share, pole) in shares.iter_mut().zip(poles) {
         let raw = field(result, pole)?;
@@ -521,6 +528,8 @@ mod tests {
             expert_poles(&json!({"result": {"E": 70, "I": 40}}), ["E", "I"]),
             Err(ReplyError::BadSum { sum: 110.0 })
         );
+        let one = expert_poles(&json!({"analysis": "…", "result": 99}), ["E", "I"]).unwrap_err().to_string();
+        assert_eq!(one, "\"result\" is 99, not an object giving each pole's percentage, e.g. {\"E\": 60, \"I\": 40}");
         let keys = vec!["1".to_string(), "2".to_string()];
         let (o, bad) = some_options(&json!({"1": 4, "2": "X"}), &keys, r).unwrap();
         assert_eq!((o["1"], o["2"], bad.len()), (ItemOption::Value(4), ItemOption::Refused, 0));
