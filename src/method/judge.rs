@@ -24,8 +24,14 @@ pub struct Attempt {
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("no usable reply after {attempts} attempt{}; last problem: {last}", if *.attempts == 1 { "" } else { "s" })]
+#[error("{}", match .attempts {
+    0 => last.clone(),
+    1 => format!("no usable reply after 1 attempt; last problem: {last}"),
+    n => format!("no usable reply after {n} attempts; last problem: {last}"),
+})]
 pub struct JudgeFailure {
+    /// The attempts made; 0 when the replies were read but what they give together falls short
+    /// (`last` says how).
     pub attempts: u32,
     pub last: String,
     /// The request's own failure, when it failed rather than its replies being rejected.

@@ -591,9 +591,9 @@ impl ObserveEngine {
             return Ok((items, asked_again));
         }
         Err(JudgeFailure {
-            attempts: 2,
+            attempts: 0,
             last: format!(
-                "fewer than half of the items of {} had a usable answer (left out: items {})",
+                "the replies were read, but fewer than half of the items of {} had a usable answer (left out: items {})",
                 short.join(", "),
                 self.left_out(&items).iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
             ),
