@@ -86,7 +86,13 @@ pub fn rolebench_profile<'s>(
         description,
         chunks,
         origin: format!("RoleBench ({role})"),
-        fallback_slug: "rolebench".into(),
+        // Every role of a file shares its folder: a name without ASCII letters (李白, 孙悟空) is told
+        // apart by a digest of its own, the same at every import.
+        fallback_slug: {
+            use sha2::{Digest, Sha256};
+            let digest = Sha256::digest(role.as_bytes());
+            format!("rolebench-{}", digest[..4].iter().map(|b| format!("{b:02x}")).collect::<String>())
+        },
     };
     write_character(profile, data_dir, options, scale, existing)
 }
@@ -139,6 +145,25 @@ mod tests {
         );
         let toml = std::fs::read_to_string(&got.character_file).unwrap();
         assert!(toml.contains("experimenter = \"Captain Hale\"") && toml.contains("lighthouse keeper"));
+    }
+
+    #[test]
+    fn roles_named_without_ascii_letters_get_ids_of_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("desc.json"), r#"{"李白": "诗仙。", "孙悟空": "齐天大圣。"}"#).unwrap();
+        let rows = |asker: &str, role: &str| format!("{{\"act_id\":0,\"diag_id\":0,\"role\":\"{asker}\",\"content\":\"问。\"}}\n{{\"act_id\":0,\"diag_id\":0,\"role\":\"{role}\",\"content\":\"答。\"}}\n");
+        let import = |role: &str, asker: &str| {
+            let data = tempfile::tempdir().unwrap();
+            let file = dir.path().join(format!("profiles-zh-{role}.jsonl"));
+            std::fs::write(&file, rows(asker, role)).unwrap();
+            rolebench_profile(&dir.path().join("desc.json"), &file, role, data.path(), &Options::default(), |_| None, |_| Existing::none())
+                .unwrap()
+                .id
+        };
+        let (li, sun) = (import("李白", "杜甫"), import("孙悟空", "唐僧"));
+        assert!(li.starts_with("rolebench-") && li.ends_with("-zh") && li.len() == "rolebench-12345678-zh".len(), "{li}");
+        assert_ne!(li, sun);
+        assert_eq!(import("李白", "杜甫"), li, "the same at every import");
     }
 
     #[test]
