@@ -67,11 +67,12 @@ fn replaced_line(kind: Kind, replaced: &Replaced) -> String {
 fn print_character(imported: Imported, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     writeln!(
         out,
-        "{}\n  character: {}\n  memories:  {} ({} chunks)",
+        "{}\n  character: {}\n  memories:  {} ({} chunk{})",
         imported.id,
         imported.character_file.display(),
         imported.memories_file.display(),
-        imported.memories
+        imported.memories,
+        if imported.memories == 1 { "" } else { "s" }
     )?;
     for line in &imported.report {
         writeln!(out, "  {line}")?;

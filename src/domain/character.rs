@@ -177,6 +177,8 @@ pub struct Character {
     pub language: Language,
     /// The fellow character who asks the interview questions.
     pub experimenter: String,
+    /// The work the character comes from; an import that knows none writes where it came from
+    /// instead ("imported from …"), which [`Character::source_work`] leaves out of prompts.
     pub work: String,
     /// The role-playing system prompt, in the character's language.
     pub description: String,
@@ -215,6 +217,13 @@ pub struct CardInfo {
 }
 
 impl Character {
+    /// The work the character comes from, as a prompt names it: `None` when unknown (empty, or an
+    /// import's note of where the character came from, "imported from ChatHaruhi (Luna)").
+    pub fn source_work(&self) -> Option<&str> {
+        let work = self.work.trim();
+        (!work.is_empty() && !work.starts_with("imported from ")).then_some(work)
+    }
+
     /// The first alias, or the name when there is none (how some protocols address the character).
     pub fn first_alias(&self) -> &str {
         self.aliases.iter().map(|a| a.trim()).find(|a| !a.is_empty()).unwrap_or(&self.name)

@@ -215,7 +215,10 @@ impl ObserveEngine {
             .unwrap_or_else(|| c.description.clone());
         Who {
             name: c.name.clone(),
-            profile: format!("{} (from {}). {}", c.name, c.work, c.description),
+            profile: match c.source_work() {
+                Some(work) => format!("{} (from {work}). {}", c.name, c.description),
+                None => format!("{}. {}", c.name, c.description),
+            },
             system,
         }
     }

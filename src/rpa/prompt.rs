@@ -61,12 +61,17 @@ pub fn experimenter_line(templates: &Templates, character: &Character, text: &st
 /// Dialogue pairs replayed by the rolegpt style.
 pub const ROLEGPT_PAIRS: usize = 5;
 
-/// The RoleGPT system instruction (`rolegpt.<language>`): name, work, description, catchphrases, and
+/// The RoleGPT system instruction (`rolegpt.<language>`, or `rolegpt_no_work.<language>` when the work
+/// is not known): name, work, description, catchphrases, and
 /// "speak like".
 fn rolegpt_instruction(templates: &Templates, character: &Character) -> String {
-    let (instruction, catchphrases) = match character.language {
-        Language::En => (Template::RolegptEn, Template::RolegptCatchphrasesEn),
-        Language::Zh => (Template::RolegptZh, Template::RolegptCatchphrasesZh),
+    // A character whose work is not known is not said to come from one.
+    let work = character.source_work();
+    let (instruction, catchphrases) = match (character.language, work.is_some()) {
+        (Language::En, true) => (Template::RolegptEn, Template::RolegptCatchphrasesEn),
+        (Language::En, false) => (Template::RolegptNoWorkEn, Template::RolegptCatchphrasesEn),
+        (Language::Zh, true) => (Template::RolegptZh, Template::RolegptCatchphrasesZh),
+        (Language::Zh, false) => (Template::RolegptNoWorkZh, Template::RolegptCatchphrasesZh),
     };
     let phrases = templates.join(
         &character.catchphrases,
@@ -83,7 +88,7 @@ fn rolegpt_instruction(templates: &Templates, character: &Character) -> String {
         &[
             ("character", &character.name),
             ("character.alias", character.first_alias()),
-            ("work", &character.work),
+            ("work", work.unwrap_or_default()),
             ("description", character.description.trim()),
             ("catchphrases", &catchphrases),
         ],
@@ -187,5 +192,19 @@ mod tests {
         };
         let got = assemble(Templates::bundled(), &plain, RpaStyle::Description, None, "Hi", "Bo:「Hi?」");
         assert_eq!(got.messages.last().unwrap().content, "Bo:「Hi?」");
+    }
+
+    #[test]
+    fn a_character_of_no_known_work_is_not_said_to_come_from_one() {
+        let text = |work: &str| format!("id = \"flux-en\"\nname = \"Flux\"\nlanguage = \"en\"\nexperimenter = \"Bo\"\n{work}description = \"You are Flux.\"\n");
+        let system = |work: &str| {
+            let c = Character::parse(Source::new("flux.toml", &text(work)), |_| None).unwrap();
+            assemble(Templates::bundled(), &c, RpaStyle::Rolegpt, None, "Hi", "Bo:「Hi?」").messages[0].content.clone()
+        };
+        assert!(system("work = \"Cats (T. S. Eliot)\"\n").starts_with("You are Flux, from Cats (T. S. Eliot).\n"));
+        for unknown in ["", "work = \"imported from ChatHaruhi (Flux)\"\n"] {
+            let said = system(unknown);
+            assert!(said.starts_with("You are Flux.\nYou are Flux.\nSpeak like Flux"), "{said}");
+        }
     }
 }

@@ -47,6 +47,8 @@ pub enum Template {
     ScenesZh,
     SceneSeparator,
     FinalInstruction,
+    RolegptNoWorkEn,
+    RolegptNoWorkZh,
 }
 
 /// A placeholder a template may use, what the method puts in its place, and an example of it.
@@ -263,7 +265,7 @@ macro_rules! asset {
     };
 }
 
-pub(super) const SPECS: [Spec; 43] = [
+pub(super) const SPECS: [Spec; 45] = [
     spec(
         "expert_rating",
         asset!("expert_rating.txt"),
@@ -489,6 +491,8 @@ pub(super) const SPECS: [Spec; 43] = [
         ],
         &[&["turn"]],
     ),
+    spec("rolegpt_no_work.en", asset!("rolegpt_no_work.en.txt"), ROLEGPT_NO_WORK, &[]),
+    spec("rolegpt_no_work.zh", asset!("rolegpt_no_work.zh.txt"), ROLEGPT_NO_WORK, &[]),
 ];
 
 /// The rolegpt style's system instruction.
@@ -496,13 +500,19 @@ const ROLEGPT: &[Placeholder] = &[
     CHARACTER,
     CHARACTER_ALIAS,
     slot("work", "the work the character comes from", "Harry Potter (J. K. Rowling)"),
-    slot("description", "the character's description", "You are Hermione Granger, …"),
-    slot(
-        "catchphrases",
-        "rolegpt_catchphrases with the character's catchphrases, or nothing when it has none",
-        "Your catchphrases: “Honestly, doesn't anyone read anymore?” …\n",
-    ),
+    ROLEGPT_DESCRIPTION,
+    ROLEGPT_CATCHPHRASES,
 ];
+
+/// The rolegpt style's system instruction for a character whose work is not known.
+const ROLEGPT_NO_WORK: &[Placeholder] = &[CHARACTER, CHARACTER_ALIAS, ROLEGPT_DESCRIPTION, ROLEGPT_CATCHPHRASES];
+
+const ROLEGPT_DESCRIPTION: Placeholder = slot("description", "the character's description", "You are Hermione Granger, …");
+const ROLEGPT_CATCHPHRASES: Placeholder = slot(
+    "catchphrases",
+    "rolegpt_catchphrases with the character's catchphrases, or nothing when it has none",
+    "Your catchphrases: “Honestly, doesn't anyone read anymore?” …\n",
+);
 
 const PHRASES: &[Placeholder] = &[slot(
     "phrases",
@@ -522,7 +532,7 @@ const SCENES: &[Placeholder] = &[
 ];
 
 impl Template {
-    pub const ALL: [Template; 43] = [
+    pub const ALL: [Template; 45] = [
         Template::ExpertRating,
         Template::ExpertConversation,
         Template::OptionConversion,
@@ -566,6 +576,8 @@ impl Template {
         Template::ScenesZh,
         Template::SceneSeparator,
         Template::FinalInstruction,
+        Template::RolegptNoWorkEn,
+        Template::RolegptNoWorkZh,
     ];
 
     pub(super) fn spec(self) -> &'static Spec {
@@ -598,6 +610,8 @@ impl Template {
                 | Template::SrOptionSeparatorZh
                 | Template::RolegptEn
                 | Template::RolegptZh
+                | Template::RolegptNoWorkEn
+                | Template::RolegptNoWorkZh
                 | Template::RolegptCatchphrasesEn
                 | Template::RolegptCatchphrasesZh
                 | Template::Catchphrase

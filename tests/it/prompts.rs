@@ -102,7 +102,7 @@ async fn an_edited_expert_rating_template_reaches_every_er_request_and_is_record
         recorded["reask"]["sha256"],
         hex_sha256(include_bytes!("../../assets/prompts/reask.txt"))
     );
-    assert_eq!(recorded.as_object().unwrap().len(), 43, "every template: {recorded}");
+    assert_eq!(recorded.as_object().unwrap().len(), 45, "every template: {recorded}");
     // The plan keeps the overrides with their text, so a resume reads what the run read.
     assert_eq!(
         v["session"]["plan"]["prompts"]["expert_rating"]["text"],

@@ -591,3 +591,39 @@ fn a_character_skipped_for_an_error_is_named_as_skipped() {
     ));
     assert!(e.contains("unknown character \"nobody\""), "{e}");
 }
+
+/// A character's work is what prompts name it by: a replace by the same character keeps it, where the
+/// import alone knows only where the text came from.
+#[test]
+fn a_replace_by_the_same_character_keeps_its_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let ake = [
+        "import",
+        "chatharuhi",
+        &fixture("ake.jsonl"),
+        "--name",
+        "阿珂",
+        "--id",
+        "ake",
+    ];
+    ok(run(data, &ake));
+    let file = data.join("characters/ake.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("work = \"imported from ChatHaruhi"), "{text}");
+    std::fs::write(
+        &file,
+        text.replace(
+            "work = \"imported from ChatHaruhi jsonl (ake)\"",
+            "work = \"天涯明月刀\"",
+        ),
+    )
+    .unwrap();
+    let said = ok(run(data, &[&ake[..], &["--replace"]].concat()));
+    assert!(
+        said.contains("experimenter ") && said.contains(", work 天涯明月刀"),
+        "{said}"
+    );
+    let entry: Value = serde_json::from_str(&ok(run(data, &["characters", "show", "ake", "--json"]))).unwrap();
+    assert_eq!(entry["work"], "天涯明月刀", "{entry}");
+}

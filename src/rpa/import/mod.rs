@@ -466,7 +466,14 @@ fn write_character<'s>(
             .ok_or("nobody else speaks in the dialogue: pass --experimenter")?,
     };
     let language = Language::parse(&language).ok_or_else(|| format!("--language {language}: use en or zh"))?;
-    let work = format!("imported from {origin}");
+    // The work the character comes from, when the one it replaces named it; else where it came from
+    // (which prompts do not read as a work: see `Character::source_work`).
+    let kept_work = existing.and_then(Character::source_work);
+    let work = kept_work.map_or_else(|| format!("imported from {origin}"), str::to_string);
+    let carried = carried.map(|line| match kept_work {
+        Some(work) => format!("{line}, work {work}"),
+        None => line,
+    });
     let character = imported_character(
         existing,
         id,
@@ -516,8 +523,9 @@ pub(super) fn carried_over<'a>(existing: Option<&'a Character>, name: &str) -> (
             old.experimenter
         ),
         false => format!(
-            "replaces {}, another name: its {labels}, aliases and experimenter are not carried over",
-            old.name
+            "replaces {}, another name: its {}aliases and experimenter are not carried over",
+            old.name,
+            if labels == "no labels" { String::new() } else { format!("{labels}, ") }
         ),
     };
     (same.then_some(old), Some(line))
