@@ -24,8 +24,8 @@ pub enum Node {
     Seq(Vec<Node>),
     /// Any one of these.
     Choice(Vec<Node>),
-    /// A JSON string of at most `max` characters.
-    Str { max: usize },
+    /// A JSON string of `min` to `max` characters.
+    Str { min: usize, max: usize },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -48,8 +48,28 @@ fn integers(lo: i64, hi: i64) -> Node {
     Node::Choice((lo..=hi).map(|v| lit(&v.to_string())).collect())
 }
 
+/// Keywords that narrow what a value may be beyond what the grammar can say: followed silently,
+/// they would let through replies the schema refuses, so a schema with one is refused by name.
+const UNSUPPORTED: &[&str] = &[
+    "pattern",
+    "format",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "uniqueItems",
+    "contains",
+    "minProperties",
+    "maxProperties",
+    "patternProperties",
+    "propertyNames",
+    "allOf",
+    "not",
+    "if",
+    "$ref",
+];
+
 /// Compiles `schema` into a grammar. Supported: `type` object (all `properties`, in order), string
-/// (`maxLength`), integer and number (`minimum`/`maximum`, at most 1,001 whole values), boolean, null,
+/// (`minLength`, `maxLength`), integer and number (`minimum`/`maximum`, at most 1,001 whole values), boolean, null,
 /// array (`items`, `minItems`/`maxItems`, at most 64 items), `enum`, `const`, `anyOf`/`oneOf`.
 pub fn compile(schema: &Value) -> Result<Node, SchemaError> {
     compile_at(schema, "#")
@@ -60,6 +80,12 @@ fn compile_at(schema: &Value, path: &str) -> Result<Node, SchemaError> {
         path: path.to_string(),
         message: message.to_string(),
     };
+    if let Some(key) = UNSUPPORTED.iter().find(|k| schema.get(**k).is_some()) {
+        return Err(fail(&format!(
+            "{key:?} is not supported by the local model's constrained decoding (leave it out, or use a \
+             provider that supports it)"
+        )));
+    }
     if let Some(c) = schema.get("const") {
         return Ok(lit(&c.to_string()));
     }
@@ -120,15 +146,18 @@ fn compile_at(schema: &Value, path: &str) -> Result<Node, SchemaError> {
             Ok(Node::Seq(parts))
         }
         "string" => {
-            let max = schema
-                .get("maxLength")
-                .and_then(Value::as_u64)
-                .map_or(DEFAULT_MAX_STRING, |m| m as usize);
-            Ok(Node::Str { max })
+            let length = |key: &str| schema.get(key).and_then(Value::as_u64).map(|n| n as usize);
+            let min = length("minLength").unwrap_or(0);
+            let max = length("maxLength").unwrap_or(DEFAULT_MAX_STRING.max(min));
+            if min > max {
+                return Err(fail(&format!("minLength {min} is above maxLength {max}")));
+            }
+            Ok(Node::Str { min, max })
         }
         "integer" | "number" => {
             let (lo, hi) = match (bound("minimum"), bound("maximum")) {
                 (Some(lo), Some(hi)) if lo <= hi => (lo, hi),
+                (Some(lo), Some(hi)) => return Err(fail(&format!("minimum {lo} is above maximum {hi}"))),
                 _ => return Err(fail("numbers need both minimum and maximum")),
             };
             let (ilo, ihi) = (lo.ceil() as i64, hi.floor() as i64);
@@ -198,7 +227,7 @@ fn compile_at(schema: &Value, path: &str) -> Result<Node, SchemaError> {
         }
         "boolean" => Ok(Node::Choice(vec![lit("true"), lit("false")])),
         "null" => Ok(lit("null")),
-        other => Err(fail(&format!("type \"{other}\" is not supported"))),
+        other => Err(fail(&format!("type {other:?} is not supported"))),
     }
 }
 
@@ -210,6 +239,8 @@ enum Frame {
     /// Child `next` of the sequence comes after the current one.
     Seq { node: usize, next: usize },
     Str {
+        /// Characters the string needs before its closing quote.
+        min: usize,
         max: usize,
         chars: usize,
         escape: Escape,
@@ -244,14 +275,14 @@ enum Flat {
     Lit(Vec<u8>),
     Seq(Vec<usize>),
     Choice(Vec<usize>),
-    Str { max: usize },
+    Str { min: usize, max: usize },
 }
 
 impl Arena {
     fn add(&mut self, node: &Node) -> usize {
         let flat = match node {
             Node::Lit(b) => Flat::Lit(b.clone()),
-            Node::Str { max } => Flat::Str { max: *max },
+            Node::Str { min, max } => Flat::Str { min: *min, max: *max },
             Node::Seq(children) => Flat::Seq(children.iter().map(|c| self.add(c)).collect()),
             Node::Choice(children) => Flat::Choice(children.iter().map(|c| self.add(c)).collect()),
         };
@@ -386,8 +417,9 @@ fn push_node(arena: &Arena, mut stack: Vec<Frame>, node: usize, out: &mut Vec<Ve
             stack.push(Frame::Lit { node, pos: 0 });
             out.push(stack);
         }
-        Flat::Str { max } => {
+        Flat::Str { min, max } => {
             stack.push(Frame::Str {
+                min: *min,
                 max: *max,
                 chars: 0,
                 escape: Escape::Opening,
@@ -448,6 +480,7 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
             }
         }
         Frame::Str {
+            min,
             max,
             chars,
             escape,
@@ -463,6 +496,7 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
                 Escape::Opening => {
                     if b == b'"' {
                         push(Frame::Str {
+                            min,
                             max,
                             chars,
                             escape: Escape::None,
@@ -474,6 +508,7 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
                 Escape::Backslash => {
                     if b"\"\\/bfnrt".contains(&b) {
                         push(Frame::Str {
+                            min,
                             max,
                             chars: chars + 1,
                             escape: Escape::None,
@@ -482,6 +517,7 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
                         });
                     } else if b == b'u' {
                         push(Frame::Str {
+                            min,
                             max,
                             chars,
                             escape: Escape::Unicode(4),
@@ -498,6 +534,7 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
                             (Escape::Unicode(left - 1), chars)
                         };
                         push(Frame::Str {
+                            min,
                             max,
                             chars,
                             escape,
@@ -509,6 +546,7 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
                 Escape::None if utf8_pending > 0 => {
                     if (utf8_next.0..=utf8_next.1).contains(&b) {
                         push(Frame::Str {
+                            min,
                             max,
                             chars,
                             escape,
@@ -519,11 +557,15 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
                 }
                 Escape::None => {
                     if b == b'"' {
-                        settle(arena, stack, out);
+                        // Closed only once it is long enough.
+                        if chars >= min {
+                            settle(arena, stack, out);
+                        }
                     } else if chars >= max || b < 0x20 {
                         // Full (only the closing quote may come) or a raw control character.
                     } else if b == b'\\' {
                         push(Frame::Str {
+                            min,
                             max,
                             chars,
                             escape: Escape::Backslash,
@@ -532,6 +574,7 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
                         });
                     } else if b < 0x80 {
                         push(Frame::Str {
+                            min,
                             max,
                             chars: chars + 1,
                             escape,
@@ -550,6 +593,7 @@ fn step(arena: &Arena, mut stack: Vec<Frame>, b: u8, out: &mut Vec<Vec<Frame>>) 
                             _ => return,
                         };
                         push(Frame::Str {
+                            min,
                             max,
                             chars: chars + 1,
                             escape,
@@ -724,6 +768,50 @@ mod tests {
         let e =
             compile(&json!({"type": "array", "items": {"type": "boolean"}, "minItems": 3, "maxItems": 2})).unwrap_err();
         assert_eq!(e.message, "minItems is above maxItems");
+        // Bounds the wrong way round are told as such, not as missing.
+        let e = compile(&json!({"type": "integer", "minimum": 5, "maximum": 1})).unwrap_err();
+        assert_eq!(e.message, "minimum 5 is above maximum 1");
+        let e = compile(&json!({"type": "string", "minLength": 5, "maxLength": 1})).unwrap_err();
+        assert_eq!(e.message, "minLength 5 is above maxLength 1");
+    }
+
+    /// A keyword the grammar cannot follow is refused by name where it stands, never ignored (the
+    /// reply would break it).
+    #[test]
+    fn keywords_the_grammar_cannot_follow_are_refused_by_name() {
+        for (keyword, value) in [
+            ("pattern", json!("^[a-z]+$")),
+            ("format", json!("date")),
+            ("exclusiveMinimum", json!(0)),
+            ("multipleOf", json!(2)),
+        ] {
+            let mut property = json!({"type": "string"});
+            property[keyword] = value;
+            let e = compile(&json!({"type": "object", "properties": {"a": property}})).unwrap_err();
+            assert_eq!(e.path, "#/properties/a");
+            assert!(
+                e.message.starts_with(&format!(
+                    "\"{keyword}\" is not supported by the local model's constrained decoding"
+                )),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_string_closes_only_once_it_has_its_minimum_length() {
+        let s = json!({"type": "string", "minLength": 3, "maxLength": 4});
+        assert!(!prefix(&s, r#""ab""#), "closed before its minimum");
+        assert!(full(&s, r#""abc""#));
+        // Characters, not bytes: an escape and a two-byte letter count one each.
+        assert!(full(&s, r#""\né!""#));
+        assert!(!prefix(&s, r#""é!""#));
+        assert!(!prefix(&s, r#""abcde"#), "past its maximum");
+        // A minimum above the default cap raises the cap with it.
+        let long = json!({"type": "string", "minLength": 500});
+        let text = format!("\"{}\"", "x".repeat(500));
+        assert!(full(&long, &text));
+        assert!(!prefix(&long, &format!("\"{}\"", "x".repeat(499))));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::path::Path;
 
 use crate::Error;
-use crate::gguf_read::Gguf;
+use crate::gguf_read::{Gguf, TensorInfo};
 
 /// What a GGUF holds that decides whether, and how, the embedded runner can use it.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,29 +60,29 @@ pub fn facts(path: &Path) -> Result<Facts, Error> {
         Ok(_) => {
             return Err(Error::Input(format!(
                 "{} is not a regular file (a GGUF model is one)",
-                path.display()
+                crate::shown(path)
             )));
         }
-        Err(e) => return Err(Error::Input(format!("cannot open {}: {e}", path.display()))),
+        Err(e) => return Err(Error::Input(format!("cannot open {}: {e}", crate::shown(path)))),
     }
-    let mut file = File::open(path).map_err(|e| Error::Input(format!("cannot open {}: {e}", path.display())))?;
+    let mut file = File::open(path).map_err(|e| Error::Input(format!("cannot open {}: {e}", crate::shown(path))))?;
     let content = Gguf::read(&mut std::io::BufReader::new(&mut file))
-        .map_err(|e| Error::Input(format!("{} is not a readable GGUF file: {e}", path.display())))?;
+        .map_err(|e| Error::Input(format!("{} is not a readable GGUF file: {e}", crate::shown(path))))?;
     let meta = |key: &str| content.get(key);
     let text = |key: &str| meta(key).and_then(|v| v.as_str()).map(str::to_string);
     let architecture = text("general.architecture").unwrap_or_else(|| "unknown".into());
     if !ARCHITECTURES.contains(&architecture.as_str()) {
         return Err(Error::Input(format!(
-            "{}: architecture \"{architecture}\" is not supported by the embedded runner (supported: {})",
-            path.display(),
+            "{}: architecture {architecture:?} is not supported by the embedded runner (supported: {})",
+            crate::shown(path),
             ARCHITECTURES.join(", ")
         )));
     }
     let tokenizer = text("tokenizer.ggml.model").unwrap_or_else(|| "none".into());
     if !TOKENIZERS.contains(&tokenizer.as_str()) {
         return Err(Error::Input(format!(
-            "{}: tokenizer model \"{tokenizer}\" is not supported by the embedded runner (supported: gpt2, llama)",
-            path.display()
+            "{}: tokenizer model {tokenizer:?} is not supported by the embedded runner (supported: gpt2, llama)",
+            crate::shown(path)
         )));
     }
     // A header with no weights behind it (or fewer tensors than the blocks it claims) is refused
@@ -90,17 +90,13 @@ pub fn facts(path: &Path) -> Result<Facts, Error> {
     if !content.tensors.iter().any(|t| t.name == "token_embd.weight") {
         return Err(Error::Input(format!(
             "{}: the file holds no token embeddings (token_embd.weight): it is not a whole model",
-            path.display()
+            crate::shown(path)
         )));
     }
     if let Some(blocks) = meta(&format!("{architecture}.block_count")).and_then(|v| v.as_u32())
-        && blocks as usize > content.tensors.len()
+        && let Some(why) = blocks_problem(&architecture, blocks, &content.tensors)
     {
-        return Err(Error::Input(format!(
-            "{}: {architecture}.block_count says {blocks} blocks, the file holds {} tensors: it is not a whole model",
-            path.display(),
-            content.tensors.len()
-        )));
+        return Err(Error::Input(format!("{}: {why}", crate::shown(path))));
     }
     let named = meta("general.file_type")
         .and_then(|v| v.as_u32())
@@ -125,6 +121,32 @@ pub fn facts(path: &Path) -> Result<Facts, Error> {
         tokenizer,
         architecture,
         quantization,
+    })
+}
+
+/// Why `<architecture>.block_count` (`blocks`) cannot be the file's, if it cannot: no block at all,
+/// more blocks than tensors, or tensors of blocks past the count (`blk.29.…` when it says 29). The
+/// runner computes the blocks the count says; one it leaves out is a model that runs and writes
+/// garbage.
+fn blocks_problem(architecture: &str, blocks: u32, tensors: &[TensorInfo]) -> Option<String> {
+    if blocks == 0 {
+        return Some(format!(
+            "{architecture}.block_count is 0: a model has at least one block"
+        ));
+    }
+    if blocks as usize > tensors.len() {
+        return Some(format!(
+            "{architecture}.block_count says {blocks} blocks, the file holds {} tensors: it is not a whole model",
+            tensors.len()
+        ));
+    }
+    let block_of = |t: &TensorInfo| t.name.strip_prefix("blk.")?.split('.').next()?.parse::<u64>().ok();
+    let last = tensors.iter().filter_map(block_of).max()?;
+    (last >= u64::from(blocks)).then(|| {
+        format!(
+            "the file has tensors for blocks {blocks}..{last} that block_count {blocks} leaves unused: it is not \
+             the model its weights make"
+        )
     })
 }
 
@@ -192,6 +214,76 @@ mod tests {
         assert!(facts(&tiny_gguf(dir.path(), &metadata)).is_ok());
     }
 
+    /// A block count below the file's blocks (or none at all) leaves weights out: refused by what
+    /// it leaves, before the model is registered or loaded.
+    #[test]
+    fn a_block_count_that_leaves_blocks_out_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let q8_0 = 8;
+        let block = [0u8; 34];
+        let tensors: Vec<(&str, &[u64], u32, &[u8])> = vec![
+            ("token_embd.weight", &[1, 32], q8_0, &block),
+            ("blk.0.attn_q.weight", &[1, 32], q8_0, &block),
+            ("blk.1.attn_q.weight", &[1, 32], q8_0, &block),
+            ("blk.2.attn_q.weight", &[1, 32], q8_0, &block),
+        ];
+        let with_blocks = |n: u32| {
+            let path = dir.path().join(format!("blocks-{n}.gguf"));
+            let metadata = [
+                ("general.architecture", Value::String("llama".into())),
+                ("tokenizer.ggml.model", Value::String("gpt2".into())),
+                ("llama.block_count", Value::U32(n)),
+            ];
+            std::fs::write(&path, gguf(&metadata, &tensors)).unwrap();
+            facts(&path)
+        };
+        assert!(with_blocks(3).is_ok());
+        let Err(Error::Input(e)) = with_blocks(2) else {
+            panic!("block_count 2 of 3 blocks taken as a model");
+        };
+        assert!(
+            e.contains("the file has tensors for blocks 2..2 that block_count 2 leaves unused"),
+            "{e}"
+        );
+        let Err(Error::Input(e)) = with_blocks(0) else {
+            panic!("block_count 0 taken as a model");
+        };
+        assert!(e.contains("llama.block_count is 0"), "{e}");
+    }
+
+    #[test]
+    fn the_blocks_a_count_leaves_out_are_named() {
+        let t = |name: &str| TensorInfo {
+            name: name.into(),
+            shape: vec![32],
+            format: incharacter_engine::Format::F32,
+            offset: 0,
+            size: 128,
+        };
+        let tensors = [
+            t("token_embd.weight"),
+            t("blk.0.ffn_up.weight"),
+            t("blk.2.ffn_up.weight"),
+            t("blk.x.y"),
+        ];
+        assert_eq!(blocks_problem("qwen2", 3, &tensors), None);
+        assert_eq!(
+            blocks_problem("qwen2", 1, &tensors).unwrap(),
+            "the file has tensors for blocks 1..2 that block_count 1 leaves unused: it is not the model its \
+             weights make"
+        );
+        assert!(
+            blocks_problem("qwen2", 5, &tensors)
+                .unwrap()
+                .contains("says 5 blocks, the file holds 4 tensors")
+        );
+        assert!(
+            blocks_problem("qwen2", 0, &tensors)
+                .unwrap()
+                .contains("qwen2.block_count is 0")
+        );
+    }
+
     #[test]
     fn a_ggufs_facts_are_read_and_an_unsupported_architecture_is_named() {
         let dir = tempfile::tempdir().unwrap();
@@ -239,6 +331,14 @@ mod tests {
             e.contains("architecture \"mamba\" is not supported") && e.contains("llama, qwen2, qwen3, gemma3, phi3"),
             "{e}"
         );
+        // Said as it can be typed back: an escape shown, not dropped (nor acted on).
+        let path = tiny_gguf(dir.path(), &llama("llama\u{1b}[2J", "gpt2"));
+        let e = facts(&path).unwrap_err().to_string();
+        assert!(e.contains(r#"architecture "llama\u{1b}[2J" is not supported"#), "{e}");
+        let odd = dir.path().join("line\nbreak.gguf");
+        std::fs::rename(&path, &odd).unwrap();
+        let e = facts(&odd).unwrap_err().to_string();
+        assert!(!e.contains('\n') && e.contains(r#"line\nbreak.gguf""#), "{e}");
         let path = tiny_gguf(dir.path(), &llama("phi3", "bert"));
         let e = facts(&path).unwrap_err().to_string();
         assert!(e.contains("tokenizer model \"bert\" is not supported"), "{e}");

@@ -330,6 +330,36 @@ impl<R: Read> Bounded<'_, R> {
     }
 }
 
+/// Why the tensors' data cannot be the weights they describe, if it cannot: a tensor that does not
+/// start on the file's alignment (llama.cpp refuses it, and a writer that wrote it wrote its own
+/// layout), or two whose bytes overlap (one tensor's weights read as another's make a model that runs
+/// and writes garbage). Tensors of no bytes take no room.
+fn layout_problem(tensors: &[TensorInfo], alignment: u64) -> Option<String> {
+    if let Some(t) = tensors.iter().find(|t| !t.offset.is_multiple_of(alignment)) {
+        return Some(format!(
+            "tensor {}'s data starts at offset {} of the data, not a multiple of the file's alignment ({alignment} \
+             bytes)",
+            t.name, t.offset
+        ));
+    }
+    let mut placed: Vec<&TensorInfo> = tensors.iter().filter(|t| t.size > 0).collect();
+    placed.sort_by_key(|t| t.offset);
+    placed
+        .windows(2)
+        .find(|w| w[0].offset + w[0].size > w[1].offset)
+        .map(|w| {
+            format!(
+                "tensors {} and {} overlap: bytes {}..{} and {}..{} of the data",
+                w[0].name,
+                w[1].name,
+                w[0].offset,
+                w[0].offset + w[0].size,
+                w[1].offset,
+                w[1].offset + w[1].size
+            )
+        })
+}
+
 impl Gguf {
     /// The header, metadata and tensor descriptions of the GGUF in `reader` (from its start).
     pub fn read<R: Read + Seek>(reader: &mut R) -> Result<Gguf, GgufError> {
@@ -406,6 +436,7 @@ impl Gguf {
                 });
             }
         }
+        layout_problem(&infos, alignment).map_or(Ok(()), |why| Err(GgufError::Malformed(why)))?;
         Ok(Gguf {
             metadata,
             tensors: infos,
@@ -792,5 +823,53 @@ mod tests {
         assert!(tensor(&[4, u64::MAX], 0, 0).contains("has more bytes than a file can"));
         assert!(tensor(&[32], 0, 1 << 20).contains("ends inside tensor t"));
         assert!(tensor(&[32], 0, u64::MAX).contains("ends inside tensor t"));
+    }
+
+    /// Two tensors of 32 F32 values (128 bytes each) at `offsets`, in a file that holds them.
+    fn two_tensors(offsets: [u64; 2]) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.0.extend(b"GGUF");
+        w.u32(3).u64(2).u64(0);
+        for (name, offset) in ["a", "b"].iter().zip(offsets) {
+            w.string(name).u32(1).u64(32).u32(0).u64(offset);
+        }
+        w.0.resize(1024, 0);
+        w.0
+    }
+
+    /// Tensor data the reader would take as weights only where the layout is a writer's: aligned, and
+    /// each tensor's bytes its own.
+    #[test]
+    fn misaligned_or_overlapping_tensor_data_is_refused() {
+        assert!(Gguf::read(&mut Cursor::new(two_tensors([0, 128]))).is_ok());
+        let e = error(&two_tensors([0, 136]));
+        assert!(
+            e.contains("tensor b's data starts at offset 136 of the data, not a multiple of the file's alignment (32"),
+            "{e}"
+        );
+        let e = error(&two_tensors([0, 0]));
+        assert!(e.contains("tensors a and b overlap: bytes 0..128 and 0..128"), "{e}");
+        let e = error(&two_tensors([256, 160]));
+        assert!(
+            e.contains("tensors b and a overlap: bytes 160..288 and 256..384"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn layout_problems_are_found_whatever_the_order() {
+        let t = |name: &str, offset: u64, size: u64| TensorInfo {
+            name: name.into(),
+            shape: vec![1],
+            format: Format::F32,
+            offset,
+            size,
+        };
+        assert_eq!(layout_problem(&[t("a", 64, 32), t("b", 0, 64)], 32), None);
+        // Tensors of no bytes take no room, wherever they are said to start.
+        assert_eq!(layout_problem(&[t("a", 0, 64), t("e", 32, 0)], 32), None);
+        assert!(layout_problem(&[t("a", 64, 32), t("b", 0, 65)], 32).is_some_and(|e| e.contains("b and a")));
+        assert!(layout_problem(&[t("a", 16, 32)], 32).is_some_and(|e| e.contains("(32 bytes)")));
+        assert_eq!(layout_problem(&[t("a", 16, 32)], 16), None);
     }
 }

@@ -26,8 +26,20 @@ pub use incharacter_engine::MOST_POSITIONS;
 pub use model::{Choice, Finish, Generated, Message, Model, Request, Together};
 pub use registry::{
     DEFAULT_MODEL, Identity, KNOWN, KnownModel, Pip, Registered, Removed, SMOLLM2_135M, add, fetch, fetch_known, list,
-    models_dir, remove, resolve, resolve_entry, shadowed, verify,
+    models_dir, remove, resolve, resolve_entry, shadowed, valid_name, verify,
 };
+
+/// `path` as a message shows it: as it reads, or quoted with escapes when it holds a character a
+/// terminal acts on (a line break, an escape), which would otherwise split the message's line or be
+/// dropped from it on the way out, leaving another path than the file's.
+pub fn shown(path: &std::path::Path) -> String {
+    let text = path.display().to_string();
+    if text.chars().any(char::is_control) {
+        format!("{text:?}")
+    } else {
+        text
+    }
+}
 
 /// Why the local model could not do what was asked. The messages say what and where; advice on what to
 /// run next is the caller's to add (it knows its own commands).
@@ -45,7 +57,7 @@ pub enum Error {
     #[error("the local model {name} is not downloaded yet")]
     NotFetched { name: String },
     /// A name that is neither a known model nor one the user registered.
-    #[error("no local model named \"{name}\"")]
+    #[error("no local model named {name:?}")]
     Unknown { name: String },
     /// The caller's cancellation check said stop before the reply was done.
     #[error("cancelled")]

@@ -192,9 +192,9 @@ impl Model {
     /// prompts to that many); other architectures keep the file's own (4,096 when it says none) up to
     /// the engine's [`incharacter_engine::MOST_POSITIONS`].
     pub fn load(name: &str, path: &Path, llama_context: usize) -> Result<Model, Error> {
-        let fail = |e: String| Error::Model(format!("cannot load {}: {e}", path.display()));
+        let fail = |e: String| Error::Model(format!("cannot load {}: {e}", crate::shown(path)));
         let arch = facts(path)?.architecture;
-        let open = |p: &Path| File::open(p).map_err(|e| Error::Model(format!("{}: {e}", p.display())));
+        let open = |p: &Path| File::open(p).map_err(|e| Error::Model(format!("{}: {e}", crate::shown(p))));
         let mut file = BufReader::new(open(path)?);
         let content = Gguf::read(&mut file).map_err(|e| fail(e.to_string()))?;
         let meta_str = |k: &str| content.get(k).and_then(Value::as_str).map(str::to_string);
@@ -208,7 +208,7 @@ impl Model {
             // SmolLM2 says 8,192; the engine's rotary tables cover as many as the cap.
             context = context.min(llama_context);
         }
-        let vocab = Vocab::from_gguf(&content).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+        let vocab = Vocab::from_gguf(&content).map_err(|e| Error::Input(format!("{}: {e}", crate::shown(path))))?;
         // An embedding padded past the vocabulary is common (to a multiple of 64 or so); one of far
         // more rows is not this vocabulary's, and is refused before its bytes are read (a crafted
         // one asked for hundreds of gigabytes).

@@ -208,11 +208,12 @@ fn registry_path(models: &Path) -> PathBuf {
 /// once each keep the other's entry.
 fn lock_registry(models: &Path) -> Result<File, Error> {
     // The machine's failures (an unwritable data dir, or one that is a file), not the user's input.
-    std::fs::create_dir_all(models).map_err(|e| Error::Model(format!("cannot create {}: {e}", models.display())))?;
+    std::fs::create_dir_all(models)
+        .map_err(|e| Error::Model(format!("cannot create {}: {e}", crate::shown(models))))?;
     let path = models.join(".registry.lock");
-    let file = lock_file(&path).map_err(|e| Error::Model(format!("cannot open {}: {e}", path.display())))?;
+    let file = lock_file(&path).map_err(|e| Error::Model(format!("cannot open {}: {e}", crate::shown(&path))))?;
     file.lock()
-        .map_err(|e| Error::Model(format!("cannot lock {}: {e}", path.display())))?;
+        .map_err(|e| Error::Model(format!("cannot lock {}: {e}", crate::shown(&path))))?;
     Ok(file)
 }
 
@@ -231,7 +232,7 @@ fn read_registry(models: &Path) -> Result<Registry, Error> {
         Ok(text) => {
             let registry: Registry = toml::from_str(&text).map_err(|e| {
                 let (line, column) = e.span().map_or((1, 1), |span| line_column(&text, span.start));
-                Error::Input(format!("{}:{line}:{column}: {}", path.display(), e.message()))
+                Error::Input(format!("{}:{line}:{column}: {}", crate::shown(&path), e.message()))
             })?;
             refuse_a_second_name(&path, &text)?;
             let digest = |s: &str| s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
@@ -243,9 +244,9 @@ fn read_registry(models: &Path) -> Result<Registry, Error> {
                 return Err(Error::Input(format!(
                     "{}: the model {} has a sha256 that is not 64 small hexadecimal digits (edited by hand?): \
                      register its file again with incharacter model add {} --name {} --replace",
-                    path.display(),
+                    crate::shown(&path),
                     m.name,
-                    m.path.display(),
+                    crate::shown(&m.path),
                     m.name
                 )));
             }
@@ -254,7 +255,7 @@ fn read_registry(models: &Path) -> Result<Registry, Error> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Registry::default()),
         // Text that is not UTF-8 is the file's fault; a registry that cannot be read, the machine's.
         Err(e) => {
-            let said = format!("cannot read {}: {e}", registry_path(models).display());
+            let said = format!("cannot read {}: {e}", crate::shown(&registry_path(models)));
             Err(match e.kind() {
                 std::io::ErrorKind::InvalidData => Error::Input(said),
                 _ => Error::Model(said),
@@ -286,9 +287,9 @@ fn refuse_a_second_name(path: &Path, text: &str) -> Result<(), Error> {
             let (line, column) = line_column(text, second.name.span().start);
             let (first_line, _) = line_column(text, first.name.span().start);
             return Err(Error::Input(format!(
-                "{}:{line}:{column}: the model name \"{}\" is registered already (line {first_line}): \
+                "{}:{line}:{column}: the model name {:?} is registered already (line {first_line}): \
                  remove one of the two entries",
-                path.display(),
+                crate::shown(path),
                 second.name.get_ref(),
             )));
         }
@@ -309,8 +310,9 @@ fn line_column(text: &str, at: usize) -> (usize, usize) {
 fn write_registry(models: &Path, registry: &Registry) -> Result<(), Error> {
     let text = toml::to_string(registry).map_err(|e| Error::Input(e.to_string()))?;
     let cannot =
-        |e: &dyn std::fmt::Display| Error::Model(format!("cannot write {}: {e}", registry_path(models).display()));
-    std::fs::create_dir_all(models).map_err(|e| Error::Model(format!("cannot create {}: {e}", models.display())))?;
+        |e: &dyn std::fmt::Display| Error::Model(format!("cannot write {}: {e}", crate::shown(&registry_path(models))));
+    std::fs::create_dir_all(models)
+        .map_err(|e| Error::Model(format!("cannot create {}: {e}", crate::shown(models))))?;
     let mut tmp = tempfile::NamedTempFile::new_in(models).map_err(|e| cannot(&e))?;
     tmp.write_all(text.as_bytes()).map_err(|e| cannot(&e))?;
     tmp.persist(registry_path(models)).map_err(|e| cannot(&e))?;
@@ -368,7 +370,7 @@ pub fn resolve_entry(models: &Path, name: &str) -> Result<Registered, Error> {
         if !m.path.is_file() {
             return Err(Error::Input(format!(
                 "the model {name} was registered as {}, which is no longer there",
-                m.path.display()
+                crate::shown(&m.path)
             )));
         }
         // Taken before the check: a change during it leaves the stamp recorded below behind.
@@ -408,16 +410,20 @@ pub fn resolve_entry(models: &Path, name: &str) -> Result<Registered, Error> {
     if KNOWN.iter().any(|k| k.name == name) {
         return Err(Error::NotFetched { name: name.into() });
     }
-    // A name as written elsewhere, in other letters: the one it is registered under is named (the
-    // usual advice, `model add … --name`, would be refused).
+    Err(unknown(models, name)?)
+}
+
+/// The error for a name no model has: a name as written elsewhere, in other letters, is told the one
+/// it is registered under (the usual advice, `model add … --name`, would be refused).
+fn unknown(models: &Path, name: &str) -> Result<Error, Error> {
     let known = KNOWN.iter().map(|k| k.name.to_string());
     let registered = read_registry(models)?.models.into_iter().map(|m| m.name);
-    if let Some(other) = known.chain(registered).find(|n| n.eq_ignore_ascii_case(name)) {
-        return Err(Error::Input(format!(
-            "no local model named \"{name}\": names are exact, and this one is \"{other}\""
-        )));
-    }
-    Err(Error::Unknown { name: name.into() })
+    Ok(match known.chain(registered).find(|n| n.eq_ignore_ascii_case(name)) {
+        Some(other) => Error::Input(format!(
+            "no local model named {name:?}: names are exact, and this one is {other:?}"
+        )),
+        None => Error::Unknown { name: name.into() },
+    })
 }
 
 impl Registered {
@@ -429,7 +435,7 @@ impl Registered {
         };
         let known = KNOWN.iter().any(|k| k.name == self.name);
         let verb = if known { "fetched" } else { "registered" };
-        let unreadable = |e: std::io::Error| Error::Input(format!("cannot read {}: {e}", self.path.display()));
+        let unreadable = |e: std::io::Error| Error::Input(format!("cannot read {}: {e}", crate::shown(&self.path)));
         let now = std::fs::metadata(&self.path).map_err(unreadable)?;
         let what = if now.len() != was.bytes {
             format!("{} bytes, {} when it was {verb}", now.len(), was.bytes)
@@ -446,14 +452,14 @@ impl Registered {
             true => format!("to fetch it again: incharacter model fetch --name {}", self.name),
             false => format!(
                 "to use the file as it is now: incharacter model add {} --name {} --replace (or another --name)",
-                self.path.display(),
+                crate::shown(&self.path),
                 self.name
             ),
         };
         Err(Error::Input(format!(
             "{} is not the file {verb} as the model {} ({what}); sessions that used {} were made with the file as \
              it was; {fix}",
-            self.path.display(),
+            crate::shown(&self.path),
             self.name,
             self.name
         )))
@@ -500,16 +506,16 @@ pub fn add(models: &Path, path: &Path, name: &str, replace: bool) -> Result<(Reg
     }
     if KNOWN.iter().any(|k| k.name.eq_ignore_ascii_case(name)) {
         return Err(Error::Input(format!(
-            "\"{name}\" is the name of a known model (one that is fetched and checked by its SHA-256): give \
+            "{name:?} is the name of a known model (one that is fetched and checked by its SHA-256): give \
              your file another name"
         )));
     }
     let path = path
         .canonicalize()
-        .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+        .map_err(|e| Error::Input(format!("{}: {e}", crate::shown(path))))?;
     let facts = facts(&path)?;
     let architecture = facts.architecture.clone();
-    let identity = Identity::of(&path).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+    let identity = Identity::of(&path).map_err(|e| Error::Input(format!("{}: {e}", crate::shown(&path))))?;
     let _lock = lock_registry(models)?;
     let mut registry = read_registry(models)?;
     if let Some(other) = registry
@@ -518,7 +524,7 @@ pub fn add(models: &Path, path: &Path, name: &str, replace: bool) -> Result<(Reg
         .find(|m| m.name != name && m.name.eq_ignore_ascii_case(name))
     {
         return Err(Error::Input(format!(
-            "\"{name}\" differs from the registered \"{}\" only in case: give another --name, or use \"{}\"",
+            "{name:?} differs from the registered {:?} only in case: give another --name, or use {:?}",
             other.name, other.name
         )));
     }
@@ -529,9 +535,9 @@ pub fn add(models: &Path, path: &Path, name: &str, replace: bool) -> Result<(Reg
         // The same file again is no change, unless it changed since (then it is another model).
         if !same_file || other.identity.as_ref().is_some_and(|was| was.sha256 != identity.sha256) {
             return Err(Error::Input(format!(
-                "\"{name}\" is registered for {}{}: sessions that used it name it, and would go on with another \
+                "{name:?} is registered for {}{}: sessions that used it name it, and would go on with another \
                  model under it; give another --name, or --replace to point the name at this file as it is now",
-                other.path.display(),
+                crate::shown(&other.path),
                 if same_file { " as it was before it changed" } else { "" }
             )));
         }
@@ -559,7 +565,8 @@ pub enum Removed {
 }
 
 /// Forgets the model `name`: a file the user registered is unregistered (never deleted); a fetched
-/// model's files under `models` are deleted (never another file kept in its folder). Recorded
+/// model's files under `models` are deleted (never another file kept in its folder), unless its file is
+/// registered under another name too (then nothing is removed, and the error says which). Recorded
 /// sessions keep loading (they need no model until they are resumed).
 pub fn remove(models: &Path, name: &str) -> Result<Removed, Error> {
     if let Some(known) = KNOWN.iter().find(|k| k.name == name) {
@@ -571,6 +578,25 @@ pub fn remove(models: &Path, name: &str) -> Result<Removed, Error> {
                 "{name} is not fetched: there is nothing to remove"
             )));
         }
+        // The same file registered under another name is that name's model too: deleted, it would
+        // leave the name pointing at nothing.
+        let file = folder.join(known.file).canonicalize().ok();
+        let _lock = lock_registry(models)?;
+        let others: Vec<String> = read_registry(models)?
+            .models
+            .into_iter()
+            .filter(|m| file.is_some() && m.path.canonicalize().ok() == file)
+            .map(|m| format!("{:?}", m.name))
+            .collect();
+        if !others.is_empty() {
+            return Err(Error::Input(format!(
+                "{name} is not removed: its file {} is also registered as {}, which would be left without it; \
+                 the file is kept (incharacter model remove {} first, to remove both)",
+                crate::shown(&folder.join(known.file)),
+                others.join(", "),
+                others.join(" and ")
+            )));
+        }
         let fetching = fetch::hold_idle(&folder, name)?;
         let bytes = fetch::remove_own(&folder, known);
         drop(fetching);
@@ -579,7 +605,7 @@ pub fn remove(models: &Path, name: &str) -> Result<Removed, Error> {
     let _lock = lock_registry(models)?;
     let mut registry = read_registry(models)?;
     let Some(at) = registry.models.iter().position(|m| m.name == name) else {
-        return Err(Error::Unknown { name: name.into() });
+        return Err(unknown(models, name)?);
     };
     let entry = registry.models.remove(at);
     write_registry(models, &registry)?;

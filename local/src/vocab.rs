@@ -103,7 +103,7 @@ impl Vocab {
             }
             other => {
                 return Err(format!(
-                    "tokenizer model \"{other}\" is not supported (supported: gpt2, llama)"
+                    "tokenizer model {other:?} is not supported (supported: gpt2, llama)"
                 ));
             }
         };
@@ -135,7 +135,7 @@ fn byte_level(content: &Gguf, tokens: &[String], types: &[u32], pre: Option<&str
         .into_iter()
         .map(|m| match m.split_once(' ') {
             Some((left, right)) => Ok((left.to_string(), right.to_string())),
-            None => Err(format!("the merge \"{m}\" is not two pieces")),
+            None => Err(format!("the merge {m:?} is not two pieces")),
         })
         .collect::<Result<Vec<_>, _>>()?;
     let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();

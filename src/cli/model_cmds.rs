@@ -59,7 +59,7 @@ pub fn fetch(name: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if let Some(e) = failed {
         return Err(e.into());
     }
-    writeln!(out, "ready: {} ({})", name, path.display())?;
+    writeln!(out, "ready: {} ({})", name, local::shown(&path))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -72,7 +72,7 @@ pub fn list(json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             "warning: the registered {} ({}) has a known model's name and is not used: add it again with model add \
              FILE --name ANOTHER",
             m.name,
-            m.path.display()
+            local::shown(&m.path)
         );
     }
     let mut rows = Vec::new();
@@ -123,7 +123,7 @@ pub fn list(json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut t = Table::new(&["name", "architecture", ">MiB", "where", "good for"]);
     for r in &rows {
         let text = |key: &str| r[key].as_str().unwrap_or("").to_string();
-        let place = match r["path"].as_str() {
+        let place = match r["path"].as_str().map(|p| local::shown(Path::new(p))) {
             Some(path) if r["changed"] == true => format!("changed (not the file it was): {path}"),
             Some(path) if r["fetched"] == true => path.to_string(),
             Some(path) => format!("missing: {path}"),
@@ -167,13 +167,13 @@ pub fn add(path: &Path, name: Option<&str>, replace: bool, out: &mut dyn Write) 
             }
         }
     };
-    let (entry, facts) = local::add(&dir, path, &name, replace).map_err(registry_error)?;
+    let (entry, facts, running) = local::add(&dir, path, &name, replace).map_err(registry_error)?;
     writeln!(
         out,
         "registered {} ({}): {}",
         entry.name,
         entry.architecture,
-        entry.path.display(),
+        local::shown(&entry.path),
     )?;
     writeln!(
         out,
@@ -181,12 +181,12 @@ pub fn add(path: &Path, name: Option<&str>, replace: bool, out: &mut dyn Write) 
         facts.architecture,
         facts.quantization,
         facts.tokenizer,
-        facts.context.map_or("not stated (4096 assumed)".into(), |c| {
-            match c as usize > local::MOST_POSITIONS {
-                true => format!("{c} tokens (run with {})", local::MOST_POSITIONS),
-                false => format!("{c} tokens"),
-            }
-        }),
+        // What it runs with, which a cap (a llama file's, the engine's) may make less than it says.
+        match facts.context {
+            Some(c) if c as usize == running => format!("{c} tokens"),
+            Some(c) => format!("{c} tokens (run with {running})"),
+            None => format!("not stated ({running} assumed)"),
+        },
         match (&facts.chat_template_problem, facts.chat_template) {
             (Some(problem), _) => format!(
                 "the file's own cannot render a conversation ({}), so ChatML is used",
@@ -220,13 +220,13 @@ pub fn remove(name: &str, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         local::Removed::Unregistered(path) => writeln!(
             out,
             "unregistered {name}; the file is left where it was: {}",
-            path.display()
+            local::shown(&path)
         )?,
         local::Removed::Deleted { folder, bytes } => writeln!(
             out,
             "removed {name} ({} MiB freed: {}); incharacter model fetch --name {name} brings it back",
             bytes >> 20,
-            folder.display()
+            local::shown(&folder)
         )?,
     }
     Ok(ExitCode::SUCCESS)
@@ -254,6 +254,16 @@ pub fn continue_greedy(
     };
     if prompt.is_empty() {
         return Err(input_error("the prompt has no tokens"));
+    }
+    // Refused before the first step, not after minutes of them.
+    if prompt.len().saturating_add(tokens) > engine.context() {
+        return Err(input_error(format!(
+            "a prompt of {} tokens and {tokens} more do not fit in the model's context of {}: ask for at most {} \
+             (--tokens)",
+            prompt.len(),
+            engine.context(),
+            engine.context().saturating_sub(prompt.len())
+        )));
     }
     let generated = engine.greedy(&prompt, tokens).map_err(|e| input_error(e.to_string()))?;
     let text = engine.text_of(&generated);
@@ -300,7 +310,7 @@ pub fn bench(
         log,
         "{name}: loaded in {:.2} s ({})",
         started.elapsed().as_secs_f64(),
-        path.display()
+        local::shown(&path)
     )?;
     let (tokens, at_least) = sizes;
     widths_fit(&model, parallel, tokens)?;
@@ -325,10 +335,7 @@ pub fn bench(
             ));
         }
         let before = model.choosing();
-        let prompt_tokens = model
-            .encode(&model.prompt(&request))
-            .map_err(|e| input_error(e.to_string()))?
-            .len();
+        let prompt_tokens = model.prompt_tokens(&request).map_err(|e| input_error(e.to_string()))?;
         if !schema_run {
             // The report's prompt is the free runs' (a schema is described in the system message).
             prompt_len = prompt_tokens;
@@ -370,10 +377,10 @@ pub fn bench(
     writeln!(
         log,
         "prefill: {:.1} tok/s (median of {})",
-        median(&mut prefill),
+        median(&prefill),
         prefill.len()
     )?;
-    let decode_tok_s = (!decode.is_empty()).then(|| median(&mut decode));
+    let decode_tok_s = (!decode.is_empty()).then(|| median(&decode));
     match decode_tok_s {
         Some(speed) => writeln!(log, "decode:  {speed:.1} tok/s (median of {})", decode.len())?,
         None => writeln!(
@@ -385,16 +392,16 @@ pub fn bench(
     // under the schema takes beyond choosing it freely.
     let per_token = |(nanos, n): (u64, u64)| nanos as f64 / n.max(1) as f64;
     let overhead = decode_tok_s.map(|speed| (per_token(choosing[1]) - per_token(choosing[0])) / (1e9 / speed));
-    let constrained_tok_s = (!constrained.is_empty()).then(|| median(&mut constrained));
+    let constrained_tok_s = (!constrained.is_empty()).then(|| median(&constrained));
     if let (Some(speed), Some(overhead)) = (constrained_tok_s, overhead) {
         writeln!(
             log,
             "schema-constrained decode: {speed:.1} tok/s (median of {}); choosing a token takes {:.0} µs free, \
-             {:.0} µs under the schema: +{:.1}% of a decoding step",
+             {:.0} µs under the schema: {} of a decoding step",
             constrained.len(),
             per_token(choosing[0]) / 1e3,
             per_token(choosing[1]) / 1e3,
-            overhead * 100.0
+            signed_share(overhead)
         )?;
     }
     let widths = widths(&model, parallel, tokens, runs, log)?;
@@ -404,9 +411,9 @@ pub fn bench(
         path: path.display().to_string(),
         prompt_tokens: prompt_len,
         decode_tokens: tokens,
-        decoded_tokens: Some(median(&mut decoded) as u32),
+        decoded_tokens: Some(median(&decoded).round() as u32),
         runs,
-        prefill_tok_s: median(&mut prefill.clone()),
+        prefill_tok_s: median(&prefill),
         decode_tok_s,
         constrained_decode_tok_s: constrained_tok_s,
         constraint_overhead: overhead,
@@ -446,8 +453,9 @@ fn bench_passage(model: &local::LocalModel, tokens: u32, at_least: Option<usize>
     let sentence = "The Sorting Hat considered the first-year for a long moment before it spoke. ";
     let mut passage = sentence.repeat(12);
     let length = |passage: &str| {
-        let ids = model.encode(&model.prompt(&story_request(passage, tokens)));
-        ids.map(|ids| ids.len()).map_err(|e| input_error(e.to_string()))
+        model
+            .prompt_tokens(&story_request(passage, tokens))
+            .map_err(|e| input_error(e.to_string()))
     };
     let fits = |prompt: usize| {
         if prompt.saturating_add(tokens as usize) > model.context() {
@@ -478,10 +486,24 @@ fn bench_passage(model: &local::LocalModel, tokens: u32, at_least: Option<usize>
     }
 }
 
-/// The middle of `v` (the upper one of an even count); 0 for none.
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
+/// The median of `v` as Python's `statistics.median` takes it, which llama.cpp's reference scripts
+/// report (`bench ratio` divides one by the other): the mean of the middle two of an even count; 0 for
+/// none. `v` is left in its order (the report lists the runs as they ran).
+fn median(v: &[f64]) -> f64 {
+    let mut sorted = v.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let half = sorted.len() / 2;
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[half],
+        _ => (sorted[half - 1] + sorted[half]) / 2.0,
+    }
+}
+
+/// A share with its sign, as a percentage to a tenth (`+4.2%`, `-0.4%`, never `-0.0%`): a schema
+/// may cost less than free sampling on a run, and the sign must say so.
+fn signed_share(share: f64) -> String {
+    format!("{}%", crate::text::decimals(share * 100.0, 1, true))
 }
 
 /// Speed at one batch width: `parallel` sequences decoded side by side, one pass per step for all.
@@ -491,7 +513,8 @@ pub struct Width {
     /// Tokens decoded per second, all sequences together (median over the runs); `null` when each
     /// decodes too few tokens to time ([`TIMED_TOKENS`]).
     pub decode_tok_s: Option<f64>,
-    /// Milliseconds each sequence waits per token it decodes (median); `null` as `decode_tok_s`.
+    /// Milliseconds each sequence waits per token it decodes, at the median speed (so that it and
+    /// `decode_tok_s` describe the same runs); `null` as `decode_tok_s`.
     pub per_sequence_ms: Option<f64>,
     /// Prompt tokens read per second, every prompt in one pass (median).
     pub prefill_tok_s: f64,
@@ -548,22 +571,12 @@ fn widths(
     for &width in parallel {
         let prompts = width_prompts(model, width)?;
         let prompt_tokens: usize = prompts.iter().map(Vec::len).sum();
-        let (mut decode, mut latency, mut prefill) = (Vec::new(), Vec::new(), Vec::new());
+        let mut timings = Vec::new();
         for _ in 0..runs {
             let done = model.greedy_together(&prompts, steps).map_err(anyhow::Error::new)?;
-            let after_first = (steps - 1) as f64;
-            decode.push(f64::from(width) * after_first / done.decode_s);
-            latency.push(done.decode_s * 1000.0 / after_first);
-            prefill.push(prompt_tokens as f64 / done.prefill_s);
+            timings.push((done.prefill_s, done.decode_s));
         }
-        // The rule of one sequence's runs: too few tokens after the first time nothing.
-        let timed = steps as u64 >= TIMED_TOKENS;
-        let w = Width {
-            parallel: width,
-            decode_tok_s: timed.then(|| median(&mut decode)),
-            per_sequence_ms: timed.then(|| median(&mut latency)),
-            prefill_tok_s: median(&mut prefill),
-        };
+        let w = width_of(width, prompt_tokens, steps, &timings);
         match w.decode_tok_s.zip(w.per_sequence_ms) {
             Some((decode, each)) => writeln!(
                 log,
@@ -580,6 +593,23 @@ fn widths(
         out.push(w);
     }
     Ok(out)
+}
+
+/// The speed at `width` from its runs' (prefill, decode) seconds, `steps` tokens each after
+/// `prompt_tokens` in all: the median speeds, and each sequence's wait per token at the median decode
+/// speed (a median of waits of its own would come from another run when the count is even).
+fn width_of(width: u32, prompt_tokens: usize, steps: usize, timings: &[(f64, f64)]) -> Width {
+    let after_first = (steps - 1) as f64;
+    let decode: Vec<f64> = timings.iter().map(|t| f64::from(width) * after_first / t.1).collect();
+    let prefill: Vec<f64> = timings.iter().map(|t| prompt_tokens as f64 / t.0).collect();
+    // The rule of one sequence's runs: too few tokens after the first time nothing.
+    let decode_tok_s = (steps as u64 >= TIMED_TOKENS).then(|| median(&decode));
+    Width {
+        parallel: width,
+        decode_tok_s,
+        per_sequence_ms: decode_tok_s.map(|speed| f64::from(width) * 1000.0 / speed),
+        prefill_tok_s: median(&prefill),
+    }
 }
 
 /// What `bench local --json` and `benches/llama_cpp_reference.py --json` print: one engine's speed on
@@ -624,7 +654,7 @@ pub fn ratio(ours: &Path, reference: &Path, json: bool, out: &mut dyn Write) -> 
         serde_json::from_str(&text).map_err(|e| {
             input_error(format!(
                 "{}:{}:{}: not a bench report ({})",
-                path.display(),
+                local::shown(path),
                 e.line(),
                 crate::files::json_column(&text, &e),
                 crate::files::json_message(&e)
@@ -644,7 +674,7 @@ pub fn ratio(ours: &Path, reference: &Path, json: bool, out: &mut dyn Write) -> 
         {
             return Err(input_error(format!(
                 "{}: {field} is {value}: a speed above zero was expected (not a report of a measurement)",
-                path.display()
+                local::shown(path)
             )));
         }
     }
@@ -702,10 +732,7 @@ fn interview_latency(
 
     let catalog = crate::catalog::Catalog::bundled().map_err(|e| anyhow::anyhow!("{e:?}"))?;
     let scale = catalog.scale("BFI").ok_or_else(|| anyhow::anyhow!("BFI is bundled"))?;
-    let median_ms = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(0.0) * 1000.0
-    };
+    let median_ms = |v: Vec<f64>| median(&v) * 1000.0;
     writeln!(
         out,
         "interview questions, time to the first token (median of {questions}):"
@@ -741,9 +768,8 @@ fn interview_latency(
             Ok(t0.elapsed().as_secs_f64())
         };
         let tokens = whole
-            .encode(&whole.prompt(&requests[0]))
-            .map_err(|e| input_error(e.to_string()))?
-            .len();
+            .prompt_tokens(&requests[0])
+            .map_err(|e| input_error(e.to_string()))?;
         let hits = cached.prefix_hits();
         let whole_s = requests
             .iter()
@@ -762,4 +788,43 @@ fn interview_latency(
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// As Python's `statistics.median`, which the reference scripts report: the mean of the middle
+    /// two of an even count; the runs left in their order.
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        let runs = vec![30.0, 10.0];
+        assert_eq!(median(&runs), 20.0);
+        assert_eq!(runs, [30.0, 10.0], "in run order");
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+    }
+
+    /// A width's speed and each sequence's wait describe the same runs: speed × wait is the width's
+    /// thousand milliseconds, whatever the count of runs.
+    #[test]
+    fn a_widths_speed_and_wait_come_from_the_same_median() {
+        // Two runs of 2 sequences, 11 tokens each: 10 after the first in 1 s and in 2 s.
+        let w = width_of(2, 100, 11, &[(0.5, 1.0), (0.25, 2.0)]);
+        assert_eq!(w.decode_tok_s, Some(15.0));
+        let wait = w.per_sequence_ms.unwrap();
+        assert!((wait * 15.0 - 2000.0).abs() < 1e-9, "{wait}");
+        assert_eq!(w.prefill_tok_s, 300.0);
+        // Too few tokens to time: neither.
+        let w = width_of(2, 100, 4, &[(0.5, 1.0)]);
+        assert_eq!((w.decode_tok_s, w.per_sequence_ms), (None, None));
+    }
+
+    #[test]
+    fn a_negative_overhead_reads_as_one() {
+        assert_eq!(signed_share(-0.004), "-0.4%");
+        assert_eq!(signed_share(0.042), "+4.2%");
+        assert_eq!(signed_share(-0.0001), "+0.0%");
+    }
 }

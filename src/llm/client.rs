@@ -359,8 +359,8 @@ impl Client {
     }
 
     /// Whether `request` fits the context with room for its reply: by the estimate when it clearly
-    /// does, else by the server's own count where it offers one, else by the estimate (which errs
-    /// on the long side). `Err` says by how much it does not.
+    /// does, else by the model's own count (the embedded model's tokenizer) or the server's where it
+    /// offers one, else by the estimate (which errs on the long side). `Err` says by how much it does not.
     async fn fits(&self, request: &ChatRequest, facts: Option<&Facts>) -> Result<(), LlmError> {
         let Some(context) = self.context_tokens() else {
             return Ok(());
@@ -370,14 +370,12 @@ impl Client {
         if estimate + room <= context {
             return Ok(());
         }
-        let counted = match facts.and_then(|f| f.tokenize) {
-            Some(how) => self.transport.count_tokens(request, how).await,
-            None => None,
+        let counted = match (self.transport.own_count(request), facts.and_then(|f| f.tokenize)) {
+            (Some(n), _) => Some((n, "counted by the model's tokenizer")),
+            (None, Some(how)) => self.transport.count_tokens(request, how).await.map(|n| (n, "counted by the server")),
+            (None, None) => None,
         };
-        let (prompt, how) = match counted {
-            Some(n) => (n, "counted by the server"),
-            None => (estimate, "estimated"),
-        };
+        let (prompt, how) = counted.unwrap_or((estimate, "estimated"));
         if prompt + room <= context {
             return Ok(());
         }

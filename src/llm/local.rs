@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use incharacter_local as embedded;
-pub use incharacter_local::{Facts, KNOWN, MOST_POSITIONS, Registered, Removed, models_dir, verify};
 /// The bundled default's name, for tests (the workbench names it by `config::DEFAULT_LOCAL_MODEL`).
 #[cfg(any(test, feature = "testing"))]
 pub use incharacter_local::DEFAULT_MODEL;
+pub use incharacter_local::{Facts, KNOWN, Registered, Removed, models_dir, shown, verify};
 
 use super::client::{AttemptError, Finished, Transport};
 use super::{ChatRequest, LlmError, ModelInfo, Usage};
@@ -30,8 +30,12 @@ impl From<embedded::Error> for LlmError {
             embedded::Error::NotFetched { name } => LlmError::Config(format!(
                 "the local model {name} is not downloaded yet: run `incharacter model fetch --name {name}`"
             )),
+            // `model add` is advised with the name only when it would take it.
+            embedded::Error::Unknown { name } if embedded::valid_name(&name) => LlmError::Config(format!(
+                "no local model named {name:?}: `incharacter model list` shows them, `incharacter model add <PATH.gguf> --name {name}` registers one"
+            )),
             embedded::Error::Unknown { name } => LlmError::Config(format!(
-                "no local model named \"{name}\": `incharacter model list` shows them, `incharacter model add <PATH.gguf> --name {name}` registers one"
+                "no local model named {name:?}: `incharacter model list` shows them, `incharacter model add <PATH.gguf> --name NAME` registers one"
             )),
             embedded::Error::Cancelled => LlmError::Cancelled,
         }
@@ -59,10 +63,12 @@ pub fn resolve_entry(models: &Path, name: &str) -> Result<Registered, LlmError> 
     Ok(embedded::resolve_entry(models, name)?)
 }
 
-/// Registers a user's GGUF under `name` (a name registered for another file only with `replace`).
-pub fn add(models: &Path, path: &Path, name: &str, replace: bool) -> Result<(Registered, Facts), LlmError> {
-    usable(path)?;
-    Ok(embedded::add(models, path, name, replace)?)
+/// Registers a user's GGUF under `name` (a name registered for another file only with `replace`); with
+/// the context it runs with, which is not always the file's (a llama file's is capped).
+pub fn add(models: &Path, path: &Path, name: &str, replace: bool) -> Result<(Registered, Facts, usize), LlmError> {
+    let context = usable(path)?;
+    let (entry, facts) = embedded::add(models, path, name, replace)?;
+    Ok((entry, facts, context))
 }
 
 /// The fewest positions a registered model must hold: a question and its answer.
@@ -71,9 +77,9 @@ const FEWEST_POSITIONS: usize = 256;
 /// Whether the GGUF at `path` is a model this engine can run, checked before it is registered (a file
 /// whose header reads but whose shapes or tokenizer do not, registered, failed every use): it loads,
 /// its tokenizer reads a line of text in two scripts, and its context holds a question and an answer.
-/// What stops it is the user's file's problem (exit 2).
-fn usable(path: &Path) -> Result<(), LlmError> {
-    let refuse = |why: String| LlmError::Config(format!("{} cannot be used as a model: {why}", path.display()));
+/// What stops it is the user's file's problem (exit 2). The context it runs with, when it is usable.
+fn usable(path: &Path) -> Result<usize, LlmError> {
+    let refuse = |why: String| LlmError::Config(format!("{} cannot be used as a model: {why}", embedded::shown(path)));
     let model = embedded::Model::load("checking", path, crate::config::LLAMA_CONTEXT).map_err(|e| match e {
         embedded::Error::Model(why) | embedded::Error::Input(why) => refuse(why),
         other => other.into(),
@@ -87,7 +93,7 @@ fn usable(path: &Path) -> Result<(), LlmError> {
             model.context()
         )));
     }
-    Ok(())
+    Ok(model.context())
 }
 
 /// Forgets a model: a registered file is unregistered (left where it is), a fetched model deleted.
@@ -180,6 +186,13 @@ impl LocalModel {
     /// The prompt text for a conversation, from the model's own chat template.
     pub fn prompt(&self, request: &ChatRequest) -> String {
         self.0.prompt(&rendered(request))
+    }
+
+    /// The exact number of tokens `request`'s prompt takes, as [`LocalModel::generate`] reads it: the
+    /// schema described, the chat template applied, then tokenized. A character-count estimate errs
+    /// long by a third on English, and refused prompts that fit.
+    pub fn prompt_tokens(&self, request: &ChatRequest) -> Result<usize, LlmError> {
+        Ok(self.encode(&self.prompt(request))?.len())
     }
 
     /// Generates a reply, passing text pieces to `on_token` as soon as they are whole UTF-8.
@@ -285,6 +298,10 @@ impl LocalTransport {
 
 #[async_trait]
 impl Transport for LocalTransport {
+    fn own_count(&self, request: &ChatRequest) -> Option<usize> {
+        self.model.prompt_tokens(request).ok()
+    }
+
     async fn attempt(
         &self,
         request: &ChatRequest,
@@ -370,6 +387,43 @@ mod tests {
         let messages = rendered(&request).messages;
         assert_eq!(messages[0], embedded::Message::new("system", instruction));
         assert_eq!(messages.len(), 2);
+    }
+
+    /// The local model counts a prompt exactly, its chat template and schema included, as it reads
+    /// it: a prompt the character estimate puts past the context, whose tokens fit, is one it takes.
+    #[test]
+    fn a_prompt_is_counted_by_the_models_own_tokenizer() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf/tiny-llama-q8_0.gguf");
+        let model = LocalModel::load("tiny-llama", &fixture).unwrap();
+        let mut request = ChatRequest::new(vec![
+            ChatMessage::system("You rate."),
+            ChatMessage::user("the ".repeat(3500)),
+        ]);
+        let counted = model.prompt_tokens(&request).unwrap();
+        assert_eq!(counted, model.encode(&model.prompt(&request)).unwrap().len());
+        let room = crate::llm::server::reply_room(&request);
+        assert!(
+            crate::llm::server::estimate(&request) + room > model.context(),
+            "the estimate fits: the test shows nothing"
+        );
+        assert!(counted + room <= model.context(), "{counted} tokens");
+        // The template's tokens are counted: more than the messages' own.
+        let contents = model.encode("You rate.").unwrap().len() + model.encode(&"the ".repeat(3500)).unwrap().len();
+        assert!(counted > contents, "{counted} of {contents}");
+        // So is the schema's description in the system message.
+        request.schema = schema();
+        assert!(model.prompt_tokens(&request).unwrap() > counted);
+    }
+
+    /// A name `model add` would refuse is not what its advice suggests.
+    #[test]
+    fn an_unknown_name_is_quoted_and_advised_only_as_a_name_add_takes() {
+        let e = LlmError::from(embedded::Error::Unknown {
+            name: "x\u{1b}[31mY".into(),
+        })
+        .to_string();
+        assert!(e.contains(r#"no local model named "x\u{1b}[31mY""#), "{e}");
+        assert!(e.contains("--name NAME"), "{e}");
     }
 
     #[test]

@@ -42,7 +42,7 @@ pub struct Pip {
 }
 
 fn io(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
-    let at = format!("{what} {}", path.display());
+    let at = format!("{what} {}", crate::shown(path));
     move |e| Error::Model(format!("{at}: {e}"))
 }
 
@@ -60,7 +60,7 @@ pub fn fetch_known(
         let intact = target.is_file() && sha256_file(&target).is_ok_and(|d| d == known.sha256);
         if intact {
             super::mark_verified(&target, before.as_deref());
-            progress(&format!("{} is already here: {}", known.name, target.display()));
+            progress(&format!("{} is already here: {}", known.name, crate::shown(&target)));
         }
         intact
     };
@@ -112,7 +112,7 @@ pub fn fetch_known(
         piece?;
     }
     assembly.finish(&target)?;
-    progress(&format!("size and sha256 ok; stored {}", target.display()));
+    progress(&format!("size and sha256 ok; stored {}", crate::shown(&target)));
     Ok(target)
 }
 
@@ -344,7 +344,7 @@ impl Assembly {
             return Err(Error::Model(format!(
                 "the assembled {} is not the recorded file: {} bytes with sha256 {digest}, expected {} bytes with \
                  sha256 {} (the pieces were removed: the next fetch starts over)",
-                target.display(),
+                crate::shown(target),
                 self.copy.done,
                 self.copy.total,
                 self.sha256

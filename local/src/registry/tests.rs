@@ -465,3 +465,45 @@ fn a_fetched_model_of_another_size_is_not_the_known_one() {
         "{e}"
     );
 }
+
+/// A fetched model's file registered under another name too is that name's model: removing the
+/// fetched one keeps the file, and says which name holds it.
+#[test]
+fn a_fetched_file_registered_under_another_name_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let known = &KNOWN[0];
+    let folder = dir.path().join(known.name);
+    std::fs::create_dir_all(&folder).unwrap();
+    let file = folder.join(known.file);
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gguf/tiny-llama-q8_0.gguf");
+    std::fs::copy(fixture, &file).unwrap();
+    add(dir.path(), &file, "keep", false).unwrap();
+    let Err(Error::Input(e)) = remove(dir.path(), known.name) else {
+        panic!("the file of \"keep\" removed");
+    };
+    assert!(
+        e.contains("is also registered as \"keep\"") && e.contains("the file is kept"),
+        "{e}"
+    );
+    assert!(file.is_file());
+    assert!(matches!(remove(dir.path(), "keep"), Ok(Removed::Unregistered(_))));
+    assert!(matches!(remove(dir.path(), known.name), Ok(Removed::Deleted { .. })));
+    assert!(!file.exists());
+}
+
+/// A name in other letters than a model's is told the name it differs from (`model add … --name`
+/// would refuse it), and a name with control characters is shown with them escaped.
+#[test]
+fn removing_a_name_in_other_letters_names_the_one_it_differs_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = remove(dir.path(), "SMOLLM2-135M").unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "no local model named \"SMOLLM2-135M\": names are exact, and this one is \"smollm2-135m\""
+    );
+    registered_copy(dir.path(), "mine");
+    let e = remove(dir.path(), "MINE").unwrap_err().to_string();
+    assert!(e.ends_with("this one is \"mine\""), "{e}");
+    let e = remove(dir.path(), "x\u{1b}[31mY").unwrap_err().to_string();
+    assert_eq!(e, r#"no local model named "x\u{1b}[31mY""#);
+}

@@ -78,6 +78,12 @@ pub trait Transport: Send + Sync {
         None
     }
 
+    /// The model's own exact count of `request`'s prompt tokens, chat template included, when the
+    /// transport holds its tokenizer (the embedded model); asked before a server's count.
+    fn own_count(&self, _request: &ChatRequest) -> Option<usize> {
+        None
+    }
+
     /// The server's own count of `request`'s prompt tokens, when it offers one (`how`).
     async fn count_tokens(&self, _request: &ChatRequest, _how: crate::llm::server::Tokenize) -> Option<usize> {
         None
