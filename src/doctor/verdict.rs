@@ -265,10 +265,14 @@ fn provider_check(p: &Provider) -> Check {
             }
             _ if p.unusable.is_some() => "do what the message says; `incharacter model list` shows the local models".into(),
             _ if local_model(c) == EMBEDDED_MODEL => FETCH.to_string(),
+            // A name `model add` would refuse is not offered as one.
             _ => format!(
                 "`incharacter model list` shows the local models; \
                  `incharacter model add <PATH.gguf> --name {}` registers one",
-                local_model(c)
+                Some(local_model(c))
+                    .filter(|n| incharacter_local::valid_name(n))
+                    .filter(|n| !incharacter_local::KNOWN.iter().any(|k| k.name.eq_ignore_ascii_case(n)))
+                    .unwrap_or("NAME")
             ),
         };
         return Check::new(name, failing, format!("{detail}: {problem}")).fix(fix);
