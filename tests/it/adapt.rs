@@ -236,3 +236,28 @@ async fn stated_quirks_cost_no_refusal_and_are_still_recorded() {
             .all(|a| a["detail"] == "stated in the provider's config")
     );
 }
+
+/// A server that answers 500 to everything stops the run once eight requests have spent their retries
+/// on it, not after every item has (a study of thousands would retry a dead server for hours).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_failing_every_request_stops_the_run_once_eight_have_spent_their_retries() {
+    let s = common::setup(
+        FakeConfig {
+            fail_all: true,
+            ..FakeConfig::default()
+        },
+        "max_concurrency = 2\nretry_base_ms = 1\nmax_retries = 2",
+    )
+    .await;
+    let out = common::output(&s.config, &s.data, &common::run_hermione("BFI", "oc", &[])).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("requests in a row the same way (HTTP 5"), "{stderr}");
+    assert!(stderr.contains("incharacter run --resume"), "{stderr}");
+    // Eight requests of three attempts each, and the two in flight beside the last: far from 44 × 3.
+    assert!(
+        s.server.stats().requests <= 8 * 3 + 2 * 3,
+        "stopped early: {:?}",
+        s.server.stats()
+    );
+}
