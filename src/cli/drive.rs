@@ -305,6 +305,14 @@ fn go<S: Headless>(
         Ok(result) => result,
         Err(signal) => {
             say_used();
+            if json_output {
+                let name = match signal {
+                    1 => "SIGHUP",
+                    2 => "SIGINT",
+                    _ => "SIGTERM",
+                };
+                stopped_json(&id, json!({"reason": "interrupted", "signal": name}), used.rows(), out)?;
+            }
             return Ok(interrupted(ctx, S::KIND, &id, signal));
         }
     };
@@ -313,7 +321,7 @@ fn go<S: Headless>(
         Err(e) => {
             say_used();
             if json_output {
-                stopped_at_cap(&e, &id, used.rows(), out)?;
+                stopped_json(&id, stopped(&e), used.rows(), out)?;
             }
             return Err(advise_sitting(e, S::KIND, &id, exporting.as_deref()));
         }
@@ -350,27 +358,38 @@ fn go<S: Headless>(
     Ok(if over_cap { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// A sitting of session `id` that stopped at its cost cap (`error`), as JSON on `out` for a script:
-/// why, and what the sitting used (the error goes to stderr as ever).
-fn stopped_at_cap(
-    error: &SessionError,
-    id: &str,
-    usage: Vec<serde_json::Value>,
-    out: &mut dyn Write,
-) -> anyhow::Result<()> {
-    if let SessionError::CostCap { spent, cap, next } = error {
-        let stopped = json!({
+/// Why a sitting stopped (`error`), for a script: the cost cap with what was spent and what comes
+/// next, a provider gone or refusing, or another error, each with the message said on stderr.
+fn stopped(error: &SessionError) -> serde_json::Value {
+    let message = error.to_string();
+    match error {
+        SessionError::CostCap { spent, cap, next } => json!({
             "reason": "cost cap",
             "spent_usd": spent,
             "cap_usd": cap,
             "next_phase": next.map(|n| json!({"phase": n.phase, "requests": n.requests, "estimate_usd": n.estimate})),
-        });
-        writeln!(
-            out,
-            "{}",
-            crate::text::json_pretty(&json!({"session": id, "stopped": stopped, "usage": usage}))?
-        )?;
+            "message": message,
+        }),
+        SessionError::Unreachable { .. } => json!({"reason": "unreachable", "message": message}),
+        SessionError::Refused { .. } => json!({"reason": "refused", "message": message}),
+        SessionError::Batch { .. } => json!({"reason": "batch", "message": message}),
+        _ => json!({"reason": "error", "message": message}),
     }
+}
+
+/// A sitting of session `id` that stopped before its end, as one JSON object on `out` (what `--json`
+/// promises): why, and what the sitting used (the error goes to stderr as ever).
+fn stopped_json(
+    id: &str,
+    stopped: serde_json::Value,
+    usage: Vec<serde_json::Value>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    writeln!(
+        out,
+        "{}",
+        crate::text::json_pretty(&json!({"session": id, "stopped": stopped, "usage": usage}))?
+    )?;
     Ok(())
 }
 

@@ -249,10 +249,17 @@ async fn a_server_failing_every_request_stops_the_run_once_eight_have_spent_thei
         "max_concurrency = 2\nretry_base_ms = 1\nmax_retries = 2",
     )
     .await;
-    let out = common::output(&s.config, &s.data, &common::run_hermione("BFI", "oc", &[])).await;
+    let out = common::output(&s.config, &s.data, &common::run_hermione("BFI", "oc", &["--json"])).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("requests in a row the same way (HTTP 5"), "{stderr}");
+    // --json promises one object at the end, a stop included.
+    let said: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(said["stopped"]["reason"], "refused", "{said}");
+    assert!(
+        said["stopped"]["message"].as_str().unwrap().contains("HTTP 5"),
+        "{said}"
+    );
     assert!(stderr.contains("incharacter run --resume"), "{stderr}");
     // Eight requests of three attempts each, and the two in flight beside the last: far from 44 × 3.
     assert!(
