@@ -204,11 +204,11 @@ pub enum Command {
         /// A name for the session
         #[arg(long)]
         name: Option<String>,
-        /// Finish an interrupted session instead of starting one (with its own plan and providers:
-        /// what would change them is refused)
+        /// Finish an interrupted session instead of starting one (with its own plan, providers and
+        /// batch mode: what would change them is refused)
         #[arg(long, conflicts_with_all = [
             "characters", "scales", "methods", "repeats", "rpa", "judge", "style", "rpa_temperature",
-            "max_answer_tokens", "judge_temperature", "seed", "name",
+            "max_answer_tokens", "judge_temperature", "seed", "name", "batch", "batch_files",
         ])]
         resume: Option<String>,
         #[command(flatten)]

@@ -109,7 +109,7 @@ pub struct AssessArgs {
     #[arg(long)]
     pub name: Option<String>,
     /// Finish an interrupted re-assessment instead of starting one
-    #[arg(long, conflicts_with_all = ["session", "methods", "judge", "judge_temperature", "prompts", "expected_scores", "name"])]
+    #[arg(long, conflicts_with_all = ["session", "methods", "judge", "judge_temperature", "prompts", "expected_scores", "name", "batch", "batch_files"])]
     pub resume: Option<String>,
     #[command(flatten)]
     pub batch: super::batch_cmds::BatchArgs,

@@ -684,6 +684,9 @@ fn a_resume_refuses_what_would_change_the_session() {
         &["--repeats", "2"],
         &["--seed", "3"],
         &["--name", "renamed"],
+        // The batch mode is the session's too: switched once, it would stay switched.
+        &["--batch"],
+        &["--batch-files", "requests"],
     ] {
         let out = run(&[&["run", "--resume", "some-session"][..], flag].concat());
         assert_eq!(out.status.code(), Some(2), "{flag:?}");
