@@ -665,7 +665,7 @@ fn read_targets<'s>(
         let at = |dimension: Option<&str>| {
             // (A table's span may cover only its header: look on from its start.)
             let text = src.text.get(span.start..).unwrap_or("");
-            let offset = dimension.and_then(|d| text.find(d)).unwrap_or(0);
+            let offset = dimension.and_then(|d| key_at(text, d)).unwrap_or(0);
             span.start + offset..span.end
         };
         match RawTargets::of(raw.into_inner())
@@ -690,6 +690,25 @@ fn read_targets<'s>(
             }
         }
     }
+}
+
+/// Where `key` is written as a key in `text` (bare or quoted, then `=`), outside comments: not a
+/// longer name it begins ("Extra" in "Extraversion") nor a word in a comment.
+fn key_at(text: &str, key: &str) -> Option<usize> {
+    let mut line_start = 0;
+    for line in text.split_inclusive('\n') {
+        let code = line.split('#').next().unwrap_or("");
+        for (i, _) in code.match_indices(key) {
+            let before = code[..i].chars().next_back();
+            let after = code[i + key.len()..].trim_start_matches('"').trim_start();
+            let starts = before.is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == '-'));
+            if starts && after.starts_with('=') {
+                return Some(line_start + i);
+            }
+        }
+        line_start += line.len();
+    }
+    None
 }
 
 /// A scale's targets, from a type code (one letter per dimension, as `Character::code` writes them;
@@ -791,6 +810,11 @@ Warmth = { score = 4.2, type = "H" }
         assert_eq!(said.len(), 2, "{said:?}");
         assert_eq!((said[0].0, said[1].0), (11, 12), "{said:?}");
         assert!(said[0].1.contains("Warmth") && said[1].1.contains("no dimension \"Nope\""), "{said:?}");
+        // A name that begins another, or stands in a comment above, is not where the key is.
+        let prefix = ANNA.to_string() + "\n[targets.TINY]\n# Warm is the short of it\nWarmth = \"H\"\nWarm = \"L\"\n";
+        let e = parse(&prefix).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), (13, 1), "{}", e[0]);
+        assert!(e[0].message.contains("no dimension \"Warm\" (it has: Warmth)"), "{}", e[0]);
     }
 
     #[test]
