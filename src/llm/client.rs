@@ -831,6 +831,12 @@ impl Client {
                      for provider \"{provider}\")"
                 )
             }
+            // A base URL that names the endpoint itself, or lacks the API's version: nothing there.
+            AttemptError::Status { status: 404, .. } => format!(
+                " (nothing answers at {}/chat/completions: base_url is the API's root, such as \
+                 http://localhost:8080/v1, without /chat/completions)",
+                self.transport.base_url().trim_end_matches('/')
+            ),
             _ => String::new(),
         };
         match error {
@@ -859,7 +865,10 @@ impl Client {
             AttemptError::Status { status, message, .. } if !error.retryable() => LlmError::Http {
                 base_url: self.transport.answerer().to_string(),
                 status,
-                message: message + &hint,
+                message: match message.trim().is_empty() {
+                    true => hint.trim_start().to_string(),
+                    false => message + &hint,
+                },
             },
             _ => LlmError::Exhausted {
                 attempts: tries.sent(),

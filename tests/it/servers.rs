@@ -421,3 +421,23 @@ async fn a_split_conversion_fails_for_what_its_parts_met() {
         assert!(why.contains("JSON"), "what the parts met: {d}");
     }
 }
+
+/// A base URL that names the endpoint itself gets a 404 with no words: the error says what base_url
+/// should be, rather than `HTTP 404: ` and nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_base_url_naming_the_endpoint_is_said_to_be_the_apis_root() {
+    let s = common::setup(FakeConfig::default(), "").await;
+    let config = std::fs::read_to_string(&s.config).unwrap();
+    let endpoint = format!("{}/chat/completions", s.server.base_url());
+    std::fs::write(&s.config, config.replace(&s.server.base_url(), &endpoint)).unwrap();
+    let out = common::output(
+        &s.config,
+        &s.data,
+        &["chat", "--provider", "fake", "--cache", "off", "hi"],
+    )
+    .await;
+    let said = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("answered HTTP 404: (nothing answers at"), "{said}");
+    assert!(said.contains("base_url is the API's root"), "{said}");
+}
