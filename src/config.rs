@@ -17,7 +17,7 @@ mod keys;
 mod raw;
 mod secrets;
 use raw::{RawConfig, RawProvider, RawSampling, RawTui};
-use secrets::{header_name_ok, header_value_ok, private_file};
+use secrets::{FRAMING, header_name_ok, header_value_ok, private_file};
 pub use secrets::{MissingKey, Secret, Secrets};
 
 /// The largest config file read: a few providers and key bindings fit in a page.
@@ -641,6 +641,14 @@ impl Reader<'_> {
             if c.model.trim().is_empty() {
                 self.error(p.name.span(), format!("provider \"{name}\": model is required"));
             }
+            // Shown without it everywhere, sent with it: a server's "no such model" would name a
+            // model the user cannot see.
+            if c.model.chars().any(crate::text::acts_on_terminal) {
+                self.error(
+                    p.name.span(),
+                    format!("provider \"{name}\": model {:?} holds a control character", c.model),
+                );
+            }
         }
         self.keys(&mut c, &p, &name);
         if let Some(n) = preset.as_ref().and_then(|(x, _)| x.max_concurrency) {
@@ -661,6 +669,12 @@ impl Reader<'_> {
                         "\"{}\" cannot name a header: letters, digits and !#$%&'*+-.^_`|~ only",
                         header.get_ref().escape_debug()
                     ),
+                );
+            } else if let Some(framing) = FRAMING.iter().find(|f| f.eq_ignore_ascii_case(header.get_ref())) {
+                // A Content-Length of another body made every request fail with "the body is not JSON".
+                self.error(
+                    header.span(),
+                    format!("header {framing} is written by the client for each request: it cannot be set here"),
                 );
             } else if !header_value_ok(value.get_ref()) {
                 self.error(

@@ -480,6 +480,11 @@ pub(super) fn private_file(_: &std::path::Path) -> bool {
     false
 }
 
+/// Headers that frame a request (its length, encoding, host and connection), which the HTTP client
+/// writes for each request: one set in the config would contradict the body it sends.
+pub(super) const FRAMING: [&str; 7] =
+    ["Content-Length", "Transfer-Encoding", "Host", "Connection", "Content-Encoding", "Keep-Alive", "Upgrade"];
+
 /// Whether `name` can name an HTTP header: a token (letters, digits and ``!#$%&'*+-.^_`|~``).
 pub(super) fn header_name_ok(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))

@@ -313,6 +313,16 @@ fn headers_and_provider_names_that_no_request_could_carry_are_located() {
         assert_eq!((e[0].line, e[0].column), at, "{}", e[0]);
         assert!(e[0].message.contains(expect), "{}", e[0]);
     }
+    // What frames a request is the client's: a Content-Length made every body "not JSON".
+    for framing in ["Content-Length", "transfer-encoding", "Host"] {
+        let text = OLLAMA.replace("max_concurrency = 2", &format!("headers = {{ \"{framing}\" = \"3\" }}"));
+        let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+        assert_eq!((e[0].line, e[0].column), (7, 13), "{}", e[0]);
+        assert!(e[0].message.contains("is written by the client for each request"), "{}", e[0]);
+    }
+    let text = OLLAMA.replace("qwen2.5:7b", "qwen\\u001b[31m");
+    let e = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap_err();
+    assert!(e[0].message.contains("model \"qwen\\u{1b}[31m\" holds a control character"), "{}", e[0]);
     let text = OLLAMA.replace("max_concurrency = 2", "headers = { \"X-Tenant\" = \"a\\tb\" }");
     let c = Config::parse(Source::new("c.toml", &text), false, &no_env).unwrap();
     assert_eq!(c.provider("ollama").unwrap().headers["X-Tenant"], "a\tb");
