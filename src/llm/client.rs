@@ -800,11 +800,9 @@ impl Client {
         // The same refusal, request after request, stops the run (see `REFUSED_AFTER`). A batch's
         // refusals are lines of its results, read back at every sitting: each fails its item, and
         // the run goes on to its end (a stop would come back at every resume).
-        // A server error (5xx) counts once it has outlasted every retry: a server that answers 500
-        // to everything would otherwise be retried item by item to the end of a study.
         let batched = self.transport.batched();
         if let AttemptError::Status { status, message, .. } = &error
-            && (!error.retryable() || (500..=599).contains(status))
+            && !error.retryable()
             && !batched
         {
             reach.refused(

@@ -290,8 +290,7 @@ pub const UNREACHABLE_FOR: Duration = Duration::from_secs(3);
 
 /// A provider answers, but every request of a run is refused the same way this many times in a row
 /// (the same status and message, nothing answered in between): the run stops, as for an unreachable
-/// one. Refusals the client adapted to, and rate limits (429), never count; a server error (5xx)
-/// counts once a request has spent its retries on it.
+/// one. Refusals the client adapted to, and retryable statuses (429, 5xx), never count.
 pub const REFUSED_AFTER: u32 = 8;
 
 /// A provider that stopped answering at all, or that refuses every request the same way.
