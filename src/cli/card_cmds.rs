@@ -61,7 +61,11 @@ pub fn export_card(
         None => card::export(c, &chunks),
     };
     let Some(path) = output else {
-        writeln!(out, "{}", crate::text::json_pretty(&card)?)?;
+        let text = crate::text::json_pretty(&card)?;
+        writeln!(out, "{text}")?;
+        if let Some(over) = past_import(&card, false, text.len() + 1) {
+            crate::note!("note: {over}: `import card` will not read it back (other tools may)");
+        }
         return Ok(ExitCode::SUCCESS);
     };
     let bytes = if png {

@@ -311,7 +311,8 @@ fn go<S: Headless>(
                     2 => "SIGINT",
                     _ => "SIGTERM",
                 };
-                stopped_json(&id, json!({"reason": "interrupted", "signal": name}), used.rows(), out)?;
+                // Best effort: a closed pipe (ctrl-c ends `| jq` too) must not hide how to resume.
+                let _ = stopped_json(&id, json!({"reason": "interrupted", "signal": name}), used.rows(), out);
             }
             return Ok(interrupted(ctx, S::KIND, &id, signal));
         }
@@ -321,7 +322,7 @@ fn go<S: Headless>(
         Err(e) => {
             say_used();
             if json_output {
-                stopped_json(&id, stopped(&e), used.rows(), out)?;
+                let _ = stopped_json(&id, stopped(&e), used.rows(), out);
             }
             return Err(advise_sitting(e, S::KIND, &id, exporting.as_deref()));
         }

@@ -443,7 +443,6 @@ impl RawScale {
         if let Some(i) = &self.self_report_instruction {
             localized(&mut texts, "self_report_instruction", i, &[]);
         }
-        plain(&mut texts, "citation".into(), Some(&self.citation), &[]);
         for (what, field, known) in [
             ("conversion_instruction", &self.conversion_instruction, &["character"][..]),
             ("questionnaire_prompt", &self.questionnaire_prompt, &[]),
@@ -469,6 +468,8 @@ impl RawScale {
             localized(&mut texts, &format!("item {}: statement", it.id.get_ref()), &it.statement, &[]);
             localized(&mut texts, &format!("item {}: question", it.id.get_ref()), &it.question, &[]);
         }
+        // The citation is shown, never sent: braces there (BibTeX's) are no placeholders.
+        super::prose(src, ("citation", self.citation.get_ref(), self.citation.span()), errors);
         for (what, text, span, known) in texts {
             super::prose(src, (&what, text, span.clone()), errors);
             if let Some(other) = placeholders(text).find(|p| !known.contains(p)) {
@@ -560,20 +561,15 @@ fn dimensions(raw: Spanned<Vec<RawDimension>>, src: Source<'_>, errors: &mut Vec
         } else {
             super::one_line(src, ("a dimension name", d.name.get_ref(), d.name.span()), errors);
         }
-        // A name is matched by labels, targets and tables as written: one with a character that shows
-        // nothing would look like another name and match none.
-        if let Some(c) = d.name.get_ref().chars().find(|c| super::shows_nothing(*c)) {
-            errors.push(src.at(
-                d.name.span(),
-                format!(
-                    "dimension \"{}\" holds {}, a character that shows nothing: it would look like another name",
-                    d.name.get_ref(),
-                    c.escape_unicode()
-                ),
-            ));
-        }
-        if !names.insert(d.name.get_ref().clone()) {
-            errors.push(src.at(d.name.span(), format!("duplicate dimension \"{}\"", d.name.get_ref())));
+        // Two names that differ only by characters that show nothing would read as one in every
+        // table (an emoji's variation selector or a Persian ZWNJ in a single name is fine).
+        let seen: String = d.name.get_ref().chars().filter(|c| !super::shows_nothing(*c)).collect();
+        if !names.insert(seen.trim().to_string()) {
+            let hidden = match seen == *d.name.get_ref() {
+                true => "",
+                false => " (it differs from another only by characters that show nothing)",
+            };
+            errors.push(src.at(d.name.span(), format!("duplicate dimension \"{}\"{hidden}", d.name.get_ref().escape_debug())));
         }
         dimensions.push(dimension(d, src, errors));
     }
@@ -594,8 +590,12 @@ fn dimensions(raw: Spanned<Vec<RawDimension>>, src: Source<'_>, errors: &mut Vec
 fn placeholders(text: &str) -> impl Iterator<Item = &str> {
     text.split('{').skip(1).filter_map(|rest| {
         let word = rest.split_once('}')?.0;
-        let starts = word.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-        (starts && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')).then_some(word)
+        // As templates read them: a name, or names joined by dots (`{e.g.}` is none).
+        let ident = |part: &str| {
+            part.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        word.split('.').all(ident).then_some(word)
     })
 }
 
@@ -874,7 +874,10 @@ question = { en = "Tea?", zh = "茶吗？" }
             "[[dimensions]]\nname = \"War\u{200b}mth\"\nname_zh = \"暖\"\nlow = { en = \"a\", zh = \"a\" }\nhigh = { en = \"b\", zh = \"b\" }\ndescription = { en = \"d\", zh = \"d\" }\n\n[[items]]\nid = 1",
         );
         let twin = said(&twin);
-        assert!(twin.iter().any(|e| e.contains("holds \\u{200b}, a character that shows nothing")), "{twin:?}");
+        assert!(twin.iter().any(|e| e.contains("duplicate dimension \"War\\u{200b}mth\" (it differs from another only by characters that show nothing)")), "{twin:?}");
+        // BibTeX in a citation, which no model reads, and `{e.g.}` in a note are not placeholders.
+        assert!(parse(&TINY.replace("citation = \"Nobody (2024).\"", "citation = \"publisher={Guilford}\"")).is_ok());
+        assert!(parse(&TINY.replace("high = { en = \"warm\"", "note = \"warmth {e.g.} kindness\"\nhigh = { en = \"warm\"")).is_ok());
         let invisible = TINY.replace("en = [\"1\", \"2\"", "en = [\"1\", \"\\u200b\"");
         assert_eq!(said(&invisible), ["7:1 options.en: label 2 is empty"]);
         // Every text a model reads: no escape sequence, no placeholder that nothing fills.

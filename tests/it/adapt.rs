@@ -175,7 +175,13 @@ async fn a_provider_refusing_every_request_the_same_way_stops_the_run_early() {
     // --json promises one object at the end, a stop included.
     let said: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(said["stopped"]["reason"], "refused", "{said}");
-    assert!(said["stopped"]["message"].as_str().unwrap().contains("injected: invalid request"), "{said}");
+    assert!(
+        said["stopped"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("injected: invalid request"),
+        "{said}"
+    );
     assert!(
         stderr.contains("injected: invalid request"),
         "the provider's words: {stderr}"
