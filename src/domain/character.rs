@@ -177,8 +177,8 @@ pub struct Character {
     pub language: Language,
     /// The fellow character who asks the interview questions.
     pub experimenter: String,
-    /// The work the character comes from; an import that knows none writes where it came from
-    /// instead ("imported from …"), which [`Character::source_work`] leaves out of prompts.
+    /// The work the character comes from; empty when not known (a ChatHaruhi or RoleBench import).
+    /// A card import writes "imported from a character card…", which its export reads back.
     pub work: String,
     /// The role-playing system prompt, in the character's language.
     pub description: String,
@@ -217,11 +217,12 @@ pub struct CardInfo {
 }
 
 impl Character {
-    /// The work the character comes from, as a prompt names it: `None` when unknown (empty, or an
-    /// import's note of where the character came from, "imported from ChatHaruhi (Luna)").
+    /// The work the character comes from, as a prompt names it: `None` when unknown (empty). An
+    /// earlier import's "imported from ChatHaruhi (Luna)" is read as written, so the sessions that
+    /// sent it go on sending it.
     pub fn source_work(&self) -> Option<&str> {
         let work = self.work.trim();
-        (!work.is_empty() && !work.starts_with("imported from ")).then_some(work)
+        (!work.is_empty()).then_some(work)
     }
 
     /// The first alias, or the name when there is none (how some protocols address the character).

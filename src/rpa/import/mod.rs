@@ -466,10 +466,10 @@ fn write_character<'s>(
             .ok_or("nobody else speaks in the dialogue: pass --experimenter")?,
     };
     let language = Language::parse(&language).ok_or_else(|| format!("--language {language}: use en or zh"))?;
-    // The work the character comes from, when the one it replaces named it; else where it came from
-    // (which prompts do not read as a work: see `Character::source_work`).
-    let kept_work = existing.and_then(Character::source_work);
-    let work = kept_work.map_or_else(|| format!("imported from {origin}"), str::to_string);
+    // The work the character comes from, when the one it replaces named it (not an earlier
+    // import's note of where it came from); else not known: prompts then name none.
+    let kept_work = existing.and_then(Character::source_work).filter(|w| !w.starts_with("imported from "));
+    let work = kept_work.unwrap_or_default().to_string();
     let carried = carried.map(|line| match kept_work {
         Some(work) => format!("{line}, work {work}"),
         None => line,
