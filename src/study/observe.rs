@@ -56,6 +56,14 @@ impl Study for Observers {
             ("observer".to_string(), observer_model.info()),
         ]
         .into();
+        // The characters whose prompts the subjects speak from: a resume is refused without one, and
+        // says which were edited since. Versioned with their memories, as interviews version them,
+        // so that one character has one version wherever it was measured.
+        let mut character_versions = std::collections::BTreeMap::new();
+        for c in plan.subjects.iter().filter_map(|s| s.character.as_deref()).filter_map(|id| env.catalog.character(id)) {
+            let chunks = crate::rpa::memories::chunks(env.data, &c.id).map_err(StudyError::Memories)?.unwrap_or_default();
+            character_versions.insert(c.id.clone(), c.version(&chunks));
+        }
         Ok(Prepared {
             study: Observers {
                 engine: ObserveEngine {
@@ -69,15 +77,7 @@ impl Study for Observers {
             notes: Vec::new(),
             masked: Default::default(),
             items_per_call: None,
-            // The characters whose prompts the subjects speak from: a resume is refused without one,
-            // and says which were edited since.
-            character_versions: plan
-                .subjects
-                .iter()
-                .filter_map(|s| s.character.as_deref())
-                .filter_map(|id| env.catalog.character(id))
-                .map(|c| (c.id.clone(), c.version(&[])))
-                .collect(),
+            character_versions,
             scale_versions: env
                 .catalog
                 .scale(crate::observer::SCALE)

@@ -661,3 +661,58 @@ async fn a_resume_whose_subject_character_is_gone_is_refused_and_an_edited_one_i
         "the edit is said: {stderr}"
     );
 }
+
+/// A character has one version wherever it is measured: an observer session versions it with its
+/// memories, as an interview does (else every imported character showed a phantom edit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_session_records_the_version_an_interview_records() {
+    let server = FakeServer::start(FakeConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &server);
+    let data = dir.path().join("data");
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/import/ake.jsonl");
+    let out = command(
+        &config,
+        &data,
+        &["import", "chatharuhi", fixture, "--name", "阿珂", "--id", "ake"],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let version = |args: &[&str]| {
+        let out = command(&config, &data, args).output().unwrap();
+        let id = common::session_id(&out);
+        let first = std::fs::read_to_string(data.join("sessions").join(&id).join("journal.jsonl")).unwrap();
+        let first: Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+        first["character_versions"]["ake"].as_str().unwrap().to_string()
+    };
+    let interviewed = version(&[
+        "run",
+        "--characters",
+        "ake",
+        "--scales",
+        "GSE",
+        "--methods",
+        "er-batch",
+        "--rpa",
+        "fake",
+        "--judge",
+        "fake",
+        "--json",
+    ]);
+    let observed = version(&[
+        "observe",
+        "--subject",
+        "ake",
+        "--observers",
+        "1",
+        "--scenarios",
+        "1",
+        "--provider",
+        "fake",
+        "--seed",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(observed, interviewed);
+}
