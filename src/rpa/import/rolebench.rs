@@ -90,7 +90,9 @@ pub fn rolebench_profile<'s>(
         // apart by a digest of its own, the same at every import.
         fallback_slug: {
             use sha2::{Digest, Sha256};
-            let digest = Sha256::digest(role.as_bytes());
+            use unicode_normalization::UnicodeNormalization;
+            // Of the name in one normal form: the same name however its characters were written.
+            let digest = Sha256::digest(role.nfc().collect::<String>().as_bytes());
             format!("rolebench-{}", digest[..4].iter().map(|b| format!("{b:02x}")).collect::<String>())
         },
     };
