@@ -591,10 +591,14 @@ pub fn remove(models: &Path, name: &str) -> Result<Removed, Error> {
         if !others.is_empty() {
             return Err(Error::Input(format!(
                 "{name} is not removed: its file {} is also registered as {}, which would be left without it; \
-                 the file is kept (incharacter model remove {} first, to remove both)",
+                 the file is kept (to remove both, first: {})",
                 crate::shown(&folder.join(known.file)),
                 others.join(", "),
-                others.join(" and ")
+                others
+                    .iter()
+                    .map(|n| format!("incharacter model remove {n}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
             )));
         }
         let fetching = fetch::hold_idle(&folder, name)?;

@@ -301,8 +301,10 @@ pub fn expert_poles(v: &Value, poles: [&str; 2]) -> Result<(f64, String), ReplyE
     // One number where each pole's share was asked: said so, so that a re-ask can correct it.
     if !result.is_object() {
         return Err(ReplyError::Invalid(format!(
-            "\"result\" is {result}, not an object giving each pole's percentage, e.g. {{\"{}\": 60, \"{}\": 40}}",
-            poles[0], poles[1]
+            "\"result\" is {}, not an object giving each pole's percentage, e.g. {{\"{}\": 60, \"{}\": 40}}",
+            crate::text::fit(&result.to_string(), 60),
+            poles[0],
+            poles[1]
         )));
     }
     let mut shares = [0.0; 2];
