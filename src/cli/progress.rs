@@ -232,13 +232,18 @@ impl Progress for Bars {
                 scale,
                 item_id,
                 error,
-                ..
+                style,
+                repeat,
             } => {
                 self.interviews.sitting += 1;
                 self.failed += 1;
+                // Which interview: an item is asked open, as a self-report, and in each repeat.
                 say(
                     &self.bars,
-                    format!("item failed: {character} {scale} {item_id}: {error}"),
+                    format!(
+                        "item failed: {character} {scale} {item_id} ({}, r{repeat}): {error}",
+                        style.name()
+                    ),
                 );
             }
             Event::DimensionAssessed(a) => {
