@@ -154,43 +154,7 @@ fn compile_at(schema: &Value, path: &str) -> Result<Node, SchemaError> {
             }
             Ok(Node::Str { min, max })
         }
-        "integer" | "number" => {
-            let (lo, hi) = match (bound("minimum"), bound("maximum")) {
-                (Some(lo), Some(hi)) if lo <= hi => (lo, hi),
-                (Some(lo), Some(hi)) => return Err(fail(&format!("minimum {lo} is above maximum {hi}"))),
-                _ => return Err(fail("numbers need both minimum and maximum")),
-            };
-            let (ilo, ihi) = (lo.ceil() as i64, hi.floor() as i64);
-            if ihi - ilo > 1000 {
-                return Err(fail("the range is too wide (more than 1,001 whole values)"));
-            }
-            if kind == "integer" {
-                if ilo > ihi {
-                    return Err(fail("no integer lies within the bounds"));
-                }
-                return Ok(integers(ilo, ihi));
-            }
-            // Whole part, then up to two decimals while staying below the maximum.
-            let fraction = Node::Choice(vec![
-                Node::Seq(vec![]),
-                Node::Seq(vec![
-                    lit("."),
-                    digits('0', '9'),
-                    Node::Choice(vec![Node::Seq(vec![]), digits('0', '9')]),
-                ]),
-            ]);
-            let mut options = Vec::new();
-            if ilo < ihi {
-                options.push(Node::Seq(vec![integers(ilo, ihi - 1), fraction]));
-            }
-            if ilo <= ihi {
-                options.push(lit(&ihi.to_string()));
-            }
-            if options.is_empty() {
-                return Err(fail("no value lies within the bounds"));
-            }
-            Ok(Node::Choice(options))
-        }
+        "integer" | "number" => number(kind == "integer", bound("minimum"), bound("maximum")).map_err(|m| fail(&m)),
         "array" => {
             let items = schema.get("items").ok_or_else(|| fail("an array needs items"))?;
             let item = compile_at(items, &format!("{path}/items"))?;
@@ -229,6 +193,46 @@ fn compile_at(schema: &Value, path: &str) -> Result<Node, SchemaError> {
         "null" => Ok(lit("null")),
         other => Err(fail(&format!("type {other:?} is not supported"))),
     }
+}
+
+/// The grammar of an integer, or a number of up to two decimals, within `[minimum, maximum]` (both
+/// needed, at most 1,001 whole values apart).
+fn number(integer: bool, minimum: Option<f64>, maximum: Option<f64>) -> Result<Node, String> {
+    let (lo, hi) = match (minimum, maximum) {
+        (Some(lo), Some(hi)) if lo <= hi => (lo, hi),
+        (Some(lo), Some(hi)) => return Err(format!("minimum {lo} is above maximum {hi}")),
+        _ => return Err("numbers need both minimum and maximum".into()),
+    };
+    let (ilo, ihi) = (lo.ceil() as i64, hi.floor() as i64);
+    if ihi - ilo > 1000 {
+        return Err("the range is too wide (more than 1,001 whole values)".into());
+    }
+    if integer {
+        if ilo > ihi {
+            return Err("no integer lies within the bounds".into());
+        }
+        return Ok(integers(ilo, ihi));
+    }
+    // Whole part, then up to two decimals while staying below the maximum.
+    let fraction = Node::Choice(vec![
+        Node::Seq(vec![]),
+        Node::Seq(vec![
+            lit("."),
+            digits('0', '9'),
+            Node::Choice(vec![Node::Seq(vec![]), digits('0', '9')]),
+        ]),
+    ]);
+    let mut options = Vec::new();
+    if ilo < ihi {
+        options.push(Node::Seq(vec![integers(ilo, ihi - 1), fraction]));
+    }
+    if ilo <= ihi {
+        options.push(lit(&ihi.to_string()));
+    }
+    if options.is_empty() {
+        return Err("no value lies within the bounds".into());
+    }
+    Ok(Node::Choice(options))
 }
 
 /// Where one path through the grammar stands.

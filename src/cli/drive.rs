@@ -306,13 +306,13 @@ fn go<S: Headless>(
         Err(signal) => {
             say_used();
             if json_output {
-                let name = match signal {
-                    1 => "SIGHUP",
-                    2 => "SIGINT",
-                    _ => "SIGTERM",
-                };
                 // Best effort: a closed pipe (ctrl-c ends `| jq` too) must not hide how to resume.
-                let _ = stopped_json(&id, json!({"reason": "interrupted", "signal": name}), used.rows(), out);
+                let _ = stopped_json(
+                    &id,
+                    json!({"reason": "interrupted", "signal": signal_name(signal)}),
+                    used.rows(),
+                    out,
+                );
             }
             return Ok(interrupted(ctx, S::KIND, &id, signal));
         }
@@ -332,16 +332,7 @@ fn go<S: Headless>(
         Ended::Waiting(requests) => {
             // What the sitting wrote for the user's engine, and what the results it imported cost.
             say_used();
-            if json_output {
-                writeln!(
-                    out,
-                    "{}",
-                    crate::text::json_pretty(&json!({"session": id, "requests": requests, "usage": used.rows()}))?
-                )?;
-            } else {
-                writeln!(out, "session {id}: the next requests are in {}", requests.display())?;
-                writeln!(out, "{}", resume::next_step(&id, &requests))?;
-            }
+            say_waiting(&id, &requests, used.rows(), json_output, out)?;
             return Ok(ExitCode::SUCCESS);
         }
     };
@@ -357,6 +348,36 @@ fn go<S: Headless>(
         return Ok(ExitCode::FAILURE);
     }
     Ok(if over_cap { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// A sitting that wrote its next phase's requests for the user's engine: where, and what next.
+fn say_waiting(
+    id: &str,
+    requests: &std::path::Path,
+    usage: Vec<serde_json::Value>,
+    json_output: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    if json_output {
+        writeln!(
+            out,
+            "{}",
+            crate::text::json_pretty(&json!({"session": id, "requests": requests, "usage": usage}))?
+        )?;
+    } else {
+        writeln!(out, "session {id}: the next requests are in {}", requests.display())?;
+        writeln!(out, "{}", resume::next_step(id, requests))?;
+    }
+    Ok(())
+}
+
+/// The name of a signal [`until_interrupted`] reports.
+fn signal_name(signal: u8) -> &'static str {
+    match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        _ => "SIGTERM",
+    }
 }
 
 /// Why a sitting stopped (`error`), for a script: the cost cap with what was spent and what comes
