@@ -9,6 +9,18 @@ use super::{Check, EMBEDDED_MODEL, Report, SMALLEST_TERMINAL, Status};
 use crate::config::ProviderKind;
 use crate::llm::Role;
 
+/// Whether `model add --name` takes `name`: a valid name, not a known model's in any case.
+#[cfg(feature = "local-model")]
+fn addable(name: &str) -> bool {
+    incharacter_local::valid_name(name) && !incharacter_local::KNOWN.iter().any(|k| k.name.eq_ignore_ascii_case(name))
+}
+
+/// Without the embedded model there is no `model add` to refuse a name.
+#[cfg(not(feature = "local-model"))]
+fn addable(_: &str) -> bool {
+    true
+}
+
 /// `1.4 KiB`, `182 MiB`.
 fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -269,10 +281,7 @@ fn provider_check(p: &Provider) -> Check {
             _ => format!(
                 "`incharacter model list` shows the local models; \
                  `incharacter model add <PATH.gguf> --name {}` registers one",
-                Some(local_model(c))
-                    .filter(|n| incharacter_local::valid_name(n))
-                    .filter(|n| !incharacter_local::KNOWN.iter().any(|k| k.name.eq_ignore_ascii_case(n)))
-                    .unwrap_or("NAME")
+                Some(local_model(c)).filter(|n| addable(n)).unwrap_or("NAME")
             ),
         };
         return Check::new(name, failing, format!("{detail}: {problem}")).fix(fix);
